@@ -1,0 +1,9 @@
+"""servesim policies: what to decide. Pure decision objects; they know nothing of SimPy.
+
+Each policy is a small class registered by name, selectable from the scenario YAML.
+"""
+
+from policies.batching import BATCHING_POLICIES, make_batching
+from policies.queues import QUEUE_POLICIES, make_queue_policy
+
+__all__ = ["BATCHING_POLICIES", "QUEUE_POLICIES", "make_batching", "make_queue_policy"]

@@ -1,0 +1,98 @@
+"""Waiting-queue order and preemption victim: fcfs and priority as vLLM, plus sjf.
+
+A queue policy decides two things that vLLM ties together: who is admitted next,
+and whom to preempt when the pool runs dry.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from itertools import count
+from typing import Callable
+
+
+class FCFSQueue:
+    """vLLM's FCFS deque: arrivals at the back, preempted requests back at the front."""
+
+    def __init__(self):
+        self._q = deque()
+
+    def add(self, req) -> None:
+        self._q.append(req)
+
+    def prepend(self, req) -> None:
+        self._q.appendleft(req)
+
+    def peek(self):
+        return self._q[0]
+
+    def pop(self):
+        return self._q.popleft()
+
+    def __len__(self) -> int:
+        return len(self._q)
+
+    def __iter__(self):
+        return iter(self._q)
+
+
+class KeyedQueue:
+    """A heap on key(req); a preempted request is pushed back like any other (vLLM's PRIORITY)."""
+
+    def __init__(self, key: Callable):
+        self._key = key
+        self._heap: list = []
+        self._seq = count()
+
+    def add(self, req) -> None:
+        heapq.heappush(self._heap, (self._key(req), next(self._seq), req))
+
+    prepend = add
+
+    def peek(self):
+        return self._heap[0][2]
+
+    def pop(self):
+        return heapq.heappop(self._heap)[2]
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def __iter__(self):
+        return (item[2] for item in sorted(self._heap))
+
+
+def last_admitted(running: list):
+    """vLLM FCFS victim: the most recently admitted running request."""
+    return running[-1]
+
+
+def lowest_priority(running: list):
+    """vLLM PRIORITY victim: the largest (priority, arrival_time)."""
+    return max(running, key=lambda r: (r.priority, r.arrival_time))
+
+
+class QueuePolicy:
+    def __init__(self, name: str, make_queue: Callable[[], object], select_victim: Callable[[list], object],
+                 victim_may_be_scheduled: bool):
+        self.name = name
+        self.make_queue = make_queue
+        self.select_victim = select_victim
+        # vLLM gives back the budget of a victim scheduled earlier in the same step
+        # (only possible when the victim is not the last admitted).
+        self.victim_may_be_scheduled = victim_may_be_scheduled
+
+
+QUEUE_POLICIES: dict[str, Callable[[], QueuePolicy]] = {
+    "fcfs": lambda: QueuePolicy("fcfs", FCFSQueue, last_admitted, False),
+    "priority": lambda: QueuePolicy(
+        "priority", lambda: KeyedQueue(lambda r: (r.priority, r.arrival_time, r.request_id)), lowest_priority, True),
+    # Shortest expected job first: prompt + max_tokens, all a scheduler knows in advance.
+    "sjf": lambda: QueuePolicy(
+        "sjf", lambda: KeyedQueue(lambda r: (r.expected_job, r.arrival_time, r.request_id)), last_admitted, False),
+}
+
+
+def make_queue_policy(name: str) -> QueuePolicy:
+    return QUEUE_POLICIES[name]()

@@ -1,0 +1,53 @@
+"""`servesim bench`: how fast the simulator is, on a fixed workload anyone can rerun.
+
+10,000 requests with ShareGPT-like lengths (lognormal fits of the ShareGPT length
+stats: prompt median 1,730, output median 415 tokens) at a rate near the default
+deployment's saturation. Reports medians over repeats, since machines are noisy.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+
+BENCH_OVERRIDES = [
+    "workload.prompt_tokens={dist: lognormal, median: 1730, sigma: 0.9, max: 7000}",
+    "workload.output_tokens={dist: lognormal, median: 415, sigma: 0.6, max: 1024}",
+]
+
+
+def run_bench(args) -> int:
+    from simulator.config import load
+    from simulator.engine import simulate
+
+    rs = load(None, BENCH_OVERRIDES + [f"workload.num_requests={args.requests}", f"workload.arrival.rate={args.rate}"])
+    walls, sim_time, result = [], 0.0, None
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        result = simulate(rs)
+        walls.append(time.perf_counter() - t0)
+    wall = statistics.median(walls)
+    s = result.summary
+    sim_time = s["duration"]
+    report = {
+        "requests": args.requests, "rate": args.rate, "repeats": args.repeats,
+        "wall_s_median": wall, "wall_s_all": walls,
+        "simulated_requests_per_wall_s": args.requests / wall,
+        "simulated_s_per_wall_s": sim_time / wall,
+        "simulated_duration_s": sim_time, "steps": s["num_steps"], "steps_per_wall_s": s["num_steps"] / wall,
+        "mean_batch_size": s["mean_batch_size"], "kv_cache_usage_mean": s["kv_cache_usage_mean"],
+        "python": platform.python_version(),
+    }
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print(f"servesim bench: {args.requests:,} requests (ShareGPT-like lengths) at {args.rate} req/s, "
+              f"{args.repeats} repeats")
+        print(f"  wall time, median          {wall:.2f} s   (all: {', '.join(f'{w:.2f}' for w in walls)})")
+        print(f"  simulated requests / wall-s {report['simulated_requests_per_wall_s']:,.0f}")
+        print(f"  simulated seconds / wall-s  {report['simulated_s_per_wall_s']:,.0f}")
+        print(f"  scheduler steps / wall-s    {report['steps_per_wall_s']:,.0f}  ({s['num_steps']:,} steps, "
+              f"mean batch {s['mean_batch_size']:.0f}, KV usage {s['kv_cache_usage_mean']:.0%})")
+    return 0

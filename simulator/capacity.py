@@ -1,0 +1,114 @@
+"""KV-cache capacity arithmetic: how many requests fit, before any simulation.
+
+The same pool sizing feeds the simulator's block manager, so the calculator and a
+simulation can never disagree about the pool.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from simulator.errors import ConfigError
+
+GIB = 2**30
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def kv_pool_bytes(memory_bytes: int, gpu_memory_utilization: float, weight_bytes: int, reserved_bytes: int = 0) -> int:
+    """vLLM: ceil(total x utilisation) - weights - everything else that is not KV."""
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ConfigError("engine.gpu_memory_utilization", f"must be in (0, 1], got {gpu_memory_utilization}")
+    pool = math.ceil(memory_bytes * gpu_memory_utilization) - weight_bytes - reserved_bytes
+    if pool <= 0:
+        raise ConfigError(
+            "engine.gpu_memory_utilization",
+            f"no memory left for the KV cache: {memory_bytes * gpu_memory_utilization / GIB:.2f} GiB usable, "
+            f"weights {weight_bytes / GIB:.2f} GiB, reserved {reserved_bytes / GIB:.2f} GiB",
+        )
+    return pool
+
+
+def num_blocks(pool_bytes: int, kv_bytes_per_token: int, block_size: int) -> int:
+    return pool_bytes // (kv_bytes_per_token * block_size)
+
+
+@dataclass(frozen=True)
+class CapacityReport:
+    model: str
+    kv_bytes_per_token: int
+    pool_bytes: int
+    pool_gib: float
+    block_size: int
+    num_blocks: int
+    max_model_len: int
+    contiguous_bytes_per_request: int
+    contiguous_requests: int
+    tokens_per_request: int
+    blocks_per_request: int
+    paged_requests: int
+    paged_gain_vs_contiguous: float
+    shared_prefix_tokens: int | None = None
+    private_tokens: int | None = None
+    shared_prefix_blocks: int | None = None
+    private_blocks_per_request: int | None = None
+    shared_prefix_requests: int | None = None
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
+def capacity(
+    *,
+    model_name: str,
+    kv_bytes_per_token: int,
+    pool_bytes: int,
+    block_size: int,
+    max_model_len: int,
+    tokens_per_request: int,
+    shared_prefix_tokens: int | None = None,
+    private_tokens: int | None = None,
+) -> CapacityReport:
+    """Concurrent requests under contiguous reservation, paging, and paging with a shared prefix."""
+    for field, value in (("block_size", block_size), ("max_model_len", max_model_len), ("tokens_per_request", tokens_per_request)):
+        if value <= 0:
+            raise ConfigError(field, f"must be positive, got {value}")
+    blocks = num_blocks(pool_bytes, kv_bytes_per_token, block_size)
+    contiguous_bytes = max_model_len * kv_bytes_per_token
+    contiguous = pool_bytes // contiguous_bytes
+    per_req = cdiv(tokens_per_request, block_size)
+    paged = blocks // per_req
+    extra = {}
+    if shared_prefix_tokens is not None or private_tokens is not None:
+        if shared_prefix_tokens is None or private_tokens is None:
+            raise ConfigError("shared_prefix_tokens", "give both shared_prefix_tokens and private_tokens")
+        if shared_prefix_tokens < 0 or private_tokens <= 0:
+            raise ConfigError("private_tokens", "shared_prefix_tokens must be >= 0 and private_tokens > 0")
+        prefix_blocks = cdiv(shared_prefix_tokens, block_size)
+        private_blocks = cdiv(private_tokens, block_size)
+        extra = dict(
+            shared_prefix_tokens=shared_prefix_tokens,
+            private_tokens=private_tokens,
+            shared_prefix_blocks=prefix_blocks,
+            private_blocks_per_request=private_blocks,
+            shared_prefix_requests=max(0, (blocks - prefix_blocks) // private_blocks),
+        )
+    return CapacityReport(
+        model=model_name,
+        kv_bytes_per_token=kv_bytes_per_token,
+        pool_bytes=pool_bytes,
+        pool_gib=pool_bytes / GIB,
+        block_size=block_size,
+        num_blocks=blocks,
+        max_model_len=max_model_len,
+        contiguous_bytes_per_request=contiguous_bytes,
+        contiguous_requests=contiguous,
+        tokens_per_request=tokens_per_request,
+        blocks_per_request=per_req,
+        paged_requests=paged,
+        paged_gain_vs_contiguous=(paged / contiguous) if contiguous else float("inf"),
+        **extra,
+    )

@@ -1,0 +1,173 @@
+"""servesim command line: run, capacity, bench. Bad input: one line on stderr, exit code 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from simulator.errors import ConfigError
+
+SUMMARY_ROWS = [
+    ("completed", "requests completed", "{:,}"),
+    ("failed", "requests rejected", "{:,}"),
+    ("duration", "duration (s)", "{:,.2f}"),
+    ("request_throughput", "request throughput (req/s)", "{:,.2f}"),
+    ("output_throughput", "output throughput (tok/s)", "{:,.1f}"),
+    ("total_token_throughput", "total token throughput (tok/s)", "{:,.1f}"),
+    ("mean_ttft_ms", "TTFT mean (ms)", "{:,.1f}"),
+    ("median_ttft_ms", "TTFT median (ms)", "{:,.1f}"),
+    ("p99_ttft_ms", "TTFT p99 (ms)", "{:,.1f}"),
+    ("mean_tpot_ms", "TPOT mean (ms)", "{:,.2f}"),
+    ("p99_tpot_ms", "TPOT p99 (ms)", "{:,.2f}"),
+    ("mean_itl_ms", "ITL mean (ms)", "{:,.2f}"),
+    ("p99_itl_ms", "ITL p99 (ms)", "{:,.2f}"),
+    ("max_itl_ms", "ITL max (ms)", "{:,.1f}"),
+    ("mean_e2el_ms", "E2E latency mean (ms)", "{:,.1f}"),
+    ("p99_e2el_ms", "E2E latency p99 (ms)", "{:,.1f}"),
+    ("num_preemptions", "preemptions", "{:,}"),
+    ("mean_batch_size", "running requests, mean", "{:,.1f}"),
+    ("kv_cache_usage_peak", "KV cache usage, peak", "{:.1%}"),
+    ("kv_cache_usage_mean", "KV cache usage, mean", "{:.1%}"),
+    ("useful_work_fraction", "static batch useful-work fraction", "{:.1%}"),
+]
+
+
+def format_summary(summary: dict) -> str:
+    lines = []
+    for key, label, fmt in SUMMARY_ROWS:
+        v = summary.get(key)
+        if v is None:
+            continue
+        lines.append(f"  {label:<36} {fmt.format(v)}")
+    return "\n".join(lines)
+
+
+def _describe(rs) -> str:
+    e = rs.scenario.engine
+    return (f"{rs.arch.name} ({rs.arch.dtype}) on {rs.hardware.name}, profile {rs.profile.name}; "
+            f"max_num_batched_tokens={rs.max_num_batched_tokens}, max_num_seqs={rs.max_num_seqs}, "
+            f"block_size={e.block_size}, {rs.num_gpu_blocks - 1:,} KV blocks "
+            f"({(rs.num_gpu_blocks - 1) * e.block_size:,} tokens); policies: "
+            f"{rs.scenario.policies.batching}/{rs.scenario.policies.queue}")
+
+
+def cmd_run(args) -> int:
+    from simulator.config import load
+    from simulator.engine import simulate
+    from simulator.plots import latency_distributions
+
+    rs = load(args.scenario, args.set)
+    if not args.quiet:
+        print(f"servesim: {rs.scenario.workload.num_requests:,} requests; {_describe(rs)}", flush=True)
+    result = simulate(rs)
+    out = result.write(args.out)
+    latency_distributions(result, out / "latency.png")
+    if args.json:
+        print(json.dumps(result.summary, indent=2))
+    else:
+        print(format_summary(result.summary))
+        print(f"results in {out}/ (config.yaml, summary.json, requests.parquet, steps.parquet, latency.png)")
+    return 0
+
+
+def cmd_capacity(args) -> int:
+    from simulator.capacity import GIB, capacity, kv_pool_bytes
+    from simulator.hardware import load_hardware
+    from simulator.model_arch import load_model
+
+    arch = load_model(args.model)
+    if args.gpu_memory_gib is not None and args.gpu_memory_gib <= 0:
+        raise ConfigError("gpu_memory_gib", f"must be positive, got {args.gpu_memory_gib}")
+    hw = load_hardware(args.gpu, memory_gib=args.gpu_memory_gib)
+    if args.weights_gib is not None and args.weights_gib < 0:
+        raise ConfigError("weights_gib", f"must be >= 0, got {args.weights_gib}")
+    weights = round(args.weights_gib * GIB) if args.weights_gib is not None else arch.weight_bytes
+    pool = kv_pool_bytes(hw.memory_bytes, args.gpu_memory_utilization, weights)
+    report = capacity(
+        model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token, pool_bytes=pool,
+        block_size=args.block_size, max_model_len=args.max_model_len or arch.max_position_embeddings,
+        tokens_per_request=args.tokens_per_request, shared_prefix_tokens=args.shared_prefix_tokens,
+        private_tokens=args.private_tokens)
+    d = report.as_dict() | {"gpu_memory_gib": hw.memory_gib, "gpu_memory_utilization": args.gpu_memory_utilization,
+                            "weights_gib": weights / GIB}
+    if args.json:
+        print(json.dumps(d, indent=2))
+        return 0
+    r = report
+    print(f"{r.model}: {r.kv_bytes_per_token:,} B of KV cache per token")
+    print(f"KV pool: {hw.memory_gib:g} GiB x {args.gpu_memory_utilization:g} - {weights / GIB:.2f} GiB weights "
+          f"= {r.pool_gib:.2f} GiB = {r.num_blocks:,} blocks of {r.block_size} tokens")
+    print(f"contiguous, {r.max_model_len:,} tokens reserved each ({r.contiguous_bytes_per_request / GIB:.2f} GiB): "
+          f"{r.contiguous_requests:,} concurrent requests")
+    print(f"paged, {r.tokens_per_request:,} tokens each ({r.blocks_per_request} blocks): {r.paged_requests:,} "
+          f"concurrent requests ({r.paged_gain_vs_contiguous:.1f}x contiguous)")
+    if r.shared_prefix_requests is not None:
+        print(f"paged with a {r.shared_prefix_tokens:,}-token shared prefix ({r.shared_prefix_blocks} blocks, stored once) "
+              f"and {r.private_tokens:,} private tokens ({r.private_blocks_per_request} blocks): "
+              f"{r.shared_prefix_requests:,} concurrent requests")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    from simulator.bench import run_bench
+
+    return run_bench(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="servesim", description="Discrete-event simulator of LLM inference serving.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="simulate a scenario and write its results")
+    r.add_argument("scenario", nargs="?", help="scenario YAML (default: the built-in default scenario)")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a setting, e.g. --set engine.max_num_seqs=64 (repeatable)")
+    r.add_argument("--out", default="results/run", help="output directory (default: results/run)")
+    r.add_argument("--json", action="store_true", help="print the summary as JSON")
+    r.add_argument("--quiet", action="store_true")
+    r.set_defaults(func=cmd_run)
+
+    c = sub.add_parser("capacity", help="KV-cache capacity arithmetic: how many requests fit")
+    c.add_argument("--model", default="llama-3-8b", help="built-in model name or architecture file")
+    c.add_argument("--gpu", default="generic-80gb", help="built-in GPU (default: generic-80gb)")
+    c.add_argument("--gpu-memory-gib", type=float, help="device memory, overrides --gpu")
+    c.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    c.add_argument("--weights-gib", type=float, help="weight memory (default: from the architecture)")
+    c.add_argument("--block-size", type=int, default=16)
+    c.add_argument("--max-model-len", type=int, help="contiguous reservation per request (default: the model's)")
+    c.add_argument("--tokens-per-request", type=int, default=1800)
+    c.add_argument("--shared-prefix-tokens", type=int)
+    c.add_argument("--private-tokens", type=int)
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_capacity)
+
+    b = sub.add_parser("bench", help="simulator speed: simulated requests and seconds per wall second")
+    b.add_argument("--requests", type=int, default=10_000)
+    b.add_argument("--rate", type=float, default=6.5, help="arrival rate, req/s (default near saturation)")
+    b.add_argument("--repeats", type=int, default=3)
+    b.add_argument("--json", action="store_true")
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+class _Parser(argparse.ArgumentParser):
+    pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except ConfigError as exc:
+        print(f"servesim: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("servesim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,239 @@
+"""The scenario: one YAML validated field by field, resolved into concrete settings.
+
+Setting names and defaults are vLLM's (SchedulerConfig, CacheConfig); fields that
+vLLM does not have say so in their description.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat,
+                      PositiveInt, ValidationError, field_validator)
+
+from simulator.capacity import cdiv, kv_pool_bytes, num_blocks
+from simulator.cost_model import CostModel, Profile, build_cost_model, load_profile
+from simulator.errors import ConfigError
+from simulator.hardware import Hardware, load_hardware
+from simulator.model_arch import ModelArchitecture, load_model
+from workloads.synthetic import SyntheticWorkload
+
+GIB = 2**30
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EngineSettings(_Strict):
+    """vLLM engine arguments (names and defaults from vLLM 0.33)."""
+
+    max_num_batched_tokens: PositiveInt | None = Field(None, description="None: vLLM's usage-context default")
+    max_num_seqs: PositiveInt | None = Field(None, description="None: vLLM's usage-context default")
+    max_model_len: PositiveInt | None = Field(None, description="None: the model's max_position_embeddings")
+    block_size: PositiveInt = 16
+    gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
+    num_gpu_blocks_override: PositiveInt | None = None
+    enable_chunked_prefill: bool = True
+    long_prefill_token_threshold: NonNegativeInt = 0
+    scheduler_reserve_full_isl: bool = True
+    watermark: float = Field(0.0, ge=0, lt=1)
+    enable_prefix_caching: bool = Field(False, description="servesim departs from vLLM (True): not modelled yet")
+    usage_context: Literal["openai_server", "llm_class"] = "openai_server"
+    reserved_memory_gib: NonNegativeFloat = Field(
+        0.0, description="servesim: activations, CUDA graphs and non-torch memory that vLLM profiles at start")
+
+    @field_validator("enable_prefix_caching")
+    @classmethod
+    def _no_prefix_cache_yet(cls, v):
+        if v:
+            raise ValueError("prefix caching is not modelled yet; set it to false")
+        return v
+
+
+class HardwareSettings(_Strict):
+    gpu: str | None = "h100-sxm"
+    memory_gib: PositiveFloat | None = None
+    memory_bandwidth_gbps: PositiveFloat | None = None
+    bf16_tflops: PositiveFloat | None = None
+    fp8_tflops: PositiveFloat | None = None
+
+
+class PolicySettings(_Strict):
+    batching: Literal["continuous", "static"] = "continuous"
+    static_batch_size: PositiveInt | None = Field(None, description="static batching: requests per batch (default max_num_seqs)")
+    queue: Literal["fcfs", "priority", "sjf"] = "fcfs"
+
+
+class SimulationSettings(_Strict):
+    decode_runs: bool = Field(True, description="advance uninterrupted decode steps together (same results, faster)")
+    max_sim_time_s: PositiveFloat | None = Field(None, description="stop the run at this simulated time")
+
+
+class Scenario(_Strict):
+    name: str = "scenario"
+    seed: int = 0
+    model: str | dict = "llama-3-8b"
+    hardware: HardwareSettings = HardwareSettings()
+    profile: str | dict = "roofline"
+    engine: EngineSettings = EngineSettings()
+    policies: PolicySettings = PolicySettings()
+    workload: SyntheticWorkload = SyntheticWorkload()
+    simulation: SimulationSettings = SimulationSettings()
+
+
+@dataclass(frozen=True)
+class ResolvedScenario:
+    """Everything the engine needs, with every default made concrete."""
+
+    scenario: Scenario
+    arch: ModelArchitecture
+    hardware: Hardware
+    profile: Profile
+    cost_model: CostModel
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    max_model_len: int
+    num_gpu_blocks: int
+    kv_pool_bytes: int | None
+
+    def as_dict(self) -> dict:
+        """The resolved config, written next to every result so a run can be repeated exactly."""
+        d = self.scenario.model_dump(mode="json")
+        d["model"] = self.arch.model_dump(mode="json")
+        d["hardware"] = self.hardware.model_dump(mode="json") | {"gpu": self.scenario.hardware.gpu}
+        d["profile"] = self.profile.model_dump(mode="json")
+        d["engine"].update(max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
+                           max_model_len=self.max_model_len)
+        d["resolved"] = {"num_gpu_blocks": self.num_gpu_blocks, "kv_pool_bytes": self.kv_pool_bytes,
+                         "kv_bytes_per_token": self.arch.kv_bytes_per_token, "weight_bytes": self.arch.weight_bytes}
+        return d
+
+
+def first_error(exc: ValidationError) -> tuple[str, str]:
+    """pydantic's first error as (dotted field, short message)."""
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and p in ("fixed", "uniform", "lognormal"))]
+    field = ".".join(loc)
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown setting"
+    elif err["type"] == "union_tag_invalid":
+        msg = f"unknown kind {err.get('input', {}).get('dist')!r} (expected {err['ctx']['expected_tags']})" if isinstance(err.get("input"), dict) else msg
+    elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], (dict, list)):
+        msg = f"{msg} (got {err['input']!r})"
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    return field, msg
+
+
+def parse_scenario(data: dict | None) -> Scenario:
+    try:
+        return Scenario(**(data or {}))
+    except ValidationError as exc:
+        raise ConfigError(*first_error(exc)) from None
+    except TypeError as exc:
+        raise ConfigError("scenario", str(exc)) from None
+
+
+def load_scenario_file(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("scenario", f"file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError("scenario", f"{path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError("scenario", f"{path} must hold a mapping of settings, not {type(data).__name__}")
+    return data
+
+
+def apply_overrides(data: dict, overrides: list[str]) -> dict:
+    """--set a.b=c: the value is read as YAML, so numbers, booleans and lists work."""
+    data = yaml.safe_load(yaml.safe_dump(data))  # deep copy
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(item, "--set takes key=value")
+        key, raw = item.split("=", 1)
+        try:
+            value: Any = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            value = raw
+        node = data
+        parts = key.strip().split(".")
+        for p in parts[:-1]:
+            nxt = node.get(p)
+            if nxt is None or isinstance(nxt, str):
+                nxt = {}
+                node[p] = nxt
+            elif not isinstance(nxt, dict):
+                raise ConfigError(key, f"{p} is not a section")
+            node = nxt
+        node[parts[-1]] = value
+    return data
+
+
+def usage_context_defaults(hw: Hardware, usage_context: str) -> tuple[int, int]:
+    """vLLM's get_batch_defaults: (max_num_batched_tokens, max_num_seqs) by device memory."""
+    if hw.memory_gib >= 160:
+        return 16384, 1024
+    if hw.memory_gib >= 70 and "A100" not in hw.name:
+        return (8192 if usage_context == "openai_server" else 16384), 1024
+    return (2048 if usage_context == "openai_server" else 8192), 256
+
+
+def resolve(scenario: Scenario) -> ResolvedScenario:
+    arch = load_model(scenario.model)
+    h = scenario.hardware
+    hw = load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
+                       bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops)
+    profile = load_profile(scenario.profile)
+    cost_model = build_cost_model(profile, arch, hw)
+    e = scenario.engine
+
+    max_model_len = e.max_model_len or arch.max_position_embeddings
+    if max_model_len > arch.max_position_embeddings:
+        raise ConfigError("engine.max_model_len",
+                          f"{max_model_len} exceeds the model's max_position_embeddings ({arch.max_position_embeddings})")
+    tokens, seqs = usage_context_defaults(hw, e.usage_context)
+    if not e.enable_chunked_prefill:
+        tokens = max(max_model_len, tokens)
+    tokens = e.max_num_batched_tokens or min(tokens, seqs * max_model_len)
+    seqs = e.max_num_seqs or min(seqs, tokens)
+    if not e.enable_chunked_prefill and tokens < max_model_len:
+        raise ConfigError("engine.max_num_batched_tokens",
+                          f"{tokens} is smaller than max_model_len ({max_model_len}) with chunked prefill off")
+
+    pool = None
+    if e.num_gpu_blocks_override:
+        blocks = e.num_gpu_blocks_override
+    else:
+        pool = kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, arch.weight_bytes,
+                             math.ceil(e.reserved_memory_gib * GIB))
+        blocks = num_blocks(pool, arch.kv_bytes_per_token, e.block_size)
+    need = cdiv(max_model_len, e.block_size)
+    if blocks - 1 < need:  # vLLM refuses to start when one max-length request cannot fit
+        field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.gpu_memory_utilization"
+        raise ConfigError(field, f"the KV pool ({blocks - 1} usable blocks of {e.block_size} tokens) cannot hold one "
+                                 f"request of max_model_len={max_model_len} ({need} blocks); lower engine.max_model_len "
+                                 f"or give the cache more memory")
+    pol = scenario.policies
+    if pol.static_batch_size and pol.batching != "static":
+        raise ConfigError("policies.static_batch_size", "only applies to policies.batching: static")
+    return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool)
+
+
+def load(path: str | Path | None = None, overrides: list[str] | None = None) -> ResolvedScenario:
+    data = load_scenario_file(path) if path else {}
+    if overrides:
+        data = apply_overrides(data, overrides)
+    return resolve(parse_scenario(data))

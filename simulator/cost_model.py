@@ -1,0 +1,153 @@
+"""Step time from the batch's composition. Profiles (YAML data) choose a model and its numbers."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+import yaml
+from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveFloat, ValidationError
+
+from simulator.batch import BatchShape
+from simulator.errors import ConfigError
+from simulator.hardware import Hardware
+from simulator.model_arch import ModelArchitecture
+
+
+class CostModel:
+    """step_time(shape) -> seconds. A pure function of the batch: same shape, same time."""
+
+    name = "base"
+
+    def step_time(self, shape: BatchShape) -> float:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class LinearCoefficients(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    step_overhead_ms: NonNegativeFloat = 0.0
+    per_seq_ms: NonNegativeFloat = 0.0
+    per_prefill_token_ms: NonNegativeFloat = 0.0
+    per_decode_token_ms: NonNegativeFloat = 0.0
+    per_context_token_ms: NonNegativeFloat = 0.0  # KV tokens read by decodes
+    per_attention_pair_ms: NonNegativeFloat = 0.0  # prefill (query, context) pairs
+
+
+class LinearCostModel(CostModel):
+    """A sum of named per-step, per-sequence and per-token costs (the teaching model is three of them)."""
+
+    name = "linear"
+
+    def __init__(self, c: LinearCoefficients):
+        self.c = c
+        self._k = (c.step_overhead_ms, c.per_seq_ms, c.per_prefill_token_ms, c.per_decode_token_ms,
+                   c.per_context_token_ms, c.per_attention_pair_ms)
+
+    def step_time(self, shape: BatchShape) -> float:
+        k0, k_seq, k_pre, k_dec, k_ctx, k_pair = self._k
+        ms = (k0 + k_seq * shape.num_seqs + k_pre * shape.prefill_tokens + k_dec * shape.decode_seqs
+              + k_ctx * shape.decode_context_tokens + k_pair * shape.prefill_attention_pairs)
+        return ms * 1e-3
+
+
+class RooflineCoefficients(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    memory_efficiency: PositiveFloat = 0.8
+    compute_efficiency: PositiveFloat = 0.6
+    step_overhead_ms: NonNegativeFloat = 1.0
+
+
+class RooflineCostModel(CostModel):
+    """max(memory, compute) for the linear layers and for attention, plus a fixed overhead.
+
+    Linear layers read every weight once per step and do 2 x params FLOPs per token;
+    attention reads each decode's KV context and does 4 x heads x head_dim x layers
+    FLOPs per (query, context) pair.
+    """
+
+    name = "roofline"
+
+    def __init__(self, arch: ModelArchitecture, hw: Hardware, c: RooflineCoefficients):
+        self.c = c
+        bw = hw.memory_bandwidth_gbps * 1e9 * c.memory_efficiency
+        flops = hw.peak_flops(arch.dtype) * c.compute_efficiency
+        self._weights_s = arch.weight_bytes / bw
+        self._linear_s_per_token = arch.linear_flops_per_token / flops
+        self._kv_s_per_token = arch.kv_bytes_per_token / bw
+        self._attn_s_per_pair = arch.attention_flops_per_token_pair / flops
+        self._overhead_s = c.step_overhead_ms * 1e-3
+
+    def step_time(self, shape: BatchShape) -> float:
+        tokens = shape.prefill_tokens + shape.decode_seqs
+        linear = max(self._weights_s, self._linear_s_per_token * tokens)
+        kv_read = self._kv_s_per_token * (shape.decode_context_tokens + shape.prefill_tokens)
+        attn_compute = self._attn_s_per_pair * (shape.prefill_attention_pairs + shape.decode_context_tokens)
+        return self._overhead_s + linear + max(kv_read, attn_compute)
+
+
+class Profile(BaseModel):
+    """A profile file: which cost model, its numbers, where they came from, how wrong they are."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    cost_model: str
+    source: str = "unknown"
+    device: str = "any"
+    model: str = "any"
+    dtype: str = "any"
+    tensor_parallel_size: int = 1
+    coefficients: dict = {}
+    held_out_error: dict | None = None
+    description: str | None = None
+
+
+def _builtin_profiles():
+    return resources.files("calibration") / "profiles"
+
+
+def builtin_profile_names() -> list[str]:
+    return sorted(p.name[:-5] for p in _builtin_profiles().iterdir() if p.name.endswith(".yaml"))
+
+
+def load_profile(spec: str | dict) -> Profile:
+    """A built-in profile name, a path to a profile YAML, or an inline mapping."""
+    if isinstance(spec, dict):
+        data, where = spec, "scenario"
+    else:
+        path = Path(spec)
+        if path.suffix in (".yaml", ".yml"):
+            if not path.is_file():
+                raise ConfigError("profile", f"file not found: {spec}")
+            where = str(path)
+            try:
+                data = yaml.safe_load(path.read_text())
+            except yaml.YAMLError as exc:
+                raise ConfigError("profile", f"cannot parse {spec}: {str(exc).splitlines()[0]}") from None
+        else:
+            f = _builtin_profiles() / f"{spec}.yaml"
+            if not f.is_file():
+                raise ConfigError("profile", f"unknown profile {spec!r}; built-in: {', '.join(builtin_profile_names())}, or a path to a profile YAML")
+            data, where = yaml.safe_load(f.read_text()), f"built-in {spec}"
+    if not isinstance(data, dict):
+        raise ConfigError("profile", f"{where} must hold a mapping")
+    try:
+        return Profile(**data)
+    except ValidationError as exc:
+        from simulator.config import first_error
+
+        field, msg = first_error(exc)
+        raise ConfigError(f"profile.{field}", f"{msg} (in {where})") from None
+
+
+def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware) -> CostModel:
+    try:
+        if profile.cost_model == "linear":
+            return LinearCostModel(LinearCoefficients(**profile.coefficients))
+        if profile.cost_model == "roofline":
+            return RooflineCostModel(arch, hw, RooflineCoefficients(**profile.coefficients))
+    except ValidationError as exc:
+        from simulator.config import first_error
+
+        field, msg = first_error(exc)
+        raise ConfigError(f"profile.coefficients.{field}", msg) from None
+    raise ConfigError("profile.cost_model", f"unknown cost model {profile.cost_model!r}; known: linear, roofline")

@@ -1,0 +1,53 @@
+"""Device datasheet numbers: memory for the KV pool, bandwidth and FLOP/s for the roofline."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict, PositiveFloat
+
+from simulator.errors import ConfigError
+
+
+class Hardware(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = "custom"
+    memory_gib: PositiveFloat
+    memory_bandwidth_gbps: PositiveFloat = 3350.0
+    bf16_tflops: PositiveFloat = 989.0
+    fp8_tflops: PositiveFloat | None = None
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gib * 2**30)
+
+    def peak_flops(self, dtype: str) -> float:
+        if dtype == "fp8" and self.fp8_tflops:
+            return self.fp8_tflops * 1e12
+        if dtype == "fp32":
+            return self.bf16_tflops * 1e12 / 2  # TF32 tensor cores run at half the bf16 rate
+        return self.bf16_tflops * 1e12
+
+
+def _table() -> dict:
+    return yaml.safe_load((resources.files("simulator") / "data" / "hardware.yaml").read_text())
+
+
+def builtin_gpu_names() -> list[str]:
+    return sorted(_table())
+
+
+def load_hardware(gpu: str | None, **overrides) -> Hardware:
+    """A built-in GPU by name, with any datasheet field overridden."""
+    base: dict = {}
+    if gpu is not None:
+        table = _table()
+        if gpu not in table:
+            raise ConfigError("hardware.gpu", f"unknown GPU {gpu!r}; built-in: {', '.join(sorted(table))}")
+        base = dict(table[gpu])
+    base.update({k: v for k, v in overrides.items() if v is not None})
+    if "memory_gib" not in base:
+        raise ConfigError("hardware", "give a built-in 'gpu' or 'memory_gib'")
+    return Hardware(**base)

@@ -1,0 +1,183 @@
+"""Per-step and per-request records, and the run summary with `vllm bench serve` field names.
+
+Definitions follow vLLM (v1/metrics/stats.py, benchmarks/serve.py): TTFT = first token
+- arrival; ITL = gaps between consecutive tokens of a request; TPOT = (e2el - ttft) /
+(output - 1) for outputs longer than one token; preemption time stays inside all of them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.batch import BatchShape
+from simulator.request import FINISHED, REJECTED
+
+STEP_COLUMNS = ["start", "end", "scheduled_tokens", "prefill_tokens", "decode_seqs", "num_running",
+                "num_waiting", "kv_blocks_used", "num_preempted"]
+
+
+class StepLog:
+    """Column lists, appended once per step (or extended once per decode run)."""
+
+    def __init__(self):
+        self.cols: dict[str, list] = {c: [] for c in STEP_COLUMNS}
+        self._append = [self.cols[c].append for c in STEP_COLUMNS]
+
+    def add_step(self, start: float, end: float, shape: BatchShape, running: int, waiting: int,
+                 used_blocks: int, preempted: int) -> None:
+        a = self._append
+        a[0](start); a[1](end); a[2](shape.prefill_tokens + shape.decode_seqs); a[3](shape.prefill_tokens)
+        a[4](shape.decode_seqs); a[5](running); a[6](waiting); a[7](used_blocks); a[8](preempted)
+
+    def add_decode_run(self, start: float, ends: list[float], batch: int, waiting: int, used_after: list[int]) -> None:
+        k = len(ends)
+        c = self.cols
+        c["start"].append(start)
+        c["start"].extend(ends[:-1])
+        c["end"].extend(ends)
+        c["scheduled_tokens"].extend([batch] * k)
+        c["prefill_tokens"].extend([0] * k)
+        c["decode_seqs"].extend([batch] * k)
+        c["num_running"].extend([batch] * k)
+        c["num_waiting"].extend([waiting] * k)
+        c["kv_blocks_used"].extend(used_after[:k])
+        c["num_preempted"].extend([0] * k)
+
+    def __len__(self) -> int:
+        return len(self.cols["end"])
+
+
+def _stats(prefix: str, values_s: np.ndarray, out: dict, percentiles=(90, 99)) -> None:
+    ms = np.asarray(values_s, dtype=float) * 1000.0
+    keys = ["mean", "median", "std"] + [f"p{p}" for p in percentiles]
+    if ms.size == 0:
+        out.update({f"{k}_{prefix}_ms": None for k in keys})
+        return
+    out[f"mean_{prefix}_ms"] = float(np.mean(ms))
+    out[f"median_{prefix}_ms"] = float(np.median(ms))
+    out[f"std_{prefix}_ms"] = float(np.std(ms))
+    for p in percentiles:
+        out[f"p{p}_{prefix}_ms"] = float(np.percentile(ms, p))
+
+
+def _token_times(req_frame: pd.DataFrame, runs: list[list[int]], step_offset: np.ndarray, ends: np.ndarray):
+    """Expand each request's runs of step indices into token times: (request row, time) arrays."""
+    starts, stops, rows = [], [], []
+    for row, (rr, off) in enumerate(zip(runs, step_offset)):
+        if rr:
+            starts.extend(x + off for x in rr[0::2])
+            stops.extend(x + off for x in rr[1::2])
+            rows.extend([row] * (len(rr) // 2))
+    if not starts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    starts, stops, rows = np.asarray(starts), np.asarray(stops), np.asarray(rows)
+    lengths = stops - starts + 1
+    first = np.cumsum(lengths) - lengths
+    pos = np.arange(lengths.sum()) - np.repeat(first, lengths) + np.repeat(starts, lengths)
+    return np.repeat(rows, lengths), ends[pos]
+
+
+@dataclass
+class RunResult:
+    config: dict
+    requests: pd.DataFrame
+    steps: pd.DataFrame
+    itls: np.ndarray
+    summary: dict = field(default_factory=dict)
+
+    @classmethod
+    def collect(cls, rs, reqs, logs, usable_blocks: list[int], sim_end: float) -> "RunResult":
+        steps = pd.concat(
+            [pd.DataFrame(log.cols).assign(replica=i) for i, log in enumerate(logs)], ignore_index=True)
+        steps["duration"] = steps["end"] - steps["start"]
+        steps["kv_usage"] = steps["kv_blocks_used"] / np.asarray(usable_blocks)[steps["replica"].to_numpy()]
+        offsets = np.cumsum([0] + [len(log) for log in logs])
+        ends = steps["end"].to_numpy()
+
+        f = lambda x: np.nan if x is None else x  # noqa: E731
+        req = pd.DataFrame({
+            "request_id": [r.request_id for r in reqs],
+            "replica": [r.replica for r in reqs],
+            "status": [r.status for r in reqs],
+            "arrival_time": [r.arrival_time for r in reqs],
+            "first_scheduled_time": [f(r.first_scheduled_time) for r in reqs],
+            "first_token_time": [f(r.first_token_time) for r in reqs],
+            "finish_time": [f(r.finish_time) for r in reqs],
+            "prompt_tokens": [r.prompt_tokens for r in reqs],
+            "output_tokens": [r.num_output_tokens for r in reqs],
+            "priority": [r.priority for r in reqs],
+            "num_preemptions": [r.num_preemptions for r in reqs],
+            "finish_reason": [r.finish_reason if r.status == FINISHED else r.reject_reason for r in reqs],
+            "batch_id": [r.batch_id for r in reqs],
+        })
+        req["queue_time"] = req["first_scheduled_time"] - req["arrival_time"]
+        req["ttft"] = req["first_token_time"] - req["arrival_time"]
+        req["e2el"] = req["finish_time"] - req["arrival_time"]
+        out = req["output_tokens"].to_numpy()
+        req["tpot"] = np.where(out > 1, (req["e2el"] - req["ttft"]) / np.maximum(out - 1, 1), np.nan)
+
+        rows, times = _token_times(req, [r.token_runs for r in reqs], offsets[req["replica"].to_numpy()], ends)
+        same = rows[1:] == rows[:-1]
+        itls = np.diff(times)[same]
+        max_itl = np.full(len(req), np.nan)
+        if same.any():
+            np.fmax.at(max_itl, rows[1:][same], itls)
+        req["max_itl"] = max_itl
+        result = cls(rs.as_dict(), req, steps, itls)
+        result.summary = result._summarize(sim_end)
+        return result
+
+    def _summarize(self, sim_end: float) -> dict:
+        req, steps = self.requests, self.steps
+        done = req[req["status"] == FINISHED]
+        start = float(req["arrival_time"].min()) if len(req) else 0.0
+        end = float(done["finish_time"].max()) if len(done) else sim_end
+        duration = max(end - start, 1e-12)
+        s: dict = {
+            "duration": duration,
+            "completed": int(len(done)),
+            "failed": int((req["status"] == REJECTED).sum()),
+            "unfinished": int(len(req) - len(done) - (req["status"] == REJECTED).sum()),
+            "total_input_tokens": int(done["prompt_tokens"].sum()),
+            "total_output_tokens": int(done["output_tokens"].sum()),
+        }
+        s["request_throughput"] = s["completed"] / duration
+        s["output_throughput"] = s["total_output_tokens"] / duration
+        s["total_token_throughput"] = (s["total_input_tokens"] + s["total_output_tokens"]) / duration
+        _stats("ttft", done["ttft"].to_numpy(), s)
+        _stats("tpot", done["tpot"].dropna().to_numpy(), s)
+        _stats("itl", self.itls, s)
+        _stats("e2el", done["e2el"].to_numpy(), s)
+        _stats("queue_time", done["queue_time"].to_numpy(), s)
+        s["max_itl_ms"] = float(self.itls.max() * 1000) if self.itls.size else None
+        s["num_preemptions"] = int(req["num_preemptions"].sum())
+        s["preempted_requests"] = int((req["num_preemptions"] > 0).sum())
+        s["max_preemptions_per_request"] = int(req["num_preemptions"].max()) if len(req) else 0
+        s["num_steps"] = int(len(steps))
+        busy = float(steps["duration"].sum())
+        s["kv_cache_usage_peak"] = float(steps["kv_usage"].max()) if len(steps) else 0.0
+        s["kv_cache_usage_mean"] = float((steps["kv_usage"] * steps["duration"]).sum() / busy) if busy else 0.0
+        s["mean_batch_size"] = float((steps["num_running"] * steps["duration"]).sum() / busy) if busy else 0.0
+        s["max_concurrent_requests"] = int(steps["num_running"].max()) if len(steps) else 0
+        s["busy_fraction"] = busy / duration
+        s["useful_work_fraction"] = None
+        if (done["batch_id"] >= 0).any():  # static batching: sum(l_i) / (n * max l_i) over the batches
+            g = done[done["batch_id"] >= 0].groupby("batch_id")["output_tokens"]
+            s["useful_work_fraction"] = float(g.sum().sum() / (g.size() * g.max()).sum())
+        return s
+
+    def write(self, out_dir: str | Path) -> Path:
+        import yaml
+
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "config.yaml").write_text(yaml.safe_dump(self.config, sort_keys=False))
+        (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
+        self.requests.to_parquet(out / "requests.parquet", index=False)
+        self.steps.to_parquet(out / "steps.parquet", index=False)
+        return out

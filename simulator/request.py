@@ -1,0 +1,52 @@
+"""A request's state inside one replica, in vLLM's terms (num_tokens, num_computed_tokens)."""
+
+from __future__ import annotations
+
+from workloads.spec import RequestSpec
+
+WAITING, RUNNING, PREEMPTED, FINISHED, REJECTED = "waiting", "running", "preempted", "finished", "rejected"
+
+
+class Request:
+    """Mutable per-request state. __slots__ because the hot loop touches these every step.
+
+    Token times are stored as runs of consecutive step indices of the replica that
+    served it ([start, end, start, end, ...]): exact, and O(1) per step instead of
+    one timestamp per token. Metrics expand them at the end.
+    """
+
+    __slots__ = (
+        "spec", "request_id", "arrival_time", "prompt_tokens", "priority", "expected_job",
+        "num_tokens", "num_output_tokens", "num_computed_tokens", "stop_len", "finish_reason",
+        "blocks", "status", "num_preemptions", "replica", "batch_id",
+        "first_scheduled_time", "first_token_time", "finish_time", "token_runs", "reject_reason",
+    )
+
+    def __init__(self, spec: RequestSpec, max_model_len: int):
+        self.spec = spec
+        self.request_id = spec.request_id
+        self.arrival_time = spec.arrival_time
+        self.prompt_tokens = spec.prompt_tokens
+        self.priority = spec.priority
+        limit = spec.output_limit
+        self.expected_job = spec.prompt_tokens + limit  # what SJF may know in advance
+        produced = min(spec.output_tokens, limit)
+        self.stop_len = min(spec.prompt_tokens + produced, max_model_len)
+        self.finish_reason = "stop" if spec.output_tokens < limit and self.stop_len < max_model_len else "length"
+        self.num_tokens = spec.prompt_tokens  # prompt + generated so far
+        self.num_output_tokens = 0
+        self.num_computed_tokens = 0
+        self.blocks: list[int] = []
+        self.status = WAITING
+        self.num_preemptions = 0
+        self.replica = 0
+        self.batch_id = -1
+        self.first_scheduled_time: float | None = None
+        self.first_token_time: float | None = None
+        self.finish_time: float | None = None
+        self.token_runs: list[int] = []
+        self.reject_reason: str | None = None
+
+    def __repr__(self) -> str:
+        return (f"Request({self.request_id}, {self.status}, tokens={self.num_tokens}, "
+                f"computed={self.num_computed_tokens}, blocks={len(self.blocks)})")

@@ -1,0 +1,277 @@
+"""vLLM V1's schedule() step, as a mechanism; the decisions in it come from policies/.
+
+Follows ../shared/docs/vllm-v1-scheduler.md section 1 (token budget, running first,
+then waiting; head-of-line blocking; recompute preemption). The queue policy picks
+the admission order and the victim, the batching policy gates admission.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simulator.batch import BatchShape
+from simulator.kv_cache import KVBlockManager
+from simulator.request import FINISHED, PREEMPTED, RUNNING, Request
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    max_model_len: int
+    enable_chunked_prefill: bool = True
+    long_prefill_token_threshold: int = 0
+    scheduler_reserve_full_isl: bool = True
+
+
+@dataclass
+class SchedulerOutput:
+    reqs: list = field(default_factory=list)
+    tokens: list = field(default_factory=list)
+    preempted: list = field(default_factory=list)
+    shape: BatchShape | None = None
+    num_running: int = 0  # after scheduling
+    num_waiting: int = 0
+
+
+# Why admission last stopped with requests still waiting. Only these stay true
+# while a batch of pure decodes runs on (no finish, no arrival): see decode_run_limit.
+_STABLE_BLOCKS = frozenset({"max_num_seqs", "kv", "batching"})
+
+
+class Scheduler:
+    def __init__(self, settings: SchedulerSettings, kv: KVBlockManager, queue_policy, batching):
+        self.s = settings
+        self.kv = kv
+        self.queue_policy = queue_policy
+        self.batching = batching
+        self.running: list[Request] = []
+        self.waiting = queue_policy.make_queue()
+        self.admission_blocked: str | None = None
+        self._last_decode_only = False  # the previous step scheduled every running request for one decode token
+        self._changed = True  # an arrival or a finish since the previous schedule()
+
+    # -- inputs -------------------------------------------------------------
+    def add_request(self, req: Request) -> None:
+        self.waiting.add(req)
+        self._changed = True
+
+    def has_work(self) -> bool:
+        return bool(self.running) or len(self.waiting) > 0
+
+    # -- one step -----------------------------------------------------------
+    def schedule(self, now: float) -> SchedulerOutput:
+        s, kv, running, waiting = self.s, self.kv, self.running, self.waiting
+        budget = s.max_num_batched_tokens
+        max_len = s.max_model_len
+        thr = s.long_prefill_token_threshold if len(running) + len(waiting) > 1 else 0
+        out = SchedulerOutput()
+        reqs, toks, preempted = out.reqs, out.tokens, out.preempted
+        allocate = kv.allocate_slots
+        select_victim = self.queue_policy.select_victim
+        give_back = self.queue_policy.victim_may_be_scheduled
+
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            c = r.num_computed_tokens
+            n = r.num_tokens - c
+            if 0 < thr < n:
+                n = thr
+            if n > budget:
+                n = budget
+            if n > max_len - c - 1:
+                n = max_len - c - 1
+            if n <= 0:
+                i += 1
+                continue
+            scheduled = True
+            while not allocate(r, n):
+                victim = select_victim(running)
+                vi = running.index(victim) if give_back else len(running) - 1
+                del running[vi]
+                if give_back and vi < i:  # already scheduled this step: return its tokens
+                    j = reqs.index(victim)
+                    budget += toks[j]
+                    del reqs[j], toks[j]
+                    i -= 1
+                self._preempt(victim)
+                preempted.append(victim)
+                if victim is r:
+                    scheduled = False
+                    break
+            if not scheduled:
+                if give_back:
+                    continue  # later entries may still fit
+                break
+            reqs.append(r)
+            toks.append(n)
+            budget -= n
+            i += 1
+
+        self.admission_blocked = None
+        if not preempted:
+            self.batching.open_admission(len(running))
+            admitted = 0
+            while budget > 0 and len(waiting):
+                if len(running) >= s.max_num_seqs:
+                    self.admission_blocked = "max_num_seqs"
+                    break
+                if not self.batching.may_admit(admitted):
+                    self.admission_blocked = "batching"
+                    break
+                r = waiting.peek()
+                n = r.num_tokens  # no prefix cache hit is modelled yet
+                if 0 < thr < n:
+                    n = thr
+                if n > budget:
+                    if not s.enable_chunked_prefill:
+                        self.admission_blocked = "budget"
+                        break
+                    n = budget
+                if not allocate(r, n, full_sequence_must_fit=s.scheduler_reserve_full_isl,
+                                apply_watermark=bool(running)):
+                    self.admission_blocked = "kv"  # head-of-line: nobody behind r is admitted
+                    break
+                waiting.pop()
+                running.append(r)
+                r.status = RUNNING
+                r.batch_id = self.batching.batch_id
+                if r.first_scheduled_time is None:
+                    r.first_scheduled_time = now
+                reqs.append(r)
+                toks.append(n)
+                budget -= n
+                admitted += 1
+
+        # vLLM's _update_after_schedule: computed tokens advance before the model runs.
+        prefill_tokens = pairs = decode_seqs = decode_ctx = 0
+        for r, n in zip(reqs, toks):
+            c = r.num_computed_tokens
+            if n == 1 and c == r.num_tokens - 1:
+                decode_seqs += 1
+                decode_ctx += c + 1
+            else:
+                prefill_tokens += n
+                pairs += n * c + n * (n + 1) // 2
+            r.num_computed_tokens = c + n
+        out.shape = BatchShape(len(reqs), prefill_tokens, pairs, decode_seqs, decode_ctx)
+        out.num_running = len(running)
+        out.num_waiting = len(waiting)
+        self._last_decode_only = (not preempted and prefill_tokens == 0 and decode_seqs == len(running))
+        self._changed = False
+        return out
+
+    def _preempt(self, r: Request) -> None:
+        """Recompute preemption: free every block, forget computed tokens, back to the queue front."""
+        self.kv.free(r)
+        r.status = PREEMPTED
+        r.num_computed_tokens = 0
+        r.num_preemptions += 1
+        self.waiting.prepend(r)
+
+    def update_from_output(self, out: SchedulerOutput, step: int, t_end: float) -> list[Request]:
+        """A request whose computed tokens reach its length samples one token at t_end."""
+        finished = []
+        for r in out.reqs:
+            if r.num_computed_tokens < r.num_tokens or r.status != RUNNING:
+                continue  # a prefill chunk, or preempted after being scheduled
+            r.num_tokens += 1
+            r.num_output_tokens += 1
+            if r.first_token_time is None:
+                r.first_token_time = t_end
+            runs = r.token_runs
+            if runs and runs[-1] == step - 1:
+                runs[-1] = step
+            else:
+                runs.append(step)
+                runs.append(step)
+            if r.num_tokens >= r.stop_len:
+                finished.append(r)
+        if finished:
+            self._finish(finished, t_end)
+        return finished
+
+    def _finish(self, finished: list[Request], t_end: float) -> None:
+        for r in finished:
+            r.status = FINISHED
+            r.finish_time = t_end
+            self.kv.free(r)
+        self.running = [r for r in self.running if r.status == RUNNING]
+        self._changed = True
+
+    # -- decode runs: several steps at once when nothing can change in between ----
+    def decode_run_limit(self) -> int:
+        """How many upcoming steps are certain to be plain decode steps of the same batch.
+
+        True when the last step decoded every running request and admitted nobody, no
+        request arrived or finished since, and admission stays shut for a reason that
+        decode steps cannot lift (max_num_seqs, a full pool, a static batch). The run
+        ends where the first request finishes or the free blocks would run out.
+        Arrivals bound it further in the engine. 0 means: take a normal step.
+        """
+        running = self.running
+        if (self._changed or not self._last_decode_only or not running
+                or len(running) > self.s.max_num_batched_tokens
+                or (len(self.waiting) and self.admission_blocked not in _STABLE_BLOCKS)):
+            return 0
+        k = min(r.stop_len - r.num_tokens for r in running)
+        if k < 2:
+            return 0
+        bs = self.kv.block_size
+        free = len(self.kv.free_blocks)
+        need = lambda k: sum(max(0, -(-(r.num_tokens + k - 1) // bs) - len(r.blocks)) for r in running)  # noqa: E731
+        if need(k) > free:
+            lo, hi = 0, k  # need(lo) fits, need(hi) does not
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if need(mid) <= free:
+                    lo = mid
+                else:
+                    hi = mid
+            k = lo
+        return k if k >= 2 else 0
+
+    def decode_context_tokens(self) -> int:
+        return sum(r.num_tokens for r in self.running)
+
+    def apply_decode_run(self, k: int, first_step: int, t_end: float) -> tuple[list[int], list[Request]]:
+        """Advance every running request by k decode tokens, as k schedule()+update calls would.
+
+        Returns the blocks in use after each step's allocation, and the requests
+        that finished at the last step.
+        """
+        bs = self.kv.block_size
+        grown = [0] * k
+        last = first_step + k - 1
+        finished = []
+        kv = self.kv
+        for r in self.running:
+            t0 = r.num_tokens
+            held = len(r.blocks)
+            need = -(-(t0 + k - 1) // bs) - held
+            if need > 0:
+                j = held * bs - t0 + 1  # 0-based step of the first new block
+                for _ in range(need):
+                    grown[j] += 1
+                    j += bs
+                kv.grow(r, need)
+            r.num_tokens = t0 + k
+            r.num_output_tokens += k
+            r.num_computed_tokens = t0 + k - 1
+            runs = r.token_runs
+            if runs[-1] == first_step - 1:
+                runs[-1] = last
+            else:
+                runs.append(first_step)
+                runs.append(last)
+            if r.num_tokens >= r.stop_len:
+                finished.append(r)
+        used_after = []
+        used = kv.num_used_blocks - sum(grown)
+        for g in grown:
+            used += g
+            used_after.append(used)
+        if finished:
+            self._finish(finished, t_end)
+        return used_after, finished

@@ -1,0 +1,24 @@
+import pytest
+
+from simulator.config import load, parse_scenario, resolve
+from simulator.engine import simulate
+from workloads.spec import RequestSpec
+
+
+def teaching(overrides: list[str] | None = None, **engine):
+    """A resolved scenario on the essay's teaching cost model, with engine settings."""
+    sets = ["profile=teaching", "hardware.gpu=generic-80gb"] + [f"engine.{k}={v}" for k, v in engine.items()]
+    return load(None, sets + (overrides or []))
+
+
+def specs(rows):
+    """(arrival, prompt, output[, priority]) tuples -> RequestSpecs."""
+    return [RequestSpec(i, float(r[0]), int(r[1]), int(r[2]), priority=int(r[3]) if len(r) > 3 else 0)
+            for i, r in enumerate(rows)]
+
+
+@pytest.fixture
+def run():
+    def _run(rows, overrides=None, **engine):
+        return simulate(teaching(overrides, **engine), specs(rows))
+    return _run

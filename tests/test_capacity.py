@@ -1,0 +1,89 @@
+"""The background essays' capacity arithmetic, figure by figure (design brief)."""
+
+import json
+
+import pytest
+
+from simulator.capacity import GIB, capacity, kv_pool_bytes
+from simulator.cli import main
+from simulator.errors import ConfigError
+from simulator.model_arch import load_model
+
+
+def essay(util=0.90, **kw):
+    m = load_model("llama-3-8b")
+    pool = kv_pool_bytes(80 * GIB, util, 16 * GIB)
+    return capacity(model_name=m.name, kv_bytes_per_token=m.kv_bytes_per_token, pool_bytes=pool, block_size=16,
+                    max_model_len=32768, tokens_per_request=1800, **kw)
+
+
+def test_kv_bytes_per_token():
+    assert load_model("llama-3-8b").kv_bytes_per_token == 131_072
+    assert load_model("qwen2.5-7b").kv_bytes_per_token == 57_344
+
+
+def test_pool_and_blocks():
+    r = essay()
+    assert r.pool_bytes == 56 * GIB
+    assert r.num_blocks == 28_672
+
+
+def test_contiguous_paged_shared():
+    r = essay(shared_prefix_tokens=1200, private_tokens=600)
+    assert r.contiguous_requests == 14
+    assert r.blocks_per_request == 113
+    assert r.paged_requests == 253
+    assert r.shared_prefix_blocks == 75 and r.private_blocks_per_request == 38
+    assert r.shared_prefix_requests == 752
+    assert r.paged_gain_vs_contiguous == pytest.approx(18.1, abs=0.05)
+
+
+def test_utilisation_070():
+    r = essay(util=0.70)
+    assert r.pool_bytes == 40 * GIB
+    assert r.paged_requests == 181
+
+
+def test_weights_from_architecture():
+    m = load_model("llama-3-8b")
+    assert 8.0e9 < m.num_params < 8.1e9  # Llama-3-8B has 8.03 B parameters
+    assert 7.5e9 < load_model("qwen2.5-7b").num_params < 7.7e9  # 7.62 B
+
+
+def test_cli_json(capsys):
+    assert main(["capacity", "--gpu-memory-gib", "80", "--gpu-memory-utilization", "0.9", "--weights-gib", "16",
+                 "--max-model-len", "32768", "--tokens-per-request", "1800",
+                 "--shared-prefix-tokens", "1200", "--private-tokens", "600", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["kv_bytes_per_token"], d["contiguous_requests"], d["paged_requests"], d["shared_prefix_requests"]) == \
+        (131072, 14, 253, 752)
+    assert main(["capacity", "--gpu-memory-gib", "80", "--gpu-memory-utilization", "0.7", "--weights-gib", "16",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["paged_requests"] == 181
+    assert main(["capacity", "--model", "qwen2.5-7b", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kv_bytes_per_token"] == 57344
+
+
+def test_cli_text(capsys):
+    assert main(["capacity", "--gpu-memory-gib", "80", "--gpu-memory-utilization", "0.9", "--weights-gib", "16",
+                 "--max-model-len", "32768", "--shared-prefix-tokens", "1200", "--private-tokens", "600"]) == 0
+    out = capsys.readouterr().out
+    assert "131,072 B" in out and "14 concurrent" in out and "253 concurrent" in out and "752 concurrent" in out
+
+
+@pytest.mark.parametrize("args,field", [
+    (["--gpu-memory-utilization", "1.5"], "gpu_memory_utilization"),
+    (["--weights-gib", "100"], "gpu_memory_utilization"),
+    (["--block-size", "0"], "block_size"),
+    (["--model", "no-such-model"], "model"),
+    (["--shared-prefix-tokens", "100"], "shared_prefix_tokens"),
+])
+def test_cli_bad_input(capsys, args, field):
+    assert main(["capacity", "--gpu-memory-gib", "80"] + args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and field in err and "Traceback" not in err
+
+
+def test_pool_too_small_is_an_error():
+    with pytest.raises(ConfigError):
+        kv_pool_bytes(16 * GIB, 0.9, 16 * GIB)
