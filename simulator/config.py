@@ -84,6 +84,7 @@ class Scenario(_Strict):
     policies: PolicySettings = PolicySettings()
     workload: SyntheticWorkload = SyntheticWorkload()
     simulation: SimulationSettings = SimulationSettings()
+    resolved: dict | None = Field(None, description="written by servesim next to results; ignored on input")
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,8 @@ class ResolvedScenario:
         """The resolved config, written next to every result so a run can be repeated exactly."""
         d = self.scenario.model_dump(mode="json")
         d["model"] = self.arch.model_dump(mode="json")
-        d["hardware"] = self.hardware.model_dump(mode="json") | {"gpu": self.scenario.hardware.gpu}
+        hw = self.hardware.model_dump(mode="json")
+        d["hardware"] = {"gpu": self.scenario.hardware.gpu} | {k: hw[k] for k in HardwareSettings.model_fields if k in hw}
         d["profile"] = self.profile.model_dump(mode="json")
         d["engine"].update(max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
                            max_model_len=self.max_model_len)

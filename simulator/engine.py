@@ -88,6 +88,7 @@ class Replica:
             if k:
                 batch = len(sched.running)
                 ctx = sched.decode_context_tokens()
+                waiting = len(sched.waiting)
                 next_arrival = self.arrivals.next_time
                 ends, t = [], now
                 for j in range(k):
@@ -97,7 +98,7 @@ class Replica:
                     ends.append(t)
                 yield env.at(t)
                 used_after, _ = sched.apply_decode_run(len(ends), step, t)
-                log.add_decode_run(now, ends, batch, len(sched.waiting), used_after)
+                log.add_decode_run(now, ends, batch, waiting, used_after)
                 step += len(ends)
             else:
                 out = sched.schedule(now)

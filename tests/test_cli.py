@@ -1,0 +1,95 @@
+"""The command line as a user meets it: results on disk, one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from simulator.cli import main
+
+SMALL = ["--set", "workload.num_requests=50", "--quiet"]
+
+
+def test_run_writes_results(tmp_path, capsys):
+    assert main(["run", "--out", str(tmp_path)] + SMALL) == 0
+    out = capsys.readouterr().out
+    assert "TTFT p99 (ms)" in out and "request throughput" in out
+    for f in ("config.yaml", "summary.json", "requests.parquet", "steps.parquet", "latency.png"):
+        assert (tmp_path / f).stat().st_size > 0
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["completed"] == 50
+    req = pd.read_parquet(tmp_path / "requests.parquet")
+    assert len(req) == 50 and {"ttft", "tpot", "e2el", "max_itl", "num_preemptions"} <= set(req.columns)
+    steps = pd.read_parquet(tmp_path / "steps.parquet")
+    assert {"start", "duration", "scheduled_tokens", "prefill_tokens", "decode_seqs", "num_running",
+            "num_waiting", "kv_blocks_used"} <= set(steps.columns)
+
+
+def test_resolved_config_repeats_the_run(tmp_path, capsys):
+    assert main(["run", "--out", str(tmp_path / "a"), "--set", "engine.max_num_seqs=32"] + SMALL) == 0
+    assert main(["run", str(tmp_path / "a" / "config.yaml"), "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    a = json.loads((tmp_path / "a" / "summary.json").read_text())
+    b = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert a == b
+
+
+def test_scenario_file_and_overrides(tmp_path, capsys):
+    f = tmp_path / "s.yaml"
+    f.write_text("profile: teaching\nworkload:\n  num_requests: 20\n  arrival: {process: constant, rate: 4}\n")
+    assert main(["run", str(f), "--out", str(tmp_path / "o"), "--json", "--quiet"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert printed["completed"] == 20
+
+
+@pytest.mark.parametrize("sets,field", [
+    (["engine.no_such_setting=1"], "engine.no_such_setting"),
+    (["engine.max_num_seqs=many"], "engine.max_num_seqs"),
+    (["workload.arrival.rate=-2"], "workload.arrival.rate"),
+    (["engine.num_gpu_blocks_override=8"], "engine.num_gpu_blocks_override"),
+    (["engine.gpu_memory_utilization=0.1"], "engine.gpu_memory_utilization"),
+    (["engine.gpu_memory_utilization=1.5"], "engine.gpu_memory_utilization"),
+    (["policies.queue=lifo"], "policies.queue"),
+    (["model=no-such-model"], "model"),
+    (["profile=no-such-profile"], "profile"),
+    (["workload.prompt_tokens={dist: weird}"], "workload.prompt_tokens"),
+    (["engine.enable_prefix_caching=true"], "engine.enable_prefix_caching"),
+    (["engine.max_model_len=100000"], "engine.max_model_len"),
+])
+def test_bad_settings_exit_2_with_one_line_naming_the_field(capsys, sets, field):
+    args = ["run", "--quiet"]
+    for s in sets:
+        args += ["--set", s]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith(f"servesim: error: {field}"), err
+
+
+def test_malformed_yaml_and_missing_file(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("engine:\n  max_num_seqs: [1,\n")
+    assert main(["run", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "not valid YAML" in err and "line" in err
+    assert main(["run", str(tmp_path / "nope.yaml")]) == 2
+    assert "file not found" in capsys.readouterr().err
+    lst = tmp_path / "list.yaml"
+    lst.write_text("- 1\n- 2\n")
+    assert main(["run", str(lst)]) == 2
+    assert "mapping" in capsys.readouterr().err
+
+
+def test_console_command_no_traceback(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "simulator.cli", "run", "--set", "workload.arrival.rate=0"],
+                       capture_output=True, text=True)
+    assert p.returncode == 2
+    assert "Traceback" not in p.stderr and "workload.arrival.rate" in p.stderr
+
+
+def test_bench_reports_rates(capsys):
+    assert main(["bench", "--requests", "200", "--repeats", "1", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["simulated_requests_per_wall_s"] > 0 and d["simulated_s_per_wall_s"] > 0 and d["steps"] > 0

@@ -1,0 +1,58 @@
+"""Block manager invariants, as properties: no leaked block, free + used = total."""
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.config import load
+from simulator.engine import build
+from simulator.kv_cache import KVBlockManager
+from simulator.request import Request
+from workloads.spec import RequestSpec
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 90), st.booleans()), max_size=60),
+       st.integers(2, 40), st.sampled_from([1, 4, 16]))
+def test_allocate_and_free_never_lose_a_block(ops, blocks, block_size):
+    kv = KVBlockManager(blocks, block_size, max_model_len=512)
+    reqs = [Request(RequestSpec(i, 0.0, 100, 100), 512) for i in range(6)]
+    for who, n, free in ops:
+        r = reqs[who]
+        if free:
+            kv.free(r)
+            r.num_computed_tokens = 0
+            continue
+        before = list(r.blocks)
+        ok = kv.allocate_slots(r, n)
+        if ok:
+            r.num_computed_tokens = min(r.num_computed_tokens + n, 512)
+            assert len(r.blocks) * block_size >= min(r.num_computed_tokens, 512)
+        else:
+            assert r.blocks == before  # a failed allocation changes nothing
+        kv.check_invariants(reqs)
+        assert kv.num_free_blocks + kv.num_used_blocks == kv.num_usable_blocks
+    for r in reqs:
+        kv.free(r)
+    assert kv.num_free_blocks == kv.num_usable_blocks
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 2), st.integers(1, 300), st.integers(1, 120), st.integers(0, 2)),
+                min_size=1, max_size=25),
+       st.integers(30, 80), st.sampled_from(["fcfs", "priority", "sjf"]), st.booleans())
+def test_a_whole_run_keeps_the_invariants_and_returns_every_block(rows, blocks, queue, chunked):
+    rs = load(None, ["profile=teaching", f"engine.num_gpu_blocks_override={blocks}", "engine.max_model_len=400",
+                     "engine.max_num_batched_tokens=400", f"engine.enable_chunked_prefill={chunked}",
+                     f"policies.queue={queue}"])
+    specs = [RequestSpec(i, t, p, o, priority=pr) for i, (t, p, o, pr) in enumerate(rows)]
+    sim = build(rs, specs)
+    kv = sim.replicas[0].kv
+    sched = sim.replicas[0].scheduler
+    while sim.env.peek() != float("inf"):
+        sim.env.step()
+        kv.check_invariants(list(sched.running) + list(sched.waiting))
+        assert all(r.blocks == [] for r in sched.waiting if r.status == "preempted")
+    assert kv.num_free_blocks == kv.num_usable_blocks
+    done = [r for r in sim.arrivals.requests if r.status == "finished"]
+    assert len(done) == sum(1 for r in sim.arrivals.requests if r.status != "rejected")
+    assert all(r.num_tokens == r.stop_len for r in done)

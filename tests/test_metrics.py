@@ -1,0 +1,61 @@
+"""Metric definitions checked by hand on the teaching model (18 ms + 0.12 ms/seq + 0.03 ms/prefill token)."""
+
+import numpy as np
+import pytest
+
+
+def test_one_request_by_hand(run):
+    r = run([(0.0, 100, 10)])
+    req = r.requests.iloc[0]
+    prefill = 18.0 + 0.12 + 0.03 * 100
+    decode = 18.0 + 0.12
+    assert req["ttft"] * 1000 == pytest.approx(prefill)
+    assert req["e2el"] * 1000 == pytest.approx(prefill + 9 * decode)
+    assert req["tpot"] * 1000 == pytest.approx(decode)
+    assert len(r.itls) == 9 and np.allclose(r.itls * 1000, decode)
+    s = r.summary
+    assert s["mean_ttft_ms"] == pytest.approx(prefill)
+    assert s["p99_itl_ms"] == pytest.approx(decode)
+    assert s["total_output_tokens"] == 10 and s["completed"] == 1
+    assert s["request_throughput"] == pytest.approx(1 / (req["e2el"]))
+    assert len(r.steps) == 10 and r.steps["prefill_tokens"].tolist() == [100] + [0] * 9
+
+
+def test_chunked_prefill_timeline_by_hand(run):
+    r = run([(0.0, 100, 3), (0.0, 100, 2)], max_num_batched_tokens=150)
+    a, b = r.requests.iloc[0], r.requests.iloc[1]
+    s0 = 18 + 0.12 * 2 + 0.03 * 150  # a's prompt + 50 of b's
+    s1 = 18 + 0.12 * 2 + 0.03 * 50   # a decodes, b's last 50 prompt tokens
+    s2 = 18 + 0.12 * 2               # both decode
+    assert a["ttft"] * 1000 == pytest.approx(s0)
+    assert b["ttft"] * 1000 == pytest.approx(s0 + s1)
+    assert a["e2el"] * 1000 == pytest.approx(s0 + s1 + s2)
+    assert b["e2el"] * 1000 == pytest.approx(s0 + s1 + s2)
+    assert b["queue_time"] == 0.0
+    assert sorted(np.round(r.itls * 1000, 6)) == sorted(np.round([s1, s2, s2], 6))
+
+
+def test_preemption_time_stays_inside_the_intervals(run):
+    r = run([(0.0, 200, 400)] * 20, num_gpu_blocks_override=120, max_model_len=1024)
+    pre = r.requests[r.requests["num_preemptions"] > 0]
+    assert len(pre) > 0
+    # a preempted request's longest gap spans its wait and recompute: far above a step
+    assert (pre["max_itl"] > 5 * r.steps["duration"].median()).all()
+    assert r.summary["max_itl_ms"] == pytest.approx(r.requests["max_itl"].max() * 1000)
+
+
+def test_rejected_prompt_is_counted_not_dropped(run):
+    r = run([(0.0, 100, 5), (0.0, 5000, 5)], max_model_len=4096)
+    assert r.summary["completed"] == 1 and r.summary["failed"] == 1
+    assert r.requests.iloc[1]["finish_reason"] == "prompt_too_long"
+
+
+def test_summary_uses_vllm_bench_field_names(run):
+    s = run([(0.0, 10, 5), (0.1, 20, 6)]).summary
+    for metric in ("ttft", "tpot", "itl", "e2el"):
+        for stat in ("mean", "median", "std", "p90", "p99"):
+            assert f"{stat}_{metric}_ms" in s
+    for key in ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
+                "request_throughput", "output_throughput", "total_token_throughput", "max_itl_ms",
+                "num_preemptions", "kv_cache_usage_peak", "kv_cache_usage_mean"):
+        assert key in s

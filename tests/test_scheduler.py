@@ -1,0 +1,187 @@
+"""The vLLM V1 schedule() step (../shared/docs/vllm-v1-scheduler.md section 1), case by case."""
+
+from policies import make_batching, make_queue_policy
+from simulator.kv_cache import KVBlockManager
+from simulator.request import PREEMPTED, RUNNING, Request
+from simulator.scheduler import Scheduler, SchedulerSettings
+from workloads.spec import RequestSpec
+
+
+def sched(blocks=1000, block_size=16, queue="fcfs", batching="continuous", batch_size=8, watermark=0.0, **kw):
+    s = SchedulerSettings(**({"max_num_batched_tokens": 2048, "max_num_seqs": 128, "max_model_len": 4096} | kw))
+    kv = KVBlockManager(blocks + 1, block_size, s.max_model_len, watermark)
+    return Scheduler(s, kv, make_queue_policy(queue), make_batching(batching, batch_size))
+
+
+def req(i, prompt, output=100, arrival=0.0, priority=0, max_model_len=4096, max_tokens=None):
+    return Request(RequestSpec(i, arrival, prompt, output, max_tokens=max_tokens, priority=priority), max_model_len)
+
+
+def step(s, t=0.0, n=0):
+    out = s.schedule(t)
+    s.update_from_output(out, n, t + 0.01)
+    return out
+
+
+def scheduled(out):
+    return {r.request_id: n for r, n in zip(out.reqs, out.tokens)}
+
+
+def test_token_budget_chunks_the_prefill_that_does_not_fit():
+    s = sched(max_num_batched_tokens=1500)
+    for i in range(3):
+        s.add_request(req(i, 1000))
+    out = step(s)
+    assert scheduled(out) == {0: 1000, 1: 500}
+    assert out.shape.prefill_tokens == 1500
+    out = step(s, n=1)
+    # running first (0 decodes, 1 finishes its prompt), then the next waiting request gets what is left
+    assert scheduled(out) == {0: 1, 1: 500, 2: 999}
+
+
+def test_without_chunked_prefill_a_prompt_that_does_not_fit_waits():
+    s = sched(max_num_batched_tokens=1500, enable_chunked_prefill=False)
+    for i in range(2):
+        s.add_request(req(i, 1000))
+    assert scheduled(step(s)) == {0: 1000}
+    assert len(s.waiting) == 1 and s.admission_blocked == "budget"
+
+
+def test_max_num_seqs_limits_admission_only():
+    s = sched(max_num_seqs=2)
+    for i in range(4):
+        s.add_request(req(i, 10))
+    assert set(scheduled(step(s))) == {0, 1}
+    assert s.admission_blocked == "max_num_seqs"
+
+
+def test_long_prefill_token_threshold_caps_each_chunk():
+    s = sched(long_prefill_token_threshold=256)
+    s.add_request(req(0, 1000))
+    s.add_request(req(1, 100))
+    assert scheduled(step(s)) == {0: 256, 1: 100}
+
+
+def test_threshold_is_off_for_a_lone_request():
+    s = sched(long_prefill_token_threshold=256)
+    s.add_request(req(0, 1000))
+    assert scheduled(step(s)) == {0: 1000}
+
+
+def test_head_of_line_blocking_when_the_head_does_not_fit():
+    s = sched(blocks=20)  # 320 tokens
+    s.add_request(req(0, 200, output=50))
+    step(s)
+    s.add_request(req(1, 200))  # needs 13 blocks, 7 are free
+    s.add_request(req(2, 16))   # would fit, but stands behind 1
+    out = step(s, n=1)
+    assert scheduled(out) == {0: 1}
+    assert s.admission_blocked == "kv" and [r.request_id for r in s.waiting] == [1, 2]
+
+
+def test_reserve_full_isl_requires_the_whole_prompt_to_fit():
+    s = sched(blocks=20, max_num_batched_tokens=64)
+    s.add_request(req(0, 400))  # 25 blocks > 20 free: not admitted even as a 64-token chunk
+    assert step(s).reqs == []
+    s2 = sched(blocks=20, max_num_batched_tokens=64, scheduler_reserve_full_isl=False)
+    s2.add_request(req(0, 400))
+    assert scheduled(step(s2)) == {0: 64}
+
+
+def test_fcfs_preempts_the_last_admitted_and_puts_it_at_the_front():
+    s = sched(blocks=4, block_size=4, max_model_len=64)  # 16 token slots
+    a, b, c = req(0, 8, max_model_len=64), req(1, 8, max_model_len=64), req(2, 3, max_model_len=64)
+    s.add_request(a)
+    s.add_request(b)
+    step(s)  # a: 8 tokens (2 blocks), b: 8 tokens (2 blocks): pool full
+    s.add_request(c)
+    assert a.num_tokens == 9 and b.num_tokens == 9
+    out = step(s, n=1)  # a needs a 3rd block for its 9th slot -> b (last admitted) is preempted
+    assert [r.request_id for r in out.preempted] == [1]
+    assert b.status == PREEMPTED and b.num_computed_tokens == 0 and b.blocks == [] and b.num_preemptions == 1
+    assert [r.request_id for r in s.waiting] == [1, 2]  # front of the queue, ahead of c
+    assert scheduled(out) == {0: 1}  # no admission in a step that preempted
+    s.kv.check_invariants(s.running)
+
+
+def test_a_preempted_request_recomputes_prompt_and_output():
+    s = sched(blocks=4, block_size=4, max_model_len=64)
+    a, b = req(0, 8, output=6, max_model_len=64), req(1, 8, output=6, max_model_len=64)
+    s.add_request(a)
+    s.add_request(b)
+    step(s)
+    step(s, n=1)  # b preempted with 9 tokens (8 prompt + 1 output)
+    assert b.status == PREEMPTED and b.num_tokens == 9
+    for n in range(2, 40):
+        if b.status == RUNNING:
+            break
+        step(s, n=n)
+    # b comes back once a finishes and frees its blocks; its whole sequence is prefilled again
+    assert b.status == RUNNING and b.num_output_tokens >= 1
+
+
+def test_priority_preempts_the_lowest_priority_and_returns_its_budget():
+    s = sched(blocks=4, block_size=4, max_model_len=64, queue="priority")
+    hi, lo = req(0, 8, priority=0, max_model_len=64), req(1, 8, priority=5, max_model_len=64)
+    s.add_request(lo)
+    s.add_request(hi)
+    step(s)
+    assert [r.request_id for r in s.running] == [0, 1]  # heap order: priority 0 first
+    out = step(s, n=1)  # hi needs a block -> lo (largest priority value) is the victim
+    assert [r.request_id for r in out.preempted] == [1]
+    assert scheduled(out) == {0: 1}
+
+
+def test_priority_victim_already_scheduled_gives_back_its_tokens():
+    s = sched(blocks=4, block_size=4, max_model_len=64, queue="priority")
+    lo, hi = req(0, 5, priority=5, max_model_len=64), req(1, 8, priority=0, arrival=1.0, max_model_len=64)
+    s.add_request(lo)
+    step(s)  # lo alone: running = [lo]
+    s.add_request(hi)
+    step(s, n=1)  # hi admitted after lo: running = [lo, hi]
+    out = step(s, n=2)  # lo scheduled first; hi needs a block -> victim lo, already scheduled: budget returned
+    assert scheduled(out) == {1: 1} and [r.request_id for r in out.preempted] == [0]
+    assert sum(out.tokens) == sum(scheduled(out).values()) == out.shape.num_tokens
+
+
+def test_sjf_admits_the_shortest_expected_job_first():
+    s = sched(queue="sjf", max_num_seqs=1)
+    s.add_request(req(0, 1000, output=500))
+    s.add_request(req(1, 10, output=10))
+    assert scheduled(step(s)) == {1: 10}
+
+
+def test_stop_at_max_tokens_and_at_max_model_len():
+    s = sched(max_model_len=64)
+    a = req(0, 10, output=100, max_tokens=5, max_model_len=64)
+    b = req(1, 60, output=100, max_model_len=64)
+    s.add_request(a)
+    s.add_request(b)
+    for n in range(10):
+        step(s, n=n)
+    assert a.num_output_tokens == 5 and a.finish_reason == "length"
+    assert b.num_tokens == 64 and b.finish_reason == "length"
+    assert not s.running and s.kv.num_free_blocks == s.kv.num_usable_blocks
+
+
+def test_watermark_holds_back_admission_while_others_run():
+    s = sched(blocks=100, watermark=0.2)  # 20 blocks held back from admissions
+    s.add_request(req(0, 16 * 60))
+    step(s)
+    s.add_request(req(1, 16 * 25))  # 25 blocks needed, 39 free, 39 - 25 < 20
+    step(s, n=1)
+    assert s.admission_blocked == "kv"
+
+
+def test_static_batching_admits_only_into_an_empty_engine():
+    s = sched(batching="static", batch_size=2)
+    for i, out_len in enumerate((3, 13, 5)):
+        s.add_request(req(i, 10, output=out_len))
+    assert set(scheduled(step(s))) == {0, 1}
+    n = 1
+    while s.running:
+        out = step(s, n=n)
+        n += 1
+        assert 2 not in scheduled(out)  # waits for the whole batch, though request 0 left long ago
+    assert n > 10
+    assert set(scheduled(step(s, n=n))) == {2}
