@@ -22,7 +22,8 @@ def run_bench(args) -> int:
     from simulator.config import load
     from simulator.engine import simulate
 
-    rs = load(None, BENCH_OVERRIDES + [f"workload.num_requests={args.requests}", f"workload.arrival.rate={args.rate}"])
+    rs = load(None, BENCH_OVERRIDES + [f"workload.num_requests={args.requests}", f"workload.arrival.rate={args.rate}",
+                                       f"simulation.decode_runs={not args.step_by_step}"])
     walls, sim_time, result = [], 0.0, None
     for _ in range(args.repeats):
         t0 = time.perf_counter()
@@ -32,7 +33,7 @@ def run_bench(args) -> int:
     s = result.summary
     sim_time = s["duration"]
     report = {
-        "requests": args.requests, "rate": args.rate, "repeats": args.repeats,
+        "requests": args.requests, "rate": args.rate, "repeats": args.repeats, "decode_runs": not args.step_by_step,
         "wall_s_median": wall, "wall_s_all": walls,
         "simulated_requests_per_wall_s": args.requests / wall,
         "simulated_s_per_wall_s": sim_time / wall,
@@ -44,7 +45,7 @@ def run_bench(args) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(f"servesim bench: {args.requests:,} requests (ShareGPT-like lengths) at {args.rate} req/s, "
-              f"{args.repeats} repeats")
+              f"{args.repeats} repeats{', step by step' if args.step_by_step else ''}")
         print(f"  wall time, median          {wall:.2f} s   (all: {', '.join(f'{w:.2f}' for w in walls)})")
         print(f"  simulated requests / wall-s {report['simulated_requests_per_wall_s']:,.0f}")
         print(f"  simulated seconds / wall-s  {report['simulated_s_per_wall_s']:,.0f}")

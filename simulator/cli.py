@@ -72,6 +72,16 @@ def cmd_run(args) -> int:
     return 0
 
 
+def cmd_config(args) -> int:
+    import yaml
+
+    from simulator.config import load
+
+    rs = load(args.scenario, args.set)
+    print(yaml.safe_dump(rs.as_dict(), sort_keys=False), end="")
+    return 0
+
+
 def cmd_capacity(args) -> int:
     from simulator.capacity import GIB, capacity, kv_pool_bytes
     from simulator.hardware import load_hardware
@@ -129,6 +139,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true")
     r.set_defaults(func=cmd_run)
 
+    cfg = sub.add_parser("config", help="print a scenario with every default resolved (what `run` would simulate)")
+    cfg.add_argument("scenario", nargs="?")
+    cfg.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    cfg.set_defaults(func=cmd_config)
+
     c = sub.add_parser("capacity", help="KV-cache capacity arithmetic: how many requests fit")
     c.add_argument("--model", default="llama-3-8b", help="built-in model name or architecture file")
     c.add_argument("--gpu", default="generic-80gb", help="built-in GPU (default: generic-80gb)")
@@ -147,13 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--requests", type=int, default=10_000)
     b.add_argument("--rate", type=float, default=6.5, help="arrival rate, req/s (default near saturation)")
     b.add_argument("--repeats", type=int, default=3)
+    b.add_argument("--step-by-step", action="store_true", help="turn decode runs off, to measure what they save")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
     return p
-
-
-class _Parser(argparse.ArgumentParser):
-    pass
 
 
 def main(argv: list[str] | None = None) -> int:

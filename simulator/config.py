@@ -75,7 +75,7 @@ class SimulationSettings(_Strict):
 
 
 class Scenario(_Strict):
-    name: str = "scenario"
+    name: str = "default"
     seed: int = 0
     model: str | dict = "llama-3-8b"
     hardware: HardwareSettings = HardwareSettings()

@@ -112,6 +112,8 @@ class RunResult:
             "output_tokens": [r.num_output_tokens for r in reqs],
             "priority": [r.priority for r in reqs],
             "num_preemptions": [r.num_preemptions for r in reqs],
+            "cached_tokens": [0 for r in reqs],  # prefix caching is not modelled yet: no hits
+            "token_runs": [list(r.token_runs) for r in reqs],
             "finish_reason": [r.finish_reason if r.status == FINISHED else r.reject_reason for r in reqs],
             "batch_id": [r.batch_id for r in reqs],
         })
