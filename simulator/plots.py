@@ -27,9 +27,11 @@ def latency_distributions(result, path: str | Path) -> Path:
                 v = np.percentile(values, p)
                 ax.axvline(v, color="k", linestyle=style, label=f"p{p} = {v:,.1f} ms")
             ax.legend()
+            if ax is axes[1]:
+                ax.set_yscale("log")  # the stalls behind a long prefill are few but matter
         ax.set_title(title)
         ax.set_xlabel("milliseconds (log scale)")
-        ax.set_ylabel("requests" if ax is axes[0] else "token gaps")
+        ax.set_ylabel("requests" if ax is axes[0] else "token gaps (log scale)")
     s = result.summary
     fig.suptitle(f"{result.config.get('name', '')}: {s['completed']} requests, "
                  f"{s['request_throughput']:.2f} req/s, {s['num_preemptions']} preemptions")

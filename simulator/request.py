@@ -47,6 +47,15 @@ class Request:
         self.token_runs: list[int] = []
         self.reject_reason: str | None = None
 
+    def record_tokens(self, first_step: int, last_step: int) -> None:
+        """One token at each step first_step..last_step: extend the last run or start one."""
+        runs = self.token_runs
+        if runs and runs[-1] == first_step - 1:
+            runs[-1] = last_step
+        else:
+            runs.append(first_step)
+            runs.append(last_step)
+
     def __repr__(self) -> str:
         return (f"Request({self.request_id}, {self.status}, tokens={self.num_tokens}, "
                 f"computed={self.num_computed_tokens}, blocks={len(self.blocks)})")

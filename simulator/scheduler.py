@@ -180,12 +180,7 @@ class Scheduler:
             r.num_output_tokens += 1
             if r.first_token_time is None:
                 r.first_token_time = t_end
-            runs = r.token_runs
-            if runs and runs[-1] == step - 1:
-                runs[-1] = step
-            else:
-                runs.append(step)
-                runs.append(step)
+            r.record_tokens(step, step)
             if r.num_tokens >= r.stop_len:
                 finished.append(r)
         if finished:
@@ -259,12 +254,7 @@ class Scheduler:
             r.num_tokens = t0 + k
             r.num_output_tokens += k
             r.num_computed_tokens = t0 + k - 1
-            runs = r.token_runs
-            if runs[-1] == first_step - 1:
-                runs[-1] = last
-            else:
-                runs.append(first_step)
-                runs.append(last)
+            r.record_tokens(first_step, last)
             if r.num_tokens >= r.stop_len:
                 finished.append(r)
         used_after = []

@@ -1,0 +1,107 @@
+"""Architectures, datasheets, vLLM's device defaults and the built-in cost models."""
+
+import json
+
+import pytest
+
+from simulator.batch import BatchShape, decode_shape
+from simulator.config import load, usage_context_defaults
+from simulator.cost_model import LinearCoefficients, LinearCostModel, RooflineCoefficients, RooflineCostModel, load_profile
+from simulator.errors import ConfigError
+from simulator.hardware import load_hardware
+from simulator.model_arch import load_model
+
+
+def test_hf_config_json_loads(tmp_path):
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+           "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
+           "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 8192,
+           "torch_dtype": "bfloat16", "rope_theta": 500000.0, "rms_norm_eps": 1e-5}
+    f = tmp_path / "config.json"
+    f.write_text(json.dumps(cfg))
+    m = load_model(str(f))
+    assert m.dtype == "bf16" and m.head_dim == 128 and m.kv_bytes_per_token == 131072
+    assert m.weight_bytes == load_model("llama-3-8b").weight_bytes
+
+
+def test_bad_architecture_names_the_field(tmp_path):
+    f = tmp_path / "m.yaml"
+    f.write_text("num_hidden_layers: 0\nhidden_size: 64\nnum_attention_heads: 4\nnum_key_value_heads: 4\n"
+                 "intermediate_size: 128\nvocab_size: 100\n")
+    with pytest.raises(ConfigError) as e:
+        load_model(str(f))
+    assert e.value.field == "model.num_hidden_layers"
+    with pytest.raises(ConfigError, match="multiple of num_key_value_heads"):
+        load_model({"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 3,
+                    "intermediate_size": 128, "vocab_size": 100})
+
+
+@pytest.mark.parametrize("gpu,ctx,expected", [
+    ("h100-sxm", "openai_server", (8192, 1024)),
+    ("h200-sxm", "openai_server", (8192, 1024)),
+    ("h100-sxm", "llm_class", (16384, 1024)),
+    ("a100-80gb", "openai_server", (2048, 256)),
+    ("l40s", "openai_server", (2048, 256)),
+])
+def test_vllm_usage_context_defaults(gpu, ctx, expected):
+    assert usage_context_defaults(load_hardware(gpu), ctx) == expected
+
+
+def test_defaults_resolve_as_vllm():
+    rs = load(None, [])
+    assert (rs.max_num_batched_tokens, rs.max_num_seqs, rs.max_model_len) == (8192, 1024, 8192)
+    off = load(None, ["engine.enable_chunked_prefill=false", "model=qwen2.5-7b"])
+    assert off.max_num_batched_tokens == 32768  # max(max_model_len, default) with chunked prefill off
+    big = load(None, ["hardware.memory_gib=192"])
+    assert big.max_num_batched_tokens == 16384
+
+
+def test_pool_from_memory_weights_and_utilisation():
+    rs = load(None, ["hardware.gpu=generic-80gb", "engine.gpu_memory_utilization=0.9"])
+    pool = 80 * 2**30 * 0.9 - rs.arch.weight_bytes
+    assert rs.num_gpu_blocks == int(pool // (131072 * 16))
+    assert load(None, ["engine.num_gpu_blocks_override=5000"]).num_gpu_blocks == 5000
+    assert load(None, ["engine.reserved_memory_gib=4"]).num_gpu_blocks < load(None, []).num_gpu_blocks
+
+
+def test_teaching_profile_is_the_essays_three_constants():
+    p = load_profile("teaching")
+    m = LinearCostModel(LinearCoefficients(**p.coefficients))
+    assert m.step_time(decode_shape(16, 16 * 500)) * 1000 == pytest.approx(18.0 + 0.12 * 16)
+    assert m.step_time(decode_shape(253, 0)) * 1000 == pytest.approx(48.36)  # the essay's worked example
+    assert m.step_time(BatchShape(1, 1000, 0, 0, 0)) * 1000 == pytest.approx(18.0 + 0.12 + 30.0)
+
+
+def test_roofline_is_memory_bound_for_decode_and_compute_bound_for_long_prefill():
+    arch, hw = load_model("llama-3-8b"), load_hardware("h100-sxm")
+    m = RooflineCostModel(arch, hw, RooflineCoefficients())
+    weights_s = arch.weight_bytes / (3350e9 * 0.8)
+    one = m.step_time(decode_shape(1, 1000))
+    assert one == pytest.approx(1e-3 + weights_s, rel=0.01)  # ~7 ms: reading 16 GB of weights
+    # decoding 64 sequences costs little more than one: the weights are read once
+    assert m.step_time(decode_shape(64, 64 * 1000)) < 1.5 * one
+    # a long prefill is compute-bound: time grows with tokens
+    t4k = m.step_time(BatchShape(1, 4096, 4096 * 4097 // 2, 0, 0))
+    t8k = m.step_time(BatchShape(1, 8192, 8192 * 8193 // 2, 0, 0))
+    assert t8k > 1.9 * t4k and t4k > 5 * one
+
+
+def test_profile_errors_name_the_field(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load(None, ["profile={name: x, cost_model: linear, coefficients: {per_seq_ms: -1}}"])
+    assert e.value.field == "profile.coefficients.per_seq_ms"
+    with pytest.raises(ConfigError) as e:
+        load(None, ["profile={name: x, cost_model: quantum}"])
+    assert e.value.field == "profile.cost_model"
+    f = tmp_path / "p.yaml"
+    f.write_text("name: mine\ncost_model: linear\ncoefficients: {step_overhead_ms: 5}\n")
+    rs = load(None, [f"profile={f}"])
+    assert rs.cost_model.step_time(decode_shape(3, 30)) == pytest.approx(0.005)
+
+
+def test_max_sim_time_leaves_requests_unfinished_and_says_so():
+    rs = load(None, ["workload.num_requests=200", "simulation.max_sim_time_s=5"])
+    from simulator.engine import simulate
+
+    s = simulate(rs).summary
+    assert s["unfinished"] > 0 and s["completed"] + s["unfinished"] + s["failed"] <= 200
