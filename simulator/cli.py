@@ -158,6 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_capacity)
 
+    from calibration.cli import add_parser as add_calibrate
+
+    add_calibrate(sub)
+
     b = sub.add_parser("bench", help="simulator speed: simulated requests and seconds per wall second")
     b.add_argument("--requests", type=int, default=10_000)
     b.add_argument("--rate", type=float, default=6.5, help="arrival rate, req/s (default near saturation)")

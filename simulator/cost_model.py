@@ -29,24 +29,41 @@ class LinearCoefficients(BaseModel):
     per_seq_ms: NonNegativeFloat = 0.0
     per_prefill_token_ms: NonNegativeFloat = 0.0
     per_decode_token_ms: NonNegativeFloat = 0.0
+    per_token_ms: NonNegativeFloat = 0.0  # every scheduled token, above linear_floor_ms
+    linear_floor_ms: NonNegativeFloat = 0.0  # the weights are read once a step however few tokens
     per_context_token_ms: NonNegativeFloat = 0.0  # KV tokens read by decodes
+    per_spilled_context_token_ms: NonNegativeFloat = 0.0  # extra, for KV tokens beyond context_cache_tokens
+    context_cache_tokens: NonNegativeFloat = 0.0  # decode KV that still fits a fast cache (CPUs show this cliff)
     per_attention_pair_ms: NonNegativeFloat = 0.0  # prefill (query, context) pairs
 
 
 class LinearCostModel(CostModel):
-    """A sum of named per-step, per-sequence and per-token costs (the teaching model is three of them)."""
+    """A sum of named per-step, per-sequence and per-token costs, with one roofline knee.
+
+    ms = step_overhead + per_seq x seqs + per_prefill_token x prefill tokens
+         + per_decode_token x decodes + max(linear_floor, per_token x tokens)
+         + per_context_token x decode KV tokens
+         + per_spilled_context_token x max(0, decode KV tokens - context_cache_tokens)
+         + per_attention_pair x prefill pairs
+    The teaching model is the first three terms; calibrated profiles fit the rest.
+    """
 
     name = "linear"
 
     def __init__(self, c: LinearCoefficients):
         self.c = c
         self._k = (c.step_overhead_ms, c.per_seq_ms, c.per_prefill_token_ms, c.per_decode_token_ms,
-                   c.per_context_token_ms, c.per_attention_pair_ms)
+                   c.per_token_ms, c.linear_floor_ms, c.per_context_token_ms, c.per_spilled_context_token_ms,
+                   c.context_cache_tokens, c.per_attention_pair_ms)
 
     def step_time(self, shape: BatchShape) -> float:
-        k0, k_seq, k_pre, k_dec, k_ctx, k_pair = self._k
+        k0, k_seq, k_pre, k_dec, k_tok, floor, k_ctx, k_spill, cached, k_pair = self._k
+        tokens = shape.prefill_tokens + shape.decode_seqs
+        linear = k_tok * tokens
+        ctx = shape.decode_context_tokens
         ms = (k0 + k_seq * shape.num_seqs + k_pre * shape.prefill_tokens + k_dec * shape.decode_seqs
-              + k_ctx * shape.decode_context_tokens + k_pair * shape.prefill_attention_pairs)
+              + (linear if linear > floor else floor) + k_ctx * ctx
+              + (k_spill * (ctx - cached) if ctx > cached else 0.0) + k_pair * shape.prefill_attention_pairs)
         return ms * 1e-3
 
 
@@ -99,6 +116,13 @@ class Profile(BaseModel):
     coefficients: dict = {}
     held_out_error: dict | None = None
     description: str | None = None
+    # written by `servesim calibrate`: what `calibrate check` needs to re-measure
+    tolerance: float | None = None  # the check fails when re-measured MAPE exceeds this
+    block_size: int | None = None
+    grid: str | None = None
+    architecture: dict | None = None
+    hardware: dict | None = None
+    measurements: str | None = None  # path of the raw measurements, relative to the profile
 
 
 def _builtin_profiles():

@@ -39,6 +39,7 @@ class ModelArchitecture(BaseModel):
     kv_cache_dtype: Dtype | None = Field(default=None, description="defaults to dtype")
     tie_word_embeddings: bool = False
     attention_bias: bool = False
+    qk_norm: bool = False  # Qwen3: RMSNorm over each head's q and k
 
     @model_validator(mode="after")
     def _check_heads(self):
@@ -71,7 +72,7 @@ class ModelArchitecture(BaseModel):
         o = self.num_attention_heads * d * h
         bias = (self.num_attention_heads + 2 * self.num_key_value_heads) * d if self.attention_bias else 0
         mlp = 3 * h * self.intermediate_size
-        norms = 2 * h
+        norms = 2 * h + (2 * d if self.qk_norm else 0)
         return q + kv + o + bias + mlp + norms
 
     @cached_property

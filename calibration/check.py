@@ -1,0 +1,44 @@
+"""`servesim calibrate check`: re-measure a sample of a profile's grid and compare.
+
+The mission's regression check at step level: the profile says how wrong it may be
+(its tolerance); a re-measured MAPE beyond that fails.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from calibration.grid import STEP_KINDS, make_grid
+from simulator.cost_model import LinearCoefficients, LinearCostModel, load_profile
+from simulator.errors import ConfigError
+from simulator.model_arch import load_model
+
+
+def check_profile(profile_path: str, device: str, points: int = 8, seed: int = 0, warmup: int = 2,
+                  repeats: int = 5, threads: int | None = None) -> tuple[pd.DataFrame, float, float]:
+    """Returns (per-point table, re-measured MAPE, tolerance)."""
+    from calibration.harness import Harness
+
+    prof = load_profile(profile_path)
+    if prof.cost_model != "linear" or not prof.grid:
+        raise ConfigError("profile", f"{profile_path} is not a calibrated profile (no grid to re-measure)")
+    arch = load_model(prof.architecture or prof.model)
+    grid = [p for p in make_grid(prof.grid, arch.max_position_embeddings) if p.kind in STEP_KINDS]
+    if points < 1:
+        raise ConfigError("points", "must be >= 1")
+    rng = np.random.default_rng(seed)
+    sample = [grid[i] for i in sorted(rng.choice(len(grid), size=min(points, len(grid)), replace=False))]
+    model = LinearCostModel(LinearCoefficients(**prof.coefficients))
+    h = Harness(arch, device, prof.dtype, prof.block_size or 16, sample, threads)
+    rows = []
+    for p in sample:
+        m = h.measure(p, warmup, repeats)
+        pred = model.step_time(p.shape) * 1000
+        rows.append({"kind": p.kind, "batch": p.batch, "tokens": p.tokens, "context": p.context,
+                     "measured_ms": m["time_ms"], "predicted_ms": pred,
+                     "error": (pred - m["time_ms"]) / m["time_ms"]})
+    table = pd.DataFrame(rows)
+    mape = float(table["error"].abs().mean())
+    tol = prof.tolerance if prof.tolerance is not None else 0.10
+    return table, mape, tol

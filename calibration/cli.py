@@ -1,0 +1,106 @@
+"""`servesim calibrate run|fit|check|import`: imported only when asked, so `servesim run` needs no torch."""
+
+from __future__ import annotations
+
+import json
+
+
+def add_parser(sub) -> None:
+    cal = sub.add_parser("calibrate", help="measure a device, fit a profile, check it, or import kernel tables")
+    csub = cal.add_subparsers(dest="calibrate_command", required=True)
+
+    r = csub.add_parser("run", help="time forward passes and paged attention over a grid (needs torch)")
+    r.add_argument("--model", required=True, help="built-in model name or architecture file")
+    r.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
+    r.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
+    r.add_argument("--out", required=True, help="directory for measurements.parquet and run.json")
+    r.add_argument("--grid", help="quick, cpu or gpu (default: cpu on the CPU, gpu on CUDA)")
+    r.add_argument("--block-size", type=int, default=16)
+    r.add_argument("--warmup", type=int, default=2)
+    r.add_argument("--repeats", type=int, default=5)
+    r.add_argument("--threads", type=int, help="CPU threads (default: torch's default, fixed for the run)")
+    r.add_argument("--fit", action="store_true", help="also fit the profile (as `calibrate fit OUT`)")
+    r.add_argument("--no-progress", action="store_true")
+    r.set_defaults(func=cmd_run)
+
+    f = csub.add_parser("fit", help="fit a profile from measurements; reports the held-out error")
+    f.add_argument("measurements", help="a `calibrate run` directory, or a parquet/CSV of measurements")
+    f.add_argument("--out", help="profile YAML (default: profile.yaml beside the measurements)")
+    f.add_argument("--name", help="profile name")
+    f.add_argument("--holdout", type=float, default=0.2)
+    f.add_argument("--seed", type=int, default=0)
+    f.set_defaults(func=cmd_fit)
+
+    c = csub.add_parser("check", help="re-measure a sample of a profile's grid; exit 1 beyond its tolerance")
+    c.add_argument("profile")
+    c.add_argument("--device", default="cpu")
+    c.add_argument("--points", type=int, default=8)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--repeats", type=int, default=5)
+    c.add_argument("--threads", type=int)
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_check)
+
+    i = csub.add_parser("import", help="compose profiles from third-party kernel tables")
+    i.add_argument("source", choices=["aiconfigurator"])
+    i.add_argument("--data", default="../shared/data/gpu/aiconfigurator", help="the tables' root directory")
+    i.add_argument("--gpu", required=True, help="h100_sxm or h200_sxm (a directory under --data)")
+    i.add_argument("--model", required=True)
+    i.add_argument("--dtype", default="bf16", choices=["bf16", "fp8"])
+    i.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    i.add_argument("--out", required=True, help="profile YAML to write")
+    i.add_argument("--name")
+    i.set_defaults(func=cmd_import)
+
+
+def _print_fit(path, fit) -> None:
+    h = fit.held_out
+    print(f"profile written to {path}")
+    print(f"  held-out error over {h['points']} points: MAPE {h['mape']:.1%}, p90 {h['p90_ape']:.1%}, "
+          f"max {h['max_ape']:.1%} (train MAPE {fit.train['mape']:.1%} over {fit.train['points']})")
+    print("  coefficients: " + ", ".join(f"{k}={v:.4g}" for k, v in fit.coefficients.items()))
+
+
+def cmd_run(args) -> int:
+    from calibration.harness import run_calibration
+
+    out = run_calibration(args.model, args.device, args.dtype, args.out, grid=args.grid, block_size=args.block_size,
+                          warmup=args.warmup, repeats=args.repeats, threads=args.threads,
+                          progress=not args.no_progress)
+    meta = json.loads((out / "run.json").read_text())
+    print(f"{meta['points']} points measured in {meta['wall_s']} s on {meta['hardware'].get('name')}: "
+          f"{out / 'measurements.parquet'}")
+    if args.fit:
+        from calibration.profile_io import fit_directory
+
+        _print_fit(*fit_directory(out))
+    return 0
+
+
+def cmd_fit(args) -> int:
+    from calibration.profile_io import fit_directory
+
+    _print_fit(*fit_directory(args.measurements, args.out, args.name, args.holdout, args.seed))
+    return 0
+
+
+def cmd_check(args) -> int:
+    from calibration.check import check_profile
+
+    table, mape, tol = check_profile(args.profile, args.device, args.points, args.seed, repeats=args.repeats,
+                                     threads=args.threads)
+    ok = mape <= tol
+    if args.json:
+        print(json.dumps({"mape": mape, "tolerance": tol, "ok": ok, "points": table.to_dict("records")}, indent=2))
+    else:
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(f"re-measured MAPE {mape:.1%} against tolerance {tol:.1%}: {'OK' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+def cmd_import(args) -> int:
+    from calibration.aiconfigurator import import_profile
+
+    path, fit = import_profile(args.data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name)
+    _print_fit(path, fit)
+    return 0

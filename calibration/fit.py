@@ -1,0 +1,104 @@
+"""Fit the `linear` cost model (simulator/cost_model.py) to measured or composed step times.
+
+Form, in ms, per step:
+    step_overhead + per_seq x seqs + max(linear_floor, per_token x tokens)
+    + per_context_token x K + per_spilled_context_token x max(0, K - context_cache_tokens)
+    + per_attention_pair x prefill (query, context) pairs
+where K is the KV tokens the step's decodes read. The knee max(floor, per_token x tokens)
+is the linear layers' roofline: below it a step costs the weight read, above it the
+GEMM FLOPs. The second knee is the KV working set outgrowing a cache (clear on CPUs,
+near zero on GPUs). Both knees are found by a scan with non-negative least squares
+at each candidate, then refined jointly. Relative errors are minimised, since the
+held-out error is reported as a percentage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares, nnls
+
+from simulator.errors import ConfigError
+
+SHAPE_COLUMNS = ["num_seqs", "prefill_tokens", "prefill_attention_pairs", "decode_seqs", "decode_context_tokens"]
+PARAMS = ["step_overhead_ms", "per_seq_ms", "per_token_ms", "linear_floor_ms", "per_context_token_ms",
+          "per_spilled_context_token_ms", "context_cache_tokens", "per_attention_pair_ms"]
+
+
+@dataclass
+class FitResult:
+    coefficients: dict
+    held_out: dict  # mape, p90_ape, max_ape, points
+    train: dict
+    predictions: pd.DataFrame  # every point with its prediction and split
+
+
+def check_measurements(df: pd.DataFrame, source: str = "measurements") -> pd.DataFrame:
+    missing = [c for c in SHAPE_COLUMNS + ["time_ms"] if c not in df.columns]
+    if missing:
+        raise ConfigError(source, f"missing column(s) {', '.join(missing)}")
+    if "kind" in df.columns:
+        df = df[df["kind"] != "attention"]  # kernel-only points are not step times
+    df = df[np.isfinite(df["time_ms"]) & (df["time_ms"] > 0)]
+    if len(df) < 8:
+        raise ConfigError(source, f"{len(df)} usable step measurements; a fit needs at least 8")
+    return df.reset_index(drop=True)
+
+
+def _features(df: pd.DataFrame) -> tuple[np.ndarray, ...]:
+    s = df["num_seqs"].to_numpy(float)
+    t = (df["prefill_tokens"] + df["decode_seqs"]).to_numpy(float)
+    k = df["decode_context_tokens"].to_numpy(float)
+    p = df["prefill_attention_pairs"].to_numpy(float)
+    return s, t, k, p
+
+
+def predict_ms(coef: dict | np.ndarray, df: pd.DataFrame) -> np.ndarray:
+    c = np.array([coef[p] for p in PARAMS]) if isinstance(coef, dict) else coef
+    s, t, k, p = _features(df)
+    return c[0] + c[1] * s + np.maximum(c[3], c[2] * t) + c[4] * k + c[5] * np.maximum(0.0, k - c[6]) + c[7] * p
+
+
+def _errors(pred: np.ndarray, y: np.ndarray) -> dict:
+    ape = np.abs(pred - y) / y
+    return {"mape": float(ape.mean()), "p90_ape": float(np.percentile(ape, 90)), "max_ape": float(ape.max()),
+            "points": int(len(y))}
+
+
+def _fit(df: pd.DataFrame) -> np.ndarray:
+    s, t, k, p = _features(df)
+    y = df["time_ms"].to_numpy(float)
+    best, best_err = None, np.inf
+    k_knees = np.unique(k)
+    for knee in np.unique(np.concatenate([[0.0], t])):
+        for k_knee in k_knees:
+            a = np.column_stack([np.ones_like(t), s, np.maximum(t, knee), k, np.maximum(0.0, k - k_knee), p])
+            a = a / y[:, None]
+            scale = np.abs(a).max(axis=0)
+            scale[scale == 0] = 1.0
+            x, _ = nnls(a / scale, np.ones_like(y))
+            x = x / scale
+            err = np.sum((a @ x - 1.0) ** 2)
+            if err < best_err:
+                best_err, best = err, np.array([x[0], x[1], x[2], x[2] * knee, x[3], x[4], k_knee, x[5]])
+    scale = np.maximum(np.abs(best), 1e-12)
+    res = least_squares(lambda z: (predict_ms(z * scale, df) - y) / y, best / scale, bounds=(0, np.inf),
+                        xtol=1e-12, ftol=1e-12, gtol=1e-12)
+    return res.x * scale
+
+
+def fit_step_model(df: pd.DataFrame, holdout: float = 0.2, seed: int = 0, source: str = "measurements") -> FitResult:
+    """Fit on a random (1 - holdout) of the points; report the error on the rest."""
+    df = check_measurements(df, source)
+    rng = np.random.default_rng(seed)
+    test = np.zeros(len(df), dtype=bool)
+    n_test = max(1, int(round(holdout * len(df)))) if holdout > 0 else 0
+    test[rng.choice(len(df), size=n_test, replace=False)] = True
+    coef = _fit(df[~test])
+    pred = predict_ms(coef, df)
+    y = df["time_ms"].to_numpy(float)
+    out = df.assign(predicted_ms=pred, split=np.where(test, "held_out", "train"))
+    held = _errors(pred[test], y[test]) if test.any() else _errors(pred, y)
+    return FitResult({k: float(v) for k, v in zip(PARAMS, coef)}, held, _errors(pred[~test], y[~test]), out)

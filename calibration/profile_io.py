@@ -1,0 +1,82 @@
+"""Write fitted profiles: the cost model's coefficients plus where they came from and how wrong they are."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from calibration.fit import FitResult, fit_step_model
+from simulator.errors import ConfigError
+
+
+def tolerance_for(fit: FitResult) -> float:
+    """What `calibrate check` accepts: twice the held-out p90 error, and never under 10%."""
+    return round(max(0.10, 2 * fit.held_out["p90_ape"]), 4)
+
+
+def profile_dict(fit: FitResult, *, name: str, source: str, device: str, model: str, dtype: str,
+                 tensor_parallel_size: int = 1, **extra) -> dict:
+    return {
+        "name": name,
+        "cost_model": "linear",
+        "source": source,
+        "device": device,
+        "model": model,
+        "dtype": dtype,
+        "tensor_parallel_size": tensor_parallel_size,
+        "coefficients": {k: float(f"{v:.6g}") for k, v in fit.coefficients.items()},
+        "held_out_error": {k: (round(v, 5) if isinstance(v, float) else v) for k, v in fit.held_out.items()}
+        | {"train_mape": round(fit.train["mape"], 5), "train_points": fit.train["points"]},
+        "tolerance": tolerance_for(fit),
+    } | {k: v for k, v in extra.items() if v is not None}
+
+
+def write_profile(profile: dict, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    return path
+
+
+def read_measurements(src: str | Path) -> tuple[pd.DataFrame, dict, Path]:
+    """A calibration directory (measurements.parquet + run.json) or a parquet/CSV file."""
+    src = Path(src)
+    meta: dict = {}
+    if src.is_dir():
+        run = src / "run.json"
+        if run.is_file():
+            meta = json.loads(run.read_text())
+        src = src / "measurements.parquet"
+    if not src.is_file():
+        raise ConfigError("measurements", f"file not found: {src}")
+    try:
+        df = pd.read_parquet(src) if src.suffix == ".parquet" else pd.read_csv(src)
+    except Exception as exc:
+        raise ConfigError("measurements", f"cannot read {src}: {exc}") from None
+    return df, meta, src
+
+
+def fit_directory(src: str | Path, out: str | Path | None = None, name: str | None = None,
+                  holdout: float = 0.2, seed: int = 0) -> tuple[Path, FitResult]:
+    df, meta, path = read_measurements(src)
+    fit = fit_step_model(df, holdout=holdout, seed=seed, source=str(path))
+    out = Path(out) if out else path.parent / "profile.yaml"
+    device = meta.get("device", "unknown")
+    hw = meta.get("hardware", {})
+    model = meta.get("model", "unknown")
+    dtype = meta.get("dtype", "unknown")
+    prof = profile_dict(
+        fit, name=name or f"{device.split(':')[0]}-{model}-{dtype}",
+        source=f"servesim calibrate run: {model} {dtype} on {hw.get('name', device)}, torch {hw.get('torch', '?')}, "
+               f"{meta.get('grid', '?')} grid, {fit.held_out['points'] + fit.train['points']} step points, "
+               f"{hw.get('date', '?')}",
+        device=hw.get("name", device), model=model, dtype=dtype,
+        block_size=meta.get("block_size"), grid=meta.get("grid"), architecture=meta.get("architecture"),
+        hardware=hw or None, measurements=str(path.resolve().relative_to(out.parent.resolve()))
+        if path.resolve().is_relative_to(out.parent.resolve()) else str(path.resolve()))
+    write_profile(prof, out)
+    fit.predictions.to_parquet(out.parent / f"{out.stem}.predictions.parquet", index=False)
+    return out, fit

@@ -1,0 +1,132 @@
+"""A Llama-architecture transformer in plain torch, with a paged KV cache.
+
+Our own modules rather than transformers': the harness must run vLLM-shaped steps
+(all the step's tokens flattened into one [tokens, hidden] tensor, KV written into and
+read from a block pool through per-sequence block tables), which HF's modules do not
+do, and it must build any shape from an architecture without downloading weights.
+Weights are random; timing does not depend on their values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from simulator.model_arch import ModelArchitecture
+
+TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-5):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, a: ModelArchitecture):
+        super().__init__()
+        h, d = a.hidden_size, a.head_dim
+        self.heads, self.kv_heads, self.head_dim = a.num_attention_heads, a.num_key_value_heads, d
+        self.qkv = nn.Linear(h, (self.heads + 2 * self.kv_heads) * d, bias=a.attention_bias)
+        self.o = nn.Linear(self.heads * d, h, bias=False)
+        self.gate_up = nn.Linear(h, 2 * a.intermediate_size, bias=False)
+        self.down = nn.Linear(a.intermediate_size, h, bias=False)
+        self.norm1, self.norm2 = RMSNorm(h), RMSNorm(h)
+        self.q_norm = RMSNorm(d) if a.qk_norm else None
+        self.k_norm = RMSNorm(d) if a.qk_norm else None
+
+
+@dataclass
+class StepBatch:
+    """One engine step's inputs, flattened as vLLM does."""
+
+    input_ids: torch.Tensor  # [T]
+    positions: torch.Tensor  # [T]
+    slots: torch.Tensor  # [T] flat cache slot of each new token
+    logit_rows: torch.Tensor  # [S] the last token of each sequence
+    prefill: list  # (first row, rows, cached before, gather [cached + rows]) per prefill chunk
+    decode_rows: torch.Tensor | None  # [B] rows of the decode tokens
+    decode_gather: torch.Tensor | None  # [B, C] flat slots of each decode's context
+    decode_mask: torch.Tensor | None  # [B, 1, 1, C] True where a slot is real (None: all real)
+
+
+class PagedLlama(nn.Module):
+    def __init__(self, a: ModelArchitecture, num_blocks: int, block_size: int, dtype: torch.dtype, device):
+        super().__init__()
+        self.arch, self.block_size = a, block_size
+        self.embed = nn.Embedding(a.vocab_size, a.hidden_size)
+        self.layers = nn.ModuleList(DecoderLayer(a) for _ in range(a.num_hidden_layers))
+        self.norm = RMSNorm(a.hidden_size)
+        self.lm_head = nn.Linear(a.hidden_size, a.vocab_size, bias=False)
+        self.to(device=device, dtype=dtype)
+        shape = (a.num_hidden_layers, num_blocks * block_size, a.num_key_value_heads, a.head_dim)
+        g = torch.Generator(device="cpu").manual_seed(0)
+        # random, not zeros: attention reads real-looking values
+        self.k_cache = (torch.randn(shape, generator=g) * 0.5).to(device=device, dtype=dtype)
+        self.v_cache = (torch.randn(shape, generator=g) * 0.5).to(device=device, dtype=dtype)
+        inv = 1.0 / (500000.0 ** (torch.arange(0, a.head_dim, 2, device=device, dtype=torch.float32) / a.head_dim))
+        self.register_buffer("inv_freq", inv, persistent=False)
+
+    def _rope(self, x, cos, sin):
+        x1, x2 = x[..., ::2], x[..., 1::2]
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)
+
+    def attention(self, layer: int, q, b: StepBatch):
+        """Paged attention over the block pool: prefill chunks one by one, decodes batched."""
+        out = torch.empty_like(q)  # [T, H, d]
+        kc, vc = self.k_cache[layer], self.v_cache[layer]
+        for first, rows, cached, gather in b.prefill:
+            qc = q[first:first + rows].transpose(0, 1).unsqueeze(0)  # [1, H, rows, d]
+            k = kc[gather].transpose(0, 1).unsqueeze(0)  # [1, KV, cached + rows, d]
+            v = vc[gather].transpose(0, 1).unsqueeze(0)
+            if cached == 0:
+                o = F.scaled_dot_product_attention(qc, k, v, is_causal=True, enable_gqa=True)
+            else:
+                i = torch.arange(rows, device=q.device)[:, None]
+                j = torch.arange(cached + rows, device=q.device)[None, :]
+                o = F.scaled_dot_product_attention(qc, k, v, attn_mask=j <= cached + i, enable_gqa=True)
+            out[first:first + rows] = o[0].transpose(0, 1)
+        if b.decode_rows is not None:
+            out[b.decode_rows] = self.decode_attention(layer, q[b.decode_rows], b)
+        return out
+
+    def decode_attention(self, layer: int, qd, b: StepBatch):
+        """One query token per sequence against its cached context, gathered through the block tables."""
+        k = self.k_cache[layer][b.decode_gather].transpose(1, 2)  # [B, KV, C, d]
+        v = self.v_cache[layer][b.decode_gather].transpose(1, 2)
+        o = F.scaled_dot_product_attention(qd.unsqueeze(2), k, v, attn_mask=b.decode_mask, enable_gqa=True)
+        return o.squeeze(2)
+
+    @torch.no_grad()
+    def forward(self, b: StepBatch):
+        a = self.arch
+        x = self.embed(b.input_ids)
+        freqs = b.positions.float()[:, None] * self.inv_freq[None, :]
+        cos, sin = freqs.cos().to(x.dtype)[:, None, :], freqs.sin().to(x.dtype)[:, None, :]
+        t = x.shape[0]
+        for li, layer in enumerate(self.layers):
+            res = x
+            qkv = layer.qkv(layer.norm1(x))
+            q, k, v = qkv.split([a.num_attention_heads * a.head_dim, a.num_key_value_heads * a.head_dim,
+                                 a.num_key_value_heads * a.head_dim], dim=-1)
+            q = q.view(t, a.num_attention_heads, a.head_dim)
+            k = k.view(t, a.num_key_value_heads, a.head_dim)
+            v = v.view(t, a.num_key_value_heads, a.head_dim)
+            if layer.q_norm is not None:
+                q, k = layer.q_norm(q), layer.k_norm(k)
+            q, k = self._rope(q, cos, sin), self._rope(k, cos, sin)
+            self.k_cache[li][b.slots] = k
+            self.v_cache[li][b.slots] = v
+            x = res + layer.o(self.attention(li, q, b).reshape(t, -1))
+            res = x
+            g, u = layer.gate_up(layer.norm2(x)).chunk(2, dim=-1)
+            x = res + layer.down(F.silu(g) * u)
+        return self.lm_head(self.norm(x[b.logit_rows]))

@@ -1,0 +1,90 @@
+"""The fit recovers known coefficients; bad measurement files are named, not tracebacks."""
+
+import pandas as pd
+import pytest
+
+from calibration.fit import PARAMS, fit_step_model, predict_ms
+from calibration.grid import STEP_KINDS, GridPoint, make_grid
+from calibration.profile_io import fit_directory
+from simulator.batch import BatchShape
+from simulator.config import load
+from simulator.cost_model import LinearCoefficients, LinearCostModel, load_profile
+from simulator.engine import simulate
+from simulator.errors import ConfigError
+
+TRUE = dict(step_overhead_ms=2.0, per_seq_ms=0.05, per_token_ms=0.01, linear_floor_ms=5.0,
+            per_context_token_ms=1e-4, per_spilled_context_token_ms=3e-4, context_cache_tokens=50_000.0,
+            per_attention_pair_ms=2e-6)
+
+
+def synthetic(grid="gpu", coef=TRUE):
+    df = pd.DataFrame([p.row() for p in make_grid(grid) if p.kind in STEP_KINDS])
+    df["time_ms"] = predict_ms(coef, df)
+    return df
+
+
+@pytest.mark.parametrize("grid", ["gpu", "cpu"])
+def test_fit_recovers_known_coefficients_within_1pct(grid):
+    coef = TRUE if grid == "gpu" else TRUE | {"context_cache_tokens": 20_000.0}
+    fit = fit_step_model(synthetic(grid, coef))
+    for k in PARAMS:
+        assert fit.coefficients[k] == pytest.approx(coef[k], rel=0.01), k
+    assert fit.held_out["mape"] < 1e-6 and fit.held_out["points"] >= 2
+
+
+def test_fitted_coefficients_mean_the_same_in_the_simulator():
+    model = LinearCostModel(LinearCoefficients(**TRUE))
+    df = synthetic()
+    for row in df.head(20).itertuples():
+        shape = BatchShape(row.num_seqs, row.prefill_tokens, row.prefill_attention_pairs, row.decode_seqs,
+                           row.decode_context_tokens)
+        assert model.step_time(shape) * 1000 == pytest.approx(row.time_ms, rel=1e-12)
+
+
+def test_noisy_measurements_report_their_error():
+    import numpy as np
+
+    df = synthetic()
+    df["time_ms"] *= np.random.default_rng(1).lognormal(0, 0.05, len(df))
+    fit = fit_step_model(df)
+    assert 0.005 < fit.held_out["mape"] < 0.15
+
+
+def test_missing_columns_and_too_few_points_are_named():
+    df = synthetic().drop(columns=["decode_context_tokens"])
+    with pytest.raises(ConfigError, match="missing column.*decode_context_tokens"):
+        fit_step_model(df)
+    with pytest.raises(ConfigError, match="at least 8"):
+        fit_step_model(synthetic().head(5))
+    with pytest.raises(ConfigError, match="at least 8"):
+        fit_step_model(synthetic().iloc[0:0])
+
+
+def test_unknown_grid_is_an_error():
+    with pytest.raises(ConfigError, match="unknown grid"):
+        make_grid("huge")
+    with pytest.raises(ConfigError, match="no point"):
+        make_grid("quick", max_model_len=8)
+
+
+def test_grid_shapes():
+    assert GridPoint("prefill", 2, 4).shape == BatchShape(2, 8, 2 * 10, 0, 0)
+    assert GridPoint("decode", 3, 0, 9).shape == BatchShape(3, 0, 0, 3, 30)
+    assert GridPoint("mixed", 2, 4, 10).shape == BatchShape(3, 4, 40 + 10, 2, 22)
+
+
+def test_fit_directory_writes_a_profile_that_drives_a_run(tmp_path):
+    synthetic().to_parquet(tmp_path / "measurements.parquet")
+    path, fit = fit_directory(tmp_path, name="synthetic")
+    prof = load_profile(str(path))
+    assert prof.name == "synthetic" and prof.cost_model == "linear"
+    assert prof.held_out_error["mape"] < 1e-6 and prof.tolerance == 0.10
+    assert (tmp_path / "profile.predictions.parquet").exists()
+    r = simulate(load(None, [f"profile={path}", "workload.num_requests=30"]))
+    assert r.summary["completed"] == 30
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    with pytest.raises(ConfigError, match="missing column"):
+        fit_directory(bad)
+    with pytest.raises(ConfigError, match="file not found"):
+        fit_directory(tmp_path / "nothing-here")

@@ -1,0 +1,79 @@
+"""The torch harness on the CPU: real timings of the tiny model over the quick grid."""
+
+import json
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch", reason="torch is in the `calibrate` extra; `make test` installs it")
+
+from calibration.grid import GridPoint  # noqa: E402
+from calibration.harness import Harness, run_calibration  # noqa: E402
+from simulator.cli import main  # noqa: E402
+from simulator.cost_model import load_profile  # noqa: E402
+from simulator.errors import ConfigError  # noqa: E402
+from simulator.model_arch import load_model  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def calibrated(tmp_path_factory):
+    out = tmp_path_factory.mktemp("cal")
+    assert main(["calibrate", "run", "--model", "tiny-llama", "--grid", "quick", "--out", str(out), "--fit",
+                 "--no-progress", "--repeats", "3", "--threads", "1"]) == 0
+    return out
+
+
+def test_measurements_and_hardware_are_recorded(calibrated):
+    df = pd.read_parquet(calibrated / "measurements.parquet")
+    assert set(df["kind"]) == {"prefill", "decode", "mixed", "attention"}
+    assert (df["time_ms"] > 0).all() and (df["time_ms_p90"] >= df["time_ms_p10"]).all()
+    meta = json.loads((calibrated / "run.json").read_text())
+    hw = meta["hardware"]
+    assert hw["kind"] == "cpu" and hw["torch"].startswith("2.") and hw["date"] and hw["torch_threads"] == 1
+    assert meta["architecture"]["name"] == "tiny-llama" and meta["block_size"] == 16
+
+
+def test_more_work_takes_longer(calibrated):
+    df = pd.read_parquet(calibrated / "measurements.parquet").set_index(["kind", "batch", "tokens", "context"])
+    assert df.loc[("prefill", 2, 128, 0), "time_ms"] > df.loc[("prefill", 1, 16, 0), "time_ms"]
+    assert df.loc[("attention", 8, 0, 512), "time_ms"] > df.loc[("attention", 1, 0, 128), "time_ms"]
+
+
+def test_profile_loads_and_check_runs(calibrated, capsys):
+    prof = load_profile(str(calibrated / "profile.yaml"))
+    assert prof.model == "tiny-llama" and prof.grid == "quick" and prof.held_out_error["points"] >= 1
+    rc = main(["calibrate", "check", str(calibrated / "profile.yaml"), "--points", "4", "--repeats", "3",
+               "--threads", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["points"]) == 4 and rc == (0 if out["ok"] else 1)
+    assert all(p["measured_ms"] > 0 and p["predicted_ms"] > 0 for p in out["points"])
+
+
+def test_paged_decode_attention_matches_dense_attention():
+    import torch
+    import torch.nn.functional as F
+
+    arch = load_model("tiny-llama")
+    h = Harness(arch, "cpu", "fp32", 16, [GridPoint("decode", 3, 0, 40)])
+    b = h.build(GridPoint("decode", 3, 0, 40))
+    q = torch.randn(3, arch.num_attention_heads, arch.head_dim)
+    got = h.model.decode_attention(0, q, b)
+    for i in range(3):  # the same sequence, read contiguously through its block table
+        k = h.model.k_cache[0][b.decode_gather[i]].transpose(0, 1)
+        v = h.model.v_cache[0][b.decode_gather[i]].transpose(0, 1)
+        ref = F.scaled_dot_product_attention(q[i][:, None], k.repeat_interleave(2, 0), v.repeat_interleave(2, 0))
+        assert torch.allclose(got[i], ref[:, 0], atol=1e-5)
+    assert len(set(b.decode_gather.flatten().tolist())) == 3 * 41  # no slot shared between sequences
+
+
+@pytest.mark.parametrize("kw,field", [
+    ({"model": "no-such-model"}, "model"),
+    ({"device": "tpu"}, "device"),
+    ({"dtype": "int4"}, "dtype"),
+    ({"points": []}, "grid"),
+])
+def test_harness_errors(tmp_path, kw, field):
+    args = {"model": "tiny-llama", "device": "cpu", "dtype": "fp32", "out": tmp_path, "progress": False} | kw
+    with pytest.raises(ConfigError) as e:
+        run_calibration(**args)
+    assert e.value.field == field
