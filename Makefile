@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench venv clean
+.PHONY: run test bench venv clean profiles
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,3 +28,12 @@ bench: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+# Regenerate the profiles imported from ../shared/data/gpu/aiconfigurator (see calibration/README.md)
+AIC := ../shared/data/gpu/aiconfigurator
+IMPORTS := llama-3.1-8b:bf16:1 llama-3.1-8b:fp8:1 llama-3.1-70b:bf16:4 llama-3.1-70b:bf16:8 qwen3-32b:bf16:1 qwen3-32b:bf16:2
+profiles: $(STAMP)
+	@for gpu in h100 h200; do for spec in $(IMPORTS); do \
+	  m=$${spec%%:*}; rest=$${spec#*:}; dt=$${rest%%:*}; tp=$${rest#*:}; \
+	  $(BIN)/servesim calibrate import aiconfigurator --data $(AIC) --gpu $${gpu}_sxm --model $$m --dtype $$dt \
+	    --tp $$tp --out calibration/profiles/$$gpu-$$m-$$dt-tp$$tp.yaml || exit 1; done; done

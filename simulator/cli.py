@@ -164,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     b = sub.add_parser("bench", help="simulator speed: simulated requests and seconds per wall second")
     b.add_argument("--requests", type=int, default=10_000)
-    b.add_argument("--rate", type=float, default=6.5, help="arrival rate, req/s (default near saturation)")
+    b.add_argument("--rate", type=float, default=10.0, help="arrival rate, req/s (default: near the default deployment's saturation)")
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--step-by-step", action="store_true", help="turn decode runs off, to measure what they save")
     b.add_argument("--json", action="store_true")

@@ -43,6 +43,8 @@ class EngineSettings(_Strict):
     scheduler_reserve_full_isl: bool = True
     watermark: float = Field(0.0, ge=0, lt=1)
     enable_prefix_caching: bool = Field(False, description="servesim departs from vLLM (True): not modelled yet")
+    tensor_parallel_size: PositiveInt = 1
+    quantization: Literal["fp8"] | None = Field(None, description="fp8: weights in one byte each (KV cache unchanged)")
     usage_context: Literal["openai_server", "llm_class"] = "openai_server"
     reserved_memory_gib: NonNegativeFloat = Field(
         0.0, description="servesim: activations, CUDA graphs and non-torch memory that vLLM profiles at start")
@@ -56,7 +58,7 @@ class EngineSettings(_Strict):
 
 
 class HardwareSettings(_Strict):
-    gpu: str | None = "h100-sxm"
+    gpu: str | None = "h200-sxm"
     memory_gib: PositiveFloat | None = None
     memory_bandwidth_gbps: PositiveFloat | None = None
     bf16_tflops: PositiveFloat | None = None
@@ -77,9 +79,9 @@ class SimulationSettings(_Strict):
 class Scenario(_Strict):
     name: str = "default"
     seed: int = 0
-    model: str | dict = "llama-3-8b"
+    model: str | dict = "llama-3.1-8b"
     hardware: HardwareSettings = HardwareSettings()
-    profile: str | dict = "roofline"
+    profile: str | dict = "h200-llama-3.1-8b-bf16-tp1"
     engine: EngineSettings = EngineSettings()
     policies: PolicySettings = PolicySettings()
     workload: SyntheticWorkload = SyntheticWorkload()
@@ -194,13 +196,19 @@ def usage_context_defaults(hw: Hardware, usage_context: str) -> tuple[int, int]:
 
 
 def resolve(scenario: Scenario) -> ResolvedScenario:
+    e = scenario.engine
     arch = load_model(scenario.model)
+    if e.quantization == "fp8":
+        arch = arch.model_copy(update={"dtype": "fp8", "kv_cache_dtype": arch.kv_cache_dtype or arch.dtype})
+    tp = e.tensor_parallel_size
+    if arch.num_attention_heads % tp:
+        raise ConfigError("engine.tensor_parallel_size",
+                          f"{arch.num_attention_heads} attention heads do not split over {tp} GPUs")
     h = scenario.hardware
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
                        bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops)
     profile = load_profile(scenario.profile)
-    cost_model = build_cost_model(profile, arch, hw)
-    e = scenario.engine
+    cost_model = build_cost_model(profile, arch, hw, tp)
 
     max_model_len = e.max_model_len or arch.max_position_embeddings
     if max_model_len > arch.max_position_embeddings:
@@ -219,9 +227,10 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if e.num_gpu_blocks_override:
         blocks = e.num_gpu_blocks_override
     else:
-        pool = kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, arch.weight_bytes,
+        # per GPU of the TP group: its share of the weights, its share of every token's KV
+        pool = kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, math.ceil(arch.weight_bytes / tp),
                              math.ceil(e.reserved_memory_gib * GIB))
-        blocks = num_blocks(pool, arch.kv_bytes_per_token, e.block_size)
+        blocks = num_blocks(pool, arch.kv_bytes_per_token_per_gpu(tp), e.block_size)
     need = cdiv(max_model_len, e.block_size)
     if blocks - 1 < need:  # vLLM refuses to start when one max-length request cannot fit
         field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.gpu_memory_utilization"

@@ -84,14 +84,16 @@ class RooflineCostModel(CostModel):
 
     name = "roofline"
 
-    def __init__(self, arch: ModelArchitecture, hw: Hardware, c: RooflineCoefficients):
+    def __init__(self, arch: ModelArchitecture, hw: Hardware, c: RooflineCoefficients, tensor_parallel_size: int = 1):
+        """With tensor parallelism each GPU does 1/tp of the work; all-reduce time is not modelled here."""
         self.c = c
+        tp = tensor_parallel_size
         bw = hw.memory_bandwidth_gbps * 1e9 * c.memory_efficiency
         flops = hw.peak_flops(arch.dtype) * c.compute_efficiency
-        self._weights_s = arch.weight_bytes / bw
-        self._linear_s_per_token = arch.linear_flops_per_token / flops
-        self._kv_s_per_token = arch.kv_bytes_per_token / bw
-        self._attn_s_per_pair = arch.attention_flops_per_token_pair / flops
+        self._weights_s = arch.weight_bytes / tp / bw
+        self._linear_s_per_token = arch.linear_flops_per_token / tp / flops
+        self._kv_s_per_token = arch.kv_bytes_per_token_per_gpu(tp) / bw
+        self._attn_s_per_pair = arch.attention_flops_per_token_pair / tp / flops
         self._overhead_s = c.step_overhead_ms * 1e-3
 
     def step_time(self, shape: BatchShape) -> float:
@@ -163,12 +165,28 @@ def load_profile(spec: str | dict) -> Profile:
         raise ConfigError(f"profile.{field}", f"{msg} (in {where})") from None
 
 
-def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware) -> CostModel:
+def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_parallel_size: int) -> None:
+    """A profile measured for one model, dtype and TP degree says nothing about another."""
+    generic = ("any", "from-scenario")
+    if profile.model not in generic and profile.model != arch.name:
+        raise ConfigError("profile", f"{profile.name} was measured for model {profile.model}, but the scenario's "
+                                     f"model is {arch.name}")
+    if profile.dtype not in generic and profile.dtype != arch.dtype:
+        raise ConfigError("profile", f"{profile.name} was measured in {profile.dtype}, but the scenario's model runs "
+                                     f"in {arch.dtype}" + (" (set engine.quantization: fp8)" if profile.dtype == "fp8" else ""))
+    if profile.model not in generic and profile.tensor_parallel_size != tensor_parallel_size:
+        raise ConfigError("profile", f"{profile.name} was measured at tensor_parallel_size="
+                                     f"{profile.tensor_parallel_size}, but engine.tensor_parallel_size is "
+                                     f"{tensor_parallel_size}")
+
+
+def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, tensor_parallel_size: int = 1) -> CostModel:
+    check_profile_fits(profile, arch, tensor_parallel_size)
     try:
         if profile.cost_model == "linear":
             return LinearCostModel(LinearCoefficients(**profile.coefficients))
         if profile.cost_model == "roofline":
-            return RooflineCostModel(arch, hw, RooflineCoefficients(**profile.coefficients))
+            return RooflineCostModel(arch, hw, RooflineCoefficients(**profile.coefficients), tensor_parallel_size)
     except ValidationError as exc:
         from simulator.config import first_error
 

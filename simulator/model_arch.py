@@ -64,6 +64,11 @@ class ModelArchitecture(BaseModel):
         """K and V, every layer: 2 x kv_heads x head_dim x bytes x layers."""
         return 2 * self.num_key_value_heads * self.head_dim * self.kv_dtype_bytes * self.num_hidden_layers
 
+    def kv_bytes_per_token_per_gpu(self, tensor_parallel_size: int = 1) -> int:
+        """KV heads split across the TP group; with fewer KV heads than GPUs each GPU keeps one (vLLM replicates)."""
+        heads = max(1, self.num_key_value_heads // tensor_parallel_size)
+        return 2 * heads * self.head_dim * self.kv_dtype_bytes * self.num_hidden_layers
+
     @cached_property
     def params_per_layer(self) -> int:
         h, d = self.hidden_size, self.head_dim

@@ -7,7 +7,7 @@ from workloads.spec import RequestSpec
 
 def teaching(overrides: list[str] | None = None, **engine):
     """A resolved scenario on the essay's teaching cost model, with engine settings."""
-    sets = ["profile=teaching", "hardware.gpu=generic-80gb"] + [f"engine.{k}={v}" for k, v in engine.items()]
+    sets = ["profile=teaching", "hardware.gpu=generic-80gb", "model=llama-3-8b"] + [f"engine.{k}={v}" for k, v in engine.items()]
     return load(None, sets + (overrides or []))
 
 

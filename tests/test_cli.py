@@ -56,7 +56,10 @@ def test_scenario_file_and_overrides(tmp_path, capsys):
     (["profile=no-such-profile"], "profile"),
     (["workload.prompt_tokens={dist: weird}"], "workload.prompt_tokens"),
     (["engine.enable_prefix_caching=true"], "engine.enable_prefix_caching"),
-    (["engine.max_model_len=100000"], "engine.max_model_len"),
+    (["engine.max_model_len=200000"], "engine.max_model_len"),
+    (["engine.tensor_parallel_size=3"], "engine.tensor_parallel_size"),
+    (["model=qwen3-32b"], "profile"),
+    (["engine.tensor_parallel_size=2"], "profile"),
 ])
 def test_bad_settings_exit_2_with_one_line_naming_the_field(capsys, sets, field):
     args = ["run", "--quiet"]

@@ -1,6 +1,7 @@
 """Architectures, datasheets, vLLM's device defaults and the built-in cost models."""
 
 import json
+import math
 
 import pytest
 
@@ -48,19 +49,21 @@ def test_vllm_usage_context_defaults(gpu, ctx, expected):
 
 
 def test_defaults_resolve_as_vllm():
-    rs = load(None, [])
-    assert (rs.max_num_batched_tokens, rs.max_num_seqs, rs.max_model_len) == (8192, 1024, 8192)
-    off = load(None, ["engine.enable_chunked_prefill=false", "model=qwen2.5-7b"])
+    rs = load(None, [])  # Llama-3.1-8B on an H200 (141 GiB: under vLLM's 160 GiB line)
+    assert (rs.max_num_batched_tokens, rs.max_num_seqs, rs.max_model_len) == (8192, 1024, 131072)
+    off = load(None, ["engine.enable_chunked_prefill=false", "model=qwen2.5-7b", "profile=roofline"])
     assert off.max_num_batched_tokens == 32768  # max(max_model_len, default) with chunked prefill off
     big = load(None, ["hardware.memory_gib=192"])
     assert big.max_num_batched_tokens == 16384
+    a100 = load(None, ["hardware.gpu=a100-80gb", "profile=roofline"])
+    assert (a100.max_num_batched_tokens, a100.max_num_seqs) == (2048, 256)
 
 
 def test_pool_from_memory_weights_and_utilisation():
     rs = load(None, ["hardware.gpu=generic-80gb", "engine.gpu_memory_utilization=0.9"])
     pool = 80 * 2**30 * 0.9 - rs.arch.weight_bytes
     assert rs.num_gpu_blocks == int(pool // (131072 * 16))
-    assert load(None, ["engine.num_gpu_blocks_override=5000"]).num_gpu_blocks == 5000
+    assert load(None, ["engine.num_gpu_blocks_override=5000", "engine.max_model_len=8192"]).num_gpu_blocks == 5000
     assert load(None, ["engine.reserved_memory_gib=4"]).num_gpu_blocks < load(None, []).num_gpu_blocks
 
 
@@ -105,3 +108,26 @@ def test_max_sim_time_leaves_requests_unfinished_and_says_so():
 
     s = simulate(rs).summary
     assert s["unfinished"] > 0 and s["completed"] + s["unfinished"] + s["failed"] <= 200
+
+
+def test_tensor_parallel_splits_weights_and_kv():
+    one = load(None, ["model=llama-3.1-70b", "profile=roofline", "engine.tensor_parallel_size=4",
+                      "engine.max_model_len=8192"])
+    # 70B in bf16 is 131 GiB: per H200 of a TP-4 group, a quarter of the weights and of each token's KV
+    pool = math.ceil(141 * 2**30 * 0.92) - math.ceil(one.arch.weight_bytes / 4)
+    assert one.num_gpu_blocks == pool // (16 * 327_680 // 4)
+    with pytest.raises(ConfigError, match="no memory left"):
+        load(None, ["model=llama-3.1-70b", "profile=roofline", "engine.max_model_len=8192"])
+    tp8 = load(None, ["model=llama-3.1-70b", "profile=h200-llama-3.1-70b-bf16-tp8", "engine.tensor_parallel_size=8",
+                      "engine.max_model_len=8192"])
+    assert tp8.arch.kv_bytes_per_token_per_gpu(8) == 327_680 // 8  # 8 KV heads, one per GPU
+
+
+def test_fp8_quantization_halves_the_weights_and_needs_a_matching_profile():
+    bf16 = load(None, [])
+    fp8 = load(None, ["engine.quantization=fp8", "profile=h200-llama-3.1-8b-fp8-tp1"])
+    assert fp8.arch.weight_bytes * 2 == bf16.arch.weight_bytes
+    assert fp8.arch.kv_bytes_per_token == bf16.arch.kv_bytes_per_token
+    assert fp8.num_gpu_blocks > bf16.num_gpu_blocks
+    with pytest.raises(ConfigError, match="quantization"):
+        load(None, ["profile=h200-llama-3.1-8b-fp8-tp1"])

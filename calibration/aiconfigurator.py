@@ -1,0 +1,211 @@
+"""`servesim calibrate import aiconfigurator`: compose step times from measured kernel tables.
+
+NVIDIA's aiconfigurator-core ships per-kernel timings measured with vLLM's own kernels
+on H100/H200 (../shared/data/gpu/aiconfigurator/, see its README). A step of a
+Llama-architecture model is composed, per layer, of four GEMMs (QKV, O, gate/up, down),
+prefill attention (FlashAttention, by batch x input length), decode attention over the
+paged cache (by batch x KV length) and, at tensor parallel > 1, two all-reduces; plus
+the LM head on each sequence's last token. The composed grid is then fitted with the
+same `linear` cost model as measured runs, and the fit's held-out error is the
+profile's. What the tables do not hold (norms, rotary embedding, activations, sampling,
+CPU scheduling) is not in these profiles: they are kernel time, a lower bound.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from calibration.fit import FitResult, fit_step_model
+from calibration.grid import STEP_KINDS, GridPoint, make_grid
+from calibration.profile_io import profile_dict, write_profile
+from simulator.errors import ConfigError
+from simulator.model_arch import load_model
+
+TABLES = {
+    "gemm": ("gemm/vllm/0.24.0/gemm_perf.parquet", ["gemm_dtype", "kernel_source", "m", "n", "k", "latency"]),
+    "context": ("attention/vllm/0.24.0/context_attention_perf.parquet",
+                ["kernel_source", "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim",
+                 "kv_cache_dtype", "window_size", "latency"]),
+    "generation": ("attention/vllm/0.24.0/generation_attention_perf.parquet",
+                   ["kernel_source", "batch_size", "step", "num_heads", "num_key_value_heads", "head_dim",
+                    "kv_cache_dtype", "window_size", "latency"]),
+    "allreduce": ("comm/vllm/0.24.0/custom_allreduce_perf.parquet",
+                  ["num_gpus", "message_size", "latency", "backend"]),
+}
+GEMM_KERNELS = {"bf16": ("bfloat16", "torch.nn.functional.linear"), "fp8": ("fp8", "CutlassFP8ScaledMMLinearKernel")}
+
+
+def _interp_scaled(x: float, xs: np.ndarray, ys: np.ndarray) -> float:
+    """Linear inside the measured range; proportional beyond its top (a bigger kernel is as much slower)."""
+    if x > xs[-1]:
+        return float(ys[-1] * x / xs[-1])
+    return float(np.interp(x, xs, ys))
+
+
+def _bracket(v: float, grid: np.ndarray) -> tuple[float, float, float]:
+    """(low, high, weight of high) in log space; (top, top, 0) beyond the top."""
+    if v >= grid[-1]:
+        return grid[-1], grid[-1], 0.0
+    if v <= grid[0]:
+        return grid[0], grid[0], 0.0
+    i = int(np.searchsorted(grid, v))
+    lo, hi = grid[i - 1], grid[i]
+    return lo, hi, float((np.log(v) - np.log(lo)) / (np.log(hi) - np.log(lo)))
+
+
+class KernelTables:
+    def __init__(self, root: str | Path, gpu: str):
+        self.dir = Path(root) / gpu
+        if not self.dir.is_dir():
+            have = sorted(p.name for p in Path(root).iterdir()) if Path(root).is_dir() else []
+            raise ConfigError("gpu", f"no kernel tables at {self.dir}" + (f"; found: {', '.join(have)}" if have else ""))
+        self.gpu = gpu
+        self.t = {}
+        for key, (rel, cols) in TABLES.items():
+            path = self.dir / rel
+            if not path.is_file():
+                raise ConfigError(key, f"missing table {path}")
+            df = pd.read_parquet(path)
+            missing = [c for c in cols if c not in df.columns]
+            if missing:
+                raise ConfigError(str(path), f"missing column(s) {', '.join(missing)}")
+            self.t[key] = df
+        self.device = str(self.t["gemm"]["device"].iloc[0]) if "device" in self.t["gemm"] else gpu
+        self._gemm_curves: dict = {}
+
+    # -- GEMM -------------------------------------------------------------------
+    def _gemm_table(self, dtype: str):
+        if dtype not in self._gemm_curves:
+            gd, kernel = GEMM_KERNELS[dtype]
+            g = self.t["gemm"]
+            g = g[(g["gemm_dtype"] == gd) & (g["kernel_source"] == kernel)]
+            if g.empty:
+                raise ConfigError("dtype", f"no {dtype} GEMM timings ({kernel}) in {self.dir}")
+            curves = {nk: (x["m"].to_numpy(float), x["latency"].to_numpy(float))
+                      for nk, x in (g.sort_values("m").groupby(["n", "k"]))}
+            self._gemm_curves[dtype] = (curves, np.sort(g["n"].unique()).astype(float),
+                                        np.sort(g["k"].unique()).astype(float))
+        return self._gemm_curves[dtype]
+
+    def gemm_ms(self, m: int, n: int, k: int, dtype: str) -> float:
+        curves, ns, ks = self._gemm_table(dtype)
+        n_lo, n_hi, wn = _bracket(n, ns)
+        k_lo, k_hi, wk = _bracket(k, ks)
+        logs, weights = [], []
+        for nn, w1 in ((n_lo, 1 - wn), (n_hi, wn)):
+            for kk, w2 in ((k_lo, 1 - wk), (k_hi, wk)):
+                if w1 * w2 == 0:
+                    continue
+                curve = curves.get((int(nn), int(kk)))
+                if curve is None:  # the one hole in the table: take the nearest measured shape
+                    nn2, kk2 = min(curves, key=lambda c: abs(np.log(c[0] / nn)) + abs(np.log(c[1] / kk)))
+                    curve = curves[(nn2, kk2)]
+                logs.append(np.log(_interp_scaled(m, *curve)))
+                weights.append(w1 * w2)
+        t = float(np.exp(np.dot(weights, logs) / np.sum(weights)))
+        # beyond the grid's largest n or k, time grows in proportion
+        return t * max(1.0, n / ns[-1]) * max(1.0, k / ks[-1])
+
+    # -- attention ----------------------------------------------------------------
+    @lru_cache(maxsize=64)
+    def _attn_surface(self, table: str, heads: int, kv_heads: int, head_dim: int):
+        df = self.t[table]
+        xcol = "isl" if table == "context" else "step"
+        df = df[(df["window_size"] == 0) & (df["kv_cache_dtype"] == "bfloat16") & (df["head_dim"] == head_dim)]
+        if df.empty:
+            raise ConfigError("model", f"no {table} attention timings for head_dim {head_dim} in {self.dir}")
+        fa3 = df[df["kernel_source"] == "vllm_flash_attn_fa3"]
+        df = fa3 if not fa3.empty else df
+        combos = df[["num_heads", "num_key_value_heads"]].drop_duplicates()
+        # the same heads if measured, else the nearest, scaled by the head count
+        combos = combos.assign(d=(np.log(combos["num_heads"] / heads)).abs() * 10
+                               + (np.log(combos["num_key_value_heads"] / kv_heads)).abs())
+        h, kvh = combos.sort_values(["d", "num_heads"]).iloc[0][["num_heads", "num_key_value_heads"]]
+        x = df[(df["num_heads"] == h) & (df["num_key_value_heads"] == kvh)]
+        piv = x.groupby(["batch_size", xcol])["latency"].median().unstack().sort_index()
+        # The tables are triangular (large batch x long sequence was not measured). Attention
+        # over twice the sequences costs twice as much, so a hole is twice the cell above it.
+        vals, rows = piv.to_numpy(float, copy=True), piv.index.to_numpy()
+        for i in range(1, len(rows)):
+            hole = np.isnan(vals[i]) & ~np.isnan(vals[i - 1])
+            vals[i, hole] = vals[i - 1, hole] * rows[i] / rows[i - 1]
+        piv = pd.DataFrame(vals, index=piv.index, columns=piv.columns)
+        piv = piv.interpolate(axis=1, limit_direction="both").interpolate(axis=0, limit_direction="both")
+        return (piv.index.to_numpy(float), piv.columns.to_numpy(float), np.log(piv.to_numpy(float)),
+                heads / float(h))
+
+    def _attn_ms(self, table: str, batch: float, length: float, heads: int, kv_heads: int, head_dim: int) -> float:
+        bs, ls, logt, scale = self._attn_surface(table, heads, kv_heads, head_dim)
+        b_lo, b_hi, wb = _bracket(batch, bs)
+        l_lo, l_hi, wl = _bracket(length, ls)
+        i = {v: j for j, v in enumerate(bs)}
+        j = {v: q for q, v in enumerate(ls)}
+        v = ((1 - wb) * (1 - wl) * logt[i[b_lo], j[l_lo]] + wb * (1 - wl) * logt[i[b_hi], j[l_lo]]
+             + (1 - wb) * wl * logt[i[b_lo], j[l_hi]] + wb * wl * logt[i[b_hi], j[l_hi]])
+        t = float(np.exp(v)) * scale * max(1.0, batch / bs[-1])
+        if length > ls[-1]:  # prefill attention is quadratic in length, decode linear
+            t *= (length / ls[-1]) ** (2 if table == "context" else 1)
+        return t
+
+    def context_attention_ms(self, batch, isl, heads, kv_heads, head_dim) -> float:
+        return self._attn_ms("context", batch, isl, heads, kv_heads, head_dim)
+
+    def generation_attention_ms(self, batch, kv_len, heads, kv_heads, head_dim) -> float:
+        return self._attn_ms("generation", batch, kv_len, heads, kv_heads, head_dim)
+
+    # -- communication ------------------------------------------------------------
+    def allreduce_ms(self, message_bytes: float, num_gpus: int) -> float:
+        a = self.t["allreduce"]
+        a = a[(a["num_gpus"] == num_gpus) & (a["backend"] == "vllm_graph")].sort_values("message_size")
+        if a.empty:
+            raise ConfigError("tp", f"no all-reduce timings for {num_gpus} GPUs in {self.dir}")
+        return _interp_scaled(message_bytes, a["message_size"].to_numpy(float), a["latency"].to_numpy(float))
+
+
+def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int) -> dict:
+    """Kernel time of one engine step, by component (ms)."""
+    if arch.num_attention_heads % tp:
+        raise ConfigError("tp", f"{arch.num_attention_heads} attention heads do not split over tp={tp}")
+    h, d, inter = arch.hidden_size, arch.head_dim, arch.intermediate_size
+    heads, kvh = arch.num_attention_heads // tp, max(1, arch.num_key_value_heads // tp)
+    shape = point.shape
+    tokens = shape.prefill_tokens + shape.decode_seqs
+    g = t.gemm_ms
+    gemm = (g(tokens, (heads + 2 * kvh) * d, h, dtype) + g(tokens, h, heads * d, dtype)
+            + g(tokens, 2 * inter // tp, h, dtype) + g(tokens, h, inter // tp, dtype))
+    attn = 0.0
+    if point.kind == "prefill":
+        attn += t.context_attention_ms(point.batch, point.tokens, heads, kvh, d)
+    elif point.kind == "mixed":  # a chunk after cached context: the full prefill with as many (query, key) pairs
+        attn += t.context_attention_ms(1, np.sqrt(2.0 * shape.prefill_attention_pairs), heads, kvh, d)
+    if shape.decode_seqs:
+        attn += t.generation_attention_ms(shape.decode_seqs, point.context + 1, heads, kvh, d)
+    comm = 2 * t.allreduce_ms(tokens * h * 2, tp) if tp > 1 else 0.0
+    lm_head = g(shape.num_seqs, arch.vocab_size // tp, h, dtype)
+    layers = arch.num_hidden_layers
+    return {"gemm_ms": layers * gemm + lm_head, "attention_ms": layers * attn, "allreduce_ms": layers * comm,
+            "time_ms": layers * (gemm + attn + comm) + lm_head}
+
+
+def import_profile(data: str | Path, gpu: str, model: str, dtype: str, tp: int, out: str | Path,
+                   name: str | None = None, grid: str = "gpu") -> tuple[Path, FitResult]:
+    arch = load_model(model)
+    if tp < 1:
+        raise ConfigError("tp", "must be >= 1")
+    t = KernelTables(data, gpu)
+    pts = [p for p in make_grid(grid, arch.max_position_embeddings) if p.kind in STEP_KINDS]
+    rows = [p.row() | compose_step_ms(t, arch, p, dtype, tp) for p in pts]
+    fit = fit_step_model(pd.DataFrame(rows), source=f"{gpu} kernel tables")
+    out = Path(out)
+    prof = profile_dict(
+        fit, name=name or out.stem,
+        source=f"aiconfigurator-core 0.12.0 kernel tables ({t.device}, vLLM 0.24.0 kernels; Apache-2.0), "
+               f"composed per layer for {arch.name} {dtype} tp{tp} over the {grid} grid; kernel time only",
+        device=t.device, model=arch.name, dtype=dtype, tensor_parallel_size=tp, grid=grid,
+        block_size=16)
+    write_profile(prof, out)
+    return out, fit

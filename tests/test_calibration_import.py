@@ -1,0 +1,90 @@
+"""Profiles composed from NVIDIA's H100/H200 kernel tables in ../shared/data/gpu/aiconfigurator."""
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from calibration.aiconfigurator import TABLES, KernelTables, compose_step_ms, import_profile
+from calibration.grid import GridPoint
+from simulator.config import load
+from simulator.cost_model import builtin_profile_names, load_profile
+from simulator.engine import simulate
+from simulator.errors import ConfigError
+from simulator.model_arch import load_model
+
+AIC = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpu" / "aiconfigurator"
+needs_shared = pytest.mark.skipif(not AIC.is_dir(), reason=f"kernel tables not found at {AIC} (../shared is absent)")
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return KernelTables(AIC, "h200_sxm")
+
+
+@needs_shared
+def test_gemm_lookup_matches_the_table_and_interpolates(h200):
+    g = h200.t["gemm"]
+    row = g[(g.gemm_dtype == "bfloat16") & (g.kernel_source == "torch.nn.functional.linear")
+            & (g.m == 256) & (g.n == 4096) & (g.k == 4096)].iloc[0]
+    assert h200.gemm_ms(256, 4096, 4096, "bf16") == pytest.approx(row.latency)
+    small, mid, big = (h200.gemm_ms(m, 28672, 4096, "bf16") for m in (1, 2048, 8192))  # n between grid values
+    assert small < mid < big
+    assert h200.gemm_ms(1, 128256, 4096, "bf16") > h200.gemm_ms(1, 65536, 4096, "bf16")  # beyond the grid
+    assert h200.gemm_ms(4096, 4096, 4096, "fp8") < h200.gemm_ms(4096, 4096, 4096, "bf16")
+
+
+@needs_shared
+def test_composed_steps_are_physical(h200):
+    arch = load_model("llama-3.1-8b")
+    one = compose_step_ms(h200, arch, GridPoint("decode", 1, 0, 1024), "bf16", 1)
+    # batch-1 decode reads 16 GB of weights: 3.3 ms at the H200's 4.8 TB/s, a little more in practice
+    assert 3.3 < one["gemm_ms"] < 6.0 and one["allreduce_ms"] == 0
+    many = compose_step_ms(h200, arch, GridPoint("decode", 128, 0, 4096), "bf16", 1)
+    assert many["attention_ms"] > 10 * one["attention_ms"]
+    assert many["gemm_ms"] < 2 * one["gemm_ms"]  # the weights are read once for the whole batch
+    qwen = load_model("qwen3-32b")
+    tp1 = compose_step_ms(h200, qwen, GridPoint("prefill", 1, 2048), "bf16", 1)
+    tp2 = compose_step_ms(h200, qwen, GridPoint("prefill", 1, 2048), "bf16", 2)
+    assert tp2["gemm_ms"] < 0.6 * tp1["gemm_ms"] and tp2["allreduce_ms"] > 0
+
+
+@needs_shared
+def test_import_writes_a_profile_with_its_held_out_error(tmp_path):
+    path, fit = import_profile(AIC, "h100_sxm", "llama-3.1-8b", "bf16", 1, tmp_path / "p.yaml")
+    prof = load_profile(str(path))
+    assert prof.device.startswith("NVIDIA H100") and prof.model == "llama-3.1-8b" and prof.tensor_parallel_size == 1
+    assert 0 < prof.held_out_error["mape"] < 0.15 and prof.held_out_error["points"] == 10
+    r = simulate(load(None, [f"profile={path}", "hardware.gpu=h100-sxm", "workload.num_requests=50"]))
+    assert r.summary["completed"] == 50
+
+
+def test_shipped_profiles_load_and_match_their_names():
+    names = builtin_profile_names()
+    for gpu in ("h100", "h200"):
+        for spec in ("llama-3.1-8b-bf16-tp1", "llama-3.1-8b-fp8-tp1", "llama-3.1-70b-bf16-tp4",
+                     "llama-3.1-70b-bf16-tp8", "qwen3-32b-bf16-tp1", "qwen3-32b-bf16-tp2"):
+            name = f"{gpu}-{spec}"
+            assert name in names
+            p = load_profile(name)
+            assert p.name == name and p.model in name and f"-{p.dtype}-" in name
+            assert name.endswith(f"tp{p.tensor_parallel_size}") and gpu.upper() in p.device
+            assert p.held_out_error["mape"] < 0.15
+
+
+def test_missing_tables_and_columns_are_named(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        KernelTables(tmp_path, "b200_sxm")
+    assert e.value.field == "gpu"
+    for key, (rel, cols) in TABLES.items():
+        f = tmp_path / "fake" / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame({c: [1] for c in cols if not (key == "gemm" and c == "latency")}).to_parquet(f)
+    with pytest.raises(ConfigError, match="missing column.*latency"):
+        KernelTables(tmp_path, "fake")
+
+
+def test_unknown_model_is_named():
+    with pytest.raises(ConfigError) as e:
+        import_profile(AIC, "h200_sxm", "gpt-7", "bf16", 1, "/tmp/never.yaml")
+    assert e.value.field == "model"
