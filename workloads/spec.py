@@ -11,6 +11,12 @@ class RequestSpec:
 
     output_tokens is how many tokens the model will actually generate (where EOS
     falls); max_tokens is the client's limit, all a scheduler may know in advance.
+
+    Prefix identity: prefix_ids[j] names the content of prompt tokens
+    [j * prefix_block_tokens, (j + 1) * prefix_block_tokens), the last block possibly
+    partial, and, as in Mooncake's hash_ids, everything before it: two requests with
+    equal ids up to j share their first j + 1 blocks. The KV manager maps these onto
+    its own block size. Empty: nothing is known about the content (no sharing).
     """
 
     request_id: int
@@ -19,6 +25,11 @@ class RequestSpec:
     output_tokens: int
     max_tokens: int | None = None
     priority: int = 0  # lower runs first, as in vLLM
+    slo_class: str | None = None
+    session_id: int | None = None
+    turn: int = 0
+    prefix_ids: tuple[int, ...] = ()
+    prefix_block_tokens: int = 0
 
     @property
     def output_limit(self) -> int:
