@@ -31,6 +31,8 @@ SUMMARY_ROWS = [
     ("kv_cache_usage_peak", "KV cache usage, peak", "{:.1%}"),
     ("kv_cache_usage_mean", "KV cache usage, mean", "{:.1%}"),
     ("useful_work_fraction", "static batch useful-work fraction", "{:.1%}"),
+    ("request_goodput", "goodput (req/s meeting their SLOs)", "{:,.2f}"),
+    ("goodput_fraction", "requests meeting their SLOs", "{:.1%}"),
 ]
 
 
@@ -59,9 +61,10 @@ def cmd_run(args) -> int:
     from simulator.plots import latency_distributions
 
     rs = load(args.scenario, args.set)
+    source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     if not args.quiet:
-        print(f"servesim: {rs.scenario.workload.num_requests:,} requests; {_describe(rs)}", flush=True)
-    result = simulate(rs)
+        print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True)
+    result = simulate(rs, source)
     out = result.write(args.out)
     latency_distributions(result, out / "latency.png")
     if args.json:

@@ -20,7 +20,7 @@ from simulator.cost_model import CostModel, Profile, build_cost_model, load_prof
 from simulator.errors import ConfigError
 from simulator.hardware import Hardware, load_hardware
 from simulator.model_arch import ModelArchitecture, load_model
-from workloads.synthetic import SyntheticWorkload
+from workloads import SyntheticWorkload, Workload
 
 GIB = 2**30
 
@@ -84,7 +84,7 @@ class Scenario(_Strict):
     profile: str | dict = "h200-llama-3.1-8b-bf16-tp1"
     engine: EngineSettings = EngineSettings()
     policies: PolicySettings = PolicySettings()
-    workload: SyntheticWorkload = SyntheticWorkload()
+    workload: Workload = SyntheticWorkload()
     simulation: SimulationSettings = SimulationSettings()
     resolved: dict | None = Field(None, description="written by servesim next to results; ignored on input")
 
@@ -118,10 +118,15 @@ class ResolvedScenario:
         return d
 
 
+# discriminated-union tags pydantic puts in an error's location; the user never wrote them
+_UNION_TAGS = {"synthetic", "sessions", "trace", "fixed", "uniform", "lognormal", "zipf", "empirical",
+               "function-after[_limits(), SyntheticWorkload]"}
+
+
 def first_error(exc: ValidationError) -> tuple[str, str]:
     """pydantic's first error as (dotted field, short message)."""
     err = exc.errors()[0]
-    loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and p in ("fixed", "uniform", "lognormal"))]
+    loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and p in _UNION_TAGS)]
     field = ".".join(loc)
     msg = err["msg"]
     if err["type"] == "extra_forbidden":

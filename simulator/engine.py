@@ -7,8 +7,10 @@ a run of uninterrupted decode steps is advanced at once (see Scheduler.decode_ru
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
+from functools import partial
 
 from policies import make_batching, make_queue_policy
 from simulator.batch import decode_shape
@@ -19,32 +21,56 @@ from simulator.kv_cache import KVBlockManager
 from simulator.metrics import RunResult, StepLog
 from simulator.request import REJECTED, Request
 from simulator.scheduler import Scheduler, SchedulerSettings
+from workloads.source import RequestSource, StaticSource
 from workloads.spec import RequestSpec
 
 
 class ArrivalSource:
-    """Delivers requests at their arrival times and knows when the next one comes."""
+    """Delivers requests at their arrival times and knows when the next one comes.
 
-    def __init__(self, env: SimClock, specs: list[RequestSpec], max_model_len: int, deliver):
+    The source's up-front requests are walked by one process; follow-ups (closed-loop
+    clients, the next turn of a chat) are scheduled one event each when they are made.
+    """
+
+    def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, deliver):
         self.env = env
-        self.specs = sorted(specs, key=lambda s: (s.arrival_time, s.request_id))
+        self.source = source
+        self.specs = sorted(source.initial(), key=lambda s: (s.arrival_time, s.request_id))
         self.max_model_len = max_model_len
         self.deliver = deliver
-        self.next_time = self.specs[0].arrival_time if self.specs else math.inf
+        self._static_next = self.specs[0].arrival_time if self.specs else math.inf
+        self._pending: list[float] = []  # arrival times of scheduled follow-ups (a heap)
         self.requests: list[Request] = []
+
+    @property
+    def next_time(self) -> float:
+        return min(self._static_next, self._pending[0]) if self._pending else self._static_next
 
     def run(self):
         specs = self.specs
         for i, spec in enumerate(specs):
             yield self.env.at(spec.arrival_time, urgent=True)
-            self.next_time = specs[i + 1].arrival_time if i + 1 < len(specs) else math.inf
-            req = Request(spec, self.max_model_len)
-            self.requests.append(req)
-            if spec.prompt_tokens >= self.max_model_len:  # vLLM answers 400: no room for one output token
-                req.status = REJECTED
-                req.reject_reason = "prompt_too_long"
-                continue
-            self.deliver(req)
+            self._static_next = specs[i + 1].arrival_time if i + 1 < len(specs) else math.inf
+            self._arrive(spec)
+
+    def _arrive(self, spec: RequestSpec) -> None:
+        req = Request(spec, self.max_model_len)
+        self.requests.append(req)
+        if spec.prompt_tokens >= self.max_model_len:  # vLLM answers 400: no room for one output token
+            req.status = REJECTED
+            req.reject_reason = "prompt_too_long"
+            self.finished(req, spec.arrival_time, completed=False)
+            return
+        self.deliver(req)
+
+    def _follow_up(self, spec: RequestSpec, _event) -> None:
+        heapq.heappop(self._pending)
+        self._arrive(spec)
+
+    def finished(self, req: Request, t: float, completed: bool = True) -> None:
+        for spec in self.source.on_finish(req.spec, t, completed):
+            heapq.heappush(self._pending, spec.arrival_time)
+            self.env.at(spec.arrival_time, urgent=True).callbacks.append(partial(self._follow_up, spec))
 
 
 class Replica:
@@ -97,9 +123,11 @@ class Replica:
                     t = t + run_batch(decode_shape(batch, ctx + batch * j))
                     ends.append(t)
                 yield env.at(t)
-                used_after, _ = sched.apply_decode_run(len(ends), step, t)
+                used_after, finished = sched.apply_decode_run(len(ends), step, t)
                 log.add_decode_run(now, ends, batch, waiting, used_after)
                 step += len(ends)
+                for r in finished:
+                    self.arrivals.finished(r, t)
             else:
                 out = sched.schedule(now)
                 if not out.reqs:
@@ -107,9 +135,11 @@ class Replica:
                 t = now + run_batch(out.shape, out)
                 used = kv.num_used_blocks
                 yield env.at(t)
-                sched.update_from_output(out, step, t)
+                finished = sched.update_from_output(out, step, t)
                 log.add_step(now, t, out.shape, out.num_running, out.num_waiting, used, len(out.preempted))
                 step += 1
+                for r in finished:
+                    self.arrivals.finished(r, t)
 
 
 @dataclass
@@ -119,12 +149,17 @@ class Simulation:
     arrivals: ArrivalSource
 
 
-def build(rs: ResolvedScenario, specs: list[RequestSpec] | None = None) -> Simulation:
+def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None) -> Simulation:
+    """specs: the scenario's workload when None; else a list of requests or any RequestSource."""
     if specs is None:
-        specs = rs.scenario.workload.generate(rs.scenario.seed)
+        source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
+    elif isinstance(specs, RequestSource):
+        source = specs
+    else:
+        source = StaticSource(list(specs))
     env = SimClock()
     replicas: list[Replica] = []
-    arrivals = ArrivalSource(env, specs, rs.max_model_len, lambda req: replicas[0].add_request(req))
+    arrivals = ArrivalSource(env, source, rs.max_model_len, lambda req: replicas[0].add_request(req))
     replicas.append(Replica(env, 0, rs, arrivals))
     env.process(arrivals.run())
     for r in replicas:
@@ -132,7 +167,7 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | None = None) -> Simul
     return Simulation(env, replicas, arrivals)
 
 
-def simulate(rs: ResolvedScenario, specs: list[RequestSpec] | None = None) -> RunResult:
+def simulate(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None) -> RunResult:
     """Run a scenario to the end (or simulation.max_sim_time_s) and collect its metrics."""
     sim = build(rs, specs)
     until = rs.scenario.simulation.max_sim_time_s

@@ -65,6 +65,19 @@ def _stats(prefix: str, values_s: np.ndarray, out: dict, percentiles=(90, 99)) -
         out[f"p{p}_{prefix}_ms"] = float(np.percentile(ms, p))
 
 
+def _meets_slo(req: pd.DataFrame, slos: dict) -> np.ndarray:
+    """A request is good when it finished and meets every target its class sets (vLLM: TPOT of a
+    one-token answer counts as 0). Requests without a class have no targets: good when finished."""
+    good = (req["status"] == FINISHED).to_numpy().copy()
+    tpot = req["tpot"].fillna(0.0).to_numpy()
+    for name, slo in slos.items():
+        mine = (req["slo_class"] == name).to_numpy()
+        for key, values in (("ttft_ms", req["ttft"].to_numpy()), ("tpot_ms", tpot), ("e2el_ms", req["e2el"].to_numpy())):
+            if slo.get(key) is not None:
+                good &= ~mine | (values * 1000 <= slo[key])
+    return good
+
+
 def _token_times(req_frame: pd.DataFrame, runs: list[list[int]], step_offset: np.ndarray, ends: np.ndarray):
     """Expand each request's runs of step indices into token times: (request row, time) arrays."""
     starts, stops, rows = [], [], []
@@ -111,6 +124,9 @@ class RunResult:
             "prompt_tokens": [r.prompt_tokens for r in reqs],
             "output_tokens": [r.num_output_tokens for r in reqs],
             "priority": [r.priority for r in reqs],
+            "slo_class": [r.spec.slo_class for r in reqs],
+            "session_id": [r.spec.session_id for r in reqs],
+            "turn": [r.spec.turn for r in reqs],
             "num_preemptions": [r.num_preemptions for r in reqs],
             "cached_tokens": [0 for r in reqs],  # prefix caching is not modelled yet: no hits
             "token_runs": [list(r.token_runs) for r in reqs],
@@ -130,6 +146,9 @@ class RunResult:
         if same.any():
             np.fmax.at(max_itl, rows[1:][same], itls)
         req["max_itl"] = max_itl
+        slos = getattr(rs.scenario.workload, "slo_classes", None)
+        if slos:
+            req["good"] = _meets_slo(req, {k: v.model_dump() for k, v in slos.items()})
         result = cls(rs.as_dict(), req, steps, itls)
         result.summary = result._summarize(sim_end)
         return result
@@ -167,6 +186,13 @@ class RunResult:
         s["mean_batch_size"] = float((steps["num_running"] * steps["duration"]).sum() / busy) if busy else 0.0
         s["max_concurrent_requests"] = int(steps["num_running"].max()) if len(steps) else 0
         s["busy_fraction"] = busy / duration
+        if "good" in req:  # vLLM's goodput: completed requests meeting every SLO of their class, per second
+            s["request_goodput"] = float(req["good"].sum()) / duration
+            s["goodput_fraction"] = float(req["good"].mean()) if len(req) else 0.0
+            s["slo_classes"] = {
+                str(c): {"requests": int(len(g)), "completed": int((g["status"] == FINISHED).sum()),
+                         "good": int(g["good"].sum()), "goodput_fraction": float(g["good"].mean())}
+                for c, g in req.groupby("slo_class", dropna=False)}
         s["useful_work_fraction"] = None
         if (done["batch_id"] >= 0).any():  # static batching: sum(l_i) / (n * max l_i) over the batches
             g = done[done["batch_id"] >= 0].groupby("batch_id")["output_tokens"]

@@ -1,5 +1,23 @@
-"""servesim workloads: what arrives (a stream of RequestSpec)."""
+"""servesim workloads: what arrives. Every workload type gives a RequestSource."""
 
+from typing import Annotated, Union
+
+from pydantic import Discriminator, Tag
+
+from workloads.replay import TraceWorkload
+from workloads.source import RequestSource
 from workloads.spec import RequestSpec
+from workloads.synthetic import SessionWorkload, SyntheticWorkload
 
-__all__ = ["RequestSpec"]
+
+def _kind(v) -> str:
+    return v.get("type", "synthetic") if isinstance(v, dict) else getattr(v, "type", "synthetic")
+
+
+Workload = Annotated[
+    Union[Annotated[SyntheticWorkload, Tag("synthetic")], Annotated[SessionWorkload, Tag("sessions")],
+          Annotated[TraceWorkload, Tag("trace")]],
+    Discriminator(_kind),
+]
+
+__all__ = ["RequestSpec", "RequestSource", "SessionWorkload", "SyntheticWorkload", "TraceWorkload", "Workload"]

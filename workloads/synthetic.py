@@ -1,97 +1,197 @@
-"""Synthetic request streams: an arrival process and two length distributions, one seed."""
+"""Synthetic workloads: open- or closed-loop arrivals, length distributions, shared
+prefixes and per-request classes; and multi-turn chat sessions."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from itertools import count
+from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
+from workloads.arrivals import Arrival
+from workloads.lengths import FloatDist, JointLengths, LengthDist, LogNormal, Uniform
+from workloads.source import ClosedLoopSource, RequestSource, SessionSource, StaticSource
 from workloads.spec import RequestSpec
+
+CONTENT_BLOCK = 16  # tokens per prefix id in generated workloads (any size works; the KV manager maps it)
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class Fixed(_Strict):
-    dist: Literal["fixed"]
-    value: PositiveInt
+class SLOClass(_Strict):
+    """A class of requests with latency targets (ms; a request is good if it meets every one given)."""
+
+    weight: PositiveFloat = 1.0
+    priority: int | None = None
+    ttft_ms: PositiveFloat | None = None
+    tpot_ms: PositiveFloat | None = None
+    e2el_ms: PositiveFloat | None = None
 
 
-class Uniform(_Strict):
-    dist: Literal["uniform"]
-    low: PositiveInt
-    high: PositiveInt
+class SharedPrefix(_Strict):
+    """System prompts or few-shot preambles shared by many requests, drawn uniformly from `count`."""
 
-    @model_validator(mode="after")
-    def _order(self):
-        if self.high < self.low:
-            raise ValueError("high must be >= low")
-        return self
+    tokens: PositiveInt
+    count: PositiveInt = 1
 
 
-class LogNormal(_Strict):
-    """Long-tailed lengths: median and the sigma of log(length), clipped to [min, max]."""
+class _Classes(_Strict):
+    priorities: list[int] | None = Field(default=None, description="drawn uniformly per request (or session)")
+    slo_classes: dict[str, SLOClass] | None = None
+    clip_to_max_model_len: bool = True
 
-    dist: Literal["lognormal"]
-    median: PositiveFloat
-    sigma: NonNegativeFloat = 1.0
-    min: PositiveInt = 1
-    max: PositiveInt | None = None
-
-
-LengthDist = Annotated[Union[Fixed, Uniform, LogNormal], Field(discriminator="dist")]
-
-
-class Arrival(_Strict):
-    """poisson: exponential gaps at `rate`; constant: evenly spaced; burst: all at t=0."""
-
-    process: Literal["poisson", "constant", "burst"] = "poisson"
-    rate: PositiveFloat | None = Field(default=None, description="requests per second")
-
-    @model_validator(mode="after")
-    def _rate(self):
-        if self.process != "burst" and self.rate is None:
-            raise ValueError(f"rate is required for {self.process} arrivals")
-        return self
+    def _draw_classes(self, n: int, rng: np.random.Generator) -> tuple[list[int], list[str | None]]:
+        prios = [int(p) for p in rng.choice(self.priorities, size=n)] if self.priorities else [0] * n
+        if not self.slo_classes:
+            return prios, [None] * n
+        names = list(self.slo_classes)
+        w = np.array([self.slo_classes[c].weight for c in names])
+        picked = [names[i] for i in rng.choice(len(names), size=n, p=w / w.sum())]
+        prios = [self.slo_classes[c].priority if self.slo_classes[c].priority is not None else p
+                 for c, p in zip(picked, prios)]
+        return prios, picked
 
 
-class SyntheticWorkload(_Strict):
+class ContentIds:
+    """Block-level content ids: equal id = equal tokens and equal prefix (Mooncake's hash_ids)."""
+
+    def __init__(self):
+        self._ids = count()
+        self.prefixes: dict[int, list[int]] = {}
+
+    def fresh(self, blocks: int) -> list[int]:
+        return [next(self._ids) for _ in range(blocks)]
+
+    def shared(self, key: int, tokens: int) -> list[int]:
+        """Ids of the full blocks of shared prefix `key` (the same list every time)."""
+        if key not in self.prefixes:
+            self.prefixes[key] = self.fresh(tokens // CONTENT_BLOCK)
+        return self.prefixes[key]
+
+
+class SyntheticWorkload(_Classes):
     type: Literal["synthetic"] = "synthetic"
-    num_requests: PositiveInt = 1000
+    num_requests: PositiveInt | None = 1000
+    duration_s: PositiveFloat | None = Field(default=None, description="stop issuing requests at this time")
     arrival: Arrival = Arrival(process="poisson", rate=10.0)
     prompt_tokens: LengthDist = LogNormal(dist="lognormal", median=600, sigma=0.9, max=6000)
     output_tokens: LengthDist = LogNormal(dist="lognormal", median=200, sigma=0.8, max=2000)
-    priorities: list[int] | None = Field(default=None, description="drawn uniformly per request")
+    lengths: JointLengths | None = Field(default=None, description="draw (prompt, output) pairs from a file")
+    shared_prefix: SharedPrefix | None = None
 
-    def generate(self, seed: int) -> list[RequestSpec]:
+    @model_validator(mode="after")
+    def _limits(self):
+        if self.num_requests is None and self.duration_s is None:
+            raise ValueError("give num_requests or duration_s")
+        if self.arrival.process == "burst" and self.num_requests is None:
+            raise ValueError("burst arrivals need num_requests")
+        if self.lengths is not None and {"prompt_tokens", "output_tokens"} & self.model_fields_set:
+            raise ValueError("give either lengths (joint) or prompt_tokens/output_tokens")
+        return self
+
+    def _specs(self, n: int, rng: np.random.Generator, max_model_len: int | None, ids: ContentIds):
+        if self.lengths is not None:
+            prompts, outputs = self.lengths.draw(n, rng)
+        else:
+            prompts, outputs = self.prompt_tokens.draw(n, rng), self.output_tokens.draw(n, rng)
+        prefix = self.shared_prefix
+        which = rng.integers(0, prefix.count, size=n) if prefix else None
+        prios, classes = self._draw_classes(n, rng)
+        for i in range(n):
+            p, o = int(prompts[i]), int(outputs[i])
+            pids: tuple = ()
+            if prefix:
+                shared = ids.shared(int(which[i]), prefix.tokens)
+                p += prefix.tokens
+                pids = tuple(shared) + tuple(ids.fresh(-(-p // CONTENT_BLOCK) - len(shared)))
+            if max_model_len and self.clip_to_max_model_len:
+                p = min(p, max_model_len - 1)
+                pids = pids[: -(-p // CONTENT_BLOCK)]
+            yield RequestSpec(i, 0.0, p, max(1, o), priority=prios[i], slo_class=classes[i], prefix_ids=pids,
+                              prefix_block_tokens=CONTENT_BLOCK if pids else 0)
+
+    def source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
         rng = np.random.default_rng(seed)
-        n = self.num_requests
-        times = _arrival_times(self.arrival, n, rng)
-        prompts = _lengths(self.prompt_tokens, n, rng)
-        outputs = _lengths(self.output_tokens, n, rng)
-        prios = rng.choice(self.priorities, size=n) if self.priorities else np.zeros(n, dtype=int)
-        return [
-            RequestSpec(i, float(times[i]), int(prompts[i]), int(outputs[i]), priority=int(prios[i]))
-            for i in range(n)
-        ]
+        ids = ContentIds()
+        a = self.arrival
+        if not a.open_loop:
+            think = FloatDist(dist="fixed", value=a.think_time_s)
+            think_rng = np.random.default_rng(seed + 1)
+
+            def templates():
+                while True:
+                    yield from self._specs(1024, rng, max_model_len, ids)
+
+            return ClosedLoopSource(a.concurrency, lambda: float(think.draw(1, think_rng)[0]), templates(),
+                                    self.num_requests, self.duration_s)
+        times = a.times(self.num_requests, self.duration_s, rng)
+        specs = [RequestSpec(s.request_id, float(times[s.request_id]), s.prompt_tokens, s.output_tokens,
+                             priority=s.priority, slo_class=s.slo_class, prefix_ids=s.prefix_ids,
+                             prefix_block_tokens=s.prefix_block_tokens)
+                 for s in self._specs(len(times), rng, max_model_len, ids)]
+        return StaticSource(specs)
+
+    def generate(self, seed: int, max_model_len: int | None = None) -> list[RequestSpec]:
+        """The whole open-loop request list (closed-loop workloads have none up front)."""
+        return self.source(seed, max_model_len).initial()
 
 
-def _arrival_times(a: Arrival, n: int, rng: np.random.Generator) -> np.ndarray:
-    if a.process == "burst":
-        return np.zeros(n)
-    if a.process == "constant":
-        return np.arange(n) / a.rate
-    gaps = rng.exponential(1.0 / a.rate, size=n)
-    gaps[0] = 0.0  # the run starts with the first arrival
-    return np.cumsum(gaps)
+class SessionWorkload(_Classes):
+    """Multi-turn chat (background essay 000): each turn resends the whole history plus a
+    new message; the history grows turn by turn; the next turn comes a think time after
+    the previous answer. Sessions start by `arrival`; all may share a system prompt."""
 
+    type: Literal["sessions"]
+    num_sessions: PositiveInt = 100
+    arrival: Arrival = Arrival(process="poisson", rate=1.0)
+    turns: LengthDist = Uniform(dist="uniform", low=1, high=8)
+    system_prompt_tokens: NonNegativeInt = 0
+    first_message_tokens: LengthDist = LogNormal(dist="lognormal", median=200, sigma=0.8, max=4000)
+    message_tokens: LengthDist = LogNormal(dist="lognormal", median=60, sigma=0.8, max=2000)
+    output_tokens: LengthDist = LogNormal(dist="lognormal", median=250, sigma=0.6, max=2000)
+    think_time_s: FloatDist = FloatDist(dist="exponential", mean=20.0)
 
-def _lengths(d, n: int, rng: np.random.Generator) -> np.ndarray:
-    if isinstance(d, Fixed):
-        return np.full(n, d.value, dtype=np.int64)
-    if isinstance(d, Uniform):
-        return rng.integers(d.low, d.high + 1, size=n)
-    x = np.rint(d.median * np.exp(d.sigma * rng.standard_normal(n))).astype(np.int64)
-    return np.clip(x, d.min, d.max if d.max is not None else None)
+    @model_validator(mode="after")
+    def _open(self):
+        if not self.arrival.open_loop:
+            raise ValueError("sessions start open-loop; their turns are already closed-loop")
+        return self
+
+    def source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
+        rng = np.random.default_rng(seed)
+        ids = ContentIds()
+        starts = self.arrival.times(self.num_sessions, None, rng)
+        turns = self.turns.draw(self.num_sessions, rng)
+        prios, classes = self._draw_classes(self.num_sessions, rng)
+        system = ids.shared(0, self.system_prompt_tokens) if self.system_prompt_tokens else []
+        first_turns, follow = [], {}
+        rid = count()
+        for s in range(self.num_sessions):
+            n_turns = int(turns[s])
+            msgs = np.concatenate([self.first_message_tokens.draw(1, rng), self.message_tokens.draw(n_turns - 1, rng)])
+            outs = self.output_tokens.draw(n_turns, rng)
+            thinks = self.think_time_s.draw(n_turns, rng)
+            history, full_ids = self.system_prompt_tokens, list(system)  # ids of the history's full blocks
+            prev = None
+            for k in range(n_turns):
+                prompt = history + int(msgs[k])
+                have = len(full_ids)
+                # full blocks keep their ids forever; a partial last block gets a new id each turn
+                full_ids += ids.fresh(prompt // CONTENT_BLOCK - have)
+                pids = tuple(full_ids) + (tuple(ids.fresh(1)) if prompt % CONTENT_BLOCK else ())
+                spec = RequestSpec(next(rid), float(starts[s]) if k == 0 else 0.0, prompt, int(outs[k]),
+                                   priority=prios[s], slo_class=classes[s], session_id=s, turn=k,
+                                   prefix_ids=pids, prefix_block_tokens=CONTENT_BLOCK)
+                if k == 0:
+                    first_turns.append(spec)
+                else:
+                    follow[prev.request_id] = (spec, float(thinks[k - 1]))
+                prev = spec
+                history = prompt + int(outs[k])
+                full_ids = full_ids[: history // CONTENT_BLOCK]
+                full_ids += ids.fresh(history // CONTENT_BLOCK - len(full_ids))
+        total = len(first_turns) + len(follow)
+        return SessionSource(first_turns, follow, f"{self.num_sessions:,} chat sessions, {total:,} turns")

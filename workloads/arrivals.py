@@ -1,0 +1,117 @@
+"""Arrival processes: when requests (or sessions) start.
+
+Open-loop processes give times up front; `closed_loop` has none: its clients send the
+next request when the previous one finishes (how `vllm bench serve --max-concurrency`
+and most published GPU benchmarks measure), so the engine asks the source then.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+
+
+class Arrival(BaseModel):
+    """poisson: exponential gaps at `rate`. gamma: gaps with coefficient of variation `cv`
+    (1 is Poisson, above 1 bursty). constant: evenly spaced. burst: all at t=0. onoff:
+    Poisson at `rate` for `on_s`, silence for `off_s`, repeated. curve: a time-varying
+    rate, piecewise linear through `points` [[t_s, rate], ...] (a ramp, or a daily curve
+    repeated every `period_s`). closed_loop: `concurrency` clients, each sending its next
+    request `think_time_s` after its previous one finished."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    process: Literal["poisson", "gamma", "constant", "burst", "onoff", "curve", "closed_loop"] = "poisson"
+    rate: PositiveFloat | None = Field(default=None, description="requests per second")
+    cv: PositiveFloat = 1.0
+    on_s: PositiveFloat | None = None
+    off_s: NonNegativeFloat | None = None
+    points: list[tuple[NonNegativeFloat, NonNegativeFloat]] | None = None
+    period_s: PositiveFloat | None = None
+    concurrency: PositiveInt | None = None
+    think_time_s: NonNegativeFloat = 0.0
+
+    @model_validator(mode="after")
+    def _needs(self):
+        need = {"poisson": ["rate"], "gamma": ["rate"], "constant": ["rate"], "onoff": ["rate", "on_s", "off_s"],
+                "curve": ["points"], "closed_loop": ["concurrency"], "burst": []}[self.process]
+        for f in need:
+            if getattr(self, f) is None:
+                raise ValueError(f"{f} is required for {self.process} arrivals")
+        if self.process == "curve":
+            ts = [t for t, _ in self.points]
+            if len(ts) < 2 or any(b <= a for a, b in zip(ts, ts[1:])):
+                raise ValueError("points need at least two [t_s, rate] pairs with increasing t_s")
+            if not any(r > 0 for _, r in self.points):
+                raise ValueError("points must have some positive rate")
+            if self.period_s is not None and self.period_s < ts[-1]:
+                raise ValueError("period_s must cover the last point")
+        return self
+
+    @property
+    def open_loop(self) -> bool:
+        return self.process != "closed_loop"
+
+    def times(self, n: int | None, duration_s: float | None, rng: np.random.Generator) -> np.ndarray:
+        """Arrival times of at most n requests within [0, duration_s), the first at 0."""
+        if n is None and duration_s is None:
+            raise ValueError("give num_requests or duration_s")
+        chunks, clock, count = [], 0.0, 0
+        while True:
+            k = n - count if n is not None else 4096
+            base = clock + np.cumsum(self._gaps(k, rng, first=not chunks))
+            clock = float(base[-1])
+            t = self._wall_clock(base)
+            chunks.append(t)
+            count += k
+            if (n is not None and count >= n) or self.process == "burst" \
+                    or (duration_s is not None and t[-1] >= duration_s):
+                break
+        times = np.concatenate(chunks)
+        if duration_s is not None:
+            times = times[times < duration_s]
+        return times[:n] if n is not None else times
+
+    def _gaps(self, k: int, rng: np.random.Generator, first: bool) -> np.ndarray:
+        p = self.process
+        if p == "burst":
+            gaps = np.zeros(k)
+        elif p == "constant":
+            gaps = np.full(k, 1.0 / self.rate)
+        elif p == "gamma":
+            shape = 1.0 / self.cv**2
+            gaps = rng.gamma(shape, 1.0 / (self.rate * shape), size=k)
+        elif p == "curve":  # a unit-rate clock, warped to the curve
+            gaps = rng.exponential(1.0, size=k)
+        else:  # poisson; onoff: Poisson in on-time
+            gaps = rng.exponential(1.0 / self.rate, size=k)
+        if first:
+            gaps[0] = 0.0  # the run starts with the first arrival
+        return gaps
+
+    def _wall_clock(self, t: np.ndarray) -> np.ndarray:
+        if self.process == "onoff":
+            return np.floor(t / self.on_s) * (self.on_s + self.off_s) + np.mod(t, self.on_s)
+        if self.process == "curve":
+            return self._warp(t)
+        return t
+
+    def _warp(self, s: np.ndarray) -> np.ndarray:
+        """Time change: the expected count to time t is the integral of the rate; invert it."""
+        pts = np.array(self.points, dtype=float)
+        period = self.period_s
+        grid = np.linspace(0.0, period or pts[-1, 0], 20_001)
+        rate = np.interp(grid, pts[:, 0], pts[:, 1])  # flat beyond the last point
+        cum = np.concatenate([[0.0], np.cumsum((rate[1:] + rate[:-1]) / 2 * np.diff(grid))])
+        total = cum[-1]
+        if period is None:  # beyond the last point the last rate holds
+            last = pts[-1, 1]
+            inside = s <= total
+            out = np.empty_like(s)
+            out[inside] = np.interp(s[inside], cum, grid)
+            out[~inside] = grid[-1] + (s[~inside] - total) / last if last > 0 else np.inf
+            return out
+        cycles = np.floor(s / total)
+        return cycles * period + np.interp(s - cycles * total, cum, grid)

@@ -1,0 +1,37 @@
+"""Trace replay as a scenario workload: a file the trace readers take, with replay options."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
+
+from workloads.source import RequestSource, StaticSource
+from workloads.synthetic import _Classes
+
+
+class TraceWorkload(_Classes):
+    type: Literal["trace"]
+    path: str
+    format: str | None = Field(default=None, description="inferred from the file when not given")
+    time_scale: PositiveFloat = Field(1.0, description="replay at this many times the recorded rate")
+    start_s: NonNegativeFloat = 0.0
+    duration_s: PositiveFloat | None = None
+    sample: float | None = Field(default=None, gt=0, le=1)
+    limit: PositiveInt | None = None
+    clip_to_max_model_len: bool = False  # a trace is replayed as recorded; over-long prompts are rejected
+
+    def source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
+        from dataclasses import replace
+
+        from workloads.traces import read_trace
+
+        specs = read_trace(self.path, self.format, time_scale=self.time_scale, start_s=self.start_s,
+                           duration_s=self.duration_s, sample=self.sample, limit=self.limit, seed=seed)
+        if self.priorities or self.slo_classes:
+            prios, classes = self._draw_classes(len(specs), np.random.default_rng(seed))
+            specs = [replace(s, priority=p, slo_class=c) for s, p, c in zip(specs, prios, classes)]
+        if self.clip_to_max_model_len and max_model_len:
+            specs = [replace(s, prompt_tokens=min(s.prompt_tokens, max_model_len - 1)) for s in specs]
+        return StaticSource(specs, f"{len(specs):,} requests replayed from {self.path}")

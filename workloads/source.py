@@ -1,0 +1,91 @@
+"""Request sources: what the engine asks for requests, up front and when one finishes.
+
+Open-loop workloads know every arrival time up front. Closed-loop clients and chat
+sessions do not: the next request comes a think time after the previous one finished,
+so the engine tells the source each finish (or rejection) and gets the follow-ups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Callable, Iterator
+
+from workloads.spec import RequestSpec
+
+
+class RequestSource:
+    def initial(self) -> list[RequestSpec]:
+        return []
+
+    def on_finish(self, spec: RequestSpec, t: float, completed: bool) -> list[RequestSpec]:
+        """Follow-up requests after `spec` finished (completed) or was rejected at time t."""
+        return []
+
+    def describe(self) -> str:
+        return ""
+
+
+class StaticSource(RequestSource):
+    def __init__(self, specs: list[RequestSpec], label: str = ""):
+        self.specs = specs
+        self.label = label
+
+    def initial(self) -> list[RequestSpec]:
+        return self.specs
+
+    def describe(self) -> str:
+        return self.label or f"{len(self.specs):,} requests"
+
+
+class ClosedLoopSource(RequestSource):
+    """N clients; each sends its next request think_time after the previous one ends.
+
+    Requests come from `templates` in the order clients ask for them, so a run is
+    deterministic. Stops at `limit` requests or when a follow-up would start at or
+    after `duration_s`.
+    """
+
+    def __init__(self, concurrency: int, think_time: Callable[[], float], templates: Iterator[RequestSpec],
+                 limit: int | None, duration_s: float | None):
+        self.concurrency, self.think_time, self.templates = concurrency, think_time, templates
+        self.limit, self.duration_s, self.issued = limit, duration_s, 0
+
+    def _next(self, t: float) -> list[RequestSpec]:
+        if (self.limit is not None and self.issued >= self.limit) or \
+                (self.duration_s is not None and t >= self.duration_s):
+            return []
+        spec = next(self.templates, None)
+        if spec is None:
+            return []
+        self.issued += 1
+        return [replace(spec, request_id=self.issued - 1, arrival_time=t)]
+
+    def initial(self) -> list[RequestSpec]:
+        return [s for _ in range(self.concurrency) for s in self._next(0.0)]
+
+    def on_finish(self, spec, t, completed):
+        return self._next(t + self.think_time())
+
+    def describe(self) -> str:
+        cap = f"{self.limit:,} requests" if self.limit is not None else f"{self.duration_s:g} s"
+        return f"closed loop: {self.concurrency} clients, {cap}"
+
+
+class SessionSource(RequestSource):
+    """Chat sessions: turn k + 1 is sent a think time after turn k ends; a rejected turn ends its session."""
+
+    def __init__(self, first_turns: list[RequestSpec], next_turn: dict[int, tuple[RequestSpec, float]], label: str):
+        self.first_turns, self.next_turn, self.label = first_turns, next_turn, label
+
+    def initial(self) -> list[RequestSpec]:
+        return self.first_turns
+
+    def on_finish(self, spec, t, completed):
+        follow = self.next_turn.get(spec.request_id)
+        if follow is None or not completed:
+            return []
+        nxt, think = follow
+        return [replace(nxt, arrival_time=t + think)]
+
+    def describe(self) -> str:
+        return self.label
