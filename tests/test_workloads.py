@@ -1,0 +1,162 @@
+"""Generators checked statistically at a fixed seed; closed loops, sessions and prefixes checked by behaviour."""
+
+import numpy as np
+import pytest
+
+from simulator.config import load
+from simulator.engine import simulate
+from workloads.arrivals import Arrival
+from workloads.lengths import LogNormal, Uniform, Zipf
+from workloads.synthetic import CONTENT_BLOCK, SessionWorkload, SyntheticWorkload
+
+RNG = lambda: np.random.default_rng(42)  # noqa: E731
+
+
+def gaps_cv(t):
+    g = np.diff(t)
+    return g.std() / g.mean()
+
+
+def test_poisson_rate_and_cv():
+    t = Arrival(process="poisson", rate=20).times(20_000, None, RNG())
+    assert t[0] == 0 and len(t) == 20_000
+    assert len(t) / t[-1] == pytest.approx(20, rel=0.03)
+    assert gaps_cv(t) == pytest.approx(1.0, abs=0.03)
+
+
+@pytest.mark.parametrize("cv", [0.5, 2.0, 4.0])
+def test_gamma_burstiness(cv):
+    t = Arrival(process="gamma", rate=10, cv=cv).times(40_000, None, RNG())
+    assert len(t) / t[-1] == pytest.approx(10, rel=0.05 * cv)
+    assert gaps_cv(t) == pytest.approx(cv, rel=0.08)
+
+
+def test_constant_and_burst():
+    t = Arrival(process="constant", rate=4).times(9, None, RNG())
+    assert np.allclose(np.diff(t), 0.25)
+    assert (Arrival(process="burst").times(5, None, RNG()) == 0).all()
+
+
+def test_on_off_bursts_are_silent_when_off():
+    a = Arrival(process="onoff", rate=30, on_s=2, off_s=8)
+    t = a.times(None, 2000, RNG())
+    assert len(t) / 2000 == pytest.approx(30 * 2 / 10, rel=0.05)
+    assert (np.mod(t, 10) < 2).all()
+
+
+def test_rate_curve_follows_its_points():
+    ramp = Arrival(process="curve", points=[[0, 0], [100, 40]])  # 0 -> 40 req/s over 100 s
+    t = ramp.times(None, 100, RNG())
+    first, second = (t < 50).sum(), (t >= 50).sum()
+    assert len(t) == pytest.approx(2000, rel=0.05)  # the integral of the ramp
+    assert second / first == pytest.approx(3.0, rel=0.15)  # 1500 vs 500 expected
+    daily = Arrival(process="curve", points=[[0, 5], [12, 25], [24, 5]], period_s=24)
+    t = daily.times(None, 24 * 200, RNG())
+    hour = np.mod(t, 24)
+    assert len(t) / (24 * 200) == pytest.approx(15, rel=0.05)
+    assert ((hour > 9) & (hour < 15)).sum() > 2 * ((hour < 3) | (hour > 21)).sum()
+
+
+def test_duration_limit():
+    t = Arrival(process="poisson", rate=50).times(None, 30.0, RNG())
+    assert t.max() < 30 and len(t) == pytest.approx(1500, rel=0.08)
+    assert len(Arrival(process="poisson", rate=50).times(100, 30.0, RNG())) == 100
+
+
+def test_length_distributions():
+    x = LogNormal(dist="lognormal", median=400, sigma=0.7).draw(50_000, RNG())
+    assert np.median(x) == pytest.approx(400, rel=0.03)
+    assert np.log(x).std() == pytest.approx(0.7, rel=0.03)
+    u = Uniform(dist="uniform", low=10, high=30).draw(50_000, RNG())
+    assert u.min() == 10 and u.max() == 30 and u.mean() == pytest.approx(20, rel=0.01)
+    z = Zipf(dist="zipf", a=2.0, min=5, max=1000).draw(50_000, RNG())
+    assert z.min() == 5 and z.max() <= 1000
+    assert (z == 5).mean() == pytest.approx(1 / 1.6449, rel=0.03)  # P(k=1) of Zipf(2) = 1/zeta(2)
+
+
+def test_synthetic_workload_is_deterministic_and_clipped():
+    w = SyntheticWorkload(num_requests=2000, prompt_tokens=LogNormal(dist="lognormal", median=3000, sigma=1.5))
+    a, b = w.generate(3, max_model_len=4096), w.generate(3, max_model_len=4096)
+    assert a == b and a != w.generate(4, max_model_len=4096)
+    assert max(s.prompt_tokens for s in a) == 4095
+
+
+def test_shared_prefix_blocks_are_shared():
+    w = SyntheticWorkload(num_requests=50, shared_prefix={"tokens": 1200, "count": 2})
+    specs = w.generate(0)
+    heads = {s.prefix_ids[: 1200 // CONTENT_BLOCK] for s in specs}
+    assert len(heads) == 2  # two system prompts
+    for s in specs:
+        assert s.prompt_tokens >= 1200 and len(s.prefix_ids) == -(-s.prompt_tokens // CONTENT_BLOCK)
+    private = [i for s in specs for i in s.prefix_ids[1200 // CONTENT_BLOCK:]]
+    assert len(private) == len(set(private))  # nothing else is shared
+
+
+def test_slo_classes_are_drawn_by_weight():
+    w = SyntheticWorkload(num_requests=10_000, slo_classes={"chat": {"weight": 3, "priority": 0},
+                                                            "batch": {"weight": 1, "priority": 5}})
+    specs = w.generate(0)
+    chat = np.mean([s.slo_class == "chat" for s in specs])
+    assert chat == pytest.approx(0.75, abs=0.02)
+    assert all(s.priority == (0 if s.slo_class == "chat" else 5) for s in specs)
+
+
+def test_goodput_counts_requests_meeting_their_class_slo():
+    rs = load(None, ["profile=teaching", "model=llama-3-8b", "workload.num_requests=300", "workload.arrival.rate=8",
+                     "engine.max_num_seqs=16",
+                     "workload.slo_classes={tight: {ttft_ms: 100}, loose: {ttft_ms: 100000}}"])
+    r = simulate(rs)
+    req = r.requests
+    tight = req[req.slo_class == "tight"]
+    assert r.summary["slo_classes"]["loose"]["goodput_fraction"] == 1.0
+    assert r.summary["slo_classes"]["tight"]["good"] == int((tight.ttft * 1000 <= 100).sum())
+    assert 0 < r.summary["goodput_fraction"] < 1
+    assert r.summary["request_goodput"] == pytest.approx(req.good.sum() / r.summary["duration"])
+
+
+@pytest.mark.parametrize("concurrency", [4, 16])
+def test_closed_loop_concurrency_sets_the_load(concurrency):
+    rs = load(None, ["profile=teaching", "model=llama-3-8b", "workload.num_requests=200",
+                     f"workload.arrival={{process: closed_loop, concurrency: {concurrency}}}"])
+    r = simulate(rs)
+    s, steps = r.summary, r.steps
+    assert s["completed"] == 200
+    assert (steps.num_running + steps.num_waiting).max() == concurrency  # never more in flight
+    assert s["mean_batch_size"] > 0.9 * concurrency
+
+
+def test_closed_loop_throughput_follows_concurrency_not_a_rate():
+    def run(c, think=0.0):
+        return simulate(load(None, ["profile=teaching", "model=llama-3-8b", "workload.num_requests=300",
+                                    f"workload.arrival={{process: closed_loop, concurrency: {c}, "
+                                    f"think_time_s: {think}}}"])).summary
+    low, high = run(4), run(32)
+    assert high["request_throughput"] > 4 * low["request_throughput"]  # decode steps barely slow with batch
+    assert high["mean_tpot_ms"] > low["mean_tpot_ms"]
+    thinking = run(8, think=2.0)
+    assert thinking["mean_batch_size"] < 0.85 * run(8)["mean_batch_size"]  # clients spend a third of the time thinking
+
+
+def test_sessions_resend_the_growing_history_after_think_time():
+    rs = load(None, ["profile=teaching", "model=llama-3-8b",
+                     "workload={type: sessions, num_sessions: 30, system_prompt_tokens: 500, "
+                     "turns: {dist: fixed, value: 4}, think_time_s: {dist: fixed, value: 3.0}}"])
+    r = simulate(rs)
+    req = r.requests.sort_values(["session_id", "turn"])
+    assert r.summary["completed"] == 120 and req.groupby("session_id").size().eq(4).all()
+    for _, g in req.groupby("session_id"):
+        g = g.reset_index(drop=True)
+        for k in range(1, 4):
+            assert g.arrival_time[k] == pytest.approx(g.finish_time[k - 1] + 3.0)
+            assert g.prompt_tokens[k] > g.prompt_tokens[k - 1] + g.output_tokens[k - 1]
+    src = rs.scenario.workload.source(rs.scenario.seed)
+    first = src.initial()
+    assert all(s.prefix_ids[:31] == first[0].prefix_ids[:31] for s in first)  # the shared system prompt
+    turn0 = first[0]
+    turn1, _ = src.next_turn[turn0.request_id]
+    assert turn1.prefix_ids[: turn0.prompt_tokens // CONTENT_BLOCK] == turn0.prefix_ids[: turn0.prompt_tokens // CONTENT_BLOCK]
+
+
+def test_session_validation():
+    with pytest.raises(ValueError, match="open-loop"):
+        SessionWorkload(type="sessions", arrival={"process": "closed_loop", "concurrency": 2})
