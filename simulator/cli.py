@@ -123,6 +123,49 @@ def cmd_capacity(args) -> int:
     return 0
 
 
+def _scenario_specs(path: str, sets: list[str]):
+    from simulator.config import load
+
+    rs = load(path, sets)
+    src = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
+    specs = src.initial()
+    if type(src).__name__ != "StaticSource":
+        raise ConfigError("workload", f"{src.describe()}: requests depend on the simulation (closed loop or "
+                                      f"sessions), so only their first requests exist before a run")
+    return specs
+
+
+def cmd_workload_describe(args) -> int:
+    from workloads.traces import describe_trace, read_trace_with_info
+
+    if args.file.endswith((".yaml", ".yml")):
+        specs, info = _scenario_specs(args.file, args.set), {}
+    else:
+        specs, info = read_trace_with_info(args.file, args.format)
+    d = describe_trace(specs, skipped=info.get("skipped", 0) if isinstance(info, dict) else 0)
+    if args.json:
+        print(json.dumps(d, indent=2, default=float))
+        return 0
+    for key, value in d.items():
+        if isinstance(value, dict):
+            print(f"  {key:<22} " + ", ".join(f"{k} {v:,.0f}" if isinstance(v, (int, float)) else f"{k} {v}"
+                                            for k, v in value.items()))
+        elif isinstance(value, float):
+            print(f"  {key:<22} {value:,.3f}")
+        else:
+            print(f"  {key:<22} {value if value is not None else '-'}")
+    return 0
+
+
+def cmd_workload_write(args) -> int:
+    from workloads.traces import write_jsonl
+
+    specs = _scenario_specs(args.scenario, args.set)
+    write_jsonl(specs, args.out)
+    print(f"{len(specs):,} requests written to {args.out}")
+    return 0
+
+
 def cmd_bench(args) -> int:
     from simulator.bench import run_bench
 
@@ -160,6 +203,20 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--private-tokens", type=int)
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_capacity)
+
+    w = sub.add_parser("workload", help="inspect a trace or a scenario's workload, or save it as JSONL")
+    wsub = w.add_subparsers(dest="workload_command", required=True)
+    wd = wsub.add_parser("describe", help="rows, duration, rate, length percentiles, prefix reuse")
+    wd.add_argument("file", help="a trace file (format inferred) or a scenario YAML")
+    wd.add_argument("--format", help="trace format, when it cannot be inferred")
+    wd.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="with a scenario YAML")
+    wd.add_argument("--json", action="store_true")
+    wd.set_defaults(func=cmd_workload_describe)
+    ww = wsub.add_parser("write", help="save a scenario's generated requests as JSONL (the readers take it back)")
+    ww.add_argument("scenario", nargs="?", help="scenario YAML (default: the built-in default)")
+    ww.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ww.add_argument("--out", required=True)
+    ww.set_defaults(func=cmd_workload_write)
 
     from calibration.cli import add_parser as add_calibrate
 

@@ -1,5 +1,7 @@
 """Generators checked statistically at a fixed seed; closed loops, sessions and prefixes checked by behaviour."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -160,3 +162,41 @@ def test_sessions_resend_the_growing_history_after_think_time():
 def test_session_validation():
     with pytest.raises(ValueError, match="open-loop"):
         SessionWorkload(type="sessions", arrival={"process": "closed_loop", "concurrency": 2})
+
+
+def _stats_csv(tmp_path):
+    f = tmp_path / "lengths.csv"
+    rows = [(100, 10), (200, 20), (300, 30), (400, 40)]
+    f.write_text("num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio\n"
+                 + "".join(f"{p},{d},{p + d},{p / d}\n" for p, d in rows))
+    return f
+
+
+def test_empirical_and_joint_lengths_resample_the_file(tmp_path):
+    f = _stats_csv(tmp_path)
+    w = SyntheticWorkload(num_requests=4000, prompt_tokens={"dist": "empirical", "path": str(f)},
+                          output_tokens={"dist": "empirical", "path": str(f), "column": "output"})
+    specs = w.generate(0)
+    assert {s.prompt_tokens for s in specs} == {100, 200, 300, 400}
+    assert {s.output_tokens for s in specs} == {10, 20, 30, 40}
+    assert any(s.prompt_tokens != 10 * s.output_tokens for s in specs)  # drawn independently
+    joint = SyntheticWorkload(num_requests=4000, lengths={"path": str(f)}).generate(0)
+    assert all(s.prompt_tokens == 10 * s.output_tokens for s in joint)  # pairs kept together
+    assert np.mean([s.prompt_tokens for s in joint]) == pytest.approx(250, rel=0.03)
+    with pytest.raises(ValueError, match="either lengths"):
+        SyntheticWorkload(lengths={"path": str(f)}, prompt_tokens={"dist": "fixed", "value": 5})
+
+
+SHAREGPT = (Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "length_stats"
+            / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv")
+
+
+@pytest.mark.skipif(not SHAREGPT.is_file(), reason=f"{SHAREGPT} not found (../shared is absent)")
+def test_sharegpt_lengths_with_an_arrival_process():
+    rs = load(None, ["workload.num_requests=300", f"workload.lengths={{path: {SHAREGPT}}}",
+                     "workload.arrival.rate=5"])
+    r = simulate(rs)
+    # ShareGPT (Llama-2 tokenizer, 8k-filtered): mean prompt 2,340 and output 439 tokens
+    assert r.requests.prompt_tokens.mean() == pytest.approx(2340, rel=0.12)
+    assert r.requests.output_tokens.mean() == pytest.approx(439, rel=0.12)
+    assert r.summary["completed"] == 300

@@ -1,0 +1,347 @@
+"""Trace readers: the real traces load with their published row counts, the options do what
+they say, our JSONL round-trips exactly, and every bad input is one line naming file, line, column."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulator.errors import ConfigError
+from workloads.spec import RequestSpec
+from workloads.traces import (TRACE_FORMATS, describe_trace, infer_format, read_lengths, read_trace,
+                              read_trace_with_info, write_jsonl)
+
+TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"shared traces not found at {TRACES}")
+
+AZURE_CONV = TRACES / "azure2023" / "AzureLLMInferenceTrace_conv.csv"
+AZURE_CODE = TRACES / "azure2023" / "AzureLLMInferenceTrace_code.csv"
+MOONCAKE_CONV = TRACES / "mooncake" / "conversation_trace.jsonl"
+MOONCAKE_SYNTH = TRACES / "mooncake" / "synthetic_trace.jsonl"
+SHAREGPT = TRACES / "length_stats" / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv"
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def config_error(call, path, *parts, field=None) -> str:
+    """The error's one line, checked to name the file and every part."""
+    with pytest.raises(ConfigError) as e:
+        call()
+    text = str(e.value)
+    assert "\n" not in text
+    assert str(path) in text
+    for part in parts:
+        assert part in text, f"{part!r} not in {text!r}"
+    if field is not None:
+        assert e.value.field == field
+    return text
+
+
+def stream(n=1000, seed=1):
+    """A canonical stream (sorted, ids 0..n-1) with every kind of field set somewhere."""
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(0.1, n))
+    out = []
+    for i in range(n):
+        prompt = int(rng.integers(1, 3000))
+        ids = tuple(range(1000 * i, 1000 * i + math.ceil(prompt / 16))) if i % 3 else ()
+        out.append(RequestSpec(i, float(t[i]), prompt, int(rng.integers(1, 500)),
+                               max_tokens=None if i % 2 else 600, priority=int(i % 5) - 2,
+                               slo_class=None if i % 4 else "chat \"quoted\" é", session_id=i // 7 if i % 5 else None,
+                               turn=i % 7, prefix_ids=ids, prefix_block_tokens=16 if ids else 0))
+    return out
+
+
+# ---------------------------------------------------------------- the shared traces
+
+@needs_traces
+def test_azure_conversation_trace():
+    specs, info = read_trace_with_info(AZURE_CONV)
+    assert info["format"] == "azure" and info["rows"] == len(specs) == 19_366
+    assert 3_300 < info["duration_s"] < 3_700
+    assert specs[0].arrival_time == 0.0
+    assert [s.request_id for s in specs] == list(range(len(specs)))
+    assert all(a.arrival_time <= b.arrival_time for a, b in zip(specs, specs[1:]))
+    assert specs[0].prompt_tokens == 374 and specs[0].output_tokens == 44  # the file's first row
+    assert specs[1].arrival_time == pytest.approx(4.3145790)  # 7 fractional digits parsed
+    assert info["prefix_reuse"] is None and info["skipped"] == 0
+
+
+@needs_traces
+def test_azure_code_trace():
+    assert len(read_trace(AZURE_CODE)) == 8_819
+
+
+@needs_traces
+def test_mooncake_conversation_prefix_blocks():
+    specs, info = read_trace_with_info(MOONCAKE_CONV)
+    assert len(specs) == 12_031
+    assert all(s.prefix_block_tokens == 512 and len(s.prefix_ids) == math.ceil(s.prompt_tokens / 512) for s in specs)
+    assert 0 < info["prefix_reuse"] < 1
+    token_reuse = describe_trace(specs, block_tokens=16)["prefix_reuse"]
+    assert 0 < token_reuse < 1
+
+
+@needs_traces
+def test_mooncake_synthetic_trace():
+    assert len(read_trace(MOONCAKE_SYNTH)) == 3_993
+
+
+@needs_traces
+def test_sharegpt_stats_lengths_only():
+    pairs = read_lengths(SHAREGPT)
+    assert pairs.shape == (30_731, 2) and pairs.dtype == np.int64 and (pairs > 0).all()
+    assert pairs[0].tolist() == [74, 918]
+    config_error(lambda: read_trace(SHAREGPT), SHAREGPT, "no arrival times", "arrival process")
+
+
+@needs_traces
+def test_read_lengths_of_a_timed_trace():
+    pairs = read_lengths(AZURE_CODE)
+    assert pairs.shape == (8_819, 2) and pairs[0].tolist() == [4808, 10]
+
+
+@needs_traces
+@pytest.mark.parametrize("path, fmt", [(AZURE_CONV, "azure"), (AZURE_CODE, "azure"), (MOONCAKE_CONV, "mooncake"),
+                                       (MOONCAKE_SYNTH, "mooncake"), (SHAREGPT, "sharegpt_stats")])
+def test_format_inference_on_shared_traces(path, fmt):
+    assert infer_format(path) == fmt
+
+
+@needs_traces
+def test_time_scale_on_a_real_trace():
+    base, fast = read_trace_with_info(AZURE_CODE)[1], read_trace_with_info(AZURE_CODE, time_scale=2)[1]
+    assert fast["duration_s"] == pytest.approx(base["duration_s"] / 2)
+
+
+# ---------------------------------------------------------------- options
+
+@pytest.fixture
+def trace(tmp_path):
+    specs = stream()
+    return specs, write_jsonl(specs, tmp_path / "stream.jsonl")
+
+
+def test_time_scale_halves_every_arrival(trace):
+    specs, path = trace
+    fast = read_trace(path, time_scale=2)
+    assert [s.arrival_time for s in fast] == [s.arrival_time / 2 for s in specs]
+    assert describe_trace(fast)["duration_s"] == pytest.approx(describe_trace(specs)["duration_s"] / 2)
+
+
+def test_window_selects_then_shifts(trace):
+    specs, path = trace
+    got = read_trace(path, start_s=10, duration_s=20)
+    want = [s for s in specs if 10 <= s.arrival_time < 30]
+    assert len(got) == len(want) > 0
+    assert [s.arrival_time for s in got] == [s.arrival_time - 10 for s in want]
+    assert [s.prompt_tokens for s in got] == [s.prompt_tokens for s in want]
+    assert got[0].request_id == 0 and all(0 <= s.arrival_time < 20 for s in got)
+    scaled = read_trace(path, start_s=10, duration_s=20, time_scale=4)  # window in original time, then scaled
+    assert [s.arrival_time for s in scaled] == [(s.arrival_time - 10) / 4 for s in want]
+
+
+def test_sample_keeps_about_half_deterministically(trace):
+    specs, path = trace
+    a, b, c = read_trace(path, sample=0.5, seed=3), read_trace(path, sample=0.5, seed=3), read_trace(path, sample=0.5, seed=4)
+    assert 400 < len(a) < 600
+    assert a == b and a != c
+    originals = {(s.arrival_time, s.prompt_tokens) for s in specs}
+    assert all((s.arrival_time, s.prompt_tokens) in originals for s in a)
+    assert read_trace(path, sample=1.0) == specs
+
+
+def test_limit_comes_last_and_ids_start_at_first_id(trace):
+    specs, path = trace
+    got = read_trace(path, limit=5, first_id=100)
+    assert [s.request_id for s in got] == [100, 101, 102, 103, 104]
+    assert [s.arrival_time for s in got] == [s.arrival_time for s in specs[:5]]
+    sampled = read_trace(path, sample=0.5, seed=3)
+    assert read_trace(path, sample=0.5, seed=3, limit=7) == sampled[:7]
+
+
+@pytest.mark.parametrize("option, value", [("time_scale", 0), ("time_scale", -1.0), ("time_scale", float("nan")),
+                                           ("sample", 0), ("sample", 1.5), ("limit", 0), ("limit", 2.5),
+                                           ("duration_s", 0), ("start_s", -1)])
+def test_bad_option_values_name_the_option(trace, option, value):
+    with pytest.raises(ConfigError) as e:
+        read_trace(trace[1], **{option: value})
+    assert e.value.field == option and "\n" not in str(e.value)
+
+
+def test_a_window_with_no_requests_is_an_error(trace):
+    config_error(lambda: read_trace(trace[1], start_s=1e6), trace[1], "no request", field="start_s")
+
+
+# ---------------------------------------------------------------- our own format
+
+def test_write_jsonl_round_trip_is_exact(tmp_path):
+    specs = stream(50)
+    specs[1] = RequestSpec(1, specs[0].arrival_time + 0.1 + 0.2, 7, 3, prefix_ids=(5,), prefix_block_tokens=512)
+    specs[2] = RequestSpec(2, specs[1].arrival_time + 1e-9 / 3, 1, 1)
+    path = write_jsonl(specs, tmp_path / "out.jsonl")
+    assert infer_format(path) == "servesim"
+    back = read_trace(path)
+    assert back == specs
+    assert back[1].arrival_time == specs[0].arrival_time + 0.1 + 0.2
+    assert isinstance(back[1].prefix_ids, tuple) and back[3].max_tokens is None
+    assert read_trace(write_jsonl(back, tmp_path / "again.jsonl")) == specs
+
+
+def test_describe_trace(tmp_path):
+    specs = [RequestSpec(0, 0.0, 1024, 10, session_id=1, prefix_ids=(1, 2), prefix_block_tokens=512),
+             RequestSpec(1, 2.0, 1500, 30, session_id=1, prefix_ids=(1, 2, 3), prefix_block_tokens=512),
+             RequestSpec(2, 4.0, 100, 20, session_id=2)]
+    info = describe_trace(specs, skipped=4)
+    assert info["rows"] == 3 and info["duration_s"] == 4.0 and info["rate"] == 0.75
+    assert info["prompt"]["p50"] == 1024 and info["prompt"]["max"] == 1500 and info["output"]["mean"] == 20
+    assert info["prefix_reuse"] == pytest.approx(2 / 5)  # ids 1, 2 seen again, out of 5 blocks
+    assert info["sessions"] == 2 and info["skipped"] == 4
+    # an unbounded cache of 16-token blocks hits the 1024 shared tokens of request 1 only
+    assert describe_trace(specs, block_tokens=16)["prefix_reuse"] == pytest.approx(1024 / 2624)
+    plain = describe_trace([RequestSpec(0, 1.0, 5, 5)])
+    assert plain["prefix_reuse"] is None and plain["sessions"] is None and plain["rate"] is None
+
+
+# ---------------------------------------------------------------- the other formats
+
+def test_timed_trace(tmp_path):
+    path = write(tmp_path, "timed.jsonl",
+                 '{"timestamp": 0, "queries": [{"prompt_length": 10, "response_length": 2},'
+                 ' {"prompt_length": 11, "response_length": 3}]}\n\n'
+                 '{"timestamp": 1500, "queries": [{"prompt_length": 12, "response_length": 4}]}\n')
+    assert infer_format(path) == "timed_trace"
+    got = read_trace(path)
+    assert [(s.arrival_time, s.prompt_tokens, s.output_tokens) for s in got] == [(0.0, 10, 2), (0.0, 11, 3), (1.5, 12, 4)]
+
+
+def test_vllm_bench_result(tmp_path):
+    result = {"backend": "vllm", "completed": 3, "input_lens": [100, 200, 300, 400], "output_lens": [10, 0, 30, 40],
+              "start_times": [1000.5, 1001.0, 1000.25, 1002.0], "errors": ["", "timeout", "", ""]}
+    path = write(tmp_path, "result.json", json.dumps(result, indent=2))  # pretty-printed: one object, many lines
+    assert infer_format(path) == "vllm_bench"
+    specs, info = read_trace_with_info(path)
+    assert [(s.arrival_time, s.prompt_tokens, s.output_tokens) for s in specs] == [(0.0, 300, 30), (0.25, 100, 10),
+                                                                                  (1.75, 400, 40)]
+    assert info["skipped"] == 1
+    del result["start_times"]
+    bare = write(tmp_path, "bare.json", json.dumps(result))
+    config_error(lambda: read_trace(bare), bare, "key start_times", "missing", "cannot be replayed")
+
+
+def test_burstgpt_skips_failed_requests_and_counts_them(tmp_path):
+    path = write(tmp_path, "burst.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                                        "5,ChatGPT,472,18,490,Conversation log\n"
+                                        "45,ChatGPT,1087,0,1087,Conversation log\n"
+                                        "118,GPT-4,417,276,693,API log\n")
+    assert infer_format(path) == "burstgpt"
+    specs, info = read_trace_with_info(path)
+    assert [(s.arrival_time, s.prompt_tokens, s.output_tokens) for s in specs] == [(5.0, 472, 18), (118.0, 417, 276)]
+    assert info["skipped"] == 1 and info["rows"] == 2
+    assert read_lengths(path).tolist() == [[472, 18], [417, 276]]
+
+
+def test_azure_2024_timestamps_with_offsets(tmp_path):
+    path = write(tmp_path, "azure2024.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                            "2024-05-10 00:00:00.009930+00:00,2162,5\n"
+                                            "2024-05-10 00:00:01.509930+00:00,300,7\n")
+    assert [s.arrival_time for s in read_trace(path)] == [0.0, 1.5]
+
+
+def test_mooncake_without_hash_ids_has_no_prefix(tmp_path):
+    path = write(tmp_path, "m.jsonl", '{"timestamp": 250, "input_length": 600, "output_length": 5}\n')
+    (spec,) = read_trace(path, "mooncake")
+    assert spec.arrival_time == 0.25 and spec.prefix_ids == () and spec.prefix_block_tokens == 0
+
+
+# ---------------------------------------------------------------- errors: file, line, column in one line
+
+AZ = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+ROW = "2023-11-16 18:15:46.6805900,374,44\n"
+MC = '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1, 2]}\n'
+BURST = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+
+ERRORS = [
+    # name, fmt, text, parts the message must contain
+    ("missing_column.csv", "azure", "TIMESTAMP,ContextTokens\n2023-11-16 18:15:46,5\n",
+     ["line 1", "column GeneratedTokens", "missing", "found columns: TIMESTAMP, ContextTokens"]),
+    ("not_int.csv", "azure", AZ + ROW + "2023-11-16 18:15:47,abc,4\n",
+     ["line 3, column ContextTokens", "non-negative integer", "'abc'"]),
+    ("fraction.csv", "azure", AZ + ROW + ROW + "2023-11-16 18:15:47,5,4.5\n", ["line 4, column GeneratedTokens", "'4.5'"]),
+    ("negative.csv", "azure", AZ + "2023-11-16 18:15:47,-3,4\n", ["line 2, column ContextTokens", "'-3'"]),
+    ("zero_prompt.csv", "azure", AZ + ROW + ROW + "2023-11-16 18:15:47,0,4\n",
+     ["line 4, column ContextTokens", "at least 1 prompt token"]),
+    ("zero_output.csv", "azure", AZ + ROW + "2023-11-16 18:15:47,5,0\n",
+     ["line 3, column GeneratedTokens", "at least 1 output token"]),
+    ("bad_time.csv", "azure", AZ + ROW + "yesterday,5,4\n", ["line 3, column TIMESTAMP", "timestamp", "'yesterday'"]),
+    ("earliest_row.csv", "azure", AZ + ROW + "2023-11-16 18:15:47,5,x\nnever,5,4\n", ["line 3, column GeneratedTokens"]),
+    ("blank_line.csv", "azure", AZ + ROW + "\n" + ROW + "2023-11-16 18:15:47,5,-1\n", ["line 5, column GeneratedTokens"]),
+    ("extra_field.csv", "azure", AZ + ROW + ROW + "2023-11-16 18:15:47,5,4,9\n", ["line 4", "expected 3 fields", "saw 4"]),
+    ("burst_zero_prompt.csv", "burstgpt", BURST + "5,ChatGPT,0,18,18,Conversation log\n",
+     ["line 2, column Request tokens", "prompt"]),
+    ("burst_time.csv", "burstgpt", BURST + "5,ChatGPT,3,18,21,x\n-1,ChatGPT,3,18,21,x\n", ["line 3, column Timestamp"]),
+    ("stats_zero.csv", "sharegpt_stats", "num_prefill_tokens,num_decode_tokens\n5,5\n7,0\n",
+     ["line 3, column num_decode_tokens"]),
+    ("bad_json.jsonl", "mooncake", MC + '{"timestamp": 0, "input_length": 600,, "output_length": 5}\n',
+     ["line 2, column 38", "invalid JSON"]),
+    ("json_type.jsonl", "mooncake", MC + MC + '{"timestamp": 0, "input_length": "600", "output_length": 5}\n',
+     ["line 3, key input_length", "non-negative integer", "'600'"]),
+    ("json_bool.jsonl", "mooncake", '{"timestamp": 0, "input_length": 600, "output_length": true}\n',
+     ["line 1, key output_length", "True"]),
+    ("json_float.jsonl", "mooncake", '{"timestamp": 0, "input_length": 600.0, "output_length": 5}\n',
+     ["line 1, key input_length", "600.0"]),
+    ("json_missing.jsonl", "mooncake", MC + '{"timestamp": 0, "input_length": 600}\n',
+     ["line 2, key output_length", "missing", "found keys: timestamp, input_length"]),
+    ("json_time.jsonl", "mooncake", MC + '{"timestamp": -5, "input_length": 600, "output_length": 5}\n',
+     ["line 2, key timestamp", "non-negative number"]),
+    ("json_zero.jsonl", "mooncake", '{"timestamp": 0, "input_length": 0, "output_length": 5}\n',
+     ["line 1, key input_length", "at least 1 prompt token"]),
+    ("json_blocks.jsonl", "mooncake", MC + '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1]}\n',
+     ["line 2, key hash_ids", "expected 2 ids", "512-token"]),
+    ("json_array.jsonl", "mooncake", MC + "[1, 2]\n", ["line 2", "expected a JSON object", "list"]),
+    ("timed_query.jsonl", "timed_trace",
+     '{"timestamp": 0, "queries": [{"prompt_length": 1, "response_length": 2}, {"prompt_length": 1, "response_length": "x"}]}\n',
+     ["line 1, key queries[1].response_length", "'x'"]),
+    ("timed_queries.jsonl", "timed_trace", '{"timestamp": 0, "queries": 3}\n', ["line 1, key queries", "list"]),
+    ("servesim_key.jsonl", "servesim", '{"arrival_time": 0.5, "prompt_tokens": 3, "output_tokens": 2, "prio": 1}\n',
+     ["line 1, key prio", "unknown"]),
+    ("servesim_type.jsonl", "servesim",
+     '{"arrival_time": 0.5, "prompt_tokens": 3, "output_tokens": 2}\n'
+     '{"arrival_time": 0.5, "prompt_tokens": 3, "output_tokens": 2, "slo_class": 7}\n', ["line 2, key slo_class"]),
+    ("vllm_item.json", "vllm_bench", json.dumps({"input_lens": [1, 2], "output_lens": [3, -1], "start_times": [0, 1]}),
+     ["request 2, key output_lens", "-1"]),
+    ("vllm_lengths.json", "vllm_bench", json.dumps({"input_lens": [1], "output_lens": [3, 1], "start_times": [0, 1]}),
+     ["key input_lens", "one entry per request"]),
+    ("vllm_bad_json.json", "vllm_bench", '{\n  "input_lens": [1,\n  ]\n}', ["line 3, column 3", "invalid JSON"]),
+    ("pretty.jsonl", "mooncake", '{"timestamp": 0,\n "input_length": 6}\n', ["line 1, column 17", "invalid JSON"]),
+    ("servesim_block.jsonl", "servesim", '{"arrival_time": 0, "prompt_tokens": 3, "output_tokens": 2, "prefix_ids": [1]}\n',
+     ["line 1, key prefix_block_tokens", "> 0"]),
+    ("empty.csv", None, "", ["empty file"]),
+    ("header_only.csv", "azure", AZ, ["no requests"]),
+    ("blank.jsonl", "mooncake", "\n\n", ["no requests"]),
+    ("mystery.txt", None, "hello,world\n1,2\n", ["line 1", "cannot tell the trace format", "azure"]),
+]
+
+
+@pytest.mark.parametrize("name, fmt, text, parts", ERRORS, ids=[e[0] for e in ERRORS])
+def test_bad_input_is_one_line_naming_file_line_and_column(tmp_path, name, fmt, text, parts):
+    path = write(tmp_path, name, text)
+    config_error(lambda: read_trace(path, fmt), path, *parts, field=str(path))
+
+
+def test_a_missing_file_is_named(tmp_path):
+    path = tmp_path / "nowhere.csv"
+    config_error(lambda: read_trace(path), path, "no such file")
+    config_error(lambda: read_lengths(path), path, "no such file")
+
+
+def test_an_unknown_format_name_is_an_error(trace):
+    with pytest.raises(ConfigError) as e:
+        read_trace(trace[1], "parquet")
+    assert e.value.field == "fmt" and all(f in str(e.value) for f in TRACE_FORMATS)

@@ -1,0 +1,513 @@
+"""Real request traces in, RequestSpec lists out (and our own JSONL to write them back).
+
+Each reader only turns its file format into the same columns (arrival seconds, prompt and
+output tokens, per-row extras); the options (window, time scale, sample, limit) and the
+checks are shared. A bad row is a ConfigError whose field is the file and whose message
+names the line and the column, so one bad row in 20,000 can be fixed from the CLI's
+one-line error instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, NoReturn, NotRequired, Sequence, TypedDict
+
+import numpy as np
+import pandas as pd
+
+from simulator.errors import ConfigError
+from workloads.spec import RequestSpec
+
+TRACE_FORMATS = ("azure", "mooncake", "burstgpt", "timed_trace", "vllm_bench", "servesim", "sharegpt_stats")
+MOONCAKE_BLOCK_TOKENS = 512  # Mooncake's hash_ids: one id per 512 prompt tokens
+
+_SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(RequestSpec))
+_MISSING = object()
+
+
+class LengthStats(TypedDict):
+    p50: float
+    p90: float
+    p99: float
+    mean: float
+    max: int
+
+
+class TraceInfo(TypedDict):
+    rows: int
+    duration_s: float
+    rate: float | None  # rows per second; None when all arrive at once
+    prompt: LengthStats | None
+    output: LengthStats | None
+    prefix_reuse: float | None  # None: no request carries prefix ids
+    sessions: int | None  # None: no request carries a session id
+    skipped: int  # rows the reader left out on purpose (e.g. BurstGPT's failed requests)
+    format: NotRequired[str]
+    path: NotRequired[str]
+
+
+@dataclasses.dataclass
+class _Rows:
+    """A file's requests as columns, before any option: one representation for every format."""
+
+    arrival: np.ndarray | None  # seconds; None for lengths-only files
+    prompt: np.ndarray
+    output: np.ndarray
+    extra: list[dict] | None = None  # per-row RequestSpec keyword arguments
+    skipped: int = 0
+
+
+# ---------------------------------------------------------------- errors
+
+def _fail(path, where: str, problem: str) -> NoReturn:
+    raise ConfigError(str(path), f"{where}: {problem}" if where else problem)
+
+
+def _show(value) -> str:
+    """repr, cut short: a message must stay one readable line."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _not_count(value) -> str:
+    return f"expected a non-negative integer, got {_show(value)}"
+
+
+def _too_few(value, least: int, role: str) -> str:
+    return f"expected at least {least} {role} token{'s' if least > 1 else ''}, got {value}"
+
+
+def _not_seconds(value) -> str:
+    return f"expected a non-negative number, got {_show(value)}"
+
+
+# ---------------------------------------------------------------- CSV
+
+class _Csv:
+    """Vectorised column checks that report the earliest bad row, whichever column it is in."""
+
+    def __init__(self, path: Path, needed: Sequence[str]):
+        self.path = path
+        try:
+            df = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False,
+                             skipinitialspace=True, encoding="utf-8-sig")
+        except pd.errors.EmptyDataError:
+            _fail(path, "", "empty file: no requests")
+        except pd.errors.ParserError as e:  # pandas counts lines 1-based, with the header and blank lines
+            ragged = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
+            if ragged:
+                want, line, saw = ragged.groups()
+                _fail(path, f"line {line}", f"expected {want} fields as in the header, saw {saw}")
+            _fail(path, "", f"malformed CSV: {str(e).split('C error: ')[-1].strip()}")
+        df.columns = [str(c).strip() for c in df.columns]
+        for col in needed:
+            if col not in df.columns:
+                _fail(path, f"line 1, column {col}", f"missing; found columns: {', '.join(df.columns)}")
+        filled = ~(df == "").all(axis=1).to_numpy()  # blank lines are not rows, but still count as lines
+        self.df = df[filled].reset_index(drop=True)
+        self.lines = np.flatnonzero(filled) + 2
+        if self.df.empty:
+            _fail(path, "", "no requests: the file has a header but no rows")
+        self.first: tuple[int, str, str] | None = None
+
+    def flag(self, bad: np.ndarray, col: str, problem: Callable[[int], str]) -> None:
+        idx = np.flatnonzero(bad)
+        if idx.size and (self.first is None or idx[0] < self.first[0]):
+            self.first = (int(idx[0]), col, problem(int(idx[0])))
+
+    def counts(self, col: str, least: int = 0, role: str = "") -> np.ndarray:
+        raw = self.df[col]
+        num = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+        bad = ~(np.isfinite(num) & (num >= 0) & (num == np.floor(num)))
+        self.flag(bad, col, lambda i: _not_count(raw.iloc[i]))
+        num = np.where(bad, 0, num).astype(np.int64)
+        if least:
+            self.flag(~bad & (num < least), col, lambda i: _too_few(num[i], least, role))
+        return num
+
+    def seconds(self, col: str) -> np.ndarray:
+        raw = self.df[col]
+        num = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+        self.flag(~(np.isfinite(num) & (num >= 0)), col, lambda i: _not_seconds(raw.iloc[i]))
+        return num
+
+    def datetimes(self, col: str) -> np.ndarray:
+        """Seconds since the earliest timestamp (naive times are taken as UTC)."""
+        raw = self.df[col]
+        ts = pd.to_datetime(raw, format="ISO8601", errors="coerce", utc=True)
+        bad = ts.isna().to_numpy()
+        self.flag(bad, col, lambda i: f"cannot parse the timestamp {_show(raw.iloc[i])}")
+        return (ts - ts.min()).dt.total_seconds().to_numpy()
+
+    def done(self) -> None:
+        if self.first is not None:
+            i, col, problem = self.first
+            _fail(self.path, f"line {self.lines[i]}, column {col}", problem)
+
+
+def _read_azure(path: Path) -> _Rows:
+    csv = _Csv(path, ("TIMESTAMP", "ContextTokens", "GeneratedTokens"))
+    arrival = csv.datetimes("TIMESTAMP")
+    prompt = csv.counts("ContextTokens", 1, "prompt")
+    output = csv.counts("GeneratedTokens", 1, "output")
+    csv.done()
+    return _Rows(arrival, prompt, output)
+
+
+def _read_burstgpt(path: Path) -> _Rows:
+    """Zero response tokens marks a failed request in BurstGPT: left out, but counted."""
+    csv = _Csv(path, ("Timestamp", "Request tokens", "Response tokens"))
+    arrival = csv.seconds("Timestamp")
+    prompt = csv.counts("Request tokens")
+    output = csv.counts("Response tokens")
+    ok = output > 0
+    csv.flag(ok & (prompt < 1), "Request tokens", lambda i: _too_few(0, 1, "prompt"))
+    csv.done()
+    if not ok.any():
+        _fail(path, "", f"no requests: all {len(ok)} rows are failed requests (0 response tokens)")
+    return _Rows(arrival[ok], prompt[ok], output[ok], skipped=int((~ok).sum()))
+
+
+def _read_length_stats(path: Path) -> _Rows:
+    csv = _Csv(path, ("num_prefill_tokens", "num_decode_tokens"))
+    prompt = csv.counts("num_prefill_tokens", 1, "prompt")
+    output = csv.counts("num_decode_tokens", 1, "output")
+    csv.done()
+    return _Rows(None, prompt, output)
+
+
+# ---------------------------------------------------------------- JSON
+
+class _Obj:
+    """One JSON object and where it came from, so every check can say where it failed."""
+
+    def __init__(self, path: Path, where: str, obj, key_prefix: str = ""):
+        self.path, self.where, self.obj, self.prefix = path, where, obj, key_prefix
+        if not isinstance(obj, dict):
+            _fail(path, self.at(key_prefix.rstrip(".")), f"expected a JSON object, got {type(obj).__name__} {_show(obj)}")
+
+    def at(self, key: str) -> str:
+        return ", ".join(filter(None, [self.where, f"key {key}" if key else ""]))
+
+    def fail(self, key: str, problem: str) -> NoReturn:
+        _fail(self.path, self.at(self.prefix + key), problem)
+
+    def get(self, key: str, default=_MISSING):
+        if key in self.obj:
+            return self.obj[key]
+        if default is _MISSING:
+            self.fail(key, f"missing; found keys: {', '.join(map(str, self.obj)) or 'none'}")
+        return default
+
+    def integer(self, key: str, default=_MISSING, *, least: int | None = 0, role: str = ""):
+        v = self.get(key, default)
+        if v is None and default is None:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int) or (least is not None and v < 0):
+            self.fail(key, _not_count(v) if least is not None else f"expected an integer, got {_show(v)}")
+        if least and v < least:
+            self.fail(key, _too_few(v, least, role))
+        return v
+
+    def seconds(self, key: str, per_second: int = 1) -> float:
+        v = self.get(key)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            self.fail(key, _not_seconds(v))
+        return v / per_second
+
+    def prefix_ids(self, key: str, prompt: int, block: int, exact: bool) -> tuple[int, ...]:
+        """Ids must cover the prompt block by block (the last block partial): at most, or exactly."""
+        ids = self.get(key, [])
+        if not isinstance(ids, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in ids):
+            self.fail(key, f"expected a list of integers, got {_show(ids)}")
+        blocks = -(-prompt // block) if block > 0 else 0
+        if ids and (len(ids) > blocks or (exact and len(ids) != blocks)):
+            self.fail(key, f"expected {'' if exact else 'at most '}{blocks} ids (one per {block}-token block "
+                           f"of {prompt} prompt tokens), got {len(ids)}")
+        return tuple(ids)
+
+
+def _json_lines(path: Path) -> Iterator[_Obj]:
+    with path.open(encoding="utf-8-sig") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line.rstrip("\n"))  # so that the error's column is within this line
+            except json.JSONDecodeError as e:
+                _fail(path, f"line {n}, column {e.colno}", f"invalid JSON: {e.msg}")
+            yield _Obj(path, f"line {n}", obj)
+
+
+def _collect(path: Path, objs: Iterable[_Obj], rows_of: Callable[[_Obj], Iterable[tuple]]) -> _Rows:
+    """Columns from objects, each giving (arrival, prompt, output, extra-kwargs or None) rows."""
+    arrival, prompt, output, extra = [], [], [], []
+    for obj in objs:
+        for a, p, o, x in rows_of(obj):
+            arrival.append(a)
+            prompt.append(p)
+            output.append(o)
+            extra.append(x or {})
+    if not prompt:
+        _fail(path, "", "no requests in the file")
+    return _Rows(np.array(arrival, dtype=float), np.array(prompt, dtype=np.int64),
+                 np.array(output, dtype=np.int64), extra if any(extra) else None)
+
+
+def _mooncake_rows(obj: _Obj):
+    prompt = obj.integer("input_length", least=1, role="prompt")
+    ids = obj.prefix_ids("hash_ids", prompt, MOONCAKE_BLOCK_TOKENS, exact=True)
+    yield (obj.seconds("timestamp", per_second=1000), prompt, obj.integer("output_length", least=1, role="output"),
+           {"prefix_ids": ids, "prefix_block_tokens": MOONCAKE_BLOCK_TOKENS} if ids else None)
+
+
+def _timed_trace_rows(obj: _Obj):
+    t = obj.seconds("timestamp", per_second=1000)
+    queries = obj.get("queries")
+    if not isinstance(queries, list):
+        obj.fail("queries", f"expected a list of objects, got {_show(queries)}")
+    for k, q in enumerate(queries):
+        q = _Obj(obj.path, obj.where, q, key_prefix=f"queries[{k}].")
+        yield (t, q.integer("prompt_length", least=1, role="prompt"),
+               q.integer("response_length", least=1, role="output"), None)
+
+
+def _servesim_rows(obj: _Obj):
+    for key in obj.obj:
+        if key not in _SPEC_FIELDS:
+            obj.fail(key, f"unknown; a RequestSpec has {', '.join(_SPEC_FIELDS)}")
+    obj.integer("request_id", None, least=None)  # checked, then renumbered like every format
+    prompt = obj.integer("prompt_tokens", least=1, role="prompt")
+    slo = obj.get("slo_class", None)
+    if slo is not None and not isinstance(slo, str):
+        obj.fail("slo_class", f"expected a string or null, got {_show(slo)}")
+    block = obj.integer("prefix_block_tokens", 0)
+    if obj.get("prefix_ids", []) and not block:
+        obj.fail("prefix_block_tokens", "must be > 0 when prefix_ids are given")
+    ids = obj.prefix_ids("prefix_ids", prompt, block, exact=False)
+    yield (obj.seconds("arrival_time"), prompt, obj.integer("output_tokens", least=1, role="output"),
+           {"max_tokens": obj.integer("max_tokens", None, least=1, role="output"),
+            "priority": obj.integer("priority", 0, least=None), "slo_class": slo,
+            "session_id": obj.integer("session_id", None, least=None), "turn": obj.integer("turn", 0),
+            "prefix_ids": ids, "prefix_block_tokens": block})
+
+
+def _read_vllm_bench(path: Path) -> _Rows:
+    """Request i is entry i of every per-request list; failed ones (an `errors` entry) are counted, not replayed."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
+    except json.JSONDecodeError as e:
+        _fail(path, f"line {e.lineno}, column {e.colno}", f"invalid JSON: {e.msg}")
+    top = _Obj(path, "", doc)
+    if "start_times" not in doc:
+        top.fail("start_times", "missing: a result without per-request start times cannot be replayed "
+                                "(save it with --save-detailed from a vLLM that records start_times); "
+                                f"found keys: {', '.join(map(str, doc))}")
+    keys = ("start_times", "input_lens", "output_lens")
+    n = len(doc["start_times"]) if isinstance(doc["start_times"], list) else None
+    lists = {k: top.get(k) for k in keys} | {"errors": doc.get("errors") or [""] * (n or 0)}
+    for k, v in lists.items():
+        if not isinstance(v, list) or len(v) != n:
+            top.fail(k, f"expected a list with one entry per request{'' if n is None else f' ({n})'}, got {_show(v)}")
+    errors = lists["errors"]
+    objs = [_Obj(path, f"request {i + 1}", {k: lists[k][i] for k in keys})
+            for i in range(len(errors)) if not errors[i]]
+    rows = _collect(path, objs, lambda o: [(o.seconds("start_times"), o.integer("input_lens", least=1, role="prompt"),
+                                            o.integer("output_lens", least=1, role="output"), None)])
+    rows.arrival -= rows.arrival.min()
+    rows.skipped = len(errors) - len(objs)
+    return rows
+
+
+_READERS: dict[str, Callable[[Path], _Rows]] = {
+    "azure": _read_azure,
+    "mooncake": lambda p: _collect(p, _json_lines(p), _mooncake_rows),
+    "burstgpt": _read_burstgpt,
+    "timed_trace": lambda p: _collect(p, _json_lines(p), _timed_trace_rows),
+    "vllm_bench": _read_vllm_bench,
+    "servesim": lambda p: _collect(p, _json_lines(p), _servesim_rows),
+    "sharegpt_stats": _read_length_stats,
+}
+
+_JSON_KEYS = (("input_lens", "vllm_bench"), ("queries", "timed_trace"), ("input_length", "mooncake"),
+              ("prompt_tokens", "servesim"))
+_CSV_COLUMNS = (("ContextTokens", "azure"), ("Request tokens", "burstgpt"), ("num_prefill_tokens", "sharegpt_stats"))
+
+
+# ---------------------------------------------------------------- public API
+
+def _existing(path) -> Path:
+    path = Path(path)
+    if not path.exists():
+        _fail(path, "", "no such file")
+    if not path.is_file():
+        _fail(path, "", "not a file")
+    return path
+
+
+def infer_format(path) -> str:
+    """The format from the extension and the first line, so users rarely need to name it."""
+    path = _existing(path)
+    with path.open(encoding="utf-8-sig", errors="replace") as f:
+        first = next((line.strip() for line in f if line.strip()), "")
+    if not first:
+        _fail(path, "", "empty file: no requests")
+    if path.suffix.lower() in (".json", ".jsonl") or first.startswith("{"):
+        try:
+            doc = json.loads(first)
+        except json.JSONDecodeError:  # a pretty-printed single object (vllm bench results)
+            try:
+                doc = json.loads(path.read_text(encoding="utf-8-sig"))
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                doc = None
+        found = next((fmt for key, fmt in _JSON_KEYS if isinstance(doc, dict) and key in doc), None)
+    else:
+        header = {c.strip().strip('"') for c in first.split(",")}
+        found = next((fmt for col, fmt in _CSV_COLUMNS if col in header), None)
+    if found is None:
+        _fail(path, "line 1", f"cannot tell the trace format from {_show(first)}; "
+                              f"give it explicitly, one of {', '.join(TRACE_FORMATS)}")
+    return found
+
+
+def _read(path, fmt: str | None) -> tuple[Path, str, _Rows]:
+    path = _existing(path)
+    if fmt is None:
+        fmt = infer_format(path)
+    elif fmt not in TRACE_FORMATS:
+        raise ConfigError("fmt", f"unknown trace format {fmt!r}; expected one of {', '.join(TRACE_FORMATS)}")
+    try:
+        return path, fmt, _READERS[fmt](path)
+    except UnicodeDecodeError as e:
+        _fail(path, "", f"not UTF-8 text (byte {e.start}: {e.reason})")
+
+
+def _check_options(time_scale, start_s, duration_s, sample, limit) -> None:
+    def bad(ok: bool, name: str, want: str, value) -> None:
+        if not ok:
+            raise ConfigError(name, f"must be {want}, got {_show(value)}")
+
+    def number(v) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+    bad(number(time_scale) and time_scale > 0, "time_scale", "a number > 0", time_scale)
+    bad(number(start_s) and start_s >= 0, "start_s", "a number >= 0", start_s)
+    bad(duration_s is None or (number(duration_s) and duration_s > 0), "duration_s", "a number > 0", duration_s)
+    bad(sample is None or (number(sample) and 0 < sample <= 1), "sample", "a fraction in (0, 1]", sample)
+    bad(limit is None or (isinstance(limit, (int, np.integer)) and not isinstance(limit, bool) and limit >= 1),
+        "limit", "an integer >= 1", limit)
+
+
+def read_trace_with_info(path, fmt: str | None = None, *, time_scale: float = 1.0, start_s: float = 0.0,
+                         duration_s: float | None = None, sample: float | None = None, limit: int | None = None,
+                         seed: int = 0, first_id: int = 0) -> tuple[list[RequestSpec], TraceInfo]:
+    """read_trace, plus describe_trace of the result and what the reader skipped (never silently)."""
+    _check_options(time_scale, start_s, duration_s, sample, limit)
+    path, fmt, rows = _read(path, fmt)
+    if rows.arrival is None:
+        _fail(path, "", f"{fmt} files hold prompt/output lengths but no arrival times; combine them with an "
+                        "arrival process (a synthetic workload's `lengths`, or read_lengths())")
+    order = np.argsort(rows.arrival, kind="stable")
+    t = rows.arrival[order]
+    keep = (t >= start_s) & (t < start_s + duration_s if duration_s is not None else True)
+    if not keep.any():
+        end = "" if duration_s is None else f", {start_s + duration_s:g}"
+        raise ConfigError("start_s", f"no request of {path} arrives in [{start_s:g}{end}); "
+                                     f"its arrivals span {t[0]:g}..{t[-1]:g} s")
+    order, t = order[keep], (t[keep] - start_s) / time_scale
+    if sample is not None:
+        kept = np.random.default_rng(seed).random(len(order)) < sample
+        order, t = order[kept], t[kept]
+    order, t = order[:limit], t[:limit]
+    no_extra: dict = {}
+    specs = [RequestSpec(first_id + k, a, p, o, **(rows.extra[i] if rows.extra else no_extra))
+             for k, (i, a, p, o) in enumerate(zip(order.tolist(), t.tolist(), rows.prompt[order].tolist(),
+                                                  rows.output[order].tolist()))]
+    info = describe_trace(specs, skipped=rows.skipped)
+    info.update(format=fmt, path=str(path))
+    return specs, info
+
+
+def read_trace(path, fmt: str | None = None, *, time_scale: float = 1.0, start_s: float = 0.0,
+               duration_s: float | None = None, sample: float | None = None, limit: int | None = None,
+               seed: int = 0, first_id: int = 0) -> list[RequestSpec]:
+    """A trace file as RequestSpecs sorted by arrival, ids first_id, first_id + 1, ...
+
+    Options apply in order: window [start_s, start_s + duration_s) of the original times,
+    shifted to start at 0; time_scale (replay x times faster); sample (keep each request
+    with this probability, seeded); limit (the first N).
+    """
+    return read_trace_with_info(path, fmt, time_scale=time_scale, start_s=start_s, duration_s=duration_s,
+                                sample=sample, limit=limit, seed=seed, first_id=first_id)[0]
+
+
+def read_lengths(path, fmt: str | None = None) -> np.ndarray:
+    """[prompt, output] pairs, shape (n, 2): what a lengths-only file offers, from any format."""
+    _, _, rows = _read(path, fmt)
+    return np.column_stack([rows.prompt, rows.output]).astype(np.int64)
+
+
+def write_jsonl(specs: Iterable[RequestSpec], path) -> Path:
+    """The servesim format: every field by name; json writes floats by repr, so they read back exact.
+
+    read_trace renumbers ids and sorts by arrival, so the round trip is == for a stream
+    already in that order with ids 0, 1, ... (what read_trace and the generators produce).
+    """
+    path = Path(path)
+    with path.open("w", encoding="utf-8") as f:
+        for s in specs:
+            row = {name: getattr(s, name) for name in _SPEC_FIELDS}
+            row["prefix_ids"] = list(s.prefix_ids)
+            f.write(json.dumps(row, allow_nan=False, default=lambda o: o.item()) + "\n")
+    return path
+
+
+def _stats(values: list[int]) -> LengthStats | None:
+    if not values:
+        return None
+    p50, p90, p99 = np.percentile(values, [50, 90, 99]).tolist()
+    return {"p50": p50, "p90": p90, "p99": p99, "mean": float(np.mean(values)), "max": int(max(values))}
+
+
+def _prefix_reuse(specs: list[RequestSpec], block_tokens: int | None) -> float | None:
+    """With block_tokens: the share of prompt tokens an unbounded prefix cache of that block
+    size would hit (whole blocks of the already-seen leading prefix, as vLLM caches)."""
+    if not any(s.prefix_ids for s in specs):
+        return None
+    seen: set[int] = set()
+    hit = total = 0
+    for s in sorted(specs, key=lambda s: (s.arrival_time, s.request_id)):
+        if block_tokens is None:
+            hit += sum(i in seen for i in s.prefix_ids)
+            total += len(s.prefix_ids)
+        else:
+            lead = next((j for j, i in enumerate(s.prefix_ids) if i not in seen), len(s.prefix_ids))
+            hit += min(lead * s.prefix_block_tokens, s.prompt_tokens) // block_tokens * block_tokens
+            total += s.prompt_tokens
+        seen.update(s.prefix_ids)
+    return hit / total if total else 0.0
+
+
+def describe_trace(specs: Sequence[RequestSpec], *, block_tokens: int | None = None, skipped: int = 0) -> TraceInfo:
+    """The numbers to sanity-check a trace against its paper before simulating it."""
+    if block_tokens is not None and (isinstance(block_tokens, bool) or not isinstance(block_tokens, int)
+                                     or block_tokens < 1):
+        raise ConfigError("block_tokens", f"must be an integer >= 1, got {_show(block_tokens)}")
+    specs = list(specs)
+    arrivals = [s.arrival_time for s in specs]
+    duration = float(max(arrivals) - min(arrivals)) if specs else 0.0
+    sessions = {s.session_id for s in specs if s.session_id is not None}
+    return {
+        "rows": len(specs),
+        "duration_s": duration,
+        "rate": len(specs) / duration if duration > 0 else None,
+        "prompt": _stats([s.prompt_tokens for s in specs]),
+        "output": _stats([s.output_tokens for s in specs]),
+        "prefix_reuse": _prefix_reuse(specs, block_tokens),
+        "sessions": len(sessions) if sessions else None,
+        "skipped": skipped,
+    }
