@@ -96,3 +96,30 @@ def test_bench_reports_rates(capsys):
     assert main(["bench", "--requests", "200", "--repeats", "1", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["simulated_requests_per_wall_s"] > 0 and d["simulated_s_per_wall_s"] > 0 and d["steps"] > 0
+
+
+def test_workload_write_describe_and_replay(tmp_path, capsys):
+    out = tmp_path / "w.jsonl"
+    assert main(["workload", "write", "--set", "workload.num_requests=40", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["workload", "describe", str(out), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["rows"] == 40 and d["prompt"]["max"] >= d["prompt"]["p50"] > 0
+    # the replayed file gives the same run as the generated workload
+    assert main(["run", "--out", str(tmp_path / "gen"), "--set", "workload.num_requests=40", "--quiet"]) == 0
+    assert main(["run", "--out", str(tmp_path / "rep"), "--set", f"workload={{type: trace, path: {out}}}",
+                 "--quiet"]) == 0
+    gen = pd.read_parquet(tmp_path / "gen" / "requests.parquet")
+    rep = pd.read_parquet(tmp_path / "rep" / "requests.parquet")
+    pd.testing.assert_frame_equal(gen, rep)
+
+
+def test_malformed_trace_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "t.csv"
+    bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n"
+                   "2023-11-16 18:15:47.0,abc,5\n")
+    assert main(["workload", "describe", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "t.csv" in err and "line 3" in err and "ContextTokens" in err
+    assert main(["run", "--set", f"workload={{type: trace, path: {bad}}}", "--quiet"]) == 2
+    assert "line 3" in capsys.readouterr().err
