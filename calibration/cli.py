@@ -53,6 +53,36 @@ def add_parser(sub) -> None:
     i.set_defaults(func=cmd_import)
 
 
+def add_validate_parser(sub) -> None:
+    v = sub.add_parser("validate", help="measure how far the simulator is from real runs")
+    vsub = v.add_subparsers(dest="validate_command", required=True)
+    r = vsub.add_parser("replay", help="simulation vs measured replay (real forward passes) of the same workload")
+    r.add_argument("scenario", nargs="?", help="scenario YAML (its profile is the one validated)")
+    r.add_argument("--profile", help="profile to validate (same as --set profile=...)")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    r.add_argument("--device", default="cpu")
+    r.add_argument("--threads", type=int)
+    r.add_argument("--loads", help="comma-separated rate=R (open loop) and concurrency=N (closed loop) levels, "
+                                    "or auto: four of each, up to about 90%% of the predicted saturation")
+    r.add_argument("--out", default="results/fidelity/replay")
+    r.set_defaults(func=cmd_validate_replay)
+
+
+def cmd_validate_replay(args) -> int:
+    from calibration.validate import validate_replay
+
+    sets = args.set + ([f"profile={args.profile}"] if args.profile else [])
+    loads = args.loads.split(",") if args.loads else None
+    table, steps, tol = validate_replay(args.scenario, sets, args.device, args.threads, args.out, loads,
+                                        command=args.argv)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    ok = steps["mape"] <= tol
+    print(f"per-step: profile vs measured time over {steps['steps']:,} replayed steps: MAPE {steps['mape']:.1%}, "
+          f"p90 {steps['p90_ape']:.1%} (tolerance {tol:.1%}): {'OK' if ok else 'FAIL'}")
+    print(f"written to {args.out}/ (table.csv, summary.json, command.txt, cdf-*.png)")
+    return 0 if ok else 1
+
+
 def _print_fit(path, fit) -> None:
     h = fit.held_out
     print(f"profile written to {path}")

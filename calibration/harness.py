@@ -50,65 +50,38 @@ class Harness:
             self.threads = None
         torch.manual_seed(seed)
         self.rng = np.random.default_rng(seed)
-        slots = max(p.max_kv_tokens for p in points)
-        self.num_blocks = -(-slots // block_size) + 2 * len(points) + 8
+        slots = max(p.max_kv_tokens for p in points) * 3 // 2  # decode contexts spread up to 1.5x
+        self.num_blocks = -(-slots // block_size) + 2 * max(p.batch for p in points) + 8
         self.model = PagedLlama(arch, self.num_blocks, block_size, TORCH_DTYPES[dtype], self.device).eval()
         self.arch = arch
 
     # -- batches ------------------------------------------------------------
     def _table(self, free: list, tokens: int) -> np.ndarray:
-        n = -(-tokens // self.block_size)
-        blocks = np.array([free.pop() for _ in range(n)], dtype=np.int64)
-        return blocks
+        return np.array([free.pop() for _ in range(-(-tokens // self.block_size))], dtype=np.int64)
 
-    def _slots(self, table: np.ndarray, start: int, stop: int) -> np.ndarray:
-        pos = np.arange(start, stop)
-        return table[pos // self.block_size] * self.block_size + pos % self.block_size
+    @staticmethod
+    def spread(context: int, batch: int) -> list[int]:
+        """Decode contexts around `context`, summing to batch x context: a real batch is never uniform
+        (and uniform contexts would let attention skip the padding mask that real batches need)."""
+        if batch == 1:
+            return [context]
+        ctx = np.rint(np.linspace(0.5 * context, 1.5 * context, batch)).astype(int)
+        ctx[-1] += batch * context - ctx.sum()
+        return [int(c) for c in ctx]
 
     def build(self, p: GridPoint):
-        """Real block tables over a shuffled free list, as a long-running pool has them."""
-        torch, dev = self.torch, self.device
-        free = list(self.rng.permutation(self.num_blocks))
-        prefill_seqs = []  # (cached, new)
-        decodes = []
-        if p.kind == "prefill":
-            prefill_seqs = [(0, p.tokens)] * p.batch
-        elif p.kind in ("decode", "attention"):
-            decodes = [p.context] * p.batch
-        else:
-            prefill_seqs = [(p.context, p.tokens)]
-            decodes = [p.context] * p.batch
-        ids, positions, slots, logit_rows, prefill = [], [], [], [], []
-        row = 0
-        for cached, new in prefill_seqs:
-            table = self._table(free, cached + new)
-            positions.append(np.arange(cached, cached + new))
-            slots.append(self._slots(table, cached, cached + new))
-            gather = torch.as_tensor(self._slots(table, 0, cached + new), device=dev)
-            prefill.append((row, new, cached, gather))
-            row += new
-            logit_rows.append(row - 1)
-        decode_rows = decode_gather = None
-        if decodes:
-            gathers = []
-            for ctx in decodes:
-                table = self._table(free, ctx + 1)
-                positions.append(np.array([ctx]))
-                slots.append(self._slots(table, ctx, ctx + 1))
-                gathers.append(self._slots(table, 0, ctx + 1))
-                logit_rows.append(row)
-                row += 1
-            decode_rows = torch.arange(row - len(decodes), row, device=dev)
-            decode_gather = torch.as_tensor(np.stack(gathers), device=dev)
-        from calibration.torch_model import StepBatch
+        """Real block tables over a shuffled free list (as a long-running pool has them), sizes from the point."""
+        from calibration.torch_model import make_batch
 
-        positions = np.concatenate(positions)
-        return StepBatch(
-            input_ids=torch.as_tensor(self.rng.integers(0, self.arch.vocab_size, size=row), device=dev),
-            positions=torch.as_tensor(positions, device=dev),
-            slots=torch.as_tensor(np.concatenate(slots), device=dev),
-            logit_rows=torch.as_tensor(np.array(logit_rows), device=dev),
-            prefill=prefill, decode_rows=decode_rows, decode_gather=decode_gather, decode_mask=None)
+        free = list(self.rng.permutation(np.arange(1, self.num_blocks)))  # block 0 is the null block
+        if p.kind == "prefill":
+            seqs = [(p.tokens, 0)] * p.batch
+        elif p.kind in ("decode", "attention"):
+            seqs = [(1, c) for c in self.spread(p.context, p.batch)]
+        else:
+            seqs = [(p.tokens, p.context)] + [(1, c) for c in self.spread(p.context, p.batch)]
+        return make_batch([(self._table(free, cached + new), cached, new) for new, cached in seqs],
+                          self.block_size, self.arch.vocab_size, self.device, self.rng)
 
     # -- timing ---------------------------------------------------------------
     def _time(self, fn, warmup: int, repeats: int) -> list[float]:

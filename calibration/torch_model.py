@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -56,6 +57,49 @@ class StepBatch:
     decode_rows: torch.Tensor | None  # [B] rows of the decode tokens
     decode_gather: torch.Tensor | None  # [B, C] flat slots of each decode's context
     decode_mask: torch.Tensor | None  # [B, 1, 1, C] True where a slot is real (None: all real)
+
+
+def make_batch(seqs, block_size: int, vocab_size: int, device, rng: np.random.Generator) -> StepBatch:
+    """A step of (block table, cached tokens, new tokens) per sequence, flattened as vLLM does.
+
+    One new token is a decode: decodes are batched, padded to the longest context with
+    reads of block 0 (vLLM's null block) masked out. Longer ones are prefill chunks.
+    """
+    bs = block_size
+    positions, slots, logit_rows, prefill, dec_rows, dec_ctx = [], [], [], [], [], []
+    row = 0
+    for table, cached, new in seqs:
+        table = np.asarray(table, dtype=np.int64)
+        pos = np.arange(cached, cached + new)
+        positions.append(pos)
+        slots.append(table[pos // bs] * bs + pos % bs)
+        ctx = np.arange(cached + new)
+        gather = table[ctx // bs] * bs + ctx % bs
+        if new == 1:
+            dec_rows.append(row)
+            dec_ctx.append(gather)
+        else:
+            prefill.append((row, new, cached, torch.as_tensor(gather, device=device)))
+        row += new
+        logit_rows.append(row - 1)
+    decode_rows = decode_gather = decode_mask = None
+    if dec_rows:
+        width = max(len(g) for g in dec_ctx)
+        gather = np.zeros((len(dec_ctx), width), dtype=np.int64)
+        mask = np.zeros((len(dec_ctx), width), dtype=bool)
+        for i, g in enumerate(dec_ctx):
+            gather[i, :len(g)] = g
+            mask[i, :len(g)] = True
+        decode_rows = torch.as_tensor(np.array(dec_rows), device=device)
+        decode_gather = torch.as_tensor(gather, device=device)
+        if not mask.all():
+            decode_mask = torch.as_tensor(mask[:, None, None, :], device=device)
+    return StepBatch(
+        input_ids=torch.as_tensor(rng.integers(0, vocab_size, size=row), device=device),
+        positions=torch.as_tensor(np.concatenate(positions), device=device),
+        slots=torch.as_tensor(np.concatenate(slots), device=device),
+        logit_rows=torch.as_tensor(np.array(logit_rows), device=device),
+        prefill=prefill, decode_rows=decode_rows, decode_gather=decode_gather, decode_mask=decode_mask)
 
 
 class PagedLlama(nn.Module):

@@ -219,8 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
     ww.set_defaults(func=cmd_workload_write)
 
     from calibration.cli import add_parser as add_calibrate
+    from calibration.cli import add_validate_parser
 
     add_calibrate(sub)
+    add_validate_parser(sub)
 
     b = sub.add_parser("bench", help="simulator speed: simulated requests and seconds per wall second")
     b.add_argument("--requests", type=int, default=10_000)
@@ -234,7 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    args.argv = argv  # the exact command, for results that record how they were made
     try:
         return args.func(args)
     except ConfigError as exc:

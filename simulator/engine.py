@@ -124,7 +124,7 @@ class Replica:
                     ends.append(t)
                 yield env.at(t)
                 used_after, finished = sched.apply_decode_run(len(ends), step, t)
-                log.add_decode_run(now, ends, batch, waiting, used_after)
+                log.add_decode_run(now, ends, batch, waiting, used_after, ctx)
                 step += len(ends)
                 for r in finished:
                     self.arrivals.finished(r, t)
@@ -149,8 +149,10 @@ class Simulation:
     arrivals: ArrivalSource
 
 
-def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None) -> Simulation:
-    """specs: the scenario's workload when None; else a list of requests or any RequestSource."""
+def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None,
+          executor=None) -> Simulation:
+    """specs: the scenario's workload when None; else a list of requests or any RequestSource.
+    executor: how long a batch takes; the scenario's cost model when None."""
     if specs is None:
         source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     elif isinstance(specs, RequestSource):
@@ -160,16 +162,17 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     env = SimClock()
     replicas: list[Replica] = []
     arrivals = ArrivalSource(env, source, rs.max_model_len, lambda req: replicas[0].add_request(req))
-    replicas.append(Replica(env, 0, rs, arrivals))
+    replicas.append(Replica(env, 0, rs, arrivals, executor))
     env.process(arrivals.run())
     for r in replicas:
         env.process(r.run())
     return Simulation(env, replicas, arrivals)
 
 
-def simulate(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None) -> RunResult:
+def simulate(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None,
+             executor=None) -> RunResult:
     """Run a scenario to the end (or simulation.max_sim_time_s) and collect its metrics."""
-    sim = build(rs, specs)
+    sim = build(rs, specs, executor)
     until = rs.scenario.simulation.max_sim_time_s
     sim.env.run(until=until)
     return RunResult.collect(rs, sim.arrivals.requests, [r.log for r in sim.replicas],

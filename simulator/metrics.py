@@ -18,7 +18,8 @@ from simulator.batch import BatchShape
 from simulator.request import FINISHED, REJECTED
 
 STEP_COLUMNS = ["start", "end", "scheduled_tokens", "prefill_tokens", "decode_seqs", "num_running",
-                "num_waiting", "kv_blocks_used", "num_preempted"]
+                "num_waiting", "kv_blocks_used", "num_preempted", "num_seqs", "prefill_attention_pairs",
+                "decode_context_tokens"]
 
 
 class StepLog:
@@ -33,8 +34,10 @@ class StepLog:
         a = self._append
         a[0](start); a[1](end); a[2](shape.prefill_tokens + shape.decode_seqs); a[3](shape.prefill_tokens)
         a[4](shape.decode_seqs); a[5](running); a[6](waiting); a[7](used_blocks); a[8](preempted)
+        a[9](shape.num_seqs); a[10](shape.prefill_attention_pairs); a[11](shape.decode_context_tokens)
 
-    def add_decode_run(self, start: float, ends: list[float], batch: int, waiting: int, used_after: list[int]) -> None:
+    def add_decode_run(self, start: float, ends: list[float], batch: int, waiting: int, used_after: list[int],
+                       context_tokens: int) -> None:
         k = len(ends)
         c = self.cols
         c["start"].append(start)
@@ -47,9 +50,18 @@ class StepLog:
         c["num_waiting"].extend([waiting] * k)
         c["kv_blocks_used"].extend(used_after[:k])
         c["num_preempted"].extend([0] * k)
+        c["num_seqs"].extend([batch] * k)
+        c["prefill_attention_pairs"].extend([0] * k)
+        c["decode_context_tokens"].extend(range(context_tokens, context_tokens + batch * k, batch))
 
     def __len__(self) -> int:
         return len(self.cols["end"])
+
+
+def step_shapes(steps: pd.DataFrame) -> list[BatchShape]:
+    """The cost model's input for each logged step."""
+    cols = steps[["num_seqs", "prefill_tokens", "prefill_attention_pairs", "decode_seqs", "decode_context_tokens"]]
+    return [BatchShape(*map(int, row)) for row in cols.itertuples(index=False)]
 
 
 def _stats(prefix: str, values_s: np.ndarray, out: dict, percentiles=(90, 99)) -> None:

@@ -56,14 +56,18 @@ def test_paged_decode_attention_matches_dense_attention():
     arch = load_model("tiny-llama")
     h = Harness(arch, "cpu", "fp32", 16, [GridPoint("decode", 3, 0, 40)])
     b = h.build(GridPoint("decode", 3, 0, 40))
+    lengths = b.decode_mask[:, 0, 0, :].sum(-1).tolist()  # contexts spread around 40: a real batch is uneven
+    assert len(set(lengths)) == 3 and sum(lengths) == 3 * 41
     q = torch.randn(3, arch.num_attention_heads, arch.head_dim)
     got = h.model.decode_attention(0, q, b)
-    for i in range(3):  # the same sequence, read contiguously through its block table
-        k = h.model.k_cache[0][b.decode_gather[i]].transpose(0, 1)
-        v = h.model.v_cache[0][b.decode_gather[i]].transpose(0, 1)
+    for i, n in enumerate(lengths):  # the same sequence, read contiguously through its block table
+        slots = b.decode_gather[i, :n]
+        k = h.model.k_cache[0][slots].transpose(0, 1)
+        v = h.model.v_cache[0][slots].transpose(0, 1)
         ref = F.scaled_dot_product_attention(q[i][:, None], k.repeat_interleave(2, 0), v.repeat_interleave(2, 0))
         assert torch.allclose(got[i], ref[:, 0], atol=1e-5)
-    assert len(set(b.decode_gather.flatten().tolist())) == 3 * 41  # no slot shared between sequences
+    real = b.decode_gather[b.decode_mask[:, 0, 0, :]].tolist()
+    assert len(set(real)) == len(real) == 3 * 41 and 0 not in real  # no slot shared; the null block unused
 
 
 @pytest.mark.parametrize("kw,field", [

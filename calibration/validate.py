@@ -1,0 +1,130 @@
+"""`servesim validate replay`: simulation against measured replay of the same workload.
+
+Both runs use the simulator's scheduler and KV manager; the replay's step times are real
+forward passes (calibration/measured_executor.py), the simulation's come from the
+profile. Two comparisons: the run-level metrics side by side, and the profile's
+prediction for every batch the replay actually ran against its measured time.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.metrics import step_shapes
+
+METRICS = [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL")]
+STATS = [("median", "p50"), ("p90", "p90"), ("p99", "p99")]
+
+
+def compare(sim: dict, real: dict, real_label: str = "replay") -> pd.DataFrame:
+    rows = []
+    for key, name in METRICS:
+        for stat, label in STATS:
+            k = f"{stat}_{key}_ms"
+            rows.append({"metric": f"{name} {label} (ms)", "sim": sim.get(k), real_label: real.get(k)})
+    for k, name in (("request_throughput", "throughput (req/s)"), ("output_throughput", "output (tok/s)"),
+                    ("num_preemptions", "preemptions")):
+        rows.append({"metric": name, "sim": sim.get(k), real_label: real.get(k)})
+    t = pd.DataFrame(rows)
+    t["error"] = (t["sim"] - t[real_label]) / t[real_label].where(t[real_label] != 0)
+    return t
+
+
+def step_errors(cost_model, steps: pd.DataFrame) -> dict:
+    """The profile's prediction for each batch that really ran, against its measured time."""
+    pred = np.array([cost_model.step_time(s) for s in step_shapes(steps)])
+    meas = steps["duration"].to_numpy()
+    ape = np.abs(pred - meas) / meas
+    return {"steps": int(len(meas)), "mape": float(ape.mean()), "p90_ape": float(np.percentile(ape, 90)),
+            "median_ratio_predicted_to_measured": float(np.median(pred / meas))}
+
+
+def cdf_plot(runs: dict, path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for ax, (col, name) in zip(axes, (("ttft", "TTFT"), ("itl", "ITL"), ("e2el", "E2E latency"))):
+        for label, r in runs.items():
+            v = np.sort((r.itls if col == "itl" else r.requests.loc[r.requests.status == "finished", col].to_numpy()) * 1000)
+            if v.size:
+                ax.plot(v, np.arange(1, v.size + 1) / v.size, label=label)
+        ax.set_xscale("log")
+        ax.set_xlabel(f"{name} (ms, log scale)")
+        ax.set_ylabel("fraction of requests" if col != "itl" else "fraction of token gaps")
+        ax.set_title(name)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _load_sets(load: str) -> list[str]:
+    kind, _, value = load.partition("=")
+    if kind == "rate":
+        return [f"workload.arrival={{process: poisson, rate: {float(value)}}}"]
+    if kind == "concurrency":
+        return [f"workload.arrival={{process: closed_loop, concurrency: {int(value)}}}"]
+    from simulator.errors import ConfigError
+
+    raise ConfigError("loads", f"{load!r}: use rate=R (open loop, req/s) or concurrency=N (closed loop)")
+
+
+def auto_loads(rs, sets, scenario) -> list[str]:
+    """Four open-loop rates from light to ~90% of the saturation the profile predicts, and four
+    closed-loop concurrencies up to the batch that saturation runs at."""
+    from simulator.config import load
+    from simulator.engine import simulate
+
+    burst = simulate(load(scenario, sets + ["workload.arrival={process: burst}"])).summary
+    sat = burst["request_throughput"]
+    top = max(2, int(round(burst["mean_batch_size"])))
+    conc = sorted({max(1, int(round(top * f))) for f in (0.1, 0.3, 0.6, 1.0)})
+    return [f"rate={sat * f:.3g}" for f in (0.2, 0.45, 0.7, 0.9)] + [f"concurrency={c}" for c in conc]
+
+
+def validate_replay(scenario: str | None, sets: list[str], device: str, threads: int | None, out: str | Path,
+                    loads: list[str] | None = None, command: list[str] | None = None):
+    """Per load level: simulation vs measured replay. Returns (table, step errors, tolerance)."""
+    from calibration.measured_executor import MeasuredExecutor
+    from simulator.config import load
+    from simulator.engine import simulate
+
+    rs = load(scenario, sets)
+    if loads == ["auto"]:
+        loads = auto_loads(rs, sets, scenario)
+    levels = loads or ["as-configured"]
+    ex = MeasuredExecutor(rs.arch, device, rs.profile.dtype if rs.profile.dtype in ("fp32", "bf16", "fp16")
+                          else "fp32", rs.scenario.engine.block_size, rs.num_gpu_blocks, threads, rs.scenario.seed)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tables, all_steps, per_load = [], [], {}
+    for i, level in enumerate(levels):
+        lrs = rs if level == "as-configured" else load(scenario, sets + _load_sets(level))
+        sim = simulate(lrs)
+        rep = simulate(lrs, executor=ex)
+        tables.append(compare(sim.summary, rep.summary).assign(load=level))
+        all_steps.append(rep.steps)
+        per_load[level] = {"sim": sim.summary, "replay": rep.summary, "step_errors": step_errors(lrs.cost_model, rep.steps)}
+        cdf_plot({"simulation": sim, "measured replay": rep}, out / f"cdf-{i}.png",
+                 f"{rs.arch.name} on {device}, load {level}: simulation ({rs.profile.name}) vs measured replay")
+    table = pd.concat(tables, ignore_index=True)[["load", "metric", "sim", "replay", "error"]]
+    steps = step_errors(rs.cost_model, pd.concat(all_steps, ignore_index=True))
+    tol = rs.profile.tolerance if rs.profile.tolerance is not None else 0.10
+    table.to_csv(out / "table.csv", index=False)
+    (out / "summary.json").write_text(json.dumps(
+        {"profile": rs.profile.name, "device": device, "loads": levels, "step_errors": steps, "tolerance": tol,
+         "ok": steps["mape"] <= tol, "per_load": per_load}, indent=2, default=str) + "\n")
+    argv = sys.argv[1:] if command is None else command
+    (out / "command.txt").write_text("servesim " + " ".join(shlex.quote(a) for a in argv) + "\n")
+    return table, steps, tol

@@ -1,0 +1,69 @@
+"""Measured replay: the simulator's scheduler drives real forward passes of the tiny model on the CPU.
+
+The fast part of the fidelity gate: the profile's step-time predictions for the batches
+that really occurred must stay within the tolerance the profile itself records.
+"""
+
+import json
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch", reason="torch is in the `calibrate` extra; `make test` installs it")
+
+from calibration.measured_executor import MeasuredExecutor  # noqa: E402
+from simulator.cli import main  # noqa: E402
+from simulator.config import load  # noqa: E402
+from simulator.errors import ConfigError  # noqa: E402
+
+SCENARIO = "docs/scenarios/replay-tiny-cpu.yaml"
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tiny")
+    assert main(["calibrate", "run", "--model", "tiny-llama", "--grid", "quick", "--out", str(out), "--fit",
+                 "--no-progress", "--threads", "1"]) == 0
+    return out / "profile.yaml"
+
+
+def test_replay_error_within_the_profiles_tolerance(profile, tmp_path, capsys):
+    out = tmp_path / "fid"
+    rc = main(["validate", "replay", SCENARIO, "--profile", str(profile), "--threads", "1", "--out", str(out)])
+    s = json.loads((out / "summary.json").read_text())
+    assert rc == 0 and s["ok"], s["step_errors"]
+    assert s["step_errors"]["steps"] > 100 and s["step_errors"]["mape"] <= s["tolerance"]
+    assert 0.7 < s["step_errors"]["median_ratio_predicted_to_measured"] < 1.3  # no systematic bias
+    table = pd.read_csv(out / "table.csv")
+    assert {"TTFT p50 (ms)", "ITL p99 (ms)", "E2EL p90 (ms)"} <= set(table.metric)
+    run = s["per_load"]["as-configured"]
+    assert run["replay"]["completed"] == run["sim"]["completed"] == 40
+    assert (out / "cdf-0.png").stat().st_size > 0 and "validate replay" in (out / "command.txt").read_text()
+
+
+def test_load_levels_open_and_closed_loop(profile, tmp_path):
+    out = tmp_path / "levels"
+    main(["validate", "replay", SCENARIO, "--profile", str(profile), "--threads", "1", "--out", str(out),
+          "--loads", "rate=10,concurrency=4", "--set", "workload.num_requests=15"])
+    s = json.loads((out / "summary.json").read_text())
+    assert s["loads"] == ["rate=10", "concurrency=4"]
+    closed = s["per_load"]["concurrency=4"]
+    assert closed["sim"]["max_concurrent_requests"] <= 4 and closed["replay"]["max_concurrent_requests"] <= 4
+    assert set(pd.read_csv(out / "table.csv")["load"]) == {"rate=10", "concurrency=4"}
+
+
+def test_replay_runs_the_schedulers_real_block_tables(profile):
+    rs = load(SCENARIO, [f"profile={profile}"])
+    ex = MeasuredExecutor(rs.arch, "cpu", "fp32", 16, rs.num_gpu_blocks, threads=1)
+    from simulator.engine import simulate
+
+    r = simulate(rs, executor=ex)
+    assert ex.steps == len(r.steps)  # every step really ran: no decode runs under measurement
+    assert (r.steps["duration"] > 0).all()
+
+
+def test_a_pool_too_large_to_replay_is_refused(profile):
+    rs = load(None, ["model=llama-3.1-8b", "profile=h200-llama-3.1-8b-bf16-tp1"])
+    with pytest.raises(ConfigError) as e:
+        MeasuredExecutor(rs.arch, "cpu", "bf16", 16, rs.num_gpu_blocks)
+    assert e.value.field == "engine.num_gpu_blocks_override"
