@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench venv clean profiles
+.PHONY: run test bench venv clean profiles fidelity
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,3 +37,11 @@ profiles: $(STAMP)
 	  m=$${spec%%:*}; rest=$${spec#*:}; dt=$${rest%%:*}; tp=$${rest#*:}; \
 	  $(BIN)/servesim calibrate import aiconfigurator --data $(AIC) --gpu $${gpu}_sxm --model $$m --dtype $$dt \
 	    --tp $$tp --out calibration/profiles/$$gpu-$$m-$$dt-tp$$tp.yaml || exit 1; done; done
+
+# Fidelity: calibrate the small model on this CPU, then compare simulation and measured
+# replay at four open-loop and four closed-loop loads. Writes results/fidelity/.
+FID := results/fidelity/replay-small-llama-cpu
+fidelity: $(STAMP)
+	$(BIN)/servesim calibrate run --model small-llama --device cpu --out $(FID)/calibration --fit --no-progress
+	$(BIN)/servesim validate replay docs/scenarios/replay-small-cpu.yaml --profile $(FID)/calibration/profile.yaml \
+	  --loads auto --out $(FID)

@@ -84,38 +84,40 @@ class Harness:
                           self.block_size, self.arch.vocab_size, self.device, self.rng)
 
     # -- timing ---------------------------------------------------------------
-    def _time(self, fn, warmup: int, repeats: int) -> list[float]:
+    def _time(self, fn, batches: list, warmup: int) -> list[float]:
         torch = self.torch
-        for _ in range(warmup):
-            fn()
+        for b in batches[:warmup]:
+            fn(b)
         times = []
         if self.cuda:
             torch.cuda.synchronize(self.device)
-            for _ in range(repeats):
+            for b in batches[warmup:]:
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 start.record()
-                fn()
+                fn(b)
                 end.record()
                 end.synchronize()
                 times.append(start.elapsed_time(end))
         else:
-            for _ in range(repeats):
+            for b in batches[warmup:]:
                 t0 = time.perf_counter()
-                fn()
+                fn(b)
                 times.append((time.perf_counter() - t0) * 1000.0)
         return times
 
     def measure(self, p: GridPoint, warmup: int = 2, repeats: int = 5) -> dict:
-        b = self.build(p)
+        """Each run gets its own batch of the point's shape (fresh block tables and token ids): re-running
+        one batch would time caches that still hold its KV, which a real next step does not find."""
+        batches = [self.build(p) for _ in range(warmup + repeats)]
         if p.kind == "attention":
             qd = self.torch.randn(p.batch, self.arch.num_attention_heads, self.arch.head_dim,
                                   device=self.device, dtype=self.model.k_cache.dtype)
-            with self.torch.no_grad():
-                times = self._time(lambda: self.model.decode_attention(0, qd, b), warmup, repeats)
+            fn = lambda b: self.model.decode_attention(0, qd, b)  # noqa: E731
             scope = "layer"
         else:
-            times = self._time(lambda: self.model(b), warmup, repeats)
-            scope = "step"
+            fn, scope = self.model, "step"
+        with self.torch.no_grad():
+            times = self._time(fn, batches, warmup)
         return p.row() | {"scope": scope, "time_ms": statistics.median(times),
                           "time_ms_p10": float(np.percentile(times, 10)),
                           "time_ms_p90": float(np.percentile(times, 90)), "repeats": repeats}
