@@ -47,6 +47,7 @@ def step_errors(cost_model, steps: pd.DataFrame) -> dict:
 
 def cdf_plot(runs: dict, path: Path, title: str) -> None:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -58,6 +59,8 @@ def cdf_plot(runs: dict, path: Path, title: str) -> None:
             if v.size:
                 ax.plot(v, np.arange(1, v.size + 1) / v.size, label=label)
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel(f"{name} (ms, log scale)")
         ax.set_ylabel("fraction of requests" if col != "itl" else "fraction of token gaps")
         ax.set_title(name)
