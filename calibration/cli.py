@@ -66,6 +66,30 @@ def add_validate_parser(sub) -> None:
                                     "or auto: four of each, up to about 90%% of the predicted saturation")
     r.add_argument("--out", default="results/fidelity/replay")
     r.set_defaults(func=cmd_validate_replay)
+    vv = vsub.add_parser("vllm", help="simulation vs a real vLLM engine (CPU build, `make vllm-env`) on this machine")
+    vv.add_argument("scenario")
+    vv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    vv.add_argument("--vllm-python", default=".vllm-venv/bin/python")
+    vv.add_argument("--repeats", type=int, default=3)
+    vv.add_argument("--loads", help="as for validate replay (auto: four open-loop rates, four concurrencies)")
+    vv.add_argument("--kv-gib", type=float, default=1.0, help="VLLM_CPU_KVCACHE_SPACE for the engine")
+    vv.add_argument("--out", default="results/fidelity/vllm")
+    vv.set_defaults(func=cmd_validate_vllm)
+
+
+def cmd_validate_vllm(args) -> int:
+    from calibration.vllm_validate import validate_vllm
+
+    loads = args.loads.split(",") if args.loads else None
+    table, summary = validate_vllm(args.scenario, args.set, args.vllm_python, args.repeats, loads, args.kv_gib,
+                                   args.out, command=args.argv)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    e = summary["engine_profile_fit"]["held_out"]
+    print(f"engine-step profile: held-out MAPE {e['mape']:.1%} over {summary['engine_profile_fit']['steps']:,} steps")
+    print("mean |error| over all rows: " + ", ".join(f"{k} profile {v:.1%}" for k, v in summary["mean_abs_error"].items())
+          + f"; real runs' own spread {summary['mean_real_spread']:.1%}")
+    print(f"written to {args.out}/")
+    return 0
 
 
 def cmd_validate_replay(args) -> int:

@@ -67,13 +67,18 @@ def _errors(pred: np.ndarray, y: np.ndarray) -> dict:
             "points": int(len(y))}
 
 
+def _candidates(x: np.ndarray, most: int = 40) -> np.ndarray:
+    """Knee positions to scan: every measured value, or quantiles of them for long logs (refined after)."""
+    u = np.unique(x)
+    return u if len(u) <= most else np.unique(np.quantile(u, np.linspace(0, 1, most)))
+
+
 def _fit(df: pd.DataFrame) -> np.ndarray:
     s, t, k, p = _features(df)
     y = df["time_ms"].to_numpy(float)
     best, best_err = None, np.inf
-    k_knees = np.unique(k)
-    for knee in np.unique(np.concatenate([[0.0], t])):
-        for k_knee in k_knees:
+    for knee in _candidates(np.concatenate([[0.0], t])):
+        for k_knee in _candidates(k):
             a = np.column_stack([np.ones_like(t), s, np.maximum(t, knee), k, np.maximum(0.0, k - k_knee), p])
             a = a / y[:, None]
             scale = np.abs(a).max(axis=0)

@@ -64,7 +64,8 @@ def step_shapes(steps: pd.DataFrame) -> list[BatchShape]:
     return [BatchShape(*map(int, row)) for row in cols.itertuples(index=False)]
 
 
-def _stats(prefix: str, values_s: np.ndarray, out: dict, percentiles=(90, 99)) -> None:
+def latency_stats(prefix: str, values_s: np.ndarray, out: dict, percentiles=(90, 99)) -> None:
+    """mean/median/std/pN of a latency in seconds, as `vllm bench serve` names them (ms)."""
     ms = np.asarray(values_s, dtype=float) * 1000.0
     keys = ["mean", "median", "std"] + [f"p{p}" for p in percentiles]
     if ms.size == 0:
@@ -182,11 +183,11 @@ class RunResult:
         s["request_throughput"] = s["completed"] / duration
         s["output_throughput"] = s["total_output_tokens"] / duration
         s["total_token_throughput"] = (s["total_input_tokens"] + s["total_output_tokens"]) / duration
-        _stats("ttft", done["ttft"].to_numpy(), s)
-        _stats("tpot", done["tpot"].dropna().to_numpy(), s)
-        _stats("itl", self.itls, s)
-        _stats("e2el", done["e2el"].to_numpy(), s)
-        _stats("queue_time", done["queue_time"].to_numpy(), s)
+        latency_stats("ttft", done["ttft"].to_numpy(), s)
+        latency_stats("tpot", done["tpot"].dropna().to_numpy(), s)
+        latency_stats("itl", self.itls, s)
+        latency_stats("e2el", done["e2el"].to_numpy(), s)
+        latency_stats("queue_time", done["queue_time"].to_numpy(), s)
         s["max_itl_ms"] = float(self.itls.max() * 1000) if self.itls.size else None
         s["num_preemptions"] = int(req["num_preemptions"].sum())
         s["preempted_requests"] = int((req["num_preemptions"] > 0).sum())

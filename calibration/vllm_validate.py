@@ -1,0 +1,193 @@
+"""`servesim validate vllm`: the simulator against a real vLLM engine on this machine.
+
+The scenario's workload runs on vLLM (CPU build, its own venv, `make vllm-env`) through
+calibration/vllm_driver.py: warm-up, then N repeats per load level in one engine start.
+The same requests are simulated with the engine's resolved settings (block size, KV
+blocks, budgets) twice: with the scenario's profile (from the torch harness) and with a
+profile fitted to the engine's own per-step log (observe, then fit). Both are reported
+next to the real runs' own spread.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+
+from calibration.fit import fit_step_model
+from calibration.profile_io import profile_dict, write_profile
+from calibration.validate import METRICS, STATS, _load_sets, auto_loads, cdf_plot
+from simulator.errors import ConfigError
+from simulator.metrics import latency_stats
+
+DRIVER = Path(__file__).with_name("vllm_driver.py")
+SHAPE = ["num_seqs", "prefill_tokens", "prefill_attention_pairs", "decode_seqs", "decode_context_tokens"]
+
+
+def client_metrics(requests: list[dict]) -> tuple[dict, SimpleNamespace]:
+    """The driver's streamed chunks -> vLLM bench metrics (and arrays for the CDF plot)."""
+    ttft, e2el, tpot, itl, out_tokens = [], [], [], [], 0
+    first = min(r["arrival_time"] for r in requests)
+    last = first
+    for r in requests:
+        times = np.array([c[0] for c in r["chunks"]])
+        ttft.append(times[0] - r["arrival_time"])
+        e2el.append(times[-1] - r["arrival_time"])
+        if r["output_tokens"] > 1:
+            tpot.append((times[-1] - times[0]) / (r["output_tokens"] - 1))
+        itl.extend(np.diff(times))
+        out_tokens += r["output_tokens"]
+        last = max(last, times[-1])
+    s: dict = {"completed": len(requests)}
+    duration = last - first
+    s["request_throughput"] = len(requests) / duration
+    s["output_throughput"] = out_tokens / duration
+    s["num_preemptions"] = None  # not visible from the client
+    for key, values in (("ttft", ttft), ("tpot", tpot), ("itl", itl), ("e2el", e2el)):
+        latency_stats(key, np.array(values), s)
+    frame = pd.DataFrame({"ttft": ttft, "e2el": e2el, "status": "finished"})
+    return s, SimpleNamespace(requests=frame, itls=np.array(itl))
+
+
+def engine_steps(path: Path) -> pd.DataFrame:
+    """Per-step rows of the engine's log with the step's time: start to the next step's start while
+    the engine stays busy (host overhead included), else its own run plus the typical overhead."""
+    rows = pd.DataFrame([json.loads(x) for x in open(path) if x.strip()]).sort_values("t").reset_index(drop=True)
+    gap = rows["t"].shift(-1) - rows["t_end"]
+    busy = gap < 0.005
+    overhead = float(gap[busy].median()) if busy.any() else 0.0
+    rows["time_ms"] = np.where(busy, rows["t"].shift(-1) - rows["t"], rows["t_end"] - rows["t"] + overhead) * 1000
+    return rows
+
+
+def validate_vllm(scenario: str, sets: list[str], python: str, repeats: int, loads: list[str] | None,
+                  kv_gib: float, out: str | Path, command: list[str] | None = None):
+    from simulator.config import load
+    from simulator.engine import simulate
+    from workloads.traces import write_jsonl
+
+    if not Path(python).is_file():
+        raise ConfigError("vllm-python", f"{python} not found: build the engine's venv with `make vllm-env`")
+    rs = load(scenario, sets)
+    if loads == ["auto"]:
+        loads = auto_loads(rs, sets, scenario)
+    levels = loads or ["as-configured"]
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model_dir = out / "model"
+    if not (model_dir / "config.json").is_file():
+        (out / "architecture.json").write_text(json.dumps(rs.arch.model_dump(mode="json")))
+        subprocess.run([python, str(DRIVER), "--make-model", str(out / "architecture.json"), "--model-dir",
+                        str(model_dir)], check=True, env=os.environ | {"HF_HUB_OFFLINE": "1"}, capture_output=True)
+    plan, level_rs = [], {}
+    for i, level in enumerate(levels):
+        lrs = rs if level == "as-configured" else load(scenario, sets + _load_sets(level))
+        src = lrs.scenario.workload.source(lrs.scenario.seed, lrs.max_model_len)
+        concurrency = getattr(src, "concurrency", None)
+        specs = src.initial() if concurrency is None else \
+            [next(src.templates) for _ in range(lrs.scenario.workload.num_requests or 100)]
+        write_jsonl(specs, out / f"workload-{i}.jsonl")
+        plan.append({"name": level, "workload": str(out / f"workload-{i}.jsonl"), "concurrency": concurrency})
+        level_rs[level] = lrs
+    (out / "plan.json").write_text(json.dumps(plan, indent=1))
+    e = rs.scenario.engine
+    steps_log = out / "engine-steps.jsonl"
+    steps_log.unlink(missing_ok=True)
+    cmd = [python, str(DRIVER), "--plan", str(out / "plan.json"), "--model-dir", str(model_dir),
+           "--out", str(out / "vllm-runs.json"), "--repeats", str(repeats), "--dtype",
+           {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[rs.arch.dtype],
+           "--max-model-len", str(rs.max_model_len), "--max-num-seqs", str(rs.max_num_seqs),
+           "--max-num-batched-tokens", str(rs.max_num_batched_tokens), "--block-size", str(e.block_size),
+           "--enable-chunked-prefill", str(e.enable_chunked_prefill).lower(), "--seed", str(rs.scenario.seed)]
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": f"{kv_gib:g}",
+                        "SERVESIM_STEP_LOG": str(steps_log), "PYTHONPATH": str(DRIVER.parent)}
+    with open(out / "vllm.log", "w") as log:
+        p = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    if p.returncode:
+        raise ConfigError("vllm", f"the engine run failed (exit {p.returncode}); see {out / 'vllm.log'}")
+    real = json.loads((out / "vllm-runs.json").read_text())
+    with gzip.open(out / "vllm-runs.json.gz", "wt") as f:  # every streamed chunk's time, kept small
+        json.dump(real, f)
+
+    # the engine's resolved settings, and a profile fitted to its own steps
+    engine_sets = [f"engine.block_size={real['block_size']}", f"engine.num_gpu_blocks_override={real['num_gpu_blocks']}",
+                   f"engine.max_num_seqs={real['max_num_seqs']}",
+                   f"engine.max_num_batched_tokens={real['max_num_batched_tokens']}"]
+    steps = engine_steps(steps_log)
+    level_of = np.full(len(steps), -1)  # warm-up steps belong to no level
+    for i, lv in enumerate(real["levels"]):
+        for r in lv["runs"]:
+            level_of[(steps["t"] >= r["start"]) & (steps["t"] <= r["end"] + 1.0)] = i
+
+    def engine_profile(exclude: int | None, path: Path):
+        """Fitted to the engine's steps, leaving out the level it will be compared on (when there are others)."""
+        train = steps[level_of != exclude] if exclude is not None else steps
+        fit = fit_step_model(train, source=str(steps_log))
+        write_profile(profile_dict(
+            fit, name=f"vllm-cpu-{rs.arch.name}-{rs.arch.dtype}", device="vLLM 0.32.0 CPU engine",
+            source=f"fitted to {len(train):,} steps logged by vLLM's scheduler on this machine"
+                   + (f", load level {exclude} left out" if exclude is not None else ""),
+            model=rs.arch.name, dtype=rs.arch.dtype), path)
+        return path, fit
+
+    steps.assign(level=level_of).to_parquet(out / "engine-steps.parquet", index=False)
+    _, fit = engine_profile(None, out / "engine-profile.yaml")  # the one to use: every step observed
+    cross = len(real["levels"]) > 1
+
+    rows, per_level = [], {}
+    for i, lv in enumerate(real["levels"]):
+        name = lv["name"]
+        runs = [client_metrics(r["requests"]) for r in lv["runs"]]
+        specs = [json.loads(x) for x in open(out / f"workload-{i}.jsonl")]
+        base = [] if name == "as-configured" else _load_sets(name)
+        sims = {}
+        held_out_prof = engine_profile(i, out / f"engine-profile-without-{i}.yaml")[0] if cross \
+            else out / "engine-profile.yaml"
+        for label, prof in (("harness", None), ("engine", str(held_out_prof))):
+            extra = engine_sets + ([f"profile={prof}"] if prof else [])
+            srs = load(scenario, sets + base + extra)
+            sims[label] = simulate(srs)
+        per_level[name] = {"real": [m for m, _ in runs], "sim_harness": sims["harness"].summary,
+                           "sim_engine": sims["engine"].summary}
+        for key, mname in METRICS:
+            for stat, slabel in STATS:
+                k = f"{stat}_{key}_ms"
+                vals = np.array([m[k] for m, _ in runs], dtype=float)
+                med = float(np.median(vals))
+                row = {"load": name, "metric": f"{mname} {slabel} (ms)", "real": med,
+                       "real_spread": float((vals.max() - vals.min()) / med) if med else None}
+                for label, r in sims.items():
+                    row[f"sim_{label}"] = r.summary[k]
+                    row[f"error_{label}"] = (r.summary[k] - med) / med if med else None
+                rows.append(row)
+        vals = np.array([m["request_throughput"] for m, _ in runs])
+        med = float(np.median(vals))
+        row = {"load": name, "metric": "throughput (req/s)", "real": med, "real_spread": float(np.ptp(vals) / med)}
+        for label, r in sims.items():
+            row[f"sim_{label}"] = r.summary["request_throughput"]
+            row[f"error_{label}"] = (r.summary["request_throughput"] - med) / med
+        rows.append(row)
+        cdf_plot({"vLLM (first repeat)": runs[0][1], "sim, harness profile": sims["harness"],
+                  "sim, engine profile": sims["engine"]}, out / f"cdf-{i}.png",
+                 f"{rs.arch.name} on vLLM CPU, load {name}")
+    table = pd.DataFrame(rows)
+    table.to_csv(out / "table.csv", index=False)
+    summary = {"engine": {k: real[k] for k in ("startup_s", "num_gpu_blocks", "block_size", "max_num_seqs",
+                                                "max_num_batched_tokens", "async_scheduling")},
+               "engine_profile_fit": {"held_out": fit.held_out, "train": fit.train, "steps": len(steps),
+                                      "end_to_end": "each level simulated with a profile fitted without that level's steps"
+                                      if cross else "in sample: one level only"},
+               "mean_abs_error": {label: float(table[f"error_{label}"].abs().mean()) for label in ("harness", "engine")},
+               "mean_real_spread": float(table["real_spread"].mean()), "levels": per_level}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    argv = sys.argv[1:] if command is None else command
+    (out / "command.txt").write_text("servesim " + " ".join(shlex.quote(a) for a in argv) + "\n")
+    return table, summary

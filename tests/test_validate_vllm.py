@@ -1,0 +1,44 @@
+"""The vLLM comparison's own arithmetic, without an engine: client metrics and the step log."""
+
+import json
+
+import numpy as np
+import pytest
+
+from calibration.vllm_validate import client_metrics, engine_steps
+from simulator.cli import main
+
+
+def test_client_metrics_follow_vllm_bench_definitions():
+    reqs = [
+        {"request_id": 0, "arrival_time": 0.0, "prompt_tokens": 10, "output_tokens": 3,
+         "chunks": [[0.1, 1], [0.2, 1], [0.4, 1]]},
+        {"request_id": 1, "arrival_time": 1.0, "prompt_tokens": 10, "output_tokens": 1, "chunks": [[1.5, 1]]},
+    ]
+    s, arrays = client_metrics(reqs)
+    assert s["mean_ttft_ms"] == pytest.approx((100 + 500) / 2)
+    assert s["mean_tpot_ms"] == pytest.approx(150)  # (0.4 - 0.1) / (3 - 1); one-token answers have none
+    assert sorted(arrays.itls.round(6)) == [0.1, 0.2]
+    assert s["mean_e2el_ms"] == pytest.approx((400 + 500) / 2)
+    assert s["request_throughput"] == pytest.approx(2 / 1.5)
+
+
+def test_engine_step_times_include_the_host_overhead(tmp_path):
+    log = tmp_path / "steps.jsonl"
+    rows = []
+    t = 10.0
+    for i in range(6):  # busy: the next step starts 1 ms after this one ends
+        rows.append({"t": t, "t_end": t + 0.008, "num_seqs": 2, "prefill_tokens": 0, "prefill_attention_pairs": 0,
+                     "decode_seqs": 2, "decode_context_tokens": 100, "running": 2, "waiting": 0})
+        t += 0.009
+    rows[-1]["t_end"] = rows[-1]["t"] + 0.008  # the last one is followed by idle time
+    log.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    steps = engine_steps(log)
+    assert np.allclose(steps["time_ms"], 9.0)  # 8 ms of step + 1 ms between steps, idle or not
+
+
+def test_missing_engine_is_a_one_line_error(tmp_path, capsys):
+    rc = main(["validate", "vllm", "docs/scenarios/vllm-small-cpu.yaml", "--vllm-python",
+               str(tmp_path / "no-python"), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "make vllm-env" in err
