@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench venv clean profiles fidelity vllm-env fidelity-vllm
+.PHONY: run test bench venv clean profiles fidelity fidelity-replay vllm-env fidelity-vllm
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,10 +38,13 @@ profiles: $(STAMP)
 	  $(BIN)/servesim calibrate import aiconfigurator --data $(AIC) --gpu $${gpu}_sxm --model $$m --dtype $$dt \
 	    --tp $$tp --out calibration/profiles/$$gpu-$$m-$$dt-tp$$tp.yaml || exit 1; done; done
 
-# Fidelity: calibrate the small model on this CPU, then compare simulation and measured
-# replay at four open-loop and four closed-loop loads. Writes results/fidelity/.
+# Fidelity (docs/fidelity.md), outside `make test`: measured replay, then the real vLLM engine.
+fidelity: fidelity-replay fidelity-vllm
+
+# Calibrate the small model on this CPU, then compare simulation and measured replay at
+# four open-loop and four closed-loop loads (about 3 minutes).
 FID := results/fidelity/replay-small-llama-cpu
-fidelity: $(STAMP)
+fidelity-replay: $(STAMP)
 	$(BIN)/servesim calibrate run --model small-llama --device cpu --out $(FID)/calibration --fit --no-progress
 	$(BIN)/servesim validate replay docs/scenarios/replay-small-cpu.yaml --profile $(FID)/calibration/profile.yaml \
 	  --loads auto --out $(FID)
@@ -57,7 +60,7 @@ $(VLLM_VENV)/bin/python:
 	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
 
 # Simulator vs the real engine at eight loads (20-90% of its saturation, about 10.6 req/s, and four
-# concurrencies), 3 repeats each: about 10 minutes. Uses the profile `make fidelity` writes.
+# concurrencies), 3 repeats each: about 10 minutes. Uses the harness profile fidelity-replay writes.
 fidelity-vllm: $(STAMP) vllm-env
 	$(BIN)/servesim validate vllm docs/scenarios/vllm-small-cpu.yaml --repeats 3 \
 	  --loads rate=2,rate=4.5,rate=7,rate=9.5,concurrency=4,concurrency=16,concurrency=32,concurrency=64 \
