@@ -45,7 +45,7 @@ class StepLoggingScheduler(Scheduler):
             self._servesim_row = {"t": t0, "num_seqs": seqs, "prefill_tokens": prefill,
                                   "prefill_attention_pairs": pairs, "decode_seqs": decodes,
                                   "decode_context_tokens": ctx, "running": len(self.running),
-                                  "waiting": len(self.waiting)}
+                                  "waiting": len(self.waiting), "preempted": len(out.preempted_req_ids or ())}
         return out
 
     def update_from_output(self, *args, **kwargs):

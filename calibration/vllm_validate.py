@@ -175,6 +175,15 @@ def validate_vllm(scenario: str, sets: list[str], python: str, repeats: int, loa
             row[f"sim_{label}"] = r.summary["request_throughput"]
             row[f"error_{label}"] = (r.summary["request_throughput"] - med) / med
         rows.append(row)
+        if "preempted" in steps:  # the engine's own count, from its step log
+            pre = [int(steps.loc[(steps["t"] >= r["start"]) & (steps["t"] <= r["end"] + 1.0), "preempted"].sum())
+                   for r in lv["runs"]]
+            row = {"load": name, "metric": "preemptions", "real": float(np.median(pre)),
+                   "real_spread": float(np.ptp(pre))}
+            for label, r in sims.items():
+                row[f"sim_{label}"] = r.summary["num_preemptions"]
+                row[f"error_{label}"] = None
+            rows.append(row)
         cdf_plot({"vLLM (first repeat)": runs[0][1], "sim, harness profile": sims["harness"],
                   "sim, engine profile": sims["engine"]}, out / f"cdf-{i}.png",
                  f"{rs.arch.name} on vLLM CPU, load {name}")
