@@ -23,7 +23,7 @@ def run_bench(args) -> int:
     from simulator.engine import simulate
 
     rs = load(None, BENCH_OVERRIDES + [f"workload.num_requests={args.requests}", f"workload.arrival.rate={args.rate}",
-                                       f"simulation.decode_runs={not args.step_by_step}"])
+                                       f"simulation.decode_runs={not args.step_by_step}"] + args.set)
     walls, sim_time, result = [], 0.0, None
     for _ in range(args.repeats):
         t0 = time.perf_counter()

@@ -229,6 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--rate", type=float, default=10.0, help="arrival rate, req/s (default: near the default deployment's saturation)")
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--step-by-step", action="store_true", help="turn decode runs off, to measure what they save")
+    b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting of the bench scenario")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
     return p

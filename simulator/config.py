@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat,
-                      PositiveInt, ValidationError, field_validator)
+                      PositiveInt, ValidationError)
 
 from simulator.capacity import cdiv, kv_pool_bytes, num_blocks
 from simulator.cost_model import CostModel, Profile, build_cost_model, load_profile
@@ -42,19 +42,12 @@ class EngineSettings(_Strict):
     long_prefill_token_threshold: NonNegativeInt = 0
     scheduler_reserve_full_isl: bool = True
     watermark: float = Field(0.0, ge=0, lt=1)
-    enable_prefix_caching: bool = Field(False, description="servesim departs from vLLM (True): not modelled yet")
+    enable_prefix_caching: bool = True
     tensor_parallel_size: PositiveInt = 1
     quantization: Literal["fp8"] | None = Field(None, description="fp8: weights in one byte each (KV cache unchanged)")
     usage_context: Literal["openai_server", "llm_class"] = "openai_server"
     reserved_memory_gib: NonNegativeFloat = Field(
         0.0, description="servesim: activations, CUDA graphs and non-torch memory that vLLM profiles at start")
-
-    @field_validator("enable_prefix_caching")
-    @classmethod
-    def _no_prefix_cache_yet(cls, v):
-        if v:
-            raise ValueError("prefix caching is not modelled yet; set it to false")
-        return v
 
 
 class HardwareSettings(_Strict):

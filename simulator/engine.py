@@ -17,7 +17,7 @@ from simulator.batch import decode_shape
 from simulator.clock import SimClock
 from simulator.config import ResolvedScenario
 from simulator.executor import ModelledExecutor
-from simulator.kv_cache import KVBlockManager
+from simulator.kv_cache import KVBlockManager, PrefixCachingKVManager
 from simulator.metrics import RunResult, StepLog
 from simulator.request import REJECTED, Request
 from simulator.scheduler import Scheduler, SchedulerSettings
@@ -79,7 +79,8 @@ class Replica:
         e, p = rs.scenario.engine, rs.scenario.policies
         self.env = env
         self.index = index
-        self.kv = KVBlockManager(rs.num_gpu_blocks, e.block_size, rs.max_model_len, e.watermark)
+        kv_class = PrefixCachingKVManager if e.enable_prefix_caching else KVBlockManager
+        self.kv = kv_class(rs.num_gpu_blocks, e.block_size, rs.max_model_len, e.watermark)
         settings = SchedulerSettings(
             max_num_batched_tokens=rs.max_num_batched_tokens, max_num_seqs=rs.max_num_seqs,
             max_model_len=rs.max_model_len, enable_chunked_prefill=e.enable_chunked_prefill,

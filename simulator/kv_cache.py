@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 
 class KVBlockManager:
     """Block 0 is vLLM's null block and never handed out, so usable = num_gpu_blocks - 1.
@@ -39,8 +41,13 @@ class KVBlockManager:
     def blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.block_size)
 
+    def lookup(self, req) -> tuple[list[int], int]:
+        """Prefix-cache hit for a request about to be admitted: (blocks, tokens). None without caching."""
+        return [], 0
+
     def allocate_slots(self, req, num_new_tokens: int, num_lookahead_tokens: int = 0,
-                       full_sequence_must_fit: bool = False, apply_watermark: bool = False) -> bool:
+                       full_sequence_must_fit: bool = False, apply_watermark: bool = False,
+                       hit_blocks: list[int] | None = None) -> bool:
         """Grow req's block table to hold its computed + new tokens; False (nothing changed) if the pool can't."""
         bs = self.block_size
         held = len(req.blocks)
@@ -73,6 +80,9 @@ class KVBlockManager:
             taken.reverse()
             req.blocks.extend(taken)
 
+    def register_computed(self, req) -> None:
+        """After a decode run: register the blocks its tokens filled, as step by step would (no cache here)."""
+
     def free(self, req) -> None:
         blocks = req.blocks
         blocks.reverse()
@@ -86,3 +96,159 @@ class KVBlockManager:
         assert len(every) == self.num_usable_blocks, (len(every), self.num_usable_blocks)
         assert len(set(every)) == len(every), "a block is held twice or both held and free"
         assert all(0 < b < self.num_gpu_blocks for b in every), "block id out of range"
+
+
+class PrefixCachingKVManager(KVBlockManager):
+    """vLLM's prefix caching (`enable_prefix_caching`): full blocks are registered by content when
+    scheduled; a freed block keeps its content until evicted; admission reuses the longest cached
+    prefix.
+
+    Content keys come from the request's block-level prefix ids (workloads/spec.py): engine block i
+    lies inside content block j = i * block_size // prefix_block_tokens, and since an id names its
+    whole prefix, (id, offset) names the engine block's. Blocks without content identity (no ids,
+    or generated tokens) get keys unique to the request, so a preempted request still finds its own
+    blocks again, as in vLLM. Free queue: an ordered dict whose first entry is vLLM's free-queue head
+    (reused first); freed cached blocks go to the tail (least recently used evicted first), freed
+    uncached ones to the head.
+    """
+
+    def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int, watermark: float = 0.0):
+        super().__init__(num_gpu_blocks, block_size, max_model_len, watermark)
+        self.queue: OrderedDict[int, None] = OrderedDict((b, None) for b in range(1, num_gpu_blocks))
+        self.free_blocks = _QueueView(self.queue)
+        self.ref = [0] * num_gpu_blocks
+        self.key_of: list = [None] * num_gpu_blocks
+        self.cached: dict = {}  # content key -> block
+
+    def block_key(self, req, i: int):
+        return self.block_keys(req, i, i + 1)[0]
+
+    def block_keys(self, req, start: int, stop: int) -> list:
+        """Content keys of engine blocks start..stop-1: (id, offset) tuples where the workload says
+        what the tokens are, else negative ints unique to the request (no cross-request sharing)."""
+        spec, bs = req.spec, self.block_size
+        unit = spec.prefix_block_tokens
+        ids = spec.prefix_ids
+        base = -(req.request_id << 24) - 1
+        per = unit // bs if unit >= bs and ids else 0
+        shared = max(start, min(stop, spec.prompt_tokens // bs, len(ids) * per)) if per else start
+        keys = [(ids[i // per], i % per) for i in range(start, shared)]
+        return keys + list(range(base - shared, base - stop, -1))
+
+    def lookup(self, req) -> tuple[list[int], int]:
+        """The longest run of cached leading blocks, capped so that one token is left to compute."""
+        most = (req.num_tokens - 1) // self.block_size
+        hits, cached = [], self.cached
+        if most > 0 and self.block_key(req, 0) in cached:
+            for k in self.block_keys(req, 0, most):
+                b = cached.get(k)
+                if b is None:
+                    break
+                hits.append(b)
+        return hits, len(hits) * self.block_size
+
+    def allocate_slots(self, req, num_new_tokens: int, num_lookahead_tokens: int = 0,
+                       full_sequence_must_fit: bool = False, apply_watermark: bool = False,
+                       hit_blocks: list[int] | None = None) -> bool:
+        bs, queue, ref = self.block_size, self.queue, self.ref
+        if not hit_blocks and not full_sequence_must_fit:  # the running requests' path, every step
+            slots = req.num_computed_tokens + num_new_tokens + num_lookahead_tokens
+            if slots > self.max_model_len:
+                slots = self.max_model_len
+            need = -(-slots // bs) - len(req.blocks)
+            if need > 0:
+                if need + (self.watermark_blocks if apply_watermark else 0) > len(queue):
+                    return False
+                self._take(req, need)
+            upto = req.num_computed_tokens + num_new_tokens
+            if upto > req.num_tokens:
+                upto = req.num_tokens
+            if upto // bs > req.num_hashed_blocks:
+                self._register(req, upto // bs)
+            return True
+        hit_blocks = hit_blocks or []
+        revive = sum(1 for b in hit_blocks if ref[b] == 0)  # cached but free: touching takes them off the queue
+        held = len(req.blocks) + len(hit_blocks)
+        computed = req.num_computed_tokens + len(hit_blocks) * bs
+        reserve = self.watermark_blocks if apply_watermark else 0
+        if full_sequence_must_fit:
+            full = -(-min(req.num_tokens, self.max_model_len) // bs) - held + revive
+            if full + reserve > len(queue):
+                return False
+        slots = min(computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
+        need = max(0, -(-slots // bs) - held)
+        if need + revive + reserve > len(queue):
+            return False
+        for b in hit_blocks:
+            if ref[b] == 0:
+                del queue[b]
+            ref[b] += 1
+        req.blocks.extend(hit_blocks)
+        self._take(req, need)
+        self._register(req, min(computed + num_new_tokens, req.num_tokens) // bs)
+        return True
+
+    def _take(self, req, n: int) -> None:
+        """n blocks from the queue head; a block that still held cached content loses it."""
+        queue, ref, key_of, cached = self.queue, self.ref, self.key_of, self.cached
+        for _ in range(n):
+            b, _ = queue.popitem(last=False)
+            k = key_of[b]
+            if k is not None:
+                if cached.get(k) == b:
+                    del cached[k]
+                key_of[b] = None
+            ref[b] = 1
+            req.blocks.append(b)
+
+    def _register(self, req, full_blocks: int) -> None:
+        """Blocks are hashed when scheduled (vLLM), not when computed."""
+        start = req.num_hashed_blocks
+        if full_blocks <= start:
+            return
+        key_of, cached = self.key_of, self.cached
+        for b, k in zip(req.blocks[start:full_blocks], self.block_keys(req, start, full_blocks)):
+            if key_of[b] is None:
+                key_of[b] = k
+                if k not in cached:
+                    cached[k] = b
+        req.num_hashed_blocks = full_blocks
+
+    def grow(self, req, num_blocks: int) -> None:
+        if num_blocks > 0:
+            self._take(req, num_blocks)
+
+    def register_computed(self, req) -> None:
+        self._register(req, req.num_computed_tokens // self.block_size)
+
+    def free(self, req) -> None:
+        queue, ref, key_of = self.queue, self.ref, self.key_of
+        for b in reversed(req.blocks):
+            ref[b] -= 1
+            if ref[b] == 0:
+                queue[b] = None
+                if key_of[b] is None:
+                    queue.move_to_end(b, last=False)  # nothing worth keeping: reused first
+        req.blocks = []
+        req.num_hashed_blocks = 0
+
+    def check_invariants(self, requests) -> None:
+        """Ref counts equal the requests holding each block; free = ref 0; free + held = usable."""
+        counts = [0] * self.num_gpu_blocks
+        for r in requests:
+            for b in r.blocks:
+                counts[b] += 1
+        assert counts == self.ref, "a ref count differs from the requests holding the block"
+        free = set(self.queue)
+        assert free == {b for b in range(1, self.num_gpu_blocks) if counts[b] == 0}, "free queue != unreferenced"
+        assert all(self.key_of[b] == k for k, b in self.cached.items()), "cache map and block keys disagree"
+
+
+class _QueueView:
+    """len() of the free queue, for code that only counts free blocks."""
+
+    def __init__(self, queue):
+        self._q = queue
+
+    def __len__(self) -> int:
+        return len(self._q)

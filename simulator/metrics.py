@@ -141,7 +141,9 @@ class RunResult:
             "session_id": [r.spec.session_id for r in reqs],
             "turn": [r.spec.turn for r in reqs],
             "num_preemptions": [r.num_preemptions for r in reqs],
-            "cached_tokens": [0 for r in reqs],  # prefix caching is not modelled yet: no hits
+            "cached_tokens": [r.cached_tokens for r in reqs],
+            "prefix_queries": [r.prefix_queries for r in reqs],
+            "prefix_hits": [r.prefix_hits for r in reqs],
             "token_runs": [list(r.token_runs) for r in reqs],
             "finish_reason": [r.finish_reason if r.status == FINISHED else r.reject_reason for r in reqs],
             "batch_id": [r.batch_id for r in reqs],
@@ -189,6 +191,9 @@ class RunResult:
         latency_stats("e2el", done["e2el"].to_numpy(), s)
         latency_stats("queue_time", done["queue_time"].to_numpy(), s)
         s["max_itl_ms"] = float(self.itls.max() * 1000) if self.itls.size else None
+        queries, hits = int(req["prefix_queries"].sum()), int(req["prefix_hits"].sum())  # tokens, as vLLM counts
+        s["prefix_cache_queries"], s["prefix_cache_hits"] = queries, hits
+        s["prefix_cache_hit_rate"] = hits / queries if queries else 0.0
         s["num_preemptions"] = int(req["num_preemptions"].sum())
         s["preempted_requests"] = int((req["num_preemptions"] > 0).sum())
         s["max_preemptions_per_request"] = int(req["num_preemptions"].max()) if len(req) else 0

@@ -20,6 +20,7 @@ class Request:
         "num_tokens", "num_output_tokens", "num_computed_tokens", "stop_len", "finish_reason",
         "blocks", "status", "num_preemptions", "replica", "batch_id",
         "first_scheduled_time", "first_token_time", "finish_time", "token_runs", "reject_reason",
+        "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits",
     )
 
     def __init__(self, spec: RequestSpec, max_model_len: int):
@@ -46,6 +47,10 @@ class Request:
         self.finish_time: float | None = None
         self.token_runs: list[int] = []
         self.reject_reason: str | None = None
+        self.num_hashed_blocks = 0  # prefix caching: this request's leading blocks already registered
+        self.cached_tokens = 0  # prefix-cache hit at first admission
+        self.prefix_queries = 0  # tokens looked up in the prefix cache, every admission
+        self.prefix_hits = 0
 
     def record_tokens(self, first_step: int, last_step: int) -> None:
         """One token at each step first_step..last_step: extend the last run or start one."""

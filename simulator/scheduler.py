@@ -121,7 +121,8 @@ class Scheduler:
                     self.admission_blocked = "batching"
                     break
                 r = waiting.peek()
-                n = r.num_tokens  # no prefix cache hit is modelled yet
+                hit_blocks, hit = kv.lookup(r)  # a fresh prefix-cache lookup at every admission, as vLLM
+                n = r.num_tokens - hit
                 if 0 < thr < n:
                     n = thr
                 if n > budget:
@@ -130,9 +131,14 @@ class Scheduler:
                         break
                     n = budget
                 if not allocate(r, n, full_sequence_must_fit=s.scheduler_reserve_full_isl,
-                                apply_watermark=bool(running)):
+                                apply_watermark=bool(running), hit_blocks=hit_blocks):
                     self.admission_blocked = "kv"  # head-of-line: nobody behind r is admitted
                     break
+                r.num_computed_tokens = hit
+                r.prefix_queries += r.num_tokens
+                r.prefix_hits += hit
+                if r.num_preemptions == 0:
+                    r.cached_tokens = hit
                 waiting.pop()
                 running.append(r)
                 r.status = RUNNING
@@ -254,6 +260,7 @@ class Scheduler:
             r.num_tokens = t0 + k
             r.num_output_tokens += k
             r.num_computed_tokens = t0 + k - 1
+            kv.register_computed(r)
             r.record_tokens(first_step, last)
             if r.num_tokens >= r.stop_len:
                 finished.append(r)

@@ -55,7 +55,6 @@ def test_scenario_file_and_overrides(tmp_path, capsys):
     (["model=no-such-model"], "model"),
     (["profile=no-such-profile"], "profile"),
     (["workload.prompt_tokens={dist: weird}"], "workload.prompt_tokens"),
-    (["engine.enable_prefix_caching=true"], "engine.enable_prefix_caching"),
     (["engine.max_model_len=200000"], "engine.max_model_len"),
     (["engine.tensor_parallel_size=3"], "engine.tensor_parallel_size"),
     (["model=qwen3-32b"], "profile"),

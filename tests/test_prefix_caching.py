@@ -1,0 +1,89 @@
+"""vLLM's prefix caching: content-keyed blocks, ref counts, LRU reuse, hits capped at num_tokens - 1."""
+
+import pytest
+
+from simulator.config import load
+from simulator.engine import simulate
+from simulator.kv_cache import PrefixCachingKVManager
+from simulator.request import Request
+from workloads.spec import RequestSpec
+
+
+def essay_run(prefix_caching: bool):
+    """The essay: 1,200-token shared system prompt, 600 private tokens, a 28,672-block (56 GiB) pool."""
+    return simulate(load(None, [
+        "model=llama-3-8b", "profile=teaching", "hardware.gpu=generic-80gb",
+        "engine.num_gpu_blocks_override=28673",  # block 0 is vLLM's null block: 28,672 usable
+        "engine.max_num_batched_tokens=1000000", "engine.max_num_seqs=1024",
+        f"engine.enable_prefix_caching={str(prefix_caching).lower()}",
+        "workload.num_requests=1000", "workload.arrival={process: burst}",
+        "workload.shared_prefix={tokens: 1200, count: 1}",
+        "workload.prompt_tokens={dist: fixed, value: 600}", "workload.output_tokens={dist: fixed, value: 8}"]))
+
+
+def test_the_essays_752_concurrent_requests_come_out_of_a_simulation():
+    shared = essay_run(True)
+    assert shared.steps["num_running"].max() == 752  # (28,672 - 113) // 38 + 1: the essay's 752
+    first = shared.requests.sort_values("request_id")
+    assert first["cached_tokens"].iloc[0] == 0 and (first["cached_tokens"].iloc[1:] == 1200).all()
+    s = shared.summary
+    assert s["prefix_cache_hits"] == 1200 * 999 and s["prefix_cache_hit_rate"] == pytest.approx(1200 * 999 / (1800 * 1000))
+    private = essay_run(False)
+    assert private.steps["num_running"].max() == 253  # 28,672 // 113: the essay's paged figure
+    assert private.summary["prefix_cache_hits"] == 0
+
+
+def test_a_shared_prompt_cuts_ttft():
+    sets = ["workload.num_requests=400", "workload.arrival.rate=20", "workload.shared_prefix={tokens: 3000, count: 4}",
+            "workload.prompt_tokens={dist: lognormal, median: 200, sigma: 0.5, max: 2000}"]
+    on = simulate(load(None, sets)).summary
+    off = simulate(load(None, sets + ["engine.enable_prefix_caching=false"])).summary
+    assert on["prefix_cache_hit_rate"] > 0.8 and off["prefix_cache_hit_rate"] == 0
+    assert on["mean_ttft_ms"] < 0.6 * off["mean_ttft_ms"]
+
+
+def _req(i, prompt, ids=(), unit=0):
+    return Request(RequestSpec(i, 0.0, prompt, 10, prefix_ids=tuple(ids), prefix_block_tokens=unit), 4096)
+
+
+def test_hits_are_capped_to_leave_one_token_and_maps_trace_blocks():
+    kv = PrefixCachingKVManager(100, 16, 4096)
+    a = _req(0, 64, ids=[7], unit=512)  # one partial 512-token trace block: four full 16-token blocks
+    assert kv.allocate_slots(a, 64)
+    a.num_computed_tokens = 64
+    b = _req(1, 64, ids=[7], unit=512)  # the same 64 tokens
+    hits, tokens = kv.lookup(b)
+    assert tokens == 48 and hits == a.blocks[:3]  # capped at num_tokens - 1: the last block is recomputed
+    c = _req(2, 80, ids=[8], unit=512)
+    assert kv.lookup(c) == ([], 0)  # other content, no hit
+    kv.check_invariants([a])
+
+
+def test_freed_cached_blocks_are_reused_least_recent_first_and_keep_their_content():
+    kv = PrefixCachingKVManager(9, 16, 4096)  # 8 usable blocks
+    a = _req(0, 32, ids=[1, 1], unit=16)
+    kv.allocate_slots(a, 32)
+    a_blocks = list(a.blocks)
+    kv.free(a)  # cached blocks go to the tail of the free queue, tail block first
+    assert list(kv.queue)[-2:] == a_blocks[::-1]
+    b = _req(1, 32, ids=[1, 1], unit=16)  # the same content: a hit, revived from the free queue
+    hits, tokens = kv.lookup(b)
+    assert tokens == 16 and hits == a_blocks[:1]
+    assert kv.allocate_slots(b, 16, hit_blocks=hits)
+    assert b.blocks[0] == a_blocks[0] and kv.ref[a_blocks[0]] == 1
+    kv.check_invariants([b])
+    # filling the pool evicts the least recently freed cached block before touching ones in use
+    c = _req(2, 16 * 7, ids=list(range(10, 17)), unit=16)
+    assert not kv.allocate_slots(c, 16 * 7)  # 6 free blocks, 7 needed
+    d = _req(3, 16 * 6, ids=list(range(20, 26)), unit=16)
+    assert kv.allocate_slots(d, 16 * 6)
+    assert kv.lookup(_req(4, 32, ids=[1, 1], unit=16))[1] == 16  # b still holds the first block
+    kv.check_invariants([b, d])
+
+
+def test_a_preempted_request_finds_its_own_blocks_again():
+    r = simulate(load(None, ["workload.num_requests=300", "workload.arrival.rate=30",
+                             "engine.num_gpu_blocks_override=700", "engine.max_model_len=4096"]))
+    pre = r.requests[r.requests.num_preemptions > 0]
+    assert len(pre) > 0
+    assert (pre["prefix_hits"] > 0).any()  # re-admission hits what the request had computed before
