@@ -124,7 +124,8 @@ async def main_async(a) -> None:
     plan = json.loads(open(a.plan).read())  # [{"name", "workload" (servesim JSONL), "concurrency"}]
     args = AsyncEngineArgs(model=a.model_dir, dtype=a.dtype, max_model_len=a.max_model_len, max_num_seqs=a.max_num_seqs,
                            max_num_batched_tokens=a.max_num_batched_tokens, block_size=a.block_size,
-                           enable_chunked_prefill=a.enable_chunked_prefill, enable_prefix_caching=False,
+                           enable_chunked_prefill=a.enable_chunked_prefill,
+                           enable_prefix_caching=a.enable_prefix_caching,
                            scheduler_cls=f"{__name__ if __name__ != '__main__' else 'vllm_driver'}.StepLoggingScheduler",
                            disable_log_stats=True, seed=a.seed)
     t0 = time.monotonic()
@@ -162,6 +163,7 @@ def main() -> None:
     p.add_argument("--max-num-batched-tokens", type=int, default=2048)
     p.add_argument("--block-size", type=int, default=128)
     p.add_argument("--enable-chunked-prefill", type=lambda s: s.lower() == "true", default=True)
+    p.add_argument("--enable-prefix-caching", type=lambda s: s.lower() == "true", default=True)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--warmup-requests", type=int, default=20)

@@ -106,7 +106,8 @@ def validate_vllm(scenario: str, sets: list[str], python: str, repeats: int, loa
            {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[rs.arch.dtype],
            "--max-model-len", str(rs.max_model_len), "--max-num-seqs", str(rs.max_num_seqs),
            "--max-num-batched-tokens", str(rs.max_num_batched_tokens), "--block-size", str(e.block_size),
-           "--enable-chunked-prefill", str(e.enable_chunked_prefill).lower(), "--seed", str(rs.scenario.seed)]
+           "--enable-chunked-prefill", str(e.enable_chunked_prefill).lower(),
+           "--enable-prefix-caching", str(e.enable_prefix_caching).lower(), "--seed", str(rs.scenario.seed)]
     env = os.environ | {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": f"{kv_gib:g}",
                         "SERVESIM_STEP_LOG": str(steps_log), "PYTHONPATH": str(DRIVER.parent)}
     with open(out / "vllm.log", "w") as log:

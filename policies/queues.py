@@ -73,6 +73,22 @@ def lowest_priority(running: list):
     return max(running, key=lambda r: (r.priority, r.arrival_time))
 
 
+def fewest_preemptions(running: list):
+    """Essay 003's rule: prefer a request never preempted, newest first, so that no request is
+    admitted and preempted again and again (the victim has the fewest preemptions, then the
+    latest admission)."""
+    best, best_key = None, None
+    for i, r in enumerate(running):
+        key = (-r.num_preemptions, i)
+        if best_key is None or key > best_key:
+            best, best_key = r, key
+    return best
+
+
+VICTIMS = {"last_admitted": last_admitted, "lowest_priority": lowest_priority,
+           "fewest_preemptions": fewest_preemptions}
+
+
 class QueuePolicy:
     def __init__(self, name: str, make_queue: Callable[[], object], select_victim: Callable[[list], object],
                  victim_may_be_scheduled: bool):
@@ -94,5 +110,10 @@ QUEUE_POLICIES: dict[str, Callable[[], QueuePolicy]] = {
 }
 
 
-def make_queue_policy(name: str) -> QueuePolicy:
-    return QUEUE_POLICIES[name]()
+def make_queue_policy(name: str, victim: str | None = None) -> QueuePolicy:
+    """The queue order, with its own victim rule unless another is named."""
+    policy = QUEUE_POLICIES[name]()
+    if victim and VICTIMS[victim] is not policy.select_victim:
+        policy.select_victim = VICTIMS[victim]
+        policy.victim_may_be_scheduled = True  # any victim other than the last admitted may have run already
+    return policy

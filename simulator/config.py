@@ -45,6 +45,9 @@ class EngineSettings(_Strict):
     enable_prefix_caching: bool = True
     tensor_parallel_size: PositiveInt = 1
     quantization: Literal["fp8"] | None = Field(None, description="fp8: weights in one byte each (KV cache unchanged)")
+    max_num_queued_reqs: PositiveInt | None = Field(None, description="reject (503) when unfinished requests + 1 exceed it")
+    max_num_queued_tokens: PositiveInt | None = Field(
+        None, description="reject (503) when prompt tokens of requests without a first token reach it")
     usage_context: Literal["openai_server", "llm_class"] = "openai_server"
     reserved_memory_gib: NonNegativeFloat = Field(
         0.0, description="servesim: activations, CUDA graphs and non-torch memory that vLLM profiles at start")
@@ -62,6 +65,8 @@ class PolicySettings(_Strict):
     batching: Literal["continuous", "static"] = "continuous"
     static_batch_size: PositiveInt | None = Field(None, description="static batching: requests per batch (default max_num_seqs)")
     queue: Literal["fcfs", "priority", "sjf"] = "fcfs"
+    preemption_victim: Literal["last_admitted", "lowest_priority", "fewest_preemptions"] | None = Field(
+        None, description="None: the queue policy's own (vLLM: last admitted for fcfs, lowest priority for priority)")
 
 
 class SimulationSettings(_Strict):

@@ -32,8 +32,9 @@ class ArrivalSource:
     clients, the next turn of a chat) are scheduled one event each when they are made.
     """
 
-    def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, deliver):
+    def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, deliver, check=lambda req: None):
         self.env = env
+        self.check = check  # the admission check of the replica the request would go to
         self.source = source
         self.specs = sorted(source.initial(), key=lambda s: (s.arrival_time, s.request_id))
         self.max_model_len = max_model_len
@@ -56,9 +57,10 @@ class ArrivalSource:
     def _arrive(self, spec: RequestSpec) -> None:
         req = Request(spec, self.max_model_len)
         self.requests.append(req)
-        if spec.prompt_tokens >= self.max_model_len:  # vLLM answers 400: no room for one output token
+        reason = "prompt_too_long" if spec.prompt_tokens >= self.max_model_len else self.check(req)
+        if reason:  # vLLM answers 400 (no room for one output token) or 503 (queue limits)
             req.status = REJECTED
-            req.reject_reason = "prompt_too_long"
+            req.reject_reason = reason
             self.finished(req, spec.arrival_time, completed=False)
             return
         self.deliver(req)
@@ -87,12 +89,23 @@ class Replica:
             long_prefill_token_threshold=e.long_prefill_token_threshold,
             scheduler_reserve_full_isl=e.scheduler_reserve_full_isl)
         batching = make_batching(p.batching, p.static_batch_size or rs.max_num_seqs)
-        self.scheduler = Scheduler(settings, self.kv, make_queue_policy(p.queue), batching)
+        self.scheduler = Scheduler(settings, self.kv, make_queue_policy(p.queue, p.preemption_victim), batching)
+        self.max_num_queued_reqs, self.max_num_queued_tokens = e.max_num_queued_reqs, e.max_num_queued_tokens
         self.executor = executor or ModelledExecutor(rs.cost_model)
         self.decode_runs = rs.scenario.simulation.decode_runs and getattr(self.executor, "pure", False)
         self.arrivals = arrivals
         self.log = StepLog()
         self._idle = None
+
+    def admission_error(self, req: Request) -> str | None:
+        """vLLM's check_admission (AsyncLLM): an HTTP 503 at arrival, before the scheduler sees it."""
+        sched = self.scheduler
+        if self.max_num_queued_reqs is not None and \
+                len(sched.running) + len(sched.waiting) + 1 > self.max_num_queued_reqs:
+            return "queue_full"
+        if self.max_num_queued_tokens is not None and sched.queued_prompt_tokens >= self.max_num_queued_tokens:
+            return "queued_tokens_full"
+        return None
 
     def add_request(self, req: Request) -> None:
         req.replica = self.index
@@ -162,7 +175,8 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
         source = StaticSource(list(specs))
     env = SimClock()
     replicas: list[Replica] = []
-    arrivals = ArrivalSource(env, source, rs.max_model_len, lambda req: replicas[0].add_request(req))
+    arrivals = ArrivalSource(env, source, rs.max_model_len, lambda req: replicas[0].add_request(req),
+                             lambda req: replicas[0].admission_error(req))
     replicas.append(Replica(env, 0, rs, arrivals, executor))
     env.process(arrivals.run())
     for r in replicas:

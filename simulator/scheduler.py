@@ -50,10 +50,12 @@ class Scheduler:
         self.admission_blocked: str | None = None
         self._last_decode_only = False  # the previous step scheduled every running request for one decode token
         self._changed = True  # an arrival or a finish since the previous schedule()
+        self.queued_prompt_tokens = 0  # prompts of requests without a first token (vLLM's queued tokens)
 
     # -- inputs -------------------------------------------------------------
     def add_request(self, req: Request) -> None:
         self.waiting.add(req)
+        self.queued_prompt_tokens += req.prompt_tokens
         self._changed = True
 
     def has_work(self) -> bool:
@@ -186,6 +188,7 @@ class Scheduler:
             r.num_output_tokens += 1
             if r.first_token_time is None:
                 r.first_token_time = t_end
+                self.queued_prompt_tokens -= r.prompt_tokens
             r.record_tokens(step, step)
             if r.num_tokens >= r.stop_len:
                 finished.append(r)
