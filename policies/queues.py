@@ -74,15 +74,9 @@ def lowest_priority(running: list):
 
 
 def fewest_preemptions(running: list):
-    """Essay 003's rule: prefer a request never preempted, newest first, so that no request is
-    admitted and preempted again and again (the victim has the fewest preemptions, then the
-    latest admission)."""
-    best, best_key = None, None
-    for i, r in enumerate(running):
-        key = (-r.num_preemptions, i)
-        if best_key is None or key > best_key:
-            best, best_key = r, key
-    return best
+    """Essay 003's rule, `max(running, key=(preempt_count == 0, arrival))`: prefer a request never
+    preempted, newest first, so that no request is admitted and preempted again and again."""
+    return max(running, key=lambda r: (r.num_preemptions == 0, r.arrival_time))
 
 
 VICTIMS = {"last_admitted": last_admitted, "lowest_priority": lowest_priority,

@@ -61,10 +61,23 @@ class HardwareSettings(_Strict):
     fp8_tflops: PositiveFloat | None = None
 
 
+class AdmissionSettings(_Strict):
+    """Admission beyond vLLM's (background essay 003)."""
+
+    reserve: Literal["prompt", "max_tokens", "quantile"] = Field(
+        "prompt", description="prompt: vLLM (the prompt must fit); max_tokens / quantile: also reserve blocks for "
+                              "the expected output, which running requests keep until they grow into them")
+    reserve_quantile: float = Field(0.9, gt=0, le=1, description="quantile of observed output lengths per SLO class")
+    long_prompt_tokens: PositiveInt | None = Field(None, description="a prompt this long counts as long")
+    max_long_prefills: PositiveInt | None = Field(
+        None, description="FIFO with at most this many long prompts in prefill at once (the queue is not reordered)")
+
+
 class PolicySettings(_Strict):
     batching: Literal["continuous", "static"] = "continuous"
     static_batch_size: PositiveInt | None = Field(None, description="static batching: requests per batch (default max_num_seqs)")
     queue: Literal["fcfs", "priority", "sjf"] = "fcfs"
+    admission: AdmissionSettings = AdmissionSettings()
     preemption_victim: Literal["last_admitted", "lowest_priority", "fewest_preemptions"] | None = Field(
         None, description="None: the queue policy's own (vLLM: last admitted for fcfs, lowest priority for priority)")
 
@@ -241,6 +254,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                                  f"request of max_model_len={max_model_len} ({need} blocks); lower engine.max_model_len "
                                  f"or give the cache more memory")
     pol = scenario.policies
+    if (pol.admission.long_prompt_tokens is None) != (pol.admission.max_long_prefills is None):
+        raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     if pol.static_batch_size and pol.batching != "static":
         raise ConfigError("policies.static_batch_size", "only applies to policies.batching: static")
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool)

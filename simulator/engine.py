@@ -87,7 +87,9 @@ class Replica:
             max_num_batched_tokens=rs.max_num_batched_tokens, max_num_seqs=rs.max_num_seqs,
             max_model_len=rs.max_model_len, enable_chunked_prefill=e.enable_chunked_prefill,
             long_prefill_token_threshold=e.long_prefill_token_threshold,
-            scheduler_reserve_full_isl=e.scheduler_reserve_full_isl)
+            scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, reserve=p.admission.reserve,
+            reserve_quantile=p.admission.reserve_quantile, long_prompt_tokens=p.admission.long_prompt_tokens,
+            max_long_prefills=p.admission.max_long_prefills)
         batching = make_batching(p.batching, p.static_batch_size or rs.max_num_seqs)
         self.scheduler = Scheduler(settings, self.kv, make_queue_policy(p.queue, p.preemption_victim), batching)
         self.max_num_queued_reqs, self.max_num_queued_tokens = e.max_num_queued_reqs, e.max_num_queued_tokens

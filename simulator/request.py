@@ -20,7 +20,7 @@ class Request:
         "num_tokens", "num_output_tokens", "num_computed_tokens", "stop_len", "finish_reason",
         "blocks", "status", "num_preemptions", "replica", "batch_id",
         "first_scheduled_time", "first_token_time", "finish_time", "token_runs", "reject_reason",
-        "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits",
+        "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits", "reserved_blocks",
     )
 
     def __init__(self, spec: RequestSpec, max_model_len: int):
@@ -51,6 +51,7 @@ class Request:
         self.cached_tokens = 0  # prefix-cache hit at first admission
         self.prefix_queries = 0  # tokens looked up in the prefix cache, every admission
         self.prefix_hits = 0
+        self.reserved_blocks = 0  # admission reservation: blocks held back for this request's expected growth
 
     def record_tokens(self, first_step: int, last_step: int) -> None:
         """One token at each step first_step..last_step: extend the last run or start one."""

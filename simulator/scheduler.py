@@ -7,6 +7,7 @@ the admission order and the victim, the batching policy gates admission.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from simulator.batch import BatchShape
@@ -22,6 +23,10 @@ class SchedulerSettings:
     enable_chunked_prefill: bool = True
     long_prefill_token_threshold: int = 0
     scheduler_reserve_full_isl: bool = True
+    reserve: str = "prompt"  # admission reservation (policies.admission)
+    reserve_quantile: float = 0.9
+    long_prompt_tokens: int | None = None
+    max_long_prefills: int | None = None
 
 
 @dataclass
@@ -51,6 +56,7 @@ class Scheduler:
         self._last_decode_only = False  # the previous step scheduled every running request for one decode token
         self._changed = True  # an arrival or a finish since the previous schedule()
         self.queued_prompt_tokens = 0  # prompts of requests without a first token (vLLM's queued tokens)
+        self._outputs: dict = {}  # finished output lengths per SLO class, sorted (admission reservation)
 
     # -- inputs -------------------------------------------------------------
     def add_request(self, req: Request) -> None:
@@ -123,6 +129,14 @@ class Scheduler:
                     self.admission_blocked = "batching"
                     break
                 r = waiting.peek()
+                if s.max_long_prefills is not None and r.prompt_tokens >= s.long_prompt_tokens and sum(
+                        1 for q in running if q.prompt_tokens >= s.long_prompt_tokens
+                        and q.num_computed_tokens < q.num_tokens - 1) >= s.max_long_prefills:
+                    self.admission_blocked = "long_prompts"  # FIFO: the queue is not reordered
+                    break
+                if s.reserve != "prompt" and not self._reservation_fits(r):
+                    self.admission_blocked = "kv"
+                    break
                 hit_blocks, hit = kv.lookup(r)  # a fresh prefix-cache lookup at every admission, as vLLM
                 n = r.num_tokens - hit
                 if 0 < thr < n:
@@ -170,6 +184,24 @@ class Scheduler:
         self._changed = False
         return out
 
+    def _expected_output(self, r: Request) -> int:
+        """max_tokens, or a quantile of the outputs seen so far for its class (max_tokens until one is seen)."""
+        if self.s.reserve == "quantile":
+            seen = self._outputs.get(r.spec.slo_class)
+            if seen:
+                return seen[min(len(seen) - 1, int(self.s.reserve_quantile * len(seen)))]
+        return r.spec.output_limit
+
+    def _reservation_fits(self, r: Request) -> bool:
+        """Blocks for prompt + expected output must be free beyond what running requests still reserve."""
+        bs = self.kv.block_size
+        total = -(-min(r.prompt_tokens + self._expected_output(r), self.s.max_model_len) // bs)
+        outstanding = sum(q.reserved_blocks - len(q.blocks) for q in self.running if q.reserved_blocks > len(q.blocks))
+        if total + outstanding > self.kv.num_free_blocks:
+            return False
+        r.reserved_blocks = total
+        return True
+
     def _preempt(self, r: Request) -> None:
         """Recompute preemption: free every block, forget computed tokens, back to the queue front."""
         self.kv.free(r)
@@ -201,6 +233,8 @@ class Scheduler:
             r.status = FINISHED
             r.finish_time = t_end
             self.kv.free(r)
+            if self.s.reserve == "quantile":
+                bisect.insort(self._outputs.setdefault(r.spec.slo_class, []), r.num_output_tokens)
         self.running = [r for r in self.running if r.status == RUNNING]
         self._changed = True
 

@@ -47,3 +47,37 @@ def test_preempt_count_rule_stops_repeated_preemption_of_one_request():
     assert last["num_preemptions"] > 20 and last["max_preemptions_per_request"] >= 3
     assert fair["max_preemptions_per_request"] < last["max_preemptions_per_request"]
     assert fair["completed"] == last["completed"] == 200
+
+
+def test_admission_reservation_trades_preemptions_for_concurrency():
+    runs = {mode: simulate(load(None, PRESSURE + [f"policies.admission.reserve={mode}"])).summary
+            for mode in ("prompt", "quantile", "max_tokens")}
+    assert runs["prompt"]["num_preemptions"] > 20
+    # max_tokens here is the true output (the workload sets no limit): nothing ever needs preempting
+    assert runs["max_tokens"]["num_preemptions"] == 0
+    assert runs["quantile"]["num_preemptions"] < runs["prompt"]["num_preemptions"]
+    assert runs["max_tokens"]["mean_batch_size"] < runs["prompt"]["mean_batch_size"]
+    assert all(r["completed"] == 200 for r in runs.values())
+
+
+def test_fifo_with_a_bound_on_long_prefills():
+    sets = ["model=llama-3-8b", "profile=teaching", "hardware.gpu=generic-80gb", "engine.max_num_batched_tokens=512",
+            "workload.num_requests=60", "workload.arrival={process: poisson, rate: 20}",
+            "workload.prompt_tokens={dist: uniform, low: 100, high: 3000}",
+            "workload.output_tokens={dist: fixed, value: 20}",
+            "policies.admission={long_prompt_tokens: 1500, max_long_prefills: 1}"]
+    req = simulate(load(None, sets)).requests
+    long = req[req.prompt_tokens >= 1500].sort_values("first_scheduled_time")
+    assert len(long) > 10
+    # one long prompt in prefill at a time: each starts after the previous one's first token
+    assert (long.first_scheduled_time.to_numpy()[1:] >= long.first_token_time.to_numpy()[:-1]).all()
+    unbounded = simulate(load(None, sets[:-1])).requests
+    ul = unbounded[unbounded.prompt_tokens >= 1500].sort_values("first_scheduled_time")
+    assert (ul.first_scheduled_time.to_numpy()[1:] < ul.first_token_time.to_numpy()[:-1]).any()
+
+
+def test_long_prefill_bound_needs_both_settings(capsys):
+    from simulator.cli import main
+
+    assert main(["run", "--quiet", "--set", "policies.admission.max_long_prefills=2"]) == 2
+    assert "long_prompt_tokens" in capsys.readouterr().err
