@@ -144,6 +144,7 @@ class RunResult:
             "cached_tokens": [r.cached_tokens for r in reqs],
             "prefix_queries": [r.prefix_queries for r in reqs],
             "prefix_hits": [r.prefix_hits for r in reqs],
+            "recomputed_tokens": [r.recomputed_tokens for r in reqs],
             "token_runs": [list(r.token_runs) for r in reqs],
             "finish_reason": [r.finish_reason if r.status == FINISHED else r.reject_reason for r in reqs],
             "batch_id": [r.batch_id for r in reqs],
@@ -197,6 +198,8 @@ class RunResult:
         s["num_preemptions"] = int(req["num_preemptions"].sum())
         s["preempted_requests"] = int((req["num_preemptions"] > 0).sum())
         s["max_preemptions_per_request"] = int(req["num_preemptions"].max()) if len(req) else 0
+        s["preemptions_per_request"] = {str(k): int(v) for k, v in req["num_preemptions"].value_counts().sort_index().items()}
+        s["recomputed_tokens"] = int(req["recomputed_tokens"].sum())
         s["num_steps"] = int(len(steps))
         busy = float(steps["duration"].sum())
         s["kv_cache_usage_peak"] = float(steps["kv_usage"].max()) if len(steps) else 0.0

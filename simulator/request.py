@@ -21,6 +21,7 @@ class Request:
         "blocks", "status", "num_preemptions", "replica", "batch_id",
         "first_scheduled_time", "first_token_time", "finish_time", "token_runs", "reject_reason",
         "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits", "reserved_blocks",
+        "recomputed_tokens",
     )
 
     def __init__(self, spec: RequestSpec, max_model_len: int):
@@ -52,6 +53,7 @@ class Request:
         self.prefix_queries = 0  # tokens looked up in the prefix cache, every admission
         self.prefix_hits = 0
         self.reserved_blocks = 0  # admission reservation: blocks held back for this request's expected growth
+        self.recomputed_tokens = 0  # tokens prefilled again after preemptions (prefix hits excluded)
 
     def record_tokens(self, first_step: int, last_step: int) -> None:
         """One token at each step first_step..last_step: extend the last run or start one."""

@@ -155,6 +155,8 @@ class Scheduler:
                 r.prefix_hits += hit
                 if r.num_preemptions == 0:
                     r.cached_tokens = hit
+                else:
+                    r.recomputed_tokens += r.num_tokens - hit
                 waiting.pop()
                 running.append(r)
                 r.status = RUNNING

@@ -81,3 +81,14 @@ def test_long_prefill_bound_needs_both_settings(capsys):
 
     assert main(["run", "--quiet", "--set", "policies.admission.max_long_prefills=2"]) == 2
     assert "long_prompt_tokens" in capsys.readouterr().err
+
+
+def test_preemption_metrics():
+    r = simulate(load(None, PRESSURE))
+    s, req = r.summary, r.requests
+    assert sum(s["preemptions_per_request"].values()) == 200
+    assert s["preemptions_per_request"]["0"] == int((req.num_preemptions == 0).sum())
+    assert s["recomputed_tokens"] > 0 and (req.loc[req.num_preemptions == 0, "recomputed_tokens"] == 0).all()
+    # without prefix caching a re-admitted request recomputes at least its prompt each time
+    pre = req[req.num_preemptions > 0]
+    assert (pre.recomputed_tokens >= pre.num_preemptions * pre.prompt_tokens).all()
