@@ -45,6 +45,7 @@ class EngineSettings(_Strict):
     enable_prefix_caching: bool = True
     tensor_parallel_size: PositiveInt = 1
     quantization: Literal["fp8"] | None = Field(None, description="fp8: weights in one byte each (KV cache unchanged)")
+    swap_space: NonNegativeFloat = Field(4.0, description="GiB of host memory for swapped-out KV blocks (vLLM V0)")
     max_num_queued_reqs: PositiveInt | None = Field(None, description="reject (503) when unfinished requests + 1 exceed it")
     max_num_queued_tokens: PositiveInt | None = Field(
         None, description="reject (503) when prompt tokens of requests without a first token reach it")
@@ -59,6 +60,7 @@ class HardwareSettings(_Strict):
     memory_bandwidth_gbps: PositiveFloat | None = None
     bf16_tflops: PositiveFloat | None = None
     fp8_tflops: PositiveFloat | None = None
+    host_link_gbps: PositiveFloat | None = None
 
 
 class AdmissionSettings(_Strict):
@@ -78,6 +80,9 @@ class PolicySettings(_Strict):
     static_batch_size: PositiveInt | None = Field(None, description="static batching: requests per batch (default max_num_seqs)")
     queue: Literal["fcfs", "priority", "sjf"] = "fcfs"
     admission: AdmissionSettings = AdmissionSettings()
+    preemption_mode: Literal["recompute", "swap", "auto"] = Field(
+        "recompute", description="recompute (vLLM V1), swap to host memory (vLLM V0's swap_space), or auto: "
+                                 "per victim, whichever the profile and host link predict cheaper")
     preemption_victim: Literal["last_admitted", "lowest_priority", "fewest_preemptions"] | None = Field(
         None, description="None: the queue policy's own (vLLM: last admitted for fcfs, lowest priority for priority)")
 
@@ -222,7 +227,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                           f"{arch.num_attention_heads} attention heads do not split over {tp} GPUs")
     h = scenario.hardware
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
-                       bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops)
+                       bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, host_link_gbps=h.host_link_gbps)
     profile = load_profile(scenario.profile)
     cost_model = build_cost_model(profile, arch, hw, tp)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import partial
 
 from policies import make_batching, make_queue_policy
-from simulator.batch import decode_shape
+from simulator.batch import BatchShape, decode_shape
 from simulator.clock import SimClock
 from simulator.config import ResolvedScenario
 from simulator.executor import ModelledExecutor
@@ -89,9 +89,18 @@ class Replica:
             long_prefill_token_threshold=e.long_prefill_token_threshold,
             scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, reserve=p.admission.reserve,
             reserve_quantile=p.admission.reserve_quantile, long_prompt_tokens=p.admission.long_prompt_tokens,
-            max_long_prefills=p.admission.max_long_prefills)
+            max_long_prefills=p.admission.max_long_prefills, preemption_mode=p.preemption_mode,
+            swap_space_blocks=int(e.swap_space * 2**30
+                                  // (rs.arch.kv_bytes_per_token_per_gpu(e.tensor_parallel_size) * e.block_size)))
         batching = make_batching(p.batching, p.static_batch_size or rs.max_num_seqs)
-        self.scheduler = Scheduler(settings, self.kv, make_queue_policy(p.queue, p.preemption_victim), batching)
+        # swap: one KV block over the host link; recompute: the marginal cost of prefilling the tokens again
+        block_bytes = rs.arch.kv_bytes_per_token_per_gpu(e.tensor_parallel_size) * e.block_size
+        self.block_transfer_s = block_bytes / (rs.hardware.host_link_gbps * 1e9)
+        cost = rs.cost_model.step_time
+        base = cost(BatchShape(1, 1, 1, 0, 0))
+        recompute = lambda t: cost(BatchShape(1, t, t * (t + 1) // 2, 0, 0)) - base if t else 0.0  # noqa: E731
+        self.scheduler = Scheduler(settings, self.kv, make_queue_policy(p.queue, p.preemption_victim), batching,
+                                   swap_cost=lambda blocks: blocks * self.block_transfer_s, recompute_cost=recompute)
         self.max_num_queued_reqs, self.max_num_queued_tokens = e.max_num_queued_reqs, e.max_num_queued_tokens
         self.executor = executor or ModelledExecutor(rs.cost_model)
         self.decode_runs = rs.scenario.simulation.decode_runs and getattr(self.executor, "pure", False)
@@ -148,11 +157,12 @@ class Replica:
                 out = sched.schedule(now)
                 if not out.reqs:
                     raise RuntimeError(f"replica {self.index}: nothing schedulable with {len(sched.waiting)} waiting")
-                t = now + run_batch(out.shape, out)
+                t = now + run_batch(out.shape, out) + out.swapped_blocks * self.block_transfer_s
                 used = kv.num_used_blocks
                 yield env.at(t)
                 finished = sched.update_from_output(out, step, t)
-                log.add_step(now, t, out.shape, out.num_running, out.num_waiting, used, len(out.preempted))
+                log.add_step(now, t, out.shape, out.num_running, out.num_waiting, used, len(out.preempted),
+                             out.swapped_blocks)
                 step += 1
                 for r in finished:
                     self.arrivals.finished(r, t)

@@ -18,6 +18,7 @@ class Hardware(BaseModel):
     memory_bandwidth_gbps: PositiveFloat = 3350.0
     bf16_tflops: PositiveFloat = 989.0
     fp8_tflops: PositiveFloat | None = None
+    host_link_gbps: PositiveFloat = 32.0  # GPU <-> host copies (swap), one direction
 
     @property
     def memory_bytes(self) -> int:

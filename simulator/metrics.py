@@ -19,7 +19,7 @@ from simulator.request import FINISHED, REJECTED
 
 STEP_COLUMNS = ["start", "end", "scheduled_tokens", "prefill_tokens", "decode_seqs", "num_running",
                 "num_waiting", "kv_blocks_used", "num_preempted", "num_seqs", "prefill_attention_pairs",
-                "decode_context_tokens"]
+                "decode_context_tokens", "swapped_blocks"]
 
 
 class StepLog:
@@ -30,11 +30,12 @@ class StepLog:
         self._append = [self.cols[c].append for c in STEP_COLUMNS]
 
     def add_step(self, start: float, end: float, shape: BatchShape, running: int, waiting: int,
-                 used_blocks: int, preempted: int) -> None:
+                 used_blocks: int, preempted: int, swapped_blocks: int = 0) -> None:
         a = self._append
         a[0](start); a[1](end); a[2](shape.prefill_tokens + shape.decode_seqs); a[3](shape.prefill_tokens)
         a[4](shape.decode_seqs); a[5](running); a[6](waiting); a[7](used_blocks); a[8](preempted)
         a[9](shape.num_seqs); a[10](shape.prefill_attention_pairs); a[11](shape.decode_context_tokens)
+        a[12](swapped_blocks)
 
     def add_decode_run(self, start: float, ends: list[float], batch: int, waiting: int, used_after: list[int],
                        context_tokens: int) -> None:
@@ -53,6 +54,7 @@ class StepLog:
         c["num_seqs"].extend([batch] * k)
         c["prefill_attention_pairs"].extend([0] * k)
         c["decode_context_tokens"].extend(range(context_tokens, context_tokens + batch * k, batch))
+        c["swapped_blocks"].extend([0] * k)
 
     def __len__(self) -> int:
         return len(self.cols["end"])
@@ -145,6 +147,8 @@ class RunResult:
             "prefix_queries": [r.prefix_queries for r in reqs],
             "prefix_hits": [r.prefix_hits for r in reqs],
             "recomputed_tokens": [r.recomputed_tokens for r in reqs],
+            "num_swaps": [r.num_swaps for r in reqs],
+            "time_preempted": [r.time_preempted for r in reqs],
             "token_runs": [list(r.token_runs) for r in reqs],
             "finish_reason": [r.finish_reason if r.status == FINISHED else r.reject_reason for r in reqs],
             "batch_id": [r.batch_id for r in reqs],
@@ -200,6 +204,9 @@ class RunResult:
         s["max_preemptions_per_request"] = int(req["num_preemptions"].max()) if len(req) else 0
         s["preemptions_per_request"] = {str(k): int(v) for k, v in req["num_preemptions"].value_counts().sort_index().items()}
         s["recomputed_tokens"] = int(req["recomputed_tokens"].sum())
+        s["num_swaps"] = int(req["num_swaps"].sum())
+        s["swapped_blocks"] = int(steps["swapped_blocks"].sum()) if len(steps) else 0  # out and back in
+        s["time_preempted_s"] = float(req["time_preempted"].sum())
         s["num_steps"] = int(len(steps))
         busy = float(steps["duration"].sum())
         s["kv_cache_usage_peak"] = float(steps["kv_usage"].max()) if len(steps) else 0.0

@@ -21,7 +21,7 @@ class Request:
         "blocks", "status", "num_preemptions", "replica", "batch_id",
         "first_scheduled_time", "first_token_time", "finish_time", "token_runs", "reject_reason",
         "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits", "reserved_blocks",
-        "recomputed_tokens",
+        "recomputed_tokens", "swapped_blocks", "num_swaps", "preempted_at", "time_preempted",
     )
 
     def __init__(self, spec: RequestSpec, max_model_len: int):
@@ -54,6 +54,10 @@ class Request:
         self.prefix_hits = 0
         self.reserved_blocks = 0  # admission reservation: blocks held back for this request's expected growth
         self.recomputed_tokens = 0  # tokens prefilled again after preemptions (prefix hits excluded)
+        self.swapped_blocks = 0  # blocks of KV waiting in host memory (swap preemption)
+        self.num_swaps = 0
+        self.preempted_at = 0.0
+        self.time_preempted = 0.0  # seconds between preemptions and re-admissions
 
     def record_tokens(self, first_step: int, last_step: int) -> None:
         """One token at each step first_step..last_step: extend the last run or start one."""

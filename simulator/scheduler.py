@@ -27,6 +27,8 @@ class SchedulerSettings:
     reserve_quantile: float = 0.9
     long_prompt_tokens: int | None = None
     max_long_prefills: int | None = None
+    preemption_mode: str = "recompute"
+    swap_space_blocks: int = 0
 
 
 @dataclass
@@ -37,6 +39,7 @@ class SchedulerOutput:
     shape: BatchShape | None = None
     num_running: int = 0  # after scheduling
     num_waiting: int = 0
+    swapped_blocks: int = 0  # KV blocks copied out to host memory or back in this step
 
 
 # Why admission last stopped with requests still waiting. Only these stay true
@@ -45,7 +48,9 @@ _STABLE_BLOCKS = frozenset({"max_num_seqs", "kv", "batching"})
 
 
 class Scheduler:
-    def __init__(self, settings: SchedulerSettings, kv: KVBlockManager, queue_policy, batching):
+    def __init__(self, settings: SchedulerSettings, kv: KVBlockManager, queue_policy, batching,
+                 swap_cost=None, recompute_cost=None):
+        """swap_cost(blocks) and recompute_cost(tokens), in seconds, let `auto` preemption choose."""
         self.s = settings
         self.kv = kv
         self.queue_policy = queue_policy
@@ -57,6 +62,9 @@ class Scheduler:
         self._changed = True  # an arrival or a finish since the previous schedule()
         self.queued_prompt_tokens = 0  # prompts of requests without a first token (vLLM's queued tokens)
         self._outputs: dict = {}  # finished output lengths per SLO class, sorted (admission reservation)
+        self.swap_used = 0  # host blocks holding swapped-out KV
+        self._swap_cost, self._recompute_cost = swap_cost, recompute_cost
+        self._now = 0.0
 
     # -- inputs -------------------------------------------------------------
     def add_request(self, req: Request) -> None:
@@ -69,6 +77,7 @@ class Scheduler:
 
     # -- one step -----------------------------------------------------------
     def schedule(self, now: float) -> SchedulerOutput:
+        self._now = now
         s, kv, running, waiting = self.s, self.kv, self.running, self.waiting
         budget = s.max_num_batched_tokens
         max_len = s.max_model_len
@@ -103,7 +112,7 @@ class Scheduler:
                     budget += toks[j]
                     del reqs[j], toks[j]
                     i -= 1
-                self._preempt(victim)
+                out.swapped_blocks += self._preempt(victim)
                 preempted.append(victim)
                 if victim is r:
                     scheduled = False
@@ -137,7 +146,9 @@ class Scheduler:
                 if s.reserve != "prompt" and not self._reservation_fits(r):
                     self.admission_blocked = "kv"
                     break
-                hit_blocks, hit = kv.lookup(r)  # a fresh prefix-cache lookup at every admission, as vLLM
+                swapped = r.swapped_blocks > 0
+                # a fresh prefix-cache lookup at every admission (vLLM); a swapped request kept its KV
+                hit_blocks, hit = ([], r.num_computed_tokens) if swapped else kv.lookup(r)
                 n = r.num_tokens - hit
                 if 0 < thr < n:
                     n = thr
@@ -150,13 +161,20 @@ class Scheduler:
                                 apply_watermark=bool(running), hit_blocks=hit_blocks):
                     self.admission_blocked = "kv"  # head-of-line: nobody behind r is admitted
                     break
-                r.num_computed_tokens = hit
-                r.prefix_queries += r.num_tokens
-                r.prefix_hits += hit
-                if r.num_preemptions == 0:
-                    r.cached_tokens = hit
+                if swapped:  # copy its KV back before it runs
+                    out.swapped_blocks += r.swapped_blocks
+                    self.swap_used -= r.swapped_blocks
+                    r.swapped_blocks = 0
                 else:
-                    r.recomputed_tokens += r.num_tokens - hit
+                    r.num_computed_tokens = hit
+                    r.prefix_queries += r.num_tokens
+                    r.prefix_hits += hit
+                    if r.num_preemptions == 0:
+                        r.cached_tokens = hit
+                    else:
+                        r.recomputed_tokens += r.num_tokens - hit
+                if r.num_preemptions:
+                    r.time_preempted += now - r.preempted_at
                 waiting.pop()
                 running.append(r)
                 r.status = RUNNING
@@ -204,13 +222,26 @@ class Scheduler:
         r.reserved_blocks = total
         return True
 
-    def _preempt(self, r: Request) -> None:
-        """Recompute preemption: free every block, forget computed tokens, back to the queue front."""
+    def _preempt(self, r: Request) -> int:
+        """Free the victim's blocks and put it back at the queue front. Recompute (vLLM V1) forgets its
+        computed tokens; swap keeps them in host memory while there is room. Returns blocks swapped out."""
+        blocks = len(r.blocks)
+        mode = self.s.preemption_mode
+        if mode == "auto":
+            mode = "swap" if self._swap_cost(2 * blocks) < self._recompute_cost(r.num_computed_tokens) else "recompute"
+        swap = mode == "swap" and r.num_computed_tokens > 0 and self.swap_used + blocks <= self.s.swap_space_blocks
         self.kv.free(r)
         r.status = PREEMPTED
-        r.num_computed_tokens = 0
         r.num_preemptions += 1
+        r.preempted_at = self._now
+        if swap:
+            r.swapped_blocks = blocks
+            r.num_swaps += 1
+            self.swap_used += blocks
+        else:
+            r.num_computed_tokens = 0
         self.waiting.prepend(r)
+        return blocks if swap else 0
 
     def update_from_output(self, out: SchedulerOutput, step: int, t_end: float) -> list[Request]:
         """A request whose computed tokens reach its length samples one token at t_end."""

@@ -16,6 +16,10 @@ SCENARIOS = {
     "no-chunking": ["engine.enable_chunked_prefill=false", "engine.max_num_seqs=64", "engine.max_model_len=8192"],
     "closed-loop": ["workload.arrival={process: closed_loop, concurrency: 48, think_time_s: 0.5}"],
     "sessions": ["workload={type: sessions, num_sessions: 40, think_time_s: {dist: exponential, mean: 2}}"],
+    "swap": ["policies.preemption_mode=swap", "engine.num_gpu_blocks_override=600", "engine.max_model_len=4096",
+             "engine.swap_space=0.05"],
+    "reservation": ["policies.admission.reserve=quantile", "engine.num_gpu_blocks_override=600",
+                    "engine.max_model_len=4096"],
     "gamma-bursts": ["workload.arrival={process: gamma, rate: 12, cv: 4}", "engine.num_gpu_blocks_override=900",
                      "engine.max_model_len=4096"],
 }

@@ -92,3 +92,38 @@ def test_preemption_metrics():
     # without prefix caching a re-admitted request recomputes at least its prompt each time
     pre = req[req.num_preemptions > 0]
     assert (pre.recomputed_tokens >= pre.num_preemptions * pre.prompt_tokens).all()
+
+
+SWAP_BASE = ["model=llama-3.1-8b", "engine.enable_prefix_caching=false", "engine.max_num_seqs=64"]
+LONG = SWAP_BASE + ["engine.max_model_len=16384", "engine.num_gpu_blocks_override=9000", "workload.num_requests=150",
+                    "workload.arrival.rate=4", "workload.prompt_tokens={dist: uniform, low: 4000, high: 8000}",
+                    "workload.output_tokens={dist: uniform, low: 200, high: 800}"]
+SHORT = SWAP_BASE + ["engine.max_model_len=512", "engine.num_gpu_blocks_override=60", "workload.num_requests=300",
+                     "workload.arrival.rate=60", "workload.prompt_tokens={dist: uniform, low: 40, high: 100}",
+                     "workload.output_tokens={dist: uniform, low: 30, high: 60}"]
+
+
+def _modes(sets):
+    return {m: simulate(load(None, sets + [f"policies.preemption_mode={m}"])).summary
+            for m in ("recompute", "swap", "auto")}
+
+
+def test_swap_beats_recompute_on_long_contexts():
+    r = _modes(LONG)  # the default H200 profile and a 64 GB/s host link
+    assert r["recompute"]["num_preemptions"] > 0 and r["recompute"]["recomputed_tokens"] > 0
+    assert r["swap"]["num_swaps"] == r["swap"]["num_preemptions"] > 0 and r["swap"]["recomputed_tokens"] == 0
+    assert r["swap"]["mean_e2el_ms"] < r["recompute"]["mean_e2el_ms"]
+    assert r["swap"]["swapped_blocks"] > 0
+    assert r["auto"]["num_swaps"] > 0 and r["auto"]["mean_e2el_ms"] <= r["recompute"]["mean_e2el_ms"]
+
+
+def test_recompute_beats_swap_on_short_contexts():
+    r = _modes(SHORT)  # contexts under the profile's knee: prefilling them again is almost free
+    assert r["recompute"]["num_preemptions"] > 50
+    assert r["recompute"]["mean_e2el_ms"] < r["swap"]["mean_e2el_ms"]
+    assert r["auto"]["num_swaps"] == 0 and r["auto"]["mean_e2el_ms"] == r["recompute"]["mean_e2el_ms"]
+
+
+def test_swap_falls_back_to_recompute_when_host_space_is_full():
+    s = simulate(load(None, LONG + ["policies.preemption_mode=swap", "engine.swap_space=0.8"])).summary
+    assert 0 < s["num_swaps"] < s["num_preemptions"] and s["recomputed_tokens"] > 0
