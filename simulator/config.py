@@ -73,6 +73,9 @@ class AdmissionSettings(_Strict):
     long_prompt_tokens: PositiveInt | None = Field(None, description="a prompt this long counts as long")
     max_long_prefills: PositiveInt | None = Field(
         None, description="FIFO with at most this many long prompts in prefill at once (the queue is not reordered)")
+    shed_on_ttft_slo: bool = Field(
+        False, description="reject at arrival when the predicted queue wait exceeds the request's TTFT SLO")
+    shed_ttft_ms: PositiveFloat | None = Field(None, description="the TTFT SLO for requests whose class sets none")
 
 
 class PolicySettings(_Strict):

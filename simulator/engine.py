@@ -102,6 +102,14 @@ class Replica:
         self.scheduler = Scheduler(settings, self.kv, make_queue_policy(p.queue, p.preemption_victim), batching,
                                    swap_cost=lambda blocks: blocks * self.block_transfer_s, recompute_cost=recompute)
         self.max_num_queued_reqs, self.max_num_queued_tokens = e.max_num_queued_reqs, e.max_num_queued_tokens
+        self.ttft_slo_s = None  # SLO-based shedding: class -> TTFT target (s), and the prefill rate it is judged by
+        if p.admission.shed_on_ttft_slo:
+            classes = getattr(rs.scenario.workload, "slo_classes", None) or {}
+            self.ttft_slo_s = {c: v.ttft_ms / 1000 for c, v in classes.items() if v.ttft_ms}
+            fallback = p.admission.shed_ttft_ms
+            self.ttft_slo_default = fallback / 1000 if fallback else None
+            budget = rs.max_num_batched_tokens
+            self.prefill_tokens_per_s = budget / cost(BatchShape(1, budget, budget * (budget + 1) // 2, 0, 0))
         self.executor = executor or ModelledExecutor(rs.cost_model)
         self.decode_runs = rs.scenario.simulation.decode_runs and getattr(self.executor, "pure", False)
         self.arrivals = arrivals
@@ -116,6 +124,10 @@ class Replica:
             return "queue_full"
         if self.max_num_queued_tokens is not None and sched.queued_prompt_tokens >= self.max_num_queued_tokens:
             return "queued_tokens_full"
+        if self.ttft_slo_s is not None:  # essay 003: refuse work that cannot start within its SLO
+            slo = self.ttft_slo_s.get(req.spec.slo_class, self.ttft_slo_default)
+            if slo is not None and sched.predicted_queue_wait(req.prompt_tokens, self.prefill_tokens_per_s) > slo:
+                return "predicted_ttft_over_slo"
         return None
 
     def add_request(self, req: Request) -> None:

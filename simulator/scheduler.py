@@ -8,6 +8,7 @@ the admission order and the victim, the batching policy gates admission.
 from __future__ import annotations
 
 import bisect
+from collections import deque
 from dataclasses import dataclass, field
 
 from simulator.batch import BatchShape
@@ -63,6 +64,7 @@ class Scheduler:
         self.queued_prompt_tokens = 0  # prompts of requests without a first token (vLLM's queued tokens)
         self._outputs: dict = {}  # finished output lengths per SLO class, sorted (admission reservation)
         self.swap_used = 0  # host blocks holding swapped-out KV
+        self.recent_admissions: deque = deque(maxlen=64)  # first-admission times, for queue-wait predictions
         self._swap_cost, self._recompute_cost = swap_cost, recompute_cost
         self._now = 0.0
 
@@ -181,6 +183,7 @@ class Scheduler:
                 r.batch_id = self.batching.batch_id
                 if r.first_scheduled_time is None:
                     r.first_scheduled_time = now
+                    self.recent_admissions.append(now)
                 reqs.append(r)
                 toks.append(n)
                 budget -= n
@@ -203,6 +206,15 @@ class Scheduler:
         self._last_decode_only = (not preempted and prefill_tokens == 0 and decode_seqs == len(running))
         self._changed = False
         return out
+
+    def predicted_queue_wait(self, prompt_tokens: int, prefill_tokens_per_s: float) -> float:
+        """Seconds a request arriving now would wait for its first token: its turn in the queue at the
+        recent admission rate, and the queued prompts ahead of it at the full-budget prefill rate."""
+        prefill = (self.queued_prompt_tokens + prompt_tokens) / prefill_tokens_per_s
+        adm = self.recent_admissions
+        if len(self.waiting) and len(adm) >= 2 and adm[-1] > adm[0]:
+            return max(prefill, len(self.waiting) * (adm[-1] - adm[0]) / (len(adm) - 1))
+        return prefill
 
     def _expected_output(self, r: Request) -> int:
         """max_tokens, or a quantile of the outputs seen so far for its class (max_tokens until one is seen)."""

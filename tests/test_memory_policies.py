@@ -127,3 +127,13 @@ def test_recompute_beats_swap_on_short_contexts():
 def test_swap_falls_back_to_recompute_when_host_space_is_full():
     s = simulate(load(None, LONG + ["policies.preemption_mode=swap", "engine.swap_space=0.8"])).summary
     assert 0 < s["num_swaps"] < s["num_preemptions"] and s["recomputed_tokens"] > 0
+
+
+def test_slo_based_shedding_bounds_accepted_ttft():
+    sets = OVERLOAD + ["workload.slo_classes={chat: {ttft_ms: 1000}}", "policies.admission.shed_on_ttft_slo=true"]
+    shed = simulate(load(None, sets))
+    rejected = shed.requests[shed.requests.status == "rejected"]
+    assert len(rejected) > 20 and set(rejected.finish_reason) == {"predicted_ttft_over_slo"}
+    free = simulate(load(None, sets[:-1]))
+    assert shed.summary["p99_ttft_ms"] < 0.5 * free.summary["p99_ttft_ms"]
+    assert shed.summary["goodput_fraction"] > 0 and shed.summary["failed"] == len(rejected)
