@@ -131,7 +131,10 @@ class PrefixCachingKVManager(KVBlockManager):
         ids = spec.prefix_ids
         base = -(req.request_id << 24) - 1
         per = unit // bs if unit >= bs and ids else 0
-        shared = max(start, min(stop, spec.prompt_tokens // bs, len(ids) * per)) if per else start
+        shared = start
+        if per:  # ids name the prompt's blocks (the last one perhaps partial), or run on over the output
+            covered = len(ids) * unit if len(ids) > -(-spec.prompt_tokens // unit) else spec.prompt_tokens
+            shared = max(start, min(stop, covered // bs))
         keys = [(ids[i // per], i % per) for i in range(start, shared)]
         return keys + list(range(base - shared, base - stop, -1))
 

@@ -87,3 +87,16 @@ def test_a_preempted_request_finds_its_own_blocks_again():
     pre = r.requests[r.requests.num_preemptions > 0]
     assert len(pre) > 0
     assert (pre["prefix_hits"] > 0).any()  # re-admission hits what the request had computed before
+
+
+def test_a_chat_turn_reuses_the_previous_turn_and_its_answer():
+    r = simulate(load(None, ["workload={type: sessions, num_sessions: 20, turns: {dist: fixed, value: 4}, "
+                             "think_time_s: {dist: fixed, value: 1.0}}"]))
+    req = r.requests.sort_values(["session_id", "turn"]).reset_index(drop=True)
+    for _, g in req.groupby("session_id"):
+        g = g.reset_index(drop=True)
+        for k in range(1, 4):
+            history = g.prompt_tokens[k - 1] + g.output_tokens[k - 1]
+            # every full block of the last turn and its answer whose KV was computed: the final sampled
+            # token is never fed back, so its block is not complete (as in vLLM)
+            assert g.cached_tokens[k] == (history - 1) // 16 * 16

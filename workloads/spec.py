@@ -16,7 +16,9 @@ class RequestSpec:
     [j * prefix_block_tokens, (j + 1) * prefix_block_tokens), the last block possibly
     partial, and, as in Mooncake's hash_ids, everything before it: two requests with
     equal ids up to j share their first j + 1 blocks. The KV manager maps these onto
-    its own block size. Empty: nothing is known about the content (no sharing).
+    its own block size. Empty: nothing is known about the content (no sharing). Ids may run on
+    past the prompt over the output (a chat turn's answer, which the next turn resends): then
+    the output's blocks can be shared too.
     """
 
     request_id: int

@@ -178,10 +178,11 @@ class SessionWorkload(_Classes):
             prev = None
             for k in range(n_turns):
                 prompt = history + int(msgs[k])
-                have = len(full_ids)
-                # full blocks keep their ids forever; a partial last block gets a new id each turn
-                full_ids += ids.fresh(prompt // CONTENT_BLOCK - have)
-                pids = tuple(full_ids) + (tuple(ids.fresh(1)) if prompt % CONTENT_BLOCK else ())
+                after = prompt + int(outs[k])  # the history the next turn resends
+                # full blocks keep their ids forever; the ids run on over this turn's answer, so the
+                # next turn (which resends it) shares its blocks; a partial last block gets a new id
+                full_ids += ids.fresh(after // CONTENT_BLOCK - len(full_ids))
+                pids = tuple(full_ids) + (tuple(ids.fresh(1)) if after % CONTENT_BLOCK else ())
                 spec = RequestSpec(next(rid), float(starts[s]) if k == 0 else 0.0, prompt, int(outs[k]),
                                    priority=prios[s], slo_class=classes[s], session_id=s, turn=k,
                                    prefix_ids=pids, prefix_block_tokens=CONTENT_BLOCK)
@@ -190,8 +191,6 @@ class SessionWorkload(_Classes):
                 else:
                     follow[prev.request_id] = (spec, float(thinks[k - 1]))
                 prev = spec
-                history = prompt + int(outs[k])
-                full_ids = full_ids[: history // CONTENT_BLOCK]
-                full_ids += ids.fresh(history // CONTENT_BLOCK - len(full_ids))
+                history = after
         total = len(first_turns) + len(follow)
         return SessionSource(first_turns, follow, f"{self.num_sessions:,} chat sessions, {total:,} turns")
