@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -166,6 +167,17 @@ def cmd_workload_write(args) -> int:
     return 0
 
 
+def cmd_sweep(args) -> int:
+    from simulator.sweep import expand, sweep
+
+    points = expand(args.grid, args.zip, args.seeds, args.base_seed)
+    table = sweep(args.scenario, args.set, points, args.out, args.jobs, args.executor, args.ray_address,
+                  progress=not args.no_progress)
+    failed = int(table["error"].notna().sum()) if "error" in table else 0
+    print(f"{len(table)} runs ({failed} failed): {args.out}/sweep.parquet, {args.out}/sweep.csv, runs in {args.out}/runs/")
+    return 0
+
+
 def cmd_bench(args) -> int:
     from simulator.bench import run_bench
 
@@ -203,6 +215,21 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--private-tokens", type=int)
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_capacity)
+
+    sw = sub.add_parser("sweep", help="run the product of setting grids in parallel; one tidy table out")
+    sw.add_argument("scenario", nargs="?")
+    sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", help="an axis (repeatable)")
+    sw.add_argument("--zip", action="append", default=[], metavar="KEY=V1,V2,...",
+                    help="settings varied together, one axis (repeatable, same lengths)")
+    sw.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="fixed for every run")
+    sw.add_argument("--seeds", type=int, default=1, help="runs per point, seeds base-seed .. base-seed+N-1")
+    sw.add_argument("--base-seed", type=int, default=0)
+    sw.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    sw.add_argument("--executor", choices=["process", "ray"], default="process")
+    sw.add_argument("--ray-address", help="a Ray cluster (default: RAY_ADDRESS, else a local Ray)")
+    sw.add_argument("--out", default="results/sweep")
+    sw.add_argument("--no-progress", action="store_true")
+    sw.set_defaults(func=cmd_sweep)
 
     w = sub.add_parser("workload", help="inspect a trace or a scenario's workload, or save it as JSONL")
     wsub = w.add_subparsers(dest="workload_command", required=True)

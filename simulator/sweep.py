@@ -1,0 +1,151 @@
+"""`servesim sweep`: the product of setting grids, run in parallel, one tidy table out.
+
+Each run writes its own outputs under RUNS/<id>/ atomically (a temporary folder renamed
+when complete), so a rerun skips what finished, a crash loses only the run in flight,
+and Ctrl-C keeps everything already done. A failing run is a row with its error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+import shutil
+import tempfile
+import traceback
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from simulator.errors import ConfigError
+
+
+def _values(spec: str, flag: str) -> tuple[str, list]:
+    if "=" not in spec:
+        raise ConfigError(flag, f"{spec!r}: use key=v1,v2,...")
+    key, raw = spec.split("=", 1)
+    values = [yaml.safe_load(v) for v in raw.split(",") if v.strip()]
+    if not values:
+        raise ConfigError(flag, f"{key}: no values")
+    return key.strip(), values
+
+
+def expand(grids: list[str], zips: list[str], seeds: int, base_seed: int = 0) -> list[dict]:
+    """Every point: the product of the grids, times the zipped axis, times the seeds."""
+    axes = [[{k: v} for v in vs] for k, vs in (_values(g, "--grid") for g in grids)]
+    if zips:
+        zipped = [_values(z, "--zip") for z in zips]
+        lengths = {len(vs) for _, vs in zipped}
+        if len(lengths) != 1:
+            raise ConfigError("--zip", "zipped settings need the same number of values")
+        axes.append([dict(zip([k for k, _ in zipped], combo)) for combo in zip(*[vs for _, vs in zipped])])
+    points = []
+    for combo in itertools.product(*axes) if axes else [()]:
+        merged = {k: v for d in combo for k, v in d.items()}
+        for s in range(seeds):
+            points.append(merged | {"seed": base_seed + s})
+    return points
+
+
+def run_id(point: dict) -> str:
+    return hashlib.sha1(json.dumps(point, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def _flat(summary: dict) -> dict:
+    return {k: v for k, v in summary.items() if not isinstance(v, (dict, list))}
+
+
+def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str) -> dict:
+    """One run (in a worker process): reuse its finished outputs, else simulate and write them atomically."""
+    from simulator.config import load
+    from simulator.engine import simulate
+
+    rid = run_id(point)
+    final = Path(runs_dir) / rid
+    row = {"run_id": rid} | point
+    if (final / "summary.json").is_file():
+        return row | _flat(json.loads((final / "summary.json").read_text())) | {"error": None}
+    try:
+        overrides = sets + [f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in point.items()]
+        result = simulate(load(scenario, overrides))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{rid}-", dir=runs_dir))
+        result.write(tmp)
+        (tmp / "point.json").write_text(json.dumps(point, indent=1, default=str) + "\n")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+        return row | _flat(result.summary) | {"error": None}
+    except Exception as exc:  # recorded, and the sweep goes on
+        message = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+        (Path(runs_dir) / f"{rid}.error.txt").write_text(message + "\n" + traceback.format_exc())
+        return row | {"error": message}
+
+
+def write_table(rows: list[dict], out: Path, keys: list[str] | None = None) -> pd.DataFrame:
+    table = pd.DataFrame(rows)
+    if len(table):
+        order = [k for k in (keys or []) if k in table] or ["run_id"]
+        table = table.sort_values(order, kind="stable").reset_index(drop=True)
+    for name, writer in (("sweep.parquet", table.to_parquet), ("sweep.csv", table.to_csv)):
+        tmp = out / f".{name}.tmp"
+        writer(tmp, index=False)
+        os.replace(tmp, out / name)
+    return table
+
+
+def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | Path, jobs: int = 1,
+          executor: str = "process", ray_address: str | None = None, progress: bool = True) -> pd.DataFrame:
+    out = Path(out)
+    runs = out / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.yaml").write_text(yaml.safe_dump({"scenario": scenario, "set": sets, "points": len(points)}))
+    rows: list[dict] = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(points), desc="sweep", unit="run")
+    try:
+        for row in _execute(scenario, sets, points, str(runs), jobs, executor, ray_address):
+            rows.append(row)
+            if bar:
+                bar.update(1)
+    finally:  # Ctrl-C or a crash: the table still holds every finished run
+        if bar:
+            bar.close()
+        keys = list(dict.fromkeys(k for p in points for k in p))
+        table = write_table(rows, out, keys)
+    return table
+
+
+def _execute(scenario, sets, points, runs, jobs, executor, ray_address):
+    if executor == "ray":
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("--executor", "ray is not installed: pip install -e '.[ray]'") from None
+        if not ray.is_initialized():
+            ray.init(address=ray_address or os.environ.get("RAY_ADDRESS"), log_to_driver=False)
+        remote = ray.remote(run_point)
+        pending = [remote.remote(scenario, sets, p, runs) for p in points]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            yield ray.get(done[0])
+        return
+    if jobs <= 1:
+        for p in points:
+            yield run_point(scenario, sets, p, runs)
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(run_point, scenario, sets, p, runs) for p in points]
+        try:
+            for f in as_completed(futures):
+                yield f.result()
+        except KeyboardInterrupt:
+            for f in futures:
+                f.cancel()
+            raise

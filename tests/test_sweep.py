@@ -1,0 +1,79 @@
+"""Sweeps: grids, zips and seeds; parallel equals sequential; resumable; failures recorded, not fatal."""
+
+import pandas as pd
+import pytest
+
+from simulator import sweep as sw
+from simulator.cli import main
+from simulator.errors import ConfigError
+
+BASE = ["workload.num_requests=60", "profile=teaching", "model=llama-3-8b", "hardware.gpu=generic-80gb"]
+
+
+def test_expand_grids_zips_and_seeds():
+    pts = sw.expand(["a=1,2", "b=x,y,z"], [], seeds=2)
+    assert len(pts) == 12 and {"a": 1, "b": "x", "seed": 1} in pts
+    z = sw.expand(["a=1,2"], ["c=10,20", "d=0.5,0.7"], seeds=1)
+    assert len(z) == 4 and {"a": 2, "c": 20, "d": 0.7, "seed": 0} in z and {"a": 1, "c": 10, "d": 0.7, "seed": 0} not in z
+    with pytest.raises(ConfigError, match="same number"):
+        sw.expand([], ["c=1,2", "d=1"], 1)
+    with pytest.raises(ConfigError, match="key=v1"):
+        sw.expand(["nonsense"], [], 1)
+
+
+def test_parallel_equals_sequential_and_reruns_skip(tmp_path):
+    pts = sw.expand(["workload.arrival.rate=4,8", "engine.max_num_seqs=8,32"], [], seeds=2)
+    seq = sw.sweep(None, BASE, pts, tmp_path / "seq", jobs=1, progress=False)
+    par = sw.sweep(None, BASE, pts, tmp_path / "par", jobs=2, progress=False)
+    assert len(seq) == 8 and seq["error"].isna().all()
+    pd.testing.assert_frame_equal(seq, par)
+    stamp = {p: p.stat().st_mtime_ns for p in (tmp_path / "par" / "runs").glob("*/summary.json")}
+    again = sw.sweep(None, BASE, pts, tmp_path / "par", jobs=2, progress=False)
+    pd.testing.assert_frame_equal(again, par)
+    assert stamp == {p: p.stat().st_mtime_ns for p in (tmp_path / "par" / "runs").glob("*/summary.json")}
+    # more load, more waiting: the table is what analysis reads
+    t = seq.groupby("workload.arrival.rate")["mean_ttft_ms"].mean()
+    assert t[8] > t[4]
+
+
+def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path):
+    pts = sw.expand(["engine.max_num_seqs=8,-1"], [], seeds=1)
+    t = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
+    bad = t[t["engine.max_num_seqs"] == -1]
+    assert len(t) == 2 and "engine.max_num_seqs" in bad["error"].iloc[0]
+    assert t[t["engine.max_num_seqs"] == 8]["error"].isna().all()
+    assert list((tmp_path / "runs").glob("*.error.txt"))
+
+
+def test_interrupt_keeps_finished_runs(tmp_path, monkeypatch):
+    pts = sw.expand(["workload.arrival.rate=2,4,6,8"], [], seeds=1)
+    real = sw.run_point
+    calls = []
+
+    def flaky(*args):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    monkeypatch.setattr(sw, "run_point", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
+    assert len(pd.read_parquet(tmp_path / "sweep.parquet")) == 2
+    monkeypatch.setattr(sw, "run_point", real)
+    assert len(sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)) == 4
+
+
+def test_cli(tmp_path, capsys):
+    assert main(["sweep", "--grid", "workload.arrival.rate=3,6", "--out", str(tmp_path), "--jobs", "1",
+                 "--no-progress"] + [x for s in BASE for x in ("--set", s)]) == 0
+    assert "2 runs (0 failed)" in capsys.readouterr().out
+    assert len(pd.read_csv(tmp_path / "sweep.csv")) == 2
+
+
+def test_ray_executor_matches_the_process_pool(tmp_path):
+    pytest.importorskip("ray", reason="ray is an optional extra: pip install -e '.[ray]'")
+    pts = sw.expand(["workload.arrival.rate=4,8"], [], seeds=1)
+    local = sw.sweep(None, BASE, pts, tmp_path / "p", jobs=2, progress=False)
+    ray = sw.sweep(None, BASE, pts, tmp_path / "r", executor="ray", progress=False)
+    pd.testing.assert_frame_equal(local, ray)
