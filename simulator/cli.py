@@ -178,6 +178,29 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def cmd_search_max_rate(args) -> int:
+    from simulator.search import max_rate, parse_slos
+    from simulator.sweep import expand
+
+    slos = parse_slos(args.slo)
+    rows = []
+    for point in expand(args.grid, [], 1) if args.grid else [{}]:
+        point.pop("seed", None)
+        sets = args.set + [f"{k}={v}" for k, v in point.items()]
+        r = max_rate(args.scenario, sets, slos, args.low, args.high, args.tolerance)
+        s = r["summary"]
+        rows.append(point | {"max_rate": r["max_rate"], "fails_at": r.get("fails_at"), "runs": r["runs"]}
+                    | {k: s.get(k) for k in slos} | {"request_throughput": s.get("request_throughput")})
+    import pandas as pd
+
+    table = pd.DataFrame(rows)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        table.to_csv(Path(args.out) / "max_rate.csv", index=False)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    return 0
+
+
 def cmd_bench(args) -> int:
     from simulator.bench import run_bench
 
@@ -230,6 +253,20 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--out", default="results/sweep")
     sw.add_argument("--no-progress", action="store_true")
     sw.set_defaults(func=cmd_sweep)
+
+    se = sub.add_parser("search", help="search a setting for the best value meeting SLOs")
+    ssub = se.add_subparsers(dest="search_command", required=True)
+    mr = ssub.add_parser("max-rate", help="the highest arrival rate meeting every SLO (bisection), per grid point")
+    mr.add_argument("scenario", nargs="?")
+    mr.add_argument("--slo", action="append", default=[], metavar="METRIC_STAT_ms=TARGET",
+                    help="e.g. ttft_p99_ms=500 (repeatable; all must hold)")
+    mr.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", help="one search per point")
+    mr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    mr.add_argument("--low", type=float, default=0.05, help="a rate expected to meet the SLOs (req/s)")
+    mr.add_argument("--high", type=float, help="a rate expected to fail (default: found by doubling)")
+    mr.add_argument("--tolerance", type=float, default=0.05, help="stop when the bracket is this narrow (relative)")
+    mr.add_argument("--out", help="directory for max_rate.csv")
+    mr.set_defaults(func=cmd_search_max_rate)
 
     w = sub.add_parser("workload", help="inspect a trace or a scenario's workload, or save it as JSONL")
     wsub = w.add_subparsers(dest="workload_command", required=True)

@@ -1,0 +1,76 @@
+"""`servesim search max-rate`: the highest arrival rate that still meets every SLO, by bisection.
+
+Latency grows with load but not smoothly at every seed, so the search keeps an invariant
+rather than trusting monotonicity: `low` is a measured rate that meets the SLOs and `high`
+one that does not; it stops when they are within the tolerance.
+"""
+
+from __future__ import annotations
+
+import re
+
+from simulator.errors import ConfigError
+
+_SLO = re.compile(r"^(ttft|tpot|itl|e2el|queue_time)_(mean|median|p50|p90|p99)_ms$")
+
+
+def parse_slos(specs: list[str]) -> dict[str, float]:
+    """ttft_p99_ms=500 -> {'p99_ttft_ms': 500.0}; a summary key (p99_ttft_ms=500) is taken as is."""
+    slos = {}
+    for spec in specs:
+        key, _, value = spec.partition("=")
+        m = _SLO.match(key)
+        if m:
+            metric, stat = m.groups()
+            key = f"{'median' if stat == 'p50' else stat}_{metric}_ms"
+        elif not re.match(r"^(mean|median|p90|p99)_(ttft|tpot|itl|e2el|queue_time)_ms$", key):
+            raise ConfigError("--slo", f"{spec!r}: use e.g. ttft_p99_ms=500 or tpot_p90_ms=50")
+        try:
+            slos[key] = float(value)
+        except ValueError:
+            raise ConfigError("--slo", f"{spec!r}: the target must be a number of ms") from None
+    if not slos:
+        raise ConfigError("--slo", "give at least one SLO")
+    return slos
+
+
+def meets(summary: dict, slos: dict) -> bool:
+    return summary["completed"] > 0 and all(summary.get(k) is not None and summary[k] <= v for k, v in slos.items())
+
+
+def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.05, high: float | None = None,
+             tolerance: float = 0.05, max_runs: int = 30) -> dict:
+    from simulator.config import load
+    from simulator.engine import simulate
+
+    def run(rate: float) -> dict:
+        return simulate(load(scenario, sets + [f"workload.arrival.rate={rate:.6g}"])).summary
+
+    base = load(scenario, sets)
+    if not getattr(base.scenario.workload, "arrival", None) or base.scenario.workload.arrival.process not in (
+            "poisson", "gamma", "constant", "onoff"):
+        raise ConfigError("workload.arrival", "search max-rate varies arrival.rate: use poisson, gamma, constant or onoff")
+    runs = 0
+    at_low = run(low)
+    runs += 1
+    if not meets(at_low, slos):
+        return {"max_rate": None, "reason": f"the SLOs fail already at {low:g} req/s", "runs": runs, "summary": at_low}
+    if high is None:  # grow until the SLOs fail
+        high = low * 2
+        while runs < max_runs:
+            s = run(high)
+            runs += 1
+            if not meets(s, slos):
+                break
+            low, at_low, high = high, s, high * 2
+        else:
+            return {"max_rate": low, "reason": "no failing rate found", "runs": runs, "summary": at_low}
+    while (high - low) / high > tolerance and runs < max_runs:
+        mid = (low + high) / 2
+        s = run(mid)
+        runs += 1
+        if meets(s, slos):
+            low, at_low = mid, s
+        else:
+            high = mid
+    return {"max_rate": low, "fails_at": high, "runs": runs, "summary": at_low}

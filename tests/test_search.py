@@ -1,0 +1,38 @@
+"""search max-rate keeps its bracket honest: the rate it returns meets the SLOs, the one above does not."""
+
+import pytest
+
+from simulator.config import load
+from simulator.engine import simulate
+from simulator.errors import ConfigError
+from simulator.search import max_rate, meets, parse_slos
+
+SETS = ["workload.num_requests=200"]
+SCEN = "docs/scenarios/essay-batching.yaml"
+
+
+def test_parse_slos():
+    assert parse_slos(["ttft_p99_ms=500", "tpot_p50_ms=40", "p90_itl_ms=30"]) == \
+        {"p99_ttft_ms": 500.0, "median_tpot_ms": 40.0, "p90_itl_ms": 30.0}
+    with pytest.raises(ConfigError):
+        parse_slos(["latency=5"])
+    with pytest.raises(ConfigError):
+        parse_slos([])
+
+
+def test_max_rate_brackets_the_slo():
+    slos = parse_slos(["ttft_p99_ms=1000"])
+    r = max_rate(SCEN, SETS, slos, tolerance=0.05)
+    assert r["max_rate"] and r["fails_at"] > r["max_rate"] and (r["fails_at"] - r["max_rate"]) / r["fails_at"] <= 0.05
+
+    def at(rate):
+        return simulate(load(SCEN, SETS + [f"workload.arrival.rate={rate:.6g}"])).summary
+
+    assert meets(at(r["max_rate"]), slos) and not meets(at(r["fails_at"]), slos)
+    more_slots = max_rate(SCEN, SETS + ["engine.max_num_seqs=32"], slos)
+    assert more_slots["max_rate"] > r["max_rate"]  # capacity planning: more slots, more traffic
+
+
+def test_max_rate_needs_an_open_loop_rate():
+    with pytest.raises(ConfigError):
+        max_rate(None, ["workload.arrival={process: closed_loop, concurrency: 4}"], parse_slos(["ttft_p99_ms=5"]))
