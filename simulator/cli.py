@@ -201,6 +201,43 @@ def cmd_search_max_rate(args) -> int:
     return 0
 
 
+def cmd_plot(args) -> int:
+    import pandas as pd
+
+    from simulator import plots
+
+    src = Path(args.results)
+    out = Path(args.out) if args.out else (src if src.is_dir() else src.parent) / f"plot-{args.kind}"
+    if args.kind == "timeline":
+        steps = src / "steps.parquet" if src.is_dir() else src
+        if not steps.is_file():
+            raise ConfigError("results", f"{steps} not found: give a run's output directory")
+        files = plots.timeline(pd.read_parquet(steps), out, args.title or f"run {src}")
+    else:
+        name = {"capacity": "max_rate.csv"}.get(args.kind, "sweep.parquet")
+        table_path = src / name if src.is_dir() else src
+        if not table_path.is_file():
+            raise ConfigError("results", f"{table_path} not found: give a sweep (or search) output directory")
+        table = pd.read_parquet(table_path) if table_path.suffix == ".parquet" else pd.read_csv(table_path)
+        if "error" in table:
+            table = table[table["error"].isna()]
+        for col in [c for c in ((args.x if args.kind != "capacity" else None), args.by) if c]:
+            if col not in table:
+                raise ConfigError("--x" if col == args.x else "--by", f"{col!r} is not a column of {table_path}")
+        if args.kind == "latency-vs-rate":
+            files = plots.latency_vs_rate(table, out, args.x, args.by)
+        elif args.kind == "pareto":
+            files = plots.pareto(table, out, by=args.by)
+        elif args.kind == "goodput":
+            if "request_goodput" not in table:
+                raise ConfigError("results", "no request_goodput column: the swept scenario needs workload.slo_classes")
+            files = plots.goodput_vs_rate(table, out, args.x, args.by)
+        else:
+            files = plots.capacity(table, out, args.by or table.columns[0])
+    print("written: " + ", ".join(str(f) for f in files))
+    return 0
+
+
 def cmd_bench(args) -> int:
     from simulator.bench import run_bench
 
@@ -267,6 +304,15 @@ def build_parser() -> argparse.ArgumentParser:
     mr.add_argument("--tolerance", type=float, default=0.05, help="stop when the bracket is this narrow (relative)")
     mr.add_argument("--out", help="directory for max_rate.csv")
     mr.set_defaults(func=cmd_search_max_rate)
+
+    pl = sub.add_parser("plot", help="plots of a sweep, a search or one run (PNG and SVG)")
+    pl.add_argument("results", help="a sweep or search output directory, or a run's output directory (timeline)")
+    pl.add_argument("--kind", required=True, choices=["latency-vs-rate", "pareto", "goodput", "timeline", "capacity"])
+    pl.add_argument("--x", default="workload.arrival.rate", help="the load axis (sweep column)")
+    pl.add_argument("--by", default=None, help="one line per value of this sweep column")
+    pl.add_argument("--title")
+    pl.add_argument("--out", help="output path without extension (default: beside the results)")
+    pl.set_defaults(func=cmd_plot)
 
     w = sub.add_parser("workload", help="inspect a trace or a scenario's workload, or save it as JSONL")
     wsub = w.add_subparsers(dest="workload_command", required=True)

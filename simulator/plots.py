@@ -40,3 +40,139 @@ def latency_distributions(result, path: str | Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _figure(path_stem: str | Path, fig) -> list[Path]:
+    """PNG and SVG side by side."""
+    import matplotlib.pyplot as plt
+
+    stem = Path(path_stem)
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    out = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    fig.tight_layout()
+    fig.savefig(out[0], dpi=110)
+    fig.savefig(out[1])
+    plt.close(fig)
+    return out
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _label(key: str) -> str:
+    return {"workload.arrival.rate": "arrival rate (req/s)", "engine.max_num_batched_tokens": "token budget",
+            "engine.max_num_seqs": "max_num_seqs"}.get(key, key)
+
+
+def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | None = "engine.max_num_batched_tokens"):
+    """TTFT and TPOT (p50 solid, p99 dashed) against load, one colour per `by` value: the budget trade-off."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    groups = table.groupby(by) if by and by in table else [(None, table)]
+    for (value, g), color in zip(groups, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
+        g = g.groupby(x).mean(numeric_only=True).reset_index()
+        for ax, metric in zip(axes, ("ttft", "tpot")):
+            name = f"{_label(by)} = {value}" if value is not None else "runs"
+            ax.plot(g[x], g[f"median_{metric}_ms"], "-o", color=color, label=f"{name}, p50")
+            ax.plot(g[x], g[f"p99_{metric}_ms"], "--s", color=color, label=f"{name}, p99")
+    import matplotlib.ticker as mticker
+
+    for ax, title in zip(axes, ("Time to first token", "Time per output token")):
+        ax.set_xlabel(_label(x))
+        ax.set_ylabel("milliseconds (log scale)")
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
+        ax.yaxis.set_minor_formatter(mticker.FuncFormatter(
+            lambda v, _: f"{v:,.0f}" if str(int(v))[0] in "25" and v >= 1 else ""))
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    return _figure(path, fig)
+
+
+def pareto(table, path, latency: str = "p99_tpot_ms", throughput: str = "output_throughput", by: str | None = None):
+    """Each run as (latency, throughput); the frontier joins the runs no other run beats on both."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 5))
+    t = table.dropna(subset=[latency, throughput])
+    c = t[by] if by and by in t else None
+    sc = ax.scatter(t[latency], t[throughput], c=c, cmap="viridis", s=30)
+    if c is not None:
+        fig.colorbar(sc, ax=ax, label=_label(by))
+    front = t.sort_values([latency, throughput], ascending=[True, False])
+    best, pts = -1.0, []
+    for lat, thr in zip(front[latency], front[throughput]):
+        if thr > best:
+            best = thr
+            pts.append((lat, thr))
+    if pts:
+        ax.plot(*zip(*pts), "-", color="crimson", label="Pareto frontier")
+    ax.set_xlabel(f"{latency} (ms)")
+    ax.set_ylabel(throughput.replace("_", " ") + (" (tok/s)" if "output" in throughput else " (req/s)"))
+    ax.set_title("Throughput against latency")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return _figure(path, fig)
+
+
+def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | None = None):
+    """Goodput (requests/s meeting their SLOs) and throughput against offered load."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    groups = table.groupby(by) if by and by in table else [(None, table)]
+    for (value, g), color in zip(groups, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
+        g = g.groupby(x).mean(numeric_only=True).reset_index()
+        suffix = f" ({_label(by)} = {value})" if value is not None else ""
+        ax.plot(g[x], g["request_goodput"], "-o", color=color, label="goodput" + suffix)
+        ax.plot(g[x], g["request_throughput"], ":", color=color, label="throughput" + suffix)
+    lim = float(table[x].max())
+    ax.plot([0, lim], [0, lim], color="grey", lw=0.8, label="offered load")
+    ax.set_xlabel(_label(x))
+    ax.set_ylabel("requests per second")
+    ax.set_title("Goodput under SLOs")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _figure(path, fig)
+
+
+def timeline(steps, path, title: str = "one run over time"):
+    """Queue depth, running requests, KV usage and preemptions against simulated time."""
+    plt = _plt()
+    fig, axes = plt.subplots(3, 1, figsize=(11, 7), sharex=True)
+    t = steps["start"].to_numpy()
+    axes[0].plot(t, steps["num_waiting"], label="waiting", color="tab:red")
+    axes[0].plot(t, steps["num_running"], label="running", color="tab:blue")
+    axes[0].set_ylabel("requests")
+    axes[0].legend()
+    axes[1].plot(t, steps["kv_usage"] * 100, color="tab:green")
+    axes[1].set_ylabel("KV cache usage (%)")
+    axes[1].set_ylim(0, 105)
+    pre = steps[steps["num_preempted"] > 0]
+    axes[2].vlines(pre["start"], 0, pre["num_preempted"], color="tab:purple")
+    axes[2].set_ylabel("preemptions per step")
+    axes[2].set_xlabel("simulated time (s)")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    axes[0].set_title(title)
+    return _figure(path, fig)
+
+
+def capacity(table, path, by: str):
+    """The highest rate meeting the SLOs, per configuration (servesim search max-rate)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    labels = table[by].astype(str) if by in table else table.index.astype(str)
+    ax.bar(labels, table["max_rate"].fillna(0), color="tab:blue")
+    for i, v in enumerate(table["max_rate"].fillna(0)):
+        ax.text(i, v, f"{v:.2f}", ha="center", va="bottom")
+    ax.set_xlabel(_label(by))
+    ax.set_ylabel("max arrival rate meeting the SLOs (req/s)")
+    ax.set_title("Capacity per configuration")
+    ax.grid(alpha=0.3, axis="y")
+    return _figure(path, fig)

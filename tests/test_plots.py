@@ -1,0 +1,40 @@
+"""Every plot kind renders from real sweep / search / run outputs; wrong inputs are named."""
+
+import pytest
+
+from simulator.cli import main
+
+SETS = ["workload.num_requests=80", "workload.slo_classes={chat: {ttft_ms: 1000}}"]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    args = ["sweep", "docs/scenarios/essay-batching.yaml", "--grid", "workload.arrival.rate=2,6",
+            "--grid", "engine.max_num_batched_tokens=256,2048", "--out", str(out), "--jobs", "1", "--no-progress"]
+    assert main(args + [x for s in SETS for x in ("--set", s)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("kind", ["latency-vs-rate", "pareto", "goodput"])
+def test_sweep_plots(swept, kind, capsys):
+    assert main(["plot", str(swept), "--kind", kind, "--by", "engine.max_num_batched_tokens"]) == 0
+    for ext in ("png", "svg"):
+        assert (swept / f"plot-{kind}.{ext}").stat().st_size > 5000
+
+
+def test_timeline_and_capacity(swept, tmp_path, capsys):
+    run = next((swept / "runs").iterdir())
+    assert main(["plot", str(run), "--kind", "timeline"]) == 0
+    assert (run / "plot-timeline.png").stat().st_size > 5000
+    assert main(["search", "max-rate", "docs/scenarios/essay-batching.yaml", "--slo", "ttft_p99_ms=1000",
+                 "--grid", "engine.max_num_seqs=8,16", "--set", "workload.num_requests=80", "--out", str(tmp_path)]) == 0
+    assert main(["plot", str(tmp_path), "--kind", "capacity", "--by", "engine.max_num_seqs"]) == 0
+    assert (tmp_path / "plot-capacity.png").stat().st_size > 5000
+
+
+def test_plot_errors(swept, tmp_path, capsys):
+    assert main(["plot", str(tmp_path), "--kind", "pareto"]) == 2
+    assert "not found" in capsys.readouterr().err
+    assert main(["plot", str(swept), "--kind", "latency-vs-rate", "--by", "no.such.column"]) == 2
+    assert "no.such.column" in capsys.readouterr().err
