@@ -1,0 +1,121 @@
+"""Writes the notebooks from the cell sources below: edit here, run `.venv/bin/python notebooks/make_notebooks.py`."""
+from pathlib import Path
+
+import nbformat as nbf
+
+HERE = Path(__file__).parent
+
+def nb(cells, path):
+    n = nbf.v4.new_notebook()
+    n.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    n.cells = [nbf.v4.new_markdown_cell(c[3:]) if c.startswith("md:") else nbf.v4.new_code_cell(c) for c in cells]
+    nbf.write(n, path)
+
+SETUP = '''import os
+from pathlib import Path
+import pandas as pd
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+from simulator.config import load
+from simulator.engine import simulate
+# the test suite sets SERVESIM_NOTEBOOK_SMALL=1 to run every notebook on small inputs
+SMALL = os.environ.get("SERVESIM_NOTEBOOK_SMALL") == "1"
+ROOT = Path.cwd() if (Path.cwd() / "pyproject.toml").exists() else Path.cwd().parent
+SHARED = ROOT.parent / "shared" / "data"'''
+
+nb([
+"md:# Token budget and chunked prefill on the Azure conversation trace\n\nThe background essays' trade-off: a smaller `max_num_batched_tokens` bounds every step, so inter-token latency stays low while long prompts are prefilled, but first tokens wait longer. Replayed on one hour of Azure's production chat trace (2023, CC-BY-4.0; `../shared/data/README.md`), on the default deployment (Llama-3.1-8B, H200, calibrated profile).",
+SETUP,
+'''trace = SHARED / "traces" / "azure2023" / "AzureLLMInferenceTrace_conv.csv"
+assert trace.is_file(), f"{trace} is needed (../shared/data)"
+window = 60 if SMALL else 900      # seconds of the trace
+rate_x = 3.0                       # replay at three times the recorded rate: a busy hour
+budgets = [512, 2048, 8192]
+rows = []
+for chunked in (True, False):
+    for budget in budgets:
+        sets = [f"workload={{type: trace, path: {trace}, duration_s: {window}, time_scale: {rate_x}}}",
+                f"engine.max_num_batched_tokens={budget}", f"engine.enable_chunked_prefill={str(chunked).lower()}"]
+        if not chunked:
+            sets.append("engine.max_model_len=8192")   # vLLM needs budget >= max_model_len without chunking
+        if not chunked and budget < 8192:
+            continue
+        s = simulate(load(None, sets)).summary
+        rows.append({"chunked_prefill": chunked, "budget": budget, "requests": s["completed"],
+                     "ttft_p50_ms": s["median_ttft_ms"], "ttft_p99_ms": s["p99_ttft_ms"],
+                     "itl_p50_ms": s["median_itl_ms"], "itl_p99_ms": s["p99_itl_ms"], "max_itl_ms": s["max_itl_ms"]})
+table = pd.DataFrame(rows)
+table''',
+'''fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+on = table[table.chunked_prefill]
+axes[0].plot(on.budget, on.ttft_p99_ms, "-o", label="TTFT p99")
+axes[0].plot(on.budget, on.ttft_p50_ms, "-o", label="TTFT p50")
+axes[1].plot(on.budget, on.itl_p99_ms, "-o", label="ITL p99")
+axes[1].plot(on.budget, on.max_itl_ms, "-o", label="ITL max")
+for ax in axes:
+    ax.set_xscale("log", base=2); ax.set_xlabel("max_num_batched_tokens"); ax.set_ylabel("ms"); ax.legend(); ax.grid(alpha=.3)
+axes[0].set_title("first token"); axes[1].set_title("between tokens")
+fig.tight_layout()''',
+'''# the trade-off the essays describe: a bigger budget, lower TTFT; a smaller one, a bounded stall
+small, big = on.iloc[0], on.iloc[-1]
+assert small.max_itl_ms <= big.max_itl_ms
+print(f"budget {int(small.budget)}: worst gap {small.max_itl_ms:.0f} ms, TTFT p99 {small.ttft_p99_ms:.0f} ms; "
+      f"budget {int(big.budget)}: worst gap {big.max_itl_ms:.0f} ms, TTFT p99 {big.ttft_p99_ms:.0f} ms")''',
+], str(HERE / "token_budget_azure.ipynb"))
+
+nb([
+"md:# Capacity planning: the calculator and the simulator side by side\n\nHow many requests fit on one GPU? `servesim capacity` does the paging arithmetic; a simulation of a burst shows how many actually run at once, and what latency users then see. Llama-3.1-8B on an H200 at vLLM's defaults.",
+SETUP,
+'''from simulator.capacity import capacity, kv_pool_bytes
+from simulator.model_arch import load_model
+from simulator.hardware import load_hardware
+arch, hw = load_model("llama-3.1-8b"), load_hardware("h200-sxm")
+rows = []
+for tokens in ([1000, 4000] if SMALL else [1000, 2000, 4000, 8000]):
+    pool = kv_pool_bytes(hw.memory_bytes, 0.92, arch.weight_bytes)
+    calc = capacity(model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token, pool_bytes=pool,
+                    block_size=16, max_model_len=131072, tokens_per_request=tokens)
+    prompt, output = tokens // 2, tokens // 2
+    n = calc.paged_requests + 200
+    run = simulate(load(None, [f"workload.num_requests={n}", "workload.arrival={process: burst}",
+                               f"workload.prompt_tokens={{dist: fixed, value: {prompt}}}",
+                               f"workload.output_tokens={{dist: fixed, value: {output}}}",
+                               "engine.max_num_seqs=4096", "engine.max_num_batched_tokens=65536",
+                               "engine.enable_prefix_caching=false"]))
+    pre = run.steps[run.steps.num_preempted > 0]
+    rows.append({"tokens per request": tokens, "calculator (paged)": calc.paged_requests,
+                 "simulated: admitted at first": int(run.steps.num_running.max()),
+                 "simulated: running once full": int(pre.num_running.iloc[-1]) if len(pre) else None,
+                 "preemptions": run.summary["num_preemptions"], "TPOT p50 (ms)": run.summary["median_tpot_ms"]})
+table = pd.DataFrame(rows)
+table''',
+'''# vLLM admits on the prompt, so a burst first runs more requests than fit at full length; as
+# outputs grow the pool fills and preemptions bring the running set down to exactly the
+# calculator's figure. Both numbers matter when sizing: the preempted ones pay for it in latency.
+assert (table["simulated: running once full"] == table["calculator (paged)"]).all()
+ax = table.plot(x="tokens per request", y=["calculator (paged)", "simulated: admitted at first", "simulated: running once full"],
+                marker="o", logy=True)
+ax.set_ylabel("concurrent requests"); ax.grid(alpha=.3)''',
+], str(HERE / "capacity_planning.ipynb"))
+
+nb([
+"md:# Calibration quality: predicted against measured step times\n\nA CPU calibration of the tiny Llama on this machine (the small one in full runs), fitted with the `linear` form, and the held-out error by batch shape.",
+SETUP,
+'''import tempfile
+from calibration.harness import run_calibration
+from calibration.profile_io import fit_directory
+out = Path(tempfile.mkdtemp())
+run_calibration("tiny-llama" if SMALL else "small-llama", "cpu", "fp32", out, grid="quick" if SMALL else "cpu", progress=False)
+path, fit = fit_directory(out)
+pred = fit.predictions.assign(error=lambda d: (d.predicted_ms - d.time_ms) / d.time_ms)
+print(f"held-out MAPE {fit.held_out['mape']:.1%}, p90 {fit.held_out['p90_ape']:.1%} over {fit.held_out['points']} points")''',
+'''fig, ax = plt.subplots(figsize=(5, 5))
+for kind, g in pred.groupby("kind"):
+    ax.scatter(g.time_ms, g.predicted_ms, label=kind)
+lim = [pred[["time_ms", "predicted_ms"]].min().min(), pred[["time_ms", "predicted_ms"]].max().max()]
+ax.plot(lim, lim, color="grey", lw=.8)
+ax.set_xscale("log"); ax.set_yscale("log"); ax.set_xlabel("measured (ms)"); ax.set_ylabel("predicted (ms)"); ax.legend()''',
+'''by_shape = pred.groupby(["kind", "split"]).error.agg(["count", lambda e: e.abs().mean()]).rename(columns={"<lambda_0>": "MAPE"})
+by_shape''',
+], str(HERE / "calibration_quality.ipynb"))
