@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench venv clean profiles fidelity fidelity-replay vllm-env fidelity-vllm
+.PHONY: run test bench venv clean profiles fidelity fidelity-replay vllm-env fidelity-vllm results
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -65,3 +65,19 @@ fidelity-vllm: $(STAMP) vllm-env
 	$(BIN)/servesim validate vllm docs/scenarios/vllm-small-cpu.yaml --repeats 3 \
 	  --loads rate=2,rate=4.5,rate=7,rate=9.5,concurrency=4,concurrency=16,concurrency=32,concurrency=64 \
 	  --out results/fidelity/vllm-small-llama-cpu
+
+# The committed example results (results/example-sweep/): a sweep over load and token budget, its plots,
+# a capacity search and one run's timeline. About a minute.
+EX := results/example-sweep
+results: $(STAMP)
+	rm -rf $(EX)
+	$(BIN)/servesim sweep docs/scenarios/example-sweep.yaml --grid workload.arrival.rate=4,8,12,16 \
+	  --grid engine.max_num_batched_tokens=512,2048,8192 --out $(EX) --no-progress
+	$(BIN)/servesim plot $(EX) --kind latency-vs-rate --by engine.max_num_batched_tokens
+	$(BIN)/servesim plot $(EX) --kind pareto --by workload.arrival.rate
+	$(BIN)/servesim plot $(EX) --kind goodput --by engine.max_num_batched_tokens
+	$(BIN)/servesim search max-rate docs/scenarios/example-sweep.yaml --slo ttft_p99_ms=500 --slo tpot_p99_ms=50 \
+	  --grid engine.max_num_batched_tokens=512,2048,8192 --out $(EX)/capacity
+	$(BIN)/servesim plot $(EX)/capacity --kind capacity --by engine.max_num_batched_tokens
+	$(BIN)/servesim run docs/scenarios/example-sweep.yaml --set workload.arrival.rate=12 --out $(EX)/run-12rps --quiet
+	$(BIN)/servesim plot $(EX)/run-12rps --kind timeline --title "12 req/s, token budget 8192"
