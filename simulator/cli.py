@@ -238,6 +238,28 @@ def cmd_plot(args) -> int:
     return 0
 
 
+def cmd_search_replicas(args) -> int:
+    from simulator.search import min_replicas, parse_slos
+    from simulator.sweep import expand
+
+    slos = parse_slos(args.slo)
+    rows = []
+    for point in expand(args.grid, [], 1) if args.grid else [{}]:
+        point.pop("seed", None)
+        r = min_replicas(args.scenario, args.set + [f"{k}={v}" for k, v in point.items()], slos, args.rate, args.max)
+        s = r["summary"]
+        rows.append(point | {"replicas": r["replicas"], "fails_with": r.get("fails_with"), "runs": r["runs"]}
+                    | {k: s.get(k) for k in slos} | {"request_throughput": s.get("request_throughput")})
+    import pandas as pd
+
+    table = pd.DataFrame(rows)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        table.to_csv(Path(args.out) / "replicas.csv", index=False)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    return 0
+
+
 def cmd_bench(args) -> int:
     from simulator.bench import run_bench
 
@@ -313,6 +335,16 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--title")
     pl.add_argument("--out", help="output path without extension (default: beside the results)")
     pl.set_defaults(func=cmd_plot)
+
+    rp = ssub.add_parser("replicas", help="the fewest replicas meeting every SLO at a given rate")
+    rp.add_argument("scenario", nargs="?")
+    rp.add_argument("--rate", type=float, help="arrival rate, req/s (default: the scenario's)")
+    rp.add_argument("--slo", action="append", default=[], metavar="METRIC_STAT_ms=TARGET")
+    rp.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...")
+    rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    rp.add_argument("--max", type=int, default=256, help="give up beyond this many replicas")
+    rp.add_argument("--out", help="directory for replicas.csv")
+    rp.set_defaults(func=cmd_search_replicas)
 
     w = sub.add_parser("workload", help="inspect a trace or a scenario's workload, or save it as JSONL")
     wsub = w.add_subparsers(dest="workload_command", required=True)

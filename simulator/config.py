@@ -90,6 +90,13 @@ class PolicySettings(_Strict):
         None, description="None: the queue policy's own (vLLM: last admitted for fcfs, lowest priority for priority)")
 
 
+class ClusterSettings(_Strict):
+    """Replicas of the same deployment behind a router (each its own scheduler and KV pool)."""
+
+    replicas: PositiveInt = 1
+    router: Literal["round_robin", "random", "least_outstanding"] = "round_robin"
+
+
 class SimulationSettings(_Strict):
     decode_runs: bool = Field(True, description="advance uninterrupted decode steps together (same results, faster)")
     max_sim_time_s: PositiveFloat | None = Field(None, description="stop the run at this simulated time")
@@ -104,6 +111,7 @@ class Scenario(_Strict):
     engine: EngineSettings = EngineSettings()
     policies: PolicySettings = PolicySettings()
     workload: Workload = SyntheticWorkload()
+    cluster: ClusterSettings = ClusterSettings()
     simulation: SimulationSettings = SimulationSettings()
     resolved: dict | None = Field(None, description="written by servesim next to results; ignored on input")
 

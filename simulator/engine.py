@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import partial
 
 from policies import make_batching, make_queue_policy
+from policies.routing import make_router
+from simulator.errors import ConfigError
 from simulator.batch import BatchShape, decode_shape
 from simulator.clock import SimClock
 from simulator.config import ResolvedScenario
@@ -32,13 +34,12 @@ class ArrivalSource:
     clients, the next turn of a chat) are scheduled one event each when they are made.
     """
 
-    def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, deliver, check=lambda req: None):
+    def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, route):
         self.env = env
-        self.check = check  # the admission check of the replica the request would go to
+        self.route = route  # request -> the replica it goes to
         self.source = source
         self.specs = sorted(source.initial(), key=lambda s: (s.arrival_time, s.request_id))
         self.max_model_len = max_model_len
-        self.deliver = deliver
         self._static_next = self.specs[0].arrival_time if self.specs else math.inf
         self._pending: list[float] = []  # arrival times of scheduled follow-ups (a heap)
         self.requests: list[Request] = []
@@ -57,13 +58,15 @@ class ArrivalSource:
     def _arrive(self, spec: RequestSpec) -> None:
         req = Request(spec, self.max_model_len)
         self.requests.append(req)
-        reason = "prompt_too_long" if spec.prompt_tokens >= self.max_model_len else self.check(req)
+        replica = self.route(req)
+        req.replica = replica.index
+        reason = "prompt_too_long" if spec.prompt_tokens >= self.max_model_len else replica.admission_error(req)
         if reason:  # vLLM answers 400 (no room for one output token) or 503 (queue limits)
             req.status = REJECTED
             req.reject_reason = reason
             self.finished(req, spec.arrival_time, completed=False)
             return
-        self.deliver(req)
+        replica.add_request(req)
 
     def _follow_up(self, spec: RequestSpec, _event) -> None:
         heapq.heappop(self._pending)
@@ -129,6 +132,10 @@ class Replica:
             if slo is not None and sched.predicted_queue_wait(req.prompt_tokens, self.prefill_tokens_per_s) > slo:
                 return "predicted_ttft_over_slo"
         return None
+
+    @property
+    def unfinished(self) -> int:
+        return len(self.scheduler.running) + len(self.scheduler.waiting)
 
     def add_request(self, req: Request) -> None:
         req.replica = self.index
@@ -199,9 +206,12 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
         source = StaticSource(list(specs))
     env = SimClock()
     replicas: list[Replica] = []
-    arrivals = ArrivalSource(env, source, rs.max_model_len, lambda req: replicas[0].add_request(req),
-                             lambda req: replicas[0].admission_error(req))
-    replicas.append(Replica(env, 0, rs, arrivals, executor))
+    c = rs.scenario.cluster
+    router = make_router(c.router, c.replicas, rs.scenario.seed)
+    arrivals = ArrivalSource(env, source, rs.max_model_len, lambda req: replicas[router.choose(req, replicas)])
+    if executor is not None and c.replicas > 1:
+        raise ConfigError("cluster.replicas", "a measured replay runs one replica")
+    replicas.extend(Replica(env, i, rs, arrivals, executor) for i in range(c.replicas))
     env.process(arrivals.run())
     for r in replicas:
         env.process(r.run())

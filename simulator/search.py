@@ -74,3 +74,42 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
         else:
             high = mid
     return {"max_rate": low, "fails_at": high, "runs": runs, "summary": at_low}
+
+
+def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float | None = None,
+                 most: int = 256) -> dict:
+    """The fewest replicas meeting every SLO: doubling to a passing count, then bisection, keeping
+    a measured failing count below a measured passing one."""
+    from simulator.config import load
+    from simulator.engine import simulate
+
+    extra = [f"workload.arrival.rate={rate:g}"] if rate is not None else []
+
+    def run(n: int) -> dict:
+        return simulate(load(scenario, sets + extra + [f"cluster.replicas={n}"])).summary
+
+    runs, n = 0, 1
+    s = run(n)
+    runs += 1
+    if meets(s, slos):
+        return {"replicas": 1, "runs": runs, "summary": s}
+    low = 1  # fails
+    while True:
+        n = min(n * 2, most)
+        s = run(n)
+        runs += 1
+        if meets(s, slos):
+            high, at_high = n, s
+            break
+        low = n
+        if n == most:
+            return {"replicas": None, "reason": f"not met with {most} replicas", "runs": runs, "summary": s}
+    while high - low > 1:
+        mid = (low + high) // 2
+        s = run(mid)
+        runs += 1
+        if meets(s, slos):
+            high, at_high = mid, s
+        else:
+            low = mid
+    return {"replicas": high, "fails_with": low, "runs": runs, "summary": at_high}

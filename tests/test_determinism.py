@@ -20,6 +20,7 @@ SCENARIOS = {
              "engine.swap_space=0.05"],
     "reservation": ["policies.admission.reserve=quantile", "engine.num_gpu_blocks_override=600",
                     "engine.max_model_len=4096"],
+    "cluster": ["cluster.replicas=3", "cluster.router=least_outstanding", "workload.arrival.rate=30"],
     "gamma-bursts": ["workload.arrival={process: gamma, rate: 12, cv: 4}", "engine.num_gpu_blocks_override=900",
                      "engine.max_model_len=4096"],
 }

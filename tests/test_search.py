@@ -36,3 +36,26 @@ def test_max_rate_brackets_the_slo():
 def test_max_rate_needs_an_open_loop_rate():
     with pytest.raises(ConfigError):
         max_rate(None, ["workload.arrival={process: closed_loop, concurrency: 4}"], parse_slos(["ttft_p99_ms=5"]))
+
+
+def test_min_replicas_is_the_smallest_cluster_meeting_the_slo():
+    from simulator.search import min_replicas
+
+    slos = parse_slos(["ttft_p99_ms=1000"])
+    r = min_replicas(SCEN, SETS, slos, rate=10)
+    n = r["replicas"]
+    assert n and n > 1 and r["fails_with"] == n - 1
+
+    def with_n(k):
+        return simulate(load(SCEN, SETS + ["workload.arrival.rate=10", f"cluster.replicas={k}"])).summary
+
+    assert meets(with_n(n), slos) and not meets(with_n(n - 1), slos)
+    assert min_replicas(SCEN, SETS, slos, rate=20)["replicas"] > n  # twice the traffic, more replicas
+
+
+def test_cluster_spreads_load_over_replicas():
+    s = simulate(load(None, ["workload.num_requests=300", "workload.arrival.rate=30", "cluster.replicas=3",
+                             "cluster.router=least_outstanding"])).summary
+    assert s["replicas"] == 3 and s["completed"] == 300 and s["load_imbalance"] < 1.2
+    rr = simulate(load(None, ["workload.num_requests=300", "workload.arrival.rate=30", "cluster.replicas=3"])).summary
+    assert rr["replica_completed"] == {"0": 100, "1": 100, "2": 100}  # round robin
