@@ -19,18 +19,28 @@ from simulator.errors import ConfigError  # noqa: E402
 SCENARIO = "docs/scenarios/replay-tiny-cpu.yaml"
 
 
-@pytest.fixture(scope="module")
-def profile(tmp_path_factory):
-    out = tmp_path_factory.mktemp("tiny")
+def _calibrate(out):
     assert main(["calibrate", "run", "--model", "tiny-llama", "--grid", "quick", "--out", str(out), "--fit",
-                 "--no-progress", "--threads", "1"]) == 0
+                 "--no-progress", "--threads", "1", "--repeats", "5"]) == 0
     return out / "profile.yaml"
 
 
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory):
+    return _calibrate(tmp_path_factory.mktemp("tiny"))
+
+
 def test_replay_error_within_the_profiles_tolerance(profile, tmp_path, capsys):
-    out = tmp_path / "fid"
-    rc = main(["validate", "replay", SCENARIO, "--profile", str(profile), "--threads", "1", "--out", str(out)])
-    s = json.loads((out / "summary.json").read_text())
+    # Sub-millisecond steps on a shared 2-core machine: a neighbour's burst during the calibration
+    # shifts every prediction. One fresh calibration and replay is allowed; a real regression in the
+    # executor, the harness or the fit fails both attempts.
+    for attempt in range(2):
+        out = tmp_path / f"fid{attempt}"
+        rc = main(["validate", "replay", SCENARIO, "--profile", str(profile), "--threads", "1", "--out", str(out)])
+        s = json.loads((out / "summary.json").read_text())
+        if rc == 0 and s["ok"]:
+            break
+        profile = _calibrate(tmp_path / f"recal{attempt}")
     assert rc == 0 and s["ok"], s["step_errors"]
     assert s["step_errors"]["steps"] > 100 and s["step_errors"]["mape"] <= s["tolerance"]
     assert 0.7 < s["step_errors"]["median_ratio_predicted_to_measured"] < 1.3  # no systematic bias
