@@ -39,7 +39,51 @@ class LeastOutstanding:
         return min(range(self.n), key=lambda i: loads[i].unfinished)
 
 
-ROUTERS = {r.name: r for r in (RoundRobin, RandomRouter, LeastOutstanding)}
+class LeastKV:
+    """Lowest KV-cache usage; ties to fewer unfinished requests."""
+
+    name = "least_kv"
+
+    def __init__(self, n: int, seed: int = 0):
+        self.n = n
+
+    def choose(self, req, loads) -> int:
+        return min(range(self.n), key=lambda i: (loads[i].kv_usage, loads[i].unfinished))
+
+
+class PrefixAffinity:
+    """The replica holding the longest cached prefix of the request; ties to fewer unfinished requests."""
+
+    name = "prefix_affinity"
+
+    def __init__(self, n: int, seed: int = 0):
+        self.n = n
+
+    def choose(self, req, loads) -> int:
+        return min(range(self.n), key=lambda i: (-loads[i].cached_prefix_tokens(req), loads[i].unfinished))
+
+
+class PredictedCompletion:
+    """Essay 003: the replica minimising T_queue + (prompt - cached prefix) / prefill rate + expected
+    output x TPOT. It prefers a cache hit while queues are comparable and leaves it once a replica
+    saturates."""
+
+    name = "predicted_completion"
+
+    def __init__(self, n: int, seed: int = 0):
+        self.n = n
+
+    def choose(self, req, loads) -> int:
+        def cost(i):
+            r = loads[i]
+            cached = r.cached_prefix_tokens(req)
+            return (r.predicted_queue_wait(req) + (req.prompt_tokens - cached) / r.prefill_tokens_per_s
+                    + req.spec.output_limit * r.predicted_tpot())
+        return min(range(self.n), key=cost)
+
+
+ROUTERS = {r.name: r for r in (RoundRobin, RandomRouter, LeastOutstanding, LeastKV, PrefixAffinity,
+                               PredictedCompletion)}
 
 
 def make_router(name: str, n: int, seed: int = 0):

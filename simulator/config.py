@@ -94,7 +94,8 @@ class ClusterSettings(_Strict):
     """Replicas of the same deployment behind a router (each its own scheduler and KV pool)."""
 
     replicas: PositiveInt = 1
-    router: Literal["round_robin", "random", "least_outstanding"] = "round_robin"
+    router: Literal["round_robin", "random", "least_outstanding", "least_kv", "prefix_affinity",
+                    "predicted_completion"] = "round_robin"
 
 
 class SimulationSettings(_Strict):

@@ -105,14 +105,15 @@ class Replica:
         self.scheduler = Scheduler(settings, self.kv, make_queue_policy(p.queue, p.preemption_victim), batching,
                                    swap_cost=lambda blocks: blocks * self.block_transfer_s, recompute_cost=recompute)
         self.max_num_queued_reqs, self.max_num_queued_tokens = e.max_num_queued_reqs, e.max_num_queued_tokens
-        self.ttft_slo_s = None  # SLO-based shedding: class -> TTFT target (s), and the prefill rate it is judged by
+        budget = rs.max_num_batched_tokens
+        self.prefill_tokens_per_s = budget / cost(BatchShape(1, budget, budget * (budget + 1) // 2, 0, 0))
+        self._step_time = cost
+        self.ttft_slo_s = None  # SLO-based shedding: class -> TTFT target (s)
         if p.admission.shed_on_ttft_slo:
             classes = getattr(rs.scenario.workload, "slo_classes", None) or {}
             self.ttft_slo_s = {c: v.ttft_ms / 1000 for c, v in classes.items() if v.ttft_ms}
             fallback = p.admission.shed_ttft_ms
             self.ttft_slo_default = fallback / 1000 if fallback else None
-            budget = rs.max_num_batched_tokens
-            self.prefill_tokens_per_s = budget / cost(BatchShape(1, budget, budget * (budget + 1) // 2, 0, 0))
         self.executor = executor or ModelledExecutor(rs.cost_model)
         self.decode_runs = rs.scenario.simulation.decode_runs and getattr(self.executor, "pure", False)
         self.arrivals = arrivals
@@ -133,9 +134,25 @@ class Replica:
                 return "predicted_ttft_over_slo"
         return None
 
+    # -- what routers see ----------------------------------------------------
     @property
     def unfinished(self) -> int:
         return len(self.scheduler.running) + len(self.scheduler.waiting)
+
+    @property
+    def kv_usage(self) -> float:
+        return self.kv.usage()
+
+    def cached_prefix_tokens(self, req: Request) -> int:
+        return self.kv.lookup(req)[1]
+
+    def predicted_queue_wait(self, req: Request) -> float:
+        return self.scheduler.predicted_queue_wait(req.prompt_tokens, self.prefill_tokens_per_s)
+
+    def predicted_tpot(self) -> float:
+        """One decode step with one more sequence in the batch."""
+        running = self.scheduler.running
+        return self._step_time(decode_shape(len(running) + 1, sum(r.num_tokens for r in running) + 1))
 
     def add_request(self, req: Request) -> None:
         req.replica = self.index

@@ -170,10 +170,10 @@ class RunResult:
         if slos:
             req["good"] = _meets_slo(req, {k: v.model_dump() for k, v in slos.items()})
         result = cls(rs.as_dict(), req, steps, itls)
-        result.summary = result._summarize(sim_end)
+        result.summary = result._summarize(sim_end, len(logs))
         return result
 
-    def _summarize(self, sim_end: float) -> dict:
+    def _summarize(self, sim_end: float, replicas: int = 1) -> dict:
         req, steps = self.requests, self.steps
         done = req[req["status"] == FINISHED]
         start = float(req["arrival_time"].min()) if len(req) else 0.0
@@ -214,11 +214,11 @@ class RunResult:
         s["mean_batch_size"] = float((steps["num_running"] * steps["duration"]).sum() / busy) if busy else 0.0
         s["max_concurrent_requests"] = int(steps["num_running"].max()) if len(steps) else 0
         s["busy_fraction"] = busy / duration
-        per = done.groupby("replica").size()
-        s["replicas"] = int(steps["replica"].max()) + 1 if len(steps) else 1
-        if s["replicas"] > 1:  # load imbalance: the busiest replica's completions over the mean
+        s["replicas"] = replicas
+        if replicas > 1:  # load imbalance: the busiest replica's completions over the mean
+            per = done.groupby("replica").size().reindex(range(replicas), fill_value=0)
             s["replica_completed"] = {str(k): int(v) for k, v in per.items()}
-            s["load_imbalance"] = float(per.max() / per.mean()) if len(per) else 1.0
+            s["load_imbalance"] = float(per.max() / per.mean()) if per.sum() else 1.0
         if "good" in req:  # vLLM's goodput: completed requests meeting every SLO of their class, per second
             s["request_goodput"] = float(req["good"].sum()) / duration
             s["goodput_fraction"] = float(req["good"].mean()) if len(req) else 0.0
