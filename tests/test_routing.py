@@ -34,3 +34,16 @@ def test_least_kv_and_least_outstanding_balance():
     for router in ("least_kv", "least_outstanding"):
         s = run(router, 8)
         assert s["completed"] == 600 and s["load_imbalance"] < 1.3
+
+
+def test_tensor_parallel_profiles_include_the_all_reduce_and_split_the_work():
+    """TP 2 lowers step time per the communication table: the imported H200 Qwen3-32B profiles."""
+    from simulator.batch import BatchShape, decode_shape
+
+    tp1 = load(None, ["model=qwen3-32b", "profile=h200-qwen3-32b-bf16-tp1", "engine.max_model_len=8192"])
+    tp2 = load(None, ["model=qwen3-32b", "profile=h200-qwen3-32b-bf16-tp2", "engine.max_model_len=8192",
+                      "engine.tensor_parallel_size=2"])
+    for shape in (decode_shape(64, 64 * 2000), BatchShape(1, 2048, 2048 * 2049 // 2, 0, 0)):
+        t1, t2 = tp1.cost_model.step_time(shape), tp2.cost_model.step_time(shape)
+        assert 0.45 * t1 < t2 < 0.9 * t1  # half the work per GPU, plus two all-reduces per layer
+    assert tp2.num_gpu_blocks > 2 * tp1.num_gpu_blocks  # half the weights per GPU leaves more for KV
