@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat,
-                      PositiveInt, ValidationError)
+                      PositiveInt, ValidationError, model_validator)
 
 from simulator.capacity import cdiv, kv_pool_bytes, num_blocks
 from simulator.cost_model import CostModel, Profile, build_cost_model, load_profile
@@ -90,6 +90,27 @@ class PolicySettings(_Strict):
         None, description="None: the queue policy's own (vLLM: last admitted for fcfs, lowest priority for priority)")
 
 
+class SpeculativeSettings(_Strict):
+    """Speculative decoding: k draft tokens per decode, verified in the target's pass (vLLM's accounting:
+    drafts use the token budget; rejected ones are given back). `adaptive` lowers k as the batch grows
+    and stops speculating once the step is compute-bound (past the profile's knee)."""
+
+    method: Literal["none", "fixed", "adaptive"] = "none"
+    num_speculative_tokens: PositiveInt = 4
+    acceptance_rate: float = Field(0.7, gt=0, le=1, description="per-token probability a draft is accepted")
+    acceptance_distribution: list[NonNegativeFloat] | None = Field(
+        None, description="probabilities of accepting 0, 1, ..., k drafts (overrides acceptance_rate)")
+    draft_cost_ratio: NonNegativeFloat = Field(
+        0.05, description="one draft token costs this fraction of a target decode step of the same batch")
+
+    @model_validator(mode="after")
+    def _dist(self):
+        d = self.acceptance_distribution
+        if d is not None and (len(d) != self.num_speculative_tokens + 1 or abs(sum(d) - 1) > 1e-6):
+            raise ValueError("acceptance_distribution needs k + 1 probabilities summing to 1")
+        return self
+
+
 class ClusterSettings(_Strict):
     """Replicas of the same deployment behind a router (each its own scheduler and KV pool)."""
 
@@ -113,6 +134,7 @@ class Scenario(_Strict):
     policies: PolicySettings = PolicySettings()
     workload: Workload = SyntheticWorkload()
     cluster: ClusterSettings = ClusterSettings()
+    speculative: SpeculativeSettings = SpeculativeSettings()
     simulation: SimulationSettings = SimulationSettings()
     resolved: dict | None = Field(None, description="written by servesim next to results; ignored on input")
 

@@ -22,6 +22,10 @@ class CostModel:
     def step_time(self, shape: BatchShape) -> float:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def knee_tokens(self) -> int | None:
+        """Tokens per step the linear layers take for the price of one (the weight read), if the model knows."""
+        return None
+
 
 class LinearCoefficients(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -55,6 +59,10 @@ class LinearCostModel(CostModel):
         self._k = (c.step_overhead_ms, c.per_seq_ms, c.per_prefill_token_ms, c.per_decode_token_ms,
                    c.per_token_ms, c.linear_floor_ms, c.per_context_token_ms, c.per_spilled_context_token_ms,
                    c.context_cache_tokens, c.per_attention_pair_ms)
+
+    def knee_tokens(self) -> int | None:
+        c = self.c
+        return int(c.linear_floor_ms / c.per_token_ms) if c.per_token_ms > 0 and c.linear_floor_ms > 0 else None
 
     def step_time(self, shape: BatchShape) -> float:
         k0, k_seq, k_pre, k_dec, k_tok, floor, k_ctx, k_spill, cached, k_pair = self._k
@@ -95,6 +103,9 @@ class RooflineCostModel(CostModel):
         self._kv_s_per_token = arch.kv_bytes_per_token_per_gpu(tp) / bw
         self._attn_s_per_pair = arch.attention_flops_per_token_pair / tp / flops
         self._overhead_s = c.step_overhead_ms * 1e-3
+
+    def knee_tokens(self) -> int | None:
+        return int(self._weights_s / self._linear_s_per_token)
 
     def step_time(self, shape: BatchShape) -> float:
         tokens = shape.prefill_tokens + shape.decode_seqs

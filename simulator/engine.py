@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import heapq
 import math
+
+import numpy as np
 from dataclasses import dataclass
 from functools import partial
 
@@ -81,7 +83,7 @@ class ArrivalSource:
 class Replica:
     def __init__(self, env: SimClock, index: int, rs: ResolvedScenario, arrivals: ArrivalSource,
                  executor=None):
-        e, p = rs.scenario.engine, rs.scenario.policies
+        e, p, sp = rs.scenario.engine, rs.scenario.policies, rs.scenario.speculative
         self.env = env
         self.index = index
         kv_class = PrefixCachingKVManager if e.enable_prefix_caching else KVBlockManager
@@ -93,6 +95,9 @@ class Replica:
             scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, reserve=p.admission.reserve,
             reserve_quantile=p.admission.reserve_quantile, long_prompt_tokens=p.admission.long_prompt_tokens,
             max_long_prefills=p.admission.max_long_prefills, preemption_mode=p.preemption_mode,
+            num_speculative_tokens=sp.num_speculative_tokens if sp.method != "none" else 0,
+            speculation_adaptive=sp.method == "adaptive",
+            speculation_knee_tokens=rs.cost_model.knee_tokens() or rs.max_num_batched_tokens,
             swap_space_blocks=int(e.swap_space * 2**30
                                   // (rs.arch.kv_bytes_per_token_per_gpu(e.tensor_parallel_size) * e.block_size)))
         batching = make_batching(p.batching, p.static_batch_size or rs.max_num_seqs)
@@ -102,8 +107,10 @@ class Replica:
         cost = rs.cost_model.step_time
         base = cost(BatchShape(1, 1, 1, 0, 0))
         recompute = lambda t: cost(BatchShape(1, t, t * (t + 1) // 2, 0, 0)) - base if t else 0.0  # noqa: E731
+        self.draft_cost_ratio = sp.draft_cost_ratio
         self.scheduler = Scheduler(settings, self.kv, make_queue_policy(p.queue, p.preemption_victim), batching,
-                                   swap_cost=lambda blocks: blocks * self.block_transfer_s, recompute_cost=recompute)
+                                   swap_cost=lambda blocks: blocks * self.block_transfer_s, recompute_cost=recompute,
+                                   accept=self._acceptance(sp, rs.scenario.seed + 1009 * (index + 1)))
         self.max_num_queued_reqs, self.max_num_queued_tokens = e.max_num_queued_reqs, e.max_num_queued_tokens
         budget = rs.max_num_batched_tokens
         self.prefill_tokens_per_s = budget / cost(BatchShape(1, budget, budget * (budget + 1) // 2, 0, 0))
@@ -133,6 +140,30 @@ class Replica:
             if slo is not None and sched.predicted_queue_wait(req.prompt_tokens, self.prefill_tokens_per_s) > slo:
                 return "predicted_ttft_over_slo"
         return None
+
+    @staticmethod
+    def _acceptance(sp, seed: int):
+        """How many of k drafts the target accepts: a run of per-token successes, or a given distribution."""
+        rng = np.random.default_rng(seed)
+        if sp.acceptance_distribution:
+            probs = np.asarray(sp.acceptance_distribution)
+
+            def accept(k: int) -> int:
+                p = probs[: k + 1] / probs[: k + 1].sum()
+                return int(rng.choice(len(p), p=p))
+            return accept
+
+        def accept(k: int) -> int:
+            ok = rng.random(k) < sp.acceptance_rate
+            return int(k if ok.all() else ok.argmin())
+        return accept
+
+    def draft_time(self, out) -> float:
+        """The draft model's k steps over the decodes that speculate, as a fraction of a target decode step."""
+        if not out.spec_k or not self.draft_cost_ratio:
+            return 0.0
+        seqs = sum(1 for n in out.tokens if n == out.spec_k + 1)
+        return out.spec_k * self.draft_cost_ratio * self._step_time(decode_shape(max(seqs, 1), 0))
 
     # -- what routers see ----------------------------------------------------
     @property
@@ -193,12 +224,12 @@ class Replica:
                 out = sched.schedule(now)
                 if not out.reqs:
                     raise RuntimeError(f"replica {self.index}: nothing schedulable with {len(sched.waiting)} waiting")
-                t = now + run_batch(out.shape, out) + out.swapped_blocks * self.block_transfer_s
+                t = now + run_batch(out.shape, out) + out.swapped_blocks * self.block_transfer_s + self.draft_time(out)
                 used = kv.num_used_blocks
                 yield env.at(t)
                 finished = sched.update_from_output(out, step, t)
                 log.add_step(now, t, out.shape, out.num_running, out.num_waiting, used, len(out.preempted),
-                             out.swapped_blocks)
+                             out.swapped_blocks, out.spec_drafts, out.spec_accepted)
                 step += 1
                 for r in finished:
                     self.arrivals.finished(r, t)

@@ -19,7 +19,7 @@ from simulator.request import FINISHED, REJECTED
 
 STEP_COLUMNS = ["start", "end", "scheduled_tokens", "prefill_tokens", "decode_seqs", "num_running",
                 "num_waiting", "kv_blocks_used", "num_preempted", "num_seqs", "prefill_attention_pairs",
-                "decode_context_tokens", "swapped_blocks"]
+                "decode_context_tokens", "swapped_blocks", "spec_drafts", "spec_accepted"]
 
 
 class StepLog:
@@ -30,12 +30,12 @@ class StepLog:
         self._append = [self.cols[c].append for c in STEP_COLUMNS]
 
     def add_step(self, start: float, end: float, shape: BatchShape, running: int, waiting: int,
-                 used_blocks: int, preempted: int, swapped_blocks: int = 0) -> None:
+                 used_blocks: int, preempted: int, swapped_blocks: int = 0, drafts: int = 0, accepted: int = 0) -> None:
         a = self._append
         a[0](start); a[1](end); a[2](shape.prefill_tokens + shape.decode_seqs); a[3](shape.prefill_tokens)
         a[4](shape.decode_seqs); a[5](running); a[6](waiting); a[7](used_blocks); a[8](preempted)
         a[9](shape.num_seqs); a[10](shape.prefill_attention_pairs); a[11](shape.decode_context_tokens)
-        a[12](swapped_blocks)
+        a[12](swapped_blocks); a[13](drafts); a[14](accepted)
 
     def add_decode_run(self, start: float, ends: list[float], batch: int, waiting: int, used_after: list[int],
                        context_tokens: int) -> None:
@@ -55,6 +55,8 @@ class StepLog:
         c["prefill_attention_pairs"].extend([0] * k)
         c["decode_context_tokens"].extend(range(context_tokens, context_tokens + batch * k, batch))
         c["swapped_blocks"].extend([0] * k)
+        c["spec_drafts"].extend([0] * k)
+        c["spec_accepted"].extend([0] * k)
 
     def __len__(self) -> int:
         return len(self.cols["end"])
@@ -207,6 +209,11 @@ class RunResult:
         s["num_swaps"] = int(req["num_swaps"].sum())
         s["swapped_blocks"] = int(steps["swapped_blocks"].sum()) if len(steps) else 0  # out and back in
         s["time_preempted_s"] = float(req["time_preempted"].sum())
+        drafts = int(steps["spec_drafts"].sum()) if len(steps) else 0
+        if drafts:  # speculative decoding, in vLLM's terms
+            s["spec_decode_draft_tokens"] = drafts
+            s["spec_decode_accepted_tokens"] = int(steps["spec_accepted"].sum())
+            s["spec_decode_acceptance_rate"] = s["spec_decode_accepted_tokens"] / drafts
         s["num_steps"] = int(len(steps))
         busy = float(steps["duration"].sum())
         s["kv_cache_usage_peak"] = float(steps["kv_usage"].max()) if len(steps) else 0.0

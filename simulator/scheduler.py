@@ -30,6 +30,9 @@ class SchedulerSettings:
     max_long_prefills: int | None = None
     preemption_mode: str = "recompute"
     swap_space_blocks: int = 0
+    num_speculative_tokens: int = 0  # k drafts verified per decode, 0: no speculation
+    speculation_adaptive: bool = False  # lower k as the batch grows, to 0 past the profile's knee
+    speculation_knee_tokens: int = 0  # tokens per step the device processes for the price of one
 
 
 @dataclass
@@ -41,6 +44,10 @@ class SchedulerOutput:
     num_running: int = 0  # after scheduling
     num_waiting: int = 0
     swapped_blocks: int = 0  # KV blocks copied out to host memory or back in this step
+    spec_k: int = 0  # drafts per decode this step
+    spec_seqs: int = 0  # decodes that verified drafts
+    spec_drafts: int = 0
+    spec_accepted: int = 0
 
 
 # Why admission last stopped with requests still waiting. Only these stay true
@@ -50,8 +57,9 @@ _STABLE_BLOCKS = frozenset({"max_num_seqs", "kv", "batching"})
 
 class Scheduler:
     def __init__(self, settings: SchedulerSettings, kv: KVBlockManager, queue_policy, batching,
-                 swap_cost=None, recompute_cost=None):
-        """swap_cost(blocks) and recompute_cost(tokens), in seconds, let `auto` preemption choose."""
+                 swap_cost=None, recompute_cost=None, accept=None):
+        """swap_cost(blocks) and recompute_cost(tokens), in seconds, let `auto` preemption choose;
+        accept(k) draws how many of k drafts the target model accepts (speculative decoding)."""
         self.s = settings
         self.kv = kv
         self.queue_policy = queue_policy
@@ -65,7 +73,7 @@ class Scheduler:
         self._outputs: dict = {}  # finished output lengths per SLO class, sorted (admission reservation)
         self.swap_used = 0  # host blocks holding swapped-out KV
         self.recent_admissions: deque = deque(maxlen=64)  # first-admission times, for queue-wait predictions
-        self._swap_cost, self._recompute_cost = swap_cost, recompute_cost
+        self._swap_cost, self._recompute_cost, self._accept = swap_cost, recompute_cost, accept
         self._now = 0.0
 
     # -- inputs -------------------------------------------------------------
@@ -90,11 +98,17 @@ class Scheduler:
         select_victim = self.queue_policy.select_victim
         give_back = self.queue_policy.victim_may_be_scheduled
 
+        k = s.num_speculative_tokens
+        if k and s.speculation_adaptive:  # speculate only with compute to spare: under the knee
+            k = max(0, min(k, s.speculation_knee_tokens // max(1, len(running)) - 1))
+        out.spec_k = k
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
             c = r.num_computed_tokens
             n = r.num_tokens - c
+            if k and n == 1:  # a decode verifies k drafts in the same pass
+                n += k
             if 0 < thr < n:
                 n = thr
             if n > budget:
@@ -199,6 +213,8 @@ class Scheduler:
             else:
                 prefill_tokens += n
                 pairs += n * c + n * (n + 1) // 2
+                if c == r.num_tokens - 1:  # a decode verifying drafts still reads its whole KV context
+                    decode_ctx += c + n
             r.num_computed_tokens = c + n
         out.shape = BatchShape(len(reqs), prefill_tokens, pairs, decode_seqs, decode_ctx)
         out.num_running = len(running)
@@ -256,13 +272,23 @@ class Scheduler:
         return blocks if swap else 0
 
     def update_from_output(self, out: SchedulerOutput, step: int, t_end: float) -> list[Request]:
-        """A request whose computed tokens reach its length samples one token at t_end."""
+        """A request whose computed tokens reach its length samples one token at t_end; a decode that
+        verified drafts keeps the accepted ones plus one, and gives back the rejected (vLLM)."""
         finished = []
-        for r in out.reqs:
+        for r, n in zip(out.reqs, out.tokens):
             if r.num_computed_tokens < r.num_tokens or r.status != RUNNING:
                 continue  # a prefill chunk, or preempted after being scheduled
-            r.num_tokens += 1
-            r.num_output_tokens += 1
+            new = 1
+            c = r.num_computed_tokens - n
+            if n > 1 and c == r.num_tokens - 1:
+                accepted = self._accept(n - 1)
+                out.spec_seqs += 1
+                out.spec_drafts += n - 1
+                out.spec_accepted += accepted
+                r.num_computed_tokens = c + 1 + accepted
+                new = min(accepted + 1, r.stop_len - r.num_tokens)
+            r.num_tokens += new
+            r.num_output_tokens += new
             if r.first_token_time is None:
                 r.first_token_time = t_end
                 self.queued_prompt_tokens -= r.prompt_tokens
@@ -294,7 +320,7 @@ class Scheduler:
         Arrivals bound it further in the engine. 0 means: take a normal step.
         """
         running = self.running
-        if (self._changed or not self._last_decode_only or not running
+        if (self._changed or not self._last_decode_only or not running or self.s.num_speculative_tokens
                 or len(running) > self.s.max_num_batched_tokens
                 or (len(self.waiting) and self.admission_blocked not in _STABLE_BLOCKS)):
             return 0

@@ -1,0 +1,52 @@
+"""Speculative decoding (essay 003 and vLLM's accounting): fixed k pays off at low load and costs
+throughput under load; adaptive k keeps the gain and drops the cost."""
+
+import pytest
+
+from simulator.config import load
+from simulator.engine import simulate
+from simulator.errors import ConfigError
+
+BASE = ["profile=roofline", "workload.num_requests=1500",
+        "workload.prompt_tokens={dist: lognormal, median: 200, sigma: 0.5, max: 1000}",
+        "workload.output_tokens={dist: lognormal, median: 300, sigma: 0.4, max: 1000}",
+        "speculative.acceptance_rate=0.6"]
+
+
+def run(rate, method):
+    return simulate(load(None, BASE + [f"workload.arrival.rate={rate}", f"speculative.method={method}"]))
+
+
+def test_low_load_speculation_cuts_tpot_and_adaptive_matches_fixed():
+    none, fixed, adaptive = (run(2, m).summary for m in ("none", "fixed", "adaptive"))
+    assert fixed["mean_tpot_ms"] < 0.7 * none["mean_tpot_ms"]
+    assert adaptive["mean_tpot_ms"] == pytest.approx(fixed["mean_tpot_ms"], rel=0.02)
+    # 0.6 per draft over k = 4: (0.6 + 0.36 + 0.216 + 0.13) / 4 accepted
+    assert fixed["spec_decode_acceptance_rate"] == pytest.approx(0.326, abs=0.03)
+
+
+def test_under_load_fixed_k_loses_throughput_and_adaptive_does_not():
+    none, fixed, adaptive = (run(120, m).summary for m in ("none", "fixed", "adaptive"))
+    assert fixed["output_throughput"] < 0.9 * none["output_throughput"]  # verification competes with real work
+    assert adaptive["output_throughput"] >= none["output_throughput"]
+    assert adaptive["output_throughput"] > 1.2 * fixed["output_throughput"]
+
+
+def test_accounting_is_exact():
+    r = run(10, "fixed")
+    req, steps = r.requests, r.steps
+    assert (req.status == "finished").all()
+    # every request still produces exactly its output length; several tokens can come in one step
+    outs = simulate(load(None, BASE + ["workload.arrival.rate=10"])).requests.output_tokens
+    assert (req.output_tokens.to_numpy() == outs.to_numpy()).all()
+    assert steps.spec_accepted.sum() <= steps.spec_drafts.sum()
+    assert r.summary == run(10, "fixed").summary  # deterministic for a seed
+
+
+def test_acceptance_distribution_is_validated():
+    with pytest.raises(ConfigError, match="k \\+ 1 probabilities"):
+        load(None, ["speculative={method: fixed, num_speculative_tokens: 2, acceptance_distribution: [0.5, 0.5]}"])
+    r = simulate(load(None, BASE + ["workload.arrival.rate=2", "workload.num_requests=200",
+                                    "speculative={method: fixed, num_speculative_tokens: 2, "
+                                    "acceptance_distribution: [0, 0, 1]}"])).summary
+    assert r["spec_decode_acceptance_rate"] == 1.0
