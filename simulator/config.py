@@ -117,6 +117,10 @@ class ClusterSettings(_Strict):
     replicas: PositiveInt = 1
     router: Literal["round_robin", "random", "least_outstanding", "least_kv", "prefix_affinity",
                     "predicted_completion"] = "round_robin"
+    prefill_replicas: NonNegativeInt = Field(
+        0, description="prefill/decode disaggregation: this many prefill-only replicas in front of the `replicas` "
+                       "decode replicas; the router picks the prefill replica, the least loaded decode replica takes over")
+    kv_link_gbps: PositiveFloat = Field(50.0, description="per-GPU link for moving a prompt's KV to its decode replica")
 
 
 class SimulationSettings(_Strict):

@@ -23,7 +23,7 @@ from simulator.config import ResolvedScenario
 from simulator.executor import ModelledExecutor
 from simulator.kv_cache import KVBlockManager, PrefixCachingKVManager
 from simulator.metrics import RunResult, StepLog
-from simulator.request import REJECTED, Request
+from simulator.request import REJECTED, WAITING, Request
 from simulator.scheduler import Scheduler, SchedulerSettings
 from workloads.source import RequestSource, StaticSource
 from workloads.spec import RequestSpec
@@ -74,6 +74,16 @@ class ArrivalSource:
         heapq.heappop(self._pending)
         self._arrive(spec)
 
+    def deliver_at(self, t: float, fn) -> None:
+        """Something that arrives later at a replica (a prompt's KV from a prefill replica): it bounds
+        decode runs like an arrival."""
+        heapq.heappush(self._pending, t)
+
+        def done(_event):
+            heapq.heappop(self._pending)
+            fn()
+        self.env.at(t, urgent=True).callbacks.append(done)
+
     def finished(self, req: Request, t: float, completed: bool = True) -> None:
         for spec in self.source.on_finish(req.spec, t, completed):
             heapq.heappush(self._pending, spec.arrival_time)
@@ -82,7 +92,7 @@ class ArrivalSource:
 
 class Replica:
     def __init__(self, env: SimClock, index: int, rs: ResolvedScenario, arrivals: ArrivalSource,
-                 executor=None):
+                 executor=None, prefill_only: bool = False, hand_off=None):
         e, p, sp = rs.scenario.engine, rs.scenario.policies, rs.scenario.speculative
         self.env = env
         self.index = index
@@ -95,6 +105,7 @@ class Replica:
             scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, reserve=p.admission.reserve,
             reserve_quantile=p.admission.reserve_quantile, long_prompt_tokens=p.admission.long_prompt_tokens,
             max_long_prefills=p.admission.max_long_prefills, preemption_mode=p.preemption_mode,
+            prefill_only=prefill_only,
             num_speculative_tokens=sp.num_speculative_tokens if sp.method != "none" else 0,
             speculation_adaptive=sp.method == "adaptive",
             speculation_knee_tokens=rs.cost_model.knee_tokens() or rs.max_num_batched_tokens,
@@ -108,6 +119,7 @@ class Replica:
         base = cost(BatchShape(1, 1, 1, 0, 0))
         recompute = lambda t: cost(BatchShape(1, t, t * (t + 1) // 2, 0, 0)) - base if t else 0.0  # noqa: E731
         self.draft_cost_ratio = sp.draft_cost_ratio
+        self.hand_off = hand_off
         self.scheduler = Scheduler(settings, self.kv, make_queue_policy(p.queue, p.preemption_victim), batching,
                                    swap_cost=lambda blocks: blocks * self.block_transfer_s, recompute_cost=recompute,
                                    accept=self._acceptance(sp, rs.scenario.seed + 1009 * (index + 1)))
@@ -231,6 +243,8 @@ class Replica:
                 log.add_step(now, t, out.shape, out.num_running, out.num_waiting, used, len(out.preempted),
                              out.swapped_blocks, out.spec_drafts, out.spec_accepted)
                 step += 1
+                for r in out.handed_off:
+                    self.hand_off(r, t)
                 for r in finished:
                     self.arrivals.finished(r, t)
 
@@ -255,11 +269,30 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     env = SimClock()
     replicas: list[Replica] = []
     c = rs.scenario.cluster
-    router = make_router(c.router, c.replicas, rs.scenario.seed)
-    arrivals = ArrivalSource(env, source, rs.max_model_len, lambda req: replicas[router.choose(req, replicas)])
-    if executor is not None and c.replicas > 1:
+    front = c.prefill_replicas or c.replicas  # the replicas new requests are routed to
+    router = make_router(c.router, front, rs.scenario.seed)
+    arrivals = ArrivalSource(env, source, rs.max_model_len, lambda req: replicas[router.choose(req, replicas[:front])])
+    if executor is not None and (c.replicas > 1 or c.prefill_replicas):
         raise ConfigError("cluster.replicas", "a measured replay runs one replica")
-    replicas.extend(Replica(env, i, rs, arrivals, executor) for i in range(c.replicas))
+    if c.prefill_replicas:
+        kv_bytes = rs.arch.kv_bytes_per_token_per_gpu(rs.scenario.engine.tensor_parallel_size)
+        link = c.kv_link_gbps * 1e9
+
+        def hand_off(req: Request, t: float) -> None:
+            """Move the prompt's KV over the link, then the least loaded decode replica takes over."""
+            req.prefill_replica = req.replica
+
+            def arrive():
+                decode = min(replicas[front:], key=lambda r: (r.unfinished, r.index))
+                req.kv_transferred = True
+                req.status = WAITING
+                decode.add_request(req)
+            arrivals.deliver_at(t + req.num_computed_tokens * kv_bytes / link, arrive)
+
+        replicas.extend(Replica(env, i, rs, arrivals, prefill_only=True, hand_off=hand_off) for i in range(front))
+        replicas.extend(Replica(env, front + i, rs, arrivals) for i in range(c.replicas))
+    else:
+        replicas.extend(Replica(env, i, rs, arrivals, executor) for i in range(c.replicas))
     env.process(arrivals.run())
     for r in replicas:
         env.process(r.run())

@@ -142,6 +142,7 @@ class RunResult:
             "output_tokens": [r.num_output_tokens for r in reqs],
             "priority": [r.priority for r in reqs],
             "slo_class": [r.spec.slo_class for r in reqs],
+            "prefill_replica": [r.prefill_replica if r.prefill_replica is not None else -1 for r in reqs],
             "session_id": [r.spec.session_id for r in reqs],
             "turn": [r.spec.turn for r in reqs],
             "num_preemptions": [r.num_preemptions for r in reqs],
@@ -162,6 +163,12 @@ class RunResult:
         req["tpot"] = np.where(out > 1, (req["e2el"] - req["ttft"]) / np.maximum(out - 1, 1), np.nan)
 
         rows, times = _token_times(req, [r.token_runs for r in reqs], offsets[req["replica"].to_numpy()], ends)
+        if any(r.prefill_runs for r in reqs):  # disaggregation: the first token came from a prefill replica
+            pre = np.array([r.prefill_replica if r.prefill_replica is not None else 0 for r in reqs])
+            rows2, times2 = _token_times(req, [r.prefill_runs for r in reqs], offsets[pre], ends)
+            rows, times = np.concatenate([rows, rows2]), np.concatenate([times, times2])
+            order = np.lexsort((times, rows))
+            rows, times = rows[order], times[order]
         same = rows[1:] == rows[:-1]
         itls = np.diff(times)[same]
         max_itl = np.full(len(req), np.nan)

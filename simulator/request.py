@@ -22,6 +22,7 @@ class Request:
         "first_scheduled_time", "first_token_time", "finish_time", "token_runs", "reject_reason",
         "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits", "reserved_blocks",
         "recomputed_tokens", "swapped_blocks", "num_swaps", "preempted_at", "time_preempted",
+        "kv_transferred", "prefill_runs", "prefill_replica",
     )
 
     def __init__(self, spec: RequestSpec, max_model_len: int):
@@ -58,6 +59,9 @@ class Request:
         self.num_swaps = 0
         self.preempted_at = 0.0
         self.time_preempted = 0.0  # seconds between preemptions and re-admissions
+        self.kv_transferred = False  # disaggregation: its prompt's KV arrived from a prefill replica
+        self.prefill_runs: list[int] = []  # token runs on the prefill replica (disaggregation)
+        self.prefill_replica: int | None = None
 
     def record_tokens(self, first_step: int, last_step: int) -> None:
         """One token at each step first_step..last_step: extend the last run or start one."""

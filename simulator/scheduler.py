@@ -33,6 +33,7 @@ class SchedulerSettings:
     num_speculative_tokens: int = 0  # k drafts verified per decode, 0: no speculation
     speculation_adaptive: bool = False  # lower k as the batch grows, to 0 past the profile's knee
     speculation_knee_tokens: int = 0  # tokens per step the device processes for the price of one
+    prefill_only: bool = False  # disaggregation: hand each request off after its first token
 
 
 @dataclass
@@ -48,6 +49,7 @@ class SchedulerOutput:
     spec_seqs: int = 0  # decodes that verified drafts
     spec_drafts: int = 0
     spec_accepted: int = 0
+    handed_off: list = field(default_factory=list)  # prefill-only: requests whose decode moves elsewhere
 
 
 # Why admission last stopped with requests still waiting. Only these stay true
@@ -79,7 +81,8 @@ class Scheduler:
     # -- inputs -------------------------------------------------------------
     def add_request(self, req: Request) -> None:
         self.waiting.add(req)
-        self.queued_prompt_tokens += req.prompt_tokens
+        if req.first_token_time is None:
+            self.queued_prompt_tokens += req.prompt_tokens
         self._changed = True
 
     def has_work(self) -> bool:
@@ -163,8 +166,9 @@ class Scheduler:
                     self.admission_blocked = "kv"
                     break
                 swapped = r.swapped_blocks > 0
-                # a fresh prefix-cache lookup at every admission (vLLM); a swapped request kept its KV
-                hit_blocks, hit = ([], r.num_computed_tokens) if swapped else kv.lookup(r)
+                resident = swapped or r.kv_transferred  # its KV is on the host or arrived from a prefill replica
+                # a fresh prefix-cache lookup at every admission (vLLM); otherwise the KV comes with it
+                hit_blocks, hit = ([], r.num_computed_tokens) if resident else kv.lookup(r)
                 n = r.num_tokens - hit
                 if 0 < thr < n:
                     n = thr
@@ -181,6 +185,8 @@ class Scheduler:
                     out.swapped_blocks += r.swapped_blocks
                     self.swap_used -= r.swapped_blocks
                     r.swapped_blocks = 0
+                elif r.kv_transferred:
+                    r.kv_transferred = False
                 else:
                     r.num_computed_tokens = hit
                     r.prefix_queries += r.num_tokens
@@ -295,9 +301,22 @@ class Scheduler:
             r.record_tokens(step, step)
             if r.num_tokens >= r.stop_len:
                 finished.append(r)
+            elif self.s.prefill_only:
+                out.handed_off.append(r)
         if finished:
             self._finish(finished, t_end)
+        if out.handed_off:
+            self._hand_off(out.handed_off)
         return finished
+
+    def _hand_off(self, reqs: list[Request]) -> None:
+        """Disaggregation: the prompt is done here; its KV leaves for a decode replica."""
+        for r in reqs:
+            self.kv.free(r)
+            r.status = "transferring"
+            r.prefill_runs, r.token_runs = r.token_runs, []
+        self.running = [r for r in self.running if r.status == RUNNING]
+        self._changed = True
 
     def _finish(self, finished: list[Request], t_end: float) -> None:
         for r in finished:

@@ -47,3 +47,27 @@ def test_tensor_parallel_profiles_include_the_all_reduce_and_split_the_work():
         t1, t2 = tp1.cost_model.step_time(shape), tp2.cost_model.step_time(shape)
         assert 0.45 * t1 < t2 < 0.9 * t1  # half the work per GPU, plus two all-reduces per layer
     assert tp2.num_gpu_blocks > 2 * tp1.num_gpu_blocks  # half the weights per GPU leaves more for KV
+
+
+DISAGG = ["workload.num_requests=400", "workload.arrival.rate=8",
+          "workload.prompt_tokens={dist: lognormal, median: 3000, sigma: 0.6, max: 7000}",
+          "workload.output_tokens={dist: lognormal, median: 300, sigma: 0.5, max: 1000}"]
+
+
+def test_disaggregation_frees_decodes_from_prefill_stalls():
+    colocated = simulate(load(None, DISAGG + ["cluster.replicas=2"])).summary
+    split = simulate(load(None, DISAGG + ["cluster.replicas=1", "cluster.prefill_replicas=1"]))
+    s = split.summary
+    assert s["completed"] == 400 and s["replicas"] == 2
+    assert s["p99_itl_ms"] < 0.3 * colocated["p99_itl_ms"]  # no prompt shares a decode step any more
+    req = split.requests
+    assert (req.prefill_replica == 0).all() and (req.replica == 1).all()
+
+
+def test_the_kv_transfer_shows_in_the_first_gap():
+    r = simulate(load(None, DISAGG + ["cluster.replicas=1", "cluster.prefill_replicas=1", "cluster.kv_link_gbps=1"]))
+    req = r.requests[r.requests.output_tokens > 1]
+    transfer = req.prompt_tokens * 131072 / 1e9  # Llama-3.1-8B bf16: 128 KiB of KV per token over 1 GB/s
+    assert (req.max_itl >= transfer - 1e-9).all()
+    fast = simulate(load(None, DISAGG + ["cluster.replicas=1", "cluster.prefill_replicas=1"])).summary
+    assert r.summary["mean_tpot_ms"] > fast["mean_tpot_ms"]
