@@ -293,6 +293,11 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
         replicas.extend(Replica(env, front + i, rs, arrivals) for i in range(c.replicas))
     else:
         replicas.extend(Replica(env, i, rs, arrivals, executor) for i in range(c.replicas))
+    if c.prefill_replicas or (len(replicas) > 1 and not isinstance(source, StaticSource)):
+        # one replica's finish can then send work to another in the middle of its decode run, which a
+        # run planned earlier cannot see: simulate step by step
+        for r in replicas:
+            r.decode_runs = False
     env.process(arrivals.run())
     for r in replicas:
         env.process(r.run())

@@ -22,6 +22,7 @@ SCENARIOS = {
                     "engine.max_model_len=4096"],
     "cluster": ["cluster.replicas=3", "cluster.router=least_outstanding", "workload.arrival.rate=30"],
     "disaggregated": ["cluster.replicas=2", "cluster.prefill_replicas=1", "workload.arrival.rate=15"],
+    "cluster-closed-loop": ["cluster.replicas=2", "workload.arrival={process: closed_loop, concurrency: 40}"],
     "gamma-bursts": ["workload.arrival={process: gamma, rate: 12, cv: 4}", "engine.num_gpu_blocks_override=900",
                      "engine.max_model_len=4096"],
 }
