@@ -61,6 +61,7 @@ class HardwareSettings(_Strict):
     bf16_tflops: PositiveFloat | None = None
     fp8_tflops: PositiveFloat | None = None
     host_link_gbps: PositiveFloat | None = None
+    gpu_link_gbps: PositiveFloat | None = None
 
 
 class AdmissionSettings(_Strict):
@@ -265,7 +266,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                           f"{arch.num_attention_heads} attention heads do not split over {tp} GPUs")
     h = scenario.hardware
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
-                       bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, host_link_gbps=h.host_link_gbps)
+                       bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, host_link_gbps=h.host_link_gbps,
+                       gpu_link_gbps=h.gpu_link_gbps)
     profile = load_profile(scenario.profile)
     cost_model = build_cost_model(profile, arch, hw, tp)
 

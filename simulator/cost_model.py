@@ -80,6 +80,7 @@ class RooflineCoefficients(BaseModel):
     memory_efficiency: PositiveFloat = 0.8
     compute_efficiency: PositiveFloat = 0.6
     step_overhead_ms: NonNegativeFloat = 1.0
+    allreduce_latency_us: NonNegativeFloat = 8.0  # per all-reduce, at tensor parallel > 1
 
 
 class RooflineCostModel(CostModel):
@@ -93,7 +94,8 @@ class RooflineCostModel(CostModel):
     name = "roofline"
 
     def __init__(self, arch: ModelArchitecture, hw: Hardware, c: RooflineCoefficients, tensor_parallel_size: int = 1):
-        """With tensor parallelism each GPU does 1/tp of the work; all-reduce time is not modelled here."""
+        """With tensor parallelism each GPU does 1/tp of the work, and every layer adds two all-reduces of
+        the step's activations (ring: 2 (tp - 1) / tp of the bytes over the GPU link, plus a latency)."""
         self.c = c
         tp = tensor_parallel_size
         bw = hw.memory_bandwidth_gbps * 1e9 * c.memory_efficiency
@@ -103,6 +105,12 @@ class RooflineCostModel(CostModel):
         self._kv_s_per_token = arch.kv_bytes_per_token_per_gpu(tp) / bw
         self._attn_s_per_pair = arch.attention_flops_per_token_pair / tp / flops
         self._overhead_s = c.step_overhead_ms * 1e-3
+        if tp > 1:
+            per_token = arch.hidden_size * arch.dtype_bytes * 2 * (tp - 1) / tp / (hw.gpu_link_gbps * 1e9)
+            self._allreduce = (2 * arch.num_hidden_layers * c.allreduce_latency_us * 1e-6,
+                               2 * arch.num_hidden_layers * per_token)
+        else:
+            self._allreduce = (0.0, 0.0)
 
     def knee_tokens(self) -> int | None:
         return int(self._weights_s / self._linear_s_per_token)
@@ -112,7 +120,8 @@ class RooflineCostModel(CostModel):
         linear = max(self._weights_s, self._linear_s_per_token * tokens)
         kv_read = self._kv_s_per_token * (shape.decode_context_tokens + shape.prefill_tokens)
         attn_compute = self._attn_s_per_pair * (shape.prefill_attention_pairs + shape.decode_context_tokens)
-        return self._overhead_s + linear + max(kv_read, attn_compute)
+        latency, per_token = self._allreduce
+        return self._overhead_s + linear + max(kv_read, attn_compute) + latency + per_token * tokens
 
 
 class Profile(BaseModel):

@@ -19,6 +19,7 @@ class Hardware(BaseModel):
     bf16_tflops: PositiveFloat = 989.0
     fp8_tflops: PositiveFloat | None = None
     host_link_gbps: PositiveFloat = 32.0  # GPU <-> host copies (swap), one direction
+    gpu_link_gbps: PositiveFloat = 64.0  # GPU <-> GPU (tensor-parallel all-reduce), per GPU and direction
 
     @property
     def memory_bytes(self) -> int:

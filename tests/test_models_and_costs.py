@@ -131,3 +131,15 @@ def test_fp8_quantization_halves_the_weights_and_needs_a_matching_profile():
     assert fp8.num_gpu_blocks > bf16.num_gpu_blocks
     with pytest.raises(ConfigError, match="quantization"):
         load(None, ["profile=h200-llama-3.1-8b-fp8-tp1"])
+
+
+def test_roofline_tensor_parallel_adds_the_all_reduce():
+    arch, hw = load_model("llama-3.1-70b"), load_hardware("h200-sxm")
+    tp1 = RooflineCostModel(arch, hw, RooflineCoefficients(), 1)
+    tp2 = RooflineCostModel(arch, hw, RooflineCoefficients(), 2)
+    tp2_free = RooflineCostModel(arch, hw, RooflineCoefficients(allreduce_latency_us=0.0), 2)
+    big = BatchShape(1, 8192, 8192 * 8193 // 2, 0, 0)
+    assert tp2.step_time(big) < 0.75 * tp1.step_time(big)  # half the work each, plus communication
+    assert tp2.step_time(big) > tp1.step_time(big) / 2
+    assert tp2.step_time(big) - tp2_free.step_time(big) == pytest.approx(2 * 80 * 8e-6)  # 160 all-reduce latencies
+    assert tp1.step_time(big) == RooflineCostModel(arch, hw, RooflineCoefficients(allreduce_latency_us=0.0), 1).step_time(big)
