@@ -178,27 +178,42 @@ def cmd_sweep(args) -> int:
     return 0
 
 
-def cmd_search_max_rate(args) -> int:
-    from simulator.search import max_rate, parse_slos
+def _search_each_point(args, search, answer: str, below: str, filename: str) -> int:
+    """Run one search per grid point; print and save one row each: the answer, its bracket, the SLO metrics."""
+    import pandas as pd
+
+    from simulator.search import parse_slos
     from simulator.sweep import expand
 
     slos = parse_slos(args.slo)
     rows = []
     for point in expand(args.grid, [], 1) if args.grid else [{}]:
         point.pop("seed", None)
-        sets = args.set + [f"{k}={v}" for k, v in point.items()]
-        r = max_rate(args.scenario, sets, slos, args.low, args.high, args.tolerance)
+        r = search(args.set + [f"{k}={v}" for k, v in point.items()], slos)
         s = r["summary"]
-        rows.append(point | {"max_rate": r["max_rate"], "fails_at": r.get("fails_at"), "runs": r["runs"]}
+        rows.append(point | {answer: r[answer], below: r.get(below), "runs": r["runs"]}
                     | {k: s.get(k) for k in slos} | {"request_throughput": s.get("request_throughput")})
-    import pandas as pd
-
     table = pd.DataFrame(rows)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
-        table.to_csv(Path(args.out) / "max_rate.csv", index=False)
+        table.to_csv(Path(args.out) / filename, index=False)
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
     return 0
+
+
+def cmd_search_max_rate(args) -> int:
+    from simulator.search import max_rate
+
+    return _search_each_point(args, lambda sets, slos: max_rate(args.scenario, sets, slos, args.low, args.high,
+                                                                args.tolerance),
+                              "max_rate", "fails_at", "max_rate.csv")
+
+
+def cmd_search_replicas(args) -> int:
+    from simulator.search import min_replicas
+
+    return _search_each_point(args, lambda sets, slos: min_replicas(args.scenario, sets, slos, args.rate, args.max),
+                              "replicas", "fails_with", "replicas.csv")
 
 
 def cmd_plot(args) -> int:
@@ -235,28 +250,6 @@ def cmd_plot(args) -> int:
         else:
             files = plots.capacity(table, out, args.by or table.columns[0])
     print("written: " + ", ".join(str(f) for f in files))
-    return 0
-
-
-def cmd_search_replicas(args) -> int:
-    from simulator.search import min_replicas, parse_slos
-    from simulator.sweep import expand
-
-    slos = parse_slos(args.slo)
-    rows = []
-    for point in expand(args.grid, [], 1) if args.grid else [{}]:
-        point.pop("seed", None)
-        r = min_replicas(args.scenario, args.set + [f"{k}={v}" for k, v in point.items()], slos, args.rate, args.max)
-        s = r["summary"]
-        rows.append(point | {"replicas": r["replicas"], "fails_with": r.get("fails_with"), "runs": r["runs"]}
-                    | {k: s.get(k) for k in slos} | {"request_throughput": s.get("request_throughput")})
-    import pandas as pd
-
-    table = pd.DataFrame(rows)
-    if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        table.to_csv(Path(args.out) / "replicas.csv", index=False)
-    print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
     return 0
 
 
@@ -315,17 +308,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     se = sub.add_parser("search", help="search a setting for the best value meeting SLOs")
     ssub = se.add_subparsers(dest="search_command", required=True)
-    mr = ssub.add_parser("max-rate", help="the highest arrival rate meeting every SLO (bisection), per grid point")
-    mr.add_argument("scenario", nargs="?")
-    mr.add_argument("--slo", action="append", default=[], metavar="METRIC_STAT_ms=TARGET",
-                    help="e.g. ttft_p99_ms=500 (repeatable; all must hold)")
-    mr.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", help="one search per point")
-    mr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    def search_parser(name: str, help_: str, out_file: str):
+        sp = ssub.add_parser(name, help=help_)
+        sp.add_argument("scenario", nargs="?")
+        sp.add_argument("--slo", action="append", default=[], metavar="METRIC_STAT_ms=TARGET",
+                        help="e.g. ttft_p99_ms=500 (repeatable; all must hold)")
+        sp.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", help="one search per point")
+        sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+        sp.add_argument("--out", help=f"directory for {out_file}")
+        return sp
+
+    mr = search_parser("max-rate", "the highest arrival rate meeting every SLO (bisection), per grid point",
+                       "max_rate.csv")
     mr.add_argument("--low", type=float, default=0.05, help="a rate expected to meet the SLOs (req/s)")
     mr.add_argument("--high", type=float, help="a rate expected to fail (default: found by doubling)")
     mr.add_argument("--tolerance", type=float, default=0.05, help="stop when the bracket is this narrow (relative)")
-    mr.add_argument("--out", help="directory for max_rate.csv")
     mr.set_defaults(func=cmd_search_max_rate)
+    rp = search_parser("replicas", "the fewest replicas meeting every SLO at a given rate", "replicas.csv")
+    rp.add_argument("--rate", type=float, help="arrival rate, req/s (default: the scenario's)")
+    rp.add_argument("--max", type=int, default=256, help="give up beyond this many replicas")
+    rp.set_defaults(func=cmd_search_replicas)
 
     pl = sub.add_parser("plot", help="plots of a sweep, a search or one run (PNG and SVG)")
     pl.add_argument("results", help="a sweep or search output directory, or a run's output directory (timeline)")
@@ -335,16 +337,6 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--title")
     pl.add_argument("--out", help="output path without extension (default: beside the results)")
     pl.set_defaults(func=cmd_plot)
-
-    rp = ssub.add_parser("replicas", help="the fewest replicas meeting every SLO at a given rate")
-    rp.add_argument("scenario", nargs="?")
-    rp.add_argument("--rate", type=float, help="arrival rate, req/s (default: the scenario's)")
-    rp.add_argument("--slo", action="append", default=[], metavar="METRIC_STAT_ms=TARGET")
-    rp.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...")
-    rp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    rp.add_argument("--max", type=int, default=256, help="give up beyond this many replicas")
-    rp.add_argument("--out", help="directory for replicas.csv")
-    rp.set_defaults(func=cmd_search_replicas)
 
     w = sub.add_parser("workload", help="inspect a trace or a scenario's workload, or save it as JSONL")
     wsub = w.add_subparsers(dest="workload_command", required=True)

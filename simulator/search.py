@@ -38,6 +38,19 @@ def meets(summary: dict, slos: dict) -> bool:
     return summary["completed"] > 0 and all(summary.get(k) is not None and summary[k] <= v for k, v in slos.items())
 
 
+def _bisect(passing, failing, at_passing: dict, run, slos: dict, mid, narrow, runs: int, max_runs: int):
+    """Shrink the bracket while keeping a measured passing end and a measured failing end."""
+    while not narrow(passing, failing) and runs < max_runs:
+        m = mid(passing, failing)
+        s = run(m)
+        runs += 1
+        if meets(s, slos):
+            passing, at_passing = m, s
+        else:
+            failing = m
+    return passing, failing, at_passing, runs
+
+
 def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.05, high: float | None = None,
              tolerance: float = 0.05, max_runs: int = 30) -> dict:
     from simulator.config import load
@@ -65,14 +78,8 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
             low, at_low, high = high, s, high * 2
         else:
             return {"max_rate": low, "reason": "no failing rate found", "runs": runs, "summary": at_low}
-    while (high - low) / high > tolerance and runs < max_runs:
-        mid = (low + high) / 2
-        s = run(mid)
-        runs += 1
-        if meets(s, slos):
-            low, at_low = mid, s
-        else:
-            high = mid
+    low, high, at_low, runs = _bisect(low, high, at_low, run, slos, lambda a, b: (a + b) / 2,
+                                      lambda a, b: (b - a) / b <= tolerance, runs, max_runs)
     return {"max_rate": low, "fails_at": high, "runs": runs, "summary": at_low}
 
 
@@ -104,12 +111,6 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
         low = n
         if n == most:
             return {"replicas": None, "reason": f"not met with {most} replicas", "runs": runs, "summary": s}
-    while high - low > 1:
-        mid = (low + high) // 2
-        s = run(mid)
-        runs += 1
-        if meets(s, slos):
-            high, at_high = mid, s
-        else:
-            low = mid
+    high, low, at_high, runs = _bisect(high, low, at_high, run, slos, lambda a, b: (a + b) // 2,
+                                       lambda a, b: a - b <= 1, runs, 10**9)
     return {"replicas": high, "fails_with": low, "runs": runs, "summary": at_high}
