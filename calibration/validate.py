@@ -22,6 +22,12 @@ METRICS = [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL")]
 STATS = [("median", "p50"), ("p90", "p90"), ("p99", "p99")]
 
 
+def write_command(out: Path, command: list[str] | None) -> None:
+    """The exact command that made a result, beside it."""
+    argv = sys.argv[1:] if command is None else command
+    (out / "command.txt").write_text("servesim " + " ".join(shlex.quote(a) for a in argv) + "\n")
+
+
 def compare(sim: dict, real: dict, real_label: str = "replay") -> pd.DataFrame:
     rows = []
     for key, name in METRICS:
@@ -128,6 +134,5 @@ def validate_replay(scenario: str | None, sets: list[str], device: str, threads:
     (out / "summary.json").write_text(json.dumps(
         {"profile": rs.profile.name, "device": device, "loads": levels, "step_errors": steps, "tolerance": tol,
          "ok": steps["mape"] <= tol, "per_load": per_load}, indent=2, default=str) + "\n")
-    argv = sys.argv[1:] if command is None else command
-    (out / "command.txt").write_text("servesim " + " ".join(shlex.quote(a) for a in argv) + "\n")
+    write_command(out, command)
     return table, steps, tol

@@ -13,9 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import shlex
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,7 +22,7 @@ import pandas as pd
 
 from calibration.fit import fit_step_model
 from calibration.profile_io import profile_dict, write_profile
-from calibration.validate import METRICS, STATS, _load_sets, auto_loads, cdf_plot
+from calibration.validate import METRICS, STATS, _load_sets, auto_loads, cdf_plot, write_command
 from simulator.errors import ConfigError
 from simulator.metrics import latency_stats
 
@@ -199,6 +197,5 @@ def validate_vllm(scenario: str, sets: list[str], python: str, repeats: int, loa
                "mean_real_spread": float(table.loc[table["metric"] != "preemptions", "real_spread"].mean()),
                "levels": per_level}
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    argv = sys.argv[1:] if command is None else command
-    (out / "command.txt").write_text("servesim " + " ".join(shlex.quote(a) for a in argv) + "\n")
+    write_command(out, command)
     return table, summary

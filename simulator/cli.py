@@ -133,7 +133,9 @@ def _scenario_specs(path: str, sets: list[str]):
     rs = load(path, sets)
     src = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     specs = src.initial()
-    if type(src).__name__ != "StaticSource":
+    from workloads.source import StaticSource
+
+    if not isinstance(src, StaticSource):
         raise ConfigError("workload", f"{src.describe()}: requests depend on the simulation (closed loop or "
                                       f"sessions), so only their first requests exist before a run")
     return specs

@@ -3,6 +3,7 @@ prefixes and per-request classes; and multi-turn chat sessions."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import count
 from typing import Literal
 
@@ -128,9 +129,7 @@ class SyntheticWorkload(_Classes):
             return ClosedLoopSource(a.concurrency, lambda: float(think.draw(1, think_rng)[0]), templates(),
                                     self.num_requests, self.duration_s)
         times = a.times(self.num_requests, self.duration_s, rng)
-        specs = [RequestSpec(s.request_id, float(times[s.request_id]), s.prompt_tokens, s.output_tokens,
-                             priority=s.priority, slo_class=s.slo_class, prefix_ids=s.prefix_ids,
-                             prefix_block_tokens=s.prefix_block_tokens)
+        specs = [replace(s, arrival_time=float(times[s.request_id]))
                  for s in self._specs(len(times), rng, max_model_len, ids)]
         return StaticSource(specs)
 
