@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench venv clean profiles fidelity fidelity-replay vllm-env fidelity-vllm results
+.PHONY: run test bench venv clean profiles fidelity fidelity-replay vllm-env fidelity-vllm results device-wheels
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -81,3 +81,13 @@ results: $(STAMP)
 	$(BIN)/servesim plot $(EX)/capacity --kind capacity --by engine.max_num_batched_tokens
 	$(BIN)/servesim run docs/scenarios/example-sweep.yaml --set workload.arrival.rate=12 --out $(EX)/run-12rps --quiet
 	$(BIN)/servesim plot $(EX)/run-12rps --kind timeline --title "12 req/s, token budget 8192"
+
+# A lent GPU (docs/calibration.md, "On a lent GPU"): the packages its image lacks, as wheels for its
+# Python 3.12, at the versions this venv tested. The call then carries .whl.
+DEVICE_WHEELS := simpy pydantic pydantic-core annotated-types typing-inspection typing-extensions
+device-wheels: $(STAMP)
+	rm -rf .whl && mkdir -p .whl
+	$(BIN)/python -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	  --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
+	  $$($(BIN)/python -c "import importlib.metadata as m; print(*(f'{n}=={m.version(n)}' for n in '$(DEVICE_WHEELS)'.split()))")
+	ls .whl

@@ -19,6 +19,8 @@ def add_parser(sub) -> None:
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--repeats", type=int, default=5)
     r.add_argument("--threads", type=int, help="CPU threads (default: torch's default, fixed for the run)")
+    r.add_argument("--max-kv-gib", type=float,
+                   help="skip grid points whose KV cache exceeds this (default on CUDA: free memory less weights)")
     r.add_argument("--fit", action="store_true", help="also fit the profile (as `calibrate fit OUT`)")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)
@@ -40,6 +42,12 @@ def add_parser(sub) -> None:
     c.add_argument("--threads", type=int)
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_check)
+
+    m = csub.add_parser("compare", help="two linear profiles component by component (overhead, GEMM, attention)")
+    m.add_argument("a", help="profile A (built-in name or YAML path)")
+    m.add_argument("b", help="profile B")
+    m.add_argument("--out", help="also write the table as CSV")
+    m.set_defaults(func=cmd_compare)
 
     i = csub.add_parser("import", help="compose profiles from third-party kernel tables")
     i.add_argument("source", choices=["aiconfigurator"])
@@ -120,7 +128,7 @@ def cmd_run(args) -> int:
 
     out = run_calibration(args.model, args.device, args.dtype, args.out, grid=args.grid, block_size=args.block_size,
                           warmup=args.warmup, repeats=args.repeats, threads=args.threads,
-                          progress=not args.no_progress)
+                          progress=not args.no_progress, max_kv_gib=args.max_kv_gib)
     meta = json.loads((out / "run.json").read_text())
     print(f"{meta['points']} points measured in {meta['wall_s']} s on {meta['hardware'].get('name')}: "
           f"{out / 'measurements.parquet'}")
@@ -157,4 +165,16 @@ def cmd_import(args) -> int:
 
     path, fit = import_profile(args.data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name)
     _print_fit(path, fit)
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from calibration.compare import compare_profiles, format_table
+
+    t = compare_profiles(args.a, args.b)
+    print(f"A = {t.attrs['a']}, B = {t.attrs['b']}")
+    print(format_table(t))
+    if args.out:
+        t.to_csv(args.out, index=False)
+        print(f"written to {args.out}")
     return 0

@@ -33,10 +33,9 @@ class Harness:
     def __init__(self, arch: ModelArchitecture, device: str, dtype: str, block_size: int, points: list[GridPoint],
                  threads: int | None = None, seed: int = 0):
         torch = _torch()
-        from calibration.torch_model import TORCH_DTYPES, PagedLlama
+        from calibration.torch_model import PagedLlama, torch_dtype
 
-        if dtype not in TORCH_DTYPES:
-            raise ConfigError("dtype", f"unknown dtype {dtype!r}; known: {', '.join(TORCH_DTYPES)}")
+        tdtype = torch_dtype(dtype)
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise ConfigError("device", f"{device} requested but torch sees no CUDA device")
         if device != "cpu" and not device.startswith("cuda"):
@@ -50,9 +49,9 @@ class Harness:
             self.threads = None
         torch.manual_seed(seed)
         self.rng = np.random.default_rng(seed)
-        slots = max(p.max_kv_tokens for p in points) * 3 // 2  # decode contexts spread up to 1.5x
-        self.num_blocks = -(-slots // block_size) + 2 * max(p.batch for p in points) + 8
-        self.model = PagedLlama(arch, self.num_blocks, block_size, TORCH_DTYPES[dtype], self.device).eval()
+        # spread contexts keep each batch's sum, so the largest point plus a partial block per sequence fits
+        self.num_blocks = -(-max(p.max_kv_tokens for p in points) // block_size) + 2 * max(p.batch for p in points) + 8
+        self.model = PagedLlama(arch, self.num_blocks, block_size, tdtype, self.device).eval()
         self.arch = arch
 
     # -- batches ------------------------------------------------------------
@@ -123,9 +122,37 @@ class Harness:
                           "time_ms_p90": float(np.percentile(times, 90)), "repeats": repeats}
 
 
+def memory_plan(arch: ModelArchitecture, device: str, dtype: str, points: list[GridPoint],
+                max_kv_gib: float | None = None) -> tuple[list[GridPoint], list[GridPoint], float | None]:
+    """Points whose KV cache fits the device, the ones that do not, and the KV budget in GiB.
+
+    On CUDA the budget is the free memory less the weights and a reserve for activations; a
+    point's cost is its KV tokens in the pool plus the per-layer copies attention makes of
+    them (gathered K/V, expanded to every query head, with the padding of uneven contexts).
+    The CPU has no budget unless one is given.
+    """
+    torch = _torch()
+    from calibration.torch_model import torch_dtype
+
+    elem = torch.tensor([], dtype=torch_dtype(dtype)).element_size()
+    per_token = 2 * arch.num_key_value_heads * arch.head_dim * elem * arch.num_hidden_layers
+    transient = 2 * (arch.num_attention_heads + arch.num_key_value_heads) * arch.head_dim * elem * 1.5
+    if max_kv_gib is None and device.startswith("cuda") and torch.cuda.is_available():
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        weights = arch.num_params * elem
+        max_kv_gib = (0.92 * free - weights - 6 * 2**30) / 2**30
+    if max_kv_gib is None:
+        return list(points), [], None
+    if max_kv_gib <= 0:
+        raise ConfigError("max_kv_gib", f"no memory left for a KV cache on {device} ({max_kv_gib:.1f} GiB)")
+    fits = lambda p: p.max_kv_tokens * (per_token + transient) <= max_kv_gib * 2**30  # noqa: E731
+    return [p for p in points if fits(p)], [p for p in points if not fits(p)], max_kv_gib
+
+
 def run_calibration(model: str, device: str, dtype: str, out: str | Path, grid: str | None = None,
                     block_size: int = 16, warmup: int = 2, repeats: int = 5, threads: int | None = None,
-                    progress: bool = True, points: list[GridPoint] | None = None) -> Path:
+                    progress: bool = True, points: list[GridPoint] | None = None,
+                    max_kv_gib: float | None = None) -> Path:
     """Measure the grid, write measurements.parquet and run.json into `out`."""
     from calibration.hardware_info import describe
 
@@ -136,6 +163,12 @@ def run_calibration(model: str, device: str, dtype: str, out: str | Path, grid: 
         raise ConfigError("grid", "the grid is empty")
     if repeats < 1 or warmup < 0:
         raise ConfigError("repeats", "repeats must be >= 1 and warmup >= 0")
+    pts, skipped, budget = memory_plan(arch, device, dtype, pts, max_kv_gib)
+    if not pts:
+        raise ConfigError("max_kv_gib", f"no grid point fits a {budget:.3g} GiB KV cache")
+    if skipped and progress:
+        print(f"{len(skipped)} grid point(s) need more than the {budget:.3g} GiB KV budget and are skipped: "
+              + ", ".join(f"{p.kind} {p.batch}x{p.tokens or p.context}" for p in skipped))
     h = Harness(arch, device, dtype, block_size, pts, threads)
     it = pts
     if progress:
@@ -150,6 +183,8 @@ def run_calibration(model: str, device: str, dtype: str, out: str | Path, grid: 
     meta = {"model": arch.name, "architecture": arch.model_dump(mode="json"), "device": device, "dtype": dtype,
             "block_size": block_size, "grid": grid, "warmup": warmup, "repeats": repeats,
             "points": len(pts), "wall_s": round(time.perf_counter() - t0, 1),
+            "kv_budget_gib": None if budget is None else round(budget, 2),
+            "skipped_points": [p.row() for p in skipped],
             "hardware": describe(device, h.threads)}
     (out / "run.json").write_text(json.dumps(meta, indent=2) + "\n")
     return out

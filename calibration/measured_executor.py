@@ -25,13 +25,12 @@ class MeasuredExecutor:
     def __init__(self, arch: ModelArchitecture, device: str, dtype: str, block_size: int, num_blocks: int,
                  threads: int | None = None, seed: int = 0):
         from calibration.harness import _torch
-        from calibration.torch_model import TORCH_DTYPES, PagedLlama
+        from calibration.torch_model import PagedLlama, torch_dtype
 
         torch = _torch()
-        if dtype not in TORCH_DTYPES:
-            raise ConfigError("dtype", f"unknown dtype {dtype!r}; known: {', '.join(TORCH_DTYPES)}")
+        tdtype = torch_dtype(dtype)
         cache_gib = 2 * arch.num_hidden_layers * num_blocks * block_size * arch.num_key_value_heads \
-            * arch.head_dim * torch.tensor([], dtype=TORCH_DTYPES[dtype]).element_size() / 2**30
+            * arch.head_dim * torch.tensor([], dtype=tdtype).element_size() / 2**30
         if cache_gib > MAX_CACHE_GIB:
             raise ConfigError("engine.num_gpu_blocks_override",
                               f"a measured replay would allocate a {cache_gib:.1f} GiB KV cache for {num_blocks:,} "
@@ -43,7 +42,7 @@ class MeasuredExecutor:
         torch.manual_seed(seed)
         self.rng = np.random.default_rng(seed)
         self.arch, self.block_size = arch, block_size
-        self.model = PagedLlama(arch, num_blocks, block_size, TORCH_DTYPES[dtype], self.device).eval()
+        self.model = PagedLlama(arch, num_blocks, block_size, tdtype, self.device).eval()
         self.steps = 0
         self._warm_up()
 

@@ -21,6 +21,14 @@ from simulator.model_arch import ModelArchitecture
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+def torch_dtype(name: str) -> torch.dtype:
+    if name not in TORCH_DTYPES:
+        from simulator.errors import ConfigError
+
+        raise ConfigError("dtype", f"unknown dtype {name!r}; known: {', '.join(TORCH_DTYPES)}")
+    return TORCH_DTYPES[name]
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-5):
         super().__init__()
@@ -106,16 +114,18 @@ class PagedLlama(nn.Module):
     def __init__(self, a: ModelArchitecture, num_blocks: int, block_size: int, dtype: torch.dtype, device):
         super().__init__()
         self.arch, self.block_size = a, block_size
-        self.embed = nn.Embedding(a.vocab_size, a.hidden_size)
-        self.layers = nn.ModuleList(DecoderLayer(a) for _ in range(a.num_hidden_layers))
-        self.norm = RMSNorm(a.hidden_size)
-        self.lm_head = nn.Linear(a.hidden_size, a.vocab_size, bias=False)
-        self.to(device=device, dtype=dtype)
+        # built in place on the device: an 8B model initialised on the host in fp32 would take 32 GB and minutes
+        with torch.device(device):
+            self.embed = nn.Embedding(a.vocab_size, a.hidden_size)
+            self.layers = nn.ModuleList(DecoderLayer(a) for _ in range(a.num_hidden_layers))
+            self.norm = RMSNorm(a.hidden_size)
+            self.lm_head = nn.Linear(a.hidden_size, a.vocab_size, bias=False)
+        self.to(dtype=dtype)
         shape = (a.num_hidden_layers, num_blocks * block_size, a.num_key_value_heads, a.head_dim)
-        g = torch.Generator(device="cpu").manual_seed(0)
+        g = torch.Generator(device=device).manual_seed(0)
         # random, not zeros: attention reads real-looking values
-        self.k_cache = (torch.randn(shape, generator=g) * 0.5).to(device=device, dtype=dtype)
-        self.v_cache = (torch.randn(shape, generator=g) * 0.5).to(device=device, dtype=dtype)
+        self.k_cache = torch.randn(shape, generator=g, device=device, dtype=dtype).mul_(0.5)
+        self.v_cache = torch.randn(shape, generator=g, device=device, dtype=dtype).mul_(0.5)
         inv = 1.0 / (500000.0 ** (torch.arange(0, a.head_dim, 2, device=device, dtype=torch.float32) / a.head_dim))
         self.register_buffer("inv_freq", inv, persistent=False)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -89,22 +90,25 @@ def _load_sets(load: str) -> list[str]:
     raise ConfigError("loads", f"{load!r}: use rate=R (open loop, req/s) or concurrency=N (closed loop)")
 
 
-def auto_loads(rs, sets, scenario) -> list[str]:
-    """Four open-loop rates from light to ~90% of the saturation the profile predicts, and four
-    closed-loop concurrencies up to the batch that saturation runs at."""
+def auto_loads(rs, sets, scenario, rates=(0.2, 0.45, 0.7, 0.9), concurrencies=(0.1, 0.3, 0.6, 1.0)) -> list[str]:
+    """Open-loop rates at these fractions of the saturation the profile predicts (default: four, light to
+    ~90%), and closed-loop concurrencies at these fractions of the batch that saturation runs at."""
     from simulator.config import load
     from simulator.engine import simulate
 
     burst = simulate(load(scenario, sets + ["workload.arrival={process: burst}"])).summary
     sat = burst["request_throughput"]
     top = max(2, int(round(burst["mean_batch_size"])))
-    conc = sorted({max(1, int(round(top * f))) for f in (0.1, 0.3, 0.6, 1.0)})
-    return [f"rate={sat * f:.3g}" for f in (0.2, 0.45, 0.7, 0.9)] + [f"concurrency={c}" for c in conc]
+    conc = sorted({max(1, int(round(top * f))) for f in concurrencies})
+    return [f"rate={sat * f:.3g}" for f in rates] + [f"concurrency={c}" for c in conc]
 
 
 def validate_replay(scenario: str | None, sets: list[str], device: str, threads: int | None, out: str | Path,
-                    loads: list[str] | None = None, command: list[str] | None = None):
-    """Per load level: simulation vs measured replay. Returns (table, step errors, tolerance)."""
+                    loads: list[str] | None = None, command: list[str] | None = None, deadline: float | None = None):
+    """Per load level: simulation vs measured replay. Returns (table, step errors, tolerance).
+
+    With a deadline (time.monotonic()), levels not started by then are skipped and listed as such:
+    a lent GPU's call has a hard time limit, and finished levels are worth keeping."""
     from calibration.measured_executor import MeasuredExecutor
     from simulator.config import load
     from simulator.engine import simulate
@@ -117,22 +121,33 @@ def validate_replay(scenario: str | None, sets: list[str], device: str, threads:
                           else "fp32", rs.scenario.engine.block_size, rs.num_gpu_blocks, threads, rs.scenario.seed)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    tables, all_steps, per_load = [], [], {}
+    tables, all_steps, per_load, skipped = [], [], {}, []
     for i, level in enumerate(levels):
+        if deadline is not None and time.monotonic() > deadline:
+            skipped = levels[i:]
+            break
         lrs = rs if level == "as-configured" else load(scenario, sets + _load_sets(level))
         sim = simulate(lrs)
         rep = simulate(lrs, executor=ex)
         tables.append(compare(sim.summary, rep.summary).assign(load=level))
-        all_steps.append(rep.steps)
+        all_steps.append(rep.steps.assign(load=level))
         per_load[level] = {"sim": sim.summary, "replay": rep.summary, "step_errors": step_errors(lrs.cost_model, rep.steps)}
         cdf_plot({"simulation": sim, "measured replay": rep}, out / f"cdf-{i}.png",
                  f"{rs.arch.name} on {device}, load {level}: simulation ({rs.profile.name}) vs measured replay")
+    if not tables:
+        from simulator.errors import ConfigError
+
+        raise ConfigError("loads", "the deadline passed before the first load level")
     table = pd.concat(tables, ignore_index=True)[["load", "metric", "sim", "replay", "error"]]
-    steps = step_errors(rs.cost_model, pd.concat(all_steps, ignore_index=True))
+    replayed = pd.concat(all_steps, ignore_index=True)
+    replayed["time_ms"] = replayed["duration"] * 1e3  # as `calibrate fit` reads measurements
+    replayed.to_parquet(out / "replayed-steps.parquet", index=False)  # each real batch and its measured time
+    steps = step_errors(rs.cost_model, replayed)
     tol = rs.profile.tolerance if rs.profile.tolerance is not None else 0.10
     table.to_csv(out / "table.csv", index=False)
     (out / "summary.json").write_text(json.dumps(
-        {"profile": rs.profile.name, "device": device, "loads": levels, "step_errors": steps, "tolerance": tol,
+        {"profile": rs.profile.name, "device": device, "loads": levels[:len(levels) - len(skipped)],
+         "skipped_for_time": skipped, "step_errors": steps, "tolerance": tol,
          "ok": steps["mape"] <= tol, "per_load": per_load}, indent=2, default=str) + "\n")
     write_command(out, command)
     return table, steps, tol

@@ -1,0 +1,80 @@
+"""`servesim calibrate compare A B`: two linear profiles, component by component.
+
+Where a harness profile and an imported kernel-table profile of one device disagree,
+the ratio per component says which part of a step differs (fixed per-step cost, the
+linear layers' weight read or GEMM rate, attention per KV token or per prefill pair),
+and the ratio at a few typical steps says how much it matters.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from calibration.grid import GridPoint
+from simulator.cost_model import LinearCoefficients, LinearCostModel, Profile, load_profile
+from simulator.errors import ConfigError
+
+KV_TOKENS = 100_000
+ZERO = 1e-9  # ms: fitted coefficients this small are zeros of the non-negative fit, not measurements
+
+COMPONENTS = [
+    ("per-step overhead (ms)", "step_overhead_ms"),
+    ("per sequence (ms)", "per_seq_ms"),
+    ("linear layers: weight-read floor per step (ms)", "linear_floor_ms"),
+    ("linear layers: GEMM time per token above the knee (ms)", "per_token_ms"),
+    ("linear layers: knee (tokens per step)", "knee_tokens"),
+    ("decode attention per KV token read, at 100k KV tokens a step (ms)", "kv_token_ms"),
+    ("decode attention: KV tokens that still fit a cache", "context_cache_tokens"),
+    ("prefill attention per (query, key) pair (ms)", "per_attention_pair_ms"),
+]
+
+STEPS = [
+    ("decode 1 seq at 1,024", GridPoint("decode", 1, 0, 1024)),
+    ("decode 32 seqs at 1,024", GridPoint("decode", 32, 0, 1024)),
+    ("decode 128 seqs at 2,048", GridPoint("decode", 128, 0, 2048)),
+    ("prefill 1 x 512", GridPoint("prefill", 1, 512)),
+    ("prefill 1 x 4,096", GridPoint("prefill", 1, 4096)),
+    ("prefill 4 x 2,048", GridPoint("prefill", 4, 2048)),
+    ("mixed: 512-token chunk + 64 decodes at 1,024", GridPoint("mixed", 64, 512, 1024)),
+]
+
+
+def _linear(p: Profile) -> LinearCostModel:
+    if p.cost_model != "linear":
+        raise ConfigError("profile", f"{p.name} uses the {p.cost_model} cost model; compare takes linear profiles")
+    return LinearCostModel(LinearCoefficients(**p.coefficients))
+
+
+def _value(m: LinearCostModel, key: str) -> float:
+    if key == "knee_tokens":
+        return float(m.knee_tokens() or 0)
+    if key == "kv_token_ms":  # the fit may put attention before or beyond its cache knee: count both
+        c = m.c
+        return c.per_context_token_ms + c.per_spilled_context_token_ms * max(0.0, KV_TOKENS - c.context_cache_tokens) / KV_TOKENS
+    return float(getattr(m.c, key))
+
+
+def compare_profiles(a: str | Profile, b: str | Profile) -> pd.DataFrame:
+    """One row per component and per typical step: A's value, B's, and A / B (empty where B is zero)."""
+    pa = a if isinstance(a, Profile) else load_profile(a)
+    pb = b if isinstance(b, Profile) else load_profile(b)
+    ma, mb = _linear(pa), _linear(pb)
+    rows = [{"part": "component", "what": label, "a": _value(ma, key), "b": _value(mb, key)}
+            for label, key in COMPONENTS]
+    rows += [{"part": "step time (ms)", "what": label, "a": ma.step_time(pt.shape) * 1e3,
+              "b": mb.step_time(pt.shape) * 1e3} for label, pt in STEPS]
+    t = pd.DataFrame(rows)
+    for col in ("a", "b"):
+        t.loc[t[col].abs() < ZERO, col] = 0.0
+    t["a_over_b"] = (t["a"] / t["b"].where(t["b"] > 0)).astype(float)
+    t.attrs.update(a=pa.name, b=pb.name)
+    return t
+
+
+def format_table(t: pd.DataFrame) -> str:
+    a, b = t.attrs.get("a", "A"), t.attrs.get("b", "B")
+    lines = [f"| | {a} | {b} | A / B |", "|---|---|---|---|"]
+    for r in t.itertuples():
+        ratio = "n/a" if pd.isna(r.a_over_b) else f"{r.a_over_b:.2f}"
+        lines.append(f"| {r.what} | {r.a:.4g} | {r.b:.4g} | {ratio} |")
+    return "\n".join(lines)

@@ -1,0 +1,288 @@
+"""One call on a lent GPU: record the device, calibrate, fit, replay at three loads, compare.
+
+A lent GPU comes for a few minutes, one call at a time, with a hard limit per call and at
+most eight files back. So the whole job is one prepared command (calibration/device_session.sh
+on the device; this module directly on the CPU, which the tests do). Each stage writes into a
+work directory; after each stage the directory is packed again into OUT/session.tar.gz, with
+the headline files beside it: a call cut off at its limit still returns what it finished.
+
+Stages: the device (pynvml, nvidia-smi, torch/CUDA versions); the harness over the grid and
+its fit with held-out error; measured replay of a short workload at three fractions of the
+saturation the fitted profile predicts, with the simulator on the same workload; the fitted
+profile against the reference (imported third-party tables), component by component, and
+both profiles' predictions for every batch the replay really ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shutil
+import subprocess
+import tarfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+HEADLINE = {  # files copied beside the bundle (the call brings back eight files, log.txt included)
+    "summary.md": "summary.md", "device.json": "device.json", "calibration/profile.yaml": "profile.yaml",
+    "compare.csv": "compare.csv", "replay/table.csv": "replay-table.csv", "steps.png": "steps.png",
+}
+NVIDIA_SMI_QUERY = "name,memory.total,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,driver_version,power.limit"
+
+
+def _nvidia_smi(*args: str) -> str | None:
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        return subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"nvidia-smi failed: {exc}"
+
+
+def stage_device(a, work: Path, state: dict) -> dict:
+    import torch
+
+    from calibration.hardware_info import describe
+
+    info = {"servesim_device": a.device, "hardware": describe(a.device, a.threads), "torch": torch.__version__,
+            "torch_cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if a.device != "cpu" else None}
+    if a.device.startswith("cuda"):
+        props = torch.cuda.get_device_properties(torch.device(a.device))
+        info["capability"] = f"{props.major}.{props.minor}"
+        info["multiprocessors"] = props.multi_processor_count
+    if a.device.startswith("cuda"):
+        try:
+            info["ceilings"] = measure_ceilings(torch, torch.device(a.device))
+        except Exception as exc:  # a reading that failed is noted, not fatal
+            info["ceilings"] = {"error": f"{type(exc).__name__}: {exc}"}
+    smi = _nvidia_smi(f"--query-gpu={NVIDIA_SMI_QUERY}", "--format=csv")
+    if smi is not None:
+        info["nvidia_smi"] = smi.strip().splitlines()
+        (work / "nvidia-smi.txt").write_text(_nvidia_smi("-q") or "")
+    (work / "device.json").write_text(json.dumps(info, indent=2, default=str) + "\n")
+    state["device_name"] = info["hardware"].get("name", a.device)
+    return {"name": state["device_name"], "torch": info["torch"], "cuda": info["torch_cuda"]}
+
+
+def measure_ceilings(torch, device) -> dict:
+    """The card's two ceilings as found (METHOD: measure, don't quote the datasheet): a bf16 8192^3
+    matrix product on random data, and a 1 GiB device-to-device copy counting bytes read and written.
+    Medians of ten, after three warm-ups."""
+    def timed(fn, n=10, warm=3):
+        for _ in range(warm):
+            fn()
+        ts = []
+        for _ in range(n):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+            fn()
+            e1.record()
+            e1.synchronize()
+            ts.append(e0.elapsed_time(e1) / 1e3)
+        return float(np.median(ts))
+
+    n = 8192
+    x, y = (torch.randn(n, n, device=device, dtype=torch.bfloat16) for _ in range(2))
+    mm = timed(lambda: x @ y)
+    src = torch.randn(2**29, device=device, dtype=torch.bfloat16)  # 1 GiB
+    dst = torch.empty_like(src)
+    cp = timed(lambda: dst.copy_(src))
+    del x, y, src, dst
+    torch.cuda.empty_cache()
+    return {"bf16_matmul_tflops": round(2 * n**3 / mm / 1e12, 1), "copy_tb_per_s": round(2 * 2**30 / cp / 1e12, 2)}
+
+
+def _short_device(name: str, device: str) -> str:
+    """'NVIDIA H200' -> 'h200': how the shipped profiles are named."""
+    if not device.startswith("cuda"):
+        return "cpu"
+    words = [w for w in name.lower().split() if w not in ("nvidia", "tesla")]
+    return words[0] if words else "cuda"
+
+
+def stage_calibrate(a, work: Path, state: dict) -> dict:
+    from calibration.harness import run_calibration
+    from calibration.profile_io import fit_directory
+
+    name = a.name or f"{_short_device(state.get('device_name', ''), a.device)}-{a.model}-{a.dtype}-tp1-harness"
+    out = run_calibration(a.model, a.device, a.dtype, work / "calibration", grid=a.grid, warmup=a.warmup,
+                          repeats=a.repeats, threads=a.threads, progress=True)
+    path, fit = fit_directory(out, name=name)
+    state["profile"] = str(path)
+    meta = json.loads((out / "run.json").read_text())
+    return {"profile": name, "points": meta["points"], "skipped_points": len(meta["skipped_points"]),
+            "measure_s": meta["wall_s"], "held_out": fit.held_out, "coefficients": fit.coefficients}
+
+
+def stage_replay(a, work: Path, state: dict) -> dict:
+    from calibration.validate import auto_loads, step_errors, validate_replay
+    from simulator.config import load
+
+    sets = list(a.set) + [f"profile={state['profile']}"]
+    rs = load(a.scenario, sets)
+    fractions = tuple(float(f) for f in a.loads.split(","))
+    loads = auto_loads(rs, sets, a.scenario, rates=fractions, concurrencies=())
+    command = ["validate", "replay", a.scenario, "--device", a.device, "--loads", ",".join(loads)] \
+        + [x for s in sets for x in ("--set", s)]
+    table, steps, tol = validate_replay(a.scenario, sets, a.device, a.threads, work / "replay", loads,
+                                        command=command, deadline=state["deadline"] - a.level_reserve_s)
+    import pandas as pd
+
+    replayed = pd.read_parquet(work / "replay" / "replayed-steps.parquet")
+    ref = load(a.scenario, list(a.set) + [f"profile={a.reference}"])
+    state["replayed"] = replayed
+    state["models"] = {f"harness ({rs.profile.name})": rs.cost_model, f"reference ({ref.profile.name})": ref.cost_model}
+    summary = json.loads((work / "replay" / "summary.json").read_text())
+    return {"loads": summary["loads"], "skipped_for_time": summary["skipped_for_time"],
+            "harness_profile_on_replayed_steps": steps, "tolerance": tol,
+            "reference_profile_on_replayed_steps": step_errors(ref.cost_model, replayed),
+            "mean_abs_error_run_metrics": float(table["error"].abs().mean())}
+
+
+def stage_compare(a, work: Path, state: dict) -> dict:
+    from calibration.compare import compare_profiles, format_table
+
+    t = compare_profiles(state["profile"], a.reference)
+    t.to_csv(work / "compare.csv", index=False)
+    (work / "compare.md").write_text(f"A = {t.attrs['a']}, B = {t.attrs['b']}\n\n{format_table(t)}\n")
+    if "replayed" in state:
+        steps_plot(state["replayed"], state["models"], work / "steps.png", state.get("device_name", a.device))
+    return {"a": t.attrs["a"], "b": t.attrs["b"],
+            "ratios": {r.what: (None if np.isnan(r.a_over_b) else round(float(r.a_over_b), 3)) for r in t.itertuples()}}
+
+
+def steps_plot(replayed, models: dict, path: Path, device: str) -> None:
+    """Each replayed batch: its measured time against what each profile predicted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from simulator.metrics import step_shapes
+
+    shapes = step_shapes(replayed)
+    meas = replayed["duration"].to_numpy() * 1e3
+    fig, ax = plt.subplots(figsize=(6.5, 5.5))
+    for label, m in models.items():
+        pred = np.array([m.step_time(s) for s in shapes]) * 1e3
+        ape = np.mean(np.abs(pred - meas) / meas)
+        ax.scatter(meas, pred, s=6, alpha=0.5, label=f"{label}: MAPE {ape:.0%}")
+    lo, hi = meas.min() * 0.8, meas.max() * 1.25
+    ax.plot([lo, hi], [lo, hi], color="black", lw=0.8, label="predicted = measured")
+    ax.set(xscale="log", yscale="log", xlabel="measured step time (ms)", ylabel="predicted step time (ms)",
+           title=f"{len(meas):,} replayed steps on {device}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _free_device_memory(device: str) -> None:
+    """The harness's model and KV pool are gone after its stage; hand their memory back before the replay's."""
+    import gc
+
+    gc.collect()
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+STAGES = [("device", stage_device), ("calibrate", stage_calibrate), ("replay", stage_replay),
+          ("compare", stage_compare)]
+
+
+def write_summary(work: Path, summary: dict) -> None:
+    (work / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    lines = [f"# Device session: {summary['args']['model']} on {summary.get('device_name', summary['args']['device'])}",
+             "", f"started {summary['started']}, {summary['elapsed_s']:.0f} s so far", ""]
+    for name, st in summary["stages"].items():
+        status = "ok" if st.get("ok") else "FAILED: " + st.get("error", "")
+        lines.append(f"- **{name}** ({st.get('seconds', 0):.0f} s): {status}")
+    cal = summary["stages"].get("calibrate", {})
+    if cal.get("ok"):
+        h = cal["held_out"]
+        lines += ["", f"Fit: {cal['points']} points ({cal['skipped_points']} over the memory budget), held-out MAPE "
+                      f"{h['mape']:.1%}, p90 {h['p90_ape']:.1%}."]
+    rep = summary["stages"].get("replay", {})
+    if rep.get("ok"):
+        hs, rf = rep["harness_profile_on_replayed_steps"], rep["reference_profile_on_replayed_steps"]
+        lines += ["", f"Replay at {', '.join(rep['loads'])}: {hs['steps']:,} real steps. Per-step MAPE: harness profile "
+                      f"{hs['mape']:.1%} (median predicted/measured {hs['median_ratio_predicted_to_measured']:.2f}), "
+                      f"reference {rf['mape']:.1%} ({rf['median_ratio_predicted_to_measured']:.2f}). "
+                      f"Run metrics, simulation vs replay: mean |error| {rep['mean_abs_error_run_metrics']:.1%}."]
+    if (work / "compare.md").is_file():
+        lines += ["", (work / "compare.md").read_text()]
+    (work / "summary.md").write_text("\n".join(lines) + "\n")
+
+
+def pack(work: Path, out: Path) -> None:
+    """The bundle and the headline files, rewritten whole (a half-written file would come back broken)."""
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = out / ".session.tar.gz.tmp"
+    with tarfile.open(tmp, "w:gz") as tar:
+        tar.add(work, arcname="session")
+    tmp.replace(out / "session.tar.gz")
+    for src, dst in HEADLINE.items():
+        if (work / src).is_file():
+            shutil.copyfile(work / src, out / dst)
+
+
+def parse(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m calibration.device_session", description=__doc__.splitlines()[0])
+    p.add_argument("--out", required=True, help="where the bundle and headline files go ($OUT on the device)")
+    p.add_argument("--work", help="work directory (default: a fresh folder under /tmp)")
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--model", default="llama-3.1-8b")
+    p.add_argument("--dtype", default="bf16")
+    p.add_argument("--grid", help="calibration grid (default: gpu on CUDA, cpu on the CPU)")
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--threads", type=int)
+    p.add_argument("--name", help="fitted profile's name (default: DEVICE-MODEL-DTYPE-tp1-harness)")
+    p.add_argument("--scenario", default="docs/scenarios/replay-h200-llama-3.1-8b.yaml")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scenario overrides")
+    p.add_argument("--loads", default="0.3,0.6,0.9", help="replay rates as fractions of the predicted saturation")
+    p.add_argument("--reference", default="h200-llama-3.1-8b-bf16-tp1", help="profile to compare with")
+    p.add_argument("--budget-s", type=float, default=360,
+                   help="seconds from the start by which the session should end: no replay level starts after "
+                        "budget - level-reserve")
+    p.add_argument("--level-reserve-s", type=float, default=90, help="seconds one replay level may take")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    a = parse(argv)
+    t0 = time.monotonic()
+    work = Path(a.work) if a.work else Path(f"/tmp/servesim-session-{int(time.time())}")
+    work.mkdir(parents=True, exist_ok=True)
+    out = Path(a.out)
+    state = {"deadline": t0 + a.budget_s}
+    summary = {"started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "args": vars(a),
+               "stages": {}, "elapsed_s": 0.0}
+    for name, stage in STAGES:
+        s0 = time.monotonic()
+        print(f"== {name} ({s0 - t0:.0f} s)", flush=True)
+        try:
+            result = {"ok": True} | stage(a, work, state)
+        except Exception as exc:  # later stages may still run; the bundle says what failed and why
+            traceback.print_exc()
+            result = {"ok": False, "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
+                      "traceback": traceback.format_exc()}
+        summary["stages"][name] = result | {"seconds": round(time.monotonic() - s0, 1)}
+        _free_device_memory(a.device)
+        summary["device_name"] = state.get("device_name")
+        summary["elapsed_s"] = time.monotonic() - t0
+        write_summary(work, summary)
+        pack(work, out)
+    print((work / "summary.md").read_text())
+    return 0 if all(s["ok"] for s in summary["stages"].values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

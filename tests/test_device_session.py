@@ -1,0 +1,104 @@
+"""The device session (one call on a lent GPU) run end to end on the CPU with the tiny model, and
+the pieces it adds: the harness's memory plan and `calibrate compare`."""
+
+import json
+import tarfile
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("torch", reason="torch is in the `calibrate` extra; `make test` installs it")
+
+from calibration.compare import compare_profiles  # noqa: E402
+from calibration.device_session import HEADLINE, main  # noqa: E402
+from calibration.grid import make_grid  # noqa: E402
+from calibration.harness import memory_plan, run_calibration  # noqa: E402
+from simulator.cli import main as cli  # noqa: E402
+from simulator.errors import ConfigError  # noqa: E402
+from simulator.model_arch import load_model  # noqa: E402
+
+TINY = ["--device", "cpu", "--model", "tiny-llama", "--dtype", "fp32", "--grid", "quick", "--threads", "1",
+        "--scenario", "docs/scenarios/replay-tiny-cpu.yaml", "--set", "workload.num_requests=12"]
+
+
+def _run(tmp_path, *extra):
+    out, work = tmp_path / "out", tmp_path / "work"
+    rc = main(["--out", str(out), "--work", str(work), *TINY, *extra])
+    return rc, out, json.loads((work / "summary.json").read_text())
+
+
+def test_session_brings_back_every_stage(tmp_path):
+    rc, out, s = _run(tmp_path, "--reference", "teaching")
+    assert rc == 0, {k: v.get("error") for k, v in s["stages"].items()}
+    assert list(s["stages"]) == ["device", "calibrate", "replay", "compare"]
+    # what the device call brings back: the bundle, the headline files and (from the wrapper) log.txt
+    assert sorted(p.name for p in out.iterdir()) == sorted(["session.tar.gz", *HEADLINE.values()])
+    assert len(HEADLINE) + 2 <= 8
+    with tarfile.open(out / "session.tar.gz") as tar:
+        names = set(tar.getnames())
+    assert {"session/calibration/measurements.parquet", "session/calibration/run.json",
+            "session/replay/replayed-steps.parquet", "session/replay/cdf-2.png", "session/compare.md"} <= names
+    rep = s["stages"]["replay"]
+    assert len(rep["loads"]) == 3 and rep["skipped_for_time"] == []
+    steps = pd.read_parquet(tmp_path / "work" / "replay" / "replayed-steps.parquet")
+    assert set(steps["load"]) == set(rep["loads"]) and (steps["duration"] > 0).all()
+    # the replayed batches are measurements in their own right: `calibrate fit` takes them as they are
+    assert cli(["calibrate", "fit", str(tmp_path / "work" / "replay" / "replayed-steps.parquet"),
+                "--out", str(tmp_path / "refit.yaml")]) == 0
+    # the tiny model's harness profile predicts its own replayed steps; the teaching constants do not
+    assert rep["harness_profile_on_replayed_steps"]["mape"] < rep["reference_profile_on_replayed_steps"]["mape"]
+    device = json.loads((out / "device.json").read_text())
+    assert device["hardware"]["kind"] == "cpu" and device["torch"]
+    assert "cpu-tiny-llama-fp32-tp1-harness" in (out / "profile.yaml").read_text()
+    assert "Replay at rate=" in (out / "summary.md").read_text()
+
+
+def test_a_failed_stage_is_reported_and_the_rest_still_comes_back(tmp_path):
+    # roofline is not a linear profile: the comparison fails, the calibration and replay are kept
+    rc, out, s = _run(tmp_path, "--reference", "roofline", "--set", "workload.num_requests=4", "--loads", "0.5")
+    assert rc == 1
+    assert s["stages"]["calibrate"]["ok"] and s["stages"]["replay"]["ok"]
+    assert not s["stages"]["compare"]["ok"] and "compare takes linear profiles" in s["stages"]["compare"]["error"]
+    assert "compare** (0 s): FAILED" in (out / "summary.md").read_text() and (out / "profile.yaml").is_file()
+
+
+def test_no_replay_level_starts_after_the_budget(tmp_path):
+    rc, out, s = _run(tmp_path, "--reference", "teaching", "--budget-s", "0", "--level-reserve-s", "0")
+    assert rc == 1 and s["stages"]["calibrate"]["ok"]
+    assert "deadline passed before the first load level" in s["stages"]["replay"]["error"]
+
+
+def test_memory_plan_skips_points_over_the_kv_budget(tmp_path):
+    arch = load_model("tiny-llama")
+    pts = make_grid("quick")
+    kept, skipped, budget = memory_plan(arch, "cpu", "fp32", pts)
+    assert (kept, skipped, budget) == (pts, [], None)  # no budget on the CPU unless asked
+    kept, skipped, _ = memory_plan(arch, "cpu", "fp32", pts, max_kv_gib=0.005)
+    assert skipped and kept and len(kept) + len(skipped) == len(pts)
+    assert max(p.max_kv_tokens for p in kept) < min(p.max_kv_tokens for p in skipped)
+    out = run_calibration("tiny-llama", "cpu", "fp32", tmp_path / "cal", grid="quick", repeats=1, warmup=0,
+                          threads=1, progress=False, max_kv_gib=0.005)
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["points"] == len(kept) and len(meta["skipped_points"]) == len(skipped)
+    assert len(pd.read_parquet(out / "measurements.parquet")) == len(kept)
+    with pytest.raises(ConfigError, match="max_kv_gib"):
+        memory_plan(arch, "cpu", "fp32", pts, max_kv_gib=-1)
+
+
+def test_compare_names_each_component():
+    t = compare_profiles("h200-llama-3.1-8b-bf16-tp1", "h100-llama-3.1-8b-bf16-tp1")
+    row = t.set_index("what")["a_over_b"]
+    # decode attention streams the KV cache: H200 / H100 follows their HBM bandwidth, 3.35 / 4.8 TB/s = 0.70
+    assert 0.6 < row["decode attention per KV token read, at 100k KV tokens a step (ms)"] < 0.8
+    assert {"per-step overhead (ms)", "linear layers: GEMM time per token above the knee (ms)",
+            "prefill attention per (query, key) pair (ms)"} <= set(row.index)
+    same = compare_profiles("h200-llama-3.1-8b-bf16-tp1", "h200-llama-3.1-8b-bf16-tp1")
+    assert (same["a_over_b"].dropna() == 1.0).all() and same["a_over_b"].notna().sum() >= 10
+
+
+def test_compare_cli(tmp_path, capsys):
+    assert cli(["calibrate", "compare", "teaching", "h200-llama-3.1-8b-bf16-tp1", "--out", str(tmp_path / "c.csv")]) == 0
+    assert "| per-step overhead (ms) | 18 |" in capsys.readouterr().out
+    assert len(pd.read_csv(tmp_path / "c.csv")) > 10
+    assert cli(["calibrate", "compare", "roofline", "teaching"]) == 2
+    assert "compare takes linear profiles" in capsys.readouterr().err
