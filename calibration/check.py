@@ -30,7 +30,7 @@ def check_profile(profile_path: str, device: str, points: int = 8, seed: int = 0
     rng = np.random.default_rng(seed)
     sample = [grid[i] for i in sorted(rng.choice(len(grid), size=min(points, len(grid)), replace=False))]
     model = LinearCostModel(LinearCoefficients(**prof.coefficients))
-    h = Harness(arch, device, prof.dtype, prof.block_size or 16, sample, threads)
+    h = Harness(arch, device, prof.dtype, prof.block_size or 16, sample, threads, attention=prof.attention or "gather")
     rows = []
     for p in sample:
         m = h.measure(p, warmup, repeats)

@@ -21,6 +21,9 @@ def add_parser(sub) -> None:
     r.add_argument("--threads", type=int, help="CPU threads (default: torch's default, fixed for the run)")
     r.add_argument("--max-kv-gib", type=float,
                    help="skip grid points whose KV cache exceeds this (default on CUDA: free memory less weights)")
+    r.add_argument("--attention", default="gather", choices=["gather", "paged"],
+                   help="decode attention: SDPA over gathered contexts, or the Triton kernel reading the pool in place "
+                        "(CUDA)")
     r.add_argument("--fit", action="store_true", help="also fit the profile (as `calibrate fit OUT`)")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)
@@ -70,6 +73,7 @@ def add_validate_parser(sub) -> None:
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     r.add_argument("--device", default="cpu")
     r.add_argument("--threads", type=int)
+    r.add_argument("--attention", choices=["gather", "paged"], help="decode attention (default: the profile's)")
     r.add_argument("--loads", help="comma-separated rate=R (open loop) and concurrency=N (closed loop) levels, "
                                     "or auto: four of each, up to about 90%% of the predicted saturation")
     r.add_argument("--out", default="results/fidelity/replay")
@@ -106,7 +110,7 @@ def cmd_validate_replay(args) -> int:
     sets = args.set + ([f"profile={args.profile}"] if args.profile else [])
     loads = args.loads.split(",") if args.loads else None
     table, steps, tol = validate_replay(args.scenario, sets, args.device, args.threads, args.out, loads,
-                                        command=args.argv)
+                                        command=args.argv, attention=args.attention)
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
     ok = steps["mape"] <= tol
     print(f"per-step: profile vs measured time over {steps['steps']:,} replayed steps: MAPE {steps['mape']:.1%}, "
@@ -128,7 +132,7 @@ def cmd_run(args) -> int:
 
     out = run_calibration(args.model, args.device, args.dtype, args.out, grid=args.grid, block_size=args.block_size,
                           warmup=args.warmup, repeats=args.repeats, threads=args.threads,
-                          progress=not args.no_progress, max_kv_gib=args.max_kv_gib)
+                          progress=not args.no_progress, max_kv_gib=args.max_kv_gib, attention=args.attention)
     meta = json.loads((out / "run.json").read_text())
     print(f"{meta['points']} points measured in {meta['wall_s']} s on {meta['hardware'].get('name')}: "
           f"{out / 'measurements.parquet'}")

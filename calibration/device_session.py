@@ -104,17 +104,66 @@ def _short_device(name: str, device: str) -> str:
     return words[0] if words else "cuda"
 
 
+def stage_kernels(a, work: Path, state: dict) -> dict:
+    """Which decode attention the calibration runs: the paged kernel where it computes what SDPA over the
+    gathered contexts does and is faster on the grid's attention points, else the gather."""
+    import pandas as pd
+    import torch
+
+    from calibration.grid import make_grid
+    from calibration.harness import Harness, memory_plan
+    from calibration.torch_model import check_attention
+    from simulator.errors import ConfigError
+    from simulator.model_arch import load_model
+
+    if a.attention != "auto":
+        state["attention"] = a.attention
+        return {"attention": a.attention, "why": "--attention"}
+    try:
+        check_attention("paged", a.device)
+    except ConfigError as exc:
+        state["attention"] = "gather"
+        return {"attention": "gather", "why": exc.message}
+    arch = load_model(a.model)
+    grid = a.grid or ("gpu" if a.device.startswith("cuda") else "cpu")
+    pts = [p for p in make_grid(grid, arch.max_position_embeddings) if p.kind == "attention"]
+    pts, _, _ = memory_plan(arch, a.device, a.dtype, pts)
+    h = Harness(arch, a.device, a.dtype, 16, pts, a.threads, attention="paged")
+    batch = h.build(max(pts, key=lambda p: p.max_kv_tokens))
+    q = torch.randn(batch.decode_rows.numel(), arch.num_attention_heads, arch.head_dim, device=h.device,
+                    dtype=h.model.k_cache.dtype)
+    out = {}
+    with torch.no_grad():
+        for kind in ("gather", "paged"):
+            h.model.attention_kind = kind
+            out[kind] = h.model.decode_attention(0, q, batch).float()
+    err = float((out["paged"] - out["gather"]).norm() / out["gather"].norm())
+    rows = []
+    for p in pts:
+        for kind in ("gather", "paged"):
+            h.model.attention_kind = kind
+            rows.append(h.measure(p, a.warmup, a.repeats) | {"attention": kind})
+    t = pd.DataFrame(rows)
+    t.to_csv(work / "attention-kernels.csv", index=False)
+    wide = t.pivot_table(index=["batch", "context"], columns="attention", values="time_ms")
+    ratio = float((wide["paged"] / wide["gather"]).median())
+    state["attention"] = "paged" if err < 2e-2 and ratio < 1.0 else "gather"
+    return {"attention": state["attention"], "paged_vs_gather_relative_error": err,
+            "paged_over_gather_time_median": ratio, "points": len(pts)}
+
+
 def stage_calibrate(a, work: Path, state: dict) -> dict:
     from calibration.harness import run_calibration
     from calibration.profile_io import fit_directory
 
     name = a.name or f"{_short_device(state.get('device_name', ''), a.device)}-{a.model}-{a.dtype}-tp1-harness"
     out = run_calibration(a.model, a.device, a.dtype, work / "calibration", grid=a.grid, warmup=a.warmup,
-                          repeats=a.repeats, threads=a.threads, progress=True)
+                          repeats=a.repeats, threads=a.threads, progress=True,
+                          attention=state.get("attention", "gather"))
     path, fit = fit_directory(out, name=name)
     state["profile"] = str(path)
     meta = json.loads((out / "run.json").read_text())
-    return {"profile": name, "points": meta["points"], "skipped_points": len(meta["skipped_points"]),
+    return {"profile": name, "attention": meta["attention"], "points": meta["points"], "skipped_points": len(meta["skipped_points"]),
             "measure_s": meta["wall_s"], "held_out": fit.held_out, "coefficients": fit.coefficients}
 
 
@@ -193,7 +242,7 @@ def _free_device_memory(device: str) -> None:
         torch.cuda.empty_cache()
 
 
-STAGES = [("device", stage_device), ("calibrate", stage_calibrate), ("replay", stage_replay),
+STAGES = [("device", stage_device), ("kernels", stage_kernels), ("calibrate", stage_calibrate), ("replay", stage_replay),
           ("compare", stage_compare)]
 
 
@@ -204,6 +253,12 @@ def write_summary(work: Path, summary: dict) -> None:
     for name, st in summary["stages"].items():
         status = "ok" if st.get("ok") else "FAILED: " + st.get("error", "")
         lines.append(f"- **{name}** ({st.get('seconds', 0):.0f} s): {status}")
+    ker = summary["stages"].get("kernels", {})
+    if ker.get("ok"):
+        lines += ["", f"Decode attention: {ker['attention']}" + (
+            f" (paged kernel vs gather: relative error {ker['paged_vs_gather_relative_error']:.1e}, median time ratio "
+            f"{ker['paged_over_gather_time_median']:.2f} over {ker['points']} attention points)"
+            if "points" in ker else f" ({ker['why']})") + "."]
     cal = summary["stages"].get("calibrate", {})
     if cal.get("ok"):
         h = cal["held_out"]
@@ -244,6 +299,9 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--threads", type=int)
+    p.add_argument("--attention", default="auto", choices=["auto", "gather", "paged"],
+                   help="decode attention for the calibration and replay (auto: the paged kernel where it is right "
+                        "and faster)")
     p.add_argument("--name", help="fitted profile's name (default: DEVICE-MODEL-DTYPE-tp1-harness)")
     p.add_argument("--scenario", default="docs/scenarios/replay-h200-llama-3.1-8b.yaml")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scenario overrides")

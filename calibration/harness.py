@@ -31,7 +31,7 @@ def _torch():
 
 class Harness:
     def __init__(self, arch: ModelArchitecture, device: str, dtype: str, block_size: int, points: list[GridPoint],
-                 threads: int | None = None, seed: int = 0):
+                 threads: int | None = None, seed: int = 0, attention: str = "gather"):
         torch = _torch()
         from calibration.torch_model import PagedLlama, torch_dtype
 
@@ -51,7 +51,7 @@ class Harness:
         self.rng = np.random.default_rng(seed)
         # spread contexts keep each batch's sum, so the largest point plus a partial block per sequence fits
         self.num_blocks = -(-max(p.max_kv_tokens for p in points) // block_size) + 2 * max(p.batch for p in points) + 8
-        self.model = PagedLlama(arch, self.num_blocks, block_size, tdtype, self.device).eval()
+        self.model = PagedLlama(arch, self.num_blocks, block_size, tdtype, self.device, attention).eval()
         self.arch = arch
 
     # -- batches ------------------------------------------------------------
@@ -152,7 +152,7 @@ def memory_plan(arch: ModelArchitecture, device: str, dtype: str, points: list[G
 def run_calibration(model: str, device: str, dtype: str, out: str | Path, grid: str | None = None,
                     block_size: int = 16, warmup: int = 2, repeats: int = 5, threads: int | None = None,
                     progress: bool = True, points: list[GridPoint] | None = None,
-                    max_kv_gib: float | None = None) -> Path:
+                    max_kv_gib: float | None = None, attention: str = "gather") -> Path:
     """Measure the grid, write measurements.parquet and run.json into `out`."""
     from calibration.hardware_info import describe
 
@@ -169,7 +169,7 @@ def run_calibration(model: str, device: str, dtype: str, out: str | Path, grid: 
     if skipped and progress:
         print(f"{len(skipped)} grid point(s) need more than the {budget:.3g} GiB KV budget and are skipped: "
               + ", ".join(f"{p.kind} {p.batch}x{p.tokens or p.context}" for p in skipped))
-    h = Harness(arch, device, dtype, block_size, pts, threads)
+    h = Harness(arch, device, dtype, block_size, pts, threads, attention=attention)
     it = pts
     if progress:
         from tqdm import tqdm
@@ -181,7 +181,7 @@ def run_calibration(model: str, device: str, dtype: str, out: str | Path, grid: 
     out.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(out / "measurements.parquet", index=False)
     meta = {"model": arch.name, "architecture": arch.model_dump(mode="json"), "device": device, "dtype": dtype,
-            "block_size": block_size, "grid": grid, "warmup": warmup, "repeats": repeats,
+            "block_size": block_size, "grid": grid, "attention": attention, "warmup": warmup, "repeats": repeats,
             "points": len(pts), "wall_s": round(time.perf_counter() - t0, 1),
             "kv_budget_gib": None if budget is None else round(budget, 2),
             "skipped_points": [p.row() for p in skipped],

@@ -23,7 +23,7 @@ class MeasuredExecutor:
     pure = False  # durations are measurements: no decode runs, every step really runs
 
     def __init__(self, arch: ModelArchitecture, device: str, dtype: str, block_size: int, num_blocks: int,
-                 threads: int | None = None, seed: int = 0):
+                 threads: int | None = None, seed: int = 0, attention: str = "gather"):
         from calibration.harness import _torch
         from calibration.torch_model import PagedLlama, torch_dtype
 
@@ -42,7 +42,7 @@ class MeasuredExecutor:
         torch.manual_seed(seed)
         self.rng = np.random.default_rng(seed)
         self.arch, self.block_size = arch, block_size
-        self.model = PagedLlama(arch, num_blocks, block_size, tdtype, self.device).eval()
+        self.model = PagedLlama(arch, num_blocks, block_size, tdtype, self.device, attention).eval()
         self.steps = 0
         self._warm_up()
 

@@ -71,10 +71,11 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
     prof = profile_dict(
         fit, name=name or f"{device.split(':')[0]}-{model}-{dtype}",
         source=f"servesim calibrate run: {model} {dtype} on {hw.get('name', device)}, torch {hw.get('torch', '?')}, "
-               f"{meta.get('grid', '?')} grid, {fit.held_out['points'] + fit.train['points']} step points, "
+               f"{meta.get('grid', '?')} grid, {meta.get('attention', 'gather')} attention, "
+               f"{fit.held_out['points'] + fit.train['points']} step points, "
                f"{hw.get('date', '?')}",
         device=hw.get("name", device), model=model, dtype=dtype,
-        block_size=meta.get("block_size"), grid=meta.get("grid"), architecture=meta.get("architecture"),
+        block_size=meta.get("block_size"), grid=meta.get("grid"), attention=meta.get("attention"), architecture=meta.get("architecture"),
         hardware=hw or None, measurements=str(path.resolve().relative_to(out.parent.resolve()))
         if path.resolve().is_relative_to(out.parent.resolve()) else str(path.resolve()))
     write_profile(prof, out)

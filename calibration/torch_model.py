@@ -9,6 +9,7 @@ Weights are random; timing does not depend on their values.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,9 @@ class StepBatch:
     decode_rows: torch.Tensor | None  # [B] rows of the decode tokens
     decode_gather: torch.Tensor | None  # [B, C] flat slots of each decode's context
     decode_mask: torch.Tensor | None  # [B, 1, 1, C] True where a slot is real (None: all real)
+    decode_tables: torch.Tensor | None = None  # [B, pages] int32 block ids, 0-padded (paged attention)
+    decode_lens: torch.Tensor | None = None  # [B] int32 context lengths, the new token included
+    decode_max_len: int = 0
 
 
 def make_batch(seqs, block_size: int, vocab_size: int, device, rng: np.random.Generator) -> StepBatch:
@@ -74,7 +78,7 @@ def make_batch(seqs, block_size: int, vocab_size: int, device, rng: np.random.Ge
     reads of block 0 (vLLM's null block) masked out. Longer ones are prefill chunks.
     """
     bs = block_size
-    positions, slots, logit_rows, prefill, dec_rows, dec_ctx = [], [], [], [], [], []
+    positions, slots, logit_rows, prefill, dec_rows, dec_ctx, dec_tables = [], [], [], [], [], [], []
     row = 0
     for table, cached, new in seqs:
         table = np.asarray(table, dtype=np.int64)
@@ -86,34 +90,63 @@ def make_batch(seqs, block_size: int, vocab_size: int, device, rng: np.random.Ge
         if new == 1:
             dec_rows.append(row)
             dec_ctx.append(gather)
+            dec_tables.append(table[:-(-(cached + 1) // bs)])
         else:
             prefill.append((row, new, cached, torch.as_tensor(gather, device=device)))
         row += new
         logit_rows.append(row - 1)
-    decode_rows = decode_gather = decode_mask = None
+    decode_rows = decode_gather = decode_mask = decode_tables = decode_lens = None
+    width = 0
     if dec_rows:
         width = max(len(g) for g in dec_ctx)
         gather = np.zeros((len(dec_ctx), width), dtype=np.int64)
         mask = np.zeros((len(dec_ctx), width), dtype=bool)
-        for i, g in enumerate(dec_ctx):
+        tables = np.zeros((len(dec_ctx), -(-width // bs)), dtype=np.int32)
+        for i, (g, t) in enumerate(zip(dec_ctx, dec_tables)):
             gather[i, :len(g)] = g
             mask[i, :len(g)] = True
+            tables[i, :len(t)] = t
         decode_rows = torch.as_tensor(np.array(dec_rows), device=device)
         decode_gather = torch.as_tensor(gather, device=device)
         if not mask.all():
             decode_mask = torch.as_tensor(mask[:, None, None, :], device=device)
+        decode_tables = torch.as_tensor(tables, device=device)
+        decode_lens = torch.as_tensor(np.array([len(g) for g in dec_ctx], dtype=np.int32), device=device)
     return StepBatch(
         input_ids=torch.as_tensor(rng.integers(0, vocab_size, size=row), device=device),
         positions=torch.as_tensor(np.concatenate(positions), device=device),
         slots=torch.as_tensor(np.concatenate(slots), device=device),
         logit_rows=torch.as_tensor(np.array(logit_rows), device=device),
-        prefill=prefill, decode_rows=decode_rows, decode_gather=decode_gather, decode_mask=decode_mask)
+        prefill=prefill, decode_rows=decode_rows, decode_gather=decode_gather, decode_mask=decode_mask,
+        decode_tables=decode_tables, decode_lens=decode_lens, decode_max_len=width)
+
+
+ATTENTION = ("gather", "paged")
+
+
+def check_attention(attention: str, device) -> None:
+    """`gather`: SDPA over each context copied out of the pool (any device). `paged`: the Triton kernel
+    reading the pool in place (calibration/paged_attention.py), on CUDA, or under TRITON_INTERPRET=1."""
+    from simulator.errors import ConfigError
+
+    if attention not in ATTENTION:
+        raise ConfigError("attention", f"unknown attention {attention!r}; known: {', '.join(ATTENTION)}")
+    if attention == "paged":
+        if torch.device(device).type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+            raise ConfigError("attention", "paged attention is a Triton kernel: it needs a CUDA device "
+                                           "(or TRITON_INTERPRET=1 on the CPU, for correctness checks only)")
+        try:
+            import triton  # noqa: F401
+        except ImportError:
+            raise ConfigError("attention", "paged attention needs triton (pip install triton)") from None
 
 
 class PagedLlama(nn.Module):
-    def __init__(self, a: ModelArchitecture, num_blocks: int, block_size: int, dtype: torch.dtype, device):
+    def __init__(self, a: ModelArchitecture, num_blocks: int, block_size: int, dtype: torch.dtype, device,
+                 attention: str = "gather"):
         super().__init__()
-        self.arch, self.block_size = a, block_size
+        check_attention(attention, device)
+        self.arch, self.block_size, self.attention_kind = a, block_size, attention
         # built in place on the device: an 8B model initialised on the host in fp32 would take 32 GB and minutes
         with torch.device(device):
             self.embed = nn.Embedding(a.vocab_size, a.hidden_size)
@@ -153,7 +186,12 @@ class PagedLlama(nn.Module):
         return out
 
     def decode_attention(self, layer: int, qd, b: StepBatch):
-        """One query token per sequence against its cached context, gathered through the block tables."""
+        """One query token per sequence against its cached context, through the block tables."""
+        if self.attention_kind == "paged":
+            from calibration.paged_attention import paged_decode_attention
+
+            return paged_decode_attention(qd, self.k_cache[layer], self.v_cache[layer], b.decode_tables,
+                                          b.decode_lens, b.decode_max_len, self.block_size)
         k = self.k_cache[layer][b.decode_gather].transpose(1, 2)  # [B, KV, C, d]
         v = self.v_cache[layer][b.decode_gather].transpose(1, 2)
         o = F.scaled_dot_product_attention(qd.unsqueeze(2), k, v, attn_mask=b.decode_mask, enable_gqa=True)

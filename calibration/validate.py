@@ -104,7 +104,8 @@ def auto_loads(rs, sets, scenario, rates=(0.2, 0.45, 0.7, 0.9), concurrencies=(0
 
 
 def validate_replay(scenario: str | None, sets: list[str], device: str, threads: int | None, out: str | Path,
-                    loads: list[str] | None = None, command: list[str] | None = None, deadline: float | None = None):
+                    loads: list[str] | None = None, command: list[str] | None = None, deadline: float | None = None,
+                    attention: str | None = None):
     """Per load level: simulation vs measured replay. Returns (table, step errors, tolerance).
 
     With a deadline (time.monotonic()), levels not started by then are skipped and listed as such:
@@ -118,7 +119,8 @@ def validate_replay(scenario: str | None, sets: list[str], device: str, threads:
         loads = auto_loads(rs, sets, scenario)
     levels = loads or ["as-configured"]
     ex = MeasuredExecutor(rs.arch, device, rs.profile.dtype if rs.profile.dtype in ("fp32", "bf16", "fp16")
-                          else "fp32", rs.scenario.engine.block_size, rs.num_gpu_blocks, threads, rs.scenario.seed)
+                          else "fp32", rs.scenario.engine.block_size, rs.num_gpu_blocks, threads, rs.scenario.seed,
+                          attention or rs.profile.attention or "gather")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tables, all_steps, per_load, skipped = [], [], {}, []

@@ -142,6 +142,7 @@ class Profile(BaseModel):
     tolerance: float | None = None  # the check fails when re-measured MAPE exceeds this
     block_size: int | None = None
     grid: str | None = None
+    attention: str | None = None  # the harness's decode attention: gather (SDPA) or paged (Triton)
     architecture: dict | None = None
     hardware: dict | None = None
     measurements: str | None = None  # path of the raw measurements, relative to the profile

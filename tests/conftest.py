@@ -1,3 +1,9 @@
+import os
+
+# Triton kernels (calibration/paged_attention.py) run under Triton's CPU interpreter in the tests: read when a
+# kernel is defined, so set before anything imports one. TRITON_INTERPRET=0 tests them on a GPU instead.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
 import pytest
 
 from simulator.config import load, parse_scenario, resolve

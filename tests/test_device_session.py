@@ -30,14 +30,21 @@ def _run(tmp_path, *extra):
 def test_session_brings_back_every_stage(tmp_path):
     rc, out, s = _run(tmp_path, "--reference", "teaching")
     assert rc == 0, {k: v.get("error") for k, v in s["stages"].items()}
-    assert list(s["stages"]) == ["device", "calibrate", "replay", "compare"]
+    assert list(s["stages"]) == ["device", "kernels", "calibrate", "replay", "compare"]
+    # the paged kernel ran (Triton's interpreter here) and computed what the gather does; interpreted, it is
+    # far slower, so the calibration keeps the gather
+    ker = s["stages"]["kernels"]
+    assert ker["paged_vs_gather_relative_error"] < 1e-4 and ker["points"] == 4
+    assert ker["paged_over_gather_time_median"] > 1 and ker["attention"] == "gather"
+    assert s["stages"]["calibrate"]["attention"] == "gather"
     # what the device call brings back: the bundle, the headline files and (from the wrapper) log.txt
     assert sorted(p.name for p in out.iterdir()) == sorted(["session.tar.gz", *HEADLINE.values()])
     assert len(HEADLINE) + 2 <= 8
     with tarfile.open(out / "session.tar.gz") as tar:
         names = set(tar.getnames())
     assert {"session/calibration/measurements.parquet", "session/calibration/run.json",
-            "session/replay/replayed-steps.parquet", "session/replay/cdf-2.png", "session/compare.md"} <= names
+            "session/replay/replayed-steps.parquet", "session/replay/cdf-2.png", "session/compare.md",
+            "session/attention-kernels.csv"} <= names
     rep = s["stages"]["replay"]
     assert len(rep["loads"]) == 3 and rep["skipped_for_time"] == []
     steps = pd.read_parquet(tmp_path / "work" / "replay" / "replayed-steps.parquet")
@@ -55,7 +62,7 @@ def test_session_brings_back_every_stage(tmp_path):
 
 def test_a_failed_stage_is_reported_and_the_rest_still_comes_back(tmp_path):
     # roofline is not a linear profile: the comparison fails, the calibration and replay are kept
-    rc, out, s = _run(tmp_path, "--reference", "roofline", "--set", "workload.num_requests=4", "--loads", "0.5")
+    rc, out, s = _run(tmp_path, "--attention", "gather", "--reference", "roofline", "--set", "workload.num_requests=4", "--loads", "0.5")
     assert rc == 1
     assert s["stages"]["calibrate"]["ok"] and s["stages"]["replay"]["ok"]
     assert not s["stages"]["compare"]["ok"] and "compare takes linear profiles" in s["stages"]["compare"]["error"]
@@ -63,7 +70,7 @@ def test_a_failed_stage_is_reported_and_the_rest_still_comes_back(tmp_path):
 
 
 def test_no_replay_level_starts_after_the_budget(tmp_path):
-    rc, out, s = _run(tmp_path, "--reference", "teaching", "--budget-s", "0", "--level-reserve-s", "0")
+    rc, out, s = _run(tmp_path, "--attention", "gather", "--reference", "teaching", "--budget-s", "0", "--level-reserve-s", "0")
     assert rc == 1 and s["stages"]["calibrate"]["ok"]
     assert "deadline passed before the first load level" in s["stages"]["replay"]["error"]
 
