@@ -288,9 +288,44 @@ def pack(work: Path, out: Path) -> None:
             shutil.copyfile(work / src, out / dst)
 
 
+def unpack(bundle: str | Path, results_root: str | Path = "results/fidelity",
+           profiles: str | Path = "calibration/profiles") -> tuple[Path, Path]:
+    """What came back, into the repository: the bundle under results/fidelity/device-PROFILE/, the
+    fitted profile among the built-in ones (its `measurements` pointing at the unpacked parquet)."""
+    import yaml
+
+    from simulator.errors import ConfigError
+
+    bundle = Path(bundle)
+    try:
+        tar = tarfile.open(bundle, "r:gz")
+    except (OSError, tarfile.TarError) as exc:
+        raise ConfigError("bundle", f"cannot read {bundle}: {exc}") from None
+    with tar:
+        names = tar.getnames()
+        if "session/calibration/profile.yaml" not in names:
+            raise ConfigError("bundle", f"{bundle} holds no fitted profile (session/calibration/profile.yaml): "
+                                        "the calibration stage did not finish")
+        prof = yaml.safe_load(tar.extractfile("session/calibration/profile.yaml").read())
+        dest = Path(results_root) / f"device-{prof['name']}"
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        for m in tar.getmembers():
+            if m.name.startswith("session/") and (m.isfile() or m.isdir()):
+                m.name = m.name[len("session/"):]
+                tar.extract(m, dest, filter="data")
+    target = Path(profiles) / f"{prof['name']}.yaml"
+    prof["measurements"] = str(Path("..", "..", dest, "calibration", "measurements.parquet"))
+    target.write_text(yaml.safe_dump(prof, sort_keys=False))
+    return dest, target
+
+
 def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m calibration.device_session", description=__doc__.splitlines()[0])
-    p.add_argument("--out", required=True, help="where the bundle and headline files go ($OUT on the device)")
+    p.add_argument("--out", help="where the bundle and headline files go ($OUT on the device)")
+    p.add_argument("--unpack", metavar="BUNDLE", help="instead: put a returned session.tar.gz into the repository "
+                                                        "(results/fidelity/device-PROFILE/, calibration/profiles/)")
     p.add_argument("--work", help="work directory (default: a fresh folder under /tmp)")
     p.add_argument("--device", default="cuda")
     p.add_argument("--model", default="llama-3.1-8b")
@@ -311,11 +346,24 @@ def parse(argv=None) -> argparse.Namespace:
                    help="seconds from the start by which the session should end: no replay level starts after "
                         "budget - level-reserve")
     p.add_argument("--level-reserve-s", type=float, default=90, help="seconds one replay level may take")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if not a.out and not a.unpack:
+        p.error("--out is required (or --unpack BUNDLE)")
+    return a
 
 
 def main(argv=None) -> int:
     a = parse(argv)
+    if a.unpack:
+        from simulator.errors import ConfigError
+
+        try:
+            dest, prof = unpack(a.unpack)
+        except ConfigError as exc:
+            print(f"error: {exc}")
+            return 2
+        print(f"unpacked into {dest}/; profile {prof}")
+        return 0
     t0 = time.monotonic()
     work = Path(a.work) if a.work else Path(f"/tmp/servesim-session-{int(time.time())}")
     work.mkdir(parents=True, exist_ok=True)

@@ -60,6 +60,23 @@ def test_session_brings_back_every_stage(tmp_path):
     assert "Replay at rate=" in (out / "summary.md").read_text()
 
 
+def test_unpack_puts_what_came_back_into_the_repository(tmp_path):
+    from calibration.device_session import unpack
+    from simulator.cost_model import load_profile
+
+    rc, out, _ = _run(tmp_path, "--attention", "gather", "--reference", "teaching", "--set", "workload.num_requests=4",
+                      "--loads", "0.5")
+    assert rc == 0
+    (tmp_path / "profiles").mkdir()
+    dest, prof = unpack(out / "session.tar.gz", tmp_path / "results", tmp_path / "profiles")
+    assert dest == tmp_path / "results" / "device-cpu-tiny-llama-fp32-tp1-harness"
+    assert (dest / "replay" / "table.csv").is_file() and (dest / "summary.md").is_file()
+    p = load_profile(str(prof))
+    assert p.name == "cpu-tiny-llama-fp32-tp1-harness" and p.attention == "gather"
+    assert (prof.parent / p.measurements).is_file()
+    assert main(["--unpack", str(tmp_path / "nothing.tar.gz")]) == 2
+
+
 def test_a_failed_stage_is_reported_and_the_rest_still_comes_back(tmp_path):
     # roofline is not a linear profile: the comparison fails, the calibration and replay are kept
     rc, out, s = _run(tmp_path, "--attention", "gather", "--reference", "roofline", "--set", "workload.num_requests=4", "--loads", "0.5")
