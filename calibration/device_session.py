@@ -211,13 +211,12 @@ def steps_plot(replayed, models: dict, path: Path, device: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from simulator.metrics import step_shapes
+    from calibration.validate import predicted_durations
 
-    shapes = step_shapes(replayed)
     meas = replayed["duration"].to_numpy() * 1e3
     fig, ax = plt.subplots(figsize=(6.5, 5.5))
     for label, m in models.items():
-        pred = np.array([m.step_time(s) for s in shapes]) * 1e3
+        pred = predicted_durations(m, replayed) * 1e3
         ape = np.mean(np.abs(pred - meas) / meas)
         ax.scatter(meas, pred, s=6, alpha=0.5, label=f"{label}: MAPE {ape:.0%}")
     lo, hi = meas.min() * 0.8, meas.max() * 1.25

@@ -132,10 +132,10 @@ def memory_plan(arch: ModelArchitecture, device: str, dtype: str, points: list[G
     The CPU has no budget unless one is given.
     """
     torch = _torch()
-    from calibration.torch_model import torch_dtype
+    from calibration.torch_model import kv_bytes_per_token, torch_dtype
 
     elem = torch.tensor([], dtype=torch_dtype(dtype)).element_size()
-    per_token = 2 * arch.num_key_value_heads * arch.head_dim * elem * arch.num_hidden_layers
+    per_token = kv_bytes_per_token(arch, torch_dtype(dtype))
     transient = 2 * (arch.num_attention_heads + arch.num_key_value_heads) * arch.head_dim * elem * 1.5
     if max_kv_gib is None and device.startswith("cuda") and torch.cuda.is_available():
         free, _ = torch.cuda.mem_get_info(torch.device(device))

@@ -25,12 +25,11 @@ class MeasuredExecutor:
     def __init__(self, arch: ModelArchitecture, device: str, dtype: str, block_size: int, num_blocks: int,
                  threads: int | None = None, seed: int = 0, attention: str = "gather"):
         from calibration.harness import _torch
-        from calibration.torch_model import PagedLlama, torch_dtype
+        from calibration.torch_model import PagedLlama, kv_bytes_per_token, torch_dtype
 
         torch = _torch()
         tdtype = torch_dtype(dtype)
-        cache_gib = 2 * arch.num_hidden_layers * num_blocks * block_size * arch.num_key_value_heads \
-            * arch.head_dim * torch.tensor([], dtype=tdtype).element_size() / 2**30
+        cache_gib = num_blocks * block_size * kv_bytes_per_token(arch, tdtype) / 2**30
         if cache_gib > MAX_CACHE_GIB:
             raise ConfigError("engine.num_gpu_blocks_override",
                               f"a measured replay would allocate a {cache_gib:.1f} GiB KV cache for {num_blocks:,} "

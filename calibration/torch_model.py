@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from simulator.errors import ConfigError
 from simulator.model_arch import ModelArchitecture
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -24,10 +25,13 @@ TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.flo
 
 def torch_dtype(name: str) -> torch.dtype:
     if name not in TORCH_DTYPES:
-        from simulator.errors import ConfigError
-
         raise ConfigError("dtype", f"unknown dtype {name!r}; known: {', '.join(TORCH_DTYPES)}")
     return TORCH_DTYPES[name]
+
+
+def kv_bytes_per_token(a: ModelArchitecture, dtype: torch.dtype) -> int:
+    """The pool's bytes per cached token (K and V, every layer) in the dtype the model runs in here."""
+    return 2 * a.num_hidden_layers * a.num_key_value_heads * a.head_dim * torch.tensor([], dtype=dtype).element_size()
 
 
 class RMSNorm(nn.Module):
@@ -127,8 +131,6 @@ ATTENTION = ("gather", "paged")
 def check_attention(attention: str, device) -> None:
     """`gather`: SDPA over each context copied out of the pool (any device). `paged`: the Triton kernel
     reading the pool in place (calibration/paged_attention.py), on CUDA, or under TRITON_INTERPRET=1."""
-    from simulator.errors import ConfigError
-
     if attention not in ATTENTION:
         raise ConfigError("attention", f"unknown attention {attention!r}; known: {', '.join(ATTENTION)}")
     if attention == "paged":

@@ -43,9 +43,14 @@ def compare(sim: dict, real: dict, real_label: str = "replay") -> pd.DataFrame:
     return t
 
 
+def predicted_durations(cost_model, steps: pd.DataFrame) -> np.ndarray:
+    """The cost model's time (s) for each logged step's batch."""
+    return np.array([cost_model.step_time(s) for s in step_shapes(steps)])
+
+
 def step_errors(cost_model, steps: pd.DataFrame) -> dict:
     """The profile's prediction for each batch that really ran, against its measured time."""
-    pred = np.array([cost_model.step_time(s) for s in step_shapes(steps)])
+    pred = predicted_durations(cost_model, steps)
     meas = steps["duration"].to_numpy()
     ape = np.abs(pred - meas) / meas
     return {"steps": int(len(meas)), "mape": float(ape.mean()), "p90_ape": float(np.percentile(ape, 90)),
