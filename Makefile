@@ -1,4 +1,5 @@
 # The two commands a new user needs: `make run` and `make test`.
+SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -29,14 +30,27 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) build *.egg-info
 
-# Regenerate the profiles imported from ../shared/data/gpu/aiconfigurator (see calibration/README.md)
+# Regenerate the built-in profiles composed from ../shared/data/gpu/aiconfigurator (docs/calibration.md):
+# gpu-key:short-name:model:weights:kv:tp. Other deployments are composed on the fly by `profile: auto`.
 AIC := ../shared/data/gpu/aiconfigurator
-IMPORTS := llama-3.1-8b:bf16:1 llama-3.1-8b:fp8:1 llama-3.1-70b:bf16:4 llama-3.1-70b:bf16:8 qwen3-32b:bf16:1 qwen3-32b:bf16:2
+IMPORTS := \
+  h100-sxm:h100:llama-3.1-8b:bf16:bf16:1 h100-sxm:h100:llama-3.1-8b:fp8:bf16:1 h100-sxm:h100:llama-3.1-8b:fp8:fp8:1 \
+  h100-sxm:h100:llama-3.1-70b:bf16:bf16:4 h100-sxm:h100:llama-3.1-70b:bf16:bf16:8 h100-sxm:h100:llama-3.1-70b:fp8:bf16:2 \
+  h100-sxm:h100:llama-3.1-70b:fp8:bf16:4 h100-sxm:h100:qwen3-32b:bf16:bf16:1 h100-sxm:h100:qwen3-32b:bf16:bf16:2 \
+  h100-sxm:h100:qwen3-32b:bf16:bf16:4 \
+  h200-sxm:h200:llama-3.1-8b:bf16:bf16:1 h200-sxm:h200:llama-3.1-8b:fp8:bf16:1 h200-sxm:h200:llama-3.1-8b:fp8:fp8:1 \
+  h200-sxm:h200:llama-3.1-70b:bf16:bf16:4 h200-sxm:h200:llama-3.1-70b:bf16:bf16:8 h200-sxm:h200:llama-3.1-70b:fp8:bf16:2 \
+  h200-sxm:h200:llama-3.1-70b:fp8:bf16:4 h200-sxm:h200:qwen3-32b:bf16:bf16:1 h200-sxm:h200:qwen3-32b:bf16:bf16:2 \
+  h200-sxm:h200:qwen3-32b:bf16:bf16:4 \
+  b200-sxm:b200:llama-3.1-8b:bf16:bf16:1 b200-sxm:b200:llama-3.1-70b:fp8:bf16:2 a100-80gb:a100:llama-3.1-8b:bf16:bf16:1 \
+  l40s:l40s:llama-3.1-8b:bf16:bf16:1 rtx-pro-6000:rtxpro6000:llama-3.1-8b:bf16:bf16:1 \
+  rtx-pro-6000:rtxpro6000:qwen3-32b:bf16:bf16:2
 profiles: $(STAMP)
-	@for gpu in h100 h200; do for spec in $(IMPORTS); do \
-	  m=$${spec%%:*}; rest=$${spec#*:}; dt=$${rest%%:*}; tp=$${rest#*:}; \
-	  $(BIN)/servesim calibrate import aiconfigurator --data $(AIC) --gpu $${gpu}_sxm --model $$m --dtype $$dt \
-	    --tp $$tp --out calibration/profiles/$$gpu-$$m-$$dt-tp$$tp.yaml || exit 1; done; done
+	find calibration/profiles -name "*.yaml" ! -name roofline.yaml ! -name teaching.yaml -delete
+	@for spec in $(IMPORTS); do IFS=: read gpu short m dt kv tp <<< "$$spec"; \
+	  kvs=$$( [ "$$kv" = fp8 ] && echo "-kvfp8" ); \
+	  $(BIN)/servesim calibrate import aiconfigurator --data $(AIC) --gpu $$gpu --model $$m --dtype $$dt \
+	    --kv-cache-dtype $$kv --tp $$tp --out calibration/profiles/$$short-$$m-$$dt$$kvs-tp$$tp.yaml || exit 1; done
 
 # Fidelity (docs/fidelity.md), outside `make test`: measured replay, then the real vLLM engine.
 fidelity: fidelity-replay fidelity-vllm

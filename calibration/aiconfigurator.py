@@ -22,21 +22,36 @@ import pandas as pd
 from calibration.fit import FitResult, fit_step_model
 from calibration.grid import STEP_KINDS, GridPoint, make_grid
 from calibration.profile_io import profile_dict, write_profile
+from simulator.cost_model import default_overhead
 from simulator.errors import ConfigError
 from simulator.model_arch import load_model
 
+# Each table's newest measured version under <gpu>/ (GPUs were measured with different vLLM releases).
 TABLES = {
-    "gemm": ("gemm/vllm/0.24.0/gemm_perf.parquet", ["gemm_dtype", "kernel_source", "m", "n", "k", "latency"]),
-    "context": ("attention/vllm/0.24.0/context_attention_perf.parquet",
+    "gemm": ("gemm/vllm/*/gemm_perf.parquet", ["gemm_dtype", "kernel_source", "m", "n", "k", "latency"]),
+    "context": ("attention/vllm/*/context_attention_perf.parquet",
                 ["kernel_source", "batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim",
-                 "kv_cache_dtype", "window_size", "latency"]),
-    "generation": ("attention/vllm/0.24.0/generation_attention_perf.parquet",
+                 "kv_cache_dtype", "latency"]),
+    "generation": ("attention/vllm/*/generation_attention_perf.parquet",
                    ["kernel_source", "batch_size", "step", "num_heads", "num_key_value_heads", "head_dim",
-                    "kv_cache_dtype", "window_size", "latency"]),
-    "allreduce": ("comm/vllm/0.24.0/custom_allreduce_perf.parquet",
-                  ["num_gpus", "message_size", "latency", "backend"]),
+                    "kv_cache_dtype", "latency"]),
+    # message_size counts elements, not bytes: NCCL's half rows at n match its int8 rows at 2n
+    "allreduce": ("comm/vllm/*/custom_allreduce_perf.parquet", ["num_gpus", "message_size", "latency", "backend"]),
 }
-GEMM_KERNELS = {"bf16": ("bfloat16", "torch.nn.functional.linear"), "fp8": ("fp8", "CutlassFP8ScaledMMLinearKernel")}
+# the table's gemm_dtype and its kernels, most preferred first (the kernel vLLM picks for the format)
+GEMM_KERNELS = {"bf16": ("bfloat16", ("torch.nn.functional.linear", "vllm_default")),
+                "fp16": ("bfloat16", ("torch.nn.functional.linear", "vllm_default")),
+                "fp8": ("fp8", ("CutlassFP8ScaledMMLinearKernel", "vllm_default"))}
+KV_TABLE_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+
+
+def _version_key(path: Path) -> tuple:
+    return tuple(int(x) if x.isdigit() else 0 for x in path.parent.name.split("."))
+
+
+def newest_table(gpu_dir: Path, pattern: str) -> Path | None:
+    found = sorted(gpu_dir.glob(pattern), key=_version_key)
+    return found[-1] if found else None
 
 
 def _interp_scaled(x: float, xs: np.ndarray, ys: np.ndarray) -> float:
@@ -58,33 +73,47 @@ def _bracket(v: float, grid: np.ndarray) -> tuple[float, float, float]:
 
 
 class KernelTables:
+    """One GPU's measured kernel tables, each at its newest vLLM version."""
+
     def __init__(self, root: str | Path, gpu: str):
         self.dir = Path(root) / gpu
         if not self.dir.is_dir():
-            have = sorted(p.name for p in Path(root).iterdir()) if Path(root).is_dir() else []
+            have = sorted(p.name for p in Path(root).iterdir() if (p / "gemm").is_dir()) if Path(root).is_dir() else []
             raise ConfigError("gpu", f"no kernel tables at {self.dir}" + (f"; found: {', '.join(have)}" if have else ""))
         self.gpu = gpu
-        self.t = {}
-        for key, (rel, cols) in TABLES.items():
-            path = self.dir / rel
-            if not path.is_file():
-                raise ConfigError(key, f"missing table {path}")
+        self.t, self.versions = {}, {}
+        for key, (pattern, cols) in TABLES.items():
+            path = newest_table(self.dir, pattern)
+            if path is None:
+                raise ConfigError(key, f"missing table {self.dir / pattern}")
             df = pd.read_parquet(path)
             missing = [c for c in cols if c not in df.columns]
             if missing:
                 raise ConfigError(str(path), f"missing column(s) {', '.join(missing)}")
-            self.t[key] = df
+            if key in ("context", "generation") and "window_size" not in df.columns:
+                df = df.assign(window_size=0)  # older collections measured full attention only
+            self.t[key], self.versions[key] = df, path.parent.name
         self.device = str(self.t["gemm"]["device"].iloc[0]) if "device" in self.t["gemm"] else gpu
         self._gemm_curves: dict = {}
+
+    @property
+    def vllm_versions(self) -> str:
+        v = sorted(set(self.versions.values()), key=lambda x: tuple(int(p) for p in x.split(".") if p.isdigit()))
+        return "/".join(v)
 
     # -- GEMM -------------------------------------------------------------------
     def _gemm_table(self, dtype: str):
         if dtype not in self._gemm_curves:
-            gd, kernel = GEMM_KERNELS[dtype]
+            if dtype not in GEMM_KERNELS:
+                raise ConfigError("dtype", f"no kernel tables for {dtype} weights; tables cover {', '.join(GEMM_KERNELS)}")
+            gd, kernels = GEMM_KERNELS[dtype]
             g = self.t["gemm"]
-            g = g[(g["gemm_dtype"] == gd) & (g["kernel_source"] == kernel)]
-            if g.empty:
-                raise ConfigError("dtype", f"no {dtype} GEMM timings ({kernel}) in {self.dir}")
+            g = g[g["gemm_dtype"] == gd]
+            kernel = next((k for k in kernels if (g["kernel_source"] == k).any()), None)
+            if kernel is None:
+                raise ConfigError("dtype", f"no {dtype} GEMM timings in {self.dir} (this GPU's tables hold "
+                                           f"{', '.join(sorted(self.t['gemm']['gemm_dtype'].unique()))})")
+            g = g[g["kernel_source"] == kernel]
             curves = {nk: (x["m"].to_numpy(float), x["latency"].to_numpy(float))
                       for nk, x in (g.sort_values("m").groupby(["n", "k"]))}
             self._gemm_curves[dtype] = (curves, np.sort(g["n"].unique()).astype(float),
@@ -112,14 +141,21 @@ class KernelTables:
 
     # -- attention ----------------------------------------------------------------
     @lru_cache(maxsize=64)
-    def _attn_surface(self, table: str, heads: int, kv_heads: int, head_dim: int):
+    def _attn_surface(self, table: str, heads: int, kv_heads: int, head_dim: int, kv_dtype: str):
         df = self.t[table]
         xcol = "isl" if table == "context" else "step"
-        df = df[(df["window_size"] == 0) & (df["kv_cache_dtype"] == "bfloat16") & (df["head_dim"] == head_dim)]
+        have = sorted({k for k, v in KV_TABLE_DTYPES.items() if v in set(df["kv_cache_dtype"]) and k != "fp16"})
+        df = df[(df["window_size"] == 0) & (df["kv_cache_dtype"] == KV_TABLE_DTYPES.get(kv_dtype, kv_dtype))]
         if df.empty:
-            raise ConfigError("model", f"no {table} attention timings for head_dim {head_dim} in {self.dir}")
-        fa3 = df[df["kernel_source"] == "vllm_flash_attn_fa3"]
-        df = fa3 if not fa3.empty else df
+            raise ConfigError("kv_cache_dtype", f"no {table} attention timings with a {kv_dtype} KV cache in "
+                                                f"{self.dir} (measured: {', '.join(have) or 'none'})")
+        if not (df["head_dim"] == head_dim).any():
+            raise ConfigError("model", f"no {table} attention timings for head_dim {head_dim} in {self.dir} (measured: "
+                                       f"{', '.join(str(d) for d in sorted(df['head_dim'].unique()))})")
+        df = df[df["head_dim"] == head_dim]
+        # the kernel vLLM's backend uses for this cache: the one measured over the whole grid
+        kernel = df["kernel_source"].value_counts().sort_index().idxmax()
+        df = df[df["kernel_source"] == kernel]
         combos = df[["num_heads", "num_key_value_heads"]].drop_duplicates()
         # the same heads if measured, else the nearest, scaled by the head count
         combos = combos.assign(d=(np.log(combos["num_heads"] / heads)).abs() * 10
@@ -138,8 +174,9 @@ class KernelTables:
         return (piv.index.to_numpy(float), piv.columns.to_numpy(float), np.log(piv.to_numpy(float)),
                 heads / float(h))
 
-    def _attn_ms(self, table: str, batch: float, length: float, heads: int, kv_heads: int, head_dim: int) -> float:
-        bs, ls, logt, scale = self._attn_surface(table, heads, kv_heads, head_dim)
+    def _attn_ms(self, table: str, batch: float, length: float, heads: int, kv_heads: int, head_dim: int,
+                 kv_dtype: str = "bf16") -> float:
+        bs, ls, logt, scale = self._attn_surface(table, heads, kv_heads, head_dim, kv_dtype)
         b_lo, b_hi, wb = _bracket(batch, bs)
         l_lo, l_hi, wl = _bracket(length, ls)
         i = {v: j for j, v in enumerate(bs)}
@@ -151,25 +188,30 @@ class KernelTables:
             t *= (length / ls[-1]) ** (2 if table == "context" else 1)
         return t
 
-    def context_attention_ms(self, batch, isl, heads, kv_heads, head_dim) -> float:
-        return self._attn_ms("context", batch, isl, heads, kv_heads, head_dim)
+    def context_attention_ms(self, batch, isl, heads, kv_heads, head_dim, kv_dtype="bf16") -> float:
+        return self._attn_ms("context", batch, isl, heads, kv_heads, head_dim, kv_dtype)
 
-    def generation_attention_ms(self, batch, kv_len, heads, kv_heads, head_dim) -> float:
-        return self._attn_ms("generation", batch, kv_len, heads, kv_heads, head_dim)
+    def generation_attention_ms(self, batch, kv_len, heads, kv_heads, head_dim, kv_dtype="bf16") -> float:
+        return self._attn_ms("generation", batch, kv_len, heads, kv_heads, head_dim, kv_dtype)
 
     # -- communication ------------------------------------------------------------
-    def allreduce_ms(self, message_bytes: float, num_gpus: int) -> float:
+    def allreduce_ms(self, elements: float, num_gpus: int) -> float:
+        """vLLM's custom all-reduce of `elements` activations, captured in a CUDA graph where measured."""
         a = self.t["allreduce"]
-        a = a[(a["num_gpus"] == num_gpus) & (a["backend"] == "vllm_graph")].sort_values("message_size")
+        a = a[a["num_gpus"] == num_gpus]
         if a.empty:
-            raise ConfigError("tp", f"no all-reduce timings for {num_gpus} GPUs in {self.dir}")
-        return _interp_scaled(message_bytes, a["message_size"].to_numpy(float), a["latency"].to_numpy(float))
+            have = ", ".join(str(n) for n in sorted(self.t["allreduce"]["num_gpus"].unique()))
+            raise ConfigError("tp", f"no all-reduce timings for {num_gpus} GPUs in {self.dir} (measured: {have})")
+        backend = "vllm_graph" if (a["backend"] == "vllm_graph").any() else "vllm_eager"
+        a = a[a["backend"] == backend].sort_values("message_size")
+        return _interp_scaled(elements, a["message_size"].to_numpy(float), a["latency"].to_numpy(float))
 
 
-def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int) -> dict:
+def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int, kv_dtype: str | None = None) -> dict:
     """Kernel time of one engine step, by component (ms)."""
     if arch.num_attention_heads % tp:
         raise ConfigError("tp", f"{arch.num_attention_heads} attention heads do not split over tp={tp}")
+    kv = kv_dtype or arch.kv_cache_dtype or arch.dtype
     h, d, inter = arch.hidden_size, arch.head_dim, arch.intermediate_size
     heads, kvh = arch.num_attention_heads // tp, max(1, arch.num_key_value_heads // tp)
     shape = point.shape
@@ -179,33 +221,58 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
             + g(tokens, 2 * inter // tp, h, dtype) + g(tokens, h, inter // tp, dtype))
     attn = 0.0
     if point.kind == "prefill":
-        attn += t.context_attention_ms(point.batch, point.tokens, heads, kvh, d)
+        attn += t.context_attention_ms(point.batch, point.tokens, heads, kvh, d, kv)
     elif point.kind == "mixed":  # a chunk after cached context: the full prefill with as many (query, key) pairs
-        attn += t.context_attention_ms(1, np.sqrt(2.0 * shape.prefill_attention_pairs), heads, kvh, d)
+        attn += t.context_attention_ms(1, np.sqrt(2.0 * shape.prefill_attention_pairs), heads, kvh, d, kv)
     if shape.decode_seqs:
-        attn += t.generation_attention_ms(shape.decode_seqs, point.context + 1, heads, kvh, d)
-    comm = 2 * t.allreduce_ms(tokens * h * 2, tp) if tp > 1 else 0.0
-    lm_head = g(shape.num_seqs, arch.vocab_size // tp, h, dtype)
+        attn += t.generation_attention_ms(shape.decode_seqs, point.context + 1, heads, kvh, d, kv)
+    comm = 2 * t.allreduce_ms(tokens * h, tp) if tp > 1 else 0.0  # the step's activations, in elements
+    lm_head = g(shape.num_seqs, arch.vocab_size // tp, h, dtype)  # in the model's dtype even when quantized
     layers = arch.num_hidden_layers
     return {"gemm_ms": layers * gemm + lm_head, "attention_ms": layers * attn, "allreduce_ms": layers * comm,
             "time_ms": layers * (gemm + attn + comm) + lm_head}
 
 
-def import_profile(data: str | Path, gpu: str, model: str, dtype: str, tp: int, out: str | Path,
-                   name: str | None = None, grid: str = "gpu") -> tuple[Path, FitResult]:
+def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_dtype: str | None = None,
+                    name: str | None = None, grid: str = "gpu", hardware_key: str | None = None) -> tuple[dict, FitResult]:
+    """A profile dict (kernel fit + default host overhead) for one model x GPU x dtype x KV dtype x TP."""
     arch = load_model(model)
     if tp < 1:
         raise ConfigError("tp", "must be >= 1")
+    kv = kv_dtype or arch.kv_cache_dtype or ("bf16" if dtype == "fp8" else arch.dtype)
     t = KernelTables(data, gpu)
     pts = [p for p in make_grid(grid, arch.max_position_embeddings) if p.kind in STEP_KINDS]
-    rows = [p.row() | compose_step_ms(t, arch, p, dtype, tp) for p in pts]
+    rows = [p.row() | compose_step_ms(t, arch, p, dtype, tp, kv) for p in pts]
     fit = fit_step_model(pd.DataFrame(rows), source=f"{gpu} kernel tables")
-    out = Path(out)
+    kv_note = f", {kv} KV cache" if kv != ("bf16" if dtype == "fp8" else dtype) else ""
     prof = profile_dict(
-        fit, name=name or out.stem,
-        source=f"aiconfigurator-core 0.12.0 kernel tables ({t.device}, vLLM 0.24.0 kernels; Apache-2.0), "
-               f"composed per layer for {arch.name} {dtype} tp{tp} over the {grid} grid; kernel time only",
+        fit, name=name or f"{hardware_key or gpu}-{arch.name}-{dtype}{'-kv' + kv if kv_note else ''}-tp{tp}",
+        source=f"aiconfigurator-core 0.12.0 kernel tables ({t.device}, vLLM {t.vllm_versions} kernels; Apache-2.0), "
+               f"composed per layer for {arch.name} {dtype}{kv_note} tp{tp} over the {grid} grid; "
+               f"plus servesim's default host overhead (docs/calibration.md)",
         device=t.device, model=arch.name, dtype=dtype, tensor_parallel_size=tp, grid=grid,
-        block_size=16)
-    write_profile(prof, out)
-    return out, fit
+        block_size=16, gpu=hardware_key, kv_cache_dtype=kv, overhead=default_overhead())
+    return prof, fit
+
+
+def import_profile(data: str | Path, gpu: str, model: str, dtype: str, tp: int, out: str | Path,
+                   name: str | None = None, grid: str = "gpu", kv_dtype: str | None = None) -> tuple[Path, FitResult]:
+    """`servesim calibrate import aiconfigurator`: gpu is a table folder (h100_sxm) or a built-in GPU (h100-sxm)."""
+    folder, key = table_folder(gpu)
+    prof, fit = compose_profile(data, folder, model, dtype, tp, kv_dtype, name or Path(out).stem, grid, key)
+    return write_profile(prof, out), fit
+
+
+def table_folder(gpu: str) -> tuple[str, str | None]:
+    """(table folder, built-in GPU key) for either spelling."""
+    from simulator.hardware import builtin_gpu_table
+
+    table = builtin_gpu_table()
+    if gpu in table:
+        folder = table[gpu].get("kernel_tables")
+        if not folder:
+            raise ConfigError("gpu", f"{gpu} has no kernel tables; GPUs with tables: "
+                                     f"{', '.join(k for k, v in table.items() if v.get('kernel_tables'))}")
+        return folder, gpu
+    key = next((k for k, v in table.items() if v.get("kernel_tables") == gpu), None)
+    return gpu, key

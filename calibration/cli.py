@@ -55,9 +55,11 @@ def add_parser(sub) -> None:
     i = csub.add_parser("import", help="compose profiles from third-party kernel tables")
     i.add_argument("source", choices=["aiconfigurator"])
     i.add_argument("--data", default="../shared/data/gpu/aiconfigurator", help="the tables' root directory")
-    i.add_argument("--gpu", required=True, help="h100_sxm or h200_sxm (a directory under --data)")
+    i.add_argument("--gpu", required=True, help="a built-in GPU with tables (h100-sxm, b200-sxm, ...) or a table "
+                                                "folder under --data (h100_sxm)")
     i.add_argument("--model", required=True)
-    i.add_argument("--dtype", default="bf16", choices=["bf16", "fp8"])
+    i.add_argument("--dtype", default="bf16", choices=["bf16", "fp8"], help="weights (fp8: W8A8 per-tensor)")
+    i.add_argument("--kv-cache-dtype", choices=["bf16", "fp8"], help="default: bf16")
     i.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
     i.add_argument("--out", required=True, help="profile YAML to write")
     i.add_argument("--name")
@@ -167,7 +169,8 @@ def cmd_check(args) -> int:
 def cmd_import(args) -> int:
     from calibration.aiconfigurator import import_profile
 
-    path, fit = import_profile(args.data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name)
+    path, fit = import_profile(args.data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,
+                               kv_dtype=args.kv_cache_dtype)
     _print_fit(path, fit)
     return 0
 

@@ -16,7 +16,7 @@ from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativ
                       PositiveInt, ValidationError, model_validator)
 
 from simulator.capacity import cdiv, kv_pool_bytes, num_blocks
-from simulator.cost_model import CostModel, Profile, build_cost_model, load_profile
+from simulator.cost_model import CostModel, Profile, build_cost_model
 from simulator.errors import ConfigError
 from simulator.hardware import Hardware, load_hardware
 from simulator.model_arch import ModelArchitecture, load_model
@@ -44,7 +44,17 @@ class EngineSettings(_Strict):
     watermark: float = Field(0.0, ge=0, lt=1)
     enable_prefix_caching: bool = True
     tensor_parallel_size: PositiveInt = 1
-    quantization: Literal["fp8"] | None = Field(None, description="fp8: weights in one byte each (KV cache unchanged)")
+    quantization: Literal["fp8"] | None = Field(
+        None, description="fp8: weights and activations in one byte (W8A8, per-tensor scales); the KV cache follows "
+                          "kv_cache_dtype")
+    kv_cache_dtype: Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
+        "auto", description="auto: the model's activation dtype; fp8 (= fp8_e4m3) and fp8_e5m2: one byte per value")
+    async_scheduling: bool | None = Field(
+        None, description="None: vLLM's default, on (since about 0.14, with the mp and uni executors); plans the next "
+                          "step while this one runs, so the host's CPU time hides behind the GPU's")
+    enforce_eager: bool = Field(False, description="no CUDA graphs: every step pays the CPU's kernel launches")
+    max_cudagraph_capture_size: PositiveInt | None = Field(
+        None, description="None: vLLM's min(2 x max_num_seqs, 512), at most max_num_batched_tokens; larger steps run eager")
     swap_space: NonNegativeFloat = Field(4.0, description="GiB of host memory for swapped-out KV blocks (vLLM V0)")
     max_num_queued_reqs: PositiveInt | None = Field(None, description="reject (503) when unfinished requests + 1 exceed it")
     max_num_queued_tokens: PositiveInt | None = Field(
@@ -56,6 +66,7 @@ class EngineSettings(_Strict):
 
 class HardwareSettings(_Strict):
     gpu: str | None = "h200-sxm"
+    kernel_tables: str | None = Field(None, description="the GPU's folder of kernel tables (default: the built-in GPU's)")
     memory_gib: PositiveFloat | None = None
     memory_bandwidth_gbps: PositiveFloat | None = None
     bf16_tflops: PositiveFloat | None = None
@@ -134,7 +145,9 @@ class Scenario(_Strict):
     seed: int = 0
     model: str | dict = "llama-3.1-8b"
     hardware: HardwareSettings = HardwareSettings()
-    profile: str | dict = "h200-llama-3.1-8b-bf16-tp1"
+    profile: str | dict = Field(
+        "auto", description="auto: the built-in profile for this model, GPU, dtype, KV dtype and TP, else one composed "
+                            "from the GPU's kernel tables, else the roofline (with a warning)")
     engine: EngineSettings = EngineSettings()
     policies: PolicySettings = PolicySettings()
     workload: Workload = SyntheticWorkload()
@@ -158,6 +171,9 @@ class ResolvedScenario:
     max_model_len: int
     num_gpu_blocks: int
     kv_pool_bytes: int | None
+    cost_model_source: str = ""
+    async_scheduling: bool = False
+    cudagraph_max_tokens: int = 0
 
     def as_dict(self) -> dict:
         """The resolved config, written next to every result so a run can be repeated exactly."""
@@ -168,8 +184,12 @@ class ResolvedScenario:
         d["profile"] = self.profile.model_dump(mode="json")
         d["engine"].update(max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
                            max_model_len=self.max_model_len)
+        d["engine"].update(async_scheduling=self.async_scheduling)
+        if not self.scenario.engine.enforce_eager:
+            d["engine"].update(max_cudagraph_capture_size=self.cudagraph_max_tokens)
         d["resolved"] = {"num_gpu_blocks": self.num_gpu_blocks, "kv_pool_bytes": self.kv_pool_bytes,
-                         "kv_bytes_per_token": self.arch.kv_bytes_per_token, "weight_bytes": self.arch.weight_bytes}
+                         "kv_bytes_per_token": self.arch.kv_bytes_per_token, "weight_bytes": self.arch.weight_bytes,
+                         "cost_model_source": self.cost_model_source}
         return d
 
 
@@ -255,11 +275,35 @@ def usage_context_defaults(hw: Hardware, usage_context: str) -> tuple[int, int]:
     return (2048 if usage_context == "openai_server" else 8192), 256
 
 
+KV_CACHE_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+
+
+def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float) -> ConfigError | None:
+    """The weights alone must fit each GPU of the TP group; say what would make them fit."""
+    usable = hw.memory_bytes * utilization
+    per_gpu = arch.weight_bytes / tp
+    if per_gpu < usable:
+        return None
+    need = next((t for t in (2, 4, 8, 16, 32, 64) if t > tp and arch.weight_bytes / t < usable), None)
+    what = (f"{arch.name} ({arch.dtype}) needs {arch.weight_bytes / GIB:.1f} GiB of weights, {per_gpu / GIB:.1f} GiB "
+            f"per GPU at tensor_parallel_size={tp}, more than the {usable / GIB:.1f} GiB usable on a {hw.name} "
+            f"(gpu_memory_utilization={utilization})")
+    if per_gpu < hw.memory_bytes * 0.95:  # it is the utilization that leaves too little
+        return ConfigError("engine.gpu_memory_utilization", what + "; raise it" +
+                           (f" or set tensor_parallel_size={need}" if need else ""))
+    return ConfigError("engine.tensor_parallel_size",
+                       what + (f"; tensor_parallel_size={need} would fit" if need else "; quantize it (engine.quantization)"))
+
+
 def resolve(scenario: Scenario) -> ResolvedScenario:
+    from simulator.profile_select import select_profile
+
     e = scenario.engine
     arch = load_model(scenario.model)
     if e.quantization == "fp8":
         arch = arch.model_copy(update={"dtype": "fp8", "kv_cache_dtype": arch.kv_cache_dtype or arch.dtype})
+    if e.kv_cache_dtype != "auto":
+        arch = arch.model_copy(update={"kv_cache_dtype": KV_CACHE_DTYPES[e.kv_cache_dtype]})
     tp = e.tensor_parallel_size
     if arch.num_attention_heads % tp:
         raise ConfigError("engine.tensor_parallel_size",
@@ -267,10 +311,15 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     h = scenario.hardware
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
                        bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, host_link_gbps=h.host_link_gbps,
-                       gpu_link_gbps=h.gpu_link_gbps)
-    profile = load_profile(scenario.profile)
-    cost_model = build_cost_model(profile, arch, hw, tp)
+                       gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
+    if not e.num_gpu_blocks_override and (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization)):
+        raise err
+    selection = select_profile(scenario.profile, arch, h.gpu, hw, tp)
+    if selection.warning:
+        import sys
 
+        print(selection.warning, file=sys.stderr)
+    profile = selection.profile
     max_model_len = e.max_model_len or arch.max_position_embeddings
     if max_model_len > arch.max_position_embeddings:
         raise ConfigError("engine.max_model_len",
@@ -298,12 +347,20 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError(field, f"the KV pool ({blocks - 1} usable blocks of {e.block_size} tokens) cannot hold one "
                                  f"request of max_model_len={max_model_len} ({need} blocks); lower engine.max_model_len "
                                  f"or give the cache more memory")
+    async_scheduling = True if e.async_scheduling is None else e.async_scheduling
+    graph_tokens = 0 if e.enforce_eager else min(
+        e.max_cudagraph_capture_size or min(2 * seqs * (1 + (scenario.speculative.num_speculative_tokens
+                                                             if scenario.speculative.method != "none" else 0)), 512),
+        tokens)
+    cost_model = build_cost_model(profile, arch, hw, tp, gpu=h.gpu, cudagraph_max_tokens=graph_tokens,
+                                  async_scheduling=async_scheduling)
     pol = scenario.policies
     if (pol.admission.long_prompt_tokens is None) != (pol.admission.max_long_prefills is None):
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     if pol.static_batch_size and pol.batching != "static":
         raise ConfigError("policies.static_batch_size", "only applies to policies.batching: static")
-    return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool)
+    return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
+                            selection.source, async_scheduling, graph_tokens)
 
 
 def load(path: str | Path | None = None, overrides: list[str] | None = None) -> ResolvedScenario:

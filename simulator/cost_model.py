@@ -124,6 +124,20 @@ class RooflineCostModel(CostModel):
         return self._overhead_s + linear + max(kv_read, attn_compute) + latency + per_token * tokens
 
 
+class Overhead(BaseModel):
+    """What a real engine's step costs beyond the kernels in the tables: the GPU kernels they leave out, CUDA-graph
+    vs eager launches, and the host's CPU time (scheduler, input preparation, output processing). Evidence for the
+    defaults: docs/calibration.md, "Host and framework overhead"."""
+
+    model_config = ConfigDict(extra="forbid")
+    gpu_per_layer_us: NonNegativeFloat = 0.0  # kernels outside the tables (norms, rotary, activation), per layer
+    gpu_per_token_per_layer_ns: NonNegativeFloat = 0.0  # their part that grows with tokens (at hidden 4096, 3.35 TB/s)
+    gpu_per_seq_us: NonNegativeFloat = 0.0  # sampler over the vocabulary, per scheduled sequence
+    eager_per_layer_us: NonNegativeFloat = 0.0  # CPU launch time per layer when no CUDA graph covers the step
+    host_per_step_ms: NonNegativeFloat = 0.0  # CPU: schedule + prepare inputs + process outputs, per step
+    host_per_seq_us: NonNegativeFloat = 0.0  # CPU: the same, per scheduled sequence
+
+
 class Profile(BaseModel):
     """A profile file: which cost model, its numbers, where they came from, how wrong they are."""
 
@@ -132,10 +146,13 @@ class Profile(BaseModel):
     cost_model: str
     source: str = "unknown"
     device: str = "any"
+    gpu: str | None = None  # the built-in GPU (hardware.gpu) it was measured or composed for
     model: str = "any"
     dtype: str = "any"
+    kv_cache_dtype: str | None = None  # None: the model's dtype (bf16 for fp8 weights)
     tensor_parallel_size: int = 1
     coefficients: dict = {}
+    overhead: Overhead | None = None  # None: the coefficients already hold everything (a measured engine or harness)
     held_out_error: dict | None = None
     description: str | None = None
     # written by `servesim calibrate`: what `calibrate check` needs to re-measure
@@ -150,6 +167,12 @@ class Profile(BaseModel):
 
 def _builtin_profiles():
     return resources.files("calibration") / "profiles"
+
+
+def default_overhead() -> dict:
+    """servesim's default overhead terms (calibration/overhead-defaults.yaml), for profiles composed from kernels."""
+    data = yaml.safe_load((resources.files("calibration") / "overhead-defaults.yaml").read_text())
+    return Overhead(**data).model_dump()
 
 
 def builtin_profile_names() -> list[str]:
@@ -186,31 +209,95 @@ def load_profile(spec: str | dict) -> Profile:
         raise ConfigError(f"profile.{field}", f"{msg} (in {where})") from None
 
 
-def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_parallel_size: int) -> None:
-    """A profile measured for one model, dtype and TP degree says nothing about another."""
+def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_parallel_size: int,
+                       gpu: str | None = None) -> None:
+    """A profile measured for one model, GPU, dtype, KV dtype or TP degree says nothing about another."""
     generic = ("any", "from-scenario")
     if profile.model not in generic and profile.model != arch.name:
         raise ConfigError("profile", f"{profile.name} was measured for model {profile.model}, but the scenario's "
                                      f"model is {arch.name}")
+    if profile.gpu and gpu and profile.gpu != gpu:
+        raise ConfigError("profile", f"{profile.name} was measured on {profile.gpu}, but hardware.gpu is {gpu} "
+                                     f"(leave profile unset to get {gpu}'s own)")
     if profile.dtype not in generic and profile.dtype != arch.dtype:
         raise ConfigError("profile", f"{profile.name} was measured in {profile.dtype}, but the scenario's model runs "
                                      f"in {arch.dtype}" + (" (set engine.quantization: fp8)" if profile.dtype == "fp8" else ""))
+    kv = arch.kv_cache_dtype or arch.dtype
+    if profile.model not in generic and profile.kv_cache_dtype and profile.kv_cache_dtype != kv:
+        raise ConfigError("profile", f"{profile.name} was measured with a {profile.kv_cache_dtype} KV cache, but "
+                                     f"engine.kv_cache_dtype gives {kv}")
     if profile.model not in generic and profile.tensor_parallel_size != tensor_parallel_size:
         raise ConfigError("profile", f"{profile.name} was measured at tensor_parallel_size="
                                      f"{profile.tensor_parallel_size}, but engine.tensor_parallel_size is "
                                      f"{tensor_parallel_size}")
 
 
-def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, tensor_parallel_size: int = 1) -> CostModel:
-    check_profile_fits(profile, arch, tensor_parallel_size)
+REFERENCE_HIDDEN, REFERENCE_BANDWIDTH_GBPS = 4096, 3350.0  # where gpu_per_token_per_layer_ns was measured (H100)
+
+
+class OverheadCostModel(CostModel):
+    """Kernel time (any cost model) plus the engine's overhead terms.
+
+    GPU time = kernels + layers x (per_layer + tokens x per_token_per_layer) + seqs x per_seq; a step no CUDA
+    graph covers cannot run faster than the CPU launches its kernels (layers x eager_per_layer). Host time =
+    per_step + seqs x per_seq. Synchronous scheduling pays both one after the other; asynchronous scheduling
+    prepares the next step while this one runs, so the slower of the two sets the pace.
+    """
+
+    name = "overhead"
+
+    def __init__(self, kernels: CostModel, o: Overhead, arch: ModelArchitecture, hw: Hardware,
+                 cudagraph_max_tokens: int, async_scheduling: bool):
+        self.kernels, self.o = kernels, o
+        self._kernel_time = kernels.step_time
+        num_layers = arch.num_hidden_layers
+        self._layer_s = num_layers * o.gpu_per_layer_us * 1e-6
+        # the per-token part is activation traffic: wider models move more, faster memory moves it sooner
+        traffic = (arch.hidden_size / REFERENCE_HIDDEN) * (REFERENCE_BANDWIDTH_GBPS / hw.memory_bandwidth_gbps)
+        self._token_s = num_layers * o.gpu_per_token_per_layer_ns * 1e-9 * traffic
+        self._gpu_seq_s = o.gpu_per_seq_us * 1e-6
+        self._eager_s = num_layers * o.eager_per_layer_us * 1e-6
+        self._graph_tokens = cudagraph_max_tokens
+        self._host_step_s = o.host_per_step_ms * 1e-3
+        self._host_seq_s = o.host_per_seq_us * 1e-6
+        self.async_scheduling = async_scheduling
+
+    def knee_tokens(self) -> int | None:
+        return self.kernels.knee_tokens()
+
+    def parts(self, shape: BatchShape) -> tuple[float, float, float]:
+        """(kernel, other GPU, host) seconds of one step."""
+        tokens = shape.prefill_tokens + shape.decode_seqs
+        kernel = self._kernel_time(shape)
+        gpu = kernel + self._layer_s + self._token_s * tokens + self._gpu_seq_s * shape.num_seqs
+        if tokens > self._graph_tokens and gpu < self._eager_s:
+            gpu = self._eager_s
+        return kernel, gpu - kernel, self._host_step_s + self._host_seq_s * shape.num_seqs
+
+    def step_time(self, shape: BatchShape) -> float:
+        kernel, other, host = self.parts(shape)
+        gpu = kernel + other
+        if self.async_scheduling:
+            return gpu if gpu > host else host
+        return gpu + host
+
+
+def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, tensor_parallel_size: int = 1,
+                     gpu: str | None = None, cudagraph_max_tokens: int = 0, async_scheduling: bool = False,
+                     with_overhead: bool = True) -> CostModel:
+    check_profile_fits(profile, arch, tensor_parallel_size, gpu)
     try:
         if profile.cost_model == "linear":
-            return LinearCostModel(LinearCoefficients(**profile.coefficients))
-        if profile.cost_model == "roofline":
-            return RooflineCostModel(arch, hw, RooflineCoefficients(**profile.coefficients), tensor_parallel_size)
+            kernels: CostModel = LinearCostModel(LinearCoefficients(**profile.coefficients))
+        elif profile.cost_model == "roofline":
+            kernels = RooflineCostModel(arch, hw, RooflineCoefficients(**profile.coefficients), tensor_parallel_size)
+        else:
+            raise ConfigError("profile.cost_model", f"unknown cost model {profile.cost_model!r}; known: linear, roofline")
     except ValidationError as exc:
         from simulator.config import first_error
 
         field, msg = first_error(exc)
         raise ConfigError(f"profile.coefficients.{field}", msg) from None
-    raise ConfigError("profile.cost_model", f"unknown cost model {profile.cost_model!r}; known: linear, roofline")
+    if profile.overhead is None or not with_overhead:
+        return kernels
+    return OverheadCostModel(kernels, profile.overhead, arch, hw, cudagraph_max_tokens, async_scheduling)

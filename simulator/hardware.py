@@ -20,6 +20,7 @@ class Hardware(BaseModel):
     fp8_tflops: PositiveFloat | None = None
     host_link_gbps: PositiveFloat = 32.0  # GPU <-> host copies (swap), one direction
     gpu_link_gbps: PositiveFloat = 64.0  # GPU <-> GPU (tensor-parallel all-reduce), per GPU and direction
+    kernel_tables: str | None = None  # its folder of measured kernel tables (aiconfigurator layout), if any
 
     @property
     def memory_bytes(self) -> int:
@@ -35,6 +36,10 @@ class Hardware(BaseModel):
 
 def _table() -> dict:
     return yaml.safe_load((resources.files("simulator") / "data" / "hardware.yaml").read_text())
+
+
+def builtin_gpu_table() -> dict:
+    return _table()
 
 
 def builtin_gpu_names() -> list[str]:

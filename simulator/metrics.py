@@ -180,6 +180,7 @@ class RunResult:
             req["good"] = _meets_slo(req, {k: v.model_dump() for k, v in slos.items()})
         result = cls(rs.as_dict(), req, steps, itls)
         result.summary = result._summarize(sim_end, len(logs))
+        result.summary["cost_model_source"] = rs.cost_model_source  # which profile, and how it was chosen
         return result
 
     def _summarize(self, sim_end: float, replicas: int = 1) -> dict:

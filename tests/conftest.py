@@ -3,6 +3,8 @@ import os
 # Triton kernels (calibration/paged_attention.py) run under Triton's CPU interpreter in the tests: read when a
 # kernel is defined, so set before anything imports one. TRITON_INTERPRET=0 tests them on a GPU instead.
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# profiles composed on the fly (`profile: auto`) are cached here, not in the user's ~/.cache
+os.environ.setdefault("SERVESIM_CACHE_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), f"servesim-test-cache-{os.getpid()}"))
 
 import pytest
 

@@ -57,8 +57,13 @@ def test_scenario_file_and_overrides(tmp_path, capsys):
     (["workload.prompt_tokens={dist: weird}"], "workload.prompt_tokens"),
     (["engine.max_model_len=200000"], "engine.max_model_len"),
     (["engine.tensor_parallel_size=3"], "engine.tensor_parallel_size"),
-    (["model=qwen3-32b"], "profile"),
-    (["engine.tensor_parallel_size=2"], "profile"),
+    (["profile=h200-llama-3.1-8b-bf16-tp1", "model=qwen3-32b"], "profile"),
+    (["profile=h200-llama-3.1-8b-bf16-tp1", "engine.tensor_parallel_size=2"], "profile"),
+    (["profile=h100-llama-3.1-8b-bf16-tp1"], "profile"),  # measured on another GPU
+    (["profile=h200-llama-3.1-8b-bf16-tp1", "engine.kv_cache_dtype=fp8"], "profile"),
+    (["engine.kv_cache_dtype=int3"], "engine.kv_cache_dtype"),
+    (["hardware.gpu=h900"], "hardware.gpu"),
+    (["model=llama-3.1-70b", "hardware.gpu=h100-sxm"], "engine.tensor_parallel_size"),
 ])
 def test_bad_settings_exit_2_with_one_line_naming_the_field(capsys, sets, field):
     args = ["run", "--quiet"]

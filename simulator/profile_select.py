@@ -1,0 +1,132 @@
+"""`profile: auto`: the cost model for the scenario's model x GPU x dtype x KV dtype x TP, chosen for the user.
+
+In order: a built-in profile measured or composed for exactly that deployment; a profile composed on the fly
+from the GPU's kernel tables (../shared/data/gpu/aiconfigurator/ or $SERVESIM_KERNEL_TABLES), cached on disk
+($SERVESIM_CACHE_DIR, default ~/.cache/servesim) so only the first run pays the few seconds; or, for a GPU with
+no tables, the roofline with a warning. The answer says which (`cost_model_source` in summary.json).
+
+Composing runs calibration code (the kernel-table importer). It is imported here only when a composition is
+needed, as the CLI imports `servesim calibrate`: calibration depends on the simulator, not the reverse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import yaml
+
+from simulator.cost_model import Profile, builtin_profile_names, default_overhead, load_profile
+from simulator.errors import ConfigError
+from simulator.hardware import Hardware
+from simulator.model_arch import ModelArchitecture
+
+COMPOSER_VERSION = 2  # bump when the composition changes, so cached profiles are rebuilt
+# the importer's field names -> the scenario setting a user changes
+_FIELDS = {"dtype": "engine.quantization", "kv_cache_dtype": "engine.kv_cache_dtype",
+           "tp": "engine.tensor_parallel_size", "model": "model", "gpu": "hardware.gpu"}
+
+
+@dataclass(frozen=True)
+class Selection:
+    profile: Profile
+    source: str  # one line for summary.json's cost_model_source
+    warning: str | None = None
+
+
+def kernel_tables_root() -> Path | None:
+    """$SERVESIM_KERNEL_TABLES, else ../shared/data/gpu/aiconfigurator beside the project or the working directory."""
+    env = os.environ.get("SERVESIM_KERNEL_TABLES")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parent.parent
+    for base in (here, Path.cwd()):
+        p = base.parent / "shared" / "data" / "gpu" / "aiconfigurator"
+        if p.is_dir():
+            return p
+    return None
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("SERVESIM_CACHE_DIR") or Path.home() / ".cache" / "servesim") / "profiles"
+
+
+def _kv(arch: ModelArchitecture) -> str:
+    return arch.kv_cache_dtype or arch.dtype
+
+
+def _builtin_match(arch: ModelArchitecture, gpu: str | None, tp: int) -> Profile | None:
+    for name in builtin_profile_names():
+        p = load_profile(name)
+        if (p.gpu and p.gpu == gpu and p.model == arch.name and p.dtype == arch.dtype
+                and p.tensor_parallel_size == tp and (p.kv_cache_dtype or p.dtype) == _kv(arch)
+                and p.overhead is not None):
+            return p
+    return None
+
+
+def _tables_fingerprint(folder: Path) -> str:
+    """Sizes and times of the tables: a changed table rebuilds the cached profile."""
+    h = hashlib.sha256()
+    for f in sorted(folder.rglob("*.parquet")):
+        st = f.stat()
+        h.update(f"{f.relative_to(folder)}:{st.st_size}:{int(st.st_mtime)}".encode())
+    return h.hexdigest()
+
+
+def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int) -> Selection:
+    overhead = (resources.files("calibration") / "overhead-defaults.yaml").read_text()
+    key = json.dumps([COMPOSER_VERSION, arch.model_dump(mode="json"), gpu, folder, tp,
+                      _tables_fingerprint(root / folder), overhead], sort_keys=True)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:12]
+    path = cache_dir() / f"{gpu}-{arch.name}-{arch.dtype}-kv{_kv(arch)}-tp{tp}-{digest}.yaml"
+    if path.is_file():
+        try:
+            return Selection(Profile(**yaml.safe_load(path.read_text())),
+                             f"composed from the {folder} kernel tables ({root / folder}), cached at {path}")
+        except Exception:  # a damaged cache entry is rebuilt, never trusted
+            pass
+    from calibration.aiconfigurator import compose_profile  # calibration code, only when a composition is needed
+
+    try:
+        prof, _ = compose_profile(root, folder, arch, arch.dtype, tp, _kv(arch), hardware_key=gpu)
+    except ConfigError as exc:
+        field = _FIELDS.get(exc.field, exc.field)
+        raise ConfigError(field, f"cannot compose a profile for {arch.name} on {gpu}: {exc.message}") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(yaml.safe_dump(prof, sort_keys=False))
+    tmp.replace(path)  # atomic: parallel sweeps never read half a file
+    return Selection(Profile(**prof), f"composed from the {folder} kernel tables ({root / folder}), cached at {path}")
+
+
+def _roofline(arch: ModelArchitecture, gpu: str | None, hw: Hardware, why: str) -> Selection:
+    prof = Profile(name=f"roofline-{gpu or hw.name}", cost_model="roofline", source="datasheet roofline",
+                   coefficients={"step_overhead_ms": 0.0}, overhead=default_overhead(), gpu=gpu,
+                   description="fallback: no measured kernels for this GPU")
+    warn = (f"servesim: warning: {why}; step times come from the roofline model (datasheet bandwidth and FLOP/s "
+            f"plus default overhead), not from measurements")
+    return Selection(prof, f"roofline fallback ({why})", warn)
+
+
+def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, hw: Hardware, tp: int) -> Selection:
+    if spec != "auto":
+        p = load_profile(spec)
+        where = f"built-in profile {p.name}" if isinstance(spec, str) and spec in builtin_profile_names() else \
+            f"profile {p.name} ({'inline' if isinstance(spec, dict) else spec})"
+        return Selection(p, where)
+    p = _builtin_match(arch, gpu, tp)
+    if p is not None:
+        return Selection(p, f"built-in profile {p.name}")
+    if not hw.kernel_tables:
+        return _roofline(arch, gpu, hw, f"{gpu or 'this GPU'} has no measured kernel tables")
+    root = kernel_tables_root()
+    if root is None or not (root / hw.kernel_tables).is_dir():
+        where = f"{root / hw.kernel_tables}" if root else "../shared/data/gpu/aiconfigurator (set SERVESIM_KERNEL_TABLES)"
+        return _roofline(arch, gpu, hw, f"no built-in profile for {arch.name} {arch.dtype} tp{tp} on {gpu}, and "
+                                        f"its kernel tables are not at {where}")
+    return _compose(arch, gpu, hw.kernel_tables, root, tp)
