@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench venv clean profiles fidelity fidelity-replay vllm-env fidelity-vllm results device-wheels
+.PHONY: run test bench venv clean profiles fidelity fidelity-gpu fidelity-replay vllm-env fidelity-vllm results device-wheels
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,6 +51,11 @@ profiles: $(STAMP)
 	  kvs=$$( [ "$$kv" = fp8 ] && echo "-kvfp8" ); \
 	  $(BIN)/servesim calibrate import aiconfigurator --data $(AIC) --gpu $$gpu --model $$m --dtype $$dt \
 	    --kv-cache-dtype $$kv --tp $$tp --out calibration/profiles/$$short-$$m-$$dt$$kvs-tp$$tp.yaml || exit 1; done
+
+# Public real-GPU vLLM runs (../shared/data/serving) against the simulation, with kernel-table profiles plus
+# the default overhead, fitted on none of them (docs/fidelity.md). Seconds.
+fidelity-gpu: $(STAMP)
+	$(BIN)/servesim validate serving --out results/fidelity/gpu
 
 # Fidelity (docs/fidelity.md), outside `make test`: measured replay, then the real vLLM engine.
 fidelity: fidelity-replay fidelity-vllm

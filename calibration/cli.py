@@ -89,6 +89,11 @@ def add_validate_parser(sub) -> None:
     vv.add_argument("--kv-gib", type=float, default=1.0, help="VLLM_CPU_KVCACHE_SPACE for the engine")
     vv.add_argument("--out", default="results/fidelity/vllm")
     vv.set_defaults(func=cmd_validate_vllm)
+    sv = vsub.add_parser("serving", help="simulate public real-GPU vLLM runs (../shared/data/serving) and compare")
+    sv.add_argument("--data", default="../shared/data/serving", help="root of the runs (each with vllm/requests.jsonl)")
+    sv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="applied to every run")
+    sv.add_argument("--out", default="results/fidelity/gpu")
+    sv.set_defaults(func=cmd_validate_serving)
 
 
 def cmd_validate_vllm(args) -> int:
@@ -103,6 +108,21 @@ def cmd_validate_vllm(args) -> int:
     print("mean |error| over all rows: " + ", ".join(f"{k} profile {v:.1%}" for k, v in summary["mean_abs_error"].items())
           + f"; real runs' own spread {summary['mean_real_spread']:.1%}")
     print(f"written to {args.out}/")
+    return 0
+
+
+def cmd_validate_serving(args) -> int:
+    from calibration.serving_fidelity import validate_serving
+
+    table, runs = validate_serving(args.data, args.out, args.set, command=args.argv)
+    for r in runs:
+        if "skipped" in r:
+            print(f"{r['run']}: skipped ({r['skipped']})")
+            continue
+        t = table[table["run"] == r["run"]]
+        print(f"{r['run']} ({r['requests']} requests; {r['cost_model_source']})")
+        print(t.drop(columns="run").to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    print(f"written to {args.out}/ (table.csv, summary.json, command.txt, cdf-*.png, timeline-*.png)")
     return 0
 
 

@@ -133,7 +133,7 @@ class Overhead(BaseModel):
     gpu_per_layer_us: NonNegativeFloat = 0.0  # kernels outside the tables (norms, rotary, activation), per layer
     gpu_per_token_per_layer_ns: NonNegativeFloat = 0.0  # their part that grows with tokens (at hidden 4096, 3.35 TB/s)
     gpu_per_seq_us: NonNegativeFloat = 0.0  # sampler over the vocabulary, per scheduled sequence
-    eager_per_layer_us: NonNegativeFloat = 0.0  # CPU launch time per layer when no CUDA graph covers the step
+    eager_per_layer_us: NonNegativeFloat = 0.0  # GPU idle per layer waiting on launches when no CUDA graph covers it
     host_per_step_ms: NonNegativeFloat = 0.0  # CPU: schedule + prepare inputs + process outputs, per step
     host_per_seq_us: NonNegativeFloat = 0.0  # CPU: the same, per scheduled sequence
 
@@ -238,8 +238,9 @@ REFERENCE_HIDDEN, REFERENCE_BANDWIDTH_GBPS = 4096, 3350.0  # where gpu_per_token
 class OverheadCostModel(CostModel):
     """Kernel time (any cost model) plus the engine's overhead terms.
 
-    GPU time = kernels + layers x (per_layer + tokens x per_token_per_layer) + seqs x per_seq; a step no CUDA
-    graph covers cannot run faster than the CPU launches its kernels (layers x eager_per_layer). Host time =
+    GPU time = kernels + layers x (per_layer + tokens x per_token_per_layer) + seqs x per_seq, plus
+    layers x eager_per_layer for a step no CUDA graph covers (the GPU idles while the CPU launches kernels that
+    run shorter than their launch). Host time =
     per_step + seqs x per_seq. Synchronous scheduling pays both one after the other; asynchronous scheduling
     prepares the next step while this one runs, so the slower of the two sets the pace.
     """
@@ -270,8 +271,8 @@ class OverheadCostModel(CostModel):
         tokens = shape.prefill_tokens + shape.decode_seqs
         kernel = self._kernel_time(shape)
         gpu = kernel + self._layer_s + self._token_s * tokens + self._gpu_seq_s * shape.num_seqs
-        if tokens > self._graph_tokens and gpu < self._eager_s:
-            gpu = self._eager_s
+        if tokens > self._graph_tokens:  # no CUDA graph: the GPU waits on the launches of short kernels
+            gpu += self._eager_s
         return kernel, gpu - kernel, self._host_step_s + self._host_seq_s * shape.num_seqs
 
     def step_time(self, shape: BatchShape) -> float:

@@ -19,7 +19,10 @@ class Arrival(BaseModel):
     Poisson at `rate` for `on_s`, silence for `off_s`, repeated. curve: a time-varying
     rate, piecewise linear through `points` [[t_s, rate], ...] (a ramp, or a daily curve
     repeated every `period_s`). closed_loop: `concurrency` clients, each sending its next
-    request `think_time_s` after its previous one finished."""
+    request `think_time_s` after its previous one finished; `ramp_up_s` starts the clients evenly over a window
+    instead of all at t = 0 (fixed-length closed loops otherwise stay in lockstep).
+    `ramp_up_strategy` (poisson and gamma, as `vllm bench serve --ramp-up-strategy`): request i's gap is drawn at
+    rate start + (end - start) p (linear) or start (end / start)^p (exponential), p = i / (N - 1)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -32,14 +35,31 @@ class Arrival(BaseModel):
     period_s: PositiveFloat | None = None
     concurrency: PositiveInt | None = None
     think_time_s: NonNegativeFloat = 0.0
+    ramp_up_s: NonNegativeFloat = Field(0.0, description="closed_loop: clients start evenly over this many seconds")
+    ramp_up_strategy: Literal["linear", "exponential"] | None = None
+    ramp_up_start_rps: NonNegativeFloat | None = None
+    ramp_up_end_rps: PositiveFloat | None = None
 
     @model_validator(mode="after")
     def _needs(self):
         need = {"poisson": ["rate"], "gamma": ["rate"], "constant": ["rate"], "onoff": ["rate", "on_s", "off_s"],
                 "curve": ["points"], "closed_loop": ["concurrency"], "burst": []}[self.process]
         for f in need:
+            if f == "rate" and self.ramp_up_strategy is not None:
+                continue  # the ramp sets the rate
             if getattr(self, f) is None:
                 raise ValueError(f"{f} is required for {self.process} arrivals")
+        if self.ramp_up_s and self.process != "closed_loop":
+            raise ValueError("ramp_up_s applies to closed_loop arrivals (open loops ramp with ramp_up_strategy)")
+        if self.ramp_up_strategy is not None:
+            if self.process not in ("poisson", "gamma"):
+                raise ValueError("ramp_up_strategy applies to poisson and gamma arrivals")
+            if self.ramp_up_start_rps is None or self.ramp_up_end_rps is None:
+                raise ValueError("ramp_up_strategy needs ramp_up_start_rps and ramp_up_end_rps")
+            if self.ramp_up_strategy == "exponential" and not self.ramp_up_start_rps:
+                raise ValueError("an exponential ramp needs ramp_up_start_rps > 0")
+        elif self.ramp_up_start_rps is not None or self.ramp_up_end_rps is not None:
+            raise ValueError("ramp_up_start_rps and ramp_up_end_rps need ramp_up_strategy")
         if self.process == "curve":
             ts = [t for t, _ in self.points]
             if len(ts) < 2 or any(b <= a for a, b in zip(ts, ts[1:])):
@@ -58,6 +78,11 @@ class Arrival(BaseModel):
         """Arrival times of at most n requests within [0, duration_s), the first at 0."""
         if n is None and duration_s is None:
             raise ValueError("give num_requests or duration_s")
+        if self.ramp_up_strategy is not None:
+            if n is None:
+                raise ValueError("ramp_up_strategy needs num_requests (the ramp is over the requests)")
+            times = np.cumsum(self._ramp_gaps(n, rng))
+            return times[times < duration_s] if duration_s is not None else times
         chunks, clock, count = [], 0.0, 0
         while True:
             k = n - count if n is not None else 4096
@@ -89,6 +114,18 @@ class Arrival(BaseModel):
             gaps = rng.exponential(1.0 / self.rate, size=k)
         if first:
             gaps[0] = 0.0  # the run starts with the first arrival
+        return gaps
+
+    def _ramp_gaps(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """vLLM bench's ramp: each request's gap drawn at its own rate (start to end over the requests)."""
+        p = np.arange(n) / max(n - 1, 1)
+        lo, hi = self.ramp_up_start_rps, self.ramp_up_end_rps
+        rates = lo + (hi - lo) * p if self.ramp_up_strategy == "linear" else lo * (hi / lo) ** p
+        shape = 1.0 / self.cv**2 if self.process == "gamma" else 1.0
+        gaps = np.full(n, np.inf)
+        ok = rates > 0  # vLLM waits forever at rate 0; the first gap is 0 anyway
+        gaps[ok] = rng.gamma(shape, 1.0, size=int(ok.sum())) / (rates[ok] * shape)
+        gaps[0] = 0.0
         return gaps
 
     def _wall_clock(self, t: np.ndarray) -> np.ndarray:

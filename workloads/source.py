@@ -46,9 +46,10 @@ class ClosedLoopSource(RequestSource):
     """
 
     def __init__(self, concurrency: int, think_time: Callable[[], float], templates: Iterator[RequestSpec],
-                 limit: int | None, duration_s: float | None):
+                 limit: int | None, duration_s: float | None, ramp_up_s: float = 0.0):
         self.concurrency, self.think_time, self.templates = concurrency, think_time, templates
         self.limit, self.duration_s, self.issued = limit, duration_s, 0
+        self.ramp_up_s = ramp_up_s  # client i sends its first request at i x ramp_up_s / concurrency
 
     def _next(self, t: float) -> list[RequestSpec]:
         if (self.limit is not None and self.issued >= self.limit) or \
@@ -61,14 +62,15 @@ class ClosedLoopSource(RequestSource):
         return [replace(spec, request_id=self.issued - 1, arrival_time=t)]
 
     def initial(self) -> list[RequestSpec]:
-        return [s for _ in range(self.concurrency) for s in self._next(0.0)]
+        return [s for i in range(self.concurrency) for s in self._next(i * self.ramp_up_s / self.concurrency)]
 
     def on_finish(self, spec, t, completed):
         return self._next(t + self.think_time())
 
     def describe(self) -> str:
         cap = f"{self.limit:,} requests" if self.limit is not None else f"{self.duration_s:g} s"
-        return f"closed loop: {self.concurrency} clients, {cap}"
+        ramp = f", starting over {self.ramp_up_s:g} s" if self.ramp_up_s else ""
+        return f"closed loop: {self.concurrency} clients{ramp}, {cap}"
 
 
 class SessionSource(RequestSource):

@@ -127,7 +127,7 @@ class SyntheticWorkload(_Classes):
                     yield from self._specs(1024, rng, max_model_len, ids)
 
             return ClosedLoopSource(a.concurrency, lambda: float(think.draw(1, think_rng)[0]), templates(),
-                                    self.num_requests, self.duration_s)
+                                    self.num_requests, self.duration_s, a.ramp_up_s)
         times = a.times(self.num_requests, self.duration_s, rng)
         specs = [replace(s, arrival_time=float(times[s.request_id]))
                  for s in self._specs(len(times), rng, max_model_len, ids)]

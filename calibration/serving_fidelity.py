@@ -1,0 +1,189 @@
+"""`servesim validate serving` (`make fidelity-gpu`): simulate public real-GPU vLLM runs, compare per request.
+
+Each run in ../shared/data/serving/ (see its README) is a real vLLM server with its engine arguments
+(`vllm/meta.json`), one row per request (`vllm/requests.jsonl`: arrival, queued, scheduled, first and last
+token times) and a once-a-second log of running and waiting requests (`vllm/timeseries.csv`). servesim
+replays the same arrivals and lengths with the same engine settings, on the cost model `profile: auto`
+picks for that GPU (kernel tables plus the default overhead, or the roofline where the GPU has no tables):
+nothing is fitted to the run it is compared with. Reported: mean / p50 / p90 of TTFT, TPOT, queue time and
+E2E latency side by side, their CDFs, and running / waiting over time.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.errors import ConfigError
+from workloads.spec import RequestSpec
+
+# the runs' folder names -> servesim's built-in GPUs and models
+GPUS = {"RTX4090": "rtx-4090", "RTXPRO6000": "rtx-pro-6000"}
+MODELS = {"meta-llama/Llama-3.1-8B": "llama-3.1-8b", "Qwen/Qwen3-32B": "qwen3-32b"}
+METRICS = [("ttft", "TTFT"), ("tpot", "TPOT"), ("queue_time", "queue"), ("e2el", "E2E")]
+STATS = [("mean", np.mean), ("p50", np.median), ("p90", lambda v: np.percentile(v, 90))]
+VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, where a run does not record its own
+
+
+@dataclass
+class ServingRun:
+    name: str
+    path: Path
+    sets: list[str] = field(default_factory=list)
+    specs: list[RequestSpec] = field(default_factory=list)
+    real: pd.DataFrame | None = None  # per request: ttft, tpot, queue_time, e2el (s)
+    timeseries: pd.DataFrame | None = None
+    skip: str | None = None  # why it is not simulated
+
+
+def find_runs(root: str | Path) -> list[Path]:
+    root = Path(root)
+    if not root.is_dir():
+        raise ConfigError("serving", f"no serving runs at {root}")
+    return sorted(p.parent.parent for p in root.rglob("vllm/requests.jsonl"))
+
+
+def load_run(path: Path, root: Path) -> ServingRun:
+    """A run folder -> servesim settings, the requests as they arrived at the engine, and the real metrics."""
+    run = ServingRun(str(path.relative_to(root)), path)
+    meta = json.loads((path / "vllm" / "meta.json").read_text())
+    kw = meta.get("engine_kwargs", {})
+    gpu = GPUS.get(path.parent.name)
+    model = MODELS.get(kw.get("model") or meta.get("model"))
+    if kw.get("data_parallel_size", 1) > 1 or kw.get("enable_expert_parallel"):
+        run.skip = "data / expert parallel mixture-of-experts deployment (servesim has no MoE model yet)"
+    elif gpu is None or model is None:
+        run.skip = f"no built-in GPU or model for {path.parent.name} / {kw.get('model')}"
+    if run.skip:
+        return run
+    cache = meta.get("kv_cache", {})
+    run.sets = [f"model={model}", f"hardware.gpu={gpu}", "profile=auto",
+                f"engine.tensor_parallel_size={kw.get('tensor_parallel_size', 1)}",
+                f"engine.max_num_seqs={kw['max_num_seqs']}", f"engine.max_num_batched_tokens={kw['max_num_batched_tokens']}",
+                f"engine.gpu_memory_utilization={cache.get('gpu_memory_utilization', VLLM_GPU_MEMORY_UTILIZATION)}",
+                f"engine.enable_prefix_caching={str(cache.get('enable_prefix_caching', True)).lower()}",
+                f"engine.block_size={cache.get('block_size', 16)}"]
+    if kw.get("max_model_len"):
+        run.sets.append(f"engine.max_model_len={kw['max_model_len']}")
+    if cache.get("num_gpu_blocks"):  # the pool the engine really had
+        run.sets.append(f"engine.num_gpu_blocks_override={cache['num_gpu_blocks']}")
+    if kw.get("kv_cache_dtype", "auto") != "auto":
+        run.sets.append(f"engine.kv_cache_dtype={kw['kv_cache_dtype']}")
+    rows = [json.loads(line) for line in (path / "vllm" / "requests.jsonl").read_text().splitlines() if line.strip()]
+    df = pd.DataFrame(rows).sort_values("queued_ts").reset_index(drop=True)
+    t0 = df["queued_ts"].iloc[0]
+    run.specs = [RequestSpec(i, float(r.queued_ts - t0), int(r.input_toks), int(r.output_toks),
+                             max_tokens=int(r.output_toks)) for i, r in enumerate(df.itertuples())]
+    run.real = pd.DataFrame({
+        "ttft": df["first_token_ts"] - df["queued_ts"],
+        "tpot": ((df["last_token_ts"] - df["first_token_ts"]) / (df["output_toks"] - 1)).where(df["output_toks"] > 1),
+        "queue_time": df["scheduled_ts"] - df["queued_ts"],
+        "e2el": df["last_token_ts"] - df["queued_ts"]})
+    ts = path / "vllm" / "timeseries.csv"
+    run.timeseries = pd.read_csv(ts) if ts.is_file() else None
+    return run
+
+
+def _stats(values: pd.Series) -> dict:
+    v = values.dropna().to_numpy(float)
+    return {label: float(f(v)) * 1000 if v.size else np.nan for label, f in STATS}
+
+
+def compare_run(run: ServingRun, sim_requests: pd.DataFrame) -> pd.DataFrame:
+    done = sim_requests[sim_requests["status"] == "finished"]
+    rows = []
+    for col, name in METRICS:
+        real, sim = _stats(run.real[col]), _stats(done[col])
+        for label, _ in STATS:
+            rows.append({"run": run.name, "metric": f"{name} {label} (ms)", "real": real[label], "sim": sim[label]})
+    t = pd.DataFrame(rows)
+    t["error"] = (t["sim"] - t["real"]) / t["real"]
+    return t
+
+
+def sim_timeseries(steps: pd.DataFrame, seconds: np.ndarray) -> pd.DataFrame:
+    """Running and waiting as vLLM's once-a-second logger sees them: the last step that started before each tick."""
+    starts = steps["start"].to_numpy()
+    idx = np.searchsorted(starts, seconds, side="right") - 1
+    ok = idx >= 0
+    out = pd.DataFrame({"t": seconds, "running": np.nan, "waiting": np.nan})
+    out.loc[ok, "running"] = steps["num_running"].to_numpy()[idx[ok]]
+    out.loc[ok, "waiting"] = steps["num_waiting"].to_numpy()[idx[ok]]
+    return out
+
+
+def plot_run(run: ServingRun, sim_requests: pd.DataFrame, steps: pd.DataFrame, out: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    stem = run.name.replace("/", "-")
+    done = sim_requests[sim_requests["status"] == "finished"]
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for ax, (col, name) in zip(axes, METRICS[:3]):
+        for label, v in (("real vLLM", run.real[col]), ("servesim", done[col])):
+            x = np.sort(v.dropna().to_numpy(float) * 1000)
+            ax.plot(x, np.arange(1, x.size + 1) / max(x.size, 1), label=label)
+        ax.set_xlabel(f"{name} (ms)")
+        ax.set_ylabel("fraction of requests")
+        ax.set_title(name)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(f"{run.name}: per-request CDFs")
+    fig.tight_layout()
+    cdf = out / f"cdf-{stem}.png"
+    fig.savefig(cdf, dpi=100)
+    plt.close(fig)
+    paths = [cdf]
+    if run.timeseries is not None:
+        ts = run.timeseries
+        sim = sim_timeseries(steps, ts["t"].to_numpy(float))
+        fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))
+        for ax, col in zip(axes, ("running", "waiting")):
+            ax.plot(ts["t"], ts[col], label="real vLLM")
+            ax.plot(sim["t"], sim[col], label="servesim")
+            ax.set_xlabel("time (s)")
+            ax.set_title(f"{col} requests")
+            ax.grid(alpha=0.3)
+            ax.legend()
+        fig.suptitle(f"{run.name}: engine state once a second")
+        fig.tight_layout()
+        tl = out / f"timeline-{stem}.png"
+        fig.savefig(tl, dpi=100)
+        plt.close(fig)
+        paths.append(tl)
+    return paths
+
+
+def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None = None,
+                     command: list[str] | None = None) -> tuple[pd.DataFrame, list[dict]]:
+    from calibration.validate import write_command
+    from simulator.config import load
+    from simulator.engine import simulate
+
+    root, out = Path(root), Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tables, runs = [], []
+    for path in find_runs(root):
+        run = load_run(path, root)
+        if run.skip:
+            runs.append({"run": run.name, "skipped": run.skip})
+            continue
+        rs = load(None, run.sets + list(sets or []))
+        result = simulate(rs, run.specs)
+        t = compare_run(run, result.requests)
+        tables.append(t)
+        plot_run(run, result.requests, result.steps, out)
+        runs.append({"run": run.name, "settings": run.sets + list(sets or []),
+                     "cost_model_source": rs.cost_model_source, "requests": len(run.specs),
+                     "mean_abs_error": float(t["error"].abs().mean())})
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    table.to_csv(out / "table.csv", index=False)
+    (out / "summary.json").write_text(json.dumps({"source": str(root), "runs": runs}, indent=2))
+    write_command(out, command)
+    return table, runs
