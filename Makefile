@@ -56,6 +56,7 @@ profiles: $(STAMP)
 # the default overhead, fitted on none of them (docs/fidelity.md). Seconds.
 fidelity-gpu: $(STAMP)
 	$(BIN)/servesim validate serving --out results/fidelity/gpu
+	$(BIN)/servesim validate layers --out results/fidelity/layers
 
 # Fidelity (docs/fidelity.md), outside `make test`: measured replay, then the real vLLM engine.
 fidelity: fidelity-replay fidelity-vllm

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 
 def add_parser(sub) -> None:
@@ -94,6 +95,11 @@ def add_validate_parser(sub) -> None:
     sv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="applied to every run")
     sv.add_argument("--out", default="results/fidelity/gpu")
     sv.set_defaults(func=cmd_validate_serving)
+    lv = vsub.add_parser("layers", help="per-layer composition vs measured per-operator H100 timings")
+    lv.add_argument("--data", default="../shared/data/gpu/layer-profiles")
+    lv.add_argument("--tables", default="../shared/data/gpu/aiconfigurator", help="the kernel tables' root")
+    lv.add_argument("--out", default="results/fidelity/layers")
+    lv.set_defaults(func=cmd_validate_layers)
 
 
 def cmd_validate_vllm(args) -> int:
@@ -123,6 +129,17 @@ def cmd_validate_serving(args) -> int:
         print(f"{r['run']} ({r['requests']} requests; {r['cost_model_source']})")
         print(t.drop(columns="run").to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
     print(f"written to {args.out}/ (table.csv, summary.json, command.txt, cdf-*.png, timeline-*.png)")
+    return 0
+
+
+def cmd_validate_layers(args) -> int:
+    from calibration.layer_check import check_layers, format_table
+    from calibration.validate import write_command
+
+    table = check_layers(args.data, args.tables, args.out)
+    print(format_table(table))
+    write_command(Path(args.out), args.argv)
+    print(f"written to {args.out}/ (table.csv, per-token-count.csv, command.txt)")
     return 0
 
 

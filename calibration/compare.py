@@ -1,5 +1,7 @@
 """`servesim calibrate compare A B`: two linear profiles, component by component.
 
+Each typical step is split into kernel time, the other GPU work the overhead terms add, and host CPU time.
+
 Where a harness profile and an imported kernel-table profile of one device disagree,
 the ratio per component says which part of a step differs (fixed per-step cost, the
 linear layers' weight read or GEMM rate, attention per KV token or per prefill pair),
@@ -11,8 +13,10 @@ from __future__ import annotations
 import pandas as pd
 
 from calibration.grid import GridPoint
-from simulator.cost_model import LinearCoefficients, LinearCostModel, Profile, load_profile
+from simulator.cost_model import LinearCoefficients, LinearCostModel, OverheadCostModel, Profile, load_profile
 from simulator.errors import ConfigError
+from simulator.hardware import load_hardware
+from simulator.model_arch import load_model
 
 KV_TOKENS = 100_000
 ZERO = 1e-9  # ms: fitted coefficients this small are zeros of the non-negative fit, not measurements
@@ -45,6 +49,14 @@ def _linear(p: Profile) -> LinearCostModel:
     return LinearCostModel(LinearCoefficients(**p.coefficients))
 
 
+def _with_overhead(p: Profile, m: LinearCostModel) -> OverheadCostModel | None:
+    """The profile's overhead terms on its own model and GPU, under vLLM's defaults (CUDA graphs to 512 tokens,
+    asynchronous scheduling); None when the profile carries none (a measured engine or the harness)."""
+    if p.overhead is None or not p.gpu or p.model in ("any", "from-scenario"):
+        return None
+    return OverheadCostModel(m, p.overhead, load_model(p.model), load_hardware(p.gpu), 512, True)
+
+
 def _value(m: LinearCostModel, key: str) -> float:
     if key == "knee_tokens":
         return float(m.knee_tokens() or 0)
@@ -61,8 +73,17 @@ def compare_profiles(a: str | Profile, b: str | Profile) -> pd.DataFrame:
     ma, mb = _linear(pa), _linear(pb)
     rows = [{"part": "component", "what": label, "a": _value(ma, key), "b": _value(mb, key)}
             for label, key in COMPONENTS]
-    rows += [{"part": "step time (ms)", "what": label, "a": ma.step_time(pt.shape) * 1e3,
-              "b": mb.step_time(pt.shape) * 1e3} for label, pt in STEPS]
+    oa, ob = _with_overhead(pa, ma), _with_overhead(pb, mb)
+    parts = lambda o, m, shape: o.parts(shape) if o else (m.step_time(shape), 0.0, 0.0)  # noqa: E731
+    for label, pt in STEPS:
+        a, b = parts(oa, ma, pt.shape), parts(ob, mb, pt.shape)
+        rows.append({"part": "kernels (ms)", "what": label, "a": a[0] * 1e3, "b": b[0] * 1e3})
+        rows.append({"part": "other GPU work: norms, rotary, sampler, eager launches (ms)", "what": label,
+                     "a": a[1] * 1e3, "b": b[1] * 1e3})
+        rows.append({"part": "host CPU, hidden under async scheduling (ms)", "what": label, "a": a[2] * 1e3,
+                     "b": b[2] * 1e3})
+        rows.append({"part": "step time (ms)", "what": label,
+                     "a": (oa or ma).step_time(pt.shape) * 1e3, "b": (ob or mb).step_time(pt.shape) * 1e3})
     t = pd.DataFrame(rows)
     for col in ("a", "b"):
         t.loc[t[col].abs() < ZERO, col] = 0.0
@@ -76,5 +97,6 @@ def format_table(t: pd.DataFrame) -> str:
     lines = [f"| | {a} | {b} | A / B |", "|---|---|---|---|"]
     for r in t.itertuples():
         ratio = "n/a" if pd.isna(r.a_over_b) else f"{r.a_over_b:.2f}"
-        lines.append(f"| {r.what} | {r.a:.4g} | {r.b:.4g} | {ratio} |")
+        what = r.what if r.part == "component" else f"{r.what}: {r.part}"
+        lines.append(f"| {what} | {r.a:.4g} | {r.b:.4g} | {ratio} |")
     return "\n".join(lines)

@@ -1,0 +1,100 @@
+"""`servesim validate layers`: servesim's per-layer step composition against measured per-operator timings.
+
+../shared/data/gpu/layer-profiles/llmservingsim-h100-mixtral/ holds PyTorch-profiler kernel times of every
+operator of Mixtral-8x7B on H100 at TP 2 and 4, for 1 to 2,048 tokens (prefill, no KV cache). Its dense part
+(attention projections, the two RMSNorms, rotary embedding, activation, LM head) is what servesim composes
+for any dense model: the projections from NVIDIA's kernel tables, the rest from the overhead terms. The
+experts and the router wait for the mixture-of-experts model; attention is not in the data.
+
+Reported by token bucket (1, 2-8, 9-64: decode-sized batches; 65-512; 513-2,048): the measured dense time of
+one layer, servesim's kernel-table time for the same GEMMs, and servesim with its overhead terms, so one sees
+how much of a small step the kernel tables leave out and how much the overhead terms put back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.cost_model import REFERENCE_BANDWIDTH_GBPS, REFERENCE_HIDDEN, Overhead, default_overhead
+from simulator.errors import ConfigError
+
+MIXTRAL = {"hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "vocab": 32000, "layers": 32}
+GEMMS = ["q_proj", "k_proj", "v_proj", "o_proj"]
+OTHER = ["input_layernorm", "post_layernorm", "rope", "act_fn"]
+BUCKETS = [(1, 1, "1"), (2, 8, "2-8"), (9, 64, "9-64"), (65, 512, "65-512"), (513, 10**9, "513-2048")]
+H100_BANDWIDTH_GBPS = 3350.0
+
+
+def _bucket(t: int) -> str:
+    return next(label for lo, hi, label in BUCKETS if lo <= t <= hi)
+
+
+def check_layers(profiles: str | Path, tables: str | Path, out: str | Path | None = None) -> pd.DataFrame:
+    from calibration.aiconfigurator import KernelTables
+
+    profiles = Path(profiles)
+    files = sorted(profiles.rglob("layers.csv"))
+    if not files:
+        raise ConfigError("layers", f"no layers.csv under {profiles}")
+    t = KernelTables(tables, "h100_sxm")
+    o = Overhead(**default_overhead())
+    m = MIXTRAL
+    traffic = (m["hidden"] / REFERENCE_HIDDEN) * (REFERENCE_BANDWIDTH_GBPS / H100_BANDWIDTH_GBPS)
+    rows = []
+    for f in files:
+        d = pd.read_csv(f)
+        tp = int(d["tp_size"].iloc[0])
+        d["ms"] = d["latency(ns)"] * 1e-6
+        wide = d.pivot_table(index="input", columns="layer_name", values="ms", aggfunc="median")
+        heads, kvh, dd, h = m["heads"] // tp, max(1, m["kv_heads"] // tp), m["head_dim"], m["hidden"]
+        for tokens, r in wide.iterrows():
+            tokens = int(tokens)
+            o_proj = t.gemm_ms(tokens, h, heads * dd, "bf16")
+            gemm = t.gemm_ms(tokens, (heads + 2 * kvh) * dd, h, "bf16") + o_proj  # vLLM's fused QKV, as composed
+            separate = (t.gemm_ms(tokens, heads * dd, h, "bf16") + 2 * t.gemm_ms(tokens, kvh * dd, h, "bf16")
+                        + o_proj)  # the profiled model's four projections, like for like
+            other = o.gpu_per_layer_us * 1e-3 + tokens * o.gpu_per_token_per_layer_ns * 1e-6 * traffic
+            rows.append({"tp": tp, "tokens": tokens, "bucket": _bucket(tokens),
+                         "measured_gemm_ms": float(r[GEMMS].sum()), "table_gemm_ms": gemm,
+                         "table_separate_gemm_ms": separate,
+                         "measured_other_ms": float(r[OTHER].sum()), "servesim_other_ms": other})
+    per = pd.DataFrame(rows)
+    per["measured_ms"] = per["measured_gemm_ms"] + per["measured_other_ms"]
+    per["kernels_only_ms"] = per["table_gemm_ms"]
+    per["with_overhead_ms"] = per["table_gemm_ms"] + per["servesim_other_ms"]
+    order = {label: i for i, (_, _, label) in enumerate(BUCKETS)}
+    table = (per.groupby(["tp", "bucket"])[["measured_ms", "measured_gemm_ms", "table_gemm_ms",
+                                            "table_separate_gemm_ms", "measured_other_ms",
+                                            "servesim_other_ms", "kernels_only_ms", "with_overhead_ms"]]
+             .median().reset_index())
+    table = table.sort_values(["tp", "bucket"], key=lambda c: c.map(order) if c.name == "bucket" else c)
+    table["kernels_only_error"] = table["kernels_only_ms"] / table["measured_ms"] - 1
+    table["with_overhead_error"] = table["with_overhead_ms"] / table["measured_ms"] - 1
+    table["gemm_error"] = table["table_separate_gemm_ms"] / table["measured_gemm_ms"] - 1
+    table["other_ratio"] = table["measured_other_ms"] / table["servesim_other_ms"]
+    table = table.reset_index(drop=True)
+    if out is not None:
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out / "table.csv", index=False)
+        per.to_csv(out / "per-token-count.csv", index=False)
+    return table
+
+
+def format_table(table: pd.DataFrame) -> str:
+    lines = ["| TP | tokens | measured (ms/layer) | kernel tables | error | + servesim overhead | error | "
+             "same four GEMMs: table vs measured | norms, rotary, activation: measured / servesim |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in table.itertuples():
+        lines.append(f"| {r.tp} | {r.bucket} | {r.measured_ms:.4f} | {r.kernels_only_ms:.4f} | "
+                     f"{r.kernels_only_error:+.0%} | {r.with_overhead_ms:.4f} | {r.with_overhead_error:+.0%} | "
+                     f"{r.gemm_error:+.0%} | {r.other_ratio:.1f}x |")
+    return "\n".join(lines)
+
+
+def summary_errors(table: pd.DataFrame) -> dict:
+    small = table[table["bucket"].isin(["1", "2-8", "9-64"])]
+    return {k: float(np.mean(np.abs(small[k]))) for k in ("kernels_only_error", "with_overhead_error")}
