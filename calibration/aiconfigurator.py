@@ -41,7 +41,8 @@ TABLES = {
 # the table's gemm_dtype and its kernels, most preferred first (the kernel vLLM picks for the format)
 GEMM_KERNELS = {"bf16": ("bfloat16", ("torch.nn.functional.linear", "vllm_default")),
                 "fp16": ("bfloat16", ("torch.nn.functional.linear", "vllm_default")),
-                "fp8": ("fp8", ("CutlassFP8ScaledMMLinearKernel", "vllm_default"))}
+                "fp8": ("fp8", ("CutlassFP8ScaledMMLinearKernel", "vllm_default")),
+                "nvfp4": ("nvfp4", ("FlashInferCutlassNvFp4LinearKernel", "FlashInferCuteDslNvFp4LinearKernel"))}
 KV_TABLE_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 
 
@@ -211,7 +212,7 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
     """Kernel time of one engine step, by component (ms)."""
     if arch.num_attention_heads % tp:
         raise ConfigError("tp", f"{arch.num_attention_heads} attention heads do not split over tp={tp}")
-    kv = kv_dtype or arch.kv_cache_dtype or arch.dtype
+    kv = kv_dtype or arch.kv_cache_dtype or arch.activation_dtype
     h, d, inter = arch.hidden_size, arch.head_dim, arch.intermediate_size
     heads, kvh = arch.num_attention_heads // tp, max(1, arch.num_key_value_heads // tp)
     shape = point.shape
@@ -227,7 +228,7 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
     if shape.decode_seqs:
         attn += t.generation_attention_ms(shape.decode_seqs, point.context + 1, heads, kvh, d, kv)
     comm = 2 * t.allreduce_ms(tokens * h, tp) if tp > 1 else 0.0  # the step's activations, in elements
-    lm_head = g(shape.num_seqs, arch.vocab_size // tp, h, dtype)  # in the model's dtype even when quantized
+    lm_head = g(shape.num_seqs, arch.vocab_size // tp, h, "bf16")  # vLLM quantizes the decoder's linear layers only
     layers = arch.num_hidden_layers
     return {"gemm_ms": layers * gemm + lm_head, "attention_ms": layers * attn, "allreduce_ms": layers * comm,
             "time_ms": layers * (gemm + attn + comm) + lm_head}
@@ -239,12 +240,12 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
     arch = load_model(model)
     if tp < 1:
         raise ConfigError("tp", "must be >= 1")
-    kv = kv_dtype or arch.kv_cache_dtype or ("bf16" if dtype == "fp8" else arch.dtype)
+    kv = kv_dtype or arch.kv_cache_dtype or arch.activation_dtype
     t = KernelTables(data, gpu)
     pts = [p for p in make_grid(grid, arch.max_position_embeddings) if p.kind in STEP_KINDS]
     rows = [p.row() | compose_step_ms(t, arch, p, dtype, tp, kv) for p in pts]
     fit = fit_step_model(pd.DataFrame(rows), source=f"{gpu} kernel tables")
-    kv_note = f", {kv} KV cache" if kv != ("bf16" if dtype == "fp8" else dtype) else ""
+    kv_note = f", {kv} KV cache" if kv != arch.activation_dtype else ""
     prof = profile_dict(
         fit, name=name or f"{hardware_key or gpu}-{arch.name}-{dtype}{'-kv' + kv if kv_note else ''}-tp{tp}",
         source=f"aiconfigurator-core 0.12.0 kernel tables ({t.device}, vLLM {t.vllm_versions} kernels; Apache-2.0), "

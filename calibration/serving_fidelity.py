@@ -93,15 +93,20 @@ def _stats(values: pd.Series) -> dict:
     return {label: float(f(v)) * 1000 if v.size else np.nan for label, f in STATS}
 
 
-def compare_run(run: ServingRun, sim_requests: pd.DataFrame) -> pd.DataFrame:
-    done = sim_requests[sim_requests["status"] == "finished"]
+def compare_run(run: ServingRun, sim_requests: pd.DataFrame, kernels_only: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Real vs simulated statistics; with `kernels_only`, also the same simulation without the overhead terms."""
+    sims = {"sim": sim_requests} | ({"sim_kernels_only": kernels_only} if kernels_only is not None else {})
+    stats = {k: {col: _stats(v.loc[v["status"] == "finished", col]) for col, _ in METRICS} for k, v in sims.items()}
     rows = []
     for col, name in METRICS:
-        real, sim = _stats(run.real[col]), _stats(done[col])
+        real = _stats(run.real[col])
         for label, _ in STATS:
-            rows.append({"run": run.name, "metric": f"{name} {label} (ms)", "real": real[label], "sim": sim[label]})
+            rows.append({"run": run.name, "metric": f"{name} {label} (ms)", "real": real[label]}
+                        | {k: stats[k][col][label] for k in sims})
     t = pd.DataFrame(rows)
     t["error"] = (t["sim"] - t["real"]) / t["real"]
+    if kernels_only is not None:
+        t["error_kernels_only"] = (t["sim_kernels_only"] - t["real"]) / t["real"]
     return t
 
 
@@ -176,7 +181,12 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
             continue
         rs = load(None, run.sets + list(sets or []))
         result = simulate(rs, run.specs)
-        t = compare_run(run, result.requests)
+        bare = None
+        if rs.profile.overhead is not None:  # what the overhead terms are worth: the same run on kernel time alone
+            inline = rs.profile.model_dump(mode="json") | {"overhead": None}
+            bare = simulate(load(None, run.sets + list(sets or []) + [f"profile={json.dumps(inline)}"]),
+                            run.specs).requests
+        t = compare_run(run, result.requests, bare)
         tables.append(t)
         plot_run(run, result.requests, result.steps, out)
         runs.append({"run": run.name, "settings": run.sets + list(sets or []),

@@ -44,9 +44,10 @@ class EngineSettings(_Strict):
     watermark: float = Field(0.0, ge=0, lt=1)
     enable_prefix_caching: bool = True
     tensor_parallel_size: PositiveInt = 1
-    quantization: Literal["fp8"] | None = Field(
-        None, description="fp8: weights and activations in one byte (W8A8, per-tensor scales); the KV cache follows "
-                          "kv_cache_dtype")
+    quantization: Literal["fp8", "modelopt_fp4", "awq", "awq_marlin", "gptq", "gptq_marlin"] | None = Field(
+        None, description="fp8: W8A8 with per-tensor scales; modelopt_fp4: NVFP4 W4A4 (Blackwell); awq, gptq (and "
+                          "their marlin kernels): 4-bit weights, 16-bit activations. Linear layers only; the KV cache "
+                          "follows kv_cache_dtype. Others vLLM knows (bitsandbytes, gguf, mxfp4, ...) are not modelled")
     kv_cache_dtype: Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
         "auto", description="auto: the model's activation dtype; fp8 (= fp8_e4m3) and fp8_e5m2: one byte per value")
     async_scheduling: bool | None = Field(
@@ -275,6 +276,8 @@ def usage_context_defaults(hw: Hardware, usage_context: str) -> tuple[int, int]:
     return (2048 if usage_context == "openai_server" else 8192), 256
 
 
+QUANTIZED_FORMATS = {"fp8": "fp8", "modelopt_fp4": "nvfp4", "awq": "w4a16", "awq_marlin": "w4a16", "gptq": "w4a16",
+                     "gptq_marlin": "w4a16"}
 KV_CACHE_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 
 
@@ -300,8 +303,9 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
 
     e = scenario.engine
     arch = load_model(scenario.model)
-    if e.quantization == "fp8":
-        arch = arch.model_copy(update={"dtype": "fp8", "kv_cache_dtype": arch.kv_cache_dtype or arch.dtype})
+    if e.quantization:
+        arch = arch.model_copy(update={"dtype": QUANTIZED_FORMATS[e.quantization],
+                                       "kv_cache_dtype": arch.kv_cache_dtype or arch.activation_dtype})
     if e.kv_cache_dtype != "auto":
         arch = arch.model_copy(update={"kv_cache_dtype": KV_CACHE_DTYPES[e.kv_cache_dtype]})
     tp = e.tensor_parallel_size

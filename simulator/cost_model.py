@@ -221,8 +221,8 @@ def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_paralle
                                      f"(leave profile unset to get {gpu}'s own)")
     if profile.dtype not in generic and profile.dtype != arch.dtype:
         raise ConfigError("profile", f"{profile.name} was measured in {profile.dtype}, but the scenario's model runs "
-                                     f"in {arch.dtype}" + (" (set engine.quantization: fp8)" if profile.dtype == "fp8" else ""))
-    kv = arch.kv_cache_dtype or arch.dtype
+                                     f"in {arch.dtype}" + (" (set engine.quantization)" if arch.dtype in ("bf16", "fp16") else ""))
+    kv = arch.kv_cache_dtype or arch.activation_dtype
     if profile.model not in generic and profile.kv_cache_dtype and profile.kv_cache_dtype != kv:
         raise ConfigError("profile", f"{profile.name} was measured with a {profile.kv_cache_dtype} KV cache, but "
                                      f"engine.kv_cache_dtype gives {kv}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
@@ -15,6 +16,11 @@ from simulator.errors import ConfigError
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 Dtype = Literal["fp32", "fp16", "bf16", "fp8"]
+# Linear-layer weight formats: bits per weight, scales included. nvfp4: 4-bit e2m1 plus an fp8 scale per 16
+# (modelopt_fp4, W4A4); w4a16: 4-bit integers plus an fp16 scale (and zero point) per group of 128 (AWQ, GPTQ).
+# Embeddings, the LM head and the norms stay in 16 bits, as vLLM quantizes linear layers only.
+WEIGHT_BITS = {"fp32": 32.0, "fp16": 16.0, "bf16": 16.0, "fp8": 8.0, "nvfp4": 4.5, "w4a16": 4.25}
+WeightFormat = Literal["fp32", "fp16", "bf16", "fp8", "nvfp4", "w4a16"]
 
 # HF config.json keys that mean the same as ours.
 _HF_ALIASES = {"torch_dtype": "dtype", "n_layer": "num_hidden_layers"}
@@ -35,8 +41,9 @@ class ModelArchitecture(BaseModel):
     intermediate_size: PositiveInt
     vocab_size: PositiveInt
     max_position_embeddings: PositiveInt = 8192
-    dtype: Dtype = "bf16"
-    kv_cache_dtype: Dtype | None = Field(default=None, description="defaults to dtype")
+    dtype: WeightFormat = Field("bf16", description="the linear layers' format (fp8: W8A8, nvfp4: W4A4, w4a16: "
+                                                     "4-bit weights with 16-bit activations)")
+    kv_cache_dtype: Dtype | None = Field(default=None, description="defaults to the activations' dtype")
     tie_word_embeddings: bool = False
     attention_bias: bool = False
     qk_norm: bool = False  # Qwen3: RMSNorm over each head's q and k
@@ -52,12 +59,17 @@ class ModelArchitecture(BaseModel):
         return self
 
     @property
+    def activation_dtype(self) -> str:
+        """What activations (and, by default, the KV cache) are held in: quantized models keep bf16 activations."""
+        return self.dtype if self.dtype in ("fp32", "fp16") else "bf16"
+
+    @property
     def dtype_bytes(self) -> int:
-        return DTYPE_BYTES[self.dtype]
+        return DTYPE_BYTES[self.activation_dtype]
 
     @property
     def kv_dtype_bytes(self) -> int:
-        return DTYPE_BYTES[self.kv_cache_dtype or self.dtype]
+        return DTYPE_BYTES[self.kv_cache_dtype or self.activation_dtype]
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -77,8 +89,11 @@ class ModelArchitecture(BaseModel):
         o = self.num_attention_heads * d * h
         bias = (self.num_attention_heads + 2 * self.num_key_value_heads) * d if self.attention_bias else 0
         mlp = 3 * h * self.intermediate_size
-        norms = 2 * h + (2 * d if self.qk_norm else 0)
-        return q + kv + o + bias + mlp + norms
+        return q + kv + o + bias + mlp + self.norm_params_per_layer
+
+    @property
+    def norm_params_per_layer(self) -> int:
+        return 2 * self.hidden_size + (2 * self.head_dim if self.qk_norm else 0)
 
     @cached_property
     def num_params(self) -> int:
@@ -88,7 +103,11 @@ class ModelArchitecture(BaseModel):
 
     @property
     def weight_bytes(self) -> int:
-        return self.num_params * self.dtype_bytes
+        """Linear layers in the weight format; embeddings, LM head and norms in 16 bits (32 for fp32 models)."""
+        linear = self.num_hidden_layers * (self.params_per_layer - self.norm_params_per_layer)
+        rest = self.num_params - linear
+        wide = 4 if self.dtype == "fp32" else 2
+        return math.ceil(linear * WEIGHT_BITS[self.dtype] / 8) + rest * wide
 
     @property
     def matmul_params(self) -> int:

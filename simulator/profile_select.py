@@ -56,7 +56,7 @@ def cache_dir() -> Path:
 
 
 def _kv(arch: ModelArchitecture) -> str:
-    return arch.kv_cache_dtype or arch.dtype
+    return arch.kv_cache_dtype or arch.activation_dtype
 
 
 def _builtin_match(arch: ModelArchitecture, gpu: str | None, tp: int) -> Profile | None:
@@ -124,6 +124,9 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
         return Selection(p, f"built-in profile {p.name}")
     if not hw.kernel_tables:
         return _roofline(arch, gpu, hw, f"{gpu or 'this GPU'} has no measured kernel tables")
+    if arch.dtype in ("w4a16", "fp32"):
+        what = "4-bit weight-only GEMMs (AWQ/GPTQ Marlin)" if arch.dtype == "w4a16" else "fp32 models"
+        return _roofline(arch, gpu, hw, f"no kernel tables time {what}")
     root = kernel_tables_root()
     if root is None or not (root / hw.kernel_tables).is_dir():
         where = f"{root / hw.kernel_tables}" if root else "../shared/data/gpu/aiconfigurator (set SERVESIM_KERNEL_TABLES)"

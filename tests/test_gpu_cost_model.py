@@ -243,6 +243,9 @@ def test_public_gpu_runs_are_simulated_from_kernel_tables_and_reported(tmp_path,
     # fitted on none of these runs: the dense 8B on a GPU with kernel tables lands within 20% on TPOT
     assert abs(t["llmservingsim-vllm-0.19/RTXPRO6000/Llama-3.1-8B", "TPOT mean (ms)"]) < 0.2
     assert len(table) == 3 * 12 and table["error"].notna().all()
+    # the overhead terms lengthen every step: kernel time alone predicts shorter TPOTs
+    tpot = table[table["metric"] == "TPOT mean (ms)"]
+    assert (tpot["sim_kernels_only"] < tpot["sim"]).all()
     out = tmp_path / "out"
     assert json.loads((out / "summary.json").read_text())["runs"]
     assert (out / "cdf-llmservingsim-vllm-0.19-RTXPRO6000-Llama-3.1-8B.png").is_file()
@@ -263,3 +266,21 @@ def test_kernel_tables_match_measured_per_operator_gemms_and_the_gap_is_the_rest
     # kernel tables alone leave out most of a small step; the overhead terms put part of it back
     assert (t["with_overhead_error"] > t["kernels_only_error"]).all()
     assert (t["other_ratio"] > 1).all()  # the profiled model's unfused eager norms cost more than vLLM's fused ones
+
+
+@needs_tables
+def test_nvfp4_on_blackwell_is_composed_from_its_tables_and_awq_falls_back_with_a_warning(tmp_path, monkeypatch,
+                                                                                       capsys):
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
+    base = ["hardware.gpu=b200-sxm", "engine.max_model_len=8192"]
+    fp8 = load(None, base + ["engine.quantization=fp8"])
+    fp4 = load(None, base + ["engine.quantization=modelopt_fp4"])
+    assert fp4.arch.dtype == "nvfp4" and fp4.cost_model_source.startswith("composed from the b200_sxm kernel tables")
+    one = GridPoint("decode", 1, 0, 1024).shape  # batch-1 decode reads the weights: 4.5 bits beat 8
+    assert fp4.cost_model.step_time(one) < fp8.cost_model.step_time(one)
+    with pytest.raises(ConfigError, match="nvfp4 GEMM"):
+        load(None, ["hardware.gpu=h100-sxm", "engine.quantization=modelopt_fp4", "engine.max_model_len=8192"])
+    capsys.readouterr()
+    awq = load(None, base + ["engine.quantization=awq"])
+    assert awq.cost_model_source.startswith("roofline fallback (no kernel tables time 4-bit weight-only GEMMs")
+    assert "warning" in capsys.readouterr().err

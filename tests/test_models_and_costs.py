@@ -123,10 +123,17 @@ def test_tensor_parallel_splits_weights_and_kv():
     assert tp8.arch.kv_bytes_per_token_per_gpu(8) == 327_680 // 8  # 8 KV heads, one per GPU
 
 
-def test_fp8_quantization_halves_the_weights_and_needs_a_matching_profile():
+def test_quantization_shrinks_the_linear_layers_only_and_needs_a_matching_profile():
     bf16 = load(None, [])
     fp8 = load(None, ["engine.quantization=fp8", "profile=h200-llama-3.1-8b-fp8-tp1"])
-    assert fp8.arch.weight_bytes * 2 == bf16.arch.weight_bytes
+    # Llama-3.1-8B by hand: per layer q 4096^2 + k, v 2 x 4096 x 1024 + o 4096^2 + MLP 3 x 4096 x 14336
+    linear = 32 * (2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336)
+    assert linear == 6_979_321_856
+    assert bf16.arch.weight_bytes - fp8.arch.weight_bytes == linear  # one byte a weight; embeddings, LM head stay bf16
+    for q, bits in (("modelopt_fp4", 4.5), ("awq", 4.25), ("gptq_marlin", 4.25)):
+        w4 = load(None, [f"engine.quantization={q}", "profile=roofline"]).arch
+        assert bf16.arch.weight_bytes - w4.weight_bytes == pytest.approx(linear * (16 - bits) / 8, abs=1)
+        assert w4.kv_bytes_per_token == bf16.arch.kv_bytes_per_token
     assert fp8.arch.kv_bytes_per_token == bf16.arch.kv_bytes_per_token
     assert fp8.num_gpu_blocks > bf16.num_gpu_blocks
     with pytest.raises(ConfigError, match="quantization"):
