@@ -121,47 +121,49 @@ def sim_timeseries(steps: pd.DataFrame, seconds: np.ndarray) -> pd.DataFrame:
     return out
 
 
-def plot_run(run: ServingRun, sim_requests: pd.DataFrame, steps: pd.DataFrame, out: Path) -> list[Path]:
+def _panels(path: Path, title: str, panels: list[tuple[str, str, list[tuple[str, np.ndarray, np.ndarray]]]],
+            ylabel: str | None = None) -> Path:
+    """One figure of side-by-side panels, each (title, x label, [(legend, x, y), ...]), saved to path."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    stem = run.name.replace("/", "-")
-    done = sim_requests[sim_requests["status"] == "finished"]
-    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for ax, (col, name) in zip(axes, METRICS[:3]):
-        for label, v in (("real vLLM", run.real[col]), ("servesim", done[col])):
-            x = np.sort(v.dropna().to_numpy(float) * 1000)
-            ax.plot(x, np.arange(1, x.size + 1) / max(x.size, 1), label=label)
-        ax.set_xlabel(f"{name} (ms)")
-        ax.set_ylabel("fraction of requests")
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 3.8))
+    for ax, (name, xlabel, lines) in zip(np.atleast_1d(axes), panels):
+        for label, x, y in lines:
+            ax.plot(x, y, label=label)
+        ax.set_xlabel(xlabel)
+        if ylabel:
+            ax.set_ylabel(ylabel)
         ax.set_title(name)
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle(f"{run.name}: per-request CDFs")
+    fig.suptitle(title)
     fig.tight_layout()
-    cdf = out / f"cdf-{stem}.png"
-    fig.savefig(cdf, dpi=100)
+    fig.savefig(path, dpi=100)
     plt.close(fig)
-    paths = [cdf]
+    return path
+
+
+def _cdf(label: str, values: pd.Series) -> tuple[str, np.ndarray, np.ndarray]:
+    x = np.sort(values.dropna().to_numpy(float) * 1000)
+    return label, x, np.arange(1, x.size + 1) / max(x.size, 1)
+
+
+def plot_run(run: ServingRun, sim_requests: pd.DataFrame, steps: pd.DataFrame, out: Path) -> list[Path]:
+    stem = run.name.replace("/", "-")
+    done = sim_requests[sim_requests["status"] == "finished"]
+    paths = [_panels(out / f"cdf-{stem}.png", f"{run.name}: per-request CDFs",
+                     [(name, f"{name} (ms)", [_cdf("real vLLM", run.real[col]), _cdf("servesim", done[col])])
+                      for col, name in METRICS[:3]], ylabel="fraction of requests")]
     if run.timeseries is not None:
         ts = run.timeseries
         sim = sim_timeseries(steps, ts["t"].to_numpy(float))
-        fig, axes = plt.subplots(1, 2, figsize=(12, 3.6))
-        for ax, col in zip(axes, ("running", "waiting")):
-            ax.plot(ts["t"], ts[col], label="real vLLM")
-            ax.plot(sim["t"], sim[col], label="servesim")
-            ax.set_xlabel("time (s)")
-            ax.set_title(f"{col} requests")
-            ax.grid(alpha=0.3)
-            ax.legend()
-        fig.suptitle(f"{run.name}: engine state once a second")
-        fig.tight_layout()
-        tl = out / f"timeline-{stem}.png"
-        fig.savefig(tl, dpi=100)
-        plt.close(fig)
-        paths.append(tl)
+        paths.append(_panels(out / f"timeline-{stem}.png", f"{run.name}: engine state once a second",
+                             [(f"{col} requests", "time (s)", [("real vLLM", ts["t"], ts[col]),
+                                                               ("servesim", sim["t"], sim[col])])
+                              for col in ("running", "waiting")]))
     return paths
 
 
