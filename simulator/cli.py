@@ -94,7 +94,9 @@ def cmd_capacity(args) -> int:
     from simulator.hardware import load_hardware
     from simulator.model_arch import load_model
 
-    arch = load_model(args.model)
+    from simulator.config import with_formats
+
+    arch = with_formats(load_model(args.model), args.quantization, args.kv_cache_dtype)
     if args.gpu_memory_gib is not None and args.gpu_memory_gib <= 0:
         raise ConfigError("gpu_memory_gib", f"must be positive, got {args.gpu_memory_gib}")
     hw = load_hardware(args.gpu, memory_gib=args.gpu_memory_gib)
@@ -287,6 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--gpu", default="generic-80gb", help="built-in GPU (default: generic-80gb)")
     c.add_argument("--gpu-memory-gib", type=float, help="device memory, overrides --gpu")
     c.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    from simulator.config import KV_CACHE_DTYPES, QUANTIZED_FORMATS
+
+    c.add_argument("--quantization", choices=list(QUANTIZED_FORMATS), help="as engine.quantization: the linear layers' format")
+    c.add_argument("--kv-cache-dtype", default="auto", choices=["auto", *KV_CACHE_DTYPES])
     c.add_argument("--weights-gib", type=float, help="weight memory (default: from the architecture)")
     c.add_argument("--block-size", type=int, default=16)
     c.add_argument("--max-model-len", type=int, help="contiguous reservation per request (default: the model's)")

@@ -281,6 +281,16 @@ QUANTIZED_FORMATS = {"fp8": "fp8", "modelopt_fp4": "nvfp4", "awq": "w4a16", "awq
 KV_CACHE_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 
 
+def with_formats(arch: ModelArchitecture, quantization: str | None, kv_cache_dtype: str = "auto") -> ModelArchitecture:
+    """The architecture as vLLM's --quantization and --kv-cache-dtype store it: weights' format, KV bytes."""
+    if quantization:
+        arch = arch.model_copy(update={"dtype": QUANTIZED_FORMATS[quantization],
+                                       "kv_cache_dtype": arch.kv_cache_dtype or arch.activation_dtype})
+    if kv_cache_dtype != "auto":
+        arch = arch.model_copy(update={"kv_cache_dtype": KV_CACHE_DTYPES[kv_cache_dtype]})
+    return arch
+
+
 def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float) -> ConfigError | None:
     """The weights alone must fit each GPU of the TP group; say what would make them fit."""
     usable = hw.memory_bytes * utilization
@@ -302,12 +312,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     from simulator.profile_select import select_profile
 
     e = scenario.engine
-    arch = load_model(scenario.model)
-    if e.quantization:
-        arch = arch.model_copy(update={"dtype": QUANTIZED_FORMATS[e.quantization],
-                                       "kv_cache_dtype": arch.kv_cache_dtype or arch.activation_dtype})
-    if e.kv_cache_dtype != "auto":
-        arch = arch.model_copy(update={"kv_cache_dtype": KV_CACHE_DTYPES[e.kv_cache_dtype]})
+    arch = with_formats(load_model(scenario.model), e.quantization, e.kv_cache_dtype)
     tp = e.tensor_parallel_size
     if arch.num_attention_heads % tp:
         raise ConfigError("engine.tensor_parallel_size",

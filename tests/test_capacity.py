@@ -87,3 +87,16 @@ def test_cli_bad_input(capsys, args, field):
 def test_pool_too_small_is_an_error():
     with pytest.raises(ConfigError):
         kv_pool_bytes(16 * GIB, 0.9, 16 * GIB)
+
+
+def test_capacity_takes_vllms_quantization_and_kv_cache_dtype(capsys):
+    from simulator.cli import main
+
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-model-len", "8192"]) == 0
+    plain = capsys.readouterr().out
+    assert "131,072 B" in plain and "14.96 GiB weights" in plain
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-model-len", "8192",
+                 "--quantization", "fp8", "--kv-cache-dtype", "fp8"]) == 0
+    both = capsys.readouterr().out
+    # one byte per linear weight (6,979,321,856 of them), embeddings and LM head still bf16; one byte per KV value
+    assert "65,536 B" in both and "8.46 GiB weights" in both
