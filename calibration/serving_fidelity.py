@@ -24,7 +24,8 @@ from workloads.spec import RequestSpec
 # the runs' folder names -> servesim's built-in GPUs and models
 GPUS = {"RTX4090": "rtx-4090", "RTXPRO6000": "rtx-pro-6000"}
 MODELS = {"meta-llama/Llama-3.1-8B": "llama-3.1-8b", "Qwen/Qwen3-32B": "qwen3-32b"}
-METRICS = [("ttft", "TTFT"), ("tpot", "TPOT"), ("queue_time", "queue"), ("e2el", "E2E")]
+# prefill = TTFT - queue time: first scheduled to first token, the prompt's service time without the wait
+METRICS = [("ttft", "TTFT"), ("tpot", "TPOT"), ("queue_time", "queue"), ("prefill", "prefill"), ("e2el", "E2E")]
 STATS = [("mean", np.mean), ("p50", np.median), ("p90", lambda v: np.percentile(v, 90))]
 VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, where a run does not record its own
 
@@ -82,6 +83,7 @@ def load_run(path: Path, root: Path) -> ServingRun:
         "ttft": df["first_token_ts"] - df["queued_ts"],
         "tpot": ((df["last_token_ts"] - df["first_token_ts"]) / (df["output_toks"] - 1)).where(df["output_toks"] > 1),
         "queue_time": df["scheduled_ts"] - df["queued_ts"],
+        "prefill": df["first_token_ts"] - df["scheduled_ts"],
         "e2el": df["last_token_ts"] - df["queued_ts"]})
     ts = path / "vllm" / "timeseries.csv"
     run.timeseries = pd.read_csv(ts) if ts.is_file() else None
@@ -96,6 +98,7 @@ def _stats(values: pd.Series) -> dict:
 def compare_run(run: ServingRun, sim_requests: pd.DataFrame, kernels_only: pd.DataFrame | None = None) -> pd.DataFrame:
     """Real vs simulated statistics; with `kernels_only`, also the same simulation without the overhead terms."""
     sims = {"sim": sim_requests} | ({"sim_kernels_only": kernels_only} if kernels_only is not None else {})
+    sims = {k: v.assign(prefill=v["ttft"] - v["queue_time"]) for k, v in sims.items()}
     stats = {k: {col: _stats(v.loc[v["status"] == "finished", col]) for col, _ in METRICS} for k, v in sims.items()}
     rows = []
     for col, name in METRICS:
