@@ -54,7 +54,7 @@ def _with_overhead(p: Profile, m: LinearCostModel) -> OverheadCostModel | None:
     asynchronous scheduling); None when the profile carries none (a measured engine or the harness)."""
     if p.overhead is None or not p.gpu or p.model in ("any", "from-scenario"):
         return None
-    return OverheadCostModel(m, p.overhead, load_model(p.model), load_hardware(p.gpu), 512, True)
+    return OverheadCostModel(m, p.overhead, load_model(p.model), load_hardware(p.gpu), 512, True, p.tensor_parallel_size)
 
 
 def _value(m: LinearCostModel, key: str) -> float:

@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.cost_model import REFERENCE_BANDWIDTH_GBPS, REFERENCE_HIDDEN, Overhead, default_overhead
+from simulator.cost_model import REFERENCE_BANDWIDTH_GBPS, Overhead, activation_traffic, default_overhead
 from simulator.errors import ConfigError
+from simulator.model_arch import ModelArchitecture
 
 MIXTRAL = {"hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "vocab": 32000, "layers": 32}
 GEMMS = ["q_proj", "k_proj", "v_proj", "o_proj"]
@@ -42,7 +43,9 @@ def check_layers(profiles: str | Path, tables: str | Path, out: str | Path | Non
     t = KernelTables(tables, "h100_sxm")
     o = Overhead(**default_overhead())
     m = MIXTRAL
-    traffic = (m["hidden"] / REFERENCE_HIDDEN) * (REFERENCE_BANDWIDTH_GBPS / H100_BANDWIDTH_GBPS)
+    arch = ModelArchitecture(name="mixtral-8x7b-dense-part", num_hidden_layers=m["layers"], hidden_size=m["hidden"],
+                             num_attention_heads=m["heads"], num_key_value_heads=m["kv_heads"],
+                             intermediate_size=14336, vocab_size=m["vocab"])
     rows = []
     for f in files:
         d = pd.read_csv(f)
@@ -50,6 +53,7 @@ def check_layers(profiles: str | Path, tables: str | Path, out: str | Path | Non
         d["ms"] = d["latency(ns)"] * 1e-6
         wide = d.pivot_table(index="input", columns="layer_name", values="ms", aggfunc="median")
         heads, kvh, dd, h = m["heads"] // tp, max(1, m["kv_heads"] // tp), m["head_dim"], m["hidden"]
+        traffic = activation_traffic(arch, tp) * REFERENCE_BANDWIDTH_GBPS / H100_BANDWIDTH_GBPS
         for tokens, r in wide.iterrows():
             tokens = int(tokens)
             o_proj = t.gemm_ms(tokens, h, heads * dd, "bf16")

@@ -131,7 +131,7 @@ class Overhead(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     gpu_per_layer_us: NonNegativeFloat = 0.0  # kernels outside the tables (norms, rotary, activation), per layer
-    gpu_per_token_per_layer_ns: NonNegativeFloat = 0.0  # their part that grows with tokens (at hidden 4096, 3.35 TB/s)
+    gpu_per_token_per_layer_ns: NonNegativeFloat = 0.0  # their part that grows with tokens (reference model, H100)
     gpu_per_seq_us: NonNegativeFloat = 0.0  # sampler over the vocabulary, per scheduled sequence
     eager_per_layer_us: NonNegativeFloat = 0.0  # GPU idle per layer waiting on launches when no CUDA graph covers it
     host_per_step_ms: NonNegativeFloat = 0.0  # CPU: schedule + prepare inputs + process outputs, per step
@@ -232,7 +232,19 @@ def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_paralle
                                      f"{tensor_parallel_size}")
 
 
-REFERENCE_HIDDEN, REFERENCE_BANDWIDTH_GBPS = 4096, 3350.0  # where gpu_per_token_per_layer_ns was measured (H100)
+# gpu_per_token_per_layer_ns was measured on H100 (3,350 GB/s) for Llama-2-7B: hidden 4096, 32 query and 32 KV heads
+# of 128, intermediate 11008; of its 357 us a layer at 4,096 tokens, the two norms take 134, rotary 84, SiLU-and-mul 139
+REFERENCE_BANDWIDTH_GBPS = 3350.0
+_NORMS, _ROTARY, _ACTIVATION = 134 / 357, 84 / 357, 139 / 357
+
+
+def activation_traffic(arch: ModelArchitecture, tensor_parallel_size: int = 1) -> float:
+    """A token's bytes through the non-GEMM kernels of one layer, relative to the reference model: the norms see
+    the whole hidden state on every GPU; rotary embedding (query and key heads) and the activation
+    (intermediate size) are split over the TP group."""
+    tp = tensor_parallel_size
+    rotary = (arch.num_attention_heads + arch.num_key_value_heads) * arch.head_dim / tp / (64 * 128)
+    return (_NORMS * arch.hidden_size / 4096 + _ROTARY * rotary + _ACTIVATION * arch.intermediate_size / tp / 11008)
 
 
 class OverheadCostModel(CostModel):
@@ -248,13 +260,12 @@ class OverheadCostModel(CostModel):
     name = "overhead"
 
     def __init__(self, kernels: CostModel, o: Overhead, arch: ModelArchitecture, hw: Hardware,
-                 cudagraph_max_tokens: int, async_scheduling: bool):
+                 cudagraph_max_tokens: int, async_scheduling: bool, tensor_parallel_size: int = 1):
         self.kernels, self.o = kernels, o
         self._kernel_time = kernels.step_time
         num_layers = arch.num_hidden_layers
         self._layer_s = num_layers * o.gpu_per_layer_us * 1e-6
-        # the per-token part is activation traffic: wider models move more, faster memory moves it sooner
-        traffic = (arch.hidden_size / REFERENCE_HIDDEN) * (REFERENCE_BANDWIDTH_GBPS / hw.memory_bandwidth_gbps)
+        traffic = activation_traffic(arch, tensor_parallel_size) * REFERENCE_BANDWIDTH_GBPS / hw.memory_bandwidth_gbps
         self._token_s = num_layers * o.gpu_per_token_per_layer_ns * 1e-9 * traffic
         self._gpu_seq_s = o.gpu_per_seq_us * 1e-6
         self._eager_s = num_layers * o.eager_per_layer_us * 1e-6
@@ -301,4 +312,5 @@ def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, te
         raise ConfigError(f"profile.coefficients.{field}", msg) from None
     if profile.overhead is None or not with_overhead:
         return kernels
-    return OverheadCostModel(kernels, profile.overhead, arch, hw, cudagraph_max_tokens, async_scheduling)
+    return OverheadCostModel(kernels, profile.overhead, arch, hw, cudagraph_max_tokens, async_scheduling,
+                             tensor_parallel_size)

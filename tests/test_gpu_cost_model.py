@@ -157,7 +157,13 @@ def test_overhead_terms_add_up_and_async_scheduling_hides_the_host():
     shape = BatchShape(8, 0, 0, 8, 8000)  # a decode of 8 sequences
     kernel, other, host = _overhead_model(False).parts(shape)
     assert kernel == pytest.approx(1.0e-3 + 8 * 0.01e-3)
-    assert other == pytest.approx(32 * 10e-6 + 32 * 100e-9 * 8 + 8 * 2e-6)
+    from simulator.cost_model import activation_traffic
+
+    # Llama-3.1-8B against the reference (Llama-2-7B): same hidden, 40 of 64 rotary heads, 14336 / 11008 MLP
+    traffic = activation_traffic(arch := load_model("llama-3.1-8b"))
+    assert traffic == pytest.approx((134 + 84 * 40 / 64 + 139 * 14336 / 11008) / 357)
+    assert activation_traffic(arch, 4) < traffic  # rotary and activation split over the TP group, norms do not
+    assert other == pytest.approx(32 * 10e-6 + 32 * 100e-9 * traffic * 8 + 8 * 2e-6)
     assert host == pytest.approx(0.5e-3 + 8 * 20e-6)
     assert _overhead_model(False).step_time(shape) == pytest.approx(kernel + other + host)
     assert _overhead_model(True).step_time(shape) == pytest.approx(kernel + other)  # the host overlaps the GPU
@@ -171,7 +177,10 @@ def test_a_step_beyond_the_largest_cuda_graph_pays_for_eager_launches():
     small, big = BatchShape(1, 512, 0, 0, 0), BatchShape(1, 513, 0, 0, 0)
     m = _overhead_model(True, graph_tokens=512)
     gpu = lambda s: sum(m.parts(s)[:2])  # noqa: E731
-    assert gpu(big) - gpu(small) == pytest.approx(32 * 500e-6 + 0.01e-3 + 32 * 100e-9)
+    from simulator.cost_model import activation_traffic
+
+    per_token = 32 * 100e-9 * activation_traffic(load_model("llama-3.1-8b"))
+    assert gpu(big) - gpu(small) == pytest.approx(32 * 500e-6 + 0.01e-3 + per_token)
     eager = load(None, ["engine.enforce_eager=true"])
     graphs = load(None, [])
     assert eager.cudagraph_max_tokens == 0 and graphs.cudagraph_max_tokens == 512  # min(2 x 1024, 512)
