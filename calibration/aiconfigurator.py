@@ -46,6 +46,25 @@ GEMM_KERNELS = {"bf16": ("bfloat16", ("torch.nn.functional.linear", "vllm_defaul
 KV_TABLE_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
 
 
+def _read_table(path: Path, cols: list[str]) -> pd.DataFrame:
+    """A kernel table, refused by name unless every latency is a positive finite number of milliseconds."""
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several kinds for damaged files
+        raise ConfigError("kernel_tables", f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise ConfigError("kernel_tables", f"{path} lacks column(s) {', '.join(missing)}")
+    if df.empty:
+        raise ConfigError("kernel_tables", f"{path} has no rows")
+    lat = pd.to_numeric(df["latency"], errors="coerce")
+    bad = ~(np.isfinite(lat) & (lat > 0))
+    if bad.any():
+        raise ConfigError("kernel_tables", f"{path}: {int(bad.sum())} of {len(df)} rows have a latency that is not a "
+                                           f"positive number of ms")
+    return df.assign(latency=lat.astype(float))
+
+
 def _version_key(path: Path) -> tuple:
     return tuple(int(x) if x.isdigit() else 0 for x in path.parent.name.split("."))
 
@@ -77,6 +96,10 @@ class KernelTables:
     """One GPU's measured kernel tables, each at its newest vLLM version."""
 
     def __init__(self, root: str | Path, gpu: str):
+        if not gpu or "/" in gpu or gpu in (".", ".."):
+            raise ConfigError("gpu", f"{gpu!r} is not a kernel-table folder name (e.g. h100_sxm)")
+        if not Path(root).is_dir():
+            raise ConfigError("kernel_tables", f"no kernel tables root at {root}")
         self.dir = Path(root) / gpu
         if not self.dir.is_dir():
             have = sorted(p.name for p in Path(root).iterdir() if (p / "gemm").is_dir()) if Path(root).is_dir() else []
@@ -86,11 +109,8 @@ class KernelTables:
         for key, (pattern, cols) in TABLES.items():
             path = newest_table(self.dir, pattern)
             if path is None:
-                raise ConfigError(key, f"missing table {self.dir / pattern}")
-            df = pd.read_parquet(path)
-            missing = [c for c in cols if c not in df.columns]
-            if missing:
-                raise ConfigError(str(path), f"missing column(s) {', '.join(missing)}")
+                raise ConfigError("kernel_tables", f"missing table {self.dir / pattern}")
+            df = _read_table(path, cols)
             if key in ("context", "generation") and "window_size" not in df.columns:
                 df = df.assign(window_size=0)  # older collections measured full attention only
             self.t[key], self.versions[key] = df, path.parent.name
@@ -117,6 +137,8 @@ class KernelTables:
             g = g[g["kernel_source"] == kernel]
             curves = {nk: (x["m"].to_numpy(float), x["latency"].to_numpy(float))
                       for nk, x in (g.sort_values("m").groupby(["n", "k"]))}
+            if max(len(m) for m, _ in curves.values()) < 2:
+                raise ConfigError("kernel_tables", f"the {dtype} GEMM table in {self.dir} times one token count only")
             self._gemm_curves[dtype] = (curves, np.sort(g["n"].unique()).astype(float),
                                         np.sort(g["k"].unique()).astype(float))
         return self._gemm_curves[dtype]

@@ -29,6 +29,22 @@ BUCKETS = [(1, 1, "1"), (2, 8, "2-8"), (9, 64, "9-64"), (65, 512, "65-512"), (51
 H100_BANDWIDTH_GBPS = 3350.0
 
 
+def _read_layers(path: Path) -> pd.DataFrame:
+    cols = ["layer_name", "input", "tp_size", "latency(ns)"]
+    try:
+        d = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as exc:
+        raise ConfigError("layers", f"cannot read {path}: {str(exc).splitlines()[0]}") from None
+    missing = [c for c in cols if c not in d.columns]
+    if missing:
+        raise ConfigError("layers", f"{path} lacks column(s) {', '.join(missing)}")
+    num = d[cols[1:]].apply(pd.to_numeric, errors="coerce")
+    if num.isna().any().any() or not (num > 0).all().all() or not set(GEMMS + OTHER) <= set(d["layer_name"]):
+        raise ConfigError("layers", f"{path}: needs positive numbers in {', '.join(cols[1:])} and rows for "
+                                    f"{', '.join(GEMMS + OTHER)}")
+    return d.assign(**{c: num[c] for c in cols[1:]})
+
+
 def _bucket(t: int) -> str:
     return next(label for lo, hi, label in BUCKETS if lo <= t <= hi)
 
@@ -48,7 +64,7 @@ def check_layers(profiles: str | Path, tables: str | Path, out: str | Path | Non
                              intermediate_size=14336, vocab_size=m["vocab"])
     rows = []
     for f in files:
-        d = pd.read_csv(f)
+        d = _read_layers(f)
         tp = int(d["tp_size"].iloc[0])
         d["ms"] = d["latency(ns)"] * 1e-6
         wide = d.pivot_table(index="input", columns="layer_name", values="ms", aggfunc="median")
@@ -81,8 +97,9 @@ def check_layers(profiles: str | Path, tables: str | Path, out: str | Path | Non
     table["other_ratio"] = table["measured_other_ms"] / table["servesim_other_ms"]
     table = table.reset_index(drop=True)
     if out is not None:
-        out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
+        from calibration.validate import make_out_dir
+
+        out = make_out_dir(out)
         table.to_csv(out / "table.csv", index=False)
         per.to_csv(out / "per-token-count.csv", index=False)
     return table

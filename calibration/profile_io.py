@@ -36,8 +36,11 @@ def profile_dict(fit: FitResult, *, name: str, source: str, device: str, model: 
 
 def write_profile(profile: dict, path: str | Path) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(yaml.safe_dump(profile, sort_keys=False))
+    except OSError as exc:
+        raise ConfigError("--out", f"cannot write the profile to {path}: {exc.strerror or exc}") from None
     return path
 
 

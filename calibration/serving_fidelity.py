@@ -48,11 +48,52 @@ def find_runs(root: str | Path) -> list[Path]:
     return sorted(p.parent.parent for p in root.rglob("vllm/requests.jsonl"))
 
 
+REQUEST_COLUMNS = ["input_toks", "output_toks", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts"]
+
+
+def _read_json(path: Path, what: str):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError("serving", f"cannot read {what} {path}: {str(exc).splitlines()[0]}") from None
+
+
+def _read_requests(path: Path) -> pd.DataFrame:
+    """requests.jsonl, every row checked: positive token counts, timestamps in lifecycle order."""
+    rows = []
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("serving", f"cannot read {path}: {exc}") from None
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            vals = [float(row[c]) for c in REQUEST_COLUMNS]
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ConfigError("serving", f"{path} line {i}: not a request row with numeric "
+                                         f"{', '.join(REQUEST_COLUMNS)} ({type(exc).__name__}: {exc})") from None
+        n_in, n_out, queued, sched, first, last = vals
+        if not all(np.isfinite(vals)) or n_in < 1 or n_out < 1 or n_in != int(n_in) or n_out != int(n_out):
+            raise ConfigError("serving", f"{path} line {i}: token counts must be positive integers and times finite")
+        if not queued <= sched <= first <= last:
+            raise ConfigError("serving", f"{path} line {i}: times out of order (queued <= scheduled <= first token "
+                                         f"<= last token)")
+        rows.append(dict(zip(REQUEST_COLUMNS, vals)))
+    if not rows:
+        raise ConfigError("serving", f"{path} holds no requests")
+    return pd.DataFrame(rows)
+
+
 def load_run(path: Path, root: Path) -> ServingRun:
     """A run folder -> servesim settings, the requests as they arrived at the engine, and the real metrics."""
     run = ServingRun(str(path.relative_to(root)), path)
-    meta = json.loads((path / "vllm" / "meta.json").read_text())
-    kw = meta.get("engine_kwargs", {})
+    meta = _read_json(path / "vllm" / "meta.json", "run metadata")
+    kw = meta.get("engine_kwargs") if isinstance(meta, dict) else None
+    if not isinstance(kw, dict) or not {"max_num_seqs", "max_num_batched_tokens"} <= set(kw):
+        raise ConfigError("serving", f"{path / 'vllm' / 'meta.json'} lacks engine_kwargs with max_num_seqs and "
+                                     f"max_num_batched_tokens")
     gpu = GPUS.get(path.parent.name)
     model = MODELS.get(kw.get("model") or meta.get("model"))
     if kw.get("data_parallel_size", 1) > 1 or kw.get("enable_expert_parallel"):
@@ -61,7 +102,7 @@ def load_run(path: Path, root: Path) -> ServingRun:
         run.skip = f"no built-in GPU or model for {path.parent.name} / {kw.get('model')}"
     if run.skip:
         return run
-    cache = meta.get("kv_cache", {})
+    cache = meta.get("kv_cache") or {}
     run.sets = [f"model={model}", f"hardware.gpu={gpu}", "profile=auto",
                 f"engine.tensor_parallel_size={kw.get('tensor_parallel_size', 1)}",
                 f"engine.max_num_seqs={kw['max_num_seqs']}", f"engine.max_num_batched_tokens={kw['max_num_batched_tokens']}",
@@ -74,8 +115,7 @@ def load_run(path: Path, root: Path) -> ServingRun:
         run.sets.append(f"engine.num_gpu_blocks_override={cache['num_gpu_blocks']}")
     if kw.get("kv_cache_dtype", "auto") != "auto":
         run.sets.append(f"engine.kv_cache_dtype={kw['kv_cache_dtype']}")
-    rows = [json.loads(line) for line in (path / "vllm" / "requests.jsonl").read_text().splitlines() if line.strip()]
-    df = pd.DataFrame(rows).sort_values("queued_ts").reset_index(drop=True)
+    df = _read_requests(path / "vllm" / "requests.jsonl").sort_values("queued_ts", kind="stable").reset_index(drop=True)
     t0 = df["queued_ts"].iloc[0]
     run.specs = [RequestSpec(i, float(r.queued_ts - t0), int(r.input_toks), int(r.output_toks),
                              max_tokens=int(r.output_toks)) for i, r in enumerate(df.itertuples())]
@@ -86,7 +126,14 @@ def load_run(path: Path, root: Path) -> ServingRun:
         "prefill": df["first_token_ts"] - df["scheduled_ts"],
         "e2el": df["last_token_ts"] - df["queued_ts"]})
     ts = path / "vllm" / "timeseries.csv"
-    run.timeseries = pd.read_csv(ts) if ts.is_file() else None
+    run.timeseries = None
+    if ts.is_file():
+        try:
+            t = pd.read_csv(ts)
+            if {"t", "running", "waiting"} <= set(t.columns) and len(t):
+                run.timeseries = t
+        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+            pass  # the timeline plot is left out; the per-request comparison does not need it
     return run
 
 
@@ -176,8 +223,9 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
     from simulator.config import load
     from simulator.engine import simulate
 
-    root, out = Path(root), Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    from calibration.validate import make_out_dir
+
+    root, out = Path(root), make_out_dir(out)
     tables, runs = [], []
     for path in find_runs(root):
         run = load_run(path, root)
@@ -197,7 +245,10 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
         runs.append({"run": run.name, "settings": run.sets + list(sets or []),
                      "cost_model_source": rs.cost_model_source, "requests": len(run.specs),
                      "mean_abs_error": float(t["error"].abs().mean())})
-    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    if not tables:
+        why = "; ".join(f"{r['run']}: {r['skipped']}" for r in runs) or "none found"
+        raise ConfigError("--data", f"no run under {root} could be simulated ({why})")
+    table = pd.concat(tables, ignore_index=True)
     table.to_csv(out / "table.csv", index=False)
     (out / "summary.json").write_text(json.dumps({"source": str(root), "runs": runs}, indent=2))
     write_command(out, command)

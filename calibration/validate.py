@@ -17,10 +17,21 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simulator.errors import ConfigError
 from simulator.metrics import step_shapes
 
 METRICS = [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL")]
 STATS = [("median", "p50"), ("p90", "p90"), ("p99", "p99")]
+
+
+def make_out_dir(out: str | Path) -> Path:
+    """The results folder, created; one error line when it cannot be (a file in the way)."""
+    out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError("--out", f"cannot create {out}: {exc.strerror or exc}") from None
+    return out
 
 
 def write_command(out: Path, command: list[str] | None) -> None:

@@ -266,8 +266,16 @@ def cmd_bench(args) -> int:
     return run_bench(args)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is one line and exit 2, like every other bad input."""
+
+    def error(self, message: str):
+        where = self.prog.removeprefix("servesim").strip()
+        self.exit(2, f"servesim: error: {where + ': ' if where else ''}{message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="servesim", description="Discrete-event simulator of LLM inference serving.")
+    p = _Parser(prog="servesim", description="Discrete-event simulator of LLM inference serving.")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="simulate a scenario and write its results")

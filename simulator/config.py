@@ -67,11 +67,14 @@ class EngineSettings(_Strict):
 
 class HardwareSettings(_Strict):
     gpu: str | None = "h200-sxm"
-    kernel_tables: str | None = Field(None, description="the GPU's folder of kernel tables (default: the built-in GPU's)")
+    kernel_tables: str | None = Field(None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
+                                      description="the GPU's folder under the kernel tables' root (default: the built-in "
+                                                  "GPU's); a folder name, not a path")
     memory_gib: PositiveFloat | None = None
     memory_bandwidth_gbps: PositiveFloat | None = None
     bf16_tflops: PositiveFloat | None = None
     fp8_tflops: PositiveFloat | None = None
+    fp4_tflops: PositiveFloat | None = None
     host_link_gbps: PositiveFloat | None = None
     gpu_link_gbps: PositiveFloat | None = None
 
@@ -291,6 +294,15 @@ def with_formats(arch: ModelArchitecture, quantization: str | None, kv_cache_dty
     return arch
 
 
+def _check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | None) -> None:
+    """W8A8 needs fp8 tensor cores and NVFP4 Blackwell's fp4 ones; the GPU's datasheet says which it has."""
+    need = {"fp8": ("fp8_tflops", "fp8 tensor cores (Hopper, Ada, Blackwell)"),
+            "nvfp4": ("fp4_tflops", "fp4 tensor cores (Blackwell)")}.get(arch.dtype)
+    if need and getattr(hw, need[0]) is None:
+        raise ConfigError("engine.quantization", f"{quantization} runs on {need[1]}; a {hw.name} has none "
+                                                 f"(set hardware.{need[0]} if yours does)")
+
+
 def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float) -> ConfigError | None:
     """The weights alone must fit each GPU of the TP group; say what would make them fit."""
     usable = hw.memory_bytes * utilization
@@ -319,15 +331,13 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                           f"{arch.num_attention_heads} attention heads do not split over {tp} GPUs")
     h = scenario.hardware
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
-                       bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, host_link_gbps=h.host_link_gbps,
+                       bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
+                       host_link_gbps=h.host_link_gbps,
                        gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
     if not e.num_gpu_blocks_override and (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization)):
         raise err
+    _check_formats(arch, hw, e.quantization)
     selection = select_profile(scenario.profile, arch, h.gpu, hw, tp)
-    if selection.warning:
-        import sys
-
-        print(selection.warning, file=sys.stderr)
     profile = selection.profile
     max_model_len = e.max_model_len or arch.max_position_embeddings
     if max_model_len > arch.max_position_embeddings:
@@ -368,6 +378,10 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     if pol.static_batch_size and pol.batching != "static":
         raise ConfigError("policies.static_batch_size", "only applies to policies.batching: static")
+    if selection.warning:  # only once the scenario is known to be valid: an error stays one line
+        import sys
+
+        print(selection.warning, file=sys.stderr)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens)
 

@@ -6,7 +6,9 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveFloat, ValidationError
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationError
 
 from simulator.batch import BatchShape
 from simulator.errors import ConfigError
@@ -28,7 +30,7 @@ class CostModel:
 
 
 class LinearCoefficients(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     step_overhead_ms: NonNegativeFloat = 0.0
     per_seq_ms: NonNegativeFloat = 0.0
     per_prefill_token_ms: NonNegativeFloat = 0.0
@@ -76,7 +78,7 @@ class LinearCostModel(CostModel):
 
 
 class RooflineCoefficients(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     memory_efficiency: PositiveFloat = 0.8
     compute_efficiency: PositiveFloat = 0.6
     step_overhead_ms: NonNegativeFloat = 1.0
@@ -129,7 +131,7 @@ class Overhead(BaseModel):
     vs eager launches, and the host's CPU time (scheduler, input preparation, output processing). Evidence for the
     defaults: docs/calibration.md, "Host and framework overhead"."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     gpu_per_layer_us: NonNegativeFloat = 0.0  # kernels outside the tables (norms, rotary, activation), per layer
     gpu_per_token_per_layer_ns: NonNegativeFloat = 0.0  # their part that grows with tokens (reference model, H100)
     gpu_per_seq_us: NonNegativeFloat = 0.0  # sampler over the vocabulary, per scheduled sequence
@@ -149,8 +151,8 @@ class Profile(BaseModel):
     gpu: str | None = None  # the built-in GPU (hardware.gpu) it was measured or composed for
     model: str = "any"
     dtype: str = "any"
-    kv_cache_dtype: str | None = None  # None: the model's dtype (bf16 for fp8 weights)
-    tensor_parallel_size: int = 1
+    kv_cache_dtype: Literal["fp32", "fp16", "bf16", "fp8"] | None = None  # None: the activations' dtype
+    tensor_parallel_size: PositiveInt = 1
     coefficients: dict = {}
     overhead: Overhead | None = None  # None: the coefficients already hold everything (a measured engine or harness)
     held_out_error: dict | None = None
@@ -310,6 +312,8 @@ def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, te
 
         field, msg = first_error(exc)
         raise ConfigError(f"profile.coefficients.{field}", msg) from None
+    if kernels.step_time(BatchShape(1, 1, 1, 0, 0)) <= 0:  # a step that takes no time never lets the clock move
+        raise ConfigError("profile.coefficients", f"{profile.name} predicts zero time for a one-token step")
     if profile.overhead is None or not with_overhead:
         return kernels
     return OverheadCostModel(kernels, profile.overhead, arch, hw, cudagraph_max_tokens, async_scheduling,

@@ -17,7 +17,8 @@ class Hardware(BaseModel):
     memory_gib: PositiveFloat
     memory_bandwidth_gbps: PositiveFloat = 3350.0
     bf16_tflops: PositiveFloat = 989.0
-    fp8_tflops: PositiveFloat | None = None
+    fp8_tflops: PositiveFloat | None = None  # None: no fp8 tensor cores
+    fp4_tflops: PositiveFloat | None = None  # None: no fp4 tensor cores (only Blackwell has them)
     host_link_gbps: PositiveFloat = 32.0  # GPU <-> host copies (swap), one direction
     gpu_link_gbps: PositiveFloat = 64.0  # GPU <-> GPU (tensor-parallel all-reduce), per GPU and direction
     kernel_tables: str | None = None  # its folder of measured kernel tables (aiconfigurator layout), if any
@@ -29,6 +30,8 @@ class Hardware(BaseModel):
     def peak_flops(self, dtype: str) -> float:
         if dtype == "fp8" and self.fp8_tflops:
             return self.fp8_tflops * 1e12
+        if dtype == "nvfp4" and self.fp4_tflops:
+            return self.fp4_tflops * 1e12
         if dtype == "fp32":
             return self.bf16_tflops * 1e12 / 2  # TF32 tensor cores run at half the bf16 rate
         return self.bf16_tflops * 1e12

@@ -28,7 +28,8 @@ from simulator.model_arch import ModelArchitecture
 COMPOSER_VERSION = 2  # bump when the composition changes, so cached profiles are rebuilt
 # the importer's field names -> the scenario setting a user changes
 _FIELDS = {"dtype": "engine.quantization", "kv_cache_dtype": "engine.kv_cache_dtype",
-           "tp": "engine.tensor_parallel_size", "model": "model", "gpu": "hardware.gpu"}
+           "tp": "engine.tensor_parallel_size", "model": "model", "gpu": "hardware.gpu",
+           "kernel_tables": "hardware.kernel_tables"}
 
 
 @dataclass(frozen=True)
@@ -84,12 +85,10 @@ def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int
                       _tables_fingerprint(root / folder), overhead], sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     path = cache_dir() / f"{gpu}-{arch.name}-{arch.dtype}-kv{_kv(arch)}-tp{tp}-{digest}.yaml"
-    if path.is_file():
-        try:
-            return Selection(Profile(**yaml.safe_load(path.read_text())),
-                             f"composed from the {folder} kernel tables ({root / folder}), cached at {path}")
-        except Exception:  # a damaged cache entry is rebuilt, never trusted
-            pass
+    source = f"composed from the {folder} kernel tables ({root / folder}), cached at {path}"
+    cached = _read_cached(path)
+    if cached is not None:
+        return Selection(cached, source)
     from calibration.aiconfigurator import compose_profile  # calibration code, only when a composition is needed
 
     try:
@@ -97,11 +96,40 @@ def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int
     except ConfigError as exc:
         field = _FIELDS.get(exc.field, exc.field)
         raise ConfigError(field, f"cannot compose a profile for {arch.name} on {gpu}: {exc.message}") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_cached(path, prof)
+    return Selection(Profile(**prof), source)
+
+
+def _checksum(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _read_cached(path: Path) -> Profile | None:
+    """A cached profile exactly as it was written (its checksum beside it), else None: it is rebuilt."""
+    try:
+        text = path.read_text()
+        if path.with_suffix(".sha256").read_text().strip() != _checksum(text):
+            return None
+        return Profile(**yaml.safe_load(text))
+    except Exception:  # missing, damaged, edited, a directory: never trusted
+        return None
+
+
+def _write_cached(path: Path, prof: dict) -> None:
+    text = yaml.safe_dump(prof, sort_keys=False)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(yaml.safe_dump(prof, sort_keys=False))
-    tmp.replace(path)  # atomic: parallel sweeps never read half a file
-    return Selection(Profile(**prof), f"composed from the {folder} kernel tables ({root / folder}), cached at {path}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        tmp.replace(path)  # atomic: parallel sweeps never read half a file
+        path.with_suffix(".sha256").write_text(_checksum(text) + "\n")
+    except OSError as exc:
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+        raise ConfigError("SERVESIM_CACHE_DIR", f"cannot cache the composed profile at {path}: "
+                                                f"{exc.strerror or exc}") from None
 
 
 def _roofline(arch: ModelArchitecture, gpu: str | None, hw: Hardware, why: str) -> Selection:

@@ -101,7 +101,7 @@ def test_a_deployment_without_a_built_in_profile_is_composed_once_and_cached(tmp
 
 @needs_tables
 @pytest.mark.parametrize("sets,field,hint", [
-    (["hardware.gpu=a100-80gb", "engine.quantization=fp8"], "engine.quantization", "bfloat16"),
+    (["hardware.gpu=a100-80gb", "engine.quantization=fp8"], "engine.quantization", "fp8 tensor cores"),
     (["hardware.gpu=a100-80gb", "engine.kv_cache_dtype=fp8"], "engine.kv_cache_dtype", "measured: bf16"),
     (["hardware.gpu=b200-sxm", "model=llama-3.1-70b", "engine.tensor_parallel_size=16"],
      "engine.tensor_parallel_size", "measured: 2, 4, 8"),
@@ -287,9 +287,110 @@ def test_nvfp4_on_blackwell_is_composed_from_its_tables_and_awq_falls_back_with_
     assert fp4.arch.dtype == "nvfp4" and fp4.cost_model_source.startswith("composed from the b200_sxm kernel tables")
     one = GridPoint("decode", 1, 0, 1024).shape  # batch-1 decode reads the weights: 4.5 bits beat 8
     assert fp4.cost_model.step_time(one) < fp8.cost_model.step_time(one)
-    with pytest.raises(ConfigError, match="nvfp4 GEMM"):
+    with pytest.raises(ConfigError, match="fp4 tensor cores"):
         load(None, ["hardware.gpu=h100-sxm", "engine.quantization=modelopt_fp4", "engine.max_model_len=8192"])
     capsys.readouterr()
     awq = load(None, base + ["engine.quantization=awq"])
     assert awq.cost_model_source.startswith("roofline fallback (no kernel tables time 4-bit weight-only GEMMs")
     assert "warning" in capsys.readouterr().err
+
+
+def _damaged_tables(tmp_path, how: str) -> Path:
+    """A copy of the H200 tables' folder layout with its GEMM table damaged one way."""
+    import shutil
+
+    dst = tmp_path / "tables" / "h200_sxm"
+    for sub in ("attention", "comm"):
+        shutil.copytree(TABLES / "h200_sxm" / sub, dst / sub)
+    gemm = dst / "gemm" / "vllm" / "0.24.0" / "gemm_perf.parquet"
+    gemm.parent.mkdir(parents=True)
+    g = pd.read_parquet(TABLES / "h200_sxm/gemm/vllm/0.24.0/gemm_perf.parquet")
+    if how == "corrupt":
+        gemm.write_bytes(b"not a parquet file")
+    elif how == "nan":
+        g.assign(latency=np.nan).to_parquet(gemm)
+    elif how == "no rows":
+        g.head(0).to_parquet(gemm)
+    elif how == "one m":
+        g[g.m == 1].to_parquet(gemm)
+    return tmp_path / "tables"
+
+
+@needs_tables
+@pytest.mark.parametrize("how,msg", [("corrupt", "cannot read"), ("nan", "not a positive number"),
+                                     ("no rows", "has no rows"), ("one m", "one token count")])
+def test_damaged_kernel_tables_are_refused_by_name(tmp_path, monkeypatch, how, msg):
+    monkeypatch.setenv("SERVESIM_KERNEL_TABLES", str(_damaged_tables(tmp_path, how)))
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path / "cache"))
+    with pytest.raises(ConfigError) as e:
+        load(None, ["model=qwen3-8b"])
+    assert e.value.field == "hardware.kernel_tables" and msg in e.value.message
+
+
+@needs_tables
+def test_an_edited_cache_entry_is_rebuilt_and_an_unwritable_cache_is_one_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
+    sets = ["model=qwen3-8b", "hardware.gpu=gb200"]
+    first = load(None, sets).cost_model.step_time(DECODE_128)
+    (cached,) = (tmp_path / "profiles").glob("*.yaml")
+    cached.write_text(cached.read_text().replace("step_overhead_ms: ", "step_overhead_ms: 500"))
+    assert load(None, sets).cost_model.step_time(DECODE_128) == first  # the checksum no longer matches
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path / "file"))
+    with pytest.raises(ConfigError) as e:
+        load(None, sets)
+    assert e.value.field == "SERVESIM_CACHE_DIR"
+
+
+@pytest.mark.parametrize("sets,field", [
+    (["hardware.gpu=a30", "engine.quantization=fp8"], "engine.quantization"),  # Ampere: no fp8 tensor cores
+    (["hardware.gpu=h100-sxm", "engine.quantization=modelopt_fp4"], "engine.quantization"),  # fp4 is Blackwell's
+    (["hardware.kernel_tables=../../etc"], "hardware.kernel_tables"),
+    (["profile={name: x, cost_model: linear, coefficients: {step_overhead_ms: 1}, overhead: {host_per_step_ms: .inf}}"],
+     "profile.overhead.host_per_step_ms"),
+    (["profile={name: x, cost_model: linear, coefficients: {step_overhead_ms: 0}}"], "profile.coefficients"),
+    (["workload.arrival={process: closed_loop, concurrency: 4, ramp_up_s: .inf}"], "workload.arrival.ramp_up_s"),
+    (["workload.num_requests=null", "workload.duration_s=10",
+      "workload.arrival={process: poisson, ramp_up_strategy: linear, ramp_up_start_rps: 1, ramp_up_end_rps: 3}"],
+     "workload"),
+])
+def test_impossible_deployments_and_numbers_name_their_setting(sets, field):
+    with pytest.raises(ConfigError) as e:
+        load(None, sets)
+    assert e.value.field == field
+
+
+def test_usage_mistakes_are_one_line_and_exit_2(capsys):
+    from simulator.cli import main
+
+    for argv in (["run", "--bogus"], ["calibrate", "import", "aiconfigurator", "--tp", "abc"], []):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        err = capsys.readouterr().err
+        assert e.value.code == 2 and err.count("\n") == 1 and err.startswith("servesim: error: "), err
+
+
+def test_a_roofline_warning_never_comes_with_an_error(capsys):
+    with pytest.raises(ConfigError):
+        load(None, ["hardware.gpu=l4"])  # no tables, and a 131k context does not fit
+    assert capsys.readouterr().err == ""
+
+
+@needs_serving
+@pytest.mark.parametrize("damage,msg", [
+    (lambda d: (d / "vllm/requests.jsonl").write_text('{"input_toks": 5}\n'), "line 1"),
+    (lambda d: (d / "vllm/meta.json").write_text("[]"), "lacks engine_kwargs"),
+    (lambda d: (d / "vllm/requests.jsonl").write_text(""), "holds no requests"),
+])
+def test_damaged_serving_runs_are_refused_by_file_and_line(tmp_path, damage, msg):
+    import shutil
+
+    from calibration.serving_fidelity import validate_serving
+
+    run = tmp_path / "runs" / "RTXPRO6000" / "Llama-3.1-8B"
+    shutil.copytree(SERVING / "llmservingsim-vllm-0.19/RTXPRO6000/Llama-3.1-8B", run)
+    damage(run)
+    with pytest.raises(ConfigError, match=msg):
+        validate_serving(tmp_path / "runs", tmp_path / "out")
+    with pytest.raises(ConfigError, match="no run under"):
+        validate_serving(tmp_path / "out", tmp_path / "out2")  # nothing to simulate is an error, not an empty table

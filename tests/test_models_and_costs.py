@@ -131,7 +131,7 @@ def test_quantization_shrinks_the_linear_layers_only_and_needs_a_matching_profil
     assert linear == 6_979_321_856
     assert bf16.arch.weight_bytes - fp8.arch.weight_bytes == linear  # one byte a weight; embeddings, LM head stay bf16
     for q, bits in (("modelopt_fp4", 4.5), ("awq", 4.25), ("gptq_marlin", 4.25)):
-        w4 = load(None, [f"engine.quantization={q}", "profile=roofline"]).arch
+        w4 = load(None, [f"engine.quantization={q}", "profile=roofline", "hardware.gpu=b200-sxm"]).arch
         assert bf16.arch.weight_bytes - w4.weight_bytes == pytest.approx(linear * (16 - bits) / 8, abs=1)
         assert w4.kv_bytes_per_token == bf16.arch.kv_bytes_per_token
     assert fp8.arch.kv_bytes_per_token == bf16.arch.kv_bytes_per_token

@@ -24,7 +24,7 @@ class Arrival(BaseModel):
     `ramp_up_strategy` (poisson and gamma, as `vllm bench serve --ramp-up-strategy`): request i's gap is drawn at
     rate start + (end - start) p (linear) or start (end / start)^p (exponential), p = i / (N - 1)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     process: Literal["poisson", "gamma", "constant", "burst", "onoff", "curve", "closed_loop"] = "poisson"
     rate: PositiveFloat | None = Field(default=None, description="requests per second")

@@ -89,6 +89,8 @@ class SyntheticWorkload(_Classes):
             raise ValueError("give num_requests or duration_s")
         if self.arrival.process == "burst" and self.num_requests is None:
             raise ValueError("burst arrivals need num_requests")
+        if self.arrival.ramp_up_strategy is not None and self.num_requests is None:
+            raise ValueError("ramp_up_strategy needs num_requests (the ramp is over the requests)")
         if self.lengths is not None and {"prompt_tokens", "output_tokens"} & self.model_fields_set:
             raise ValueError("give either lengths (joint) or prompt_tokens/output_tokens")
         return self
