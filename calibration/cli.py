@@ -34,6 +34,10 @@ def add_parser(sub) -> None:
     f.add_argument("--out", help="profile YAML (default: profile.yaml beside the measurements)")
     f.add_argument("--name", help="profile name")
     f.add_argument("--holdout", type=float, default=0.2)
+    f.add_argument("--model", help="the model measured (default: from run.json; required without it)")
+    f.add_argument("--dtype", help="its dtype: bf16, fp8, ... (default: from run.json)")
+    f.add_argument("--gpu", help="the built-in GPU it ran on (hardware.gpu), so the profile is refused on others")
+    f.add_argument("--tp", type=int, help="tensor-parallel degree (default 1)")
     f.add_argument("--seed", type=int, default=0)
     f.set_defaults(func=cmd_fit)
 
@@ -186,7 +190,8 @@ def cmd_run(args) -> int:
 def cmd_fit(args) -> int:
     from calibration.profile_io import fit_directory
 
-    _print_fit(*fit_directory(args.measurements, args.out, args.name, args.holdout, args.seed))
+    _print_fit(*fit_directory(args.measurements, args.out, args.name, args.holdout, args.seed, model=args.model,
+                              dtype=args.dtype, gpu=args.gpu, tp=args.tp))
     return 0
 
 

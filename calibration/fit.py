@@ -34,6 +34,10 @@ class FitResult:
     train: dict
     predictions: pd.DataFrame  # every point with its prediction and split
 
+    @property
+    def shape_range(self) -> dict:
+        return shape_range(self.predictions)
+
 
 def check_measurements(df: pd.DataFrame, source: str = "measurements") -> pd.DataFrame:
     missing = [c for c in SHAPE_COLUMNS + ["time_ms"] if c not in df.columns]
@@ -44,7 +48,29 @@ def check_measurements(df: pd.DataFrame, source: str = "measurements") -> pd.Dat
     df = df[np.isfinite(df["time_ms"]) & (df["time_ms"] > 0)]
     if len(df) < 8:
         raise ConfigError(source, f"{len(df)} usable step measurements; a fit needs at least 8")
+    check_identifiable(df, source)
     return df.reset_index(drop=True)
+
+
+def check_identifiable(df: pd.DataFrame, source: str) -> None:
+    """Data that cannot tell the terms apart is refused, not fitted: a fit on one prompt length reports a small
+    error on its own rows and then predicts other workloads several times wrong."""
+    decode_only = df["prefill_tokens"] == 0
+    tokens = df["prefill_tokens"] + df["decode_seqs"]
+    ctx = df.loc[df["decode_seqs"] > 0, "decode_context_tokens"]
+    missing = [what for what, ok in (
+        ("decode-only steps", decode_only.any()), ("steps with prefill", (~decode_only).any()),
+        ("at least 3 different token counts per step", tokens.nunique() >= 3),
+        ("at least 3 different decode context sizes", ctx.nunique() >= 3)) if not ok]
+    if missing:
+        raise ConfigError(source, f"cannot identify the step-time terms: the measurements lack "
+                                  f"{', '.join(missing)} (measure more varied batches)")
+
+
+def shape_range(df: pd.DataFrame) -> dict:
+    """The largest batches the fit saw: beyond them a profile extrapolates."""
+    return {"max_tokens": int((df["prefill_tokens"] + df["decode_seqs"]).max()), "max_seqs": int(df["num_seqs"].max()),
+            "max_decode_context_tokens": int(df["decode_context_tokens"].max())}
 
 
 def _features(df: pd.DataFrame) -> tuple[np.ndarray, ...]:

@@ -31,6 +31,7 @@ def profile_dict(fit: FitResult, *, name: str, source: str, device: str, model: 
         "held_out_error": {k: (round(v, 5) if isinstance(v, float) else v) for k, v in fit.held_out.items()}
         | {"train_mape": round(fit.train["mape"], 5), "train_points": fit.train["points"]},
         "tolerance": tolerance_for(fit),
+        "shape_range": fit.shape_range,
     } | {k: v for k, v in extra.items() if v is not None}
 
 
@@ -63,21 +64,28 @@ def read_measurements(src: str | Path) -> tuple[pd.DataFrame, dict, Path]:
 
 
 def fit_directory(src: str | Path, out: str | Path | None = None, name: str | None = None,
-                  holdout: float = 0.2, seed: int = 0) -> tuple[Path, FitResult]:
+                  holdout: float = 0.2, seed: int = 0, model: str | None = None, dtype: str | None = None,
+                  gpu: str | None = None, tp: int | None = None) -> tuple[Path, FitResult]:
+    """Fit a profile; it says what it was measured on (run.json's record, or the labels given), so the
+    simulator can refuse it for anything else."""
     df, meta, path = read_measurements(src)
+    model, dtype = model or meta.get("model"), dtype or meta.get("dtype")
+    if not model or not dtype:
+        raise ConfigError("--model", f"{path} does not say which model and dtype it measured (no run.json beside "
+                                     f"it): give --model and --dtype (and --gpu, --tp)")
+    if tp is not None and tp < 1:
+        raise ConfigError("--tp", f"must be >= 1, got {tp}")
     fit = fit_step_model(df, holdout=holdout, seed=seed, source=str(path))
     out = Path(out) if out else path.parent / "profile.yaml"
-    device = meta.get("device", "unknown")
+    device = meta.get("device", gpu or "unknown")
     hw = meta.get("hardware", {})
-    model = meta.get("model", "any")  # measurements without run.json do not say what they measured
-    dtype = meta.get("dtype", "any")
     prof = profile_dict(
         fit, name=name or f"{device.split(':')[0]}-{model}-{dtype}",
         source=f"servesim calibrate run: {model} {dtype} on {hw.get('name', device)}, torch {hw.get('torch', '?')}, "
                f"{meta.get('grid', '?')} grid, {meta.get('attention', 'gather')} attention, "
                f"{fit.held_out['points'] + fit.train['points']} step points, "
                f"{hw.get('date', '?')}",
-        device=hw.get("name", device), model=model, dtype=dtype,
+        device=hw.get("name", device), model=model, dtype=dtype, gpu=gpu, tensor_parallel_size=tp or 1,
         block_size=meta.get("block_size"), grid=meta.get("grid"), attention=meta.get("attention"), architecture=meta.get("architecture"),
         hardware=hw or None, measurements=str(path.resolve().relative_to(out.parent.resolve()))
         if path.resolve().is_relative_to(out.parent.resolve()) else str(path.resolve()))

@@ -69,6 +69,8 @@ def cmd_run(args) -> int:
     if not args.quiet:
         print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True)
     result = simulate(rs, source)
+    for w in result.summary.get("cost_model_warnings", []):
+        print(f"servesim: warning: {w}", file=sys.stderr)
     out = result.write(args.out)
     latency_distributions(result, out / "latency.png")
     if args.json:

@@ -165,6 +165,7 @@ class Profile(BaseModel):
     architecture: dict | None = None
     hardware: dict | None = None
     measurements: str | None = None  # path of the raw measurements, relative to the profile
+    shape_range: dict[str, int] | None = None  # the largest batches it was fitted on (max_tokens, max_seqs, ...)
 
 
 def _builtin_profiles():
@@ -209,6 +210,22 @@ def load_profile(spec: str | dict) -> Profile:
 
         field, msg = first_error(exc)
         raise ConfigError(f"profile.{field}", f"{msg} (in {where})") from None
+
+
+EXTRAPOLATION_FACTOR = 2.0  # a run's batches may exceed the profile's fitted range this much before a warning
+_RANGE_LABELS = {"max_tokens": "tokens in a step", "max_seqs": "sequences in a step",
+                 "max_decode_context_tokens": "decode KV tokens in a step"}
+
+
+def extrapolation_warnings(profile: Profile, largest: dict[str, float]) -> list[str]:
+    """One line for each batch dimension a run took beyond EXTRAPOLATION_FACTOR x what the profile was fitted on."""
+    out = []
+    for key, limit in (profile.shape_range or {}).items():
+        seen = largest.get(key, 0)
+        if limit and seen > EXTRAPOLATION_FACTOR * limit:
+            out.append(f"profile {profile.name} was fitted on steps of at most {limit:,} {_RANGE_LABELS.get(key, key)}; "
+                       f"this run reached {int(seen):,}, so those step times are extrapolated")
+    return out
 
 
 def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_parallel_size: int,

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.batch import BatchShape
+from simulator.cost_model import extrapolation_warnings
 from simulator.request import FINISHED, REJECTED
 
 STEP_COLUMNS = ["start", "end", "scheduled_tokens", "prefill_tokens", "decode_seqs", "num_running",
@@ -181,6 +182,9 @@ class RunResult:
         result = cls(rs.as_dict(), req, steps, itls)
         result.summary = result._summarize(sim_end, len(logs))
         result.summary["cost_model_source"] = rs.cost_model_source  # which profile, and how it was chosen
+        largest = {"max_tokens": steps["scheduled_tokens"].max(), "max_seqs": steps["num_seqs"].max(),
+                   "max_decode_context_tokens": steps["decode_context_tokens"].max()} if len(steps) else {}
+        result.summary["cost_model_warnings"] = extrapolation_warnings(rs.profile, largest)
         return result
 
     def _summarize(self, sim_end: float, replicas: int = 1) -> dict:

@@ -75,9 +75,15 @@ def test_grid_shapes():
 
 def test_fit_directory_writes_a_profile_that_drives_a_run(tmp_path):
     synthetic().to_parquet(tmp_path / "measurements.parquet")
-    path, fit = fit_directory(tmp_path, name="synthetic")
+    with pytest.raises(ConfigError, match="does not say which model"):
+        fit_directory(tmp_path, name="synthetic")  # a bare table: the profile must say what it measured
+    path, fit = fit_directory(tmp_path, name="synthetic", model="llama-3.1-8b", dtype="bf16", gpu="h200-sxm")
     prof = load_profile(str(path))
     assert prof.name == "synthetic" and prof.cost_model == "linear"
+    assert (prof.model, prof.dtype, prof.gpu, prof.tensor_parallel_size) == ("llama-3.1-8b", "bf16", "h200-sxm", 1)
+    assert prof.shape_range == {"max_tokens": 16384, "max_seqs": 256, "max_decode_context_tokens": 256 * 4097}
+    with pytest.raises(ConfigError, match="measured on h200-sxm"):
+        load(None, [f"profile={path}", "hardware.gpu=h100-sxm"])
     assert prof.held_out_error["mape"] < 1e-6 and prof.tolerance == 0.10
     assert (tmp_path / "profile.predictions.parquet").exists()
     r = simulate(load(None, [f"profile={path}", "workload.num_requests=30"]))
@@ -85,6 +91,26 @@ def test_fit_directory_writes_a_profile_that_drives_a_run(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")
     with pytest.raises(ConfigError, match="missing column"):
-        fit_directory(bad)
+        fit_directory(bad, model="llama-3.1-8b", dtype="bf16")
     with pytest.raises(ConfigError, match="file not found"):
         fit_directory(tmp_path / "nothing-here")
+
+
+@pytest.mark.parametrize("keep,lack", [
+    (lambda d: d[d.prefill_tokens > 0], "decode-only steps"),
+    (lambda d: d[d.prefill_tokens == 0], "steps with prefill"),
+    # repeated measurements of two batch sizes only: decodes of 8 and 1,024-token prefills
+    (lambda d: pd.concat([d[(d.prefill_tokens + d.decode_seqs).isin([8, 1024])]] * 2), "token counts"),
+])
+def test_data_that_cannot_identify_the_terms_is_refused(keep, lack):
+    """A fit on one kind of batch reports a small error on its own rows and then predicts others badly."""
+    with pytest.raises(ConfigError, match=lack):
+        fit_step_model(keep(synthetic()).reset_index(drop=True))
+
+
+def test_a_run_beyond_the_profiles_fitted_batches_is_warned_about(tmp_path):
+    rs = load(None, ["workload.num_requests=1500", "workload.arrival.rate=40"])
+    assert rs.profile.shape_range["max_seqs"] == 256
+    s = simulate(rs).summary
+    assert any("at most 256 sequences" in w for w in s["cost_model_warnings"])
+    assert simulate(load(None, ["workload.num_requests=50"])).summary["cost_model_warnings"] == []

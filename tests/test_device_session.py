@@ -51,6 +51,7 @@ def test_session_brings_back_every_stage(tmp_path):
     assert set(steps["load"]) == set(rep["loads"]) and (steps["duration"] > 0).all()
     # the replayed batches are measurements in their own right: `calibrate fit` takes them as they are
     assert cli(["calibrate", "fit", str(tmp_path / "work" / "replay" / "replayed-steps.parquet"),
+                "--model", "tiny-llama", "--dtype", "fp32",
                 "--out", str(tmp_path / "refit.yaml")]) == 0
     # the tiny model's harness profile predicts its own replayed steps; the teaching constants do not
     assert rep["harness_profile_on_replayed_steps"]["mape"] < rep["reference_profile_on_replayed_steps"]["mape"]
