@@ -345,3 +345,23 @@ def test_an_unknown_format_name_is_an_error(trace):
     with pytest.raises(ConfigError) as e:
         read_trace(trace[1], "parquet")
     assert e.value.field == "fmt" and all(f in str(e.value) for f in TRACE_FORMATS)
+
+
+def test_hash_ids_block_size_is_found_in_the_file_given_or_ignored(tmp_path):
+    """vLLM's timed traces share Mooncake's keys but hash smaller blocks: read them at their own size."""
+    from workloads.traces import read_trace
+
+    f = tmp_path / "vllm-timed.jsonl"
+    f.write_text("".join(json.dumps({"timestamp": 1000 * i, "input_length": n, "output_length": 8,
+                                     "hash_ids": list(range(-(-n // 16)))}) + "\n"
+                         for i, n in enumerate((100, 40, 700))))
+    specs = read_trace(f)
+    assert {s.prefix_block_tokens for s in specs} == {16} and len(specs[2].prefix_ids) == 44
+    assert all(s.prefix_ids == () for s in read_trace(f, use_hash_ids=False))
+    with pytest.raises(ConfigError, match="line 1, key hash_ids: expected 1 ids .*512-token"):
+        read_trace(f, hash_block_tokens=512)
+    mooncake = tmp_path / "mc.jsonl"  # 512 fits every row: Mooncake's size wins over smaller ones that also fit
+    mooncake.write_text(json.dumps({"timestamp": 0, "input_length": 10, "output_length": 3, "hash_ids": [7]}) + "\n")
+    assert read_trace(mooncake)[0].prefix_block_tokens == 512
+    with pytest.raises(ConfigError, match="hash_block_tokens"):
+        read_trace(f, hash_block_tokens=0)

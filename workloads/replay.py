@@ -15,7 +15,12 @@ class TraceWorkload(_Classes):
     type: Literal["trace"]
     path: str
     format: str | None = Field(default=None, description="inferred from the file when not given")
-    time_scale: PositiveFloat = Field(1.0, description="replay at this many times the recorded rate")
+    time_scale: PositiveFloat = Field(1.0, description="multiplies the recorded rate: 2 replays twice as fast "
+                                                       "(every gap halved)")
+    hash_block_tokens: PositiveInt | None = Field(
+        None, description="tokens per hash_ids block (Mooncake 512, vLLM timed traces their block size); None: "
+                          "the size every row's id count fits, Mooncake's 512 tried first")
+    use_hash_ids: bool = Field(True, description="false: ignore hash_ids (no prefix sharing)")
     start_s: NonNegativeFloat = 0.0
     duration_s: PositiveFloat | None = None
     sample: float | None = Field(default=None, gt=0, le=1)
@@ -28,7 +33,8 @@ class TraceWorkload(_Classes):
         from workloads.traces import read_trace
 
         specs = read_trace(self.path, self.format, time_scale=self.time_scale, start_s=self.start_s,
-                           duration_s=self.duration_s, sample=self.sample, limit=self.limit, seed=seed)
+                           duration_s=self.duration_s, sample=self.sample, limit=self.limit, seed=seed,
+                           hash_block_tokens=self.hash_block_tokens, use_hash_ids=self.use_hash_ids)
         if self.priorities or self.slo_classes:
             prios, classes = self._draw_classes(len(specs), np.random.default_rng(seed))
             specs = [replace(s, priority=p, slo_class=c) for s, p, c in zip(specs, prios, classes)]

@@ -24,6 +24,8 @@ from workloads.spec import RequestSpec
 
 TRACE_FORMATS = ("azure", "mooncake", "burstgpt", "timed_trace", "vllm_bench", "servesim", "sharegpt_stats")
 MOONCAKE_BLOCK_TOKENS = 512  # Mooncake's hash_ids: one id per 512 prompt tokens
+# block sizes tried, in order, when a file's hash_ids do not say theirs: Mooncake's first, then vLLM's and others
+HASH_BLOCK_CANDIDATES = (512, 16, 32, 64, 128, 256, 1024, 2048)
 
 _SPEC_FIELDS = tuple(f.name for f in dataclasses.fields(RequestSpec))
 _MISSING = object()
@@ -259,10 +261,44 @@ def _collect(path: Path, objs: Iterable[_Obj], rows_of: Callable[[_Obj], Iterabl
 
 
 def _mooncake_rows(obj: _Obj):
+    """Mooncake's and vLLM's timed-trace rows: the same keys; the ids' block size is resolved over the file."""
     prompt = obj.integer("input_length", least=1, role="prompt")
-    ids = obj.prefix_ids("hash_ids", prompt, MOONCAKE_BLOCK_TOKENS, exact=True)
+    ids = obj.prefix_ids("hash_ids", prompt, 1, exact=False)
     yield (obj.seconds("timestamp", per_second=1000), prompt, obj.integer("output_length", least=1, role="output"),
-           {"prefix_ids": ids, "prefix_block_tokens": MOONCAKE_BLOCK_TOKENS} if ids else None)
+           {"prefix_ids": ids, "prefix_block_tokens": 0, "_where": obj.where} if ids else None)
+
+
+def _resolve_hash_blocks(path: Path, rows: _Rows, block: int | None, use_ids: bool) -> _Rows:
+    """hash_ids name one block each, all of one size: the given one, else the first candidate that every row's
+    id count fits exactly (ceil(prompt / size) ids). Mooncake's 512 is tried first."""
+    if not rows.extra:
+        return rows
+    hashed = [(i, x) for i, x in enumerate(rows.extra) if x]
+    if not use_ids:
+        rows.extra = [{} for _ in rows.extra]
+        return rows
+    def misfit(b: int):
+        """The first row whose id count does not fit blocks of b tokens, or None."""
+        return next(((i, x) for i, x in hashed if len(x["prefix_ids"]) != -(-int(rows.prompt[i]) // b)), None)
+
+    def fail(b: int, row, also: str = "") -> None:
+        i, x = row
+        p = int(rows.prompt[i])
+        _fail(path, f"{x['_where']}, key hash_ids", f"expected {-(-p // b)} ids (one per {b}-token block of {p} "
+                                                    f"prompt tokens), got {len(x['prefix_ids'])}{also}")
+
+    if block is None:
+        block = next((b for b in HASH_BLOCK_CANDIDATES if misfit(b) is None), None)
+        if block is None:
+            fail(MOONCAKE_BLOCK_TOKENS, misfit(MOONCAKE_BLOCK_TOKENS),
+                 f"; no other block size ({', '.join(map(str, HASH_BLOCK_CANDIDATES[1:]))}) fits every row either: "
+                 f"set hash_block_tokens")
+    elif (row := misfit(block)) is not None:
+        fail(block, row)
+    for _, x in hashed:
+        x.pop("_where")
+        x["prefix_block_tokens"] = block
+    return rows
 
 
 def _timed_trace_rows(obj: _Obj):
@@ -374,16 +410,20 @@ def infer_format(path) -> str:
     return found
 
 
-def _read(path, fmt: str | None) -> tuple[Path, str, _Rows]:
+def _read(path, fmt: str | None, hash_block_tokens: int | None = None, use_hash_ids: bool = True
+          ) -> tuple[Path, str, _Rows]:
     path = _existing(path)
     if fmt is None:
         fmt = infer_format(path)
     elif fmt not in TRACE_FORMATS:
         raise ConfigError("fmt", f"unknown trace format {fmt!r}; expected one of {', '.join(TRACE_FORMATS)}")
     try:
-        return path, fmt, _READERS[fmt](path)
+        rows = _READERS[fmt](path)
     except UnicodeDecodeError as e:
         _fail(path, "", f"not UTF-8 text (byte {e.start}: {e.reason})")
+    if fmt == "mooncake":
+        rows = _resolve_hash_blocks(path, rows, hash_block_tokens, use_hash_ids)
+    return path, fmt, rows
 
 
 def _check_options(time_scale, start_s, duration_s, sample, limit) -> None:
@@ -404,10 +444,14 @@ def _check_options(time_scale, start_s, duration_s, sample, limit) -> None:
 
 def read_trace_with_info(path, fmt: str | None = None, *, time_scale: float = 1.0, start_s: float = 0.0,
                          duration_s: float | None = None, sample: float | None = None, limit: int | None = None,
-                         seed: int = 0, first_id: int = 0) -> tuple[list[RequestSpec], TraceInfo]:
+                         seed: int = 0, first_id: int = 0, hash_block_tokens: int | None = None,
+                         use_hash_ids: bool = True) -> tuple[list[RequestSpec], TraceInfo]:
     """read_trace, plus describe_trace of the result and what the reader skipped (never silently)."""
     _check_options(time_scale, start_s, duration_s, sample, limit)
-    path, fmt, rows = _read(path, fmt)
+    if hash_block_tokens is not None and (isinstance(hash_block_tokens, bool) or not isinstance(hash_block_tokens, int)
+                                          or hash_block_tokens < 1):
+        raise ConfigError("hash_block_tokens", f"must be an integer >= 1, got {_show(hash_block_tokens)}")
+    path, fmt, rows = _read(path, fmt, hash_block_tokens, use_hash_ids)
     if rows.arrival is None:
         _fail(path, "", f"{fmt} files hold prompt/output lengths but no arrival times; combine them with an "
                         "arrival process (a synthetic workload's `lengths`, or read_lengths())")
@@ -434,15 +478,18 @@ def read_trace_with_info(path, fmt: str | None = None, *, time_scale: float = 1.
 
 def read_trace(path, fmt: str | None = None, *, time_scale: float = 1.0, start_s: float = 0.0,
                duration_s: float | None = None, sample: float | None = None, limit: int | None = None,
-               seed: int = 0, first_id: int = 0) -> list[RequestSpec]:
+               seed: int = 0, first_id: int = 0, hash_block_tokens: int | None = None,
+               use_hash_ids: bool = True) -> list[RequestSpec]:
     """A trace file as RequestSpecs sorted by arrival, ids first_id, first_id + 1, ...
 
     Options apply in order: window [start_s, start_s + duration_s) of the original times,
-    shifted to start at 0; time_scale (replay x times faster); sample (keep each request
-    with this probability, seeded); limit (the first N).
+    shifted to start at 0; time_scale (multiplies the rate: 2 halves every gap); sample (keep each request
+    with this probability, seeded); limit (the first N). hash_ids (Mooncake and vLLM timed traces) name
+    blocks of hash_block_tokens tokens, inferred from the file when None; use_hash_ids=False drops them.
     """
     return read_trace_with_info(path, fmt, time_scale=time_scale, start_s=start_s, duration_s=duration_s,
-                                sample=sample, limit=limit, seed=seed, first_id=first_id)[0]
+                                sample=sample, limit=limit, seed=seed, first_id=first_id,
+                                hash_block_tokens=hash_block_tokens, use_hash_ids=use_hash_ids)[0]
 
 
 def read_lengths(path, fmt: str | None = None) -> np.ndarray:
