@@ -367,10 +367,10 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                                  f"request of max_model_len={max_model_len} ({need} blocks); lower engine.max_model_len "
                                  f"or give the cache more memory")
     async_scheduling = True if e.async_scheduling is None else e.async_scheduling
-    graph_tokens = 0 if e.enforce_eager else min(
-        e.max_cudagraph_capture_size or min(2 * seqs * (1 + (scenario.speculative.num_speculative_tokens
-                                                             if scenario.speculative.method != "none" else 0)), 512),
-        tokens)
+    sp = scenario.speculative
+    decode_query_len = 1 + (sp.num_speculative_tokens if sp.method != "none" else 0)  # tokens a decode schedules
+    graph_tokens = 0 if e.enforce_eager else min(e.max_cudagraph_capture_size or min(2 * seqs * decode_query_len, 512),
+                                                 tokens)
     cost_model = build_cost_model(profile, arch, hw, tp, gpu=h.gpu, cudagraph_max_tokens=graph_tokens,
                                   async_scheduling=async_scheduling)
     pol = scenario.policies

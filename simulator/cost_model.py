@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
@@ -178,6 +180,12 @@ def default_overhead() -> dict:
     return Overhead(**data).model_dump()
 
 
+@lru_cache(maxsize=None)
+def _builtin_profile_data(name: str):
+    """A built-in profile's YAML, parsed once per process: `profile: auto` scans them all on every resolve."""
+    return yaml.safe_load((_builtin_profiles() / f"{name}.yaml").read_text())
+
+
 def builtin_profile_names() -> list[str]:
     return sorted(p.name[:-5] for p in _builtin_profiles().iterdir() if p.name.endswith(".yaml"))
 
@@ -200,7 +208,7 @@ def load_profile(spec: str | dict) -> Profile:
             f = _builtin_profiles() / f"{spec}.yaml"
             if not f.is_file():
                 raise ConfigError("profile", f"unknown profile {spec!r}; built-in: {', '.join(builtin_profile_names())}, or a path to a profile YAML")
-            data, where = yaml.safe_load(f.read_text()), f"built-in {spec}"
+            data, where = copy.deepcopy(_builtin_profile_data(spec)), f"built-in {spec}"
     if not isinstance(data, dict):
         raise ConfigError("profile", f"{where} must hold a mapping")
     try:
@@ -314,8 +322,7 @@ class OverheadCostModel(CostModel):
 
 
 def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, tensor_parallel_size: int = 1,
-                     gpu: str | None = None, cudagraph_max_tokens: int = 0, async_scheduling: bool = False,
-                     with_overhead: bool = True) -> CostModel:
+                     gpu: str | None = None, cudagraph_max_tokens: int = 0, async_scheduling: bool = False) -> CostModel:
     check_profile_fits(profile, arch, tensor_parallel_size, gpu)
     try:
         if profile.cost_model == "linear":
@@ -331,7 +338,7 @@ def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, te
         raise ConfigError(f"profile.coefficients.{field}", msg) from None
     if kernels.step_time(BatchShape(1, 1, 1, 0, 0)) <= 0:  # a step that takes no time never lets the clock move
         raise ConfigError("profile.coefficients", f"{profile.name} predicts zero time for a one-token step")
-    if profile.overhead is None or not with_overhead:
+    if profile.overhead is None:
         return kernels
     return OverheadCostModel(kernels, profile.overhead, arch, hw, cudagraph_max_tokens, async_scheduling,
                              tensor_parallel_size)
