@@ -38,8 +38,8 @@ def test_replay_error_within_the_profiles_tolerance(profile, tmp_path, capsys):
         out = tmp_path / f"fid{attempt}"
         rc = main(["validate", "replay", SCENARIO, "--profile", str(profile), "--threads", "1", "--out", str(out)])
         s = json.loads((out / "summary.json").read_text())
-        if rc == 0 and s["ok"]:
-            break
+        if rc == 0 and s["ok"] and 0.7 < s["step_errors"]["median_ratio_predicted_to_measured"] < 1.3:
+            break  # the retry covers every check a neighbour's burst can upset, bias included
         profile = _calibrate(tmp_path / f"recal{attempt}")
     assert rc == 0 and s["ok"], s["step_errors"]
     assert s["step_errors"]["steps"] > 100 and s["step_errors"]["mape"] <= s["tolerance"]
