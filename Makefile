@@ -52,11 +52,18 @@ profiles: $(STAMP)
 	  $(BIN)/servesim calibrate import aiconfigurator --data $(AIC) --gpu $$gpu --model $$m --dtype $$dt \
 	    --kv-cache-dtype $$kv --tp $$tp --out calibration/profiles/$$short-$$m-$$dt$$kvs-tp$$tp.yaml || exit 1; done
 
-# Public real-GPU vLLM runs (../shared/data/serving) against the simulation, with kernel-table profiles plus
-# the default overhead, fitted on none of them (docs/fidelity.md). Seconds.
+# Public real-GPU vLLM runs (../shared/data/serving) against the simulation (docs/fidelity.md): kernel-table
+# profiles plus the default overhead, fitted on none of them; the same with overhead terms fitted by simulation
+# to the other runs (leave one run out); and each run fitted on its first 70% of requests, scored on the rest.
+# About 4 minutes.
+SERVING := ../shared/data/serving/llmservingsim-vllm-0.19
+GPU_RUNS := RTX4090/Llama-3.1-8B:rtx-4090 RTXPRO6000/Llama-3.1-8B:rtx-pro-6000 RTXPRO6000/Qwen3-32B:rtx-pro-6000
 fidelity-gpu: $(STAMP)
-	$(BIN)/servesim validate serving --out results/fidelity/gpu
+	$(BIN)/servesim validate serving --leave-one-out --out results/fidelity/gpu
 	$(BIN)/servesim validate layers --out results/fidelity/layers
+	@for spec in $(GPU_RUNS); do IFS=: read run gpu <<< "$$spec"; name=$$(echo $$run | tr / -); \
+	  echo "== $$run"; $(BIN)/servesim calibrate fit $(SERVING)/$$run --gpu $$gpu \
+	    --out results/fidelity/gpu-fits/$$name.yaml || exit 1; done
 
 # Fidelity (docs/fidelity.md), outside `make test`: measured replay, then the real vLLM engine.
 fidelity: fidelity-replay fidelity-vllm

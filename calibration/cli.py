@@ -29,8 +29,20 @@ def add_parser(sub) -> None:
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)
 
-    f = csub.add_parser("fit", help="fit a profile from measurements; reports the held-out error")
-    f.add_argument("measurements", help="a `calibrate run` directory, or a parquet/CSV of measurements")
+    f = csub.add_parser("fit", help="fit a profile from measurements or real serving runs; reports the held-out error")
+    f.add_argument("measurements", nargs="+",
+                   help="a `calibrate run` directory, a parquet/CSV of step measurements, an engine step log (JSONL), "
+                        "or real serving runs (lifecycle records, `vllm bench serve --save-detailed` JSON): "
+                        "these are fitted by simulation")
+    f.add_argument("--scenario", help="real runs: the engine settings they were served with (scenario YAML)")
+    f.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="real runs: settings on top of the run's own record and the scenario")
+    f.add_argument("--held-out", action="append", default=[], metavar="RUN",
+                   help="real runs kept out of the fit and used for its held-out error (default: the later 30%% "
+                        "of each run's requests)")
+    f.add_argument("--terms", help="real runs: comma-separated terms to fit (default: memory_scale,compute_scale,"
+                                   "gpu_per_layer_us; docs/calibration.md lists them)")
+    f.add_argument("--max-evals", type=int, default=60, help="real runs: simulations the optimiser may run")
     f.add_argument("--out", help="profile YAML (default: profile.yaml beside the measurements)")
     f.add_argument("--name", help="profile name")
     f.add_argument("--holdout", type=float, default=0.2)
@@ -99,12 +111,50 @@ def add_validate_parser(sub) -> None:
     sv.add_argument("--data", default="../shared/data/serving", help="root of the runs (each with vllm/requests.jsonl)")
     sv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="applied to every run")
     sv.add_argument("--out", default="results/fidelity/gpu")
+    sv.add_argument("--leave-one-out", action="store_true",
+                    help="also fit the overhead terms by simulation on all runs but one and predict that one")
+    sv.add_argument("--terms", help="terms the leave-one-out fits (default: the fit's defaults)")
     sv.set_defaults(func=cmd_validate_serving)
     lv = vsub.add_parser("layers", help="per-layer composition vs measured per-operator H100 timings")
     lv.add_argument("--data", default="../shared/data/gpu/layer-profiles")
     lv.add_argument("--tables", default="../shared/data/gpu/aiconfigurator", help="the kernel tables' root")
     lv.add_argument("--out", default="results/fidelity/layers")
     lv.set_defaults(func=cmd_validate_layers)
+
+
+def add_compare_parser(sub) -> None:
+    c = sub.add_parser("compare", help="a real serving run against its simulation; exit 1 beyond --tolerance")
+    c.add_argument("runs", nargs="+", metavar="REAL [SIM]",
+                   help="real run(s): lifecycle records (a folder or JSONL) or `vllm bench serve --save-detailed` "
+                        "JSON; several are repeats of one workload (their spread is reported and allowed). A "
+                        "servesim results folder last is the simulation to compare with; otherwise the first real "
+                        "run is simulated (same arrivals, lengths and settings)")
+    c.add_argument("--scenario", help="the engine settings the run was served with (scenario YAML)")
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    c.add_argument("--profile", help="cost model to simulate with (same as --set profile=...)")
+    c.add_argument("--tolerance", type=float, default=0.10,
+                   help="largest |relative error| a statistic may have, on top of the real repeats' spread (0.1 = 10%%)")
+    c.add_argument("--out", default="results/compare")
+    c.set_defaults(func=cmd_compare_runs)
+
+
+def cmd_compare_runs(args) -> int:
+    from calibration.run_comparison import compare_runs, is_results_dir
+
+    reals, sim = list(args.runs), None
+    if len(reals) > 1 and is_results_dir(reals[-1]):
+        sim = reals.pop()
+    sets = list(args.set) + ([f"profile={args.profile}"] if args.profile else [])
+    table, report = compare_runs(reals, sim, args.scenario, sets, args.tolerance, args.out, command=args.argv)
+    cols = [c for c in ("metric", "real", "real_spread", "sim", "error", "pass") if c in table]
+    print(table[cols].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    print(f"simulated on {report['cost_model_source']}" if report["cost_model_source"] else "")
+    for w in report["cost_model_warnings"]:
+        print(f"warning: {w}")
+    verdict = "PASS" if report["passed"] else f"FAIL ({len(report['failed_metrics'])} beyond it: " \
+                                             f"{', '.join(report['failed_metrics'][:6])}{' ...' * (len(report['failed_metrics']) > 6)})"
+    print(f"tolerance {args.tolerance:.0%}: {verdict}; written to {args.out}/")
+    return 0 if report["passed"] else 1
 
 
 def cmd_validate_vllm(args) -> int:
@@ -125,13 +175,19 @@ def cmd_validate_vllm(args) -> int:
 def cmd_validate_serving(args) -> int:
     from calibration.serving_fidelity import validate_serving
 
-    table, runs = validate_serving(args.data, args.out, args.set, command=args.argv)
+    terms = [t.strip() for t in args.terms.split(",")] if args.terms else None
+    table, runs = validate_serving(args.data, args.out, args.set, command=args.argv,
+                                   leave_one_out=args.leave_one_out, terms=terms)
     for r in runs:
         if "skipped" in r:
             print(f"{r['run']}: skipped ({r['skipped']})")
             continue
         t = table[table["run"] == r["run"]]
         print(f"{r['run']} ({r['requests']} requests; {r['cost_model_source']})")
+        if "leave_one_out" in r:
+            lo = r["leave_one_out"]
+            print(f"  sim_fitted: {', '.join(f'{k}={v:g}' for k, v in lo['terms'].items())}, fitted on "
+                  f"{', '.join(lo['fitted_on'])} ({lo['evaluations']} simulations, {lo['wall_s']} s)")
         print(t.drop(columns="run").to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
     print(f"written to {args.out}/ (table.csv, summary.json, command.txt, cdf-*.png, timeline-*.png)")
     return 0
@@ -189,9 +245,44 @@ def cmd_run(args) -> int:
 
 def cmd_fit(args) -> int:
     from calibration.profile_io import fit_directory
+    from calibration.real_runs import PER_REQUEST, detect
 
-    _print_fit(*fit_directory(args.measurements, args.out, args.name, args.holdout, args.seed, model=args.model,
+    first = args.measurements[0]
+    if Path(first).suffix in (".json", ".jsonl") or Path(first).is_dir() and not (Path(first) / "run.json").exists():
+        if detect(first) in PER_REQUEST:
+            return _fit_serving(args)
+    if len(args.measurements) > 1 or args.held_out:
+        from simulator.errors import ConfigError
+
+        raise ConfigError("measurements", "several sources and --held-out are for real serving runs; step "
+                                          "measurements are fitted one table at a time")
+    _print_fit(*fit_directory(first, args.out, args.name, args.holdout, args.seed, model=args.model,
                               dtype=args.dtype, gpu=args.gpu, tp=args.tp))
+    return 0
+
+
+def _fit_serving(args) -> int:
+    from calibration.profile_io import write_profile
+    from calibration.real_runs import read_run
+    from calibration.serving_fit import fit_serving
+
+    train = [read_run(p) for p in args.measurements]
+    held = [read_run(p) for p in args.held_out]
+    sets = list(args.set) + [f"model={args.model}"] * bool(args.model) + [f"hardware.gpu={args.gpu}"] * bool(args.gpu) \
+        + [f"engine.tensor_parallel_size={args.tp}"] * bool(args.tp)
+    terms = [t.strip() for t in args.terms.split(",")] if args.terms else None
+    fit = fit_serving(train, held, args.scenario, sets, terms, args.max_evals)
+    if args.name:
+        fit.profile["name"] = args.name
+    out = Path(args.out) if args.out else Path("results/profiles") / f"{fit.profile['name']}.yaml"
+    write_profile(fit.profile, out)
+    fit.held_out_table.to_csv(out.with_suffix(".held-out.csv"), index=False)
+    h = fit.held_out
+    print(f"fitted {', '.join(f'{k}={v:g}' for k, v in fit.terms.items())} in {fit.evaluations} simulations "
+          f"({fit.wall_s} s); start: {', '.join(f'{k}={v:g}' for k, v in fit.start.items())}")
+    print(f"held-out error on {h['what']}: mean {h['mape']:.1%}, p90 {h['p90_ape']:.1%}, max {h['max_ape']:.1%} "
+          f"over {h['points']} quantiles (train {fit.train_error:.1%})")
+    print(f"profile written to {out} (each held-out quantile: {out.with_suffix('.held-out.csv')})")
     return 0
 
 

@@ -56,6 +56,14 @@ def read_measurements(src: str | Path) -> tuple[pd.DataFrame, dict, Path]:
         src = src / "measurements.parquet"
     if not src.is_file():
         raise ConfigError("measurements", f"file not found: {src}")
+    if src.suffix == ".jsonl":  # an engine step log (calibration/real_runs.py): batch shapes and step times
+        from calibration.real_runs import read_run
+
+        run = read_run(src)
+        if run.steps is None:
+            raise ConfigError(str(src), f"{run.kind} records hold no step times; fit them by simulation with "
+                                        f"`servesim calibrate fit {src} --scenario S` (docs/calibration.md)")
+        return run.steps, meta, src
     try:
         df = pd.read_parquet(src) if src.suffix == ".parquet" else pd.read_csv(src)
     except Exception as exc:

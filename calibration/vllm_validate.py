@@ -22,12 +22,12 @@ import pandas as pd
 
 from calibration.fit import fit_step_model
 from calibration.profile_io import profile_dict, write_profile
+from calibration.real_runs import read_run
 from calibration.validate import METRICS, STATS, _load_sets, auto_loads, cdf_plot, write_command
 from simulator.errors import ConfigError
 from simulator.metrics import latency_stats
 
 DRIVER = Path(__file__).with_name("vllm_driver.py")
-SHAPE = ["num_seqs", "prefill_tokens", "prefill_attention_pairs", "decode_seqs", "decode_context_tokens"]
 
 
 def client_metrics(requests: list[dict]) -> tuple[dict, SimpleNamespace]:
@@ -53,17 +53,6 @@ def client_metrics(requests: list[dict]) -> tuple[dict, SimpleNamespace]:
         latency_stats(key, np.array(values), s)
     frame = pd.DataFrame({"ttft": ttft, "e2el": e2el, "status": "finished"})
     return s, SimpleNamespace(requests=frame, itls=np.array(itl))
-
-
-def engine_steps(path: Path) -> pd.DataFrame:
-    """Per-step rows of the engine's log with the step's time: start to the next step's start while
-    the engine stays busy (host overhead included), else its own run plus the typical overhead."""
-    rows = pd.DataFrame([json.loads(x) for x in open(path) if x.strip()]).sort_values("t").reset_index(drop=True)
-    gap = rows["t"].shift(-1) - rows["t_end"]
-    busy = gap < 0.005
-    overhead = float(gap[busy].median()) if busy.any() else 0.0
-    rows["time_ms"] = np.where(busy, rows["t"].shift(-1) - rows["t"], rows["t_end"] - rows["t"] + overhead) * 1000
-    return rows
 
 
 def validate_vllm(scenario: str, sets: list[str], python: str, repeats: int, loads: list[str] | None,
@@ -120,7 +109,7 @@ def validate_vllm(scenario: str, sets: list[str], python: str, repeats: int, loa
     engine_sets = [f"engine.block_size={real['block_size']}", f"engine.num_gpu_blocks_override={real['num_gpu_blocks']}",
                    f"engine.max_num_seqs={real['max_num_seqs']}",
                    f"engine.max_num_batched_tokens={real['max_num_batched_tokens']}"]
-    steps = engine_steps(steps_log)
+    steps = read_run(steps_log).steps  # calibration/real_runs.py: shapes, and each step's time
     level_of = np.full(len(steps), -1)  # warm-up steps belong to no level
     for i, lv in enumerate(real["levels"]):
         for r in lv["runs"]:

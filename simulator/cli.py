@@ -374,10 +374,11 @@ def build_parser() -> argparse.ArgumentParser:
     ww.set_defaults(func=cmd_workload_write)
 
     from calibration.cli import add_parser as add_calibrate
-    from calibration.cli import add_validate_parser
+    from calibration.cli import add_compare_parser, add_validate_parser
 
     add_calibrate(sub)
     add_validate_parser(sub)
+    add_compare_parser(sub)
 
     b = sub.add_parser("bench", help="simulator speed: simulated requests and seconds per wall second")
     b.add_argument("--requests", type=int, default=10_000)

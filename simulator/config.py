@@ -378,12 +378,16 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     if pol.static_batch_size and pol.batching != "static":
         raise ConfigError("policies.static_batch_size", "only applies to policies.batching: static")
-    if selection.warning:  # only once the scenario is known to be valid: an error stays one line
+    if selection.warning and selection.warning not in _WARNED:  # once a process, and only for a valid scenario
         import sys
 
+        _WARNED.add(selection.warning)
         print(selection.warning, file=sys.stderr)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens)
+
+
+_WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once
 
 
 def load(path: str | Path | None = None, overrides: list[str] | None = None) -> ResolvedScenario:

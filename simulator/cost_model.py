@@ -168,6 +168,8 @@ class Profile(BaseModel):
     hardware: dict | None = None
     measurements: str | None = None  # path of the raw measurements, relative to the profile
     shape_range: dict[str, int] | None = None  # the largest batches it was fitted on (max_tokens, max_seqs, ...)
+    engine_version: str | None = None  # the serving engine a fitted profile observed (vLLM 0.19.0)
+    fitted: dict | None = None  # `calibrate fit` by simulation: terms, their start, the runs (calibration/serving_fit.py)
 
 
 def _builtin_profiles():

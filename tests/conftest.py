@@ -30,3 +30,12 @@ def run():
     def _run(rows, overrides=None, **engine):
         return simulate(teaching(overrides, **engine), specs(rows))
     return _run
+
+
+@pytest.fixture(autouse=True)
+def _warnings_said_afresh():
+    """A warning is printed once a process (simulator/config.py); each test sees its own."""
+    import simulator.config
+
+    simulator.config._WARNED.clear()
+    yield

@@ -251,7 +251,7 @@ def test_public_gpu_runs_are_simulated_from_kernel_tables_and_reported(tmp_path,
     t = table.set_index(["run", "metric"])["error"]
     # fitted on none of these runs: the dense 8B on a GPU with kernel tables lands within 20% on TPOT
     assert abs(t["llmservingsim-vllm-0.19/RTXPRO6000/Llama-3.1-8B", "TPOT mean (ms)"]) < 0.2
-    assert len(table) == 3 * 15 and table["error"].notna().all()
+    assert len(table) == 3 * (5 * 4 + 2) and table["error"].notna().all()  # 5 latencies x mean/p50/p90/p99, 2 rates
     # the overhead terms lengthen every step: kernel time alone predicts shorter TPOTs
     tpot = table[table["metric"] == "TPOT mean (ms)"]
     assert (tpot["sim_kernels_only"] < tpot["sim"]).all()
@@ -259,6 +259,23 @@ def test_public_gpu_runs_are_simulated_from_kernel_tables_and_reported(tmp_path,
     assert json.loads((out / "summary.json").read_text())["runs"]
     assert (out / "cdf-llmservingsim-vllm-0.19-RTXPRO6000-Llama-3.1-8B.png").is_file()
     assert (out / "timeline-llmservingsim-vllm-0.19-RTXPRO6000-Qwen3-32B.png").is_file()
+
+
+@needs_serving
+@needs_tables
+def test_leave_one_run_out_fits_on_the_other_runs_only(tmp_path, monkeypatch):
+    from calibration.serving_fidelity import validate_serving
+
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path / "cache"))
+    table, runs = validate_serving(SERVING, tmp_path / "out", leave_one_out=True, terms=["gpu_per_layer_us"],
+                                   max_evals=4)
+    done = [r for r in runs if "leave_one_out" in r]
+    assert len(done) == 3
+    for r in done:
+        assert r["run"] not in r["leave_one_out"]["fitted_on"] and len(r["leave_one_out"]["fitted_on"]) == 2
+    assert table["error_fitted"].notna().all()
+    # the fitted term differs per fold: each was fitted on different runs
+    assert len({r["leave_one_out"]["terms"]["gpu_per_layer_us"] for r in done}) > 1
 
 
 LAYERS = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpu" / "layer-profiles"
@@ -379,8 +396,9 @@ def test_a_roofline_warning_never_comes_with_an_error(capsys):
 @needs_serving
 @pytest.mark.parametrize("damage,msg", [
     (lambda d: (d / "vllm/requests.jsonl").write_text('{"input_toks": 5}\n'), "line 1"),
-    (lambda d: (d / "vllm/meta.json").write_text("[]"), "lacks engine_kwargs"),
-    (lambda d: (d / "vllm/requests.jsonl").write_text(""), "holds no requests"),
+    (lambda d: (d / "vllm/meta.json").write_text("[]"), "meta.json: not a JSON object"),
+    (lambda d: (d / "vllm/meta.json").write_text("{}"), "lacks engine_kwargs"),
+    (lambda d: (d / "vllm/requests.jsonl").write_text(""), "holds no records"),
 ])
 def test_damaged_serving_runs_are_refused_by_file_and_line(tmp_path, damage, msg):
     import shutil

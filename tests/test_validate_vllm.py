@@ -5,7 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from calibration.vllm_validate import client_metrics, engine_steps
+from calibration.real_runs import read_run
+from calibration.vllm_validate import client_metrics
 from simulator.cli import main
 
 
@@ -33,7 +34,7 @@ def test_engine_step_times_include_the_host_overhead(tmp_path):
         t += 0.009
     rows[-1]["t_end"] = rows[-1]["t"] + 0.008  # the last one is followed by idle time
     log.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    steps = engine_steps(log)
+    steps = read_run(log).steps  # the driver's log is one of the step-log forms
     assert np.allclose(steps["time_ms"], 9.0)  # 8 ms of step + 1 ms between steps, idle or not
 
 

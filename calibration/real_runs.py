@@ -1,0 +1,371 @@
+"""A real serving run, whatever file it came in: the requests as they arrived and what each one measured.
+
+Three formats, told apart by content (docs/calibration.md, "Real runs: formats"):
+
+- **lifecycle records**: one JSON line per request with `input_toks`/`prompt_tokens`, `output_toks`/
+  `output_tokens`, `queued_ts`, `scheduled_ts`, `first_token_ts`, `last_token_ts` (engine clock, s), as vLLM's
+  request-state timestamps give them; a folder holding `vllm/requests.jsonl` (or `requests.jsonl`) and
+  optionally `meta.json` with the engine arguments and `timeseries.csv` (running, waiting once a second).
+- **`vllm bench serve --save-result --save-detailed`** JSON: `input_lens`, `output_lens`, `ttfts`, `itls`,
+  `start_times` (s), optionally `errors`; failed requests are left out.
+- **an engine step log**: one JSON line per engine step with its start `t` and end `t_end` (s) and either the
+  batch shape (`num_seqs`, `prefill_tokens`, `prefill_attention_pairs`, `decode_seqs`,
+  `decode_context_tokens`, as calibration/vllm_driver.py's scheduler writes it) or `requests`: a list of
+  `{"new_tokens", "computed_tokens", "prompt_tokens"}`, one per scheduled request.
+
+Per-request runs give `specs` (arrivals from the first one, lengths) and `requests` (per-request TTFT, TPOT,
+E2E latency and, where recorded, queue time) in the simulator's own column names, so a real run and a
+simulated one are compared by the same code; a step log gives `steps` (batch shape and time_ms).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.errors import ConfigError
+from simulator.metrics import latency_stats
+from workloads.spec import RequestSpec
+
+SHAPE = ["num_seqs", "prefill_tokens", "prefill_attention_pairs", "decode_seqs", "decode_context_tokens"]
+LIFECYCLE_TIMES = ["queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts"]
+LENGTH_ALIASES = {"prompt": ("input_toks", "prompt_tokens", "input_length"),
+                  "output": ("output_toks", "output_tokens", "output_length")}
+BENCH_ARRAYS = ["input_lens", "output_lens", "ttfts", "itls", "start_times"]
+# vLLM's HF model ids -> servesim's built-in architectures
+HF_MODELS = {"meta-llama/Llama-3.1-8B": "llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+             "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
+             "Qwen/Qwen3-32B": "qwen3-32b", "Qwen/Qwen3-8B": "qwen3-8b"}
+PER_REQUEST = ("lifecycle", "vllm-bench")  # the formats with per-request times (a step log has step times)
+VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, where a run does not record its own
+
+
+@dataclass
+class RealRun:
+    name: str
+    path: Path
+    kind: str  # lifecycle, vllm-bench or step-log
+    specs: list[RequestSpec] = field(default_factory=list)
+    requests: pd.DataFrame | None = None  # ttft, tpot, e2el, queue_time (s; NaN where not recorded), status
+    itls: np.ndarray | None = None  # every gap between tokens (s), where the client recorded them
+    steps: pd.DataFrame | None = None  # a step log: SHAPE columns, t, t_end, time_ms
+    timeseries: pd.DataFrame | None = None  # t, running, waiting[, kv_cache_pct]
+    sets: list[str] = field(default_factory=list)  # engine settings the run's own metadata records
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def has_requests(self) -> bool:
+        return self.requests is not None
+
+    def need_requests(self, hint: str = "") -> None:
+        if not self.has_requests:
+            raise ConfigError(str(self.path), f"a {self.kind} holds no per-request times; give lifecycle records or "
+                                              f"a `vllm bench serve --save-detailed` result{hint}")
+
+    def summary(self) -> dict:
+        return request_summary(self.requests, self.itls)
+
+
+def request_summary(requests: pd.DataFrame, itls: np.ndarray | None) -> dict:
+    """Finished requests' statistics under the simulator's summary names (mean/median/p90/p99_X_ms,
+    throughput over first arrival to last finish): one function for real and simulated runs, so both sides of a
+    comparison are counted alike. Metrics a run lacks (NaN columns, no ITLs) are None."""
+    req = requests[requests["status"] == "finished"] if "status" in requests else requests
+    s: dict = {"completed": int(len(req))}
+    duration = max(float((req["arrival_time"] + req["e2el"]).max() - req["arrival_time"].min()), 1e-12)
+    s["request_throughput"] = len(req) / duration
+    s["output_throughput"] = float(req["output_tokens"].sum()) / duration
+    for key in ("ttft", "tpot", "e2el", "queue_time", "prefill"):
+        latency_stats(key, req[key].dropna().to_numpy() if key in req else np.zeros(0), s)
+    latency_stats("itl", itls if itls is not None else np.zeros(0), s)
+    return s
+
+
+def _fail(path, where: str, message: str):
+    raise ConfigError(str(path), f"{where}{': ' if where else ''}{message}")
+
+
+def _json_lines(path: Path) -> list[tuple[int, dict]]:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        _fail(path, "", f"cannot read: {exc}")
+    rows = []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            _fail(path, f"line {i}", f"not JSON ({exc.msg})")
+        if not isinstance(row, dict):
+            _fail(path, f"line {i}", "not a JSON object")
+        rows.append((i, row))
+    if not rows:
+        _fail(path, "", "holds no records")
+    return rows
+
+
+def _number(path, where: str, row: dict, key: str, integer: bool = False, minimum: float | None = None) -> float:
+    v = row.get(key)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        _fail(path, where, f"{key} must be a finite number, got {v!r}" if key in row else f"missing field {key}")
+    if integer and v != int(v):
+        _fail(path, where, f"{key} must be an integer, got {v!r}")
+    if minimum is not None and v < minimum:
+        _fail(path, where, f"{key} must be >= {minimum:g}, got {v!r}")
+    return float(v)
+
+
+def _length(path, where: str, row: dict, what: str) -> int:
+    key = next((k for k in LENGTH_ALIASES[what] if k in row), LENGTH_ALIASES[what][0])
+    return int(_number(path, where, row, key, integer=True, minimum=1))
+
+
+def detect(path: str | Path) -> str:
+    """Which format a path holds, from its content; one line naming what was expected otherwise."""
+    path = Path(path)
+    if path.is_dir():
+        if (path / "vllm" / "requests.jsonl").is_file() or (path / "requests.jsonl").is_file():
+            return "lifecycle"
+        _fail(path, "", "a folder without requests.jsonl (or vllm/requests.jsonl) of lifecycle records")
+    if not path.is_file():
+        _fail(path, "", "no such file")
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16).decode("utf-8", errors="replace").lstrip()
+    except OSError as exc:
+        _fail(path, "", f"cannot read: {exc.strerror or exc}")
+    if head.startswith("{"):
+        first = head.splitlines()[0]
+        try:
+            row = json.loads(first)
+        except json.JSONDecodeError:
+            row = None  # one multi-line JSON document
+        if isinstance(row, dict) and not {"ttfts", "input_lens"} <= set(row):
+            if set(LIFECYCLE_TIMES) & set(row):  # the reader names any field missing
+                return "lifecycle"
+            if "t_end" in row or "t" in row and (set(SHAPE) & set(row) or "requests" in row):
+                return "step-log"
+        if '"ttfts"' in head or row is None:
+            return "vllm-bench"
+    _fail(path, "", "not a real-run format servesim reads: expected lifecycle records (JSON lines with "
+                    "queued_ts, scheduled_ts, first_token_ts, last_token_ts), a `vllm bench serve --save-detailed` "
+                    "result (JSON with ttfts, itls, input_lens, output_lens, start_times) or an engine step log "
+                    "(JSON lines with t, t_end); see docs/calibration.md")
+
+
+def read_run(path: str | Path, name: str | None = None) -> RealRun:
+    path = Path(path)
+    kind = detect(path)
+    run = {"lifecycle": _read_lifecycle, "vllm-bench": _read_bench, "step-log": _read_step_log}[kind](path)
+    run.name = name or run.name
+    return run
+
+
+def _frame(specs: list[RequestSpec], **cols) -> pd.DataFrame:
+    df = pd.DataFrame({"arrival_time": [s.arrival_time for s in specs],
+                       "prompt_tokens": [s.prompt_tokens for s in specs],
+                       "output_tokens": [s.output_tokens for s in specs]} | cols)
+    df["status"] = "finished"
+    return df
+
+
+def _read_lifecycle(path: Path) -> RealRun:
+    folder = None
+    if path.is_dir():
+        folder = path
+        path = path / "vllm" / "requests.jsonl" if (path / "vllm" / "requests.jsonl").is_file() \
+            else path / "requests.jsonl"
+    recs = []
+    for i, row in _json_lines(path):
+        where = f"line {i}"
+        n_in, n_out = _length(path, where, row, "prompt"), _length(path, where, row, "output")
+        t = [_number(path, where, row, k) for k in LIFECYCLE_TIMES]
+        if not t[0] <= t[1] <= t[2] <= t[3]:
+            _fail(path, where, "timestamps out of order (need queued_ts <= scheduled_ts <= first_token_ts <= "
+                               "last_token_ts)")
+        recs.append((n_in, n_out, *t))
+    a = np.array(recs, dtype=float)
+    a = a[np.argsort(a[:, 2], kind="stable")]  # by arrival at the engine
+    n_in, n_out, queued, sched, first, last = a.T
+    t0 = queued[0]
+    specs = [RequestSpec(i, float(q - t0), int(p), int(o), max_tokens=int(o))
+             for i, (p, o, q) in enumerate(zip(n_in, n_out, queued))]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(n_out > 1, (last - first) / np.maximum(n_out - 1, 1), np.nan)
+    requests = _frame(specs, ttft=first - queued, tpot=tpot, e2el=last - queued, queue_time=sched - queued,
+                      prefill=first - sched)
+    run = RealRun(str(folder or path), folder or path, "lifecycle", specs, requests)
+    if folder is not None:
+        _read_folder_meta(run, folder)
+    return run
+
+
+def _read_folder_meta(run: RealRun, folder: Path) -> None:
+    """meta.json's engine arguments as servesim settings, and timeseries.csv for the timeline."""
+    for meta_path in (folder / "vllm" / "meta.json", folder / "meta.json"):
+        if meta_path.is_file():
+            run.meta = meta = _json_object(meta_path)
+            run.sets = engine_sets(meta, meta_path)
+            break
+    for ts in (folder / "vllm" / "timeseries.csv", folder / "timeseries.csv"):
+        if ts.is_file():
+            try:
+                t = pd.read_csv(ts)
+            except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError):
+                break  # the timeline plot is left out; the per-request comparison does not need it
+            if {"t", "running", "waiting"} <= set(t.columns) and len(t):
+                run.timeseries = t
+            break
+
+
+def engine_sets(meta: dict, where) -> list[str]:
+    """A run's recorded engine arguments (vLLM's names) as servesim `--set`s."""
+    kw = meta.get("engine_kwargs") if isinstance(meta.get("engine_kwargs"), dict) else {}
+    cache = meta.get("kv_cache") if isinstance(meta.get("kv_cache"), dict) else {}
+    sets = []
+    model = HF_MODELS.get(kw.get("model") or meta.get("model"))
+    if model:
+        sets.append(f"model={model}")
+    for key in ("tensor_parallel_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+        if kw.get(key) is not None:
+            if isinstance(kw[key], bool) or not isinstance(kw[key], int) or kw[key] < 1:
+                _fail(where, f"engine_kwargs.{key}", f"must be a positive integer, got {kw[key]!r}")
+            sets.append(f"engine.{key}={kw[key]}")
+    if cache or kw:
+        sets.append(f"engine.gpu_memory_utilization={cache.get('gpu_memory_utilization', VLLM_GPU_MEMORY_UTILIZATION)}")
+    if "enable_prefix_caching" in cache:
+        sets.append(f"engine.enable_prefix_caching={str(bool(cache['enable_prefix_caching'])).lower()}")
+    if cache.get("block_size"):
+        sets.append(f"engine.block_size={cache['block_size']}")
+    if cache.get("num_gpu_blocks"):  # the pool the engine really had
+        sets.append(f"engine.num_gpu_blocks_override={cache['num_gpu_blocks']}")
+    if kw.get("kv_cache_dtype", "auto") != "auto":
+        sets.append(f"engine.kv_cache_dtype={kw['kv_cache_dtype']}")
+    return sets
+
+
+def _json_object(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        _fail(path, "", f"not a JSON document ({str(exc).splitlines()[0]})")
+    if not isinstance(data, dict):
+        _fail(path, "", "not a JSON object")
+    return data
+
+
+def _read_bench(path: Path) -> RealRun:
+    data = _json_object(path)
+    missing = [k for k in BENCH_ARRAYS if not isinstance(data.get(k), list)]
+    if missing:
+        hint = " (rerun `vllm bench serve` with --save-result --save-detailed)" if "ttfts" in missing else \
+            " (vLLM releases before start_times was added cannot give arrival times)" if missing == ["start_times"] else ""
+        _fail(path, "", f"missing per-request array(s) {', '.join(missing)}{hint}")
+    n = len(data["ttfts"])
+    bad = [k for k in BENCH_ARRAYS if len(data[k]) != n]
+    if bad:
+        _fail(path, "", f"{', '.join(bad)} hold(s) a different number of requests than ttfts ({n})")
+    errors = data.get("errors") if isinstance(data.get("errors"), list) and len(data["errors"]) == n else [""] * n
+    rows = []
+    for i in range(n):
+        if errors[i]:
+            continue  # a failed request: vLLM leaves it out of every metric
+        where = f"request {i}"
+        rec = {k: data[k][i] for k in ("input_lens", "output_lens", "ttfts", "start_times")}
+        n_in = int(_number(path, where, rec, "input_lens", integer=True, minimum=1))
+        n_out = int(_number(path, where, rec, "output_lens", integer=True, minimum=1))
+        ttft = _number(path, where, rec, "ttfts", minimum=0)
+        start = _number(path, where, rec, "start_times")
+        itl = data["itls"][i]
+        if not isinstance(itl, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                                and math.isfinite(x) and x >= 0 for x in itl):
+            _fail(path, where, "itls must be a list of non-negative finite numbers")
+        rows.append((start, n_in, n_out, ttft, itl))
+    if not rows:
+        _fail(path, "", "no successful requests (every entry of errors is set)")
+    rows.sort(key=lambda r: r[0])
+    t0 = rows[0][0]
+    specs = [RequestSpec(i, r[0] - t0, r[1], r[2], max_tokens=r[2]) for i, r in enumerate(rows)]
+    e2el = np.array([r[3] + sum(r[4]) for r in rows])
+    ttft = np.array([r[3] for r in rows])
+    n_out = np.array([r[2] for r in rows])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(n_out > 1, (e2el - ttft) / np.maximum(n_out - 1, 1), np.nan)
+    requests = _frame(specs, ttft=ttft, tpot=tpot, e2el=e2el, queue_time=np.nan, prefill=np.nan)
+    itls = np.array([x for r in rows for x in r[4]], dtype=float)
+    meta = {k: data[k] for k in ("date", "backend", "model_id", "tokenizer_id", "num_prompts", "request_rate",
+                                  "burstiness", "max_concurrency") if k in data}
+    run = RealRun(str(path), path, "vllm-bench", specs, requests, itls, meta=meta)
+    model = HF_MODELS.get(str(data.get("model_id")))
+    if model:
+        run.sets = [f"model={model}"]
+    return run
+
+
+def _read_step_log(path: Path) -> RealRun:
+    recs = []
+    for i, row in _json_lines(path):
+        where = f"line {i}"
+        t, t_end = _number(path, where, row, "t"), _number(path, where, row, "t_end")
+        if t_end < t:
+            _fail(path, where, f"t_end ({t_end}) before t ({t})")
+        if "requests" in row:
+            shape = _shape_of_requests(path, where, row["requests"])
+        else:
+            shape = {k: int(_number(path, where, row, k, integer=True, minimum=0)) for k in SHAPE}
+        recs.append({"t": t, "t_end": t_end} | shape
+                    | {k: row[k] for k in ("running", "waiting", "preempted") if isinstance(row.get(k), int)})
+    steps = pd.DataFrame(recs)
+    if (np.diff(steps["t"].to_numpy()) < 0).any():
+        i = int(np.argmax(np.diff(steps["t"].to_numpy()) < 0)) + 1
+        _fail(path, f"record {i + 1}", "t earlier than the step before it (steps must be in the order they ran)")
+    return RealRun(str(path), path, "step-log", steps=step_times(steps))
+
+
+def _shape_of_requests(path, where: str, reqs) -> dict:
+    """Per-request records of one step -> its batch shape. A request past its prompt decodes."""
+    if not isinstance(reqs, list) or not reqs:
+        _fail(path, where, "requests must be a non-empty list of {new_tokens, computed_tokens, prompt_tokens}")
+    s = dict.fromkeys(SHAPE, 0)
+    for j, r in enumerate(reqs):
+        w = f"{where}, requests[{j}]"
+        if not isinstance(r, dict):
+            _fail(path, w, "not a JSON object")
+        n = int(_number(path, w, r, "new_tokens", integer=True, minimum=1))
+        c = int(_number(path, w, r, "computed_tokens", integer=True, minimum=0))
+        p = int(_number(path, w, r, "prompt_tokens", integer=True, minimum=1))
+        s["num_seqs"] += 1
+        if c >= p and n == 1:
+            s["decode_seqs"] += 1
+            s["decode_context_tokens"] += c + 1
+        else:
+            s["prefill_tokens"] += n
+            s["prefill_attention_pairs"] += n * c + n * (n + 1) // 2
+    return s
+
+
+def step_times(rows: pd.DataFrame, busy_gap_s: float = 0.005) -> pd.DataFrame:
+    """Each step's time: start to the next step's start while the engine stays busy (host overhead included),
+    else its own run plus the typical gap between busy steps."""
+    rows = rows.sort_values("t", kind="stable").reset_index(drop=True)
+    gap = rows["t"].shift(-1) - rows["t_end"]
+    busy = gap < busy_gap_s
+    overhead = float(gap[busy].median()) if busy.any() else 0.0
+    rows["time_ms"] = np.where(busy, rows["t"].shift(-1) - rows["t"], rows["t_end"] - rows["t"] + overhead) * 1000
+    return rows
+
+
+def check_lengths(run: RealRun, max_model_len: int) -> None:
+    """A request the engine's settings could not have served means the settings are not the run's."""
+    for s in run.specs:
+        if s.prompt_tokens + s.output_tokens > max_model_len:
+            _fail(run.path, f"request {s.request_id}", f"prompt {s.prompt_tokens} + output {s.output_tokens} tokens "
+                                                       f"exceed engine.max_model_len {max_model_len}: give the "
+                                                       f"settings the run was served with")

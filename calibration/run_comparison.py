@@ -1,0 +1,195 @@
+"""`servesim compare REAL... [SIM]`: a real serving run against its simulation, a user's own regression check.
+
+The real run (calibration/real_runs.py: lifecycle records, `vllm bench serve --save-detailed` JSON) is
+simulated with the same arrivals, lengths and settings, unless a servesim results folder is given to compare
+with. Repeats of one workload (several REAL files) give the real runs' own spread: a cell passes when
+|error| <= tolerance + that spread, so a check never asks the simulator to be steadier than the engine.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from calibration.real_runs import RealRun, check_lengths, read_run, request_summary
+from simulator.errors import ConfigError
+
+# prefill = TTFT - queue time: first scheduled to first token, the prompt's service time without the wait
+METRICS = [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL"), ("queue_time", "queue"),
+           ("prefill", "prefill")]
+STATS = [("mean", "mean"), ("median", "p50"), ("p90", "p90"), ("p99", "p99")]
+RATES = [("request_throughput", "throughput (req/s)"), ("output_throughput", "output (tok/s)")]
+
+
+def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | None = None):
+    """The real run's recorded settings, then the scenario, then the --sets; its requests must fit them."""
+    from simulator.config import load
+
+    run.need_requests()
+    rs = load(scenario, run.sets + list(sets or []))
+    check_lengths(run, rs.max_model_len)
+    return rs
+
+
+def simulate_run(run: RealRun, scenario: str | None = None, sets: list[str] | None = None):
+    """The real run's arrivals and lengths, simulated under resolve_run's settings; its requests carry
+    `prefill` (TTFT - queue time) like the real ones."""
+    from simulator.engine import simulate
+
+    rs = resolve_run(run, scenario, sets)
+    result = simulate(rs, run.specs)
+    result.requests["prefill"] = result.requests["ttft"] - result.requests["queue_time"]
+    return rs, result
+
+
+def comparison_table(reals: list[dict], sim: dict) -> pd.DataFrame:
+    """One row per statistic: the real value (median over repeats), the repeats' spread, the simulated value,
+    the relative error. Statistics the real data does not record (ITL from lifecycle records) are left out."""
+    rows = []
+    keys = [(f"{stat}_{m}_ms", f"{name} {label} (ms)") for m, name in METRICS for stat, label in STATS] + RATES
+    for key, label in keys:
+        vals = np.array([np.nan if r.get(key) is None else r[key] for r in reals], dtype=float)
+        if np.isnan(vals).any() or sim.get(key) is None:
+            continue
+        med = float(np.median(vals))
+        spread = float(np.ptp(vals) / med) if len(vals) > 1 and med else None
+        s = float(sim[key])
+        rows.append({"metric": label, "real": med, "real_spread": spread, "sim": s,
+                     "error": (s - med) / med if med else np.nan})
+    return pd.DataFrame(rows)
+
+
+def failures(table: pd.DataFrame, tolerance: float) -> pd.DataFrame:
+    allowed = tolerance + table["real_spread"].fillna(0.0)
+    return table[~(table["error"].abs() <= allowed)]
+
+
+def _sim_from_dir(path: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
+    try:
+        summary = json.loads((path / "summary.json").read_text())
+        requests = pd.read_parquet(path / "requests.parquet")
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(str(path), f"not a servesim results folder (summary.json, requests.parquet): "
+                                     f"{str(exc).splitlines()[0]}") from None
+    steps = pd.read_parquet(path / "steps.parquet") if (path / "steps.parquet").is_file() else None
+    return summary, requests, steps
+
+
+def is_results_dir(path: str | Path) -> bool:
+    p = Path(path)
+    return p.is_dir() and (p / "summary.json").is_file() and (p / "requests.parquet").is_file()
+
+
+def sim_timeseries(steps: pd.DataFrame, seconds: np.ndarray) -> pd.DataFrame:
+    """Engine state as vLLM's once-a-second logger sees it: the last step that started before each tick."""
+    starts = steps["start"].to_numpy()
+    idx = np.searchsorted(starts, seconds, side="right") - 1
+    ok = idx >= 0
+    out = pd.DataFrame({"t": seconds})
+    for col, src in (("running", "num_running"), ("waiting", "num_waiting"), ("kv_cache_pct", "kv_usage")):
+        vals = np.full(len(seconds), np.nan)
+        vals[ok] = steps[src].to_numpy()[idx[ok]] * (100.0 if col == "kv_cache_pct" else 1.0)
+        out[col] = vals
+    return out
+
+
+def panels(path: Path, title: str, plots: list[tuple[str, str, list[tuple[str, np.ndarray, np.ndarray]]]],
+           ylabel: str | None = None) -> Path:
+    """One figure of side-by-side panels, each (title, x label, [(legend, x, y), ...]), saved to path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(plots), figsize=(4.6 * len(plots), 3.8))
+    for ax, (name, xlabel, lines) in zip(np.atleast_1d(axes), plots):
+        for label, x, y in lines:
+            ax.plot(x, y, label=label)
+        ax.set_xlabel(xlabel)
+        if ylabel:
+            ax.set_ylabel(ylabel)
+        ax.set_title(name)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def _cdf(label: str, values) -> tuple[str, np.ndarray, np.ndarray]:
+    x = np.sort(np.asarray(values, dtype=float)[~np.isnan(np.asarray(values, dtype=float))] * 1000)
+    return label, x, np.arange(1, x.size + 1) / max(x.size, 1)
+
+
+def plot_comparison(run: RealRun, sim_requests: pd.DataFrame, sim_itls: np.ndarray | None,
+                    steps: pd.DataFrame | None, out: Path, stem: str) -> list[Path]:
+    """CDFs of every per-request metric the real run has, and the engine state over time where it was logged."""
+    done = sim_requests[sim_requests["status"] == "finished"]
+    cdfs = []
+    for col, name in METRICS:
+        if col == "itl":
+            if run.itls is not None and sim_itls is not None:
+                cdfs.append((name, f"{name} (ms)", [_cdf("real", run.itls), _cdf("servesim", sim_itls)]))
+        elif run.requests[col].notna().any():
+            cdfs.append((name, f"{name} (ms)", [_cdf("real", run.requests[col]), _cdf("servesim", done[col])]))
+    paths = [panels(out / f"cdf-{stem}.png", f"{run.name}: per-request CDFs", cdfs, ylabel="fraction")]
+    if run.timeseries is not None and steps is not None and len(steps):
+        ts = run.timeseries
+        sim = sim_timeseries(steps, ts["t"].to_numpy(float))
+        cols = [c for c in ("running", "waiting", "kv_cache_pct") if c in ts.columns and ts[c].notna().any()
+                and not (c == "kv_cache_pct" and (ts[c] == 0).all())]  # a logger that never filled KV usage in
+        paths.append(panels(out / f"timeline-{stem}.png", f"{run.name}: engine state once a second",
+                            [(c.replace("_pct", " (%)"), "time (s)", [("real", ts["t"], ts[c]),
+                                                                       ("servesim", sim["t"], sim[c])])
+                             for c in cols]))
+    return paths
+
+
+def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | None, sets: list[str] | None,
+                 tolerance: float, out: str | Path, command: list[str] | None = None) -> tuple[pd.DataFrame, dict]:
+    from calibration.validate import make_out_dir, write_command
+
+    if not (tolerance > 0 and np.isfinite(tolerance)):
+        raise ConfigError("--tolerance", f"must be a positive fraction (0.1 = 10%), got {tolerance}")
+    runs = [read_run(p) for p in real_paths]
+    for r in runs:
+        r.need_requests()
+    first = runs[0]
+    for r in runs[1:]:  # repeats of one workload: the same requests
+        if len(r.specs) != len(first.specs) or \
+                [s.prompt_tokens for s in r.specs] != [s.prompt_tokens for s in first.specs]:
+            raise ConfigError(str(r.path), f"not a repeat of {first.path}: its requests differ (count or prompt "
+                                           f"lengths); compare one workload's repeats at a time")
+    out = make_out_dir(out)
+    source = None
+    if sim_dir:
+        summary, sim_requests, steps = _sim_from_dir(Path(sim_dir))
+        sim_itls = None
+        if summary.get("completed") != len(first.specs):
+            print(f"warning: {sim_dir} completed {summary.get('completed')} requests, the real run "
+                  f"{len(first.specs)}: not the same workload?")
+        source = summary.get("cost_model_source")
+    else:
+        rs, result = simulate_run(first, scenario, sets)
+        result.write(out / "sim")
+        summary, sim_requests, steps, sim_itls = result.summary, result.requests, result.steps, result.itls
+        source = rs.cost_model_source
+    sim_requests = sim_requests.assign(prefill=sim_requests["ttft"] - sim_requests["queue_time"])
+    table = comparison_table([r.summary() for r in runs], request_summary(sim_requests, sim_itls))
+    bad = failures(table, tolerance)
+    table["pass"] = ~table.index.isin(bad.index)
+    table.to_csv(out / "table.csv", index=False)
+    plots = plot_comparison(first, sim_requests, sim_itls, steps, out, "comparison")
+    report = {"real": [str(r.path) for r in runs], "format": first.kind, "requests": len(first.specs),
+              "simulation": str(sim_dir) if sim_dir else str(out / "sim"), "cost_model_source": source,
+              "cost_model_warnings": summary.get("cost_model_warnings", []), "tolerance": tolerance,
+              "passed": bool(bad.empty), "failed_metrics": bad["metric"].tolist(),
+              "mean_abs_error": float(table["error"].abs().mean()), "plots": [p.name for p in plots]}
+    (out / "summary.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_command(out, command)
+    return table, report

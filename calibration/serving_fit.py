@@ -1,0 +1,217 @@
+"""Fit a profile to a user's own serving runs by simulation ("observe, then fit").
+
+Per-request measurements (calibration/real_runs.py) do not show step times, but they constrain them: replay the
+recorded arrivals and lengths with the engine's settings and the run's TTFT, TPOT, ITL, E2E and prefill
+quantiles follow from the step times. So a handful of terms of the starting profile (the one `profile: auto`
+picks: kernel tables plus the default overhead, or the roofline) are searched, by scipy's Nelder-Mead in log
+space, to minimise the mean squared log error of those quantiles. Terms (TERMS):
+
+- `memory_scale`, `compute_scale`, `fixed_scale`: multiply the kernel model's memory-bound part (weight read
+  floor, KV reads), compute-bound part (GEMM time per token above the knee, prefill attention) and fixed part
+  (per step, per sequence). A real server is slower or faster than kernels timed alone: clocks, power caps,
+  fusion, another kernel library.
+- any Overhead term (`gpu_per_layer_us`, `host_per_step_ms`, ...), absolute.
+
+Held-out error is on data the fit did not see: the runs after the first when several are given (fit on the
+others), else the later 30% of one run's requests (the fit scores only the earlier 70%).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import minimize
+
+from calibration.real_runs import RealRun, request_summary
+from calibration.run_comparison import resolve_run, simulate_run
+from simulator.errors import ConfigError
+
+SCALES = {  # coefficient groups each scale multiplies (a roofline's efficiencies are divided)
+    "memory_scale": {"linear": ["linear_floor_ms", "per_context_token_ms", "per_spilled_context_token_ms",
+                                "per_decode_token_ms"], "roofline": ["memory_efficiency"]},
+    "compute_scale": {"linear": ["per_token_ms", "per_attention_pair_ms", "per_prefill_token_ms"],
+                      "roofline": ["compute_efficiency"]},
+    "fixed_scale": {"linear": ["step_overhead_ms", "per_seq_ms"],
+                    "roofline": ["step_overhead_ms", "allreduce_latency_us"]},
+}
+OVERHEAD_TERMS = ["gpu_per_layer_us", "gpu_per_token_per_layer_ns", "gpu_per_seq_us", "eager_per_layer_us",
+                  "host_per_step_ms", "host_per_seq_us"]
+TERMS = list(SCALES) + OVERHEAD_TERMS
+DEFAULT_TERMS = ["memory_scale", "compute_scale", "gpu_per_layer_us"]
+QUANTILES = ["median", "p90", "p99"]
+FIT_METRICS = ["ttft", "tpot", "itl", "e2el", "prefill"]
+MIN_REQUESTS = 50
+TRAIN_FRACTION = 0.7  # one run: fit on requests arriving in its first 70%, report error on the rest
+
+
+@dataclass
+class ServingFit:
+    profile: dict  # the fitted profile, ready to write
+    terms: dict  # fitted value of each term
+    start: dict  # its starting value
+    train_error: float  # mean |relative error| of the quantiles the fit scored
+    held_out: dict  # mape, p90_ape, max_ape, points, what
+    evaluations: int
+    wall_s: float
+    held_out_results: list = None  # the held-out runs simulated with the fitted terms (RunResults)
+    held_out_table: pd.DataFrame | None = None  # each held-out quantile: run, statistic, real, sim, error
+
+
+def check_fittable(run: RealRun) -> None:
+    """Per-request data that cannot identify step-time terms is refused, with what it lacks."""
+    run.need_requests(" (a step log is fitted directly: `servesim calibrate fit LOG --model ...`)")
+    lens = {s.prompt_tokens for s in run.specs}
+    lack = [what for what, ok in (
+        (f"at least {MIN_REQUESTS} requests (it has {len(run.specs)})", len(run.specs) >= MIN_REQUESTS),
+        ("at least 3 different prompt lengths", len(lens) >= 3),
+        ("requests with more than one output token (no TPOT)", run.requests["tpot"].notna().sum() >= 10)) if not ok]
+    if lack:
+        raise ConfigError(str(run.path), f"cannot identify the step-time terms: the run lacks {', '.join(lack)}")
+
+
+def _quantiles(stats: dict) -> dict:
+    return {f"{q}_{m}_ms": stats.get(f"{q}_{m}_ms") for m in FIT_METRICS for q in QUANTILES}
+
+
+def _errors(real: dict, sim: dict) -> np.ndarray:
+    """Relative error of every quantile both sides have."""
+    out = [(sim[k] - v) / v for k, v in real.items() if v and sim.get(k) is not None and v > 0]
+    return np.array(out, dtype=float)
+
+
+def apply_terms(profile: dict, terms: dict) -> dict:
+    """The starting profile with the terms applied (scales multiply their coefficient groups)."""
+    p = json.loads(json.dumps(profile))
+    kind = p["cost_model"]
+    for name, value in terms.items():
+        if name in SCALES:
+            for c in SCALES[name].get(kind, []):
+                if c in p["coefficients"]:
+                    p["coefficients"][c] = p["coefficients"][c] / value if c.endswith("efficiency") \
+                        else p["coefficients"][c] * value
+                elif kind == "roofline" and c.endswith("efficiency"):  # the roofline's own defaults
+                    p["coefficients"][c] = {"memory_efficiency": 0.8, "compute_efficiency": 0.6}[c] / value
+        else:
+            p["overhead"] = (p.get("overhead") or {}) | {name: value}
+    return p
+
+
+def _window_stats(run: RealRun, requests, itls, part: str | None) -> dict:
+    """Statistics of all requests, or of those arriving in the first 70% ('train') or the rest ('test')."""
+    if part is None:
+        return request_summary(requests, itls)
+    cut = run.specs[-1].arrival_time * TRAIN_FRACTION
+    mask = (requests["arrival_time"] <= cut) if part == "train" else (requests["arrival_time"] > cut)
+    return request_summary(requests[mask.to_numpy()], None)
+
+
+def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | None, sets: list[str] | None,
+                terms: list[str] | None = None, max_evals: int = 60, progress=None) -> ServingFit:
+    """Fit terms on `train` runs (scored on all their requests; with no held-out run, on the first 70% of
+    each) and report the error on `held_out` runs (or the later 30%)."""
+    terms = list(terms or DEFAULT_TERMS)
+    unknown = [t for t in terms if t not in TERMS]
+    if unknown or not terms or len(set(terms)) != len(terms):
+        raise ConfigError("--terms", f"unknown or repeated term(s) {', '.join(unknown) or terms}; known: "
+                                     f"{', '.join(TERMS)}")
+    if not (isinstance(max_evals, int) and max_evals >= 2 * len(terms) + 1):
+        raise ConfigError("--max-evals", f"must be an integer >= {2 * len(terms) + 1} for {len(terms)} terms")
+    for r in train + held_out:
+        check_fittable(r)
+    t_start = time.monotonic()
+    # every run keeps its own starting profile (its GPU, model, TP); the terms are shared
+    resolved = [resolve_run(r, scenario, sets) for r in train + held_out]
+    rs0 = resolved[0]
+    starts = [rs.profile.model_dump(mode="json") for rs in resolved]
+    for p in starts:
+        if p.get("overhead") is None and any(t in OVERHEAD_TERMS for t in terms):
+            p["overhead"] = {}
+    start_profile = starts[0]
+    start = {t: 1.0 if t in SCALES else float((start_profile.get("overhead") or {}).get(t, 0.0)) for t in terms}
+    window = None if held_out else "train"
+    reals = [_quantiles(_window_stats(r, r.requests, r.itls if window is None else None, window)) for r in train]
+    # absolute terms start at their default, or a small positive value so that log space can move them
+    x0 = np.log([v if v > 0 else (0.01 if t.endswith("_ms") else 1.0) for t, v in start.items()])
+    evals = [0]
+    cache: dict = {}
+
+    def simulate_all(terms_now: dict, runs: list[RealRun]):
+        return [simulate_run(r, scenario, list(sets or []) + [f"profile={json.dumps(apply_terms(p, terms_now))}"])[1]
+                for r, p in zip(runs, starts)]
+
+    def objective(x: np.ndarray) -> float:
+        key = tuple(np.round(x, 6))
+        if key in cache:
+            return cache[key]
+        evals[0] += 1
+        now = dict(zip(terms, np.exp(x)))
+        try:
+            results = simulate_all(now, train)
+        except ConfigError:
+            cache[key] = 1e6  # a term value the model refuses (zero-time steps): out of bounds
+            return 1e6
+        errs = np.concatenate([
+            _errors(real, _quantiles(_window_stats(r, res.requests, res.itls if window is None else None, window)))
+            for r, real, res in zip(train, reals, results)])
+        val = float(np.mean(np.log1p(np.clip(errs, -0.99, None)) ** 2)) if errs.size else 1e6
+        cache[key] = val
+        if progress:
+            progress(evals[0], now, val)
+        return val
+
+    simplex = [x0] + [x0 + np.eye(len(x0))[i] * 0.3 for i in range(len(x0))]  # +35% steps: terms move a lot
+    res = minimize(objective, x0, method="Nelder-Mead",
+                   options={"maxfev": max_evals, "xatol": 0.01, "fatol": 1e-5, "initial_simplex": np.array(simplex)})
+    best = dict(zip(terms, (float(f"{v:.5g}") for v in np.exp(res.x))))
+    fitted = apply_terms(start_profile, best)
+
+    # out-of-sample error, and the batches the fitted profile has seen
+    results = simulate_all(best, train + held_out)
+    train_err = np.concatenate([
+        _errors(real, _quantiles(_window_stats(r, res_.requests, res_.itls if window is None else None, window)))
+        for r, real, res_ in zip(train, reals, results)])
+    if held_out:
+        test = [(r.name, _quantiles(r.summary()), _quantiles(request_summary(x.requests, x.itls)))
+                for r, x in zip(held_out, results[len(train):])]
+        what = "held-out run(s) " + ", ".join(r.name for r in held_out)
+    else:
+        test = [(r.name, _quantiles(_window_stats(r, r.requests, None, "test")),
+                 _quantiles(_window_stats(r, x.requests, None, "test"))) for r, x in zip(train, results)]
+        what = f"the later {1 - TRAIN_FRACTION:.0%} of each run's requests (the fit scored the first {TRAIN_FRACTION:.0%})"
+    test_err = np.abs(np.concatenate([_errors(real, sim) for _, real, sim in test]))
+    table = pd.DataFrame([{"run": name, "statistic": k, "real": v, "sim": sim[k], "error": (sim[k] - v) / v}
+                          for name, real, sim in test for k, v in real.items()
+                          if v and v > 0 and sim.get(k) is not None])
+    steps = [x.steps for x in results]
+    shape = {"max_tokens": int(max(s["scheduled_tokens"].max() for s in steps)),
+             "max_seqs": int(max(s["num_seqs"].max() for s in steps)),
+             "max_decode_context_tokens": int(max(s["decode_context_tokens"].max() for s in steps))}
+    held = {"mape": float(test_err.mean()), "p90_ape": float(np.percentile(test_err, 90)),
+            "max_ape": float(test_err.max()), "points": int(test_err.size), "what": what}
+    versions = sorted({str(r.meta.get("vllm_version")) for r in train if r.meta.get("vllm_version")})
+    fitted.update({
+        "name": f"{rs0.profile.name}-fitted",
+        "source": f"fitted by simulation to {sum(len(r.specs) for r in train):,} requests of "
+                  f"{', '.join(r.name for r in train)}: {', '.join(f'{k}={v:g}' for k, v in best.items())} "
+                  f"on {rs0.cost_model_source or rs0.profile.name}",
+        "model": rs0.arch.name, "dtype": rs0.arch.dtype, "gpu": rs0.scenario.hardware.gpu,
+        "tensor_parallel_size": rs0.scenario.engine.tensor_parallel_size,
+        "engine_version": f"vLLM {', '.join(versions)}" if versions else None,
+        "held_out_error": {k: (round(v, 5) if isinstance(v, float) else v) for k, v in held.items()}
+        | {"train_mape": round(float(np.abs(train_err).mean()), 5), "train_points": int(train_err.size)},
+        "tolerance": round(max(0.10, 2 * held["p90_ape"]), 4),
+        "shape_range": shape,
+        "fitted": {"method": "Nelder-Mead on simulated TTFT/TPOT/ITL/E2EL/prefill quantiles (p50, p90, p99)",
+                   "terms": best, "start": start, "evaluations": evals[0],
+                   "runs": [str(r.path) for r in train], "held_out_runs": [str(r.path) for r in held_out]},
+    })
+    if not fitted.get("device") or fitted["device"] in ("from-scenario", "any"):
+        fitted["device"] = getattr(rs0.hardware, "name", None) or rs0.scenario.hardware.gpu
+    fitted = {k: v for k, v in fitted.items() if v is not None}
+    return ServingFit(fitted, best, start, float(np.abs(train_err).mean()), held, evals[0],
+                      round(time.monotonic() - t_start, 1), results[len(train):], table)
+

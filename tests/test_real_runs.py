@@ -1,0 +1,198 @@
+"""Real serving runs in every format servesim reads, `servesim compare`, and profiles fitted by simulation.
+
+The "real" runs here are servesim's own simulations written out as a vLLM server would record them, so the
+truth is known exactly: the same settings must compare at zero error, other settings must fail the check, and
+a fit must recover the step-time terms the run was made with.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+from calibration.real_runs import read_run
+from calibration.serving_fit import apply_terms, fit_serving
+from simulator.cli import main
+from simulator.config import load
+from simulator.engine import simulate
+from simulator.errors import ConfigError
+from simulator.metrics import _token_times
+
+DEPLOY = ["model=llama-3.1-8b", "hardware.gpu=h100-sxm", "engine.max_num_seqs=32",
+          "engine.max_num_batched_tokens=1024"]
+WORKLOAD = ["workload.num_requests=120", "workload.arrival={process: poisson, rate: 24}",
+            "workload.prompt_tokens={dist: lognormal, median: 500, sigma: 0.8, max: 3000}",
+            "workload.output_tokens={dist: lognormal, median: 60, sigma: 0.6, max: 200}"]
+
+
+def _simulated(extra=()):
+    rs = load(None, DEPLOY + WORKLOAD + list(extra))
+    return rs, simulate(rs)
+
+
+def write_lifecycle(result, path):
+    r = result.requests
+    with open(path, "w") as f:
+        for x in r.itertuples():
+            f.write(json.dumps({"request_id": x.request_id, "input_toks": int(x.prompt_tokens),
+                                "output_toks": int(x.output_tokens), "queued_ts": 100 + x.arrival_time,
+                                "scheduled_ts": 100 + x.first_scheduled_time,
+                                "first_token_ts": 100 + x.first_token_time, "last_token_ts": 100 + x.finish_time})
+                    + "\n")
+    return path
+
+
+def write_bench(result, path):
+    """As `vllm bench serve --save-detailed` writes it: per-request arrays, every token's gap."""
+    r = result.requests
+    rows, times = _token_times(r, list(r["token_runs"]), np.zeros(len(r), dtype=int), result.steps["end"].to_numpy())
+    itls = [np.diff(times[rows == i]).tolist() for i in range(len(r))]
+    data = {"backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B", "completed": len(r),
+            "input_lens": r["prompt_tokens"].tolist(), "output_lens": r["output_tokens"].tolist(),
+            "ttfts": r["ttft"].tolist(), "itls": itls, "start_times": (1000 + r["arrival_time"]).tolist(),
+            "errors": [""] * len(r)}
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_each_format_reads_back_the_requests_and_their_times(tmp_path):
+    _, result = _simulated()
+    r = result.requests
+    life = read_run(write_lifecycle(result, tmp_path / "requests.jsonl"))
+    bench = read_run(write_bench(result, tmp_path / "bench.json"))
+    assert (life.kind, bench.kind) == ("lifecycle", "vllm-bench")
+    for run in (life, bench):
+        assert len(run.specs) == len(r) and run.specs[0].arrival_time == 0.0
+        np.testing.assert_allclose(run.requests["ttft"], r["ttft"], atol=1e-6)
+        np.testing.assert_allclose(run.requests["tpot"].fillna(0), r["tpot"].fillna(0), atol=1e-6)
+        np.testing.assert_allclose(run.requests["e2el"], r["e2el"], atol=1e-6)
+    np.testing.assert_allclose(life.requests["queue_time"], r["queue_time"], atol=1e-6)
+    np.testing.assert_allclose(np.sort(bench.itls), np.sort(result.itls), atol=1e-9)
+    assert bench.sets == ["model=llama-3.1-8b"]  # the HF id in the result names the built-in model
+
+
+def test_a_step_log_in_either_form_gives_batch_shapes_and_times(tmp_path):
+    shape = {"num_seqs": 2, "prefill_tokens": 5, "prefill_attention_pairs": 15, "decode_seqs": 1,
+             "decode_context_tokens": 11}
+    per_request = [{"new_tokens": 5, "computed_tokens": 0, "prompt_tokens": 5},
+                   {"new_tokens": 1, "computed_tokens": 10, "prompt_tokens": 8}]
+    log = tmp_path / "steps.jsonl"
+    log.write_text(json.dumps({"t": 1.0, "t_end": 1.01} | shape) + "\n"
+                   + json.dumps({"t": 1.011, "t_end": 1.02, "requests": per_request}) + "\n")
+    run = read_run(log)
+    assert run.kind == "step-log" and not run.has_requests
+    assert run.steps[list(shape)].iloc[1].to_dict() == shape  # the per-request records make the same shape
+    assert run.steps["time_ms"].iloc[0] == pytest.approx(11.0)  # start to the next start: the engine stayed busy
+
+
+@pytest.mark.parametrize("content,name,msg", [
+    ('{"timestamp": 0, "input_length": 5, "output_length": 3}\n', "trace.jsonl", "not a real-run format"),
+    ('{"input_toks": 5, "output_toks": 3, "queued_ts": 1, "scheduled_ts": 2, "first_token_ts": 3}\n'
+     '{"input_toks": 5, "output_toks": 3, "queued_ts": 1, "scheduled_ts": 2, "last_token_ts": 4}\n',
+     "r.jsonl", "line 1: missing field last_token_ts"),
+    ('{"input_toks": 5, "output_toks": 3, "queued_ts": 1, "scheduled_ts": 0.5, "first_token_ts": 3, '
+     '"last_token_ts": 4}\n', "r.jsonl", "line 1: timestamps out of order"),
+    ('{"input_toks": -5, "output_toks": 3, "queued_ts": 1, "scheduled_ts": 2, "first_token_ts": 3, '
+     '"last_token_ts": 4}\n', "r.jsonl", "input_toks must be >= 1"),
+    ('{"ttfts": [0.1], "input_lens": [5], "output_lens": [3], "itls": [[0.01, 0.01]]}', "b.json",
+     "missing per-request array.s. start_times"),
+    ('{"ttfts": [0.1, 0.2], "input_lens": [5], "output_lens": [3], "itls": [[]], "start_times": [0]}', "b.json",
+     "different number of requests"),
+    ('{"ttfts": [NaN], "input_lens": [5], "output_lens": [3], "itls": [[0.1]], "start_times": [0]}', "b.json",
+     "request 0: ttfts must be a finite number"),
+    ('{"t": 2, "t_end": 1, "num_seqs": 1}\n', "s.jsonl", "line 1: t_end"),
+    ('{"t": 2, "t_end": 3, "num_seqs": 1, "prefill_tokens": 1, "prefill_attention_pairs": 1, "decode_seqs": 0, '
+     '"decode_context_tokens": 0}\n{"t": 1, "t_end": 1.5, "num_seqs": 1, "prefill_tokens": 1, '
+     '"prefill_attention_pairs": 1, "decode_seqs": 0, "decode_context_tokens": 0}\n', "s.jsonl", "record 2: t earlier"),
+    ("\xff\xfe", "r.jsonl", "not a real-run format"),
+])
+def test_bad_real_runs_are_refused_naming_file_record_and_field(tmp_path, content, name, msg):
+    path = tmp_path / name
+    path.write_bytes(content.encode("utf-8", errors="surrogateescape") if "\xff" not in content else b"\xff\xfe")
+    with pytest.raises(ConfigError, match=msg) as exc:
+        read_run(path)
+    assert str(path) in str(exc.value)
+
+
+def test_compare_passes_on_the_same_settings_and_fails_on_others(tmp_path, capsys):
+    _, result = _simulated()
+    real = write_bench(result, tmp_path / "bench.json")
+    args = ["compare", str(real), "--out", str(tmp_path / "same")] + sum((["--set", s] for s in DEPLOY), [])
+    assert main(args) == 0
+    table = json.loads((tmp_path / "same" / "summary.json").read_text())
+    assert table["passed"] and table["mean_abs_error"] < 1e-9
+    assert (tmp_path / "same" / "cdf-comparison.png").is_file()
+    capsys.readouterr()
+    # a quarter of the batch slots: the queue grows, TTFT is far off, the check fails and says which rows
+    assert main(["compare", str(real), "--out", str(tmp_path / "other")]
+                + sum((["--set", s] for s in DEPLOY + ["engine.max_num_seqs=8"]), [])) == 1
+    assert "FAIL" in capsys.readouterr().out
+    failed = json.loads((tmp_path / "other" / "summary.json").read_text())["failed_metrics"]
+    assert "TTFT p90 (ms)" in failed
+
+
+def test_repeats_give_the_real_spread_and_it_is_allowed_on_top_of_the_tolerance(tmp_path):
+    from calibration.run_comparison import compare_runs
+
+    _, result = _simulated()
+    a = write_bench(result, tmp_path / "a.json")
+    b = json.loads(a.read_text())
+    b["ttfts"] = [t * 1.3 for t in b["ttfts"]]  # a second repeat whose TTFTs are 30% longer
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    table, report = compare_runs([str(a), str(tmp_path / "b.json")], None, None, DEPLOY, 0.05, tmp_path / "o")
+    row = table.set_index("metric").loc["TTFT p50 (ms)"]
+    assert row["real_spread"] == pytest.approx(0.3 / 1.15, rel=1e-6)  # range over the median of the two
+    assert abs(row["error"]) > 0.05 and row["pass"]  # 13% off the median, within 5% + the spread
+
+
+def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys):
+    rs, result = _simulated()
+    real = write_lifecycle(result, tmp_path / "requests.jsonl")
+    result.write(tmp_path / "sim")
+    assert main(["compare", str(real), str(tmp_path / "sim"), "--out", str(tmp_path / "o")]) == 0
+    # a prompt over max_model_len: not the settings the run was served with
+    assert main(["compare", str(real), "--out", str(tmp_path / "o2"), "--set", "engine.max_model_len=256"]
+                + sum((["--set", s] for s in DEPLOY), [])) == 2
+    assert "exceed engine.max_model_len 256" in capsys.readouterr().err
+    assert main(["compare", str(real), "--tolerance", "inf", "--out", str(tmp_path / "o3")]) == 2
+    log = tmp_path / "steps.jsonl"
+    log.write_text('{"t": 1, "t_end": 2, "num_seqs": 1, "prefill_tokens": 1, "prefill_attention_pairs": 1, '
+                   '"decode_seqs": 0, "decode_context_tokens": 0}\n')
+    assert main(["compare", str(log), "--out", str(tmp_path / "o4")]) == 2
+    assert "no per-request times" in capsys.readouterr().err
+
+
+def test_a_fit_by_simulation_recovers_the_terms_a_run_was_made_with(tmp_path):
+    rs, _ = _simulated()
+    truth = {"memory_scale": 1.3, "compute_scale": 0.8}
+    prof = apply_terms(rs.profile.model_dump(mode="json"), truth)
+    _, result = _simulated([f"profile={json.dumps(prof)}"])
+    run = read_run(write_lifecycle(result, tmp_path / "requests.jsonl"))
+    fit = fit_serving([run], [], None, DEPLOY, ["memory_scale", "compute_scale"], max_evals=40)
+    assert fit.terms["memory_scale"] == pytest.approx(1.3, rel=0.06)
+    assert fit.terms["compute_scale"] == pytest.approx(0.8, rel=0.12)
+    assert fit.held_out["mape"] < 0.05 and "later 30%" in fit.held_out["what"]
+    p = fit.profile
+    assert (p["model"], p["gpu"], p["tensor_parallel_size"]) == ("llama-3.1-8b", "h100-sxm", 1)
+    assert p["shape_range"]["max_tokens"] <= 1024 and p["fitted"]["terms"] == fit.terms
+    # the written profile loads and runs; the CLI prints where it went
+    assert main(["calibrate", "fit", str(tmp_path / "requests.jsonl"), "--terms", "memory_scale,gpu_per_layer_us",
+                 "--max-evals", "8", "--out", str(tmp_path / "p.yaml")] + sum((["--set", s] for s in DEPLOY), [])) == 0
+    written = load(None, DEPLOY + [f"profile={tmp_path / 'p.yaml'}"]).profile
+    terms = written.fitted["terms"]
+    assert set(terms) == {"memory_scale", "gpu_per_layer_us"} and written.overhead.gpu_per_layer_us == terms["gpu_per_layer_us"]
+    assert written.coefficients["linear_floor_ms"] == pytest.approx(
+        rs.profile.coefficients["linear_floor_ms"] * terms["memory_scale"], rel=1e-6)
+
+
+def test_data_that_cannot_identify_the_terms_is_refused(tmp_path, capsys):
+    _, result = _simulated(["workload.prompt_tokens={dist: fixed, value: 512}"])  # one prompt length
+    path = write_lifecycle(result, tmp_path / "one-length.jsonl")
+    assert main(["calibrate", "fit", str(path)] + sum((["--set", s] for s in DEPLOY), [])) == 2
+    assert "at least 3 different prompt lengths" in capsys.readouterr().err
+    _, result = _simulated(["workload.num_requests=20"])
+    path = write_lifecycle(result, tmp_path / "few.jsonl")
+    with pytest.raises(ConfigError, match="at least 50 requests"):
+        fit_serving([read_run(path)], [], None, DEPLOY)
+    with pytest.raises(ConfigError, match="unknown or repeated term"):
+        fit_serving([read_run(tmp_path / "one-length.jsonl")], [], None, DEPLOY, ["nope"])
