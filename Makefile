@@ -72,7 +72,7 @@ fidelity: fidelity-replay fidelity-vllm
 # four open-loop and four closed-loop loads (about 3 minutes).
 FID := results/fidelity/replay-small-llama-cpu
 fidelity-replay: $(STAMP)
-	$(BIN)/servesim calibrate run --model small-llama --device cpu --out $(FID)/calibration --fit --no-progress
+	$(BIN)/servesim calibrate run --engine torch --model small-llama --device cpu --out $(FID)/calibration --fit --no-progress
 	$(BIN)/servesim validate replay docs/scenarios/replay-small-cpu.yaml --profile $(FID)/calibration/profile.yaml \
 	  --loads auto --out $(FID)
 

@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
     r.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
     r.add_argument("--out", required=True, help="directory for measurements.parquet and run.json")
     r.add_argument("--grid", help="quick, cpu or gpu (default: cpu on the CPU, gpu on CUDA)")
-    r.add_argument("--block-size", type=int, default=16)
+    r.add_argument("--block-size", type=int, help="KV block size (default: 16 for torch, 128 for vLLM's CPU engine)")
     r.add_argument("--warmup", type=int, default=2)
     r.add_argument("--repeats", type=int, default=5)
     r.add_argument("--threads", type=int, help="CPU threads (default: torch's default, fixed for the run)")
@@ -25,6 +25,11 @@ def add_parser(sub) -> None:
     r.add_argument("--attention", default="gather", choices=["gather", "paged"],
                    help="decode attention: SDPA over gathered contexts, or the Triton kernel reading the pool in place "
                         "(CUDA)")
+    r.add_argument("--engine", default="auto", choices=["auto", "torch", "vllm"],
+                   help="vllm: time vLLM's own engine over the grid (its step log); torch: servesim's torch model; "
+                        "auto (default): vllm when --vllm-python can import vLLM")
+    r.add_argument("--vllm-python", default=".vllm-venv/bin/python", help="the Python with vLLM (`make vllm-env`)")
+    r.add_argument("--kv-gib", type=float, default=1.0, help="vllm: VLLM_CPU_KVCACHE_SPACE for the engine")
     r.add_argument("--fit", action="store_true", help="also fit the profile (as `calibrate fit OUT`)")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)
@@ -228,9 +233,29 @@ def _print_fit(path, fit) -> None:
 
 
 def cmd_run(args) -> int:
+    from calibration.vllm_harness import run_vllm_calibration, vllm_importable
+
+    engine = args.engine
+    if engine == "auto":
+        engine = "vllm" if vllm_importable(args.vllm_python) else "torch"
+    if engine == "vllm":
+        from simulator.errors import ConfigError
+
+        if not vllm_importable(args.vllm_python):
+            raise ConfigError("--vllm-python", f"{args.vllm_python} cannot import vLLM: build it with `make vllm-env`")
+        out = run_vllm_calibration(args.model, args.dtype, args.out, args.vllm_python, args.grid or "cpu",
+                                   block_size=args.block_size or 128, kv_gib=args.kv_gib)
+        meta = json.loads((out / "run.json").read_text())
+        print(f"{meta['points']} engine steps over {meta['levels']} grid levels logged in {meta['wall_s']} s on "
+              f"{meta['device']}: {out / 'measurements.parquet'}")
+        if args.fit:
+            from calibration.profile_io import fit_directory
+
+            _print_fit(*fit_directory(out))
+        return 0
     from calibration.harness import run_calibration
 
-    out = run_calibration(args.model, args.device, args.dtype, args.out, grid=args.grid, block_size=args.block_size,
+    out = run_calibration(args.model, args.device, args.dtype, args.out, grid=args.grid, block_size=args.block_size or 16,
                           warmup=args.warmup, repeats=args.repeats, threads=args.threads,
                           progress=not args.no_progress, max_kv_gib=args.max_kv_gib, attention=args.attention)
     meta = json.loads((out / "run.json").read_text())
@@ -269,8 +294,17 @@ def _fit_serving(args) -> int:
     train = [read_run(p) for p in args.measurements]
     held = [read_run(p) for p in args.held_out]
     sets = list(args.set) + [f"model={args.model}"] * bool(args.model) + [f"hardware.gpu={args.gpu}"] * bool(args.gpu) \
-        + [f"engine.tensor_parallel_size={args.tp}"] * bool(args.tp)
-    terms = [t.strip() for t in args.terms.split(",")] if args.terms else None
+        + [f"engine.tensor_parallel_size={args.tp}"] * (args.tp is not None)
+    from simulator.errors import ConfigError
+
+    if args.dtype:
+        raise ConfigError("--dtype", "a real run's dtype is the model's and engine.quantization's: give them with "
+                                     "--set (docs/calibration.md)")
+    if args.tp is not None and args.tp < 1:
+        raise ConfigError("--tp", f"must be >= 1, got {args.tp}")
+    terms = [t.strip() for t in args.terms.split(",")] if args.terms is not None else None
+    if terms == [""]:
+        raise ConfigError("--terms", "is empty")
     fit = fit_serving(train, held, args.scenario, sets, terms, args.max_evals)
     if args.name:
         fit.profile["name"] = args.name

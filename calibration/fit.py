@@ -122,6 +122,8 @@ def _fit(df: pd.DataFrame) -> np.ndarray:
 
 def fit_step_model(df: pd.DataFrame, holdout: float = 0.2, seed: int = 0, source: str = "measurements") -> FitResult:
     """Fit on a random (1 - holdout) of the points; report the error on the rest."""
+    if not (isinstance(holdout, (int, float)) and 0 < holdout < 1):
+        raise ConfigError("--holdout", f"must be a fraction strictly between 0 and 1, got {holdout}")
     df = check_measurements(df, source)
     rng = np.random.default_rng(seed)
     test = np.zeros(len(df), dtype=bool)

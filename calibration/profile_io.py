@@ -89,13 +89,15 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
     hw = meta.get("hardware", {})
     prof = profile_dict(
         fit, name=name or f"{device.split(':')[0]}-{model}-{dtype}",
-        source=f"servesim calibrate run: {model} {dtype} on {hw.get('name', device)}, torch {hw.get('torch', '?')}, "
-               f"{meta.get('grid', '?')} grid, {meta.get('attention', 'gather')} attention, "
-               f"{fit.held_out['points'] + fit.train['points']} step points, "
-               f"{hw.get('date', '?')}",
+        source=(f"servesim calibrate run --engine vllm: {model} {dtype} on {meta.get('engine_version')}'s engine, "
+                f"{meta.get('grid', '?')} grid, block {meta.get('block_size')}, "
+                if meta.get("harness") == "vllm" else
+                f"servesim calibrate run: {model} {dtype} on {hw.get('name', device)}, torch {hw.get('torch', '?')}, "
+                f"{meta.get('grid', '?')} grid, {meta.get('attention', 'gather')} attention, ")
+               + f"{fit.held_out['points'] + fit.train['points']} step points, {hw.get('date', '?')}",
         device=hw.get("name", device), model=model, dtype=dtype, gpu=gpu, tensor_parallel_size=tp or 1,
         block_size=meta.get("block_size"), grid=meta.get("grid"), attention=meta.get("attention"), architecture=meta.get("architecture"),
-        hardware=hw or None, measurements=str(path.resolve().relative_to(out.parent.resolve()))
+        engine_version=meta.get("engine_version"), hardware=hw or None, measurements=str(path.resolve().relative_to(out.parent.resolve()))
         if path.resolve().is_relative_to(out.parent.resolve()) else str(path.resolve()))
     write_profile(prof, out)
     fit.predictions.to_parquet(out.parent / f"{out.stem}.predictions.parquet", index=False)

@@ -42,6 +42,7 @@ HF_MODELS = {"meta-llama/Llama-3.1-8B": "llama-3.1-8b", "meta-llama/Llama-3.1-8B
              "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
              "Qwen/Qwen3-32B": "qwen3-32b", "Qwen/Qwen3-8B": "qwen3-8b"}
 PER_REQUEST = ("lifecycle", "vllm-bench")  # the formats with per-request times (a step log has step times)
+MAX_INT = 2 ** 40  # token counts beyond this are damage, not measurements
 VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, where a run does not record its own
 
 
@@ -113,8 +114,12 @@ def _json_lines(path: Path) -> list[tuple[int, dict]]:
 
 def _number(path, where: str, row: dict, key: str, integer: bool = False, minimum: float | None = None) -> float:
     v = row.get(key)
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_INT:
+        _fail(path, where, f"{key} is too large ({str(v)[:20]}...)")
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         _fail(path, where, f"{key} must be a finite number, got {v!r}" if key in row else f"missing field {key}")
+    if integer and abs(v) > MAX_INT:
+        _fail(path, where, f"{key} is too large ({v!r})")
     if integer and v != int(v):
         _fail(path, where, f"{key} must be an integer, got {v!r}")
     if minimum is not None and v < minimum:
@@ -192,6 +197,8 @@ def _read_lifecycle(path: Path) -> RealRun:
                                "last_token_ts)")
         recs.append((n_in, n_out, *t))
     a = np.array(recs, dtype=float)
+    if (a[:, 5] - a[:, 2]).max() <= 0:
+        _fail(path, "", "every request's last token has its queued time: the timestamps carry no latency")
     a = a[np.argsort(a[:, 2], kind="stable")]  # by arrival at the engine
     n_in, n_out, queued, sched, first, last = a.T
     t0 = queued[0]
@@ -221,18 +228,24 @@ def _read_folder_meta(run: RealRun, folder: Path) -> None:
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError):
                 break  # the timeline plot is left out; the per-request comparison does not need it
             if {"t", "running", "waiting"} <= set(t.columns) and len(t):
-                run.timeseries = t
+                t = t.apply(pd.to_numeric, errors="coerce").dropna(subset=["t"])  # a damaged cell is a gap
+                run.timeseries = t if len(t) else None
             break
 
 
 def engine_sets(meta: dict, where) -> list[str]:
     """A run's recorded engine arguments (vLLM's names) as servesim `--set`s."""
-    kw = meta.get("engine_kwargs") if isinstance(meta.get("engine_kwargs"), dict) else {}
-    cache = meta.get("kv_cache") if isinstance(meta.get("kv_cache"), dict) else {}
+    for key in ("engine_kwargs", "kv_cache"):
+        if key in meta and not isinstance(meta[key], dict):
+            _fail(where, key, f"must be an object of settings, got {type(meta[key]).__name__}")
+    kw, cache = meta.get("engine_kwargs") or {}, meta.get("kv_cache") or {}
     sets = []
-    model = HF_MODELS.get(kw.get("model") or meta.get("model"))
-    if model:
-        sets.append(f"model={model}")
+    served = kw.get("model") or meta.get("model")
+    if served is not None:
+        if str(served) not in HF_MODELS:
+            meta["unmapped_model"] = str(served)  # resolve_run asks for --set model=... (never a silent default)
+        else:
+            sets.append(f"model={HF_MODELS[str(served)]}")
     for key in ("tensor_parallel_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
         if kw.get(key) is not None:
             if isinstance(kw[key], bool) or not isinstance(kw[key], int) or kw[key] < 1:
@@ -241,6 +254,8 @@ def engine_sets(meta: dict, where) -> list[str]:
     if cache or kw:
         sets.append(f"engine.gpu_memory_utilization={cache.get('gpu_memory_utilization', VLLM_GPU_MEMORY_UTILIZATION)}")
     if "enable_prefix_caching" in cache:
+        if not isinstance(cache["enable_prefix_caching"], bool):
+            _fail(where, "kv_cache.enable_prefix_caching", f"must be true or false, got {cache['enable_prefix_caching']!r}")
         sets.append(f"engine.enable_prefix_caching={str(bool(cache['enable_prefix_caching'])).lower()}")
     if cache.get("block_size"):
         sets.append(f"engine.block_size={cache['block_size']}")
@@ -272,7 +287,9 @@ def _read_bench(path: Path) -> RealRun:
     bad = [k for k in BENCH_ARRAYS if len(data[k]) != n]
     if bad:
         _fail(path, "", f"{', '.join(bad)} hold(s) a different number of requests than ttfts ({n})")
-    errors = data.get("errors") if isinstance(data.get("errors"), list) and len(data["errors"]) == n else [""] * n
+    errors = data.get("errors", [""] * n)
+    if not isinstance(errors, list) or len(errors) != n:
+        _fail(path, "errors", f"must be a list with one entry per request ({n})")
     rows = []
     for i in range(n):
         if errors[i]:
@@ -303,9 +320,11 @@ def _read_bench(path: Path) -> RealRun:
     meta = {k: data[k] for k in ("date", "backend", "model_id", "tokenizer_id", "num_prompts", "request_rate",
                                   "burstiness", "max_concurrency") if k in data}
     run = RealRun(str(path), path, "vllm-bench", specs, requests, itls, meta=meta)
-    model = HF_MODELS.get(str(data.get("model_id")))
-    if model:
-        run.sets = [f"model={model}"]
+    if data.get("model_id") is not None:
+        if str(data["model_id"]) in HF_MODELS:
+            run.sets = [f"model={HF_MODELS[str(data['model_id'])]}"]
+        else:
+            run.meta["unmapped_model"] = str(data["model_id"])
     return run
 
 
@@ -320,6 +339,8 @@ def _read_step_log(path: Path) -> RealRun:
             shape = _shape_of_requests(path, where, row["requests"])
         else:
             shape = {k: int(_number(path, where, row, k, integer=True, minimum=0)) for k in SHAPE}
+            if shape["decode_seqs"] > shape["num_seqs"] or shape["num_seqs"] < 1:
+                _fail(path, where, "num_seqs must be >= 1 and >= decode_seqs")
         recs.append({"t": t, "t_end": t_end} | shape
                     | {k: row[k] for k in ("running", "waiting", "preempted") if isinstance(row.get(k), int)})
     steps = pd.DataFrame(recs)

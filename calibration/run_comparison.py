@@ -26,9 +26,14 @@ RATES = [("request_throughput", "throughput (req/s)"), ("output_throughput", "ou
 
 def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | None = None):
     """The real run's recorded settings, then the scenario, then the --sets; its requests must fit them."""
-    from simulator.config import load
+    from simulator.config import load, load_scenario_file
 
     run.need_requests()
+    unmapped = run.meta.get("unmapped_model")
+    if unmapped and not any(s.startswith("model=") for s in sets or []) and \
+            not (scenario and "model" in load_scenario_file(scenario)):
+        raise ConfigError("model", f"{run.path} was served with {unmapped}, which has no built-in architecture: "
+                                   f"give --set model=NAME (a built-in model or a config.json path)")
     rs = load(scenario, run.sets + list(sets or []))
     check_lengths(run, rs.max_model_len)
     return rs
@@ -52,7 +57,11 @@ def comparison_table(reals: list[dict], sim: dict) -> pd.DataFrame:
     keys = [(f"{stat}_{m}_ms", f"{name} {label} (ms)") for m, name in METRICS for stat, label in STATS] + RATES
     for key, label in keys:
         vals = np.array([np.nan if r.get(key) is None else r[key] for r in reals], dtype=float)
-        if np.isnan(vals).any() or sim.get(key) is None:
+        if np.isnan(vals).any():
+            continue  # not recorded by the real run (ITL in lifecycle records)
+        if sim.get(key) is None or not np.isfinite(sim[key]):  # the simulation lacks what the real run has: a miss
+            rows.append({"metric": label, "real": float(np.median(vals)), "real_spread": None, "sim": np.nan,
+                         "error": np.nan})
             continue
         med = float(np.median(vals))
         spread = float(np.ptp(vals) / med) if len(vals) > 1 and med else None
@@ -67,14 +76,23 @@ def failures(table: pd.DataFrame, tolerance: float) -> pd.DataFrame:
     return table[~(table["error"].abs() <= allowed)]
 
 
+SIM_COLUMNS = ["status", "arrival_time", "prompt_tokens", "output_tokens", "ttft", "tpot", "e2el", "queue_time"]
+
+
 def _sim_from_dir(path: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
     try:
         summary = json.loads((path / "summary.json").read_text())
         requests = pd.read_parquet(path / "requests.parquet")
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        steps = pd.read_parquet(path / "steps.parquet") if (path / "steps.parquet").is_file() else None
+    except Exception as exc:  # pyarrow raises its own kinds for a damaged file
         raise ConfigError(str(path), f"not a servesim results folder (summary.json, requests.parquet): "
-                                     f"{str(exc).splitlines()[0]}") from None
-    steps = pd.read_parquet(path / "steps.parquet") if (path / "steps.parquet").is_file() else None
+                                     f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    missing = [c for c in SIM_COLUMNS if c not in requests.columns]
+    if not isinstance(summary, dict) or missing or not len(requests):
+        raise ConfigError(str(path), f"not a servesim results folder: summary.json must be an object and "
+                                     f"requests.parquet hold requests with {', '.join(missing or SIM_COLUMNS)}")
+    if steps is not None and not {"start", "num_running", "num_waiting", "kv_usage"} <= set(steps.columns):
+        steps = None  # the timeline is left out
     return summary, requests, steps
 
 
@@ -161,10 +179,10 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
         r.need_requests()
     first = runs[0]
     for r in runs[1:]:  # repeats of one workload: the same requests
-        if len(r.specs) != len(first.specs) or \
-                [s.prompt_tokens for s in r.specs] != [s.prompt_tokens for s in first.specs]:
-            raise ConfigError(str(r.path), f"not a repeat of {first.path}: its requests differ (count or prompt "
-                                           f"lengths); compare one workload's repeats at a time")
+        if [(s.prompt_tokens, s.output_tokens) for s in r.specs] != \
+                [(s.prompt_tokens, s.output_tokens) for s in first.specs]:
+            raise ConfigError(str(r.path), f"not a repeat of {first.path}: its requests differ (count, prompt or "
+                                           f"output lengths); compare one workload's repeats at a time")
     out = make_out_dir(out)
     source = None
     if sim_dir:

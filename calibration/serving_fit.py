@@ -61,10 +61,13 @@ class ServingFit:
     held_out_table: pd.DataFrame | None = None  # each held-out quantile: run, statistic, real, sim, error
 
 
-def check_fittable(run: RealRun) -> None:
+def check_fittable(run: RealRun, window: bool = False) -> None:
     """Per-request data that cannot identify step-time terms is refused, with what it lacks."""
     run.need_requests(" (a step log is fitted directly: `servesim calibrate fit LOG --model ...`)")
     lens = {s.prompt_tokens for s in run.specs}
+    if window and run.specs[-1].arrival_time <= 0:
+        raise ConfigError(str(run.path), "every request arrives at once: no later window to hold out; give "
+                                         "another run with --held-out")
     lack = [what for what, ok in (
         (f"at least {MIN_REQUESTS} requests (it has {len(run.specs)})", len(run.specs) >= MIN_REQUESTS),
         ("at least 3 different prompt lengths", len(lens) >= 3),
@@ -121,7 +124,10 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
     if not (isinstance(max_evals, int) and max_evals >= 2 * len(terms) + 1):
         raise ConfigError("--max-evals", f"must be an integer >= {2 * len(terms) + 1} for {len(terms)} terms")
     for r in train + held_out:
-        check_fittable(r)
+        check_fittable(r, window=not held_out)
+    same = {str(r.path.resolve()) for r in train} & {str(r.path.resolve()) for r in held_out}
+    if same:
+        raise ConfigError("--held-out", f"{', '.join(sorted(same))} is also fitted on: a held-out run must be unseen")
     t_start = time.monotonic()
     # every run keeps its own starting profile (its GPU, model, TP); the terms are shared
     resolved = [resolve_run(r, scenario, sets) for r in train + held_out]

@@ -132,7 +132,9 @@ async def main_async(a) -> None:
     engine = AsyncLLM.from_engine_args(args)
     startup = time.monotonic() - t0
     vocab = engine.vllm_config.model_config.get_vocab_size()
-    result = {"startup_s": startup, "num_gpu_blocks": engine.vllm_config.cache_config.num_gpu_blocks,
+    import vllm
+
+    result = {"vllm_version": vllm.__version__, "startup_s": startup, "num_gpu_blocks": engine.vllm_config.cache_config.num_gpu_blocks,
               "block_size": engine.vllm_config.cache_config.block_size,
               "max_num_seqs": engine.vllm_config.scheduler_config.max_num_seqs,
               "max_num_batched_tokens": engine.vllm_config.scheduler_config.max_num_batched_tokens,

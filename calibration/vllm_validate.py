@@ -55,6 +55,40 @@ def client_metrics(requests: list[dict]) -> tuple[dict, SimpleNamespace]:
     return s, SimpleNamespace(requests=frame, itls=np.array(itl))
 
 
+DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def build_model(python: str, arch, out: Path) -> Path:
+    """A random-weight model of the architecture with a local tokenizer, made by vLLM's own transformers."""
+    if not Path(python).is_file():
+        raise ConfigError("vllm-python", f"{python} not found: build the engine's venv with `make vllm-env`")
+    model_dir = out / "model"
+    if not (model_dir / "config.json").is_file():
+        (out / "architecture.json").write_text(json.dumps(arch.model_dump(mode="json")))
+        subprocess.run([python, str(DRIVER), "--make-model", str(out / "architecture.json"), "--model-dir",
+                        str(model_dir)], check=True, env=os.environ | {"HF_HUB_OFFLINE": "1"}, capture_output=True)
+    return model_dir
+
+
+def run_driver(python: str, out: Path, plan: list[dict], engine: dict, repeats: int, kv_gib: float) -> tuple[dict, Path]:
+    """The plan's load levels on vLLM (calibration/vllm_driver.py), every engine step logged; the driver's result
+    and the step log. `engine`: the driver's flags (dtype, max_model_len, max_num_seqs, ...), by their names."""
+    (out / "plan.json").write_text(json.dumps(plan, indent=1))
+    steps_log = out / "engine-steps.jsonl"
+    steps_log.unlink(missing_ok=True)
+    cmd = [python, str(DRIVER), "--plan", str(out / "plan.json"), "--model-dir", str(out / "model"),
+           "--out", str(out / "vllm-runs.json"), "--repeats", str(repeats)]
+    for k, v in engine.items():
+        cmd += [f"--{k.replace('_', '-')}", str(v).lower() if isinstance(v, bool) else str(v)]
+    env = os.environ | {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": f"{kv_gib:g}",
+                        "SERVESIM_STEP_LOG": str(steps_log), "PYTHONPATH": str(DRIVER.parent)}
+    with open(out / "vllm.log", "w") as log:
+        p = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    if p.returncode:
+        raise ConfigError("vllm", f"the engine run failed (exit {p.returncode}); see {out / 'vllm.log'}")
+    return json.loads((out / "vllm-runs.json").read_text()), steps_log
+
+
 def validate_vllm(scenario: str, sets: list[str], python: str, repeats: int, loads: list[str] | None,
                   kv_gib: float, out: str | Path, command: list[str] | None = None):
     from simulator.config import load
@@ -69,11 +103,7 @@ def validate_vllm(scenario: str, sets: list[str], python: str, repeats: int, loa
     levels = loads or ["as-configured"]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    model_dir = out / "model"
-    if not (model_dir / "config.json").is_file():
-        (out / "architecture.json").write_text(json.dumps(rs.arch.model_dump(mode="json")))
-        subprocess.run([python, str(DRIVER), "--make-model", str(out / "architecture.json"), "--model-dir",
-                        str(model_dir)], check=True, env=os.environ | {"HF_HUB_OFFLINE": "1"}, capture_output=True)
+    build_model(python, rs.arch, out)
     plan, level_rs = [], {}
     for i, level in enumerate(levels):
         lrs = rs if level == "as-configured" else load(scenario, sets + _load_sets(level))
@@ -84,24 +114,12 @@ def validate_vllm(scenario: str, sets: list[str], python: str, repeats: int, loa
         write_jsonl(specs, out / f"workload-{i}.jsonl")
         plan.append({"name": level, "workload": str(out / f"workload-{i}.jsonl"), "concurrency": concurrency})
         level_rs[level] = lrs
-    (out / "plan.json").write_text(json.dumps(plan, indent=1))
     e = rs.scenario.engine
-    steps_log = out / "engine-steps.jsonl"
-    steps_log.unlink(missing_ok=True)
-    cmd = [python, str(DRIVER), "--plan", str(out / "plan.json"), "--model-dir", str(model_dir),
-           "--out", str(out / "vllm-runs.json"), "--repeats", str(repeats), "--dtype",
-           {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[rs.arch.dtype],
-           "--max-model-len", str(rs.max_model_len), "--max-num-seqs", str(rs.max_num_seqs),
-           "--max-num-batched-tokens", str(rs.max_num_batched_tokens), "--block-size", str(e.block_size),
-           "--enable-chunked-prefill", str(e.enable_chunked_prefill).lower(),
-           "--enable-prefix-caching", str(e.enable_prefix_caching).lower(), "--seed", str(rs.scenario.seed)]
-    env = os.environ | {"HF_HUB_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": f"{kv_gib:g}",
-                        "SERVESIM_STEP_LOG": str(steps_log), "PYTHONPATH": str(DRIVER.parent)}
-    with open(out / "vllm.log", "w") as log:
-        p = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    if p.returncode:
-        raise ConfigError("vllm", f"the engine run failed (exit {p.returncode}); see {out / 'vllm.log'}")
-    real = json.loads((out / "vllm-runs.json").read_text())
+    real, steps_log = run_driver(python, out, plan, {
+        "dtype": DTYPES[rs.arch.dtype], "max_model_len": rs.max_model_len, "max_num_seqs": rs.max_num_seqs,
+        "max_num_batched_tokens": rs.max_num_batched_tokens, "block_size": e.block_size,
+        "enable_chunked_prefill": e.enable_chunked_prefill, "enable_prefix_caching": e.enable_prefix_caching,
+        "seed": rs.scenario.seed}, repeats, kv_gib)
     with gzip.open(out / "vllm-runs.json.gz", "wt") as f:  # every streamed chunk's time, kept small
         json.dump(real, f)
 

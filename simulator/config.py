@@ -234,6 +234,8 @@ def load_scenario_file(path: str | Path) -> dict:
         raise ConfigError("scenario", f"file not found: {path}")
     try:
         data = yaml.safe_load(path.read_text())
+    except UnicodeDecodeError:
+        raise ConfigError("scenario", f"{path} is not UTF-8 text") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

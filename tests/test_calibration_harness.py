@@ -18,7 +18,7 @@ from simulator.model_arch import load_model  # noqa: E402
 @pytest.fixture(scope="module")
 def calibrated(tmp_path_factory):
     out = tmp_path_factory.mktemp("cal")
-    assert main(["calibrate", "run", "--model", "tiny-llama", "--grid", "quick", "--out", str(out), "--fit",
+    assert main(["calibrate", "run", "--engine", "torch", "--model", "tiny-llama", "--grid", "quick", "--out", str(out), "--fit",
                  "--no-progress", "--repeats", "3", "--threads", "1"]) == 0
     return out
 

@@ -105,6 +105,14 @@ def test_a_step_log_in_either_form_gives_batch_shapes_and_times(tmp_path):
      '"decode_context_tokens": 0}\n{"t": 1, "t_end": 1.5, "num_seqs": 1, "prefill_tokens": 1, '
      '"prefill_attention_pairs": 1, "decode_seqs": 0, "decode_context_tokens": 0}\n', "s.jsonl", "record 2: t earlier"),
     ("\xff\xfe", "r.jsonl", "not a real-run format"),
+    ('{"input_toks": 1' + "0" * 400 + ', "output_toks": 3, "queued_ts": 1, "scheduled_ts": 2, "first_token_ts": 3, '
+     '"last_token_ts": 4}\n', "r.jsonl", "input_toks is too large"),
+    ('{"input_toks": 5, "output_toks": 3, "queued_ts": 1, "scheduled_ts": 1, "first_token_ts": 1, '
+     '"last_token_ts": 1}\n', "r.jsonl", "carry no latency"),
+    ('{"ttfts": [0.1], "input_lens": [5], "output_lens": [3], "itls": [[0.1]], "start_times": [0], "errors": "x"}',
+     "b.json", "errors: must be a list"),
+    ('{"t": 2, "t_end": 3, "num_seqs": 1, "prefill_tokens": 0, "prefill_attention_pairs": 0, "decode_seqs": 4, '
+     '"decode_context_tokens": 9}\n', "s.jsonl", "num_seqs must be >= 1 and >= decode_seqs"),
 ])
 def test_bad_real_runs_are_refused_naming_file_record_and_field(tmp_path, content, name, msg):
     path = tmp_path / name
@@ -196,3 +204,33 @@ def test_data_that_cannot_identify_the_terms_is_refused(tmp_path, capsys):
         fit_serving([read_run(path)], [], None, DEPLOY)
     with pytest.raises(ConfigError, match="unknown or repeated term"):
         fit_serving([read_run(tmp_path / "one-length.jsonl")], [], None, DEPLOY, ["nope"])
+
+
+def test_damaged_metadata_and_results_folders_are_refused(tmp_path, capsys):
+    _, result = _simulated()
+    run = tmp_path / "run"
+    (run / "vllm").mkdir(parents=True)
+    write_lifecycle(result, run / "vllm" / "requests.jsonl")
+    for meta, msg in (({"engine_kwargs": ["x"]}, "engine_kwargs: must be an object"),
+                      ({"kv_cache": {"enable_prefix_caching": "false"}}, "must be true or false"),
+                      ({"engine_kwargs": {"model": ["a"]}}, "no built-in architecture")):
+        (run / "vllm" / "meta.json").write_text(json.dumps(meta))
+        assert main(["compare", str(run), "--out", str(tmp_path / "o")]) == 2
+        assert msg in capsys.readouterr().err
+    # an HF id servesim does not know is never simulated as the default model; --set model=... answers it
+    (run / "vllm" / "meta.json").write_text(json.dumps({"engine_kwargs": {"model": "mistralai/Mistral-7B-v0.1"}}))
+    assert main(["compare", str(run), "--out", str(tmp_path / "o")]) == 2
+    assert "mistralai/Mistral-7B-v0.1, which has no built-in architecture" in capsys.readouterr().err
+    assert main(["compare", str(run), "--out", str(tmp_path / "o")] + sum((["--set", s] for s in DEPLOY), [])) == 0
+    # a results folder without the metrics, or damaged, is not a simulation to pass against
+    sim = tmp_path / "sim"
+    result.write(sim)
+    result.requests.drop(columns="ttft").to_parquet(sim / "requests.parquet")
+    assert main(["compare", str(run), str(sim), "--out", str(tmp_path / "o2")]) == 2
+    assert "ttft" in capsys.readouterr().err
+    (sim / "requests.parquet").write_bytes(b"not parquet")
+    assert main(["compare", str(run), str(sim), "--out", str(tmp_path / "o2")]) == 2
+    # a fit's held-out run must be one it did not fit; a burst has no later window
+    assert main(["calibrate", "fit", str(run), "--held-out", str(run), "--out", str(tmp_path / "p.yaml")]
+                + sum((["--set", s] for s in DEPLOY), [])) == 2
+    assert "also fitted on" in capsys.readouterr().err

@@ -20,7 +20,7 @@ SCENARIO = "docs/scenarios/replay-tiny-cpu.yaml"
 
 
 def _calibrate(out):
-    assert main(["calibrate", "run", "--model", "tiny-llama", "--grid", "quick", "--out", str(out), "--fit",
+    assert main(["calibrate", "run", "--engine", "torch", "--model", "tiny-llama", "--grid", "quick", "--out", str(out), "--fit",
                  "--no-progress", "--threads", "1", "--repeats", "5"]) == 0
     return out / "profile.yaml"
 

@@ -43,3 +43,25 @@ def test_missing_engine_is_a_one_line_error(tmp_path, capsys):
                str(tmp_path / "no-python"), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "make vllm-env" in err
+
+
+def test_the_engine_grid_asks_vllm_for_each_kind_of_batch():
+    from calibration.vllm_harness import DECODE_TOKENS, grid_levels
+
+    levels = dict(grid_levels("cpu", 2048))
+    prefill = levels["prefill 4x256"]
+    assert len(prefill) == 4 and {(s.arrival_time, s.prompt_tokens, s.output_tokens) for s in prefill} == {(0.0, 256, 2)}
+    decode = levels["decode 32x256"]
+    assert len(decode) == 32 and decode[0].output_tokens == DECODE_TOKENS
+    mixed = levels["mixed 16x512+256"]
+    assert [s.prompt_tokens for s in mixed].count(512) == 16 and mixed[-1].prompt_tokens == 256
+    assert mixed[-1].arrival_time > 0  # the chunk joins decodes already running
+    # a point the engine's max_model_len cannot hold is left out, not sent to fail
+    assert "prefill 1x2048" not in dict(grid_levels("cpu", 1024))
+
+
+def test_the_vllm_engine_harness_without_vllm_is_a_one_line_error(tmp_path, capsys):
+    rc = main(["calibrate", "run", "--engine", "vllm", "--model", "tiny-llama", "--vllm-python",
+               str(tmp_path / "no-python"), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1 and "make vllm-env" in err
