@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench venv clean profiles fidelity fidelity-gpu fidelity-replay vllm-env fidelity-vllm results device-wheels
+.PHONY: run test bench venv clean profiles fidelity fidelity-gpu fidelity-replay vllm-env fidelity-vllm fidelity-vllm-server results device-wheels
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,6 +75,15 @@ fidelity-replay: $(STAMP)
 	$(BIN)/servesim calibrate run --engine torch --model small-llama --device cpu --out $(FID)/calibration --fit --no-progress
 	$(BIN)/servesim validate replay docs/scenarios/replay-small-cpu.yaml --profile $(FID)/calibration/profile.yaml \
 	  --loads auto --out $(FID)
+
+# The server users run: `vllm serve` over HTTP measured by `vllm bench serve`, five load levels, three repeats;
+# profiles from the torch harness, from vLLM's engine timed over a grid, and fitted by simulation to one level
+# (docs/fidelity.md). About 25 minutes; needs `make vllm-env` and `make fidelity-replay` (the harness profile).
+SRV := results/fidelity/vllm-server-small-llama-cpu
+fidelity-vllm-server: $(STAMP) vllm-env
+	$(BIN)/servesim calibrate run --engine vllm --model small-llama --grid cpu --out $(SRV)/engine-harness --fit
+	$(BIN)/servesim validate vllm docs/scenarios/vllm-small-cpu.yaml --server --levels docs/scenarios/vllm-server-levels.yaml \
+	  --repeats 3 --engine-profile $(SRV)/engine-harness/profile.yaml --out $(SRV)
 
 # The real engine: vLLM's CPU build in its own venv (not the project's), for `servesim validate vllm`.
 VLLM_VENV ?= .vllm-venv

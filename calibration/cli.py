@@ -110,6 +110,13 @@ def add_validate_parser(sub) -> None:
     vv.add_argument("--repeats", type=int, default=3)
     vv.add_argument("--loads", help="as for validate replay (auto: four open-loop rates, four concurrencies)")
     vv.add_argument("--kv-gib", type=float, default=1.0, help="VLLM_CPU_KVCACHE_SPACE for the engine")
+    vv.add_argument("--server", action="store_true",
+                    help="through `vllm serve` (HTTP on 127.0.0.1), measured by `vllm bench serve`; needs --levels")
+    vv.add_argument("--levels", help="server mode: YAML {levels: {NAME: [KEY=VALUE, ...]}, fit_on: NAME}")
+    vv.add_argument("--resimulate", action="store_true",
+                    help="server mode: simulate the measurements already in --out again (no server)")
+    vv.add_argument("--engine-profile", help="server mode: also simulate with this profile (e.g. from "
+                                             "`calibrate run --engine vllm`)")
     vv.add_argument("--out", default="results/fidelity/vllm")
     vv.set_defaults(func=cmd_validate_vllm)
     sv = vsub.add_parser("serving", help="simulate public real-GPU vLLM runs (../shared/data/serving) and compare")
@@ -139,6 +146,9 @@ def add_compare_parser(sub) -> None:
     c.add_argument("--profile", help="cost model to simulate with (same as --set profile=...)")
     c.add_argument("--tolerance", type=float, default=0.10,
                    help="largest |relative error| a statistic may have, on top of the real repeats' spread (0.1 = 10%%)")
+    c.add_argument("--trace", help="the trace the run replayed (e.g. vLLM's timed trace with hash_ids): its shared "
+                                   "prefixes, which result files do not record, so prefix caching is simulated")
+    c.add_argument("--hash-block-tokens", type=int, help="tokens per hash id in --trace (default: detected)")
     c.add_argument("--out", default="results/compare")
     c.set_defaults(func=cmd_compare_runs)
 
@@ -150,7 +160,8 @@ def cmd_compare_runs(args) -> int:
     if len(reals) > 1 and is_results_dir(reals[-1]):
         sim = reals.pop()
     sets = list(args.set) + ([f"profile={args.profile}"] if args.profile else [])
-    table, report = compare_runs(reals, sim, args.scenario, sets, args.tolerance, args.out, command=args.argv)
+    table, report = compare_runs(reals, sim, args.scenario, sets, args.tolerance, args.out, command=args.argv,
+                                 trace=args.trace, hash_block_tokens=args.hash_block_tokens)
     cols = [c for c in ("metric", "real", "real_spread", "sim", "error", "pass") if c in table]
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
     print(f"simulated on {report['cost_model_source']}" if report["cost_model_source"] else "")
@@ -163,6 +174,8 @@ def cmd_compare_runs(args) -> int:
 
 
 def cmd_validate_vllm(args) -> int:
+    if args.server:
+        return _validate_vllm_server(args)
     from calibration.vllm_validate import validate_vllm
 
     loads = args.loads.split(",") if args.loads else None
@@ -173,6 +186,24 @@ def cmd_validate_vllm(args) -> int:
     print(f"engine-step profile: held-out MAPE {e['mape']:.1%} over {summary['engine_profile_fit']['steps']:,} steps")
     print("mean |error| over all rows: " + ", ".join(f"{k} profile {v:.1%}" for k, v in summary["mean_abs_error"].items())
           + f"; real runs' own spread {summary['mean_real_spread']:.1%}")
+    print(f"written to {args.out}/")
+    return 0
+
+
+def _validate_vllm_server(args) -> int:
+    from calibration.vllm_server import validate_vllm_server
+    from simulator.errors import ConfigError
+
+    if not args.levels:
+        raise ConfigError("--levels", "server mode needs a levels file (docs/fidelity.md shows one)")
+    table, summary = validate_vllm_server(args.scenario, args.set, args.vllm_python, args.repeats, args.levels,
+                                          args.kv_gib, args.out, args.engine_profile, command=args.argv,
+                                          resimulate=args.resimulate)
+    cols = [c for c in table.columns if c in ("level", "metric", "real", "real_spread") or c.startswith("error_")]
+    print(table[cols].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    print("mean |error| over latency cells: " + ", ".join(f"{k} {v:.1%}" for k, v in summary["mean_abs_error"].items())
+          + f"; out of sample for the fitted profile: {summary['mean_abs_error_out_of_sample'].get('fitted', float('nan')):.1%}"
+          + f"; real repeats' spread {summary['mean_real_spread']:.1%}")
     print(f"written to {args.out}/")
     return 0
 

@@ -20,6 +20,7 @@ simulated one are compared by the same code; a step log gives `steps` (batch sha
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -390,3 +391,21 @@ def check_lengths(run: RealRun, max_model_len: int) -> None:
             _fail(run.path, f"request {s.request_id}", f"prompt {s.prompt_tokens} + output {s.output_tokens} tokens "
                                                        f"exceed engine.max_model_len {max_model_len}: give the "
                                                        f"settings the run was served with")
+
+
+def attach_prefixes(run: RealRun, specs: list[RequestSpec]) -> RealRun:
+    """The bench result has no token content; the trace it replayed has: the i-th request sent (vLLM sends in
+    trace order) gets the i-th spec's shared-prefix ids, after checking the lengths agree."""
+    if len(run.specs) != len(specs):
+        raise ConfigError(str(run.path), f"{len(run.specs)} successful requests, the trace had {len(specs)}")
+    if not any(s.prefix_ids for s in specs):
+        return run  # nothing shared; a closed loop's send order need not follow the trace's
+    out = []
+    for r, s in zip(run.specs, specs):
+        if (r.prompt_tokens, r.output_tokens) != (s.prompt_tokens, s.output_tokens):
+            raise ConfigError(str(run.path), f"request {r.request_id}: lengths {r.prompt_tokens}/{r.output_tokens} "
+                                             f"differ from the trace's {s.prompt_tokens}/{s.output_tokens}")
+        out.append(dataclasses.replace(r, prefix_ids=s.prefix_ids, prefix_block_tokens=s.prefix_block_tokens))
+    run.specs = out
+    return run
+

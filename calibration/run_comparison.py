@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from calibration.real_runs import RealRun, check_lengths, read_run, request_summary
+from calibration.real_runs import RealRun, attach_prefixes, check_lengths, read_run, request_summary
 from simulator.errors import ConfigError
 
 # prefill = TTFT - queue time: first scheduled to first token, the prompt's service time without the wait
@@ -169,7 +169,8 @@ def plot_comparison(run: RealRun, sim_requests: pd.DataFrame, sim_itls: np.ndarr
 
 
 def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | None, sets: list[str] | None,
-                 tolerance: float, out: str | Path, command: list[str] | None = None) -> tuple[pd.DataFrame, dict]:
+                 tolerance: float, out: str | Path, command: list[str] | None = None,
+                 trace: str | None = None, hash_block_tokens: int | None = None) -> tuple[pd.DataFrame, dict]:
     from calibration.validate import make_out_dir, write_command
 
     if not (tolerance > 0 and np.isfinite(tolerance)):
@@ -177,6 +178,11 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
     runs = [read_run(p) for p in real_paths]
     for r in runs:
         r.need_requests()
+    if trace:  # the trace the run replayed: its shared-prefix blocks, which a result file does not record
+        from workloads.traces import read_trace
+
+        sent = read_trace(trace, hash_block_tokens=hash_block_tokens)
+        runs = [attach_prefixes(r, sent) for r in runs]
     first = runs[0]
     for r in runs[1:]:  # repeats of one workload: the same requests
         if [(s.prompt_tokens, s.output_tokens) for s in r.specs] != \

@@ -25,7 +25,17 @@ STEP_LOG_ENV = "SERVESIM_STEP_LOG"
 
 
 class StepLoggingScheduler(Scheduler):
-    """vLLM's scheduler, unchanged, writing one line per step: start time and batch shape."""
+    """vLLM's scheduler, unchanged, writing one line per step: start time and batch shape. With
+    SERVESIM_ENGINE_INFO set, it also writes the engine's resolved pool and budgets there once."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        info = os.environ.get("SERVESIM_ENGINE_INFO")
+        if info:
+            with open(info, "w") as f:
+                json.dump({"num_gpu_blocks": self.kv_cache_config.num_blocks, "block_size": self.block_size,
+                           "max_num_seqs": self.max_num_running_reqs,
+                           "max_num_batched_tokens": self.max_num_scheduled_tokens}, f)
 
     def schedule(self, *args, **kwargs):
         t0 = time.monotonic()

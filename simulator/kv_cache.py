@@ -105,7 +105,8 @@ class PrefixCachingKVManager(KVBlockManager):
 
     Content keys come from the request's block-level prefix ids (workloads/spec.py): engine block i
     lies inside content block j = i * block_size // prefix_block_tokens, and since an id names its
-    whole prefix, (id, offset) names the engine block's. Blocks without content identity (no ids,
+    whole prefix, (id, offset) names the engine block's. Ids finer than the engine's blocks (16-token
+    ids, 128-token blocks) key each block by the id holding its last token. Blocks without content identity (no ids,
     or generated tokens) get keys unique to the request, so a preempted request still finds its own
     blocks again, as in vLLM. Free queue: an ordered dict whose first entry is vLLM's free-queue head
     (reused first); freed cached blocks go to the tail (least recently used evicted first), freed
@@ -130,12 +131,16 @@ class PrefixCachingKVManager(KVBlockManager):
         unit = spec.prefix_block_tokens
         ids = spec.prefix_ids
         base = -(req.request_id << 24) - 1
-        per = unit // bs if unit >= bs and ids else 0
         shared = start
-        if per:  # ids name the prompt's blocks (the last one perhaps partial), or run on over the output
+        if ids and unit:  # ids name the prompt's blocks (the last one perhaps partial), or run on over the output
             covered = len(ids) * unit if len(ids) > -(-spec.prompt_tokens // unit) else spec.prompt_tokens
             shared = max(start, min(stop, covered // bs))
-        keys = [(ids[i // per], i % per) for i in range(start, shared)]
+        if unit >= bs:
+            per = unit // bs
+            keys = [(ids[i // per], i % per) for i in range(start, shared)]
+        else:  # ids finer than the engine's blocks: the id holding a block's last token names all before it
+            keys = [(ids[((i + 1) * bs - 1) // unit], (i + 1) * bs - ((i + 1) * bs - 1) // unit * unit)
+                    for i in range(start, shared)]
         return keys + list(range(base - shared, base - stop, -1))
 
     def lookup(self, req) -> tuple[list[int], int]:

@@ -100,3 +100,16 @@ def test_a_chat_turn_reuses_the_previous_turn_and_its_answer():
             # every full block of the last turn and its answer whose KV was computed: the final sampled
             # token is never fed back, so its block is not complete (as in vLLM)
             assert g.cached_tokens[k] == (history - 1) // 16 * 16
+
+
+@pytest.mark.parametrize("block_size", [32, 128])
+def test_content_ids_finer_than_the_engine_blocks_still_share_whole_blocks(block_size):
+    """Generated workloads name 16-token blocks; vLLM's CPU engine uses 128-token blocks. A 1,280-token shared
+    prompt is 10 full blocks of 128 (40 of 32): every request after the first hits all of them."""
+    r = simulate(load(None, [
+        "model=llama-3-8b", "profile=teaching", "hardware.gpu=generic-80gb", f"engine.block_size={block_size}",
+        "workload.num_requests=50", "workload.arrival={process: poisson, rate: 2}",
+        "workload.shared_prefix={tokens: 1280, count: 1}",
+        "workload.prompt_tokens={dist: fixed, value: 300}", "workload.output_tokens={dist: fixed, value: 8}"]))
+    cached = r.requests.sort_values("request_id")["cached_tokens"]
+    assert cached.iloc[0] == 0 and (cached.iloc[1:] == 1280).all()

@@ -234,3 +234,53 @@ def test_damaged_metadata_and_results_folders_are_refused(tmp_path, capsys):
     assert main(["calibrate", "fit", str(run), "--held-out", str(run), "--out", str(tmp_path / "p.yaml")]
                 + sum((["--set", s] for s in DEPLOY), [])) == 2
     assert "also fitted on" in capsys.readouterr().err
+
+
+def test_a_timed_trace_written_for_vllm_reads_back_with_its_shared_prefixes(tmp_path):
+    from workloads.traces import read_trace, write_timed_trace
+
+    rs = load(None, DEPLOY + WORKLOAD + ["workload.shared_prefix={tokens: 64, count: 2}", "workload.num_requests=30"])
+    specs = rs.scenario.workload.source(0, rs.max_model_len).initial()
+    path = write_timed_trace(specs, tmp_path / "trace.jsonl", 16)
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    assert all(len(r["hash_ids"]) == -(-r["input_length"] // 16) for r in rows)  # every block has an id: vLLM needs it
+    back = read_trace(path, hash_block_tokens=16)
+    assert [(s.prompt_tokens, s.output_tokens) for s in back] == [(s.prompt_tokens, s.output_tokens) for s in specs]
+
+    def shared(a, b):  # leading blocks two requests share
+        return next((k for k, (x, y) in enumerate(zip(a.prefix_ids, b.prefix_ids)) if x != y),
+                    min(len(a.prefix_ids), len(b.prefix_ids)))
+    pairs = [(i, j) for i in range(10) for j in range(i + 1, 10)]
+    assert [shared(back[i], back[j]) for i, j in pairs] == [shared(specs[i], specs[j]) for i, j in pairs]
+    assert max(shared(specs[i], specs[j]) for i, j in pairs) == 4  # the 64-token prefix: 4 blocks
+
+
+def test_server_mode_refuses_bad_levels_in_one_line(tmp_path, capsys):
+    from calibration.vllm_server import load_levels
+
+    bad = tmp_path / "levels.yaml"
+    for text, msg in (("levels: []", "must map levels"), ("levels: {a: [x=1]}\nfit_on: b", "fit_on 'b'"),
+                      ("[", "cannot read")):
+        bad.write_text(text)
+        with pytest.raises(ConfigError, match=msg):
+            load_levels(bad)
+    assert main(["validate", "vllm", "docs/scenarios/vllm-small-cpu.yaml", "--server", "--vllm-python",
+                 str(tmp_path / "no-python"), "--levels", str(bad), "--out", str(tmp_path / "o")]) == 2
+    assert main(["validate", "vllm", "docs/scenarios/vllm-small-cpu.yaml", "--server", "--out", str(tmp_path / "o")]) == 2
+    assert "needs a levels file" in capsys.readouterr().err
+
+
+def test_compare_takes_shared_prefixes_from_the_trace_the_run_replayed(tmp_path):
+    from calibration.run_comparison import compare_runs
+    from workloads.traces import write_timed_trace
+
+    extra = ["workload.shared_prefix={tokens: 1024, count: 2}"]
+    rs, result = _simulated(extra)
+    real = write_bench(result, tmp_path / "bench.json")  # a result file: lengths and times, no token content
+    trace = write_timed_trace(rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len).initial(),
+                              tmp_path / "trace.jsonl", 16)
+    with_trace, _ = compare_runs([str(real)], None, None, DEPLOY, 0.1, tmp_path / "a", trace=str(trace))
+    without, _ = compare_runs([str(real)], None, None, DEPLOY, 0.1, tmp_path / "b")
+    ttft = lambda t: t.set_index("metric").loc["TTFT p50 (ms)", "error"]  # noqa: E731
+    assert abs(ttft(with_trace)) < 1e-9  # the shared prefixes are cached as in the run
+    assert ttft(without) > 0.05  # without them every prompt is computed in full: slower first tokens

@@ -558,3 +558,24 @@ def describe_trace(specs: Sequence[RequestSpec], *, block_tokens: int | None = N
         "sessions": len(sessions) if sessions else None,
         "skipped": skipped,
     }
+
+
+def write_timed_trace(specs: Iterable[RequestSpec], path, chunk_tokens: int = 16) -> Path:
+    """vLLM's timed-trace JSONL (`vllm bench serve --dataset-name timed_trace`): timestamp, input_length,
+    output_length, hash_ids. vLLM makes each id's tokens from the id alone, so every block needs one: shared
+    blocks keep the ids servesim gave them (at chunk_tokens per id), a request's own blocks get ids no other
+    request uses. The reader takes the file back (hash_block_tokens = chunk_tokens)."""
+    specs = list(specs)
+    used = [i for s in specs for i in s.prefix_ids]
+    fresh = iter(range(max(used, default=-1) + 1, 1 << 62))
+    path = Path(path)
+    with path.open("w", encoding="utf-8") as f:
+        for s in specs:
+            if s.prefix_ids and s.prefix_block_tokens != chunk_tokens:
+                raise ConfigError("workload", f"request {s.request_id}: content ids of {s.prefix_block_tokens} "
+                                              f"tokens cannot be written at {chunk_tokens} tokens a hash id")
+            blocks = -(-s.prompt_tokens // chunk_tokens)
+            ids = list(s.prefix_ids[:blocks]) + [next(fresh) for _ in range(blocks - len(s.prefix_ids[:blocks]))]
+            f.write(json.dumps({"timestamp": s.arrival_time, "input_length": s.prompt_tokens,
+                                "output_length": s.output_tokens, "hash_ids": ids}) + "\n")
+    return path
