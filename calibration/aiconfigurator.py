@@ -260,6 +260,7 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
                     name: str | None = None, grid: str = "gpu", hardware_key: str | None = None) -> tuple[dict, FitResult]:
     """A profile dict (kernel fit + default host overhead) for one model x GPU x dtype x KV dtype x TP."""
     arch = load_model(model)
+    arch.require_dense("the kernel-table composer", "--model")
     if tp < 1:
         raise ConfigError("tp", "must be >= 1")
     kv = kv_dtype or arch.kv_cache_dtype or arch.activation_dtype

@@ -157,6 +157,7 @@ def run_calibration(model: str, device: str, dtype: str, out: str | Path, grid: 
     from calibration.hardware_info import describe
 
     arch = load_model(model)
+    arch.require_dense("the torch harness", "--model")
     grid = grid or ("gpu" if device.startswith("cuda") else "cpu")
     pts = points if points is not None else make_grid(grid, arch.max_position_embeddings)
     if not pts:

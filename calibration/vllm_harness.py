@@ -56,6 +56,7 @@ def run_vllm_calibration(model: str, dtype: str, out: str | Path, python: str, g
                          block_size: int = 128, max_num_batched_tokens: int = 2048, kv_gib: float = 1.0) -> Path:
     """Drive the engine through the grid; write measurements.parquet (each logged step) and run.json."""
     arch = load_model(model)
+    arch.require_dense("the vLLM harness's model builder", "--model")
     if dtype not in DTYPES:
         raise ConfigError("--dtype", f"the vLLM engine takes {', '.join(DTYPES)}, got {dtype}")
     arch = arch.model_copy(update={"dtype": dtype})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -104,21 +105,26 @@ def cmd_capacity(args) -> int:
     hw = load_hardware(args.gpu, memory_gib=args.gpu_memory_gib)
     if args.weights_gib is not None and args.weights_gib < 0:
         raise ConfigError("weights_gib", f"must be >= 0, got {args.weights_gib}")
-    weights = round(args.weights_gib * GIB) if args.weights_gib is not None else arch.weight_bytes
+    tp = args.tensor_parallel_size
+    if tp < 1:
+        raise ConfigError("tensor_parallel_size", f"must be >= 1, got {tp}")
+    # per GPU of the TP group: its share of the weights, and of each token's KV (MLA's latent cache is whole on each)
+    weights = round(args.weights_gib * GIB) if args.weights_gib is not None else math.ceil(arch.weight_bytes / tp)
     pool = kv_pool_bytes(hw.memory_bytes, args.gpu_memory_utilization, weights)
     report = capacity(
-        model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token, pool_bytes=pool,
+        model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool,
         block_size=args.block_size, max_model_len=args.max_model_len or arch.max_position_embeddings,
         tokens_per_request=args.tokens_per_request, shared_prefix_tokens=args.shared_prefix_tokens,
         private_tokens=args.private_tokens)
     d = report.as_dict() | {"gpu_memory_gib": hw.memory_gib, "gpu_memory_utilization": args.gpu_memory_utilization,
-                            "weights_gib": weights / GIB}
+                            "weights_gib": weights / GIB, "tensor_parallel_size": tp}
     if args.json:
         print(json.dumps(d, indent=2))
         return 0
     r = report
-    print(f"{r.model}: {r.kv_bytes_per_token:,} B of KV cache per token")
-    print(f"KV pool: {hw.memory_gib:g} GiB x {args.gpu_memory_utilization:g} - {weights / GIB:.2f} GiB weights "
+    per = f" per GPU of {tp}" if tp > 1 else ""
+    print(f"{r.model}: {r.kv_bytes_per_token:,} B of KV cache per token{per}")
+    print(f"KV pool{per}: {hw.memory_gib:g} GiB x {args.gpu_memory_utilization:g} - {weights / GIB:.2f} GiB weights "
           f"= {r.pool_gib:.2f} GiB = {r.num_blocks:,} blocks of {r.block_size} tokens")
     print(f"contiguous, {r.max_model_len:,} tokens reserved each ({r.contiguous_bytes_per_request / GIB:.2f} GiB): "
           f"{r.contiguous_requests:,} concurrent requests")
@@ -303,7 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c.add_argument("--quantization", choices=list(QUANTIZED_FORMATS), help="as engine.quantization: the linear layers' format")
     c.add_argument("--kv-cache-dtype", default="auto", choices=["auto", *KV_CACHE_DTYPES])
-    c.add_argument("--weights-gib", type=float, help="weight memory (default: from the architecture)")
+    c.add_argument("--weights-gib", type=float, help="weight memory per GPU (default: from the architecture)")
+    c.add_argument("--tensor-parallel-size", "-tp", type=int, default=1,
+                   help="GPUs sharing the weights and each token's KV heads (vLLM's name)")
     c.add_argument("--block-size", type=int, default=16)
     c.add_argument("--max-model-len", type=int, help="contiguous reservation per request (default: the model's)")
     c.add_argument("--tokens-per-request", type=int, default=1800)

@@ -104,7 +104,10 @@ class RooflineCostModel(CostModel):
         tp = tensor_parallel_size
         bw = hw.memory_bandwidth_gbps * 1e9 * c.memory_efficiency
         flops = hw.peak_flops(arch.dtype) * c.compute_efficiency
-        self._weights_s = arch.weight_bytes / tp / bw
+        # a MoE step reads the dense weights and only the experts its tokens route to (ModelArchitecture.experts_touched)
+        self._arch = arch if arch.is_moe else None
+        self._weights_s = (arch.weight_bytes - arch.expert_weight_bytes) / tp / bw
+        self._expert_s = arch.expert_weight_bytes / max(arch.num_experts, 1) / tp / bw
         self._linear_s_per_token = arch.linear_flops_per_token / tp / flops
         self._kv_s_per_token = arch.kv_bytes_per_token_per_gpu(tp) / bw
         self._attn_s_per_pair = arch.attention_flops_per_token_pair / tp / flops
@@ -121,7 +124,8 @@ class RooflineCostModel(CostModel):
 
     def step_time(self, shape: BatchShape) -> float:
         tokens = shape.prefill_tokens + shape.decode_seqs
-        linear = max(self._weights_s, self._linear_s_per_token * tokens)
+        weights = self._weights_s + (self._expert_s * self._arch.experts_touched(tokens) if self._arch else 0.0)
+        linear = max(weights, self._linear_s_per_token * tokens)
         kv_read = self._kv_s_per_token * (shape.decode_context_tokens + shape.prefill_tokens)
         attn_compute = self._attn_s_per_pair * (shape.prefill_attention_pairs + shape.decode_context_tokens)
         latency, per_token = self._allreduce

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
 
 from simulator.errors import ConfigError
 
@@ -28,7 +28,8 @@ _HF_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float8"
 
 
 class ModelArchitecture(BaseModel):
-    """HF-style transformer shape (Llama/Qwen/Mistral family: GQA attention, gated MLP)."""
+    """HF-style transformer shape: GQA or multi-head latent attention; a gated MLP, or mixture-of-experts layers
+    (routed experts, top-k per token, optional shared experts, the first layers optionally dense)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -47,6 +48,40 @@ class ModelArchitecture(BaseModel):
     tie_word_embeddings: bool = False
     attention_bias: bool = False
     qk_norm: bool = False  # Qwen3: RMSNorm over each head's q and k
+    # mixture of experts: num_experts routed experts, experts_per_token of them per token (0: a dense model)
+    num_experts: NonNegativeInt = 0
+    experts_per_token: NonNegativeInt = 0
+    moe_intermediate_size: PositiveInt | None = Field(default=None, description="each routed expert's; default "
+                                                                                "intermediate_size (Mixtral)")
+    num_shared_experts: NonNegativeInt = 0  # run for every token (DeepSeek, Qwen2-MoE)
+    shared_expert_intermediate_size: PositiveInt | None = Field(
+        default=None, description="all shared experts together; default num_shared_experts x moe_intermediate_size")
+    num_dense_layers: NonNegativeInt = Field(0, description="layers with a dense MLP of intermediate_size "
+                                                            "(DeepSeek's first_k_dense_replace)")
+    # multi-head latent attention (DeepSeek-V2/V3): the KV cache holds kv_lora_rank + qk_rope_head_dim per token
+    kv_lora_rank: PositiveInt | None = None
+    q_lora_rank: PositiveInt | None = None
+    qk_rope_head_dim: PositiveInt | None = None
+    qk_nope_head_dim: PositiveInt | None = None
+    v_head_dim: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _check_moe_and_mla(self):
+        if self.num_experts:
+            if not 1 <= self.experts_per_token <= self.num_experts:
+                raise ValueError(f"experts_per_token must be in 1..num_experts ({self.num_experts}), "
+                                 f"got {self.experts_per_token}")
+            if self.num_dense_layers >= self.num_hidden_layers:
+                raise ValueError("num_dense_layers must leave at least one mixture-of-experts layer")
+        elif self.experts_per_token or self.num_shared_experts or self.num_dense_layers:
+            raise ValueError("experts_per_token, num_shared_experts and num_dense_layers need num_experts > 0")
+        mla = [self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim]
+        if any(v is not None for v in mla) and not all(v is not None for v in mla):
+            raise ValueError("latent attention needs all of kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, "
+                             "v_head_dim")
+        if self.q_lora_rank is not None and self.kv_lora_rank is None:
+            raise ValueError("q_lora_rank is for latent attention (give kv_lora_rank and its head dims)")
+        return self
 
     @model_validator(mode="after")
     def _check_heads(self):
@@ -72,47 +107,118 @@ class ModelArchitecture(BaseModel):
         return DTYPE_BYTES[self.kv_cache_dtype or self.activation_dtype]
 
     @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank is not None
+
+    def require_dense(self, what: str, field: str = "model") -> None:
+        """Tools that build or compose dense GQA layers refuse MoE and MLA models in one line."""
+        if self.is_moe or self.is_mla:
+            kind = " and ".join(w for w, on in (("mixture-of-experts", self.is_moe), ("latent attention", self.is_mla))
+                                if on)
+            raise ConfigError(field, f"{self.name} has {kind} layers, which {what} does not build yet (dense GQA "
+                                     f"models only); simulate it with profile: auto (the roofline)")
+
+    @property
+    def num_moe_layers(self) -> int:
+        return self.num_hidden_layers - self.num_dense_layers if self.is_moe else 0
+
+    @property
     def kv_bytes_per_token(self) -> int:
-        """K and V, every layer: 2 x kv_heads x head_dim x bytes x layers."""
-        return 2 * self.num_key_value_heads * self.head_dim * self.kv_dtype_bytes * self.num_hidden_layers
+        """Every layer's cache for one token: K and V of each KV head (2 x kv_heads x head_dim), or MLA's latent
+        vector and its rotary key (kv_lora_rank + qk_rope_head_dim), in the KV dtype."""
+        return self.kv_bytes_per_token_per_gpu(1)
 
     def kv_bytes_per_token_per_gpu(self, tensor_parallel_size: int = 1) -> int:
-        """KV heads split across the TP group; with fewer KV heads than GPUs each GPU keeps one (vLLM replicates)."""
+        """KV heads split across the TP group; with fewer KV heads than GPUs each GPU keeps one (vLLM replicates).
+        MLA's latent cache has no heads to split: every TP rank holds all of it."""
+        if self.is_mla:
+            return (self.kv_lora_rank + self.qk_rope_head_dim) * self.kv_dtype_bytes * self.num_hidden_layers
         heads = max(1, self.num_key_value_heads // tensor_parallel_size)
         return 2 * heads * self.head_dim * self.kv_dtype_bytes * self.num_hidden_layers
 
     @cached_property
-    def params_per_layer(self) -> int:
-        h, d = self.hidden_size, self.head_dim
-        q = h * self.num_attention_heads * d
-        kv = 2 * h * self.num_key_value_heads * d
-        o = self.num_attention_heads * d * h
-        bias = (self.num_attention_heads + 2 * self.num_key_value_heads) * d if self.attention_bias else 0
-        mlp = 3 * h * self.intermediate_size
-        return q + kv + o + bias + mlp + self.norm_params_per_layer
+    def attention_params(self) -> int:
+        """Projections of one layer's attention."""
+        h, n = self.hidden_size, self.num_attention_heads
+        if self.is_mla:
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            q = h * self.q_lora_rank + self.q_lora_rank * n * qk if self.q_lora_rank else h * n * qk
+            kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank * n * (
+                self.qk_nope_head_dim + self.v_head_dim)
+            return q + kv + n * self.v_head_dim * h
+        d = self.head_dim
+        bias = (n + 2 * self.num_key_value_heads) * d if self.attention_bias else 0
+        return h * n * d + 2 * h * self.num_key_value_heads * d + n * d * h + bias
+
+    @property
+    def expert_params(self) -> int:
+        """One routed expert (gate, up and down projections)."""
+        return 3 * self.hidden_size * (self.moe_intermediate_size or self.intermediate_size)
+
+    @property
+    def moe_fixed_params(self) -> int:
+        """A MoE layer's weights every token uses: the shared experts and the router."""
+        shared = self.shared_expert_intermediate_size or self.num_shared_experts * (
+            self.moe_intermediate_size or self.intermediate_size)
+        return 3 * self.hidden_size * shared + self.hidden_size * self.num_experts
+
+    def _linear_params(self, experts: int) -> int:
+        dense = (self.num_hidden_layers if not self.is_moe else self.num_dense_layers) * 3 * self.hidden_size * \
+            self.intermediate_size
+        moe = self.num_moe_layers * (experts * self.expert_params + self.moe_fixed_params)
+        return self.num_hidden_layers * self.attention_params + dense + moe
+
+    @cached_property
+    def linear_params(self) -> int:
+        """Every linear layer's weights: attention, dense MLPs, every expert."""
+        return self._linear_params(self.num_experts)
+
+    @cached_property
+    def active_linear_params(self) -> int:
+        """The linear weights one token multiplies through: attention, dense MLPs, its top-k experts."""
+        return self._linear_params(self.experts_per_token)
 
     @property
     def norm_params_per_layer(self) -> int:
-        return 2 * self.hidden_size + (2 * self.head_dim if self.qk_norm else 0)
+        extra = (2 * self.head_dim if self.qk_norm else 0) + \
+            ((self.q_lora_rank or 0) + (self.kv_lora_rank or 0) if self.is_mla else 0)
+        return 2 * self.hidden_size + extra
 
     @cached_property
     def num_params(self) -> int:
         embed = self.vocab_size * self.hidden_size
         head = 0 if self.tie_word_embeddings else embed
-        return embed + head + self.num_hidden_layers * self.params_per_layer + self.hidden_size
+        return embed + head + self.linear_params + self.num_hidden_layers * self.norm_params_per_layer + \
+            self.hidden_size
 
     @property
     def weight_bytes(self) -> int:
         """Linear layers in the weight format; embeddings, LM head and norms in 16 bits (32 for fp32 models)."""
-        linear = self.num_hidden_layers * (self.params_per_layer - self.norm_params_per_layer)
-        rest = self.num_params - linear
+        rest = self.num_params - self.linear_params
         wide = 4 if self.dtype == "fp32" else 2
-        return math.ceil(linear * WEIGHT_BITS[self.dtype] / 8) + rest * wide
+        return math.ceil(self.linear_params * WEIGHT_BITS[self.dtype] / 8) + rest * wide
+
+    @property
+    def expert_weight_bytes(self) -> int:
+        """The routed experts' share of weight_bytes: what a step reads only for the experts its tokens pick."""
+        return math.ceil(self.num_moe_layers * self.num_experts * self.expert_params * WEIGHT_BITS[self.dtype] / 8)
+
+    def experts_touched(self, tokens: int) -> float:
+        """Expected distinct experts a MoE layer runs for `tokens` tokens routing top-k uniformly over E
+        experts: E (1 - (1 - k/E)^n). Real routing is skewed, so this is the most a batch reads."""
+        if not self.is_moe or tokens <= 0:
+            return 0.0
+        return self.num_experts * (1.0 - (1.0 - self.experts_per_token / self.num_experts) ** tokens)
 
     @property
     def matmul_params(self) -> int:
-        """Parameters a token multiplies through: every layer plus the LM head (not the embedding lookup)."""
-        return self.num_hidden_layers * self.params_per_layer + self.vocab_size * self.hidden_size
+        """Parameters a token multiplies through: its share of every layer plus the LM head (not the embedding
+        lookup)."""
+        return self.active_linear_params + self.vocab_size * self.hidden_size
 
     @property
     def linear_flops_per_token(self) -> int:
@@ -120,7 +226,12 @@ class ModelArchitecture(BaseModel):
 
     @property
     def attention_flops_per_token_pair(self) -> int:
-        """FLOPs of one query token attending to one context token (QK^T and PV), all layers."""
+        """FLOPs of one query token attending to one context token (QK^T and PV), all layers. MLA attends in the
+        latent space (vLLM absorbs the up-projections): scores over kv_lora_rank + rope dims, values over
+        kv_lora_rank, per head."""
+        if self.is_mla:
+            per_head = 2 * (self.kv_lora_rank + self.qk_rope_head_dim) + 2 * self.kv_lora_rank
+            return per_head * self.num_attention_heads * self.num_hidden_layers
         return 4 * self.num_attention_heads * self.head_dim * self.num_hidden_layers
 
 
@@ -132,13 +243,78 @@ def builtin_model_names() -> list[str]:
     return sorted(p.name[:-5] for p in _builtin_dir().iterdir() if p.name.endswith(".yaml"))
 
 
+# HF `model_type`s whose config.json servesim reads, and how each names the mixture-of-experts fields.
+HF_FAMILIES = {
+    "llama": {}, "mistral": {}, "qwen2": {}, "qwen3": {},
+    "mixtral": {"num_local_experts": "num_experts", "num_experts_per_tok": "experts_per_token"},
+    "qwen2_moe": {"num_experts": "num_experts", "num_experts_per_tok": "experts_per_token",
+                  "moe_intermediate_size": "moe_intermediate_size",
+                  "shared_expert_intermediate_size": "shared_expert_intermediate_size"},
+    "qwen3_moe": {"num_experts": "num_experts", "num_experts_per_tok": "experts_per_token",
+                  "moe_intermediate_size": "moe_intermediate_size"},
+    "deepseek_v2": {"n_routed_experts": "num_experts", "num_experts_per_tok": "experts_per_token",
+                    "moe_intermediate_size": "moe_intermediate_size", "n_shared_experts": "num_shared_experts",
+                    "first_k_dense_replace": "num_dense_layers"},
+}
+HF_FAMILIES["deepseek_v3"] = HF_FAMILIES["deepseek_v2"]
+_MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+_QWEN_MOE = ("qwen2_moe", "qwen3_moe")
+
+
+def _unmodelled(data: dict, family: str) -> str | None:
+    """A config field that changes memory or time in a way servesim does not model, named; None if none."""
+    if data.get("sliding_window") and (data.get("use_sliding_window", family in ("mistral", "mixtral"))):
+        return f"sliding_window {data['sliding_window']} (servesim models full attention only)"
+    kinds = set(data.get("layer_types") or ["full_attention"])
+    if kinds != {"full_attention"}:
+        return f"layer_types {sorted(kinds)} (servesim models full attention only)"
+    if data.get("moe_layer_freq", 1) != 1:
+        return f"moe_layer_freq {data['moe_layer_freq']} (MoE layers every layer after the dense ones only)"
+    q = data.get("quantization_config")
+    if q is not None and not (isinstance(q, dict) and q.get("quant_method") == "fp8"):
+        return (f"quantization_config {q.get('quant_method') if isinstance(q, dict) else q!r} (only fp8 checkpoints "
+                f"are read from config.json; set engine.quantization for the others)")
+    return None
+
+
+def _from_hf(data: dict, source: str) -> dict:
+    """An HF config.json -> servesim's fields: the family's own names mapped, its dense-layer layout counted,
+    anything that changes memory or time and is not modelled refused by name."""
+    family = data.get("model_type")
+    if family not in HF_FAMILIES:
+        raise ConfigError("model.model_type", f"{family!r} is not a family servesim reads (known: "
+                                              f"{', '.join(sorted(HF_FAMILIES))}); describe it in a YAML of "
+                                              f"servesim's fields (in {source})")
+    why = _unmodelled(data, family)
+    if why:
+        raise ConfigError("model", f"{source}: {why}")
+    out = {k: v for k, v in data.items() if k in ModelArchitecture.model_fields and k not in ("num_experts",)}
+    for hf, ours in HF_FAMILIES[family].items():
+        if data.get(hf) is not None:
+            out[ours] = data[hf]
+    if family in ("deepseek_v2", "deepseek_v3"):
+        out.update({k: data[k] for k in _MLA_KEYS if data.get(k) is not None})
+        out.pop("head_dim", None)
+    if family in _QWEN_MOE and out.get("num_experts"):
+        step = data.get("decoder_sparse_step", 1) or 1
+        dense_only = set(data.get("mlp_only_layers") or [])
+        moe = [i for i in range(data["num_hidden_layers"]) if (i + 1) % step == 0 and i not in dense_only]
+        if moe != list(range(data["num_hidden_layers"] - len(moe), data["num_hidden_layers"])):
+            raise ConfigError("model", f"{source}: decoder_sparse_step {step} / mlp_only_layers interleave dense "
+                                       f"and MoE layers; servesim counts them as dense-then-MoE only when the "
+                                       f"dense ones come first")
+        out["num_dense_layers"] = data["num_hidden_layers"] - len(moe)
+    if isinstance(data.get("quantization_config"), dict):  # an fp8 checkpoint (DeepSeek-V3's block-scaled weights)
+        out["dtype"] = "fp8"
+    return out
+
+
 def _from_mapping(data: dict, source: str) -> ModelArchitecture:
     data = {_HF_ALIASES.get(k, k): v for k, v in data.items()}
     if isinstance(data.get("dtype"), str):
         data["dtype"] = _HF_DTYPES.get(data["dtype"], data["dtype"])
-    known = set(ModelArchitecture.model_fields)
-    if "architectures" in data or "model_type" in data:  # an HF config.json: keep what we model
-        data = {k: v for k, v in data.items() if k in known}
+    if "architectures" in data or "model_type" in data:  # an HF config.json
+        data = _from_hf(data, source)
     try:
         return ModelArchitecture(**data)
     except Exception as exc:  # pydantic ValidationError -> one line naming the field

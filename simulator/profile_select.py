@@ -150,6 +150,9 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
     p = _builtin_match(arch, gpu, tp)
     if p is not None:
         return Selection(p, f"built-in profile {p.name}")
+    if arch.is_moe or arch.is_mla:  # the composer builds dense GQA layers; MoE and MLA tables are not composed yet
+        what = " and ".join(w for w, on in (("mixture-of-experts", arch.is_moe), ("latent-attention", arch.is_mla)) if on)
+        return _roofline(arch, gpu, hw, f"{arch.name}'s {what} layers are not composed from kernel tables yet")
     if not hw.kernel_tables:
         return _roofline(arch, gpu, hw, f"{gpu or 'this GPU'} has no measured kernel tables")
     if arch.dtype in ("w4a16", "fp32"):

@@ -1,0 +1,116 @@
+"""Mixture-of-experts and latent-attention architectures: their memory by hand arithmetic, their HF configs read
+(never silently as a dense model), and the roofline reading only the experts a batch routes to."""
+
+import json
+
+import pytest
+
+from simulator.batch import BatchShape
+from simulator.cli import main
+from simulator.config import load
+from simulator.errors import ConfigError
+from simulator.model_arch import load_model
+
+GIB = 1 << 30
+MIXTRAL_HF = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 4096,
+              "intermediate_size": 14336, "max_position_embeddings": 32768, "num_attention_heads": 32,
+              "num_experts_per_tok": 2, "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8,
+              "rms_norm_eps": 1e-05, "rope_theta": 1e6, "sliding_window": None, "tie_word_embeddings": False,
+              "torch_dtype": "bfloat16", "vocab_size": 32000, "router_aux_loss_coef": 0.02}
+
+
+def test_mixtral_counts_every_expert_in_memory_and_two_per_token_in_flops():
+    m = load_model("mixtral-8x7b")
+    attention = 4096 * 4096 * 2 + 2 * 4096 * 1024  # q, o; k, v (8 KV heads of 128)
+    experts = 8 * 3 * 4096 * 14336  # gate, up, down of each of the 8
+    layer = attention + experts + 4096 * 8  # and the router
+    total = 32 * layer + 2 * 32000 * 4096 + 32 * 2 * 4096 + 4096  # embeddings, LM head, norms
+    assert m.num_params == total == 46_702_792_704
+    assert m.weight_bytes == 2 * total and m.weight_bytes / GIB == pytest.approx(86.99, abs=0.01)
+    active = 32 * (attention + 2 * 3 * 4096 * 14336 + 4096 * 8) + 32000 * 4096
+    assert m.matmul_params == active  # 12.7 B a token multiplies through
+
+
+def test_deepseek_v3_caches_the_latent_vector_not_heads():
+    m = load_model("deepseek-v3")
+    assert m.kv_bytes_per_token == (512 + 64) * 61 * 2 == 70_272  # not 2 x 128 heads x 128 x 61 x 2 = 3.9 MB
+    assert m.kv_bytes_per_token_per_gpu(8) == 70_272  # every TP rank holds the whole latent cache
+    assert 670e9 < m.num_params < 672e9 and 36e9 < m.matmul_params < 38e9  # 671 B, 37 B active
+    assert m.dtype == "fp8" and m.weight_bytes / GIB == pytest.approx(626.7, abs=0.1)
+
+
+@pytest.mark.parametrize("name,total,active", [("qwen3-30b-a3b", 30.5e9, 3.0e9), ("qwen3-235b-a22b", 235.1e9, 21.6e9)])
+def test_qwen3_moe_sizes(name, total, active):
+    m = load_model(name)
+    assert m.num_params == pytest.approx(total, rel=0.005) and m.matmul_params == pytest.approx(active, rel=0.02)
+
+
+def test_an_hf_mixtral_config_is_a_mixture_of_experts_and_does_not_fit_one_h100(tmp_path, capsys):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(MIXTRAL_HF))
+    m = load_model(str(cfg))
+    assert m.is_moe and (m.num_experts, m.experts_per_token) == (8, 2)
+    assert m.weight_bytes == load_model("mixtral-8x7b").weight_bytes
+    assert main(["capacity", "--model", str(cfg), "--gpu", "h100-sxm"]) == 2  # was: 244 concurrent requests
+    assert "no memory left for the KV cache" in capsys.readouterr().err
+    assert main(["capacity", "--model", str(cfg), "--gpu", "h100-sxm", "-tp", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["weights_gib"] == pytest.approx(43.5, abs=0.01) and report["kv_bytes_per_token"] == 65_536
+    with pytest.raises(ConfigError, match="tensor_parallel_size=2 would fit"):
+        load(None, [f"model={cfg}", "hardware.gpu=h100-sxm"])
+
+
+def _hf(tmp_path, **fields):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(MIXTRAL_HF | fields))
+    return str(cfg)
+
+
+@pytest.mark.parametrize("fields,msg", [
+    ({"model_type": "llama4"}, "model.model_type: 'llama4' is not a family"),
+    ({"model_type": "mistral", "sliding_window": 4096}, "sliding_window 4096"),
+    ({"layer_types": ["sliding_attention", "full_attention"]}, "layer_types"),
+    ({"quantization_config": {"quant_method": "awq"}}, "quantization_config 'awq'"),
+    ({"num_experts_per_tok": 9}, "experts_per_token must be in 1..num_experts"),
+])
+def test_configs_with_what_servesim_does_not_model_are_refused_by_name(tmp_path, fields, msg):
+    with pytest.raises(ConfigError, match=msg):
+        load_model(_hf(tmp_path, **fields))
+
+
+def test_qwen3_moe_dense_layers_are_counted_and_interleaving_refused(tmp_path):
+    base = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
+            "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
+            "num_hidden_layers": 48, "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128,
+            "vocab_size": 151936, "decoder_sparse_step": 1, "mlp_only_layers": [], "torch_dtype": "bfloat16"}
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(base))
+    assert load_model(str(cfg)).num_params == pytest.approx(load_model("qwen3-30b-a3b").num_params, rel=1e-4)
+    cfg.write_text(json.dumps(base | {"mlp_only_layers": [0, 1]}))
+    two = load_model(str(cfg))
+    assert two.num_dense_layers == 2 and two.num_moe_layers == 46
+    cfg.write_text(json.dumps(base | {"decoder_sparse_step": 2}))
+    with pytest.raises(ConfigError, match="interleave dense and MoE layers"):
+        load_model(str(cfg))
+
+
+def test_the_roofline_reads_only_the_experts_a_batch_routes_to(capsys):
+    rs = load(None, ["model=mixtral-8x7b", "hardware.gpu=h100-sxm", "engine.tensor_parallel_size=2"])
+    assert rs.cost_model_source.startswith("roofline fallback (mixtral-8x7b's mixture-of-experts layers are not")
+    assert "warning" in capsys.readouterr().err
+    m = rs.arch
+    assert m.experts_touched(1) == pytest.approx(2.0) and m.experts_touched(64) == pytest.approx(8.0, abs=1e-6)
+    kernels = rs.cost_model.kernels
+    one, many = BatchShape(1, 0, 0, 1, 1024), BatchShape(8, 0, 0, 8, 8 * 1024)
+    # one decode reads the attention weights and 2 of 8 experts a layer; eight decodes read almost all 8
+    dense_s = (m.weight_bytes - m.expert_weight_bytes) / 2 / (rs.hardware.memory_bandwidth_gbps * 1e9 * 0.8)
+    expert_s = m.expert_weight_bytes / 8 / 2 / (rs.hardware.memory_bandwidth_gbps * 1e9 * 0.8)
+    assert kernels._weights_s == pytest.approx(dense_s) and kernels._expert_s == pytest.approx(expert_s)
+    assert kernels.step_time(many) - kernels.step_time(one) > 5 * expert_s  # 7.2 more experts, and more KV
+
+
+def test_tools_that_build_dense_layers_refuse_moe_in_one_line(tmp_path, capsys):
+    assert main(["calibrate", "import", "aiconfigurator", "--gpu", "h100-sxm", "--model", "deepseek-v3", "--tp", "8",
+                 "--out", str(tmp_path / "p.yaml")]) == 2
+    assert "mixture-of-experts and latent attention layers" in capsys.readouterr().err
+    assert main(["calibrate", "run", "--engine", "torch", "--model", "mixtral-8x7b", "--out", str(tmp_path / "c")]) == 2
