@@ -57,7 +57,8 @@ profiles: $(STAMP)
 # to the other runs (leave one run out); and each run fitted on its first 70% of requests, scored on the rest.
 # About 4 minutes.
 SERVING := ../shared/data/serving/llmservingsim-vllm-0.19
-GPU_RUNS := RTX4090/Llama-3.1-8B:rtx-4090 RTXPRO6000/Llama-3.1-8B:rtx-pro-6000 RTXPRO6000/Qwen3-32B:rtx-pro-6000
+GPU_RUNS := RTX4090/Llama-3.1-8B:rtx-4090 RTXPRO6000/Llama-3.1-8B:rtx-pro-6000 RTXPRO6000/Qwen3-32B:rtx-pro-6000 \
+  RTXPRO6000/Qwen3-30B-A3B-Instruct-2507:rtx-pro-6000
 fidelity-gpu: $(STAMP)
 	$(BIN)/servesim validate serving --leave-one-out --out results/fidelity/gpu
 	$(BIN)/servesim validate layers --out results/fidelity/layers

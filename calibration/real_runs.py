@@ -41,7 +41,11 @@ BENCH_ARRAYS = ["input_lens", "output_lens", "ttfts", "itls", "start_times"]
 # vLLM's HF model ids -> servesim's built-in architectures
 HF_MODELS = {"meta-llama/Llama-3.1-8B": "llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
              "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
-             "Qwen/Qwen3-32B": "qwen3-32b", "Qwen/Qwen3-8B": "qwen3-8b"}
+             "Qwen/Qwen3-32B": "qwen3-32b", "Qwen/Qwen3-8B": "qwen3-8b",
+             "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B-Instruct-2507": "qwen3-30b-a3b",
+             "Qwen/Qwen3-235B-A22B": "qwen3-235b-a22b", "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
+             "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b", "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+             "deepseek-ai/DeepSeek-R1": "deepseek-v3"}
 PER_REQUEST = ("lifecycle", "vllm-bench")  # the formats with per-request times (a step log has step times)
 MAX_INT = 2 ** 40  # token counts beyond this are damage, not measurements
 VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, where a run does not record its own
@@ -247,11 +251,17 @@ def engine_sets(meta: dict, where) -> list[str]:
             meta["unmapped_model"] = str(served)  # resolve_run asks for --set model=... (never a silent default)
         else:
             sets.append(f"model={HF_MODELS[str(served)]}")
-    for key in ("tensor_parallel_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+    for key in ("tensor_parallel_size", "data_parallel_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
         if kw.get(key) is not None:
             if isinstance(kw[key], bool) or not isinstance(kw[key], int) or kw[key] < 1:
                 _fail(where, f"engine_kwargs.{key}", f"must be a positive integer, got {kw[key]!r}")
             sets.append(f"engine.{key}={kw[key]}")
+    if "enable_expert_parallel" in kw:
+        if not isinstance(kw["enable_expert_parallel"], bool):
+            _fail(where, "engine_kwargs.enable_expert_parallel", f"must be true or false, got {kw['enable_expert_parallel']!r}")
+        sets.append(f"engine.enable_expert_parallel={str(kw['enable_expert_parallel']).lower()}")
+    if (kw.get("data_parallel_size") or 1) > 1:  # vLLM's balancer sends each request to the least loaded rank
+        sets.append("cluster.router=least_outstanding")
     if cache or kw:
         sets.append(f"engine.gpu_memory_utilization={cache.get('gpu_memory_utilization', VLLM_GPU_MEMORY_UTILIZATION)}")
     if "enable_prefix_caching" in cache:

@@ -40,8 +40,6 @@ def load_run(path: Path, root: Path) -> tuple[RealRun, str | None]:
         raise ConfigError("serving", f"{path / 'vllm' / 'meta.json'} lacks engine_kwargs with max_num_seqs and "
                                      f"max_num_batched_tokens")
     gpu = GPUS.get(path.parent.name)
-    if kw.get("data_parallel_size", 1) > 1 or kw.get("enable_expert_parallel"):
-        return run, "data / expert parallel mixture-of-experts deployment (servesim has no MoE model yet)"
     if gpu is None or not any(s.startswith("model=") for s in run.sets):
         return run, f"no built-in GPU or model for {path.parent.name} / {kw.get('model')}"
     run.sets = [f"hardware.gpu={gpu}", "profile=auto"] + run.sets

@@ -44,6 +44,12 @@ class EngineSettings(_Strict):
     watermark: float = Field(0.0, ge=0, lt=1)
     enable_prefix_caching: bool = True
     tensor_parallel_size: PositiveInt = 1
+    data_parallel_size: PositiveInt = Field(
+        1, description="attention data parallel: this many engines (DP ranks), each its own scheduler and KV cache, "
+                       "behind the router (cluster.router; vLLM's balancer is closest to least_outstanding)")
+    enable_expert_parallel: bool = Field(
+        False, description="MoE: whole experts spread over the tensor_parallel_size x data_parallel_size GPUs, "
+                           "instead of every expert split over the TP group")
     quantization: Literal["fp8", "modelopt_fp4", "awq", "awq_marlin", "gptq", "gptq_marlin"] | None = Field(
         None, description="fp8: W8A8 with per-tensor scales; modelopt_fp4: NVFP4 W4A4 (Blackwell); awq, gptq (and "
                           "their marlin kernels): 4-bit weights, 16-bit activations. Linear layers only; the KV cache "
@@ -305,13 +311,15 @@ def _check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | No
                                                  f"(set hardware.{need[0]} if yours does)")
 
 
-def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float) -> ConfigError | None:
+def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float, ep: int | None = None
+                ) -> ConfigError | None:
     """The weights alone must fit each GPU of the TP group; say what would make them fit."""
     usable = hw.memory_bytes * utilization
-    per_gpu = arch.weight_bytes / tp
+    per_gpu = arch.weight_bytes_per_gpu(tp, ep)
     if per_gpu < usable:
         return None
-    need = next((t for t in (2, 4, 8, 16, 32, 64) if t > tp and arch.weight_bytes / t < usable), None)
+    need = next((t for t in (2, 4, 8, 16, 32, 64) if t > tp and arch.weight_bytes_per_gpu(t, ep and ep // tp * t) < usable),
+                None)
     what = (f"{arch.name} ({arch.dtype}) needs {arch.weight_bytes / GIB:.1f} GiB of weights, {per_gpu / GIB:.1f} GiB "
             f"per GPU at tensor_parallel_size={tp}, more than the {usable / GIB:.1f} GiB usable on a {hw.name} "
             f"(gpu_memory_utilization={utilization})")
@@ -331,12 +339,24 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if arch.num_attention_heads % tp:
         raise ConfigError("engine.tensor_parallel_size",
                           f"{arch.num_attention_heads} attention heads do not split over {tp} GPUs")
+    dp, ep = e.data_parallel_size, None
+    if e.enable_expert_parallel:
+        if not arch.is_moe:
+            raise ConfigError("engine.enable_expert_parallel", f"{arch.name} is a dense model: it has no experts to "
+                                                               f"spread")
+        ep = tp * dp
+        if arch.num_experts % ep:
+            raise ConfigError("engine.enable_expert_parallel", f"{arch.num_experts} experts do not divide over "
+                                                               f"tensor_parallel_size x data_parallel_size = {ep} GPUs")
+    if dp > 1 and scenario.cluster.prefill_replicas:
+        raise ConfigError("engine.data_parallel_size", "data parallel ranks with prefill/decode disaggregation "
+                                                       "(cluster.prefill_replicas) are not modelled")
     h = scenario.hardware
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
                        bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
                        host_link_gbps=h.host_link_gbps,
                        gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
-    if not e.num_gpu_blocks_override and (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization)):
+    if not e.num_gpu_blocks_override and (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
         raise err
     _check_formats(arch, hw, e.quantization)
     selection = select_profile(scenario.profile, arch, h.gpu, hw, tp)
@@ -359,7 +379,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         blocks = e.num_gpu_blocks_override
     else:
         # per GPU of the TP group: its share of the weights, its share of every token's KV
-        pool = kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, math.ceil(arch.weight_bytes / tp),
+        pool = kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, math.ceil(arch.weight_bytes_per_gpu(tp, ep)),
                              math.ceil(e.reserved_memory_gib * GIB))
         blocks = num_blocks(pool, arch.kv_bytes_per_token_per_gpu(tp), e.block_size)
     need = cdiv(max_model_len, e.block_size)
@@ -373,7 +393,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     decode_query_len = 1 + (sp.num_speculative_tokens if sp.method != "none" else 0)  # tokens a decode schedules
     graph_tokens = 0 if e.enforce_eager else min(e.max_cudagraph_capture_size or min(2 * seqs * decode_query_len, 512),
                                                  tokens)
-    cost_model = build_cost_model(profile, arch, hw, tp, gpu=h.gpu, cudagraph_max_tokens=graph_tokens,
+    cost_model = build_cost_model(profile, arch, hw, tp, gpu=h.gpu, cudagraph_max_tokens=graph_tokens, expert_parallel=ep,
+                                  data_parallel_size=dp,
                                   async_scheduling=async_scheduling)
     pol = scenario.policies
     if (pol.admission.long_prompt_tokens is None) != (pol.admission.max_long_prefills is None):

@@ -269,10 +269,11 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     env = SimClock()
     replicas: list[Replica] = []
     c = rs.scenario.cluster
-    front = c.prefill_replicas or c.replicas  # the replicas new requests are routed to
+    engines = c.replicas * rs.scenario.engine.data_parallel_size  # each DP rank is an engine of its own
+    front = c.prefill_replicas or engines  # the replicas new requests are routed to
     router = make_router(c.router, front, rs.scenario.seed)
     arrivals = ArrivalSource(env, source, rs.max_model_len, lambda req: replicas[router.choose(req, replicas[:front])])
-    if executor is not None and (c.replicas > 1 or c.prefill_replicas):
+    if executor is not None and (engines > 1 or c.prefill_replicas):
         raise ConfigError("cluster.replicas", "a measured replay runs one replica")
     if c.prefill_replicas:
         kv_bytes = rs.arch.kv_bytes_per_token_per_gpu(rs.scenario.engine.tensor_parallel_size)
@@ -292,7 +293,7 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
         replicas.extend(Replica(env, i, rs, arrivals, prefill_only=True, hand_off=hand_off) for i in range(front))
         replicas.extend(Replica(env, front + i, rs, arrivals) for i in range(c.replicas))
     else:
-        replicas.extend(Replica(env, i, rs, arrivals, executor) for i in range(c.replicas))
+        replicas.extend(Replica(env, i, rs, arrivals, executor) for i in range(engines))
     if c.prefill_replicas or (len(replicas) > 1 and not isinstance(source, StaticSource)):
         # one replica's finish can then send work to another in the middle of its decode run, which a
         # run planned earlier cannot see: simulate step by step

@@ -202,6 +202,14 @@ class ModelArchitecture(BaseModel):
         wide = 4 if self.dtype == "fp32" else 2
         return math.ceil(self.linear_params * WEIGHT_BITS[self.dtype] / 8) + rest * wide
 
+    def weight_bytes_per_gpu(self, tensor_parallel_size: int = 1, expert_parallel: int | None = None) -> float:
+        """One GPU's weights: everything split over the TP group, or with expert parallelism over `expert_parallel`
+        GPUs (TP x DP), whole experts spread over all of them and the rest split over the TP group."""
+        if not expert_parallel:
+            return self.weight_bytes / tensor_parallel_size
+        return (self.weight_bytes - self.expert_weight_bytes) / tensor_parallel_size + \
+            self.expert_weight_bytes / expert_parallel
+
     @property
     def expert_weight_bytes(self) -> int:
         """The routed experts' share of weight_bytes: what a step reads only for the experts its tokens pick."""

@@ -245,13 +245,16 @@ def test_public_gpu_runs_are_simulated_from_kernel_tables_and_reported(tmp_path,
     monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path / "cache"))
     table, runs = validate_serving(SERVING, tmp_path / "out", command=["validate", "serving"])
     by = {r["run"].split("/", 1)[1]: r for r in runs}
-    assert "mixture-of-experts" in by["RTXPRO6000/Qwen3-30B-A3B-Instruct-2507"]["skipped"]
+    moe = by["RTXPRO6000/Qwen3-30B-A3B-Instruct-2507"]  # DP 2 x EP 2, as the run's engine arguments say
+    assert moe["cost_model_source"].startswith("roofline fallback (qwen3-30b-a3b's mixture-of-experts")
+    assert {"engine.data_parallel_size=2", "engine.enable_expert_parallel=true", "cluster.router=least_outstanding"} \
+        <= set(moe["settings"])
     assert by["RTXPRO6000/Llama-3.1-8B"]["cost_model_source"] == "built-in profile rtxpro6000-llama-3.1-8b-bf16-tp1"
     assert by["RTX4090/Llama-3.1-8B"]["cost_model_source"].startswith("roofline fallback")
     t = table.set_index(["run", "metric"])["error"]
     # fitted on none of these runs: the dense 8B on a GPU with kernel tables lands within 20% on TPOT
     assert abs(t["llmservingsim-vllm-0.19/RTXPRO6000/Llama-3.1-8B", "TPOT mean (ms)"]) < 0.2
-    assert len(table) == 3 * (5 * 4 + 2) and table["error"].notna().all()  # 5 latencies x mean/p50/p90/p99, 2 rates
+    assert len(table) == 4 * (5 * 4 + 2) and table["error"].notna().all()  # 5 latencies x mean/p50/p90/p99, 2 rates
     # the overhead terms lengthen every step: kernel time alone predicts shorter TPOTs
     tpot = table[table["metric"] == "TPOT mean (ms)"]
     assert (tpot["sim_kernels_only"] < tpot["sim"]).all()
@@ -270,9 +273,9 @@ def test_leave_one_run_out_fits_on_the_other_runs_only(tmp_path, monkeypatch):
     table, runs = validate_serving(SERVING, tmp_path / "out", leave_one_out=True, terms=["gpu_per_layer_us"],
                                    max_evals=4)
     done = [r for r in runs if "leave_one_out" in r]
-    assert len(done) == 3
+    assert len(done) == 4
     for r in done:
-        assert r["run"] not in r["leave_one_out"]["fitted_on"] and len(r["leave_one_out"]["fitted_on"]) == 2
+        assert r["run"] not in r["leave_one_out"]["fitted_on"] and len(r["leave_one_out"]["fitted_on"]) == 3
     assert table["error_fitted"].notna().all()
     # the fitted term differs per fold: each was fitted on different runs
     assert len({r["leave_one_out"]["terms"]["gpu_per_layer_us"] for r in done}) > 1

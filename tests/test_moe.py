@@ -114,3 +114,21 @@ def test_tools_that_build_dense_layers_refuse_moe_in_one_line(tmp_path, capsys):
                  "--out", str(tmp_path / "p.yaml")]) == 2
     assert "mixture-of-experts and latent attention layers" in capsys.readouterr().err
     assert main(["calibrate", "run", "--engine", "torch", "--model", "mixtral-8x7b", "--out", str(tmp_path / "c")]) == 2
+
+
+def test_expert_parallel_spreads_whole_experts_and_vllm_refusals_hold():
+    base = ["model=qwen3-30b-a3b", "hardware.gpu=rtx-pro-6000", "workload.num_requests=20"]
+    ep = load(None, base + ["engine.data_parallel_size=2", "engine.enable_expert_parallel=true"])
+    m = ep.arch
+    per_gpu = (m.weight_bytes - m.expert_weight_bytes) + m.expert_weight_bytes / 2  # attention whole, half the experts
+    assert m.weight_bytes_per_gpu(1, 2) == per_gpu
+    assert ep.num_gpu_blocks > load(None, base + ["engine.data_parallel_size=2"]).num_gpu_blocks  # room for KV
+    from simulator.engine import simulate
+
+    assert simulate(ep).summary["replicas"] == 2  # each DP rank its own scheduler and KV cache
+    for sets, msg in ((["model=llama-3.1-8b", "engine.enable_expert_parallel=true"], "dense model"),
+                      (base + ["engine.data_parallel_size=3", "engine.enable_expert_parallel=true"],
+                       "128 experts do not divide over"),
+                      (base + ["engine.data_parallel_size=2", "cluster.prefill_replicas=1"], "disaggregation")):
+        with pytest.raises(ConfigError, match=msg):
+            load(None, sets)
