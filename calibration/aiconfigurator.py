@@ -44,6 +44,17 @@ GEMM_KERNELS = {"bf16": ("bfloat16", ("torch.nn.functional.linear", "vllm_defaul
                 "fp8": ("fp8", ("CutlassFP8ScaledMMLinearKernel", "vllm_default")),
                 "nvfp4": ("nvfp4", ("FlashInferCutlassNvFp4LinearKernel", "FlashInferCuteDslNvFp4LinearKernel"))}
 KV_TABLE_DTYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8"}
+# Fused-MoE layers (read only for mixture-of-experts models): by tokens, shape, top-k, experts, MoE TP/EP, routing
+MOE_TABLE = ("moe/vllm/*/moe_perf.parquet", ["kernel_source", "moe_dtype", "num_tokens", "hidden_size", "inter_size",
+                                             "topk", "num_experts", "moe_tp_size", "moe_ep_size", "distribution",
+                                             "latency"])
+# the table's moe_dtype and kernels for a weight format, most preferred first (vLLM's fused-MoE choices)
+_BF16_MOE = ("vllm_unquantizedfusedmoe_triton_tritonexperts",  # Hopper and older
+             "vllm_unquantizedfusedmoe_flashinfer_cutlass_flashinferexperts")  # what the Blackwell tables measured
+MOE_KERNELS = {"bf16": (("bfloat16",), _BF16_MOE), "fp16": (("bfloat16",), _BF16_MOE),
+               "fp8": (("fp8", "fp8_block"), ("vllm_fp8moe_triton_tritonexperts",
+                                              "vllm_fp8moe_flashinfer_cutlass_flashinferexperts"))}
+MOE_ROUTING = "power_law_1.2"  # real routers are skewed; the tables measure balanced, 1.01 and 1.2
 
 
 def _read_table(path: Path, cols: list[str]) -> pd.DataFrame:
@@ -116,6 +127,34 @@ class KernelTables:
             self.t[key], self.versions[key] = df, path.parent.name
         self.device = str(self.t["gemm"]["device"].iloc[0]) if "device" in self.t["gemm"] else gpu
         self._gemm_curves: dict = {}
+        self._moe_curves: dict = {}
+
+    # -- fused MoE ------------------------------------------------------------------
+    def moe_ms(self, tokens: float, arch, dtype: str, tp: int, routing: str = MOE_ROUTING) -> float:
+        """One fused-MoE layer (routed experts) for `tokens` tokens, every expert split over the TP group."""
+        key = (arch.hidden_size, arch.moe_intermediate_size or arch.intermediate_size, arch.experts_per_token,
+               arch.num_experts, tp, dtype, routing)
+        if key not in self._moe_curves:
+            if "moe" not in self.t:
+                path = newest_table(self.dir, MOE_TABLE[0])
+                if path is None:
+                    raise ConfigError("kernel_tables", f"missing table {self.dir / MOE_TABLE[0]} (a MoE model needs it)")
+                self.t["moe"], self.versions["moe"] = _read_table(path, MOE_TABLE[1]), path.parent.name
+            dtypes, kernels = MOE_KERNELS.get(dtype, ((), ()))
+            m = self.t["moe"]
+            m = m[(m["hidden_size"] == key[0]) & (m["inter_size"] == key[1]) & (m["topk"] == key[2])
+                  & (m["num_experts"] == key[3]) & (m["moe_ep_size"] == 1) & (m["distribution"] == routing)
+                  & m["moe_dtype"].isin(dtypes)]
+            found = [k for k in kernels if (m["kernel_source"] == k).any()]
+            m = m[(m["moe_tp_size"] == tp) & (m["kernel_source"] == found[0])] if found else m.iloc[0:0]
+            if m.empty:
+                raise ConfigError("kernel_tables", f"no fused-MoE timings in {self.dir} for {arch.name}'s experts "
+                                                   f"(hidden {key[0]}, expert {key[1]}, top {key[2]} of {key[3]}) "
+                                                   f"in {dtype} at MoE TP {tp}, {routing} routing")
+            m = m.groupby("num_tokens", as_index=False)["latency"].median().sort_values("num_tokens")
+            self._moe_curves[key] = (m["num_tokens"].to_numpy(float), m["latency"].to_numpy(float))
+        xs, ys = self._moe_curves[key]
+        return _interp_scaled(tokens, xs, ys) if tokens >= xs[0] else float(ys[0])
 
     @property
     def vllm_versions(self) -> str:
@@ -242,6 +281,11 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
     g = t.gemm_ms
     gemm = (g(tokens, (heads + 2 * kvh) * d, h, dtype) + g(tokens, h, heads * d, dtype)
             + g(tokens, 2 * inter // tp, h, dtype) + g(tokens, h, inter // tp, dtype))
+    moe = 0.0
+    if arch.is_moe:  # MoE layers: the fused routed experts, the router, the shared experts
+        shared = arch.shared_expert_intermediate_size or arch.num_shared_experts * (arch.moe_intermediate_size or inter)
+        moe = t.moe_ms(tokens, arch, dtype, tp) + g(tokens, arch.num_experts, h, "bf16") + \
+            (g(tokens, 2 * shared // tp, h, dtype) + g(tokens, h, shared // tp, dtype) if shared else 0.0)
     attn = 0.0
     if point.kind == "prefill":
         attn += t.context_attention_ms(point.batch, point.tokens, heads, kvh, d, kv)
@@ -252,6 +296,9 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
     comm = 2 * t.allreduce_ms(tokens * h, tp) if tp > 1 else 0.0  # the step's activations, in elements
     lm_head = g(shape.num_seqs, arch.vocab_size // tp, h, "bf16")  # vLLM quantizes the decoder's linear layers only
     layers = arch.num_hidden_layers
+    if arch.is_moe:  # its MoE layers run the experts where a dense layer runs its MLP
+        mlp = g(tokens, 2 * inter // tp, h, dtype) + g(tokens, h, inter // tp, dtype)
+        gemm = gemm - mlp + (arch.num_moe_layers * moe + arch.num_dense_layers * mlp) / layers
     return {"gemm_ms": layers * gemm + lm_head, "attention_ms": layers * attn, "allreduce_ms": layers * comm,
             "time_ms": layers * (gemm + attn + comm) + lm_head}
 
@@ -260,7 +307,9 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
                     name: str | None = None, grid: str = "gpu", hardware_key: str | None = None) -> tuple[dict, FitResult]:
     """A profile dict (kernel fit + default host overhead) for one model x GPU x dtype x KV dtype x TP."""
     arch = load_model(model)
-    arch.require_dense("the kernel-table composer", "--model")
+    if arch.is_mla:
+        raise ConfigError("--model", f"{arch.name} has latent attention layers, which the kernel-table composer does "
+                                     f"not build yet; simulate it with profile: auto (the roofline)")
     if tp < 1:
         raise ConfigError("tp", "must be >= 1")
     kv = kv_dtype or arch.kv_cache_dtype or arch.activation_dtype

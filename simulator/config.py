@@ -359,7 +359,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if not e.num_gpu_blocks_override and (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
         raise err
     _check_formats(arch, hw, e.quantization)
-    selection = select_profile(scenario.profile, arch, h.gpu, hw, tp)
+    selection = select_profile(scenario.profile, arch, h.gpu, hw, tp, ep)
     profile = selection.profile
     max_model_len = e.max_model_len or arch.max_position_embeddings
     if max_model_len > arch.max_position_embeddings:

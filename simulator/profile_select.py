@@ -141,7 +141,8 @@ def _roofline(arch: ModelArchitecture, gpu: str | None, hw: Hardware, why: str) 
     return Selection(prof, f"roofline fallback ({why})", warn)
 
 
-def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, hw: Hardware, tp: int) -> Selection:
+def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, hw: Hardware, tp: int,
+                   expert_parallel: int | None = None) -> Selection:
     if spec != "auto":
         p = load_profile(spec)
         where = f"built-in profile {p.name}" if isinstance(spec, str) and spec in builtin_profile_names() else \
@@ -150,9 +151,11 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
     p = _builtin_match(arch, gpu, tp)
     if p is not None:
         return Selection(p, f"built-in profile {p.name}")
-    if arch.is_moe or arch.is_mla:  # the composer builds dense GQA layers; MoE and MLA tables are not composed yet
-        what = " and ".join(w for w, on in (("mixture-of-experts", arch.is_moe), ("latent-attention", arch.is_mla)) if on)
-        return _roofline(arch, gpu, hw, f"{arch.name}'s {what} layers are not composed from kernel tables yet")
+    if arch.is_mla:  # the composer builds GQA attention; MLA tables are not composed yet
+        return _roofline(arch, gpu, hw, f"{arch.name}'s latent-attention layers are not composed from kernel tables yet")
+    if expert_parallel:
+        return _roofline(arch, gpu, hw, f"expert-parallel MoE layers (all-to-all dispatch) are not composed from "
+                                        f"kernel tables yet")
     if not hw.kernel_tables:
         return _roofline(arch, gpu, hw, f"{gpu or 'this GPU'} has no measured kernel tables")
     if arch.dtype in ("w4a16", "fp32"):

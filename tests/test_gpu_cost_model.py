@@ -246,7 +246,7 @@ def test_public_gpu_runs_are_simulated_from_kernel_tables_and_reported(tmp_path,
     table, runs = validate_serving(SERVING, tmp_path / "out", command=["validate", "serving"])
     by = {r["run"].split("/", 1)[1]: r for r in runs}
     moe = by["RTXPRO6000/Qwen3-30B-A3B-Instruct-2507"]  # DP 2 x EP 2, as the run's engine arguments say
-    assert moe["cost_model_source"].startswith("roofline fallback (qwen3-30b-a3b's mixture-of-experts")
+    assert moe["cost_model_source"].startswith("roofline fallback (expert-parallel MoE layers")
     assert {"engine.data_parallel_size=2", "engine.enable_expert_parallel=true", "cluster.router=least_outstanding"} \
         <= set(moe["settings"])
     assert by["RTXPRO6000/Llama-3.1-8B"]["cost_model_source"] == "built-in profile rtxpro6000-llama-3.1-8b-bf16-tp1"
