@@ -136,8 +136,8 @@ def add_validate_parser(sub) -> None:
 
 def add_compare_parser(sub) -> None:
     c = sub.add_parser("compare", help="a real serving run against its simulation; exit 1 beyond --tolerance")
-    c.add_argument("runs", nargs="+", metavar="REAL [SIM]",
-                   help="real run(s): lifecycle records (a folder or JSONL) or `vllm bench serve --save-detailed` "
+    c.add_argument("runs", nargs="+", metavar="RUN",
+                   help="REAL [REAL ...] [SIM]: real run(s), lifecycle records (a folder or JSONL) or `vllm bench serve --save-detailed` "
                         "JSON; several are repeats of one workload (their spread is reported and allowed). A "
                         "servesim results folder last is the simulation to compare with; otherwise the first real "
                         "run is simulated (same arrivals, lengths and settings)")
