@@ -316,7 +316,12 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
     t = KernelTables(data, gpu)
     pts = [p for p in make_grid(grid, arch.max_position_embeddings) if p.kind in STEP_KINDS]
     rows = [p.row() | compose_step_ms(t, arch, p, dtype, tp, kv) for p in pts]
-    fit = fit_step_model(pd.DataFrame(rows), source=f"{gpu} kernel tables")
+    table = pd.DataFrame(rows)
+    if arch.is_moe:  # the fit gets the experts each step touches (calibration/fit.py)
+        table["experts_touched"] = [arch.experts_touched(p.shape.prefill_tokens + p.shape.decode_seqs) for p in pts]
+    fit = fit_step_model(table, source=f"{gpu} kernel tables")
+    if arch.is_moe:
+        fit.coefficients |= {"moe_experts": arch.num_experts, "moe_top_k": arch.experts_per_token}
     kv_note = f", {kv} KV cache" if kv != arch.activation_dtype else ""
     prof = profile_dict(
         fit, name=name or f"{hardware_key or gpu}-{arch.name}-{dtype}{'-kv' + kv if kv_note else ''}-tp{tp}",

@@ -25,6 +25,9 @@ from simulator.errors import ConfigError
 SHAPE_COLUMNS = ["num_seqs", "prefill_tokens", "prefill_attention_pairs", "decode_seqs", "decode_context_tokens"]
 PARAMS = ["step_overhead_ms", "per_seq_ms", "per_token_ms", "linear_floor_ms", "per_context_token_ms",
           "per_spilled_context_token_ms", "context_cache_tokens", "per_attention_pair_ms"]
+# a mixture-of-experts model's measurements carry `experts_touched` (expected distinct experts a layer runs for the
+# step's tokens): its weights are read per expert touched, a curve in the tokens the knee above cannot follow
+MOE_PARAM = "per_expert_ms"
 
 
 @dataclass
@@ -82,9 +85,11 @@ def _features(df: pd.DataFrame) -> tuple[np.ndarray, ...]:
 
 
 def predict_ms(coef: dict | np.ndarray, df: pd.DataFrame) -> np.ndarray:
-    c = np.array([coef[p] for p in PARAMS]) if isinstance(coef, dict) else coef
+    c = np.array([coef[p] for p in PARAMS + ([MOE_PARAM] if MOE_PARAM in coef else [])]) \
+        if isinstance(coef, dict) else coef
     s, t, k, p = _features(df)
-    return c[0] + c[1] * s + np.maximum(c[3], c[2] * t) + c[4] * k + c[5] * np.maximum(0.0, k - c[6]) + c[7] * p
+    ms = c[0] + c[1] * s + np.maximum(c[3], c[2] * t) + c[4] * k + c[5] * np.maximum(0.0, k - c[6]) + c[7] * p
+    return ms + c[8] * df["experts_touched"].to_numpy(float) if len(c) > 8 else ms
 
 
 def _errors(pred: np.ndarray, y: np.ndarray) -> dict:
@@ -102,10 +107,11 @@ def _candidates(x: np.ndarray, most: int = 40) -> np.ndarray:
 def _fit(df: pd.DataFrame) -> np.ndarray:
     s, t, k, p = _features(df)
     y = df["time_ms"].to_numpy(float)
+    moe = [df["experts_touched"].to_numpy(float)] if "experts_touched" in df else []
     best, best_err = None, np.inf
     for knee in _candidates(np.concatenate([[0.0], t])):
         for k_knee in _candidates(k):
-            a = np.column_stack([np.ones_like(t), s, np.maximum(t, knee), k, np.maximum(0.0, k - k_knee), p])
+            a = np.column_stack([np.ones_like(t), s, np.maximum(t, knee), k, np.maximum(0.0, k - k_knee), p] + moe)
             a = a / y[:, None]
             scale = np.abs(a).max(axis=0)
             scale[scale == 0] = 1.0
@@ -113,7 +119,7 @@ def _fit(df: pd.DataFrame) -> np.ndarray:
             x = x / scale
             err = np.sum((a @ x - 1.0) ** 2)
             if err < best_err:
-                best_err, best = err, np.array([x[0], x[1], x[2], x[2] * knee, x[3], x[4], k_knee, x[5]])
+                best_err, best = err, np.array([x[0], x[1], x[2], x[2] * knee, x[3], x[4], k_knee, x[5]] + list(x[6:]))
     scale = np.maximum(np.abs(best), 1e-12)
     res = least_squares(lambda z: (predict_ms(z * scale, df) - y) / y, best / scale, bounds=(0, np.inf),
                         xtol=1e-12, ftol=1e-12, gtol=1e-12)
@@ -134,4 +140,5 @@ def fit_step_model(df: pd.DataFrame, holdout: float = 0.2, seed: int = 0, source
     y = df["time_ms"].to_numpy(float)
     out = df.assign(predicted_ms=pred, split=np.where(test, "held_out", "train"))
     held = _errors(pred[test], y[test]) if test.any() else _errors(pred, y)
-    return FitResult({k: float(v) for k, v in zip(PARAMS, coef)}, held, _errors(pred[~test], y[~test]), out)
+    names = PARAMS + [MOE_PARAM] * (len(coef) > len(PARAMS))
+    return FitResult({k: float(v) for k, v in zip(names, coef)}, held, _errors(pred[~test], y[~test]), out)

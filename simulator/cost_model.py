@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationError
+from pydantic import BaseModel, ConfigDict, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError
 
 from simulator.batch import BatchShape
 from simulator.errors import ConfigError
@@ -43,6 +43,10 @@ class LinearCoefficients(BaseModel):
     per_spilled_context_token_ms: NonNegativeFloat = 0.0  # extra, for KV tokens beyond context_cache_tokens
     context_cache_tokens: NonNegativeFloat = 0.0  # decode KV that still fits a fast cache (CPUs show this cliff)
     per_attention_pair_ms: NonNegativeFloat = 0.0  # prefill (query, context) pairs
+    # mixture of experts: per expert a MoE layer runs, E (1 - (1 - k/E)^tokens) of them for a step's tokens
+    per_expert_ms: NonNegativeFloat = 0.0
+    moe_experts: NonNegativeInt = 0
+    moe_top_k: NonNegativeInt = 0
 
 
 class LinearCostModel(CostModel):
@@ -63,12 +67,20 @@ class LinearCostModel(CostModel):
         self._k = (c.step_overhead_ms, c.per_seq_ms, c.per_prefill_token_ms, c.per_decode_token_ms,
                    c.per_token_ms, c.linear_floor_ms, c.per_context_token_ms, c.per_spilled_context_token_ms,
                    c.context_cache_tokens, c.per_attention_pair_ms)
+        # the hot path is one bound method: a dense profile never pays for the MoE term
+        self.step_time = self._moe_time if c.per_expert_ms and c.moe_experts else self._dense_time
 
     def knee_tokens(self) -> int | None:
         c = self.c
         return int(c.linear_floor_ms / c.per_token_ms) if c.per_token_ms > 0 and c.linear_floor_ms > 0 else None
 
-    def step_time(self, shape: BatchShape) -> float:
+    def _moe_time(self, shape: BatchShape) -> float:
+        """A MoE profile: the dense terms plus the experts the step's tokens touch."""
+        e, k = self.c.moe_experts, self.c.moe_top_k
+        touched = e * (1.0 - (1.0 - k / e) ** (shape.prefill_tokens + shape.decode_seqs))
+        return self._dense_time(shape) + self.c.per_expert_ms * touched * 1e-3
+
+    def _dense_time(self, shape: BatchShape) -> float:
         k0, k_seq, k_pre, k_dec, k_tok, floor, k_ctx, k_spill, cached, k_pair = self._k
         tokens = shape.prefill_tokens + shape.decode_seqs
         linear = k_tok * tokens

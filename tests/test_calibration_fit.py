@@ -114,3 +114,21 @@ def test_a_run_beyond_the_profiles_fitted_batches_is_warned_about(tmp_path):
     s = simulate(rs).summary
     assert any("at most 256 sequences" in w for w in s["cost_model_warnings"])
     assert simulate(load(None, ["workload.num_requests=50"])).summary["cost_model_warnings"] == []
+
+
+def test_a_moe_fit_recovers_its_per_expert_term_and_the_simulator_means_the_same():
+    """Steps of a MoE model carry the experts they touch; the fit recovers the time per expert, and the cost
+    model, given E and k, computes the same curve from the step's tokens."""
+    e, k = 8, 2
+    df = pd.DataFrame([p.row() for p in make_grid("gpu") if p.kind in STEP_KINDS])
+    tokens = df["prefill_tokens"] + df["decode_seqs"]
+    df["experts_touched"] = e * (1 - (1 - k / e) ** tokens)
+    coef = TRUE | {"per_expert_ms": 0.7}
+    df["time_ms"] = predict_ms(coef, df)
+    fit = fit_step_model(df)
+    assert fit.coefficients["per_expert_ms"] == pytest.approx(0.7, rel=0.01)
+    assert fit.held_out["mape"] < 1e-6
+    model = LinearCostModel(LinearCoefficients(**fit.coefficients, moe_experts=e, moe_top_k=k))
+    one = BatchShape(1, 0, 0, 1, 1024)
+    dense = LinearCostModel(LinearCoefficients(**{p: fit.coefficients[p] for p in PARAMS}))
+    assert model.step_time(one) - dense.step_time(one) == pytest.approx(0.7 * 2 * 1e-3, rel=0.01)  # 2 experts

@@ -146,6 +146,9 @@ def test_moe_layers_are_composed_from_the_fused_moe_tables(tmp_path, monkeypatch
     monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
     rs = load(None, ["model=mixtral-8x7b", "hardware.gpu=h100-sxm", "engine.tensor_parallel_size=2"])
     assert rs.cost_model_source.startswith("composed from the h100_sxm kernel tables")
+    c = rs.profile.coefficients  # the experts-touched term: the fit follows the MoE curve (26% MAPE without it)
+    assert c["per_expert_ms"] > 0 and (c["moe_experts"], c["moe_top_k"]) == (8, 2)
+    assert rs.profile.held_out_error["mape"] < 0.10
     t = KernelTables(TABLES, "h100_sxm")
     m = rs.arch
     one, many = (compose_step_ms(t, m, GridPoint("decode", b, 0, 1024), "bf16", 2) for b in (1, 64))
