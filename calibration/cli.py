@@ -266,32 +266,27 @@ def _print_fit(path, fit) -> None:
 def cmd_run(args) -> int:
     from calibration.vllm_harness import run_vllm_calibration, vllm_importable
 
-    engine = args.engine
-    if engine == "auto":
-        engine = "vllm" if vllm_importable(args.vllm_python) else "torch"
-    if engine == "vllm":
+    has_vllm = args.engine != "torch" and vllm_importable(args.vllm_python)
+    if args.engine == "vllm" or args.engine == "auto" and has_vllm:
         from simulator.errors import ConfigError
 
-        if not vllm_importable(args.vllm_python):
+        if not has_vllm:
             raise ConfigError("--vllm-python", f"{args.vllm_python} cannot import vLLM: build it with `make vllm-env`")
         out = run_vllm_calibration(args.model, args.dtype, args.out, args.vllm_python, args.grid or "cpu",
                                    block_size=args.block_size or 128, kv_gib=args.kv_gib)
         meta = json.loads((out / "run.json").read_text())
-        print(f"{meta['points']} engine steps over {meta['levels']} grid levels logged in {meta['wall_s']} s on "
-              f"{meta['device']}: {out / 'measurements.parquet'}")
-        if args.fit:
-            from calibration.profile_io import fit_directory
+        what = f"{meta['points']} engine steps over {meta['levels']} grid levels logged"
+    else:
+        from calibration.harness import run_calibration
 
-            _print_fit(*fit_directory(out))
-        return 0
-    from calibration.harness import run_calibration
-
-    out = run_calibration(args.model, args.device, args.dtype, args.out, grid=args.grid, block_size=args.block_size or 16,
-                          warmup=args.warmup, repeats=args.repeats, threads=args.threads,
-                          progress=not args.no_progress, max_kv_gib=args.max_kv_gib, attention=args.attention)
-    meta = json.loads((out / "run.json").read_text())
-    print(f"{meta['points']} points measured in {meta['wall_s']} s on {meta['hardware'].get('name')}: "
-          f"{out / 'measurements.parquet'}")
+        out = run_calibration(args.model, args.device, args.dtype, args.out, grid=args.grid,
+                              block_size=args.block_size or 16, warmup=args.warmup, repeats=args.repeats,
+                              threads=args.threads, progress=not args.no_progress, max_kv_gib=args.max_kv_gib,
+                              attention=args.attention)
+        meta = json.loads((out / "run.json").read_text())
+        what = f"{meta['points']} points measured"
+        meta["device"] = meta["hardware"].get("name")
+    print(f"{what} in {meta['wall_s']} s on {meta['device']}: {out / 'measurements.parquet'}")
     if args.fit:
         from calibration.profile_io import fit_directory
 

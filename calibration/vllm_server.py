@@ -31,7 +31,7 @@ import yaml
 
 from calibration.real_runs import attach_prefixes, read_run, request_summary
 from calibration.run_comparison import comparison_table, simulate_run
-from calibration.vllm_validate import DRIVER, DTYPES, build_model
+from calibration.vllm_validate import DRIVER, DTYPES, build_model, level_specs, require_python
 from simulator.errors import ConfigError
 
 CLI = Path(__file__).with_name("vllm_cli.py")
@@ -124,14 +124,6 @@ def load_levels(path: str | Path) -> tuple[dict[str, list[str]], str | None]:
     return {str(k): v for k, v in levels.items()}, fit_on
 
 
-def _level_specs(rs):
-    src = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
-    concurrency = getattr(src, "concurrency", None)
-    specs = src.initial() if concurrency is None else \
-        [next(src.templates) for _ in range(rs.scenario.workload.num_requests or 100)]
-    return specs, concurrency
-
-
 def validate_vllm_server(scenario: str, sets: list[str], python: str, repeats: int, levels_path: str,
                          kv_gib: float, out: str | Path, engine_profile: str | None = None,
                          command: list[str] | None = None, resimulate: bool = False) -> tuple[pd.DataFrame, dict]:
@@ -140,8 +132,7 @@ def validate_vllm_server(scenario: str, sets: list[str], python: str, repeats: i
     from simulator.config import load
     from workloads.traces import write_timed_trace
 
-    if not Path(python).is_file():
-        raise ConfigError("vllm-python", f"{python} not found: build the engine's venv with `make vllm-env`")
+    require_python(python)
     if not (isinstance(repeats, int) and repeats >= 1):
         raise ConfigError("--repeats", f"must be >= 1, got {repeats}")
     levels, fit_on = load_levels(levels_path)
@@ -151,7 +142,7 @@ def validate_vllm_server(scenario: str, sets: list[str], python: str, repeats: i
     plans = []
     for i, (name, extra) in enumerate(levels.items()):
         lrs = load(scenario, sets + extra)
-        specs, concurrency = _level_specs(lrs)
+        specs, concurrency = level_specs(lrs)
         sent = [dataclasses.replace(s, arrival_time=0.0) for s in specs] if concurrency else specs
         trace = write_timed_trace(sent, out / f"trace-{i}.jsonl", CHUNK)
         plans.append((name, trace, specs, concurrency))

@@ -58,10 +58,23 @@ def client_metrics(requests: list[dict]) -> tuple[dict, SimpleNamespace]:
 DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
-def build_model(python: str, arch, out: Path) -> Path:
-    """A random-weight model of the architecture with a local tokenizer, made by vLLM's own transformers."""
+def require_python(python: str) -> None:
     if not Path(python).is_file():
         raise ConfigError("vllm-python", f"{python} not found: build the engine's venv with `make vllm-env`")
+
+
+def level_specs(rs) -> tuple[list, int | None]:
+    """A load level's requests as the engine is sent them, and its closed-loop concurrency (None: open loop)."""
+    src = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
+    concurrency = getattr(src, "concurrency", None)
+    specs = src.initial() if concurrency is None else \
+        [next(src.templates) for _ in range(rs.scenario.workload.num_requests or 100)]
+    return specs, concurrency
+
+
+def build_model(python: str, arch, out: Path) -> Path:
+    """A random-weight model of the architecture with a local tokenizer, made by vLLM's own transformers."""
+    require_python(python)
     model_dir = out / "model"
     if not (model_dir / "config.json").is_file():
         (out / "architecture.json").write_text(json.dumps(arch.model_dump(mode="json")))
@@ -95,8 +108,7 @@ def validate_vllm(scenario: str, sets: list[str], python: str, repeats: int, loa
     from simulator.engine import simulate
     from workloads.traces import write_jsonl
 
-    if not Path(python).is_file():
-        raise ConfigError("vllm-python", f"{python} not found: build the engine's venv with `make vllm-env`")
+    require_python(python)  # before any work: the engine is the point
     rs = load(scenario, sets)
     if loads == ["auto"]:
         loads = auto_loads(rs, sets, scenario)
@@ -107,10 +119,7 @@ def validate_vllm(scenario: str, sets: list[str], python: str, repeats: int, loa
     plan, level_rs = [], {}
     for i, level in enumerate(levels):
         lrs = rs if level == "as-configured" else load(scenario, sets + _load_sets(level))
-        src = lrs.scenario.workload.source(lrs.scenario.seed, lrs.max_model_len)
-        concurrency = getattr(src, "concurrency", None)
-        specs = src.initial() if concurrency is None else \
-            [next(src.templates) for _ in range(lrs.scenario.workload.num_requests or 100)]
+        specs, concurrency = level_specs(lrs)
         write_jsonl(specs, out / f"workload-{i}.jsonl")
         plan.append({"name": level, "workload": str(out / f"workload-{i}.jsonl"), "concurrency": concurrency})
         level_rs[level] = lrs

@@ -318,7 +318,8 @@ def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: flo
     per_gpu = arch.weight_bytes_per_gpu(tp, ep)
     if per_gpu < usable:
         return None
-    need = next((t for t in (2, 4, 8, 16, 32, 64) if t > tp and arch.weight_bytes_per_gpu(t, ep and ep // tp * t) < usable),
+    dp = ep // tp if ep else None  # a larger TP keeps the DP degree: EP over t x dp GPUs
+    need = next((t for t in (2, 4, 8, 16, 32, 64) if t > tp and arch.weight_bytes_per_gpu(t, dp and t * dp) < usable),
                 None)
     what = (f"{arch.name} ({arch.dtype}) needs {arch.weight_bytes / GIB:.1f} GiB of weights, {per_gpu / GIB:.1f} GiB "
             f"per GPU at tensor_parallel_size={tp}, more than the {usable / GIB:.1f} GiB usable on a {hw.name} "
