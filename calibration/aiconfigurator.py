@@ -24,6 +24,7 @@ from calibration.grid import STEP_KINDS, GridPoint, make_grid
 from calibration.profile_io import profile_dict, write_profile
 from simulator.cost_model import default_overhead
 from simulator.errors import ConfigError
+from simulator.local_attention import local_attention
 from simulator.model_arch import load_model
 
 # Each table's newest measured version under <gpu>/ (GPUs were measured with different vLLM releases).
@@ -53,7 +54,11 @@ _BF16_MOE = ("vllm_unquantizedfusedmoe_triton_tritonexperts",  # Hopper and olde
              "vllm_unquantizedfusedmoe_flashinfer_cutlass_flashinferexperts")  # what the Blackwell tables measured
 MOE_KERNELS = {"bf16": (("bfloat16",), _BF16_MOE), "fp16": (("bfloat16",), _BF16_MOE),
                "fp8": (("fp8", "fp8_block"), ("vllm_fp8moe_triton_tritonexperts",
-                                              "vllm_fp8moe_flashinfer_cutlass_flashinferexperts"))}
+                                              "vllm_fp8moe_flashinfer_cutlass_flashinferexperts")),
+               # gpt-oss's MXFP4 experts: OpenAI's Triton kernel on Hopper, TRT-LLM's through FlashInfer on Blackwell
+               "mxfp4": (("w4a16_mxfp4",), ("vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
+                                            "vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_"
+                                            "trtllmmxfp4expertsmonolithic"))}
 MOE_ROUTING = "power_law_1.2"  # real routers are skewed; the tables measure balanced, 1.01 and 1.2
 
 
@@ -269,6 +274,24 @@ class KernelTables:
         return _interp_scaled(elements, a["message_size"].to_numpy(float), a["latency"].to_numpy(float))
 
 
+def _attention_ms(t: KernelTables, point: GridPoint, heads: int, kvh: int, d: int, kv: str, local=None) -> float:
+    """One layer's attention kernels for a grid point; in a local layer, over what its window or chunk keeps
+    (prefill scaled by the (query, key) pairs the window leaves)."""
+    shape = point.shape
+    attn = 0.0
+    if point.kind == "prefill":
+        full = t.context_attention_ms(point.batch, point.tokens, heads, kvh, d, kv)
+        n = point.tokens
+        attn += full if local is None else full * local.pairs(0, n) / (n * (n + 1) // 2)
+    elif point.kind == "mixed":  # a chunk after cached context: the full prefill with as many (query, key) pairs
+        pairs = shape.prefill_attention_pairs if local is None else local.pairs(point.context, point.tokens)
+        attn += t.context_attention_ms(1, np.sqrt(2.0 * pairs), heads, kvh, d, kv)
+    if shape.decode_seqs:
+        kv_len = point.context + 1 if local is None else local.span(point.context)
+        attn += t.generation_attention_ms(shape.decode_seqs, kv_len, heads, kvh, d, kv)
+    return attn
+
+
 def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int, kv_dtype: str | None = None) -> dict:
     """Kernel time of one engine step, by component (ms)."""
     if arch.num_attention_heads % tp:
@@ -284,15 +307,13 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
     moe = 0.0
     if arch.is_moe:  # MoE layers: the fused routed experts, the router, the shared experts
         shared = arch.shared_expert_intermediate_size or arch.num_shared_experts * (arch.moe_intermediate_size or inter)
-        moe = t.moe_ms(tokens, arch, dtype, tp) + g(tokens, arch.num_experts, h, "bf16") + \
+        moe = t.moe_ms(tokens, arch, arch.expert_dtype or dtype, tp) + g(tokens, arch.num_experts, h, "bf16") + \
             (g(tokens, 2 * shared // tp, h, dtype) + g(tokens, h, shared // tp, dtype) if shared else 0.0)
-    attn = 0.0
-    if point.kind == "prefill":
-        attn += t.context_attention_ms(point.batch, point.tokens, heads, kvh, d, kv)
-    elif point.kind == "mixed":  # a chunk after cached context: the full prefill with as many (query, key) pairs
-        attn += t.context_attention_ms(1, np.sqrt(2.0 * shape.prefill_attention_pairs), heads, kvh, d, kv)
-    if shape.decode_seqs:
-        attn += t.generation_attention_ms(shape.decode_seqs, point.context + 1, heads, kvh, d, kv)
+    attn = _attention_ms(t, point, heads, kvh, d, kv)
+    local = local_attention(arch)
+    if local is not None:  # its local layers read their window or chunk only
+        w = local.local_layers / local.layers
+        attn = (1 - w) * attn + w * _attention_ms(t, point, heads, kvh, d, kv, local)
     comm = 2 * t.allreduce_ms(tokens * h, tp) if tp > 1 else 0.0  # the step's activations, in elements
     lm_head = g(shape.num_seqs, arch.vocab_size // tp, h, "bf16")  # vLLM quantizes the decoder's linear layers only
     layers = arch.num_hidden_layers
@@ -316,6 +337,9 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
     t = KernelTables(data, gpu)
     pts = [p for p in make_grid(grid, arch.max_position_embeddings) if p.kind in STEP_KINDS]
     rows = [p.row() | compose_step_ms(t, arch, p, dtype, tp, kv) for p in pts]
+    local = local_attention(arch)
+    if local is not None:  # fit on the shapes the scheduler reports for it (layer-averaged attention)
+        rows = [r | p.local_shape(local)._asdict() for r, p in zip(rows, pts)]
     table = pd.DataFrame(rows)
     if arch.is_moe:  # the fit gets the experts each step touches (calibration/fit.py)
         table["experts_touched"] = [arch.experts_touched(p.shape.prefill_tokens + p.shape.decode_seqs) for p in pts]

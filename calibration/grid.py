@@ -34,6 +34,21 @@ class GridPoint:
             return BatchShape(b, 0, 0, b, b * (c + 1))
         return BatchShape(1 + b, n, n * c + n * (n + 1) // 2, b, b * (c + 1))
 
+    def local_shape(self, local) -> BatchShape:
+        """The shape a scheduler reports for this point in a model with local-attention layers: attention
+        aggregates averaged over full and local layers (simulator/local_attention.py)."""
+        full = self.shape
+        b, n, c = self.batch, self.tokens, self.context
+        if self.kind == "prefill":
+            pairs = b * local.pairs(0, n)
+        elif self.kind == "mixed":
+            pairs = local.pairs(c, n)
+        else:
+            pairs = 0
+        ctx = b * local.span(c) if full.decode_seqs else 0
+        return full._replace(prefill_attention_pairs=local.mix(full.prefill_attention_pairs, pairs),
+                             decode_context_tokens=local.mix(full.decode_context_tokens, ctx))
+
     @property
     def max_kv_tokens(self) -> int:
         """Cache slots the point needs (to size the block pool)."""

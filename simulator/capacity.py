@@ -71,15 +71,20 @@ def capacity(
     tokens_per_request: int,
     shared_prefix_tokens: int | None = None,
     private_tokens: int | None = None,
+    layout=None,
 ) -> CapacityReport:
-    """Concurrent requests under contiguous reservation, paging, and paging with a shared prefix."""
+    """Concurrent requests under contiguous reservation, paging, and paging with a shared prefix. `layout`
+    (simulator/hybrid_kv.py) cuts the pool for models with local-attention layers: blocks of one layer group,
+    and a request's local groups holding only their window."""
     for field, value in (("block_size", block_size), ("max_model_len", max_model_len), ("tokens_per_request", tokens_per_request)):
         if value <= 0:
             raise ConfigError(field, f"must be positive, got {value}")
-    blocks = num_blocks(pool_bytes, kv_bytes_per_token, block_size)
+    held = (lambda t: cdiv(t, block_size)) if layout is None else \
+        (lambda t: layout.blocks_for(t, t - 1, block_size))  # noqa: E731
+    blocks = num_blocks(pool_bytes, kv_bytes_per_token if layout is None else layout.page_bytes_per_token, block_size)
     contiguous_bytes = max_model_len * kv_bytes_per_token
     contiguous = pool_bytes // contiguous_bytes
-    per_req = cdiv(tokens_per_request, block_size)
+    per_req = held(tokens_per_request)
     paged = blocks // per_req
     extra = {}
     if shared_prefix_tokens is not None or private_tokens is not None:
@@ -88,7 +93,7 @@ def capacity(
         if shared_prefix_tokens < 0 or private_tokens <= 0:
             raise ConfigError("private_tokens", "shared_prefix_tokens must be >= 0 and private_tokens > 0")
         prefix_blocks = cdiv(shared_prefix_tokens, block_size)
-        private_blocks = cdiv(private_tokens, block_size)
+        private_blocks = held(shared_prefix_tokens + private_tokens) - prefix_blocks
         extra = dict(
             shared_prefix_tokens=shared_prefix_tokens,
             private_tokens=private_tokens,

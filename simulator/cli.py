@@ -94,6 +94,7 @@ def cmd_config(args) -> int:
 
 def cmd_capacity(args) -> int:
     from simulator.capacity import GIB, capacity, kv_pool_bytes
+    from simulator.hybrid_kv import kv_layout
     from simulator.hardware import load_hardware
     from simulator.model_arch import load_model
 
@@ -111,11 +112,12 @@ def cmd_capacity(args) -> int:
     # per GPU of the TP group: its share of the weights, and of each token's KV (MLA's latent cache is whole on each)
     weights = round(args.weights_gib * GIB) if args.weights_gib is not None else math.ceil(arch.weight_bytes / tp)
     pool = kv_pool_bytes(hw.memory_bytes, args.gpu_memory_utilization, weights)
+    layout = kv_layout(arch, tp, args.disable_hybrid_kv_cache_manager)
     report = capacity(
         model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool,
         block_size=args.block_size, max_model_len=args.max_model_len or arch.max_position_embeddings,
         tokens_per_request=args.tokens_per_request, shared_prefix_tokens=args.shared_prefix_tokens,
-        private_tokens=args.private_tokens)
+        private_tokens=args.private_tokens, layout=layout)
     d = report.as_dict() | {"gpu_memory_gib": hw.memory_gib, "gpu_memory_utilization": args.gpu_memory_utilization,
                             "weights_gib": weights / GIB, "tensor_parallel_size": tp}
     if args.json:
@@ -125,7 +127,9 @@ def cmd_capacity(args) -> int:
     per = f" per GPU of {tp}" if tp > 1 else ""
     print(f"{r.model}: {r.kv_bytes_per_token:,} B of KV cache per token{per}")
     print(f"KV pool{per}: {hw.memory_gib:g} GiB x {args.gpu_memory_utilization:g} - {weights / GIB:.2f} GiB weights "
-          f"= {r.pool_gib:.2f} GiB = {r.num_blocks:,} blocks of {r.block_size} tokens")
+          f"= {r.pool_gib:.2f} GiB = {r.num_blocks:,} blocks of {r.block_size} tokens"
+          + (f" x {layout.group_layers} layers (hybrid KV cache: 1 full-attention group, {layout.local_groups} "
+             f"local, each holding its window)" if layout.local_groups else ""))
     print(f"contiguous, {r.max_model_len:,} tokens reserved each ({r.contiguous_bytes_per_request / GIB:.2f} GiB): "
           f"{r.contiguous_requests:,} concurrent requests")
     print(f"paged, {r.tokens_per_request:,} tokens each ({r.blocks_per_request} blocks): {r.paged_requests:,} "
@@ -313,6 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--tensor-parallel-size", "-tp", type=int, default=1,
                    help="GPUs sharing the weights and each token's KV heads (vLLM's name)")
     c.add_argument("--block-size", type=int, default=16)
+    c.add_argument("--disable-hybrid-kv-cache-manager", action=argparse.BooleanOptionalAction, default=None,
+                   help="local-attention models: every layer keeps the whole context (default: vLLM's choice)")
     c.add_argument("--max-model-len", type=int, help="contiguous reservation per request (default: the model's)")
     c.add_argument("--tokens-per-request", type=int, default=1800)
     c.add_argument("--shared-prefix-tokens", type=int)

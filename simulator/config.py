@@ -15,10 +15,11 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat,
                       PositiveInt, ValidationError, model_validator)
 
-from simulator.capacity import cdiv, kv_pool_bytes, num_blocks
+from simulator.capacity import kv_pool_bytes, num_blocks
 from simulator.cost_model import CostModel, Profile, build_cost_model
 from simulator.errors import ConfigError
 from simulator.hardware import Hardware, load_hardware
+from simulator.hybrid_kv import KVLayout, kv_layout
 from simulator.model_arch import ModelArchitecture, load_model
 from workloads import SyntheticWorkload, Workload
 
@@ -47,6 +48,10 @@ class EngineSettings(_Strict):
     data_parallel_size: PositiveInt = Field(
         1, description="attention data parallel: this many engines (DP ranks), each its own scheduler and KV cache, "
                        "behind the router (cluster.router; vLLM's balancer is closest to least_outstanding)")
+    disable_hybrid_kv_cache_manager: bool | None = Field(
+        None, description="models with local-attention layers: true gives every layer the whole context's KV instead "
+                          "of dropping what local layers no longer read. None: vLLM's default, the hybrid manager on "
+                          "for sliding windows and off for chunked local attention (Llama 4)")
     enable_expert_parallel: bool = Field(
         False, description="MoE: whole experts spread over the tensor_parallel_size x data_parallel_size GPUs, "
                            "instead of every expert split over the TP group")
@@ -184,6 +189,7 @@ class ResolvedScenario:
     cost_model_source: str = ""
     async_scheduling: bool = False
     cudagraph_max_tokens: int = 0
+    kv_layout: KVLayout | None = None  # None: one group of every layer (set by resolve)
 
     def as_dict(self) -> dict:
         """The resolved config, written next to every result so a run can be repeated exactly."""
@@ -295,6 +301,9 @@ KV_CACHE_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_e4m
 def with_formats(arch: ModelArchitecture, quantization: str | None, kv_cache_dtype: str = "auto") -> ModelArchitecture:
     """The architecture as vLLM's --quantization and --kv-cache-dtype store it: weights' format, KV bytes."""
     if quantization:
+        if arch.expert_dtype:  # vLLM: the checkpoint's quantization method and --quantization must agree
+            raise ConfigError("engine.quantization", f"{arch.name}'s checkpoint is already quantized ({arch.expert_dtype} "
+                                                     f"experts); leave engine.quantization unset")
         arch = arch.model_copy(update={"dtype": QUANTIZED_FORMATS[quantization],
                                        "kv_cache_dtype": arch.kv_cache_dtype or arch.activation_dtype})
     if kv_cache_dtype != "auto":
@@ -375,6 +384,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("engine.max_num_batched_tokens",
                           f"{tokens} is smaller than max_model_len ({max_model_len}) with chunked prefill off")
 
+    layout = kv_layout(arch, tp, e.disable_hybrid_kv_cache_manager)
     pool = None
     if e.num_gpu_blocks_override:
         blocks = e.num_gpu_blocks_override
@@ -382,8 +392,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         # per GPU of the TP group: its share of the weights, its share of every token's KV
         pool = kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, math.ceil(arch.weight_bytes_per_gpu(tp, ep)),
                              math.ceil(e.reserved_memory_gib * GIB))
-        blocks = num_blocks(pool, arch.kv_bytes_per_token_per_gpu(tp), e.block_size)
-    need = cdiv(max_model_len, e.block_size)
+        blocks = num_blocks(pool, layout.page_bytes_per_token, e.block_size)
+    need = layout.max_blocks(max_model_len, tokens, e.block_size)
     if blocks - 1 < need:  # vLLM refuses to start when one max-length request cannot fit
         field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.gpu_memory_utilization"
         raise ConfigError(field, f"the KV pool ({blocks - 1} usable blocks of {e.block_size} tokens) cannot hold one "
@@ -408,7 +418,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         _WARNED.add(selection.warning)
         print(selection.warning, file=sys.stderr)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
-                            selection.source, async_scheduling, graph_tokens)
+                            selection.source, async_scheduling, graph_tokens, layout)
 
 
 _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once

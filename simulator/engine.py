@@ -21,7 +21,8 @@ from simulator.batch import BatchShape, decode_shape
 from simulator.clock import SimClock
 from simulator.config import ResolvedScenario
 from simulator.executor import ModelledExecutor
-from simulator.kv_cache import KVBlockManager, PrefixCachingKVManager
+from simulator.hybrid_kv import kv_layout, make_kv_manager
+from simulator.local_attention import local_attention
 from simulator.metrics import RunResult, StepLog
 from simulator.request import REJECTED, WAITING, Request
 from simulator.scheduler import Scheduler, SchedulerSettings
@@ -96,8 +97,9 @@ class Replica:
         e, p, sp = rs.scenario.engine, rs.scenario.policies, rs.scenario.speculative
         self.env = env
         self.index = index
-        kv_class = PrefixCachingKVManager if e.enable_prefix_caching else KVBlockManager
-        self.kv = kv_class(rs.num_gpu_blocks, e.block_size, rs.max_model_len, e.watermark)
+        layout = rs.kv_layout or kv_layout(rs.arch, e.tensor_parallel_size)
+        self.kv = make_kv_manager(layout, e.enable_prefix_caching, rs.num_gpu_blocks, e.block_size,
+                                  rs.max_model_len, e.watermark)
         settings = SchedulerSettings(
             max_num_batched_tokens=rs.max_num_batched_tokens, max_num_seqs=rs.max_num_seqs,
             max_model_len=rs.max_model_len, enable_chunked_prefill=e.enable_chunked_prefill,
@@ -109,11 +111,11 @@ class Replica:
             num_speculative_tokens=sp.num_speculative_tokens if sp.method != "none" else 0,
             speculation_adaptive=sp.method == "adaptive",
             speculation_knee_tokens=rs.cost_model.knee_tokens() or rs.max_num_batched_tokens,
-            swap_space_blocks=int(e.swap_space * 2**30
-                                  // (rs.arch.kv_bytes_per_token_per_gpu(e.tensor_parallel_size) * e.block_size)))
+            swap_space_blocks=int(e.swap_space * 2**30 // (layout.page_bytes_per_token * e.block_size)),
+            local_attention=local_attention(rs.arch))
         batching = make_batching(p.batching, p.static_batch_size or rs.max_num_seqs)
         # swap: one KV block over the host link; recompute: the marginal cost of prefilling the tokens again
-        block_bytes = rs.arch.kv_bytes_per_token_per_gpu(e.tensor_parallel_size) * e.block_size
+        block_bytes = layout.page_bytes_per_token * e.block_size
         self.block_transfer_s = block_bytes / (rs.hardware.host_link_gbps * 1e9)
         cost = rs.cost_model.step_time
         base = cost(BatchShape(1, 1, 1, 0, 0))
@@ -134,7 +136,8 @@ class Replica:
             fallback = p.admission.shed_ttft_ms
             self.ttft_slo_default = fallback / 1000 if fallback else None
         self.executor = executor or ModelledExecutor(rs.cost_model)
-        self.decode_runs = rs.scenario.simulation.decode_runs and getattr(self.executor, "pure", False)
+        self.decode_runs = (rs.scenario.simulation.decode_runs and getattr(self.executor, "pure", False)
+                            and local_attention(rs.arch) is None)  # local layers read (and hold) a moving window
         self.arrivals = arrivals
         self.log = StepLog()
         self._idle = None

@@ -74,11 +74,19 @@ class KVBlockManager:
     def grow(self, req, num_blocks: int) -> None:
         """Hand req num_blocks more blocks; the caller has checked they are free."""
         if num_blocks > 0:
-            free = self.free_blocks
-            taken = free[-num_blocks:]
-            del free[-num_blocks:]
-            taken.reverse()
-            req.blocks.extend(taken)
+            req.blocks.extend(self._pop(num_blocks))
+
+    def _pop(self, n: int) -> list[int]:
+        """n blocks off the free stack's top, in the order vLLM's free queue hands them out."""
+        free = self.free_blocks
+        taken = free[-n:]
+        del free[-n:]
+        taken.reverse()
+        return taken
+
+    def _give_back(self, blocks: list[int]) -> None:
+        """Blocks back on the free stack, the first of them on top."""
+        self.free_blocks.extend(reversed(blocks))
 
     def register_computed(self, req) -> None:
         """After a decode run: register the blocks its tokens filled, as step by step would (no cache here)."""
@@ -91,7 +99,7 @@ class KVBlockManager:
 
     def check_invariants(self, requests) -> None:
         """No block held twice, none lost: free + held = usable, all ids in range."""
-        held = [b for r in requests for b in r.blocks]
+        held = [b for r in requests for b in (*r.blocks, *r.local_blocks)]
         every = held + self.free_blocks
         assert len(every) == self.num_usable_blocks, (len(every), self.num_usable_blocks)
         assert len(set(every)) == len(every), "a block is held twice or both held and free"
@@ -197,8 +205,12 @@ class PrefixCachingKVManager(KVBlockManager):
         return True
 
     def _take(self, req, n: int) -> None:
+        req.blocks.extend(self._pop(n))
+
+    def _pop(self, n: int) -> list[int]:
         """n blocks from the queue head; a block that still held cached content loses it."""
         queue, ref, key_of, cached = self.queue, self.ref, self.key_of, self.cached
+        out = []
         for _ in range(n):
             b, _ = queue.popitem(last=False)
             k = key_of[b]
@@ -207,7 +219,16 @@ class PrefixCachingKVManager(KVBlockManager):
                     del cached[k]
                 key_of[b] = None
             ref[b] = 1
-            req.blocks.append(b)
+            out.append(b)
+        return out
+
+    def _give_back(self, blocks: list[int]) -> None:
+        """Blocks nobody else holds and with no content worth keeping: back to the queue head, reused first."""
+        queue, ref = self.queue, self.ref
+        for b in reversed(blocks):
+            ref[b] = 0
+            queue[b] = None
+            queue.move_to_end(b, last=False)
 
     def _register(self, req, full_blocks: int) -> None:
         """Blocks are hashed when scheduled (vLLM), not when computed."""
@@ -244,7 +265,7 @@ class PrefixCachingKVManager(KVBlockManager):
         """Ref counts equal the requests holding each block; free = ref 0; free + held = usable."""
         counts = [0] * self.num_gpu_blocks
         for r in requests:
-            for b in r.blocks:
+            for b in (*r.blocks, *r.local_blocks):
                 counts[b] += 1
         assert counts == self.ref, "a ref count differs from the requests holding the block"
         free = set(self.queue)

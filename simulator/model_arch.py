@@ -19,8 +19,9 @@ Dtype = Literal["fp32", "fp16", "bf16", "fp8"]
 # Linear-layer weight formats: bits per weight, scales included. nvfp4: 4-bit e2m1 plus an fp8 scale per 16
 # (modelopt_fp4, W4A4); w4a16: 4-bit integers plus an fp16 scale (and zero point) per group of 128 (AWQ, GPTQ).
 # Embeddings, the LM head and the norms stay in 16 bits, as vLLM quantizes linear layers only.
-WEIGHT_BITS = {"fp32": 32.0, "fp16": 16.0, "bf16": 16.0, "fp8": 8.0, "nvfp4": 4.5, "w4a16": 4.25}
-WeightFormat = Literal["fp32", "fp16", "bf16", "fp8", "nvfp4", "w4a16"]
+# mxfp4: 4-bit e2m1 plus an e8m0 scale per 32 (gpt-oss's experts, run by vLLM with 16-bit activations).
+WEIGHT_BITS = {"fp32": 32.0, "fp16": 16.0, "bf16": 16.0, "fp8": 8.0, "nvfp4": 4.5, "w4a16": 4.25, "mxfp4": 4.25}
+WeightFormat = Literal["fp32", "fp16", "bf16", "fp8", "nvfp4", "w4a16", "mxfp4"]
 
 # HF config.json keys that mean the same as ours.
 _HF_ALIASES = {"torch_dtype": "dtype", "n_layer": "num_hidden_layers"}
@@ -28,8 +29,9 @@ _HF_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float8"
 
 
 class ModelArchitecture(BaseModel):
-    """HF-style transformer shape: GQA or multi-head latent attention; a gated MLP, or mixture-of-experts layers
-    (routed experts, top-k per token, optional shared experts, the first layers optionally dense)."""
+    """HF-style transformer shape: GQA or multi-head latent attention, optionally some layers local (a sliding
+    window or Llama 4's chunks); a gated MLP, or mixture-of-experts layers (routed experts, top-k per token,
+    optional shared experts, the first layers optionally dense)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -53,9 +55,13 @@ class ModelArchitecture(BaseModel):
     experts_per_token: NonNegativeInt = 0
     moe_intermediate_size: PositiveInt | None = Field(default=None, description="each routed expert's; default "
                                                                                 "intermediate_size (Mixtral)")
+    expert_dtype: WeightFormat | None = Field(default=None, description="the routed experts' format when it differs "
+                                                                         "from dtype (gpt-oss: mxfp4 experts)")
     num_shared_experts: NonNegativeInt = 0  # run for every token (DeepSeek, Qwen2-MoE)
     shared_expert_intermediate_size: PositiveInt | None = Field(
         default=None, description="all shared experts together; default num_shared_experts x moe_intermediate_size")
+    encoder_params: NonNegativeInt = Field(0, description="weights outside the decoder (Llama 4's vision encoder), "
+                                                           "16-bit: they take memory, not step time")
     num_dense_layers: NonNegativeInt = Field(0, description="layers with a dense MLP of intermediate_size "
                                                             "(DeepSeek's first_k_dense_replace)")
     # multi-head latent attention (DeepSeek-V2/V3): the KV cache holds kv_lora_rank + qk_rope_head_dim per token
@@ -64,6 +70,24 @@ class ModelArchitecture(BaseModel):
     qk_rope_head_dim: PositiveInt | None = None
     qk_nope_head_dim: PositiveInt | None = None
     v_head_dim: PositiveInt | None = None
+    # local attention: num_local_attention_layers layers (default all) see only the last sliding_window tokens,
+    # or only their own attention_chunk_size chunk (Llama 4); the others attend to the whole context
+    sliding_window: PositiveInt | None = None
+    attention_chunk_size: PositiveInt | None = None
+    num_local_attention_layers: PositiveInt | None = None
+
+    @model_validator(mode="after")
+    def _check_local_attention(self):
+        if self.sliding_window and self.attention_chunk_size:
+            raise ValueError("give sliding_window or attention_chunk_size, not both")
+        if self.num_local_attention_layers is not None:
+            if not (self.sliding_window or self.attention_chunk_size):
+                raise ValueError("num_local_attention_layers needs sliding_window or attention_chunk_size")
+            if self.num_local_attention_layers > self.num_hidden_layers:
+                raise ValueError(f"num_local_attention_layers must be <= num_hidden_layers ({self.num_hidden_layers})")
+        if (self.sliding_window or self.attention_chunk_size) and self.is_mla:
+            raise ValueError("local attention with latent attention is not modelled")
+        return self
 
     @model_validator(mode="after")
     def _check_moe_and_mla(self):
@@ -73,8 +97,9 @@ class ModelArchitecture(BaseModel):
                                  f"got {self.experts_per_token}")
             if self.num_dense_layers >= self.num_hidden_layers:
                 raise ValueError("num_dense_layers must leave at least one mixture-of-experts layer")
-        elif self.experts_per_token or self.num_shared_experts or self.num_dense_layers:
-            raise ValueError("experts_per_token, num_shared_experts and num_dense_layers need num_experts > 0")
+        elif self.experts_per_token or self.num_shared_experts or self.num_dense_layers or self.expert_dtype:
+            raise ValueError("experts_per_token, num_shared_experts, num_dense_layers and expert_dtype need "
+                             "num_experts > 0")
         mla = [self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim]
         if any(v is not None for v in mla) and not all(v is not None for v in mla):
             raise ValueError("latent attention needs all of kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, "
@@ -114,11 +139,22 @@ class ModelArchitecture(BaseModel):
     def is_mla(self) -> bool:
         return self.kv_lora_rank is not None
 
+    @property
+    def local_window(self) -> int | None:
+        """The sliding window or chunk of the local-attention layers; None when every layer attends to all."""
+        return self.sliding_window or self.attention_chunk_size
+
+    @property
+    def num_local_layers(self) -> int:
+        if not self.local_window:
+            return 0
+        return self.num_local_attention_layers or self.num_hidden_layers
+
     def require_dense(self, what: str, field: str = "model") -> None:
         """Tools that build or compose dense GQA layers refuse MoE and MLA models in one line."""
-        if self.is_moe or self.is_mla:
-            kind = " and ".join(w for w, on in (("mixture-of-experts", self.is_moe), ("latent attention", self.is_mla))
-                                if on)
+        if self.is_moe or self.is_mla or self.local_window:
+            kind = " and ".join(w for w, on in (("mixture-of-experts", self.is_moe), ("latent attention", self.is_mla),
+                                                ("local attention", bool(self.local_window))) if on)
             raise ConfigError(field, f"{self.name} has {kind} layers, which {what} does not build yet (dense GQA "
                                      f"models only); simulate it with profile: auto (the roofline)")
 
@@ -193,14 +229,17 @@ class ModelArchitecture(BaseModel):
         embed = self.vocab_size * self.hidden_size
         head = 0 if self.tie_word_embeddings else embed
         return embed + head + self.linear_params + self.num_hidden_layers * self.norm_params_per_layer + \
-            self.hidden_size
+            self.hidden_size + self.encoder_params
 
     @property
     def weight_bytes(self) -> int:
-        """Linear layers in the weight format; embeddings, LM head and norms in 16 bits (32 for fp32 models)."""
+        """Linear layers in the weight format (routed experts in theirs); embeddings, LM head and norms in 16 bits
+        (32 for fp32 models)."""
         rest = self.num_params - self.linear_params
         wide = 4 if self.dtype == "fp32" else 2
-        return math.ceil(self.linear_params * WEIGHT_BITS[self.dtype] / 8) + rest * wide
+        experts = self.num_moe_layers * self.num_experts * self.expert_params
+        return math.ceil((self.linear_params - experts) * WEIGHT_BITS[self.dtype] / 8) + self.expert_weight_bytes + \
+            rest * wide
 
     def weight_bytes_per_gpu(self, tensor_parallel_size: int = 1, expert_parallel: int | None = None) -> float:
         """One GPU's weights: everything split over the TP group, or with expert parallelism over `expert_parallel`
@@ -213,7 +252,8 @@ class ModelArchitecture(BaseModel):
     @property
     def expert_weight_bytes(self) -> int:
         """The routed experts' share of weight_bytes: what a step reads only for the experts its tokens pick."""
-        return math.ceil(self.num_moe_layers * self.num_experts * self.expert_params * WEIGHT_BITS[self.dtype] / 8)
+        bits = WEIGHT_BITS[self.expert_dtype or self.dtype]
+        return math.ceil(self.num_moe_layers * self.num_experts * self.expert_params * bits / 8)
 
     def experts_touched(self, tokens: int) -> float:
         """Expected distinct experts a MoE layer runs for `tokens` tokens routing top-k uniformly over E
@@ -265,24 +305,61 @@ HF_FAMILIES = {
                     "first_k_dense_replace": "num_dense_layers"},
 }
 HF_FAMILIES["deepseek_v3"] = HF_FAMILIES["deepseek_v2"]
+HF_FAMILIES["gpt_oss"] = HF_FAMILIES["mixtral"]  # every layer MoE, experts of intermediate_size
+HF_FAMILIES["llama4_text"] = {"num_local_experts": "num_experts", "num_experts_per_tok": "experts_per_token",
+                              "intermediate_size": "moe_intermediate_size", "intermediate_size_mlp": "intermediate_size"}
+_LOCAL_KEYS = ("sliding_window", "attention_chunk_size", "num_local_attention_layers")
 _MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 _QWEN_MOE = ("qwen2_moe", "qwen3_moe")
 
 
+_CHECKPOINT_FORMATS = {"fp8": "fp8", "mxfp4": "mxfp4"}  # quant_method -> the format of what it quantizes
+
+
 def _unmodelled(data: dict, family: str) -> str | None:
     """A config field that changes memory or time in a way servesim does not model, named; None if none."""
-    if data.get("sliding_window") and (data.get("use_sliding_window", family in ("mistral", "mixtral"))):
-        return f"sliding_window {data['sliding_window']} (servesim models full attention only)"
+    if data.get("use_sliding_window") and family not in ("mistral", "mixtral"):
+        return (f"use_sliding_window with max_window_layers {data.get('max_window_layers')} (Qwen's sliding "
+                f"layers are not modelled)")
     kinds = set(data.get("layer_types") or ["full_attention"])
-    if kinds != {"full_attention"}:
-        return f"layer_types {sorted(kinds)} (servesim models full attention only)"
+    if kinds - {"full_attention", "sliding_attention"}:
+        return f"layer_types {sorted(kinds)} (servesim models full and sliding-window attention layers only)"
     if data.get("moe_layer_freq", 1) != 1:
         return f"moe_layer_freq {data['moe_layer_freq']} (MoE layers every layer after the dense ones only)"
+    if data.get("interleave_moe_layer_step", 1) != 1:
+        return (f"interleave_moe_layer_step {data['interleave_moe_layer_step']} (dense and MoE layers interleaved "
+                f"are not modelled)")
     q = data.get("quantization_config")
-    if q is not None and not (isinstance(q, dict) and q.get("quant_method") == "fp8"):
-        return (f"quantization_config {q.get('quant_method') if isinstance(q, dict) else q!r} (only fp8 checkpoints "
-                f"are read from config.json; set engine.quantization for the others)")
+    if q is not None and not (isinstance(q, dict) and q.get("quant_method") in _CHECKPOINT_FORMATS):
+        return (f"quantization_config {q.get('quant_method') if isinstance(q, dict) else q!r} (only fp8 and mxfp4 "
+                f"checkpoints are read from config.json; set engine.quantization for the others)")
     return None
+
+
+def _local_layers(data: dict, family: str) -> dict:
+    """Which layers attend locally, in the family's own terms: layer_types (gpt-oss, Gemma), Mistral's
+    sliding_window on every layer, Llama 4's chunks on its RoPE layers (no_rope_layers 1)."""
+    if family == "llama4_text":
+        if not data.get("attention_chunk_size"):
+            return {}
+        flags = data.get("no_rope_layers") or [int((i + 1) % data.get("no_rope_layer_interval", 4) != 0)
+                                                for i in range(data["num_hidden_layers"])]
+        return {"attention_chunk_size": data["attention_chunk_size"],
+                "num_local_attention_layers": sum(flags[:data["num_hidden_layers"]])}
+    sliding = (data.get("layer_types") or []).count("sliding_attention")
+    if sliding:
+        if not data.get("sliding_window"):
+            raise ConfigError("model.sliding_window", "layer_types has sliding_attention layers but no sliding_window")
+        return {"sliding_window": data["sliding_window"], "num_local_attention_layers": sliding}
+    if family in ("mistral", "mixtral") and data.get("sliding_window"):
+        return {"sliding_window": data["sliding_window"]}
+    return {}
+
+
+def _vision_params(v: dict) -> int:
+    """A ViT encoder's weights (attention 4h^2 and a 2-matrix MLP per layer): memory only, never step time."""
+    h, i, n = v.get("hidden_size", 0), v.get("intermediate_size", 0), v.get("num_hidden_layers", 0)
+    return n * (4 * h * h + 2 * h * i)
 
 
 def _from_hf(data: dict, source: str) -> dict:
@@ -296,7 +373,11 @@ def _from_hf(data: dict, source: str) -> dict:
     why = _unmodelled(data, family)
     if why:
         raise ConfigError("model", f"{source}: {why}")
-    out = {k: v for k, v in data.items() if k in ModelArchitecture.model_fields and k not in ("num_experts",)}
+    out = {k: v for k, v in data.items() if k in ModelArchitecture.model_fields
+           and k not in ("num_experts", "intermediate_size") + _LOCAL_KEYS}
+    if data.get("intermediate_size") is not None:
+        out["intermediate_size"] = data["intermediate_size"]
+    out.update(_local_layers(data, family))
     for hf, ours in HF_FAMILIES[family].items():
         if data.get(hf) is not None:
             out[ours] = data[hf]
@@ -312,8 +393,15 @@ def _from_hf(data: dict, source: str) -> dict:
                                        f"and MoE layers; servesim counts them as dense-then-MoE only when the "
                                        f"dense ones come first")
         out["num_dense_layers"] = data["num_hidden_layers"] - len(moe)
-    if isinstance(data.get("quantization_config"), dict):  # an fp8 checkpoint (DeepSeek-V3's block-scaled weights)
-        out["dtype"] = "fp8"
+    if family == "llama4_text":
+        out["num_shared_experts"] = 1  # one shared expert of the routed ones' size in every MoE layer
+    q = data.get("quantization_config")
+    if isinstance(q, dict):
+        fmt = _CHECKPOINT_FORMATS[q["quant_method"]]
+        if fmt == "mxfp4":  # gpt-oss: the experts only; attention, router, embeddings stay 16-bit
+            out["expert_dtype"] = fmt
+        else:  # an fp8 checkpoint (DeepSeek-V3's block-scaled weights)
+            out["dtype"] = fmt
     return out
 
 
@@ -322,6 +410,13 @@ def _from_mapping(data: dict, source: str) -> ModelArchitecture:
     if isinstance(data.get("dtype"), str):
         data["dtype"] = _HF_DTYPES.get(data["dtype"], data["dtype"])
     if "architectures" in data or "model_type" in data:  # an HF config.json
+        if isinstance(data.get("text_config"), dict):  # a multimodal wrapper (Llama 4): the decoder is text_config
+            text = {"dtype": data.get("dtype")} | {_HF_ALIASES.get(k, k): v for k, v in data["text_config"].items()}
+            vision = data.get("vision_config")
+            data = text | {"name": data.get("name", "custom"),
+                           "encoder_params": _vision_params(vision) if isinstance(vision, dict) else 0}
+            if isinstance(data.get("dtype"), str):
+                data["dtype"] = _HF_DTYPES.get(data["dtype"], data["dtype"])
         data = _from_hf(data, source)
     try:
         return ModelArchitecture(**data)

@@ -22,7 +22,7 @@ class Request:
         "first_scheduled_time", "first_token_time", "finish_time", "token_runs", "reject_reason",
         "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits", "reserved_blocks",
         "recomputed_tokens", "swapped_blocks", "num_swaps", "preempted_at", "time_preempted",
-        "kv_transferred", "prefill_runs", "prefill_replica",
+        "kv_transferred", "prefill_runs", "prefill_replica", "local_blocks", "local_first",
     )
 
     def __init__(self, spec: RequestSpec, max_model_len: int):
@@ -40,6 +40,8 @@ class Request:
         self.num_output_tokens = 0
         self.num_computed_tokens = 0
         self.blocks: list[int] = []
+        self.local_blocks: list[int] = []  # hybrid models: the local-attention groups' blocks (simulator/hybrid_kv.py)
+        self.local_first = 0  # the token block the oldest of them holds
         self.status = WAITING
         self.num_preemptions = 0
         self.replica = 0

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from simulator.batch import BatchShape
 from simulator.kv_cache import KVBlockManager
+from simulator.local_attention import LocalAttention
 from simulator.request import FINISHED, PREEMPTED, RUNNING, Request
 
 
@@ -34,6 +35,7 @@ class SchedulerSettings:
     speculation_adaptive: bool = False  # lower k as the batch grows, to 0 past the profile's knee
     speculation_knee_tokens: int = 0  # tokens per step the device processes for the price of one
     prefill_only: bool = False  # disaggregation: hand each request off after its first token
+    local_attention: LocalAttention | None = None  # the model's sliding-window or chunked layers, if any
 
 
 @dataclass
@@ -210,6 +212,9 @@ class Scheduler:
                 admitted += 1
 
         # vLLM's _update_after_schedule: computed tokens advance before the model runs.
+        local = self.s.local_attention
+        if local is not None:
+            local_pairs, local_ctx = self._local_reads(local, reqs, toks)
         prefill_tokens = pairs = decode_seqs = decode_ctx = 0
         for r, n in zip(reqs, toks):
             c = r.num_computed_tokens
@@ -222,12 +227,28 @@ class Scheduler:
                 if c == r.num_tokens - 1:  # a decode verifying drafts still reads its whole KV context
                     decode_ctx += c + n
             r.num_computed_tokens = c + n
+        if local is not None:
+            pairs, decode_ctx = local.mix(pairs, local_pairs), local.mix(decode_ctx, local_ctx)
         out.shape = BatchShape(len(reqs), prefill_tokens, pairs, decode_seqs, decode_ctx)
         out.num_running = len(running)
         out.num_waiting = len(waiting)
         self._last_decode_only = (not preempted and prefill_tokens == 0 and decode_seqs == len(running))
         self._changed = False
         return out
+
+    @staticmethod
+    def _local_reads(local: LocalAttention, reqs: list[Request], toks: list[int]) -> tuple[int, int]:
+        """The step's prefill pairs and decode reads in one local layer (the shape averages them over layers)."""
+        pairs = ctx = 0
+        for r, n in zip(reqs, toks):
+            c = r.num_computed_tokens
+            if n == 1 and c == r.num_tokens - 1:
+                ctx += local.span(c)
+            else:
+                pairs += local.pairs(c, n)
+                if c == r.num_tokens - 1:
+                    ctx += local.span(c + n - 1)
+        return pairs, ctx
 
     def predicted_queue_wait(self, prompt_tokens: int, prefill_tokens_per_s: float) -> float:
         """Seconds a request arriving now would wait for its first token: its turn in the queue at the
@@ -259,7 +280,7 @@ class Scheduler:
     def _preempt(self, r: Request) -> int:
         """Free the victim's blocks and put it back at the queue front. Recompute (vLLM V1) forgets its
         computed tokens; swap keeps them in host memory while there is room. Returns blocks swapped out."""
-        blocks = len(r.blocks)
+        blocks = len(r.blocks) + len(r.local_blocks)
         mode = self.s.preemption_mode
         if mode == "auto":
             mode = "swap" if self._swap_cost(2 * blocks) < self._recompute_cost(r.num_computed_tokens) else "recompute"

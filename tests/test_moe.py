@@ -68,15 +68,23 @@ def _hf(tmp_path, **fields):
 
 
 @pytest.mark.parametrize("fields,msg", [
-    ({"model_type": "llama4"}, "model.model_type: 'llama4' is not a family"),
-    ({"model_type": "mistral", "sliding_window": 4096}, "sliding_window 4096"),
-    ({"layer_types": ["sliding_attention", "full_attention"]}, "layer_types"),
+    ({"model_type": "gemma3"}, "model.model_type: 'gemma3' is not a family"),
+    ({"layer_types": ["sliding_attention", "full_attention"]}, "layer_types has sliding_attention layers but no "
+                                                               "sliding_window"),
+    ({"layer_types": ["linear_attention", "full_attention"]}, "layer_types"),
     ({"quantization_config": {"quant_method": "awq"}}, "quantization_config 'awq'"),
     ({"num_experts_per_tok": 9}, "experts_per_token must be in 1..num_experts"),
 ])
 def test_configs_with_what_servesim_does_not_model_are_refused_by_name(tmp_path, fields, msg):
     with pytest.raises(ConfigError, match=msg):
         load_model(_hf(tmp_path, **fields))
+
+
+def test_a_sliding_window_on_every_layer_is_read_then_refused_with_the_setting_that_runs_it(tmp_path):
+    cfg = _hf(tmp_path, model_type="mistral", sliding_window=4096, num_local_experts=None, num_experts_per_tok=None)
+    assert load_model(cfg).num_local_layers == 32
+    with pytest.raises(ConfigError, match="engine.disable_hybrid_kv_cache_manager: .* every layer is local"):
+        load(None, [f"model={cfg}", "hardware.gpu=h200-sxm", "profile=roofline"])
 
 
 def test_qwen3_moe_dense_layers_are_counted_and_interleaving_refused(tmp_path):

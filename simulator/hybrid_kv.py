@@ -1,0 +1,145 @@
+"""vLLM's hybrid KV cache manager: models with local-attention layers in one block pool.
+
+vLLM groups layers of one kind into KV cache groups of `group_layers` layers each (the rarer kind's count;
+the last group padded), so every group's page, block_size tokens of its layers, is one block of the pool. A
+request holds, per group, a block for each block_size of its tokens, except that a local group drops the
+blocks wholly before its window (SlidingWindowManager, ChunkedLocalAttentionManager). Prefix caching keys the
+full-attention group's blocks as for any model; the local groups' blocks are taken fresh (their count is
+vLLM's; which cached copies vLLM would reuse is not modelled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.errors import ConfigError
+from simulator.kv_cache import KVBlockManager, PrefixCachingKVManager
+from simulator.local_attention import LocalAttention, local_attention
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True)
+class KVLayout:
+    """How one GPU's KV pool is cut into blocks for a model: page bytes per token and the groups per block of
+    tokens. A model without local layers, or with the hybrid manager off, is one group of all its layers."""
+
+    layer_bytes_per_token: int
+    group_layers: int
+    local_groups: int = 0
+    local: LocalAttention | None = None
+
+    @property
+    def page_bytes_per_token(self) -> int:
+        """One block's bytes per token it holds: what the pool is divided by."""
+        return self.group_layers * self.layer_bytes_per_token
+
+    def blocks_for(self, tokens: int, computed: int, block_size: int) -> int:
+        """Blocks a request holds for `tokens` slots once `computed` tokens are cached."""
+        full = cdiv(tokens, block_size)
+        if not self.local_groups:
+            return full
+        return full + self.local_groups * max(0, full - self.local.skipped_tokens(computed) // block_size)
+
+    def max_blocks(self, max_model_len: int, max_num_batched_tokens: int, block_size: int) -> int:
+        """The most one request can hold: vLLM's start-up check that one max-length request fits."""
+        full = cdiv(max_model_len, block_size)
+        if not self.local_groups:
+            return full
+        w = self.local.window
+        held = min(w - 1 + max_num_batched_tokens, max_model_len) if not self.local.chunked else \
+            min(w + max_num_batched_tokens, max_model_len)
+        return full + self.local_groups * (cdiv(held, block_size) + 1)
+
+
+def kv_layout(arch, tensor_parallel_size: int = 1, disable_hybrid: bool | None = None) -> KVLayout:
+    """vLLM's KV cache groups for `arch` on one GPU of the TP group. disable_hybrid (engine.
+    disable_hybrid_kv_cache_manager) keeps every layer whole; None is vLLM's default: the hybrid manager on,
+    except for chunked local attention, where vLLM turns it off (a latency regression, vLLM says)."""
+    layers = arch.num_hidden_layers
+    per_layer = arch.kv_bytes_per_token_per_gpu(tensor_parallel_size) // layers
+    local = local_attention(arch)
+    if disable_hybrid is None:
+        disable_hybrid = local is not None and local.chunked
+    if local is None or disable_hybrid:
+        return KVLayout(per_layer, layers)
+    n_local, n_full = local.local_layers, layers - local.local_layers
+    if n_full == 0 or n_full > n_local:
+        what = "every layer is local" if n_full == 0 else f"{n_full} full-attention layers outnumber {n_local} local ones"
+        raise ConfigError("engine.disable_hybrid_kv_cache_manager",
+                          f"{arch.name}: {what}, a hybrid KV layout servesim does not model; set "
+                          f"engine.disable_hybrid_kv_cache_manager: true (every layer keeps its whole context, more memory "
+                          f"than vLLM's local layers hold)")
+    group = n_full
+    return KVLayout(per_layer, group, cdiv(n_local, group), local)
+
+
+class LocalGroups:
+    """Mixin over a block manager: the local groups' blocks come from the same pool as the full group's and
+    go back to it as the window moves on. req.blocks stays the full-attention group's."""
+
+    layout: KVLayout
+
+    def allocate_slots(self, req, num_new_tokens: int, num_lookahead_tokens: int = 0,
+                       full_sequence_must_fit: bool = False, apply_watermark: bool = False,
+                       hit_blocks: list[int] | None = None) -> bool:
+        bs, lay = self.block_size, self.layout
+        groups = lay.local_groups
+        hits = len(hit_blocks) if hit_blocks else 0
+        computed = req.num_computed_tokens + hits * bs
+        first = lay.local.skipped_tokens(computed) // bs  # token blocks the local layers no longer need
+        held = len(req.local_blocks) // groups
+        if held and first > req.local_first:  # vLLM's remove_skipped_blocks
+            drop = min(held, first - req.local_first) * groups
+            self._give_back(req.local_blocks[:drop])
+            del req.local_blocks[:drop]
+            held -= drop // groups
+        if not held:
+            req.local_first = first
+        else:
+            req.local_first = max(req.local_first, first)
+        slots = min(computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
+        local_need = groups * max(0, cdiv(slots, bs) - req.local_first - held)
+        if not local_need:
+            return super().allocate_slots(req, num_new_tokens, num_lookahead_tokens, full_sequence_must_fit,
+                                          apply_watermark, hit_blocks)
+        full_need = max(0, cdiv(slots, bs) - len(req.blocks) - hits)
+        reserve = self.watermark_blocks if apply_watermark else 0
+        if local_need + full_need + reserve > self.num_free_blocks:
+            return False
+        taken = self._pop(local_need)
+        if not super().allocate_slots(req, num_new_tokens, num_lookahead_tokens, full_sequence_must_fit,
+                                      apply_watermark, hit_blocks):
+            self._give_back(taken)
+            return False
+        req.local_blocks.extend(taken)
+        return True
+
+    def free(self, req) -> None:
+        self._give_back(req.local_blocks)
+        req.local_blocks = []
+        super().free(req)
+
+    def grow(self, req, num_blocks: int) -> None:
+        raise AssertionError("decode runs are off for hybrid models (their local blocks move every step)")
+
+
+class HybridKVBlockManager(LocalGroups, KVBlockManager):
+    def __init__(self, layout: KVLayout, *args):
+        super().__init__(*args)
+        self.layout = layout
+
+
+class HybridPrefixCachingKVManager(LocalGroups, PrefixCachingKVManager):
+    def __init__(self, layout: KVLayout, *args):
+        super().__init__(*args)
+        self.layout = layout
+
+
+def make_kv_manager(layout: KVLayout, prefix_caching: bool, *args):
+    """The block manager for a layout: vLLM's, with the local groups when the model has them."""
+    if layout.local_groups:
+        return (HybridPrefixCachingKVManager if prefix_caching else HybridKVBlockManager)(layout, *args)
+    return (PrefixCachingKVManager if prefix_caching else KVBlockManager)(*args)

@@ -1,0 +1,212 @@
+"""Local-attention layers (gpt-oss's sliding window, Llama 4's chunks): what a query reads, the blocks vLLM's
+hybrid KV cache manager keeps, their HF configs read, and the memory and time that follow."""
+
+import json
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.batch import decode_shape
+from simulator.cli import main
+from simulator.config import load
+from simulator.engine import build
+from simulator.errors import ConfigError
+from simulator.hybrid_kv import HybridKVBlockManager, HybridPrefixCachingKVManager, kv_layout
+from simulator.local_attention import LocalAttention
+from simulator.model_arch import load_model
+from simulator.request import Request
+from workloads.spec import RequestSpec
+
+GIB = 1 << 30
+GPT_OSS_HF = {  # openai/gpt-oss-120b config.json, the fields that matter
+    "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880,
+    "head_dim": 64, "num_attention_heads": 64, "num_key_value_heads": 8, "num_hidden_layers": 36,
+    "num_local_experts": 128, "num_experts_per_tok": 4, "experts_per_token": 4, "vocab_size": 201088,
+    "max_position_embeddings": 131072, "sliding_window": 128, "attention_bias": True, "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16", "swiglu_limit": 7.0, "rope_scaling": {"rope_type": "yarn", "factor": 32.0},
+    "layer_types": ["sliding_attention", "full_attention"] * 18,
+    "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": ["model.layers.*.self_attn",
+                                                                                "model.layers.*.mlp.router",
+                                                                                "model.embed_tokens", "lm_head"]}}
+LLAMA4_HF = {  # meta-llama/Llama-4-Scout-17B-16E-Instruct config.json: a multimodal wrapper
+    "architectures": ["Llama4ForConditionalGeneration"], "model_type": "llama4", "torch_dtype": "bfloat16",
+    "text_config": {"model_type": "llama4_text", "hidden_size": 5120, "intermediate_size": 8192,
+                    "intermediate_size_mlp": 16384, "num_attention_heads": 40, "num_key_value_heads": 8,
+                    "head_dim": 128, "num_hidden_layers": 48, "num_local_experts": 16, "num_experts_per_tok": 1,
+                    "interleave_moe_layer_step": 1, "vocab_size": 202048, "max_position_embeddings": 10485760,
+                    "attention_chunk_size": 8192, "use_qk_norm": True, "tie_word_embeddings": False,
+                    "no_rope_layers": [1, 1, 1, 0] * 12},
+    "vision_config": {"hidden_size": 1408, "intermediate_size": 5632, "num_hidden_layers": 34}}
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+@settings(max_examples=100, deadline=None)
+@given(window=st.integers(1, 40), computed=st.integers(0, 200), new=st.integers(1, 120))
+def test_spans_and_pairs_match_counting_every_key(chunked, window, computed, new):
+    la = LocalAttention(window, chunked, 1, 2)
+    keys = [p // window * window if chunked else max(0, p - window + 1) for p in range(computed + new)]
+    spans = [p - first + 1 for p, first in enumerate(keys)]
+    assert [la.span(p) for p in range(computed + new)] == spans
+    assert la.pairs(computed, new) == sum(spans[computed:])
+    # nothing before skipped_tokens is read by any later query
+    skipped = la.skipped_tokens(computed)
+    assert all(first >= skipped for first in keys[computed:]) and (computed == 0 or keys[computed] == skipped
+                                                                      or not chunked)
+
+
+def test_gpt_oss_config_json_reads_its_sliding_layers_and_mxfp4_experts(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GPT_OSS_HF))
+    m = load_model(str(path))
+    assert (m.sliding_window, m.num_local_layers, m.expert_dtype, m.dtype) == (128, 18, "mxfp4", "bf16")
+    assert m == load_model("gpt-oss-120b").model_copy(update={"name": "config"})
+    experts = 36 * 128 * 3 * 2880 * 2880
+    assert m.expert_weight_bytes == experts * 17 // 32  # 4.25 bits a weight
+    assert 116.7e9 < m.num_params < 116.9e9 and m.weight_bytes / GIB == pytest.approx(60.69, abs=0.01)
+
+
+def test_llama4_config_json_reads_the_text_model_its_chunks_and_the_vision_encoder(tmp_path):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA4_HF))
+    m = load_model(str(path))
+    assert (m.attention_chunk_size, m.num_local_layers, m.num_experts, m.experts_per_token) == (8192, 36, 16, 1)
+    assert (m.moe_intermediate_size, m.num_shared_experts, m.num_dense_layers) == (8192, 1, 0)
+    assert m.encoder_params == 34 * (4 * 1408**2 + 2 * 1408 * 5632)
+    assert m == load_model("llama-4-scout").model_copy(update={"name": "config"})
+    assert 108.5e9 < m.num_params < 108.7e9  # 107.8 B decoder + 0.8 B vision encoder
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"interleave_moe_layer_step": 2}, "interleave_moe_layer_step"),  # Llama 4 Maverick
+    ({"layer_types": ["linear_attention", "full_attention"] * 24}, "layer_types"),
+])
+def test_configs_with_unmodelled_layouts_are_refused_by_name(tmp_path, change, field):
+    cfg = json.loads(json.dumps(LLAMA4_HF))
+    cfg["text_config"].update(change)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match=field):
+        load_model(str(path))
+
+
+def test_qwen_sliding_layers_are_refused_not_dropped():
+    cfg = {"model_type": "qwen2", "hidden_size": 896, "intermediate_size": 4864, "num_attention_heads": 14,
+           "num_key_value_heads": 2, "num_hidden_layers": 24, "vocab_size": 151936, "sliding_window": 4096,
+           "use_sliding_window": True, "max_window_layers": 21}
+    with pytest.raises(ConfigError, match="use_sliding_window"):
+        load_model(cfg)
+    cfg["use_sliding_window"] = False  # the usual release: sliding_window is there but unused
+    assert load_model(cfg).local_window is None
+
+
+def test_gpt_oss_hybrid_layout_by_hand():
+    lay = kv_layout(load_model("gpt-oss-120b"))
+    assert (lay.group_layers, lay.local_groups) == (18, 1)  # 18 full + 18 sliding: two groups of 18
+    assert lay.page_bytes_per_token == 18 * 2 * 8 * 64 * 2 == 36_864
+    # 1,000 tokens: 63 full blocks; the window keeps tokens 872..999, blocks 54..62
+    assert lay.blocks_for(1000, 999, 16) == 63 + 9
+    off = kv_layout(load_model("gpt-oss-120b"), disable_hybrid=True)
+    assert (off.group_layers, off.local_groups, off.page_bytes_per_token) == (36, 0, 73_728)
+
+
+def test_llama4_defaults_to_vllms_choice_hybrid_off_for_chunks():
+    m = load_model("llama-4-scout")
+    assert kv_layout(m).local_groups == 0  # vLLM disables the hybrid manager for chunked local attention
+    lay = kv_layout(m, disable_hybrid=False)
+    assert (lay.group_layers, lay.local_groups) == (12, 3)  # 12 NoPE full layers, 36 chunked in three groups
+    # 20,000 tokens: 1,250 full blocks; the chunk from 16,384 keeps blocks 1,024..1,249 in each local group
+    assert lay.blocks_for(20000, 19999, 16) == 1250 + 3 * 226
+
+
+def test_capacity_doubles_for_gpt_oss_with_the_hybrid_manager(capsys):
+    args = ["capacity", "--model", "gpt-oss-120b", "--gpu", "h100-sxm", "--json"]
+    assert main(args) == 0
+    on = json.loads(capsys.readouterr().out)
+    assert main(args + ["--disable-hybrid-kv-cache-manager"]) == 0
+    off = json.loads(capsys.readouterr().out)
+    assert on["num_blocks"] == 2 * off["num_blocks"] + (on["num_blocks"] % 2)
+    assert (on["blocks_per_request"], off["blocks_per_request"]) == (113 + 9, 113)  # 1,800 tokens
+    assert on["paged_requests"] > 1.8 * off["paged_requests"]
+
+
+@pytest.mark.parametrize("manager", [HybridKVBlockManager, HybridPrefixCachingKVManager])
+@settings(max_examples=100, deadline=None)
+@given(ops=st.lists(st.tuples(st.integers(0, 4), st.integers(1, 70), st.booleans()), max_size=50),
+       blocks=st.integers(4, 60), block_size=st.sampled_from([1, 4, 16]), window=st.integers(2, 40),
+       chunked=st.booleans())
+def test_local_blocks_are_never_lost_and_a_failed_allocation_changes_nothing(manager, ops, blocks, block_size,
+                                                                            window, chunked):
+    lay = kv_layout(load_model({"num_hidden_layers": 4, "hidden_size": 64, "num_attention_heads": 4,
+                                "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 100,
+                                ("attention_chunk_size" if chunked else "sliding_window"): window,
+                                "num_local_attention_layers": 2}), disable_hybrid=False)
+    kv = manager(lay, blocks, block_size, 512)
+    reqs = [Request(RequestSpec(i, 0.0, 200, 100), 512) for i in range(5)]
+    for who, n, free in ops:
+        r = reqs[who]
+        if free:
+            kv.free(r)
+            r.num_computed_tokens = 0
+            continue
+        before = (list(r.blocks), len(r.local_blocks))
+        if kv.allocate_slots(r, n):
+            r.num_computed_tokens = min(r.num_computed_tokens + n, 512)
+            assert len(r.blocks) * block_size >= r.num_computed_tokens
+            assert len(r.blocks) + len(r.local_blocks) == lay.blocks_for(r.num_computed_tokens, r.num_computed_tokens
+                                                                         - n, block_size)
+        else:
+            assert r.blocks == before[0] and len(r.local_blocks) <= before[1]  # only out-of-window blocks went
+        kv.check_invariants(reqs)
+    for r in reqs:
+        kv.free(r)
+    assert kv.num_free_blocks == kv.num_usable_blocks
+
+
+def _sliding(prefix_caching: bool, disable: bool) -> list[str]:
+    """A 4-layer model, 2 layers on a 64-token window, in the same KV memory: 200 blocks of 4 layers or 400
+    of 2."""
+    model = {"name": "tiny-swa", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
+             "max_position_embeddings": 4096, "sliding_window": 64, "num_local_attention_layers": 2}
+    sets = [f"model={json.dumps(model)}", "profile=roofline", f"engine.num_gpu_blocks_override={200 if disable else 400}",
+            f"engine.enable_prefix_caching={str(prefix_caching).lower()}", "engine.max_model_len=2048", "engine.max_num_batched_tokens=512",
+            "workload.num_requests=40", "workload.arrival.rate=50",
+            "workload.shared_prefix={\"tokens\": 300, \"count\": 2}"]
+    return sets + [f"engine.disable_hybrid_kv_cache_manager={str(disable).lower()}"]
+
+
+@pytest.mark.parametrize("prefix_caching", [False, True])
+def test_a_sliding_window_run_returns_every_block_and_runs_more_at_once_with_the_hybrid_manager(prefix_caching):
+    runs = {}
+    for disable in (False, True):
+        rs = load(None, _sliding(prefix_caching, disable))
+        sim = build(rs, None)
+        kv, sched = sim.replicas[0].kv, sim.replicas[0].scheduler
+        while sim.env.peek() != float("inf"):
+            sim.env.step()
+            kv.check_invariants(list(sched.running) + list(sched.waiting))
+        assert kv.num_free_blocks == kv.num_usable_blocks
+        reqs = sim.arrivals.requests
+        assert all(r.status == "finished" for r in reqs)
+        runs[disable] = max(r.finish_time for r in reqs)  # the makespan
+    assert runs[False] < 0.8 * runs[True]  # windowed layers give back what they no longer read: more run at once
+
+
+def test_the_steps_report_layer_averaged_reads_and_the_blocks_vllm_holds(tmp_path):
+    """One gpt-oss request of 340 tokens: its prefill and first decode, by hand."""
+    trace = tmp_path / "one.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,340,3\n")  # Azure's format
+    out = tmp_path / "run"
+    assert main(["run", "--set", "model=gpt-oss-120b", "--set", "profile=roofline", "--set",
+                 f"workload={json.dumps({'type': 'trace', 'path': str(trace)})}", "--out", str(out)]) == 0
+    steps = pd.read_parquet(out / "steps.parquet")
+    full_pairs, window_pairs = 340 * 341 // 2, 128 * 129 // 2 + (340 - 128) * 128
+    assert steps.prefill_attention_pairs[0] == (full_pairs + window_pairs) // 2  # 18 full, 18 sliding layers
+    assert steps.decode_context_tokens[1] == (341 + 128) // 2
+    assert steps.kv_blocks_used[0] == 22 + 22  # the prefill writes all 340 tokens in both groups
+    assert steps.kv_blocks_used[1] == 22 + 9  # then the sliding group keeps blocks 13..21 (tokens 213..340)
+    rs = load(None, ["model=gpt-oss-120b", "profile=roofline"])
+    step = rs.cost_model.step_time  # and the roofline reads the layer-averaged context
+    assert step(decode_shape(64, 64 * 564)) < step(decode_shape(64, 64 * 1001))
