@@ -60,6 +60,8 @@ MOE_KERNELS = {"bf16": (("bfloat16",), _BF16_MOE), "fp16": (("bfloat16",), _BF16
                                             "vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_"
                                             "trtllmmxfp4expertsmonolithic"))}
 MOE_ROUTING = "power_law_1.2"  # real routers are skewed; the tables measure balanced, 1.01 and 1.2
+# NCCL collectives (expert parallelism's dispatch and combine): by op, GPUs and message size in elements
+NCCL_TABLE = ("comm/nccl/*/nccl_perf.parquet", ["op_name", "nccl_dtype", "num_gpus", "message_size", "latency"])
 
 
 def _read_table(path: Path, cols: list[str]) -> pd.DataFrame:
@@ -135,27 +137,33 @@ class KernelTables:
         self._moe_curves: dict = {}
 
     # -- fused MoE ------------------------------------------------------------------
-    def moe_ms(self, tokens: float, arch, dtype: str, tp: int, routing: str = MOE_ROUTING) -> float:
-        """One fused-MoE layer (routed experts) for `tokens` tokens, every expert split over the TP group."""
+    def _optional_table(self, key: str, spec: tuple[str, list[str]], why: str) -> pd.DataFrame:
+        """A table only some models need, read the first time one does."""
+        if key not in self.t:
+            path = newest_table(self.dir, spec[0])
+            if path is None:
+                raise ConfigError("kernel_tables", f"missing table {self.dir / spec[0]} ({why})")
+            self.t[key], self.versions[key] = _read_table(path, spec[1]), path.parent.name
+        return self.t[key]
+
+    def moe_ms(self, tokens: float, arch, dtype: str, tp: int, routing: str = MOE_ROUTING, ep: int = 1) -> float:
+        """One fused-MoE layer (routed experts) for `tokens` tokens: every expert split over the TP group, or
+        with expert parallelism (ep > 1) this GPU's 1/ep of the experts, whole, over the tokens dispatched."""
         key = (arch.hidden_size, arch.moe_intermediate_size or arch.intermediate_size, arch.experts_per_token,
-               arch.num_experts, tp, dtype, routing)
+               arch.num_experts, tp, dtype, routing, ep)
         if key not in self._moe_curves:
-            if "moe" not in self.t:
-                path = newest_table(self.dir, MOE_TABLE[0])
-                if path is None:
-                    raise ConfigError("kernel_tables", f"missing table {self.dir / MOE_TABLE[0]} (a MoE model needs it)")
-                self.t["moe"], self.versions["moe"] = _read_table(path, MOE_TABLE[1]), path.parent.name
+            m = self._optional_table("moe", MOE_TABLE, "a MoE model needs it")
             dtypes, kernels = MOE_KERNELS.get(dtype, ((), ()))
-            m = self.t["moe"]
             m = m[(m["hidden_size"] == key[0]) & (m["inter_size"] == key[1]) & (m["topk"] == key[2])
-                  & (m["num_experts"] == key[3]) & (m["moe_ep_size"] == 1) & (m["distribution"] == routing)
+                  & (m["num_experts"] == key[3]) & (m["moe_ep_size"] == ep) & (m["distribution"] == routing)
                   & m["moe_dtype"].isin(dtypes)]
             found = [k for k in kernels if (m["kernel_source"] == k).any()]
             m = m[(m["moe_tp_size"] == tp) & (m["kernel_source"] == found[0])] if found else m.iloc[0:0]
             if m.empty:
                 raise ConfigError("kernel_tables", f"no fused-MoE timings in {self.dir} for {arch.name}'s experts "
                                                    f"(hidden {key[0]}, expert {key[1]}, top {key[2]} of {key[3]}) "
-                                                   f"in {dtype} at MoE TP {tp}, {routing} routing")
+                                                   f"in {dtype} at MoE TP {tp}" + (f" EP {ep}" if ep > 1 else "")
+                                                   + f", {routing} routing")
             m = m.groupby("num_tokens", as_index=False)["latency"].median().sort_values("num_tokens")
             self._moe_curves[key] = (m["num_tokens"].to_numpy(float), m["latency"].to_numpy(float))
         xs, ys = self._moe_curves[key]
@@ -262,6 +270,17 @@ class KernelTables:
         return self._attn_ms("generation", batch, kv_len, heads, kv_heads, head_dim, kv_dtype)
 
     # -- communication ------------------------------------------------------------
+    def nccl_ms(self, op: str, elements: float, num_gpus: int) -> float:
+        """An NCCL collective over `num_gpus` GPUs of `elements` 16-bit values (message_size counts elements)."""
+        a = self._optional_table("nccl", NCCL_TABLE, "expert parallelism's dispatch and combine need it")
+        a = a[(a["op_name"] == op) & (a["num_gpus"] == num_gpus) & (a["nccl_dtype"] == "half")]
+        if a.empty:
+            have = ", ".join(str(n) for n in sorted(self.t["nccl"]["num_gpus"].unique()))
+            raise ConfigError("kernel_tables", f"no NCCL {op} timings for {num_gpus} GPUs in {self.dir} "
+                                               f"(measured: {have})")
+        a = a.groupby("message_size", as_index=False)["latency"].median().sort_values("message_size")
+        return _interp_scaled(elements, a["message_size"].to_numpy(float), a["latency"].to_numpy(float))
+
     def allreduce_ms(self, elements: float, num_gpus: int) -> float:
         """vLLM's custom all-reduce of `elements` activations, captured in a CUDA graph where measured."""
         a = self.t["allreduce"]
@@ -292,8 +311,11 @@ def _attention_ms(t: KernelTables, point: GridPoint, heads: int, kvh: int, d: in
     return attn
 
 
-def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int, kv_dtype: str | None = None) -> dict:
-    """Kernel time of one engine step, by component (ms)."""
+def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int, kv_dtype: str | None = None,
+                    ep: int = 1, dp: int = 1) -> dict:
+    """Kernel time of one engine step, by component (ms). With expert parallelism over ep = TP x DP GPUs, the
+    DP ranks step together (equally loaded): a MoE layer dispatches every rank's tokens to the GPUs holding
+    their experts and combines the results, vLLM's allgather_reducescatter backend, timed as NCCL's."""
     if arch.num_attention_heads % tp:
         raise ConfigError("tp", f"{arch.num_attention_heads} attention heads do not split over tp={tp}")
     kv = kv_dtype or arch.kv_cache_dtype or arch.activation_dtype
@@ -307,7 +329,14 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
     moe = 0.0
     if arch.is_moe:  # MoE layers: the fused routed experts, the router, the shared experts
         shared = arch.shared_expert_intermediate_size or arch.num_shared_experts * (arch.moe_intermediate_size or inter)
-        moe = t.moe_ms(tokens, arch, arch.expert_dtype or dtype, tp) + g(tokens, arch.num_experts, h, "bf16") + \
+        experts = arch.expert_dtype or dtype
+        if ep > 1:  # every rank's tokens meet at each GPU's experts, then go home
+            dispatched = tokens * dp * h
+            routed = t.moe_ms(tokens * dp, arch, experts, 1, ep=ep) + t.nccl_ms("all_gather", dispatched, ep) + \
+                t.nccl_ms("reduce_scatter", dispatched, ep)
+        else:
+            routed = t.moe_ms(tokens, arch, experts, tp)
+        moe = routed + g(tokens, arch.num_experts, h, "bf16") + \
             (g(tokens, 2 * shared // tp, h, dtype) + g(tokens, h, shared // tp, dtype) if shared else 0.0)
     attn = _attention_ms(t, point, heads, kvh, d, kv)
     local = local_attention(arch)
@@ -325,8 +354,10 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
 
 
 def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_dtype: str | None = None,
-                    name: str | None = None, grid: str = "gpu", hardware_key: str | None = None) -> tuple[dict, FitResult]:
-    """A profile dict (kernel fit + default host overhead) for one model x GPU x dtype x KV dtype x TP."""
+                    name: str | None = None, grid: str = "gpu", hardware_key: str | None = None,
+                    dp: int = 1, expert_parallel: bool = False) -> tuple[dict, FitResult]:
+    """A profile dict (kernel fit + default host overhead) for one model x GPU x dtype x KV dtype x TP (x DP with
+    expert parallelism)."""
     arch = load_model(model)
     if arch.is_mla:
         raise ConfigError("--model", f"{arch.name} has latent attention layers, which the kernel-table composer does "
@@ -336,21 +367,28 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
     kv = kv_dtype or arch.kv_cache_dtype or arch.activation_dtype
     t = KernelTables(data, gpu)
     pts = [p for p in make_grid(grid, arch.max_position_embeddings) if p.kind in STEP_KINDS]
-    rows = [p.row() | compose_step_ms(t, arch, p, dtype, tp, kv) for p in pts]
+    ep = tp * dp if expert_parallel else 1
+    if expert_parallel and not arch.is_moe:
+        raise ConfigError("--enable-expert-parallel", f"{arch.name} is a dense model: it has no experts to spread")
+    ranks = dp if ep > 1 else 1  # the tokens a MoE layer sees per token of this rank's step
+    rows = [p.row() | compose_step_ms(t, arch, p, dtype, tp, kv, ep, dp) for p in pts]
     local = local_attention(arch)
     if local is not None:  # fit on the shapes the scheduler reports for it (layer-averaged attention)
         rows = [r | p.local_shape(local)._asdict() for r, p in zip(rows, pts)]
     table = pd.DataFrame(rows)
     if arch.is_moe:  # the fit gets the experts each step touches (calibration/fit.py)
-        table["experts_touched"] = [arch.experts_touched(p.shape.prefill_tokens + p.shape.decode_seqs) for p in pts]
+        table["experts_touched"] = [arch.experts_touched(ranks * (p.shape.prefill_tokens + p.shape.decode_seqs))
+                                    for p in pts]
     fit = fit_step_model(table, source=f"{gpu} kernel tables")
     if arch.is_moe:
-        fit.coefficients |= {"moe_experts": arch.num_experts, "moe_top_k": arch.experts_per_token}
+        fit.coefficients |= {"moe_experts": arch.num_experts, "moe_top_k": arch.experts_per_token} | (
+            {"moe_token_ranks": ranks} if ranks > 1 else {})
     kv_note = f", {kv} KV cache" if kv != arch.activation_dtype else ""
+    ep_note = f"-dp{dp}-ep{ep}" if ep > 1 else ""
     prof = profile_dict(
-        fit, name=name or f"{hardware_key or gpu}-{arch.name}-{dtype}{'-kv' + kv if kv_note else ''}-tp{tp}",
+        fit, name=name or f"{hardware_key or gpu}-{arch.name}-{dtype}{'-kv' + kv if kv_note else ''}-tp{tp}{ep_note}",
         source=f"aiconfigurator-core 0.12.0 kernel tables ({t.device}, vLLM {t.vllm_versions} kernels; Apache-2.0), "
-               f"composed per layer for {arch.name} {dtype}{kv_note} tp{tp} over the {grid} grid; "
+               f"composed per layer for {arch.name} {dtype}{kv_note} tp{tp}{ep_note} over the {grid} grid; "
                f"plus servesim's default host overhead (docs/calibration.md)",
         device=t.device, model=arch.name, dtype=dtype, tensor_parallel_size=tp, grid=grid,
         block_size=16, gpu=hardware_key, kv_cache_dtype=kv, overhead=default_overhead())
@@ -358,10 +396,12 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
 
 
 def import_profile(data: str | Path, gpu: str, model: str, dtype: str, tp: int, out: str | Path,
-                   name: str | None = None, grid: str = "gpu", kv_dtype: str | None = None) -> tuple[Path, FitResult]:
+                   name: str | None = None, grid: str = "gpu", kv_dtype: str | None = None, dp: int = 1,
+                   expert_parallel: bool = False) -> tuple[Path, FitResult]:
     """`servesim calibrate import aiconfigurator`: gpu is a table folder (h100_sxm) or a built-in GPU (h100-sxm)."""
     folder, key = table_folder(gpu)
-    prof, fit = compose_profile(data, folder, model, dtype, tp, kv_dtype, name or Path(out).stem, grid, key)
+    prof, fit = compose_profile(data, folder, model, dtype, tp, kv_dtype, name or Path(out).stem, grid, key, dp,
+                                expert_parallel)
     return write_profile(prof, out), fit
 
 

@@ -84,6 +84,10 @@ def add_parser(sub) -> None:
                    help="linear layers (fp8: W8A8 per-tensor; nvfp4: W4A4, Blackwell tables)")
     i.add_argument("--kv-cache-dtype", choices=["bf16", "fp8"], help="default: bf16")
     i.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    i.add_argument("--data-parallel-size", "--dp", type=int, default=1,
+                   help="with --enable-expert-parallel: the DP ranks whose tokens meet at each GPU's experts")
+    i.add_argument("--enable-expert-parallel", action="store_true",
+                   help="MoE: whole experts over TP x DP GPUs, with the all-gather dispatch and reduce-scatter combine")
     i.add_argument("--out", required=True, help="profile YAML to write")
     i.add_argument("--name")
     i.set_defaults(func=cmd_import)
@@ -230,13 +234,16 @@ def cmd_validate_serving(args) -> int:
 
 
 def cmd_validate_layers(args) -> int:
-    from calibration.layer_check import check_layers, format_table
+    from calibration.layer_check import check_layers, check_moe_layers, format_moe_table, format_table
     from calibration.validate import write_command
 
     table = check_layers(args.data, args.tables, args.out)
     print(format_table(table))
+    print()
+    print(format_moe_table(check_moe_layers(args.data, args.tables, args.out)))
     write_command(Path(args.out), args.argv)
-    print(f"written to {args.out}/ (table.csv, per-token-count.csv, command.txt)")
+    print(f"written to {args.out}/ (table.csv, per-token-count.csv, moe-table.csv, moe-per-token-count.csv, "
+          f"command.txt)")
     return 0
 
 
@@ -362,9 +369,14 @@ def cmd_check(args) -> int:
 
 def cmd_import(args) -> int:
     from calibration.aiconfigurator import import_profile
+    from simulator.errors import ConfigError
 
+    if args.data_parallel_size < 1 or (args.data_parallel_size > 1 and not args.enable_expert_parallel):
+        raise ConfigError("--data-parallel-size", "must be >= 1, and above 1 only with --enable-expert-parallel "
+                                                  "(a DP rank without it runs the TP profile as is)")
     path, fit = import_profile(args.data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,
-                               kv_dtype=args.kv_cache_dtype)
+                               kv_dtype=args.kv_cache_dtype, dp=args.data_parallel_size,
+                               expert_parallel=args.enable_expert_parallel)
     _print_fit(path, fit)
     return 0
 

@@ -4,7 +4,15 @@
 operator of Mixtral-8x7B on H100 at TP 2 and 4, for 1 to 2,048 tokens (prefill, no KV cache). Its dense part
 (attention projections, the two RMSNorms, rotary embedding, activation, LM head) is what servesim composes
 for any dense model: the projections from NVIDIA's kernel tables, the rest from the overhead terms. The
-experts and the router wait for the mixture-of-experts model; attention is not in the data.
+experts are profiled one at a time (`expert.w1`/`w3`/`w2` at `input` tokens: one whole expert's GEMMs, the same
+at TP 2 and 4) with the router as `gate`; attention is not in the data.
+
+The MoE part (`check_moe_layers`) compares, like for like, each expert's three GEMMs with the kernel tables'
+GEMMs of the same shapes, and a whole MoE layer at balanced routing (E (1 - (1 - k/E)^n) experts touched, n k
+tokens shared among them, each expert run separately as the profiled model does, plus its router) with what
+servesim composes: vLLM's fused-MoE kernel for all the experts at once (whole experts, MoE TP 1, balanced
+routing) plus the router GEMM. The second is an implementation gap as much as an error: the fused kernel
+reads each touched expert once and keeps the GPU busy across experts.
 
 Reported by token bucket (1, 2-8, 9-64: decode-sized batches; 65-512; 513-2,048): the measured dense time of
 one layer, servesim's kernel-table time for the same GEMMs, and servesim with its overhead terms, so one sees
@@ -103,6 +111,65 @@ def check_layers(profiles: str | Path, tables: str | Path, out: str | Path | Non
         table.to_csv(out / "table.csv", index=False)
         per.to_csv(out / "per-token-count.csv", index=False)
     return table
+
+
+EXPERT_GEMMS = ["expert.w1", "expert.w3", "expert.w2"]
+MIXTRAL_MOE = {"experts": 8, "top_k": 2, "inter": 14336}
+
+
+def check_moe_layers(profiles: str | Path, tables: str | Path, out: str | Path | None = None) -> pd.DataFrame:
+    """Mixtral's measured experts against the kernel tables, by token bucket (one layer, ms)."""
+    from calibration.aiconfigurator import KernelTables
+
+    files = sorted(Path(profiles).rglob("layers.csv"))
+    if not files:
+        raise ConfigError("layers", f"no layers.csv under {profiles}")
+    t = KernelTables(tables, "h100_sxm")
+    m, e, k, inter = MIXTRAL, MIXTRAL_MOE["experts"], MIXTRAL_MOE["top_k"], MIXTRAL_MOE["inter"]
+    arch = ModelArchitecture(name="mixtral-8x7b", num_hidden_layers=m["layers"], hidden_size=m["hidden"],
+                             num_attention_heads=m["heads"], num_key_value_heads=m["kv_heads"],
+                             intermediate_size=inter, vocab_size=m["vocab"], num_experts=e, experts_per_token=k)
+    d = _read_layers(files[0])  # experts are not split by TP in the data: either file holds the same curves
+    if not set(EXPERT_GEMMS + ["gate"]) <= set(d["layer_name"]):
+        raise ConfigError("layers", f"{files[0]} has no rows for {', '.join(EXPERT_GEMMS)}, gate")
+    wide = d.assign(ms=d["latency(ns)"] * 1e-6).pivot_table(index="input", columns="layer_name", values="ms",
+                                                            aggfunc="median")
+    xs = wide.index.to_numpy(float)
+    expert = wide[EXPERT_GEMMS + ["act_fn"]].sum(axis=1).to_numpy(float)  # one expert over n tokens
+    rows = []
+    for n in (int(v) for v in xs):
+        touched = arch.experts_touched(n)
+        per_expert = n * k / touched
+        g = t.gemm_ms
+        rows.append({
+            "tokens": n, "bucket": _bucket(n),
+            "measured_expert_gemm_ms": float(wide.loc[n, EXPERT_GEMMS].sum()),
+            "table_expert_gemm_ms": 2 * g(n, inter, m["hidden"], "bf16") + g(n, m["hidden"], inter, "bf16"),
+            "measured_moe_ms": float(wide.loc[n, "gate"]) + touched * float(np.interp(per_expert, xs, expert)),
+            "composed_moe_ms": t.moe_ms(n, arch, "bf16", 1, routing="balanced") + g(n, e, m["hidden"], "bf16")})
+    per = pd.DataFrame(rows)
+    order = {label: i for i, (_, _, label) in enumerate(BUCKETS)}
+    table = per.groupby("bucket")[[c for c in per.columns if c.endswith("_ms")]].median().reset_index()
+    table = table.sort_values("bucket", key=lambda c: c.map(order)).reset_index(drop=True)
+    table["expert_gemm_error"] = table["table_expert_gemm_ms"] / table["measured_expert_gemm_ms"] - 1
+    table["moe_layer_error"] = table["composed_moe_ms"] / table["measured_moe_ms"] - 1
+    if out is not None:
+        from calibration.validate import make_out_dir
+
+        out = make_out_dir(out)
+        table.to_csv(out / "moe-table.csv", index=False)
+        per.to_csv(out / "moe-per-token-count.csv", index=False)
+    return table
+
+
+def format_moe_table(table: pd.DataFrame) -> str:
+    lines = ["| tokens | one expert's 3 GEMMs: measured (ms) | kernel tables | error | MoE layer, balanced: "
+             "measured per-expert (ms) | composed fused-MoE + router | error |", "|---|---|---|---|---|---|---|"]
+    for r in table.itertuples():
+        lines.append(f"| {r.bucket} | {r.measured_expert_gemm_ms:.4f} | {r.table_expert_gemm_ms:.4f} | "
+                     f"{r.expert_gemm_error:+.0%} | {r.measured_moe_ms:.4f} | {r.composed_moe_ms:.4f} | "
+                     f"{r.moe_layer_error:+.0%} |")
+    return "\n".join(lines)
 
 
 def format_table(table: pd.DataFrame) -> str:

@@ -47,6 +47,7 @@ class LinearCoefficients(BaseModel):
     per_expert_ms: NonNegativeFloat = 0.0
     moe_experts: NonNegativeInt = 0
     moe_top_k: NonNegativeInt = 0
+    moe_token_ranks: PositiveInt = 1  # expert parallelism over DP ranks: each MoE layer sees every rank's tokens
 
 
 class LinearCostModel(CostModel):
@@ -77,7 +78,7 @@ class LinearCostModel(CostModel):
     def _moe_time(self, shape: BatchShape) -> float:
         """A MoE profile: the dense terms plus the experts the step's tokens touch."""
         e, k = self.c.moe_experts, self.c.moe_top_k
-        touched = e * (1.0 - (1.0 - k / e) ** (shape.prefill_tokens + shape.decode_seqs))
+        touched = e * (1.0 - (1.0 - k / e) ** ((shape.prefill_tokens + shape.decode_seqs) * self.c.moe_token_ranks))
         return self._dense_time(shape) + self.c.per_expert_ms * touched * 1e-3
 
     def _dense_time(self, shape: BatchShape) -> float:

@@ -79,12 +79,15 @@ def _tables_fingerprint(folder: Path) -> str:
     return h.hexdigest()
 
 
-def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int) -> Selection:
+def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int, dp: int = 1,
+             expert_parallel: bool = False) -> Selection:
     overhead = (resources.files("calibration") / "overhead-defaults.yaml").read_text()
-    key = json.dumps([COMPOSER_VERSION, arch.model_dump(mode="json"), gpu, folder, tp,
+    layout = [tp] + ([dp, "ep"] if expert_parallel else [])  # a dense or EP-less key is what it always was
+    key = json.dumps([COMPOSER_VERSION, arch.model_dump(mode="json"), gpu, folder, *layout,
                       _tables_fingerprint(root / folder), overhead], sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    path = cache_dir() / f"{gpu}-{arch.name}-{arch.dtype}-kv{_kv(arch)}-tp{tp}-{digest}.yaml"
+    ep_part = f"-dp{dp}-ep{tp * dp}" if expert_parallel else ""
+    path = cache_dir() / f"{gpu}-{arch.name}-{arch.dtype}-kv{_kv(arch)}-tp{tp}{ep_part}-{digest}.yaml"
     source = f"composed from the {folder} kernel tables ({root / folder}), cached at {path}"
     cached = _read_cached(path)
     if cached is not None:
@@ -92,7 +95,8 @@ def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int
     from calibration.aiconfigurator import compose_profile  # calibration code, only when a composition is needed
 
     try:
-        prof, _ = compose_profile(root, folder, arch, arch.dtype, tp, _kv(arch), hardware_key=gpu)
+        prof, _ = compose_profile(root, folder, arch, arch.dtype, tp, _kv(arch), hardware_key=gpu, dp=dp,
+                                  expert_parallel=expert_parallel)
     except ConfigError as exc:
         field = _FIELDS.get(exc.field, exc.field)
         raise ConfigError(field, f"cannot compose a profile for {arch.name} on {gpu}: {exc.message}") from None
@@ -148,14 +152,11 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
         where = f"built-in profile {p.name}" if isinstance(spec, str) and spec in builtin_profile_names() else \
             f"profile {p.name} ({'inline' if isinstance(spec, dict) else spec})"
         return Selection(p, where)
-    p = _builtin_match(arch, gpu, tp)
+    p = None if expert_parallel else _builtin_match(arch, gpu, tp)  # no built-in profile is expert-parallel
     if p is not None:
         return Selection(p, f"built-in profile {p.name}")
     if arch.is_mla:  # the composer builds GQA attention; MLA tables are not composed yet
         return _roofline(arch, gpu, hw, f"{arch.name}'s latent-attention layers are not composed from kernel tables yet")
-    if expert_parallel:
-        return _roofline(arch, gpu, hw, f"expert-parallel MoE layers (all-to-all dispatch) are not composed from "
-                                        f"kernel tables yet")
     if not hw.kernel_tables:
         return _roofline(arch, gpu, hw, f"{gpu or 'this GPU'} has no measured kernel tables")
     if arch.dtype in ("w4a16", "fp32"):
@@ -166,4 +167,11 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
         where = f"{root / hw.kernel_tables}" if root else "../shared/data/gpu/aiconfigurator (set SERVESIM_KERNEL_TABLES)"
         return _roofline(arch, gpu, hw, f"no built-in profile for {arch.name} {arch.dtype} tp{tp} on {gpu}, and "
                                         f"its kernel tables are not at {where}")
-    return _compose(arch, gpu, hw.kernel_tables, root, tp)
+    if not expert_parallel:
+        return _compose(arch, gpu, hw.kernel_tables, root, tp)
+    try:  # expert parallelism needs the MoE table's EP rows and NCCL's collectives: else the roofline, said so
+        return _compose(arch, gpu, hw.kernel_tables, root, tp, expert_parallel // tp, True)
+    except ConfigError as exc:
+        if not exc.field.endswith("kernel_tables"):
+            raise
+        return _roofline(arch, gpu, hw, f"cannot compose expert-parallel layers: {exc.message}")

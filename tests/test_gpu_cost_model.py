@@ -246,7 +246,8 @@ def test_public_gpu_runs_are_simulated_from_kernel_tables_and_reported(tmp_path,
     table, runs = validate_serving(SERVING, tmp_path / "out", command=["validate", "serving"])
     by = {r["run"].split("/", 1)[1]: r for r in runs}
     moe = by["RTXPRO6000/Qwen3-30B-A3B-Instruct-2507"]  # DP 2 x EP 2, as the run's engine arguments say
-    assert moe["cost_model_source"].startswith("roofline fallback (expert-parallel MoE layers")
+    assert moe["cost_model_source"].startswith("composed from the rtx_pro_6000_server kernel tables")
+    assert "-dp2-ep2-" in moe["cost_model_source"]
     assert {"engine.data_parallel_size=2", "engine.enable_expert_parallel=true", "cluster.router=least_outstanding"} \
         <= set(moe["settings"])
     assert by["RTXPRO6000/Llama-3.1-8B"]["cost_model_source"] == "built-in profile rtxpro6000-llama-3.1-8b-bf16-tp1"
@@ -271,7 +272,7 @@ def test_leave_one_run_out_fits_on_the_other_runs_only(tmp_path, monkeypatch):
 
     monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path / "cache"))
     table, runs = validate_serving(SERVING, tmp_path / "out", leave_one_out=True, terms=["gpu_per_layer_us"],
-                                   max_evals=4)
+                                   max_evals=8)  # enough steps for the folds' optima to part
     done = [r for r in runs if "leave_one_out" in r]
     assert len(done) == 4
     for r in done:
@@ -295,6 +296,21 @@ def test_kernel_tables_match_measured_per_operator_gemms_and_the_gap_is_the_rest
     # kernel tables alone leave out most of a small step; the overhead terms put part of it back
     assert (t["with_overhead_error"] > t["kernels_only_error"]).all()
     assert (t["other_ratio"] > 1).all()  # the profiled model's unfused eager norms cost more than vLLM's fused ones
+
+
+@needs_tables
+@pytest.mark.skipif(not LAYERS.is_dir(), reason=f"layer profiles not found at {LAYERS}")
+def test_mixtral_experts_match_the_gemm_tables_and_the_fused_layer_is_compared_at_balanced_routing(tmp_path):
+    from calibration.layer_check import check_moe_layers
+
+    t = check_moe_layers(LAYERS, TABLES, tmp_path)
+    assert list(t["bucket"]) == ["1", "2-8", "9-64", "65-512", "513-2048"] and (tmp_path / "moe-table.csv").is_file()
+    assert (t["expert_gemm_error"].abs() < 0.10).all()  # one expert's GEMMs: two measurements agree
+    assert (t["moe_layer_error"].abs() < 0.35).all()  # the fused kernel against the per-expert loop, reported
+    per = pd.read_csv(tmp_path / "moe-per-token-count.csv").set_index("tokens")
+    # one token reaches 2 of the 8 experts: the per-expert reconstruction is the router plus 2 experts
+    assert per.loc[1, "measured_moe_ms"] > 2 * per.loc[1, "measured_expert_gemm_ms"]
+    assert per.loc[2048, "measured_moe_ms"] < 8 * per.loc[2048, "measured_expert_gemm_ms"]  # 512 tokens each
 
 
 @needs_tables

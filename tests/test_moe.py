@@ -167,7 +167,47 @@ def test_moe_layers_are_composed_from_the_fused_moe_tables(tmp_path, monkeypatch
     odd = m.model_copy(update={"moe_intermediate_size": 999})
     with pytest.raises(ConfigError, match="no fused-MoE timings .* expert 999"):
         t.moe_ms(8, odd, "bf16", 2)
-    # expert parallelism and latent attention are not composed: the roofline, said so
-    ep = load(None, ["model=qwen3-30b-a3b", "hardware.gpu=h100-sxm", "engine.data_parallel_size=2",
+    # experts the tables do not hold under expert parallelism: the roofline, said so (without EP: refused)
+    custom = {"name": "odd-moe", "num_hidden_layers": 8, "hidden_size": 4096, "num_attention_heads": 32,
+              "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, "num_experts": 16,
+              "experts_per_token": 2}
+    ep = load(None, [f"model={json.dumps(custom)}", "hardware.gpu=h100-sxm", "engine.data_parallel_size=2",
                      "engine.enable_expert_parallel=true"])
-    assert ep.cost_model_source.startswith("roofline fallback (expert-parallel MoE layers")
+    assert ep.cost_model_source.startswith("roofline fallback (cannot compose expert-parallel layers")
+    assert "EP 2" in ep.cost_model_source
+
+
+@pytest.mark.skipif(not (TABLES / "rtx_pro_6000_server" / "comm" / "nccl").is_dir(),
+                    reason=f"NCCL tables not found at {TABLES}")
+def test_expert_parallel_layers_are_composed_with_their_dispatch_and_combine(tmp_path, monkeypatch):
+    from calibration.aiconfigurator import KernelTables, compose_step_ms
+    from calibration.grid import GridPoint
+
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
+    sets = ["model=qwen3-30b-a3b", "hardware.gpu=rtx-pro-6000", "engine.data_parallel_size=2",
+            "engine.enable_expert_parallel=true"]
+    rs = load(None, sets)  # the public MoE run's deployment
+    assert rs.cost_model_source.startswith("composed from the rtx_pro_6000_server kernel tables")
+    assert rs.profile.name.endswith("-tp1-dp2-ep2") and rs.profile.coefficients["moe_token_ranks"] == 2
+    assert rs.profile.held_out_error["mape"] < 0.10
+    t, m = KernelTables(TABLES, "rtx_pro_6000_server"), rs.arch
+    point = GridPoint("decode", 32, 0, 1024)
+    ep, alone = compose_step_ms(t, m, point, "bf16", 1, ep=2, dp=2), compose_step_ms(t, m, point, "bf16", 1)
+    # per MoE layer: half the experts over both ranks' 64 tokens, plus an all-gather and a reduce-scatter of them
+    wire = t.nccl_ms("all_gather", 64 * 2048, 2) + t.nccl_ms("reduce_scatter", 64 * 2048, 2)
+    moe = t.moe_ms(64, m, "bf16", 1, ep=2) - t.moe_ms(32, m, "bf16", 1)
+    assert ep["time_ms"] - alone["time_ms"] == pytest.approx(m.num_moe_layers * (wire + moe), rel=1e-9)
+    assert wire > 0 and t.nccl_ms("all_gather", 1 << 26, 2) > 10 * t.nccl_ms("all_gather", 1 << 16, 2)
+    with pytest.raises(ConfigError, match="no NCCL all_gather timings for 3 GPUs"):
+        t.nccl_ms("all_gather", 1024, 3)
+
+
+def test_an_expert_parallel_profile_counts_the_experts_every_dp_rank_touches():
+    from simulator.cost_model import LinearCoefficients, LinearCostModel
+
+    one = LinearCostModel(LinearCoefficients(per_expert_ms=1.0, moe_experts=128, moe_top_k=8))
+    two = LinearCostModel(LinearCoefficients(per_expert_ms=1.0, moe_experts=128, moe_top_k=8, moe_token_ranks=2))
+    step = BatchShape(4, 0, 0, 4, 4000)
+    # 4 tokens on this rank, 4 on the other, both at each GPU's experts: as 8 tokens touch them
+    assert two.step_time(step) == pytest.approx(one.step_time(BatchShape(8, 0, 0, 8, 8000)))
+    assert two.step_time(step) == pytest.approx(128 * (1 - (1 - 8 / 128) ** 8) * 1e-3)

@@ -32,9 +32,9 @@ def profile(tmp_path_factory):
 
 def test_replay_error_within_the_profiles_tolerance(profile, tmp_path, capsys):
     # Sub-millisecond steps on a shared 2-core machine: a neighbour's burst during the calibration
-    # shifts every prediction. One fresh calibration and replay is allowed; a real regression in the
-    # executor, the harness or the fit fails both attempts.
-    for attempt in range(2):
+    # shifts every prediction. Two fresh calibrations and replays are allowed; a real regression in the
+    # executor, the harness or the fit fails every attempt.
+    for attempt in range(3):
         out = tmp_path / f"fid{attempt}"
         rc = main(["validate", "replay", SCENARIO, "--profile", str(profile), "--threads", "1", "--out", str(out)])
         s = json.loads((out / "summary.json").read_text())
