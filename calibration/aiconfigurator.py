@@ -25,7 +25,7 @@ from calibration.profile_io import profile_dict, write_profile
 from simulator.cost_model import default_overhead
 from simulator.errors import ConfigError
 from simulator.local_attention import local_attention
-from simulator.model_arch import load_model
+from simulator.model_arch import DEFAULT_ROUTING, load_model
 
 # Each table's newest measured version under <gpu>/ (GPUs were measured with different vLLM releases).
 TABLES = {
@@ -59,7 +59,7 @@ MOE_KERNELS = {"bf16": (("bfloat16",), _BF16_MOE), "fp16": (("bfloat16",), _BF16
                "mxfp4": (("w4a16_mxfp4",), ("vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
                                             "vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_"
                                             "trtllmmxfp4expertsmonolithic"))}
-MOE_ROUTING = "power_law_1.2"  # real routers are skewed; the tables measure balanced, 1.01 and 1.2
+MOE_ROUTING = DEFAULT_ROUTING  # real routers are skewed; the tables measure balanced, 1.01 and 1.2 (moe.routing)
 # NCCL collectives (expert parallelism's dispatch and combine): by op, GPUs and message size in elements
 NCCL_TABLE = ("comm/nccl/*/nccl_perf.parquet", ["op_name", "nccl_dtype", "num_gpus", "message_size", "latency"])
 
@@ -312,7 +312,7 @@ def _attention_ms(t: KernelTables, point: GridPoint, heads: int, kvh: int, d: in
 
 
 def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int, kv_dtype: str | None = None,
-                    ep: int = 1, dp: int = 1) -> dict:
+                    ep: int = 1, dp: int = 1, routing: str = MOE_ROUTING) -> dict:
     """Kernel time of one engine step, by component (ms). With expert parallelism over ep = TP x DP GPUs, the
     DP ranks step together (equally loaded): a MoE layer dispatches every rank's tokens to the GPUs holding
     their experts and combines the results, vLLM's allgather_reducescatter backend, timed as NCCL's."""
@@ -332,10 +332,10 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
         experts = arch.expert_dtype or dtype
         if ep > 1:  # every rank's tokens meet at each GPU's experts, then go home
             dispatched = tokens * dp * h
-            routed = t.moe_ms(tokens * dp, arch, experts, 1, ep=ep) + t.nccl_ms("all_gather", dispatched, ep) + \
-                t.nccl_ms("reduce_scatter", dispatched, ep)
+            routed = t.moe_ms(tokens * dp, arch, experts, 1, routing, ep) + \
+                t.nccl_ms("all_gather", dispatched, ep) + t.nccl_ms("reduce_scatter", dispatched, ep)
         else:
-            routed = t.moe_ms(tokens, arch, experts, tp)
+            routed = t.moe_ms(tokens, arch, experts, tp, routing)
         moe = routed + g(tokens, arch.num_experts, h, "bf16") + \
             (g(tokens, 2 * shared // tp, h, dtype) + g(tokens, h, shared // tp, dtype) if shared else 0.0)
     attn = _attention_ms(t, point, heads, kvh, d, kv)
@@ -355,7 +355,7 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
 
 def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_dtype: str | None = None,
                     name: str | None = None, grid: str = "gpu", hardware_key: str | None = None,
-                    dp: int = 1, expert_parallel: bool = False) -> tuple[dict, FitResult]:
+                    dp: int = 1, expert_parallel: bool = False, routing: str = MOE_ROUTING) -> tuple[dict, FitResult]:
     """A profile dict (kernel fit + default host overhead) for one model x GPU x dtype x KV dtype x TP (x DP with
     expert parallelism)."""
     arch = load_model(model)
@@ -371,7 +371,7 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
     if expert_parallel and not arch.is_moe:
         raise ConfigError("--enable-expert-parallel", f"{arch.name} is a dense model: it has no experts to spread")
     ranks = dp if ep > 1 else 1  # the tokens a MoE layer sees per token of this rank's step
-    rows = [p.row() | compose_step_ms(t, arch, p, dtype, tp, kv, ep, dp) for p in pts]
+    rows = [p.row() | compose_step_ms(t, arch, p, dtype, tp, kv, ep, dp, routing) for p in pts]
     local = local_attention(arch)
     if local is not None:  # fit on the shapes the scheduler reports for it (layer-averaged attention)
         rows = [r | p.local_shape(local)._asdict() for r, p in zip(rows, pts)]
@@ -384,7 +384,7 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
         fit.coefficients |= {"moe_experts": arch.num_experts, "moe_top_k": arch.experts_per_token} | (
             {"moe_token_ranks": ranks} if ranks > 1 else {})
     kv_note = f", {kv} KV cache" if kv != arch.activation_dtype else ""
-    ep_note = f"-dp{dp}-ep{ep}" if ep > 1 else ""
+    ep_note = (f"-dp{dp}-ep{ep}" if ep > 1 else "") + (f"-{routing}" if arch.is_moe and routing != MOE_ROUTING else "")
     prof = profile_dict(
         fit, name=name or f"{hardware_key or gpu}-{arch.name}-{dtype}{'-kv' + kv if kv_note else ''}-tp{tp}{ep_note}",
         source=f"aiconfigurator-core 0.12.0 kernel tables ({t.device}, vLLM {t.vllm_versions} kernels; Apache-2.0), "
@@ -397,11 +397,11 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
 
 def import_profile(data: str | Path, gpu: str, model: str, dtype: str, tp: int, out: str | Path,
                    name: str | None = None, grid: str = "gpu", kv_dtype: str | None = None, dp: int = 1,
-                   expert_parallel: bool = False) -> tuple[Path, FitResult]:
+                   expert_parallel: bool = False, routing: str = MOE_ROUTING) -> tuple[Path, FitResult]:
     """`servesim calibrate import aiconfigurator`: gpu is a table folder (h100_sxm) or a built-in GPU (h100-sxm)."""
     folder, key = table_folder(gpu)
     prof, fit = compose_profile(data, folder, model, dtype, tp, kv_dtype, name or Path(out).stem, grid, key, dp,
-                                expert_parallel)
+                                expert_parallel, routing)
     return write_profile(prof, out), fit
 
 

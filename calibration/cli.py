@@ -88,6 +88,8 @@ def add_parser(sub) -> None:
                    help="with --enable-expert-parallel: the DP ranks whose tokens meet at each GPU's experts")
     i.add_argument("--enable-expert-parallel", action="store_true",
                    help="MoE: whole experts over TP x DP GPUs, with the all-gather dispatch and reduce-scatter combine")
+    i.add_argument("--moe-routing", default="power_law_1.2", choices=["balanced", "power_law_1.01", "power_law_1.2"],
+                   help="MoE: the expert load imbalance the fused-MoE timings are read at (as moe.routing)")
     i.add_argument("--out", required=True, help="profile YAML to write")
     i.add_argument("--name")
     i.set_defaults(func=cmd_import)
@@ -376,7 +378,7 @@ def cmd_import(args) -> int:
                                                   "(a DP rank without it runs the TP profile as is)")
     path, fit = import_profile(args.data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,
                                kv_dtype=args.kv_cache_dtype, dp=args.data_parallel_size,
-                               expert_parallel=args.enable_expert_parallel)
+                               expert_parallel=args.enable_expert_parallel, routing=args.moe_routing)
     _print_fit(path, fit)
     return 0
 

@@ -20,7 +20,7 @@ from simulator.cost_model import CostModel, Profile, build_cost_model
 from simulator.errors import ConfigError
 from simulator.hardware import Hardware, load_hardware
 from simulator.hybrid_kv import KVLayout, kv_layout
-from simulator.model_arch import ModelArchitecture, load_model
+from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
 from workloads import SyntheticWorkload, Workload
 
 GIB = 2**30
@@ -45,6 +45,8 @@ class EngineSettings(_Strict):
     watermark: float = Field(0.0, ge=0, lt=1)
     enable_prefix_caching: bool = True
     tensor_parallel_size: PositiveInt = 1
+    pipeline_parallel_size: PositiveInt = Field(1, description="only 1: pipeline stages (micro-batches in flight, "
+                                                               "bubbles) are not modelled yet")
     data_parallel_size: PositiveInt = Field(
         1, description="attention data parallel: this many engines (DP ranks), each its own scheduler and KV cache, "
                        "behind the router (cluster.router; vLLM's balancer is closest to least_outstanding)")
@@ -155,6 +157,15 @@ class SimulationSettings(_Strict):
     max_sim_time_s: PositiveFloat | None = Field(None, description="stop the run at this simulated time")
 
 
+class MoESettings(_Strict):
+    """servesim: how a mixture-of-experts router spreads tokens (vLLM has no such setting: it is the traffic's)."""
+
+    routing: Literal["balanced", "power_law_1.01", "power_law_1.2"] = Field(
+        DEFAULT_ROUTING, description="expert load imbalance, as the kernel tables measure it: balanced, or a power law "
+                                     "over the experts ranked by load; the fused-MoE times and the roofline's experts "
+                                     "touched both follow it")
+
+
 class Scenario(_Strict):
     name: str = "default"
     seed: int = 0
@@ -169,6 +180,7 @@ class Scenario(_Strict):
     cluster: ClusterSettings = ClusterSettings()
     speculative: SpeculativeSettings = SpeculativeSettings()
     simulation: SimulationSettings = SimulationSettings()
+    moe: MoESettings = MoESettings()
     resolved: dict | None = Field(None, description="written by servesim next to results; ignored on input")
 
 
@@ -194,6 +206,8 @@ class ResolvedScenario:
     def as_dict(self) -> dict:
         """The resolved config, written next to every result so a run can be repeated exactly."""
         d = self.scenario.model_dump(mode="json")
+        if not self.arch.is_moe:
+            d.pop("moe")  # a router setting for a model without one would be refused on the way back in
         d["model"] = self.arch.model_dump(mode="json")
         hw = self.hardware.model_dump(mode="json")
         d["hardware"] = {"gpu": self.scenario.hardware.gpu} | {k: hw[k] for k in HardwareSettings.model_fields if k in hw}
@@ -349,6 +363,10 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if arch.num_attention_heads % tp:
         raise ConfigError("engine.tensor_parallel_size",
                           f"{arch.num_attention_heads} attention heads do not split over {tp} GPUs")
+    if e.pipeline_parallel_size > 1:
+        raise ConfigError("engine.pipeline_parallel_size", f"{e.pipeline_parallel_size}: pipeline parallelism (stages "
+                                                           f"with batches in flight) is not modelled; use "
+                                                           f"tensor_parallel_size x data_parallel_size")
     dp, ep = e.data_parallel_size, None
     if e.enable_expert_parallel:
         if not arch.is_moe:
@@ -369,7 +387,10 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if not e.num_gpu_blocks_override and (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
         raise err
     _check_formats(arch, hw, e.quantization)
-    selection = select_profile(scenario.profile, arch, h.gpu, hw, tp, ep)
+    routing = scenario.moe.routing
+    if "moe" in scenario.model_fields_set and not arch.is_moe:
+        raise ConfigError("moe.routing", f"{arch.name} is a dense model: it has no router")
+    selection = select_profile(scenario.profile, arch, h.gpu, hw, tp, ep, routing)
     profile = selection.profile
     max_model_len = e.max_model_len or arch.max_position_embeddings
     if max_model_len > arch.max_position_embeddings:
@@ -405,7 +426,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     graph_tokens = 0 if e.enforce_eager else min(e.max_cudagraph_capture_size or min(2 * seqs * decode_query_len, 512),
                                                  tokens)
     cost_model = build_cost_model(profile, arch, hw, tp, gpu=h.gpu, cudagraph_max_tokens=graph_tokens, expert_parallel=ep,
-                                  data_parallel_size=dp,
+                                  data_parallel_size=dp, routing=routing,
                                   async_scheduling=async_scheduling)
     pol = scenario.policies
     if (pol.admission.long_prompt_tokens is None) != (pol.admission.max_long_prefills is None):

@@ -111,7 +111,7 @@ class RooflineCostModel(CostModel):
     name = "roofline"
 
     def __init__(self, arch: ModelArchitecture, hw: Hardware, c: RooflineCoefficients, tensor_parallel_size: int = 1,
-                 expert_parallel: int | None = None, data_parallel_size: int = 1):
+                 expert_parallel: int | None = None, data_parallel_size: int = 1, routing: str = "balanced"):
         """With tensor parallelism each GPU does 1/tp of the work, and every layer adds two all-reduces of
         the step's activations (ring: 2 (tp - 1) / tp of the bytes over the GPU link, plus a latency)."""
         self.c = c
@@ -125,6 +125,7 @@ class RooflineCostModel(CostModel):
         self._weights_s = (arch.weight_bytes - arch.expert_weight_bytes) / tp / bw
         self._expert_s = arch.expert_weight_bytes / max(arch.num_experts, 1) / (expert_parallel or tp) / bw
         self._token_ranks = data_parallel_size if expert_parallel else 1
+        self._routing = routing  # skewed routing touches fewer distinct experts (moe.routing)
         self._linear_s_per_token = arch.linear_flops_per_token / tp / flops
         self._kv_s_per_token = arch.kv_bytes_per_token_per_gpu(tp) / bw
         self._attn_s_per_pair = arch.attention_flops_per_token_pair / tp / flops
@@ -141,8 +142,8 @@ class RooflineCostModel(CostModel):
 
     def step_time(self, shape: BatchShape) -> float:
         tokens = shape.prefill_tokens + shape.decode_seqs
-        weights = self._weights_s + (self._expert_s * self._arch.experts_touched(tokens * self._token_ranks)
-                                     if self._arch else 0.0)
+        weights = self._weights_s + (
+            self._expert_s * self._arch.experts_touched(tokens * self._token_ranks, self._routing) if self._arch else 0.0)
         linear = max(weights, self._linear_s_per_token * tokens)
         kv_read = self._kv_s_per_token * (shape.decode_context_tokens + shape.prefill_tokens)
         attn_compute = self._attn_s_per_pair * (shape.prefill_attention_pairs + shape.decode_context_tokens)
@@ -347,14 +348,15 @@ class OverheadCostModel(CostModel):
 
 def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, tensor_parallel_size: int = 1,
                      gpu: str | None = None, cudagraph_max_tokens: int = 0, async_scheduling: bool = False,
-                     expert_parallel: int | None = None, data_parallel_size: int = 1) -> CostModel:
+                     expert_parallel: int | None = None, data_parallel_size: int = 1,
+                     routing: str = "balanced") -> CostModel:
     check_profile_fits(profile, arch, tensor_parallel_size, gpu)
     try:
         if profile.cost_model == "linear":
             kernels: CostModel = LinearCostModel(LinearCoefficients(**profile.coefficients))
         elif profile.cost_model == "roofline":
             kernels = RooflineCostModel(arch, hw, RooflineCoefficients(**profile.coefficients), tensor_parallel_size,
-                                        expert_parallel, data_parallel_size)
+                                        expert_parallel, data_parallel_size, routing)
         else:
             raise ConfigError("profile.cost_model", f"unknown cost model {profile.cost_model!r}; known: linear, roofline")
     except ValidationError as exc:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from functools import cached_property
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Literal
@@ -22,6 +22,11 @@ Dtype = Literal["fp32", "fp16", "bf16", "fp8"]
 # mxfp4: 4-bit e2m1 plus an e8m0 scale per 32 (gpt-oss's experts, run by vLLM with 16-bit activations).
 WEIGHT_BITS = {"fp32": 32.0, "fp16": 16.0, "bf16": 16.0, "fp8": 8.0, "nvfp4": 4.5, "w4a16": 4.25, "mxfp4": 4.25}
 WeightFormat = Literal["fp32", "fp16", "bf16", "fp8", "nvfp4", "w4a16", "mxfp4"]
+
+# How unevenly a router spreads tokens over experts, named as the kernel tables measure it: balanced, or a power
+# law over the experts ranked by load (servesim reads the exponent as Zipf's: expert i drawn in proportion to i^-a).
+ROUTINGS = {"balanced": 0.0, "power_law_1.01": 1.01, "power_law_1.2": 1.2}
+DEFAULT_ROUTING = "power_law_1.2"
 
 # HF config.json keys that mean the same as ours.
 _HF_ALIASES = {"torch_dtype": "dtype", "n_layer": "num_hidden_layers"}
@@ -255,12 +260,15 @@ class ModelArchitecture(BaseModel):
         bits = WEIGHT_BITS[self.expert_dtype or self.dtype]
         return math.ceil(self.num_moe_layers * self.num_experts * self.expert_params * bits / 8)
 
-    def experts_touched(self, tokens: int) -> float:
-        """Expected distinct experts a MoE layer runs for `tokens` tokens routing top-k uniformly over E
-        experts: E (1 - (1 - k/E)^n). Real routing is skewed, so this is the most a batch reads."""
+    def experts_touched(self, tokens: int, routing: str = "balanced") -> float:
+        """Expected distinct experts a MoE layer runs for `tokens` tokens routing top-k over E experts: balanced,
+        E (1 - (1 - k/E)^n), the most a batch can read; skewed, sum_i 1 - (1 - q_i)^n with q_i the chance a token
+        picks expert i (k i^-a / sum j^-a, capped at 1 and the rest raised so that they still sum to k)."""
         if not self.is_moe or tokens <= 0:
             return 0.0
-        return self.num_experts * (1.0 - (1.0 - self.experts_per_token / self.num_experts) ** tokens)
+        if not ROUTINGS[routing]:
+            return self.num_experts * (1.0 - (1.0 - self.experts_per_token / self.num_experts) ** tokens)
+        return _skewed_touched(self.num_experts, self.experts_per_token, ROUTINGS[routing], tokens)
 
     @property
     def matmul_params(self) -> int:
@@ -281,6 +289,23 @@ class ModelArchitecture(BaseModel):
             per_head = 2 * (self.kv_lora_rank + self.qk_rope_head_dim) + 2 * self.kv_lora_rank
             return per_head * self.num_attention_heads * self.num_hidden_layers
         return 4 * self.num_attention_heads * self.head_dim * self.num_hidden_layers
+
+
+@lru_cache(maxsize=64)
+def _pick_chances(experts: int, top_k: int, skew: float) -> tuple[float, ...]:
+    weights = [(i + 1) ** -skew for i in range(experts)]
+    q = [top_k * w / sum(weights) for w in weights]
+    while max(q) > 1.0 + 1e-12:  # an expert is picked at most once a token: cap it, spread the rest
+        full = [x >= 1.0 for x in q]
+        rest = top_k - sum(full)
+        free = sum(x for x, f in zip(q, full) if not f)
+        q = [1.0 if f else x * rest / free for x, f in zip(q, full)]
+    return tuple(q)
+
+
+@lru_cache(maxsize=1 << 16)
+def _skewed_touched(experts: int, top_k: int, skew: float, tokens: int) -> float:
+    return float(sum(1.0 - (1.0 - q) ** tokens for q in _pick_chances(experts, top_k, skew)))
 
 
 def _builtin_dir():

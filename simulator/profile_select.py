@@ -23,7 +23,7 @@ import yaml
 from simulator.cost_model import Profile, builtin_profile_names, default_overhead, load_profile
 from simulator.errors import ConfigError
 from simulator.hardware import Hardware
-from simulator.model_arch import ModelArchitecture
+from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture
 
 COMPOSER_VERSION = 2  # bump when the composition changes, so cached profiles are rebuilt
 # the importer's field names -> the scenario setting a user changes
@@ -80,13 +80,16 @@ def _tables_fingerprint(folder: Path) -> str:
 
 
 def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int, dp: int = 1,
-             expert_parallel: bool = False) -> Selection:
+             expert_parallel: bool = False, routing: str = DEFAULT_ROUTING) -> Selection:
     overhead = (resources.files("calibration") / "overhead-defaults.yaml").read_text()
     layout = [tp] + ([dp, "ep"] if expert_parallel else [])  # a dense or EP-less key is what it always was
+    if arch.is_moe and routing != DEFAULT_ROUTING:
+        layout.append(routing)
     key = json.dumps([COMPOSER_VERSION, arch.model_dump(mode="json"), gpu, folder, *layout,
                       _tables_fingerprint(root / folder), overhead], sort_keys=True)
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-    ep_part = f"-dp{dp}-ep{tp * dp}" if expert_parallel else ""
+    ep_part = (f"-dp{dp}-ep{tp * dp}" if expert_parallel else "") + \
+        (f"-{routing}" if arch.is_moe and routing != DEFAULT_ROUTING else "")
     path = cache_dir() / f"{gpu}-{arch.name}-{arch.dtype}-kv{_kv(arch)}-tp{tp}{ep_part}-{digest}.yaml"
     source = f"composed from the {folder} kernel tables ({root / folder}), cached at {path}"
     cached = _read_cached(path)
@@ -96,7 +99,7 @@ def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int
 
     try:
         prof, _ = compose_profile(root, folder, arch, arch.dtype, tp, _kv(arch), hardware_key=gpu, dp=dp,
-                                  expert_parallel=expert_parallel)
+                                  expert_parallel=expert_parallel, routing=routing)
     except ConfigError as exc:
         field = _FIELDS.get(exc.field, exc.field)
         raise ConfigError(field, f"cannot compose a profile for {arch.name} on {gpu}: {exc.message}") from None
@@ -146,13 +149,14 @@ def _roofline(arch: ModelArchitecture, gpu: str | None, hw: Hardware, why: str) 
 
 
 def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, hw: Hardware, tp: int,
-                   expert_parallel: int | None = None) -> Selection:
+                   expert_parallel: int | None = None, routing: str = DEFAULT_ROUTING) -> Selection:
     if spec != "auto":
         p = load_profile(spec)
         where = f"built-in profile {p.name}" if isinstance(spec, str) and spec in builtin_profile_names() else \
             f"profile {p.name} ({'inline' if isinstance(spec, dict) else spec})"
         return Selection(p, where)
-    p = None if expert_parallel else _builtin_match(arch, gpu, tp)  # no built-in profile is expert-parallel
+    # no built-in profile is expert-parallel or composed at another routing
+    p = None if expert_parallel or (arch.is_moe and routing != DEFAULT_ROUTING) else _builtin_match(arch, gpu, tp)
     if p is not None:
         return Selection(p, f"built-in profile {p.name}")
     if arch.is_mla:  # the composer builds GQA attention; MLA tables are not composed yet
@@ -168,9 +172,9 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
         return _roofline(arch, gpu, hw, f"no built-in profile for {arch.name} {arch.dtype} tp{tp} on {gpu}, and "
                                         f"its kernel tables are not at {where}")
     if not expert_parallel:
-        return _compose(arch, gpu, hw.kernel_tables, root, tp)
+        return _compose(arch, gpu, hw.kernel_tables, root, tp, routing=routing)
     try:  # expert parallelism needs the MoE table's EP rows and NCCL's collectives: else the roofline, said so
-        return _compose(arch, gpu, hw.kernel_tables, root, tp, expert_parallel // tp, True)
+        return _compose(arch, gpu, hw.kernel_tables, root, tp, expert_parallel // tp, True, routing)
     except ConfigError as exc:
         if not exc.field.endswith("kernel_tables"):
             raise

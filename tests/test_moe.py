@@ -104,7 +104,8 @@ def test_qwen3_moe_dense_layers_are_counted_and_interleaving_refused(tmp_path):
 
 
 def test_the_roofline_reads_only_the_experts_a_batch_routes_to(capsys):
-    rs = load(None, ["model=mixtral-8x7b", "hardware.gpu=generic-80gb", "engine.tensor_parallel_size=2"])
+    rs = load(None, ["model=mixtral-8x7b", "hardware.gpu=generic-80gb", "engine.tensor_parallel_size=2",
+                     "moe.routing=balanced"])  # hand arithmetic at uniform routing; the default is skewed
     assert rs.cost_model_source.startswith("roofline fallback (generic-80gb has no measured kernel tables")
     assert "warning" in capsys.readouterr().err
     m = rs.arch
@@ -116,6 +117,10 @@ def test_the_roofline_reads_only_the_experts_a_batch_routes_to(capsys):
     expert_s = m.expert_weight_bytes / 8 / 2 / (rs.hardware.memory_bandwidth_gbps * 1e9 * 0.8)
     assert kernels._weights_s == pytest.approx(dense_s) and kernels._expert_s == pytest.approx(expert_s)
     assert kernels.step_time(many) - kernels.step_time(one) > 5 * expert_s  # 7.2 more experts, and more KV
+    skewed = load(None, ["model=mixtral-8x7b", "hardware.gpu=generic-80gb", "engine.tensor_parallel_size=2"])
+    gap = skewed.cost_model.kernels.step_time(many) - skewed.cost_model.kernels.step_time(one)
+    assert m.experts_touched(8, "power_law_1.2") == pytest.approx(5.8, abs=0.1)  # the hot experts take most tokens
+    assert 3 * expert_s < gap < kernels.step_time(many) - kernels.step_time(one)
 
 
 def test_tools_that_build_dense_layers_refuse_moe_in_one_line(tmp_path, capsys):
@@ -211,3 +216,37 @@ def test_an_expert_parallel_profile_counts_the_experts_every_dp_rank_touches():
     # 4 tokens on this rank, 4 on the other, both at each GPU's experts: as 8 tokens touch them
     assert two.step_time(step) == pytest.approx(one.step_time(BatchShape(8, 0, 0, 8, 8000)))
     assert two.step_time(step) == pytest.approx(128 * (1 - (1 - 8 / 128) ** 8) * 1e-3)
+
+
+def test_expert_routing_skew_touches_fewer_experts_by_hand():
+    two = load_model({"num_hidden_layers": 1, "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4,
+                      "intermediate_size": 64, "vocab_size": 10, "num_experts": 2, "experts_per_token": 1})
+    assert two.experts_touched(2) == pytest.approx(1.5)  # balanced: 2 (1 - 1/4)
+    q = load_model("qwen3-30b-a3b")
+    one, few, many = (q.experts_touched(n, "power_law_1.2") for n in (1, 8, 4096))
+    assert one == pytest.approx(8.0)  # one token still runs its top 8
+    assert few < q.experts_touched(8, "power_law_1.01") < q.experts_touched(8) and many == pytest.approx(128, abs=0.5)
+
+
+def test_moe_routing_picks_the_tables_distribution_and_the_rooflines_experts(tmp_path, monkeypatch):
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
+    shape = BatchShape(16, 0, 0, 16, 16 * 1000)
+    roof = {r: load(None, ["model=qwen3-30b-a3b", "hardware.gpu=h100-sxm", "profile=roofline", f"moe.routing={r}"])
+            for r in ("balanced", "power_law_1.2")}
+    assert roof["power_law_1.2"].cost_model.step_time(shape) < roof["balanced"].cost_model.step_time(shape)
+    with pytest.raises(ConfigError, match="moe.routing: llama-3.1-8b is a dense model"):
+        load(None, ["moe.routing=balanced"])
+    if not (TABLES / "h100_sxm" / "moe").is_dir():
+        pytest.skip(f"MoE kernel tables not found at {TABLES}")
+    composed = {r: load(None, ["model=qwen3-30b-a3b", "hardware.gpu=h100-sxm", f"moe.routing={r}"])
+                for r in ("balanced", "power_law_1.2")}
+    assert composed["balanced"].profile.name.endswith("-tp1-balanced")
+    assert composed["power_law_1.2"].profile.name.endswith("-tp1")  # the default keeps its name and cache
+    # balanced routing spreads a batch over more experts: the fused kernel takes longer
+    assert composed["balanced"].cost_model.step_time(shape) > composed["power_law_1.2"].cost_model.step_time(shape)
+
+
+def test_pipeline_parallelism_is_refused_not_ignored():
+    with pytest.raises(ConfigError, match="engine.pipeline_parallel_size: 2: pipeline parallelism .* not modelled"):
+        load(None, ["engine.pipeline_parallel_size=2"])
+    assert load(None, ["engine.pipeline_parallel_size=1"]).scenario.engine.pipeline_parallel_size == 1
