@@ -60,6 +60,12 @@ MOE_KERNELS = {"bf16": (("bfloat16",), _BF16_MOE), "fp16": (("bfloat16",), _BF16
                                             "vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_"
                                             "trtllmmxfp4expertsmonolithic"))}
 MOE_ROUTING = DEFAULT_ROUTING  # real routers are skewed; the tables measure balanced, 1.01 and 1.2 (moe.routing)
+# DeepSeek's latent attention, one layer's whole vLLM module (projections, rotary, the MLA kernel, o_proj; the
+# decode path's absorbed BMMs): prefill by batch x input length, decode by batch x KV length (`step`), per GPU heads
+MLA_TABLES = {"context": ("mla/vllm/*/mla_context_module_perf.parquet", "isl"),
+              "generation": ("mla/vllm/*/mla_generation_module_perf.parquet", "step")}
+MLA_COLUMNS = ["kernel_source", "kv_cache_dtype", "gemm_type", "num_heads", "batch_size", "isl", "step", "latency"]
+MLA_GEMM_TYPES = {"bf16": "bfloat16", "fp16": "bfloat16", "fp8": "fp8_block", "nvfp4": "nvfp4"}
 # NCCL collectives (expert parallelism's dispatch and combine): by op, GPUs and message size in elements
 NCCL_TABLE = ("comm/nccl/*/nccl_perf.parquet", ["op_name", "nccl_dtype", "num_gpus", "message_size", "latency"])
 
@@ -108,6 +114,34 @@ def _bracket(v: float, grid: np.ndarray) -> tuple[float, float, float]:
     i = int(np.searchsorted(grid, v))
     lo, hi = grid[i - 1], grid[i]
     return lo, hi, float((np.log(v) - np.log(lo)) / (np.log(hi) - np.log(lo)))
+
+
+def _surface(x: pd.DataFrame, xcol: str, scale: float):
+    """A (batch x length) latency surface in log space, holes filled, for bilinear lookup."""
+    piv = x.groupby(["batch_size", xcol])["latency"].median().unstack().sort_index()
+    # The tables are triangular (large batch x long sequence was not measured). Attention
+    # over twice the sequences costs twice as much, so a hole is twice the cell above it.
+    vals, rows = piv.to_numpy(float, copy=True), piv.index.to_numpy()
+    for i in range(1, len(rows)):
+        hole = np.isnan(vals[i]) & ~np.isnan(vals[i - 1])
+        vals[i, hole] = vals[i - 1, hole] * rows[i] / rows[i - 1]
+    piv = pd.DataFrame(vals, index=piv.index, columns=piv.columns)
+    piv = piv.interpolate(axis=1, limit_direction="both").interpolate(axis=0, limit_direction="both")
+    return piv.index.to_numpy(float), piv.columns.to_numpy(float), np.log(piv.to_numpy(float)), scale
+
+
+def _surface_ms(surface, batch: float, length: float, quadratic: bool) -> float:
+    bs, ls, logt, scale = surface
+    b_lo, b_hi, wb = _bracket(batch, bs)
+    l_lo, l_hi, wl = _bracket(length, ls)
+    i = {v: j for j, v in enumerate(bs)}
+    j = {v: q for q, v in enumerate(ls)}
+    v = ((1 - wb) * (1 - wl) * logt[i[b_lo], j[l_lo]] + wb * (1 - wl) * logt[i[b_hi], j[l_lo]]
+         + (1 - wb) * wl * logt[i[b_lo], j[l_hi]] + wb * wl * logt[i[b_hi], j[l_hi]])
+    t = float(np.exp(v)) * scale * max(1.0, batch / bs[-1])
+    if length > ls[-1]:  # prefill attention is quadratic in length, decode linear
+        t *= (length / ls[-1]) ** (2 if quadratic else 1)
+    return t
 
 
 class KernelTables:
@@ -237,31 +271,35 @@ class KernelTables:
                                + (np.log(combos["num_key_value_heads"] / kv_heads)).abs())
         h, kvh = combos.sort_values(["d", "num_heads"]).iloc[0][["num_heads", "num_key_value_heads"]]
         x = df[(df["num_heads"] == h) & (df["num_key_value_heads"] == kvh)]
-        piv = x.groupby(["batch_size", xcol])["latency"].median().unstack().sort_index()
-        # The tables are triangular (large batch x long sequence was not measured). Attention
-        # over twice the sequences costs twice as much, so a hole is twice the cell above it.
-        vals, rows = piv.to_numpy(float, copy=True), piv.index.to_numpy()
-        for i in range(1, len(rows)):
-            hole = np.isnan(vals[i]) & ~np.isnan(vals[i - 1])
-            vals[i, hole] = vals[i - 1, hole] * rows[i] / rows[i - 1]
-        piv = pd.DataFrame(vals, index=piv.index, columns=piv.columns)
-        piv = piv.interpolate(axis=1, limit_direction="both").interpolate(axis=0, limit_direction="both")
-        return (piv.index.to_numpy(float), piv.columns.to_numpy(float), np.log(piv.to_numpy(float)),
-                heads / float(h))
+        return _surface(x, xcol, heads / float(h))
 
     def _attn_ms(self, table: str, batch: float, length: float, heads: int, kv_heads: int, head_dim: int,
                  kv_dtype: str = "bf16") -> float:
-        bs, ls, logt, scale = self._attn_surface(table, heads, kv_heads, head_dim, kv_dtype)
-        b_lo, b_hi, wb = _bracket(batch, bs)
-        l_lo, l_hi, wl = _bracket(length, ls)
-        i = {v: j for j, v in enumerate(bs)}
-        j = {v: q for q, v in enumerate(ls)}
-        v = ((1 - wb) * (1 - wl) * logt[i[b_lo], j[l_lo]] + wb * (1 - wl) * logt[i[b_hi], j[l_lo]]
-             + (1 - wb) * wl * logt[i[b_lo], j[l_hi]] + wb * wl * logt[i[b_hi], j[l_hi]])
-        t = float(np.exp(v)) * scale * max(1.0, batch / bs[-1])
-        if length > ls[-1]:  # prefill attention is quadratic in length, decode linear
-            t *= (length / ls[-1]) ** (2 if table == "context" else 1)
-        return t
+        return _surface_ms(self._attn_surface(table, heads, kv_heads, head_dim, kv_dtype), batch, length,
+                           quadratic=table == "context")
+
+    @lru_cache(maxsize=16)
+    def _mla_surface(self, phase: str, heads: int, kv_dtype: str, weights: str):
+        pattern, xcol = MLA_TABLES[phase]
+        df = self._optional_table(f"mla_{phase}", (pattern, MLA_COLUMNS), "latent attention needs it")
+        kv, gemm = KV_TABLE_DTYPES.get(kv_dtype, kv_dtype), MLA_GEMM_TYPES.get(weights, weights)
+        x = df[(df["kv_cache_dtype"] == kv) & (df["gemm_type"] == gemm)]
+        if x.empty:
+            have = sorted(set(zip(df["kv_cache_dtype"], df["gemm_type"])))
+            raise ConfigError("kernel_tables", f"no MLA {phase} timings with a {kv} KV cache and {gemm} projections in "
+                                               f"{self.dir} (measured: {', '.join(f'{a}/{b}' for a, b in have)})")
+        # every kernel measured: vLLM's MLA backend hands short prefills to its decode kernel, long ones to
+        # FlashAttention, and the table records whichever ran at each length
+        if not (x["num_heads"] == heads).any():
+            raise ConfigError("kernel_tables", f"no MLA {phase} timings for {heads} heads a GPU in {self.dir} "
+                                               f"(measured: {', '.join(str(h) for h in sorted(x['num_heads'].unique()))})")
+        return _surface(x[x["num_heads"] == heads], xcol, 1.0)
+
+    def mla_ms(self, phase: str, batch: float, length: float, heads: int, kv_dtype: str, weights: str) -> float:
+        """One latent-attention layer, projections included: prefill of `batch` x `length` tokens ("context"), or
+        `batch` decodes over `length` KV tokens ("generation")."""
+        return _surface_ms(self._mla_surface(phase, heads, kv_dtype, weights), batch, length,
+                           quadratic=phase == "context")
 
     def context_attention_ms(self, batch, isl, heads, kv_heads, head_dim, kv_dtype="bf16") -> float:
         return self._attn_ms("context", batch, isl, heads, kv_heads, head_dim, kv_dtype)
@@ -311,6 +349,22 @@ def _attention_ms(t: KernelTables, point: GridPoint, heads: int, kvh: int, d: in
     return attn
 
 
+def _mla_attention_ms(t: KernelTables, point: GridPoint, heads: int, kv: str, weights: str) -> float:
+    """One latent-attention layer for a grid point, projections included. A chunk after cached context is the
+    full-length prefill scaled to the chunk's (query, key) pairs, as aiconfigurator prices it."""
+    shape = point.shape
+    attn = 0.0
+    if point.kind == "prefill":
+        attn += t.mla_ms("context", point.batch, point.tokens, heads, kv, weights)
+    elif point.kind == "mixed":
+        full = point.context + point.tokens
+        attn += t.mla_ms("context", 1, full, heads, kv, weights) * shape.prefill_attention_pairs / (
+            full * (full + 1) / 2)
+    if shape.decode_seqs:
+        attn += t.mla_ms("generation", shape.decode_seqs, point.context + 1, heads, kv, weights)
+    return attn
+
+
 def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int, kv_dtype: str | None = None,
                     ep: int = 1, dp: int = 1, routing: str = MOE_ROUTING) -> dict:
     """Kernel time of one engine step, by component (ms). With expert parallelism over ep = TP x DP GPUs, the
@@ -338,7 +392,11 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
             routed = t.moe_ms(tokens, arch, experts, tp, routing)
         moe = routed + g(tokens, arch.num_experts, h, "bf16") + \
             (g(tokens, 2 * shared // tp, h, dtype) + g(tokens, h, shared // tp, dtype) if shared else 0.0)
-    attn = _attention_ms(t, point, heads, kvh, d, kv)
+    if arch.is_mla:  # the latent-attention module replaces the QKV and O projections and the attention kernel
+        gemm = gemm - g(tokens, (heads + 2 * kvh) * d, h, dtype) - g(tokens, h, heads * d, dtype)
+        attn = _mla_attention_ms(t, point, heads, kv, dtype)
+    else:
+        attn = _attention_ms(t, point, heads, kvh, d, kv)
     local = local_attention(arch)
     if local is not None:  # its local layers read their window or chunk only
         w = local.local_layers / local.layers
@@ -359,9 +417,6 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
     """A profile dict (kernel fit + default host overhead) for one model x GPU x dtype x KV dtype x TP (x DP with
     expert parallelism)."""
     arch = load_model(model)
-    if arch.is_mla:
-        raise ConfigError("--model", f"{arch.name} has latent attention layers, which the kernel-table composer does "
-                                     f"not build yet; simulate it with profile: auto (the roofline)")
     if tp < 1:
         raise ConfigError("tp", "must be >= 1")
     kv = kv_dtype or arch.kv_cache_dtype or arch.activation_dtype
@@ -400,6 +455,7 @@ def import_profile(data: str | Path, gpu: str, model: str, dtype: str, tp: int, 
                    expert_parallel: bool = False, routing: str = MOE_ROUTING) -> tuple[Path, FitResult]:
     """`servesim calibrate import aiconfigurator`: gpu is a table folder (h100_sxm) or a built-in GPU (h100-sxm)."""
     folder, key = table_folder(gpu)
+    dtype = dtype or load_model(model).dtype  # DeepSeek ships fp8: its own format unless told otherwise
     prof, fit = compose_profile(data, folder, model, dtype, tp, kv_dtype, name or Path(out).stem, grid, key, dp,
                                 expert_parallel, routing)
     return write_profile(prof, out), fit

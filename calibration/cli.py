@@ -80,8 +80,8 @@ def add_parser(sub) -> None:
     i.add_argument("--gpu", required=True, help="a built-in GPU with tables (h100-sxm, b200-sxm, ...) or a table "
                                                 "folder under --data (h100_sxm)")
     i.add_argument("--model", required=True)
-    i.add_argument("--dtype", default="bf16", choices=["bf16", "fp8", "nvfp4"],
-                   help="linear layers (fp8: W8A8 per-tensor; nvfp4: W4A4, Blackwell tables)")
+    i.add_argument("--dtype", choices=["bf16", "fp8", "nvfp4"],
+                   help="linear layers (fp8: W8A8 per-tensor; nvfp4: W4A4, Blackwell tables); default: the model's")
     i.add_argument("--kv-cache-dtype", choices=["bf16", "fp8"], help="default: bf16")
     i.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
     i.add_argument("--data-parallel-size", "--dp", type=int, default=1,

@@ -159,8 +159,6 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
     p = None if expert_parallel or (arch.is_moe and routing != DEFAULT_ROUTING) else _builtin_match(arch, gpu, tp)
     if p is not None:
         return Selection(p, f"built-in profile {p.name}")
-    if arch.is_mla:  # the composer builds GQA attention; MLA tables are not composed yet
-        return _roofline(arch, gpu, hw, f"{arch.name}'s latent-attention layers are not composed from kernel tables yet")
     if not hw.kernel_tables:
         return _roofline(arch, gpu, hw, f"{gpu or 'this GPU'} has no measured kernel tables")
     if arch.dtype in ("w4a16", "fp32"):
@@ -171,11 +169,15 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
         where = f"{root / hw.kernel_tables}" if root else "../shared/data/gpu/aiconfigurator (set SERVESIM_KERNEL_TABLES)"
         return _roofline(arch, gpu, hw, f"no built-in profile for {arch.name} {arch.dtype} tp{tp} on {gpu}, and "
                                         f"its kernel tables are not at {where}")
-    if not expert_parallel:
+    if not (expert_parallel or arch.is_mla):
         return _compose(arch, gpu, hw.kernel_tables, root, tp, routing=routing)
-    try:  # expert parallelism needs the MoE table's EP rows and NCCL's collectives: else the roofline, said so
-        return _compose(arch, gpu, hw.kernel_tables, root, tp, expert_parallel // tp, True, routing)
+    # expert parallelism needs the MoE table's EP rows and NCCL's collectives, latent attention the MLA module
+    # tables, which fewer GPUs have: without them the roofline, said so
+    what = "expert-parallel layers" if expert_parallel else f"{arch.name}'s latent-attention layers"
+    try:
+        return _compose(arch, gpu, hw.kernel_tables, root, tp, (expert_parallel or tp) // tp, bool(expert_parallel),
+                        routing)
     except ConfigError as exc:
         if not exc.field.endswith("kernel_tables"):
             raise
-        return _roofline(arch, gpu, hw, f"cannot compose expert-parallel layers: {exc.message}")
+        return _roofline(arch, gpu, hw, f"cannot compose {what}: {exc.message}")

@@ -124,9 +124,6 @@ def test_the_roofline_reads_only_the_experts_a_batch_routes_to(capsys):
 
 
 def test_tools_that_build_dense_layers_refuse_moe_in_one_line(tmp_path, capsys):
-    assert main(["calibrate", "import", "aiconfigurator", "--gpu", "h100-sxm", "--model", "deepseek-v3", "--tp", "8",
-                 "--out", str(tmp_path / "p.yaml")]) == 2
-    assert "latent attention layers, which the kernel-table composer" in capsys.readouterr().err
     assert main(["calibrate", "run", "--engine", "torch", "--model", "mixtral-8x7b", "--out", str(tmp_path / "c")]) == 2
 
 
@@ -250,3 +247,33 @@ def test_pipeline_parallelism_is_refused_not_ignored():
     with pytest.raises(ConfigError, match="engine.pipeline_parallel_size: 2: pipeline parallelism .* not modelled"):
         load(None, ["engine.pipeline_parallel_size=2"])
     assert load(None, ["engine.pipeline_parallel_size=1"]).scenario.engine.pipeline_parallel_size == 1
+
+
+@pytest.mark.skipif(not (TABLES / "h200_sxm" / "mla").is_dir(), reason=f"MLA kernel tables not found at {TABLES}")
+def test_latent_attention_is_composed_from_the_mla_module_tables(tmp_path, monkeypatch, capsys):
+    from calibration.aiconfigurator import KernelTables
+
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
+    rs = load(None, ["model=deepseek-v3", "hardware.gpu=h200-sxm", "engine.tensor_parallel_size=8"])
+    assert rs.cost_model_source.startswith("composed from the h200_sxm kernel tables")
+    assert rs.profile.name == "h200-sxm-deepseek-v3-fp8-tp8" and rs.profile.held_out_error["mape"] < 0.10
+    t = KernelTables(TABLES, "h200_sxm")
+    # one layer's module, 16 heads a GPU, fp8 block-scaled projections: the table's own cells, long prefills on
+    # FlashAttention and short ones on the MLA decode kernel (vLLM's split), both read
+    assert t.mla_ms("context", 1, 2048, 16, "bf16", "fp8") == pytest.approx(0.3960, abs=1e-4)
+    assert t.mla_ms("context", 1, 128, 16, "bf16", "fp8") == pytest.approx(0.1230, abs=1e-4)
+    assert t.mla_ms("generation", 64, 2048, 16, "bf16", "fp8") == pytest.approx(0.1505, abs=1e-4)
+    with pytest.raises(ConfigError, match="no MLA generation timings for 12 heads"):
+        t.mla_ms("generation", 1, 2048, 12, "bf16", "fp8")
+    step = rs.cost_model.kernels.step_time
+    assert step(BatchShape(64, 0, 0, 64, 64 * 8192)) > step(BatchShape(64, 0, 0, 64, 64 * 1024))
+    assert main(["calibrate", "import", "aiconfigurator", "--gpu", "h100-sxm", "--model", "deepseek-v3", "--tp", "8",
+                 "--out", str(tmp_path / "p.yaml")]) == 0  # in the model's own fp8
+    assert "dtype: fp8" in (tmp_path / "p.yaml").read_text()
+    # a GPU whose tables hold no MLA module: the roofline, said so
+    small = load_model("deepseek-v3").model_dump() | {"name": "small-mla", "num_hidden_layers": 4, "dtype": "bf16",
+                                                     "max_position_embeddings": 8192}
+    capsys.readouterr()
+    a100 = load(None, [f"model={json.dumps(small)}", "hardware.gpu=a100-80gb", "engine.tensor_parallel_size=8"])
+    assert a100.cost_model_source.startswith("roofline fallback (cannot compose small-mla's latent-attention layers")
+    assert "warning" in capsys.readouterr().err
