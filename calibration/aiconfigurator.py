@@ -425,6 +425,8 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
     ep = tp * dp if expert_parallel else 1
     if expert_parallel and not arch.is_moe:
         raise ConfigError("--enable-expert-parallel", f"{arch.name} is a dense model: it has no experts to spread")
+    if routing != MOE_ROUTING and not arch.is_moe:
+        raise ConfigError("--moe-routing", f"{arch.name} is a dense model: it has no router")
     ranks = dp if ep > 1 else 1  # the tokens a MoE layer sees per token of this rank's step
     rows = [p.row() | compose_step_ms(t, arch, p, dtype, tp, kv, ep, dp, routing) for p in pts]
     local = local_attention(arch)

@@ -53,10 +53,12 @@ def format_summary(summary: dict) -> str:
 
 def _describe(rs) -> str:
     e = rs.scenario.engine
+    groups = 1 + (rs.kv_layout.local_groups if rs.kv_layout else 0)  # vLLM reports blocks // groups as tokens
     return (f"{rs.arch.name} ({rs.arch.dtype}) on {rs.hardware.name}, profile {rs.profile.name}; "
             f"max_num_batched_tokens={rs.max_num_batched_tokens}, max_num_seqs={rs.max_num_seqs}, "
             f"block_size={e.block_size}, {rs.num_gpu_blocks - 1:,} KV blocks "
-            f"({(rs.num_gpu_blocks - 1) * e.block_size:,} tokens); policies: "
+            f"({(rs.num_gpu_blocks - 1) // groups * e.block_size:,} tokens"
+            f"{f' in each of {groups} layer groups' if groups > 1 else ''}); policies: "
             f"{rs.scenario.policies.batching}/{rs.scenario.policies.queue}")
 
 
@@ -113,6 +115,8 @@ def cmd_capacity(args) -> int:
     weights = round(args.weights_gib * GIB) if args.weights_gib is not None else math.ceil(arch.weight_bytes / tp)
     pool = kv_pool_bytes(hw.memory_bytes, args.gpu_memory_utilization, weights)
     layout = kv_layout(arch, tp, args.disable_hybrid_kv_cache_manager)
+    if layout.note:
+        print(layout.note, file=sys.stderr)
     report = capacity(
         model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool,
         block_size=args.block_size, max_model_len=args.max_model_len or arch.max_position_embeddings,

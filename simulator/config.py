@@ -433,11 +433,12 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     if pol.static_batch_size and pol.batching != "static":
         raise ConfigError("policies.static_batch_size", "only applies to policies.batching: static")
-    if selection.warning and selection.warning not in _WARNED:  # once a process, and only for a valid scenario
-        import sys
+    for warning in (selection.warning, layout.note):  # once a process, and only for a valid scenario
+        if warning and warning not in _WARNED:
+            import sys
 
-        _WARNED.add(selection.warning)
-        print(selection.warning, file=sys.stderr)
+            _WARNED.add(warning)
+            print(warning, file=sys.stderr)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens, layout)
 

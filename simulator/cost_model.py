@@ -262,7 +262,7 @@ def extrapolation_warnings(profile: Profile, largest: dict[str, float]) -> list[
 
 
 def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_parallel_size: int,
-                       gpu: str | None = None) -> None:
+                       gpu: str | None = None, token_ranks: int = 1) -> None:
     """A profile measured for one model, GPU, dtype, KV dtype or TP degree says nothing about another."""
     generic = ("any", "from-scenario")
     if profile.model not in generic and profile.model != arch.name:
@@ -282,6 +282,12 @@ def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_paralle
         raise ConfigError("profile", f"{profile.name} was measured at tensor_parallel_size="
                                      f"{profile.tensor_parallel_size}, but engine.tensor_parallel_size is "
                                      f"{tensor_parallel_size}")
+    ranks = int(profile.coefficients.get("moe_token_ranks", 1))  # composed for DP ranks sharing experts
+    if arch.is_moe and profile.cost_model == "linear" and ranks != token_ranks:
+        said = f"data_parallel_size={ranks} with expert parallelism" if ranks > 1 else "no expert parallelism"
+        raise ConfigError("profile", f"{profile.name} was composed for {said}, but the scenario's MoE layers see "
+                                     f"{token_ranks} DP rank(s)' tokens (engine.data_parallel_size, "
+                                     f"engine.enable_expert_parallel)")
 
 
 # gpu_per_token_per_layer_ns was measured on H100 (3,350 GB/s) for Llama-2-7B: hidden 4096, 32 query and 32 KV heads
@@ -350,7 +356,7 @@ def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, te
                      gpu: str | None = None, cudagraph_max_tokens: int = 0, async_scheduling: bool = False,
                      expert_parallel: int | None = None, data_parallel_size: int = 1,
                      routing: str = "balanced") -> CostModel:
-    check_profile_fits(profile, arch, tensor_parallel_size, gpu)
+    check_profile_fits(profile, arch, tensor_parallel_size, gpu, data_parallel_size if expert_parallel else 1)
     try:
         if profile.cost_model == "linear":
             kernels: CostModel = LinearCostModel(LinearCoefficients(**profile.coefficients))

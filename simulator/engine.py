@@ -100,6 +100,8 @@ class Replica:
         layout = rs.kv_layout or kv_layout(rs.arch, e.tensor_parallel_size)
         self.kv = make_kv_manager(layout, e.enable_prefix_caching, rs.num_gpu_blocks, e.block_size,
                                   rs.max_model_len, e.watermark)
+        if layout.local_groups:
+            self.kv.token_budget = rs.max_num_batched_tokens
         settings = SchedulerSettings(
             max_num_batched_tokens=rs.max_num_batched_tokens, max_num_seqs=rs.max_num_seqs,
             max_model_len=rs.max_model_len, enable_chunked_prefill=e.enable_chunked_prefill,

@@ -30,6 +30,7 @@ class KVLayout:
     group_layers: int
     local_groups: int = 0
     local: LocalAttention | None = None
+    note: str | None = None  # what the layout gives up against vLLM's, for a warning
 
     @property
     def page_bytes_per_token(self) -> int:
@@ -43,15 +44,19 @@ class KVLayout:
             return full
         return full + self.local_groups * max(0, full - self.local.skipped_tokens(computed) // block_size)
 
+    def local_blocks_bound(self, tokens: int, max_num_batched_tokens: int, block_size: int) -> int:
+        """The most blocks one local group holds for a request of `tokens`: its window (or chunk) plus one
+        step's tokens, vLLM's bound for sizing the pool."""
+        w = self.local.window
+        span = w - 1 + max_num_batched_tokens if not self.local.chunked else w + max_num_batched_tokens
+        return min(cdiv(tokens, block_size), cdiv(min(span, tokens), block_size) + 1)
+
     def max_blocks(self, max_model_len: int, max_num_batched_tokens: int, block_size: int) -> int:
         """The most one request can hold: vLLM's start-up check that one max-length request fits."""
         full = cdiv(max_model_len, block_size)
         if not self.local_groups:
             return full
-        w = self.local.window
-        held = min(w - 1 + max_num_batched_tokens, max_model_len) if not self.local.chunked else \
-            min(w + max_num_batched_tokens, max_model_len)
-        return full + self.local_groups * (cdiv(held, block_size) + 1)
+        return full + self.local_groups * self.local_blocks_bound(max_model_len, max_num_batched_tokens, block_size)
 
 
 def kv_layout(arch, tensor_parallel_size: int = 1, disable_hybrid: bool | None = None) -> KVLayout:
@@ -66,12 +71,16 @@ def kv_layout(arch, tensor_parallel_size: int = 1, disable_hybrid: bool | None =
     if local is None or disable_hybrid:
         return KVLayout(per_layer, layers)
     n_local, n_full = local.local_layers, layers - local.local_layers
-    if n_full == 0 or n_full > n_local:
-        what = "every layer is local" if n_full == 0 else f"{n_full} full-attention layers outnumber {n_local} local ones"
+    if n_full == 0:  # vLLM's sliding-window manager alone (Mistral-7B-v0.1): not modelled, so bounded above
+        return KVLayout(per_layer, layers, note=f"servesim: warning: {arch.name} slides a {local.window}-token window "
+                                                f"on every layer; its KV is counted for the whole context (vLLM frees "
+                                                f"blocks behind the window: beyond it, servesim holds more than vLLM)")
+    if n_full > n_local:
         raise ConfigError("engine.disable_hybrid_kv_cache_manager",
-                          f"{arch.name}: {what}, a hybrid KV layout servesim does not model; set "
-                          f"engine.disable_hybrid_kv_cache_manager: true (every layer keeps its whole context, more memory "
-                          f"than vLLM's local layers hold)")
+                          f"{arch.name}: {n_full} full-attention layers outnumber {n_local} local ones, a hybrid KV "
+                          f"layout servesim does not model; set engine.disable_hybrid_kv_cache_manager: true (capacity: "
+                          f"--disable-hybrid-kv-cache-manager; every layer keeps its whole context, more memory than "
+                          f"vLLM's local layers hold)")
     group = n_full
     return KVLayout(per_layer, group, cdiv(n_local, group), local)
 
@@ -81,6 +90,7 @@ class LocalGroups:
     go back to it as the window moves on. req.blocks stays the full-attention group's."""
 
     layout: KVLayout
+    token_budget: int = 1 << 40  # max_num_batched_tokens, set by the engine: bounds a local group's blocks
 
     def allocate_slots(self, req, num_new_tokens: int, num_lookahead_tokens: int = 0,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
@@ -100,13 +110,19 @@ class LocalGroups:
             req.local_first = first
         else:
             req.local_first = max(req.local_first, first)
+        reserve = self.watermark_blocks if apply_watermark else 0
+        if full_sequence_must_fit:  # every group must fit the prompt: the local ones as much as they will hold
+            tokens = min(req.num_tokens, self.max_model_len)
+            local = lay.local_blocks_bound(tokens, self.token_budget, bs)
+            whole = max(0, cdiv(tokens, bs) - len(req.blocks) - hits) + groups * max(0, local - held)
+            if whole + reserve > self.num_free_blocks:
+                return False
         slots = min(computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
         local_need = groups * max(0, cdiv(slots, bs) - req.local_first - held)
         if not local_need:
             return super().allocate_slots(req, num_new_tokens, num_lookahead_tokens, full_sequence_must_fit,
                                           apply_watermark, hit_blocks)
         full_need = max(0, cdiv(slots, bs) - len(req.blocks) - hits)
-        reserve = self.watermark_blocks if apply_watermark else 0
         if local_need + full_need + reserve > self.num_free_blocks:
             return False
         taken = self._pop(local_need)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
 from simulator.errors import ConfigError
 
@@ -80,6 +80,13 @@ class ModelArchitecture(BaseModel):
     sliding_window: PositiveInt | None = None
     attention_chunk_size: PositiveInt | None = None
     num_local_attention_layers: PositiveInt | None = None
+
+    @field_validator("sliding_window", "attention_chunk_size", "num_local_attention_layers", mode="before")
+    @classmethod
+    def _no_bool(cls, v):
+        if isinstance(v, bool):
+            raise ValueError(f"must be a positive integer, got {v}")
+        return v
 
     @model_validator(mode="after")
     def _check_local_attention(self):
@@ -346,7 +353,8 @@ def _unmodelled(data: dict, family: str) -> str | None:
     if data.get("use_sliding_window") and family not in ("mistral", "mixtral"):
         return (f"use_sliding_window with max_window_layers {data.get('max_window_layers')} (Qwen's sliding "
                 f"layers are not modelled)")
-    kinds = set(data.get("layer_types") or ["full_attention"])
+    listed = data.get("layer_types")
+    kinds = set(listed) if isinstance(listed, list) and all(isinstance(k, str) for k in listed) else {"full_attention"}
     if kinds - {"full_attention", "sliding_attention"}:
         return f"layer_types {sorted(kinds)} (servesim models full and sliding-window attention layers only)"
     if data.get("moe_layer_freq", 1) != 1:
@@ -361,29 +369,59 @@ def _unmodelled(data: dict, family: str) -> str | None:
     return None
 
 
+def _int_field(data: dict, key: str, least: int = 1) -> int:
+    """An integer config field a layout is computed from, checked before it is used."""
+    v = data.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v < least:
+        raise ConfigError(f"model.{key}", f"must be an integer >= {least}, got {v!r}")
+    return v
+
+
+def _layer_list(data: dict, key: str, allowed: set, layers: int, exact: bool = True) -> list:
+    v = data.get(key)
+    if not isinstance(v, list) or any(isinstance(x, (list, dict)) or x not in allowed for x in v):
+        raise ConfigError(f"model.{key}", f"must be a list of {', '.join(map(repr, sorted(allowed, key=str)))}, "
+                                          f"got {v!r:.80}")
+    if len(v) < layers or (exact and len(v) != layers):
+        raise ConfigError(f"model.{key}", f"has {len(v)} entries for {layers} layers")
+    return v[:layers]
+
+
 def _local_layers(data: dict, family: str) -> dict:
     """Which layers attend locally, in the family's own terms: layer_types (gpt-oss, Gemma), Mistral's
     sliding_window on every layer, Llama 4's chunks on its RoPE layers (no_rope_layers 1)."""
     if family == "llama4_text":
-        if not data.get("attention_chunk_size"):
+        if data.get("attention_chunk_size") is None:
             return {}
-        flags = data.get("no_rope_layers") or [int((i + 1) % data.get("no_rope_layer_interval", 4) != 0)
-                                                for i in range(data["num_hidden_layers"])]
-        return {"attention_chunk_size": data["attention_chunk_size"],
-                "num_local_attention_layers": sum(flags[:data["num_hidden_layers"]])}
-    sliding = (data.get("layer_types") or []).count("sliding_attention")
-    if sliding:
-        if not data.get("sliding_window"):
-            raise ConfigError("model.sliding_window", "layer_types has sliding_attention layers but no sliding_window")
-        return {"sliding_window": data["sliding_window"], "num_local_attention_layers": sliding}
-    if family in ("mistral", "mixtral") and data.get("sliding_window"):
-        return {"sliding_window": data["sliding_window"]}
+        chunk, layers = _int_field(data, "attention_chunk_size"), _int_field(data, "num_hidden_layers")
+        if data.get("no_rope_layers"):
+            flags = _layer_list(data, "no_rope_layers", {0, 1}, layers, exact=False)
+        else:
+            every = _int_field(data | {"no_rope_layer_interval": data.get("no_rope_layer_interval", 4)},
+                               "no_rope_layer_interval")
+            flags = [int((i + 1) % every != 0) for i in range(layers)]
+        return {"attention_chunk_size": chunk, "num_local_attention_layers": sum(flags)}
+    if data.get("layer_types") is not None:
+        kinds = _layer_list(data, "layer_types", {"full_attention", "sliding_attention"},
+                            _int_field(data, "num_hidden_layers"))
+        if "sliding_attention" in kinds:
+            if data.get("sliding_window") is None:
+                raise ConfigError("model.sliding_window", "layer_types has sliding_attention layers but no "
+                                                          "sliding_window")
+            return {"sliding_window": _int_field(data, "sliding_window"),
+                    "num_local_attention_layers": kinds.count("sliding_attention")}
+        return {}
+    if family in ("mistral", "mixtral") and data.get("sliding_window") is not None:
+        return {"sliding_window": _int_field(data, "sliding_window")}
     return {}
 
 
-def _vision_params(v: dict) -> int:
+def _vision_params(v) -> int:
     """A ViT encoder's weights (attention 4h^2 and a 2-matrix MLP per layer): memory only, never step time."""
-    h, i, n = v.get("hidden_size", 0), v.get("intermediate_size", 0), v.get("num_hidden_layers", 0)
+    if not isinstance(v, dict):
+        raise ConfigError("model.vision_config", f"must be a mapping with hidden_size, intermediate_size and "
+                                                 f"num_hidden_layers, got {v!r:.60}")
+    h, i, n = (_int_field(v, k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers"))
     return n * (4 * h * h + 2 * h * i)
 
 
@@ -435,11 +473,13 @@ def _from_mapping(data: dict, source: str) -> ModelArchitecture:
     if isinstance(data.get("dtype"), str):
         data["dtype"] = _HF_DTYPES.get(data["dtype"], data["dtype"])
     if "architectures" in data or "model_type" in data:  # an HF config.json
-        if isinstance(data.get("text_config"), dict):  # a multimodal wrapper (Llama 4): the decoder is text_config
+        if "text_config" in data:  # a multimodal wrapper (Llama 4): the decoder is text_config
+            if not isinstance(data["text_config"], dict):
+                raise ConfigError("model.text_config", f"must be a mapping, got {data['text_config']!r:.60}")
             text = {"dtype": data.get("dtype")} | {_HF_ALIASES.get(k, k): v for k, v in data["text_config"].items()}
             vision = data.get("vision_config")
             data = text | {"name": data.get("name", "custom"),
-                           "encoder_params": _vision_params(vision) if isinstance(vision, dict) else 0}
+                           "encoder_params": _vision_params(vision) if vision is not None else 0}
             if isinstance(data.get("dtype"), str):
                 data["dtype"] = _HF_DTYPES.get(data["dtype"], data["dtype"])
         data = _from_hf(data, source)

@@ -81,6 +81,11 @@ def test_llama4_config_json_reads_the_text_model_its_chunks_and_the_vision_encod
 @pytest.mark.parametrize("change, field", [
     ({"interleave_moe_layer_step": 2}, "interleave_moe_layer_step"),  # Llama 4 Maverick
     ({"layer_types": ["linear_attention", "full_attention"] * 24}, "layer_types"),
+    ({"no_rope_layers": 5}, "model.no_rope_layers: must be a list"),  # malformed: one line, never a traceback
+    ({"no_rope_layers": [1, 1, 0]}, "model.no_rope_layers: has 3 entries for 48 layers"),
+    ({"no_rope_layers": None, "no_rope_layer_interval": 0}, "model.no_rope_layer_interval: must be an integer >= 1"),
+    ({"num_hidden_layers": "48"}, "model.num_hidden_layers: must be an integer"),
+    ({"attention_chunk_size": 0}, "model.attention_chunk_size: must be an integer >= 1"),
 ])
 def test_configs_with_unmodelled_layouts_are_refused_by_name(tmp_path, change, field):
     cfg = json.loads(json.dumps(LLAMA4_HF))
@@ -88,6 +93,33 @@ def test_configs_with_unmodelled_layouts_are_refused_by_name(tmp_path, change, f
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match=field):
+        load_model(str(path))
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"layer_types": 5}, "model.layer_types: must be a list"),
+    ({"layer_types": [["sliding_attention"]] * 36}, "model.layer_types: must be a list"),
+    ({"layer_types": ["sliding_attention", "full_attention"] * 5}, "model.layer_types: has 10 entries for 36 layers"),
+    ({"sliding_window": 0}, "model.sliding_window: must be an integer >= 1"),
+    ({"sliding_window": True}, "model.sliding_window: must be an integer >= 1, got True"),
+])
+def test_malformed_gpt_oss_configs_get_one_line(tmp_path, change, field):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(GPT_OSS_HF | change))
+    with pytest.raises(ConfigError, match=field):
+        load_model(str(path))
+
+
+@pytest.mark.parametrize("vision, field", [("big", "model.vision_config: must be a mapping"),
+                                           ({"hidden_size": "big", "intermediate_size": 1, "num_hidden_layers": 1},
+                                            "model.hidden_size: must be an integer")])
+def test_malformed_llama4_wrappers_get_one_line(tmp_path, vision, field):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA4_HF | {"vision_config": vision}))
+    with pytest.raises(ConfigError, match=field):
+        load_model(str(path))
+    path.write_text(json.dumps(LLAMA4_HF | {"text_config": "hello"}))
+    with pytest.raises(ConfigError, match="model.text_config: must be a mapping"):
         load_model(str(path))
 
 
@@ -210,3 +242,25 @@ def test_the_steps_report_layer_averaged_reads_and_the_blocks_vllm_holds(tmp_pat
     rs = load(None, ["model=gpt-oss-120b", "profile=roofline"])
     step = rs.cost_model.step_time  # and the roofline reads the layer-averaged context
     assert step(decode_shape(64, 64 * 564)) < step(decode_shape(64, 64 * 1001))
+
+
+def test_long_prompts_are_admitted_only_when_every_group_can_hold_them():
+    """The whole-prompt check (scheduler_reserve_full_isl) counts the local groups' blocks too: long prompts in a
+    tight pool wait instead of being admitted, preempted and recomputed over and over."""
+    model = {"name": "tiny-chunks", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 8192,
+             "attention_chunk_size": 512, "num_local_attention_layers": 3}
+    base = [f"model={json.dumps(model)}", "profile=roofline", "engine.max_model_len=4096",
+            "engine.max_num_batched_tokens=512", "engine.enable_prefix_caching=false", "workload.num_requests=30",
+            "workload.arrival.rate=100", "workload.prompt_tokens={dist: uniform, low: 1500, high: 4000}",
+            "workload.output_tokens={dist: fixed, value: 50}"]
+    preempted = {}
+    for disable, blocks in ((False, 1400), (True, 700)):  # the same memory: blocks of 1 layer, or of all 4
+        rs = load(None, base + [f"engine.disable_hybrid_kv_cache_manager={str(disable).lower()}",
+                                f"engine.num_gpu_blocks_override={blocks}"])
+        sim = build(rs, None)
+        sim.env.run()
+        reqs = sim.arrivals.requests
+        assert all(r.status == "finished" for r in reqs)
+        preempted[disable] = sum(r.num_preemptions for r in reqs)
+    assert preempted[False] <= preempted[True]

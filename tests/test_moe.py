@@ -69,8 +69,8 @@ def _hf(tmp_path, **fields):
 
 @pytest.mark.parametrize("fields,msg", [
     ({"model_type": "gemma3"}, "model.model_type: 'gemma3' is not a family"),
-    ({"layer_types": ["sliding_attention", "full_attention"]}, "layer_types has sliding_attention layers but no "
-                                                               "sliding_window"),
+    ({"layer_types": ["sliding_attention", "full_attention"] * 16}, "layer_types has sliding_attention layers but "
+                                                                    "no sliding_window"),
     ({"layer_types": ["linear_attention", "full_attention"]}, "layer_types"),
     ({"quantization_config": {"quant_method": "awq"}}, "quantization_config 'awq'"),
     ({"num_experts_per_tok": 9}, "experts_per_token must be in 1..num_experts"),
@@ -80,11 +80,16 @@ def test_configs_with_what_servesim_does_not_model_are_refused_by_name(tmp_path,
         load_model(_hf(tmp_path, **fields))
 
 
-def test_a_sliding_window_on_every_layer_is_read_then_refused_with_the_setting_that_runs_it(tmp_path):
+def test_a_sliding_window_on_every_layer_keeps_the_whole_context_and_says_so(tmp_path, capsys):
     cfg = _hf(tmp_path, model_type="mistral", sliding_window=4096, num_local_experts=None, num_experts_per_tok=None)
-    assert load_model(cfg).num_local_layers == 32
-    with pytest.raises(ConfigError, match="engine.disable_hybrid_kv_cache_manager: .* every layer is local"):
-        load(None, [f"model={cfg}", "hardware.gpu=h200-sxm", "profile=roofline"])
+    assert load_model(cfg).num_local_layers == 32  # Mistral-7B-v0.1: vLLM serves it with its window manager
+    rs = load(None, [f"model={cfg}", "hardware.gpu=h200-sxm", "profile=roofline"])
+    assert rs.kv_layout.local_groups == 0 and rs.kv_layout.group_layers == 32
+    assert "every layer; its KV is counted for the whole context" in capsys.readouterr().err
+    lopsided = _hf(tmp_path, layer_types=["sliding_attention"] + ["full_attention"] * 31, sliding_window=128)
+    with pytest.raises(ConfigError, match="engine.disable_hybrid_kv_cache_manager: .* 31 full-attention layers "
+                                          "outnumber 1 local"):
+        load(None, [f"model={lopsided}", "hardware.gpu=h200-sxm", "profile=roofline"])
 
 
 def test_qwen3_moe_dense_layers_are_counted_and_interleaving_refused(tmp_path):
@@ -202,6 +207,11 @@ def test_expert_parallel_layers_are_composed_with_their_dispatch_and_combine(tmp
     assert wire > 0 and t.nccl_ms("all_gather", 1 << 26, 2) > 10 * t.nccl_ms("all_gather", 1 << 16, 2)
     with pytest.raises(ConfigError, match="no NCCL all_gather timings for 3 GPUs"):
         t.nccl_ms("all_gather", 1024, 3)
+    # an expert-parallel profile is refused for a deployment whose MoE layers see other ranks' tokens
+    inline = json.dumps(rs.profile.model_dump(mode="json"))
+    with pytest.raises(ConfigError, match="composed for data_parallel_size=2 with expert parallelism"):
+        load(None, ["model=qwen3-30b-a3b", "hardware.gpu=rtx-pro-6000", f"profile={inline}"])
+    assert load(None, sets + [f"profile={inline}"]).profile.name == rs.profile.name
 
 
 def test_an_expert_parallel_profile_counts_the_experts_every_dp_rank_touches():
