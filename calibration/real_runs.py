@@ -31,6 +31,7 @@ import pandas as pd
 
 from simulator.errors import ConfigError
 from simulator.metrics import latency_stats
+from simulator.model_arch import HF_IDS
 from workloads.spec import RequestSpec
 
 SHAPE = ["num_seqs", "prefill_tokens", "prefill_attention_pairs", "decode_seqs", "decode_context_tokens"]
@@ -38,14 +39,6 @@ LIFECYCLE_TIMES = ["queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts
 LENGTH_ALIASES = {"prompt": ("input_toks", "prompt_tokens", "input_length"),
                   "output": ("output_toks", "output_tokens", "output_length")}
 BENCH_ARRAYS = ["input_lens", "output_lens", "ttfts", "itls", "start_times"]
-# vLLM's HF model ids -> servesim's built-in architectures
-HF_MODELS = {"meta-llama/Llama-3.1-8B": "llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
-             "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
-             "Qwen/Qwen3-32B": "qwen3-32b", "Qwen/Qwen3-8B": "qwen3-8b",
-             "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B-Instruct-2507": "qwen3-30b-a3b",
-             "Qwen/Qwen3-235B-A22B": "qwen3-235b-a22b", "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
-             "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b", "deepseek-ai/DeepSeek-V3": "deepseek-v3",
-             "deepseek-ai/DeepSeek-R1": "deepseek-v3"}
 PER_REQUEST = ("lifecycle", "vllm-bench")  # the formats with per-request times (a step log has step times)
 MAX_INT = 2 ** 40  # token counts beyond this are damage, not measurements
 VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, where a run does not record its own
@@ -247,10 +240,10 @@ def engine_sets(meta: dict, where) -> list[str]:
     sets = []
     served = kw.get("model") or meta.get("model")
     if served is not None:
-        if str(served) not in HF_MODELS:
+        if str(served) not in HF_IDS:
             meta["unmapped_model"] = str(served)  # resolve_run asks for --set model=... (never a silent default)
         else:
-            sets.append(f"model={HF_MODELS[str(served)]}")
+            sets.append(f"model={HF_IDS[str(served)]}")
     for key in ("tensor_parallel_size", "data_parallel_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
         if kw.get(key) is not None:
             if isinstance(kw[key], bool) or not isinstance(kw[key], int) or kw[key] < 1:
@@ -332,8 +325,8 @@ def _read_bench(path: Path) -> RealRun:
                                   "burstiness", "max_concurrency") if k in data}
     run = RealRun(str(path), path, "vllm-bench", specs, requests, itls, meta=meta)
     if data.get("model_id") is not None:
-        if str(data["model_id"]) in HF_MODELS:
-            run.sets = [f"model={HF_MODELS[str(data['model_id'])]}"]
+        if str(data["model_id"]) in HF_IDS:
+            run.sets = [f"model={HF_IDS[str(data['model_id'])]}"]
         else:
             run.meta["unmapped_model"] = str(data["model_id"])
     return run

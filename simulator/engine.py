@@ -91,9 +91,45 @@ class ArrivalSource:
             self.env.at(spec.arrival_time, urgent=True).callbacks.append(partial(self._follow_up, spec))
 
 
+class LockstepGroup:
+    """Data-parallel ranks of an expert-parallel deployment step together (vLLM): every MoE layer's dispatch
+    and combine waits for all of them, an idle rank running a dummy batch. So the busy ranks start each step
+    at once and all end when the slowest does; a rank that wakes in the middle of a step joins the next."""
+
+    def __init__(self, env: SimClock):
+        self.env = env
+        self.end = -math.inf  # when the step in flight ends
+        self.ended = None  # ... and the event that fires then
+        self._latest = -math.inf  # the step being formed now: its ranks' latest end, and its start signal
+        self._formed = None
+
+    def busy(self) -> bool:
+        return self.env.now < self.end
+
+    def step(self, end: float):
+        """Join the step forming now with this rank's own end; resumes every rank of it at the latest end,
+        which it returns."""
+        env = self.env
+        if self._formed is None:  # the first rank at this instant: close the step once every rank has joined
+            self._latest, self._formed = end, env.event()
+            env.timeout(0).callbacks.append(self._close)
+        elif end > self._latest:
+            self._latest = end
+        formed = self._formed
+        yield formed
+        yield self.ended
+        return self.end
+
+    def _close(self, _) -> None:
+        self.end = self._latest
+        self.ended = self.env.at(self.end)
+        formed, self._formed = self._formed, None
+        formed.succeed()
+
+
 class Replica:
     def __init__(self, env: SimClock, index: int, rs: ResolvedScenario, arrivals: ArrivalSource,
-                 executor=None, prefill_only: bool = False, hand_off=None):
+                 executor=None, prefill_only: bool = False, hand_off=None, lockstep: LockstepGroup | None = None):
         e, p, sp = rs.scenario.engine, rs.scenario.policies, rs.scenario.speculative
         self.env = env
         self.index = index
@@ -143,6 +179,9 @@ class Replica:
         self.arrivals = arrivals
         self.log = StepLog()
         self._idle = None
+        self.lockstep = lockstep
+        if lockstep is not None:
+            self.decode_runs = False  # every step waits for the other ranks
 
     def admission_error(self, req: Request) -> str | None:
         """vLLM's check_admission (AsyncLLM): an HTTP 503 at arrival, before the scheduler sees it."""
@@ -218,6 +257,9 @@ class Replica:
                 yield self._idle
                 self._idle = None
                 continue
+            if self.lockstep is not None and self.lockstep.busy():  # the other ranks are mid-step: join the next
+                yield self.lockstep.ended
+                continue
             now = env.now
             k = sched.decode_run_limit() if self.decode_runs else 0
             if k:
@@ -243,7 +285,10 @@ class Replica:
                     raise RuntimeError(f"replica {self.index}: nothing schedulable with {len(sched.waiting)} waiting")
                 t = now + run_batch(out.shape, out) + out.swapped_blocks * self.block_transfer_s + self.draft_time(out)
                 used = kv.num_used_blocks
-                yield env.at(t)
+                if self.lockstep is None:
+                    yield env.at(t)
+                else:
+                    t = yield from self.lockstep.step(t)
                 finished = sched.update_from_output(out, step, t)
                 log.add_step(now, t, out.shape, out.num_running, out.num_waiting, used, len(out.preempted),
                              out.swapped_blocks, out.spec_drafts, out.spec_accepted)
@@ -298,7 +343,11 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
         replicas.extend(Replica(env, i, rs, arrivals, prefill_only=True, hand_off=hand_off) for i in range(front))
         replicas.extend(Replica(env, front + i, rs, arrivals) for i in range(c.replicas))
     else:
-        replicas.extend(Replica(env, i, rs, arrivals, executor) for i in range(engines))
+        dp = rs.scenario.engine.data_parallel_size
+        groups = [LockstepGroup(env) for _ in range(c.replicas)] if dp > 1 and rs.scenario.engine.enable_expert_parallel \
+            else None  # expert parallelism couples a deployment's DP ranks
+        replicas.extend(Replica(env, i, rs, arrivals, executor, lockstep=groups[i // dp] if groups else None)
+                        for i in range(engines))
     if c.prefill_replicas or (len(replicas) > 1 and not isinstance(source, StaticSource)):
         # one replica's finish can then send work to another in the middle of its decode run, which a
         # run planned earlier cannot see: simulate step by step

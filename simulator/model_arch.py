@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
@@ -492,25 +494,77 @@ def _from_mapping(data: dict, source: str) -> ModelArchitecture:
         raise ConfigError(f"model.{field}" if field else "model", f"{msg} (in {source})") from None
 
 
+# HF model ids vLLM users name -> servesim's built-in architectures (their profiles match by these names)
+HF_IDS = {"meta-llama/Llama-3.1-8B": "llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+          "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
+          "Qwen/Qwen3-32B": "qwen3-32b", "Qwen/Qwen3-8B": "qwen3-8b",
+          "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B-Instruct-2507": "qwen3-30b-a3b",
+          "Qwen/Qwen3-235B-A22B": "qwen3-235b-a22b", "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
+          "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b", "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+          "deepseek-ai/DeepSeek-R1": "deepseek-v3", "openai/gpt-oss-120b": "gpt-oss-120b",
+          "meta-llama/Llama-4-Scout-17B-16E": "llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4-scout"}
+_HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def hf_cache_dir() -> Path:
+    """Where huggingface_hub keeps downloads: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub."""
+    if os.environ.get("HF_HUB_CACHE"):
+        return Path(os.environ["HF_HUB_CACHE"])
+    return Path(os.environ.get("HF_HOME") or Path.home() / ".cache" / "huggingface") / "hub"
+
+
+def _cached_config(hf_id: str) -> Path | None:
+    """The config.json of `hf_id` in the local HF cache (the snapshot refs/main names, else the newest), offline."""
+    repo = hf_cache_dir() / f"models--{hf_id.replace('/', '--')}"
+    ref = repo / "refs" / "main"
+    if ref.is_file():
+        pinned = repo / "snapshots" / ref.read_text().strip() / "config.json"
+        if pinned.is_file():
+            return pinned
+    found = sorted((repo / "snapshots").glob("*/config.json"), key=lambda p: p.stat().st_mtime)
+    return found[-1] if found else None
+
+
+def _load_file(path: Path, name: str) -> ModelArchitecture:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("model", f"cannot read {path}: {exc}") from None
+    try:
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError("model", f"cannot parse {path}: {str(exc).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise ConfigError("model", f"{path} must hold a mapping of architecture fields")
+    data.setdefault("name", name)
+    return _from_mapping(data, str(path))
+
+
 def load_model(spec: str | dict | ModelArchitecture) -> ModelArchitecture:
-    """A built-in name, a path to a YAML or HF config.json, or an inline mapping."""
+    """A built-in name, an HF model id (a known one as its built-in, else its config.json in the local HF cache,
+    offline), a path to a YAML or HF config.json or to a folder holding config.json, or an inline mapping."""
     if isinstance(spec, ModelArchitecture):
         return spec
     if isinstance(spec, dict):
         return _from_mapping(spec, "scenario")
+    if spec in HF_IDS:
+        return load_model(HF_IDS[spec])
     path = Path(spec)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ConfigError("model", f"{spec} is a folder without a config.json")
+        return _load_file(path / "config.json", path.resolve().name)
+    if not path.exists() and path.suffix not in (".yaml", ".yml", ".json") and _HF_ID.match(str(spec)):
+        cached = _cached_config(str(spec))
+        if cached is None:
+            raise ConfigError("model", f"{spec} is neither a built-in nor in the local HF cache ({hf_cache_dir()}); "
+                                       f"servesim reads it offline: `huggingface-cli download {spec} config.json` "
+                                       f"fetches it, or give a path to its config.json")
+        return _load_file(cached, str(spec).split("/", 1)[1].lower())
     if path.suffix in (".yaml", ".yml", ".json") or path.exists():
         if not path.exists():
             raise ConfigError("model", f"file not found: {spec}")
-        text = path.read_text()
-        try:
-            data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-        except (json.JSONDecodeError, yaml.YAMLError) as exc:
-            raise ConfigError("model", f"cannot parse {spec}: {str(exc).splitlines()[0]}") from None
-        if not isinstance(data, dict):
-            raise ConfigError("model", f"{spec} must hold a mapping of architecture fields")
-        data.setdefault("name", path.stem)
-        return _from_mapping(data, str(spec))
+        return _load_file(path, path.stem)
     f = _builtin_dir() / f"{spec}.yaml"
     if not f.is_file():
         raise ConfigError("model", f"unknown model {spec!r}; built-in: {', '.join(builtin_model_names())}, or a path to a YAML/config.json")

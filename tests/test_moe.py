@@ -4,6 +4,7 @@
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from simulator.batch import BatchShape
@@ -287,3 +288,39 @@ def test_latent_attention_is_composed_from_the_mla_module_tables(tmp_path, monke
     a100 = load(None, [f"model={json.dumps(small)}", "hardware.gpu=a100-80gb", "engine.tensor_parallel_size=8"])
     assert a100.cost_model_source.startswith("roofline fallback (cannot compose small-mla's latent-attention layers")
     assert "warning" in capsys.readouterr().err
+
+
+def test_models_by_hf_id_from_the_builtins_or_the_local_hf_cache_and_by_folder(tmp_path, monkeypatch):
+    assert load_model("openai/gpt-oss-120b") == load_model("gpt-oss-120b")  # its profiles match by this name
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(ConfigError, match="model: acme/mixtral-clone is neither a built-in nor in the local HF cache"):
+        load_model("acme/mixtral-clone")
+    snap = tmp_path / "hub" / "models--acme--mixtral-clone" / "snapshots" / "abc123"
+    snap.mkdir(parents=True)
+    (snap / "config.json").write_text(json.dumps(MIXTRAL_HF))
+    (snap.parents[1] / "refs").mkdir()
+    (snap.parents[1] / "refs" / "main").write_text("abc123")
+    m = load_model("acme/mixtral-clone")  # offline, as vLLM with HF_HUB_OFFLINE=1 would read it
+    assert m.name == "mixtral-clone" and m.num_params == load_model("mixtral-8x7b").num_params
+    assert load_model(str(snap)).name == "abc123"  # a folder holding config.json
+    with pytest.raises(ConfigError, match="is a folder without a config.json"):
+        load_model(str(tmp_path))
+
+
+def test_expert_parallel_dp_ranks_step_in_lockstep(tmp_path):
+    """Every MoE layer's dispatch waits for all DP ranks: two busy ranks' steps start and end together."""
+    out = tmp_path / "run"
+    assert main(["run", "--set", "model=qwen3-30b-a3b", "--set", "hardware.gpu=rtx-pro-6000", "--set",
+                 "profile=roofline", "--set", "engine.data_parallel_size=2", "--set",
+                 "engine.enable_expert_parallel=true", "--set", "cluster.router=round_robin", "--set",
+                 "workload.num_requests=60", "--set", "workload.arrival.rate=30", "--out", str(out)]) == 0
+    steps = pd.read_parquet(out / "steps.parquet")
+    a, b = (steps[steps.replica == i][["start", "end"]].to_numpy() for i in (0, 1))
+    assert len(a) > 20 and len(b) > 20
+    shared = 0
+    for s0, e0 in a:  # a step of rank 0 and one of rank 1 are either the same step or do not overlap
+        for s1, e1 in b:
+            if s1 < e0 and s0 < e1:
+                assert (s0, e0) == (s1, e1)
+                shared += 1
+    assert shared > 10
