@@ -292,6 +292,7 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="servesim", description="Discrete-event simulator of LLM inference serving.")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an internal error (a bug)")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="simulate a scenario and write its results")
@@ -422,6 +423,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("servesim: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug, never bad input: one line, exit 3, the traceback on request
+        if args.debug:
+            raise
+        print(f"servesim: internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}; "
+              f"rerun with --debug for the traceback", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":

@@ -113,9 +113,10 @@ class PrefixCachingKVManager(KVBlockManager):
 
     Content keys come from the request's block-level prefix ids (workloads/spec.py): engine block i
     lies inside content block j = i * block_size // prefix_block_tokens, and since an id names its
-    whole prefix, (id, offset) names the engine block's. Ids finer than the engine's blocks (16-token
-    ids, 128-token blocks) key each block by the id holding its last token. Blocks without content identity (no ids,
-    or generated tokens) get keys unique to the request, so a preempted request still finds its own
+    whole prefix, (id, offset) names the engine block's. Any other engine block size (16-token ids and
+    128-token blocks, or 48-token blocks on Mooncake's 512-token ids) keys each block by the id holding its
+    last token and that token's offset in it: vLLM hashes blocks of its own size. Blocks without content
+    identity (no ids, or generated tokens) get keys unique to the request, so a preempted request still finds its own
     blocks again, as in vLLM. Free queue: an ordered dict whose first entry is vLLM's free-queue head
     (reused first); freed cached blocks go to the tail (least recently used evicted first), freed
     uncached ones to the head.
@@ -143,10 +144,11 @@ class PrefixCachingKVManager(KVBlockManager):
         if ids and unit:  # ids name the prompt's blocks (the last one perhaps partial), or run on over the output
             covered = len(ids) * unit if len(ids) > -(-spec.prompt_tokens // unit) else spec.prompt_tokens
             shared = max(start, min(stop, covered // bs))
-        if unit >= bs:
+        if unit % bs == 0:  # whole engine blocks in each content block
             per = unit // bs
             keys = [(ids[i // per], i % per) for i in range(start, shared)]
-        else:  # ids finer than the engine's blocks: the id holding a block's last token names all before it
+        else:  # any other size (finer ids, or blocks across id boundaries): the id holding a block's last
+            # token names everything before it, and the token's place in that id says how far it goes
             keys = [(ids[((i + 1) * bs - 1) // unit], (i + 1) * bs - ((i + 1) * bs - 1) // unit * unit)
                     for i in range(start, shared)]
         return keys + list(range(base - shared, base - stop, -1))

@@ -130,3 +130,18 @@ def test_malformed_trace_is_one_line(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "t.csv" in err and "line 3" in err and "ContextTokens" in err
     assert main(["run", "--set", f"workload={{type: trace, path: {bad}}}", "--quiet"]) == 2
     assert "line 3" in capsys.readouterr().err
+
+
+def test_an_internal_error_is_one_line_with_its_own_exit_code_and_the_traceback_on_request(monkeypatch, capsys):
+    import simulator.cli as cli
+
+    def broken(args):
+        raise ZeroDivisionError("division by zero\nsecond line")
+
+    monkeypatch.setattr(cli, "cmd_capacity", broken)
+    assert cli.main(["capacity"]) == 3
+    err = capsys.readouterr().err
+    assert err == ("servesim: internal error: ZeroDivisionError: division by zero; rerun with --debug for the "
+                   "traceback\n")
+    with pytest.raises(ZeroDivisionError):
+        cli.main(["--debug", "capacity"])

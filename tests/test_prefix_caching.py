@@ -113,3 +113,20 @@ def test_content_ids_finer_than_the_engine_blocks_still_share_whole_blocks(block
         "workload.prompt_tokens={dist: fixed, value: 300}", "workload.output_tokens={dist: fixed, value: 8}"]))
     cached = r.requests.sort_values("request_id")["cached_tokens"]
     assert cached.iloc[0] == 0 and (cached.iloc[1:] == 1280).all()
+
+
+@pytest.mark.parametrize("block_size, unit", [(48, 512), (16, 24), (7, 16), (64, 48), (16, 512)])
+def test_any_block_size_shares_what_the_content_ids_share(block_size, unit):
+    """Engine blocks that do not divide the workload's content blocks (48-token blocks on Mooncake's 512-token
+    hash blocks) hit exactly the whole engine blocks inside the shared prefix, as vLLM's own-size hashes do."""
+    kv = PrefixCachingKVManager(400, block_size, max_model_len=4096)
+    shared = [11, 12]  # two content blocks in common, then each its own
+    a = Request(RequestSpec(0, 0.0, 3 * unit + 5, 10, prefix_ids=shared + [13, 14], prefix_block_tokens=unit), 4096)
+    b = Request(RequestSpec(1, 0.0, 3 * unit + 5, 10, prefix_ids=shared + [23, 24], prefix_block_tokens=unit), 4096)
+    assert kv.allocate_slots(a, a.num_tokens)
+    a.num_computed_tokens = a.num_tokens
+    hits, tokens = kv.lookup(b)
+    assert tokens == (2 * unit) // block_size * block_size  # every engine block wholly inside the shared tokens
+    assert kv.allocate_slots(b, b.num_tokens - tokens, hit_blocks=hits)
+    kv.check_invariants([a, b])
+    assert hits == a.blocks[:len(hits)]
