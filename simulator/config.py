@@ -27,7 +27,7 @@ GIB = 2**30
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf or nan is never a setting
 
 
 class EngineSettings(_Strict):
@@ -255,17 +255,9 @@ def parse_scenario(data: dict | None) -> Scenario:
 
 
 def load_scenario_file(path: str | Path) -> dict:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError("scenario", f"file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except UnicodeDecodeError:
-        raise ConfigError("scenario", f"{path} is not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError("scenario", f"{path} is not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    from simulator.files import load_yaml, read_settings_text
+
+    data = load_yaml(read_settings_text(path, "scenario"), "scenario", str(path))
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -168,7 +168,7 @@ class Overhead(BaseModel):
 class Profile(BaseModel):
     """A profile file: which cost model, its numbers, where they came from, how wrong they are."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str
     cost_model: str
     source: str = "unknown"
@@ -222,13 +222,10 @@ def load_profile(spec: str | dict) -> Profile:
     else:
         path = Path(spec)
         if path.suffix in (".yaml", ".yml"):
-            if not path.is_file():
-                raise ConfigError("profile", f"file not found: {spec}")
+            from simulator.files import load_yaml, read_settings_text
+
             where = str(path)
-            try:
-                data = yaml.safe_load(path.read_text())
-            except yaml.YAMLError as exc:
-                raise ConfigError("profile", f"cannot parse {spec}: {str(exc).splitlines()[0]}") from None
+            data = load_yaml(read_settings_text(path, "profile"), "profile", where)
         else:
             f = _builtin_profiles() / f"{spec}.yaml"
             if not f.is_file():

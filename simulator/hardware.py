@@ -11,7 +11,7 @@ from simulator.errors import ConfigError
 
 
 class Hardware(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = "custom"
     memory_gib: PositiveFloat

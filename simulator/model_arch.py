@@ -40,7 +40,7 @@ class ModelArchitecture(BaseModel):
     window or Llama 4's chunks); a gated MLP, or mixture-of-experts layers (routed experts, top-k per token,
     optional shared experts, the first layers optionally dense)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     name: str = "custom"
     num_hidden_layers: PositiveInt
@@ -526,14 +526,17 @@ def _cached_config(hf_id: str) -> Path | None:
 
 
 def _load_file(path: Path, name: str) -> ModelArchitecture:
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError("model", f"cannot read {path}: {exc}") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError("model", f"cannot parse {path}: {str(exc).splitlines()[0]}") from None
+    from simulator.files import load_yaml, read_settings_text
+
+    text = read_settings_text(path, "model")
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise ConfigError("model", f"cannot parse {path}: {str(exc).splitlines()[0] or 'nested too deeply'}") \
+                from None
+    else:
+        data = load_yaml(text, "model", str(path))
     if not isinstance(data, dict):
         raise ConfigError("model", f"{path} must hold a mapping of architecture fields")
     data.setdefault("name", name)

@@ -145,3 +145,32 @@ def test_an_internal_error_is_one_line_with_its_own_exit_code_and_the_traceback_
                    "traceback\n")
     with pytest.raises(ZeroDivisionError):
         cli.main(["--debug", "capacity"])
+
+
+def _settings_files(tmp_path):
+    bad = tmp_path / "latin1.yaml"
+    bad.write_bytes(b"name: caf\xe9\n")
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("a: " + "[" * 5000 + "]" * 5000 + "\n")
+    return {"not UTF-8": str(bad), "nested too deeply": str(deep), "not a regular file": "/dev/zero",
+            "a folder": str(tmp_path)}
+
+
+@pytest.mark.parametrize("kind", ["not UTF-8", "nested too deeply", "not a regular file", "a folder"])
+@pytest.mark.parametrize("where", ["scenario", "profile", "model"])
+def test_a_settings_file_that_is_not_one_gets_one_line(tmp_path, capsys, kind, where):
+    path = _settings_files(tmp_path)[kind]
+    args = ["run", path] if where == "scenario" else ["run", "--set", f"{where}={path}"]
+    assert main(args + ["--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"servesim: error: {where}") and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("setting", ["hardware.memory_gib", "hardware.memory_bandwidth_gbps", "engine.swap_space",
+                                     "engine.gpu_memory_utilization", "workload.duration_s", "workload.arrival.rate",
+                                     "simulation.max_sim_time_s", "speculative.draft_cost_ratio"])
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan"])
+def test_inf_and_nan_are_never_a_setting(tmp_path, capsys, setting, value):
+    assert main(["run", "--set", f"{setting}={value}", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"servesim: error: {setting}") and err.count("\n") == 1

@@ -19,7 +19,7 @@ CONTENT_BLOCK = 16  # tokens per prefix id in generated workloads (any size work
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf or nan is never a setting
 
 
 class SLOClass(_Strict):
