@@ -193,11 +193,17 @@ def cmd_workload_write(args) -> int:
 def cmd_sweep(args) -> int:
     from simulator.sweep import expand, sweep
 
+    if args.seeds < 1:
+        raise ConfigError("--seeds", f"must be >= 1 (runs per point), got {args.seeds}")
     points = expand(args.grid, args.zip, args.seeds, args.base_seed)
     table = sweep(args.scenario, args.set, points, args.out, args.jobs, args.executor, args.ray_address,
                   progress=not args.no_progress)
     failed = int(table["error"].notna().sum()) if "error" in table else 0
     print(f"{len(table)} runs ({failed} failed): {args.out}/sweep.parquet, {args.out}/sweep.csv, runs in {args.out}/runs/")
+    if failed:  # the table says which and why; the exit code must too
+        print(f"servesim: error: {failed} of {len(table)} sweep runs failed (column `error` of {args.out}/sweep.csv)",
+              file=sys.stderr)
+        return 1
     return 0
 
 

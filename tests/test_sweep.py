@@ -77,3 +77,14 @@ def test_ray_executor_matches_the_process_pool(tmp_path):
     local = sw.sweep(None, BASE, pts, tmp_path / "p", jobs=2, progress=False)
     ray = sw.sweep(None, BASE, pts, tmp_path / "r", executor="ray", progress=False)
     pd.testing.assert_frame_equal(local, ray)
+
+
+def test_cli_exit_codes_say_when_runs_failed_or_none_were_asked_for(tmp_path, capsys):
+    sets = [x for s in BASE for x in ("--set", s)]
+    assert main(["sweep", "--grid", "engine.max_num_seqs=8,-1", "--out", str(tmp_path / "a"), "--jobs", "1",
+                 "--no-progress"] + sets) == 1
+    captured = capsys.readouterr()
+    assert "2 runs (1 failed)" in captured.out and "servesim: error: 1 of 2 sweep runs failed" in captured.err
+    assert main(["sweep", "--grid", "workload.arrival.rate=3", "--seeds", "0", "--out", str(tmp_path / "b"),
+                 "--no-progress"] + sets) == 2
+    assert "servesim: error: --seeds: must be >= 1" in capsys.readouterr().err
