@@ -378,8 +378,11 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
     shape = point.shape
     tokens = shape.prefill_tokens + shape.decode_seqs
     g = t.gemm_ms
-    gemm = (g(tokens, (heads + 2 * kvh) * d, h, dtype) + g(tokens, h, heads * d, dtype)
-            + g(tokens, 2 * inter // tp, h, dtype) + g(tokens, h, inter // tp, dtype))
+    if arch.is_mla:  # the latent-attention module (below) holds its own projections
+        gemm = g(tokens, 2 * inter // tp, h, dtype) + g(tokens, h, inter // tp, dtype)
+    else:
+        gemm = (g(tokens, (heads + 2 * kvh) * d, h, dtype) + g(tokens, h, heads * d, dtype)
+                + g(tokens, 2 * inter // tp, h, dtype) + g(tokens, h, inter // tp, dtype))
     moe = 0.0
     if arch.is_moe:  # MoE layers: the fused routed experts, the router, the shared experts
         shared = arch.shared_expert_intermediate_size or arch.num_shared_experts * (arch.moe_intermediate_size or inter)
@@ -393,7 +396,6 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
         moe = routed + g(tokens, arch.num_experts, h, "bf16") + \
             (g(tokens, 2 * shared // tp, h, dtype) + g(tokens, h, shared // tp, dtype) if shared else 0.0)
     if arch.is_mla:  # the latent-attention module replaces the QKV and O projections and the attention kernel
-        gemm = gemm - g(tokens, (heads + 2 * kvh) * d, h, dtype) - g(tokens, h, heads * d, dtype)
         attn = _mla_attention_ms(t, point, heads, kv, dtype)
     else:
         attn = _attention_ms(t, point, heads, kvh, d, kv)

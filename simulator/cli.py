@@ -53,7 +53,7 @@ def format_summary(summary: dict) -> str:
 
 def _describe(rs) -> str:
     e = rs.scenario.engine
-    groups = 1 + (rs.kv_layout.local_groups if rs.kv_layout else 0)  # vLLM reports blocks // groups as tokens
+    groups = 1 + rs.kv_layout.local_groups  # vLLM reports blocks // groups as tokens
     return (f"{rs.arch.name} ({rs.arch.dtype}) on {rs.hardware.name}, profile {rs.profile.name}; "
             f"max_num_batched_tokens={rs.max_num_batched_tokens}, max_num_seqs={rs.max_num_seqs}, "
             f"block_size={e.block_size}, {rs.num_gpu_blocks - 1:,} KV blocks "

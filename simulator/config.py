@@ -201,7 +201,7 @@ class ResolvedScenario:
     cost_model_source: str = ""
     async_scheduling: bool = False
     cudagraph_max_tokens: int = 0
-    kv_layout: KVLayout | None = None  # None: one group of every layer (set by resolve)
+    kv_layout: KVLayout | None = None  # how the KV pool is cut into blocks; always set by resolve
 
     def as_dict(self) -> dict:
         """The resolved config, written next to every result so a run can be repeated exactly."""

@@ -21,7 +21,7 @@ from simulator.batch import BatchShape, decode_shape
 from simulator.clock import SimClock
 from simulator.config import ResolvedScenario
 from simulator.executor import ModelledExecutor
-from simulator.hybrid_kv import kv_layout, make_kv_manager
+from simulator.hybrid_kv import make_kv_manager
 from simulator.local_attention import local_attention
 from simulator.metrics import RunResult, StepLog
 from simulator.request import REJECTED, WAITING, Request
@@ -133,11 +133,9 @@ class Replica:
         e, p, sp = rs.scenario.engine, rs.scenario.policies, rs.scenario.speculative
         self.env = env
         self.index = index
-        layout = rs.kv_layout or kv_layout(rs.arch, e.tensor_parallel_size)
-        self.kv = make_kv_manager(layout, e.enable_prefix_caching, rs.num_gpu_blocks, e.block_size,
-                                  rs.max_model_len, e.watermark)
-        if layout.local_groups:
-            self.kv.token_budget = rs.max_num_batched_tokens
+        layout, local = rs.kv_layout, local_attention(rs.arch)
+        self.kv = make_kv_manager(layout, e.enable_prefix_caching, rs.max_num_batched_tokens, rs.num_gpu_blocks,
+                                  e.block_size, rs.max_model_len, e.watermark)
         settings = SchedulerSettings(
             max_num_batched_tokens=rs.max_num_batched_tokens, max_num_seqs=rs.max_num_seqs,
             max_model_len=rs.max_model_len, enable_chunked_prefill=e.enable_chunked_prefill,
@@ -150,7 +148,7 @@ class Replica:
             speculation_adaptive=sp.method == "adaptive",
             speculation_knee_tokens=rs.cost_model.knee_tokens() or rs.max_num_batched_tokens,
             swap_space_blocks=int(e.swap_space * 2**30 // (layout.page_bytes_per_token * e.block_size)),
-            local_attention=local_attention(rs.arch))
+            local_attention=local)
         batching = make_batching(p.batching, p.static_batch_size or rs.max_num_seqs)
         # swap: one KV block over the host link; recompute: the marginal cost of prefilling the tokens again
         block_bytes = layout.page_bytes_per_token * e.block_size
@@ -175,7 +173,7 @@ class Replica:
             self.ttft_slo_default = fallback / 1000 if fallback else None
         self.executor = executor or ModelledExecutor(rs.cost_model)
         self.decode_runs = (rs.scenario.simulation.decode_runs and getattr(self.executor, "pure", False)
-                            and local_attention(rs.arch) is None)  # local layers read (and hold) a moving window
+                            and local is None)  # local layers read (and hold) a moving window
         self.arrivals = arrivals
         self.log = StepLog()
         self._idle = None

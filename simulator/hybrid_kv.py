@@ -90,7 +90,7 @@ class LocalGroups:
     go back to it as the window moves on. req.blocks stays the full-attention group's."""
 
     layout: KVLayout
-    token_budget: int = 1 << 40  # max_num_batched_tokens, set by the engine: bounds a local group's blocks
+    token_budget: int  # max_num_batched_tokens: with the window, bounds a local group's blocks
 
     def allocate_slots(self, req, num_new_tokens: int, num_lookahead_tokens: int = 0,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
@@ -143,19 +143,19 @@ class LocalGroups:
 
 
 class HybridKVBlockManager(LocalGroups, KVBlockManager):
-    def __init__(self, layout: KVLayout, *args):
+    def __init__(self, layout: KVLayout, token_budget: int, *args):
         super().__init__(*args)
-        self.layout = layout
+        self.layout, self.token_budget = layout, token_budget
 
 
 class HybridPrefixCachingKVManager(LocalGroups, PrefixCachingKVManager):
-    def __init__(self, layout: KVLayout, *args):
+    def __init__(self, layout: KVLayout, token_budget: int, *args):
         super().__init__(*args)
-        self.layout = layout
+        self.layout, self.token_budget = layout, token_budget
 
 
-def make_kv_manager(layout: KVLayout, prefix_caching: bool, *args):
+def make_kv_manager(layout: KVLayout, prefix_caching: bool, token_budget: int, *args):
     """The block manager for a layout: vLLM's, with the local groups when the model has them."""
     if layout.local_groups:
-        return (HybridPrefixCachingKVManager if prefix_caching else HybridKVBlockManager)(layout, *args)
+        return (HybridPrefixCachingKVManager if prefix_caching else HybridKVBlockManager)(layout, token_budget, *args)
     return (PrefixCachingKVManager if prefix_caching else KVBlockManager)(*args)
