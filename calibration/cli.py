@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from simulator.cli_args import COUNT, OPEN_FRACTION, POSITIVE, SEED, number
+
 
 def add_parser(sub) -> None:
     cal = sub.add_parser("calibrate", help="measure a device, fit a profile, check it, or import kernel tables")
@@ -16,11 +18,11 @@ def add_parser(sub) -> None:
     r.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
     r.add_argument("--out", required=True, help="directory for measurements.parquet and run.json")
     r.add_argument("--grid", help="quick, cpu or gpu (default: cpu on the CPU, gpu on CUDA)")
-    r.add_argument("--block-size", type=int, help="KV block size (default: 16 for torch, 128 for vLLM's CPU engine)")
-    r.add_argument("--warmup", type=int, default=2)
-    r.add_argument("--repeats", type=int, default=5)
-    r.add_argument("--threads", type=int, help="CPU threads (default: torch's default, fixed for the run)")
-    r.add_argument("--max-kv-gib", type=float,
+    r.add_argument("--block-size", type=COUNT, help="KV block size (default: 16 for torch, 128 for vLLM's CPU engine)")
+    r.add_argument("--warmup", type=number(int, ge=0), default=2)
+    r.add_argument("--repeats", type=COUNT, default=5)
+    r.add_argument("--threads", type=COUNT, help="CPU threads (default: torch's default, fixed for the run)")
+    r.add_argument("--max-kv-gib", type=POSITIVE,
                    help="skip grid points whose KV cache exceeds this (default on CUDA: free memory less weights)")
     r.add_argument("--attention", default="gather", choices=["gather", "paged"],
                    help="decode attention: SDPA over gathered contexts, or the Triton kernel reading the pool in place "
@@ -29,7 +31,7 @@ def add_parser(sub) -> None:
                    help="vllm: time vLLM's own engine over the grid (its step log); torch: servesim's torch model; "
                         "auto (default): vllm when --vllm-python can import vLLM")
     r.add_argument("--vllm-python", default=".vllm-venv/bin/python", help="the Python with vLLM (`make vllm-env`)")
-    r.add_argument("--kv-gib", type=float, default=1.0, help="vllm: VLLM_CPU_KVCACHE_SPACE for the engine")
+    r.add_argument("--kv-gib", type=POSITIVE, default=1.0, help="vllm: VLLM_CPU_KVCACHE_SPACE for the engine")
     r.add_argument("--fit", action="store_true", help="also fit the profile (as `calibrate fit OUT`)")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)
@@ -47,24 +49,24 @@ def add_parser(sub) -> None:
                         "of each run's requests)")
     f.add_argument("--terms", help="real runs: comma-separated terms to fit (default: memory_scale,compute_scale,"
                                    "gpu_per_layer_us; docs/calibration.md lists them)")
-    f.add_argument("--max-evals", type=int, default=60, help="real runs: simulations the optimiser may run")
+    f.add_argument("--max-evals", type=COUNT, default=60, help="real runs: simulations the optimiser may run")
     f.add_argument("--out", help="profile YAML (default: profile.yaml beside the measurements)")
     f.add_argument("--name", help="profile name")
-    f.add_argument("--holdout", type=float, default=0.2)
+    f.add_argument("--holdout", type=OPEN_FRACTION, default=0.2)
     f.add_argument("--model", help="the model measured (default: from run.json; required without it)")
     f.add_argument("--dtype", help="its dtype: bf16, fp8, ... (default: from run.json)")
     f.add_argument("--gpu", help="the built-in GPU it ran on (hardware.gpu), so the profile is refused on others")
-    f.add_argument("--tp", type=int, help="tensor-parallel degree (default 1)")
-    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--tp", type=COUNT, help="tensor-parallel degree (default 1)")
+    f.add_argument("--seed", type=SEED, default=0)
     f.set_defaults(func=cmd_fit)
 
     c = csub.add_parser("check", help="re-measure a sample of a profile's grid; exit 1 beyond its tolerance")
     c.add_argument("profile")
     c.add_argument("--device", default="cpu")
-    c.add_argument("--points", type=int, default=8)
-    c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--repeats", type=int, default=5)
-    c.add_argument("--threads", type=int)
+    c.add_argument("--points", type=COUNT, default=8)
+    c.add_argument("--seed", type=SEED, default=0)
+    c.add_argument("--repeats", type=COUNT, default=5)
+    c.add_argument("--threads", type=COUNT)
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_check)
 
@@ -83,8 +85,8 @@ def add_parser(sub) -> None:
     i.add_argument("--dtype", choices=["bf16", "fp8", "nvfp4"],
                    help="linear layers (fp8: W8A8 per-tensor; nvfp4: W4A4, Blackwell tables); default: the model's")
     i.add_argument("--kv-cache-dtype", choices=["bf16", "fp8"], help="default: bf16")
-    i.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
-    i.add_argument("--data-parallel-size", "--dp", type=int, default=1,
+    i.add_argument("--tp", type=COUNT, default=1, help="tensor-parallel degree")
+    i.add_argument("--data-parallel-size", "--dp", type=COUNT, default=1,
                    help="with --enable-expert-parallel: the DP ranks whose tokens meet at each GPU's experts")
     i.add_argument("--enable-expert-parallel", action="store_true",
                    help="MoE: whole experts over TP x DP GPUs, with the all-gather dispatch and reduce-scatter combine")
@@ -103,7 +105,7 @@ def add_validate_parser(sub) -> None:
     r.add_argument("--profile", help="profile to validate (same as --set profile=...)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     r.add_argument("--device", default="cpu")
-    r.add_argument("--threads", type=int)
+    r.add_argument("--threads", type=COUNT)
     r.add_argument("--attention", choices=["gather", "paged"], help="decode attention (default: the profile's)")
     r.add_argument("--loads", help="comma-separated rate=R (open loop) and concurrency=N (closed loop) levels, "
                                     "or auto: four of each, up to about 90%% of the predicted saturation")
@@ -113,9 +115,9 @@ def add_validate_parser(sub) -> None:
     vv.add_argument("scenario")
     vv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     vv.add_argument("--vllm-python", default=".vllm-venv/bin/python")
-    vv.add_argument("--repeats", type=int, default=3)
+    vv.add_argument("--repeats", type=COUNT, default=3)
     vv.add_argument("--loads", help="as for validate replay (auto: four open-loop rates, four concurrencies)")
-    vv.add_argument("--kv-gib", type=float, default=1.0, help="VLLM_CPU_KVCACHE_SPACE for the engine")
+    vv.add_argument("--kv-gib", type=POSITIVE, default=1.0, help="VLLM_CPU_KVCACHE_SPACE for the engine")
     vv.add_argument("--server", action="store_true",
                     help="through `vllm serve` (HTTP on 127.0.0.1), measured by `vllm bench serve`; needs --levels")
     vv.add_argument("--levels", help="server mode: YAML {levels: {NAME: [KEY=VALUE, ...]}, fit_on: NAME}")
@@ -150,11 +152,11 @@ def add_compare_parser(sub) -> None:
     c.add_argument("--scenario", help="the engine settings the run was served with (scenario YAML)")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     c.add_argument("--profile", help="cost model to simulate with (same as --set profile=...)")
-    c.add_argument("--tolerance", type=float, default=0.10,
+    c.add_argument("--tolerance", type=POSITIVE, default=0.10,
                    help="largest |relative error| a statistic may have, on top of the real repeats' spread (0.1 = 10%%)")
     c.add_argument("--trace", help="the trace the run replayed (e.g. vLLM's timed trace with hash_ids): its shared "
                                    "prefixes, which result files do not record, so prefix caching is simulated")
-    c.add_argument("--hash-block-tokens", type=int, help="tokens per hash id in --trace (default: detected)")
+    c.add_argument("--hash-block-tokens", type=COUNT, help="tokens per hash id in --trace (default: detected)")
     c.add_argument("--out", default="results/compare")
     c.set_defaults(func=cmd_compare_runs)
 

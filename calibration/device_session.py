@@ -18,14 +18,18 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import time
 import traceback
 from pathlib import Path
 
 import numpy as np
+
+from simulator.cli_args import COUNT, number
 
 HEADLINE = {  # files copied beside the bundle (the call brings back eight files, log.txt included)
     "summary.md": "summary.md", "device.json": "device.json", "calibration/profile.yaml": "profile.yaml",
@@ -287,35 +291,61 @@ def pack(work: Path, out: Path) -> None:
             shutil.copyfile(work / src, out / dst)
 
 
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # a profile name that is one plain path component
+MAX_BUNDLE_BYTES = 4 << 30  # a session's files are megabytes; more is not a bundle this script wrote
+
+
 def unpack(bundle: str | Path, results_root: str | Path = "results/fidelity",
            profiles: str | Path = "calibration/profiles") -> tuple[Path, Path]:
     """What came back, into the repository: the bundle under results/fidelity/device-PROFILE/, the
-    fitted profile among the built-in ones (its `measurements` pointing at the unpacked parquet)."""
-    import yaml
-
+    fitted profile among the built-in ones (its `measurements` pointing at the unpacked parquet).
+    The bundle is untrusted: its profile name must be one plain path component, and nothing outside
+    results_root is ever removed."""
     from simulator.errors import ConfigError
+    from simulator.files import load_yaml
 
     bundle = Path(bundle)
     try:
         tar = tarfile.open(bundle, "r:gz")
-    except (OSError, tarfile.TarError) as exc:
+    except (OSError, tarfile.TarError, EOFError) as exc:
         raise ConfigError("bundle", f"cannot read {bundle}: {exc}") from None
     with tar:
-        names = tar.getnames()
-        if "session/calibration/profile.yaml" not in names:
+        try:
+            members = tar.getmembers()
+        except (OSError, tarfile.TarError, EOFError) as exc:
+            raise ConfigError("bundle", f"{bundle} is a broken archive: {exc}") from None
+        if sum(m.size for m in members) > MAX_BUNDLE_BYTES:
+            raise ConfigError("bundle", f"{bundle} unpacks to more than {MAX_BUNDLE_BYTES >> 30} GiB")
+        names = {m.name: m for m in members}
+        prof_member = names.get("session/calibration/profile.yaml")
+        if prof_member is None or not prof_member.isfile():
             raise ConfigError("bundle", f"{bundle} holds no fitted profile (session/calibration/profile.yaml): "
                                         "the calibration stage did not finish")
-        prof = yaml.safe_load(tar.extractfile("session/calibration/profile.yaml").read())
-        dest = Path(results_root) / f"device-{prof['name']}"
-        if dest.exists():
+        text = tar.extractfile(prof_member).read().decode("utf-8", errors="replace")
+        prof = load_yaml(text, "bundle", "session/calibration/profile.yaml")
+        name = prof.get("name") if isinstance(prof, dict) else None
+        if not isinstance(name, str) or not SAFE_NAME.match(name):
+            raise ConfigError("bundle", f"profile name {name!r} is not a plain name (letters, digits, '_', '.', '-')")
+        root = Path(results_root).resolve()
+        dest = root / f"device-{name}"
+        if dest.resolve().parent != root:  # a symlink planted where the folder goes
+            raise ConfigError("bundle", f"{dest} does not lie in {root}")
+        if dest.is_symlink() or dest.is_file():
+            dest.unlink()
+        elif dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
-        for m in tar.getmembers():
+        for m in members:
             if m.name.startswith("session/") and (m.isfile() or m.isdir()):
                 m.name = m.name[len("session/"):]
-                tar.extract(m, dest, filter="data")
-    target = Path(profiles) / f"{prof['name']}.yaml"
-    prof["measurements"] = str(Path("..", "..", dest, "calibration", "measurements.parquet"))
+                try:
+                    tar.extract(m, dest, filter="data")
+                except tarfile.FilterError as exc:
+                    raise ConfigError("bundle", f"refused member {m.name!r}: {exc}") from None
+    target = Path(profiles) / f"{name}.yaml"
+    prof["measurements"] = str(Path("..", "..", Path(results_root) / dest.name, "calibration", "measurements.parquet"))
+    import yaml
+
     target.write_text(yaml.safe_dump(prof, sort_keys=False))
     return dest, target
 
@@ -330,9 +360,9 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--model", default="llama-3.1-8b")
     p.add_argument("--dtype", default="bf16")
     p.add_argument("--grid", help="calibration grid (default: gpu on CUDA, cpu on the CPU)")
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--threads", type=int)
+    p.add_argument("--warmup", type=number(int, ge=0), default=2)
+    p.add_argument("--repeats", type=COUNT, default=5)
+    p.add_argument("--threads", type=COUNT)
     p.add_argument("--attention", default="auto", choices=["auto", "gather", "paged"],
                    help="decode attention for the calibration and replay (auto: the paged kernel where it is right "
                         "and faster)")
@@ -341,10 +371,10 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="scenario overrides")
     p.add_argument("--loads", default="0.3,0.6,0.9", help="replay rates as fractions of the predicted saturation")
     p.add_argument("--reference", default="h200-llama-3.1-8b-bf16-tp1", help="profile to compare with")
-    p.add_argument("--budget-s", type=float, default=360,
+    p.add_argument("--budget-s", type=number(float, ge=0), default=360,
                    help="seconds from the start by which the session should end: no replay level starts after "
                         "budget - level-reserve")
-    p.add_argument("--level-reserve-s", type=float, default=90, help="seconds one replay level may take")
+    p.add_argument("--level-reserve-s", type=number(float, ge=0), default=90, help="seconds one replay level may take")
     a = p.parse_args(argv)
     if not a.out and not a.unpack:
         p.error("--out is required (or --unpack BUNDLE)")
@@ -359,7 +389,7 @@ def main(argv=None) -> int:
         try:
             dest, prof = unpack(a.unpack)
         except ConfigError as exc:
-            print(f"error: {exc}")
+            print(f"device_session: error: {exc}", file=sys.stderr)
             return 2
         print(f"unpacked into {dest}/; profile {prof}")
         return 0

@@ -10,6 +10,7 @@ import yaml
 
 from calibration.fit import FitResult, fit_step_model
 from simulator.errors import ConfigError
+from simulator.files import read_table
 
 
 def tolerance_for(fit: FitResult) -> float:
@@ -64,11 +65,7 @@ def read_measurements(src: str | Path) -> tuple[pd.DataFrame, dict, Path]:
             raise ConfigError(str(src), f"{run.kind} records hold no step times; fit them by simulation with "
                                         f"`servesim calibrate fit {src} --scenario S` (docs/calibration.md)")
         return run.steps, meta, src
-    try:
-        df = pd.read_parquet(src) if src.suffix == ".parquet" else pd.read_csv(src)
-    except Exception as exc:
-        raise ConfigError("measurements", f"cannot read {src}: {exc}") from None
-    return df, meta, src
+    return read_table(src, "measurements"), meta, src
 
 
 def fit_directory(src: str | Path, out: str | Path | None = None, name: str | None = None,

@@ -9,7 +9,9 @@ import os
 import sys
 from pathlib import Path
 
+from simulator.cli_args import COUNT, FRACTION, NON_NEGATIVE, OPEN_FRACTION, POSITIVE, SEED, number
 from simulator.errors import ConfigError
+from workloads.settings import MAX_BLOCK_SIZE, MAX_GIB, MAX_GPUS, MAX_REPLICAS, MAX_REQUESTS, MAX_TOKENS
 
 SUMMARY_ROWS = [
     ("completed", "requests completed", "{:,}"),
@@ -72,7 +74,7 @@ def cmd_run(args) -> int:
     if not args.quiet:
         print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True)
     result = simulate(rs, source)
-    for w in result.summary.get("cost_model_warnings", []):
+    for w in [*source.warnings, *result.summary.get("cost_model_warnings", [])]:
         print(f"servesim: warning: {w}", file=sys.stderr)
     out = result.write(args.out)
     latency_distributions(result, out / "latency.png")
@@ -100,17 +102,13 @@ def cmd_capacity(args) -> int:
     from simulator.hardware import load_hardware
     from simulator.model_arch import load_model
 
-    from simulator.config import with_formats
+    from simulator.config import check_max_model_len, check_tensor_parallel, with_formats
 
     arch = with_formats(load_model(args.model), args.quantization, args.kv_cache_dtype)
-    if args.gpu_memory_gib is not None and args.gpu_memory_gib <= 0:
-        raise ConfigError("gpu_memory_gib", f"must be positive, got {args.gpu_memory_gib}")
     hw = load_hardware(args.gpu, memory_gib=args.gpu_memory_gib)
-    if args.weights_gib is not None and args.weights_gib < 0:
-        raise ConfigError("weights_gib", f"must be >= 0, got {args.weights_gib}")
     tp = args.tensor_parallel_size
-    if tp < 1:
-        raise ConfigError("tensor_parallel_size", f"must be >= 1, got {tp}")
+    check_tensor_parallel(arch, tp, "--tensor-parallel-size")
+    max_model_len = check_max_model_len(arch, args.max_model_len, "--max-model-len")
     # per GPU of the TP group: its share of the weights, and of each token's KV (MLA's latent cache is whole on each)
     weights = round(args.weights_gib * GIB) if args.weights_gib is not None else math.ceil(arch.weight_bytes / tp)
     pool = kv_pool_bytes(hw.memory_bytes, args.gpu_memory_utilization, weights)
@@ -119,7 +117,7 @@ def cmd_capacity(args) -> int:
         print(layout.note, file=sys.stderr)
     report = capacity(
         model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool,
-        block_size=args.block_size, max_model_len=args.max_model_len or arch.max_position_embeddings,
+        block_size=args.block_size, max_model_len=max_model_len,
         tokens_per_request=args.tokens_per_request, shared_prefix_tokens=args.shared_prefix_tokens,
         private_tokens=args.private_tokens, layout=layout)
     d = report.as_dict() | {"gpu_memory_gib": hw.memory_gib, "gpu_memory_utilization": args.gpu_memory_utilization,
@@ -185,6 +183,7 @@ def cmd_workload_write(args) -> int:
     from workloads.traces import write_jsonl
 
     specs = _scenario_specs(args.scenario, args.set)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     write_jsonl(specs, args.out)
     print(f"{len(specs):,} requests written to {args.out}")
     return 0
@@ -193,8 +192,6 @@ def cmd_workload_write(args) -> int:
 def cmd_sweep(args) -> int:
     from simulator.sweep import expand, sweep
 
-    if args.seeds < 1:
-        raise ConfigError("--seeds", f"must be >= 1 (runs per point), got {args.seeds}")
     points = expand(args.grid, args.zip, args.seeds, args.base_seed)
     table = sweep(args.scenario, args.set, points, args.out, args.jobs, args.executor, args.ray_address,
                   progress=not args.no_progress)
@@ -220,13 +217,21 @@ def _search_each_point(args, search, answer: str, below: str, filename: str) -> 
         point.pop("seed", None)
         r = search(args.set + [f"{k}={v}" for k, v in point.items()], slos)
         s = r["summary"]
-        rows.append(point | {answer: r[answer], below: r.get(below), "runs": r["runs"]}
+        rows.append(point | {answer: r[answer], below: r.get(below), "runs": r["runs"], "reason": r.get("reason")}
                     | {k: s.get(k) for k in slos} | {"request_throughput": s.get("request_throughput")})
     table = pd.DataFrame(rows)
     if args.out:
-        Path(args.out).mkdir(parents=True, exist_ok=True)
-        table.to_csv(Path(args.out) / filename, index=False)
+        out = Path(args.out)
+        if out.exists() and not out.is_dir():
+            raise ConfigError("--out", f"{out} exists and is not a directory")
+        out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out / filename, index=False)
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    unmet = int(table[answer].isna().sum())
+    if unmet:  # no value met the SLOs: an answer, but not a success, so the exit code says it
+        print(f"servesim: error: no {answer.replace('_', ' ')} meets the SLOs at {unmet} of {len(table)} "
+              f"point(s) (column `reason`)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -246,9 +251,8 @@ def cmd_search_replicas(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    import pandas as pd
-
     from simulator import plots
+    from simulator.files import read_table
 
     src = Path(args.results)
     out = Path(args.out) if args.out else (src if src.is_dir() else src.parent) / f"plot-{args.kind}"
@@ -256,13 +260,15 @@ def cmd_plot(args) -> int:
         steps = src / "steps.parquet" if src.is_dir() else src
         if not steps.is_file():
             raise ConfigError("results", f"{steps} not found: give a run's output directory")
-        files = plots.timeline(pd.read_parquet(steps), out, args.title or f"run {src}")
+        files = plots.timeline(read_table(steps, "results", ("start", "num_waiting", "num_running", "kv_usage", "num_preempted")), out, args.title or f"run {src}")
     else:
         name = {"capacity": "max_rate.csv"}.get(args.kind, "sweep.parquet")
         table_path = src / name if src.is_dir() else src
         if not table_path.is_file():
             raise ConfigError("results", f"{table_path} not found: give a sweep (or search) output directory")
-        table = pd.read_parquet(table_path) if table_path.suffix == ".parquet" else pd.read_csv(table_path)
+        table = read_table(table_path, "results")
+        if not len(table):
+            raise ConfigError("results", f"{table_path} holds no rows")
         if "error" in table:
             table = table[table["error"].isna()]
         for col in [c for c in ((args.x if args.kind != "capacity" else None), args.by) if c]:
@@ -318,22 +324,22 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("capacity", help="KV-cache capacity arithmetic: how many requests fit")
     c.add_argument("--model", default="llama-3-8b", help="built-in model name or architecture file")
     c.add_argument("--gpu", default="generic-80gb", help="built-in GPU (default: generic-80gb)")
-    c.add_argument("--gpu-memory-gib", type=float, help="device memory, overrides --gpu")
-    c.add_argument("--gpu-memory-utilization", type=float, default=0.92)
+    c.add_argument("--gpu-memory-gib", type=number(float, gt=0, le=MAX_GIB), help="device memory, overrides --gpu")
+    c.add_argument("--gpu-memory-utilization", type=FRACTION, default=0.92)
     from simulator.config import KV_CACHE_DTYPES, QUANTIZED_FORMATS
 
     c.add_argument("--quantization", choices=list(QUANTIZED_FORMATS), help="as engine.quantization: the linear layers' format")
     c.add_argument("--kv-cache-dtype", default="auto", choices=["auto", *KV_CACHE_DTYPES])
-    c.add_argument("--weights-gib", type=float, help="weight memory per GPU (default: from the architecture)")
-    c.add_argument("--tensor-parallel-size", "-tp", type=int, default=1,
+    c.add_argument("--weights-gib", type=number(float, ge=0, le=MAX_GIB), help="weight memory per GPU (default: from the architecture)")
+    c.add_argument("--tensor-parallel-size", "-tp", type=number(int, ge=1, le=MAX_GPUS), default=1,
                    help="GPUs sharing the weights and each token's KV heads (vLLM's name)")
-    c.add_argument("--block-size", type=int, default=16)
+    c.add_argument("--block-size", type=number(int, ge=1, le=MAX_BLOCK_SIZE), default=16)
     c.add_argument("--disable-hybrid-kv-cache-manager", action=argparse.BooleanOptionalAction, default=None,
                    help="local-attention models: every layer keeps the whole context (default: vLLM's choice)")
-    c.add_argument("--max-model-len", type=int, help="contiguous reservation per request (default: the model's)")
-    c.add_argument("--tokens-per-request", type=int, default=1800)
-    c.add_argument("--shared-prefix-tokens", type=int)
-    c.add_argument("--private-tokens", type=int)
+    c.add_argument("--max-model-len", type=number(int, ge=2, le=MAX_TOKENS), help="contiguous reservation per request (default: the model's)")
+    c.add_argument("--tokens-per-request", type=number(int, ge=1, le=MAX_TOKENS), default=1800)
+    c.add_argument("--shared-prefix-tokens", type=number(int, ge=0, le=MAX_TOKENS))
+    c.add_argument("--private-tokens", type=number(int, ge=0, le=MAX_TOKENS))
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_capacity)
 
@@ -343,9 +349,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--zip", action="append", default=[], metavar="KEY=V1,V2,...",
                     help="settings varied together, one axis (repeatable, same lengths)")
     sw.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="fixed for every run")
-    sw.add_argument("--seeds", type=int, default=1, help="runs per point, seeds base-seed .. base-seed+N-1")
-    sw.add_argument("--base-seed", type=int, default=0)
-    sw.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    sw.add_argument("--seeds", type=COUNT, default=1, help="runs per point, seeds base-seed .. base-seed+N-1")
+    sw.add_argument("--base-seed", type=SEED, default=0)
+    sw.add_argument("--jobs", type=COUNT, default=os.cpu_count() or 1)
     sw.add_argument("--executor", choices=["process", "ray"], default="process")
     sw.add_argument("--ray-address", help="a Ray cluster (default: RAY_ADDRESS, else a local Ray)")
     sw.add_argument("--out", default="results/sweep")
@@ -366,13 +372,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     mr = search_parser("max-rate", "the highest arrival rate meeting every SLO (bisection), per grid point",
                        "max_rate.csv")
-    mr.add_argument("--low", type=float, default=0.05, help="a rate expected to meet the SLOs (req/s)")
-    mr.add_argument("--high", type=float, help="a rate expected to fail (default: found by doubling)")
-    mr.add_argument("--tolerance", type=float, default=0.05, help="stop when the bracket is this narrow (relative)")
+    mr.add_argument("--low", type=POSITIVE, default=0.05, help="a rate expected to meet the SLOs (req/s)")
+    mr.add_argument("--high", type=POSITIVE, help="a rate expected to fail (default: found by doubling)")
+    mr.add_argument("--tolerance", type=OPEN_FRACTION, default=0.05, help="stop when the bracket is this narrow (relative)")
     mr.set_defaults(func=cmd_search_max_rate)
     rp = search_parser("replicas", "the fewest replicas meeting every SLO at a given rate", "replicas.csv")
-    rp.add_argument("--rate", type=float, help="arrival rate, req/s (default: the scenario's)")
-    rp.add_argument("--max", type=int, default=256, help="give up beyond this many replicas")
+    rp.add_argument("--rate", type=POSITIVE, help="arrival rate, req/s (default: the scenario's)")
+    rp.add_argument("--max", type=number(int, ge=1, le=MAX_REPLICAS), default=256, help="give up beyond this many replicas")
     rp.set_defaults(func=cmd_search_replicas)
 
     pl = sub.add_parser("plot", help="plots of a sweep, a search or one run (PNG and SVG)")
@@ -406,9 +412,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parser(sub)
 
     b = sub.add_parser("bench", help="simulator speed: simulated requests and seconds per wall second")
-    b.add_argument("--requests", type=int, default=10_000)
-    b.add_argument("--rate", type=float, default=10.0, help="arrival rate, req/s (default: near the default deployment's saturation)")
-    b.add_argument("--repeats", type=int, default=3)
+    b.add_argument("--requests", type=number(int, ge=1, le=MAX_REQUESTS), default=10_000)
+    b.add_argument("--rate", type=POSITIVE, default=10.0, help="arrival rate, req/s (default: near the default deployment's saturation)")
+    b.add_argument("--repeats", type=COUNT, default=3)
     b.add_argument("--step-by-step", action="store_true", help="turn decode runs off, to measure what they save")
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting of the bench scenario")
     b.add_argument("--json", action="store_true")
@@ -419,7 +425,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a usage error (one line already printed) or --help: its code, not an exception
+        return exc.code if isinstance(exc.code, int) else 2
     args.argv = argv  # the exact command, for results that record how they were made
     try:
         return args.func(args)
@@ -432,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug, never bad input: one line, exit 3, the traceback on request
         if args.debug:
             raise
+        if isinstance(exc, OSError) and exc.errno is not None:  # a path given that cannot be read or written
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"servesim: error: {where}{exc.strerror or exc}", file=sys.stderr)
+            return 2
         print(f"servesim: internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}; "
               f"rerun with --debug for the traceback", file=sys.stderr)
         return 3

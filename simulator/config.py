@@ -12,43 +12,42 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat,
-                      PositiveInt, ValidationError, model_validator)
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationError, model_validator
 
 from simulator.capacity import kv_pool_bytes, num_blocks
 from simulator.cost_model import CostModel, Profile, build_cost_model
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, first_error
+from simulator.files import TooLarge, safe_load_bounded
 from simulator.hardware import Hardware, load_hardware
 from simulator.hybrid_kv import KVLayout, kv_layout
 from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
 from workloads import SyntheticWorkload, Workload
+from workloads.settings import (GiB, MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_GIB, MAX_GPUS, MAX_REPLICAS, MAX_REQUESTS,
+                                MAX_SECONDS, MAX_SEQS, MAX_TOKENS, Settings, Speed)
 
 GIB = 2**30
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf or nan is never a setting
-
-
-class EngineSettings(_Strict):
+class EngineSettings(Settings):
     """vLLM engine arguments (names and defaults from vLLM 0.33)."""
 
-    max_num_batched_tokens: PositiveInt | None = Field(None, description="None: vLLM's usage-context default")
-    max_num_seqs: PositiveInt | None = Field(None, description="None: vLLM's usage-context default")
-    max_model_len: PositiveInt | None = Field(None, description="None: the model's max_position_embeddings")
-    block_size: PositiveInt = 16
+    max_num_batched_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="None: vLLM's usage-context default")
+    max_num_seqs: int | None = Field(None, ge=1, le=MAX_SEQS, description="None: vLLM's usage-context default")
+    max_model_len: int | None = Field(None, ge=2, le=MAX_TOKENS,
+                                      description="None: the model's max_position_embeddings (a prompt and one token)")
+    block_size: int = Field(16, ge=1, le=MAX_BLOCK_SIZE)
     gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
-    num_gpu_blocks_override: PositiveInt | None = None
+    num_gpu_blocks_override: int | None = Field(None, ge=1, le=MAX_BLOCKS)
     enable_chunked_prefill: bool = True
-    long_prefill_token_threshold: NonNegativeInt = 0
+    long_prefill_token_threshold: int = Field(0, ge=0, le=MAX_TOKENS)
     scheduler_reserve_full_isl: bool = True
     watermark: float = Field(0.0, ge=0, lt=1)
     enable_prefix_caching: bool = True
-    tensor_parallel_size: PositiveInt = 1
-    pipeline_parallel_size: PositiveInt = Field(1, description="only 1: pipeline stages (micro-batches in flight, "
+    tensor_parallel_size: int = Field(1, ge=1, le=MAX_GPUS)
+    pipeline_parallel_size: int = Field(1, ge=1, le=MAX_GPUS, description="only 1: pipeline stages (micro-batches in flight, "
                                                                "bubbles) are not modelled yet")
-    data_parallel_size: PositiveInt = Field(
-        1, description="attention data parallel: this many engines (DP ranks), each its own scheduler and KV cache, "
+    data_parallel_size: int = Field(
+        1, ge=1, le=MAX_REPLICAS, description="attention data parallel: this many engines (DP ranks), each its own scheduler and KV cache, "
                        "behind the router (cluster.router; vLLM's balancer is closest to least_outstanding)")
     disable_hybrid_kv_cache_manager: bool | None = Field(
         None, description="models with local-attention layers: true gives every layer the whole context's KV instead "
@@ -67,49 +66,49 @@ class EngineSettings(_Strict):
         None, description="None: vLLM's default, on (since about 0.14, with the mp and uni executors); plans the next "
                           "step while this one runs, so the host's CPU time hides behind the GPU's")
     enforce_eager: bool = Field(False, description="no CUDA graphs: every step pays the CPU's kernel launches")
-    max_cudagraph_capture_size: PositiveInt | None = Field(
-        None, description="None: vLLM's min(2 x max_num_seqs, 512), at most max_num_batched_tokens; larger steps run eager")
-    swap_space: NonNegativeFloat = Field(4.0, description="GiB of host memory for swapped-out KV blocks (vLLM V0)")
-    max_num_queued_reqs: PositiveInt | None = Field(None, description="reject (503) when unfinished requests + 1 exceed it")
+    max_cudagraph_capture_size: int | None = Field(
+        None, ge=1, le=MAX_TOKENS, description="None: vLLM's min(2 x max_num_seqs, 512), at most max_num_batched_tokens; larger steps run eager")
+    swap_space: float = Field(4.0, ge=0, le=MAX_GIB, description="GiB of host memory for swapped-out KV blocks (vLLM V0)")
+    max_num_queued_reqs: int | None = Field(None, ge=1, le=MAX_REQUESTS, description="reject (503) when unfinished requests + 1 exceed it")
     max_num_queued_tokens: PositiveInt | None = Field(
         None, description="reject (503) when prompt tokens of requests without a first token reach it")
     usage_context: Literal["openai_server", "llm_class"] = "openai_server"
-    reserved_memory_gib: NonNegativeFloat = Field(
-        0.0, description="servesim: activations, CUDA graphs and non-torch memory that vLLM profiles at start")
+    reserved_memory_gib: float = Field(
+        0.0, ge=0, le=MAX_GIB, description="servesim: activations, CUDA graphs and non-torch memory that vLLM profiles at start")
 
 
-class HardwareSettings(_Strict):
+class HardwareSettings(Settings):
     gpu: str | None = "h200-sxm"
     kernel_tables: str | None = Field(None, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$",
                                       description="the GPU's folder under the kernel tables' root (default: the built-in "
                                                   "GPU's); a folder name, not a path")
-    memory_gib: PositiveFloat | None = None
-    memory_bandwidth_gbps: PositiveFloat | None = None
-    bf16_tflops: PositiveFloat | None = None
-    fp8_tflops: PositiveFloat | None = None
-    fp4_tflops: PositiveFloat | None = None
-    host_link_gbps: PositiveFloat | None = None
-    gpu_link_gbps: PositiveFloat | None = None
+    memory_gib: GiB | None = None
+    memory_bandwidth_gbps: Speed | None = None
+    bf16_tflops: Speed | None = None
+    fp8_tflops: Speed | None = None
+    fp4_tflops: Speed | None = None
+    host_link_gbps: Speed | None = None
+    gpu_link_gbps: Speed | None = None
 
 
-class AdmissionSettings(_Strict):
+class AdmissionSettings(Settings):
     """Admission beyond vLLM's (background essay 003)."""
 
     reserve: Literal["prompt", "max_tokens", "quantile"] = Field(
         "prompt", description="prompt: vLLM (the prompt must fit); max_tokens / quantile: also reserve blocks for "
                               "the expected output, which running requests keep until they grow into them")
     reserve_quantile: float = Field(0.9, gt=0, le=1, description="quantile of observed output lengths per SLO class")
-    long_prompt_tokens: PositiveInt | None = Field(None, description="a prompt this long counts as long")
-    max_long_prefills: PositiveInt | None = Field(
-        None, description="FIFO with at most this many long prompts in prefill at once (the queue is not reordered)")
+    long_prompt_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="a prompt this long counts as long")
+    max_long_prefills: int | None = Field(
+        None, ge=1, le=MAX_SEQS, description="FIFO with at most this many long prompts in prefill at once (the queue is not reordered)")
     shed_on_ttft_slo: bool = Field(
         False, description="reject at arrival when the predicted queue wait exceeds the request's TTFT SLO")
     shed_ttft_ms: PositiveFloat | None = Field(None, description="the TTFT SLO for requests whose class sets none")
 
 
-class PolicySettings(_Strict):
+class PolicySettings(Settings):
     batching: Literal["continuous", "static"] = "continuous"
-    static_batch_size: PositiveInt | None = Field(None, description="static batching: requests per batch (default max_num_seqs)")
+    static_batch_size: int | None = Field(None, ge=1, le=MAX_SEQS, description="static batching: requests per batch (default max_num_seqs)")
     queue: Literal["fcfs", "priority", "sjf"] = "fcfs"
     admission: AdmissionSettings = AdmissionSettings()
     preemption_mode: Literal["recompute", "swap", "auto"] = Field(
@@ -119,18 +118,18 @@ class PolicySettings(_Strict):
         None, description="None: the queue policy's own (vLLM: last admitted for fcfs, lowest priority for priority)")
 
 
-class SpeculativeSettings(_Strict):
+class SpeculativeSettings(Settings):
     """Speculative decoding: k draft tokens per decode, verified in the target's pass (vLLM's accounting:
     drafts use the token budget; rejected ones are given back). `adaptive` lowers k as the batch grows
     and stops speculating once the step is compute-bound (past the profile's knee)."""
 
     method: Literal["none", "fixed", "adaptive"] = "none"
-    num_speculative_tokens: PositiveInt = 4
+    num_speculative_tokens: int = Field(4, ge=1, le=64)
     acceptance_rate: float = Field(0.7, gt=0, le=1, description="per-token probability a draft is accepted")
     acceptance_distribution: list[NonNegativeFloat] | None = Field(
         None, description="probabilities of accepting 0, 1, ..., k drafts (overrides acceptance_rate)")
-    draft_cost_ratio: NonNegativeFloat = Field(
-        0.05, description="one draft token costs this fraction of a target decode step of the same batch")
+    draft_cost_ratio: float = Field(
+        0.05, ge=0, le=100, description="one draft token costs this fraction of a target decode step of the same batch")
 
     @model_validator(mode="after")
     def _dist(self):
@@ -140,24 +139,24 @@ class SpeculativeSettings(_Strict):
         return self
 
 
-class ClusterSettings(_Strict):
+class ClusterSettings(Settings):
     """Replicas of the same deployment behind a router (each its own scheduler and KV pool)."""
 
-    replicas: PositiveInt = 1
+    replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
     router: Literal["round_robin", "random", "least_outstanding", "least_kv", "prefix_affinity",
                     "predicted_completion"] = "round_robin"
-    prefill_replicas: NonNegativeInt = Field(
-        0, description="prefill/decode disaggregation: this many prefill-only replicas in front of the `replicas` "
+    prefill_replicas: int = Field(
+        0, ge=0, le=MAX_REPLICAS, description="prefill/decode disaggregation: this many prefill-only replicas in front of the `replicas` "
                        "decode replicas; the router picks the prefill replica, the least loaded decode replica takes over")
-    kv_link_gbps: PositiveFloat = Field(50.0, description="per-GPU link for moving a prompt's KV to its decode replica")
+    kv_link_gbps: Speed = Field(50.0, description="per-GPU link for moving a prompt's KV to its decode replica")
 
 
-class SimulationSettings(_Strict):
+class SimulationSettings(Settings):
     decode_runs: bool = Field(True, description="advance uninterrupted decode steps together (same results, faster)")
-    max_sim_time_s: PositiveFloat | None = Field(None, description="stop the run at this simulated time")
+    max_sim_time_s: float | None = Field(None, gt=0, le=MAX_SECONDS, description="stop the run at this simulated time")
 
 
-class MoESettings(_Strict):
+class MoESettings(Settings):
     """servesim: how a mixture-of-experts router spreads tokens (vLLM has no such setting: it is the traffic's)."""
 
     routing: Literal["balanced", "power_law_1.01", "power_law_1.2"] = Field(
@@ -166,9 +165,9 @@ class MoESettings(_Strict):
                                      "touched both follow it")
 
 
-class Scenario(_Strict):
+class Scenario(Settings):
     name: str = "default"
-    seed: int = 0
+    seed: int = Field(0, ge=0, description="the run's random seed (numpy's, so non-negative)")
     model: str | dict = "llama-3.1-8b"
     hardware: HardwareSettings = HardwareSettings()
     profile: str | dict = Field(
@@ -223,28 +222,6 @@ class ResolvedScenario:
         return d
 
 
-# discriminated-union tags pydantic puts in an error's location; the user never wrote them
-_UNION_TAGS = {"synthetic", "sessions", "trace", "fixed", "uniform", "lognormal", "zipf", "empirical",
-               "function-after[_limits(), SyntheticWorkload]"}
-
-
-def first_error(exc: ValidationError) -> tuple[str, str]:
-    """pydantic's first error as (dotted field, short message)."""
-    err = exc.errors()[0]
-    loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and p in _UNION_TAGS)]
-    field = ".".join(loc)
-    msg = err["msg"]
-    if err["type"] == "extra_forbidden":
-        msg = "unknown setting"
-    elif err["type"] == "union_tag_invalid":
-        msg = f"unknown kind {err.get('input', {}).get('dist')!r} (expected {err['ctx']['expected_tags']})" if isinstance(err.get("input"), dict) else msg
-    elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], (dict, list)):
-        msg = f"{msg} (got {err['input']!r})"
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
-    return field, msg
-
-
 def parse_scenario(data: dict | None) -> Scenario:
     try:
         return Scenario(**(data or {}))
@@ -273,9 +250,11 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             raise ConfigError(item, "--set takes key=value")
         key, raw = item.split("=", 1)
         try:
-            value: Any = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            value = raw
+            value: Any = safe_load_bounded(raw)
+        except TooLarge as exc:
+            raise ConfigError(key.strip(), f"--set value {exc}") from None
+        except (yaml.YAMLError, RecursionError):
+            value = raw  # not YAML: the text itself
         node = data
         parts = key.strip().split(".")
         for p in parts[:-1]:
@@ -346,15 +325,25 @@ def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: flo
                        what + (f"; tensor_parallel_size={need} would fit" if need else "; quantize it (engine.quantization)"))
 
 
+def check_tensor_parallel(arch: ModelArchitecture, tp: int, field: str) -> None:
+    if arch.num_attention_heads % tp:
+        raise ConfigError(field, f"{arch.num_attention_heads} attention heads do not split over {tp} GPUs")
+
+
+def check_max_model_len(arch: ModelArchitecture, value: int | None, field: str) -> int:
+    """vLLM's rule: no longer than the model's position embeddings (None: exactly those)."""
+    if value is not None and value > arch.max_position_embeddings:
+        raise ConfigError(field, f"{value} exceeds the model's max_position_embeddings ({arch.max_position_embeddings})")
+    return value or arch.max_position_embeddings
+
+
 def resolve(scenario: Scenario) -> ResolvedScenario:
     from simulator.profile_select import select_profile
 
     e = scenario.engine
     arch = with_formats(load_model(scenario.model), e.quantization, e.kv_cache_dtype)
     tp = e.tensor_parallel_size
-    if arch.num_attention_heads % tp:
-        raise ConfigError("engine.tensor_parallel_size",
-                          f"{arch.num_attention_heads} attention heads do not split over {tp} GPUs")
+    check_tensor_parallel(arch, tp, "engine.tensor_parallel_size")
     if e.pipeline_parallel_size > 1:
         raise ConfigError("engine.pipeline_parallel_size", f"{e.pipeline_parallel_size}: pipeline parallelism (stages "
                                                            f"with batches in flight) is not modelled; use "
@@ -384,10 +373,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("moe.routing", f"{arch.name} is a dense model: it has no router")
     selection = select_profile(scenario.profile, arch, h.gpu, hw, tp, ep, routing)
     profile = selection.profile
-    max_model_len = e.max_model_len or arch.max_position_embeddings
-    if max_model_len > arch.max_position_embeddings:
-        raise ConfigError("engine.max_model_len",
-                          f"{max_model_len} exceeds the model's max_position_embeddings ({arch.max_position_embeddings})")
+    max_model_len = check_max_model_len(arch, e.max_model_len, "engine.max_model_len")
     tokens, seqs = usage_context_defaults(hw, e.usage_context)
     if not e.enable_chunked_prefill:
         tokens = max(max_model_len, tokens)

@@ -10,10 +10,12 @@ from pathlib import Path
 import yaml
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError
+from pydantic import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError
+
+from workloads.settings import Settings
 
 from simulator.batch import BatchShape
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, first_error
 from simulator.hardware import Hardware
 from simulator.model_arch import ModelArchitecture
 
@@ -31,8 +33,7 @@ class CostModel:
         return None
 
 
-class LinearCoefficients(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class LinearCoefficients(Settings):
     step_overhead_ms: NonNegativeFloat = 0.0
     per_seq_ms: NonNegativeFloat = 0.0
     per_prefill_token_ms: NonNegativeFloat = 0.0
@@ -92,8 +93,7 @@ class LinearCostModel(CostModel):
         return ms * 1e-3
 
 
-class RooflineCoefficients(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class RooflineCoefficients(Settings):
     memory_efficiency: PositiveFloat = 0.8
     compute_efficiency: PositiveFloat = 0.6
     step_overhead_ms: NonNegativeFloat = 1.0
@@ -151,12 +151,11 @@ class RooflineCostModel(CostModel):
         return self._overhead_s + linear + max(kv_read, attn_compute) + latency + per_token * tokens
 
 
-class Overhead(BaseModel):
+class Overhead(Settings):
     """What a real engine's step costs beyond the kernels in the tables: the GPU kernels they leave out, CUDA-graph
     vs eager launches, and the host's CPU time (scheduler, input preparation, output processing). Evidence for the
     defaults: docs/calibration.md, "Host and framework overhead"."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     gpu_per_layer_us: NonNegativeFloat = 0.0  # kernels outside the tables (norms, rotary, activation), per layer
     gpu_per_token_per_layer_ns: NonNegativeFloat = 0.0  # their part that grows with tokens (reference model, H100)
     gpu_per_seq_us: NonNegativeFloat = 0.0  # sampler over the vocabulary, per scheduled sequence
@@ -165,10 +164,9 @@ class Overhead(BaseModel):
     host_per_seq_us: NonNegativeFloat = 0.0  # CPU: the same, per scheduled sequence
 
 
-class Profile(BaseModel):
+class Profile(Settings):
     """A profile file: which cost model, its numbers, where they came from, how wrong they are."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
     name: str
     cost_model: str
     source: str = "unknown"
@@ -236,8 +234,6 @@ def load_profile(spec: str | dict) -> Profile:
     try:
         return Profile(**data)
     except ValidationError as exc:
-        from simulator.config import first_error
-
         field, msg = first_error(exc)
         raise ConfigError(f"profile.{field}", f"{msg} (in {where})") from None
 
@@ -363,8 +359,6 @@ def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, te
         else:
             raise ConfigError("profile.cost_model", f"unknown cost model {profile.cost_model!r}; known: linear, roofline")
     except ValidationError as exc:
-        from simulator.config import first_error
-
         field, msg = first_error(exc)
         raise ConfigError(f"profile.coefficients.{field}", msg) from None
     if kernels.step_time(BatchShape(1, 1, 1, 0, 0)) <= 0:  # a step that takes no time never lets the clock move

@@ -1,4 +1,6 @@
-"""One error type for bad user input, so the CLI can print one line and exit 2."""
+"""One error type for bad user input, so the CLI can print one line and exit 2; pydantic's errors in its terms."""
+
+from __future__ import annotations
 
 
 class ConfigError(ValueError):
@@ -8,3 +10,28 @@ class ConfigError(ValueError):
         self.field = field
         self.message = message
         super().__init__(f"{field}: {message}" if field else message)
+
+
+# discriminated-union tags pydantic puts in an error's location; the user never wrote them
+_UNION_TAGS = {"synthetic", "sessions", "trace", "fixed", "uniform", "lognormal", "zipf", "empirical",
+               "function-after[_limits(), SyntheticWorkload]"}
+
+
+def first_error(exc) -> tuple[str, str]:
+    """pydantic's first error as (dotted field, short message)."""
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and p in _UNION_TAGS)]
+    if err["type"] == "setting_bound":  # raised for the whole mapping, about one key of it
+        loc.append(err["ctx"]["key"])
+        return ".".join(loc), err["ctx"]["message"]
+    field = ".".join(loc)
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown setting"
+    elif err["type"] == "union_tag_invalid":
+        msg = f"unknown kind {err.get('input', {}).get('dist')!r} (expected {err['ctx']['expected_tags']})" if isinstance(err.get("input"), dict) else msg
+    elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], (dict, list)):
+        msg = f"{msg} (got {err['input']!r})"
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    return field, msg

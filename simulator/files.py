@@ -11,6 +11,7 @@ import yaml
 from simulator.errors import ConfigError
 
 MAX_SETTINGS_BYTES = 16 << 20  # a scenario, profile or config.json is kilobytes; 16 MiB is not a settings file
+MAX_YAML_NODES = 1_000_000  # values after aliases are expanded ("billion laughs" expands 9 lines to 10**9)
 
 
 def read_settings_text(path: str | Path, field: str, limit: int = MAX_SETTINGS_BYTES) -> str:
@@ -31,13 +32,94 @@ def read_settings_text(path: str | Path, field: str, limit: int = MAX_SETTINGS_B
         raise ConfigError(field, f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def load_yaml(text: str, field: str, where: str):
-    """yaml.safe_load with its failures as one line (nesting deep enough to exhaust the stack included)."""
+def _expanded_size(node, sizes: dict) -> int:
+    """Values in `node` once every alias is expanded, each shared node counted once per use."""
+    key = id(node)
+    if key in sizes:
+        if sizes[key] is None:
+            raise yaml.YAMLError("an alias refers to the node that holds it")
+        return sizes[key]
+    sizes[key] = None
+    if isinstance(node, yaml.MappingNode):
+        n = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+    elif isinstance(node, yaml.SequenceNode):
+        n = 1 + sum(_expanded_size(v, sizes) for v in node.value)
+    else:
+        n = 1
+    sizes[key] = n
+    return n
+
+
+class TooLarge(ValueError):
+    """YAML whose aliases expand past MAX_YAML_NODES values."""
+
+
+def safe_load_bounded(text: str):
+    """yaml.safe_load, but aliases that expand beyond MAX_YAML_NODES values are refused before anything is built.
+    Raises yaml.YAMLError, RecursionError (nesting past the stack) or TooLarge."""
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if (n := _expanded_size(node, {})) > MAX_YAML_NODES:
+            raise TooLarge(f"expands to {n:,} values through its aliases, more than a setting can hold "
+                           f"({MAX_YAML_NODES:,})")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def load_yaml(text: str, field: str, where: str):
+    """safe_load_bounded with its failures as one line naming the field and the place."""
+    try:
+        return safe_load_bounded(text)
+    except TooLarge as exc:
+        raise ConfigError(field, f"{where} {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise ConfigError(field, f"{where} is not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
     except RecursionError:
         raise ConfigError(field, f"{where} nests too deeply to be a settings file") from None
+
+
+def split_values(raw: str) -> list[str]:
+    """'a,{x: 1, y: 2},[3, 4]' -> ['a', '{x: 1, y: 2}', '[3, 4]']: commas inside brackets or quotes do not split."""
+    parts, depth, quote, cur = [], 0, None, []
+    for ch in raw:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+            continue
+        cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+def read_table(path: str | Path, field: str, columns: list[str] | tuple[str, ...] = ()):
+    """A parquet (by suffix) or CSV table a user points at: a damaged, empty or foreign file, or one without
+    the columns it needs, is one line naming the field and the file."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(field, f"{path} is not a file")
+    try:
+        table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except Exception as exc:  # pyarrow and pandas raise many kinds for a damaged file
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConfigError(field, f"cannot read {path} as a {'parquet' if path.suffix == '.parquet' else 'CSV'} "
+                                 f"table: {first}") from None
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise ConfigError(field, f"{path} has no column {', '.join(map(repr, missing))}")
+    return table

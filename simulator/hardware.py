@@ -5,22 +5,24 @@ from __future__ import annotations
 from importlib import resources
 
 import yaml
-from pydantic import BaseModel, ConfigDict, PositiveFloat
+from pydantic import ConfigDict, ValidationError
 
-from simulator.errors import ConfigError
+from workloads.settings import GiB, Settings, Speed
+
+from simulator.errors import ConfigError, first_error
 
 
-class Hardware(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+class Hardware(Settings):
+    model_config = ConfigDict(frozen=True)
 
     name: str = "custom"
-    memory_gib: PositiveFloat
-    memory_bandwidth_gbps: PositiveFloat = 3350.0
-    bf16_tflops: PositiveFloat = 989.0
-    fp8_tflops: PositiveFloat | None = None  # None: no fp8 tensor cores
-    fp4_tflops: PositiveFloat | None = None  # None: no fp4 tensor cores (only Blackwell has them)
-    host_link_gbps: PositiveFloat = 32.0  # GPU <-> host copies (swap), one direction
-    gpu_link_gbps: PositiveFloat = 64.0  # GPU <-> GPU (tensor-parallel all-reduce), per GPU and direction
+    memory_gib: GiB
+    memory_bandwidth_gbps: Speed = 3350.0
+    bf16_tflops: Speed = 989.0
+    fp8_tflops: Speed | None = None  # None: no fp8 tensor cores
+    fp4_tflops: Speed | None = None  # None: no fp4 tensor cores (only Blackwell has them)
+    host_link_gbps: Speed = 32.0  # GPU <-> host copies (swap), one direction
+    gpu_link_gbps: Speed = 64.0  # GPU <-> GPU (tensor-parallel all-reduce), per GPU and direction
     kernel_tables: str | None = None  # its folder of measured kernel tables (aiconfigurator layout), if any
 
     @property
@@ -60,4 +62,8 @@ def load_hardware(gpu: str | None, **overrides) -> Hardware:
     base.update({k: v for k, v in overrides.items() if v is not None})
     if "memory_gib" not in base:
         raise ConfigError("hardware", "give a built-in 'gpu' or 'memory_gib'")
-    return Hardware(**base)
+    try:
+        return Hardware(**base)
+    except ValidationError as exc:
+        field, message = first_error(exc)
+        raise ConfigError(f"hardware.{field}", message) from None

@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator, model_validator
+from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
-from simulator.errors import ConfigError
+from workloads.settings import Settings
+
+from simulator.errors import ConfigError, first_error
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 Dtype = Literal["fp32", "fp16", "bf16", "fp8"]
@@ -35,12 +37,12 @@ _HF_ALIASES = {"torch_dtype": "dtype", "n_layer": "num_hidden_layers"}
 _HF_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float8": "fp8"}
 
 
-class ModelArchitecture(BaseModel):
+class ModelArchitecture(Settings):
     """HF-style transformer shape: GQA or multi-head latent attention, optionally some layers local (a sliding
     window or Llama 4's chunks); a gated MLP, or mixture-of-experts layers (routed experts, top-k per token,
     optional shared experts, the first layers optionally dense)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(frozen=True)
 
     name: str = "custom"
     num_hidden_layers: PositiveInt
@@ -488,8 +490,6 @@ def _from_mapping(data: dict, source: str) -> ModelArchitecture:
     try:
         return ModelArchitecture(**data)
     except Exception as exc:  # pydantic ValidationError -> one line naming the field
-        from simulator.config import first_error
-
         field, msg = first_error(exc)
         raise ConfigError(f"model.{field}" if field else "model", f"{msg} (in {source})") from None
 

@@ -7,6 +7,7 @@ one that does not; it stops when they are within the tolerance.
 
 from __future__ import annotations
 
+import math
 import re
 
 from simulator.errors import ConfigError
@@ -26,9 +27,14 @@ def parse_slos(specs: list[str]) -> dict[str, float]:
         elif not re.match(r"^(mean|median|p90|p99)_(ttft|tpot|itl|e2el|queue_time)_ms$", key):
             raise ConfigError("--slo", f"{spec!r}: use e.g. ttft_p99_ms=500 or tpot_p90_ms=50")
         try:
-            slos[key] = float(value)
+            target = float(value)
         except ValueError:
             raise ConfigError("--slo", f"{spec!r}: the target must be a number of ms") from None
+        if not (math.isfinite(target) and target > 0):
+            raise ConfigError("--slo", f"{spec!r}: the target must be a positive, finite number of ms")
+        if key in slos:
+            raise ConfigError("--slo", f"{spec!r}: {key} is given twice")
+        slos[key] = target
     if not slos:
         raise ConfigError("--slo", "give at least one SLO")
     return slos
@@ -59,6 +65,10 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
     def run(rate: float) -> dict:
         return simulate(load(scenario, sets + [f"workload.arrival.rate={rate:.6g}"])).summary
 
+    if high is not None and high <= low:
+        raise ConfigError("--high", f"{high:g} must be above --low ({low:g}): the bracket is [low, high]")
+    if not 0 < tolerance < 1:
+        raise ConfigError("--tolerance", f"must be a fraction strictly between 0 and 1, got {tolerance:g}")
     base = load(scenario, sets)
     if not getattr(base.scenario.workload, "arrival", None) or base.scenario.workload.arrival.process not in (
             "poisson", "gamma", "constant", "onoff"):

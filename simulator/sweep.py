@@ -1,12 +1,15 @@
 """`servesim sweep`: the product of setting grids, run in parallel, one tidy table out.
 
 Each run writes its own outputs under RUNS/<id>/ atomically (a temporary folder renamed
-when complete), so a rerun skips what finished, a crash loses only the run in flight,
-and Ctrl-C keeps everything already done. A failing run is a row with its error.
+when complete); <id> hashes the run's whole resolved configuration and servesim's code, so a
+rerun skips exactly the runs that would come out the same, a crash loses only the run in
+flight, and the table is rewritten (atomically) after every run. A failing run is a row with
+its error.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -20,13 +23,14 @@ import pandas as pd
 import yaml
 
 from simulator.errors import ConfigError
+from simulator.files import load_yaml, split_values
 
 
 def _values(spec: str, flag: str) -> tuple[str, list]:
     if "=" not in spec:
         raise ConfigError(flag, f"{spec!r}: use key=v1,v2,...")
     key, raw = spec.split("=", 1)
-    values = [yaml.safe_load(v) for v in raw.split(",") if v.strip()]
+    values = [load_yaml(v, flag, f"{key.strip()} value {v.strip()!r}") for v in split_values(raw) if v.strip()]
     if not values:
         raise ConfigError(flag, f"{key}: no values")
     return key.strip(), values
@@ -49,8 +53,30 @@ def expand(grids: list[str], zips: list[str], seeds: int, base_seed: int = 0) ->
     return points
 
 
-def run_id(point: dict) -> str:
-    return hashlib.sha1(json.dumps(point, sort_keys=True, default=str).encode()).hexdigest()[:12]
+@functools.cache
+def code_version() -> str:
+    """servesim's version and a digest of the code and data a run's outputs depend on, so a rerun after an
+    upgrade or an edit simulates again instead of reusing outputs another servesim wrote."""
+    from importlib import import_module
+    from importlib.metadata import PackageNotFoundError, version
+
+    digest = hashlib.sha1()
+    for package in ("simulator", "policies", "workloads"):
+        root = Path(import_module(package).__file__).parent
+        for f in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".yaml", ".json") and p.is_file()):
+            digest.update(f.relative_to(root.parent).as_posix().encode() + b"\0" + f.read_bytes())
+    try:
+        release = version("servesim")
+    except PackageNotFoundError:
+        release = "unreleased"
+    return f"{release}+{digest.hexdigest()[:12]}"
+
+
+def run_id(config: dict) -> str:
+    """A run's folder: a hash of everything that decides its outputs (the whole resolved configuration, seed
+    included, and the code), so changed settings or a changed servesim never reuse an old run's outputs."""
+    key = json.dumps({"config": config, "servesim": code_version()}, sort_keys=True, default=str)
+    return hashlib.sha1(key.encode()).hexdigest()[:12]
 
 
 def _flat(summary: dict) -> dict:
@@ -62,25 +88,33 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str)
     from simulator.config import load
     from simulator.engine import simulate
 
-    rid = run_id(point)
+    overrides = sets + [f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in point.items()]
+    try:
+        rs = load(scenario, overrides)
+    except Exception as exc:  # the point cannot be resolved: keyed by what was asked instead
+        return _failed(run_id({"scenario": scenario, "set": overrides}), point, runs_dir, exc)
+    rid = run_id(rs.as_dict())
     final = Path(runs_dir) / rid
     row = {"run_id": rid} | point
     if (final / "summary.json").is_file():
         return row | _flat(json.loads((final / "summary.json").read_text())) | {"error": None}
     try:
-        overrides = sets + [f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in point.items()]
-        result = simulate(load(scenario, overrides))
+        result = simulate(rs)
         tmp = Path(tempfile.mkdtemp(prefix=f".{rid}-", dir=runs_dir))
         result.write(tmp)
-        (tmp / "point.json").write_text(json.dumps(point, indent=1, default=str) + "\n")
+        (tmp / "point.json").write_text(json.dumps(point | {"servesim": code_version()}, indent=1, default=str) + "\n")
         if final.exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
         return row | _flat(result.summary) | {"error": None}
     except Exception as exc:  # recorded, and the sweep goes on
-        message = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
-        (Path(runs_dir) / f"{rid}.error.txt").write_text(message + "\n" + traceback.format_exc())
-        return row | {"error": message}
+        return _failed(rid, point, runs_dir, exc)
+
+
+def _failed(rid: str, point: dict, runs_dir: str, exc: Exception) -> dict:
+    message = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
+    (Path(runs_dir) / f"{rid}.error.txt").write_text(message + "\n" + traceback.format_exc())
+    return {"run_id": rid} | point | {"error": message}
 
 
 def write_table(rows: list[dict], out: Path, keys: list[str] | None = None) -> pd.DataFrame:
@@ -102,6 +136,7 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     runs.mkdir(parents=True, exist_ok=True)
     (out / "sweep.yaml").write_text(yaml.safe_dump({"scenario": scenario, "set": sets, "points": len(points)}))
     rows: list[dict] = []
+    keys = list(dict.fromkeys(k for p in points for k in p))
     bar = None
     if progress:
         from tqdm import tqdm
@@ -110,12 +145,12 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     try:
         for row in _execute(scenario, sets, points, str(runs), jobs, executor, ray_address):
             rows.append(row)
+            write_table(rows, out, keys)  # after every run, atomically: even a SIGKILL leaves what finished
             if bar:
                 bar.update(1)
     finally:  # Ctrl-C or a crash: the table still holds every finished run
         if bar:
             bar.close()
-        keys = list(dict.fromkeys(k for p in points for k in p))
         table = write_table(rows, out, keys)
     return table
 

@@ -51,7 +51,7 @@ def test_weights_from_architecture():
 
 
 def test_cli_json(capsys):
-    assert main(["capacity", "--gpu-memory-gib", "80", "--gpu-memory-utilization", "0.9", "--weights-gib", "16",
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu-memory-gib", "80", "--gpu-memory-utilization", "0.9", "--weights-gib", "16",
                  "--max-model-len", "32768", "--tokens-per-request", "1800",
                  "--shared-prefix-tokens", "1200", "--private-tokens", "600", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
@@ -65,16 +65,20 @@ def test_cli_json(capsys):
 
 
 def test_cli_text(capsys):
-    assert main(["capacity", "--gpu-memory-gib", "80", "--gpu-memory-utilization", "0.9", "--weights-gib", "16",
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu-memory-gib", "80", "--gpu-memory-utilization", "0.9", "--weights-gib", "16",
                  "--max-model-len", "32768", "--shared-prefix-tokens", "1200", "--private-tokens", "600"]) == 0
     out = capsys.readouterr().out
     assert "131,072 B" in out and "14 concurrent" in out and "253 concurrent" in out and "752 concurrent" in out
 
 
 @pytest.mark.parametrize("args,field", [
-    (["--gpu-memory-utilization", "1.5"], "gpu_memory_utilization"),
+    (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization: must be <= 1"),
     (["--weights-gib", "100"], "gpu_memory_utilization"),
-    (["--block-size", "0"], "block_size"),
+    (["--block-size", "0"], "--block-size: must be >= 1"),
+    (["--gpu-memory-gib", "inf"], "--gpu-memory-gib: must be a finite number"),
+    (["-tp", "3", "--model", "llama-3.1-8b"], "--tensor-parallel-size: 32 attention heads do not split over 3"),
+    (["--max-model-len", "0"], "--max-model-len: must be >= 2"),
+    (["--max-model-len", "9000"], "--max-model-len: 9000 exceeds the model's max_position_embeddings (8192)"),
     (["--model", "no-such-model"], "model"),
     (["--shared-prefix-tokens", "100"], "shared_prefix_tokens"),
 ])

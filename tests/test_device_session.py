@@ -127,3 +127,28 @@ def test_compare_cli(tmp_path, capsys):
     assert len(pd.read_csv(tmp_path / "c.csv")) > 10
     assert cli(["calibrate", "compare", "roofline", "teaching"]) == 2
     assert "compare takes linear profiles" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["../../victim", "/tmp/abs", "a/b", "", None, 5, "x" * 200])
+def test_unpack_refuses_a_bundle_whose_profile_name_is_a_path(tmp_path, name):
+    """A crafted bundle must not reach outside results/: the profile name becomes a folder and a file name."""
+    import io
+    import tarfile
+
+    import yaml
+
+    from calibration.device_session import unpack
+
+    victim = tmp_path / "victim"
+    (victim / "keep").mkdir(parents=True)
+    bundle = tmp_path / "session.tar.gz"
+    text = yaml.safe_dump({"name": name}).encode()
+    with tarfile.open(bundle, "w:gz") as tar:
+        info = tarfile.TarInfo("session/calibration/profile.yaml")
+        info.size = len(text)
+        tar.addfile(info, io.BytesIO(text))
+    (tmp_path / "results" / "fidelity").mkdir(parents=True)
+    (tmp_path / "profiles").mkdir()
+    with pytest.raises(ConfigError, match="bundle: profile name"):
+        unpack(bundle, tmp_path / "results" / "fidelity", tmp_path / "profiles")
+    assert (victim / "keep").is_dir() and not any((tmp_path / "profiles").iterdir())

@@ -87,4 +87,4 @@ def test_cli_exit_codes_say_when_runs_failed_or_none_were_asked_for(tmp_path, ca
     assert "2 runs (1 failed)" in captured.out and "servesim: error: 1 of 2 sweep runs failed" in captured.err
     assert main(["sweep", "--grid", "workload.arrival.rate=3", "--seeds", "0", "--out", str(tmp_path / "b"),
                  "--no-progress"] + sets) == 2
-    assert "servesim: error: --seeds: must be >= 1" in capsys.readouterr().err
+    assert "servesim: error: sweep: argument --seeds: must be >= 1, got 0" in capsys.readouterr().err

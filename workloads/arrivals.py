@@ -10,10 +10,13 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
+
+from simulator.errors import ConfigError
+from workloads.settings import MAX_CLIENTS, MAX_REQUESTS, Settings
 
 
-class Arrival(BaseModel):
+class Arrival(Settings):
     """poisson: exponential gaps at `rate`. gamma: gaps with coefficient of variation `cv`
     (1 is Poisson, above 1 bursty). constant: evenly spaced. burst: all at t=0. onoff:
     Poisson at `rate` for `on_s`, silence for `off_s`, repeated. curve: a time-varying
@@ -24,16 +27,15 @@ class Arrival(BaseModel):
     `ramp_up_strategy` (poisson and gamma, as `vllm bench serve --ramp-up-strategy`): request i's gap is drawn at
     rate start + (end - start) p (linear) or start (end / start)^p (exponential), p = i / (N - 1)."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     process: Literal["poisson", "gamma", "constant", "burst", "onoff", "curve", "closed_loop"] = "poisson"
     rate: PositiveFloat | None = Field(default=None, description="requests per second")
-    cv: PositiveFloat = 1.0
+    cv: float = Field(1.0, gt=0, le=100, description="gamma: coefficient of variation of the gaps")
     on_s: PositiveFloat | None = None
     off_s: NonNegativeFloat | None = None
     points: list[tuple[NonNegativeFloat, NonNegativeFloat]] | None = None
     period_s: PositiveFloat | None = None
-    concurrency: PositiveInt | None = None
+    concurrency: int | None = Field(None, ge=1, le=MAX_CLIENTS)
     think_time_s: NonNegativeFloat = 0.0
     ramp_up_s: NonNegativeFloat = Field(0.0, description="closed_loop: clients start evenly over this many seconds")
     ramp_up_strategy: Literal["linear", "exponential"] | None = None
@@ -91,6 +93,9 @@ class Arrival(BaseModel):
             t = self._wall_clock(base)
             chunks.append(t)
             count += k
+            if count > MAX_REQUESTS:  # a duration (not a count) bounds the run: refuse what cannot be held
+                raise ConfigError("workload.duration_s", f"more than {MAX_REQUESTS:,} arrivals within "
+                                                         f"{duration_s:g} s at this rate; shorten the run")
             if (n is not None and count >= n) or self.process == "burst" \
                     or (duration_s is not None and t[-1] >= duration_s):
                 break

@@ -6,25 +6,25 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeFloat, model_validator
+
+from workloads.settings import MAX_TOKENS, Settings
+
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]  # one prompt's or output's length
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf or nan is never a setting
-
-
-class Fixed(_Strict):
+class Fixed(Settings):
     dist: Literal["fixed"]
-    value: PositiveInt
+    value: Tokens
 
     def draw(self, n, rng):
         return np.full(n, self.value, dtype=np.int64)
 
 
-class Uniform(_Strict):
+class Uniform(Settings):
     dist: Literal["uniform"]
-    low: PositiveInt
-    high: PositiveInt
+    low: Tokens
+    high: Tokens
 
     @model_validator(mode="after")
     def _order(self):
@@ -36,34 +36,43 @@ class Uniform(_Strict):
         return rng.integers(self.low, self.high + 1, size=n)
 
 
-class LogNormal(_Strict):
+class _Clipped(Settings):
+    min: Tokens = 1
+    max: Tokens | None = None
+
+    @model_validator(mode="after")
+    def _order(self):
+        if self.max is not None and self.max < self.min:
+            raise ValueError(f"max ({self.max}) must be >= min ({self.min})")
+        return self
+
+    def _clip(self, x: np.ndarray) -> np.ndarray:
+        """Clipped while still float, so a draw beyond int64 (exp of a large sigma) cannot wrap around."""
+        return np.clip(x, self.min, MAX_TOKENS if self.max is None else self.max).astype(np.int64)
+
+
+class LogNormal(_Clipped):
     """Long-tailed lengths: the median and the sigma of log(length), clipped to [min, max]."""
 
     dist: Literal["lognormal"]
-    median: PositiveFloat
-    sigma: NonNegativeFloat = 1.0
-    min: PositiveInt = 1
-    max: PositiveInt | None = None
+    median: float = Field(gt=0, le=MAX_TOKENS)
+    sigma: float = Field(1.0, ge=0, le=20)
 
     def draw(self, n, rng):
-        x = np.rint(self.median * np.exp(self.sigma * rng.standard_normal(n))).astype(np.int64)
-        return np.clip(x, self.min, self.max)
+        return self._clip(np.rint(self.median * np.exp(self.sigma * rng.standard_normal(n))))
 
 
-class Zipf(_Strict):
+class Zipf(_Clipped):
     """Heavy tail: P(L = min + k) ~ (k + 1)^-a, clipped to max."""
 
     dist: Literal["zipf"]
     a: float = Field(1.5, gt=1.0)
-    min: PositiveInt = 1
-    max: PositiveInt | None = None
 
     def draw(self, n, rng):
-        x = rng.zipf(self.a, size=n).astype(np.int64) + self.min - 1
-        return np.clip(x, self.min, self.max)
+        return self._clip(rng.zipf(self.a, size=n).astype(np.float64) + (self.min - 1))
 
 
-class Empirical(_Strict):
+class Empirical(Settings):
     """Resampled from a file's lengths (a length-stats CSV or any trace the readers take)."""
 
     dist: Literal["empirical"]
@@ -79,7 +88,7 @@ class Empirical(_Strict):
 LengthDist = Annotated[Union[Fixed, Uniform, LogNormal, Zipf, Empirical], Field(discriminator="dist")]
 
 
-class JointLengths(_Strict):
+class JointLengths(Settings):
     """(prompt, output) pairs resampled together, keeping their correlation."""
 
     path: str
@@ -104,7 +113,7 @@ def load_pairs(path: str, fmt: str | None) -> np.ndarray:
     return _PAIRS[key]
 
 
-class FloatDist(_Strict):
+class FloatDist(Settings):
     """Seconds: fixed `value`, `uniform` [low, high] or `exponential` with `mean`."""
 
     dist: Literal["fixed", "uniform", "exponential"] = "fixed"
@@ -113,9 +122,15 @@ class FloatDist(_Strict):
     high: NonNegativeFloat = 0.0
     mean: NonNegativeFloat = 0.0
 
+    @model_validator(mode="after")
+    def _order(self):
+        if self.dist == "uniform" and self.high < self.low:
+            raise ValueError(f"high ({self.high}) must be >= low ({self.low})")
+        return self
+
     def draw(self, n, rng):
         if self.dist == "fixed":
             return np.full(n, self.value)
         if self.dist == "uniform":
-            return rng.uniform(self.low, max(self.low, self.high), size=n)
+            return rng.uniform(self.low, self.high, size=n)
         return rng.exponential(self.mean, size=n) if self.mean > 0 else np.zeros(n)

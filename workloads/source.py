@@ -14,6 +14,8 @@ from workloads.spec import RequestSpec
 
 
 class RequestSource:
+    warnings: tuple[str, ...] = ()  # what the user should know about the requests (the CLI prints them)
+
     def initial(self) -> list[RequestSpec]:
         return []
 
@@ -26,9 +28,10 @@ class RequestSource:
 
 
 class StaticSource(RequestSource):
-    def __init__(self, specs: list[RequestSpec], label: str = ""):
+    def __init__(self, specs: list[RequestSpec], label: str = "", warnings: tuple[str, ...] = ()):
         self.specs = specs
         self.label = label
+        self.warnings = warnings
 
     def initial(self) -> list[RequestSpec]:
         return self.specs

@@ -8,7 +8,10 @@ from itertools import count
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, model_validator
+
+from simulator.errors import ConfigError
+from workloads.settings import MAX_REQUESTS, MAX_TOKENS, Settings
 
 from workloads.arrivals import Arrival
 from workloads.lengths import FloatDist, JointLengths, LengthDist, LogNormal, Uniform
@@ -18,28 +21,24 @@ from workloads.spec import RequestSpec
 CONTENT_BLOCK = 16  # tokens per prefix id in generated workloads (any size works; the KV manager maps it)
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # inf or nan is never a setting
-
-
-class SLOClass(_Strict):
+class SLOClass(Settings):
     """A class of requests with latency targets (ms; a request is good if it meets every one given)."""
 
-    weight: PositiveFloat = 1.0
+    weight: float = Field(1.0, gt=0, le=1e6, description="relative share of requests in this class")
     priority: int | None = None
     ttft_ms: PositiveFloat | None = None
     tpot_ms: PositiveFloat | None = None
     e2el_ms: PositiveFloat | None = None
 
 
-class SharedPrefix(_Strict):
+class SharedPrefix(Settings):
     """System prompts or few-shot preambles shared by many requests, drawn uniformly from `count`."""
 
-    tokens: PositiveInt
-    count: PositiveInt = 1
+    tokens: int = Field(ge=1, le=MAX_TOKENS)
+    count: int = Field(1, ge=1, le=MAX_REQUESTS)
 
 
-class _Classes(_Strict):
+class _Classes(Settings):
     priorities: list[int] | None = Field(default=None, description="drawn uniformly per request (or session)")
     slo_classes: dict[str, SLOClass] | None = None
     clip_to_max_model_len: bool = True
@@ -66,6 +65,10 @@ class ContentIds:
     def fresh(self, blocks: int) -> list[int]:
         return [next(self._ids) for _ in range(blocks)]
 
+    def skip(self, blocks: int) -> None:
+        """Use up ids without holding them (turns that are never sent keep later ids where they were)."""
+        self._ids = count(next(self._ids) + blocks)
+
     def shared(self, key: int, tokens: int) -> list[int]:
         """Ids of the full blocks of shared prefix `key` (the same list every time)."""
         if key not in self.prefixes:
@@ -75,7 +78,7 @@ class ContentIds:
 
 class SyntheticWorkload(_Classes):
     type: Literal["synthetic"] = "synthetic"
-    num_requests: PositiveInt | None = 1000
+    num_requests: int | None = Field(1000, ge=1, le=MAX_REQUESTS)
     duration_s: PositiveFloat | None = Field(default=None, description="stop issuing requests at this time")
     arrival: Arrival = Arrival(process="poisson", rate=10.0)
     prompt_tokens: LengthDist = LogNormal(dist="lognormal", median=600, sigma=0.9, max=6000)
@@ -133,7 +136,11 @@ class SyntheticWorkload(_Classes):
         times = a.times(self.num_requests, self.duration_s, rng)
         specs = [replace(s, arrival_time=float(times[s.request_id]))
                  for s in self._specs(len(times), rng, max_model_len, ids)]
-        return StaticSource(specs)
+        cut = sum(s.prompt_tokens == max_model_len - 1 for s in specs) if max_model_len and self.clip_to_max_model_len \
+            else 0
+        return StaticSource(specs, warnings=(f"{cut:,} of {len(specs):,} prompts are at max_model_len - 1 = "
+                                             f"{max_model_len - 1:,} tokens (longer ones are cut to it: "
+                                             f"workload.clip_to_max_model_len)",) if cut else ())
 
     def generate(self, seed: int, max_model_len: int | None = None) -> list[RequestSpec]:
         """The whole open-loop request list (closed-loop workloads have none up front)."""
@@ -146,10 +153,10 @@ class SessionWorkload(_Classes):
     the previous answer. Sessions start by `arrival`; all may share a system prompt."""
 
     type: Literal["sessions"]
-    num_sessions: PositiveInt = 100
+    num_sessions: int = Field(100, ge=1, le=MAX_REQUESTS)
     arrival: Arrival = Arrival(process="poisson", rate=1.0)
     turns: LengthDist = Uniform(dist="uniform", low=1, high=8)
-    system_prompt_tokens: NonNegativeInt = 0
+    system_prompt_tokens: int = Field(0, ge=0, le=MAX_TOKENS)
     first_message_tokens: LengthDist = LogNormal(dist="lognormal", median=200, sigma=0.8, max=4000)
     message_tokens: LengthDist = LogNormal(dist="lognormal", median=60, sigma=0.8, max=2000)
     output_tokens: LengthDist = LogNormal(dist="lognormal", median=250, sigma=0.6, max=2000)
@@ -166,6 +173,9 @@ class SessionWorkload(_Classes):
         ids = ContentIds()
         starts = self.arrival.times(self.num_sessions, None, rng)
         turns = self.turns.draw(self.num_sessions, rng)
+        if int(turns.sum()) > MAX_REQUESTS:
+            raise ConfigError("workload.turns", f"{int(turns.sum()):,} turns in all: at most {MAX_REQUESTS:,} requests "
+                                                "in one run")
         prios, classes = self._draw_classes(self.num_sessions, rng)
         system = ids.shared(0, self.system_prompt_tokens) if self.system_prompt_tokens else []
         first_turns, follow = [], {}
@@ -176,10 +186,16 @@ class SessionWorkload(_Classes):
             outs = self.output_tokens.draw(n_turns, rng)
             thinks = self.think_time_s.draw(n_turns, rng)
             history, full_ids = self.system_prompt_tokens, list(system)  # ids of the history's full blocks
-            prev = None
+            prev, unsent = None, False
             for k in range(n_turns):
                 prompt = history + int(msgs[k])
                 after = prompt + int(outs[k])  # the history the next turn resends
+                if unsent:  # never built (its history would grow without bound); its ids are used up all the same
+                    next(rid)
+                    ids.skip(after // CONTENT_BLOCK - len(full_ids) + (1 if after % CONTENT_BLOCK else 0))
+                    full_ids = range(after // CONTENT_BLOCK)  # only its length counts from here on
+                    history = after
+                    continue
                 # full blocks keep their ids forever; the ids run on over this turn's answer, so the
                 # next turn (which resends it) shares its blocks; a partial last block gets a new id
                 full_ids += ids.fresh(after // CONTENT_BLOCK - len(full_ids))
@@ -193,5 +209,7 @@ class SessionWorkload(_Classes):
                     follow[prev.request_id] = (spec, float(thinks[k - 1]))
                 prev = spec
                 history = after
-        total = len(first_turns) + len(follow)
+                # a prompt the engine refuses as too long ends its session: the later turns are never sent
+                unsent = bool(max_model_len) and prompt >= max_model_len
+        total = int(turns.sum())
         return SessionSource(first_turns, follow, f"{self.num_sessions:,} chat sessions, {total:,} turns")

@@ -1,0 +1,44 @@
+"""Typed command-line numbers: every flag that takes a number says its range, so argparse refuses inf, nan, a
+negative count or a fraction outside (0, 1) with one line naming the flag, before any work starts."""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+MAX_INT = 2**53  # beyond this an integer is no longer exact as a float; nothing servesim counts gets near it
+
+
+def number(kind: type = int, *, gt: float | None = None, ge: float | None = None, lt: float | None = None,
+           le: float | None = None):
+    """An argparse `type=` for a finite int or float in the given range (bounds open with gt/lt, closed with ge/le)."""
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except (TypeError, ValueError):
+            raise argparse.ArgumentTypeError(f"must be {'an integer' if kind is int else 'a number'}, got {text!r}")
+        if kind is float and not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+        for bound, ok, word in ((gt, lambda b: value > b, ">"), (ge, lambda b: value >= b, ">="),
+                                (lt, lambda b: value < b, "<"), (le, lambda b: value <= b, "<=")):
+            if bound is not None and not ok(bound):
+                raise argparse.ArgumentTypeError(f"must be {word} {_show(bound)}, got {text}")
+        if kind is int and abs(value) > MAX_INT:
+            raise argparse.ArgumentTypeError(f"must be at most {MAX_INT:,} in size, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its own messages
+    return parse
+
+
+def _show(bound: float) -> str:
+    return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
+
+
+COUNT = number(int, ge=1)  # a number of things: requests, repeats, replicas, jobs
+SEED = number(int, ge=0, lt=2**63)
+POSITIVE = number(float, gt=0)
+NON_NEGATIVE = number(float, ge=0)
+FRACTION = number(float, gt=0, le=1)  # a share such as gpu_memory_utilization
+OPEN_FRACTION = number(float, gt=0, lt=1)  # a share that must leave both parts non-empty (a holdout)

@@ -1,0 +1,77 @@
+"""The base of every settings model (scenario, workload, profile, hardware, model): one validation boundary.
+
+pydantic's lax mode would take `true` for an integer, an integer with a thousand digits, or a megabyte of
+text for a name; each then fails far from the input, hangs, or silently becomes 1. Here a value is refused
+where it is read, naming its field: unknown keys, inf and nan, a bool where a number is meant, an integer
+beyond 2**53 and a string longer than MAX_TEXT. Ranges that a field needs (tokens, requests, replicas) are
+its own `Field` bounds; the shared ones are below.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+MAX_INT = 2**53  # the largest integer a float (and so JSON, pandas, numpy) holds exactly
+MAX_TEXT = 4096  # characters in a name, path or model id
+MAX_TOKENS = 2**24  # tokens in one prompt, output or context (16.7 M: above every model's context today)
+MAX_REQUESTS = 10_000_000  # requests in one run (split a longer one by duration or seed)
+MAX_REPLICAS = 1024  # engine replicas in one run, each with its own scheduler and KV pool
+MAX_CLIENTS = 1_000_000  # closed-loop clients
+MAX_SEQS = 2**20  # requests in one step (max_num_seqs, batch sizes)
+MAX_BLOCK_SIZE = 2**16  # tokens per KV block
+MAX_BLOCKS = 2**27  # KV blocks in one pool (a block is a few bytes of bookkeeping each)
+MAX_GPUS = 4096  # GPUs in one model parallel group
+MAX_GIB = 2.0**20  # GiB of any memory (a PiB)
+MAX_SECONDS = 1e9  # simulated seconds (some 30 years)
+
+GiB = Annotated[float, Field(gt=0, le=MAX_GIB)]  # a device's or a pool's memory
+Speed = Annotated[float, Field(ge=1e-3, le=1e9)]  # GB/s or TFLOP/s: a slower device would stall the clock
+
+
+def _takes(annotation, kind: type) -> bool:
+    return annotation is kind or any(_takes(a, kind) for a in get_args(annotation))
+
+
+class _Bad(ValueError):
+    def __init__(self, path: list[str], message: str):
+        super().__init__(message)
+        self.path = path
+
+
+def _check(value: Any, takes_bool: bool, path: list[str]) -> None:
+    if isinstance(value, bool):
+        if not takes_bool:
+            raise _Bad(path, f"a number or text is expected, not {str(value).lower()}")
+    elif isinstance(value, int):
+        if abs(value) > MAX_INT:
+            raise _Bad(path, f"a {len(str(abs(value)))}-digit integer: at most {MAX_INT:,} in size")
+    elif isinstance(value, str):
+        if len(value) > MAX_TEXT:
+            raise _Bad(path, f"{len(value):,} characters: at most {MAX_TEXT:,}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check(item, takes_bool, path + [str(i)])
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check(key, False, path)
+            _check(item, True, path + [str(key)])  # a nested mapping's own model checks its bools
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bounded(cls, data: Any) -> Any:
+        if isinstance(data, dict):  # (a model instance was checked when it was made)
+            for key, value in data.items():
+                field = cls.model_fields.get(key) if isinstance(key, str) else None
+                try:
+                    _check(value, field is None or _takes(field.annotation, bool), [str(key)])
+                except _Bad as exc:  # located at the key (first_error appends ctx["key"] to the location)
+                    raise PydanticCustomError("setting_bound", "{message}",
+                                              {"key": ".".join(exc.path), "message": str(exc)}) from None
+        return data
