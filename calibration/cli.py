@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from simulator.cli_args import COUNT, OPEN_FRACTION, POSITIVE, SEED, number
+from simulator.cli_args import COUNT, nonempty_path, OPEN_FRACTION, POSITIVE, SEED, number
 
 
 def add_parser(sub) -> None:
@@ -16,7 +16,7 @@ def add_parser(sub) -> None:
     r.add_argument("--model", required=True, help="built-in model name or architecture file")
     r.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     r.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
-    r.add_argument("--out", required=True, help="directory for measurements.parquet and run.json")
+    r.add_argument("--out", type=nonempty_path, required=True, help="directory for measurements.parquet and run.json")
     r.add_argument("--grid", help="quick, cpu or gpu (default: cpu on the CPU, gpu on CUDA)")
     r.add_argument("--block-size", type=COUNT, help="KV block size (default: 16 for torch, 128 for vLLM's CPU engine)")
     r.add_argument("--warmup", type=number(int, ge=0), default=2)
@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
     f.add_argument("--terms", help="real runs: comma-separated terms to fit (default: memory_scale,compute_scale,"
                                    "gpu_per_layer_us; docs/calibration.md lists them)")
     f.add_argument("--max-evals", type=COUNT, default=60, help="real runs: simulations the optimiser may run")
-    f.add_argument("--out", help="profile YAML (default: profile.yaml beside the measurements)")
+    f.add_argument("--out", type=nonempty_path, help="profile YAML (default: profile.yaml beside the measurements)")
     f.add_argument("--name", help="profile name")
     f.add_argument("--holdout", type=OPEN_FRACTION, default=0.2)
     f.add_argument("--model", help="the model measured (default: from run.json; required without it)")
@@ -73,7 +73,7 @@ def add_parser(sub) -> None:
     m = csub.add_parser("compare", help="two linear profiles component by component (overhead, GEMM, attention)")
     m.add_argument("a", help="profile A (built-in name or YAML path)")
     m.add_argument("b", help="profile B")
-    m.add_argument("--out", help="also write the table as CSV")
+    m.add_argument("--out", type=nonempty_path, help="also write the table as CSV")
     m.set_defaults(func=cmd_compare)
 
     i = csub.add_parser("import", help="compose profiles from third-party kernel tables")
@@ -92,7 +92,7 @@ def add_parser(sub) -> None:
                    help="MoE: whole experts over TP x DP GPUs, with the all-gather dispatch and reduce-scatter combine")
     i.add_argument("--moe-routing", default="power_law_1.2", choices=["balanced", "power_law_1.01", "power_law_1.2"],
                    help="MoE: the expert load imbalance the fused-MoE timings are read at (as moe.routing)")
-    i.add_argument("--out", required=True, help="profile YAML to write")
+    i.add_argument("--out", type=nonempty_path, required=True, help="profile YAML to write")
     i.add_argument("--name")
     i.set_defaults(func=cmd_import)
 
@@ -109,7 +109,7 @@ def add_validate_parser(sub) -> None:
     r.add_argument("--attention", choices=["gather", "paged"], help="decode attention (default: the profile's)")
     r.add_argument("--loads", help="comma-separated rate=R (open loop) and concurrency=N (closed loop) levels, "
                                     "or auto: four of each, up to about 90%% of the predicted saturation")
-    r.add_argument("--out", default="results/fidelity/replay")
+    r.add_argument("--out", type=nonempty_path, default="results/fidelity/replay")
     r.set_defaults(func=cmd_validate_replay)
     vv = vsub.add_parser("vllm", help="simulation vs a real vLLM engine (CPU build, `make vllm-env`) on this machine")
     vv.add_argument("scenario")
@@ -125,12 +125,12 @@ def add_validate_parser(sub) -> None:
                     help="server mode: simulate the measurements already in --out again (no server)")
     vv.add_argument("--engine-profile", help="server mode: also simulate with this profile (e.g. from "
                                              "`calibrate run --engine vllm`)")
-    vv.add_argument("--out", default="results/fidelity/vllm")
+    vv.add_argument("--out", type=nonempty_path, default="results/fidelity/vllm")
     vv.set_defaults(func=cmd_validate_vllm)
     sv = vsub.add_parser("serving", help="simulate public real-GPU vLLM runs (../shared/data/serving) and compare")
     sv.add_argument("--data", default="../shared/data/serving", help="root of the runs (each with vllm/requests.jsonl)")
     sv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="applied to every run")
-    sv.add_argument("--out", default="results/fidelity/gpu")
+    sv.add_argument("--out", type=nonempty_path, default="results/fidelity/gpu")
     sv.add_argument("--leave-one-out", action="store_true",
                     help="also fit the overhead terms by simulation on all runs but one and predict that one")
     sv.add_argument("--terms", help="terms the leave-one-out fits (default: the fit's defaults)")
@@ -138,7 +138,7 @@ def add_validate_parser(sub) -> None:
     lv = vsub.add_parser("layers", help="per-layer composition vs measured per-operator H100 timings")
     lv.add_argument("--data", default="../shared/data/gpu/layer-profiles")
     lv.add_argument("--tables", default="../shared/data/gpu/aiconfigurator", help="the kernel tables' root")
-    lv.add_argument("--out", default="results/fidelity/layers")
+    lv.add_argument("--out", type=nonempty_path, default="results/fidelity/layers")
     lv.set_defaults(func=cmd_validate_layers)
 
 
@@ -157,7 +157,7 @@ def add_compare_parser(sub) -> None:
     c.add_argument("--trace", help="the trace the run replayed (e.g. vLLM's timed trace with hash_ids): its shared "
                                    "prefixes, which result files do not record, so prefix caching is simulated")
     c.add_argument("--hash-block-tokens", type=COUNT, help="tokens per hash id in --trace (default: detected)")
-    c.add_argument("--out", default="results/compare")
+    c.add_argument("--out", type=nonempty_path, default="results/compare")
     c.set_defaults(func=cmd_compare_runs)
 
 

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from calibration.harness import usable_device
 from simulator.errors import ConfigError
 from simulator.model_arch import ModelArchitecture
 
@@ -34,7 +35,7 @@ class MeasuredExecutor:
             raise ConfigError("engine.num_gpu_blocks_override",
                               f"a measured replay would allocate a {cache_gib:.1f} GiB KV cache for {num_blocks:,} "
                               f"blocks; set engine.num_gpu_blocks_override to a smaller pool")
-        self.torch, self.device = torch, torch.device(device)
+        self.torch, self.device = torch, usable_device(torch, device)
         self.cuda = self.device.type == "cuda"
         if not self.cuda and threads:
             torch.set_num_threads(threads)

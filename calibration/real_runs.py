@@ -102,6 +102,8 @@ def _json_lines(path: Path) -> list[tuple[int, dict]]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             _fail(path, f"line {i}", f"not JSON ({exc.msg})")
+        except (RecursionError, ValueError) as exc:  # nesting past the stack; an integer of 4,300+ digits
+            _fail(path, f"line {i}", f"not a record ({str(exc).splitlines()[0][:120]})")
         if not isinstance(row, dict):
             _fail(path, f"line {i}", "not a JSON object")
         rows.append((i, row))
@@ -148,7 +150,7 @@ def detect(path: str | Path) -> str:
         first = head.splitlines()[0]
         try:
             row = json.loads(first)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             row = None  # one multi-line JSON document
         if isinstance(row, dict) and not {"ttfts", "input_lens"} <= set(row):
             if set(LIFECYCLE_TIMES) & set(row):  # the reader names any field missing
@@ -273,8 +275,8 @@ def engine_sets(meta: dict, where) -> list[str]:
 def _json_object(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        _fail(path, "", f"not a JSON document ({str(exc).splitlines()[0]})")
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        _fail(path, "", f"not a JSON document ({(str(exc).splitlines() or [type(exc).__name__])[0][:120]})")
     if not isinstance(data, dict):
         _fail(path, "", "not a JSON object")
     return data

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from simulator.cli_args import COUNT, FRACTION, NON_NEGATIVE, OPEN_FRACTION, POSITIVE, SEED, number
+from simulator.cli_args import COUNT, nonempty_path, FRACTION, NON_NEGATIVE, OPEN_FRACTION, POSITIVE, SEED, number
 from simulator.errors import ConfigError
 from workloads.settings import MAX_BLOCK_SIZE, MAX_GIB, MAX_GPUS, MAX_REPLICAS, MAX_REQUESTS, MAX_TOKENS
 
@@ -74,7 +74,10 @@ def cmd_run(args) -> int:
     if not args.quiet:
         print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True)
     result = simulate(rs, source)
-    for w in [*source.warnings, *result.summary.get("cost_model_warnings", [])]:
+    done = result.summary.get("completed", 0)
+    idle = [] if done else [f"no request completed ({result.summary.get('failed', 0):,} rejected, "
+                            f"{result.summary.get('unfinished', 0):,} unfinished): the metrics below are empty"]
+    for w in [*source.warnings, *result.summary.get("cost_model_warnings", []), *idle]:
         print(f"servesim: warning: {w}", file=sys.stderr)
     out = result.write(args.out)
     latency_distributions(result, out / "latency.png")
@@ -109,6 +112,14 @@ def cmd_capacity(args) -> int:
     tp = args.tensor_parallel_size
     check_tensor_parallel(arch, tp, "--tensor-parallel-size")
     max_model_len = check_max_model_len(arch, args.max_model_len, "--max-model-len")
+    if args.tokens_per_request > max_model_len:
+        raise ConfigError("--tokens-per-request", f"{args.tokens_per_request:,} tokens do not fit one request of "
+                                                  f"max_model_len={max_model_len:,}")
+    if args.shared_prefix_tokens is not None and args.private_tokens is not None and \
+            args.shared_prefix_tokens + args.private_tokens > max_model_len:
+        raise ConfigError("--shared-prefix-tokens", f"a shared prefix of {args.shared_prefix_tokens:,} and "
+                                              f"{args.private_tokens:,} private tokens do not fit one request of "
+                                              f"max_model_len={max_model_len:,}")
     # per GPU of the TP group: its share of the weights, and of each token's KV (MLA's latent cache is whole on each)
     weights = round(args.weights_gib * GIB) if args.weights_gib is not None else math.ceil(arch.weight_bytes / tp)
     pool = kv_pool_bytes(hw.memory_bytes, args.gpu_memory_utilization, weights)
@@ -163,6 +174,8 @@ def cmd_workload_describe(args) -> int:
     if args.file.endswith((".yaml", ".yml")):
         specs, info = _scenario_specs(args.file, args.set), {}
     else:
+        if args.set:
+            raise ConfigError("--set", "settings apply to a scenario YAML; a trace file is described as it is")
         specs, info = read_trace_with_info(args.file, args.format)
     d = describe_trace(specs, skipped=info.get("skipped", 0) if isinstance(info, dict) else 0)
     if args.json:
@@ -180,11 +193,11 @@ def cmd_workload_describe(args) -> int:
 
 
 def cmd_workload_write(args) -> int:
+    from simulator.files import output_file
     from workloads.traces import write_jsonl
 
     specs = _scenario_specs(args.scenario, args.set)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    write_jsonl(specs, args.out)
+    write_jsonl(specs, output_file(args.out, "--out"))
     print(f"{len(specs):,} requests written to {args.out}")
     return 0
 
@@ -204,7 +217,7 @@ def cmd_sweep(args) -> int:
     return 0
 
 
-def _search_each_point(args, search, answer: str, below: str, filename: str) -> int:
+def _search_each_point(args, search, answer: str, below: str, filename: str, searched: str) -> int:
     """Run one search per grid point; print and save one row each: the answer, its bracket, the SLO metrics."""
     import pandas as pd
 
@@ -213,7 +226,7 @@ def _search_each_point(args, search, answer: str, below: str, filename: str) -> 
 
     slos = parse_slos(args.slo)
     rows = []
-    for point in expand(args.grid, [], 1) if args.grid else [{}]:
+    for point in expand(args.grid, [], 1, searched=searched) if args.grid else [{}]:
         point.pop("seed", None)
         r = search(args.set + [f"{k}={v}" for k, v in point.items()], slos)
         s = r["summary"]
@@ -240,14 +253,22 @@ def cmd_search_max_rate(args) -> int:
 
     return _search_each_point(args, lambda sets, slos: max_rate(args.scenario, sets, slos, args.low, args.high,
                                                                 args.tolerance),
-                              "max_rate", "fails_at", "max_rate.csv")
+                              "max_rate", "fails_at", "max_rate.csv", "workload.arrival.rate")
 
 
 def cmd_search_replicas(args) -> int:
     from simulator.search import min_replicas
 
     return _search_each_point(args, lambda sets, slos: min_replicas(args.scenario, sets, slos, args.rate, args.max),
-                              "replicas", "fails_with", "replicas.csv")
+                              "replicas", "fails_with", "replicas.csv", "cluster.replicas")
+
+
+PLOT_COLUMNS = {  # what each table plot reads, beside --x and --by
+    "latency-vs-rate": ["median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms"],
+    "pareto": ["p99_tpot_ms", "output_throughput"],
+    "goodput": ["request_throughput"],
+    "capacity": ["max_rate"],
+}
 
 
 def cmd_plot(args) -> int:
@@ -267,10 +288,14 @@ def cmd_plot(args) -> int:
         if not table_path.is_file():
             raise ConfigError("results", f"{table_path} not found: give a sweep (or search) output directory")
         table = read_table(table_path, "results")
-        if not len(table):
-            raise ConfigError("results", f"{table_path} holds no rows")
         if "error" in table:
             table = table[table["error"].isna()]
+        if not len(table):
+            raise ConfigError("results", f"{table_path} holds no successful runs to plot")
+        missing = [c for c in PLOT_COLUMNS[args.kind] if c not in table]
+        if missing:
+            raise ConfigError("results", f"{table_path} has no column {', '.join(missing)}: not a "
+                                         f"{'search max-rate' if args.kind == 'capacity' else 'sweep'} table")
         for col in [c for c in ((args.x if args.kind != "capacity" else None), args.by) if c]:
             if col not in table:
                 raise ConfigError("--x" if col == args.x else "--by", f"{col!r} is not a column of {table_path}")
@@ -311,7 +336,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("scenario", nargs="?", help="scenario YAML (default: the built-in default scenario)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. --set engine.max_num_seqs=64 (repeatable)")
-    r.add_argument("--out", default="results/run", help="output directory (default: results/run)")
+    r.add_argument("--out", type=nonempty_path, default="results/run", help="output directory (default: results/run)")
     r.add_argument("--json", action="store_true", help="print the summary as JSON")
     r.add_argument("--quiet", action="store_true")
     r.set_defaults(func=cmd_run)
@@ -354,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--jobs", type=COUNT, default=os.cpu_count() or 1)
     sw.add_argument("--executor", choices=["process", "ray"], default="process")
     sw.add_argument("--ray-address", help="a Ray cluster (default: RAY_ADDRESS, else a local Ray)")
-    sw.add_argument("--out", default="results/sweep")
+    sw.add_argument("--out", type=nonempty_path, default="results/sweep")
     sw.add_argument("--no-progress", action="store_true")
     sw.set_defaults(func=cmd_sweep)
 
@@ -367,7 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="e.g. ttft_p99_ms=500 (repeatable; all must hold)")
         sp.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", help="one search per point")
         sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-        sp.add_argument("--out", help=f"directory for {out_file}")
+        sp.add_argument("--out", type=nonempty_path, help=f"directory for {out_file}")
         return sp
 
     mr = search_parser("max-rate", "the highest arrival rate meeting every SLO (bisection), per grid point",
@@ -387,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--x", default="workload.arrival.rate", help="the load axis (sweep column)")
     pl.add_argument("--by", default=None, help="one line per value of this sweep column")
     pl.add_argument("--title")
-    pl.add_argument("--out", help="output path without extension (default: beside the results)")
+    pl.add_argument("--out", type=nonempty_path, help="output path without extension (default: beside the results)")
     pl.set_defaults(func=cmd_plot)
 
     w = sub.add_parser("workload", help="inspect a trace or a scenario's workload, or save it as JSONL")
@@ -401,7 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
     ww = wsub.add_parser("write", help="save a scenario's generated requests as JSONL (the readers take it back)")
     ww.add_argument("scenario", nargs="?", help="scenario YAML (default: the built-in default)")
     ww.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ww.add_argument("--out", required=True)
+    ww.add_argument("--out", type=nonempty_path, required=True)
     ww.set_defaults(func=cmd_workload_write)
 
     from calibration.cli import add_parser as add_calibrate
@@ -423,10 +448,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
     try:
-        args = parser.parse_args(argv)
+        args = build_parser().parse_args(argv)
     except SystemExit as exc:  # a usage error (one line already printed) or --help: its code, not an exception
         return exc.code if isinstance(exc.code, int) else 2
     args.argv = argv  # the exact command, for results that record how they were made

@@ -42,3 +42,13 @@ POSITIVE = number(float, gt=0)
 NON_NEGATIVE = number(float, ge=0)
 FRACTION = number(float, gt=0, le=1)  # a share such as gpu_memory_utilization
 OPEN_FRACTION = number(float, gt=0, lt=1)  # a share that must leave both parts non-empty (a holdout)
+
+
+def nonempty_path(text: str) -> str:
+    """A path flag: an empty one would silently mean the current directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must be a path, got an empty string")
+    return text
+
+
+nonempty_path.__name__ = "path"

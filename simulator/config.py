@@ -7,6 +7,7 @@ vLLM does not have say so in their description.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -242,6 +243,9 @@ def load_scenario_file(path: str | Path) -> dict:
     return data
 
 
+_SETTING_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$")
+
+
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
     """--set a.b=c: the value is read as YAML, so numbers, booleans and lists work."""
     data = yaml.safe_load(yaml.safe_dump(data))  # deep copy
@@ -249,6 +253,8 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         if "=" not in item:
             raise ConfigError(item, "--set takes key=value")
         key, raw = item.split("=", 1)
+        if not _SETTING_PATH.match(key.strip()):
+            raise ConfigError("--set", f"{item[:80]!r}: KEY must be a dotted setting name, e.g. engine.max_num_seqs")
         try:
             value: Any = safe_load_bounded(raw)
         except TooLarge as exc:

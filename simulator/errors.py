@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class ConfigError(ValueError):
     """Bad input. The message starts with the field it is about: 'engine.block_size: ...'."""
@@ -17,10 +19,13 @@ _UNION_TAGS = {"synthetic", "sessions", "trace", "fixed", "uniform", "lognormal"
                "function-after[_limits(), SyntheticWorkload]"}
 
 
+_TYPE_TAG = re.compile(r"^(str|int|float|bool|none|dict\[.*\]|list\[.*\]|tuple\[.*\]|function-.*)$")  # union members
+
+
 def first_error(exc) -> tuple[str, str]:
     """pydantic's first error as (dotted field, short message)."""
     err = exc.errors()[0]
-    loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and p in _UNION_TAGS)]
+    loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and (p in _UNION_TAGS or _TYPE_TAG.match(p)))]
     if err["type"] == "setting_bound":  # raised for the whole mapping, about one key of it
         loc.append(err["ctx"]["key"])
         return ".".join(loc), err["ctx"]["message"]

@@ -41,6 +41,10 @@ def _expanded_size(node, sizes: dict) -> int:
         return sizes[key]
     sizes[key] = None
     if isinstance(node, yaml.MappingNode):
+        keys = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)]
+        if len(set(keys)) < len(keys):  # safe_load keeps the last silently; a setting given twice is a mistake
+            dup = next(k for k in keys if keys.count(k) > 1)
+            raise yaml.YAMLError(f"key {dup!r} is given twice in one mapping (line {node.start_mark.line + 1})")
         n = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
     elif isinstance(node, yaml.SequenceNode):
         n = 1 + sum(_expanded_size(v, sizes) for v in node.value)
@@ -123,3 +127,17 @@ def read_table(path: str | Path, field: str, columns: list[str] | tuple[str, ...
     if missing:
         raise ConfigError(field, f"{path} has no column {', '.join(map(repr, missing))}")
     return table
+
+
+def output_file(path: str | Path, field: str) -> Path:
+    """A file to write: its folder is made if missing; a folder, or a parent that is a file, is refused by name."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(field, f"{path} is a directory: give a file name")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(field, f"{parent} is not a directory")
+            break
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path

@@ -73,6 +73,9 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
     if not getattr(base.scenario.workload, "arrival", None) or base.scenario.workload.arrival.process not in (
             "poisson", "gamma", "constant", "onoff"):
         raise ConfigError("workload.arrival", "search max-rate varies arrival.rate: use poisson, gamma, constant or onoff")
+    if base.scenario.workload.arrival.ramp_up_strategy is not None:
+        raise ConfigError("workload.arrival.ramp_up_strategy", "a ramp sets its own rates: arrival.rate, which the "
+                                                               "search varies, has no effect")
     runs = 0
     at_low = run(low)
     runs += 1
@@ -101,6 +104,12 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     from simulator.engine import simulate
 
     extra = [f"workload.arrival.rate={rate:g}"] if rate is not None else []
+    if rate is not None:
+        arrival = getattr(load(scenario, sets).scenario.workload, "arrival", None)
+        if arrival is None or arrival.process not in ("poisson", "gamma", "constant", "onoff") \
+                or arrival.ramp_up_strategy is not None:
+            raise ConfigError("--rate", "the scenario's arrivals do not follow arrival.rate (a trace, a closed loop, "
+                                        "a burst, a curve or a ramp): leave --rate out")
 
     def run(n: int) -> dict:
         return simulate(load(scenario, sets + extra + [f"cluster.replicas={n}"])).summary

@@ -36,11 +36,19 @@ def _values(spec: str, flag: str) -> tuple[str, list]:
     return key.strip(), values
 
 
-def expand(grids: list[str], zips: list[str], seeds: int, base_seed: int = 0) -> list[dict]:
+def expand(grids: list[str], zips: list[str], seeds: int, base_seed: int = 0, searched: str | None = None) -> list[dict]:
     """Every point: the product of the grids, times the zipped axis, times the seeds."""
-    axes = [[{k: v} for v in vs] for k, vs in (_values(g, "--grid") for g in grids)]
+    gridded = [_values(g, "--grid") for g in grids]
+    zipped = [_values(z, "--zip") for z in zips]
+    for key, _ in gridded + zipped:
+        if key == "seed":
+            raise ConfigError("--grid", "seed is set by --seeds and --base-seed, not as an axis")
+        if key == searched:
+            raise ConfigError("--grid", f"{key} is the setting the search varies; it cannot also be an axis")
+    if len({k for k, _ in gridded + zipped}) < len(gridded + zipped):
+        raise ConfigError("--grid", "a setting is given as two axes")
+    axes = [[{k: v} for v in vs] for k, vs in gridded]
     if zips:
-        zipped = [_values(z, "--zip") for z in zips]
         lengths = {len(vs) for _, vs in zipped}
         if len(lengths) != 1:
             raise ConfigError("--zip", "zipped settings need the same number of values")
@@ -88,14 +96,14 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str)
     from simulator.config import load
     from simulator.engine import simulate
 
-    overrides = sets + [f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in point.items()]
+    overrides = sets + _overrides(point)
     try:
         rs = load(scenario, overrides)
     except Exception as exc:  # the point cannot be resolved: keyed by what was asked instead
         return _failed(run_id({"scenario": scenario, "set": overrides}), point, runs_dir, exc)
     rid = run_id(rs.as_dict())
     final = Path(runs_dir) / rid
-    row = {"run_id": rid} | point
+    row = {"run_id": rid} | _cells(point)
     if (final / "summary.json").is_file():
         return row | _flat(json.loads((final / "summary.json").read_text())) | {"error": None}
     try:
@@ -114,7 +122,27 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str)
 def _failed(rid: str, point: dict, runs_dir: str, exc: Exception) -> dict:
     message = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
     (Path(runs_dir) / f"{rid}.error.txt").write_text(message + "\n" + traceback.format_exc())
-    return {"run_id": rid} | point | {"error": message}
+    return {"run_id": rid} | _cells(point) | {"error": message}
+
+
+def _cells(point: dict) -> dict:
+    """A point as table cells: a mapping or list value (a length distribution) as its JSON text."""
+    return {k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in point.items()}
+
+
+def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> None:
+    """Every point must parse (known settings, valid values) before any run starts: a mistake that would fail
+    every run is one line and exit 2, not a table of failed runs. What only resolving can tell (does it fit
+    the GPU?) is left to each run, which records it."""
+    from simulator.config import apply_overrides, load_scenario_file, parse_scenario
+
+    base = load_scenario_file(scenario) if scenario else {}
+    for point in points:
+        parse_scenario(apply_overrides(base, sets + _overrides(point)))
+
+
+def _overrides(point: dict) -> list[str]:
+    return [f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in point.items()]
 
 
 def write_table(rows: list[dict], out: Path, keys: list[str] | None = None) -> pd.DataFrame:
@@ -131,6 +159,7 @@ def write_table(rows: list[dict], out: Path, keys: list[str] | None = None) -> p
 
 def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | Path, jobs: int = 1,
           executor: str = "process", ray_address: str | None = None, progress: bool = True) -> pd.DataFrame:
+    check_points(scenario, sets, points)
     out = Path(out)
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)

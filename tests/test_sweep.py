@@ -37,12 +37,42 @@ def test_parallel_equals_sequential_and_reruns_skip(tmp_path):
 
 
 def test_a_failing_run_is_recorded_and_the_sweep_goes_on(tmp_path):
-    pts = sw.expand(["engine.max_num_seqs=8,-1"], [], seeds=1)
+    # 3 GPUs do not split 32 heads: only resolving the point tells, so it is that run's row, not a refusal
+    pts = sw.expand(["engine.tensor_parallel_size=1,3"], [], seeds=1)
     t = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
-    bad = t[t["engine.max_num_seqs"] == -1]
-    assert len(t) == 2 and "engine.max_num_seqs" in bad["error"].iloc[0]
-    assert t[t["engine.max_num_seqs"] == 8]["error"].isna().all()
+    bad = t[t["engine.tensor_parallel_size"] == 3]
+    assert len(t) == 2 and "engine.tensor_parallel_size" in bad["error"].iloc[0]
+    assert t[t["engine.tensor_parallel_size"] == 1]["error"].isna().all()
     assert list((tmp_path / "runs").glob("*.error.txt"))
+
+
+def test_a_mistake_every_run_would_make_is_refused_before_any_runs(tmp_path):
+    with pytest.raises(ConfigError, match="engine.max_num_seqs"):
+        sw.sweep(None, BASE, sw.expand(["engine.max_num_seqs=8,-1"], [], seeds=1), tmp_path, jobs=1, progress=False)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_rerun_with_other_settings_simulates_again(tmp_path):
+    pts = sw.expand(["workload.arrival.rate=4"], [], seeds=1)
+    first = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
+    same = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
+    other = sw.sweep(None, BASE + ["engine.max_num_seqs=2"], pts, tmp_path, jobs=1, progress=False)
+    assert first["run_id"].tolist() == same["run_id"].tolist() != other["run_id"].tolist()
+    assert first["mean_ttft_ms"].tolist() == same["mean_ttft_ms"].tolist() != other["mean_ttft_ms"].tolist()
+    assert len(list((tmp_path / "runs").iterdir())) == 2
+
+
+def test_the_table_is_written_after_every_run(tmp_path, monkeypatch):
+    sizes = []
+    real = sw.write_table
+
+    def spy(rows, out, keys=None):
+        sizes.append(len(rows))
+        return real(rows, out, keys)
+
+    monkeypatch.setattr(sw, "write_table", spy)
+    sw.sweep(None, BASE, sw.expand(["workload.arrival.rate=2,4,6"], [], seeds=1), tmp_path, jobs=1, progress=False)
+    assert sizes[:3] == [1, 2, 3]
 
 
 def test_interrupt_keeps_finished_runs(tmp_path, monkeypatch):
@@ -81,7 +111,7 @@ def test_ray_executor_matches_the_process_pool(tmp_path):
 
 def test_cli_exit_codes_say_when_runs_failed_or_none_were_asked_for(tmp_path, capsys):
     sets = [x for s in BASE for x in ("--set", s)]
-    assert main(["sweep", "--grid", "engine.max_num_seqs=8,-1", "--out", str(tmp_path / "a"), "--jobs", "1",
+    assert main(["sweep", "--grid", "engine.tensor_parallel_size=1,3", "--out", str(tmp_path / "a"), "--jobs", "1",
                  "--no-progress"] + sets) == 1
     captured = capsys.readouterr()
     assert "2 runs (1 failed)" in captured.out and "servesim: error: 1 of 2 sweep runs failed" in captured.err

@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
 
 from simulator.errors import ConfigError
-from workloads.settings import MAX_CLIENTS, MAX_REQUESTS, Settings
+from workloads.settings import MAX_CLIENTS, MAX_RATE, MAX_REQUESTS, MAX_SECONDS, Rate, Settings
 
 
 class Arrival(Settings):
@@ -29,18 +29,18 @@ class Arrival(Settings):
 
 
     process: Literal["poisson", "gamma", "constant", "burst", "onoff", "curve", "closed_loop"] = "poisson"
-    rate: PositiveFloat | None = Field(default=None, description="requests per second")
-    cv: float = Field(1.0, gt=0, le=100, description="gamma: coefficient of variation of the gaps")
-    on_s: PositiveFloat | None = None
-    off_s: NonNegativeFloat | None = None
+    rate: Rate | None = Field(default=None, description="requests per second")
+    cv: float = Field(1.0, ge=1e-3, le=100, description="gamma: coefficient of variation of the gaps")
+    on_s: float | None = Field(None, ge=1e-6, le=MAX_SECONDS)
+    off_s: float | None = Field(None, ge=0, le=MAX_SECONDS)
     points: list[tuple[NonNegativeFloat, NonNegativeFloat]] | None = None
     period_s: PositiveFloat | None = None
     concurrency: int | None = Field(None, ge=1, le=MAX_CLIENTS)
     think_time_s: NonNegativeFloat = 0.0
     ramp_up_s: NonNegativeFloat = Field(0.0, description="closed_loop: clients start evenly over this many seconds")
     ramp_up_strategy: Literal["linear", "exponential"] | None = None
-    ramp_up_start_rps: NonNegativeFloat | None = None
-    ramp_up_end_rps: PositiveFloat | None = None
+    ramp_up_start_rps: float | None = Field(None, ge=0, le=MAX_RATE)
+    ramp_up_end_rps: Rate | None = None
 
     @model_validator(mode="after")
     def _needs(self):
@@ -84,7 +84,7 @@ class Arrival(Settings):
             if n is None:
                 raise ValueError("ramp_up_strategy needs num_requests (the ramp is over the requests)")
             times = np.cumsum(self._ramp_gaps(n, rng))
-            return times[times < duration_s] if duration_s is not None else times
+            return self._finite(times[times < duration_s] if duration_s is not None else times)
         chunks, clock, count = [], 0.0, 0
         while True:
             k = n - count if n is not None else 4096
@@ -102,7 +102,17 @@ class Arrival(Settings):
         times = np.concatenate(chunks)
         if duration_s is not None:
             times = times[times < duration_s]
-        return times[:n] if n is not None else times
+        times = times[:n] if n is not None else times
+        return self._finite(times)
+
+    def _finite(self, times: np.ndarray) -> np.ndarray:
+        """Arrivals a rate falling to zero (or next to it) would push past any finite time: refused by name."""
+        if not np.isfinite(times).all():
+            lost = int((~np.isfinite(times)).sum())
+            raise ConfigError("workload.arrival", f"{lost:,} of {len(times):,} requests would never arrive: the rate "
+                                                  f"falls to (next to) zero; give a positive rate, or period_s for "
+                                                  f"a curve")
+        return times
 
     def _gaps(self, k: int, rng: np.random.Generator, first: bool) -> np.ndarray:
         p = self.process

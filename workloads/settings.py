@@ -26,8 +26,10 @@ MAX_BLOCKS = 2**27  # KV blocks in one pool (a block is a few bytes of bookkeepi
 MAX_GPUS = 4096  # GPUs in one model parallel group
 MAX_GIB = 2.0**20  # GiB of any memory (a PiB)
 MAX_SECONDS = 1e9  # simulated seconds (some 30 years)
+MAX_RATE = 1e9  # requests per second
 
 GiB = Annotated[float, Field(gt=0, le=MAX_GIB)]  # a device's or a pool's memory
+Rate = Annotated[float, Field(ge=1e-6, le=MAX_RATE)]  # requests per second (one in 11 days at the least)
 Speed = Annotated[float, Field(ge=1e-3, le=1e9)]  # GB/s or TFLOP/s: a slower device would stall the clock
 
 

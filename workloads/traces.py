@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import ConfigError
+from workloads.settings import MAX_INT, MAX_TOKENS
 from workloads.spec import RequestSpec
 
 TRACE_FORMATS = ("azure", "mooncake", "burstgpt", "timed_trace", "vllm_bench", "servesim", "sharegpt_stats")
@@ -83,6 +84,10 @@ def _too_few(value, least: int, role: str) -> str:
     return f"expected at least {least} {role} token{'s' if least > 1 else ''}, got {value}"
 
 
+def _too_many(value) -> str:
+    return f"{_show(value)} tokens: at most {MAX_TOKENS:,} in one request"
+
+
 def _not_seconds(value) -> str:
     return f"expected a non-negative number, got {_show(value)}"
 
@@ -126,7 +131,9 @@ class _Csv:
         num = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
         bad = ~(np.isfinite(num) & (num >= 0) & (num == np.floor(num)))
         self.flag(bad, col, lambda i: _not_count(raw.iloc[i]))
-        num = np.where(bad, 0, num).astype(np.int64)
+        huge = ~bad & (num > MAX_TOKENS)  # refused before the cast, which would wrap it around
+        self.flag(huge, col, lambda i: _too_many(raw.iloc[i]))
+        num = np.where(bad | huge, 0, num).astype(np.int64)
         if least:
             self.flag(~bad & (num < least), col, lambda i: _too_few(num[i], least, role))
         return num
@@ -213,6 +220,8 @@ class _Obj:
             self.fail(key, _not_count(v) if least is not None else f"expected an integer, got {_show(v)}")
         if least and v < least:
             self.fail(key, _too_few(v, least, role))
+        if abs(v) > (MAX_TOKENS if role else MAX_INT):
+            self.fail(key, _too_many(v) if role else f"{_show(v)}: at most {MAX_INT:,} in size")
         return v
 
     def seconds(self, key: str, per_second: int = 1) -> float:
@@ -242,6 +251,8 @@ def _json_lines(path: Path) -> Iterator[_Obj]:
                 obj = json.loads(line.rstrip("\n"))  # so that the error's column is within this line
             except json.JSONDecodeError as e:
                 _fail(path, f"line {n}, column {e.colno}", f"invalid JSON: {e.msg}")
+            except (RecursionError, ValueError) as e:  # nesting past the stack; an integer of 4,300+ digits
+                _fail(path, f"line {n}", f"not a request record: {str(e).splitlines()[0][:120]}")
             yield _Obj(path, f"line {n}", obj)
 
 
@@ -338,6 +349,8 @@ def _read_vllm_bench(path: Path) -> _Rows:
         doc = json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as e:
         _fail(path, f"line {e.lineno}, column {e.colno}", f"invalid JSON: {e.msg}")
+    except (RecursionError, ValueError) as e:  # nesting past the stack; an integer of 4,300+ digits
+        _fail(path, "", f"not a vLLM bench result: {str(e).splitlines()[0][:120]}")
     top = _Obj(path, "", doc)
     if "start_times" not in doc:
         top.fail("start_times", "missing: a result without per-request start times cannot be replayed "
@@ -463,8 +476,12 @@ def read_trace_with_info(path, fmt: str | None = None, *, time_scale: float = 1.
         raise ConfigError("start_s", f"no request of {path} arrives in [{start_s:g}{end}); "
                                      f"its arrivals span {t[0]:g}..{t[-1]:g} s")
     order, t = order[keep], (t[keep] - start_s) / time_scale
+    if not np.isfinite(t).all():
+        raise ConfigError("time_scale", f"{time_scale:g} stretches {path}'s arrivals past any finite time")
     if sample is not None:
         kept = np.random.default_rng(seed).random(len(order)) < sample
+        if not kept.any():
+            raise ConfigError("sample", f"{sample:g} keeps none of the {len(order):,} requests of {path}")
         order, t = order[kept], t[kept]
     order, t = order[:limit], t[:limit]
     no_extra: dict = {}

@@ -1,0 +1,331 @@
+"""Hostile input against every command: each bad case must exit 2 with exactly one line,
+`servesim: error: FIELD: ...`, naming what was wrong, and never a traceback, an internal error or a hang.
+
+The setting cases are derived from the settings models themselves (every numeric field, every value a
+number field must refuse), so a new field is attacked without editing this file. Files: malformed
+traces of each format, scenario / profile / model files, and results tables given to plot and compare.
+Flags: every numeric flag with values outside its range. A hypothesis property throws arbitrary values
+at every setting through `config` (exit 0 or 2, never anything else; 150 examples here, 3,000 with
+`pytest -m slow`). A few cases run in a subprocess under a memory and time cap (reads without bound,
+alias bombs, huge sizes).
+"""
+
+import json
+import resource
+import subprocess
+import sys
+from pathlib import Path
+from types import UnionType
+from typing import Annotated, Union, get_args, get_origin
+
+import annotated_types
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from simulator.cli import main
+from simulator.config import Scenario
+from workloads.synthetic import SyntheticWorkload
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _walk(model: type[BaseModel], prefix: str = ""):
+    """(dotted key, has a lower bound >= 0) for every int or float setting, nested sections included."""
+    for name, f in model.model_fields.items():
+        metadata = list(f.metadata)
+        args = []
+        for a in (get_args(f.annotation) if get_origin(f.annotation) in (Union, UnionType) else (f.annotation,)):
+            if get_origin(a) is Annotated:
+                a, *extra = get_args(a)
+                metadata += [m for e in extra for m in (getattr(e, "metadata", None) or [e])]
+            if a is not type(None):
+                args.append(a)
+        if name == "workload":
+            yield from _walk(SyntheticWorkload, prefix + "workload.")  # the default kind; the others share fields
+        elif len(args) == 1 and isinstance(args[0], type) and issubclass(args[0], BaseModel):
+            yield from _walk(args[0], prefix + name + ".")
+        elif args and all(a in (int, float) for a in args):
+            lower = [m for m in metadata if isinstance(m, (annotated_types.Ge, annotated_types.Gt))]
+            bounded = any(getattr(m, "ge", getattr(m, "gt", -1)) >= 0 for m in lower)
+            yield prefix + name, bounded
+
+
+NUMERIC = sorted(set(_walk(Scenario)))
+NOT_A_NUMBER = [".inf", ".nan", "-.inf", "1e999", "99999999999999999999999", "true", "[1, 2]", "{a: 1}", "text"]
+SETTING_CASES = [(k, v) for k, bounded in NUMERIC for v in NOT_A_NUMBER + (["-5"] if bounded else [])]
+
+
+def _one_error(capsys, code: int, *needles: str) -> str:
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("servesim: error: "), (code, err)
+    assert "Traceback" not in err and "internal error" not in err
+    for n in needles:
+        assert n in lines[0], (n, lines[0])
+    return lines[0]
+
+
+def test_every_numeric_setting_is_attacked():
+    assert len(NUMERIC) >= 45 and len(SETTING_CASES) >= 450  # the corpus does not shrink unnoticed
+
+
+@pytest.mark.parametrize("key,value", SETTING_CASES)
+def test_a_number_setting_refuses_what_is_not_one_in_range(capsys, key, value):
+    line = _one_error(capsys, main(["config", "--set", f"{key}={value}"]))
+    named = line.removeprefix("servesim: error: ").split(": ")[0]
+    assert named == key or named.startswith(key.rsplit(".", 1)[0] + "."), (key, line)
+
+
+# ---------------------------------------------------------------- files
+
+def _write(tmp_path: Path, name: str, content) -> Path:
+    p = tmp_path / name
+    p.write_bytes(content if isinstance(content, bytes) else content.encode())
+    return p
+
+
+AZURE = "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n"
+BURST = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n5,ChatGPT,472,18,490,Conversation log\n"
+MOONCAKE = json.dumps({"timestamp": 0, "input_length": 600, "output_length": 20, "hash_ids": [1, 2]}) + "\n"
+SERVESIM = json.dumps({"request_id": 0, "arrival_time": 0.0, "prompt_tokens": 10, "output_tokens": 5}) + "\n"
+DEEP = "[" * 100_000 + "]" * 100_000
+
+TRACE_CASES = {
+    "azure-empty": ("a.csv", "azure", ""),
+    "azure-header-only": ("a.csv", "azure", AZURE.splitlines()[0] + "\n"),
+    "azure-missing-column": ("a.csv", "azure", AZURE.replace(",GeneratedTokens", "").replace(",44", "")),
+    "azure-negative": ("a.csv", "azure", AZURE.replace(",374,", ",-374,")),
+    "azure-nan": ("a.csv", "azure", AZURE.replace(",374,", ",nan,")),
+    "azure-huge": ("a.csv", "azure", AZURE.replace(",374,", ",1e30,")),
+    "azure-text": ("a.csv", "azure", AZURE.replace(",374,", ",many,")),
+    "azure-bad-time": ("a.csv", "azure", AZURE.replace("2023-11-16 18:15:46.6805900", "yesterday")),
+    "azure-not-utf8": ("a.csv", "azure", AZURE.encode() + b"\xff\xfe,1,1\n"),
+    "azure-ragged": ("a.csv", "azure", AZURE + "1,2,3,4\n"),
+    "burstgpt-huge-response": ("b.csv", "burstgpt", BURST.replace(",18,", ",1e30,")),
+    "burstgpt-negative": ("b.csv", "burstgpt", BURST.replace(",472,", ",-1,")),
+    "burstgpt-all-failed": ("b.csv", "burstgpt", BURST.replace(",18,", ",0,")),
+    "burstgpt-missing": ("b.csv", "burstgpt", BURST.replace("Request tokens", "Req")),
+    "mooncake-empty": ("m.jsonl", "mooncake", ""),
+    "mooncake-deep": ("m.jsonl", "mooncake", MOONCAKE.replace('"hash_ids"', '"x": ' + DEEP + ', "hash_ids"')),
+    "mooncake-huge": ("m.jsonl", "mooncake", MOONCAKE.replace("600", "1" + "0" * 30)),
+    "mooncake-4301-digits": ("m.jsonl", "mooncake", MOONCAKE.replace("600", "9" * 4301)),
+    "mooncake-negative": ("m.jsonl", "mooncake", MOONCAKE.replace("600", "-600")),
+    "mooncake-float": ("m.jsonl", "mooncake", MOONCAKE.replace("600", "600.5")),
+    "mooncake-bool": ("m.jsonl", "mooncake", MOONCAKE.replace("600", "true")),
+    "mooncake-missing": ("m.jsonl", "mooncake", MOONCAKE.replace('"input_length"', '"in"')),
+    "mooncake-bad-json": ("m.jsonl", "mooncake", MOONCAKE[:-5] + "\n"),
+    "mooncake-not-object": ("m.jsonl", "mooncake", "[1, 2, 3]\n"),
+    "mooncake-too-many-ids": ("m.jsonl", "mooncake", MOONCAKE.replace("[1, 2]", str(list(range(50))))),
+    "mooncake-inf-time": ("m.jsonl", "mooncake", MOONCAKE.replace('"timestamp": 0', '"timestamp": 1e999')),
+    "servesim-negative-time": ("s.jsonl", "servesim", SERVESIM.replace('"arrival_time": 0.0', '"arrival_time": -1')),
+    "servesim-zero-output": ("s.jsonl", "servesim", SERVESIM.replace('"output_tokens": 5', '"output_tokens": 0')),
+    "servesim-deep": ("s.jsonl", "servesim", '{"x": ' + DEEP + "}\n"),
+    "servesim-huge": ("s.jsonl", "servesim", SERVESIM.replace('"prompt_tokens": 10', '"prompt_tokens": 99999999999')),
+    "vllm-bench-deep": ("v.json", "vllm_bench", DEEP),
+    "vllm-bench-no-start-times": ("v.json", "vllm_bench", json.dumps({"input_lens": [1], "output_lens": [1]})),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TRACE_CASES))
+def test_a_malformed_trace_is_one_line_naming_the_file(tmp_path, capsys, case):
+    name, fmt, content = TRACE_CASES[case]
+    path = _write(tmp_path, name, content)
+    _one_error(capsys, main(["workload", "describe", str(path), "--format", fmt]), str(path))
+
+
+SETTINGS_FILES = {
+    "empty-list": ("[]", "must hold a mapping"),
+    "binary": (b"\x00\xff\xfe\x80", "not UTF-8"),
+    "bad-yaml": ("engine: {max_num_seqs: [", "not valid YAML"),
+    "duplicate-key": ("engine: {}\nengine: {}\n", "given twice"),
+    "recursive-alias": ("a: &x [1, *x]\n", "refers to the node"),
+    "laughs": ("a: &a [x,x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdef", "bcdefg")), "aliases"),
+    "deep": ("a: " + "[" * 50_000, ""),
+    "unknown-key": ("engine: {max_num_seq: 8}\n", "engine.max_num_seq: unknown setting"),
+    "bool-for-int": ("engine: {max_num_seqs: yes}\n", "engine.max_num_seqs"),
+}
+
+
+@pytest.mark.parametrize("kind", ["scenario", "profile", "model"])
+@pytest.mark.parametrize("case", sorted(SETTINGS_FILES))
+def test_a_malformed_settings_file_is_one_line(tmp_path, capsys, kind, case):
+    content, needle = SETTINGS_FILES[case]
+    if kind != "scenario" and case in ("unknown-key", "bool-for-int"):
+        needle = ""  # the field belongs to a scenario; as a profile or model it is simply unknown
+    path = _write(tmp_path, f"{kind}.yaml", content)
+    argv = ["config", str(path)] if kind == "scenario" else ["config", "--set", f"{kind}={path}"]
+    _one_error(capsys, main(argv), needle)
+
+
+@pytest.mark.parametrize("kind", ["scenario", "profile", "model"])
+@pytest.mark.parametrize("where", ["directory", "missing", "device"])
+def test_a_settings_path_that_is_not_a_file_is_one_line(tmp_path, capsys, kind, where):
+    path = {"directory": str(tmp_path), "missing": str(tmp_path / "none.yaml"), "device": "/dev/null"}[where]
+    argv = ["config", path] if kind == "scenario" else ["config", "--set", f"{kind}={path}"]
+    _one_error(capsys, main(argv))
+
+
+RESULTS = {
+    "corrupt-parquet": ("sweep.parquet", b"PAR1 not really"),
+    "empty-csv": ("sweep.csv", b""),
+    "header-only": ("sweep.csv", b"run_id,seed\n"),
+    "foreign-columns": ("sweep.csv", b"a,b\n1,2\n"),
+    "not-utf8": ("sweep.csv", b"\xff\xfe\x00a,b\n"),
+}
+
+
+@pytest.mark.parametrize("kind", ["latency-vs-rate", "pareto", "goodput", "capacity"])
+@pytest.mark.parametrize("case", sorted(RESULTS))
+def test_plot_on_a_broken_table_is_one_line(tmp_path, capsys, kind, case):
+    name, content = RESULTS[case]
+    path = _write(tmp_path, name, content)
+    _one_error(capsys, main(["plot", str(path), "--kind", kind, "--x", "seed"]), "results")
+
+
+@pytest.mark.parametrize("case", ["corrupt-parquet", "missing"])
+def test_plot_timeline_and_compare_on_broken_runs(tmp_path, capsys, case):
+    run = tmp_path / "run"
+    run.mkdir()
+    if case == "corrupt-parquet":
+        _write(run, "steps.parquet", b"garbage")
+        _write(run, "requests.parquet", b"garbage")
+        _write(run, "summary.json", "[1")
+    _one_error(capsys, main(["plot", str(run), "--kind", "timeline"]), "results")
+    _one_error(capsys, main(["compare", str(run), "--sim", str(run)]))
+
+
+# ---------------------------------------------------------------- flags
+
+FLAGS = [  # (command prefix, flag, values it must refuse)
+    (["capacity"], "--gpu-memory-gib", ["0", "-1", "inf", "nan", "1e999", "x", ""]),
+    (["capacity"], "--gpu-memory-utilization", ["0", "1.5", "nan", "-0.1"]),
+    (["capacity"], "--weights-gib", ["-1", "inf", "nan"]),
+    (["capacity"], "--tensor-parallel-size", ["0", "-2", "3", "1.5", "99999"]),
+    (["capacity"], "--block-size", ["0", "-16", "1e9", "abc"]),
+    (["capacity"], "--max-model-len", ["0", "1", "999999999", "x"]),
+    (["capacity"], "--tokens-per-request", ["0", "-5", "200000", "99999999999"]),
+    (["capacity", "--private-tokens", "10"], "--shared-prefix-tokens", ["-1", "x", "200000"]),
+    (["sweep"], "--seeds", ["0", "-1", "x"]),
+    (["sweep"], "--jobs", ["0", "-3"]),
+    (["sweep"], "--base-seed", ["-1", "1e3", "99999999999999999999999"]),
+    (["sweep"], "--out", [""]),
+    (["run"], "--out", ["", " "]),
+    (["search", "max-rate", "--slo", "ttft_p99_ms=500"], "--low", ["0", "-1", "inf", "nan"]),
+    (["search", "max-rate", "--slo", "ttft_p99_ms=500"], "--high", ["0", "-1", "inf", "0.01"]),
+    (["search", "max-rate", "--slo", "ttft_p99_ms=500"], "--tolerance", ["0", "1", "-0.5", "nan", "2"]),
+    (["search", "max-rate"], "--slo", ["ttft_p99_ms=-5", "ttft_p99_ms=nan", "ttft_p99_ms=inf", "ttft_p99_ms=0",
+                                       "ttft_p99_ms=x", "nonsense=5", "ttft_p99_ms"]),
+    (["search", "replicas", "--slo", "ttft_p99_ms=500"], "--max", ["0", "-1", "100000"]),
+    (["search", "replicas", "--slo", "ttft_p99_ms=500"], "--rate", ["0", "-1", "inf"]),
+    (["bench"], "--requests", ["0", "-1", "100000000000"]),
+    (["bench"], "--repeats", ["0", "-1"]),
+    (["bench"], "--rate", ["0", "inf", "nan"]),
+    (["calibrate", "fit", "x.csv"], "--holdout", ["0", "1", "-0.5", "1.5", "nan"]),
+    (["calibrate", "fit", "x.csv"], "--seed", ["-1"]),
+    (["compare", "x"], "--tolerance", ["0", "-1", "inf"]),
+]
+FLAG_CASES = [(pre, flag, v) for pre, flag, values in FLAGS for v in values]
+
+
+@pytest.mark.parametrize("prefix,flag,value", FLAG_CASES)
+def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, value):
+    argv = prefix + ([f"{flag}={value}"] if value.startswith("-") else [flag, value])
+    _one_error(capsys, main(argv + ["--set", "workload.num_requests=5"] if prefix[0] in ("search",) else argv),
+               flag if flag != "--slo" else "--slo")
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["sweep", "--grid", "seed=1,2"], "seed is set by --seeds"),
+    (["sweep", "--grid", "engine.nope=1,2"], "engine.nope: unknown setting"),
+    (["sweep", "--grid", "engine.max_num_seqs=[1,2"], "not valid YAML"),
+    (["sweep", "--grid", "engine.max_num_seqs="], "no values"),
+    (["sweep", "--grid", "engine.max_num_seqs=1", "--grid", "engine.max_num_seqs=2"], "two axes"),
+    (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--grid", "workload.arrival.rate=1,2"], "the search varies"),
+    (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--low", "2", "--high", "1"], "--high"),
+    (["run", "--set", "=5"], "--set"),
+    (["run", "--set", "engine..x=5"], "--set"),
+    (["run", "--set", "engine.max_num_seqs"], "--set takes key=value"),
+    (["run", "--set", "workload.arrival={process: curve, points: [[0, 1], [10, 0]]}"], "never arrive"),
+    (["run", "--set", "workload.prompt_tokens={dist: lognormal, median: 100, min: 500, max: 10}"], "max (10)"),
+    (["run", "--set", "workload.arrival={process: poisson, rate: 1e9}", "--set", "workload.num_requests=null",
+      "--set", "workload.duration_s=100"], "workload.duration_s"),
+    (["run", "--set", "engine.max_model_len=1"], "engine.max_model_len"),
+    (["run", "--set", "engine.tensor_parallel_size=3"], "engine.tensor_parallel_size"),
+    (["run", "--set", "name=" + "a" * 5000], "name"),
+    (["workload", "describe", "/dev/zero"], "not a file"),
+    (["workload", "write", "--out", "/dev/null/x.jsonl", "--set", "workload.num_requests=2"], "/dev/null is not a directory"),
+])
+def test_contradictions_and_impossible_requests_are_one_line(capsys, tmp_path, argv, needle):
+    if argv[0] == "sweep":
+        argv = argv + ["--out", str(tmp_path / "s"), "--no-progress"]
+    if argv[0] == "run":
+        argv = argv + ["--out", str(tmp_path / "r")]
+    _one_error(capsys, main(argv), needle)
+
+
+# ---------------------------------------------------------------- properties
+
+KEYS = sorted({k for k, _ in NUMERIC} | {"name", "model", "profile", "hardware.gpu", "engine.quantization",
+                                         "policies.queue", "workload.type", "workload.arrival.process",
+                                         "workload.prompt_tokens", "cluster.router", "engine.kv_cache_dtype"})
+VALUES = st.one_of(
+    st.integers(-(2**70), 2**70).map(str), st.floats(allow_nan=True, allow_infinity=True).map(repr),
+    st.sampled_from([".inf", ".nan", "true", "false", "null", "[]", "{}", "[1, [2]]", "{dist: fixed}", "&a [*a]",
+                     "0", "-1", "1e400", "'x'", "/dev/zero", ".", "..", "~"]),
+    st.text(max_size=40))
+
+
+def _taken_or_refused(capsys, key, value):
+    code = main(["config", "--set", f"{key}={value}", "--set", "workload.num_requests=5"])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert code in (0, 2), (code, err)
+    if code == 2:
+        errors = [line for line in err.strip().splitlines() if line.startswith("servesim: error: ")]
+        assert len(errors) == 1 and err.strip().splitlines()[-1] == errors[0], err
+
+
+HEALTH = [HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=HEALTH)
+@given(key=st.sampled_from(KEYS), value=VALUES)
+def test_any_value_for_any_setting_is_taken_or_refused_in_one_line(capsys, key, value):
+    _taken_or_refused(capsys, key, value)
+
+
+@pytest.mark.slow
+@settings(max_examples=3000, deadline=None, suppress_health_check=HEALTH)
+@given(key=st.sampled_from(KEYS), value=VALUES)
+def test_any_value_for_any_setting_3000(capsys, key, value):
+    _taken_or_refused(capsys, key, value)
+
+
+# ---------------------------------------------------------------- bounded in time and memory
+
+def _capped(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+
+    return subprocess.run([sys.executable, "-m", "simulator.cli", *argv], capture_output=True, text=True,
+                          timeout=90, preexec_fn=limit, cwd=ROOT)
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["config", "--set", "model=/dev/zero"], "not a regular file"),
+    (["config", "--set", "workload.arrival={process: closed_loop, concurrency: 100000000000}"], "concurrency"),
+    (["config", "--set", "workload.num_requests=1000000000000"], "workload.num_requests"),
+    (["config", "--set", "cluster.replicas=100000000"], "cluster.replicas"),
+    (["config", "--set", "engine.num_gpu_blocks_override=10000000000"], "engine.num_gpu_blocks_override"),
+    (["run", "--set", "workload.arrival={process: poisson, rate: 1e9}", "--set", "workload.num_requests=null",
+      "--set", "workload.duration_s=1e8"], "workload.duration_s"),
+    (["config", "--set", "x=&a [&b [&c [&d [&e [&f [1,2,3,4,5,6,7,8,9,10]]]]]]"], ""),
+])
+def test_unbounded_work_is_refused_up_front(tmp_path, argv, needle):
+    p = _capped(argv + (["--out", str(tmp_path / "o")] if argv[0] == "run" else []), tmp_path)
+    lines = p.stderr.strip().splitlines()
+    assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("servesim: error: "), p.stderr[-2000:]
+    assert needle in lines[0]
