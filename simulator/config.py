@@ -398,6 +398,11 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         pool = kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, math.ceil(arch.weight_bytes_per_gpu(tp, ep)),
                              math.ceil(e.reserved_memory_gib * GIB))
         blocks = num_blocks(pool, layout.page_bytes_per_token, e.block_size)
+    pools = scenario.cluster.replicas * e.data_parallel_size + scenario.cluster.prefill_replicas
+    if blocks * pools > MAX_BLOCKS:  # each block is some 40 bytes of bookkeeping in every pool
+        raise ConfigError("engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.block_size",
+                          f"{pools} KV pool(s) of {blocks:,} blocks: more than the {MAX_BLOCKS:,} blocks servesim "
+                          f"holds in one run; use a larger block_size, fewer replicas, or num_gpu_blocks_override")
     need = layout.max_blocks(max_model_len, tokens, e.block_size)
     if blocks - 1 < need:  # vLLM refuses to start when one max-length request cannot fit
         field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.gpu_memory_utilization"

@@ -8,11 +8,14 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, model_validator
 
 from workloads.settings import Settings
+
+Cost = Annotated[float, Field(ge=0, le=1e6)]  # ms, us or ns of one term: a million is no step time
+Efficiency = Annotated[float, Field(ge=1e-3, le=100)]  # of the datasheet's bandwidth or FLOP/s
 
 from simulator.batch import BatchShape
 from simulator.errors import ConfigError, first_error
@@ -34,21 +37,27 @@ class CostModel:
 
 
 class LinearCoefficients(Settings):
-    step_overhead_ms: NonNegativeFloat = 0.0
-    per_seq_ms: NonNegativeFloat = 0.0
-    per_prefill_token_ms: NonNegativeFloat = 0.0
-    per_decode_token_ms: NonNegativeFloat = 0.0
-    per_token_ms: NonNegativeFloat = 0.0  # every scheduled token, above linear_floor_ms
-    linear_floor_ms: NonNegativeFloat = 0.0  # the weights are read once a step however few tokens
-    per_context_token_ms: NonNegativeFloat = 0.0  # KV tokens read by decodes
-    per_spilled_context_token_ms: NonNegativeFloat = 0.0  # extra, for KV tokens beyond context_cache_tokens
+    step_overhead_ms: Cost = 0.0
+    per_seq_ms: Cost = 0.0
+    per_prefill_token_ms: Cost = 0.0
+    per_decode_token_ms: Cost = 0.0
+    per_token_ms: Cost = 0.0  # every scheduled token, above linear_floor_ms
+    linear_floor_ms: Cost = 0.0  # the weights are read once a step however few tokens
+    per_context_token_ms: Cost = 0.0  # KV tokens read by decodes
+    per_spilled_context_token_ms: Cost = 0.0  # extra, for KV tokens beyond context_cache_tokens
     context_cache_tokens: NonNegativeFloat = 0.0  # decode KV that still fits a fast cache (CPUs show this cliff)
-    per_attention_pair_ms: NonNegativeFloat = 0.0  # prefill (query, context) pairs
+    per_attention_pair_ms: Cost = 0.0  # prefill (query, context) pairs
     # mixture of experts: per expert a MoE layer runs, E (1 - (1 - k/E)^tokens) of them for a step's tokens
-    per_expert_ms: NonNegativeFloat = 0.0
+    per_expert_ms: Cost = 0.0
     moe_experts: NonNegativeInt = 0
     moe_top_k: NonNegativeInt = 0
     moe_token_ranks: PositiveInt = 1  # expert parallelism over DP ranks: each MoE layer sees every rank's tokens
+
+    @model_validator(mode="after")
+    def _experts(self):
+        if self.moe_top_k > self.moe_experts:
+            raise ValueError(f"moe_top_k ({self.moe_top_k}) cannot exceed moe_experts ({self.moe_experts})")
+        return self
 
 
 class LinearCostModel(CostModel):
@@ -94,10 +103,10 @@ class LinearCostModel(CostModel):
 
 
 class RooflineCoefficients(Settings):
-    memory_efficiency: PositiveFloat = 0.8
-    compute_efficiency: PositiveFloat = 0.6
-    step_overhead_ms: NonNegativeFloat = 1.0
-    allreduce_latency_us: NonNegativeFloat = 8.0  # per all-reduce, at tensor parallel > 1
+    memory_efficiency: Efficiency = 0.8
+    compute_efficiency: Efficiency = 0.6
+    step_overhead_ms: Cost = 1.0
+    allreduce_latency_us: Cost = 8.0  # per all-reduce, at tensor parallel > 1
 
 
 class RooflineCostModel(CostModel):
@@ -156,12 +165,12 @@ class Overhead(Settings):
     vs eager launches, and the host's CPU time (scheduler, input preparation, output processing). Evidence for the
     defaults: docs/calibration.md, "Host and framework overhead"."""
 
-    gpu_per_layer_us: NonNegativeFloat = 0.0  # kernels outside the tables (norms, rotary, activation), per layer
-    gpu_per_token_per_layer_ns: NonNegativeFloat = 0.0  # their part that grows with tokens (reference model, H100)
-    gpu_per_seq_us: NonNegativeFloat = 0.0  # sampler over the vocabulary, per scheduled sequence
-    eager_per_layer_us: NonNegativeFloat = 0.0  # GPU idle per layer waiting on launches when no CUDA graph covers it
-    host_per_step_ms: NonNegativeFloat = 0.0  # CPU: schedule + prepare inputs + process outputs, per step
-    host_per_seq_us: NonNegativeFloat = 0.0  # CPU: the same, per scheduled sequence
+    gpu_per_layer_us: Cost = 0.0  # kernels outside the tables (norms, rotary, activation), per layer
+    gpu_per_token_per_layer_ns: Cost = 0.0  # their part that grows with tokens (reference model, H100)
+    gpu_per_seq_us: Cost = 0.0  # sampler over the vocabulary, per scheduled sequence
+    eager_per_layer_us: Cost = 0.0  # GPU idle per layer waiting on launches when no CUDA graph covers it
+    host_per_step_ms: Cost = 0.0  # CPU: schedule + prepare inputs + process outputs, per step
+    host_per_seq_us: Cost = 0.0  # CPU: the same, per scheduled sequence
 
 
 class Profile(Settings):

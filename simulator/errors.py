@@ -25,7 +25,7 @@ _TYPE_TAG = re.compile(r"^(str|int|float|bool|none|dict\[.*\]|list\[.*\]|tuple\[
 def first_error(exc) -> tuple[str, str]:
     """pydantic's first error as (dotted field, short message)."""
     err = exc.errors()[0]
-    loc = [str(p) for p in err["loc"] if not (isinstance(p, str) and (p in _UNION_TAGS or _TYPE_TAG.match(p)))]
+    loc = [str(p) for p in err["loc"] if str(p) and not (isinstance(p, str) and (p in _UNION_TAGS or _TYPE_TAG.match(p)))]
     if err["type"] == "setting_bound":  # raised for the whole mapping, about one key of it
         loc.append(err["ctx"]["key"])
         return ".".join(loc), err["ctx"]["message"]

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import ConfigError
-from workloads.settings import MAX_INT, MAX_TOKENS
+from workloads.settings import MAX_INT, MAX_SECONDS, MAX_TOKENS
 from workloads.spec import RequestSpec
 
 TRACE_FORMATS = ("azure", "mooncake", "burstgpt", "timed_trace", "vllm_bench", "servesim", "sharegpt_stats")
@@ -476,8 +476,9 @@ def read_trace_with_info(path, fmt: str | None = None, *, time_scale: float = 1.
         raise ConfigError("start_s", f"no request of {path} arrives in [{start_s:g}{end}); "
                                      f"its arrivals span {t[0]:g}..{t[-1]:g} s")
     order, t = order[keep], (t[keep] - start_s) / time_scale
-    if not np.isfinite(t).all():
-        raise ConfigError("time_scale", f"{time_scale:g} stretches {path}'s arrivals past any finite time")
+    if not (np.isfinite(t).all() and t[-1] <= MAX_SECONDS):  # beyond it, float seconds lose the microseconds
+        raise ConfigError("time_scale", f"{path}'s arrivals, scaled by 1/{time_scale:g}, reach {t[-1]:.3g} s: "
+                                        f"at most {MAX_SECONDS:g} s can be simulated")
     if sample is not None:
         kept = np.random.default_rng(seed).random(len(order)) < sample
         if not kept.any():
