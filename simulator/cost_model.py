@@ -243,8 +243,8 @@ def load_profile(spec: str | dict) -> Profile:
     try:
         return Profile(**data)
     except ValidationError as exc:
-        field, msg = first_error(exc)
-        raise ConfigError(f"profile.{field}", f"{msg} (in {where})") from None
+        field, msg = first_error(exc, "profile")
+        raise ConfigError(field, f"{msg} (in {where})") from None
 
 
 EXTRAPOLATION_FACTOR = 2.0  # a run's batches may exceed the profile's fitted range this much before a warning
@@ -368,8 +368,7 @@ def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, te
         else:
             raise ConfigError("profile.cost_model", f"unknown cost model {profile.cost_model!r}; known: linear, roofline")
     except ValidationError as exc:
-        field, msg = first_error(exc)
-        raise ConfigError(f"profile.coefficients.{field}", msg) from None
+        raise ConfigError(*first_error(exc, "profile.coefficients")) from None
     if kernels.step_time(BatchShape(1, 1, 1, 0, 0)) <= 0:  # a step that takes no time never lets the clock move
         raise ConfigError("profile.coefficients", f"{profile.name} predicts zero time for a one-token step")
     if profile.overhead is None:

@@ -22,10 +22,12 @@ _UNION_TAGS = {"synthetic", "sessions", "trace", "fixed", "uniform", "lognormal"
 _TYPE_TAG = re.compile(r"^(str|int|float|bool|none|dict\[.*\]|list\[.*\]|tuple\[.*\]|function-.*)$")  # union members
 
 
-def first_error(exc) -> tuple[str, str]:
-    """pydantic's first error as (dotted field, short message)."""
+def first_error(exc, section: str = "") -> tuple[str, str]:
+    """pydantic's first error as (dotted field, short message); `section` is where the validated mapping sits
+    (an error about the mapping as a whole is then that section's)."""
     err = exc.errors()[0]
-    loc = [str(p) for p in err["loc"] if str(p) and not (isinstance(p, str) and (p in _UNION_TAGS or _TYPE_TAG.match(p)))]
+    loc = [section] if section else []
+    loc += [str(p) for p in err["loc"] if str(p) and not (isinstance(p, str) and (p in _UNION_TAGS or _TYPE_TAG.match(p)))]
     if err["type"] == "setting_bound":  # raised for the whole mapping, about one key of it
         loc.append(err["ctx"]["key"])
         return ".".join(loc), err["ctx"]["message"]

@@ -65,5 +65,4 @@ def load_hardware(gpu: str | None, **overrides) -> Hardware:
     try:
         return Hardware(**base)
     except ValidationError as exc:
-        field, message = first_error(exc)
-        raise ConfigError(f"hardware.{field}", message) from None
+        raise ConfigError(*first_error(exc, "hardware")) from None

@@ -490,8 +490,8 @@ def _from_mapping(data: dict, source: str) -> ModelArchitecture:
     try:
         return ModelArchitecture(**data)
     except Exception as exc:  # pydantic ValidationError -> one line naming the field
-        field, msg = first_error(exc)
-        raise ConfigError(f"model.{field}" if field else "model", f"{msg} (in {source})") from None
+        field, msg = first_error(exc, "model")
+        raise ConfigError(field, f"{msg} (in {source})") from None
 
 
 # HF model ids vLLM users name -> servesim's built-in architectures (their profiles match by these names)

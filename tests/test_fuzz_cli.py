@@ -322,7 +322,8 @@ def _capped(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     (["config", "--set", "engine.num_gpu_blocks_override=10000000000"], "engine.num_gpu_blocks_override"),
     (["run", "--set", "workload.arrival={process: poisson, rate: 1e9}", "--set", "workload.num_requests=null",
       "--set", "workload.duration_s=1e8"], "workload.duration_s"),
-    (["config", "--set", "x=&a [&b [&c [&d [&e [&f [1,2,3,4,5,6,7,8,9,10]]]]]]"], ""),
+    (["config", "--set", "x=[&a [1,1,1,1,1,1,1,1,1,1], " + ", ".join(
+        f"&{c} [{', '.join(['*' + p] * 10)}]" for p, c in zip("abcdef", "bcdefg")) + "]"], "through its aliases"),
 ])
 def test_unbounded_work_is_refused_up_front(tmp_path, argv, needle):
     p = _capped(argv + (["--out", str(tmp_path / "o")] if argv[0] == "run" else []), tmp_path)
