@@ -98,6 +98,7 @@ class LocalGroups:
         bs, lay = self.block_size, self.layout
         groups = lay.local_groups
         hits = len(hit_blocks) if hit_blocks else 0
+        revive = sum(1 for b in hit_blocks if self.ref[b] == 0) if hits else 0  # cached hits still on the free queue
         computed = req.num_computed_tokens + hits * bs
         first = lay.local.skipped_tokens(computed) // bs  # token blocks the local layers no longer need
         held = len(req.local_blocks) // groups
@@ -115,7 +116,7 @@ class LocalGroups:
             tokens = min(req.num_tokens, self.max_model_len)
             local = lay.local_blocks_bound(tokens, self.token_budget, bs)
             whole = max(0, cdiv(tokens, bs) - len(req.blocks) - hits) + groups * max(0, local - held)
-            if whole + reserve > self.num_free_blocks:
+            if whole + revive + reserve > self.num_free_blocks:
                 return False
         slots = min(computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
         local_need = groups * max(0, cdiv(slots, bs) - req.local_first - held)
@@ -123,9 +124,9 @@ class LocalGroups:
             return super().allocate_slots(req, num_new_tokens, num_lookahead_tokens, full_sequence_must_fit,
                                           apply_watermark, hit_blocks)
         full_need = max(0, cdiv(slots, bs) - len(req.blocks) - hits)
-        if local_need + full_need + reserve > self.num_free_blocks:
+        if local_need + full_need + revive + reserve > self.num_free_blocks:
             return False
-        taken = self._pop(local_need)
+        taken = self._pop(local_need, set(hit_blocks) if hits else ())  # never evict a hit it is about to reuse
         if not super().allocate_slots(req, num_new_tokens, num_lookahead_tokens, full_sequence_must_fit,
                                       apply_watermark, hit_blocks):
             self._give_back(taken)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import islice
 
 
 class KVBlockManager:
@@ -76,8 +77,9 @@ class KVBlockManager:
         if num_blocks > 0:
             req.blocks.extend(self._pop(num_blocks))
 
-    def _pop(self, n: int) -> list[int]:
-        """n blocks off the free stack's top, in the order vLLM's free queue hands them out."""
+    def _pop(self, n: int, skip=()) -> list[int]:
+        """n blocks off the free stack's top, in the order vLLM's free queue hands them out (no block here is
+        a prefix hit, so there is nothing to skip)."""
         free = self.free_blocks
         taken = free[-n:]
         del free[-n:]
@@ -209,19 +211,23 @@ class PrefixCachingKVManager(KVBlockManager):
     def _take(self, req, n: int) -> None:
         req.blocks.extend(self._pop(n))
 
-    def _pop(self, n: int) -> list[int]:
-        """n blocks from the queue head; a block that still held cached content loses it."""
+    def _pop(self, n: int, skip=()) -> list[int]:
+        """n blocks from the queue head (passing over those in `skip`); a block that still held cached content
+        loses it."""
         queue, ref, key_of, cached = self.queue, self.ref, self.key_of, self.cached
-        out = []
-        for _ in range(n):
-            b, _ = queue.popitem(last=False)
+        if skip:
+            out = list(islice((b for b in queue if b not in skip), n))
+            for b in out:
+                del queue[b]
+        else:
+            out = [queue.popitem(last=False)[0] for _ in range(n)]
+        for b in out:
             k = key_of[b]
             if k is not None:
                 if cached.get(k) == b:
                     del cached[k]
                 key_of[b] = None
             ref[b] = 1
-            out.append(b)
         return out
 
     def _give_back(self, blocks: list[int]) -> None:

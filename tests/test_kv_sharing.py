@@ -26,7 +26,8 @@ rows = st.lists(st.tuples(st.floats(0, 2), st.integers(0, FAMILIES - 1), st.inte
 case = st.fixed_dictionaries({
     "rows": rows, "block_size": st.sampled_from([4, 16, 48]), "unit": st.sampled_from([8, 16, 24, 64]),
     "spare": st.integers(1, 40), "mode": st.sampled_from(["recompute", "swap"]),
-    "queue": st.sampled_from(["fcfs", "priority", "sjf"]), "chunked": st.booleans()})
+    "queue": st.sampled_from(["fcfs", "priority", "sjf"]), "chunked": st.booleans(),
+    "model": st.sampled_from(["llama-3.1-8b", "gpt-oss-120b"])})  # gpt-oss: 128-token windows on half its layers
 
 
 def _specs(rows, unit: int) -> list[RequestSpec]:
@@ -45,6 +46,8 @@ def _specs(rows, unit: int) -> list[RequestSpec]:
 def _check(kv, requests) -> None:
     kv.check_invariants(requests)
     for r in requests:
+        held = [*r.blocks, *r.local_blocks]
+        assert len(set(held)) == len(held), f"request {r.request_id} holds a block twice"
         assert r.num_computed_tokens <= len(r.blocks) * kv.block_size or not r.blocks
         for i in range(r.num_hashed_blocks):  # a registered block holds this request's content there
             assert kv.key_of[r.blocks[i]] == kv.block_key(r, i), (r.request_id, i)
@@ -54,8 +57,9 @@ def _check(kv, requests) -> None:
 
 def run_case(c: dict) -> None:
     bs = c["block_size"]
-    blocks = -(-MAX_MODEL_LEN // bs) + 1 + c["spare"]
-    rs = load(None, ["profile=teaching", f"engine.block_size={bs}", f"engine.num_gpu_blocks_override={blocks}",
+    groups = 2 if c.get("model") == "gpt-oss-120b" else 1  # its full and its local group share one pool
+    blocks = groups * -(-MAX_MODEL_LEN // bs) + 1 + c["spare"]
+    rs = load(None, ["profile=teaching", f"model={c.get('model', 'llama-3.1-8b')}", f"engine.block_size={bs}", f"engine.num_gpu_blocks_override={blocks}",
                      f"engine.max_model_len={MAX_MODEL_LEN}", f"engine.max_num_batched_tokens={MAX_MODEL_LEN}",
                      f"engine.enable_chunked_prefill={c['chunked']}", "engine.enable_prefix_caching=true",
                      f"policies.queue={c['queue']}", f"policies.preemption_mode={c['mode']}"])
@@ -90,7 +94,7 @@ def test_the_property_sees_sharing_and_preemption():
     for mode in ("recompute", "swap"):
         c = {"rows": rows, "block_size": 16, "unit": 24, "spare": 3, "mode": mode, "queue": "fcfs", "chunked": True}
         bs = c["block_size"]
-        rs = load(None, ["profile=teaching", f"engine.block_size={bs}", "engine.num_gpu_blocks_override=30",
+        rs = load(None, ["profile=teaching", f"model={c.get('model', 'llama-3.1-8b')}", f"engine.block_size={bs}", "engine.num_gpu_blocks_override=30",
                          f"engine.max_model_len={MAX_MODEL_LEN}", f"policies.preemption_mode={mode}"])
         sim = build(rs, _specs(rows, c["unit"]))
         kv = sim.replicas[0].kv
