@@ -36,11 +36,7 @@ class Harness:
         from calibration.torch_model import PagedLlama, torch_dtype
 
         tdtype = torch_dtype(dtype)
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError("device", f"{device} requested but torch sees no CUDA device")
-        if device != "cpu" and not device.startswith("cuda"):
-            raise ConfigError("device", f"unknown device {device!r}; use cpu or cuda[:N]")
-        self.torch, self.device, self.block_size = torch, usable_device(torch, device), block_size
+        self.torch, self.device, self.block_size = torch, usable_device(torch, device, "device"), block_size
         self.cuda = self.device.type == "cuda"
         if not self.cuda:
             self.threads = threads or torch.get_num_threads()
@@ -122,18 +118,18 @@ class Harness:
                           "time_ms_p90": float(np.percentile(times, 90)), "repeats": repeats}
 
 
-def usable_device(torch, device: str):
+def usable_device(torch, device: str, field: str = "--device"):
     """cpu, or a CUDA device that this torch build can see; anything else is one line naming --device."""
     try:
         d = torch.device(device)
     except (RuntimeError, TypeError) as exc:
-        raise ConfigError("--device", f"{device!r}: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(field, f"{device!r}: {str(exc).splitlines()[0]}") from None
     if d.type == "cpu" and d.index not in (None, 0):
-        raise ConfigError("--device", f"{device!r}: the CPU is one device, cpu")
+        raise ConfigError(field, f"{device!r}: the CPU is one device, cpu")
     if d.type == "cuda" and not (torch.cuda.is_available() and (d.index or 0) < torch.cuda.device_count()):
-        raise ConfigError("--device", f"{device!r}: no such CUDA device here ({torch.cuda.device_count()} visible)")
+        raise ConfigError(field, f"{device!r}: no such CUDA device here ({torch.cuda.device_count()} visible)")
     if d.type not in ("cpu", "cuda"):
-        raise ConfigError("--device", f"{device!r}: only cpu and cuda[:N] are measured")
+        raise ConfigError(field, f"{device!r}: only cpu and cuda[:N] are measured")
     return d
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.errors import ConfigError
+from simulator.errors import JSON_ERRORS, ConfigError, json_problem
 from simulator.metrics import latency_stats
 from simulator.model_arch import HF_IDS
 from workloads.spec import RequestSpec
@@ -102,8 +102,8 @@ def _json_lines(path: Path) -> list[tuple[int, dict]]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             _fail(path, f"line {i}", f"not JSON ({exc.msg})")
-        except (RecursionError, ValueError) as exc:  # nesting past the stack; an integer of 4,300+ digits
-            _fail(path, f"line {i}", f"not a record ({str(exc).splitlines()[0][:120]})")
+        except JSON_ERRORS as exc:
+            _fail(path, f"line {i}", f"not a record ({json_problem(exc)})")
         if not isinstance(row, dict):
             _fail(path, f"line {i}", "not a JSON object")
         rows.append((i, row))
@@ -150,7 +150,7 @@ def detect(path: str | Path) -> str:
         first = head.splitlines()[0]
         try:
             row = json.loads(first)
-        except (ValueError, RecursionError):
+        except JSON_ERRORS:
             row = None  # one multi-line JSON document
         if isinstance(row, dict) and not {"ttfts", "input_lens"} <= set(row):
             if set(LIFECYCLE_TIMES) & set(row):  # the reader names any field missing
@@ -275,8 +275,8 @@ def engine_sets(meta: dict, where) -> list[str]:
 def _json_object(path: Path) -> dict:
     try:
         data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        _fail(path, "", f"not a JSON document ({(str(exc).splitlines() or [type(exc).__name__])[0][:120]})")
+    except (OSError, UnicodeDecodeError, *JSON_ERRORS) as exc:
+        _fail(path, "", f"not a JSON document ({json_problem(exc)})")
     if not isinstance(data, dict):
         _fail(path, "", "not a JSON object")
     return data

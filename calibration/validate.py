@@ -126,14 +126,12 @@ def validate_replay(scenario: str | None, sets: list[str], device: str, threads:
 
     With a deadline (time.monotonic()), levels not started by then are skipped and listed as such:
     a lent GPU's call has a hard time limit, and finished levels are worth keeping."""
-    import torch
-
-    from calibration.harness import usable_device
+    from calibration.harness import _torch, usable_device
     from calibration.measured_executor import MeasuredExecutor
     from simulator.config import load
     from simulator.engine import simulate
 
-    usable_device(torch, device)  # before the scenario, whose warnings would come first
+    usable_device(_torch(), device)  # before the scenario, whose warnings would come first
     rs = load(scenario, sets)
     if loads == ["auto"]:
         loads = auto_loads(rs, sets, scenario)

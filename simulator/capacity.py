@@ -92,8 +92,8 @@ def capacity(
             raise ConfigError("shared_prefix_tokens", "give both shared_prefix_tokens and private_tokens")
         if shared_prefix_tokens < 0 or private_tokens <= 0:
             raise ConfigError("private_tokens", "shared_prefix_tokens must be >= 0 and private_tokens > 0")
-        prefix_blocks = cdiv(shared_prefix_tokens, block_size)
-        private_blocks = held(shared_prefix_tokens + private_tokens) - prefix_blocks
+        prefix_blocks = shared_prefix_tokens // block_size  # prefix caching shares full blocks only
+        private_blocks = held(shared_prefix_tokens + private_tokens) - prefix_blocks  # >= 1: private_tokens > 0
         extra = dict(
             shared_prefix_tokens=shared_prefix_tokens,
             private_tokens=private_tokens,

@@ -364,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--max-model-len", type=number(int, ge=2, le=MAX_TOKENS), help="contiguous reservation per request (default: the model's)")
     c.add_argument("--tokens-per-request", type=number(int, ge=1, le=MAX_TOKENS), default=1800)
     c.add_argument("--shared-prefix-tokens", type=number(int, ge=0, le=MAX_TOKENS))
-    c.add_argument("--private-tokens", type=number(int, ge=0, le=MAX_TOKENS))
+    c.add_argument("--private-tokens", type=number(int, ge=1, le=MAX_TOKENS))
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_capacity)
 

@@ -1,4 +1,5 @@
-"""One error type for bad user input, so the CLI can print one line and exit 2; pydantic's errors in its terms."""
+"""One error type for bad user input, so the CLI can print one line and exit 2; pydantic's and json's errors in
+its terms."""
 
 from __future__ import annotations
 
@@ -42,3 +43,15 @@ def first_error(exc, section: str = "") -> tuple[str, str]:
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
     return field, msg
+
+
+# json.loads fails with JSONDecodeError (a ValueError), with ValueError for an integer of 4,300+ digits, and with
+# RecursionError for nesting past the stack: every reader of a user's JSON catches all three, through these
+JSON_ERRORS = (ValueError, RecursionError)
+
+
+def json_problem(exc: BaseException) -> str:
+    """One line on why a user's JSON could not be read."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:160]

@@ -141,3 +141,4 @@ def output_file(path: str | Path, field: str) -> Path:
             break
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
+

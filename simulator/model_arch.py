@@ -16,7 +16,7 @@ from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, field_valid
 
 from workloads.settings import Settings
 
-from simulator.errors import ConfigError, first_error
+from simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 Dtype = Literal["fp32", "fp16", "bf16", "fp8"]
@@ -532,9 +532,8 @@ def _load_file(path: Path, name: str) -> ModelArchitecture:
     if path.suffix == ".json":
         try:
             data = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise ConfigError("model", f"cannot parse {path}: {str(exc).splitlines()[0] or 'nested too deeply'}") \
-                from None
+        except JSON_ERRORS as exc:
+            raise ConfigError("model", f"cannot parse {path}: {json_problem(exc)}") from None
     else:
         data = load_yaml(text, "model", str(path))
     if not isinstance(data, dict):

@@ -104,3 +104,12 @@ def test_capacity_takes_vllms_quantization_and_kv_cache_dtype(capsys):
     both = capsys.readouterr().out
     # one byte per linear weight (6,979,321,856 of them), embeddings and LM head still bf16; one byte per KV value
     assert "65,536 B" in both and "8.46 GiB weights" in both
+
+
+def test_a_partial_shared_block_is_not_shared(capsys):
+    """Prefix caching shares full blocks only: 10 shared tokens on 16-token blocks share nothing (once a ZeroDivisionError)."""
+    assert main(["capacity", "--model", "llama-3.1-8b", "--shared-prefix-tokens", "10", "--private-tokens", "6",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert (d["shared_prefix_blocks"], d["private_blocks_per_request"]) == (0, 1)
+    assert d["shared_prefix_requests"] == d["num_blocks"]

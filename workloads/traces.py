@@ -19,7 +19,7 @@ from typing import Callable, Iterable, Iterator, NoReturn, NotRequired, Sequence
 import numpy as np
 import pandas as pd
 
-from simulator.errors import ConfigError
+from simulator.errors import JSON_ERRORS, ConfigError, json_problem
 from workloads.settings import MAX_INT, MAX_SECONDS, MAX_TOKENS
 from workloads.spec import RequestSpec
 
@@ -251,8 +251,8 @@ def _json_lines(path: Path) -> Iterator[_Obj]:
                 obj = json.loads(line.rstrip("\n"))  # so that the error's column is within this line
             except json.JSONDecodeError as e:
                 _fail(path, f"line {n}, column {e.colno}", f"invalid JSON: {e.msg}")
-            except (RecursionError, ValueError) as e:  # nesting past the stack; an integer of 4,300+ digits
-                _fail(path, f"line {n}", f"not a request record: {str(e).splitlines()[0][:120]}")
+            except JSON_ERRORS as e:
+                _fail(path, f"line {n}", f"not a request record: {json_problem(e)}")
             yield _Obj(path, f"line {n}", obj)
 
 
@@ -349,8 +349,8 @@ def _read_vllm_bench(path: Path) -> _Rows:
         doc = json.loads(path.read_text(encoding="utf-8-sig"))
     except json.JSONDecodeError as e:
         _fail(path, f"line {e.lineno}, column {e.colno}", f"invalid JSON: {e.msg}")
-    except (RecursionError, ValueError) as e:  # nesting past the stack; an integer of 4,300+ digits
-        _fail(path, "", f"not a vLLM bench result: {str(e).splitlines()[0][:120]}")
+    except JSON_ERRORS as e:
+        _fail(path, "", f"not a vLLM bench result: {json_problem(e)}")
     top = _Obj(path, "", doc)
     if "start_times" not in doc:
         top.fail("start_times", "missing: a result without per-request start times cannot be replayed "
@@ -408,10 +408,10 @@ def infer_format(path) -> str:
     if path.suffix.lower() in (".json", ".jsonl") or first.startswith("{"):
         try:
             doc = json.loads(first)
-        except json.JSONDecodeError:  # a pretty-printed single object (vllm bench results)
+        except JSON_ERRORS:  # a pretty-printed single object (vllm bench results)
             try:
                 doc = json.loads(path.read_text(encoding="utf-8-sig"))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            except (*JSON_ERRORS, UnicodeDecodeError):
                 doc = None
         found = next((fmt for key, fmt in _JSON_KEYS if isinstance(doc, dict) and key in doc), None)
     else:
