@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from simulator.model_arch import DEFAULT_ROUTING, ROUTINGS
 from simulator.cli_args import COUNT, nonempty_path, OPEN_FRACTION, POSITIVE, SEED, number
 
 
@@ -90,7 +91,7 @@ def add_parser(sub) -> None:
                    help="with --enable-expert-parallel: the DP ranks whose tokens meet at each GPU's experts")
     i.add_argument("--enable-expert-parallel", action="store_true",
                    help="MoE: whole experts over TP x DP GPUs, with the all-gather dispatch and reduce-scatter combine")
-    i.add_argument("--moe-routing", default="power_law_1.2", choices=["balanced", "power_law_1.01", "power_law_1.2"],
+    i.add_argument("--moe-routing", default=DEFAULT_ROUTING, choices=list(ROUTINGS),
                    help="MoE: the expert load imbalance the fused-MoE timings are read at (as moe.routing)")
     i.add_argument("--out", type=nonempty_path, required=True, help="profile YAML to write")
     i.add_argument("--name")
@@ -337,8 +338,6 @@ def _fit_serving(args) -> int:
     if args.dtype:
         raise ConfigError("--dtype", "a real run's dtype is the model's and engine.quantization's: give them with "
                                      "--set (docs/calibration.md)")
-    if args.tp is not None and args.tp < 1:
-        raise ConfigError("--tp", f"must be >= 1, got {args.tp}")
     terms = [t.strip() for t in args.terms.split(",")] if args.terms is not None else None
     if terms == [""]:
         raise ConfigError("--terms", "is empty")
@@ -375,8 +374,8 @@ def cmd_import(args) -> int:
     from calibration.aiconfigurator import import_profile
     from simulator.errors import ConfigError
 
-    if args.data_parallel_size < 1 or (args.data_parallel_size > 1 and not args.enable_expert_parallel):
-        raise ConfigError("--data-parallel-size", "must be >= 1, and above 1 only with --enable-expert-parallel "
+    if args.data_parallel_size > 1 and not args.enable_expert_parallel:
+        raise ConfigError("--data-parallel-size", "above 1 only with --enable-expert-parallel "
                                                   "(a DP rank without it runs the TP profile as is)")
     path, fit = import_profile(args.data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,
                                kv_dtype=args.kv_cache_dtype, dp=args.data_parallel_size,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import math
 
-MAX_INT = 2**53  # beyond this an integer is no longer exact as a float; nothing servesim counts gets near it
+from workloads.settings import MAX_INT
+
 
 
 def number(kind: type = int, *, gt: float | None = None, ge: float | None = None, lt: float | None = None,
@@ -37,7 +38,7 @@ def _show(bound: float) -> str:
 
 
 COUNT = number(int, ge=1)  # a number of things: requests, repeats, replicas, jobs
-SEED = number(int, ge=0, lt=2**63)
+SEED = number(int, ge=0)
 POSITIVE = number(float, gt=0)
 NON_NEGATIVE = number(float, ge=0)
 FRACTION = number(float, gt=0, le=1)  # a share such as gpu_memory_utilization

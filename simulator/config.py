@@ -24,7 +24,7 @@ from simulator.hybrid_kv import KVLayout, kv_layout
 from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
 from workloads import SyntheticWorkload, Workload
 from workloads.settings import (GiB, MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_GIB, MAX_GPUS, MAX_REPLICAS, MAX_REQUESTS,
-                                MAX_SECONDS, MAX_SEQS, MAX_TOKENS, Settings, Speed)
+                                MAX_SECONDS, MAX_SEQS, MAX_TOKENS, Settings, Speed, Tokens)
 
 GIB = 2**30
 
@@ -32,7 +32,7 @@ GIB = 2**30
 class EngineSettings(Settings):
     """vLLM engine arguments (names and defaults from vLLM 0.33)."""
 
-    max_num_batched_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="None: vLLM's usage-context default")
+    max_num_batched_tokens: Tokens | None = Field(None, description="None: vLLM's usage-context default")
     max_num_seqs: int | None = Field(None, ge=1, le=MAX_SEQS, description="None: vLLM's usage-context default")
     max_model_len: int | None = Field(None, ge=2, le=MAX_TOKENS,
                                       description="None: the model's max_position_embeddings (a prompt and one token)")
@@ -67,8 +67,8 @@ class EngineSettings(Settings):
         None, description="None: vLLM's default, on (since about 0.14, with the mp and uni executors); plans the next "
                           "step while this one runs, so the host's CPU time hides behind the GPU's")
     enforce_eager: bool = Field(False, description="no CUDA graphs: every step pays the CPU's kernel launches")
-    max_cudagraph_capture_size: int | None = Field(
-        None, ge=1, le=MAX_TOKENS, description="None: vLLM's min(2 x max_num_seqs, 512), at most max_num_batched_tokens; larger steps run eager")
+    max_cudagraph_capture_size: Tokens | None = Field(
+        None, description="None: vLLM's min(2 x max_num_seqs, 512), at most max_num_batched_tokens; larger steps run eager")
     swap_space: float = Field(4.0, ge=0, le=MAX_GIB, description="GiB of host memory for swapped-out KV blocks (vLLM V0)")
     max_num_queued_reqs: int | None = Field(None, ge=1, le=MAX_REQUESTS, description="reject (503) when unfinished requests + 1 exceed it")
     max_num_queued_tokens: PositiveInt | None = Field(
@@ -99,7 +99,7 @@ class AdmissionSettings(Settings):
         "prompt", description="prompt: vLLM (the prompt must fit); max_tokens / quantile: also reserve blocks for "
                               "the expected output, which running requests keep until they grow into them")
     reserve_quantile: float = Field(0.9, gt=0, le=1, description="quantile of observed output lengths per SLO class")
-    long_prompt_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS, description="a prompt this long counts as long")
+    long_prompt_tokens: Tokens | None = Field(None, description="a prompt this long counts as long")
     max_long_prefills: int | None = Field(
         None, ge=1, le=MAX_SEQS, description="FIFO with at most this many long prompts in prefill at once (the queue is not reordered)")
     shed_on_ttft_slo: bool = Field(
@@ -435,8 +435,13 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
 _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once
 
 
-def load(path: str | Path | None = None, overrides: list[str] | None = None) -> ResolvedScenario:
+def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None) -> Scenario:
+    """The scenario file with its --set overrides, validated but not resolved (no model, profile or KV pool)."""
     data = load_scenario_file(path) if path else {}
     if overrides:
         data = apply_overrides(data, overrides)
-    return resolve(parse_scenario(data))
+    return parse_scenario(data)
+
+
+def load(path: str | Path | None = None, overrides: list[str] | None = None) -> ResolvedScenario:
+    return resolve(load_scenario(path, overrides))

@@ -8,14 +8,11 @@ from importlib import resources
 from pathlib import Path
 
 import yaml
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt, ValidationError, model_validator
+from pydantic import NonNegativeFloat, NonNegativeInt, PositiveInt, ValidationError, model_validator
 
-from workloads.settings import Settings
-
-Cost = Annotated[float, Field(ge=0, le=1e6)]  # ms, us or ns of one term: a million is no step time
-Efficiency = Annotated[float, Field(ge=1e-3, le=100)]  # of the datasheet's bandwidth or FLOP/s
+from workloads.settings import Cost, Efficiency, Settings
 
 from simulator.batch import BatchShape
 from simulator.errors import ConfigError, first_error

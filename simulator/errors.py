@@ -16,8 +16,7 @@ class ConfigError(ValueError):
 
 
 # discriminated-union tags pydantic puts in an error's location; the user never wrote them
-_UNION_TAGS = {"synthetic", "sessions", "trace", "fixed", "uniform", "lognormal", "zipf", "empirical",
-               "function-after[_limits(), SyntheticWorkload]"}
+_UNION_TAGS = {"synthetic", "sessions", "trace", "fixed", "uniform", "lognormal", "zipf", "empirical"}
 
 
 _TYPE_TAG = re.compile(r"^(str|int|float|bool|none|dict\[.*\]|list\[.*\]|tuple\[.*\]|function-.*)$")  # union members

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulator.capacity import cdiv
 from simulator.errors import ConfigError
 from simulator.kv_cache import KVBlockManager, PrefixCachingKVManager
 from simulator.local_attention import LocalAttention, local_attention
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)

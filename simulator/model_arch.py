@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator, model_validator
+from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
 
 from workloads.settings import Settings
 
@@ -84,13 +84,6 @@ class ModelArchitecture(Settings):
     sliding_window: PositiveInt | None = None
     attention_chunk_size: PositiveInt | None = None
     num_local_attention_layers: PositiveInt | None = None
-
-    @field_validator("sliding_window", "attention_chunk_size", "num_local_attention_layers", mode="before")
-    @classmethod
-    def _no_bool(cls, v):
-        if isinstance(v, bool):
-            raise ValueError(f"must be a positive integer, got {v}")
-        return v
 
     @model_validator(mode="after")
     def _check_local_attention(self):

@@ -40,6 +40,16 @@ def parse_slos(specs: list[str]) -> dict[str, float]:
     return slos
 
 
+RATE_DRIVEN = ("poisson", "gamma", "constant", "onoff")  # arrival processes whose times follow arrival.rate
+
+
+def _arrival(scenario: str | None, sets: list[str]):
+    """The scenario's arrival process (None for a trace), read without resolving the deployment."""
+    from simulator.config import load_scenario
+
+    return getattr(load_scenario(scenario, sets).workload, "arrival", None)
+
+
 def meets(summary: dict, slos: dict) -> bool:
     return summary["completed"] > 0 and all(summary.get(k) is not None and summary[k] <= v for k, v in slos.items())
 
@@ -69,11 +79,10 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
         raise ConfigError("--high", f"{high:g} must be above --low ({low:g}): the bracket is [low, high]")
     if not 0 < tolerance < 1:
         raise ConfigError("--tolerance", f"must be a fraction strictly between 0 and 1, got {tolerance:g}")
-    base = load(scenario, sets)
-    if not getattr(base.scenario.workload, "arrival", None) or base.scenario.workload.arrival.process not in (
-            "poisson", "gamma", "constant", "onoff"):
+    arrival = _arrival(scenario, sets)
+    if arrival is None or arrival.process not in RATE_DRIVEN:
         raise ConfigError("workload.arrival", "search max-rate varies arrival.rate: use poisson, gamma, constant or onoff")
-    if base.scenario.workload.arrival.ramp_up_strategy is not None:
+    if arrival.ramp_up_strategy is not None:
         raise ConfigError("workload.arrival.ramp_up_strategy", "a ramp sets its own rates: arrival.rate, which the "
                                                                "search varies, has no effect")
     runs = 0
@@ -105,9 +114,8 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
 
     extra = [f"workload.arrival.rate={rate:g}"] if rate is not None else []
     if rate is not None:
-        arrival = getattr(load(scenario, sets).scenario.workload, "arrival", None)
-        if arrival is None or arrival.process not in ("poisson", "gamma", "constant", "onoff") \
-                or arrival.ramp_up_strategy is not None:
+        arrival = _arrival(scenario, sets)
+        if arrival is None or arrival.process not in RATE_DRIVEN or arrival.ramp_up_strategy is not None:
             raise ConfigError("--rate", "the scenario's arrivals do not follow arrival.rate (a trace, a closed loop, "
                                         "a burst, a curve or a ramp): leave --rate out")
 

@@ -134,11 +134,10 @@ def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> N
     """Every point must parse (known settings, valid values) before any run starts: a mistake that would fail
     every run is one line and exit 2, not a table of failed runs. What only resolving can tell (does it fit
     the GPU?) is left to each run, which records it."""
-    from simulator.config import apply_overrides, load_scenario_file, parse_scenario
+    from simulator.config import load_scenario
 
-    base = load_scenario_file(scenario) if scenario else {}
     for point in points:
-        parse_scenario(apply_overrides(base, sets + _overrides(point)))
+        load_scenario(scenario, sets + _overrides(point))
 
 
 def _overrides(point: dict) -> list[str]:
@@ -171,16 +170,18 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
         from tqdm import tqdm
 
         bar = tqdm(total=len(points), desc="sweep", unit="run")
+    table = None
     try:
         for row in _execute(scenario, sets, points, str(runs), jobs, executor, ray_address):
             rows.append(row)
-            write_table(rows, out, keys)  # after every run, atomically: even a SIGKILL leaves what finished
+            table = write_table(rows, out, keys)  # after every run, atomically: even a SIGKILL leaves what finished
             if bar:
                 bar.update(1)
     finally:  # Ctrl-C or a crash: the table still holds every finished run
         if bar:
             bar.close()
-        table = write_table(rows, out, keys)
+        if table is None or len(table) != len(rows):  # no run finished, or one finished as the table was written
+            table = write_table(rows, out, keys)
     return table
 
 

@@ -8,9 +8,7 @@ from typing import Annotated, Literal, Union
 import numpy as np
 from pydantic import Field, NonNegativeFloat, model_validator
 
-from workloads.settings import MAX_TOKENS, Settings
-
-Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]  # one prompt's or output's length
+from workloads.settings import MAX_TOKENS, Settings, Tokens
 
 
 class Fixed(Settings):

@@ -28,9 +28,12 @@ MAX_GIB = 2.0**20  # GiB of any memory (a PiB)
 MAX_SECONDS = 1e9  # simulated seconds (some 30 years)
 MAX_RATE = 1e9  # requests per second
 
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]  # one prompt's, output's or context's length
 GiB = Annotated[float, Field(gt=0, le=MAX_GIB)]  # a device's or a pool's memory
 Rate = Annotated[float, Field(ge=1e-6, le=MAX_RATE)]  # requests per second (one in 11 days at the least)
 Speed = Annotated[float, Field(ge=1e-3, le=1e9)]  # GB/s or TFLOP/s: a slower device would stall the clock
+Cost = Annotated[float, Field(ge=0, le=1e6)]  # ms, us or ns of one cost-model term: a million is no step time
+Efficiency = Annotated[float, Field(ge=1e-3, le=100)]  # of the datasheet's bandwidth or FLOP/s
 
 
 def _takes(annotation, kind: type) -> bool:

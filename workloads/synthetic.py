@@ -11,7 +11,7 @@ import numpy as np
 from pydantic import Field, PositiveFloat, model_validator
 
 from simulator.errors import ConfigError
-from workloads.settings import MAX_REQUESTS, MAX_TOKENS, Settings
+from workloads.settings import MAX_REQUESTS, MAX_TOKENS, Settings, Tokens
 
 from workloads.arrivals import Arrival
 from workloads.lengths import FloatDist, JointLengths, LengthDist, LogNormal, Uniform
@@ -34,7 +34,7 @@ class SLOClass(Settings):
 class SharedPrefix(Settings):
     """System prompts or few-shot preambles shared by many requests, drawn uniformly from `count`."""
 
-    tokens: int = Field(ge=1, le=MAX_TOKENS)
+    tokens: Tokens
     count: int = Field(1, ge=1, le=MAX_REQUESTS)
 
 
