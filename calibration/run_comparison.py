@@ -66,8 +66,8 @@ def comparison_table(reals: list[dict], sim: dict) -> pd.DataFrame:
         med = float(np.median(vals))
         spread = float(np.ptp(vals) / med) if len(vals) > 1 and med else None
         s = float(sim[key])
-        rows.append({"metric": label, "real": med, "real_spread": spread, "sim": s,
-                     "error": (s - med) / med if med else np.nan})
+        rows.append({"metric": label, "real": med, "real_spread": spread, "sim": s,  # 0 against 0 is a match
+                     "error": (s - med) / med if med else (0.0 if s == 0 else np.inf)})
     return pd.DataFrame(rows)
 
 

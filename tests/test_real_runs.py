@@ -284,3 +284,13 @@ def test_compare_takes_shared_prefixes_from_the_trace_the_run_replayed(tmp_path)
     ttft = lambda t: t.set_index("metric").loc["TTFT p50 (ms)", "error"]  # noqa: E731
     assert abs(ttft(with_trace)) < 1e-9  # the shared prefixes are cached as in the run
     assert ttft(without) > 0.05  # without them every prompt is computed in full: slower first tokens
+
+
+def test_a_statistic_that_is_zero_in_both_runs_is_a_match():
+    from calibration.run_comparison import comparison_table, failures
+
+    reals = [{"mean_queue_time_ms": 0.0, "mean_ttft_ms": 20.0}]
+    t = comparison_table(reals, {"mean_queue_time_ms": 0.0, "mean_ttft_ms": 20.0})
+    assert failures(t, 0.1).empty
+    t = comparison_table(reals, {"mean_queue_time_ms": 5.0, "mean_ttft_ms": 20.0})  # zero against not zero: a miss
+    assert failures(t, 0.1)["metric"].str.contains("queue").all() and len(failures(t, 0.1)) == 1

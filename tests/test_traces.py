@@ -365,3 +365,22 @@ def test_hash_ids_block_size_is_found_in_the_file_given_or_ignored(tmp_path):
     assert read_trace(mooncake)[0].prefix_block_tokens == 512
     with pytest.raises(ConfigError, match="hash_block_tokens"):
         read_trace(f, hash_block_tokens=0)
+
+
+def test_a_written_workload_replays_with_its_own_slo_classes(tmp_path, capsys):
+    """Setting slo_classes (their targets) keeps the classes the trace records instead of drawing new ones."""
+    from simulator.cli import main
+    from simulator.config import load
+
+    out = tmp_path / "w.jsonl"
+    classes = "workload.slo_classes={gold: {weight: 1, ttft_ms: 500}, bronze: {weight: 2, ttft_ms: 5000}}"
+    assert main(["workload", "write", "--set", "workload.num_requests=40", "--set", classes, "--out", str(out)]) == 0
+    written = [json.loads(line)["slo_class"] for line in out.read_text().splitlines()]
+    rs = load(None, ["workload.type=trace", f"workload.path={out}",
+                     "workload.slo_classes={gold: {ttft_ms: 500, priority: 0}, bronze: {ttft_ms: 5000, priority: 1}}"])
+    specs = rs.scenario.workload.source(0, rs.max_model_len).initial()
+    assert [s.slo_class for s in specs] == written and {"gold", "bronze"} == set(written)
+    assert all(s.priority == (0 if s.slo_class == "gold" else 1) for s in specs)
+    with pytest.raises(ConfigError, match="records class.*bronze"):
+        rs = load(None, ["workload.type=trace", f"workload.path={out}", "workload.slo_classes={gold: {ttft_ms: 1}}"])
+        rs.scenario.workload.source(0, rs.max_model_len)

@@ -7,6 +7,7 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
+from simulator.errors import ConfigError
 from workloads.source import RequestSource, StaticSource
 from workloads.synthetic import _Classes
 
@@ -36,8 +37,26 @@ class TraceWorkload(_Classes):
                            duration_s=self.duration_s, sample=self.sample, limit=self.limit, seed=seed,
                            hash_block_tokens=self.hash_block_tokens, use_hash_ids=self.use_hash_ids)
         if self.priorities or self.slo_classes:
-            prios, classes = self._draw_classes(len(specs), np.random.default_rng(seed))
-            specs = [replace(s, priority=p, slo_class=c) for s, p, c in zip(specs, prios, classes)]
+            specs = self._with_classes(specs, seed)
         if self.clip_to_max_model_len and max_model_len:
             specs = [replace(s, prompt_tokens=min(s.prompt_tokens, max_model_len - 1)) for s in specs]
         return StaticSource(specs, f"{len(specs):,} requests replayed from {self.path}")
+
+    def _with_classes(self, specs: list, seed: int) -> list:
+        """Draw classes and priorities for the rows, except that a row whose trace records its SLO class keeps
+        it (with that class's priority, else its recorded one): a written workload replays with its own classes."""
+        from dataclasses import replace
+
+        recorded = {s.slo_class for s in specs if s.slo_class is not None}
+        if recorded and self.slo_classes and (unknown := sorted(recorded - set(self.slo_classes))):
+            raise ConfigError("workload.slo_classes", f"{self.path} records class(es) {', '.join(unknown)} that have "
+                                                      f"no targets here")
+        prios, classes = self._draw_classes(len(specs), np.random.default_rng(seed))
+        out = []
+        for s, p, c in zip(specs, prios, classes):
+            if s.slo_class is not None and self.slo_classes:
+                own = self.slo_classes[s.slo_class].priority
+                out.append(replace(s, priority=s.priority if own is None else own))
+            else:
+                out.append(replace(s, priority=p, slo_class=c))
+        return out
