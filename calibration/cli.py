@@ -79,7 +79,8 @@ def add_parser(sub) -> None:
 
     i = csub.add_parser("import", help="compose profiles from third-party kernel tables")
     i.add_argument("source", choices=["aiconfigurator"])
-    i.add_argument("--data", default="../shared/data/gpu/aiconfigurator", help="the tables' root directory")
+    i.add_argument("--data", help="the tables' root directory (default: $SERVESIM_KERNEL_TABLES, else "
+                                  "../shared/data/gpu/aiconfigurator beside the project, as `run` finds them)")
     i.add_argument("--gpu", required=True, help="a built-in GPU with tables (h100-sxm, b200-sxm, ...) or a table "
                                                 "folder under --data (h100_sxm)")
     i.add_argument("--model", required=True)
@@ -377,7 +378,10 @@ def cmd_import(args) -> int:
     if args.data_parallel_size > 1 and not args.enable_expert_parallel:
         raise ConfigError("--data-parallel-size", "above 1 only with --enable-expert-parallel "
                                                   "(a DP rank without it runs the TP profile as is)")
-    path, fit = import_profile(args.data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,
+    from simulator.profile_select import kernel_tables_root
+
+    data = args.data or kernel_tables_root() or "../shared/data/gpu/aiconfigurator"
+    path, fit = import_profile(data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,
                                kv_dtype=args.kv_cache_dtype, dp=args.data_parallel_size,
                                expert_parallel=args.enable_expert_parallel, routing=args.moe_routing)
     _print_fit(path, fit)

@@ -194,9 +194,12 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
     if sim_dir:
         summary, sim_requests, steps = _sim_from_dir(Path(sim_dir))
         sim_itls = None
-        if summary.get("completed") != len(first.specs):
-            print(f"warning: {sim_dir} completed {summary.get('completed')} requests, the real run "
-                  f"{len(first.specs)}: not the same workload?")
+        real_lengths = sorted((s.prompt_tokens, s.output_tokens) for s in first.specs)
+        sim_lengths = sorted(zip(sim_requests["prompt_tokens"].astype(int).tolist(),
+                                 sim_requests["output_tokens"].astype(int).tolist()))
+        if real_lengths != sim_lengths:  # another workload's simulation would be compared as if it were this one
+            raise ConfigError("--sim", f"{sim_dir} simulated {len(sim_lengths):,} requests, not the "
+                                       f"{len(real_lengths):,} (prompt, output) lengths of {real_paths[0]}")
         source = summary.get("cost_model_source")
     else:
         rs, result = simulate_run(first, scenario, sets)

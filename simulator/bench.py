@@ -32,10 +32,13 @@ def run_bench(args) -> int:
     wall = statistics.median(walls)
     s = result.summary
     sim_time = s["duration"]
+    requests = s["completed"] + s["failed"] + s.get("unfinished", 0)  # what ran (a --set may override the flags)
+    arrival = getattr(rs.scenario.workload, "arrival", None)
+    rate = arrival.rate if arrival is not None and arrival.open_loop else None
     report = {
-        "requests": args.requests, "rate": args.rate, "repeats": args.repeats, "decode_runs": not args.step_by_step,
-        "wall_s_median": wall, "wall_s_all": walls,
-        "simulated_requests_per_wall_s": args.requests / wall,
+        "requests": requests, "rate": rate, "repeats": args.repeats,
+        "decode_runs": rs.scenario.simulation.decode_runs, "wall_s_median": wall, "wall_s_all": walls,
+        "simulated_requests_per_wall_s": requests / wall,
         "simulated_s_per_wall_s": sim_time / wall,
         "simulated_duration_s": sim_time, "steps": s["num_steps"], "steps_per_wall_s": s["num_steps"] / wall,
         "mean_batch_size": s["mean_batch_size"], "kv_cache_usage_mean": s["kv_cache_usage_mean"],
@@ -44,8 +47,9 @@ def run_bench(args) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
     else:
-        print(f"servesim bench: {args.requests:,} requests (ShareGPT-like lengths) at {args.rate} req/s, "
-              f"{args.repeats} repeats{', step by step' if args.step_by_step else ''}")
+        at = f"at {rate:g} req/s" if rate is not None else f"({arrival.process if arrival else 'a trace'})"
+        print(f"servesim bench: {requests:,} requests {at}, "
+              f"{args.repeats} repeats{'' if report['decode_runs'] else ', step by step'}")
         print(f"  wall time, median          {wall:.2f} s   (all: {', '.join(f'{w:.2f}' for w in walls)})")
         print(f"  simulated requests / wall-s {report['simulated_requests_per_wall_s']:,.0f}")
         print(f"  simulated seconds / wall-s  {report['simulated_s_per_wall_s']:,.0f}")

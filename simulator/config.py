@@ -183,6 +183,14 @@ class Scenario(Settings):
     moe: MoESettings = MoESettings()
     resolved: dict | None = Field(None, description="written by servesim next to results; ignored on input")
 
+    @model_validator(mode="after")
+    def _shedding_has_a_target(self):
+        a = self.policies.admission
+        if a.shed_on_ttft_slo and a.shed_ttft_ms is None and not any(
+                c.ttft_ms for c in (getattr(self.workload, "slo_classes", None) or {}).values()):
+            raise ValueError("policies.admission.shed_on_ttft_slo: no TTFT SLO to shed on; set "
+                             "policies.admission.shed_ttft_ms or a ttft_ms in workload.slo_classes")
+        return self
 
 @dataclass(frozen=True)
 class ResolvedScenario:

@@ -174,3 +174,8 @@ def test_inf_and_nan_are_never_a_setting(tmp_path, capsys, setting, value):
     assert main(["run", "--set", f"{setting}={value}", "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"servesim: error: {setting}") and err.count("\n") == 1
+
+
+def test_bench_reports_what_ran_not_its_flags(capsys):
+    assert main(["bench", "--requests", "500", "--repeats", "1", "--set", "workload.num_requests=30", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["requests"] == 30

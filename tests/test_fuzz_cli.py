@@ -255,6 +255,8 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["run", "--set", "engine.max_model_len=1"], "engine.max_model_len"),
     (["run", "--set", "engine.tensor_parallel_size=3"], "engine.tensor_parallel_size"),
     (["run", "--set", "name=" + "a" * 5000], "name"),
+    (["run", "--set", "policies.admission.shed_on_ttft_slo=true"], "no TTFT SLO to shed on"),
+    (["run", "--set", "workload.type=trace", "--set", "workload.path=/dev/null"], "/dev/null: not a file"),
     (["workload", "describe", "/dev/zero"], "not a file"),
     (["workload", "write", "--out", "/dev/null/x.jsonl", "--set", "workload.num_requests=2"], "/dev/null is not a directory"),
 ])

@@ -158,6 +158,10 @@ def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys):
     real = write_lifecycle(result, tmp_path / "requests.jsonl")
     result.write(tmp_path / "sim")
     assert main(["compare", str(real), str(tmp_path / "sim"), "--out", str(tmp_path / "o")]) == 0
+    _, other = _simulated(["workload.num_requests=7"])  # another workload's simulation is refused, not compared
+    other.write(tmp_path / "other")
+    assert main(["compare", str(real), str(tmp_path / "other"), "--out", str(tmp_path / "o1")]) == 2
+    assert "--sim: " in capsys.readouterr().err
     # a prompt over max_model_len: not the settings the run was served with
     assert main(["compare", str(real), "--out", str(tmp_path / "o2"), "--set", "engine.max_model_len=256"]
                 + sum((["--set", s] for s in DEPLOY), [])) == 2

@@ -33,9 +33,14 @@ class TraceWorkload(_Classes):
 
         from workloads.traces import read_trace
 
-        specs = read_trace(self.path, self.format, time_scale=self.time_scale, start_s=self.start_s,
-                           duration_s=self.duration_s, sample=self.sample, limit=self.limit, seed=seed,
-                           hash_block_tokens=self.hash_block_tokens, use_hash_ids=self.use_hash_ids)
+        try:
+            specs = read_trace(self.path, self.format, time_scale=self.time_scale, start_s=self.start_s,
+                               duration_s=self.duration_s, sample=self.sample, limit=self.limit, seed=seed,
+                               hash_block_tokens=self.hash_block_tokens, use_hash_ids=self.use_hash_ids)
+        except ConfigError as exc:  # a replay option's error is this workload's setting
+            if exc.field in type(self).model_fields:
+                raise ConfigError(f"workload.{exc.field}", exc.message) from None
+            raise
         if self.priorities or self.slo_classes:
             specs = self._with_classes(specs, seed)
         if self.clip_to_max_model_len and max_model_len:
