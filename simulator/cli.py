@@ -205,7 +205,7 @@ def cmd_workload_write(args) -> int:
 def cmd_sweep(args) -> int:
     from simulator.sweep import expand, sweep
 
-    points = expand(args.grid, args.zip, args.seeds, args.base_seed)
+    points = expand(args.grid, args.zip, args.seeds, args.base_seed, fixed=args.set)
     table = sweep(args.scenario, args.set, points, args.out, args.jobs, args.executor, args.ray_address,
                   progress=not args.no_progress)
     failed = int(table["error"].notna().sum()) if "error" in table else 0
@@ -225,8 +225,10 @@ def _search_each_point(args, search, answer: str, below: str, filename: str, sea
     from simulator.sweep import expand
 
     slos = parse_slos(args.slo)
+    if searched in {s.split("=", 1)[0].strip() for s in args.set}:
+        raise ConfigError("--set", f"{searched} is the setting the search varies; leave it out")
     rows = []
-    for point in expand(args.grid, [], 1, searched=searched) if args.grid else [{}]:
+    for point in expand(args.grid, [], 1, searched=searched, fixed=args.set) if args.grid else [{}]:
         point.pop("seed", None)
         r = search(args.set + [f"{k}={v}" for k, v in point.items()], slos)
         s = r["summary"]
@@ -276,7 +278,10 @@ def cmd_plot(args) -> int:
     from simulator.files import read_table
 
     src = Path(args.results)
-    out = Path(args.out) if args.out else (src if src.is_dir() else src.parent) / f"plot-{args.kind}"
+    if args.out and (args.out.endswith(("/", ".")) or Path(args.out).is_dir()):  # a folder: the plot goes in it
+        out = Path(args.out) / f"plot-{args.kind}"
+    else:
+        out = Path(args.out) if args.out else (src if src.is_dir() else src.parent) / f"plot-{args.kind}"
     if args.kind == "timeline":
         steps = src / "steps.parquet" if src.is_dir() else src
         if not steps.is_file():
@@ -412,7 +417,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--x", default="workload.arrival.rate", help="the load axis (sweep column)")
     pl.add_argument("--by", default=None, help="one line per value of this sweep column")
     pl.add_argument("--title")
-    pl.add_argument("--out", type=nonempty_path, help="output path without extension (default: beside the results)")
+    pl.add_argument("--out", type=nonempty_path, help="output path without extension, or a folder to put it in "
+                                                       "(default: beside the results)")
     pl.set_defaults(func=cmd_plot)
 
     w = sub.add_parser("workload", help="inspect a trace or a scenario's workload, or save it as JSONL")

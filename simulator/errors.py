@@ -35,6 +35,10 @@ def first_error(exc, section: str = "") -> tuple[str, str]:
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         msg = "unknown setting"
+    elif err["type"] == "union_tag_not_found":  # a mapping without its kind: a section set replaces the default
+        tag = err["ctx"]["discriminator"].strip("'")
+        msg = (f"give its {tag} too: a setting of this section replaces the default one, so name the kind with "
+               f"the fields, e.g. {field or 'it'}={{{tag}: ..., ...}}")
     elif err["type"] == "union_tag_invalid":
         msg = f"unknown kind {err.get('input', {}).get('dist')!r} (expected {err['ctx']['expected_tags']})" if isinstance(err.get("input"), dict) else msg
     elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], (dict, list)):

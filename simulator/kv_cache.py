@@ -144,7 +144,9 @@ class PrefixCachingKVManager(KVBlockManager):
         base = -(req.request_id << 24) - 1
         shared = start
         if ids and unit:  # ids name the prompt's blocks (the last one perhaps partial), or run on over the output
-            covered = len(ids) * unit if len(ids) > -(-spec.prompt_tokens // unit) else spec.prompt_tokens
+            # ids past the prompt run on over the output; fewer ids than prompt blocks name only what they cover
+            covered = len(ids) * unit if len(ids) > -(-spec.prompt_tokens // unit) else \
+                min(spec.prompt_tokens, len(ids) * unit)
             shared = max(start, min(stop, covered // bs))
         if unit % bs == 0:  # whole engine blocks in each content block
             per = unit // bs

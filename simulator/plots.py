@@ -48,7 +48,7 @@ def _figure(path_stem: str | Path, fig) -> list[Path]:
 
     stem = Path(path_stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
-    out = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    out = [stem.parent / f"{stem.name}.png", stem.parent / f"{stem.name}.svg"]  # a dot in the name stays
     fig.tight_layout()
     fig.savefig(out[0], dpi=110)
     fig.savefig(out[1])

@@ -36,17 +36,27 @@ def _values(spec: str, flag: str) -> tuple[str, list]:
     return key.strip(), values
 
 
-def expand(grids: list[str], zips: list[str], seeds: int, base_seed: int = 0, searched: str | None = None) -> list[dict]:
-    """Every point: the product of the grids, times the zipped axis, times the seeds."""
-    gridded = [_values(g, "--grid") for g in grids]
-    zipped = [_values(z, "--zip") for z in zips]
-    for key, _ in gridded + zipped:
+def expand(grids: list[str], zips: list[str], seeds: int, base_seed: int = 0, searched: str | None = None,
+           fixed: list[str] = ()) -> list[dict]:
+    """Every point: the product of the grids, times the zipped axis, times the seeds. `fixed` are the --set
+    settings: one that is also an axis would be silently overridden, so it is refused."""
+    axes_given = [(*_values(g, "--grid"), "--grid") for g in grids] + [(*_values(z, "--zip"), "--zip") for z in zips]
+    fixed_keys = {f.split("=", 1)[0].strip() for f in fixed}
+    seen: set = set()
+    for key, values, flag in axes_given:
         if key == "seed":
-            raise ConfigError("--grid", "seed is set by --seeds and --base-seed, not as an axis")
+            raise ConfigError(flag, "seed is set by --seeds and --base-seed, not as an axis")
         if key == searched:
-            raise ConfigError("--grid", f"{key} is the setting the search varies; it cannot also be an axis")
-    if len({k for k, _ in gridded + zipped}) < len(gridded + zipped):
-        raise ConfigError("--grid", "a setting is given as two axes")
+            raise ConfigError(flag, f"{key} is the setting the search varies; it cannot also be an axis")
+        if key in fixed_keys:
+            raise ConfigError(flag, f"{key} is also given by --set, which would be overridden: give it once")
+        if key in seen:
+            raise ConfigError(flag, f"{key} is given as two axes")
+        if len({json.dumps(v, sort_keys=True, default=str) for v in values}) < len(values):
+            raise ConfigError(flag, f"{key} lists a value twice (the runs would repeat)")
+        seen.add(key)
+    gridded = [(k, vs) for k, vs, flag in axes_given if flag == "--grid"]
+    zipped = [(k, vs) for k, vs, flag in axes_given if flag == "--zip"]
     axes = [[{k: v} for v in vs] for k, vs in gridded]
     if zips:
         lengths = {len(vs) for _, vs in zipped}

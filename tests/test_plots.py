@@ -38,3 +38,19 @@ def test_plot_errors(swept, tmp_path, capsys):
     assert "not found" in capsys.readouterr().err
     assert main(["plot", str(swept), "--kind", "latency-vs-rate", "--by", "no.such.column"]) == 2
     assert "no.such.column" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("out", [".", "folder/", "folder", "a.v2"])
+def test_plot_out_is_a_folder_or_a_name_with_dots(tmp_path, monkeypatch, out):
+    """--out . or an existing folder puts the plot inside it; a dot in a file name is kept."""
+    from simulator.cli import main
+
+    run = tmp_path / "run"
+    assert main(["run", "--set", "workload.num_requests=20", "--set", "profile=teaching", "--out", str(run),
+                 "--quiet"]) == 0
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "folder").mkdir()
+    assert main(["plot", str(run), "--kind", "timeline", "--out", out]) == 0
+    expect = tmp_path / "plot-timeline.png" if out == "." else \
+        tmp_path / "folder" / "plot-timeline.png" if out.startswith("folder") else tmp_path / "a.v2.png"
+    assert expect.is_file()

@@ -3,7 +3,7 @@
 import pytest
 
 from simulator.config import load
-from simulator.engine import simulate
+from simulator.engine import build, simulate
 from simulator.kv_cache import PrefixCachingKVManager
 from simulator.request import Request
 from workloads.spec import RequestSpec
@@ -130,3 +130,13 @@ def test_any_block_size_shares_what_the_content_ids_share(block_size, unit):
     assert kv.allocate_slots(b, b.num_tokens - tokens, hit_blocks=hits)
     kv.check_invariants([a, b])
     assert hits == a.blocks[:len(hits)]
+
+
+@pytest.mark.parametrize("unit", [7, 16, 32])
+def test_fewer_content_ids_than_prompt_blocks_share_what_they_name(unit):
+    """A trace may name only a prompt's leading blocks (the reader allows it): the rest is this request's own."""
+    rs = load(None, ["profile=teaching", "engine.enable_prefix_caching=true"])
+    specs = [RequestSpec(i, 0.01 * i, 100, 5, prefix_ids=(7,), prefix_block_tokens=unit) for i in range(3)]
+    sim = build(rs, specs)
+    sim.env.run()
+    assert all(r.status == "finished" for r in sim.arrivals.requests)
