@@ -10,9 +10,9 @@ from pathlib import Path
 import yaml
 from typing import Literal
 
-from pydantic import NonNegativeFloat, NonNegativeInt, PositiveInt, ValidationError, model_validator
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, ValidationError, model_validator
 
-from workloads.settings import Cost, Efficiency, Settings
+from workloads.settings import MAX_BLOCK_SIZE, Cost, Efficiency, Settings
 
 from simulator.batch import BatchShape
 from simulator.errors import ConfigError, first_error
@@ -187,16 +187,24 @@ class Profile(Settings):
     held_out_error: dict | None = None
     description: str | None = None
     # written by `servesim calibrate`: what `calibrate check` needs to re-measure
-    tolerance: float | None = None  # the check fails when re-measured MAPE exceeds this
-    block_size: int | None = None
+    tolerance: float | None = Field(None, gt=0, le=10)  # the check fails when re-measured MAPE exceeds this
+    block_size: int | None = Field(None, ge=1, le=MAX_BLOCK_SIZE)
     grid: str | None = None
     attention: str | None = None  # the harness's decode attention: gather (SDPA) or paged (Triton)
     architecture: dict | None = None
     hardware: dict | None = None
     measurements: str | None = None  # path of the raw measurements, relative to the profile
-    shape_range: dict[str, int] | None = None  # the largest batches it was fitted on (max_tokens, max_seqs, ...)
+    shape_range: dict[str, PositiveInt] | None = None  # the largest batches it was fitted on (max_tokens, max_seqs, ...)
     engine_version: str | None = None  # the serving engine a fitted profile observed (vLLM 0.19.0)
     fitted: dict | None = None  # `calibrate fit` by simulation: terms, their start, the runs (calibration/serving_fit.py)
+
+    @model_validator(mode="after")
+    def _errors_are_errors(self):
+        for key, value in (self.held_out_error or {}).items():  # mape, p90_ape, ...: what users read as its accuracy
+            if "ape" in str(key) and value is not None and not (
+                    isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")):
+                raise ValueError(f"held_out_error.{key} must be a non-negative number, got {value!r}")
+        return self
 
 
 def _builtin_profiles():

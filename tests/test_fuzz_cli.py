@@ -337,3 +337,19 @@ def test_unbounded_work_is_refused_up_front(tmp_path, argv, needle):
     lines = p.stderr.strip().splitlines()
     assert p.returncode == 2 and len(lines) == 1 and lines[0].startswith("servesim: error: "), p.stderr[-2000:]
     assert needle in lines[0]
+
+
+@pytest.mark.parametrize("line,field", [
+    ("shape_range: {max_seqs: -5}", "profile.shape_range.max_seqs"), ("shape_range: {max_tokens: 0}", "max_tokens"),
+    ("block_size: 0", "profile.block_size"), ("held_out_error: {mape: x}", "held_out_error.mape"),
+    ("held_out_error: {p90_ape: -1}", "held_out_error.p90_ape"), ("tolerance: 0", "profile.tolerance"),
+    ("coefficients: {step_overhead_ms: 1e308}", "step_overhead_ms"),
+    ("coefficients: {moe_experts: 1, moe_top_k: 3}", "moe_top_k (3) cannot exceed"),
+])
+def test_a_profile_field_out_of_range_is_one_line(tmp_path, capsys, line, field):
+    base = {"cost_model": "linear", "name": "p", "coefficients": {"step_overhead_ms": 10}}
+    import yaml
+
+    data = base | yaml.safe_load(line)
+    path = _write(tmp_path, "p.yaml", yaml.safe_dump(data))
+    _one_error(capsys, main(["config", "--set", f"profile={path}"]), field)
