@@ -180,14 +180,18 @@ class RunResult:
         if slos:
             req["good"] = _meets_slo(req, {k: v.model_dump() for k, v in slos.items()})
         result = cls(rs.as_dict(), req, steps, itls)
-        result.summary = result._summarize(sim_end, len(logs))
+        prefill_only = rs.scenario.cluster.prefill_replicas  # the first replicas, when disaggregated
+        result.summary = result._summarize(sim_end, len(logs), prefill_only)
         result.summary["cost_model_source"] = rs.cost_model_source  # which profile, and how it was chosen
         largest = {"max_tokens": steps["scheduled_tokens"].max(), "max_seqs": steps["num_seqs"].max(),
                    "max_decode_context_tokens": steps["decode_context_tokens"].max()} if len(steps) else {}
         result.summary["cost_model_warnings"] = extrapolation_warnings(rs.profile, largest)
         return result
 
-    def _summarize(self, sim_end: float, replicas: int = 1) -> dict:
+    def _summarize(self, sim_end: float, replicas: int = 1, prefill_only: int = 0) -> dict:
+        """vLLM's benchmark figures plus servesim's; with several replicas, busy_fraction is the mean
+        replica's, and completions (and their imbalance) count the replicas where requests finish:
+        not the first `prefill_only` ones, which hand every request on."""
         req, steps = self.requests, self.steps
         done = req[req["status"] == FINISHED]
         start = float(req["arrival_time"].min()) if len(req) else 0.0
@@ -232,10 +236,10 @@ class RunResult:
         s["kv_cache_usage_mean"] = float((steps["kv_usage"] * steps["duration"]).sum() / busy) if busy else 0.0
         s["mean_batch_size"] = float((steps["num_running"] * steps["duration"]).sum() / busy) if busy else 0.0
         s["max_concurrent_requests"] = int(steps["num_running"].max()) if len(steps) else 0
-        s["busy_fraction"] = busy / duration
+        s["busy_fraction"] = busy / (replicas * duration)
         s["replicas"] = replicas
-        if replicas > 1:  # load imbalance: the busiest replica's completions over the mean
-            per = done.groupby("replica").size().reindex(range(replicas), fill_value=0)
+        if replicas - prefill_only > 1:  # load imbalance: the busiest replica's completions over the mean
+            per = done.groupby("replica").size().reindex(range(prefill_only, replicas), fill_value=0)
             s["replica_completed"] = {str(k): int(v) for k, v in per.items()}
             s["load_imbalance"] = float(per.max() / per.mean()) if per.sum() else 1.0
         if "good" in req:  # vLLM's goodput: completed requests meeting every SLO of their class, per second

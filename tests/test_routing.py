@@ -62,6 +62,14 @@ def test_disaggregation_frees_decodes_from_prefill_stalls():
     assert s["p99_itl_ms"] < 0.3 * colocated["p99_itl_ms"]  # no prompt shares a decode step any more
     req = split.requests
     assert (req.prefill_replica == 0).all() and (req.replica == 1).all()
+    assert "load_imbalance" not in s  # one decode replica: nothing to balance
+
+
+def test_a_disaggregated_summary_counts_the_decode_replicas_and_the_mean_replica_busy():
+    s = simulate(load(None, DISAGG + ["cluster.replicas=2", "cluster.prefill_replicas=1"])).summary
+    assert set(s["replica_completed"]) == {"1", "2"} and sum(s["replica_completed"].values()) == 400
+    assert s["load_imbalance"] < 1.3  # the least loaded decode replica takes each prompt
+    assert 0 < s["busy_fraction"] <= 1  # the mean replica's share of the run, not the sum over replicas
 
 
 def test_the_kv_transfer_shows_in_the_first_gap():
