@@ -23,6 +23,15 @@ def check_profile(profile_path: str, device: str, points: int = 8, seed: int = 0
     prof = load_profile(profile_path)
     if prof.cost_model != "linear" or not prof.grid:
         raise ConfigError("profile", f"{profile_path} is not a calibrated profile (no grid to re-measure)")
+    if (prof.tensor_parallel_size or 1) > 1:
+        raise ConfigError("profile", f"{profile_path} is a tensor-parallel profile (TP {prof.tensor_parallel_size}); "
+                                     "the harness measures one device")
+    from calibration.hardware_info import describe
+
+    here = describe(device)["name"]
+    if prof.device not in ("any", here):  # another device's timings are no check of this profile
+        raise ConfigError("--device", f"{profile_path} was measured on {prof.device}, but {device} here is "
+                                      f"{here}: re-measure it on the device it describes")
     arch = load_model(prof.architecture or prof.model)
     grid = [p for p in make_grid(prof.grid, arch.max_position_embeddings) if p.kind in STEP_KINDS]
     if points < 1:

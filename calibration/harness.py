@@ -133,14 +133,28 @@ def usable_device(torch, device: str, field: str = "--device"):
     return d
 
 
+def free_memory(torch, device: str) -> tuple[float | None, float]:
+    """Bytes free for the model on `device` (None where unknown) and what to keep for activations."""
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            return None, 0.0
+        return float(torch.cuda.mem_get_info(torch.device(device))[0]), 6 * 2**30
+    try:  # MemAvailable: what can be allocated without swapping, page cache included
+        with open("/proc/meminfo") as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return None, 0.0
+    return kib * 1024.0, 2**30
+
+
 def memory_plan(arch: ModelArchitecture, device: str, dtype: str, points: list[GridPoint],
                 max_kv_gib: float | None = None) -> tuple[list[GridPoint], list[GridPoint], float | None]:
     """Points whose KV cache fits the device, the ones that do not, and the KV budget in GiB.
 
-    On CUDA the budget is the free memory less the weights and a reserve for activations; a
-    point's cost is its KV tokens in the pool plus the per-layer copies attention makes of
-    them (gathered K/V, expanded to every query head, with the padding of uneven contexts).
-    The CPU has no budget unless one is given.
+    The budget is the free memory (on the CPU: what the system has available) less the
+    weights and a reserve for activations; a point's cost is its KV tokens in the pool plus
+    the per-layer copies attention makes of them (gathered K/V, expanded to every query head,
+    with the padding of uneven contexts). Weights that do not fit are refused up front.
     """
     torch = _torch()
     from calibration.torch_model import kv_bytes_per_token, torch_dtype
@@ -148,10 +162,13 @@ def memory_plan(arch: ModelArchitecture, device: str, dtype: str, points: list[G
     elem = torch.tensor([], dtype=torch_dtype(dtype)).element_size()
     per_token = kv_bytes_per_token(arch, torch_dtype(dtype))
     transient = 2 * (arch.num_attention_heads + arch.num_key_value_heads) * arch.head_dim * elem * 1.5
-    if max_kv_gib is None and device.startswith("cuda") and torch.cuda.is_available():
-        free, _ = torch.cuda.mem_get_info(torch.device(device))
-        weights = arch.num_params * elem
-        max_kv_gib = (0.92 * free - weights - 6 * 2**30) / 2**30
+    free, reserve = free_memory(torch, device)
+    weights = arch.num_params * elem
+    if free is not None and weights > 0.92 * free - reserve:  # the kernel would kill the process instead
+        raise ConfigError("--model", f"{arch.name}'s {weights / 2**30:.1f} GiB of {dtype} weights do not fit "
+                                     f"the {free / 2**30:.1f} GiB free on {device}")
+    if max_kv_gib is None and free is not None:
+        max_kv_gib = (0.92 * free - weights - reserve) / 2**30
     if max_kv_gib is None:
         return list(points), [], None
     if max_kv_gib <= 0:

@@ -1,6 +1,7 @@
 """The torch harness on the CPU: real timings of the tiny model over the quick grid."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -47,6 +48,22 @@ def test_profile_loads_and_check_runs(calibrated, capsys):
     out = json.loads(capsys.readouterr().out)
     assert len(out["points"]) == 4 and rc == (0 if out["ok"] else 1)
     assert all(p["measured_ms"] > 0 and p["predicted_ms"] > 0 for p in out["points"])
+
+
+@pytest.mark.parametrize("edit, message", [
+    ({"device": "NVIDIA H200"}, r"--device: .* was measured on NVIDIA H200, but cpu here is"),
+    ({"tensor_parallel_size": 2}, r"profile: .* tensor-parallel profile \(TP 2\); the harness measures one device"),
+])
+def test_check_refuses_a_profile_it_cannot_re_measure_here(calibrated, tmp_path, capsys, edit, message):
+    """Another device's timings are no check of a profile (and a 70B GPU profile re-measured on
+    the CPU ran the machine out of memory)."""
+    import yaml
+
+    prof = yaml.safe_load((calibrated / "profile.yaml").read_text()) | edit
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(prof))
+    assert main(["calibrate", "check", str(tmp_path / "p.yaml"), "--points", "1", "--repeats", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(message, err)
 
 
 def test_paged_decode_attention_matches_dense_attention():

@@ -97,7 +97,7 @@ def test_memory_plan_skips_points_over_the_kv_budget(tmp_path):
     arch = load_model("tiny-llama")
     pts = make_grid("quick")
     kept, skipped, budget = memory_plan(arch, "cpu", "fp32", pts)
-    assert (kept, skipped, budget) == (pts, [], None)  # no budget on the CPU unless asked
+    assert (kept, skipped) == (pts, []) and budget > 0  # the CPU's budget: the memory it has available
     kept, skipped, _ = memory_plan(arch, "cpu", "fp32", pts, max_kv_gib=0.005)
     assert skipped and kept and len(kept) + len(skipped) == len(pts)
     assert max(p.max_kv_tokens for p in kept) < min(p.max_kv_tokens for p in skipped)
@@ -108,6 +108,15 @@ def test_memory_plan_skips_points_over_the_kv_budget(tmp_path):
     assert len(pd.read_parquet(out / "measurements.parquet")) == len(kept)
     with pytest.raises(ConfigError, match="max_kv_gib"):
         memory_plan(arch, "cpu", "fp32", pts, max_kv_gib=-1)
+
+
+def test_weights_that_do_not_fit_the_memory_are_refused_up_front(monkeypatch):
+    """An 8B model in fp32 (32 GB) on a machine with 4 GiB free: one line, not an OOM kill."""
+    import calibration.harness as harness
+
+    monkeypatch.setattr(harness, "free_memory", lambda torch, device: (4 * 2**30, 2**30))
+    with pytest.raises(ConfigError, match=r"--model: .*29\.9 GiB of fp32 weights do not fit the 4\.0 GiB free on cpu"):
+        memory_plan(load_model("llama-3.1-8b"), "cpu", "fp32", make_grid("quick"))
 
 
 def test_compare_names_each_component():
