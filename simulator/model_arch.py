@@ -392,12 +392,13 @@ def _local_layers(data: dict, family: str) -> dict:
             return {}
         chunk, layers = _int_field(data, "attention_chunk_size"), _int_field(data, "num_hidden_layers")
         if data.get("no_rope_layers"):
-            flags = _layer_list(data, "no_rope_layers", {0, 1}, layers, exact=False)
+            flags = _layer_list(data, "no_rope_layers", {0, 1}, layers)
         else:
             every = _int_field(data | {"no_rope_layer_interval": data.get("no_rope_layer_interval", 4)},
                                "no_rope_layer_interval")
             flags = [int((i + 1) % every != 0) for i in range(layers)]
-        return {"attention_chunk_size": chunk, "num_local_attention_layers": sum(flags)}
+        # no RoPE layer chunked: every layer attends to the whole context
+        return {"attention_chunk_size": chunk, "num_local_attention_layers": sum(flags)} if any(flags) else {}
     if data.get("layer_types") is not None:
         kinds = _layer_list(data, "layer_types", {"full_attention", "sliding_attention"},
                             _int_field(data, "num_hidden_layers"))

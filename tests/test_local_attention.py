@@ -78,11 +78,21 @@ def test_llama4_config_json_reads_the_text_model_its_chunks_and_the_vision_encod
     assert 108.5e9 < m.num_params < 108.7e9  # 107.8 B decoder + 0.8 B vision encoder
 
 
+def test_a_llama4_config_with_no_chunked_layer_attends_fully_everywhere(tmp_path):
+    cfg = json.loads(json.dumps(LLAMA4_HF))
+    cfg["text_config"]["no_rope_layers"] = [0] * 48  # every layer NoPE: none of them chunked
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    m = load_model(str(path))
+    assert m.attention_chunk_size is None and m.num_local_layers == 0
+
+
 @pytest.mark.parametrize("change, field", [
     ({"interleave_moe_layer_step": 2}, "interleave_moe_layer_step"),  # Llama 4 Maverick
     ({"layer_types": ["linear_attention", "full_attention"] * 24}, "layer_types"),
     ({"no_rope_layers": 5}, "model.no_rope_layers: must be a list"),  # malformed: one line, never a traceback
     ({"no_rope_layers": [1, 1, 0]}, "model.no_rope_layers: has 3 entries for 48 layers"),
+    ({"no_rope_layers": [1, 1, 1, 0] * 13}, "model.no_rope_layers: has 52 entries for 48 layers"),
     ({"no_rope_layers": None, "no_rope_layer_interval": 0}, "model.no_rope_layer_interval: must be an integer >= 1"),
     ({"num_hidden_layers": "48"}, "model.num_hidden_layers: must be an integer"),
     ({"attention_chunk_size": 0}, "model.attention_chunk_size: must be an integer >= 1"),
