@@ -301,7 +301,10 @@ def cmd_plot(args) -> int:
         if missing:
             raise ConfigError("results", f"{table_path} has no column {', '.join(missing)}: not a "
                                          f"{'search max-rate' if args.kind == 'capacity' else 'sweep'} table")
-        for col in [c for c in ((args.x if args.kind != "capacity" else None), args.by) if c]:
+        x = args.x if args.kind in ("latency-vs-rate", "goodput") else None  # the kinds with a load axis
+        if x and args.by == x:
+            raise ConfigError("--by", f"{x!r} is the --x axis already: give another column to split the lines by")
+        for col in [c for c in (x, args.by) if c]:
             if col not in table:
                 raise ConfigError("--x" if col == args.x else "--by", f"{col!r} is not a column of {table_path}")
         if args.kind == "latency-vs-rate":

@@ -98,13 +98,19 @@ def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
 
 def pareto(table, path, latency: str = "p99_tpot_ms", throughput: str = "output_throughput", by: str | None = None):
     """Each run as (latency, throughput); the frontier joins the runs no other run beats on both."""
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 5))
     t = table.dropna(subset=[latency, throughput])
-    c = t[by] if by and by in t else None
-    sc = ax.scatter(t[latency], t[throughput], c=c, cmap="viridis", s=30)
-    if c is not None:
+    if not by or by not in t:
+        ax.scatter(t[latency], t[throughput], s=30)
+    elif is_numeric_dtype(t[by]) and not is_bool_dtype(t[by]):  # a scale: one colour bar
+        sc = ax.scatter(t[latency], t[throughput], c=t[by], cmap="viridis", s=30)
         fig.colorbar(sc, ax=ax, label=_label(by))
+    else:  # names (a policy, a GPU): one colour and legend entry each
+        for value, g in t.groupby(by, sort=True):
+            ax.scatter(g[latency], g[throughput], s=30, label=f"{_label(by)} = {value}")
     front = t.sort_values([latency, throughput], ascending=[True, False])
     best, pts = -1.0, []
     for lat, thr in zip(front[latency], front[throughput]):

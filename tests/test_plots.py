@@ -33,11 +33,29 @@ def test_timeline_and_capacity(swept, tmp_path, capsys):
     assert (tmp_path / "plot-capacity.png").stat().st_size > 5000
 
 
+def test_pareto_needs_no_load_axis_and_colours_names_or_numbers(tmp_path, capsys):
+    """A sweep of settings only (no arrival-rate column), coloured by a policy name, by a number,
+    or not at all: every one renders without a warning."""
+    import warnings
+
+    out = tmp_path / "s"
+    assert main(["sweep", "--grid", "policies.queue=fcfs,sjf", "--grid", "engine.max_num_seqs=8,16",
+                 "--set", "workload.num_requests=30", "--set", "profile=teaching", "--out", str(out),
+                 "--jobs", "1", "--no-progress"]) == 0
+    for by in ([], ["--by", "policies.queue"], ["--by", "engine.max_num_seqs"]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert main(["plot", str(out), "--kind", "pareto"] + by) == 0
+        assert (out / "plot-pareto.png").stat().st_size > 5000
+
+
 def test_plot_errors(swept, tmp_path, capsys):
     assert main(["plot", str(tmp_path), "--kind", "pareto"]) == 2
     assert "not found" in capsys.readouterr().err
     assert main(["plot", str(swept), "--kind", "latency-vs-rate", "--by", "no.such.column"]) == 2
     assert "no.such.column" in capsys.readouterr().err
+    assert main(["plot", str(swept), "--kind", "goodput", "--by", "workload.arrival.rate"]) == 2  # the x axis too
+    assert "--by: 'workload.arrival.rate' is the --x axis already" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("out", [".", "folder/", "folder", "a.v2"])
