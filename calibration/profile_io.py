@@ -10,7 +10,7 @@ import yaml
 
 from calibration.fit import FitResult, fit_step_model
 from simulator.errors import ConfigError
-from simulator.files import read_table
+from simulator.files import read_table, where_looked
 
 
 def tolerance_for(fit: FitResult) -> float:
@@ -56,7 +56,7 @@ def read_measurements(src: str | Path) -> tuple[pd.DataFrame, dict, Path]:
             meta = json.loads(run.read_text())
         src = src / "measurements.parquet"
     if not src.is_file():
-        raise ConfigError("measurements", f"file not found: {src}")
+        raise ConfigError("measurements", f"file not found: {src}{where_looked(src)}")
     if src.suffix == ".jsonl":  # an engine step log (calibration/real_runs.py): batch shapes and step times
         from calibration.real_runs import read_run
 

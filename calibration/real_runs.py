@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import JSON_ERRORS, ConfigError, json_problem
+from simulator.files import where_looked
 from simulator.metrics import latency_stats
 from simulator.model_arch import HF_IDS
 from workloads.spec import RequestSpec
@@ -140,7 +141,7 @@ def detect(path: str | Path) -> str:
             return "lifecycle"
         _fail(path, "", "a folder without requests.jsonl (or vllm/requests.jsonl) of lifecycle records")
     if not path.is_file():
-        _fail(path, "", "no such file")
+        _fail(path, "", f"no such file{where_looked(path)}")
     try:
         with open(path, "rb") as f:
             head = f.read(1 << 16).decode("utf-8", errors="replace").lstrip()

@@ -14,12 +14,18 @@ MAX_SETTINGS_BYTES = 16 << 20  # a scenario, profile or config.json is kilobytes
 MAX_YAML_NODES = 1_000_000  # values after aliases are expanded ("billion laughs" expands 9 lines to 10**9)
 
 
+def where_looked(path: str | Path) -> str:
+    """For a missing file: where a relative path was looked for. A scenario's paths, like the command
+    line's, resolve against the current directory, not the scenario file's folder."""
+    return "" if Path(path).is_absolute() else f" (relative to the current directory, {Path.cwd()})"
+
+
 def read_settings_text(path: str | Path, field: str, limit: int = MAX_SETTINGS_BYTES) -> str:
     path = Path(path)
     try:
         st = path.stat()
     except OSError:
-        raise ConfigError(field, f"file not found: {path}") from None
+        raise ConfigError(field, f"file not found: {path}{where_looked(path)}") from None
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError(field, f"{path} is not a regular file")
     if st.st_size > limit:

@@ -17,6 +17,7 @@ from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, model_valid
 from workloads.settings import Settings
 
 from simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem
+from simulator.files import where_looked
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 Dtype = Literal["fp32", "fp16", "bf16", "fp8"]
@@ -559,7 +560,7 @@ def load_model(spec: str | dict | ModelArchitecture) -> ModelArchitecture:
         return _load_file(cached, str(spec).split("/", 1)[1].lower())
     if path.suffix in (".yaml", ".yml", ".json") or path.exists():
         if not path.exists():
-            raise ConfigError("model", f"file not found: {spec}")
+            raise ConfigError("model", f"file not found: {spec}{where_looked(spec)}")
         return _load_file(path, path.stem)
     f = _builtin_dir() / f"{spec}.yaml"
     if not f.is_file():

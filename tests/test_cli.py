@@ -78,7 +78,7 @@ def test_bad_settings_exit_2_with_one_line_naming_the_field(capsys, sets, field)
     assert err.startswith(f"servesim: error: {field}"), err
 
 
-def test_malformed_yaml_and_missing_file(tmp_path, capsys):
+def test_malformed_yaml_and_missing_file(tmp_path, capsys, monkeypatch):
     bad = tmp_path / "bad.yaml"
     bad.write_text("engine:\n  max_num_seqs: [1,\n")
     assert main(["run", str(bad)]) == 2
@@ -86,6 +86,12 @@ def test_malformed_yaml_and_missing_file(tmp_path, capsys):
     assert len(err.splitlines()) == 1 and "not valid YAML" in err and "line" in err
     assert main(["run", str(tmp_path / "nope.yaml")]) == 2
     assert "file not found" in capsys.readouterr().err
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "trace.yaml").write_text("workload: {type: trace, path: t.csv}\n")
+    (tmp_path / "sub" / "t.csv").write_text("ContextTokens,GeneratedTokens,TIMESTAMP\n")
+    monkeypatch.chdir(tmp_path)  # a scenario's relative path reads from here, not from the file's folder
+    assert main(["run", "sub/trace.yaml", "--quiet"]) == 2
+    assert f"t.csv: no such file (relative to the current directory, {tmp_path})" in capsys.readouterr().err
     lst = tmp_path / "list.yaml"
     lst.write_text("- 1\n- 2\n")
     assert main(["run", str(lst)]) == 2

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import JSON_ERRORS, ConfigError, json_problem
+from simulator.files import where_looked
 from workloads.settings import MAX_INT, MAX_SECONDS, MAX_TOKENS
 from workloads.spec import RequestSpec
 
@@ -392,7 +393,7 @@ _CSV_COLUMNS = (("ContextTokens", "azure"), ("Request tokens", "burstgpt"), ("nu
 def _existing(path) -> Path:
     path = Path(path)
     if not path.exists():
-        _fail(path, "", "no such file")
+        _fail(path, "", f"no such file{where_looked(path)}")
     if not path.is_file():
         _fail(path, "", "not a file")
     return path
