@@ -23,7 +23,7 @@ from calibration.fit import FitResult, fit_step_model
 from calibration.grid import STEP_KINDS, GridPoint, make_grid
 from calibration.profile_io import profile_dict, write_profile
 from simulator.cost_model import default_overhead
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, MissingKernelTable
 from simulator.local_attention import local_attention
 from simulator.model_arch import DEFAULT_ROUTING, load_model
 
@@ -176,7 +176,7 @@ class KernelTables:
         if key not in self.t:
             path = newest_table(self.dir, spec[0])
             if path is None:
-                raise ConfigError("kernel_tables", f"missing table {self.dir / spec[0]} ({why})")
+                raise MissingKernelTable("kernel_tables", f"missing table {self.dir / spec[0]} ({why})")
             self.t[key], self.versions[key] = _read_table(path, spec[1]), path.parent.name
         return self.t[key]
 

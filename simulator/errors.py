@@ -15,6 +15,11 @@ class ConfigError(ValueError):
         super().__init__(f"{field}: {message}" if field else message)
 
 
+class MissingKernelTable(ConfigError):
+    """A GPU's kernel tables lack a whole kind of kernel (MLA modules, NCCL collectives): the roofline may stand
+    in, said so. A table that exists but lacks the shape asked for is a plain ConfigError: refused."""
+
+
 # discriminated-union tags pydantic puts in an error's location; the user never wrote them
 _UNION_TAGS = {"synthetic", "sessions", "trace", "fixed", "uniform", "lognormal", "zipf", "empirical"}
 

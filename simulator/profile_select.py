@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 from simulator.cost_model import Profile, builtin_profile_names, default_overhead, load_profile
-from simulator.errors import ConfigError
+from simulator.errors import ConfigError, MissingKernelTable
 from simulator.hardware import Hardware
 from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture
 
@@ -80,7 +80,8 @@ def _tables_fingerprint(folder: Path) -> str:
 
 
 def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int, dp: int = 1,
-             expert_parallel: bool = False, routing: str = DEFAULT_ROUTING) -> Selection:
+             expert_parallel: bool = False, routing: str = DEFAULT_ROUTING, fallback: bool = False) -> Selection:
+    """The composed profile, cached; `fallback`: a missing kind of table is left to the caller (the roofline)."""
     overhead = (resources.files("calibration") / "overhead-defaults.yaml").read_text()
     layout = [tp] + ([dp, "ep"] if expert_parallel else [])  # a dense or EP-less key is what it always was
     if arch.is_moe and routing != DEFAULT_ROUTING:
@@ -101,8 +102,11 @@ def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int
         prof, _ = compose_profile(root, folder, arch, arch.dtype, tp, _kv(arch), hardware_key=gpu, dp=dp,
                                   expert_parallel=expert_parallel, routing=routing)
     except ConfigError as exc:
+        if fallback and isinstance(exc, MissingKernelTable):
+            raise
         field = _FIELDS.get(exc.field, exc.field)
-        raise ConfigError(field, f"cannot compose a profile for {arch.name} on {gpu}: {exc.message}") from None
+        hint = "; profile=roofline gives a datasheet estimate instead" if field == "hardware.kernel_tables" else ""
+        raise ConfigError(field, f"cannot compose a profile for {arch.name} on {gpu}: {exc.message}{hint}") from None
     _write_cached(path, prof)
     return Selection(Profile(**prof), source)
 
@@ -171,13 +175,11 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
                                         f"its kernel tables are not at {where}")
     if not (expert_parallel or arch.is_mla):
         return _compose(arch, gpu, hw.kernel_tables, root, tp, routing=routing)
-    # expert parallelism needs the MoE table's EP rows and NCCL's collectives, latent attention the MLA module
-    # tables, which fewer GPUs have: without them the roofline, said so
+    # expert parallelism needs NCCL's collectives, latent attention the MLA module tables, which fewer GPUs have:
+    # without such a table the roofline, said so; a table that lacks the shape asked for is refused, as above
     what = "expert-parallel layers" if expert_parallel else f"{arch.name}'s latent-attention layers"
     try:
         return _compose(arch, gpu, hw.kernel_tables, root, tp, (expert_parallel or tp) // tp, bool(expert_parallel),
-                        routing)
-    except ConfigError as exc:
-        if not exc.field.endswith("kernel_tables"):
-            raise
+                        routing, fallback=True)
+    except MissingKernelTable as exc:
         return _roofline(arch, gpu, hw, f"cannot compose {what}: {exc.message}")

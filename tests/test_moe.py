@@ -175,14 +175,16 @@ def test_moe_layers_are_composed_from_the_fused_moe_tables(tmp_path, monkeypatch
     odd = m.model_copy(update={"moe_intermediate_size": 999})
     with pytest.raises(ConfigError, match="no fused-MoE timings .* expert 999"):
         t.moe_ms(8, odd, "bf16", 2)
-    # experts the tables do not hold under expert parallelism: the roofline, said so (without EP: refused)
+    # experts the tables do not hold: refused with or without expert parallelism (it once fell back to the roofline
+    # under EP only), pointing at the datasheet estimate
     custom = {"name": "odd-moe", "num_hidden_layers": 8, "hidden_size": 4096, "num_attention_heads": 32,
               "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 32000, "num_experts": 16,
               "experts_per_token": 2}
-    ep = load(None, [f"model={json.dumps(custom)}", "hardware.gpu=h100-sxm", "engine.data_parallel_size=2",
-                     "engine.enable_expert_parallel=true"])
-    assert ep.cost_model_source.startswith("roofline fallback (cannot compose expert-parallel layers")
-    assert "EP 2" in ep.cost_model_source
+    for layout in ([], ["engine.data_parallel_size=2", "engine.enable_expert_parallel=true"]):
+        with pytest.raises(ConfigError, match=r"hardware.kernel_tables: .*no fused-MoE timings .*profile=roofline"):
+            load(None, [f"model={json.dumps(custom)}", "hardware.gpu=h100-sxm"] + layout)
+    rough = load(None, [f"model={json.dumps(custom)}", "hardware.gpu=h100-sxm", "profile=roofline"])
+    assert rough.cost_model_source == "built-in profile roofline"
 
 
 @pytest.mark.skipif(not (TABLES / "rtx_pro_6000_server" / "comm" / "nccl").is_dir(),
@@ -281,9 +283,12 @@ def test_latent_attention_is_composed_from_the_mla_module_tables(tmp_path, monke
     assert main(["calibrate", "import", "aiconfigurator", "--gpu", "h100-sxm", "--model", "deepseek-v3", "--tp", "8",
                  "--out", str(tmp_path / "p.yaml")]) == 0  # in the model's own fp8
     assert "dtype: fp8" in (tmp_path / "p.yaml").read_text()
-    # a GPU whose tables hold no MLA module: the roofline, said so
+    # a GPU whose tables hold no MLA module at all: the roofline, said so (a dense MLA model: A100's MoE table lacks
+    # DeepSeek's experts, which is refused)
     small = load_model("deepseek-v3").model_dump() | {"name": "small-mla", "num_hidden_layers": 4, "dtype": "bf16",
-                                                     "max_position_embeddings": 8192}
+                                                     "max_position_embeddings": 8192, "num_experts": 0,
+                                                     "experts_per_token": 0, "num_shared_experts": 0,
+                                                     "num_dense_layers": 0}
     capsys.readouterr()
     a100 = load(None, [f"model={json.dumps(small)}", "hardware.gpu=a100-80gb", "engine.tensor_parallel_size=8"])
     assert a100.cost_model_source.startswith("roofline fallback (cannot compose small-mla's latent-attention layers")
