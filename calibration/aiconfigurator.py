@@ -450,7 +450,8 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
                f"composed per layer for {arch.name} {dtype}{kv_note} tp{tp}{ep_note} over the {grid} grid; "
                f"plus servesim's default host overhead (docs/calibration.md)",
         device=t.device, model=arch.name, dtype=dtype, tensor_parallel_size=tp, grid=grid,
-        block_size=16, gpu=hardware_key, kv_cache_dtype=kv, overhead=default_overhead())
+        block_size=16, gpu=hardware_key, kv_cache_dtype=kv, overhead=default_overhead(),
+        expert_parallel_size=ep if arch.is_moe else None, moe_routing=routing if arch.is_moe else None)
     return prof, fit
 
 

@@ -71,8 +71,8 @@ def cmd_run(args) -> int:
 
     rs = load(args.scenario, args.set)
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
-    if not args.quiet:
-        print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True)
+    if not args.quiet:  # with --json, stdout holds the JSON alone
+        print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True, file=sys.stderr if args.json else sys.stdout)
     result = simulate(rs, source)
     done = result.summary.get("completed", 0)
     idle = [] if done else [f"no request completed ({result.summary.get('failed', 0):,} rejected, "
@@ -345,8 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a setting, e.g. --set engine.max_num_seqs=64 (repeatable)")
     r.add_argument("--out", type=nonempty_path, default="results/run", help="output directory (default: results/run)")
-    r.add_argument("--json", action="store_true", help="print the summary as JSON")
-    r.add_argument("--quiet", action="store_true")
+    r.add_argument("--json", action="store_true", help="print the summary as JSON, alone on stdout (the run's "
+                                                         "description goes to stderr)")
+    r.add_argument("--quiet", action="store_true", help="leave out the run's description")
     r.set_defaults(func=cmd_run)
 
     cfg = sub.add_parser("config", help="print a scenario with every default resolved (what `run` would simulate)")

@@ -182,6 +182,9 @@ class Profile(Settings):
     dtype: str = "any"
     kv_cache_dtype: Literal["fp32", "fp16", "bf16", "fp8"] | None = None  # None: the activations' dtype
     tensor_parallel_size: PositiveInt = 1
+    # a MoE profile composed for one expert layout and router skew (None: not recorded, not checked)
+    expert_parallel_size: PositiveInt | None = None  # 1: experts split by TP only
+    moe_routing: Literal["balanced", "power_law_1.01", "power_law_1.2"] | None = None
     coefficients: dict = {}
     overhead: Overhead | None = None  # None: the coefficients already hold everything (a measured engine or harness)
     held_out_error: dict | None = None
@@ -269,8 +272,10 @@ def extrapolation_warnings(profile: Profile, largest: dict[str, float]) -> list[
 
 
 def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_parallel_size: int,
-                       gpu: str | None = None, token_ranks: int = 1) -> None:
-    """A profile measured for one model, GPU, dtype, KV dtype or TP degree says nothing about another."""
+                       gpu: str | None = None, token_ranks: int = 1, expert_parallel: int | None = None,
+                       routing: str | None = None) -> None:
+    """A profile measured for one model, GPU, dtype, KV dtype, TP degree, expert layout or router skew says
+    nothing about another."""
     generic = ("any", "from-scenario")
     if profile.model not in generic and profile.model != arch.name:
         raise ConfigError("profile", f"{profile.name} was measured for model {profile.model}, but the scenario's "
@@ -295,6 +300,14 @@ def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_paralle
         raise ConfigError("profile", f"{profile.name} was composed for {said}, but the scenario's MoE layers see "
                                      f"{token_ranks} DP rank(s)' tokens (engine.data_parallel_size, "
                                      f"engine.enable_expert_parallel)")
+    ep = expert_parallel or 1
+    if arch.is_moe and profile.expert_parallel_size and profile.expert_parallel_size != ep:
+        said = lambda n: f"expert parallelism over {n} GPUs" if n > 1 else "no expert parallelism"  # noqa: E731
+        raise ConfigError("profile", f"{profile.name} was composed for {said(profile.expert_parallel_size)}, but the "
+                                     f"scenario has {said(ep)} (engine.enable_expert_parallel)")
+    if arch.is_moe and profile.moe_routing and routing and profile.moe_routing != routing:
+        raise ConfigError("profile", f"{profile.name} was composed at {profile.moe_routing} routing, but moe.routing "
+                                     f"is {routing}")
 
 
 # gpu_per_token_per_layer_ns was measured on H100 (3,350 GB/s) for Llama-2-7B: hidden 4096, 32 query and 32 KV heads
@@ -363,7 +376,8 @@ def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, te
                      gpu: str | None = None, cudagraph_max_tokens: int = 0, async_scheduling: bool = False,
                      expert_parallel: int | None = None, data_parallel_size: int = 1,
                      routing: str = "balanced") -> CostModel:
-    check_profile_fits(profile, arch, tensor_parallel_size, gpu, data_parallel_size if expert_parallel else 1)
+    check_profile_fits(profile, arch, tensor_parallel_size, gpu, data_parallel_size if expert_parallel else 1,
+                       expert_parallel, routing)
     try:
         if profile.cost_model == "linear":
             kernels: CostModel = LinearCostModel(LinearCoefficients(**profile.coefficients))

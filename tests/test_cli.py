@@ -45,6 +45,9 @@ def test_scenario_file_and_overrides(tmp_path, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed == json.loads((tmp_path / "o" / "summary.json").read_text())
     assert printed["completed"] == 20
+    assert main(["run", str(f), "--out", str(tmp_path / "o"), "--json"]) == 0  # without --quiet: still JSON alone
+    out = capsys.readouterr()
+    assert json.loads(out.out) == printed and out.err.startswith("servesim: 20 requests")
 
 
 @pytest.mark.parametrize("sets,field", [

@@ -254,6 +254,18 @@ def test_moe_routing_picks_the_tables_distribution_and_the_rooflines_experts(tmp
     assert composed["power_law_1.2"].profile.name.endswith("-tp1")  # the default keeps its name and cache
     # balanced routing spreads a batch over more experts: the fused kernel takes longer
     assert composed["balanced"].cost_model.step_time(shape) > composed["power_law_1.2"].cost_model.step_time(shape)
+    # a composed profile records its routing and expert layout: another one is refused, as a frozen `config` may
+    # carry it into (it ran silently, the balanced profile's TPOT at skewed routing)
+    balanced = composed["balanced"].profile
+    assert (balanced.moe_routing, balanced.expert_parallel_size) == ("balanced", 1)
+    inline = f"profile={json.dumps(balanced.model_dump(mode='json'))}"
+    with pytest.raises(ConfigError, match="composed at balanced routing, but moe.routing is power_law_1.2"):
+        load(None, ["model=qwen3-30b-a3b", "hardware.gpu=h100-sxm", inline])
+    tp2 = ["model=qwen3-30b-a3b", "hardware.gpu=h100-sxm", "engine.tensor_parallel_size=2"]
+    inline = f"profile={json.dumps(load(None, tp2).profile.model_dump(mode='json'))}"
+    with pytest.raises(ConfigError, match="composed for no expert parallelism, but the scenario has expert "
+                                          "parallelism over 2 GPUs"):
+        load(None, tp2 + [inline, "engine.enable_expert_parallel=true"])
 
 
 def test_pipeline_parallelism_is_refused_not_ignored():
