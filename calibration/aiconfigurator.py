@@ -460,7 +460,11 @@ def import_profile(data: str | Path, gpu: str, model: str, dtype: str, tp: int, 
                    expert_parallel: bool = False, routing: str = MOE_ROUTING) -> tuple[Path, FitResult]:
     """`servesim calibrate import aiconfigurator`: gpu is a table folder (h100_sxm) or a built-in GPU (h100-sxm)."""
     folder, key = table_folder(gpu)
-    dtype = dtype or load_model(model).dtype  # DeepSeek ships fp8: its own format unless told otherwise
+    arch = load_model(model)
+    if dtype and arch.expert_dtype and dtype != arch.dtype:  # as `run` refuses engine.quantization for it
+        raise ConfigError("--dtype", f"{arch.name}'s checkpoint is already quantized ({arch.expert_dtype} experts, "
+                                     f"{arch.dtype} elsewhere): leave --dtype out, as no run could use the profile")
+    dtype = dtype or arch.dtype  # DeepSeek ships fp8: its own format unless told otherwise
     prof, fit = compose_profile(data, folder, model, dtype, tp, kv_dtype, name or Path(out).stem, grid, key, dp,
                                 expert_parallel, routing)
     return write_profile(prof, out), fit

@@ -188,7 +188,7 @@ def _read_lifecycle(path: Path) -> RealRun:
         folder = path
         path = path / "vllm" / "requests.jsonl" if (path / "vllm" / "requests.jsonl").is_file() \
             else path / "requests.jsonl"
-    recs = []
+    recs, seen = [], {}
     for i, row in _json_lines(path):
         where = f"line {i}"
         n_in, n_out = _length(path, where, row, "prompt"), _length(path, where, row, "output")
@@ -196,6 +196,15 @@ def _read_lifecycle(path: Path) -> RealRun:
         if not t[0] <= t[1] <= t[2] <= t[3]:
             _fail(path, where, "timestamps out of order (need queued_ts <= scheduled_ts <= first_token_ts <= "
                                "last_token_ts)")
+        if n_out == 1 and t[3] > t[2]:  # one token is the first and the last
+            _fail(path, where, f"one output token, yet last_token_ts is {t[3] - t[2]:.6g} s after first_token_ts")
+        rid = row.get("request_id")
+        if rid is not None:
+            if not isinstance(rid, (str, int)) or isinstance(rid, bool):
+                _fail(path, f"{where}, request_id", f"expected a string or an integer, got {rid!r:.40}")
+            if rid in seen:
+                _fail(path, f"{where}, request_id", f"{rid!r:.40} repeats line {seen[rid]}'s: one record per request")
+            seen[rid] = i
         recs.append((n_in, n_out, *t))
     a = np.array(recs, dtype=float)
     if (a[:, 5] - a[:, 2]).max() <= 0:

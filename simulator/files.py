@@ -115,6 +115,19 @@ def split_values(raw: str) -> list[str]:
     return parts
 
 
+def repeated_columns(path: str | Path) -> list[str]:
+    """A CSV header's names given more than once: pandas would rename the copies (x.1) and read the first."""
+    import csv
+    from collections import Counter
+
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            header = next(csv.reader(f), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return []  # the reader that follows says what is wrong with the file
+    return [name for name, n in Counter(c.strip() for c in header).items() if n > 1 and name]
+
+
 def read_table(path: str | Path, field: str, columns: list[str] | tuple[str, ...] = ()):
     """A parquet (by suffix) or CSV table a user points at: a damaged, empty or foreign file, or one without
     the columns it needs, is one line naming the field and the file."""
@@ -132,6 +145,9 @@ def read_table(path: str | Path, field: str, columns: list[str] | tuple[str, ...
     missing = [c for c in columns if c not in table.columns]
     if missing:
         raise ConfigError(field, f"{path} has no column {', '.join(map(repr, missing))}")
+    twice = repeated_columns(path) if path.suffix != ".parquet" else []
+    if twice:
+        raise ConfigError(field, f"{path} names column {', '.join(map(repr, twice))} twice: which one is meant?")
     return table
 
 

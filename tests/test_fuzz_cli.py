@@ -263,6 +263,12 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["run", "--set", "policies.admission.shed_on_ttft_slo=true"], "no TTFT SLO to shed on"),
     (["run", "--set", "workload.type=trace", "--set", "workload.path=/dev/null"], "/dev/null: not a file"),
     (["workload", "describe", "/dev/zero"], "not a file"),
+    (["workload", "write", "--set", "workload.priorities=[0, 1]", "--set",
+      "workload.slo_classes={a: {priority: 0, ttft_ms: 100}}", "--out", "w.jsonl"], "workload.priorities: never used"),
+    (["run", "--set", "workload.arrival={process: onoff, rate: 5, on_s: 0.001, off_s: 1e6}", "--set",
+      "workload.num_requests=10"], "would arrive after 1e+09 s"),
+    (["calibrate", "import", "aiconfigurator", "--gpu", "h200-sxm", "--model", "gpt-oss-120b", "--dtype", "fp8",
+      "--out", "p.yaml"], "--dtype: gpt-oss-120b's checkpoint is already quantized"),
     (["workload", "write", "--out", "/dev/null/x.jsonl", "--set", "workload.num_requests=2"], "/dev/null is not a directory"),
 ])
 def test_contradictions_and_impossible_requests_are_one_line(capsys, tmp_path, argv, needle):

@@ -109,6 +109,11 @@ def test_a_step_log_in_either_form_gives_batch_shapes_and_times(tmp_path):
      '"last_token_ts": 4}\n', "r.jsonl", "input_toks is too large"),
     ('{"input_toks": 5, "output_toks": 3, "queued_ts": 1, "scheduled_ts": 1, "first_token_ts": 1, '
      '"last_token_ts": 1}\n', "r.jsonl", "carry no latency"),
+    ('{"input_toks": 5, "output_toks": 1, "queued_ts": 1, "scheduled_ts": 2, "first_token_ts": 3, '
+     '"last_token_ts": 23}\n', "r.jsonl", "line 1: one output token, yet last_token_ts is 20 s after"),
+    ('{"request_id": "a", "input_toks": 5, "output_toks": 3, "queued_ts": 1, "scheduled_ts": 2, "first_token_ts": 3, '
+     '"last_token_ts": 4}\n{"request_id": "a", "input_toks": 5, "output_toks": 3, "queued_ts": 1, "scheduled_ts": 2, '
+     '"first_token_ts": 3, "last_token_ts": 4}\n', "r.jsonl", "line 2, request_id: 'a' repeats line 1's"),
     ('{"ttfts": [0.1], "input_lens": [5], "output_lens": [3], "itls": [[0.1]], "start_times": [0], "errors": "x"}',
      "b.json", "errors: must be a list"),
     ('{"t": 2, "t_end": 3, "num_seqs": 1, "prefill_tokens": 0, "prefill_attention_pairs": 0, "decode_seqs": 4, '

@@ -271,6 +271,8 @@ ERRORS = [
     # name, fmt, text, parts the message must contain
     ("missing_column.csv", "azure", "TIMESTAMP,ContextTokens\n2023-11-16 18:15:46,5\n",
      ["line 1", "column GeneratedTokens", "missing", "found columns: TIMESTAMP, ContextTokens"]),
+    ("repeated_column.csv", "azure", "TIMESTAMP,ContextTokens,GeneratedTokens, GeneratedTokens\n"
+     "2023-11-16 18:15:46,5,44,3\n", ["line 1, column GeneratedTokens", "appears twice"]),
     ("not_int.csv", "azure", AZ + ROW + "2023-11-16 18:15:47,abc,4\n",
      ["line 3, column ContextTokens", "non-negative integer", "'abc'"]),
     ("fraction.csv", "azure", AZ + ROW + ROW + "2023-11-16 18:15:47,5,4.5\n", ["line 4, column GeneratedTokens", "'4.5'"]),

@@ -106,12 +106,17 @@ class Arrival(Settings):
         return self._finite(times)
 
     def _finite(self, times: np.ndarray) -> np.ndarray:
-        """Arrivals a rate falling to zero (or next to it) would push past any finite time: refused by name."""
+        """Arrivals a rate falling to zero (or next to it) would push past any finite time, or past what can be
+        simulated: refused by name."""
         if not np.isfinite(times).all():
             lost = int((~np.isfinite(times)).sum())
             raise ConfigError("workload.arrival", f"{lost:,} of {len(times):,} requests would never arrive: the rate "
                                                   f"falls to (next to) zero; give a positive rate, or period_s for "
                                                   f"a curve")
+        late = int((times > MAX_SECONDS).sum())
+        if late:  # as for a trace: a run past this is a mistake in the settings, not a workload
+            raise ConfigError("workload.arrival", f"{late:,} of {len(times):,} requests would arrive after "
+                                                  f"{MAX_SECONDS:g} s (at most {MAX_SECONDS:g} s can be simulated)")
         return times
 
     def _gaps(self, k: int, rng: np.random.Generator, first: bool) -> np.ndarray:

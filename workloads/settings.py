@@ -65,6 +65,11 @@ def _check(value: Any, takes_bool: bool, path: list[str]) -> None:
             _check(item, True, path + [str(key)])  # a nested mapping's own model checks its bools
 
 
+def refuse(key: str, message: str):
+    """A model validator's error about one of its keys: first_error names `section.key`, not the section."""
+    raise PydanticCustomError("setting_bound", "{message}", {"key": key, "message": message})
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 

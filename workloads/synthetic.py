@@ -11,7 +11,7 @@ import numpy as np
 from pydantic import Field, PositiveFloat, model_validator
 
 from simulator.errors import ConfigError
-from workloads.settings import MAX_REQUESTS, MAX_TOKENS, Settings, Tokens
+from workloads.settings import MAX_REQUESTS, MAX_TOKENS, Settings, Tokens, refuse
 
 from workloads.arrivals import Arrival
 from workloads.lengths import FloatDist, JointLengths, LengthDist, LogNormal, Uniform
@@ -42,6 +42,13 @@ class _Classes(Settings):
     priorities: list[int] | None = Field(default=None, description="drawn uniformly per request (or session)")
     slo_classes: dict[str, SLOClass] | None = None
     clip_to_max_model_len: bool = True
+
+    @model_validator(mode="after")
+    def _priorities_used(self):
+        if self.priorities and self.slo_classes and all(c.priority is not None for c in self.slo_classes.values()):
+            refuse("priorities", "never used: every SLO class sets its own priority (give one or the other, or "
+                                 "leave a class's priority out to draw it from these)")
+        return self
 
     def _draw_classes(self, n: int, rng: np.random.Generator) -> tuple[list[int], list[str | None]]:
         prios = [int(p) for p in rng.choice(self.priorities, size=n)] if self.priorities else [0] * n

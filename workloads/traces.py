@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import JSON_ERRORS, ConfigError, json_problem
-from simulator.files import where_looked
+from simulator.files import repeated_columns, where_looked
 from workloads.settings import MAX_INT, MAX_SECONDS, MAX_TOKENS
 from workloads.spec import RequestSpec
 
@@ -112,6 +112,8 @@ class _Csv:
                 _fail(path, f"line {line}", f"expected {want} fields as in the header, saw {saw}")
             _fail(path, "", f"malformed CSV: {str(e).split('C error: ')[-1].strip()}")
         df.columns = [str(c).strip() for c in df.columns]
+        for col in repeated_columns(path):  # pandas keeps the first copy and renames the others (col.1)
+            _fail(path, f"line 1, column {col}", "appears twice in the header: which one is meant?")
         for col in needed:
             if col not in df.columns:
                 _fail(path, f"line 1, column {col}", f"missing; found columns: {', '.join(df.columns)}")
