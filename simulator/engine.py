@@ -2,30 +2,32 @@
 
 One SimPy process per replica: schedule a batch, ask the executor how long it takes,
 wait that long, apply the result. Never one event per token: a step is O(batch), and
-a run of uninterrupted decode steps is advanced at once (see Scheduler.decode_run_limit).
+a run of uninterrupted decode steps is advanced at once (simulator/decode_runs.py).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-
-import numpy as np
 from dataclasses import dataclass
 from functools import partial
 
 from policies import make_batching, make_queue_policy
 from policies.routing import make_router
-from simulator.errors import ConfigError
+from simulator.admission import AdmissionRules, predicted_queue_wait
 from simulator.batch import BatchShape, decode_shape
 from simulator.clock import SimClock
 from simulator.config import ResolvedScenario
+from simulator.decode_runs import apply_decode_run, decode_run_limit
+from simulator.errors import ConfigError
 from simulator.executor import ModelledExecutor
 from simulator.hybrid_kv import make_kv_manager
 from simulator.local_attention import local_attention
 from simulator.metrics import RunResult, StepLog
+from simulator.preemption import Preemption
 from simulator.request import REJECTED, WAITING, Request
 from simulator.scheduler import Scheduler, SchedulerSettings
+from simulator.speculation import make_speculation
 from workloads.source import RequestSource, StaticSource
 from workloads.spec import RequestSpec
 
@@ -140,14 +142,7 @@ class Replica:
             max_num_batched_tokens=rs.max_num_batched_tokens, max_num_seqs=rs.max_num_seqs,
             max_model_len=rs.max_model_len, enable_chunked_prefill=e.enable_chunked_prefill,
             long_prefill_token_threshold=e.long_prefill_token_threshold,
-            scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, reserve=p.admission.reserve,
-            reserve_quantile=p.admission.reserve_quantile, long_prompt_tokens=p.admission.long_prompt_tokens,
-            max_long_prefills=p.admission.max_long_prefills, preemption_mode=p.preemption_mode,
-            prefill_only=prefill_only,
-            num_speculative_tokens=sp.num_speculative_tokens if sp.method != "none" else 0,
-            speculation_adaptive=sp.method == "adaptive",
-            speculation_knee_tokens=rs.cost_model.knee_tokens() or rs.max_num_batched_tokens,
-            swap_space_blocks=int(e.swap_space * 2**30 // (layout.page_bytes_per_token * e.block_size)),
+            scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, prefill_only=prefill_only,
             local_attention=local)
         batching = make_batching(p.batching, p.static_batch_size or rs.max_num_seqs)
         # swap: one KV block over the host link; recompute: the marginal cost of prefilling the tokens again
@@ -156,11 +151,15 @@ class Replica:
         cost = rs.cost_model.step_time
         base = cost(BatchShape(1, 1, 1, 0, 0))
         recompute = lambda t: cost(BatchShape(1, t, t * (t + 1) // 2, 0, 0)) - base if t else 0.0  # noqa: E731
-        self.draft_cost_ratio = sp.draft_cost_ratio
+        preemption = Preemption(p.preemption_mode, int(e.swap_space * 2**30 // block_bytes),
+                                swap_cost=lambda blocks: blocks * self.block_transfer_s, recompute_cost=recompute)
+        admission = AdmissionRules(p.admission.reserve, p.admission.reserve_quantile, p.admission.long_prompt_tokens,
+                                   p.admission.max_long_prefills, rs.max_model_len)
+        self.speculation = make_speculation(sp, rs.scenario.seed + 1009 * (index + 1),
+                                            rs.cost_model.knee_tokens() or rs.max_num_batched_tokens, cost)
         self.hand_off = hand_off
         self.scheduler = Scheduler(settings, self.kv, make_queue_policy(p.queue, p.preemption_victim), batching,
-                                   swap_cost=lambda blocks: blocks * self.block_transfer_s, recompute_cost=recompute,
-                                   accept=self._acceptance(sp, rs.scenario.seed + 1009 * (index + 1)))
+                                   preemption, admission, self.speculation)
         self.max_num_queued_reqs, self.max_num_queued_tokens = e.max_num_queued_reqs, e.max_num_queued_tokens
         budget = rs.max_num_batched_tokens
         self.prefill_tokens_per_s = budget / cost(BatchShape(1, budget, budget * (budget + 1) // 2, 0, 0))
@@ -191,33 +190,12 @@ class Replica:
             return "queued_tokens_full"
         if self.ttft_slo_s is not None:  # essay 003: refuse work that cannot start within its SLO
             slo = self.ttft_slo_s.get(req.spec.slo_class, self.ttft_slo_default)
-            if slo is not None and sched.predicted_queue_wait(req.prompt_tokens, self.prefill_tokens_per_s) > slo:
+            if slo is not None and predicted_queue_wait(sched, req.prompt_tokens, self.prefill_tokens_per_s) > slo:
                 return "predicted_ttft_over_slo"
         return None
 
-    @staticmethod
-    def _acceptance(sp, seed: int):
-        """How many of k drafts the target accepts: a run of per-token successes, or a given distribution."""
-        rng = np.random.default_rng(seed)
-        if sp.acceptance_distribution:
-            probs = np.asarray(sp.acceptance_distribution)
-
-            def accept(k: int) -> int:
-                p = probs[: k + 1] / probs[: k + 1].sum()
-                return int(rng.choice(len(p), p=p))
-            return accept
-
-        def accept(k: int) -> int:
-            ok = rng.random(k) < sp.acceptance_rate
-            return int(k if ok.all() else ok.argmin())
-        return accept
-
     def draft_time(self, out) -> float:
-        """The draft model's k steps over the decodes that speculate, as a fraction of a target decode step."""
-        if not out.spec_k or not self.draft_cost_ratio:
-            return 0.0
-        seqs = sum(1 for n in out.tokens if n == out.spec_k + 1)
-        return out.spec_k * self.draft_cost_ratio * self._step_time(decode_shape(max(seqs, 1), 0))
+        return self.speculation.draft_time(out) if self.speculation is not None else 0.0
 
     # -- what routers see ----------------------------------------------------
     @property
@@ -232,7 +210,7 @@ class Replica:
         return self.kv.lookup(req)[1]
 
     def predicted_queue_wait(self, req: Request) -> float:
-        return self.scheduler.predicted_queue_wait(req.prompt_tokens, self.prefill_tokens_per_s)
+        return predicted_queue_wait(self.scheduler, req.prompt_tokens, self.prefill_tokens_per_s)
 
     def predicted_tpot(self) -> float:
         """One decode step with one more sequence in the batch."""
@@ -259,7 +237,7 @@ class Replica:
                 yield self.lockstep.ended
                 continue
             now = env.now
-            k = sched.decode_run_limit() if self.decode_runs else 0
+            k = decode_run_limit(sched) if self.decode_runs else 0
             if k:
                 batch = len(sched.running)
                 ctx = sched.decode_context_tokens()
@@ -272,7 +250,7 @@ class Replica:
                     t = t + run_batch(decode_shape(batch, ctx + batch * j))
                     ends.append(t)
                 yield env.at(t)
-                used_after, finished = sched.apply_decode_run(len(ends), step, t)
+                used_after, finished = apply_decode_run(sched, len(ends), step, t)
                 log.add_decode_run(now, ends, batch, waiting, used_after, ctx)
                 step += len(ends)
                 for r in finished:

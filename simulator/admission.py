@@ -1,0 +1,68 @@
+"""servesim's admission rules inside the scheduler's waiting loop (`policies.admission`), beside vLLM's
+token budget, `max_num_seqs` and KV checks:
+
+- a cap on long prompts prefilling at once (`long_prompt_tokens`, `max_long_prefills`): the queue
+  stays in order, so a long prompt at its head waits;
+- output reservation (`reserve: max_tokens | quantile`): admit only when blocks for the prompt and
+  its expected output are free beyond what running requests still reserve; `quantile` learns
+  each SLO class's output lengths from the requests that finished.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from simulator.request import Request
+
+
+class AdmissionRules:
+    def __init__(self, reserve: str = "prompt", reserve_quantile: float = 0.9, long_prompt_tokens: int | None = None,
+                 max_long_prefills: int | None = None, max_model_len: int = 0):
+        self.reserve, self.reserve_quantile = reserve, reserve_quantile
+        self.long_prompt_tokens, self.max_long_prefills = long_prompt_tokens, max_long_prefills
+        self.max_model_len = max_model_len
+        self._outputs: dict = {}  # finished output lengths per SLO class, sorted
+        self.active = reserve != "prompt" or max_long_prefills is not None
+
+    def refusal(self, r: Request, running: list[Request], kv) -> str | None:
+        """Why r may not be admitted now (the scheduler's admission_blocked reason), or None."""
+        long = self.long_prompt_tokens
+        if self.max_long_prefills is not None and r.prompt_tokens >= long and sum(
+                1 for q in running if q.prompt_tokens >= long
+                and q.num_computed_tokens < q.num_tokens - 1) >= self.max_long_prefills:
+            return "long_prompts"  # FIFO: the queue is not reordered
+        if self.reserve != "prompt" and not self._reservation_fits(r, running, kv):
+            return "kv"
+        return None
+
+    def _expected_output(self, r: Request) -> int:
+        """max_tokens, or a quantile of the outputs seen so far for its class (max_tokens until one is seen)."""
+        if self.reserve == "quantile":
+            seen = self._outputs.get(r.spec.slo_class)
+            if seen:
+                return seen[min(len(seen) - 1, int(self.reserve_quantile * len(seen)))]
+        return r.spec.output_limit
+
+    def _reservation_fits(self, r: Request, running: list[Request], kv) -> bool:
+        """Blocks for prompt + expected output must be free beyond what running requests still reserve."""
+        total = -(-min(r.prompt_tokens + self._expected_output(r), self.max_model_len) // kv.block_size)
+        outstanding = sum(q.reserved_blocks - len(q.blocks) for q in running if q.reserved_blocks > len(q.blocks))
+        if total + outstanding > kv.num_free_blocks:
+            return False
+        r.reserved_blocks = total
+        return True
+
+    def finished(self, r: Request) -> None:
+        if self.reserve == "quantile":
+            bisect.insort(self._outputs.setdefault(r.spec.slo_class, []), r.num_output_tokens)
+
+
+def predicted_queue_wait(sched, prompt_tokens: int, prefill_tokens_per_s: float) -> float:
+    """Seconds a request arriving now at `sched` would wait for its first token (essay 003's shedding
+    predictor): its turn in the queue at the recent admission rate, and the queued prompts ahead of it
+    at the full-budget prefill rate."""
+    prefill = (sched.queued_prompt_tokens + prompt_tokens) / prefill_tokens_per_s
+    adm = sched.recent_admissions
+    if len(sched.waiting) and len(adm) >= 2 and adm[-1] > adm[0]:
+        return max(prefill, len(sched.waiting) * (adm[-1] - adm[0]) / (len(adm) - 1))
+    return prefill

@@ -1,0 +1,79 @@
+"""Decode runs, servesim's fast path: several steps at once when nothing can change in between.
+
+When the last step decoded every running request and admitted nobody, no request arrived or
+finished since, and admission stays shut for a reason that decode steps cannot lift
+(`max_num_seqs`, a full pool, a closed static batch), the next steps are certain to be the same
+batch decoding one token each. They are advanced at once, with the same float additions and the
+same block growth as step by step (tests/test_determinism.py holds them equal).
+"""
+
+from __future__ import annotations
+
+from simulator.request import Request
+
+# Why admission last stopped with requests still waiting. Only these stay true
+# while a batch of pure decodes runs on (no finish, no arrival).
+STABLE_BLOCKS = frozenset({"max_num_seqs", "kv", "batching"})
+
+
+def decode_run_limit(sched) -> int:
+    """How many upcoming steps of `sched` are certain to be plain decode steps of the same batch: up to
+    where the first request finishes or the free blocks would run out (arrivals bound it further, in the
+    engine). 0: take a normal step."""
+    running = sched.running
+    if (sched.changed or not sched.last_step_decode_only or not running or sched.speculation is not None
+            or len(running) > sched.s.max_num_batched_tokens
+            or (len(sched.waiting) and sched.admission_blocked not in STABLE_BLOCKS)):
+        return 0
+    k = min(r.stop_len - r.num_tokens for r in running)
+    if k < 2:
+        return 0
+    bs = sched.kv.block_size
+    free = len(sched.kv.free_blocks)
+    need = lambda k: sum(max(0, -(-(r.num_tokens + k - 1) // bs) - len(r.blocks)) for r in running)  # noqa: E731
+    if need(k) > free:
+        lo, hi = 0, k  # need(lo) fits, need(hi) does not
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if need(mid) <= free:
+                lo = mid
+            else:
+                hi = mid
+        k = lo
+    return k if k >= 2 else 0
+
+
+def apply_decode_run(sched, k: int, first_step: int, t_end: float) -> tuple[list[int], list[Request]]:
+    """Advance every running request by k decode tokens, as k schedule() + update_from_output() calls
+    would. Returns the blocks in use after each step's allocation, and the requests that finished at
+    the last step."""
+    kv = sched.kv
+    bs = kv.block_size
+    grown = [0] * k
+    last = first_step + k - 1
+    finished = []
+    for r in sched.running:
+        t0 = r.num_tokens
+        held = len(r.blocks)
+        need = -(-(t0 + k - 1) // bs) - held
+        if need > 0:
+            j = held * bs - t0 + 1  # 0-based step of the first new block
+            for _ in range(need):
+                grown[j] += 1
+                j += bs
+            kv.grow(r, need)
+        r.num_tokens = t0 + k
+        r.num_output_tokens += k
+        r.num_computed_tokens = t0 + k - 1
+        kv.register_computed(r)
+        r.record_tokens(first_step, last)
+        if r.num_tokens >= r.stop_len:
+            finished.append(r)
+    used_after = []
+    used = kv.num_used_blocks - sum(grown)
+    for g in grown:
+        used += g
+        used_after.append(used)
+    if finished:
+        sched.finish(finished, t_end)
+    return used_after, finished

@@ -1,0 +1,42 @@
+"""How a preempted request gives up its KV: vLLM V1 recomputes (forgets its computed tokens);
+servesim adds swap (keep them in host memory while there is room, copied back before it runs
+again) and auto (whichever costs less for this victim: the transfer out and back, or its
+prefill again). `policies.preemption_mode`; the victim itself is the queue policy's choice.
+"""
+
+from __future__ import annotations
+
+from simulator.request import PREEMPTED, Request
+
+
+class Preemption:
+    def __init__(self, mode: str = "recompute", swap_space_blocks: int = 0, swap_cost=None, recompute_cost=None):
+        """swap_cost(blocks) and recompute_cost(tokens), in seconds, let `auto` choose."""
+        self.mode, self.swap_space_blocks = mode, swap_space_blocks
+        self._swap_cost, self._recompute_cost = swap_cost, recompute_cost
+        self.swap_used = 0  # host blocks holding swapped-out KV
+
+    def give_up(self, r: Request, kv, now: float) -> int:
+        """Free the victim's blocks; returns the blocks swapped out (0: it recomputes)."""
+        blocks = len(r.blocks) + len(r.local_blocks)
+        mode = self.mode
+        if mode == "auto":
+            mode = "swap" if self._swap_cost(2 * blocks) < self._recompute_cost(r.num_computed_tokens) else "recompute"
+        swap = mode == "swap" and r.num_computed_tokens > 0 and self.swap_used + blocks <= self.swap_space_blocks
+        kv.free(r)
+        r.status = PREEMPTED
+        r.num_preemptions += 1
+        r.preempted_at = now
+        if swap:
+            r.swapped_blocks = blocks
+            r.num_swaps += 1
+            self.swap_used += blocks
+            return blocks
+        r.num_computed_tokens = 0
+        return 0
+
+    def swap_in(self, r: Request) -> int:
+        """Copy a swapped-out request's KV back before it runs; returns the blocks copied."""
+        blocks, r.swapped_blocks = r.swapped_blocks, 0
+        self.swap_used -= blocks
+        return blocks

@@ -1,0 +1,70 @@
+"""Speculative decoding, servesim's addition to the scheduler (vLLM's accounting; essay 003).
+
+A decode verifies k drafts in its pass; the target accepts a run of them and adds one token
+of its own, and the rejected drafts' slots are given back. Fixed k pays off at low load and
+costs throughput under load; adaptive k speculates only with compute to spare (below the
+profile's knee). The draft model's own steps cost a fraction of a target decode step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.batch import decode_shape
+from simulator.request import Request
+
+
+class Speculation:
+    def __init__(self, k: int, adaptive: bool, knee_tokens: int, accept, draft_cost_ratio: float, step_time):
+        """accept(k): how many of k drafts the target accepts; step_time(shape): the target's step."""
+        self.k, self.adaptive, self.knee_tokens = k, adaptive, knee_tokens
+        self.accept, self.draft_cost_ratio, self._step_time = accept, draft_cost_ratio, step_time
+
+    def drafts(self, num_running: int) -> int:
+        """k for this step's decodes."""
+        if self.adaptive:  # speculate only with compute to spare: under the knee
+            return max(0, min(self.k, self.knee_tokens // max(1, num_running) - 1))
+        return self.k
+
+    def verify(self, r: Request, context: int, n: int, out) -> int:
+        """A decode at `context` that verified n - 1 drafts: keeps the accepted ones plus one; returns the
+        tokens it adds."""
+        accepted = self.accept(n - 1)
+        out.spec_seqs += 1
+        out.spec_drafts += n - 1
+        out.spec_accepted += accepted
+        r.num_computed_tokens = context + 1 + accepted
+        return min(accepted + 1, r.stop_len - r.num_tokens)
+
+    def draft_time(self, out) -> float:
+        """The draft model's k steps over the decodes that speculate, as a fraction of a target decode step."""
+        if not out.spec_k or not self.draft_cost_ratio:
+            return 0.0
+        seqs = sum(1 for n in out.tokens if n == out.spec_k + 1)
+        return out.spec_k * self.draft_cost_ratio * self._step_time(decode_shape(max(seqs, 1), 0))
+
+
+def acceptance_sampler(sp, seed: int):
+    """How many of k drafts the target accepts: a run of per-token successes, or a given distribution."""
+    rng = np.random.default_rng(seed)
+    if sp.acceptance_distribution:
+        probs = np.asarray(sp.acceptance_distribution)
+
+        def accept(k: int) -> int:
+            p = probs[: k + 1] / probs[: k + 1].sum()
+            return int(rng.choice(len(p), p=p))
+        return accept
+
+    def accept(k: int) -> int:
+        ok = rng.random(k) < sp.acceptance_rate
+        return int(k if ok.all() else ok.argmin())
+    return accept
+
+
+def make_speculation(sp, seed: int, knee_tokens: int, step_time) -> Speculation | None:
+    """The scenario's `speculative` section as a Speculation, or None when it drafts nothing."""
+    k = sp.num_speculative_tokens if sp.method != "none" else 0
+    if not k:
+        return None
+    return Speculation(k, sp.method == "adaptive", knee_tokens, acceptance_sampler(sp, seed), sp.draft_cost_ratio,
+                       step_time)
