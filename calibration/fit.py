@@ -20,9 +20,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares, nnls
 
+from simulator.batch import SHAPE_FIELDS
 from simulator.errors import ConfigError
 
-SHAPE_COLUMNS = ["num_seqs", "prefill_tokens", "prefill_attention_pairs", "decode_seqs", "decode_context_tokens"]
+SHAPE_COLUMNS = SHAPE_FIELDS
 PARAMS = ["step_overhead_ms", "per_seq_ms", "per_token_ms", "linear_floor_ms", "per_context_token_ms",
           "per_spilled_context_token_ms", "context_cache_tokens", "per_attention_pair_ms"]
 # a mixture-of-experts model's measurements carry `experts_touched` (expected distinct experts a layer runs for the

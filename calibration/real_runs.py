@@ -29,13 +29,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from simulator.batch import SHAPE_FIELDS, shape_of
 from simulator.errors import JSON_ERRORS, ConfigError, json_problem
 from simulator.files import where_looked
 from simulator.metrics import latency_stats
 from simulator.model_arch import HF_IDS
 from workloads.spec import RequestSpec
 
-SHAPE = ["num_seqs", "prefill_tokens", "prefill_attention_pairs", "decode_seqs", "decode_context_tokens"]
+SHAPE = SHAPE_FIELDS
 LIFECYCLE_TIMES = ["queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts"]
 LENGTH_ALIASES = {"prompt": ("input_toks", "prompt_tokens", "input_length"),
                   "output": ("output_toks", "output_tokens", "output_length")}
@@ -370,7 +371,7 @@ def _shape_of_requests(path, where: str, reqs) -> dict:
     """Per-request records of one step -> its batch shape. A request past its prompt decodes."""
     if not isinstance(reqs, list) or not reqs:
         _fail(path, where, "requests must be a non-empty list of {new_tokens, computed_tokens, prompt_tokens}")
-    s = dict.fromkeys(SHAPE, 0)
+    chunks = []
     for j, r in enumerate(reqs):
         w = f"{where}, requests[{j}]"
         if not isinstance(r, dict):
@@ -378,14 +379,8 @@ def _shape_of_requests(path, where: str, reqs) -> dict:
         n = int(_number(path, w, r, "new_tokens", integer=True, minimum=1))
         c = int(_number(path, w, r, "computed_tokens", integer=True, minimum=0))
         p = int(_number(path, w, r, "prompt_tokens", integer=True, minimum=1))
-        s["num_seqs"] += 1
-        if c >= p and n == 1:
-            s["decode_seqs"] += 1
-            s["decode_context_tokens"] += c + 1
-        else:
-            s["prefill_tokens"] += n
-            s["prefill_attention_pairs"] += n * c + n * (n + 1) // 2
-    return s
+        chunks.append((n, c, c >= p and n == 1))
+    return shape_of(chunks)._asdict()
 
 
 def step_times(rows: pd.DataFrame, busy_gap_s: float = 0.005) -> pd.DataFrame:

@@ -24,6 +24,22 @@ from vllm.v1.core.sched.scheduler import Scheduler
 STEP_LOG_ENV = "SERVESIM_STEP_LOG"
 
 
+def shape_row(chunks) -> dict:
+    """simulator/batch.py's shape_of, copied because this file imports no servesim (tests/test_scheduler.py
+    holds the two equal): (new tokens, computed before, is a decode) per scheduled request -> the shape."""
+    row = dict.fromkeys(("num_seqs", "prefill_tokens", "prefill_attention_pairs", "decode_seqs",
+                         "decode_context_tokens"), 0)
+    for n, c, decode in chunks:
+        row["num_seqs"] += 1
+        if decode:
+            row["decode_seqs"] += 1
+            row["decode_context_tokens"] += c + 1
+        else:
+            row["prefill_tokens"] += n
+            row["prefill_attention_pairs"] += n * c + n * (n + 1) // 2
+    return row
+
+
 class StepLoggingScheduler(Scheduler):
     """vLLM's scheduler, unchanged, writing one line per step: start time and batch shape. With
     SERVESIM_ENGINE_INFO set, it also writes the engine's resolved pool and budgets there once."""
@@ -41,20 +57,12 @@ class StepLoggingScheduler(Scheduler):
         t0 = time.monotonic()
         out = super().schedule(*args, **kwargs)
         if out.total_num_scheduled_tokens:
-            seqs = prefill = pairs = decodes = ctx = 0
+            chunks = []
             for rid, n in out.num_scheduled_tokens.items():
                 r = self.requests[rid]
                 c = r.num_computed_tokens - n  # already advanced by the scheduler
-                seqs += 1
-                if n == 1 and c == r.num_tokens - 1:
-                    decodes += 1
-                    ctx += c + 1
-                else:
-                    prefill += n
-                    pairs += n * c + n * (n + 1) // 2
-            self._servesim_row = {"t": t0, "num_seqs": seqs, "prefill_tokens": prefill,
-                                  "prefill_attention_pairs": pairs, "decode_seqs": decodes,
-                                  "decode_context_tokens": ctx, "running": len(self.running),
+                chunks.append((n, c, n == 1 and c == r.num_tokens - 1))
+            self._servesim_row = {"t": t0, **shape_row(chunks), "running": len(self.running),
                                   "waiting": len(self.waiting), "preempted": len(out.preempted_req_ids or ())}
         return out
 

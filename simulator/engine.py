@@ -20,7 +20,7 @@ from simulator.clock import SimClock
 from simulator.config import ResolvedScenario
 from simulator.decode_runs import apply_decode_run, decode_run_limit
 from simulator.errors import ConfigError
-from simulator.executor import ModelledExecutor
+from simulator.executor import ModelledExecutor, StepTimer
 from simulator.hybrid_kv import make_kv_manager
 from simulator.local_attention import local_attention
 from simulator.metrics import RunResult, StepLog
@@ -170,8 +170,8 @@ class Replica:
             self.ttft_slo_s = {c: v.ttft_ms / 1000 for c, v in classes.items() if v.ttft_ms}
             fallback = p.admission.shed_ttft_ms
             self.ttft_slo_default = fallback / 1000 if fallback else None
-        self.executor = executor or ModelledExecutor(rs.cost_model)
-        self.decode_runs = (rs.scenario.simulation.decode_runs and getattr(self.executor, "pure", False)
+        self.timer = StepTimer(executor or ModelledExecutor(rs.cost_model), self.block_transfer_s, self.speculation)
+        self.decode_runs = (rs.scenario.simulation.decode_runs and self.timer.pure
                             and local is None)  # local layers read (and hold) a moving window
         self.arrivals = arrivals
         self.log = StepLog()
@@ -193,9 +193,6 @@ class Replica:
             if slo is not None and predicted_queue_wait(sched, req.prompt_tokens, self.prefill_tokens_per_s) > slo:
                 return "predicted_ttft_over_slo"
         return None
-
-    def draft_time(self, out) -> float:
-        return self.speculation.draft_time(out) if self.speculation is not None else 0.0
 
     # -- what routers see ----------------------------------------------------
     @property
@@ -225,7 +222,7 @@ class Replica:
 
     def run(self):
         env, sched, kv, log = self.env, self.scheduler, self.kv, self.log
-        run_batch = self.executor.run
+        timer = self.timer
         step = 0
         while True:
             if not sched.has_work():
@@ -247,7 +244,7 @@ class Replica:
                 for j in range(k):
                     if j and t >= next_arrival:
                         break  # step-by-step would see the arrival at this step
-                    t = t + run_batch(decode_shape(batch, ctx + batch * j))
+                    t = t + timer.decode_step(decode_shape(batch, ctx + batch * j))
                     ends.append(t)
                 yield env.at(t)
                 used_after, finished = apply_decode_run(sched, len(ends), step, t)
@@ -259,7 +256,7 @@ class Replica:
                 out = sched.schedule(now)
                 if not out.reqs:
                     raise RuntimeError(f"replica {self.index}: nothing schedulable with {len(sched.waiting)} waiting")
-                t = now + run_batch(out.shape, out) + out.swapped_blocks * self.block_transfer_s + self.draft_time(out)
+                t = timer.end(now, out)
                 used = kv.num_used_blocks
                 if self.lockstep is None:
                     yield env.at(t)

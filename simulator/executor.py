@@ -1,8 +1,9 @@
-"""The Executor seam: how long a scheduled batch takes.
+"""How long a scheduled batch takes: the Executor seam, and StepTimer, the one owner of "batch -> seconds".
 
-Every simulation uses ModelledExecutor (the cost model). A measured executor, which
-runs the batch as real forward passes and returns the wall time, plugs in here later
-with the same scheduler and KV manager, so the two differ only in step durations.
+Simulations use ModelledExecutor (the cost model); measured replay plugs in an executor that
+runs the batch as real forward passes and returns the wall time
+(calibration/measured_executor.py), with the same scheduler and KV manager, so the two differ
+only in step durations. StepTimer adds what a step costs beyond the forward pass.
 """
 
 from __future__ import annotations
@@ -22,3 +23,20 @@ class ModelledExecutor:
 
     def run(self, shape: BatchShape, scheduled=None) -> float:
         return self.step_time_of_shape(shape)
+
+
+class StepTimer:
+    """A step's end time: the forward pass (the executor), the KV blocks swapped over the host link
+    this step, and the draft model's steps under speculative decoding, added in this order."""
+
+    def __init__(self, executor, block_transfer_s: float, speculation=None):
+        self.executor, self.block_transfer_s, self.speculation = executor, block_transfer_s, speculation
+        self.pure = getattr(executor, "pure", False)  # times depend on the shape only: decode runs are exact
+
+    def end(self, now: float, out) -> float:
+        t = now + self.executor.run(out.shape, out) + out.swapped_blocks * self.block_transfer_s
+        return t + self.speculation.draft_time(out) if self.speculation is not None else t
+
+    def decode_step(self, shape: BatchShape) -> float:
+        """One step of a decode run: no swaps, no drafts (runs are off under speculation)."""
+        return self.executor.run(shape)

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.batch import BatchShape
+from simulator.batch import SHAPE_FIELDS, BatchShape
 from simulator.cost_model import extrapolation_warnings
 from simulator.request import FINISHED, REJECTED
 
@@ -65,7 +65,7 @@ class StepLog:
 
 def step_shapes(steps: pd.DataFrame) -> list[BatchShape]:
     """The cost model's input for each logged step."""
-    cols = steps[["num_seqs", "prefill_tokens", "prefill_attention_pairs", "decode_seqs", "decode_context_tokens"]]
+    cols = steps[SHAPE_FIELDS]
     return [BatchShape(*map(int, row)) for row in cols.itertuples(index=False)]
 
 

@@ -185,3 +185,40 @@ def test_static_batching_admits_only_into_an_empty_engine():
         assert 2 not in scheduled(out)  # waits for the whole batch, though request 0 left long ago
     assert n > 10
     assert set(scheduled(step(s, n=n))) == {2}
+
+
+def _driver_shape_row():
+    """calibration/vllm_driver.py's shape_row, read from its source: the file imports vLLM, which is not here."""
+    import ast
+    from pathlib import Path
+
+    src = Path(__file__).parents[1] / "calibration" / "vllm_driver.py"
+    fn = next(n for n in ast.parse(src.read_text()).body if isinstance(n, ast.FunctionDef) and n.name == "shape_row")
+    scope: dict = {}
+    exec(compile(ast.Module([fn], type_ignores=[]), str(src), "exec"), scope)
+    return scope["shape_row"]
+
+
+def test_the_three_copies_of_the_shape_aggregation_agree():
+    """The scheduler's fused pass, batch.shape_of (real runs) and the vLLM driver's import-free copy give
+    the same BatchShape for the same scheduled chunks, decodes and prefill chunks mixed."""
+    import random
+
+    from simulator.batch import SHAPE_FIELDS, shape_of
+    from simulator.scheduler import SchedulerOutput
+
+    driver_row, rng = _driver_shape_row(), random.Random(0)
+    for trial in range(200):
+        s, out, chunks = sched(), SchedulerOutput(), []
+        for i in range(rng.randint(1, 12)):
+            r = req(i, rng.randint(1, 3000))
+            decode = rng.random() < 0.5
+            c = r.num_tokens - 1 if decode else rng.randint(0, r.num_tokens - 1)
+            n = 1 if decode else rng.randint(1, r.num_tokens - c)
+            r.num_computed_tokens = c
+            out.reqs.append(r)
+            out.tokens.append(n)
+            chunks.append((n, c, n == 1 and c == r.num_tokens - 1))
+        s._update_after_schedule(out)
+        assert out.shape == shape_of(chunks) and list(driver_row(chunks).values()) == list(out.shape)
+        assert list(driver_row(chunks)) == SHAPE_FIELDS
