@@ -134,7 +134,7 @@ class RunResult:
         req = pd.DataFrame({
             "request_id": [r.request_id for r in reqs],
             "replica": [r.replica for r in reqs],
-            "status": [r.status for r in reqs],
+            "status": [str(r.status) for r in reqs],
             "arrival_time": [r.arrival_time for r in reqs],
             "first_scheduled_time": [f(r.first_scheduled_time) for r in reqs],
             "first_token_time": [f(r.first_token_time) for r in reqs],

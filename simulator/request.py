@@ -2,9 +2,24 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 from workloads.spec import RequestSpec
 
-WAITING, RUNNING, PREEMPTED, FINISHED, REJECTED = "waiting", "running", "preempted", "finished", "rejected"
+
+class RequestStatus(StrEnum):
+    """vLLM's RequestStatus, as far as servesim's requests go (text values: the results write them)."""
+
+    WAITING = "waiting"
+    RUNNING = "running"
+    PREEMPTED = "preempted"
+    TRANSFERRING = "transferring"  # disaggregation: the prompt's KV on its way to a decode replica
+    FINISHED = "finished"
+    REJECTED = "rejected"  # refused at arrival (vLLM's HTTP 503, servesim's shedding)
+
+
+# module constants for the hot loops, where an enum's class attribute costs a lookup each time
+WAITING, RUNNING, PREEMPTED, TRANSFERRING, FINISHED, REJECTED = RequestStatus
 
 
 class Request:

@@ -19,7 +19,7 @@ from simulator.batch import BatchShape
 from simulator.kv_cache import KVBlockManager
 from simulator.local_attention import LocalAttention
 from simulator.preemption import Preemption
-from simulator.request import FINISHED, RUNNING, Request
+from simulator.request import FINISHED, RUNNING, TRANSFERRING, Request
 from simulator.speculation import Speculation
 
 
@@ -282,7 +282,7 @@ class Scheduler:
         """Disaggregation (servesim's): the prompt is done here; its KV leaves for a decode replica."""
         for r in reqs:
             self.kv.free(r)
-            r.status = "transferring"
+            r.status = TRANSFERRING
             r.prefill_runs, r.token_runs = r.token_runs, []
         self.running = [r for r in self.running if r.status == RUNNING]
         self.changed = True
