@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from calibration.grid import STEP_KINDS, make_grid
-from simulator.cost_model import LinearCoefficients, LinearCostModel, load_profile
+from simulator.cost_model import linear_model, load_profile
 from simulator.errors import ConfigError
 from simulator.model_arch import load_model
 
@@ -38,7 +38,7 @@ def check_profile(profile_path: str, device: str, points: int = 8, seed: int = 0
         raise ConfigError("points", "must be >= 1")
     rng = np.random.default_rng(seed)
     sample = [grid[i] for i in sorted(rng.choice(len(grid), size=min(points, len(grid)), replace=False))]
-    model = LinearCostModel(LinearCoefficients(**prof.coefficients))
+    model = linear_model(prof)
     h = Harness(arch, device, prof.dtype, prof.block_size or 16, sample, threads, attention=prof.attention or "gather")
     rows = []
     for p in sample:

@@ -51,7 +51,8 @@ def add_parser(sub) -> None:
     f.add_argument("--terms", help="real runs: comma-separated terms to fit (default: memory_scale,compute_scale,"
                                    "gpu_per_layer_us; docs/calibration.md lists them)")
     f.add_argument("--max-evals", type=COUNT, default=60, help="real runs: simulations the optimiser may run")
-    f.add_argument("--out", type=nonempty_path, help="profile YAML (default: profile.yaml beside the measurements)")
+    f.add_argument("--out", type=nonempty_path, help="profile YAML (default: profile.yaml beside the measurements); "
+                   "the fit's per-point predictions go beside it as NAME.predictions.parquet")
     f.add_argument("--name", help="profile name")
     f.add_argument("--holdout", type=OPEN_FRACTION, default=0.2)
     f.add_argument("--model", help="the model measured (default: from run.json; required without it)")

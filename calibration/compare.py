@@ -13,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from calibration.grid import GridPoint
-from simulator.cost_model import LinearCoefficients, LinearCostModel, OverheadCostModel, Profile, load_profile
+from simulator.cost_model import LinearCostModel, OverheadCostModel, Profile, linear_model, load_profile
 from simulator.errors import ConfigError
 from simulator.hardware import load_hardware
 from simulator.model_arch import load_model
@@ -46,7 +46,7 @@ STEPS = [
 def _linear(p: Profile) -> LinearCostModel:
     if p.cost_model != "linear":
         raise ConfigError("profile", f"{p.name} uses the {p.cost_model} cost model; compare takes linear profiles")
-    return LinearCostModel(LinearCoefficients(**p.coefficients))
+    return linear_model(p)
 
 
 def _with_overhead(p: Profile, m: LinearCostModel) -> OverheadCostModel | None:

@@ -47,9 +47,17 @@ def check_measurements(df: pd.DataFrame, source: str = "measurements") -> pd.Dat
     missing = [c for c in SHAPE_COLUMNS + ["time_ms"] if c not in df.columns]
     if missing:
         raise ConfigError(source, f"missing column(s) {', '.join(missing)}")
+    for col in SHAPE_COLUMNS + ["time_ms"]:  # a damaged row is named, never dropped
+        v = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+        bad = ~np.isfinite(v) | (v < 0) | ((v != np.round(v)) if col != "time_ms" else False)
+        if bad.any():
+            i = int(np.argmax(bad))
+            what = "a non-negative integer" if col != "time_ms" else "a finite, non-negative time"
+            raw = df[col].iloc[i]
+            raise ConfigError(source, f"row {i + 1}: {col} must be {what}, got {getattr(raw, 'item', lambda: raw)()!r}")
     if "kind" in df.columns:
         df = df[df["kind"] != "attention"]  # kernel-only points are not step times
-    df = df[np.isfinite(df["time_ms"]) & (df["time_ms"] > 0)]
+    df = df[df["time_ms"].astype(float) > 0]  # a step log's zero-length step (equal start times) times nothing
     if len(df) < 8:
         raise ConfigError(source, f"{len(df)} usable step measurements; a fit needs at least 8")
     check_identifiable(df, source)

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from simulator.cli_args import COUNT, nonempty_path, FRACTION, NON_NEGATIVE, OPEN_FRACTION, POSITIVE, SEED, number
+from simulator.cli_args import COUNT, FRACTION, JOBS, NON_NEGATIVE, OPEN_FRACTION, POSITIVE, SEED, nonempty_path, number
 from simulator.errors import ConfigError
 from workloads.settings import MAX_BLOCK_SIZE, MAX_GIB, MAX_GPUS, MAX_REPLICAS, MAX_REQUESTS, MAX_TOKENS
 
@@ -105,13 +105,22 @@ def cmd_capacity(args) -> int:
     from simulator.hardware import load_hardware
     from simulator.model_arch import load_model
 
-    from simulator.config import check_max_model_len, check_tensor_parallel, with_formats
+    from simulator.config import check_formats, check_max_model_len, check_tensor_parallel, with_formats
 
     arch = with_formats(load_model(args.model), args.quantization, args.kv_cache_dtype)
     hw = load_hardware(args.gpu, memory_gib=args.gpu_memory_gib)
+    check_formats(arch, hw, args.quantization, "--quantization")
     tp = args.tensor_parallel_size
     check_tensor_parallel(arch, tp, "--tensor-parallel-size")
     max_model_len = check_max_model_len(arch, args.max_model_len, "--max-model-len")
+    if args.shared_prefix_tokens is not None and args.private_tokens is not None:  # the same requests, shared or not
+        whole = args.shared_prefix_tokens + args.private_tokens
+        if args.tokens_per_request is not None and args.tokens_per_request != whole:
+            raise ConfigError("--tokens-per-request", f"{args.tokens_per_request:,}, but a request of the shared "
+                                                      f"prefix and its private tokens holds {whole:,}: leave one out")
+        args.tokens_per_request = whole
+    elif args.tokens_per_request is None:
+        args.tokens_per_request = 1800
     if args.tokens_per_request > max_model_len:
         raise ConfigError("--tokens-per-request", f"{args.tokens_per_request:,} tokens do not fit one request of "
                                                   f"max_model_len={max_model_len:,}")
@@ -371,7 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--disable-hybrid-kv-cache-manager", action=argparse.BooleanOptionalAction, default=None,
                    help="local-attention models: every layer keeps the whole context (default: vLLM's choice)")
     c.add_argument("--max-model-len", type=number(int, ge=2, le=MAX_TOKENS), help="contiguous reservation per request (default: the model's)")
-    c.add_argument("--tokens-per-request", type=number(int, ge=1, le=MAX_TOKENS), default=1800)
+    c.add_argument("--tokens-per-request", type=number(int, ge=1, le=MAX_TOKENS),
+                   help="default 1800, or the shared prefix plus the private tokens")
     c.add_argument("--shared-prefix-tokens", type=number(int, ge=0, le=MAX_TOKENS))
     c.add_argument("--private-tokens", type=number(int, ge=1, le=MAX_TOKENS))
     c.add_argument("--json", action="store_true")
@@ -385,7 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="fixed for every run")
     sw.add_argument("--seeds", type=COUNT, default=1, help="runs per point, seeds base-seed .. base-seed+N-1")
     sw.add_argument("--base-seed", type=SEED, default=0)
-    sw.add_argument("--jobs", type=COUNT, default=os.cpu_count() or 1)
+    sw.add_argument("--jobs", type=JOBS, default=os.cpu_count() or 1, help="worker processes (at most 256)")
     sw.add_argument("--executor", choices=["process", "ray"], default="process")
     sw.add_argument("--ray-address", help="a Ray cluster (default: RAY_ADDRESS, else a local Ray)")
     sw.add_argument("--out", type=nonempty_path, default="results/sweep")

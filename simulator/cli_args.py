@@ -39,6 +39,7 @@ def _show(bound: float) -> str:
 
 COUNT = number(int, ge=1)  # a number of things: requests, repeats, replicas, jobs
 SEED = number(int, ge=0)
+JOBS = number(int, ge=1, le=256)  # worker processes: more than a machine can hold is a typo
 POSITIVE = number(float, gt=0)
 NON_NEGATIVE = number(float, ge=0)
 FRACTION = number(float, gt=0, le=1)  # a share such as gpu_memory_utilization

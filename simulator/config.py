@@ -310,13 +310,14 @@ def with_formats(arch: ModelArchitecture, quantization: str | None, kv_cache_dty
     return arch
 
 
-def _check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | None) -> None:
+def check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | None,
+                  field: str = "engine.quantization") -> None:
     """W8A8 needs fp8 tensor cores and NVFP4 Blackwell's fp4 ones; the GPU's datasheet says which it has."""
     need = {"fp8": ("fp8_tflops", "fp8 tensor cores (Hopper, Ada, Blackwell)"),
             "nvfp4": ("fp4_tflops", "fp4 tensor cores (Blackwell)")}.get(arch.dtype)
     if need and getattr(hw, need[0]) is None:
-        raise ConfigError("engine.quantization", f"{quantization} runs on {need[1]}; a {hw.name} has none "
-                                                 f"(set hardware.{need[0]} if yours does)")
+        raise ConfigError(field, f"{quantization} runs on {need[1]}; a {hw.name} has none "
+                                 f"(set hardware.{need[0]} if yours does)")
 
 
 def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float, ep: int | None = None
@@ -381,7 +382,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                        gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
     if not e.num_gpu_blocks_override and (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
         raise err
-    _check_formats(arch, hw, e.quantization)
+    check_formats(arch, hw, e.quantization)
     routing = scenario.moe.routing
     if "moe" in scenario.model_fields_set and not arch.is_moe:
         raise ConfigError("moe.routing", f"{arch.name} is a dense model: it has no router")

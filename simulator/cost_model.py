@@ -271,6 +271,14 @@ def extrapolation_warnings(profile: Profile, largest: dict[str, float]) -> list[
     return out
 
 
+def linear_model(profile: Profile) -> "LinearCostModel":
+    """A linear profile's cost model; a coefficient out of range is one line naming it."""
+    try:
+        return LinearCostModel(LinearCoefficients(**profile.coefficients))
+    except ValidationError as exc:
+        raise ConfigError(*first_error(exc, "profile.coefficients")) from None
+
+
 def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_parallel_size: int,
                        gpu: str | None = None, token_ranks: int = 1, expert_parallel: int | None = None,
                        routing: str | None = None) -> None:
@@ -380,7 +388,7 @@ def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, te
                        expert_parallel, routing)
     try:
         if profile.cost_model == "linear":
-            kernels: CostModel = LinearCostModel(LinearCoefficients(**profile.coefficients))
+            kernels: CostModel = linear_model(profile)
         elif profile.cost_model == "roofline":
             kernels = RooflineCostModel(arch, hw, RooflineCoefficients(**profile.coefficients), tensor_parallel_size,
                                         expert_parallel, data_parallel_size, routing)

@@ -11,6 +11,7 @@ import math
 import re
 
 from simulator.errors import ConfigError
+from workloads.settings import MAX_BLOCKS
 
 _SLO = re.compile(r"^(ttft|tpot|itl|e2el|queue_time)_(mean|median|p50|p90|p99)_ms$")
 
@@ -122,11 +123,19 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     def run(n: int) -> dict:
         return simulate(load(scenario, sets + extra + [f"cluster.replicas={n}"])).summary
 
+    one = load(scenario, sets + extra + ["cluster.replicas=1"])
+    e, c = one.scenario.engine, one.scenario.cluster
+    held = (MAX_BLOCKS // one.num_gpu_blocks - c.prefill_replicas) // e.data_parallel_size  # KV pools one run holds
+    why = "" if held >= most else f" (the most one run holds at {one.num_gpu_blocks:,} KV blocks each; a larger " \
+                                  f"engine.block_size holds more)"
+    most = max(1, min(most, held))
     runs, n = 0, 1
     s = run(n)
     runs += 1
     if meets(s, slos):
         return {"replicas": 1, "runs": runs, "summary": s}
+    if most == 1:
+        return {"replicas": None, "reason": f"not met with 1 replica{why}", "runs": runs, "summary": s}
     low = 1  # fails
     while True:
         n = min(n * 2, most)
@@ -137,7 +146,7 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
             break
         low = n
         if n == most:
-            return {"replicas": None, "reason": f"not met with {most} replicas", "runs": runs, "summary": s}
+            return {"replicas": None, "reason": f"not met with {most} replicas{why}", "runs": runs, "summary": s}
     high, low, at_high, runs = _bisect(high, low, at_high, run, slos, lambda a, b: (a + b) // 2,
                                        lambda a, b: a - b <= 1, runs, 10**9)
     return {"replicas": high, "fails_with": low, "runs": runs, "summary": at_high}

@@ -13,6 +13,7 @@ import functools
 import hashlib
 import itertools
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -34,6 +35,9 @@ def _values(spec: str, flag: str) -> tuple[str, list]:
     if not values:
         raise ConfigError(flag, f"{key}: no values")
     return key.strip(), values
+
+
+MAX_RUNS = 100_000  # points x seeds in one sweep: past this the table, not the simulation, is the mistake
 
 
 def expand(grids: list[str], zips: list[str], seeds: int, base_seed: int = 0, searched: str | None = None,
@@ -63,6 +67,10 @@ def expand(grids: list[str], zips: list[str], seeds: int, base_seed: int = 0, se
         if len(lengths) != 1:
             raise ConfigError("--zip", "zipped settings need the same number of values")
         axes.append([dict(zip([k for k, _ in zipped], combo)) for combo in zip(*[vs for _, vs in zipped])])
+    total = math.prod(len(a) for a in axes) * seeds
+    if total > MAX_RUNS:
+        raise ConfigError("--seeds" if seeds > 1 else "--grid", f"{total:,} runs: a sweep holds at most {MAX_RUNS:,}; "
+                                                                f"give fewer values or seeds")
     points = []
     for combo in itertools.product(*axes) if axes else [()]:
         merged = {k: v for d in combo for k, v in d.items()}
@@ -215,7 +223,7 @@ def _execute(scenario, sets, points, runs, jobs, executor, ray_address):
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with ProcessPoolExecutor(max_workers=min(jobs, len(points))) as pool:
         futures = [pool.submit(run_point, scenario, sets, p, runs) for p in points]
         try:
             for f in as_completed(futures):

@@ -60,6 +60,19 @@ def test_missing_columns_and_too_few_points_are_named():
         fit_step_model(synthetic().iloc[0:0])
 
 
+@pytest.mark.parametrize("col, value, message", [
+    ("time_ms", -3.0, "row 4: time_ms must be a finite, non-negative time, got -3.0"),
+    ("time_ms", float("nan"), "row 4: time_ms must be"),
+    ("prefill_tokens", -10, "row 4: prefill_tokens must be a non-negative integer"),
+    ("decode_seqs", "x", "row 4: decode_seqs must be a non-negative integer, got 'x'"),
+])
+def test_a_damaged_measurement_row_is_named_not_dropped(col, value, message):
+    df = synthetic().astype({col: object})
+    df.loc[3, col] = value
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        fit_step_model(df)
+
+
 def test_unknown_grid_is_an_error():
     with pytest.raises(ConfigError, match="unknown grid"):
         make_grid("huge")

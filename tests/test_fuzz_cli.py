@@ -263,6 +263,11 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["run", "--set", "policies.admission.shed_on_ttft_slo=true"], "no TTFT SLO to shed on"),
     (["run", "--set", "workload.type=trace", "--set", "workload.path=/dev/null"], "/dev/null: not a file"),
     (["workload", "describe", "/dev/zero"], "not a file"),
+    (["sweep", "--jobs", "100000", "--grid", "workload.arrival.rate=2,4"], "--jobs: must be <= 256"),
+    (["sweep", "--seeds", "100000000", "--grid", "workload.arrival.rate=2,4"], "a sweep holds at most 100,000"),
+    (["capacity", "--shared-prefix-tokens", "2000", "--private-tokens", "600", "--tokens-per-request", "1800"],
+     "--tokens-per-request: 1,800, but a request of the shared prefix and its private tokens holds 2,600"),
+    (["capacity", "--quantization", "fp8", "--gpu", "a100-80gb"], "--quantization: fp8 runs on fp8 tensor cores"),
     (["workload", "write", "--set", "workload.priorities=[0, 1]", "--set",
       "workload.slo_classes={a: {priority: 0, ttft_ms: 100}}", "--out", "w.jsonl"], "workload.priorities: never used"),
     (["run", "--set", "workload.arrival={process: onoff, rate: 5, on_s: 0.001, off_s: 1e6}", "--set",
@@ -359,3 +364,18 @@ def test_a_profile_field_out_of_range_is_one_line(tmp_path, capsys, line, field)
     data = base | yaml.safe_load(line)
     path = _write(tmp_path, "p.yaml", yaml.safe_dump(data))
     _one_error(capsys, main(["config", "--set", f"profile={path}"]), field)
+
+
+@pytest.mark.parametrize("command", [["calibrate", "compare", "h200-llama-3.1-8b-bf16-tp1"], ["run", "--set"]])
+def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_path, command):
+    import yaml
+
+    from simulator.cost_model import load_profile
+
+    prof = load_profile("h200-llama-3.1-8b-bf16-tp1").model_dump(mode="json")
+    prof["coefficients"]["step_overhead_ms"] = 1e30
+    path = tmp_path / "huge.yaml"
+    path.write_text(yaml.safe_dump(prof))
+    argv = command + [str(path)] if command[0] == "calibrate" else command + [f"profile={path}", "--out",
+                                                                              str(tmp_path / "r")]
+    _one_error(capsys, main(argv), "profile.coefficients.step_overhead_ms")

@@ -53,6 +53,16 @@ def test_min_replicas_is_the_smallest_cluster_meeting_the_slo():
     assert min_replicas(SCEN, SETS, slos, rate=20)["replicas"] > n  # twice the traffic, more replicas
 
 
+def test_min_replicas_stops_at_the_pools_one_run_holds():
+    """More replicas than one run can hold KV blocks for is "not met" with the reason (exit 1 in the CLI), not an
+    error blaming engine.block_size."""
+    from simulator.search import min_replicas
+
+    r = min_replicas(SCEN, SETS + ["engine.num_gpu_blocks_override=3000000"], parse_slos(["ttft_p99_ms=0.001"]), rate=5)
+    assert r["replicas"] is None and r["runs"] == 2
+    assert r["reason"].startswith("not met with 2 replicas (the most one run holds at 3,000,000 KV blocks each")
+
+
 def test_cluster_spreads_load_over_replicas():
     s = simulate(load(None, ["workload.num_requests=300", "workload.arrival.rate=30", "cluster.replicas=3",
                              "cluster.router=least_outstanding"])).summary
