@@ -21,6 +21,7 @@ from simulator.errors import ConfigError, first_error
 from simulator.files import TooLarge, safe_load_bounded
 from simulator.hardware import Hardware, load_hardware
 from simulator.hybrid_kv import KVLayout, kv_layout
+from simulator.local_attention import local_attention
 from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
 from workloads import SyntheticWorkload, Workload
 from workloads.settings import (GiB, MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_GIB, MAX_GPUS, MAX_REPLICAS, MAX_REQUESTS,
@@ -431,7 +432,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     if pol.static_batch_size and pol.batching != "static":
         raise ConfigError("policies.static_batch_size", "only applies to policies.batching: static")
-    for warning in (selection.warning, layout.note):  # once a process, and only for a valid scenario
+    for warning in (selection.warning, layout.note, *without_effect(scenario, local_attention(arch) is not None)):
+        # once a process, and only for a valid scenario
         if warning and warning not in _WARNED:
             import sys
 
@@ -442,6 +444,40 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
 
 
 _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once
+
+
+def _changed(section, name: str) -> bool:
+    return getattr(section, name) != type(section).model_fields[name].default
+
+
+def without_effect(scenario: Scenario, has_local_layers: bool) -> list[str]:
+    """Settings moved from their default that nothing reads in this combination: said, not refused, so a sweep
+    across the setting that gives them their effect (speculative.method=none,fixed) runs every point."""
+    sp, e, p, c = scenario.speculative, scenario.engine, scenario.policies, scenario.cluster
+    a = getattr(scenario.workload, "arrival", None)
+    rules = [(sp.method == "none", sp, "speculative", ["num_speculative_tokens", "acceptance_rate",
+                                                        "acceptance_distribution", "draft_cost_ratio"],
+              "speculative.method is none"),
+             (p.preemption_mode == "recompute", e, "engine", ["swap_space"], "policies.preemption_mode is recompute"),
+             (p.admission.reserve != "quantile", p.admission, "policies.admission", ["reserve_quantile"],
+              f"policies.admission.reserve is {p.admission.reserve}"),
+             (not p.admission.shed_on_ttft_slo, p.admission, "policies.admission", ["shed_ttft_ms"],
+              "policies.admission.shed_on_ttft_slo is off"),
+             (not c.prefill_replicas, c, "cluster", ["kv_link_gbps"], "cluster.prefill_replicas is 0 (no disaggregation)"),
+             ((c.prefill_replicas or c.replicas * e.data_parallel_size) == 1, c, "cluster", ["router"],
+              "one replica takes every request"),
+             (not has_local_layers, e, "engine", ["disable_hybrid_kv_cache_manager"],
+              "the model has no local-attention layers")]
+    if a is not None:
+        uses = {"cv": a.process == "gamma", "on_s": a.process == "onoff", "off_s": a.process == "onoff",
+                "points": a.process == "curve", "period_s": a.process == "curve",
+                "concurrency": a.process == "closed_loop", "think_time_s": a.process == "closed_loop",
+                "rate": a.process in ("poisson", "gamma", "constant", "onoff") and a.ramp_up_strategy is None}
+        rules += [(not used, a, "workload.arrival", [name], f"workload.arrival.process is {a.process}"
+                   + (" with a ramp_up_strategy" if name == "rate" and a.ramp_up_strategy else ""))
+                  for name, used in uses.items()]
+    return [f"servesim: warning: {where}.{name} has no effect: {why}"
+            for inert, section, where, names, why in rules if inert for name in names if _changed(section, name)]
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None) -> Scenario:

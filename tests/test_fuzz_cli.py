@@ -379,3 +379,42 @@ def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_pat
     argv = command + [str(path)] if command[0] == "calibrate" else command + [f"profile={path}", "--out",
                                                                               str(tmp_path / "r")]
     _one_error(capsys, main(argv), "profile.coefficients.step_overhead_ms")
+
+
+@pytest.mark.parametrize("setting, why", [
+    ("speculative.acceptance_rate=0.5", "speculative.method is none"),
+    ("workload.arrival={process: poisson, rate: 10, cv: 3}", "workload.arrival.process is poisson"),
+    ("workload.arrival={process: burst, rate: 10}", "workload.arrival.process is burst"),
+    ("engine.swap_space=0.001", "policies.preemption_mode is recompute"),
+    ("policies.admission.reserve_quantile=0.01", "policies.admission.reserve is prompt"),
+    ("policies.admission.shed_ttft_ms=1", "policies.admission.shed_on_ttft_slo is off"),
+    ("cluster.kv_link_gbps=0.001", "no disaggregation"),
+    ("cluster.router=prefix_affinity", "one replica takes every request"),
+    ("engine.disable_hybrid_kv_cache_manager=true", "no local-attention layers"),
+])
+def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, why):
+    """Said, not refused: a sweep across the setting that gives it effect (method=none,fixed) runs every point."""
+    from simulator import config
+
+    config._WARNED.clear()  # said once a process: another test may have said it already
+    config.load(None, ["profile=teaching", setting])
+    key = setting.split("=", 1)[0]
+    key = {"workload.arrival": {"poisson": "workload.arrival.cv", "burst": "workload.arrival.rate"}
+           .get(setting.split("process: ")[-1].split(",")[0], key)}.get(key, key)
+    err = capsys.readouterr().err
+    assert f"servesim: warning: {key} has no effect: " in err and why in err
+
+
+def test_the_default_and_every_shipped_scenario_warn_of_nothing(capsys):
+    from pathlib import Path
+
+    from simulator import config
+
+    config._WARNED.clear()
+    load = config.load
+    for sc in [None, *sorted(Path("docs/scenarios").glob("*.yaml"))]:
+        try:
+            load(str(sc) if sc else None, [])
+        except Exception:  # a replay scenario needing data or vLLM: not about inert settings
+            continue
+        assert "has no effect" not in capsys.readouterr().err, sc
