@@ -6,6 +6,9 @@ vLLM does not have say so in their description.
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -228,8 +231,55 @@ class ResolvedScenario:
             d["engine"].update(max_cudagraph_capture_size=self.cudagraph_max_tokens)
         d["resolved"] = {"num_gpu_blocks": self.num_gpu_blocks, "kv_pool_bytes": self.kv_pool_bytes,
                          "kv_bytes_per_token": self.arch.kv_bytes_per_token, "weight_bytes": self.arch.weight_bytes,
-                         "cost_model_source": self.cost_model_source}
+                         "cost_model_source": self.cost_model_source, "derived": self._derived(d)}
         return d
+
+    def _derived(self, d: dict) -> dict:
+        """The values written above that servesim derived rather than the scenario gave: each with what the
+        scenario said and a digest of what was written, so a run of this file with other --set values derives
+        them again (see rederive) instead of keeping, say, the old GPU's memory."""
+        sc, e = self.scenario, self.scenario.engine
+        given = {"model": sc.model if isinstance(sc.model, str) else None,
+                 "profile": sc.profile if sc.profile == "auto" else None}
+        given |= {f"hardware.{k}": None for k in d["hardware"] if k != "gpu" and getattr(sc.hardware, k) is None}
+        given |= {f"engine.{k}": None for k in ("max_num_batched_tokens", "max_num_seqs", "max_model_len",
+                                                "async_scheduling", "max_cudagraph_capture_size")
+                  if k in d["engine"] and getattr(e, k) is None}
+        return {k: {"from": v, "digest": _digest(_at(d, k))} for k, v in given.items()
+                if v is not None or k not in ("model", "profile")}
+
+
+def _digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _at(data: dict, key: str):
+    for part in key.split("."):
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
+
+
+def rederive(data: dict) -> dict:
+    """A resolved configuration read back (a run's config.yaml, `servesim config`'s output): every value servesim
+    derived and nobody edited since goes back to what the scenario said (unset, auto, the model's name), so it is
+    derived again from the settings as they are now. Unchanged settings derive the same values: the run repeats."""
+    derived = (data.get("resolved") or {}).get("derived") if isinstance(data.get("resolved"), dict) else None
+    if not isinstance(derived, dict):
+        return data
+    data = copy.deepcopy(data)
+    for key, entry in derived.items():
+        if not (isinstance(entry, dict) and isinstance(key, str)) or _digest(_at(data, key)) != entry.get("digest"):
+            continue  # edited by hand (or not ours): what the file says stands
+        *parents, last = key.split(".")
+        node = data
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict) and last in node:
+            if entry.get("from") is None:
+                del node[last]
+            else:
+                node[last] = entry["from"]
+    return data
 
 
 def parse_scenario(data: dict | None) -> Scenario:
@@ -482,7 +532,7 @@ def without_effect(scenario: Scenario, has_local_layers: bool) -> list[str]:
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None) -> Scenario:
     """The scenario file with its --set overrides, validated but not resolved (no model, profile or KV pool)."""
-    data = load_scenario_file(path) if path else {}
+    data = rederive(load_scenario_file(path)) if path else {}
     if overrides:
         data = apply_overrides(data, overrides)
     return parse_scenario(data)

@@ -188,3 +188,22 @@ def test_inf_and_nan_are_never_a_setting(tmp_path, capsys, setting, value):
 def test_bench_reports_what_ran_not_its_flags(capsys):
     assert main(["bench", "--requests", "500", "--repeats", "1", "--set", "workload.num_requests=30", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["requests"] == 30
+
+
+def test_a_resolved_config_read_back_derives_again_what_other_settings_change(tmp_path):
+    """`config > x.yaml; run x.yaml --set hardware.gpu=h100-sxm` once kept the H200's memory and bandwidth, and
+    --set engine.max_num_seqs kept the old CUDA-graph size: values servesim derived are derived again, values
+    edited by hand stand, and an unchanged file repeats its run exactly."""
+    import yaml
+
+    from simulator.config import load
+
+    cfg = tmp_path / "x.yaml"
+    cfg.write_text(yaml.safe_dump(load(None, ["workload.num_requests=20"]).as_dict(), sort_keys=False))
+    for change in (["hardware.gpu=h100-sxm"], ["engine.max_num_seqs=8"], ["engine.quantization=fp8"], []):
+        again, fresh = load(str(cfg), change), load(None, ["workload.num_requests=20"] + change)
+        assert again.as_dict() == fresh.as_dict(), change
+    d = yaml.safe_load(cfg.read_text())
+    d["hardware"]["memory_gib"] = 100.0  # edited by hand: kept
+    cfg.write_text(yaml.safe_dump(d, sort_keys=False))
+    assert load(str(cfg), ["hardware.gpu=h100-sxm"]).hardware.memory_gib == 100.0
