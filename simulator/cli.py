@@ -115,6 +115,10 @@ def cmd_capacity(args) -> int:
     max_model_len = check_max_model_len(arch, args.max_model_len, "--max-model-len")
     if args.shared_prefix_tokens is not None and args.private_tokens is not None:  # the same requests, shared or not
         whole = args.shared_prefix_tokens + args.private_tokens
+        if whole > max_model_len:
+            raise ConfigError("--shared-prefix-tokens", f"a shared prefix of {args.shared_prefix_tokens:,} and "
+                                                        f"{args.private_tokens:,} private tokens do not fit one "
+                                                        f"request of max_model_len={max_model_len:,}")
         if args.tokens_per_request is not None and args.tokens_per_request != whole:
             raise ConfigError("--tokens-per-request", f"{args.tokens_per_request:,}, but a request of the shared "
                                                       f"prefix and its private tokens holds {whole:,}: leave one out")
@@ -124,11 +128,6 @@ def cmd_capacity(args) -> int:
     if args.tokens_per_request > max_model_len:
         raise ConfigError("--tokens-per-request", f"{args.tokens_per_request:,} tokens do not fit one request of "
                                                   f"max_model_len={max_model_len:,}")
-    if args.shared_prefix_tokens is not None and args.private_tokens is not None and \
-            args.shared_prefix_tokens + args.private_tokens > max_model_len:
-        raise ConfigError("--shared-prefix-tokens", f"a shared prefix of {args.shared_prefix_tokens:,} and "
-                                              f"{args.private_tokens:,} private tokens do not fit one request of "
-                                              f"max_model_len={max_model_len:,}")
     # per GPU of the TP group: its share of the weights, and of each token's KV (MLA's latent cache is whole on each)
     weights = round(args.weights_gib * GIB) if args.weights_gib is not None else math.ceil(arch.weight_bytes / tp)
     pool = kv_pool_bytes(hw.memory_bytes, args.gpu_memory_utilization, weights)
