@@ -89,7 +89,7 @@ class LocalGroups:
     layout: KVLayout
     token_budget: int  # max_num_batched_tokens: with the window, bounds a local group's blocks
 
-    def allocate_slots(self, req, num_new_tokens: int, num_lookahead_tokens: int = 0,
+    def allocate_slots(self, req, num_new_tokens: int,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
                        hit_blocks: list[int] | None = None) -> bool:
         bs, lay = self.block_size, self.layout
@@ -115,16 +115,16 @@ class LocalGroups:
             whole = max(0, cdiv(tokens, bs) - len(req.blocks) - hits) + groups * max(0, local - held)
             if whole + revive + reserve > self.num_free_blocks:
                 return False
-        slots = min(computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
+        slots = min(computed + num_new_tokens, self.max_model_len)
         local_need = groups * max(0, cdiv(slots, bs) - req.local_first - held)
         if not local_need:
-            return super().allocate_slots(req, num_new_tokens, num_lookahead_tokens, full_sequence_must_fit,
+            return super().allocate_slots(req, num_new_tokens, full_sequence_must_fit,
                                           apply_watermark, hit_blocks)
         full_need = max(0, cdiv(slots, bs) - len(req.blocks) - hits)
         if local_need + full_need + revive + reserve > self.num_free_blocks:
             return False
         taken = self._pop(local_need, set(hit_blocks) if hits else ())  # never evict a hit it is about to reuse
-        if not super().allocate_slots(req, num_new_tokens, num_lookahead_tokens, full_sequence_must_fit,
+        if not super().allocate_slots(req, num_new_tokens, full_sequence_must_fit,
                                       apply_watermark, hit_blocks):
             self._give_back(taken)
             return False

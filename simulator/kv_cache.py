@@ -39,14 +39,11 @@ class KVBlockManager:
         """vLLM's kv_cache_usage_perc, as a fraction."""
         return 1.0 - len(self.free_blocks) / (self.num_gpu_blocks - 1)
 
-    def blocks_for(self, tokens: int) -> int:
-        return -(-tokens // self.block_size)
-
     def lookup(self, req) -> tuple[list[int], int]:
         """Prefix-cache hit for a request about to be admitted: (blocks, tokens). None without caching."""
         return [], 0
 
-    def allocate_slots(self, req, num_new_tokens: int, num_lookahead_tokens: int = 0,
+    def allocate_slots(self, req, num_new_tokens: int,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
                        hit_blocks: list[int] | None = None) -> bool:
         """Grow req's block table to hold its computed + new tokens; False (nothing changed) if the pool can't."""
@@ -58,7 +55,7 @@ class KVBlockManager:
             full = -(-min(req.num_tokens, self.max_model_len) // bs) - held
             if full + reserve > len(free):
                 return False
-        slots = req.num_computed_tokens + num_new_tokens + num_lookahead_tokens
+        slots = req.num_computed_tokens + num_new_tokens
         if slots > self.max_model_len:
             slots = self.max_model_len
         need = -(-slots // bs) - held
@@ -169,12 +166,12 @@ class PrefixCachingKVManager(KVBlockManager):
                 hits.append(b)
         return hits, len(hits) * self.block_size
 
-    def allocate_slots(self, req, num_new_tokens: int, num_lookahead_tokens: int = 0,
+    def allocate_slots(self, req, num_new_tokens: int,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
                        hit_blocks: list[int] | None = None) -> bool:
         bs, queue, ref = self.block_size, self.queue, self.ref
         if not hit_blocks and not full_sequence_must_fit:  # the running requests' path, every step
-            slots = req.num_computed_tokens + num_new_tokens + num_lookahead_tokens
+            slots = req.num_computed_tokens + num_new_tokens
             if slots > self.max_model_len:
                 slots = self.max_model_len
             need = -(-slots // bs) - len(req.blocks)
@@ -197,7 +194,7 @@ class PrefixCachingKVManager(KVBlockManager):
             full = -(-min(req.num_tokens, self.max_model_len) // bs) - held + revive
             if full + reserve > len(queue):
                 return False
-        slots = min(computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
+        slots = min(computed + num_new_tokens, self.max_model_len)
         need = max(0, -(-slots // bs) - held)
         if need + revive + reserve > len(queue):
             return False
