@@ -26,6 +26,7 @@ from simulator.hardware import Hardware, load_hardware
 from simulator.hybrid_kv import KVLayout, kv_layout
 from simulator.local_attention import local_attention
 from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
+from simulator.scheduler import SchedulerSettings
 from workloads import SyntheticWorkload, Workload
 from workloads.settings import (GiB, MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_GIB, MAX_GPUS, MAX_REPLICAS, MAX_REQUESTS,
                                 MAX_SECONDS, MAX_SEQS, MAX_TOKENS, Settings, Speed, Tokens)
@@ -214,6 +215,7 @@ class ResolvedScenario:
     async_scheduling: bool = False
     cudagraph_max_tokens: int = 0
     kv_layout: KVLayout | None = None  # how the KV pool is cut into blocks; always set by resolve
+    scheduler: SchedulerSettings | None = None  # vLLM's scheduler config, resolved; always set by resolve
 
     def as_dict(self) -> dict:
         """The resolved config, written next to every result so a run can be repeated exactly."""
@@ -489,8 +491,12 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
 
             _WARNED.add(warning)
             print(warning, file=sys.stderr)
+    scheduler = SchedulerSettings(
+        max_num_batched_tokens=tokens, max_num_seqs=seqs, max_model_len=max_model_len,
+        enable_chunked_prefill=e.enable_chunked_prefill, long_prefill_token_threshold=e.long_prefill_token_threshold,
+        scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local_attention(arch))
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
-                            selection.source, async_scheduling, graph_tokens, layout)
+                            selection.source, async_scheduling, graph_tokens, layout, scheduler)
 
 
 _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once

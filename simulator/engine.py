@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 from policies import make_batching, make_queue_policy
@@ -22,11 +22,10 @@ from simulator.decode_runs import apply_decode_run, decode_run_limit
 from simulator.errors import ConfigError
 from simulator.executor import ModelledExecutor, StepTimer
 from simulator.hybrid_kv import make_kv_manager
-from simulator.local_attention import local_attention
 from simulator.metrics import RunResult, StepLog
 from simulator.preemption import Preemption
 from simulator.request import REJECTED, WAITING, Request
-from simulator.scheduler import Scheduler, SchedulerSettings
+from simulator.scheduler import Scheduler
 from simulator.speculation import make_speculation
 from workloads.source import RequestSource, StaticSource
 from workloads.spec import RequestSpec
@@ -135,15 +134,10 @@ class Replica:
         e, p, sp = rs.scenario.engine, rs.scenario.policies, rs.scenario.speculative
         self.env = env
         self.index = index
-        layout, local = rs.kv_layout, local_attention(rs.arch)
+        layout = rs.kv_layout
         self.kv = make_kv_manager(layout, e.enable_prefix_caching, rs.max_num_batched_tokens, rs.num_gpu_blocks,
                                   e.block_size, rs.max_model_len, e.watermark)
-        settings = SchedulerSettings(
-            max_num_batched_tokens=rs.max_num_batched_tokens, max_num_seqs=rs.max_num_seqs,
-            max_model_len=rs.max_model_len, enable_chunked_prefill=e.enable_chunked_prefill,
-            long_prefill_token_threshold=e.long_prefill_token_threshold,
-            scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, prefill_only=prefill_only,
-            local_attention=local)
+        settings = replace(rs.scheduler, prefill_only=prefill_only)
         batching = make_batching(p.batching, p.static_batch_size or rs.max_num_seqs)
         # swap: one KV block over the host link; recompute: the marginal cost of prefilling the tokens again
         block_bytes = layout.page_bytes_per_token * e.block_size
@@ -172,7 +166,7 @@ class Replica:
             self.ttft_slo_default = fallback / 1000 if fallback else None
         self.timer = StepTimer(executor or ModelledExecutor(rs.cost_model), self.block_transfer_s, self.speculation)
         self.decode_runs = (rs.scenario.simulation.decode_runs and self.timer.pure
-                            and local is None)  # local layers read (and hold) a moving window
+                            and rs.scheduler.local_attention is None)  # local layers read (and hold) a moving window
         self.arrivals = arrivals
         self.log = StepLog()
         self._idle = None
