@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from simulator.model_arch import DEFAULT_ROUTING, ROUTINGS
-from simulator.cli_args import COUNT, nonempty_path, OPEN_FRACTION, POSITIVE, SEED, number
+from simulator.cli_args import COUNT, OPEN_FRACTION, POSITIVE, SEED, nonempty_path, number
+from workloads.settings import MAX_TOKENS
 
 
 def add_parser(sub) -> None:
@@ -159,7 +161,8 @@ def add_compare_parser(sub) -> None:
                    help="largest |relative error| a statistic may have, on top of the real repeats' spread (0.1 = 10%%)")
     c.add_argument("--trace", help="the trace the run replayed (e.g. vLLM's timed trace with hash_ids): its shared "
                                    "prefixes, which result files do not record, so prefix caching is simulated")
-    c.add_argument("--hash-block-tokens", type=COUNT, help="tokens per hash id in --trace (default: detected)")
+    c.add_argument("--hash-block-tokens", type=number(int, ge=1, le=MAX_TOKENS),
+                   help="tokens per hash id in --trace (default: detected)")
     c.add_argument("--out", type=nonempty_path, default="results/compare")
     c.set_defaults(func=cmd_compare_runs)
 
@@ -167,6 +170,8 @@ def add_compare_parser(sub) -> None:
 def cmd_compare_runs(args) -> int:
     from calibration.run_comparison import compare_runs, is_results_dir
 
+    if args.hash_block_tokens and not args.trace:
+        print("servesim: warning: --hash-block-tokens has no effect without --trace", file=sys.stderr)
     reals, sim = list(args.runs), None
     if len(reals) > 1 and is_results_dir(reals[-1]):
         sim = reals.pop()

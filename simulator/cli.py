@@ -252,8 +252,9 @@ def _search_each_point(args, search, answer: str, below: str, filename: str, sea
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
     unmet = int(table[answer].isna().sum())
     if unmet:  # no value met the SLOs: an answer, but not a success, so the exit code says it
-        print(f"servesim: error: no {answer.replace('_', ' ')} meets the SLOs at {unmet} of {len(table)} "
-              f"point(s) (column `reason`)", file=sys.stderr)
+        print(f"servesim: error: no {answer.replace('_', ' ')} found at {unmet} of {len(table)} point(s): "
+              f"{table['reason'].dropna().iloc[0]}{' (and others: column `reason`)' if unmet > 1 else ''}",
+              file=sys.stderr)
         return 1
     return 0
 
@@ -417,7 +418,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "max_rate.csv")
     mr.add_argument("--low", type=POSITIVE, default=0.05, help="a rate expected to meet the SLOs (req/s)")
     mr.add_argument("--high", type=POSITIVE, help="a rate expected to fail (default: found by doubling)")
-    mr.add_argument("--tolerance", type=OPEN_FRACTION, default=0.05, help="stop when the bracket is this narrow (relative)")
+    mr.add_argument("--tolerance", type=number(float, ge=1e-4, lt=1), default=0.05,
+                    help="stop when the bracket is this narrow (relative)")
     mr.set_defaults(func=cmd_search_max_rate)
     rp = search_parser("replicas", "the fewest replicas meeting every SLO at a given rate", "replicas.csv")
     rp.add_argument("--rate", type=POSITIVE, help="arrival rate, req/s (default: the scenario's)")
@@ -458,7 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="simulator speed: simulated requests and seconds per wall second")
     b.add_argument("--requests", type=number(int, ge=1, le=MAX_REQUESTS), default=10_000)
     b.add_argument("--rate", type=POSITIVE, default=10.0, help="arrival rate, req/s (default: near the default deployment's saturation)")
-    b.add_argument("--repeats", type=COUNT, default=3)
+    b.add_argument("--repeats", type=number(int, ge=1, le=100), default=3, help="runs to take the median of")
     b.add_argument("--step-by-step", action="store_true", help="turn decode runs off, to measure what they save")
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting of the bench scenario")
     b.add_argument("--json", action="store_true")

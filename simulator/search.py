@@ -100,10 +100,19 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
                 break
             low, at_low, high = high, s, high * 2
         else:
-            return {"max_rate": low, "reason": "no failing rate found", "runs": runs, "summary": at_low}
-    low, high, at_low, runs = _bisect(low, high, at_low, run, slos, lambda a, b: (a + b) / 2,
-                                      lambda a, b: (b - a) / b <= tolerance, runs, max_runs)
-    return {"max_rate": low, "fails_at": high, "runs": runs, "summary": at_low}
+            # not a maximum: where the doubling stopped (the run's requests arrive almost at once there)
+            return {"max_rate": None, "reason": f"no failing rate found: the SLOs held up to {low:.6g} req/s",
+                    "runs": runs, "summary": at_low}
+    else:  # the bracket's top must be measured to fail, not assumed to
+        at_high = run(high)
+        runs += 1
+        if meets(at_high, slos):
+            return {"max_rate": None, "reason": f"the SLOs hold at --high ({high:g} req/s): raise it", "runs": runs,
+                    "summary": at_high}
+    narrow = lambda a, b: (b - a) / b <= tolerance  # noqa: E731
+    low, high, at_low, runs = _bisect(low, high, at_low, run, slos, lambda a, b: (a + b) / 2, narrow, runs, max_runs)
+    return {"max_rate": low, "fails_at": high, "runs": runs, "summary": at_low} | (
+        {} if narrow(low, high) else {"reason": f"stopped after {runs} runs, the bracket wider than --tolerance"})
 
 
 def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float | None = None,

@@ -263,6 +263,8 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["run", "--set", "policies.admission.shed_on_ttft_slo=true"], "no TTFT SLO to shed on"),
     (["run", "--set", "workload.type=trace", "--set", "workload.path=/dev/null"], "/dev/null: not a file"),
     (["workload", "describe", "/dev/zero"], "not a file"),
+    (["bench", "--requests", "200", "--repeats", "100000000000"], "--repeats: must be <= 100"),
+    (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--tolerance", "1e-300"], "--tolerance: must be >= 0.0001"),
     (["sweep", "--jobs", "100000", "--grid", "workload.arrival.rate=2,4"], "--jobs: must be <= 256"),
     (["sweep", "--seeds", "100000000", "--grid", "workload.arrival.rate=2,4"], "a sweep holds at most 100,000"),
     (["capacity", "--shared-prefix-tokens", "2000", "--private-tokens", "600", "--tokens-per-request", "1800"],
@@ -418,3 +420,15 @@ def test_the_default_and_every_shipped_scenario_warn_of_nothing(capsys):
         except Exception:  # a replay scenario needing data or vLLM: not about inert settings
             continue
         assert "has no effect" not in capsys.readouterr().err, sc
+
+
+def test_a_replayed_trace_whose_classes_get_no_targets_says_so(capsys, tmp_path):
+    """A written workload records its SLO classes; replayed without slo_classes it computes no goodput: said."""
+    from simulator.cli import main as cli
+
+    w = tmp_path / "w.jsonl"
+    assert cli(["workload", "write", "--set", "workload.num_requests=5", "--set",
+                "workload.slo_classes={a: {ttft_ms: 100}}", "--out", str(w)]) == 0
+    assert cli(["run", "--set", "profile=teaching", "--set", "workload.type=trace", "--set", f"workload.path={w}",
+                "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    assert "records SLO class(es) a, but workload.slo_classes gives them no targets" in capsys.readouterr().err

@@ -33,6 +33,20 @@ def test_max_rate_brackets_the_slo():
     assert more_slots["max_rate"] > r["max_rate"]  # capacity planning: more slots, more traffic
 
 
+def test_max_rate_without_a_failing_rate_or_a_narrow_bracket_says_so(capsys):
+    """SLOs that hold at every rate tried give no maximum (it once reported 26.8 M req/s, exit 0); a bracket the run
+    limit leaves wider than --tolerance is reported."""
+    from simulator.cli import main
+
+    loose = max_rate(None, ["profile=teaching", "workload.num_requests=20"], parse_slos(["ttft_p99_ms=1e8"]), max_runs=6)
+    assert loose["max_rate"] is None and loose["reason"].startswith("no failing rate found: the SLOs held up to")
+    assert main(["search", "max-rate", "--set", "profile=teaching", "--set", "workload.num_requests=20", "--slo",
+                 "ttft_p99_ms=1e8", "--high", "1e6"]) == 1  # --high is measured, not assumed, to fail
+    assert "the SLOs hold at --high (1e+06 req/s): raise it" in capsys.readouterr().err
+    short = max_rate(SCEN, SETS, parse_slos(["ttft_p99_ms=1000"]), high=1000, tolerance=1e-4, max_runs=4)
+    assert short["max_rate"] and short["reason"] == "stopped after 4 runs, the bracket wider than --tolerance"
+
+
 def test_max_rate_needs_an_open_loop_rate():
     with pytest.raises(ConfigError):
         max_rate(None, ["workload.arrival={process: closed_loop, concurrency: 4}"], parse_slos(["ttft_p99_ms=5"]))

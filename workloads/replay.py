@@ -43,9 +43,13 @@ class TraceWorkload(_Classes):
             raise
         if self.priorities or self.slo_classes:
             specs = self._with_classes(specs, seed)
+        warnings = ()
+        if not self.slo_classes and (recorded := sorted({s.slo_class for s in specs if s.slo_class is not None})):
+            warnings = (f"{self.path} records SLO class(es) {', '.join(recorded)}, but workload.slo_classes gives "
+                        f"them no targets: goodput is not computed",)
         if self.clip_to_max_model_len and max_model_len:
             specs = [replace(s, prompt_tokens=min(s.prompt_tokens, max_model_len - 1)) for s in specs]
-        return StaticSource(specs, f"{len(specs):,} requests replayed from {self.path}")
+        return StaticSource(specs, f"{len(specs):,} requests replayed from {self.path}", warnings)
 
     def _with_classes(self, specs: list, seed: int) -> list:
         """Draw classes and priorities for the rows, except that a row whose trace records its SLO class keeps
