@@ -6,9 +6,6 @@ vLLM does not have say so in their description.
 
 from __future__ import annotations
 
-import copy
-import hashlib
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -24,8 +21,10 @@ from simulator.errors import ConfigError, first_error
 from simulator.files import TooLarge, safe_load_bounded
 from simulator.hardware import Hardware, load_hardware
 from simulator.hybrid_kv import KVLayout, kv_layout
+from simulator.inert_settings import without_effect
 from simulator.local_attention import local_attention
 from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
+from simulator.rederive import at, digest, rederive
 from simulator.scheduler import SchedulerSettings
 from workloads import SyntheticWorkload, Workload
 from workloads.settings import (GiB, MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_GIB, MAX_GPUS, MAX_REPLICAS, MAX_REQUESTS,
@@ -247,41 +246,8 @@ class ResolvedScenario:
         given |= {f"engine.{k}": None for k in ("max_num_batched_tokens", "max_num_seqs", "max_model_len",
                                                 "async_scheduling", "max_cudagraph_capture_size")
                   if k in d["engine"] and getattr(e, k) is None}
-        return {k: {"from": v, "digest": _digest(_at(d, k))} for k, v in given.items()
+        return {k: {"from": v, "digest": digest(at(d, k))} for k, v in given.items()
                 if v is not None or k not in ("model", "profile")}
-
-
-def _digest(value) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _at(data: dict, key: str):
-    for part in key.split("."):
-        data = data.get(part) if isinstance(data, dict) else None
-    return data
-
-
-def rederive(data: dict) -> dict:
-    """A resolved configuration read back (a run's config.yaml, `servesim config`'s output): every value servesim
-    derived and nobody edited since goes back to what the scenario said (unset, auto, the model's name), so it is
-    derived again from the settings as they are now. Unchanged settings derive the same values: the run repeats."""
-    derived = (data.get("resolved") or {}).get("derived") if isinstance(data.get("resolved"), dict) else None
-    if not isinstance(derived, dict):
-        return data
-    data = copy.deepcopy(data)
-    for key, entry in derived.items():
-        if not (isinstance(entry, dict) and isinstance(key, str)) or _digest(_at(data, key)) != entry.get("digest"):
-            continue  # edited by hand (or not ours): what the file says stands
-        *parents, last = key.split(".")
-        node = data
-        for p in parents:
-            node = node.get(p) if isinstance(node, dict) else None
-        if isinstance(node, dict) and last in node:
-            if entry.get("from") is None:
-                del node[last]
-            else:
-                node[last] = entry["from"]
-    return data
 
 
 def parse_scenario(data: dict | None) -> Scenario:
@@ -502,38 +468,6 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
 _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once
 
 
-def _changed(section, name: str) -> bool:
-    return getattr(section, name) != type(section).model_fields[name].default
-
-
-def without_effect(scenario: Scenario, has_local_layers: bool) -> list[str]:
-    """Settings moved from their default that nothing reads in this combination: said, not refused, so a sweep
-    across the setting that gives them their effect (speculative.method=none,fixed) runs every point."""
-    sp, e, p, c = scenario.speculative, scenario.engine, scenario.policies, scenario.cluster
-    a = getattr(scenario.workload, "arrival", None)
-    rules = [(sp.method == "none", sp, "speculative", ["num_speculative_tokens", "acceptance_rate",
-                                                        "acceptance_distribution", "draft_cost_ratio"],
-              "speculative.method is none"),
-             (p.preemption_mode == "recompute", e, "engine", ["swap_space"], "policies.preemption_mode is recompute"),
-             (p.admission.reserve != "quantile", p.admission, "policies.admission", ["reserve_quantile"],
-              f"policies.admission.reserve is {p.admission.reserve}"),
-             (not p.admission.shed_on_ttft_slo, p.admission, "policies.admission", ["shed_ttft_ms"],
-              "policies.admission.shed_on_ttft_slo is off"),
-             (not c.prefill_replicas, c, "cluster", ["kv_link_gbps"], "cluster.prefill_replicas is 0 (no disaggregation)"),
-             ((c.prefill_replicas or c.replicas * e.data_parallel_size) == 1, c, "cluster", ["router"],
-              "one replica takes every request"),
-             (not has_local_layers, e, "engine", ["disable_hybrid_kv_cache_manager"],
-              "the model has no local-attention layers")]
-    if a is not None:
-        uses = {"cv": a.process == "gamma", "on_s": a.process == "onoff", "off_s": a.process == "onoff",
-                "points": a.process == "curve", "period_s": a.process == "curve",
-                "concurrency": a.process == "closed_loop", "think_time_s": a.process == "closed_loop",
-                "rate": a.process in ("poisson", "gamma", "constant", "onoff") and a.ramp_up_strategy is None}
-        rules += [(not used, a, "workload.arrival", [name], f"workload.arrival.process is {a.process}"
-                   + (" with a ramp_up_strategy" if name == "rate" and a.ramp_up_strategy else ""))
-                  for name, used in uses.items()]
-    return [f"servesim: warning: {where}.{name} has no effect: {why}"
-            for inert, section, where, names, why in rules if inert for name in names if _changed(section, name)]
 
 
 def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None) -> Scenario:

@@ -1,0 +1,43 @@
+"""Settings that nothing reads in the combination given: named in a warning, not refused.
+
+A setting moved from its default that the chosen mechanism ignores (speculation settings with
+`method: none`, `swap_space` under recompute preemption, arrival fields another process does
+not use) would otherwise be silently dropped; refusing it would break a sweep across the
+setting that gives it its effect (`speculative.method=none,fixed`), so it is said once.
+"""
+
+from __future__ import annotations
+
+
+def _changed(section, name: str) -> bool:
+    return getattr(section, name) != type(section).model_fields[name].default
+
+
+def without_effect(scenario: Scenario, has_local_layers: bool) -> list[str]:
+    """Settings moved from their default that nothing reads in this combination: said, not refused, so a sweep
+    across the setting that gives them their effect (speculative.method=none,fixed) runs every point."""
+    sp, e, p, c = scenario.speculative, scenario.engine, scenario.policies, scenario.cluster
+    a = getattr(scenario.workload, "arrival", None)
+    rules = [(sp.method == "none", sp, "speculative", ["num_speculative_tokens", "acceptance_rate",
+                                                        "acceptance_distribution", "draft_cost_ratio"],
+              "speculative.method is none"),
+             (p.preemption_mode == "recompute", e, "engine", ["swap_space"], "policies.preemption_mode is recompute"),
+             (p.admission.reserve != "quantile", p.admission, "policies.admission", ["reserve_quantile"],
+              f"policies.admission.reserve is {p.admission.reserve}"),
+             (not p.admission.shed_on_ttft_slo, p.admission, "policies.admission", ["shed_ttft_ms"],
+              "policies.admission.shed_on_ttft_slo is off"),
+             (not c.prefill_replicas, c, "cluster", ["kv_link_gbps"], "cluster.prefill_replicas is 0 (no disaggregation)"),
+             ((c.prefill_replicas or c.replicas * e.data_parallel_size) == 1, c, "cluster", ["router"],
+              "one replica takes every request"),
+             (not has_local_layers, e, "engine", ["disable_hybrid_kv_cache_manager"],
+              "the model has no local-attention layers")]
+    if a is not None:
+        uses = {"cv": a.process == "gamma", "on_s": a.process == "onoff", "off_s": a.process == "onoff",
+                "points": a.process == "curve", "period_s": a.process == "curve",
+                "concurrency": a.process == "closed_loop", "think_time_s": a.process == "closed_loop",
+                "rate": a.process in ("poisson", "gamma", "constant", "onoff") and a.ramp_up_strategy is None}
+        rules += [(not used, a, "workload.arrival", [name], f"workload.arrival.process is {a.process}"
+                   + (" with a ramp_up_strategy" if name == "rate" and a.ramp_up_strategy else ""))
+                  for name, used in uses.items()]
+    return [f"servesim: warning: {where}.{name} has no effect: {why}"
+            for inert, section, where, names, why in rules if inert for name in names if _changed(section, name)]

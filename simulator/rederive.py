@@ -1,0 +1,46 @@
+"""A resolved configuration read back (a run's config.yaml, `servesim config`'s output).
+
+`ResolvedScenario.as_dict` writes every value concrete, and lists under `resolved.derived` the
+ones servesim derived (the GPU's datasheet, the profile `auto` chose, the budgets, the
+CUDA-graph size, the model by name) with a digest of each. Read back, an unedited derived value
+returns to what the scenario said, so other `--set` values derive it again.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+
+
+def digest(value) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def at(data: dict, key: str):
+    for part in key.split("."):
+        data = data.get(part) if isinstance(data, dict) else None
+    return data
+
+
+def rederive(data: dict) -> dict:
+    """A resolved configuration read back (a run's config.yaml, `servesim config`'s output): every value servesim
+    derived and nobody edited since goes back to what the scenario said (unset, auto, the model's name), so it is
+    derived again from the settings as they are now. Unchanged settings derive the same values: the run repeats."""
+    derived = (data.get("resolved") or {}).get("derived") if isinstance(data.get("resolved"), dict) else None
+    if not isinstance(derived, dict):
+        return data
+    data = copy.deepcopy(data)
+    for key, entry in derived.items():
+        if not (isinstance(entry, dict) and isinstance(key, str)) or digest(at(data, key)) != entry.get("digest"):
+            continue  # edited by hand (or not ours): what the file says stands
+        *parents, last = key.split(".")
+        node = data
+        for p in parents:
+            node = node.get(p) if isinstance(node, dict) else None
+        if isinstance(node, dict) and last in node:
+            if entry.get("from") is None:
+                del node[last]
+            else:
+                node[last] = entry["from"]
+    return data
