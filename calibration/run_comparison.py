@@ -184,6 +184,20 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
         sent = read_trace(trace, hash_block_tokens=hash_block_tokens)
         runs = [attach_prefixes(r, sent) for r in runs]
     first = runs[0]
+    seen = set()
+    for p in real_paths:  # one run given twice would count as its own repeat: no spread
+        key = Path(p).resolve()
+        if key in seen:
+            raise ConfigError(str(p), "given twice: give each repeat once")
+        seen.add(key)
+    device = lambda r: (r.meta.get("hardware") or {}).get("device_name") if isinstance(r.meta.get("hardware"), dict) else None  # noqa: E731
+    for r in runs[1:]:  # repeats of one deployment: the same recorded settings and GPU
+        mine, theirs = ({x for x in run.sets if not x.startswith("engine.num_gpu_blocks_override=")}
+                        for run in (first, r))  # the pool the profiler found varies a little between repeats
+        if mine != theirs or device(r) != device(first):
+            theirs = sorted(mine ^ theirs) or [f"GPU {device(r)} against {device(first)}"]
+            raise ConfigError(str(r.path), f"not a repeat of {first.path}: it records other settings "
+                                           f"({', '.join(theirs)[:200]}); its differences would count as spread")
     for r in runs[1:]:  # repeats of one workload: the same requests
         if [(s.prompt_tokens, s.output_tokens) for s in r.specs] != \
                 [(s.prompt_tokens, s.output_tokens) for s in first.specs]:

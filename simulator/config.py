@@ -450,7 +450,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     if pol.static_batch_size and pol.batching != "static":
         raise ConfigError("policies.static_batch_size", "only applies to policies.batching: static")
-    for warning in (selection.warning, layout.note, *without_effect(scenario, local_attention(arch) is not None)):
+    for warning in (selection.warning, layout.note,
+                    *without_effect(scenario, local_attention(arch) is not None, profile, seqs)):
         # once a process, and only for a valid scenario
         if warning and warning not in _WARNED:
             import sys

@@ -13,7 +13,7 @@ def _changed(section, name: str) -> bool:
     return getattr(section, name) != type(section).model_fields[name].default
 
 
-def without_effect(scenario: Scenario, has_local_layers: bool) -> list[str]:
+def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max_num_seqs: int = 0) -> list[str]:
     """Settings moved from their default that nothing reads in this combination: said, not refused, so a sweep
     across the setting that gives them their effect (speculative.method=none,fixed) runs every point."""
     sp, e, p, c = scenario.speculative, scenario.engine, scenario.policies, scenario.cluster
@@ -30,7 +30,15 @@ def without_effect(scenario: Scenario, has_local_layers: bool) -> list[str]:
              ((c.prefill_replicas or c.replicas * e.data_parallel_size) == 1, c, "cluster", ["router"],
               "one replica takes every request"),
              (not has_local_layers, e, "engine", ["disable_hybrid_kv_cache_manager"],
-              "the model has no local-attention layers")]
+              "the model has no local-attention layers"),
+             (sp.method != "none" and sp.acceptance_distribution is not None, sp, "speculative", ["acceptance_rate"],
+              "speculative.acceptance_distribution gives the acceptances"),
+             (profile is not None and profile.overhead is None, e, "engine",
+              ["enforce_eager", "async_scheduling", "max_cudagraph_capture_size"],
+              f"profile {getattr(profile, 'name', '')} has no overhead terms (its step time is the engine's whole)")]
+    if p.static_batch_size and max_num_seqs and p.static_batch_size > max_num_seqs:
+        rules.append((True, p, "policies", ["static_batch_size"],
+                      f"at most max_num_seqs ({max_num_seqs}) run at once, so batches are of {max_num_seqs}"))
     if a is not None:
         uses = {"cv": a.process == "gamma", "on_s": a.process == "onoff", "off_s": a.process == "onoff",
                 "points": a.process == "curve", "period_s": a.process == "curve",

@@ -393,13 +393,19 @@ def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_pat
     ("cluster.kv_link_gbps=0.001", "no disaggregation"),
     ("cluster.router=prefix_affinity", "one replica takes every request"),
     ("engine.disable_hybrid_kv_cache_manager=true", "no local-attention layers"),
+    ("engine.enforce_eager=true", "profile teaching has no overhead terms"),
+    ("policies.static_batch_size=4", "at most max_num_seqs (2) run at once"),
+    ("speculative.acceptance_rate=0.4", "speculative.acceptance_distribution gives the acceptances"),
 ])
 def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, why):
     """Said, not refused: a sweep across the setting that gives it effect (method=none,fixed) runs every point."""
     from simulator import config
 
     config._WARNED.clear()  # said once a process: another test may have said it already
-    config.load(None, ["profile=teaching", setting])
+    context = {"policies.static_batch_size=4": ["policies.batching=static", "engine.max_num_seqs=2"],
+               "speculative.acceptance_rate=0.4": ["speculative.method=fixed", "speculative.num_speculative_tokens=2",
+                                                   "speculative.acceptance_distribution=[0.5, 0.3, 0.2]"]}
+    config.load(None, ["profile=teaching", setting] + context.get(setting, []))
     key = setting.split("=", 1)[0]
     key = {"workload.arrival": {"poisson": "workload.arrival.cv", "burst": "workload.arrival.rate"}
            .get(setting.split("process: ")[-1].split(",")[0], key)}.get(key, key)

@@ -158,6 +158,26 @@ def test_repeats_give_the_real_spread_and_it_is_allowed_on_top_of_the_tolerance(
     assert abs(row["error"]) > 0.05 and row["pass"]  # 13% off the median, within 5% + the spread
 
 
+def test_repeats_must_be_one_deployment_given_once(tmp_path, capsys):
+    """Runs of other engine settings or GPUs are not repeats: their difference would pass as spread (a 76% TTFT error
+    passed so); nor is one run given twice."""
+    from calibration.run_comparison import compare_runs
+
+    _, result = _simulated()
+    folders = []
+    for name, seqs, gpu in (("a", 128, "X"), ("b", 256, "X"), ("c", 128, "Y")):
+        (tmp_path / name).mkdir()
+        write_lifecycle(result, tmp_path / name / "requests.jsonl")
+        (tmp_path / name / "meta.json").write_text(json.dumps({"engine_kwargs": {"max_num_seqs": seqs},
+                                                               "hardware": {"device_name": gpu}}))
+        folders.append(str(tmp_path / name))
+    for other, what in ((folders[1], "engine.max_num_seqs=128, engine.max_num_seqs=256"), (folders[2], "GPU Y against X")):
+        with pytest.raises(ConfigError, match=f"not a repeat of .*records other settings \\({what}\\)"):
+            compare_runs([folders[0], other], None, None, DEPLOY, 0.05, tmp_path / "o")
+    with pytest.raises(ConfigError, match="given twice"):
+        compare_runs([folders[0], folders[0]], None, None, DEPLOY, 0.05, tmp_path / "o")
+
+
 def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys):
     rs, result = _simulated()
     real = write_lifecycle(result, tmp_path / "requests.jsonl")
