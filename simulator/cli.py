@@ -101,8 +101,9 @@ def cmd_config(args) -> int:
 
 def cmd_capacity(args) -> int:
     from simulator.capacity import GIB, capacity, kv_pool_bytes
-    from simulator.hybrid_kv import kv_layout
     from simulator.hardware import load_hardware
+    from simulator.hybrid_kv import kv_layout
+    from simulator.local_attention import local_attention
     from simulator.model_arch import load_model
 
     from simulator.config import check_formats, check_max_model_len, check_tensor_parallel, with_formats
@@ -134,6 +135,15 @@ def cmd_capacity(args) -> int:
     layout = kv_layout(arch, tp, args.disable_hybrid_kv_cache_manager)
     if layout.note:
         print(layout.note, file=sys.stderr)
+    inert = [("--gpu", args.gpu != "generic-80gb" and args.gpu_memory_gib is not None and args.weights_gib is not None
+              and not args.quantization, "--gpu-memory-gib and --weights-gib give all it would"),
+             ("--quantization", args.quantization and args.weights_gib is not None,
+              "--weights-gib gives the weights (quantization leaves the KV bytes as they are)"),
+             ("--disable-hybrid-kv-cache-manager", args.disable_hybrid_kv_cache_manager is not None
+              and local_attention(arch) is None, "the model has no local-attention layers")]
+    for flag, unused, why in inert:  # as run says of settings nothing reads
+        if unused:
+            print(f"servesim: warning: {flag} has no effect: {why}", file=sys.stderr)
     report = capacity(
         model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool,
         block_size=args.block_size, max_model_len=max_model_len,

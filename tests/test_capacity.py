@@ -113,3 +113,28 @@ def test_a_partial_shared_block_is_not_shared(capsys):
     d = json.loads(capsys.readouterr().out)
     assert (d["shared_prefix_blocks"], d["private_blocks_per_request"]) == (0, 1)
     assert d["shared_prefix_requests"] == d["num_blocks"]
+
+
+def test_the_readme_capacity_example_prints_what_the_readme_shows(capsys):
+    """README's worked example, command and output, run as written (it once named a max_model_len the default
+    model could not take)."""
+    import shlex
+    from pathlib import Path
+
+    text = Path(__file__).parents[1].joinpath("README.md").read_text()
+    block = text.split("$ .venv/bin/servesim capacity", 1)[1].split("```", 1)[0]
+    command, _, shown = block.partition("\n      ")
+    rest, _, shown = shown.partition("\n")
+    argv = shlex.split((command + " " + rest).replace("\\", " "))
+    assert main(["capacity"] + argv) == 0
+    assert capsys.readouterr().out.strip() == shown.strip()
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["--gpu", "h200-sxm", "--gpu-memory-gib", "80", "--weights-gib", "16"], "--gpu"),
+    (["--weights-gib", "10", "--quantization", "fp8", "--gpu", "h200-sxm"], "--quantization"),
+    (["--model", "llama-3.1-8b", "--disable-hybrid-kv-cache-manager"], "--disable-hybrid-kv-cache-manager"),
+])
+def test_a_capacity_flag_that_others_override_is_named(capsys, args, flag):
+    assert main(["capacity"] + args) == 0
+    assert f"servesim: warning: {flag} has no effect" in capsys.readouterr().err
