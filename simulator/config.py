@@ -450,8 +450,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     if pol.static_batch_size and pol.batching != "static":
         raise ConfigError("policies.static_batch_size", "only applies to policies.batching: static")
-    for warning in (selection.warning, layout.note,
-                    *without_effect(scenario, local_attention(arch) is not None, profile, seqs)):
+    local = local_attention(arch)
+    for warning in (selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs)):
         # once a process, and only for a valid scenario
         if warning and warning not in _WARNED:
             import sys
@@ -461,7 +461,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     scheduler = SchedulerSettings(
         max_num_batched_tokens=tokens, max_num_seqs=seqs, max_model_len=max_model_len,
         enable_chunked_prefill=e.enable_chunked_prefill, long_prefill_token_threshold=e.long_prefill_token_threshold,
-        scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local_attention(arch))
+        scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens, layout, scheduler)
 
