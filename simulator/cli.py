@@ -187,15 +187,14 @@ def _scenario_specs(path: str, sets: list[str]):
 
 
 def cmd_workload_describe(args) -> int:
-    from workloads.traces import describe_trace, read_trace_with_info
+    from workloads.traces import describe_file, describe_trace
 
     if args.file.endswith((".yaml", ".yml")):
-        specs, info = _scenario_specs(args.file, args.set), {}
+        d = describe_trace(_scenario_specs(args.file, args.set))
     else:
         if args.set:
             raise ConfigError("--set", "settings apply to a scenario YAML; a trace file is described as it is")
-        specs, info = read_trace_with_info(args.file, args.format)
-    d = describe_trace(specs, skipped=info.get("skipped", 0) if isinstance(info, dict) else 0)
+        d = describe_file(args.file, args.format)
     if args.json:
         print(json.dumps(d, indent=2, default=float))
         return 0

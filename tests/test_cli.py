@@ -206,3 +206,13 @@ def test_a_resolved_config_read_back_derives_again_what_other_settings_change(tm
     d["hardware"]["memory_gib"] = 100.0  # edited by hand: kept
     cfg.write_text(yaml.safe_dump(d, sort_keys=False))
     assert load(str(cfg), ["hardware.gpu=h100-sxm"]).hardware.memory_gib == 100.0
+
+
+def test_workload_describe_takes_a_lengths_only_file(tmp_path, capsys):
+    """A length-statistics CSV has no arrival times: describe gives its rows and percentiles, no duration or rate."""
+    f = tmp_path / "stats.csv"
+    f.write_text("num_prefill_tokens,num_decode_tokens\n100,10\n300,30\n200,20\n")
+    assert main(["workload", "describe", str(f), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["rows"] == 3 and d["prompt"]["p50"] == 200 and d["output"]["max"] == 30
+    assert d["duration_s"] is None and d["rate"] is None

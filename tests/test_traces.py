@@ -386,3 +386,31 @@ def test_a_written_workload_replays_with_its_own_slo_classes(tmp_path, capsys):
     with pytest.raises(ConfigError, match="records class.*bronze"):
         rs = load(None, ["workload.type=trace", f"workload.path={out}", "workload.slo_classes={gold: {ttft_ms: 1}}"])
         rs.scenario.workload.source(0, rs.max_model_len)
+
+
+def test_content_id_options_that_find_no_ids_say_so(tmp_path):
+    """hash_block_tokens on a file without hash_ids, or use_hash_ids: false on one that names no blocks, changed
+    nothing: the replay says so; use_hash_ids: false drops a servesim file's prefix_ids too (no sharing)."""
+    from workloads.replay import TraceWorkload
+
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(json.dumps({"timestamp": 1000 * i, "input_length": 40, "output_length": 8}) + "\n"
+                             for i in range(3)))
+    hashed = tmp_path / "hashed.jsonl"
+    hashed.write_text("".join(json.dumps({"timestamp": 1000 * i, "input_length": 40, "output_length": 8,
+                                          "hash_ids": [1, 2, 3]}) + "\n" for i in range(3)))
+    own = tmp_path / "own.jsonl"
+    own.write_text("".join(json.dumps({"request_id": i, "arrival_time": i, "prompt_tokens": 40, "output_tokens": 8,
+                                       "prefix_ids": [5, 6], "prefix_block_tokens": 32}) + "\n" for i in range(3)))
+
+    def warnings(path, **options):
+        return TraceWorkload(type="trace", path=str(path), **options).source(0).warnings
+
+    assert any("hash_block_tokens has no effect" in w for w in warnings(plain, hash_block_tokens=16))
+    assert any("use_hash_ids: false has no effect" in w for w in warnings(plain, use_hash_ids=False))
+    assert any("hash_block_tokens has no effect" in w for w in warnings(own, hash_block_tokens=16))
+    assert not warnings(hashed, hash_block_tokens=16) and not warnings(hashed, use_hash_ids=False)
+    assert not warnings(own, use_hash_ids=False)
+    src = TraceWorkload(type="trace", path=str(own), use_hash_ids=False).source(0)
+    assert all(s.prefix_ids == () for s in src.specs)
+    assert all(len(s.prefix_ids) == 2 for s in TraceWorkload(type="trace", path=str(own)).source(0).specs)

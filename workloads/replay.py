@@ -31,10 +31,10 @@ class TraceWorkload(_Classes):
     def source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
         from dataclasses import replace
 
-        from workloads.traces import read_trace
+        from workloads.traces import read_trace_with_info
 
         try:
-            specs = read_trace(self.path, self.format, time_scale=self.time_scale, start_s=self.start_s,
+            specs, info = read_trace_with_info(self.path, self.format, time_scale=self.time_scale, start_s=self.start_s,
                                duration_s=self.duration_s, sample=self.sample, limit=self.limit, seed=seed,
                                hash_block_tokens=self.hash_block_tokens, use_hash_ids=self.use_hash_ids)
         except ConfigError as exc:  # a replay option's error is this workload's setting
@@ -43,13 +43,24 @@ class TraceWorkload(_Classes):
             raise
         if self.priorities or self.slo_classes:
             specs = self._with_classes(specs, seed)
-        warnings = ()
+        warnings = self._inert_options(info)
         if not self.slo_classes and (recorded := sorted({s.slo_class for s in specs if s.slo_class is not None})):
-            warnings = (f"{self.path} records SLO class(es) {', '.join(recorded)}, but workload.slo_classes gives "
+            warnings += (f"{self.path} records SLO class(es) {', '.join(recorded)}, but workload.slo_classes gives "
                         f"them no targets: goodput is not computed",)
         if self.clip_to_max_model_len and max_model_len:
             specs = [replace(s, prompt_tokens=min(s.prompt_tokens, max_model_len - 1)) for s in specs]
         return StaticSource(specs, f"{len(specs):,} requests replayed from {self.path}", warnings)
+
+    def _inert_options(self, info) -> tuple[str, ...]:
+        """The content-id options said to do nothing when the file names no prompt blocks (only Mooncake's and
+        vLLM's timed traces carry hash_ids; a servesim file's prefix_ids carry their own block size)."""
+        out = []
+        if self.hash_block_tokens is not None and not (info["format"] == "mooncake" and info["content_ids"]):
+            out.append(f"workload.hash_block_tokens has no effect: {self.path} ({info['format']}) has no hash_ids")
+        if not self.use_hash_ids and not info["content_ids"]:
+            out.append(f"workload.use_hash_ids: false has no effect: {self.path} ({info['format']}) names no "
+                       f"prompt blocks, so no prefix is shared anyway")
+        return tuple(out)
 
     def _with_classes(self, specs: list, seed: int) -> list:
         """Draw classes and priorities for the rows, except that a row whose trace records its SLO class keeps

@@ -43,13 +43,14 @@ class LengthStats(TypedDict):
 
 class TraceInfo(TypedDict):
     rows: int
-    duration_s: float
-    rate: float | None  # rows per second; None when all arrive at once
+    duration_s: float | None  # None: a lengths-only file, no arrival times
+    rate: float | None  # rows per second; None when all arrive at once or no times are recorded
     prompt: LengthStats | None
     output: LengthStats | None
     prefix_reuse: float | None  # None: no request carries prefix ids
     sessions: int | None  # None: no request carries a session id
     skipped: int  # rows the reader left out on purpose (e.g. BurstGPT's failed requests)
+    content_ids: NotRequired[bool]  # the file names prompt blocks (hash_ids, prefix_ids), even if dropped
     format: NotRequired[str]
     path: NotRequired[str]
 
@@ -63,6 +64,7 @@ class _Rows:
     output: np.ndarray
     extra: list[dict] | None = None  # per-row RequestSpec keyword arguments
     skipped: int = 0
+    content_ids: bool = False  # some row names its prompt blocks (kept even when use_hash_ids drops them)
 
 
 # ---------------------------------------------------------------- errors
@@ -285,12 +287,9 @@ def _mooncake_rows(obj: _Obj):
 def _resolve_hash_blocks(path: Path, rows: _Rows, block: int | None, use_ids: bool) -> _Rows:
     """hash_ids name one block each, all of one size: the given one, else the first candidate that every row's
     id count fits exactly (ceil(prompt / size) ids). Mooncake's 512 is tried first."""
-    if not rows.extra:
+    if not rows.extra or not use_ids:
         return rows
     hashed = [(i, x) for i, x in enumerate(rows.extra) if x]
-    if not use_ids:
-        rows.extra = [{} for _ in rows.extra]
-        return rows
     def misfit(b: int):
         """The first row whose id count does not fit blocks of b tokens, or None."""
         return next(((i, x) for i, x in hashed if len(x["prefix_ids"]) != -(-int(rows.prompt[i]) // b)), None)
@@ -437,8 +436,13 @@ def _read(path, fmt: str | None, hash_block_tokens: int | None = None, use_hash_
         rows = _READERS[fmt](path)
     except UnicodeDecodeError as e:
         _fail(path, "", f"not UTF-8 text (byte {e.start}: {e.reason})")
+    rows.content_ids = bool(rows.extra) and any(x.get("prefix_ids") for x in rows.extra)
     if fmt == "mooncake":
         rows = _resolve_hash_blocks(path, rows, hash_block_tokens, use_hash_ids)
+    if rows.content_ids and not use_hash_ids:  # no prefix sharing, in any format that names blocks
+        for x in rows.extra:
+            for key in ("prefix_ids", "prefix_block_tokens", "_where"):
+                x.pop(key, None)
     return path, fmt, rows
 
 
@@ -468,6 +472,12 @@ def read_trace_with_info(path, fmt: str | None = None, *, time_scale: float = 1.
                                           or hash_block_tokens < 1):
         raise ConfigError("hash_block_tokens", f"must be an integer >= 1, got {_show(hash_block_tokens)}")
     path, fmt, rows = _read(path, fmt, hash_block_tokens, use_hash_ids)
+    return _trace_of_rows(path, fmt, rows, time_scale, start_s, duration_s, sample, limit, seed, first_id)
+
+
+def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, start_s: float = 0.0,
+                   duration_s: float | None = None, sample: float | None = None, limit: int | None = None,
+                   seed: int = 0, first_id: int = 0) -> tuple[list[RequestSpec], TraceInfo]:
     if rows.arrival is None:
         _fail(path, "", f"{fmt} files hold prompt/output lengths but no arrival times; combine them with an "
                         "arrival process (a synthetic workload's `lengths`, or read_lengths())")
@@ -493,7 +503,7 @@ def read_trace_with_info(path, fmt: str | None = None, *, time_scale: float = 1.
              for k, (i, a, p, o) in enumerate(zip(order.tolist(), t.tolist(), rows.prompt[order].tolist(),
                                                   rows.output[order].tolist()))]
     info = describe_trace(specs, skipped=rows.skipped)
-    info.update(format=fmt, path=str(path))
+    info.update(content_ids=rows.content_ids, format=fmt, path=str(path))
     return specs, info
 
 
@@ -506,11 +516,23 @@ def read_trace(path, fmt: str | None = None, *, time_scale: float = 1.0, start_s
     Options apply in order: window [start_s, start_s + duration_s) of the original times,
     shifted to start at 0; time_scale (multiplies the rate: 2 halves every gap); sample (keep each request
     with this probability, seeded); limit (the first N). hash_ids (Mooncake and vLLM timed traces) name
-    blocks of hash_block_tokens tokens, inferred from the file when None; use_hash_ids=False drops them.
+    blocks of hash_block_tokens tokens, inferred from the file when None; use_hash_ids=False drops every
+    content id (hash_ids, or a servesim file's prefix_ids): no prefix is shared.
     """
     return read_trace_with_info(path, fmt, time_scale=time_scale, start_s=start_s, duration_s=duration_s,
                                 sample=sample, limit=limit, seed=seed, first_id=first_id,
                                 hash_block_tokens=hash_block_tokens, use_hash_ids=use_hash_ids)[0]
+
+
+def describe_file(path, fmt: str | None = None) -> TraceInfo:
+    """describe_trace of a file as recorded. A lengths-only file (no arrival times) has its rows and length
+    percentiles; its duration and rate are None, as it is replayed only beneath an arrival process."""
+    path, fmt, rows = _read(path, fmt)
+    if rows.arrival is not None:
+        return _trace_of_rows(path, fmt, rows)[1]
+    return {"rows": len(rows.prompt), "duration_s": None, "rate": None, "prompt": _stats(rows.prompt.tolist()),
+            "output": _stats(rows.output.tolist()), "prefix_reuse": None, "sessions": None, "skipped": rows.skipped,
+            "content_ids": False, "format": fmt, "path": str(path)}
 
 
 def read_lengths(path, fmt: str | None = None) -> np.ndarray:
