@@ -484,6 +484,38 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # a usage error (one line already printed) or --help: its code, not an exception
         return exc.code if isinstance(exc.code, int) else 2
     args.argv = argv  # the exact command, for results that record how they were made
+    fresh = _missing_folders(getattr(args, "out", None))
+    rc = 3
+    try:
+        rc = _dispatch(args)
+    finally:
+        if rc != 0:  # a failed command leaves no empty results folder behind it
+            _remove_if_empty(fresh)
+    return rc
+
+
+def _missing_folders(out) -> list[Path]:
+    """--out and those of its parents that do not exist yet, outermost first."""
+    if not out:
+        return []
+    missing = []
+    for p in (Path(out), *Path(out).parents):
+        if p.exists() or p.is_symlink():
+            break
+        missing.append(p)
+    return missing[::-1]
+
+
+def _remove_if_empty(folders: list[Path]) -> None:
+    for p in reversed(folders):
+        try:
+            if p.is_dir() and not p.is_symlink() and not any(p.iterdir()):
+                p.rmdir()
+        except OSError:
+            return
+
+
+def _dispatch(args) -> int:
     try:
         return args.func(args)
     except ConfigError as exc:

@@ -147,25 +147,37 @@ def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
     return _figure(path, fig)
 
 
+TIMELINE_REPLICAS = 10  # lines drawn per panel at most; one colour each
+
+
 def timeline(steps, path, title: str = "one run over time"):
-    """Queue depth, running requests, KV usage and preemptions against simulated time."""
+    """Queue depth, running requests, KV usage and preemptions against simulated time; one line per replica
+    (their steps interleave in time, so a single line would zig-zag between replicas)."""
     plt = _plt()
     fig, axes = plt.subplots(3, 1, figsize=(11, 7), sharex=True)
-    t = steps["start"].to_numpy()
-    axes[0].plot(t, steps["num_waiting"], label="waiting", color="tab:red")
-    axes[0].plot(t, steps["num_running"], label="running", color="tab:blue")
+    replicas = sorted(steps["replica"].unique().tolist()) if "replica" in steps and len(steps) else [None]
+    shown = replicas[:TIMELINE_REPLICAS]
+    for k, r in enumerate(shown):
+        one = steps if r is None else steps[steps["replica"] == r]
+        t = one["start"].to_numpy()
+        many = len(replicas) > 1
+        name = f" (replica {r})" if many else ""
+        axes[0].plot(t, one["num_waiting"], label="waiting" + name, color=f"C{k}" if many else "tab:red",
+                     ls="--" if many else "-")
+        axes[0].plot(t, one["num_running"], label="running" + name, color=f"C{k}" if many else "tab:blue")
+        axes[1].plot(t, one["kv_usage"] * 100, color=f"C{k}" if many else "tab:green", label=name.strip(" ()"))
+        pre = one[one["num_preempted"] > 0]
+        axes[2].vlines(pre["start"], 0, pre["num_preempted"], color=f"C{k}" if many else "tab:purple")
     axes[0].set_ylabel("requests")
-    axes[0].legend()
-    axes[1].plot(t, steps["kv_usage"] * 100, color="tab:green")
+    axes[0].legend(fontsize=8 if len(shown) > 1 else None, ncol=2 if len(shown) > 2 else 1)
     axes[1].set_ylabel("KV cache usage (%)")
     axes[1].set_ylim(0, 105)
-    pre = steps[steps["num_preempted"] > 0]
-    axes[2].vlines(pre["start"], 0, pre["num_preempted"], color="tab:purple")
     axes[2].set_ylabel("preemptions per step")
     axes[2].set_xlabel("simulated time (s)")
     for ax in axes:
         ax.grid(alpha=0.3)
-    axes[0].set_title(title)
+    more = f" ({len(shown)} of {len(replicas)} replicas shown)" if len(replicas) > len(shown) else ""
+    axes[0].set_title(title + more)
     return _figure(path, fig)
 
 

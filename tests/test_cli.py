@@ -216,3 +216,17 @@ def test_workload_describe_takes_a_lengths_only_file(tmp_path, capsys):
     d = json.loads(capsys.readouterr().out)
     assert d["rows"] == 3 and d["prompt"]["p50"] == 200 and d["output"]["max"] == 30
     assert d["duration_s"] is None and d["rate"] is None
+
+
+def test_a_failed_command_leaves_no_empty_results_folder(tmp_path, capsys):
+    """The folders a failing command created for --out are removed when it wrote nothing into them; a folder that
+    was there before, or one holding results, stays."""
+    missing = tmp_path / "runs"
+    assert main(["validate", "serving", "--data", str(tmp_path / "none"), "--out", str(missing / "a" / "b")]) == 2
+    assert not missing.exists()
+    there = tmp_path / "there"
+    there.mkdir()
+    assert main(["validate", "serving", "--data", str(tmp_path / "none"), "--out", str(there)]) == 2
+    assert there.is_dir()
+    assert main(["run", "--set", "workload.num_requests=2", "--out", str(tmp_path / "ok"), "--quiet"]) == 0
+    assert (tmp_path / "ok" / "summary.json").is_file()

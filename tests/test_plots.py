@@ -72,3 +72,27 @@ def test_plot_out_is_a_folder_or_a_name_with_dots(tmp_path, monkeypatch, out):
     expect = tmp_path / "plot-timeline.png" if out == "." else \
         tmp_path / "folder" / "plot-timeline.png" if out.startswith("folder") else tmp_path / "a.v2.png"
     assert expect.is_file()
+
+
+def test_timeline_draws_one_line_per_replica(tmp_path, monkeypatch, capsys):
+    """Replicas' steps interleave in time: each gets its own line (a single one zig-zagged between them)."""
+    import pandas as pd
+
+    from simulator import plots
+
+    run = tmp_path / "run"
+    assert main(["run", "--set", "workload.num_requests=60", "--set", "workload.arrival.rate=30",
+                 "--set", "cluster.replicas=3", "--out", str(run), "--quiet"]) == 0
+    steps = pd.read_parquet(run / "steps.parquet")
+    drawn = []
+    monkeypatch.setattr(plots, "_figure", lambda path, fig: drawn.append(fig) or [])
+    plots.timeline(steps, tmp_path / "t")
+    (requests, kv, _), = [f.axes for f in drawn]
+    assert len(requests.lines) == 6 and len(kv.lines) == 3
+    for k, r in enumerate(range(3)):
+        line = requests.lines[2 * k + 1]
+        assert line.get_label() == f"running (replica {r})"
+        assert line.get_ydata().tolist() == steps.loc[steps["replica"] == r, "num_running"].tolist()
+    drawn.clear()
+    plots.timeline(steps[steps["replica"] == 0], tmp_path / "one")
+    assert [x.get_label() for x in drawn[0].axes[0].lines] == ["waiting", "running"]
