@@ -17,8 +17,7 @@ import pandas as pd
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
-from simulator.config import load
-from simulator.engine import simulate
+import servesim
 # the test suite sets SERVESIM_NOTEBOOK_SMALL=1 to run every notebook on small inputs
 SMALL = os.environ.get("SERVESIM_NOTEBOOK_SMALL") == "1"
 ROOT = Path.cwd() if (Path.cwd() / "pyproject.toml").exists() else Path.cwd().parent
@@ -41,7 +40,7 @@ for chunked in (True, False):
             sets.append("engine.max_model_len=8192")   # vLLM needs budget >= max_model_len without chunking
         if not chunked and budget < 8192:
             continue
-        s = simulate(load(None, sets)).summary
+        s = servesim.simulate(None, sets).summary
         rows.append({"chunked_prefill": chunked, "budget": budget, "requests": s["completed"],
                      "ttft_p50_ms": s["median_ttft_ms"], "ttft_p99_ms": s["p99_ttft_ms"],
                      "itl_p50_ms": s["median_itl_ms"], "itl_p99_ms": s["p99_itl_ms"], "max_itl_ms": s["max_itl_ms"]})
@@ -67,22 +66,16 @@ print(f"budget {int(small.budget)}: worst gap {small.max_itl_ms:.0f} ms, TTFT p9
 nb([
 "md:# Capacity planning: the calculator and the simulator side by side\n\nHow many requests fit on one GPU? `servesim capacity` does the paging arithmetic; a simulation of a burst shows how many actually run at once, and what latency users then see. Llama-3.1-8B on an H200 at vLLM's defaults.",
 SETUP,
-'''from simulator.capacity import capacity, kv_pool_bytes
-from simulator.model_arch import load_model
-from simulator.hardware import load_hardware
-arch, hw = load_model("llama-3.1-8b"), load_hardware("h200-sxm")
-rows = []
+'''rows = []
 for tokens in ([1000, 4000] if SMALL else [1000, 2000, 4000, 8000]):
-    pool = kv_pool_bytes(hw.memory_bytes, 0.92, arch.weight_bytes)
-    calc = capacity(model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token, pool_bytes=pool,
-                    block_size=16, max_model_len=131072, tokens_per_request=tokens)
+    calc = servesim.capacity("llama-3.1-8b", "h200-sxm", tokens_per_request=tokens, max_model_len=131072).report
     prompt, output = tokens // 2, tokens // 2
     n = calc.paged_requests + 200
-    run = simulate(load(None, [f"workload.num_requests={n}", "workload.arrival={process: burst}",
-                               f"workload.prompt_tokens={{dist: fixed, value: {prompt}}}",
-                               f"workload.output_tokens={{dist: fixed, value: {output}}}",
-                               "engine.max_num_seqs=4096", "engine.max_num_batched_tokens=65536",
-                               "engine.enable_prefix_caching=false"]))
+    run = servesim.simulate(None, {"workload.num_requests": n, "workload.arrival": {"process": "burst"},
+                                   "workload.prompt_tokens": {"dist": "fixed", "value": prompt},
+                                   "workload.output_tokens": {"dist": "fixed", "value": output},
+                                   "engine.max_num_seqs": 4096, "engine.max_num_batched_tokens": 65536,
+                                   "engine.enable_prefix_caching": False})
     pre = run.steps[run.steps.num_preempted > 0]
     rows.append({"tokens per request": tokens, "calculator (paged)": calc.paged_requests,
                  "simulated: admitted at first": int(run.steps.num_running.max()),

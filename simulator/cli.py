@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
 
-from simulator.cli_args import COUNT, FRACTION, JOBS, NON_NEGATIVE, OPEN_FRACTION, POSITIVE, SEED, nonempty_path, number
+from simulator.cli_args import COUNT, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE, nonempty_path, number
 from simulator.errors import ConfigError
-from workloads.settings import MAX_BLOCK_SIZE, MAX_GIB, MAX_GPUS, MAX_REPLICAS, MAX_REQUESTS, MAX_TOKENS
+from workloads.settings import MAX_REQUESTS
 
 SUMMARY_ROWS = [
     ("completed", "requests completed", "{:,}"),
@@ -100,75 +99,16 @@ def cmd_config(args) -> int:
 
 
 def cmd_capacity(args) -> int:
-    from simulator.capacity import GIB, capacity, kv_pool_bytes
-    from simulator.hardware import load_hardware
-    from simulator.hybrid_kv import kv_layout
-    from simulator.local_attention import local_attention
-    from simulator.model_arch import load_model
+    from simulator.capacity_plan import ARGUMENTS, plan
 
-    from simulator.config import check_formats, check_max_model_len, check_tensor_parallel, with_formats
-
-    arch = with_formats(load_model(args.model), args.quantization, args.kv_cache_dtype)
-    hw = load_hardware(args.gpu, memory_gib=args.gpu_memory_gib)
-    check_formats(arch, hw, args.quantization, "--quantization")
-    tp = args.tensor_parallel_size
-    check_tensor_parallel(arch, tp, "--tensor-parallel-size")
-    max_model_len = check_max_model_len(arch, args.max_model_len, "--max-model-len")
-    if args.shared_prefix_tokens is not None and args.private_tokens is not None:  # the same requests, shared or not
-        whole = args.shared_prefix_tokens + args.private_tokens
-        if whole > max_model_len:
-            raise ConfigError("--shared-prefix-tokens", f"a shared prefix of {args.shared_prefix_tokens:,} and "
-                                                        f"{args.private_tokens:,} private tokens do not fit one "
-                                                        f"request of max_model_len={max_model_len:,}")
-        if args.tokens_per_request is not None and args.tokens_per_request != whole:
-            raise ConfigError("--tokens-per-request", f"{args.tokens_per_request:,}, but a request of the shared "
-                                                      f"prefix and its private tokens holds {whole:,}: leave one out")
-        args.tokens_per_request = whole
-    elif args.tokens_per_request is None:
-        args.tokens_per_request = 1800
-    if args.tokens_per_request > max_model_len:
-        raise ConfigError("--tokens-per-request", f"{args.tokens_per_request:,} tokens do not fit one request of "
-                                                  f"max_model_len={max_model_len:,}")
-    # per GPU of the TP group: its share of the weights, and of each token's KV (MLA's latent cache is whole on each)
-    weights = round(args.weights_gib * GIB) if args.weights_gib is not None else math.ceil(arch.weight_bytes / tp)
-    pool = kv_pool_bytes(hw.memory_bytes, args.gpu_memory_utilization, weights)
-    layout = kv_layout(arch, tp, args.disable_hybrid_kv_cache_manager)
-    if layout.note:
-        print(layout.note, file=sys.stderr)
-    inert = [("--gpu", args.gpu != "generic-80gb" and args.gpu_memory_gib is not None and args.weights_gib is not None
-              and not args.quantization, "--gpu-memory-gib and --weights-gib give all it would"),
-             ("--quantization", args.quantization and args.weights_gib is not None,
-              "--weights-gib gives the weights (quantization leaves the KV bytes as they are)"),
-             ("--disable-hybrid-kv-cache-manager", args.disable_hybrid_kv_cache_manager is not None
-              and local_attention(arch) is None, "the model has no local-attention layers")]
-    for flag, unused, why in inert:  # as run says of settings nothing reads
-        if unused:
-            print(f"servesim: warning: {flag} has no effect: {why}", file=sys.stderr)
-    report = capacity(
-        model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool,
-        block_size=args.block_size, max_model_len=max_model_len,
-        tokens_per_request=args.tokens_per_request, shared_prefix_tokens=args.shared_prefix_tokens,
-        private_tokens=args.private_tokens, layout=layout)
-    d = report.as_dict() | {"gpu_memory_gib": hw.memory_gib, "gpu_memory_utilization": args.gpu_memory_utilization,
-                            "weights_gib": weights / GIB, "tensor_parallel_size": tp}
-    if args.json:
-        print(json.dumps(d, indent=2))
-        return 0
-    r = report
-    per = f" per GPU of {tp}" if tp > 1 else ""
-    print(f"{r.model}: {r.kv_bytes_per_token:,} B of KV cache per token{per}")
-    print(f"KV pool{per}: {hw.memory_gib:g} GiB x {args.gpu_memory_utilization:g} - {weights / GIB:.2f} GiB weights "
-          f"= {r.pool_gib:.2f} GiB = {r.num_blocks:,} blocks of {r.block_size} tokens"
-          + (f" x {layout.group_layers} layers (hybrid KV cache: 1 full-attention group, {layout.local_groups} "
-             f"local, each holding its window)" if layout.local_groups else ""))
-    print(f"contiguous, {r.max_model_len:,} tokens reserved each ({r.contiguous_bytes_per_request / GIB:.2f} GiB): "
-          f"{r.contiguous_requests:,} concurrent requests")
-    print(f"paged, {r.tokens_per_request:,} tokens each ({r.blocks_per_request} blocks): {r.paged_requests:,} "
-          f"concurrent requests ({r.paged_gain_vs_contiguous:.1f}x contiguous)")
-    if r.shared_prefix_requests is not None:
-        print(f"paged with a {r.shared_prefix_tokens:,}-token shared prefix ({r.shared_prefix_blocks} blocks, stored once) "
-              f"and {r.private_tokens:,} private tokens ({r.private_blocks_per_request} blocks): "
-              f"{r.shared_prefix_requests:,} concurrent requests")
+    given = {name: getattr(args, name) for name in ARGUMENTS}
+    p = plan(args.model, args.gpu, quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
+             disable_hybrid_kv_cache_manager=args.disable_hybrid_kv_cache_manager, **given)
+    if p.layout.note:
+        print(p.layout.note, file=sys.stderr)
+    for line in p.warnings:
+        print(f"servesim: warning: {line}", file=sys.stderr)
+    print(json.dumps(p.as_dict(), indent=2) if args.json else "\n".join(p.lines()))
     return 0
 
 
@@ -238,6 +178,7 @@ def _search_each_point(args, search, answer: str, below: str, filename: str, sea
     """Run one search per grid point; print and save one row each: the answer, its bracket, the SLO metrics."""
     import pandas as pd
 
+    from simulator.config import override
     from simulator.search import parse_slos
     from simulator.sweep import expand
 
@@ -247,7 +188,7 @@ def _search_each_point(args, search, answer: str, below: str, filename: str, sea
     rows = []
     for point in expand(args.grid, [], 1, searched=searched, fixed=args.set) if args.grid else [{}]:
         point.pop("seed", None)
-        r = search(args.set + [f"{k}={v}" for k, v in point.items()], slos)
+        r = search(args.set + [override(k, v) for k, v in point.items()], slos)
         s = r["summary"]
         rows.append(point | {answer: r[answer], below: r.get(below), "runs": r["runs"], "reason": r.get("reason")}
                     | {k: s.get(k) for k in slos} | {"request_throughput": s.get("request_throughput")})
@@ -376,23 +317,25 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("capacity", help="KV-cache capacity arithmetic: how many requests fit")
     c.add_argument("--model", default="llama-3-8b", help="built-in model name or architecture file")
     c.add_argument("--gpu", default="generic-80gb", help="built-in GPU (default: generic-80gb)")
-    c.add_argument("--gpu-memory-gib", type=number(float, gt=0, le=MAX_GIB), help="device memory, overrides --gpu")
-    c.add_argument("--gpu-memory-utilization", type=FRACTION, default=0.92)
+    from simulator.capacity_plan import ARGUMENTS as CAPACITY
     from simulator.config import KV_CACHE_DTYPES, QUANTIZED_FORMATS
 
+    def cap(name: str, *names: str, **kw):
+        c.add_argument(CAPACITY[name][0], *names, type=CAPACITY[name][1], **kw)
+
+    cap("gpu_memory_gib", help="device memory, overrides --gpu")
+    cap("gpu_memory_utilization", default=0.92)
     c.add_argument("--quantization", choices=list(QUANTIZED_FORMATS), help="as engine.quantization: the linear layers' format")
     c.add_argument("--kv-cache-dtype", default="auto", choices=["auto", *KV_CACHE_DTYPES])
-    c.add_argument("--weights-gib", type=number(float, ge=0, le=MAX_GIB), help="weight memory per GPU (default: from the architecture)")
-    c.add_argument("--tensor-parallel-size", "-tp", type=number(int, ge=1, le=MAX_GPUS), default=1,
-                   help="GPUs sharing the weights and each token's KV heads (vLLM's name)")
-    c.add_argument("--block-size", type=number(int, ge=1, le=MAX_BLOCK_SIZE), default=16)
+    cap("weights_gib", help="weight memory per GPU (default: from the architecture)")
+    cap("tensor_parallel_size", "-tp", default=1, help="GPUs sharing the weights and each token's KV heads (vLLM's name)")
+    cap("block_size", default=16)
     c.add_argument("--disable-hybrid-kv-cache-manager", action=argparse.BooleanOptionalAction, default=None,
                    help="local-attention models: every layer keeps the whole context (default: vLLM's choice)")
-    c.add_argument("--max-model-len", type=number(int, ge=2, le=MAX_TOKENS), help="contiguous reservation per request (default: the model's)")
-    c.add_argument("--tokens-per-request", type=number(int, ge=1, le=MAX_TOKENS),
-                   help="default 1800, or the shared prefix plus the private tokens")
-    c.add_argument("--shared-prefix-tokens", type=number(int, ge=0, le=MAX_TOKENS))
-    c.add_argument("--private-tokens", type=number(int, ge=1, le=MAX_TOKENS))
+    cap("max_model_len", help="contiguous reservation per request (default: the model's)")
+    cap("tokens_per_request", help="default 1800, or the shared prefix plus the private tokens")
+    cap("shared_prefix_tokens")
+    cap("private_tokens")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_capacity)
 
@@ -427,12 +370,12 @@ def build_parser() -> argparse.ArgumentParser:
                        "max_rate.csv")
     mr.add_argument("--low", type=POSITIVE, default=0.05, help="a rate expected to meet the SLOs (req/s)")
     mr.add_argument("--high", type=POSITIVE, help="a rate expected to fail (default: found by doubling)")
-    mr.add_argument("--tolerance", type=number(float, ge=1e-4, lt=1), default=0.05,
+    mr.add_argument("--tolerance", type=TOLERANCE, default=0.05,
                     help="stop when the bracket is this narrow (relative)")
     mr.set_defaults(func=cmd_search_max_rate)
     rp = search_parser("replicas", "the fewest replicas meeting every SLO at a given rate", "replicas.csv")
     rp.add_argument("--rate", type=POSITIVE, help="arrival rate, req/s (default: the scenario's)")
-    rp.add_argument("--max", type=number(int, ge=1, le=MAX_REPLICAS), default=256, help="give up beyond this many replicas")
+    rp.add_argument("--max", type=REPLICAS, default=256, help="give up beyond this many replicas")
     rp.set_defaults(func=cmd_search_replicas)
 
     pl = sub.add_parser("plot", help="plots of a sweep, a search or one run (PNG and SVG)")

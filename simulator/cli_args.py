@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from workloads.settings import MAX_INT
+from workloads.settings import MAX_INT, MAX_REPLICAS
 
 
 
@@ -33,6 +33,18 @@ def number(kind: type = int, *, gt: float | None = None, ge: float | None = None
     return parse
 
 
+def checked(name: str, value, parse):
+    """A Python API argument through its flag's own parser: the ranges and words of the CLI, as a ConfigError."""
+    from simulator.errors import ConfigError
+
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ConfigError(name, f"must be a number, got {value!r}")
+    try:
+        return parse(str(value))
+    except argparse.ArgumentTypeError as exc:
+        raise ConfigError(name, str(exc)) from None
+
+
 def _show(bound: float) -> str:
     return f"{int(bound):,}" if float(bound).is_integer() else f"{bound:g}"
 
@@ -43,6 +55,8 @@ JOBS = number(int, ge=1, le=256)  # worker processes: more than a machine can ho
 POSITIVE = number(float, gt=0)
 NON_NEGATIVE = number(float, ge=0)
 FRACTION = number(float, gt=0, le=1)  # a share such as gpu_memory_utilization
+TOLERANCE = number(float, ge=1e-4, lt=1)  # a search's relative bracket width: finer is noise, and unbounded runs
+REPLICAS = number(int, ge=1, le=MAX_REPLICAS)
 OPEN_FRACTION = number(float, gt=0, lt=1)  # a share that must leave both parts non-empty (a holdout)
 
 

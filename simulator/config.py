@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import yaml
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationError, model_validator
 
@@ -302,6 +303,19 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
+def override(key: str, value: Any) -> str:
+    """The --set text that apply_overrides reads back as exactly `value` (a Python value, not YAML text):
+    None, True, 1e-05 and the string 'null' each survive, which f"{key}={value}" does not."""
+    if isinstance(value, np.generic):  # a number taken from a numpy array or pandas table
+        value = value.item()
+    try:
+        text = yaml.safe_dump(value, default_flow_style=True, width=math.inf)
+    except yaml.YAMLError:
+        raise ConfigError(key, f"a {type(value).__name__} is not a setting value (numbers, strings, booleans, "
+                               f"None, lists and mappings of them are)") from None
+    return f"{key}=" + text.removesuffix("\n...\n").strip()  # a scalar's document-end marker
+
+
 def usage_context_defaults(hw: Hardware, usage_context: str) -> tuple[int, int]:
     """vLLM's get_batch_defaults: (max_num_batched_tokens, max_num_seqs) by device memory."""
     if hw.memory_gib >= 160:
@@ -471,13 +485,23 @@ _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many 
 
 
 
-def load_scenario(path: str | Path | None = None, overrides: list[str] | None = None) -> Scenario:
-    """The scenario file with its --set overrides, validated but not resolved (no model, profile or KV pool)."""
-    data = rederive(load_scenario_file(path)) if path else {}
+def load_scenario(path: str | Path | dict | None = None, overrides: list[str] | None = None) -> Scenario:
+    """The scenario file (or the mapping a file would hold) with its --set overrides, validated but not
+    resolved (no model, profile or KV pool)."""
+    if isinstance(path, dict):
+        return scenario_of(path, overrides)
+    return scenario_of(load_scenario_file(path) if path else {}, overrides)
+
+
+def scenario_of(data: dict, overrides: list[str] | None = None) -> Scenario:
+    """A scenario mapping (what a scenario file holds) with its --set overrides, validated but not resolved."""
+    if not isinstance(data, dict):
+        raise ConfigError("scenario", f"must be a mapping of settings, not {type(data).__name__}")
+    data = rederive(data) if data else {}
     if overrides:
         data = apply_overrides(data, overrides)
     return parse_scenario(data)
 
 
-def load(path: str | Path | None = None, overrides: list[str] | None = None) -> ResolvedScenario:
+def load(path: str | Path | dict | None = None, overrides: list[str] | None = None) -> ResolvedScenario:
     return resolve(load_scenario(path, overrides))

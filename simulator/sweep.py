@@ -44,7 +44,15 @@ def expand(grids: list[str], zips: list[str], seeds: int, base_seed: int = 0, se
            fixed: list[str] = ()) -> list[dict]:
     """Every point: the product of the grids, times the zipped axis, times the seeds. `fixed` are the --set
     settings: one that is also an axis would be silently overridden, so it is refused."""
-    axes_given = [(*_values(g, "--grid"), "--grid") for g in grids] + [(*_values(z, "--zip"), "--zip") for z in zips]
+    axes = [(*_values(g, "--grid"), "--grid") for g in grids] + [(*_values(z, "--zip"), "--zip") for z in zips]
+    return grid_points(axes, seeds, base_seed, searched, fixed)
+
+
+def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: int = 0, searched: str | None = None,
+                fixed: list[str] = ()) -> list[dict]:
+    """expand's points from axes already read: (setting, values, "--grid" or "--zip"), as the Python API gives."""
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ConfigError("--seeds", f"must be an integer >= 1, got {seeds!r}")
     fixed_keys = {f.split("=", 1)[0].strip() for f in fixed}
     seen: set = set()
     for key, values, flag in axes_given:
@@ -56,13 +64,15 @@ def expand(grids: list[str], zips: list[str], seeds: int, base_seed: int = 0, se
             raise ConfigError(flag, f"{key} is also given by --set, which would be overridden: give it once")
         if key in seen:
             raise ConfigError(flag, f"{key} is given as two axes")
+        if not values:
+            raise ConfigError(flag, f"{key}: no values")
         if len({json.dumps(v, sort_keys=True, default=str) for v in values}) < len(values):
             raise ConfigError(flag, f"{key} lists a value twice (the runs would repeat)")
         seen.add(key)
     gridded = [(k, vs) for k, vs, flag in axes_given if flag == "--grid"]
     zipped = [(k, vs) for k, vs, flag in axes_given if flag == "--zip"]
     axes = [[{k: v} for v in vs] for k, vs in gridded]
-    if zips:
+    if zipped:
         lengths = {len(vs) for _, vs in zipped}
         if len(lengths) != 1:
             raise ConfigError("--zip", "zipped settings need the same number of values")
@@ -159,7 +169,9 @@ def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> N
 
 
 def _overrides(point: dict) -> list[str]:
-    return [f"{k}={json.dumps(v) if isinstance(v, (dict, list)) else v}" for k, v in point.items()]
+    from simulator.config import override
+
+    return [override(k, v) for k, v in point.items()]
 
 
 def write_table(rows: list[dict], out: Path, keys: list[str] | None = None) -> pd.DataFrame:

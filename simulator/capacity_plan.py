@@ -1,0 +1,132 @@
+"""`servesim capacity` as a function: a deployment named by model and GPU, turned into the paging arithmetic of
+simulator/capacity.py (pool, blocks, concurrent requests), with the checks a run makes of the same settings.
+
+The CLI flags and the Python API share ARGUMENTS, so both refuse the same values with the same words.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simulator.capacity import GIB, CapacityReport, capacity, kv_pool_bytes
+from simulator.cli_args import FRACTION, checked, number
+from simulator.errors import ConfigError
+from simulator.hybrid_kv import KVLayout
+from workloads.settings import MAX_BLOCK_SIZE, MAX_GIB, MAX_GPUS, MAX_TOKENS
+
+DEFAULT_TOKENS_PER_REQUEST = 1800
+
+# argument -> (CLI flag, parser): the ranges both interfaces enforce
+ARGUMENTS = {
+    "gpu_memory_gib": ("--gpu-memory-gib", number(float, gt=0, le=MAX_GIB)),
+    "gpu_memory_utilization": ("--gpu-memory-utilization", FRACTION),
+    "weights_gib": ("--weights-gib", number(float, ge=0, le=MAX_GIB)),
+    "tensor_parallel_size": ("--tensor-parallel-size", number(int, ge=1, le=MAX_GPUS)),
+    "block_size": ("--block-size", number(int, ge=1, le=MAX_BLOCK_SIZE)),
+    "max_model_len": ("--max-model-len", number(int, ge=2, le=MAX_TOKENS)),
+    "tokens_per_request": ("--tokens-per-request", number(int, ge=1, le=MAX_TOKENS)),
+    "shared_prefix_tokens": ("--shared-prefix-tokens", number(int, ge=0, le=MAX_TOKENS)),
+    "private_tokens": ("--private-tokens", number(int, ge=1, le=MAX_TOKENS)),
+}
+
+
+@dataclass
+class CapacityPlan:
+    report: CapacityReport
+    gpu_memory_gib: float
+    gpu_memory_utilization: float
+    weights_bytes: int  # per GPU of the TP group
+    tensor_parallel_size: int
+    layout: KVLayout
+    warnings: list[str]  # flags given that nothing read
+
+    def as_dict(self) -> dict:
+        return self.report.as_dict() | {"gpu_memory_gib": self.gpu_memory_gib,
+                                        "gpu_memory_utilization": self.gpu_memory_utilization,
+                                        "weights_gib": self.weights_bytes / GIB,
+                                        "tensor_parallel_size": self.tensor_parallel_size}
+
+    def lines(self) -> list[str]:
+        """What `servesim capacity` prints."""
+        r, tp, layout = self.report, self.tensor_parallel_size, self.layout
+        per = f" per GPU of {tp}" if tp > 1 else ""
+        out = [f"{r.model}: {r.kv_bytes_per_token:,} B of KV cache per token{per}",
+               f"KV pool{per}: {self.gpu_memory_gib:g} GiB x {self.gpu_memory_utilization:g} - "
+               f"{self.weights_bytes / GIB:.2f} GiB weights = {r.pool_gib:.2f} GiB = {r.num_blocks:,} blocks of "
+               f"{r.block_size} tokens"
+               + (f" x {layout.group_layers} layers (hybrid KV cache: 1 full-attention group, {layout.local_groups} "
+                  f"local, each holding its window)" if layout.local_groups else ""),
+               f"contiguous, {r.max_model_len:,} tokens reserved each ({r.contiguous_bytes_per_request / GIB:.2f} "
+               f"GiB): {r.contiguous_requests:,} concurrent requests",
+               f"paged, {r.tokens_per_request:,} tokens each ({r.blocks_per_request} blocks): {r.paged_requests:,} "
+               f"concurrent requests ({r.paged_gain_vs_contiguous:.1f}x contiguous)"]
+        if r.shared_prefix_requests is not None:
+            out.append(f"paged with a {r.shared_prefix_tokens:,}-token shared prefix ({r.shared_prefix_blocks} blocks, "
+                       f"stored once) and {r.private_tokens:,} private tokens ({r.private_blocks_per_request} "
+                       f"blocks): {r.shared_prefix_requests:,} concurrent requests")
+        return out
+
+
+def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib: float | None = None,
+         gpu_memory_utilization: float = 0.92, quantization: str | None = None, kv_cache_dtype: str = "auto",
+         weights_gib: float | None = None, tensor_parallel_size: int = 1, block_size: int = 16,
+         disable_hybrid_kv_cache_manager: bool | None = None, max_model_len: int | None = None,
+         tokens_per_request: int | None = None, shared_prefix_tokens: int | None = None,
+         private_tokens: int | None = None) -> CapacityPlan:
+    """How many requests fit one deployment's KV pool: contiguous, paged, and paged with a shared prefix."""
+    from simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, check_formats, check_max_model_len,
+                                  check_tensor_parallel, with_formats)
+    from simulator.hardware import load_hardware
+    from simulator.hybrid_kv import kv_layout
+    from simulator.local_attention import local_attention
+    from simulator.model_arch import load_model
+
+    given = locals()
+    values = {name: None if given[name] is None else checked(flag, given[name], parse)
+              for name, (flag, parse) in ARGUMENTS.items()}
+    if quantization is not None and quantization not in QUANTIZED_FORMATS:
+        raise ConfigError("--quantization", f"one of {', '.join(QUANTIZED_FORMATS)}, got {quantization!r}")
+    if kv_cache_dtype not in ("auto", *KV_CACHE_DTYPES):
+        raise ConfigError("--kv-cache-dtype", f"one of auto, {', '.join(KV_CACHE_DTYPES)}, got {kv_cache_dtype!r}")
+    if disable_hybrid_kv_cache_manager not in (None, True, False):
+        raise ConfigError("--disable-hybrid-kv-cache-manager", f"true, false or None, got "
+                                                               f"{disable_hybrid_kv_cache_manager!r}")
+    tp, private, shared = values["tensor_parallel_size"], values["private_tokens"], values["shared_prefix_tokens"]
+    arch = with_formats(load_model(model), quantization, kv_cache_dtype)
+    hw = load_hardware(gpu, memory_gib=values["gpu_memory_gib"])
+    check_formats(arch, hw, quantization, "--quantization")
+    check_tensor_parallel(arch, tp, "--tensor-parallel-size")
+    max_len = check_max_model_len(arch, values["max_model_len"], "--max-model-len")
+    tokens = values["tokens_per_request"]
+    if shared is not None and private is not None:  # the same requests, shared or not
+        whole = shared + private
+        if whole > max_len:
+            raise ConfigError("--shared-prefix-tokens", f"a shared prefix of {shared:,} and {private:,} private "
+                                                        f"tokens do not fit one request of max_model_len={max_len:,}")
+        if tokens is not None and tokens != whole:
+            raise ConfigError("--tokens-per-request", f"{tokens:,}, but a request of the shared prefix and its "
+                                                      f"private tokens holds {whole:,}: leave one out")
+        tokens = whole
+    elif tokens is None:
+        tokens = DEFAULT_TOKENS_PER_REQUEST
+    if tokens > max_len:
+        raise ConfigError("--tokens-per-request", f"{tokens:,} tokens do not fit one request of "
+                                                  f"max_model_len={max_len:,}")
+    # per GPU of the TP group: its share of the weights, and of each token's KV (MLA's latent cache is whole on each)
+    w = values["weights_gib"]
+    weights = round(w * GIB) if w is not None else math.ceil(arch.weight_bytes / tp)
+    utilization = values["gpu_memory_utilization"]
+    pool = kv_pool_bytes(hw.memory_bytes, utilization, weights)
+    layout = kv_layout(arch, tp, disable_hybrid_kv_cache_manager)
+    inert = [("--gpu", gpu != "generic-80gb" and gpu_memory_gib is not None and w is not None and not quantization,
+              "--gpu-memory-gib and --weights-gib give all it would"),
+             ("--quantization", quantization and w is not None,
+              "--weights-gib gives the weights (quantization leaves the KV bytes as they are)"),
+             ("--disable-hybrid-kv-cache-manager", disable_hybrid_kv_cache_manager is not None
+              and local_attention(arch) is None, "the model has no local-attention layers")]
+    warnings = [f"{flag} has no effect: {why}" for flag, unused, why in inert if unused]  # as run says of settings
+    report = capacity(model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool,
+                      block_size=values["block_size"], max_model_len=max_len, tokens_per_request=tokens,
+                      shared_prefix_tokens=shared, private_tokens=private, layout=layout)
+    return CapacityPlan(report, hw.memory_gib, utilization, weights, tp, layout, warnings)

@@ -1,0 +1,97 @@
+"""The Python API (`import servesim`) gives what the CLI gives, and refuses what the CLI refuses."""
+
+import json
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import servesim
+from simulator.cli import main
+from simulator.config import apply_overrides, override
+
+SMALL = {"workload.num_requests": 30, "workload.arrival.rate": 6}
+
+
+def test_simulate_is_the_cli_run(tmp_path, capsys):
+    run = servesim.simulate("docs/scenarios/essay-batching.yaml", SMALL | {"engine.max_num_batched_tokens": 512})
+    assert main(["run", "docs/scenarios/essay-batching.yaml", "--set", "workload.num_requests=30", "--set",
+                 "workload.arrival.rate=6", "--set", "engine.max_num_batched_tokens=512", "--out", str(tmp_path),
+                 "--quiet"]) == 0
+    assert json.loads((tmp_path / "summary.json").read_text()) == json.loads(json.dumps(run.summary))
+    pd.testing.assert_frame_equal(run.requests, pd.read_parquet(tmp_path / "requests.parquet"))
+
+
+def test_a_scenario_is_a_path_a_mapping_or_a_scenario_object():
+    import yaml
+
+    data = yaml.safe_load(open("docs/scenarios/essay-batching.yaml"))
+    by_path = servesim.simulate("docs/scenarios/essay-batching.yaml", SMALL).summary
+    assert servesim.simulate(data, SMALL).summary == by_path
+    assert servesim.simulate(servesim.resolve(data, SMALL).scenario).summary == by_path
+    assert servesim.simulate(None, [f"{k}={v}" for k, v in SMALL.items()]).summary == \
+        servesim.simulate(None, SMALL).summary
+    assert data == yaml.safe_load(open("docs/scenarios/essay-batching.yaml"))  # the caller's mapping is not changed
+
+
+def test_requests_replace_the_workload():
+    specs = [servesim.RequestSpec(i, 0.1 * i, 100 + i, 5) for i in range(10)]
+    run = servesim.simulate(None, requests=specs)
+    assert run.summary["completed"] == 10 and run.requests["prompt_tokens"].tolist() == [100 + i for i in range(10)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+                    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text("abc", min_size=1, max_size=3),
+                                                                              kids, max_size=3), max_leaves=6))
+def test_an_override_reads_back_as_the_value_given(value):
+    """None, True, 1e-05 or the string 'null' as a Python value: the --set text must not turn them into others."""
+    assert apply_overrides({}, [override("a.b", value)])["a"]["b"] == value
+
+
+def test_sweep_gives_the_cli_table_and_reuses_its_runs(tmp_path, capsys):
+    grid = {"engine.max_num_seqs": [4, 64]}
+    table = servesim.sweep(None, grid, SMALL, out=tmp_path / "api")
+    assert main(["sweep", "--grid", "engine.max_num_seqs=4,64", "--set", "workload.num_requests=30", "--set",
+                 "workload.arrival.rate=6", "--out", str(tmp_path / "cli"), "--jobs", "1", "--no-progress"]) == 0
+    cli = pd.read_parquet(tmp_path / "cli" / "sweep.parquet")
+    assert table["run_id"].tolist() == cli["run_id"].tolist() and table["error"].isna().all()
+    assert table["p99_ttft_ms"].tolist() == cli["p99_ttft_ms"].tolist()
+    again = servesim.sweep(None, grid, SMALL, out=tmp_path / "api")
+    pd.testing.assert_frame_equal(again, table)
+
+
+def test_searches_and_capacity(tmp_path):
+    found = servesim.max_rate(None, {"ttft_p99_ms": 200}, {"workload.num_requests": 40}, tolerance=0.2)
+    assert found["max_rate"] > 0 and found["fails_at"] > found["max_rate"]
+    few = servesim.min_replicas(None, {"ttft_p99_ms": 200}, {"workload.num_requests": 40}, rate=found["fails_at"])
+    assert few["replicas"] >= 2 and few["fails_with"] < few["replicas"]
+    plan = servesim.capacity("llama-3.1-8b", "h200-sxm", tokens_per_request=4000)
+    assert plan.report.paged_requests == plan.report.num_blocks // 250
+
+
+@pytest.mark.parametrize("call, field", [
+    (lambda: servesim.simulate(None, {"engine.max_num_seqs": -1}), "engine.max_num_seqs"),
+    (lambda: servesim.simulate(None, {"engine.no_such_setting": 1}), "no_such_setting"),
+    (lambda: servesim.simulate(None, [3]), "overrides"),
+    (lambda: servesim.simulate(42), "scenario"),
+    (lambda: servesim.simulate(servesim.resolve(), {"seed": 1}), "overrides"),
+    (lambda: servesim.simulate(None, {"seed": object()}), "seed"),
+    (lambda: servesim.sweep(None, {"seed": [1, 2]}, out="/tmp/x"), "--grid"),
+    (lambda: servesim.sweep(None, {"engine.max_num_seqs": "4,8"}, out="/tmp/x"), "engine.max_num_seqs"),
+    (lambda: servesim.sweep(None, {"engine.max_num_seqs": []}, out="/tmp/x"), "--grid"),
+    (lambda: servesim.sweep(None, {"engine.max_num_seqs": [4]}, out="/tmp/x", seeds=0), "seeds"),
+    (lambda: servesim.sweep(None, {"engine.max_num_seqs": [4]}, out="/tmp/x", jobs=10_000), "jobs"),
+    (lambda: servesim.max_rate(None, {"ttft_p99_ms": -5}), "--slo"),
+    (lambda: servesim.max_rate(None, {"ttft_p99_ms": 5}, tolerance=0), "tolerance"),
+    (lambda: servesim.max_rate(None, {"ttft_p99_ms": 5}, low=float("inf")), "low"),
+    (lambda: servesim.min_replicas(None, {"ttft_p99_ms": 5}, most=True), "most"),
+    (lambda: servesim.capacity(gpu_memory_utilization=2), "--gpu-memory-utilization"),
+    (lambda: servesim.capacity(block_size=2.5), "--block-size"),
+    (lambda: servesim.capacity(quantization="int3"), "--quantization"),
+])
+def test_bad_arguments_are_named(call, field, tmp_path):
+    with pytest.raises(servesim.ConfigError) as e:
+        call()
+    assert field in str(e.value)
