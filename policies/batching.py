@@ -7,10 +7,26 @@ batch has wholly finished; slots freed early stay idle until then.
 
 from __future__ import annotations
 
+from typing import Callable, Literal, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class BatchingGate(Protocol):
+    """Asked by the scheduler once per step (open_admission) and before each admission (may_admit)."""
+
+    name: str
+    batch_id: int  # the static batch a request joined; -1 under continuous batching
+
+    def open_admission(self, num_running: int) -> None: ...
+    def may_admit(self, num_admitted: int) -> bool: ...
+
 
 class ContinuousBatching:
     name = "continuous"
     batch_id = -1
+
+    def __init__(self, batch_size: int | None = None):
+        pass
 
     def open_admission(self, num_running: int) -> None:
         pass
@@ -37,12 +53,10 @@ class StaticBatching:
         return self._open and num_admitted < self.batch_size
 
 
-BATCHING_POLICIES = {"continuous", "static"}
+BATCHING_POLICIES: dict[str, Callable[[int], BatchingGate]] = {"continuous": ContinuousBatching,
+                                                                "static": StaticBatching}
+BatchingName = Literal[tuple(BATCHING_POLICIES)]  # the scenario's `policies.batching`
 
 
-def make_batching(name: str, batch_size: int):
-    if name == "continuous":
-        return ContinuousBatching()
-    if name == "static":
-        return StaticBatching(batch_size)
-    raise KeyError(name)
+def make_batching(name: str, batch_size: int) -> BatchingGate:
+    return BATCHING_POLICIES[name](batch_size)

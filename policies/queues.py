@@ -8,8 +8,25 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from collections.abc import Iterator
 from itertools import count
-from typing import Callable
+from typing import Callable, Literal, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class RequestQueue(Protocol):
+    """The waiting queue the scheduler holds (vLLM's `RequestQueue`): new arrivals are added, a preempted
+    request is prepended (FCFS puts it back at the front; an ordered queue just re-inserts it)."""
+
+    def add(self, req) -> None: ...
+    def prepend(self, req) -> None: ...
+    def peek(self): ...
+    def pop(self): ...
+    def __len__(self) -> int: ...
+    def __iter__(self) -> Iterator: ...
+
+
+VictimRule = Callable[[list], object]  # the running list (admission order) -> the request to preempt
 
 
 class FCFSQueue:
@@ -79,12 +96,15 @@ def fewest_preemptions(running: list):
     return max(running, key=lambda r: (r.num_preemptions == 0, r.arrival_time))
 
 
-VICTIMS = {"last_admitted": last_admitted, "lowest_priority": lowest_priority,
-           "fewest_preemptions": fewest_preemptions}
+VICTIMS: dict[str, VictimRule] = {"last_admitted": last_admitted, "lowest_priority": lowest_priority,
+                                  "fewest_preemptions": fewest_preemptions}
+VictimName = Literal[tuple(VICTIMS)]  # the scenario's `policies.preemption_victim`: the registry is the one list
 
 
 class QueuePolicy:
-    def __init__(self, name: str, make_queue: Callable[[], object], select_victim: Callable[[list], object],
+    """A queue order and its victim rule: the two decisions vLLM's scheduling policy ties together."""
+
+    def __init__(self, name: str, make_queue: Callable[[], RequestQueue], select_victim: VictimRule,
                  victim_may_be_scheduled: bool):
         self.name = name
         self.make_queue = make_queue
@@ -102,6 +122,7 @@ QUEUE_POLICIES: dict[str, Callable[[], QueuePolicy]] = {
     "sjf": lambda: QueuePolicy(
         "sjf", lambda: KeyedQueue(lambda r: (r.expected_job, r.arrival_time, r.request_id)), last_admitted, False),
 }
+QueueName = Literal[tuple(QUEUE_POLICIES)]  # the scenario's `policies.queue`
 
 
 def make_queue_policy(name: str, victim: str | None = None) -> QueuePolicy:

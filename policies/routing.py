@@ -2,7 +2,31 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Literal, Protocol, runtime_checkable
+
 import numpy as np
+
+
+@runtime_checkable
+class ReplicaLoad(Protocol):
+    """All a router may read of a replica (simulator/engine.py's Replica provides it): load, not internals."""
+
+    @property
+    def unfinished(self) -> int: ...  # running + waiting requests
+    @property
+    def kv_usage(self) -> float: ...  # share of the KV pool in use
+    @property
+    def prefill_tokens_per_s(self) -> float: ...  # the profile's prefill rate
+    def cached_prefix_tokens(self, req) -> int: ...  # prompt tokens its prefix cache holds for req
+    def predicted_queue_wait(self, req) -> float: ...  # seconds before req would be scheduled
+    def predicted_tpot(self) -> float: ...  # seconds per output token at its current batch
+
+
+class Router(Protocol):
+    name: str
+
+    def choose(self, req, loads: Sequence[ReplicaLoad]) -> int: ...
 
 
 class RoundRobin:
@@ -82,9 +106,10 @@ class PredictedCompletion:
         return min(range(self.n), key=cost)
 
 
-ROUTERS = {r.name: r for r in (RoundRobin, RandomRouter, LeastOutstanding, LeastKV, PrefixAffinity,
-                               PredictedCompletion)}
+ROUTERS: dict[str, type] = {r.name: r for r in (RoundRobin, RandomRouter, LeastOutstanding, LeastKV, PrefixAffinity,
+                                                PredictedCompletion)}
+RouterName = Literal[tuple(ROUTERS)]  # the scenario's `cluster.router`
 
 
-def make_router(name: str, n: int, seed: int = 0):
+def make_router(name: str, n: int, seed: int = 0) -> Router:
     return ROUTERS[name](n, seed)

@@ -16,6 +16,9 @@ import numpy as np
 import yaml
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationError, model_validator
 
+from policies.batching import BatchingName
+from policies.queues import QueueName, VictimName
+from policies.routing import RouterName
 from simulator.capacity import kv_pool_bytes, num_blocks
 from simulator.cost_model import CostModel, Profile, build_cost_model
 from simulator.errors import ConfigError, first_error
@@ -25,8 +28,10 @@ from simulator.hybrid_kv import KVLayout, kv_layout
 from simulator.inert_settings import without_effect
 from simulator.local_attention import local_attention
 from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
+from simulator.preemption import PreemptionMode
 from simulator.rederive import at, digest, rederive
 from simulator.scheduler import SchedulerSettings
+from simulator.speculation import SpeculationMethod
 from workloads import SyntheticWorkload, Workload
 from workloads.settings import (GiB, MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_GIB, MAX_GPUS, MAX_REPLICAS, MAX_REQUESTS,
                                 MAX_SECONDS, MAX_SEQS, MAX_TOKENS, Settings, Speed, Tokens)
@@ -113,14 +118,14 @@ class AdmissionSettings(Settings):
 
 
 class PolicySettings(Settings):
-    batching: Literal["continuous", "static"] = "continuous"
+    batching: BatchingName = "continuous"
     static_batch_size: int | None = Field(None, ge=1, le=MAX_SEQS, description="static batching: requests per batch (default max_num_seqs)")
-    queue: Literal["fcfs", "priority", "sjf"] = "fcfs"
+    queue: QueueName = "fcfs"
     admission: AdmissionSettings = AdmissionSettings()
-    preemption_mode: Literal["recompute", "swap", "auto"] = Field(
+    preemption_mode: PreemptionMode = Field(
         "recompute", description="recompute (vLLM V1), swap to host memory (vLLM V0's swap_space), or auto: "
                                  "per victim, whichever the profile and host link predict cheaper")
-    preemption_victim: Literal["last_admitted", "lowest_priority", "fewest_preemptions"] | None = Field(
+    preemption_victim: VictimName | None = Field(
         None, description="None: the queue policy's own (vLLM: last admitted for fcfs, lowest priority for priority)")
 
 
@@ -129,7 +134,7 @@ class SpeculativeSettings(Settings):
     drafts use the token budget; rejected ones are given back). `adaptive` lowers k as the batch grows
     and stops speculating once the step is compute-bound (past the profile's knee)."""
 
-    method: Literal["none", "fixed", "adaptive"] = "none"
+    method: SpeculationMethod = "none"
     num_speculative_tokens: int = Field(4, ge=1, le=64)
     acceptance_rate: float = Field(0.7, gt=0, le=1, description="per-token probability a draft is accepted")
     acceptance_distribution: list[NonNegativeFloat] | None = Field(
@@ -149,8 +154,7 @@ class ClusterSettings(Settings):
     """Replicas of the same deployment behind a router (each its own scheduler and KV pool)."""
 
     replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
-    router: Literal["round_robin", "random", "least_outstanding", "least_kv", "prefix_affinity",
-                    "predicted_completion"] = "round_robin"
+    router: RouterName = "round_robin"
     prefill_replicas: int = Field(
         0, ge=0, le=MAX_REPLICAS, description="prefill/decode disaggregation: this many prefill-only replicas in front of the `replicas` "
                        "decode replicas; the router picks the prefill replica, the least loaded decode replica takes over")

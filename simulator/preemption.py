@@ -6,11 +6,15 @@ prefill again). `policies.preemption_mode`; the victim itself is the queue polic
 
 from __future__ import annotations
 
+from typing import Literal
+
 from simulator.request import PREEMPTED, Request
+
+PreemptionMode = Literal["recompute", "swap", "auto"]  # the scenario's `policies.preemption_mode`
 
 
 class Preemption:
-    def __init__(self, mode: str = "recompute", swap_space_blocks: int = 0, swap_cost=None, recompute_cost=None):
+    def __init__(self, mode: PreemptionMode = "recompute", swap_space_blocks: int = 0, swap_cost=None, recompute_cost=None):
         """swap_cost(blocks) and recompute_cost(tokens), in seconds, let `auto` choose."""
         self.mode, self.swap_space_blocks = mode, swap_space_blocks
         self._swap_cost, self._recompute_cost = swap_cost, recompute_cost

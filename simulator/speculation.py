@@ -8,10 +8,14 @@ profile's knee). The draft model's own steps cost a fraction of a target decode 
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from simulator.batch import decode_shape
 from simulator.request import Request
+
+SpeculationMethod = Literal["none", "fixed", "adaptive"]  # the scenario's `speculative.method`
 
 
 class Speculation:

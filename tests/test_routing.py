@@ -79,3 +79,41 @@ def test_the_kv_transfer_shows_in_the_first_gap():
     assert (req.max_itl >= transfer - 1e-9).all()
     fast = simulate(load(None, DISAGG + ["cluster.replicas=1", "cluster.prefill_replicas=1"])).summary
     assert r.summary["mean_tpot_ms"] > fast["mean_tpot_ms"]
+
+
+def test_routers_read_only_the_replica_load_view():
+    """Every router chooses from objects that have ReplicaLoad's members and nothing else; the engine's replicas
+    satisfy that view. So a router cannot come to depend on a replica's internals."""
+    from dataclasses import dataclass
+
+    from policies.routing import ROUTERS, ReplicaLoad, make_router
+    from simulator.engine import build
+    from workloads.spec import RequestSpec
+
+    @dataclass
+    class Load:
+        unfinished: int
+        kv_usage: float
+        prefill_tokens_per_s: float = 10_000.0
+        cached: int = 0
+
+        def cached_prefix_tokens(self, req) -> int:
+            return self.cached
+
+        def predicted_queue_wait(self, req) -> float:
+            return self.unfinished * 0.01
+
+        def predicted_tpot(self) -> float:
+            return 0.01 + 0.001 * self.unfinished
+
+    class Req:
+        prompt_tokens = 1000
+        spec = RequestSpec(0, 0.0, 1000, 100)
+
+    loads = [Load(5, 0.5), Load(1, 0.1, cached=900), Load(3, 0.9)]
+    assert all(isinstance(x, ReplicaLoad) for x in loads)
+    picks = {name: make_router(name, 3, seed=0).choose(Req(), loads) for name in ROUTERS}
+    assert picks["least_outstanding"] == picks["least_kv"] == picks["prefix_affinity"] == 1
+    assert picks["predicted_completion"] == 1 and picks["round_robin"] == 0 and 0 <= picks["random"] < 3
+    sim = build(load(None, ["cluster.replicas=2"]))
+    assert all(isinstance(r, ReplicaLoad) for r in sim.replicas)

@@ -222,3 +222,31 @@ def test_the_three_copies_of_the_shape_aggregation_agree():
         s._update_after_schedule(out)
         assert out.shape == shape_of(chunks) and list(driver_row(chunks).values()) == list(out.shape)
         assert list(driver_row(chunks)) == SHAPE_FIELDS
+
+
+def test_policy_registries_are_the_scenario_choices_and_give_their_seams():
+    """A policy registered by name is selectable from a scenario with no second list to edit; what each makes
+    is the seam the scheduler calls (RequestQueue, BatchingGate)."""
+    from typing import get_args
+
+    from policies.batching import BATCHING_POLICIES, BatchingGate
+    from policies.queues import QUEUE_POLICIES, VICTIMS, RequestQueue
+    from policies.routing import ROUTERS
+    from simulator.config import ClusterSettings, PolicySettings
+
+    fields = PolicySettings.model_fields
+    assert get_args(fields["queue"].annotation) == tuple(QUEUE_POLICIES)
+    assert get_args(fields["batching"].annotation) == tuple(BATCHING_POLICIES)
+    assert get_args(get_args(fields["preemption_victim"].annotation)[0]) == tuple(VICTIMS)
+    assert get_args(ClusterSettings.model_fields["router"].annotation) == tuple(ROUTERS)
+    from simulator.request import Request
+    from workloads.spec import RequestSpec
+
+    for name in QUEUE_POLICIES:
+        q = make_queue_policy(name).make_queue()
+        assert isinstance(q, RequestQueue)
+        a, b = (Request(RequestSpec(i, 0.0, 10, 5), 1000) for i in range(2))
+        q.add(a)
+        q.prepend(b)
+        assert len(q) == 2 and {r.request_id for r in q} == {0, 1} and q.peek() in (a, b)
+    assert all(isinstance(make_batching(name, 4), BatchingGate) for name in BATCHING_POLICIES)
