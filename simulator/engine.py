@@ -7,10 +7,7 @@ a run of uninterrupted decode steps is advanced at once (simulator/decode_runs.p
 
 from __future__ import annotations
 
-import heapq
-import math
 from dataclasses import dataclass, replace
-from functools import partial
 
 from policies import make_batching, make_queue_policy
 from policies.routing import make_router
@@ -19,117 +16,25 @@ from simulator.batch import BatchShape, decode_shape
 from simulator.clock import SimClock
 from simulator.config import ResolvedScenario
 from simulator.decode_runs import apply_decode_run, decode_run_limit
+from simulator.disaggregation import KVHandOff
 from simulator.errors import ConfigError
 from simulator.executor import ModelledExecutor, StepTimer
+from simulator.front_end import FrontEnd
 from simulator.hybrid_kv import make_kv_manager
+from simulator.lockstep import LockstepGroup
 from simulator.metrics import RunResult, StepLog
 from simulator.preemption import Preemption
-from simulator.request import REJECTED, WAITING, Request
+from simulator.request import Request
 from simulator.scheduler import Scheduler
 from simulator.speculation import make_speculation
 from workloads.source import RequestSource, StaticSource
 from workloads.spec import RequestSpec
 
 
-class ArrivalSource:
-    """Delivers requests at their arrival times and knows when the next one comes.
-
-    The source's up-front requests are walked by one process; follow-ups (closed-loop
-    clients, the next turn of a chat) are scheduled one event each when they are made.
-    """
-
-    def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, route):
-        self.env = env
-        self.route = route  # request -> the replica it goes to
-        self.source = source
-        self.specs = sorted(source.initial(), key=lambda s: (s.arrival_time, s.request_id))
-        self.max_model_len = max_model_len
-        self._static_next = self.specs[0].arrival_time if self.specs else math.inf
-        self._pending: list[float] = []  # arrival times of scheduled follow-ups (a heap)
-        self.requests: list[Request] = []
-
-    @property
-    def next_time(self) -> float:
-        return min(self._static_next, self._pending[0]) if self._pending else self._static_next
-
-    def run(self):
-        specs = self.specs
-        for i, spec in enumerate(specs):
-            yield self.env.at(spec.arrival_time, urgent=True)
-            self._static_next = specs[i + 1].arrival_time if i + 1 < len(specs) else math.inf
-            self._arrive(spec)
-
-    def _arrive(self, spec: RequestSpec) -> None:
-        req = Request(spec, self.max_model_len)
-        self.requests.append(req)
-        replica = self.route(req)
-        req.replica = replica.index
-        reason = "prompt_too_long" if spec.prompt_tokens >= self.max_model_len else replica.admission_error(req)
-        if reason:  # vLLM answers 400 (no room for one output token) or 503 (queue limits)
-            req.status = REJECTED
-            req.reject_reason = reason
-            self.finished(req, spec.arrival_time, completed=False)
-            return
-        replica.add_request(req)
-
-    def _follow_up(self, spec: RequestSpec, _event) -> None:
-        heapq.heappop(self._pending)
-        self._arrive(spec)
-
-    def deliver_at(self, t: float, fn) -> None:
-        """Something that arrives later at a replica (a prompt's KV from a prefill replica): it bounds
-        decode runs like an arrival."""
-        heapq.heappush(self._pending, t)
-
-        def done(_event):
-            heapq.heappop(self._pending)
-            fn()
-        self.env.at(t, urgent=True).callbacks.append(done)
-
-    def finished(self, req: Request, t: float, completed: bool = True) -> None:
-        for spec in self.source.on_finish(req.spec, t, completed):
-            heapq.heappush(self._pending, spec.arrival_time)
-            self.env.at(spec.arrival_time, urgent=True).callbacks.append(partial(self._follow_up, spec))
-
-
-class LockstepGroup:
-    """Data-parallel ranks of an expert-parallel deployment step together (vLLM): every MoE layer's dispatch
-    and combine waits for all of them, an idle rank running a dummy batch. So the busy ranks start each step
-    at once and all end when the slowest does; a rank that wakes in the middle of a step joins the next."""
-
-    def __init__(self, env: SimClock):
-        self.env = env
-        self.end = -math.inf  # when the step in flight ends
-        self.ended = None  # ... and the event that fires then
-        self._latest = -math.inf  # the step being formed now: its ranks' latest end, and its start signal
-        self._formed = None
-
-    def busy(self) -> bool:
-        return self.env.now < self.end
-
-    def step(self, end: float):
-        """Join the step forming now with this rank's own end; resumes every rank of it at the latest end,
-        which it returns."""
-        env = self.env
-        if self._formed is None:  # the first rank at this instant: close the step once every rank has joined
-            self._latest, self._formed = end, env.event()
-            env.timeout(0).callbacks.append(self._close)
-        elif end > self._latest:
-            self._latest = end
-        formed = self._formed
-        yield formed
-        yield self.ended
-        return self.end
-
-    def _close(self, _) -> None:
-        self.end = self._latest
-        self.ended = self.env.at(self.end)
-        formed, self._formed = self._formed, None
-        formed.succeed()
-
-
 class Replica:
-    def __init__(self, env: SimClock, index: int, rs: ResolvedScenario, arrivals: ArrivalSource,
+    """One engine (a vLLM EngineCore): its scheduler, KV pool and step timer, stepping in one SimPy process."""
+
+    def __init__(self, env: SimClock, index: int, rs: ResolvedScenario, front_end: FrontEnd,
                  executor=None, prefill_only: bool = False, hand_off=None, lockstep: LockstepGroup | None = None):
         e, p, sp = rs.scenario.engine, rs.scenario.policies, rs.scenario.speculative
         self.env = env
@@ -167,7 +72,7 @@ class Replica:
         self.timer = StepTimer(executor or ModelledExecutor(rs.cost_model), self.block_transfer_s, self.speculation)
         self.decode_runs = (rs.scenario.simulation.decode_runs and self.timer.pure
                             and rs.scheduler.local_attention is None)  # local layers read (and hold) a moving window
-        self.arrivals = arrivals
+        self.front_end = front_end
         self.log = StepLog()
         self._idle = None
         self.lockstep = lockstep
@@ -233,7 +138,7 @@ class Replica:
                 batch = len(sched.running)
                 ctx = sched.decode_context_tokens()
                 waiting = len(sched.waiting)
-                next_arrival = self.arrivals.next_time
+                next_arrival = self.front_end.next_time
                 ends, t = [], now
                 for j in range(k):
                     if j and t >= next_arrival:
@@ -245,7 +150,7 @@ class Replica:
                 log.add_decode_run(now, ends, batch, waiting, used_after, ctx)
                 step += len(ends)
                 for r in finished:
-                    self.arrivals.finished(r, t)
+                    self.front_end.finished(r, t)
             else:
                 out = sched.schedule(now)
                 if not out.reqs:
@@ -263,14 +168,14 @@ class Replica:
                 for r in out.handed_off:
                     self.hand_off(r, t)
                 for r in finished:
-                    self.arrivals.finished(r, t)
+                    self.front_end.finished(r, t)
 
 
 @dataclass
 class Simulation:
     env: SimClock
     replicas: list[Replica]
-    arrivals: ArrivalSource
+    front_end: FrontEnd
 
 
 def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None,
@@ -289,41 +194,29 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     engines = c.replicas * rs.scenario.engine.data_parallel_size  # each DP rank is an engine of its own
     front = c.prefill_replicas or engines  # the replicas new requests are routed to
     router = make_router(c.router, front, rs.scenario.seed)
-    arrivals = ArrivalSource(env, source, rs.max_model_len, lambda req: replicas[router.choose(req, replicas[:front])])
+    front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[router.choose(req, replicas[:front])])
     if executor is not None and (engines > 1 or c.prefill_replicas):
         raise ConfigError("cluster.replicas", "a measured replay runs one replica")
     if c.prefill_replicas:
-        kv_bytes = rs.arch.kv_bytes_per_token_per_gpu(rs.scenario.engine.tensor_parallel_size)
-        link = c.kv_link_gbps * 1e9
-
-        def hand_off(req: Request, t: float) -> None:
-            """Move the prompt's KV over the link, then the least loaded decode replica takes over."""
-            req.prefill_replica = req.replica
-
-            def arrive():
-                decode = min(replicas[front:], key=lambda r: (r.unfinished, r.index))
-                req.kv_transferred = True
-                req.status = WAITING
-                decode.add_request(req)
-            arrivals.deliver_at(t + req.num_computed_tokens * kv_bytes / link, arrive)
-
-        replicas.extend(Replica(env, i, rs, arrivals, prefill_only=True, hand_off=hand_off) for i in range(front))
-        replicas.extend(Replica(env, front + i, rs, arrivals) for i in range(c.replicas))
+        hand_off = KVHandOff(front_end, replicas, front, rs.arch.kv_bytes_per_token_per_gpu(
+            rs.scenario.engine.tensor_parallel_size), c.kv_link_gbps * 1e9)
+        replicas.extend(Replica(env, i, rs, front_end, prefill_only=True, hand_off=hand_off) for i in range(front))
+        replicas.extend(Replica(env, front + i, rs, front_end) for i in range(c.replicas))
     else:
         dp = rs.scenario.engine.data_parallel_size
         groups = [LockstepGroup(env) for _ in range(c.replicas)] if dp > 1 and rs.scenario.engine.enable_expert_parallel \
             else None  # expert parallelism couples a deployment's DP ranks
-        replicas.extend(Replica(env, i, rs, arrivals, executor, lockstep=groups[i // dp] if groups else None)
+        replicas.extend(Replica(env, i, rs, front_end, executor, lockstep=groups[i // dp] if groups else None)
                         for i in range(engines))
     if c.prefill_replicas or (len(replicas) > 1 and not isinstance(source, StaticSource)):
         # one replica's finish can then send work to another in the middle of its decode run, which a
         # run planned earlier cannot see: simulate step by step
         for r in replicas:
             r.decode_runs = False
-    env.process(arrivals.run())
+    env.process(front_end.run())
     for r in replicas:
         env.process(r.run())
-    return Simulation(env, replicas, arrivals)
+    return Simulation(env, replicas, front_end)
 
 
 def simulate(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None,
@@ -332,5 +225,5 @@ def simulate(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | No
     sim = build(rs, specs, executor)
     until = rs.scenario.simulation.max_sim_time_s
     sim.env.run(until=until)
-    return RunResult.collect(rs, sim.arrivals.requests, [r.log for r in sim.replicas],
+    return RunResult.collect(rs, sim.front_end.requests, [r.log for r in sim.replicas],
                              [r.kv.num_usable_blocks for r in sim.replicas], sim.env.now)

@@ -53,6 +53,6 @@ def test_a_whole_run_keeps_the_invariants_and_returns_every_block(rows, blocks, 
         kv.check_invariants(list(sched.running) + list(sched.waiting))
         assert all(r.blocks == [] for r in sched.waiting if r.status == "preempted")
     assert kv.num_free_blocks == kv.num_usable_blocks
-    done = [r for r in sim.arrivals.requests if r.status == "finished"]
-    assert len(done) == sum(1 for r in sim.arrivals.requests if r.status != "rejected")
+    done = [r for r in sim.front_end.requests if r.status == "finished"]
+    assert len(done) == sum(1 for r in sim.front_end.requests if r.status != "rejected")
     assert all(r.num_tokens == r.stop_len for r in done)

@@ -67,11 +67,11 @@ def run_case(c: dict) -> None:
     kv = sim.replicas[0].kv
     while sim.env.peek() != float("inf"):
         sim.env.step()
-        _check(kv, sim.arrivals.requests)
+        _check(kv, sim.front_end.requests)
     assert kv.num_free_blocks == kv.num_usable_blocks
     assert all(kv.ref[b] == 0 for b in range(1, kv.num_gpu_blocks))
-    done = [r for r in sim.arrivals.requests if r.status == "finished"]
-    assert len(done) == sum(1 for r in sim.arrivals.requests if r.status != "rejected") == len(c["rows"])
+    done = [r for r in sim.front_end.requests if r.status == "finished"]
+    assert len(done) == sum(1 for r in sim.front_end.requests if r.status != "rejected") == len(c["rows"])
     assert all(r.num_tokens == r.stop_len for r in done)
 
 
@@ -100,8 +100,8 @@ def test_the_property_sees_sharing_and_preemption():
         kv = sim.replicas[0].kv
         while sim.env.peek() != float("inf"):
             sim.env.step()
-            _check(kv, sim.arrivals.requests)
-        reqs = sim.arrivals.requests
+            _check(kv, sim.front_end.requests)
+        reqs = sim.front_end.requests
         assert sum(r.cached_tokens for r in reqs) > 0 and sum(r.num_preemptions for r in reqs) > 0
         assert (sum(r.num_swaps for r in reqs) > 0) == (mode == "swap")
         run_case(c)

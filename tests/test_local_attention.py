@@ -230,7 +230,7 @@ def test_a_sliding_window_run_returns_every_block_and_runs_more_at_once_with_the
             sim.env.step()
             kv.check_invariants(list(sched.running) + list(sched.waiting))
         assert kv.num_free_blocks == kv.num_usable_blocks
-        reqs = sim.arrivals.requests
+        reqs = sim.front_end.requests
         assert all(r.status == "finished" for r in reqs)
         runs[disable] = max(r.finish_time for r in reqs)  # the makespan
     assert runs[False] < 0.8 * runs[True]  # windowed layers give back what they no longer read: more run at once
@@ -270,7 +270,7 @@ def test_long_prompts_are_admitted_only_when_every_group_can_hold_them():
                                 f"engine.num_gpu_blocks_override={blocks}"])
         sim = build(rs, None)
         sim.env.run()
-        reqs = sim.arrivals.requests
+        reqs = sim.front_end.requests
         assert all(r.status == "finished" for r in reqs)
         preempted[disable] = sum(r.num_preemptions for r in reqs)
     assert preempted[False] <= preempted[True]

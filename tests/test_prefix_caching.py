@@ -139,4 +139,4 @@ def test_fewer_content_ids_than_prompt_blocks_share_what_they_name(unit):
     specs = [RequestSpec(i, 0.01 * i, 100, 5, prefix_ids=(7,), prefix_block_tokens=unit) for i in range(3)]
     sim = build(rs, specs)
     sim.env.run()
-    assert all(r.status == "finished" for r in sim.arrivals.requests)
+    assert all(r.status == "finished" for r in sim.front_end.requests)

@@ -391,7 +391,7 @@ def test_a_written_workload_replays_with_its_own_slo_classes(tmp_path, capsys):
 def test_content_id_options_that_find_no_ids_say_so(tmp_path):
     """hash_block_tokens on a file without hash_ids, or use_hash_ids: false on one that names no blocks, changed
     nothing: the replay says so; use_hash_ids: false drops a servesim file's prefix_ids too (no sharing)."""
-    from workloads.replay import TraceWorkload
+    from workloads.trace_workload import TraceWorkload
 
     plain = tmp_path / "plain.jsonl"
     plain.write_text("".join(json.dumps({"timestamp": 1000 * i, "input_length": 40, "output_length": 8}) + "\n"

@@ -4,7 +4,7 @@ from typing import Annotated, Union
 
 from pydantic import Discriminator, Tag
 
-from workloads.replay import TraceWorkload
+from workloads.trace_workload import TraceWorkload
 from workloads.source import RequestSource
 from workloads.spec import RequestSpec
 from workloads.synthetic import SessionWorkload, SyntheticWorkload

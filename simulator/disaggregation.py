@@ -1,0 +1,30 @@
+"""Prefill/decode disaggregation, servesim's model of vLLM's KV-transfer deployments (`cluster.prefill_replicas`).
+
+A prefill replica runs a request's prompt only (the scheduler's `prefill_only`) and hands it off; its
+KV crosses the link (prompt tokens x KV bytes per token / link bandwidth), then the least loaded
+decode replica takes it over as a waiting request whose KV is already there.
+"""
+
+from __future__ import annotations
+
+from simulator.front_end import FrontEnd
+from simulator.request import WAITING, Request
+
+
+class KVHandOff:
+    def __init__(self, front_end: FrontEnd, replicas: list, first_decode: int, kv_bytes_per_token: int,
+                 link_bytes_per_s: float):
+        """replicas[first_decode:] are the decode replicas (the list may still be filling when this is made)."""
+        self.front_end, self.replicas, self.first_decode = front_end, replicas, first_decode
+        self.kv_bytes_per_token, self.link = kv_bytes_per_token, link_bytes_per_s
+
+    def __call__(self, req: Request, t: float) -> None:
+        """The prompt's KV leaves the prefill replica at t; it arrives at a decode replica after the transfer."""
+        req.prefill_replica = req.replica
+
+        def arrive():
+            decode = min(self.replicas[self.first_decode:], key=lambda r: (r.unfinished, r.index))
+            req.kv_transferred = True
+            req.status = WAITING
+            decode.add_request(req)
+        self.front_end.deliver_at(t + req.num_computed_tokens * self.kv_bytes_per_token / self.link, arrive)

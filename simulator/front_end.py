@@ -1,0 +1,80 @@
+"""The front end: requests reach the engines through it (vLLM's API server and, with replicas, its router).
+
+It walks the workload's up-front requests in arrival order, makes the follow-ups a finish
+brings (closed-loop clients, chat turns), and delivers later arrivals at a replica (a prompt's KV
+from a prefill replica). `next_time` bounds decode runs: a run must stop where step-by-step
+simulation would see something arrive.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from functools import partial
+
+from simulator.clock import SimClock
+from simulator.request import REJECTED, Request
+from workloads.source import RequestSource
+from workloads.spec import RequestSpec
+
+
+class FrontEnd:
+    """vLLM's API server in front of the engines: receives each request at its arrival time, refuses what an
+    engine would answer 400 or 503, routes the rest, and knows when the next one comes.
+
+    The source's up-front requests are walked by one process; follow-ups (closed-loop
+    clients, the next turn of a chat) are scheduled one event each when they are made.
+    """
+
+    def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, route):
+        self.env = env
+        self.route = route  # request -> the replica it goes to
+        self.source = source
+        self.specs = sorted(source.initial(), key=lambda s: (s.arrival_time, s.request_id))
+        self.max_model_len = max_model_len
+        self._static_next = self.specs[0].arrival_time if self.specs else math.inf
+        self._pending: list[float] = []  # arrival times of scheduled follow-ups (a heap)
+        self.requests: list[Request] = []
+
+    @property
+    def next_time(self) -> float:
+        return min(self._static_next, self._pending[0]) if self._pending else self._static_next
+
+    def run(self):
+        specs = self.specs
+        for i, spec in enumerate(specs):
+            yield self.env.at(spec.arrival_time, urgent=True)
+            self._static_next = specs[i + 1].arrival_time if i + 1 < len(specs) else math.inf
+            self._arrive(spec)
+
+    def _arrive(self, spec: RequestSpec) -> None:
+        req = Request(spec, self.max_model_len)
+        self.requests.append(req)
+        replica = self.route(req)
+        req.replica = replica.index
+        reason = "prompt_too_long" if spec.prompt_tokens >= self.max_model_len else replica.admission_error(req)
+        if reason:  # vLLM answers 400 (no room for one output token) or 503 (queue limits)
+            req.status = REJECTED
+            req.reject_reason = reason
+            self.finished(req, spec.arrival_time, completed=False)
+            return
+        replica.add_request(req)
+
+    def _follow_up(self, spec: RequestSpec, _event) -> None:
+        heapq.heappop(self._pending)
+        self._arrive(spec)
+
+    def deliver_at(self, t: float, fn) -> None:
+        """Something that arrives later at a replica (a prompt's KV from a prefill replica): it bounds
+        decode runs like an arrival."""
+        heapq.heappush(self._pending, t)
+
+        def done(_event):
+            heapq.heappop(self._pending)
+            fn()
+        self.env.at(t, urgent=True).callbacks.append(done)
+
+    def finished(self, req: Request, t: float, completed: bool = True) -> None:
+        for spec in self.source.on_finish(req.spec, t, completed):
+            heapq.heappush(self._pending, spec.arrival_time)
+            self.env.at(spec.arrival_time, urgent=True).callbacks.append(partial(self._follow_up, spec))
