@@ -24,11 +24,12 @@ from simulator.cli_args import COUNT, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE,
 from simulator.config import ResolvedScenario, Scenario, load, override
 from simulator.errors import ConfigError
 from simulator.metrics import RunResult
+from simulator.plots import plot_results as plot
 from workloads.source import RequestSource
 from workloads.spec import RequestSpec
 from workloads.traces import describe_file, describe_trace, read_trace
 
-__all__ = ["simulate", "resolve", "sweep", "max_rate", "min_replicas", "capacity", "read_trace", "describe_trace",
+__all__ = ["simulate", "resolve", "sweep", "max_rate", "min_replicas", "capacity", "plot", "read_trace", "describe_trace",
            "describe_file", "ConfigError", "RequestSpec", "RunResult", "Scenario", "ResolvedScenario"]
 
 ScenarioLike = Union[str, os.PathLike, Mapping, Scenario, None]

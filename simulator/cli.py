@@ -174,25 +174,12 @@ def cmd_sweep(args) -> int:
     return 0
 
 
-def _search_each_point(args, search, answer: str, below: str, filename: str, searched: str) -> int:
-    """Run one search per grid point; print and save one row each: the answer, its bracket, the SLO metrics."""
-    import pandas as pd
+def _search_each_point(args, kind: str, **options) -> int:
+    """One search per grid point: print and save the table (its answer, bracket and SLO metrics per point)."""
+    from simulator.search import ANSWERS, search_grid
 
-    from simulator.config import override
-    from simulator.search import parse_slos
-    from simulator.sweep import expand
-
-    slos = parse_slos(args.slo)
-    if searched in {s.split("=", 1)[0].strip() for s in args.set}:
-        raise ConfigError("--set", f"{searched} is the setting the search varies; leave it out")
-    rows = []
-    for point in expand(args.grid, [], 1, searched=searched, fixed=args.set) if args.grid else [{}]:
-        point.pop("seed", None)
-        r = search(args.set + [override(k, v) for k, v in point.items()], slos)
-        s = r["summary"]
-        rows.append(point | {answer: r[answer], below: r.get(below), "runs": r["runs"], "reason": r.get("reason")}
-                    | {k: s.get(k) for k in slos} | {"request_throughput": s.get("request_throughput")})
-    table = pd.DataFrame(rows)
+    table = search_grid(kind, args.scenario, args.set, args.slo, args.grid, **options)
+    answer, _, filename, _ = ANSWERS[kind]
     if args.out:
         out = Path(args.out)
         if out.exists() and not out.is_dir():
@@ -210,72 +197,17 @@ def _search_each_point(args, search, answer: str, below: str, filename: str, sea
 
 
 def cmd_search_max_rate(args) -> int:
-    from simulator.search import max_rate
-
-    return _search_each_point(args, lambda sets, slos: max_rate(args.scenario, sets, slos, args.low, args.high,
-                                                                args.tolerance),
-                              "max_rate", "fails_at", "max_rate.csv", "workload.arrival.rate")
+    return _search_each_point(args, "max-rate", low=args.low, high=args.high, tolerance=args.tolerance)
 
 
 def cmd_search_replicas(args) -> int:
-    from simulator.search import min_replicas
-
-    return _search_each_point(args, lambda sets, slos: min_replicas(args.scenario, sets, slos, args.rate, args.max),
-                              "replicas", "fails_with", "replicas.csv", "cluster.replicas")
-
-
-PLOT_COLUMNS = {  # what each table plot reads, beside --x and --by
-    "latency-vs-rate": ["median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms"],
-    "pareto": ["p99_tpot_ms", "output_throughput"],
-    "goodput": ["request_throughput"],
-    "capacity": ["max_rate"],
-}
+    return _search_each_point(args, "replicas", rate=args.rate, most=args.max)
 
 
 def cmd_plot(args) -> int:
-    from simulator import plots
-    from simulator.files import read_table
+    from simulator.plots import plot_results
 
-    src = Path(args.results)
-    if args.out and (args.out.endswith(("/", ".")) or Path(args.out).is_dir()):  # a folder: the plot goes in it
-        out = Path(args.out) / f"plot-{args.kind}"
-    else:
-        out = Path(args.out) if args.out else (src if src.is_dir() else src.parent) / f"plot-{args.kind}"
-    if args.kind == "timeline":
-        steps = src / "steps.parquet" if src.is_dir() else src
-        if not steps.is_file():
-            raise ConfigError("results", f"{steps} not found: give a run's output directory")
-        files = plots.timeline(read_table(steps, "results", ("start", "num_waiting", "num_running", "kv_usage", "num_preempted")), out, args.title or f"run {src}")
-    else:
-        name = {"capacity": "max_rate.csv"}.get(args.kind, "sweep.parquet")
-        table_path = src / name if src.is_dir() else src
-        if not table_path.is_file():
-            raise ConfigError("results", f"{table_path} not found: give a sweep (or search) output directory")
-        table = read_table(table_path, "results")
-        if "error" in table:
-            table = table[table["error"].isna()]
-        if not len(table):
-            raise ConfigError("results", f"{table_path} holds no successful runs to plot")
-        missing = [c for c in PLOT_COLUMNS[args.kind] if c not in table]
-        if missing:
-            raise ConfigError("results", f"{table_path} has no column {', '.join(missing)}: not a "
-                                         f"{'search max-rate' if args.kind == 'capacity' else 'sweep'} table")
-        x = args.x if args.kind in ("latency-vs-rate", "goodput") else None  # the kinds with a load axis
-        if x and args.by == x:
-            raise ConfigError("--by", f"{x!r} is the --x axis already: give another column to split the lines by")
-        for col in [c for c in (x, args.by) if c]:
-            if col not in table:
-                raise ConfigError("--x" if col == args.x else "--by", f"{col!r} is not a column of {table_path}")
-        if args.kind == "latency-vs-rate":
-            files = plots.latency_vs_rate(table, out, args.x, args.by)
-        elif args.kind == "pareto":
-            files = plots.pareto(table, out, by=args.by)
-        elif args.kind == "goodput":
-            if "request_goodput" not in table:
-                raise ConfigError("results", "no request_goodput column: the swept scenario needs workload.slo_classes")
-            files = plots.goodput_vs_rate(table, out, args.x, args.by)
-        else:
-            files = plots.capacity(table, out, args.by or table.columns[0])
+    files = plot_results(args.results, args.kind, args.out, args.x, args.by, args.title)
     print("written: " + ", ".join(str(f) for f in files))
     return 0
 
@@ -380,7 +312,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("plot", help="plots of a sweep, a search or one run (PNG and SVG)")
     pl.add_argument("results", help="a sweep or search output directory, or a run's output directory (timeline)")
-    pl.add_argument("--kind", required=True, choices=["latency-vs-rate", "pareto", "goodput", "timeline", "capacity"])
+    from simulator.plots import PLOT_KINDS
+
+    pl.add_argument("--kind", required=True, choices=PLOT_KINDS)
     pl.add_argument("--x", default="workload.arrival.rate", help="the load axis (sweep column)")
     pl.add_argument("--by", default=None, help="one line per value of this sweep column")
     pl.add_argument("--title")

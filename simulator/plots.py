@@ -194,3 +194,64 @@ def capacity(table, path, by: str):
     ax.set_title("Capacity per configuration")
     ax.grid(alpha=0.3, axis="y")
     return _figure(path, fig)
+
+
+PLOT_KINDS = ("latency-vs-rate", "pareto", "goodput", "timeline", "capacity")
+PLOT_COLUMNS = {  # what each table plot reads, beside x and by
+    "latency-vs-rate": ["median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms"],
+    "pareto": ["p99_tpot_ms", "output_throughput"],
+    "goodput": ["request_throughput"],
+    "capacity": ["max_rate"],
+}
+
+
+def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate", by: str | None = None,
+                 title: str | None = None) -> list[Path]:
+    """`servesim plot`: a results folder (a sweep's, a search's, or a run's for the timeline) to PNG and SVG;
+    out is a path without extension or a folder (default: beside the results)."""
+    from simulator.errors import ConfigError
+    from simulator.files import read_table
+
+    if kind not in PLOT_KINDS:
+        raise ConfigError("--kind", f"one of {', '.join(PLOT_KINDS)}, got {kind!r}")
+    src = Path(results)
+    out = str(out) if out is not None else None
+    if out and (out.endswith(("/", ".")) or Path(out).is_dir()):  # a folder: the plot goes in it
+        stem = Path(out) / f"plot-{kind}"
+    else:
+        stem = Path(out) if out else (src if src.is_dir() else src.parent) / f"plot-{kind}"
+    if kind == "timeline":
+        steps = src / "steps.parquet" if src.is_dir() else src
+        if not steps.is_file():
+            raise ConfigError("results", f"{steps} not found: give a run's output directory")
+        return timeline(read_table(steps, "results", ("start", "num_waiting", "num_running", "kv_usage",
+                                                      "num_preempted")), stem, title or f"run {src}")
+    name = {"capacity": "max_rate.csv"}.get(kind, "sweep.parquet")
+    table_path = src / name if src.is_dir() else src
+    if not table_path.is_file():
+        raise ConfigError("results", f"{table_path} not found: give a sweep (or search) output directory")
+    table = read_table(table_path, "results")
+    if "error" in table:
+        table = table[table["error"].isna()]
+    if not len(table):
+        raise ConfigError("results", f"{table_path} holds no successful runs to plot")
+    missing = [c for c in PLOT_COLUMNS[kind] if c not in table]
+    if missing:
+        raise ConfigError("results", f"{table_path} has no column {', '.join(missing)}: not a "
+                                     f"{'search max-rate' if kind == 'capacity' else 'sweep'} table")
+    load_axis = x if kind in ("latency-vs-rate", "goodput") else None  # the kinds with a load axis
+    if load_axis and by == load_axis:
+        raise ConfigError("--by", f"{load_axis!r} is the --x axis already: give another column to split the lines by")
+    for col in [c for c in (load_axis, by) if c]:
+        if col not in table:
+            raise ConfigError("--x" if col == x else "--by", f"{col!r} is not a column of {table_path}")
+    if kind == "latency-vs-rate":
+        return latency_vs_rate(table, stem, x, by)
+    if kind == "pareto":
+        return pareto(table, stem, by=by)
+    if kind == "goodput":
+        if "request_goodput" not in table:
+            raise ConfigError("results", "no request_goodput column: the swept scenario needs workload.slo_classes")
+        return goodput_vs_rate(table, stem, x, by)
+    return capacity(table, stem, by or table.columns[0])
+

@@ -159,3 +159,32 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     high, low, at_high, runs = _bisect(high, low, at_high, run, slos, lambda a, b: (a + b) // 2,
                                        lambda a, b: a - b <= 1, runs, 10**9)
     return {"replicas": high, "fails_with": low, "runs": runs, "summary": at_high}
+
+
+# kind -> (answer column, the bracket's other end, the CLI's table file, the setting the search varies)
+ANSWERS = {"max-rate": ("max_rate", "fails_at", "max_rate.csv", "workload.arrival.rate"),
+           "replicas": ("replicas", "fails_with", "replicas.csv", "cluster.replicas")}
+
+
+def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grids: list[str] | None = None,
+                **options):
+    """One search per point of the grids (`--grid key=v1,v2`): a table of one row each, with the answer, its
+    bracket, the runs it took, why it stopped short (`reason`) and the SLO metrics at the answer."""
+    import pandas as pd
+
+    from simulator.config import override
+    from simulator.sweep import expand
+
+    answer, below, _, searched = ANSWERS[kind]
+    search = max_rate if kind == "max-rate" else min_replicas
+    slos = parse_slos(slo_specs)
+    if searched in {s.split("=", 1)[0].strip() for s in sets}:
+        raise ConfigError("--set", f"{searched} is the setting the search varies; leave it out")
+    rows = []
+    for point in expand(grids, [], 1, searched=searched, fixed=sets) if grids else [{}]:
+        point.pop("seed", None)
+        r = search(scenario, sets + [override(k, v) for k, v in point.items()], slos, **options)
+        s = r["summary"]
+        rows.append(point | {answer: r[answer], below: r.get(below), "runs": r["runs"], "reason": r.get("reason")}
+                    | {k: s.get(k) for k in slos} | {"request_throughput": s.get("request_throughput")})
+    return pd.DataFrame(rows)

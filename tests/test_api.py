@@ -60,6 +60,8 @@ def test_sweep_gives_the_cli_table_and_reuses_its_runs(tmp_path, capsys):
     assert table["p99_ttft_ms"].tolist() == cli["p99_ttft_ms"].tolist()
     again = servesim.sweep(None, grid, SMALL, out=tmp_path / "api")
     pd.testing.assert_frame_equal(again, table)
+    files = servesim.plot(tmp_path / "api", "pareto", by="engine.max_num_seqs")
+    assert [f.name for f in files] == ["plot-pareto.png", "plot-pareto.svg"] and files[0].stat().st_size > 5000
 
 
 def test_searches_and_capacity(tmp_path):
@@ -90,6 +92,8 @@ def test_searches_and_capacity(tmp_path):
     (lambda: servesim.capacity(gpu_memory_utilization=2), "--gpu-memory-utilization"),
     (lambda: servesim.capacity(block_size=2.5), "--block-size"),
     (lambda: servesim.capacity(quantization="int3"), "--quantization"),
+    (lambda: servesim.plot("/nonexistent", "pareto"), "results"),
+    (lambda: servesim.plot("/nonexistent", "bars"), "--kind"),
 ])
 def test_bad_arguments_are_named(call, field, tmp_path):
     with pytest.raises(servesim.ConfigError) as e:
