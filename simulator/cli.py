@@ -1,4 +1,4 @@
-"""servesim command line: run, capacity, bench. Bad input: one line on stderr, exit code 2."""
+"""servesim command line: every `servesim` command. Bad input: one line on stderr, exit code 2."""
 
 from __future__ import annotations
 
