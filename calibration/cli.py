@@ -175,6 +175,11 @@ def cmd_compare_runs(args) -> int:
     reals, sim = list(args.runs), None
     if len(reals) > 1 and is_results_dir(reals[-1]):
         sim = reals.pop()
+        given = [flag for flag, value in (("--scenario", args.scenario), ("--set", args.set),
+                                          ("--profile", args.profile), ("--trace", args.trace)) if value]
+        for flag in given:  # they shape a simulation, and this one is given already
+            print(f"servesim: warning: {flag} has no effect: {sim} is the simulation compared (it ran with its own "
+                  f"settings)", file=sys.stderr)
     sets = list(args.set) + ([f"profile={args.profile}"] if args.profile else [])
     table, report = compare_runs(reals, sim, args.scenario, sets, args.tolerance, args.out, command=args.argv,
                                  trace=args.trace, hash_block_tokens=args.hash_block_tokens)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +59,7 @@ class RealRun:
     timeseries: pd.DataFrame | None = None  # t, running, waiting[, kv_cache_pct]
     sets: list[str] = field(default_factory=list)  # engine settings the run's own metadata records
     meta: dict = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # records read but not taken at face value (said on reading)
 
     @property
     def has_requests(self) -> bool:
@@ -172,6 +174,8 @@ def read_run(path: str | Path, name: str | None = None) -> RealRun:
     kind = detect(path)
     run = {"lifecycle": _read_lifecycle, "vllm-bench": _read_bench, "step-log": _read_step_log}[kind](path)
     run.name = name or run.name
+    for w in run.warnings:
+        print(f"servesim: warning: {path}: {w}", file=sys.stderr)
     return run
 
 
@@ -215,11 +219,18 @@ def _read_lifecycle(path: Path) -> RealRun:
     t0 = queued[0]
     specs = [RequestSpec(i, float(q - t0), int(p), int(o), max_tokens=int(o))
              for i, (p, o, q) in enumerate(zip(n_in, n_out, queued))]
+    # several tokens with no time between the first and the last: the client stamped them together (one chunk),
+    # which measures no time per output token: such a TPOT is unknown, not 0
+    stamped = (n_out > 1) & (last == first)
     with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(n_out > 1, (last - first) / np.maximum(n_out - 1, 1), np.nan)
+        tpot = np.where((n_out > 1) & ~stamped, (last - first) / np.maximum(n_out - 1, 1), np.nan)
     requests = _frame(specs, ttft=first - queued, tpot=tpot, e2el=last - queued, queue_time=sched - queued,
                       prefill=first - sched)
     run = RealRun(str(folder or path), folder or path, "lifecycle", specs, requests)
+    if stamped.any():
+        run.warnings.append(f"{int(stamped.sum()):,} record(s) have several output tokens but last_token_ts equal "
+                            f"to first_token_ts (up to {int(n_out[stamped].max()):,} tokens in no time): their "
+                            f"TPOT is left out of the real statistics")
     if folder is not None:
         _read_folder_meta(run, folder)
     return run

@@ -117,6 +117,9 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
     """Fit terms on `train` runs (scored on all their requests; with no held-out run, on the first 70% of
     each) and report the error on `held_out` runs (or the later 30%)."""
     terms = list(terms or DEFAULT_TERMS)
+    if any(not t.strip() for t in terms):
+        raise ConfigError("--terms", f"an empty term name in {','.join(terms)!r}: give names separated by commas, "
+                                     f"from {', '.join(TERMS)}")
     unknown = [t for t in terms if t not in TERMS]
     if unknown or not terms or len(set(terms)) != len(terms):
         raise ConfigError("--terms", f"unknown or repeated term(s) {', '.join(unknown) or terms}; known: "

@@ -43,7 +43,8 @@ class CapacityReport:
     pool_bytes: int
     pool_gib: float
     block_size: int
-    num_blocks: int
+    num_blocks: int  # vLLM's "# GPU blocks", its null block included
+    usable_blocks: int  # all but block 0, vLLM's null block, which no request holds
     max_model_len: int
     contiguous_bytes_per_request: int
     contiguous_requests: int
@@ -84,8 +85,9 @@ def capacity(
     blocks = num_blocks(pool_bytes, kv_bytes_per_token if layout is None else layout.page_bytes_per_token, block_size)
     contiguous_bytes = max_model_len * kv_bytes_per_token
     contiguous = pool_bytes // contiguous_bytes
+    usable = blocks - 1  # block 0 is vLLM's null block: the simulator's pool hands out the rest
     per_req = held(tokens_per_request)
-    paged = blocks // per_req
+    paged = usable // per_req
     extra = {}
     if shared_prefix_tokens is not None or private_tokens is not None:
         if shared_prefix_tokens is None or private_tokens is None:
@@ -99,7 +101,7 @@ def capacity(
             private_tokens=private_tokens,
             shared_prefix_blocks=prefix_blocks,
             private_blocks_per_request=private_blocks,
-            shared_prefix_requests=max(0, (blocks - prefix_blocks) // private_blocks),
+            shared_prefix_requests=max(0, (usable - prefix_blocks) // private_blocks),
         )
     return CapacityReport(
         model=model_name,
@@ -108,6 +110,7 @@ def capacity(
         pool_gib=pool_bytes / GIB,
         block_size=block_size,
         num_blocks=blocks,
+        usable_blocks=usable,
         max_model_len=max_model_len,
         contiguous_bytes_per_request=contiguous_bytes,
         contiguous_requests=contiguous,

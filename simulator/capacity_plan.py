@@ -54,7 +54,7 @@ class CapacityPlan:
         out = [f"{r.model}: {r.kv_bytes_per_token:,} B of KV cache per token{per}",
                f"KV pool{per}: {self.gpu_memory_gib:g} GiB x {self.gpu_memory_utilization:g} - "
                f"{self.weights_bytes / GIB:.2f} GiB weights = {r.pool_gib:.2f} GiB = {r.num_blocks:,} blocks of "
-               f"{r.block_size} tokens"
+               f"{r.block_size} tokens ({r.usable_blocks:,} usable: block 0 is vLLM's null block)"
                + (f" x {layout.group_layers} layers (hybrid KV cache: 1 full-attention group, {layout.local_groups} "
                   f"local, each holding its window)" if layout.local_groups else ""),
                f"contiguous, {r.max_model_len:,} tokens reserved each ({r.contiguous_bytes_per_request / GIB:.2f} "

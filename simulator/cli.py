@@ -76,6 +76,12 @@ def cmd_run(args) -> int:
     done = result.summary.get("completed", 0)
     idle = [] if done else [f"no request completed ({result.summary.get('failed', 0):,} rejected, "
                             f"{result.summary.get('unfinished', 0):,} unfinished): the metrics below are empty"]
+    limit = rs.scenario.simulation.max_sim_time_s
+    unsent = len(getattr(source, "specs", ())) - len(result.requests)
+    if limit is not None and (unsent > 0 or result.summary.get("unfinished")):
+        idle.append(f"simulation.max_sim_time_s={limit:g} ended the run: {result.summary.get('unfinished', 0):,} "
+                    f"request(s) unfinished (counted as `unfinished`, in no latency)"
+                    + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))
     for w in [*source.warnings, *result.summary.get("cost_model_warnings", []), *idle]:
         print(f"servesim: warning: {w}", file=sys.stderr)
     out = result.write(args.out)

@@ -29,7 +29,7 @@ from simulator.inert_settings import without_effect
 from simulator.local_attention import local_attention
 from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
 from simulator.preemption import PreemptionMode
-from simulator.rederive import at, digest, rederive
+from simulator.rederive import at, digest, rederive, timings_digest
 from simulator.scheduler import SchedulerSettings
 from simulator.speculation import SpeculationMethod
 from workloads import SyntheticWorkload, Workload
@@ -251,8 +251,11 @@ class ResolvedScenario:
         given |= {f"engine.{k}": None for k in ("max_num_batched_tokens", "max_num_seqs", "max_model_len",
                                                 "async_scheduling", "max_cudagraph_capture_size")
                   if k in d["engine"] and getattr(e, k) is None}
-        return {k: {"from": v, "digest": digest(at(d, k))} for k, v in given.items()
-                if v is not None or k not in ("model", "profile")}
+        out = {k: {"from": v, "digest": digest(at(d, k))} for k, v in given.items()
+               if v is not None or k not in ("model", "profile")}
+        if "profile" in out:
+            out["profile"]["timings"] = timings_digest(d["profile"])
+        return out
 
 
 def parse_scenario(data: dict | None) -> Scenario:
@@ -466,16 +469,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     pol = scenario.policies
     if (pol.admission.long_prompt_tokens is None) != (pol.admission.max_long_prefills is None):
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
-    if pol.static_batch_size and pol.batching != "static":
-        raise ConfigError("policies.static_batch_size", "only applies to policies.batching: static")
     local = local_attention(arch)
-    for warning in (selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs)):
-        # once a process, and only for a valid scenario
-        if warning and warning not in _WARNED:
-            import sys
-
-            _WARNED.add(warning)
-            print(warning, file=sys.stderr)
+    _say((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs)))
     scheduler = SchedulerSettings(
         max_num_batched_tokens=tokens, max_num_seqs=seqs, max_model_len=max_model_len,
         enable_chunked_prefill=e.enable_chunked_prefill, long_prefill_token_threshold=e.long_prefill_token_threshold,
@@ -485,6 +480,16 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
 
 
 _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once
+
+
+def _say(warnings) -> None:
+    """Each warning on stderr, once a process."""
+    import sys
+
+    for warning in warnings:
+        if warning and warning not in _WARNED:
+            _WARNED.add(warning)
+            print(warning, file=sys.stderr)
 
 
 
@@ -501,7 +506,9 @@ def scenario_of(data: dict, overrides: list[str] | None = None) -> Scenario:
     """A scenario mapping (what a scenario file holds) with its --set overrides, validated but not resolved."""
     if not isinstance(data, dict):
         raise ConfigError("scenario", f"must be a mapping of settings, not {type(data).__name__}")
-    data = rederive(data) if data else {}
+    notes: list[str] = []
+    data = rederive(data, notes) if data else {}
+    _say(notes)
     if overrides:
         data = apply_overrides(data, overrides)
     return parse_scenario(data)

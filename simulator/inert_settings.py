@@ -36,7 +36,14 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              (profile is not None and profile.overhead is None, e, "engine",
               ["enforce_eager", "async_scheduling", "max_cudagraph_capture_size"],
               f"profile {getattr(profile, 'name', '')} has no overhead terms (its step time is the engine's whole)")]
-    if p.static_batch_size and max_num_seqs and p.static_batch_size > max_num_seqs:
+    rules.append((p.batching != "static", p, "policies", ["static_batch_size"], f"policies.batching is {p.batching}"))
+    if p.queue != "priority" and p.preemption_victim != "lowest_priority":  # nothing else reads a priority
+        why = f"policies.queue is {p.queue} (only the priority queue and the lowest_priority victim read priorities)"
+        w = scenario.workload
+        rules.append((hasattr(w, "priorities"), w, "workload", ["priorities"], why))
+        rules += [(True, cls, f"workload.slo_classes.{name}", ["priority"], why)
+                  for name, cls in (getattr(w, "slo_classes", None) or {}).items()]
+    if p.batching == "static" and p.static_batch_size and max_num_seqs and p.static_batch_size > max_num_seqs:
         rules.append((True, p, "policies", ["static_batch_size"],
                       f"at most max_num_seqs ({max_num_seqs}) run at once, so batches are of {max_num_seqs}"))
     if a is not None:

@@ -23,7 +23,20 @@ def at(data: dict, key: str):
     return data
 
 
-def rederive(data: dict) -> dict:
+# what a profile says it describes, apart from its timings: editing only these (a `sed s/h200-sxm/a100-80gb/` over a
+# whole config.yaml) retargets the run, it does not make the H200's timings an A100's
+PROFILE_IDENTITY = ("name", "device", "gpu", "model", "dtype", "kv_cache_dtype", "tensor_parallel_size",
+                    "expert_parallel_size", "moe_routing", "source", "description")
+
+
+def timings_digest(profile) -> str | None:
+    """A digest of a profile's content less its identity fields (None for a profile given by name)."""
+    if not isinstance(profile, dict):
+        return None
+    return digest({k: v for k, v in profile.items() if k not in PROFILE_IDENTITY})
+
+
+def rederive(data: dict, notes: list[str] | None = None) -> dict:
     """A resolved configuration read back (a run's config.yaml, `servesim config`'s output): every value servesim
     derived and nobody edited since goes back to what the scenario said (unset, auto, the model's name), so it is
     derived again from the settings as they are now. Unchanged settings derive the same values: the run repeats."""
@@ -32,8 +45,14 @@ def rederive(data: dict) -> dict:
         return data
     data = copy.deepcopy(data)
     for key, entry in derived.items():
-        if not (isinstance(entry, dict) and isinstance(key, str)) or digest(at(data, key)) != entry.get("digest"):
-            continue  # edited by hand (or not ours): what the file says stands
+        if not (isinstance(entry, dict) and isinstance(key, str)):
+            continue  # not ours
+        if digest(at(data, key)) != entry.get("digest"):
+            if entry.get("timings") is None or timings_digest(at(data, key)) != entry["timings"]:
+                continue  # edited by hand: what the file says stands
+            if notes is not None:
+                notes.append(f"servesim: warning: {key}: only what it describes (its gpu, model, ...) was edited, "
+                             f"not its timings; derived again for the deployment as it is now")
         *parents, last = key.split(".")
         node = data
         for p in parents:

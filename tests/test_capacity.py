@@ -112,7 +112,7 @@ def test_a_partial_shared_block_is_not_shared(capsys):
                  "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert (d["shared_prefix_blocks"], d["private_blocks_per_request"]) == (0, 1)
-    assert d["shared_prefix_requests"] == d["num_blocks"]
+    assert d["shared_prefix_requests"] == d["usable_blocks"] == d["num_blocks"] - 1  # block 0: the null block
 
 
 def test_the_readme_capacity_example_prints_what_the_readme_shows(capsys):
@@ -138,3 +138,15 @@ def test_the_readme_capacity_example_prints_what_the_readme_shows(capsys):
 def test_a_capacity_flag_that_others_override_is_named(capsys, args, flag):
     assert main(["capacity"] + args) == 0
     assert f"servesim: warning: {flag} has no effect" in capsys.readouterr().err
+
+
+def test_the_calculator_counts_the_blocks_a_run_can_use(capsys):
+    """Block 0 is vLLM's null block: the calculator's one-block requests are the simulator's usable blocks (it
+    counted one more)."""
+    from simulator.config import load
+
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--tokens-per-request", "16",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    rs = load(None, [])
+    assert d["num_blocks"] == rs.num_gpu_blocks and d["paged_requests"] == rs.num_gpu_blocks - 1

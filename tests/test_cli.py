@@ -208,6 +208,28 @@ def test_a_resolved_config_read_back_derives_again_what_other_settings_change(tm
     assert load(str(cfg), ["hardware.gpu=h100-sxm"]).hardware.memory_gib == 100.0
 
 
+def test_a_gpu_replaced_throughout_a_config_retargets_its_profile(tmp_path, capsys):
+    """`sed s/h200-sxm/a100-80gb/` over a config.yaml also rewrites its profile's `gpu` field: that edit of what the
+    profile describes (not of its timings) derives the A100's profile, as --set hardware.gpu does; it kept the
+    H200's timings on the A100 (TPOT 3x too fast, exit 0). A profile whose timings were edited stands."""
+    import yaml
+
+    from simulator import config
+    from simulator.config import load
+
+    text = yaml.safe_dump(load(None, ["workload.num_requests=20"]).as_dict(), sort_keys=False)
+    cfg = tmp_path / "x.yaml"
+    cfg.write_text(text.replace("h200-sxm", "a100-80gb"))
+    config._WARNED.clear()
+    moved = load(str(cfg))
+    assert moved.profile.name == load(None, ["hardware.gpu=a100-80gb"]).profile.name != "h200-llama-3.1-8b-bf16-tp1"
+    assert "only what it describes" in capsys.readouterr().err
+    d = yaml.safe_load(text)
+    d["profile"]["coefficients"]["per_seq_ms"] *= 2  # the timings edited by hand: the profile stands
+    cfg.write_text(yaml.safe_dump(d, sort_keys=False))
+    assert load(str(cfg)).profile.coefficients["per_seq_ms"] == d["profile"]["coefficients"]["per_seq_ms"]
+
+
 def test_workload_describe_takes_a_lengths_only_file(tmp_path, capsys):
     """A length-statistics CSV has no arrival times: describe gives its rows and percentiles, no duration or rate."""
     f = tmp_path / "stats.csv"
@@ -230,3 +252,15 @@ def test_a_failed_command_leaves_no_empty_results_folder(tmp_path, capsys):
     assert there.is_dir()
     assert main(["run", "--set", "workload.num_requests=2", "--out", str(tmp_path / "ok"), "--quiet"]) == 0
     assert (tmp_path / "ok" / "summary.json").is_file()
+
+
+def test_a_run_cut_by_max_sim_time_says_what_it_left_out(tmp_path, capsys):
+    """The header says 100 requests; a run ended at 2 s had simulated 14 of them: said, with how many of each."""
+    import pandas as pd
+
+    assert main(["run", "--set", "workload.num_requests=100", "--set", "simulation.max_sim_time_s=2",
+                 "--out", str(tmp_path), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    rows = len(pd.read_parquet(tmp_path / "requests.parquet"))
+    unfinished = json.loads((tmp_path / "summary.json").read_text())["unfinished"]
+    assert f"{unfinished:,} request(s) unfinished" in err and f"{100 - rows:,} never arrived" in err and rows < 100

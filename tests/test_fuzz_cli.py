@@ -396,6 +396,8 @@ def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_pat
     ("engine.enforce_eager=true", "profile teaching has no overhead terms"),
     ("policies.static_batch_size=4", "at most max_num_seqs (2) run at once"),
     ("speculative.acceptance_rate=0.4", "speculative.acceptance_distribution gives the acceptances"),
+    ("policies.static_batch_size=8", "policies.batching is continuous"),
+    ("workload.priorities=[0, 1, 2]", "policies.queue is fcfs (only the priority queue"),
 ])
 def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, why):
     """Said, not refused: a sweep across the setting that gives it effect (method=none,fixed) runs every point."""
@@ -411,6 +413,18 @@ def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, 
            .get(setting.split("process: ")[-1].split(",")[0], key)}.get(key, key)
     err = capsys.readouterr().err
     assert f"servesim: warning: {key} has no effect: " in err and why in err
+
+
+def test_priorities_are_said_unread_unless_a_queue_or_victim_reads_them(capsys):
+    from simulator import config
+
+    classes = "workload.slo_classes={gold: {priority: 0, ttft_ms: 500}, bronze: {priority: 5}}"
+    for extra, said in (([], True), (["policies.queue=priority"], False),
+                        (["policies.preemption_victim=lowest_priority"], False), (["policies.queue=sjf"], True)):
+        config._WARNED.clear()
+        config.load(None, ["profile=teaching", classes] + extra)
+        err = capsys.readouterr().err
+        assert ("workload.slo_classes.bronze.priority has no effect" in err) == said, extra
 
 
 def test_the_default_and_every_shipped_scenario_warn_of_nothing(capsys):

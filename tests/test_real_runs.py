@@ -183,6 +183,13 @@ def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys):
     real = write_lifecycle(result, tmp_path / "requests.jsonl")
     result.write(tmp_path / "sim")
     assert main(["compare", str(real), str(tmp_path / "sim"), "--out", str(tmp_path / "o")]) == 0
+    assert "has no effect" not in capsys.readouterr().err
+    # what shapes a simulation does nothing when the simulation is given: said, and the table is the same
+    assert main(["compare", str(real), str(tmp_path / "sim"), "--out", str(tmp_path / "o0"), "--set",
+                 "engine.max_num_seqs=4", "--profile", "teaching"]) == 0
+    err = capsys.readouterr().err
+    assert "--set has no effect" in err and "--profile has no effect" in err and "--scenario" not in err
+    assert (tmp_path / "o0" / "table.csv").read_text() == (tmp_path / "o" / "table.csv").read_text()
     _, other = _simulated(["workload.num_requests=7"])  # another workload's simulation is refused, not compared
     other.write(tmp_path / "other")
     assert main(["compare", str(real), str(tmp_path / "other"), "--out", str(tmp_path / "o1")]) == 2
@@ -233,6 +240,8 @@ def test_data_that_cannot_identify_the_terms_is_refused(tmp_path, capsys):
         fit_serving([read_run(path)], [], None, DEPLOY)
     with pytest.raises(ConfigError, match="unknown or repeated term"):
         fit_serving([read_run(tmp_path / "one-length.jsonl")], [], None, DEPLOY, ["nope"])
+    with pytest.raises(ConfigError, match="an empty term name in ','"):  # `--terms ,`
+        fit_serving([read_run(tmp_path / "one-length.jsonl")], [], None, DEPLOY, ["", ""])
 
 
 def test_damaged_metadata_and_results_folders_are_refused(tmp_path, capsys):
@@ -323,3 +332,21 @@ def test_a_statistic_that_is_zero_in_both_runs_is_a_match():
     assert failures(t, 0.1).empty
     t = comparison_table(reals, {"mean_queue_time_ms": 5.0, "mean_ttft_ms": 20.0})  # zero against not zero: a miss
     assert failures(t, 0.1)["metric"].str.contains("queue").all() and len(failures(t, 0.1)) == 1
+
+
+def test_many_tokens_stamped_at_once_are_no_tpot(tmp_path, capsys):
+    """769 output tokens with last_token_ts == first_token_ts measure no time per token: that TPOT is left out
+    (it counted as 0 ms and pulled the real mean down), and reading the run says so."""
+    _, result = _simulated()
+    path = write_lifecycle(result, tmp_path / "requests.jsonl")
+    lines = path.read_text().splitlines()
+    row = json.loads(lines[4])
+    row["output_toks"], row["last_token_ts"] = 769, row["first_token_ts"]
+    lines[4] = json.dumps(row)
+    path.write_text("\n".join(lines) + "\n")
+    before = read_run(write_lifecycle(result, tmp_path / "clean.jsonl")).requests["tpot"]
+    capsys.readouterr()
+    run = read_run(path)
+    assert "1 record(s) have several output tokens but last_token_ts equal to first_token_ts" in capsys.readouterr().err
+    rid = run.requests["tpot"].isna()
+    assert rid.sum() == before.isna().sum() + 1

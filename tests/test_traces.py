@@ -414,3 +414,21 @@ def test_content_id_options_that_find_no_ids_say_so(tmp_path):
     src = TraceWorkload(type="trace", path=str(own), use_hash_ids=False).source(0)
     assert all(s.prefix_ids == () for s in src.specs)
     assert all(len(s.prefix_ids) == 2 for s in TraceWorkload(type="trace", path=str(own)).source(0).specs)
+
+
+def test_class_weights_on_a_trace_that_records_every_class_are_said_unused(tmp_path):
+    """A written workload records each row's SLO class, so replaying it draws none: weights (and priorities to
+    draw) change nothing, and the replay says so."""
+    from simulator.config import load
+    from workloads.trace_workload import TraceWorkload
+    from workloads.traces import write_jsonl
+
+    rs = load(None, ["workload.num_requests=20", "workload.slo_classes={gold: {ttft_ms: 100}, bronze: {}}"])
+    f = write_jsonl(rs.scenario.workload.source(0, rs.max_model_len).initial(), tmp_path / "w.jsonl")
+    classes = {"gold": {"ttft_ms": 100, "weight": 5}, "bronze": {"ttft_ms": 1000}}
+    src = TraceWorkload(type="trace", path=str(f), slo_classes=classes, priorities=[0, 1]).source(0)
+    said = " ".join(src.warnings)
+    assert "workload.slo_classes.gold.weight has no effect" in said and "workload.priorities has no effect" in said
+    assert "bronze.weight" not in said
+    plain = TraceWorkload(type="trace", path=str(f), slo_classes={"gold": {"ttft_ms": 100}, "bronze": {}}).source(0)
+    assert [s.slo_class for s in src.specs] == [s.slo_class for s in plain.specs]

@@ -41,9 +41,15 @@ class TraceWorkload(_Classes):
             if exc.field in type(self).model_fields:
                 raise ConfigError(f"workload.{exc.field}", exc.message) from None
             raise
-        if self.priorities or self.slo_classes:
-            specs = self._with_classes(specs, seed)
         warnings = self._inert_options(info)
+        if self.priorities or self.slo_classes:
+            if self.slo_classes and specs and all(s.slo_class is not None for s in specs):
+                # every row keeps its recorded class (and priority): nothing is drawn
+                unused = [f"workload.slo_classes.{c}.weight" for c, v in self.slo_classes.items() if v.weight != 1.0]
+                unused += ["workload.priorities"] if self.priorities else []
+                warnings += tuple(f"{u} has no effect: every row of {self.path} records its "
+                                  f"SLO class, so none is drawn" for u in unused)
+            specs = self._with_classes(specs, seed)
         if not self.slo_classes and (recorded := sorted({s.slo_class for s in specs if s.slo_class is not None})):
             warnings += (f"{self.path} records SLO class(es) {', '.join(recorded)}, but workload.slo_classes gives "
                         f"them no targets: goodput is not computed",)
