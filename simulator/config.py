@@ -392,11 +392,9 @@ def check_max_model_len(arch: ModelArchitecture, value: int | None, field: str) 
     return value or arch.max_position_embeddings
 
 
-def resolve(scenario: Scenario) -> ResolvedScenario:
-    from simulator.profile_select import select_profile
-
+def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int, int | None]:
+    """Tensor, data and expert parallel sizes (ep None: experts split by TP only), and what is not modelled."""
     e = scenario.engine
-    arch = with_formats(load_model(scenario.model), e.quantization, e.kv_cache_dtype)
     tp = e.tensor_parallel_size
     check_tensor_parallel(arch, tp, "engine.tensor_parallel_size")
     if e.pipeline_parallel_size > 1:
@@ -415,20 +413,11 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if dp > 1 and scenario.cluster.prefill_replicas:
         raise ConfigError("engine.data_parallel_size", "data parallel ranks with prefill/decode disaggregation "
                                                        "(cluster.prefill_replicas) are not modelled")
-    h = scenario.hardware
-    hw = load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
-                       bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
-                       host_link_gbps=h.host_link_gbps,
-                       gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
-    if not e.num_gpu_blocks_override and (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
-        raise err
-    check_formats(arch, hw, e.quantization)
-    routing = scenario.moe.routing
-    if "moe" in scenario.model_fields_set and not arch.is_moe:
-        raise ConfigError("moe.routing", f"{arch.name} is a dense model: it has no router")
-    selection = select_profile(scenario.profile, arch, h.gpu, hw, tp, ep, routing)
-    profile = selection.profile
-    max_model_len = check_max_model_len(arch, e.max_model_len, "engine.max_model_len")
+    return tp, dp, ep
+
+
+def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, int]:
+    """max_num_batched_tokens and max_num_seqs: the settings, else vLLM's defaults for the device and context."""
     tokens, seqs = usage_context_defaults(hw, e.usage_context)
     if not e.enable_chunked_prefill:
         tokens = max(max_model_len, tokens)
@@ -437,8 +426,14 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if not e.enable_chunked_prefill and tokens < max_model_len:
         raise ConfigError("engine.max_num_batched_tokens",
                           f"{tokens} is smaller than max_model_len ({max_model_len}) with chunked prefill off")
+    return tokens, seqs
 
-    layout = kv_layout(arch, tp, e.disable_hybrid_kv_cache_manager)
+
+def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout: KVLayout, tp: int, ep: int | None,
+               tokens: int, max_model_len: int) -> tuple[int, int | None]:
+    """The KV pool of each engine, in blocks (and bytes; None when num_gpu_blocks_override fixes it), as vLLM
+    sizes it, refused where vLLM would not start."""
+    e = scenario.engine
     pool = None
     if e.num_gpu_blocks_override:
         blocks = e.num_gpu_blocks_override
@@ -458,6 +453,33 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError(field, f"the KV pool ({blocks - 1} usable blocks of {e.block_size} tokens) cannot hold one "
                                  f"request of max_model_len={max_model_len} ({need} blocks); lower engine.max_model_len "
                                  f"or give the cache more memory")
+    return blocks, pool
+
+
+def resolve(scenario: Scenario) -> ResolvedScenario:
+    """Every value a run needs, concrete: the model and GPU by name, the profile `auto` picks, budgets, KV pool."""
+    from simulator.profile_select import select_profile
+
+    e = scenario.engine
+    arch = with_formats(load_model(scenario.model), e.quantization, e.kv_cache_dtype)
+    tp, dp, ep = _parallelism(scenario, arch)
+    h = scenario.hardware
+    hw = load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
+                       bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
+                       host_link_gbps=h.host_link_gbps,
+                       gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
+    if not e.num_gpu_blocks_override and (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
+        raise err
+    check_formats(arch, hw, e.quantization)
+    routing = scenario.moe.routing
+    if "moe" in scenario.model_fields_set and not arch.is_moe:
+        raise ConfigError("moe.routing", f"{arch.name} is a dense model: it has no router")
+    selection = select_profile(scenario.profile, arch, h.gpu, hw, tp, ep, routing)
+    profile = selection.profile
+    max_model_len = check_max_model_len(arch, e.max_model_len, "engine.max_model_len")
+    tokens, seqs = _budgets(e, hw, max_model_len)
+    layout = kv_layout(arch, tp, e.disable_hybrid_kv_cache_manager)
+    blocks, pool = _kv_blocks(scenario, arch, hw, layout, tp, ep, tokens, max_model_len)
     async_scheduling = True if e.async_scheduling is None else e.async_scheduling
     sp = scenario.speculative
     decode_query_len = 1 + (sp.num_speculative_tokens if sp.method != "none" else 0)  # tokens a decode schedules

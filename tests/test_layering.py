@@ -60,3 +60,16 @@ def test_only_the_cli_imports_the_cli():
     users = [p for pkg in ("simulator", "workloads", "policies", "servesim", "calibration") for p in modules(pkg)
              if "simulator.cli" in imports(p, False) and p.name != "cli.py"]
     assert [str(p.relative_to(ROOT)) for p in users] == []
+
+
+def test_derived_settings_are_read_resolved_not_raw():
+    """engine.max_num_seqs and the other values resolve derives may be None in the scenario: code outside
+    config.py reads ResolvedScenario's (rs.max_num_seqs), never the raw field beside it."""
+    import re
+
+    raw = re.compile(r"\.engine\.(max_num_seqs|max_num_batched_tokens|max_model_len|async_scheduling|"
+                     r"max_cudagraph_capture_size)\b|\bprofile\s*==\s*['\"]auto")
+    found = [f"{p.relative_to(ROOT)}:{i}" for pkg in ("simulator", "calibration", "servesim") for p in modules(pkg)
+             if p.name != "config.py" for i, line in enumerate(p.read_text().splitlines(), 1)
+             if raw.search(line.split("#")[0])]
+    assert found == []
