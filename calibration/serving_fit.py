@@ -112,11 +112,7 @@ def _window_stats(run: RealRun, requests, itls, part: str | None) -> dict:
     return request_summary(requests[mask.to_numpy()], None)
 
 
-def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | None, sets: list[str] | None,
-                terms: list[str] | None = None, max_evals: int = 60, progress=None) -> ServingFit:
-    """Fit terms on `train` runs (scored on all their requests; with no held-out run, on the first 70% of
-    each) and report the error on `held_out` runs (or the later 30%)."""
-    terms = list(terms or DEFAULT_TERMS)
+def _checked_inputs(train: list[RealRun], held_out: list[RealRun], terms: list[str], max_evals) -> list[str]:
     if any(not t.strip() for t in terms):
         raise ConfigError("--terms", f"an empty term name in {','.join(terms)!r}: give names separated by commas, "
                                      f"from {', '.join(TERMS)}")
@@ -131,6 +127,62 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
     same = {str(r.path.resolve()) for r in train} & {str(r.path.resolve()) for r in held_out}
     if same:
         raise ConfigError("--held-out", f"{', '.join(sorted(same))} is also fitted on: a held-out run must be unseen")
+    return terms
+
+
+def _held_out_error(train: list[RealRun], held_out: list[RealRun], results: list) -> tuple[dict, pd.DataFrame]:
+    """The fitted terms' error where the fit did not look: the held-out runs, else each run's later requests."""
+    if held_out:
+        test = [(r.name, _quantiles(r.summary()), _quantiles(request_summary(x.requests, x.itls)))
+                for r, x in zip(held_out, results[len(train):])]
+        what = "held-out run(s) " + ", ".join(r.name for r in held_out)
+    else:
+        test = [(r.name, _quantiles(_window_stats(r, r.requests, None, "test")),
+                 _quantiles(_window_stats(r, x.requests, None, "test"))) for r, x in zip(train, results)]
+        what = f"the later {1 - TRAIN_FRACTION:.0%} of each run's requests (the fit scored the first {TRAIN_FRACTION:.0%})"
+    test_err = np.abs(np.concatenate([_errors(real, sim) for _, real, sim in test]))
+    table = pd.DataFrame([{"run": name, "statistic": k, "real": v, "sim": sim[k], "error": (sim[k] - v) / v}
+                          for name, real, sim in test for k, v in real.items()
+                          if v and v > 0 and sim.get(k) is not None])
+    held = {"mape": float(test_err.mean()), "p90_ape": float(np.percentile(test_err, 90)),
+            "max_ape": float(test_err.max()), "points": int(test_err.size), "what": what}
+    return held, table
+
+
+def _describe_fit(fitted: dict, rs0, train: list[RealRun], held_out: list[RealRun], best: dict, start: dict,
+                  evaluations: int, held: dict, train_err: np.ndarray, results: list) -> dict:
+    """The fitted profile's record: where it came from, its error in and out of sample, the batches it saw."""
+    steps = [x.steps for x in results]
+    shape = {"max_tokens": int(max(s["scheduled_tokens"].max() for s in steps)),
+             "max_seqs": int(max(s["num_seqs"].max() for s in steps)),
+             "max_decode_context_tokens": int(max(s["decode_context_tokens"].max() for s in steps))}
+    versions = sorted({str(r.meta.get("vllm_version")) for r in train if r.meta.get("vllm_version")})
+    fitted.update({
+        "name": f"{rs0.profile.name}-fitted",
+        "source": f"fitted by simulation to {sum(len(r.specs) for r in train):,} requests of "
+                  f"{', '.join(r.name for r in train)}: {', '.join(f'{k}={v:g}' for k, v in best.items())} "
+                  f"on {rs0.cost_model_source or rs0.profile.name}",
+        "model": rs0.arch.name, "dtype": rs0.arch.dtype, "gpu": rs0.scenario.hardware.gpu,
+        "tensor_parallel_size": rs0.scenario.engine.tensor_parallel_size,
+        "engine_version": f"vLLM {', '.join(versions)}" if versions else None,
+        "held_out_error": {k: (round(v, 5) if isinstance(v, float) else v) for k, v in held.items()}
+        | {"train_mape": round(float(np.abs(train_err).mean()), 5), "train_points": int(train_err.size)},
+        "tolerance": round(max(0.10, 2 * held["p90_ape"]), 4),
+        "shape_range": shape,
+        "fitted": {"method": "Nelder-Mead on simulated TTFT/TPOT/ITL/E2EL/prefill quantiles (p50, p90, p99)",
+                   "terms": best, "start": start, "evaluations": evaluations,
+                   "runs": [str(r.path) for r in train], "held_out_runs": [str(r.path) for r in held_out]},
+    })
+    if not fitted.get("device") or fitted["device"] in ("from-scenario", "any"):
+        fitted["device"] = getattr(rs0.hardware, "name", None) or rs0.scenario.hardware.gpu
+    return {k: v for k, v in fitted.items() if v is not None}
+
+
+def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | None, sets: list[str] | None,
+                terms: list[str] | None = None, max_evals: int = 60, progress=None) -> ServingFit:
+    """Fit terms on `train` runs (scored on all their requests; with no held-out run, on the first 70% of
+    each) and report the error on `held_out` runs (or the later 30%)."""
+    terms = _checked_inputs(train, held_out, list(terms or DEFAULT_TERMS), max_evals)
     t_start = time.monotonic()
     # every run keeps its own starting profile (its GPU, model, TP); the terms are shared
     resolved = [resolve_run(r, scenario, sets) for r in train + held_out]
@@ -183,44 +235,8 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
     train_err = np.concatenate([
         _errors(real, _quantiles(_window_stats(r, res_.requests, res_.itls if window is None else None, window)))
         for r, real, res_ in zip(train, reals, results)])
-    if held_out:
-        test = [(r.name, _quantiles(r.summary()), _quantiles(request_summary(x.requests, x.itls)))
-                for r, x in zip(held_out, results[len(train):])]
-        what = "held-out run(s) " + ", ".join(r.name for r in held_out)
-    else:
-        test = [(r.name, _quantiles(_window_stats(r, r.requests, None, "test")),
-                 _quantiles(_window_stats(r, x.requests, None, "test"))) for r, x in zip(train, results)]
-        what = f"the later {1 - TRAIN_FRACTION:.0%} of each run's requests (the fit scored the first {TRAIN_FRACTION:.0%})"
-    test_err = np.abs(np.concatenate([_errors(real, sim) for _, real, sim in test]))
-    table = pd.DataFrame([{"run": name, "statistic": k, "real": v, "sim": sim[k], "error": (sim[k] - v) / v}
-                          for name, real, sim in test for k, v in real.items()
-                          if v and v > 0 and sim.get(k) is not None])
-    steps = [x.steps for x in results]
-    shape = {"max_tokens": int(max(s["scheduled_tokens"].max() for s in steps)),
-             "max_seqs": int(max(s["num_seqs"].max() for s in steps)),
-             "max_decode_context_tokens": int(max(s["decode_context_tokens"].max() for s in steps))}
-    held = {"mape": float(test_err.mean()), "p90_ape": float(np.percentile(test_err, 90)),
-            "max_ape": float(test_err.max()), "points": int(test_err.size), "what": what}
-    versions = sorted({str(r.meta.get("vllm_version")) for r in train if r.meta.get("vllm_version")})
-    fitted.update({
-        "name": f"{rs0.profile.name}-fitted",
-        "source": f"fitted by simulation to {sum(len(r.specs) for r in train):,} requests of "
-                  f"{', '.join(r.name for r in train)}: {', '.join(f'{k}={v:g}' for k, v in best.items())} "
-                  f"on {rs0.cost_model_source or rs0.profile.name}",
-        "model": rs0.arch.name, "dtype": rs0.arch.dtype, "gpu": rs0.scenario.hardware.gpu,
-        "tensor_parallel_size": rs0.scenario.engine.tensor_parallel_size,
-        "engine_version": f"vLLM {', '.join(versions)}" if versions else None,
-        "held_out_error": {k: (round(v, 5) if isinstance(v, float) else v) for k, v in held.items()}
-        | {"train_mape": round(float(np.abs(train_err).mean()), 5), "train_points": int(train_err.size)},
-        "tolerance": round(max(0.10, 2 * held["p90_ape"]), 4),
-        "shape_range": shape,
-        "fitted": {"method": "Nelder-Mead on simulated TTFT/TPOT/ITL/E2EL/prefill quantiles (p50, p90, p99)",
-                   "terms": best, "start": start, "evaluations": evals[0],
-                   "runs": [str(r.path) for r in train], "held_out_runs": [str(r.path) for r in held_out]},
-    })
-    if not fitted.get("device") or fitted["device"] in ("from-scenario", "any"):
-        fitted["device"] = getattr(rs0.hardware, "name", None) or rs0.scenario.hardware.gpu
-    fitted = {k: v for k, v in fitted.items() if v is not None}
+    held, table = _held_out_error(train, held_out, results)
+    fitted = _describe_fit(fitted, rs0, train, held_out, best, start, evals[0], held, train_err, results)
     return ServingFit(fitted, best, start, float(np.abs(train_err).mean()), held, evals[0],
                       round(time.monotonic() - t_start, 1), results[len(train):], table)
 
