@@ -1,4 +1,5 @@
-"""The run's picture: TTFT and inter-token-latency distributions."""
+"""Pictures: a run's TTFT and inter-token-latency distributions and its timeline; a sweep's latency against load,
+Pareto front and goodput; a search's capacity per configuration (`plot_results` reads a results folder for them)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""`servesim search max-rate`: the highest arrival rate that still meets every SLO, by bisection.
+"""`servesim search`: the highest arrival rate (max-rate) or the fewest replicas (replicas) that still meets
+every SLO, by bisection, once per grid point (search_grid).
 
-Latency grows with load but not smoothly at every seed, so the search keeps an invariant
-rather than trusting monotonicity: `low` is a measured rate that meets the SLOs and `high`
-one that does not; it stops when they are within the tolerance.
+Latency grows with load but not smoothly at every seed, so a search keeps an invariant
+rather than trusting monotonicity: `low` is a measured value that meets the SLOs and `high`
+one that does not (for replicas, the other way round); it stops when they are within the tolerance.
 """
 
 from __future__ import annotations
