@@ -81,7 +81,12 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
     """One run, as `servesim run`: `.summary` (vLLM's benchmark names), `.requests` and `.steps` (pandas), `.itls`;
     `.write(folder)` saves what the CLI saves. `requests` replaces the scenario's workload."""
     from simulator.engine import simulate as run
+    from workloads.spec import checked_specs
 
+    if requests is not None and not isinstance(requests, RequestSource):
+        if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
+            raise ConfigError("requests", f"a list of RequestSpec (or a RequestSource), got {type(requests).__name__}")
+        requests = checked_specs(requests)
     return run(resolve(scenario, overrides), requests)
 
 

@@ -39,6 +39,13 @@ def test_requests_replace_the_workload():
     specs = [servesim.RequestSpec(i, 0.1 * i, 100 + i, 5) for i in range(10)]
     run = servesim.simulate(None, requests=specs)
     assert run.summary["completed"] == 10 and run.requests["prompt_tokens"].tolist() == [100 + i for i in range(10)]
+    import numpy as np  # numbers from a numpy array or a DataFrame are numbers
+
+    np_specs = [servesim.RequestSpec(np.int64(i), np.float64(0.1 * i), np.int64(100 + i), np.int64(5),
+                                     prefix_ids=[np.int64(7)], prefix_block_tokens=16) for i in range(10)]
+    again = servesim.simulate(None, requests=np_specs)
+    assert again.summary["completed"] == 10 and again.requests["prompt_tokens"].tolist() == \
+        run.requests["prompt_tokens"].tolist()
 
 
 @settings(max_examples=60, deadline=None)
@@ -92,6 +99,17 @@ def test_searches_and_capacity(tmp_path):
     (lambda: servesim.capacity(gpu_memory_utilization=2), "--gpu-memory-utilization"),
     (lambda: servesim.capacity(block_size=2.5), "--block-size"),
     (lambda: servesim.capacity(quantization="int3"), "--quantization"),
+    (lambda: servesim.simulate(None, requests=[servesim.RequestSpec(0, float("nan"), 10, 5)]),
+     "requests[0].arrival_time"),
+    (lambda: servesim.simulate(None, requests=[servesim.RequestSpec(0, -1.0, 10, 5)]), "requests[0].arrival_time"),
+    (lambda: servesim.simulate(None, requests=[servesim.RequestSpec(0, 0.0, 0, 5)]), "requests[0].prompt_tokens"),
+    (lambda: servesim.simulate(None, requests=[servesim.RequestSpec(0, 0.0, 9.5, 5)]), "requests[0].prompt_tokens"),
+    (lambda: servesim.simulate(None, requests=[servesim.RequestSpec(0, 0.0, 9, 5), servesim.RequestSpec(0, 1.0, 9, 5)]),
+     "requests[1].request_id"),
+    (lambda: servesim.simulate(None, requests=[servesim.RequestSpec(0, 0.0, 9, 5, prefix_ids=(1, 2))]),
+     "requests[0].prefix_block_tokens"),
+    (lambda: servesim.simulate(None, requests=[{"prompt_tokens": 5}]), "requests[0]"),
+    (lambda: servesim.simulate(None, requests="trace.jsonl"), "requests"),
     (lambda: servesim.plot("/nonexistent", "pareto"), "results"),
     (lambda: servesim.plot("/nonexistent", "bars"), "--kind"),
 ])

@@ -36,3 +36,56 @@ class RequestSpec:
     @property
     def output_limit(self) -> int:
         return self.max_tokens if self.max_tokens is not None else self.output_tokens
+
+
+def checked_specs(specs, where: str = "requests") -> list[RequestSpec]:
+    """Requests built by hand (the Python API's `requests=`): every field in range, ids unique, as the trace readers
+    ensure for a file; else one ConfigError naming the request and field (a nan arrival ran with nan latencies, a
+    negative one crashed the clock, a 0-token prompt "finished")."""
+    import math
+    from dataclasses import replace
+
+    from simulator.errors import ConfigError
+    from workloads.settings import MAX_INT, MAX_SECONDS, MAX_TOKENS
+
+    def integer(v) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) or type(v).__module__ == "numpy" and \
+            getattr(v, "dtype", None) is not None and v.dtype.kind in "iu"
+
+    out, seen = [], set()
+    for i, s in enumerate(specs):
+        at = f"{where}[{i}]"
+        if not isinstance(s, RequestSpec):
+            raise ConfigError(at, f"must be a RequestSpec, got {type(s).__name__}")
+
+        def bad(name: str, want: str):
+            raise ConfigError(f"{at}.{name}", f"must be {want}, got {getattr(s, name)!r:.60}")
+
+        if not integer(s.request_id) or abs(s.request_id) > MAX_INT or int(s.request_id) in seen:
+            bad("request_id", "an integer no other request has")
+        seen.add(int(s.request_id))
+        t = s.arrival_time
+        if isinstance(t, bool) or not isinstance(t, (int, float)) and not integer(t) or \
+                not (math.isfinite(t) and 0 <= t <= MAX_SECONDS):
+            bad("arrival_time", f"a number of seconds in [0, {MAX_SECONDS:g}]")
+        for name in ("prompt_tokens", "output_tokens"):
+            if not (integer(getattr(s, name)) and 1 <= getattr(s, name) <= MAX_TOKENS):
+                bad(name, f"an integer in [1, {MAX_TOKENS:,}]")
+        if s.max_tokens is not None and not (integer(s.max_tokens) and 1 <= s.max_tokens <= MAX_TOKENS):
+            bad("max_tokens", f"None or an integer in [1, {MAX_TOKENS:,}]")
+        for name, least in (("priority", -MAX_INT), ("turn", 0)):
+            if not (integer(getattr(s, name)) and least <= getattr(s, name) <= MAX_INT):
+                bad(name, f"an integer >= {least:,}" if least == 0 else "an integer")
+        if s.session_id is not None and not integer(s.session_id):
+            bad("session_id", "None or an integer")
+        if s.slo_class is not None and not isinstance(s.slo_class, str):
+            bad("slo_class", "None or a class name")
+        ids = s.prefix_ids
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, (tuple, list)) or not all(integer(x) for x in ids):
+            bad("prefix_ids", "a tuple of integer content ids")
+        if ids and not (integer(s.prefix_block_tokens) and 1 <= s.prefix_block_tokens <= MAX_TOKENS):
+            bad("prefix_block_tokens", "the tokens each prefix id names (an integer >= 1)")
+        out.append(replace(s, request_id=int(s.request_id), arrival_time=float(t), prompt_tokens=int(s.prompt_tokens),
+                           output_tokens=int(s.output_tokens), prefix_ids=tuple(int(x) for x in ids),
+                           prefix_block_tokens=int(s.prefix_block_tokens) if ids else 0))
+    return out
