@@ -29,7 +29,7 @@ from simulator.inert_settings import without_effect
 from simulator.local_attention import local_attention
 from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
 from simulator.preemption import PreemptionMode
-from simulator.rederive import at, digest, rederive, timings_digest
+from simulator.rederive import at, digest, rederive, shape_digest, timings_digest
 from simulator.scheduler import SchedulerSettings
 from simulator.speculation import SpeculationMethod
 from workloads import SyntheticWorkload, Workload
@@ -255,6 +255,8 @@ class ResolvedScenario:
                if v is not None or k not in ("model", "profile")}
         if "profile" in out:
             out["profile"]["timings"] = timings_digest(d["profile"])
+        if "model" in out:
+            out["model"]["shape"] = shape_digest(d["model"])
         return out
 
 

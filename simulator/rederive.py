@@ -36,6 +36,13 @@ def timings_digest(profile) -> str | None:
     return digest({k: v for k, v in profile.items() if k not in PROFILE_IDENTITY})
 
 
+def shape_digest(model) -> str | None:
+    """A digest of a model architecture less its name: an edit of the name alone names another model."""
+    if not isinstance(model, dict):
+        return None
+    return digest({k: v for k, v in model.items() if k != "name"})
+
+
 def rederive(data: dict, notes: list[str] | None = None) -> dict:
     """A resolved configuration read back (a run's config.yaml, `servesim config`'s output): every value servesim
     derived and nobody edited since goes back to what the scenario said (unset, auto, the model's name), so it is
@@ -47,18 +54,27 @@ def rederive(data: dict, notes: list[str] | None = None) -> dict:
     for key, entry in derived.items():
         if not (isinstance(entry, dict) and isinstance(key, str)):
             continue  # not ours
-        if digest(at(data, key)) != entry.get("digest"):
-            if entry.get("timings") is None or timings_digest(at(data, key)) != entry["timings"]:
+        value, retarget = at(data, key), None
+        if digest(value) != entry.get("digest"):
+            if entry.get("timings") is not None and timings_digest(value) == entry["timings"]:
+                note = "only what it describes (its gpu, model, ...) was edited, not its timings; derived again " \
+                       "for the deployment as it is now"
+            elif entry.get("shape") is not None and shape_digest(value) == entry["shape"] and \
+                    isinstance(value.get("name"), str):
+                retarget = value["name"]  # the user named another model: read its architecture
+                note = f"only its name was edited: {retarget}'s own architecture is read"
+            else:
                 continue  # edited by hand: what the file says stands
             if notes is not None:
-                notes.append(f"servesim: warning: {key}: only what it describes (its gpu, model, ...) was edited, "
-                             f"not its timings; derived again for the deployment as it is now")
+                notes.append(f"servesim: warning: {key}: {note}")
         *parents, last = key.split(".")
         node = data
         for p in parents:
             node = node.get(p) if isinstance(node, dict) else None
         if isinstance(node, dict) and last in node:
-            if entry.get("from") is None:
+            if retarget is not None:
+                node[last] = retarget
+            elif entry.get("from") is None:
                 del node[last]
             else:
                 node[last] = entry["from"]

@@ -225,6 +225,17 @@ def test_a_gpu_replaced_throughout_a_config_retargets_its_profile(tmp_path, caps
     assert moved.profile.name == load(None, ["hardware.gpu=a100-80gb"]).profile.name != "h200-llama-3.1-8b-bf16-tp1"
     assert "only what it describes" in capsys.readouterr().err
     d = yaml.safe_load(text)
+    d = yaml.safe_load(text)
+    d["model"]["name"] = "qwen2.5-7b"  # the model renamed: its own architecture (it kept Llama's, 2.3x the KV)
+    cfg.write_text(yaml.safe_dump(d, sort_keys=False))
+    renamed, fresh = load(str(cfg)), load(None, ["workload.num_requests=20", "model=qwen2.5-7b"])
+    assert renamed.arch == fresh.arch and renamed.num_gpu_blocks == fresh.num_gpu_blocks
+    assert renamed.profile.name == fresh.profile.name and "only its name was edited" in capsys.readouterr().err
+    d = yaml.safe_load(text)
+    d["model"]["name"], d["model"]["num_hidden_layers"] = "my-llama", 16
+    cfg.write_text(yaml.safe_dump(d, sort_keys=False))  # an architecture edited by hand stands, name and all
+    assert (load(str(cfg)).arch.name, load(str(cfg)).arch.num_hidden_layers) == ("my-llama", 16)
+    d = yaml.safe_load(text)
     d["profile"]["coefficients"]["per_seq_ms"] *= 2  # the timings edited by hand: the profile stands
     cfg.write_text(yaml.safe_dump(d, sort_keys=False))
     assert load(str(cfg)).profile.coefficients["per_seq_ms"] == d["profile"]["coefficients"]["per_seq_ms"]
