@@ -14,6 +14,8 @@ class KVBlockManager:
     first block is reused first, as in vLLM.
     """
 
+    caches_prefixes = False  # vLLM counts prefix-cache queries only with enable_prefix_caching
+
     def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int, watermark: float = 0.0):
         if num_gpu_blocks < 2:
             raise ValueError("num_gpu_blocks must be >= 2 (block 0 is the null block)")
@@ -120,6 +122,8 @@ class PrefixCachingKVManager(KVBlockManager):
     (reused first); freed cached blocks go to the tail (least recently used evicted first), freed
     uncached ones to the head.
     """
+
+    caches_prefixes = True
 
     def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int, watermark: float = 0.0):
         super().__init__(num_gpu_blocks, block_size, max_model_len, watermark)

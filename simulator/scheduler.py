@@ -189,8 +189,9 @@ class Scheduler:
                 r.kv_transferred = False
             else:
                 r.num_computed_tokens = hit
-                r.prefix_queries += r.num_tokens
-                r.prefix_hits += hit
+                if self.kv.caches_prefixes:
+                    r.prefix_queries += r.num_tokens
+                    r.prefix_hits += hit
                 if r.num_preemptions == 0:
                     r.cached_tokens = hit
                 else:

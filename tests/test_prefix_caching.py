@@ -140,3 +140,13 @@ def test_fewer_content_ids_than_prompt_blocks_share_what_they_name(unit):
     sim = build(rs, specs)
     sim.env.run()
     assert all(r.status == "finished" for r in sim.front_end.requests)
+
+
+def test_no_prefix_cache_is_queried_when_caching_is_off():
+    """vLLM looks up (and counts) prefix-cache queries only with enable_prefix_caching: off, the summary counts none
+    (it counted every prompt token as a query with 0 hits)."""
+    sets = ["workload.num_requests=40", "workload.shared_prefix={tokens: 2000, count: 2}"]
+    off = simulate(load(None, sets + ["engine.enable_prefix_caching=false"])).summary
+    on = simulate(load(None, sets)).summary
+    assert (off["prefix_cache_queries"], off["prefix_cache_hits"], off["prefix_cache_hit_rate"]) == (0, 0, 0.0)
+    assert on["prefix_cache_queries"] > on["prefix_cache_hits"] > 0
