@@ -56,7 +56,7 @@ def add_parser(sub) -> None:
     f.add_argument("--out", type=nonempty_path, help="profile YAML (default: profile.yaml beside the measurements); "
                    "the fit's per-point predictions go beside it as NAME.predictions.parquet")
     f.add_argument("--name", help="profile name")
-    f.add_argument("--holdout", type=OPEN_FRACTION, default=0.2)
+    f.add_argument("--holdout", type=OPEN_FRACTION, help="measurement tables: the share held out (default 0.2)")
     f.add_argument("--model", help="the model measured (default: from run.json; required without it)")
     f.add_argument("--dtype", help="its dtype: bf16, fp8, ... (default: from run.json)")
     f.add_argument("--gpu", help="the built-in GPU it ran on (hardware.gpu), so the profile is refused on others")
@@ -331,7 +331,8 @@ def cmd_fit(args) -> int:
 
         raise ConfigError("measurements", "several sources and --held-out are for real serving runs; step "
                                           "measurements are fitted one table at a time")
-    _print_fit(*fit_directory(first, args.out, args.name, args.holdout, args.seed, model=args.model,
+    holdout = 0.2 if args.holdout is None else args.holdout
+    _print_fit(*fit_directory(first, args.out, args.name, holdout, args.seed, model=args.model,
                               dtype=args.dtype, gpu=args.gpu, tp=args.tp))
     return 0
 
@@ -353,6 +354,10 @@ def _fit_serving(args) -> int:
     terms = [t.strip() for t in args.terms.split(",")] if args.terms is not None else None
     if terms == [""]:
         raise ConfigError("--terms", "is empty")
+    if args.holdout is not None:  # the measurement tables' split; real runs hold out runs, or each run's later 30%
+        print("servesim: warning: --holdout has no effect on real serving runs: "
+              + ("--held-out runs are the held-out data" if held else "the fit scores each run's first 70% of "
+                 "requests and reports its later 30%; give --held-out runs for another split"), file=sys.stderr)
     fit = fit_serving(train, held, args.scenario, sets, terms, args.max_evals)
     if args.name:
         fit.profile["name"] = args.name

@@ -60,6 +60,11 @@ class RealRun:
     sets: list[str] = field(default_factory=list)  # engine settings the run's own metadata records
     meta: dict = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # records read but not taken at face value (said on reading)
+    records: Path | None = None  # the file read: one run however it was named (its folder, vllm/, the file)
+
+    @property
+    def identity(self) -> str:
+        return str((self.records or self.path).resolve())
 
     @property
     def has_requests(self) -> bool:
@@ -174,6 +179,7 @@ def read_run(path: str | Path, name: str | None = None) -> RealRun:
     kind = detect(path)
     run = {"lifecycle": _read_lifecycle, "vllm-bench": _read_bench, "step-log": _read_step_log}[kind](path)
     run.name = name or run.name
+    run.records = run.records or path
     for w in run.warnings:
         print(f"servesim: warning: {path}: {w}", file=sys.stderr)
     return run
@@ -226,11 +232,13 @@ def _read_lifecycle(path: Path) -> RealRun:
         tpot = np.where((n_out > 1) & ~stamped, (last - first) / np.maximum(n_out - 1, 1), np.nan)
     requests = _frame(specs, ttft=first - queued, tpot=tpot, e2el=last - queued, queue_time=sched - queued,
                       prefill=first - sched)
-    run = RealRun(str(folder or path), folder or path, "lifecycle", specs, requests)
+    run = RealRun(str(folder or path), folder or path, "lifecycle", specs, requests, records=path)
     if stamped.any():
         run.warnings.append(f"{int(stamped.sum()):,} record(s) have several output tokens but last_token_ts equal "
                             f"to first_token_ts (up to {int(n_out[stamped].max()):,} tokens in no time): their "
                             f"TPOT is left out of the real statistics")
+    if folder is None and (path.parent / "meta.json").is_file():  # <run>/vllm/requests.jsonl: its run's settings
+        folder = path.parent
     if folder is not None:
         _read_folder_meta(run, folder)
     return run

@@ -185,11 +185,10 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
         runs = [attach_prefixes(r, sent) for r in runs]
     first = runs[0]
     seen = set()
-    for p in real_paths:  # one run given twice would count as its own repeat: no spread
-        key = Path(p).resolve()
-        if key in seen:
-            raise ConfigError(str(p), "given twice: give each repeat once")
-        seen.add(key)
+    for p, r in zip(real_paths, runs):  # one run given twice (under any of its names) would be its own repeat
+        if r.identity in seen:
+            raise ConfigError(str(p), "given twice (the same records under another name): give each repeat once")
+        seen.add(r.identity)
     device = lambda r: (r.meta.get("hardware") or {}).get("device_name") if isinstance(r.meta.get("hardware"), dict) else None  # noqa: E731
     for r in runs[1:]:  # repeats of one deployment: the same recorded settings and GPU
         mine, theirs = ({x for x in run.sets if not x.startswith("engine.num_gpu_blocks_override=")}

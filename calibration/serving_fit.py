@@ -124,7 +124,7 @@ def _checked_inputs(train: list[RealRun], held_out: list[RealRun], terms: list[s
         raise ConfigError("--max-evals", f"must be an integer >= {2 * len(terms) + 1} for {len(terms)} terms")
     for r in train + held_out:
         check_fittable(r, window=not held_out)
-    same = {str(r.path.resolve()) for r in train} & {str(r.path.resolve()) for r in held_out}
+    same = {r.identity for r in train} & {r.identity for r in held_out}  # under any name of the run
     if same:
         raise ConfigError("--held-out", f"{', '.join(sorted(same))} is also fitted on: a held-out run must be unseen")
     return terms

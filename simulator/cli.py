@@ -168,7 +168,10 @@ def cmd_workload_write(args) -> int:
 def cmd_sweep(args) -> int:
     from simulator.sweep import expand, sweep
 
-    points = expand(args.grid, args.zip, args.seeds, args.base_seed, fixed=args.set)
+    from simulator.config import load_scenario
+
+    base = args.base_seed if args.base_seed is not None else load_scenario(args.scenario, args.set).seed
+    points = expand(args.grid, args.zip, args.seeds, base, fixed=args.set)
     table = sweep(args.scenario, args.set, points, args.out, args.jobs, args.executor, args.ray_address,
                   progress=not args.no_progress)
     failed = int(table["error"].notna().sum()) if "error" in table else 0
@@ -284,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="settings varied together, one axis (repeatable, same lengths)")
     sw.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="fixed for every run")
     sw.add_argument("--seeds", type=COUNT, default=1, help="runs per point, seeds base-seed .. base-seed+N-1")
-    sw.add_argument("--base-seed", type=SEED, default=0)
+    sw.add_argument("--base-seed", type=SEED, help="the first seed (default: the scenario's `seed`, with --set)")
     sw.add_argument("--jobs", type=JOBS, default=os.cpu_count() or 1, help="worker processes (at most 256)")
     sw.add_argument("--executor", choices=["process", "ray"], default="process")
     sw.add_argument("--ray-address", help="a Ray cluster (default: RAY_ADDRESS, else a local Ray)")

@@ -57,7 +57,8 @@ def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: 
     seen: set = set()
     for key, values, flag in axes_given:
         if key == "seed":
-            raise ConfigError(flag, "seed is set by --seeds and --base-seed, not as an axis")
+            raise ConfigError(flag, "seed is set by --seeds and --base-seed (default: the scenario's seed), not as "
+                                    "an axis")
         if key == searched:
             raise ConfigError(flag, f"{key} is the setting the search varies; it cannot also be an axis")
         if key in fixed_keys:
@@ -108,10 +109,25 @@ def code_version() -> str:
     return f"{release}+{digest.hexdigest()[:12]}"
 
 
+def _read_files(config: dict) -> dict:
+    """The files a configuration reads by path (a trace), each as its size and modification time: a trace rewritten
+    under the same name is another input."""
+    path = (config.get("workload") or {}).get("path") if isinstance(config.get("workload"), dict) else None
+    if not isinstance(path, str):
+        return {}
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return {path: None}
+    return {path: [st.st_size, st.st_mtime_ns]}
+
+
 def run_id(config: dict) -> str:
     """A run's folder: a hash of everything that decides its outputs (the whole resolved configuration, seed
-    included, and the code), so changed settings or a changed servesim never reuse an old run's outputs."""
-    key = json.dumps({"config": config, "servesim": code_version()}, sort_keys=True, default=str)
+    included, the files it reads, and the code), so changed settings, a rewritten trace or a changed servesim never
+    reuse an old run's outputs."""
+    key = json.dumps({"config": config, "files": _read_files(config), "servesim": code_version()}, sort_keys=True,
+                     default=str)
     return hashlib.sha1(key.encode()).hexdigest()[:12]
 
 

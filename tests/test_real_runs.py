@@ -350,3 +350,30 @@ def test_many_tokens_stamped_at_once_are_no_tpot(tmp_path, capsys):
     assert "1 record(s) have several output tokens but last_token_ts equal to first_token_ts" in capsys.readouterr().err
     rid = run.requests["tpot"].isna()
     assert rid.sum() == before.isna().sum() + 1
+
+
+def test_a_run_named_by_its_records_file_is_the_same_run(tmp_path, capsys):
+    """README's example names `<run>/vllm/requests.jsonl`: it reads the meta.json beside it (its settings were
+    dropped: a 98% TTFT error), and any name of one run is that run (a held-out copy, a repeat of itself)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "serving" / "llmservingsim-vllm-0.19" / \
+        "RTXPRO6000" / "Llama-3.1-8B"
+    if not (root / "vllm" / "requests.jsonl").is_file():
+        pytest.skip(f"{root} not found (../shared is absent)")
+    names = [root, root / "vllm", root / "vllm" / "requests.jsonl"]
+    runs = [read_run(p) for p in names]
+    assert runs[0].sets and all(r.sets == runs[0].sets for r in runs)
+    assert "engine.max_num_seqs=128" in runs[0].sets and len({r.identity for r in runs}) == 1
+    with pytest.raises(ConfigError, match="is also fitted on"):
+        fit_serving([runs[0]], [runs[2]], None, ["hardware.gpu=rtx-pro-6000"])
+    assert main(["compare", str(names[0]), str(names[1]), "--out", str(tmp_path)]) == 2
+    assert "given twice (the same records under another name)" in capsys.readouterr().err
+
+
+def test_holdout_on_real_runs_is_said_to_do_nothing(tmp_path, capsys):
+    _, result = _simulated(["workload.num_requests=60"])
+    path = write_lifecycle(result, tmp_path / "requests.jsonl")
+    main(["calibrate", "fit", str(path), "--holdout", "0.5", "--max-evals", "5", "--terms", "compute_scale",
+          "--out", str(tmp_path / "p.yaml"), *sum((["--set", s] for s in DEPLOY), [])])
+    assert "--holdout has no effect on real serving runs" in capsys.readouterr().err

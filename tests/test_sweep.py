@@ -118,3 +118,26 @@ def test_cli_exit_codes_say_when_runs_failed_or_none_were_asked_for(tmp_path, ca
     assert main(["sweep", "--grid", "workload.arrival.rate=3", "--seeds", "0", "--out", str(tmp_path / "b"),
                  "--no-progress"] + sets) == 2
     assert "servesim: error: sweep: argument --seeds: must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_the_scenario_seed_starts_the_seeds_and_a_rewritten_trace_runs_again(tmp_path, capsys):
+    """A sweep's seeds start at the scenario's `seed` (it ran seed 0 beside `seed: 7` or --set seed=7), and a trace
+    rewritten under the same name is simulated again, not answered from the old run."""
+    import servesim
+
+    sets = ["workload.num_requests=30", "seed=7"]
+    assert main(["sweep", "--grid", "engine.max_num_seqs=8", *sum((["--set", s] for s in sets), []),
+                 "--out", str(tmp_path / "s"), "--jobs", "1", "--no-progress"]) == 0
+    row = pd.read_parquet(tmp_path / "s" / "sweep.parquet").iloc[0]
+    single = servesim.simulate(None, {"workload.num_requests": 30, "seed": 7, "engine.max_num_seqs": 8}).summary
+    assert row["seed"] == 7 and row["mean_ttft_ms"] == single["mean_ttft_ms"]
+    trace = tmp_path / "t.jsonl"
+    from workloads.traces import write_jsonl
+
+    write_jsonl(servesim.resolve(None, {"workload.num_requests": 20}).scenario.workload.source(0).initial(), trace)
+    grid = {"engine.max_num_seqs": [8]}
+    first = servesim.sweep(None, grid, {"workload": {"type": "trace", "path": str(trace)}}, out=tmp_path / "t")
+    write_jsonl(servesim.resolve(None, {"workload.num_requests": 10}).scenario.workload.source(0).initial(), trace)
+    again = servesim.sweep(None, grid, {"workload": {"type": "trace", "path": str(trace)}}, out=tmp_path / "t")
+    assert (first["completed"].iloc[0], again["completed"].iloc[0]) == (20, 10)
+    assert first["run_id"].iloc[0] != again["run_id"].iloc[0]
