@@ -107,13 +107,11 @@ def sweep(scenario: ScenarioLike, grid: Mapping[str, Sequence] | None = None, ov
     """`servesim sweep`: every point of the grid (times the zipped axis, times the seeds), one row each with the
     point's settings, its summary and `error` (None when it ran). Seeds start at base_seed, else the scenario's
     `seed`. Runs are kept in `out/runs/` and reused when the same configuration runs again."""
-    from simulator.sweep import grid_points
+    from simulator.sweep import first_seed, grid_points
     from simulator.sweep import sweep as run
 
-    from simulator.config import load_scenario
-
     sets = _settings(overrides)
-    base = load_scenario(_source(scenario), sets).seed if base_seed is None else checked("base_seed", base_seed, SEED)
+    base = first_seed(_source(scenario), sets, None if base_seed is None else checked("base_seed", base_seed, SEED))
     points = grid_points(_axes(grid, zipped), checked("seeds", seeds, COUNT), base, fixed=sets)
     return run(_source(scenario), sets, points, out, checked("jobs", jobs, JOBS), progress=progress)
 

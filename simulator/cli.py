@@ -166,12 +166,10 @@ def cmd_workload_write(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from simulator.sweep import expand, sweep
+    from simulator.sweep import expand, first_seed, sweep
 
-    from simulator.config import load_scenario
-
-    base = args.base_seed if args.base_seed is not None else load_scenario(args.scenario, args.set).seed
-    points = expand(args.grid, args.zip, args.seeds, base, fixed=args.set)
+    points = expand(args.grid, args.zip, args.seeds, first_seed(args.scenario, args.set, args.base_seed),
+                    fixed=args.set)
     table = sweep(args.scenario, args.set, points, args.out, args.jobs, args.executor, args.ray_address,
                   progress=not args.no_progress)
     failed = int(table["error"].notna().sum()) if "error" in table else 0

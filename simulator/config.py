@@ -29,7 +29,7 @@ from simulator.inert_settings import without_effect
 from simulator.local_attention import local_attention
 from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
 from simulator.preemption import PreemptionMode
-from simulator.rederive import at, digest, rederive, shape_digest, timings_digest
+from simulator.rederive import MODEL_IDENTITY, PROFILE_IDENTITY, at, digest, digest_less, rederive
 from simulator.scheduler import SchedulerSettings
 from simulator.speculation import SpeculationMethod
 from workloads import SyntheticWorkload, Workload
@@ -254,9 +254,9 @@ class ResolvedScenario:
         out = {k: {"from": v, "digest": digest(at(d, k))} for k, v in given.items()
                if v is not None or k not in ("model", "profile")}
         if "profile" in out:
-            out["profile"]["timings"] = timings_digest(d["profile"])
+            out["profile"]["timings"] = digest_less(d["profile"], PROFILE_IDENTITY)
         if "model" in out:
-            out["model"]["shape"] = shape_digest(d["model"])
+            out["model"]["shape"] = digest_less(d["model"], MODEL_IDENTITY)
         return out
 
 

@@ -29,18 +29,15 @@ PROFILE_IDENTITY = ("name", "device", "gpu", "model", "dtype", "kv_cache_dtype",
                     "expert_parallel_size", "moe_routing", "source", "description")
 
 
-def timings_digest(profile) -> str | None:
-    """A digest of a profile's content less its identity fields (None for a profile given by name)."""
-    if not isinstance(profile, dict):
-        return None
-    return digest({k: v for k, v in profile.items() if k not in PROFILE_IDENTITY})
+MODEL_IDENTITY = ("name",)  # an architecture's name alone, edited, names another model
 
 
-def shape_digest(model) -> str | None:
-    """A digest of a model architecture less its name: an edit of the name alone names another model."""
-    if not isinstance(model, dict):
+def digest_less(value, identity: tuple[str, ...]) -> str | None:
+    """A digest of a mapping less its identity fields (None for a value given by name): equal when only what it
+    describes was edited."""
+    if not isinstance(value, dict):
         return None
-    return digest({k: v for k, v in model.items() if k != "name"})
+    return digest({k: v for k, v in value.items() if k not in identity})
 
 
 def rederive(data: dict, notes: list[str] | None = None) -> dict:
@@ -56,10 +53,10 @@ def rederive(data: dict, notes: list[str] | None = None) -> dict:
             continue  # not ours
         value, retarget = at(data, key), None
         if digest(value) != entry.get("digest"):
-            if entry.get("timings") is not None and timings_digest(value) == entry["timings"]:
+            if entry.get("timings") is not None and digest_less(value, PROFILE_IDENTITY) == entry["timings"]:
                 note = "only what it describes (its gpu, model, ...) was edited, not its timings; derived again " \
                        "for the deployment as it is now"
-            elif entry.get("shape") is not None and shape_digest(value) == entry["shape"] and \
+            elif entry.get("shape") is not None and digest_less(value, MODEL_IDENTITY) == entry["shape"] and \
                     isinstance(value.get("name"), str):
                 retarget = value["name"]  # the user named another model: read its architecture
                 note = f"only its name was edited: {retarget}'s own architecture is read"

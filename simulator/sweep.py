@@ -48,6 +48,13 @@ def expand(grids: list[str], zips: list[str], seeds: int, base_seed: int = 0, se
     return grid_points(axes, seeds, base_seed, searched, fixed)
 
 
+def first_seed(scenario, sets: list[str], base_seed: int | None) -> int:
+    """--base-seed, else the seed the scenario (with its --set values) gives."""
+    from simulator.config import load_scenario
+
+    return base_seed if base_seed is not None else load_scenario(scenario, sets).seed
+
+
 def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: int = 0, searched: str | None = None,
                 fixed: list[str] = ()) -> list[dict]:
     """expand's points from axes already read: (setting, values, "--grid" or "--zip"), as the Python API gives."""
