@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from calibration.fit import FitResult, fit_step_model
-from calibration.grid import STEP_KINDS, GridPoint, make_grid
-from calibration.profile_io import profile_dict, write_profile
-from simulator.cost_model import default_overhead
-from simulator.errors import ConfigError, MissingKernelTable
-from simulator.local_attention import local_attention
-from simulator.model_arch import DEFAULT_ROUTING, load_model
+from servesim.calibration.fit import FitResult, fit_step_model
+from servesim.calibration.grid import STEP_KINDS, GridPoint, make_grid
+from servesim.calibration.profile_io import profile_dict, write_profile
+from servesim.simulator.cost_model import default_overhead
+from servesim.simulator.errors import ConfigError, MissingKernelTable
+from servesim.simulator.local_attention import local_attention
+from servesim.simulator.model_arch import DEFAULT_ROUTING, load_model
 
 # Each table's newest measured version under <gpu>/ (GPUs were measured with different vLLM releases).
 TABLES = {
@@ -472,7 +472,7 @@ def import_profile(data: str | Path, gpu: str, model: str, dtype: str, tp: int, 
 
 def table_folder(gpu: str) -> tuple[str, str | None]:
     """(table folder, built-in GPU key) for either spelling."""
-    from simulator.hardware import builtin_gpu_table
+    from servesim.simulator.hardware import builtin_gpu_table
 
     table = builtin_gpu_table()
     if gpu in table:

@@ -9,16 +9,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from calibration.grid import STEP_KINDS, make_grid
-from simulator.cost_model import linear_model, load_profile
-from simulator.errors import ConfigError
-from simulator.model_arch import load_model
+from servesim.calibration.grid import STEP_KINDS, make_grid
+from servesim.simulator.cost_model import linear_model, load_profile
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.model_arch import load_model
 
 
 def check_profile(profile_path: str, device: str, points: int = 8, seed: int = 0, warmup: int = 2,
                   repeats: int = 5, threads: int | None = None) -> tuple[pd.DataFrame, float, float]:
     """Returns (per-point table, re-measured MAPE, tolerance)."""
-    from calibration.harness import Harness
+    from servesim.calibration.harness import Harness
 
     prof = load_profile(profile_path)
     if prof.cost_model != "linear" or not prof.grid:
@@ -26,7 +26,7 @@ def check_profile(profile_path: str, device: str, points: int = 8, seed: int = 0
     if (prof.tensor_parallel_size or 1) > 1:
         raise ConfigError("profile", f"{profile_path} is a tensor-parallel profile (TP {prof.tensor_parallel_size}); "
                                      "the harness measures one device")
-    from calibration.hardware_info import describe
+    from servesim.calibration.hardware_info import describe
 
     here = describe(device)["name"]
     if prof.device not in ("any", here):  # another device's timings are no check of this profile

@@ -6,15 +6,13 @@ import json
 import sys
 from pathlib import Path
 
-from simulator.model_arch import DEFAULT_ROUTING, ROUTINGS
-from simulator.cli_args import COUNT, OPEN_FRACTION, POSITIVE, SEED, nonempty_path, number
-from workloads.settings import MAX_TOKENS
+from servesim.simulator.model_arch import DEFAULT_ROUTING, ROUTINGS
+from servesim.simulator.cli_args import COUNT, OPEN_FRACTION, POSITIVE, SEED, nonempty_path, number
+from servesim.workloads.settings import MAX_TOKENS
 
 
-def add_parser(sub) -> None:
-    cal = sub.add_parser("calibrate", help="measure a device, fit a profile, check it, or import kernel tables")
-    csub = cal.add_subparsers(dest="calibrate_command", required=True)
-
+def _add_run(csub) -> None:
+    """`servesim calibrate run`."""
     r = csub.add_parser("run", help="time forward passes and paged attention over a grid (needs torch)")
     r.add_argument("--model", required=True, help="built-in model name or architecture file")
     r.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
@@ -39,6 +37,9 @@ def add_parser(sub) -> None:
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_run)
 
+
+def _add_fit(csub) -> None:
+    """`servesim calibrate fit`."""
     f = csub.add_parser("fit", help="fit a profile from measurements or real serving runs; reports the held-out error")
     f.add_argument("measurements", nargs="+",
                    help="a `calibrate run` directory, a parquet/CSV of step measurements, an engine step log (JSONL), "
@@ -64,6 +65,9 @@ def add_parser(sub) -> None:
     f.add_argument("--seed", type=SEED, default=0)
     f.set_defaults(func=cmd_fit)
 
+
+def _add_check(csub) -> None:
+    """`servesim calibrate check`."""
     c = csub.add_parser("check", help="re-measure a sample of a profile's grid; exit 1 beyond its tolerance")
     c.add_argument("profile")
     c.add_argument("--device", default="cpu")
@@ -74,12 +78,18 @@ def add_parser(sub) -> None:
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_check)
 
+
+def _add_compare(csub) -> None:
+    """`servesim calibrate compare`."""
     m = csub.add_parser("compare", help="two linear profiles component by component (overhead, GEMM, attention)")
     m.add_argument("a", help="profile A (built-in name or YAML path)")
     m.add_argument("b", help="profile B")
     m.add_argument("--out", type=nonempty_path, help="also write the table as CSV")
     m.set_defaults(func=cmd_compare)
 
+
+def _add_import(csub) -> None:
+    """`servesim calibrate import`."""
     i = csub.add_parser("import", help="compose profiles from third-party kernel tables")
     i.add_argument("source", choices=["aiconfigurator"])
     i.add_argument("--data", help="the tables' root directory (default: $SERVESIM_KERNEL_TABLES, else "
@@ -100,6 +110,16 @@ def add_parser(sub) -> None:
     i.add_argument("--out", type=nonempty_path, required=True, help="profile YAML to write")
     i.add_argument("--name")
     i.set_defaults(func=cmd_import)
+
+
+def add_parser(sub) -> None:
+    cal = sub.add_parser("calibrate", help="measure a device, fit a profile, check it, or import kernel tables")
+    csub = cal.add_subparsers(dest="calibrate_command", required=True)
+    _add_run(csub)
+    _add_fit(csub)
+    _add_check(csub)
+    _add_compare(csub)
+    _add_import(csub)
 
 
 def add_validate_parser(sub) -> None:
@@ -168,7 +188,7 @@ def add_compare_parser(sub) -> None:
 
 
 def cmd_compare_runs(args) -> int:
-    from calibration.run_comparison import compare_runs, is_results_dir
+    from servesim.calibration.run_comparison import compare_runs, is_results_dir
 
     if args.hash_block_tokens and not args.trace:
         print("servesim: warning: --hash-block-tokens has no effect without --trace", file=sys.stderr)
@@ -197,7 +217,7 @@ def cmd_compare_runs(args) -> int:
 def cmd_validate_vllm(args) -> int:
     if args.server:
         return _validate_vllm_server(args)
-    from calibration.vllm_validate import validate_vllm
+    from servesim.calibration.vllm_validate import validate_vllm
 
     loads = args.loads.split(",") if args.loads else None
     table, summary = validate_vllm(args.scenario, args.set, args.vllm_python, args.repeats, loads, args.kv_gib,
@@ -212,8 +232,8 @@ def cmd_validate_vllm(args) -> int:
 
 
 def _validate_vllm_server(args) -> int:
-    from calibration.vllm_server import validate_vllm_server
-    from simulator.errors import ConfigError
+    from servesim.calibration.vllm_server import validate_vllm_server
+    from servesim.simulator.errors import ConfigError
 
     if not args.levels:
         raise ConfigError("--levels", "server mode needs a levels file (docs/fidelity.md shows one)")
@@ -230,7 +250,7 @@ def _validate_vllm_server(args) -> int:
 
 
 def cmd_validate_serving(args) -> int:
-    from calibration.serving_fidelity import validate_serving
+    from servesim.calibration.serving_fidelity import validate_serving
 
     terms = [t.strip() for t in args.terms.split(",")] if args.terms else None
     table, runs = validate_serving(args.data, args.out, args.set, command=args.argv,
@@ -251,8 +271,8 @@ def cmd_validate_serving(args) -> int:
 
 
 def cmd_validate_layers(args) -> int:
-    from calibration.layer_check import check_layers, check_moe_layers, format_moe_table, format_table
-    from calibration.validate import write_command
+    from servesim.calibration.layer_check import check_layers, check_moe_layers, format_moe_table, format_table
+    from servesim.calibration.validate import write_command
 
     table = check_layers(args.data, args.tables, args.out)
     print(format_table(table))
@@ -265,7 +285,7 @@ def cmd_validate_layers(args) -> int:
 
 
 def cmd_validate_replay(args) -> int:
-    from calibration.validate import validate_replay
+    from servesim.calibration.validate import validate_replay
 
     sets = args.set + ([f"profile={args.profile}"] if args.profile else [])
     loads = args.loads.split(",") if args.loads else None
@@ -288,11 +308,11 @@ def _print_fit(path, fit) -> None:
 
 
 def cmd_run(args) -> int:
-    from calibration.vllm_harness import run_vllm_calibration, vllm_importable
+    from servesim.calibration.vllm_harness import run_vllm_calibration, vllm_importable
 
     has_vllm = args.engine != "torch" and vllm_importable(args.vllm_python)
     if args.engine == "vllm" or args.engine == "auto" and has_vllm:
-        from simulator.errors import ConfigError
+        from servesim.simulator.errors import ConfigError
 
         if not has_vllm:
             raise ConfigError("--vllm-python", f"{args.vllm_python} cannot import vLLM: build it with `make vllm-env`")
@@ -301,7 +321,7 @@ def cmd_run(args) -> int:
         meta = json.loads((out / "run.json").read_text())
         what = f"{meta['points']} engine steps over {meta['levels']} grid levels logged"
     else:
-        from calibration.harness import run_calibration
+        from servesim.calibration.harness import run_calibration
 
         out = run_calibration(args.model, args.device, args.dtype, args.out, grid=args.grid,
                               block_size=args.block_size or 16, warmup=args.warmup, repeats=args.repeats,
@@ -312,22 +332,22 @@ def cmd_run(args) -> int:
         meta["device"] = meta["hardware"].get("name")
     print(f"{what} in {meta['wall_s']} s on {meta['device']}: {out / 'measurements.parquet'}")
     if args.fit:
-        from calibration.profile_io import fit_directory
+        from servesim.calibration.profile_io import fit_directory
 
         _print_fit(*fit_directory(out))
     return 0
 
 
 def cmd_fit(args) -> int:
-    from calibration.profile_io import fit_directory
-    from calibration.real_runs import PER_REQUEST, detect
+    from servesim.calibration.profile_io import fit_directory
+    from servesim.calibration.real_runs import PER_REQUEST, detect
 
     first = args.measurements[0]
     if Path(first).suffix in (".json", ".jsonl") or Path(first).is_dir() and not (Path(first) / "run.json").exists():
         if detect(first) in PER_REQUEST:
             return _fit_serving(args)
     if len(args.measurements) > 1 or args.held_out:
-        from simulator.errors import ConfigError
+        from servesim.simulator.errors import ConfigError
 
         raise ConfigError("measurements", "several sources and --held-out are for real serving runs; step "
                                           "measurements are fitted one table at a time")
@@ -338,15 +358,15 @@ def cmd_fit(args) -> int:
 
 
 def _fit_serving(args) -> int:
-    from calibration.profile_io import write_profile
-    from calibration.real_runs import read_run
-    from calibration.serving_fit import fit_serving
+    from servesim.calibration.profile_io import write_profile
+    from servesim.calibration.real_runs import read_run
+    from servesim.calibration.serving_fit import fit_serving
 
     train = [read_run(p) for p in args.measurements]
     held = [read_run(p) for p in args.held_out]
     sets = list(args.set) + [f"model={args.model}"] * bool(args.model) + [f"hardware.gpu={args.gpu}"] * bool(args.gpu) \
         + [f"engine.tensor_parallel_size={args.tp}"] * (args.tp is not None)
-    from simulator.errors import ConfigError
+    from servesim.simulator.errors import ConfigError
 
     if args.dtype:
         raise ConfigError("--dtype", "a real run's dtype is the model's and engine.quantization's: give them with "
@@ -374,7 +394,7 @@ def _fit_serving(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from calibration.check import check_profile
+    from servesim.calibration.check import check_profile
 
     table, mape, tol = check_profile(args.profile, args.device, args.points, args.seed, repeats=args.repeats,
                                      threads=args.threads)
@@ -388,13 +408,13 @@ def cmd_check(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from calibration.aiconfigurator import import_profile
-    from simulator.errors import ConfigError
+    from servesim.calibration.aiconfigurator import import_profile
+    from servesim.simulator.errors import ConfigError
 
     if args.data_parallel_size > 1 and not args.enable_expert_parallel:
         raise ConfigError("--data-parallel-size", "above 1 only with --enable-expert-parallel "
                                                   "(a DP rank without it runs the TP profile as is)")
-    from simulator.profile_select import kernel_tables_root
+    from servesim.simulator.profile_select import kernel_tables_root
 
     data = args.data or kernel_tables_root() or "../shared/data/gpu/aiconfigurator"
     path, fit = import_profile(data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,
@@ -405,7 +425,7 @@ def cmd_import(args) -> int:
 
 
 def cmd_compare(args) -> int:
-    from calibration.compare import compare_profiles, format_table
+    from servesim.calibration.compare import compare_profiles, format_table
 
     t = compare_profiles(args.a, args.b)
     print(f"A = {t.attrs['a']}, B = {t.attrs['b']}")

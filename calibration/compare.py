@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from calibration.grid import GridPoint
-from simulator.cost_model import LinearCostModel, OverheadCostModel, Profile, linear_model, load_profile
-from simulator.errors import ConfigError
-from simulator.hardware import load_hardware
-from simulator.model_arch import load_model
+from servesim.calibration.grid import GridPoint
+from servesim.simulator.cost_model import LinearCostModel, OverheadCostModel, Profile, linear_model, load_profile
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.hardware import load_hardware
+from servesim.simulator.model_arch import load_model
 
 KV_TOKENS = 100_000
 ZERO = 1e-9  # ms: fitted coefficients this small are zeros of the non-negative fit, not measurements

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.cli_args import COUNT, number
+from servesim.simulator.cli_args import COUNT, number
 
 HEADLINE = {  # files copied beside the bundle (the call brings back eight files, log.txt included)
     "summary.md": "summary.md", "device.json": "device.json", "calibration/profile.yaml": "profile.yaml",
@@ -50,7 +50,7 @@ def _nvidia_smi(*args: str) -> str | None:
 def stage_device(a, work: Path, state: dict) -> dict:
     import torch
 
-    from calibration.hardware_info import describe
+    from servesim.calibration.hardware_info import describe
 
     info = {"servesim_device": a.device, "hardware": describe(a.device, a.threads), "torch": torch.__version__,
             "torch_cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version() if a.device != "cpu" else None}
@@ -114,11 +114,11 @@ def stage_kernels(a, work: Path, state: dict) -> dict:
     import pandas as pd
     import torch
 
-    from calibration.grid import make_grid
-    from calibration.harness import Harness, memory_plan
-    from calibration.torch_model import check_attention
-    from simulator.errors import ConfigError
-    from simulator.model_arch import load_model
+    from servesim.calibration.grid import make_grid
+    from servesim.calibration.harness import Harness, memory_plan
+    from servesim.calibration.torch_model import check_attention
+    from servesim.simulator.errors import ConfigError
+    from servesim.simulator.model_arch import load_model
 
     if a.attention != "auto":
         state["attention"] = a.attention
@@ -157,8 +157,8 @@ def stage_kernels(a, work: Path, state: dict) -> dict:
 
 
 def stage_calibrate(a, work: Path, state: dict) -> dict:
-    from calibration.harness import run_calibration
-    from calibration.profile_io import fit_directory
+    from servesim.calibration.harness import run_calibration
+    from servesim.calibration.profile_io import fit_directory
 
     name = a.name or f"{_short_device(state.get('device_name', ''), a.device)}-{a.model}-{a.dtype}-tp1-harness"
     out = run_calibration(a.model, a.device, a.dtype, work / "calibration", grid=a.grid, warmup=a.warmup,
@@ -172,8 +172,8 @@ def stage_calibrate(a, work: Path, state: dict) -> dict:
 
 
 def stage_replay(a, work: Path, state: dict) -> dict:
-    from calibration.validate import auto_loads, step_errors, validate_replay
-    from simulator.config import load
+    from servesim.calibration.validate import auto_loads, step_errors, validate_replay
+    from servesim.simulator.config import load
 
     sets = list(a.set) + [f"profile={state['profile']}"]
     rs = load(a.scenario, sets)
@@ -197,7 +197,7 @@ def stage_replay(a, work: Path, state: dict) -> dict:
 
 
 def stage_compare(a, work: Path, state: dict) -> dict:
-    from calibration.compare import compare_profiles, format_table
+    from servesim.calibration.compare import compare_profiles, format_table
 
     t = compare_profiles(state["profile"], a.reference)
     t.to_csv(work / "compare.csv", index=False)
@@ -215,7 +215,7 @@ def steps_plot(replayed, models: dict, path: Path, device: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from calibration.validate import predicted_durations
+    from servesim.calibration.validate import predicted_durations
 
     meas = replayed["duration"].to_numpy() * 1e3
     fig, ax = plt.subplots(figsize=(6.5, 5.5))
@@ -301,8 +301,8 @@ def unpack(bundle: str | Path, results_root: str | Path = "results/fidelity",
     fitted profile among the built-in ones (its `measurements` pointing at the unpacked parquet).
     The bundle is untrusted: its profile name must be one plain path component, and nothing outside
     results_root is ever removed."""
-    from simulator.errors import ConfigError
-    from simulator.files import load_yaml
+    from servesim.simulator.errors import ConfigError
+    from servesim.simulator.files import load_yaml
 
     bundle = Path(bundle)
     try:
@@ -351,7 +351,7 @@ def unpack(bundle: str | Path, results_root: str | Path = "results/fidelity",
 
 
 def parse(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m calibration.device_session", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m servesim.calibration.device_session", description=__doc__.splitlines()[0])
     p.add_argument("--out", help="where the bundle and headline files go ($OUT on the device)")
     p.add_argument("--unpack", metavar="BUNDLE", help="instead: put a returned session.tar.gz into the repository "
                                                         "(results/fidelity/device-PROFILE/, calibration/profiles/)")
@@ -384,7 +384,7 @@ def parse(argv=None) -> argparse.Namespace:
 def main(argv=None) -> int:
     a = parse(argv)
     if a.unpack:
-        from simulator.errors import ConfigError
+        from servesim.simulator.errors import ConfigError
 
         try:
             dest, prof = unpack(a.unpack)

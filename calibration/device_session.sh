@@ -2,7 +2,7 @@
 # The device session (calibration/device_session.py) on a lent GPU machine, from the repository root.
 # Here first: `make device-wheels` (the packages the device image lacks, into .whl/). Then one call:
 #   run(command="bash calibration/device_session.sh", carry=[".whl"], timeout_s=540)
-# Extra arguments go to the session (python -m calibration.device_session --help).
+# Extra arguments go to the session (python -m servesim.calibration.device_session --help).
 set -u
 out="${OUT:-results/device-session}"
 mkdir -p "$out"
@@ -12,5 +12,5 @@ if ls .whl/*.whl >/dev/null 2>&1; then
   export PYTHONPATH="/tmp/site"
 fi
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
-python3 -m calibration.device_session --out "$out" "$@" 2>&1 | tee "$out/log.txt"
+python3 -m servesim.calibration.device_session --out "$out" "$@" 2>&1 | tee "$out/log.txt"
 exit "${PIPESTATUS[0]}"

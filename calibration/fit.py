@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares, nnls
 
-from simulator.batch import SHAPE_FIELDS
-from simulator.errors import ConfigError
+from servesim.simulator.batch import SHAPE_FIELDS
+from servesim.simulator.errors import ConfigError
 
 SHAPE_COLUMNS = SHAPE_FIELDS
 PARAMS = ["step_overhead_ms", "per_seq_ms", "per_token_ms", "linear_floor_ms", "per_context_token_ms",

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Literal
 
-from simulator.batch import BatchShape
-from simulator.errors import ConfigError
+from servesim.simulator.batch import BatchShape
+from servesim.simulator.errors import ConfigError
 
 Kind = Literal["prefill", "decode", "mixed", "attention"]
 STEP_KINDS = ("prefill", "decode", "mixed")

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from calibration.grid import GridPoint, make_grid
-from simulator.errors import ConfigError
-from simulator.model_arch import ModelArchitecture, load_model
+from servesim.calibration.grid import GridPoint, make_grid
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.model_arch import ModelArchitecture, load_model
 
 
 def _torch():
@@ -33,7 +33,7 @@ class Harness:
     def __init__(self, arch: ModelArchitecture, device: str, dtype: str, block_size: int, points: list[GridPoint],
                  threads: int | None = None, seed: int = 0, attention: str = "gather"):
         torch = _torch()
-        from calibration.torch_model import PagedLlama, torch_dtype
+        from servesim.calibration.torch_model import PagedLlama, torch_dtype
 
         tdtype = torch_dtype(dtype)
         self.torch, self.device, self.block_size = torch, usable_device(torch, device, "device"), block_size
@@ -66,7 +66,7 @@ class Harness:
 
     def build(self, p: GridPoint):
         """Real block tables over a shuffled free list (as a long-running pool has them), sizes from the point."""
-        from calibration.torch_model import make_batch
+        from servesim.calibration.torch_model import make_batch
 
         free = list(self.rng.permutation(np.arange(1, self.num_blocks)))  # block 0 is the null block
         if p.kind == "prefill":
@@ -157,7 +157,7 @@ def memory_plan(arch: ModelArchitecture, device: str, dtype: str, points: list[G
     with the padding of uneven contexts). Weights that do not fit are refused up front.
     """
     torch = _torch()
-    from calibration.torch_model import kv_bytes_per_token, torch_dtype
+    from servesim.calibration.torch_model import kv_bytes_per_token, torch_dtype
 
     elem = torch.tensor([], dtype=torch_dtype(dtype)).element_size()
     per_token = kv_bytes_per_token(arch, torch_dtype(dtype))
@@ -182,7 +182,7 @@ def run_calibration(model: str, device: str, dtype: str, out: str | Path, grid: 
                     progress: bool = True, points: list[GridPoint] | None = None,
                     max_kv_gib: float | None = None, attention: str = "gather") -> Path:
     """Measure the grid, write measurements.parquet and run.json into `out`."""
-    from calibration.hardware_info import describe
+    from servesim.calibration.hardware_info import describe
 
     arch = load_model(model)
     arch.require_dense("the torch harness", "--model")

@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.cost_model import REFERENCE_BANDWIDTH_GBPS, Overhead, activation_traffic, default_overhead
-from simulator.errors import ConfigError
-from simulator.model_arch import ModelArchitecture
+from servesim.simulator.cost_model import REFERENCE_BANDWIDTH_GBPS, Overhead, activation_traffic, default_overhead
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.model_arch import ModelArchitecture
 
 MIXTRAL = {"hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "vocab": 32000, "layers": 32}
 GEMMS = ["q_proj", "k_proj", "v_proj", "o_proj"]
@@ -58,7 +58,7 @@ def _bucket(t: int) -> str:
 
 
 def check_layers(profiles: str | Path, tables: str | Path, out: str | Path | None = None) -> pd.DataFrame:
-    from calibration.aiconfigurator import KernelTables
+    from servesim.calibration.aiconfigurator import KernelTables
 
     profiles = Path(profiles)
     files = sorted(profiles.rglob("layers.csv"))
@@ -105,7 +105,7 @@ def check_layers(profiles: str | Path, tables: str | Path, out: str | Path | Non
     table["other_ratio"] = table["measured_other_ms"] / table["servesim_other_ms"]
     table = table.reset_index(drop=True)
     if out is not None:
-        from calibration.validate import make_out_dir
+        from servesim.calibration.validate import make_out_dir
 
         out = make_out_dir(out)
         table.to_csv(out / "table.csv", index=False)
@@ -119,7 +119,7 @@ MIXTRAL_MOE = {"experts": 8, "top_k": 2, "inter": 14336}
 
 def check_moe_layers(profiles: str | Path, tables: str | Path, out: str | Path | None = None) -> pd.DataFrame:
     """Mixtral's measured experts against the kernel tables, by token bucket (one layer, ms)."""
-    from calibration.aiconfigurator import KernelTables
+    from servesim.calibration.aiconfigurator import KernelTables
 
     files = sorted(Path(profiles).rglob("layers.csv"))
     if not files:
@@ -154,7 +154,7 @@ def check_moe_layers(profiles: str | Path, tables: str | Path, out: str | Path |
     table["expert_gemm_error"] = table["table_expert_gemm_ms"] / table["measured_expert_gemm_ms"] - 1
     table["moe_layer_error"] = table["composed_moe_ms"] / table["measured_moe_ms"] - 1
     if out is not None:
-        from calibration.validate import make_out_dir
+        from servesim.calibration.validate import make_out_dir
 
         out = make_out_dir(out)
         table.to_csv(out / "moe-table.csv", index=False)

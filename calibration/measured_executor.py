@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 
-from calibration.harness import usable_device
-from simulator.errors import ConfigError
-from simulator.model_arch import ModelArchitecture
+from servesim.calibration.harness import usable_device
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.model_arch import ModelArchitecture
 
 MAX_CACHE_GIB = 16.0
 
@@ -25,8 +25,8 @@ class MeasuredExecutor:
 
     def __init__(self, arch: ModelArchitecture, device: str, dtype: str, block_size: int, num_blocks: int,
                  threads: int | None = None, seed: int = 0, attention: str = "gather"):
-        from calibration.harness import _torch
-        from calibration.torch_model import PagedLlama, kv_bytes_per_token, torch_dtype
+        from servesim.calibration.harness import _torch
+        from servesim.calibration.torch_model import PagedLlama, kv_bytes_per_token, torch_dtype
 
         torch = _torch()
         tdtype = torch_dtype(dtype)
@@ -48,7 +48,7 @@ class MeasuredExecutor:
 
     def _warm_up(self) -> None:
         """The first forward passes pay for allocation and kernel selection: not part of any step."""
-        from calibration.torch_model import make_batch
+        from servesim.calibration.torch_model import make_batch
 
         blocks = list(range(1, min(9, self.model.k_cache.shape[1] // self.block_size)))
         if len(blocks) < 2:
@@ -60,7 +60,7 @@ class MeasuredExecutor:
 
     def batch(self, reqs, tokens):
         """The StepBatch of the scheduled requests, through their real block tables."""
-        from calibration.torch_model import make_batch
+        from servesim.calibration.torch_model import make_batch
 
         # the scheduler has already advanced num_computed_tokens by n
         seqs = [(r.blocks, r.num_computed_tokens - n, n) for r, n in zip(reqs, tokens)]

@@ -8,9 +8,9 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from calibration.fit import FitResult, fit_step_model
-from simulator.errors import ConfigError
-from simulator.files import read_table, where_looked
+from servesim.calibration.fit import FitResult, fit_step_model
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.files import read_table, where_looked
 
 
 def tolerance_for(fit: FitResult) -> float:
@@ -58,7 +58,7 @@ def read_measurements(src: str | Path) -> tuple[pd.DataFrame, dict, Path]:
     if not src.is_file():
         raise ConfigError("measurements", f"file not found: {src}{where_looked(src)}")
     if src.suffix == ".jsonl":  # an engine step log (calibration/real_runs.py): batch shapes and step times
-        from calibration.real_runs import read_run
+        from servesim.calibration.real_runs import read_run
 
         run = read_run(src)
         if run.steps is None:

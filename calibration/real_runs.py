@@ -30,12 +30,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.batch import SHAPE_FIELDS, shape_of
-from simulator.errors import JSON_ERRORS, ConfigError, json_problem
-from simulator.files import where_looked
-from simulator.metrics import latency_stats
-from simulator.model_arch import HF_IDS
-from workloads.spec import RequestSpec
+from servesim.simulator.batch import SHAPE_FIELDS, shape_of
+from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem
+from servesim.simulator.files import where_looked
+from servesim.simulator.metrics import latency_stats
+from servesim.simulator.model_arch import HF_IDS
+from servesim.workloads.spec import RequestSpec
 
 SHAPE = SHAPE_FIELDS
 LIFECYCLE_TIMES = ["queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts"]
@@ -299,6 +299,15 @@ def engine_sets(meta: dict, where) -> list[str]:
         sets.append(f"engine.num_gpu_blocks_override={cache['num_gpu_blocks']}")
     if kw.get("kv_cache_dtype", "auto") != "auto":
         sets.append(f"engine.kv_cache_dtype={kw['kv_cache_dtype']}")
+    device = meta.get("hardware", {}).get("device_name") if isinstance(meta.get("hardware"), dict) else None
+    if isinstance(device, str) and device:
+        from servesim.simulator.hardware import gpu_for_device
+
+        gpu = gpu_for_device(device)
+        if gpu:
+            sets.append(f"hardware.gpu={gpu}")
+        else:
+            meta["unmapped_gpu"] = device  # resolve_run says which GPU it simulates instead
     return sets
 
 

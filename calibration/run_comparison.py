@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from calibration.real_runs import RealRun, attach_prefixes, check_lengths, read_run, request_summary
-from simulator.errors import ConfigError
+from servesim.calibration.real_runs import RealRun, attach_prefixes, check_lengths, read_run, request_summary
+from servesim.simulator.errors import ConfigError
 
 # prefill = TTFT - queue time: first scheduled to first token, the prompt's service time without the wait
 METRICS = [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL"), ("queue_time", "queue"),
@@ -26,7 +26,7 @@ RATES = [("request_throughput", "throughput (req/s)"), ("output_throughput", "ou
 
 def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | None = None):
     """The real run's recorded settings, then the scenario, then the --sets; its requests must fit them."""
-    from simulator.config import load, load_scenario_file
+    from servesim.simulator.config import load, load_scenario_file, say_once
 
     run.need_requests()
     unmapped = run.meta.get("unmapped_model")
@@ -34,15 +34,43 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
             not (scenario and "model" in load_scenario_file(scenario)):
         raise ConfigError("model", f"{run.path} was served with {unmapped}, which has no built-in architecture: "
                                    f"give --set model=NAME (a built-in model or a config.json path)")
-    rs = load(scenario, run.sets + list(sets or []))
+    recorded, warnings = _with_overrides(run, list(sets or []))
+    rs = load(scenario, recorded + list(sets or []))
+    gpu_given = any(s.startswith("hardware.") for s in sets or []) or bool(scenario and "hardware" in load_scenario_file(scenario))
+    if not gpu_given and not any(s.startswith("hardware.gpu=") for s in recorded):
+        device = run.meta.get("unmapped_gpu")
+        warnings.append(f"{run.path} " + (f"ran on {device}, which is no built-in GPU" if device else "records no GPU")
+                        + f": simulating {rs.scenario.hardware.gpu or rs.hardware.name}; name the GPU with --set hardware.gpu=NAME")
+    say_once(f"servesim: warning: {w}" for w in warnings)
     check_lengths(run, rs.max_model_len)
     return rs
+
+
+def _with_overrides(run: RealRun, sets: list[str]) -> tuple[list[str], list[str]]:
+    """The run's recorded settings under the user's --sets, and a warning for each recorded value a --set replaces.
+    A recorded pool of KV blocks is memory: under another --set engine.block_size it is kept as the same tokens."""
+    given = dict(s.split("=", 1) for s in sets if "=" in s)
+    recorded = dict(s.split("=", 1) for s in run.sets)
+    warnings = [f"--set {k}={given[k]} replaces the {k}={v} that {run.path} records"
+                for k, v in recorded.items() if k in given and given[k] != v]
+    blocks, size = recorded.get("engine.num_gpu_blocks_override"), recorded.get("engine.block_size", "16")
+    new_size = given.get("engine.block_size")
+    if blocks and new_size and new_size != size and "engine.num_gpu_blocks_override" not in given:
+        try:
+            kept = int(blocks) * int(size) // int(new_size)
+        except ValueError:
+            kept = None  # a block size that is no integer: the --set's own check names it
+        if kept:
+            recorded["engine.num_gpu_blocks_override"] = str(kept)
+            warnings.append(f"the recorded pool ({int(blocks):,} blocks of {size} tokens) is simulated as "
+                            f"{kept:,} blocks of {new_size}")
+    return [f"{k}={v}" for k, v in recorded.items()], warnings
 
 
 def simulate_run(run: RealRun, scenario: str | None = None, sets: list[str] | None = None):
     """The real run's arrivals and lengths, simulated under resolve_run's settings; its requests carry
     `prefill` (TTFT - queue time) like the real ones."""
-    from simulator.engine import simulate
+    from servesim.simulator.engine import simulate
 
     rs = resolve_run(run, scenario, sets)
     result = simulate(rs, run.specs)
@@ -168,21 +196,8 @@ def plot_comparison(run: RealRun, sim_requests: pd.DataFrame, sim_itls: np.ndarr
     return paths
 
 
-def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | None, sets: list[str] | None,
-                 tolerance: float, out: str | Path, command: list[str] | None = None,
-                 trace: str | None = None, hash_block_tokens: int | None = None) -> tuple[pd.DataFrame, dict]:
-    from calibration.validate import make_out_dir, write_command
-
-    if not (tolerance > 0 and np.isfinite(tolerance)):
-        raise ConfigError("--tolerance", f"must be a positive fraction (0.1 = 10%), got {tolerance}")
-    runs = [read_run(p) for p in real_paths]
-    for r in runs:
-        r.need_requests()
-    if trace:  # the trace the run replayed: its shared-prefix blocks, which a result file does not record
-        from workloads.traces import read_trace
-
-        sent = read_trace(trace, hash_block_tokens=hash_block_tokens)
-        runs = [attach_prefixes(r, sent) for r in runs]
+def _check_repeats(real_paths: list[str], runs: list) -> None:
+    """Several runs are repeats of one deployment and one workload, each given once; their differences are spread."""
     first = runs[0]
     seen = set()
     for p, r in zip(real_paths, runs):  # one run given twice (under any of its names) would be its own repeat
@@ -202,6 +217,25 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
                 [(s.prompt_tokens, s.output_tokens) for s in first.specs]:
             raise ConfigError(str(r.path), f"not a repeat of {first.path}: its requests differ (count, prompt or "
                                            f"output lengths); compare one workload's repeats at a time")
+
+
+def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | None, sets: list[str] | None,
+                 tolerance: float, out: str | Path, command: list[str] | None = None,
+                 trace: str | None = None, hash_block_tokens: int | None = None) -> tuple[pd.DataFrame, dict]:
+    from servesim.calibration.validate import make_out_dir, write_command
+
+    if not (tolerance > 0 and np.isfinite(tolerance)):
+        raise ConfigError("--tolerance", f"must be a positive fraction (0.1 = 10%), got {tolerance}")
+    runs = [read_run(p) for p in real_paths]
+    for r in runs:
+        r.need_requests()
+    if trace:  # the trace the run replayed: its shared-prefix blocks, which a result file does not record
+        from servesim.workloads.traces import read_trace
+
+        sent = read_trace(trace, hash_block_tokens=hash_block_tokens)
+        runs = [attach_prefixes(r, sent) for r in runs]
+    _check_repeats(real_paths, runs)
+    first = runs[0]
     out = make_out_dir(out)
     source = None
     if sim_dir:

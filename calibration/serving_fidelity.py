@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from calibration.real_runs import RealRun, read_run, request_summary
-from calibration.run_comparison import comparison_table, plot_comparison, simulate_run
-from simulator.errors import ConfigError
+from servesim.calibration.real_runs import RealRun, read_run, request_summary
+from servesim.calibration.run_comparison import comparison_table, plot_comparison, simulate_run
+from servesim.simulator.errors import ConfigError
 
 # the runs' folder names -> servesim's built-in GPUs
 GPUS = {"RTX4090": "rtx-4090", "RTXPRO6000": "rtx-pro-6000"}
@@ -77,8 +77,8 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
                      terms: list[str] | None = None, max_evals: int = 40) -> tuple[pd.DataFrame, list[dict]]:
     """Every run on the cost model `profile: auto` picks; with leave_one_out, also on terms fitted by simulation
     to the other runs (calibration/serving_fit.py), never to the run predicted."""
-    from calibration.serving_fit import fit_serving
-    from calibration.validate import make_out_dir, write_command
+    from servesim.calibration.serving_fit import fit_serving
+    from servesim.calibration.validate import make_out_dir, write_command
 
     root, out = Path(root), make_out_dir(out)
     runs, report = load_runs(root)

@@ -26,9 +26,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
-from calibration.real_runs import RealRun, request_summary
-from calibration.run_comparison import resolve_run, simulate_run
-from simulator.errors import ConfigError
+from servesim.calibration.real_runs import RealRun, request_summary
+from servesim.calibration.run_comparison import resolve_run, simulate_run
+from servesim.simulator.config import say_once
+from servesim.simulator.errors import ConfigError
 
 SCALES = {  # coefficient groups each scale multiplies (a roofline's efficiencies are divided)
     "memory_scale": {"linear": ["linear_floor_ms", "per_context_token_ms", "per_spilled_context_token_ms",
@@ -178,6 +179,16 @@ def _describe_fit(fitted: dict, rs0, train: list[RealRun], held_out: list[RealRu
     return {k: v for k, v in fitted.items() if v is not None}
 
 
+def _say_if_mixed(resolved: list) -> None:
+    """Runs of several deployments share the fitted terms, but one profile is written: the first run's."""
+    deployments = {(rs.scenario.hardware.gpu or rs.hardware.name, rs.arch.name, rs.scenario.engine.tensor_parallel_size)
+                   for rs in resolved}
+    if len(deployments) > 1:
+        say_once([f"servesim: warning: the runs fitted are {len(deployments)} deployments (GPU, model, TP): the terms "
+                  f"are fitted across them, and the profile written is {resolved[0].profile.name}'s (the first run's) "
+                  f"with them"])
+
+
 def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | None, sets: list[str] | None,
                 terms: list[str] | None = None, max_evals: int = 60, progress=None) -> ServingFit:
     """Fit terms on `train` runs (scored on all their requests; with no held-out run, on the first 70% of
@@ -187,6 +198,7 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
     # every run keeps its own starting profile (its GPU, model, TP); the terms are shared
     resolved = [resolve_run(r, scenario, sets) for r in train + held_out]
     rs0 = resolved[0]
+    _say_if_mixed(resolved[:len(train)])
     starts = [rs.profile.model_dump(mode="json") for rs in resolved]
     for p in starts:
         if p.get("overhead") is None and any(t in OVERHEAD_TERMS for t in terms):

@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from simulator.errors import ConfigError
-from simulator.model_arch import ModelArchitecture
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.model_arch import ModelArchitecture
 
 TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -190,7 +190,7 @@ class PagedLlama(nn.Module):
     def decode_attention(self, layer: int, qd, b: StepBatch):
         """One query token per sequence against its cached context, through the block tables."""
         if self.attention_kind == "paged":
-            from calibration.paged_attention import paged_decode_attention
+            from servesim.calibration.paged_attention import paged_decode_attention
 
             return paged_decode_attention(qd, self.k_cache[layer], self.v_cache[layer], b.decode_tables,
                                           b.decode_lens, b.decode_max_len, self.block_size)

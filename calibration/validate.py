@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.errors import ConfigError
-from simulator.metrics import step_shapes
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.metrics import step_shapes
 
 METRICS = [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL")]
 STATS = [("median", "p50"), ("p90", "p90"), ("p99", "p99")]
@@ -101,7 +101,7 @@ def _load_sets(load: str) -> list[str]:
         return [f"workload.arrival={{process: poisson, rate: {float(value)}}}"]
     if kind == "concurrency":
         return [f"workload.arrival={{process: closed_loop, concurrency: {int(value)}}}"]
-    from simulator.errors import ConfigError
+    from servesim.simulator.errors import ConfigError
 
     raise ConfigError("loads", f"{load!r}: use rate=R (open loop, req/s) or concurrency=N (closed loop)")
 
@@ -109,8 +109,8 @@ def _load_sets(load: str) -> list[str]:
 def auto_loads(rs, sets, scenario, rates=(0.2, 0.45, 0.7, 0.9), concurrencies=(0.1, 0.3, 0.6, 1.0)) -> list[str]:
     """Open-loop rates at these fractions of the saturation the profile predicts (default: four, light to
     ~90%), and closed-loop concurrencies at these fractions of the batch that saturation runs at."""
-    from simulator.config import load
-    from simulator.engine import simulate
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
 
     burst = simulate(load(scenario, sets + ["workload.arrival={process: burst}"])).summary
     sat = burst["request_throughput"]
@@ -126,10 +126,10 @@ def validate_replay(scenario: str | None, sets: list[str], device: str, threads:
 
     With a deadline (time.monotonic()), levels not started by then are skipped and listed as such:
     a lent GPU's call has a hard time limit, and finished levels are worth keeping."""
-    from calibration.harness import _torch, usable_device
-    from calibration.measured_executor import MeasuredExecutor
-    from simulator.config import load
-    from simulator.engine import simulate
+    from servesim.calibration.harness import _torch, usable_device
+    from servesim.calibration.measured_executor import MeasuredExecutor
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
 
     usable_device(_torch(), device)  # before the scenario, whose warnings would come first
     rs = load(scenario, sets)
@@ -155,7 +155,7 @@ def validate_replay(scenario: str | None, sets: list[str], device: str, threads:
         cdf_plot({"simulation": sim, "measured replay": rep}, out / f"cdf-{i}.png",
                  f"{rs.arch.name} on {device}, load {level}: simulation ({rs.profile.name}) vs measured replay")
     if not tables:
-        from simulator.errors import ConfigError
+        from servesim.simulator.errors import ConfigError
 
         raise ConfigError("loads", "the deadline passed before the first load level")
     table = pd.concat(tables, ignore_index=True)[["load", "metric", "sim", "replay", "error"]]

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from calibration.real_runs import read_run
-from calibration.vllm_validate import DTYPES, build_model, run_driver
-from simulator.errors import ConfigError
-from simulator.model_arch import load_model
-from workloads.spec import RequestSpec
-from workloads.traces import write_jsonl
+from servesim.calibration.real_runs import read_run
+from servesim.calibration.vllm_validate import DTYPES, build_model, run_driver
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.model_arch import load_model
+from servesim.workloads.spec import RequestSpec
+from servesim.workloads.traces import write_jsonl
 
 GRIDS = {  # (prefill B x L), (decode B x C), (mixed: D decodes at C + one L chunk)
     "quick": ([(1, 64), (2, 128), (1, 256)], [(1, 128), (4, 256), (8, 64)], [(4, 128, 128)]),

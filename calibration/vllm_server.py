@@ -29,10 +29,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from calibration.real_runs import attach_prefixes, read_run, request_summary
-from calibration.run_comparison import comparison_table, simulate_run
-from calibration.vllm_validate import DRIVER, DTYPES, build_model, level_specs, require_python
-from simulator.errors import ConfigError
+from servesim.calibration.real_runs import attach_prefixes, read_run, request_summary
+from servesim.calibration.run_comparison import comparison_table, simulate_run
+from servesim.calibration.vllm_validate import DRIVER, build_model, engine_flags, engine_sets, level_specs, require_python
+from servesim.simulator.errors import ConfigError
 
 CLI = Path(__file__).with_name("vllm_cli.py")
 CHUNK = 16  # tokens per timed-trace hash id (servesim's content blocks are 16 tokens)
@@ -124,13 +124,57 @@ def load_levels(path: str | Path) -> tuple[dict[str, list[str]], str | None]:
     return {str(k): v for k, v in levels.items()}, fit_on
 
 
+def _write_traces(scenario: str, sets: list[str], levels: dict, out: Path) -> list[tuple]:
+    """Each level's requests as a timed trace for `vllm bench serve`: (name, trace, requests, concurrency)."""
+    from servesim.simulator.config import load
+    from servesim.workloads.traces import write_timed_trace
+
+    plans = []
+    for i, (name, extra) in enumerate(levels.items()):
+        specs, concurrency = level_specs(load(scenario, sets + extra))
+        sent = [dataclasses.replace(s, arrival_time=0.0) for s in specs] if concurrency else specs
+        plans.append((name, write_timed_trace(sent, out / f"trace-{i}.jsonl", CHUNK), specs, concurrency))
+    return plans
+
+
+def _measure(python: str, rs, plans: list[tuple], results: dict, out: Path, kv_gib: float) -> None:
+    """One vLLM server; a warm-up, then each level's repeats through `vllm bench serve`."""
+    flags = engine_flags(rs)
+    flags["enable_prefix_caching" if rs.scenario.engine.enable_prefix_caching else "no_enable_prefix_caching"] = True
+    t0 = time.monotonic()
+    with vllm_server(python, out / "model", flags, out, kv_gib) as url:
+        warm = plans[0]
+        bench(python, url, out / "model", warm[1], min(20, len(warm[2])), warm[3], out / "warmup.json", 1)
+        for i, (name, trace, specs, concurrency) in enumerate(plans):
+            for r, path in enumerate(results[name]):
+                bench(python, url, out / "model", trace, len(specs), concurrency, path, 100 * (i + 1) + r)
+    (out / "server-wall.json").write_text(json.dumps({"wall_s": round(time.monotonic() - t0, 1)}))
+
+
+def _compare_levels(plans: list[tuple], runs: dict, profiles: dict, scenario: str, sets: list[str],
+                    fit_on: str | None) -> tuple[pd.DataFrame, dict]:
+    """Every level simulated with every profile against its real repeats: one table, and each profile's warnings."""
+    rows, warnings = [], {label: set() for label in profiles}
+    for name, _, _, _ in plans:
+        reals = [r.summary() for r in runs[name]]
+        table = None
+        for label, prof in profiles.items():
+            _, sim = simulate_run(runs[name][0], scenario, sets + ([f"profile={prof}"] if prof else []))
+            warnings[label].update(f"{name}: {w}" for w in sim.summary.get("cost_model_warnings", []))
+            t = comparison_table(reals, request_summary(sim.requests, sim.itls))
+            t = t.rename(columns={"sim": f"sim_{label}", "error": f"error_{label}"})
+            table = t if table is None else table.merge(t.drop(columns=["real", "real_spread"]), on="metric")
+        rows.append(table.assign(level=name, out_of_sample_fitted=name != fit_on))
+    table = pd.concat(rows, ignore_index=True)
+    return table[["level"] + [c for c in table.columns if c != "level"]], warnings
+
+
 def validate_vllm_server(scenario: str, sets: list[str], python: str, repeats: int, levels_path: str,
                          kv_gib: float, out: str | Path, engine_profile: str | None = None,
                          command: list[str] | None = None, resimulate: bool = False) -> tuple[pd.DataFrame, dict]:
-    from calibration.serving_fit import fit_serving
-    from calibration.validate import make_out_dir, write_command
-    from simulator.config import load
-    from workloads.traces import write_timed_trace
+    from servesim.calibration.serving_fit import fit_serving
+    from servesim.calibration.validate import make_out_dir, write_command
+    from servesim.simulator.config import load
 
     require_python(python)
     if not (isinstance(repeats, int) and repeats >= 1):
@@ -138,71 +182,34 @@ def validate_vllm_server(scenario: str, sets: list[str], python: str, repeats: i
     levels, fit_on = load_levels(levels_path)
     rs = load(scenario, sets)
     out = make_out_dir(out)
-    model_dir = build_model(python, rs.arch, out)
-    plans = []
-    for i, (name, extra) in enumerate(levels.items()):
-        lrs = load(scenario, sets + extra)
-        specs, concurrency = level_specs(lrs)
-        sent = [dataclasses.replace(s, arrival_time=0.0) for s in specs] if concurrency else specs
-        trace = write_timed_trace(sent, out / f"trace-{i}.jsonl", CHUNK)
-        plans.append((name, trace, specs, concurrency))
-    e = rs.scenario.engine
-    flags = {"dtype": DTYPES[rs.arch.dtype], "max_model_len": rs.max_model_len, "max_num_seqs": rs.max_num_seqs,
-             "max_num_batched_tokens": rs.max_num_batched_tokens, "block_size": e.block_size,
-             "seed": rs.scenario.seed}
-    if e.enable_prefix_caching:
-        flags["enable_prefix_caching"] = True
-    else:
-        flags["no_enable_prefix_caching"] = True
+    build_model(python, rs.arch, out)
+    plans = _write_traces(scenario, sets, levels, out)
     results = {name: [out / f"bench-{i}-r{r}.json" for r in range(repeats)] for i, (name, *_) in enumerate(plans)}
-    t0 = time.monotonic()
     if resimulate:  # the measurements of an earlier run of this command: simulate them again (new profiles)
         missing = [str(p) for ps in results.values() for p in ps if not p.is_file()]
         if missing or not (out / "engine-info.json").is_file():
             raise ConfigError("--resimulate", f"no earlier measurements in {out} ({(missing or ['engine-info.json'])[0]} "
                                               f"missing): run without --resimulate first")
     else:
-        with vllm_server(python, model_dir, flags, out, kv_gib) as url:
-            warm = plans[0]
-            bench(python, url, model_dir, warm[1], min(20, len(warm[2])), warm[3], out / "warmup.json", 1)
-            for i, (name, trace, specs, concurrency) in enumerate(plans):
-                for r, path in enumerate(results[name]):
-                    bench(python, url, model_dir, trace, len(specs), concurrency, path, 100 * (i + 1) + r)
-        (out / "server-wall.json").write_text(json.dumps({"wall_s": round(time.monotonic() - t0, 1)}))
+        _measure(python, rs, plans, results, out, kv_gib)
     info = json.loads((out / "engine-info.json").read_text())
-    engine_sets = [f"engine.block_size={info['block_size']}", f"engine.num_gpu_blocks_override={info['num_gpu_blocks']}",
-                   f"engine.max_num_seqs={info['max_num_seqs']}",
-                   f"engine.max_num_batched_tokens={info['max_num_batched_tokens']}", "engine.async_scheduling=false"]
-    runs = {}
-    for name, trace, specs, _ in plans:
-        runs[name] = [attach_prefixes(read_run(p, name=f"{name} r{j}"), specs) for j, p in enumerate(results[name])]
+    sim_sets = sets + engine_sets(info) + ["engine.async_scheduling=false"]
+    runs = {name: [attach_prefixes(read_run(p, name=f"{name} r{j}"), specs) for j, p in enumerate(results[name])]
+            for name, _, specs, _ in plans}
 
     profiles: dict[str, str | None] = {"harness": None}
     if engine_profile:
         profiles["engine"] = engine_profile
     fit = None
     if fit_on:
-        fit = fit_serving(runs[fit_on], [], scenario, sets + engine_sets)
-        from calibration.profile_io import write_profile
+        fit = fit_serving(runs[fit_on], [], scenario, sim_sets)
+        from servesim.calibration.profile_io import write_profile
 
         write_profile(fit.profile, out / "fitted-profile.yaml")
         profiles["fitted"] = str(out / "fitted-profile.yaml")
         print(f"fitted profile written to {out / 'fitted-profile.yaml'} (fitted on level {fit_on})")
 
-    rows, warnings = [], {label: set() for label in profiles}
-    for name, _, _, _ in plans:
-        reals = [r.summary() for r in runs[name]]
-        table = None
-        for label, prof in profiles.items():
-            extra = engine_sets + ([f"profile={prof}"] if prof else [])
-            _, sim = simulate_run(runs[name][0], scenario, sets + extra)
-            warnings[label].update(f"{name}: {w}" for w in sim.summary.get("cost_model_warnings", []))
-            t = comparison_table(reals, request_summary(sim.requests, sim.itls))
-            t = t.rename(columns={"sim": f"sim_{label}", "error": f"error_{label}"})
-            table = t if table is None else table.merge(t.drop(columns=["real", "real_spread"]), on="metric")
-        rows.append(table.assign(level=name, out_of_sample_fitted=name != fit_on))
-    table = pd.concat(rows, ignore_index=True)
-    table = table[["level"] + [c for c in table.columns if c != "level"]]
+    table, warnings = _compare_levels(plans, runs, profiles, scenario, sim_sets, fit_on)
     table.to_csv(out / "table.csv", index=False)
     lat = table[table["metric"].str.contains("TTFT|TPOT|ITL|E2EL")]
     summary = {"server": json.loads((out / "server-startup.json").read_text())

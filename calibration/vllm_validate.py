@@ -20,12 +20,12 @@ from types import SimpleNamespace
 import numpy as np
 import pandas as pd
 
-from calibration.fit import fit_step_model
-from calibration.profile_io import profile_dict, write_profile
-from calibration.real_runs import read_run
-from calibration.validate import METRICS, STATS, _load_sets, auto_loads, cdf_plot, write_command
-from simulator.errors import ConfigError
-from simulator.metrics import latency_stats
+from servesim.calibration.fit import fit_step_model
+from servesim.calibration.profile_io import profile_dict, write_profile
+from servesim.calibration.real_runs import read_run
+from servesim.calibration.validate import METRICS, STATS, _load_sets, auto_loads, cdf_plot, write_command
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.metrics import latency_stats
 
 DRIVER = Path(__file__).with_name("vllm_driver.py")
 
@@ -102,103 +102,123 @@ def run_driver(python: str, out: Path, plan: list[dict], engine: dict, repeats: 
     return json.loads((out / "vllm-runs.json").read_text()), steps_log
 
 
+def engine_flags(rs) -> dict:
+    """The engine flags both harnesses give vLLM (by vLLM's names), from the resolved scenario."""
+    return {"dtype": DTYPES[rs.arch.dtype], "max_model_len": rs.max_model_len, "max_num_seqs": rs.max_num_seqs,
+            "max_num_batched_tokens": rs.max_num_batched_tokens, "block_size": rs.scenario.engine.block_size,
+            "seed": rs.scenario.seed}
+
+
+def engine_sets(info: dict) -> list[str]:
+    """What the engine resolved (its block size, KV blocks, budgets), as the simulation's --set overrides."""
+    return [f"engine.block_size={info['block_size']}", f"engine.num_gpu_blocks_override={info['num_gpu_blocks']}",
+            f"engine.max_num_seqs={info['max_num_seqs']}", f"engine.max_num_batched_tokens={info['max_num_batched_tokens']}"]
+
+
+def _write_levels(scenario: str, sets: list[str], rs, levels: list[str], out: Path) -> list[dict]:
+    """Each load level's requests as JSONL for the driver; its plan (name, workload file, concurrency)."""
+    from servesim.simulator.config import load
+    from servesim.workloads.traces import write_jsonl
+
+    plan = []
+    for i, level in enumerate(levels):
+        specs, concurrency = level_specs(rs if level == "as-configured" else load(scenario, sets + _load_sets(level)))
+        write_jsonl(specs, out / f"workload-{i}.jsonl")
+        plan.append({"name": level, "workload": str(out / f"workload-{i}.jsonl"), "concurrency": concurrency})
+    return plan
+
+
+def _level_of_steps(steps: pd.DataFrame, levels: list[dict]) -> np.ndarray:
+    """The load level each engine step ran in (-1: warm-up, which belongs to none)."""
+    level_of = np.full(len(steps), -1)
+    for i, lv in enumerate(levels):
+        for r in lv["runs"]:
+            level_of[(steps["t"] >= r["start"]) & (steps["t"] <= r["end"] + 1.0)] = i
+    return level_of
+
+
+def _engine_profile(steps: pd.DataFrame, level_of: np.ndarray, steps_log: Path, arch, exclude: int | None, path: Path):
+    """A profile fitted to the engine's steps, leaving out the level it will be compared on (when there are others)."""
+    train = steps[level_of != exclude] if exclude is not None else steps
+    fit = fit_step_model(train, source=str(steps_log))
+    write_profile(profile_dict(
+        fit, name=f"vllm-cpu-{arch.name}-{arch.dtype}", device="vLLM 0.32.0 CPU engine",
+        source=f"fitted to {len(train):,} steps logged by vLLM's scheduler on this machine"
+               + (f", load level {exclude} left out" if exclude is not None else ""),
+        model=arch.name, dtype=arch.dtype), path)
+    return path, fit
+
+
+def _row(name: str, metric: str, real: float, spread, sims: dict, sim_of, relative: bool = True) -> dict:
+    """One table row: the real runs' median and spread, each simulation's value and relative error."""
+    row = {"load": name, "metric": metric, "real": real, "real_spread": spread}
+    for label, r in sims.items():
+        row[f"sim_{label}"] = sim_of(r)
+        row[f"error_{label}"] = (sim_of(r) - real) / real if relative and real else None
+    return row
+
+
+def _level_rows(name: str, runs: list, sims: dict, steps: pd.DataFrame, lv: dict) -> list[dict]:
+    """A level's rows: each latency statistic, throughput, and the engine's preemptions (from its step log)."""
+    rows = []
+    for key, mname in METRICS:
+        for stat, slabel in STATS:
+            k = f"{stat}_{key}_ms"
+            vals = np.array([m[k] for m, _ in runs], dtype=float)
+            med = float(np.median(vals))
+            rows.append(_row(name, f"{mname} {slabel} (ms)", med, float((vals.max() - vals.min()) / med) if med else None,
+                             sims, lambda r, k=k: r.summary[k]))
+    vals = np.array([m["request_throughput"] for m, _ in runs])
+    med = float(np.median(vals))
+    rows.append(_row(name, "throughput (req/s)", med, float(np.ptp(vals) / med), sims,
+                     lambda r: r.summary["request_throughput"]))
+    if "preempted" in steps:
+        pre = [int(steps.loc[(steps["t"] >= r["start"]) & (steps["t"] <= r["end"] + 1.0), "preempted"].sum())
+               for r in lv["runs"]]
+        rows.append(_row(name, "preemptions", float(np.median(pre)), float(np.ptp(pre)), sims,
+                         lambda r: r.summary["num_preemptions"], relative=False))
+    return rows
+
+
 def validate_vllm(scenario: str, sets: list[str], python: str, repeats: int, loads: list[str] | None,
                   kv_gib: float, out: str | Path, command: list[str] | None = None):
-    from simulator.config import load
-    from simulator.engine import simulate
-    from workloads.traces import write_jsonl
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
 
     require_python(python)  # before any work: the engine is the point
     rs = load(scenario, sets)
     if loads == ["auto"]:
         loads = auto_loads(rs, sets, scenario)
-    levels = loads or ["as-configured"]
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     build_model(python, rs.arch, out)
-    plan, level_rs = [], {}
-    for i, level in enumerate(levels):
-        lrs = rs if level == "as-configured" else load(scenario, sets + _load_sets(level))
-        specs, concurrency = level_specs(lrs)
-        write_jsonl(specs, out / f"workload-{i}.jsonl")
-        plan.append({"name": level, "workload": str(out / f"workload-{i}.jsonl"), "concurrency": concurrency})
-        level_rs[level] = lrs
+    plan = _write_levels(scenario, sets, rs, loads or ["as-configured"], out)
     e = rs.scenario.engine
-    real, steps_log = run_driver(python, out, plan, {
-        "dtype": DTYPES[rs.arch.dtype], "max_model_len": rs.max_model_len, "max_num_seqs": rs.max_num_seqs,
-        "max_num_batched_tokens": rs.max_num_batched_tokens, "block_size": e.block_size,
-        "enable_chunked_prefill": e.enable_chunked_prefill, "enable_prefix_caching": e.enable_prefix_caching,
-        "seed": rs.scenario.seed}, repeats, kv_gib)
+    real, steps_log = run_driver(python, out, plan, engine_flags(rs) | {
+        "enable_chunked_prefill": e.enable_chunked_prefill, "enable_prefix_caching": e.enable_prefix_caching},
+        repeats, kv_gib)
     with gzip.open(out / "vllm-runs.json.gz", "wt") as f:  # every streamed chunk's time, kept small
         json.dump(real, f)
 
     # the engine's resolved settings, and a profile fitted to its own steps
-    engine_sets = [f"engine.block_size={real['block_size']}", f"engine.num_gpu_blocks_override={real['num_gpu_blocks']}",
-                   f"engine.max_num_seqs={real['max_num_seqs']}",
-                   f"engine.max_num_batched_tokens={real['max_num_batched_tokens']}"]
     steps = read_run(steps_log).steps  # calibration/real_runs.py: shapes, and each step's time
-    level_of = np.full(len(steps), -1)  # warm-up steps belong to no level
-    for i, lv in enumerate(real["levels"]):
-        for r in lv["runs"]:
-            level_of[(steps["t"] >= r["start"]) & (steps["t"] <= r["end"] + 1.0)] = i
-
-    def engine_profile(exclude: int | None, path: Path):
-        """Fitted to the engine's steps, leaving out the level it will be compared on (when there are others)."""
-        train = steps[level_of != exclude] if exclude is not None else steps
-        fit = fit_step_model(train, source=str(steps_log))
-        write_profile(profile_dict(
-            fit, name=f"vllm-cpu-{rs.arch.name}-{rs.arch.dtype}", device="vLLM 0.32.0 CPU engine",
-            source=f"fitted to {len(train):,} steps logged by vLLM's scheduler on this machine"
-                   + (f", load level {exclude} left out" if exclude is not None else ""),
-            model=rs.arch.name, dtype=rs.arch.dtype), path)
-        return path, fit
-
+    level_of = _level_of_steps(steps, real["levels"])
     steps.assign(level=level_of).to_parquet(out / "engine-steps.parquet", index=False)
-    _, fit = engine_profile(None, out / "engine-profile.yaml")  # the one to use: every step observed
+    _, fit = _engine_profile(steps, level_of, steps_log, rs.arch, None, out / "engine-profile.yaml")  # every step
     cross = len(real["levels"]) > 1
 
     rows, per_level = [], {}
     for i, lv in enumerate(real["levels"]):
         name = lv["name"]
         runs = [client_metrics(r["requests"]) for r in lv["runs"]]
-        specs = [json.loads(x) for x in open(out / f"workload-{i}.jsonl")]
-        base = [] if name == "as-configured" else _load_sets(name)
-        sims = {}
-        held_out_prof = engine_profile(i, out / f"engine-profile-without-{i}.yaml")[0] if cross \
-            else out / "engine-profile.yaml"
-        for label, prof in (("harness", None), ("engine", str(held_out_prof))):
-            extra = engine_sets + ([f"profile={prof}"] if prof else [])
-            srs = load(scenario, sets + base + extra)
-            sims[label] = simulate(srs)
+        held_out = _engine_profile(steps, level_of, steps_log, rs.arch, i, out / f"engine-profile-without-{i}.yaml")[0] \
+            if cross else out / "engine-profile.yaml"
+        base = sets + ([] if name == "as-configured" else _load_sets(name)) + engine_sets(real)
+        sims = {label: simulate(load(scenario, base + ([f"profile={prof}"] if prof else [])))
+                for label, prof in (("harness", None), ("engine", str(held_out)))}
         per_level[name] = {"real": [m for m, _ in runs], "sim_harness": sims["harness"].summary,
                            "sim_engine": sims["engine"].summary}
-        for key, mname in METRICS:
-            for stat, slabel in STATS:
-                k = f"{stat}_{key}_ms"
-                vals = np.array([m[k] for m, _ in runs], dtype=float)
-                med = float(np.median(vals))
-                row = {"load": name, "metric": f"{mname} {slabel} (ms)", "real": med,
-                       "real_spread": float((vals.max() - vals.min()) / med) if med else None}
-                for label, r in sims.items():
-                    row[f"sim_{label}"] = r.summary[k]
-                    row[f"error_{label}"] = (r.summary[k] - med) / med if med else None
-                rows.append(row)
-        vals = np.array([m["request_throughput"] for m, _ in runs])
-        med = float(np.median(vals))
-        row = {"load": name, "metric": "throughput (req/s)", "real": med, "real_spread": float(np.ptp(vals) / med)}
-        for label, r in sims.items():
-            row[f"sim_{label}"] = r.summary["request_throughput"]
-            row[f"error_{label}"] = (r.summary["request_throughput"] - med) / med
-        rows.append(row)
-        if "preempted" in steps:  # the engine's own count, from its step log
-            pre = [int(steps.loc[(steps["t"] >= r["start"]) & (steps["t"] <= r["end"] + 1.0), "preempted"].sum())
-                   for r in lv["runs"]]
-            row = {"load": name, "metric": "preemptions", "real": float(np.median(pre)),
-                   "real_spread": float(np.ptp(pre))}
-            for label, r in sims.items():
-                row[f"sim_{label}"] = r.summary["num_preemptions"]
-                row[f"error_{label}"] = None
-            rows.append(row)
+        rows += _level_rows(name, runs, sims, steps, lv)
         cdf_plot({"vLLM (first repeat)": runs[0][1], "sim, harness profile": sims["harness"],
                   "sim, engine profile": sims["engine"]}, out / f"cdf-{i}.png",
                  f"{rs.arch.name} on vLLM CPU, load {name}")

@@ -96,8 +96,8 @@ nb([
 "md:# Calibration quality: predicted against measured step times\n\nA CPU calibration of the tiny Llama on this machine (the small one in full runs), fitted with the `linear` form, and the held-out error by batch shape.",
 SETUP,
 '''import tempfile
-from calibration.harness import run_calibration
-from calibration.profile_io import fit_directory
+from servesim.calibration.harness import run_calibration
+from servesim.calibration.profile_io import fit_directory
 out = Path(tempfile.mkdtemp())
 run_calibration("tiny-llama" if SMALL else "small-llama", "cpu", "fp32", out, grid="quick" if SMALL else "cpu", progress=False)
 path, fit = fit_directory(out)

@@ -3,7 +3,7 @@
 Each policy is a small class registered by name, selectable from the scenario YAML.
 """
 
-from policies.batching import BATCHING_POLICIES, make_batching
-from policies.queues import QUEUE_POLICIES, make_queue_policy
+from servesim.policies.batching import BATCHING_POLICIES, make_batching
+from servesim.policies.queues import QUEUE_POLICIES, make_queue_policy
 
 __all__ = ["BATCHING_POLICIES", "QUEUE_POLICIES", "make_batching", "make_queue_policy"]

@@ -1,5 +1,5 @@
 """servesim simulator: how time passes (SimPy loop, replicas, KV blocks, cost, metrics)."""
 
-from simulator.errors import ConfigError
+from servesim.simulator.errors import ConfigError
 
 __all__ = ["ConfigError"]

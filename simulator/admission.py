@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 
-from simulator.request import Request
+from servesim.simulator.request import Request
 
 
 class AdmissionRules:

@@ -19,8 +19,8 @@ BENCH_OVERRIDES = [
 
 
 def run_bench(args) -> int:
-    from simulator.config import load
-    from simulator.engine import simulate
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
 
     rs = load(None, BENCH_OVERRIDES + [f"workload.num_requests={args.requests}", f"workload.arrival.rate={args.rate}",
                                        f"simulation.decode_runs={not args.step_by_step}"] + args.set)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from simulator.errors import ConfigError
+from servesim.simulator.errors import ConfigError
 
 GIB = 2**30
 

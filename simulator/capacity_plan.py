@@ -9,11 +9,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simulator.capacity import GIB, CapacityReport, capacity, kv_pool_bytes
-from simulator.cli_args import FRACTION, checked, number
-from simulator.errors import ConfigError
-from simulator.hybrid_kv import KVLayout
-from workloads.settings import MAX_BLOCK_SIZE, MAX_GIB, MAX_GPUS, MAX_TOKENS
+from servesim.simulator.capacity import GIB, CapacityReport, capacity, kv_pool_bytes
+from servesim.simulator.cli_args import FRACTION, checked, number
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.hybrid_kv import KVLayout
+from servesim.workloads.settings import MAX_BLOCK_SIZE, MAX_GIB, MAX_GPUS, MAX_TOKENS
 
 DEFAULT_TOKENS_PER_REQUEST = 1800
 
@@ -75,12 +75,12 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
          tokens_per_request: int | None = None, shared_prefix_tokens: int | None = None,
          private_tokens: int | None = None) -> CapacityPlan:
     """How many requests fit one deployment's KV pool: contiguous, paged, and paged with a shared prefix."""
-    from simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, check_formats, check_max_model_len,
+    from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, check_formats, check_max_model_len,
                                   check_tensor_parallel, with_formats)
-    from simulator.hardware import load_hardware
-    from simulator.hybrid_kv import kv_layout
-    from simulator.local_attention import local_attention
-    from simulator.model_arch import load_model
+    from servesim.simulator.hardware import load_hardware
+    from servesim.simulator.hybrid_kv import kv_layout
+    from servesim.simulator.local_attention import local_attention
+    from servesim.simulator.model_arch import load_model
 
     given = locals()
     values = {name: None if given[name] is None else checked(flag, given[name], parse)

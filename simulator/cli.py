@@ -8,9 +8,9 @@ import os
 import sys
 from pathlib import Path
 
-from simulator.cli_args import COUNT, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE, nonempty_path, number
-from simulator.errors import ConfigError
-from workloads.settings import MAX_REQUESTS
+from servesim.simulator.cli_args import COUNT, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE, nonempty_path, number
+from servesim.simulator.errors import ConfigError
+from servesim.workloads.settings import MAX_REQUESTS
 
 SUMMARY_ROWS = [
     ("completed", "requests completed", "{:,}"),
@@ -64,9 +64,9 @@ def _describe(rs) -> str:
 
 
 def cmd_run(args) -> int:
-    from simulator.config import load
-    from simulator.engine import simulate
-    from simulator.plots import latency_distributions
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+    from servesim.simulator.plots import latency_distributions
 
     rs = load(args.scenario, args.set)
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
@@ -97,7 +97,7 @@ def cmd_run(args) -> int:
 def cmd_config(args) -> int:
     import yaml
 
-    from simulator.config import load
+    from servesim.simulator.config import load
 
     rs = load(args.scenario, args.set)
     print(yaml.safe_dump(rs.as_dict(), sort_keys=False), end="")
@@ -105,7 +105,7 @@ def cmd_config(args) -> int:
 
 
 def cmd_capacity(args) -> int:
-    from simulator.capacity_plan import ARGUMENTS, plan
+    from servesim.simulator.capacity_plan import ARGUMENTS, plan
 
     given = {name: getattr(args, name) for name in ARGUMENTS}
     p = plan(args.model, args.gpu, quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
@@ -119,12 +119,12 @@ def cmd_capacity(args) -> int:
 
 
 def _scenario_specs(path: str, sets: list[str]):
-    from simulator.config import load
+    from servesim.simulator.config import load
 
     rs = load(path, sets)
     src = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     specs = src.initial()
-    from workloads.source import StaticSource
+    from servesim.workloads.source import StaticSource
 
     if not isinstance(src, StaticSource):
         raise ConfigError("workload", f"{src.describe()}: requests depend on the simulation (closed loop or "
@@ -133,7 +133,7 @@ def _scenario_specs(path: str, sets: list[str]):
 
 
 def cmd_workload_describe(args) -> int:
-    from workloads.traces import describe_file, describe_trace
+    from servesim.workloads.traces import describe_file, describe_trace
 
     if args.file.endswith((".yaml", ".yml")):
         d = describe_trace(_scenario_specs(args.file, args.set))
@@ -156,8 +156,8 @@ def cmd_workload_describe(args) -> int:
 
 
 def cmd_workload_write(args) -> int:
-    from simulator.files import output_file
-    from workloads.traces import write_jsonl
+    from servesim.simulator.files import output_file
+    from servesim.workloads.traces import write_jsonl
 
     specs = _scenario_specs(args.scenario, args.set)
     write_jsonl(specs, output_file(args.out, "--out"))
@@ -166,7 +166,7 @@ def cmd_workload_write(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from simulator.sweep import expand, first_seed, sweep
+    from servesim.simulator.sweep import expand, first_seed, sweep
 
     points = expand(args.grid, args.zip, args.seeds, first_seed(args.scenario, args.set, args.base_seed),
                     fixed=args.set)
@@ -183,7 +183,7 @@ def cmd_sweep(args) -> int:
 
 def _search_each_point(args, kind: str, **options) -> int:
     """One search per grid point: print and save the table (its answer, bracket and SLO metrics per point)."""
-    from simulator.search import ANSWERS, search_grid
+    from servesim.simulator.search import ANSWERS, search_grid
 
     table = search_grid(kind, args.scenario, args.set, args.slo, args.grid, **options)
     answer, _, filename, _ = ANSWERS[kind]
@@ -212,7 +212,7 @@ def cmd_search_replicas(args) -> int:
 
 
 def cmd_plot(args) -> int:
-    from simulator.plots import plot_results
+    from servesim.simulator.plots import plot_results
 
     files = plot_results(args.results, args.kind, args.out, args.x, args.by, args.title)
     print("written: " + ", ".join(str(f) for f in files))
@@ -220,7 +220,7 @@ def cmd_plot(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from simulator.bench import run_bench
+    from servesim.simulator.bench import run_bench
 
     return run_bench(args)
 
@@ -233,11 +233,8 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"servesim: error: {where + ': ' if where else ''}{message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="servesim", description="Discrete-event simulator of LLM inference serving.")
-    p.add_argument("--debug", action="store_true", help="show the traceback of an internal error (a bug)")
-    sub = p.add_subparsers(dest="command", required=True)
-
+def _add_run(sub) -> None:
+    """`servesim run`."""
     r = sub.add_parser("run", help="simulate a scenario and write its results")
     r.add_argument("scenario", nargs="?", help="scenario YAML (default: the built-in default scenario)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -248,16 +245,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--quiet", action="store_true", help="leave out the run's description")
     r.set_defaults(func=cmd_run)
 
+
+def _add_config(sub) -> None:
+    """`servesim config`."""
     cfg = sub.add_parser("config", help="print a scenario with every default resolved (what `run` would simulate)")
     cfg.add_argument("scenario", nargs="?")
     cfg.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     cfg.set_defaults(func=cmd_config)
 
+
+def _add_capacity(sub) -> None:
+    """`servesim capacity`: the flags are capacity_plan's ARGUMENTS."""
     c = sub.add_parser("capacity", help="KV-cache capacity arithmetic: how many requests fit")
     c.add_argument("--model", default="llama-3-8b", help="built-in model name or architecture file")
     c.add_argument("--gpu", default="generic-80gb", help="built-in GPU (default: generic-80gb)")
-    from simulator.capacity_plan import ARGUMENTS as CAPACITY
-    from simulator.config import KV_CACHE_DTYPES, QUANTIZED_FORMATS
+    from servesim.simulator.capacity_plan import ARGUMENTS as CAPACITY
+    from servesim.simulator.config import KV_CACHE_DTYPES, QUANTIZED_FORMATS
 
     def cap(name: str, *names: str, **kw):
         c.add_argument(CAPACITY[name][0], *names, type=CAPACITY[name][1], **kw)
@@ -278,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_capacity)
 
+
+def _add_sweep(sub) -> None:
+    """`servesim sweep`."""
     sw = sub.add_parser("sweep", help="run the product of setting grids in parallel; one tidy table out")
     sw.add_argument("scenario", nargs="?")
     sw.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", help="an axis (repeatable)")
@@ -293,6 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--no-progress", action="store_true")
     sw.set_defaults(func=cmd_sweep)
 
+
+def _add_search(sub) -> None:
+    """`servesim search max-rate|replicas`."""
     se = sub.add_parser("search", help="search a setting for the best value meeting SLOs")
     ssub = se.add_subparsers(dest="search_command", required=True)
     def search_parser(name: str, help_: str, out_file: str):
@@ -317,9 +326,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--max", type=REPLICAS, default=256, help="give up beyond this many replicas")
     rp.set_defaults(func=cmd_search_replicas)
 
+
+def _add_plot(sub) -> None:
+    """`servesim plot`."""
     pl = sub.add_parser("plot", help="plots of a sweep, a search or one run (PNG and SVG)")
     pl.add_argument("results", help="a sweep or search output directory, or a run's output directory (timeline)")
-    from simulator.plots import PLOT_KINDS
+    from servesim.simulator.plots import PLOT_KINDS
 
     pl.add_argument("--kind", required=True, choices=PLOT_KINDS)
     pl.add_argument("--x", default="workload.arrival.rate", help="the load axis (sweep column)")
@@ -329,6 +341,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                        "(default: beside the results)")
     pl.set_defaults(func=cmd_plot)
 
+
+def _add_workload(sub) -> None:
+    """`servesim workload describe|write`."""
     w = sub.add_parser("workload", help="inspect a trace or a scenario's workload, or save it as JSONL")
     wsub = w.add_subparsers(dest="workload_command", required=True)
     wd = wsub.add_parser("describe", help="rows, duration, rate, length percentiles, prefix reuse")
@@ -343,13 +358,19 @@ def build_parser() -> argparse.ArgumentParser:
     ww.add_argument("--out", type=nonempty_path, required=True)
     ww.set_defaults(func=cmd_workload_write)
 
-    from calibration.cli import add_parser as add_calibrate
-    from calibration.cli import add_compare_parser, add_validate_parser
+
+def _add_calibration(sub) -> None:
+    """`servesim calibrate|validate|compare`, from calibration/cli.py."""
+    from servesim.calibration.cli import add_parser as add_calibrate
+    from servesim.calibration.cli import add_compare_parser, add_validate_parser
 
     add_calibrate(sub)
     add_validate_parser(sub)
     add_compare_parser(sub)
 
+
+def _add_bench(sub) -> None:
+    """`servesim bench`."""
     b = sub.add_parser("bench", help="simulator speed: simulated requests and seconds per wall second")
     b.add_argument("--requests", type=number(int, ge=1, le=MAX_REQUESTS), default=10_000)
     b.add_argument("--rate", type=POSITIVE, default=10.0, help="arrival rate, req/s (default: near the default deployment's saturation)")
@@ -358,6 +379,21 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting of the bench scenario")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="servesim", description="Discrete-event simulator of LLM inference serving.")
+    p.add_argument("--debug", action="store_true", help="show the traceback of an internal error (a bug)")
+    sub = p.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    _add_config(sub)
+    _add_capacity(sub)
+    _add_sweep(sub)
+    _add_search(sub)
+    _add_plot(sub)
+    _add_workload(sub)
+    _add_calibration(sub)
+    _add_bench(sub)
     return p
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from workloads.settings import MAX_INT, MAX_REPLICAS
+from servesim.workloads.settings import MAX_INT, MAX_REPLICAS
 
 
 
@@ -35,7 +35,7 @@ def number(kind: type = int, *, gt: float | None = None, ge: float | None = None
 
 def checked(name: str, value, parse):
     """A Python API argument through its flag's own parser: the ranges and words of the CLI, as a ConfigError."""
-    from simulator.errors import ConfigError
+    from servesim.simulator.errors import ConfigError
 
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ConfigError(name, f"must be a number, got {value!r}")

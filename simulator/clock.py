@@ -3,7 +3,11 @@
 servesim's times are sums of step durations. SimPy's relative timeouts compute
 now + (t - now), which can round to a float other than t; the engine advances
 several decode steps at once and must land on the very same times as step by
-step, so it schedules at absolute times. Relies on SimPy 4's event queue layout.
+step, so it schedules at absolute times. SimPy's public API cannot: every event
+goes in at now + delay, and some times are no float now + delay at all (from
+now = 0.09695999999999999, no delay gives 0.9542400000000005: now sits half an
+ulp off t's grid and ties round to even). So this pushes onto SimPy 4's event
+queue itself; tests/test_clock.py checks that queue's layout, and simpy<5 is pinned.
 """
 
 from __future__ import annotations

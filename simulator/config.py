@@ -16,24 +16,24 @@ import numpy as np
 import yaml
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, ValidationError, model_validator
 
-from policies.batching import BatchingName
-from policies.queues import QueueName, VictimName
-from policies.routing import RouterName
-from simulator.capacity import kv_pool_bytes, num_blocks
-from simulator.cost_model import CostModel, Profile, build_cost_model
-from simulator.errors import ConfigError, first_error
-from simulator.files import TooLarge, safe_load_bounded
-from simulator.hardware import Hardware, load_hardware
-from simulator.hybrid_kv import KVLayout, kv_layout
-from simulator.inert_settings import without_effect
-from simulator.local_attention import local_attention
-from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
-from simulator.preemption import PreemptionMode
-from simulator.rederive import MODEL_IDENTITY, PROFILE_IDENTITY, at, digest, digest_less, rederive
-from simulator.scheduler import SchedulerSettings
-from simulator.speculation import SpeculationMethod
-from workloads import SyntheticWorkload, Workload
-from workloads.settings import (GiB, MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_GIB, MAX_GPUS, MAX_REPLICAS, MAX_REQUESTS,
+from servesim.policies.batching import BatchingName
+from servesim.policies.queues import QueueName, VictimName
+from servesim.policies.routing import RouterName
+from servesim.simulator.capacity import kv_pool_bytes, num_blocks
+from servesim.simulator.cost_model import CostModel, Profile, build_cost_model
+from servesim.simulator.errors import ConfigError, first_error
+from servesim.simulator.files import TooLarge, safe_load_bounded
+from servesim.simulator.hardware import Hardware, load_hardware
+from servesim.simulator.hybrid_kv import KVLayout, kv_layout
+from servesim.simulator.inert_settings import without_effect
+from servesim.simulator.local_attention import local_attention
+from servesim.simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
+from servesim.simulator.preemption import PreemptionMode
+from servesim.simulator.rederive import MODEL_IDENTITY, PROFILE_IDENTITY, at, digest, digest_less, rederive
+from servesim.simulator.scheduler import SchedulerSettings
+from servesim.simulator.speculation import SpeculationMethod
+from servesim.workloads import SyntheticWorkload, Workload
+from servesim.workloads.settings import (GiB, MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_GIB, MAX_GPUS, MAX_REPLICAS, MAX_REQUESTS,
                                 MAX_SECONDS, MAX_SEQS, MAX_TOKENS, Settings, Speed, Tokens)
 
 GIB = 2**30
@@ -270,7 +270,7 @@ def parse_scenario(data: dict | None) -> Scenario:
 
 
 def load_scenario_file(path: str | Path) -> dict:
-    from simulator.files import load_yaml, read_settings_text
+    from servesim.simulator.files import load_yaml, read_settings_text
 
     data = load_yaml(read_settings_text(path, "scenario"), "scenario", str(path))
     if data is None:
@@ -460,7 +460,7 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
 
 def resolve(scenario: Scenario) -> ResolvedScenario:
     """Every value a run needs, concrete: the model and GPU by name, the profile `auto` picks, budgets, KV pool."""
-    from simulator.profile_select import select_profile
+    from servesim.simulator.profile_select import select_profile
 
     e = scenario.engine
     arch = with_formats(load_model(scenario.model), e.quantization, e.kv_cache_dtype)
@@ -494,7 +494,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if (pol.admission.long_prompt_tokens is None) != (pol.admission.max_long_prefills is None):
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     local = local_attention(arch)
-    _say((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs)))
+    say_once((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs)))
     scheduler = SchedulerSettings(
         max_num_batched_tokens=tokens, max_num_seqs=seqs, max_model_len=max_model_len,
         enable_chunked_prefill=e.enable_chunked_prefill, long_prefill_token_threshold=e.long_prefill_token_threshold,
@@ -506,7 +506,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
 _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once
 
 
-def _say(warnings) -> None:
+def say_once(warnings) -> None:
     """Each warning on stderr, once a process."""
     import sys
 
@@ -532,7 +532,7 @@ def scenario_of(data: dict, overrides: list[str] | None = None) -> Scenario:
         raise ConfigError("scenario", f"must be a mapping of settings, not {type(data).__name__}")
     notes: list[str] = []
     data = rederive(data, notes) if data else {}
-    _say(notes)
+    say_once(notes)
     if overrides:
         data = apply_overrides(data, overrides)
     return parse_scenario(data)

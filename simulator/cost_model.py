@@ -12,12 +12,12 @@ from typing import Literal
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, ValidationError, model_validator
 
-from workloads.settings import MAX_BLOCK_SIZE, Cost, Efficiency, Settings
+from servesim.workloads.settings import MAX_BLOCK_SIZE, Cost, Efficiency, Settings
 
-from simulator.batch import BatchShape
-from simulator.errors import ConfigError, first_error
-from simulator.hardware import Hardware
-from simulator.model_arch import ModelArchitecture
+from servesim.simulator.batch import BatchShape
+from servesim.simulator.errors import ConfigError, first_error
+from servesim.simulator.hardware import Hardware
+from servesim.simulator.model_arch import ModelArchitecture
 
 
 class CostModel:
@@ -211,12 +211,12 @@ class Profile(Settings):
 
 
 def _builtin_profiles():
-    return resources.files("calibration") / "profiles"
+    return resources.files("servesim.calibration") / "profiles"
 
 
 def default_overhead() -> dict:
     """servesim's default overhead terms (calibration/overhead-defaults.yaml), for profiles composed from kernels."""
-    data = yaml.safe_load((resources.files("calibration") / "overhead-defaults.yaml").read_text())
+    data = yaml.safe_load((resources.files("servesim.calibration") / "overhead-defaults.yaml").read_text())
     return Overhead(**data).model_dump()
 
 
@@ -237,7 +237,7 @@ def load_profile(spec: str | dict) -> Profile:
     else:
         path = Path(spec)
         if path.suffix in (".yaml", ".yml"):
-            from simulator.files import load_yaml, read_settings_text
+            from servesim.simulator.files import load_yaml, read_settings_text
 
             where = str(path)
             data = load_yaml(read_settings_text(path, "profile"), "profile", where)

@@ -9,7 +9,7 @@ same block growth as step by step (tests/test_determinism.py holds them equal).
 
 from __future__ import annotations
 
-from simulator.request import Request
+from servesim.simulator.request import Request
 
 # Why admission last stopped with requests still waiting. Only these stay true
 # while a batch of pure decodes runs on (no finish, no arrival).

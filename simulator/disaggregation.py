@@ -7,8 +7,8 @@ decode replica takes it over as a waiting request whose KV is already there.
 
 from __future__ import annotations
 
-from simulator.front_end import FrontEnd
-from simulator.request import WAITING, Request
+from servesim.simulator.front_end import FrontEnd
+from servesim.simulator.request import WAITING, Request
 
 
 class KVHandOff:

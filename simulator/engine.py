@@ -9,26 +9,26 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from policies import make_batching, make_queue_policy
-from policies.routing import make_router
-from simulator.admission import AdmissionRules, predicted_queue_wait
-from simulator.batch import BatchShape, decode_shape
-from simulator.clock import SimClock
-from simulator.config import ResolvedScenario
-from simulator.decode_runs import apply_decode_run, decode_run_limit
-from simulator.disaggregation import KVHandOff
-from simulator.errors import ConfigError
-from simulator.executor import ModelledExecutor, StepTimer
-from simulator.front_end import FrontEnd
-from simulator.hybrid_kv import make_kv_manager
-from simulator.lockstep import LockstepGroup
-from simulator.metrics import RunResult, StepLog
-from simulator.preemption import Preemption
-from simulator.request import Request
-from simulator.scheduler import Scheduler
-from simulator.speculation import make_speculation
-from workloads.source import RequestSource, StaticSource
-from workloads.spec import RequestSpec
+from servesim.policies import make_batching, make_queue_policy
+from servesim.policies.routing import make_router
+from servesim.simulator.admission import AdmissionRules, predicted_queue_wait
+from servesim.simulator.batch import BatchShape, decode_shape
+from servesim.simulator.clock import SimClock
+from servesim.simulator.config import ResolvedScenario
+from servesim.simulator.decode_runs import apply_decode_run, decode_run_limit
+from servesim.simulator.disaggregation import KVHandOff
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.executor import ModelledExecutor, StepTimer
+from servesim.simulator.front_end import FrontEnd
+from servesim.simulator.hybrid_kv import make_kv_manager
+from servesim.simulator.lockstep import LockstepGroup
+from servesim.simulator.metrics import RunResult, StepLog
+from servesim.simulator.preemption import Preemption
+from servesim.simulator.request import Request
+from servesim.simulator.scheduler import Scheduler
+from servesim.simulator.speculation import make_speculation
+from servesim.workloads.source import RequestSource, StaticSource
+from servesim.workloads.spec import RequestSpec
 
 
 class Replica:

@@ -45,7 +45,7 @@ def first_error(exc, section: str = "") -> tuple[str, str]:
         msg = (f"give its {tag} too: a setting of this section replaces the default one, so name the kind with "
                f"the fields, e.g. {field or 'it'}={{{tag}: ..., ...}}")
     elif err["type"] == "union_tag_invalid":
-        msg = f"unknown kind {err.get('input', {}).get('dist')!r} (expected {err['ctx']['expected_tags']})" if isinstance(err.get("input"), dict) else msg
+        msg = f"unknown kind {err['ctx']['tag']!r} (expected {err['ctx']['expected_tags']})"
     elif "input" in err and err["type"] not in ("missing",) and not isinstance(err["input"], (dict, list)):
         msg = f"{msg} (got {err['input']!r})"
     if msg.startswith("Value error, "):

@@ -8,8 +8,8 @@ only in step durations. StepTimer adds what a step costs beyond the forward pass
 
 from __future__ import annotations
 
-from simulator.batch import BatchShape
-from simulator.cost_model import CostModel
+from servesim.simulator.batch import BatchShape
+from servesim.simulator.cost_model import CostModel
 
 
 class ModelledExecutor:

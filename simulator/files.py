@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from simulator.errors import ConfigError
+from servesim.simulator.errors import ConfigError
 
 MAX_SETTINGS_BYTES = 16 << 20  # a scenario, profile or config.json is kilobytes; 16 MiB is not a settings file
 MAX_YAML_NODES = 1_000_000  # values after aliases are expanded ("billion laughs" expands 9 lines to 10**9)

@@ -12,10 +12,10 @@ import heapq
 import math
 from functools import partial
 
-from simulator.clock import SimClock
-from simulator.request import REJECTED, Request
-from workloads.source import RequestSource
-from workloads.spec import RequestSpec
+from servesim.simulator.clock import SimClock
+from servesim.simulator.request import REJECTED, Request
+from servesim.workloads.source import RequestSource
+from servesim.workloads.spec import RequestSpec
 
 
 class FrontEnd:

@@ -7,9 +7,9 @@ from importlib import resources
 import yaml
 from pydantic import ConfigDict, ValidationError
 
-from workloads.settings import GiB, Settings, Speed
+from servesim.workloads.settings import GiB, Settings, Speed
 
-from simulator.errors import ConfigError, first_error
+from servesim.simulator.errors import ConfigError, first_error
 
 
 class Hardware(Settings):
@@ -40,7 +40,7 @@ class Hardware(Settings):
 
 
 def _table() -> dict:
-    return yaml.safe_load((resources.files("simulator") / "data" / "hardware.yaml").read_text())
+    return yaml.safe_load((resources.files("servesim.simulator") / "data" / "hardware.yaml").read_text())
 
 
 def builtin_gpu_table() -> dict:
@@ -51,6 +51,13 @@ def builtin_gpu_names() -> list[str]:
     return sorted(_table())
 
 
+def gpu_for_device(device_name: str) -> str | None:
+    """The built-in GPU a CUDA device name (torch.cuda.get_device_name(), as a run records it) is; None: none is."""
+    want = " ".join(str(device_name).lower().split())
+    return next((key for key, spec in _table().items()
+                 if want in (" ".join(n.lower().split()) for n in spec.get("cuda_names", []))), None)
+
+
 def load_hardware(gpu: str | None, **overrides) -> Hardware:
     """A built-in GPU by name, with any datasheet field overridden."""
     base: dict = {}
@@ -58,7 +65,7 @@ def load_hardware(gpu: str | None, **overrides) -> Hardware:
         table = _table()
         if gpu not in table:
             raise ConfigError("hardware.gpu", f"unknown GPU {gpu!r}; built-in: {', '.join(sorted(table))}")
-        base = dict(table[gpu])
+        base = {k: v for k, v in table[gpu].items() if k != "cuda_names"}
     base.update({k: v for k, v in overrides.items() if v is not None})
     if "memory_gib" not in base:
         raise ConfigError("hardware", "give a built-in 'gpu' or 'memory_gib'")

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.capacity import cdiv
-from simulator.errors import ConfigError
-from simulator.kv_cache import KVBlockManager, PrefixCachingKVManager
-from simulator.local_attention import LocalAttention, local_attention
+from servesim.simulator.capacity import cdiv
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.kv_cache import KVBlockManager, PrefixCachingKVManager
+from servesim.simulator.local_attention import LocalAttention, local_attention
 
 
 @dataclass(frozen=True)

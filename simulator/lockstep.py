@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from simulator.clock import SimClock
+from servesim.simulator.clock import SimClock
 
 
 class LockstepGroup:

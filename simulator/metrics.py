@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.batch import SHAPE_FIELDS, BatchShape
-from simulator.cost_model import extrapolation_warnings
-from simulator.request import FINISHED, REJECTED
+from servesim.simulator.batch import SHAPE_FIELDS, BatchShape
+from servesim.simulator.cost_model import extrapolation_warnings
+from servesim.simulator.request import FINISHED, REJECTED
 
 STEP_COLUMNS = ["start", "end", "scheduled_tokens", "prefill_tokens", "decode_seqs", "num_running",
                 "num_waiting", "kv_blocks_used", "num_preempted", "num_seqs", "prefill_attention_pairs",

@@ -14,10 +14,10 @@ from typing import Literal
 import yaml
 from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
 
-from workloads.settings import Settings
+from servesim.workloads.settings import Settings
 
-from simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem
-from simulator.files import where_looked
+from servesim.simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem
+from servesim.simulator.files import where_looked
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 Dtype = Literal["fp32", "fp16", "bf16", "fp8"]
@@ -314,7 +314,7 @@ def _skewed_touched(experts: int, top_k: int, skew: float, tokens: int) -> float
 
 
 def _builtin_dir():
-    return resources.files("simulator") / "data" / "models"
+    return resources.files("servesim.simulator") / "data" / "models"
 
 
 def builtin_model_names() -> list[str]:
@@ -521,7 +521,7 @@ def _cached_config(hf_id: str) -> Path | None:
 
 
 def _load_file(path: Path, name: str) -> ModelArchitecture:
-    from simulator.files import load_yaml, read_settings_text
+    from servesim.simulator.files import load_yaml, read_settings_text
 
     text = read_settings_text(path, "model")
     if path.suffix == ".json":

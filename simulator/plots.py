@@ -210,8 +210,8 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
                  title: str | None = None) -> list[Path]:
     """`servesim plot`: a results folder (a sweep's, a search's, or a run's for the timeline) to PNG and SVG;
     out is a path without extension or a folder (default: beside the results)."""
-    from simulator.errors import ConfigError
-    from simulator.files import read_table
+    from servesim.simulator.errors import ConfigError
+    from servesim.simulator.files import read_table
 
     if kind not in PLOT_KINDS:
         raise ConfigError("--kind", f"one of {', '.join(PLOT_KINDS)}, got {kind!r}")

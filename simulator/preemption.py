@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from simulator.request import PREEMPTED, Request
+from servesim.simulator.request import PREEMPTED, Request
 
 PreemptionMode = Literal["recompute", "swap", "auto"]  # the scenario's `policies.preemption_mode`
 

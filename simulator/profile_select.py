@@ -20,10 +20,10 @@ from pathlib import Path
 
 import yaml
 
-from simulator.cost_model import Profile, builtin_profile_names, default_overhead, load_profile
-from simulator.errors import ConfigError, MissingKernelTable
-from simulator.hardware import Hardware
-from simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture
+from servesim.simulator.cost_model import Profile, builtin_profile_names, default_overhead, load_profile
+from servesim.simulator.errors import ConfigError, MissingKernelTable
+from servesim.simulator.hardware import Hardware
+from servesim.simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture
 
 COMPOSER_VERSION = 2  # bump when the composition changes, so cached profiles are rebuilt
 # the importer's field names -> the scenario setting a user changes
@@ -82,7 +82,7 @@ def _tables_fingerprint(folder: Path) -> str:
 def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int, dp: int = 1,
              expert_parallel: bool = False, routing: str = DEFAULT_ROUTING, fallback: bool = False) -> Selection:
     """The composed profile, cached; `fallback`: a missing kind of table is left to the caller (the roofline)."""
-    overhead = (resources.files("calibration") / "overhead-defaults.yaml").read_text()
+    overhead = (resources.files("servesim.calibration") / "overhead-defaults.yaml").read_text()
     layout = [tp] + ([dp, "ep"] if expert_parallel else [])  # a dense or EP-less key is what it always was
     if arch.is_moe and routing != DEFAULT_ROUTING:
         layout.append(routing)
@@ -96,7 +96,7 @@ def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int
     cached = _read_cached(path)
     if cached is not None:
         return Selection(cached, source)
-    from calibration.aiconfigurator import compose_profile  # calibration code, only when a composition is needed
+    from servesim.calibration.aiconfigurator import compose_profile  # calibration code, only when a composition is needed
 
     try:
         prof, _ = compose_profile(root, folder, arch, arch.dtype, tp, _kv(arch), hardware_key=gpu, dp=dp,

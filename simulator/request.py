@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from workloads.spec import RequestSpec
+from servesim.workloads.spec import RequestSpec
 
 
 class RequestStatus(StrEnum):

@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from simulator.admission import AdmissionRules
-from simulator.batch import BatchShape
-from simulator.kv_cache import KVBlockManager
-from simulator.local_attention import LocalAttention
-from simulator.preemption import Preemption
-from simulator.request import FINISHED, RUNNING, TRANSFERRING, Request
-from simulator.speculation import Speculation
+from servesim.simulator.admission import AdmissionRules
+from servesim.simulator.batch import BatchShape
+from servesim.simulator.kv_cache import KVBlockManager
+from servesim.simulator.local_attention import LocalAttention
+from servesim.simulator.preemption import Preemption
+from servesim.simulator.request import FINISHED, RUNNING, TRANSFERRING, Request
+from servesim.simulator.speculation import Speculation
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 import re
 
-from simulator.errors import ConfigError
-from workloads.settings import MAX_BLOCKS
+from servesim.simulator.errors import ConfigError
+from servesim.workloads.settings import MAX_BLOCKS, MAX_RATE
 
 _SLO = re.compile(r"^(ttft|tpot|itl|e2el|queue_time)_(mean|median|p50|p90|p99)_ms$")
 
@@ -47,7 +47,7 @@ RATE_DRIVEN = ("poisson", "gamma", "constant", "onoff")  # arrival processes who
 
 def _arrival(scenario: str | None, sets: list[str]):
     """The scenario's arrival process (None for a trace), read without resolving the deployment."""
-    from simulator.config import load_scenario
+    from servesim.simulator.config import load_scenario
 
     return getattr(load_scenario(scenario, sets).workload, "arrival", None)
 
@@ -71,8 +71,8 @@ def _bisect(passing, failing, at_passing: dict, run, slos: dict, mid, narrow, ru
 
 def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.05, high: float | None = None,
              tolerance: float = 0.05, max_runs: int = 30) -> dict:
-    from simulator.config import load
-    from simulator.engine import simulate
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
 
     def run(rate: float) -> dict:
         return simulate(load(scenario, sets + [f"workload.arrival.rate={rate:.6g}"])).summary
@@ -81,8 +81,15 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
         raise ConfigError("--high", f"{high:g} must be above --low ({low:g}): the bracket is [low, high]")
     if not 0 < tolerance < 1:
         raise ConfigError("--tolerance", f"must be a fraction strictly between 0 and 1, got {tolerance:g}")
+    for flag, value in (("--low", low), ("--high", high)):
+        if value is not None and value > MAX_RATE:
+            raise ConfigError(flag, f"must be <= {MAX_RATE:g} req/s (workload.arrival.rate's bound), got {value:g}")
     arrival = _arrival(scenario, sets)
-    if arrival is None or arrival.process not in RATE_DRIVEN:
+    if arrival is None:
+        raise ConfigError("workload.type", "a trace's arrival times are recorded and search max-rate varies "
+                                           "workload.arrival.rate: sweep workload.time_scale (2 replays it twice as "
+                                           "fast) to load a trace harder")
+    if arrival.process not in RATE_DRIVEN:
         raise ConfigError("workload.arrival", "search max-rate varies arrival.rate: use poisson, gamma, constant or onoff")
     if arrival.ramp_up_strategy is not None:
         raise ConfigError("workload.arrival.ramp_up_strategy", "a ramp sets its own rates: arrival.rate, which the "
@@ -120,8 +127,8 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
                  most: int = 256) -> dict:
     """The fewest replicas meeting every SLO: doubling to a passing count, then bisection, keeping
     a measured failing count below a measured passing one."""
-    from simulator.config import load
-    from simulator.engine import simulate
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
 
     extra = [f"workload.arrival.rate={rate:g}"] if rate is not None else []
     if rate is not None:
@@ -173,8 +180,8 @@ def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grid
     bracket, the runs it took, why it stopped short (`reason`) and the SLO metrics at the answer."""
     import pandas as pd
 
-    from simulator.config import override
-    from simulator.sweep import expand
+    from servesim.simulator.config import override
+    from servesim.simulator.sweep import expand
 
     answer, below, _, searched = ANSWERS[kind]
     search = max_rate if kind == "max-rate" else min_replicas

@@ -12,8 +12,8 @@ from typing import Literal
 
 import numpy as np
 
-from simulator.batch import decode_shape
-from simulator.request import Request
+from servesim.simulator.batch import decode_shape
+from servesim.simulator.request import Request
 
 SpeculationMethod = Literal["none", "fixed", "adaptive"]  # the scenario's `speculative.method`
 

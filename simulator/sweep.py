@@ -23,8 +23,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from simulator.errors import ConfigError
-from simulator.files import load_yaml, split_values
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.files import load_yaml, split_values
 
 
 def _values(spec: str, flag: str) -> tuple[str, list]:
@@ -50,9 +50,20 @@ def expand(grids: list[str], zips: list[str], seeds: int, base_seed: int = 0, se
 
 def first_seed(scenario, sets: list[str], base_seed: int | None) -> int:
     """--base-seed, else the seed the scenario (with its --set values) gives."""
-    from simulator.config import load_scenario
+    from servesim.simulator.config import load_scenario
 
     return base_seed if base_seed is not None else load_scenario(scenario, sets).seed
+
+
+def _same_number(v):
+    """5 and 5.0 are one setting value (one run): integral floats as ints, inside lists and mappings too."""
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, (list, tuple)):
+        return [_same_number(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _same_number(x) for k, x in v.items()}
+    return v
 
 
 def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: int = 0, searched: str | None = None,
@@ -74,7 +85,7 @@ def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: 
             raise ConfigError(flag, f"{key} is given as two axes")
         if not values:
             raise ConfigError(flag, f"{key}: no values")
-        if len({json.dumps(v, sort_keys=True, default=str) for v in values}) < len(values):
+        if len({json.dumps(_same_number(v), sort_keys=True, default=str) for v in values}) < len(values):
             raise ConfigError(flag, f"{key} lists a value twice (the runs would repeat)")
         seen.add(key)
     gridded = [(k, vs) for k, vs, flag in axes_given if flag == "--grid"]
@@ -105,7 +116,7 @@ def code_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     digest = hashlib.sha1()
-    for package in ("simulator", "policies", "workloads"):
+    for package in ("servesim.simulator", "servesim.policies", "servesim.workloads"):
         root = Path(import_module(package).__file__).parent
         for f in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".yaml", ".json") and p.is_file()):
             digest.update(f.relative_to(root.parent).as_posix().encode() + b"\0" + f.read_bytes())
@@ -144,8 +155,8 @@ def _flat(summary: dict) -> dict:
 
 def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str) -> dict:
     """One run (in a worker process): reuse its finished outputs, else simulate and write them atomically."""
-    from simulator.config import load
-    from simulator.engine import simulate
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
 
     overrides = sets + _overrides(point)
     try:
@@ -185,14 +196,14 @@ def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> N
     """Every point must parse (known settings, valid values) before any run starts: a mistake that would fail
     every run is one line and exit 2, not a table of failed runs. What only resolving can tell (does it fit
     the GPU?) is left to each run, which records it."""
-    from simulator.config import load_scenario
+    from servesim.simulator.config import load_scenario
 
     for point in points:
         load_scenario(scenario, sets + _overrides(point))
 
 
 def _overrides(point: dict) -> list[str]:
-    from simulator.config import override
+    from servesim.simulator.config import override
 
     return [override(k, v) for k, v in point.items()]
 

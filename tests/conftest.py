@@ -8,9 +8,9 @@ os.environ.setdefault("SERVESIM_CACHE_DIR", os.path.join(os.environ.get("TMPDIR"
 
 import pytest
 
-from simulator.config import load, parse_scenario, resolve
-from simulator.engine import simulate
-from workloads.spec import RequestSpec
+from servesim.simulator.config import load, parse_scenario, resolve
+from servesim.simulator.engine import simulate
+from servesim.workloads.spec import RequestSpec
 
 
 def teaching(overrides: list[str] | None = None, **engine):
@@ -35,7 +35,7 @@ def run():
 @pytest.fixture(autouse=True)
 def _warnings_said_afresh():
     """A warning is printed once a process (simulator/config.py); each test sees its own."""
-    import simulator.config
+    import servesim.simulator.config
 
-    simulator.config._WARNED.clear()
+    servesim.simulator.config._WARNED.clear()
     yield

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import servesim
-from simulator.cli import main
-from simulator.config import apply_overrides, override
+from servesim.simulator.cli import main
+from servesim.simulator.config import apply_overrides, override
 
 SMALL = {"workload.num_requests": 30, "workload.arrival.rate": 6}
 
@@ -110,6 +110,8 @@ def test_searches_and_capacity(tmp_path):
      "requests[0].prefix_block_tokens"),
     (lambda: servesim.simulate(None, requests=[{"prompt_tokens": 5}]), "requests[0]"),
     (lambda: servesim.simulate(None, requests="trace.jsonl"), "requests"),
+    (lambda: servesim.simulate(None, requests=[]), "requests: empty"),
+    (lambda: servesim.max_rate(None, {"ttft_p99_ms": 5}, low=1e300), "--low: must be <= 1e+09"),
     (lambda: servesim.plot("/nonexistent", "pareto"), "results"),
     (lambda: servesim.plot("/nonexistent", "bars"), "--kind"),
 ])

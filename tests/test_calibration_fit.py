@@ -3,14 +3,14 @@
 import pandas as pd
 import pytest
 
-from calibration.fit import PARAMS, fit_step_model, predict_ms
-from calibration.grid import STEP_KINDS, GridPoint, make_grid
-from calibration.profile_io import fit_directory
-from simulator.batch import BatchShape
-from simulator.config import load
-from simulator.cost_model import LinearCoefficients, LinearCostModel, load_profile
-from simulator.engine import simulate
-from simulator.errors import ConfigError
+from servesim.calibration.fit import PARAMS, fit_step_model, predict_ms
+from servesim.calibration.grid import STEP_KINDS, GridPoint, make_grid
+from servesim.calibration.profile_io import fit_directory
+from servesim.simulator.batch import BatchShape
+from servesim.simulator.config import load
+from servesim.simulator.cost_model import LinearCoefficients, LinearCostModel, load_profile
+from servesim.simulator.engine import simulate
+from servesim.simulator.errors import ConfigError
 
 TRUE = dict(step_overhead_ms=2.0, per_seq_ms=0.05, per_token_ms=0.01, linear_floor_ms=5.0,
             per_context_token_ms=1e-4, per_spilled_context_token_ms=3e-4, context_cache_tokens=50_000.0,

@@ -8,12 +8,12 @@ import pytest
 
 pytest.importorskip("torch", reason="torch is in the `calibrate` extra; `make test` installs it")
 
-from calibration.grid import GridPoint  # noqa: E402
-from calibration.harness import Harness, run_calibration  # noqa: E402
-from simulator.cli import main  # noqa: E402
-from simulator.cost_model import load_profile  # noqa: E402
-from simulator.errors import ConfigError  # noqa: E402
-from simulator.model_arch import load_model  # noqa: E402
+from servesim.calibration.grid import GridPoint  # noqa: E402
+from servesim.calibration.harness import Harness, run_calibration  # noqa: E402
+from servesim.simulator.cli import main  # noqa: E402
+from servesim.simulator.cost_model import load_profile  # noqa: E402
+from servesim.simulator.errors import ConfigError  # noqa: E402
+from servesim.simulator.model_arch import load_model  # noqa: E402
 
 
 @pytest.fixture(scope="module")

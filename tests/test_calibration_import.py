@@ -5,13 +5,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from calibration.aiconfigurator import TABLES, KernelTables, compose_step_ms, import_profile
-from calibration.grid import GridPoint
-from simulator.config import load
-from simulator.cost_model import builtin_profile_names, load_profile
-from simulator.engine import simulate
-from simulator.errors import ConfigError
-from simulator.model_arch import load_model
+from servesim.calibration.aiconfigurator import TABLES, KernelTables, compose_step_ms, import_profile
+from servesim.calibration.grid import GridPoint
+from servesim.simulator.config import load
+from servesim.simulator.cost_model import builtin_profile_names, load_profile
+from servesim.simulator.engine import simulate
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.model_arch import load_model
 
 AIC = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpu" / "aiconfigurator"
 needs_shared = pytest.mark.skipif(not AIC.is_dir(), reason=f"kernel tables not found at {AIC} (../shared is absent)")

@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from simulator.capacity import GIB, capacity, kv_pool_bytes
-from simulator.cli import main
-from simulator.errors import ConfigError
-from simulator.model_arch import load_model
+from servesim.simulator.capacity import GIB, capacity, kv_pool_bytes
+from servesim.simulator.cli import main
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.model_arch import load_model
 
 
 def essay(util=0.90, **kw):
@@ -94,7 +94,7 @@ def test_pool_too_small_is_an_error():
 
 
 def test_capacity_takes_vllms_quantization_and_kv_cache_dtype(capsys):
-    from simulator.cli import main
+    from servesim.simulator.cli import main
 
     assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-model-len", "8192"]) == 0
     plain = capsys.readouterr().out
@@ -143,7 +143,7 @@ def test_a_capacity_flag_that_others_override_is_named(capsys, args, flag):
 def test_the_calculator_counts_the_blocks_a_run_can_use(capsys):
     """Block 0 is vLLM's null block: the calculator's one-block requests are the simulator's usable blocks (it
     counted one more)."""
-    from simulator.config import load
+    from servesim.simulator.config import load
 
     assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--tokens-per-request", "16",
                  "--json"]) == 0

@@ -7,7 +7,7 @@ import sys
 import pandas as pd
 import pytest
 
-from simulator.cli import main
+from servesim.simulator.cli import main
 
 SMALL = ["--set", "workload.num_requests=50", "--quiet"]
 
@@ -101,7 +101,7 @@ def test_malformed_yaml_and_missing_file(tmp_path, capsys, monkeypatch):
 
 
 def test_console_command_no_traceback(tmp_path):
-    p = subprocess.run([sys.executable, "-m", "simulator.cli", "run", "--set", "workload.arrival.rate=0"],
+    p = subprocess.run([sys.executable, "-m", "servesim", "run", "--set", "workload.arrival.rate=0"],
                        capture_output=True, text=True)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and "workload.arrival.rate" in p.stderr
@@ -141,7 +141,7 @@ def test_malformed_trace_is_one_line(tmp_path, capsys):
 
 
 def test_an_internal_error_is_one_line_with_its_own_exit_code_and_the_traceback_on_request(monkeypatch, capsys):
-    import simulator.cli as cli
+    import servesim.simulator.cli as cli
 
     def broken(args):
         raise ZeroDivisionError("division by zero\nsecond line")
@@ -195,7 +195,7 @@ def test_a_resolved_config_read_back_derives_again_what_other_settings_change(tm
     edited by hand stand, and an unchanged file repeats its run exactly."""
     import yaml
 
-    from simulator.config import load
+    from servesim.simulator.config import load
 
     cfg = tmp_path / "x.yaml"
     cfg.write_text(yaml.safe_dump(load(None, ["workload.num_requests=20"]).as_dict(), sort_keys=False))
@@ -214,8 +214,8 @@ def test_a_gpu_replaced_throughout_a_config_retargets_its_profile(tmp_path, caps
     H200's timings on the A100 (TPOT 3x too fast, exit 0). A profile whose timings were edited stands."""
     import yaml
 
-    from simulator import config
-    from simulator.config import load
+    from servesim.simulator import config
+    from servesim.simulator.config import load
 
     text = yaml.safe_dump(load(None, ["workload.num_requests=20"]).as_dict(), sort_keys=False)
     cfg = tmp_path / "x.yaml"

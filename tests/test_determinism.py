@@ -3,8 +3,8 @@
 import pandas as pd
 import pytest
 
-from simulator.config import load
-from simulator.engine import simulate
+from servesim.simulator.config import load
+from servesim.simulator.engine import simulate
 
 SCENARIOS = {
     "default": [],
@@ -52,7 +52,7 @@ def test_same_seed_same_result_other_seed_other_result():
 
 def test_decode_runs_actually_skip_steps():
     # a saturated batch with nothing arriving: most steps are advanced as runs
-    from simulator.engine import build
+    from servesim.simulator.engine import build
 
     rs = load(None, ["workload.num_requests=64", "workload.arrival.process=burst", "workload.arrival.rate=null"])
     sim = build(rs)

@@ -9,13 +9,13 @@ import pytest
 
 pytest.importorskip("torch", reason="torch is in the `calibrate` extra; `make test` installs it")
 
-from calibration.compare import compare_profiles  # noqa: E402
-from calibration.device_session import HEADLINE, main  # noqa: E402
-from calibration.grid import make_grid  # noqa: E402
-from calibration.harness import memory_plan, run_calibration  # noqa: E402
-from simulator.cli import main as cli  # noqa: E402
-from simulator.errors import ConfigError  # noqa: E402
-from simulator.model_arch import load_model  # noqa: E402
+from servesim.calibration.compare import compare_profiles  # noqa: E402
+from servesim.calibration.device_session import HEADLINE, main  # noqa: E402
+from servesim.calibration.grid import make_grid  # noqa: E402
+from servesim.calibration.harness import memory_plan, run_calibration  # noqa: E402
+from servesim.simulator.cli import main as cli  # noqa: E402
+from servesim.simulator.errors import ConfigError  # noqa: E402
+from servesim.simulator.model_arch import load_model  # noqa: E402
 
 TINY = ["--device", "cpu", "--model", "tiny-llama", "--dtype", "fp32", "--grid", "quick", "--threads", "1",
         "--scenario", "docs/scenarios/replay-tiny-cpu.yaml", "--set", "workload.num_requests=12"]
@@ -62,8 +62,8 @@ def test_session_brings_back_every_stage(tmp_path):
 
 
 def test_unpack_puts_what_came_back_into_the_repository(tmp_path):
-    from calibration.device_session import unpack
-    from simulator.cost_model import load_profile
+    from servesim.calibration.device_session import unpack
+    from servesim.simulator.cost_model import load_profile
 
     rc, out, _ = _run(tmp_path, "--attention", "gather", "--reference", "teaching", "--set", "workload.num_requests=4",
                       "--loads", "0.5")
@@ -112,7 +112,7 @@ def test_memory_plan_skips_points_over_the_kv_budget(tmp_path):
 
 def test_weights_that_do_not_fit_the_memory_are_refused_up_front(monkeypatch):
     """An 8B model in fp32 (32 GB) on a machine with 4 GiB free: one line, not an OOM kill."""
-    import calibration.harness as harness
+    import servesim.calibration.harness as harness
 
     monkeypatch.setattr(harness, "free_memory", lambda torch, device: (4 * 2**30, 2**30))
     with pytest.raises(ConfigError, match=r"--model: .*29\.9 GiB of fp32 weights do not fit the 4\.0 GiB free on cpu"):
@@ -146,7 +146,7 @@ def test_unpack_refuses_a_bundle_whose_profile_name_is_a_path(tmp_path, name):
 
     import yaml
 
-    from calibration.device_session import unpack
+    from servesim.calibration.device_session import unpack
 
     victim = tmp_path / "victim"
     (victim / "keep").mkdir(parents=True)

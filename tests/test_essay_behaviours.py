@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from simulator.config import load
-from simulator.engine import simulate
+from servesim.simulator.config import load
+from servesim.simulator.engine import simulate
 
 ESSAY = Path(__file__).parents[1] / "docs" / "scenarios" / "essay-batching.yaml"
 

@@ -24,9 +24,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from simulator.cli import main
-from simulator.config import Scenario
-from workloads.synthetic import SyntheticWorkload
+from servesim.simulator.cli import main
+from servesim.simulator.config import Scenario
+from servesim.workloads.synthetic import SyntheticWorkload
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -246,6 +246,7 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["sweep", "--zip", "engine.max_num_seqs=1,2", "--zip", "engine.max_num_seqs=3,4"], "--zip: engine.max_num_seqs"),
     (["sweep", "--grid", "workload.arrival.rate=2,4", "--set", "workload.arrival.rate=3"], "also given by --set"),
     (["sweep", "--grid", "engine.max_num_seqs=2,2"], "a value twice"),
+    (["sweep", "--grid", "workload.arrival.rate=5,5.0"], "a value twice"),
     (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--set", "workload.arrival.rate=3"], "the search varies"),
     (["config", "--set", "workload.prompt_tokens.max=1023"], "give its dist too"),
     (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--grid", "workload.arrival.rate=1,2"], "the search varies"),
@@ -263,6 +264,9 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["run", "--set", "policies.admission.shed_on_ttft_slo=true"], "no TTFT SLO to shed on"),
     (["run", "--set", "workload.type=trace", "--set", "workload.path=/dev/null"], "/dev/null: not a file"),
     (["workload", "describe", "/dev/zero"], "not a file"),
+    (["config", "--set", "workload.type=bogus"], "workload: unknown kind 'bogus'"),
+    (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--set", "workload.type=trace", "--set",
+      "workload.path=my-trace.jsonl"], "workload.type: a trace's arrival times are recorded"),
     (["bench", "--requests", "200", "--repeats", "100000000000"], "--repeats: must be <= 100"),
     (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--tolerance", "1e-300"], "--tolerance: must be >= 0.0001"),
     (["sweep", "--jobs", "100000", "--grid", "workload.arrival.rate=2,4"], "--jobs: must be <= 256"),
@@ -330,7 +334,7 @@ def _capped(argv: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
-    return subprocess.run([sys.executable, "-m", "simulator.cli", *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "servesim", *argv], capture_output=True, text=True,
                           timeout=90, preexec_fn=limit, cwd=ROOT)
 
 
@@ -372,7 +376,7 @@ def test_a_profile_field_out_of_range_is_one_line(tmp_path, capsys, line, field)
 def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_path, command):
     import yaml
 
-    from simulator.cost_model import load_profile
+    from servesim.simulator.cost_model import load_profile
 
     prof = load_profile("h200-llama-3.1-8b-bf16-tp1").model_dump(mode="json")
     prof["coefficients"]["step_overhead_ms"] = 1e30
@@ -403,7 +407,7 @@ def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_pat
 ])
 def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, why):
     """Said, not refused: a sweep across the setting that gives it effect (method=none,fixed) runs every point."""
-    from simulator import config
+    from servesim.simulator import config
 
     config._WARNED.clear()  # said once a process: another test may have said it already
     context = {"policies.static_batch_size=4": ["policies.batching=static", "engine.max_num_seqs=2"],
@@ -420,7 +424,7 @@ def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, 
 
 
 def test_priorities_are_said_unread_unless_a_queue_or_victim_reads_them(capsys):
-    from simulator import config
+    from servesim.simulator import config
 
     classes = "workload.slo_classes={gold: {priority: 0, ttft_ms: 500}, bronze: {priority: 5}}"
     for extra, said in (([], True), (["policies.queue=priority"], False),
@@ -434,7 +438,7 @@ def test_priorities_are_said_unread_unless_a_queue_or_victim_reads_them(capsys):
 def test_the_default_and_every_shipped_scenario_warn_of_nothing(capsys):
     from pathlib import Path
 
-    from simulator import config
+    from servesim.simulator import config
 
     config._WARNED.clear()
     load = config.load
@@ -448,7 +452,7 @@ def test_the_default_and_every_shipped_scenario_warn_of_nothing(capsys):
 
 def test_a_replayed_trace_whose_classes_get_no_targets_says_so(capsys, tmp_path):
     """A written workload records its SLO classes; replayed without slo_classes it computes no goodput: said."""
-    from simulator.cli import main as cli
+    from servesim.simulator.cli import main as cli
 
     w = tmp_path / "w.jsonl"
     assert cli(["workload", "write", "--set", "workload.num_requests=5", "--set",

@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.config import load
-from simulator.engine import simulate
+from servesim.simulator.config import load
+from servesim.simulator.engine import simulate
 
 GOLDEN = Path(__file__).parent / "golden" / "outputs.json"
 

@@ -7,13 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from calibration.grid import GridPoint
-from simulator.batch import BatchShape
-from simulator.config import load
-from simulator.cost_model import LinearCoefficients, LinearCostModel, Overhead, OverheadCostModel
-from simulator.errors import ConfigError
-from simulator.hardware import load_hardware
-from simulator.model_arch import load_model
+from servesim.calibration.grid import GridPoint
+from servesim.simulator.batch import BatchShape
+from servesim.simulator.config import load
+from servesim.simulator.cost_model import LinearCoefficients, LinearCostModel, Overhead, OverheadCostModel
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.hardware import load_hardware
+from servesim.simulator.model_arch import load_model
 
 TABLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpu" / "aiconfigurator"
 SERVING = Path(__file__).resolve().parents[2] / "shared" / "data" / "serving"
@@ -24,7 +24,7 @@ DECODE_128 = GridPoint("decode", 128, 0, 4096).shape
 
 @needs_tables
 def test_allreduce_tables_count_elements_and_the_importer_passes_elements():
-    from calibration.aiconfigurator import KernelTables, compose_step_ms
+    from servesim.calibration.aiconfigurator import KernelTables, compose_step_ms
 
     # the unit, from the data: NCCL's fp16 all-reduce of n elements takes as long as its int8 one of 2n (same bytes)
     n = pd.read_parquet(TABLES / "h100_sxm/comm/nccl/2.29.2/nccl_perf.parquet")
@@ -46,7 +46,7 @@ def test_allreduce_tables_count_elements_and_the_importer_passes_elements():
 
 @needs_tables
 def test_each_gpu_uses_its_newest_tables_and_older_collections_load():
-    from calibration.aiconfigurator import KernelTables
+    from servesim.calibration.aiconfigurator import KernelTables
 
     assert KernelTables(TABLES, "l40s").versions == {"gemm": "0.24.0", "context": "0.24.0", "generation": "0.24.0",
                                                      "allreduce": "0.22.0"}
@@ -60,7 +60,7 @@ def test_default_scenario_takes_the_built_in_profile_and_says_so(tmp_path):
     rs = load(None, ["workload.num_requests=5"])
     assert rs.profile.name == "h200-llama-3.1-8b-bf16-tp1" and rs.profile.gpu == "h200-sxm"
     assert rs.cost_model_source == "built-in profile h200-llama-3.1-8b-bf16-tp1"
-    from simulator.engine import simulate
+    from servesim.simulator.engine import simulate
 
     s = simulate(rs, rs.scenario.workload.source(0, rs.max_model_len)).summary
     assert s["cost_model_source"] == rs.cost_model_source
@@ -157,7 +157,7 @@ def test_overhead_terms_add_up_and_async_scheduling_hides_the_host():
     shape = BatchShape(8, 0, 0, 8, 8000)  # a decode of 8 sequences
     kernel, other, host = _overhead_model(False).parts(shape)
     assert kernel == pytest.approx(1.0e-3 + 8 * 0.01e-3)
-    from simulator.cost_model import activation_traffic
+    from servesim.simulator.cost_model import activation_traffic
 
     # Llama-3.1-8B against the reference (Llama-2-7B): same hidden, 40 of 64 rotary heads, 14336 / 11008 MLP
     traffic = activation_traffic(arch := load_model("llama-3.1-8b"))
@@ -177,7 +177,7 @@ def test_a_step_beyond_the_largest_cuda_graph_pays_for_eager_launches():
     small, big = BatchShape(1, 512, 0, 0, 0), BatchShape(1, 513, 0, 0, 0)
     m = _overhead_model(True, graph_tokens=512)
     gpu = lambda s: sum(m.parts(s)[:2])  # noqa: E731
-    from simulator.cost_model import activation_traffic
+    from servesim.simulator.cost_model import activation_traffic
 
     per_token = 32 * 100e-9 * activation_traffic(load_model("llama-3.1-8b"))
     assert gpu(big) - gpu(small) == pytest.approx(32 * 500e-6 + 0.01e-3 + per_token)
@@ -198,7 +198,7 @@ def test_async_scheduling_is_vllms_default_and_written_to_the_resolved_config():
 
 
 def test_closed_loop_clients_can_start_over_a_window():
-    from simulator.engine import simulate
+    from servesim.simulator.engine import simulate
 
     sets = ["profile=teaching", "workload.num_requests=64", "workload.prompt_tokens={dist: fixed, value: 200}",
             "workload.output_tokens={dist: fixed, value: 50}"]
@@ -240,7 +240,7 @@ def test_bad_ramps_are_refused(arrival, msg):
 @needs_serving
 @needs_tables
 def test_public_gpu_runs_are_simulated_from_kernel_tables_and_reported(tmp_path, monkeypatch):
-    from calibration.serving_fidelity import validate_serving
+    from servesim.calibration.serving_fidelity import validate_serving
 
     monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path / "cache"))
     table, runs = validate_serving(SERVING, tmp_path / "out", command=["validate", "serving"])
@@ -268,7 +268,7 @@ def test_public_gpu_runs_are_simulated_from_kernel_tables_and_reported(tmp_path,
 @needs_serving
 @needs_tables
 def test_leave_one_run_out_fits_on_the_other_runs_only(tmp_path, monkeypatch):
-    from calibration.serving_fidelity import validate_serving
+    from servesim.calibration.serving_fidelity import validate_serving
 
     monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path / "cache"))
     table, runs = validate_serving(SERVING, tmp_path / "out", leave_one_out=True, terms=["gpu_per_layer_us"],
@@ -290,7 +290,7 @@ LAYERS = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpu" / "laye
 @needs_tables
 @pytest.mark.skipif(not LAYERS.is_dir(), reason=f"layer profiles not found at {LAYERS}")
 def test_kernel_tables_match_measured_per_operator_gemms_and_the_gap_is_the_rest(tmp_path):
-    from calibration.layer_check import check_layers
+    from servesim.calibration.layer_check import check_layers
 
     t = check_layers(LAYERS, TABLES, tmp_path)
     assert set(t["tp"]) == {2, 4} and len(t) == 10 and (tmp_path / "table.csv").is_file()
@@ -303,7 +303,7 @@ def test_kernel_tables_match_measured_per_operator_gemms_and_the_gap_is_the_rest
 @needs_tables
 @pytest.mark.skipif(not LAYERS.is_dir(), reason=f"layer profiles not found at {LAYERS}")
 def test_mixtral_experts_match_the_gemm_tables_and_the_fused_layer_is_compared_at_balanced_routing(tmp_path):
-    from calibration.layer_check import check_moe_layers
+    from servesim.calibration.layer_check import check_moe_layers
 
     t = check_moe_layers(LAYERS, TABLES, tmp_path)
     assert list(t["bucket"]) == ["1", "2-8", "9-64", "65-512", "513-2048"] and (tmp_path / "moe-table.csv").is_file()
@@ -399,7 +399,7 @@ def test_impossible_deployments_and_numbers_name_their_setting(sets, field):
 
 
 def test_usage_mistakes_are_one_line_and_exit_2(capsys):
-    from simulator.cli import main
+    from servesim.simulator.cli import main
 
     for argv in (["run", "--bogus"], ["calibrate", "import", "aiconfigurator", "--tp", "abc"], []):
         code = main(argv)
@@ -423,7 +423,7 @@ def test_a_roofline_warning_never_comes_with_an_error(capsys):
 def test_damaged_serving_runs_are_refused_by_file_and_line(tmp_path, damage, msg):
     import shutil
 
-    from calibration.serving_fidelity import validate_serving
+    from servesim.calibration.serving_fidelity import validate_serving
 
     run = tmp_path / "runs" / "RTXPRO6000" / "Llama-3.1-8B"
     shutil.copytree(SERVING / "llmservingsim-vllm-0.19/RTXPRO6000/Llama-3.1-8B", run)

@@ -3,11 +3,11 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.config import load
-from simulator.engine import build
-from simulator.kv_cache import KVBlockManager
-from simulator.request import Request
-from workloads.spec import RequestSpec
+from servesim.simulator.config import load
+from servesim.simulator.engine import build
+from servesim.simulator.kv_cache import KVBlockManager
+from servesim.simulator.request import Request
+from servesim.workloads.spec import RequestSpec
 
 
 @settings(max_examples=200, deadline=None)

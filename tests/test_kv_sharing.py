@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulator.config import load
-from simulator.engine import build
-from workloads.spec import RequestSpec
+from servesim.simulator.config import load
+from servesim.simulator.engine import build
+from servesim.workloads.spec import RequestSpec
 
 MAX_MODEL_LEN = 400
 FAMILIES = 3  # shared prefixes; each has 12 content ids

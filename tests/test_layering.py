@@ -30,25 +30,28 @@ def offending(package: str, banned, top_level_only: bool = False, allowed=()) ->
             if any(m == b or m.startswith(b + ".") for b in banned) and m not in allowed]
 
 
-LEAVES = {"simulator.errors", "simulator.files"}  # the error type and the file readers: they import no other module
+PARTS = ("simulator", "workloads", "policies", "calibration")  # folders, installed as servesim.<folder>
+API = ["servesim.api"]  # and `import servesim` itself (its __init__ imports the API on first use)
+LEAVES = {"servesim.simulator.errors", "servesim.simulator.files"}  # the error type and the file readers: they import no other module
 
 
 @pytest.mark.parametrize("package", ["workloads", "policies"])
 def test_workloads_and_policies_never_import_the_simulator(package):
-    assert offending(package, ["simulator", "calibration", "servesim"], allowed=LEAVES) == []
+    assert offending(package, ["servesim.simulator", "servesim.calibration", *API], allowed=LEAVES) == []
 
 
 def test_the_leaves_they_may_use_import_nothing_else_of_ours():
     for leaf in LEAVES:
-        ours = {m for m in imports(ROOT / (leaf.replace(".", "/") + ".py"), False)
-                if m.split(".")[0] in ("simulator", "workloads", "policies", "calibration", "servesim")}
-        assert ours <= {"simulator.errors"}, leaf
+        ours = {m for m in imports(ROOT / (leaf.removeprefix("servesim.").replace(".", "/") + ".py"), False)
+                if m.split(".")[0] in (*PARTS, "servesim")}
+        assert ours <= {"servesim.simulator.errors"}, leaf
 
 
 def test_the_core_imports_neither_the_api_nor_calibration_at_import_time():
     """simulator/ reads profiles as data; it imports calibration code only inside the commands that run it."""
-    assert offending("simulator", ["servesim"]) == []
-    assert offending("simulator", ["calibration"], top_level_only=True) == []
+    assert offending("simulator", API) == []
+    assert [p.name for p in modules("simulator") if "servesim" in imports(p, False)] == []
+    assert offending("simulator", ["servesim.calibration"], top_level_only=True) == []
 
 
 @pytest.mark.parametrize("package", ["simulator", "workloads", "policies", "servesim"])
@@ -58,7 +61,7 @@ def test_torch_stays_in_calibration(package):
 
 def test_only_the_cli_imports_the_cli():
     users = [p for pkg in ("simulator", "workloads", "policies", "servesim", "calibration") for p in modules(pkg)
-             if "simulator.cli" in imports(p, False) and p.name != "cli.py"]
+             if "servesim.simulator.cli" in imports(p, False) and p.name not in ("cli.py", "__main__.py")]
     assert [str(p.relative_to(ROOT)) for p in users] == []
 
 
@@ -73,3 +76,22 @@ def test_derived_settings_are_read_resolved_not_raw():
              if p.name != "config.py" for i, line in enumerate(p.read_text().splitlines(), 1)
              if raw.search(line.split("#")[0])]
     assert found == []
+
+
+def test_our_modules_are_named_under_servesim():
+    """Installed, the folders are servesim's parts: an import of a bare `simulator` or `policies` would find nothing
+    (or someone else's module of that name), and one file imported under two names has two states."""
+    sources = [p for folder in (*PARTS, "servesim", "tests", "notebooks") for p in (ROOT / folder).glob("**/*.py")]
+    bare = [f"{p.relative_to(ROOT)}: {m}" for p in sources for m in sorted(imports(p, False)) if m.split(".")[0] in PARTS]
+    assert bare == []
+
+
+def test_installed_names_are_servesims_only(tmp_path):
+    """Outside the source tree (cwd elsewhere), `servesim.simulator` imports and a bare `simulator` does not."""
+    import subprocess
+    import sys
+
+    code = ("import importlib.util as u, servesim.simulator.config, servesim.calibration.profile_io; "
+            "print([u.find_spec(n) is None for n in ('simulator', 'policies', 'workloads', 'calibration')])")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[True, True, True, True]"

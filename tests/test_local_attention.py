@@ -8,16 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.batch import decode_shape
-from simulator.cli import main
-from simulator.config import load
-from simulator.engine import build
-from simulator.errors import ConfigError
-from simulator.hybrid_kv import HybridKVBlockManager, HybridPrefixCachingKVManager, kv_layout
-from simulator.local_attention import LocalAttention
-from simulator.model_arch import load_model
-from simulator.request import Request
-from workloads.spec import RequestSpec
+from servesim.simulator.batch import decode_shape
+from servesim.simulator.cli import main
+from servesim.simulator.config import load
+from servesim.simulator.engine import build
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.hybrid_kv import HybridKVBlockManager, HybridPrefixCachingKVManager, kv_layout
+from servesim.simulator.local_attention import LocalAttention
+from servesim.simulator.model_arch import load_model
+from servesim.simulator.request import Request
+from servesim.workloads.spec import RequestSpec
 
 GIB = 1 << 30
 GPT_OSS_HF = {  # openai/gpt-oss-120b config.json, the fields that matter

@@ -2,8 +2,8 @@
 
 import pytest
 
-from simulator.config import load
-from simulator.engine import simulate
+from servesim.simulator.config import load
+from servesim.simulator.engine import simulate
 
 OVERLOAD = ["model=llama-3-8b", "profile=teaching", "hardware.gpu=generic-80gb", "engine.max_num_seqs=16",
             "workload.num_requests=400", "workload.arrival.rate=12",
@@ -77,7 +77,7 @@ def test_fifo_with_a_bound_on_long_prefills():
 
 
 def test_long_prefill_bound_needs_both_settings(capsys):
-    from simulator.cli import main
+    from servesim.simulator.cli import main
 
     assert main(["run", "--quiet", "--set", "policies.admission.max_long_prefills=2"]) == 2
     assert "long_prompt_tokens" in capsys.readouterr().err

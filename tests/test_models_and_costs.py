@@ -5,12 +5,12 @@ import math
 
 import pytest
 
-from simulator.batch import BatchShape, decode_shape
-from simulator.config import load, usage_context_defaults
-from simulator.cost_model import LinearCoefficients, LinearCostModel, RooflineCoefficients, RooflineCostModel, load_profile
-from simulator.errors import ConfigError
-from simulator.hardware import load_hardware
-from simulator.model_arch import load_model
+from servesim.simulator.batch import BatchShape, decode_shape
+from servesim.simulator.config import load, usage_context_defaults
+from servesim.simulator.cost_model import LinearCoefficients, LinearCostModel, RooflineCoefficients, RooflineCostModel, load_profile
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.hardware import load_hardware
+from servesim.simulator.model_arch import load_model
 
 
 def test_hf_config_json_loads(tmp_path):
@@ -104,7 +104,7 @@ def test_profile_errors_name_the_field(tmp_path):
 
 def test_max_sim_time_leaves_requests_unfinished_and_says_so():
     rs = load(None, ["workload.num_requests=200", "simulation.max_sim_time_s=5"])
-    from simulator.engine import simulate
+    from servesim.simulator.engine import simulate
 
     s = simulate(rs).summary
     assert s["unfinished"] > 0 and s["completed"] + s["unfinished"] + s["failed"] <= 200

@@ -7,11 +7,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simulator.batch import BatchShape
-from simulator.cli import main
-from simulator.config import load
-from simulator.errors import ConfigError
-from simulator.model_arch import load_model
+from servesim.simulator.batch import BatchShape
+from servesim.simulator.cli import main
+from servesim.simulator.config import load
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.model_arch import load_model
 
 GIB = 1 << 30
 MIXTRAL_HF = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 4096,
@@ -140,7 +140,7 @@ def test_expert_parallel_spreads_whole_experts_and_vllm_refusals_hold():
     per_gpu = (m.weight_bytes - m.expert_weight_bytes) + m.expert_weight_bytes / 2  # attention whole, half the experts
     assert m.weight_bytes_per_gpu(1, 2) == per_gpu
     assert ep.num_gpu_blocks > load(None, base + ["engine.data_parallel_size=2"]).num_gpu_blocks  # room for KV
-    from simulator.engine import simulate
+    from servesim.simulator.engine import simulate
 
     assert simulate(ep).summary["replicas"] == 2  # each DP rank its own scheduler and KV cache
     for sets, msg in ((["model=llama-3.1-8b", "engine.enable_expert_parallel=true"], "dense model"),
@@ -156,8 +156,8 @@ TABLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpu" / "aico
 
 @pytest.mark.skipif(not (TABLES / "h100_sxm" / "moe").is_dir(), reason=f"MoE kernel tables not found at {TABLES}")
 def test_moe_layers_are_composed_from_the_fused_moe_tables(tmp_path, monkeypatch):
-    from calibration.aiconfigurator import KernelTables, compose_step_ms
-    from calibration.grid import GridPoint
+    from servesim.calibration.aiconfigurator import KernelTables, compose_step_ms
+    from servesim.calibration.grid import GridPoint
 
     monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
     rs = load(None, ["model=mixtral-8x7b", "hardware.gpu=h100-sxm", "engine.tensor_parallel_size=2"])
@@ -190,8 +190,8 @@ def test_moe_layers_are_composed_from_the_fused_moe_tables(tmp_path, monkeypatch
 @pytest.mark.skipif(not (TABLES / "rtx_pro_6000_server" / "comm" / "nccl").is_dir(),
                     reason=f"NCCL tables not found at {TABLES}")
 def test_expert_parallel_layers_are_composed_with_their_dispatch_and_combine(tmp_path, monkeypatch):
-    from calibration.aiconfigurator import KernelTables, compose_step_ms
-    from calibration.grid import GridPoint
+    from servesim.calibration.aiconfigurator import KernelTables, compose_step_ms
+    from servesim.calibration.grid import GridPoint
 
     monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
     sets = ["model=qwen3-30b-a3b", "hardware.gpu=rtx-pro-6000", "engine.data_parallel_size=2",
@@ -218,7 +218,7 @@ def test_expert_parallel_layers_are_composed_with_their_dispatch_and_combine(tmp
 
 
 def test_an_expert_parallel_profile_counts_the_experts_every_dp_rank_touches():
-    from simulator.cost_model import LinearCoefficients, LinearCostModel
+    from servesim.simulator.cost_model import LinearCoefficients, LinearCostModel
 
     one = LinearCostModel(LinearCoefficients(per_expert_ms=1.0, moe_experts=128, moe_top_k=8))
     two = LinearCostModel(LinearCoefficients(per_expert_ms=1.0, moe_experts=128, moe_top_k=8, moe_token_ranks=2))
@@ -276,7 +276,7 @@ def test_pipeline_parallelism_is_refused_not_ignored():
 
 @pytest.mark.skipif(not (TABLES / "h200_sxm" / "mla").is_dir(), reason=f"MLA kernel tables not found at {TABLES}")
 def test_latent_attention_is_composed_from_the_mla_module_tables(tmp_path, monkeypatch, capsys):
-    from calibration.aiconfigurator import KernelTables
+    from servesim.calibration.aiconfigurator import KernelTables
 
     monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
     rs = load(None, ["model=deepseek-v3", "hardware.gpu=h200-sxm", "engine.tensor_parallel_size=8"])

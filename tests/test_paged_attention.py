@@ -7,12 +7,12 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is in the `calibrate` extra; `make test` installs it")
 pytest.importorskip("triton", reason="triton is in the `test` extra; `make test` installs it")
 
-from calibration.harness import Harness  # noqa: E402
-from calibration.grid import GridPoint  # noqa: E402
-from calibration.paged_attention import paged_decode_attention  # noqa: E402
-from calibration.torch_model import PagedLlama, check_attention, make_batch  # noqa: E402
-from simulator.errors import ConfigError  # noqa: E402
-from simulator.model_arch import load_model  # noqa: E402
+from servesim.calibration.harness import Harness  # noqa: E402
+from servesim.calibration.grid import GridPoint  # noqa: E402
+from servesim.calibration.paged_attention import paged_decode_attention  # noqa: E402
+from servesim.calibration.torch_model import PagedLlama, check_attention, make_batch  # noqa: E402
+from servesim.simulator.errors import ConfigError  # noqa: E402
+from servesim.simulator.model_arch import load_model  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

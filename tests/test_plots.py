@@ -2,7 +2,7 @@
 
 import pytest
 
-from simulator.cli import main
+from servesim.simulator.cli import main
 
 SETS = ["workload.num_requests=80", "workload.slo_classes={chat: {ttft_ms: 1000}}"]
 
@@ -61,7 +61,7 @@ def test_plot_errors(swept, tmp_path, capsys):
 @pytest.mark.parametrize("out", [".", "folder/", "folder", "a.v2"])
 def test_plot_out_is_a_folder_or_a_name_with_dots(tmp_path, monkeypatch, out):
     """--out . or an existing folder puts the plot inside it; a dot in a file name is kept."""
-    from simulator.cli import main
+    from servesim.simulator.cli import main
 
     run = tmp_path / "run"
     assert main(["run", "--set", "workload.num_requests=20", "--set", "profile=teaching", "--out", str(run),
@@ -78,7 +78,7 @@ def test_timeline_draws_one_line_per_replica(tmp_path, monkeypatch, capsys):
     """Replicas' steps interleave in time: each gets its own line (a single one zig-zagged between them)."""
     import pandas as pd
 
-    from simulator import plots
+    from servesim.simulator import plots
 
     run = tmp_path / "run"
     assert main(["run", "--set", "workload.num_requests=60", "--set", "workload.arrival.rate=30",

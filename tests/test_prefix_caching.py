@@ -2,11 +2,11 @@
 
 import pytest
 
-from simulator.config import load
-from simulator.engine import build, simulate
-from simulator.kv_cache import PrefixCachingKVManager
-from simulator.request import Request
-from workloads.spec import RequestSpec
+from servesim.simulator.config import load
+from servesim.simulator.engine import build, simulate
+from servesim.simulator.kv_cache import PrefixCachingKVManager
+from servesim.simulator.request import Request
+from servesim.workloads.spec import RequestSpec
 
 
 def essay_run(prefix_caching: bool):

@@ -10,13 +10,13 @@ import json
 import numpy as np
 import pytest
 
-from calibration.real_runs import read_run
-from calibration.serving_fit import apply_terms, fit_serving
-from simulator.cli import main
-from simulator.config import load
-from simulator.engine import simulate
-from simulator.errors import ConfigError
-from simulator.metrics import _token_times
+from servesim.calibration.real_runs import read_run
+from servesim.calibration.serving_fit import apply_terms, fit_serving
+from servesim.simulator.cli import main
+from servesim.simulator.config import load
+from servesim.simulator.engine import simulate
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.metrics import _token_times
 
 DEPLOY = ["model=llama-3.1-8b", "hardware.gpu=h100-sxm", "engine.max_num_seqs=32",
           "engine.max_num_batched_tokens=1024"]
@@ -145,7 +145,7 @@ def test_compare_passes_on_the_same_settings_and_fails_on_others(tmp_path, capsy
 
 
 def test_repeats_give_the_real_spread_and_it_is_allowed_on_top_of_the_tolerance(tmp_path):
-    from calibration.run_comparison import compare_runs
+    from servesim.calibration.run_comparison import compare_runs
 
     _, result = _simulated()
     a = write_bench(result, tmp_path / "a.json")
@@ -161,7 +161,7 @@ def test_repeats_give_the_real_spread_and_it_is_allowed_on_top_of_the_tolerance(
 def test_repeats_must_be_one_deployment_given_once(tmp_path, capsys):
     """Runs of other engine settings or GPUs are not repeats: their difference would pass as spread (a 76% TTFT error
     passed so); nor is one run given twice."""
-    from calibration.run_comparison import compare_runs
+    from servesim.calibration.run_comparison import compare_runs
 
     _, result = _simulated()
     folders = []
@@ -275,7 +275,7 @@ def test_damaged_metadata_and_results_folders_are_refused(tmp_path, capsys):
 
 
 def test_a_timed_trace_written_for_vllm_reads_back_with_its_shared_prefixes(tmp_path):
-    from workloads.traces import read_trace, write_timed_trace
+    from servesim.workloads.traces import read_trace, write_timed_trace
 
     rs = load(None, DEPLOY + WORKLOAD + ["workload.shared_prefix={tokens: 64, count: 2}", "workload.num_requests=30"])
     specs = rs.scenario.workload.source(0, rs.max_model_len).initial()
@@ -294,7 +294,7 @@ def test_a_timed_trace_written_for_vllm_reads_back_with_its_shared_prefixes(tmp_
 
 
 def test_server_mode_refuses_bad_levels_in_one_line(tmp_path, capsys):
-    from calibration.vllm_server import load_levels
+    from servesim.calibration.vllm_server import load_levels
 
     bad = tmp_path / "levels.yaml"
     for text, msg in (("levels: []", "must map levels"), ("levels: {a: [x=1]}\nfit_on: b", "fit_on 'b'"),
@@ -309,8 +309,8 @@ def test_server_mode_refuses_bad_levels_in_one_line(tmp_path, capsys):
 
 
 def test_compare_takes_shared_prefixes_from_the_trace_the_run_replayed(tmp_path):
-    from calibration.run_comparison import compare_runs
-    from workloads.traces import write_timed_trace
+    from servesim.calibration.run_comparison import compare_runs
+    from servesim.workloads.traces import write_timed_trace
 
     extra = ["workload.shared_prefix={tokens: 1024, count: 2}"]
     rs, result = _simulated(extra)
@@ -325,7 +325,7 @@ def test_compare_takes_shared_prefixes_from_the_trace_the_run_replayed(tmp_path)
 
 
 def test_a_statistic_that_is_zero_in_both_runs_is_a_match():
-    from calibration.run_comparison import comparison_table, failures
+    from servesim.calibration.run_comparison import comparison_table, failures
 
     reals = [{"mean_queue_time_ms": 0.0, "mean_ttft_ms": 20.0}]
     t = comparison_table(reals, {"mean_queue_time_ms": 0.0, "mean_ttft_ms": 20.0})
@@ -377,3 +377,60 @@ def test_holdout_on_real_runs_is_said_to_do_nothing(tmp_path, capsys):
     main(["calibrate", "fit", str(path), "--holdout", "0.5", "--max-evals", "5", "--terms", "compute_scale",
           "--out", str(tmp_path / "p.yaml"), *sum((["--set", s] for s in DEPLOY), [])])
     assert "--holdout has no effect on real serving runs" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("device,gpu,said", [("NVIDIA H100 80GB HBM3", "h100-sxm", None),
+                                             ("NVIDIA Imaginary X1", "h200-sxm", "which is no built-in GPU"),
+                                             (None, "h200-sxm", "records no GPU")])
+def test_compare_simulates_the_gpu_the_run_records(tmp_path, capsys, device, gpu, said):
+    """A run's meta.json names its GPU (torch's name): simulating the default H200 instead read as a 2.7x error."""
+    from servesim.calibration.run_comparison import resolve_run
+
+    _, result = _simulated()
+    (tmp_path / "vllm").mkdir()
+    write_lifecycle(result, tmp_path / "vllm" / "requests.jsonl")
+    meta = {"model": "meta-llama/Llama-3.1-8B", "engine_kwargs": {"max_model_len": 4096},
+            "kv_cache": {"num_gpu_blocks": 2000, "block_size": 16}}
+    if device:
+        meta["hardware"] = {"device_name": device}
+    (tmp_path / "vllm" / "meta.json").write_text(json.dumps(meta))
+    rs = resolve_run(read_run(tmp_path))
+    err = capsys.readouterr().err
+    assert rs.scenario.hardware.gpu == gpu and (said in err if said else "warning" not in err)
+    assert resolve_run(read_run(tmp_path), None, ["hardware.gpu=l40s"]).scenario.hardware.gpu == "l40s"
+    assert ("replaces the hardware.gpu=h100-sxm" in capsys.readouterr().err) == (device is not None and said is None)
+
+
+def test_another_block_size_keeps_the_recorded_pool_of_tokens(tmp_path, capsys):
+    from servesim.calibration.run_comparison import resolve_run
+
+    _, result = _simulated()
+    (tmp_path / "vllm").mkdir()
+    write_lifecycle(result, tmp_path / "vllm" / "requests.jsonl")
+    (tmp_path / "vllm" / "meta.json").write_text(json.dumps({
+        "model": "meta-llama/Llama-3.1-8B", "engine_kwargs": {"max_model_len": 4096},
+        "kv_cache": {"num_gpu_blocks": 2001, "block_size": 16},
+        "hardware": {"device_name": "NVIDIA H100 80GB HBM3"}}))
+    rs = resolve_run(read_run(tmp_path), None, ["engine.block_size=32"])
+    assert rs.num_gpu_blocks == 1000 and rs.scenario.engine.block_size == 32
+    err = capsys.readouterr().err
+    assert "replaces the engine.block_size=16" in err and "2,001 blocks of 16 tokens) is simulated as 1,000 blocks of 32" in err
+    assert resolve_run(read_run(tmp_path), None, ["engine.block_size=32", "engine.num_gpu_blocks_override=3000"]) \
+        .num_gpu_blocks == 3000
+
+
+def test_a_fit_over_runs_of_several_gpus_says_whose_profile_it_writes(tmp_path, capsys):
+    _, result = _simulated()
+    runs = []
+    for device in ("NVIDIA H100 80GB HBM3", "NVIDIA L40S"):
+        d = tmp_path / device.split()[1] / "vllm"
+        d.mkdir(parents=True)
+        write_lifecycle(result, d / "requests.jsonl")
+        (d / "meta.json").write_text(json.dumps({"model": "meta-llama/Llama-3.1-8B", "hardware": {"device_name": device},
+                                                 "engine_kwargs": {"max_model_len": 4096, "max_num_seqs": 32}}))
+        runs.append(read_run(d.parent))
+    fit = fit_serving(runs, [], None, [], ["memory_scale"], max_evals=3)
+    err = capsys.readouterr().err
+    assert "2 deployments (GPU, model, TP)" in err and fit.profile["gpu"] == "h100-sxm"
+    fit_serving(runs[:1], [], None, [], ["memory_scale"], max_evals=3)
+    assert "deployments" not in capsys.readouterr().err

@@ -1,8 +1,8 @@
 """Routers across replicas (issue 8's routing part): prefix affinity against round robin and
 predicted completion, on small clusters."""
 
-from simulator.config import load
-from simulator.engine import simulate
+from servesim.simulator.config import load
+from servesim.simulator.engine import simulate
 
 BASE = ["cluster.replicas=4", "workload.num_requests=600", "workload.arrival.rate=24",
         "workload.prompt_tokens={dist: lognormal, median: 150, sigma: 0.5, max: 1000}",
@@ -38,7 +38,7 @@ def test_least_kv_and_least_outstanding_balance():
 
 def test_tensor_parallel_profiles_include_the_all_reduce_and_split_the_work():
     """TP 2 lowers step time per the communication table: the imported H200 Qwen3-32B profiles."""
-    from simulator.batch import BatchShape, decode_shape
+    from servesim.simulator.batch import BatchShape, decode_shape
 
     tp1 = load(None, ["model=qwen3-32b", "profile=h200-qwen3-32b-bf16-tp1", "engine.max_model_len=8192"])
     tp2 = load(None, ["model=qwen3-32b", "profile=h200-qwen3-32b-bf16-tp2", "engine.max_model_len=8192",
@@ -86,9 +86,9 @@ def test_routers_read_only_the_replica_load_view():
     satisfy that view. So a router cannot come to depend on a replica's internals."""
     from dataclasses import dataclass
 
-    from policies.routing import ROUTERS, ReplicaLoad, make_router
-    from simulator.engine import build
-    from workloads.spec import RequestSpec
+    from servesim.policies.routing import ROUTERS, ReplicaLoad, make_router
+    from servesim.simulator.engine import build
+    from servesim.workloads.spec import RequestSpec
 
     @dataclass
     class Load:

@@ -1,10 +1,10 @@
 """The vLLM V1 schedule() step (../shared/docs/vllm-v1-scheduler.md section 1), case by case."""
 
-from policies import make_batching, make_queue_policy
-from simulator.kv_cache import KVBlockManager
-from simulator.request import PREEMPTED, RUNNING, Request
-from simulator.scheduler import Scheduler, SchedulerSettings
-from workloads.spec import RequestSpec
+from servesim.policies import make_batching, make_queue_policy
+from servesim.simulator.kv_cache import KVBlockManager
+from servesim.simulator.request import PREEMPTED, RUNNING, Request
+from servesim.simulator.scheduler import Scheduler, SchedulerSettings
+from servesim.workloads.spec import RequestSpec
 
 
 def sched(blocks=1000, block_size=16, queue="fcfs", batching="continuous", batch_size=8, watermark=0.0, **kw):
@@ -204,8 +204,8 @@ def test_the_three_copies_of_the_shape_aggregation_agree():
     the same BatchShape for the same scheduled chunks, decodes and prefill chunks mixed."""
     import random
 
-    from simulator.batch import SHAPE_FIELDS, shape_of
-    from simulator.scheduler import SchedulerOutput
+    from servesim.simulator.batch import SHAPE_FIELDS, shape_of
+    from servesim.simulator.scheduler import SchedulerOutput
 
     driver_row, rng = _driver_shape_row(), random.Random(0)
     for trial in range(200):
@@ -229,18 +229,18 @@ def test_policy_registries_are_the_scenario_choices_and_give_their_seams():
     is the seam the scheduler calls (RequestQueue, BatchingGate)."""
     from typing import get_args
 
-    from policies.batching import BATCHING_POLICIES, BatchingGate
-    from policies.queues import QUEUE_POLICIES, VICTIMS, RequestQueue
-    from policies.routing import ROUTERS
-    from simulator.config import ClusterSettings, PolicySettings
+    from servesim.policies.batching import BATCHING_POLICIES, BatchingGate
+    from servesim.policies.queues import QUEUE_POLICIES, VICTIMS, RequestQueue
+    from servesim.policies.routing import ROUTERS
+    from servesim.simulator.config import ClusterSettings, PolicySettings
 
     fields = PolicySettings.model_fields
     assert get_args(fields["queue"].annotation) == tuple(QUEUE_POLICIES)
     assert get_args(fields["batching"].annotation) == tuple(BATCHING_POLICIES)
     assert get_args(get_args(fields["preemption_victim"].annotation)[0]) == tuple(VICTIMS)
     assert get_args(ClusterSettings.model_fields["router"].annotation) == tuple(ROUTERS)
-    from simulator.request import Request
-    from workloads.spec import RequestSpec
+    from servesim.simulator.request import Request
+    from servesim.workloads.spec import RequestSpec
 
     for name in QUEUE_POLICIES:
         q = make_queue_policy(name).make_queue()

@@ -2,10 +2,10 @@
 
 import pytest
 
-from simulator.config import load
-from simulator.engine import simulate
-from simulator.errors import ConfigError
-from simulator.search import max_rate, meets, parse_slos
+from servesim.simulator.config import load
+from servesim.simulator.engine import simulate
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.search import max_rate, meets, parse_slos
 
 SETS = ["workload.num_requests=200"]
 SCEN = "docs/scenarios/essay-batching.yaml"
@@ -36,7 +36,7 @@ def test_max_rate_brackets_the_slo():
 def test_max_rate_without_a_failing_rate_or_a_narrow_bracket_says_so(capsys):
     """SLOs that hold at every rate tried give no maximum (it once reported 26.8 M req/s, exit 0); a bracket the run
     limit leaves wider than --tolerance is reported."""
-    from simulator.cli import main
+    from servesim.simulator.cli import main
 
     loose = max_rate(None, ["profile=teaching", "workload.num_requests=20"], parse_slos(["ttft_p99_ms=1e8"]), max_runs=6)
     assert loose["max_rate"] is None and loose["reason"].startswith("no failing rate found: the SLOs held up to")
@@ -53,7 +53,7 @@ def test_max_rate_needs_an_open_loop_rate():
 
 
 def test_min_replicas_is_the_smallest_cluster_meeting_the_slo():
-    from simulator.search import min_replicas
+    from servesim.simulator.search import min_replicas
 
     slos = parse_slos(["ttft_p99_ms=1000"])
     r = min_replicas(SCEN, SETS, slos, rate=10)
@@ -70,7 +70,7 @@ def test_min_replicas_is_the_smallest_cluster_meeting_the_slo():
 def test_min_replicas_stops_at_the_pools_one_run_holds():
     """More replicas than one run can hold KV blocks for is "not met" with the reason (exit 1 in the CLI), not an
     error blaming engine.block_size."""
-    from simulator.search import min_replicas
+    from servesim.simulator.search import min_replicas
 
     r = min_replicas(SCEN, SETS + ["engine.num_gpu_blocks_override=3000000"], parse_slos(["ttft_p99_ms=0.001"]), rate=5)
     assert r["replicas"] is None and r["runs"] == 2

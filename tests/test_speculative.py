@@ -3,9 +3,9 @@ throughput under load; adaptive k keeps the gain and drops the cost."""
 
 import pytest
 
-from simulator.config import load
-from simulator.engine import simulate
-from simulator.errors import ConfigError
+from servesim.simulator.config import load
+from servesim.simulator.engine import simulate
+from servesim.simulator.errors import ConfigError
 
 BASE = ["profile=roofline", "workload.num_requests=1500",
         "workload.prompt_tokens={dist: lognormal, median: 200, sigma: 0.5, max: 1000}",

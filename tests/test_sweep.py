@@ -3,9 +3,9 @@
 import pandas as pd
 import pytest
 
-from simulator import sweep as sw
-from simulator.cli import main
-from simulator.errors import ConfigError
+from servesim.simulator import sweep as sw
+from servesim.simulator.cli import main
+from servesim.simulator.errors import ConfigError
 
 BASE = ["workload.num_requests=60", "profile=teaching", "model=llama-3-8b", "hardware.gpu=generic-80gb"]
 
@@ -132,7 +132,7 @@ def test_the_scenario_seed_starts_the_seeds_and_a_rewritten_trace_runs_again(tmp
     single = servesim.simulate(None, {"workload.num_requests": 30, "seed": 7, "engine.max_num_seqs": 8}).summary
     assert row["seed"] == 7 and row["mean_ttft_ms"] == single["mean_ttft_ms"]
     trace = tmp_path / "t.jsonl"
-    from workloads.traces import write_jsonl
+    from servesim.workloads.traces import write_jsonl
 
     write_jsonl(servesim.resolve(None, {"workload.num_requests": 20}).scenario.workload.source(0).initial(), trace)
     grid = {"engine.max_num_seqs": [8]}

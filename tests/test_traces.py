@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.errors import ConfigError
-from workloads.spec import RequestSpec
-from workloads.traces import (TRACE_FORMATS, describe_trace, infer_format, read_lengths, read_trace,
+from servesim.simulator.errors import ConfigError
+from servesim.workloads.spec import RequestSpec
+from servesim.workloads.traces import (TRACE_FORMATS, describe_trace, infer_format, read_lengths, read_trace,
                               read_trace_with_info, write_jsonl)
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
@@ -351,7 +351,7 @@ def test_an_unknown_format_name_is_an_error(trace):
 
 def test_hash_ids_block_size_is_found_in_the_file_given_or_ignored(tmp_path):
     """vLLM's timed traces share Mooncake's keys but hash smaller blocks: read them at their own size."""
-    from workloads.traces import read_trace
+    from servesim.workloads.traces import read_trace
 
     f = tmp_path / "vllm-timed.jsonl"
     f.write_text("".join(json.dumps({"timestamp": 1000 * i, "input_length": n, "output_length": 8,
@@ -371,8 +371,8 @@ def test_hash_ids_block_size_is_found_in_the_file_given_or_ignored(tmp_path):
 
 def test_a_written_workload_replays_with_its_own_slo_classes(tmp_path, capsys):
     """Setting slo_classes (their targets) keeps the classes the trace records instead of drawing new ones."""
-    from simulator.cli import main
-    from simulator.config import load
+    from servesim.simulator.cli import main
+    from servesim.simulator.config import load
 
     out = tmp_path / "w.jsonl"
     classes = "workload.slo_classes={gold: {weight: 1, ttft_ms: 500}, bronze: {weight: 2, ttft_ms: 5000}}"
@@ -391,7 +391,7 @@ def test_a_written_workload_replays_with_its_own_slo_classes(tmp_path, capsys):
 def test_content_id_options_that_find_no_ids_say_so(tmp_path):
     """hash_block_tokens on a file without hash_ids, or use_hash_ids: false on one that names no blocks, changed
     nothing: the replay says so; use_hash_ids: false drops a servesim file's prefix_ids too (no sharing)."""
-    from workloads.trace_workload import TraceWorkload
+    from servesim.workloads.trace_workload import TraceWorkload
 
     plain = tmp_path / "plain.jsonl"
     plain.write_text("".join(json.dumps({"timestamp": 1000 * i, "input_length": 40, "output_length": 8}) + "\n"
@@ -419,9 +419,9 @@ def test_content_id_options_that_find_no_ids_say_so(tmp_path):
 def test_class_weights_on_a_trace_that_records_every_class_are_said_unused(tmp_path):
     """A written workload records each row's SLO class, so replaying it draws none: weights (and priorities to
     draw) change nothing, and the replay says so."""
-    from simulator.config import load
-    from workloads.trace_workload import TraceWorkload
-    from workloads.traces import write_jsonl
+    from servesim.simulator.config import load
+    from servesim.workloads.trace_workload import TraceWorkload
+    from servesim.workloads.traces import write_jsonl
 
     rs = load(None, ["workload.num_requests=20", "workload.slo_classes={gold: {ttft_ms: 100}, bronze: {}}"])
     f = write_jsonl(rs.scenario.workload.source(0, rs.max_model_len).initial(), tmp_path / "w.jsonl")

@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("torch", reason="torch is in the `calibrate` extra; `make test` installs it")
 
-from calibration.measured_executor import MeasuredExecutor  # noqa: E402
-from simulator.cli import main  # noqa: E402
-from simulator.config import load  # noqa: E402
-from simulator.errors import ConfigError  # noqa: E402
+from servesim.calibration.measured_executor import MeasuredExecutor  # noqa: E402
+from servesim.simulator.cli import main  # noqa: E402
+from servesim.simulator.config import load  # noqa: E402
+from servesim.simulator.errors import ConfigError  # noqa: E402
 
 SCENARIO = "docs/scenarios/replay-tiny-cpu.yaml"
 
@@ -65,7 +65,7 @@ def test_load_levels_open_and_closed_loop(profile, tmp_path):
 def test_replay_runs_the_schedulers_real_block_tables(profile):
     rs = load(SCENARIO, [f"profile={profile}"])
     ex = MeasuredExecutor(rs.arch, "cpu", "fp32", 16, rs.num_gpu_blocks, threads=1)
-    from simulator.engine import simulate
+    from servesim.simulator.engine import simulate
 
     r = simulate(rs, executor=ex)
     assert ex.steps == len(r.steps)  # every step really ran: no decode runs under measurement

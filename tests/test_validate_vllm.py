@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from calibration.real_runs import read_run
-from calibration.vllm_validate import client_metrics
-from simulator.cli import main
+from servesim.calibration.real_runs import read_run
+from servesim.calibration.vllm_validate import client_metrics
+from servesim.simulator.cli import main
 
 
 def test_client_metrics_follow_vllm_bench_definitions():
@@ -46,7 +46,7 @@ def test_missing_engine_is_a_one_line_error(tmp_path, capsys):
 
 
 def test_the_engine_grid_asks_vllm_for_each_kind_of_batch():
-    from calibration.vllm_harness import DECODE_TOKENS, grid_levels
+    from servesim.calibration.vllm_harness import DECODE_TOKENS, grid_levels
 
     levels = dict(grid_levels("cpu", 2048))
     prefill = levels["prefill 4x256"]

@@ -5,11 +5,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simulator.config import load
-from simulator.engine import simulate
-from workloads.arrivals import Arrival
-from workloads.lengths import LogNormal, Uniform, Zipf
-from workloads.synthetic import CONTENT_BLOCK, SessionWorkload, SyntheticWorkload
+from servesim.simulator.config import load
+from servesim.simulator.engine import simulate
+from servesim.workloads.arrivals import Arrival
+from servesim.workloads.lengths import LogNormal, Uniform, Zipf
+from servesim.workloads.synthetic import CONTENT_BLOCK, SessionWorkload, SyntheticWorkload
 
 RNG = lambda: np.random.default_rng(42)  # noqa: E731
 

@@ -4,10 +4,10 @@ from typing import Annotated, Union
 
 from pydantic import Discriminator, Tag
 
-from workloads.trace_workload import TraceWorkload
-from workloads.source import RequestSource
-from workloads.spec import RequestSpec
-from workloads.synthetic import SessionWorkload, SyntheticWorkload
+from servesim.workloads.trace_workload import TraceWorkload
+from servesim.workloads.source import RequestSource
+from servesim.workloads.spec import RequestSpec
+from servesim.workloads.synthetic import SessionWorkload, SyntheticWorkload
 
 
 def _kind(v) -> str:

@@ -12,8 +12,8 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
 
-from simulator.errors import ConfigError
-from workloads.settings import MAX_CLIENTS, MAX_RATE, MAX_REQUESTS, MAX_SECONDS, Rate, Settings
+from servesim.simulator.errors import ConfigError
+from servesim.workloads.settings import MAX_CLIENTS, MAX_RATE, MAX_REQUESTS, MAX_SECONDS, Rate, Settings
 
 
 class Arrival(Settings):

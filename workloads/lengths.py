@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Union
 import numpy as np
 from pydantic import Field, NonNegativeFloat, model_validator
 
-from workloads.settings import MAX_TOKENS, Settings, Tokens
+from servesim.workloads.settings import MAX_TOKENS, Settings, Tokens
 
 
 class Fixed(Settings):
@@ -103,7 +103,7 @@ _PAIRS: dict = {}
 
 def load_pairs(path: str, fmt: str | None) -> np.ndarray:
     """[prompt, output] rows of a lengths file, read once per run."""
-    from workloads.traces import read_lengths
+    from servesim.workloads.traces import read_lengths
 
     key = (str(Path(path).resolve()), fmt)
     if key not in _PAIRS:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Iterator
 
-from workloads.spec import RequestSpec
+from servesim.workloads.spec import RequestSpec
 
 
 class RequestSource:

@@ -45,8 +45,8 @@ def checked_specs(specs, where: str = "requests") -> list[RequestSpec]:
     import math
     from dataclasses import replace
 
-    from simulator.errors import ConfigError
-    from workloads.settings import MAX_INT, MAX_SECONDS, MAX_TOKENS
+    from servesim.simulator.errors import ConfigError
+    from servesim.workloads.settings import MAX_INT, MAX_SECONDS, MAX_TOKENS
 
     def integer(v) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) or type(v).__module__ == "numpy" and \
@@ -88,4 +88,6 @@ def checked_specs(specs, where: str = "requests") -> list[RequestSpec]:
         out.append(replace(s, request_id=int(s.request_id), arrival_time=float(t), prompt_tokens=int(s.prompt_tokens),
                            output_tokens=int(s.output_tokens), prefix_ids=tuple(int(x) for x in ids),
                            prefix_block_tokens=int(s.prefix_block_tokens) if ids else 0))
+    if not out:  # as an empty trace file is refused: a run of nothing has no metrics to report
+        raise ConfigError(where, "empty: give at least one request")
     return out

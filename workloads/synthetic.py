@@ -10,13 +10,13 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, PositiveFloat, model_validator
 
-from simulator.errors import ConfigError
-from workloads.settings import MAX_REQUESTS, MAX_TOKENS, Settings, Tokens, refuse
+from servesim.simulator.errors import ConfigError
+from servesim.workloads.settings import MAX_REQUESTS, MAX_TOKENS, Settings, Tokens, refuse
 
-from workloads.arrivals import Arrival
-from workloads.lengths import FloatDist, JointLengths, LengthDist, LogNormal, Uniform
-from workloads.source import ClosedLoopSource, RequestSource, SessionSource, StaticSource
-from workloads.spec import RequestSpec
+from servesim.workloads.arrivals import Arrival
+from servesim.workloads.lengths import FloatDist, JointLengths, LengthDist, LogNormal, Uniform
+from servesim.workloads.source import ClosedLoopSource, RequestSource, SessionSource, StaticSource
+from servesim.workloads.spec import RequestSpec
 
 CONTENT_BLOCK = 16  # tokens per prefix id in generated workloads (any size works; the KV manager maps it)
 

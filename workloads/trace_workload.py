@@ -7,9 +7,9 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
-from simulator.errors import ConfigError
-from workloads.source import RequestSource, StaticSource
-from workloads.synthetic import _Classes
+from servesim.simulator.errors import ConfigError
+from servesim.workloads.source import RequestSource, StaticSource
+from servesim.workloads.synthetic import _Classes
 
 
 class TraceWorkload(_Classes):
@@ -31,7 +31,7 @@ class TraceWorkload(_Classes):
     def source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
         from dataclasses import replace
 
-        from workloads.traces import read_trace_with_info
+        from servesim.workloads.traces import read_trace_with_info
 
         try:
             specs, info = read_trace_with_info(self.path, self.format, time_scale=self.time_scale, start_s=self.start_s,

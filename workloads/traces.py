@@ -19,10 +19,10 @@ from typing import Callable, Iterable, Iterator, NoReturn, NotRequired, Sequence
 import numpy as np
 import pandas as pd
 
-from simulator.errors import JSON_ERRORS, ConfigError, json_problem
-from simulator.files import repeated_columns, where_looked
-from workloads.settings import MAX_INT, MAX_SECONDS, MAX_TOKENS
-from workloads.spec import RequestSpec
+from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem
+from servesim.simulator.files import repeated_columns, where_looked
+from servesim.workloads.settings import MAX_INT, MAX_SECONDS, MAX_TOKENS
+from servesim.workloads.spec import RequestSpec
 
 TRACE_FORMATS = ("azure", "mooncake", "burstgpt", "timed_trace", "vllm_bench", "servesim", "sharegpt_stats")
 MOONCAKE_BLOCK_TOKENS = 512  # Mooncake's hash_ids: one id per 512 prompt tokens

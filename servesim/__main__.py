@@ -1,0 +1,7 @@
+"""`python -m servesim ...` is the `servesim` command."""
+
+import sys
+
+from servesim.simulator.cli import main
+
+sys.exit(main())

@@ -1,0 +1,143 @@
+"""servesim's Python API (`import servesim`): what the CLI does, as functions returning plain data and pandas tables.
+
+    import servesim
+    run = servesim.simulate("docs/scenarios/essay-batching.yaml", {"engine.max_num_batched_tokens": 512})
+    run.summary["p99_ttft_ms"], run.requests, run.steps      # the summary, one row per request, per step
+    table = servesim.sweep(None, {"workload.arrival.rate": [2, 4, 8]}, out="results/my-sweep")
+
+A scenario is a YAML path, the mapping such a file holds, a `Scenario`, or None (the built-in default);
+overrides are `{"setting.path": value}` (Python values) or the CLI's `["key=value", ...]` (YAML text).
+Bad input raises `ConfigError` naming the setting, as the CLI's one-line errors do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Union
+
+import pandas as pd
+
+from servesim.simulator.capacity_plan import plan as capacity
+from servesim.simulator.cli_args import COUNT, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE, checked
+from servesim.simulator.config import ResolvedScenario, Scenario, load, override
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.metrics import RunResult
+from servesim.simulator.plots import plot_results as plot
+from servesim.workloads.source import RequestSource
+from servesim.workloads.spec import RequestSpec
+from servesim.workloads.traces import describe_file, describe_trace, read_trace
+
+from servesim import __all__  # noqa: E402,F401 (the names servesim exports, listed once there)
+
+ScenarioLike = Union[str, os.PathLike, Mapping, Scenario, None]
+Overrides = Union[Mapping[str, Any], Sequence[str], None]
+
+
+def _settings(overrides: Overrides) -> list[str]:
+    """Overrides as the CLI's --set texts: a mapping's Python values written so they read back exactly."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, str):
+        return [overrides]
+    if isinstance(overrides, Mapping):
+        out = []
+        for key, value in overrides.items():
+            if not isinstance(key, str):
+                raise ConfigError("overrides", f"keys are dotted setting names, got {key!r}")
+            out.append(override(key, value))
+        return out
+    if not all(isinstance(x, str) for x in overrides):
+        raise ConfigError("overrides", "a list of overrides holds 'key=value' texts; give a mapping for values")
+    return list(overrides)
+
+
+def _source(scenario: ScenarioLike):
+    """What config.load takes: a path, a scenario mapping, or None."""
+    if scenario is None or isinstance(scenario, (str, os.PathLike)):
+        return None if scenario is None else str(Path(scenario))
+    if isinstance(scenario, Scenario):
+        return scenario.model_dump(mode="json", exclude_unset=True)  # unset stays unset: derived again
+    if isinstance(scenario, Mapping):
+        return dict(scenario)
+    raise ConfigError("scenario", f"a YAML path, a mapping of settings, a Scenario or None; got "
+                                  f"{type(scenario).__name__}")
+
+
+def resolve(scenario: ScenarioLike = None, overrides: Overrides = None) -> ResolvedScenario:
+    """The deployment a scenario describes, every derived value concrete (model, GPU, profile, KV pool, budgets):
+    what `servesim config` prints."""
+    if isinstance(scenario, ResolvedScenario):
+        if overrides:
+            raise ConfigError("overrides", "a ResolvedScenario is final; override its .scenario instead")
+        return scenario
+    return load(_source(scenario), _settings(overrides))
+
+
+def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overrides = None, *,
+             requests: Sequence[RequestSpec] | RequestSource | None = None) -> RunResult:
+    """One run, as `servesim run`: `.summary` (vLLM's benchmark names), `.requests` and `.steps` (pandas), `.itls`;
+    `.write(folder)` saves what the CLI saves. `requests` replaces the scenario's workload."""
+    from servesim.simulator.engine import simulate as run
+    from servesim.workloads.spec import checked_specs
+
+    if requests is not None and not isinstance(requests, RequestSource):
+        if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
+            raise ConfigError("requests", f"a list of RequestSpec (or a RequestSource), got {type(requests).__name__}")
+        requests = checked_specs(requests)
+    return run(resolve(scenario, overrides), requests)
+
+
+def _axes(grid: Mapping[str, Sequence] | None, zipped: Mapping[str, Sequence] | None) -> list[tuple[str, list, str]]:
+    axes = []
+    for flag, given in (("--grid", grid), ("--zip", zipped)):
+        for key, values in (given or {}).items():
+            if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
+                raise ConfigError(key, f"the values of an axis are a list, got {type(values).__name__}")
+            axes.append((key, list(values), flag))
+    return axes
+
+
+def sweep(scenario: ScenarioLike, grid: Mapping[str, Sequence] | None = None, overrides: Overrides = None, *,
+          out: str | os.PathLike, zipped: Mapping[str, Sequence] | None = None, seeds: int = 1,
+          base_seed: int | None = None,
+          jobs: int = 1, progress: bool = False) -> pd.DataFrame:
+    """`servesim sweep`: every point of the grid (times the zipped axis, times the seeds), one row each with the
+    point's settings, its summary and `error` (None when it ran). Seeds start at base_seed, else the scenario's
+    `seed`. Runs are kept in `out/runs/` and reused when the same configuration runs again."""
+    from servesim.simulator.sweep import first_seed, grid_points
+    from servesim.simulator.sweep import sweep as run
+
+    sets = _settings(overrides)
+    base = first_seed(_source(scenario), sets, None if base_seed is None else checked("base_seed", base_seed, SEED))
+    points = grid_points(_axes(grid, zipped), checked("seeds", seeds, COUNT), base, fixed=sets)
+    return run(_source(scenario), sets, points, out, checked("jobs", jobs, JOBS), progress=progress)
+
+
+def max_rate(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overrides = None, *, low: float = 0.05,
+             high: float | None = None, tolerance: float = 0.05, max_runs: int = 30) -> dict:
+    """`servesim search max-rate`: the highest arrival rate meeting every SLO ({"ttft_p99_ms": 500, ...})."""
+    from servesim.simulator.search import max_rate as search
+
+    return search(_source(scenario), _settings(overrides), _slos(slos), checked("low", low, POSITIVE),
+                  None if high is None else checked("high", high, POSITIVE),
+                  checked("tolerance", tolerance, TOLERANCE), checked("max_runs", max_runs, COUNT))
+
+
+def min_replicas(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overrides = None, *,
+                 rate: float | None = None, most: int = 256) -> dict:
+    """`servesim search min-replicas`: the fewest replicas meeting every SLO at the scenario's (or this) rate."""
+    from servesim.simulator.search import min_replicas as search
+
+    return search(_source(scenario), _settings(overrides), _slos(slos),
+                  None if rate is None else checked("rate", rate, POSITIVE), checked("most", most, REPLICAS))
+
+
+def _slos(slos: Mapping[str, float]) -> dict[str, float]:
+    """{"ttft_p99_ms": 500} as the CLI's --slo ttft_p99_ms=500 reads it."""
+    from servesim.simulator.search import parse_slos
+
+    if not isinstance(slos, Mapping):
+        raise ConfigError("slos", f"a mapping such as {{'ttft_p99_ms': 500}}, got {type(slos).__name__}")
+    return parse_slos([f"{k}={v!r}" for k, v in slos.items()])
