@@ -2,13 +2,15 @@
 
 A prefill replica runs a request's prompt only (the scheduler's `prefill_only`) and hands it off; its
 KV crosses the link (prompt tokens x KV bytes per token / link bandwidth), then the least loaded
-decode replica takes it over as a waiting request whose KV is already there.
+decode replica takes it over as a waiting request whose KV is already there. Each replica is its own vLLM
+instance with its own API server: the queue limits check an arrival at the prefill replica and a hand-off at
+the decode replica (a 503 after the prefill, which fails the request as vLLM's proxy does).
 """
 
 from __future__ import annotations
 
 from servesim.simulator.front_end import FrontEnd
-from servesim.simulator.request import WAITING, Request
+from servesim.simulator.request import REJECTED, WAITING, Request
 
 
 class KVHandOff:
@@ -24,7 +26,12 @@ class KVHandOff:
 
         def arrive():
             decode = min(self.replicas[self.first_decode:], key=lambda r: (r.unfinished, r.index))
+            if decode.queue_full():  # the limit on tokens counts prompts without a first token: none here
+                req.status, req.reject_reason, req.replica = REJECTED, "queue_full", decode.index
+                self.front_end.finished(req, at, completed=False)
+                return
             req.kv_transferred = True
             req.status = WAITING
             decode.add_request(req)
-        self.front_end.deliver_at(t + req.num_computed_tokens * self.kv_bytes_per_token / self.link, arrive)
+        at = t + req.num_computed_tokens * self.kv_bytes_per_token / self.link
+        self.front_end.deliver_at(at, arrive)

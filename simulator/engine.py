@@ -79,11 +79,14 @@ class Replica:
         if lockstep is not None:
             self.decode_runs = False  # every step waits for the other ranks
 
+    def queue_full(self) -> bool:
+        """max_num_queued_reqs: one more unfinished request would exceed it."""
+        return self.max_num_queued_reqs is not None and self.unfinished + 1 > self.max_num_queued_reqs
+
     def admission_error(self, req: Request) -> str | None:
         """vLLM's check_admission (AsyncLLM): an HTTP 503 at arrival, before the scheduler sees it."""
         sched = self.scheduler
-        if self.max_num_queued_reqs is not None and \
-                len(sched.running) + len(sched.waiting) + 1 > self.max_num_queued_reqs:
+        if self.queue_full():
             return "queue_full"
         if self.max_num_queued_tokens is not None and sched.queued_prompt_tokens >= self.max_num_queued_tokens:
             return "queued_tokens_full"

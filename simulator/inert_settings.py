@@ -39,9 +39,6 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     rules.append((p.batching != "static", p, "policies", ["static_batch_size"], f"policies.batching is {p.batching}"))
     rules.append((e.tensor_parallel_size * e.data_parallel_size == 1, e, "engine", ["enable_expert_parallel"],
                   "one GPU (tensor_parallel_size x data_parallel_size = 1) holds every expert"))
-    rules.append((c.prefill_replicas > 0, e, "engine", ["max_num_queued_reqs", "max_num_queued_tokens"],
-                  "with cluster.prefill_replicas the limits are not modelled: a request is checked at its prefill "
-                  "replica, which it leaves after one token, and decode replicas take every hand-off"))
     if p.queue != "priority" and p.preemption_victim != "lowest_priority":  # nothing else reads a priority
         why = f"policies.queue is {p.queue} (only the priority queue and the lowest_priority victim read priorities)"
         w = scenario.workload

@@ -402,7 +402,6 @@ def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_pat
     ("speculative.acceptance_rate=0.4", "speculative.acceptance_distribution gives the acceptances"),
     ("policies.static_batch_size=8", "policies.batching is continuous"),
     ("engine.enable_expert_parallel=true", "one GPU (tensor_parallel_size x data_parallel_size = 1)"),
-    ("engine.max_num_queued_reqs=20", "with cluster.prefill_replicas the limits are not modelled"),
     ("workload.priorities=[0, 1, 2]", "policies.queue is fcfs (only the priority queue"),
 ])
 def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, why):
@@ -412,7 +411,6 @@ def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, 
     config._WARNED.clear()  # said once a process: another test may have said it already
     context = {"policies.static_batch_size=4": ["policies.batching=static", "engine.max_num_seqs=2"],
                "engine.enable_expert_parallel=true": ["model=qwen3-30b-a3b", "profile=roofline"],
-               "engine.max_num_queued_reqs=20": ["cluster.prefill_replicas=1"],
                "speculative.acceptance_rate=0.4": ["speculative.method=fixed", "speculative.num_speculative_tokens=2",
                                                    "speculative.acceptance_distribution=[0.5, 0.3, 0.2]"]}
     config.load(None, ["profile=teaching", setting] + context.get(setting, []))
