@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import sys
 import time
 
 BENCH_OVERRIDES = [
@@ -22,8 +23,15 @@ def run_bench(args) -> int:
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
 
-    rs = load(None, BENCH_OVERRIDES + [f"workload.num_requests={args.requests}", f"workload.arrival.rate={args.rate}",
-                                       f"simulation.decode_runs={not args.step_by_step}"] + args.set)
+    flags = {"workload.num_requests": ("--requests", args.requests), "workload.arrival.rate": ("--rate", args.rate),
+             "simulation.decode_runs": ("--step-by-step", args.step_by_step)}
+    for item in args.set:  # a --set comes last and wins: said, as a setting nothing reads is
+        key = item.split("=", 1)[0].strip()
+        if key in flags:
+            flag, value = flags[key]
+            print(f"servesim: warning: --set {item} replaces {flag} ({value})", file=sys.stderr)
+    rs = load(None, BENCH_OVERRIDES + [f"{key}={not v if key == 'simulation.decode_runs' else v}"
+                                       for key, (_, v) in flags.items()] + args.set)
     walls, sim_time, result = [], 0.0, None
     for _ in range(args.repeats):
         t0 = time.perf_counter()

@@ -6,6 +6,7 @@ vLLM does not have say so in their description.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import dataclass
@@ -285,7 +286,7 @@ _SETTING_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
     """--set a.b=c: the value is read as YAML, so numbers, booleans and lists work."""
-    data = yaml.safe_load(yaml.safe_dump(data))  # deep copy
+    data = copy.deepcopy(data)  # the file's own order kept: slo_classes are drawn in it
     for item in overrides:
         if "=" not in item:
             raise ConfigError(item, "--set takes key=value")
@@ -318,7 +319,7 @@ def override(key: str, value: Any) -> str:
     if isinstance(value, np.generic):  # a number taken from a numpy array or pandas table
         value = value.item()
     try:
-        text = yaml.safe_dump(value, default_flow_style=True, width=math.inf)
+        text = yaml.safe_dump(value, default_flow_style=True, width=math.inf, sort_keys=False)
     except yaml.YAMLError:
         raise ConfigError(key, f"a {type(value).__name__} is not a setting value (numbers, strings, booleans, "
                                f"None, lists and mappings of them are)") from None

@@ -176,6 +176,8 @@ class RunResult:
         if same.any():
             np.fmax.at(max_itl, rows[1:][same], itls)
         req["max_itl"] = max_itl
+        finished = (req["status"] == FINISHED).to_numpy()
+        itls = itls[finished[rows[1:][same]]]  # the run's ITL statistics: finished requests only, as vllm bench's
         slos = getattr(rs.scenario.workload, "slo_classes", None)
         if slos:
             req["good"] = _meets_slo(req, {k: v.model_dump() for k, v in slos.items()})

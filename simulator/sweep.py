@@ -144,8 +144,8 @@ def run_id(config: dict) -> str:
     """A run's folder: a hash of everything that decides its outputs (the whole resolved configuration, seed
     included, the files it reads, and the code), so changed settings, a rewritten trace or a changed servesim never
     reuse an old run's outputs."""
-    key = json.dumps({"config": config, "files": _read_files(config), "servesim": code_version()}, sort_keys=True,
-                     default=str)
+    key = json.dumps({"config": config, "files": _read_files(config), "servesim": code_version()},
+                     default=str)  # in the config's own order: the order of slo_classes decides each request's class
     return hashlib.sha1(key.encode()).hexdigest()[:12]
 
 

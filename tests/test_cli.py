@@ -186,7 +186,9 @@ def test_inf_and_nan_are_never_a_setting(tmp_path, capsys, setting, value):
 
 def test_bench_reports_what_ran_not_its_flags(capsys):
     assert main(["bench", "--requests", "500", "--repeats", "1", "--set", "workload.num_requests=30", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["requests"] == 30
+    out = capsys.readouterr()
+    assert json.loads(out.out)["requests"] == 30
+    assert "servesim: warning: --set workload.num_requests=30 replaces --requests (500)" in out.err
 
 
 def test_a_resolved_config_read_back_derives_again_what_other_settings_change(tmp_path):

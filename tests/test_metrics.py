@@ -59,3 +59,20 @@ def test_summary_uses_vllm_bench_field_names(run):
                 "request_throughput", "output_throughput", "total_token_throughput", "max_itl_ms",
                 "num_preemptions", "kv_cache_usage_peak", "kv_cache_usage_mean"):
         assert key in s
+
+
+def test_itl_statistics_count_finished_requests_only():
+    """As vllm bench: a run cut by max_sim_time_s pooled its unfinished requests' gaps into the ITL figures."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+
+    base = ["seed=2", "workload.num_requests=100", "workload.arrival.rate=20",
+            "workload.prompt_tokens={dist: fixed, value: 1000}", "workload.output_tokens={dist: fixed, value: 500}"]
+    none_done = simulate(load(None, base + ["simulation.max_sim_time_s=0.5"])).summary
+    assert none_done["completed"] == 0 and none_done["mean_itl_ms"] is None and none_done["max_itl_ms"] is None
+    cut = simulate(load(None, base + ["simulation.max_sim_time_s=7"]))
+    s, req = cut.summary, cut.requests
+    done = req[req.status == "finished"]
+    assert 0 < s["completed"] < 100 and s["unfinished"] > 0
+    pooled = (done.e2el - done.ttft).sum() / (done.output_tokens - 1).sum()
+    assert s["mean_itl_ms"] == pytest.approx(pooled * 1000, rel=1e-9)

@@ -135,6 +135,18 @@ def test_time_scale_halves_every_arrival(trace):
     assert describe_trace(fast)["duration_s"] == pytest.approx(describe_trace(specs)["duration_s"] / 2)
 
 
+def test_the_time_bound_is_checked_on_the_requests_kept(trace):
+    """A tiny time_scale stretches the whole trace past what can be simulated, but not the first rows `limit` keeps."""
+    specs, path = trace
+    span = specs[-1].arrival_time
+    scale = span / 2e9  # the last arrival lands at 2e9 s, past the 1e9 s bound; the first quarter within it
+    head = [s for s in specs if s.arrival_time <= span / 4][:5]
+    got = read_trace(path, time_scale=scale, limit=len(head))
+    assert [s.arrival_time for s in got] == [s.arrival_time / scale for s in head]
+    with pytest.raises(ConfigError, match="arrivals kept, scaled by"):
+        read_trace(path, time_scale=scale)
+
+
 def test_window_selects_then_shifts(trace):
     specs, path = trace
     got = read_trace(path, start_s=10, duration_s=20)

@@ -485,19 +485,18 @@ def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, s
     t = rows.arrival[order]
     keep = (t >= start_s) & (t < start_s + duration_s if duration_s is not None else True)
     if not keep.any():
-        end = "" if duration_s is None else f", {start_s + duration_s:g}"
-        raise ConfigError("start_s", f"no request of {path} arrives in [{start_s:g}{end}); "
-                                     f"its arrivals span {t[0]:g}..{t[-1]:g} s")
+        window = f"at or after {start_s:g} s" if duration_s is None else f"in [{start_s:g}, {start_s + duration_s:g}) s"
+        raise ConfigError("start_s", f"no request of {path} arrives {window}; its arrivals span {t[0]:g}..{t[-1]:g} s")
     order, t = order[keep], (t[keep] - start_s) / time_scale
-    if not (np.isfinite(t).all() and t[-1] <= MAX_SECONDS):  # beyond it, float seconds lose the microseconds
-        raise ConfigError("time_scale", f"{path}'s arrivals, scaled by 1/{time_scale:g}, reach {t[-1]:.3g} s: "
-                                        f"at most {MAX_SECONDS:g} s can be simulated")
     if sample is not None:
         kept = np.random.default_rng(seed).random(len(order)) < sample
         if not kept.any():
             raise ConfigError("sample", f"{sample:g} keeps none of the {len(order):,} requests of {path}")
         order, t = order[kept], t[kept]
     order, t = order[:limit], t[:limit]
+    if not (np.isfinite(t).all() and t[-1] <= MAX_SECONDS):  # beyond it, float seconds lose the microseconds
+        raise ConfigError("time_scale", f"{path}'s arrivals kept, scaled by 1/{time_scale:g}, reach {t[-1]:.3g} s: "
+                                        f"at most {MAX_SECONDS:g} s can be simulated")
     no_extra: dict = {}
     specs = [RequestSpec(first_id + k, a, p, o, **(rows.extra[i] if rows.extra else no_extra))
              for k, (i, a, p, o) in enumerate(zip(order.tolist(), t.tolist(), rows.prompt[order].tolist(),
