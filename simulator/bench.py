@@ -8,10 +8,13 @@ deployment's saturation. Reports medians over repeats, since machines are noisy.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 BENCH_OVERRIDES = [
     "workload.prompt_tokens={dist: lognormal, median: 1730, sigma: 0.9, max: 7000}",
@@ -19,10 +22,44 @@ BENCH_OVERRIDES = [
 ]
 
 
+def _process_age_s() -> float | None:
+    """Seconds since this process started (Linux /proc), so start-up counts the interpreter and the imports."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(uptime - ticks / os.sysconf("SC_CLK_TCK"), 0.0)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _peak_rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _timed_repeat(rs) -> tuple[dict, object]:
+    """One run, phase by phase: build (requests and replicas), the event loop, metrics, writing the files."""
+    from servesim.simulator.engine import build, collect, run_to_end
+
+    phases, t = {}, time.perf_counter()
+    sim = build(rs)
+    phases["build_s"], t = time.perf_counter() - t, time.perf_counter()
+    run_to_end(sim, rs)
+    phases["simulation_s"], t = time.perf_counter() - t, time.perf_counter()
+    result = collect(sim, rs)
+    phases["metrics_s"], t = time.perf_counter() - t, time.perf_counter()
+    with tempfile.TemporaryDirectory() as out:
+        result.write(out)
+    phases["writing_s"] = time.perf_counter() - t
+    return phases, result
+
+
 def run_bench(args) -> int:
     from servesim.simulator.config import load
-    from servesim.simulator.engine import simulate
 
+    started = _process_age_s()
+    t0 = time.perf_counter()
     flags = {"workload.num_requests": ("--requests", args.requests), "workload.arrival.rate": ("--rate", args.rate),
              "simulation.decode_runs": ("--step-by-step", args.step_by_step)}
     for item in args.set:  # a --set comes last and wins: said, as a setting nothing reads is
@@ -32,23 +69,28 @@ def run_bench(args) -> int:
             print(f"servesim: warning: --set {item} replaces {flag} ({value})", file=sys.stderr)
     rs = load(None, BENCH_OVERRIDES + [f"{key}={not v if key == 'simulation.decode_runs' else v}"
                                        for key, (_, v) in flags.items()] + args.set)
-    walls, sim_time, result = [], 0.0, None
-    for _ in range(args.repeats):
-        t0 = time.perf_counter()
-        result = simulate(rs)
-        walls.append(time.perf_counter() - t0)
+    startup = (started or 0.0) + time.perf_counter() - t0  # interpreter, imports and resolving the scenario
+    repeats = [_timed_repeat(rs) for _ in range(args.repeats)]
+    result = repeats[-1][1]
+    phases = {k: statistics.median(p[k] for p, _ in repeats) for k in repeats[0][0]}
+    walls = [sum(p.values()) for p, _ in repeats]
     wall = statistics.median(walls)
     s = result.summary
     sim_time = s["duration"]
     requests = s["completed"] + s["failed"] + s.get("unfinished", 0)  # what ran (a --set may override the flags)
+    request_steps = int(result.steps["num_seqs"].sum())
     arrival = getattr(rs.scenario.workload, "arrival", None)
     rate = arrival.rate if arrival is not None and arrival.open_loop else None
     report = {
         "requests": requests, "rate": rate, "repeats": args.repeats,
         "decode_runs": rs.scenario.simulation.decode_runs, "wall_s_median": wall, "wall_s_all": walls,
+        "startup_s": startup, "phases_s_median": phases,
         "simulated_requests_per_wall_s": requests / wall,
         "simulated_s_per_wall_s": sim_time / wall,
+        "simulated_s_per_wall_s_with_startup": sim_time / (wall + startup),
         "simulated_duration_s": sim_time, "steps": s["num_steps"], "steps_per_wall_s": s["num_steps"] / wall,
+        "request_steps": request_steps, "request_steps_per_wall_s": request_steps / wall,
+        "peak_rss_mib": _peak_rss_mib(),
         "mean_batch_size": s["mean_batch_size"], "kv_cache_usage_mean": s["kv_cache_usage_mean"],
         "python": platform.python_version(),
     }
@@ -58,9 +100,14 @@ def run_bench(args) -> int:
         at = f"at {rate:g} req/s" if rate is not None else f"({arrival.process if arrival else 'a trace'})"
         print(f"servesim bench: {requests:,} requests {at}, "
               f"{args.repeats} repeats{'' if report['decode_runs'] else ', step by step'}")
-        print(f"  wall time, median          {wall:.2f} s   (all: {', '.join(f'{w:.2f}' for w in walls)})")
+        print(f"  wall time, median          {wall:.2f} s   (all: {', '.join(f'{w:.2f}' for w in walls)}); "
+              f"start-up {startup:.2f} s")
+        print("  phases, median             " + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in phases.items()))
         print(f"  simulated requests / wall-s {report['simulated_requests_per_wall_s']:,.0f}")
-        print(f"  simulated seconds / wall-s  {report['simulated_s_per_wall_s']:,.0f}")
+        print(f"  simulated seconds / wall-s  {report['simulated_s_per_wall_s']:,.0f}  "
+              f"({report['simulated_s_per_wall_s_with_startup']:,.0f} with start-up)")
+        print(f"  request-steps / wall-s      {report['request_steps_per_wall_s']:,.0f}  ({request_steps:,})")
         print(f"  scheduler steps / wall-s    {report['steps_per_wall_s']:,.0f}  ({s['num_steps']:,} steps, "
               f"mean batch {s['mean_batch_size']:.0f}, KV usage {s['kv_cache_usage_mean']:.0%})")
+        print(f"  peak RSS                    {report['peak_rss_mib']:,.0f} MiB")
     return 0

@@ -222,11 +222,20 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     return Simulation(env, replicas, front_end)
 
 
+def run_to_end(sim: Simulation, rs: ResolvedScenario) -> None:
+    """The event loop, to the last event or simulation.max_sim_time_s."""
+    sim.env.run(until=rs.scenario.simulation.max_sim_time_s)
+
+
+def collect(sim: Simulation, rs: ResolvedScenario) -> RunResult:
+    """A finished simulation's records as tables and the run summary."""
+    return RunResult.collect(rs, sim.front_end.requests, [r.log for r in sim.replicas],
+                             [r.kv.num_usable_blocks for r in sim.replicas], sim.env.now)
+
+
 def simulate(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None,
              executor=None) -> RunResult:
     """Run a scenario to the end (or simulation.max_sim_time_s) and collect its metrics."""
     sim = build(rs, specs, executor)
-    until = rs.scenario.simulation.max_sim_time_s
-    sim.env.run(until=until)
-    return RunResult.collect(rs, sim.front_end.requests, [r.log for r in sim.replicas],
-                             [r.kv.num_usable_blocks for r in sim.replicas], sim.env.now)
+    run_to_end(sim, rs)
+    return collect(sim, rs)

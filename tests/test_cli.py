@@ -111,6 +111,11 @@ def test_bench_reports_rates(capsys):
     assert main(["bench", "--requests", "200", "--repeats", "1", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["simulated_requests_per_wall_s"] > 0 and d["simulated_s_per_wall_s"] > 0 and d["steps"] > 0
+    phases = d["phases_s_median"]
+    assert list(phases) == ["build_s", "simulation_s", "metrics_s", "writing_s"] and all(v > 0 for v in phases.values())
+    assert d["wall_s_median"] == pytest.approx(sum(phases.values()))  # one repeat: its phases are the whole
+    assert d["startup_s"] > 0 and d["peak_rss_mib"] > 50 and d["request_steps"] >= d["steps"]
+    assert d["simulated_s_per_wall_s_with_startup"] < d["simulated_s_per_wall_s"]
 
 
 def test_workload_write_describe_and_replay(tmp_path, capsys):
