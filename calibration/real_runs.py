@@ -84,6 +84,8 @@ def request_summary(requests: pd.DataFrame, itls: np.ndarray | None) -> dict:
     throughput over first arrival to last finish): one function for real and simulated runs, so both sides of a
     comparison are counted alike. Metrics a run lacks (NaN columns, no ITLs) are None."""
     req = requests[requests["status"] == "finished"] if "status" in requests else requests
+    if "prefill" not in req and {"ttft", "queue_time"} <= set(req):  # a simulation's: first scheduled to first token
+        req = req.assign(prefill=req["ttft"] - req["queue_time"])
     s: dict = {"completed": int(len(req))}
     duration = max(float((req["arrival_time"] + req["e2el"]).max() - req["arrival_time"].min()), 1e-12)
     s["request_throughput"] = len(req) / duration

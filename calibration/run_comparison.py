@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from servesim.calibration.real_runs import RealRun, attach_prefixes, check_lengths, read_run, request_summary
 from servesim.simulator.errors import ConfigError
@@ -35,8 +36,12 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
         raise ConfigError("model", f"{run.path} was served with {unmapped}, which has no built-in architecture: "
                                    f"give --set model=NAME (a built-in model or a config.json path)")
     recorded, warnings = _with_overrides(run, list(sets or []))
+    given = _dotted(load_scenario_file(scenario)) if scenario else {}
+    warnings += [f"{run.path} records {item}, which replaces --scenario's {key}={given[key]!r}"
+                 for item in recorded for key in [item.split("=", 1)[0]]
+                 if key in given and yaml.safe_load(item.split("=", 1)[1]) != given[key]]
     rs = load(scenario, recorded + list(sets or []))
-    gpu_given = any(s.startswith("hardware.") for s in sets or []) or bool(scenario and "hardware" in load_scenario_file(scenario))
+    gpu_given = any(s.startswith("hardware.") for s in sets or []) or any(k.startswith("hardware.") for k in given)
     if not gpu_given and not any(s.startswith("hardware.gpu=") for s in recorded):
         device = run.meta.get("unmapped_gpu")
         warnings.append(f"{run.path} " + (f"ran on {device}, which is no built-in GPU" if device else "records no GPU")
@@ -44,6 +49,17 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
     say_once(f"servesim: warning: {w}" for w in warnings)
     check_lengths(run, rs.max_model_len)
     return rs
+
+
+def _dotted(data: dict, prefix: str = "") -> dict:
+    """A scenario mapping as {"engine.max_num_seqs": 64, ...}, to compare with a run's recorded --sets."""
+    out = {}
+    for k, v in data.items():
+        if isinstance(v, dict) and v:
+            out |= _dotted(v, f"{prefix}{k}.")
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _with_overrides(run: RealRun, sets: list[str]) -> tuple[list[str], list[str]]:
@@ -68,13 +84,12 @@ def _with_overrides(run: RealRun, sets: list[str]) -> tuple[list[str], list[str]
 
 
 def simulate_run(run: RealRun, scenario: str | None = None, sets: list[str] | None = None):
-    """The real run's arrivals and lengths, simulated under resolve_run's settings; its requests carry
-    `prefill` (TTFT - queue time) like the real ones."""
+    """The real run's arrivals and lengths, simulated under resolve_run's settings (request_summary derives
+    prefill, TTFT - queue time, as the real runs record it)."""
     from servesim.simulator.engine import simulate
 
     rs = resolve_run(run, scenario, sets)
     result = simulate(rs, run.specs)
-    result.requests["prefill"] = result.requests["ttft"] - result.requests["queue_time"]
     return rs, result
 
 
@@ -176,6 +191,7 @@ def plot_comparison(run: RealRun, sim_requests: pd.DataFrame, sim_itls: np.ndarr
                     steps: pd.DataFrame | None, out: Path, stem: str) -> list[Path]:
     """CDFs of every per-request metric the real run has, and the engine state over time where it was logged."""
     done = sim_requests[sim_requests["status"] == "finished"]
+    done = done.assign(prefill=done["ttft"] - done["queue_time"])  # as the real runs record it
     cdfs = []
     for col, name in METRICS:
         if col == "itl":
@@ -253,7 +269,6 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
         result.write(out / "sim")
         summary, sim_requests, steps, sim_itls = result.summary, result.requests, result.steps, result.itls
         source = rs.cost_model_source
-    sim_requests = sim_requests.assign(prefill=sim_requests["ttft"] - sim_requests["queue_time"])
     table = comparison_table([r.summary() for r in runs], request_summary(sim_requests, sim_itls))
     bad = failures(table, tolerance)
     table["pass"] = ~table.index.isin(bad.index)

@@ -95,12 +95,11 @@ def cmd_run(args) -> int:
 
 
 def cmd_config(args) -> int:
-    import yaml
-
     from servesim.simulator.config import load
+    from servesim.simulator.files import dump_yaml
 
     rs = load(args.scenario, args.set)
-    print(yaml.safe_dump(rs.as_dict(), sort_keys=False), end="")
+    print(dump_yaml(rs.as_dict()), end="")
     return 0
 
 

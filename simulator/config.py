@@ -23,7 +23,7 @@ from servesim.policies.routing import RouterName
 from servesim.simulator.capacity import kv_pool_bytes, num_blocks
 from servesim.simulator.cost_model import CostModel, Profile, build_cost_model
 from servesim.simulator.errors import ConfigError, first_error
-from servesim.simulator.files import TooLarge, safe_load_bounded
+from servesim.simulator.files import TooLarge, dump_yaml, safe_load_bounded
 from servesim.simulator.hardware import Hardware, load_hardware
 from servesim.simulator.hybrid_kv import KVLayout, kv_layout
 from servesim.simulator.inert_settings import without_effect
@@ -319,7 +319,7 @@ def override(key: str, value: Any) -> str:
     if isinstance(value, np.generic):  # a number taken from a numpy array or pandas table
         value = value.item()
     try:
-        text = yaml.safe_dump(value, default_flow_style=True, width=math.inf, sort_keys=False)
+        text = dump_yaml(value, flow=True)
     except yaml.YAMLError:
         raise ConfigError(key, f"a {type(value).__name__} is not a setting value (numbers, strings, booleans, "
                                f"None, lists and mappings of them are)") from None

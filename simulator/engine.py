@@ -238,4 +238,7 @@ def simulate(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | No
     """Run a scenario to the end (or simulation.max_sim_time_s) and collect its metrics."""
     sim = build(rs, specs, executor)
     run_to_end(sim, rs)
-    return collect(sim, rs)
+    result = collect(sim, rs)
+    if isinstance(specs, (list, tuple)):
+        result.given_requests = list(specs)
+    return result

@@ -3,6 +3,7 @@ device, a huge file or bytes that are not UTF-8 get one line naming the field, n
 
 from __future__ import annotations
 
+import re
 import stat
 from pathlib import Path
 
@@ -64,10 +65,31 @@ class TooLarge(ValueError):
     """YAML whose aliases expand past MAX_YAML_NODES values."""
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 as PyYAML reads it, but 6e1 is a number, as YAML 1.2 and Python say: PyYAML reads an exponent
+    without a dot as a string, so `--set workload.num_requests=6e1` was refused where the API's 6e1 ran."""
+
+
+class _Dumper(yaml.SafeDumper):
+    """Writes what _Loader reads back as the same value: a string such as '6e1' is quoted."""
+
+
+for _kind in (_Loader, _Dumper):
+    _kind.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"),
+                                list("-+0123456789"))
+
+
+def dump_yaml(data, flow: bool = False) -> str:
+    """YAML text that safe_load_bounded reads back as exactly `data`, in its own key order (flow: one line)."""
+    if flow:
+        return yaml.dump(data, Dumper=_Dumper, default_flow_style=True, width=float("inf"), sort_keys=False)
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False)
+
+
 def safe_load_bounded(text: str):
     """yaml.safe_load, but aliases that expand beyond MAX_YAML_NODES values are refused before anything is built.
     Raises yaml.YAMLError, RecursionError (nesting past the stack) or TooLarge."""
-    loader = yaml.SafeLoader(text)
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
         if node is None:

@@ -120,6 +120,7 @@ class RunResult:
     steps: pd.DataFrame
     itls: np.ndarray
     summary: dict = field(default_factory=dict)
+    given_requests: list | None = None  # requests given to simulate() rather than the scenario's workload
 
     @classmethod
     def collect(cls, rs, reqs, logs, usable_blocks: list[int], sim_end: float) -> "RunResult":
@@ -197,13 +198,15 @@ class RunResult:
         req, steps = self.requests, self.steps
         done = req[req["status"] == FINISHED]
         start = float(req["arrival_time"].min()) if len(req) else 0.0
-        end = float(done["finish_time"].max()) if len(done) else sim_end
+        unfinished = len(req) - len(done) - int((req["status"] == REJECTED).sum())
+        # a run cut short (max_sim_time_s) ran until the cut: its rates are over that window
+        end = float(done["finish_time"].max()) if len(done) and not unfinished else sim_end
         duration = max(end - start, 1e-12)
         s: dict = {
             "duration": duration,
             "completed": int(len(done)),
             "failed": int((req["status"] == REJECTED).sum()),
-            "unfinished": int(len(req) - len(done) - (req["status"] == REJECTED).sum()),
+            "unfinished": unfinished,
             "total_input_tokens": int(done["prompt_tokens"].sum()),
             "total_output_tokens": int(done["output_tokens"].sum()),
         }
@@ -257,12 +260,24 @@ class RunResult:
             s["useful_work_fraction"] = float(g.sum().sum() / (g.size() * g.max()).sum())
         return s
 
+    def _repeatable_config(self, out: Path) -> dict:
+        """The config that repeats this run: requests given to simulate() (a real run's, the API's) are written
+        beside it as servesim JSONL and replace the scenario's workload, which did not make them."""
+        if self.given_requests is None:
+            return self.config
+        from servesim.workloads.traces import write_jsonl
+
+        path = write_jsonl(sorted(self.given_requests, key=lambda r: (r.arrival_time, r.request_id)),
+                           out / "workload.jsonl")
+        classes = {k: v for k, v in self.config["workload"].items() if k == "slo_classes"}
+        return self.config | {"workload": {"type": "trace", "path": str(path), "format": "servesim"} | classes}
+
     def write(self, out_dir: str | Path) -> Path:
-        import yaml
+        from servesim.simulator.files import dump_yaml
 
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "config.yaml").write_text(yaml.safe_dump(self.config, sort_keys=False))
+        (out / "config.yaml").write_text(dump_yaml(self._repeatable_config(out)))
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
         self.requests.to_parquet(out / "requests.parquet", index=False)
         self.steps.to_parquet(out / "steps.parquet", index=False)

@@ -48,6 +48,14 @@ def test_requests_replace_the_workload():
         run.requests["prompt_tokens"].tolist()
 
 
+def test_a_run_of_given_requests_writes_a_config_that_repeats_it(tmp_path):
+    specs = [servesim.RequestSpec(i, 0.05 * i, 200 + 7 * i, 20 + i) for i in range(40)]
+    servesim.simulate(None, {"engine.max_num_seqs": 8}, requests=specs).write(tmp_path / "a")
+    again = servesim.simulate(tmp_path / "a" / "config.yaml").write(tmp_path / "b")
+    for name in ("summary.json", "requests.parquet", "steps.parquet"):
+        assert (tmp_path / "a" / name).read_bytes() == (again / name).read_bytes(), name
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text("abc", min_size=1, max_size=3),

@@ -76,3 +76,5 @@ def test_itl_statistics_count_finished_requests_only():
     assert 0 < s["completed"] < 100 and s["unfinished"] > 0
     pooled = (done.e2el - done.ttft).sum() / (done.output_tokens - 1).sum()
     assert s["mean_itl_ms"] == pytest.approx(pooled * 1000, rel=1e-9)
+    assert s["duration"] == pytest.approx(7 - req.arrival_time.min())  # rates over the window simulated
+    assert s["request_throughput"] == pytest.approx(s["completed"] / s["duration"])

@@ -434,3 +434,36 @@ def test_a_fit_over_runs_of_several_gpus_says_whose_profile_it_writes(tmp_path, 
     assert "2 deployments (GPU, model, TP)" in err and fit.profile["gpu"] == "h100-sxm"
     fit_serving(runs[:1], [], None, [], ["memory_scale"], max_evals=3)
     assert "deployments" not in capsys.readouterr().err
+
+
+def test_the_config_compare_writes_repeats_its_simulation(tmp_path):
+    """compare's sim/config.yaml described the default workload, not the run's requests: run again, it simulated
+    1,000 other requests. The requests are written beside it, and the config replays them."""
+    _, result = _simulated()
+    (tmp_path / "vllm").mkdir()
+    write_lifecycle(result, tmp_path / "vllm" / "requests.jsonl")
+    (tmp_path / "vllm" / "meta.json").write_text(json.dumps({
+        "model": "meta-llama/Llama-3.1-8B", "engine_kwargs": {"max_model_len": 4096, "max_num_seqs": 32},
+        "hardware": {"device_name": "NVIDIA H100 80GB HBM3"}}))
+    main(["compare", str(tmp_path), "--out", str(tmp_path / "cmp")])
+    sim = tmp_path / "cmp" / "sim"
+    assert (sim / "workload.jsonl").is_file()
+    assert main(["run", str(sim / "config.yaml"), "--out", str(tmp_path / "again"), "--quiet"]) == 0
+    for name in ("summary.json", "requests.parquet", "steps.parquet"):
+        assert (sim / name).read_bytes() == (tmp_path / "again" / name).read_bytes(), name
+
+
+def test_a_scenario_value_the_run_records_otherwise_is_said(tmp_path, capsys):
+    from servesim.calibration.run_comparison import resolve_run
+
+    _, result = _simulated()
+    (tmp_path / "vllm").mkdir()
+    write_lifecycle(result, tmp_path / "vllm" / "requests.jsonl")
+    (tmp_path / "vllm" / "meta.json").write_text(json.dumps({
+        "model": "meta-llama/Llama-3.1-8B", "engine_kwargs": {"max_model_len": 4096, "max_num_seqs": 32}}))
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("engine: {max_num_seqs: 64, max_model_len: 4096}\nhardware: {gpu: l40s}\n")
+    rs = resolve_run(read_run(tmp_path), str(scenario))
+    err = capsys.readouterr().err
+    assert rs.max_num_seqs == 32 and "records engine.max_num_seqs=32, which replaces --scenario's engine.max_num_seqs=64" in err
+    assert "max_model_len" not in err and "records no GPU" not in err and rs.scenario.hardware.gpu == "l40s"
