@@ -289,3 +289,12 @@ def test_a_run_cut_by_max_sim_time_says_what_it_left_out(tmp_path, capsys):
     rows = len(pd.read_parquet(tmp_path / "requests.parquet"))
     unfinished = json.loads((tmp_path / "summary.json").read_text())["unfinished"]
     assert f"{unfinished:,} request(s) unfinished" in err and f"{100 - rows:,} never arrived" in err and rows < 100
+    # sessions: the turns a cut run never sent count too (their session's later turns were made on finishing)
+    assert main(["run", "docs/scenarios/chat-sessions.yaml", "--set", "workload.num_sessions=10", "--set",
+                 "simulation.max_sim_time_s=20", "--out", str(tmp_path / "s"), "--quiet"]) == 0
+    sent = len(pd.read_parquet(tmp_path / "s" / "requests.parquet"))
+    from servesim.simulator.config import load
+
+    rs = load("docs/scenarios/chat-sessions.yaml", ["workload.num_sessions=10"])
+    planned = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len).planned()
+    assert planned > sent and f"{planned - sent:,} never arrived" in capsys.readouterr().err

@@ -26,6 +26,11 @@ class RequestSource:
     def describe(self) -> str:
         return ""
 
+    def planned(self) -> int | None:
+        """How many requests it sends if every one completes (None: open-ended), so a cut run can say how many
+        never arrived."""
+        return None
+
 
 class StaticSource(RequestSource):
     def __init__(self, specs: list[RequestSpec], label: str = "", warnings: tuple[str, ...] = ()):
@@ -38,6 +43,9 @@ class StaticSource(RequestSource):
 
     def describe(self) -> str:
         return self.label or f"{len(self.specs):,} requests"
+
+    def planned(self) -> int:
+        return len(self.specs)
 
 
 class ClosedLoopSource(RequestSource):
@@ -70,6 +78,9 @@ class ClosedLoopSource(RequestSource):
     def on_finish(self, spec, t, completed):
         return self._next(t + self.think_time())
 
+    def planned(self) -> int | None:
+        return self.limit
+
     def describe(self) -> str:
         cap = f"{self.limit:,} requests" if self.limit is not None else f"{self.duration_s:g} s"
         ramp = f", starting over {self.ramp_up_s:g} s" if self.ramp_up_s else ""
@@ -94,3 +105,6 @@ class SessionSource(RequestSource):
 
     def describe(self) -> str:
         return self.label
+
+    def planned(self) -> int:
+        return len(self.first_turns) + len(self.next_turn)  # every turn, if none is rejected
