@@ -30,7 +30,8 @@ from servesim.simulator.inert_settings import without_effect
 from servesim.simulator.local_attention import local_attention
 from servesim.simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
 from servesim.simulator.preemption import PreemptionMode
-from servesim.simulator.rederive import MODEL_IDENTITY, PROFILE_IDENTITY, at, digest, digest_less, rederive
+from servesim.simulator.rederive import (MODEL_IDENTITY, PROFILE_IDENTITY, at, digest, digest_less, file_digest,
+                                         rederive)
 from servesim.simulator.scheduler import SchedulerSettings
 from servesim.simulator.speculation import SpeculationMethod
 from servesim.workloads import SyntheticWorkload, Workload
@@ -225,6 +226,7 @@ class ResolvedScenario:
     def as_dict(self) -> dict:
         """The resolved config, written next to every result so a run can be repeated exactly."""
         d = self.scenario.model_dump(mode="json")
+        d["workload"] = _absolute_paths(d["workload"])  # a trace or a lengths file, found from any folder
         if not self.arch.is_moe:
             d.pop("moe")  # a router setting for a model without one would be refused on the way back in
         d["model"] = self.arch.model_dump(mode="json")
@@ -247,18 +249,34 @@ class ResolvedScenario:
         them again (see rederive) instead of keeping, say, the old GPU's memory."""
         sc, e = self.scenario, self.scenario.engine
         given = {"model": sc.model if isinstance(sc.model, str) else None,
-                 "profile": sc.profile if sc.profile == "auto" else None}
+                 "profile": sc.profile if isinstance(sc.profile, str) else None}  # auto, a built-in name, a file
         given |= {f"hardware.{k}": None for k in d["hardware"] if k != "gpu" and getattr(sc.hardware, k) is None}
         given |= {f"engine.{k}": None for k in ("max_num_batched_tokens", "max_num_seqs", "max_model_len",
                                                 "async_scheduling", "max_cudagraph_capture_size")
                   if k in d["engine"] and getattr(e, k) is None}
         out = {k: {"from": v, "digest": digest(at(d, k))} for k, v in given.items()
                if v is not None or k not in ("model", "profile")}
-        if "profile" in out:
+        if "profile" in out and sc.profile == "auto":
             out["profile"]["timings"] = digest_less(d["profile"], PROFILE_IDENTITY)
         if "model" in out:
             out["model"]["shape"] = digest_less(d["model"], MODEL_IDENTITY)
+        for entry in out.values():  # a model or profile read from a file: where it is, and its bytes as read
+            if isinstance(entry["from"], str) and (f := file_digest(entry["from"])) is not None:
+                entry["from"], entry["file"] = str(Path(entry["from"]).resolve()), f
         return out
+
+
+def _absolute_paths(section):
+    """A section's `path` settings that name a file, made absolute: a config.yaml run from another folder reads
+    the same files (a path is read relative to the folder servesim runs in)."""
+    if isinstance(section, list):
+        return [_absolute_paths(v) for v in section]
+    if not isinstance(section, dict):
+        return section
+    out = {k: _absolute_paths(v) for k, v in section.items()}
+    if isinstance(out.get("path"), str) and Path(out["path"]).is_file():
+        out["path"] = str(Path(out["path"]).resolve())
+    return out
 
 
 def parse_scenario(data: dict | None) -> Scenario:

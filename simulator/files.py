@@ -66,17 +66,33 @@ class TooLarge(ValueError):
 
 
 class _Loader(yaml.SafeLoader):
-    """YAML 1.1 as PyYAML reads it, but 6e1 is a number, as YAML 1.2 and Python say: PyYAML reads an exponent
-    without a dot as a string, so `--set workload.num_requests=6e1` was refused where the API's 6e1 ran."""
+    """PyYAML's YAML 1.1, but numbers as YAML 1.2 (and Python, and the API) read them: 6e1 and 1.0e3 are numbers
+    (1.1 wants a dot and a signed exponent), 0777 is 777 (not octal 511: octal is 0o777), 1:00 is text (not 60)."""
 
 
 class _Dumper(yaml.SafeDumper):
-    """Writes what _Loader reads back as the same value: a string such as '6e1' is quoted."""
+    """Writes what _Loader reads back as the same value: a string such as '6e1' or '0777' is quoted."""
+
+
+_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_INT_RE = re.compile(r"^(?:[-+]?[0-9][0-9_]*|0o[0-7_]+|0x[0-9a-fA-F_]+)$")
+_FLOAT_RE = re.compile(r"^(?:[-+]?(?:\.[0-9][0-9_]*|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?"
+                       r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
+
+
+def _int(loader, node) -> int:
+    text = loader.construct_scalar(node).replace("_", "")
+    sign, digits = (-1, text[1:]) if text[:1] == "-" else (1, text.lstrip("+"))
+    base = 8 if digits.startswith("0o") else 16 if digits.startswith("0x") else 10
+    return sign * int(digits[2:] if base != 10 else digits, base)
 
 
 for _kind in (_Loader, _Dumper):
-    _kind.add_implicit_resolver("tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+$"),
-                                list("-+0123456789"))
+    _kind.yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]
+                                     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    _kind.add_implicit_resolver(_INT, _INT_RE, list("-+0123456789"))  # before floats: 5 is an int
+    _kind.add_implicit_resolver(_FLOAT, _FLOAT_RE, list("-+0123456789."))
+_Loader.add_constructor(_INT, _int)
 
 
 def dump_yaml(data, flow: bool = False) -> str:

@@ -157,7 +157,7 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
     if spec != "auto":
         p = load_profile(spec)
         where = f"built-in profile {p.name}" if isinstance(spec, str) and spec in builtin_profile_names() else \
-            f"profile {p.name} ({'inline' if isinstance(spec, dict) else spec})"
+            f"profile {p.name} ({'inline' if isinstance(spec, dict) else Path(spec).resolve()})"  # from any folder
         return Selection(p, where)
     # no built-in profile is expert-parallel or composed at another routing
     p = None if expert_parallel or (arch.is_moe and routing != DEFAULT_ROUTING) else _builtin_match(arch, gpu, tp)

@@ -17,6 +17,17 @@ def digest(value) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def file_digest(name: str) -> str | None:
+    """A digest of the file `name` names (a model's config.json, a profile YAML), None when it names no file."""
+    from pathlib import Path
+
+    try:
+        path = Path(name)
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
 def at(data: dict, key: str):
     for part in key.split("."):
         data = data.get(part) if isinstance(data, dict) else None
@@ -52,6 +63,12 @@ def rederive(data: dict, notes: list[str] | None = None) -> dict:
         if not (isinstance(entry, dict) and isinstance(key, str)):
             continue  # not ours
         value, retarget = at(data, key), None
+        if entry.get("file") is not None and digest(value) == entry.get("digest") and \
+                file_digest(str(entry.get("from"))) != entry["file"]:
+            if notes is not None:  # the file changed, or is not found from here: what this run read is written here
+                notes.append(f"servesim: warning: {key}: {entry.get('from')} is not the file this run read (changed, "
+                             f"or not found from here); the {key} written in this file is used")
+            continue
         if digest(value) != entry.get("digest"):
             if entry.get("timings") is not None and digest_less(value, PROFILE_IDENTITY) == entry["timings"]:
                 note = "only what it describes (its gpu, model, ...) was edited, not its timings; derived again " \

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -194,6 +195,12 @@ def test_a_number_with_an_exponent_is_a_number(capsys):
     assert main(["config", "--set", "workload.num_requests=6e1", "--set", "name='6e1'"]) == 0
     out = capsys.readouterr().out
     assert "num_requests: 60\n" in out and "name: '6e1'" in out
+    # YAML 1.2 numbers, as Python and the API read them: 0777 is 777 (1.1 read octal 511), 1.0e3 a number
+    for text, want in (("0777", 777), ("1.0e3", 1000), ("0x10", 16), ("1_000", 1000)):
+        assert main(["config", "--set", f"workload.num_requests={text}"]) == 0
+        assert f"num_requests: {want}\n" in capsys.readouterr().out, text
+    assert main(["config", "--set", "workload.num_requests=1:00"]) == 2  # base 60 was 1.1's: text now, refused
+    assert "workload.num_requests" in capsys.readouterr().err
 
 
 def test_bench_reports_what_ran_not_its_flags(capsys):
@@ -298,3 +305,41 @@ def test_a_run_cut_by_max_sim_time_says_what_it_left_out(tmp_path, capsys):
     rs = load("docs/scenarios/chat-sessions.yaml", ["workload.num_sessions=10"])
     planned = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len).planned()
     assert planned > sent and f"{planned - sent:,} never arrived" in capsys.readouterr().err
+
+
+def test_a_config_read_back_repeats_a_run_of_files_from_anywhere(tmp_path, monkeypatch, capsys):
+    """A model config.json and a profile file the run read: config.yaml records where they are and their bytes. From
+    another folder it repeats the run byte for byte; after the file changed, the values it wrote stand (a rerun had
+    read the edited file: 8 layers for 16, silently)."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1024,
+           "intermediate_size": 2816, "num_attention_heads": 16, "num_hidden_layers": 16, "num_key_value_heads": 4,
+           "vocab_size": 32000, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "llcfg.json").write_text(json.dumps(cfg))
+    (work / "prof.yaml").write_text((Path(__file__).parents[1] / "calibration" / "profiles" / "teaching.yaml").read_text())
+    monkeypatch.chdir(work)
+    assert main(["run", "--set", "model=llcfg.json", "--set", "profile=prof.yaml", "--set", "workload.num_requests=30",
+                 "--out", "a", "--quiet"]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "work/a/config.yaml", "--out", "b", "--quiet"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    for name in ("summary.json", "requests.parquet", "steps.parquet"):
+        assert (work / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    (work / "llcfg.json").write_text(json.dumps(cfg | {"num_hidden_layers": 8}))
+    assert main(["run", "work/a/config.yaml", "--out", "c", "--quiet"]) == 0
+    assert "model: " in capsys.readouterr().err
+    assert (work / "a" / "steps.parquet").read_bytes() == (tmp_path / "c" / "steps.parquet").read_bytes()
+
+
+def test_a_trace_given_by_a_relative_path_replays_from_another_folder(tmp_path, monkeypatch):
+    from servesim.workloads.spec import RequestSpec
+    from servesim.workloads.traces import write_jsonl
+
+    (tmp_path / "w").mkdir()
+    write_jsonl([RequestSpec(i, 0.1 * i, 100 + i, 10) for i in range(20)], tmp_path / "w" / "t.jsonl")
+    monkeypatch.chdir(tmp_path / "w")
+    assert main(["run", "--set", "workload.type=trace", "--set", "workload.path=t.jsonl", "--out", "a", "--quiet"]) == 0
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "w/a/config.yaml", "--out", "b", "--quiet"]) == 0
+    assert (tmp_path / "w" / "a" / "requests.parquet").read_bytes() == (tmp_path / "b" / "requests.parquet").read_bytes()
