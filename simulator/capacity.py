@@ -51,7 +51,8 @@ class CapacityReport:
     tokens_per_request: int
     blocks_per_request: int
     paged_requests: int
-    paged_gain_vs_contiguous: float
+    paged_gain_vs_contiguous: float | None  # None: contiguous reservation holds no request at all
+    max_model_len_blocks: int  # what one max_model_len request holds: vLLM refuses to start on a smaller pool
     shared_prefix_tokens: int | None = None
     private_tokens: int | None = None
     shared_prefix_blocks: int | None = None
@@ -117,6 +118,7 @@ def capacity(
         tokens_per_request=tokens_per_request,
         blocks_per_request=per_req,
         paged_requests=paged,
-        paged_gain_vs_contiguous=(paged / contiguous) if contiguous else float("inf"),
+        paged_gain_vs_contiguous=(paged / contiguous) if contiguous else None,
+        max_model_len_blocks=held(max_model_len),
         **extra,
     )

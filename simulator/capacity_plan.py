@@ -60,7 +60,9 @@ class CapacityPlan:
                f"contiguous, {r.max_model_len:,} tokens reserved each ({r.contiguous_bytes_per_request / GIB:.2f} "
                f"GiB): {r.contiguous_requests:,} concurrent requests",
                f"paged, {r.tokens_per_request:,} tokens each ({r.blocks_per_request} blocks): {r.paged_requests:,} "
-               f"concurrent requests ({r.paged_gain_vs_contiguous:.1f}x contiguous)"]
+               f"concurrent requests ("
+               + (f"{r.paged_gain_vs_contiguous:.1f}x contiguous)" if r.paged_gain_vs_contiguous is not None
+                  else "contiguous holds none)")]
         if r.shared_prefix_requests is not None:
             out.append(f"paged with a {r.shared_prefix_tokens:,}-token shared prefix ({r.shared_prefix_blocks} blocks, "
                        f"stored once) and {r.private_tokens:,} private tokens ({r.private_blocks_per_request} "
@@ -129,4 +131,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     report = capacity(model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool,
                       block_size=values["block_size"], max_model_len=max_len, tokens_per_request=tokens,
                       shared_prefix_tokens=shared, private_tokens=private, layout=layout)
+    if report.usable_blocks < report.max_model_len_blocks:  # as `run` refuses it, in one line
+        warnings.append(f"vLLM would not start: the pool's {report.usable_blocks:,} usable blocks cannot hold one "
+                        f"request of max_model_len={max_len:,} ({report.max_model_len_blocks:,} blocks); give "
+                        f"--max-model-len")
     return CapacityPlan(report, hw.memory_gib, utilization, weights, tp, layout, warnings)

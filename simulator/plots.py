@@ -221,6 +221,8 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
         stem = Path(out) / f"plot-{kind}"
     else:
         stem = Path(out) if out else (src if src.is_dir() else src.parent) / f"plot-{kind}"
+        if stem.suffix.lower() in (".png", ".svg"):  # both are written: x.png named the stem, not x.png.png
+            stem = stem.with_suffix("")
     if kind == "timeline":
         steps = src / "steps.parquet" if src.is_dir() else src
         if not steps.is_file():

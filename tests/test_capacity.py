@@ -150,3 +150,20 @@ def test_the_calculator_counts_the_blocks_a_run_can_use(capsys):
     d = json.loads(capsys.readouterr().out)
     rs = load(None, [])
     assert d["num_blocks"] == rs.num_gpu_blocks and d["paged_requests"] == rs.num_gpu_blocks - 1
+
+
+def test_a_pool_too_small_for_one_max_length_request_is_said_and_the_json_is_json(capsys):
+    """llama-4-scout's 10M-token context: contiguous holds none (the gain printed inf, and --json wrote Infinity,
+    which no strict JSON reader takes), and vLLM would not start, which `run` refuses and capacity did not say."""
+    assert main(["capacity", "--model", "llama-4-scout", "--gpu", "h200-sxm", "-tp", "2", "--json"]) == 0
+    out = capsys.readouterr()
+
+    def strict(constant):
+        raise ValueError(constant)
+
+    d = json.loads(out.out, parse_constant=strict)
+    assert d["contiguous_requests"] == 0 and "paged_gain_vs_contiguous" not in d  # no gain over nothing
+    assert d["max_model_len_blocks"] > d["usable_blocks"] and "vLLM would not start" in out.err
+    assert main(["capacity", "--model", "llama-4-scout", "--gpu", "h200-sxm", "-tp", "2", "--max-model-len",
+                 "65536"]) == 0
+    assert "vLLM would not start" not in capsys.readouterr().err

@@ -27,6 +27,8 @@ def test_timeline_and_capacity(swept, tmp_path, capsys):
     run = next((swept / "runs").iterdir())
     assert main(["plot", str(run), "--kind", "timeline"]) == 0
     assert (run / "plot-timeline.png").stat().st_size > 5000
+    assert main(["plot", str(run), "--kind", "timeline", "--out", str(tmp_path / "mine.png")]) == 0  # not mine.png.png
+    assert (tmp_path / "mine.png").is_file() and (tmp_path / "mine.svg").is_file()
     assert main(["search", "max-rate", "docs/scenarios/essay-batching.yaml", "--slo", "ttft_p99_ms=1000",
                  "--grid", "engine.max_num_seqs=8,16", "--set", "workload.num_requests=80", "--out", str(tmp_path)]) == 0
     assert main(["plot", str(tmp_path), "--kind", "capacity", "--by", "engine.max_num_seqs"]) == 0
