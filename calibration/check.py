@@ -26,8 +26,12 @@ def check_profile(profile_path: str, device: str, points: int = 8, seed: int = 0
     if (prof.tensor_parallel_size or 1) > 1:
         raise ConfigError("profile", f"{profile_path} is a tensor-parallel profile (TP {prof.tensor_parallel_size}); "
                                      "the harness measures one device")
-    from servesim.calibration.hardware_info import describe
+    import torch
 
+    from servesim.calibration.hardware_info import describe
+    from servesim.calibration.harness import usable_device
+
+    usable_device(torch, device)  # a device this machine lacks is one line, before describing it
     here = describe(device)["name"]
     if prof.device not in ("any", here):  # another device's timings are no check of this profile
         raise ConfigError("--device", f"{profile_path} was measured on {prof.device}, but {device} here is "

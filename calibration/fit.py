@@ -49,10 +49,10 @@ def check_measurements(df: pd.DataFrame, source: str = "measurements") -> pd.Dat
         raise ConfigError(source, f"missing column(s) {', '.join(missing)}")
     for col in SHAPE_COLUMNS + ["time_ms"]:  # a damaged row is named, never dropped
         v = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
-        bad = ~np.isfinite(v) | (v < 0) | ((v != np.round(v)) if col != "time_ms" else False)
+        bad = ~np.isfinite(v) | (v < 0) | (((v != np.round(v)) | (v > 2**40)) if col != "time_ms" else False)
         if bad.any():
             i = int(np.argmax(bad))
-            what = "a non-negative integer" if col != "time_ms" else "a finite, non-negative time"
+            what = "a non-negative integer up to 2^40" if col != "time_ms" else "a finite, non-negative time"
             raw = df[col].iloc[i]
             raise ConfigError(source, f"row {i + 1}: {col} must be {what}, got {getattr(raw, 'item', lambda: raw)()!r}")
     if "kind" in df.columns:
@@ -144,6 +144,9 @@ def fit_step_model(df: pd.DataFrame, holdout: float = 0.2, seed: int = 0, source
     test = np.zeros(len(df), dtype=bool)
     n_test = max(1, int(round(holdout * len(df)))) if holdout > 0 else 0
     test[rng.choice(len(df), size=n_test, replace=False)] = True
+    if len(df) - n_test < 8:  # the refusals above hold for what is fitted, not only for the whole table
+        raise ConfigError("--holdout", f"{holdout:g} leaves {len(df) - n_test} of {len(df)} measurements to fit on; "
+                                       f"a fit needs at least 8 (hold out less)")
     coef = _fit(df[~test])
     pred = predict_ms(coef, df)
     y = df["time_ms"].to_numpy(float)
