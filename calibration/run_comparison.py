@@ -30,13 +30,13 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
     from servesim.simulator.config import load, load_scenario_file, say_once
 
     run.need_requests()
+    scenario_data = load_scenario_file(scenario) if scenario else {}  # read once: the checks below all look at it
     unmapped = run.meta.get("unmapped_model")
-    if unmapped and not any(s.startswith("model=") for s in sets or []) and \
-            not (scenario and "model" in load_scenario_file(scenario)):
+    if unmapped and not any(s.startswith("model=") for s in sets or []) and "model" not in scenario_data:
         raise ConfigError("model", f"{run.path} was served with {unmapped}, which has no built-in architecture: "
                                    f"give --set model=NAME (a built-in model or a config.json path)")
     recorded, warnings = _with_overrides(run, list(sets or []))
-    given = _dotted(load_scenario_file(scenario)) if scenario else {}
+    given = _dotted(scenario_data)
     warnings += [f"{run.path} records {item}, which replaces --scenario's {key}={given[key]!r}"
                  for item in recorded for key in [item.split("=", 1)[0]]
                  if key in given and yaml.safe_load(item.split("=", 1)[1]) != given[key]]

@@ -60,15 +60,16 @@ def run_bench(args) -> int:
 
     started = _process_age_s()
     t0 = time.perf_counter()
-    flags = {"workload.num_requests": ("--requests", args.requests), "workload.arrival.rate": ("--rate", args.rate),
-             "simulation.decode_runs": ("--step-by-step", args.step_by_step)}
+    # setting: (its flag, the flag's value, the setting it gives)
+    flags = {"workload.num_requests": ("--requests", args.requests, args.requests),
+             "workload.arrival.rate": ("--rate", args.rate, args.rate),
+             "simulation.decode_runs": ("--step-by-step", args.step_by_step, not args.step_by_step)}
     for item in args.set:  # a --set comes last and wins: said, as a setting nothing reads is
         key = item.split("=", 1)[0].strip()
         if key in flags:
-            flag, value = flags[key]
+            flag, value, _ = flags[key]
             print(f"servesim: warning: --set {item} replaces {flag} ({value})", file=sys.stderr)
-    rs = load(None, BENCH_OVERRIDES + [f"{key}={not v if key == 'simulation.decode_runs' else v}"
-                                       for key, (_, v) in flags.items()] + args.set)
+    rs = load(None, BENCH_OVERRIDES + [f"{key}={setting}" for key, (_, _, setting) in flags.items()] + args.set)
     startup = (started or 0.0) + time.perf_counter() - t0  # interpreter, imports and resolving the scenario
     repeats = [_timed_repeat(rs) for _ in range(args.repeats)]
     result = repeats[-1][1]
