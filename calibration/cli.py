@@ -428,6 +428,8 @@ def cmd_compare(args) -> int:
     from servesim.calibration.compare import compare_profiles, format_table
 
     t = compare_profiles(args.a, args.b)
+    for w in t.attrs["warnings"]:
+        print(f"servesim: warning: {w}", file=sys.stderr)
     print(f"A = {t.attrs['a']}, B = {t.attrs['b']}")
     print(format_table(t))
     if args.out:

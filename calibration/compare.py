@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from servesim.calibration.fit import shape_range
 from servesim.calibration.grid import GridPoint
-from servesim.simulator.cost_model import LinearCostModel, OverheadCostModel, Profile, linear_model, load_profile
+from servesim.simulator.cost_model import (LinearCostModel, OverheadCostModel, Profile, extrapolation_warnings,
+                                           linear_model, load_profile)
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.hardware import load_hardware
 from servesim.simulator.model_arch import load_model
@@ -88,7 +90,9 @@ def compare_profiles(a: str | Profile, b: str | Profile) -> pd.DataFrame:
     for col in ("a", "b"):
         t.loc[t[col].abs() < ZERO, col] = 0.0
     t["a_over_b"] = (t["a"] / t["b"].where(t["b"] > 0)).astype(float)
-    t.attrs.update(a=pa.name, b=pb.name)
+    steps = shape_range(pd.DataFrame([pt.shape._asdict() for _, pt in STEPS]))
+    t.attrs.update(a=pa.name, b=pb.name, warnings=[w for p in (pa, pb) for w in extrapolation_warnings(
+        p, steps, "the typical steps compared")])
     return t
 
 

@@ -44,6 +44,7 @@ class FitResult:
 
 
 def check_measurements(df: pd.DataFrame, source: str = "measurements") -> pd.DataFrame:
+    df = df.reset_index(drop=True)  # rows are named by their place in the table as read
     missing = [c for c in SHAPE_COLUMNS + ["time_ms"] if c not in df.columns]
     if missing:
         raise ConfigError(source, f"missing column(s) {', '.join(missing)}")
@@ -55,8 +56,8 @@ def check_measurements(df: pd.DataFrame, source: str = "measurements") -> pd.Dat
             what = "a non-negative integer up to 2^40" if col != "time_ms" else "a finite, non-negative time"
             raw = df[col].iloc[i]
             raise ConfigError(source, f"row {i + 1}: {col} must be {what}, got {getattr(raw, 'item', lambda: raw)()!r}")
-    if "kind" in df.columns:
-        df = df[df["kind"] != "attention"]  # kernel-only points are not step times
+    df = df[_step_rows(df, source)]
+    _check_shapes_agree(df, source)
     df = df[df["time_ms"].astype(float) > 0]  # a step log's zero-length step (equal start times) times nothing
     if len(df) < 8:
         raise ConfigError(source, f"{len(df)} usable step measurements; a fit needs at least 8")
@@ -64,7 +65,86 @@ def check_measurements(df: pd.DataFrame, source: str = "measurements") -> pd.Dat
     return df.reset_index(drop=True)
 
 
-def check_identifiable(df: pd.DataFrame, source: str) -> None:
+# a row's `kind`: the harness's grid kinds (calibration/grid.py) or a measured engine's whole "step"; its `scope`
+# says what was timed: a whole forward pass ("step") or one layer's kernel ("layer", the attention points)
+STEP_ROW_KINDS = ("prefill", "decode", "mixed", "step")
+KERNEL_ROW_KINDS = ("attention",)
+SCOPE_OF = {**{k: "step" for k in STEP_ROW_KINDS}, **{k: "layer" for k in KERNEL_ROW_KINDS}}
+
+
+def _bad_row(df: pd.DataFrame, bad: np.ndarray, source: str, message) -> None:
+    """The first row `bad` marks, named by its 1-based position in the table as read."""
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise ConfigError(source, f"row {df.index[i] + 1}: {message(df.iloc[i])}")
+
+
+def _step_rows(df: pd.DataFrame, source: str) -> np.ndarray:
+    """Which rows time a whole step. Kernel-only points (kind attention, scope layer) are not step times; a row
+    whose kind and scope disagree, or that names neither where the table has the column, is damaged, not
+    guessed at: fitting a kernel time as a step made a profile several times wrong."""
+    keep = np.ones(len(df), dtype=bool)
+    for col, known in (("kind", SCOPE_OF), ("scope", ("step", "layer"))):
+        if col in df.columns:
+            v = df[col].to_numpy(dtype=object)
+            _bad_row(df, ~np.isin(v, list(known)), source,
+                     lambda r, c=col, k=known: f"{c} must be one of {', '.join(k)}, got "
+                                                      + ("nothing" if pd.isna(r[c]) else repr(r[c])))
+    if "kind" in df.columns and "scope" in df.columns:
+        implied = df["kind"].map(SCOPE_OF).to_numpy(dtype=object)
+        _bad_row(df, implied != df["scope"].to_numpy(dtype=object), source,
+                 lambda r: f"kind {r['kind']} is timed with scope {SCOPE_OF[r['kind']]}, but the row says scope "
+                           f"{r['scope']}")
+    if "scope" in df.columns:
+        keep &= df["scope"].to_numpy(dtype=object) == "step"
+    elif "kind" in df.columns:
+        keep &= np.isin(df["kind"].to_numpy(dtype=object), STEP_ROW_KINDS)
+    return keep
+
+
+def _check_shapes_agree(df: pd.DataFrame, source: str) -> None:
+    """A row's aggregates must describe some batch: decodes among its sequences, at least one token per prefill
+    sequence and per decode read, every prefill token attending at least to itself; and where the harness's grid
+    columns are there (kind, batch, tokens, context), the counts that point has. A row that contradicts itself
+    (a 16-token prefill of 1,000,000 tokens) was fitted as if true."""
+    n = {c: df[c].to_numpy(dtype=float) for c in SHAPE_COLUMNS}
+    prefill_seqs = n["num_seqs"] - n["decode_seqs"]
+    rules = [
+        (n["num_seqs"] < 1, "a step schedules at least one sequence (num_seqs >= 1)"),
+        (prefill_seqs < 0, "decode_seqs cannot exceed num_seqs"),
+        ((prefill_seqs == 0) & ((n["prefill_tokens"] > 0) | (n["prefill_attention_pairs"] > 0)),
+         "prefill_tokens and prefill_attention_pairs need a prefill sequence (num_seqs > decode_seqs)"),
+        (n["prefill_tokens"] < prefill_seqs, "each prefill sequence computes at least one token "
+                                             "(prefill_tokens >= num_seqs - decode_seqs)"),
+        (n["prefill_attention_pairs"] < n["prefill_tokens"], "each prefill token attends at least to itself "
+                                                             "(prefill_attention_pairs >= prefill_tokens)"),
+        (n["decode_context_tokens"] < n["decode_seqs"], "each decode reads at least its own token "
+                                                         "(decode_context_tokens >= decode_seqs)"),
+        ((n["decode_seqs"] == 0) & (n["decode_context_tokens"] > 0), "decode_context_tokens needs a decode"),
+    ]
+    if {"kind", "batch", "tokens", "context"} <= set(df.columns):
+        from servesim.calibration.grid import GridPoint
+
+        grid = df["kind"].isin(("prefill", "decode", "mixed")).to_numpy()
+        counts = lambda s: (s.num_seqs, s.prefill_tokens, s.decode_seqs)  # noqa: E731 (local layers change the rest)
+        want = np.array([counts(GridPoint(k, b, t, c).shape) if g else (0, 0, 0) for k, b, t, c, g in
+                         zip(df["kind"], _ints(df["batch"]), _ints(df["tokens"]), _ints(df["context"]), grid)],
+                        dtype=float).reshape(-1, 3)
+        got = np.column_stack([n["num_seqs"], n["prefill_tokens"], n["decode_seqs"]])
+        rules.append((grid & (want != got).any(axis=1),
+                      "its num_seqs, prefill_tokens and decode_seqs are not those of its grid point "
+                      "(kind, batch, tokens, context)"))
+    for bad, rule in rules:
+        _bad_row(df, bad, source, lambda r, rule=rule: f"the batch shape contradicts itself: {rule}")
+
+
+def _ints(col: pd.Series) -> list[int]:
+    """A grid column as integers; a damaged value as -1, which no grid point has."""
+    v = pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+    return np.where(np.isfinite(v) & (v >= 0) & (v <= 2**40), v, -1).astype(np.int64).tolist()
+
+
+def check_identifiable(df: pd.DataFrame, source: str, part: str = "the measurements") -> None:
     """Data that cannot tell the terms apart is refused, not fitted: a fit on one prompt length reports a small
     error on its own rows and then predicts other workloads several times wrong."""
     decode_only = df["prefill_tokens"] == 0
@@ -75,7 +155,7 @@ def check_identifiable(df: pd.DataFrame, source: str) -> None:
         ("at least 3 different token counts per step", tokens.nunique() >= 3),
         ("at least 3 different decode context sizes", ctx.nunique() >= 3)) if not ok]
     if missing:
-        raise ConfigError(source, f"cannot identify the step-time terms: the measurements lack "
+        raise ConfigError(source, f"cannot identify the step-time terms: {part} lack "
                                   f"{', '.join(missing)} (measure more varied batches)")
 
 
@@ -135,18 +215,30 @@ def _fit(df: pd.DataFrame) -> np.ndarray:
     return res.x * scale
 
 
+def _held_out_rows(df: pd.DataFrame, holdout: float, seed: int) -> np.ndarray:
+    """A random `holdout` share of the batch shapes, every repeat of a shape on one side: a repeat on both
+    sides scores the fit on what it was fitted to (a table listed twice "held out" its training rows). With
+    every shape once, this is the plain random split of rows."""
+    keys = SHAPE_COLUMNS + [c for c in ("experts_touched",) if c in df.columns]
+    group = df.groupby(keys, sort=False).ngroup().to_numpy()  # numbered in order of first appearance
+    n_groups = int(group.max()) + 1
+    n_test = max(1, int(round(holdout * n_groups)))
+    chosen = np.random.default_rng(seed).choice(n_groups, size=n_test, replace=False)
+    return np.isin(group, chosen)
+
+
 def fit_step_model(df: pd.DataFrame, holdout: float = 0.2, seed: int = 0, source: str = "measurements") -> FitResult:
     """Fit on a random (1 - holdout) of the points; report the error on the rest."""
     if not (isinstance(holdout, (int, float)) and 0 < holdout < 1):
         raise ConfigError("--holdout", f"must be a fraction strictly between 0 and 1, got {holdout}")
     df = check_measurements(df, source)
-    rng = np.random.default_rng(seed)
-    test = np.zeros(len(df), dtype=bool)
-    n_test = max(1, int(round(holdout * len(df)))) if holdout > 0 else 0
-    test[rng.choice(len(df), size=n_test, replace=False)] = True
-    if len(df) - n_test < 8:  # the refusals above hold for what is fitted, not only for the whole table
-        raise ConfigError("--holdout", f"{holdout:g} leaves {len(df) - n_test} of {len(df)} measurements to fit on; "
+    test = _held_out_rows(df, holdout, seed)
+    fitted = int((~test).sum())
+    if fitted < 8:  # the refusals above hold for what is fitted, not only for the whole table
+        raise ConfigError("--holdout", f"{holdout:g} leaves {fitted} of {len(df)} measurements to fit on; "
                                        f"a fit needs at least 8 (hold out less)")
+    check_identifiable(df[~test], source, f"the {fitted} measurements left to fit on (--holdout {holdout:g}, "
+                                          f"--seed {seed})")
     coef = _fit(df[~test])
     pred = predict_ms(coef, df)
     y = df["time_ms"].to_numpy(float)

@@ -68,16 +68,48 @@ def read_measurements(src: str | Path) -> tuple[pd.DataFrame, dict, Path]:
     return read_table(src, "measurements"), meta, src
 
 
+def measured_labels(meta: dict, path: Path, model: str | None, dtype: str | None,
+                    gpu: str | None) -> tuple[str, str, str | None]:
+    """The model, dtype and GPU a fitted profile claims. The simulator takes a profile for exactly these, so each
+    must be one it knows, and none may contradict what run.json recorded of the measurement: a CPU table
+    labelled llama-3.1-8b on an H200 would time H200 runs with a CPU's numbers."""
+    from servesim.simulator.hardware import builtin_gpu_names, gpu_for_device
+    from servesim.simulator.model_arch import WeightFormat, load_model
+
+    if not (model or meta.get("model")) or not (dtype or meta.get("dtype")):
+        raise ConfigError("--model", f"{path} does not say which model and dtype it measured (no run.json beside "
+                                     f"it): give --model and --dtype (and --gpu, --tp)")
+    if model is not None and model != meta.get("model"):
+        try:
+            model = load_model(model).name  # an HF id or a config.json: the name a scenario's model carries
+        except ConfigError as exc:
+            raise ConfigError("--model", exc.message) from None
+        if meta.get("model") and model != meta["model"]:
+            raise ConfigError("--model", f"{path} measured {meta['model']} (run.json), not {model}")
+    dtypes = WeightFormat.__args__
+    if dtype is not None and dtype not in dtypes:
+        raise ConfigError("--dtype", f"one of {', '.join(dtypes)}, got {dtype!r}")
+    if dtype is not None and meta.get("dtype") and dtype != meta["dtype"]:
+        raise ConfigError("--dtype", f"{path} measured {meta['dtype']} (run.json), not {dtype}")
+    hw = meta.get("hardware") or {}
+    recorded = gpu_for_device(hw["name"]) if hw.get("kind") == "cuda" and hw.get("name") else None
+    if gpu is not None:
+        if gpu not in builtin_gpu_names():
+            raise ConfigError("--gpu", f"unknown GPU {gpu!r}; built-in: {', '.join(builtin_gpu_names())}")
+        if hw.get("kind") == "cpu" or meta.get("device") == "cpu":
+            raise ConfigError("--gpu", f"{path} was measured on the CPU ({hw.get('name', 'run.json')}), not on {gpu}")
+        if recorded and gpu != recorded:
+            raise ConfigError("--gpu", f"{path} was measured on {hw['name']} ({recorded}), not on {gpu}")
+    return model or meta["model"], dtype or meta["dtype"], gpu
+
+
 def fit_directory(src: str | Path, out: str | Path | None = None, name: str | None = None,
                   holdout: float = 0.2, seed: int = 0, model: str | None = None, dtype: str | None = None,
                   gpu: str | None = None, tp: int | None = None) -> tuple[Path, FitResult]:
     """Fit a profile; it says what it was measured on (run.json's record, or the labels given), so the
     simulator can refuse it for anything else."""
     df, meta, path = read_measurements(src)
-    model, dtype = model or meta.get("model"), dtype or meta.get("dtype")
-    if not model or not dtype:
-        raise ConfigError("--model", f"{path} does not say which model and dtype it measured (no run.json beside "
-                                     f"it): give --model and --dtype (and --gpu, --tp)")
+    model, dtype, gpu = measured_labels(meta, path, model, dtype, gpu)
     if tp is not None and tp < 1:
         raise ConfigError("--tp", f"must be >= 1, got {tp}")
     fit = fit_step_model(df, holdout=holdout, seed=seed, source=str(path))

@@ -260,14 +260,15 @@ _RANGE_LABELS = {"max_tokens": "tokens in a step", "max_seqs": "sequences in a s
                  "max_decode_context_tokens": "decode KV tokens in a step"}
 
 
-def extrapolation_warnings(profile: Profile, largest: dict[str, float]) -> list[str]:
-    """One line for each batch dimension a run took beyond EXTRAPOLATION_FACTOR x what the profile was fitted on."""
+def extrapolation_warnings(profile: Profile, largest: dict[str, float], who: str = "this run") -> list[str]:
+    """One line for each batch dimension a run (or `who`) took beyond EXTRAPOLATION_FACTOR x what the profile
+    was fitted on."""
     out = []
     for key, limit in (profile.shape_range or {}).items():
         seen = largest.get(key, 0)
         if limit and seen > EXTRAPOLATION_FACTOR * limit:
             out.append(f"profile {profile.name} was fitted on steps of at most {limit:,} {_RANGE_LABELS.get(key, key)}; "
-                       f"this run reached {int(seen):,}, so those step times are extrapolated")
+                       f"{who} reached {int(seen):,}, so those step times are extrapolated")
     return out
 
 

@@ -171,3 +171,133 @@ def test_a_moe_fit_recovers_its_per_expert_term_and_the_simulator_means_the_same
     one = BatchShape(1, 0, 0, 1, 1024)
     dense = LinearCostModel(LinearCoefficients(**{p: fit.coefficients[p] for p in PARAMS}))
     assert model.step_time(one) - dense.step_time(one) == pytest.approx(0.7 * 2 * 1e-3, rel=0.01)  # 2 experts
+
+
+def harness_table(grid="cpu"):
+    """A `calibrate run` table: the grid's columns, its attention-kernel points with scope layer, times known."""
+    df = pd.DataFrame([p.row() | {"scope": "layer" if p.kind == "attention" else "step"} for p in make_grid(grid)])
+    df["time_ms"] = predict_ms(TRUE, df)
+    df.loc[df["kind"] == "attention", "time_ms"] = 0.01  # one layer's kernel: not a step
+    return df
+
+
+def cpu_run(tmp_path, df=None, **meta):
+    """A calibration directory as `calibrate run` leaves it: the table and its run.json."""
+    import json
+
+    (df if df is not None else harness_table()).to_parquet(tmp_path / "measurements.parquet")
+    (tmp_path / "run.json").write_text(json.dumps({"model": "small-llama", "dtype": "fp32", "device": "cpu",
+                                                   "hardware": {"kind": "cpu", "name": "AMD EPYC"}} | meta))
+    return tmp_path
+
+
+@pytest.mark.parametrize("labels, needle", [
+    ({"model": "llama-3.1-8b"}, "--model: .* measured small-llama \\(run.json\\), not llama-3.1-8b"),
+    ({"model": "nosuch"}, "--model: unknown model 'nosuch'"),
+    ({"dtype": "bf16"}, "--dtype: .* measured fp32 \\(run.json\\), not bf16"),
+    ({"dtype": "fp7"}, "--dtype: one of fp32, .*, got 'fp7'"),
+    ({"gpu": "h200-sxm"}, "--gpu: .* was measured on the CPU \\(AMD EPYC\\), not on h200-sxm"),
+    ({"gpu": "nosuch"}, "--gpu: unknown GPU 'nosuch'"),
+])
+def test_a_fit_cannot_be_labelled_as_something_it_did_not_measure(tmp_path, labels, needle):
+    """--model/--dtype/--gpu relabelled a CPU table as llama-3.1-8b on an H200 (or as a model that does not exist):
+    the simulator then timed H200 runs with a CPU's numbers, or never took the profile."""
+    with pytest.raises(ConfigError, match=needle):
+        fit_directory(cpu_run(tmp_path), **labels)
+    assert fit_directory(tmp_path, model="small-llama", dtype="fp32")[1].train["points"] > 0  # its own labels
+
+
+def test_a_cuda_measurement_takes_only_its_own_gpu_and_an_hf_id_is_its_model(tmp_path):
+    run = cpu_run(tmp_path, model="llama-3.1-8b", dtype="bf16", device="cuda:0",
+                  hardware={"kind": "cuda", "name": "NVIDIA H100 80GB HBM3"})
+    with pytest.raises(ConfigError, match=r"--gpu: .* measured on NVIDIA H100 80GB HBM3 \(h100-sxm\), not on h200"):
+        fit_directory(run, gpu="h200-sxm")
+    path, _ = fit_directory(run, gpu="h100-sxm", model="meta-llama/Llama-3.1-8B-Instruct")
+    assert (load_profile(str(path)).model, load_profile(str(path)).gpu) == ("llama-3.1-8b", "h100-sxm")
+
+
+@pytest.mark.parametrize("damage, needle", [
+    (lambda d: d.assign(kind=d["kind"].replace("attention", "decode")),
+     "kind decode is timed with scope step, but the row says scope layer"),
+    (lambda d: d.assign(kind=d["kind"].where(d.index != 5, None)), "row 6: kind must be one of .*, got nothing"),
+    (lambda d: d.assign(scope=d["scope"].replace("layer", "kernel")), "scope must be one of step, layer, got 'kernel'"),
+])
+def test_a_row_whose_kind_and_scope_disagree_is_named(damage, needle):
+    """Attention-kernel rows relabelled as decodes were fitted as whole steps: held-out MAPE 14% -> 63%."""
+    with pytest.raises(ConfigError, match=needle):
+        fit_step_model(damage(harness_table()))
+
+
+def test_without_a_kind_column_the_scope_still_keeps_kernel_times_out():
+    whole = fit_step_model(harness_table())
+    no_kind = fit_step_model(harness_table().drop(columns=["kind", "batch", "tokens", "context"]))
+    steps = (harness_table()["scope"] == "step").sum()
+    assert whole.train["points"] + whole.held_out["points"] == steps
+    assert no_kind.train["points"] + no_kind.held_out["points"] == steps
+    assert no_kind.coefficients == pytest.approx(whole.coefficients)
+
+
+@pytest.mark.parametrize("row, needle", [
+    ({"kind": "prefill", "batch": 1, "tokens": 16, "prefill_tokens": 1_000_000,
+      "prefill_attention_pairs": 500_000_500_000}, "are not those of its grid point"),
+    ({"num_seqs": 2, "decode_seqs": 3}, "decode_seqs cannot exceed num_seqs"),
+    ({"num_seqs": 0, "decode_seqs": 0, "prefill_tokens": 0, "prefill_attention_pairs": 0,
+      "decode_context_tokens": 0}, "at least one sequence"),
+    ({"num_seqs": 4, "decode_seqs": 4, "prefill_tokens": 16}, "need a prefill sequence"),
+    ({"num_seqs": 4, "decode_seqs": 0, "prefill_tokens": 2, "decode_context_tokens": 0}, "at least one token"),
+    ({"num_seqs": 1, "decode_seqs": 0, "prefill_tokens": 64, "prefill_attention_pairs": 10,
+      "decode_context_tokens": 0}, "attends at least to itself"),
+    ({"num_seqs": 4, "decode_seqs": 4, "prefill_tokens": 0, "prefill_attention_pairs": 0,
+      "decode_context_tokens": 3}, "reads at least its own token"),
+    ({"num_seqs": 1, "decode_seqs": 0, "prefill_tokens": 8, "prefill_attention_pairs": 36,
+      "decode_context_tokens": 500}, "decode_context_tokens needs a decode"),
+])
+def test_a_row_that_contradicts_itself_is_named(row, needle):
+    """A 16-token prefill recorded with 1,000,000 prefill tokens was fitted as if true."""
+    df = harness_table().drop(columns=[] if "kind" in row else ["kind", "batch", "tokens", "context", "scope"])
+    df = df[df.get("scope", pd.Series("step", index=df.index)) == "step"].reset_index(drop=True)
+    for col, value in row.items():
+        df.loc[6, col] = value
+    with pytest.raises(ConfigError, match=f"row 7: the batch shape contradicts itself: .*{needle}"):
+        fit_step_model(df)
+
+
+def test_every_repeat_of_a_shape_is_on_one_side_of_the_split():
+    """A table listed twice held out copies of its training rows: a held-out error that measured nothing."""
+    twice = pd.concat([synthetic("cpu")] * 2, ignore_index=True)
+    twice["time_ms"] *= __import__("numpy").random.default_rng(0).lognormal(0, 0.05, len(twice))
+    out = fit_step_model(twice).predictions
+    key = out[["num_seqs", "prefill_tokens", "prefill_attention_pairs", "decode_seqs", "decode_context_tokens"]] \
+        .astype(str).agg(",".join, axis=1)
+    sides = out.groupby(key)["split"].nunique()
+    assert (sides == 1).all() and (out["split"] == "held_out").sum() >= 2
+    once = fit_step_model(synthetic("cpu"))  # all shapes distinct: the plain row split, as before
+    assert once.predictions["split"].eq("held_out").sum() == round(0.2 * len(synthetic("cpu")))
+
+
+def test_the_identifiability_refusals_hold_for_the_part_fitted_on():
+    """The whole table had decode-only steps, the 80% fitted on had none: the fit ran, blind to decode cost."""
+    from servesim.calibration.fit import _held_out_rows
+
+    df = synthetic("cpu")
+    df = pd.concat([df[df.prefill_tokens > 0], df[df.prefill_tokens == 0].head(1)], ignore_index=True)
+    seed = next(s for s in range(200) if _held_out_rows(df, 0.2, s)[len(df) - 1])
+    with pytest.raises(ConfigError, match=f"the {len(df) - round(0.2 * len(df))} measurements left to fit on "
+                                          f"\\(--holdout 0.2, --seed {seed}\\) lack decode-only steps"):
+        fit_step_model(df, seed=seed)
+    fit_step_model(df, seed=next(s for s in range(200) if not _held_out_rows(df, 0.2, s)[len(df) - 1]))
+
+
+def test_compare_says_where_a_profile_is_taken_beyond_what_it_was_fitted_on(tmp_path, capsys):
+    """compare's typical steps (128 decodes, 4,096-token prefills) priced by a profile fitted on the quick grid
+    (16 sequences, 256 tokens) are extrapolations: said, as a run beyond a profile's range is."""
+    from servesim.simulator.cli import main
+
+    synthetic("quick").to_parquet(tmp_path / "measurements.parquet")
+    small, _ = fit_directory(tmp_path, model="llama-3.1-8b", dtype="bf16")
+    assert main(["calibrate", "compare", str(small), "h200-llama-3.1-8b-bf16-tp1"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert any("at most 16 sequences in a step; the typical steps compared reached 128" in w for w in err), err
+    assert any("at most 256 tokens in a step; the typical steps compared reached 8,192" in w for w in err), err
+    assert main(["calibrate", "compare", "h100-llama-3.1-8b-bf16-tp1", "h200-llama-3.1-8b-bf16-tp1"]) == 0
+    assert capsys.readouterr().err == ""  # within both gpu-grid profiles' range: nothing to say
