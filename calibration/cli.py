@@ -299,12 +299,18 @@ def cmd_validate_replay(args) -> int:
     return 0 if ok else 1
 
 
+POOR_FIT_MAPE = 0.25  # a held-out error beyond this is said: the harness's fits sit at 2-15%
+
+
 def _print_fit(path, fit) -> None:
     h = fit.held_out
     print(f"profile written to {path}")
     print(f"  held-out error over {h['points']} points: MAPE {h['mape']:.1%}, p90 {h['p90_ape']:.1%}, "
           f"max {h['max_ape']:.1%} (train MAPE {fit.train['mape']:.1%} over {fit.train['points']})")
     print("  coefficients: " + ", ".join(f"{k}={v:.4g}" for k, v in fit.coefficients.items()))
+    if h["mape"] > POOR_FIT_MAPE:
+        print(f"servesim: warning: the held-out MAPE is {h['mape']:.0%}: this profile predicts steps it was not fitted "
+              f"on poorly (noisy timings, or batches the linear model's terms do not describe)", file=sys.stderr)
 
 
 def cmd_run(args) -> int:

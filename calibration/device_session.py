@@ -175,7 +175,12 @@ def stage_replay(a, work: Path, state: dict) -> dict:
     from servesim.calibration.validate import auto_loads, step_errors, validate_replay
     from servesim.simulator.config import load
 
+    from servesim.simulator.cost_model import load_profile
+
     sets = list(a.set) + [f"profile={state['profile']}"]
+    gpu = load_profile(state["profile"]).gpu  # the device measured, as its run.json names it: simulate that GPU
+    if gpu and not any(s.startswith("hardware.gpu=") for s in a.set):
+        sets.append(f"hardware.gpu={gpu}")
     rs = load(a.scenario, sets)
     fractions = tuple(float(f) for f in a.loads.split(","))
     loads = auto_loads(rs, sets, a.scenario, rates=fractions, concurrencies=())

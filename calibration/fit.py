@@ -43,19 +43,30 @@ class FitResult:
         return shape_range(self.predictions)
 
 
+_COUNT = ("a non-negative integer up to 2^40", lambda v: (v >= 0) & (v == np.round(v)) & (v <= 2**40))
+# what each numeric column may hold; a time is 0 (a step log's zero-length step, left out) or 1 ns to 11 days: the
+# fit works in relative errors, and a time of 1e-300 ms overflowed it
+_VALUE_RULES = {**{c: _COUNT for c in SHAPE_COLUMNS},
+                "time_ms": ("0 or a time from 1e-6 to 1e9 ms", lambda v: (v == 0) | ((v >= 1e-6) & (v <= 1e9))),
+                "experts_touched": ("a non-negative number up to 2^40 (expected distinct experts a layer runs)",
+                                    lambda v: (v >= 0) & (v <= 2**40))}
+
+
 def check_measurements(df: pd.DataFrame, source: str = "measurements") -> pd.DataFrame:
     df = df.reset_index(drop=True)  # rows are named by their place in the table as read
     missing = [c for c in SHAPE_COLUMNS + ["time_ms"] if c not in df.columns]
     if missing:
         raise ConfigError(source, f"missing column(s) {', '.join(missing)}")
-    for col in SHAPE_COLUMNS + ["time_ms"]:  # a damaged row is named, never dropped
+    for col, rule in _VALUE_RULES.items():  # a damaged row is named, never dropped
+        if col not in df.columns:
+            continue
         v = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
-        bad = ~np.isfinite(v) | (v < 0) | (((v != np.round(v)) | (v > 2**40)) if col != "time_ms" else False)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(v) | ~rule[1](v)
         if bad.any():
             i = int(np.argmax(bad))
-            what = "a non-negative integer up to 2^40" if col != "time_ms" else "a finite, non-negative time"
             raw = df[col].iloc[i]
-            raise ConfigError(source, f"row {i + 1}: {col} must be {what}, got {getattr(raw, 'item', lambda: raw)()!r}")
+            raise ConfigError(source, f"row {i + 1}: {col} must be {rule[0]}, got {getattr(raw, 'item', lambda: raw)()!r}")
     df = df[_step_rows(df, source)]
     _check_shapes_agree(df, source)
     df = df[df["time_ms"].astype(float) > 0]  # a step log's zero-length step (equal start times) times nothing

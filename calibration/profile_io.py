@@ -7,10 +7,13 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servesim.calibration.fit import FitResult, fit_step_model
-from servesim.simulator.errors import ConfigError
-from servesim.simulator.files import read_table, where_looked
+from servesim.simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem
+from servesim.simulator.files import read_settings_text, read_table, where_looked
+from servesim.simulator.model_arch import WeightFormat
+from servesim.workloads.settings import MAX_BLOCK_SIZE
 
 
 def tolerance_for(fit: FitResult) -> float:
@@ -46,14 +49,49 @@ def write_profile(profile: dict, path: str | Path) -> Path:
     return path
 
 
+class RunRecord(BaseModel):
+    """What `calibrate run` records in run.json and a fit writes into the profile: checked, since a hand-edited
+    or damaged record would otherwise become a profile no run can load (model: 5, dtype: fp99)."""
+
+    model_config = ConfigDict(extra="allow", allow_inf_nan=False, strict=True)
+
+    model: str | None = None
+    dtype: WeightFormat | None = None
+    device: str | None = None
+    harness: str | None = None
+    engine_version: str | None = None
+    grid: str | None = None
+    attention: str | None = None
+    block_size: int | None = Field(None, ge=1, le=MAX_BLOCK_SIZE)
+    architecture: dict | None = None
+    hardware: dict[str, str | int | float | bool | list | None] | None = None
+
+
+def read_run_record(path: Path) -> dict:
+    """run.json beside the measurements: a JSON object whose fields a profile takes, or one line naming it."""
+    if not path.is_file():
+        raise ConfigError(str(path), "is not a regular file (calibrate run writes run.json as a JSON object)")
+    try:
+        data = json.loads(read_settings_text(path, str(path)))
+    except JSON_ERRORS as exc:
+        raise ConfigError(str(path), f"not a JSON document ({json_problem(exc)})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), f"must hold a JSON object, got {type(data).__name__}")
+    try:
+        RunRecord(**data)
+    except ValidationError as exc:
+        raise ConfigError(*first_error(exc, str(path))) from None
+    return data
+
+
 def read_measurements(src: str | Path) -> tuple[pd.DataFrame, dict, Path]:
     """A calibration directory (measurements.parquet + run.json) or a parquet/CSV file."""
     src = Path(src)
     meta: dict = {}
     if src.is_dir():
         run = src / "run.json"
-        if run.is_file():
-            meta = json.loads(run.read_text())
+        if run.exists():
+            meta = read_run_record(run)
         src = src / "measurements.parquet"
     if not src.is_file():
         raise ConfigError("measurements", f"file not found: {src}{where_looked(src)}")
@@ -72,7 +110,8 @@ def measured_labels(meta: dict, path: Path, model: str | None, dtype: str | None
                     gpu: str | None) -> tuple[str, str, str | None]:
     """The model, dtype and GPU a fitted profile claims. The simulator takes a profile for exactly these, so each
     must be one it knows, and none may contradict what run.json recorded of the measurement: a CPU table
-    labelled llama-3.1-8b on an H200 would time H200 runs with a CPU's numbers."""
+    labelled llama-3.1-8b on an H200 would time H200 runs with a CPU's numbers. A CUDA device run.json names
+    as a built-in GPU is the profile's GPU without --gpu (else an H100 profile timed H200 runs unsaid)."""
     from servesim.simulator.hardware import builtin_gpu_names, gpu_for_device
     from servesim.simulator.model_arch import WeightFormat, load_model
 
@@ -100,7 +139,7 @@ def measured_labels(meta: dict, path: Path, model: str | None, dtype: str | None
             raise ConfigError("--gpu", f"{path} was measured on the CPU ({hw.get('name', 'run.json')}), not on {gpu}")
         if recorded and gpu != recorded:
             raise ConfigError("--gpu", f"{path} was measured on {hw['name']} ({recorded}), not on {gpu}")
-    return model or meta["model"], dtype or meta["dtype"], gpu
+    return model or meta["model"], dtype or meta["dtype"], gpu or recorded
 
 
 def fit_directory(src: str | Path, out: str | Path | None = None, name: str | None = None,
@@ -110,10 +149,13 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
     simulator can refuse it for anything else."""
     df, meta, path = read_measurements(src)
     model, dtype, gpu = measured_labels(meta, path, model, dtype, gpu)
-    if tp is not None and tp < 1:
-        raise ConfigError("--tp", f"must be >= 1, got {tp}")
-    fit = fit_step_model(df, holdout=holdout, seed=seed, source=str(path))
+    _check_model_fits(meta, model, tp, "experts_touched" in df.columns)
     out = Path(out) if out else path.parent / "profile.yaml"
+    predictions = out.parent / f"{out.stem}.predictions.parquet"
+    for written in (out, predictions):
+        if written.resolve() == path.resolve() or (path.parent / "run.json").resolve() == written.resolve():
+            raise ConfigError("--out", f"{written} is the fit's own input ({path}); write the profile elsewhere")
+    fit = fit_step_model(df, holdout=holdout, seed=seed, source=str(path))
     device = meta.get("device", gpu or "unknown")
     hw = meta.get("hardware", {})
     prof = profile_dict(
@@ -129,5 +171,23 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
         engine_version=meta.get("engine_version"), hardware=hw or None, measurements=str(path.resolve().relative_to(out.parent.resolve()))
         if path.resolve().is_relative_to(out.parent.resolve()) else str(path.resolve()))
     write_profile(prof, out)
-    fit.predictions.to_parquet(out.parent / f"{out.stem}.predictions.parquet", index=False)
+    fit.predictions.to_parquet(predictions, index=False)
     return out, fit
+
+
+def _check_model_fits(meta: dict, model: str, tp: int | None, moe_table: bool) -> None:
+    """The TP degree must split the model's heads, and per-expert times need a mixture-of-experts model. The
+    architecture is run.json's where recorded (a model measured from its own config.json), else the model's."""
+    from servesim.simulator.config import check_tensor_parallel
+    from servesim.simulator.model_arch import load_model
+
+    if tp is not None and tp < 1:
+        raise ConfigError("--tp", f"must be >= 1, got {tp}")
+    try:
+        arch = load_model(meta["architecture"] if isinstance(meta.get("architecture"), dict) else model)
+    except ConfigError:
+        return  # a model this machine cannot load (run.json's own name for it): nothing to check against
+    if tp:
+        check_tensor_parallel(arch, tp, "--tp")  # vLLM's rule, as a run checks it
+    if moe_table and not arch.is_moe:
+        raise ConfigError("measurements", f"the table has experts_touched, but {arch.name} has no experts")

@@ -31,10 +31,12 @@ import numpy as np
 import pandas as pd
 
 from servesim.simulator.batch import SHAPE_FIELDS, shape_of
+from servesim.simulator.config import KV_CACHE_DTYPES
 from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem
 from servesim.simulator.files import where_looked
 from servesim.simulator.metrics import latency_stats
 from servesim.simulator.model_arch import HF_IDS
+from servesim.workloads.settings import MAX_SECONDS
 from servesim.workloads.spec import RequestSpec
 
 SHAPE = SHAPE_FIELDS
@@ -102,7 +104,7 @@ def _fail(path, where: str, message: str):
 
 def _json_lines(path: Path) -> list[tuple[int, dict]]:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")  # an editor's BOM, as the CSV readers take it
     except (OSError, UnicodeDecodeError) as exc:
         _fail(path, "", f"cannot read: {exc}")
     rows = []
@@ -154,7 +156,7 @@ def detect(path: str | Path) -> str:
         _fail(path, "", f"no such file{where_looked(path)}")
     try:
         with open(path, "rb") as f:
-            head = f.read(1 << 16).decode("utf-8", errors="replace").lstrip()
+            head = f.read(1 << 16).decode("utf-8-sig", errors="replace").lstrip()  # a BOM is no content
     except OSError as exc:
         _fail(path, "", f"cannot read: {exc.strerror or exc}")
     if head.startswith("{"):
@@ -195,15 +197,32 @@ def _frame(specs: list[RequestSpec], **cols) -> pd.DataFrame:
     return df
 
 
+def _stamped_warning(count: int, most: int, how: str) -> str:
+    return (f"{count:,} record(s) have several output tokens but {how} (up to {most:,} tokens in no time): their "
+            f"TPOT is left out of the real statistics")
+
+
+def _check_span(path: Path, start: np.ndarray, end: np.ndarray, where: list[str]) -> None:
+    """A run's times must lie within what a simulation can hold (MAX_SECONDS): one record stamped 1e16 s away
+    (a wrong unit, a damaged clock) was simulated at a float precision that wiped out every step, its request
+    "finished" in 0 s. The record named is the one furthest from the rest."""
+    if max(end.max(), start.max()) - start.min() > MAX_SECONDS:
+        middle = float(np.median(start))
+        i = int(np.argmax(np.maximum(np.abs(start - middle), np.abs(end - middle))))
+        _fail(path, where[i], f"its times lie {max(abs(start[i] - middle), abs(end[i] - middle)):.3g} s from the "
+                              f"run's other requests; a run spans at most {MAX_SECONDS:g} s (are they in seconds?)")
+
+
 def _read_lifecycle(path: Path) -> RealRun:
     folder = None
     if path.is_dir():
         folder = path
         path = path / "vllm" / "requests.jsonl" if (path / "vllm" / "requests.jsonl").is_file() \
             else path / "requests.jsonl"
-    recs, seen = [], {}
+    recs, seen, lines = [], {}, []
     for i, row in _json_lines(path):
         where = f"line {i}"
+        lines.append(i)
         n_in, n_out = _length(path, where, row, "prompt"), _length(path, where, row, "output")
         t = [_number(path, where, row, k) for k in LIFECYCLE_TIMES]
         if not t[0] <= t[1] <= t[2] <= t[3]:
@@ -220,6 +239,7 @@ def _read_lifecycle(path: Path) -> RealRun:
             seen[rid] = i
         recs.append((n_in, n_out, *t))
     a = np.array(recs, dtype=float)
+    _check_span(path, a[:, 2], a[:, 5], [f"line {i}" for i in lines])
     if (a[:, 5] - a[:, 2]).max() <= 0:
         _fail(path, "", "every request's last token has its queued time: the timestamps carry no latency")
     a = a[np.argsort(a[:, 2], kind="stable")]  # by arrival at the engine
@@ -236,9 +256,8 @@ def _read_lifecycle(path: Path) -> RealRun:
                       prefill=first - sched)
     run = RealRun(str(folder or path), folder or path, "lifecycle", specs, requests, records=path)
     if stamped.any():
-        run.warnings.append(f"{int(stamped.sum()):,} record(s) have several output tokens but last_token_ts equal "
-                            f"to first_token_ts (up to {int(n_out[stamped].max()):,} tokens in no time): their "
-                            f"TPOT is left out of the real statistics")
+        run.warnings.append(_stamped_warning(int(stamped.sum()), int(n_out[stamped].max()),
+                                             "last_token_ts equal to first_token_ts"))
     if folder is None and (path.parent / "meta.json").is_file():  # <run>/vllm/requests.jsonl: its run's settings
         folder = path.parent
     if folder is not None:
@@ -260,9 +279,38 @@ def _read_folder_meta(run: RealRun, folder: Path) -> None:
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError):
                 break  # the timeline plot is left out; the per-request comparison does not need it
             if {"t", "running", "waiting"} <= set(t.columns) and len(t):
-                t = t.apply(pd.to_numeric, errors="coerce").dropna(subset=["t"])  # a damaged cell is a gap
-                run.timeseries = t if len(t) else None
+                run.timeseries = _timeline(t)
+
             break
+
+
+def _timeline(t: pd.DataFrame) -> pd.DataFrame | None:
+    """timeseries.csv's numbers; a damaged cell (text, inf, a negative count, a time or count no run has) is a
+    gap in the plot, not a crash: the per-request comparison does not need the timeline."""
+    t = t.apply(pd.to_numeric, errors="coerce")
+    for col in t.columns:
+        v = t[col].to_numpy(dtype=float)
+        with np.errstate(invalid="ignore"):
+            ok = (np.abs(v) <= 1e11) if col == "t" else (v >= 0) & (v <= MAX_INT)  # 1e11 s: past any epoch time
+        t[col] = np.where(ok, v, np.nan)
+    t = t.dropna(subset=["t"])
+    return t if len(t) else None
+
+
+def _positive_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_INT
+
+
+# meta.json's values that become engine settings, checked where they are written (an error about them names
+# meta.json's field, not the engine setting the user never set)
+_RECORDED_VALUES = [
+    ("kv_cache", "block_size", _positive_int, "a positive integer"),
+    ("kv_cache", "num_gpu_blocks", _positive_int, "a positive integer"),
+    ("kv_cache", "gpu_memory_utilization", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+     and 0 < v <= 1, "a fraction in (0, 1]"),
+    ("engine_kwargs", "kv_cache_dtype", lambda v: isinstance(v, str) and v in ("auto", *KV_CACHE_DTYPES),
+     f"one of auto, {', '.join(KV_CACHE_DTYPES)}"),
+]
 
 
 def engine_sets(meta: dict, where) -> list[str]:
@@ -289,6 +337,10 @@ def engine_sets(meta: dict, where) -> list[str]:
         sets.append(f"engine.enable_expert_parallel={str(kw['enable_expert_parallel']).lower()}")
     if (kw.get("data_parallel_size") or 1) > 1:  # vLLM's balancer sends each request to the least loaded rank
         sets.append("cluster.router=least_outstanding")
+    for section, key, ok, what in _RECORDED_VALUES:
+        value = (cache if section == "kv_cache" else kw).get(key)
+        if value is not None and not ok(value):
+            _fail(where, f"{section}.{key}", f"must be {what}, got {value!r:.60}")
     if cache or kw:
         sets.append(f"engine.gpu_memory_utilization={cache.get('gpu_memory_utilization', VLLM_GPU_MEMORY_UTILIZATION)}")
     if "enable_prefix_caching" in cache:
@@ -315,7 +367,7 @@ def engine_sets(meta: dict, where) -> list[str]:
 
 def _json_object(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text())
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError, *JSON_ERRORS) as exc:
         _fail(path, "", f"not a JSON document ({json_problem(exc)})")
     if not isinstance(data, dict):
@@ -351,22 +403,31 @@ def _read_bench(path: Path) -> RealRun:
         if not isinstance(itl, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                 and math.isfinite(x) and x >= 0 for x in itl):
             _fail(path, where, "itls must be a list of non-negative finite numbers")
-        rows.append((start, n_in, n_out, ttft, itl))
+        if len(itl) > n_out - 1:  # one gap per streamed chunk after the first; a chunk holds at least one token
+            _fail(path, where, f"{len(itl)} itls for {n_out} output token(s): at most one gap per token after the "
+                               f"first")
+        rows.append((start, n_in, n_out, ttft, itl, where))
     if not rows:
         _fail(path, "", "no successful requests (every entry of errors is set)")
     rows.sort(key=lambda r: r[0])
+    _check_span(path, np.array([r[0] for r in rows]), np.array([r[0] + r[3] + sum(r[4]) for r in rows]),
+                [r[5] for r in rows])
     t0 = rows[0][0]
     specs = [RequestSpec(i, r[0] - t0, r[1], r[2], max_tokens=r[2]) for i, r in enumerate(rows)]
     e2el = np.array([r[3] + sum(r[4]) for r in rows])
     ttft = np.array([r[3] for r in rows])
     n_out = np.array([r[2] for r in rows])
+    stamped = (n_out > 1) & (e2el == ttft)  # every token in the first chunk: no time per output token measured
     with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(n_out > 1, (e2el - ttft) / np.maximum(n_out - 1, 1), np.nan)
+        tpot = np.where((n_out > 1) & ~stamped, (e2el - ttft) / np.maximum(n_out - 1, 1), np.nan)
     requests = _frame(specs, ttft=ttft, tpot=tpot, e2el=e2el, queue_time=np.nan, prefill=np.nan)
     itls = np.array([x for r in rows for x in r[4]], dtype=float)
     meta = {k: data[k] for k in ("date", "backend", "model_id", "tokenizer_id", "num_prompts", "request_rate",
                                   "burstiness", "max_concurrency") if k in data}
     run = RealRun(str(path), path, "vllm-bench", specs, requests, itls, meta=meta)
+    if stamped.any():
+        run.warnings.append(_stamped_warning(int(stamped.sum()), int(n_out[stamped].max()), "no itls after the first "
+                                                                                            "token"))
     if data.get("model_id") is not None:
         if str(data["model_id"]) in HF_IDS:
             run.sets = [f"model={HF_IDS[str(data['model_id'])]}"]

@@ -174,7 +174,7 @@ class Profile(Settings):
     """A profile file: which cost model, its numbers, where they came from, how wrong they are."""
 
     name: str
-    cost_model: str
+    cost_model: Literal["linear", "roofline"]
     source: str = "unknown"
     device: str = "any"
     gpu: str | None = None  # the built-in GPU (hardware.gpu) it was measured or composed for
@@ -208,6 +208,9 @@ class Profile(Settings):
                     isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")):
                 raise ValueError(f"held_out_error.{key} must be a non-negative number, got {value!r}")
         return self
+
+
+COEFFICIENTS = {"linear": LinearCoefficients, "roofline": RooflineCoefficients}  # each cost model's numbers
 
 
 def _builtin_profiles():
@@ -248,11 +251,15 @@ def load_profile(spec: str | dict) -> Profile:
             data, where = copy.deepcopy(_builtin_profile_data(spec)), f"built-in {spec}"
     if not isinstance(data, dict):
         raise ConfigError("profile", f"{where} must hold a mapping")
+    section = "profile"
     try:
-        return Profile(**data)
+        profile = Profile(**data)
+        section = "profile.coefficients"
+        COEFFICIENTS[profile.cost_model](**profile.coefficients)  # checked here, where the file is known
     except ValidationError as exc:
-        field, msg = first_error(exc, "profile")
+        field, msg = first_error(exc, section)
         raise ConfigError(field, f"{msg} (in {where})") from None
+    return profile
 
 
 EXTRAPOLATION_FACTOR = 2.0  # a run's batches may exceed the profile's fitted range this much before a warning

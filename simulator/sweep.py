@@ -171,6 +171,7 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str)
     try:
         result = simulate(rs)
         tmp = Path(tempfile.mkdtemp(prefix=f".{rid}-", dir=runs_dir))
+        tmp.chmod(0o777 & ~_UMASK)  # mkdtemp's 0700 would make the finished run unlike every other folder written
         result.write(tmp)
         (tmp / "point.json").write_text(json.dumps(point | {"servesim": code_version()}, indent=1, default=str) + "\n")
         if final.exists():
@@ -179,6 +180,15 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str)
         return row | _flat(result.summary) | {"error": None}
     except Exception as exc:  # recorded, and the sweep goes on
         return _failed(rid, point, runs_dir, exc)
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
 
 
 def _failed(rid: str, point: dict, runs_dir: str, exc: Exception) -> dict:

@@ -64,14 +64,22 @@ def test_missing_columns_and_too_few_points_are_named():
 
 
 @pytest.mark.parametrize("col, value, message", [
-    ("time_ms", -3.0, "row 4: time_ms must be a finite, non-negative time, got -3.0"),
+    ("time_ms", -3.0, "row 4: time_ms must be 0 or a time from 1e-6 to 1e9 ms, got -3.0"),
+    ("time_ms", 1e-300, "row 4: time_ms must be 0 or a time"),  # overflowed the relative-error fit
+    ("experts_touched", float("nan"), "row 4: experts_touched must be a non-negative number"),
+    ("experts_touched", -5.0, "row 4: experts_touched must be a non-negative number"),
+    ("experts_touched", "abc", "row 4: experts_touched must be a non-negative number up to 2^40"),
+    ("experts_touched", float("inf"), "row 4: experts_touched must be"),
     ("time_ms", float("nan"), "row 4: time_ms must be"),
     ("prefill_tokens", -10, "row 4: prefill_tokens must be a non-negative integer"),
     ("decode_seqs", "x", "row 4: decode_seqs must be a non-negative integer up to 2^40, got 'x'"),
     ("decode_context_tokens", 2**70, "row 4: decode_context_tokens must be a non-negative integer up to 2^40"),
 ])
 def test_a_damaged_measurement_row_is_named_not_dropped(col, value, message):
-    df = synthetic().astype({col: object})
+    df = synthetic()
+    if col == "experts_touched":
+        df[col] = 4.0
+    df = df.astype({col: object})
     df.loc[3, col] = value
     with pytest.raises(ConfigError, match=re.escape(message)):
         fit_step_model(df)
@@ -301,3 +309,74 @@ def test_compare_says_where_a_profile_is_taken_beyond_what_it_was_fitted_on(tmp_
     assert any("at most 256 tokens in a step; the typical steps compared reached 8,192" in w for w in err), err
     assert main(["calibrate", "compare", "h100-llama-3.1-8b-bf16-tp1", "h200-llama-3.1-8b-bf16-tp1"]) == 0
     assert capsys.readouterr().err == ""  # within both gpu-grid profiles' range: nothing to say
+
+
+@pytest.mark.parametrize("record, needle", [
+    (b"[1,2]", "run.json: must hold a JSON object, got list"),
+    (b'{"model": "small-llama", "dtype": "fp32"', "run.json: not a JSON document"),
+    (b"\xff\xfe{}", "run.json is not UTF-8 text"),
+    (b'{"model": "small-llama", "dtype": "fp32", "hardware": "cpu"}', "run.json.hardware: Input should be a valid dict"),
+    (b'{"model": "small-llama", "dtype": "fp32", "device": 5}', "run.json.device: Input should be a valid string"),
+    (b'{"model": 5, "dtype": "fp32"}', "run.json.model: Input should be a valid string"),
+    (b'{"model": "small-llama", "dtype": "fp99"}', "run.json.dtype: Input should be"),
+    (b'{"model": "small-llama", "dtype": "fp32", "block_size": "big"}', "run.json.block_size"),
+    (None, "run.json: is not a regular file"),
+])
+def test_a_damaged_run_record_is_one_line_naming_it(tmp_path, record, needle):
+    """run.json was read with a bare json.loads and its fields written into the profile unchecked: a list crashed
+    the fit, `model: 5` wrote a profile no run could load."""
+    harness_table().to_parquet(tmp_path / "measurements.parquet")
+    if record is None:
+        (tmp_path / "run.json").mkdir()
+    else:
+        (tmp_path / "run.json").write_bytes(record)
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        fit_directory(tmp_path)
+
+
+def test_the_gpu_a_cuda_run_recorded_is_the_profiles_without_gpu(tmp_path):
+    """An H100 measurement fitted without --gpu ran on an H200 unsaid."""
+    run = cpu_run(tmp_path, model="llama-3.1-8b", dtype="bf16", device="cuda:0",
+                  hardware={"kind": "cuda", "name": "NVIDIA H100 80GB HBM3"})
+    path, _ = fit_directory(run)
+    assert load_profile(str(path)).gpu == "h100-sxm"
+    with pytest.raises(ConfigError, match="measured on h100-sxm"):
+        load(None, [f"profile={path}", "hardware.gpu=h200-sxm"])
+
+
+def test_the_fit_never_writes_over_its_own_input(tmp_path):
+    """--out m.csv replaced the measurements with the profile, exit 0."""
+    table = tmp_path / "p.predictions.parquet"  # an earlier fit's predictions, refitted
+    harness_table().to_parquet(table)
+    for out in (table, tmp_path / "p.yaml"):  # the profile, or the predictions written beside it
+        with pytest.raises(ConfigError, match="--out: .* is the fit's own input"):
+            fit_directory(table, out=out, model="small-llama", dtype="fp32")
+    (tmp_path / "d").mkdir()
+    run = cpu_run(tmp_path / "d")
+    for out in (run / "measurements.parquet", run / "run.json"):
+        with pytest.raises(ConfigError, match="--out: .* is the fit's own input"):
+            fit_directory(run, out=out)
+    assert pd.read_parquet(table).equals(harness_table()) and not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.parametrize("labels, extra, needle", [
+    ({"tp": 3}, {}, "--tp: 8 attention heads do not split over 3 GPUs"),
+    ({}, {"experts_touched": 2.0}, "the table has experts_touched, but small-llama has no experts"),
+])
+def test_a_fit_the_model_cannot_have_is_refused(tmp_path, labels, extra, needle):
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        fit_directory(cpu_run(tmp_path, harness_table().assign(**extra)), **labels)
+
+
+def test_a_poor_held_out_error_is_said(tmp_path, capsys):
+    """A fit that predicts unseen steps 2.5x wrong passed with exit 0 and no word."""
+    import numpy as np
+
+    from servesim.simulator.cli import main
+
+    df = synthetic("cpu")
+    table = tmp_path / "m.csv"
+    for sigma, said in ((0.01, False), (1.0, True)):
+        df.assign(time_ms=df["time_ms"] * np.random.default_rng(0).lognormal(0, sigma, len(df))).to_csv(table, index=False)
+        assert main(["calibrate", "fit", str(table), "--model", "small-llama", "--dtype", "fp32"]) == 0
+        assert ("predicts steps it was not fitted on poorly" in capsys.readouterr().err) == said

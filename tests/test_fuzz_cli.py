@@ -384,7 +384,10 @@ def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_pat
     path.write_text(yaml.safe_dump(prof))
     argv = command + [str(path)] if command[0] == "calibrate" else command + [f"profile={path}", "--out",
                                                                               str(tmp_path / "r")]
-    _one_error(capsys, main(argv), "profile.coefficients.step_overhead_ms")
+    _one_error(capsys, main(argv), "profile.coefficients.step_overhead_ms", f"(in {path})")  # which of two files
+    prof["cost_model"] = "quadratic"
+    path.write_text(yaml.safe_dump(prof))
+    _one_error(capsys, main(argv), "profile.cost_model: Input should be 'linear' or 'roofline'", f"(in {path})")
 
 
 @pytest.mark.parametrize("setting, why", [

@@ -467,3 +467,74 @@ def test_a_scenario_value_the_run_records_otherwise_is_said(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rs.max_num_seqs == 32 and "records engine.max_num_seqs=32, which replaces --scenario's engine.max_num_seqs=64" in err
     assert "max_model_len" not in err and "records no GPU" not in err and rs.scenario.hardware.gpu == "l40s"
+
+
+@pytest.mark.parametrize("content,name,msg", [
+    # one record 1e16 s away: simulated at a float precision that wiped out every step (TTFT 0, "finished")
+    ('{"input_toks": 5, "output_toks": 3, "queued_ts": 1, "scheduled_ts": 2, "first_token_ts": 3, '
+     '"last_token_ts": 4}\n' * 3 + '{"input_toks": 5, "output_toks": 3, "queued_ts": 1e16, "scheduled_ts": 1e16, '
+     '"first_token_ts": 1e16, "last_token_ts": 1e16}\n', "r.jsonl", "line 4: its times lie 1e\\+16 s from the run"),
+    ('{"ttfts": [0.1, 0.1, 0.1], "input_lens": [5, 5, 5], "output_lens": [3, 3, 3], "itls": [[0.1], [0.1], [0.1]], '
+     '"start_times": [0, 1, -1e12]}', "b.json", "request 2: its times lie 1e\\+12 s from the run"),
+    # more gaps than tokens: one output token cannot have 700 inter-token latencies
+    ('{"ttfts": [0.1], "input_lens": [5], "output_lens": [1], "itls": [[0.1, 0.1]], "start_times": [0]}', "b.json",
+     "request 0: 2 itls for 1 output token"),
+])
+def test_real_runs_that_no_simulation_can_hold_are_refused(tmp_path, content, name, msg):
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(ConfigError, match=msg):
+        read_run(path)
+
+
+def test_a_bench_result_without_itls_has_no_tpot_said(tmp_path, capsys):
+    """Every token in the first chunk (empty itls) measures no time per token: the TPOT was 0 ms, unsaid."""
+    _, result = _simulated()
+    path = write_bench(result, tmp_path / "bench.json")
+    data = json.loads(path.read_text())
+    data["itls"][3] = []
+    path.write_text(json.dumps(data))
+    capsys.readouterr()
+    run = read_run(path)
+    assert "1 record(s) have several output tokens but no itls after the first token" in capsys.readouterr().err
+    before = read_run(write_bench(result, tmp_path / "clean.json")).requests["tpot"].isna().sum()
+    assert run.requests["tpot"].isna().sum() == before + 1
+
+
+def test_a_bom_is_no_content(tmp_path):
+    _, result = _simulated()
+    path = write_lifecycle(result, tmp_path / "requests.jsonl")
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert read_run(bom).requests.equals(read_run(path).requests)
+
+
+@pytest.mark.parametrize("meta, field", [
+    ({"kv_cache": {"block_size": [16]}}, "kv_cache.block_size: must be a positive integer, got [16]"),
+    ({"kv_cache": {"gpu_memory_utilization": 1.5}}, "kv_cache.gpu_memory_utilization: must be a fraction in (0, 1]"),
+    ({"kv_cache": {"num_gpu_blocks": -3}}, "kv_cache.num_gpu_blocks: must be a positive integer"),
+    ({"engine_kwargs": {"kv_cache_dtype": ["fp8"]}}, "engine_kwargs.kv_cache_dtype: must be one of auto, "),
+])
+def test_a_bad_recorded_value_names_meta_json_not_an_engine_setting(tmp_path, capsys, meta, field):
+    """Each was blamed on engine.block_size (or ...), a setting the user never set."""
+    _, result = _simulated()
+    run = tmp_path / "run"
+    (run / "vllm").mkdir(parents=True)
+    write_lifecycle(result, run / "vllm" / "requests.jsonl")
+    (run / "vllm" / "meta.json").write_text(json.dumps(meta))
+    assert main(["compare", str(run), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert f"meta.json: {field}" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_damaged_timeline_is_a_gap_not_a_crash(tmp_path, capsys):
+    """inf in timeseries.csv crashed the timeline plot (exit 3) after half the results were written."""
+    _, result = _simulated()
+    run = tmp_path / "run"
+    (run / "vllm").mkdir(parents=True)
+    write_lifecycle(result, run / "vllm" / "requests.jsonl")
+    (run / "vllm" / "timeseries.csv").write_text("t,running,waiting\ninf,1,2\n-5,1e308,0\n0,3,1\n1,-2,x\n2,4,1\n")
+    t = read_run(run).timeseries
+    assert list(t["t"]) == [-5.0, 0.0, 1.0, 2.0] and t["running"].isna().tolist() == [True, False, True, False]
+    assert main(["compare", str(run), "--out", str(tmp_path / "o")] + sum((["--set", s] for s in DEPLOY), [])) == 0
+    assert "Traceback" not in capsys.readouterr().err and (tmp_path / "o" / "summary.json").is_file()

@@ -31,6 +31,8 @@ def test_parallel_equals_sequential_and_reruns_skip(tmp_path):
     again = sw.sweep(None, BASE, pts, tmp_path / "par", jobs=2, progress=False)
     pd.testing.assert_frame_equal(again, par)
     assert stamp == {p: p.stat().st_mtime_ns for p in (tmp_path / "par" / "runs").glob("*/summary.json")}
+    runs = sorted(p for p in (tmp_path / "seq" / "runs").iterdir() if p.is_dir())
+    assert {p.stat().st_mode & 0o777 for p in runs} == {(tmp_path / "seq").stat().st_mode & 0o777}  # not mkdtemp's 0700
     # more load, more waiting: the table is what analysis reads
     t = seq.groupby("workload.arrival.rate")["mean_ttft_ms"].mean()
     assert t[8] > t[4]
