@@ -19,17 +19,31 @@ from typing import Any, Union
 
 import pandas as pd
 
-from servesim.simulator.capacity_plan import plan as capacity
+from servesim.api_args import checked_args
+from servesim.simulator.capacity_plan import plan
 from servesim.simulator.cli_args import COUNT, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE, checked
 from servesim.simulator.config import ResolvedScenario, Scenario, load, override
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.metrics import RunResult
-from servesim.simulator.plots import plot_results as plot
+from servesim.simulator.plots import plot_results
 from servesim.workloads.source import RequestSource
 from servesim.workloads.spec import RequestSpec
-from servesim.workloads.traces import describe_file, describe_trace, read_trace
+from servesim.workloads import traces
 
 from servesim import __all__  # noqa: E402,F401 (the names servesim exports, listed once there)
+
+# the functions servesim exports from elsewhere, their arguments checked as the CLI checks its flags
+capacity = checked_args(plan, "capacity", model="text", gpu="text", gpu_memory_gib="number",  # plan says the ranges
+                        gpu_memory_utilization="number", quantization="text", kv_cache_dtype="text",
+                        weights_gib="number", tensor_parallel_size="number", block_size="number",
+                        disable_hybrid_kv_cache_manager="bool", max_model_len="number", tokens_per_request="number",
+                        shared_prefix_tokens="number", private_tokens="number")
+plot = checked_args(plot_results, "plot", results="path", kind="text", out="path", x="text", by="text", title="text")
+read_trace = checked_args(traces.read_trace, path="path", fmt="text", time_scale="number", start_s="number",
+                          duration_s="number", sample="number", limit="int", seed="count", first_id="count",
+                          hash_block_tokens="int", use_hash_ids="bool")
+describe_file = checked_args(traces.describe_file, path="path", fmt="text")
+describe_trace = checked_args(traces.describe_trace, specs="list", block_tokens="int", skipped="count")
 
 ScenarioLike = Union[str, os.PathLike, Mapping, Scenario, None]
 Overrides = Union[Mapping[str, Any], Sequence[str], None]
@@ -48,7 +62,7 @@ def _settings(overrides: Overrides) -> list[str]:
                 raise ConfigError("overrides", f"keys are dotted setting names, got {key!r}")
             out.append(override(key, value))
         return out
-    if not all(isinstance(x, str) for x in overrides):
+    if not isinstance(overrides, Sequence) or not all(isinstance(x, str) for x in overrides):
         raise ConfigError("overrides", "a list of overrides holds 'key=value' texts; give a mapping for values")
     return list(overrides)
 
@@ -65,6 +79,7 @@ def _source(scenario: ScenarioLike):
                                   f"{type(scenario).__name__}")
 
 
+@checked_args
 def resolve(scenario: ScenarioLike = None, overrides: Overrides = None) -> ResolvedScenario:
     """The deployment a scenario describes, every derived value concrete (model, GPU, profile, KV pool, budgets):
     what `servesim config` prints."""
@@ -75,6 +90,7 @@ def resolve(scenario: ScenarioLike = None, overrides: Overrides = None) -> Resol
     return load(_source(scenario), _settings(overrides))
 
 
+@checked_args
 def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overrides = None, *,
              requests: Sequence[RequestSpec] | RequestSource | None = None) -> RunResult:
     """One run, as `servesim run`: `.summary` (vLLM's benchmark names), `.requests` and `.steps` (pandas), `.itls`;
@@ -99,6 +115,7 @@ def _axes(grid: Mapping[str, Sequence] | None, zipped: Mapping[str, Sequence] | 
     return axes
 
 
+@checked_args(grid="mapping", out="path", zipped="mapping", seeds="int", base_seed="int", jobs="int", progress="bool")
 def sweep(scenario: ScenarioLike, grid: Mapping[str, Sequence] | None = None, overrides: Overrides = None, *,
           out: str | os.PathLike, zipped: Mapping[str, Sequence] | None = None, seeds: int = 1,
           base_seed: int | None = None,
@@ -115,6 +132,7 @@ def sweep(scenario: ScenarioLike, grid: Mapping[str, Sequence] | None = None, ov
     return run(_source(scenario), sets, points, out, checked("jobs", jobs, JOBS), progress=progress)
 
 
+@checked_args(slos="mapping", low="number", high="number", tolerance="number", max_runs="int")
 def max_rate(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overrides = None, *, low: float = 0.05,
              high: float | None = None, tolerance: float = 0.05, max_runs: int = 30) -> dict:
     """`servesim search max-rate`: the highest arrival rate meeting every SLO ({"ttft_p99_ms": 500, ...})."""
@@ -125,6 +143,7 @@ def max_rate(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overr
                   checked("tolerance", tolerance, TOLERANCE), checked("max_runs", max_runs, COUNT))
 
 
+@checked_args(slos="mapping", rate="number", most="int")
 def min_replicas(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overrides = None, *,
                  rate: float | None = None, most: int = 256) -> dict:
     """`servesim search min-replicas`: the fewest replicas meeting every SLO at the scenario's (or this) rate."""

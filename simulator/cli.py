@@ -343,11 +343,14 @@ def _add_plot(sub) -> None:
 
 def _add_workload(sub) -> None:
     """`servesim workload describe|write`."""
+    from servesim.workloads.traces import TRACE_FORMATS
+
     w = sub.add_parser("workload", help="inspect a trace or a scenario's workload, or save it as JSONL")
     wsub = w.add_subparsers(dest="workload_command", required=True)
     wd = wsub.add_parser("describe", help="rows, duration, rate, length percentiles, prefix reuse")
     wd.add_argument("file", help="a trace file (format inferred) or a scenario YAML")
-    wd.add_argument("--format", help="trace format, when it cannot be inferred")
+    wd.add_argument("--format", choices=TRACE_FORMATS, metavar="FORMAT",
+                    help=f"trace format, when it cannot be inferred: {', '.join(TRACE_FORMATS)}")
     wd.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="with a scenario YAML")
     wd.add_argument("--json", action="store_true")
     wd.set_defaults(func=cmd_workload_describe)
@@ -403,7 +406,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # a usage error (one line already printed) or --help: its code, not an exception
         return exc.code if isinstance(exc.code, int) else 2
     args.argv = argv  # the exact command, for results that record how they were made
-    fresh = _missing_folders(getattr(args, "out", None))
+    try:
+        fresh = _missing_folders(getattr(args, "out", None))
+    except OSError as exc:  # a name too long for the file system, a path through a file: no command can write there
+        print(f"servesim: error: --out: {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     rc = 3
     try:
         rc = _dispatch(args)

@@ -8,6 +8,23 @@ setting that gives it its effect (`speculative.method=none,fixed`), so it is sai
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+# settings a search varies itself: a setting whose effect depends on them is not "without effect" in its first runs
+_VARIED: ContextVar[frozenset] = ContextVar("varied", default=frozenset())
+
+
+@contextmanager
+def varying(*keys: str):
+    """While a search varies `keys` (search replicas starts at one replica), the settings that take effect at other
+    values of them are not said to have none (the router at one replica changed the answer: 2 replicas, or 3)."""
+    token = _VARIED.set(_VARIED.get() | set(keys))
+    try:
+        yield
+    finally:
+        _VARIED.reset(token)
+
 
 def _changed(section, name: str) -> bool:
     return getattr(section, name) != type(section).model_fields[name].default
@@ -27,7 +44,8 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              (not p.admission.shed_on_ttft_slo, p.admission, "policies.admission", ["shed_ttft_ms"],
               "policies.admission.shed_on_ttft_slo is off"),
              (not c.prefill_replicas, c, "cluster", ["kv_link_gbps"], "cluster.prefill_replicas is 0 (no disaggregation)"),
-             ((c.prefill_replicas or c.replicas * e.data_parallel_size) == 1, c, "cluster", ["router"],
+             ((c.prefill_replicas or c.replicas * e.data_parallel_size) == 1 and "cluster.replicas" not in _VARIED.get(),
+              c, "cluster", ["router"],
               "one replica takes every request"),
              (not has_local_layers, e, "engine", ["disable_hybrid_kv_cache_manager"],
               "the model has no local-attention layers"),

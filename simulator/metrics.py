@@ -275,8 +275,17 @@ class RunResult:
     def write(self, out_dir: str | Path) -> Path:
         from servesim.simulator.files import dump_yaml
 
+        import os
+
+        from servesim.simulator.errors import ConfigError
+
+        if not isinstance(out_dir, (str, os.PathLike)):
+            raise ConfigError("out_dir", f"must be a path (str or os.PathLike), got {type(out_dir).__name__}")
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # a file in the way, a name too long: the CLI's --out says the same
+            raise ConfigError("out_dir", f"cannot write a results folder at {out}: {exc.strerror or exc}") from None
         (out / "config.yaml").write_text(dump_yaml(self._repeatable_config(out)))
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
         self.requests.to_parquet(out / "requests.parquet", index=False)

@@ -3,6 +3,8 @@ Pareto front and goodput; a search's capacity per configuration (`plot_results` 
 
 from __future__ import annotations
 
+import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +54,7 @@ def _figure(path_stem: str | Path, fig) -> list[Path]:
     out = [stem.parent / f"{stem.name}.png", stem.parent / f"{stem.name}.svg"]  # a dot in the name stays
     fig.tight_layout()
     fig.savefig(out[0], dpi=110)
-    fig.savefig(out[1])
+    fig.savefig(out[1], metadata={"Date": None})  # no timestamp: the same table draws the same bytes
     plt.close(fig)
     return out
 
@@ -61,6 +63,7 @@ def _plt():
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "servesim"  # SVG ids from a fixed salt, not a random one per run
     import matplotlib.pyplot as plt
 
     return plt
@@ -227,8 +230,12 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
         steps = src / "steps.parquet" if src.is_dir() else src
         if not steps.is_file():
             raise ConfigError("results", f"{steps} not found: give a run's output directory")
-        return timeline(read_table(steps, "results", ("start", "num_waiting", "num_running", "kv_usage",
-                                                      "num_preempted")), stem, title or f"run {src}")
+        columns = ("start", "num_waiting", "num_running", "kv_usage", "num_preempted")
+        table = read_table(steps, "results", columns)
+        if not len(table):
+            raise ConfigError("results", f"{steps} holds no steps to plot")
+        _check_numbers(table, list(columns), steps)
+        return timeline(table, stem, title or f"run {src}")
     name = {"capacity": "max_rate.csv"}.get(kind, "sweep.parquet")
     table_path = src / name if src.is_dir() else src
     if not table_path.is_file():
@@ -248,13 +255,47 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
     for col in [c for c in (load_axis, by) if c]:
         if col not in table:
             raise ConfigError("--x" if col == x else "--by", f"{col!r} is not a column of {table_path}")
-    if kind == "latency-vs-rate":
-        return latency_vs_rate(table, stem, x, by)
-    if kind == "pareto":
-        return pareto(table, stem, by=by)
-    if kind == "goodput":
-        if "request_goodput" not in table:
-            raise ConfigError("results", "no request_goodput column: the swept scenario needs workload.slo_classes")
-        return goodput_vs_rate(table, stem, x, by)
-    return capacity(table, stem, by or table.columns[0])
+    if kind == "goodput" and "request_goodput" not in table:
+        raise ConfigError("results", "no request_goodput column: the swept scenario needs workload.slo_classes")
+    _check_numbers(table, PLOT_COLUMNS[kind] + ["request_goodput"] * (kind == "goodput") + [load_axis] * bool(load_axis),
+                   table_path)
+    if load_axis:
+        _warn_averaged(table, load_axis, by)
+    with warnings.catch_warnings():  # a log axis over a zero latency: the point is left off, as matplotlib says
+        warnings.filterwarnings("ignore", message="Data has no positive values")
+        if kind == "latency-vs-rate":
+            return latency_vs_rate(table, stem, x, by)
+        if kind == "pareto":
+            return pareto(table, stem, by=by)
+        if kind == "goodput":
+            return goodput_vs_rate(table, stem, x, by)
+        return capacity(table, stem, by or table.columns[0])
+
+
+def _check_numbers(table, columns: list[str], where) -> None:
+    """A plotted column must hold numbers, finite and non-negative (NaN: a run with nothing to measure, left
+    off). A damaged table was drawn as text tick labels, or crashed deep in matplotlib."""
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    from servesim.simulator.errors import ConfigError
+
+    for col in columns:
+        v = table[col]
+        if not is_numeric_dtype(v) or is_bool_dtype(v):
+            raise ConfigError("results", f"{where}: column {col} must hold numbers, got {v.dtype} "
+                                         f"(e.g. {v.dropna().iloc[0]!r:.40})" if v.notna().any() else
+                                         f"{where}: column {col} must hold numbers, got {v.dtype}")
+        bad = v.notna() & ~(np.isfinite(v.to_numpy(dtype=float)) & (v.to_numpy(dtype=float) >= 0))
+        if bad.any():
+            raise ConfigError("results", f"{where}: column {col} must be finite and non-negative, got "
+                                         f"{float(v[bad].iloc[0])!r} (row {int(np.argmax(bad.to_numpy())) + 1})")
+
+
+def _warn_averaged(table, x: str, by: str | None) -> None:
+    """A point per load value averages the runs at it: over seeds, as meant, but over another swept setting it
+    mixes deployments (4 and 64 sequences averaged to a TTFT neither has). Said, with the flag that splits it."""
+    swept = [c for c in table.columns if "." in c and c not in (x, by) and table[c].nunique(dropna=False) > 1]
+    if swept:
+        print(f"servesim: warning: the table also varies {', '.join(swept)}: each point averages over "
+              f"{'it' if len(swept) == 1 else 'them'} (split the lines with --by {swept[0]})", file=sys.stderr)
 

@@ -12,7 +12,7 @@ import math
 import re
 
 from servesim.simulator.errors import ConfigError
-from servesim.workloads.settings import MAX_BLOCKS, MAX_RATE
+from servesim.workloads.settings import MAX_BLOCKS, MAX_RATE, MIN_RATE
 
 _SLO = re.compile(r"^(ttft|tpot|itl|e2el|queue_time)_(mean|median|p50|p90|p99)_ms$")
 
@@ -82,8 +82,9 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
     if not 0 < tolerance < 1:
         raise ConfigError("--tolerance", f"must be a fraction strictly between 0 and 1, got {tolerance:g}")
     for flag, value in (("--low", low), ("--high", high)):
-        if value is not None and value > MAX_RATE:
-            raise ConfigError(flag, f"must be <= {MAX_RATE:g} req/s (workload.arrival.rate's bound), got {value:g}")
+        if value is not None and not MIN_RATE <= value <= MAX_RATE:
+            raise ConfigError(flag, f"must be from {MIN_RATE:g} to {MAX_RATE:g} req/s (workload.arrival.rate's "
+                                    f"bounds), got {value:g}")
     arrival = _arrival(scenario, sets)
     if arrival is None:
         raise ConfigError("workload.type", "a trace's arrival times are recorded and search max-rate varies "
@@ -129,6 +130,7 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     a measured failing count below a measured passing one."""
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
+    from servesim.simulator.inert_settings import varying
 
     extra = [f"workload.arrival.rate={rate:g}"] if rate is not None else []
     if rate is not None:
@@ -138,9 +140,11 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
                                         "a burst, a curve or a ramp): leave --rate out")
 
     def run(n: int) -> dict:
-        return simulate(load(scenario, sets + extra + [f"cluster.replicas={n}"])).summary
+        with varying("cluster.replicas"):
+            return simulate(load(scenario, sets + extra + [f"cluster.replicas={n}"])).summary
 
-    one = load(scenario, sets + extra + ["cluster.replicas=1"])
+    with varying("cluster.replicas"):
+        one = load(scenario, sets + extra + ["cluster.replicas=1"])
     e, c = one.scenario.engine, one.scenario.cluster
     held = (MAX_BLOCKS // one.num_gpu_blocks - c.prefill_replicas) // e.data_parallel_size  # KV pools one run holds
     why = "" if held >= most else f" (the most one run holds at {one.num_gpu_blocks:,} KV blocks each; a larger " \

@@ -119,11 +119,39 @@ def test_searches_and_capacity(tmp_path):
     (lambda: servesim.simulate(None, requests=[{"prompt_tokens": 5}]), "requests[0]"),
     (lambda: servesim.simulate(None, requests="trace.jsonl"), "requests"),
     (lambda: servesim.simulate(None, requests=[]), "requests: empty"),
-    (lambda: servesim.max_rate(None, {"ttft_p99_ms": 5}, low=1e300), "--low: must be <= 1e+09"),
+    (lambda: servesim.max_rate(None, {"ttft_p99_ms": 5}, low=1e300), "--low: must be from 1e-06 to 1e+09"),
     (lambda: servesim.plot("/nonexistent", "pareto"), "results"),
     (lambda: servesim.plot("/nonexistent", "bars"), "--kind"),
+    # wrong types were TypeErrors and AttributeErrors from deep inside (round 19)
+    (lambda: servesim.simulate(None, 5), "overrides"),
+    (lambda: servesim.sweep(None, {"seed": [1]}, out=5), "out: must be a path"),
+    (lambda: servesim.sweep(None, ["workload.arrival.rate=1"], out="/tmp/x"), "grid: must be a mapping"),
+    (lambda: servesim.sweep(None, {"seed": [1]}, out="/tmp/x", seeds="2"), "seeds: must be an integer"),
+    (lambda: servesim.capacity(5), "model: must be text"),
+    (lambda: servesim.capacity("llama-3.1-8b", {"memory_gib": 10}), "gpu: must be text"),
+    (lambda: servesim.capacity("llama-3.1-8b", bogus=1), "capacity: got an unexpected keyword argument 'bogus'"),
+    (lambda: servesim.capacity(tokens_per_request="4000"), "tokens_per_request: must be a number"),
+    (lambda: servesim.max_rate(None, {"ttft_p99_ms": 5}, low="1"), "low: must be a number"),
+    (lambda: servesim.plot(5, "pareto"), "results: must be a path"),
+    (lambda: servesim.read_trace(b"x.csv"), "path: must be a path"),
+    (lambda: servesim.read_trace("x.csv", seed=1.5), "seed: must be a non-negative integer"),
+    (lambda: servesim.read_trace("x.csv", first_id=-5), "first_id: must be a non-negative integer"),
+    (lambda: servesim.describe_trace("abc"), "specs: must be a list"),
+    (lambda: servesim.describe_file(None), "path: must be a path"),
+    (lambda: servesim.simulate(None, {"workload.num_requests": 3}).write(5), "out_dir: must be a path"),
 ])
 def test_bad_arguments_are_named(call, field, tmp_path):
+    """Each is a ConfigError naming the argument, as the README promises, never a TypeError from inside."""
     with pytest.raises(servesim.ConfigError) as e:
         call()
     assert field in str(e.value)
+
+
+def test_numpy_numbers_are_numbers_and_a_file_in_the_way_is_named(tmp_path):
+    import numpy as np
+
+    assert servesim.capacity("llama-3.1-8b", "h200-sxm", tensor_parallel_size=np.int64(2)) == \
+        servesim.capacity("llama-3.1-8b", "h200-sxm", tensor_parallel_size=2)
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(servesim.ConfigError, match="out_dir: cannot write a results folder at .*afile"):
+        servesim.simulate(None, {"workload.num_requests": 3}).write(tmp_path / "afile")

@@ -103,6 +103,7 @@ TRACE_CASES = {
     "azure-bad-time": ("a.csv", "azure", AZURE.replace("2023-11-16 18:15:46.6805900", "yesterday")),
     "azure-not-utf8": ("a.csv", "azure", AZURE.encode() + b"\xff\xfe,1,1\n"),
     "azure-ragged": ("a.csv", "azure", AZURE + "1,2,3,4\n"),
+    "azure-first-row-long": ("a.csv", "azure", AZURE.replace(",44\n", ",44,7\n")),  # was read as an index column
     "burstgpt-huge-response": ("b.csv", "burstgpt", BURST.replace(",18,", ",1e30,")),
     "burstgpt-negative": ("b.csv", "burstgpt", BURST.replace(",472,", ",-1,")),
     "burstgpt-all-failed": ("b.csv", "burstgpt", BURST.replace(",18,", ",0,")),
@@ -213,7 +214,7 @@ FLAGS = [  # (command prefix, flag, values it must refuse)
     (["sweep"], "--base-seed", ["-1", "1e3", "99999999999999999999999"]),
     (["sweep"], "--out", [""]),
     (["run"], "--out", ["", " "]),
-    (["search", "max-rate", "--slo", "ttft_p99_ms=500"], "--low", ["0", "-1", "inf", "nan"]),
+    (["search", "max-rate", "--slo", "ttft_p99_ms=500"], "--low", ["0", "-1", "inf", "nan", "1e-7"]),
     (["search", "max-rate", "--slo", "ttft_p99_ms=500"], "--high", ["0", "-1", "inf", "0.01"]),
     (["search", "max-rate", "--slo", "ttft_p99_ms=500"], "--tolerance", ["0", "1", "-0.5", "nan", "2"]),
     (["search", "max-rate"], "--slo", ["ttft_p99_ms=-5", "ttft_p99_ms=nan", "ttft_p99_ms=inf", "ttft_p99_ms=0",
@@ -226,6 +227,7 @@ FLAGS = [  # (command prefix, flag, values it must refuse)
     (["calibrate", "fit", "x.csv"], "--holdout", ["0", "1", "-0.5", "1.5", "nan"]),
     (["calibrate", "fit", "x.csv"], "--seed", ["-1"]),
     (["compare", "x"], "--tolerance", ["0", "-1", "inf"]),
+    (["workload", "describe", "x.csv"], "--format", ["bogus", ""]),
 ]
 FLAG_CASES = [(pre, flag, v) for pre, flag, values in FLAGS for v in values]
 

@@ -98,3 +98,65 @@ def test_timeline_draws_one_line_per_replica(tmp_path, monkeypatch, capsys):
     drawn.clear()
     plots.timeline(steps[steps["replica"] == 0], tmp_path / "one")
     assert [x.get_label() for x in drawn[0].axes[0].lines] == ["waiting", "running"]
+
+
+def _damaged(swept, tmp_path, name, **columns):
+    import shutil
+
+    import pandas as pd
+
+    copy = tmp_path / "damaged"
+    shutil.copytree(swept, copy, dirs_exist_ok=True)
+    path = copy / name
+    t = pd.read_parquet(path) if name.endswith(".parquet") else pd.read_csv(path)
+    for col, value in columns.items():
+        t[col] = value if not callable(value) else value(t)
+    t.to_parquet(path) if name.endswith(".parquet") else t.to_csv(path, index=False)
+    return copy
+
+
+@pytest.mark.parametrize("kind, column, value, needle", [
+    ("latency-vs-rate", "p99_ttft_ms", "x", "column p99_ttft_ms must hold numbers"),  # was KeyError, exit 3
+    ("latency-vs-rate", "p99_tpot_ms", lambda t: [[1]] * len(t), "column p99_tpot_ms must hold numbers"),
+    ("pareto", "p99_tpot_ms", lambda t: [[1]] * len(t), "column p99_tpot_ms must hold numbers"),
+    ("latency-vs-rate", "p99_ttft_ms", -1.0, "column p99_ttft_ms must be finite and non-negative, got -1.0"),
+    ("goodput", "workload.arrival.rate", float("inf"), "column workload.arrival.rate must be finite"),
+])
+def test_a_damaged_sweep_table_is_one_line(swept, tmp_path, capsys, kind, column, value, needle):
+    copy = _damaged(swept, tmp_path, "sweep.parquet", **{column: value})
+    assert main(["plot", str(copy), "--kind", kind, "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+
+
+def test_a_damaged_capacity_table_or_timeline_is_one_line(swept, tmp_path, capsys):
+    (tmp_path / "c").mkdir()
+    for text, needle in (("max_rate,fails_at\nnan,inf\n-5,3\n", "max_rate must be finite and non-negative, got -5.0"),
+                         ("max_rate,fails_at\nabc,def\n", "column max_rate must hold numbers")):
+        (tmp_path / "c" / "max_rate.csv").write_text(text)
+        assert main(["plot", str(tmp_path / "c"), "--kind", "capacity"]) == 2  # crashed in matplotlib, exit 3
+        assert needle in capsys.readouterr().err
+    run = next((swept / "runs").iterdir())
+    copy = _damaged(run, tmp_path, "steps.parquet", kv_usage="x")  # drawn as a row of "x" tick labels, exit 0
+    assert main(["plot", str(copy), "--kind", "timeline", "--out", str(tmp_path / "t")]) == 2
+    assert "column kv_usage must hold numbers" in capsys.readouterr().err
+
+
+def test_averaging_over_another_swept_setting_is_said_and_svgs_repeat(swept, tmp_path, capsys):
+    """Without --by, each rate's point averaged the 256- and 2048-token budgets: a TTFT neither deployment has."""
+    assert main(["plot", str(swept), "--kind", "latency-vs-rate", "--out", str(tmp_path / "a")]) == 0
+    assert ("the table also varies engine.max_num_batched_tokens: each point averages over it (split the lines "
+            "with --by engine.max_num_batched_tokens)") in capsys.readouterr().err
+    assert main(["plot", str(swept), "--kind", "latency-vs-rate", "--out", str(tmp_path / "b"),
+                 "--by", "engine.max_num_batched_tokens"]) == 0
+    assert "averages" not in capsys.readouterr().err
+    assert main(["plot", str(swept), "--kind", "latency-vs-rate", "--out", str(tmp_path / "c"),
+                 "--by", "engine.max_num_batched_tokens"]) == 0
+    for ext in ("png", "svg"):  # the SVG carried a date and random clip-path ids
+        assert (tmp_path / f"b.{ext}").read_bytes() == (tmp_path / f"c.{ext}").read_bytes()
+
+
+def test_an_out_no_file_system_takes_is_one_line(tmp_path, capsys):
+    assert main(["run", "--set", "workload.num_requests=3", "--out", str(tmp_path / ("a" * 300))]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("servesim: error: --out: ") and "File name too long" in err[0]

@@ -67,6 +67,19 @@ def test_min_replicas_is_the_smallest_cluster_meeting_the_slo():
     assert min_replicas(SCEN, SETS, slos, rate=20)["replicas"] > n  # twice the traffic, more replicas
 
 
+def test_a_searched_replica_count_does_not_call_the_router_inert(capsys):
+    """search replicas starts at one replica; the router it was given changed the answer (3 replicas for random,
+    2 for round robin), yet it was said to have no effect."""
+    from servesim.simulator.search import min_replicas
+
+    slos = parse_slos(["ttft_p99_ms=1000"])
+    capsys.readouterr()
+    min_replicas(SCEN, SETS + ["cluster.router=random"], slos, rate=10)
+    assert "cluster.router has no effect" not in capsys.readouterr().err
+    load(SCEN, SETS + ["cluster.router=least_outstanding"])  # a plain run of one replica still says so
+    assert "cluster.router has no effect: one replica takes every request" in capsys.readouterr().err
+
+
 def test_min_replicas_stops_at_the_pools_one_run_holds():
     """More replicas than one run can hold KV blocks for is "not met" with the reason (exit 1 in the CLI), not an
     error blaming engine.block_size."""

@@ -147,6 +147,15 @@ def test_the_time_bound_is_checked_on_the_requests_kept(trace):
         read_trace(path, time_scale=scale)
 
 
+def test_a_trace_whose_own_times_span_too_far_names_the_file_not_time_scale(tmp_path):
+    """A year-0001 timestamp among 2023's was blamed on time_scale, which the user never set."""
+    path = tmp_path / "year1.csv"
+    path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0001-01-01 00:00:00,5,3\n2023-11-16 18:15:46.68,5,3\n")
+    with pytest.raises(ConfigError, match="year1.csv: its arrivals kept span 6.38e\\+10 s, .*another unit") as e:
+        read_trace(path)
+    assert e.value.field == str(path)
+
+
 def test_window_selects_then_shifts(trace):
     specs, path = trace
     got = read_trace(path, start_s=10, duration_s=20)
@@ -358,7 +367,7 @@ def test_a_missing_file_is_named(tmp_path):
 def test_an_unknown_format_name_is_an_error(trace):
     with pytest.raises(ConfigError) as e:
         read_trace(trace[1], "parquet")
-    assert e.value.field == "fmt" and all(f in str(e.value) for f in TRACE_FORMATS)
+    assert e.value.field == "format" and all(f in str(e.value) for f in TRACE_FORMATS)
 
 
 def test_hash_ids_block_size_is_found_in_the_file_given_or_ignored(tmp_path):
@@ -444,3 +453,20 @@ def test_class_weights_on_a_trace_that_records_every_class_are_said_unused(tmp_p
     assert "bronze.weight" not in said
     plain = TraceWorkload(type="trace", path=str(f), slo_classes={"gold": {"ttft_ms": 100}, "bronze": {}}).source(0)
     assert [s.slo_class for s in src.specs] == [s.slo_class for s in plain.specs]
+
+
+def test_a_clipped_trace_says_so_and_drops_the_ids_it_cut(tmp_path):
+    """clip_to_max_model_len cut 26 of 30 Mooncake prompts to 4,095 tokens with no word (a synthetic workload says
+    it), and kept the hash ids of the blocks cut off."""
+    from servesim.workloads.trace_workload import TraceWorkload
+
+    rows = [{"timestamp": 10 * i, "input_length": n, "output_length": 5,
+             "hash_ids": list(range(100 * i, 100 * i + -(-n // 512)))} for i, n in enumerate((600, 5000, 9000))]
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    source = TraceWorkload(type="trace", path=str(path), clip_to_max_model_len=True).source(0, 4096)
+    assert [s.prompt_tokens for s in source.specs] == [600, 4095, 4095]
+    assert [len(s.prefix_ids) for s in source.specs] == [2, 8, 8]  # 4,095 tokens are 8 blocks of 512
+    assert "2 of 3 prompts are at max_model_len - 1 = 4,095 tokens" in " ".join(source.warnings)
+    unclipped = TraceWorkload(type="trace", path=str(path)).source(0, 4096)
+    assert [s.prompt_tokens for s in unclipped.specs] == [600, 5000, 9000] and not unclipped.warnings

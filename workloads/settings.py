@@ -30,7 +30,8 @@ MAX_RATE = 1e9  # requests per second
 
 Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]  # one prompt's, output's or context's length
 GiB = Annotated[float, Field(gt=0, le=MAX_GIB)]  # a device's or a pool's memory
-Rate = Annotated[float, Field(ge=1e-6, le=MAX_RATE)]  # requests per second (one in 11 days at the least)
+MIN_RATE = 1e-6  # requests per second: one in 11 days
+Rate = Annotated[float, Field(ge=MIN_RATE, le=MAX_RATE)]  # requests per second (one in 11 days at the least)
 Speed = Annotated[float, Field(ge=1e-3, le=1e9)]  # GB/s or TFLOP/s: a slower device would stall the clock
 Cost = Annotated[float, Field(ge=0, le=1e6)]  # ms, us or ns of one cost-model term: a million is no step time
 Efficiency = Annotated[float, Field(ge=1e-3, le=100)]  # of the datasheet's bandwidth or FLOP/s

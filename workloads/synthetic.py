@@ -21,6 +21,12 @@ from servesim.workloads.spec import RequestSpec
 CONTENT_BLOCK = 16  # tokens per prefix id in generated workloads (any size works; the KV manager maps it)
 
 
+def clipped_warning(cut: int, n: int, max_model_len: int | None) -> tuple[str, ...]:
+    """What workload.clip_to_max_model_len did, said: a prompt cut short is another request than the one asked for."""
+    return (f"{cut:,} of {n:,} prompts are at max_model_len - 1 = {max_model_len - 1:,} tokens (longer ones are cut "
+            f"to it: workload.clip_to_max_model_len)",) if cut else ()
+
+
 class SLOClass(Settings):
     """A class of requests with latency targets (ms; a request is good if it meets every one given)."""
 
@@ -145,9 +151,7 @@ class SyntheticWorkload(_Classes):
                  for s in self._specs(len(times), rng, max_model_len, ids)]
         cut = sum(s.prompt_tokens == max_model_len - 1 for s in specs) if max_model_len and self.clip_to_max_model_len \
             else 0
-        return StaticSource(specs, warnings=(f"{cut:,} of {len(specs):,} prompts are at max_model_len - 1 = "
-                                             f"{max_model_len - 1:,} tokens (longer ones are cut to it: "
-                                             f"workload.clip_to_max_model_len)",) if cut else ())
+        return StaticSource(specs, warnings=clipped_warning(cut, len(specs), max_model_len))
 
     def generate(self, seed: int, max_model_len: int | None = None) -> list[RequestSpec]:
         """The whole open-loop request list (closed-loop workloads have none up front)."""

@@ -9,7 +9,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from servesim.simulator.errors import ConfigError
 from servesim.workloads.source import RequestSource, StaticSource
-from servesim.workloads.synthetic import _Classes
+from servesim.workloads.synthetic import _Classes, clipped_warning
 
 
 class TraceWorkload(_Classes):
@@ -54,7 +54,11 @@ class TraceWorkload(_Classes):
             warnings += (f"{self.path} records SLO class(es) {', '.join(recorded)}, but workload.slo_classes gives "
                         f"them no targets: goodput is not computed",)
         if self.clip_to_max_model_len and max_model_len:
-            specs = [replace(s, prompt_tokens=min(s.prompt_tokens, max_model_len - 1)) for s in specs]
+            most = max_model_len - 1
+            warnings += clipped_warning(sum(s.prompt_tokens >= most for s in specs), len(specs), max_model_len)
+            specs = [s if s.prompt_tokens <= most else replace(  # the ids of the blocks cut off go with them
+                s, prompt_tokens=most, prefix_ids=s.prefix_ids[: -(-most // s.prefix_block_tokens)]
+                if s.prefix_block_tokens else s.prefix_ids) for s in specs]
         return StaticSource(specs, f"{len(specs):,} requests replayed from {self.path}", warnings)
 
     def _inert_options(self, info) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ import dataclasses
 import json
 import math
 import re
+import warnings
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NoReturn, NotRequired, Sequence, TypedDict
 
@@ -97,14 +98,31 @@ def _not_seconds(value) -> str:
 
 # ---------------------------------------------------------------- CSV
 
+def _longer_than_header(path: Path) -> tuple[str, str]:
+    """The first row with more fields than the header (pandas took its first field as an index before)."""
+    import csv
+
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        rows = csv.reader(f)
+        width = len(next(rows))
+        for line, row in enumerate(rows, 2):
+            if len(row) > width:
+                return f"line {line}", f"{len(row)} fields, but the header names {width}"
+    return "", f"a row holds more fields than the header names ({width})"
+
+
 class _Csv:
     """Vectorised column checks that report the earliest bad row, whichever column it is in."""
 
     def __init__(self, path: Path, needed: Sequence[str]):
         self.path = path
         try:
-            df = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False,
-                             skipinitialspace=True, encoding="utf-8-sig")
+            with warnings.catch_warnings():  # a row longer than the header: pandas drops its last fields, warning
+                warnings.simplefilter("error", pd.errors.ParserWarning)
+                df = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False,
+                                 skipinitialspace=True, encoding="utf-8-sig", index_col=False)
+        except pd.errors.ParserWarning:
+            _fail(path, *_longer_than_header(path))
         except pd.errors.EmptyDataError:
             _fail(path, "", "empty file: no requests")
         except pd.errors.ParserError as e:  # pandas counts lines 1-based, with the header and blank lines
@@ -431,7 +449,7 @@ def _read(path, fmt: str | None, hash_block_tokens: int | None = None, use_hash_
     if fmt is None:
         fmt = infer_format(path)
     elif fmt not in TRACE_FORMATS:
-        raise ConfigError("fmt", f"unknown trace format {fmt!r}; expected one of {', '.join(TRACE_FORMATS)}")
+        raise ConfigError("format", f"unknown trace format {fmt!r}; expected one of {', '.join(TRACE_FORMATS)}")
     try:
         rows = _READERS[fmt](path)
     except UnicodeDecodeError as e:
@@ -495,6 +513,9 @@ def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, s
         order, t = order[kept], t[kept]
     order, t = order[:limit], t[:limit]
     if not (np.isfinite(t).all() and t[-1] <= MAX_SECONDS):  # beyond it, float seconds lose the microseconds
+        if not np.isfinite(t).all() or t[-1] * time_scale > MAX_SECONDS:  # the file's own times, unscaled
+            _fail(path, "", f"its arrivals kept span {t[-1] * time_scale:.3g} s, and at most {MAX_SECONDS:g} s can "
+                            f"be simulated (a timestamp in another unit, or a damaged row?)")
         raise ConfigError("time_scale", f"{path}'s arrivals kept, scaled by 1/{time_scale:g}, reach {t[-1]:.3g} s: "
                                         f"at most {MAX_SECONDS:g} s can be simulated")
     no_extra: dict = {}

@@ -1,0 +1,73 @@
+"""The Python API's arguments checked by kind before a call: a wrong name or type is a ConfigError naming the
+argument, as a wrong flag is on the command line, never a TypeError from deep inside (`capacity(5)`,
+`read_trace(b"x.csv")`, `sweep(..., out=None)`). numpy numbers are taken as Python's; text is never a number."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from servesim.simulator.errors import ConfigError
+
+
+def _int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _number(v) -> bool:
+    return _int(v) or isinstance(v, (float, np.floating))
+
+
+KINDS = {  # kind -> (test, what the message says it must be)
+    "path": (lambda v: isinstance(v, (str, os.PathLike)), "a path (str or os.PathLike)"),
+    "text": (lambda v: isinstance(v, str), "text"),
+    "int": (_int, "an integer"),
+    "count": (lambda v: _int(v) and v >= 0, "a non-negative integer"),
+    "number": (_number, "a number"),
+    "bool": (lambda v: isinstance(v, (bool, np.bool_)), "true or false"),
+    "mapping": (lambda v: isinstance(v, Mapping), "a mapping"),
+    "list": (lambda v: isinstance(v, Sequence) and not isinstance(v, (str, bytes)), "a list"),
+}
+
+
+def _plain(v):
+    """numpy scalars as the Python numbers the rest of servesim takes."""
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    return float(v) if isinstance(v, np.floating) else v
+
+
+def checked_args(fn=None, /, _as: str | None = None, **kinds: str):
+    """fn (exported as `_as`) with its arguments checked: names against its signature, values against `kinds`
+    (None passes where the parameter's default is None)."""
+    if fn is None:
+        return lambda f: checked_args(f, _as, **kinds)
+    sig = inspect.signature(fn)
+    name = _as or fn.__name__
+    unknown = set(kinds) - set(sig.parameters)
+    assert not unknown, f"{fn.__name__} has no parameter {unknown}"  # a typo here, not the user's
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ConfigError(name, str(exc)) from None
+        for arg, value in bound.arguments.items():
+            kind = kinds.get(arg)
+            if kind is None or (value is None and sig.parameters[arg].default is None):
+                continue
+            test, what = KINDS[kind]
+            if not test(value):
+                raise ConfigError(arg, f"must be {what}, got {type(value).__name__} {value!r:.60}")
+            bound.arguments[arg] = _plain(value)
+        return fn(*bound.args, **bound.kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
