@@ -119,7 +119,12 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     w = values["weights_gib"]
     weights = round(w * GIB) if w is not None else math.ceil(arch.weight_bytes / tp)
     utilization = values["gpu_memory_utilization"]
-    pool = kv_pool_bytes(hw.memory_bytes, utilization, weights)
+    try:
+        pool = kv_pool_bytes(hw.memory_bytes, utilization, weights)
+    except ConfigError as exc:  # the flags given, not the engine setting they stand for
+        flag = "--weights-gib" if w is not None else "--gpu-memory-gib" if gpu_memory_gib is not None \
+            else "--gpu-memory-utilization"  # the most specific of the numbers given
+        raise ConfigError(flag, f"{exc.message} (--gpu {gpu}, --tensor-parallel-size {tp})") from None
     layout = kv_layout(arch, tp, disable_hybrid_kv_cache_manager)
     inert = [("--gpu", gpu != "generic-80gb" and gpu_memory_gib is not None and w is not None and not quantization,
               "--gpu-memory-gib and --weights-gib give all it would"),

@@ -73,7 +73,7 @@ def test_cli_text(capsys):
 
 @pytest.mark.parametrize("args,field", [
     (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization: must be <= 1"),
-    (["--weights-gib", "100"], "gpu_memory_utilization"),
+    (["--weights-gib", "100"], "--weights-gib: no memory left for the KV cache"),
     (["--block-size", "0"], "--block-size: must be >= 1"),
     (["--gpu-memory-gib", "inf"], "--gpu-memory-gib: must be a finite number"),
     (["-tp", "3", "--model", "llama-3.1-8b"], "--tensor-parallel-size: 32 attention heads do not split over 3"),

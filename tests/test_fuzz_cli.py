@@ -283,6 +283,10 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["calibrate", "import", "aiconfigurator", "--gpu", "h200-sxm", "--model", "gpt-oss-120b", "--dtype", "fp8",
       "--out", "p.yaml"], "--dtype: gpt-oss-120b's checkpoint is already quantized"),
     (["workload", "write", "--out", "/dev/null/x.jsonl", "--set", "workload.num_requests=2"], "/dev/null is not a directory"),
+    # round 19: the flag at fault, not the engine setting it stands for; the setting, not "."
+    (["capacity", "--model", "deepseek-v3", "--gpu", "h200-sxm"], "--gpu-memory-utilization: no memory left"),
+    (["capacity", "--model", "tiny-llama", "--gpu-memory-gib", "0.001"], "--gpu-memory-gib: no memory left"),
+    (["run", "--set", "workload={type: trace, path: ''}"], "workload.path: String should have at least 1 character"),
 ])
 def test_contradictions_and_impossible_requests_are_one_line(capsys, tmp_path, argv, needle):
     if argv[0] == "sweep":

@@ -14,7 +14,7 @@ from servesim.workloads.synthetic import _Classes, clipped_warning
 
 class TraceWorkload(_Classes):
     type: Literal["trace"]
-    path: str
+    path: str = Field(min_length=1)
     format: str | None = Field(default=None, description="inferred from the file when not given")
     time_scale: PositiveFloat = Field(1.0, description="multiplies the recorded rate: 2 replays twice as fast "
                                                        "(every gap halved)")
