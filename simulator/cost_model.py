@@ -197,7 +197,8 @@ class Profile(Settings):
     architecture: dict | None = None
     hardware: dict | None = None
     measurements: str | None = None  # path of the raw measurements, relative to the profile
-    shape_range: dict[str, PositiveInt] | None = None  # the largest batches it was fitted on (max_tokens, max_seqs, ...)
+    # the largest batches it was fitted on; a key no check reads is refused, not ignored
+    shape_range: dict[Literal["max_tokens", "max_seqs", "max_decode_context_tokens"], PositiveInt] | None = None
     engine_version: str | None = None  # the serving engine a fitted profile observed (vLLM 0.19.0)
     fitted: dict | None = None  # `calibrate fit` by simulation: terms, their start, the runs (calibration/serving_fit.py)
 

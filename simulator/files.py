@@ -66,15 +66,17 @@ class TooLarge(ValueError):
 
 
 class _Loader(yaml.SafeLoader):
-    """PyYAML's YAML 1.1, but numbers as YAML 1.2 (and Python, and the API) read them: 6e1 and 1.0e3 are numbers
-    (1.1 wants a dot and a signed exponent), 0777 is 777 (not octal 511: octal is 0o777), 1:00 is text (not 60)."""
+    """PyYAML's YAML 1.1, but numbers and booleans as YAML 1.2 (and Python, and the API) read them: 6e1 and 1.0e3
+    are numbers (1.1 wants a dot and a signed exponent), 0777 is 777 (not octal 511: octal is 0o777), 1:00 is
+    text (not 60), and only true and false are booleans (yes, no, on and off are text)."""
 
 
 class _Dumper(yaml.SafeDumper):
     """Writes what _Loader reads back as the same value: a string such as '6e1' or '0777' is quoted."""
 
 
-_INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
+_INT, _FLOAT, _BOOL = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"
+_BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")  # YAML 1.2: yes, no, on, off are text
 _INT_RE = re.compile(r"^(?:[-+]?[0-9][0-9_]*|0o[0-7_]+|0x[0-9a-fA-F_]+)$")
 _FLOAT_RE = re.compile(r"^(?:[-+]?(?:\.[0-9][0-9_]*|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?"
                        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
@@ -88,8 +90,9 @@ def _int(loader, node) -> int:
 
 
 for _kind in (_Loader, _Dumper):
-    _kind.yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]
+    _kind.yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT, _BOOL)]
                                      for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+    _kind.add_implicit_resolver(_BOOL, _BOOL_RE, list("tTfF"))
     _kind.add_implicit_resolver(_INT, _INT_RE, list("-+0123456789"))  # before floats: 5 is an int
     _kind.add_implicit_resolver(_FLOAT, _FLOAT_RE, list("-+0123456789."))
 _Loader.add_constructor(_INT, _int)

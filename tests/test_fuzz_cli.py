@@ -124,6 +124,9 @@ TRACE_CASES = {
     "servesim-zero-output": ("s.jsonl", "servesim", SERVESIM.replace('"output_tokens": 5', '"output_tokens": 0')),
     "servesim-deep": ("s.jsonl", "servesim", '{"x": ' + DEEP + "}\n"),
     "servesim-huge": ("s.jsonl", "servesim", SERVESIM.replace('"prompt_tokens": 10', '"prompt_tokens": 99999999999')),
+    "servesim-block-without-ids": ("s.jsonl", "servesim", SERVESIM.replace("}", ', "prefix_block_tokens": 16}')),
+    "servesim-huge-block": ("s.jsonl", "servesim", SERVESIM.replace("}", ', "prefix_ids": [1], '
+                                                                       '"prefix_block_tokens": 1000000000000000}')),
     "vllm-bench-deep": ("v.json", "vllm_bench", DEEP),
     "vllm-bench-no-start-times": ("v.json", "vllm_bench", json.dumps({"input_lens": [1], "output_lens": [1]})),
 }
@@ -287,6 +290,11 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["capacity", "--model", "deepseek-v3", "--gpu", "h200-sxm"], "--gpu-memory-utilization: no memory left"),
     (["capacity", "--model", "tiny-llama", "--gpu-memory-gib", "0.001"], "--gpu-memory-gib: no memory left"),
     (["run", "--set", "workload={type: trace, path: ''}"], "workload.path: String should have at least 1 character"),
+    # a switch takes true or false: YAML 1.1's yes/off and pydantic's lax "no" and 1 were taken
+    (["config", "--set", "engine.enable_prefix_caching=yes"], "engine.enable_prefix_caching: true or false is expected"),
+    (["config", "--set", "engine.enable_prefix_caching='no'"], "engine.enable_prefix_caching: true or false"),
+    (["config", "--set", "engine.enforce_eager=1"], "engine.enforce_eager: true or false is expected, not 1"),
+    (["config", "--set", "workload={type: trace, path: x.csv, use_hash_ids: off}"], "workload.use_hash_ids: true or false"),
 ])
 def test_contradictions_and_impossible_requests_are_one_line(capsys, tmp_path, argv, needle):
     if argv[0] == "sweep":
@@ -364,6 +372,7 @@ def test_unbounded_work_is_refused_up_front(tmp_path, argv, needle):
 
 @pytest.mark.parametrize("line,field", [
     ("shape_range: {max_seqs: -5}", "profile.shape_range.max_seqs"), ("shape_range: {max_tokens: 0}", "max_tokens"),
+    ("shape_range: {foo: 1}", "profile.shape_range.foo"),
     ("block_size: 0", "profile.block_size"), ("held_out_error: {mape: x}", "held_out_error.mape"),
     ("held_out_error: {p90_ape: -1}", "held_out_error.p90_ape"), ("tolerance: 0", "profile.tolerance"),
     ("coefficients: {step_overhead_ms: 1e308}", "step_overhead_ms"),

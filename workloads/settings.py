@@ -41,6 +41,11 @@ def _takes(annotation, kind: type) -> bool:
     return annotation is kind or any(_takes(a, kind) for a in get_args(annotation))
 
 
+def _only_bool(annotation) -> bool:
+    """A switch: bool, or bool | None, and nothing else (pydantic's lax mode took "no", "off" and 1 for one)."""
+    return annotation is bool or (_takes(annotation, bool) and all(a in (bool, type(None)) for a in get_args(annotation)))
+
+
 class _Bad(ValueError):
     def __init__(self, path: list[str], message: str):
         super().__init__(message)
@@ -82,6 +87,8 @@ class Settings(BaseModel):
                 field = cls.model_fields.get(key) if isinstance(key, str) else None
                 try:
                     _check(value, field is None or _takes(field.annotation, bool), [str(key)])
+                    if field is not None and _only_bool(field.annotation) and not isinstance(value, (bool, type(None))):
+                        raise _Bad([str(key)], f"true or false is expected, not {value!r:.40}")  # lax: "no", 1
                 except _Bad as exc:  # located at the key (first_error appends ctx["key"] to the location)
                     raise PydanticCustomError("setting_bound", "{message}",
                                               {"key": ".".join(exc.path), "message": str(exc)}) from None

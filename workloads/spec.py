@@ -85,6 +85,9 @@ def checked_specs(specs, where: str = "requests") -> list[RequestSpec]:
             bad("prefix_ids", "a tuple of integer content ids")
         if ids and not (integer(s.prefix_block_tokens) and 1 <= s.prefix_block_tokens <= MAX_TOKENS):
             bad("prefix_block_tokens", "the tokens each prefix id names (an integer >= 1)")
+        if ids and len(ids) > -(-s.prompt_tokens // s.prefix_block_tokens):  # as a trace file's rows are read
+            bad("prefix_ids", f"at most one id per {s.prefix_block_tokens}-token block of the {s.prompt_tokens} "
+                              f"prompt tokens ({-(-s.prompt_tokens // s.prefix_block_tokens)})")
         out.append(replace(s, request_id=int(s.request_id), arrival_time=float(t), prompt_tokens=int(s.prompt_tokens),
                            output_tokens=int(s.output_tokens), prefix_ids=tuple(int(x) for x in ids),
                            prefix_block_tokens=int(s.prefix_block_tokens) if ids else 0))

@@ -355,6 +355,10 @@ def _servesim_rows(obj: _Obj):
     block = obj.integer("prefix_block_tokens", 0)
     if obj.get("prefix_ids", []) and not block:
         obj.fail("prefix_block_tokens", "must be > 0 when prefix_ids are given")
+    if block and not obj.get("prefix_ids", []):
+        obj.fail("prefix_block_tokens", f"{block} names the tokens of each prefix id, but the row has no prefix_ids")
+    if block > MAX_TOKENS:
+        obj.fail("prefix_block_tokens", f"at most {MAX_TOKENS:,} tokens, got {block:,}")
     ids = obj.prefix_ids("prefix_ids", prompt, block, exact=False)
     yield (obj.seconds("arrival_time"), prompt, obj.integer("output_tokens", least=1, role="output"),
            {"max_tokens": obj.integer("max_tokens", None, least=1, role="output"),
