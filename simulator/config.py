@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -526,13 +527,31 @@ _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many 
 
 
 def say_once(warnings) -> None:
-    """Each warning on stderr, once a process."""
+    """Each warning on stderr, once a process; in a sweep's worker, kept for the parent to say (collected_warnings)."""
     import sys
 
     for warning in warnings:
         if warning and warning not in _WARNED:
             _WARNED.add(warning)
-            print(warning, file=sys.stderr)
+            if _COLLECTED is not None:
+                _COLLECTED.append(warning)
+            else:
+                print(warning, file=sys.stderr)
+
+
+_COLLECTED: list | None = None  # set while a sweep worker runs a point
+
+
+@contextmanager
+def collected_warnings():
+    """Warnings said inside, gathered rather than printed: a sweep's workers hand theirs to the parent, which says
+    each once (every worker process printed its own copy)."""
+    global _COLLECTED
+    outer, _COLLECTED = _COLLECTED, []
+    try:
+        yield _COLLECTED
+    finally:
+        _COLLECTED = outer
 
 
 

@@ -153,8 +153,18 @@ def _flat(summary: dict) -> dict:
     return {k: v for k, v in summary.items() if not isinstance(v, (dict, list))}
 
 
-def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str) -> dict:
-    """One run (in a worker process): reuse its finished outputs, else simulate and write them atomically."""
+WARNINGS = "_warnings"  # a worker's row: the warnings its run said, popped by the parent
+
+
+def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str, collect: bool = False) -> dict:
+    """One run (in a worker process): reuse its finished outputs, else simulate and write them atomically. With
+    `collect`, the warnings it says come back in the row (WARNINGS) for the parent to say once."""
+    if collect:
+        from servesim.simulator.config import collected_warnings
+
+        with collected_warnings() as said:
+            row = run_point(scenario, sets, point, runs_dir)
+        return row | {WARNINGS: said}
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
 
@@ -232,6 +242,8 @@ def write_table(rows: list[dict], out: Path, keys: list[str] | None = None) -> p
 
 def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | Path, jobs: int = 1,
           executor: str = "process", ray_address: str | None = None, progress: bool = True) -> pd.DataFrame:
+    from servesim.simulator.config import say_once
+
     check_points(scenario, sets, points)
     out = Path(out)
     runs = out / "runs"
@@ -247,6 +259,7 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     table = None
     try:
         for row in _execute(scenario, sets, points, str(runs), jobs, executor, ray_address):
+            say_once(row.pop(WARNINGS, ()))  # each worker's warnings, said once for the sweep
             rows.append(row)
             table = write_table(rows, out, keys)  # after every run, atomically: even a SIGKILL leaves what finished
             if bar:
@@ -268,7 +281,7 @@ def _execute(scenario, sets, points, runs, jobs, executor, ray_address):
         if not ray.is_initialized():
             ray.init(address=ray_address or os.environ.get("RAY_ADDRESS"), log_to_driver=False)
         remote = ray.remote(run_point)
-        pending = [remote.remote(scenario, sets, p, runs) for p in points]
+        pending = [remote.remote(scenario, sets, p, runs, True) for p in points]
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             yield ray.get(done[0])
@@ -280,7 +293,7 @@ def _execute(scenario, sets, points, runs, jobs, executor, ray_address):
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     with ProcessPoolExecutor(max_workers=min(jobs, len(points))) as pool:
-        futures = [pool.submit(run_point, scenario, sets, p, runs) for p in points]
+        futures = [pool.submit(run_point, scenario, sets, p, runs, True) for p in points]
         try:
             for f in as_completed(futures):
                 yield f.result()

@@ -143,3 +143,11 @@ def test_the_scenario_seed_starts_the_seeds_and_a_rewritten_trace_runs_again(tmp
     again = servesim.sweep(None, grid, {"workload": {"type": "trace", "path": str(trace)}}, out=tmp_path / "t")
     assert (first["completed"].iloc[0], again["completed"].iloc[0]) == (20, 10)
     assert first["run_id"].iloc[0] != again["run_id"].iloc[0]
+
+
+def test_a_warning_is_said_once_for_the_sweep_not_once_per_worker(tmp_path, capfd):
+    """Each worker process printed its own copy of every warning."""
+    pts = sw.expand(["workload.arrival.rate=4,8", "engine.max_num_seqs=8,32"], [], seeds=1)
+    sw.sweep(None, BASE + ["cluster.router=random"], pts, tmp_path / "s", jobs=2, progress=False)
+    err = capfd.readouterr().err
+    assert err.count("cluster.router has no effect") == 1, err
