@@ -102,7 +102,14 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
         if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
             raise ConfigError("requests", f"a list of RequestSpec (or a RequestSource), got {type(requests).__name__}")
         requests = checked_specs(requests)
-    return run(resolve(scenario, overrides), requests)
+    rs = resolve(scenario, overrides)
+    classes = getattr(rs.scenario.workload, "slo_classes", None)
+    if classes and isinstance(requests, list):  # as a trace replayed under slo_classes: each request has one
+        for i, spec in enumerate(requests):
+            if spec.slo_class not in classes:
+                raise ConfigError(f"requests[{i}].slo_class", f"one of the scenario's slo_classes "
+                                                              f"({', '.join(classes)}), got {spec.slo_class!r}")
+    return run(rs, requests)
 
 
 def _axes(grid: Mapping[str, Sequence] | None, zipped: Mapping[str, Sequence] | None) -> list[tuple[str, list, str]]:

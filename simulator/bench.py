@@ -100,7 +100,7 @@ def run_bench(args) -> int:
     else:
         at = f"at {rate:g} req/s" if rate is not None else f"({arrival.process if arrival else 'a trace'})"
         print(f"servesim bench: {requests:,} requests {at}, "
-              f"{args.repeats} repeats{'' if report['decode_runs'] else ', step by step'}")
+              f"{args.repeats} repeat{'s' * (args.repeats != 1)}{'' if report['decode_runs'] else ', step by step'}")
         print(f"  wall time, median          {wall:.2f} s   (all: {', '.join(f'{w:.2f}' for w in walls)}); "
               f"start-up {startup:.2f} s")
         print("  phases, median             " + ", ".join(f"{k[:-2]} {v:.2f} s" for k, v in phases.items()))

@@ -37,7 +37,7 @@ from servesim.simulator.scheduler import SchedulerSettings
 from servesim.simulator.speculation import SpeculationMethod
 from servesim.workloads import SyntheticWorkload, Workload
 from servesim.workloads.settings import (GiB, MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_GIB, MAX_GPUS, MAX_REPLICAS, MAX_REQUESTS,
-                                MAX_SECONDS, MAX_SEQS, MAX_TOKENS, Settings, Speed, Tokens)
+                                MAX_SECONDS, MAX_SEQS, MAX_TOKENS, Settings, Speed, Tokens, refuse)
 
 GIB = 2**30
 
@@ -149,7 +149,8 @@ class SpeculativeSettings(Settings):
     def _dist(self):
         d = self.acceptance_distribution
         if d is not None and (len(d) != self.num_speculative_tokens + 1 or abs(sum(d) - 1) > 1e-6):
-            raise ValueError("acceptance_distribution needs k + 1 probabilities summing to 1")
+            refuse("acceptance_distribution", f"needs k + 1 = {self.num_speculative_tokens + 1} probabilities "
+                                              f"summing to 1, got {len(d)} summing to {sum(d):g}")
         return self
 
 

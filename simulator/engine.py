@@ -14,7 +14,7 @@ from servesim.policies.routing import make_router
 from servesim.simulator.admission import AdmissionRules, predicted_queue_wait
 from servesim.simulator.batch import BatchShape, decode_shape
 from servesim.simulator.clock import SimClock
-from servesim.simulator.config import ResolvedScenario
+from servesim.simulator.config import ResolvedScenario, say_once
 from servesim.simulator.decode_runs import apply_decode_run, decode_run_limit
 from servesim.simulator.disaggregation import KVHandOff
 from servesim.simulator.errors import ConfigError
@@ -50,7 +50,11 @@ class Replica:
         cost = rs.cost_model.step_time
         base = cost(BatchShape(1, 1, 1, 0, 0))
         recompute = lambda t: cost(BatchShape(1, t, t * (t + 1) // 2, 0, 0)) - base if t else 0.0  # noqa: E731
-        preemption = Preemption(p.preemption_mode, int(e.swap_space * 2**30 // block_bytes),
+        swap_blocks = int(e.swap_space * 2**30 // block_bytes)
+        if p.preemption_mode != "recompute" and swap_blocks == 0:
+            say_once([f"servesim: warning: engine.swap_space={e.swap_space:g} GiB holds no KV block ({block_bytes:,} "
+                      f"bytes each): policies.preemption_mode={p.preemption_mode} recomputes every victim"])
+        preemption = Preemption(p.preemption_mode, swap_blocks,
                                 swap_cost=lambda blocks: blocks * self.block_transfer_s, recompute_cost=recompute)
         admission = AdmissionRules(p.admission.reserve, p.admission.reserve_quantile, p.admission.long_prompt_tokens,
                                    p.admission.max_long_prefills, rs.max_model_len)
@@ -72,6 +76,8 @@ class Replica:
         self.timer = StepTimer(executor or ModelledExecutor(rs.cost_model), self.block_transfer_s, self.speculation)
         self.decode_runs = (rs.scenario.simulation.decode_runs and self.timer.pure
                             and rs.scheduler.local_attention is None)  # local layers read (and hold) a moving window
+        cut = rs.scenario.simulation.max_sim_time_s
+        self.cut = float("inf") if cut is None else cut  # a step ending at or after it never completes
         self.front_end = front_end
         self.log = StepLog()
         self._idle = None
@@ -146,7 +152,10 @@ class Replica:
                 for j in range(k):
                     if j and t >= next_arrival:
                         break  # step-by-step would see the arrival at this step
-                    t = t + timer.decode_step(decode_shape(batch, ctx + batch * j))
+                    end = t + timer.decode_step(decode_shape(batch, ctx + batch * j))
+                    if j and end >= self.cut:
+                        break  # the run's last step would outlast the cut, and with it every step before
+                    t = end
                     ends.append(t)
                 yield env.at(t)
                 used_after, finished = apply_decode_run(sched, len(ends), step, t)

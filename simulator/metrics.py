@@ -241,7 +241,7 @@ class RunResult:
         s["kv_cache_usage_mean"] = float((steps["kv_usage"] * steps["duration"]).sum() / busy) if busy else 0.0
         s["mean_batch_size"] = float((steps["num_running"] * steps["duration"]).sum() / busy) if busy else 0.0
         s["max_concurrent_requests"] = int(steps["num_running"].max()) if len(steps) else 0
-        s["busy_fraction"] = busy / (replicas * duration)
+        s["busy_fraction"] = min(1.0, busy / (replicas * duration))  # a sum of step times may round past the span
         s["replicas"] = replicas
         if replicas - prefill_only > 1:  # load imbalance: the busiest replica's completions over the mean
             per = done.groupby("replica").size().reindex(range(prefill_only, replicas), fill_value=0)
@@ -256,7 +256,7 @@ class RunResult:
                 for c, g in req.groupby("slo_class", dropna=False)}
         s["useful_work_fraction"] = None
         if (done["batch_id"] >= 0).any():  # static batching: sum(l_i) / (n * max l_i) over the batches
-            g = done[done["batch_id"] >= 0].groupby("batch_id")["output_tokens"]
+            g = done[done["batch_id"] >= 0].groupby(["replica", "batch_id"])["output_tokens"]  # numbered per replica
             s["useful_work_fraction"] = float(g.sum().sum() / (g.size() * g.max()).sum())
         return s
 

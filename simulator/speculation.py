@@ -55,8 +55,12 @@ def acceptance_sampler(sp, seed: int):
         probs = np.asarray(sp.acceptance_distribution)
 
         def accept(k: int) -> int:
-            p = probs[: k + 1] / probs[: k + 1].sum()
-            return int(rng.choice(len(p), p=p))
+            """Of k <= K drafts offered, the accepted run is min(X, k) for X drawn over 0..K: a run that would
+            have gone past k stops at k (renormalising the first k + 1 entries divided 0 by 0 when they were all
+            zero, and shifted the rest of the mass onto shorter runs)."""
+            p = probs[: k + 1].copy()
+            p[k] = probs[k:].sum()
+            return int(rng.choice(len(p), p=p / p.sum()))
         return accept
 
     def accept(k: int) -> int:

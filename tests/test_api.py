@@ -117,6 +117,11 @@ def test_searches_and_capacity(tmp_path):
     (lambda: servesim.simulate(None, requests=[servesim.RequestSpec(0, 0.0, 9, 5, prefix_ids=(1, 2))]),
      "requests[0].prefix_block_tokens"),
     (lambda: servesim.simulate(None, requests=[{"prompt_tokens": 5}]), "requests[0]"),
+    # a request without a class ran classless (a "nan" class in the summary); its config.yaml drew it one
+    (lambda: servesim.simulate(None, {"workload.slo_classes": {"x": {"ttft_ms": 100}}},
+                               requests=[servesim.RequestSpec(0, 0.0, 5, 3, slo_class="x"),
+                                         servesim.RequestSpec(1, 0.0, 5, 3)]),
+     "requests[1].slo_class: one of the scenario's slo_classes (x), got None"),
     (lambda: servesim.simulate(None, requests=[servesim.RequestSpec(0, 0.0, 5, 3, prefix_ids=(1, 2, 3),
                                                                     prefix_block_tokens=16)]),
      "requests[0].prefix_ids: must be at most one id per 16-token block of the 5 prompt tokens (1)"),

@@ -152,3 +152,12 @@ def test_slo_based_shedding_bounds_accepted_ttft():
     free = simulate(load(None, sets[:-1]))
     assert shed.summary["p99_ttft_ms"] < 0.5 * free.summary["p99_ttft_ms"]
     assert shed.summary["goodput_fraction"] > 0 and shed.summary["failed"] == len(rejected)
+
+
+def test_a_swap_space_that_holds_no_block_is_said(capsys):
+    """swap_space=0.001 GiB holds no 2 MiB block: swap mode recomputed every victim without a word."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+
+    simulate(load(None, ["workload.num_requests=5", "policies.preemption_mode=swap", "engine.swap_space=0.001"]))
+    assert "engine.swap_space=0.001 GiB holds no KV block" in capsys.readouterr().err

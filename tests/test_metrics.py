@@ -78,3 +78,18 @@ def test_itl_statistics_count_finished_requests_only():
     assert s["mean_itl_ms"] == pytest.approx(pooled * 1000, rel=1e-9)
     assert s["duration"] == pytest.approx(7 - req.arrival_time.min())  # rates over the window simulated
     assert s["request_throughput"] == pytest.approx(s["completed"] / s["duration"])
+
+
+def test_useful_work_counts_each_replicas_static_batches_apart():
+    """batch_id restarts on every replica: grouping by it alone merged batches of different replicas (0.461
+    against 0.570)."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+
+    r = simulate(load(None, ["workload.num_requests=24", "policies.batching=static", "policies.static_batch_size=4",
+                             "cluster.replicas=2", "workload.arrival.process=burst"]))
+    done = r.requests[r.requests["status"] == "finished"]
+    g = done.groupby(["replica", "batch_id"])["output_tokens"]
+    assert r.summary["useful_work_fraction"] == float(g.sum().sum() / (g.size() * g.max()).sum())
+    merged = done.groupby("batch_id")["output_tokens"]
+    assert r.summary["useful_work_fraction"] != float(merged.sum().sum() / (merged.size() * merged.max()).sum())

@@ -44,9 +44,28 @@ def test_accounting_is_exact():
 
 
 def test_acceptance_distribution_is_validated():
-    with pytest.raises(ConfigError, match="k \\+ 1 probabilities"):
+    with pytest.raises(ConfigError, match="speculative.acceptance_distribution: needs k \\+ 1 = 3 probabilities"):
         load(None, ["speculative={method: fixed, num_speculative_tokens: 2, acceptance_distribution: [0.5, 0.5]}"])
     r = simulate(load(None, BASE + ["workload.arrival.rate=2", "workload.num_requests=200",
                                     "speculative={method: fixed, num_speculative_tokens: 2, "
                                     "acceptance_distribution: [0, 0, 1]}"])).summary
     assert r["spec_decode_acceptance_rate"] == 1.0
+
+
+def test_fewer_drafts_than_k_take_the_distributions_tail():
+    """Of k' < k drafts offered (adaptive k under load, a budget, the context's end), the accepted run is
+    min(X, k'): a distribution whose first k' + 1 entries are zero crashed (0 / 0), and renormalising them moved
+    the tail's mass onto shorter runs."""
+    import numpy as np
+
+    from servesim.simulator.config import SpeculativeSettings
+    from servesim.simulator.speculation import acceptance_sampler
+
+    sp = SpeculativeSettings(method="fixed", num_speculative_tokens=4, acceptance_distribution=[0, 0, 0.2, 0.3, 0.5])
+    accept = acceptance_sampler(sp, 0)
+    assert {accept(1) for _ in range(50)} == {1}  # X >= 2 always: one draft offered, one accepted
+    draws = np.array([accept(3) for _ in range(4000)])
+    assert set(draws) == {2, 3} and abs((draws == 3).mean() - 0.8) < 0.03  # P(X >= 3) = 0.3 + 0.5
+    r = simulate(load(None, BASE + ["workload.arrival.process=burst", "workload.num_requests=100",
+                                    "speculative={method: adaptive, acceptance_distribution: [0, 0, 0.2, 0.3, 0.5]}"]))
+    assert r.summary["completed"] == 100 and r.summary["spec_decode_acceptance_rate"] > 0.5

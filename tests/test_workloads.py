@@ -200,3 +200,23 @@ def test_sharegpt_lengths_with_an_arrival_process():
     assert r.requests.prompt_tokens.mean() == pytest.approx(2340, rel=0.12)
     assert r.requests.output_tokens.mean() == pytest.approx(439, rel=0.12)
     assert r.summary["completed"] == 300
+
+
+@pytest.mark.parametrize("sets", [["engine.max_num_queued_reqs=1"],
+                                  ["engine.max_model_len=1000", "workload.clip_to_max_model_len=false",
+                                   "workload.prompt_tokens={dist: fixed, value: 5000}"]])
+def test_a_closed_loop_whose_requests_are_rejected_ends(tmp_path, sets):
+    """A rejected client resent at once, at the same simulated instant: with only duration_s, time never moved
+    (a hang). It now waits for the next finish, when room can appear."""
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "servesim", "run", "--out", str(tmp_path / "r"), "--quiet", "--json",
+            "--set", "workload.num_requests=null", "--set", "workload.duration_s=2",
+            "--set", "workload.arrival={process: closed_loop, concurrency: 4}"] + [x for s in sets for x in ("--set", s)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    s = json.loads(done.stdout)
+    assert s["completed"] + s["failed"] >= 4 and s["failed"] >= 1

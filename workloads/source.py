@@ -49,7 +49,8 @@ class StaticSource(RequestSource):
 
 
 class ClosedLoopSource(RequestSource):
-    """N clients; each sends its next request think_time after the previous one ends.
+    """N clients; each sends its next request think_time after the previous one ends (after a rejection: after
+    the next request that finishes).
 
     Requests come from `templates` in the order clients ask for them, so a run is
     deterministic. Stops at `limit` requests or when a follow-up would start at or
@@ -61,6 +62,7 @@ class ClosedLoopSource(RequestSource):
         self.concurrency, self.think_time, self.templates = concurrency, think_time, templates
         self.limit, self.duration_s, self.issued = limit, duration_s, 0
         self.ramp_up_s = ramp_up_s  # client i sends its first request at i x ramp_up_s / concurrency
+        self.parked = 0  # clients whose request was rejected, waiting for the next finish to try again
 
     def _next(self, t: float) -> list[RequestSpec]:
         if (self.limit is not None and self.issued >= self.limit) or \
@@ -76,7 +78,14 @@ class ClosedLoopSource(RequestSource):
         return [s for i in range(self.concurrency) for s in self._next(i * self.ramp_up_s / self.concurrency)]
 
     def on_finish(self, spec, t, completed):
-        return self._next(t + self.think_time())
+        """A finished request's client sends its next one after its think time. A rejected one's client waits
+        for the next finish: servesim has no network latency, so a retry at once met the same full queue (or the
+        same too-long prompt limit) at the same instant, forever. A finish is when room can appear."""
+        if not completed:
+            self.parked += 1
+            return []
+        clients, self.parked = 1 + self.parked, 0
+        return [s for _ in range(clients) for s in self._next(t + self.think_time())]
 
     def planned(self) -> int | None:
         return self.limit
