@@ -132,13 +132,16 @@ def _scenario_specs(path: str, sets: list[str]):
 
 
 def cmd_workload_describe(args) -> int:
-    from servesim.workloads.traces import describe_file, describe_trace
+    from servesim.workloads.traces import TRACE_FORMATS, describe_file, describe_trace
 
     if args.file.endswith((".yaml", ".yml")):
         d = describe_trace(_scenario_specs(args.file, args.set))
     else:
         if args.set:
             raise ConfigError("--set", "settings apply to a scenario YAML; a trace file is described as it is")
+        if args.format is not None and args.format not in TRACE_FORMATS:  # checked here: parsing stays pandas-free
+            raise ConfigError("--format", f"unknown trace format {args.format!r}; expected one of "
+                                          f"{', '.join(TRACE_FORMATS)}")
         d = describe_file(args.file, args.format)
     if args.json:
         print(json.dumps(d, indent=2, default=float))
@@ -343,14 +346,11 @@ def _add_plot(sub) -> None:
 
 def _add_workload(sub) -> None:
     """`servesim workload describe|write`."""
-    from servesim.workloads.traces import TRACE_FORMATS
-
     w = sub.add_parser("workload", help="inspect a trace or a scenario's workload, or save it as JSONL")
     wsub = w.add_subparsers(dest="workload_command", required=True)
     wd = wsub.add_parser("describe", help="rows, duration, rate, length percentiles, prefix reuse")
     wd.add_argument("file", help="a trace file (format inferred) or a scenario YAML")
-    wd.add_argument("--format", choices=TRACE_FORMATS, metavar="FORMAT",
-                    help=f"trace format, when it cannot be inferred: {', '.join(TRACE_FORMATS)}")
+    wd.add_argument("--format", help="trace format, when it cannot be inferred (docs: Workloads)")
     wd.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="with a scenario YAML")
     wd.add_argument("--json", action="store_true")
     wd.set_defaults(func=cmd_workload_describe)
