@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
 from servesim.calibration.fit import FitResult, fit_step_model
 from servesim.calibration.grid import STEP_KINDS, GridPoint, make_grid
@@ -71,7 +72,12 @@ NCCL_TABLE = ("comm/nccl/*/nccl_perf.parquet", ["op_name", "nccl_dtype", "num_gp
 
 
 def _read_table(path: Path, cols: list[str]) -> pd.DataFrame:
-    """A kernel table, refused by name unless every latency is a positive finite number of milliseconds."""
+    """A kernel table, refused by file and column unless every value it is read by is sound: a latency a positive
+    number of ms, a shape column a number >= 1, a kind column text. A damaged shape crashed the composition
+    (an empty backend, zero heads) or priced steps 2-3x wrong with exit 0 (a column of text sorted as text,
+    negative sizes)."""
+    if not path.is_file():
+        raise ConfigError("kernel_tables", f"{path} is not a file")
     try:
         df = pd.read_parquet(path)
     except Exception as exc:  # pyarrow raises several kinds for damaged files
@@ -82,11 +88,31 @@ def _read_table(path: Path, cols: list[str]) -> pd.DataFrame:
     if df.empty:
         raise ConfigError("kernel_tables", f"{path} has no rows")
     lat = pd.to_numeric(df["latency"], errors="coerce")
-    bad = ~(np.isfinite(lat) & (lat > 0))
+    bad = ~(np.isfinite(lat) & (lat > 0) & (lat <= 1e9))
     if bad.any():
         raise ConfigError("kernel_tables", f"{path}: {int(bad.sum())} of {len(df)} rows have a latency that is not a "
-                                           f"positive number of ms")
+                                           f"positive number of ms (up to 1e9)")
+    # the MLA prefill table records step 0 (no cached context); a table without windows measured full attention
+    zero_ok = {"window_size"} | ({"step"} if path.name.startswith("mla_context") else set())
+    for col in [c for c in cols if c != "latency"] + ["window_size"] * ("window_size" in df.columns):
+        v = df[col]
+        least = 0 if col in zero_ok else 1
+        if col in TEXT_COLUMNS:
+            ok, what = v.map(lambda x: isinstance(x, str)).to_numpy(bool), "text"
+        elif is_numeric_dtype(v) and not is_bool_dtype(v):
+            x = v.to_numpy(dtype=float)
+            ok, what = np.isfinite(x) & (x >= least), f"numbers >= {least}"
+        else:
+            ok, what = np.zeros(len(v), bool), f"numbers >= {least}"
+        if not ok.all():
+            row, raw = int(np.argmax(~ok)), v.iloc[int(np.argmax(~ok))]
+            raise ConfigError("kernel_tables", f"{path}: column {col} must hold {what} (row {row + 1}: "
+                                               f"{getattr(raw, 'item', lambda: raw)()!r:.40})")
     return df.assign(latency=lat.astype(float))
+
+
+TEXT_COLUMNS = {"gemm_dtype", "kernel_source", "kv_cache_dtype", "backend", "moe_dtype", "distribution", "gemm_type",
+                "op_name", "nccl_dtype"}  # what a row is (a kernel, a dtype), compared as text
 
 
 def _version_key(path: Path) -> tuple:

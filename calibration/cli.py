@@ -253,6 +253,9 @@ def cmd_validate_serving(args) -> int:
     from servesim.calibration.serving_fidelity import validate_serving
 
     terms = [t.strip() for t in args.terms.split(",")] if args.terms else None
+    if terms and not args.leave_one_out:
+        print("servesim: warning: --terms has no effect without --leave-one-out (only that fits terms)",
+              file=sys.stderr)
     table, runs = validate_serving(args.data, args.out, args.set, command=args.argv,
                                    leave_one_out=args.leave_one_out, terms=terms)
     for r in runs:
@@ -285,10 +288,13 @@ def cmd_validate_layers(args) -> int:
 
 
 def cmd_validate_replay(args) -> int:
-    from servesim.calibration.validate import validate_replay
+    from servesim.calibration.validate import load_sets, validate_replay
 
     sets = args.set + ([f"profile={args.profile}"] if args.profile else [])
     loads = args.loads.split(",") if args.loads else None
+    for level in loads or []:  # each level checked before the scenario is read (and warns of anything)
+        if level != "as-configured":
+            load_sets(level)
     table, steps, tol = validate_replay(args.scenario, sets, args.device, args.threads, args.out, loads,
                                         command=args.argv, attention=args.attention)
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
@@ -413,6 +419,10 @@ def cmd_check(args) -> int:
     return 0 if ok else 1
 
 
+IMPORT_FLAGS = {"gpu": "--gpu", "model": "--model", "dtype": "--dtype", "tp": "--tp", "kv_cache_dtype": "--kv-cache-dtype",
+                "kernel_tables": "--data"}
+
+
 def cmd_import(args) -> int:
     from servesim.calibration.aiconfigurator import import_profile
     from servesim.simulator.errors import ConfigError
@@ -423,9 +433,15 @@ def cmd_import(args) -> int:
     from servesim.simulator.profile_select import kernel_tables_root
 
     data = args.data or kernel_tables_root() or "../shared/data/gpu/aiconfigurator"
-    path, fit = import_profile(data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,
-                               kv_dtype=args.kv_cache_dtype, dp=args.data_parallel_size,
-                               expert_parallel=args.enable_expert_parallel, routing=args.moe_routing)
+    try:
+        path, fit = import_profile(data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,
+                                   kv_dtype=args.kv_cache_dtype, dp=args.data_parallel_size,
+                                   expert_parallel=args.enable_expert_parallel, routing=args.moe_routing)
+    except ConfigError as exc:  # the composer's names for what this command's flags give
+        flag = IMPORT_FLAGS.get(exc.field)
+        if flag is None:
+            raise
+        raise ConfigError(flag, exc.message) from None
     _print_fit(path, fit)
     return 0
 

@@ -78,7 +78,7 @@ def read_run_record(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(str(path), f"must hold a JSON object, got {type(data).__name__}")
     try:
-        RunRecord(**data)
+        RunRecord.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(*first_error(exc, str(path))) from None
     return data

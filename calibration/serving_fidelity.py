@@ -11,6 +11,7 @@ prefill and E2E latency side by side, their CDFs, and running / waiting over tim
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -90,7 +91,9 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
         sims = {"sim": result}
         if rs.profile.overhead is not None:  # what the overhead terms are worth: the same run on kernel time alone
             inline = rs.profile.model_dump(mode="json") | {"overhead": None}
-            sims["sim_kernels_only"] = simulate_run(run, None, list(sets or []) + [f"profile={json.dumps(inline)}"])[1]
+            kernels = dataclasses.replace(run, sets=[s for s in run.sets if not s.startswith("profile=")]
+                                          + [f"profile={json.dumps(inline)}"])  # the run's own profile, not a --set
+            sims["sim_kernels_only"] = simulate_run(kernels, None, sets)[1]
         fit = None
         if leave_one_out:
             fit = fit_serving([r for j, r in enumerate(runs) if j != i], [run], None, sets, terms, max_evals)

@@ -95,15 +95,25 @@ def cdf_plot(runs: dict, path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def _load_sets(load: str) -> list[str]:
-    kind, _, value = load.partition("=")
-    if kind == "rate":
-        return [f"workload.arrival={{process: poisson, rate: {float(value)}}}"]
-    if kind == "concurrency":
-        return [f"workload.arrival={{process: closed_loop, concurrency: {int(value)}}}"]
-    from servesim.simulator.errors import ConfigError
+def load_sets(load: str) -> list[str]:
+    """One --loads level as the arrival it stands for; its number checked as the flags check theirs."""
+    import argparse
 
-    raise ConfigError("loads", f"{load!r}: use rate=R (open loop, req/s) or concurrency=N (closed loop)")
+    from servesim.simulator.cli_args import COUNT, number
+    from servesim.simulator.errors import ConfigError
+    from servesim.workloads.settings import MAX_RATE, MIN_RATE
+
+    kind, _, value = load.partition("=")
+    parse = {"rate": number(float, ge=MIN_RATE, le=MAX_RATE), "concurrency": COUNT}.get(kind)
+    if parse is None:
+        raise ConfigError("--loads", f"{load!r}: use rate=R (open loop, req/s) or concurrency=N (closed loop)")
+    try:
+        v = parse(value)
+    except argparse.ArgumentTypeError as exc:
+        raise ConfigError("--loads", f"{load!r}: {exc}") from None
+    if kind == "rate":
+        return [f"workload.arrival={{process: poisson, rate: {v}}}"]
+    return [f"workload.arrival={{process: closed_loop, concurrency: {v}}}"]
 
 
 def auto_loads(rs, sets, scenario, rates=(0.2, 0.45, 0.7, 0.9), concurrencies=(0.1, 0.3, 0.6, 1.0)) -> list[str]:
@@ -146,7 +156,7 @@ def validate_replay(scenario: str | None, sets: list[str], device: str, threads:
         if deadline is not None and time.monotonic() > deadline:
             skipped = levels[i:]
             break
-        lrs = rs if level == "as-configured" else load(scenario, sets + _load_sets(level))
+        lrs = rs if level == "as-configured" else load(scenario, sets + load_sets(level))
         sim = simulate(lrs)
         rep = simulate(lrs, executor=ex)
         tables.append(compare(sim.summary, rep.summary).assign(load=level))

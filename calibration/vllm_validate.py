@@ -23,7 +23,7 @@ import pandas as pd
 from servesim.calibration.fit import fit_step_model
 from servesim.calibration.profile_io import profile_dict, write_profile
 from servesim.calibration.real_runs import read_run
-from servesim.calibration.validate import METRICS, STATS, _load_sets, auto_loads, cdf_plot, write_command
+from servesim.calibration.validate import METRICS, STATS, auto_loads, cdf_plot, load_sets, write_command
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.metrics import latency_stats
 
@@ -59,8 +59,14 @@ DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 def require_python(python: str) -> None:
+    """The engine's Python, with vLLM in it: else one line, before any work (a Python without vLLM failed deep
+    inside, when the driver first ran)."""
+    from servesim.calibration.vllm_harness import vllm_importable
+
     if not Path(python).is_file():
-        raise ConfigError("vllm-python", f"{python} not found: build the engine's venv with `make vllm-env`")
+        raise ConfigError("--vllm-python", f"{python} not found: build the engine's venv with `make vllm-env`")
+    if not vllm_importable(python):
+        raise ConfigError("--vllm-python", f"{python} cannot import vLLM: build the engine's venv with `make vllm-env`")
 
 
 def level_specs(rs) -> tuple[list, int | None]:
@@ -122,7 +128,7 @@ def _write_levels(scenario: str, sets: list[str], rs, levels: list[str], out: Pa
 
     plan = []
     for i, level in enumerate(levels):
-        specs, concurrency = level_specs(rs if level == "as-configured" else load(scenario, sets + _load_sets(level)))
+        specs, concurrency = level_specs(rs if level == "as-configured" else load(scenario, sets + load_sets(level)))
         write_jsonl(specs, out / f"workload-{i}.jsonl")
         plan.append({"name": level, "workload": str(out / f"workload-{i}.jsonl"), "concurrency": concurrency})
     return plan
@@ -213,7 +219,7 @@ def validate_vllm(scenario: str, sets: list[str], python: str, repeats: int, loa
         runs = [client_metrics(r["requests"]) for r in lv["runs"]]
         held_out = _engine_profile(steps, level_of, steps_log, rs.arch, i, out / f"engine-profile-without-{i}.yaml")[0] \
             if cross else out / "engine-profile.yaml"
-        base = sets + ([] if name == "as-configured" else _load_sets(name)) + engine_sets(real)
+        base = sets + ([] if name == "as-configured" else load_sets(name)) + engine_sets(real)
         sims = {label: simulate(load(scenario, base + ([f"profile={prof}"] if prof else [])))
                 for label, prof in (("harness", None), ("engine", str(held_out)))}
         per_level[name] = {"real": [m for m, _ in runs], "sim_harness": sims["harness"].summary,

@@ -283,11 +283,9 @@ def _absolute_paths(section):
 
 def parse_scenario(data: dict | None) -> Scenario:
     try:
-        return Scenario(**(data or {}))
+        return Scenario.model_validate(data or {})  # not Scenario(**data): a key 1 or null was "keywords must be strings"
     except ValidationError as exc:
         raise ConfigError(*first_error(exc)) from None
-    except TypeError as exc:
-        raise ConfigError("scenario", str(exc)) from None
 
 
 def load_scenario_file(path: str | Path) -> dict:

@@ -254,9 +254,9 @@ def load_profile(spec: str | dict) -> Profile:
         raise ConfigError("profile", f"{where} must hold a mapping")
     section = "profile"
     try:
-        profile = Profile(**data)
+        profile = Profile.model_validate(data)  # not **data: a key 1 is no keyword
         section = "profile.coefficients"
-        COEFFICIENTS[profile.cost_model](**profile.coefficients)  # checked here, where the file is known
+        COEFFICIENTS[profile.cost_model].model_validate(profile.coefficients)  # checked here, where the file is known
     except ValidationError as exc:
         field, msg = first_error(exc, section)
         raise ConfigError(field, f"{msg} (in {where})") from None

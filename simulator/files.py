@@ -61,6 +61,28 @@ def _expanded_size(node, sizes: dict) -> int:
     return n
 
 
+_PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:str"}
+
+
+def _no_explicit_tags(loader, node, seen: set) -> None:
+    """A settings file says values as YAML reads them: an explicit tag (!!str 20, !!bool no, !!binary ...) would
+    pass a value the plain rules refuse (20 as text, `no` as false)."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if isinstance(node, yaml.ScalarNode):
+        implicit = loader.resolve(yaml.ScalarNode, node.value, (node.style is None, node.style is not None))
+        ok = node.tag == implicit
+    else:
+        ok = node.tag in _PLAIN_TAGS
+    if not ok:
+        raise yaml.YAMLError(f"the explicit tag {node.tag.replace('tag:yaml.org,2002:', '!!')} at line "
+                             f"{node.start_mark.line + 1} is not taken: write the value plainly")
+    for child in (node.value if isinstance(node, yaml.SequenceNode) else
+                  [x for pair in node.value for x in pair] if isinstance(node, yaml.MappingNode) else ()):
+        _no_explicit_tags(loader, child, seen)
+
+
 class TooLarge(ValueError):
     """YAML whose aliases expand past MAX_YAML_NODES values."""
 
@@ -116,6 +138,7 @@ def safe_load_bounded(text: str):
         if (n := _expanded_size(node, {})) > MAX_YAML_NODES:
             raise TooLarge(f"expands to {n:,} values through its aliases, more than a setting can hold "
                            f"({MAX_YAML_NODES:,})")
+        _no_explicit_tags(loader, node, set())
         return loader.construct_document(node)
     finally:
         loader.dispose()
@@ -130,7 +153,8 @@ def load_yaml(text: str, field: str, where: str):
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ConfigError(field, f"{where} is not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from None
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())  # one line: a reader error has two
+        raise ConfigError(field, f"{where} is not valid YAML{at}: {problem}") from None
     except RecursionError:
         raise ConfigError(field, f"{where} nests too deeply to be a settings file") from None
 

@@ -483,7 +483,7 @@ def _from_mapping(data: dict, source: str) -> ModelArchitecture:
                 data["dtype"] = _HF_DTYPES.get(data["dtype"], data["dtype"])
         data = _from_hf(data, source)
     try:
-        return ModelArchitecture(**data)
+        return ModelArchitecture.model_validate(data)  # not **data: a key 1 is no keyword
     except Exception as exc:  # pydantic ValidationError -> one line naming the field
         field, msg = first_error(exc, "model")
         raise ConfigError(field, f"{msg} (in {source})") from None

@@ -88,3 +88,28 @@ def test_unknown_model_is_named():
     with pytest.raises(ConfigError) as e:
         import_profile(AIC, "h200_sxm", "gpt-7", "bf16", 1, "/tmp/never.yaml")
     assert e.value.field == "model"
+
+
+@needs_shared
+@pytest.mark.parametrize("table, column, value, needle", [
+    ("comm/vllm/0.24.0/custom_allreduce_perf.parquet", "backend", None, "column backend must hold text"),  # IndexError
+    ("gemm/vllm/0.24.0/gemm_perf.parquet", "m", "text", "column m must hold numbers >= 1"),  # TTFT 2.5x, exit 0
+    ("attention/vllm/0.24.0/context_attention_perf.parquet", "num_heads", 0, "column num_heads must hold numbers >= 1"),
+    ("gemm/vllm/0.24.0/gemm_perf.parquet", "n", "negative", "column n must hold numbers >= 1"),  # TTFT halved, exit 0
+])
+def test_a_damaged_kernel_table_is_named_by_file_and_column(tmp_path, table, column, value, needle):
+    """A damaged shape or kind column crashed the composition or priced steps 2-3x wrong with exit 0."""
+    import shutil
+
+    import pandas as pd
+
+    src = AIC / "h100_sxm"
+    if not (src / table).is_file():
+        pytest.skip(f"{src / table} is not in this copy of the tables")
+    root = tmp_path / "tables"
+    shutil.copytree(src, root / "h100_sxm")
+    d = pd.read_parquet(root / "h100_sxm" / table)
+    d[column] = -d[column] if value == "negative" else d[column].astype(str) if value == "text" else value
+    d.to_parquet(root / "h100_sxm" / table)
+    with pytest.raises(ConfigError, match=f"{table}: {needle}"):
+        import_profile(root, "h100_sxm", "qwen3-8b", "bf16", 2, tmp_path / "p.yaml")

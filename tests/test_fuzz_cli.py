@@ -150,6 +150,12 @@ SETTINGS_FILES = {
     "deep": ("a: " + "[" * 50_000, ""),
     "unknown-key": ("engine: {max_num_seq: 8}\n", "engine.max_num_seq: unknown setting"),
     "bool-for-int": ("engine: {max_num_seqs: yes}\n", "engine.max_num_seqs"),
+    # round 21: explicit tags passed what the plain rules refuse; a NUL's error took two lines; a key 1 crashed **kwargs
+    "tag-str": ("engine: {max_num_seqs: !!str 20}\n", "the explicit tag !!str at line 1 is not taken"),
+    "tag-bool": ("engine: {enable_chunked_prefill: !!bool no}\n", "the explicit tag !!bool"),
+    "tag-binary": ("name: !!binary aGVsbG8=\n", "the explicit tag !!binary"),
+    "nul": ("name: a\x00b\n", "unacceptable character #x0000"),
+    "number-key": ("profile: teaching\n1: 2\n", ""),
 }
 
 
@@ -157,7 +163,9 @@ SETTINGS_FILES = {
 @pytest.mark.parametrize("case", sorted(SETTINGS_FILES))
 def test_a_malformed_settings_file_is_one_line(tmp_path, capsys, kind, case):
     content, needle = SETTINGS_FILES[case]
-    if kind != "scenario" and case in ("unknown-key", "bool-for-int"):
+    if kind == "scenario" and case == "number-key":
+        needle = "1: a setting's name is text"
+    if kind != "scenario" and case in ("unknown-key", "bool-for-int", "number-key"):
         needle = ""  # the field belongs to a scenario; as a profile or model it is simply unknown
     path = _write(tmp_path, f"{kind}.yaml", content)
     argv = ["config", str(path)] if kind == "scenario" else ["config", "--set", f"{kind}={path}"]
@@ -295,6 +303,10 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["config", "--set", "engine.enable_prefix_caching='no'"], "engine.enable_prefix_caching: true or false"),
     (["config", "--set", "engine.enforce_eager=1"], "engine.enforce_eager: true or false is expected, not 1"),
     (["config", "--set", "workload={type: trace, path: x.csv, use_hash_ids: off}"], "workload.use_hash_ids: true or false"),
+    (["calibrate", "import", "aiconfigurator", "--gpu", "h100-sxm", "--model", "qwen3-8b", "--tp", "3", "--out",
+      "p.yaml"], "--tp: 32 attention heads do not split over tp=3"),  # was `tp:`, not the flag
+    (["validate", "replay", "docs/scenarios/replay-tiny-cpu.yaml", "--loads", "concurrency=1.5"],
+     "--loads: 'concurrency=1.5': must be an integer"),  # was an internal error
 ])
 def test_contradictions_and_impossible_requests_are_one_line(capsys, tmp_path, argv, needle):
     if argv[0] == "sweep":

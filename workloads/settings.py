@@ -84,6 +84,9 @@ class Settings(BaseModel):
     def _bounded(cls, data: Any) -> Any:
         if isinstance(data, dict):  # (a model instance was checked when it was made)
             for key, value in data.items():
+                if not isinstance(key, str):  # a YAML key 1, true or null: no setting is named so
+                    raise PydanticCustomError("setting_bound", "{message}", {
+                        "key": str(key), "message": f"a setting's name is text; {key!r} is no setting's name"})
                 field = cls.model_fields.get(key) if isinstance(key, str) else None
                 try:
                     _check(value, field is None or _takes(field.annotation, bool), [str(key)])
