@@ -17,9 +17,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Union
 
+import numpy as np
 import pandas as pd
 
-from servesim.api_args import checked_args
+from servesim.api_args import checked_args, plain_values
 from servesim.simulator.capacity_plan import plan
 from servesim.simulator.cli_args import COUNT, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE, checked
 from servesim.simulator.config import ResolvedScenario, Scenario, load, override
@@ -33,7 +34,7 @@ from servesim.workloads import traces
 from servesim import __all__  # noqa: E402,F401 (the names servesim exports, listed once there)
 
 # the functions servesim exports from elsewhere, their arguments checked as the CLI checks its flags
-capacity = checked_args(plan, "capacity", model="text", gpu="text", gpu_memory_gib="number",  # plan says the ranges
+capacity = checked_args(plan, "capacity", model="path", gpu="text", gpu_memory_gib="number",  # plan says the ranges
                         gpu_memory_utilization="number", quantization="text", kv_cache_dtype="text",
                         weights_gib="number", tensor_parallel_size="number", block_size="number",
                         disable_hybrid_kv_cache_manager="bool", max_model_len="number", tokens_per_request="number",
@@ -60,7 +61,7 @@ def _settings(overrides: Overrides) -> list[str]:
         for key, value in overrides.items():
             if not isinstance(key, str):
                 raise ConfigError("overrides", f"keys are dotted setting names, got {key!r}")
-            out.append(override(key, value))
+            out.append(override(key, plain_values(value)))
         return out
     if not isinstance(overrides, Sequence) or not all(isinstance(x, str) for x in overrides):
         raise ConfigError("overrides", "a list of overrides holds 'key=value' texts; give a mapping for values")
@@ -74,7 +75,7 @@ def _source(scenario: ScenarioLike):
     if isinstance(scenario, Scenario):
         return scenario.model_dump(mode="json", exclude_unset=True)  # unset stays unset: derived again
     if isinstance(scenario, Mapping):
-        return dict(scenario)
+        return plain_values(scenario)
     raise ConfigError("scenario", f"a YAML path, a mapping of settings, a Scenario or None; got "
                                   f"{type(scenario).__name__}")
 
@@ -116,9 +117,11 @@ def _axes(grid: Mapping[str, Sequence] | None, zipped: Mapping[str, Sequence] | 
     axes = []
     for flag, given in (("--grid", grid), ("--zip", zipped)):
         for key, values in (given or {}).items():
+            if isinstance(values, np.ndarray):
+                values = values.tolist()
             if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
                 raise ConfigError(key, f"the values of an axis are a list, got {type(values).__name__}")
-            axes.append((key, list(values), flag))
+            axes.append((key, plain_values(list(values)), flag))
     return axes
 
 
@@ -153,7 +156,7 @@ def max_rate(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overr
 @checked_args(slos="mapping", rate="number", most="int")
 def min_replicas(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overrides = None, *,
                  rate: float | None = None, most: int = 256) -> dict:
-    """`servesim search min-replicas`: the fewest replicas meeting every SLO at the scenario's (or this) rate."""
+    """`servesim search replicas`: the fewest replicas meeting every SLO at the scenario's (or this) rate."""
     from servesim.simulator.search import min_replicas as search
 
     return search(_source(scenario), _settings(overrides), _slos(slos),
@@ -166,4 +169,4 @@ def _slos(slos: Mapping[str, float]) -> dict[str, float]:
 
     if not isinstance(slos, Mapping):
         raise ConfigError("slos", f"a mapping such as {{'ttft_p99_ms': 500}}, got {type(slos).__name__}")
-    return parse_slos([f"{k}={v!r}" for k, v in slos.items()])
+    return parse_slos([f"{k}={v!r}" for k, v in plain_values(slos).items()])

@@ -43,6 +43,20 @@ def _plain(v):
     return float(v) if isinstance(v, np.floating) else v
 
 
+def plain_values(v):
+    """A setting value as YAML can say it: numpy numbers and arrays, tuples and paths, at any depth, as the Python
+    numbers, lists and text they stand for (a list of np.int64 was "not a setting value")."""
+    if isinstance(v, Mapping):
+        return {plain_values(k): plain_values(x) for k, x in v.items()}
+    if isinstance(v, np.ndarray):
+        return [plain_values(x) for x in v.tolist()]
+    if isinstance(v, (list, tuple)):
+        return [plain_values(x) for x in v]
+    if isinstance(v, os.PathLike):
+        return os.fspath(v)
+    return _plain(v)
+
+
 def checked_args(fn=None, /, _as: str | None = None, **kinds: str):
     """fn (exported as `_as`) with its arguments checked: names against its signature, values against `kinds`
     (None passes where the parameter's default is None)."""
@@ -66,7 +80,7 @@ def checked_args(fn=None, /, _as: str | None = None, **kinds: str):
             test, what = KINDS[kind]
             if not test(value):
                 raise ConfigError(arg, f"must be {what}, got {type(value).__name__} {value!r:.60}")
-            bound.arguments[arg] = _plain(value)
+            bound.arguments[arg] = os.fspath(value) if kind == "path" else _plain(value)
         return fn(*bound.args, **bound.kwargs)
 
     call.__name__ = call.__qualname__ = name

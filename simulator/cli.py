@@ -84,7 +84,7 @@ def cmd_run(args) -> int:
                     + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))
     for w in [*source.warnings, *result.summary.get("cost_model_warnings", []), *idle]:
         print(f"servesim: warning: {w}", file=sys.stderr)
-    out = result.write(args.out)
+    out = result.write(args.out, "--out")
     latency_distributions(result, out / "latency.png")
     if args.json:
         print(json.dumps(result.summary, indent=2))
@@ -454,7 +454,7 @@ def _dispatch(args) -> int:
         if args.debug:
             raise
         if isinstance(exc, OSError) and exc.errno is not None:  # a path given that cannot be read or written
-            where = f"{exc.filename}: " if exc.filename else ""
+            where = f"{exc.filename}: " if exc.filename else "--out: " if getattr(args, "out", None) else ""
             print(f"servesim: error: {where}{exc.strerror or exc}", file=sys.stderr)
             return 2
         print(f"servesim: internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}; "

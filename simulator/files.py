@@ -61,6 +61,10 @@ def _expanded_size(node, sizes: dict) -> int:
     return n
 
 
+class ExplicitTag(yaml.YAMLError):
+    """A value with an explicit YAML tag: refused wherever a setting is read, --set included."""
+
+
 _PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:str"}
 
 
@@ -76,7 +80,7 @@ def _no_explicit_tags(loader, node, seen: set) -> None:
     else:
         ok = node.tag in _PLAIN_TAGS
     if not ok:
-        raise yaml.YAMLError(f"the explicit tag {node.tag.replace('tag:yaml.org,2002:', '!!')} at line "
+        raise ExplicitTag(f"the explicit tag {node.tag.replace('tag:yaml.org,2002:', '!!')} at line "
                              f"{node.start_mark.line + 1} is not taken: write the value plainly")
     for child in (node.value if isinstance(node, yaml.SequenceNode) else
                   [x for pair in node.value for x in pair] if isinstance(node, yaml.MappingNode) else ()):

@@ -272,7 +272,8 @@ class RunResult:
         classes = {k: v for k, v in self.config["workload"].items() if k == "slo_classes"}
         return self.config | {"workload": {"type": "trace", "path": str(path), "format": "servesim"} | classes}
 
-    def write(self, out_dir: str | Path) -> Path:
+    def write(self, out_dir: str | Path, field: str = "out_dir") -> Path:
+        """Everything `servesim run --out` writes but the picture; an error names `field` (the CLI's --out)."""
         from servesim.simulator.files import dump_yaml
 
         import os
@@ -280,12 +281,12 @@ class RunResult:
         from servesim.simulator.errors import ConfigError
 
         if not isinstance(out_dir, (str, os.PathLike)):
-            raise ConfigError("out_dir", f"must be a path (str or os.PathLike), got {type(out_dir).__name__}")
+            raise ConfigError(field, f"must be a path (str or os.PathLike), got {type(out_dir).__name__}")
         out = Path(out_dir)
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # a file in the way, a name too long: the CLI's --out says the same
-            raise ConfigError("out_dir", f"cannot write a results folder at {out}: {exc.strerror or exc}") from None
+            raise ConfigError(field, f"cannot write a results folder at {out}: {exc.strerror or exc}") from None
         (out / "config.yaml").write_text(dump_yaml(self._repeatable_config(out)))
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
         self.requests.to_parquet(out / "requests.parquet", index=False)

@@ -294,7 +294,11 @@ def _check_numbers(table, columns: list[str], where) -> None:
 def _warn_averaged(table, x: str, by: str | None) -> None:
     """A point per load value averages the runs at it: over seeds, as meant, but over another swept setting it
     mixes deployments (4 and 64 sequences averaged to a TTFT neither has). Said, with the flag that splits it."""
-    swept = [c for c in table.columns if "." in c and c not in (x, by) and table[c].nunique(dropna=False) > 1]
+    from servesim.simulator.config import Scenario
+
+    settings = [c for c in table.columns if ("." in c or c in Scenario.model_fields) and c not in (x, by, "seed")]
+    per_point = [x] + ([by] if by else [])  # what one drawn point holds fixed: a zipped axis moves with the load
+    swept = [c for c in settings if table.groupby(per_point, dropna=False)[c].nunique(dropna=False).max() > 1]
     if swept:
         print(f"servesim: warning: the table also varies {', '.join(swept)}: each point averages over "
               f"{'it' if len(swept) == 1 else 'them'} (split the lines with --by {swept[0]})", file=sys.stderr)

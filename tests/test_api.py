@@ -135,7 +135,7 @@ def test_searches_and_capacity(tmp_path):
     (lambda: servesim.sweep(None, {"seed": [1]}, out=5), "out: must be a path"),
     (lambda: servesim.sweep(None, ["workload.arrival.rate=1"], out="/tmp/x"), "grid: must be a mapping"),
     (lambda: servesim.sweep(None, {"seed": [1]}, out="/tmp/x", seeds="2"), "seeds: must be an integer"),
-    (lambda: servesim.capacity(5), "model: must be text"),
+    (lambda: servesim.capacity(5), "model: must be a path (str or os.PathLike)"),
     (lambda: servesim.capacity("llama-3.1-8b", {"memory_gib": 10}), "gpu: must be text"),
     (lambda: servesim.capacity("llama-3.1-8b", bogus=1), "capacity: got an unexpected keyword argument 'bogus'"),
     (lambda: servesim.capacity(tokens_per_request="4000"), "tokens_per_request: must be a number"),
@@ -163,3 +163,22 @@ def test_numpy_numbers_are_numbers_and_a_file_in_the_way_is_named(tmp_path):
     (tmp_path / "afile").write_text("")
     with pytest.raises(servesim.ConfigError, match="out_dir: cannot write a results folder at .*afile"):
         servesim.simulate(None, {"workload.num_requests": 3}).write(tmp_path / "afile")
+
+
+def test_numpy_values_and_paths_at_any_depth_are_values(tmp_path):
+    """A list of np.int64, a np.float64 inside a mapping, a numpy SLO target, a numpy grid axis and a Path were
+    refused as "not a setting value" (the README says numpy numbers are numbers)."""
+    import pathlib
+
+    import numpy as np
+
+    base = {"workload.num_requests": 5}
+    plain = servesim.simulate(None, base | {"workload.priorities": [0, 1], "policies.queue": "priority"}).summary
+    assert servesim.simulate(None, base | {"workload.priorities": [np.int64(0), np.int64(1)],
+                                           "policies.queue": "priority"}).summary == plain
+    servesim.simulate(None, base | {"workload.arrival": {"process": "poisson", "rate": np.float64(3.0)}})
+    servesim.simulate({"workload": {"num_requests": 5}, "engine": {"enable_prefix_caching": np.bool_(False)}})
+    assert len(servesim.sweep(None, {"workload.arrival.rate": np.array([5.0, 10.0])}, base, out=tmp_path / "s")) == 2
+    assert servesim.max_rate(None, {"ttft_p99_ms": np.float64(500)}, base)["runs"] >= 1
+    model = pathlib.Path(__file__).resolve().parents[1] / "simulator" / "data" / "models" / "llama-3.1-8b.yaml"
+    assert servesim.capacity(model, "h200-sxm") == servesim.capacity(str(model), "h200-sxm")

@@ -160,3 +160,18 @@ def test_an_out_no_file_system_takes_is_one_line(tmp_path, capsys):
     assert main(["run", "--set", "workload.num_requests=3", "--out", str(tmp_path / ("a" * 300))]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("servesim: error: --out: ") and "File name too long" in err[0]
+
+
+def test_the_averaging_warning_follows_what_varies_at_one_load(tmp_path, capsys):
+    """A zipped budget moves with the rate (nothing averaged: the warning was false); a swept profile, a top-level
+    setting, was averaged without one."""
+    base = ["--set", "workload.num_requests=10", "--no-progress", "--jobs", "1"]
+    assert main(["sweep", "--zip", "workload.arrival.rate=2,4", "--zip", "engine.max_num_batched_tokens=512,2048",
+                 "--seeds", "2", "--out", str(tmp_path / "z")] + base) == 0
+    assert main(["sweep", "--grid", "workload.arrival.rate=2,4", "--grid", "profile=teaching,roofline",
+                 "--out", str(tmp_path / "p")] + base) == 0
+    capsys.readouterr()
+    assert main(["plot", str(tmp_path / "z"), "--kind", "latency-vs-rate"]) == 0
+    assert "averages" not in capsys.readouterr().err
+    assert main(["plot", str(tmp_path / "p"), "--kind", "latency-vs-rate"]) == 0
+    assert "the table also varies profile: each point averages over it" in capsys.readouterr().err
