@@ -297,6 +297,24 @@ def _timeline(t: pd.DataFrame) -> pd.DataFrame | None:
     return t if len(t) else None
 
 
+# engine switches a run records, and where: vLLM's engine arguments, servesim's cache record, vLLM's resolved config
+RECORDED_SWITCHES = {
+    "enable_prefix_caching": (("kv_cache", "enable_prefix_caching"), ("engine_kwargs", "enable_prefix_caching"),
+                              ("resolved_config", "cache_config", "enable_prefix_caching")),
+    "enable_chunked_prefill": (("engine_kwargs", "enable_chunked_prefill"),
+                               ("resolved_config", "scheduler_config", "enable_chunked_prefill")),
+    "async_scheduling": (("engine_kwargs", "async_scheduling"), ("resolved_config", "scheduler_config", "async_scheduling")),
+    "enforce_eager": (("engine_kwargs", "enforce_eager"), ("resolved_config", "model_config", "enforce_eager")),
+}
+
+
+def _at(meta: dict, path: tuple[str, ...]):
+    """meta.json's value at a path of keys; None where any step is missing or not an object."""
+    for key in path:
+        meta = meta.get(key) if isinstance(meta, dict) else None
+    return meta
+
+
 def _positive_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_INT
 
@@ -343,10 +361,15 @@ def engine_sets(meta: dict, where) -> list[str]:
             _fail(where, f"{section}.{key}", f"must be {what}, got {value!r:.60}")
     if cache or kw:
         sets.append(f"engine.gpu_memory_utilization={cache.get('gpu_memory_utilization', VLLM_GPU_MEMORY_UTILIZATION)}")
-    if "enable_prefix_caching" in cache:
-        if not isinstance(cache["enable_prefix_caching"], bool):
-            _fail(where, "kv_cache.enable_prefix_caching", f"must be true or false, got {cache['enable_prefix_caching']!r}")
-        sets.append(f"engine.enable_prefix_caching={str(bool(cache['enable_prefix_caching'])).lower()}")
+    for setting, sources in RECORDED_SWITCHES.items():  # the first place that records it says it
+        for path in sources:
+            value = _at(meta, path)
+            if value is None:
+                continue  # not recorded here (vLLM writes null for what it left at its default)
+            if not isinstance(value, bool):
+                _fail(where, ".".join(path), f"must be true or false, got {value!r:.40}")
+            sets.append(f"engine.{setting}={str(value).lower()}")
+            break
     if cache.get("block_size"):
         sets.append(f"engine.block_size={cache['block_size']}")
     if cache.get("num_gpu_blocks"):  # the pool the engine really had

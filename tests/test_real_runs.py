@@ -538,3 +538,22 @@ def test_a_damaged_timeline_is_a_gap_not_a_crash(tmp_path, capsys):
     assert list(t["t"]) == [-5.0, 0.0, 1.0, 2.0] and t["running"].isna().tolist() == [True, False, True, False]
     assert main(["compare", str(run), "--out", str(tmp_path / "o")] + sum((["--set", s] for s in DEPLOY), [])) == 0
     assert "Traceback" not in capsys.readouterr().err and (tmp_path / "o" / "summary.json").is_file()
+
+
+def test_the_engine_switches_a_run_records_are_its_settings():
+    """enforce_eager, chunked prefill, async scheduling and prefix caching recorded in engine_kwargs or vLLM's
+    resolved_config were dropped: the run was simulated with the defaults, without a word."""
+    from servesim.calibration.real_runs import engine_sets
+
+    meta = {"engine_kwargs": {"enable_chunked_prefill": False, "enforce_eager": None},
+            "resolved_config": {"model_config": {"enforce_eager": True},
+                                "scheduler_config": {"enable_chunked_prefill": True, "async_scheduling": False},
+                                "cache_config": {"enable_prefix_caching": False}}}
+    sets = engine_sets(meta, "meta.json")
+    for s in ("engine.enable_chunked_prefill=false", "engine.enforce_eager=true", "engine.async_scheduling=false",
+              "engine.enable_prefix_caching=false"):
+        assert s in sets  # engine_kwargs first, then the resolved config; null is "not recorded"
+    assert "engine.enable_chunked_prefill=true" not in sets
+    assert not any("prefix" in s for s in engine_sets({"kv_cache": {"enable_prefix_caching": None}}, "m"))
+    with pytest.raises(ConfigError, match="resolved_config.model_config.enforce_eager: must be true or false"):
+        engine_sets({"resolved_config": {"model_config": {"enforce_eager": "yes"}}}, "meta.json")
