@@ -105,7 +105,8 @@ def _read_table(path: Path, cols: list[str]) -> pd.DataFrame:
         else:
             ok, what = np.zeros(len(v), bool), f"numbers >= {least}"
         if not ok.all():
-            row, raw = int(np.argmax(~ok)), v.iloc[int(np.argmax(~ok))]
+            row = int(np.argmax(~ok))
+            raw = v.iloc[row]
             raise ConfigError("kernel_tables", f"{path}: column {col} must hold {what} (row {row + 1}: "
                                                f"{getattr(raw, 'item', lambda: raw)()!r:.40})")
     return df.assign(latency=lat.astype(float))

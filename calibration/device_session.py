@@ -174,7 +174,6 @@ def stage_calibrate(a, work: Path, state: dict) -> dict:
 def stage_replay(a, work: Path, state: dict) -> dict:
     from servesim.calibration.validate import auto_loads, step_errors, validate_replay
     from servesim.simulator.config import load
-
     from servesim.simulator.cost_model import load_profile
 
     sets = list(a.set) + [f"profile={state['profile']}"]

@@ -280,7 +280,6 @@ def _read_folder_meta(run: RealRun, folder: Path) -> None:
                 break  # the timeline plot is left out; the per-request comparison does not need it
             if {"t", "running", "waiting"} <= set(t.columns) and len(t):
                 run.timeseries = _timeline(t)
-
             break
 
 
@@ -321,7 +320,9 @@ def _positive_int(v) -> bool:
 
 # meta.json's values that become engine settings, checked where they are written (an error about them names
 # meta.json's field, not the engine setting the user never set)
+ENGINE_COUNTS = ("tensor_parallel_size", "data_parallel_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len")
 _RECORDED_VALUES = [
+    *[("engine_kwargs", key, _positive_int, "a positive integer") for key in ENGINE_COUNTS],
     ("kv_cache", "block_size", _positive_int, "a positive integer"),
     ("kv_cache", "num_gpu_blocks", _positive_int, "a positive integer"),
     ("kv_cache", "gpu_memory_utilization", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
@@ -344,10 +345,12 @@ def engine_sets(meta: dict, where) -> list[str]:
             meta["unmapped_model"] = str(served)  # resolve_run asks for --set model=... (never a silent default)
         else:
             sets.append(f"model={HF_IDS[str(served)]}")
-    for key in ("tensor_parallel_size", "data_parallel_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len"):
+    for section, key, ok, what in _RECORDED_VALUES:
+        value = (cache if section == "kv_cache" else kw).get(key)
+        if value is not None and not ok(value):
+            _fail(where, f"{section}.{key}", f"must be {what}, got {value!r:.60}")
+    for key in ENGINE_COUNTS:
         if kw.get(key) is not None:
-            if isinstance(kw[key], bool) or not isinstance(kw[key], int) or kw[key] < 1:
-                _fail(where, f"engine_kwargs.{key}", f"must be a positive integer, got {kw[key]!r}")
             sets.append(f"engine.{key}={kw[key]}")
     if "enable_expert_parallel" in kw:
         if not isinstance(kw["enable_expert_parallel"], bool):
@@ -355,10 +358,6 @@ def engine_sets(meta: dict, where) -> list[str]:
         sets.append(f"engine.enable_expert_parallel={str(kw['enable_expert_parallel']).lower()}")
     if (kw.get("data_parallel_size") or 1) > 1:  # vLLM's balancer sends each request to the least loaded rank
         sets.append("cluster.router=least_outstanding")
-    for section, key, ok, what in _RECORDED_VALUES:
-        value = (cache if section == "kv_cache" else kw).get(key)
-        if value is not None and not ok(value):
-            _fail(where, f"{section}.{key}", f"must be {what}, got {value!r:.60}")
     if cache or kw:
         sets.append(f"engine.gpu_memory_utilization={cache.get('gpu_memory_utilization', VLLM_GPU_MEMORY_UTILIZATION)}")
     for setting, sources in RECORDED_SWITCHES.items():  # the first place that records it says it

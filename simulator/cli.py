@@ -132,16 +132,15 @@ def _scenario_specs(path: str, sets: list[str]):
 
 
 def cmd_workload_describe(args) -> int:
-    from servesim.workloads.traces import TRACE_FORMATS, describe_file, describe_trace
+    from servesim.workloads.traces import check_format, describe_file, describe_trace
 
     if args.file.endswith((".yaml", ".yml")):
         d = describe_trace(_scenario_specs(args.file, args.set))
     else:
         if args.set:
             raise ConfigError("--set", "settings apply to a scenario YAML; a trace file is described as it is")
-        if args.format is not None and args.format not in TRACE_FORMATS:  # checked here: parsing stays pandas-free
-            raise ConfigError("--format", f"unknown trace format {args.format!r}; expected one of "
-                                          f"{', '.join(TRACE_FORMATS)}")
+        if args.format is not None:  # checked here, before the file: building the parser stays pandas-free
+            check_format(args.format, "--format")
         d = describe_file(args.file, args.format)
     if args.json:
         print(json.dumps(d, indent=2, default=float))

@@ -447,13 +447,18 @@ def infer_format(path) -> str:
     return found
 
 
+def check_format(fmt: str, field: str = "format") -> None:
+    """A trace format servesim reads, or one line naming `field` (the workload's `format`, describe's --format)."""
+    if fmt not in TRACE_FORMATS:
+        raise ConfigError(field, f"unknown trace format {fmt!r}; expected one of {', '.join(TRACE_FORMATS)}")
+
+
 def _read(path, fmt: str | None, hash_block_tokens: int | None = None, use_hash_ids: bool = True
           ) -> tuple[Path, str, _Rows]:
     path = _existing(path)
     if fmt is None:
         fmt = infer_format(path)
-    elif fmt not in TRACE_FORMATS:
-        raise ConfigError("format", f"unknown trace format {fmt!r}; expected one of {', '.join(TRACE_FORMATS)}")
+    check_format(fmt)
     try:
         rows = _READERS[fmt](path)
     except UnicodeDecodeError as e:
