@@ -60,16 +60,25 @@ def run_bench(args) -> int:
 
     started = _process_age_s()
     t0 = time.perf_counter()
+    # a --set of the workload's kind (or the whole section) brings its own workload: bench's lengths, request
+    # count and rate are a synthetic workload's and are not applied
+    own = any(item.split("=", 1)[0].strip() in ("workload", "workload.type") for item in args.set)
     # setting: (its flag, the flag's value, the setting it gives)
-    flags = {"workload.num_requests": ("--requests", args.requests, args.requests),
-             "workload.arrival.rate": ("--rate", args.rate, args.rate),
-             "simulation.decode_runs": ("--step-by-step", args.step_by_step, not args.step_by_step)}
+    flags = {"simulation.decode_runs": ("--step-by-step", args.step_by_step, not args.step_by_step)}
+    for key, flag, value, default in (("workload.num_requests", "--requests", args.requests, 10_000),
+                                      ("workload.arrival.rate", "--rate", args.rate, 10.0)):
+        if not own:
+            flags[key] = (flag, value, default if value is None else value)
+        elif value is not None:
+            print(f"servesim: warning: {flag} {value:g} is not applied: the --set workload brings its own",
+                  file=sys.stderr)
     for item in args.set:  # a --set comes last and wins: said, as a setting nothing reads is
         key = item.split("=", 1)[0].strip()
         if key in flags:
-            flag, value, _ = flags[key]
-            print(f"servesim: warning: --set {item} replaces {flag} ({value})", file=sys.stderr)
-    rs = load(None, BENCH_OVERRIDES + [f"{key}={setting}" for key, (_, _, setting) in flags.items()] + args.set)
+            flag, value, setting = flags[key]
+            print(f"servesim: warning: --set {item} replaces {flag} ({setting})", file=sys.stderr)
+    rs = load(None, ([] if own else BENCH_OVERRIDES) + [f"{key}={setting}" for key, (_, _, setting) in flags.items()]
+              + args.set)
     startup = (started or 0.0) + time.perf_counter() - t0  # interpreter, imports and resolving the scenario
     repeats = [_timed_repeat(rs) for _ in range(args.repeats)]
     result = repeats[-1][1]

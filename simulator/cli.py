@@ -373,8 +373,8 @@ def _add_calibration(sub) -> None:
 def _add_bench(sub) -> None:
     """`servesim bench`."""
     b = sub.add_parser("bench", help="simulator speed: simulated requests and seconds per wall second")
-    b.add_argument("--requests", type=number(int, ge=1, le=MAX_REQUESTS), default=10_000)
-    b.add_argument("--rate", type=POSITIVE, default=10.0, help="arrival rate, req/s (default: near the default deployment's saturation)")
+    b.add_argument("--requests", type=number(int, ge=1, le=MAX_REQUESTS), help="requests to simulate (default: 10,000)")
+    b.add_argument("--rate", type=POSITIVE, help="arrival rate, req/s (default: 10, near the default deployment's saturation)")
     b.add_argument("--repeats", type=number(int, ge=1, le=100), default=3, help="runs to take the median of")
     b.add_argument("--step-by-step", action="store_true", help="turn decode runs off, to measure what they save")
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting of the bench scenario")

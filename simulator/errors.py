@@ -39,7 +39,8 @@ def first_error(exc, section: str = "") -> tuple[str, str]:
     field = ".".join(loc)
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
-        msg = "unknown setting"
+        kinds = [p for p in err["loc"] if isinstance(p, str) and p in _UNION_TAGS]  # a kind's fields differ
+        msg = f"unknown setting of the {kinds[-1]} kind" if kinds else "unknown setting"
     elif err["type"] == "union_tag_not_found":  # a mapping without its kind: a section set replaces the default
         tag = err["ctx"]["discriminator"].strip("'")
         msg = (f"give its {tag} too: a setting of this section replaces the default one, so name the kind with "

@@ -35,6 +35,7 @@ class FrontEnd:
         self._static_next = self.specs[0].arrival_time if self.specs else math.inf
         self._pending: list[float] = []  # arrival times of scheduled follow-ups (a heap)
         self.requests: list[Request] = []
+        self.in_flight = 0  # requests arrived and neither finished nor refused
 
     @property
     def next_time(self) -> float:
@@ -50,6 +51,7 @@ class FrontEnd:
     def _arrive(self, spec: RequestSpec) -> None:
         req = Request(spec, self.max_model_len)
         self.requests.append(req)
+        self.in_flight += 1
         replica = self.route(req)
         req.replica = replica.index
         reason = "prompt_too_long" if spec.prompt_tokens >= self.max_model_len else replica.admission_error(req)
@@ -75,6 +77,8 @@ class FrontEnd:
         self.env.at(t, urgent=True).callbacks.append(done)
 
     def finished(self, req: Request, t: float, completed: bool = True) -> None:
-        for spec in self.source.on_finish(req.spec, t, completed):
+        self.in_flight -= 1
+        idle = not completed and not self.in_flight and not self._pending and self._static_next == math.inf
+        for spec in self.source.on_finish(req.spec, t, completed, idle):
             heapq.heappush(self._pending, spec.arrival_time)
             self.env.at(spec.arrival_time, urgent=True).callbacks.append(partial(self._follow_up, spec))

@@ -158,6 +158,8 @@ class RunResult:
             "finish_reason": [r.finish_reason if r.status == FINISHED else r.reject_reason for r in reqs],
             "batch_id": [r.batch_id for r in reqs],
         })
+        if rs.scenario.cluster.prefill_replicas:  # the first token's step, on the prefill replica
+            req.insert(req.columns.get_loc("token_runs") + 1, "prefill_token_runs", [list(r.prefill_runs) for r in reqs])
         req["queue_time"] = req["first_scheduled_time"] - req["arrival_time"]
         req["ttft"] = req["first_token_time"] - req["arrival_time"]
         req["e2el"] = req["finish_time"] - req["arrival_time"]

@@ -343,3 +343,14 @@ def test_a_trace_given_by_a_relative_path_replays_from_another_folder(tmp_path, 
     monkeypatch.chdir(tmp_path)
     assert main(["run", "w/a/config.yaml", "--out", "b", "--quiet"]) == 0
     assert (tmp_path / "w" / "a" / "requests.parquet").read_bytes() == (tmp_path / "b" / "requests.parquet").read_bytes()
+
+
+def test_bench_with_another_kind_of_workload_drops_its_own_workload_settings(capsys):
+    """Round 23: `bench --set workload.type=sessions` failed on `workload.prompt_tokens`, a setting bench set, not
+    the user. Bench's lengths, --requests and --rate are a synthetic workload's: another kind goes without them."""
+    assert main(["bench", "--requests", "50", "--repeats", "1", "--json",
+                 "--set", "workload={type: sessions, num_sessions: 5}"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["requests"] >= 5 and "--requests 50 is not applied" in out.err
+    assert main(["run", "--set", "workload.prompt_tokens=5", "--set", "workload.type=sessions"]) == 2
+    assert "workload.prompt_tokens: unknown setting of the sessions kind" in capsys.readouterr().err

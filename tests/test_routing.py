@@ -117,3 +117,17 @@ def test_routers_read_only_the_replica_load_view():
     assert picks["predicted_completion"] == 1 and picks["round_robin"] == 0 and 0 <= picks["random"] < 3
     sim = build(load(None, ["cluster.replicas=2"]))
     assert all(isinstance(r, ReplicaLoad) for r in sim.replicas)
+
+
+def test_disaggregated_token_runs_give_every_token_time():
+    """Round 23: token_runs held the decode replica's steps only, one token short of output_tokens; the first
+    token's step (on the prefill replica) is now in prefill_token_runs."""
+    r = simulate(load(None, ["workload.num_requests=20", "cluster.replicas=1", "cluster.prefill_replicas=1"]))
+    steps = r.steps
+    for _, x in r.requests.iterrows():
+        runs, first = list(x.token_runs), list(x.prefill_token_runs)
+        count = sum(b - a + 1 for a, b in zip(runs[0::2] + first[0::2], runs[1::2] + first[1::2]))
+        assert count == x.output_tokens
+        ends = steps[steps.replica == x.prefill_replica]["end"].to_numpy()
+        assert ends[first[0]] == x.first_token_time
+    assert "prefill_token_runs" not in simulate(load(None, ["workload.num_requests=5"])).requests

@@ -470,3 +470,32 @@ def test_a_clipped_trace_says_so_and_drops_the_ids_it_cut(tmp_path):
     assert "2 of 3 prompts are at max_model_len - 1 = 4,095 tokens" in " ".join(source.warnings)
     unclipped = TraceWorkload(type="trace", path=str(path)).source(0, 4096)
     assert [s.prompt_tokens for s in unclipped.specs] == [600, 5000, 9000] and not unclipped.warnings
+
+
+def test_a_replay_keeps_each_rows_recorded_priority_and_class(tmp_path):
+    """Round 23: `priorities` on a servesim file replaced every recorded priority and erased the recorded classes,
+    unsaid (with slo_classes given, the same setting was said to have no effect). A row's own values win; only
+    rows that record none are drawn, and a setting that draws nothing is said unused."""
+    from servesim.workloads.trace_workload import TraceWorkload
+
+    rows = [{"request_id": 0, "arrival_time": 0.0, "prompt_tokens": 100, "output_tokens": 10, "priority": 2,
+             "slo_class": "a"},
+            {"request_id": 1, "arrival_time": 0.1, "prompt_tokens": 200, "output_tokens": 20, "priority": 0,
+             "slo_class": "b"},
+            {"request_id": 2, "arrival_time": 0.2, "prompt_tokens": 300, "output_tokens": 30}]
+    f = tmp_path / "pc.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def replay(**options):
+        src = TraceWorkload(type="trace", path=str(f), **options).source(0)
+        return [(s.priority, s.slo_class) for s in src.specs], " ".join(src.warnings)
+
+    got, said = replay(priorities=[7])
+    assert got == [(2, "a"), (0, "b"), (7, None)] and "has no effect" not in said
+    got, said = replay(priorities=[7], slo_classes={"a": {"ttft_ms": 100}, "b": {"priority": 5}})
+    assert got[:2] == [(2, "a"), (5, "b")] and got[2][0] in (5, 7)  # a class's own priority wins
+    got, said = replay(priorities=[7], slo_classes={"a": {"ttft_ms": 100}, "b": {"ttft_ms": 50}})
+    assert got[:2] == [(2, "a"), (0, "b")] and got[2][1] in ("a", "b")
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    got, said = replay(priorities=[7])
+    assert got == [(2, "a"), (0, "b")] and "workload.priorities has no effect" in said

@@ -207,7 +207,8 @@ def test_sharegpt_lengths_with_an_arrival_process():
                                    "workload.prompt_tokens={dist: fixed, value: 5000}"]])
 def test_a_closed_loop_whose_requests_are_rejected_ends(tmp_path, sets):
     """A rejected client resent at once, at the same simulated instant: with only duration_s, time never moved
-    (a hang). It now waits for the next finish, when room can appear."""
+    (a hang). It now waits for the next finish, when room can appear; with nothing in flight it goes on, and
+    STALL_LIMIT refusals in a row stop the clients with a warning."""
     import subprocess
     import sys
 
@@ -220,3 +221,41 @@ def test_a_closed_loop_whose_requests_are_rejected_ends(tmp_path, sets):
 
     s = json.loads(done.stdout)
     assert s["completed"] + s["failed"] >= 4 and s["failed"] >= 1
+    if not s["completed"]:  # every request refused: the clients stopped, said
+        assert s["failed"] == 10_000 and "the clients stopped after 10,000 requests" in done.stderr
+
+
+def test_a_closed_loop_sends_every_request_when_refusals_leave_nothing_in_flight():
+    """Round 23: 3 clients whose requests were all refused waited for a finish that never came: 6 of 30 requests
+    were sent, with exit 0 and no word. A refusal with nothing in flight is the request's own: the clients go on."""
+    rs = load(None, ["seed=2", "workload.num_requests=30", "workload.arrival={process: closed_loop, concurrency: 3}",
+                     "workload.clip_to_max_model_len=false", "engine.max_model_len=300", "profile=teaching",
+                     "workload.prompt_tokens={dist: uniform, low: 100, high: 1500}"])
+    s = simulate(rs).summary
+    assert s["completed"] + s["failed"] == 30 and s["completed"] >= 1 and s["failed"] >= 1
+
+
+def test_a_full_queue_still_parks_the_refused_client_until_a_finish():
+    """With requests in flight, a refusal (a full queue) is the load's: the client waits for the next finish, so no
+    burst of refusals at one instant."""
+    rs = load(None, ["workload.num_requests=40", "workload.arrival={process: closed_loop, concurrency: 6}",
+                     "engine.max_num_queued_reqs=2", "profile=teaching"])
+    r = simulate(rs)
+    refused = r.requests[r.requests.status == "rejected"]
+    assert len(refused) and r.summary["completed"] + r.summary["failed"] == 40
+    assert refused.arrival_time.value_counts().max() <= 6  # never more refusals at one instant than clients
+
+
+def test_sessions_say_how_many_turns_a_rejection_left_unsent():
+    """A rejected turn ends its session: the turns after it were in no count and no warning (round 23)."""
+    rs = load(None, ["workload={type: sessions, num_sessions: 20}", "engine.max_model_len=800",
+                     "workload.clip_to_max_model_len=false", "profile=teaching"])
+    source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
+    total = int(source.describe().split(", ")[1].split()[0])
+    r = simulate(rs, source)
+    assert r.summary["failed"] >= 1
+    (said,) = source.warnings
+    lost = int(said.split()[0])
+    assert r.summary["completed"] + r.summary["failed"] + lost == total
+    ended = r.requests[(r.requests.status == "rejected")]
+    assert f"of {len(set(ended.session_id)) - sum(source.turns[s] == t + 1 for s, t in zip(ended.session_id, ended.turn))} session(s)" in said

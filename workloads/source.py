@@ -19,8 +19,9 @@ class RequestSource:
     def initial(self) -> list[RequestSpec]:
         return []
 
-    def on_finish(self, spec: RequestSpec, t: float, completed: bool) -> list[RequestSpec]:
-        """Follow-up requests after `spec` finished (completed) or was rejected at time t."""
+    def on_finish(self, spec: RequestSpec, t: float, completed: bool, idle: bool = False) -> list[RequestSpec]:
+        """Follow-up requests after `spec` finished (completed) or was rejected at time t; idle: nothing is in
+        flight or due, so no later finish will come."""
         return []
 
     def describe(self) -> str:
@@ -50,12 +51,14 @@ class StaticSource(RequestSource):
 
 class ClosedLoopSource(RequestSource):
     """N clients; each sends its next request think_time after the previous one ends (after a rejection: after
-    the next request that finishes).
+    the next request that finishes, or at once when nothing is in flight).
 
     Requests come from `templates` in the order clients ask for them, so a run is
     deterministic. Stops at `limit` requests or when a follow-up would start at or
     after `duration_s`.
     """
+
+    STALL_LIMIT = 10_000  # requests refused in a row, the last with nothing in flight: the clients stop (on_finish)
 
     def __init__(self, concurrency: int, think_time: Callable[[], float], templates: Iterator[RequestSpec],
                  limit: int | None, duration_s: float | None, ramp_up_s: float = 0.0):
@@ -63,6 +66,8 @@ class ClosedLoopSource(RequestSource):
         self.limit, self.duration_s, self.issued = limit, duration_s, 0
         self.ramp_up_s = ramp_up_s  # client i sends its first request at i x ramp_up_s / concurrency
         self.parked = 0  # clients whose request was rejected, waiting for the next finish to try again
+        self.refused = 0  # requests refused since the last one completed
+        self.warnings: list[str] = []  # said after the run (a stall, below)
 
     def _next(self, t: float) -> list[RequestSpec]:
         if (self.limit is not None and self.issued >= self.limit) or \
@@ -77,13 +82,27 @@ class ClosedLoopSource(RequestSource):
     def initial(self) -> list[RequestSpec]:
         return [s for i in range(self.concurrency) for s in self._next(i * self.ramp_up_s / self.concurrency)]
 
-    def on_finish(self, spec, t, completed):
+    def on_finish(self, spec, t, completed, idle=False):
         """A finished request's client sends its next one after its think time. A rejected one's client waits
-        for the next finish: servesim has no network latency, so a retry at once met the same full queue (or the
-        same too-long prompt limit) at the same instant, forever. A finish is when room can appear."""
-        if not completed:
-            self.parked += 1
-            return []
+        for the next finish: servesim has no network latency, so a retry at once would meet the same full queue
+        at the same instant. With nothing in flight no finish will come, and the refusal was the request's own
+        (a prompt over max_model_len, a predicted TTFT over its SLO on an idle engine): every waiting client then
+        sends its next request, as `vllm bench serve`'s clients go on after an error. STALL_LIMIT such refusals
+        in a row (every request refused) stop the clients, with a warning, rather than loop at one instant."""
+        if completed:
+            self.refused = 0
+        else:
+            self.refused += 1
+            if not idle:
+                self.parked += 1
+                return []
+            if self.refused >= self.STALL_LIMIT:
+                self.warnings.append(
+                    f"closed loop: {self.refused:,} requests in a row were refused, the last with nothing in flight "
+                    f"(each rejected on its own: a prompt over max_model_len, a predicted TTFT over its SLO?); "
+                    f"the clients stopped after {self.issued:,} requests")
+                self.parked = 0
+                return []
         clients, self.parked = 1 + self.parked, 0
         return [s for _ in range(clients) for s in self._next(t + self.think_time())]
 
@@ -99,15 +118,28 @@ class ClosedLoopSource(RequestSource):
 class SessionSource(RequestSource):
     """Chat sessions: turn k + 1 is sent a think time after turn k ends; a rejected turn ends its session."""
 
-    def __init__(self, first_turns: list[RequestSpec], next_turn: dict[int, tuple[RequestSpec, float]], label: str):
-        self.first_turns, self.next_turn, self.label = first_turns, next_turn, label
+    def __init__(self, first_turns: list[RequestSpec], next_turn: dict[int, tuple[RequestSpec, float]], label: str,
+                 turns: list[int]):
+        self.first_turns, self.next_turn, self.label, self.turns = first_turns, next_turn, label, turns
+        self.ended: dict[int, int] = {}  # session -> its turns never sent, after a rejected turn
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        if not self.ended:
+            return ()
+        return (f"{sum(self.ended.values()):,} later turn(s) of {len(self.ended):,} session(s) were never sent: "
+                f"a rejected turn ends its session (those turns are in no metric)",)
 
     def initial(self) -> list[RequestSpec]:
         return self.first_turns
 
-    def on_finish(self, spec, t, completed):
+    def on_finish(self, spec, t, completed, idle=False):
+        if not completed:
+            if (lost := self.turns[spec.session_id] - spec.turn - 1) > 0:
+                self.ended[spec.session_id] = lost
+            return []
         follow = self.next_turn.get(spec.request_id)
-        if follow is None or not completed:
+        if follow is None:
             return []
         nxt, think = follow
         return [replace(nxt, arrival_time=t + think)]

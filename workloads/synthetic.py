@@ -223,4 +223,5 @@ class SessionWorkload(_Classes):
                 # a prompt the engine refuses as too long ends its session: the later turns are never sent
                 unsent = bool(max_model_len) and prompt >= max_model_len
         total = int(turns.sum())
-        return SessionSource(first_turns, follow, f"{self.num_sessions:,} chat sessions, {total:,} turns")
+        return SessionSource(first_turns, follow, f"{self.num_sessions:,} chat sessions, {total:,} turns",
+                             turns.tolist())

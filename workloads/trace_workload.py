@@ -43,13 +43,7 @@ class TraceWorkload(_Classes):
             raise
         warnings = self._inert_options(info)
         if self.priorities or self.slo_classes:
-            if self.slo_classes and specs and all(s.slo_class is not None for s in specs):
-                # every row keeps its recorded class (and priority): nothing is drawn
-                unused = [f"workload.slo_classes.{c}.weight" for c, v in self.slo_classes.items() if v.weight != 1.0]
-                unused += ["workload.priorities"] if self.priorities else []
-                warnings += tuple(f"{u} has no effect: every row of {self.path} records its "
-                                  f"SLO class, so none is drawn" for u in unused)
-            specs = self._with_classes(specs, seed)
+            specs, warnings = self._with_classes(specs, info["recorded_priority"], seed, warnings)
         if not self.slo_classes and (recorded := sorted({s.slo_class for s in specs if s.slo_class is not None})):
             warnings += (f"{self.path} records SLO class(es) {', '.join(recorded)}, but workload.slo_classes gives "
                         f"them no targets: goodput is not computed",)
@@ -72,21 +66,32 @@ class TraceWorkload(_Classes):
                        f"prompt blocks, so no prefix is shared anyway")
         return tuple(out)
 
-    def _with_classes(self, specs: list, seed: int) -> list:
-        """Draw classes and priorities for the rows, except that a row whose trace records its SLO class keeps
-        it (with that class's priority, else its recorded one): a written workload replays with its own classes."""
+    def _with_classes(self, specs: list, recorded_priority: list[bool], seed: int, warnings: tuple) -> tuple:
+        """Draw classes and priorities for the rows, except what a row records (a written workload replays
+        with its own): a recorded SLO class is kept, and so is a recorded priority, unless the row's class
+        sets one (a class's priority wins). Says which drawing settings that leaves unused."""
         from dataclasses import replace
 
         recorded = {s.slo_class for s in specs if s.slo_class is not None}
         if recorded and self.slo_classes and (unknown := sorted(recorded - set(self.slo_classes))):
             raise ConfigError("workload.slo_classes", f"{self.path} records class(es) {', '.join(unknown)} that have "
                                                       f"no targets here")
-        prios, classes = self._draw_classes(len(specs), np.random.default_rng(seed))
-        out = []
-        for s, p, c in zip(specs, prios, classes):
-            if s.slo_class is not None and self.slo_classes:
-                own = self.slo_classes[s.slo_class].priority
-                out.append(replace(s, priority=s.priority if own is None else own))
+        drawn_prios, drawn_classes = self._draw_classes(len(specs), np.random.default_rng(seed))
+        classes = self.slo_classes or {}
+        out, drew_class, drew_priority = [], False, False
+        for s, own_priority, p, c in zip(specs, recorded_priority, drawn_prios, drawn_classes):
+            cls = s.slo_class
+            if cls is None:
+                cls, drew_class = c, drew_class or c is not None
+            set_by_class = classes[cls].priority if cls in classes else None
+            if set_by_class is not None:
+                priority = set_by_class
+            elif own_priority:
+                priority = s.priority
             else:
-                out.append(replace(s, priority=p, slo_class=c))
-        return out
+                priority, drew_priority = p, True
+            out.append(replace(s, priority=priority, slo_class=cls))
+        unused = [] if drew_class else [f"workload.slo_classes.{c}.weight" for c, v in classes.items() if v.weight != 1.0]
+        unused += [] if drew_priority or not self.priorities else ["workload.priorities"]
+        return out, warnings + tuple(f"{u} has no effect: every row of {self.path} records its SLO class or its "
+                                     f"priority, so none is drawn" for u in unused)

@@ -54,6 +54,7 @@ class TraceInfo(TypedDict):
     content_ids: NotRequired[bool]  # the file names prompt blocks (hash_ids, prefix_ids), even if dropped
     format: NotRequired[str]
     path: NotRequired[str]
+    recorded_priority: NotRequired[list[bool]]  # per request read: its row records a priority (a replay keeps it)
 
 
 @dataclasses.dataclass
@@ -362,7 +363,7 @@ def _servesim_rows(obj: _Obj):
     ids = obj.prefix_ids("prefix_ids", prompt, block, exact=False)
     yield (obj.seconds("arrival_time"), prompt, obj.integer("output_tokens", least=1, role="output"),
            {"max_tokens": obj.integer("max_tokens", None, least=1, role="output"),
-            "priority": obj.integer("priority", 0, least=None), "slo_class": slo,
+            "priority": obj.integer("priority", None, least=None), "slo_class": slo,  # None: not recorded
             "session_id": obj.integer("session_id", None, least=None), "turn": obj.integer("turn", 0),
             "prefix_ids": ids, "prefix_block_tokens": block})
 
@@ -528,12 +529,20 @@ def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, s
         raise ConfigError("time_scale", f"{path}'s arrivals kept, scaled by 1/{time_scale:g}, reach {t[-1]:.3g} s: "
                                         f"at most {MAX_SECONDS:g} s can be simulated")
     no_extra: dict = {}
-    specs = [RequestSpec(first_id + k, a, p, o, **(rows.extra[i] if rows.extra else no_extra))
-             for k, (i, a, p, o) in enumerate(zip(order.tolist(), t.tolist(), rows.prompt[order].tolist(),
+    kept = order.tolist()
+    # which rows record a priority (only servesim's own format can): a replay keeps it, draws only the others'
+    recorded = [rows.extra[i].get("priority") is not None for i in kept] if rows.extra else [False] * len(kept)
+    specs = [RequestSpec(first_id + k, a, p, o, **(_with_priority(rows.extra[i]) if rows.extra else no_extra))
+             for k, (i, a, p, o) in enumerate(zip(kept, t.tolist(), rows.prompt[order].tolist(),
                                                   rows.output[order].tolist()))]
     info = describe_trace(specs, skipped=rows.skipped)
-    info.update(content_ids=rows.content_ids, format=fmt, path=str(path))
+    info.update(content_ids=rows.content_ids, format=fmt, path=str(path), recorded_priority=recorded)
     return specs, info
+
+
+def _with_priority(extra: dict) -> dict:
+    """A row's fields for its RequestSpec: priority 0 (vLLM's default) where the row records none."""
+    return extra if extra.get("priority", 0) is not None else {**extra, "priority": 0}
 
 
 def read_trace(path, fmt: str | None = None, *, time_scale: float = 1.0, start_s: float = 0.0,
@@ -558,7 +567,9 @@ def describe_file(path, fmt: str | None = None) -> TraceInfo:
     percentiles; its duration and rate are None, as it is replayed only beneath an arrival process."""
     path, fmt, rows = _read(path, fmt)
     if rows.arrival is not None:
-        return _trace_of_rows(path, fmt, rows)[1]
+        info = _trace_of_rows(path, fmt, rows)[1]
+        info.pop("recorded_priority")  # the replay's business, not the file's description
+        return info
     return {"rows": len(rows.prompt), "duration_s": None, "rate": None, "prompt": _stats(rows.prompt.tolist()),
             "output": _stats(rows.output.tolist()), "prefix_reuse": None, "sessions": None, "skipped": rows.skipped,
             "content_ids": False, "format": fmt, "path": str(path)}
