@@ -19,7 +19,7 @@ $(STAMP): $(BIN)/python pyproject.toml
 venv: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/servesim run --out results/default
+	$(BIN)/servesim run --out results/default --plot
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

@@ -390,10 +390,21 @@ def _fit_serving(args) -> int:
         print("servesim: warning: --holdout has no effect on real serving runs: "
               + ("--held-out runs are the held-out data" if held else "the fit scores each run's first 70% of "
                  "requests and reports its later 30%; give --held-out runs for another split"), file=sys.stderr)
+    if args.seed:  # the tables' split is seeded; runs are split by the runs given (or each run's later 30%)
+        print("servesim: warning: --seed has no effect on real serving runs: nothing in their fit is drawn",
+              file=sys.stderr)
+    from servesim.simulator.files import output_file
+
+    inputs = [*args.measurements, *args.held_out, args.scenario]
+    if args.out:  # refused before the fit's minutes, not after
+        output_file(args.out, "--out", inputs)
+        output_file(Path(args.out).with_suffix(".held-out.csv"), "--out", inputs)
     fit = fit_serving(train, held, args.scenario, sets, terms, args.max_evals)
     if args.name:
         fit.profile["name"] = args.name
     out = Path(args.out) if args.out else Path("results/profiles") / f"{fit.profile['name']}.yaml"
+    output_file(out, "--out", inputs)
+    output_file(out.with_suffix(".held-out.csv"), "--out", inputs)
     write_profile(fit.profile, out)
     fit.held_out_table.to_csv(out.with_suffix(".held-out.csv"), index=False)
     h = fit.held_out
@@ -449,6 +460,10 @@ def cmd_import(args) -> int:
 def cmd_compare(args) -> int:
     from servesim.calibration.compare import compare_profiles, format_table
 
+    if args.out:
+        from servesim.simulator.files import output_file
+
+        output_file(args.out, "--out", [args.a, args.b])
     t = compare_profiles(args.a, args.b)
     for w in t.attrs["warnings"]:
         print(f"servesim: warning: {w}", file=sys.stderr)

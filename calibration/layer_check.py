@@ -47,9 +47,15 @@ def _read_layers(path: Path) -> pd.DataFrame:
     if missing:
         raise ConfigError("layers", f"{path} lacks column(s) {', '.join(missing)}")
     num = d[cols[1:]].apply(pd.to_numeric, errors="coerce")
-    if num.isna().any().any() or not (num > 0).all().all() or not set(GEMMS + OTHER) <= set(d["layer_name"]):
-        raise ConfigError("layers", f"{path}: needs positive numbers in {', '.join(cols[1:])} and rows for "
+    if num.isna().any().any() or not (num > 0).all().all() or not np.isfinite(num.to_numpy(float)).all() \
+            or not set(GEMMS + OTHER) <= set(d["layer_name"]):
+        raise ConfigError("layers", f"{path}: needs positive finite numbers in {', '.join(cols[1:])} and rows for "
                                     f"{', '.join(GEMMS + OTHER)}")
+    counts = num[["input", "tp_size"]]
+    if not (counts == counts.round()).all().all():  # a token count or TP degree of 1.5 is damage
+        row = int((counts != counts.round()).any(axis=1).to_numpy().argmax())
+        raise ConfigError("layers", f"{path}, row {row + 2}: input and tp_size must be whole numbers, got "
+                                    f"{counts.iloc[row].tolist()}")
     return d.assign(**{c: num[c] for c in cols[1:]})
 
 

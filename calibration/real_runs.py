@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from servesim.simulator.batch import SHAPE_FIELDS, shape_of
-from servesim.simulator.config import KV_CACHE_DTYPES
+from servesim.simulator.config import KV_CACHE_DTYPES, QUANTIZED_FORMATS
 from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem
 from servesim.simulator.files import where_looked
 from servesim.simulator.metrics import latency_stats
@@ -329,7 +329,21 @@ _RECORDED_VALUES = [
      and 0 < v <= 1, "a fraction in (0, 1]"),
     ("engine_kwargs", "kv_cache_dtype", lambda v: isinstance(v, str) and v in ("auto", *KV_CACHE_DTYPES),
      f"one of auto, {', '.join(KV_CACHE_DTYPES)}"),
+    ("engine_kwargs", "block_size", _positive_int, "a positive integer"),
+    ("engine_kwargs", "num_gpu_blocks_override", _positive_int, "a positive integer"),
+    ("engine_kwargs", "gpu_memory_utilization", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+     and 0 < v <= 1, "a fraction in (0, 1]"),
+    ("engine_kwargs", "quantization", lambda v: v in QUANTIZED_FORMATS,
+     f"a format servesim models ({', '.join(QUANTIZED_FORMATS)}) or null"),
 ]
+# engine arguments read above or below, and those that change no step's time; any other is said not modelled
+_READ_KWARGS = {*ENGINE_COUNTS, "enable_expert_parallel", "kv_cache_dtype", "block_size", "num_gpu_blocks_override",
+                "gpu_memory_utilization", "quantization", "dtype", "model", *(
+                    path[1] for paths in RECORDED_SWITCHES.values() for path in paths if path[0] == "engine_kwargs")}
+_TIMELESS_KWARGS = {"seed", "served_model_name", "tokenizer", "tokenizer_mode", "trust_remote_code", "revision",
+                    "download_dir", "load_format", "disable_log_stats", "disable_log_requests", "max_logprobs",
+                    "enable_log_requests"}
+_SAME_SPEED_DTYPES = (None, "auto", "bfloat16", "bf16", "float16", "fp16", "half")  # 2 bytes a value, as modelled
 
 
 def engine_sets(meta: dict, where) -> list[str]:
@@ -358,8 +372,17 @@ def engine_sets(meta: dict, where) -> list[str]:
         sets.append(f"engine.enable_expert_parallel={str(kw['enable_expert_parallel']).lower()}")
     if (kw.get("data_parallel_size") or 1) > 1:  # vLLM's balancer sends each request to the least loaded rank
         sets.append("cluster.router=least_outstanding")
-    if cache or kw:
-        sets.append(f"engine.gpu_memory_utilization={cache.get('gpu_memory_utilization', VLLM_GPU_MEMORY_UTILIZATION)}")
+    if cache or kw:  # vLLM's argument, else servesim's cache record, else vLLM's default
+        fraction = kw.get("gpu_memory_utilization") or cache.get("gpu_memory_utilization") or VLLM_GPU_MEMORY_UTILIZATION
+        sets.append(f"engine.gpu_memory_utilization={fraction}")
+    if kw.get("quantization") is not None:
+        sets.append(f"engine.quantization={kw['quantization']}")
+    unmodelled = [f"engine_kwargs.{k}={v!r:.40}" for k, v in kw.items()
+                  if k not in _READ_KWARGS | _TIMELESS_KWARGS and v is not None]
+    if kw.get("dtype") not in _SAME_SPEED_DTYPES:
+        unmodelled.append(f"engine_kwargs.dtype={kw['dtype']!r:.40} (servesim runs the model's own 2-byte dtype)")
+    if unmodelled:  # resolve_run says so: never dropped unsaid
+        meta["unmodelled"] = unmodelled
     for setting, sources in RECORDED_SWITCHES.items():  # the first place that records it says it
         for path in sources:
             value = _at(meta, path)
@@ -369,14 +392,18 @@ def engine_sets(meta: dict, where) -> list[str]:
                 _fail(where, ".".join(path), f"must be true or false, got {value!r:.40}")
             sets.append(f"engine.{setting}={str(value).lower()}")
             break
-    if cache.get("block_size"):
-        sets.append(f"engine.block_size={cache['block_size']}")
-    if cache.get("num_gpu_blocks"):  # the pool the engine really had
-        sets.append(f"engine.num_gpu_blocks_override={cache['num_gpu_blocks']}")
+    if kw.get("block_size") or cache.get("block_size"):
+        sets.append(f"engine.block_size={kw.get('block_size') or cache['block_size']}")
+    if cache.get("num_gpu_blocks") or kw.get("num_gpu_blocks_override"):  # the pool the engine really had
+        sets.append(f"engine.num_gpu_blocks_override={cache.get('num_gpu_blocks') or kw['num_gpu_blocks_override']}")
     if kw.get("kv_cache_dtype", "auto") != "auto":
         sets.append(f"engine.kv_cache_dtype={kw['kv_cache_dtype']}")
-    device = meta.get("hardware", {}).get("device_name") if isinstance(meta.get("hardware"), dict) else None
-    if isinstance(device, str) and device:
+    if "hardware" in meta and not isinstance(meta["hardware"], dict):
+        _fail(where, "hardware", f"must be an object, got {type(meta['hardware']).__name__}")
+    device = (meta.get("hardware") or {}).get("device_name")
+    if device is not None and not isinstance(device, str):
+        _fail(where, "hardware.device_name", f"must be the GPU's name (text), got {device!r:.40}")
+    if device:
         from servesim.simulator.hardware import gpu_for_device
 
         gpu = gpu_for_device(device)

@@ -8,6 +8,7 @@ with. Repeats of one workload (several REAL files) give the real runs' own sprea
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -36,6 +37,8 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
         raise ConfigError("model", f"{run.path} was served with {unmapped}, which has no built-in architecture: "
                                    f"give --set model=NAME (a built-in model or a config.json path)")
     recorded, warnings = _with_overrides(run, list(sets or []))
+    if run.meta.get("unmodelled"):
+        warnings.append(f"{run.path} records {', '.join(run.meta['unmodelled'])}: not modelled, simulated without")
     given = _dotted(scenario_data)
     warnings += [f"{run.path} records {item}, which replaces --scenario's {key}={given[key]!r}"
                  for item in recorded for key in [item.split("=", 1)[0]]
@@ -215,7 +218,7 @@ def plot_comparison(run: RealRun, sim_requests: pd.DataFrame, sim_itls: np.ndarr
 def _check_repeats(real_paths: list[str], runs: list) -> None:
     """Several runs are repeats of one deployment and one workload, each given once; their differences are spread."""
     first = runs[0]
-    seen = set()
+    seen, contents = set(), {}
     for p, r in zip(real_paths, runs):  # one run given twice (under any of its names) would be its own repeat
         if r.identity in seen:
             raise ConfigError(str(p), "given twice (the same records under another name): give each repeat once")
@@ -226,13 +229,21 @@ def _check_repeats(real_paths: list[str], runs: list) -> None:
                         for run in (first, r))  # the pool the profiler found varies a little between repeats
         if mine != theirs or device(r) != device(first):
             theirs = sorted(mine ^ theirs) or [f"GPU {device(r)} against {device(first)}"]
+            shown = ", ".join(theirs[:6]) + (f" and {len(theirs) - 6} more" if len(theirs) > 6 else "")
             raise ConfigError(str(r.path), f"not a repeat of {first.path}: it records other settings "
-                                           f"({', '.join(theirs)[:200]}); its differences would count as spread")
+                                           f"({shown}); its differences would count as spread")
     for r in runs[1:]:  # repeats of one workload: the same requests
         if [(s.prompt_tokens, s.output_tokens) for s in r.specs] != \
                 [(s.prompt_tokens, s.output_tokens) for s in first.specs]:
             raise ConfigError(str(r.path), f"not a repeat of {first.path}: its requests differ (count, prompt or "
                                            f"output lengths); compare one workload's repeats at a time")
+    for p, r in zip(real_paths, runs):  # a copy of a run is no repeat either: its spread would be 0
+        if r.records is not None and r.records.is_file():
+            digest = hashlib.sha256(r.records.read_bytes()).hexdigest()
+            if digest in contents:
+                raise ConfigError(str(p), f"holds the same records, byte for byte, as {contents[digest]}: a copy of "
+                                          f"one run is no repeat; give each measured run once")
+            contents[digest] = p
 
 
 def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | None, sets: list[str] | None,

@@ -66,7 +66,6 @@ def _describe(rs) -> str:
 def cmd_run(args) -> int:
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
-    from servesim.simulator.plots import latency_distributions
 
     rs = load(args.scenario, args.set)
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
@@ -85,12 +84,17 @@ def cmd_run(args) -> int:
     for w in [*source.warnings, *result.summary.get("cost_model_warnings", []), *idle]:
         print(f"servesim: warning: {w}", file=sys.stderr)
     out = result.write(args.out, "--out")
-    latency_distributions(result, out / "latency.png")
+    files = ["config.yaml", "summary.json", "requests.parquet", "steps.parquet"]
+    if args.plot:  # only when asked: importing matplotlib and drawing take longer than a small run
+        from servesim.simulator.plots import latency_distributions
+
+        latency_distributions(result, out / "latency.png")
+        files.append("latency.png")
     if args.json:
         print(json.dumps(result.summary, indent=2))
     else:
         print(format_summary(result.summary))
-        print(f"results in {out}/ (config.yaml, summary.json, requests.parquet, steps.parquet, latency.png)")
+        print(f"results in {out}/ ({', '.join(files)})")
     return 0
 
 
@@ -128,14 +132,14 @@ def _scenario_specs(path: str, sets: list[str]):
     if not isinstance(src, StaticSource):
         raise ConfigError("workload", f"{src.describe()}: requests depend on the simulation (closed loop or "
                                       f"sessions), so only their first requests exist before a run")
-    return specs
+    return specs, [path, getattr(rs.scenario.workload, "path", None)]  # the requests, and the files they came from
 
 
 def cmd_workload_describe(args) -> int:
     from servesim.workloads.traces import check_format, describe_file, describe_trace
 
     if args.file.endswith((".yaml", ".yml")):
-        d = describe_trace(_scenario_specs(args.file, args.set))
+        d = describe_trace(_scenario_specs(args.file, args.set)[0])
     else:
         if args.set:
             raise ConfigError("--set", "settings apply to a scenario YAML; a trace file is described as it is")
@@ -160,8 +164,8 @@ def cmd_workload_write(args) -> int:
     from servesim.simulator.files import output_file
     from servesim.workloads.traces import write_jsonl
 
-    specs = _scenario_specs(args.scenario, args.set)
-    write_jsonl(specs, output_file(args.out, "--out"))
+    specs, inputs = _scenario_specs(args.scenario, args.set)
+    write_jsonl(specs, output_file(args.out, "--out", inputs))
     print(f"{len(specs):,} requests written to {args.out}")
     return 0
 
@@ -244,6 +248,8 @@ def _add_run(sub) -> None:
     r.add_argument("--json", action="store_true", help="print the summary as JSON, alone on stdout (the run's "
                                                          "description goes to stderr)")
     r.add_argument("--quiet", action="store_true", help="leave out the run's description")
+    r.add_argument("--plot", action="store_true", help="also draw latency.png (TTFT and inter-token latency "
+                                                         "distributions; matplotlib costs ~0.8 s, so it is asked for)")
     r.set_defaults(func=cmd_run)
 
 

@@ -220,11 +220,14 @@ def read_table(path: str | Path, field: str, columns: list[str] | tuple[str, ...
     return table
 
 
-def output_file(path: str | Path, field: str) -> Path:
-    """A file to write: its folder is made if missing; a folder, or a parent that is a file, is refused by name."""
+def output_file(path: str | Path, field: str, inputs=()) -> Path:
+    """A file to write: its folder is made if missing; a folder, or a parent that is a file, is refused by name,
+    and so is one of the command's `inputs` (a file, or a file already inside an input folder): written over,
+    the input would be gone."""
     path = Path(path)
     if path.is_dir():
         raise ConfigError(field, f"{path} is a directory: give a file name")
+    refuse_writing_over(path, field, inputs)
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -233,3 +236,14 @@ def output_file(path: str | Path, field: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
+
+def refuse_writing_over(path: str | Path, field: str, inputs) -> None:
+    """`path` names one of `inputs` (str or Path; names that are no file, such as a built-in profile's, pass), or
+    an existing file inside an input folder (a real run's records): refused before any work."""
+    target = Path(path).resolve()
+    for given in inputs:
+        if not given:
+            continue
+        src = Path(given).resolve()
+        if target == src or (src.is_dir() and target.exists() and target.is_relative_to(src)):
+            raise ConfigError(field, f"{path} would write over the input {given}: write elsewhere")

@@ -88,6 +88,7 @@ class LocalGroups:
 
     layout: KVLayout
     token_budget: int  # max_num_batched_tokens: with the window, bounds a local group's blocks
+    plain_running_path = False  # every step may free blocks the window left behind
 
     def allocate_slots(self, req, num_new_tokens: int,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,

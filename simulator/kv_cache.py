@@ -15,6 +15,9 @@ class KVBlockManager:
     """
 
     caches_prefixes = False  # vLLM counts prefix-cache queries only with enable_prefix_caching
+    # allocate_slots for a running request does nothing when its blocks hold the new slots and (caching) no
+    # block fills: the scheduler may skip the call then (not with local layers, see hybrid_kv.py)
+    plain_running_path = True
 
     def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int, watermark: float = 0.0):
         if num_gpu_blocks < 2:

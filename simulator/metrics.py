@@ -69,18 +69,39 @@ def step_shapes(steps: pd.DataFrame) -> list[BatchShape]:
     return [BatchShape(*map(int, row)) for row in cols.itertuples(index=False)]
 
 
-def latency_stats(prefix: str, values_s: np.ndarray, out: dict, percentiles=(90, 99)) -> None:
-    """mean/median/std/pN of a latency in seconds, as `vllm bench serve` names them (ms)."""
+def latency_stats(prefix: str, values_s: np.ndarray, out: dict, percentiles=(90, 99),
+                  weights: np.ndarray | None = None) -> None:
+    """mean/median/std/pN of a latency in seconds, as `vllm bench serve` names them (ms). weights: how many
+    times each value occurs (the ITLs, kept as distinct step gaps and their counts rather than one per token)."""
     ms = np.asarray(values_s, dtype=float) * 1000.0
     keys = ["mean", "median", "std"] + [f"p{p}" for p in percentiles]
-    if ms.size == 0:
+    if ms.size == 0 or (weights is not None and not weights.sum()):
         out.update({f"{k}_{prefix}_ms": None for k in keys})
         return
-    out[f"mean_{prefix}_ms"] = float(np.mean(ms))
-    out[f"median_{prefix}_ms"] = float(np.median(ms))
-    out[f"std_{prefix}_ms"] = float(np.std(ms))
+    if weights is None:
+        out[f"mean_{prefix}_ms"] = float(np.mean(ms))
+        out[f"median_{prefix}_ms"] = float(np.median(ms))
+        out[f"std_{prefix}_ms"] = float(np.std(ms))
+        for p in percentiles:
+            out[f"p{p}_{prefix}_ms"] = float(np.percentile(ms, p))
+        return
+    order = np.argsort(ms, kind="stable")
+    ms, weights = ms[order], weights[order]
+    ends = np.cumsum(weights)  # value i fills places ends[i - 1] .. ends[i] - 1 of the sorted expansion
+    n = int(ends[-1])
+    mean = float(np.dot(ms, weights) / n)
+    out[f"mean_{prefix}_ms"] = mean
+    out[f"std_{prefix}_ms"] = float(np.sqrt(np.dot(weights, (ms - mean) ** 2) / n))
+
+    def at(q: float) -> float:  # numpy's default (linear) percentile of the expansion
+        h = q * (n - 1)
+        lo = int(np.floor(h))
+        a, b = ms[np.searchsorted(ends, lo, side="right")], ms[np.searchsorted(ends, min(lo + 1, n - 1), side="right")]
+        t = h - lo
+        return float(b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t)
+    out[f"median_{prefix}_ms"] = at(0.5)
     for p in percentiles:
-        out[f"p{p}_{prefix}_ms"] = float(np.percentile(ms, p))
+        out[f"p{p}_{prefix}_ms"] = at(p / 100)
 
 
 def _meets_slo(req: pd.DataFrame, slos: dict) -> np.ndarray:
@@ -96,21 +117,78 @@ def _meets_slo(req: pd.DataFrame, slos: dict) -> np.ndarray:
     return good
 
 
-def _token_times(req_frame: pd.DataFrame, runs: list[list[int]], step_offset: np.ndarray, ends: np.ndarray):
-    """Expand each request's runs of step indices into token times: (request row, time) arrays."""
+def _token_steps(runs: list[list[int]], step_offset: np.ndarray, first_row: int = 0):
+    """Expand requests' runs of step indices into their tokens: (request row, step in the run's steps) arrays."""
     starts, stops, rows = [], [], []
-    for row, (rr, off) in enumerate(zip(runs, step_offset)):
+    for row, (rr, off) in enumerate(zip(runs, step_offset), first_row):
         if rr:
             starts.extend(x + off for x in rr[0::2])
             stops.extend(x + off for x in rr[1::2])
             rows.extend([row] * (len(rr) // 2))
     if not starts:
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     starts, stops, rows = np.asarray(starts), np.asarray(stops), np.asarray(rows)
     lengths = stops - starts + 1
     first = np.cumsum(lengths) - lengths
     pos = np.arange(lengths.sum()) - np.repeat(first, lengths) + np.repeat(starts, lengths)
-    return np.repeat(rows, lengths), ends[pos]
+    return np.repeat(rows, lengths), pos
+
+
+class TokenTimes:
+    """Every token's time, from each request's runs of steps and the steps' end times, expanded a block of
+    requests at a time: one token costs tens of bytes expanded, and a run has millions of them. The summary
+    needs the inter-token latencies only as a distribution: a gap inside a run is a step's gap to the step
+    before (counted per step), the rest are few (counted one by one)."""
+
+    BLOCK = 4096  # requests expanded at once
+
+    def __init__(self, runs: list, offsets: np.ndarray, ends: np.ndarray, finished: np.ndarray,
+                 prefill_runs: list | None = None, prefill_offsets: np.ndarray | None = None):
+        self.runs, self.offsets, self.ends, self.finished = runs, offsets, ends, finished
+        self.prefill_runs, self.prefill_offsets = prefill_runs, prefill_offsets  # disaggregation's first tokens
+
+    def _blocks(self):
+        """(rows, steps, times) of a block of requests' tokens, each request's in time order."""
+        for lo in range(0, len(self.runs), self.BLOCK):
+            hi = lo + self.BLOCK
+            rows, pos = _token_steps(self.runs[lo:hi], self.offsets[lo:hi], lo)
+            if self.prefill_runs is not None:  # the first token came from a prefill replica
+                rows2, pos2 = _token_steps(self.prefill_runs[lo:hi], self.prefill_offsets[lo:hi], lo)
+                rows, pos = np.concatenate([rows, rows2]), np.concatenate([pos, pos2])
+                order = np.lexsort((self.ends[pos], rows))
+                rows, pos = rows[order], pos[order]
+            yield rows, pos, self.ends[pos]
+
+    def _gaps(self):
+        """Per block: (request of each gap, step after and before it, the gap in seconds)."""
+        for rows, pos, times in self._blocks():
+            same = rows[1:] == rows[:-1]
+            yield rows[1:][same], pos[1:][same], pos[:-1][same], np.diff(times)[same]
+
+    def itls(self) -> np.ndarray:
+        """Finished requests' gaps between consecutive tokens (s), request by request: tokens x 8 bytes."""
+        parts = [gap[self.finished[row]] for row, _, _, gap in self._gaps()]
+        return np.concatenate(parts) if parts else np.zeros(0)
+
+    def distribution(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each request's longest gap (NaN without two tokens), and the finished requests' gaps as
+        (distinct values, counts): the step gaps inside runs, then each gap across a break one by one."""
+        ends = self.ends
+        longest = np.full(len(self.runs), np.nan)
+        per_step = np.zeros(len(ends), dtype=np.int64)
+        breaks = []
+        for row, after, before, gap in self._gaps():
+            np.fmax.at(longest, row, gap)
+            done = self.finished[row]
+            after, before, gap = after[done], before[done], gap[done]
+            inside = after == before + 1  # ends[after] - ends[after - 1]: the step's gap, the same float
+            per_step += np.bincount(after[inside], minlength=len(ends))
+            breaks.append(gap[~inside])
+        step_gap = np.diff(ends, prepend=np.nan)
+        used = per_step > 0
+        values = np.concatenate([step_gap[used], *breaks])
+        counts = np.concatenate([per_step[used], *(np.ones(len(b), dtype=np.int64) for b in breaks)])
+        return longest, values, counts
 
 
 @dataclass
@@ -118,9 +196,18 @@ class RunResult:
     config: dict
     requests: pd.DataFrame
     steps: pd.DataFrame
-    itls: np.ndarray
+    tokens: TokenTimes
     summary: dict = field(default_factory=dict)
     given_requests: list | None = None  # requests given to simulate() rather than the scenario's workload
+    itl_distribution: tuple | None = None  # the finished requests' ITLs as (values, counts): what the summary reads
+    _itls: np.ndarray | None = None
+
+    @property
+    def itls(self) -> np.ndarray:
+        """Every finished request's inter-token gaps (s), request by request, built on first use."""
+        if self._itls is None:
+            self._itls = self.tokens.itls()
+        return self._itls
 
     @classmethod
     def collect(cls, rs, reqs, logs, usable_blocks: list[int], sim_end: float) -> "RunResult":
@@ -166,25 +253,18 @@ class RunResult:
         out = req["output_tokens"].to_numpy()
         req["tpot"] = np.where(out > 1, (req["e2el"] - req["ttft"]) / np.maximum(out - 1, 1), np.nan)
 
-        rows, times = _token_times(req, [r.token_runs for r in reqs], offsets[req["replica"].to_numpy()], ends)
-        if any(r.prefill_runs for r in reqs):  # disaggregation: the first token came from a prefill replica
-            pre = np.array([r.prefill_replica if r.prefill_replica is not None else 0 for r in reqs])
-            rows2, times2 = _token_times(req, [r.prefill_runs for r in reqs], offsets[pre], ends)
-            rows, times = np.concatenate([rows, rows2]), np.concatenate([times, times2])
-            order = np.lexsort((times, rows))
-            rows, times = rows[order], times[order]
-        same = rows[1:] == rows[:-1]
-        itls = np.diff(times)[same]
-        max_itl = np.full(len(req), np.nan)
-        if same.any():
-            np.fmax.at(max_itl, rows[1:][same], itls)
-        req["max_itl"] = max_itl
         finished = (req["status"] == FINISHED).to_numpy()
-        itls = itls[finished[rows[1:][same]]]  # the run's ITL statistics: finished requests only, as vllm bench's
+        pre = None
+        if any(r.prefill_runs for r in reqs):  # disaggregation: the first token came from a prefill replica
+            pre = offsets[np.array([r.prefill_replica if r.prefill_replica is not None else 0 for r in reqs])]
+        tokens = TokenTimes([r.token_runs for r in reqs], offsets[req["replica"].to_numpy()], ends, finished,
+                            [r.prefill_runs for r in reqs] if pre is not None else None, pre)
+        req["max_itl"], itl_values, itl_counts = tokens.distribution()
         slos = getattr(rs.scenario.workload, "slo_classes", None)
         if slos:
             req["good"] = _meets_slo(req, {k: v.model_dump() for k, v in slos.items()})
-        result = cls(rs.as_dict(), req, steps, itls)
+        result = cls(rs.as_dict(), req, steps, tokens)
+        result.itl_distribution = (itl_values, itl_counts)
         prefill_only = rs.scenario.cluster.prefill_replicas  # the first replicas, when disaggregated
         result.summary = result._summarize(sim_end, len(logs), prefill_only)
         result.summary["cost_model_source"] = rs.cost_model_source  # which profile, and how it was chosen
@@ -217,10 +297,11 @@ class RunResult:
         s["total_token_throughput"] = (s["total_input_tokens"] + s["total_output_tokens"]) / duration
         latency_stats("ttft", done["ttft"].to_numpy(), s)
         latency_stats("tpot", done["tpot"].dropna().to_numpy(), s)
-        latency_stats("itl", self.itls, s)
+        values, counts = self.itl_distribution
+        latency_stats("itl", values, s, weights=counts)
         latency_stats("e2el", done["e2el"].to_numpy(), s)
         latency_stats("queue_time", done["queue_time"].to_numpy(), s)
-        s["max_itl_ms"] = float(self.itls.max() * 1000) if self.itls.size else None
+        s["max_itl_ms"] = float(values.max() * 1000) if values.size else None
         queries, hits = int(req["prefix_queries"].sum()), int(req["prefix_hits"].sum())  # tokens, as vLLM counts
         s["prefix_cache_queries"], s["prefix_cache_hits"] = queries, hits
         s["prefix_cache_hit_rate"] = hits / queries if queries else 0.0

@@ -101,6 +101,9 @@ class Scheduler:
         allocate = kv.allocate_slots
         select_victim = self.queue_policy.select_victim
         give_back = self.queue_policy.victim_may_be_scheduled
+        # most running requests' allocate_slots is a no-op (no new block, no block to register): skipped inline,
+        # where the manager's running path is plain vLLM's (not with local layers, whose window moves every step)
+        plain, bs, hashing = kv.plain_running_path, kv.block_size, kv.caches_prefixes
 
         k = out.spec_k = self.speculation.drafts(len(running)) if self.speculation is not None else 0
         i = 0
@@ -120,6 +123,13 @@ class Scheduler:
                 i += 1
                 continue
             scheduled = True
+            if plain and -(-(c + n) // bs) <= len(r.blocks) and not (
+                    hashing and (c + n if c + n < r.num_tokens else r.num_tokens) // bs > r.num_hashed_blocks):
+                reqs.append(r)
+                toks.append(n)
+                budget -= n
+                i += 1
+                continue
             while not allocate(r, n):
                 victim = select_victim(running)
                 vi = running.index(victim) if give_back else len(running) - 1
@@ -268,7 +278,12 @@ class Scheduler:
             if r.first_token_time is None:
                 r.first_token_time = t_end
                 self.queued_prompt_tokens -= r.prompt_tokens
-            r.record_tokens(step, step)
+            runs = r.token_runs  # Request.record_tokens(step, step), inline: once per request-step
+            if runs and runs[-1] == step - 1:
+                runs[-1] = step
+            else:
+                runs.append(step)
+                runs.append(step)
             if r.num_tokens >= r.stop_len:
                 finished.append(r)
             elif self.s.prefill_only:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from servesim.simulator.errors import ConfigError
+from servesim.simulator.errors import JSON_ERRORS, ConfigError
 from servesim.simulator.files import load_yaml, split_values
 
 
@@ -177,7 +177,12 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
     final = Path(runs_dir) / rid
     row = {"run_id": rid} | _cells(point)
     if (final / "summary.json").is_file():
-        return row | _flat(json.loads((final / "summary.json").read_text())) | {"error": None}
+        cached = _cached_summary(final / "summary.json")
+        if cached is not None:
+            return row | _flat(cached) | {"error": None}
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: {final / 'summary.json'} is damaged: that run is simulated again"])
     try:
         result = simulate(rs)
         tmp = Path(tempfile.mkdtemp(prefix=f".{rid}-", dir=runs_dir))
@@ -190,6 +195,25 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
         return row | _flat(result.summary) | {"error": None}
     except Exception as exc:  # recorded, and the sweep goes on
         return _failed(rid, point, runs_dir, exc)
+
+
+_TEXT_FIELDS = {"cost_model_source"}  # a summary's scalar values are numbers (or null) but these
+
+
+def _cached_summary(path: Path) -> dict | None:
+    """A finished run's summary.json as written, or None if it is not (edited, cut short, not a summary): a
+    damaged run is simulated again rather than read into the table."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, *JSON_ERRORS):
+        return None
+    if not isinstance(data, dict) or "completed" not in data:
+        return None
+    for k, v in _flat(data).items():
+        text = k in _TEXT_FIELDS
+        if not (v is None or (isinstance(v, str) if text else isinstance(v, (int, float)))):
+            return None
+    return data
 
 
 def _current_umask() -> int:

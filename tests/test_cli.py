@@ -13,10 +13,23 @@ from servesim.simulator.cli import main
 SMALL = ["--set", "workload.num_requests=50", "--quiet"]
 
 
+def test_a_run_without_plot_imports_neither_matplotlib_nor_draws():
+    """Issue 18's start-up: a small run is shorter than importing matplotlib; the picture is drawn when asked."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tempfile; from servesim.simulator.cli import main; d = tempfile.mkdtemp(); "
+            "assert main(['run', '--out', d, '--quiet', '--set', 'workload.num_requests=5']) == 0; "
+            "import os; assert 'latency.png' not in os.listdir(d), os.listdir(d); "
+            "assert not [m for m in sys.modules if m.startswith('matplotlib')]")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
 def test_run_writes_results(tmp_path, capsys):
-    assert main(["run", "--out", str(tmp_path)] + SMALL) == 0
+    assert main(["run", "--out", str(tmp_path), "--plot"] + SMALL) == 0
     out = capsys.readouterr().out
-    assert "TTFT p99 (ms)" in out and "request throughput" in out
+    assert "TTFT p99 (ms)" in out and "request throughput" in out and "latency.png)" in out
     for f in ("config.yaml", "summary.json", "requests.parquet", "steps.parquet", "latency.png"):
         assert (tmp_path / f).stat().st_size > 0
     s = json.loads((tmp_path / "summary.json").read_text())
@@ -354,3 +367,12 @@ def test_bench_with_another_kind_of_workload_drops_its_own_workload_settings(cap
     assert json.loads(out.out)["requests"] >= 5 and "--requests 50 is not applied" in out.err
     assert main(["run", "--set", "workload.prompt_tokens=5", "--set", "workload.type=sessions"]) == 2
     assert "workload.prompt_tokens: unknown setting of the sessions kind" in capsys.readouterr().err
+
+
+def test_workload_write_never_writes_over_the_trace_it_reads(tmp_path, capsys):
+    trace = tmp_path / "t.jsonl"
+    assert main(["workload", "write", "--set", "workload.num_requests=5", "--out", str(trace)]) == 0
+    text = trace.read_text()
+    capsys.readouterr()
+    assert main(["workload", "write", "--set", f"workload={{type: trace, path: {trace}}}", "--out", str(trace)]) == 2
+    assert "would write over the input" in capsys.readouterr().err and trace.read_text() == text

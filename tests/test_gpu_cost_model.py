@@ -432,3 +432,20 @@ def test_damaged_serving_runs_are_refused_by_file_and_line(tmp_path, damage, msg
         validate_serving(tmp_path / "runs", tmp_path / "out")
     with pytest.raises(ConfigError, match="no run under"):
         validate_serving(tmp_path / "out", tmp_path / "out2")  # nothing to simulate is an error, not an empty table
+
+
+@pytest.mark.skipif(not LAYERS.is_dir(), reason=f"layer profiles not found at {LAYERS}")
+@pytest.mark.parametrize("edit, said", [(lambda line: line.rsplit(",", 1)[0] + ",inf", "positive finite numbers"),
+                                        (lambda line: line.replace(",1,0,", ",1.5,0,", 1), "must be whole numbers")])
+def test_a_damaged_layer_profile_is_refused(tmp_path, edit, said):
+    """Round 24: an inf latency gave -100% errors and a 1.5-token row halved a bucket's time, both with exit 0."""
+    from servesim.calibration.layer_check import _read_layers
+
+    src = next(LAYERS.rglob("layers.csv"))
+    lines = src.read_text().splitlines()
+    k = next(i for i, line in enumerate(lines) if line.split(",")[1:2] == ["1"])
+    lines[k] = edit(lines[k])
+    bad = tmp_path / "layers.csv"
+    bad.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ConfigError, match=said):
+        _read_layers(bad)

@@ -3,6 +3,9 @@
 import numpy as np
 import pytest
 
+from servesim.simulator.config import load
+from servesim.simulator.engine import simulate
+
 
 def test_one_request_by_hand(run):
     r = run([(0.0, 100, 10)])
@@ -93,3 +96,29 @@ def test_useful_work_counts_each_replicas_static_batches_apart():
     assert r.summary["useful_work_fraction"] == float(g.sum().sum() / (g.size() * g.max()).sum())
     merged = done.groupby("batch_id")["output_tokens"]
     assert r.summary["useful_work_fraction"] != float(merged.sum().sum() / (merged.size() * merged.max()).sum())
+
+
+@pytest.mark.parametrize("sets", [["workload.num_requests=120", "engine.num_gpu_blocks_override=300",
+                                   "engine.max_model_len=4096"],  # preemptions: runs break
+                                  ["workload.num_requests=60", "cluster.replicas=1", "cluster.prefill_replicas=1"]])
+def test_itl_statistics_from_step_counts_equal_those_of_every_token(sets, monkeypatch):
+    """Issue 18's memory: the summary reads the ITLs as step gaps and their counts, expanded a block of requests
+    at a time, not as one float per token; the figures equal those of the full expansion, whatever the block."""
+    from servesim.simulator.metrics import TokenTimes, latency_stats
+
+    full = simulate(load(None, sets))
+    itls = full.itls
+    want: dict = {}
+    latency_stats("itl", itls, want)
+    assert full.summary["num_preemptions"] > 0 or "cluster.prefill_replicas=1" in sets
+    for block in (1, 7, 4096):
+        monkeypatch.setattr(TokenTimes, "BLOCK", block)
+        r = simulate(load(None, sets))
+        values, counts = r.itl_distribution
+        assert counts.sum() == len(itls) and sorted(np.repeat(values, counts)) == sorted(itls)
+        assert np.array_equal(r.tokens.itls(), itls)
+        got: dict = {}
+        latency_stats("itl", values, got, weights=counts)
+        assert got == pytest.approx(want, rel=1e-12)
+        assert r.summary["max_itl_ms"] == itls.max() * 1000
+        assert np.array_equal(r.requests["max_itl"].to_numpy(), full.requests["max_itl"].to_numpy(), equal_nan=True)

@@ -6,6 +6,7 @@ a fit must recover the step-time terms the run was made with.
 """
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from servesim.simulator.cli import main
 from servesim.simulator.config import load
 from servesim.simulator.engine import simulate
 from servesim.simulator.errors import ConfigError
-from servesim.simulator.metrics import _token_times
+from servesim.simulator.metrics import _token_steps
 
 DEPLOY = ["model=llama-3.1-8b", "hardware.gpu=h100-sxm", "engine.max_num_seqs=32",
           "engine.max_num_batched_tokens=1024"]
@@ -45,7 +46,8 @@ def write_lifecycle(result, path):
 def write_bench(result, path):
     """As `vllm bench serve --save-detailed` writes it: per-request arrays, every token's gap."""
     r = result.requests
-    rows, times = _token_times(r, list(r["token_runs"]), np.zeros(len(r), dtype=int), result.steps["end"].to_numpy())
+    rows, steps = _token_steps(list(r["token_runs"]), np.zeros(len(r), dtype=int))
+    times = result.steps["end"].to_numpy()[steps]
     itls = [np.diff(times[rows == i]).tolist() for i in range(len(r))]
     data = {"backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B", "completed": len(r),
             "input_lens": r["prompt_tokens"].tolist(), "output_lens": r["output_tokens"].tolist(),
@@ -371,12 +373,15 @@ def test_a_run_named_by_its_records_file_is_the_same_run(tmp_path, capsys):
     assert "given twice (the same records under another name)" in capsys.readouterr().err
 
 
-def test_holdout_on_real_runs_is_said_to_do_nothing(tmp_path, capsys):
+@pytest.mark.parametrize("flag, value", [("--holdout", "0.5"), ("--seed", "7")])
+def test_table_fit_flags_on_real_runs_are_said_to_do_nothing(tmp_path, capsys, flag, value):
+    """--holdout and --seed split and draw the measurement tables; a real runs' fit reads neither (round 24: --seed
+    went unsaid)."""
     _, result = _simulated(["workload.num_requests=60"])
     path = write_lifecycle(result, tmp_path / "requests.jsonl")
-    main(["calibrate", "fit", str(path), "--holdout", "0.5", "--max-evals", "5", "--terms", "compute_scale",
+    main(["calibrate", "fit", str(path), flag, value, "--max-evals", "5", "--terms", "compute_scale",
           "--out", str(tmp_path / "p.yaml"), *sum((["--set", s] for s in DEPLOY), [])])
-    assert "--holdout has no effect on real serving runs" in capsys.readouterr().err
+    assert f"{flag} has no effect on real serving runs" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("device,gpu,said", [("NVIDIA H100 80GB HBM3", "h100-sxm", None),
@@ -514,6 +519,10 @@ def test_a_bom_is_no_content(tmp_path):
     ({"kv_cache": {"gpu_memory_utilization": 1.5}}, "kv_cache.gpu_memory_utilization: must be a fraction in (0, 1]"),
     ({"kv_cache": {"num_gpu_blocks": -3}}, "kv_cache.num_gpu_blocks: must be a positive integer"),
     ({"engine_kwargs": {"kv_cache_dtype": ["fp8"]}}, "engine_kwargs.kv_cache_dtype: must be one of auto, "),
+    ({"engine_kwargs": {"quantization": "bitsandbytes"}}, "engine_kwargs.quantization: must be a format servesim "),
+    ({"engine_kwargs": {"block_size": 1.5}}, "engine_kwargs.block_size: must be a positive integer"),
+    ({"hardware": {"device_name": 123}}, "hardware.device_name: must be the GPU's name (text), got 123"),
+    ({"hardware": "H100"}, "hardware: must be an object"),
 ])
 def test_a_bad_recorded_value_names_meta_json_not_an_engine_setting(tmp_path, capsys, meta, field):
     """Each was blamed on engine.block_size (or ...), a setting the user never set."""
@@ -557,3 +566,56 @@ def test_the_engine_switches_a_run_records_are_its_settings():
     assert not any("prefix" in s for s in engine_sets({"kv_cache": {"enable_prefix_caching": None}}, "m"))
     with pytest.raises(ConfigError, match="resolved_config.model_config.enforce_eager: must be true or false"):
         engine_sets({"resolved_config": {"model_config": {"enforce_eager": "yes"}}}, "meta.json")
+
+
+def test_the_engine_arguments_a_run_records_are_its_settings_or_said_unmodelled():
+    """Round 24: gpu_memory_utilization, quantization and block_size under engine_kwargs were dropped (the
+    recorded 0.3 even replaced by vLLM's default 0.9); a float32 dtype or a speculative config went unsaid."""
+    from servesim.calibration.real_runs import engine_sets
+
+    meta = {"engine_kwargs": {"gpu_memory_utilization": 0.3, "quantization": "fp8", "block_size": 32,
+                              "dtype": "bfloat16", "seed": 42}}
+    sets = engine_sets(meta, "meta.json")
+    for s in ("engine.gpu_memory_utilization=0.3", "engine.quantization=fp8", "engine.block_size=32"):
+        assert s in sets
+    assert "unmodelled" not in meta
+    meta = {"engine_kwargs": {"dtype": "float32", "speculative_config": {"method": "ngram"}, "served_model_name": "x"}}
+    engine_sets(meta, "meta.json")
+    assert len(meta["unmodelled"]) == 2 and "engine_kwargs.dtype='float32'" in meta["unmodelled"][1]
+
+
+def _shared_run():
+    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "serving" / "llmservingsim-vllm-0.19" / \
+        "RTXPRO6000" / "Llama-3.1-8B"
+    if not (root / "vllm" / "requests.jsonl").is_file():
+        pytest.skip(f"{root} not found (../shared is absent)")
+    return root
+
+
+def test_a_fit_or_a_comparison_never_writes_over_its_own_input(tmp_path, capsys):
+    """Round 24: `calibrate fit RUN --out RUN/vllm/requests.jsonl` replaced the run's records with the profile
+    (exit 0), `calibrate compare A B --out A` replaced profile A with the table, and a copied run counted as a
+    repeat with spread 0. Refused up front, each in one line, the inputs untouched."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(_shared_run(), run)
+    records = run / "vllm" / "requests.jsonl"
+    before = records.read_bytes()
+    for target in (records, run / "vllm" / "meta.json"):
+        assert main(["calibrate", "fit", str(run), "--gpu", "rtx-pro-6000", "--max-evals", "5",
+                     "--out", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert f"--out: {target} would write over the input {run}" in err and len(err.strip().splitlines()) == 1
+    assert records.read_bytes() == before
+    profile = tmp_path / "a.yaml"
+    profile.write_text((Path(__file__).resolve().parents[1] / "calibration" / "profiles" /
+                        "h200-llama-3.1-8b-bf16-tp1.yaml").read_text())
+    text = profile.read_text()
+    assert main(["calibrate", "compare", str(profile), "teaching", "--out", str(profile)]) == 2
+    assert "would write over the input" in capsys.readouterr().err and profile.read_text() == text
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    assert main(["compare", str(run), str(copy), "--out", str(tmp_path / "o")]) == 2
+    assert "holds the same records, byte for byte" in capsys.readouterr().err
+

@@ -151,3 +151,16 @@ def test_a_warning_is_said_once_for_the_sweep_not_once_per_worker(tmp_path, capf
     sw.sweep(None, BASE + ["cluster.router=random"], pts, tmp_path / "s", jobs=2, progress=False)
     err = capfd.readouterr().err
     assert err.count("cluster.router has no effect") == 1, err
+
+
+@pytest.mark.parametrize("damage", ['{"mean_ttft', "[1, 2]", '{"completed": 3, "mean_ttft_ms": "abc"}'])
+def test_a_damaged_finished_run_is_simulated_again(tmp_path, damage, capfd):
+    """Round 24: a cut or edited summary.json in a finished run was an internal error on resume (exit 3), after the
+    table had been cut to the runs read before it."""
+    pts = sw.expand(["workload.arrival.rate=4,8"], [], seeds=1)
+    first = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
+    victim = tmp_path / "runs" / first["run_id"][0] / "summary.json"
+    victim.write_text(damage)
+    again = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
+    pd.testing.assert_frame_equal(again, first)
+    assert "is damaged: that run is simulated again" in capfd.readouterr().err
