@@ -333,7 +333,7 @@ _RECORDED_VALUES = [
     ("engine_kwargs", "num_gpu_blocks_override", _positive_int, "a positive integer"),
     ("engine_kwargs", "gpu_memory_utilization", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
      and 0 < v <= 1, "a fraction in (0, 1]"),
-    ("engine_kwargs", "quantization", lambda v: v in QUANTIZED_FORMATS,
+    ("engine_kwargs", "quantization", lambda v: isinstance(v, str) and v in QUANTIZED_FORMATS,
      f"a format servesim models ({', '.join(QUANTIZED_FORMATS)}) or null"),
 ]
 # engine arguments read above or below, and those that change no step's time; any other is said not modelled
@@ -392,6 +392,9 @@ def engine_sets(meta: dict, where) -> list[str]:
                 _fail(where, ".".join(path), f"must be true or false, got {value!r:.40}")
             sets.append(f"engine.{setting}={str(value).lower()}")
             break
+    if kw.get("block_size") and cache.get("block_size") and kw["block_size"] != cache["block_size"]:
+        _fail(where, "engine_kwargs.block_size", f"{kw['block_size']} contradicts kv_cache.block_size "
+                                                 f"{cache['block_size']}, the size its num_gpu_blocks count")
     if kw.get("block_size") or cache.get("block_size"):
         sets.append(f"engine.block_size={kw.get('block_size') or cache['block_size']}")
     if cache.get("num_gpu_blocks") or kw.get("num_gpu_blocks_override"):  # the pool the engine really had

@@ -68,6 +68,10 @@ def cmd_run(args) -> int:
     from servesim.simulator.engine import simulate
 
     rs = load(args.scenario, args.set)
+    from servesim.simulator.files import refuse_folder_over_inputs
+    from servesim.simulator.metrics import RUN_FILES
+
+    refuse_folder_over_inputs(args.out, RUN_FILES, "--out", [args.scenario, getattr(rs.scenario.workload, "path", None)])
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     if not args.quiet:  # with --json, stdout holds the JSON alone
         print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True, file=sys.stderr if args.json else sys.stdout)
@@ -171,8 +175,10 @@ def cmd_workload_write(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from servesim.simulator.sweep import expand, first_seed, sweep
+    from servesim.simulator.files import refuse_folder_over_inputs
+    from servesim.simulator.sweep import TABLE_FILES, expand, first_seed, sweep
 
+    refuse_folder_over_inputs(args.out, TABLE_FILES, "--out", [args.scenario])
     points = expand(args.grid, args.zip, args.seeds, first_seed(args.scenario, args.set, args.base_seed),
                     fixed=args.set)
     table = sweep(args.scenario, args.set, points, args.out, args.jobs, args.executor, args.ray_address,
@@ -190,8 +196,12 @@ def _search_each_point(args, kind: str, **options) -> int:
     """One search per grid point: print and save the table (its answer, bracket and SLO metrics per point)."""
     from servesim.simulator.search import ANSWERS, search_grid
 
-    table = search_grid(kind, args.scenario, args.set, args.slo, args.grid, **options)
     answer, _, filename, _ = ANSWERS[kind]
+    if args.out:  # before the search's minutes
+        from servesim.simulator.files import refuse_folder_over_inputs
+
+        refuse_folder_over_inputs(args.out, [filename], "--out", [args.scenario])
+    table = search_grid(kind, args.scenario, args.set, args.slo, args.grid, **options)
     if args.out:
         out = Path(args.out)
         if out.exists() and not out.is_dir():

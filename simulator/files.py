@@ -247,3 +247,10 @@ def refuse_writing_over(path: str | Path, field: str, inputs) -> None:
         src = Path(given).resolve()
         if target == src or (src.is_dir() and target.exists() and target.is_relative_to(src)):
             raise ConfigError(field, f"{path} would write over the input {given}: write elsewhere")
+
+
+def refuse_folder_over_inputs(out: str | Path, names, field: str, inputs) -> None:
+    """An output folder whose files (`names`) would replace one of `inputs`: a scenario called config.yaml in the
+    run's --out, a sweep.yaml in the sweep's, a simulation folder given as compare's input and its --out."""
+    for name in names:
+        refuse_writing_over(Path(out) / name, field, inputs)

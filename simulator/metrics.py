@@ -191,6 +191,9 @@ class TokenTimes:
         return longest, values, counts
 
 
+RUN_FILES = ("config.yaml", "summary.json", "requests.parquet", "steps.parquet", "latency.png", "workload.jsonl")
+
+
 @dataclass
 class RunResult:
     config: dict

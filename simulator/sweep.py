@@ -236,6 +236,9 @@ def _cells(point: dict) -> dict:
     return {k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in point.items()}
 
 
+TABLE_FILES = ("sweep.yaml", "sweep.parquet", "sweep.csv")  # what a sweep writes beside runs/
+
+
 def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> None:
     """Every point must parse (known settings, valid values) before any run starts: a mistake that would fail
     every run is one line and exit 2, not a table of failed runs. What only resolving can tell (does it fit

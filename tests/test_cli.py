@@ -376,3 +376,18 @@ def test_workload_write_never_writes_over_the_trace_it_reads(tmp_path, capsys):
     capsys.readouterr()
     assert main(["workload", "write", "--set", f"workload={{type: trace, path: {trace}}}", "--out", str(trace)]) == 2
     assert "would write over the input" in capsys.readouterr().err and trace.read_text() == text
+
+
+@pytest.mark.parametrize("command, name", [(["run"], "config.yaml"),
+                                           (["sweep", "--grid", "workload.arrival.rate=5,10"], "sweep.yaml"),
+                                           (["search", "max-rate", "--slo", "ttft_p99_ms=500"], "max_rate.csv")])
+def test_an_out_folder_never_writes_over_the_scenario_it_reads(tmp_path, capsys, monkeypatch, command, name):
+    """Round 25: `run config.yaml --out .` replaced the hand-written scenario with the resolved one, and a sweep's
+    scenario called sweep.yaml became the sweep's record (every run then failed). Refused before any work."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / name).write_text("workload: {num_requests: 5}\n")
+    argv = command[:1] + (command[1:2] if command[0] == "search" else []) + [name] + \
+        (command[2:] if command[0] == "search" else command[1:]) + ["--out", "."]
+    assert main(argv) == 2
+    assert f"--out: {name} would write over the input {name}" in capsys.readouterr().err
+    assert (tmp_path / name).read_text() == "workload: {num_requests: 5}\n"

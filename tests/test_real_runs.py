@@ -520,6 +520,9 @@ def test_a_bom_is_no_content(tmp_path):
     ({"kv_cache": {"num_gpu_blocks": -3}}, "kv_cache.num_gpu_blocks: must be a positive integer"),
     ({"engine_kwargs": {"kv_cache_dtype": ["fp8"]}}, "engine_kwargs.kv_cache_dtype: must be one of auto, "),
     ({"engine_kwargs": {"quantization": "bitsandbytes"}}, "engine_kwargs.quantization: must be a format servesim "),
+    ({"engine_kwargs": {"quantization": ["fp8"]}}, "engine_kwargs.quantization: must be a format servesim "),
+    ({"engine_kwargs": {"block_size": 32}, "kv_cache": {"block_size": 16, "num_gpu_blocks": 2588}},
+     "engine_kwargs.block_size: 32 contradicts kv_cache.block_size 16"),
     ({"engine_kwargs": {"block_size": 1.5}}, "engine_kwargs.block_size: must be a positive integer"),
     ({"hardware": {"device_name": 123}}, "hardware.device_name: must be the GPU's name (text), got 123"),
     ({"hardware": "H100"}, "hardware: must be an object"),
@@ -618,4 +621,11 @@ def test_a_fit_or_a_comparison_never_writes_over_its_own_input(tmp_path, capsys)
     shutil.copytree(run, copy)
     assert main(["compare", str(run), str(copy), "--out", str(tmp_path / "o")]) == 2
     assert "holds the same records, byte for byte" in capsys.readouterr().err
+    # round 25: compare REAL SIM --out SIM replaced the simulation's summary.json with the comparison's
+    sim = tmp_path / "sim"
+    assert main(["run", "--set", "workload.num_requests=5", "--out", str(sim), "--quiet"]) == 0
+    summary = (sim / "summary.json").read_text()
+    capsys.readouterr()
+    assert main(["compare", str(run), str(sim), "--out", str(sim)]) == 2
+    assert "would write over the input" in capsys.readouterr().err and (sim / "summary.json").read_text() == summary
 

@@ -496,6 +496,10 @@ def test_a_replay_keeps_each_rows_recorded_priority_and_class(tmp_path):
     assert got[:2] == [(2, "a"), (5, "b")] and got[2][0] in (5, 7)  # a class's own priority wins
     got, said = replay(priorities=[7], slo_classes={"a": {"ttft_ms": 100}, "b": {"ttft_ms": 50}})
     assert got[:2] == [(2, "a"), (0, "b")] and got[2][1] in ("a", "b")
+    # round 25: a row recording class a but no priority took the priority of the class drawn for it (c's 8)
+    f.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "priority"}) + "\n" for r in rows[:1] * 3))
+    got, said = replay(slo_classes={"a": {"ttft_ms": 100}, "c": {"weight": 1000, "priority": 8}})
+    assert got == [(0, "a")] * 3
     f.write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
     got, said = replay(priorities=[7])
     assert got == [(2, "a"), (0, "b")] and "workload.priorities has no effect" in said

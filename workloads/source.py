@@ -148,4 +148,4 @@ class SessionSource(RequestSource):
         return self.label
 
     def planned(self) -> int:
-        return len(self.first_turns) + len(self.next_turn)  # every turn, if none is rejected
+        return sum(self.turns)  # every turn, if none is rejected (those after a too-long one are never built)

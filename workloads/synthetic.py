@@ -57,15 +57,19 @@ class _Classes(Settings):
         return self
 
     def _draw_classes(self, n: int, rng: np.random.Generator) -> tuple[list[int], list[str | None]]:
+        """Each request's (priority, class): a class's own priority wins over the drawn one."""
+        prios, picked = self._draw(n, rng)
+        return [self.slo_classes[c].priority if c is not None and self.slo_classes[c].priority is not None else p
+                for c, p in zip(picked, prios)], picked
+
+    def _draw(self, n: int, rng: np.random.Generator) -> tuple[list[int], list[str | None]]:
+        """n priorities from `priorities` (0 without) and n classes by weight (None without), independently."""
         prios = [int(p) for p in rng.choice(self.priorities, size=n)] if self.priorities else [0] * n
         if not self.slo_classes:
             return prios, [None] * n
         names = list(self.slo_classes)
         w = np.array([self.slo_classes[c].weight for c in names])
-        picked = [names[i] for i in rng.choice(len(names), size=n, p=w / w.sum())]
-        prios = [self.slo_classes[c].priority if self.slo_classes[c].priority is not None else p
-                 for c, p in zip(picked, prios)]
-        return prios, picked
+        return prios, [names[i] for i in rng.choice(len(names), size=n, p=w / w.sum())]
 
 
 class ContentIds:

@@ -76,7 +76,7 @@ class TraceWorkload(_Classes):
         if recorded and self.slo_classes and (unknown := sorted(recorded - set(self.slo_classes))):
             raise ConfigError("workload.slo_classes", f"{self.path} records class(es) {', '.join(unknown)} that have "
                                                       f"no targets here")
-        drawn_prios, drawn_classes = self._draw_classes(len(specs), np.random.default_rng(seed))
+        drawn_prios, drawn_classes = self._draw(len(specs), np.random.default_rng(seed))  # merged below, per row
         classes = self.slo_classes or {}
         out, drew_class, drew_priority = [], False, False
         for s, own_priority, p, c in zip(specs, recorded_priority, drawn_prios, drawn_classes):
