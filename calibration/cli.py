@@ -319,6 +319,14 @@ def _print_fit(path, fit) -> None:
               f"on poorly (noisy timings, or batches the linear model's terms do not describe)", file=sys.stderr)
 
 
+def _check_calibration_out(args) -> None:
+    """--out is a folder the measurement fills (and --fit writes profile.yaml in): checked before the minutes of
+    timing, named as --out, and never the --model file's folder."""
+    from servesim.calibration.validate import make_out_dir
+
+    make_out_dir(args.out, [args.model] if args.model and Path(args.model).exists() else [])
+
+
 def cmd_run(args) -> int:
     from servesim.calibration.vllm_harness import run_vllm_calibration, vllm_importable
 
@@ -328,6 +336,7 @@ def cmd_run(args) -> int:
 
         if not has_vllm:
             raise ConfigError("--vllm-python", f"{args.vllm_python} cannot import vLLM: build it with `make vllm-env`")
+        _check_calibration_out(args)
         out = run_vllm_calibration(args.model, args.dtype, args.out, args.vllm_python, args.grid or "cpu",
                                    block_size=args.block_size or 128, kv_gib=args.kv_gib)
         meta = json.loads((out / "run.json").read_text())
@@ -335,6 +344,7 @@ def cmd_run(args) -> int:
     else:
         from servesim.calibration.harness import run_calibration
 
+        _check_calibration_out(args)
         out = run_calibration(args.model, args.device, args.dtype, args.out, grid=args.grid,
                               block_size=args.block_size or 16, warmup=args.warmup, repeats=args.repeats,
                               threads=args.threads, progress=not args.no_progress, max_kv_gib=args.max_kv_gib,
@@ -444,6 +454,9 @@ def cmd_import(args) -> int:
     from servesim.simulator.profile_select import kernel_tables_root
 
     data = args.data or kernel_tables_root() or "../shared/data/gpu/aiconfigurator"
+    if args.out and Path(args.out).resolve().is_relative_to(Path(data).resolve()):
+        raise ConfigError("--out", f"{args.out} lies inside the kernel tables {data}: a profile there would replace "
+                                   f"a table, or be read as one; write it elsewhere")
     try:
         path, fit = import_profile(data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,
                                    kv_dtype=args.kv_cache_dtype, dp=args.data_parallel_size,

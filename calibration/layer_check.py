@@ -113,7 +113,7 @@ def check_layers(profiles: str | Path, tables: str | Path, out: str | Path | Non
     if out is not None:
         from servesim.calibration.validate import make_out_dir
 
-        out = make_out_dir(out)
+        out = make_out_dir(out, [profiles, tables])
         table.to_csv(out / "table.csv", index=False)
         per.to_csv(out / "per-token-count.csv", index=False)
     return table
@@ -162,7 +162,7 @@ def check_moe_layers(profiles: str | Path, tables: str | Path, out: str | Path |
     if out is not None:
         from servesim.calibration.validate import make_out_dir
 
-        out = make_out_dir(out)
+        out = make_out_dir(out, [profiles, tables])
         table.to_csv(out / "moe-table.csv", index=False)
         per.to_csv(out / "moe-per-token-count.csv", index=False)
     return table

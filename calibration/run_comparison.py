@@ -263,10 +263,7 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
         runs = [attach_prefixes(r, sent) for r in runs]
     _check_repeats(real_paths, runs)
     first = runs[0]
-    from servesim.simulator.files import refuse_folder_over_inputs
-
-    refuse_folder_over_inputs(out, ("summary.json", "table.csv", "sim"), "--out", [*real_paths, sim_dir, scenario])
-    out = make_out_dir(out)
+    out = make_out_dir(out, [*real_paths, sim_dir, scenario, trace])  # results never among what is compared
     source = None
     if sim_dir:
         summary, sim_requests, steps = _sim_from_dir(Path(sim_dir))

@@ -24,8 +24,12 @@ METRICS = [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL")]
 STATS = [("median", "p50"), ("p90", "p90"), ("p99", "p99")]
 
 
-def make_out_dir(out: str | Path) -> Path:
-    """The results folder, created; one error line when it cannot be (a file in the way)."""
+def make_out_dir(out: str | Path, inputs=()) -> Path:
+    """The results folder, created; one error line when it cannot be (a file in the way) or when it holds one of
+    the command's `inputs`."""
+    from servesim.simulator.files import refuse_folder_holding_inputs
+
+    refuse_folder_holding_inputs(out, "--out", inputs)
     out = Path(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -149,8 +153,7 @@ def validate_replay(scenario: str | None, sets: list[str], device: str, threads:
     ex = MeasuredExecutor(rs.arch, device, rs.profile.dtype if rs.profile.dtype in ("fp32", "bf16", "fp16")
                           else "fp32", rs.scenario.engine.block_size, rs.num_gpu_blocks, threads, rs.scenario.seed,
                           attention or rs.profile.attention or "gather")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_out_dir(out, rs.input_files())  # the scenario, its --profile, a trace: none in the results
     tables, all_steps, per_load, skipped = [], [], {}, []
     for i, level in enumerate(levels):
         if deadline is not None and time.monotonic() > deadline:

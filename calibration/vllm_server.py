@@ -181,7 +181,7 @@ def validate_vllm_server(scenario: str, sets: list[str], python: str, repeats: i
         raise ConfigError("--repeats", f"must be >= 1, got {repeats}")
     levels, fit_on = load_levels(levels_path)
     rs = load(scenario, sets)
-    out = make_out_dir(out)
+    out = make_out_dir(out, rs.input_files() + [levels_path])
     build_model(python, rs.arch, out)
     plans = _write_traces(scenario, sets, levels, out)
     results = {name: [out / f"bench-{i}-r{r}.json" for r in range(repeats)] for i, (name, *_) in enumerate(plans)}

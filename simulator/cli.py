@@ -71,7 +71,7 @@ def cmd_run(args) -> int:
     from servesim.simulator.files import refuse_folder_over_inputs
     from servesim.simulator.metrics import RUN_FILES
 
-    refuse_folder_over_inputs(args.out, RUN_FILES, "--out", [args.scenario, getattr(rs.scenario.workload, "path", None)])
+    refuse_folder_over_inputs(args.out, RUN_FILES, "--out", rs.input_files())  # before the run, not after
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     if not args.quiet:  # with --json, stdout holds the JSON alone
         print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True, file=sys.stderr if args.json else sys.stdout)
@@ -136,7 +136,7 @@ def _scenario_specs(path: str, sets: list[str]):
     if not isinstance(src, StaticSource):
         raise ConfigError("workload", f"{src.describe()}: requests depend on the simulation (closed loop or "
                                       f"sessions), so only their first requests exist before a run")
-    return specs, [path, getattr(rs.scenario.workload, "path", None)]  # the requests, and the files they came from
+    return specs, rs.input_files()  # the requests, and the files they came from
 
 
 def cmd_workload_describe(args) -> int:
@@ -175,14 +175,12 @@ def cmd_workload_write(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from servesim.simulator.files import refuse_folder_over_inputs
-    from servesim.simulator.sweep import TABLE_FILES, expand, first_seed, sweep
+    from servesim.simulator.sweep import expand, first_seed, sweep
 
-    refuse_folder_over_inputs(args.out, TABLE_FILES, "--out", [args.scenario])
     points = expand(args.grid, args.zip, args.seeds, first_seed(args.scenario, args.set, args.base_seed),
                     fixed=args.set)
     table = sweep(args.scenario, args.set, points, args.out, args.jobs, args.executor, args.ray_address,
-                  progress=not args.no_progress)
+                  progress=not args.no_progress, out_field="--out")
     failed = int(table["error"].notna().sum()) if "error" in table else 0
     print(f"{len(table)} runs ({failed} failed): {args.out}/sweep.parquet, {args.out}/sweep.csv, runs in {args.out}/runs/")
     if failed:  # the table says which and why; the exit code must too

@@ -7,6 +7,7 @@ vLLM does not have say so in their description.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import re
 from contextlib import contextmanager
@@ -224,6 +225,11 @@ class ResolvedScenario:
     cudagraph_max_tokens: int = 0
     kv_layout: KVLayout | None = None  # how the KV pool is cut into blocks; always set by resolve
     scheduler: SchedulerSettings | None = None  # vLLM's scheduler config, resolved; always set by resolve
+    source: str | None = None  # the scenario file it was read from, if any
+
+    def input_files(self) -> list[str]:
+        """The files this run reads: whatever it writes must not replace one of them."""
+        return input_files(self.scenario, self.source)
 
     def as_dict(self) -> dict:
         """The resolved config, written next to every result so a run can be repeated exactly."""
@@ -266,6 +272,20 @@ class ResolvedScenario:
             if isinstance(entry["from"], str) and (f := file_digest(entry["from"])) is not None:
                 entry["from"], entry["file"] = str(Path(entry["from"]).resolve()), f
         return out
+
+
+def input_files(sc: Scenario, source: str | None = None) -> list[str]:
+    """The files a scenario reads: its own file, a model or profile file, every workload `path`."""
+    found = [source] + [v for v in (sc.model, sc.profile) if isinstance(v, str) and Path(v).is_file()]
+    stack = [sc.workload.model_dump(mode="json")]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            found += [node["path"]] if isinstance(node.get("path"), str) else []
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return [f for f in found if f]
 
 
 def _absolute_paths(section):
@@ -578,4 +598,5 @@ def scenario_of(data: dict, overrides: list[str] | None = None) -> Scenario:
 
 
 def load(path: str | Path | dict | None = None, overrides: list[str] | None = None) -> ResolvedScenario:
-    return resolve(load_scenario(path, overrides))
+    rs = resolve(load_scenario(path, overrides))
+    return dataclasses.replace(rs, source=str(path)) if isinstance(path, (str, Path)) else rs

@@ -254,3 +254,14 @@ def refuse_folder_over_inputs(out: str | Path, names, field: str, inputs) -> Non
     run's --out, a sweep.yaml in the sweep's, a simulation folder given as compare's input and its --out."""
     for name in names:
         refuse_writing_over(Path(out) / name, field, inputs)
+
+
+def refuse_folder_holding_inputs(out: str | Path, field: str, inputs) -> None:
+    """A results folder that is or holds one of `inputs`: the command's files (tables, summaries, plots, logs)
+    would land among what it reads, and one could replace it. (A folder of its own inside an input folder, such as
+    a real run's, is fine: nothing there is replaced.)"""
+    target = Path(out).resolve()
+    for given in inputs:
+        if given and Path(given).resolve().is_relative_to(target):
+            how = "is" if Path(given).resolve() == target else "holds"
+            raise ConfigError(field, f"{out} {how} the input {given}: write the results elsewhere")

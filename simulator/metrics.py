@@ -203,6 +203,7 @@ class RunResult:
     summary: dict = field(default_factory=dict)
     given_requests: list | None = None  # requests given to simulate() rather than the scenario's workload
     itl_distribution: tuple | None = None  # the finished requests' ITLs as (values, counts): what the summary reads
+    inputs: list = field(default_factory=list)  # the files the run read: write() never replaces one
     _itls: np.ndarray | None = None
 
     @property
@@ -268,6 +269,7 @@ class RunResult:
             req["good"] = _meets_slo(req, {k: v.model_dump() for k, v in slos.items()})
         result = cls(rs.as_dict(), req, steps, tokens)
         result.itl_distribution = (itl_values, itl_counts)
+        result.inputs = rs.input_files()
         prefill_only = rs.scenario.cluster.prefill_replicas  # the first replicas, when disaggregated
         result.summary = result._summarize(sim_end, len(logs), prefill_only)
         result.summary["cost_model_source"] = rs.cost_model_source  # which profile, and how it was chosen
@@ -335,10 +337,14 @@ class RunResult:
             s["load_imbalance"] = float(per.max() / per.mean()) if per.sum() else 1.0
         if "good" in req:  # vLLM's goodput: completed requests meeting every SLO of their class, per second
             s["request_goodput"] = float(req["good"].sum()) / duration
-            s["goodput_fraction"] = float(req["good"].mean()) if len(req) else 0.0
+            # of the requests that ended: a rejection fails its SLOs, a request a cut left unfinished is in neither
+            ended = req[req["status"].isin((FINISHED, REJECTED))]
+            s["goodput_fraction"] = float(ended["good"].mean()) if len(ended) else 0.0
             s["slo_classes"] = {
                 str(c): {"requests": int(len(g)), "completed": int((g["status"] == FINISHED).sum()),
-                         "good": int(g["good"].sum()), "goodput_fraction": float(g["good"].mean())}
+                         "good": int(g["good"].sum()),
+                         "goodput_fraction": float(g.loc[g["status"].isin((FINISHED, REJECTED)), "good"].mean())
+                         if g["status"].isin((FINISHED, REJECTED)).any() else 0.0}
                 for c, g in req.groupby("slo_class", dropna=False)}
         s["useful_work_fraction"] = None
         if (done["batch_id"] >= 0).any():  # static batching: sum(l_i) / (n * max l_i) over the batches
@@ -369,6 +375,9 @@ class RunResult:
         if not isinstance(out_dir, (str, os.PathLike)):
             raise ConfigError(field, f"must be a path (str or os.PathLike), got {type(out_dir).__name__}")
         out = Path(out_dir)
+        from servesim.simulator.files import refuse_folder_over_inputs
+
+        refuse_folder_over_inputs(out, RUN_FILES, field, self.inputs)
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # a file in the way, a name too long: the CLI's --out says the same

@@ -226,6 +226,11 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
         stem = Path(out) if out else (src if src.is_dir() else src.parent) / f"plot-{kind}"
         if stem.suffix.lower() in (".png", ".svg"):  # both are written: x.png named the stem, not x.png.png
             stem = stem.with_suffix("")
+    from servesim.simulator.files import refuse_folder_over_inputs
+
+    read = src / ("steps.parquet" if kind == "timeline" else {"capacity": "max_rate.csv"}.get(kind, "sweep.parquet")) \
+        if src.is_dir() else src  # the table the plot reads: neither picture may replace it
+    refuse_folder_over_inputs(stem.parent, (f"{stem.name}.png", f"{stem.name}.svg"), "--out", [read])
     if kind == "timeline":
         steps = src / "steps.parquet" if src.is_dir() else src
         if not steps.is_file():

@@ -266,8 +266,9 @@ class Scheduler:
         at t_end (a decode that verified drafts keeps the accepted ones plus one); returns those finished."""
         finished = []
         spec = self.speculation
+        prefill_only, running = self.s.prefill_only, RUNNING  # read once: this loop runs per request-step
         for r, n in zip(out.reqs, out.tokens):
-            if r.num_computed_tokens < r.num_tokens or r.status != RUNNING:
+            if r.num_computed_tokens < r.num_tokens or r.status != running:
                 continue  # a prefill chunk, or preempted after being scheduled
             new = 1
             c = r.num_computed_tokens - n
@@ -286,7 +287,7 @@ class Scheduler:
                 runs.append(step)
             if r.num_tokens >= r.stop_len:
                 finished.append(r)
-            elif self.s.prefill_only:
+            elif prefill_only:
                 out.handed_off.append(r)
         if finished:
             self.finish(finished, t_end)

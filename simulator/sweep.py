@@ -239,14 +239,16 @@ def _cells(point: dict) -> dict:
 TABLE_FILES = ("sweep.yaml", "sweep.parquet", "sweep.csv")  # what a sweep writes beside runs/
 
 
-def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> None:
+def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> list[str]:
     """Every point must parse (known settings, valid values) before any run starts: a mistake that would fail
     every run is one line and exit 2, not a table of failed runs. What only resolving can tell (does it fit
-    the GPU?) is left to each run, which records it."""
-    from servesim.simulator.config import load_scenario
+    the GPU?) is left to each run, which records it. Returns the files the points read."""
+    from servesim.simulator.config import input_files, load_scenario
 
+    inputs = set()
     for point in points:
-        load_scenario(scenario, sets + _overrides(point))
+        inputs.update(input_files(load_scenario(scenario, sets + _overrides(point)), scenario))
+    return sorted(inputs)
 
 
 def _overrides(point: dict) -> list[str]:
@@ -268,10 +270,14 @@ def write_table(rows: list[dict], out: Path, keys: list[str] | None = None) -> p
 
 
 def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | Path, jobs: int = 1,
-          executor: str = "process", ray_address: str | None = None, progress: bool = True) -> pd.DataFrame:
+          executor: str = "process", ray_address: str | None = None, progress: bool = True,
+          out_field: str = "out") -> pd.DataFrame:
     from servesim.simulator.config import say_once
 
-    check_points(scenario, sets, points)
+    inputs = check_points(scenario, sets, points)
+    from servesim.simulator.files import refuse_folder_over_inputs
+
+    refuse_folder_over_inputs(out, TABLE_FILES, out_field, inputs)  # the CLI's --out, the API's out
     out = Path(out)
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)

@@ -391,3 +391,41 @@ def test_an_out_folder_never_writes_over_the_scenario_it_reads(tmp_path, capsys,
     assert main(argv) == 2
     assert f"--out: {name} would write over the input {name}" in capsys.readouterr().err
     assert (tmp_path / name).read_text() == "workload: {num_requests: 5}\n"
+
+
+def test_no_writing_command_replaces_an_input_it_reads(tmp_path, capsys, monkeypatch):
+    """Round 26: plot wrote its PNG over the table it read (also through a symlink), RunResult.write and the API's
+    sweep over the scenario, run over its profile or model file, workload write over a lengths file, calibrate
+    run --fit over its --model file, calibrate import into its kernel tables. Each is refused, inputs untouched."""
+    import servesim
+    from servesim.simulator.errors import ConfigError
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cap.png").write_text("engine.max_num_seqs,max_rate\n64,5.0\n128,7.0\n")
+    assert main(["run", "--set", "workload.num_requests=20", "--out", "r", "--quiet"]) == 0
+    (tmp_path / "r" / "tl.png").symlink_to("steps.parquet")
+    assert main(["workload", "write", "--set", "workload.num_requests=5", "--out", "w.jsonl"]) == 0
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.yaml").write_text("name: teaching\ncost_model: linear\n"
+                                                "coefficients: {step_overhead_ms: 18, per_seq_ms: 0.12}\n")
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "config.yaml").write_text("workload: {num_requests: 5}\n")
+    (tmp_path / "s" / "sweep.yaml").write_text("workload: {num_requests: 5}\n")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    refused = [
+        ["plot", "cap.png", "--kind", "capacity", "--out", "cap.png"],
+        ["plot", "r", "--kind", "timeline", "--out", "r/tl"],
+        ["run", "--set", "workload.num_requests=5", "--set", "profile=m/config.yaml", "--out", "m"],
+        ["workload", "write", "--set", "workload.num_requests=9", "--set", "workload.lengths={path: w.jsonl}",
+         "--out", "w.jsonl"],
+        ["calibrate", "run", "--model", "s/config.yaml", "--engine", "torch", "--grid", "quick", "--out", "s"],
+    ]
+    for argv in refused:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "--out" in err and len(err.strip().splitlines()) == 1, (argv, err)
+    with pytest.raises(ConfigError, match="would write over the input"):
+        servesim.simulate("s/config.yaml").write("s")
+    with pytest.raises(ConfigError, match="out: s/sweep.yaml would write over the input s/sweep.yaml"):
+        servesim.sweep("s/sweep.yaml", {"workload.arrival.rate": [5, 6]}, out="s")
+    assert before == {p: p.read_bytes() for p in tmp_path.rglob("*") if p in before}

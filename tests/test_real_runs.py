@@ -627,5 +627,5 @@ def test_a_fit_or_a_comparison_never_writes_over_its_own_input(tmp_path, capsys)
     summary = (sim / "summary.json").read_text()
     capsys.readouterr()
     assert main(["compare", str(run), str(sim), "--out", str(sim)]) == 2
-    assert "would write over the input" in capsys.readouterr().err and (sim / "summary.json").read_text() == summary
+    assert f"{sim} is the input {sim}" in capsys.readouterr().err and (sim / "summary.json").read_text() == summary
 
