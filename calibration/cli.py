@@ -405,7 +405,7 @@ def _fit_serving(args) -> int:
               file=sys.stderr)
     from servesim.simulator.files import output_file
 
-    inputs = [*args.measurements, *args.held_out, args.scenario]
+    inputs = [f for r in train + held for f in r.files()] + [args.scenario]  # not the folders: a profile may go there
     if args.out:  # refused before the fit's minutes, not after
         output_file(args.out, "--out", inputs)
         output_file(Path(args.out).with_suffix(".held-out.csv"), "--out", inputs)

@@ -68,6 +68,13 @@ class RealRun:
     def identity(self) -> str:
         return str((self.records or self.path).resolve())
 
+    def files(self) -> list[Path]:
+        """What it was read from, for writers to leave alone: the records, and the meta.json and timeseries.csv
+        a run folder may hold beside them."""
+        src = Path(self.records or self.path)
+        root = Path(self.path) if Path(self.path).is_dir() else src.parent
+        return [src] + [root / sub / name for sub in ("vllm", ".") for name in ("meta.json", "timeseries.csv")]
+
     @property
     def has_requests(self) -> bool:
         return self.requests is not None

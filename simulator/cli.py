@@ -195,10 +195,12 @@ def _search_each_point(args, kind: str, **options) -> int:
     from servesim.simulator.search import ANSWERS, search_grid
 
     answer, _, filename, _ = ANSWERS[kind]
-    if args.out:  # before the search's minutes
+    if args.out:  # before the search's minutes: its table must not replace the scenario or a file it reads
+        from servesim.simulator.config import input_files, load_scenario
         from servesim.simulator.files import refuse_folder_over_inputs
 
-        refuse_folder_over_inputs(args.out, [filename], "--out", [args.scenario])
+        refuse_folder_over_inputs(args.out, [filename], "--out",
+                                  input_files(load_scenario(args.scenario, args.set), args.scenario))
     table = search_grid(kind, args.scenario, args.set, args.slo, args.grid, **options)
     if args.out:
         out = Path(args.out)

@@ -339,12 +339,12 @@ class RunResult:
             s["request_goodput"] = float(req["good"].sum()) / duration
             # of the requests that ended: a rejection fails its SLOs, a request a cut left unfinished is in neither
             ended = req[req["status"].isin((FINISHED, REJECTED))]
-            s["goodput_fraction"] = float(ended["good"].mean()) if len(ended) else 0.0
+            s["goodput_fraction"] = float(ended["good"].mean()) if len(ended) else None  # none ended: no share
             s["slo_classes"] = {
                 str(c): {"requests": int(len(g)), "completed": int((g["status"] == FINISHED).sum()),
                          "good": int(g["good"].sum()),
                          "goodput_fraction": float(g.loc[g["status"].isin((FINISHED, REJECTED)), "good"].mean())
-                         if g["status"].isin((FINISHED, REJECTED)).any() else 0.0}
+                         if g["status"].isin((FINISHED, REJECTED)).any() else None}
                 for c, g in req.groupby("slo_class", dropna=False)}
         s["useful_work_fraction"] = None
         if (done["batch_id"] >= 0).any():  # static batching: sum(l_i) / (n * max l_i) over the batches
@@ -360,7 +360,7 @@ class RunResult:
         from servesim.workloads.traces import write_jsonl
 
         path = write_jsonl(sorted(self.given_requests, key=lambda r: (r.arrival_time, r.request_id)),
-                           out / "workload.jsonl")
+                           out / "workload.jsonl").resolve()  # absolute, as every path a config records: any folder
         classes = {k: v for k, v in self.config["workload"].items() if k == "slo_classes"}
         return self.config | {"workload": {"type": "trace", "path": str(path), "format": "servesim"} | classes}
 

@@ -49,10 +49,20 @@ def expand(grids: list[str], zips: list[str], seeds: int, base_seed: int = 0, se
 
 
 def first_seed(scenario, sets: list[str], base_seed: int | None) -> int:
-    """--base-seed, else the seed the scenario (with its --set values) gives."""
-    from servesim.simulator.config import load_scenario
+    """--base-seed, else the seed the scenario (with its --set values) gives. Only the seed is read: the rest may
+    be incomplete without the grid (a trace workload whose path is a grid axis)."""
+    from servesim.simulator.config import apply_overrides, load_scenario_file, parse_scenario
 
-    return base_seed if base_seed is not None else load_scenario(scenario, sets).seed
+    if base_seed is not None:
+        return base_seed
+    if isinstance(scenario, dict):
+        data = scenario
+    else:
+        data = load_scenario_file(scenario) if scenario else {}
+    if not isinstance(data, dict):  # the points' own check names it
+        data = {}
+    data = apply_overrides(data, sets) if sets else data
+    return parse_scenario({"seed": data["seed"]} if "seed" in data else {}).seed
 
 
 def _same_number(v):
@@ -247,7 +257,8 @@ def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> l
 
     inputs = set()
     for point in points:
-        inputs.update(input_files(load_scenario(scenario, sets + _overrides(point)), scenario))
+        inputs.update(input_files(load_scenario(scenario, sets + _overrides(point)),
+                                  scenario if isinstance(scenario, (str, Path)) else None))
     return sorted(inputs)
 
 

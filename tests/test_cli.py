@@ -429,3 +429,30 @@ def test_no_writing_command_replaces_an_input_it_reads(tmp_path, capsys, monkeyp
     with pytest.raises(ConfigError, match="out: s/sweep.yaml would write over the input s/sweep.yaml"):
         servesim.sweep("s/sweep.yaml", {"workload.arrival.rate": [5, 6]}, out="s")
     assert before == {p: p.read_bytes() for p in tmp_path.rglob("*") if p in before}
+
+
+def test_round_27_sweeps_searches_and_reruns(tmp_path, capsys, monkeypatch):
+    """The API's sweep of a mapping crashed (unhashable dict) after round 26; a sweep whose grid completes the
+    scenario (a trace's path) was refused because its seed was read from the incomplete base; search wrote its
+    table over the trace it replayed; a config.yaml of given requests named its workload.jsonl relative to where
+    it was written, so it ran from nowhere else."""
+    import servesim
+
+    monkeypatch.chdir(tmp_path)
+    t = servesim.sweep({"workload": {"num_requests": 10}}, {"workload.arrival.rate": [2]}, out="a")
+    assert t["error"].isna().all()
+    assert main(["workload", "write", "--set", "workload.num_requests=8", "--out", "b.jsonl"]) == 0
+    assert main(["sweep", "--set", "workload.type=trace", "--grid", "workload.path=b.jsonl", "--out", "s",
+                 "--no-progress"]) == 0
+    (tmp_path / "srch").mkdir()
+    (tmp_path / "srch" / "max_rate.csv").write_text((tmp_path / "b.jsonl").read_text())
+    capsys.readouterr()
+    assert main(["search", "max-rate", "--set", "workload={type: trace, path: srch/max_rate.csv}",
+                 "--slo", "ttft_p99_ms=300", "--out", "srch"]) == 2
+    assert "would write over the input" in capsys.readouterr().err
+    servesim.simulate(None, requests=[servesim.RequestSpec(i, 0.1 * i, 100, 20) for i in range(10)]).write("w")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert main(["run", str(tmp_path / "w" / "config.yaml"), "--out", "again", "--quiet"]) == 0
+    assert (tmp_path / "elsewhere" / "again" / "summary.json").read_bytes() == \
+        (tmp_path / "w" / "summary.json").read_bytes()

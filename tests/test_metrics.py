@@ -138,3 +138,12 @@ def test_goodput_fraction_is_over_the_requests_that_ended():
     for name, c in s["slo_classes"].items():
         mine = ended[ended.slo_class == name]
         assert c["goodput_fraction"] == pytest.approx(mine["good"].mean())
+
+
+def test_goodput_fraction_of_no_request_that_ended_is_none():
+    """Round 27: a run cut before any request ended reported 0.0 (read as "none met the SLOs"), not 0/0."""
+    rs = load(None, ["workload.num_requests=20", "workload.arrival.rate=60", "simulation.max_sim_time_s=0.02",
+                     "workload.slo_classes={chat: {ttft_ms: 200}}"])
+    s = simulate(rs).summary
+    assert s["completed"] + s["failed"] == 0 and s["goodput_fraction"] is None
+    assert s["slo_classes"]["chat"]["goodput_fraction"] is None

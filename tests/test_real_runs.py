@@ -629,3 +629,13 @@ def test_a_fit_or_a_comparison_never_writes_over_its_own_input(tmp_path, capsys)
     assert main(["compare", str(run), str(sim), "--out", str(sim)]) == 2
     assert f"{sim} is the input {sim}" in capsys.readouterr().err and (sim / "summary.json").read_text() == summary
 
+
+
+def test_a_fit_may_write_its_profile_into_the_run_folder_again(tmp_path, capsys):
+    """Round 27: `calibrate fit REAL --out REAL/fit.yaml` worked once and was refused on the rerun, its own earlier
+    output taken for an input. The run's records, meta.json and timeseries.csv are the inputs, not its folder."""
+    _, result = _simulated(["workload.num_requests=60"])
+    write_lifecycle(result, tmp_path / "requests.jsonl")
+    argv = ["calibrate", "fit", str(tmp_path), "--max-evals", "3", "--terms", "compute_scale",
+            "--out", str(tmp_path / "fit.yaml"), *sum((["--set", s] for s in DEPLOY), [])]
+    assert main(argv) == 0 and main(argv) == 0, capsys.readouterr().err
