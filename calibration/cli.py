@@ -406,6 +406,12 @@ def _fit_serving(args) -> int:
     from servesim.simulator.files import output_file
 
     inputs = [f for r in train + held for f in r.files()] + [args.scenario]  # not the folders: a profile may go there
+    from servesim.simulator.config import input_files, load_scenario
+
+    try:  # and a model or profile file the settings name
+        inputs += input_files(load_scenario(args.scenario, sets))
+    except ConfigError:
+        pass  # the fit names what is wrong with them
     if args.out:  # refused before the fit's minutes, not after
         output_file(args.out, "--out", inputs)
         output_file(Path(args.out).with_suffix(".held-out.csv"), "--out", inputs)

@@ -195,12 +195,11 @@ def _search_each_point(args, kind: str, **options) -> int:
     from servesim.simulator.search import ANSWERS, search_grid
 
     answer, _, filename, _ = ANSWERS[kind]
-    if args.out:  # before the search's minutes: its table must not replace the scenario or a file it reads
-        from servesim.simulator.config import input_files, load_scenario
+    if args.out:  # before the search's minutes: its table must not replace a file any of its points reads
         from servesim.simulator.files import refuse_folder_over_inputs
+        from servesim.simulator.search import grid_inputs
 
-        refuse_folder_over_inputs(args.out, [filename], "--out",
-                                  input_files(load_scenario(args.scenario, args.set), args.scenario))
+        refuse_folder_over_inputs(args.out, [filename], "--out", grid_inputs(kind, args.scenario, args.set, args.grid))
     table = search_grid(kind, args.scenario, args.set, args.slo, args.grid, **options)
     if args.out:
         out = Path(args.out)

@@ -277,7 +277,14 @@ class ResolvedScenario:
 def input_files(sc: Scenario, source: str | None = None) -> list[str]:
     """The files a scenario reads: its own file, a model or profile file, every workload `path`."""
     found = [source] + [v for v in (sc.model, sc.profile) if isinstance(v, str) and Path(v).is_file()]
-    stack = [sc.workload.model_dump(mode="json")]
+    if isinstance(sc.model, str) and Path(sc.model).is_dir():  # an HF model folder: its config.json is read
+        found.append(str(Path(sc.model) / "config.json"))
+    return [f for f in found + workload_paths(sc.workload.model_dump(mode="json")) if f]
+
+
+def workload_paths(workload) -> list[str]:
+    """Every `path` setting in a workload mapping, at any depth (a trace, a lengths file, an empirical one's)."""
+    found, stack = [], [workload]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
@@ -285,7 +292,7 @@ def input_files(sc: Scenario, source: str | None = None) -> list[str]:
             stack.extend(node.values())
         elif isinstance(node, list):
             stack.extend(node)
-    return [f for f in found if f]
+    return found
 
 
 def _absolute_paths(section):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 
 from servesim.simulator.errors import ConfigError
 from servesim.workloads.settings import MAX_BLOCKS, MAX_RATE, MIN_RATE
@@ -178,6 +179,25 @@ ANSWERS = {"max-rate": ("max_rate", "fails_at", "max_rate.csv", "workload.arriva
            "replicas": ("replicas", "fails_with", "replicas.csv", "cluster.replicas")}
 
 
+def grid_points(kind: str, sets: list[str], grids: list[str] | None) -> list[dict]:
+    """The settings of each search a grid asks for ([{}] without one); a seed is a point's only if an axis."""
+    from servesim.simulator.sweep import expand
+
+    seeded = any(g.split("=", 1)[0].strip() == "seed" for g in grids or [])
+    points = expand(grids, [], 1, searched=ANSWERS[kind][3], fixed=sets) if grids else [{}]
+    return [p if seeded else {k: v for k, v in p.items() if k != "seed"} for p in points]
+
+
+def grid_inputs(kind: str, scenario, sets: list[str], grids: list[str] | None) -> list[str]:
+    """The files the searches read (each point's scenario, trace, lengths, model or profile file)."""
+    from servesim.simulator.config import input_files, load_scenario, override
+
+    source = scenario if isinstance(scenario, (str, Path)) else None
+    return sorted({f for p in grid_points(kind, sets, grids)
+                   for f in input_files(load_scenario(scenario, sets + [override(k, v) for k, v in p.items()]),
+                                        source)})
+
+
 def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grids: list[str] | None = None,
                 **options):
     """One search per point of the grids (`--grid key=v1,v2`): a table of one row each, with the answer, its
@@ -185,7 +205,6 @@ def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grid
     import pandas as pd
 
     from servesim.simulator.config import override
-    from servesim.simulator.sweep import expand
 
     answer, below, _, searched = ANSWERS[kind]
     search = max_rate if kind == "max-rate" else min_replicas
@@ -193,8 +212,7 @@ def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grid
     if searched in {s.split("=", 1)[0].strip() for s in sets}:
         raise ConfigError("--set", f"{searched} is the setting the search varies; leave it out")
     rows = []
-    for point in expand(grids, [], 1, searched=searched, fixed=sets) if grids else [{}]:
-        point.pop("seed", None)
+    for point in grid_points(kind, sets, grids):
         r = search(scenario, sets + [override(k, v) for k, v in point.items()], slos, **options)
         s = r["summary"]
         rows.append(point | {answer: r[answer], below: r.get(below), "runs": r["runs"], "reason": r.get("reason")}

@@ -84,7 +84,7 @@ def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: 
     fixed_keys = {f.split("=", 1)[0].strip() for f in fixed}
     seen: set = set()
     for key, values, flag in axes_given:
-        if key == "seed":
+        if key == "seed" and searched is None:  # a search has no --seeds: there a seed axis is one search each
             raise ConfigError(flag, "seed is set by --seeds and --base-seed (default: the scenario's seed), not as "
                                     "an axis")
         if key == searched:
@@ -114,7 +114,7 @@ def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: 
     for combo in itertools.product(*axes) if axes else [()]:
         merged = {k: v for d in combo for k, v in d.items()}
         for s in range(seeds):
-            points.append(merged | {"seed": base_seed + s})
+            points.append(merged if "seed" in merged else merged | {"seed": base_seed + s})  # a search's seed axis
     return points
 
 
@@ -138,16 +138,18 @@ def code_version() -> str:
 
 
 def _read_files(config: dict) -> dict:
-    """The files a configuration reads by path (a trace), each as its size and modification time: a trace rewritten
-    under the same name is another input."""
-    path = (config.get("workload") or {}).get("path") if isinstance(config.get("workload"), dict) else None
-    if not isinstance(path, str):
-        return {}
-    try:
-        st = Path(path).stat()
-    except OSError:
-        return {path: None}
-    return {path: [st.st_size, st.st_mtime_ns]}
+    """The files a configuration's workload reads by path (a trace, a lengths file, an empirical distribution's),
+    each as its size and modification time: a file rewritten under the same name is another input."""
+    from servesim.simulator.config import workload_paths
+
+    out = {}
+    for path in sorted(set(workload_paths(config.get("workload")))):
+        try:
+            st = Path(path).stat()
+            out[path] = [st.st_size, st.st_mtime_ns]
+        except OSError:
+            out[path] = None
+    return out
 
 
 def run_id(config: dict) -> str:

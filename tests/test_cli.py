@@ -456,3 +456,44 @@ def test_round_27_sweeps_searches_and_reruns(tmp_path, capsys, monkeypatch):
     assert main(["run", str(tmp_path / "w" / "config.yaml"), "--out", "again", "--quiet"]) == 0
     assert (tmp_path / "elsewhere" / "again" / "summary.json").read_bytes() == \
         (tmp_path / "w" / "summary.json").read_bytes()
+
+
+def test_round_28_searches_read_their_grid_and_reruns_see_rewritten_files(tmp_path, capsys, monkeypatch):
+    """search checked its --out against the base scenario only: a trace named by a --grid axis was replaced by the
+    table, and a base that only the grid completes was refused; a seed axis was refused, naming flags search has
+    not; a sweep reused runs after a lengths file was rewritten; workload write replaced a model folder's
+    config.json."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["workload", "write", "--set", "workload.num_requests=8", "--out", "t.jsonl"]) == 0
+    (tmp_path / "sr").mkdir()
+    (tmp_path / "sr" / "replicas.csv").write_text((tmp_path / "t.jsonl").read_text())
+    capsys.readouterr()
+    assert main(["search", "replicas", "--set", "workload.type=trace", "--slo", "ttft_p99_ms=2000",
+                 "--grid", "workload.path=sr/replicas.csv", "--max", "2", "--out", "sr"]) == 2
+    assert "would write over the input" in capsys.readouterr().err
+    assert main(["search", "replicas", "--set", "workload.type=trace", "--slo", "ttft_p99_ms=2000",
+                 "--grid", "workload.path=t.jsonl", "--max", "2", "--out", "s2"]) == 0
+    assert main(["search", "max-rate", "--set", "workload.num_requests=20", "--slo", "ttft_p99_ms=500",
+                 "--grid", "seed=1,2", "--high", "50", "--out", "s3"]) in (0, 1)
+    assert list(pd.read_csv(tmp_path / "s3" / "max_rate.csv")["seed"]) == [1, 2]
+    lengths = tmp_path / "len.csv"
+    sweep = ["sweep", "--set", "workload.num_requests=20", "--set", f"workload.lengths={{path: {lengths}}}",
+             "--grid", "workload.arrival.rate=5", "--out", "sw", "--no-progress"]
+    tokens = []
+    for scale in (1, 10):
+        lengths.write_text("num_prefill_tokens,num_decode_tokens\n" + "".join(
+            f"{100 * k * scale},{20 + k}\n" for k in (1, 2, 3)))
+        assert main(sweep) == 0
+        tokens.append(int(pd.read_parquet(tmp_path / "sw" / "sweep.parquet")["total_input_tokens"][0]))
+    assert tokens[1] > 5 * tokens[0]
+    model = tmp_path / "mdir"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
+        "max_position_embeddings": 131072, "torch_dtype": "bfloat16"}))
+    text = (model / "config.json").read_text()
+    capsys.readouterr()
+    assert main(["workload", "write", "--set", f"model={model}", "--set", "workload.num_requests=5",
+                 "--out", str(model / "config.json")]) == 2
+    assert "would write over the input" in capsys.readouterr().err and (model / "config.json").read_text() == text

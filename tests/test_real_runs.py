@@ -639,3 +639,20 @@ def test_a_fit_may_write_its_profile_into_the_run_folder_again(tmp_path, capsys)
     argv = ["calibrate", "fit", str(tmp_path), "--max-evals", "3", "--terms", "compute_scale",
             "--out", str(tmp_path / "fit.yaml"), *sum((["--set", s] for s in DEPLOY), [])]
     assert main(argv) == 0 and main(argv) == 0, capsys.readouterr().err
+
+
+def test_a_fit_never_writes_its_profile_over_the_model_file_it_reads(tmp_path, capsys):
+    """Round 28: `calibrate fit RUN --model m.yaml --out m.yaml` replaced the model with the profile (exit 0)."""
+    import yaml
+
+    from servesim.simulator.config import load
+
+    _, result = _simulated(["workload.num_requests=30"])
+    write_lifecycle(result, tmp_path / "requests.jsonl")
+    model = tmp_path / "m.yaml"
+    model.write_text(yaml.safe_dump(load(None, []).as_dict()["model"]))
+    text = model.read_text()
+    sets = [s for s in DEPLOY if not s.startswith("model=")]
+    assert main(["calibrate", "fit", str(tmp_path / "requests.jsonl"), "--model", str(model), "--max-evals", "3",
+                 "--out", str(model), *sum((["--set", s] for s in sets), [])]) == 2
+    assert "would write over the input" in capsys.readouterr().err and model.read_text() == text
