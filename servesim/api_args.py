@@ -48,8 +48,8 @@ def plain_values(v):
     numbers, lists and text they stand for (a list of np.int64 was "not a setting value")."""
     if isinstance(v, Mapping):
         return {plain_values(k): plain_values(x) for k, x in v.items()}
-    if isinstance(v, np.ndarray):
-        return [plain_values(x) for x in v.tolist()]
+    if isinstance(v, np.ndarray):  # a 0-d array is one number (tolist() gives the scalar)
+        return plain_values(v.tolist()) if v.ndim == 0 else [plain_values(x) for x in v.tolist()]
     if isinstance(v, (list, tuple)):
         return [plain_values(x) for x in v]
     if isinstance(v, os.PathLike):

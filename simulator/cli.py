@@ -125,10 +125,14 @@ def cmd_capacity(args) -> int:
     return 0
 
 
-def _scenario_specs(path: str, sets: list[str]):
-    from servesim.simulator.config import load
+def _scenario_specs(path: str, sets: list[str], writing: bool = False):
+    """A scenario's up-front requests, and the files they came from. writing: they go to a file, where each
+    request's priority is recorded, so the run's word that priorities have no effect (an fcfs queue) is not said."""
+    from servesim.simulator.config import collected_warnings, load, say_once
 
-    rs = load(path, sets)
+    with collected_warnings() as said:
+        rs = load(path, sets)
+    say_once(w for w in said if not (writing and "priorit" in w.split("has no effect")[0] and "has no effect" in w))
     src = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     specs = src.initial()
     from servesim.workloads.source import StaticSource
@@ -143,6 +147,8 @@ def cmd_workload_describe(args) -> int:
     from servesim.workloads.traces import check_format, describe_file, describe_trace
 
     if args.file.endswith((".yaml", ".yml")):
+        if args.format is not None:
+            raise ConfigError("--format", "applies to a trace file; a scenario's workload names its own format")
         d = describe_trace(_scenario_specs(args.file, args.set)[0])
     else:
         if args.set:
@@ -168,7 +174,7 @@ def cmd_workload_write(args) -> int:
     from servesim.simulator.files import output_file
     from servesim.workloads.traces import write_jsonl
 
-    specs, inputs = _scenario_specs(args.scenario, args.set)
+    specs, inputs = _scenario_specs(args.scenario, args.set, writing=True)
     write_jsonl(specs, output_file(args.out, "--out", inputs))
     print(f"{len(specs):,} requests written to {args.out}")
     return 0

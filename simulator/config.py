@@ -332,10 +332,16 @@ _SETTING_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
     """--set a.b=c: the value is read as YAML, so numbers, booleans and lists work."""
     data = copy.deepcopy(data)  # the file's own order kept: slo_classes are drawn in it
+    given: list[str] = []  # the keys set so far, to say which a later section's mapping drops
     for item in overrides:
         if "=" not in item:
             raise ConfigError(item, "--set takes key=value")
         key, raw = item.split("=", 1)
+        dropped = [k for k in given if k.startswith(key.strip() + ".")]
+        if dropped:
+            say_once([f"servesim: warning: --set {key.strip()}=... replaces the whole section, so the --set "
+                      f"{', '.join(dropped)} given before it has no effect (give it inside the mapping, or after)"])
+        given = [k for k in given if k not in dropped] + [key.strip()]
         if not _SETTING_PATH.match(key.strip()):
             raise ConfigError("--set", f"{item[:80]!r}: KEY must be a dotted setting name, e.g. engine.max_num_seqs")
         try:
@@ -560,10 +566,11 @@ def say_once(warnings) -> None:
 
     for warning in warnings:
         if warning and warning not in _WARNED:
-            _WARNED.add(warning)
-            if _COLLECTED is not None:
-                _COLLECTED.append(warning)
+            if _COLLECTED is not None:  # whoever collects says it (once) or drops it
+                if warning not in _COLLECTED:
+                    _COLLECTED.append(warning)
             else:
+                _WARNED.add(warning)
                 print(warning, file=sys.stderr)
 
 

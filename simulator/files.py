@@ -165,10 +165,15 @@ def load_yaml(text: str, field: str, where: str):
 
 def split_values(raw: str) -> list[str]:
     """'a,{x: 1, y: 2},[3, 4]' -> ['a', '{x: 1, y: 2}', '[3, 4]']: commas inside brackets or quotes do not split."""
-    parts, depth, quote, cur = [], 0, None, []
+    parts, depth, quote, cur, escaped = [], 0, None, [], False
     for ch in raw:
-        if quote:
-            quote = None if ch == quote else quote
+        if quote:  # YAML: a backslash escapes the next character inside double quotes only
+            if escaped:
+                escaped = False
+            elif ch == "\\" and quote == '"':
+                escaped = True
+            elif ch == quote:
+                quote = None
         elif ch in "'\"":
             quote = ch
         elif ch in "[{":

@@ -84,6 +84,10 @@ def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: 
     fixed_keys = {f.split("=", 1)[0].strip() for f in fixed}
     seen: set = set()
     for key, values, flag in axes_given:
+        for other in fixed_keys:  # a section and a key inside it: the later one would drop the other unsaid
+            if other.startswith(key + ".") or key.startswith(other + "."):
+                raise ConfigError(flag, f"{key} and --set {other} overlap (one is inside the other): the axis would "
+                                        f"replace or override it; give it inside the axis's values")
         if key == "seed" and searched is None:  # a search has no --seeds: there a seed axis is one search each
             raise ConfigError(flag, "seed is set by --seeds and --base-seed (default: the scenario's seed), not as "
                                     "an axis")
@@ -95,7 +99,8 @@ def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: 
             raise ConfigError(flag, f"{key} is given as two axes")
         if not values:
             raise ConfigError(flag, f"{key}: no values")
-        if len({json.dumps(_same_number(v), sort_keys=True, default=str) for v in values}) < len(values):
+        # in the mapping's own order: the order of slo_classes decides each request's class
+        if flag == "--grid" and len({json.dumps(_same_number(v), default=str) for v in values}) < len(values):
             raise ConfigError(flag, f"{key} lists a value twice (the runs would repeat)")
         seen.add(key)
     gridded = [(k, vs) for k, vs, flag in axes_given if flag == "--grid"]
@@ -105,6 +110,9 @@ def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: 
         lengths = {len(vs) for _, vs in zipped}
         if len(lengths) != 1:
             raise ConfigError("--zip", "zipped settings need the same number of values")
+        combos = [json.dumps([_same_number(v) for v in combo], default=str) for combo in zip(*[vs for _, vs in zipped])]
+        if len(set(combos)) < len(combos):  # a value may repeat in one zipped setting, not a whole combination
+            raise ConfigError("--zip", "a combination of the zipped values is listed twice (the runs would repeat)")
         axes.append([dict(zip([k for k, _ in zipped], combo)) for combo in zip(*[vs for _, vs in zipped])])
     total = math.prod(len(a) for a in axes) * seeds
     if total > MAX_RUNS:

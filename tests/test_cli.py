@@ -497,3 +497,24 @@ def test_round_28_searches_read_their_grid_and_reruns_see_rewritten_files(tmp_pa
     assert main(["workload", "write", "--set", f"model={model}", "--set", "workload.num_requests=5",
                  "--out", str(model / "config.json")]) == 2
     assert "would write over the input" in capsys.readouterr().err and (model / "config.json").read_text() == text
+
+
+def test_round_29_cli_and_api_leftovers(tmp_path, capsys):
+    """A 0-d numpy array was a TypeError in the API; a later --set of a whole section dropped an earlier key in it
+    unsaid; describe SCENARIO --format ignored the flag; workload write said written priorities had no effect."""
+    import numpy as np
+
+    import servesim
+
+    assert servesim.simulate(None, {"workload.num_requests": np.array(6)}).summary["completed"] == 6
+    capsys.readouterr()
+    assert main(["config", "--set", "engine.max_num_batched_tokens=512", "--set", "engine={max_num_seqs: 4}"]) == 0
+    assert "--set engine.max_num_batched_tokens given before it has no effect" in capsys.readouterr().err
+    assert main(["workload", "describe", "docs/scenarios/essay-batching.yaml", "--format", "azure"]) == 2
+    assert "--format: applies to a trace file" in capsys.readouterr().err
+    out = tmp_path / "p.jsonl"
+    assert main(["workload", "write", "--set", "workload.num_requests=5", "--set", "workload.priorities=[0, 5]",
+                 "--set", "engine.swap_space=2", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "priorities has no effect" not in err and "engine.swap_space has no effect" in err
+    assert {json.loads(line)["priority"] for line in out.read_text().splitlines()} <= {0, 5}

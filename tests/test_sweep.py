@@ -164,3 +164,21 @@ def test_a_damaged_finished_run_is_simulated_again(tmp_path, damage, capfd):
     again = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
     pd.testing.assert_frame_equal(again, first)
     assert "is damaged: that run is simulated again" in capfd.readouterr().err
+
+
+def test_round_29_axes_zips_and_overlapping_sets():
+    """A zipped setting may repeat a value (the combinations differ); slo_classes in another order are another run
+    (order decides each request's class); a --set inside a section an axis replaces (or the reverse) was dropped
+    unsaid; a backslash-escaped quote split a --grid value."""
+    pts = sw.expand([], ["workload.arrival.rate=2,2,4,4", "engine.max_num_batched_tokens=512,2048,512,2048"], 1)
+    assert len(pts) == 4
+    with pytest.raises(ConfigError, match="combination of the zipped values is listed twice"):
+        sw.expand([], ["a=1,1", "b=2,2"], 1)
+    two = sw.expand(["workload.slo_classes={a: {ttft_ms: 100}, b: {ttft_ms: 1000}},"
+                     "{b: {ttft_ms: 1000}, a: {ttft_ms: 100}}"], [], 1)
+    assert len(two) == 2
+    for grid, fixed in ((["engine={max_num_seqs: 4},{max_num_seqs: 8}"], ["engine.max_num_batched_tokens=512"]),
+                        (["engine.max_num_seqs=4,8"], ["engine={max_num_seqs: 16}"])):
+        with pytest.raises(ConfigError, match="overlap"):
+            sw.expand(grid, [], 1, fixed=fixed)
+    assert [p["name"] for p in sw.expand(['name="x\\"y",z'], [], 1)] == ['x"y', "z"]
