@@ -78,6 +78,8 @@ def checked_args(fn=None, /, _as: str | None = None, **kinds: str):
             if kind is None or (value is None and sig.parameters[arg].default is None):
                 continue
             test, what = KINDS[kind]
+            if isinstance(value, np.ndarray) and value.ndim == 0 and kind != "list":  # np.array(5): one number
+                value = value[()]
             if not test(value):
                 raise ConfigError(arg, f"must be {what}, got {type(value).__name__} {value!r:.60}")
             bound.arguments[arg] = os.fspath(value) if kind == "path" else _plain(value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -68,7 +69,10 @@ def cmd_run(args) -> int:
     from servesim.simulator.engine import simulate
 
     rs = load(args.scenario, args.set)
+    from servesim.simulator.config import dropped_sets, say_once
     from servesim.simulator.files import refuse_folder_over_inputs
+
+    say_once(dropped_sets(args.set))
     from servesim.simulator.metrics import RUN_FILES
 
     refuse_folder_over_inputs(args.out, RUN_FILES, "--out", rs.input_files())  # before the run, not after
@@ -107,6 +111,9 @@ def cmd_config(args) -> int:
     from servesim.simulator.files import dump_yaml
 
     rs = load(args.scenario, args.set)
+    from servesim.simulator.config import dropped_sets, say_once
+
+    say_once(dropped_sets(args.set))
     print(dump_yaml(rs.as_dict()), end="")
     return 0
 
@@ -128,11 +135,13 @@ def cmd_capacity(args) -> int:
 def _scenario_specs(path: str, sets: list[str], writing: bool = False):
     """A scenario's up-front requests, and the files they came from. writing: they go to a file, where each
     request's priority is recorded, so the run's word that priorities have no effect (an fcfs queue) is not said."""
-    from servesim.simulator.config import collected_warnings, load, say_once
+    from servesim.simulator.config import collected_warnings, dropped_sets, load, say_once
 
     with collected_warnings() as said:
         rs = load(path, sets)
-    say_once(w for w in said if not (writing and "priorit" in w.split("has no effect")[0] and "has no effect" in w))
+    say_once(w for w in said + dropped_sets(sets)
+             if not (writing and re.match(r"servesim: warning: workload\.(priorities|slo_classes\.[^ ]+\.priority) has "
+                                          r"no effect", w)))
     src = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     specs = src.initial()
     from servesim.workloads.source import StaticSource

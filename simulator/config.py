@@ -329,19 +329,28 @@ def load_scenario_file(path: str | Path) -> dict:
 _SETTING_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$")
 
 
+def dropped_sets(sets: list[str]) -> list[str]:
+    """A user's --set of a whole section after a --set of a key inside it: the key is dropped (a mapping replaces
+    the section). One warning per section, for the command to say once the settings are valid."""
+    given: list[str] = []
+    out = []
+    for item in sets:
+        key = item.split("=", 1)[0].strip()
+        dropped = [k for k in given if k.startswith(key + ".")]
+        if dropped:
+            out.append(f"servesim: warning: --set {key}=... replaces the whole section, so the --set "
+                       f"{', '.join(dropped)} given before it has no effect (give it inside the mapping, or after)")
+        given = [k for k in given if k not in dropped and k != key] + [key]
+    return out
+
+
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
     """--set a.b=c: the value is read as YAML, so numbers, booleans and lists work."""
     data = copy.deepcopy(data)  # the file's own order kept: slo_classes are drawn in it
-    given: list[str] = []  # the keys set so far, to say which a later section's mapping drops
     for item in overrides:
         if "=" not in item:
             raise ConfigError(item, "--set takes key=value")
         key, raw = item.split("=", 1)
-        dropped = [k for k in given if k.startswith(key.strip() + ".")]
-        if dropped:
-            say_once([f"servesim: warning: --set {key.strip()}=... replaces the whole section, so the --set "
-                      f"{', '.join(dropped)} given before it has no effect (give it inside the mapping, or after)"])
-        given = [k for k in given if k not in dropped] + [key.strip()]
         if not _SETTING_PATH.match(key.strip()):
             raise ConfigError("--set", f"{item[:80]!r}: KEY must be a dotted setting name, e.g. engine.max_num_seqs")
         try:

@@ -165,7 +165,7 @@ def load_yaml(text: str, field: str, where: str):
 
 def split_values(raw: str) -> list[str]:
     """'a,{x: 1, y: 2},[3, 4]' -> ['a', '{x: 1, y: 2}', '[3, 4]']: commas inside brackets or quotes do not split."""
-    parts, depth, quote, cur, escaped = [], 0, None, [], False
+    parts, depth, quote, cur, escaped, last = [], 0, None, [], False, ""
     for ch in raw:
         if quote:  # YAML: a backslash escapes the next character inside double quotes only
             if escaped:
@@ -174,7 +174,7 @@ def split_values(raw: str) -> list[str]:
                 escaped = True
             elif ch == quote:
                 quote = None
-        elif ch in "'\"":
+        elif ch in "'\"" and last in ("", ",", "[", "{", ":"):  # a quote opens only a scalar (it's is plain text)
             quote = ch
         elif ch in "[{":
             depth += 1
@@ -182,9 +182,11 @@ def split_values(raw: str) -> list[str]:
             depth -= 1
         elif ch == "," and depth == 0:
             parts.append("".join(cur))
-            cur = []
+            cur, last = [], ""
             continue
         cur.append(ch)
+        if not ch.isspace():
+            last = ch
     parts.append("".join(cur))
     return parts
 

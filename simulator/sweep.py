@@ -65,6 +65,23 @@ def first_seed(scenario, sets: list[str], base_seed: int | None) -> int:
     return parse_scenario({"seed": data["seed"]} if "seed" in data else {}).seed
 
 
+def _ordered(key: str, v):
+    """A setting value with every mapping's keys sorted, but an slo_classes mapping's: their order decides each
+    request's class (a run), the other mappings' order decides nothing."""
+    if isinstance(v, dict):
+        keep = key.split(".")[-1] == "slo_classes"
+        items = [(k, _ordered(str(k), x)) for k, x in v.items()]
+        return {k: x for k, x in (items if keep else sorted(items, key=lambda kv: str(kv[0])))}
+    if isinstance(v, (list, tuple)):
+        return [_ordered(key, x) for x in v]
+    return v
+
+
+def _canonical(key: str, v) -> str:
+    """One text per distinct run of an axis value: 5 and 5.0 alike, mappings as _ordered."""
+    return json.dumps(_ordered(key, _same_number(v)), default=str)
+
+
 def _same_number(v):
     """5 and 5.0 are one setting value (one run): integral floats as ints, inside lists and mappings too."""
     if isinstance(v, float) and v.is_integer():
@@ -83,11 +100,16 @@ def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: 
         raise ConfigError("--seeds", f"must be an integer >= 1, got {seeds!r}")
     fixed_keys = {f.split("=", 1)[0].strip() for f in fixed}
     seen: set = set()
+    inside = lambda a, b: a.startswith(b + ".") or b.startswith(a + ".")  # noqa: E731 - a section and a key in it
     for key, values, flag in axes_given:
-        for other in fixed_keys:  # a section and a key inside it: the later one would drop the other unsaid
-            if other.startswith(key + ".") or key.startswith(other + "."):
+        for other in fixed_keys:  # the later one would drop or override the other unsaid
+            if inside(key, other):
                 raise ConfigError(flag, f"{key} and --set {other} overlap (one is inside the other): the axis would "
                                         f"replace or override it; give it inside the axis's values")
+        for other, _, other_flag in axes_given:
+            if inside(key, other):
+                raise ConfigError(flag, f"{key} and the {other_flag} axis {other} overlap (one is inside the other): "
+                                        f"one would replace or override the other; make them one axis")
         if key == "seed" and searched is None:  # a search has no --seeds: there a seed axis is one search each
             raise ConfigError(flag, "seed is set by --seeds and --base-seed (default: the scenario's seed), not as "
                                     "an axis")
@@ -99,8 +121,7 @@ def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: 
             raise ConfigError(flag, f"{key} is given as two axes")
         if not values:
             raise ConfigError(flag, f"{key}: no values")
-        # in the mapping's own order: the order of slo_classes decides each request's class
-        if flag == "--grid" and len({json.dumps(_same_number(v), default=str) for v in values}) < len(values):
+        if flag == "--grid" and len({_canonical(key, v) for v in values}) < len(values):
             raise ConfigError(flag, f"{key} lists a value twice (the runs would repeat)")
         seen.add(key)
     gridded = [(k, vs) for k, vs, flag in axes_given if flag == "--grid"]
@@ -110,7 +131,7 @@ def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: 
         lengths = {len(vs) for _, vs in zipped}
         if len(lengths) != 1:
             raise ConfigError("--zip", "zipped settings need the same number of values")
-        combos = [json.dumps([_same_number(v) for v in combo], default=str) for combo in zip(*[vs for _, vs in zipped])]
+        combos = [tuple(_canonical(k, v) for (k, _), v in zip(zipped, combo)) for combo in zip(*[vs for _, vs in zipped])]
         if len(set(combos)) < len(combos):  # a value may repeat in one zipped setting, not a whole combination
             raise ConfigError("--zip", "a combination of the zipped values is listed twice (the runs would repeat)")
         axes.append([dict(zip([k for k, _ in zipped], combo)) for combo in zip(*[vs for _, vs in zipped])])
@@ -253,7 +274,7 @@ def _failed(rid: str, point: dict, runs_dir: str, exc: Exception) -> dict:
 
 def _cells(point: dict) -> dict:
     """A point as table cells: a mapping or list value (a length distribution) as its JSON text."""
-    return {k: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v for k, v in point.items()}
+    return {k: json.dumps(_ordered(k, v)) if isinstance(v, (dict, list)) else v for k, v in point.items()}
 
 
 TABLE_FILES = ("sweep.yaml", "sweep.parquet", "sweep.csv")  # what a sweep writes beside runs/

@@ -518,3 +518,27 @@ def test_round_29_cli_and_api_leftovers(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "priorities has no effect" not in err and "engine.swap_space has no effect" in err
     assert {json.loads(line)["priority"] for line in out.read_text().splitlines()} <= {0, 5}
+
+
+def test_round_30_section_warnings_are_the_users_and_arrays_are_numbers(tmp_path, capsys):
+    """The section warning blamed settings compare recorded and bench set, printed before a refusal (two lines),
+    listed a key twice and was filtered out by workload write; API scalars refused 0-d arrays."""
+    import numpy as np
+
+    import servesim
+
+    assert main(["run", "--set", "engine.max_num_seqs=8", "--set", "engine={max_num_seqs: -1}",
+                 "--out", str(tmp_path / "e")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert main(["config", "--set", "workload.arrival.rate=2", "--set", "workload.arrival.rate=3",
+                 "--set", "workload.arrival={process: poisson, rate: 1}"]) == 0
+    assert "the --set workload.arrival.rate given before it" in capsys.readouterr().err
+    assert main(["workload", "write", "--set", "workload.priorities=[0,1]", "--set", "workload={num_requests: 5}",
+                 "--out", str(tmp_path / "w.jsonl")]) == 0
+    assert "the --set workload.priorities given before it has no effect" in capsys.readouterr().err
+    assert main(["bench", "--requests", "20", "--repeats", "1", "--json",
+                 "--set", "workload.arrival={process: gamma, cv: 2, rate: 5}"]) == 0
+    assert "given before it" not in capsys.readouterr().err
+    assert servesim.capacity(model="llama-3.1-8b", gpu="h200-sxm", gpu_memory_gib=np.array(80.0))
+    assert len(servesim.sweep(None, {"workload.arrival.rate": [2]}, {"workload.num_requests": 5},
+                              out=tmp_path / "s", seeds=np.array(1))) == 1
