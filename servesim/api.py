@@ -51,6 +51,15 @@ Overrides = Union[Mapping[str, Any], Sequence[str], None]
 
 
 def _settings(overrides: Overrides) -> list[str]:
+    """Overrides as the CLI's --set texts, with a warning where a whole section drops a key given before it."""
+    from servesim.simulator.config import dropped_sets, say_once
+
+    sets = _setting_texts(overrides)
+    say_once(dropped_sets(sets))
+    return sets
+
+
+def _setting_texts(overrides: Overrides) -> list[str]:
     """Overrides as the CLI's --set texts: a mapping's Python values written so they read back exactly."""
     if overrides is None:
         return []

@@ -64,15 +64,20 @@ def _describe(rs) -> str:
             f"{rs.scenario.policies.batching}/{rs.scenario.policies.queue}")
 
 
+def _say_dropped(sets: list[str]) -> None:
+    """The user's --sets a later whole-section --set dropped: said once the command has done its work, so never
+    beside an error line."""
+    from servesim.simulator.config import dropped_sets, say_once
+
+    say_once(dropped_sets(sets))
+
+
 def cmd_run(args) -> int:
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
 
     rs = load(args.scenario, args.set)
-    from servesim.simulator.config import dropped_sets, say_once
     from servesim.simulator.files import refuse_folder_over_inputs
-
-    say_once(dropped_sets(args.set))
     from servesim.simulator.metrics import RUN_FILES
 
     refuse_folder_over_inputs(args.out, RUN_FILES, "--out", rs.input_files())  # before the run, not after
@@ -89,9 +94,10 @@ def cmd_run(args) -> int:
         idle.append(f"simulation.max_sim_time_s={limit:g} ended the run: {result.summary.get('unfinished', 0):,} "
                     f"request(s) unfinished (counted as `unfinished`, in no latency)"
                     + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))
+    out = result.write(args.out, "--out")  # then the warnings: none beside an error about --out
     for w in [*source.warnings, *result.summary.get("cost_model_warnings", []), *idle]:
         print(f"servesim: warning: {w}", file=sys.stderr)
-    out = result.write(args.out, "--out")
+    _say_dropped(args.set)
     files = ["config.yaml", "summary.json", "requests.parquet", "steps.parquet"]
     if args.plot:  # only when asked: importing matplotlib and drawing take longer than a small run
         from servesim.simulator.plots import latency_distributions
@@ -111,10 +117,8 @@ def cmd_config(args) -> int:
     from servesim.simulator.files import dump_yaml
 
     rs = load(args.scenario, args.set)
-    from servesim.simulator.config import dropped_sets, say_once
-
-    say_once(dropped_sets(args.set))
     print(dump_yaml(rs.as_dict()), end="")
+    _say_dropped(args.set)
     return 0
 
 
@@ -135,11 +139,11 @@ def cmd_capacity(args) -> int:
 def _scenario_specs(path: str, sets: list[str], writing: bool = False):
     """A scenario's up-front requests, and the files they came from. writing: they go to a file, where each
     request's priority is recorded, so the run's word that priorities have no effect (an fcfs queue) is not said."""
-    from servesim.simulator.config import collected_warnings, dropped_sets, load, say_once
+    from servesim.simulator.config import collected_warnings, load, say_once
 
     with collected_warnings() as said:
         rs = load(path, sets)
-    say_once(w for w in said + dropped_sets(sets)
+    say_once(w for w in said
              if not (writing and re.match(r"servesim: warning: workload\.(priorities|slo_classes\.[^ ]+\.priority) has "
                                           r"no effect", w)))
     src = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
@@ -167,6 +171,7 @@ def cmd_workload_describe(args) -> int:
         d = describe_file(args.file, args.format)
     if args.json:
         print(json.dumps(d, indent=2, default=float))
+        _say_dropped(args.set)
         return 0
     for key, value in d.items():
         if isinstance(value, dict):
@@ -176,6 +181,7 @@ def cmd_workload_describe(args) -> int:
             print(f"  {key:<22} {value:,.3f}")
         else:
             print(f"  {key:<22} {value if value is not None else '-'}")
+    _say_dropped(args.set)
     return 0
 
 
@@ -185,6 +191,7 @@ def cmd_workload_write(args) -> int:
 
     specs, inputs = _scenario_specs(args.scenario, args.set, writing=True)
     write_jsonl(specs, output_file(args.out, "--out", inputs))
+    _say_dropped(args.set)
     print(f"{len(specs):,} requests written to {args.out}")
     return 0
 
@@ -196,6 +203,7 @@ def cmd_sweep(args) -> int:
                     fixed=args.set)
     table = sweep(args.scenario, args.set, points, args.out, args.jobs, args.executor, args.ray_address,
                   progress=not args.no_progress, out_field="--out")
+    _say_dropped(args.set)
     failed = int(table["error"].notna().sum()) if "error" in table else 0
     print(f"{len(table)} runs ({failed} failed): {args.out}/sweep.parquet, {args.out}/sweep.csv, runs in {args.out}/runs/")
     if failed:  # the table says which and why; the exit code must too
@@ -223,6 +231,7 @@ def _search_each_point(args, kind: str, **options) -> int:
         out.mkdir(parents=True, exist_ok=True)
         table.to_csv(out / filename, index=False)
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    _say_dropped(args.set)
     unmet = int(table[answer].isna().sum())
     if unmet:  # no value met the SLOs: an answer, but not a success, so the exit code says it
         print(f"servesim: error: no {answer.replace('_', ' ')} found at {unmet} of {len(table)} point(s): "

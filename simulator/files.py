@@ -174,8 +174,8 @@ def split_values(raw: str) -> list[str]:
                 escaped = True
             elif ch == quote:
                 quote = None
-        elif ch in "'\"" and last in ("", ",", "[", "{", ":"):  # a quote opens only a scalar (it's is plain text)
-            quote = ch
+        elif ch in "'\"" and (last in ("", ",", "[", "{", ":") or (ch == "'" and cur and cur[-1] == "'")):
+            quote = ch  # a quote opens only a scalar (it's is plain text), or goes on after '' (YAML's escaped ')
         elif ch in "[{":
             depth += 1
         elif ch in "]}":

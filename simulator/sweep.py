@@ -31,9 +31,13 @@ def _values(spec: str, flag: str) -> tuple[str, list]:
     if "=" not in spec:
         raise ConfigError(flag, f"{spec!r}: use key=v1,v2,...")
     key, raw = spec.split("=", 1)
-    values = [load_yaml(v, flag, f"{key.strip()} value {v.strip()!r}") for v in split_values(raw) if v.strip()]
-    if not values:
+    parts = split_values(raw)
+    if not any(v.strip() for v in parts):
         raise ConfigError(flag, f"{key}: no values")
+    if not all(v.strip() for v in parts):  # 4,,8 or 4, : a value left out by mistake, never dropped unsaid
+        raise ConfigError(flag, f"{key}: an empty value in {raw!r} (two commas, or one at an end); quote an empty "
+                                f"text as ''")
+    values = [load_yaml(v, flag, f"{key.strip()} value {v.strip()!r}") for v in parts]
     return key.strip(), values
 
 

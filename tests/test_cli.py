@@ -542,3 +542,28 @@ def test_round_30_section_warnings_are_the_users_and_arrays_are_numbers(tmp_path
     assert servesim.capacity(model="llama-3.1-8b", gpu="h200-sxm", gpu_memory_gib=np.array(80.0))
     assert len(servesim.sweep(None, {"workload.arrival.rate": [2]}, {"workload.num_requests": 5},
                               out=tmp_path / "s", seeds=np.array(1))) == 1
+
+
+def test_round_31_quotes_empty_values_and_where_the_section_warning_is_said(tmp_path, capsys):
+    """'' inside a single-quoted value split it after round 30; an empty --grid value was dropped unsaid; the
+    section warning came beside an --out error, and sweep, search and the API dropped the key unsaid."""
+    import servesim
+    from servesim.simulator.files import split_values
+
+    assert split_values("'a'',b.jsonl',x.jsonl") == ["'a'',b.jsonl'", "x.jsonl"]
+    assert main(["sweep", "--set", "workload.num_requests=5", "--grid", "engine.max_num_seqs=4,,8",
+                 "--out", str(tmp_path / "s")]) == 2
+    assert "an empty value" in capsys.readouterr().err
+    sets = ["--set", "workload.num_requests=5", "--set", "engine.max_num_seqs=4",
+            "--set", "engine={max_num_batched_tokens: 4096}"]
+    assert main(["run", *sets, "--out", str(tmp_path / "f"), "--quiet"]) == 0
+    (tmp_path / "f2").write_text("a file in the way")
+    capsys.readouterr()
+    assert main(["run", *sets, "--out", str(tmp_path / "f2")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    other = ["--set", "workload.num_requests=5", "--set", "policies.queue=sjf", "--set", "policies={batching: static}"]
+    assert main(["sweep", *other, "--grid", "workload.arrival.rate=1,2", "--out", str(tmp_path / "w"),
+                 "--no-progress"]) == 0  # (a warning is said once a process: another one)
+    assert "the --set policies.queue given before it has no effect" in capsys.readouterr().err
+    servesim.simulate(None, {"workload.num_requests": 5, "cluster.router": "random", "cluster": {"replicas": 1}})
+    assert "the --set cluster.router given before it has no effect" in capsys.readouterr().err
