@@ -177,7 +177,7 @@ def add_compare_parser(sub) -> None:
     c.add_argument("--scenario", help="the engine settings the run was served with (scenario YAML)")
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     c.add_argument("--profile", help="cost model to simulate with (same as --set profile=...)")
-    c.add_argument("--tolerance", type=POSITIVE, default=0.10,
+    c.add_argument("--tolerance", type=OPEN_FRACTION, default=0.10,
                    help="largest |relative error| a statistic may have, on top of the real repeats' spread (0.1 = 10%%)")
     c.add_argument("--trace", help="the trace the run replayed (e.g. vLLM's timed trace with hash_ids): its shared "
                                    "prefixes, which result files do not record, so prefix caching is simulated")

@@ -81,6 +81,11 @@ def cmd_run(args) -> int:
     from servesim.simulator.metrics import RUN_FILES
 
     refuse_folder_over_inputs(args.out, RUN_FILES, "--out", rs.input_files())  # before the run, not after
+    from servesim.simulator.files import refuse_writing_over
+
+    refuse_writing_over(args.out, "--out", rs.input_files())  # --out naming an input file itself
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ConfigError("--out", f"{args.out} is a file, not a results folder")
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     if not args.quiet:  # with --json, stdout holds the JSON alone
         print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True, file=sys.stderr if args.json else sys.stdout)

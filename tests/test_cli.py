@@ -567,3 +567,25 @@ def test_round_31_quotes_empty_values_and_where_the_section_warning_is_said(tmp_
     assert "the --set policies.queue given before it has no effect" in capsys.readouterr().err
     servesim.simulate(None, {"workload.num_requests": 5, "cluster.router": "random", "cluster": {"replicas": 1}})
     assert "the --set cluster.router given before it has no effect" in capsys.readouterr().err
+
+
+def test_round_32_out_files_tolerance_range_and_float32_arrivals(tmp_path, capsys, monkeypatch):
+    """run --out naming its own trace (or any file) was refused only after simulating, in two lines; compare's
+    --tolerance took 5 (500%) though documented in (0, 1); a float32 arrival time was refused."""
+    import numpy as np
+
+    import servesim
+
+    monkeypatch.chdir(tmp_path)
+    assert main(["workload", "write", "--set", "workload.num_requests=5", "--out", "wr.jsonl"]) == 0
+    capsys.readouterr()
+    assert main(["run", "--set", "workload.type=trace", "--set", "workload.path=wr.jsonl", "--out", "wr.jsonl"]) == 2
+    out = capsys.readouterr()
+    assert "--out: wr.jsonl would write over the input" in out.err and not out.out
+    (tmp_path / "afile").write_text("x")
+    assert main(["run", "--set", "workload.num_requests=5", "--out", "afile"]) == 2
+    assert capsys.readouterr().err.strip() == "servesim: error: --out: afile is a file, not a results folder"
+    assert main(["compare", "wr.jsonl", "--tolerance", "5"]) == 2
+    assert "--tolerance" in capsys.readouterr().err
+    r = servesim.simulate(None, requests=[servesim.RequestSpec(0, np.float32(0.5), 100, 5)])
+    assert r.summary["completed"] == 1

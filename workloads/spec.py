@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 
@@ -65,6 +66,8 @@ def checked_specs(specs, where: str = "requests") -> list[RequestSpec]:
             bad("request_id", "an integer no other request has")
         seen.add(int(s.request_id))
         t = s.arrival_time
+        if isinstance(t, numbers.Real) and not isinstance(t, bool):  # numpy's float32 is no float: a number all the same
+            t = float(t)
         if isinstance(t, bool) or not isinstance(t, (int, float)) and not integer(t) or \
                 not (math.isfinite(t) and 0 <= t <= MAX_SECONDS):
             bad("arrival_time", f"a number of seconds in [0, {MAX_SECONDS:g}]")
