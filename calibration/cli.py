@@ -419,8 +419,9 @@ def _fit_serving(args) -> int:
     if args.name:
         fit.profile["name"] = args.name
     out = Path(args.out) if args.out else Path("results/profiles") / f"{fit.profile['name']}.yaml"
-    output_file(out, "--out", inputs)
-    output_file(out.with_suffix(".held-out.csv"), "--out", inputs)
+    if not args.out:  # the default, named by the fit: checked now
+        output_file(out, "--out", inputs)
+        output_file(out.with_suffix(".held-out.csv"), "--out", inputs)
     write_profile(fit.profile, out)
     fit.held_out_table.to_csv(out.with_suffix(".held-out.csv"), index=False)
     h = fit.held_out

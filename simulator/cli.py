@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -77,13 +76,12 @@ def cmd_run(args) -> int:
     from servesim.simulator.engine import simulate
 
     rs = load(args.scenario, args.set)
-    from servesim.simulator.files import refuse_folder_over_inputs
+    from servesim.simulator.files import refuse_folder_over_inputs, refuse_writing_over
     from servesim.simulator.metrics import RUN_FILES
 
-    refuse_folder_over_inputs(args.out, RUN_FILES, "--out", rs.input_files())  # before the run, not after
-    from servesim.simulator.files import refuse_writing_over
-
-    refuse_writing_over(args.out, "--out", rs.input_files())  # --out naming an input file itself
+    inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
+    refuse_writing_over(args.out, "--out", inputs)
+    refuse_folder_over_inputs(args.out, RUN_FILES, "--out", inputs)
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise ConfigError("--out", f"{args.out} is a file, not a results folder")
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
@@ -145,12 +143,11 @@ def _scenario_specs(path: str, sets: list[str], writing: bool = False):
     """A scenario's up-front requests, and the files they came from. writing: they go to a file, where each
     request's priority is recorded, so the run's word that priorities have no effect (an fcfs queue) is not said."""
     from servesim.simulator.config import collected_warnings, load, say_once
+    from servesim.simulator.inert_settings import PRIORITIES_UNREAD
 
     with collected_warnings() as said:
         rs = load(path, sets)
-    say_once(w for w in said
-             if not (writing and re.match(r"servesim: warning: workload\.(priorities|slo_classes\.[^ ]+\.priority) has "
-                                          r"no effect", w)))
+    say_once(w for w in said if not (writing and PRIORITIES_UNREAD in w))
     src = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     specs = src.initial()
     from servesim.workloads.source import StaticSource

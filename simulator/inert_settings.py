@@ -30,6 +30,10 @@ def _changed(section, name: str) -> bool:
     return getattr(section, name) != type(section).model_fields[name].default
 
 
+# why priorities are said unread: a workload file records them all the same (cli.py's workload write knows them by it)
+PRIORITIES_UNREAD = "only the priority queue and the lowest_priority victim read priorities"
+
+
 def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max_num_seqs: int = 0) -> list[str]:
     """Settings moved from their default that nothing reads in this combination: said, not refused, so a sweep
     across the setting that gives them their effect (speculative.method=none,fixed) runs every point."""
@@ -58,7 +62,7 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     rules.append((e.tensor_parallel_size * e.data_parallel_size == 1, e, "engine", ["enable_expert_parallel"],
                   "one GPU (tensor_parallel_size x data_parallel_size = 1) holds every expert"))
     if p.queue != "priority" and p.preemption_victim != "lowest_priority":  # nothing else reads a priority
-        why = f"policies.queue is {p.queue} (only the priority queue and the lowest_priority victim read priorities)"
+        why = f"policies.queue is {p.queue} ({PRIORITIES_UNREAD})"
         w = scenario.workload
         rules.append((hasattr(w, "priorities"), w, "workload", ["priorities"], why))
         rules += [(True, cls, f"workload.slo_classes.{name}", ["priority"], why)

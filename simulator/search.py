@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 from servesim.simulator.errors import ConfigError
 from servesim.workloads.settings import MAX_BLOCKS, MAX_RATE, MIN_RATE
@@ -189,13 +188,10 @@ def grid_points(kind: str, sets: list[str], grids: list[str] | None) -> list[dic
 
 
 def grid_inputs(kind: str, scenario, sets: list[str], grids: list[str] | None) -> list[str]:
-    """The files the searches read (each point's scenario, trace, lengths, model or profile file)."""
-    from servesim.simulator.config import input_files, load_scenario, override
+    """The files the searches read (each point's scenario, trace, lengths, model or profile file), as a sweep's."""
+    from servesim.simulator.sweep import check_points
 
-    source = scenario if isinstance(scenario, (str, Path)) else None
-    return sorted({f for p in grid_points(kind, sets, grids)
-                   for f in input_files(load_scenario(scenario, sets + [override(k, v) for k, v in p.items()]),
-                                        source)})
+    return check_points(scenario, sets, grid_points(kind, sets, grids))
 
 
 def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grids: list[str] | None = None,
