@@ -88,7 +88,7 @@ def run_bench(args) -> int:
     s = result.summary
     sim_time = s["duration"]
     requests = s["completed"] + s["failed"] + s.get("unfinished", 0)  # what ran (a --set may override the flags)
-    request_steps = int(result.steps["num_seqs"].sum())
+    request_steps = int(result.step_columns["num_seqs"].sum())
     arrival = getattr(rs.scenario.workload, "arrival", None)
     rate = arrival.rate if arrival is not None and arrival.open_loop else None
     report = {

@@ -92,7 +92,7 @@ def cmd_run(args) -> int:
     idle = [] if done else [f"no request completed ({result.summary.get('failed', 0):,} rejected, "
                             f"{result.summary.get('unfinished', 0):,} unfinished): the metrics below are empty"]
     limit = rs.scenario.simulation.max_sim_time_s
-    unsent = (source.planned() or 0) - len(result.requests)
+    unsent = (source.planned() or 0) - result.num_requests
     if limit is not None and (unsent > 0 or result.summary.get("unfinished")):
         idle.append(f"simulation.max_sim_time_s={limit:g} ended the run: {result.summary.get('unfinished', 0):,} "
                     f"request(s) unfinished (counted as `unfinished`, in no latency)"

@@ -224,10 +224,15 @@ def default_overhead() -> dict:
     return Overhead(**data).model_dump()
 
 
+# libyaml's parser where PyYAML has it: the same safe constructor and resolver (the same values), parsed in C.
+# A run scans every built-in profile to find its own, which took a small run longer than its simulation.
+_SHIPPED_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 @lru_cache(maxsize=None)
 def _builtin_profile_data(name: str):
     """A built-in profile's YAML, parsed once per process: `profile: auto` scans them all on every resolve."""
-    return yaml.safe_load((_builtin_profiles() / f"{name}.yaml").read_text())
+    return yaml.load((_builtin_profiles() / f"{name}.yaml").read_text(), Loader=_SHIPPED_YAML_LOADER)
 
 
 def builtin_profile_names() -> list[str]:

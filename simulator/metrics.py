@@ -11,12 +11,17 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING
 
+import numpy as np
+
+from servesim.simulator.arrow_columns import write_parquet
 from servesim.simulator.batch import SHAPE_FIELDS, BatchShape
 from servesim.simulator.cost_model import extrapolation_warnings
 from servesim.simulator.request import FINISHED, REJECTED
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 STEP_COLUMNS = ["start", "end", "scheduled_tokens", "prefill_tokens", "decode_seqs", "num_running",
                 "num_waiting", "kv_blocks_used", "num_preempted", "num_seqs", "prefill_attention_pairs",
@@ -104,19 +109,6 @@ def latency_stats(prefix: str, values_s: np.ndarray, out: dict, percentiles=(90,
         out[f"p{p}_{prefix}_ms"] = at(p / 100)
 
 
-def _meets_slo(req: pd.DataFrame, slos: dict) -> np.ndarray:
-    """A request is good when it finished and meets every target its class sets (vLLM: TPOT of a
-    one-token answer counts as 0). Requests without a class have no targets: good when finished."""
-    good = (req["status"] == FINISHED).to_numpy().copy()
-    tpot = req["tpot"].fillna(0.0).to_numpy()
-    for name, slo in slos.items():
-        mine = (req["slo_class"] == name).to_numpy()
-        for key, values in (("ttft_ms", req["ttft"].to_numpy()), ("tpot_ms", tpot), ("e2el_ms", req["e2el"].to_numpy())):
-            if slo.get(key) is not None:
-                good &= ~mine | (values * 1000 <= slo[key])
-    return good
-
-
 def _token_steps(runs: list[list[int]], step_offset: np.ndarray, first_row: int = 0):
     """Expand requests' runs of step indices into their tokens: (request row, step in the run's steps) arrays."""
     starts, stops, rows = [], [], []
@@ -193,18 +185,94 @@ class TokenTimes:
 
 RUN_FILES = ("config.yaml", "summary.json", "requests.parquet", "steps.parquet", "latency.png", "workload.jsonl")
 
+# the request columns that are not numbers: text (None where none), lists of step indices; the rest of the
+# lists are integers or None
+TEXT_COLUMNS = ("status", "slo_class", "finish_reason")
+RUN_COLUMNS = ("token_runs", "prefill_token_runs")
+
+
+def _step_columns(logs: list[StepLog], usable_blocks: list[int]) -> dict[str, np.ndarray]:
+    """Every replica's steps, one after the other, as numpy columns (floats for times, int64 for counts)."""
+    cols = {c: np.concatenate([np.asarray(log.cols[c], dtype=float if c in ("start", "end") else np.int64)
+                               for log in logs]) for c in STEP_COLUMNS}
+    cols["replica"] = np.repeat(np.arange(len(logs), dtype=np.int64), [len(log) for log in logs])
+    cols["duration"] = cols["end"] - cols["start"]
+    cols["kv_usage"] = cols["kv_blocks_used"] / np.asarray(usable_blocks, dtype=np.int64)[cols["replica"]]
+    return cols
+
+
+def _request_columns(reqs: list, disaggregated: bool) -> dict:
+    """One entry per request: numpy arrays for numbers, lists where a column holds text, None or lists."""
+    nan = float("nan")
+    ints = lambda values: np.fromiter(values, dtype=np.int64, count=len(reqs))  # noqa: E731
+    floats = lambda values: np.fromiter((nan if x is None else x for x in values), dtype=float,  # noqa: E731
+                                        count=len(reqs))
+    cols = {
+        "request_id": ints(r.request_id for r in reqs),
+        "replica": ints(r.replica for r in reqs),
+        "status": [str(r.status) for r in reqs],
+        "arrival_time": floats(r.arrival_time for r in reqs),
+        "first_scheduled_time": floats(r.first_scheduled_time for r in reqs),
+        "first_token_time": floats(r.first_token_time for r in reqs),
+        "finish_time": floats(r.finish_time for r in reqs),
+        "prompt_tokens": ints(r.prompt_tokens for r in reqs),
+        "output_tokens": ints(r.num_output_tokens for r in reqs),
+        "priority": ints(r.priority for r in reqs),
+        "slo_class": [r.spec.slo_class for r in reqs],
+        "prefill_replica": ints(r.prefill_replica if r.prefill_replica is not None else -1 for r in reqs),
+        "session_id": [r.spec.session_id for r in reqs],
+        "turn": ints(r.spec.turn for r in reqs),
+        "num_preemptions": ints(r.num_preemptions for r in reqs),
+        "cached_tokens": ints(r.cached_tokens for r in reqs),
+        "prefix_queries": ints(r.prefix_queries for r in reqs),
+        "prefix_hits": ints(r.prefix_hits for r in reqs),
+        "recomputed_tokens": ints(r.recomputed_tokens for r in reqs),
+        "num_swaps": ints(r.num_swaps for r in reqs),
+        "time_preempted": floats(r.time_preempted for r in reqs),
+        "token_runs": [list(r.token_runs) for r in reqs],
+    }
+    if disaggregated:  # the first token's step, on the prefill replica
+        cols["prefill_token_runs"] = [list(r.prefill_runs) for r in reqs]
+    cols["finish_reason"] = [r.finish_reason if r.status == FINISHED else r.reject_reason for r in reqs]
+    cols["batch_id"] = ints(r.batch_id for r in reqs)
+    cols["queue_time"] = cols["first_scheduled_time"] - cols["arrival_time"]
+    cols["ttft"] = cols["first_token_time"] - cols["arrival_time"]
+    cols["e2el"] = cols["finish_time"] - cols["arrival_time"]
+    out = cols["output_tokens"]
+    cols["tpot"] = np.where(out > 1, (cols["e2el"] - cols["ttft"]) / np.maximum(out - 1, 1), np.nan)
+    return cols
+
+
+def _meets_slo(cols: dict, finished: np.ndarray, slos: dict) -> np.ndarray:
+    """A request is good when it finished and meets every target its class sets (vLLM: TPOT of a
+    one-token answer counts as 0). Requests without a class have no targets: good when finished."""
+    good = finished.copy()
+    tpot = np.nan_to_num(cols["tpot"], nan=0.0)
+    classes = np.array(cols["slo_class"], dtype=object)
+    for name, slo in slos.items():
+        mine = classes == name
+        for key, values in (("ttft_ms", cols["ttft"]), ("tpot_ms", tpot), ("e2el_ms", cols["e2el"])):
+            if slo.get(key) is not None:
+                good &= ~mine | (values * 1000 <= slo[key])
+    return good
+
 
 @dataclass
 class RunResult:
+    """A run's records as columns, with the tables (`requests`, `steps`) built as pandas frames on first use:
+    a run that only writes its files never imports pandas."""
+
     config: dict
-    requests: pd.DataFrame
-    steps: pd.DataFrame
+    request_columns: dict
+    step_columns: dict
     tokens: TokenTimes
     summary: dict = field(default_factory=dict)
     given_requests: list | None = None  # requests given to simulate() rather than the scenario's workload
     itl_distribution: tuple | None = None  # the finished requests' ITLs as (values, counts): what the summary reads
     inputs: list = field(default_factory=list)  # the files the run read: write() never replaces one
     _itls: np.ndarray | None = None
+    _requests: object = None
+    _steps: object = None
 
     @property
     def itls(self) -> np.ndarray:
@@ -213,143 +281,142 @@ class RunResult:
             self._itls = self.tokens.itls()
         return self._itls
 
+    @property
+    def requests(self) -> "pd.DataFrame":
+        """One row per request (pandas), built on first use."""
+        if self._requests is None:
+            import pandas as pd
+
+            self._requests = pd.DataFrame(self.request_columns)
+        return self._requests
+
+    @property
+    def steps(self) -> "pd.DataFrame":
+        """One row per scheduler step of every replica (pandas), built on first use."""
+        if self._steps is None:
+            import pandas as pd
+
+            self._steps = pd.DataFrame(self.step_columns)
+        return self._steps
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.request_columns["request_id"])
+
     @classmethod
     def collect(cls, rs, reqs, logs, usable_blocks: list[int], sim_end: float) -> "RunResult":
-        steps = pd.concat(
-            [pd.DataFrame(log.cols).assign(replica=i) for i, log in enumerate(logs)], ignore_index=True)
-        steps["duration"] = steps["end"] - steps["start"]
-        steps["kv_usage"] = steps["kv_blocks_used"] / np.asarray(usable_blocks)[steps["replica"].to_numpy()]
+        steps = _step_columns(logs, usable_blocks)
         offsets = np.cumsum([0] + [len(log) for log in logs])
-        ends = steps["end"].to_numpy()
-
-        f = lambda x: np.nan if x is None else x  # noqa: E731
-        req = pd.DataFrame({
-            "request_id": [r.request_id for r in reqs],
-            "replica": [r.replica for r in reqs],
-            "status": [str(r.status) for r in reqs],
-            "arrival_time": [r.arrival_time for r in reqs],
-            "first_scheduled_time": [f(r.first_scheduled_time) for r in reqs],
-            "first_token_time": [f(r.first_token_time) for r in reqs],
-            "finish_time": [f(r.finish_time) for r in reqs],
-            "prompt_tokens": [r.prompt_tokens for r in reqs],
-            "output_tokens": [r.num_output_tokens for r in reqs],
-            "priority": [r.priority for r in reqs],
-            "slo_class": [r.spec.slo_class for r in reqs],
-            "prefill_replica": [r.prefill_replica if r.prefill_replica is not None else -1 for r in reqs],
-            "session_id": [r.spec.session_id for r in reqs],
-            "turn": [r.spec.turn for r in reqs],
-            "num_preemptions": [r.num_preemptions for r in reqs],
-            "cached_tokens": [r.cached_tokens for r in reqs],
-            "prefix_queries": [r.prefix_queries for r in reqs],
-            "prefix_hits": [r.prefix_hits for r in reqs],
-            "recomputed_tokens": [r.recomputed_tokens for r in reqs],
-            "num_swaps": [r.num_swaps for r in reqs],
-            "time_preempted": [r.time_preempted for r in reqs],
-            "token_runs": [list(r.token_runs) for r in reqs],
-            "finish_reason": [r.finish_reason if r.status == FINISHED else r.reject_reason for r in reqs],
-            "batch_id": [r.batch_id for r in reqs],
-        })
-        if rs.scenario.cluster.prefill_replicas:  # the first token's step, on the prefill replica
-            req.insert(req.columns.get_loc("token_runs") + 1, "prefill_token_runs", [list(r.prefill_runs) for r in reqs])
-        req["queue_time"] = req["first_scheduled_time"] - req["arrival_time"]
-        req["ttft"] = req["first_token_time"] - req["arrival_time"]
-        req["e2el"] = req["finish_time"] - req["arrival_time"]
-        out = req["output_tokens"].to_numpy()
-        req["tpot"] = np.where(out > 1, (req["e2el"] - req["ttft"]) / np.maximum(out - 1, 1), np.nan)
-
-        finished = (req["status"] == FINISHED).to_numpy()
+        ends = steps["end"]
+        req = _request_columns(reqs, bool(rs.scenario.cluster.prefill_replicas))
+        finished = np.fromiter((r.status == FINISHED for r in reqs), dtype=bool, count=len(reqs))
         pre = None
         if any(r.prefill_runs for r in reqs):  # disaggregation: the first token came from a prefill replica
             pre = offsets[np.array([r.prefill_replica if r.prefill_replica is not None else 0 for r in reqs])]
-        tokens = TokenTimes([r.token_runs for r in reqs], offsets[req["replica"].to_numpy()], ends, finished,
+        tokens = TokenTimes([r.token_runs for r in reqs], offsets[req["replica"]], ends, finished,
                             [r.prefill_runs for r in reqs] if pre is not None else None, pre)
         req["max_itl"], itl_values, itl_counts = tokens.distribution()
         slos = getattr(rs.scenario.workload, "slo_classes", None)
         if slos:
-            req["good"] = _meets_slo(req, {k: v.model_dump() for k, v in slos.items()})
+            req["good"] = _meets_slo(req, finished, {k: v.model_dump() for k, v in slos.items()})
         result = cls(rs.as_dict(), req, steps, tokens)
         result.itl_distribution = (itl_values, itl_counts)
         result.inputs = rs.input_files()
         prefill_only = rs.scenario.cluster.prefill_replicas  # the first replicas, when disaggregated
-        result.summary = result._summarize(sim_end, len(logs), prefill_only)
+        result.summary = result._summarize(finished, sim_end, len(logs), prefill_only)
         result.summary["cost_model_source"] = rs.cost_model_source  # which profile, and how it was chosen
         largest = {"max_tokens": steps["scheduled_tokens"].max(), "max_seqs": steps["num_seqs"].max(),
-                   "max_decode_context_tokens": steps["decode_context_tokens"].max()} if len(steps) else {}
+                   "max_decode_context_tokens": steps["decode_context_tokens"].max()} if len(ends) else {}
         result.summary["cost_model_warnings"] = extrapolation_warnings(rs.profile, largest)
         return result
 
-    def _summarize(self, sim_end: float, replicas: int = 1, prefill_only: int = 0) -> dict:
+    def _summarize(self, finished: np.ndarray, sim_end: float, replicas: int = 1, prefill_only: int = 0) -> dict:
         """vLLM's benchmark figures plus servesim's; with several replicas, busy_fraction is the mean
         replica's, and completions (and their imbalance) count the replicas where requests finish:
         not the first `prefill_only` ones, which hand every request on."""
-        req, steps = self.requests, self.steps
-        done = req[req["status"] == FINISHED]
-        start = float(req["arrival_time"].min()) if len(req) else 0.0
-        unfinished = len(req) - len(done) - int((req["status"] == REJECTED).sum())
+        req, steps = self.request_columns, self.step_columns
+        n = len(finished)
+        rejected = np.fromiter((s == REJECTED for s in req["status"]), dtype=bool, count=n)
+        ended = finished | rejected
+        start = float(req["arrival_time"].min()) if n else 0.0
+        completed = int(finished.sum())
+        unfinished = n - completed - int(rejected.sum())
         # a run cut short (max_sim_time_s) ran until the cut: its rates are over that window
-        end = float(done["finish_time"].max()) if len(done) and not unfinished else sim_end
+        end = float(req["finish_time"][finished].max()) if completed and not unfinished else sim_end
         duration = max(end - start, 1e-12)
         s: dict = {
             "duration": duration,
-            "completed": int(len(done)),
-            "failed": int((req["status"] == REJECTED).sum()),
+            "completed": completed,
+            "failed": int(rejected.sum()),
             "unfinished": unfinished,
-            "total_input_tokens": int(done["prompt_tokens"].sum()),
-            "total_output_tokens": int(done["output_tokens"].sum()),
+            "total_input_tokens": int(req["prompt_tokens"][finished].sum()),
+            "total_output_tokens": int(req["output_tokens"][finished].sum()),
         }
         s["request_throughput"] = s["completed"] / duration
         s["output_throughput"] = s["total_output_tokens"] / duration
         s["total_token_throughput"] = (s["total_input_tokens"] + s["total_output_tokens"]) / duration
-        latency_stats("ttft", done["ttft"].to_numpy(), s)
-        latency_stats("tpot", done["tpot"].dropna().to_numpy(), s)
+        tpot = req["tpot"][finished]
+        latency_stats("ttft", req["ttft"][finished], s)
+        latency_stats("tpot", tpot[~np.isnan(tpot)], s)
         values, counts = self.itl_distribution
         latency_stats("itl", values, s, weights=counts)
-        latency_stats("e2el", done["e2el"].to_numpy(), s)
-        latency_stats("queue_time", done["queue_time"].to_numpy(), s)
+        latency_stats("e2el", req["e2el"][finished], s)
+        latency_stats("queue_time", req["queue_time"][finished], s)
         s["max_itl_ms"] = float(values.max() * 1000) if values.size else None
         queries, hits = int(req["prefix_queries"].sum()), int(req["prefix_hits"].sum())  # tokens, as vLLM counts
         s["prefix_cache_queries"], s["prefix_cache_hits"] = queries, hits
         s["prefix_cache_hit_rate"] = hits / queries if queries else 0.0
-        s["num_preemptions"] = int(req["num_preemptions"].sum())
-        s["preempted_requests"] = int((req["num_preemptions"] > 0).sum())
-        s["max_preemptions_per_request"] = int(req["num_preemptions"].max()) if len(req) else 0
-        s["preemptions_per_request"] = {str(k): int(v) for k, v in req["num_preemptions"].value_counts().sort_index().items()}
+        preemptions = req["num_preemptions"]
+        s["num_preemptions"] = int(preemptions.sum())
+        s["preempted_requests"] = int((preemptions > 0).sum())
+        s["max_preemptions_per_request"] = int(preemptions.max()) if n else 0
+        s["preemptions_per_request"] = {str(k): int(v) for k, v in zip(*np.unique(preemptions, return_counts=True))}
         s["recomputed_tokens"] = int(req["recomputed_tokens"].sum())
         s["num_swaps"] = int(req["num_swaps"].sum())
-        s["swapped_blocks"] = int(steps["swapped_blocks"].sum()) if len(steps) else 0  # out and back in
+        s["swapped_blocks"] = int(steps["swapped_blocks"].sum())  # out and back in
         s["time_preempted_s"] = float(req["time_preempted"].sum())
-        drafts = int(steps["spec_drafts"].sum()) if len(steps) else 0
+        drafts = int(steps["spec_drafts"].sum())
         if drafts:  # speculative decoding, in vLLM's terms
             s["spec_decode_draft_tokens"] = drafts
             s["spec_decode_accepted_tokens"] = int(steps["spec_accepted"].sum())
             s["spec_decode_acceptance_rate"] = s["spec_decode_accepted_tokens"] / drafts
-        s["num_steps"] = int(len(steps))
+        num_steps = len(steps["end"])
+        s["num_steps"] = num_steps
         busy = float(steps["duration"].sum())
-        s["kv_cache_usage_peak"] = float(steps["kv_usage"].max()) if len(steps) else 0.0
+        s["kv_cache_usage_peak"] = float(steps["kv_usage"].max()) if num_steps else 0.0
         s["kv_cache_usage_mean"] = float((steps["kv_usage"] * steps["duration"]).sum() / busy) if busy else 0.0
         s["mean_batch_size"] = float((steps["num_running"] * steps["duration"]).sum() / busy) if busy else 0.0
-        s["max_concurrent_requests"] = int(steps["num_running"].max()) if len(steps) else 0
+        s["max_concurrent_requests"] = int(steps["num_running"].max()) if num_steps else 0
         s["busy_fraction"] = min(1.0, busy / (replicas * duration))  # a sum of step times may round past the span
         s["replicas"] = replicas
         if replicas - prefill_only > 1:  # load imbalance: the busiest replica's completions over the mean
-            per = done.groupby("replica").size().reindex(range(prefill_only, replicas), fill_value=0)
-            s["replica_completed"] = {str(k): int(v) for k, v in per.items()}
+            per = np.bincount(req["replica"][finished], minlength=replicas)[prefill_only:replicas]
+            s["replica_completed"] = {str(k): int(v) for k, v in enumerate(per, prefill_only)}
             s["load_imbalance"] = float(per.max() / per.mean()) if per.sum() else 1.0
         if "good" in req:  # vLLM's goodput: completed requests meeting every SLO of their class, per second
-            s["request_goodput"] = float(req["good"].sum()) / duration
+            good = req["good"]
+            s["request_goodput"] = float(good.sum()) / duration
             # of the requests that ended: a rejection fails its SLOs, a request a cut left unfinished is in neither
-            ended = req[req["status"].isin((FINISHED, REJECTED))]
-            s["goodput_fraction"] = float(ended["good"].mean()) if len(ended) else None  # none ended: no share
-            s["slo_classes"] = {
-                str(c): {"requests": int(len(g)), "completed": int((g["status"] == FINISHED).sum()),
-                         "good": int(g["good"].sum()),
-                         "goodput_fraction": float(g.loc[g["status"].isin((FINISHED, REJECTED)), "good"].mean())
-                         if g["status"].isin((FINISHED, REJECTED)).any() else None}
-                for c, g in req.groupby("slo_class", dropna=False)}
+            s["goodput_fraction"] = float(good[ended].mean()) if ended.any() else None  # none ended: no share
+            # per class, in name order; requests without one last, as "nan" (pandas' key for them)
+            names = np.array(["\uffff" if c is None else c for c in req["slo_class"]], dtype=object)
+            s["slo_classes"] = {}
+            for c in sorted(set(names)):
+                mine = names == c
+                s["slo_classes"]["nan" if c == "\uffff" else str(c)] = {
+                    "requests": int(mine.sum()), "completed": int((mine & finished).sum()), "good": int(good[mine].sum()),
+                    "goodput_fraction": float(good[mine & ended].mean()) if (mine & ended).any() else None}
         s["useful_work_fraction"] = None
-        if (done["batch_id"] >= 0).any():  # static batching: sum(l_i) / (n * max l_i) over the batches
-            g = done[done["batch_id"] >= 0].groupby(["replica", "batch_id"])["output_tokens"]  # numbered per replica
-            s["useful_work_fraction"] = float(g.sum().sum() / (g.size() * g.max()).sum())
+        batch = req["batch_id"][finished]
+        if (batch >= 0).any():  # static batching: sum(l_i) / (n * max l_i) over the batches, numbered per replica
+            static = batch >= 0
+            keys = np.stack([req["replica"][finished][static], batch[static]])
+            _, group = np.unique(keys, axis=1, return_inverse=True)
+            tokens = req["output_tokens"][finished][static]
+            size, total = np.bincount(group), np.bincount(group, weights=tokens)
+            longest = np.zeros(len(size), dtype=np.int64)
+            np.maximum.at(longest, group, tokens)
+            s["useful_work_fraction"] = float(int(total.sum()) / int((size * longest).sum()))
         return s
 
     def _repeatable_config(self, out: Path) -> dict:
@@ -384,6 +451,6 @@ class RunResult:
             raise ConfigError(field, f"cannot write a results folder at {out}: {exc.strerror or exc}") from None
         (out / "config.yaml").write_text(dump_yaml(self._repeatable_config(out)))
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
-        self.requests.to_parquet(out / "requests.parquet", index=False)
-        self.steps.to_parquet(out / "steps.parquet", index=False)
+        write_parquet(self.request_columns, out / "requests.parquet", TEXT_COLUMNS, RUN_COLUMNS)
+        write_parquet(self.step_columns, out / "steps.parquet")
         return out
