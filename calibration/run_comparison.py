@@ -263,7 +263,9 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
         runs = [attach_prefixes(r, sent) for r in runs]
     _check_repeats(real_paths, runs)
     first = runs[0]
-    out = make_out_dir(out, [*real_paths, sim_dir, scenario, trace])  # results never among what is compared
+    # results never among what is compared: not beside a run's records either (its vllm/ folder)
+    read = [f for r in runs for f in r.files() if f.exists()]
+    out = make_out_dir(out, [*real_paths, *read, sim_dir, scenario, trace])
     source = None
     if sim_dir:
         summary, sim_requests, steps = _sim_from_dir(Path(sim_dir))

@@ -81,7 +81,8 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
     from servesim.calibration.serving_fit import fit_serving
     from servesim.calibration.validate import make_out_dir, write_command
 
-    root, out = Path(root), make_out_dir(out, [root])
+    root = Path(root)
+    out = make_out_dir(out, [root, *(p / "vllm" for p in find_runs(root))])  # not among any run's records
     runs, report = load_runs(root)
     if leave_one_out and len(runs) < 2:
         raise ConfigError("--leave-one-out", f"needs at least 2 runs that can be simulated; {root} has {len(runs)}")

@@ -434,6 +434,22 @@ def test_damaged_serving_runs_are_refused_by_file_and_line(tmp_path, damage, msg
         validate_serving(tmp_path / "out", tmp_path / "out2")  # nothing to simulate is an error, not an empty table
 
 
+@needs_serving
+def test_validate_serving_writes_no_results_among_a_runs_records(tmp_path):
+    """Round 33 (compare's twin): --out naming a run's vllm/ folder, or one holding it, put the tables there."""
+    import shutil
+
+    from servesim.calibration.serving_fidelity import validate_serving
+
+    run = tmp_path / "runs" / "RTXPRO6000" / "Llama-3.1-8B"
+    shutil.copytree(SERVING / "llmservingsim-vllm-0.19/RTXPRO6000/Llama-3.1-8B", run)
+    before = sorted(p.name for p in (run / "vllm").iterdir())
+    for out in (run / "vllm", run.parent):
+        with pytest.raises(ConfigError, match="the input"):
+            validate_serving(tmp_path / "runs", out)
+    assert sorted(p.name for p in (run / "vllm").iterdir()) == before and not (run.parent / "table.csv").exists()
+
+
 @pytest.mark.skipif(not LAYERS.is_dir(), reason=f"layer profiles not found at {LAYERS}")
 @pytest.mark.parametrize("edit, said", [(lambda line: line.rsplit(",", 1)[0] + ",inf", "positive finite numbers"),
                                         (lambda line: line.replace(",1,0,", ",1.5,0,", 1), "must be whole numbers")])

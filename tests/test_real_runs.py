@@ -628,6 +628,10 @@ def test_a_fit_or_a_comparison_never_writes_over_its_own_input(tmp_path, capsys)
     capsys.readouterr()
     assert main(["compare", str(run), str(sim), "--out", str(sim)]) == 2
     assert f"{sim} is the input {sim}" in capsys.readouterr().err and (sim / "summary.json").read_text() == summary
+    # round 33: --out RUN/vllm put the comparison's files among the records it read
+    assert main(["compare", str(run), str(sim), "--out", str(run / "vllm")]) == 2
+    assert f"{run / 'vllm'} holds the input" in capsys.readouterr().err
+    assert sorted(p.name for p in (run / "vllm").iterdir()) == sorted(p.name for p in (copy / "vllm").iterdir())
 
 
 
