@@ -92,6 +92,9 @@ def simulate_run(run: RealRun, scenario: str | None = None, sets: list[str] | No
     from servesim.simulator.engine import simulate
 
     rs = resolve_run(run, scenario, sets)
+    if rs.scenario.simulation.max_sim_time_s is not None:  # compare, validate serving and the serving fit
+        raise ConfigError("simulation.max_sim_time_s", "a real run is compared request by request, and a cut leaves "
+                                                       "some unfinished (in no latency): leave it out")
     result = simulate(rs, run.specs)
     return rs, result
 
@@ -139,7 +142,16 @@ def _sim_from_dir(path: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
                                      f"requests.parquet hold requests with {', '.join(missing or SIM_COLUMNS)}")
     if steps is not None and not {"start", "num_running", "num_waiting", "kv_usage"} <= set(steps.columns):
         steps = None  # the timeline is left out
+    unfinished = summary.get("unfinished")
+    if isinstance(unfinished, int) and unfinished > 0:  # their lengths are what they reached, their latencies none
+        raise ConfigError(str(path), f"a cut simulation (simulation.max_sim_time_s) left {unfinished:,} request(s) "
+                                     f"unfinished: a comparison needs every request finished; simulate without the cut")
     return summary, requests, steps
+
+
+def _finite_or_none(x) -> float | None:
+    """JSON has no NaN or infinity: an error that is none (no simulated value) or infinite (a real 0) is null."""
+    return float(x) if np.isfinite(x) else None
 
 
 def is_results_dir(path: str | Path) -> bool:
@@ -291,7 +303,7 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
               "simulation": str(sim_dir) if sim_dir else str(out / "sim"), "cost_model_source": source,
               "cost_model_warnings": summary.get("cost_model_warnings", []), "tolerance": tolerance,
               "passed": bool(bad.empty), "failed_metrics": bad["metric"].tolist(),
-              "mean_abs_error": float(table["error"].abs().mean()), "plots": [p.name for p in plots]}
+              "mean_abs_error": _finite_or_none(table["error"].abs().mean()), "plots": [p.name for p in plots]}
     (out / "summary.json").write_text(json.dumps(report, indent=2) + "\n")
     write_command(out, command)
     return table, report

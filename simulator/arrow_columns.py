@@ -8,12 +8,52 @@ one `pa.array()` would build (tests/test_arrow_columns.py holds them equal).
 
 from __future__ import annotations
 
-from itertools import chain
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 INT32_MAX = 2**31 - 1  # an Arrow list's offsets are int32
+
+
+def _bounds(lengths: np.ndarray) -> np.ndarray:
+    bounds = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    return bounds
+
+
+@dataclass(frozen=True)
+class IntLists:
+    """Lists of integers as Arrow holds them: one flat array, and bounds (row i is values[bounds[i]:bounds[i + 1]])."""
+
+    values: np.ndarray
+    bounds: np.ndarray
+
+    @classmethod
+    def from_lengths(cls, values: np.ndarray, lengths: np.ndarray) -> "IntLists":
+        return cls(values, _bounds(lengths))
+
+    @classmethod
+    def from_lists(cls, lists) -> "IntLists":
+        from itertools import chain
+
+        lengths = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+        return cls.from_lengths(np.fromiter(chain.from_iterable(lists), dtype=np.int64, count=int(lengths.sum())),
+                                lengths)
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def take(self, rows: np.ndarray) -> "IntLists":
+        """These rows, in this order."""
+        lengths = np.diff(self.bounds)[rows]
+        bounds = _bounds(lengths)
+        gather = np.repeat(self.bounds[:-1][rows] - bounds[:-1], lengths) + np.arange(bounds[-1])
+        return IntLists(self.values[gather], bounds)
+
+    def tolist(self) -> list[list[int]]:
+        v, b = self.values.tolist(), self.bounds.tolist()
+        return [v[b[i]:b[i + 1]] for i in range(len(b) - 1)]
 
 
 def _bitmap(valid: np.ndarray):
@@ -39,33 +79,35 @@ def numbers(values: np.ndarray):
 
 
 def texts(values: list):
-    """large_string, None as null; a column of None only is Arrow's null type (what pa.array infers)."""
+    """large_string, None as null; a column of None only is Arrow's null type (what pa.array infers). Built as the
+    few distinct texts taken by index (a request's status, class, finish reason): no bytes object per row."""
     import pyarrow as pa
 
-    valid = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
-    if not valid.any():
+    index: dict[str, int] = {}
+    codes = np.fromiter((-1 if v is None else index.setdefault(v, len(index)) for v in values), dtype=np.int32,
+                        count=len(values))
+    if not index:
         return pa.nulls(len(values))
-    data = [v.encode() if v is not None else b"" for v in values]
-    offsets = np.zeros(len(values) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, data), dtype=np.int64, count=len(data)), out=offsets[1:])
-    return pa.Array.from_buffers(pa.large_string(), len(values),
-                                 [_bitmap(valid), pa.py_buffer(offsets), pa.py_buffer(b"".join(data))],
-                                 null_count=int(len(values) - valid.sum()))
+    data = [v.encode() for v in index]
+    offsets = np.zeros(len(data) + 1, dtype=np.int64)
+    np.cumsum([len(d) for d in data], out=offsets[1:])
+    distinct = pa.Array.from_buffers(pa.large_string(), len(data), [None, pa.py_buffer(offsets),
+                                                                     pa.py_buffer(b"".join(data))], null_count=0)
+    valid = codes >= 0
+    rows = pa.Array.from_buffers(pa.int32(), len(codes), [_bitmap(valid), pa.py_buffer(np.maximum(codes, 0))],
+                                 null_count=int(len(codes) - valid.sum()))
+    return distinct.take(rows)
 
 
-def int_lists(values: list):
-    """list<int64> from lists of ints (a request's runs of steps)."""
+def int_lists(lists: IntLists):
+    """list<int64> (a request's runs of steps)."""
     import pyarrow as pa
 
-    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
-    total = int(lengths.sum())
-    if total > INT32_MAX:  # beyond int32 offsets: pa.array splits it into chunks
-        return pa.chunked_array([pa.array(values, type=pa.list_(pa.int64()))])
-    offsets = np.zeros(len(values) + 1, dtype=np.int32)
-    np.cumsum(lengths, out=offsets[1:])
-    child = numbers(np.fromiter(chain.from_iterable(values), dtype=np.int64, count=total))
-    return pa.Array.from_buffers(pa.list_(pa.int64()), len(values), [None, pa.py_buffer(offsets)], null_count=0,
-                                 children=[child])
+    if lists.bounds[-1] > INT32_MAX:  # beyond int32 offsets: pa.array splits it into chunks
+        return pa.chunked_array([pa.array(lists.tolist(), type=pa.list_(pa.int64()))])
+    offsets = lists.bounds.astype(np.int32)
+    return pa.Array.from_buffers(pa.list_(pa.int64()), len(lists), [None, pa.py_buffer(offsets)], null_count=0,
+                                 children=[numbers(lists.values)])
 
 
 def optional_ints(values: list):
@@ -80,16 +122,16 @@ def optional_ints(values: list):
                                  null_count=int(len(values) - valid.sum()))
 
 
-def table(columns: dict, texts_in: tuple = (), lists_in: tuple = ()):
-    """An Arrow table of the columns: numpy arrays as numbers, the named ones as text or lists of ints, any other
-    list as integers or None."""
+def table(columns: dict, texts_in: tuple = ()):
+    """An Arrow table of the columns: numpy arrays as numbers, IntLists as lists, the named lists as text, any
+    other list as integers or None."""
     import pyarrow as pa
 
     arrays = []
     for name, values in columns.items():
         if name in texts_in:
             arrays.append(texts(values))
-        elif name in lists_in:
+        elif isinstance(values, IntLists):
             arrays.append(int_lists(values))
         elif isinstance(values, np.ndarray):
             arrays.append(numbers(values))
@@ -98,7 +140,10 @@ def table(columns: dict, texts_in: tuple = (), lists_in: tuple = ()):
     return pa.Table.from_arrays(arrays, names=list(columns))
 
 
-def write_parquet(columns: dict, path: Path, texts_in: tuple = (), lists_in: tuple = ()) -> None:
+ROW_GROUP = 1 << 17  # rows a parquet row group holds: the writer encodes one at a time
+
+
+def write_parquet(columns: dict, path: Path, texts_in: tuple = ()) -> None:
     import pyarrow.parquet as pq
 
-    pq.write_table(table(columns, texts_in, lists_in), path)
+    pq.write_table(table(columns, texts_in), path, row_group_size=ROW_GROUP)

@@ -22,7 +22,8 @@ from servesim.simulator.executor import ModelledExecutor, StepTimer
 from servesim.simulator.front_end import FrontEnd
 from servesim.simulator.hybrid_kv import make_kv_manager
 from servesim.simulator.lockstep import LockstepGroup
-from servesim.simulator.metrics import RunResult, StepLog
+from servesim.simulator.metrics import RunResult
+from servesim.simulator.records import StepLog
 from servesim.simulator.preemption import Preemption
 from servesim.simulator.request import Request
 from servesim.simulator.scheduler import Scheduler
@@ -191,9 +192,10 @@ class Simulation:
 
 
 def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None,
-          executor=None) -> Simulation:
+          executor=None, keep_requests: bool = False) -> Simulation:
     """specs: the scenario's workload when None; else a list of requests or any RequestSource.
-    executor: how long a batch takes; the scenario's cost model when None."""
+    executor: how long a batch takes; the scenario's cost model when None. keep_requests: keep every Request
+    object (`front_end.requests`) to inspect, rather than only their rows."""
     if specs is None:
         source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     elif isinstance(specs, RequestSource):
@@ -206,7 +208,8 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     engines = c.replicas * rs.scenario.engine.data_parallel_size  # each DP rank is an engine of its own
     front = c.prefill_replicas or engines  # the replicas new requests are routed to
     router = make_router(c.router, front, rs.scenario.seed)
-    front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[router.choose(req, replicas[:front])])
+    front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[router.choose(req, replicas[:front])],
+                         keep_requests)
     if executor is not None and (engines > 1 or c.prefill_replicas):
         raise ConfigError("cluster.replicas", "a measured replay runs one replica")
     if c.prefill_replicas:
@@ -238,7 +241,7 @@ def run_to_end(sim: Simulation, rs: ResolvedScenario) -> None:
 
 def collect(sim: Simulation, rs: ResolvedScenario) -> RunResult:
     """A finished simulation's records as tables and the run summary."""
-    return RunResult.collect(rs, sim.front_end.requests, [r.log for r in sim.replicas],
+    return RunResult.collect(rs, sim.front_end.log, [r.log for r in sim.replicas],
                              [r.kv.num_usable_blocks for r in sim.replicas], sim.env.now)
 
 

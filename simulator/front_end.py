@@ -13,6 +13,7 @@ import math
 from functools import partial
 
 from servesim.simulator.clock import SimClock
+from servesim.simulator.records import RequestLog
 from servesim.simulator.request import REJECTED, Request
 from servesim.workloads.source import RequestSource
 from servesim.workloads.spec import RequestSpec
@@ -26,16 +27,26 @@ class FrontEnd:
     clients, the next turn of a chat) are scheduled one event each when they are made.
     """
 
-    def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, route):
+    def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, route, keep_requests: bool = False):
+        """keep_requests: keep every Request object (`requests`), for inspection; otherwise each is let go of once
+        its row is written (`log`)."""
         self.env = env
         self.route = route  # request -> the replica it goes to
         self.source = source
         self.specs = sorted(source.initial(), key=lambda s: (s.arrival_time, s.request_id))
+        source.release()  # the front end holds them now, and lets go of each as it arrives
         self.max_model_len = max_model_len
         self._static_next = self.specs[0].arrival_time if self.specs else math.inf
         self._pending: list[float] = []  # arrival times of scheduled follow-ups (a heap)
-        self.requests: list[Request] = []
+        self.log = RequestLog(keep_requests)
         self.in_flight = 0  # requests arrived and neither finished nor refused
+
+    @property
+    def requests(self) -> list[Request]:
+        """Every request that arrived (only with keep_requests)."""
+        if self.log.requests is None:
+            raise RuntimeError("the front end keeps its requests only when built with keep_requests=True")
+        return self.log.requests
 
     @property
     def next_time(self) -> float:
@@ -46,11 +57,12 @@ class FrontEnd:
         for i, spec in enumerate(specs):
             yield self.env.at(spec.arrival_time, urgent=True)
             self._static_next = specs[i + 1].arrival_time if i + 1 < len(specs) else math.inf
+            specs[i] = None  # the request holds it from here
             self._arrive(spec)
 
     def _arrive(self, spec: RequestSpec) -> None:
         req = Request(spec, self.max_model_len)
-        self.requests.append(req)
+        self.log.arrived(req)
         self.in_flight += 1
         replica = self.route(req)
         req.replica = replica.index
@@ -77,6 +89,8 @@ class FrontEnd:
         self.env.at(t, urgent=True).callbacks.append(done)
 
     def finished(self, req: Request, t: float, completed: bool = True) -> None:
+        """req ended at t (completed, or refused): its row is written; its follow-ups, if any, are scheduled."""
+        self.log.ended(req)
         self.in_flight -= 1
         idle = not completed and not self.in_flight and not self._pending and self._static_next == math.inf
         for spec in self.source.on_finish(req.spec, t, completed, idle):

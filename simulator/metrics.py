@@ -15,58 +15,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from servesim.simulator.arrow_columns import write_parquet
+from servesim.simulator.arrow_columns import IntLists, write_parquet
 from servesim.simulator.batch import SHAPE_FIELDS, BatchShape
 from servesim.simulator.cost_model import extrapolation_warnings
+from servesim.simulator.records import STEP_COLUMNS, TIME_COLUMNS, RequestLog, StepLog
 from servesim.simulator.request import FINISHED, REJECTED
 
 if TYPE_CHECKING:
     import pandas as pd
-
-STEP_COLUMNS = ["start", "end", "scheduled_tokens", "prefill_tokens", "decode_seqs", "num_running",
-                "num_waiting", "kv_blocks_used", "num_preempted", "num_seqs", "prefill_attention_pairs",
-                "decode_context_tokens", "swapped_blocks", "spec_drafts", "spec_accepted"]
-
-
-class StepLog:
-    """Column lists, appended once per step (or extended once per decode run)."""
-
-    def __init__(self):
-        self.cols: dict[str, list] = {c: [] for c in STEP_COLUMNS}
-        self._append = [self.cols[c].append for c in STEP_COLUMNS]
-
-    def add_step(self, start: float, end: float, shape: BatchShape, running: int, waiting: int,
-                 used_blocks: int, preempted: int, swapped_blocks: int = 0, drafts: int = 0, accepted: int = 0) -> None:
-        a = self._append
-        a[0](start); a[1](end); a[2](shape.prefill_tokens + shape.decode_seqs); a[3](shape.prefill_tokens)
-        a[4](shape.decode_seqs); a[5](running); a[6](waiting); a[7](used_blocks); a[8](preempted)
-        a[9](shape.num_seqs); a[10](shape.prefill_attention_pairs); a[11](shape.decode_context_tokens)
-        a[12](swapped_blocks); a[13](drafts); a[14](accepted)
-
-    def add_decode_run(self, start: float, ends: list[float], batch: int, waiting: int, used_after: list[int],
-                       context_tokens: int) -> None:
-        k = len(ends)
-        c = self.cols
-        c["start"].append(start)
-        c["start"].extend(ends[:-1])
-        c["end"].extend(ends)
-        c["scheduled_tokens"].extend([batch] * k)
-        c["prefill_tokens"].extend([0] * k)
-        c["decode_seqs"].extend([batch] * k)
-        c["num_running"].extend([batch] * k)
-        c["num_waiting"].extend([waiting] * k)
-        c["kv_blocks_used"].extend(used_after[:k])
-        c["num_preempted"].extend([0] * k)
-        c["num_seqs"].extend([batch] * k)
-        c["prefill_attention_pairs"].extend([0] * k)
-        c["decode_context_tokens"].extend(range(context_tokens, context_tokens + batch * k, batch))
-        c["swapped_blocks"].extend([0] * k)
-        c["spec_drafts"].extend([0] * k)
-        c["spec_accepted"].extend([0] * k)
-
-    def __len__(self) -> int:
-        return len(self.cols["end"])
-
 
 def step_shapes(steps: pd.DataFrame) -> list[BatchShape]:
     """The cost model's input for each logged step."""
@@ -109,17 +65,16 @@ def latency_stats(prefix: str, values_s: np.ndarray, out: dict, percentiles=(90,
         out[f"p{p}_{prefix}_ms"] = at(p / 100)
 
 
-def _token_steps(runs: list[list[int]], step_offset: np.ndarray, first_row: int = 0):
-    """Expand requests' runs of step indices into their tokens: (request row, step in the run's steps) arrays."""
-    starts, stops, rows = [], [], []
-    for row, (rr, off) in enumerate(zip(runs, step_offset), first_row):
-        if rr:
-            starts.extend(x + off for x in rr[0::2])
-            stops.extend(x + off for x in rr[1::2])
-            rows.extend([row] * (len(rr) // 2))
-    if not starts:
+def token_steps(runs: IntLists, step_offset: np.ndarray, lo: int = 0, hi: int | None = None):
+    """Rows lo..hi of requests' runs of step indices, expanded into their tokens: (request row, step in the run's
+    steps) arrays; step_offset: where each request's replica's steps begin."""
+    hi = len(runs) if hi is None else min(hi, len(runs))
+    b = runs.bounds
+    seg = runs.values[b[lo]:b[hi]]
+    if not len(seg):
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    starts, stops, rows = np.asarray(starts), np.asarray(stops), np.asarray(rows)
+    rows = np.repeat(np.arange(lo, hi), np.diff(b[lo:hi + 1]) // 2)
+    starts, stops = seg[0::2] + step_offset[rows], seg[1::2] + step_offset[rows]
     lengths = stops - starts + 1
     first = np.cumsum(lengths) - lengths
     pos = np.arange(lengths.sum()) - np.repeat(first, lengths) + np.repeat(starts, lengths)
@@ -132,20 +87,33 @@ class TokenTimes:
     needs the inter-token latencies only as a distribution: a gap inside a run is a step's gap to the step
     before (counted per step), the rest are few (counted one by one)."""
 
-    BLOCK = 4096  # requests expanded at once
+    BLOCK = 1 << 18  # tokens expanded at once (whole requests: at least one), some 20 MiB of arrays
 
-    def __init__(self, runs: list, offsets: np.ndarray, ends: np.ndarray, finished: np.ndarray,
-                 prefill_runs: list | None = None, prefill_offsets: np.ndarray | None = None):
+    def __init__(self, runs: IntLists, offsets: np.ndarray, ends: np.ndarray, finished: np.ndarray,
+                 prefill_runs: IntLists | None = None, prefill_offsets: np.ndarray | None = None):
         self.runs, self.offsets, self.ends, self.finished = runs, offsets, ends, finished
         self.prefill_runs, self.prefill_offsets = prefill_runs, prefill_offsets  # disaggregation's first tokens
 
+    def _row_blocks(self):
+        """(lo, hi): rows of whole requests holding about BLOCK tokens together."""
+        tokens = np.zeros(len(self.runs) + 1, dtype=np.int64)  # tokens of rows before each row
+        for runs in (self.runs, self.prefill_runs):
+            if runs is not None:
+                pairs = np.zeros(len(runs.values) // 2 + 1, dtype=np.int64)
+                np.cumsum(runs.values[1::2] - runs.values[0::2] + 1, out=pairs[1:])
+                tokens += pairs[runs.bounds // 2]
+        lo = 0
+        while lo < len(self.runs):
+            hi = max(int(np.searchsorted(tokens, tokens[lo] + self.BLOCK, side="right")) - 1, lo + 1)
+            yield lo, hi
+            lo = hi
+
     def _blocks(self):
         """(rows, steps, times) of a block of requests' tokens, each request's in time order."""
-        for lo in range(0, len(self.runs), self.BLOCK):
-            hi = lo + self.BLOCK
-            rows, pos = _token_steps(self.runs[lo:hi], self.offsets[lo:hi], lo)
+        for lo, hi in self._row_blocks():
+            rows, pos = token_steps(self.runs, self.offsets, lo, hi)
             if self.prefill_runs is not None:  # the first token came from a prefill replica
-                rows2, pos2 = _token_steps(self.prefill_runs[lo:hi], self.prefill_offsets[lo:hi], lo)
+                rows2, pos2 = token_steps(self.prefill_runs, self.prefill_offsets, lo, hi)
                 rows, pos = np.concatenate([rows, rows2]), np.concatenate([pos, pos2])
                 order = np.lexsort((self.ends[pos], rows))
                 rows, pos = rows[order], pos[order]
@@ -185,56 +153,26 @@ class TokenTimes:
 
 RUN_FILES = ("config.yaml", "summary.json", "requests.parquet", "steps.parquet", "latency.png", "workload.jsonl")
 
-# the request columns that are not numbers: text (None where none), lists of step indices; the rest of the
-# lists are integers or None
-TEXT_COLUMNS = ("status", "slo_class", "finish_reason")
-RUN_COLUMNS = ("token_runs", "prefill_token_runs")
+TEXT_COLUMNS = ("status", "slo_class", "finish_reason")  # the request columns of text (None where none)
 
 
 def _step_columns(logs: list[StepLog], usable_blocks: list[int]) -> dict[str, np.ndarray]:
     """Every replica's steps, one after the other, as numpy columns (floats for times, int64 for counts)."""
-    cols = {c: np.concatenate([np.asarray(log.cols[c], dtype=float if c in ("start", "end") else np.int64)
-                               for log in logs]) for c in STEP_COLUMNS}
+    def column(c: str) -> np.ndarray:  # one replica's is read in place (its log is done), several are joined
+        parts = [np.frombuffer(log.cols[c], dtype=float if c in TIME_COLUMNS else np.int64) for log in logs]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+    cols = {c: column(c) for c in STEP_COLUMNS}
     cols["replica"] = np.repeat(np.arange(len(logs), dtype=np.int64), [len(log) for log in logs])
     cols["duration"] = cols["end"] - cols["start"]
     cols["kv_usage"] = cols["kv_blocks_used"] / np.asarray(usable_blocks, dtype=np.int64)[cols["replica"]]
     return cols
 
 
-def _request_columns(reqs: list, disaggregated: bool) -> dict:
-    """One entry per request: numpy arrays for numbers, lists where a column holds text, None or lists."""
-    nan = float("nan")
-    ints = lambda values: np.fromiter(values, dtype=np.int64, count=len(reqs))  # noqa: E731
-    floats = lambda values: np.fromiter((nan if x is None else x for x in values), dtype=float,  # noqa: E731
-                                        count=len(reqs))
-    cols = {
-        "request_id": ints(r.request_id for r in reqs),
-        "replica": ints(r.replica for r in reqs),
-        "status": [str(r.status) for r in reqs],
-        "arrival_time": floats(r.arrival_time for r in reqs),
-        "first_scheduled_time": floats(r.first_scheduled_time for r in reqs),
-        "first_token_time": floats(r.first_token_time for r in reqs),
-        "finish_time": floats(r.finish_time for r in reqs),
-        "prompt_tokens": ints(r.prompt_tokens for r in reqs),
-        "output_tokens": ints(r.num_output_tokens for r in reqs),
-        "priority": ints(r.priority for r in reqs),
-        "slo_class": [r.spec.slo_class for r in reqs],
-        "prefill_replica": ints(r.prefill_replica if r.prefill_replica is not None else -1 for r in reqs),
-        "session_id": [r.spec.session_id for r in reqs],
-        "turn": ints(r.spec.turn for r in reqs),
-        "num_preemptions": ints(r.num_preemptions for r in reqs),
-        "cached_tokens": ints(r.cached_tokens for r in reqs),
-        "prefix_queries": ints(r.prefix_queries for r in reqs),
-        "prefix_hits": ints(r.prefix_hits for r in reqs),
-        "recomputed_tokens": ints(r.recomputed_tokens for r in reqs),
-        "num_swaps": ints(r.num_swaps for r in reqs),
-        "time_preempted": floats(r.time_preempted for r in reqs),
-        "token_runs": [list(r.token_runs) for r in reqs],
-    }
-    if disaggregated:  # the first token's step, on the prefill replica
-        cols["prefill_token_runs"] = [list(r.prefill_runs) for r in reqs]
-    cols["finish_reason"] = [r.finish_reason if r.status == FINISHED else r.reject_reason for r in reqs]
-    cols["batch_id"] = ints(r.batch_id for r in reqs)
+def _request_columns(log: RequestLog, disaggregated: bool) -> dict:
+    """The log's rows with the latencies vLLM's benchmark reports; prefill_token_runs only when disaggregated."""
+    cols = log.columns()
+    if not disaggregated:
+        del cols["prefill_token_runs"]
     cols["queue_time"] = cols["first_scheduled_time"] - cols["arrival_time"]
     cols["ttft"] = cols["first_token_time"] - cols["arrival_time"]
     cols["e2el"] = cols["finish_time"] - cols["arrival_time"]
@@ -287,7 +225,8 @@ class RunResult:
         if self._requests is None:
             import pandas as pd
 
-            self._requests = pd.DataFrame(self.request_columns)
+            self._requests = pd.DataFrame({c: v.tolist() if isinstance(v, IntLists) else v
+                                           for c, v in self.request_columns.items()})
         return self._requests
 
     @property
@@ -304,17 +243,19 @@ class RunResult:
         return len(self.request_columns["request_id"])
 
     @classmethod
-    def collect(cls, rs, reqs, logs, usable_blocks: list[int], sim_end: float) -> "RunResult":
+    def collect(cls, rs, requests: RequestLog, logs: list[StepLog], usable_blocks: list[int],
+                sim_end: float) -> "RunResult":
         steps = _step_columns(logs, usable_blocks)
         offsets = np.cumsum([0] + [len(log) for log in logs])
         ends = steps["end"]
-        req = _request_columns(reqs, bool(rs.scenario.cluster.prefill_replicas))
-        finished = np.fromiter((r.status == FINISHED for r in reqs), dtype=bool, count=len(reqs))
+        req = _request_columns(requests, bool(rs.scenario.cluster.prefill_replicas))
+        finished = np.array([s == FINISHED for s in req["status"]], dtype=bool)
+        prefill = req.get("prefill_token_runs")
         pre = None
-        if any(r.prefill_runs for r in reqs):  # disaggregation: the first token came from a prefill replica
-            pre = offsets[np.array([r.prefill_replica if r.prefill_replica is not None else 0 for r in reqs])]
-        tokens = TokenTimes([r.token_runs for r in reqs], offsets[req["replica"]], ends, finished,
-                            [r.prefill_runs for r in reqs] if pre is not None else None, pre)
+        if prefill is not None and prefill.bounds[-1]:  # disaggregation: the first token came from a prefill replica
+            pre = offsets[np.maximum(req["prefill_replica"], 0)]
+        tokens = TokenTimes(req["token_runs"], offsets[req["replica"]], ends, finished,
+                            prefill if pre is not None else None, pre)
         req["max_itl"], itl_values, itl_counts = tokens.distribution()
         slos = getattr(rs.scenario.workload, "slo_classes", None)
         if slos:
@@ -451,6 +392,6 @@ class RunResult:
             raise ConfigError(field, f"cannot write a results folder at {out}: {exc.strerror or exc}") from None
         (out / "config.yaml").write_text(dump_yaml(self._repeatable_config(out)))
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
-        write_parquet(self.request_columns, out / "requests.parquet", TEXT_COLUMNS, RUN_COLUMNS)
+        write_parquet(self.request_columns, out / "requests.parquet", TEXT_COLUMNS)
         write_parquet(self.step_columns, out / "steps.parquet")
         return out

@@ -46,10 +46,16 @@ RATE_DRIVEN = ("poisson", "gamma", "constant", "onoff")  # arrival processes who
 
 
 def _arrival(scenario: str | None, sets: list[str]):
-    """The scenario's arrival process (None for a trace), read without resolving the deployment."""
+    """The scenario's arrival process (None for a trace), read without resolving the deployment; a cut is refused."""
     from servesim.simulator.config import load_scenario
 
-    return getattr(load_scenario(scenario, sets).workload, "arrival", None)
+    sc = load_scenario(scenario, sets)
+    if sc.simulation.max_sim_time_s is not None:
+        # the requests a cut leaves unfinished are in no latency: a load judged on the ones that finished passes
+        raise ConfigError("simulation.max_sim_time_s", "a search judges each load by every request it sends, and a "
+                                                       "cut run leaves some unfinished (in no latency): leave it out; "
+                                                       "workload.num_requests bounds a run")
+    return getattr(sc.workload, "arrival", None)
 
 
 def meets(summary: dict, slos: dict) -> bool:
@@ -133,8 +139,8 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     from servesim.simulator.inert_settings import varying
 
     extra = [f"workload.arrival.rate={rate:g}"] if rate is not None else []
+    arrival = _arrival(scenario, sets)
     if rate is not None:
-        arrival = _arrival(scenario, sets)
         if arrival is None or arrival.process not in RATE_DRIVEN or arrival.ramp_up_strategy is not None:
             raise ConfigError("--rate", "the scenario's arrivals do not follow arrival.rate (a trace, a closed loop, "
                                         "a burst, a curve or a ramp): leave --rate out")

@@ -46,12 +46,22 @@ def expected(columns: dict) -> pa.Table:
 @pytest.mark.parametrize("case", list(CASES))
 def test_buffers_build_the_table_pa_array_builds(case, tmp_path):
     columns = CASES[case]
-    got = arrow_columns.table(columns, texts_in=("t",), lists_in=("r",))
+    given = {k: arrow_columns.IntLists.from_lists(v) if k == "r" else v for k, v in columns.items()}
+    got = arrow_columns.table(given, texts_in=("t",))
     want = expected(columns)
     assert got.schema == want.schema
     assert got.equals(want)
-    arrow_columns.write_parquet(columns, tmp_path / "t.parquet", texts_in=("t",), lists_in=("r",))
+    arrow_columns.write_parquet(given, tmp_path / "t.parquet", texts_in=("t",))
     assert pq.read_table(tmp_path / "t.parquet").equals(want)
+
+
+def test_int_lists_keep_rows_through_a_reordering():
+    lists = [[1, 2], [], [7, 9, 11, 12], [5, 5], []]
+    runs = arrow_columns.IntLists.from_lists(lists)
+    assert runs.tolist() == lists and len(runs) == 5
+    order = np.array([2, 0, 4, 3, 1])
+    assert runs.take(order).tolist() == [lists[i] for i in order]
+    assert arrow_columns.IntLists.from_lists([]).take(np.zeros(0, dtype=np.int64)).tolist() == []
 
 
 def test_written_tables_read_back_as_the_runs_frames(tmp_path):

@@ -45,7 +45,7 @@ def test_a_whole_run_keeps_the_invariants_and_returns_every_block(rows, blocks, 
                      "engine.max_num_batched_tokens=400", f"engine.enable_chunked_prefill={chunked}",
                      f"policies.queue={queue}"])
     specs = [RequestSpec(i, t, p, o, priority=pr) for i, (t, p, o, pr) in enumerate(rows)]
-    sim = build(rs, specs)
+    sim = build(rs, specs, keep_requests=True)
     kv = sim.replicas[0].kv
     sched = sim.replicas[0].scheduler
     while sim.env.peek() != float("inf"):

@@ -63,7 +63,7 @@ def run_case(c: dict) -> None:
                      f"engine.max_model_len={MAX_MODEL_LEN}", f"engine.max_num_batched_tokens={MAX_MODEL_LEN}",
                      f"engine.enable_chunked_prefill={c['chunked']}", "engine.enable_prefix_caching=true",
                      f"policies.queue={c['queue']}", f"policies.preemption_mode={c['mode']}"])
-    sim = build(rs, _specs(c["rows"], c["unit"]))
+    sim = build(rs, _specs(c["rows"], c["unit"]), keep_requests=True)
     kv = sim.replicas[0].kv
     while sim.env.peek() != float("inf"):
         sim.env.step()
@@ -96,7 +96,7 @@ def test_the_property_sees_sharing_and_preemption():
         bs = c["block_size"]
         rs = load(None, ["profile=teaching", f"model={c.get('model', 'llama-3.1-8b')}", f"engine.block_size={bs}", "engine.num_gpu_blocks_override=30",
                          f"engine.max_model_len={MAX_MODEL_LEN}", f"policies.preemption_mode={mode}"])
-        sim = build(rs, _specs(rows, c["unit"]))
+        sim = build(rs, _specs(rows, c["unit"]), keep_requests=True)
         kv = sim.replicas[0].kv
         while sim.env.peek() != float("inf"):
             sim.env.step()

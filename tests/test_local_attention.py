@@ -224,7 +224,7 @@ def test_a_sliding_window_run_returns_every_block_and_runs_more_at_once_with_the
     runs = {}
     for disable in (False, True):
         rs = load(None, _sliding(prefix_caching, disable))
-        sim = build(rs, None)
+        sim = build(rs, None, keep_requests=True)
         kv, sched = sim.replicas[0].kv, sim.replicas[0].scheduler
         while sim.env.peek() != float("inf"):
             sim.env.step()
@@ -268,7 +268,7 @@ def test_long_prompts_are_admitted_only_when_every_group_can_hold_them():
     for disable, blocks in ((False, 1400), (True, 700)):  # the same memory: blocks of 1 layer, or of all 4
         rs = load(None, base + [f"engine.disable_hybrid_kv_cache_manager={str(disable).lower()}",
                                 f"engine.num_gpu_blocks_override={blocks}"])
-        sim = build(rs, None)
+        sim = build(rs, None, keep_requests=True)
         sim.env.run()
         reqs = sim.front_end.requests
         assert all(r.status == "finished" for r in reqs)

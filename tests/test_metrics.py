@@ -102,8 +102,9 @@ def test_useful_work_counts_each_replicas_static_batches_apart():
                                    "engine.max_model_len=4096"],  # preemptions: runs break
                                   ["workload.num_requests=60", "cluster.replicas=1", "cluster.prefill_replicas=1"]])
 def test_itl_statistics_from_step_counts_equal_those_of_every_token(sets, monkeypatch):
-    """Issue 18's memory: the summary reads the ITLs as step gaps and their counts, expanded a block of requests
-    at a time, not as one float per token; the figures equal those of the full expansion, whatever the block."""
+    """Issue 18's memory: the summary reads the ITLs as step gaps and their counts, expanded a block of whole
+    requests at a time, not as one float per token; the figures equal those of the full expansion, whatever the
+    block's size in tokens."""
     from servesim.simulator.metrics import TokenTimes, latency_stats
 
     full = simulate(load(None, sets))
@@ -111,7 +112,7 @@ def test_itl_statistics_from_step_counts_equal_those_of_every_token(sets, monkey
     want: dict = {}
     latency_stats("itl", itls, want)
     assert full.summary["num_preemptions"] > 0 or "cluster.prefill_replicas=1" in sets
-    for block in (1, 7, 4096):
+    for block in (1, 7, 4096, 1 << 18):  # tokens
         monkeypatch.setattr(TokenTimes, "BLOCK", block)
         r = simulate(load(None, sets))
         values, counts = r.itl_distribution

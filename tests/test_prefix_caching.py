@@ -137,7 +137,7 @@ def test_fewer_content_ids_than_prompt_blocks_share_what_they_name(unit):
     """A trace may name only a prompt's leading blocks (the reader allows it): the rest is this request's own."""
     rs = load(None, ["profile=teaching", "engine.enable_prefix_caching=true"])
     specs = [RequestSpec(i, 0.01 * i, 100, 5, prefix_ids=(7,), prefix_block_tokens=unit) for i in range(3)]
-    sim = build(rs, specs)
+    sim = build(rs, specs, keep_requests=True)
     sim.env.run()
     assert all(r.status == "finished" for r in sim.front_end.requests)
 

@@ -17,7 +17,8 @@ from servesim.simulator.cli import main
 from servesim.simulator.config import load
 from servesim.simulator.engine import simulate
 from servesim.simulator.errors import ConfigError
-from servesim.simulator.metrics import _token_steps
+from servesim.simulator.arrow_columns import IntLists
+from servesim.simulator.metrics import token_steps
 
 DEPLOY = ["model=llama-3.1-8b", "hardware.gpu=h100-sxm", "engine.max_num_seqs=32",
           "engine.max_num_batched_tokens=1024"]
@@ -46,7 +47,7 @@ def write_lifecycle(result, path):
 def write_bench(result, path):
     """As `vllm bench serve --save-detailed` writes it: per-request arrays, every token's gap."""
     r = result.requests
-    rows, steps = _token_steps(list(r["token_runs"]), np.zeros(len(r), dtype=int))
+    rows, steps = token_steps(IntLists.from_lists(list(r["token_runs"])), np.zeros(len(r), dtype=int))
     times = result.steps["end"].to_numpy()[steps]
     itls = [np.diff(times[rows == i]).tolist() for i in range(len(r))]
     data = {"backend": "vllm", "model_id": "meta-llama/Llama-3.1-8B", "completed": len(r),
@@ -660,3 +661,24 @@ def test_a_fit_never_writes_its_profile_over_the_model_file_it_reads(tmp_path, c
     assert main(["calibrate", "fit", str(tmp_path / "requests.jsonl"), "--model", str(model), "--max-evals", "3",
                  "--out", str(model), *sum((["--set", s] for s in sets), [])]) == 2
     assert "would write over the input" in capsys.readouterr().err and model.read_text() == text
+
+
+def test_a_comparison_refuses_a_cut_simulation(tmp_path, capsys):
+    """Round 34: with simulation.max_sim_time_s the comparison set the requests that finished before the cut
+    against every real one (NaN cells and a NaN in summary.json when none finished); a cut results folder was
+    refused as another workload's."""
+    _, result = _simulated(["workload.num_requests=40"])
+    (tmp_path / "real").mkdir()
+    write_lifecycle(result, tmp_path / "real" / "requests.jsonl")
+    sets = sum((["--set", s] for s in DEPLOY), [])
+    assert main(["compare", str(tmp_path / "real"), *sets, "--set", "simulation.max_sim_time_s=1",
+                 "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("servesim: error: simulation.max_sim_time_s: a real run is compared") and \
+        err.count("\n") == 1, err
+    assert main(["run", *sets, *sum((["--set", s] for s in WORKLOAD), []), "--set", "workload.num_requests=40",
+                 "--set", "simulation.max_sim_time_s=1", "--out", str(tmp_path / "sim"), "--quiet"]) == 0
+    assert json.loads((tmp_path / "sim" / "summary.json").read_text())["unfinished"] > 0
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "real"), str(tmp_path / "sim"), "--out", str(tmp_path / "c2")]) == 2
+    assert "a cut simulation (simulation.max_sim_time_s) left" in capsys.readouterr().err

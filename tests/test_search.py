@@ -96,3 +96,19 @@ def test_cluster_spreads_load_over_replicas():
     assert s["replicas"] == 3 and s["completed"] == 300 and s["load_imbalance"] < 1.2
     rr = simulate(load(None, ["workload.num_requests=300", "workload.arrival.rate=30", "cluster.replicas=3"])).summary
     assert rr["replica_completed"] == {"0": 100, "1": 100, "2": 100}  # round robin
+
+
+@pytest.mark.parametrize("argv", [["search", "max-rate", "--slo", "ttft_p99_ms=300"],
+                                  ["search", "replicas", "--rate", "5", "--slo", "ttft_p99_ms=300"],
+                                  ["search", "replicas", "--slo", "ttft_p99_ms=300"]])
+def test_a_search_refuses_a_cut_run(argv, tmp_path, capsys):
+    """Round 34: with simulation.max_sim_time_s the loads were judged on the requests that finished before the cut
+    (13.2 req/s "passed" on 1 request of 20, exit 0); a search judges every request it sends."""
+    from servesim.simulator.cli import main
+
+    code = main(argv + ["--set", "workload.num_requests=60", "--set", "simulation.max_sim_time_s=2",
+                        "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("servesim: error: simulation.max_sim_time_s: a search judges") and \
+        err.count("\n") == 1, err
+    assert not (tmp_path / "o").exists()

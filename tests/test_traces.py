@@ -364,6 +364,17 @@ def test_a_missing_file_is_named(tmp_path):
     config_error(lambda: read_lengths(path), path, "no such file")
 
 
+@pytest.mark.parametrize("head, what", [(b"PAR1\x15\x04\x15\x80\x02", "a parquet file"),
+                                        (b"t,a\x00b\n", "a binary file")])
+def test_a_binary_file_is_named_so_not_quoted(tmp_path, head, what):
+    """Round 34: a results table given as a trace was refused with its raw bytes quoted as its "first line"."""
+    path = tmp_path / "requests.parquet"
+    path.write_bytes(head + bytes(range(256)))
+    with pytest.raises(ConfigError) as e:
+        infer_format(path)
+    assert f"{what}, not a trace" in str(e.value) and "\\x" not in str(e.value)
+
+
 def test_an_unknown_format_name_is_an_error(trace):
     with pytest.raises(ConfigError) as e:
         read_trace(trace[1], "parquet")

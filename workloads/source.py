@@ -32,21 +32,33 @@ class RequestSource:
         never arrived."""
         return None
 
+    def release(self) -> None:
+        """The front end has taken initial()'s requests: a source that holds them may let go (a long trace is then
+        not held twice, nor after its requests ended)."""
+
 
 class StaticSource(RequestSource):
+    """Requests known up front (a synthetic workload's, a trace's): given to one simulation."""
+
     def __init__(self, specs: list[RequestSpec], label: str = "", warnings: tuple[str, ...] = ()):
-        self.specs = specs
+        self.specs: list[RequestSpec] | None = specs
+        self.count = len(specs)
         self.label = label
         self.warnings = warnings
 
     def initial(self) -> list[RequestSpec]:
+        if self.specs is None:
+            raise RuntimeError("this source's requests were handed to a simulation already: make another")
         return self.specs
 
+    def release(self) -> None:
+        self.specs = None
+
     def describe(self) -> str:
-        return self.label or f"{len(self.specs):,} requests"
+        return self.label or f"{self.count:,} requests"
 
     def planned(self) -> int:
-        return len(self.specs)
+        return self.count
 
 
 class ClosedLoopSource(RequestSource):

@@ -426,6 +426,11 @@ def _existing(path) -> Path:
 def infer_format(path) -> str:
     """The format from the extension and the first line, so users rarely need to name it."""
     path = _existing(path)
+    with path.open("rb") as f:
+        head = f.read(4096)
+    if head.startswith(b"PAR1") or b"\x00" in head:  # its bytes would be quoted as the "first line"
+        what = "a parquet file" if head.startswith(b"PAR1") else "a binary file"
+        _fail(path, "", f"{what}, not a trace: traces are text, CSV or JSON lines (docs: Workloads)")
     with path.open(encoding="utf-8-sig", errors="replace") as f:
         first = next((line.strip() for line in f if line.strip()), "")
     if not first:
