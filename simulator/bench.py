@@ -1,8 +1,11 @@
 """`servesim bench`: how fast the simulator is, on a fixed workload anyone can rerun.
 
-10,000 requests with ShareGPT-like lengths (lognormal fits of the ShareGPT length
-stats: prompt median 1,730, output median 415 tokens) at a rate near the default
-deployment's saturation. Reports medians over repeats, since machines are noisy.
+`sharegpt` (the default): 10,000 requests with ShareGPT-like lengths (lognormal fits of the
+ShareGPT length stats: prompt median 1,730, output median 415 tokens) at 10 req/s, near the
+default deployment's saturation. `azure-conv`: the Azure 2023 conversation trace's (prompt,
+output) pairs, resampled, at 80% of the capacity the deployment is measured to have for them
+(a burst of CAPACITY_PROBE requests at once, its completions per second), a production load
+for scale runs. Reports medians over repeats, since machines are noisy.
 """
 
 from __future__ import annotations
@@ -20,6 +23,31 @@ BENCH_OVERRIDES = [
     "workload.prompt_tokens={dist: lognormal, median: 1730, sigma: 0.9, max: 7000}",
     "workload.output_tokens={dist: lognormal, median: 415, sigma: 0.6, max: 1024}",
 ]
+AZURE_CONV = ("traces", "azure2023", "AzureLLMInferenceTrace_conv.csv")  # in ../shared/data
+CAPACITY_PROBE = 2000  # requests arriving at once, whose completions per second measure the capacity
+LOAD = 0.8  # of that capacity
+
+
+def _azure_conv(trace: str | None, sets: list[str], rate: float | None) -> tuple[list[str], float, float | None]:
+    """The azure-conv workload's settings, its rate (the given one, else LOAD x the measured capacity) and the
+    capacity (None when a rate is given: nothing is measured)."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+    from servesim.simulator.errors import ConfigError
+    from servesim.simulator.files import dump_yaml, shared_data
+
+    path = Path(trace) if trace else shared_data(*AZURE_CONV) or Path("../shared/data", *AZURE_CONV)
+    if not path.is_file():
+        raise ConfigError("--trace", f"{path}: no such file; --workload azure-conv resamples the Azure 2023 "
+                                     f"conversation trace's lengths (AzureLLMInferenceTrace_conv.csv)")
+    section = lambda n, rate: "workload=" + dump_yaml(  # noqa: E731
+        {"type": "synthetic", "num_requests": n, "arrival": {"process": "poisson", "rate": rate},
+         "lengths": {"path": str(path.resolve())}}, flow=True).strip()
+    if rate is not None:
+        return [section(CAPACITY_PROBE, rate)], rate, None
+    deployment = [s for s in sets if not s.split("=", 1)[0].strip().startswith("workload")]
+    capacity = simulate(load(None, [section(CAPACITY_PROBE, 10_000.0)] + deployment)).summary["request_throughput"]
+    return [section(CAPACITY_PROBE, 1.0)], LOAD * capacity, capacity
 
 
 def _process_age_s() -> float | None:
@@ -63,10 +91,20 @@ def run_bench(args) -> int:
     # a --set of the workload's kind (or the whole section) brings its own workload: bench's lengths, request
     # count and rate are a synthetic workload's and are not applied
     own = any(item.split("=", 1)[0].strip() in ("workload", "workload.type") for item in args.set)
+    base, rate, capacity = BENCH_OVERRIDES, 10.0, None
+    if own:
+        base = []
+        if args.workload != "sharegpt":
+            print(f"servesim: warning: --workload {args.workload} is not applied: the --set workload brings its own",
+                  file=sys.stderr)
+    elif args.workload == "azure-conv":
+        base, rate, capacity = _azure_conv(args.trace, args.set, args.rate)
+    elif args.trace is not None:
+        print("servesim: warning: --trace is read by --workload azure-conv only", file=sys.stderr)
     # setting: (its flag, the flag's value, the setting it gives)
     flags = {"simulation.decode_runs": ("--step-by-step", args.step_by_step, not args.step_by_step)}
     for key, flag, value, default in (("workload.num_requests", "--requests", args.requests, 10_000),
-                                      ("workload.arrival.rate", "--rate", args.rate, 10.0)):
+                                      ("workload.arrival.rate", "--rate", args.rate, rate)):
         if not own:
             flags[key] = (flag, value, default if value is None else value)
         elif value is not None:
@@ -77,8 +115,7 @@ def run_bench(args) -> int:
         if key in flags:
             flag, value, setting = flags[key]
             print(f"servesim: warning: --set {item} replaces {flag} ({setting})", file=sys.stderr)
-    rs = load(None, ([] if own else BENCH_OVERRIDES) + [f"{key}={setting}" for key, (_, _, setting) in flags.items()]
-              + args.set)
+    rs = load(None, base + [f"{key}={setting}" for key, (_, _, setting) in flags.items()] + args.set)
     startup = (started or 0.0) + time.perf_counter() - t0  # interpreter, imports and resolving the scenario
     repeats = [_timed_repeat(rs) for _ in range(args.repeats)]
     result = repeats[-1][1]
@@ -92,7 +129,8 @@ def run_bench(args) -> int:
     arrival = getattr(rs.scenario.workload, "arrival", None)
     rate = arrival.rate if arrival is not None and arrival.open_loop else None
     report = {
-        "requests": requests, "rate": rate, "repeats": args.repeats,
+        "workload": "own" if own else args.workload, "requests": requests, "rate": rate,
+        "capacity_req_s": capacity, "repeats": args.repeats,
         "decode_runs": rs.scenario.simulation.decode_runs, "wall_s_median": wall, "wall_s_all": walls,
         "startup_s": startup, "phases_s_median": phases,
         "simulated_requests_per_wall_s": requests / wall,
@@ -108,7 +146,9 @@ def run_bench(args) -> int:
         print(json.dumps(report, indent=2))
     else:
         at = f"at {rate:g} req/s" if rate is not None else f"({arrival.process if arrival else 'a trace'})"
-        print(f"servesim bench: {requests:,} requests {at}, "
+        if capacity is not None:
+            at += f" ({rate / capacity:.0%} of the {capacity:.3g} req/s measured for these lengths)"
+        print(f"servesim bench: {report['workload']}, {requests:,} requests {at}, "
               f"{args.repeats} repeat{'s' * (args.repeats != 1)}{'' if report['decode_runs'] else ', step by step'}")
         print(f"  wall time, median          {wall:.2f} s   (all: {', '.join(f'{w:.2f}' for w in walls)}); "
               f"start-up {startup:.2f} s")

@@ -87,13 +87,14 @@ def cmd_run(args) -> int:
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     if not args.quiet:  # with --json, stdout holds the JSON alone
         print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True, file=sys.stderr if args.json else sys.stdout)
-    result = simulate(rs, source)
+    result = simulate(rs, source, release_source=True)  # read afterwards for its counts only
     done = result.summary.get("completed", 0)
     idle = [] if done else [f"no request completed ({result.summary.get('failed', 0):,} rejected, "
                             f"{result.summary.get('unfinished', 0):,} unfinished): the metrics below are empty"]
     limit = rs.scenario.simulation.max_sim_time_s
-    unsent = (source.planned() or 0) - result.num_requests
-    if limit is not None and (unsent > 0 or result.summary.get("unfinished")):
+    # what the cut left out, when the clock reached it; not what the source chose not to send (said by it)
+    unsent = (source.planned() or 0) - result.num_requests - source.held_back()
+    if limit is not None and result.sim_end >= limit and (unsent > 0 or result.summary.get("unfinished")):
         idle.append(f"simulation.max_sim_time_s={limit:g} ended the run: {result.summary.get('unfinished', 0):,} "
                     f"request(s) unfinished (counted as `unfinished`, in no latency)"
                     + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))
@@ -415,7 +416,13 @@ def _add_bench(sub) -> None:
     """`servesim bench`."""
     b = sub.add_parser("bench", help="simulator speed: simulated requests and seconds per wall second")
     b.add_argument("--requests", type=number(int, ge=1, le=MAX_REQUESTS), help="requests to simulate (default: 10,000)")
-    b.add_argument("--rate", type=POSITIVE, help="arrival rate, req/s (default: 10, near the default deployment's saturation)")
+    b.add_argument("--workload", choices=("sharegpt", "azure-conv"), default="sharegpt",
+                   help="sharegpt: ShareGPT-like lengths at 10 req/s (near saturation); azure-conv: the Azure 2023 "
+                        "conversation trace's lengths at 80%% of the capacity measured for them")
+    b.add_argument("--trace", type=nonempty_path, help="the Azure conversation trace for --workload azure-conv "
+                                                      "(default: ../shared/data/traces/azure2023/AzureLLMInferenceTrace_conv.csv)")
+    b.add_argument("--rate", type=POSITIVE, help="arrival rate, req/s (default: 10 for sharegpt, near the default "
+                                                 "deployment's saturation; 80%% of the measured capacity for azure-conv)")
     b.add_argument("--repeats", type=number(int, ge=1, le=100), default=3, help="runs to take the median of")
     b.add_argument("--step-by-step", action="store_true", help="turn decode runs off, to measure what they save")
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting of the bench scenario")

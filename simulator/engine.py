@@ -192,10 +192,13 @@ class Simulation:
 
 
 def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None,
-          executor=None, keep_requests: bool = False) -> Simulation:
+          executor=None, keep_requests: bool = False, release_source: bool | None = None) -> Simulation:
     """specs: the scenario's workload when None; else a list of requests or any RequestSource.
     executor: how long a batch takes; the scenario's cost model when None. keep_requests: keep every Request
-    object (`front_end.requests`) to inspect, rather than only their rows."""
+    object (`front_end.requests`) to inspect, rather than only their rows. release_source: the source may let go of
+    its requests once the run has them (default: only a source made here, from the scenario or a list)."""
+    if release_source is None:
+        release_source = not isinstance(specs, RequestSource)
     if specs is None:
         source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     elif isinstance(specs, RequestSource):
@@ -209,7 +212,7 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     front = c.prefill_replicas or engines  # the replicas new requests are routed to
     router = make_router(c.router, front, rs.scenario.seed)
     front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[router.choose(req, replicas[:front])],
-                         keep_requests)
+                         keep_requests, release_source)
     if executor is not None and (engines > 1 or c.prefill_replicas):
         raise ConfigError("cluster.replicas", "a measured replay runs one replica")
     if c.prefill_replicas:
@@ -246,11 +249,15 @@ def collect(sim: Simulation, rs: ResolvedScenario) -> RunResult:
 
 
 def simulate(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None,
-             executor=None) -> RunResult:
-    """Run a scenario to the end (or simulation.max_sim_time_s) and collect its metrics."""
-    sim = build(rs, specs, executor)
+             executor=None, release_source: bool | None = None) -> RunResult:
+    """Run a scenario to the end (or simulation.max_sim_time_s) and collect its metrics. release_source: as build's
+    (the CLI's run gives its own source, which it reads only for counts afterwards)."""
+    given = list(specs) if isinstance(specs, (list, tuple)) else \
+        list(specs.initial()) if isinstance(specs, StaticSource) and not release_source else None
+    sim = build(rs, specs, executor, release_source=release_source)
     run_to_end(sim, rs)
     result = collect(sim, rs)
-    if isinstance(specs, (list, tuple)):
-        result.given_requests = list(specs)
+    result.given_requests = given
+    if isinstance(specs, RequestSource) and given is None and not release_source:
+        result.unrepeatable = type(specs).__name__  # its requests are made as the run goes: no file holds them
     return result

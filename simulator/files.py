@@ -15,6 +15,17 @@ MAX_SETTINGS_BYTES = 16 << 20  # a scenario, profile or config.json is kilobytes
 MAX_YAML_NODES = 1_000_000  # values after aliases are expanded ("billion laughs" expands 9 lines to 10**9)
 
 
+def shared_data(*parts: str) -> Path | None:
+    """../shared/data/<parts> beside the project or the working directory (where the project's data lives), or
+    None."""
+    here = Path(__file__).resolve().parent.parent
+    for base in (here, Path.cwd()):
+        p = base.parent.joinpath("shared", "data", *parts)
+        if p.exists():
+            return p
+    return None
+
+
 def where_looked(path: str | Path) -> str:
     """For a missing file: where a relative path was looked for. A scenario's paths, like the command
     line's, resolve against the current directory, not the scenario file's folder."""

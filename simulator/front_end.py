@@ -27,14 +27,17 @@ class FrontEnd:
     clients, the next turn of a chat) are scheduled one event each when they are made.
     """
 
-    def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, route, keep_requests: bool = False):
+    def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, route, keep_requests: bool = False,
+                 release_source: bool = False):
         """keep_requests: keep every Request object (`requests`), for inspection; otherwise each is let go of once
-        its row is written (`log`)."""
+        its row is written (`log`). release_source: the source is this run's own, and may let go of its requests
+        (a source given by the caller may be given to another run)."""
         self.env = env
         self.route = route  # request -> the replica it goes to
         self.source = source
         self.specs = sorted(source.initial(), key=lambda s: (s.arrival_time, s.request_id))
-        source.release()  # the front end holds them now, and lets go of each as it arrives
+        if release_source:
+            source.release()  # the front end holds them now, and lets go of each as it arrives
         self.max_model_len = max_model_len
         self._static_next = self.specs[0].arrival_time if self.specs else math.inf
         self._pending: list[float] = []  # arrival times of scheduled follow-ups (a heap)

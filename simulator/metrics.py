@@ -208,6 +208,8 @@ class RunResult:
     given_requests: list | None = None  # requests given to simulate() rather than the scenario's workload
     itl_distribution: tuple | None = None  # the finished requests' ITLs as (values, counts): what the summary reads
     inputs: list = field(default_factory=list)  # the files the run read: write() never replaces one
+    sim_end: float = 0.0  # the simulation clock at the end: simulation.max_sim_time_s when a cut ended the run
+    unrepeatable: str | None = None  # a RequestSource given to simulate() that makes its requests as the run goes
     _itls: np.ndarray | None = None
     _requests: object = None
     _steps: object = None
@@ -263,6 +265,7 @@ class RunResult:
         result = cls(rs.as_dict(), req, steps, tokens)
         result.itl_distribution = (itl_values, itl_counts)
         result.inputs = rs.input_files()
+        result.sim_end = sim_end
         prefill_only = rs.scenario.cluster.prefill_replicas  # the first replicas, when disaggregated
         result.summary = result._summarize(finished, sim_end, len(logs), prefill_only)
         result.summary["cost_model_source"] = rs.cost_model_source  # which profile, and how it was chosen
@@ -331,8 +334,10 @@ class RunResult:
         s["busy_fraction"] = min(1.0, busy / (replicas * duration))  # a sum of step times may round past the span
         s["replicas"] = replicas
         if replicas - prefill_only > 1:  # load imbalance: the busiest replica's completions over the mean
-            per = np.bincount(req["replica"][finished], minlength=replicas)[prefill_only:replicas]
-            s["replica_completed"] = {str(k): int(v) for k, v in enumerate(per, prefill_only)}
+            every = np.bincount(req["replica"][finished], minlength=replicas)
+            per = every[prefill_only:replicas]
+            # a one-token answer ends on its prefill replica: counted there, so the counts add up to completed
+            s["replica_completed"] = {str(k): int(v) for k, v in enumerate(every) if k >= prefill_only or v}
             s["load_imbalance"] = float(per.max() / per.mean()) if per.sum() else 1.0
         if "good" in req:  # vLLM's goodput: completed requests meeting every SLO of their class, per second
             good = req["good"]
@@ -364,6 +369,11 @@ class RunResult:
         """The config that repeats this run: requests given to simulate() (a real run's, the API's) are written
         beside it as servesim JSONL and replace the scenario's workload, which did not make them."""
         if self.given_requests is None:
+            if self.unrepeatable:
+                from servesim.simulator.config import say_once
+
+                say_once([f"servesim: warning: config.yaml holds the scenario's workload, not the {self.unrepeatable} "
+                          f"given to simulate(), whose requests no file holds: it does not repeat this run"])
             return self.config
         from servesim.workloads.traces import write_jsonl
 

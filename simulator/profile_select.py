@@ -44,12 +44,10 @@ def kernel_tables_root() -> Path | None:
     env = os.environ.get("SERVESIM_KERNEL_TABLES")
     if env:
         return Path(env)
-    here = Path(__file__).resolve().parent.parent
-    for base in (here, Path.cwd()):
-        p = base.parent / "shared" / "data" / "gpu" / "aiconfigurator"
-        if p.is_dir():
-            return p
-    return None
+    from servesim.simulator.files import shared_data
+
+    p = shared_data("gpu", "aiconfigurator")
+    return p if p is not None and p.is_dir() else None
 
 
 def cache_dir() -> Path:

@@ -56,6 +56,25 @@ def test_a_run_of_given_requests_writes_a_config_that_repeats_it(tmp_path):
         assert (tmp_path / "a" / name).read_bytes() == (again / name).read_bytes(), name
 
 
+def test_a_request_source_serves_several_runs_and_a_static_one_is_repeatable(tmp_path, capsys):
+    """Round 35: a StaticSource given to a second run raised (the first run had let go of its requests), and a run
+    given one wrote a config.yaml of the scenario's own 1,000 requests, not the 5 it ran."""
+    from servesim.workloads.source import ClosedLoopSource, StaticSource
+
+    src = StaticSource([servesim.RequestSpec(i, 0.1 * i, 100, 10) for i in range(5)])
+    first = servesim.simulate(None, {"profile": "teaching"}, requests=src)
+    second = servesim.simulate(None, {"profile": "teaching", "engine.max_num_seqs": 2}, requests=src)
+    assert first.summary["completed"] == second.summary["completed"] == 5
+    first.write(tmp_path / "a")
+    again = servesim.simulate(tmp_path / "a" / "config.yaml").write(tmp_path / "b")
+    for name in ("summary.json", "requests.parquet", "steps.parquet"):
+        assert (tmp_path / "a" / name).read_bytes() == (again / name).read_bytes(), name
+    templates = iter([servesim.RequestSpec(i, 0.0, 100, 10) for i in range(6)])
+    loop = ClosedLoopSource(2, lambda: 0.1, templates, 6, None)
+    servesim.simulate(None, {"profile": "teaching"}, requests=loop).write(tmp_path / "c")
+    assert "not the ClosedLoopSource given to simulate()" in capsys.readouterr().err
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text("abc", min_size=1, max_size=3),

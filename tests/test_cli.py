@@ -132,6 +132,39 @@ def test_bench_reports_rates(capsys):
     assert d["simulated_s_per_wall_s_with_startup"] < d["simulated_s_per_wall_s"]
 
 
+AZURE_CONV = Path(__file__).resolve().parents[2] / "shared/data/traces/azure2023/AzureLLMInferenceTrace_conv.csv"
+
+
+@pytest.mark.skipif(not AZURE_CONV.is_file(), reason=f"the Azure conversation trace is not at {AZURE_CONV}")
+def test_bench_on_the_azure_conversation_lengths_at_80_percent_of_the_measured_capacity(capsys, tmp_path):
+    """Issue 18's scale bench: the trace's (prompt, output) pairs resampled, at 80% of the throughput a burst of
+    them reaches; --rate replaces the measured rate (nothing is measured then)."""
+    from servesim.simulator.bench import CAPACITY_PROBE
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+    from servesim.workloads.traces import read_trace
+
+    assert main(["bench", "--workload", "azure-conv", "--requests", "300", "--repeats", "1", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    burst = simulate(load(None, [f"workload={{type: synthetic, num_requests: {CAPACITY_PROBE}, arrival: {{process: "
+                                 f"poisson, rate: 10000}}, lengths: {{path: {AZURE_CONV}}}}}"])).summary
+    assert d["workload"] == "azure-conv" and d["requests"] == 300
+    assert d["capacity_req_s"] == burst["request_throughput"] and d["rate"] == pytest.approx(0.8 * d["capacity_req_s"])
+    pairs = {(s.prompt_tokens, s.output_tokens) for s in read_trace(AZURE_CONV)}
+    assert main(["workload", "write", "--set", f"workload={{type: synthetic, num_requests: 50, lengths: "
+                                                f"{{path: {AZURE_CONV}}}}}", "--out", str(tmp_path / "w.jsonl")]) == 0
+    written = [json.loads(line) for line in (tmp_path / "w.jsonl").read_text().splitlines()]
+    assert {(w["prompt_tokens"], w["output_tokens"]) for w in written} <= pairs  # the trace's own pairs
+    capsys.readouterr()
+    assert main(["bench", "--workload", "azure-conv", "--rate", "3", "--requests", "50", "--repeats", "1",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["rate"] == 3 and d["capacity_req_s"] is None
+    assert main(["bench", "--workload", "azure-conv", "--trace", str(tmp_path / "none.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("servesim: error: --trace:") and err.count("\n") == 1
+
+
 def test_workload_write_describe_and_replay(tmp_path, capsys):
     out = tmp_path / "w.jsonl"
     assert main(["workload", "write", "--set", "workload.num_requests=40", "--out", str(out)]) == 0
@@ -318,6 +351,31 @@ def test_a_run_cut_by_max_sim_time_says_what_it_left_out(tmp_path, capsys):
     rs = load("docs/scenarios/chat-sessions.yaml", ["workload.num_sessions=10"])
     planned = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len).planned()
     assert planned > sent and f"{planned - sent:,} never arrived" in capsys.readouterr().err
+
+
+def test_a_cut_that_never_came_is_not_blamed(tmp_path, capsys):
+    """Round 35: a max_sim_time_s the run never reached was said to have ended it, counting the requests a closed
+    loop's duration (or a session's rejected turn) held back as "never arrived"."""
+    assert main(["run", "--set", "profile=teaching", "--set", "workload.num_requests=50", "--set",
+                 "workload.duration_s=3", "--set", "workload.arrival={process: closed_loop, concurrency: 2}",
+                 "--set", "simulation.max_sim_time_s=1000", "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert "max_sim_time_s" not in capsys.readouterr().err
+    assert main(["run", "docs/scenarios/chat-sessions.yaml", "--set", "profile=teaching", "--set",
+                 "workload.num_sessions=8", "--set", "workload.arrival.rate=3", "--set", "engine.max_model_len=3000",
+                 "--set", "workload.think_time_s={dist: fixed, value: 0.2}", "--set", "simulation.max_sim_time_s=1000",
+                 "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "were never sent: a rejected turn ends its session" in err and "max_sim_time_s" not in err
+
+
+def test_disaggregated_completions_add_up_with_one_token_answers(tmp_path):
+    """Round 35: a one-token answer ends on its prefill replica, which replica_completed left out."""
+    assert main(["run", "--set", "profile=teaching", "--set", "workload.num_requests=30", "--set",
+                 "workload.arrival.rate=30", "--set", "cluster.prefill_replicas=1", "--set", "cluster.replicas=2",
+                 "--set", "workload.output_tokens={dist: uniform, low: 1, high: 3}", "--out", str(tmp_path),
+                 "--quiet"]) == 0
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert sum(s["replica_completed"].values()) == s["completed"] == 30 and s["replica_completed"].get("0", 0) > 0
 
 
 def test_a_config_read_back_repeats_a_run_of_files_from_anywhere(tmp_path, monkeypatch, capsys):

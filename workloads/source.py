@@ -36,6 +36,11 @@ class RequestSource:
         """The front end has taken initial()'s requests: a source that holds them may let go (a long trace is then
         not held twice, nor after its requests ended)."""
 
+    def held_back(self) -> int:
+        """Of planned(), the requests it chose not to send (a session a rejected turn ended, clients that a duration
+        or a stall stopped): said in its own warnings, not blamed on a cut."""
+        return 0
+
 
 class StaticSource(RequestSource):
     """Requests known up front (a synthetic workload's, a trace's): given to one simulation."""
@@ -79,11 +84,14 @@ class ClosedLoopSource(RequestSource):
         self.ramp_up_s = ramp_up_s  # client i sends its first request at i x ramp_up_s / concurrency
         self.parked = 0  # clients whose request was rejected, waiting for the next finish to try again
         self.refused = 0  # requests refused since the last one completed
+        self.stopped = False  # a duration or a stall ended the clients before `limit`
         self.warnings: list[str] = []  # said after the run (a stall, below)
 
     def _next(self, t: float) -> list[RequestSpec]:
-        if (self.limit is not None and self.issued >= self.limit) or \
-                (self.duration_s is not None and t >= self.duration_s):
+        if self.limit is not None and self.issued >= self.limit:
+            return []
+        if self.duration_s is not None and t >= self.duration_s:
+            self.stopped = True
             return []
         spec = next(self.templates, None)
         if spec is None:
@@ -114,12 +122,16 @@ class ClosedLoopSource(RequestSource):
                     f"(each rejected on its own: a prompt over max_model_len, a predicted TTFT over its SLO?); "
                     f"the clients stopped after {self.issued:,} requests")
                 self.parked = 0
+                self.stopped = True
                 return []
         clients, self.parked = 1 + self.parked, 0
         return [s for _ in range(clients) for s in self._next(t + self.think_time())]
 
     def planned(self) -> int | None:
         return self.limit
+
+    def held_back(self) -> int:
+        return self.limit - self.issued if self.stopped and self.limit is not None else 0
 
     def describe(self) -> str:
         cap = f"{self.limit:,} requests" if self.limit is not None else f"{self.duration_s:g} s"
@@ -144,6 +156,9 @@ class SessionSource(RequestSource):
 
     def initial(self) -> list[RequestSpec]:
         return self.first_turns
+
+    def held_back(self) -> int:
+        return sum(self.ended.values())
 
     def on_finish(self, spec, t, completed, idle=False):
         if not completed:
