@@ -108,7 +108,13 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
     from servesim.simulator.engine import simulate as run
     from servesim.workloads.spec import checked_specs
 
-    if requests is not None and not isinstance(requests, RequestSource):
+    from servesim.workloads.source import CheckedSource, StaticSource
+
+    if isinstance(requests, StaticSource):  # its requests, checked, as a list: written beside a result to repeat it
+        requests = requests.initial()
+    if isinstance(requests, RequestSource):
+        requests = CheckedSource(requests)  # checked as they come
+    elif requests is not None:
         if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
             raise ConfigError("requests", f"a list of RequestSpec (or a RequestSource), got {type(requests).__name__}")
         requests = checked_specs(requests)

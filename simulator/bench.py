@@ -45,8 +45,14 @@ def _azure_conv(trace: str | None, sets: list[str], rate: float | None) -> tuple
          "lengths": {"path": str(path.resolve())}}, flow=True).strip()
     if rate is not None:
         return [section(CAPACITY_PROBE, rate)], rate, None
-    deployment = [s for s in sets if not s.split("=", 1)[0].strip().startswith("workload")]
-    capacity = simulate(load(None, [section(CAPACITY_PROBE, 10_000.0)] + deployment)).summary["request_throughput"]
+    # the deployment the user set, run to the end: a cut burst would measure the cut, not the capacity
+    deployment = [s for s in sets if not s.split("=", 1)[0].strip().startswith(("workload", "simulation"))]
+    probe = simulate(load(None, [section(CAPACITY_PROBE, 10_000.0)] + deployment)).summary
+    if not probe["completed"]:
+        raise ConfigError("--workload", f"the deployment completed none of a burst of {CAPACITY_PROBE:,} of the "
+                                        f"trace's requests ({probe['failed']:,} rejected): it has no capacity to load "
+                                        f"to {LOAD:.0%}; give --rate")
+    capacity = probe["request_throughput"]
     return [section(CAPACITY_PROBE, 1.0)], LOAD * capacity, capacity
 
 
@@ -110,11 +116,11 @@ def run_bench(args) -> int:
         elif value is not None:
             print(f"servesim: warning: {flag} {value:g} is not applied: the --set workload brings its own",
                   file=sys.stderr)
-    for item in args.set:  # a --set comes last and wins: said, as a setting nothing reads is
+    for item in args.set:  # a --set comes last and wins (its whole section too): said, as a setting nothing reads is
         key = item.split("=", 1)[0].strip()
-        if key in flags:
-            flag, value, setting = flags[key]
-            print(f"servesim: warning: --set {item} replaces {flag} ({setting})", file=sys.stderr)
+        for flagged, (flag, value, setting) in flags.items():
+            if flagged == key or flagged.startswith(key + "."):
+                print(f"servesim: warning: --set {item} replaces {flag} ({setting})", file=sys.stderr)
     rs = load(None, base + [f"{key}={setting}" for key, (_, _, setting) in flags.items()] + args.set)
     startup = (started or 0.0) + time.perf_counter() - t0  # interpreter, imports and resolving the scenario
     repeats = [_timed_repeat(rs) for _ in range(args.repeats)]
@@ -142,11 +148,15 @@ def run_bench(args) -> int:
         "mean_batch_size": s["mean_batch_size"], "kv_cache_usage_mean": s["kv_cache_usage_mean"],
         "python": platform.python_version(),
     }
+    limit = rs.scenario.simulation.max_sim_time_s
+    if result.cut:  # its rates are over the cut window
+        print(f"servesim: warning: simulation.max_sim_time_s={limit:g} ended each run: "
+              f"{s.get('unfinished', 0):,} request(s) unfinished", file=sys.stderr)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         at = f"at {rate:g} req/s" if rate is not None else f"({arrival.process if arrival else 'a trace'})"
-        if capacity is not None:
+        if capacity is not None and rate is not None:
             at += f" ({rate / capacity:.0%} of the {capacity:.3g} req/s measured for these lengths)"
         print(f"servesim bench: {report['workload']}, {requests:,} requests {at}, "
               f"{args.repeats} repeat{'s' * (args.repeats != 1)}{'' if report['decode_runs'] else ', step by step'}")

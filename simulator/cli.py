@@ -94,7 +94,7 @@ def cmd_run(args) -> int:
     limit = rs.scenario.simulation.max_sim_time_s
     # what the cut left out, when the clock reached it; not what the source chose not to send (said by it)
     unsent = (source.planned() or 0) - result.num_requests - source.held_back()
-    if limit is not None and result.sim_end >= limit and (unsent > 0 or result.summary.get("unfinished")):
+    if result.cut and (unsent > 0 or result.summary.get("unfinished")):
         idle.append(f"simulation.max_sim_time_s={limit:g} ended the run: {result.summary.get('unfinished', 0):,} "
                     f"request(s) unfinished (counted as `unfinished`, in no latency)"
                     + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))

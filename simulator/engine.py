@@ -244,8 +244,11 @@ def run_to_end(sim: Simulation, rs: ResolvedScenario) -> None:
 
 def collect(sim: Simulation, rs: ResolvedScenario) -> RunResult:
     """A finished simulation's records as tables and the run summary."""
-    return RunResult.collect(rs, sim.front_end.log, [r.log for r in sim.replicas],
-                             [r.kv.num_usable_blocks for r in sim.replicas], sim.env.now)
+    result = RunResult.collect(rs, sim.front_end.log, [r.log for r in sim.replicas],
+                               [r.kv.num_usable_blocks for r in sim.replicas], sim.env.now)
+    # a cut (simulation.max_sim_time_s) stopped the clock with requests in flight or still to arrive
+    result.cut = result.summary["unfinished"] > 0 or sim.front_end.arrivals_left()
+    return result
 
 
 def simulate(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None,
@@ -259,5 +262,5 @@ def simulate(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | No
     result = collect(sim, rs)
     result.given_requests = given
     if isinstance(specs, RequestSource) and given is None and not release_source:
-        result.unrepeatable = type(specs).__name__  # its requests are made as the run goes: no file holds them
+        result.unrepeatable = specs.kind  # its requests are made as the run goes: no file holds them
     return result

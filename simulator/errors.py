@@ -12,7 +12,10 @@ class ConfigError(ValueError):
     def __init__(self, field: str, message: str):
         self.field = field
         self.message = message
-        super().__init__(f"{field}: {message}" if field else message)
+        super().__init__(field, message)  # args rebuild it (SimPy re-raises a process's error as type(e)(*e.args))
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
 
 
 class MissingKernelTable(ConfigError):

@@ -3,6 +3,7 @@ device, a huge file or bytes that are not UTF-8 get one line naming the field, n
 
 from __future__ import annotations
 
+import os
 import re
 import stat
 from pathlib import Path
@@ -263,8 +264,16 @@ def refuse_writing_over(path: str | Path, field: str, inputs) -> None:
         if not given:
             continue
         src = Path(given).resolve()
-        if target == src or (src.is_dir() and target.exists() and target.is_relative_to(src)):
+        if target == src or (src.is_dir() and target.exists() and target.is_relative_to(src)) or \
+                _same_file(target, src):  # a hard link is another name of the same file
             raise ConfigError(field, f"{path} would write over the input {given}: write elsewhere")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.is_file() and b.is_file() and os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def refuse_folder_over_inputs(out: str | Path, names, field: str, inputs) -> None:

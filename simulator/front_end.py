@@ -42,6 +42,7 @@ class FrontEnd:
         self._static_next = self.specs[0].arrival_time if self.specs else math.inf
         self._pending: list[float] = []  # arrival times of scheduled follow-ups (a heap)
         self.log = RequestLog(keep_requests)
+        self._arrived = 0  # of specs
         self.in_flight = 0  # requests arrived and neither finished nor refused
 
     @property
@@ -61,7 +62,12 @@ class FrontEnd:
             yield self.env.at(spec.arrival_time, urgent=True)
             self._static_next = specs[i + 1].arrival_time if i + 1 < len(specs) else math.inf
             specs[i] = None  # the request holds it from here
+            self._arrived = i + 1
             self._arrive(spec)
+
+    def arrivals_left(self) -> bool:
+        """Something was still to arrive (a request, a follow-up, a prompt's KV): only a cut leaves that."""
+        return self._arrived < len(self.specs) or bool(self._pending)
 
     def _arrive(self, spec: RequestSpec) -> None:
         req = Request(spec, self.max_model_len)

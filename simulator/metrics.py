@@ -208,7 +208,8 @@ class RunResult:
     given_requests: list | None = None  # requests given to simulate() rather than the scenario's workload
     itl_distribution: tuple | None = None  # the finished requests' ITLs as (values, counts): what the summary reads
     inputs: list = field(default_factory=list)  # the files the run read: write() never replaces one
-    sim_end: float = 0.0  # the simulation clock at the end: simulation.max_sim_time_s when a cut ended the run
+    sim_end: float = 0.0  # the simulation clock at the end
+    cut: bool = False  # simulation.max_sim_time_s ended the run with events still to come
     unrepeatable: str | None = None  # a RequestSource given to simulate() that makes its requests as the run goes
     _itls: np.ndarray | None = None
     _requests: object = None

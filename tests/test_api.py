@@ -75,6 +75,25 @@ def test_a_request_source_serves_several_runs_and_a_static_one_is_repeatable(tmp
     assert "not the ClosedLoopSource given to simulate()" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("make, field", [
+    (lambda S, C, R: S([R(0, float("nan"), 100, 5)]), "arrival_time"),
+    (lambda S, C, R: S([R(0, 0.0, 10, 5), R(0, 0.1, 10, 5)]), "request_id"),
+    (lambda S, C, R: S([R(0, -1.0, 100, 5)]), "arrival_time"),
+    (lambda S, C, R: C(2, lambda: -1.0, iter([R(i, 0.0, 50, 3) for i in range(6)]), 6, None), "arrival_time"),
+    (lambda S, C, R: C(2, lambda: float("nan"), iter([R(i, 0.0, 50, 3) for i in range(6)]), 6, None),
+     "arrival_time"),
+])
+def test_a_sources_requests_are_checked_as_a_lists_are(make, field):
+    """Round 36: a StaticSource or a ClosedLoopSource skipped the checks a list gets: a NaN arrival ran with NaN
+    latencies, a duplicate id was accepted, a negative time or think time crashed the clock."""
+    from servesim.workloads.source import ClosedLoopSource, StaticSource
+
+    with pytest.raises(servesim.ConfigError) as e:
+        servesim.simulate(None, {"profile": "teaching"}, requests=make(StaticSource, ClosedLoopSource,
+                                                                        servesim.RequestSpec))
+    assert e.value.field.endswith(field), (e.value.field, str(e.value))
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text("abc", min_size=1, max_size=3),

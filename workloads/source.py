@@ -41,6 +41,10 @@ class RequestSource:
         or a stall stopped): said in its own warnings, not blamed on a cut."""
         return 0
 
+    @property
+    def kind(self) -> str:
+        return type(self).__name__
+
 
 class StaticSource(RequestSource):
     """Requests known up front (a synthetic workload's, a trace's): given to one simulation."""
@@ -176,3 +180,52 @@ class SessionSource(RequestSource):
 
     def planned(self) -> int:
         return sum(self.turns)  # every turn, if none is rejected (those after a too-long one are never built)
+
+
+class CheckedSource(RequestSource):
+    """A caller's source (the Python API's `requests=`), its requests checked as they come, as a list's are
+    (checked_specs): in range, ids unique over the run, a follow-up not sent before the finish that made it."""
+
+    def __init__(self, inner: RequestSource):
+        self.inner = inner
+        self.seen: set[int] = set()
+
+    def _checked(self, specs, now: float | None = None) -> list[RequestSpec]:
+        from servesim.simulator.errors import ConfigError
+        from servesim.workloads.spec import checked_specs
+
+        specs = list(specs)
+        if not specs:  # a finish that sends nothing
+            return []
+        out = checked_specs(specs, f"{self.kind} request")
+        for s in out:
+            if s.request_id in self.seen:
+                raise ConfigError(f"{self.kind} request.request_id", f"{s.request_id} was given to an earlier request")
+            if now is not None and s.arrival_time < now:
+                raise ConfigError(f"{self.kind} request.arrival_time", f"{s.arrival_time!r} is before the finish at "
+                                                                       f"{now!r} that made it (a negative think time?)")
+            self.seen.add(s.request_id)
+        return out
+
+    def initial(self) -> list[RequestSpec]:
+        return self._checked(self.inner.initial())
+
+    def on_finish(self, spec, t, completed, idle=False):
+        return self._checked(self.inner.on_finish(spec, t, completed, idle), t)
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def planned(self):
+        return self.inner.planned()
+
+    def held_back(self) -> int:
+        return self.inner.held_back()
+
+    @property
+    def warnings(self):
+        return getattr(self.inner, "warnings", ())
+
+    @property
+    def kind(self) -> str:
+        return type(self.inner).__name__
