@@ -51,11 +51,20 @@ MOE_TABLE = ("moe/vllm/*/moe_perf.parquet", ["kernel_source", "moe_dtype", "num_
                                              "topk", "num_experts", "moe_tp_size", "moe_ep_size", "distribution",
                                              "latency"])
 # the table's moe_dtype and kernels for a weight format, most preferred first (vLLM's fused-MoE choices)
+# (a shape takes the first kernel timed for it at its TP; later ones stand in where the earlier were not timed)
 _BF16_MOE = ("vllm_unquantizedfusedmoe_triton_tritonexperts",  # Hopper and older
-             "vllm_unquantizedfusedmoe_flashinfer_cutlass_flashinferexperts")  # what the Blackwell tables measured
+             "vllm_unquantizedfusedmoe_flashinfer_cutlass_flashinferexperts",  # what the Blackwell tables measured
+             "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts",  # Blackwell, the shapes CUTLASS lacks
+             "vllm_fused_moe",  # the A100 table's name for vLLM's Triton fused MoE (an older collector)
+             "vllm_xpu_moe")  # Intel's
 MOE_KERNELS = {"bf16": (("bfloat16",), _BF16_MOE), "fp16": (("bfloat16",), _BF16_MOE),
                "fp8": (("fp8", "fp8_block"), ("vllm_fp8moe_triton_tritonexperts",
-                                              "vllm_fp8moe_flashinfer_cutlass_flashinferexperts")),
+                                              "vllm_fp8moe_flashinfer_cutlass_flashinferexperts",
+                                              "vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts",
+                                              "vllm_modeloptfp8moe_triton_tritonexperts",
+                                              "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
+                                              "vllm_modeloptfp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
+                                              "vllm_xpu_moe")),
                # gpt-oss's MXFP4 experts: OpenAI's Triton kernel on Hopper, TRT-LLM's through FlashInfer on Blackwell
                "mxfp4": (("w4a16_mxfp4",), ("vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
                                             "vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_"
@@ -217,14 +226,17 @@ class KernelTables:
             dtypes, kernels = MOE_KERNELS.get(dtype, ((), ()))
             m = m[(m["hidden_size"] == key[0]) & (m["inter_size"] == key[1]) & (m["topk"] == key[2])
                   & (m["num_experts"] == key[3]) & (m["moe_ep_size"] == ep) & (m["distribution"] == routing)
-                  & m["moe_dtype"].isin(dtypes)]
+                  & m["moe_dtype"].isin(dtypes) & (m["moe_tp_size"] == tp)]
             found = [k for k in kernels if (m["kernel_source"] == k).any()]
-            m = m[(m["moe_tp_size"] == tp) & (m["kernel_source"] == found[0])] if found else m.iloc[0:0]
+            other = sorted(set(m["kernel_source"]) - set(kernels))
+            m = m[m["kernel_source"] == found[0]] if found else m.iloc[0:0]
             if m.empty:
                 raise ConfigError("kernel_tables", f"no fused-MoE timings in {self.dir} for {arch.name}'s experts "
                                                    f"(hidden {key[0]}, expert {key[1]}, top {key[2]} of {key[3]}) "
                                                    f"in {dtype} at MoE TP {tp}" + (f" EP {ep}" if ep > 1 else "")
-                                                   + f", {routing} routing")
+                                                   + f", {routing} routing" + (
+                                                       f" with a kernel servesim reads (timed only with "
+                                                       f"{', '.join(other)})" if other else ""))
             m = m.groupby("num_tokens", as_index=False)["latency"].median().sort_values("num_tokens")
             self._moe_curves[key] = (m["num_tokens"].to_numpy(float), m["latency"].to_numpy(float))
         xs, ys = self._moe_curves[key]

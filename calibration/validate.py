@@ -27,10 +27,14 @@ STATS = [("median", "p50"), ("p90", "p90"), ("p99", "p99")]
 def make_out_dir(out: str | Path, inputs=()) -> Path:
     """The results folder, created; one error line when it cannot be (a file in the way) or when it holds one of
     the command's `inputs`."""
-    from servesim.simulator.files import refuse_folder_holding_inputs
+    from servesim.simulator.files import OUTPUT_SUFFIXES, refuse_folder_holding_inputs, refuse_link
 
     refuse_folder_holding_inputs(out, "--out", inputs)
     out = Path(out)
+    if out.is_dir():  # what these commands write are tables, summaries, plots and logs: none through a link
+        for entry in sorted(out.iterdir()):
+            if entry.suffix.lower() in OUTPUT_SUFFIXES:
+                refuse_link(entry, "--out")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -51,6 +51,10 @@ class IntLists:
         gather = np.repeat(self.bounds[:-1][rows] - bounds[:-1], lengths) + np.arange(bounds[-1])
         return IntLists(self.values[gather], bounds)
 
+    def slice(self, lo: int, hi: int) -> "IntLists":
+        b = self.bounds[lo:hi + 1]
+        return IntLists(self.values[b[0]:b[-1]], b - b[0])
+
     def tolist(self) -> list[list[int]]:
         v, b = self.values.tolist(), self.bounds.tolist()
         return [v[b[i]:b[i + 1]] for i in range(len(b) - 1)]
@@ -78,16 +82,17 @@ def numbers(values: np.ndarray):
     return pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(values)], null_count=0)
 
 
-def texts(values: list):
-    """large_string, None as null; a column of None only is Arrow's null type (what pa.array infers). Built as the
-    few distinct texts taken by index (a request's status, class, finish reason): no bytes object per row."""
+def texts(values: list, typed: bool | None = None):
+    """large_string, None as null; a column of None only is Arrow's null type (what pa.array infers; `typed`: the
+    whole column, of which these are rows, has a text). Built as the few distinct texts taken by index (a request's
+    status, class, finish reason): no bytes object per row."""
     import pyarrow as pa
 
     index: dict[str, int] = {}
     codes = np.fromiter((-1 if v is None else index.setdefault(v, len(index)) for v in values), dtype=np.int32,
                         count=len(values))
     if not index:
-        return pa.nulls(len(values))
+        return pa.nulls(len(values), type=pa.large_string() if typed else None)
     data = [v.encode() for v in index]
     offsets = np.zeros(len(data) + 1, dtype=np.int64)
     np.cumsum([len(d) for d in data], out=offsets[1:])
@@ -110,40 +115,56 @@ def int_lists(lists: IntLists):
                                  children=[numbers(lists.values)])
 
 
-def optional_ints(values: list):
-    """Integers or None (a request's session): int64 with nulls; None only: the null type."""
+def optional_ints(values: list, typed: bool | None = None):
+    """Integers or None (a request's session): int64 with nulls; None only: the null type (`typed`: as texts')."""
     import pyarrow as pa
 
     valid = np.fromiter((v is not None for v in values), dtype=bool, count=len(values))
     if not valid.any():
-        return pa.nulls(len(values))
+        return pa.nulls(len(values), type=pa.int64() if typed else None)
     ints = np.fromiter((v if v is not None else 0 for v in values), dtype=np.int64, count=len(values))
     return pa.Array.from_buffers(pa.int64(), len(values), [_bitmap(valid), pa.py_buffer(ints)],
                                  null_count=int(len(values) - valid.sum()))
 
 
-def table(columns: dict, texts_in: tuple = ()):
+def table(columns: dict, texts_in: tuple = (), typed: dict | None = None):
     """An Arrow table of the columns: numpy arrays as numbers, IntLists as lists, the named lists as text, any
-    other list as integers or None."""
+    other list as integers or None. typed: for the lists, whether the whole column has a value (these being some
+    of its rows); by default these rows decide."""
     import pyarrow as pa
 
+    typed = typed or {}
     arrays = []
     for name, values in columns.items():
         if name in texts_in:
-            arrays.append(texts(values))
+            arrays.append(texts(values, typed.get(name)))
         elif isinstance(values, IntLists):
             arrays.append(int_lists(values))
         elif isinstance(values, np.ndarray):
             arrays.append(numbers(values))
         else:
-            arrays.append(optional_ints(values))
+            arrays.append(optional_ints(values, typed.get(name)))
     return pa.Table.from_arrays(arrays, names=list(columns))
+
+
+def _rows(columns: dict, lo: int, hi: int) -> dict:
+    return {name: values.slice(lo, min(hi, len(values))) if isinstance(values, IntLists) else values[lo:hi]
+            for name, values in columns.items()}
 
 
 ROW_GROUP = 1 << 17  # rows a parquet row group holds: the writer encodes one at a time
 
 
 def write_parquet(columns: dict, path: Path, texts_in: tuple = ()) -> None:
+    """One row group at a time: only that group's Arrow arrays exist at once (a count kept as int32 is widened to
+    the file's int64 a group at a time)."""
     import pyarrow.parquet as pq
 
-    pq.write_table(table(columns, texts_in), path, row_group_size=ROW_GROUP)
+    rows = len(next(iter(columns.values()))) if columns else 0
+    typed = {name: any(v is not None for v in values) for name, values in columns.items() if isinstance(values, list)}
+    first = table(_rows(columns, 0, ROW_GROUP), texts_in, typed)
+    with pq.ParquetWriter(path, first.schema) as writer:
+        writer.write_table(first)
+        del first
+        for lo in range(ROW_GROUP, rows, ROW_GROUP):
+            writer.write_table(table(_rows(columns, lo, lo + ROW_GROUP), texts_in, typed))

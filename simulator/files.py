@@ -244,6 +244,7 @@ def output_file(path: str | Path, field: str, inputs=()) -> Path:
     and so is one of the command's `inputs` (a file, or a file already inside an input folder): written over,
     the input would be gone."""
     path = Path(path)
+    refuse_link(path, field)
     if path.is_dir():
         raise ConfigError(field, f"{path} is a directory: give a file name")
     refuse_writing_over(path, field, inputs)
@@ -276,10 +277,24 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+OUTPUT_SUFFIXES = (".json", ".jsonl", ".csv", ".txt", ".png", ".svg", ".parquet", ".yaml", ".prom")
+
+
+def refuse_link(path: str | Path, field: str) -> None:
+    """servesim writes its own files, never through a symbolic link: one sitting at a name a command writes would
+    send the write to its target, outside the results (or over what the command reads)."""
+    path = Path(path)
+    if path.is_symlink():
+        raise ConfigError(field, f"{path} is a symbolic link (to {os.readlink(path)}): servesim writes its own files, "
+                                 f"never through a link; remove it or write elsewhere")
+
+
 def refuse_folder_over_inputs(out: str | Path, names, field: str, inputs) -> None:
     """An output folder whose files (`names`) would replace one of `inputs`: a scenario called config.yaml in the
-    run's --out, a sweep.yaml in the sweep's, a simulation folder given as compare's input and its --out."""
+    run's --out, a sweep.yaml in the sweep's, a simulation folder given as compare's input and its --out; or that
+    holds a link at one of those names."""
     for name in names:
+        refuse_link(Path(out) / name, field)
         refuse_writing_over(Path(out) / name, field, inputs)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from servesim.simulator.arrow_columns import IntLists, write_parquet
 from servesim.simulator.batch import SHAPE_FIELDS, BatchShape
 from servesim.simulator.cost_model import extrapolation_warnings
-from servesim.simulator.records import STEP_COLUMNS, TIME_COLUMNS, RequestLog, StepLog
+from servesim.simulator.records import STEP_COLUMNS, TYPECODES, RequestLog, StepLog
 from servesim.simulator.request import FINISHED, REJECTED
 
 if TYPE_CHECKING:
@@ -157,12 +157,13 @@ TEXT_COLUMNS = ("status", "slo_class", "finish_reason")  # the request columns o
 
 
 def _step_columns(logs: list[StepLog], usable_blocks: list[int]) -> dict[str, np.ndarray]:
-    """Every replica's steps, one after the other, as numpy columns (floats for times, int64 for counts)."""
+    """Every replica's steps, one after the other, as numpy columns: floats for times, counts as the log holds them
+    (int32 where the settings keep them below 2^31; `RunResult.steps` and the file hold int64)."""
     def column(c: str) -> np.ndarray:  # one replica's is read in place (its log is done), several are joined
-        parts = [np.frombuffer(log.cols[c], dtype=float if c in TIME_COLUMNS else np.int64) for log in logs]
+        parts = [np.frombuffer(log.cols[c], dtype=TYPECODES[log.cols[c].typecode]) for log in logs]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
     cols = {c: column(c) for c in STEP_COLUMNS}
-    cols["replica"] = np.repeat(np.arange(len(logs), dtype=np.int64), [len(log) for log in logs])
+    cols["replica"] = np.repeat(np.arange(len(logs), dtype=np.int32), [len(log) for log in logs])
     cols["duration"] = cols["end"] - cols["start"]
     cols["kv_usage"] = cols["kv_blocks_used"] / np.asarray(usable_blocks, dtype=np.int64)[cols["replica"]]
     return cols
@@ -238,7 +239,8 @@ class RunResult:
         if self._steps is None:
             import pandas as pd
 
-            self._steps = pd.DataFrame(self.step_columns)
+            self._steps = pd.DataFrame({c: v.astype(np.int64) if v.dtype == np.int32 else v  # counts: int64
+                                        for c, v in self.step_columns.items()})
         return self._steps
 
     @property

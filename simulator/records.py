@@ -16,17 +16,22 @@ from servesim.simulator.batch import BatchShape
 from servesim.simulator.request import FINISHED, Request
 
 TIME_COLUMNS = ("start", "end")  # floats; the other step columns are counts
+# counts that may pass 2^31 (a step's attention pairs, its decodes' context); the rest stay below it by the
+# settings' bounds (tokens per step, blocks, requests, sequences) and take 4 bytes
+WIDE_COLUMNS = ("prefill_attention_pairs", "decode_context_tokens")
+TYPECODES = {"d": np.float64, "q": np.int64, "i": np.int32}  # an array's typecode, numpy's type for its buffer
 STEP_COLUMNS = ["start", "end", "scheduled_tokens", "prefill_tokens", "decode_seqs", "num_running",
                 "num_waiting", "kv_blocks_used", "num_preempted", "num_seqs", "prefill_attention_pairs",
                 "decode_context_tokens", "swapped_blocks", "spec_drafts", "spec_accepted"]
 
 
 class StepLog:
-    """Typed columns (8 bytes a value, not a Python object's 32), appended once per step (or extended once per
+    """Typed columns (4 or 8 bytes a value, not a Python object's 32), appended once per step (or extended once per
     decode run)."""
 
     def __init__(self):
-        self.cols: dict[str, array] = {c: array("d" if c in TIME_COLUMNS else "q") for c in STEP_COLUMNS}
+        self.cols: dict[str, array] = {c: array("d" if c in TIME_COLUMNS else "q" if c in WIDE_COLUMNS else "i")
+                                       for c in STEP_COLUMNS}
         self._append = [self.cols[c].append for c in STEP_COLUMNS]
 
     def add_step(self, start: float, end: float, shape: BatchShape, running: int, waiting: int,

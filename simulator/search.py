@@ -116,7 +116,8 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
             low, at_low, high = high, s, high * 2
         else:
             # not a maximum: where the doubling stopped (the run's requests arrive almost at once there)
-            return {"max_rate": None, "reason": f"no failing rate found: the SLOs held up to {low:.6g} req/s",
+            return {"max_rate": None, "reason": f"no failing rate found: the SLOs held up to {low:.6g} req/s, "
+                                                f"where the {max_runs}-run limit stopped the doubling",
                     "runs": runs, "summary": at_low}
     else:  # the bracket's top must be measured to fail, not assumed to
         at_high = run(high)

@@ -80,3 +80,18 @@ def test_a_run_that_writes_its_files_does_not_import_pandas(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert len(pd.read_parquet(tmp_path / "requests.parquet")) == 5
+
+
+def test_row_groups_written_one_at_a_time_keep_the_columns_types(tmp_path, monkeypatch):
+    """A column that is None in some row groups (a class, a session) keeps its type across them; the file reads back
+    as the whole table, whatever the group size."""
+    monkeypatch.setattr(arrow_columns, "ROW_GROUP", 2)
+    columns = {"i": np.arange(5, dtype=np.int32), "f": np.array([0.5, NAN, 1.0, 2.0, NAN]),
+               "t": [None, None, "a", None, "b"], "o": [None, None, 7, None, None],
+               "r": [[1, 2], [], [3, 3], [], [4, 9, 11, 12]]}
+    given = {k: arrow_columns.IntLists.from_lists(v) if k == "r" else v for k, v in columns.items()}
+    arrow_columns.write_parquet(given, tmp_path / "t.parquet", texts_in=("t",))
+    assert pq.ParquetFile(tmp_path / "t.parquet").num_row_groups == 3
+    want = expected(columns | {"i": columns["i"].astype(np.int64)})
+    got = pq.read_table(tmp_path / "t.parquet")
+    assert got.schema == want.schema and got.equals(want)

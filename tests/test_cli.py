@@ -186,6 +186,35 @@ def test_bench_azure_conv_measures_capacity_uncut_and_says_what_it_replaces(caps
     assert json.loads(out.out)["rate"] == 3 and "replaces --rate (7.0)" in out.err
 
 
+def test_no_command_writes_through_a_link_in_its_results_folder(tmp_path, capsys):
+    """Round 37: a symbolic link at a name a command writes (summary.json, a plot, a compare table) sent the write
+    to its target, outside the results folder (a sweep's own table was replaced by a plot so)."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("hello")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.json").symlink_to(victim)
+    assert main(["run", "--set", "workload.num_requests=5", "--out", str(out), "--quiet"]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err and victim.read_text() == "hello"
+    run = tmp_path / "run"
+    assert main(["run", "--set", "workload.num_requests=5", "--out", str(run), "--quiet"]) == 0
+    (run / "plot-timeline.png").symlink_to(victim)
+    capsys.readouterr()
+    assert main(["plot", str(run), "--kind", "timeline"]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err and victim.read_text() == "hello"
+    (tmp_path / "w.jsonl").symlink_to(victim)
+    assert main(["workload", "write", "--set", "workload.num_requests=5", "--out", str(tmp_path / "w.jsonl")]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err and victim.read_text() == "hello"
+    from servesim.calibration.validate import make_out_dir
+    from servesim.simulator.errors import ConfigError
+
+    cmp = tmp_path / "cmp"
+    cmp.mkdir()
+    (cmp / "table.csv").symlink_to(victim)
+    with pytest.raises(ConfigError, match="is a symbolic link"):
+        make_out_dir(cmp)
+
+
 def test_no_command_writes_over_a_hard_link_to_its_input(tmp_path, capsys):
     """Round 36: --out naming a hard link of the trace replaced the trace (a symlink was refused)."""
     import os

@@ -187,6 +187,31 @@ def test_moe_layers_are_composed_from_the_fused_moe_tables(tmp_path, monkeypatch
     assert rough.cost_model_source == "built-in profile roofline"
 
 
+@pytest.mark.skipif(not (TABLES / "a100_sxm" / "moe").is_dir() or not (TABLES / "b200_sxm" / "moe").is_dir(),
+                    reason=f"A100 and B200 MoE kernel tables not found at {TABLES}")
+@pytest.mark.parametrize("gpu, key, kernel", [("a100-80gb", "a100_sxm", "vllm_fused_moe"),
+                                              ("b200-sxm", "b200_sxm",
+                                               "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts")])
+def test_moe_experts_compose_from_every_kernel_the_tables_time(gpu, key, kernel, tmp_path, monkeypatch):
+    """Round 37: Qwen3-30B-A3B was refused on A100 and B200 as "no fused-MoE timings" though the tables time its
+    experts, under the A100 table's name for vLLM's Triton kernel and under FlashInfer's TRT-LLM kernel on B200."""
+    import pandas as pd
+
+    from servesim.calibration.aiconfigurator import KernelTables
+
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
+    rs = load(None, ["model=qwen3-30b-a3b", f"hardware.gpu={gpu}"])
+    assert rs.cost_model_source.startswith(f"composed from the {key} kernel tables")
+    m = rs.arch
+    t = KernelTables(TABLES, key)
+    rows = pd.concat(pd.read_parquet(f) for f in (TABLES / key).glob("moe/vllm/*/moe_perf.parquet"))
+    rows = rows[(rows["hidden_size"] == m.hidden_size) & (rows["inter_size"] == m.moe_intermediate_size)
+                & (rows["num_experts"] == m.num_experts) & (rows["moe_tp_size"] == 1) & (rows["moe_ep_size"] == 1)
+                & (rows["distribution"] == "power_law_1.2") & (rows["kernel_source"] == kernel)]
+    at = rows.groupby("num_tokens")["latency"].median()
+    assert len(at) and t.moe_ms(float(at.index[0]), m, "bf16", 1) == pytest.approx(float(at.iloc[0]))
+
+
 @pytest.mark.skipif(not (TABLES / "rtx_pro_6000_server" / "comm" / "nccl").is_dir(),
                     reason=f"NCCL tables not found at {TABLES}")
 def test_expert_parallel_layers_are_composed_with_their_dispatch_and_combine(tmp_path, monkeypatch):
