@@ -110,7 +110,7 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
 
     from servesim.workloads.source import CheckedSource, StaticSource
 
-    if isinstance(requests, StaticSource):  # its requests, checked, as a list: written beside a result to repeat it
+    if type(requests) is StaticSource:  # its requests, checked, as a list: written beside a result to repeat it
         requests = requests.initial()
     if isinstance(requests, RequestSource):
         requests = CheckedSource(requests)  # checked as they come

@@ -234,7 +234,7 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
         tmp.chmod(0o777 & ~_UMASK)  # mkdtemp's 0700 would make the finished run unlike every other folder written
         result.write(tmp)
         (tmp / "point.json").write_text(json.dumps(point | {"servesim": code_version()}, indent=1, default=str) + "\n")
-        if final.exists():
+        if _own(final).exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
         return row | _flat(result.summary) | {"error": None}
@@ -272,8 +272,17 @@ _UMASK = _current_umask()
 
 def _failed(rid: str, point: dict, runs_dir: str, exc: Exception) -> dict:
     message = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
-    (Path(runs_dir) / f"{rid}.error.txt").write_text(message + "\n" + traceback.format_exc())
+    path = _own(Path(runs_dir) / f"{rid}.error.txt")
+    path.write_text(message + "\n" + traceback.format_exc())
     return {"run_id": rid} | _cells(point) | {"error": message}
+
+
+def _own(path: Path) -> Path:
+    """A name only the sweep writes (a temporary table, a run's folder or error file): a link found there is
+    replaced, never written through."""
+    if path.is_symlink():
+        path.unlink()
+    return path
 
 
 def _cells(point: dict) -> dict:
@@ -309,7 +318,7 @@ def write_table(rows: list[dict], out: Path, keys: list[str] | None = None) -> p
         order = [k for k in (keys or []) if k in table] or ["run_id"]
         table = table.sort_values(order, kind="stable").reset_index(drop=True)
     for name, writer in (("sweep.parquet", table.to_parquet), ("sweep.csv", table.to_csv)):
-        tmp = out / f".{name}.tmp"
+        tmp = _own(out / f".{name}.tmp")
         writer(tmp, index=False)
         os.replace(tmp, out / name)
     return table
@@ -323,7 +332,7 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     inputs = check_points(scenario, sets, points)
     from servesim.simulator.files import refuse_folder_over_inputs
 
-    refuse_folder_over_inputs(out, TABLE_FILES, out_field, inputs)  # the CLI's --out, the API's out
+    refuse_folder_over_inputs(out, TABLE_FILES + ("runs",), out_field, inputs)  # the CLI's --out, the API's out
     out = Path(out)
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)

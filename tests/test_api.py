@@ -94,6 +94,32 @@ def test_a_sources_requests_are_checked_as_a_lists_are(make, field):
     assert e.value.field.endswith(field), (e.value.field, str(e.value))
 
 
+def test_a_source_that_sends_nothing_or_not_a_list_is_refused():
+    """Round 38: a source whose initial() was empty ran as an empty run (an empty list is refused); one returning
+    None was a bare TypeError; a StaticSource subclass's follow-ups were dropped (it ran as its list)."""
+    from servesim.workloads.source import ClosedLoopSource, RequestSource, StaticSource
+
+    class Empty(RequestSource):
+        def initial(self):
+            return []
+
+    class Nothing(RequestSource):
+        def initial(self):
+            return None
+
+    spec = servesim.RequestSpec(0, 0.0, 10, 5)
+    for source in (Empty(), Nothing(), ClosedLoopSource(0, lambda: 0.1, iter([spec] * 5), 5, None)):
+        with pytest.raises(servesim.ConfigError) as e:
+            servesim.simulate(None, {"profile": "teaching"}, requests=source)
+        assert e.value.field == "requests"
+
+    class More(StaticSource):  # one request, then three follow-ups
+        def on_finish(self, spec, t, completed, idle=False):
+            return [servesim.RequestSpec(spec.request_id + 1, t, 10, 5)] if spec.request_id < 3 else []
+
+    assert servesim.simulate(None, {"profile": "teaching"}, requests=More([spec])).summary["completed"] == 4
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text("abc", min_size=1, max_size=3),

@@ -215,6 +215,33 @@ def test_no_command_writes_through_a_link_in_its_results_folder(tmp_path, capsys
         make_out_dir(cmp)
 
 
+def test_a_sweep_replaces_links_at_its_own_names_and_refuses_a_linked_runs_folder(tmp_path, capsys):
+    """Round 38: a link at the sweep's temporary table name or at a run's error file was written through (the
+    target became the table, or a traceback), and a linked runs/ folder took the runs outside --out."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("victim")
+    out = tmp_path / "s"
+    out.mkdir()
+    (out / ".sweep.parquet.tmp").symlink_to(victim)
+    argv = ["sweep", "--set", "workload.num_requests=3", "--set", "model=gpt-oss-120b", "--grid",
+            "hardware.gpu=h200-sxm,a100-80gb", "--out", str(out)]
+    assert main(argv) == 1  # the A100 point does not fit: recorded, the sweep goes on
+    assert victim.read_text() == "victim" and (out / "sweep.parquet").is_file()
+    error = next((out / "runs").glob("*.error.txt"))
+    error.unlink()
+    error.symlink_to(victim)
+    assert main(argv) == 1
+    assert victim.read_text() == "victim" and not error.is_symlink() and "a100" in error.read_text().lower()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    linked = tmp_path / "s2"
+    linked.mkdir()
+    (linked / "runs").symlink_to(elsewhere)
+    capsys.readouterr()
+    assert main(argv[:-1] + [str(linked)]) == 2
+    assert "is a symbolic link" in capsys.readouterr().err and not any(elsewhere.iterdir())
+
+
 def test_no_command_writes_over_a_hard_link_to_its_input(tmp_path, capsys):
     """Round 36: --out naming a hard link of the trace replaced the trace (a symlink was refused)."""
     import os

@@ -194,6 +194,9 @@ class CheckedSource(RequestSource):
         from servesim.simulator.errors import ConfigError
         from servesim.workloads.spec import checked_specs
 
+        if specs is None or isinstance(specs, (str, bytes)):
+            raise ConfigError("requests", f"{self.kind}'s initial() and on_finish() must return lists of RequestSpec, "
+                                          f"got {type(specs).__name__}")
         specs = list(specs)
         if not specs:  # a finish that sends nothing
             return []
@@ -208,7 +211,12 @@ class CheckedSource(RequestSource):
         return out
 
     def initial(self) -> list[RequestSpec]:
-        return self._checked(self.inner.initial())
+        from servesim.simulator.errors import ConfigError
+
+        first = self._checked(self.inner.initial())
+        if not first:  # nothing would ever happen (an empty list is refused the same way)
+            raise ConfigError("requests", f"{self.kind}'s initial() gave no request: a run needs at least one")
+        return first
 
     def on_finish(self, spec, t, completed, idle=False):
         return self._checked(self.inner.on_finish(spec, t, completed, idle), t)
