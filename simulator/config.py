@@ -491,6 +491,9 @@ def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, 
     if not e.enable_chunked_prefill and tokens < max_model_len:
         raise ConfigError("engine.max_num_batched_tokens",
                           f"{tokens} is smaller than max_model_len ({max_model_len}) with chunked prefill off")
+    if tokens < seqs:  # vLLM's SchedulerConfig refuses it too (a max_num_seqs left unset is lowered to the budget)
+        raise ConfigError("engine.max_num_seqs", f"{seqs} is above max_num_batched_tokens ({tokens}): vLLM needs "
+                                                 f"max_num_batched_tokens >= max_num_seqs")
     return tokens, seqs
 
 

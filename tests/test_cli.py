@@ -242,6 +242,16 @@ def test_a_sweep_replaces_links_at_its_own_names_and_refuses_a_linked_runs_folde
     assert "is a symbolic link" in capsys.readouterr().err and not any(elsewhere.iterdir())
 
 
+def test_a_budget_below_max_num_seqs_is_refused_as_vllm_does(capsys):
+    """Round 39: max_num_batched_tokens=512 beside max_num_seqs=1024 ran; vLLM's SchedulerConfig refuses it. A
+    max_num_seqs left unset is lowered to the budget, as vLLM's EngineArgs does."""
+    assert main(["config", "--set", "engine.max_num_batched_tokens=512", "--set", "engine.max_num_seqs=1024"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("servesim: error: engine.max_num_seqs: 1024 is above max_num_batched_tokens (512)")
+    assert main(["config", "--set", "engine.max_num_batched_tokens=200"]) == 0
+    assert "max_num_seqs: 200" in capsys.readouterr().out
+
+
 def test_no_command_writes_over_a_hard_link_to_its_input(tmp_path, capsys):
     """Round 36: --out naming a hard link of the trace replaced the trace (a symlink was refused)."""
     import os

@@ -220,7 +220,9 @@ def test_describe_trace(tmp_path):
              RequestSpec(1, 2.0, 1500, 30, session_id=1, prefix_ids=(1, 2, 3), prefix_block_tokens=512),
              RequestSpec(2, 4.0, 100, 20, session_id=2)]
     info = describe_trace(specs, skipped=4)
-    assert info["rows"] == 3 and info["duration_s"] == 4.0 and info["rate"] == 0.75
+    assert info["rows"] == 3 and info["duration_s"] == 4.0 and info["rate"] == 0.5  # 2 gaps in 4 s (round 39: 0.75)
+    steady = [RequestSpec(i, 0.25 * i, 10, 5) for i in range(5)]  # a constant 4 req/s stream reads as 4, not 5
+    assert describe_trace(steady)["rate"] == pytest.approx(4.0)
     assert info["prompt"]["p50"] == 1024 and info["prompt"]["max"] == 1500 and info["output"]["mean"] == 20
     assert info["prefix_reuse"] == pytest.approx(2 / 5)  # ids 1, 2 seen again, out of 5 blocks
     assert info["sessions"] == 2 and info["skipped"] == 4

@@ -639,7 +639,7 @@ def describe_trace(specs: Sequence[RequestSpec], *, block_tokens: int | None = N
     return {
         "rows": len(specs),
         "duration_s": duration,
-        "rate": len(specs) / duration if duration > 0 else None,
+        "rate": (len(specs) - 1) / duration if duration > 0 else None,  # arrivals per second: n - 1 gaps in the span
         "prompt": _stats([s.prompt_tokens for s in specs]),
         "output": _stats([s.output_tokens for s in specs]),
         "prefix_reuse": _prefix_reuse(specs, block_tokens),
