@@ -486,7 +486,8 @@ def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, 
     tokens, seqs = usage_context_defaults(hw, e.usage_context)
     if not e.enable_chunked_prefill:
         tokens = max(max_model_len, tokens)
-    tokens = e.max_num_batched_tokens or min(tokens, seqs * max_model_len)
+    # vLLM's EngineArgs: an unset budget is at most max_num_seqs (the user's, else the default) x max_model_len
+    tokens = e.max_num_batched_tokens or min(tokens, (e.max_num_seqs or seqs) * max_model_len)
     seqs = e.max_num_seqs or min(seqs, tokens)
     if not e.enable_chunked_prefill and tokens < max_model_len:
         raise ConfigError("engine.max_num_batched_tokens",

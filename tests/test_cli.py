@@ -250,6 +250,9 @@ def test_a_budget_below_max_num_seqs_is_refused_as_vllm_does(capsys):
     assert err.startswith("servesim: error: engine.max_num_seqs: 1024 is above max_num_batched_tokens (512)")
     assert main(["config", "--set", "engine.max_num_batched_tokens=200"]) == 0
     assert "max_num_seqs: 200" in capsys.readouterr().out
+    # round 40: an unset budget is at most max_num_seqs x max_model_len with the user's max_num_seqs (8192 for 200)
+    assert main(["config", "--set", "engine.max_model_len=100", "--set", "engine.max_num_seqs=2"]) == 0
+    assert "max_num_batched_tokens: 200" in capsys.readouterr().out
 
 
 def test_no_command_writes_over_a_hard_link_to_its_input(tmp_path, capsys):
