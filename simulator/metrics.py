@@ -209,7 +209,6 @@ class RunResult:
     given_requests: list | None = None  # requests given to simulate() rather than the scenario's workload
     itl_distribution: tuple | None = None  # the finished requests' ITLs as (values, counts): what the summary reads
     inputs: list = field(default_factory=list)  # the files the run read: write() never replaces one
-    sim_end: float = 0.0  # the simulation clock at the end
     cut: bool = False  # simulation.max_sim_time_s ended the run with events still to come
     unrepeatable: str | None = None  # a RequestSource given to simulate() that makes its requests as the run goes
     _itls: np.ndarray | None = None
@@ -268,7 +267,6 @@ class RunResult:
         result = cls(rs.as_dict(), req, steps, tokens)
         result.itl_distribution = (itl_values, itl_counts)
         result.inputs = rs.input_files()
-        result.sim_end = sim_end
         prefill_only = rs.scenario.cluster.prefill_replicas  # the first replicas, when disaggregated
         result.summary = result._summarize(finished, sim_end, len(logs), prefill_only)
         result.summary["cost_model_source"] = rs.cost_model_source  # which profile, and how it was chosen
