@@ -54,8 +54,10 @@ def _add_fit(csub) -> None:
     f.add_argument("--terms", help="real runs: comma-separated terms to fit (default: memory_scale,compute_scale,"
                                    "gpu_per_layer_us; docs/calibration.md lists them)")
     f.add_argument("--max-evals", type=COUNT, default=60, help="real runs: simulations the optimiser may run")
-    f.add_argument("--out", type=nonempty_path, help="profile YAML (default: profile.yaml beside the measurements); "
-                   "the fit's per-point predictions go beside it as NAME.predictions.parquet")
+    f.add_argument("--out", type=nonempty_path, help="profile YAML (default: profile.yaml beside the measurement tables; for real runs "
+                   "results/profiles/NAME.yaml); "
+                   "beside it go the fit's per-point predictions (measurement tables: NAME.predictions.parquet) "
+                   "or each held-out quantile (real runs: NAME.held-out.csv)")
     f.add_argument("--name", help="profile name")
     f.add_argument("--holdout", type=OPEN_FRACTION, help="measurement tables: the share held out (default 0.2)")
     f.add_argument("--model", help="the model measured (default: from run.json; required without it)")
@@ -464,6 +466,10 @@ def cmd_import(args) -> int:
     if args.out and Path(args.out).resolve().is_relative_to(Path(data).resolve()):
         raise ConfigError("--out", f"{args.out} lies inside the kernel tables {data}: a profile there would replace "
                                    f"a table, or be read as one; write it elsewhere")
+    from servesim.simulator.files import output_file
+
+    # never over the model file (or a file in the model's folder) it reads, nor through a link
+    output_file(args.out, "--out", [args.model] if Path(args.model).exists() else [])
     try:
         path, fit = import_profile(data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,
                                    kv_dtype=args.kv_cache_dtype, dp=args.data_parallel_size,

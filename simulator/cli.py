@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -130,8 +131,16 @@ def cmd_capacity(args) -> int:
     from servesim.simulator.capacity_plan import ARGUMENTS, plan
 
     given = {name: getattr(args, name) for name in ARGUMENTS}
-    p = plan(args.model, args.gpu, quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
-             disable_hybrid_kv_cache_manager=args.disable_hybrid_kv_cache_manager, **given)
+    try:
+        p = plan(args.model, args.gpu, quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
+                 disable_hybrid_kv_cache_manager=args.disable_hybrid_kv_cache_manager, **given)
+    except ConfigError as exc:  # the API's argument names, said as this command's flags
+        if exc.field not in ARGUMENTS:
+            raise
+        message = exc.message
+        for name, (flag, _) in ARGUMENTS.items():
+            message = re.sub(rf"\b{name}\b", flag, message)
+        raise ConfigError(ARGUMENTS[exc.field][0], message) from None
     if p.layout.note:
         print(p.layout.note, file=sys.stderr)
     for line in p.warnings:

@@ -357,6 +357,13 @@ def test_the_fit_never_writes_over_its_own_input(tmp_path):
         with pytest.raises(ConfigError, match="--out: .* is the fit's own input"):
             fit_directory(run, out=out)
     assert pd.read_parquet(table).equals(harness_table()) and not (tmp_path / "p.yaml").exists()
+    # round 41: another name of the input (a hard link), or a symbolic link at the profile's name, is refused too
+    (tmp_path / "hard.yaml").hardlink_to(table)
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "victim.txt")
+    for out, why in ((tmp_path / "hard.yaml", "would write over the input"), (tmp_path / "link.yaml", "symbolic link")):
+        with pytest.raises(ConfigError, match=f"--out: .*{why}"):
+            fit_directory(table, out=out, model="small-llama", dtype="fp32")
+    assert pd.read_parquet(table).equals(harness_table()) and not (tmp_path / "victim.txt").exists()
 
 
 @pytest.mark.parametrize("labels, extra, needle", [

@@ -80,7 +80,8 @@ def test_cli_text(capsys):
     (["--max-model-len", "0"], "--max-model-len: must be >= 2"),
     (["--max-model-len", "9000"], "--max-model-len: 9000 exceeds the model's max_position_embeddings (8192)"),
     (["--model", "no-such-model"], "model"),
-    (["--shared-prefix-tokens", "100"], "shared_prefix_tokens"),
+    # round 41: the API's argument names were said to a command-line user
+    (["--shared-prefix-tokens", "100"], "--shared-prefix-tokens: give both --shared-prefix-tokens and --private-tokens"),
 ])
 def test_cli_bad_input(capsys, args, field):
     assert main(["capacity", "--gpu-memory-gib", "80"] + args) == 2

@@ -465,3 +465,24 @@ def test_a_damaged_layer_profile_is_refused(tmp_path, edit, said):
     bad.write_text("\n".join(lines) + "\n")
     with pytest.raises(ConfigError, match=said):
         _read_layers(bad)
+
+
+@needs_tables
+def test_import_never_writes_over_its_model_nor_through_a_link(tmp_path, capsys):
+    """Round 41: `calibrate import --model m.yaml --out m.yaml` replaced the model with the profile (exit 0), and an
+    --out that is a symbolic link wrote the profile to the link's target."""
+    from servesim.simulator.cli import main
+
+    model = tmp_path / "m.yaml"
+    text = (Path(__file__).resolve().parents[1] / "simulator" / "data" / "models" / "llama-3.1-8b.yaml").read_text()
+    model.write_text(text)
+    (tmp_path / "hard.yaml").hardlink_to(model)
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "victim.txt")
+    base = ["calibrate", "import", "aiconfigurator", "--gpu", "h100-sxm", "--data", str(TABLES), "--model", str(model)]
+    for out, why in (("m.yaml", "would write over the input"), ("hard.yaml", "would write over the input"),
+                     ("link.yaml", "is a symbolic link")):
+        assert main(base + ["--out", str(tmp_path / out)]) == 2
+        err = capsys.readouterr().err
+        assert f"--out: {tmp_path / out}" in err and why in err
+    assert model.read_text() == text and not (tmp_path / "victim.txt").exists()
+    assert main(base + ["--out", str(tmp_path / "p.yaml")]) == 0 and "cost_model: linear" in (tmp_path / "p.yaml").read_text()
