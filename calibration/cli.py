@@ -415,15 +415,15 @@ def _fit_serving(args) -> int:
     except ConfigError:
         pass  # the fit names what is wrong with them
     if args.out:  # refused before the fit's minutes, not after
-        output_file(args.out, "--out", inputs)
-        output_file(Path(args.out).with_suffix(".held-out.csv"), "--out", inputs)
+        output_file(args.out, "--out", inputs, profile=True)
+        output_file(Path(args.out).with_suffix(".held-out.csv"), "--out", inputs, profile=True)
     fit = fit_serving(train, held, args.scenario, sets, terms, args.max_evals)
     if args.name:
         fit.profile["name"] = args.name
     out = Path(args.out) if args.out else Path("results/profiles") / f"{fit.profile['name']}.yaml"
     if not args.out:  # the default, named by the fit: checked now
-        output_file(out, "--out", inputs)
-        output_file(out.with_suffix(".held-out.csv"), "--out", inputs)
+        output_file(out, "--out", inputs, profile=True)
+        output_file(out.with_suffix(".held-out.csv"), "--out", inputs, profile=True)
     write_profile(fit.profile, out)
     fit.held_out_table.to_csv(out.with_suffix(".held-out.csv"), index=False)
     h = fit.held_out
@@ -469,7 +469,7 @@ def cmd_import(args) -> int:
     from servesim.simulator.files import output_file
 
     # never over the model file (or a file in the model's folder) it reads, nor through a link
-    output_file(args.out, "--out", [args.model] if Path(args.model).exists() else [])
+    output_file(args.out, "--out", [args.model] if Path(args.model).exists() else [], profile=True)
     try:
         path, fit = import_profile(data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,
                                    kv_dtype=args.kv_cache_dtype, dp=args.data_parallel_size,

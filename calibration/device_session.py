@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -300,13 +301,16 @@ MAX_BUNDLE_BYTES = 4 << 30  # a session's files are megabytes; more is not a bun
 
 
 def unpack(bundle: str | Path, results_root: str | Path = "results/fidelity",
-           profiles: str | Path = "calibration/profiles") -> tuple[Path, Path]:
+           profiles: str | Path = Path(__file__).resolve().parent / "profiles") -> tuple[Path, Path]:
     """What came back, into the repository: the bundle under results/fidelity/device-PROFILE/, the
-    fitted profile among the built-in ones (its `measurements` pointing at the unpacked parquet).
-    The bundle is untrusted: its profile name must be one plain path component, and nothing outside
-    results_root is ever removed."""
+    fitted profile among the built-in ones (the package's calibration/profiles/, from any folder; its
+    `measurements` pointing at the unpacked parquet).
+    The bundle is untrusted: its profile name must be one plain path component and no shipped profile's
+    (re-unpacking a session replaces that session's own profile), every member is extracted into a fresh folder
+    before anything is replaced, nothing outside results_root is ever removed, and nothing is written through a
+    link."""
     from servesim.simulator.errors import ConfigError
-    from servesim.simulator.files import load_yaml
+    from servesim.simulator.files import linked, load_yaml
 
     bundle = Path(bundle)
     try:
@@ -332,26 +336,65 @@ def unpack(bundle: str | Path, results_root: str | Path = "results/fidelity",
             raise ConfigError("bundle", f"profile name {name!r} is not a plain name (letters, digits, '_', '.', '-')")
         root = Path(results_root).resolve()
         dest = root / f"device-{name}"
+        target = Path(profiles) / f"{name}.yaml"
+        _check_profile_target(target, dest, name)
         if dest.resolve().parent != root:  # a symlink planted where the folder goes
             raise ConfigError("bundle", f"{dest} does not lie in {root}")
-        if dest.is_symlink() or dest.is_file():
-            dest.unlink()
-        elif dest.exists():
-            shutil.rmtree(dest)
-        dest.mkdir(parents=True)
-        for m in members:
-            if m.name.startswith("session/") and (m.isfile() or m.isdir()):
-                m.name = m.name[len("session/"):]
-                try:
-                    tar.extract(m, dest, filter="data")
-                except tarfile.FilterError as exc:
-                    raise ConfigError("bundle", f"refused member {m.name!r}: {exc}") from None
-    target = Path(profiles) / f"{name}.yaml"
-    prof["measurements"] = str(Path("..", "..", Path(results_root) / dest.name, "calibration", "measurements.parquet"))
+        fresh = root / f".device-{name}.unpacking"  # all of it first: a bad member leaves what was there
+        if fresh.is_symlink() or fresh.is_file():
+            fresh.unlink()
+        elif fresh.exists():
+            shutil.rmtree(fresh)
+        try:
+            fresh.mkdir(parents=True)
+            for m in members:
+                if m.name.startswith("session/") and (m.isfile() or m.isdir()):
+                    m.name = m.name[len("session/"):]
+                    try:
+                        tar.extract(m, fresh, filter="data")
+                    except tarfile.FilterError as exc:
+                        raise ConfigError("bundle", f"refused member {m.name!r}: {exc}") from None
+                    except OSError as exc:  # a member below a file, a name the file system refuses
+                        raise ConfigError("bundle", f"cannot unpack member {m.name!r}: {exc.strerror or exc}") from None
+        except BaseException:
+            shutil.rmtree(fresh, ignore_errors=True)
+            raise
+    if dest.is_symlink() or dest.is_file():
+        dest.unlink()
+    elif dest.exists():
+        shutil.rmtree(dest)
+    os.replace(fresh, dest)
+    prof["measurements"] = os.path.relpath(dest / "calibration" / "measurements.parquet", target.parent.resolve())
     import yaml
 
-    target.write_text(yaml.safe_dump(prof, sort_keys=False))
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(yaml.safe_dump(prof, sort_keys=False))
+    except OSError as exc:
+        raise ConfigError("profiles", f"cannot write {target}: {exc.strerror or exc}") from None
+    if linked(target):
+        raise ConfigError("profiles", f"{target} became a link while unpacking")
     return dest, target
+
+
+def _check_profile_target(target: Path, dest: Path, name: str) -> None:
+    """The profile may replace only an earlier unpacking of this session (its measurements point into `dest`), never
+    a shipped profile, and never through a link."""
+    from servesim.simulator.errors import ConfigError
+    from servesim.simulator.files import linked, load_yaml
+
+    if linked(target):
+        raise ConfigError("bundle", f"{target} is a link: a profile is written as a file of its own, never through "
+                                    f"a link; remove it")
+    if target.exists():
+        try:
+            earlier = load_yaml(target.read_text(), "profile", str(target))
+        except (OSError, UnicodeDecodeError, ConfigError):
+            earlier = None
+        measured = earlier.get("measurements") if isinstance(earlier, dict) else None
+        if not (isinstance(measured, str) and Path(measured).parts[-3:-2] == (dest.name,)):
+            raise ConfigError("bundle", f"profile name {name!r} is a built-in profile's ({target}): a session "
+                                        f"replaces only its own; run it with another --name")
 
 
 def parse(argv=None) -> argparse.Namespace:

@@ -61,8 +61,11 @@ def check_measurements(df: pd.DataFrame, source: str = "measurements") -> pd.Dat
         if col not in df.columns:
             continue
         v = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=float)
+        # a truth value is no number, though pandas reads CSV's True as 1 (the README: no `true` for a number)
+        truth = np.full(len(df), df[col].dtype == bool) if df[col].dtype != object else \
+            df[col].map(lambda x: isinstance(x, (bool, np.bool_))).to_numpy(dtype=bool)
         with np.errstate(invalid="ignore"):
-            bad = ~np.isfinite(v) | ~rule[1](v)
+            bad = ~np.isfinite(v) | ~rule[1](v) | truth
         if bad.any():
             i = int(np.argmax(bad))
             raw = df[col].iloc[i]

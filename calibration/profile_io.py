@@ -155,7 +155,7 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
     for written in (out, predictions):
         if written.resolve() == path.resolve() or (path.parent / "run.json").resolve() == written.resolve():
             raise ConfigError("--out", f"{written} is the fit's own input ({path}); write the profile elsewhere")
-        output_file(written, "--out", [path, path.parent / "run.json"])  # a hard link to them, a symbolic link
+        output_file(written, "--out", [path, path.parent / "run.json"], profile=True)  # a hard link to them, a symbolic link
     fit = fit_step_model(df, holdout=holdout, seed=seed, source=str(path))
     device = meta.get("device", gpu or "unknown")
     hw = meta.get("hardware", {})

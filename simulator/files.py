@@ -239,7 +239,7 @@ def read_table(path: str | Path, field: str, columns: list[str] | tuple[str, ...
     return table
 
 
-def output_file(path: str | Path, field: str, inputs=()) -> Path:
+def output_file(path: str | Path, field: str, inputs=(), profile: bool = False) -> Path:
     """A file to write: its folder is made if missing; a folder, or a parent that is a file, is refused by name,
     and so is one of the command's `inputs` (a file, or a file already inside an input folder): written over,
     the input would be gone."""
@@ -247,7 +247,7 @@ def output_file(path: str | Path, field: str, inputs=()) -> Path:
     refuse_link(path, field)
     if path.is_dir():
         raise ConfigError(field, f"{path} is a directory: give a file name")
-    refuse_writing_over(path, field, inputs)
+    refuse_writing_over(path, field, inputs, profile)
     for parent in path.parents:
         if parent.exists():
             if not parent.is_dir():
@@ -257,9 +257,36 @@ def output_file(path: str | Path, field: str, inputs=()) -> Path:
     return path
 
 
-def refuse_writing_over(path: str | Path, field: str, inputs) -> None:
-    """`path` names one of `inputs` (str or Path; names that are no file, such as a built-in profile's, pass), or
-    an existing file inside an input folder (a real run's records): refused before any work."""
+def package_folders() -> list[Path]:
+    """servesim's own folders: its code and the built-in profiles, models and GPUs every run reads."""
+    from importlib.util import find_spec
+
+    folders = []
+    for name in ("servesim", "servesim.simulator", "servesim.workloads", "servesim.policies", "servesim.calibration"):
+        spec = find_spec(name)  # the folder of its __init__ (a source tree's `servesim` also searches the tree's root)
+        if spec is not None and spec.origin:
+            folders.append(Path(spec.origin).resolve().parent)
+    return folders
+
+
+def refuse_package_files(path: str | Path, field: str, profile: bool = False) -> None:
+    """Nothing is written among servesim's own files (a table over a built-in profile, a run's config.yaml among
+    them, read back as one), except a profile (and its fit's tables beside it) into calibration/profiles/ by a
+    command that makes profiles (`profile`: calibrate import and fit, how the built-in ones are made)."""
+    target = Path(path).resolve()
+    for folder in package_folders():
+        if target == folder or target.is_relative_to(folder):
+            if profile and folder.name == "calibration" and target.parent == folder / "profiles":
+                return
+            raise ConfigError(field, f"{path} lies among servesim's own files ({folder}: its code, built-in "
+                                     f"profiles, models and GPUs): write elsewhere")
+
+
+def refuse_writing_over(path: str | Path, field: str, inputs, profile: bool = False) -> None:
+    """`path` names one of `inputs` (str or Path; names that are no file pass), or an existing file inside an input
+    folder (a real run's records), or lies among servesim's own files (`profile`: as refuse_package_files): refused
+    before any work."""
+    refuse_package_files(path, field, profile)
     target = Path(path).resolve()
     for given in inputs:
         if not given:
@@ -280,19 +307,41 @@ def _same_file(a: Path, b: Path) -> bool:
 OUTPUT_SUFFIXES = (".json", ".jsonl", ".csv", ".txt", ".png", ".svg", ".parquet", ".yaml", ".prom")
 
 
+def linked(path: str | Path) -> bool:
+    """A symbolic link, or a file with another name (a hard link): writing at this name would change what the other
+    name holds."""
+    path = Path(path)
+    try:
+        return path.is_symlink() or (path.is_file() and path.stat().st_nlink > 1)
+    except OSError:
+        return False
+
+
 def refuse_link(path: str | Path, field: str) -> None:
-    """servesim writes its own files, never through a symbolic link: one sitting at a name a command writes would
-    send the write to its target, outside the results (or over what the command reads)."""
+    """servesim writes its own files, never through a link: a symbolic link sitting at a name a command writes would
+    send the write to its target, and a hard link would change the file's other name (a kernel table, a real run's
+    records, a scenario), outside the results or over what a command reads."""
     path = Path(path)
     if path.is_symlink():
         raise ConfigError(field, f"{path} is a symbolic link (to {os.readlink(path)}): servesim writes its own files, "
                                  f"never through a link; remove it or write elsewhere")
+    if linked(path):
+        raise ConfigError(field, f"{path} is a hard link (the file has {path.stat().st_nlink} names): servesim writes "
+                                 f"its own files, never through a link; remove it or write elsewhere")
 
 
 def refuse_folder_over_inputs(out: str | Path, names, field: str, inputs) -> None:
     """An output folder whose files (`names`) would replace one of `inputs`: a scenario called config.yaml in the
     run's --out, a sweep.yaml in the sweep's, a simulation folder given as compare's input and its --out; or that
-    holds a link at one of those names."""
+    holds a link at one of those names; or that cannot be a folder (a file, or below one): all before any work."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(field, f"{out} is a file, not a results folder")
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(field, f"{out} lies below {parent}, which is a file, not a folder")
+            break
     for name in names:
         refuse_link(Path(out) / name, field)
         refuse_writing_over(Path(out) / name, field, inputs)
@@ -301,7 +350,8 @@ def refuse_folder_over_inputs(out: str | Path, names, field: str, inputs) -> Non
 def refuse_folder_holding_inputs(out: str | Path, field: str, inputs) -> None:
     """A results folder that is or holds one of `inputs`: the command's files (tables, summaries, plots, logs)
     would land among what it reads, and one could replace it. (A folder of its own inside an input folder, such as
-    a real run's, is fine: nothing there is replaced.)"""
+    a real run's, is fine: nothing there is replaced.) Nor among servesim's own files."""
+    refuse_package_files(out, field)
     target = Path(out).resolve()
     for given in inputs:
         if given and Path(given).resolve().is_relative_to(target):

@@ -135,19 +135,22 @@ class TokenTimes:
         (distinct values, counts): the step gaps inside runs, then each gap across a break one by one."""
         ends = self.ends
         longest = np.full(len(self.runs), np.nan)
-        per_step = np.zeros(len(ends), dtype=np.int64)
+        per_step = np.zeros(len(ends), dtype=np.int32)  # a step's gap counts each request that decoded in it
         breaks = []
         for row, after, before, gap in self._gaps():
             np.fmax.at(longest, row, gap)
             done = self.finished[row]
             after, before, gap = after[done], before[done], gap[done]
             inside = after == before + 1  # ends[after] - ends[after - 1]: the step's gap, the same float
-            per_step += np.bincount(after[inside], minlength=len(ends))
+            counted = after[inside]
+            if counted.size:  # over the block's span of steps, not all of them: no array of every step per block
+                first = int(counted.min())
+                span = np.bincount(counted - first)
+                per_step[first:first + len(span)] += span
             breaks.append(gap[~inside])
-        step_gap = np.diff(ends, prepend=np.nan)
-        used = per_step > 0
-        values = np.concatenate([step_gap[used], *breaks])
-        counts = np.concatenate([per_step[used], *(np.ones(len(b), dtype=np.int64) for b in breaks)])
+        used = np.flatnonzero(per_step)  # steps whose gap some token had (never the first: a gap has a step before)
+        values = np.concatenate([ends[used] - ends[used - 1], *breaks])
+        counts = np.concatenate([per_step[used].astype(np.int64), *(np.ones(len(b), dtype=np.int64) for b in breaks)])
         return longest, values, counts
 
 
@@ -156,16 +159,40 @@ RUN_FILES = ("config.yaml", "summary.json", "requests.parquet", "steps.parquet",
 TEXT_COLUMNS = ("status", "slo_class", "finish_reason")  # the request columns of text (None where none)
 
 
-def _step_columns(logs: list[StepLog], usable_blocks: list[int]) -> dict[str, np.ndarray]:
+class Computed:
+    """A column computed from others a slice at a time, when read (a file's row group, a summary's sum): a run of
+    millions of steps need not hold it. `[:]` gives the whole column."""
+
+    def __init__(self, length: int, rows):
+        self.length, self.rows = length, rows  # rows(lo, hi) -> that slice of the column
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        lo, hi, step = rows.indices(self.length)
+        if step != 1:
+            raise IndexError("a computed column is read by contiguous slices")
+        return self.rows(lo, hi)
+
+
+def _step_columns(logs: list[StepLog], usable_blocks: list[int]) -> dict:
     """Every replica's steps, one after the other, as numpy columns: floats for times, counts as the log holds them
-    (int32 where the settings keep them below 2^31; `RunResult.steps` and the file hold int64)."""
+    (int32 where the settings keep them below 2^31; `RunResult.steps` and the file hold int64); the replica, the
+    duration and the KV usage are computed from them when read."""
     def column(c: str) -> np.ndarray:  # one replica's is read in place (its log is done), several are joined
         parts = [np.frombuffer(log.cols[c], dtype=TYPECODES[log.cols[c].typecode]) for log in logs]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
     cols = {c: column(c) for c in STEP_COLUMNS}
-    cols["replica"] = np.repeat(np.arange(len(logs), dtype=np.int32), [len(log) for log in logs])
-    cols["duration"] = cols["end"] - cols["start"]
-    cols["kv_usage"] = cols["kv_blocks_used"] / np.asarray(usable_blocks, dtype=np.int64)[cols["replica"]]
+    n = len(cols["end"])
+    starts = np.cumsum([0] + [len(log) for log in logs])  # each replica's first step
+
+    def replica(lo: int, hi: int) -> np.ndarray:
+        return (np.searchsorted(starts, np.arange(lo, hi), side="right") - 1).astype(np.int32)
+    usable = np.asarray(usable_blocks, dtype=np.int64)
+    cols["replica"] = Computed(n, replica)
+    cols["duration"] = Computed(n, lambda lo, hi: cols["end"][lo:hi] - cols["start"][lo:hi])
+    cols["kv_usage"] = Computed(n, lambda lo, hi: cols["kv_blocks_used"][lo:hi] / usable[replica(lo, hi)])
     return cols
 
 
@@ -207,13 +234,21 @@ class RunResult:
     tokens: TokenTimes
     summary: dict = field(default_factory=dict)
     given_requests: list | None = None  # requests given to simulate() rather than the scenario's workload
-    itl_distribution: tuple | None = None  # the finished requests' ITLs as (values, counts): what the summary reads
     inputs: list = field(default_factory=list)  # the files the run read: write() never replaces one
     cut: bool = False  # simulation.max_sim_time_s ended the run with events still to come
     unrepeatable: str | None = None  # a RequestSource given to simulate() that makes its requests as the run goes
     _itls: np.ndarray | None = None
+    _itl_distribution: tuple | None = None
     _requests: object = None
     _steps: object = None
+
+    @property
+    def itl_distribution(self) -> tuple[np.ndarray, np.ndarray]:
+        """The finished requests' ITLs as (distinct values, counts), what the summary reads: computed again when
+        asked for (a run of millions of steps does not keep them)."""
+        if self._itl_distribution is None:
+            self._itl_distribution = self.tokens.distribution()[1:]
+        return self._itl_distribution
 
     @property
     def itls(self) -> np.ndarray:
@@ -238,8 +273,9 @@ class RunResult:
         if self._steps is None:
             import pandas as pd
 
+            whole = {c: v[:] for c, v in self.step_columns.items()}
             self._steps = pd.DataFrame({c: v.astype(np.int64) if v.dtype == np.int32 else v  # counts: int64
-                                        for c, v in self.step_columns.items()})
+                                        for c, v in whole.items()})
         return self._steps
 
     @property
@@ -265,17 +301,18 @@ class RunResult:
         if slos:
             req["good"] = _meets_slo(req, finished, {k: v.model_dump() for k, v in slos.items()})
         result = cls(rs.as_dict(), req, steps, tokens)
-        result.itl_distribution = (itl_values, itl_counts)
         result.inputs = rs.input_files()
         prefill_only = rs.scenario.cluster.prefill_replicas  # the first replicas, when disaggregated
-        result.summary = result._summarize(finished, sim_end, len(logs), prefill_only)
+        result.summary = result._summarize(finished, sim_end, len(logs), prefill_only, (itl_values, itl_counts))
+        del itl_values, itl_counts
         result.summary["cost_model_source"] = rs.cost_model_source  # which profile, and how it was chosen
         largest = {"max_tokens": steps["scheduled_tokens"].max(), "max_seqs": steps["num_seqs"].max(),
                    "max_decode_context_tokens": steps["decode_context_tokens"].max()} if len(ends) else {}
         result.summary["cost_model_warnings"] = extrapolation_warnings(rs.profile, largest)
         return result
 
-    def _summarize(self, finished: np.ndarray, sim_end: float, replicas: int = 1, prefill_only: int = 0) -> dict:
+    def _summarize(self, finished: np.ndarray, sim_end: float, replicas: int = 1, prefill_only: int = 0,
+                   itl: tuple | None = None) -> dict:
         """vLLM's benchmark figures plus servesim's; with several replicas, busy_fraction is the mean
         replica's, and completions (and their imbalance) count the replicas where requests finish:
         not the first `prefill_only` ones, which hand every request on."""
@@ -303,7 +340,7 @@ class RunResult:
         tpot = req["tpot"][finished]
         latency_stats("ttft", req["ttft"][finished], s)
         latency_stats("tpot", tpot[~np.isnan(tpot)], s)
-        values, counts = self.itl_distribution
+        values, counts = itl if itl is not None else self.itl_distribution
         latency_stats("itl", values, s, weights=counts)
         latency_stats("e2el", req["e2el"][finished], s)
         latency_stats("queue_time", req["queue_time"][finished], s)
@@ -327,10 +364,12 @@ class RunResult:
             s["spec_decode_acceptance_rate"] = s["spec_decode_accepted_tokens"] / drafts
         num_steps = len(steps["end"])
         s["num_steps"] = num_steps
-        busy = float(steps["duration"].sum())
-        s["kv_cache_usage_peak"] = float(steps["kv_usage"].max()) if num_steps else 0.0
-        s["kv_cache_usage_mean"] = float((steps["kv_usage"] * steps["duration"]).sum() / busy) if busy else 0.0
-        s["mean_batch_size"] = float((steps["num_running"] * steps["duration"]).sum() / busy) if busy else 0.0
+        step_s, kv = steps["duration"][:], steps["kv_usage"][:]  # computed for the summary, let go of after
+        busy = float(step_s.sum())
+        s["kv_cache_usage_peak"] = float(kv.max()) if num_steps else 0.0
+        s["kv_cache_usage_mean"] = float((kv * step_s).sum() / busy) if busy else 0.0
+        s["mean_batch_size"] = float((steps["num_running"] * step_s).sum() / busy) if busy else 0.0
+        del step_s, kv
         s["max_concurrent_requests"] = int(steps["num_running"].max()) if num_steps else 0
         s["busy_fraction"] = min(1.0, busy / (replicas * duration))  # a sum of step times may round past the span
         s["replicas"] = replicas

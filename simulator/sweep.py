@@ -278,9 +278,11 @@ def _failed(rid: str, point: dict, runs_dir: str, exc: Exception) -> dict:
 
 
 def _own(path: Path) -> Path:
-    """A name only the sweep writes (a temporary table, a run's folder or error file): a link found there is
-    replaced, never written through."""
-    if path.is_symlink():
+    """A name only the sweep writes (a temporary table, a run's folder or error file): a link found there (symbolic,
+    or a hard link's name) is removed and replaced, never written through."""
+    from servesim.simulator.files import linked
+
+    if linked(path):
         path.unlink()
     return path
 
@@ -330,9 +332,10 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     from servesim.simulator.config import say_once
 
     inputs = check_points(scenario, sets, points)
-    from servesim.simulator.files import refuse_folder_over_inputs
+    from servesim.simulator.files import refuse_folder_holding_inputs, refuse_folder_over_inputs
 
     refuse_folder_over_inputs(out, TABLE_FILES + ("runs",), out_field, inputs)  # the CLI's --out, the API's out
+    refuse_folder_holding_inputs(Path(out) / "runs", out_field, inputs)  # a run's folder is replaced when rerun
     out = Path(out)
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)

@@ -225,7 +225,7 @@ def test_numpy_numbers_are_numbers_and_a_file_in_the_way_is_named(tmp_path):
     assert servesim.capacity("llama-3.1-8b", "h200-sxm", tensor_parallel_size=np.int64(2)) == \
         servesim.capacity("llama-3.1-8b", "h200-sxm", tensor_parallel_size=2)
     (tmp_path / "afile").write_text("")
-    with pytest.raises(servesim.ConfigError, match="out_dir: cannot write a results folder at .*afile"):
+    with pytest.raises(servesim.ConfigError, match="out_dir: .*afile is a file, not a results folder"):
         servesim.simulate(None, {"workload.num_requests": 3}).write(tmp_path / "afile")
 
 

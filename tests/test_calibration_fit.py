@@ -74,6 +74,7 @@ def test_missing_columns_and_too_few_points_are_named():
     ("prefill_tokens", -10, "row 4: prefill_tokens must be a non-negative integer"),
     ("decode_seqs", "x", "row 4: decode_seqs must be a non-negative integer up to 2^40, got 'x'"),
     ("decode_context_tokens", 2**70, "row 4: decode_context_tokens must be a non-negative integer up to 2^40"),
+    ("time_ms", True, "row 4: time_ms must be 0 or a time from 1e-6 to 1e9 ms, got True"),  # round 42: read as 1 ms
 ])
 def test_a_damaged_measurement_row_is_named_not_dropped(col, value, message):
     df = synthetic()
@@ -360,7 +361,7 @@ def test_the_fit_never_writes_over_its_own_input(tmp_path):
     # round 41: another name of the input (a hard link), or a symbolic link at the profile's name, is refused too
     (tmp_path / "hard.yaml").hardlink_to(table)
     (tmp_path / "link.yaml").symlink_to(tmp_path / "victim.txt")
-    for out, why in ((tmp_path / "hard.yaml", "would write over the input"), (tmp_path / "link.yaml", "symbolic link")):
+    for out, why in ((tmp_path / "hard.yaml", "is a hard link"), (tmp_path / "link.yaml", "symbolic link")):
         with pytest.raises(ConfigError, match=f"--out: .*{why}"):
             fit_directory(table, out=out, model="small-llama", dtype="fp32")
     assert pd.read_parquet(table).equals(harness_table()) and not (tmp_path / "victim.txt").exists()
@@ -387,3 +388,11 @@ def test_a_poor_held_out_error_is_said(tmp_path, capsys):
         df.assign(time_ms=df["time_ms"] * np.random.default_rng(0).lognormal(0, sigma, len(df))).to_csv(table, index=False)
         assert main(["calibrate", "fit", str(table), "--model", "small-llama", "--dtype", "fp32"]) == 0
         assert ("predicts steps it was not fitted on poorly" in capsys.readouterr().err) == said
+
+
+def test_a_table_of_truth_values_is_no_timing(tmp_path):
+    """Round 42: a CSV whose time_ms cells are all True (pandas reads a bool column) fitted 1 ms steps, MAPE 0%."""
+    table = tmp_path / "bool.csv"
+    harness_table().assign(time_ms=True).to_csv(table, index=False)
+    with pytest.raises(ConfigError, match="row 1: time_ms must be 0 or a time from 1e-6 to 1e9 ms, got True"):
+        fit_directory(table, out=tmp_path / "p.yaml", model="small-llama", dtype="fp32")

@@ -242,6 +242,47 @@ def test_a_sweep_replaces_links_at_its_own_names_and_refuses_a_linked_runs_folde
     assert "is a symbolic link" in capsys.readouterr().err and not any(elsewhere.iterdir())
 
 
+def test_no_command_writes_through_a_hard_link_nor_among_servesims_own_files(tmp_path, capsys):
+    """Round 42: a hard link at a name a command writes changed the file's other name (a kernel table through a
+    run's steps.parquet, a scenario through compare's command.txt); a table written over a built-in profile (or a
+    run's config.yaml among them) broke every later run; a sweep rerun from one of its own runs deleted that run's
+    folder. Each refused before any work."""
+    import os
+
+    from servesim.calibration.validate import make_out_dir
+    from servesim.simulator.errors import ConfigError
+    from servesim.simulator.files import package_folders
+
+    table = tmp_path / "table.parquet"
+    table.write_bytes(b"kernel table")
+    out = tmp_path / "out"
+    out.mkdir()
+    os.link(table, out / "steps.parquet")
+    assert main(["run", "--set", "workload.num_requests=5", "--out", str(out), "--quiet"]) == 2
+    assert "steps.parquet is a hard link" in capsys.readouterr().err and table.read_bytes() == b"kernel table"
+    cmp = tmp_path / "cmp"
+    cmp.mkdir()
+    os.link(table, cmp / "command.txt")
+    with pytest.raises(ConfigError, match="command.txt is a hard link"):
+        make_out_dir(cmp)
+    profiles = next(f for f in package_folders() if f.name == "calibration") / "profiles"
+    before = (profiles / "teaching.yaml").read_bytes()
+    for argv in (["calibrate", "compare", "teaching", "roofline", "--out", str(profiles / "teaching.yaml")],
+                 ["workload", "write", "--set", "workload.num_requests=5", "--out", str(profiles / "teaching.yaml")],
+                 ["run", "--set", "workload.num_requests=5", "--out", str(profiles), "--quiet"]):
+        assert main(argv) == 2
+        assert "lies among servesim's own files" in capsys.readouterr().err
+    assert (profiles / "teaching.yaml").read_bytes() == before and not (profiles / "config.yaml").exists()
+    sw = tmp_path / "sw"
+    assert main(["sweep", "--set", "workload.num_requests=3", "--grid", "workload.arrival.rate=5", "--out", str(sw),
+                 "--jobs", "1"]) == 0
+    own = next((sw / "runs").glob("*/config.yaml"))
+    (own.parent / "notes.txt").write_text("mine")
+    capsys.readouterr()
+    assert main(["sweep", str(own), "--grid", "workload.arrival.rate=5", "--out", str(sw), "--jobs", "1"]) == 2
+    assert "runs holds the input" in capsys.readouterr().err and (own.parent / "notes.txt").read_text() == "mine"
+
+
 def test_a_budget_below_max_num_seqs_is_refused_as_vllm_does(capsys):
     """Round 39: max_num_batched_tokens=512 beside max_num_seqs=1024 ran; vLLM's SchedulerConfig refuses it. A
     max_num_seqs left unset is lowered to the budget, as vLLM's EngineArgs does."""
@@ -524,11 +565,14 @@ def test_workload_write_never_writes_over_the_trace_it_reads(tmp_path, capsys):
     trace = tmp_path / "t.jsonl"
     assert main(["workload", "write", "--set", "workload.num_requests=5", "--out", str(trace)]) == 0
     text = trace.read_text()
-    os.link(trace, tmp_path / "link.jsonl")
     capsys.readouterr()
+    write = ["workload", "write", "--set", f"workload={{type: trace, path: {trace}}}", "--out"]
+    assert main(write + [str(trace)]) == 2
+    assert "would write over the input" in capsys.readouterr().err and trace.read_text() == text
+    os.link(trace, tmp_path / "link.jsonl")  # round 42: any file with another name is a link, written through
     for out in (trace, tmp_path / "link.jsonl"):
-        assert main(["workload", "write", "--set", f"workload={{type: trace, path: {trace}}}", "--out", str(out)]) == 2
-        assert "would write over the input" in capsys.readouterr().err and trace.read_text() == text
+        assert main(write + [str(out)]) == 2
+        assert "is a hard link" in capsys.readouterr().err and trace.read_text() == text
 
 
 @pytest.mark.parametrize("command, name", [(["run"], "config.yaml"),

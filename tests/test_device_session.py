@@ -161,3 +161,48 @@ def test_unpack_refuses_a_bundle_whose_profile_name_is_a_path(tmp_path, name):
     with pytest.raises(ConfigError, match="bundle: profile name"):
         unpack(bundle, tmp_path / "results" / "fidelity", tmp_path / "profiles")
     assert (victim / "keep").is_dir() and not any((tmp_path / "profiles").iterdir())
+
+
+def _bundle(path, name: str, extra: dict[str, bytes] | None = None):
+    """A crafted session bundle: a profile of this name, and other members (name -> bytes)."""
+    import io
+    import tarfile
+
+    import yaml
+
+    text = yaml.safe_dump({"name": name}).encode()
+    with tarfile.open(path, "w:gz") as tar:
+        for member, data in {"session/calibration/profile.yaml": text, **(extra or {})}.items():
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def test_unpack_never_replaces_a_shipped_profile_nor_writes_through_a_link(tmp_path):
+    """Round 42: a bundle named `teaching` replaced the shipped profile, and a link planted at the profile's name sent
+    it outside the repository; a member below a file was a traceback after the earlier unpacking had been wiped."""
+    from servesim.calibration.device_session import unpack
+
+    results, profiles = tmp_path / "results", tmp_path / "profiles"
+    results.mkdir()
+    profiles.mkdir()
+    (profiles / "teaching.yaml").write_text("name: teaching\ncost_model: linear\n")
+    with pytest.raises(ConfigError, match="bundle: profile name 'teaching' is a built-in profile's"):
+        unpack(_bundle(tmp_path / "b1.tar.gz", "teaching"), results, profiles)
+    assert (profiles / "teaching.yaml").read_text() == "name: teaching\ncost_model: linear\n"
+    (profiles / "planted.yaml").symlink_to(tmp_path / "victim.txt")
+    with pytest.raises(ConfigError, match="planted.yaml is a link"):
+        unpack(_bundle(tmp_path / "b2.tar.gz", "planted"), results, profiles)
+    assert not (tmp_path / "victim.txt").exists()
+    # a session's own profile is replaced by a later unpacking of it; a bad member leaves the earlier one whole
+    dest, prof = unpack(_bundle(tmp_path / "b3.tar.gz", "mine", {"session/summary.md": b"first"}), results, profiles)
+    assert (dest / "summary.md").read_text() == "first" and "measurements: ../results/device-mine" in prof.read_text()
+    dest, prof = unpack(_bundle(tmp_path / "b4.tar.gz", "mine", {"session/summary.md": b"second"}), results, profiles)
+    assert (dest / "summary.md").read_text() == "second"
+    for extra, why in (({"session/summary.md/x": b"x"}, "cannot unpack member"),
+                       ({"session/../../evil": b"x"}, "refused member")):
+        with pytest.raises(ConfigError, match=why):
+            unpack(_bundle(tmp_path / "b5.tar.gz", "mine", {"session/summary.md": b"third", **extra}), results, profiles)
+        assert (dest / "summary.md").read_text() == "second" and sorted(p.name for p in results.iterdir()) == ["device-mine"]
+    assert not (tmp_path / "evil").exists()

@@ -3,6 +3,7 @@ prefixes and per-request classes; and multi-turn chat sessions."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from itertools import count
 from typing import Literal
@@ -115,14 +116,19 @@ class SyntheticWorkload(_Classes):
             raise ValueError("give either lengths (joint) or prompt_tokens/output_tokens")
         return self
 
-    def _specs(self, n: int, rng: np.random.Generator, max_model_len: int | None, ids: ContentIds):
+    def _draws(self, n: int, rng: np.random.Generator) -> tuple:
+        """n requests' random columns, in the order they are drawn: prompt and output lengths, which shared prefix
+        (None without), priorities and classes."""
         if self.lengths is not None:
             prompts, outputs = self.lengths.draw(n, rng)
         else:
             prompts, outputs = self.prompt_tokens.draw(n, rng), self.output_tokens.draw(n, rng)
+        which = rng.integers(0, self.shared_prefix.count, size=n) if self.shared_prefix else None
+        return (prompts, outputs, which, *self._draw_classes(n, rng))
+
+    def _specs(self, n: int, rng: np.random.Generator, max_model_len: int | None, ids: ContentIds):
+        prompts, outputs, which, prios, classes = self._draws(n, rng)
         prefix = self.shared_prefix
-        which = rng.integers(0, prefix.count, size=n) if prefix else None
-        prios, classes = self._draw_classes(n, rng)
         for i in range(n):
             p, o = int(prompts[i]), int(outputs[i])
             pids: tuple = ()
@@ -151,15 +157,75 @@ class SyntheticWorkload(_Classes):
             return ClosedLoopSource(a.concurrency, lambda: float(think.draw(1, think_rng)[0]), templates(),
                                     self.num_requests, self.duration_s, a.ramp_up_s)
         times = a.times(self.num_requests, self.duration_s, rng)
-        specs = [replace(s, arrival_time=float(times[s.request_id]))
-                 for s in self._specs(len(times), rng, max_model_len, ids)]
-        cut = sum(s.prompt_tokens == max_model_len - 1 for s in specs) if max_model_len and self.clip_to_max_model_len \
-            else 0
+        if len(times) > 1 and not (np.diff(times) >= 0).all():  # not in arrival order: made up front and sorted
+            specs = [replace(s, arrival_time=float(times[s.request_id]))
+                     for s in self._specs(len(times), rng, max_model_len, ids)]
+        else:  # in arrival order: each made when the run reaches it
+            specs = DrawnSpecs(self, times, rng, max_model_len)
+        prompts = (s.prompt_tokens for s in specs) if isinstance(specs, list) else specs.prompts
+        cut = sum(p == max_model_len - 1 for p in prompts) if max_model_len and self.clip_to_max_model_len else 0
         return StaticSource(specs, warnings=clipped_warning(cut, len(specs), max_model_len))
 
     def generate(self, seed: int, max_model_len: int | None = None) -> list[RequestSpec]:
         """The whole open-loop request list (closed-loop workloads have none up front)."""
-        return self.source(seed, max_model_len).initial()
+        return list(self.source(seed, max_model_len).initial())
+
+
+class DrawnSpecs(Sequence):
+    """A synthetic workload's requests, in arrival order, as the columns they were drawn in; each RequestSpec is made
+    when asked for. A million specs made up front hold some 220 MB; these columns some 50. The same requests as
+    `_specs` makes one after another: the same draws, and each request's content ids where that walk would give them
+    (a shared prefix's at its first use, then the request's own), found by a running sum."""
+
+    in_arrival_order = True  # the front end walks it as it is, without sorting (a copy of every request)
+
+    def __init__(self, workload: SyntheticWorkload, times: np.ndarray, rng: np.random.Generator,
+                 max_model_len: int | None):
+        n = len(times)
+        w = workload
+        self.times = times
+        prompts, outputs, which, self.priorities, self.classes = w._draws(n, rng)
+        prefix = w.shared_prefix
+        prompts = np.asarray(prompts, dtype=np.int64) + (prefix.tokens if prefix else 0)
+        self.outputs = np.maximum(np.asarray(outputs, dtype=np.int64), 1)
+        self.clip = bool(max_model_len) and w.clip_to_max_model_len
+        self.prompts = np.minimum(prompts, max_model_len - 1) if self.clip else prompts
+        self.which = which
+        if prefix:  # ids used before each request: a shared prefix's full blocks at its first use, then its own
+            self.shared_blocks = prefix.tokens // CONTENT_BLOCK
+            first = np.zeros(n, dtype=bool)
+            first[np.unique(which, return_index=True)[1]] = True
+            own = -(-prompts // CONTENT_BLOCK) - self.shared_blocks
+            used = own + first * self.shared_blocks
+            self.id_start = np.cumsum(used) - used
+            self.own, self.first = own, first
+            self.prefix_start = {}  # key -> the first id of its shared blocks
+            for i in np.flatnonzero(first):
+                self.prefix_start[int(which[i])] = int(self.id_start[i])
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(i)
+        p = int(self.prompts[i])
+        pids: tuple = ()
+        if self.which is not None:
+            shared = self.shared_blocks
+            key = int(self.which[i])
+            start = int(self.id_start[i]) + (shared if self.first[i] else 0)
+            own = int(self.own[i])
+            s0 = self.prefix_start[key]
+            pids = tuple(range(s0, s0 + shared)) + tuple(range(start, start + own))
+            if self.clip:
+                pids = pids[: -(-p // CONTENT_BLOCK)]
+        return RequestSpec(i, float(self.times[i]), p, int(self.outputs[i]), priority=self.priorities[i],
+                           slo_class=self.classes[i], prefix_ids=pids, prefix_block_tokens=CONTENT_BLOCK if pids else 0)
 
 
 class SessionWorkload(_Classes):
