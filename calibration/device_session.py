@@ -335,6 +335,9 @@ def unpack(bundle: str | Path, results_root: str | Path = "results/fidelity",
         if not isinstance(name, str) or not SAFE_NAME.match(name):
             raise ConfigError("bundle", f"profile name {name!r} is not a plain name (letters, digits, '_', '.', '-')")
         root = Path(results_root).resolve()
+        from servesim.simulator.files import refuse_package_files
+
+        refuse_package_files(root, "bundle")  # run from inside the package, results/ would land among its files
         dest = root / f"device-{name}"
         target = Path(profiles) / f"{name}.yaml"
         _check_profile_target(target, dest, name)

@@ -277,9 +277,27 @@ def refuse_package_files(path: str | Path, field: str, profile: bool = False) ->
     for folder in package_folders():
         if target == folder or target.is_relative_to(folder):
             if profile and folder.name == "calibration" and target.parent == folder / "profiles":
+                _refuse_replacing_a_written_profile(target, path, field)
                 return
             raise ConfigError(field, f"{path} lies among servesim's own files ({folder}: its code, built-in "
                                      f"profiles, models and GPUs): write elsewhere")
+
+
+MADE_PROFILE_SOURCES = ("aiconfigurator-core", "servesim calibrate", "fitted")  # what commands write
+
+
+def _refuse_replacing_a_written_profile(target: Path, path, field: str) -> None:
+    """A built-in profile that a command made (its `source` says which) may be made again; one written by hand (the
+    teaching constants, the roofline) may not be replaced."""
+    if not target.is_file():
+        return
+    try:
+        source = load_yaml(target.read_text(encoding="utf-8"), field, str(target)).get("source")
+    except (OSError, UnicodeDecodeError, ConfigError, AttributeError):
+        source = None
+    if not (isinstance(source, str) and source.startswith(MADE_PROFILE_SOURCES)):
+        raise ConfigError(field, f"{path} is a built-in profile written by hand (source: {source!r}), not made by a "
+                                 f"command: write elsewhere")
 
 
 def refuse_writing_over(path: str | Path, field: str, inputs, profile: bool = False) -> None:

@@ -206,3 +206,25 @@ def test_unpack_never_replaces_a_shipped_profile_nor_writes_through_a_link(tmp_p
             unpack(_bundle(tmp_path / "b5.tar.gz", "mine", {"session/summary.md": b"third", **extra}), results, profiles)
         assert (dest / "summary.md").read_text() == "second" and sorted(p.name for p in results.iterdir()) == ["device-mine"]
     assert not (tmp_path / "evil").exists()
+
+
+def test_only_a_profile_a_command_made_is_made_again_and_nothing_else_lands_in_the_package(tmp_path, monkeypatch):
+    """Round 43: `calibrate import --out calibration/profiles/teaching.yaml` replaced the essay's hand-written
+    constants with an H200 profile; --unpack run from inside the package unpacked an untrusted bundle there."""
+    import servesim.simulator.files as files
+    from servesim.calibration.device_session import unpack
+
+    package = tmp_path / "pkg" / "calibration"
+    (package / "profiles").mkdir(parents=True)
+    (package / "profiles" / "teaching.yaml").write_text("# by hand\nname: teaching\nsource: background essay 002\n")
+    (package / "profiles" / "made.yaml").write_text("name: made\nsource: aiconfigurator-core 0.12.0 kernel tables\n")
+    monkeypatch.setattr(files, "package_folders", lambda: [package.resolve()])
+    with pytest.raises(ConfigError, match="teaching.yaml is a built-in profile written by hand"):
+        files.output_file(package / "profiles" / "teaching.yaml", "--out", profile=True)
+    for name in ("made.yaml", "new.yaml"):  # made by a command: made again; a new one: written
+        files.output_file(package / "profiles" / name, "--out", profile=True)
+    with pytest.raises(ConfigError, match="lies among servesim's own files"):
+        files.output_file(package / "profiles" / "table.csv", "--out")
+    with pytest.raises(ConfigError, match="bundle: .* lies among servesim's own files"):
+        unpack(_bundle(tmp_path / "b.tar.gz", "mine"), package / "results" / "fidelity", tmp_path / "profiles")
+    assert not (package / "results").exists()
