@@ -36,8 +36,12 @@ def check_profile(profile_path: str, device: str, points: int = 8, seed: int = 0
     if prof.device not in ("any", here):  # another device's timings are no check of this profile
         raise ConfigError("--device", f"{profile_path} was measured on {prof.device}, but {device} here is "
                                       f"{here}: re-measure it on the device it describes")
-    arch = load_model(prof.architecture or prof.model)
-    grid = [p for p in make_grid(prof.grid, arch.max_position_embeddings) if p.kind in STEP_KINDS]
+    try:  # what the profile says, named as its fields
+        arch = load_model(prof.architecture or prof.model)
+        grid = [p for p in make_grid(prof.grid, arch.max_position_embeddings) if p.kind in STEP_KINDS]
+    except ConfigError as exc:
+        field = exc.field.replace("model.", "architecture.", 1) if prof.architecture else exc.field
+        raise ConfigError(f"profile.{field}", exc.message.replace(" (in scenario)", f" (in {profile_path})")) from None
     if points < 1:
         raise ConfigError("points", "must be >= 1")
     rng = np.random.default_rng(seed)
@@ -55,3 +59,8 @@ def check_profile(profile_path: str, device: str, points: int = 8, seed: int = 0
     mape = float(table["error"].abs().mean())
     tol = prof.tolerance if prof.tolerance is not None else 0.10
     return table, mape, tol
+
+
+def median_ratio(table: pd.DataFrame) -> float:
+    """The typical predicted / measured step time of a check's points."""
+    return float(np.median(table["predicted_ms"] / table["measured_ms"]))

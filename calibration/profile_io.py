@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servesim.calibration.fit import FitResult, fit_step_model
 from servesim.simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem
-from servesim.simulator.files import output_file, read_settings_text, read_table, where_looked
+from servesim.simulator.files import output_file, read_settings_text, read_table, refuse_folder_name, where_looked
 from servesim.simulator.model_arch import WeightFormat
 from servesim.workloads.settings import MAX_BLOCK_SIZE
 
@@ -19,6 +19,13 @@ from servesim.workloads.settings import MAX_BLOCK_SIZE
 def tolerance_for(fit: FitResult) -> float:
     """What `calibrate check` accepts: twice the held-out p90 error, and never under 10%."""
     return round(max(0.10, 2 * fit.held_out["p90_ape"]), 4)
+
+
+def within_tolerance(mape: float, median_ratio: float, tolerance: float) -> bool:
+    """What a check passes: the mean error within the profile's tolerance, and the typical prediction within a
+    factor 1 + tolerance of the measurement either way. The second is what fails a profile that predicts too little:
+    an under-prediction's error never passes 100%, so a tolerance above it alone passed a profile predicting 0 ms."""
+    return bool(mape <= tolerance and 1 / (1 + tolerance) <= median_ratio <= 1 + tolerance)
 
 
 def profile_dict(fit: FitResult, *, name: str, source: str, device: str, model: str, dtype: str,
@@ -150,6 +157,8 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
     df, meta, path = read_measurements(src)
     model, dtype, gpu = measured_labels(meta, path, model, dtype, gpu)
     _check_model_fits(meta, model, tp, "experts_touched" in df.columns)
+    if out:
+        refuse_folder_name(out, "--out")
     out = Path(out) if out else path.parent / "profile.yaml"
     predictions = out.parent / f"{out.stem}.predictions.parquet"
     for written in (out, predictions):

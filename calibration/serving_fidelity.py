@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from servesim.calibration.real_runs import RealRun, read_run, request_summary
-from servesim.calibration.run_comparison import comparison_table, plot_comparison, simulate_run
+from servesim.calibration.run_comparison import comparison_table, mean_abs_error, plot_comparison, simulate_run
 from servesim.simulator.errors import ConfigError
 
 # the runs' folder names -> servesim's built-in GPUs
@@ -40,10 +40,12 @@ def load_run(path: Path, root: Path) -> tuple[RealRun, str | None]:
     if not isinstance(kw, dict) or not {"max_num_seqs", "max_num_batched_tokens"} <= set(kw):
         raise ConfigError("serving", f"{path / 'vllm' / 'meta.json'} lacks engine_kwargs with max_num_seqs and "
                                      f"max_num_batched_tokens")
+    # the GPU its meta.json records (read_run maps it), else the one its folder names (the public runs' layout)
+    recorded = any(s.startswith("hardware.gpu=") for s in run.sets)
     gpu = GPUS.get(path.parent.name)
-    if gpu is None or not any(s.startswith("model=") for s in run.sets):
+    if not (recorded or gpu) or not any(s.startswith("model=") for s in run.sets):
         return run, f"no built-in GPU or model for {path.parent.name} / {kw.get('model')}"
-    run.sets = [f"hardware.gpu={gpu}", "profile=auto"] + run.sets
+    run.sets = ([] if recorded else [f"hardware.gpu={gpu}"]) + ["profile=auto"] + run.sets
     return run, None
 
 
@@ -104,10 +106,10 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
         plot_comparison(run, result.requests, None, result.steps, out, run.name.replace("/", "-"))
         report.append({"run": run.name, "settings": run.sets + list(sets or []),
                        "cost_model_source": rs.cost_model_source, "requests": len(run.specs),
-                       "mean_abs_error": float(t["error"].abs().mean())}
+                       "mean_abs_error": mean_abs_error(t)}
                       | ({"leave_one_out": {"fitted_on": [r.name for j, r in enumerate(runs) if j != i],
                                             "terms": fit.terms, "evaluations": fit.evaluations, "wall_s": fit.wall_s,
-                                            "mean_abs_error": float(t["error_fitted"].abs().mean())}} if fit else {}))
+                                            "mean_abs_error": mean_abs_error(t, "error_fitted")}} if fit else {}))
     table = pd.concat(tables, ignore_index=True)
     table.to_csv(out / "table.csv", index=False)
     (out / "summary.json").write_text(json.dumps({"source": str(root), "runs": report}, indent=2))

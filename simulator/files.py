@@ -239,10 +239,17 @@ def read_table(path: str | Path, field: str, columns: list[str] | tuple[str, ...
     return table
 
 
+def refuse_folder_name(path, field: str) -> None:
+    """A file's name that ends with a slash names a folder (`--out new/`): refused, not written as a file `new`."""
+    if isinstance(path, str) and path.endswith(("/", os.sep)):
+        raise ConfigError(field, f"{path} names a folder (it ends with '/'): give a file name")
+
+
 def output_file(path: str | Path, field: str, inputs=(), profile: bool = False) -> Path:
     """A file to write: its folder is made if missing; a folder, or a parent that is a file, is refused by name,
     and so is one of the command's `inputs` (a file, or a file already inside an input folder): written over,
     the input would be gone."""
+    refuse_folder_name(path, field)
     path = Path(path)
     refuse_link(path, field)
     if path.is_dir():

@@ -53,6 +53,10 @@ def test_profile_loads_and_check_runs(calibrated, capsys):
 @pytest.mark.parametrize("edit, message", [
     ({"device": "NVIDIA H200"}, r"--device: .* was measured on NVIDIA H200, but cpu here is"),
     ({"tensor_parallel_size": 2}, r"profile: .* tensor-parallel profile \(TP 2\); the harness measures one device"),
+    # round 42: the profile's own fields were named as a scenario's (`model.num_hidden_layers ... (in scenario)`)
+    ({"grid": "bogus"}, r"profile.grid: unknown grid 'bogus'"),
+    ({"architecture": load_model("tiny-llama").model_dump(mode="json") | {"num_hidden_layers": -3}},
+     r"profile.architecture.num_hidden_layers: .*\(in .*p.yaml\)"),
 ])
 def test_check_refuses_a_profile_it_cannot_re_measure_here(calibrated, tmp_path, capsys, edit, message):
     """Another device's timings are no check of a profile (and a 70B GPU profile re-measured on
@@ -98,3 +102,22 @@ def test_harness_errors(tmp_path, kw, field):
     with pytest.raises(ConfigError) as e:
         run_calibration(**args)
     assert e.value.field == field
+
+
+def test_a_profile_predicting_far_too_little_fails_its_check_whatever_its_tolerance(calibrated, tmp_path, capsys):
+    """Round 44: an under-prediction's error never passes 100%, so a profile whose tolerance was above it (a poor
+    fit's: twice its held-out p90) passed `check` predicting a tenth of the time, or 0 ms. The typical prediction must
+    also be within a factor 1 + tolerance of the measurement."""
+    import yaml
+
+    from servesim.calibration.profile_io import within_tolerance
+
+    assert within_tolerance(0.05, 1.02, 0.10) and not within_tolerance(0.78, 0.1, 1.625)
+    assert not within_tolerance(1.0, 0.0, 1.625) and not within_tolerance(0.2, 1.3, 0.25)
+    prof = yaml.safe_load((calibrated / "profile.yaml").read_text())
+    prof["tolerance"] = 1.625
+    prof["coefficients"] = {k: v / 10 for k, v in prof["coefficients"].items()}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(prof))
+    assert main(["calibrate", "check", str(tmp_path / "p.yaml"), "--points", "2", "--repeats", "1", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert not out["ok"] and out["mape"] < 1.625 and out["median_ratio_predicted_to_measured"] < 1 / 2.625

@@ -283,6 +283,15 @@ def test_no_command_writes_through_a_hard_link_nor_among_servesims_own_files(tmp
     assert "runs holds the input" in capsys.readouterr().err and (own.parent / "notes.txt").read_text() == "mine"
 
 
+def test_a_file_name_ending_in_a_slash_is_a_folder_not_a_file(tmp_path, capsys):
+    """Round 44: `calibrate fit --out new/` wrote a file called new, `calibrate compare --out new/` failed after its
+    work with no field named."""
+    for argv in (["workload", "write", "--set", "workload.num_requests=3"], ["calibrate", "compare", "teaching",
+                                                                           "h200-llama-3.1-8b-bf16-tp1"]):
+        assert main(argv + ["--out", f"{tmp_path}/new/"]) == 2
+        assert "--out: " in capsys.readouterr().err and not (tmp_path / "new").exists()
+
+
 def test_a_budget_below_max_num_seqs_is_refused_as_vllm_does(capsys):
     """Round 39: max_num_batched_tokens=512 beside max_num_seqs=1024 ran; vLLM's SchedulerConfig refuses it. A
     max_num_seqs left unset is lowered to the budget, as vLLM's EngineArgs does."""

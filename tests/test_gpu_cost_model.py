@@ -487,3 +487,30 @@ def test_import_never_writes_over_its_model_nor_through_a_link(tmp_path, capsys)
         assert f"--out: {tmp_path / out}" in err and why in err
     assert model.read_text() == text and not (tmp_path / "victim.txt").exists()
     assert main(base + ["--out", str(tmp_path / "p.yaml")]) == 0 and "cost_model: linear" in (tmp_path / "p.yaml").read_text()
+
+
+@needs_serving
+def test_a_serving_run_outside_the_public_layout_takes_its_gpu_from_its_meta(tmp_path):
+    """Round 44: `validate serving` read the GPU from the parent folder's name only: a run copied elsewhere was
+    refused as 'no built-in GPU', though its meta.json names it (as `compare` reads it)."""
+    import shutil
+
+    from servesim.calibration.serving_fidelity import load_run
+
+    run = tmp_path / "rr" / "run"
+    shutil.copytree(SERVING / "llmservingsim-vllm-0.19" / "RTX4090" / "Llama-3.1-8B", run)
+    loaded, why = load_run(run, tmp_path / "rr")
+    assert why is None and "hardware.gpu=rtx-4090" in loaded.sets
+
+
+def test_the_mean_error_leaves_out_latencies_measured_as_about_zero():
+    """Round 44: a real queue p50 of 0.004 ms against a simulated 26 ms (an error of 5,893x) made one run's mean
+    |error| 268 where the others' were 0.2."""
+    import pandas as pd
+
+    from servesim.calibration.run_comparison import mean_abs_error
+
+    t = pd.DataFrame({"metric": ["TTFT p50 (ms)", "queue p50 (ms)", "throughput (req/s)"],
+                      "real": [100.0, 0.004, 0.5], "error": [0.2, 5893.0, -0.1]})
+    assert mean_abs_error(t) == pytest.approx(0.15)
+    assert mean_abs_error(t.iloc[[1]]) is None

@@ -230,6 +230,9 @@ def test_describe_trace(tmp_path):
     assert describe_trace(specs, block_tokens=16)["prefix_reuse"] == pytest.approx(1024 / 2624)
     plain = describe_trace([RequestSpec(0, 1.0, 5, 5)])
     assert plain["prefix_reuse"] is None and plain["sessions"] is None and plain["rate"] is None
+    # round 44: a client's max_tokens below the answer's length cuts it, in the run and in the description
+    capped = describe_trace([RequestSpec(i, float(i), 100, 5, max_tokens=m) for i, m in enumerate((2, 2, 9))])
+    assert capped["output"]["p50"] == 2 and capped["output"]["max"] == 5
 
 
 # ---------------------------------------------------------------- the other formats

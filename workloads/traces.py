@@ -641,7 +641,7 @@ def describe_trace(specs: Sequence[RequestSpec], *, block_tokens: int | None = N
         "duration_s": duration,
         "rate": (len(specs) - 1) / duration if duration > 0 else None,  # arrivals per second: n - 1 gaps in the span
         "prompt": _stats([s.prompt_tokens for s in specs]),
-        "output": _stats([s.output_tokens for s in specs]),
+        "output": _stats([min(s.output_tokens, s.output_limit) for s in specs]),  # a max_tokens below it cuts it
         "prefix_reuse": _prefix_reuse(specs, block_tokens),
         "sessions": len(sessions) if sessions else None,
         "skipped": skipped,
