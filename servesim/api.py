@@ -132,6 +132,9 @@ def _axes(grid: Mapping[str, Sequence] | None, zipped: Mapping[str, Sequence] | 
     axes = []
     for flag, given in (("--grid", grid), ("--zip", zipped)):
         for key, values in (given or {}).items():
+            if not isinstance(key, str):  # a setting's dotted path
+                raise ConfigError("grid" if flag == "--grid" else "zipped",
+                                  f"an axis is named by a setting's dotted path (text), got {key!r}")
             if isinstance(values, np.ndarray):
                 values = values.tolist()
             if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):

@@ -67,26 +67,52 @@ def _process_age_s() -> float | None:
 
 
 def _peak_rss_mib() -> float:
+    """The process's peak resident memory: Linux's VmHWM (the counter VmRSS is read from), else getrusage."""
+    peak = _status_mib("VmHWM")
+    if peak is not None:
+        return peak
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def _timed_repeat(rs) -> tuple[dict, object]:
-    """One run, phase by phase: build (requests and replicas), the event loop, metrics, writing the files."""
+def _status_mib(key: str) -> float | None:
+    """A memory figure of /proc/self/status (Linux), None elsewhere."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _rss_mib() -> float | None:
+    """The process's resident memory now (Linux), None elsewhere."""
+    return _status_mib("VmRSS")
+
+
+def _timed_repeat(rs) -> tuple[dict, dict, object]:
+    """One run, phase by phase: build (requests and replicas), the event loop, metrics, writing the files; each
+    phase's time, and the resident memory after it (what the next phase starts from; the peak is the process's)."""
     from servesim.simulator.engine import build, collect, run_to_end
 
-    phases, t = {}, time.perf_counter()
+    phases, rss, t = {}, {}, time.perf_counter()
     sim = build(rs)
     phases["build_s"], t = time.perf_counter() - t, time.perf_counter()
+    rss["build"] = _rss_mib()
     run_to_end(sim, rs)
     phases["simulation_s"], t = time.perf_counter() - t, time.perf_counter()
+    rss["simulation"] = _rss_mib()
     result = collect(sim, rs)
     phases["metrics_s"], t = time.perf_counter() - t, time.perf_counter()
+    del sim
+    rss["metrics"] = _rss_mib()
     with tempfile.TemporaryDirectory() as out:
         result.write(out)
     phases["writing_s"] = time.perf_counter() - t
-    return phases, result
+    rss["writing"] = _rss_mib()
+    return phases, rss, result
 
 
 def run_bench(args) -> int:
@@ -124,9 +150,9 @@ def run_bench(args) -> int:
     rs = load(None, base + [f"{key}={setting}" for key, (_, _, setting) in flags.items()] + args.set)
     startup = (started or 0.0) + time.perf_counter() - t0  # interpreter, imports and resolving the scenario
     repeats = [_timed_repeat(rs) for _ in range(args.repeats)]
-    result = repeats[-1][1]
-    phases = {k: statistics.median(p[k] for p, _ in repeats) for k in repeats[0][0]}
-    walls = [sum(p.values()) for p, _ in repeats]
+    result, rss_after = repeats[-1][2], repeats[-1][1]
+    phases = {k: statistics.median(p[k] for p, _, _ in repeats) for k in repeats[0][0]}
+    walls = [sum(p.values()) for p, _, _ in repeats]
     wall = statistics.median(walls)
     s = result.summary
     sim_time = s["duration"]
@@ -144,7 +170,7 @@ def run_bench(args) -> int:
         "simulated_s_per_wall_s_with_startup": sim_time / (wall + startup),
         "simulated_duration_s": sim_time, "steps": s["num_steps"], "steps_per_wall_s": s["num_steps"] / wall,
         "request_steps": request_steps, "request_steps_per_wall_s": request_steps / wall,
-        "peak_rss_mib": _peak_rss_mib(),
+        "peak_rss_mib": _peak_rss_mib(), "rss_mib_after_phases": rss_after,
         "mean_batch_size": s["mean_batch_size"], "kv_cache_usage_mean": s["kv_cache_usage_mean"],
         "python": platform.python_version(),
     }
@@ -170,4 +196,6 @@ def run_bench(args) -> int:
         print(f"  scheduler steps / wall-s    {report['steps_per_wall_s']:,.0f}  ({s['num_steps']:,} steps, "
               f"mean batch {s['mean_batch_size']:.0f}, KV usage {s['kv_cache_usage_mean']:.0%})")
         print(f"  peak RSS                    {report['peak_rss_mib']:,.0f} MiB")
+        if None not in rss_after.values():
+            print("  RSS after each phase        " + ", ".join(f"{k} {v:,.0f}" for k, v in rss_after.items()) + " MiB")
     return 0

@@ -247,7 +247,8 @@ def _search_each_point(args, kind: str, **options) -> int:
     unmet = int(table[answer].isna().sum())
     if unmet:  # no value met the SLOs: an answer, but not a success, so the exit code says it
         print(f"servesim: error: no {answer.replace('_', ' ')} found at {unmet} of {len(table)} point(s): "
-              f"{table['reason'].dropna().iloc[0]}{' (and others: column `reason`)' if unmet > 1 else ''}",
+              f"{table.loc[table[answer].isna(), 'reason'].dropna().iloc[0]}"
+              f"{' (and others: column `reason`)' if unmet > 1 else ''}",
               file=sys.stderr)
         return 1
     return 0

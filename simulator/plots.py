@@ -188,6 +188,13 @@ def timeline(steps, path, title: str = "one run over time"):
 def capacity(table, path, by: str):
     """The highest rate meeting the SLOs, per configuration (servesim search max-rate)."""
     plt = _plt()
+    if by in table and table[by].duplicated().any():  # one bar per value: several rows at one are averaged, said
+        axes = list(table.columns[:list(table.columns).index("max_rate")]) if "max_rate" in table else []
+        others = [c for c in axes if c != by and table[c].nunique(dropna=False) > 1]
+        print(f"servesim: warning: several rows share each {by} value (the table also varies "
+              f"{', '.join(others) or 'nothing else'}): each bar is their mean max_rate; --by another column to "
+              f"split them", file=sys.stderr)
+        table = table.groupby(by, sort=False, dropna=False)["max_rate"].mean().reset_index()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     labels = table[by].astype(str) if by in table else table.index.astype(str)
     ax.bar(labels, table["max_rate"].fillna(0), color="tab:blue")

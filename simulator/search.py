@@ -59,7 +59,26 @@ def _arrival(scenario: str | None, sets: list[str]):
 
 
 def meets(summary: dict, slos: dict) -> bool:
-    return summary["completed"] > 0 and all(summary.get(k) is not None and summary[k] <= v for k, v in slos.items())
+    """Every request served and every SLO met: a load at which the engine refuses requests (its queue limits, SLO
+    shedding, prompts too long) does not carry that traffic, however fast it serves the rest."""
+    return summary["completed"] > 0 and not summary.get("failed") and \
+        all(summary.get(k) is not None and summary[k] <= v for k, v in slos.items())
+
+
+def refuse_searched(sets: list[str], searched: str) -> None:
+    """The setting a search varies, also given: it would be replaced at every run, silently."""
+    if searched in {s.split("=", 1)[0].strip() for s in sets}:
+        raise ConfigError("--set", f"{searched} is the setting the search varies; leave it out")
+
+
+def failed_because(summary: dict, slos: dict) -> str:
+    """Why a load fails, in a few words: its rejections, a metric no request defines, or the SLOs."""
+    if summary.get("failed"):
+        return f"{summary['failed']:,} of {summary['failed'] + summary['completed']:,} requests rejected"
+    undefined = [k for k in slos if summary.get(k) is None]
+    if undefined:
+        return f"{', '.join(undefined)} undefined (no request has what it measures)"
+    return "the SLOs fail"
 
 
 def _bisect(passing, failing, at_passing: dict, run, slos: dict, mid, narrow, runs: int, max_runs: int):
@@ -79,6 +98,8 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
              tolerance: float = 0.05, max_runs: int = 30) -> dict:
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
+
+    refuse_searched(sets, "workload.arrival.rate")
 
     def run(rate: float) -> dict:
         return simulate(load(scenario, sets + [f"workload.arrival.rate={rate:.6g}"])).summary
@@ -105,25 +126,28 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
     at_low = run(low)
     runs += 1
     if not meets(at_low, slos):
-        return {"max_rate": None, "reason": f"the SLOs fail already at {low:g} req/s", "runs": runs, "summary": at_low}
+        return {"max_rate": None, "reason": f"{failed_because(at_low, slos)} already at {low:g} req/s", "runs": runs,
+                "summary": at_low}
     if high is None:  # grow until the SLOs fail
-        high = low * 2
-        while runs < max_runs:
+        high = min(low * 2, MAX_RATE)
+        while runs < max_runs and low < MAX_RATE:
             s = run(high)
             runs += 1
             if not meets(s, slos):
                 break
-            low, at_low, high = high, s, high * 2
+            low, at_low, high = high, s, min(high * 2, MAX_RATE)
         else:
             # not a maximum: where the doubling stopped (the run's requests arrive almost at once there)
+            stop = f"the {max_runs}-run limit stopped the doubling" if low < MAX_RATE else \
+                f"the largest rate workload.arrival.rate takes"
             return {"max_rate": None, "reason": f"no failing rate found: the SLOs held up to {low:.6g} req/s, "
-                                                f"where the {max_runs}-run limit stopped the doubling",
-                    "runs": runs, "summary": at_low}
+                                                f"{stop}", "runs": runs, "summary": at_low}
     else:  # the bracket's top must be measured to fail, not assumed to
         at_high = run(high)
         runs += 1
         if meets(at_high, slos):
-            return {"max_rate": None, "reason": f"the SLOs hold at --high ({high:g} req/s): raise it", "runs": runs,
+            more = "raise it" if high < MAX_RATE else f"the largest rate workload.arrival.rate takes: no failing rate"
+            return {"max_rate": None, "reason": f"the SLOs hold at --high ({high:g} req/s): {more}", "runs": runs,
                     "summary": at_high}
     narrow = lambda a, b: (b - a) / b <= tolerance  # noqa: E731
     low, high, at_low, runs = _bisect(low, high, at_low, run, slos, lambda a, b: (a + b) / 2, narrow, runs, max_runs)
@@ -139,6 +163,7 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     from servesim.simulator.engine import simulate
     from servesim.simulator.inert_settings import varying
 
+    refuse_searched(sets, "cluster.replicas")
     extra = [f"workload.arrival.rate={rate:g}"] if rate is not None else []
     arrival = _arrival(scenario, sets)
     if rate is not None:
@@ -163,7 +188,8 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     if meets(s, slos):
         return {"replicas": 1, "runs": runs, "summary": s}
     if most == 1:
-        return {"replicas": None, "reason": f"not met with 1 replica{why}", "runs": runs, "summary": s}
+        return {"replicas": None, "reason": f"not met with 1 replica{why}: {failed_because(s, slos)}", "runs": runs,
+                "summary": s}
     low = 1  # fails
     while True:
         n = min(n * 2, most)
@@ -174,7 +200,8 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
             break
         low = n
         if n == most:
-            return {"replicas": None, "reason": f"not met with {most} replicas{why}", "runs": runs, "summary": s}
+            return {"replicas": None, "reason": f"not met with {most} replicas{why}: {failed_because(s, slos)}",
+                    "runs": runs, "summary": s}
     high, low, at_high, runs = _bisect(high, low, at_high, run, slos, lambda a, b: (a + b) // 2,
                                        lambda a, b: a - b <= 1, runs, 10**9)
     return {"replicas": high, "fails_with": low, "runs": runs, "summary": at_high}
@@ -212,11 +239,15 @@ def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grid
     answer, below, _, searched = ANSWERS[kind]
     search = max_rate if kind == "max-rate" else min_replicas
     slos = parse_slos(slo_specs)
-    if searched in {s.split("=", 1)[0].strip() for s in sets}:
-        raise ConfigError("--set", f"{searched} is the setting the search varies; leave it out")
+    points = grid_points(kind, sets, grids)
     rows = []
-    for point in grid_points(kind, sets, grids):
-        r = search(scenario, sets + [override(k, v) for k, v in point.items()], slos, **options)
+    for point in points:
+        try:
+            r = search(scenario, sets + [override(k, v) for k, v in point.items()], slos, **options)
+        except ConfigError as exc:
+            if len(points) == 1:  # the search itself: its error, as a run's
+                raise
+            r = {answer: None, "runs": 0, "reason": f"not searched: {exc}", "summary": {}}  # as a sweep's failed point
         s = r["summary"]
         rows.append(point | {answer: r[answer], below: r.get(below), "runs": r["runs"], "reason": r.get("reason")}
                     | {k: s.get(k) for k in slos} | {"request_throughput": s.get("request_throughput")})

@@ -336,6 +336,11 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
 
     refuse_folder_over_inputs(out, TABLE_FILES + ("runs",), out_field, inputs)  # the CLI's --out, the API's out
     refuse_folder_holding_inputs(Path(out) / "runs", out_field, inputs)  # a run's folder is replaced when rerun
+    if executor == "ray":  # before anything is written: a refused flag changes nothing (an earlier table stays)
+        from importlib.util import find_spec
+
+        if find_spec("ray") is None:
+            raise ConfigError("--executor", "ray is not installed: pip install -e '.[ray]'")
     out = Path(out)
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)

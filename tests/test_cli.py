@@ -130,6 +130,9 @@ def test_bench_reports_rates(capsys):
     assert d["wall_s_median"] == pytest.approx(sum(phases.values()))  # one repeat: its phases are the whole
     assert d["startup_s"] > 0 and d["peak_rss_mib"] > 50 and d["request_steps"] >= d["steps"]
     assert d["simulated_s_per_wall_s_with_startup"] < d["simulated_s_per_wall_s"]
+    rss = d["rss_mib_after_phases"]  # where the memory goes: each phase's resident memory, never above the peak
+    assert list(rss) == ["build", "simulation", "metrics", "writing"] and 0 < rss["build"] <= d["peak_rss_mib"]
+    assert all(v <= d["peak_rss_mib"] for v in rss.values())
 
 
 AZURE_CONV = Path(__file__).resolve().parents[2] / "shared/data/traces/azure2023/AzureLLMInferenceTrace_conv.csv"

@@ -175,3 +175,34 @@ def test_the_averaging_warning_follows_what_varies_at_one_load(tmp_path, capsys)
     assert "averages" not in capsys.readouterr().err
     assert main(["plot", str(tmp_path / "p"), "--kind", "latency-vs-rate"]) == 0
     assert "the table also varies profile: each point averages over it" in capsys.readouterr().err
+
+
+def test_a_capacity_plot_averages_rows_sharing_a_bar_and_says_so(tmp_path, capsys):
+    """Round 45: --by a column whose values repeat (a seed axis beside it) drew overlapping bars labelled by row
+    number: the bar for 8 read 3.80 where its height was 4.6."""
+    import pandas as pd
+
+    pd.DataFrame({"engine.max_num_seqs": [8, 64, 8, 64], "seed": [1, 1, 2, 2],
+                  "max_rate": [4.6, 73.6, 3.8, 20.0]}).to_csv(tmp_path / "max_rate.csv", index=False)
+    assert main(["plot", str(tmp_path), "--kind", "capacity", "--by", "engine.max_num_seqs"]) == 0
+    err = capsys.readouterr().err
+    assert "several rows share each engine.max_num_seqs value (the table also varies seed)" in err
+
+
+def test_a_sweep_refused_for_its_executor_leaves_its_table(tmp_path, capsys):
+    """Round 45: `--executor ray` without Ray was refused after the sweep had emptied its earlier table."""
+    from importlib.util import find_spec
+
+    if find_spec("ray") is not None:
+        pytest.skip("ray is installed here: the refusal is for a machine without it")
+    out = tmp_path / "s"
+    argv = ["sweep", "--set", "workload.num_requests=3", "--grid", "workload.arrival.rate=5", "--out", str(out),
+            "--no-progress"]
+    assert main(argv) == 0
+    table = (out / "sweep.csv").read_bytes()
+    assert main(argv + ["--executor", "ray"]) == 2
+    assert "ray is not installed" in capsys.readouterr().err and (out / "sweep.csv").read_bytes() == table
+    import servesim
+
+    with pytest.raises(servesim.ConfigError, match="grid: an axis is named by a setting's dotted path"):
+        servesim.sweep(None, {1: [2]}, {"workload.num_requests": 5}, out=tmp_path / "api")

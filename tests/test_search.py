@@ -112,3 +112,35 @@ def test_a_search_refuses_a_cut_run(argv, tmp_path, capsys):
     assert code == 2 and err.startswith("servesim: error: simulation.max_sim_time_s: a search judges") and \
         err.count("\n") == 1, err
     assert not (tmp_path / "o").exists()
+
+
+def test_a_load_at_which_requests_are_rejected_does_not_meet_the_slos(capsys):
+    """Round 45: the SLOs were judged on the requests served, so a capacity that shed half its traffic (queue limits)
+    passed, and max_num_queued_reqs=1 'held up to 2.7e7 req/s'. Rejections fail a load, said as the reason."""
+    from servesim.simulator.cli import main
+
+    base = ["workload.num_requests=40", "engine.max_num_queued_reqs=4", "profile=teaching"]
+    assert not meets({"completed": 39, "failed": 1, "p99_ttft_ms": 1.0}, {"p99_ttft_ms": 100.0})
+    r = max_rate(None, base, parse_slos(["ttft_p99_ms=1e7"]), max_runs=12)
+    at = simulate(load(None, base + [f"workload.arrival.rate={r['max_rate']:.6g}"])).summary
+    assert at["failed"] == 0 and simulate(load(None, base + [f"workload.arrival.rate={r['fails_at']:.6g}"])).summary["failed"]
+    lax = max_rate(None, base, parse_slos(["ttft_p99_ms=1e7"]), low=50)
+    assert lax["max_rate"] is None and "requests rejected already at 50 req/s" in lax["reason"]
+    # the doubling stops at the largest rate a run takes, said so, rather than failing on its own rate (exit 2)
+    top = max_rate(None, ["profile=teaching", "workload.num_requests=5"], parse_slos(["e2el_p99_ms=1e9"]), low=1e8)
+    assert top["max_rate"] is None and "the largest rate workload.arrival.rate takes" in top["reason"]
+    # a grid point that cannot run is a row with its reason, the others' answers kept; the reason said is its own
+    assert main(["search", "max-rate", "--set", "workload.num_requests=20", "--set", "profile=teaching", "--slo",
+                 "ttft_p99_ms=500", "--grid", "engine.gpu_memory_utilization=0.92,0.1"]) == 1
+    out = capsys.readouterr()
+    assert "not searched: engine.gpu_memory_utilization" in out.err and "0.92" in out.out
+
+
+def test_the_api_refuses_the_searched_setting_as_the_cli_does():
+    """Round 45: servesim.max_rate with workload.arrival.rate among its overrides dropped it silently."""
+    import servesim
+
+    with pytest.raises(ConfigError, match="workload.arrival.rate is the setting the search varies"):
+        servesim.max_rate(None, {"ttft_p99_ms": 200}, {"workload.num_requests": 5, "workload.arrival.rate": 5})
+    with pytest.raises(ConfigError, match="cluster.replicas is the setting the search varies"):
+        servesim.min_replicas(None, {"ttft_p99_ms": 200}, {"workload.num_requests": 5, "cluster.replicas": 8})
