@@ -293,6 +293,11 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
     if sim_dir:
         summary, sim_requests, steps = _sim_from_dir(Path(sim_dir))
         sim_itls = None
+        if summary.get("failed"):  # its rejected requests have no output: named, not read as another workload
+            raise ConfigError("--sim", f"{sim_dir} rejected {summary['failed']:,} of its "
+                                       f"{summary['failed'] + summary.get('completed', 0):,} requests, which the real "
+                                       f"run served: nothing to compare them with (compare without --sim to see the "
+                                       f"verdict on it)")
         real_lengths = sorted((s.prompt_tokens, s.output_tokens) for s in first.specs)
         sim_lengths = sorted(zip(sim_requests["prompt_tokens"].astype(int).tolist(),
                                  sim_requests["output_tokens"].astype(int).tolist()))
@@ -308,6 +313,12 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
     table = comparison_table([r.summary() for r in runs], request_summary(sim_requests, sim_itls))
     bad = failures(table, tolerance)
     table["pass"] = ~table.index.isin(bad.index)
+    rejected = int(summary.get("failed") or 0)
+    if rejected:  # every real request was served: a simulation refusing some fails, whatever its statistics
+        row = {"metric": "requests rejected", "real": 0.0, "real_spread": None, "sim": float(rejected),
+               "error": np.nan, "pass": False}
+        table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
+        bad = pd.concat([bad, pd.DataFrame([row])[bad.columns.intersection(row.keys())]], ignore_index=True)
     table.to_csv(out / "table.csv", index=False)
     plots = plot_comparison(first, sim_requests, sim_itls, steps, out, "comparison")
     report = {"real": [str(r.path) for r in runs], "format": first.kind, "requests": len(first.specs),

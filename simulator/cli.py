@@ -507,6 +507,12 @@ def _dispatch(args) -> int:
     except KeyboardInterrupt:
         print("servesim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader of stdout left (`| head`): not an error of --out; as a tool SIGPIPE ends
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        except (OSError, ValueError):
+            pass
+        return 141
     except Exception as exc:  # a bug, never bad input: one line, exit 3, the traceback on request
         if args.debug:
             raise

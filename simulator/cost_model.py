@@ -317,7 +317,7 @@ def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_paralle
                                      f"{profile.tensor_parallel_size}, but engine.tensor_parallel_size is "
                                      f"{tensor_parallel_size}")
     ranks = int(profile.coefficients.get("moe_token_ranks", 1))  # composed for DP ranks sharing experts
-    if arch.is_moe and profile.cost_model == "linear" and ranks != token_ranks:
+    if arch.is_moe and profile.model not in generic and profile.cost_model == "linear" and ranks != token_ranks:
         said = f"data_parallel_size={ranks} with expert parallelism" if ranks > 1 else "no expert parallelism"
         raise ConfigError("profile", f"{profile.name} was composed for {said}, but the scenario's MoE layers see "
                                      f"{token_ranks} DP rank(s)' tokens (engine.data_parallel_size, "

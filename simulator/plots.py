@@ -251,7 +251,11 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
     name = {"capacity": "max_rate.csv"}.get(kind, "sweep.parquet")
     table_path = src / name if src.is_dir() else src
     if not table_path.is_file():
-        raise ConfigError("results", f"{table_path} not found: give a sweep (or search) output directory")
+        if kind == "capacity" and src.is_dir() and (src / "replicas.csv").is_file():
+            raise ConfigError("results", f"{src} holds a `search replicas` table (replicas.csv): --kind capacity "
+                                         f"draws `search max-rate`'s max_rate.csv")
+        want = "a `search max-rate` output directory" if kind == "capacity" else "a sweep's output directory"
+        raise ConfigError("results", f"{table_path} not found: give {want}")
     table = read_table(table_path, "results")
     if "error" in table:
         table = table[table["error"].isna()]

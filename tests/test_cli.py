@@ -798,3 +798,22 @@ def test_round_32_out_files_tolerance_range_and_float32_arrivals(tmp_path, capsy
     assert "--tolerance" in capsys.readouterr().err
     r = servesim.simulate(None, requests=[servesim.RequestSpec(0, np.float32(0.5), 100, 5)])
     assert r.summary["completed"] == 1
+
+
+def test_a_reader_leaving_stdout_is_no_error_of_out(capsys, monkeypatch):
+    """Round 45: `servesim run | head` ended with 'servesim: error: --out: Broken pipe' (EPIPE is an OSError, read
+    as a path that cannot be written). A reader that leaves ends the command as SIGPIPE ends a tool: 141, silent."""
+    import argparse
+    import os
+
+    from servesim.simulator import cli
+
+    def printing(args):
+        raise BrokenPipeError(32, "Broken pipe")
+    saved = os.dup(1)
+    try:
+        rc = cli._dispatch(argparse.Namespace(func=printing, debug=False, out="results/x"))
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    assert rc == 141 and "error" not in capsys.readouterr().err

@@ -291,6 +291,13 @@ def test_moe_routing_picks_the_tables_distribution_and_the_rooflines_experts(tmp
     with pytest.raises(ConfigError, match="composed for no expert parallelism, but the scenario has expert "
                                           "parallelism over 2 GPUs"):
         load(None, tp2 + [inline, "engine.enable_expert_parallel=true"])
+    # round 46: a generic profile (teaching: three constants, model `any`) was never composed for any layout, and was
+    # refused for DP ranks sharing experts as if it had been ("teaching was composed for no expert parallelism")
+    dp_ep = ["model=qwen3-30b-a3b", "engine.data_parallel_size=2", "engine.enable_expert_parallel=true"]
+    assert load(None, dp_ep + ["profile=teaching"]).profile.name == "teaching"
+    dp1 = load(None, ["model=qwen3-30b-a3b", "hardware.gpu=h100-sxm"]).profile  # composed for one rank's tokens
+    with pytest.raises(ConfigError, match="composed for no expert parallelism, but the scenario's MoE layers see 2"):
+        load(None, dp_ep + ["hardware.gpu=h100-sxm", f"profile={json.dumps(dp1.model_dump(mode='json'))}"])
 
 
 def test_pipeline_parallelism_is_refused_not_ignored():

@@ -206,3 +206,10 @@ def test_a_sweep_refused_for_its_executor_leaves_its_table(tmp_path, capsys):
 
     with pytest.raises(servesim.ConfigError, match="grid: an axis is named by a setting's dotted path"):
         servesim.sweep(None, {1: [2]}, {"workload.num_requests": 5}, out=tmp_path / "api")
+
+
+def test_a_replicas_search_is_named_when_a_capacity_plot_is_asked_of_it(tmp_path, capsys):
+    """Round 45: plot --kind capacity on a `search replicas` folder said 'give a sweep (or search) output directory'."""
+    (tmp_path / "replicas.csv").write_text("replicas,fails_with\n2,1\n")
+    assert main(["plot", str(tmp_path), "--kind", "capacity"]) == 2
+    assert "holds a `search replicas` table (replicas.csv)" in capsys.readouterr().err

@@ -682,3 +682,18 @@ def test_a_comparison_refuses_a_cut_simulation(tmp_path, capsys):
     capsys.readouterr()
     assert main(["compare", str(tmp_path / "real"), str(tmp_path / "sim"), "--out", str(tmp_path / "c2")]) == 2
     assert "a cut simulation (simulation.max_sim_time_s) left" in capsys.readouterr().err
+
+
+def test_a_simulation_rejecting_requests_the_real_run_served_fails_the_comparison(tmp_path, capsys):
+    """Round 47: compare judged a simulation on the requests it served: one whose queue limit rejected requests the
+    real run served passed at a loose tolerance, the rejections unsaid; given as --sim, it was refused as 'another
+    workload' (its rejected rows have no output)."""
+    _, result = _simulated()
+    real = write_bench(result, tmp_path / "bench.json")
+    sets = sum((["--set", s] for s in DEPLOY + ["engine.max_num_queued_reqs=20"]), [])  # 2 of 120 rejected
+    assert main(["compare", str(real), "--out", str(tmp_path / "c"), "--tolerance", "0.99"] + sets) == 1
+    report = json.loads((tmp_path / "c" / "summary.json").read_text())
+    assert not report["passed"] and "requests rejected" in report["failed_metrics"]
+    assert "requests rejected" in capsys.readouterr().out
+    assert main(["compare", str(real), str(tmp_path / "c" / "sim"), "--out", str(tmp_path / "d")]) == 2
+    assert "rejected 2 of its 120 requests, which the real run served" in capsys.readouterr().err
