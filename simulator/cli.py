@@ -82,9 +82,7 @@ def cmd_run(args) -> int:
 
     inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
     refuse_writing_over(args.out, "--out", inputs)
-    refuse_folder_over_inputs(args.out, RUN_FILES, "--out", inputs)
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise ConfigError("--out", f"{args.out} is a file, not a results folder")
+    refuse_folder_over_inputs(args.out, RUN_FILES, "--out", inputs)  # and an --out that cannot be a folder
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     if not args.quiet:  # with --json, stdout holds the JSON alone
         print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True, file=sys.stderr if args.json else sys.stdout)
@@ -237,9 +235,7 @@ def _search_each_point(args, kind: str, **options) -> int:
         refuse_folder_over_inputs(args.out, [filename], "--out", grid_inputs(kind, args.scenario, args.set, args.grid))
     table = search_grid(kind, args.scenario, args.set, args.slo, args.grid, **options)
     if args.out:
-        out = Path(args.out)
-        if out.exists() and not out.is_dir():
-            raise ConfigError("--out", f"{out} exists and is not a directory")
+        out = Path(args.out)  # checked before the search: a folder, or one to make
         out.mkdir(parents=True, exist_ok=True)
         table.to_csv(out / filename, index=False)
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))

@@ -245,6 +245,16 @@ def refuse_folder_name(path, field: str) -> None:
         raise ConfigError(field, f"{path} names a folder (it ends with '/'): give a file name")
 
 
+def refuse_below_a_file(path: Path, field: str, message: str) -> None:
+    """The nearest existing folder above `path` must be one: a file there (`s.yaml/out`) leaves nowhere to write.
+    `message` names it as `{parent}`."""
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(field, message.format(parent=parent))
+            return
+
+
 def output_file(path: str | Path, field: str, inputs=(), profile: bool = False) -> Path:
     """A file to write: its folder is made if missing; a folder, or a parent that is a file, is refused by name,
     and so is one of the command's `inputs` (a file, or a file already inside an input folder): written over,
@@ -255,11 +265,7 @@ def output_file(path: str | Path, field: str, inputs=(), profile: bool = False) 
     if path.is_dir():
         raise ConfigError(field, f"{path} is a directory: give a file name")
     refuse_writing_over(path, field, inputs, profile)
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ConfigError(field, f"{parent} is not a directory")
-            break
+    refuse_below_a_file(path, field, f"{{parent}} is not a directory")
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -362,11 +368,7 @@ def refuse_folder_over_inputs(out: str | Path, names, field: str, inputs) -> Non
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ConfigError(field, f"{out} is a file, not a results folder")
-    for parent in out.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ConfigError(field, f"{out} lies below {parent}, which is a file, not a folder")
-            break
+    refuse_below_a_file(out, field, f"{out} lies below {{parent}}, which is a file, not a folder")
     for name in names:
         refuse_link(Path(out) / name, field)
         refuse_writing_over(Path(out) / name, field, inputs)
