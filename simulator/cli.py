@@ -430,7 +430,7 @@ def _add_bench(sub) -> None:
     b.add_argument("--rate", type=POSITIVE, help="arrival rate, req/s (default: 10 for sharegpt, near the default "
                                                  "deployment's saturation; 80%% of the measured capacity for azure-conv)")
     b.add_argument("--repeats", type=number(int, ge=1, le=100), default=3, help="runs to take the median of")
-    b.add_argument("--step-by-step", action="store_true", help="turn decode runs off, to measure what they save")
+    b.add_argument("--step-by-step", action="store_true", help="turn the fast paths off (decode runs, the decode cohort), to measure what they save")
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting of the bench scenario")
     b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)

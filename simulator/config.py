@@ -167,7 +167,9 @@ class ClusterSettings(Settings):
 
 
 class SimulationSettings(Settings):
-    decode_runs: bool = Field(True, description="advance uninterrupted decode steps together (same results, faster)")
+    decode_runs: bool = Field(True, description="servesim's fast paths: uninterrupted decode steps advanced together, "
+                                                    "steady decoders implicitly (same results, faster); false: step "
+                                                    "by step, request by request")
     max_sim_time_s: float | None = Field(None, gt=0, le=MAX_SECONDS, description="stop the run at this simulated time")
 
 

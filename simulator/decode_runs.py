@@ -25,12 +25,19 @@ def decode_run_limit(sched) -> int:
             or len(running) > sched.s.max_num_batched_tokens
             or (len(sched.waiting) and sched.admission_blocked not in STABLE_BLOCKS)):
         return 0
-    k = min(r.stop_len - r.num_tokens for r in running)
+    cohort, step, bs = sched.cohort, sched.step, sched.kv.block_size
+    if cohort is not None and 0 < cohort.size < len(running):
+        sched.settle()  # members beside other requests (not after a plain decode step): run them all the plain way
+    if cohort is not None and cohort.size:  # every running request a member: their tokens now, unsynced
+        k = cohort.tokens_left(step)
+        need = lambda k: sum(max(0, -(-(r.num_tokens + step - r.joined_at + k - 1) // bs) - len(r.blocks))  # noqa: E731
+                             for r in running)
+    else:
+        k = min(r.stop_len - r.num_tokens for r in running)
+        need = lambda k: sum(max(0, -(-(r.num_tokens + k - 1) // bs) - len(r.blocks)) for r in running)  # noqa: E731
     if k < 2:
         return 0
-    bs = sched.kv.block_size
     free = len(sched.kv.free_blocks)
-    need = lambda k: sum(max(0, -(-(r.num_tokens + k - 1) // bs) - len(r.blocks)) for r in running)  # noqa: E731
     if need(k) > free:
         lo, hi = 0, k  # need(lo) fits, need(hi) does not
         while hi - lo > 1:
@@ -47,7 +54,18 @@ def apply_decode_run(sched, k: int, first_step: int, t_end: float) -> tuple[list
     """Advance every running request by k decode tokens, as k schedule() + update_from_output() calls
     would. Returns the blocks in use after each step's allocation, and the requests that finished at
     the last step."""
-    kv = sched.kv
+    kv, cohort = sched.kv, sched.cohort
+    if cohort is not None and cohort.size:  # members: only those that take or fill a block, step by step
+        used_after = []
+        for step in range(first_step, first_step + k):
+            for r in cohort.due(step)[0]:
+                cohort.allocate(r, step, kv)
+            used_after.append(kv.num_used_blocks)
+        finished = cohort.finishing(first_step + k - 1)
+        if finished:
+            sched.finish(finished, t_end)
+        sched.step = first_step + k
+        return used_after, finished
     bs = kv.block_size
     grown = [0] * k
     last = first_step + k - 1
@@ -76,4 +94,5 @@ def apply_decode_run(sched, k: int, first_step: int, t_end: float) -> tuple[list
         used_after.append(used)
     if finished:
         sched.finish(finished, t_end)
+    sched.step = first_step + k
     return used_after, finished

@@ -85,6 +85,8 @@ class Replica:
         self.lockstep = lockstep
         if lockstep is not None:
             self.decode_runs = False  # every step waits for the other ranks
+        if rs.scenario.simulation.decode_runs and self.timer.pure:
+            self.scheduler.use_decode_cohort()  # steady decoders advanced implicitly (decode_cohort.py)
 
     def queue_full(self) -> bool:
         """max_num_queued_reqs: one more unfinished request would exceed it."""
@@ -120,8 +122,8 @@ class Replica:
 
     def predicted_tpot(self) -> float:
         """One decode step with one more sequence in the batch."""
-        running = self.scheduler.running
-        return self._step_time(decode_shape(len(running) + 1, sum(r.num_tokens for r in running) + 1))
+        sched = self.scheduler
+        return self._step_time(decode_shape(len(sched.running) + 1, sched.decode_context_tokens() + 1))
 
     def add_request(self, req: Request) -> None:
         req.replica = self.index
@@ -166,7 +168,7 @@ class Replica:
                     self.front_end.finished(r, t)
             else:
                 out = sched.schedule(now)
-                if not out.reqs:
+                if not out.reqs and not out.implicit:
                     raise RuntimeError(f"replica {self.index}: nothing schedulable with {len(sched.waiting)} waiting")
                 t = timer.end(now, out)
                 used = kv.num_used_blocks
@@ -240,6 +242,8 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
 def run_to_end(sim: Simulation, rs: ResolvedScenario) -> None:
     """The event loop, to the last event or simulation.max_sim_time_s."""
     sim.env.run(until=rs.scenario.simulation.max_sim_time_s)
+    for r in sim.replicas:
+        r.scheduler.settle()  # the requests' counters as step by step leaves them
 
 
 def collect(sim: Simulation, rs: ResolvedScenario) -> RunResult:

@@ -95,6 +95,9 @@ class KVBlockManager:
     def register_computed(self, req) -> None:
         """After a decode run: register the blocks its tokens filled, as step by step would (no cache here)."""
 
+    def register_full(self, req, full_blocks: int) -> None:
+        """Register req's leading full_blocks blocks by content, as allocate_slots does (no cache here)."""
+
     def free(self, req) -> None:
         blocks = req.blocks
         blocks.reverse()
@@ -260,6 +263,8 @@ class PrefixCachingKVManager(KVBlockManager):
     def grow(self, req, num_blocks: int) -> None:
         if num_blocks > 0:
             self._take(req, num_blocks)
+
+    register_full = _register
 
     def register_computed(self, req) -> None:
         self._register(req, req.num_computed_tokens // self.block_size)

@@ -37,7 +37,7 @@ class Request:
         "first_scheduled_time", "first_token_time", "finish_time", "token_runs", "reject_reason",
         "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits", "reserved_blocks",
         "recomputed_tokens", "swapped_blocks", "num_swaps", "preempted_at", "time_preempted",
-        "kv_transferred", "prefill_runs", "prefill_replica", "local_blocks", "local_first",
+        "kv_transferred", "prefill_runs", "prefill_replica", "local_blocks", "local_first", "seq", "joined_at",
     )
 
     def __init__(self, spec: RequestSpec, max_model_len: int):
@@ -79,6 +79,8 @@ class Request:
         self.kv_transferred = False  # disaggregation: its prompt's KV arrived from a prefill replica
         self.prefill_runs: list[int] = []  # token runs on the prefill replica (disaggregation)
         self.prefill_replica: int | None = None
+        self.seq = 0  # its place in the running list: set at each admission, increasing (the decode cohort's key)
+        self.joined_at = -1  # the step it joined its replica's decode cohort (simulator/decode_cohort.py), or -1
 
     def record_tokens(self, first_step: int, last_step: int) -> None:
         """One token at each step first_step..last_step: extend the last run or start one."""

@@ -5,17 +5,20 @@ then waiting; head-of-line blocking; recompute preemption). The queue policy pic
 the admission order and the victim, the batching policy gates admission. What servesim
 adds lives in files of its own and hooks in here: preemption.py (swap and auto instead of
 recompute), admission.py (reservation, the long-prompt cap), speculation.py (drafts verified
-in a decode), decode_runs.py (many pure-decode steps at once); disaggregation's hand-off is
-the `prefill_only` flag.
+in a decode), decode_runs.py (many pure-decode steps at once), decode_cohort.py (steady
+decoders advanced implicitly inside a step); disaggregation's hand-off is the `prefill_only` flag.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from itertools import count
+from operator import attrgetter
 
 from servesim.simulator.admission import AdmissionRules
 from servesim.simulator.batch import BatchShape
+from servesim.simulator.decode_cohort import DecodeCohort
 from servesim.simulator.kv_cache import KVBlockManager
 from servesim.simulator.local_attention import LocalAttention
 from servesim.simulator.preemption import Preemption
@@ -51,6 +54,24 @@ class SchedulerOutput:
     spec_drafts: int = 0
     spec_accepted: int = 0
     handed_off: list = field(default_factory=list)  # prefill-only: requests whose decode moves elsewhere
+    implicit: int = 0  # decode-cohort members decoding this step, not in reqs (simulator/decode_cohort.py)
+    implicit_context: int = 0  # their tokens
+
+
+def _chunk(r: Request, budget: int, thr: int, k: int, max_len: int) -> int:
+    """The tokens vLLM's running loop gives r this step (<= 0: none): the rest of its prompt or one decode
+    (with k drafts), capped by long_prefill_token_threshold, the budget left and max_model_len."""
+    c = r.num_computed_tokens
+    n = r.num_tokens - c
+    if k and n == 1:
+        n += k
+    if 0 < thr < n:
+        n = thr
+    if n > budget:
+        n = budget
+    if n > max_len - c - 1:
+        n = max_len - c - 1
+    return n
 
 
 class Scheduler:
@@ -76,6 +97,17 @@ class Scheduler:
         self.queued_prompt_tokens = 0  # prompts of requests without a first token (vLLM's queued tokens)
         self.recent_admissions: deque = deque(maxlen=64)  # first-admission times, for queue-wait predictions
         self._now = 0.0
+        self.step = 0  # the index of the next step (update_from_output and decode runs advance it)
+        self._seq = count(1)  # running-order keys
+        self.cohort: DecodeCohort | None = None
+
+    def use_decode_cohort(self) -> bool:
+        """Advance steady decoders implicitly (decode_cohort.py) where that is exact: not with speculation,
+        admission rules or local layers, which read or move every running request each step."""
+        if (self.speculation is None and self.admission is None and self.s.local_attention is None
+                and self.kv.plain_running_path):
+            self.cohort = DecodeCohort(self.kv.block_size, self.kv.caches_prefixes)
+        return self.cohort is not None
 
     # -- inputs -------------------------------------------------------------
     def add_request(self, req: Request) -> None:
@@ -92,6 +124,12 @@ class Scheduler:
         """vLLM's schedule(): running requests first, within the token budget, preempting for KV; then
         waiting ones in the queue's order while budget, max_num_seqs and KV last (head-of-line)."""
         self._now = now
+        cohort = self.cohort
+        if cohort is not None and cohort.size:
+            out = self._schedule_around_cohort(now)
+            if out is not None:
+                return out
+            cohort.dissolve(self.step)  # the plain loop below, with every request explicit
         s, kv, running, waiting = self.s, self.kv, self.running, self.waiting
         budget = s.max_num_batched_tokens
         max_len = s.max_model_len
@@ -109,19 +147,11 @@ class Scheduler:
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
-            c = r.num_computed_tokens
-            n = r.num_tokens - c
-            if k and n == 1:  # a decode verifies k drafts in the same pass
-                n += k
-            if 0 < thr < n:
-                n = thr
-            if n > budget:
-                n = budget
-            if n > max_len - c - 1:
-                n = max_len - c - 1
+            n = _chunk(r, budget, thr, k, max_len)  # a decode verifies k drafts in the same pass
             if n <= 0:
                 i += 1
                 continue
+            c = r.num_computed_tokens
             scheduled = True
             if plain and -(-(c + n) // bs) <= len(r.blocks) and not (
                     hashing and (c + n if c + n < r.num_tokens else r.num_tokens) // bs > r.num_hashed_blocks):
@@ -158,6 +188,52 @@ class Scheduler:
         if not preempted:
             self._admit(out, budget, thr, now)
         self._update_after_schedule(out)
+        return out
+
+    def _schedule_around_cohort(self, now: float) -> SchedulerOutput | None:
+        """schedule() with the decode cohort's members taking one token each in their places in the running
+        list, unseen; the other running requests go through vLLM's loop. None (nothing changed) where a member
+        would not get its token or a block would be short: the plain loop decides who waits or is preempted."""
+        s, kv, cohort, running, step = self.s, self.kv, self.cohort, self.running, self.step
+        budget, max_len, bs = s.max_num_batched_tokens, s.max_model_len, kv.block_size
+        due, blocks = cohort.due(step)  # members that take or fill a block this step
+        thr = s.long_prefill_token_threshold if len(running) + len(self.waiting) > 1 else 0
+        plan, ahead = [], 0
+        for r in [q for q in running if q.joined_at < 0]:
+            members = cohort.before(r.seq)  # each took one token before r's turn
+            budget -= members - ahead
+            ahead = members
+            if budget <= 0:
+                break
+            n = _chunk(r, budget, thr, 0, max_len)
+            if n <= 0:
+                continue
+            slots = r.num_computed_tokens + n
+            need = -(-(slots if slots < max_len else max_len) // bs) - len(r.blocks)  # allocate_slots' count
+            if need > 0:
+                blocks += need
+            plan.append((r, n))
+            budget -= n
+        budget -= cohort.size - ahead
+        if budget < 0 or blocks > len(kv.free_blocks):
+            return None
+        out = SchedulerOutput()
+        i = 0  # the allocations in running order, members' and the others' (blocks come off the queue in turn)
+        for r, n in plan:
+            while i < len(due) and due[i].seq < r.seq:
+                cohort.allocate(due[i], step, kv)
+                i += 1
+            if not kv.allocate_slots(r, n):
+                raise AssertionError(f"allocate_slots failed for {r} with the blocks counted free")
+            out.reqs.append(r)
+            out.tokens.append(n)
+        for r in due[i:]:
+            cohort.allocate(r, step, kv)
+        out.implicit, out.implicit_context = cohort.size, cohort.context_tokens(step)
+        self.admission_blocked = None
+        self._admit(out, budget, thr, now)
+        self._update_after_schedule(out)
+        cohort.scheduled_step = step
         return out
 
     def _admit(self, out: SchedulerOutput, budget: int, thr: int, now: float) -> None:
@@ -209,6 +285,7 @@ class Scheduler:
             if r.num_preemptions:
                 r.time_preempted += now - r.preempted_at
             waiting.pop()
+            r.seq = next(self._seq)
             running.append(r)
             r.status = RUNNING
             r.batch_id = self.batching.batch_id
@@ -241,7 +318,9 @@ class Scheduler:
             r.num_computed_tokens = c + n
         if local is not None:
             pairs, decode_ctx = local.mix(pairs, local_pairs), local.mix(decode_ctx, local_ctx)
-        out.shape = BatchShape(len(reqs), prefill_tokens, pairs, decode_seqs, decode_ctx)
+        decode_seqs += out.implicit
+        decode_ctx += out.implicit_context
+        out.shape = BatchShape(len(reqs) + out.implicit, prefill_tokens, pairs, decode_seqs, decode_ctx)
         out.num_running = len(self.running)
         out.num_waiting = len(self.waiting)
         self.last_step_decode_only = (not out.preempted and prefill_tokens == 0 and decode_seqs == len(self.running))
@@ -289,10 +368,22 @@ class Scheduler:
                 finished.append(r)
             elif prefill_only:
                 out.handed_off.append(r)
+        cohort = self.cohort
+        if out.implicit:
+            done = cohort.finishing(step)
+            if done:  # in running order, as step by step
+                finished = sorted(finished + done, key=attrgetter("seq")) if finished else done
+            cohort.scheduled_step = None
         if finished:
             self.finish(finished, t_end)
         if out.handed_off:
             self._hand_off(out.handed_off)
+        if cohort is not None:
+            for r in out.reqs:  # requests whose next step is a plain decode (a prompt's last token is not)
+                if (r.joined_at < 0 and r.status == running and r.num_computed_tokens == r.num_tokens - 1
+                        and r.first_token_time is not None):
+                    cohort.join(r, step + 1)
+        self.step = step + 1
         return finished
 
     def _hand_off(self, reqs: list[Request]) -> None:
@@ -314,4 +405,12 @@ class Scheduler:
         self.changed = True
 
     def decode_context_tokens(self) -> int:
-        return sum(r.num_tokens for r in self.running)
+        """The running requests' tokens: the context of a decode of them all."""
+        if self.cohort is None or not self.cohort.size:
+            return sum(r.num_tokens for r in self.running)
+        return sum(r.num_tokens for r in self.running if r.joined_at < 0) + self.cohort.context_tokens(self.step)
+
+    def settle(self) -> None:
+        """Bring the decode cohort's members' counters up to date (the run stopped, or a decode run starts)."""
+        if self.cohort is not None and self.cohort.size:
+            self.cohort.dissolve(self.step)

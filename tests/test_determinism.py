@@ -1,4 +1,4 @@
-"""Same inputs, same output, bit for bit; decode runs change nothing but speed."""
+"""Same inputs, same output, bit for bit; the fast paths (decode runs, the decode cohort) change nothing but speed."""
 
 import pandas as pd
 import pytest
@@ -23,6 +23,9 @@ SCENARIOS = {
     "cluster": ["cluster.replicas=3", "cluster.router=least_outstanding", "workload.arrival.rate=30"],
     "disaggregated": ["cluster.replicas=2", "cluster.prefill_replicas=1", "workload.arrival.rate=15"],
     "cluster-closed-loop": ["cluster.replicas=2", "workload.arrival={process: closed_loop, concurrency: 40}"],
+    "long-prefill-threshold": ["engine.long_prefill_token_threshold=256", "engine.max_num_batched_tokens=1024"],
+    "prefix-sharing": ["workload.shared_prefix={tokens: 1000, count: 3}", "engine.num_gpu_blocks_override=1500",
+                       "engine.max_model_len=8192", "engine.block_size=32"],
     "gamma-bursts": ["workload.arrival={process: gamma, rate: 12, cv: 4}", "engine.num_gpu_blocks_override=900",
                      "engine.max_model_len=4096"],
 }
@@ -98,3 +101,44 @@ def test_an_override_that_changes_nothing_changes_no_result(tmp_path):
     swapped = simulate(load(str(scenario), [override("workload.slo_classes", {"bronze": {"weight": 3}, "gold": {
         "weight": 1, "ttft_ms": 300}, "none": {"weight": 1}})])).requests
     assert swapped["slo_class"].tolist() != plain["slo_class"].tolist()  # the order is the user's, and it counts
+
+
+def _fast_and_slow(sets, specs):
+    from servesim.simulator.engine import build, collect, run_to_end
+
+    out = []
+    for extra in ([], ["simulation.decode_runs=false"]):
+        rs = load(None, sets + extra)
+        sim = build(rs, specs)
+        run_to_end(sim, rs)
+        out.append((sim, collect(sim, rs)))
+    return out
+
+
+def test_a_prompt_whose_last_chunk_is_one_token_gets_its_first_token_time():
+    """With long_prefill_token_threshold=256 a 257-token prompt's second chunk is one token, shaped like a decode:
+    the decode cohort took it in as a decoder and its first token time was lost (NaN TTFT)."""
+    from servesim.workloads.spec import RequestSpec
+
+    specs = [RequestSpec(0, 0.0, 3000, 40), RequestSpec(1, 0.0, 257, 30), RequestSpec(2, 0.01, 513, 20)]
+    (_, fast), (_, slow) = _fast_and_slow(["engine.long_prefill_token_threshold=256"], specs)
+    assert fast.requests["first_token_time"].notna().all()
+    pd.testing.assert_frame_equal(fast.requests, slow.requests, check_exact=True)
+    pd.testing.assert_frame_equal(fast.steps, slow.steps, check_exact=True)
+
+
+def test_the_decode_cohort_carries_most_request_steps(monkeypatch):
+    """The fast path is in use: most request-steps of a busy run are the cohort's (not in the step's list)."""
+    from servesim.simulator.scheduler import Scheduler
+
+    seen = {"implicit": 0, "explicit": 0}
+    original = Scheduler._update_after_schedule
+
+    def counting(self, out):
+        seen["implicit"] += out.implicit
+        seen["explicit"] += len(out.reqs)
+        return original(self, out)
+
+    monkeypatch.setattr(Scheduler, "_update_after_schedule", counting)
+    _run([])
+    assert seen["implicit"] > 4 * seen["explicit"] > 0
