@@ -28,14 +28,10 @@ def check_profile(profile_path: str, device: str, points: int = 8, seed: int = 0
                                      "the harness measures one device")
     import torch
 
-    from servesim.calibration.hardware_info import describe
-    from servesim.calibration.harness import usable_device
+    from servesim.calibration.harness import measured_here, usable_device
 
     usable_device(torch, device)  # a device this machine lacks is one line, before describing it
-    here = describe(device)["name"]
-    if prof.device not in ("any", here):  # another device's timings are no check of this profile
-        raise ConfigError("--device", f"{profile_path} was measured on {prof.device}, but {device} here is "
-                                      f"{here}: re-measure it on the device it describes")
+    measured_here(prof.device, profile_path, device)
     try:  # what the profile says, named as its fields
         arch = load_model(prof.architecture or prof.model)
         grid = [p for p in make_grid(prof.grid, arch.max_position_embeddings) if p.kind in STEP_KINDS]

@@ -133,6 +133,16 @@ def usable_device(torch, device: str, field: str = "--device"):
     return d
 
 
+def measured_here(profile_device: str, profile_label: str, device: str) -> None:
+    """A profile measured on another device is no check of it here: its timings would judge the hardware."""
+    from servesim.calibration.hardware_info import describe
+
+    here = describe(device)["name"]
+    if profile_device not in ("any", here):
+        raise ConfigError("--device", f"{profile_label} was measured on {profile_device}, but {device} here is "
+                                      f"{here}: re-measure it on the device it describes")
+
+
 def free_memory(torch, device: str) -> tuple[float | None, float]:
     """Bytes free for the model on `device` (None where unknown) and what to keep for activations."""
     if device.startswith("cuda"):

@@ -56,7 +56,21 @@ def _read_layers(path: Path) -> pd.DataFrame:
         row = int((counts != counts.round()).any(axis=1).to_numpy().argmax())
         raise ConfigError("layers", f"{path}, row {row + 2}: input and tp_size must be whole numbers, got "
                                     f"{counts.iloc[row].tolist()}")
+    if num["tp_size"].nunique() > 1:  # the buckets' medians would mix them under the first row's TP
+        raise ConfigError("layers", f"{path}: rows of several TP degrees ({', '.join(str(int(v)) for v in sorted(num['tp_size'].unique()))}): "
+                                    f"one layers.csv per TP degree")
     return d.assign(**{c: num[c] for c in cols[1:]})
+
+
+def _h100_tables(tables: str | Path):
+    """The H100 tables under the root --tables names; a wrong root is said as --tables."""
+    from servesim.calibration.aiconfigurator import KernelTables
+
+    try:
+        return KernelTables(tables, "h100_sxm")
+    except ConfigError as exc:
+        hint = " (a GPU's folder: give the root that holds h100_sxm/)" if (Path(tables) / "gemm").is_dir() else ""
+        raise ConfigError("--tables", f"{tables}: {exc.message}{hint}") from None
 
 
 def _bucket(t: int) -> str:
@@ -64,13 +78,11 @@ def _bucket(t: int) -> str:
 
 
 def check_layers(profiles: str | Path, tables: str | Path, out: str | Path | None = None) -> pd.DataFrame:
-    from servesim.calibration.aiconfigurator import KernelTables
-
     profiles = Path(profiles)
     files = sorted(profiles.rglob("layers.csv"))
     if not files:
         raise ConfigError("layers", f"no layers.csv under {profiles}")
-    t = KernelTables(tables, "h100_sxm")
+    t = _h100_tables(tables)
     o = Overhead(**default_overhead())
     m = MIXTRAL
     arch = ModelArchitecture(name="mixtral-8x7b-dense-part", num_hidden_layers=m["layers"], hidden_size=m["hidden"],
@@ -125,12 +137,10 @@ MIXTRAL_MOE = {"experts": 8, "top_k": 2, "inter": 14336}
 
 def check_moe_layers(profiles: str | Path, tables: str | Path, out: str | Path | None = None) -> pd.DataFrame:
     """Mixtral's measured experts against the kernel tables, by token bucket (one layer, ms)."""
-    from servesim.calibration.aiconfigurator import KernelTables
-
     files = sorted(Path(profiles).rglob("layers.csv"))
     if not files:
         raise ConfigError("layers", f"no layers.csv under {profiles}")
-    t = KernelTables(tables, "h100_sxm")
+    t = _h100_tables(tables)
     m, e, k, inter = MIXTRAL, MIXTRAL_MOE["experts"], MIXTRAL_MOE["top_k"], MIXTRAL_MOE["inter"]
     arch = ModelArchitecture(name="mixtral-8x7b", num_hidden_layers=m["layers"], hidden_size=m["hidden"],
                              num_attention_heads=m["heads"], num_key_value_heads=m["kv_heads"],

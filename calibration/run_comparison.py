@@ -160,6 +160,33 @@ def _sim_from_dir(path: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
     return summary, requests, steps
 
 
+def _check_given_sim(path: Path, requests: pd.DataFrame, run: RealRun) -> None:
+    """A given simulation must be of the run's arrivals (else refused, as other lengths are); another model or GPU
+    than the run records, where its config.yaml says, is warned of: the verdict would compare two deployments."""
+    from servesim.simulator.config import load_scenario_file, say_once
+
+    real = np.sort([s.arrival_time for s in run.specs])
+    sim = np.sort(requests["arrival_time"].to_numpy(float))
+    real, sim = real - real[0], sim - sim[0]
+    off = np.abs(real - sim) > 1e-3 + 1e-6 * np.abs(real)
+    if off.any():
+        i = int(off.argmax())
+        raise ConfigError("--sim", f"{path} simulated other arrival times than {run.path}: its request {i + 1} (in "
+                                   f"arrival order) arrives at {sim[i]:.3f} s, the run's at {real[i]:.3f} s (from the "
+                                   f"first); simulate the run's own arrivals (compare without SIM does)")
+    try:
+        data = load_scenario_file(path / "config.yaml") if (path / "config.yaml").is_file() else {}
+    except ConfigError:
+        data = {}  # a damaged or missing scenario record: nothing to check against
+    model, hardware = data.get("model"), data.get("hardware")
+    simulated = {"model": model.get("name") if isinstance(model, dict) else model,
+                 "hardware.gpu": hardware.get("gpu") if isinstance(hardware, dict) else None}
+    recorded = dict(s.split("=", 1) for s in run.sets)
+    say_once([f"servesim: warning: {path} simulated {k}={v}, but {run.path} records {k}={recorded[k]}: the verdict "
+              f"compares two deployments" for k, v in simulated.items()
+              if v is not None and k in recorded and str(v) != recorded[k]])
+
+
 def _finite_or_none(x) -> float | None:
     """JSON has no NaN or infinity: an error that is none (no simulated value) or infinite (a real 0) is null."""
     return float(x) if x is not None and np.isfinite(x) else None
@@ -304,6 +331,7 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
         if real_lengths != sim_lengths:  # another workload's simulation would be compared as if it were this one
             raise ConfigError("--sim", f"{sim_dir} simulated {len(sim_lengths):,} requests, not the "
                                        f"{len(real_lengths):,} (prompt, output) lengths of {real_paths[0]}")
+        _check_given_sim(Path(sim_dir), sim_requests, first)
         source = summary.get("cost_model_source")
     else:
         rs, result = simulate_run(first, scenario, sets)

@@ -45,7 +45,7 @@ def load_run(path: Path, root: Path) -> tuple[RealRun, str | None]:
     gpu = GPUS.get(path.parent.name)
     if not (recorded or gpu) or not any(s.startswith("model=") for s in run.sets):
         return run, f"no built-in GPU or model for {path.parent.name} / {kw.get('model')}"
-    run.sets = ([] if recorded else [f"hardware.gpu={gpu}"]) + ["profile=auto"] + run.sets
+    run.sets = ([] if recorded else [f"hardware.gpu={gpu}"]) + run.sets  # profile: the default, auto
     return run, None
 
 
@@ -63,6 +63,12 @@ def load_runs(root: str | Path) -> tuple[list[RealRun], list[dict]]:
         why = "; ".join(f"{r['run']}: {r['skipped']}" for r in skipped) or "none found"
         raise ConfigError("--data", f"no run under {root} could be simulated ({why})")
     return runs, skipped
+
+
+def _sets_profile(setting: str) -> bool:
+    """A --set of the profile or of one of its fields."""
+    key = setting.split("=", 1)[0].strip()
+    return key == "profile" or key.startswith("profile.")
 
 
 def run_table(run: RealRun, sims: dict) -> pd.DataFrame:
@@ -93,10 +99,10 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
         rs, result = simulate_run(run, None, sets)
         sims = {"sim": result}
         if rs.profile.overhead is not None:  # what the overhead terms are worth: the same run on kernel time alone
-            inline = rs.profile.model_dump(mode="json") | {"overhead": None}
-            kernels = dataclasses.replace(run, sets=[s for s in run.sets if not s.startswith("profile=")]
-                                          + [f"profile={json.dumps(inline)}"])  # the run's own profile, not a --set
-            sims["sim_kernels_only"] = simulate_run(kernels, None, sets)[1]
+            inline = rs.profile.model_dump(mode="json") | {"overhead": None}  # the profile the run used, --set or not
+            kernels = dataclasses.replace(run, sets=[s for s in run.sets if not _sets_profile(s)]
+                                          + [f"profile={json.dumps(inline)}"])
+            sims["sim_kernels_only"] = simulate_run(kernels, None, [s for s in sets or [] if not _sets_profile(s)])[1]
         fit = None
         if leave_one_out:
             fit = fit_serving([r for j, r in enumerate(runs) if j != i], [run], None, sets, terms, max_evals)

@@ -144,13 +144,14 @@ def validate_replay(scenario: str | None, sets: list[str], device: str, threads:
 
     With a deadline (time.monotonic()), levels not started by then are skipped and listed as such:
     a lent GPU's call has a hard time limit, and finished levels are worth keeping."""
-    from servesim.calibration.harness import _torch, usable_device
+    from servesim.calibration.harness import _torch, measured_here, usable_device
     from servesim.calibration.measured_executor import MeasuredExecutor
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
 
     usable_device(_torch(), device)  # before the scenario, whose warnings would come first
     rs = load(scenario, sets)
+    measured_here(rs.profile.device, f"profile {rs.profile.name}", device)  # else the verdict judges the hardware
     if loads == ["auto"]:
         loads = auto_loads(rs, sets, scenario)
     levels = loads or ["as-configured"]

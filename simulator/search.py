@@ -19,9 +19,10 @@ _SLO = re.compile(r"^(ttft|tpot|itl|e2el|queue_time)_(mean|median|p50|p90|p99)_m
 
 def parse_slos(specs: list[str]) -> dict[str, float]:
     """ttft_p99_ms=500 -> {'p99_ttft_ms': 500.0}; a summary key (p99_ttft_ms=500) is taken as is."""
-    slos = {}
+    slos, typed = {}, {}  # typed: the spelling each was given in
     for spec in specs:
         key, _, value = spec.partition("=")
+        given = key
         m = _SLO.match(key)
         if m:
             metric, stat = m.groups()
@@ -35,8 +36,9 @@ def parse_slos(specs: list[str]) -> dict[str, float]:
         if not (math.isfinite(target) and target > 0):
             raise ConfigError("--slo", f"{spec!r}: the target must be a positive, finite number of ms")
         if key in slos:
-            raise ConfigError("--slo", f"{spec!r}: {key} is given twice")
-        slos[key] = target
+            again = f"{given} is given twice" if typed[key] == given else f"{given} is {typed[key]}, given already"
+            raise ConfigError("--slo", f"{spec!r}: {again}")
+        slos[key], typed[key] = target, given
     if not slos:
         raise ConfigError("--slo", "give at least one SLO")
     return slos

@@ -514,3 +514,63 @@ def test_the_mean_error_leaves_out_latencies_measured_as_about_zero():
                       "real": [100.0, 0.004, 0.5], "error": [0.2, 5893.0, -0.1]})
     assert mean_abs_error(t) == pytest.approx(0.15)
     assert mean_abs_error(t.iloc[[1]]) is None
+
+
+def _first_requests_of(tmp_path, n=60):
+    import shutil
+
+    run = tmp_path / "runs" / "RTXPRO6000" / "Llama-3.1-8B"
+    shutil.copytree(SERVING / "llmservingsim-vllm-0.19/RTXPRO6000/Llama-3.1-8B", run)
+    lines = (run / "vllm/requests.jsonl").read_text().splitlines()[:n]
+    (run / "vllm/requests.jsonl").write_text("\n".join(lines) + "\n")
+    return run
+
+
+@needs_serving
+def test_validate_serving_under_a_set_profile_still_shows_kernel_time_alone(tmp_path, capsys):
+    """Round 48: `--set profile=P` replaced the kernels-only pass's profile too (its column equalled the full
+    simulation: 'overhead worth 0'), and a warning said the run records profile=auto, which it does not."""
+    from servesim.calibration.serving_fidelity import validate_serving
+
+    _first_requests_of(tmp_path)
+    table, _ = validate_serving(tmp_path / "runs", tmp_path / "out", ["profile=rtxpro6000-llama-3.1-8b-bf16-tp1"])
+    ttft = table.set_index("metric").loc["TTFT mean (ms)"]
+    assert ttft["sim_kernels_only"] < 0.95 * ttft["sim"]
+    assert "records" not in capsys.readouterr().err
+
+
+@needs_serving
+def test_compare_checks_a_given_simulation_is_of_the_runs_arrivals_and_deployment(tmp_path, capsys):
+    """Round 48: `compare REAL SIM` took a simulation of another model, or of other arrival times, as the run's own."""
+    from servesim.simulator.cli import main
+
+    run = _first_requests_of(tmp_path)
+    main(["compare", str(run), "--out", str(tmp_path / "c1")])
+    config = str(tmp_path / "c1" / "sim" / "config.yaml")
+    for name, sets in (("other-model", ["model=qwen2.5-7b"]), ("other-arrivals", ["workload.time_scale=0.05"])):
+        assert main(["run", config, "--quiet", "--out", str(tmp_path / name)] + [a for s in sets for a in ("--set", s)]) == 0
+    capsys.readouterr()
+    main(["compare", str(run), str(tmp_path / "other-model"), "--out", str(tmp_path / "c2")])
+    assert "simulated model=qwen2.5-7b, but" in capsys.readouterr().err
+    assert main(["compare", str(run), str(tmp_path / "other-arrivals"), "--out", str(tmp_path / "c3")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("servesim: error: --sim:") and "other arrival times" in err and err.count("\n") == 1
+    assert main(["compare", str(run), str(tmp_path / "c1" / "sim"), "--out", str(tmp_path / "c4")]) in (0, 1)
+    assert "simulated model" not in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not LAYERS.is_dir(), reason=f"layer profiles not found at {LAYERS}")
+def test_validate_layers_refuses_mixed_tp_degrees_and_names_tables(tmp_path, capsys):
+    """Round 48: a layers.csv holding TP 2 and TP 4 rows was reported as TP 2 with medians over both; a --tables
+    naming a GPU's folder, not the root, was an error about 'gpu' at a path never given."""
+    from servesim.simulator.cli import main
+
+    tp2, tp4 = (next(LAYERS.rglob(f"tp{n}/layers.csv")).read_text().splitlines() for n in (2, 4))
+    (tmp_path / "mixed").mkdir()
+    (tmp_path / "mixed" / "layers.csv").write_text("\n".join(tp2 + tp4[1:]) + "\n")
+    assert main(["validate", "layers", "--data", str(tmp_path / "mixed"), "--out", str(tmp_path / "o1")]) == 2
+    assert "several TP degrees (2, 4)" in capsys.readouterr().err
+    if TABLES.is_dir():
+        assert main(["validate", "layers", "--tables", str(TABLES / "h100_sxm"), "--out", str(tmp_path / "o2")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("servesim: error: --tables: ") and "give the root that holds h100_sxm/" in err

@@ -18,6 +18,11 @@ def test_parse_slos():
         parse_slos(["latency=5"])
     with pytest.raises(ConfigError):
         parse_slos([])
+    # round 48: the message spelt the metric as the summary does (p99_ttft_ms), not as the user typed it
+    with pytest.raises(ConfigError, match=r"ttft_p99_ms is given twice"):
+        parse_slos(["ttft_p99_ms=500", "ttft_p99_ms=300"])
+    with pytest.raises(ConfigError, match=r"p99_ttft_ms is ttft_p99_ms, given already"):
+        parse_slos(["ttft_p99_ms=500", "p99_ttft_ms=300"])
 
 
 def test_max_rate_brackets_the_slo():

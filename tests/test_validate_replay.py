@@ -77,3 +77,16 @@ def test_a_pool_too_large_to_replay_is_refused(profile):
     with pytest.raises(ConfigError) as e:
         MeasuredExecutor(rs.arch, "cpu", "bf16", 16, rs.num_gpu_blocks)
     assert e.value.field == "engine.num_gpu_blocks_override"
+
+
+def test_a_profile_measured_on_another_device_is_refused(profile, tmp_path, capsys):
+    """Round 48: validate replay judged a profile of another machine against this one's replay (FAIL, exit 1), where
+    calibrate check refuses it: the verdict would be on the hardware, not the cost model."""
+    other = tmp_path / "other.yaml"
+    other.write_text("\n".join("device: Another CPU" if line.startswith("device:") else line
+                               for line in profile.read_text().splitlines()) + "\n")
+    assert main(["validate", "replay", SCENARIO, "--profile", str(other), "--threads", "1",
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("servesim: error: --device: ") and "was measured on Another CPU" in err
+    assert not (tmp_path / "out").exists()
