@@ -3,9 +3,9 @@
 Most running requests only add one token per step. Once its prefill is done a request joins the
 cohort: its counters stay as they were at the step it joined, and its true state follows from the
 step index (tokens = tokens at joining + steps since), so a step advances every member at once
-through running sums. A member leaves, synced and scheduled by vLLM's loop like any other request,
-at the step where it next needs a KV block or fills one the prefix cache registers, and at the step
-its last token comes. A step that is not certain to give every member its one token (the token
+through running sums. A member is touched only at the step where it next needs a KV block or fills
+one the prefix cache registers (allocated in running order with the others), and leaves, synced,
+at the step its last token comes. A step that is not certain to give every member its one token (the token
 budget or the KV pool would run short: vLLM would starve or preempt someone) dissolves the cohort
 and runs the plain way. Results equal step by step: tests/test_determinism.py and tests/test_golden.py.
 """
@@ -61,8 +61,8 @@ class DecodeCohort:
         if due < r.joined_at + r.stop_len - r.num_tokens:  # its last step (counters as when it joined)
             heapq.heappush(self._events, (due, r.seq, r.joined_at, r))
 
-    def leave(self, r: Request, step: int, computed: int = 0) -> None:
-        """Take r out, its counters brought to the start of `step`; computed: 1 if `step` was scheduled already."""
+    def leave(self, r: Request, step: int) -> None:
+        """Take r out, its counters brought to the start of `step`."""
         joined, t = r.joined_at, r.num_tokens
         del self.members[r.seq]
         if not self._sorted:
@@ -70,10 +70,15 @@ class DecodeCohort:
             self._sorted = True
         del self._keys[bisect_left(self._keys, r.seq)]
         self.base -= t - joined
-        self._sync(r, step, computed)
+        self._sync(r, step)
+
+    def _member(self, entry: tuple) -> bool:
+        """A heap entry (step, key, step joined, request) still of a member: not of one that left since."""
+        return entry[3].joined_at == entry[2] and self.members.get(entry[1]) is entry[3]
 
     @staticmethod
     def _sync(r: Request, step: int, computed: int = 0) -> None:
+        """r's counters brought to the start of `step` (computed: 1 if `step` was scheduled already)."""
         k = step - r.joined_at
         r.num_tokens += k
         r.num_output_tokens += k
@@ -84,12 +89,13 @@ class DecodeCohort:
 
     def due(self, step: int) -> tuple[list[Request], int]:
         """Members that need a block or fill one at `step`, in running order, and the blocks they take."""
-        ev, members, due, bs, blocks = self._events, self.members, [], self.block_size, 0
+        ev, due, bs, blocks = self._events, [], self.block_size, 0
         while ev and ev[0][0] <= step:
-            _, key, joined, r = heapq.heappop(ev)
-            if r.joined_at == joined and members.get(key) is r:
+            entry = heapq.heappop(ev)
+            if self._member(entry):
+                r = entry[3]
                 due.append(r)
-                if r.num_tokens + step - joined > len(r.blocks) * bs:
+                if r.num_tokens + step - r.joined_at > len(r.blocks) * bs:
                     blocks += 1
         return due, blocks
 
@@ -106,18 +112,18 @@ class DecodeCohort:
 
     def finishing(self, step: int) -> list[Request]:
         """Members whose last token came at `step`, synced to after it, in running order."""
-        fin, members, done = self._finishes, self.members, []
+        fin, done = self._finishes, []
         while fin and fin[0][0] <= step:
-            _, key, joined, r = heapq.heappop(fin)
-            if r.joined_at == joined and members.get(key) is r:
-                self.leave(r, step + 1)
-                done.append(r)
+            entry = heapq.heappop(fin)
+            if self._member(entry):
+                self.leave(entry[3], step + 1)
+                done.append(entry[3])
         return done
 
     def tokens_left(self, step: int) -> int | None:
         """The fewest tokens any member still has to make, counted at the start of `step` (None: no member)."""
-        fin, members = self._finishes, self.members
-        while fin and not (fin[0][3].joined_at == fin[0][2] and members.get(fin[0][1]) is fin[0][3]):
+        fin = self._finishes
+        while fin and not self._member(fin[0]):
             heapq.heappop(fin)  # an entry of a request that left
         return fin[0][0] - step + 1 if fin else None
 
