@@ -4,8 +4,8 @@ Most running requests only add one token per step. Once its prefill is done a re
 cohort: its counters stay as they were at the step it joined, and its true state follows from the
 step index (tokens = tokens at joining + steps since), so a step advances every member at once
 through running sums. A member is touched only at the step where it next needs a KV block or fills
-one the prefix cache registers (allocated in running order with the others), and leaves, synced,
-at the step its last token comes. A step that is not certain to give every member its one token (the token
+one the prefix cache must register then (allocated in running order with the others; a block only it
+can name is registered later, kv_cache.py), and leaves, synced, at the step its last token comes. A step that is not certain to give every member its one token (the token
 budget or the KV pool would run short: vLLM would starve or preempt someone) dissolves the cohort
 and runs the plain way. Results equal step by step: tests/test_determinism.py and tests/test_golden.py.
 """
@@ -19,10 +19,10 @@ from servesim.simulator.request import Request
 
 
 class DecodeCohort:
-    def __init__(self, block_size: int, registers_blocks: bool):
-        """registers_blocks: prefix caching, where a block that fills is registered at that step."""
-        self.block_size = block_size
-        self.registers_blocks = registers_blocks
+    def __init__(self, kv):
+        self.kv = kv
+        self.block_size = kv.block_size
+        self.registers_blocks = kv.caches_prefixes  # prefix caching: blocks that fill are registered
         self.members: dict[int, Request] = {}  # running-order key (Request.seq) -> request
         self.base = 0  # sum over members of (tokens when joining - step joined): tokens at step j = base + size * j
         self._keys: list[int] = []  # the members' keys, sorted when _sorted
@@ -55,8 +55,9 @@ class DecodeCohort:
         block or fills one that prefix caching registers, unless it finishes first."""
         bs = self.block_size
         due = len(r.blocks) * bs + 1  # the token count at which it needs one more block
-        if self.registers_blocks and (r.num_hashed_blocks + 1) * bs < due:
-            due = (r.num_hashed_blocks + 1) * bs  # a block fills
+        if self.registers_blocks and (r.num_hashed_blocks + 1) * bs < due and \
+                r.num_hashed_blocks < self.kv.exact_blocks(r):
+            due = (r.num_hashed_blocks + 1) * bs  # a block fills that is registered at once
         due = step + due - t if due > t else step
         if due < r.joined_at + r.stop_len - r.num_tokens:  # its last step (counters as when it joined)
             heapq.heappush(self._events, (due, r.seq, r.joined_at, r))
@@ -76,9 +77,9 @@ class DecodeCohort:
         """A heap entry (step, key, step joined, request) still of a member: not of one that left since."""
         return entry[3].joined_at == entry[2] and self.members.get(entry[1]) is entry[3]
 
-    @staticmethod
-    def _sync(r: Request, step: int, computed: int = 0) -> None:
-        """r's counters brought to the start of `step` (computed: 1 if `step` was scheduled already)."""
+    def _sync(self, r: Request, step: int, computed: int = 0) -> None:
+        """r's counters brought to the start of `step` (computed: 1 if `step` was scheduled already), and the
+        blocks its scheduled tokens filled counted registered (those not registered at once wait, kv_cache.py)."""
         k = step - r.joined_at
         r.num_tokens += k
         r.num_output_tokens += k
@@ -86,6 +87,8 @@ class DecodeCohort:
         if k:
             r.record_tokens(r.joined_at, step - 1)
         r.joined_at = -1
+        if self.registers_blocks:
+            self.kv.register_full(r, r.num_computed_tokens // self.block_size)
 
     def due(self, step: int) -> tuple[list[Request], int]:
         """Members that need a block or fill one at `step`, in running order, and the blocks they take."""
@@ -99,11 +102,11 @@ class DecodeCohort:
                     blocks += 1
         return due, blocks
 
-    def allocate(self, r: Request, step: int, kv) -> None:
+    def allocate(self, r: Request, step: int) -> None:
         """vLLM's allocate_slots for member r's one token at `step`: a block when its tokens outgrow its blocks,
         the registration of one its tokens fill (the caller has counted the free blocks)."""
         t = r.num_tokens + step - r.joined_at
-        bs = self.block_size
+        bs, kv = self.block_size, self.kv
         if t > len(r.blocks) * bs:
             kv.grow(r, 1)
         if self.registers_blocks and t // bs > r.num_hashed_blocks:

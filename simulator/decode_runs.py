@@ -59,7 +59,7 @@ def apply_decode_run(sched, k: int, first_step: int, t_end: float) -> tuple[list
         used_after = []
         for step in range(first_step, first_step + k):
             for r in cohort.due(step)[0]:
-                cohort.allocate(r, step, kv)
+                cohort.allocate(r, step)
             used_after.append(kv.num_used_blocks)
         finished = cohort.finishing(first_step + k - 1)
         if finished:

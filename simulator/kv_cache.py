@@ -127,6 +127,12 @@ class PrefixCachingKVManager(KVBlockManager):
     blocks again, as in vLLM. Free queue: an ordered dict whose first entry is vLLM's free-queue head
     (reused first); freed cached blocks go to the tail (least recently used evicted first), freed
     uncached ones to the head.
+
+    Registration is deferred where nobody can see it: until a request is first freed, the blocks only it can
+    name (keys unique to it) cannot be looked up (it does not look up while running) nor evicted (it holds
+    them), so they are registered when it is freed, at once, as vLLM would have them by then. Blocks a
+    workload names, and every block of a request freed before (its old keys may still be cached), are
+    registered at the step they fill, as in vLLM.
     """
 
     caches_prefixes = True
@@ -149,12 +155,7 @@ class PrefixCachingKVManager(KVBlockManager):
         unit = spec.prefix_block_tokens
         ids = spec.prefix_ids
         base = -(req.request_id << 24) - 1
-        shared = start
-        if ids and unit:  # ids name the prompt's blocks (the last one perhaps partial), or run on over the output
-            # ids past the prompt run on over the output; fewer ids than prompt blocks name only what they cover
-            covered = len(ids) * unit if len(ids) > -(-spec.prompt_tokens // unit) else \
-                min(spec.prompt_tokens, len(ids) * unit)
-            shared = max(start, min(stop, covered // bs))
+        shared = max(start, min(stop, self.shared_blocks(req)))
         if unit % bs == 0:  # whole engine blocks in each content block
             per = unit // bs
             keys = [(ids[i // per], i % per) for i in range(start, shared)]
@@ -163,6 +164,21 @@ class PrefixCachingKVManager(KVBlockManager):
             keys = [(ids[((i + 1) * bs - 1) // unit], (i + 1) * bs - ((i + 1) * bs - 1) // unit * unit)
                     for i in range(start, shared)]
         return keys + list(range(base - shared, base - stop, -1))
+
+    def shared_blocks(self, req) -> int:
+        """The leading blocks whose content the workload names (ids), which other requests may share."""
+        spec = req.spec
+        ids, unit = spec.prefix_ids, spec.prefix_block_tokens
+        if not (ids and unit):
+            return 0
+        # ids past the prompt run on over the output; fewer ids than prompt blocks name only what they cover
+        covered = len(ids) * unit if len(ids) > -(-spec.prompt_tokens // unit) else \
+            min(spec.prompt_tokens, len(ids) * unit)
+        return covered // self.block_size
+
+    def exact_blocks(self, req) -> int:
+        """The leading blocks registered at the step they fill; the rest wait until req is freed (class doc)."""
+        return self.shared_blocks(req) if req.lazy_keys else 1 << 62
 
     def lookup(self, req) -> tuple[list[int], int]:
         """The longest run of cached leading blocks, capped so that one token is left to compute."""
@@ -252,13 +268,19 @@ class PrefixCachingKVManager(KVBlockManager):
         start = req.num_hashed_blocks
         if full_blocks <= start:
             return
+        stop = min(full_blocks, max(start, self.shared_blocks(req))) if req.lazy_keys else full_blocks
+        if stop > start:
+            self._key(req, start, stop)
+        req.num_hashed_blocks = full_blocks
+
+    def _key(self, req, start: int, stop: int) -> None:
+        """Blocks start..stop-1 of req by content: a block keeps its first key, a key its first block."""
         key_of, cached = self.key_of, self.cached
-        for b, k in zip(req.blocks[start:full_blocks], self.block_keys(req, start, full_blocks)):
+        for b, k in zip(req.blocks[start:stop], self.block_keys(req, start, stop)):
             if key_of[b] is None:
                 key_of[b] = k
                 if k not in cached:
                     cached[k] = b
-        req.num_hashed_blocks = full_blocks
 
     def grow(self, req, num_blocks: int) -> None:
         if num_blocks > 0:
@@ -270,6 +292,11 @@ class PrefixCachingKVManager(KVBlockManager):
         self._register(req, req.num_computed_tokens // self.block_size)
 
     def free(self, req) -> None:
+        if req.lazy_keys:  # the registrations deferred until now (class doc)
+            req.lazy_keys = False
+            start = self.shared_blocks(req)
+            if req.num_hashed_blocks > start:
+                self._key(req, start, req.num_hashed_blocks)
         queue, ref, key_of = self.queue, self.ref, self.key_of
         for b in reversed(req.blocks):
             ref[b] -= 1

@@ -106,7 +106,7 @@ class Scheduler:
         admission rules or local layers, which read or move every running request each step."""
         if (self.speculation is None and self.admission is None and self.s.local_attention is None
                 and self.kv.plain_running_path):
-            self.cohort = DecodeCohort(self.kv.block_size, self.kv.caches_prefixes)
+            self.cohort = DecodeCohort(self.kv)
         return self.cohort is not None
 
     # -- inputs -------------------------------------------------------------
@@ -221,14 +221,14 @@ class Scheduler:
         i = 0  # the allocations in running order, members' and the others' (blocks come off the queue in turn)
         for r, n in plan:
             while i < len(due) and due[i].seq < r.seq:
-                cohort.allocate(due[i], step, kv)
+                cohort.allocate(due[i], step)
                 i += 1
             if not kv.allocate_slots(r, n):
                 raise AssertionError(f"allocate_slots failed for {r} with the blocks counted free")
             out.reqs.append(r)
             out.tokens.append(n)
         for r in due[i:]:
-            cohort.allocate(r, step, kv)
+            cohort.allocate(r, step)
         out.implicit, out.implicit_context = cohort.size, cohort.context_tokens(step)
         self.admission_blocked = None
         self._admit(out, budget, thr, now)

@@ -49,8 +49,12 @@ def _check(kv, requests) -> None:
         held = [*r.blocks, *r.local_blocks]
         assert len(set(held)) == len(held), f"request {r.request_id} holds a block twice"
         assert r.num_computed_tokens <= len(r.blocks) * kv.block_size or not r.blocks
+        exact = kv.exact_blocks(r)
         for i in range(r.num_hashed_blocks):  # a registered block holds this request's content there
-            assert kv.key_of[r.blocks[i]] == kv.block_key(r, i), (r.request_id, i)
+            if i < exact:
+                assert kv.key_of[r.blocks[i]] == kv.block_key(r, i), (r.request_id, i)
+            else:  # deferred until it is freed: nobody can find it yet, and no other block holds its key
+                assert kv.key_of[r.blocks[i]] is None and kv.block_key(r, i) not in kv.cached, (r.request_id, i)
         if r.swapped_blocks:
             assert r.blocks == [], "a swapped-out request holds GPU blocks"
 
