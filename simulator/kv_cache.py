@@ -244,6 +244,8 @@ class PrefixCachingKVManager(KVBlockManager):
             out = list(islice((b for b in queue if b not in skip), n))
             for b in out:
                 del queue[b]
+        elif n == 1:  # a decoder's next block: most calls
+            out = [queue.popitem(last=False)[0]]
         else:
             out = [queue.popitem(last=False)[0] for _ in range(n)]
         for b in out:
