@@ -5,6 +5,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from itertools import islice
 
+from servesim.simulator.request import FINISHED
+
+GONE = ("gone",)  # the key of a kept block whose content nobody can ask for again (PrefixCachingKVManager.free)
+
 
 class KVBlockManager:
     """Block 0 is vLLM's null block and never handed out, so usable = num_gpu_blocks - 1.
@@ -132,7 +136,8 @@ class PrefixCachingKVManager(KVBlockManager):
     name (keys unique to it) cannot be looked up (it does not look up while running) nor evicted (it holds
     them), so they are registered when it is freed, at once, as vLLM would have them by then. Blocks a
     workload names, and every block of a request freed before (its old keys may still be cached), are
-    registered at the step they fill, as in vLLM.
+    registered at the step they fill, as in vLLM. A finished request's own keys are never asked for
+    again: its blocks only take vLLM's place for cached blocks in the free queue (GONE).
     """
 
     caches_prefixes = True
@@ -298,7 +303,13 @@ class PrefixCachingKVManager(KVBlockManager):
             req.lazy_keys = False
             start = self.shared_blocks(req)
             if req.num_hashed_blocks > start:
-                self._key(req, start, req.num_hashed_blocks)
+                if req.status == FINISHED:  # only it could ask for these keys, and it never will: the blocks
+                    # go to the queue's tail as cached blocks do (vLLM's order), with nothing to find or evict
+                    key_of = self.key_of
+                    for b in req.blocks[start:req.num_hashed_blocks]:
+                        key_of[b] = GONE
+                else:
+                    self._key(req, start, req.num_hashed_blocks)
         queue, ref, key_of = self.queue, self.ref, self.key_of
         for b in reversed(req.blocks):
             ref[b] -= 1
