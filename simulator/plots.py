@@ -74,15 +74,27 @@ def _label(key: str) -> str:
             "engine.max_num_seqs": "max_num_seqs"}.get(key, key)
 
 
+def _groups(table, by: str | None):
+    """(label, rows) per `by` value, a run whose value is unset (null) in a group of its own: groupby's default
+    dropped those runs from the plot without a word."""
+    if not by or by not in table:
+        return [("runs", table)]
+    return [(f"{_label(by)} = {_value_name(value)}", g) for value, g in table.groupby(by, sort=True, dropna=False)]
+
+
+def _value_name(value) -> str:
+    import pandas as pd
+
+    return "null (unset)" if pd.isna(value) else str(value)
+
+
 def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | None = "engine.max_num_batched_tokens"):
     """TTFT and TPOT (p50 solid, p99 dashed) against load, one colour per `by` value: the budget trade-off."""
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    groups = table.groupby(by) if by and by in table else [(None, table)]
-    for (value, g), color in zip(groups, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
+    for (name, g), color in zip(_groups(table, by), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
         g = g.groupby(x).mean(numeric_only=True).reset_index()
         for ax, metric in zip(axes, ("ttft", "tpot")):
-            name = f"{_label(by)} = {value}" if value is not None else "runs"
             ax.plot(g[x], g[f"median_{metric}_ms"], "-o", color=color, label=f"{name}, p50")
             ax.plot(g[x], g[f"p99_{metric}_ms"], "--s", color=color, label=f"{name}, p99")
     import matplotlib.ticker as mticker
@@ -110,11 +122,15 @@ def pareto(table, path, latency: str = "p99_tpot_ms", throughput: str = "output_
     if not by or by not in t:
         ax.scatter(t[latency], t[throughput], s=30)
     elif is_numeric_dtype(t[by]) and not is_bool_dtype(t[by]):  # a scale: one colour bar
-        sc = ax.scatter(t[latency], t[throughput], c=t[by], cmap="viridis", s=30)
+        unset = t[by].isna()  # no colour on the scale: grey crosses, named, not left transparent
+        sc = ax.scatter(t[latency][~unset], t[throughput][~unset], c=t[by][~unset], cmap="viridis", s=30)
         fig.colorbar(sc, ax=ax, label=_label(by))
+        if unset.any():
+            ax.scatter(t[latency][unset], t[throughput][unset], marker="x", color="grey", s=40,
+                       label=f"{_label(by)} = {_value_name(None)}")
     else:  # names (a policy, a GPU): one colour and legend entry each
-        for value, g in t.groupby(by, sort=True):
-            ax.scatter(g[latency], g[throughput], s=30, label=f"{_label(by)} = {value}")
+        for name, g in _groups(t, by):
+            ax.scatter(g[latency], g[throughput], s=30, label=name)
     front = t.sort_values([latency, throughput], ascending=[True, False])
     best, pts = -1.0, []
     for lat, thr in zip(front[latency], front[throughput]):
@@ -135,10 +151,9 @@ def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
     """Goodput (requests/s meeting their SLOs) and throughput against offered load."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    groups = table.groupby(by) if by and by in table else [(None, table)]
-    for (value, g), color in zip(groups, plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
+    for (name, g), color in zip(_groups(table, by), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
         g = g.groupby(x).mean(numeric_only=True).reset_index()
-        suffix = f" ({_label(by)} = {value})" if value is not None else ""
+        suffix = f" ({name})" if by and by in table else ""
         ax.plot(g[x], g["request_goodput"], "-o", color=color, label="goodput" + suffix)
         ax.plot(g[x], g["request_throughput"], ":", color=color, label="throughput" + suffix)
     lim = float(table[x].max())

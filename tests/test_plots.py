@@ -213,3 +213,18 @@ def test_a_replicas_search_is_named_when_a_capacity_plot_is_asked_of_it(tmp_path
     (tmp_path / "replicas.csv").write_text("replicas,fails_with\n2,1\n")
     assert main(["plot", str(tmp_path), "--kind", "capacity"]) == 2
     assert "holds a `search replicas` table (replicas.csv)" in capsys.readouterr().err
+
+
+def test_runs_with_an_unset_by_value_are_drawn_and_named(tmp_path, capsys):
+    """A grid value `null` (unlimited) is a group of its own in every plot, named in the legend: it was dropped
+    without a word by the line plots and left transparent by pareto's colour scale."""
+    out = tmp_path / "s"
+    assert main(["sweep", "--grid", "workload.arrival.rate=5,20", "--grid", "engine.max_num_queued_reqs=null,3",
+                 "--set", "workload.num_requests=30", "--set", "profile=teaching",
+                 "--set", "workload.slo_classes={chat: {ttft_ms: 1000}}", "--out", str(out),
+                 "--jobs", "1", "--no-progress"]) == 0
+    for kind in ("latency-vs-rate", "goodput", "pareto"):
+        assert main(["plot", str(out), "--kind", kind, "--by", "engine.max_num_queued_reqs"]) == 0
+        svg = (out / f"plot-{kind}.svg").read_text()
+        assert "engine.max_num_queued_reqs = null (unset)" in svg, kind  # matplotlib keeps each text as a comment
+        assert "engine.max_num_queued_reqs = 3" in svg or kind == "pareto", kind
