@@ -9,6 +9,7 @@ its error.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import itertools
@@ -201,15 +202,18 @@ def _flat(summary: dict) -> dict:
 WARNINGS = "_warnings"  # a worker's row: the warnings its run said, popped by the parent
 
 
-def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str, collect: bool = False) -> dict:
+def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str, collect: bool = False,
+              cached_only: bool = False) -> dict | None:
     """One run (in a worker process): reuse its finished outputs, else simulate and write them atomically. With
-    `collect`, the warnings it says come back in the row (WARNINGS) for the parent to say once."""
+    `collect`, the warnings it says come back in the row (WARNINGS) for the parent to say once. With
+    `cached_only`, the row of a run already on disk, or None: what an interrupted sweep checks for the runs it
+    stopped, one of which may have finished as it was stopped."""
     if collect:
         from servesim.simulator.config import collected_warnings
 
         with collected_warnings() as said:
-            row = run_point(scenario, sets, point, runs_dir)
-        return row | {WARNINGS: said}
+            row = run_point(scenario, sets, point, runs_dir, cached_only=cached_only)
+        return row if row is None else row | {WARNINGS: said}
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
 
@@ -217,7 +221,7 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
     try:
         rs = load(scenario, overrides)
     except Exception as exc:  # the point cannot be resolved: keyed by what was asked instead
-        return _failed(run_id({"scenario": scenario, "set": overrides}), point, runs_dir, exc)
+        return None if cached_only else _failed(run_id({"scenario": scenario, "set": overrides}), point, runs_dir, exc)
     rid = run_id(rs.as_dict())
     final = Path(runs_dir) / rid
     row = {"run_id": rid} | _cells(point)
@@ -225,21 +229,31 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
         cached = _cached_summary(final / "summary.json")
         if cached is not None:
             return row | _flat(cached) | {"error": None}
+        if cached_only:
+            return None
         from servesim.simulator.config import say_once
 
         say_once([f"servesim: warning: {final / 'summary.json'} is damaged: that run is simulated again"])
+    if cached_only:
+        return None
+    tmp = None
     try:
         result = simulate(rs)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{rid}-", dir=runs_dir))
+        # the writer's pid in the name: a sweep that stops its workers removes what they left half-written
+        tmp = Path(tempfile.mkdtemp(prefix=f".{rid}-{os.getpid()}-", dir=runs_dir))
         tmp.chmod(0o777 & ~_UMASK)  # mkdtemp's 0700 would make the finished run unlike every other folder written
         result.write(tmp)
         (tmp / "point.json").write_text(json.dumps(point | {"servesim": code_version()}, indent=1, default=str) + "\n")
         if _own(final).exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
+        tmp = None
         return row | _flat(result.summary) | {"error": None}
     except Exception as exc:  # recorded, and the sweep goes on
         return _failed(rid, point, runs_dir, exc)
+    finally:  # an interrupt (Ctrl-C) or a failure half-way through writing: no temporary folder left behind
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 _TEXT_FIELDS = {"cost_model_source"}  # a summary's scalar values are numbers (or null) but these
@@ -353,13 +367,18 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
 
         bar = tqdm(total=len(points), desc="sweep", unit="run")
     table = None
-    try:
-        for row in _execute(scenario, sets, points, str(runs), jobs, executor, ray_address):
+
+    def record(row: dict) -> None:
+        nonlocal table
+        with _interrupt_deferred():  # a Ctrl-C here waits until the row is in the table, written whole
             say_once(row.pop(WARNINGS, ()))  # each worker's warnings, said once for the sweep
             rows.append(row)
             table = write_table(rows, out, keys)  # after every run, atomically: even a SIGKILL leaves what finished
             if bar:
                 bar.update(1)
+
+    try:
+        _execute(scenario, sets, points, str(runs), jobs, executor, ray_address, record)
     finally:  # Ctrl-C or a crash: the table still holds every finished run
         if bar:
             bar.close()
@@ -368,7 +387,8 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     return table
 
 
-def _execute(scenario, sets, points, runs, jobs, executor, ray_address):
+def _execute(scenario, sets, points, runs, jobs, executor, ray_address, record) -> None:
+    """Every point run, each row handed to `record` as it finishes."""
     if executor == "ray":
         try:
             import ray
@@ -378,22 +398,95 @@ def _execute(scenario, sets, points, runs, jobs, executor, ray_address):
             ray.init(address=ray_address or os.environ.get("RAY_ADDRESS"), log_to_driver=False)
         remote = ray.remote(run_point)
         pending = [remote.remote(scenario, sets, p, runs, True) for p in points]
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            yield ray.get(done[0])
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                record(ray.get(done[0]))
+        except BaseException:
+            for ref in pending:  # queued and running tasks stop with the sweep
+                ray.cancel(ref, force=True)
+            raise
         return
     if jobs <= 1:
         for p in points:
-            yield run_point(scenario, sets, p, runs)
+            record(run_point(scenario, sets, p, runs))
         return
+    _in_process_pool(scenario, sets, points, runs, min(jobs, len(points)), record)
+
+
+def _in_process_pool(scenario, sets, points, runs, workers: int, record) -> None:
+    """The points on `workers` processes. Interrupted (Ctrl-C, or a failure recording a row), the sweep stops
+    at once: queued points are cancelled, the workers are ended rather than waited for, what they left
+    half-written is removed, and every run that finished (even as it was stopped) is recorded."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=min(jobs, len(points))) as pool:
-        futures = [pool.submit(run_point, scenario, sets, p, runs, True) for p in points]
-        try:
-            for f in as_completed(futures):
-                yield f.result()
-        except KeyboardInterrupt:
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_sweep)
+    futures = {pool.submit(run_point, scenario, sets, p, runs, True): p for p in points}
+    recorded = set()
+    try:
+        for f in as_completed(futures):
+            recorded.add(f)
+            record(f.result())
+    except BaseException:
+        with _interrupt_deferred():
             for f in futures:
                 f.cancel()
-            raise
+            pids = list(getattr(pool, "_processes", None) or {})  # the workers (a private field, read only)
+            for pid in pids:
+                _end_process(pid)
+            pool.shutdown(wait=True, cancel_futures=True)
+            for pid in pids:
+                for left in Path(runs).glob(f".*-{pid}-*"):
+                    shutil.rmtree(left, ignore_errors=True)
+            for f, point in futures.items():
+                if f in recorded or f.cancelled():
+                    continue
+                row = f.result() if f.done() and f.exception() is None else \
+                    run_point(scenario, sets, point, runs, True, cached_only=True)
+                if row is not None:
+                    record(row)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _leave_interrupts_to_the_sweep() -> None:
+    """A worker ignores Ctrl-C (the terminal sends it to every process of the group): the sweep decides what
+    stops, and a worker that caught it went on to its next queued point."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _end_process(pid: int) -> None:
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+_DEFERRING = []  # the Ctrl-Cs held by an _interrupt_deferred block under way (nested blocks share the outer's)
+
+
+@contextlib.contextmanager
+def _interrupt_deferred():
+    """Ctrl-C during the block is held until it ends (then raised): bookkeeping is never left half-done. Only
+    the main thread receives signals; elsewhere (and inside an outer block) this does nothing."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or _DEFERRING:
+        yield
+        return
+    caught: list = []
+    _DEFERRING.append(caught)
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        signal.signal(signal.SIGINT, lambda *_: caught.append(1))
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+        _DEFERRING.pop()
+    if caught:
+        raise KeyboardInterrupt

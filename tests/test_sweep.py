@@ -96,6 +96,59 @@ def test_interrupt_keeps_finished_runs(tmp_path, monkeypatch):
     assert len(sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)) == 4
 
 
+def test_a_run_interrupted_while_writing_leaves_no_temporary_folder(tmp_path, monkeypatch):
+    import servesim.simulator.engine as engine
+
+    real = engine.simulate
+
+    def cut(rs):
+        result = real(rs)
+
+        def write(folder):
+            (folder / "steps.parquet").write_text("half")
+            raise KeyboardInterrupt
+
+        result.write = write
+        return result
+
+    monkeypatch.setattr(engine, "simulate", cut)
+    with pytest.raises(KeyboardInterrupt):
+        sw.sweep(None, BASE, sw.expand(["workload.arrival.rate=2"], [], seeds=1), tmp_path, jobs=1, progress=False)
+    assert list((tmp_path / "runs").iterdir()) == []
+
+
+def test_ctrl_c_on_a_parallel_sweep_stops_it_and_the_table_holds_every_finished_run(tmp_path):
+    """Ctrl-C as a terminal sends it (to the whole process group) while two workers run: the sweep exits 130 at
+    once, no worker goes on to a queued point, nothing half-written is left in runs/, and every run folder on
+    disk is a row of the table (runs that finished as the sweep stopped were on disk but not in it)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cmd = [sys.executable, "-m", "servesim", "sweep", "--grid",
+           "workload.arrival.rate=" + ",".join(str(r) for r in range(2, 14)), "--set", "workload.num_requests=1500",
+           "--set", "profile=teaching", "--jobs", "2", "--no-progress", "--out", str(tmp_path)]
+    p = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "sweep.parquet").is_file() or not len(pd.read_parquet(tmp_path / "sweep.parquet")):
+            assert p.poll() is None and time.monotonic() < deadline, "the sweep ended or stalled before a first run"
+            time.sleep(0.05)
+        os.killpg(p.pid, signal.SIGINT)
+        _, err = p.communicate(timeout=60)  # a sweep that waited for its queued points took far longer
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    assert p.returncode == 130 and "servesim: interrupted" in err, err
+    time.sleep(1.5)  # a worker left running would write another run folder meanwhile
+    on_disk = sorted(x.name for x in (tmp_path / "runs").iterdir())
+    table = pd.read_parquet(tmp_path / "sweep.parquet")
+    assert on_disk == sorted(table["run_id"]), (on_disk, list(table["run_id"]))
+    assert 1 <= len(table) < 12
+
+
 def test_cli(tmp_path, capsys):
     assert main(["sweep", "--grid", "workload.arrival.rate=3,6", "--out", str(tmp_path), "--jobs", "1",
                  "--no-progress"] + [x for s in BASE for x in ("--set", s)]) == 0
