@@ -67,28 +67,37 @@ nb([
 "md:# Capacity planning: the calculator and the simulator side by side\n\nHow many requests fit on one GPU? `servesim capacity` does the paging arithmetic; a simulation of a burst shows how many actually run at once, and what latency users then see. Llama-3.1-8B on an H200 at vLLM's defaults.",
 SETUP,
 '''rows = []
-for tokens in ([1000, 4000] if SMALL else [1000, 2000, 4000, 8000]):
+for tokens in [1000, 2000, 4000, 8000, 12000]:  # the stated size, small inputs too: each burst takes about a second
     calc = servesim.capacity("llama-3.1-8b", "h200-sxm", tokens_per_request=tokens, max_model_len=131072).report
-    prompt, output = tokens // 2, tokens // 2
+    prompt, output = tokens // 2, tokens - tokens // 2
     n = calc.paged_requests + 200
     run = servesim.simulate(None, {"workload.num_requests": n, "workload.arrival": {"process": "burst"},
                                    "workload.prompt_tokens": {"dist": "fixed", "value": prompt},
                                    "workload.output_tokens": {"dist": "fixed", "value": output},
                                    "engine.max_num_seqs": 4096, "engine.max_num_batched_tokens": 65536,
                                    "engine.enable_prefix_caching": False})
-    pre = run.steps[run.steps.num_preempted > 0]
+    # the moment the first requests complete: every request still running is then at full length
+    at_full = run.steps[run.steps.end <= run.requests.finish_time.min()].iloc[-1]
     rows.append({"tokens per request": tokens, "calculator (paged)": calc.paged_requests,
                  "simulated: admitted at first": int(run.steps.num_running.max()),
-                 "simulated: running once full": int(pre.num_running.iloc[-1]) if len(pre) else None,
+                 "simulated: running at full length": int(at_full.num_running),
+                 "KV blocks: pool": calc.usable_blocks, "KV blocks: peak used": int(run.steps.kv_blocks_used.max()),
                  "preemptions": run.summary["num_preemptions"], "TPOT p50 (ms)": run.summary["median_tpot_ms"]})
 table = pd.DataFrame(rows)
 table''',
 '''# vLLM admits on the prompt, so a burst first runs more requests than fit at full length; as
-# outputs grow the pool fills and preemptions bring the running set down to exactly the
-# calculator's figure. Both numbers matter when sizing: the preempted ones pay for it in latency.
-assert (table["simulated: running once full"] == table["calculator (paged)"]).all()
-ax = table.plot(x="tokens per request", y=["calculator (paged)", "simulated: admitted at first", "simulated: running once full"],
-                marker="o", logy=True)
+# outputs grow the pool fills and preemptions bring the running set down. When the first requests
+# complete, every one still running is at full length, and exactly the calculator's number fit: the
+# simulator's pool is the calculator's, filled to within one request. (Later, preempted requests
+# come back beside older ones; requests of mixed ages hold fewer blocks each and more of them run.)
+# Both numbers matter when sizing: the preempted ones pay for it in latency.
+assert (table["simulated: running at full length"] == table["calculator (paged)"]).all()
+per_request = [servesim.capacity("llama-3.1-8b", "h200-sxm", tokens_per_request=t, max_model_len=131072).report
+               .blocks_per_request for t in table["tokens per request"]]
+assert (table["KV blocks: peak used"] <= table["KV blocks: pool"]).all()
+assert (table["KV blocks: pool"] - table["KV blocks: peak used"] < per_request).all()
+ax = table.plot(x="tokens per request", y=["calculator (paged)", "simulated: admitted at first",
+                                           "simulated: running at full length"], marker="o", logy=True)
 ax.set_ylabel("concurrent requests"); ax.grid(alpha=.3)''',
 ], str(HERE / "capacity_planning.ipynb"))
 
