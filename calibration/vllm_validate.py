@@ -71,6 +71,9 @@ def require_python(python: str) -> None:
 
 def level_specs(rs) -> tuple[list, int | None]:
     """A load level's requests as the engine is sent them, and its closed-loop concurrency (None: open loop)."""
+    if rs.scenario.workload.max_concurrency is not None:
+        raise ConfigError("workload.max_concurrency", "not replayed on vLLM by these levels: give a closed loop "
+                                                      "(arrival.process: closed_loop) for a concurrency level")
     src = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     concurrency = getattr(src, "concurrency", None)
     specs = src.initial() if concurrency is None else \

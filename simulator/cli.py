@@ -157,8 +157,13 @@ def _scenario_specs(path: str, sets: list[str], writing: bool = False):
         rs = load(path, sets)
     say_once(w for w in said if not (writing and PRIORITIES_UNREAD in w))
     src = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
+    from servesim.workloads.source import ConcurrencyLimit, StaticSource
+
+    if isinstance(src, ConcurrencyLimit):  # the requests as due: when each is sent depends on the run
+        say_once(["servesim: warning: workload.max_concurrency: the times are when each request is due; a run "
+                  "sends one only when fewer than that many are in flight"])
+        src = src.inner
     specs = src.initial()
-    from servesim.workloads.source import StaticSource
 
     if not isinstance(src, StaticSource):
         raise ConfigError("workload", f"{src.describe()}: requests depend on the simulation (closed loop or "

@@ -70,6 +70,37 @@ class StaticSource(RequestSource):
         return self.count
 
 
+class ConcurrencyLimit(RequestSource):
+    """At most `limit` requests in flight, as `vllm bench serve --max-concurrency`: a request due while `limit`
+    are in flight is sent when one ends (completed or refused), and its arrival is then, as vLLM's client starts
+    a request's clock once it holds a slot. Wraps an open-loop source (its requests known up front)."""
+
+    def __init__(self, inner: RequestSource, limit: int):
+        self.inner, self.limit = inner, limit
+        self.warnings = inner.warnings
+        self.held: Iterator[RequestSpec] | None = None
+
+    def initial(self) -> list[RequestSpec]:
+        specs = self.inner.initial()
+        if not getattr(specs, "in_arrival_order", False):
+            specs = sorted(specs, key=lambda s: (s.arrival_time, s.request_id))
+        self.held = iter(specs)
+        return [s for _, s in zip(range(self.limit), self.held)]
+
+    def release(self) -> None:
+        self.inner.release()  # the held iterator keeps what is still to be sent
+
+    def on_finish(self, spec, t, completed, idle=False):
+        nxt = next(self.held, None) if self.held is not None else None
+        return [] if nxt is None else [replace(nxt, arrival_time=max(nxt.arrival_time, t))]
+
+    def planned(self) -> int | None:
+        return self.inner.planned()
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()}, at most {self.limit:,} in flight"
+
+
 class ClosedLoopSource(RequestSource):
     """N clients; each sends its next request think_time after the previous one ends (after a rejection: after
     the next request that finishes, or at once when nothing is in flight).

@@ -12,11 +12,11 @@ import numpy as np
 from pydantic import Field, PositiveFloat, model_validator
 
 from servesim.simulator.errors import ConfigError
-from servesim.workloads.settings import MAX_REQUESTS, MAX_TOKENS, Settings, Tokens, refuse
+from servesim.workloads.settings import MAX_CLIENTS, MAX_REQUESTS, MAX_TOKENS, Settings, Tokens, refuse
 
 from servesim.workloads.arrivals import Arrival
 from servesim.workloads.lengths import FloatDist, JointLengths, LengthDist, LogNormal, Uniform
-from servesim.workloads.source import ClosedLoopSource, RequestSource, SessionSource, StaticSource
+from servesim.workloads.source import ClosedLoopSource, ConcurrencyLimit, RequestSource, SessionSource, StaticSource
 from servesim.workloads.spec import RequestSpec
 
 CONTENT_BLOCK = 16  # tokens per prefix id in generated workloads (any size works; the KV manager maps it)
@@ -49,6 +49,14 @@ class _Classes(Settings):
     priorities: list[int] | None = Field(default=None, description="drawn uniformly per request (or session)")
     slo_classes: dict[str, SLOClass] | None = None
     clip_to_max_model_len: bool = True
+    max_concurrency: int | None = Field(
+        None, ge=1, le=MAX_CLIENTS, description="requests in flight at most, as `vllm bench serve --max-concurrency`: "
+                                                "one due while this many are in flight is sent when one ends")
+
+    def source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
+        """The requests this workload sends, through its concurrency limit if it has one."""
+        src = self._source(seed, max_model_len)
+        return ConcurrencyLimit(src, self.max_concurrency) if self.max_concurrency is not None else src
 
     @model_validator(mode="after")
     def _priorities_used(self):
@@ -114,6 +122,8 @@ class SyntheticWorkload(_Classes):
             raise ValueError("ramp_up_strategy needs num_requests (the ramp is over the requests)")
         if self.lengths is not None and {"prompt_tokens", "output_tokens"} & self.model_fields_set:
             raise ValueError("give either lengths (joint) or prompt_tokens/output_tokens")
+        if self.max_concurrency is not None and not self.arrival.open_loop:
+            refuse("max_concurrency", "limits an open-loop stream; a closed loop's arrival.concurrency is its limit")
         return self
 
     def _draws(self, n: int, rng: np.random.Generator) -> tuple:
@@ -142,7 +152,7 @@ class SyntheticWorkload(_Classes):
             yield RequestSpec(i, 0.0, p, max(1, o), priority=prios[i], slo_class=classes[i], prefix_ids=pids,
                               prefix_block_tokens=CONTENT_BLOCK if pids else 0)
 
-    def source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
+    def _source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
         rng = np.random.default_rng(seed)
         ids = ContentIds()
         a = self.arrival
@@ -168,7 +178,7 @@ class SyntheticWorkload(_Classes):
 
     def generate(self, seed: int, max_model_len: int | None = None) -> list[RequestSpec]:
         """The whole open-loop request list (closed-loop workloads have none up front)."""
-        return list(self.source(seed, max_model_len).initial())
+        return list(self._source(seed, max_model_len).initial())
 
 
 class DrawnSpecs(Sequence):
@@ -247,9 +257,11 @@ class SessionWorkload(_Classes):
     def _open(self):
         if not self.arrival.open_loop:
             raise ValueError("sessions start open-loop; their turns are already closed-loop")
+        if self.max_concurrency is not None:
+            refuse("max_concurrency", "not modelled for sessions (a turn waits on its think time, not on a slot)")
         return self
 
-    def source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
+    def _source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
         rng = np.random.default_rng(seed)
         ids = ContentIds()
         starts = self.arrival.times(self.num_sessions, None, rng)

@@ -28,7 +28,7 @@ class TraceWorkload(_Classes):
     limit: PositiveInt | None = None
     clip_to_max_model_len: bool = False  # a trace is replayed as recorded; over-long prompts are rejected
 
-    def source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
+    def _source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
         from dataclasses import replace
 
         from servesim.workloads.traces import read_trace_with_info
