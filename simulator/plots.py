@@ -112,6 +112,9 @@ def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
     return _figure(path, fig)
 
 
+PARETO_CATEGORIES = 10  # a numeric --by with at most this many values is drawn as named categories
+
+
 def pareto(table, path, latency: str = "p99_tpot_ms", throughput: str = "output_throughput", by: str | None = None):
     """Each run as (latency, throughput); the frontier joins the runs no other run beats on both."""
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
@@ -121,7 +124,8 @@ def pareto(table, path, latency: str = "p99_tpot_ms", throughput: str = "output_
     t = table.dropna(subset=[latency, throughput])
     if not by or by not in t:
         ax.scatter(t[latency], t[throughput], s=30)
-    elif is_numeric_dtype(t[by]) and not is_bool_dtype(t[by]):  # a scale: one colour bar
+    elif is_numeric_dtype(t[by]) and not is_bool_dtype(t[by]) and t[by].nunique() > PARETO_CATEGORIES:
+        # many values (a scale): one colour bar; a few (token budgets, sequence caps) are named one by one below
         unset = t[by].isna()  # no colour on the scale: grey crosses, named, not left transparent
         sc = ax.scatter(t[latency][~unset], t[throughput][~unset], c=t[by][~unset], cmap="viridis", s=30)
         fig.colorbar(sc, ax=ax, label=_label(by))

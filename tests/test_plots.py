@@ -49,6 +49,18 @@ def test_pareto_needs_no_load_axis_and_colours_names_or_numbers(tmp_path, capsys
             warnings.simplefilter("error")
             assert main(["plot", str(out), "--kind", "pareto"] + by) == 0
         assert (out / "plot-pareto.png").stat().st_size > 5000
+    # a few numbers (token budgets, sequence caps) are categories, each named in the legend
+    assert "max_num_seqs = 8" in (out / "plot-pareto.svg").read_text()
+
+
+def test_pareto_colours_many_numbers_on_a_scale(tmp_path, capsys):
+    out = tmp_path / "s"
+    seqs = ",".join(str(n) for n in range(4, 16))  # more values than legend entries can name
+    assert main(["sweep", "--grid", f"engine.max_num_seqs={seqs}", "--set", "workload.num_requests=20",
+                 "--set", "profile=teaching", "--out", str(out), "--jobs", "1", "--no-progress"]) == 0
+    assert main(["plot", str(out), "--kind", "pareto", "--by", "engine.max_num_seqs"]) == 0
+    svg = (out / "plot-pareto.svg").read_text()
+    assert "max_num_seqs = 8" not in svg and "max_num_seqs" in svg  # the colour bar's label, no legend entries
 
 
 def test_plot_errors(swept, tmp_path, capsys):
