@@ -111,7 +111,7 @@ results: $(STAMP)
 	$(BIN)/servesim sweep docs/scenarios/example-sweep.yaml --grid workload.arrival.rate=4,8,12,16 \
 	  --grid engine.max_num_batched_tokens=512,2048,8192 --out $(EX) --no-progress
 	$(BIN)/servesim plot $(EX) --kind latency-vs-rate --by engine.max_num_batched_tokens
-	$(BIN)/servesim plot $(EX) --kind pareto --by workload.arrival.rate
+	$(BIN)/servesim plot $(EX) --kind pareto --by engine.max_num_batched_tokens
 	$(BIN)/servesim plot $(EX) --kind goodput --by engine.max_num_batched_tokens
 	$(BIN)/servesim search max-rate docs/scenarios/example-sweep.yaml --slo ttft_p99_ms=500 --slo tpot_p99_ms=50 \
 	  --grid engine.max_num_batched_tokens=512,2048,8192 --out $(EX)/capacity

@@ -71,7 +71,7 @@ def _plt():
 
 def _label(key: str) -> str:
     return {"workload.arrival.rate": "arrival rate (req/s)", "engine.max_num_batched_tokens": "token budget",
-            "engine.max_num_seqs": "max_num_seqs"}.get(key, key)
+            "engine.max_num_seqs": "max_num_seqs", "p99_tpot_ms": "p99 TPOT (ms)"}.get(key, key)
 
 
 def _groups(table, by: str | None):
@@ -143,7 +143,7 @@ def pareto(table, path, latency: str = "p99_tpot_ms", throughput: str = "output_
             pts.append((lat, thr))
     if pts:
         ax.plot(*zip(*pts), "-", color="crimson", label="Pareto frontier")
-    ax.set_xlabel(f"{latency} (ms)")
+    ax.set_xlabel(_label(latency) if _label(latency) != latency else f"{latency} (ms)")
     ax.set_ylabel(throughput.replace("_", " ") + (" (tok/s)" if "output" in throughput else " (req/s)"))
     ax.set_title("Throughput against latency")
     ax.grid(alpha=0.3)
