@@ -64,7 +64,7 @@ print(f"budget {int(small.budget)}: worst gap {small.max_itl_ms:.0f} ms, TTFT p9
 ], str(HERE / "token_budget_azure.ipynb"))
 
 nb([
-"md:# Capacity planning: the calculator and the simulator side by side\n\nHow many requests fit on one GPU? `servesim capacity` does the paging arithmetic; a simulation of a burst shows how many actually run at once, and what latency users then see. Llama-3.1-8B on an H200 at vLLM's defaults.",
+"md:# Capacity planning: the calculator and the simulator side by side\n\nHow many requests fit on one GPU? `servesim capacity` does the paging arithmetic; a simulation of a burst shows how many actually run at once, and what latency users then see. Llama-3.1-8B on an H200 at vLLM's default memory settings, with the engine's other limits opened (`max_num_seqs` 4,096, a 65,536-token budget, prefix caching off) so that KV memory alone decides.",
 SETUP,
 '''rows = []
 for tokens in [1000, 2000, 4000, 8000, 12000]:  # the stated size, small inputs too: each burst takes about a second
@@ -79,13 +79,13 @@ for tokens in [1000, 2000, 4000, 8000, 12000]:  # the stated size, small inputs 
     # the moment the first requests complete: every request still running is then at full length
     at_full = run.steps[run.steps.end <= run.requests.finish_time.min()].iloc[-1]
     rows.append({"tokens per request": tokens, "calculator (paged)": calc.paged_requests,
-                 "simulated: admitted at first": int(run.steps.num_running.max()),
+                 "simulated: most running at once": int(run.steps.num_running.max()),
                  "simulated: running at full length": int(at_full.num_running),
                  "KV blocks: pool": calc.usable_blocks, "KV blocks: peak used": int(run.steps.kv_blocks_used.max()),
                  "preemptions": run.summary["num_preemptions"], "TPOT p50 (ms)": run.summary["median_tpot_ms"]})
 table = pd.DataFrame(rows)
 table''',
-'''# vLLM admits on the prompt, so a burst first runs more requests than fit at full length; as
+'''# vLLM admits on the prompt, so a burst runs more requests at once than fit at full length; as
 # outputs grow the pool fills and preemptions bring the running set down. When the first requests
 # complete, every one still running is at full length, and exactly the calculator's number fit: the
 # simulator's pool is the calculator's, filled to within one request. (Later, preempted requests
@@ -96,7 +96,7 @@ per_request = [servesim.capacity("llama-3.1-8b", "h200-sxm", tokens_per_request=
                .blocks_per_request for t in table["tokens per request"]]
 assert (table["KV blocks: peak used"] <= table["KV blocks: pool"]).all()
 assert (table["KV blocks: pool"] - table["KV blocks: peak used"] < per_request).all()
-ax = table.plot(x="tokens per request", y=["calculator (paged)", "simulated: admitted at first",
+ax = table.plot(x="tokens per request", y=["calculator (paged)", "simulated: most running at once",
                                            "simulated: running at full length"], marker="o", logy=True)
 ax.set_ylabel("concurrent requests"); ax.grid(alpha=.3)''',
 ], str(HERE / "capacity_planning.ipynb"))

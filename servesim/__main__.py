@@ -2,6 +2,6 @@
 
 import sys
 
-from servesim.simulator.cli import main
+from servesim.entry import main
 
 sys.exit(main())

@@ -88,7 +88,8 @@ def _value_name(value) -> str:
     return "null (unset)" if pd.isna(value) else str(value)
 
 
-def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | None = "engine.max_num_batched_tokens"):
+def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | None = "engine.max_num_batched_tokens",
+                    title: str | None = None):
     """TTFT and TPOT (p50 solid, p99 dashed) against load, one colour per `by` value: the budget trade-off."""
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -99,14 +100,16 @@ def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
             ax.plot(g[x], g[f"p99_{metric}_ms"], "--s", color=color, label=f"{name}, p99")
     import matplotlib.ticker as mticker
 
-    for ax, title in zip(axes, ("Time to first token", "Time per output token")):
+    if title:
+        fig.suptitle(title)
+    for ax, panel in zip(axes, ("Time to first token", "Time per output token")):
         ax.set_xlabel(_label(x))
         ax.set_ylabel("milliseconds (log scale)")
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
         ax.yaxis.set_minor_formatter(mticker.FuncFormatter(
             lambda v, _: f"{v:,.0f}" if str(int(v))[0] in "25" and v >= 1 else ""))
-        ax.set_title(title)
+        ax.set_title(panel)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     return _figure(path, fig)
@@ -115,7 +118,8 @@ def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
 PARETO_CATEGORIES = 10  # a numeric --by with at most this many values is drawn as named categories
 
 
-def pareto(table, path, latency: str = "p99_tpot_ms", throughput: str = "output_throughput", by: str | None = None):
+def pareto(table, path, latency: str = "p99_tpot_ms", throughput: str = "output_throughput", by: str | None = None,
+           title: str | None = None):
     """Each run as (latency, throughput); the frontier joins the runs no other run beats on both."""
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
@@ -145,13 +149,13 @@ def pareto(table, path, latency: str = "p99_tpot_ms", throughput: str = "output_
         ax.plot(*zip(*pts), "-", color="crimson", label="Pareto frontier")
     ax.set_xlabel(_label(latency) if _label(latency) != latency else f"{latency} (ms)")
     ax.set_ylabel(throughput.replace("_", " ") + (" (tok/s)" if "output" in throughput else " (req/s)"))
-    ax.set_title("Throughput against latency")
+    ax.set_title(title or "Throughput against latency")
     ax.grid(alpha=0.3)
     ax.legend()
     return _figure(path, fig)
 
 
-def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | None = None):
+def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | None = None, title: str | None = None):
     """Goodput (requests/s meeting their SLOs) and throughput against offered load."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -164,7 +168,7 @@ def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
     ax.plot([0, lim], [0, lim], color="grey", lw=0.8, label="offered load")
     ax.set_xlabel(_label(x))
     ax.set_ylabel("requests per second")
-    ax.set_title("Goodput under SLOs")
+    ax.set_title(title or "Goodput under SLOs")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _figure(path, fig)
@@ -204,7 +208,7 @@ def timeline(steps, path, title: str = "one run over time"):
     return _figure(path, fig)
 
 
-def capacity(table, path, by: str):
+def capacity(table, path, by: str, title: str | None = None):
     """The highest rate meeting the SLOs, per configuration (servesim search max-rate)."""
     plt = _plt()
     if by in table and table[by].duplicated().any():  # one bar per value: several rows at one are averaged, said
@@ -213,15 +217,17 @@ def capacity(table, path, by: str):
         print(f"servesim: warning: several rows share each {by} value (the table also varies "
               f"{', '.join(others) or 'nothing else'}): each bar is their mean max_rate; --by another column to "
               f"split them", file=sys.stderr)
-        table = table.groupby(by, sort=False, dropna=False)["max_rate"].mean().reset_index()
+        # a configuration where no rate met the SLOs counts 0 in the mean, as its own bar shows it
+        table = table.assign(max_rate=table["max_rate"].fillna(0)) \
+            .groupby(by, sort=False, dropna=False)["max_rate"].mean().reset_index()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    labels = table[by].astype(str) if by in table else table.index.astype(str)
+    labels = [_value_name(v) for v in table[by]] if by in table else table.index.astype(str)
     ax.bar(labels, table["max_rate"].fillna(0), color="tab:blue")
     for i, v in enumerate(table["max_rate"].fillna(0)):
         ax.text(i, v, f"{v:.2f}", ha="center", va="bottom")
     ax.set_xlabel(_label(by))
     ax.set_ylabel("max arrival rate meeting the SLOs (req/s)")
-    ax.set_title("Capacity per configuration")
+    ax.set_title(title or "Capacity per configuration")
     ax.grid(alpha=0.3, axis="y")
     return _figure(path, fig)
 
@@ -287,6 +293,8 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
     load_axis = x if kind in ("latency-vs-rate", "goodput") else None  # the kinds with a load axis
     if load_axis and by == load_axis:
         raise ConfigError("--by", f"{load_axis!r} is the --x axis already: give another column to split the lines by")
+    if by is not None and by in PLOT_COLUMNS[kind]:
+        raise ConfigError("--by", f"{by!r} is what the plot measures: give a setting column to split it by")
     for col in [c for c in (load_axis, by) if c]:
         if col not in table:
             raise ConfigError("--x" if col == x else "--by", f"{col!r} is not a column of {table_path}")
@@ -295,16 +303,20 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
     _check_numbers(table, PLOT_COLUMNS[kind] + ["request_goodput"] * (kind == "goodput") + [load_axis] * bool(load_axis),
                    table_path)
     if load_axis:
+        unset = int(table[load_axis].isna().sum())
+        if unset:  # a number axis has no place for them: dropped without a word before
+            raise ConfigError("--x", f"{unset} run(s) have no {load_axis} (null): a number axis cannot place them; "
+                                     f"--by {load_axis} draws them as a line of their own")
         _warn_averaged(table, load_axis, by)
     with warnings.catch_warnings():  # a log axis over a zero latency: the point is left off, as matplotlib says
         warnings.filterwarnings("ignore", message="Data has no positive values")
         if kind == "latency-vs-rate":
-            return latency_vs_rate(table, stem, x, by)
+            return latency_vs_rate(table, stem, x, by, title)
         if kind == "pareto":
-            return pareto(table, stem, by=by)
+            return pareto(table, stem, by=by, title=title)
         if kind == "goodput":
-            return goodput_vs_rate(table, stem, x, by)
-        return capacity(table, stem, by or table.columns[0])
+            return goodput_vs_rate(table, stem, x, by, title)
+        return capacity(table, stem, by or table.columns[0], title)
 
 
 def _check_numbers(table, columns: list[str], where) -> None:

@@ -358,6 +358,7 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     out = Path(out)
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
+    _remove_orphans(runs)
     (out / "sweep.yaml").write_text(yaml.safe_dump({"scenario": scenario, "set": sets, "points": len(points)}))
     rows: list[dict] = []
     keys = list(dict.fromkeys(k for p in points for k in p))
@@ -380,11 +381,62 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     try:
         _execute(scenario, sets, points, str(runs), jobs, executor, ray_address, record)
     finally:  # Ctrl-C or a crash: the table still holds every finished run
-        if bar:
-            bar.close()
-        if table is None or len(table) != len(rows):  # no run finished, or one finished as the table was written
-            table = write_table(rows, out, keys)
+        with _interrupt_deferred():
+            if bar:
+                bar.close()
+            if len(rows) < len(points):  # stopped: runs of this sweep on disk that it did not get to (a rerun's)
+                for row in _finished_on_disk(scenario, sets, points, str(runs), {r["run_id"] for r in rows}):
+                    rows.append(row)
+            if table is None or len(table) != len(rows):  # none recorded yet, or some added since
+                table = write_table(rows, out, keys)
     return table
+
+
+def _point_key(point: dict) -> str:
+    return json.dumps(json.loads(json.dumps(point, default=str)), sort_keys=True)
+
+
+def _finished_on_disk(scenario, sets, points, runs: str, recorded: set) -> list[dict]:
+    """Rows for this sweep's points whose runs are on disk but were not recorded (a stopped rerun cancelled
+    them, or one finished as the sweep stopped): found by the point each run folder names (point.json), then
+    checked to be the run the point resolves to now. Only such folders cost a lookup."""
+    named = set()
+    for folder in Path(runs).iterdir():
+        if folder.name.startswith(".") or folder.name in recorded or not (folder / "point.json").is_file():
+            continue
+        try:
+            point = json.loads((folder / "point.json").read_text())
+        except (OSError, *JSON_ERRORS):
+            continue
+        if isinstance(point, dict):
+            point.pop("servesim", None)
+            named.add(_point_key(point))
+    rows = []
+    for p in points:
+        if named and _point_key(p) in named:
+            row = run_point(scenario, sets, p, runs, cached_only=True)
+            if row is not None and row["run_id"] not in recorded:
+                recorded.add(row["run_id"])
+                rows.append(row)
+    return rows
+
+
+def _remove_orphans(runs: Path) -> None:
+    """Temporary run folders (.<id>-<pid>-*) whose writer is gone (a SIGKILL): nothing will finish them."""
+    for folder in runs.glob(".*-*-*"):
+        pid = folder.name.split("-")[1] if folder.name.count("-") >= 2 else ""
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _execute(scenario, sets, points, runs, jobs, executor, ray_address, record) -> None:
@@ -416,21 +468,30 @@ def _execute(scenario, sets, points, runs, jobs, executor, ray_address, record) 
 
 def _in_process_pool(scenario, sets, points, runs, workers: int, record) -> None:
     """The points on `workers` processes. Interrupted (Ctrl-C, or a failure recording a row), the sweep stops
-    at once: queued points are cancelled, the workers are ended rather than waited for, what they left
-    half-written is removed, and every run that finished (even as it was stopped) is recorded."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    at once: queued points are cancelled, the workers are ended rather than waited for, and what they left
+    half-written is removed (the sweep's table then picks up runs that finished as it stopped). Ctrl-C only sets
+    a flag the waiting loop reads: raised inside concurrent.futures' locks it surfaced as a RuntimeError, and
+    while a worker was forked it was swallowed."""
+    import signal
+    import threading
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_sweep)
-    futures = {pool.submit(run_point, scenario, sets, p, runs, True): p for p in points}
-    recorded = set()
+    caught: list = []
+    # a sweep started with Ctrl-C ignored (nohup, a background job of a script) leaves it ignored
+    main = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) != signal.SIG_IGN
+    previous = signal.signal(signal.SIGINT, lambda *_: caught.append(1)) if main else None
+    pool = None
     try:
-        for f in as_completed(futures):
-            recorded.add(f)
-            record(f.result())
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_sweep)
+        pending = {pool.submit(run_point, scenario, sets, p, runs, True) for p in points}
+        while pending and not caught:
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            for f in done:
+                record(f.result())
+        if caught:
+            raise KeyboardInterrupt
     except BaseException:
-        with _interrupt_deferred():
-            for f in futures:
-                f.cancel()
+        if pool is not None:
             pids = list(getattr(pool, "_processes", None) or {})  # the workers (a private field, read only)
             for pid in pids:
                 _end_process(pid)
@@ -438,14 +499,10 @@ def _in_process_pool(scenario, sets, points, runs, workers: int, record) -> None
             for pid in pids:
                 for left in Path(runs).glob(f".*-{pid}-*"):
                     shutil.rmtree(left, ignore_errors=True)
-            for f, point in futures.items():
-                if f in recorded or f.cancelled():
-                    continue
-                row = f.result() if f.done() and f.exception() is None else \
-                    run_point(scenario, sets, point, runs, True, cached_only=True)
-                if row is not None:
-                    record(row)
         raise
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
     pool.shutdown(wait=True)
 
 
@@ -476,7 +533,8 @@ def _interrupt_deferred():
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread() or _DEFERRING:
+    if threading.current_thread() is not threading.main_thread() or _DEFERRING \
+            or signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         yield
         return
     caught: list = []

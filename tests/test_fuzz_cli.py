@@ -486,5 +486,5 @@ def test_a_replayed_trace_whose_classes_get_no_targets_says_so(capsys, tmp_path)
     assert cli(["workload", "write", "--set", "workload.num_requests=5", "--set",
                 "workload.slo_classes={a: {ttft_ms: 100}}", "--out", str(w)]) == 0
     assert cli(["run", "--set", "profile=teaching", "--set", "workload.type=trace", "--set", f"workload.path={w}",
-                "--out", str(tmp_path / "r"), "--quiet"]) == 0
+                "--out", str(tmp_path / "r")]) == 0
     assert "records SLO class(es) a, but workload.slo_classes gives them no targets" in capsys.readouterr().err

@@ -240,3 +240,26 @@ def test_runs_with_an_unset_by_value_are_drawn_and_named(tmp_path, capsys):
         svg = (out / f"plot-{kind}.svg").read_text()
         assert "engine.max_num_queued_reqs = null (unset)" in svg, kind  # matplotlib keeps each text as a comment
         assert "engine.max_num_queued_reqs = 3" in svg or kind == "pareto", kind
+
+
+def test_capacity_names_an_unset_value_and_refuses_its_own_measure(tmp_path, capsys):
+    out = tmp_path / "se"
+    assert main(["search", "max-rate", "--slo", "ttft_p99_ms=500", "--grid", "engine.max_num_seqs=null,8",
+                 "--set", "workload.num_requests=40", "--set", "profile=teaching", "--out", str(out)]) == 0
+    assert main(["plot", str(out), "--kind", "capacity", "--by", "engine.max_num_seqs", "--title", "MY TITLE"]) == 0
+    svg = (out / "plot-capacity.svg").read_text()
+    assert "null (unset)" in svg and "MY TITLE" in svg
+    capsys.readouterr()
+    assert main(["plot", str(out), "--kind", "capacity", "--by", "max_rate"]) == 2
+    assert "--by: 'max_rate' is what the plot measures" in capsys.readouterr().err
+
+
+def test_a_load_axis_with_unset_values_is_refused_not_thinned(tmp_path, capsys):
+    out = tmp_path / "s"
+    assert main(["sweep", "--grid", "workload.arrival.rate=5,20", "--grid", "engine.max_num_seqs=null,64",
+                 "--set", "workload.num_requests=20", "--set", "profile=teaching", "--out", str(out),
+                 "--jobs", "1", "--no-progress"]) == 0
+    assert main(["plot", str(out), "--kind", "latency-vs-rate", "--x", "engine.max_num_seqs",
+                 "--by", "workload.arrival.rate"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--x: 2 run(s) have no engine.max_num_seqs (null)" in err[0], err

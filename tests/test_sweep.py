@@ -82,18 +82,45 @@ def test_interrupt_keeps_finished_runs(tmp_path, monkeypatch):
     real = sw.run_point
     calls = []
 
-    def flaky(*args):
+    def flaky(*args, **kw):
+        if kw.get("cached_only"):  # the stopped sweep's look at what is on disk
+            return real(*args, **kw)
         calls.append(1)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        return real(*args)
+        return real(*args, **kw)
 
     monkeypatch.setattr(sw, "run_point", flaky)
     with pytest.raises(KeyboardInterrupt):
         sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
     assert len(pd.read_parquet(tmp_path / "sweep.parquet")) == 2
     monkeypatch.setattr(sw, "run_point", real)
-    assert len(sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)) == 4
+    full = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
+    assert len(full) == 4
+    # a rerun stopped early still has every finished run in its table: those it did not get to are on disk
+    calls.clear()
+    monkeypatch.setattr(sw, "run_point", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "sweep.parquet"), full)
+    # a run folder another sweep (other settings) left is not taken for this one's
+    other = ["workload.num_requests=61"] + BASE[1:]
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        sw.sweep(None, other, pts, tmp_path, jobs=1, progress=False)
+    assert len(pd.read_parquet(tmp_path / "sweep.parquet")) == 2
+
+
+def test_a_killed_writers_temporary_folder_is_removed_by_the_next_sweep(tmp_path):
+    """A SIGKILL leaves runs/.<id>-<pid>-*; the next sweep removes those whose writer is gone, not a live one's."""
+    import os
+
+    runs = tmp_path / "runs"
+    (runs / ".0123abcd-999999999-xyz").mkdir(parents=True)  # no such process
+    (runs / f".4567cdef-{os.getpid()}-abc").mkdir()  # a live writer (this process)
+    sw.sweep(None, BASE, sw.expand(["workload.arrival.rate=2"], [], seeds=1), tmp_path, jobs=1, progress=False)
+    left = sorted(p.name for p in runs.iterdir() if p.name.startswith("."))
+    assert left == [f".4567cdef-{os.getpid()}-abc"]
 
 
 def test_a_run_interrupted_while_writing_leaves_no_temporary_folder(tmp_path, monkeypatch):
