@@ -72,7 +72,8 @@ def _say_dropped(sets: list[str]) -> None:
     say_once(dropped_sets(sets))
 
 
-def cmd_run(args) -> int:
+def cmd_run(args, after=None) -> int:
+    """`servesim run`; `after(result, out)` writes more results beside the run's (the vllm command's)."""
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
 
@@ -98,10 +99,12 @@ def cmd_run(args) -> int:
                     f"request(s) unfinished (counted as `unfinished`, in no latency)"
                     + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))
     out = result.write(args.out, "--out")  # then the warnings: none beside an error about --out
-    for w in [*source.warnings, *result.summary.get("cost_model_warnings", []), *idle]:
+    extra = after(result, out) if after is not None else []
+    for w in [*source.warnings, *result.summary.get("cost_model_warnings", []), *idle] if not args.quiet else []:
         print(f"servesim: warning: {w}", file=sys.stderr)
-    _say_dropped(args.set)
-    files = ["config.yaml", "summary.json", "requests.parquet", "steps.parquet"]
+    if not args.quiet:
+        _say_dropped(args.set)
+    files = ["config.yaml", "summary.json", "requests.parquet", "steps.parquet", *extra]
     if args.plot:  # only when asked: importing matplotlib and drawing take longer than a small run
         from servesim.simulator.plots import latency_distributions
 
@@ -109,7 +112,7 @@ def cmd_run(args) -> int:
         files.append("latency.png")
     if args.json:
         print(json.dumps(result.summary, indent=2))
-    else:
+    elif not args.quiet:  # --quiet: nothing but errors
         print(format_summary(result.summary))
         print(f"results in {out}/ ({', '.join(files)})")
     return 0
@@ -120,9 +123,55 @@ def cmd_config(args) -> int:
     from servesim.simulator.files import dump_yaml
 
     rs = load(args.scenario, args.set)
-    print(dump_yaml(rs.as_dict()), end="")
+    if args.vllm:
+        from servesim.simulator.vllm_command import serve_command
+
+        line, notes = serve_command(rs.as_dict())
+        print(line)
+        for note in notes:
+            print(f"servesim: note: {note}", file=sys.stderr)
+    else:
+        print(dump_yaml(rs.as_dict()), end="")
     _say_dropped(args.set)
     return 0
+
+
+def cmd_vllm(args) -> int:
+    """`servesim vllm serve MODEL [vLLM flags] [-- bench serve [flags]]`: a vLLM deployment and its benchmark client,
+    simulated; the run's results, the command as read (vllm_command.json) and, with --save-result, vLLM's file."""
+    from types import SimpleNamespace
+
+    from servesim.simulator.config import load, override
+    from servesim.simulator.files import dump_yaml
+    from servesim.simulator.vllm_command import read, split_command
+
+    serve_argv, bench_argv = split_command(args.command)
+    cmd = read(serve_argv, bench_argv)
+    sets = [override(k, v) for k, v in cmd.settings.items()]
+    if args.gpu is not None:
+        sets.append(override("hardware.gpu", args.gpu))
+    sets += args.set
+    if cmd.not_modelled and not args.quiet:
+        print(f"servesim: warning: not modelled, recorded in vllm_command.json: "
+              f"{', '.join(k.split(' ')[-1] for k in cmd.not_modelled)}", file=sys.stderr)
+    if args.config:
+        print(dump_yaml(load(None, sets).as_dict()), end="")
+        return 0
+
+    def after(result, out: Path) -> list[str]:
+        (out / "vllm_command.json").write_text(json.dumps(cmd.as_record() | {"argv": args.command}, indent=1,
+                                                          default=str) + "\n")
+        written = ["vllm_command.json"]
+        if cmd.bench.save_result:
+            from servesim.simulator.vllm_results import write_bench_result
+
+            path = write_bench_result(result, cmd.bench, out)
+            written.append(str(path.name) if path.parent == out else str(path))
+        return written
+
+    run_args = SimpleNamespace(scenario=None, set=sets, out=args.out, json=args.json, quiet=args.quiet,
+                               plot=args.plot)
+    return cmd_run(run_args, after)
 
 
 def cmd_capacity(args) -> int:
@@ -294,7 +343,7 @@ def _add_run(sub) -> None:
     r.add_argument("--out", type=nonempty_path, default="results/run", help="output directory (default: results/run)")
     r.add_argument("--json", action="store_true", help="print the summary as JSON, alone on stdout (the run's "
                                                          "description goes to stderr)")
-    r.add_argument("--quiet", action="store_true", help="leave out the run's description")
+    r.add_argument("--quiet", action="store_true", help="print nothing but errors (the results are in --out)")
     r.add_argument("--plot", action="store_true", help="also draw latency.png (TTFT and inter-token latency "
                                                          "distributions; matplotlib costs ~0.8 s, so it is asked for)")
     r.set_defaults(func=cmd_run)
@@ -305,6 +354,7 @@ def _add_config(sub) -> None:
     cfg = sub.add_parser("config", help="print a scenario with every default resolved (what `run` would simulate)")
     cfg.add_argument("scenario", nargs="?")
     cfg.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    cfg.add_argument("--vllm", action="store_true", help="print the `vllm serve` command line that deploys it")
     cfg.set_defaults(func=cmd_config)
 
 
@@ -441,11 +491,34 @@ def _add_bench(sub) -> None:
     b.set_defaults(func=cmd_bench)
 
 
+def _add_vllm(sub) -> None:
+    """`servesim vllm serve ...`."""
+    v = sub.add_parser("vllm", help="simulate a pasted `vllm serve MODEL ...` (and `-- bench serve ...`) command line",
+                       description="servesim vllm [options] serve MODEL [vllm serve flags] [-- bench serve "
+                                   "[vllm bench serve flags]]: vLLM 0.19.0's own flags; those servesim does not "
+                                   "model are recorded and named in a warning")
+    v.add_argument("--gpu", help="the GPU vLLM runs on (vLLM's command does not say): a name of hardware.gpu "
+                                 "(default: the scenario's, h200-sxm)")
+    v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a servesim setting beyond vLLM's flags, e.g. --set speculative.acceptance_rate=0.6")
+    v.add_argument("--out", type=nonempty_path, default="results/vllm",
+                   help="output directory (default: results/vllm); vLLM's result file goes here unless "
+                        "--result-dir says otherwise")
+    v.add_argument("--config", action="store_true", help="print the equivalent scenario YAML, run nothing")
+    v.add_argument("--json", action="store_true", help="print the summary as JSON, alone on stdout")
+    v.add_argument("--quiet", action="store_true", help="print nothing but errors (the results are in --out)")
+    v.add_argument("--plot", action="store_true", help="also draw latency.png")
+    v.add_argument("command", nargs=argparse.REMAINDER, metavar="serve MODEL ...",
+                   help="`serve MODEL [flags]`, then optionally `-- bench serve [flags]`")
+    v.set_defaults(func=cmd_vllm)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="servesim", description="Discrete-event simulator of LLM inference serving.")
     p.add_argument("--debug", action="store_true", help="show the traceback of an internal error (a bug)")
     sub = p.add_subparsers(dest="command", required=True)
     _add_run(sub)
+    _add_vllm(sub)
     _add_config(sub)
     _add_capacity(sub)
     _add_sweep(sub)
@@ -463,6 +536,9 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # a usage error (one line already printed) or --help: its code, not an exception
         return exc.code if isinstance(exc.code, int) else 2
+    except KeyboardInterrupt:
+        print("servesim: interrupted", file=sys.stderr)
+        return 130
     args.argv = argv  # the exact command, for results that record how they were made
     try:
         fresh = _missing_folders(getattr(args, "out", None))

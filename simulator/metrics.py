@@ -67,6 +67,21 @@ def latency_stats(prefix: str, values_s: np.ndarray, out: dict, percentiles=(90,
         out[f"p{p}_{prefix}_ms"] = at(p / 100)
 
 
+def concurrent_per_second(starts: np.ndarray, e2els: np.ndarray) -> int:
+    """`vllm bench serve`'s max_concurrent_requests: each request counts in every whole second (from the first
+    start) that its span [start, start + latency] touches; the most in one second. Up to one more than were ever
+    in flight at once, as vLLM's is."""
+    if not len(starts):
+        return 0
+    t0 = float(starts.min())
+    first = np.floor(starts - t0).astype(np.int64)
+    last = np.floor(starts + e2els - t0).astype(np.int64)
+    span = np.zeros(int(last.max()) + 2, dtype=np.int64)
+    np.add.at(span, first, 1)
+    np.add.at(span, last + 1, -1)
+    return int(np.cumsum(span).max())
+
+
 def token_steps(runs: IntLists, step_offset: np.ndarray, lo: int = 0, hi: int | None = None):
     """Rows lo..hi of requests' runs of step indices, expanded into their tokens: (request row, step in the run's
     steps) arrays; step_offset: where each request's replica's steps begin."""
@@ -131,6 +146,16 @@ class TokenTimes:
         """Finished requests' gaps between consecutive tokens (s), request by request: tokens x 8 bytes."""
         parts = [gap[self.finished[row]] for row, _, _, gap in self._gaps()]
         return np.concatenate(parts) if parts else np.zeros(0)
+
+    def per_request(self):
+        """(request row, its tokens' times in order) for every request with a token, in row order: what a
+        client sees of each request (vLLM bench's per-request ITL lists)."""
+        for rows, _, times in self._blocks():
+            if not len(rows):
+                continue
+            cuts = np.flatnonzero(rows[1:] != rows[:-1]) + 1
+            for part_rows, part in zip(np.split(rows, cuts), np.split(times, cuts)):
+                yield int(part_rows[0]), part
 
     def distribution(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Each request's longest gap (NaN without two tokens), and the finished requests' gaps as
@@ -372,7 +397,9 @@ class RunResult:
         s["kv_cache_usage_mean"] = float((kv * step_s).sum() / busy) if busy else 0.0
         s["mean_batch_size"] = float((steps["num_running"] * step_s).sum() / busy) if busy else 0.0
         del step_s, kv
-        s["max_concurrent_requests"] = int(steps["num_running"].max()) if num_steps else 0
+        s["max_running_requests"] = int(steps["num_running"].max()) if num_steps else 0  # in the engine at once
+        # vLLM bench's figure: finished requests whose span touches a second, at its peak (clients in flight)
+        s["max_concurrent_requests"] = concurrent_per_second(req["arrival_time"][finished], req["e2el"][finished])
         s["busy_fraction"] = min(1.0, busy / (replicas * duration))  # a sum of step times may round past the span
         s["replicas"] = replicas
         if replicas - prefill_only > 1:  # load imbalance: the busiest replica's completions over the mean

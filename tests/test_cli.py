@@ -27,9 +27,12 @@ def test_a_run_without_plot_imports_neither_matplotlib_nor_draws():
 
 
 def test_run_writes_results(tmp_path, capsys):
-    assert main(["run", "--out", str(tmp_path), "--plot"] + SMALL) == 0
+    assert main(["run", "--out", str(tmp_path), "--plot", "--set", "workload.num_requests=50"]) == 0
     out = capsys.readouterr().out
     assert "TTFT p99 (ms)" in out and "request throughput" in out and "latency.png)" in out
+    assert main(["run", "--out", str(tmp_path), "--set", "workload.num_requests=50", "--quiet",
+                 "--set", "workload.arrival.rate=1e4"]) == 0
+    assert capsys.readouterr() == ("", "")  # --quiet: nothing but errors
     for f in ("config.yaml", "summary.json", "requests.parquet", "steps.parquet", "latency.png"):
         assert (tmp_path / f).stat().st_size > 0
     s = json.loads((tmp_path / "summary.json").read_text())
@@ -480,14 +483,14 @@ def test_a_run_cut_by_max_sim_time_says_what_it_left_out(tmp_path, capsys):
     import pandas as pd
 
     assert main(["run", "--set", "workload.num_requests=100", "--set", "simulation.max_sim_time_s=2",
-                 "--out", str(tmp_path), "--quiet"]) == 0
+                 "--out", str(tmp_path)]) == 0
     err = capsys.readouterr().err
     rows = len(pd.read_parquet(tmp_path / "requests.parquet"))
     unfinished = json.loads((tmp_path / "summary.json").read_text())["unfinished"]
     assert f"{unfinished:,} request(s) unfinished" in err and f"{100 - rows:,} never arrived" in err and rows < 100
     # sessions: the turns a cut run never sent count too (their session's later turns were made on finishing)
     assert main(["run", "docs/scenarios/chat-sessions.yaml", "--set", "workload.num_sessions=10", "--set",
-                 "simulation.max_sim_time_s=20", "--out", str(tmp_path / "s"), "--quiet"]) == 0
+                 "simulation.max_sim_time_s=20", "--out", str(tmp_path / "s")]) == 0
     sent = len(pd.read_parquet(tmp_path / "s" / "requests.parquet"))
     from servesim.simulator.config import load
 
@@ -501,12 +504,12 @@ def test_a_cut_that_never_came_is_not_blamed(tmp_path, capsys):
     loop's duration (or a session's rejected turn) held back as "never arrived"."""
     assert main(["run", "--set", "profile=teaching", "--set", "workload.num_requests=50", "--set",
                  "workload.duration_s=3", "--set", "workload.arrival={process: closed_loop, concurrency: 2}",
-                 "--set", "simulation.max_sim_time_s=1000", "--out", str(tmp_path / "a"), "--quiet"]) == 0
+                 "--set", "simulation.max_sim_time_s=1000", "--out", str(tmp_path / "a")]) == 0
     assert "max_sim_time_s" not in capsys.readouterr().err
     assert main(["run", "docs/scenarios/chat-sessions.yaml", "--set", "profile=teaching", "--set",
                  "workload.num_sessions=8", "--set", "workload.arrival.rate=3", "--set", "engine.max_model_len=3000",
                  "--set", "workload.think_time_s={dist: fixed, value: 0.2}", "--set", "simulation.max_sim_time_s=1000",
-                 "--out", str(tmp_path / "b"), "--quiet"]) == 0
+                 "--out", str(tmp_path / "b")]) == 0
     err = capsys.readouterr().err
     assert "were never sent: a rejected turn ends its session" in err and "max_sim_time_s" not in err
 

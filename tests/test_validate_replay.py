@@ -64,7 +64,7 @@ def test_load_levels_open_and_closed_loop(profile, tmp_path):
     s = json.loads((out / "summary.json").read_text())
     assert s["loads"] == ["rate=10", "concurrency=4"]
     closed = s["per_load"]["concurrency=4"]
-    assert closed["sim"]["max_concurrent_requests"] <= 4 and closed["replay"]["max_concurrent_requests"] <= 4
+    assert closed["sim"]["max_running_requests"] <= 4 and closed["replay"]["max_running_requests"] <= 4
     assert set(pd.read_csv(out / "table.csv")["load"]) == {"rate=10", "concurrency=4"}
 
 

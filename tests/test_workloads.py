@@ -212,7 +212,7 @@ def test_a_closed_loop_whose_requests_are_rejected_ends(tmp_path, sets):
     import subprocess
     import sys
 
-    argv = [sys.executable, "-m", "servesim", "run", "--out", str(tmp_path / "r"), "--quiet", "--json",
+    argv = [sys.executable, "-m", "servesim", "run", "--out", str(tmp_path / "r"), "--json",
             "--set", "workload.num_requests=null", "--set", "workload.duration_s=2",
             "--set", "workload.arrival={process: closed_loop, concurrency: 4}"] + [x for s in sets for x in ("--set", s)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)

@@ -41,6 +41,9 @@ class Arrival(Settings):
     ramp_up_strategy: Literal["linear", "exponential"] | None = None
     ramp_up_start_rps: float | None = Field(None, ge=0, le=MAX_RATE)
     ramp_up_end_rps: Rate | None = None
+    fit_span: bool = Field(False, description="poisson/gamma over num_requests: scale the arrival times so their "
+                                              "mean gap is 1 / rate exactly, as vllm bench serve does (its last "
+                                              "request is sent at num_requests / rate)")
 
     @model_validator(mode="after")
     def _needs(self):
@@ -62,6 +65,8 @@ class Arrival(Settings):
                 raise ValueError("an exponential ramp needs ramp_up_start_rps > 0")
         elif self.ramp_up_start_rps is not None or self.ramp_up_end_rps is not None:
             raise ValueError("ramp_up_start_rps and ramp_up_end_rps need ramp_up_strategy")
+        if self.fit_span and (self.process not in ("poisson", "gamma") or self.ramp_up_strategy is not None):
+            raise ValueError("fit_span applies to poisson and gamma arrivals without a ramp")
         if self.process == "curve":
             ts = [t for t, _ in self.points]
             if len(ts) < 2 or any(b <= a for a, b in zip(ts, ts[1:])):
@@ -103,6 +108,8 @@ class Arrival(Settings):
         if duration_s is not None:
             times = times[times < duration_s]
         times = times[:n] if n is not None else times
+        if self.fit_span and len(times) > 1 and times[-1] > 0:  # vLLM's client: the mean gap exactly 1 / rate
+            times = times * ((len(times) - 1) / self.rate / times[-1])
         return self._finite(times)
 
     def _finite(self, times: np.ndarray) -> np.ndarray:

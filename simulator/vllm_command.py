@@ -1,0 +1,454 @@
+"""`servesim vllm serve MODEL [vLLM flags] -- bench serve [vllm bench serve flags]`: a pasted vLLM command line.
+
+The flags are vLLM 0.19.0's own (data/vllm-0.19.0-flags.yaml, dumped from the parsers that version builds):
+a flag vLLM does not have is refused as vLLM refuses it; one servesim models becomes a scenario setting;
+every other is recorded and named in one warning, never dropped silently. The client's flags (`vllm bench
+serve`) make the workload and say which result files to write (simulator/vllm_results.py). vLLM's argument
+rewriting is followed: `--max_num_seqs` is `--max-num-seqs`, `--flag=value` works, a JSON flag also takes dotted
+keys (`--speculative-config.method ngram`), and unambiguous prefixes are accepted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+import yaml
+
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.model_arch import HF_IDS
+
+VLLM_VERSION = "0.19.0"
+# datasets the client can make without a network or a tokenizer: lengths only
+OFFLINE_DATASETS = ("random", "prefix_repetition")
+
+
+@lru_cache(maxsize=1)
+def flag_tables() -> dict:
+    text = resources.files("servesim.simulator.data").joinpath(f"vllm-{VLLM_VERSION}-flags.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+class _Refused(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting: one line, named by the command."""
+
+    def error(self, message):
+        raise _Refused(message)
+
+
+def _human_int(text: str) -> int | None:
+    """vLLM's human_readable_int_or_auto: 32768, 32k, 1.5k, 1M (decimal) or 32K, 1Mi-style binary (upper case);
+    'auto' / -1: derived from the GPU's memory (None here)."""
+    t = text.strip()
+    if t.lower() == "auto" or t == "-1":
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT]?)", t)
+    if not m:
+        raise ValueError(text)
+    number, unit = float(m.group(1)), m.group(2)
+    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
+             "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[unit]
+    if not unit and m.group(1) != str(int(number)):
+        raise ValueError(text)
+    return int(number * scale)
+
+
+def _json_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise ValueError(text) from None
+
+
+_TYPES = {"int": int, "float": float, "str": str, "human_int": _human_int, "json": _json_value, "list": str,
+          "bool": lambda t: {"true": True, "false": False}[t.strip().lower()]}
+
+
+@lru_cache(maxsize=2)
+def _parser(kind: str) -> tuple[_Parser, dict]:
+    """The parser of `vllm serve` (kind "serve") or `vllm bench serve` ("bench_serve"), and each flag's row by
+    dest. Every default is left out (argparse.SUPPRESS), so the namespace holds what the command line gave."""
+    p = _Parser(prog=f"vllm {kind.replace('_', ' ')}", add_help=False, allow_abbrev=True)
+    rows = {}
+    for row in flag_tables()[kind]:
+        names = [row["flag"], *row.get("aliases", [])]
+        dest = row["flag"].lstrip("-").replace("-", "_")
+        rows[dest] = row
+        if row["type"] == "switch":
+            if row.get("no"):
+                p.add_argument(*names, row["no"], dest=dest, action=argparse.BooleanOptionalAction,
+                               default=argparse.SUPPRESS)
+            else:
+                p.add_argument(*names, dest=dest, action="store_true", default=argparse.SUPPRESS)
+            continue
+        kw = {"dest": dest, "default": argparse.SUPPRESS, "type": _TYPES[row["type"]]}
+        if row.get("choices"):
+            kw["choices"] = row["choices"]
+        if row.get("nargs") is not None:
+            kw["nargs"] = int(row["nargs"]) if str(row["nargs"]).isdigit() else row["nargs"]
+        p.add_argument(*names, **kw)
+    if kind == "serve":
+        p.add_argument("model_tag", nargs="?", default=argparse.SUPPRESS)
+    return p, rows
+
+
+def _rewrite(argv: list[str], kind: str) -> list[str]:
+    """vLLM's FlexibleArgumentParser rewriting: underscores to dashes in a long flag's name (up to a '.' or
+    '='), -O3 to --optimization-level 3, and dotted keys of a JSON flag gathered into one JSON value."""
+    _, rows = _parser(kind)
+    json_flags = {n: r["flag"] for r in rows.values() if r["type"] == "json"
+                  for n in (r["flag"], *r.get("aliases", []))}
+    out, nested, i = [], {}, 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok.startswith("--"):
+            name, eq, value = tok.partition("=")
+            head, dot, rest = name.partition(".")
+            tok = head.replace("_", "-") + dot + rest + eq + value
+        if tok.startswith("-O") and kind == "serve" and not tok.startswith("--"):
+            level = tok[2:].lstrip("=")
+            if level:
+                out += ["--optimization-level", level]
+                i += 1
+                continue
+        name, eq, value = tok.partition("=")
+        head, dot, key = name.partition(".")
+        if dot and head in json_flags:  # --speculative-config.method ngram
+            if not eq:
+                if i + 1 >= len(argv):
+                    raise ConfigError(f"vllm {kind.replace('_', ' ')}", f"{name} expects a value")
+                value, i = argv[i + 1], i + 1
+            target = nested.setdefault(json_flags[head], {})
+            *parents, last = key.split(".")
+            for k in parents:
+                target = target.setdefault(k, {})
+            try:
+                target[last] = json.loads(value)
+            except json.JSONDecodeError:
+                target[last] = value
+            i += 1
+            continue
+        out.append(tok)
+        i += 1
+    for flag, value in nested.items():
+        out += [flag, json.dumps(value)]
+    return out
+
+
+def parse(argv: list[str], kind: str) -> dict:
+    """The flags a `vllm serve` / `vllm bench serve` command line gives, by dest, as vLLM's parser reads them."""
+    parser, _ = _parser(kind)
+    try:
+        ns = parser.parse_args(_rewrite(argv, kind))
+    except _Refused as exc:
+        message = str(exc)
+        if message.startswith("unrecognized arguments"):
+            message += f" (not a flag of vLLM {VLLM_VERSION}'s `{parser.prog}`)"
+        raise ConfigError(parser.prog, message) from None
+    return vars(ns)
+
+
+@dataclass
+class BenchOptions:
+    """What `vllm bench serve` writes, and how it summarizes (its result file's own settings)."""
+
+    save_result: bool = False
+    save_detailed: bool = False
+    append_result: bool = False
+    result_dir: str | None = None
+    result_filename: str | None = None
+    label: str | None = None
+    metadata: list[str] = field(default_factory=list)
+    backend: str = "openai"
+    model_id: str | None = None
+    tokenizer_id: str | None = None
+    num_prompts: int = 1000
+    request_rate: float = math.inf
+    burstiness: float = 1.0
+    max_concurrency: int | None = None
+    ramp_up: dict | None = None
+    goodput: dict | None = None
+    percentile_metrics: list[str] = field(default_factory=lambda: ["ttft", "tpot", "itl"])
+    metric_percentiles: list[float] = field(default_factory=lambda: [99.0])
+
+
+@dataclass
+class VllmCommand:
+    """A pasted command pair, read: scenario settings, the client's options, and every flag servesim records
+    without modelling it."""
+
+    model: str
+    settings: dict
+    bench: BenchOptions
+    not_modelled: dict = field(default_factory=dict)  # "vllm serve --host" -> value
+
+    def as_record(self) -> dict:
+        return {"vllm_version": VLLM_VERSION, "model": self.model, "settings": self.settings,
+                "not_modelled": self.not_modelled}
+
+
+# vllm serve flag (dest) -> servesim setting
+SERVE_SETTINGS = {
+    "max_num_seqs": "engine.max_num_seqs", "max_num_batched_tokens": "engine.max_num_batched_tokens",
+    "max_model_len": "engine.max_model_len", "gpu_memory_utilization": "engine.gpu_memory_utilization",
+    "block_size": "engine.block_size", "enable_prefix_caching": "engine.enable_prefix_caching",
+    "enable_chunked_prefill": "engine.enable_chunked_prefill",
+    "long_prefill_token_threshold": "engine.long_prefill_token_threshold",
+    "tensor_parallel_size": "engine.tensor_parallel_size", "pipeline_parallel_size": "engine.pipeline_parallel_size",
+    "data_parallel_size": "engine.data_parallel_size", "enable_expert_parallel": "engine.enable_expert_parallel",
+    "kv_cache_dtype": "engine.kv_cache_dtype", "quantization": "engine.quantization",
+    "scheduling_policy": "policies.queue", "num_gpu_blocks_override": "engine.num_gpu_blocks_override",
+    "async_scheduling": "engine.async_scheduling", "enforce_eager": "engine.enforce_eager",
+    "max_cudagraph_capture_size": "engine.max_cudagraph_capture_size",
+    "scheduler_reserve_full_isl": "engine.scheduler_reserve_full_isl",
+    "disable_hybrid_kv_cache_manager": "engine.disable_hybrid_kv_cache_manager",
+}
+# draft methods vLLM names; n-gram and suffix drafts are looked up on the CPU, nearly free beside a model's
+FREE_DRAFTS = ("ngram", "suffix", "ngram_gpu")
+
+# vllm bench serve flags that only shape the result file (BenchOptions), or that a simulation has no use for
+# because the lengths are given (a tokenizer, the output's end-of-sequence)
+BENCH_RESULT = ("save_result", "save_detailed", "append_result", "result_dir", "result_filename", "label",
+                "metadata", "backend", "tokenizer", "percentile_metrics", "metric_percentiles", "goodput", "model")
+BENCH_WORKLOAD = ("dataset_name", "num_prompts", "request_rate", "burstiness", "max_concurrency", "seed",
+                  "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "input_len", "output_len",
+                  "random_input_len", "random_output_len", "random_range_ratio", "random_prefix_len",
+                  "prefix_repetition_prefix_len", "prefix_repetition_suffix_len", "prefix_repetition_num_prefixes",
+                  "prefix_repetition_output_len", "ignore_eos")
+
+
+def read(serve_argv: list[str], bench_argv: list[str]) -> VllmCommand:
+    """`vllm serve ...` and `vllm bench serve ...` (without their leading words) -> scenario settings."""
+    serve = parse(serve_argv, "serve")
+    bench = parse(bench_argv, "bench_serve")
+    model = serve.pop("model_tag", None) or serve.pop("model", None)
+    serve.pop("model", None)
+    if model is None:
+        raise ConfigError("vllm serve", "give the model: `servesim vllm serve MODEL ...` (an HF id, a built-in "
+                                        "name or a path to a config.json)")
+    settings: dict = {"model": model}
+    not_modelled: dict = {}
+    for dest, value in serve.items():
+        if dest in SERVE_SETTINGS:
+            if dest == "max_model_len" and value is None:  # 'auto': derived from memory, servesim's default
+                continue
+            settings[SERVE_SETTINGS[dest]] = value
+        elif dest == "speculative_config":
+            settings.update(_speculation(value))
+        else:
+            not_modelled[_flag("serve", dest)] = value
+    options, workload = _bench(bench, not_modelled)
+    options.model_id = options.model_id or model  # vLLM's client asks the server for it
+    options.tokenizer_id = options.tokenizer_id or options.model_id
+    settings.update(workload)
+    return VllmCommand(model, settings, options, not_modelled)
+
+
+def _flag(kind: str, dest: str) -> str:
+    return f"vllm {kind.replace('_', ' ')} {_parser(kind)[1][dest]['flag']}"
+
+
+def _speculation(config) -> dict:
+    if not isinstance(config, dict):
+        raise ConfigError("vllm serve --speculative-config", f"must be a JSON object, got {config!r}")
+    method = config.get("method") or ("draft_model" if config.get("model") else None)
+    k = config.get("num_speculative_tokens")
+    if method is None or not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ConfigError("vllm serve --speculative-config", "needs a method (or a draft model) and "
+                                                             "num_speculative_tokens >= 1, as vLLM does")
+    out = {"speculative.method": "fixed", "speculative.num_speculative_tokens": k}
+    if method in FREE_DRAFTS:
+        out["speculative.draft_cost_ratio"] = 0.0
+    return out
+
+
+def _bench(bench: dict, not_modelled: dict) -> tuple[BenchOptions, dict]:
+    o = BenchOptions()
+    for dest in BENCH_RESULT:
+        if dest not in bench:
+            continue
+        v = bench[dest]
+        if dest == "percentile_metrics":
+            o.percentile_metrics = _metric_names(v)
+        elif dest == "metric_percentiles":
+            o.metric_percentiles = _percentiles(v)
+        elif dest == "goodput":
+            o.goodput = _goodput(v)
+        elif dest == "model":
+            o.model_id = v
+        elif dest == "tokenizer":
+            o.tokenizer_id = v
+        else:
+            setattr(o, dest, v)
+    name = bench.get("dataset_name", "random")
+    if name not in OFFLINE_DATASETS:
+        raise ConfigError("vllm bench serve --dataset-name", f"{name!r} needs its prompts' text and a tokenizer; "
+                                                             f"servesim simulates {', '.join(OFFLINE_DATASETS)} "
+                                                             f"(or replay a trace with `servesim run`)")
+    o.num_prompts = bench.get("num_prompts", 1000)
+    if o.num_prompts < 1:
+        raise ConfigError("vllm bench serve --num-prompts", f"must be >= 1, got {o.num_prompts}")
+    o.request_rate = bench.get("request_rate", math.inf)
+    o.burstiness = bench.get("burstiness", 1.0)
+    o.max_concurrency = bench.get("max_concurrency")
+    w: dict = {"workload.num_requests": o.num_prompts, "seed": bench.get("seed", 0)}
+    if o.max_concurrency is not None:
+        w["workload.max_concurrency"] = o.max_concurrency
+    w["workload.arrival"] = _arrival(bench, o)
+    w.update(_lengths(bench, name))
+    if o.goodput:
+        w["workload.slo_classes"] = {"goodput": o.goodput}
+    for dest, v in bench.items():
+        if dest not in BENCH_RESULT and dest not in BENCH_WORKLOAD:
+            not_modelled[_flag("bench_serve", dest)] = v
+    return o, w
+
+
+def _arrival(bench: dict, o: BenchOptions) -> dict:
+    rate, b = o.request_rate, o.burstiness
+    if not (b > 0) or math.isnan(rate) or rate <= 0:
+        field_ = "--burstiness" if not (b > 0) else "--request-rate"
+        raise ConfigError(f"vllm bench serve {field_}", f"must be > 0, got {b if field_ == '--burstiness' else rate}")
+    strategy = bench.get("ramp_up_strategy")
+    if strategy is not None:
+        start, end = bench.get("ramp_up_start_rps"), bench.get("ramp_up_end_rps")
+        if start is None or end is None:
+            raise ConfigError("vllm bench serve --ramp-up-strategy", "needs --ramp-up-start-rps and "
+                                                                     "--ramp-up-end-rps, as vLLM does")
+        o.ramp_up = {"ramp_up_strategy": strategy, "ramp_up_start_rps": start, "ramp_up_end_rps": end}
+        return {"process": "gamma" if b != 1 else "poisson", "cv": 1 / math.sqrt(b)} | o.ramp_up
+    if math.isinf(rate):
+        return {"process": "burst"}  # vLLM sends every request at once (behind --max-concurrency, if given)
+    if math.isinf(b):
+        return {"process": "constant", "rate": rate}
+    return {"process": "poisson", "rate": rate, "fit_span": True} if b == 1 else \
+        {"process": "gamma", "rate": rate, "cv": 1 / math.sqrt(b), "fit_span": True}
+
+
+def _uniform(length: int, ratio: float, least: int) -> dict:
+    """vLLM's random lengths: integers drawn uniformly from [floor(L (1 - r)), ceil(L (1 + r))]."""
+    low, high = max(least, math.floor(length * (1 - ratio))), max(least, math.ceil(length * (1 + ratio)))
+    return {"dist": "fixed", "value": low} if low == high else {"dist": "uniform", "low": low, "high": high}
+
+
+def _lengths(bench: dict, name: str) -> dict:
+    if name == "random":
+        ratio = bench.get("random_range_ratio", 0.0)
+        if not 0 <= ratio < 1:
+            raise ConfigError("vllm bench serve --random-range-ratio", f"must be in [0, 1), got {ratio}")
+        inp = bench.get("input_len", bench.get("random_input_len", 1024))
+        out = bench.get("output_len", bench.get("random_output_len", 128))
+        prefix = bench.get("random_prefix_len", 0)
+        lengths = {"workload.prompt_tokens": _uniform(inp, ratio, 1), "workload.output_tokens": _uniform(out, ratio, 1)}
+    else:  # prefix_repetition: num_prefixes shared prefixes, each request one of them and its own suffix
+        prefix = bench.get("prefix_repetition_prefix_len", 256)
+        suffix = bench.get("prefix_repetition_suffix_len", 256)
+        out = bench.get("output_len", bench.get("prefix_repetition_output_len", 128))
+        lengths = {"workload.prompt_tokens": {"dist": "fixed", "value": max(1, suffix)},
+                   "workload.output_tokens": {"dist": "fixed", "value": out}}
+        if prefix:
+            lengths["workload.shared_prefix"] = {"tokens": prefix,
+                                                 "count": bench.get("prefix_repetition_num_prefixes", 10)}
+        return lengths
+    if prefix:
+        lengths["workload.shared_prefix"] = {"tokens": prefix, "count": 1}
+    return lengths
+
+
+METRICS = ("ttft", "tpot", "itl", "e2el")
+
+
+def _metric_names(text: str) -> list[str]:
+    names = [m.strip() for m in text.split(",") if m.strip()]
+    bad = [m for m in names if m not in METRICS]
+    if bad or not names:
+        raise ConfigError("vllm bench serve --percentile-metrics", f"a comma-separated subset of "
+                                                                   f"{','.join(METRICS)}, got {text!r}")
+    return names
+
+
+def _percentiles(text: str) -> list[float]:
+    try:
+        ps = [float(p) for p in text.split(",")]
+    except ValueError:
+        raise ConfigError("vllm bench serve --metric-percentiles", f"comma-separated numbers, got {text!r}") from None
+    if not ps or not all(0 <= p <= 100 for p in ps):
+        raise ConfigError("vllm bench serve --metric-percentiles", f"percentiles in [0, 100], got {text!r}")
+    return ps
+
+
+def _goodput(items: list[str]) -> dict:
+    """`--goodput ttft:500 tpot:50`: milliseconds per metric; a request is good if it meets every one."""
+    slo = {}
+    for item in items:
+        key, sep, value = item.partition(":")
+        try:
+            ms = float(value)
+        except ValueError:
+            ms = math.nan
+        if not sep or key not in ("ttft", "tpot", "e2el") or not (math.isfinite(ms) and ms >= 0):
+            raise ConfigError("vllm bench serve --goodput", f"KEY:MILLISECONDS with KEY one of ttft, tpot, e2el "
+                                                            f"and a finite value >= 0, got {item!r}")
+        slo[f"{key}_ms"] = ms if ms > 0 else 1e-9  # vLLM's value <= SLO: 0 admits only an exact 0
+    return slo
+
+
+def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`serve MODEL flags [-- [vllm] bench serve flags]` -> (serve flags with the model, bench flags)."""
+    words = list(argv)
+    if words[:2] == ["vllm", "serve"]:
+        words = words[1:]
+    if not words or words[0] != "serve":
+        raise ConfigError("vllm", "expects `serve MODEL [vLLM flags] [-- bench serve [flags]]`, as "
+                                  "`vllm serve ...` and `vllm bench serve ...` are written")
+    words = words[1:]
+    if "--" not in words:
+        return words, []
+    cut = words.index("--")
+    serve, bench = words[:cut], words[cut + 1:]
+    for lead in (["vllm", "bench", "serve"], ["bench", "serve"]):
+        if bench[:len(lead)] == lead:
+            return serve, bench[len(lead):]
+    raise ConfigError("vllm", "after `--` comes the client: `bench serve [vllm bench serve flags]`")
+
+
+def serve_command(settings: dict) -> tuple[str, list[str]]:
+    """A resolved scenario (as_dict) as the `vllm serve` line that deploys it, and notes on what the line cannot
+    say (the GPU, servesim's own policies)."""
+    import shlex
+
+    model = settings["model"]["name"] if isinstance(settings.get("model"), dict) else settings.get("model")
+    hf = {v: k for k, v in reversed(list(HF_IDS.items()))}  # a built-in's first-listed HF id
+    words = ["vllm", "serve", hf.get(model, str(model))]
+    notes = [f"the GPU is not a vLLM flag: run it on {settings['hardware']['gpu']}"]
+    rows = _parser("serve")[1]
+    for dest, key in SERVE_SETTINGS.items():
+        section, name = key.split(".")
+        value = (settings.get(section) or {}).get(name)
+        row = rows[dest]
+        if value is None or value == row.get("default"):
+            continue
+        if row.get("choices") and value not in row["choices"]:
+            notes.append(f"{key}={value} is servesim's own (vLLM's {row['flag']} takes {', '.join(row['choices'])})")
+            continue
+        if row["type"] == "switch":
+            words.append(row["flag"] if value else row["no"]) if value or row.get("no") else None
+            continue
+        words += [row["flag"], str(value)]
+    sp = settings.get("speculative") or {}
+    if sp.get("method", "none") != "none":
+        notes.append(f"speculative decoding ({sp['method']}, {sp['num_speculative_tokens']} tokens): give vLLM "
+                     f"--speculative-config with your draft method")
+    for key in ("max_num_queued_reqs", "max_num_queued_tokens"):
+        if (settings.get("engine") or {}).get(key) is not None:
+            notes.append(f"engine.{key} has no flag in vLLM {VLLM_VERSION}")
+    return " ".join(shlex.quote(w) for w in words), notes

@@ -1,0 +1,176 @@
+"""A simulated run as `vllm bench serve --save-result [--save-detailed]` writes a real one (vLLM 0.19.0).
+
+Every key vLLM writes, in its order, with its meanings and units (vllm/benchmarks/serve.py): the run's
+settings, the totals and rates over `duration`, per-request arrays (seconds) with --save-detailed, the
+1-second peaks (`max_output_tokens_per_s`, `max_concurrent_requests`: requests overlapping a second, as
+vLLM counts them), and mean/median/std/pNN of the metrics asked for (milliseconds). A script written for
+real results reads these unchanged. servesim's own figures stay in summary.json.
+
+Where a simulation has no counterpart the value is what vLLM writes in the same case: `generated_texts`
+are empty strings (no text is generated), `rtfx` is 0.0 (no audio); a failed request (refused by the
+engine) has ttft 0.0, no ITLs, output length 0 and its HTTP reason as error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from servesim.simulator.request import FINISHED
+from servesim.simulator.vllm_command import BenchOptions
+
+# a refused request's error, as vLLM's API server answers it (response.reason)
+HTTP_REASONS = {"prompt_too_long": "Bad Request"}  # the others: the engine's queue limits, 503
+DETAILED = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors")
+
+
+def _percentile_key(p: float) -> str:
+    return str(int(p)) if float(p).is_integer() else str(p)
+
+
+def _per_request(result) -> dict:
+    """Per request, in request order: vLLM's arrays, the successful ones' latencies, and their token times."""
+    cols = result.request_columns
+    n = len(cols["request_id"])
+    order = np.argsort(cols["request_id"], kind="stable")
+    ok = np.array([s == FINISHED for s in cols["status"]], dtype=bool)
+    token_times: dict[int, np.ndarray] = dict(result.tokens.per_request())
+    itls = [[] for _ in range(n)]
+    for row, times in token_times.items():
+        if ok[row]:
+            itls[row] = np.diff(times).tolist()
+    reasons = cols["finish_reason"]
+    return {
+        "order": order, "ok": ok, "token_times": token_times,
+        "input_lens": [int(cols["prompt_tokens"][i]) for i in order],
+        "output_lens": [int(cols["output_tokens"][i]) if ok[i] else 0 for i in order],
+        "ttfts": [float(cols["ttft"][i]) if ok[i] else 0.0 for i in order],
+        "itls": [itls[i] for i in order],
+        "start_times": [float(cols["arrival_time"][i]) for i in order],
+        "generated_texts": ["" for _ in order],
+        "errors": ["" if ok[i] else HTTP_REASONS.get(reasons[i], "Service Unavailable")
+                   if reasons[i] is not None else "Unfinished" for i in order],
+    }
+
+
+def _tokens_per_second_peak(result, per: dict) -> float:
+    """vLLM's max_output_tokens_per_s: the successful requests' tokens in one whole second from the first
+    start, at its peak."""
+    ok = per["ok"]
+    times = [per["token_times"][r] for r in np.flatnonzero(ok) if r in per["token_times"]]
+    if not times:
+        return 0.0
+    t0 = float(result.request_columns["arrival_time"][ok].min())
+    return float(np.bincount(np.floor(np.concatenate(times) - t0).astype(np.int64)).max())
+
+
+def _rps_changes(o: BenchOptions, starts: list[float], date: str) -> list[dict]:
+    """vLLM's ramp-up log: each time the whole requests-per-second of the ramp goes up, the send time (the run's
+    date plus the simulated seconds, in ISO form, where vLLM stamps its clock)."""
+    from datetime import timedelta
+
+    r = o.ramp_up
+    lo, hi, n = r["ramp_up_start_rps"], r["ramp_up_end_rps"], max(o.num_prompts - 1, 1)
+    base = datetime.strptime(date, "%Y%m%d-%H%M%S")
+    events, last, t0 = [], None, min(starts, default=0.0)
+    for i, t in enumerate(sorted(starts)):
+        p = i / n
+        rate = lo + (hi - lo) * p if r["ramp_up_strategy"] == "linear" else lo * (hi / lo) ** p
+        if last is None or int(rate) > last:
+            last = int(rate)
+            events.append({"rps": last, "timestamp": (base + timedelta(seconds=t - t0)).isoformat()})
+    return events
+
+
+def _stats(name: str, values: list[float], percentiles: list[float], out: dict) -> None:
+    v = np.asarray(values or [0.0], dtype=float)  # vLLM: np.mean(x or 0)
+    out[f"mean_{name}_ms"] = float(np.mean(v) * 1000)
+    out[f"median_{name}_ms"] = float(np.median(v) * 1000)
+    out[f"std_{name}_ms"] = float(np.std(v) * 1000)
+    for p in percentiles:
+        out[f"p{_percentile_key(p)}_{name}_ms"] = float(np.percentile(v, p) * 1000)
+
+
+def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: str | None = None) -> dict:
+    """The result dict `vllm bench serve --save-result` writes, for this run and these client options."""
+    s, cols = result.summary, result.request_columns
+    per = _per_request(result)
+    ok = per["ok"]
+    out: dict = {"date": date or datetime.now().strftime("%Y%m%d-%H%M%S"), "endpoint_type": o.backend,
+                 "backend": o.backend, "label": o.label, "model_id": o.model_id, "tokenizer_id": o.tokenizer_id,
+                 "num_prompts": o.num_prompts}
+    for item in o.metadata:  # KEY=VALUE, as text, after num_prompts (a later key of vLLM's own wins)
+        key, _, value = item.partition("=")
+        out[key.strip()] = value.strip()
+    out["request_rate"] = o.request_rate if o.request_rate < math.inf else "inf"
+    out["burstiness"] = o.burstiness
+    out["max_concurrency"] = o.max_concurrency
+    if o.ramp_up:
+        out.update(o.ramp_up)
+    out["duration"] = s["duration"]
+    out["completed"] = s["completed"]
+    out["failed"] = int((~ok).sum())
+    out["total_input_tokens"] = s["total_input_tokens"]
+    out["total_output_tokens"] = s["total_output_tokens"]
+    out["request_throughput"] = s["request_throughput"]
+    out["request_goodput"] = s.get("request_goodput") if o.goodput else None
+    out["output_throughput"] = s["output_throughput"]
+    out["total_token_throughput"] = s["total_token_throughput"]
+    if o.save_detailed if detailed is None else detailed:
+        out.update({k: per[k] for k in DETAILED})
+    out["max_output_tokens_per_s"] = _tokens_per_second_peak(result, per)
+    out["max_concurrent_requests"] = s["max_concurrent_requests"]  # vLLM's 1-second count (metrics.py)
+    out["rtfx"] = 0.0
+    if o.ramp_up:
+        out["rps_change_events"] = _rps_changes(o, per["start_times"], out["date"])
+    if s.get("spec_decode_draft_tokens"):  # vLLM's figures from the server's counters: a rate in percent
+        out["spec_decode_acceptance_rate"] = 100 * s["spec_decode_acceptance_rate"]
+        out["spec_decode_draft_tokens"] = s["spec_decode_draft_tokens"]
+        out["spec_decode_accepted_tokens"] = s["spec_decode_accepted_tokens"]
+    good = np.flatnonzero(ok)
+    outputs = cols["output_tokens"]
+    values = {
+        "ttft": [float(cols["ttft"][i]) for i in good],
+        "tpot": [float((cols["e2el"][i] - cols["ttft"][i]) / (outputs[i] - 1)) for i in good if outputs[i] > 1],
+        "itl": [g for gaps in per["itls"] for g in gaps],  # pooled over requests, as vLLM does (failed: none)
+        "e2el": [float(cols["e2el"][i]) for i in good],
+    }
+    for name in ("ttft", "tpot", "itl", "e2el"):  # vLLM's fixed order, whatever the order asked
+        if name in o.percentile_metrics:
+            _stats(name, values[name], o.metric_percentiles, out)
+    return out
+
+
+def default_filename(o: BenchOptions, date: str) -> str:
+    """vLLM's name: {label or backend}-{rate}qps[-concurrency{N}]-{model}-{date}.json (ramp-up: its range)."""
+    base = o.model_id.split("/")[-1] if o.model_id else "model"
+    rate = str(float(o.request_rate)) if o.request_rate < math.inf else "inf"
+    name = o.label or o.backend
+    if o.ramp_up:
+        head = (f"{name}-ramp-up-{o.ramp_up['ramp_up_strategy']}-{o.ramp_up['ramp_up_start_rps']}qps-"
+                f"{o.ramp_up['ramp_up_end_rps']}qps")
+    else:
+        head = f"{name}-{rate}qps"
+    if o.max_concurrency is not None:
+        head += f"-concurrency{o.max_concurrency}"
+    return f"{head}-{base}-{date}.json"
+
+
+def write_bench_result(result, o: BenchOptions, default_dir: Path) -> Path:
+    """The result file where vLLM would put it: --result-dir (default: the run's --out here, where vLLM uses the
+    working folder) / --result-filename (default vLLM's name); --append-result adds a JSON line."""
+    date = datetime.now().strftime("%Y%m%d-%H%M%S")
+    data = bench_result(result, o, date=date)
+    folder = Path(o.result_dir) if o.result_dir else default_dir
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / (o.result_filename or default_filename(o, date))
+    if o.append_result and path.is_file() and path.stat().st_size:
+        with path.open("a") as f:
+            f.write("\n" + json.dumps(data))
+    else:
+        path.write_text(json.dumps(data))
+    return path

@@ -1,0 +1,154 @@
+"""`servesim vllm serve ... -- bench serve ...`: vLLM 0.19.0's flags, its result file, its semantics."""
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from servesim.simulator.cli import main
+from servesim.simulator.model_arch import HF_IDS
+from servesim.simulator.vllm_command import parse, read
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+BENCH = ["--", "bench", "serve", "--dataset-name", "random", "--random-input-len", "512", "--random-output-len", "64",
+         "--num-prompts", "60", "--request-rate", "8"]
+
+# vllm/benchmarks/serve.py (0.19.0): the keys its --save-result file holds, in order, for the default metrics
+# and percentiles; --save-detailed adds the per-request arrays after total_token_throughput
+VLLM_KEYS = ["date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
+             "burstiness", "max_concurrency", "duration", "completed", "failed", "total_input_tokens",
+             "total_output_tokens", "request_throughput", "request_goodput", "output_throughput",
+             "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests", "rtfx",
+             "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
+             "std_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "std_itl_ms", "p99_itl_ms"]
+DETAILED = ["input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"]
+
+
+def test_vllm_argument_rewriting_is_followed():
+    """Underscores, --flag=value, short aliases, prefixes, --no- forms and dotted JSON keys, as vLLM reads them."""
+    got = parse(["m", "--max_num_seqs=64", "-tp", "2", "--max-num-batched", "4096", "--no-enable-prefix-caching",
+                 "--speculative-config.method", "ngram", "--speculative-config.num_speculative_tokens", "3",
+                 "--max-model-len", "32k"], "serve")
+    assert got["max_num_seqs"] == 64 and got["tensor_parallel_size"] == 2 and got["max_num_batched_tokens"] == 4096
+    assert got["enable_prefix_caching"] is False and got["max_model_len"] == 32000
+    assert got["speculative_config"] == {"method": "ngram", "num_speculative_tokens": 3}
+    cmd = read(["m", "--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 2}', "-q", "fp8"], [])
+    assert cmd.settings["speculative.num_speculative_tokens"] == 2 and cmd.settings["engine.quantization"] == "fp8"
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--max-num-queued-reqs", "4"], "unrecognized arguments: --max-num-queued-reqs"),  # not in vLLM 0.19.0
+    (["--swap-space", "4"], "unrecognized arguments: --swap-space"),  # removed from vLLM
+    (["--max-num-seqs", "many"], "argument --max-num-seqs: invalid int value: 'many'"),
+    (["--kv-cache-dtype", "int8"], "argument --kv-cache-dtype: invalid choice: 'int8'"),
+    (["--enable-chunked-prefill", "false"], "unrecognized arguments: false"),  # a switch takes no value
+])
+def test_what_vllm_refuses_is_refused_in_one_line(flags, says, tmp_path, capsys):
+    assert main(["vllm", "--out", str(tmp_path), "serve", MODEL] + flags) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("servesim: error: vllm serve: ") and says in err[0], err
+
+
+@pytest.mark.parametrize("bench, says", [
+    (["--dataset-name", "sharegpt"], "--dataset-name: 'sharegpt' needs its prompts' text"),
+    (["--goodput", "ttft=500"], "--goodput: KEY:MILLISECONDS"),
+    (["--request-rate", "-3"], "--request-rate: must be > 0"),
+    (["--random-range-ratio", "1.5"], "--random-range-ratio: must be in [0, 1)"),
+    (["--percentile-metrics", "ttft,latency"], "--percentile-metrics"),
+])
+def test_bad_client_flags_are_refused_in_one_line(bench, says, tmp_path, capsys):
+    assert main(["vllm", "--out", str(tmp_path), "serve", MODEL, "--", "bench", "serve"] + bench) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0] and err[0].startswith("servesim: error: vllm bench serve"), err
+
+
+def test_an_unknown_hf_id_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    assert main(["vllm", "--out", str(tmp_path / "o"), "serve", "acme/NoSuchModel-7B"] + BENCH) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "acme/NoSuchModel-7B" in err[0] and "config.json" in err[0], err
+
+
+def test_the_command_equals_the_scenario_it_reads_as(tmp_path, capsys):
+    """The vLLM line and `servesim run` with the settings it stands for give the same run; unmodelled flags
+    are named once and recorded."""
+    assert main(["vllm", "--out", str(tmp_path / "v"), "--json", "serve", MODEL, "--max-num-seqs", "32",
+                 "--no-enable-prefix-caching", "--host", "0.0.0.0", "--port", "8000"] + BENCH) == 0
+    out, err = capsys.readouterr()
+    summary = json.loads(out)  # --json: stdout holds the JSON alone
+    assert [line for line in err.splitlines() if "warning" in line] == \
+        ["servesim: warning: not modelled, recorded in vllm_command.json: --host, --port"]
+    record = json.loads((tmp_path / "v" / "vllm_command.json").read_text())
+    assert record["not_modelled"] == {"vllm serve --host": "0.0.0.0", "vllm serve --port": 8000}
+    assert main(["run", "--out", str(tmp_path / "r"), "--json", "--set", f"model={MODEL}",
+                 "--set", "engine.max_num_seqs=32", "--set", "engine.enable_prefix_caching=false",
+                 "--set", "workload.num_requests=60",
+                 "--set", "workload.arrival={process: poisson, rate: 8, fit_span: true}",
+                 "--set", "workload.prompt_tokens={dist: fixed, value: 512}",
+                 "--set", "workload.output_tokens={dist: fixed, value: 64}"]) == 0
+    assert json.loads(capsys.readouterr().out) == summary
+
+
+def test_vllm_result_file_has_vllms_keys_and_meanings(tmp_path, capsys):
+    out = tmp_path / "v"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL] + BENCH +
+                ["--save-result", "--result-filename", "plain.json"]) == 0
+    assert list(json.loads((out / "plain.json").read_text())) == VLLM_KEYS
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL] + BENCH +
+                ["--save-result", "--save-detailed", "--goodput", "ttft:16", "tpot:8", "--max-concurrency", "4",
+                 "--percentile-metrics", "e2el,ttft", "--metric-percentiles", "50,99.9", "--label", "L",
+                 "--metadata", "tp=1", "--result-dir", str(tmp_path / "res")]) == 0
+    [path] = (tmp_path / "res").iterdir()
+    assert path.name.startswith("L-8.0qps-concurrency4-Llama-3.1-8B-Instruct-") and path.suffix == ".json"
+    r = json.loads(path.read_text())
+    i = VLLM_KEYS.index("total_token_throughput") + 1
+    keys = VLLM_KEYS[:7] + ["tp"] + VLLM_KEYS[7:i] + DETAILED + VLLM_KEYS[i:22]
+    keys += [f"{s}_{m}_ms" for m in ("ttft", "e2el") for s in ("mean", "median", "std", "p50", "p99.9")]
+    assert list(r) == keys and r["tp"] == "1" and r["max_concurrency"] == 4
+    # the per-request arrays are the run's requests, in seconds, in request order
+    req = pd.read_parquet(out / "requests.parquet").sort_values("request_id")
+    assert r["input_lens"] == req.prompt_tokens.tolist() and r["output_lens"] == req.output_tokens.tolist()
+    np.testing.assert_allclose(r["ttfts"], req.ttft)
+    np.testing.assert_allclose(r["start_times"], req.arrival_time)
+    ends = [s + t + sum(g) for s, t, g in zip(r["start_times"], r["ttfts"], r["itls"])]
+    np.testing.assert_allclose(ends, req.arrival_time + req.e2el)  # the gaps add up to each request's end
+    # vLLM's statistics of those arrays, and its goodput: ttft <= 16 ms and tpot <= 8 ms per request
+    ttfts = np.array(r["ttfts"])
+    assert math.isclose(r["p99.9_ttft_ms"], np.percentile(ttfts, 99.9) * 1000)
+    assert math.isclose(r["std_e2el_ms"], np.std(req.e2el) * 1000)
+    tpot = (req.e2el - req.ttft) / (req.output_tokens - 1)
+    good = ((req.ttft <= 0.016) & (tpot <= 0.008)).sum()
+    assert 0 < good < len(req) and math.isclose(r["request_goodput"], good / r["duration"])
+    # the client's limit: never more than 4 in flight
+    ev = sorted([(t, 1) for t in req.arrival_time] + [(t, -1) for t in req.arrival_time + req.e2el])
+    assert max(np.cumsum([d for _, d in ev])) == 4
+
+
+def test_a_script_for_real_results_reads_the_simulated_one(tmp_path, capsys):
+    """servesim's own reader of real `vllm bench serve` files takes it as a real run, with the same latencies."""
+    from servesim.calibration.real_runs import read_run
+
+    out = tmp_path / "v"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL] + BENCH +
+                ["--save-result", "--save-detailed", "--result-filename", "r.json"]) == 0
+    real = read_run(out / "r.json")
+    sim = json.loads((out / "summary.json").read_text())
+    got = real.summary()
+    for key in ("completed", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms"):
+        assert math.isclose(got[key], sim[key], rel_tol=1e-9), key
+
+
+def test_config_shows_the_scenario_and_prints_it_back_as_a_vllm_line(tmp_path, capsys):
+    assert main(["vllm", "--config", "serve", MODEL, "--max-num-seqs", "48", "-tp", "2"] + BENCH) == 0
+    scenario = capsys.readouterr().out
+    assert "max_num_seqs: 48" in scenario and "tensor_parallel_size: 2" in scenario
+    (tmp_path / "s.yaml").write_text(scenario)
+    assert main(["config", str(tmp_path / "s.yaml"), "--vllm"]) == 0
+    captured = capsys.readouterr()
+    line = captured.out.strip().split()
+    assert line[:2] == ["vllm", "serve"] and HF_IDS[line[2]] == "llama-3.1-8b" and "h200-sxm" in captured.err
+    back = read(line[2:], [])  # the printed line reads back as the same deployment
+    assert back.settings["engine.max_num_seqs"] == 48 and back.settings["engine.tensor_parallel_size"] == 2
+    assert not back.not_modelled
