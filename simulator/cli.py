@@ -100,6 +100,10 @@ def cmd_run(args, after=None) -> int:
                     + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))
     out = result.write(args.out, "--out")  # then the warnings: none beside an error about --out
     extra = after(result, out) if after is not None else []
+    if getattr(args, "prometheus", False):
+        from servesim.simulator.vllm_metrics import write_prometheus
+
+        extra += write_prometheus(result, out, rs.scenario.model if isinstance(rs.scenario.model, str) else rs.arch.name)
     for w in [*source.warnings, *result.summary.get("cost_model_warnings", []), *idle] if not args.quiet else []:
         print(f"servesim: warning: {w}", file=sys.stderr)
     if not args.quiet:
@@ -161,7 +165,9 @@ def cmd_vllm(args) -> int:
     def after(result, out: Path) -> list[str]:
         (out / "vllm_command.json").write_text(json.dumps(cmd.as_record() | {"argv": args.command}, indent=1,
                                                           default=str) + "\n")
-        written = ["vllm_command.json"]
+        from servesim.simulator.vllm_metrics import write_prometheus
+
+        written = ["vllm_command.json", *write_prometheus(result, out, cmd.model)]
         if cmd.bench.save_result:
             from servesim.simulator.vllm_results import write_bench_result
 
@@ -170,7 +176,7 @@ def cmd_vllm(args) -> int:
         return written
 
     run_args = SimpleNamespace(scenario=None, set=sets, out=args.out, json=args.json, quiet=args.quiet,
-                               plot=args.plot)
+                               plot=args.plot, prometheus=False)
     return cmd_run(run_args, after)
 
 
@@ -344,6 +350,8 @@ def _add_run(sub) -> None:
     r.add_argument("--json", action="store_true", help="print the summary as JSON, alone on stdout (the run's "
                                                          "description goes to stderr)")
     r.add_argument("--quiet", action="store_true", help="print nothing but errors (the results are in --out)")
+    r.add_argument("--prometheus", action="store_true", help="also write the run under vLLM's Prometheus names: "
+                                                               "prometheus.parquet (per step) and metrics.prom")
     r.add_argument("--plot", action="store_true", help="also draw latency.png (TTFT and inter-token latency "
                                                          "distributions; matplotlib costs ~0.8 s, so it is asked for)")
     r.set_defaults(func=cmd_run)

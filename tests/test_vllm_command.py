@@ -80,6 +80,7 @@ def test_the_command_equals_the_scenario_it_reads_as(tmp_path, capsys):
     summary = json.loads(out)  # --json: stdout holds the JSON alone
     assert [line for line in err.splitlines() if "warning" in line] == \
         ["servesim: warning: not modelled, recorded in vllm_command.json: --host, --port"]
+    assert (tmp_path / "v" / "metrics.prom").is_file() and (tmp_path / "v" / "prometheus.parquet").is_file()
     record = json.loads((tmp_path / "v" / "vllm_command.json").read_text())
     assert record["not_modelled"] == {"vllm serve --host": "0.0.0.0", "vllm serve --port": 8000}
     assert main(["run", "--out", str(tmp_path / "r"), "--json", "--set", f"model={MODEL}",

@@ -1,0 +1,204 @@
+"""A run under vLLM's Prometheus metric names (vLLM 0.19.0, vllm/v1/metrics/loggers.py), for dashboards built
+on a real server's /metrics.
+
+- `prometheus.parquet`: the step timeline as vLLM's gauges and counters, one row per engine step (`time` in
+  simulated seconds, `engine` the replica): `vllm:num_requests_running`, `vllm:num_requests_waiting`,
+  `vllm:kv_cache_usage_perc` (a fraction, as vLLM's despite the name), and the running totals
+  `vllm:num_preemptions_total`, `vllm:prompt_tokens_total` (a request's prompt counted at its first token, as
+  vLLM counts it when prefill ends), `vllm:generation_tokens_total`.
+- `metrics.prom`: the text exposition a scrape at the run's end returns: those counters, the gauges' last
+  values, and vLLM's histograms with its bucket edges (TTFT, inter-token latency, per-request TPOT, end to
+  end, queue, prefill, decode and inference time, prompt and generation lengths, tokens per step), labelled
+  `model_name` and `engine` as vLLM labels them. Written with prometheus_client, the library vLLM exports with.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from servesim.simulator.request import FINISHED
+
+TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
+                40.0, 80.0, 160.0, 640.0, 2560.0]
+ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+               80.0]
+REQUEST_TIME_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
+                        240.0, 480.0, 960.0, 1920.0, 7680.0]
+ITERATION_TOKEN_BUCKETS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+
+
+def buckets_1_2_5(largest: int) -> list[int]:
+    """vLLM's build_1_2_5_buckets: 1, 2, 5, 10, 20, 50, ... up to max_model_len."""
+    out, exponent = [], 0
+    while True:
+        for m in (1, 2, 5):
+            value = m * 10**exponent
+            if value > largest:
+                return out
+            out.append(value)
+        exponent += 1
+
+
+def _step_tokens(result) -> tuple[np.ndarray, np.ndarray]:
+    """Per step (all replicas' steps, in the steps table's order): tokens generated, and prompt tokens of the
+    requests whose first token came in it."""
+    ends = result.step_columns["end"][:]
+    generated = np.zeros(len(ends), dtype=np.int64)
+    for _, steps, _ in result.tokens._blocks():
+        np.add.at(generated, steps, 1)
+    cols = result.request_columns
+    prompts = np.zeros(len(ends), dtype=np.int64)
+    first = cols["first_token_time"]
+    has = ~np.isnan(first)
+    replica_steps = result.step_columns["replica"][:]
+    for rep in np.unique(replica_steps):  # the step of each replica whose end is the first token's time
+        mine = np.flatnonzero(replica_steps == rep)
+        reqs = has & (cols["replica"] == rep)
+        at = np.searchsorted(ends[mine], first[reqs], side="left").clip(0, len(mine) - 1)
+        np.add.at(prompts, mine[at], cols["prompt_tokens"][reqs])
+    return generated, prompts
+
+
+def timeline(result) -> "pd.DataFrame":
+    import pandas as pd
+
+    steps = result.step_columns
+    generated, prompts = _step_tokens(result)
+    replica = steps["replica"][:]
+    t = pd.DataFrame({"time": steps["end"][:], "engine": replica,
+                      "vllm:num_requests_running": steps["num_running"][:],
+                      "vllm:num_requests_waiting": steps["num_waiting"][:],
+                      "vllm:kv_cache_usage_perc": steps["kv_usage"][:],
+                      "preempted": steps["num_preempted"][:], "prompt": prompts, "generated": generated})
+    t = t.sort_values(["time", "engine"], kind="stable").reset_index(drop=True)
+    totals = t.groupby("engine")[["preempted", "prompt", "generated"]].cumsum()
+    t["vllm:num_preemptions_total"] = totals["preempted"]
+    t["vllm:prompt_tokens_total"] = totals["prompt"]
+    t["vllm:generation_tokens_total"] = totals["generated"]
+    return t.drop(columns=["preempted", "prompt", "generated"])
+
+
+def _histogram(family, labels: list[str], values: np.ndarray, edges: list[float]) -> None:
+    values = values[~np.isnan(values)]
+    counts = np.searchsorted(np.sort(values), edges, side="right")  # observations <= each edge, as `le` means
+    family.add_metric(labels, [(_le(e), int(c)) for e, c in zip(edges, counts)] + [("+Inf", int(len(values)))],
+                      float(values.sum()))
+
+
+def _le(edge: float) -> str:
+    return repr(float(edge))  # prometheus_client's own formatting of an edge: 0.001, 1.0, 8192.0
+
+
+def exposition(result, model_name: str) -> str:
+    """The /metrics text of the run's end, per engine (replica)."""
+    from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+    from prometheus_client.exposition import generate_latest
+
+    cols, steps = result.request_columns, result.step_columns
+    line = timeline(result)
+    engines = sorted(int(e) for e in np.unique(steps["replica"][:])) or [0]
+    names = ["model_name", "engine"]
+    max_model_len = int(result.config["engine"]["max_model_len"] or 1)
+    itl_rows = result.itls
+    finished = np.array([s == FINISHED for s in cols["status"]], dtype=bool)
+
+    def families():
+        gauges = {"vllm:num_requests_running": "Number of requests in model execution batches.",
+                  "vllm:num_requests_waiting": "Number of requests waiting to be processed.",
+                  "vllm:kv_cache_usage_perc": "KV-cache usage. 1 means 100 percent usage."}
+        for name, doc in gauges.items():
+            g = GaugeMetricFamily(name, doc, labels=names)
+            for e in engines:  # after the last request ended all are 0 (a run cut short: its last step's)
+                mine = line[line["engine"] == e]
+                g.add_metric([model_name, str(e)], float(mine[name].iloc[-1]) if len(mine) and result.cut else 0.0)
+            yield g
+        counters = {"vllm:num_preemptions": "Cumulative number of preemption from the engine.",
+                    "vllm:prompt_tokens": "Number of prefill tokens processed.",
+                    "vllm:generation_tokens": "Number of generation tokens processed."}
+        for name, doc in counters.items():
+            c = CounterMetricFamily(name, doc, labels=names)
+            for e in engines:
+                mine = line[line["engine"] == e]
+                c.add_metric([model_name, str(e)], float(mine[f"{name}_total"].iloc[-1]) if len(mine) else 0.0)
+            yield c
+        replica = cols["replica"]
+        for name, doc, column in (("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of "
+                                   "queried tokens.", "prefix_queries"),
+                                  ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached "
+                                   "tokens.", "prefix_hits")):
+            c = CounterMetricFamily(name, doc, labels=names)
+            for e in engines:
+                c.add_metric([model_name, str(e)], float(cols[column][replica == e].sum()))
+            yield c
+        ok = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
+                                 labels=names + ["finished_reason"])
+        for e in engines:  # servesim's outputs run to their length, as vLLM's with ignore_eos
+            ok.add_metric([model_name, str(e), "length"], float((finished & (replica == e)).sum()))
+        yield ok
+        first = cols["first_scheduled_time"]
+        per_request = {
+            "vllm:time_to_first_token_seconds": ("Histogram of time to first token in seconds.", cols["ttft"],
+                                                 TTFT_BUCKETS),
+            "vllm:e2e_request_latency_seconds": ("Histogram of e2e request latency in seconds.", cols["e2el"],
+                                                 REQUEST_TIME_BUCKETS),
+            "vllm:request_queue_time_seconds": ("Histogram of time spent in WAITING phase for request.",
+                                                cols["queue_time"], REQUEST_TIME_BUCKETS),
+            "vllm:request_inference_time_seconds": ("Histogram of time spent in RUNNING phase for request.",
+                                                    cols["finish_time"] - first, REQUEST_TIME_BUCKETS),
+            "vllm:request_prefill_time_seconds": ("Histogram of time spent in PREFILL phase for request.",
+                                                  cols["first_token_time"] - first, REQUEST_TIME_BUCKETS),
+            "vllm:request_decode_time_seconds": ("Histogram of time spent in DECODE phase for request.",
+                                                 cols["finish_time"] - cols["first_token_time"], REQUEST_TIME_BUCKETS),
+            "vllm:request_time_per_output_token_seconds": ("Histogram of time_per_output_token_seconds per request.",
+                                                           np.nan_to_num(cols["tpot"], nan=0.0), ITL_BUCKETS),
+            "vllm:request_prompt_tokens": ("Number of prefill tokens processed.",
+                                           cols["prompt_tokens"].astype(float), buckets_1_2_5(max_model_len)),
+            "vllm:request_generation_tokens": ("Number of generation tokens processed.",
+                                               cols["output_tokens"].astype(float), buckets_1_2_5(max_model_len)),
+        }
+        for name, (doc, values, edges) in per_request.items():
+            h = HistogramMetricFamily(name, doc, labels=names)
+            for e in engines:
+                _histogram(h, [model_name, str(e)], np.asarray(values, dtype=float)[finished & (replica == e)], edges)
+            yield h
+        h = HistogramMetricFamily("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                                  labels=names)
+        if len(engines) == 1:
+            _histogram(h, [model_name, str(engines[0])], np.asarray(itl_rows, dtype=float), ITL_BUCKETS)
+        else:  # gaps by the engine each request ran on
+            _itl_by_engine(h, result, model_name, engines, finished)
+        yield h
+        h = HistogramMetricFamily("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+                                  labels=names)
+        for e in engines:
+            mine = steps["replica"][:] == e
+            _histogram(h, [model_name, str(e)], steps["scheduled_tokens"][:][mine].astype(float),
+                       ITERATION_TOKEN_BUCKETS)
+        yield h
+
+    class Collector:
+        def collect(self):
+            yield from families()
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collector())
+    return generate_latest(registry).decode()
+
+
+def _itl_by_engine(h, result, model_name: str, engines: list[int], finished: np.ndarray) -> None:
+    replica = result.request_columns["replica"]
+    gaps: dict[int, list[np.ndarray]] = {e: [] for e in engines}
+    for row, times in result.tokens.per_request():
+        if finished[row]:
+            gaps.setdefault(int(replica[row]), []).append(np.diff(times))
+    for e in engines:
+        _histogram(h, [model_name, str(e)], np.concatenate(gaps[e]) if gaps[e] else np.zeros(0), ITL_BUCKETS)
+
+
+def write_prometheus(result, out: Path, model_name: str) -> list[str]:
+    """prometheus.parquet and metrics.prom in `out`; their names, for the run's file list."""
+    timeline(result).to_parquet(out / "prometheus.parquet", index=False)
+    (out / "metrics.prom").write_text(exposition(result, model_name))
+    return ["prometheus.parquet", "metrics.prom"]
