@@ -1,22 +1,31 @@
 """Writes the notebooks from the cell sources below: edit here, run `.venv/bin/python notebooks/make_notebooks.py`."""
+import sys
 from pathlib import Path
 
 import nbformat as nbf
 
 HERE = Path(__file__).parent
 
+EXECUTE = "--execute" in sys.argv  # run each at its stated size and save it with its outputs (figures inline)
+
+
 def nb(cells, path):
     n = nbf.v4.new_notebook()
     n.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     n.cells = [nbf.v4.new_markdown_cell(c[3:]) if c.startswith("md:") else nbf.v4.new_code_cell(c) for c in cells]
+    for i, cell in enumerate(n.cells):  # ids from the position: regenerating changes only what changed
+        cell["id"] = f"cell-{i}"
+    if EXECUTE:
+        import nbclient
+
+        nbclient.NotebookClient(n, timeout=3600, kernel_name="python3",
+                                resources={"metadata": {"path": str(HERE)}}).execute()
     nbf.write(n, path)
 
 SETUP = '''import os
 from pathlib import Path
 import pandas as pd
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
+import matplotlib.pyplot as plt  # Jupyter's inline backend: the figures are in the notebook
 import servesim
 # the test suite sets SERVESIM_NOTEBOOK_SMALL=1 to run every notebook on small inputs
 SMALL = os.environ.get("SERVESIM_NOTEBOOK_SMALL") == "1"

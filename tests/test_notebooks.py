@@ -1,4 +1,4 @@
-"""Each notebook runs top to bottom on small inputs (nbclient), as a user would open it."""
+"""Each notebook runs top to bottom (nbclient), as a user would open it, and is committed executed with its figures."""
 
 import os
 from pathlib import Path
@@ -23,5 +23,16 @@ def test_notebook_runs(name, monkeypatch):
     nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
     nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
                             resources={"metadata": {"path": str(ROOT / "notebooks")}}).execute()
-    assert any(o.get("output_type") in ("execute_result", "display_data", "stream")
-               for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert any(o.get("output_type") in ("execute_result", "stream") for o in outputs)
+    assert any("image/png" in o.get("data", {}) for o in outputs), "no figure inline"  # not drawn to Agg unseen
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))
+def test_committed_notebooks_are_executed_with_their_figures(name):
+    """A reader opening one on GitHub sees what it computed at its stated size (make_notebooks.py --execute)."""
+    nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert all(c.get("execution_count") for c in nb.cells if c.cell_type == "code")
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    assert any("image/png" in o.get("data", {}) for o in outputs)
