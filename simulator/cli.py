@@ -17,6 +17,8 @@ SUMMARY_ROWS = [
     ("completed", "requests completed", "{:,}"),
     ("failed", "requests rejected", "{:,}"),
     ("duration", "duration (s)", "{:,.2f}"),
+    ("offered_rate", "offered rate (req/s)", "{:,.2f}"),
+    ("achieved_rate", "achieved rate (req/s)", "{:,.2f}"),
     ("request_throughput", "request throughput (req/s)", "{:,.2f}"),
     ("output_throughput", "output throughput (tok/s)", "{:,.1f}"),
     ("total_token_throughput", "total token throughput (tok/s)", "{:,.1f}"),
@@ -77,7 +79,9 @@ def cmd_run(args, after=None) -> int:
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
 
-    rs = load(args.scenario, args.set)
+    window = [f"simulation.{k}={getattr(args, k)}" for k in ("warmup_s", "cooldown_s", "warmup_requests",
+                                                              "cooldown_requests") if getattr(args, k, None) is not None]
+    rs = load(args.scenario, args.set + window)
     from servesim.simulator.files import refuse_folder_over_inputs, refuse_writing_over
     from servesim.simulator.metrics import RUN_FILES
 
@@ -350,6 +354,12 @@ def _add_run(sub) -> None:
     r.add_argument("--json", action="store_true", help="print the summary as JSON, alone on stdout (the run's "
                                                          "description goes to stderr)")
     r.add_argument("--quiet", action="store_true", help="print nothing but errors (the results are in --out)")
+    for flag, key, what in (("--warmup-s", "warmup_s", "leave out requests arriving in the first S seconds"),
+                            ("--cooldown-s", "cooldown_s", "leave out requests arriving in the last S seconds"),
+                            ("--warmup-requests", "warmup_requests", "leave out the first N requests to arrive"),
+                            ("--cooldown-requests", "cooldown_requests", "leave out the last N requests to arrive")):
+        r.add_argument(flag, dest=key, metavar="S" if key.endswith("_s") else "N",
+                       help=f"the summary's steady state: {what} (simulation.{key})")
     r.add_argument("--prometheus", action="store_true", help="also write the run under vLLM's Prometheus names: "
                                                                "prometheus.parquet (per step) and metrics.prom")
     r.add_argument("--plot", action="store_true", help="also draw latency.png (TTFT and inter-token latency "

@@ -171,6 +171,18 @@ class SimulationSettings(Settings):
                                                     "steady decoders implicitly (same results, faster); false: step "
                                                     "by step, request by request")
     max_sim_time_s: float | None = Field(None, gt=0, le=MAX_SECONDS, description="stop the run at this simulated time")
+    # the steady state the summary measures: requests of the warm-up and cool-down are simulated (they load the
+    # engine) but left out of every request figure (README, Metrics: definitions)
+    warmup_s: float = Field(0.0, ge=0, le=MAX_SECONDS, description="leave out requests arriving in the first "
+                                                                   "warmup_s seconds")
+    cooldown_s: float = Field(0.0, ge=0, le=MAX_SECONDS, description="leave out requests arriving in the last "
+                                                                     "cooldown_s seconds of arrivals")
+    warmup_requests: int = Field(0, ge=0, le=MAX_REQUESTS, description="leave out the first N requests to arrive")
+    cooldown_requests: int = Field(0, ge=0, le=MAX_REQUESTS, description="leave out the last N requests to arrive")
+
+    @property
+    def measures_a_window(self) -> bool:
+        return bool(self.warmup_s or self.cooldown_s or self.warmup_requests or self.cooldown_requests)
 
 
 class MoESettings(Settings):

@@ -67,6 +67,29 @@ def latency_stats(prefix: str, values_s: np.ndarray, out: dict, percentiles=(90,
         out[f"p{p}_{prefix}_ms"] = at(p / 100)
 
 
+def measured_requests(sim, arrival_time: np.ndarray) -> np.ndarray | None:
+    """The requests the summary measures: all (None), or those left after the warm-up and cool-down, by arrival
+    time (the first warmup_s and last cooldown_s seconds of arrivals) and by count (the first and last N)."""
+    if not sim.measures_a_window:
+        return None
+    from servesim.simulator.errors import ConfigError
+
+    n = len(arrival_time)
+    keep = np.ones(n, dtype=bool)
+    if n:
+        order = np.argsort(arrival_time, kind="stable")
+        keep[order[:sim.warmup_requests]] = False
+        if sim.cooldown_requests:
+            keep[order[max(n - sim.cooldown_requests, 0):]] = False
+        keep &= arrival_time >= arrival_time.min() + sim.warmup_s
+        keep &= arrival_time <= arrival_time.max() - sim.cooldown_s
+    if not keep.any():
+        raise ConfigError("simulation.warmup_s", f"the warm-up and cool-down leave none of the run's {n:,} requests "
+                                                 f"measured (arrivals over {float(np.ptp(arrival_time)) if n else 0:g} "
+                                                 f"s): shorten them or run longer")
+    return keep
+
+
 def concurrent_per_second(starts: np.ndarray, e2els: np.ndarray) -> int:
     """`vllm bench serve`'s max_concurrent_requests: each request counts in every whole second (from the first
     start) that its span [start, start + latency] touches; the most in one second. Up to one more than were ever
@@ -324,13 +347,19 @@ class RunResult:
         tokens = TokenTimes(req["token_runs"], offsets[req["replica"]], ends, finished,
                             prefill if pre is not None else None, pre)
         req["max_itl"], itl_values, itl_counts = tokens.distribution()
+        measured = measured_requests(rs.scenario.simulation, req["arrival_time"])
+        if measured is not None:  # the steady state's gaps: those of the measured requests only
+            _, itl_values, itl_counts = TokenTimes(req["token_runs"], offsets[req["replica"]], ends,
+                                                   finished & measured, prefill if pre is not None else None,
+                                                   pre).distribution()
         slos = getattr(rs.scenario.workload, "slo_classes", None)
         if slos:
             req["good"] = _meets_slo(req, finished, {k: v.model_dump() for k, v in slos.items()})
         result = cls(rs.as_dict(), req, steps, tokens)
         result.inputs = rs.input_files()
         prefill_only = rs.scenario.cluster.prefill_replicas  # the first replicas, when disaggregated
-        result.summary = result._summarize(finished, sim_end, len(logs), prefill_only, (itl_values, itl_counts))
+        result.summary = result._summarize(finished, sim_end, len(logs), prefill_only, (itl_values, itl_counts),
+                                           measured)
         del itl_values, itl_counts
         result.summary["cost_model_source"] = rs.cost_model_source  # which profile, and how it was chosen
         largest = {"max_tokens": steps["scheduled_tokens"].max(), "max_seqs": steps["num_seqs"].max(),
@@ -339,15 +368,21 @@ class RunResult:
         return result
 
     def _summarize(self, finished: np.ndarray, sim_end: float, replicas: int = 1, prefill_only: int = 0,
-                   itl: tuple | None = None) -> dict:
+                   itl: tuple | None = None, measured: np.ndarray | None = None) -> dict:
         """vLLM's benchmark figures plus servesim's; with several replicas, busy_fraction is the mean
         replica's, and completions (and their imbalance) count the replicas where requests finish:
-        not the first `prefill_only` ones, which hand every request on."""
+        not the first `prefill_only` ones, which hand every request on. With `measured` (a warm-up or
+        cool-down left out), every request figure is over the measured requests; step figures stay the run's."""
         req, steps = self.request_columns, self.step_columns
-        n = len(finished)
-        rejected = np.fromiter((s == REJECTED for s in req["status"]), dtype=bool, count=n)
+        rejected = np.fromiter((s == REJECTED for s in req["status"]), dtype=bool, count=len(finished))
+        done_at = req["finish_time"][finished]  # every completion, measured or not: the service rate's
+        if measured is not None:
+            finished, rejected = finished & measured, rejected & measured
+        scope = measured if measured is not None else np.ones(len(finished), dtype=bool)
+        n = int(scope.sum())
         ended = finished | rejected
-        start = float(req["arrival_time"].min()) if n else 0.0
+        arrivals = req["arrival_time"][scope]
+        start = float(arrivals.min()) if n else 0.0
         completed = int(finished.sum())
         unfinished = n - completed - int(rejected.sum())
         # a run cut short (max_sim_time_s) ran until the cut: its rates are over that window
@@ -361,7 +396,13 @@ class RunResult:
             "total_input_tokens": int(req["prompt_tokens"][finished].sum()),
             "total_output_tokens": int(req["output_tokens"][finished].sum()),
         }
-        s["request_throughput"] = s["completed"] / duration
+        s["request_throughput"] = s["completed"] / duration  # the achieved rate
+        span = float(arrivals.max() - arrivals.min()) if n > 1 else 0.0
+        # over the measured requests' arrival window: arrivals per second, and completions (of any request) per
+        # second in it; a system that keeps up completes as fast as requests come (None: all at one instant)
+        s["offered_rate"] = (n - 1) / span if span > 0 else None
+        s["achieved_rate"] = float(((done_at >= start) & (done_at <= start + span)).sum()) / span if span > 0 else None
+        s["measured_requests"] = n
         s["output_throughput"] = s["total_output_tokens"] / duration
         s["total_token_throughput"] = (s["total_input_tokens"] + s["total_output_tokens"]) / duration
         tpot = req["tpot"][finished]
@@ -372,18 +413,18 @@ class RunResult:
         latency_stats("e2el", req["e2el"][finished], s)
         latency_stats("queue_time", req["queue_time"][finished], s)
         s["max_itl_ms"] = float(values.max() * 1000) if values.size else None
-        queries, hits = int(req["prefix_queries"].sum()), int(req["prefix_hits"].sum())  # tokens, as vLLM counts
+        queries, hits = int(req["prefix_queries"][scope].sum()), int(req["prefix_hits"][scope].sum())  # tokens
         s["prefix_cache_queries"], s["prefix_cache_hits"] = queries, hits
         s["prefix_cache_hit_rate"] = hits / queries if queries else 0.0
-        preemptions = req["num_preemptions"]
+        preemptions = req["num_preemptions"][scope]
         s["num_preemptions"] = int(preemptions.sum())
         s["preempted_requests"] = int((preemptions > 0).sum())
         s["max_preemptions_per_request"] = int(preemptions.max()) if n else 0
         s["preemptions_per_request"] = {str(k): int(v) for k, v in zip(*np.unique(preemptions, return_counts=True))}
-        s["recomputed_tokens"] = int(req["recomputed_tokens"].sum())
-        s["num_swaps"] = int(req["num_swaps"].sum())
+        s["recomputed_tokens"] = int(req["recomputed_tokens"][scope].sum())
+        s["num_swaps"] = int(req["num_swaps"][scope].sum())
         s["swapped_blocks"] = int(steps["swapped_blocks"].sum())  # out and back in
-        s["time_preempted_s"] = float(req["time_preempted"].sum())
+        s["time_preempted_s"] = float(req["time_preempted"][scope].sum())
         drafts = int(steps["spec_drafts"].sum())
         if drafts:  # speculative decoding, in vLLM's terms
             s["spec_decode_draft_tokens"] = drafts
@@ -409,15 +450,15 @@ class RunResult:
             s["replica_completed"] = {str(k): int(v) for k, v in enumerate(every) if k >= prefill_only or v}
             s["load_imbalance"] = float(per.max() / per.mean()) if per.sum() else 1.0
         if "good" in req:  # vLLM's goodput: completed requests meeting every SLO of their class, per second
-            good = req["good"]
+            good = req["good"] & scope
             s["request_goodput"] = float(good.sum()) / duration
             # of the requests that ended: a rejection fails its SLOs, a request a cut left unfinished is in neither
             s["goodput_fraction"] = float(good[ended].mean()) if ended.any() else None  # none ended: no share
             # per class, in name order; requests without one last, as "nan" (pandas' key for them)
             names = np.array(["\uffff" if c is None else c for c in req["slo_class"]], dtype=object)
             s["slo_classes"] = {}
-            for c in sorted(set(names)):
-                mine = names == c
+            for c in sorted(set(names[scope])):
+                mine = (names == c) & scope
                 s["slo_classes"]["nan" if c == "\uffff" else str(c)] = {
                     "requests": int(mine.sum()), "completed": int((mine & finished).sum()), "good": int(good[mine].sum()),
                     "goodput_fraction": float(good[mine & ended].mean()) if (mine & ended).any() else None}
