@@ -96,15 +96,81 @@ def _bisect(passing, failing, at_passing: dict, run, slos: dict, mid, narrow, ru
     return passing, failing, at_passing, runs
 
 
+STABILITY_DOUBLINGS = 3  # the run length doubles at most this often (8x the scenario's) for a stable answer
+
+
+def _run_length(scenario: str | None, sets: list[str]) -> list[tuple[str, float]]:
+    """What bounds the scenario's run: its request count and/or its duration (doubled together)."""
+    from servesim.simulator.config import load_scenario
+
+    w = load_scenario(scenario, sets).workload
+    return [(k, v) for k, v in (("workload.num_requests", getattr(w, "num_requests", None)),
+                                ("workload.duration_s", getattr(w, "duration_s", None))) if v is not None]
+
+
 def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.05, high: float | None = None,
              tolerance: float = 0.05, max_runs: int = 30) -> dict:
+    """The highest arrival rate meeting the SLOs, at a run length where the answer holds: a queue that grows
+    slowly passes a short run and fails a long one. The answer is searched again at twice the run length (from a
+    bracket around it) until two lengths agree within twice the tolerance, at most STABILITY_DOUBLINGS times;
+    `stable`, `answers` (each length's) and `run_sets` (the length the answer was found at) say where it stopped."""
+    from servesim.simulator.config import override
+
+    lengths = _run_length(scenario, sets)
+    r = _max_rate_at(scenario, sets, slos, low, high, tolerance, max_runs) | {"run_sets": []}
+    runs, answers = r["runs"], [r["max_rate"]]
+    for doubling in range(1, STABILITY_DOUBLINGS + 1):
+        if r["max_rate"] is None or not lengths or r.get("reason"):  # nothing to check, or a bracket left wide
+            break
+        longer = sets + [override(k, v * 2**doubling if k.endswith("_s") else int(v * 2**doubling)) for k, v in lengths]
+        again = _rebracket(scenario, longer, slos, r["max_rate"], low, tolerance, max_runs)
+        runs += again["runs"]
+        previous, r = r["max_rate"], again | {"run_sets": longer[len(sets):]}
+        answers.append(r["max_rate"])
+        if r["max_rate"] is not None and abs(r["max_rate"] - previous) <= 2 * tolerance * max(r["max_rate"], previous):
+            return r | {"runs": runs, "stable": True, "answers": answers,
+                        "run_length": _length_text(lengths, 2**doubling)}
+    out = r | {"runs": runs, "answers": answers, "run_length": _length_text(lengths, 2**(len(answers) - 1))}
+    out["stable"] = None if len(answers) == 1 else False  # one length only: not checked (no answer, or no length)
+    if out["stable"] is False and not r.get("reason"):
+        out["reason"] = (f"not stable: the answer moved ({' -> '.join(f'{a:.4g}' if a else 'none' for a in answers)} "
+                         f"req/s) as the run doubled to {out['run_length']}; a longer run may move it further")
+    return out
+
+
+def _rebracket(scenario, sets: list[str], slos: dict, near: float, low: float, tolerance: float,
+               max_runs: int) -> dict:
+    """The search at another run length, started from a bracket around the answer at the last one."""
+    lo, hi = max(low, near * (1 - 4 * tolerance)), near * (1 + 4 * tolerance)
+    r = _max_rate_at(scenario, sets, slos, lo, hi, tolerance, max_runs)
+    if r["max_rate"] is not None or r.get("fails_at") is not None:
+        return r
+    runs = r["runs"]
+    if "already at" in (r.get("reason") or "") and lo > low:  # the bracket's bottom fails too: look below it
+        r = _max_rate_at(scenario, sets, slos, low, lo, tolerance, max_runs)
+    elif "hold at --high" in (r.get("reason") or ""):  # its top passes: grow from there
+        r = _max_rate_at(scenario, sets, slos, hi, None, tolerance, max_runs)
+    return r | {"runs": runs + r["runs"]}
+
+
+def _length_text(lengths: list[tuple[str, float]], factor: int) -> str:
+    return " and ".join(f"{k.split('.')[-1]}={v * factor:g}" for k, v in lengths)
+
+
+def _summary_at(scenario: str | None, sets: list[str], rate: float) -> dict:
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
 
+    return simulate(load(scenario, sets + [f"workload.arrival.rate={rate:.6g}"])).summary
+
+
+def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float = 0.05, high: float | None = None,
+                 tolerance: float = 0.05, max_runs: int = 30) -> dict:
+    """max_rate at the scenario's own run length: grow, then bisect, the rate."""
     refuse_searched(sets, "workload.arrival.rate")
 
     def run(rate: float) -> dict:
-        return simulate(load(scenario, sets + [f"workload.arrival.rate={rate:.6g}"])).summary
+        return _summary_at(scenario, sets, rate)
 
     if high is not None and high <= low:
         raise ConfigError("--high", f"{high:g} must be above --low ({low:g}): the bracket is [low, high]")
@@ -252,5 +318,6 @@ def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grid
             r = {answer: None, "runs": 0, "reason": f"not searched: {exc}", "summary": {}}  # as a sweep's failed point
         s = r["summary"]
         rows.append(point | {answer: r[answer], below: r.get(below), "runs": r["runs"], "reason": r.get("reason")}
+                    | ({"stable": r.get("stable"), "run_length": r.get("run_length")} if kind == "max-rate" else {})
                     | {k: s.get(k) for k in slos} | {"request_throughput": s.get("request_throughput")})
     return pd.DataFrame(rows)
