@@ -214,7 +214,7 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     front = c.prefill_replicas or engines  # the replicas new requests are routed to
     router = make_router(c.router, front, rs.scenario.seed)
     front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[router.choose(req, replicas[:front])],
-                         keep_requests, release_source)
+                         keep_requests, release_source, getattr(rs.scenario.workload, "request_max_tokens", False))
     if executor is not None and (engines > 1 or c.prefill_replicas):
         raise ConfigError("cluster.replicas", "a measured replay runs one replica")
     if c.prefill_replicas:

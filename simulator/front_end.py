@@ -28,7 +28,7 @@ class FrontEnd:
     """
 
     def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, route, keep_requests: bool = False,
-                 release_source: bool = False):
+                 release_source: bool = False, max_tokens_checked: bool = False):
         """keep_requests: keep every Request object (`requests`), for inspection; otherwise each is let go of once
         its row is written (`log`). release_source: the source is this run's own, and may let go of its requests
         (a source given by the caller may be given to another run)."""
@@ -43,6 +43,7 @@ class FrontEnd:
         if release_source:
             source.release()  # the front end holds them now, and lets go of each as it arrives
         self.max_model_len = max_model_len
+        self.max_tokens_checked = max_tokens_checked  # requests carry max_tokens = their output length
         self._initial = len(self.specs)
         self._static_next = self.specs[0].arrival_time if self._initial else math.inf
         self._pending: list[float] = []  # arrival times of scheduled follow-ups (a heap)
@@ -86,7 +87,9 @@ class FrontEnd:
         self.in_flight += 1
         replica = self.route(req)
         req.replica = replica.index
-        reason = "prompt_too_long" if spec.prompt_tokens >= self.max_model_len else replica.admission_error(req)
+        reason = "prompt_too_long" if spec.prompt_tokens >= self.max_model_len else \
+            "max_tokens_too_large" if self.max_tokens_checked and spec.prompt_tokens + spec.output_tokens > \
+            self.max_model_len else replica.admission_error(req)
         if reason:  # vLLM answers 400 (no room for one output token) or 503 (queue limits)
             req.status = REJECTED
             req.reject_reason = reason

@@ -237,6 +237,11 @@ def read(serve_argv: list[str], bench_argv: list[str]) -> VllmCommand:
                                         "name or a path to a config.json)")
     settings: dict = {"model": model}
     not_modelled: dict = {}
+    rows = _parser("serve")[1]
+    for dest, key in SERVE_SETTINGS.items():  # a flag left out is vLLM's default, where its parser has one
+        default = rows[dest].get("default")
+        if dest not in serve and default is not None and not (dest == "scheduling_policy" and default == "fcfs"):
+            settings[key] = default
     for dest, value in serve.items():
         if dest in SERVE_SETTINGS:
             if dest == "max_model_len" and value is None:  # 'auto': derived from memory, servesim's default
@@ -247,6 +252,8 @@ def read(serve_argv: list[str], bench_argv: list[str]) -> VllmCommand:
         else:
             not_modelled[_flag("serve", dest)] = value
     options, workload = _bench(bench, not_modelled)
+    workload["workload.request_max_tokens"] = True  # vllm bench serve sends each output length as max_tokens
+    workload["workload.clip_to_max_model_len"] = False  # and vLLM refuses what does not fit (400), cuts nothing
     options.model_id = options.model_id or model  # vLLM's client asks the server for it
     options.tokenizer_id = options.tokenizer_id or options.model_id
     settings.update(workload)
@@ -287,8 +294,14 @@ def _bench(bench: dict, not_modelled: dict) -> tuple[BenchOptions, dict]:
             o.model_id = v
         elif dest == "tokenizer":
             o.tokenizer_id = v
+        elif dest == "metadata":
+            bad = [m for m in v if "=" not in m]
+            if bad:
+                raise ConfigError("vllm bench serve --metadata", f"KEY=VALUE items, as vLLM takes them, got {bad[0]!r}")
+            o.metadata = v
         else:
             setattr(o, dest, v)
+    o.save_result = o.save_result or o.append_result  # vLLM saves with either
     name = bench.get("dataset_name", "random")
     if name not in OFFLINE_DATASETS:
         raise ConfigError("vllm bench serve --dataset-name", f"{name!r} needs its prompts' text and a tokenizer; "
@@ -315,15 +328,22 @@ def _bench(bench: dict, not_modelled: dict) -> tuple[BenchOptions, dict]:
 
 def _arrival(bench: dict, o: BenchOptions) -> dict:
     rate, b = o.request_rate, o.burstiness
-    if not (b > 0) or math.isnan(rate) or rate <= 0:
-        field_ = "--burstiness" if not (b > 0) else "--request-rate"
-        raise ConfigError(f"vllm bench serve {field_}", f"must be > 0, got {b if field_ == '--burstiness' else rate}")
+    if not (b >= 1e-4) or math.isnan(rate) or rate <= 0:  # a gamma of shape b: gaps' variation 1/sqrt(b) <= 100
+        field_ = "--burstiness" if not (b >= 1e-4) else "--request-rate"
+        raise ConfigError(f"vllm bench serve {field_}", f"must be {'>= 1e-4' if field_ == '--burstiness' else '> 0'}, "
+                                                        f"got {b if field_ == '--burstiness' else rate}")
     strategy = bench.get("ramp_up_strategy")
     if strategy is not None:
         start, end = bench.get("ramp_up_start_rps"), bench.get("ramp_up_end_rps")
         if start is None or end is None:
             raise ConfigError("vllm bench serve --ramp-up-strategy", "needs --ramp-up-start-rps and "
                                                                      "--ramp-up-end-rps, as vLLM does")
+        if "request_rate" in bench:
+            raise ConfigError("vllm bench serve --request-rate", "not with --ramp-up-strategy: the ramp sets the "
+                                                                 "rate (vLLM refuses both)")
+        if not 0 <= start < end:
+            raise ConfigError("vllm bench serve --ramp-up-start-rps", f"must be >= 0 and below --ramp-up-end-rps "
+                                                                      f"({end}), as vLLM requires, got {start}")
         o.ramp_up = {"ramp_up_strategy": strategy, "ramp_up_start_rps": start, "ramp_up_end_rps": end}
         return {"process": "gamma" if b != 1 else "poisson", "cv": 1 / math.sqrt(b)} | o.ramp_up
     if math.isinf(rate):
@@ -341,6 +361,12 @@ def _uniform(length: int, ratio: float, least: int) -> dict:
 
 
 def _lengths(bench: dict, name: str) -> dict:
+    for dest, least in (("input_len", 1), ("random_input_len", 1), ("random_prefix_len", 0), ("output_len", 1),
+                        ("random_output_len", 1), ("prefix_repetition_prefix_len", 0),
+                        ("prefix_repetition_suffix_len", 1), ("prefix_repetition_num_prefixes", 1),
+                        ("prefix_repetition_output_len", 1)):
+        if dest in bench and bench[dest] < least:
+            raise ConfigError(_flag("bench_serve", dest), f"must be >= {least}, got {bench[dest]}")
     if name == "random":
         ratio = bench.get("random_range_ratio", 0.0)
         if not 0 <= ratio < 1:
@@ -348,7 +374,8 @@ def _lengths(bench: dict, name: str) -> dict:
         inp = bench.get("input_len", bench.get("random_input_len", 1024))
         out = bench.get("output_len", bench.get("random_output_len", 128))
         prefix = bench.get("random_prefix_len", 0)
-        lengths = {"workload.prompt_tokens": _uniform(inp, ratio, 1), "workload.output_tokens": _uniform(out, ratio, 1)}
+        lengths = {"workload.prompt_tokens": _uniform(inp, ratio, 1),
+                   "workload.output_tokens": _uniform(out, ratio, 1)}
     else:  # prefix_repetition: num_prefixes shared prefixes, each request one of them and its own suffix
         prefix = bench.get("prefix_repetition_prefix_len", 256)
         suffix = bench.get("prefix_repetition_suffix_len", 256)
@@ -430,6 +457,8 @@ def serve_command(settings: dict) -> tuple[str, list[str]]:
     hf = {v: k for k, v in reversed(list(HF_IDS.items()))}  # a built-in's first-listed HF id
     words = ["vllm", "serve", hf.get(model, str(model))]
     notes = [f"the GPU is not a vLLM flag: run it on {settings['hardware']['gpu']}"]
+    if model not in hf and "/" not in str(model):
+        notes.append(f"{model} is servesim's name, not an HF id: give vLLM the model's HF id or its path")
     rows = _parser("serve")[1]
     for dest, key in SERVE_SETTINGS.items():
         section, name = key.split(".")

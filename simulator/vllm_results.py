@@ -24,7 +24,7 @@ from servesim.simulator.request import FINISHED
 from servesim.simulator.vllm_command import BenchOptions
 
 # a refused request's error, as vLLM's API server answers it (response.reason)
-HTTP_REASONS = {"prompt_too_long": "Bad Request"}  # the others: the engine's queue limits, 503
+HTTP_REASONS = {"prompt_too_long": "Bad Request", "max_tokens_too_large": "Bad Request"}  # the others: the engine's queue limits, 503
 DETAILED = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors")
 
 

@@ -57,6 +57,13 @@ def test_what_vllm_refuses_is_refused_in_one_line(flags, says, tmp_path, capsys)
     (["--request-rate", "-3"], "--request-rate: must be > 0"),
     (["--random-range-ratio", "1.5"], "--random-range-ratio: must be in [0, 1)"),
     (["--percentile-metrics", "ttft,latency"], "--percentile-metrics"),
+    (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "20", "--ramp-up-end-rps", "10"], "below --ramp-up-end"),
+    (["--request-rate", "5", "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "9"],
+     "--request-rate: not with --ramp-up-strategy"),
+    (["--random-input-len=-10"], "--random-input-len: must be >= 1, got -10"),
+    (["--random-output-len", "0"], "--random-output-len: must be >= 1, got 0"),
+    (["--metadata", "foo", "bar=1"], "--metadata: KEY=VALUE items"),
+    (["--burstiness", "1e-9"], "--burstiness: must be >= 1e-4"),
 ])
 def test_bad_client_flags_are_refused_in_one_line(bench, says, tmp_path, capsys):
     assert main(["vllm", "--out", str(tmp_path), "serve", MODEL, "--", "bench", "serve"] + bench) == 2
@@ -88,7 +95,9 @@ def test_the_command_equals_the_scenario_it_reads_as(tmp_path, capsys):
                  "--set", "workload.num_requests=60",
                  "--set", "workload.arrival={process: poisson, rate: 8, fit_span: true}",
                  "--set", "workload.prompt_tokens={dist: fixed, value: 512}",
-                 "--set", "workload.output_tokens={dist: fixed, value: 64}"]) == 0
+                 "--set", "workload.output_tokens={dist: fixed, value: 64}",
+                 "--set", "engine.gpu_memory_utilization=0.9",  # vLLM 0.19.0's default where servesim's is 0.92
+                 "--set", "workload.request_max_tokens=true", "--set", "workload.clip_to_max_model_len=false"]) == 0
     assert json.loads(capsys.readouterr().out) == summary
 
 
@@ -153,3 +162,23 @@ def test_config_shows_the_scenario_and_prints_it_back_as_a_vllm_line(tmp_path, c
     back = read(line[2:], [])  # the printed line reads back as the same deployment
     assert back.settings["engine.max_num_seqs"] == 48 and back.settings["engine.tensor_parallel_size"] == 2
     assert not back.not_modelled
+
+
+def test_a_request_that_cannot_fit_max_model_len_is_refused_as_vllm_refuses_it(tmp_path, capsys):
+    """vllm bench serve sends each output length as max_tokens; vLLM answers 400 when prompt + max_tokens exceeds
+    max_model_len (servesim's own workloads cut the output there instead). --append-result alone saves, as vLLM."""
+    client = ["bench", "serve", "--random-input-len", "1500", "--random-output-len", "300", "--random-range-ratio",
+              "0.5", "--num-prompts", "100", "--request-rate", "20", "--save-detailed", "--append-result",
+              "--result-filename", "r.json"]
+    runs = {}
+    for name, length in (("tight", "2048"), ("roomy", "8192")):
+        assert main(["vllm", "--out", str(tmp_path / name), "--quiet", "serve", MODEL, "--max-model-len", length,
+                     "--"] + client) == 0
+        runs[name] = json.loads((tmp_path / name / "r.json").read_text())
+    tight, asked = runs["tight"], runs["roomy"]  # the same requests; with room, each gets its whole output
+    assert asked["failed"] == 0
+    over = [i + o > 2048 for i, o in zip(asked["input_lens"], asked["output_lens"])]
+    assert 0 < sum(over) < 100 and tight["failed"] == sum(over)
+    assert [e == "Bad Request" for e in tight["errors"]] == over
+    assert [o for o, bad in zip(tight["output_lens"], over) if not bad] == \
+        [o for o, bad in zip(asked["output_lens"], over) if not bad]  # nothing cut short

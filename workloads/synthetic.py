@@ -49,6 +49,9 @@ class _Classes(Settings):
     priorities: list[int] | None = Field(default=None, description="drawn uniformly per request (or session)")
     slo_classes: dict[str, SLOClass] | None = None
     clip_to_max_model_len: bool = True
+    request_max_tokens: bool = Field(
+        False, description="each request asks for its output length as max_tokens (vllm bench serve does): the "
+                           "API server refuses (400) one whose prompt + max_tokens exceeds max_model_len")
     max_concurrency: int | None = Field(
         None, ge=1, le=MAX_CLIENTS, description="requests in flight at most, as `vllm bench serve --max-concurrency`: "
                                                 "one due while this many are in flight is sent when one ends")
