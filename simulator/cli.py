@@ -276,10 +276,14 @@ def cmd_sweep(args) -> int:
     points = expand(args.grid, args.zip, args.seeds, first_seed(args.scenario, args.set, args.base_seed),
                     fixed=args.set)
     table = sweep(args.scenario, args.set, points, args.out, args.jobs, args.executor, args.ray_address,
-                  progress=not args.no_progress, out_field="--out")
+                  progress=not (args.no_progress or args.quiet or args.json), out_field="--out")
     _say_dropped(args.set)
     failed = int(table["error"].notna().sum()) if "error" in table else 0
-    print(f"{len(table)} runs ({failed} failed): {args.out}/sweep.parquet, {args.out}/sweep.csv, runs in {args.out}/runs/")
+    if args.json:
+        _print_table(args, table)
+    elif not args.quiet:
+        print(f"{len(table)} runs ({failed} failed): {args.out}/sweep.parquet, {args.out}/sweep.csv, runs in "
+              f"{args.out}/runs/")
     if failed:  # the table says which and why; the exit code must too
         print(f"servesim: error: {failed} of {len(table)} sweep runs failed (column `error` of {args.out}/sweep.csv)",
               file=sys.stderr)
@@ -302,7 +306,7 @@ def _search_each_point(args, kind: str, **options) -> int:
         out = Path(args.out)  # checked before the search: a folder, or one to make
         out.mkdir(parents=True, exist_ok=True)
         table.to_csv(out / filename, index=False)
-    print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+    _print_table(args, table)
     _say_dropped(args.set)
     unmet = int(table[answer].isna().sum())
     if unmet:  # no value met the SLOs: an answer, but not a success, so the exit code says it
@@ -404,6 +408,19 @@ def _add_capacity(sub) -> None:
     c.set_defaults(func=cmd_capacity)
 
 
+def _add_output_flags(p, what: str) -> None:
+    p.add_argument("--json", action="store_true", help=f"print {what} as JSON, alone on stdout")
+    p.add_argument("--quiet", action="store_true", help="print nothing but errors (no progress, no warnings)")
+
+
+def _print_table(args, table) -> None:
+    """A command's table on stdout: as JSON records with --json, as text unless --quiet."""
+    if args.json:
+        print(table.to_json(orient="records", indent=1))
+    elif not args.quiet:
+        print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
+
+
 def _add_sweep(sub) -> None:
     """`servesim sweep`."""
     sw = sub.add_parser("sweep", help="run the product of setting grids in parallel; one tidy table out")
@@ -419,6 +436,7 @@ def _add_sweep(sub) -> None:
     sw.add_argument("--ray-address", help="a Ray cluster (default: RAY_ADDRESS, else a local Ray)")
     sw.add_argument("--out", type=nonempty_path, default="results/sweep")
     sw.add_argument("--no-progress", action="store_true")
+    _add_output_flags(sw, "the table's rows")
     sw.set_defaults(func=cmd_sweep)
 
 
@@ -434,6 +452,7 @@ def _add_search(sub) -> None:
         sp.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...", help="one search per point")
         sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
         sp.add_argument("--out", type=nonempty_path, help=f"directory for {out_file}")
+        _add_output_flags(sp, "the table's rows")
         return sp
 
     mr = search_parser("max-rate", "the highest arrival rate meeting every SLO (bisection), per grid point",
@@ -558,6 +577,9 @@ def main(argv: list[str] | None = None) -> int:
         print("servesim: interrupted", file=sys.stderr)
         return 130
     args.argv = argv  # the exact command, for results that record how they were made
+    from servesim.simulator.config import QUIET
+
+    QUIET[0] = bool(getattr(args, "quiet", False))
     try:
         fresh = _missing_folders(getattr(args, "out", None))
     except OSError as exc:  # a name too long for the file system, a path through a file: no command can write there
@@ -567,6 +589,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rc = _dispatch(args)
     finally:
+        QUIET[0] = False  # the command's alone: a caller in the same process (the API, a test) hears warnings
         if rc != 0:  # a failed command leaves no empty results folder behind it
             _remove_if_empty(fresh)
     return rc

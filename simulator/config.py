@@ -598,10 +598,12 @@ def say_once(warnings) -> None:
                     _COLLECTED.append(warning)
             else:
                 _WARNED.add(warning)
-                print(warning, file=sys.stderr)
+                if not QUIET[0]:
+                    print(warning, file=sys.stderr)
 
 
 _COLLECTED: list | None = None  # set while a sweep worker runs a point
+QUIET = [False]  # a command's --quiet: nothing but errors (the CLI sets it per command)
 
 
 @contextmanager

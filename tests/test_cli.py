@@ -539,12 +539,12 @@ def test_a_config_read_back_repeats_a_run_of_files_from_anywhere(tmp_path, monke
     assert main(["run", "--set", "model=llcfg.json", "--set", "profile=prof.yaml", "--set", "workload.num_requests=30",
                  "--out", "a", "--quiet"]) == 0
     monkeypatch.chdir(tmp_path)
-    assert main(["run", "work/a/config.yaml", "--out", "b", "--quiet"]) == 0
+    assert main(["run", "work/a/config.yaml", "--out", "b"]) == 0
     assert "warning" not in capsys.readouterr().err
     for name in ("summary.json", "requests.parquet", "steps.parquet"):
         assert (work / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
     (work / "llcfg.json").write_text(json.dumps(cfg | {"num_hidden_layers": 8}))
-    assert main(["run", "work/a/config.yaml", "--out", "c", "--quiet"]) == 0
+    assert main(["run", "work/a/config.yaml", "--out", "c"]) == 0
     assert "model: " in capsys.readouterr().err
     assert (work / "a" / "steps.parquet").read_bytes() == (tmp_path / "c" / "steps.parquet").read_bytes()
 
@@ -820,3 +820,19 @@ def test_a_reader_leaving_stdout_is_no_error_of_out(capsys, monkeypatch):
         os.dup2(saved, 1)
         os.close(saved)
     assert rc == 141 and "error" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [
+    ["sweep", "--grid", "workload.arrival.rate=2,4", "--jobs", "1"],
+    ["search", "max-rate", "--slo", "ttft_p99_ms=500"],
+])
+def test_json_is_alone_on_stdout_and_quiet_prints_nothing(command, tmp_path, capsys):
+    """Machine output (issue 19): --json prints only JSON on stdout, --quiet nothing but errors, for the analyses
+    as for run; a warning (here: a setting that changes nothing) goes to stderr, or nowhere with --quiet."""
+    sets = ["--set", "workload.num_requests=20", "--set", "profile=teaching", "--set", "workload.priorities=[1, 2]"]
+    assert main(command + sets + ["--out", str(tmp_path / "j"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    rows = json.loads(out)
+    assert isinstance(rows, list) and rows and "warning" in err
+    assert main(command + sets + ["--out", str(tmp_path / "q"), "--quiet"]) == 0
+    assert capsys.readouterr() == ("", "")
