@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+from servesim.simulator.errors import ConfigError
+
 
 def latency_distributions(result, path: str | Path) -> Path:
     import matplotlib
@@ -88,8 +90,34 @@ def _value_name(value) -> str:
     return "null (unset)" if pd.isna(value) else str(value)
 
 
+def slo_targets(results: Path, table) -> dict | None:
+    """The SLO classes the sweep's runs were judged by (workload.slo_classes of their config.yaml), when the first
+    and last runs agree; None when there are none or they differ (a swept SLO)."""
+    from servesim.simulator.files import load_yaml
+
+    if "run_id" not in table or not len(table) or not (results / "runs").is_dir():
+        return None
+    found = []
+    for rid in (table["run_id"].iloc[0], table["run_id"].iloc[-1]):
+        path = results / "runs" / str(rid) / "config.yaml"
+        try:
+            config = load_yaml(path.read_text(), "results", str(path))
+        except (OSError, ConfigError):
+            return None
+        found.append(((config or {}).get("workload") or {}).get("slo_classes") if isinstance(config, dict) else None)
+    return found[0] if found[0] and found[0] == found[1] else None
+
+
+def _slo_text(slos: dict | None) -> str:
+    if not slos:
+        return ""
+    parts = [f"{name}: " + ", ".join(f"{k[:-3].upper()} <= {v:g} ms" for k, v in c.items()
+                                     if k.endswith("_ms") and v is not None) for name, c in slos.items()]
+    return "SLOs " + "; ".join(parts)
+
+
 def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | None = "engine.max_num_batched_tokens",
-                    title: str | None = None):
+                    title: str | None = None, slos: dict | None = None):
     """TTFT and TPOT (p50 solid, p99 dashed) against load, one colour per `by` value: the budget trade-off."""
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -100,8 +128,12 @@ def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
             ax.plot(g[x], g[f"p99_{metric}_ms"], "--s", color=color, label=f"{name}, p99")
     import matplotlib.ticker as mticker
 
-    if title:
-        fig.suptitle(title)
+    if title or slos:
+        fig.suptitle("\n".join(t for t in (title, _slo_text(slos)) if t))
+    for ax, metric in zip(axes, ("ttft", "tpot")):  # each class's target, a dotted line
+        for name, c in (slos or {}).items():
+            if c.get(f"{metric}_ms"):
+                ax.axhline(c[f"{metric}_ms"], color="black", lw=0.8, ls=":", label=f"SLO {name}")
     for ax, panel in zip(axes, ("Time to first token", "Time per output token")):
         ax.set_xlabel(_label(x))
         ax.set_ylabel("milliseconds (log scale)")
@@ -155,7 +187,8 @@ def pareto(table, path, latency: str = "p99_tpot_ms", throughput: str = "output_
     return _figure(path, fig)
 
 
-def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | None = None, title: str | None = None):
+def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | None = None, title: str | None = None,
+                    slos: dict | None = None):
     """Goodput (requests/s meeting their SLOs) and throughput against offered load."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4.5))
@@ -168,7 +201,7 @@ def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
     ax.plot([0, lim], [0, lim], color="grey", lw=0.8, label="offered load")
     ax.set_xlabel(_label(x))
     ax.set_ylabel("requests per second")
-    ax.set_title(title or "Goodput under SLOs")
+    ax.set_title("\n".join(t for t in (title or "Goodput under SLOs", _slo_text(slos)) if t), fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _figure(path, fig)
@@ -310,12 +343,13 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
         _warn_averaged(table, load_axis, by)
     with warnings.catch_warnings():  # a log axis over a zero latency: the point is left off, as matplotlib says
         warnings.filterwarnings("ignore", message="Data has no positive values")
+        slos = slo_targets(table_path.parent, table) if kind in ("latency-vs-rate", "goodput") else None
         if kind == "latency-vs-rate":
-            return latency_vs_rate(table, stem, x, by, title)
+            return latency_vs_rate(table, stem, x, by, title, slos)
         if kind == "pareto":
             return pareto(table, stem, by=by, title=title)
         if kind == "goodput":
-            return goodput_vs_rate(table, stem, x, by, title)
+            return goodput_vs_rate(table, stem, x, by, title, slos)
         return capacity(table, stem, by or table.columns[0], title)
 
 

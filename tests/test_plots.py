@@ -263,3 +263,11 @@ def test_a_load_axis_with_unset_values_is_refused_not_thinned(tmp_path, capsys):
                  "--by", "workload.arrival.rate"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--x: 2 run(s) have no engine.max_num_seqs (null)" in err[0], err
+
+
+def test_latency_and_goodput_plots_state_the_slos_they_were_judged_by(swept, capsys):
+    for kind in ("latency-vs-rate", "goodput"):
+        assert main(["plot", str(swept), "--kind", kind, "--by", "engine.max_num_batched_tokens"]) == 0
+        svg = (swept / f"plot-{kind}.svg").read_text()
+        assert "SLOs chat: TTFT &lt;= 1000 ms" in svg, kind
+    assert "SLO chat" in (swept / "plot-latency-vs-rate.svg").read_text()  # the target line, in the legend
