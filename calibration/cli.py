@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from servesim.simulator.model_arch import DEFAULT_ROUTING, ROUTINGS
+from servesim.simulator.cli_output import answer
 from servesim.simulator.cli_args import COUNT, OPEN_FRACTION, POSITIVE, SEED, nonempty_path, number
 from servesim.workloads.settings import MAX_TOKENS
 
@@ -77,7 +78,6 @@ def _add_check(csub) -> None:
     c.add_argument("--seed", type=SEED, default=0)
     c.add_argument("--repeats", type=COUNT, default=5)
     c.add_argument("--threads", type=COUNT)
-    c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_check)
 
 
@@ -206,6 +206,8 @@ def cmd_compare_runs(args) -> int:
     table, report = compare_runs(reals, sim, args.scenario, sets, args.tolerance, args.out, command=args.argv,
                                  trace=args.trace, hash_block_tokens=args.hash_block_tokens)
     cols = [c for c in ("metric", "real", "real_spread", "sim", "error", "pass") if c in table]
+    if answer(report | {"table": table, "out": args.out}):
+        return 0 if report["passed"] else 1
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
     print(f"simulated on {report['cost_model_source']}" if report["cost_model_source"] else "")
     for w in report["cost_model_warnings"]:
@@ -224,6 +226,8 @@ def cmd_validate_vllm(args) -> int:
     loads = args.loads.split(",") if args.loads else None
     table, summary = validate_vllm(args.scenario, args.set, args.vllm_python, args.repeats, loads, args.kv_gib,
                                    args.out, command=args.argv)
+    if answer({"summary": summary, "table": table, "out": args.out}):
+        return 0
     print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
     e = summary["engine_profile_fit"]["held_out"]
     print(f"engine-step profile: held-out MAPE {e['mape']:.1%} over {summary['engine_profile_fit']['steps']:,} steps")
@@ -243,6 +247,8 @@ def _validate_vllm_server(args) -> int:
                                           args.kv_gib, args.out, args.engine_profile, command=args.argv,
                                           resimulate=args.resimulate)
     cols = [c for c in table.columns if c in ("level", "metric", "real", "real_spread") or c.startswith("error_")]
+    if answer({"summary": summary, "table": table, "out": args.out}):
+        return 0
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
     print("mean |error| over latency cells: " + ", ".join(f"{k} {v:.1%}" for k, v in summary["mean_abs_error"].items())
           + f"; out of sample for the fitted profile: {summary['mean_abs_error_out_of_sample'].get('fitted', float('nan')):.1%}"
@@ -260,6 +266,8 @@ def cmd_validate_serving(args) -> int:
               file=sys.stderr)
     table, runs = validate_serving(args.data, args.out, args.set, command=args.argv,
                                    leave_one_out=args.leave_one_out, terms=terms)
+    if answer({"runs": runs, "table": table, "out": args.out}):
+        return 0
     for r in runs:
         if "skipped" in r:
             print(f"{r['run']}: skipped ({r['skipped']})")
@@ -280,10 +288,13 @@ def cmd_validate_layers(args) -> int:
     from servesim.calibration.validate import write_command
 
     table = check_layers(args.data, args.tables, args.out)
+    moe = check_moe_layers(args.data, args.tables, args.out)
+    write_command(Path(args.out), args.argv)
+    if answer({"table": table, "moe_table": moe, "out": args.out}):
+        return 0
     print(format_table(table))
     print()
-    print(format_moe_table(check_moe_layers(args.data, args.tables, args.out)))
-    write_command(Path(args.out), args.argv)
+    print(format_moe_table(moe))
     print(f"written to {args.out}/ (table.csv, per-token-count.csv, moe-table.csv, moe-per-token-count.csv, "
           f"command.txt)")
     return 0
@@ -299,10 +310,12 @@ def cmd_validate_replay(args) -> int:
             load_sets(level)
     table, steps, tol = validate_replay(args.scenario, sets, args.device, args.threads, args.out, loads,
                                         command=args.argv, attention=args.attention)
-    print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
     from servesim.calibration.profile_io import within_tolerance
 
     ok = within_tolerance(steps["mape"], steps["median_ratio_predicted_to_measured"], tol)
+    if answer({"steps": steps, "tolerance": tol, "ok": ok, "table": table, "out": args.out}):
+        return 0 if ok else 1
+    print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
     print(f"per-step: profile vs measured time over {steps['steps']:,} replayed steps: MAPE {steps['mape']:.1%}, "
           f"p90 {steps['p90_ape']:.1%}, median predicted/measured {steps['median_ratio_predicted_to_measured']:.2f} "
           f"(tolerance {tol:.1%}, and a factor {1 + tol:.2f} either way): {'OK' if ok else 'FAIL'}")
@@ -313,15 +326,17 @@ def cmd_validate_replay(args) -> int:
 POOR_FIT_MAPE = 0.25  # a held-out error beyond this is said: the harness's fits sit at 2-15%
 
 
-def _print_fit(path, fit) -> None:
+def _print_fit(path, fit, extra: dict | None = None) -> None:
     h = fit.held_out
+    if h["mape"] > POOR_FIT_MAPE:
+        print(f"servesim: warning: the held-out MAPE is {h['mape']:.0%}: this profile predicts steps it was not fitted "
+              f"on poorly (noisy timings, or batches the linear model's terms do not describe)", file=sys.stderr)
+    if answer((extra or {}) | {"profile": path, "held_out": h, "train": fit.train, "coefficients": fit.coefficients}):
+        return
     print(f"profile written to {path}")
     print(f"  held-out error over {h['points']} points: MAPE {h['mape']:.1%}, p90 {h['p90_ape']:.1%}, "
           f"max {h['max_ape']:.1%} (train MAPE {fit.train['mape']:.1%} over {fit.train['points']})")
     print("  coefficients: " + ", ".join(f"{k}={v:.4g}" for k, v in fit.coefficients.items()))
-    if h["mape"] > POOR_FIT_MAPE:
-        print(f"servesim: warning: the held-out MAPE is {h['mape']:.0%}: this profile predicts steps it was not fitted "
-              f"on poorly (noisy timings, or batches the linear model's terms do not describe)", file=sys.stderr)
 
 
 def _check_calibration_out(args) -> None:
@@ -357,11 +372,14 @@ def cmd_run(args) -> int:
         meta = json.loads((out / "run.json").read_text())
         what = f"{meta['points']} points measured"
         meta["device"] = meta["hardware"].get("name")
-    print(f"{what} in {meta['wall_s']} s on {meta['device']}: {out / 'measurements.parquet'}")
+    run = {"measured": what, "wall_s": meta["wall_s"], "device": meta["device"], "out": out / "measurements.parquet"}
     if args.fit:
         from servesim.calibration.profile_io import fit_directory
 
-        _print_fit(*fit_directory(out))
+        print(f"{what} in {meta['wall_s']} s on {meta['device']}: {out / 'measurements.parquet'}")
+        _print_fit(*fit_directory(out), extra={"run": run})
+    elif not answer({"run": run}):
+        print(f"{what} in {meta['wall_s']} s on {meta['device']}: {out / 'measurements.parquet'}")
     return 0
 
 
@@ -430,6 +448,10 @@ def _fit_serving(args) -> int:
     write_profile(fit.profile, out)
     fit.held_out_table.to_csv(out.with_suffix(".held-out.csv"), index=False)
     h = fit.held_out
+    if answer({"profile": out, "held_out_quantiles": out.with_suffix(".held-out.csv"), "terms": fit.terms,
+               "start": fit.start, "evaluations": fit.evaluations, "wall_s": fit.wall_s, "held_out": h,
+               "train_error": fit.train_error}):
+        return 0
     print(f"fitted {', '.join(f'{k}={v:g}' for k, v in fit.terms.items())} in {fit.evaluations} simulations "
           f"({fit.wall_s} s); start: {', '.join(f'{k}={v:g}' for k, v in fit.start.items())}")
     print(f"held-out error on {h['what']}: mean {h['mape']:.1%}, p90 {h['p90_ape']:.1%}, max {h['max_ape']:.1%} "
@@ -448,10 +470,8 @@ def cmd_check(args) -> int:
 
     ratio = median_ratio(table)
     ok = within_tolerance(mape, ratio, tol)
-    if args.json:
-        print(json.dumps({"mape": mape, "median_ratio_predicted_to_measured": ratio, "tolerance": tol, "ok": ok,
-                          "points": table.to_dict("records")}, indent=2))
-    else:
+    if not answer({"mape": mape, "median_ratio_predicted_to_measured": ratio, "tolerance": tol, "ok": ok,
+                   "points": table}):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
         print(f"re-measured MAPE {mape:.1%}, median predicted/measured {ratio:.2f}, against tolerance {tol:.1%} "
               f"(and a factor {1 + tol:.2f} either way): {'OK' if ok else 'FAIL'}")
@@ -502,9 +522,12 @@ def cmd_compare(args) -> int:
     t = compare_profiles(args.a, args.b)
     for w in t.attrs["warnings"]:
         print(f"servesim: warning: {w}", file=sys.stderr)
+    if args.out:
+        t.to_csv(args.out, index=False)
+    if answer({"a": t.attrs["a"], "b": t.attrs["b"], "table": t, "out": args.out}):
+        return 0
     print(f"A = {t.attrs['a']}, B = {t.attrs['b']}")
     print(format_table(t))
     if args.out:
-        t.to_csv(args.out, index=False)
         print(f"written to {args.out}")
     return 0

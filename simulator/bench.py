@@ -10,7 +10,6 @@ for scale runs. Reports medians over repeats, since machines are noisy.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import statistics
@@ -178,9 +177,9 @@ def run_bench(args) -> int:
     if result.cut:  # its rates are over the cut window
         print(f"servesim: warning: simulation.max_sim_time_s={limit:g} ended each run: "
               f"{s.get('unfinished', 0):,} request(s) unfinished", file=sys.stderr)
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
+    from servesim.simulator.cli_output import answer
+
+    if not answer(report):
         at = f"at {rate:g} req/s" if rate is not None else f"({arrival.process if arrival else 'a trace'})"
         if capacity is not None and rate is not None:
             at += f" ({rate / capacity:.0%} of the {capacity:.3g} req/s measured for these lengths)"

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from servesim.simulator.cli_args import COUNT, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE, nonempty_path, number
+from servesim.simulator.cli_output import answer
 from servesim.simulator.errors import ConfigError
 from servesim.workloads.settings import MAX_REQUESTS
 
@@ -89,8 +90,7 @@ def cmd_run(args, after=None) -> int:
     refuse_writing_over(args.out, "--out", inputs)
     refuse_folder_over_inputs(args.out, RUN_FILES, "--out", inputs)  # and an --out that cannot be a folder
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
-    if not args.quiet:  # with --json, stdout holds the JSON alone
-        print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True, file=sys.stderr if args.json else sys.stdout)
+    print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True)  # with --json, on stderr
     result = simulate(rs, source, release_source=True)  # read afterwards for its counts only
     done = result.summary.get("completed", 0)
     idle = [] if done else [f"no request completed ({result.summary.get('failed', 0):,} rejected, "
@@ -108,19 +108,16 @@ def cmd_run(args, after=None) -> int:
         from servesim.simulator.vllm_metrics import write_prometheus
 
         extra += write_prometheus(result, out, rs.scenario.model if isinstance(rs.scenario.model, str) else rs.arch.name)
-    for w in [*source.warnings, *result.summary.get("cost_model_warnings", []), *idle] if not args.quiet else []:
+    for w in [*source.warnings, *result.summary.get("cost_model_warnings", []), *idle]:
         print(f"servesim: warning: {w}", file=sys.stderr)
-    if not args.quiet:
-        _say_dropped(args.set)
+    _say_dropped(args.set)
     files = ["config.yaml", "summary.json", "requests.parquet", "steps.parquet", *extra]
     if args.plot:  # only when asked: importing matplotlib and drawing take longer than a small run
         from servesim.simulator.plots import latency_distributions
 
         latency_distributions(result, out / "latency.png")
         files.append("latency.png")
-    if args.json:
-        print(json.dumps(result.summary, indent=2))
-    elif not args.quiet:  # --quiet: nothing but errors
+    if not answer(result.summary):
         print(format_summary(result.summary))
         print(f"results in {out}/ ({', '.join(files)})")
     return 0
@@ -135,10 +132,11 @@ def cmd_config(args) -> int:
         from servesim.simulator.vllm_command import serve_command
 
         line, notes = serve_command(rs.as_dict())
-        print(line)
         for note in notes:
             print(f"servesim: note: {note}", file=sys.stderr)
-    else:
+        if not answer({"command": line, "notes": notes}):
+            print(line)
+    elif not answer(rs.as_dict()):
         print(dump_yaml(rs.as_dict()), end="")
     _say_dropped(args.set)
     return 0
@@ -159,11 +157,13 @@ def cmd_vllm(args) -> int:
     if args.gpu is not None:
         sets.append(override("hardware.gpu", args.gpu))
     sets += args.set
-    if cmd.not_modelled and not args.quiet:
+    if cmd.not_modelled:
         print(f"servesim: warning: not modelled, recorded in vllm_command.json: "
               f"{', '.join(k.split(' ')[-1] for k in cmd.not_modelled)}", file=sys.stderr)
     if args.config:
-        print(dump_yaml(load(None, sets).as_dict()), end="")
+        scenario = load(None, sets).as_dict()
+        if not answer(scenario):
+            print(dump_yaml(scenario), end="")
         return 0
 
     def after(result, out: Path) -> list[str]:
@@ -202,7 +202,8 @@ def cmd_capacity(args) -> int:
         print(p.layout.note, file=sys.stderr)
     for line in p.warnings:
         print(f"servesim: warning: {line}", file=sys.stderr)
-    print(json.dumps(p.as_dict(), indent=2) if args.json else "\n".join(p.lines()))
+    if not answer(p.as_dict()):
+        print("\n".join(p.lines()))
     return 0
 
 
@@ -243,9 +244,8 @@ def cmd_workload_describe(args) -> int:
         if args.format is not None:  # checked here, before the file: building the parser stays pandas-free
             check_format(args.format, "--format")
         d = describe_file(args.file, args.format)
-    if args.json:
-        print(json.dumps(d, indent=2, default=float))
-        _say_dropped(args.set)
+    _say_dropped(args.set)
+    if answer(d):
         return 0
     for key, value in d.items():
         if isinstance(value, dict):
@@ -255,7 +255,6 @@ def cmd_workload_describe(args) -> int:
             print(f"  {key:<22} {value:,.3f}")
         else:
             print(f"  {key:<22} {value if value is not None else '-'}")
-    _say_dropped(args.set)
     return 0
 
 
@@ -266,7 +265,8 @@ def cmd_workload_write(args) -> int:
     specs, inputs = _scenario_specs(args.scenario, args.set, writing=True)
     write_jsonl(specs, output_file(args.out, "--out", inputs))
     _say_dropped(args.set)
-    print(f"{len(specs):,} requests written to {args.out}")
+    if not answer({"requests": len(specs), "out": args.out}):
+        print(f"{len(specs):,} requests written to {args.out}")
     return 0
 
 
@@ -279,9 +279,7 @@ def cmd_sweep(args) -> int:
                   progress=not (args.no_progress or args.quiet or args.json), out_field="--out")
     _say_dropped(args.set)
     failed = int(table["error"].notna().sum()) if "error" in table else 0
-    if args.json:
-        _print_table(args, table)
-    elif not args.quiet:
+    if not answer(table):
         print(f"{len(table)} runs ({failed} failed): {args.out}/sweep.parquet, {args.out}/sweep.csv, runs in "
               f"{args.out}/runs/")
     if failed:  # the table says which and why; the exit code must too
@@ -306,7 +304,7 @@ def _search_each_point(args, kind: str, **options) -> int:
         out = Path(args.out)  # checked before the search: a folder, or one to make
         out.mkdir(parents=True, exist_ok=True)
         table.to_csv(out / filename, index=False)
-    _print_table(args, table)
+    _print_table(table)
     _say_dropped(args.set)
     unmet = int(table[answer].isna().sum())
     if unmet:  # no value met the SLOs: an answer, but not a success, so the exit code says it
@@ -330,7 +328,8 @@ def cmd_plot(args) -> int:
     from servesim.simulator.plots import plot_results
 
     files = plot_results(args.results, args.kind, args.out, args.x, args.by, args.title)
-    print("written: " + ", ".join(str(f) for f in files))
+    if not answer({"files": files}):
+        print("written: " + ", ".join(str(f) for f in files))
     return 0
 
 
@@ -404,7 +403,6 @@ def _add_capacity(sub) -> None:
     cap("tokens_per_request", help="default 1800, or the shared prefix plus the private tokens")
     cap("shared_prefix_tokens")
     cap("private_tokens")
-    c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_capacity)
 
 
@@ -413,11 +411,9 @@ def _add_output_flags(p, what: str) -> None:
     p.add_argument("--quiet", action="store_true", help="print nothing but errors (no progress, no warnings)")
 
 
-def _print_table(args, table) -> None:
-    """A command's table on stdout: as JSON records with --json, as text unless --quiet."""
-    if args.json:
-        print(table.to_json(orient="records", indent=1))
-    elif not args.quiet:
+def _print_table(table) -> None:
+    """A command's table on stdout: as JSON records with --json, else as text."""
+    if not answer(table):
         print(table.to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
 
 
@@ -491,7 +487,6 @@ def _add_workload(sub) -> None:
     wd.add_argument("file", help="a trace file (format inferred) or a scenario YAML")
     wd.add_argument("--format", help="trace format, when it cannot be inferred (docs: Workloads)")
     wd.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="with a scenario YAML")
-    wd.add_argument("--json", action="store_true")
     wd.set_defaults(func=cmd_workload_describe)
     ww = wsub.add_parser("write", help="save a scenario's generated requests as JSONL (the readers take it back)")
     ww.add_argument("scenario", nargs="?", help="scenario YAML (default: the built-in default)")
@@ -524,7 +519,6 @@ def _add_bench(sub) -> None:
     b.add_argument("--repeats", type=number(int, ge=1, le=100), default=3, help="runs to take the median of")
     b.add_argument("--step-by-step", action="store_true", help="turn the fast paths off (decode runs, the decode cohort), to measure what they save")
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting of the bench scenario")
-    b.add_argument("--json", action="store_true")
     b.set_defaults(func=cmd_bench)
 
 
@@ -564,7 +558,23 @@ def build_parser() -> argparse.ArgumentParser:
     _add_workload(sub)
     _add_calibration(sub)
     _add_bench(sub)
+    for leaf in _leaves(p):  # every command answers --json and --quiet alike (simulator/cli_output.py)
+        if "--json" not in leaf._option_string_actions:
+            leaf.add_argument("--json", action="store_true", help="print the command's answer as JSON, alone on "
+                                                                    "stdout (its text goes to stderr)")
+        if "--quiet" not in leaf._option_string_actions:
+            leaf.add_argument("--quiet", action="store_true", help="print nothing but errors")
     return p
+
+
+def _leaves(parser: argparse.ArgumentParser):
+    """The parsers of the commands themselves (those with no subcommands below them)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield parser
+    for action in subs:
+        for child in dict.fromkeys(action.choices.values()):
+            yield from _leaves(child)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -617,8 +627,11 @@ def _remove_if_empty(folders: list[Path]) -> None:
 
 
 def _dispatch(args) -> int:
+    from servesim.simulator.cli_output import command_output
+
     try:
-        return args.func(args)
+        with command_output(getattr(args, "json", False), getattr(args, "quiet", False)):
+            return args.func(args)
     except ConfigError as exc:
         print(f"servesim: error: {exc}", file=sys.stderr)
         return 2
