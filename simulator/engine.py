@@ -27,7 +27,7 @@ from servesim.simulator.records import StepLog
 from servesim.simulator.preemption import Preemption
 from servesim.simulator.request import Request
 from servesim.simulator.scheduler import Scheduler
-from servesim.simulator.speculation import make_speculation
+from servesim.simulator.speculation import counters, make_speculation
 from servesim.workloads.source import RequestSource, StaticSource
 from servesim.workloads.spec import RequestSpec
 
@@ -249,7 +249,8 @@ def run_to_end(sim: Simulation, rs: ResolvedScenario) -> None:
 def collect(sim: Simulation, rs: ResolvedScenario) -> RunResult:
     """A finished simulation's records as tables and the run summary."""
     result = RunResult.collect(rs, sim.front_end.log, [r.log for r in sim.replicas],
-                               [r.kv.num_usable_blocks for r in sim.replicas], sim.env.now)
+                               [r.kv.num_usable_blocks for r in sim.replicas], sim.env.now,
+                               [counters(r.speculation) for r in sim.replicas])
     # a cut (simulation.max_sim_time_s) stopped the clock with requests in flight or still to arrive
     result.cut = result.summary["unfinished"] > 0 or sim.front_end.arrivals_left()
     return result

@@ -273,6 +273,19 @@ def _meets_slo(cols: dict, finished: np.ndarray, slos: dict) -> np.ndarray:
     return good
 
 
+def _spec_decode(summary: dict, engines: list[dict | None]) -> dict:
+    """vLLM's speculative-decoding figures beyond the token counts (vllm bench serve's, from the engines' counters):
+    drafts proposed, tokens gained per draft (acceptance length) and each draft position's acceptance rate."""
+    engines = [e for e in engines if e]
+    drafts = sum(e["num_drafts"] for e in engines)
+    if not drafts:
+        return {}
+    positions = np.sum([e["accepted_per_position"] for e in engines], axis=0)
+    return {"spec_decode_num_drafts": drafts,
+            "spec_decode_acceptance_length": 1 + summary["spec_decode_accepted_tokens"] / drafts,
+            "spec_decode_per_position_acceptance_rates": [float(v) / drafts for v in positions]}
+
+
 @dataclass
 class RunResult:
     """A run's records as columns, with the tables (`requests`, `steps`) built as pandas frames on first use:
@@ -287,6 +300,7 @@ class RunResult:
     inputs: list = field(default_factory=list)  # the files the run read: write() never replaces one
     cut: bool = False  # simulation.max_sim_time_s ended the run with events still to come
     unrepeatable: str | None = None  # a RequestSource given to simulate() that makes its requests as the run goes
+    speculation: list = field(default_factory=list)  # per engine, its spec-decode counters (speculation.counters)
     _itls: np.ndarray | None = None
     _itl_distribution: tuple | None = None
     _requests: object = None
@@ -334,7 +348,7 @@ class RunResult:
 
     @classmethod
     def collect(cls, rs, requests: RequestLog, logs: list[StepLog], usable_blocks: list[int],
-                sim_end: float) -> "RunResult":
+                sim_end: float, speculation: list[dict | None] | None = None) -> "RunResult":
         steps = _step_columns(logs, usable_blocks)
         offsets = np.cumsum([0] + [len(log) for log in logs])
         ends = steps["end"]
@@ -357,10 +371,12 @@ class RunResult:
             req["good"] = _meets_slo(req, finished, {k: v.model_dump() for k, v in slos.items()})
         result = cls(rs.as_dict(), req, steps, tokens)
         result.inputs = rs.input_files()
+        result.speculation = speculation or []
         prefill_only = rs.scenario.cluster.prefill_replicas  # the first replicas, when disaggregated
         result.summary = result._summarize(finished, sim_end, len(logs), prefill_only, (itl_values, itl_counts),
                                            measured)
         del itl_values, itl_counts
+        result.summary |= _spec_decode(result.summary, result.speculation)
         result.summary["cost_model_source"] = rs.cost_model_source  # which profile, and how it was chosen
         largest = {"max_tokens": steps["scheduled_tokens"].max(), "max_seqs": steps["num_seqs"].max(),
                    "max_decode_context_tokens": steps["decode_context_tokens"].max()} if len(ends) else {}

@@ -23,6 +23,8 @@ class Speculation:
         """accept(k): how many of k drafts the target accepts; step_time(shape): the target's step."""
         self.k, self.adaptive, self.knee_tokens = k, adaptive, knee_tokens
         self.accept, self.draft_cost_ratio, self._step_time = accept, draft_cost_ratio, step_time
+        # vLLM's spec-decode counters: drafts proposed, and how often the draft at each position was accepted
+        self.num_drafts, self.accepted_per_position = 0, np.zeros(k, dtype=np.int64)
 
     def drafts(self, num_running: int) -> int:
         """k for this step's decodes."""
@@ -34,6 +36,8 @@ class Speculation:
         """A decode at `context` that verified n - 1 drafts: keeps the accepted ones plus one; returns the
         tokens it adds."""
         accepted = self.accept(n - 1)
+        self.num_drafts += 1
+        self.accepted_per_position[:accepted] += 1  # a run: the draft at position i counts when all before it did
         out.spec_seqs += 1
         out.spec_drafts += n - 1
         out.spec_accepted += accepted
@@ -67,6 +71,14 @@ def acceptance_sampler(sp, seed: int):
         ok = rng.random(k) < sp.acceptance_rate
         return int(k if ok.all() else ok.argmin())
     return accept
+
+
+def counters(speculation: Speculation | None) -> dict | None:
+    """An engine's spec-decode counters as vLLM's /metrics has them (None: it drafted nothing)."""
+    if speculation is None or not speculation.num_drafts:
+        return None
+    return {"num_drafts": speculation.num_drafts,
+            "accepted_per_position": [int(v) for v in speculation.accepted_per_position]}
 
 
 def make_speculation(sp, seed: int, knee_tokens: int, step_time) -> Speculation | None:

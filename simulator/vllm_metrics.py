@@ -132,6 +132,7 @@ def exposition(result, model_name: str) -> str:
             for e in engines:
                 c.add_metric([model_name, str(e)], float(cols[column][replica == e].sum()))
             yield c
+        yield from _spec_decode_counters(result, model_name, engines)
         ok = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
                                  labels=names + ["finished_reason"])
         for e in engines:  # servesim's outputs run to their length, as vLLM's with ignore_eos
@@ -185,6 +186,35 @@ def exposition(result, model_name: str) -> str:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Collector())
     return generate_latest(registry).decode()
+
+
+def _spec_decode_counters(result, model_name: str, engines: list[int]):
+    """vLLM's spec-decode counters, registered only when an engine drafts (vllm/v1/spec_decode/metrics.py)."""
+    from prometheus_client.core import CounterMetricFamily
+
+    counts = dict(enumerate(result.speculation))
+    if not any(counts.values()):
+        return
+    names = ["model_name", "engine"]
+    replica = result.step_columns["replica"][:]
+    totals = {"vllm:spec_decode_num_drafts": ("Number of spec decoding drafts.", lambda e, c: c["num_drafts"]),
+              "vllm:spec_decode_num_draft_tokens": ("Number of draft tokens.",
+                                                    lambda e, c: result.step_columns["spec_drafts"][:][replica == e].sum()),
+              "vllm:spec_decode_num_accepted_tokens": ("Number of accepted tokens.",
+                                                       lambda e, c: result.step_columns["spec_accepted"][:][replica == e].sum())}
+    for name, (doc, value) in totals.items():
+        c = CounterMetricFamily(name, doc, labels=names)
+        for e in engines:
+            c.add_metric([model_name, str(e)], float(value(e, counts[e])) if counts.get(e) else 0.0)
+        yield c
+    c = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
+                            labels=names + ["position"])
+    k = max(len(v["accepted_per_position"]) for v in counts.values() if v)
+    for e in engines:
+        per = (counts.get(e) or {}).get("accepted_per_position", [])
+        for pos in range(k):
+            c.add_metric([model_name, str(e), str(pos)], float(per[pos]) if pos < len(per) else 0.0)
+    yield c
 
 
 def _itl_by_engine(h, result, model_name: str, engines: list[int], finished: np.ndarray) -> None:

@@ -127,10 +127,13 @@ def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: st
     out["rtfx"] = 0.0
     if o.ramp_up:
         out["rps_change_events"] = _rps_changes(o, per["start_times"], out["date"])
-    if s.get("spec_decode_draft_tokens"):  # vLLM's figures from the server's counters: a rate in percent
+    if s.get("spec_decode_num_drafts"):  # vLLM's figures from the server's counters: a rate in percent
         out["spec_decode_acceptance_rate"] = 100 * s["spec_decode_acceptance_rate"]
+        out["spec_decode_acceptance_length"] = s["spec_decode_acceptance_length"]
+        out["spec_decode_num_drafts"] = s["spec_decode_num_drafts"]
         out["spec_decode_draft_tokens"] = s["spec_decode_draft_tokens"]
         out["spec_decode_accepted_tokens"] = s["spec_decode_accepted_tokens"]
+        out["spec_decode_per_position_acceptance_rates"] = s["spec_decode_per_position_acceptance_rates"]
     good = np.flatnonzero(ok)
     outputs = cols["output_tokens"]
     values = {

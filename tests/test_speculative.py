@@ -69,3 +69,13 @@ def test_fewer_drafts_than_k_take_the_distributions_tail():
     r = simulate(load(None, BASE + ["workload.arrival.process=burst", "workload.num_requests=100",
                                     "speculative={method: adaptive, acceptance_distribution: [0, 0, 0.2, 0.3, 0.5]}"]))
     assert r.summary["completed"] == 100 and r.summary["spec_decode_acceptance_rate"] > 0.5
+
+
+def test_each_draft_position_is_accepted_as_the_run_of_successes_says():
+    """vLLM's per-position acceptance: the draft at position i counts when all i before it were accepted, so with a
+    per-token rate a, position i is accepted a^(i+1) of the time."""
+    s = run(2, "fixed").summary
+    rates = s["spec_decode_per_position_acceptance_rates"]
+    assert rates == pytest.approx([0.6 ** (i + 1) for i in range(4)], abs=0.02)
+    assert s["spec_decode_acceptance_length"] == pytest.approx(1 + sum(rates))
+    assert "spec_decode_num_drafts" not in run(2, "none").summary

@@ -182,3 +182,32 @@ def test_a_request_that_cannot_fit_max_model_len_is_refused_as_vllm_refuses_it(t
     assert [e == "Bad Request" for e in tight["errors"]] == over
     assert [o for o, bad in zip(tight["output_lens"], over) if not bad] == \
         [o for o, bad in zip(asked["output_lens"], over) if not bad]  # nothing cut short
+
+
+def test_speculative_decoding_reports_vllms_figures_in_the_file_and_the_metrics(tmp_path, capsys):
+    """vLLM's spec-decode keys (serve.py: from the server's counters before and after the run) and the counters
+    themselves: drafts, draft and accepted tokens, acceptance length and each position's acceptance rate."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = tmp_path / "v"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL, "--speculative-config",
+                 '{"method": "ngram", "num_speculative_tokens": 3}'] + BENCH +
+                ["--save-result", "--result-filename", "spec.json"]) == 0
+    r = json.loads((out / "spec.json").read_text())
+    i = VLLM_KEYS.index("rtfx") + 1
+    spec = ["spec_decode_acceptance_rate", "spec_decode_acceptance_length", "spec_decode_num_drafts",
+            "spec_decode_draft_tokens", "spec_decode_accepted_tokens", "spec_decode_per_position_acceptance_rates"]
+    assert list(r) == VLLM_KEYS[:i] + spec + VLLM_KEYS[i:]
+    drafts, rates = r["spec_decode_num_drafts"], r["spec_decode_per_position_acceptance_rates"]
+    assert r["spec_decode_draft_tokens"] == 3 * drafts and len(rates) == 3
+    assert rates == sorted(rates, reverse=True)  # a draft counts only when every one before it was accepted
+    assert round(sum(rates) * drafts) == r["spec_decode_accepted_tokens"]
+    assert math.isclose(r["spec_decode_acceptance_length"], 1 + r["spec_decode_accepted_tokens"] / drafts)
+    assert math.isclose(r["spec_decode_acceptance_rate"], 100 * r["spec_decode_accepted_tokens"] / (3 * drafts))
+    prom = {s.name + str(sorted(s.labels.items())): s.value for f in
+            text_string_to_metric_families((out / "metrics.prom").read_text()) for s in f.samples}
+    labels = [("engine", "0"), ("model_name", MODEL)]
+    assert prom[f"vllm:spec_decode_num_drafts_total{labels}"] == drafts
+    assert prom[f"vllm:spec_decode_num_accepted_tokens_total{labels}"] == r["spec_decode_accepted_tokens"]
+    assert [prom[f"vllm:spec_decode_num_accepted_tokens_per_pos_total{sorted(labels + [('position', str(p))])}"]
+            for p in range(3)] == [round(x * drafts) for x in rates]
