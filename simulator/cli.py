@@ -131,7 +131,7 @@ def cmd_config(args) -> int:
     if args.vllm:
         from servesim.simulator.vllm_command import serve_command
 
-        line, notes = serve_command(rs.as_dict())
+        line, notes = serve_command(rs.as_dict(), args.vllm_version)
         for note in notes:
             print(f"servesim: note: {note}", file=sys.stderr)
         if not answer({"command": line, "notes": notes}):
@@ -152,7 +152,7 @@ def cmd_vllm(args) -> int:
     from servesim.simulator.vllm_command import read, split_command
 
     serve_argv, bench_argv = split_command(args.command)
-    cmd = read(serve_argv, bench_argv)
+    cmd = read(serve_argv, bench_argv, args.vllm_version)
     sets = [override(k, v) for k, v in cmd.settings.items()]
     if args.gpu is not None:
         sets.append(override("hardware.gpu", args.gpu))
@@ -171,17 +171,30 @@ def cmd_vllm(args) -> int:
                                                           default=str) + "\n")
         from servesim.simulator.vllm_metrics import write_prometheus
 
-        written = ["vllm_command.json", *write_prometheus(result, out, cmd.model)]
+        written = ["vllm_command.json", *write_prometheus(result, out, cmd.model, cmd.version)]
         if cmd.bench.save_result:
             from servesim.simulator.vllm_results import write_bench_result
 
-            path = write_bench_result(result, cmd.bench, out)
+            path = write_bench_result(result, cmd.bench, out, _due_times(sets))
             written.append(str(path.name) if path.parent == out else str(path))
         return written
 
     run_args = SimpleNamespace(scenario=None, set=sets, out=args.out, json=args.json, quiet=args.quiet,
                                plot=args.plot, prometheus=False)
     return cmd_run(run_args, after)
+
+
+def _due_times(sets: list[str]) -> dict | None:
+    """Each request's send time as the client planned it, before a --max-concurrency limit held it (vLLM's
+    client queue); None without a limit. The workload drawn again: the same seed draws the same requests."""
+    from servesim.simulator.config import load
+    from servesim.workloads.source import ConcurrencyLimit
+
+    rs = load(None, sets)
+    source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
+    if not isinstance(source, ConcurrencyLimit):
+        return None
+    return {s.request_id: s.arrival_time for s in source.inner.initial()}
 
 
 def cmd_capacity(args) -> int:
@@ -376,6 +389,7 @@ def _add_config(sub) -> None:
     cfg.add_argument("scenario", nargs="?")
     cfg.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     cfg.add_argument("--vllm", action="store_true", help="print the `vllm serve` command line that deploys it")
+    _add_vllm_version(cfg)
     cfg.set_defaults(func=cmd_config)
 
 
@@ -522,12 +536,21 @@ def _add_bench(sub) -> None:
     b.set_defaults(func=cmd_bench)
 
 
+def _add_vllm_version(p) -> None:
+    from servesim.simulator.vllm_command import VLLM_VERSION, VLLM_VERSIONS
+
+    p.add_argument("--vllm-version", choices=VLLM_VERSIONS, default=VLLM_VERSION,
+                   help=f"the vLLM release whose flags and result files to speak (default {VLLM_VERSION}, the release "
+                        f"whose scheduler servesim reproduces)")
+
+
 def _add_vllm(sub) -> None:
     """`servesim vllm serve ...`."""
     v = sub.add_parser("vllm", help="simulate a pasted `vllm serve MODEL ...` (and `-- bench serve ...`) command line",
                        description="servesim vllm [options] serve MODEL [vllm serve flags] [-- bench serve "
-                                   "[vllm bench serve flags]]: vLLM 0.19.0's own flags; those servesim does not "
-                                   "model are recorded and named in a warning")
+                                   "[vllm bench serve flags]]: the flags of the vLLM release --vllm-version names; "
+                                   "those servesim does not model are recorded and named in a warning")
+    _add_vllm_version(v)
     v.add_argument("--gpu", help="the GPU vLLM runs on (vLLM's command does not say): a name of hardware.gpu "
                                  "(default: the scenario's, h200-sxm)")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

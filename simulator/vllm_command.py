@@ -1,6 +1,7 @@
 """`servesim vllm serve MODEL [vLLM flags] -- bench serve [vllm bench serve flags]`: a pasted vLLM command line.
 
-The flags are vLLM 0.19.0's own (data/vllm-0.19.0-flags.yaml, dumped from the parsers that version builds):
+The flags are those of the vLLM release named by --vllm-version (data/vllm-VERSION-flags.yaml, dumped from the
+parsers that release builds; default 0.33.0, the release whose scheduler servesim reproduces):
 a flag vLLM does not have is refused as vLLM refuses it; one servesim models becomes a scenario setting;
 every other is recorded and named in one warning, never dropped silently. The client's flags (`vllm bench
 serve`) make the workload and say which result files to write (simulator/vllm_results.py). vLLM's argument
@@ -23,14 +24,18 @@ import yaml
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.model_arch import HF_IDS
 
-VLLM_VERSION = "0.19.0"
+VLLM_VERSIONS = ("0.33.0", "0.19.0")  # flag tables shipped (data/vllm-VERSION-flags.yaml)
+VLLM_VERSION = VLLM_VERSIONS[0]  # the default: docs/vllm-v1-scheduler.md's release
 # datasets the client can make without a network or a tokenizer: lengths only
 OFFLINE_DATASETS = ("random", "prefix_repetition")
 
 
-@lru_cache(maxsize=1)
-def flag_tables() -> dict:
-    text = resources.files("servesim.simulator.data").joinpath(f"vllm-{VLLM_VERSION}-flags.yaml").read_text()
+@lru_cache(maxsize=None)
+def flag_tables(version: str = VLLM_VERSION) -> dict:
+    if version not in VLLM_VERSIONS:
+        raise ConfigError("--vllm-version", f"servesim reads the flags of vLLM {' and '.join(VLLM_VERSIONS)}, "
+                                            f"got {version!r}")
+    text = resources.files("servesim.simulator.data").joinpath(f"vllm-{version}-flags.yaml").read_text()
     return yaml.safe_load(text)
 
 
@@ -73,22 +78,38 @@ _TYPES = {"int": int, "float": float, "str": str, "human_int": _human_int, "json
           "bool": lambda t: {"true": True, "false": False}[t.strip().lower()]}
 
 
-@lru_cache(maxsize=2)
-def _parser(kind: str) -> tuple[_Parser, dict]:
-    """The parser of `vllm serve` (kind "serve") or `vllm bench serve` ("bench_serve"), and each flag's row by
-    dest. Every default is left out (argparse.SUPPRESS), so the namespace holds what the command line gave."""
+class _Switch(argparse.Action):
+    """A switch as vLLM's parser has it: its own names set true, each `no` form (--no-x; 0.33's --disable-x paired
+    with --enable-x) sets false; no value is taken."""
+
+    def __init__(self, option_strings, dest, negatives=(), **kw):
+        super().__init__(option_strings, dest, nargs=0, **kw)
+        self.negatives = set(negatives)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, option_string not in self.negatives)
+
+
+def negatives(row: dict) -> list[str]:
+    """A switch's forms that set it false."""
+    no = row.get("no") or []
+    return [no] if isinstance(no, str) else list(no)
+
+
+@lru_cache(maxsize=None)
+def _parser(kind: str, version: str = VLLM_VERSION) -> tuple[_Parser, dict]:
+    """The parser of `vllm serve` (kind "serve") or `vllm bench serve` ("bench_serve") of a vLLM release, and each
+    flag's row by dest. Every default is left out (argparse.SUPPRESS), so the namespace holds what the command
+    line gave."""
     p = _Parser(prog=f"vllm {kind.replace('_', ' ')}", add_help=False, allow_abbrev=True)
     rows = {}
-    for row in flag_tables()[kind]:
+    for row in flag_tables(version)[kind]:
         names = [row["flag"], *row.get("aliases", [])]
         dest = row["flag"].lstrip("-").replace("-", "_")
         rows[dest] = row
         if row["type"] == "switch":
-            if row.get("no"):
-                p.add_argument(*names, row["no"], dest=dest, action=argparse.BooleanOptionalAction,
-                               default=argparse.SUPPRESS)
-            else:
-                p.add_argument(*names, dest=dest, action="store_true", default=argparse.SUPPRESS)
+            p.add_argument(*names, *negatives(row), dest=dest, action=_Switch, negatives=negatives(row),
+                           default=argparse.SUPPRESS)
             continue
         kw = {"dest": dest, "default": argparse.SUPPRESS, "type": _TYPES[row["type"]]}
         if row.get("choices"):
@@ -101,10 +122,10 @@ def _parser(kind: str) -> tuple[_Parser, dict]:
     return p, rows
 
 
-def _rewrite(argv: list[str], kind: str) -> list[str]:
+def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
     """vLLM's FlexibleArgumentParser rewriting: underscores to dashes in a long flag's name (up to a '.' or
     '='), -O3 to --optimization-level 3, and dotted keys of a JSON flag gathered into one JSON value."""
-    _, rows = _parser(kind)
+    _, rows = _parser(kind, version)
     json_flags = {n: r["flag"] for r in rows.values() if r["type"] == "json"
                   for n in (r["flag"], *r.get("aliases", []))}
     out, nested, i = [], {}, 0
@@ -144,15 +165,15 @@ def _rewrite(argv: list[str], kind: str) -> list[str]:
     return out
 
 
-def parse(argv: list[str], kind: str) -> dict:
+def parse(argv: list[str], kind: str, version: str = VLLM_VERSION) -> dict:
     """The flags a `vllm serve` / `vllm bench serve` command line gives, by dest, as vLLM's parser reads them."""
-    parser, _ = _parser(kind)
+    parser, _ = _parser(kind, version)
     try:
-        ns = parser.parse_args(_rewrite(argv, kind))
+        ns = parser.parse_args(_rewrite(argv, kind, version))
     except _Refused as exc:
         message = str(exc)
         if message.startswith("unrecognized arguments"):
-            message += f" (not a flag of vLLM {VLLM_VERSION}'s `{parser.prog}`)"
+            message += f" (not a flag of vLLM {version}'s `{parser.prog}`{_other_release(argv, kind, version)})"
         raise ConfigError(parser.prog, message) from None
     return vars(ns)
 
@@ -179,6 +200,7 @@ class BenchOptions:
     goodput: dict | None = None
     percentile_metrics: list[str] = field(default_factory=lambda: ["ttft", "tpot", "itl"])
     metric_percentiles: list[float] = field(default_factory=lambda: [99.0])
+    vllm_version: str = VLLM_VERSION  # the release whose result file is written
 
 
 @dataclass
@@ -190,9 +212,10 @@ class VllmCommand:
     settings: dict
     bench: BenchOptions
     not_modelled: dict = field(default_factory=dict)  # "vllm serve --host" -> value
+    version: str = VLLM_VERSION
 
     def as_record(self) -> dict:
-        return {"vllm_version": VLLM_VERSION, "model": self.model, "settings": self.settings,
+        return {"vllm_version": self.version, "model": self.model, "settings": self.settings,
                 "not_modelled": self.not_modelled}
 
 
@@ -211,7 +234,12 @@ SERVE_SETTINGS = {
     "max_cudagraph_capture_size": "engine.max_cudagraph_capture_size",
     "scheduler_reserve_full_isl": "engine.scheduler_reserve_full_isl",
     "disable_hybrid_kv_cache_manager": "engine.disable_hybrid_kv_cache_manager",
+    # 0.33's admission valves (vLLM 0.19 has none of these flags)
+    "watermark": "engine.watermark", "max_num_queued_reqs": "engine.max_num_queued_reqs",
+    "max_num_queued_tokens": "engine.max_num_queued_tokens",
 }
+# 0.33's shorthands for --speculative-config keys (EngineArgs.create_speculative_config)
+SPEC_SHORTHANDS = {"spec_method": "method", "spec_model": "model", "spec_tokens": "num_speculative_tokens"}
 # draft methods vLLM names; n-gram and suffix drafts are looked up on the CPU, nearly free beside a model's
 FREE_DRAFTS = ("ngram", "suffix", "ngram_gpu")
 
@@ -226,10 +254,10 @@ BENCH_WORKLOAD = ("dataset_name", "num_prompts", "request_rate", "burstiness", "
                   "prefix_repetition_output_len", "ignore_eos")
 
 
-def read(serve_argv: list[str], bench_argv: list[str]) -> VllmCommand:
+def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSION) -> VllmCommand:
     """`vllm serve ...` and `vllm bench serve ...` (without their leading words) -> scenario settings."""
-    serve = parse(serve_argv, "serve")
-    bench = parse(bench_argv, "bench_serve")
+    serve = parse(serve_argv, "serve", version)
+    bench = parse(bench_argv, "bench_serve", version)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
     serve.pop("model", None)
     if model is None:
@@ -237,9 +265,9 @@ def read(serve_argv: list[str], bench_argv: list[str]) -> VllmCommand:
                                         "name or a path to a config.json)")
     settings: dict = {"model": model}
     not_modelled: dict = {}
-    rows = _parser("serve")[1]
+    rows = _parser("serve", version)[1]
     for dest, key in SERVE_SETTINGS.items():  # a flag left out is vLLM's default, where its parser has one
-        default = rows[dest].get("default")
+        default = rows[dest].get("default") if dest in rows else None
         if dest not in serve and default is not None and not (dest == "scheduling_policy" and default == "fcfs"):
             settings[key] = default
     for dest, value in serve.items():
@@ -247,26 +275,49 @@ def read(serve_argv: list[str], bench_argv: list[str]) -> VllmCommand:
             if dest == "max_model_len" and value is None:  # 'auto': derived from memory, servesim's default
                 continue
             settings[SERVE_SETTINGS[dest]] = value
-        elif dest == "speculative_config":
-            settings.update(_speculation(value))
-        else:
-            not_modelled[_flag("serve", dest)] = value
-    options, workload = _bench(bench, not_modelled)
+        elif dest not in SPEC_SHORTHANDS and dest != "speculative_config":
+            not_modelled[_flag("serve", dest, version)] = value
+    settings.update(_speculation(serve, version))
+    options, workload = _bench(bench, not_modelled, version)
     workload["workload.request_max_tokens"] = True  # vllm bench serve sends each output length as max_tokens
     workload["workload.clip_to_max_model_len"] = False  # and vLLM refuses what does not fit (400), cuts nothing
     options.model_id = options.model_id or model  # vLLM's client asks the server for it
     options.tokenizer_id = options.tokenizer_id or options.model_id
     settings.update(workload)
-    return VllmCommand(model, settings, options, not_modelled)
+    return VllmCommand(model, settings, options, not_modelled, version)
 
 
-def _flag(kind: str, dest: str) -> str:
-    return f"vllm {kind.replace('_', ' ')} {_parser(kind)[1][dest]['flag']}"
+def _flag(kind: str, dest: str, version: str) -> str:
+    return f"vllm {kind.replace('_', ' ')} {_parser(kind, version)[1][dest]['flag']}"
 
 
-def _speculation(config) -> dict:
+def _other_release(argv: list[str], kind: str, version: str) -> str:
+    """For a flag refused: the other release whose parser takes the whole line, if one does."""
+    for other in VLLM_VERSIONS:
+        if other != version:
+            try:
+                _parser(kind, other)[0].parse_args(_rewrite(argv, kind, other))
+            except (_Refused, ConfigError):
+                continue
+            return f"; vLLM {other}'s takes it: --vllm-version {other}"
+    return ""
+
+
+def _speculation(serve: dict, version: str) -> dict:
+    """--speculative-config, and 0.33's --spec-method/--spec-model/--spec-tokens shorthands for its keys."""
+    config = serve.get("speculative_config")
+    shorthands = {key: serve[dest] for dest, key in SPEC_SHORTHANDS.items() if serve.get(dest) is not None}
+    if config is None and not shorthands:
+        return {}
+    if config is None:
+        config = {}
     if not isinstance(config, dict):
         raise ConfigError("vllm serve --speculative-config", f"must be a JSON object, got {config!r}")
+    for key, value in shorthands.items():
+        if key in config:
+            raise ConfigError(f"vllm serve --{dict(map(reversed, SPEC_SHORTHANDS.items()))[key].replace('_', '-')}",
+                              f"and --speculative-config's {key!r} are mutually exclusive, as vLLM says")
+    config = {**config, **shorthands}
     method = config.get("method") or ("draft_model" if config.get("model") else None)
     k = config.get("num_speculative_tokens")
     if method is None or not isinstance(k, int) or isinstance(k, bool) or k < 1:
@@ -278,14 +329,14 @@ def _speculation(config) -> dict:
     return out
 
 
-def _bench(bench: dict, not_modelled: dict) -> tuple[BenchOptions, dict]:
-    o = BenchOptions()
+def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions, dict]:
+    o = BenchOptions(vllm_version=version)
     for dest in BENCH_RESULT:
         if dest not in bench:
             continue
         v = bench[dest]
         if dest == "percentile_metrics":
-            o.percentile_metrics = _metric_names(v)
+            o.percentile_metrics = _metric_names(v, version)
         elif dest == "metric_percentiles":
             o.metric_percentiles = _percentiles(v)
         elif dest == "goodput":
@@ -317,12 +368,12 @@ def _bench(bench: dict, not_modelled: dict) -> tuple[BenchOptions, dict]:
     if o.max_concurrency is not None:
         w["workload.max_concurrency"] = o.max_concurrency
     w["workload.arrival"] = _arrival(bench, o)
-    w.update(_lengths(bench, name))
+    w.update(_lengths(bench, name, version))
     if o.goodput:
         w["workload.slo_classes"] = {"goodput": o.goodput}
     for dest, v in bench.items():
         if dest not in BENCH_RESULT and dest not in BENCH_WORKLOAD:
-            not_modelled[_flag("bench_serve", dest)] = v
+            not_modelled[_flag("bench_serve", dest, version)] = v
     return o, w
 
 
@@ -360,22 +411,41 @@ def _uniform(length: int, ratio: float, least: int) -> dict:
     return {"dist": "fixed", "value": low} if low == high else {"dist": "uniform", "low": low, "high": high}
 
 
-def _lengths(bench: dict, name: str) -> dict:
+def _range_ratios(value) -> tuple[float, float]:
+    """--random-range-ratio: a number (0.19's float; 0.33 takes its text too), or 0.33's JSON object with the
+    input's and the output's ratio apart."""
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError:
+                value = None
+    if isinstance(value, dict) and set(value) >= {"input", "output"}:
+        pair = value["input"], value["output"]
+    else:
+        pair = (value, value)
+    if not all(isinstance(r, (int, float)) and not isinstance(r, bool) and 0 <= r < 1 for r in pair):
+        raise ConfigError("vllm bench serve --random-range-ratio", f"a ratio in [0, 1), or {{\"input\": r, "
+                                                                   f"\"output\": r}}, got {value!r}")
+    return float(pair[0]), float(pair[1])
+
+
+def _lengths(bench: dict, name: str, version: str) -> dict:
     for dest, least in (("input_len", 1), ("random_input_len", 1), ("random_prefix_len", 0), ("output_len", 1),
                         ("random_output_len", 1), ("prefix_repetition_prefix_len", 0),
                         ("prefix_repetition_suffix_len", 1), ("prefix_repetition_num_prefixes", 1),
                         ("prefix_repetition_output_len", 1)):
         if dest in bench and bench[dest] < least:
-            raise ConfigError(_flag("bench_serve", dest), f"must be >= {least}, got {bench[dest]}")
+            raise ConfigError(_flag("bench_serve", dest, version), f"must be >= {least}, got {bench[dest]}")
     if name == "random":
-        ratio = bench.get("random_range_ratio", 0.0)
-        if not 0 <= ratio < 1:
-            raise ConfigError("vllm bench serve --random-range-ratio", f"must be in [0, 1), got {ratio}")
+        in_ratio, out_ratio = _range_ratios(bench.get("random_range_ratio", 0.0))
         inp = bench.get("input_len", bench.get("random_input_len", 1024))
         out = bench.get("output_len", bench.get("random_output_len", 128))
         prefix = bench.get("random_prefix_len", 0)
-        lengths = {"workload.prompt_tokens": _uniform(inp, ratio, 1),
-                   "workload.output_tokens": _uniform(out, ratio, 1)}
+        lengths = {"workload.prompt_tokens": _uniform(inp, in_ratio, 1),
+                   "workload.output_tokens": _uniform(out, out_ratio, 1)}
     else:  # prefix_repetition: num_prefixes shared prefixes, each request one of them and its own suffix
         prefix = bench.get("prefix_repetition_prefix_len", 256)
         suffix = bench.get("prefix_repetition_suffix_len", 256)
@@ -391,15 +461,18 @@ def _lengths(bench: dict, name: str) -> dict:
     return lengths
 
 
-METRICS = ("ttft", "tpot", "itl", "e2el")
+# the metrics --percentile-metrics may name, in the order vLLM reports them; 0.33 adds the client's queue (the wait
+# for a --max-concurrency slot) and the end-to-end latency counting it
+METRICS = {"0.19.0": ("ttft", "tpot", "itl", "e2el"),
+           "0.33.0": ("ttft", "tpot", "itl", "e2el", "client_queue_time", "e2el_including_client_queue")}
 
 
-def _metric_names(text: str) -> list[str]:
+def _metric_names(text: str, version: str) -> list[str]:
     names = [m.strip() for m in text.split(",") if m.strip()]
-    bad = [m for m in names if m not in METRICS]
+    bad = [m for m in names if m not in METRICS[version]]
     if bad or not names:
         raise ConfigError("vllm bench serve --percentile-metrics", f"a comma-separated subset of "
-                                                                   f"{','.join(METRICS)}, got {text!r}")
+                                                                   f"{','.join(METRICS[version])}, got {text!r}")
     return names
 
 
@@ -448,7 +521,7 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
     raise ConfigError("vllm", "after `--` comes the client: `bench serve [vllm bench serve flags]`")
 
 
-def serve_command(settings: dict) -> tuple[str, list[str]]:
+def serve_command(settings: dict, version: str = VLLM_VERSION) -> tuple[str, list[str]]:
     """A resolved scenario (as_dict) as the `vllm serve` line that deploys it, and notes on what the line cannot
     say (the GPU, servesim's own policies)."""
     import shlex
@@ -459,25 +532,26 @@ def serve_command(settings: dict) -> tuple[str, list[str]]:
     notes = [f"the GPU is not a vLLM flag: run it on {settings['hardware']['gpu']}"]
     if model not in hf and "/" not in str(model):
         notes.append(f"{model} is servesim's name, not an HF id: give vLLM the model's HF id or its path")
-    rows = _parser("serve")[1]
+    rows = _parser("serve", version)[1]
     for dest, key in SERVE_SETTINGS.items():
         section, name = key.split(".")
         value = (settings.get(section) or {}).get(name)
-        row = rows[dest]
+        row = rows.get(dest)
+        if row is None:  # a setting this release has no flag for
+            if value not in (None, 0, 0.0):
+                notes.append(f"{key}={value} has no flag in vLLM {version}")
+            continue
         if value is None or value == row.get("default"):
             continue
         if row.get("choices") and value not in row["choices"]:
             notes.append(f"{key}={value} is servesim's own (vLLM's {row['flag']} takes {', '.join(row['choices'])})")
             continue
         if row["type"] == "switch":
-            words.append(row["flag"] if value else row["no"]) if value or row.get("no") else None
+            words.append(row["flag"] if value else negatives(row)[0]) if value or negatives(row) else None
             continue
         words += [row["flag"], str(value)]
     sp = settings.get("speculative") or {}
     if sp.get("method", "none") != "none":
         notes.append(f"speculative decoding ({sp['method']}, {sp['num_speculative_tokens']} tokens): give vLLM "
                      f"--speculative-config with your draft method")
-    for key in ("max_num_queued_reqs", "max_num_queued_tokens"):
-        if (settings.get("engine") or {}).get(key) is not None:
-            notes.append(f"engine.{key} has no flag in vLLM {VLLM_VERSION}")
     return " ".join(shlex.quote(w) for w in words), notes

@@ -1,5 +1,5 @@
-"""A run under vLLM's Prometheus metric names (vLLM 0.19.0, vllm/v1/metrics/loggers.py), for dashboards built
-on a real server's /metrics.
+"""A run under vLLM's Prometheus metric names (vllm/v1/metrics/loggers.py of 0.19.0 and 0.33.0: the same names
+and bucket edges for what is written here), for dashboards built on a real server's /metrics.
 
 - `prometheus.parquet`: the step timeline as vLLM's gauges and counters, one row per engine step (`time` in
   simulated seconds, `engine` the replica): `vllm:num_requests_running`, `vllm:num_requests_waiting`,
@@ -9,7 +9,9 @@ on a real server's /metrics.
 - `metrics.prom`: the text exposition a scrape at the run's end returns: those counters, the gauges' last
   values, and vLLM's histograms with its bucket edges (TTFT, inter-token latency, per-request TPOT, end to
   end, queue, prefill, decode and inference time, prompt and generation lengths, tokens per step), labelled
-  `model_name` and `engine` as vLLM labels them. Written with prometheus_client, the library vLLM exports with.
+  `model_name` and `engine` as vLLM labels them; under speculative decoding the spec-decode counters; for 0.33,
+  `vllm:admission_rejections{reason}` (requests refused 503 by max_num_queued_reqs / max_num_queued_tokens).
+  Written with prometheus_client, the library vLLM exports with.
 """
 
 from __future__ import annotations
@@ -91,7 +93,11 @@ def _le(edge: float) -> str:
     return repr(float(edge))  # prometheus_client's own formatting of an edge: 0.001, 1.0, 8192.0
 
 
-def exposition(result, model_name: str) -> str:
+# servesim's refusal reasons (engine.Replica.admission_error) under vLLM 0.33's admission_rejections reasons
+ADMISSION_REASONS = {"max_num_queued_reqs": "queue_full", "max_num_queued_tokens": "queued_tokens_full"}
+
+
+def exposition(result, model_name: str, version: str = "0.33.0") -> str:
     """The /metrics text of the run's end, per engine (replica)."""
     from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
     from prometheus_client.exposition import generate_latest
@@ -133,6 +139,13 @@ def exposition(result, model_name: str) -> str:
                 c.add_metric([model_name, str(e)], float(cols[column][replica == e].sum()))
             yield c
         yield from _spec_decode_counters(result, model_name, engines)
+        if version != "0.19.0":  # 0.33's API server counts the requests its queue limits refuse
+            c = CounterMetricFamily("vllm:admission_rejections", "Number of admission attempts rejected by a queue "
+                                    "limit, by reason.", labels=["model_name", "reason"])
+            reasons = list(cols["finish_reason"])
+            for reason, ours in ADMISSION_REASONS.items():
+                c.add_metric([model_name, reason], float(reasons.count(ours)))
+            yield c
         ok = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
                                  labels=names + ["finished_reason"])
         for e in engines:  # servesim's outputs run to their length, as vLLM's with ignore_eos
@@ -227,8 +240,8 @@ def _itl_by_engine(h, result, model_name: str, engines: list[int], finished: np.
         _histogram(h, [model_name, str(e)], np.concatenate(gaps[e]) if gaps[e] else np.zeros(0), ITL_BUCKETS)
 
 
-def write_prometheus(result, out: Path, model_name: str) -> list[str]:
+def write_prometheus(result, out: Path, model_name: str, version: str = "0.33.0") -> list[str]:
     """prometheus.parquet and metrics.prom in `out`; their names, for the run's file list."""
     timeline(result).to_parquet(out / "prometheus.parquet", index=False)
-    (out / "metrics.prom").write_text(exposition(result, model_name))
+    (out / "metrics.prom").write_text(exposition(result, model_name, version))
     return ["prometheus.parquet", "metrics.prom"]

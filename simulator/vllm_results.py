@@ -1,4 +1,4 @@
-"""A simulated run as `vllm bench serve --save-result [--save-detailed]` writes a real one (vLLM 0.19.0).
+"""A simulated run as `vllm bench serve --save-result [--save-detailed]` writes a real one (vLLM 0.33.0 or 0.19.0).
 
 Every key vLLM writes, in its order, with its meanings and units (vllm/benchmarks/serve.py): the run's
 settings, the totals and rates over `duration`, per-request arrays (seconds) with --save-detailed, the
@@ -21,19 +21,24 @@ from pathlib import Path
 import numpy as np
 
 from servesim.simulator.request import FINISHED
-from servesim.simulator.vllm_command import BenchOptions
+from servesim.simulator.vllm_command import METRICS, BenchOptions
 
 # a refused request's error, as vLLM's API server answers it (response.reason)
 HTTP_REASONS = {"prompt_too_long": "Bad Request", "max_tokens_too_large": "Bad Request"}  # the others: the engine's queue limits, 503
-DETAILED = ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors")
+# the per-request arrays --save-detailed keeps, by release: 0.33 adds each request's latency and its wait for a
+# --max-concurrency slot (queue_times: sent less due)
+DETAILED = {"0.19.0": ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"),
+            "0.33.0": ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times",
+                       "generated_texts", "errors")}
 
 
 def _percentile_key(p: float) -> str:
     return str(int(p)) if float(p).is_integer() else str(p)
 
 
-def _per_request(result) -> dict:
-    """Per request, in request order: vLLM's arrays, the successful ones' latencies, and their token times."""
+def _per_request(result, due: dict | None) -> dict:
+    """Per request, in request order: vLLM's arrays, the successful ones' latencies, and their token times.
+    due: each request's send time before a --max-concurrency limit held it (None: sent when due)."""
     cols = result.request_columns
     n = len(cols["request_id"])
     order = np.argsort(cols["request_id"], kind="stable")
@@ -50,7 +55,10 @@ def _per_request(result) -> dict:
         "output_lens": [int(cols["output_tokens"][i]) if ok[i] else 0 for i in order],
         "ttfts": [float(cols["ttft"][i]) if ok[i] else 0.0 for i in order],
         "itls": [itls[i] for i in order],
+        "latencies": [float(cols["e2el"][i]) if ok[i] else 0.0 for i in order],
         "start_times": [float(cols["arrival_time"][i]) for i in order],
+        "queue_times": [float(cols["arrival_time"][i] - due[int(cols["request_id"][i])]) if due else 0.0
+                        for i in order],
         "generated_texts": ["" for _ in order],
         "errors": ["" if ok[i] else HTTP_REASONS.get(reasons[i], "Service Unavailable")
                    if reasons[i] is not None else "Unfinished" for i in order],
@@ -95,10 +103,12 @@ def _stats(name: str, values: list[float], percentiles: list[float], out: dict) 
         out[f"p{_percentile_key(p)}_{name}_ms"] = float(np.percentile(v, p) * 1000)
 
 
-def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: str | None = None) -> dict:
-    """The result dict `vllm bench serve --save-result` writes, for this run and these client options."""
+def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: str | None = None,
+                 due: dict | None = None) -> dict:
+    """The result dict `vllm bench serve --save-result` writes, for this run and these client options (due: as
+    _per_request's)."""
     s, cols = result.summary, result.request_columns
-    per = _per_request(result)
+    per = _per_request(result, due)
     ok = per["ok"]
     out: dict = {"date": date or datetime.now().strftime("%Y%m%d-%H%M%S"), "endpoint_type": o.backend,
                  "backend": o.backend, "label": o.label, "model_id": o.model_id, "tokenizer_id": o.tokenizer_id,
@@ -111,17 +121,21 @@ def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: st
     out["max_concurrency"] = o.max_concurrency
     if o.ramp_up:
         out.update(o.ramp_up)
-    out["duration"] = s["duration"]
+    # vLLM's clock starts before its first send (which waits a gap of its own): servesim's duration starts at the
+    # first arrival, so the time before it is added and the rates are over the whole
+    lead = float(cols["arrival_time"].min()) if len(cols["arrival_time"]) else 0.0
+    scale = s["duration"] / (s["duration"] + lead)
+    out["duration"] = s["duration"] + lead
     out["completed"] = s["completed"]
     out["failed"] = int((~ok).sum())
     out["total_input_tokens"] = s["total_input_tokens"]
     out["total_output_tokens"] = s["total_output_tokens"]
-    out["request_throughput"] = s["request_throughput"]
-    out["request_goodput"] = s.get("request_goodput") if o.goodput else None
-    out["output_throughput"] = s["output_throughput"]
-    out["total_token_throughput"] = s["total_token_throughput"]
+    out["request_throughput"] = s["request_throughput"] * scale
+    out["request_goodput"] = s["request_goodput"] * scale if o.goodput else None
+    out["output_throughput"] = s["output_throughput"] * scale
+    out["total_token_throughput"] = s["total_token_throughput"] * scale
     if o.save_detailed if detailed is None else detailed:
-        out.update({k: per[k] for k in DETAILED})
+        out.update({k: per[k] for k in DETAILED[o.vllm_version]})
     out["max_output_tokens_per_s"] = _tokens_per_second_peak(result, per)
     out["max_concurrent_requests"] = s["max_concurrent_requests"]  # vLLM's 1-second count (metrics.py)
     out["rtfx"] = 0.0
@@ -142,8 +156,13 @@ def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: st
         "itl": [g for gaps in per["itls"] for g in gaps],  # pooled over requests, as vLLM does (failed: none)
         "e2el": [float(cols["e2el"][i]) for i in good],
     }
-    for name in ("ttft", "tpot", "itl", "e2el"):  # vLLM's fixed order, whatever the order asked
-        if name in o.percentile_metrics:
+    if o.max_concurrency is not None:  # 0.33: the client's queue, when a limit makes one
+        queued = [float(cols["arrival_time"][i] - due[int(cols["request_id"][i])]) if due else 0.0 for i in good]
+        values["client_queue_time"] = queued
+        if o.request_rate < math.inf:
+            values["e2el_including_client_queue"] = [e + q for e, q in zip(values["e2el"], queued)]
+    for name in METRICS[o.vllm_version]:  # vLLM's fixed order, whatever the order asked
+        if name in o.percentile_metrics and name in values:
             _stats(name, values[name], o.metric_percentiles, out)
     return out
 
@@ -163,11 +182,11 @@ def default_filename(o: BenchOptions, date: str) -> str:
     return f"{head}-{base}-{date}.json"
 
 
-def write_bench_result(result, o: BenchOptions, default_dir: Path) -> Path:
+def write_bench_result(result, o: BenchOptions, default_dir: Path, due: dict | None = None) -> Path:
     """The result file where vLLM would put it: --result-dir (default: the run's --out here, where vLLM uses the
     working folder) / --result-filename (default vLLM's name); --append-result adds a JSON line."""
     date = datetime.now().strftime("%Y%m%d-%H%M%S")
-    data = bench_result(result, o, date=date)
+    data = bench_result(result, o, date=date, due=due)
     folder = Path(o.result_dir) if o.result_dir else default_dir
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / (o.result_filename or default_filename(o, date))

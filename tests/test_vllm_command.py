@@ -1,4 +1,5 @@
-"""`servesim vllm serve ... -- bench serve ...`: vLLM 0.19.0's flags, its result file, its semantics."""
+"""`servesim vllm serve ... -- bench serve ...`: vLLM's flags (0.33.0 by default, 0.19.0 on request), its result
+file, its semantics."""
 
 import json
 import math
@@ -15,15 +16,17 @@ MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 BENCH = ["--", "bench", "serve", "--dataset-name", "random", "--random-input-len", "512", "--random-output-len", "64",
          "--num-prompts", "60", "--request-rate", "8"]
 
-# vllm/benchmarks/serve.py (0.19.0): the keys its --save-result file holds, in order, for the default metrics
-# and percentiles; --save-detailed adds the per-request arrays after total_token_throughput
+# vllm/benchmarks/serve.py (0.19.0 and 0.33.0 alike): the keys its --save-result file holds, in order, for the
+# default metrics and percentiles; --save-detailed adds the per-request arrays after total_token_throughput
 VLLM_KEYS = ["date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
              "burstiness", "max_concurrency", "duration", "completed", "failed", "total_input_tokens",
              "total_output_tokens", "request_throughput", "request_goodput", "output_throughput",
              "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests", "rtfx",
              "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
              "std_tpot_ms", "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "std_itl_ms", "p99_itl_ms"]
-DETAILED = ["input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"]
+DETAILED = {"0.19.0": ["input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"],
+            "0.33.0": ["input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times",
+                       "generated_texts", "errors"]}
 
 
 def test_vllm_argument_rewriting_is_followed():
@@ -36,17 +39,28 @@ def test_vllm_argument_rewriting_is_followed():
     assert got["speculative_config"] == {"method": "ngram", "num_speculative_tokens": 3}
     cmd = read(["m", "--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 2}', "-q", "fp8"], [])
     assert cmd.settings["speculative.num_speculative_tokens"] == 2 and cmd.settings["engine.quantization"] == "fp8"
+    # 0.33's switch pairs (--disable-x sets --enable-x false), its spec shorthands and its queue limits
+    got = parse(["m", "--disable-prefix-caching", "--disable-expert-parallel", "--no-enforce-eager"], "serve")
+    assert got == {"model_tag": "m", "enable_prefix_caching": False, "enable_expert_parallel": False,
+                   "enforce_eager": False}
+    cmd = read(["m", "--spec-method", "ngram", "--spec-tokens", "4", "--max-num-queued-reqs", "64"], [])
+    assert cmd.settings["speculative.num_speculative_tokens"] == 4 and cmd.settings["speculative.draft_cost_ratio"] == 0
+    assert cmd.settings["engine.max_num_queued_reqs"] == 64 and cmd.settings["engine.gpu_memory_utilization"] == 0.92
+    assert read(["m"], [], "0.19.0").settings["engine.gpu_memory_utilization"] == 0.9  # each release's default
 
 
-@pytest.mark.parametrize("flags, says", [
-    (["--max-num-queued-reqs", "4"], "unrecognized arguments: --max-num-queued-reqs"),  # not in vLLM 0.19.0
-    (["--swap-space", "4"], "unrecognized arguments: --swap-space"),  # removed from vLLM
-    (["--max-num-seqs", "many"], "argument --max-num-seqs: invalid int value: 'many'"),
-    (["--kv-cache-dtype", "int8"], "argument --kv-cache-dtype: invalid choice: 'int8'"),
-    (["--enable-chunked-prefill", "false"], "unrecognized arguments: false"),  # a switch takes no value
+@pytest.mark.parametrize("version, flags, says", [
+    ("0.19.0", ["--max-num-queued-reqs", "4"], "--max-num-queued-reqs 4 (not a flag of vLLM 0.19.0's `vllm "
+                                               "serve`; vLLM 0.33.0's takes it: --vllm-version 0.33.0)"),
+    ("0.33.0", ["--max-num-partial-prefills", "2"], "vLLM 0.19.0's takes it"),  # gone in 0.33
+    ("0.33.0", ["--swap-space", "4"], "--swap-space 4 (not a flag of vLLM 0.33.0's `vllm serve`)"),  # removed from vLLM
+    ("0.33.0", ["--no-disable-prefix-caching"], "unrecognized arguments"),  # 0.33's pairs have no such form
+    ("0.33.0", ["--max-num-seqs", "many"], "argument --max-num-seqs: invalid int value: 'many'"),
+    ("0.19.0", ["--kv-cache-dtype", "int8"], "argument --kv-cache-dtype: invalid choice: 'int8'"),
+    ("0.33.0", ["--enable-chunked-prefill", "false"], "unrecognized arguments: false"),  # a switch takes no value
 ])
-def test_what_vllm_refuses_is_refused_in_one_line(flags, says, tmp_path, capsys):
-    assert main(["vllm", "--out", str(tmp_path), "serve", MODEL] + flags) == 2
+def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path, capsys):
+    assert main(["vllm", "--vllm-version", version, "--out", str(tmp_path), "serve", MODEL] + flags) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("servesim: error: vllm serve: ") and says in err[0], err
 
@@ -55,7 +69,8 @@ def test_what_vllm_refuses_is_refused_in_one_line(flags, says, tmp_path, capsys)
     (["--dataset-name", "sharegpt"], "--dataset-name: 'sharegpt' needs its prompts' text"),
     (["--goodput", "ttft=500"], "--goodput: KEY:MILLISECONDS"),
     (["--request-rate", "-3"], "--request-rate: must be > 0"),
-    (["--random-range-ratio", "1.5"], "--random-range-ratio: must be in [0, 1)"),
+    (["--random-range-ratio", "1.5"], "--random-range-ratio: a ratio in [0, 1)"),
+    (["--random-range-ratio", '{"input": 0.2}'], "--random-range-ratio: a ratio in [0, 1)"),
     (["--percentile-metrics", "ttft,latency"], "--percentile-metrics"),
     (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "20", "--ramp-up-end-rps", "10"], "below --ramp-up-end"),
     (["--request-rate", "5", "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "9"],
@@ -96,17 +111,17 @@ def test_the_command_equals_the_scenario_it_reads_as(tmp_path, capsys):
                  "--set", "workload.arrival={process: poisson, rate: 8, fit_span: true}",
                  "--set", "workload.prompt_tokens={dist: fixed, value: 512}",
                  "--set", "workload.output_tokens={dist: fixed, value: 64}",
-                 "--set", "engine.gpu_memory_utilization=0.9",  # vLLM 0.19.0's default where servesim's is 0.92
                  "--set", "workload.request_max_tokens=true", "--set", "workload.clip_to_max_model_len=false"]) == 0
     assert json.loads(capsys.readouterr().out) == summary
 
 
-def test_vllm_result_file_has_vllms_keys_and_meanings(tmp_path, capsys):
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_vllm_result_file_has_vllms_keys_and_meanings(version, tmp_path, capsys):
     out = tmp_path / "v"
-    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL] + BENCH +
+    assert main(["vllm", "--vllm-version", version, "--out", str(out), "--quiet", "serve", MODEL] + BENCH +
                 ["--save-result", "--result-filename", "plain.json"]) == 0
     assert list(json.loads((out / "plain.json").read_text())) == VLLM_KEYS
-    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL] + BENCH +
+    assert main(["vllm", "--vllm-version", version, "--out", str(out), "--quiet", "serve", MODEL] + BENCH +
                 ["--save-result", "--save-detailed", "--goodput", "ttft:16", "tpot:8", "--max-concurrency", "4",
                  "--percentile-metrics", "e2el,ttft", "--metric-percentiles", "50,99.9", "--label", "L",
                  "--metadata", "tp=1", "--result-dir", str(tmp_path / "res")]) == 0
@@ -114,7 +129,7 @@ def test_vllm_result_file_has_vllms_keys_and_meanings(tmp_path, capsys):
     assert path.name.startswith("L-8.0qps-concurrency4-Llama-3.1-8B-Instruct-") and path.suffix == ".json"
     r = json.loads(path.read_text())
     i = VLLM_KEYS.index("total_token_throughput") + 1
-    keys = VLLM_KEYS[:7] + ["tp"] + VLLM_KEYS[7:i] + DETAILED + VLLM_KEYS[i:22]
+    keys = VLLM_KEYS[:7] + ["tp"] + VLLM_KEYS[7:i] + DETAILED[version] + VLLM_KEYS[i:22]
     keys += [f"{s}_{m}_ms" for m in ("ttft", "e2el") for s in ("mean", "median", "std", "p50", "p99.9")]
     assert list(r) == keys and r["tp"] == "1" and r["max_concurrency"] == 4
     # the per-request arrays are the run's requests, in seconds, in request order
@@ -211,3 +226,39 @@ def test_speculative_decoding_reports_vllms_figures_in_the_file_and_the_metrics(
     assert prom[f"vllm:spec_decode_num_accepted_tokens_total{labels}"] == r["spec_decode_accepted_tokens"]
     assert [prom[f"vllm:spec_decode_num_accepted_tokens_per_pos_total{sorted(labels + [('position', str(p))])}"]
             for p in range(3)] == [round(x * drafts) for x in rates]
+
+
+def test_vllm_033_reports_the_clients_queue_and_the_servers_refusals(tmp_path, capsys):
+    """0.33's result file: each request's latency and its wait for a --max-concurrency slot (sent less due: the
+    workload's own send times), their statistics when asked for; its /metrics counts the 503s of the queue
+    limits by reason."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def run(name: str, serve: list[str], bench: list[str]):
+        out = tmp_path / name
+        assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL, *serve, "--", "bench", "serve",
+                     "--random-input-len", "512", "--random-output-len", "64", "--num-prompts", "80",
+                     "--request-rate", "40", "--save-result", "--save-detailed", "--result-filename", "r.json",
+                     *bench]) == 0
+        req = pd.read_parquet(out / "requests.parquet").sort_values("request_id")
+        return out, json.loads((out / "r.json").read_text()), req, (req.status == "finished").to_numpy()
+
+    _, r, req, ok = run("queue", [], ["--max-concurrency", "6", "--percentile-metrics",
+                                      "e2el,client_queue_time,e2el_including_client_queue"])
+    np.testing.assert_allclose(r["latencies"], req.e2el)
+    queued = np.array(r["queue_times"])
+    assert (queued >= 0).all() and (queued > 0).any()  # six in flight hold some back
+    due = np.array(r["start_times"]) - queued  # the planned send times: Poisson gaps over 80 / 40 s
+    assert due[-1] == pytest.approx(80 / 40) and (np.diff(due) >= 0).all()
+    assert math.isclose(r["mean_client_queue_time_ms"], queued.mean() * 1000)
+    assert math.isclose(r["p99_e2el_including_client_queue_ms"], np.percentile(req.e2el + queued, 99) * 1000)
+    assert "mean_ttft_ms" not in r  # only what --percentile-metrics names
+    out, r, req, ok = run("refused", ["--max-num-queued-reqs", "3"], [])
+    assert r["failed"] == (~ok).sum() > 0 and set(np.array(r["errors"])[~ok]) == {"Service Unavailable"}
+    assert (np.array(r["latencies"])[~ok] == 0).all() and not np.array(r["queue_times"]).any()
+    assert "mean_client_queue_time_ms" not in r  # no limit, no client queue
+    prom = {(s.name, s.labels.get("reason")): s.value for f in
+            text_string_to_metric_families((out / "metrics.prom").read_text()) for s in f.samples
+            if s.name.startswith("vllm:admission_rejections")}
+    assert prom == {("vllm:admission_rejections_total", "max_num_queued_reqs"): r["failed"],
+                    ("vllm:admission_rejections_total", "max_num_queued_tokens"): 0}

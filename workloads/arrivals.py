@@ -41,9 +41,9 @@ class Arrival(Settings):
     ramp_up_strategy: Literal["linear", "exponential"] | None = None
     ramp_up_start_rps: float | None = Field(None, ge=0, le=MAX_RATE)
     ramp_up_end_rps: Rate | None = None
-    fit_span: bool = Field(False, description="poisson/gamma over num_requests: scale the arrival times so their "
-                                              "mean gap is 1 / rate exactly, as vllm bench serve does (its last "
-                                              "request is sent at num_requests / rate)")
+    fit_span: bool = Field(False, description="poisson/gamma over num_requests: as vllm bench serve sends them, "
+                                              "the first after a gap of its own and the times scaled so the last "
+                                              "is sent at num_requests / rate exactly")
 
     @model_validator(mode="after")
     def _needs(self):
@@ -93,7 +93,7 @@ class Arrival(Settings):
         chunks, clock, count = [], 0.0, 0
         while True:
             k = n - count if n is not None else 4096
-            base = clock + np.cumsum(self._gaps(k, rng, first=not chunks))
+            base = clock + np.cumsum(self._gaps(k, rng, first=not chunks and not self.fit_span))
             clock = float(base[-1])
             t = self._wall_clock(base)
             chunks.append(t)
@@ -108,8 +108,8 @@ class Arrival(Settings):
         if duration_s is not None:
             times = times[times < duration_s]
         times = times[:n] if n is not None else times
-        if self.fit_span and len(times) > 1 and times[-1] > 0:  # vLLM's client: the mean gap exactly 1 / rate
-            times = times * ((len(times) - 1) / self.rate / times[-1])
+        if self.fit_span and times[-1] > 0:  # vLLM's client: a first delay too, and the last sent at n / rate
+            times = times * (len(times) / self.rate / times[-1])
         return self._finite(times)
 
     def _finite(self, times: np.ndarray) -> np.ndarray:
