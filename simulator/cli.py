@@ -337,6 +337,85 @@ def cmd_search_replicas(args) -> int:
     return _search_each_point(args, "replicas", rate=args.rate, most=args.max)
 
 
+RECOMMEND_COLUMNS = ["rank", "status", "gpu", "gpus", "replicas", "usd_per_million_output_tokens", "usd_per_hour",
+                     "rps_per_gpu", "p99_ttft_ms", "p99_tpot_ms", "headroom", "cost_model_trust", "reason"]
+
+
+def cmd_recommend(args) -> int:
+    from servesim.simulator.config import load_scenario
+    from servesim.simulator.recommend import load_prices, recommend
+    from servesim.simulator.search import parse_slos
+    from servesim.simulator.sweep import _values
+
+    sets = args.set + ([f"model={args.model}"] if args.model else [])
+    slos = parse_slos(args.slo)
+    prices = load_prices(args.prices)
+    axes: dict[str, list] = {}
+    for flag, key, given in (("--gpu", "hardware.gpu", args.gpu), ("--tp", "engine.tensor_parallel_size", args.tp)):
+        if given is not None:
+            axes[key] = _values(f"{key}={given}", flag)[1]
+    for spec in args.grid:
+        key, values = _values(spec, "--grid")
+        if key in axes or key in ("cluster.replicas", "workload.arrival.rate"):
+            raise ConfigError("--grid", f"{key}: {'given twice' if key in axes else 'the search sets it'}")
+        axes[key] = values
+    rate = args.rate
+    if rate is None:
+        arrival = getattr(load_scenario(args.scenario, sets).workload, "arrival", None)
+        rate = getattr(arrival, "rate", None)
+        if rate is None:
+            raise ConfigError("--rate", "the traffic to carry, in req/s: the scenario's arrivals have no rate")
+    from servesim.simulator.files import refuse_folder_over_inputs
+
+    refuse_folder_over_inputs(args.out, ["recommend.csv", "recommend.json", "commands.txt", "candidates"], "--out",
+                              [args.scenario, args.prices])
+    table = recommend(args.scenario, sets, axes, slos, rate, args.out, prices,
+                      args.tolerance, args.jobs, progress=not (args.no_progress or args.quiet or args.json))
+    out = Path(args.out)
+    table.to_csv(out / "recommend.csv", index=False)
+    commands = _recommended_commands(args.scenario, sets, table, args.top)
+    (out / "commands.txt").write_text("".join(f"# rank {r}: {n} x\n{c}\n" for r, n, c in commands))
+    report = {"rate": rate, "slos": slos, "prices": prices, "rows": table.astype(object).where(table.notna(), None),
+              "commands": [{"rank": r, "replicas": n, "command": c} for r, n, c in commands]}
+    from servesim.simulator.cli_output import plain
+
+    (out / "recommend.json").write_text(json.dumps(plain(report), indent=1) + "\n")
+    files = ["recommend.csv", "recommend.json", "commands.txt"]
+    if (table["status"] == "meets").any() and "usd_per_million_output_tokens" in table and \
+            table["usd_per_million_output_tokens"].notna().any():
+        from servesim.simulator.plots import recommendation
+
+        files += [p.name for p in recommendation(table, out / "plot-recommend", slos, rate)]
+    _say_dropped(sets)
+    met = int((table["status"] == "meets").sum())
+    if not answer(report):
+        cols = [c for c in RECOMMEND_COLUMNS if c in table]
+        print(table[cols].to_string(index=False, float_format=lambda v: f"{v:,.3g}"))
+        print(f"{met} of {len(table)} candidates carry {rate:g} req/s within the SLOs; prices: {prices['note'] or prices['table']}")
+        for r, n, c in commands:
+            print(f"rank {r}, {n} replica{'s' * (n != 1)} of:\n  {c}")
+        print(f"written to {out}/ ({', '.join(files)})")
+    if not met:
+        print(f"servesim: error: no candidate carries {rate:g} req/s within the SLOs (column `reason` of "
+              f"{out}/recommend.csv)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _recommended_commands(scenario, sets: list[str], table, top: int) -> list[tuple[int, int, str]]:
+    """The `vllm serve` line of each of the best `top` candidates that meet the SLOs."""
+    from servesim.simulator.config import load, override
+    from servesim.simulator.vllm_command import serve_command
+
+    axes = [c for c in table.columns if "." in c]
+    out = []
+    for _, row in table[table["status"] == "meets"].head(top).iterrows():
+        point = [override(k, row[k]) for k in axes if row[k] is not None and row[k] == row[k]]
+        line, _ = serve_command(load(scenario, sets + point).as_dict())
+        out.append((int(row["rank"]), int(row["replicas"]), line))
+    return out
+
+
 def cmd_plot(args) -> int:
     from servesim.simulator.plots import plot_results
 
@@ -478,6 +557,29 @@ def _add_search(sub) -> None:
     rp.set_defaults(func=cmd_search_replicas)
 
 
+def _add_recommend(sub) -> None:
+    """`servesim recommend`."""
+    r = sub.add_parser("recommend", help="the cheapest deployment carrying a traffic within its SLOs: GPUs, "
+                                         "parallelism and settings searched, ranked by $ per million tokens")
+    r.add_argument("scenario", nargs="?", help="the traffic and the engine (default: the built-in default scenario)")
+    r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    r.add_argument("--model", help="the model (as --set model=...): a built-in name, an HF id or a config.json")
+    r.add_argument("--rate", type=POSITIVE, help="the traffic to carry, req/s (default: the scenario's arrival rate)")
+    r.add_argument("--slo", action="append", default=[], metavar="METRIC_STAT_ms=TARGET",
+                   help="e.g. ttft_p99_ms=500 (repeatable; all must hold, with no request refused)")
+    r.add_argument("--gpu", metavar="G1,G2,...", help="GPUs to try (hardware.gpu names; default: the scenario's)")
+    r.add_argument("--tp", metavar="N1,N2,...", help="tensor parallel sizes to try (default: the scenario's)")
+    r.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="another axis of the space, e.g. engine.max_num_batched_tokens=2048,8192 (repeatable)")
+    r.add_argument("--prices", help="price table YAML (default: simulator/data/gpu-prices.yaml, list prices of a date)")
+    r.add_argument("--tolerance", type=TOLERANCE, default=0.1, help="each capacity search's bracket (relative)")
+    r.add_argument("--jobs", type=JOBS, default=1, help="candidates searched in parallel (worker processes)")
+    r.add_argument("--top", type=number(int, ge=0, le=100), default=3, help="vllm serve lines for the best N")
+    r.add_argument("--out", type=nonempty_path, default="results/recommend")
+    r.add_argument("--no-progress", action="store_true")
+    r.set_defaults(func=cmd_recommend)
+
+
 def _add_plot(sub) -> None:
     """`servesim plot`."""
     pl = sub.add_parser("plot", help="plots of a sweep, a search or one run (PNG and SVG)")
@@ -577,6 +679,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_capacity(sub)
     _add_sweep(sub)
     _add_search(sub)
+    _add_recommend(sub)
     _add_plot(sub)
     _add_workload(sub)
     _add_calibration(sub)

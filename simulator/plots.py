@@ -1,8 +1,10 @@
 """Pictures: a run's TTFT and inter-token-latency distributions and its timeline; a sweep's latency against load,
-Pareto front and goodput; a search's capacity per configuration (`plot_results` reads a results folder for them)."""
+Pareto front and goodput; a search's capacity per configuration; a recommendation's cost against latency
+(`plot_results` reads a results folder for them)."""
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from pathlib import Path
@@ -73,7 +75,8 @@ def _plt():
 
 def _label(key: str) -> str:
     return {"workload.arrival.rate": "arrival rate (req/s)", "engine.max_num_batched_tokens": "token budget",
-            "engine.max_num_seqs": "max_num_seqs", "p99_tpot_ms": "p99 TPOT (ms)"}.get(key, key)
+            "engine.max_num_seqs": "max_num_seqs", "p99_tpot_ms": "p99 TPOT (ms)",
+            "p99_ttft_ms": "p99 TTFT (ms)"}.get(key, key)
 
 
 def _groups(table, by: str | None):
@@ -265,7 +268,31 @@ def capacity(table, path, by: str, title: str | None = None):
     return _figure(path, fig)
 
 
-PLOT_KINDS = ("latency-vs-rate", "pareto", "goodput", "timeline", "capacity")
+def recommendation(table, path, slos: dict, rate: float, title: str | None = None):
+    """`servesim recommend`'s candidates meeting the SLOs: their cost against their p99 TTFT and TPOT at the
+    target rate, each labelled, the SLO targets as dotted lines; the cheapest is the leftmost point."""
+    plt = _plt()
+    met = table[(table["status"] == "meets") & table["usd_per_million_output_tokens"].notna()]
+    panels = [m for m in ("p99_ttft_ms", "p99_tpot_ms") if m in met]
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    for ax, metric in zip(axes[0], panels):
+        ax.scatter(met["usd_per_million_output_tokens"], met[metric], color="tab:blue")
+        for _, row in met.iterrows():
+            tp = row.get("engine.tensor_parallel_size")
+            ax.annotate(f"#{row['rank']} {row['gpu']} x{row['gpus']:g}" + (f" (TP{tp:g})" if tp == tp and tp else ""),
+                        (row["usd_per_million_output_tokens"], row[metric]), fontsize=8,
+                        xytext=(4, 4), textcoords="offset points")
+        if metric in slos:
+            ax.axhline(slos[metric], color="tab:red", linestyle=":", label=f"SLO {slos[metric]:g} ms")
+            ax.legend(loc="upper right")
+        ax.set_xlabel("cost ($ per million output tokens)")
+        ax.set_ylabel(_label(metric))
+        ax.grid(alpha=0.3)
+    fig.suptitle(title or f"Deployments carrying {rate:g} req/s within the SLOs ({len(met)} candidates)")
+    return _figure(path, fig)
+
+
+PLOT_KINDS = ("latency-vs-rate", "pareto", "goodput", "timeline", "capacity", "recommend")
 PLOT_COLUMNS = {  # what each table plot reads, beside x and by
     "latency-vs-rate": ["median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms"],
     "pareto": ["p99_tpot_ms", "output_throughput"],
@@ -293,9 +320,12 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
             stem = stem.with_suffix("")
     from servesim.simulator.files import refuse_folder_over_inputs
 
-    read = src / ("steps.parquet" if kind == "timeline" else {"capacity": "max_rate.csv"}.get(kind, "sweep.parquet")) \
+    read = src / ("steps.parquet" if kind == "timeline" else {"capacity": "max_rate.csv",
+                                                              "recommend": "recommend.json"}.get(kind, "sweep.parquet")) \
         if src.is_dir() else src  # the table the plot reads: neither picture may replace it
     refuse_folder_over_inputs(stem.parent, (f"{stem.name}.png", f"{stem.name}.svg"), "--out", [read])
+    if kind == "recommend":
+        return _plot_recommendation(src, stem, title)
     if kind == "timeline":
         steps = src / "steps.parquet" if src.is_dir() else src
         if not steps.is_file():
@@ -351,6 +381,25 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
         if kind == "goodput":
             return goodput_vs_rate(table, stem, x, by, title, slos)
         return capacity(table, stem, by or table.columns[0], title)
+
+
+def _plot_recommendation(src: Path, stem: Path, title: str | None) -> list[Path]:
+    """A `servesim recommend` folder's recommend.json drawn."""
+    import pandas as pd
+
+    from servesim.simulator.files import read_settings_text
+
+    path = src / "recommend.json" if src.is_dir() else src
+    if not path.is_file():
+        raise ConfigError("results", f"{path} not found: give a `servesim recommend` output directory")
+    try:
+        data = json.loads(read_settings_text(path, "results", limit=64 << 20))
+        table, slos, rate = pd.DataFrame(data["rows"]), data["slos"], float(data["rate"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError("results", f"{path} is not a recommend.json ({type(exc).__name__})") from None
+    if "status" not in table or not (table["status"] == "meets").any():
+        raise ConfigError("results", f"{path}: no candidate met the SLOs, nothing to draw")
+    return recommendation(table, stem, slos, rate, title)
 
 
 def _check_numbers(table, columns: list[str], where) -> None:

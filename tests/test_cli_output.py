@@ -46,6 +46,8 @@ CASES = {
     "search max-rate": lambda m, o: ["search", "max-rate", *SMALL, "--slo", "ttft_p99_ms=500", "--tolerance", "0.5",
                                      "--high", "40"],
     "search replicas": lambda m, o: ["search", "replicas", *SMALL, "--slo", "ttft_p99_ms=2000", "--rate", "2"],
+    "recommend": lambda m, o: ["recommend", "--rate", "2", "--slo", "ttft_p99_ms=2000", *SMALL, "--tolerance", "0.5",
+                               "--out", o],
     "plot": lambda m, o: ["plot", str(m["run"]), "--kind", "timeline", "--out", o],
     "workload describe": lambda m, o: ["workload", "describe", str(m["run"] / "config.yaml")],
     "workload write": lambda m, o: ["workload", "write", *SMALL, "--out", o + ".jsonl"],

@@ -1,0 +1,200 @@
+"""`servesim recommend`: the cheapest deployment that carries a traffic within its SLOs (servesim's addition).
+
+The space is the product of the axes asked for (GPU, tensor parallelism, any engine setting). Each candidate is
+pruned first by what it cannot hold (the weights on its GPUs, the heads over its ranks: the resolver's own
+checks), then searched: the highest rate one replica carries within the SLOs (`search.max_rate`, a bisection on
+load whose answer is checked at twice the run length), the replicas the target rate then needs by arithmetic,
+and one simulation of that fleet at the target rate to confirm it (one replica more when it does not hold). Cost
+is GPUs x the price per GPU-hour of a price table (`simulator/data/gpu-prices.yaml`, list prices of a date, or
+the user's); $ per million output tokens is that over the fleet's output tokens per hour at the target rate.
+
+Each row carries the cost model it was simulated with and that model's own measured error where it has one, so
+a recommendation resting on a roofline says so. Finished candidates are kept in `OUT/candidates/` under a key of
+everything they depend on: a rerun, or one stopped part-way, reuses them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from importlib import resources
+from pathlib import Path
+
+from servesim.simulator.errors import ConfigError
+
+
+def load_prices(path: str | None) -> dict:
+    """The price table: {gpu: {usd_per_gpu_hour, source, date}} and where it came from."""
+    from servesim.simulator.files import load_yaml, read_settings_text
+
+    if path is None:
+        text, where = resources.files("servesim.simulator.data").joinpath("gpu-prices.yaml").read_text(), \
+            "simulator/data/gpu-prices.yaml"
+    else:
+        text, where = read_settings_text(path, "--prices"), path
+    data = load_yaml(text, "--prices", where)
+    prices = (data or {}).get("prices") if isinstance(data, dict) else None
+    if not isinstance(prices, dict) or not prices:
+        raise ConfigError("--prices", f"{where}: needs `prices:` mapping each GPU to its usd_per_gpu_hour")
+    out = {}
+    for gpu, row in prices.items():
+        value = row.get("usd_per_gpu_hour") if isinstance(row, dict) else row
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+            raise ConfigError("--prices", f"{where}: prices.{gpu}.usd_per_gpu_hour must be a positive number of "
+                                          f"dollars, got {value!r}")
+        out[str(gpu)] = {"usd_per_gpu_hour": float(value)} | (
+            {k: str(row[k]) for k in ("source", "date") if k in row} if isinstance(row, dict) else {})
+    return {"prices": out, "table": where, "note": str(data.get("note", "")) if isinstance(data, dict) else ""}
+
+
+def candidates(axes: dict[str, list]) -> list[dict]:
+    """Every combination of the axes' values, as settings (key -> value)."""
+    keys = list(axes)
+    return [dict(zip(keys, values)) for values in itertools.product(*(axes[k] for k in keys))]
+
+
+def _sets(point: dict) -> list[str]:
+    from servesim.simulator.config import override
+
+    return [override(k, v) for k, v in point.items()]
+
+
+def _key(scenario, sets: list[str], point: dict, slos: dict, rate: float, tolerance: float) -> str:
+    """What a candidate's answer depends on: its resolved configuration (the model, the profile, every default),
+    the SLOs, the target rate, the tolerance and servesim's code."""
+    from servesim.simulator.config import load
+    from servesim.simulator.sweep import code_version
+
+    config = load(scenario, sets + _sets(point)).as_dict()
+    text = json.dumps([config, slos, rate, tolerance, code_version()], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float, tolerance: float,
+             prices: dict) -> dict:
+    """One candidate: pruned, or its per-replica capacity, the fleet for the target rate, that fleet's latencies
+    and its cost."""
+    from servesim.simulator.config import load, override
+    from servesim.simulator.engine import simulate
+    from servesim.simulator.search import failed_because, max_rate, meets
+
+    sets = sets + _sets(point)
+    row: dict = dict(point)
+    try:
+        rs = load(scenario, sets)
+    except ConfigError as exc:  # the weights do not fit, the heads do not split: nothing to simulate
+        return row | {"status": "pruned", "reason": str(exc)}
+    e = rs.scenario.engine
+    gpu = rs.scenario.hardware.gpu or "custom"
+    per_replica = e.tensor_parallel_size * e.pipeline_parallel_size * e.data_parallel_size
+    held = rs.profile.held_out_error or {}
+    row |= {"gpu": gpu, "gpus_per_replica": per_replica, "cost_model_source": rs.cost_model_source,
+            "cost_model_error": held.get("mape"),
+            "cost_model_trust": _trust(rs.profile.cost_model, rs.cost_model_source, held.get("mape"))}
+    found = max_rate(scenario, sets, slos, tolerance=tolerance)
+    row |= {"max_rate_per_replica": found["max_rate"], "stable": found.get("stable")}
+    if found["max_rate"] is None:
+        return row | {"status": "unmet", "reason": found.get("reason")}
+    replicas = max(1, math.ceil(rate / found["max_rate"]))
+    n = rs.scenario.workload.num_requests if hasattr(rs.scenario.workload, "num_requests") else None
+    for attempt in range(2):  # the arithmetic's fleet, then one more replica if routing leaves it short
+        fleet = sets + [override("cluster.replicas", replicas), override("workload.arrival.rate", rate)]
+        if n is not None:  # each replica sees as many requests as the search ran it with
+            fleet.append(override("workload.num_requests", n * replicas))
+        s = simulate(load(scenario, fleet)).summary
+        if meets(s, slos):
+            break
+        if attempt == 0:
+            replicas += 1
+    else:
+        return row | {"status": "unmet", "replicas": replicas, "reason": f"at {rate:g} req/s over {replicas} "
+                                                                       f"replicas: {failed_because(s, slos)}"}
+    price = prices["prices"].get(gpu)
+    gpus = replicas * per_replica
+    usd_h = gpus * price["usd_per_gpu_hour"] if price else None
+    tokens_h = s["output_throughput"] * 3600
+    row |= {"status": "meets", "replicas": replicas, "gpus": gpus,
+            "achieved_rate": s.get("achieved_rate"), "request_throughput": s["request_throughput"],
+            "output_throughput": s["output_throughput"],
+            **{k: s.get(k) for k in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms", "p99_e2el_ms")},
+            **{f"slo_{k}": s.get(k) for k in slos if k not in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms",
+                                                                "p99_e2el_ms")},
+            "headroom": 1 - max(s[k] / v for k, v in slos.items()),  # how far the worst SLO is from its target
+            "rps_per_gpu": found["max_rate"] / per_replica,
+            "usd_per_hour": usd_h, "usd_per_million_output_tokens": usd_h / (tokens_h / 1e6) if usd_h and tokens_h
+            else None, "price_source": (price or {}).get("source"), "reason": None if price else
+            f"no price for {gpu} in {prices['table']}: give one with --prices"}
+    return row
+
+
+def _trust(cost_model: str, source: str, mape) -> str:
+    """In a few words, what the latencies rest on."""
+    if cost_model == "roofline":
+        return "roofline: datasheet peaks, no measurement (wide error, unknown)"
+    if "kernel tables" in source:
+        return "kernel tables (measured kernels, composed)" + (f", held-out {mape:.0%}" if mape is not None else "")
+    return f"measured profile, held-out {mape:.0%}" if mape is not None else "measured profile"
+
+
+def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: float, out: str | Path,
+              prices: dict, tolerance: float = 0.1, jobs: int = 1, progress: bool = True) -> "pd.DataFrame":
+    """Every candidate evaluated (from OUT/candidates/ where a key matches), ranked: the cheapest meeting the
+    SLOs first, then those that meet them with no price, then the unmet and the pruned."""
+    import pandas as pd
+
+    out = Path(out)
+    done_dir = out / "candidates"
+    done_dir.mkdir(parents=True, exist_ok=True)
+    points = candidates(axes)
+    rows: dict[int, dict] = {}
+    todo = []
+    for i, point in enumerate(points):
+        try:
+            key = _key(scenario, sets, point, slos, rate, tolerance)
+        except ConfigError as exc:  # pruned before any key: nothing it depends on resolves
+            rows[i] = dict(point) | {"status": "pruned", "reason": str(exc)}
+            continue
+        cached = done_dir / f"{key}.json"
+        if cached.is_file():
+            rows[i] = json.loads(cached.read_text())
+        else:
+            todo.append((i, point, cached))
+    bar = None
+    if progress and todo:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), desc="recommend", unit="candidate")
+
+    def keep(i: int, cached: Path, row: dict) -> None:
+        rows[i] = row
+        tmp = cached.with_suffix(".tmp")
+        tmp.write_text(json.dumps(row, default=str))
+        tmp.replace(cached)  # whole or not at all: a stopped run leaves what finished
+        if bar:
+            bar.update(1)
+
+    try:
+        if jobs > 1 and len(todo) > 1:
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            with ProcessPoolExecutor(min(jobs, len(todo))) as pool:
+                futures = {pool.submit(evaluate, scenario, sets, p, slos, rate, tolerance, prices): (i, c)
+                           for i, p, c in todo}
+                for f in as_completed(futures):
+                    keep(*futures[f], f.result())
+        else:
+            for i, p, c in todo:
+                keep(i, c, evaluate(scenario, sets, p, slos, rate, tolerance, prices))
+    finally:
+        if bar:
+            bar.close()
+    table = pd.DataFrame([rows[i] for i in sorted(rows)])
+    order = {"meets": 0, "unmet": 1, "pruned": 2}
+    table["_rank"] = table["status"].map(order)
+    cost = table.get("usd_per_million_output_tokens", pd.Series(index=table.index, dtype=float))
+    table = table.assign(_cost=cost.fillna(math.inf)).sort_values(["_rank", "_cost"], kind="stable")
+    table = table.drop(columns=["_rank", "_cost"]).reset_index(drop=True)
+    table.insert(0, "rank", range(1, len(table) + 1))
+    return table

@@ -1,0 +1,93 @@
+"""`servesim recommend`: candidates pruned by what cannot fit, searched for their capacity, sized for the target
+rate, checked there, priced and ranked; resumable; its table, plot and vLLM lines."""
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from servesim.simulator.cli import main
+from servesim.simulator.recommend import load_prices
+
+SMALL = ["--set", "workload.num_requests=60", "--set", "workload.prompt_tokens={dist: fixed, value: 512}",
+         "--set", "workload.output_tokens={dist: fixed, value: 64}", "--tolerance", "0.2", "--no-progress"]
+SLOS = ["--slo", "ttft_p99_ms=500", "--slo", "tpot_p99_ms=50"]
+
+
+def test_the_shipped_prices_say_where_and_when_they_come_from():
+    prices = load_prices(None)
+    assert {"h100-sxm", "h200-sxm", "b200-sxm", "a100-80gb"} <= set(prices["prices"])
+    assert all(row["source"] and row["date"] and row["usd_per_gpu_hour"] > 0 for row in prices["prices"].values())
+    assert "list prices" in prices["note"]
+
+
+@pytest.mark.parametrize("text, says", [
+    ("prices: {h100-sxm: {usd_per_gpu_hour: -2}}", "prices.h100-sxm.usd_per_gpu_hour must be a positive number"),
+    ("prices: {h100-sxm: free}", "prices.h100-sxm.usd_per_gpu_hour must be a positive number"),
+    ("prices: {h100-sxm: .inf}", "must be a positive number"),
+    ("gpus: []", "needs `prices:`"),
+    ("prices: [", "not valid YAML"),
+])
+def test_a_bad_price_table_is_one_line(text, says, tmp_path, capsys):
+    (tmp_path / "p.yaml").write_text(text)
+    assert main(["recommend", "--prices", str(tmp_path / "p.yaml"), "--rate", "1", *SLOS,
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("servesim: error: --prices: ") and says in err[0], err
+
+
+def test_the_cheapest_deployment_that_carries_the_traffic_comes_first(tmp_path, capsys):
+    out = tmp_path / "r"
+    argv = ["recommend", "--model", "llama-3.1-70b", "--rate", "3", *SLOS, "--gpu", "h100-sxm,h200-sxm",
+            "--tp", "1,2,3", "--set", "engine.max_model_len=8192", *SMALL, "--out", str(out), "--json"]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    t = pd.DataFrame(report["rows"])
+    pruned = t[t.status == "pruned"].set_index(["hardware.gpu", "engine.tensor_parallel_size"])
+    # 70B's weights fit no single GPU of these; 64 heads do not split over 3
+    assert "tensor_parallel_size=2 would fit" in pruned.loc[("h100-sxm", 1), "reason"]
+    assert "131.4 GiB of weights" in pruned.loc[("h200-sxm", 1), "reason"]
+    assert "do not split over 3 GPUs" in pruned.loc[("h200-sxm", 3), "reason"] and len(pruned) == 4
+    met = t[t.status == "meets"]
+    assert len(met) == 2 and list(t["rank"]) == list(range(1, len(t) + 1)) and (t.status.iloc[:2] == "meets").all()
+    assert met["usd_per_million_output_tokens"].is_monotonic_increasing  # cheapest first
+    price = {g: r["usd_per_gpu_hour"] for g, r in report["prices"]["prices"].items()}
+    for _, r in met.iterrows():
+        assert r.gpus == r.replicas * r["engine.tensor_parallel_size"]
+        assert math.isclose(r.usd_per_hour, r.gpus * price[r.gpu])
+        assert math.isclose(r.usd_per_million_output_tokens, r.usd_per_hour / (r.output_throughput * 3600 / 1e6))
+        # the fleet: enough replicas by the capacity arithmetic (one more when routing left it short), checked
+        assert r.replicas in (math.ceil(3 / r.max_rate_per_replica), math.ceil(3 / r.max_rate_per_replica) + 1)
+        assert r.p99_ttft_ms <= 500 and r.p99_tpot_ms <= 50 and 0 <= r.headroom < 1
+        assert r.cost_model_trust and r.cost_model_source
+    lines = (out / "commands.txt").read_text()
+    assert lines.count("vllm serve meta-llama/Llama-3.1-70B") == 2 and "--tensor-parallel-size 2" in lines
+    assert report["commands"][0]["rank"] == 1
+    assert (out / "plot-recommend.png").is_file() and (out / "recommend.csv").is_file()
+    # a rerun reads every searched candidate back (OUT/candidates, keyed by all it depends on; the pruned are
+    # pruned again, in no time): the same table, no file rewritten
+    kept = {p: p.stat().st_mtime_ns for p in (out / "candidates").glob("*.json")}
+    assert len(kept) == 2
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == report["rows"]
+    assert {p: p.stat().st_mtime_ns for p in (out / "candidates").glob("*.json")} == kept
+
+
+def test_no_candidate_meeting_the_slos_exits_1_and_says_why(tmp_path, capsys):
+    assert main(["recommend", "--rate", "2", "--slo", "ttft_p99_ms=0.001", *SMALL, "--out", str(tmp_path)]) == 1
+    out, err = capsys.readouterr()
+    assert "servesim: error: no candidate carries 2 req/s within the SLOs" in err
+    assert pd.read_csv(tmp_path / "recommend.csv").loc[0, "reason"].endswith("already at 0.05 req/s")
+    assert main(["plot", str(tmp_path), "--kind", "recommend"]) == 2  # nothing to draw
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--grid", "cluster.replicas=1,2"], "--grid: cluster.replicas: the search sets it"),
+    (["--gpu", "h100-sxm", "--grid", "hardware.gpu=h200-sxm"], "--grid: hardware.gpu: given twice"),
+    (["--set", "workload={type: trace, path: x.csv}"], "--rate"),
+])
+def test_a_space_the_search_cannot_walk_is_one_line(argv, says, tmp_path, capsys):
+    assert main(["recommend", *SLOS, *SMALL, "--out", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
