@@ -171,6 +171,32 @@ def max_rate(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overr
                   checked("tolerance", tolerance, TOLERANCE), checked("max_runs", max_runs, COUNT))
 
 
+@checked_args(slos="mapping", rate="number", gpus="list", tp="list", grid="mapping", prices="path", out="path",
+              tolerance="number", jobs="int", top="int", progress="bool")
+def recommend(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overrides = None, *,
+              rate: float | None = None, gpus: Sequence[str] | None = None, tp: Sequence[int] | None = None,
+              grid: Mapping[str, Sequence] | None = None, prices: str | os.PathLike | None = None,
+              out: str | os.PathLike = "results/recommend", tolerance: float = 0.1, jobs: int = 1, top: int = 3,
+              progress: bool = False) -> pd.DataFrame:
+    """`servesim recommend`: the deployments of the space (gpus x tp x grid) ranked by $ per million output tokens
+    among those carrying `rate` req/s (default: the scenario's; a trace: its own traffic) within the SLOs. The
+    table's `attrs["report"]` holds recommend.json's content (prices, vLLM commands)."""
+    from servesim.simulator.recommend import run
+
+    axes = {k: v for k, v, _ in _axes(grid, None)}
+    for key, given in (("hardware.gpu", gpus), ("engine.tensor_parallel_size", tp)):
+        if given is not None:
+            if key in axes:
+                raise ConfigError("grid", f"{key}: given twice ({'gpus' if key == 'hardware.gpu' else 'tp'} too)")
+            axes = {key: plain_values(list(given))} | axes
+    table, report, _ = run(_source(scenario), _settings(overrides), axes, _slos(slos),
+                           None if rate is None else checked("rate", rate, POSITIVE), out, prices,
+                           checked("tolerance", tolerance, TOLERANCE), checked("jobs", jobs, JOBS),
+                           checked("top", top, COUNT), progress)
+    table.attrs["report"] = report
+    return table
+
+
 @checked_args(slos="mapping", rate="number", most="int")
 def min_replicas(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overrides = None, *,
                  rate: float | None = None, most: int = 256) -> dict:

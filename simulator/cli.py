@@ -342,78 +342,30 @@ RECOMMEND_COLUMNS = ["rank", "status", "gpu", "gpus", "replicas", "usd_per_milli
 
 
 def cmd_recommend(args) -> int:
-    from servesim.simulator.config import load_scenario
-    from servesim.simulator.recommend import load_prices, recommend
+    from servesim.simulator.recommend import axes_from, run
     from servesim.simulator.search import parse_slos
-    from servesim.simulator.sweep import _values
 
     sets = args.set + ([f"model={args.model}"] if args.model else [])
-    slos = parse_slos(args.slo)
-    prices = load_prices(args.prices)
-    axes: dict[str, list] = {}
-    for flag, key, given in (("--gpu", "hardware.gpu", args.gpu), ("--tp", "engine.tensor_parallel_size", args.tp)):
-        if given is not None:
-            axes[key] = _values(f"{key}={given}", flag)[1]
-    for spec in args.grid:
-        key, values = _values(spec, "--grid")
-        if key in axes or key in ("cluster.replicas", "workload.arrival.rate"):
-            raise ConfigError("--grid", f"{key}: {'given twice' if key in axes else 'the search sets it'}")
-        axes[key] = values
-    rate = args.rate
-    if rate is None:
-        arrival = getattr(load_scenario(args.scenario, sets).workload, "arrival", None)
-        rate = getattr(arrival, "rate", None)
-        if rate is None:
-            raise ConfigError("--rate", "the traffic to carry, in req/s: the scenario's arrivals have no rate")
-    from servesim.simulator.files import refuse_folder_over_inputs
-
-    refuse_folder_over_inputs(args.out, ["recommend.csv", "recommend.json", "commands.txt", "candidates"], "--out",
-                              [args.scenario, args.prices])
-    table = recommend(args.scenario, sets, axes, slos, rate, args.out, prices,
-                      args.tolerance, args.jobs, progress=not (args.no_progress or args.quiet or args.json))
-    out = Path(args.out)
-    table.to_csv(out / "recommend.csv", index=False)
-    commands = _recommended_commands(args.scenario, sets, table, args.top)
-    (out / "commands.txt").write_text("".join(f"# rank {r}: {n} x\n{c}\n" for r, n, c in commands))
-    report = {"rate": rate, "slos": slos, "prices": prices, "rows": table.astype(object).where(table.notna(), None),
-              "commands": [{"rank": r, "replicas": n, "command": c} for r, n, c in commands]}
-    from servesim.simulator.cli_output import plain
-
-    (out / "recommend.json").write_text(json.dumps(plain(report), indent=1) + "\n")
-    files = ["recommend.csv", "recommend.json", "commands.txt"]
-    if (table["status"] == "meets").any() and "usd_per_million_output_tokens" in table and \
-            table["usd_per_million_output_tokens"].notna().any():
-        from servesim.simulator.plots import recommendation
-
-        files += [p.name for p in recommendation(table, out / "plot-recommend", slos, rate)]
+    axes = axes_from({"hardware.gpu": args.gpu, "engine.tensor_parallel_size": args.tp}, args.grid)
+    table, report, files = run(args.scenario, sets, axes, parse_slos(args.slo), args.rate, args.out, args.prices,
+                               args.tolerance, args.jobs, args.top,
+                               progress=not (args.no_progress or args.quiet or args.json))
     _say_dropped(sets)
     met = int((table["status"] == "meets").sum())
+    load_text, prices = report["load"], report["prices"]
     if not answer(report):
         cols = [c for c in RECOMMEND_COLUMNS if c in table]
         print(table[cols].to_string(index=False, float_format=lambda v: f"{v:,.3g}"))
-        print(f"{met} of {len(table)} candidates carry {rate:g} req/s within the SLOs; prices: {prices['note'] or prices['table']}")
-        for r, n, c in commands:
-            print(f"rank {r}, {n} replica{'s' * (n != 1)} of:\n  {c}")
-        print(f"written to {out}/ ({', '.join(files)})")
+        print(f"{met} of {len(table)} candidates carry {load_text} within the SLOs; prices: "
+              f"{prices['note'] or prices['table']}")
+        for c in report["commands"]:
+            print(f"rank {c['rank']}, {c['replicas']} replica{'s' * (c['replicas'] != 1)} of:\n  {c['command']}")
+        print(f"written to {args.out}/ ({', '.join(files)})")
     if not met:
-        print(f"servesim: error: no candidate carries {rate:g} req/s within the SLOs (column `reason` of "
-              f"{out}/recommend.csv)", file=sys.stderr)
+        print(f"servesim: error: no candidate carries {load_text} within the SLOs (column `reason` of "
+              f"{args.out}/recommend.csv)", file=sys.stderr)
         return 1
     return 0
-
-
-def _recommended_commands(scenario, sets: list[str], table, top: int) -> list[tuple[int, int, str]]:
-    """The `vllm serve` line of each of the best `top` candidates that meet the SLOs."""
-    from servesim.simulator.config import load, override
-    from servesim.simulator.vllm_command import serve_command
-
-    axes = [c for c in table.columns if "." in c]
-    out = []
-    for _, row in table[table["status"] == "meets"].head(top).iterrows():
-        point = [override(k, row[k]) for k in axes if row[k] is not None and row[k] == row[k]]
-        line, _ = serve_command(load(scenario, sets + point).as_dict())
-        out.append((int(row["rank"]), int(row["replicas"]), line))
-    return out
 
 
 def cmd_plot(args) -> int:

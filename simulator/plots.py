@@ -268,7 +268,7 @@ def capacity(table, path, by: str, title: str | None = None):
     return _figure(path, fig)
 
 
-def recommendation(table, path, slos: dict, rate: float, title: str | None = None):
+def recommendation(table, path, slos: dict, load: str, title: str | None = None):
     """`servesim recommend`'s candidates meeting the SLOs: their cost against their p99 TTFT and TPOT at the
     target rate, each labelled, the SLO targets as dotted lines; the cheapest is the leftmost point."""
     plt = _plt()
@@ -288,7 +288,7 @@ def recommendation(table, path, slos: dict, rate: float, title: str | None = Non
         ax.set_xlabel("cost ($ per million output tokens)")
         ax.set_ylabel(_label(metric))
         ax.grid(alpha=0.3)
-    fig.suptitle(title or f"Deployments carrying {rate:g} req/s within the SLOs ({len(met)} candidates)")
+    fig.suptitle(title or f"Deployments carrying {load} within the SLOs ({len(met)} candidates)")
     return _figure(path, fig)
 
 
@@ -394,12 +394,12 @@ def _plot_recommendation(src: Path, stem: Path, title: str | None) -> list[Path]
         raise ConfigError("results", f"{path} not found: give a `servesim recommend` output directory")
     try:
         data = json.loads(read_settings_text(path, "results", limit=64 << 20))
-        table, slos, rate = pd.DataFrame(data["rows"]), data["slos"], float(data["rate"])
+        table, slos, load = pd.DataFrame(data["rows"]), data["slos"], str(data["load"])
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError("results", f"{path} is not a recommend.json ({type(exc).__name__})") from None
     if "status" not in table or not (table["status"] == "meets").any():
         raise ConfigError("results", f"{path}: no candidate met the SLOs, nothing to draw")
-    return recommendation(table, stem, slos, rate, title)
+    return recommendation(table, stem, slos, load, title)
 
 
 def _check_numbers(table, columns: list[str], where) -> None:

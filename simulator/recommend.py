@@ -72,13 +72,14 @@ def _key(scenario, sets: list[str], point: dict, slos: dict, rate: float, tolera
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float, tolerance: float,
+def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | None, tolerance: float,
              prices: dict) -> dict:
     """One candidate: pruned, or its per-replica capacity, the fleet for the target rate, that fleet's latencies
-    and its cost."""
+    and its cost. rate None: the traffic is the scenario's trace, replayed at its own workload.time_scale (the
+    capacity is then searched over the replay speed)."""
     from servesim.simulator.config import load, override
     from servesim.simulator.engine import simulate
-    from servesim.simulator.search import failed_because, max_rate, meets
+    from servesim.simulator.search import LOAD, failed_because, max_rate, meets
 
     sets = sets + _sets(point)
     row: dict = dict(point)
@@ -93,15 +94,19 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float, to
     row |= {"gpu": gpu, "gpus_per_replica": per_replica, "cost_model_source": rs.cost_model_source,
             "cost_model_error": held.get("mape"),
             "cost_model_trust": _trust(rs.profile.cost_model, rs.cost_model_source, held.get("mape"))}
-    found = max_rate(scenario, sets, slos, tolerance=tolerance)
+    trace = rate is None
+    knob = "time_scale" if trace else "rate"
+    target = rs.scenario.workload.time_scale if trace else rate
+    searched = [x for x in sets if x.split("=", 1)[0].strip() != LOAD[knob]]  # the search sets it
+    found = max_rate(scenario, searched, slos, tolerance=tolerance, load=knob)
     row |= {"max_rate_per_replica": found["max_rate"], "stable": found.get("stable")}
     if found["max_rate"] is None:
         return row | {"status": "unmet", "reason": found.get("reason")}
-    replicas = max(1, math.ceil(rate / found["max_rate"]))
-    n = rs.scenario.workload.num_requests if hasattr(rs.scenario.workload, "num_requests") else None
+    replicas = max(1, math.ceil(target / found["max_rate"]))
+    n = getattr(rs.scenario.workload, "num_requests", None)
     for attempt in range(2):  # the arithmetic's fleet, then one more replica if routing leaves it short
-        fleet = sets + [override("cluster.replicas", replicas), override("workload.arrival.rate", rate)]
-        if n is not None:  # each replica sees as many requests as the search ran it with
+        fleet = sets + [override("cluster.replicas", replicas), override(LOAD[knob], target)]
+        if n is not None:  # each replica sees as many requests as the search ran it with (a trace: all of it)
             fleet.append(override("workload.num_requests", n * replicas))
         s = simulate(load(scenario, fleet)).summary
         if meets(s, slos):
@@ -109,8 +114,11 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float, to
         if attempt == 0:
             replicas += 1
     else:
-        return row | {"status": "unmet", "replicas": replicas, "reason": f"at {rate:g} req/s over {replicas} "
+        return row | {"status": "unmet", "replicas": replicas, "reason": f"at the target load over {replicas} "
                                                                        f"replicas: {failed_because(s, slos)}"}
+    if trace:  # the replay speed one replica carries, and the requests per second that is
+        row |= {"max_time_scale_per_replica": found["max_rate"],
+                "max_rate_per_replica": found["max_rate"] * s["offered_rate"] / target}
     price = prices["prices"].get(gpu)
     gpus = replicas * per_replica
     usd_h = gpus * price["usd_per_gpu_hour"] if price else None
@@ -122,7 +130,7 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float, to
             **{f"slo_{k}": s.get(k) for k in slos if k not in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms",
                                                                 "p99_e2el_ms")},
             "headroom": 1 - max(s[k] / v for k, v in slos.items()),  # how far the worst SLO is from its target
-            "rps_per_gpu": found["max_rate"] / per_replica,
+            "rps_per_gpu": row["max_rate_per_replica"] / per_replica,
             "usd_per_hour": usd_h, "usd_per_million_output_tokens": usd_h / (tokens_h / 1e6) if usd_h and tokens_h
             else None, "price_source": (price or {}).get("source"), "reason": None if price else
             f"no price for {gpu} in {prices['table']}: give one with --prices"}
@@ -198,3 +206,91 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
     table = table.drop(columns=["_rank", "_cost"]).reset_index(drop=True)
     table.insert(0, "rank", range(1, len(table) + 1))
     return table
+
+
+def axes_from(named: dict[str, str | None], grids: list[str]) -> dict[str, list]:
+    """The space: named axes given as comma lists (--gpu, --tp), then --grid KEY=V1,V2 axes."""
+    from servesim.simulator.sweep import _values
+
+    flags = {"hardware.gpu": "--gpu", "engine.tensor_parallel_size": "--tp"}
+    axes: dict[str, list] = {}
+    for key, given in named.items():
+        if given is not None:
+            axes[key] = _values(f"{key}={given}", flags.get(key, key))[1]
+    for spec in grids:
+        key, values = _values(spec, "--grid")
+        if key in axes:
+            raise ConfigError("--grid", f"{key}: given twice")
+        axes[key] = values
+    return axes
+
+
+SET_BY_THE_SEARCH = ("cluster.replicas", "workload.arrival.rate", "workload.time_scale")
+
+
+def target_load(scenario, sets: list[str], rate: float | None) -> tuple[float | None, str]:
+    """The traffic to carry: a rate (given, or the scenario's arrival rate), or None for a trace replayed at its own
+    workload.time_scale; and how to say it."""
+    from servesim.simulator.config import load_scenario
+
+    workload = load_scenario(scenario, sets).workload
+    if getattr(workload, "type", None) == "trace":  # its traffic is its own, at its replay speed
+        if rate is not None:
+            raise ConfigError("--rate", "a trace's traffic is its own: --set workload.time_scale=2 carries it twice "
+                                        "as fast")
+        return None, f"{workload.path} at time_scale {workload.time_scale:g}"
+    if rate is None:
+        rate = getattr(getattr(workload, "arrival", None), "rate", None)
+        if rate is None:
+            raise ConfigError("--rate", "the traffic to carry, in req/s: the scenario's arrivals have no rate")
+    return rate, f"{rate:g} req/s"
+
+
+def vllm_commands(scenario, sets: list[str], table, top: int) -> list[dict]:
+    """The `vllm serve` line of each of the best `top` candidates that meet the SLOs."""
+    from servesim.simulator.config import load, override
+    from servesim.simulator.vllm_command import serve_command
+
+    axes = [c for c in table.columns if "." in c]
+    out = []
+    for _, row in table[table["status"] == "meets"].head(top).iterrows():
+        point = [override(k, row[k]) for k in axes if row[k] is not None and row[k] == row[k]]
+        line, _ = serve_command(load(scenario, sets + point).as_dict())
+        out.append({"rank": int(row["rank"]), "replicas": int(row["replicas"]), "command": line})
+    return out
+
+
+FILES = ["recommend.csv", "recommend.json", "commands.txt", "candidates"]
+
+
+def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: float | None, out: str | Path,
+        prices: str | None = None, tolerance: float = 0.1, jobs: int = 1, top: int = 3,
+        progress: bool = True) -> tuple["pd.DataFrame", dict, list[str]]:
+    """The whole recommendation, as `servesim recommend` and the API make it: the ranked table, the report
+    (recommend.json's content) and the files written in `out`."""
+    from servesim.simulator.cli_output import plain
+    from servesim.simulator.files import refuse_folder_over_inputs
+
+    for key in axes:
+        if key in SET_BY_THE_SEARCH:
+            raise ConfigError("--grid", f"{key}: the search sets it (the fleet's replicas, for the traffic's load)")
+    price_table = load_prices(prices)
+    rate, load_text = target_load(scenario, sets, rate)
+    refuse_folder_over_inputs(out, FILES + ["plot-recommend.png", "plot-recommend.svg"], "--out",
+                              [p for p in (scenario, prices) if isinstance(p, (str, Path))])
+    table = recommend(scenario, sets, axes, slos, rate, out, price_table, tolerance, jobs, progress)
+    out = Path(out)
+    table.to_csv(out / "recommend.csv", index=False)
+    commands = vllm_commands(scenario, sets, table, top)
+    (out / "commands.txt").write_text("".join(f"# rank {c['rank']}: {c['replicas']} x\n{c['command']}\n"
+                                              for c in commands))
+    report = plain({"rate": rate, "load": load_text, "slos": slos, "prices": price_table, "rows": table,
+                    "commands": commands})
+    (out / "recommend.json").write_text(json.dumps(report, indent=1) + "\n")
+    files = FILES[:3]
+    priced = table.get("usd_per_million_output_tokens")
+    if priced is not None and ((table["status"] == "meets") & priced.notna()).any():
+        from servesim.simulator.plots import recommendation
+
+        files += [p.name for p in recommendation(table, out / "plot-recommend", slos, load_text)]
+    return table, report, files

@@ -100,30 +100,37 @@ STABILITY_DOUBLINGS = 3  # the run length doubles at most this often (8x the sce
 
 
 def _run_length(scenario: str | None, sets: list[str]) -> list[tuple[str, float]]:
-    """What bounds the scenario's run: its request count and/or its duration (doubled together)."""
+    """What bounds the scenario's run: its request count (a trace's row limit) and/or its duration (doubled
+    together). A whole trace has neither: it is as long as it is."""
     from servesim.simulator.config import load_scenario
 
     w = load_scenario(scenario, sets).workload
     return [(k, v) for k, v in (("workload.num_requests", getattr(w, "num_requests", None)),
+                                ("workload.limit", getattr(w, "limit", None)),
                                 ("workload.duration_s", getattr(w, "duration_s", None))) if v is not None]
 
 
+# the setting a capacity search varies: an arrival process's rate, or how fast a trace is replayed
+LOAD = {"rate": "workload.arrival.rate", "time_scale": "workload.time_scale"}
+
+
 def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.05, high: float | None = None,
-             tolerance: float = 0.05, max_runs: int = 30) -> dict:
+             tolerance: float = 0.05, max_runs: int = 30, load: str = "rate") -> dict:
     """The highest arrival rate meeting the SLOs, at a run length where the answer holds: a queue that grows
     slowly passes a short run and fails a long one. The answer is searched again at twice the run length (from a
     bracket around it) until two lengths agree within twice the tolerance, at most STABILITY_DOUBLINGS times;
-    `stable`, `answers` (each length's) and `run_sets` (the length the answer was found at) say where it stopped."""
+    `stable`, `answers` (each length's) and `run_sets` (the length the answer was found at) say where it stopped.
+    load "time_scale": a trace's replay speed is searched instead (the answer a multiple of its recorded rate)."""
     from servesim.simulator.config import override
 
     lengths = _run_length(scenario, sets)
-    r = _max_rate_at(scenario, sets, slos, low, high, tolerance, max_runs) | {"run_sets": []}
+    r = _max_rate_at(scenario, sets, slos, low, high, tolerance, max_runs, load) | {"run_sets": []}
     runs, answers = r["runs"], [r["max_rate"]]
     for doubling in range(1, STABILITY_DOUBLINGS + 1):
         if r["max_rate"] is None or not lengths or r.get("reason"):  # nothing to check, or a bracket left wide
             break
         longer = sets + [override(k, v * 2**doubling if k.endswith("_s") else int(v * 2**doubling)) for k, v in lengths]
-        again = _rebracket(scenario, longer, slos, r["max_rate"], low, tolerance, max_runs)
+        again = _rebracket(scenario, longer, slos, r["max_rate"], low, tolerance, max_runs, load)
         runs += again["runs"]
         previous, r = r["max_rate"], again | {"run_sets": longer[len(sets):]}
         answers.append(r["max_rate"])
@@ -139,17 +146,17 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
 
 
 def _rebracket(scenario, sets: list[str], slos: dict, near: float, low: float, tolerance: float,
-               max_runs: int) -> dict:
+               max_runs: int, load: str = "rate") -> dict:
     """The search at another run length, started from a bracket around the answer at the last one."""
     lo, hi = max(low, near * (1 - 4 * tolerance)), near * (1 + 4 * tolerance)
-    r = _max_rate_at(scenario, sets, slos, lo, hi, tolerance, max_runs)
+    r = _max_rate_at(scenario, sets, slos, lo, hi, tolerance, max_runs, load)
     if r["max_rate"] is not None or r.get("fails_at") is not None:
         return r
     runs = r["runs"]
     if "already at" in (r.get("reason") or "") and lo > low:  # the bracket's bottom fails too: look below it
-        r = _max_rate_at(scenario, sets, slos, low, lo, tolerance, max_runs)
+        r = _max_rate_at(scenario, sets, slos, low, lo, tolerance, max_runs, load)
     elif "hold at --high" in (r.get("reason") or ""):  # its top passes: grow from there
-        r = _max_rate_at(scenario, sets, slos, hi, None, tolerance, max_runs)
+        r = _max_rate_at(scenario, sets, slos, hi, None, tolerance, max_runs, load)
     return r | {"runs": runs + r["runs"]}
 
 
@@ -157,20 +164,22 @@ def _length_text(lengths: list[tuple[str, float]], factor: int) -> str:
     return " and ".join(f"{k.split('.')[-1]}={v * factor:g}" for k, v in lengths)
 
 
-def _summary_at(scenario: str | None, sets: list[str], rate: float) -> dict:
+def _summary_at(scenario: str | None, sets: list[str], rate: float, setting: str = LOAD["rate"]) -> dict:
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
 
-    return simulate(load(scenario, sets + [f"workload.arrival.rate={rate:.6g}"])).summary
+    return simulate(load(scenario, sets + [f"{setting}={rate:.6g}"])).summary
 
 
 def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float = 0.05, high: float | None = None,
-                 tolerance: float = 0.05, max_runs: int = 30) -> dict:
-    """max_rate at the scenario's own run length: grow, then bisect, the rate."""
-    refuse_searched(sets, "workload.arrival.rate")
+                 tolerance: float = 0.05, max_runs: int = 30, load: str = "rate") -> dict:
+    """max_rate at the scenario's own run length: grow, then bisect, the rate (or a trace's replay speed)."""
+    setting = LOAD[load]
+    unit = "req/s" if load == "rate" else "x the recorded rate"
+    refuse_searched(sets, setting)
 
     def run(rate: float) -> dict:
-        return _summary_at(scenario, sets, rate)
+        return _summary_at(scenario, sets, rate, setting)
 
     if high is not None and high <= low:
         raise ConfigError("--high", f"{high:g} must be above --low ({low:g}): the bracket is [low, high]")
@@ -181,20 +190,23 @@ def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float =
             raise ConfigError(flag, f"must be from {MIN_RATE:g} to {MAX_RATE:g} req/s (workload.arrival.rate's "
                                     f"bounds), got {value:g}")
     arrival = _arrival(scenario, sets)
-    if arrival is None:
+    if load == "time_scale":
+        if arrival is not None:
+            raise ConfigError("workload.type", "a replay speed is a trace's: these arrivals follow arrival.rate")
+    elif arrival is None:
         raise ConfigError("workload.type", "a trace's arrival times are recorded and search max-rate varies "
                                            "workload.arrival.rate: sweep workload.time_scale (2 replays it twice as "
                                            "fast) to load a trace harder")
-    if arrival.process not in RATE_DRIVEN:
+    elif arrival.process not in RATE_DRIVEN:
         raise ConfigError("workload.arrival", "search max-rate varies arrival.rate: use poisson, gamma, constant or onoff")
-    if arrival.ramp_up_strategy is not None:
+    elif arrival.ramp_up_strategy is not None:
         raise ConfigError("workload.arrival.ramp_up_strategy", "a ramp sets its own rates: arrival.rate, which the "
                                                                "search varies, has no effect")
     runs = 0
     at_low = run(low)
     runs += 1
     if not meets(at_low, slos):
-        return {"max_rate": None, "reason": f"{failed_because(at_low, slos)} already at {low:g} req/s", "runs": runs,
+        return {"max_rate": None, "reason": f"{failed_because(at_low, slos)} already at {low:g} {unit}", "runs": runs,
                 "summary": at_low}
     if high is None:  # grow until the SLOs fail
         high = min(low * 2, MAX_RATE)
@@ -208,14 +220,14 @@ def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float =
             # not a maximum: where the doubling stopped (the run's requests arrive almost at once there)
             stop = f"the {max_runs}-run limit stopped the doubling" if low < MAX_RATE else \
                 f"the largest rate workload.arrival.rate takes"
-            return {"max_rate": None, "reason": f"no failing rate found: the SLOs held up to {low:.6g} req/s, "
+            return {"max_rate": None, "reason": f"no failing rate found: the SLOs held up to {low:.6g} {unit}, "
                                                 f"{stop}", "runs": runs, "summary": at_low}
     else:  # the bracket's top must be measured to fail, not assumed to
         at_high = run(high)
         runs += 1
         if meets(at_high, slos):
             more = "raise it" if high < MAX_RATE else f"the largest rate workload.arrival.rate takes: no failing rate"
-            return {"max_rate": None, "reason": f"the SLOs hold at --high ({high:g} req/s): {more}", "runs": runs,
+            return {"max_rate": None, "reason": f"the SLOs hold at --high ({high:g} {unit}): {more}", "runs": runs,
                     "summary": at_high}
     narrow = lambda a, b: (b - a) / b <= tolerance  # noqa: E731
     low, high, at_low, runs = _bisect(low, high, at_low, run, slos, lambda a, b: (a + b) / 2, narrow, runs, max_runs)

@@ -3,6 +3,7 @@ rate, checked there, priced and ranked; resumable; its table, plot and vLLM line
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from servesim.simulator.cli import main
 from servesim.simulator.recommend import load_prices
 
+AZURE = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "azure2023" / "AzureLLMInferenceTrace_conv.csv"
 SMALL = ["--set", "workload.num_requests=60", "--set", "workload.prompt_tokens={dist: fixed, value: 512}",
          "--set", "workload.output_tokens={dist: fixed, value: 64}", "--tolerance", "0.2", "--no-progress"]
 SLOS = ["--slo", "ttft_p99_ms=500", "--slo", "tpot_p99_ms=50"]
@@ -84,10 +86,46 @@ def test_no_candidate_meeting_the_slos_exits_1_and_says_why(tmp_path, capsys):
 
 @pytest.mark.parametrize("argv, says", [
     (["--grid", "cluster.replicas=1,2"], "--grid: cluster.replicas: the search sets it"),
+    (["--grid", "engine.max_num_seqs=8", "--grid", "engine.max_num_seqs=16"], "--grid: engine.max_num_seqs: given twice"),
     (["--gpu", "h100-sxm", "--grid", "hardware.gpu=h200-sxm"], "--grid: hardware.gpu: given twice"),
-    (["--set", "workload={type: trace, path: x.csv}"], "--rate"),
+    (["--set", f"workload={{type: trace, path: {AZURE}}}", "--rate", "3"], "--rate: a trace's traffic is its own"),
+    (["--set", "workload={type: closed_loop_nope}"], "workload"),
 ])
 def test_a_space_the_search_cannot_walk_is_one_line(argv, says, tmp_path, capsys):
     assert main(["recommend", *SLOS, *SMALL, "--out", str(tmp_path), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
+
+
+@pytest.mark.skipif(not AZURE.is_file(), reason=f"Azure conversation trace not found at {AZURE}")
+def test_a_traces_own_traffic_is_sized_by_its_replay_speed(tmp_path, capsys):
+    """A trace carries its own arrivals: one replica's capacity is the fastest replay meeting the SLOs, the fleet
+    is sized for the trace at its own time_scale and checked replaying it."""
+    trace = f"workload={{type: trace, path: {AZURE}, limit: 200, time_scale: 4}}"
+    assert main(["recommend", "--set", trace, *SLOS, "--tolerance", "0.2", "--no-progress", "--json",
+                 "--out", str(tmp_path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    row = report["rows"][0]
+    assert report["rate"] is None and report["load"].endswith("at time_scale 4")
+    assert row["status"] == "meets" and row["replicas"] == math.ceil(4 / row["max_time_scale_per_replica"])
+    # the replay speed one replica carries, in requests per second: that speed x the trace's own rate
+    from servesim.workloads.traces import read_trace
+
+    specs = read_trace(str(AZURE), limit=200)
+    recorded = len(specs) / (specs[-1].arrival_time - specs[0].arrival_time)
+    assert row["max_rate_per_replica"] == pytest.approx(row["max_time_scale_per_replica"] * recorded, rel=0.02)
+
+
+def test_the_python_api_gives_the_same_table(tmp_path, capsys):
+    import servesim
+
+    argv = ["recommend", "--rate", "2", "--slo", "ttft_p99_ms=500", "--gpu", "h100-sxm,h200-sxm", *SMALL]
+    assert main(argv + ["--out", str(tmp_path / "cli"), "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    t = servesim.recommend(None, {"ttft_p99_ms": 500}, {"workload.num_requests": 60,
+                                                       "workload.prompt_tokens": {"dist": "fixed", "value": 512},
+                                                       "workload.output_tokens": {"dist": "fixed", "value": 64}},
+                           rate=2, gpus=["h100-sxm", "h200-sxm"], tolerance=0.2, out=tmp_path / "api")
+    assert t.attrs["report"]["rows"] == cli["rows"] and list(t["gpu"]) == [r["gpu"] for r in cli["rows"]]
+    with pytest.raises(servesim.ConfigError, match="gpus: must be a list"):
+        servesim.recommend(None, {"ttft_p99_ms": 500}, rate=2, gpus="h100-sxm", out=tmp_path / "x")
