@@ -1,4 +1,5 @@
-"""Writes the notebooks from the cell sources below: edit here, run `.venv/bin/python notebooks/make_notebooks.py`."""
+"""Writes the notebooks from the cell sources below: edit here, run `.venv/bin/python notebooks/make_notebooks.py
+[--execute] [NAME.ipynb ...]` (default: every notebook)."""
 import sys
 from pathlib import Path
 
@@ -7,9 +8,12 @@ import nbformat as nbf
 HERE = Path(__file__).parent
 
 EXECUTE = "--execute" in sys.argv  # run each at its stated size and save it with its outputs (figures inline)
+ONLY = [a for a in sys.argv[1:] if a.endswith(".ipynb")]  # write only these (default: all)
 
 
 def nb(cells, path):
+    if ONLY and Path(path).name not in ONLY:
+        return
     n = nbf.v4.new_notebook()
     n.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     n.cells = [nbf.v4.new_markdown_cell(c[3:]) if c.startswith("md:") else nbf.v4.new_code_cell(c) for c in cells]
@@ -130,3 +134,45 @@ ax.set_xscale("log"); ax.set_yscale("log"); ax.set_xlabel("measured (ms)"); ax.s
 '''by_shape = pred.groupby(["kind", "split"]).error.agg(["count", lambda e: e.abs().mean()]).rename(columns={"<lambda_0>": "MAPE"})
 by_shape''',
 ], str(HERE / "calibration_quality.ipynb"))
+
+nb([
+"md:# Sizing a deployment: the cheapest one that meets the SLOs\n\nThe platform team's question, for the Azure conversation trace (2023, CC-BY-4.0; `../shared/data/README.md`) replayed at its recorded rate: which GPU, how many, which tensor parallelism, for a dense model (Llama-3.1-70B) and a MoE one (Qwen3-30B-A3B), with p99 TTFT under 1 s and p99 TPOT under 50 ms? `servesim.recommend` (as `servesim recommend`) prunes what cannot hold the weights, searches each candidate's capacity with the full simulation, sizes the fleet, checks it at the trace's load and prices it with dated list prices (`simulator/data/gpu-prices.yaml`). Each row says which cost model it rests on and that model's own measured error.",
+SETUP,
+'''import tempfile
+trace = SHARED / "traces" / "azure2023" / "AzureLLMInferenceTrace_conv.csv"
+assert trace.is_file(), f"{trace} is needed (../shared/data)"
+rows = 150 if SMALL else 1000            # the trace's first rows: its recorded arrivals and lengths
+slos = {"ttft_p99_ms": 1000, "tpot_p99_ms": 50}
+space = {"llama-3.1-70b": [2, 8] if SMALL else [2, 4, 8], "qwen3-30b-a3b": [1, 2] if SMALL else [1, 2, 4]}
+gpus = ["h100-sxm", "h200-sxm", "b200-sxm"]
+tables, commands = [], {}
+for model, tp in space.items():
+    t = servesim.recommend(None, slos, {"model": model, "engine.max_model_len": 8192,
+                                        "workload": {"type": "trace", "path": str(trace), "limit": rows}},
+                           gpus=gpus, tp=tp, out=Path(tempfile.mkdtemp()), jobs=2)
+    commands[model] = t.attrs["report"]["commands"]
+    tables.append(t.assign(model=model))
+table = pd.concat(tables, ignore_index=True)
+cols = ["model", "rank", "status", "gpu", "engine.tensor_parallel_size", "gpus", "replicas",
+        "usd_per_million_output_tokens", "usd_per_hour", "rps_per_gpu", "p99_ttft_ms", "p99_tpot_ms", "headroom",
+        "cost_model_trust"]
+table[cols]''',
+'''fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+for ax, (model, t) in zip(axes, table[table.status == "meets"].groupby("model", sort=False)):
+    ax.scatter(t.usd_per_million_output_tokens, t.p99_ttft_ms)
+    for _, r in t.iterrows():
+        ax.annotate(f"{r.gpu} x{r.gpus:g}", (r.usd_per_million_output_tokens, r.p99_ttft_ms), fontsize=8,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.axhline(slos["ttft_p99_ms"], color="tab:red", ls=":", label="TTFT SLO")
+    ax.set_title(model); ax.set_xlabel("$ per million output tokens"); ax.set_ylabel("p99 TTFT (ms)")
+    ax.grid(alpha=.3); ax.legend()''',
+'''# the cheapest per model, and the vLLM line that deploys it (servesim recommend's commands.txt)
+for model, t in table.groupby("model", sort=False):
+    best = t[t.status == "meets"].iloc[0]
+    print(f"{model}: {best.replicas:g} x {best.gpu} TP{best['engine.tensor_parallel_size']:g} = {best.gpus:g} GPUs, "
+          f"${best.usd_per_million_output_tokens:.2f} per million output tokens, p99 TTFT {best.p99_ttft_ms:.0f} ms, "
+          f"on {best.cost_model_trust}")
+    print("  " + commands[model][0]["command"])
+table[table.status == "pruned"][["model", "gpu", "engine.tensor_parallel_size", "reason"]]''',
+"md:How to read it: cost is the fleet's GPUs times the list price per GPU-hour, over the output tokens it serves per hour at the trace's load; a cheap row with little headroom is the one to load-test first. Rows resting on kernel tables carry the composed profile's held-out error, measured profiles theirs. The pruned rows say why they were never simulated (weights that do not fit, a pool that cannot hold one request, heads that do not split).",
+], str(HERE / "sizing_a_deployment.ipynb"))

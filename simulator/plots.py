@@ -66,7 +66,8 @@ def _figure(path_stem: str | Path, fig) -> list[Path]:
 def _plt():
     import matplotlib
 
-    matplotlib.use("Agg")
+    if "matplotlib.pyplot" not in sys.modules:  # a command's own drawing; a notebook's chosen backend stays its own
+        matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "servesim"  # SVG ids from a fixed salt, not a random one per run
     import matplotlib.pyplot as plt
 

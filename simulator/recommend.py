@@ -82,7 +82,7 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     from servesim.simulator.search import LOAD, failed_because, max_rate, meets
 
     sets = sets + _sets(point)
-    row: dict = dict(point)
+    row: dict = dict(point) | {"gpu": point.get("hardware.gpu")}  # the resolved GPU's name replaces it
     try:
         rs = load(scenario, sets)
     except ConfigError as exc:  # the weights do not fit, the heads do not split: nothing to simulate
@@ -162,7 +162,7 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
         try:
             key = _key(scenario, sets, point, slos, rate, tolerance)
         except ConfigError as exc:  # pruned before any key: nothing it depends on resolves
-            rows[i] = dict(point) | {"status": "pruned", "reason": str(exc)}
+            rows[i] = dict(point) | {"gpu": point.get("hardware.gpu"), "status": "pruned", "reason": str(exc)}
             continue
         cached = done_dir / f"{key}.json"
         if cached.is_file():
@@ -187,11 +187,16 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
         if jobs > 1 and len(todo) > 1:
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
-            with ProcessPoolExecutor(min(jobs, len(todo))) as pool:
+            pool = ProcessPoolExecutor(min(jobs, len(todo)))
+            try:
                 futures = {pool.submit(evaluate, scenario, sets, p, slos, rate, tolerance, prices): (i, c)
                            for i, p, c in todo}
                 for f in as_completed(futures):
                     keep(*futures[f], f.result())
+            except BaseException:  # Ctrl-C or a failure: what finished is kept; nothing queued starts
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+            pool.shutdown()
         else:
             for i, p, c in todo:
                 keep(i, c, evaluate(scenario, sets, p, slos, rate, tolerance, prices))

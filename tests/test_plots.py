@@ -271,3 +271,20 @@ def test_latency_and_goodput_plots_state_the_slos_they_were_judged_by(swept, cap
         svg = (swept / f"plot-{kind}.svg").read_text()
         assert "SLOs chat: TTFT &lt;= 1000 ms" in svg, kind
     assert "SLO chat" in (swept / "plot-latency-vs-rate.svg").read_text()  # the target line, in the legend
+
+
+def test_drawing_from_a_notebook_leaves_its_backend_alone(swept, tmp_path, monkeypatch):
+    """servesim.plot (and recommend's plot) switched a notebook's inline backend to Agg: its own figures after
+    that were never shown. Where pyplot is imported already, the session's backend stays."""
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    import servesim
+
+    before = matplotlib.get_backend()
+    plt.switch_backend("svg")  # a stand-in for Jupyter's inline backend: not Agg
+    try:
+        servesim.plot(str(swept), "pareto", out=str(tmp_path / "p"))
+        assert matplotlib.get_backend() == "svg" and (tmp_path / "p.png").stat().st_size > 5000
+    finally:
+        plt.switch_backend(before)

@@ -51,6 +51,7 @@ def test_the_cheapest_deployment_that_carries_the_traffic_comes_first(tmp_path, 
     assert "tensor_parallel_size=2 would fit" in pruned.loc[("h100-sxm", 1), "reason"]
     assert "131.4 GiB of weights" in pruned.loc[("h200-sxm", 1), "reason"]
     assert "do not split over 3 GPUs" in pruned.loc[("h200-sxm", 3), "reason"] and len(pruned) == 4
+    assert (pruned["gpu"] == pruned.index.get_level_values(0)).all()  # the table names the GPU of every row
     met = t[t.status == "meets"]
     assert len(met) == 2 and list(t["rank"]) == list(range(1, len(t) + 1)) and (t.status.iloc[:2] == "meets").all()
     assert met["usd_per_million_output_tokens"].is_monotonic_increasing  # cheapest first
