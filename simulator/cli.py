@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-from servesim.simulator.cli_args import COUNT, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE, nonempty_path, number
+from servesim.simulator.cli_args import COUNT, FRACTION, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE, nonempty_path, number
 from servesim.simulator.cli_output import answer
 from servesim.simulator.errors import ConfigError
 from servesim.workloads.settings import MAX_REQUESTS
@@ -347,7 +347,16 @@ def cmd_recommend(args) -> int:
 
     sets = args.set + ([f"model={args.model}"] if args.model else [])
     axes = axes_from({"hardware.gpu": args.gpu, "engine.tensor_parallel_size": args.tp}, args.grid)
-    table, report, files = run(args.scenario, sets, axes, parse_slos(args.slo), args.rate, args.out, args.prices,
+    slo_specs = list(args.slo)
+    if args.goodput:  # vLLM's per-request goodput: every request in one class with these targets, and a share
+        from servesim.simulator.config import override
+        from servesim.simulator.vllm_command import goodput_targets
+
+        sets.append(override("workload.slo_classes", {"goodput": goodput_targets(args.goodput, "--goodput")}))
+        slo_specs.append(f"goodput_fraction={0.99 if args.goodput_share is None else args.goodput_share!r}")
+    elif args.goodput_share is not None:
+        raise ConfigError("--goodput-share", "the share of requests meeting --goodput's targets: give --goodput")
+    table, report, files = run(args.scenario, sets, axes, parse_slos(slo_specs), args.rate, args.out, args.prices,
                                args.tolerance, args.jobs, args.top,
                                progress=not (args.no_progress or args.quiet or args.json))
     _say_dropped(sets)
@@ -519,6 +528,10 @@ def _add_recommend(sub) -> None:
     r.add_argument("--rate", type=POSITIVE, help="the traffic to carry, req/s (default: the scenario's arrival rate)")
     r.add_argument("--slo", action="append", default=[], metavar="METRIC_STAT_ms=TARGET",
                    help="e.g. ttft_p99_ms=500 (repeatable; all must hold, with no request refused)")
+    r.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="vLLM's goodput targets per request, e.g. "
+                                                                    "ttft:500 tpot:50 (with --slo or alone)")
+    r.add_argument("--goodput-share", type=FRACTION, help="the share of requests that must meet --goodput's "
+                                                            "targets (default 0.99)")
     r.add_argument("--gpu", metavar="G1,G2,...", help="GPUs to try (hardware.gpu names; default: the scenario's)")
     r.add_argument("--tp", metavar="N1,N2,...", help="tensor parallel sizes to try (default: the scenario's)")
     r.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",

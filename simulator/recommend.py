@@ -129,12 +129,22 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
             **{k: s.get(k) for k in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms", "p99_e2el_ms")},
             **{f"slo_{k}": s.get(k) for k in slos if k not in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms",
                                                                 "p99_e2el_ms")},
-            "headroom": 1 - max(s[k] / v for k, v in slos.items()),  # how far the worst SLO is from its target
+            "headroom": 1 - max(_used(s[k], k, v) for k, v in slos.items()),  # the tightest SLO's slack
             "rps_per_gpu": row["max_rate_per_replica"] / per_replica,
             "usd_per_hour": usd_h, "usd_per_million_output_tokens": usd_h / (tokens_h / 1e6) if usd_h and tokens_h
             else None, "price_source": (price or {}).get("source"), "reason": None if price else
             f"no price for {gpu} in {prices['table']}: give one with --prices"}
     return row
+
+
+def _used(value: float, key: str, target: float) -> float:
+    """How much of an SLO a load uses: a latency's share of its target; for a goodput share, the share of the
+    requests allowed to miss that did (all of it when none may)."""
+    from servesim.simulator.search import AT_LEAST
+
+    if key in AT_LEAST:
+        return (1 - value) / (1 - target) if target < 1 else 1.0
+    return value / target
 
 
 def _trust(cost_model: str, source: str, mape) -> str:
@@ -243,7 +253,7 @@ def target_load(scenario, sets: list[str], rate: float | None) -> tuple[float | 
         if rate is not None:
             raise ConfigError("--rate", "a trace's traffic is its own: --set workload.time_scale=2 carries it twice "
                                         "as fast")
-        return None, f"{workload.path} at time_scale {workload.time_scale:g}"
+        return None, f"{Path(workload.path).name} at time_scale {workload.time_scale:g}"
     if rate is None:
         rate = getattr(getattr(workload, "arrival", None), "rate", None)
         if rate is None:

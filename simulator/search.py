@@ -17,18 +17,32 @@ from servesim.workloads.settings import MAX_BLOCKS, MAX_RATE, MIN_RATE
 _SLO = re.compile(r"^(ttft|tpot|itl|e2el|queue_time)_(mean|median|p50|p90|p99)_ms$")
 
 
+# SLOs a load meets by staying at or above them: vLLM's goodput, the share of requests meeting their class's
+# per-request targets (workload.slo_classes)
+AT_LEAST = ("goodput_fraction",)
+
+
 def parse_slos(specs: list[str]) -> dict[str, float]:
-    """ttft_p99_ms=500 -> {'p99_ttft_ms': 500.0}; a summary key (p99_ttft_ms=500) is taken as is."""
+    """ttft_p99_ms=500 -> {'p99_ttft_ms': 500.0}; a summary key (p99_ttft_ms=500) is taken as is;
+    goodput_fraction=0.99: at least that share of the requests meets its SLO class's targets."""
     slos, typed = {}, {}  # typed: the spelling each was given in
     for spec in specs:
         key, _, value = spec.partition("=")
         given = key
         m = _SLO.match(key)
-        if m:
+        if key in AT_LEAST:
+            try:
+                share = float(value)
+            except ValueError:
+                share = math.nan
+            if not 0 < share <= 1:
+                raise ConfigError("--slo", f"{spec!r}: the share of requests meeting their targets is a number in "
+                                           f"(0, 1]")
+        elif m:
             metric, stat = m.groups()
             key = f"{'median' if stat == 'p50' else stat}_{metric}_ms"
         elif not re.match(r"^(mean|median|p90|p99)_(ttft|tpot|itl|e2el|queue_time)_ms$", key):
-            raise ConfigError("--slo", f"{spec!r}: use e.g. ttft_p99_ms=500 or tpot_p90_ms=50")
+            raise ConfigError("--slo", f"{spec!r}: use e.g. ttft_p99_ms=500, tpot_p90_ms=50 or goodput_fraction=0.99")
         try:
             target = float(value)
         except ValueError:
@@ -64,7 +78,8 @@ def meets(summary: dict, slos: dict) -> bool:
     """Every request served and every SLO met: a load at which the engine refuses requests (its queue limits, SLO
     shedding, prompts too long) does not carry that traffic, however fast it serves the rest."""
     return summary["completed"] > 0 and not summary.get("failed") and \
-        all(summary.get(k) is not None and summary[k] <= v for k, v in slos.items())
+        all(summary.get(k) is not None and (summary[k] >= v if k in AT_LEAST else summary[k] <= v)
+            for k, v in slos.items())
 
 
 def refuse_searched(sets: list[str], searched: str) -> None:

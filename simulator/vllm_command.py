@@ -487,6 +487,10 @@ def _percentiles(text: str) -> list[float]:
 
 
 def _goodput(items: list[str]) -> dict:
+    return goodput_targets(items, "vllm bench serve --goodput")
+
+
+def goodput_targets(items: list[str], field: str) -> dict:
     """`--goodput ttft:500 tpot:50`: milliseconds per metric; a request is good if it meets every one."""
     slo = {}
     for item in items:
@@ -496,7 +500,7 @@ def _goodput(items: list[str]) -> dict:
         except ValueError:
             ms = math.nan
         if not sep or key not in ("ttft", "tpot", "e2el") or not (math.isfinite(ms) and ms >= 0):
-            raise ConfigError("vllm bench serve --goodput", f"KEY:MILLISECONDS with KEY one of ttft, tpot, e2el "
+            raise ConfigError(field, f"KEY:MILLISECONDS with KEY one of ttft, tpot, e2el "
                                                             f"and a finite value >= 0, got {item!r}")
         slo[f"{key}_ms"] = ms if ms > 0 else 1e-9  # vLLM's value <= SLO: 0 admits only an exact 0
     return slo

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from servesim.simulator.cli import main
+from servesim.simulator.errors import ConfigError
 from servesim.simulator.recommend import load_prices
 
 AZURE = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "azure2023" / "AzureLLMInferenceTrace_conv.csv"
@@ -130,3 +131,27 @@ def test_the_python_api_gives_the_same_table(tmp_path, capsys):
     assert t.attrs["report"]["rows"] == cli["rows"] and list(t["gpu"]) == [r["gpu"] for r in cli["rows"]]
     with pytest.raises(servesim.ConfigError, match="gpus: must be a list"):
         servesim.recommend(None, {"ttft_p99_ms": 500}, rate=2, gpus="h100-sxm", out=tmp_path / "x")
+
+
+def test_vllms_goodput_form_and_a_vllm_result_as_the_traffic(tmp_path, capsys):
+    """--goodput ttft:MS tpot:MS with a share: at least that share of requests meets every target (vLLM's
+    per-request goodput); a `vllm bench serve` result file replays as the traffic to mimic."""
+    assert main(["vllm", "--out", str(tmp_path / "v"), "--quiet", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--",
+                 "bench", "serve", "--random-input-len", "512", "--random-output-len", "64", "--num-prompts", "60",
+                 "--request-rate", "6", "--save-result", "--save-detailed", "--result-filename", "r.json"]) == 0
+    argv = ["recommend", "--set", f"workload={{type: trace, path: {tmp_path / 'v' / 'r.json'}}}", "--goodput",
+            "ttft:200", "tpot:20", "--gpu", "h100-sxm", "--tolerance", "0.2", "--no-progress", "--json"]
+    assert main(argv + ["--goodput-share", "0.9", "--out", str(tmp_path / "r")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    row = report["rows"][0]
+    assert report["slos"] == {"goodput_fraction": 0.9} and report["load"] == "r.json at time_scale 1"
+    share = row["slo_goodput_fraction"]  # the fleet's, at the trace's load
+    assert row["status"] == "meets" and share >= 0.9
+    # the headroom of a share: how much of the 10% allowed to miss was left unused
+    assert row["headroom"] == pytest.approx(1 - (1 - share) / (1 - 0.9))
+    from servesim.simulator.search import meets, parse_slos
+
+    with pytest.raises(ConfigError, match="a number in \\(0, 1\\]"):
+        parse_slos(["goodput_fraction=0"])
+    ok = {"completed": 10, "failed": 0, "goodput_fraction": 0.9}
+    assert meets(ok, {"goodput_fraction": 0.9}) and not meets(ok | {"goodput_fraction": 0.89}, {"goodput_fraction": 0.9})
