@@ -240,6 +240,37 @@ def axes_from(named: dict[str, str | None], grids: list[str]) -> dict[str, list]
     return axes
 
 
+def check_space(scenario, sets: list[str], axes: dict[str, list], rate: float | None = None) -> None:
+    """The space's values as settings, checked before any search: a value no deployment could take (a typo, a GPU
+    servesim does not know, a size of 0, one given twice) is the user's mistake, named in one line, not a
+    candidate "pruned" among those that do not fit."""
+    from servesim.simulator.config import load_scenario, override
+    from servesim.simulator.hardware import builtin_gpu_names
+
+    flags = {"hardware.gpu": "--gpu", "engine.tensor_parallel_size": "--tp"}
+    given = {s.split("=", 1)[0].strip() for s in sets}
+    for key, why in [("cluster.replicas", "the search sizes the fleet"),
+                     *[("workload.arrival.rate", "--rate gives the traffic")] * (rate is not None),
+                     *[(k, f"it is an axis of the space ({flags.get(k, '--grid')})") for k in axes]]:
+        if key in given:
+            raise ConfigError("--set", f"{key}: {why}; leave it out")
+    for key, values in axes.items():
+        flag = flags.get(key, "--grid")
+        if key in SET_BY_THE_SEARCH:
+            raise ConfigError(flag, f"{key}: the search sets it (the fleet's replicas, for the traffic's load)")
+        seen = []
+        for v in values:
+            if v in seen:
+                raise ConfigError(flag, f"{key}: {v!r} given twice (it would search the same candidate again)")
+            seen.append(v)
+            if key == "hardware.gpu" and v not in builtin_gpu_names():
+                raise ConfigError(flag, f"unknown GPU {v!r}; built-in: {', '.join(builtin_gpu_names())}")
+            try:
+                load_scenario(scenario, sets + [override(key, v)])
+            except ConfigError as exc:
+                raise ConfigError(flag, str(exc)) from None
+
+
 SET_BY_THE_SEARCH = ("cluster.replicas", "workload.arrival.rate", "workload.time_scale")
 
 
@@ -283,17 +314,24 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
         progress: bool = True) -> tuple["pd.DataFrame", dict, list[str]]:
     """The whole recommendation, as `servesim recommend` and the API make it: the ranked table, the report
     (recommend.json's content) and the files written in `out`."""
+    import pandas as pd
+
     from servesim.simulator.cli_output import plain
     from servesim.simulator.files import refuse_folder_over_inputs
 
-    for key in axes:
-        if key in SET_BY_THE_SEARCH:
-            raise ConfigError("--grid", f"{key}: the search sets it (the fleet's replicas, for the traffic's load)")
+    check_space(scenario, sets, axes, rate)
     price_table = load_prices(prices)
     rate, load_text = target_load(scenario, sets, rate)
     refuse_folder_over_inputs(out, FILES + ["plot-recommend.png", "plot-recommend.svg"], "--out",
                               [p for p in (scenario, prices) if isinstance(p, (str, Path))])
     table = recommend(scenario, sets, axes, slos, rate, out, price_table, tolerance, jobs, progress)
+    unpriced = sorted({str(g) for g in table.loc[(table["status"] == "meets") &
+                                                 table.get("usd_per_hour", pd.Series(index=table.index)).isna(), "gpu"]})
+    if unpriced:  # they meet the SLOs, but nothing ranks them by cost
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: no price for {', '.join(unpriced)} in {price_table['table']}: their rows "
+                  f"meet the SLOs but are ranked after the priced ones; give prices with --prices"])
     out = Path(out)
     table.to_csv(out / "recommend.csv", index=False)
     commands = vllm_commands(scenario, sets, table, top)

@@ -89,6 +89,14 @@ def test_no_candidate_meeting_the_slos_exits_1_and_says_why(tmp_path, capsys):
 @pytest.mark.parametrize("argv, says", [
     (["--grid", "cluster.replicas=1,2"], "--grid: cluster.replicas: the search sets it"),
     (["--grid", "engine.max_num_seqs=8", "--grid", "engine.max_num_seqs=16"], "--grid: engine.max_num_seqs: given twice"),
+    # a value no deployment could take is the user's mistake, not a candidate "pruned" beside those that do not fit
+    (["--gpu", "h100-sxm,h100-sxm"], "--gpu: hardware.gpu: 'h100-sxm' given twice"),
+    (["--gpu", "h100,h200-sxm"], "--gpu: unknown GPU 'h100'"),
+    (["--tp", "0,2"], "--tp: engine.tensor_parallel_size: Input should be greater than or equal to 1"),
+    (["--grid", "engine.max_num_seq=8,16"], "--grid: engine.max_num_seq: unknown setting"),
+    (["--set", "cluster.replicas=3"], "--set: cluster.replicas: the search sizes the fleet"),
+    (["--rate", "4", "--set", "workload.arrival.rate=3"], "--set: workload.arrival.rate: --rate gives the traffic"),
+    (["--gpu", "h100-sxm", "--set", "hardware.gpu=h200-sxm"], "--set: hardware.gpu: it is an axis of the space (--gpu)"),
     (["--gpu", "h100-sxm", "--grid", "hardware.gpu=h200-sxm"], "--grid: hardware.gpu: given twice"),
     (["--set", f"workload={{type: trace, path: {AZURE}}}", "--rate", "3"], "--rate: a trace's traffic is its own"),
     (["--set", "workload={type: closed_loop_nope}"], "workload"),
@@ -155,3 +163,13 @@ def test_vllms_goodput_form_and_a_vllm_result_as_the_traffic(tmp_path, capsys):
         parse_slos(["goodput_fraction=0"])
     ok = {"completed": 10, "failed": 0, "goodput_fraction": 0.9}
     assert meets(ok, {"goodput_fraction": 0.9}) and not meets(ok | {"goodput_fraction": 0.89}, {"goodput_fraction": 0.9})
+
+
+def test_a_gpu_without_a_price_is_said_and_ranked_after_the_priced(tmp_path, capsys):
+    (tmp_path / "p.yaml").write_text("prices:\n  h200-sxm: 4.0\n")
+    assert main(["recommend", "--rate", "2", "--slo", "ttft_p99_ms=500", "--gpu", "h100-sxm,h200-sxm", *SMALL,
+                 "--prices", str(tmp_path / "p.yaml"), "--out", str(tmp_path / "o"), "--json"]) == 0
+    out, err = capsys.readouterr()
+    rows = json.loads(out)["rows"]
+    assert [r["gpu"] for r in rows] == ["h200-sxm", "h100-sxm"] and rows[1]["usd_per_hour"] is None
+    assert "no price for h100-sxm" in rows[1]["reason"] and "servesim: warning: no price for h100-sxm" in err
