@@ -30,6 +30,8 @@ HTTP_REASONS = {"prompt_too_long": "Bad Request", "max_tokens_too_large": "Bad R
 DETAILED = {"0.19.0": ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"),
             "0.33.0": ("input_lens", "output_lens", "ttfts", "itls", "latencies", "start_times", "queue_times",
                        "generated_texts", "errors")}
+# of those, the ones written without --save-detailed too (0.33 deletes only the others)
+KEPT = {"0.19.0": (), "0.33.0": ("latencies", "queue_times")}
 
 
 def _percentile_key(p: float) -> str:
@@ -136,6 +138,8 @@ def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: st
     out["total_token_throughput"] = s["total_token_throughput"] * scale
     if o.save_detailed if detailed is None else detailed:
         out.update({k: per[k] for k in DETAILED[o.vllm_version]})
+    else:
+        out.update({k: per[k] for k in KEPT[o.vllm_version]})
     out["max_output_tokens_per_s"] = _tokens_per_second_peak(result, per)
     out["max_concurrent_requests"] = s["max_concurrent_requests"]  # vLLM's 1-second count (metrics.py)
     out["rtfx"] = 0.0

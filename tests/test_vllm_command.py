@@ -120,7 +120,9 @@ def test_vllm_result_file_has_vllms_keys_and_meanings(version, tmp_path, capsys)
     out = tmp_path / "v"
     assert main(["vllm", "--vllm-version", version, "--out", str(out), "--quiet", "serve", MODEL] + BENCH +
                 ["--save-result", "--result-filename", "plain.json"]) == 0
-    assert list(json.loads((out / "plain.json").read_text())) == VLLM_KEYS
+    i = VLLM_KEYS.index("total_token_throughput") + 1  # 0.33 keeps these two arrays without --save-detailed
+    kept = ["latencies", "queue_times"] if version == "0.33.0" else []
+    assert list(json.loads((out / "plain.json").read_text())) == VLLM_KEYS[:i] + kept + VLLM_KEYS[i:]
     assert main(["vllm", "--vllm-version", version, "--out", str(out), "--quiet", "serve", MODEL] + BENCH +
                 ["--save-result", "--save-detailed", "--goodput", "ttft:16", "tpot:8", "--max-concurrency", "4",
                  "--percentile-metrics", "e2el,ttft", "--metric-percentiles", "50,99.9", "--label", "L",
@@ -128,7 +130,6 @@ def test_vllm_result_file_has_vllms_keys_and_meanings(version, tmp_path, capsys)
     [path] = (tmp_path / "res").iterdir()
     assert path.name.startswith("L-8.0qps-concurrency4-Llama-3.1-8B-Instruct-") and path.suffix == ".json"
     r = json.loads(path.read_text())
-    i = VLLM_KEYS.index("total_token_throughput") + 1
     keys = VLLM_KEYS[:7] + ["tp"] + VLLM_KEYS[7:i] + DETAILED[version] + VLLM_KEYS[i:22]
     keys += [f"{s}_{m}_ms" for m in ("ttft", "e2el") for s in ("mean", "median", "std", "p50", "p99.9")]
     assert list(r) == keys and r["tp"] == "1" and r["max_concurrency"] == 4
@@ -212,7 +213,9 @@ def test_speculative_decoding_reports_vllms_figures_in_the_file_and_the_metrics(
     i = VLLM_KEYS.index("rtfx") + 1
     spec = ["spec_decode_acceptance_rate", "spec_decode_acceptance_length", "spec_decode_num_drafts",
             "spec_decode_draft_tokens", "spec_decode_accepted_tokens", "spec_decode_per_position_acceptance_rates"]
-    assert list(r) == VLLM_KEYS[:i] + spec + VLLM_KEYS[i:]
+    j = VLLM_KEYS.index("total_token_throughput") + 1  # 0.33 (the default) keeps these two without --save-detailed
+    keys = VLLM_KEYS[:j] + ["latencies", "queue_times"] + VLLM_KEYS[j:i] + spec + VLLM_KEYS[i:]
+    assert list(r) == keys
     drafts, rates = r["spec_decode_num_drafts"], r["spec_decode_per_position_acceptance_rates"]
     assert r["spec_decode_draft_tokens"] == 3 * drafts and len(rates) == 3
     assert rates == sorted(rates, reverse=True)  # a draft counts only when every one before it was accepted
