@@ -78,8 +78,9 @@ def read_run_record(path: Path) -> dict:
     """run.json beside the measurements: a JSON object whose fields a profile takes, or one line naming it."""
     if not path.is_file():
         raise ConfigError(str(path), "is not a regular file (calibrate run writes run.json as a JSON object)")
+    text = read_settings_text(path, str(path))  # its own line on a file that is not UTF-8 or too big
     try:
-        data = json.loads(read_settings_text(path, str(path)))
+        data = json.loads(text)
     except JSON_ERRORS as exc:
         raise ConfigError(str(path), f"not a JSON document ({json_problem(exc)})") from None
     if not isinstance(data, dict):

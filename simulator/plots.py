@@ -393,8 +393,9 @@ def _plot_recommendation(src: Path, stem: Path, title: str | None) -> list[Path]
     path = src / "recommend.json" if src.is_dir() else src
     if not path.is_file():
         raise ConfigError("results", f"{path} not found: give a `servesim recommend` output directory")
+    text = read_settings_text(path, "results", limit=64 << 20)
     try:
-        data = json.loads(read_settings_text(path, "results", limit=64 << 20))
+        data = json.loads(text)
         table, slos, load = pd.DataFrame(data["rows"]), data["slos"], str(data["load"])
     except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError("results", f"{path} is not a recommend.json ({type(exc).__name__})") from None
