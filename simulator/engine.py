@@ -178,7 +178,7 @@ class Replica:
                     t = yield from self.lockstep.step(t)
                 finished = sched.update_from_output(out, step, t)
                 log.add_step(now, t, out.shape, out.num_running, out.num_waiting, used, len(out.preempted),
-                             out.swapped_blocks, out.spec_drafts, out.spec_accepted)
+                             out.swapped_blocks, out.spec_drafts, out.spec_accepted, out.spec_discarded)
                 step += 1
                 for r in out.handed_off:
                     self.hand_off(r, t)

@@ -301,6 +301,7 @@ class RunResult:
     cut: bool = False  # simulation.max_sim_time_s ended the run with events still to come
     unrepeatable: str | None = None  # a RequestSource given to simulate() that makes its requests as the run goes
     speculation: list = field(default_factory=list)  # per engine, its spec-decode counters (speculation.counters)
+    discarded_tokens: dict = field(default_factory=dict)  # step (all replicas' order) -> accepted tokens trimmed
     _itls: np.ndarray | None = None
     _itl_distribution: tuple | None = None
     _requests: object = None
@@ -372,6 +373,8 @@ class RunResult:
         result = cls(rs.as_dict(), req, steps, tokens)
         result.inputs = rs.input_files()
         result.speculation = speculation or []
+        result.discarded_tokens = {int(offsets[i]) + step: n for i, log in enumerate(logs)
+                                   for step, n in log.discarded_tokens.items()}
         prefill_only = rs.scenario.cluster.prefill_replicas  # the first replicas, when disaggregated
         result.summary = result._summarize(finished, sim_end, len(logs), prefill_only, (itl_values, itl_counts),
                                            measured)

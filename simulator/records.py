@@ -33,9 +33,15 @@ class StepLog:
         self.cols: dict[str, array] = {c: array("d" if c in TIME_COLUMNS else "q" if c in WIDE_COLUMNS else "i")
                                        for c in STEP_COLUMNS}
         self._append = [self.cols[c].append for c in STEP_COLUMNS]
+        # step -> accepted draft tokens past a request's stop (rare: a request's last step), which vLLM trims:
+        # a step generated its token-steps plus spec_accepted less these
+        self.discarded_tokens: dict[int, int] = {}
 
     def add_step(self, start: float, end: float, shape: BatchShape, running: int, waiting: int,
-                 used_blocks: int, preempted: int, swapped_blocks: int = 0, drafts: int = 0, accepted: int = 0) -> None:
+                 used_blocks: int, preempted: int, swapped_blocks: int = 0, drafts: int = 0, accepted: int = 0,
+                 discarded: int = 0) -> None:
+        if discarded:
+            self.discarded_tokens[len(self)] = discarded
         a = self._append
         a[0](start); a[1](end); a[2](shape.prefill_tokens + shape.decode_seqs); a[3](shape.prefill_tokens)
         a[4](shape.decode_seqs); a[5](running); a[6](waiting); a[7](used_blocks); a[8](preempted)

@@ -53,6 +53,7 @@ class SchedulerOutput:
     spec_seqs: int = 0  # decodes that verified drafts
     spec_drafts: int = 0
     spec_accepted: int = 0
+    spec_discarded: int = 0  # accepted tokens past a request's stop, trimmed as vLLM trims them (not generated)
     handed_off: list = field(default_factory=list)  # prefill-only: requests whose decode moves elsewhere
     implicit: int = 0  # decode-cohort members decoding this step, not in reqs (simulator/decode_cohort.py)
     implicit_context: int = 0  # their tokens

@@ -42,7 +42,9 @@ class Speculation:
         out.spec_drafts += n - 1
         out.spec_accepted += accepted
         r.num_computed_tokens = context + 1 + accepted
-        return min(accepted + 1, r.stop_len - r.num_tokens)
+        kept = min(accepted + 1, r.stop_len - r.num_tokens)
+        out.spec_discarded += accepted + 1 - kept  # counted accepted (vLLM's stats), never generated
+        return kept
 
     def draft_time(self, out) -> float:
         """The draft model's k steps over the decodes that speculate, as a fraction of a target decode step."""

@@ -5,13 +5,19 @@ and bucket edges for what is written here), for dashboards built on a real serve
   simulated seconds, `engine` the replica): `vllm:num_requests_running`, `vllm:num_requests_waiting`,
   `vllm:kv_cache_usage_perc` (a fraction, as vLLM's despite the name), and the running totals
   `vllm:num_preemptions_total`, `vllm:prompt_tokens_total` (a request's prompt counted at its first token, as
-  vLLM counts it when prefill ends), `vllm:generation_tokens_total`.
-- `metrics.prom`: the text exposition a scrape at the run's end returns: those counters, the gauges' last
-  values, and vLLM's histograms with its bucket edges (TTFT, inter-token latency, per-request TPOT, end to
-  end, queue, prefill, decode and inference time, prompt and generation lengths, tokens per step), labelled
-  `model_name` and `engine` as vLLM labels them; under speculative decoding the spec-decode counters; for 0.33,
-  `vllm:admission_rejections{reason}` (requests refused 503 by max_num_queued_reqs / max_num_queued_tokens).
-  Written with prometheus_client, the library vLLM exports with.
+  vLLM counts it when prefill ends), `vllm:generation_tokens_total` (tokens, drafts accepted included: the
+  run's output tokens).
+- `metrics.prom`: the text exposition a scrape at the run's end returns: those counters,
+  `vllm:prompt_tokens_by_source{source}` and `vllm:prompt_tokens_cached`, prefix-cache queries and hits, the
+  gauges' last values, and vLLM's histograms with its bucket edges (TTFT, inter-token latency, per-request
+  TPOT, end to end, queue, prefill, decode and inference time, prompt and generation lengths, tokens per
+  iteration as vLLM's IterationStats counts them), labelled `model_name` and `engine` as vLLM labels them;
+  under speculative decoding the spec-decode counters; for 0.33, `vllm:admission_rejections{reason}` (requests
+  refused 503 by max_num_queued_reqs / max_num_queued_tokens). Written with prometheus_client, the library
+  vLLM exports with.
+- Disaggregated (cluster.prefill_replicas): what happens before the first token (the prompt computed, its
+  prefix-cache lookups, queue, prefill time and TTFT) counts on the prefill engine; the decode engine counts the
+  prompt again as `external_kv_transfer`, as a vLLM decode instance counts the KV it loads, and the rest.
 """
 
 from __future__ import annotations
@@ -43,37 +49,61 @@ def buckets_1_2_5(largest: int) -> list[int]:
         exponent += 1
 
 
-def _step_tokens(result) -> tuple[np.ndarray, np.ndarray]:
-    """Per step (all replicas' steps, in the steps table's order): tokens generated, and prompt tokens of the
-    requests whose first token came in it."""
-    ends = result.step_columns["end"][:]
-    generated = np.zeros(len(ends), dtype=np.int64)
-    for _, steps, _ in result.tokens._blocks():
-        np.add.at(generated, steps, 1)
-    cols = result.request_columns
-    prompts = np.zeros(len(ends), dtype=np.int64)
-    first = cols["first_token_time"]
-    has = ~np.isnan(first)
-    replica_steps = result.step_columns["replica"][:]
-    for rep in np.unique(replica_steps):  # the step of each replica whose end is the first token's time
-        mine = np.flatnonzero(replica_steps == rep)
-        reqs = has & (cols["replica"] == rep)
-        at = np.searchsorted(ends[mine], first[reqs], side="left").clip(0, len(mine) - 1)
-        np.add.at(prompts, mine[at], cols["prompt_tokens"][reqs])
-    return generated, prompts
+def _first_steps(runs, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows with a token, the step, in the steps table's order, of each one's first token)."""
+    b = runs.bounds
+    rows = np.flatnonzero(b[1:] > b[:-1])
+    return rows, offsets[rows] + runs.values[b[rows]]
+
+
+def _step_tokens(result) -> dict[str, np.ndarray]:
+    """Per step (all replicas' steps, in the steps table's order), as vLLM's IterationStats counts them:
+    `generated`, tokens generated (one per request given a token plus the drafts it accepted, less those past its
+    stop); `prompt`, the prompts of the requests whose prefill ended in it (vLLM counts a prompt with its first
+    token); `computed`, the part of those prompts the step computed (less the prefix-cache hit); `cached`, that hit
+    (`local`), or the prompt a disaggregated decode engine received over the KV transfer (`external`: vLLM's
+    decode instance counts the prompt again, as loaded, at its own first token); `recomputed`, prompts wholly in
+    the cache, whose last token is computed again."""
+    steps = result.step_columns
+    n = len(steps["end"][:])
+    generated = steps["spec_accepted"][:].astype(np.int64)
+    for _, at, _ in result.tokens._blocks():
+        np.add.at(generated, at, 1)
+    for step, k in result.discarded_tokens.items():
+        generated[step] -= k
+    cols, tok = result.request_columns, result.tokens
+    prompt_len, cached = cols["prompt_tokens"].astype(np.int64), cols["cached_tokens"].astype(np.int64)
+    out = {"generated": generated, **{k: np.zeros(n, dtype=np.int64) for k in ("prompt", "computed", "local",
+                                                                              "external", "recomputed")}}
+    split = tok.prefill_runs is not None
+    rows, at = _first_steps(tok.prefill_runs, tok.prefill_offsets) if split else _first_steps(tok.runs, tok.offsets)
+    if split:  # rows without a prefill replica's token were not split: their first token is a decode engine's
+        whole, whole_at = _first_steps(tok.runs, tok.offsets)
+        alone = cols["prefill_replica"][whole] < 0
+        rows, at = np.concatenate([rows, whole[alone]]), np.concatenate([at, whole_at[alone]])
+    np.add.at(out["prompt"], at, prompt_len[rows])
+    np.add.at(out["computed"], at, prompt_len[rows] - cached[rows])
+    np.add.at(out["local"], at, cached[rows])
+    np.add.at(out["recomputed"], at, (cached[rows] + 1 == prompt_len[rows]).astype(np.int64))  # a whole-prompt hit
+    if split:
+        rows, at = _first_steps(tok.runs, tok.offsets)
+        moved = cols["prefill_replica"][rows] >= 0
+        np.add.at(out["prompt"], at[moved], prompt_len[rows[moved]])
+        np.add.at(out["external"], at[moved], prompt_len[rows[moved]])
+    return out
 
 
 def timeline(result) -> "pd.DataFrame":
     import pandas as pd
 
     steps = result.step_columns
-    generated, prompts = _step_tokens(result)
-    replica = steps["replica"][:]
-    t = pd.DataFrame({"time": steps["end"][:], "engine": replica,
+    tokens = _step_tokens(result)
+    t = pd.DataFrame({"time": steps["end"][:], "engine": steps["replica"][:],
                       "vllm:num_requests_running": steps["num_running"][:],
                       "vllm:num_requests_waiting": steps["num_waiting"][:],
                       "vllm:kv_cache_usage_perc": steps["kv_usage"][:],
-                      "preempted": steps["num_preempted"][:], "prompt": prompts, "generated": generated})
+                      "preempted": steps["num_preempted"][:], "prompt": tokens["prompt"],
+                      "generated": tokens["generated"]})
     t = t.sort_values(["time", "engine"], kind="stable").reset_index(drop=True)
     totals = t.groupby("engine")[["preempted", "prompt", "generated"]].cumsum()
     t["vllm:num_preemptions_total"] = totals["preempted"]
@@ -104,6 +134,8 @@ def exposition(result, model_name: str, version: str = "0.33.0") -> str:
 
     cols, steps = result.request_columns, result.step_columns
     line = timeline(result)
+    per_step = _step_tokens(result)
+    step_engine = steps["replica"][:]
     engines = sorted(int(e) for e in np.unique(steps["replica"][:])) or [0]
     names = ["model_name", "engine"]
     max_model_len = int(result.config["engine"]["max_model_len"] or 1)
@@ -129,14 +161,30 @@ def exposition(result, model_name: str, version: str = "0.33.0") -> str:
                 mine = line[line["engine"] == e]
                 c.add_metric([model_name, str(e)], float(mine[f"{name}_total"].iloc[-1]) if len(mine) else 0.0)
             yield c
+        local_hit = per_step["local"] + (per_step["recomputed"] if version == "0.19.0" else 0)
+        sources = {"local_compute": per_step["computed"], "local_cache_hit": local_hit,
+                   "external_kv_transfer": per_step["external"]}
+        c = CounterMetricFamily("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.",
+                                labels=names + ["source"])
+        for e in engines:
+            for source, values in sources.items():
+                c.add_metric([model_name, str(e), source], float(values[step_engine == e].sum()))
+        yield c
+        c = CounterMetricFamily("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).",
+                                labels=names)
+        for e in engines:
+            c.add_metric([model_name, str(e)], float((per_step["local"] + per_step["external"])[step_engine == e].sum()))
+        yield c
         replica = cols["replica"]
+        # the phases before the first token ran where the prompt was computed: a prefill replica when disaggregated
+        prefill_engine = np.where(cols["prefill_replica"] >= 0, cols["prefill_replica"], replica)
         for name, doc, column in (("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of "
                                    "queried tokens.", "prefix_queries"),
                                   ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached "
                                    "tokens.", "prefix_hits")):
             c = CounterMetricFamily(name, doc, labels=names)
             for e in engines:
-                c.add_metric([model_name, str(e)], float(cols[column][replica == e].sum()))
+                c.add_metric([model_name, str(e)], float(cols[column][prefill_engine == e].sum()))
             yield c
         yield from _spec_decode_counters(result, model_name, engines)
         if version != "0.19.0":  # 0.33's API server counts the requests its queue limits refuse
@@ -172,10 +220,13 @@ def exposition(result, model_name: str, version: str = "0.33.0") -> str:
             "vllm:request_generation_tokens": ("Number of generation tokens processed.",
                                                cols["output_tokens"].astype(float), buckets_1_2_5(max_model_len)),
         }
+        before_first_token = {"vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds",
+                              "vllm:request_prefill_time_seconds", "vllm:request_prompt_tokens"}
         for name, (doc, values, edges) in per_request.items():
             h = HistogramMetricFamily(name, doc, labels=names)
+            where = prefill_engine if name in before_first_token else replica
             for e in engines:
-                _histogram(h, [model_name, str(e)], np.asarray(values, dtype=float)[finished & (replica == e)], edges)
+                _histogram(h, [model_name, str(e)], np.asarray(values, dtype=float)[finished & (where == e)], edges)
             yield h
         h = HistogramMetricFamily("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
                                   labels=names)
@@ -186,9 +237,11 @@ def exposition(result, model_name: str, version: str = "0.33.0") -> str:
         yield h
         h = HistogramMetricFamily("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
                                   labels=names)
+        # vLLM's IterationStats: prompts whose prefill ended in the step (0.19: whole; 0.33: the computed part)
+        # plus the tokens generated; not the tokens scheduled (a prefill chunk counts when its prompt ends)
+        per_iteration = (per_step["prompt"] if version == "0.19.0" else per_step["computed"]) + per_step["generated"]
         for e in engines:
-            mine = steps["replica"][:] == e
-            _histogram(h, [model_name, str(e)], steps["scheduled_tokens"][:][mine].astype(float),
+            _histogram(h, [model_name, str(e)], per_iteration[step_engine == e].astype(float),
                        ITERATION_TOKEN_BUCKETS)
         yield h
 

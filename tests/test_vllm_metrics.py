@@ -55,3 +55,94 @@ def test_metrics_prom_holds_vllms_families_with_the_runs_numbers(tmp_path, capsy
         assert (np.diff(t["vllm:generation_tokens_total"]) >= 0).all()
         assert t["vllm:generation_tokens_total"].iloc[-1] == req[req.replica == engine].output_tokens.sum()
     assert line["vllm:num_requests_running"].max() == steps.num_running.max()
+
+
+def _prom(result, version: str = "0.33.0") -> dict:
+    """(family sample name, engine[, source]) -> value of the run's metrics.prom."""
+    from servesim.simulator.vllm_metrics import exposition
+
+    return {(s.name, s.labels.get("engine"), s.labels.get("source") or s.labels.get("le")): s.value
+            for f in parser.text_string_to_metric_families(exposition(result, "m", version)) for s in f.samples}
+
+
+def test_speculative_decoding_counts_tokens_generated_not_steps():
+    """A verify step adds 1 + the accepted drafts, less those past the request's stop (vLLM trims them from
+    the output but counts them accepted): generation_tokens equals the run's output tokens."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+    from servesim.simulator.vllm_metrics import timeline
+
+    r = simulate(load(None, ["workload.num_requests=60", "workload.arrival.rate=8", "speculative.method=fixed",
+                             "speculative.num_speculative_tokens=4", "speculative.acceptance_rate=0.8"]))
+    out = int(r.request_columns["output_tokens"].sum())
+    token_steps = sum(len(steps) for _, steps, _ in r.tokens._blocks())
+    accepted = int(r.step_columns["spec_accepted"].sum())
+    assert token_steps < out < token_steps + accepted  # drafts added tokens, and some were past a stop
+    assert sum(r.discarded_tokens.values()) == token_steps + accepted - out
+    prom = _prom(r)
+    assert prom[("vllm:generation_tokens_total", "0", None)] == out
+    assert prom[("vllm:spec_decode_num_accepted_tokens_total", "0", None)] == accepted
+    assert timeline(r)["vllm:generation_tokens_total"].iloc[-1] == out
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_iteration_tokens_and_prompt_sources_are_vllms_iteration_stats(version):
+    """vLLM observes per iteration the prompts whose prefill ended (0.33: their computed part; 0.19: whole)
+    plus the tokens generated; prompt tokens split by source, the cached ones local hits."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+
+    r = simulate(load(None, ["workload.num_requests=60", "workload.arrival.rate=8", "engine.enable_prefix_caching=true",
+                             "workload.shared_prefix={tokens: 1024, count: 2}"]))
+    cols = r.request_columns
+    prompt, cached, out = (int(cols[c].sum()) for c in ("prompt_tokens", "cached_tokens", "output_tokens"))
+    assert 0 < cached < prompt
+    prom = _prom(r, version)
+    recomputed = int((cols["cached_tokens"] + 1 == cols["prompt_tokens"]).sum()) if version == "0.19.0" else 0
+    assert prom[("vllm:iteration_tokens_total_sum", "0", None)] == out + (prompt if version == "0.19.0"
+                                                                           else prompt - cached)
+    assert prom[("vllm:iteration_tokens_total_count", "0", None)] == len(r.step_columns["end"])
+    assert prom[("vllm:prompt_tokens_total", "0", None)] == prompt
+    assert prom[("vllm:prompt_tokens_by_source_total", "0", "local_compute")] == prompt - cached
+    assert prom[("vllm:prompt_tokens_by_source_total", "0", "local_cache_hit")] == cached + recomputed
+    assert prom[("vllm:prompt_tokens_by_source_total", "0", "external_kv_transfer")] == 0
+    assert prom[("vllm:prompt_tokens_cached_total", "0", None)] == cached
+
+
+def test_disaggregation_counts_the_prompt_where_it_was_computed():
+    """The prefill engine computes the prompt (its cache lookups, queue, prefill time, TTFT and first token);
+    the decode engine counts the prompt as loaded over the KV transfer, and generates the rest, as vLLM's P/D
+    instances count them."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+
+    r = simulate(load(None, ["workload.num_requests=60", "workload.arrival.rate=8", "cluster.replicas=2",
+                             "cluster.prefill_replicas=1", "engine.enable_prefix_caching=true",
+                             "workload.shared_prefix={tokens: 1024, count: 2}"]))
+    cols = r.request_columns
+    done = np.array([s == "finished" for s in cols["status"]])
+    assert (cols["prefill_replica"][done] == 0).all() and set(cols["replica"][done]) == {1, 2}
+    prompt, cached, out = (int(cols[c][done].sum()) for c in ("prompt_tokens", "cached_tokens", "output_tokens"))
+    prom = _prom(r)
+    for name, source in (("vllm:prompt_tokens_by_source_total", "external_kv_transfer"),
+                         ("vllm:prompt_tokens_by_source_total", "local_compute"),
+                         ("vllm:prompt_tokens_total", None), ("vllm:prefix_cache_queries_total", None),
+                         ("vllm:generation_tokens_total", None), ("vllm:e2e_request_latency_seconds_count", None),
+                         ("vllm:request_success_total", None), ("vllm:time_to_first_token_seconds_count", None),
+                         ("vllm:request_prefill_time_seconds_count", None),
+                         ("vllm:request_queue_time_seconds_count", None)):  # the decode engines together
+        prom[(name, "1", source)] += prom[(name, "2", source)]
+    assert prom[("vllm:prompt_tokens_total", "0", None)] == prompt
+    assert prom[("vllm:prompt_tokens_by_source_total", "0", "local_compute")] == prompt - cached
+    assert prom[("vllm:prompt_tokens_by_source_total", "1", "external_kv_transfer")] == prompt
+    assert prom[("vllm:prompt_tokens_by_source_total", "1", "local_compute")] == 0
+    assert prom[("vllm:prompt_tokens_total", "1", None)] == prompt
+    assert prom[("vllm:prefix_cache_hits_total", "0", None)] == cols["prefix_hits"].sum() > 0
+    assert prom[("vllm:prefix_cache_queries_total", "1", None)] == 0
+    assert prom[("vllm:generation_tokens_total", "0", None)] == done.sum()  # each request's first token
+    assert prom[("vllm:generation_tokens_total", "1", None)] == out - done.sum()
+    for family in ("vllm:time_to_first_token_seconds", "vllm:request_prefill_time_seconds",
+                   "vllm:request_queue_time_seconds"):
+        assert prom[(family + "_count", "0", None)] == done.sum() and prom[(family + "_count", "1", None)] == 0
+    assert prom[("vllm:e2e_request_latency_seconds_count", "1", None)] == done.sum()
+    assert prom[("vllm:request_success_total", "1", None)] == done.sum()
