@@ -149,10 +149,11 @@ def cmd_vllm(args) -> int:
 
     from servesim.simulator.config import load, override
     from servesim.simulator.files import dump_yaml
-    from servesim.simulator.vllm_command import read, split_command
+    from servesim.simulator.vllm_command import read, refuse_overrides, split_command
 
     serve_argv, bench_argv = split_command(args.command)
     cmd = read(serve_argv, bench_argv, args.vllm_version)
+    refuse_overrides(cmd, args.set, args.gpu is not None)
     sets = [override(k, v) for k, v in cmd.settings.items()]
     if args.gpu is not None:
         sets.append(override("hardware.gpu", args.gpu))
@@ -167,8 +168,8 @@ def cmd_vllm(args) -> int:
         return 0
 
     def after(result, out: Path) -> list[str]:
-        (out / "vllm_command.json").write_text(json.dumps(cmd.as_record() | {"argv": args.command}, indent=1,
-                                                          default=str) + "\n")
+        (out / "vllm_command.json").write_text(json.dumps(cmd.as_record() | {"argv": args.command, "set": args.set},
+                                                          indent=1, default=str) + "\n")
         from servesim.simulator.vllm_metrics import write_prometheus
 
         written = ["vllm_command.json", *write_prometheus(result, out, cmd.model, cmd.version)]

@@ -213,6 +213,7 @@ class VllmCommand:
     bench: BenchOptions
     not_modelled: dict = field(default_factory=dict)  # "vllm serve --host" -> value
     version: str = VLLM_VERSION
+    given: set = field(default_factory=set)  # the serve flags (dests) on the line, not left to their defaults
 
     def as_record(self) -> dict:
         return {"vllm_version": self.version, "model": self.model, "settings": self.settings,
@@ -284,7 +285,46 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     options.model_id = options.model_id or model  # vLLM's client asks the server for it
     options.tokenizer_id = options.tokenizer_id or options.model_id
     settings.update(workload)
-    return VllmCommand(model, settings, options, not_modelled, version)
+    return VllmCommand(model, settings, options, not_modelled, version, set(serve))
+
+
+# servesim settings the bench command decides -> the flags that decide them
+BENCH_SETTINGS = {"workload.num_requests": "--num-prompts", "seed": "--seed", "workload.max_concurrency":
+                  "--max-concurrency", "workload.arrival": "--request-rate, --burstiness and --ramp-up-*",
+                  "workload.slo_classes": "--goodput", "workload.prompt_tokens": "the dataset's length flags",
+                  "workload.output_tokens": "the dataset's length flags",
+                  "workload.shared_prefix": "the dataset's prefix flags",
+                  "workload.request_max_tokens": "its max_tokens (each output length)",
+                  "workload.clip_to_max_model_len": "vLLM's 400 for a request longer than --max-model-len"}
+
+
+def decided_by(cmd: VllmCommand, key: str) -> str | None:
+    """The vLLM flag (or its default) that decides `key` (a setting, or a section holding some) in this
+    command; None when no flag does and a --set of it is the user's own."""
+    for setting in cmd.settings:
+        if not (key == setting or key.startswith(setting + ".") or setting.startswith(key + ".")):
+            continue
+        if setting == "model":
+            return "vllm serve MODEL"
+        if setting.startswith("speculative."):
+            return "vllm serve --speculative-config"
+        if setting in BENCH_SETTINGS:
+            return f"vllm bench serve {BENCH_SETTINGS[setting]}"
+        dest = next(d for d, k in SERVE_SETTINGS.items() if k == setting)
+        return _flag("serve", dest, cmd.version) + ("" if dest in cmd.given else ", left at vLLM's default")
+    return None
+
+
+def refuse_overrides(cmd: VllmCommand, sets: list[str], gpu_given: bool) -> None:
+    """A --set of what the pasted command decides would run one thing and report another (the result file and
+    vllm_command.json say the flags): refused, naming the flag to change."""
+    for item in sets:
+        key = item.split("=", 1)[0].strip()
+        on_gpu = gpu_given and (key in ("hardware", "hardware.gpu") or key.startswith("hardware.gpu."))
+        flag = "servesim vllm --gpu" if on_gpu else decided_by(cmd, key)
+        if flag:
+            raise ConfigError(f"--set {key}", f"the pasted command decides it ({flag}): give the flag, not --set, so the "
+                                                 f"result file and vllm_command.json say what ran")
 
 
 def _flag(kind: str, dest: str, version: str) -> str:

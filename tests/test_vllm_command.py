@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from servesim.simulator.cli import main
 from servesim.simulator.model_arch import HF_IDS
@@ -265,3 +266,32 @@ def test_vllm_033_reports_the_clients_queue_and_the_servers_refusals(tmp_path, c
             if s.name.startswith("vllm:admission_rejections")}
     assert prom == {("vllm:admission_rejections_total", "max_num_queued_reqs"): r["failed"],
                     ("vllm:admission_rejections_total", "max_num_queued_tokens"): 0}
+
+
+@pytest.mark.parametrize("item, flag", [
+    ("engine.max_num_seqs=3", "(vllm serve --max-num-seqs)"),
+    ("engine.gpu_memory_utilization=0.5", "(vllm serve --gpu-memory-utilization, left at vLLM's default)"),
+    ("workload.arrival.rate=3", "(vllm bench serve --request-rate, --burstiness and --ramp-up-*)"),
+    ("workload.num_requests=9", "(vllm bench serve --num-prompts)"),
+    ("engine=null", "(vllm serve "),
+    ("hardware.gpu=a100-sxm", "(servesim vllm --gpu)"),
+    ("seed=4", "(vllm bench serve --seed)"),
+])
+def test_a_set_of_what_a_vllm_flag_decides_is_refused(tmp_path, capsys, item, flag):
+    """--set engine.max_num_seqs=3 beside --max-num-seqs 8 ran 3 while the result file and vllm_command.json
+    said 8: the flag is named instead, before anything runs."""
+    out = tmp_path / "v"
+    assert main(["vllm", "--gpu", "h200-sxm", "--out", str(out), "--set", item, "serve", MODEL, "--max-num-seqs", "8"]
+                + BENCH) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"servesim: error: --set {item.split('=')[0]}: ") and flag in err[0]
+    assert not out.exists()
+
+
+def test_a_set_no_flag_decides_runs_and_is_recorded(tmp_path, capsys):
+    out = tmp_path / "v"
+    assert main(["vllm", "--out", str(out), "--quiet", "--set", "policies.preemption_mode=swap", "--set",
+                 "engine.swap_space=1", "serve", MODEL] + BENCH) == 0
+    record = json.loads((out / "vllm_command.json").read_text())
+    assert record["set"] == ["policies.preemption_mode=swap", "engine.swap_space=1"]
+    assert yaml.safe_load((out / "config.yaml").read_text())["policies"]["preemption_mode"] == "swap"
