@@ -154,6 +154,10 @@ def cmd_vllm(args) -> int:
     serve_argv, bench_argv = split_command(args.command)
     cmd = read(serve_argv, bench_argv, args.vllm_version)
     refuse_overrides(cmd, args.set, args.gpu is not None)
+    if cmd.bench.save_result:
+        from servesim.simulator.vllm_results import check_result_path
+
+        check_result_path(cmd.bench, Path(args.out), [cmd.model])
     sets = [override(k, v) for k, v in cmd.settings.items()]
     if args.gpu is not None:
         sets.append(override("hardware.gpu", args.gpu))

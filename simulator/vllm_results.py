@@ -186,6 +186,40 @@ def default_filename(o: BenchOptions, date: str) -> str:
     return f"{head}-{base}-{date}.json"
 
 
+# what `servesim vllm` itself writes in --out: the result file never takes one of these names there
+RUN_FILES = ("config.yaml", "summary.json", "requests.parquet", "steps.parquet", "vllm_command.json",
+             "prometheus.parquet", "metrics.prom", "latency.png", "latency.svg")
+
+
+def check_result_path(o: BenchOptions, out: Path, inputs=()) -> None:
+    """Before the run, as vLLM would fail only after it: --result-filename and --label are names (vLLM joins them
+    to --result-dir or the working folder; here a `/` or `..` would write outside --out or --result-dir), the
+    file is none of the run's own files or inputs, and --result-dir is a folder that can be made."""
+    from servesim.simulator.errors import ConfigError
+    from servesim.simulator.files import refuse_below_a_file, refuse_link, refuse_writing_over
+
+    for flag, name in (("--result-filename", o.result_filename), ("--label", o.label)):
+        if name is not None and (name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name):
+            raise ConfigError(f"vllm bench serve {flag}", f"{name!r} is not a file name: give the folder as "
+                                                          f"--result-dir (default: --out)")
+    folder = Path(o.result_dir) if o.result_dir else out
+    if o.result_dir:
+        field = "vllm bench serve --result-dir"
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(field, f"{folder} is not a directory")
+        refuse_below_a_file(folder, field, f"{{parent}} is not a directory")
+    if o.result_filename is None:
+        return
+    field = "vllm bench serve --result-filename"
+    path = folder / o.result_filename
+    if folder.resolve() == out.resolve() and o.result_filename in RUN_FILES:
+        raise ConfigError(field, f"{o.result_filename} is one of the run's own files in {out}: give another name")
+    if path.is_dir():
+        raise ConfigError(field, f"{path} is a directory: give a file name")
+    refuse_link(path, field)
+    refuse_writing_over(path, field, inputs)
+
+
 def write_bench_result(result, o: BenchOptions, default_dir: Path, due: dict | None = None) -> Path:
     """The result file where vLLM would put it: --result-dir (default: the run's --out here, where vLLM uses the
     working folder) / --result-filename (default vLLM's name); --append-result adds a JSON line."""
