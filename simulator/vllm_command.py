@@ -278,7 +278,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
             settings[SERVE_SETTINGS[dest]] = value
         elif dest not in SPEC_SHORTHANDS and dest != "speculative_config":
             not_modelled[_flag("serve", dest, version)] = value
-    settings.update(_speculation(serve, version))
+    settings.update(_speculation(serve, version, not_modelled))
     options, workload = _bench(bench, not_modelled, version)
     workload["workload.request_max_tokens"] = True  # vllm bench serve sends each output length as max_tokens
     workload["workload.clip_to_max_model_len"] = False  # and vLLM refuses what does not fit (400), cuts nothing
@@ -343,30 +343,81 @@ def _other_release(argv: list[str], kind: str, version: str) -> str:
     return ""
 
 
-def _speculation(serve: dict, version: str) -> dict:
-    """--speculative-config, and 0.33's --spec-method/--spec-model/--spec-tokens shorthands for its keys."""
+def _speculation(serve: dict, version: str, not_modelled: dict) -> dict:
+    """--speculative-config, and 0.33's --spec-method/--spec-model/--spec-tokens shorthands for its keys: the
+    release's methods and keys (a key SpeculativeConfig lacks is refused, as its pydantic class forbids it; one
+    servesim does not model is recorded); 0.33's synthetic acceptance (rates per position, or a mean length) is the
+    acceptance servesim draws."""
     config = serve.get("speculative_config")
     shorthands = {key: serve[dest] for dest, key in SPEC_SHORTHANDS.items() if serve.get(dest) is not None}
     if config is None and not shorthands:
         return {}
     if config is None:
         config = {}
+    field = "vllm serve --speculative-config"
     if not isinstance(config, dict):
-        raise ConfigError("vllm serve --speculative-config", f"must be a JSON object, got {config!r}")
+        raise ConfigError(field, f"must be a JSON object, got {config!r}")
     for key, value in shorthands.items():
         if key in config:
             raise ConfigError(f"vllm serve --{dict(map(reversed, SPEC_SHORTHANDS.items()))[key].replace('_', '-')}",
                               f"and --speculative-config's {key!r} are mutually exclusive, as vLLM says")
     config = {**config, **shorthands}
+    table = flag_tables(version)["speculative_config"]
+    unknown = [key for key in config if key not in table["keys"]]
+    if unknown:
+        raise ConfigError(f"{field}.{unknown[0]}", f"not a key of vLLM {version}'s SpeculativeConfig (it forbids "
+                                                   f"others): {', '.join(table['keys'][:6])}, ...")
     method = config.get("method") or ("draft_model" if config.get("model") else None)
+    if method is not None and method not in table["methods"]:
+        other = [v for v in VLLM_VERSIONS if v != version and method in flag_tables(v)["speculative_config"]["methods"]]
+        raise ConfigError(f"{field}.method", f"{method!r} is not a method of vLLM {version}: "
+                                             f"{', '.join(table['methods'])}"
+                                             + (f"; vLLM {other[0]}'s takes it: --vllm-version {other[0]}" if other else ""))
     k = config.get("num_speculative_tokens")
     if method is None or not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ConfigError("vllm serve --speculative-config", "needs a method (or a draft model) and "
-                                                             "num_speculative_tokens >= 1, as vLLM does")
+        raise ConfigError(field, "needs a method (or a draft model) and num_speculative_tokens >= 1, as vLLM does")
     out = {"speculative.method": "fixed", "speculative.num_speculative_tokens": k}
     if method in FREE_DRAFTS:
         out["speculative.draft_cost_ratio"] = 0.0
+    synthetic = _synthetic_acceptance(config, k, field) if version != "0.19.0" else None
+    if synthetic is not None:
+        out["speculative.acceptance_distribution"] = synthetic
+    used = {"method", "model", "num_speculative_tokens"} | (
+        {"rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length"} if synthetic else set())
+    for key, value in config.items():
+        if key not in used:
+            not_modelled[f"{field}.{key}"] = value
     return out
+
+
+def _synthetic_acceptance(config: dict, k: int, field: str) -> list[float] | None:
+    """0.33's synthetic rejection sampling as the distribution of the accepted run's length (0..k): its rates are
+    the chance that the first i + 1 drafts are all accepted, so a run of exactly j has rate[j - 1] - rate[j]; a
+    mean length L is vLLM's least-variance schedule (L - 1 drafts: whole ones at 1, the fraction next)."""
+    rates, length = config.get("synthetic_acceptance_rates"), config.get("synthetic_acceptance_length")
+    if config.get("rejection_sample_method") != "synthetic":
+        if rates is not None or length is not None:
+            raise ConfigError(field, "synthetic_acceptance_rates/_length are only valid with "
+                                     "rejection_sample_method 'synthetic', as vLLM says")
+        return None
+    if (rates is None) == (length is None):
+        raise ConfigError(field, "rejection_sample_method 'synthetic' needs exactly one of "
+                                 "synthetic_acceptance_rates and synthetic_acceptance_length, as vLLM says")
+    if rates is not None:
+        if not isinstance(rates, list) or len(rates) != k or not all(
+                isinstance(r, (int, float)) and not isinstance(r, bool) and 0 <= r <= 1 for r in rates):
+            raise ConfigError(f"{field}.synthetic_acceptance_rates", f"must be {k} numbers in [0, 1] (one per "
+                                                                     f"draft position), got {rates!r}")
+        if any(b > a for a, b in zip(rates, rates[1:])):
+            raise ConfigError(f"{field}.synthetic_acceptance_rates", f"must be non-increasing, got {rates!r}")
+    else:
+        if not isinstance(length, (int, float)) or isinstance(length, bool) or not 1 <= length <= k + 1:
+            raise ConfigError(f"{field}.synthetic_acceptance_length", f"must be in [1, {k + 1}], got {length!r}")
+        drafts = float(length) - 1
+        whole = int(drafts)
+        rates = ([1.0] * whole + [drafts - whole] + [0.0] * k)[:k]
+    edges = [1.0, *map(float, rates), 0.0]
+    return [max(a - b, 0.0) for a, b in zip(edges, edges[1:])]
 
 
 def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions, dict]:

@@ -3,6 +3,7 @@ file, its semantics."""
 
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -10,6 +11,7 @@ import pytest
 import yaml
 
 from servesim.simulator.cli import main
+from servesim.simulator.errors import ConfigError
 from servesim.simulator.model_arch import HF_IDS
 from servesim.simulator.vllm_command import parse, read
 
@@ -316,3 +318,42 @@ def test_a_result_path_that_would_land_outside_or_over_the_run_is_refused_before
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle.replace("FILE", str(blocker)) in err[0], err
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
+
+
+@pytest.mark.parametrize("version, config, needle", [
+    ("0.33.0", {"method": "bogus", "num_speculative_tokens": 3}, "--speculative-config.method: 'bogus' is not a "
+                                                                 "method of vLLM 0.33.0: ngram, "),
+    ("0.33.0", {"method": "medusa", "num_speculative_tokens": 3}, "vLLM 0.19.0's takes it: --vllm-version 0.19.0"),
+    ("0.19.0", {"method": "dflash", "num_speculative_tokens": 3}, "vLLM 0.33.0's takes it: --vllm-version 0.33.0"),
+    ("0.33.0", {"method": "ngram", "num_speculative_tokens": 3, "lookahead": 2},
+     "--speculative-config.lookahead: not a key of vLLM 0.33.0's SpeculativeConfig"),
+    ("0.33.0", {"method": "ngram", "num_speculative_tokens": 3, "synthetic_acceptance_length": 2},
+     "only valid with rejection_sample_method 'synthetic'"),
+    ("0.33.0", {"method": "ngram", "num_speculative_tokens": 2, "rejection_sample_method": "synthetic",
+                "synthetic_acceptance_rates": [0.5]}, "synthetic_acceptance_rates: must be 2 numbers in [0, 1]"),
+    ("0.33.0", {"method": "ngram", "num_speculative_tokens": 2, "rejection_sample_method": "synthetic",
+                "synthetic_acceptance_length": 3.5}, "synthetic_acceptance_length: must be in [1, 3]"),
+])
+def test_a_speculative_config_vllm_refuses_is_refused(version, config, needle):
+    """A bogus method ran as speculative decoding and every key but method and k was dropped unsaid: vLLM's
+    SpeculativeConfig takes the methods its release lists and forbids keys it lacks."""
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        read([MODEL, "--speculative-config", json.dumps(config)], [], version)
+
+
+def test_speculative_config_keys_not_modelled_are_recorded_and_synthetic_acceptance_is_drawn():
+    cmd = read([MODEL, "--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 3,
+                                                           "prompt_lookup_max": 5})], [])
+    assert cmd.not_modelled == {"vllm serve --speculative-config.prompt_lookup_max": 5}
+    # 0.33's unconditional rates per position: a run of exactly j accepted has rate[j-1] - rate[j]
+    cmd = read([MODEL, "--speculative-config", json.dumps({
+        "method": "ngram", "num_speculative_tokens": 3, "rejection_sample_method": "synthetic",
+        "synthetic_acceptance_rates": [0.8, 0.5, 0.2]})], [])
+    assert cmd.settings["speculative.acceptance_distribution"] == pytest.approx([0.2, 0.3, 0.3, 0.2])
+    assert not cmd.not_modelled
+    # a mean length of 2.5 with 3 drafts: vLLM's least-variance schedule [1, 0.5, 0]
+    cmd = read([MODEL, "--speculative-config", json.dumps({
+        "method": "ngram", "num_speculative_tokens": 3, "rejection_sample_method": "synthetic",
+        "synthetic_acceptance_length": 2.5})], [])
+    dist = cmd.settings["speculative.acceptance_distribution"]
+    assert dist == pytest.approx([0, 0.5, 0.5, 0]) and 1 + sum(j * p for j, p in enumerate(dist)) == 2.5
