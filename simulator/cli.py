@@ -84,12 +84,13 @@ def cmd_run(args, after=None) -> int:
                                                               "cooldown_requests") if getattr(args, k, None) is not None]
     rs = load(args.scenario, args.set + window)
     from servesim.simulator.files import refuse_folder_over_inputs, refuse_writing_over
-    from servesim.simulator.metrics import RUN_FILES
+    from servesim.simulator.metrics import RUN_FILES, check_window
 
     inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
     refuse_writing_over(args.out, "--out", inputs)
     refuse_folder_over_inputs(args.out, RUN_FILES, "--out", inputs)  # and an --out that cannot be a folder
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
+    check_window(rs.scenario.simulation, source.planned())
     print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True)  # with --json, on stderr
     result = simulate(rs, source, release_source=True)  # read afterwards for its counts only
     done = result.summary.get("completed", 0)

@@ -84,10 +84,34 @@ def measured_requests(sim, arrival_time: np.ndarray) -> np.ndarray | None:
         keep &= arrival_time >= arrival_time.min() + sim.warmup_s
         keep &= arrival_time <= arrival_time.max() - sim.cooldown_s
     if not keep.any():
-        raise ConfigError("simulation.warmup_s", f"the warm-up and cool-down leave none of the run's {n:,} requests "
-                                                 f"measured (arrivals over {float(np.ptp(arrival_time)) if n else 0:g} "
-                                                 f"s): shorten them or run longer")
+        by_count = sim.warmup_requests + sim.cooldown_requests >= n
+        raise ConfigError(_window_field(sim, by_count), f"the warm-up and cool-down ({_window_text(sim)}) leave none "
+                                                        f"of the run's {n:,} requests measured (arrivals over "
+                                                        f"{float(np.ptp(arrival_time)) if n else 0:g} s): shorten "
+                                                        f"them or run longer")
     return keep
+
+
+def _window_field(sim, by_count: bool) -> str:
+    """The setting to name when the window leaves nothing: a count that alone does, else a time."""
+    names = ("warmup_requests", "cooldown_requests") if by_count else ("warmup_s", "cooldown_s")
+    return "simulation." + next((k for k in names if getattr(sim, k)), names[0])
+
+
+def _window_text(sim) -> str:
+    return ", ".join(f"{k} {getattr(sim, k):g}" for k in ("warmup_s", "cooldown_s", "warmup_requests",
+                                                          "cooldown_requests") if getattr(sim, k))
+
+
+def check_window(sim, planned: int | None) -> None:
+    """Before a run: warm-up and cool-down counts that leave none of the planned requests (the times are known
+    only once the requests arrive)."""
+    from servesim.simulator.errors import ConfigError
+
+    if planned is not None and sim.warmup_requests + sim.cooldown_requests >= planned:
+        raise ConfigError(_window_field(sim, True), f"the warm-up and cool-down ({_window_text(sim)}) leave none of "
+                                                    f"the run's {planned:,} requests measured: shorten them or run "
+                                                    f"longer")
 
 
 def concurrent_per_second(starts: np.ndarray, e2els: np.ndarray) -> int:

@@ -37,8 +37,18 @@ def test_offered_and_achieved_rates_say_whether_the_engine_keeps_up():
     assert heavy["achieved_rate"] < 0.5 * heavy["offered_rate"]  # the queue grows: fewer done than came
 
 
-def test_a_window_that_leaves_nothing_is_one_line(tmp_path, capsys):
-    assert main(["run", "--out", str(tmp_path), "--set", "workload.num_requests=20", "--set", "profile=teaching",
-                 "--warmup-requests", "10", "--cooldown-requests", "10"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("servesim: error: simulation.warmup_s: the warm-up and cool-down leave none")
+@pytest.mark.parametrize("flags, field", [
+    (["--warmup-requests", "10", "--cooldown-requests", "10"], "simulation.warmup_requests"),
+    (["--cooldown-requests", "25"], "simulation.cooldown_requests"),
+    (["--warmup-s", "1000"], "simulation.warmup_s"),
+    (["--cooldown-s", "1000"], "simulation.cooldown_s"),
+])
+def test_a_window_that_leaves_nothing_is_one_line_naming_its_setting(tmp_path, capsys, flags, field):
+    """--warmup-requests was named simulation.warmup_s, after the whole run: counts are checked before it."""
+    assert main(["run", "--out", str(tmp_path / "r"), "--set", "workload.num_requests=20", "--set", "profile=teaching",
+                 *flags]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"servesim: error: {field}: the warm-up and cool-down (")
+    if "requests" in field:  # known before the run: nothing simulated
+        assert captured.out == "" and not (tmp_path / "r").exists()
