@@ -282,6 +282,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     options, workload = _bench(bench, not_modelled, version)
     workload["workload.request_max_tokens"] = True  # vllm bench serve sends each output length as max_tokens
     workload["workload.clip_to_max_model_len"] = False  # and vLLM refuses what does not fit (400), cuts nothing
+    _refuse_unserved(serve.get("served_model_name") or [model], bench, options.model_id)
     options.model_id = options.model_id or model  # vLLM's client asks the server for it
     options.tokenizer_id = options.tokenizer_id or options.model_id
     settings.update(workload)
@@ -325,6 +326,17 @@ def refuse_overrides(cmd: VllmCommand, sets: list[str], gpu_given: bool) -> None
         if flag:
             raise ConfigError(f"--set {key}", f"the pasted command decides it ({flag}): give the flag, not --set, so the "
                                                  f"result file and vllm_command.json say what ran")
+
+
+def _refuse_unserved(served: list[str], bench: dict, model_id: str | None) -> None:
+    """The client names a model in each request (its --served-model-name, else its --model); a server that serves
+    another answers every request 404: refused rather than simulated as served."""
+    flag, sent = (("--served-model-name", bench["served_model_name"]) if bench.get("served_model_name")
+                  else ("--model", model_id))
+    if sent is not None and sent not in served:
+        raise ConfigError(f"vllm bench serve {flag}", f"{sent!r} is not a model the server serves "
+                                                      f"({', '.join(map(repr, served))}): vLLM would answer every "
+                                                      f"request 404")
 
 
 def _flag(kind: str, dest: str, version: str) -> str:

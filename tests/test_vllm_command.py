@@ -357,3 +357,16 @@ def test_speculative_config_keys_not_modelled_are_recorded_and_synthetic_accepta
         "synthetic_acceptance_length": 2.5})], [])
     dist = cmd.settings["speculative.acceptance_distribution"]
     assert dist == pytest.approx([0, 0.5, 0.5, 0]) and 1 + sum(j * p for j, p in enumerate(dist)) == 2.5
+
+
+@pytest.mark.parametrize("serve, bench, needle", [
+    ([], ["--model", "Qwen/Qwen2.5-7B"], "--model: 'Qwen/Qwen2.5-7B' is not a model the server serves"),
+    ([], ["--served-model-name", "chat"], "--served-model-name: 'chat' is not a model the server serves"),
+    (["--served-model-name", "chat"], ["--model", MODEL], f"--model: '{MODEL}' is not a model the server serves "
+                                                           f"('chat')"),
+])
+def test_a_client_asking_for_a_model_the_server_does_not_serve_is_refused(serve, bench, needle):
+    """vLLM answers 404 to a request naming a model it does not serve; it was simulated as served."""
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        read([MODEL, *serve], bench)
+    read([MODEL, "--served-model-name", "chat", "llama"], ["--model", MODEL, "--served-model-name", "llama"])
