@@ -352,7 +352,8 @@ def cmd_recommend(args) -> int:
     from servesim.simulator.search import parse_slos
 
     sets = args.set + ([f"model={args.model}"] if args.model else [])
-    axes = axes_from({"hardware.gpu": args.gpu, "engine.tensor_parallel_size": args.tp}, args.grid)
+    axes = axes_from({"hardware.gpu": args.gpu, "engine.tensor_parallel_size": args.tp, "disaggregation": args.disagg},
+                     args.grid)
     slo_specs = list(args.slo)
     if args.goodput:  # vLLM's per-request goodput: every request in one class with these targets, and a share
         from servesim.simulator.config import override
@@ -369,12 +370,14 @@ def cmd_recommend(args) -> int:
     met = int((table["status"] == "meets").sum())
     load_text, prices = report["load"], report["prices"]
     if not answer(report):
-        cols = [c for c in RECOMMEND_COLUMNS if c in table]
+        shown = [k for k in axes if k != "hardware.gpu"]  # the other axes: which candidate each row is
+        cols = [c for c in RECOMMEND_COLUMNS[:3] + shown + RECOMMEND_COLUMNS[3:] if c in table]
         print(table[cols].to_string(index=False, float_format=lambda v: f"{v:,.3g}"))
         print(f"{met} of {len(table)} candidates carry {load_text} within the SLOs; prices: "
               f"{prices['note'] or prices['table']}")
         for c in report["commands"]:
-            print(f"rank {c['rank']}, {c['replicas']} replica{'s' * (c['replicas'] != 1)} of:\n  {c['command']}")
+            print(f"rank {c['rank']}, {c['replicas']} {c.get('role', '')}{' ' * bool(c.get('role'))}"
+                  f"replica{'s' * (c['replicas'] != 1)} of:\n  {c['command']}")
         print(f"written to {args.out}/ ({', '.join(files)})")
     if not met:
         print(f"servesim: error: no candidate carries {load_text} within the SLOs (column `reason` of "
@@ -540,6 +543,9 @@ def _add_recommend(sub) -> None:
                                                             "targets (default 0.99)")
     r.add_argument("--gpu", metavar="G1,G2,...", help="GPUs to try (hardware.gpu names; default: the scenario's)")
     r.add_argument("--tp", metavar="N1,N2,...", help="tensor parallel sizes to try (default: the scenario's)")
+    r.add_argument("--disagg", metavar="P:D,...", help="prefill/decode disaggregation to try: prefill:decode "
+                                                       "replicas of a unit (1:1,1:2), or none (default: the "
+                                                       "scenario's)")
     r.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="another axis of the space, e.g. engine.max_num_batched_tokens=2048,8192 (repeatable)")
     r.add_argument("--prices", help="price table YAML (default: simulator/data/gpu-prices.yaml, list prices of a date)")

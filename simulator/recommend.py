@@ -1,12 +1,13 @@
 """`servesim recommend`: the cheapest deployment that carries a traffic within its SLOs (servesim's addition).
 
-The space is the product of the axes asked for (GPU, tensor parallelism, any engine setting). Each candidate is
-pruned first by what it cannot hold (the weights on its GPUs, the heads over its ranks: the resolver's own
-checks), then searched: the highest rate one replica carries within the SLOs (`search.max_rate`, a bisection on
-load whose answer is checked at twice the run length), the replicas the target rate then needs by arithmetic,
-and one simulation of that fleet at the target rate to confirm it (one replica more when it does not hold). Cost
-is GPUs x the price per GPU-hour of a price table (`simulator/data/gpu-prices.yaml`, list prices of a date, or
-the user's); $ per million output tokens is that over the fleet's output tokens per hour at the target rate.
+The space is the product of the axes asked for (GPU, tensor parallelism, prefill/decode disaggregation, any
+engine setting). Each candidate is pruned first by what it cannot hold (the weights on its GPUs, the heads over
+its ranks: the resolver's own checks), then searched: the highest rate one unit carries within the SLOs (a
+replica, or a disaggregated unit of P prefill and D decode replicas; `search.max_rate`, a bisection on load
+whose answer is checked at twice the run length), the units the target rate then needs by arithmetic, and one
+simulation of that fleet at the target rate to confirm it (one unit more when it does not hold). Cost is GPUs x
+the price per GPU-hour of a price table (`simulator/data/gpu-prices.yaml`, list prices of a date, or the
+user's), applied after the search; $ per million output tokens is that over the traffic's output tokens per hour.
 
 Each row carries the cost model it was simulated with and that model's own measured error where it has one, so
 a recommendation resting on a roofline says so. Finished candidates are kept in `OUT/candidates/` under a key of
@@ -55,10 +56,33 @@ def candidates(axes: dict[str, list]) -> list[dict]:
     return [dict(zip(keys, values)) for values in itertools.product(*(axes[k] for k in keys))]
 
 
+DISAGG = "disaggregation"  # an axis: prefill:decode replicas of one unit ("1:2"), or "none" (one plain replica)
+NAMED_FLAGS = {"hardware.gpu": "--gpu", "engine.tensor_parallel_size": "--tp", DISAGG: "--disagg"}
+
+
+def disaggregation(value) -> tuple[int, int]:
+    """A --disagg value as (prefill, decode) replicas of one unit; "none": (0, 1), no disaggregation."""
+    text = str(value).strip().lower()
+    if text in ("none", "off"):
+        return 0, 1
+    parts = text.split(":")
+    if len(parts) != 2 or not all(p.isdigit() and 1 <= int(p) <= 64 for p in parts):
+        raise ConfigError("--disagg", f"{value!r}: give prefill:decode replicas of a unit (1 to 64 each), e.g. 1:2, "
+                                      f"or none")
+    return int(parts[0]), int(parts[1])
+
+
 def _sets(point: dict) -> list[str]:
     from servesim.simulator.config import override
 
-    return [override(k, v) for k, v in point.items()]
+    out = []
+    for k, v in point.items():
+        if k == DISAGG:  # the unit's replicas: the fleet is a number of such units
+            prefill, decode = disaggregation(v)
+            out += [override("cluster.prefill_replicas", prefill), override("cluster.replicas", decode)]
+        else:
+            out.append(override(k, v))
+    return out
 
 
 def _key(scenario, sets: list[str], point: dict, slos: dict, rate: float, tolerance: float) -> str:
@@ -72,11 +96,11 @@ def _key(scenario, sets: list[str], point: dict, slos: dict, rate: float, tolera
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | None, tolerance: float,
-             prices: dict) -> dict:
-    """One candidate: pruned, or its per-replica capacity, the fleet for the target rate, that fleet's latencies
-    and its cost. rate None: the traffic is the scenario's trace, replayed at its own workload.time_scale (the
-    capacity is then searched over the replay speed)."""
+def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | None, tolerance: float) -> dict:
+    """One candidate: pruned, or its capacity per unit (one replica; disaggregated, its prefill and decode
+    replicas together), the fleet of units for the target rate and that fleet's latencies. rate None: the
+    traffic is the scenario's trace, replayed at its own workload.time_scale (the capacity is then searched over
+    the replay speed). Priced afterwards (`priced`), so a rerun with other prices reuses it."""
     from servesim.simulator.config import load, override
     from servesim.simulator.engine import simulate
     from servesim.simulator.search import LOAD, failed_because, max_rate, meets
@@ -87,11 +111,14 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
         rs = load(scenario, sets)
     except ConfigError as exc:  # the weights do not fit, the heads do not split: nothing to simulate
         return row | {"status": "pruned", "reason": str(exc)}
-    e = rs.scenario.engine
+    e, cluster = rs.scenario.engine, rs.scenario.cluster
     gpu = rs.scenario.hardware.gpu or "custom"
     per_replica = e.tensor_parallel_size * e.pipeline_parallel_size * e.data_parallel_size
+    unit_prefill, unit_decode = cluster.prefill_replicas, cluster.replicas  # one replica unless disaggregated
+    per_unit = (unit_prefill + unit_decode) * per_replica
     held = rs.profile.held_out_error or {}
-    row |= {"gpu": gpu, "gpus_per_replica": per_replica, "cost_model_source": rs.cost_model_source,
+    row |= {"gpu": gpu, "gpus_per_replica": per_replica, "gpus_per_unit": per_unit,
+            "cost_model_source": rs.cost_model_source,
             "cost_model_error": held.get("mape"),
             "cost_model_trust": _trust(rs.profile.cost_model, rs.cost_model_source, held.get("mape"))}
     trace = rate is None
@@ -99,42 +126,82 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     target = rs.scenario.workload.time_scale if trace else rate
     searched = [x for x in sets if x.split("=", 1)[0].strip() != LOAD[knob]]  # the search sets it
     found = max_rate(scenario, searched, slos, tolerance=tolerance, load=knob)
-    row |= {"max_rate_per_replica": found["max_rate"], "stable": found.get("stable")}
-    if found["max_rate"] is None:
+    capacity, bound = found["max_rate"], "max"
+    if capacity is None and found.get("held_up_to"):  # no failing load found: it carries at least that much
+        capacity, bound = found["held_up_to"], "at least"
+    row |= {"max_rate_per_replica": capacity, "capacity": bound, "stable": found.get("stable")}
+    if capacity is None:
         return row | {"status": "unmet", "reason": found.get("reason")}
-    replicas = max(1, math.ceil(target / found["max_rate"]))
+    units = max(1, math.ceil(target / capacity))
     n = getattr(rs.scenario.workload, "num_requests", None)
-    for attempt in range(2):  # the arithmetic's fleet, then one more replica if routing leaves it short
-        fleet = sets + [override("cluster.replicas", replicas), override(LOAD[knob], target)]
-        if n is not None:  # each replica sees as many requests as the search ran it with (a trace: all of it)
-            fleet.append(override("workload.num_requests", n * replicas))
-        s = simulate(load(scenario, fleet)).summary
+    for attempt in range(2):  # the arithmetic's fleet, then one more unit if routing leaves it short
+        fleet = sets + [override("cluster.replicas", units * unit_decode), override(LOAD[knob], target)]
+        if unit_prefill:
+            fleet.append(override("cluster.prefill_replicas", units * unit_prefill))
+        if n is not None:  # each unit sees as many requests as the search ran it with (a trace: all of it)
+            fleet.append(override("workload.num_requests", n * units))
+        try:
+            s = simulate(load(scenario, fleet)).summary
+        except ConfigError as exc:  # a fleet past what one run holds: this candidate's answer, not the search's
+            return row | {"status": "unmet", "replicas": units * (unit_prefill + unit_decode),
+                          "reason": f"the fleet for the target load ({units} x {per_unit} GPUs) cannot be "
+                                    f"simulated: {exc}"}
         if meets(s, slos):
             break
         if attempt == 0:
-            replicas += 1
+            units += 1
     else:
-        return row | {"status": "unmet", "replicas": replicas, "reason": f"at the target load over {replicas} "
-                                                                       f"replicas: {failed_because(s, slos)}"}
-    if trace:  # the replay speed one replica carries, and the requests per second that is
-        row |= {"max_time_scale_per_replica": found["max_rate"],
-                "max_rate_per_replica": found["max_rate"] * s["offered_rate"] / target}
-    price = prices["prices"].get(gpu)
-    gpus = replicas * per_replica
-    usd_h = gpus * price["usd_per_gpu_hour"] if price else None
-    tokens_h = s["output_throughput"] * 3600
-    row |= {"status": "meets", "replicas": replicas, "gpus": gpus,
+        return row | {"status": "unmet", "replicas": units * (unit_prefill + unit_decode),
+                      "reason": f"at the target load over {units * (unit_prefill + unit_decode)} replicas: "
+                                f"{failed_because(s, slos)}"}
+    if trace:  # the replay speed one unit carries, and the requests per second that is
+        row |= {"max_time_scale_per_replica": capacity, "max_rate_per_replica": capacity * s["offered_rate"] / target}
+    row |= {"status": "meets", "replicas": units * (unit_prefill + unit_decode),
+            "prefill_replicas": units * unit_prefill, "gpus": units * per_unit,
             "achieved_rate": s.get("achieved_rate"), "request_throughput": s["request_throughput"],
             "output_throughput": s["output_throughput"],
             **{k: s.get(k) for k in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms", "p99_e2el_ms")},
             **{f"slo_{k}": s.get(k) for k in slos if k not in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms",
                                                                 "p99_e2el_ms")},
             "headroom": 1 - max(_used(s[k], k, v) for k, v in slos.items()),  # the tightest SLO's slack
-            "rps_per_gpu": row["max_rate_per_replica"] / per_replica,
-            "usd_per_hour": usd_h, "usd_per_million_output_tokens": usd_h / (tokens_h / 1e6) if usd_h and tokens_h
-            else None, "price_source": (price or {}).get("source"), "reason": None if price else
-            f"no price for {gpu} in {prices['table']}: give one with --prices"}
+            "rps_per_gpu": row["max_rate_per_replica"] / per_unit, "reason": None}
     return row
+
+
+def priced(row: dict, prices: dict, tokens_per_hour: float) -> dict:
+    """A candidate's cost: its GPUs at the table's price per GPU-hour, and that over the traffic's output tokens
+    per hour (the same for every candidate that carries it, so equal $/h is equal $/M tokens)."""
+    out = {k: v for k, v in row.items() if k not in ("usd_per_hour", "usd_per_million_output_tokens",
+                                                      "price_source")}
+    if out.get("status") != "meets":
+        return out
+    price = prices["prices"].get(out["gpu"])
+    usd_h = out["gpus"] * price["usd_per_gpu_hour"] if price else None
+    out |= {"usd_per_hour": usd_h,
+            "usd_per_million_output_tokens": usd_h / (tokens_per_hour / 1e6) if usd_h and tokens_per_hour else None,
+            "price_source": (price or {}).get("source")}
+    if not price:
+        out["reason"] = f"no price for {out['gpu']} in {prices['table']}: give one with --prices"
+    return out
+
+
+def traffic_output_per_hour(scenario, sets: list[str], rate: float | None) -> float:
+    """The output tokens per hour the traffic asks for: its requests' mean output at the target rate (a trace:
+    its own output over its arrival span, at its replay speed), drawn once from the scenario's seed."""
+    from servesim.simulator.config import load_scenario, override
+    from servesim.simulator.model_arch import load_model
+
+    sc = load_scenario(scenario, sets + ([override("workload.arrival.rate", rate)] if rate is not None else []))
+    longest = sc.engine.max_model_len or load_model(sc.model).max_position_embeddings  # the base need not fit a GPU
+    specs = sc.workload.source(sc.seed, longest).initial()
+    if not specs:
+        return 0.0
+    mean_out = sum(sp.output_tokens for sp in specs) / len(specs)
+    if rate is None:
+        times = [sp.arrival_time for sp in specs]
+        span = max(times) - min(times)
+        rate = (len(specs) - 1) / span if span > 0 else 0.0  # the summary's offered_rate
+    return rate * mean_out * 3600
 
 
 def _used(value: float, key: str, target: float) -> float:
@@ -157,7 +224,8 @@ def _trust(cost_model: str, source: str, mape) -> str:
 
 
 def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: float, out: str | Path,
-              prices: dict, tolerance: float = 0.1, jobs: int = 1, progress: bool = True) -> "pd.DataFrame":
+              prices: dict, tolerance: float = 0.1, jobs: int = 1, progress: bool = True,
+              tokens_per_hour: float | None = None) -> "pd.DataFrame":
     """Every candidate evaluated (from OUT/candidates/ where a key matches), ranked: the cheapest meeting the
     SLOs first, then those that meet them with no price, then the unmet and the pruned."""
     import pandas as pd
@@ -175,8 +243,9 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
             rows[i] = dict(point) | {"gpu": point.get("hardware.gpu"), "status": "pruned", "reason": str(exc)}
             continue
         cached = done_dir / f"{key}.json"
-        if cached.is_file():
-            rows[i] = json.loads(cached.read_text())
+        row = _cached(cached)
+        if row is not None:
+            rows[i] = row
         else:
             todo.append((i, point, cached))
     bar = None
@@ -199,7 +268,7 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
 
             pool = ProcessPoolExecutor(min(jobs, len(todo)))
             try:
-                futures = {pool.submit(evaluate, scenario, sets, p, slos, rate, tolerance, prices): (i, c)
+                futures = {pool.submit(evaluate, scenario, sets, p, slos, rate, tolerance): (i, c)
                            for i, p, c in todo}
                 for f in as_completed(futures):
                     keep(*futures[f], f.result())
@@ -209,11 +278,16 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
             pool.shutdown()
         else:
             for i, p, c in todo:
-                keep(i, c, evaluate(scenario, sets, p, slos, rate, tolerance, prices))
+                keep(i, c, evaluate(scenario, sets, p, slos, rate, tolerance))
     finally:
         if bar:
             bar.close()
-    table = pd.DataFrame([rows[i] for i in sorted(rows)])
+    if tokens_per_hour is None:
+        tokens_per_hour = traffic_output_per_hour(scenario, sets, rate)
+    table = pd.DataFrame([priced(rows[i], prices, tokens_per_hour) for i in sorted(rows)])
+    for column in ("usd_per_hour", "usd_per_million_output_tokens", "price_source"):
+        if column not in table:
+            table[column] = None
     order = {"meets": 0, "unmet": 1, "pruned": 2}
     table["_rank"] = table["status"].map(order)
     cost = table.get("usd_per_million_output_tokens", pd.Series(index=table.index, dtype=float))
@@ -223,15 +297,30 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
     return table
 
 
+def _cached(path: Path) -> dict | None:
+    """A finished candidate's row, or None to evaluate it again: missing, or not a row this code wrote (a
+    truncated or edited file is recomputed, not trusted)."""
+    try:
+        row = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    return row if isinstance(row, dict) and row.get("status") in ("meets", "unmet", "pruned") else None
+
+
 def axes_from(named: dict[str, str | None], grids: list[str]) -> dict[str, list]:
     """The space: named axes given as comma lists (--gpu, --tp), then --grid KEY=V1,V2 axes."""
     from servesim.simulator.sweep import _values
 
-    flags = {"hardware.gpu": "--gpu", "engine.tensor_parallel_size": "--tp"}
     axes: dict[str, list] = {}
     for key, given in named.items():
-        if given is not None:
-            axes[key] = _values(f"{key}={given}", flags.get(key, key))[1]
+        if given is None:
+            continue
+        if key == DISAGG:  # P:D read as text (YAML would read 1:2 as a base-60 number)
+            axes[key] = [v.strip() for v in str(given).split(",")]
+            for v in axes[key]:
+                disaggregation(v)
+        else:
+            axes[key] = _values(f"{key}={given}", NAMED_FLAGS.get(key, key))[1]
     for spec in grids:
         key, values = _values(spec, "--grid")
         if key in axes:
@@ -244,13 +333,14 @@ def check_space(scenario, sets: list[str], axes: dict[str, list], rate: float | 
     """The space's values as settings, checked before any search: a value no deployment could take (a typo, a GPU
     servesim does not know, a size of 0, one given twice) is the user's mistake, named in one line, not a
     candidate "pruned" among those that do not fit."""
-    from servesim.simulator.config import load_scenario, override
+    from servesim.simulator.config import load_scenario
     from servesim.simulator.hardware import builtin_gpu_names
 
-    flags = {"hardware.gpu": "--gpu", "engine.tensor_parallel_size": "--tp"}
+    flags = NAMED_FLAGS
     given = {s.split("=", 1)[0].strip() for s in sets}
     for key, why in [("cluster.replicas", "the search sizes the fleet"),
                      *[("workload.arrival.rate", "--rate gives the traffic")] * (rate is not None),
+                     *[("cluster.prefill_replicas", "--disagg gives each unit's prefill replicas")] * (DISAGG in axes),
                      *[(k, f"it is an axis of the space ({flags.get(k, '--grid')})") for k in axes]]:
         if key in given:
             raise ConfigError("--set", f"{key}: {why}; leave it out")
@@ -266,7 +356,7 @@ def check_space(scenario, sets: list[str], axes: dict[str, list], rate: float | 
             if key == "hardware.gpu" and v not in builtin_gpu_names():
                 raise ConfigError(flag, f"unknown GPU {v!r}; built-in: {', '.join(builtin_gpu_names())}")
             try:
-                load_scenario(scenario, sets + [override(key, v)])
+                load_scenario(scenario, sets + _sets({key: v}))
             except ConfigError as exc:
                 raise ConfigError(flag, str(exc)) from None
 
@@ -297,12 +387,19 @@ def vllm_commands(scenario, sets: list[str], table, top: int) -> list[dict]:
     from servesim.simulator.config import load, override
     from servesim.simulator.vllm_command import serve_command
 
-    axes = [c for c in table.columns if "." in c]
+    axes = [c for c in table.columns if "." in c or c == DISAGG]
     out = []
     for _, row in table[table["status"] == "meets"].head(top).iterrows():
-        point = [override(k, row[k]) for k in axes if row[k] is not None and row[k] == row[k]]
+        point = _sets({k: row[k] for k in axes if row[k] is not None and row[k] == row[k]})
         line, _ = serve_command(load(scenario, sets + point).as_dict())
-        out.append({"rank": int(row["rank"]), "replicas": int(row["replicas"]), "command": line})
+        prefill = int(row.get("prefill_replicas") or 0)
+        if not prefill:
+            out.append({"rank": int(row["rank"]), "replicas": int(row["replicas"]), "command": line})
+            continue
+        # vLLM's disaggregated serving: each instance moves KV through a connector (NIXL), a proxy routes
+        kv = " --kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"
+        out += [{"rank": int(row["rank"]), "replicas": n, "role": role, "command": line + kv}
+                for role, n in (("prefill", prefill), ("decode", int(row["replicas"]) - prefill))]
     return out
 
 
@@ -324,7 +421,8 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
     rate, load_text = target_load(scenario, sets, rate)
     refuse_folder_over_inputs(out, FILES + ["plot-recommend.png", "plot-recommend.svg"], "--out",
                               [p for p in (scenario, prices) if isinstance(p, (str, Path))])
-    table = recommend(scenario, sets, axes, slos, rate, out, price_table, tolerance, jobs, progress)
+    tokens_per_hour = traffic_output_per_hour(scenario, sets, rate)
+    table = recommend(scenario, sets, axes, slos, rate, out, price_table, tolerance, jobs, progress, tokens_per_hour)
     unpriced = sorted({str(g) for g in table.loc[(table["status"] == "meets") &
                                                  table.get("usd_per_hour", pd.Series(index=table.index)).isna(), "gpu"]})
     if unpriced:  # they meet the SLOs, but nothing ranks them by cost
@@ -335,9 +433,11 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
     out = Path(out)
     table.to_csv(out / "recommend.csv", index=False)
     commands = vllm_commands(scenario, sets, table, top)
-    (out / "commands.txt").write_text("".join(f"# rank {c['rank']}: {c['replicas']} x\n{c['command']}\n"
+    (out / "commands.txt").write_text("".join(f"# rank {c['rank']}: {c['replicas']} x"
+                                              f"{' ' + c['role'] if c.get('role') else ''}\n{c['command']}\n"
                                               for c in commands))
-    report = plain({"rate": rate, "load": load_text, "slos": slos, "prices": price_table, "rows": table,
+    report = plain({"rate": rate, "load": load_text, "slos": slos, "prices": price_table,
+                    "output_tokens_per_hour": tokens_per_hour, "rows": table,
                     "commands": commands})
     (out / "recommend.json").write_text(json.dumps(report, indent=1) + "\n")
     files = FILES[:3]

@@ -236,7 +236,7 @@ def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float =
             stop = f"the {max_runs}-run limit stopped the doubling" if low < MAX_RATE else \
                 f"the largest rate workload.arrival.rate takes"
             return {"max_rate": None, "reason": f"no failing rate found: the SLOs held up to {low:.6g} {unit}, "
-                                                f"{stop}", "runs": runs, "summary": at_low}
+                                                f"{stop}", "runs": runs, "summary": at_low, "held_up_to": low}
     else:  # the bracket's top must be measured to fail, not assumed to
         at_high = run(high)
         runs += 1

@@ -60,7 +60,9 @@ def test_the_cheapest_deployment_that_carries_the_traffic_comes_first(tmp_path, 
     for _, r in met.iterrows():
         assert r.gpus == r.replicas * r["engine.tensor_parallel_size"]
         assert math.isclose(r.usd_per_hour, r.gpus * price[r.gpu])
-        assert math.isclose(r.usd_per_million_output_tokens, r.usd_per_hour / (r.output_throughput * 3600 / 1e6))
+        # over the traffic's output (3 req/s x 64 tokens), the same for every candidate carrying it
+        assert report["output_tokens_per_hour"] == 3 * 64 * 3600
+        assert math.isclose(r.usd_per_million_output_tokens, r.usd_per_hour / (3 * 64 * 3600 / 1e6))
         # the fleet: enough replicas by the capacity arithmetic (one more when routing left it short), checked
         assert r.replicas in (math.ceil(3 / r.max_rate_per_replica), math.ceil(3 / r.max_rate_per_replica) + 1)
         assert r.p99_ttft_ms <= 500 and r.p99_tpot_ms <= 50 and 0 <= r.headroom < 1
@@ -76,6 +78,20 @@ def test_the_cheapest_deployment_that_carries_the_traffic_comes_first(tmp_path, 
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["rows"] == report["rows"]
     assert {p: p.stat().st_mtime_ns for p in (out / "candidates").glob("*.json")} == kept
+    # other prices reprice the same candidates (the cache holds no cost): H200 at a dollar ranks first
+    (tmp_path / "p.yaml").write_text("prices: {h100-sxm: 100, h200-sxm: 1}")
+    assert main(argv + ["--prices", str(tmp_path / "p.yaml")]) == 0
+    again = pd.DataFrame(json.loads(capsys.readouterr().out)["rows"])
+    assert {p: p.stat().st_mtime_ns for p in (out / "candidates").glob("*.json")} == kept
+    first = again.iloc[0]
+    assert first.gpu == "h200-sxm" and first.usd_per_hour == first.gpus * 1.0 and first.price_source is None
+    assert again[again.gpu == "h100-sxm"].usd_per_hour.iloc[0] == 100 * again[again.gpu == "h100-sxm"].gpus.iloc[0]
+    # a damaged record is searched again, not trusted or crashed on
+    damaged = sorted(kept)[0]
+    damaged.write_text('{"status": "meets", "gpu"')
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == report["rows"]
+    assert json.loads(damaged.read_text())["status"] == "meets"
 
 
 def test_no_candidate_meeting_the_slos_exits_1_and_says_why(tmp_path, capsys):
@@ -173,3 +189,52 @@ def test_a_gpu_without_a_price_is_said_and_ranked_after_the_priced(tmp_path, cap
     rows = json.loads(out)["rows"]
     assert [r["gpu"] for r in rows] == ["h200-sxm", "h100-sxm"] and rows[1]["usd_per_hour"] is None
     assert "no price for h100-sxm" in rows[1]["reason"] and "servesim: warning: no price for h100-sxm" in err
+
+
+def test_disaggregation_is_an_axis_and_its_prefill_gpus_are_paid_for(tmp_path, capsys):
+    """--disagg P:D searches units of P prefill and D decode replicas; a unit's GPUs are all counted (the prefill
+    replicas' were left out: 3 GPUs ran, 1 was priced), and the winners' vLLM lines come per role."""
+    out = tmp_path / "r"
+    assert main(["recommend", "--rate", "6", *SLOS, "--gpu", "h100-sxm", "--disagg", "none,1:2", *SMALL,
+                 "--out", str(out), "--json"]) == 0
+    t = pd.DataFrame(json.loads(capsys.readouterr().out)["rows"]).set_index("disaggregation")
+    plain, split = t.loc["none"], t.loc["1:2"]
+    assert plain.status == split.status == "meets"
+    assert plain.gpus == plain.replicas and not plain.prefill_replicas
+    units = split.prefill_replicas
+    assert split.replicas == 3 * units and split.gpus == 3 * units and split.gpus_per_unit == 3
+    assert split.usd_per_hour == split.gpus * plain.usd_per_hour / plain.gpus
+    assert split.rps_per_gpu == pytest.approx(split.max_rate_per_replica / 3)
+    lines = (out / "commands.txt").read_text()
+    if (t["rank"] <= 3).all():
+        assert f"x prefill\n" in lines and "x decode\n" in lines and "NixlConnector" in lines
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--disagg", "1-2"], "--disagg: '1-2': give prefill:decode replicas"),
+    (["--disagg", "1:0"], "--disagg: '1:0'"),
+    (["--disagg", "1:1", "--set", "cluster.prefill_replicas=1"], "cluster.prefill_replicas: --disagg gives"),
+])
+def test_a_bad_disaggregation_axis_is_one_line(argv, says, tmp_path, capsys):
+    assert main(["recommend", "--rate", "1", *SLOS, *argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+
+
+def test_a_fleet_past_what_a_run_holds_is_that_candidates_answer_not_an_abort(tmp_path, capsys):
+    """At 100,000 req/s the fleet needs more replicas than one run holds: the search aborted with
+    `engine.block_size: 997 KV pool(s) ...` or `cluster.replicas: ... <= 1024`, losing every candidate; now that candidate is unmet, saying why."""
+    assert main(["recommend", "--rate", "100000", *SLOS, "--gpu", "h100-sxm", *SMALL, "--out",
+                 str(tmp_path / "o"), "--json"]) == 1
+    [row] = json.loads(capsys.readouterr().out)["rows"]
+    assert row["status"] == "unmet" and "cannot be simulated" in row["reason"]
+    assert "blocks servesim holds in one run" in row["reason"] or "cluster.replicas" in row["reason"]
+
+
+def test_slos_that_hold_at_every_load_meet_with_one_replica(tmp_path, capsys):
+    """No failing rate found is a capacity of at least the largest rate tried, not 'unmet'."""
+    assert main(["recommend", "--rate", "2", "--slo", "ttft_p99_ms=1e9", "--gpu", "h100-sxm", *SMALL, "--out",
+                 str(tmp_path / "o"), "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)["rows"]
+    assert row["status"] == "meets" and row["replicas"] == 1 and row["capacity"] == "at least"
+    assert row["max_rate_per_replica"] >= 2
