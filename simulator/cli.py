@@ -146,11 +146,9 @@ def cmd_config(args) -> int:
 def cmd_vllm(args) -> int:
     """`servesim vllm serve MODEL [vLLM flags] [-- bench serve [flags]]`: a vLLM deployment and its benchmark client,
     simulated; the run's results, the command as read (vllm_command.json) and, with --save-result, vLLM's file."""
-    from types import SimpleNamespace
-
     from servesim.simulator.config import load, override
     from servesim.simulator.files import dump_yaml
-    from servesim.simulator.vllm_command import read, refuse_overrides, split_command
+    from servesim.simulator.vllm_command import as_flag_error, read, refuse_overrides, split_command
 
     serve_argv, bench_argv = split_command(args.command)
     cmd = read(serve_argv, bench_argv, args.vllm_version)
@@ -166,11 +164,19 @@ def cmd_vllm(args) -> int:
     if cmd.not_modelled:
         print(f"servesim: warning: not modelled, recorded in vllm_command.json: "
               f"{', '.join(k.split(' ')[-1] for k in cmd.not_modelled)}", file=sys.stderr)
-    if args.config:
-        scenario = load(None, sets).as_dict()
-        if not answer(scenario):
-            print(dump_yaml(scenario), end="")
-        return 0
+    try:
+        if args.config:
+            scenario = load(None, sets).as_dict()
+            if not answer(scenario):
+                print(dump_yaml(scenario), end="")
+            return 0
+        return _run_vllm(args, cmd, sets)
+    except ConfigError as exc:  # a setting the pasted flags gave is said as those flags
+        raise as_flag_error(cmd, args.set, exc) from None
+
+
+def _run_vllm(args, cmd, sets: list[str]) -> int:
+    from types import SimpleNamespace
 
     def after(result, out: Path) -> list[str]:
         (out / "vllm_command.json").write_text(json.dumps(cmd.as_record() | {"argv": args.command, "set": args.set},

@@ -13,7 +13,7 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import yaml
@@ -48,8 +48,9 @@ class EngineSettings(Settings):
 
     max_num_batched_tokens: Tokens | None = Field(None, description="None: vLLM's usage-context default")
     max_num_seqs: int | None = Field(None, ge=1, le=MAX_SEQS, description="None: vLLM's usage-context default")
-    max_model_len: int | None = Field(None, ge=2, le=MAX_TOKENS,
-                                      description="None: the model's max_position_embeddings (a prompt and one token)")
+    max_model_len: Annotated[int, Field(ge=2, le=MAX_TOKENS)] | Literal["auto"] | None = Field(
+        None, description="None: the model's max_position_embeddings (a prompt and one token); "
+                                               "auto (vLLM's -1): the longest that one request's KV fits in the pool")
     block_size: int = Field(16, ge=1, le=MAX_BLOCK_SIZE)
     gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
     num_gpu_blocks_override: int | None = Field(None, ge=1, le=MAX_BLOCKS)
@@ -273,9 +274,9 @@ class ResolvedScenario:
         given = {"model": sc.model if isinstance(sc.model, str) else None,
                  "profile": sc.profile if isinstance(sc.profile, str) else None}  # auto, a built-in name, a file
         given |= {f"hardware.{k}": None for k in d["hardware"] if k != "gpu" and getattr(sc.hardware, k) is None}
-        given |= {f"engine.{k}": None for k in ("max_num_batched_tokens", "max_num_seqs", "max_model_len",
-                                                "async_scheduling", "max_cudagraph_capture_size")
-                  if k in d["engine"] and getattr(e, k) is None}
+        given |= {f"engine.{k}": getattr(e, k) for k in ("max_num_batched_tokens", "max_num_seqs", "max_model_len",
+                                                         "async_scheduling", "max_cudagraph_capture_size")
+                  if k in d["engine"] and getattr(e, k) in (None, "auto")}  # auto: fitted to the pool again
         out = {k: {"from": v, "digest": digest(at(d, k))} for k, v in given.items()
                if v is not None or k not in ("model", "profile")}
         if "profile" in out and sc.profile == "auto":
@@ -513,9 +514,9 @@ def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, 
 
 
 def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout: KVLayout, tp: int, ep: int | None,
-               tokens: int, max_model_len: int) -> tuple[int, int | None]:
+               tokens: int, max_model_len: int) -> tuple[int, int | None, int]:
     """The KV pool of each engine, in blocks (and bytes; None when num_gpu_blocks_override fixes it), as vLLM
-    sizes it, refused where vLLM would not start."""
+    sizes it, refused where vLLM would not start; and max_model_len, fitted to the pool when it is `auto`."""
     e = scenario.engine
     pool = None
     if e.num_gpu_blocks_override:
@@ -531,12 +532,30 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
                           f"{pools} KV pool(s) of {blocks:,} blocks: more than the {MAX_BLOCKS:,} blocks servesim "
                           f"holds in one run; use a larger block_size, fewer replicas, or num_gpu_blocks_override")
     need = layout.max_blocks(max_model_len, tokens, e.block_size)
+    if e.max_model_len == "auto" and blocks - 1 < need:
+        max_model_len = _fit_max_model_len(layout, tokens, e.block_size, blocks - 1, max_model_len)
+        need = layout.max_blocks(max_model_len, tokens, e.block_size)
     if blocks - 1 < need:  # vLLM refuses to start when one max-length request cannot fit
         field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.gpu_memory_utilization"
         raise ConfigError(field, f"the KV pool ({blocks - 1} usable blocks of {e.block_size} tokens) cannot hold one "
                                  f"request of max_model_len={max_model_len} ({need} blocks); lower engine.max_model_len "
                                  f"or give the cache more memory")
-    return blocks, pool
+    return blocks, pool, max_model_len
+
+
+def _fit_max_model_len(layout: KVLayout, tokens: int, block_size: int, usable: int, longest: int) -> int:
+    """vLLM's auto-fit (max_model_len -1): the longest length, up to the model's, whose one request's KV fits the
+    usable blocks, by bisection as vLLM searches it; refused when not even one token fits."""
+    if layout.max_blocks(1, tokens, block_size) > usable:
+        raise ConfigError("engine.max_model_len", f"auto: the KV pool ({usable} usable blocks) cannot hold one token "
+                                                  f"of a request, as vLLM says: give the cache more memory")
+    low, high = 1, longest  # low fits, high does not
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if layout.max_blocks(mid, tokens, block_size) <= usable else (low, mid)
+    say_once([f"servesim: note: engine.max_model_len auto: {low:,} tokens, the longest one request's KV fits in the "
+              f"pool ({usable:,} usable blocks of {block_size}; the model's {longest:,} do not)"])
+    return low
 
 
 def resolve(scenario: Scenario) -> ResolvedScenario:
@@ -559,10 +578,13 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("moe.routing", f"{arch.name} is a dense model: it has no router")
     selection = select_profile(scenario.profile, arch, h.gpu, hw, tp, ep, routing)
     profile = selection.profile
-    max_model_len = check_max_model_len(arch, e.max_model_len, "engine.max_model_len")
+    # auto: the model's length here, as vLLM derives it before the engine fits it to the pool (the budget's
+    # defaults are taken from it, as vLLM's are)
+    max_model_len = check_max_model_len(arch, None if e.max_model_len == "auto" else e.max_model_len,
+                                        "engine.max_model_len")
     tokens, seqs = _budgets(e, hw, max_model_len)
     layout = kv_layout(arch, tp, e.disable_hybrid_kv_cache_manager)
-    blocks, pool = _kv_blocks(scenario, arch, hw, layout, tp, ep, tokens, max_model_len)
+    blocks, pool, max_model_len = _kv_blocks(scenario, arch, hw, layout, tp, ep, tokens, max_model_len)
     async_scheduling = True if e.async_scheduling is None else e.async_scheduling
     sp = scenario.speculative
     decode_query_len = 1 + (sp.num_speculative_tokens if sp.method != "none" else 0)  # tokens a decode schedules

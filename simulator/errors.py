@@ -27,7 +27,7 @@ class MissingKernelTable(ConfigError):
 _UNION_TAGS = {"synthetic", "sessions", "trace", "fixed", "uniform", "lognormal", "zipf", "empirical"}
 
 
-_TYPE_TAG = re.compile(r"^(str|int|float|bool|none|dict\[.*\]|list\[.*\]|tuple\[.*\]|function-.*)$")  # union members
+_TYPE_TAG = re.compile(r"^(str|int|float|bool|none|dict\[.*\]|list\[.*\]|tuple\[.*\]|literal\[.*\]|constrained-.*|function-.*)$")  # union members
 
 
 def first_error(exc, section: str = "") -> tuple[str, str]:

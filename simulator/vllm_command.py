@@ -50,21 +50,25 @@ class _Parser(argparse.ArgumentParser):
         raise _Refused(message)
 
 
-def _human_int(text: str) -> int | None:
-    """vLLM's human_readable_int_or_auto: 32768, 32k, 1.5k, 1M (decimal) or 32K, 1Mi-style binary (upper case);
-    'auto' / -1: derived from the GPU's memory (None here)."""
+def human_readable_int(text: str) -> int:
+    """vLLM's parser of counts (named as vLLM names it, so argparse's refusal reads as vLLM's): 25.6k and 1M are
+    decimal (x1000), 1K and 2M binary (x1024, whole numbers only), anything else Python's int()."""
     t = text.strip()
-    if t.lower() == "auto" or t == "-1":
-        return None
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT]?)", t)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", t)
     if not m:
-        raise ValueError(text)
-    number, unit = float(m.group(1)), m.group(2)
-    scale = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12,
-             "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}[unit]
-    if not unit and m.group(1) != str(int(number)):
-        raise ValueError(text)
-    return int(number * scale)
+        return int(t)
+    number, suffix = m.groups()
+    if suffix.islower():
+        return int(float(number) * 1000 ** ("kmgt".index(suffix) + 1))
+    if "." in number:
+        raise argparse.ArgumentTypeError(f"Decimals are not allowed with binary suffixes like {suffix}. Did you mean "
+                                         f"to use {number}{suffix.lower()} instead?")
+    return int(number) * 1024 ** ("KMGT".index(suffix) + 1)
+
+
+def human_readable_int_or_auto(text: str) -> int:
+    """--max-model-len's: also -1 or auto, the longest that fits the KV cache (vLLM's auto-fit)."""
+    return -1 if text.strip() == "-1" or text.strip().lower() == "auto" else human_readable_int(text)
 
 
 def _json_value(text: str):
@@ -74,7 +78,7 @@ def _json_value(text: str):
         raise ValueError(text) from None
 
 
-_TYPES = {"int": int, "float": float, "str": str, "human_int": _human_int, "json": _json_value, "list": str,
+_TYPES = {"int": int, "float": float, "str": str, "human_int": human_readable_int, "json": _json_value, "list": str,
           "bool": lambda t: {"true": True, "false": False}[t.strip().lower()]}
 
 
@@ -111,7 +115,8 @@ def _parser(kind: str, version: str = VLLM_VERSION) -> tuple[_Parser, dict]:
             p.add_argument(*names, *negatives(row), dest=dest, action=_Switch, negatives=negatives(row),
                            default=argparse.SUPPRESS)
             continue
-        kw = {"dest": dest, "default": argparse.SUPPRESS, "type": _TYPES[row["type"]]}
+        kw = {"dest": dest, "default": argparse.SUPPRESS, "type": human_readable_int_or_auto
+              if dest == "max_model_len" else _TYPES[row["type"]]}
         if row.get("choices"):
             kw["choices"] = row["choices"]
         if row.get("nargs") is not None:
@@ -273,8 +278,8 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
             settings[key] = default
     for dest, value in serve.items():
         if dest in SERVE_SETTINGS:
-            if dest == "max_model_len" and value is None:  # 'auto': derived from memory, servesim's default
-                continue
+            if dest == "max_model_len" and value == -1:  # 'auto' or -1: vLLM fits it to the KV pool
+                value = "auto"
             settings[SERVE_SETTINGS[dest]] = value
         elif dest not in SPEC_SHORTHANDS and dest != "speculative_config":
             not_modelled[_flag("serve", dest, version)] = value
@@ -314,6 +319,16 @@ def decided_by(cmd: VllmCommand, key: str) -> str | None:
         dest = next(d for d, k in SERVE_SETTINGS.items() if k == setting)
         return _flag("serve", dest, cmd.version) + ("" if dest in cmd.given else ", left at vLLM's default")
     return None
+
+
+def as_flag_error(cmd: VllmCommand, sets: list[str], exc: ConfigError) -> ConfigError:
+    """A setting's refusal said as the flag that gave it (the user typed --burstiness, not workload.arrival.cv);
+    servesim's own name, and the value it was given, stay in the message."""
+    given = {s.split("=", 1)[0].strip() for s in sets}
+    if any(exc.field == k or exc.field.startswith(k + ".") for k in given):
+        return exc  # the user's own --set
+    flag = decided_by(cmd, exc.field)
+    return exc if flag is None else ConfigError(flag, f"{exc.message} (as servesim's {exc.field})")
 
 
 def refuse_overrides(cmd: VllmCommand, sets: list[str], gpu_given: bool) -> None:
@@ -492,20 +507,32 @@ def _arrival(bench: dict, o: BenchOptions) -> dict:
         if start is None or end is None:
             raise ConfigError("vllm bench serve --ramp-up-strategy", "needs --ramp-up-start-rps and "
                                                                      "--ramp-up-end-rps, as vLLM does")
-        if "request_rate" in bench:
+        if rate != math.inf:  # vLLM's check: a rate other than its default inf
             raise ConfigError("vllm bench serve --request-rate", "not with --ramp-up-strategy: the ramp sets the "
-                                                                 "rate (vLLM refuses both)")
-        if not 0 <= start < end:
-            raise ConfigError("vllm bench serve --ramp-up-start-rps", f"must be >= 0 and below --ramp-up-end-rps "
+                                                                 "rate (vLLM refuses a finite one)")
+        if start < 0 or end < 0 or start > end:
+            raise ConfigError("vllm bench serve --ramp-up-start-rps", f"must be >= 0 and at most --ramp-up-end-rps "
                                                                       f"({end}), as vLLM requires, got {start}")
+        if start == 0:  # vLLM refuses it for an exponential ramp, and its client asserts a positive first rate
+            raise ConfigError("vllm bench serve --ramp-up-start-rps", "must be above 0: vLLM refuses 0 for an "
+                                                                      "exponential ramp, and a linear one fails on "
+                                                                      "its first request (rate 0)")
         o.ramp_up = {"ramp_up_strategy": strategy, "ramp_up_start_rps": start, "ramp_up_end_rps": end}
-        return {"process": "gamma" if b != 1 else "poisson", "cv": 1 / math.sqrt(b)} | o.ramp_up
+        gaps = _gaps(b)  # a ramp draws gamma gaps: near-constant ones at the least variation it takes
+        return (gaps if gaps["process"] != "constant" else {"process": "gamma", "cv": 1e-3}) | o.ramp_up
     if math.isinf(rate):
         return {"process": "burst"}  # vLLM sends every request at once (behind --max-concurrency, if given)
-    if math.isinf(b):
-        return {"process": "constant", "rate": rate}
-    return {"process": "poisson", "rate": rate, "fit_span": True} if b == 1 else \
-        {"process": "gamma", "rate": rate, "cv": 1 / math.sqrt(b), "fit_span": True}
+    gaps = _gaps(b)
+    return gaps | {"rate": rate} | ({} if gaps["process"] == "constant" else {"fit_span": True})
+
+
+def _gaps(b: float) -> dict:
+    """vLLM's gaps for a burstiness b: gamma of shape b (exponential at 1); past a gap variation of 0.001 (b above
+    10^6, and inf, which vLLM makes constant) they are constant."""
+    cv = 1 / math.sqrt(b)
+    if cv < 1e-3:
+        return {"process": "constant"}
+    return {"process": "poisson"} if b == 1 else {"process": "gamma", "cv": cv}
 
 
 def _uniform(length: int, ratio: float, least: int) -> dict:

@@ -78,21 +78,23 @@ def _tokens_per_second_peak(result, per: dict) -> float:
     return float(np.bincount(np.floor(np.concatenate(times) - t0).astype(np.int64)).max())
 
 
-def _rps_changes(o: BenchOptions, starts: list[float], date: str) -> list[dict]:
-    """vLLM's ramp-up log: each time the whole requests-per-second of the ramp goes up, the send time (the run's
-    date plus the simulated seconds, in ISO form, where vLLM stamps its clock)."""
+def _rps_changes(o: BenchOptions, sends: list[float], date: str) -> list[dict]:
+    """vLLM's ramp-up log: the start rate at the start, then, as each request is sent (when it is due: before a
+    --max-concurrency slot holds it), every whole requests-per-second the ramp passed since the last one, all
+    stamped at that send (the run's date plus the simulated seconds, where vLLM stamps its clock)."""
     from datetime import timedelta
 
     r = o.ramp_up
     lo, hi, n = r["ramp_up_start_rps"], r["ramp_up_end_rps"], max(o.num_prompts - 1, 1)
     base = datetime.strptime(date, "%Y%m%d-%H%M%S")
-    events, last, t0 = [], None, min(starts, default=0.0)
-    for i, t in enumerate(sorted(starts)):
+    events, last, t0 = [{"rps": lo, "timestamp": base.isoformat()}], lo, min(sends, default=0.0)
+    for i, t in enumerate(sorted(sends)):
         p = i / n
         rate = lo + (hi - lo) * p if r["ramp_up_strategy"] == "linear" else lo * (hi / lo) ** p
-        if last is None or int(rate) > last:
+        if int(rate) > last:
+            stamp = (base + timedelta(seconds=t - t0)).isoformat()
+            events += [{"rps": v, "timestamp": stamp} for v in range(last + 1, int(rate) + 1)]
             last = int(rate)
-            events.append({"rps": last, "timestamp": (base + timedelta(seconds=t - t0)).isoformat()})
     return events
 
 
@@ -144,7 +146,7 @@ def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: st
     out["max_concurrent_requests"] = s["max_concurrent_requests"]  # vLLM's 1-second count (metrics.py)
     out["rtfx"] = 0.0
     if o.ramp_up:
-        out["rps_change_events"] = _rps_changes(o, per["start_times"], out["date"])
+        out["rps_change_events"] = _rps_changes(o, list(due.values()) if due else per["start_times"], out["date"])
     if s.get("spec_decode_num_drafts"):  # vLLM's figures from the server's counters: a rate in percent
         out["spec_decode_acceptance_rate"] = 100 * s["spec_decode_acceptance_rate"]
         out["spec_decode_acceptance_length"] = s["spec_decode_acceptance_length"]

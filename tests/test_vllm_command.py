@@ -75,7 +75,10 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
     (["--random-range-ratio", "1.5"], "--random-range-ratio: a ratio in [0, 1)"),
     (["--random-range-ratio", '{"input": 0.2}'], "--random-range-ratio: a ratio in [0, 1)"),
     (["--percentile-metrics", "ttft,latency"], "--percentile-metrics"),
-    (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "20", "--ramp-up-end-rps", "10"], "below --ramp-up-end"),
+    (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "20", "--ramp-up-end-rps", "10"], "at most --ramp-up-end"),
+    (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "0", "--ramp-up-end-rps", "10"], "must be above 0"),
+    (["--num-prompts", "20000000"], "--num-prompts: Input should be less than or equal to 10000000 (got 20000000) "
+                                    "(as servesim's workload.num_requests)"),
     (["--request-rate", "5", "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "9"],
      "--request-rate: not with --ramp-up-strategy"),
     (["--random-input-len=-10"], "--random-input-len: must be >= 1, got -10"),
@@ -370,3 +373,70 @@ def test_a_client_asking_for_a_model_the_server_does_not_serve_is_refused(serve,
     with pytest.raises(ConfigError, match=re.escape(needle)):
         read([MODEL, *serve], bench)
     read([MODEL, "--served-model-name", "chat", "llama"], ["--model", MODEL, "--served-model-name", "llama"])
+
+
+def test_what_vllms_client_takes_is_taken():
+    """vLLM allows a ramp whose start equals its end, an explicit --request-rate inf beside a ramp, and any
+    burstiness > 0 (1e10: gaps nearly constant); these were refused or failed on servesim's own bounds."""
+    for bench in (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "2", "--ramp-up-end-rps", "2"],
+                  ["--request-rate", "inf", "--ramp-up-strategy", "exponential", "--ramp-up-start-rps", "1",
+                   "--ramp-up-end-rps", "4"],
+                  ["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "4",
+                   "--burstiness", "1e10"]):
+        arrival = read([MODEL], bench).settings["workload.arrival"]
+        assert arrival["ramp_up_start_rps"] <= arrival["ramp_up_end_rps"]
+    assert read([MODEL], ["--request-rate", "4", "--burstiness", "1e10"]).settings["workload.arrival"] == \
+        {"process": "constant", "rate": 4.0}
+
+
+def test_ramp_events_are_vllms_every_whole_rate_stamped_when_due(tmp_path, capsys):
+    """vLLM logs the start rate, then each whole rate the ramp passes as a request is due (every one between,
+    at that request's time), not only those some request's rate lands on."""
+    out = tmp_path / "v"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL, "--", "bench", "serve", "--random-input-len",
+                 "100", "--random-output-len", "10", "--num-prompts", "5", "--ramp-up-strategy", "linear",
+                 "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "9", "--max-concurrency", "1", "--save-result",
+                 "--save-detailed",
+                 "--result-filename", "r.json"]) == 0
+    r = json.loads((out / "r.json").read_text())
+    events = r["rps_change_events"]
+    assert [e["rps"] for e in events] == list(range(1, 10))
+    stamps = [e["timestamp"] for e in events]
+    assert stamps[1] == stamps[2] and stamps[3] == stamps[4]  # 1 -> 3 at request 1: 2 and 3 together
+    from datetime import datetime
+    due = np.array(r["start_times"]) - np.array(r["queue_times"])  # before the one slot held them
+    last = (datetime.fromisoformat(stamps[-1]) - datetime.fromisoformat(stamps[0])).total_seconds()
+    assert last == pytest.approx(due[-1] - due[0], abs=1e-5) and max(r["queue_times"]) > 0
+
+
+@pytest.mark.parametrize("value, got", [("32k", 32000), ("1.5k", 1500), ("2K", 2048), ("007", 7), ("4096", 4096)])
+def test_max_model_len_reads_as_vllms_human_readable_int(value, got):
+    assert read([MODEL, "--max-model-len", value], []).settings["engine.max_model_len"] == got
+
+
+@pytest.mark.parametrize("value, says", [
+    ("1.5K", "Decimals are not allowed with binary suffixes like K. Did you mean to use 1.5k instead?"),
+    ("abc", "invalid human_readable_int_or_auto value: 'abc'"),
+])
+def test_a_length_vllm_refuses_is_refused_as_vllm_says(value, says):
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL, "--max-model-len", value], [])
+
+
+@pytest.mark.parametrize("value", ["auto", "-1", "AUTO"])
+def test_max_model_len_auto_fits_the_kv_pool_as_vllm_does(value, tmp_path, capsys):
+    """vLLM's -1/auto: the longest length whose one request's KV fits the pool (an L4 holds 43,248 tokens of
+    Llama-3.1-8B, not its 131,072); it ran the model's full length and refused to start."""
+    from servesim.simulator.config import load
+
+    assert read([MODEL, "--max-model-len", value], []).settings["engine.max_model_len"] == "auto"
+    assert main(["vllm", "--gpu", "l4", "--out", str(tmp_path / "v"), "--quiet", "serve", MODEL, "--max-model-len",
+                 value] + BENCH) == 0
+    config = yaml.safe_load((tmp_path / "v" / "config.yaml").read_text())
+    fitted, blocks = config["engine"]["max_model_len"], config["resolved"]["num_gpu_blocks"]
+    assert fitted == (blocks - 1) * 16 < 131072  # every usable 16-token block, one request
+    with pytest.raises(ConfigError, match="cannot hold one request of max_model_len=131072"):
+        load(None, ["hardware.gpu=l4", "model=llama-3.1-8b"])  # the model's length, not auto: refused
+    # the written config keeps `auto`, derived again: on an H100 the whole context fits
+    again = load(str(tmp_path / "v" / "config.yaml"), ["hardware.gpu=h100-sxm"])
+    assert again.max_model_len == 131072
