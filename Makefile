@@ -61,6 +61,7 @@ GPU_RUNS := RTX4090/Llama-3.1-8B:rtx-4090 RTXPRO6000/Llama-3.1-8B:rtx-pro-6000 R
   RTXPRO6000/Qwen3-30B-A3B-Instruct-2507:rtx-pro-6000
 fidelity-gpu: $(STAMP)
 	$(BIN)/servesim validate serving --leave-one-out --out results/fidelity/gpu
+	cp results/fidelity/gpu/bands.yaml simulator/data/cost-model-bands.yaml
 	$(BIN)/servesim validate layers --out results/fidelity/layers
 	@for spec in $(GPU_RUNS); do IFS=: read run gpu <<< "$$spec"; name=$$(echo $$run | tr / -); \
 	  echo "== $$run"; $(BIN)/servesim calibrate fit $(SERVING)/$$run --gpu $$gpu \

@@ -279,7 +279,7 @@ def cmd_validate_serving(args) -> int:
             print(f"  sim_fitted: {', '.join(f'{k}={v:g}' for k, v in lo['terms'].items())}, fitted on "
                   f"{', '.join(lo['fitted_on'])} ({lo['evaluations']} simulations, {lo['wall_s']} s)")
         print(t.drop(columns="run").to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
-    print(f"written to {args.out}/ (table.csv, summary.json, command.txt, cdf-*.png, timeline-*.png)")
+    print(f"written to {args.out}/ (table.csv, summary.json, bands.yaml, command.txt, cdf-*.png, timeline-*.png)")
     return 0
 
 

@@ -86,8 +86,10 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
                      terms: list[str] | None = None, max_evals: int = 40) -> tuple[pd.DataFrame, list[dict]]:
     """Every run on the cost model `profile: auto` picks; with leave_one_out, also on terms fitted by simulation
     to the other runs (calibration/serving_fit.py), never to the run predicted."""
+    from servesim.calibration.error_bands import error_bands, write_bands
     from servesim.calibration.serving_fit import fit_serving
     from servesim.calibration.validate import make_out_dir, write_command
+    from servesim.simulator.profile_select import cost_model_kind
 
     root = Path(root)
     out = make_out_dir(out, [root, *(p / "vllm" for p in find_runs(root))])  # not among any run's records
@@ -111,7 +113,8 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
         tables.append(t)
         plot_comparison(run, result.requests, None, result.steps, out, run.name.replace("/", "-"))
         report.append({"run": run.name, "settings": run.sets + list(sets or []),
-                       "cost_model_source": rs.cost_model_source, "requests": len(run.specs),
+                       "cost_model_source": rs.cost_model_source,
+                       "cost_model_kind": cost_model_kind(rs.cost_model_source, rs.profile), "requests": len(run.specs),
                        "mean_abs_error": mean_abs_error(t)}
                       | ({"leave_one_out": {"fitted_on": [r.name for j, r in enumerate(runs) if j != i],
                                             "terms": fit.terms, "evaluations": fit.evaluations, "wall_s": fit.wall_s,
@@ -119,5 +122,6 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
     table = pd.concat(tables, ignore_index=True)
     table.to_csv(out / "table.csv", index=False)
     (out / "summary.json").write_text(json.dumps({"source": str(root), "runs": report}, indent=2))
+    write_bands(out / "bands.yaml", error_bands(table, report), str(root))  # each kind's known error
     write_command(out, command)
     return table, report

@@ -350,7 +350,8 @@ def cmd_search_replicas(args) -> int:
 
 
 RECOMMEND_COLUMNS = ["rank", "status", "gpu", "gpus", "replicas", "usd_per_million_output_tokens", "usd_per_hour",
-                     "rps_per_gpu", "p99_ttft_ms", "p99_tpot_ms", "headroom", "cost_model_trust", "reason"]
+                     "rps_per_gpu", "p99_ttft_ms", "p99_tpot_ms", "headroom", "meets_at_band_edge", "cost_model_trust",
+                     "reason"]
 
 
 def cmd_recommend(args) -> int:
@@ -381,6 +382,11 @@ def cmd_recommend(args) -> int:
         print(table[cols].to_string(index=False, float_format=lambda v: f"{v:,.3g}"))
         print(f"{met} of {len(table)} candidates carry {load_text} within the SLOs; prices: "
               f"{prices['note'] or prices['table']}")
+        banded = table.loc[table["status"] == "meets", "meets_at_band_edge"].dropna()
+        if len(banded):  # the simulation has been faster than real servers: would the SLOs survive that?
+            print(f"{int(banded.astype(bool).sum())} of {len(banded)} still meet them at their cost model's error "
+                  f"band edge (the real server as much slower as the worst measured case: "
+                  f"simulator/data/cost-model-bands.yaml)")
         for c in report["commands"]:
             print(f"rank {c['rank']}, {c['replicas']} {c.get('role', '')}{' ' * bool(c.get('role'))}"
                   f"replica{'s' * (c['replicas'] != 1)} of:\n  {c['command']}")

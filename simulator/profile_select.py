@@ -39,6 +39,19 @@ class Selection:
     warning: str | None = None
 
 
+def cost_model_kind(source: str, profile: Profile | None = None) -> str:
+    """What a cost model's latencies rest on, the kinds whose error against real runs is known apart
+    (simulator/data/cost-model-bands.yaml): "roofline" (datasheet peaks), "kernel tables" (vendor-measured
+    kernels composed, built-in or on the fly) or "measured" (timed on the device, or fitted to the user's runs)."""
+    if (profile is not None and profile.cost_model == "roofline") or source.startswith("roofline"):
+        return "roofline"
+    if profile is None and source.startswith("built-in profile ") and len(source.split()) > 2:
+        profile = load_profile(source.split()[2])
+    if "kernel tables" in source or (profile is not None and "kernel tables" in profile.source):
+        return "kernel tables"
+    return "measured"
+
+
 def kernel_tables_root() -> Path | None:
     """$SERVESIM_KERNEL_TABLES, else ../shared/data/gpu/aiconfigurator beside the project or the working directory."""
     env = os.environ.get("SERVESIM_KERNEL_TABLES")
@@ -77,6 +90,21 @@ def _tables_fingerprint(folder: Path) -> str:
     return h.hexdigest()
 
 
+def _portable(path: Path) -> str:
+    """A path as the same text on any machine: under the shared data as ../shared/data/..., under the home
+    folder as ~/...; results written with it (summary.json's cost_model_source) do not carry one machine's."""
+    from servesim.simulator.files import shared_data
+
+    shared = shared_data()
+    for base, shown in ((shared, "../shared/data"), (Path.home(), "~")):
+        if base is not None:
+            try:
+                return f"{shown}/{path.resolve().relative_to(base.resolve()).as_posix()}"
+            except ValueError:
+                continue
+    return str(path)
+
+
 def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int, dp: int = 1,
              expert_parallel: bool = False, routing: str = DEFAULT_ROUTING, fallback: bool = False) -> Selection:
     """The composed profile, cached; `fallback`: a missing kind of table is left to the caller (the roofline)."""
@@ -90,7 +118,7 @@ def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int
     ep_part = (f"-dp{dp}-ep{tp * dp}" if expert_parallel else "") + \
         (f"-{routing}" if arch.is_moe and routing != DEFAULT_ROUTING else "")
     path = cache_dir() / f"{gpu}-{arch.name}-{arch.dtype}-kv{_kv(arch)}-tp{tp}{ep_part}-{digest}.yaml"
-    source = f"composed from the {folder} kernel tables ({root / folder}), cached at {path}"
+    source = f"composed from the {folder} kernel tables ({_portable(root / folder)}), cached as {path.name}"
     cached = _read_cached(path)
     if cached is not None:
         return Selection(cached, source)

@@ -103,6 +103,7 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     the replay speed). Priced afterwards (`priced`), so a rerun with other prices reuses it."""
     from servesim.simulator.config import load, override
     from servesim.simulator.engine import simulate
+    from servesim.simulator.profile_select import cost_model_kind
     from servesim.simulator.search import LOAD, failed_because, max_rate, meets
 
     sets = sets + _sets(point)
@@ -118,9 +119,9 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     per_unit = (unit_prefill + unit_decode) * per_replica
     held = rs.profile.held_out_error or {}
     row |= {"gpu": gpu, "gpus_per_replica": per_replica, "gpus_per_unit": per_unit,
-            "cost_model_source": rs.cost_model_source,
-            "cost_model_error": held.get("mape"),
-            "cost_model_trust": _trust(rs.profile.cost_model, rs.cost_model_source, held.get("mape"))}
+            "cost_model_source": rs.cost_model_source, "cost_model_kind": cost_model_kind(rs.cost_model_source,
+                                                                                           rs.profile),
+            "cost_model_error": held.get("mape")}
     trace = rate is None
     knob = "time_scale" if trace else "rate"
     target = rs.scenario.workload.time_scale if trace else rate
@@ -192,8 +193,8 @@ def traffic_output_per_hour(scenario, sets: list[str], rate: float | None) -> fl
     from servesim.simulator.model_arch import load_model
 
     sc = load_scenario(scenario, sets + ([override("workload.arrival.rate", rate)] if rate is not None else []))
-    longest = sc.engine.max_model_len or load_model(sc.model).max_position_embeddings  # the base need not fit a GPU
-    specs = sc.workload.source(sc.seed, longest).initial()
+    # the traffic as sent, before any candidate's max_model_len refuses some (the base need not fit a GPU)
+    specs = sc.workload.source(sc.seed, load_model(sc.model).max_position_embeddings).initial()
     if not specs:
         return 0.0
     mean_out = sum(sp.output_tokens for sp in specs) / len(specs)
@@ -214,13 +215,58 @@ def _used(value: float, key: str, target: float) -> float:
     return value / target
 
 
-def _trust(cost_model: str, source: str, mape) -> str:
-    """In a few words, what the latencies rest on."""
-    if cost_model == "roofline":
-        return "roofline: datasheet peaks, no measurement (wide error, unknown)"
-    if "kernel tables" in source:
-        return "kernel tables (measured kernels, composed)" + (f", held-out {mape:.0%}" if mape is not None else "")
-    return f"measured profile, held-out {mape:.0%}" if mape is not None else "measured profile"
+def load_bands() -> dict:
+    """Each cost-model kind's known error against real GPU serving runs (calibration/error_bands.py)."""
+    from servesim.simulator.files import load_yaml
+
+    text = resources.files("servesim.simulator.data").joinpath("cost-model-bands.yaml").read_text()
+    return load_yaml(text, "cost-model-bands", "simulator/data/cost-model-bands.yaml")["bands"]
+
+
+def _band_key(slo: str) -> str | None:
+    """A summary SLO key (p99_ttft_ms) as its band's (ttft_p99): ITL by TPOT's, a percentile by the next measured
+    one at or above it; None where no band says (a spread, a queue, a goodput share)."""
+    parts = slo.split("_")
+    if len(parts) != 3 or parts[2] != "ms" or parts[1] not in ("ttft", "tpot", "itl", "e2el"):
+        return None
+    stat, metric = parts[0], "tpot" if parts[1] == "itl" else parts[1]
+    if stat == "median":
+        stat = "p50"
+    elif stat.startswith("p") and stat[1:].replace(".", "", 1).isdigit():
+        q = float(stat[1:])
+        stat = "p50" if q <= 50 else "p90" if q <= 90 else "p99"
+    elif stat != "mean":
+        return None
+    return f"{metric}_{stat}"
+
+
+def trusted(row: dict, slos: dict, bands: dict) -> dict:
+    """A candidate's trust: in words, what its latencies rest on and how far that kind has been from real vLLM
+    runs; and whether its SLOs still hold if the real server were as much slower than the simulation as the
+    kind's worst measured case (meets_at_band_edge; None where no band applies)."""
+    kind, mape = row.get("cost_model_kind"), row.get("cost_model_error")
+    band = bands.get(kind) or {}
+    said = ", ".join(f"{k.split('_')[0].upper()} p99 {band[k][0]:+.0%}..{band[k][1]:+.0%}"
+                     for k in ("ttft_p99", "tpot_p99") if k in band)
+    against = f"; against {len(band.get('runs', []))} real vLLM runs: {said}" if said else ""
+    if kind == "roofline":
+        text = "roofline: datasheet peaks" + (against or ", no measurement (error unknown)")
+    elif kind == "kernel tables":
+        text = "kernel tables (measured kernels, composed)" + against
+    else:
+        text = (f"measured profile, held-out {mape:.0%}" if mape is not None else "measured profile") + \
+            " (not checked against real serving runs)"
+    out = dict(row) | {"cost_model_trust": text if kind else None, "meets_at_band_edge": None}
+    if row.get("status") != "meets" or not band:
+        return out
+    edge = []
+    for key, target in slos.items():
+        limits = band.get(_band_key(key) or "")
+        value = row.get(key, row.get(f"slo_{key}"))
+        if limits and value is not None and limits[0] > -1:
+            edge.append(value / (1 + limits[0]) <= target)  # real = sim / (1 + error), at the least error
+    out["meets_at_band_edge"] = all(edge) if edge else None
+    return out
 
 
 def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: float, out: str | Path,
@@ -284,7 +330,8 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
             bar.close()
     if tokens_per_hour is None:
         tokens_per_hour = traffic_output_per_hour(scenario, sets, rate)
-    table = pd.DataFrame([priced(rows[i], prices, tokens_per_hour) for i in sorted(rows)])
+    bands = load_bands()
+    table = pd.DataFrame([trusted(priced(rows[i], prices, tokens_per_hour), slos, bands) for i in sorted(rows)])
     for column in ("usd_per_hour", "usd_per_million_output_tokens", "price_source"):
         if column not in table:
             table[column] = None

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from servesim.calibration.grid import GridPoint
 from servesim.simulator.batch import BatchShape
@@ -261,6 +262,12 @@ def test_public_gpu_runs_are_simulated_from_kernel_tables_and_reported(tmp_path,
     assert (tpot["sim_kernels_only"] < tpot["sim"]).all()
     out = tmp_path / "out"
     assert json.loads((out / "summary.json").read_text())["runs"]
+    assert [by[k]["cost_model_kind"] for k in ("RTXPRO6000/Llama-3.1-8B", "RTX4090/Llama-3.1-8B")] == \
+        ["kernel tables", "roofline"]
+    # each kind's band, as recommend reads it: the shipped one is this, from the committed results
+    bands = yaml.safe_load((out / "bands.yaml").read_text())["bands"]
+    assert bands["roofline"]["runs"] == ["llmservingsim-vllm-0.19/RTX4090/Llama-3.1-8B"]
+    assert bands["kernel tables"]["tpot_mean"][0] == round(float(tpot[tpot.run.str.contains("RTXPRO")].error.min()), 4)
     assert (out / "cdf-llmservingsim-vllm-0.19-RTXPRO6000-Llama-3.1-8B.png").is_file()
     assert (out / "timeline-llmservingsim-vllm-0.19-RTXPRO6000-Qwen3-32B.png").is_file()
 

@@ -238,3 +238,49 @@ def test_slos_that_hold_at_every_load_meet_with_one_replica(tmp_path, capsys):
     [row] = json.loads(capsys.readouterr().out)["rows"]
     assert row["status"] == "meets" and row["replicas"] == 1 and row["capacity"] == "at least"
     assert row["max_rate_per_replica"] >= 2
+
+
+def test_the_shipped_error_bands_are_what_the_committed_fidelity_results_give():
+    """simulator/data/cost-model-bands.yaml is written from results/fidelity/gpu (make fidelity-gpu): no figure
+    in it is typed by hand, and it moves when the results do."""
+    from servesim.calibration.error_bands import error_bands
+    from servesim.simulator.recommend import load_bands
+
+    root = Path(__file__).resolve().parents[1] / "results" / "fidelity" / "gpu"
+    report = json.loads((root / "summary.json").read_text())["runs"]
+    bands = error_bands(pd.read_csv(root / "table.csv"), report)
+    assert load_bands() == bands
+    assert set(bands) == {"kernel tables", "roofline"} and len(bands["kernel tables"]["runs"]) == 3
+    lo, hi = bands["kernel tables"]["tpot_p99"]
+    assert -0.3 < lo < hi < 0  # the composed kernels run faster than the real servers did
+
+
+@pytest.mark.parametrize("source, kind", [
+    ("built-in profile h200-llama-3.1-8b-bf16-tp1", "kernel tables"),  # composed from kernel tables, built in
+    ("composed from the h200_sxm kernel tables (...)", "kernel tables"),
+    ("roofline fallback (rtx-4090 has no measured kernel tables)", "roofline"),
+    ("built-in profile teaching", "measured"),
+    ("profile my-profile.yaml", "measured"),
+])
+def test_a_cost_model_is_classed_by_what_its_latencies_rest_on(source, kind):
+    from servesim.simulator.profile_select import cost_model_kind
+
+    assert cost_model_kind(source) == kind
+
+
+def test_a_candidate_is_checked_at_its_kinds_error_band_edge():
+    """real = sim / (1 + error): at a TPOT band of -27%..-8%, a 10 ms p99 TPOT may be 13.7 ms on the server."""
+    from servesim.simulator.recommend import trusted
+
+    bands = {"kernel tables": {"runs": ["a", "b"], "tpot_p99": [-0.27, -0.08], "ttft_p99": [-0.3, -0.2]}}
+    row = {"status": "meets", "cost_model_kind": "kernel tables", "p99_tpot_ms": 10.0, "p99_ttft_ms": 100.0}
+    assert trusted(row, {"p99_tpot_ms": 14.0}, bands)["meets_at_band_edge"] is True
+    assert trusted(row, {"p99_tpot_ms": 13.0}, bands)["meets_at_band_edge"] is False
+    assert trusted(row | {"slo_p90_itl_ms": 9.0}, {"p90_itl_ms": 12.0}, bands)["meets_at_band_edge"] is None
+    row_itl = row | {"slo_p99_itl_ms": 9.0}  # ITL by TPOT's band
+    assert trusted(row_itl, {"p99_itl_ms": 12.0}, bands)["meets_at_band_edge"] is False
+    said = trusted(row, {"p99_tpot_ms": 14.0}, bands)["cost_model_trust"]
+    assert "against 2 real vLLM runs" in said and "TPOT p99 -27%..-8%" in said
+    measured = trusted(row | {"cost_model_kind": "measured", "cost_model_error": 0.05}, {"p99_tpot_ms": 14.0}, bands)
+    assert measured["meets_at_band_edge"] is None and "not checked against real serving runs" in \
+        measured["cost_model_trust"]
