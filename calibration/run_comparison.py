@@ -300,6 +300,7 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
                  tolerance: float, out: str | Path, command: list[str] | None = None,
                  trace: str | None = None, hash_block_tokens: int | None = None) -> tuple[pd.DataFrame, dict]:
     from servesim.calibration.validate import make_out_dir, write_command
+    from servesim.simulator.files import refuse_link
 
     if not (tolerance > 0 and np.isfinite(tolerance)):
         raise ConfigError("--tolerance", f"must be a positive fraction (0.1 = 10%), got {tolerance}")
@@ -334,6 +335,7 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
         _check_given_sim(Path(sim_dir), sim_requests, first)
         source = summary.get("cost_model_source")
     else:
+        refuse_link(out / "sim", "--out")  # a folder of servesim's own naming: never written through a link
         rs, result = simulate_run(first, scenario, sets)
         result.write(out / "sim")
         summary, sim_requests, steps, sim_itls = result.summary, result.requests, result.steps, result.itls

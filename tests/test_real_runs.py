@@ -145,6 +145,14 @@ def test_compare_passes_on_the_same_settings_and_fails_on_others(tmp_path, capsy
     assert "FAIL" in capsys.readouterr().out
     failed = json.loads((tmp_path / "other" / "summary.json").read_text())["failed_metrics"]
     assert "TTFT p90 (ms)" in failed
+    # round 58: the simulation's folder, sim/, a symbolic link elsewhere: refused, nothing written through it
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (tmp_path / "linked").mkdir()
+    (tmp_path / "linked" / "sim").symlink_to(victim)
+    capsys.readouterr()
+    assert main(["compare", str(real), "--out", str(tmp_path / "linked")]) == 2
+    assert "sim is a symbolic link" in capsys.readouterr().err and not list(victim.iterdir())
 
 
 def test_repeats_give_the_real_spread_and_it_is_allowed_on_top_of_the_tolerance(tmp_path):
