@@ -366,6 +366,10 @@ def cmd_recommend(args) -> int:
         from servesim.simulator.config import override
         from servesim.simulator.vllm_command import goodput_targets
 
+        if any(s.split("=", 1)[0].strip() == "workload.slo_classes" or s.startswith("workload.slo_classes.") or
+               (s.split("=", 1)[0].strip() == "workload" and "slo_classes" in s) for s in sets):
+            raise ConfigError("--goodput", "its targets are the workload's one SLO class: leave out --set "
+                                           "workload.slo_classes (or give the classes and --slo goodput_fraction=...)")
         sets.append(override("workload.slo_classes", {"goodput": goodput_targets(args.goodput, "--goodput")}))
         slo_specs.append(f"goodput_fraction={0.99 if args.goodput_share is None else args.goodput_share!r}")
     elif args.goodput_share is not None:
@@ -390,6 +394,8 @@ def cmd_recommend(args) -> int:
         for c in report["commands"]:
             print(f"rank {c['rank']}, {c['replicas']} {c.get('role', '')}{' ' * bool(c.get('role'))}"
                   f"replica{'s' * (c['replicas'] != 1)} of:\n  {c['command']}")
+            for note in c["notes"]:
+                print(f"  note: {note}")
         print(f"written to {args.out}/ ({', '.join(files)})")
     if not met:
         print(f"servesim: error: no candidate carries {load_text} within the SLOs (column `reason` of "

@@ -26,6 +26,9 @@ from pathlib import Path
 from servesim.simulator.errors import ConfigError
 
 
+MAX_PRICE = 1e6  # $ per GPU-hour: past any real price, and far from where a fleet's cost overflows
+
+
 def load_prices(path: str | None) -> dict:
     """The price table: {gpu: {usd_per_gpu_hour, source, date}} and where it came from."""
     from servesim.simulator.files import load_yaml, read_settings_text
@@ -42,9 +45,9 @@ def load_prices(path: str | None) -> dict:
     out = {}
     for gpu, row in prices.items():
         value = row.get("usd_per_gpu_hour") if isinstance(row, dict) else row
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_PRICE:
             raise ConfigError("--prices", f"{where}: prices.{gpu}.usd_per_gpu_hour must be a positive number of "
-                                          f"dollars, got {value!r}")
+                                          f"dollars up to {MAX_PRICE:g}, got {value!r}")
         out[str(gpu)] = {"usd_per_gpu_hour": float(value)} | (
             {k: str(row[k]) for k in ("source", "date") if k in row} if isinstance(row, dict) else {})
     return {"prices": out, "table": where, "note": str(data.get("note", "")) if isinstance(data, dict) else ""}
@@ -72,6 +75,11 @@ def disaggregation(value) -> tuple[int, int]:
     return int(parts[0]), int(parts[1])
 
 
+def _disagg_text(value) -> str:
+    prefill, decode = disaggregation(value)
+    return f"{prefill}:{decode}" if prefill else "none"
+
+
 def _sets(point: dict) -> list[str]:
     from servesim.simulator.config import override
 
@@ -87,12 +95,13 @@ def _sets(point: dict) -> list[str]:
 
 def _key(scenario, sets: list[str], point: dict, slos: dict, rate: float, tolerance: float) -> str:
     """What a candidate's answer depends on: its resolved configuration (the model, the profile, every default),
-    the SLOs, the target rate, the tolerance and servesim's code."""
+    the files it reads (a rewritten trace searches again), the SLOs, the target rate, the tolerance and
+    servesim's code (all but the last three as a sweep keys a run)."""
     from servesim.simulator.config import load
-    from servesim.simulator.sweep import code_version
+    from servesim.simulator.sweep import run_id
 
     config = load(scenario, sets + _sets(point)).as_dict()
-    text = json.dumps([config, slos, rate, tolerance, code_version()], sort_keys=True, default=str)
+    text = json.dumps([run_id(config), slos, rate, tolerance], sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -127,9 +136,13 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     target = rs.scenario.workload.time_scale if trace else rate
     searched = [x for x in sets if x.split("=", 1)[0].strip() != LOAD[knob]]  # the search sets it
     found = max_rate(scenario, searched, slos, tolerance=tolerance, load=knob)
-    capacity, bound = found["max_rate"], "max"
-    if capacity is None and found.get("held_up_to"):  # no failing load found: it carries at least that much
-        capacity, bound = found["held_up_to"], "at least"
+    capacity, bound, note = found["max_rate"], "max", None
+    if capacity is None and found.get("held_up_to"):
+        # no failing load found (a short run's arrivals become a burst at high rates): what is known is that it
+        # carries the target, which the fleet check below confirms; nothing is claimed above it
+        capacity, bound = min(found["held_up_to"], target), "at least"
+        note = (f"no failing load found up to {found['held_up_to']:.4g} {'req/s' if not trace else 'x'} at this run "
+                f"length: capacity at least the target, unknown above (a longer run, workload.num_requests, finds it)")
     row |= {"max_rate_per_replica": capacity, "capacity": bound, "stable": found.get("stable")}
     if capacity is None:
         return row | {"status": "unmet", "reason": found.get("reason")}
@@ -165,7 +178,7 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
             **{f"slo_{k}": s.get(k) for k in slos if k not in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms",
                                                                 "p99_e2el_ms")},
             "headroom": 1 - max(_used(s[k], k, v) for k, v in slos.items()),  # the tightest SLO's slack
-            "rps_per_gpu": row["max_rate_per_replica"] / per_unit, "reason": None}
+            "rps_per_gpu": row["max_rate_per_replica"] / per_unit, "reason": note}
     return row
 
 
@@ -351,7 +364,13 @@ def _cached(path: Path) -> dict | None:
         row = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None
-    return row if isinstance(row, dict) and row.get("status") in ("meets", "unmet", "pruned") else None
+    if not isinstance(row, dict) or row.get("status") not in ("meets", "unmet", "pruned"):
+        return None
+    whole = row.get("status") != "meets" or (
+        isinstance(row.get("gpu"), str) and all(isinstance(row.get(k), (int, float)) and not isinstance(row[k], bool)
+                                                and math.isfinite(row[k]) and row[k] > 0
+                                                for k in ("gpus", "replicas", "gpus_per_unit", "max_rate_per_replica")))
+    return row if whole else None
 
 
 def axes_from(named: dict[str, str | None], grids: list[str]) -> dict[str, list]:
@@ -362,10 +381,8 @@ def axes_from(named: dict[str, str | None], grids: list[str]) -> dict[str, list]
     for key, given in named.items():
         if given is None:
             continue
-        if key == DISAGG:  # P:D read as text (YAML would read 1:2 as a base-60 number)
-            axes[key] = [v.strip() for v in str(given).split(",")]
-            for v in axes[key]:
-                disaggregation(v)
+        if key == DISAGG:  # P:D read as text (YAML would read 1:2 as a base-60 number), spelt one way (off = none)
+            axes[key] = [_disagg_text(v) for v in str(given).split(",")]
         else:
             axes[key] = _values(f"{key}={given}", NAMED_FLAGS.get(key, key))[1]
     for spec in grids:
@@ -415,6 +432,7 @@ def target_load(scenario, sets: list[str], rate: float | None) -> tuple[float | 
     """The traffic to carry: a rate (given, or the scenario's arrival rate), or None for a trace replayed at its own
     workload.time_scale; and how to say it."""
     from servesim.simulator.config import load_scenario
+    from servesim.simulator.search import MAX_RATE, MIN_RATE
 
     workload = load_scenario(scenario, sets).workload
     if getattr(workload, "type", None) == "trace":  # its traffic is its own, at its replay speed
@@ -426,6 +444,9 @@ def target_load(scenario, sets: list[str], rate: float | None) -> tuple[float | 
         rate = getattr(getattr(workload, "arrival", None), "rate", None)
         if rate is None:
             raise ConfigError("--rate", "the traffic to carry, in req/s: the scenario's arrivals have no rate")
+    elif not MIN_RATE <= rate <= MAX_RATE:
+        raise ConfigError("--rate", f"must be from {MIN_RATE:g} to {MAX_RATE:g} req/s (workload.arrival.rate's "
+                                    f"bounds), got {rate:g}")
     return rate, f"{rate:g} req/s"
 
 
@@ -438,14 +459,14 @@ def vllm_commands(scenario, sets: list[str], table, top: int) -> list[dict]:
     out = []
     for _, row in table[table["status"] == "meets"].head(top).iterrows():
         point = _sets({k: row[k] for k in axes if row[k] is not None and row[k] == row[k]})
-        line, _ = serve_command(load(scenario, sets + point).as_dict())
+        line, notes = serve_command(load(scenario, sets + point).as_dict())  # what the line cannot say, too
         prefill = int(row.get("prefill_replicas") or 0)
         if not prefill:
-            out.append({"rank": int(row["rank"]), "replicas": int(row["replicas"]), "command": line})
+            out.append({"rank": int(row["rank"]), "replicas": int(row["replicas"]), "command": line, "notes": notes})
             continue
         # vLLM's disaggregated serving: each instance moves KV through a connector (NIXL), a proxy routes
         kv = " --kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"
-        out += [{"rank": int(row["rank"]), "replicas": n, "role": role, "command": line + kv}
+        out += [{"rank": int(row["rank"]), "replicas": n, "role": role, "command": line + kv, "notes": notes}
                 for role, n in (("prefill", prefill), ("decode", int(row["replicas"]) - prefill))]
     return out
 
@@ -461,6 +482,7 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
     import pandas as pd
 
     from servesim.simulator.cli_output import plain
+    from servesim.simulator.config import load_scenario
     from servesim.simulator.files import refuse_folder_over_inputs
 
     check_space(scenario, sets, axes, rate)
@@ -481,9 +503,12 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
     table.to_csv(out / "recommend.csv", index=False)
     commands = vllm_commands(scenario, sets, table, top)
     (out / "commands.txt").write_text("".join(f"# rank {c['rank']}: {c['replicas']} x"
-                                              f"{' ' + c['role'] if c.get('role') else ''}\n{c['command']}\n"
+                                              f"{' ' + c['role'] if c.get('role') else ''}\n"
+                                              + "".join(f"# note: {n}\n" for n in c["notes"]) + f"{c['command']}\n"
                                               for c in commands))
-    report = plain({"rate": rate, "load": load_text, "slos": slos, "prices": price_table,
+    workload = load_scenario(scenario, sets).workload
+    classes = {k: v.model_dump() for k, v in (getattr(workload, "slo_classes", None) or {}).items()}
+    report = plain({"rate": rate, "load": load_text, "slos": slos, "slo_classes": classes, "prices": price_table,
                     "output_tokens_per_hour": tokens_per_hour, "rows": table,
                     "commands": commands})
     (out / "recommend.json").write_text(json.dumps(report, indent=1) + "\n")
