@@ -219,6 +219,7 @@ class VllmCommand:
     not_modelled: dict = field(default_factory=dict)  # "vllm serve --host" -> value
     version: str = VLLM_VERSION
     given: set = field(default_factory=set)  # the serve flags (dests) on the line, not left to their defaults
+    served_name: str = ""  # the name the server answers to and labels its metrics with (--served-model-name's first)
 
     def as_record(self) -> dict:
         return {"vllm_version": self.version, "model": self.model, "settings": self.settings,
@@ -252,7 +253,8 @@ FREE_DRAFTS = ("ngram", "suffix", "ngram_gpu")
 # vllm bench serve flags that only shape the result file (BenchOptions), or that a simulation has no use for
 # because the lengths are given (a tokenizer, the output's end-of-sequence)
 BENCH_RESULT = ("save_result", "save_detailed", "append_result", "result_dir", "result_filename", "label",
-                "metadata", "backend", "tokenizer", "percentile_metrics", "metric_percentiles", "goodput", "model")
+                "metadata", "backend", "tokenizer", "percentile_metrics", "metric_percentiles", "goodput", "model",
+                "served_model_name")  # the last: checked against the server's names (a 404 otherwise)
 BENCH_WORKLOAD = ("dataset_name", "num_prompts", "request_rate", "burstiness", "max_concurrency", "seed",
                   "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "input_len", "output_len",
                   "random_input_len", "random_output_len", "random_range_ratio", "random_prefix_len",
@@ -281,17 +283,18 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
             if dest == "max_model_len" and value == -1:  # 'auto' or -1: vLLM fits it to the KV pool
                 value = "auto"
             settings[SERVE_SETTINGS[dest]] = value
-        elif dest not in SPEC_SHORTHANDS and dest != "speculative_config":
+        elif dest not in SPEC_SHORTHANDS and dest not in ("speculative_config", "served_model_name"):
             not_modelled[_flag("serve", dest, version)] = value
     settings.update(_speculation(serve, version, not_modelled))
     options, workload = _bench(bench, not_modelled, version)
     workload["workload.request_max_tokens"] = True  # vllm bench serve sends each output length as max_tokens
     workload["workload.clip_to_max_model_len"] = False  # and vLLM refuses what does not fit (400), cuts nothing
-    _refuse_unserved(serve.get("served_model_name") or [model], bench, options.model_id)
+    served = serve.get("served_model_name") or [model]
+    _refuse_unserved(served, bench, options.model_id)
     options.model_id = options.model_id or model  # vLLM's client asks the server for it
     options.tokenizer_id = options.tokenizer_id or options.model_id
     settings.update(workload)
-    return VllmCommand(model, settings, options, not_modelled, version, set(serve))
+    return VllmCommand(model, settings, options, not_modelled, version, set(serve), served[0])
 
 
 # servesim settings the bench command decides -> the flags that decide them
@@ -304,10 +307,16 @@ BENCH_SETTINGS = {"workload.num_requests": "--num-prompts", "seed": "--seed", "w
                   "workload.clip_to_max_model_len": "vLLM's 400 for a request longer than --max-model-len"}
 
 
+# what a flag decides even when the line leaves it out (the release's default, or servesim's for vLLM's)
+# (the queue policy is left out unless --scheduling-policy is given: sjf, servesim's own, has no vLLM flag value)
+FLAG_DECIDED = (*(k for k in SERVE_SETTINGS.values() if k != "policies.queue"), *BENCH_SETTINGS,
+                "speculative.method", "speculative.num_speculative_tokens")
+
+
 def decided_by(cmd: VllmCommand, key: str) -> str | None:
     """The vLLM flag (or its default) that decides `key` (a setting, or a section holding some) in this
     command; None when no flag does and a --set of it is the user's own."""
-    for setting in cmd.settings:
+    for setting in (*cmd.settings, *FLAG_DECIDED):
         if not (key == setting or key.startswith(setting + ".") or setting.startswith(key + ".")):
             continue
         if setting == "model":
@@ -317,6 +326,8 @@ def decided_by(cmd: VllmCommand, key: str) -> str | None:
         if setting in BENCH_SETTINGS:
             return f"vllm bench serve {BENCH_SETTINGS[setting]}"
         dest = next(d for d, k in SERVE_SETTINGS.items() if k == setting)
+        if dest not in _parser("serve", cmd.version)[1]:  # 0.33's valves, which 0.19 has no flag for
+            return f"vLLM {cmd.version}, which has no --{dest.replace('_', '-')}: its servers run without it"
         return _flag("serve", dest, cmd.version) + ("" if dest in cmd.given else ", left at vLLM's default")
     return None
 
@@ -338,6 +349,9 @@ def refuse_overrides(cmd: VllmCommand, sets: list[str], gpu_given: bool) -> None
         key = item.split("=", 1)[0].strip()
         on_gpu = gpu_given and (key in ("hardware", "hardware.gpu") or key.startswith("hardware.gpu."))
         flag = "servesim vllm --gpu" if on_gpu else decided_by(cmd, key)
+        if flag and flag.startswith("vLLM "):
+            raise ConfigError(f"--set {key}", f"decided by {flag} (vLLM {VLLM_VERSIONS[0]}'s has the flag: "
+                                              f"--vllm-version {VLLM_VERSIONS[0]})")
         if flag:
             raise ConfigError(f"--set {key}", f"the pasted command decides it ({flag}): give the flag, not --set, so the "
                                                  f"result file and vllm_command.json say what ran")
@@ -490,7 +504,8 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
     if o.goodput:
         w["workload.slo_classes"] = {"goodput": o.goodput}
     for dest, v in bench.items():
-        if dest not in BENCH_RESULT and dest not in BENCH_WORKLOAD:
+        unused = dest in ("ramp_up_start_rps", "ramp_up_end_rps") and "ramp_up_strategy" not in bench  # vLLM's too
+        if unused or (dest not in BENCH_RESULT and dest not in BENCH_WORKLOAD):
             not_modelled[_flag("bench_serve", dest, version)] = v
     return o, w
 
