@@ -180,10 +180,10 @@ def _length_text(lengths: list[tuple[str, float]], factor: int) -> str:
 
 
 def _summary_at(scenario: str | None, sets: list[str], rate: float, setting: str = LOAD["rate"]) -> dict:
-    from servesim.simulator.config import load
+    from servesim.simulator.config import load, override
     from servesim.simulator.engine import simulate
 
-    return simulate(load(scenario, sets + [f"{setting}={rate:.6g}"])).summary
+    return simulate(load(scenario, sets + [override(setting, rate)])).summary  # the rate reported, to the last bit
 
 
 def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float = 0.05, high: float | None = None,

@@ -2,7 +2,7 @@
 
 import pytest
 
-from servesim.simulator.config import load
+from servesim.simulator.config import load, override
 from servesim.simulator.engine import simulate
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.search import max_rate, meets, parse_slos
@@ -31,10 +31,11 @@ def test_max_rate_brackets_the_slo():
     assert r["max_rate"] and r["fails_at"] > r["max_rate"] and (r["fails_at"] - r["max_rate"]) / r["fails_at"] <= 0.05
     assert r["stable"] is not None and len(r["answers"]) >= 2  # searched again at twice the length, at least
 
-    def at(rate):  # at the run length the answer was found at
-        return simulate(load(SCEN, SETS + r["run_sets"] + [f"workload.arrival.rate={rate:.6g}"])).summary
+    def at(rate):  # at the run length the answer was found at, the rate as reported (round 58: it ran 6 digits)
+        return simulate(load(SCEN, SETS + r["run_sets"] + [override("workload.arrival.rate", rate)])).summary
 
     assert meets(at(r["max_rate"]), slos) and not meets(at(r["fails_at"]), slos)
+    assert at(r["max_rate"]) == r["summary"]  # the summary reported is the reported rate's, bit for bit
     more_slots = max_rate(SCEN, SETS + ["engine.max_num_seqs=32"], slos)
     assert more_slots["max_rate"] > r["max_rate"]  # capacity planning: more slots, more traffic
 
