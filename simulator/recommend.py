@@ -460,6 +460,7 @@ def vllm_commands(scenario, sets: list[str], table, top: int) -> list[dict]:
     for _, row in table[table["status"] == "meets"].head(top).iterrows():
         point = _sets({k: row[k] for k in axes if row[k] is not None and row[k] == row[k]})
         line, notes = serve_command(load(scenario, sets + point).as_dict())  # what the line cannot say, too
+        notes = [n for n in notes if not n.startswith("prefill/decode disaggregation")]  # said per role below
         prefill = int(row.get("prefill_replicas") or 0)
         if not prefill:
             out.append({"rank": int(row["rank"]), "replicas": int(row["replicas"]), "command": line, "notes": notes})

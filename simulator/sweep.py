@@ -59,6 +59,9 @@ def first_seed(scenario, sets: list[str], base_seed: int | None) -> int:
     from servesim.simulator.config import apply_overrides, load_scenario_file, parse_scenario
 
     if base_seed is not None:
+        if any(s.split("=", 1)[0].strip() == "seed" for s in sets):  # one would silently replace the other
+            raise ConfigError("--base-seed", "the runs' first seed, given twice: leave out --set seed=... (or "
+                                             "--base-seed, and the --set seed is the first)")
         return base_seed
     if isinstance(scenario, dict):
         data = scenario

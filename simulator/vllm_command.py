@@ -699,6 +699,15 @@ def serve_command(settings: dict, version: str = VLLM_VERSION) -> tuple[str, lis
             words.append(row["flag"] if value else negatives(row)[0]) if value or negatives(row) else None
             continue
         words += [row["flag"], str(value)]
+    cluster = settings.get("cluster") or {}
+    replicas, prefill = cluster.get("replicas", 1), cluster.get("prefill_replicas", 0)
+    if prefill:  # vLLM's disaggregated serving: instances of each role joined by a KV connector, behind a proxy
+        notes.append(f"prefill/decode disaggregation: run {prefill} prefill and {replicas} decode instance(s) of "
+                     f"this line, each with --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":"
+                     f"\"kv_both\"}}', behind a proxy that sends each request to a prefill then a decode instance")
+    elif replicas > 1:
+        notes.append(f"{replicas} instances of this line behind a load balancer (servesim's router: "
+                     f"{cluster.get('router', 'round_robin')}): vLLM's line is one instance")
     sp = settings.get("speculative") or {}
     if sp.get("method", "none") != "none":
         notes.append(f"speculative decoding ({sp['method']}, {sp['num_speculative_tokens']} tokens): give vLLM "

@@ -252,6 +252,7 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
 
 @pytest.mark.parametrize("argv,needle", [
     (["sweep", "--grid", "seed=1,2"], "seed is set by --seeds"),
+    (["sweep", "--set", "seed=5", "--base-seed", "9"], "--base-seed: the runs' first seed, given twice"),
     (["sweep", "--grid", "engine.nope=1,2"], "engine.nope: unknown setting"),
     (["sweep", "--grid", "engine.max_num_seqs=[1,2"], "not valid YAML"),
     (["sweep", "--grid", "engine.max_num_seqs="], "no values"),

@@ -184,6 +184,11 @@ def test_config_shows_the_scenario_and_prints_it_back_as_a_vllm_line(tmp_path, c
     back = read(line[2:], [])  # the printed line reads back as the same deployment
     assert back.settings["engine.max_num_seqs"] == 48 and back.settings["engine.tensor_parallel_size"] == 2
     assert not back.not_modelled
+    # what one line cannot say is said (round 58: replicas, router and disaggregation went unsaid)
+    assert main(["config", "--vllm", "--set", "cluster.replicas=3", "--set", "cluster.router=least_kv"]) == 0
+    assert "3 instances of this line behind a load balancer (servesim's router: least_kv)" in capsys.readouterr().err
+    assert main(["config", "--vllm", "--set", "cluster.replicas=2", "--set", "cluster.prefill_replicas=1"]) == 0
+    assert "run 1 prefill and 2 decode instance(s)" in capsys.readouterr().err
 
 
 def test_a_request_that_cannot_fit_max_model_len_is_refused_as_vllm_refuses_it(tmp_path, capsys):
