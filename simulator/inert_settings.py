@@ -1,7 +1,8 @@
 """Settings that nothing reads in the combination given: named in a warning, not refused.
 
 A setting moved from its default that the chosen mechanism ignores (speculation settings with
-`method: none`, `swap_space` under recompute preemption, arrival fields another process does
+`method: none`, `swap_space` or `host_link_gbps` under recompute preemption, a CUDA-graph size under
+eager mode, arrival fields another process does
 not use) would otherwise be silently dropped; refusing it would break a sweep across the
 setting that gives it its effect (`speculative.method=none,fixed`), so it is said once.
 """
@@ -43,6 +44,10 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
                                                         "acceptance_distribution", "draft_cost_ratio"],
               "speculative.method is none"),
              (p.preemption_mode == "recompute", e, "engine", ["swap_space"], "policies.preemption_mode is recompute"),
+             (p.preemption_mode == "recompute", scenario.hardware, "hardware", ["host_link_gbps"],
+              "policies.preemption_mode is recompute (the link carries swapped blocks only)"),
+             (e.enforce_eager, e, "engine", ["max_cudagraph_capture_size"],
+              "engine.enforce_eager runs without CUDA graphs"),
              (p.admission.reserve != "quantile", p.admission, "policies.admission", ["reserve_quantile"],
               f"policies.admission.reserve is {p.admission.reserve}"),
              (not p.admission.shed_on_ttft_slo, p.admission, "policies.admission", ["shed_ttft_ms"],

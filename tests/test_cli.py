@@ -836,3 +836,18 @@ def test_json_is_alone_on_stdout_and_quiet_prints_nothing(command, tmp_path, cap
     assert isinstance(rows, list) and rows and "warning" in err
     assert main(command + sets + ["--out", str(tmp_path / "q"), "--quiet"]) == 0
     assert capsys.readouterr() == ("", "")
+
+
+def test_round_58_settings_without_effect_are_said(capsys):
+    """A CUDA-graph size under eager mode and the host link under recompute preemption changed nothing, unsaid."""
+    from servesim.simulator.config import _WARNED
+
+    _WARNED.clear()
+    assert main(["config", "--set", "engine.enforce_eager=true", "--set", "engine.max_cudagraph_capture_size=64",
+                 "--set", "hardware.host_link_gbps=1"]) == 0
+    err = capsys.readouterr().err
+    assert "engine.max_cudagraph_capture_size has no effect: engine.enforce_eager" in err
+    assert "hardware.host_link_gbps has no effect: policies.preemption_mode is recompute" in err
+    assert main(["config", "--set", "policies.preemption_mode=swap", "--set", "engine.swap_space=4",
+                 "--set", "hardware.host_link_gbps=1"]) == 0
+    assert "host_link_gbps has no effect" not in capsys.readouterr().err
