@@ -49,6 +49,11 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
         device = run.meta.get("unmapped_gpu")
         warnings.append(f"{run.path} " + (f"ran on {device}, which is no built-in GPU" if device else "records no GPU")
                         + f": simulating {rs.scenario.hardware.gpu or rs.hardware.name}; name the GPU with --set hardware.gpu=NAME")
+    if not any(s.startswith("engine.") for s in recorded + list(sets or [])) and \
+            not any(k.startswith("engine.") for k in given):  # records alone (no meta.json): the server's unknown
+        warnings.append(f"{run.path} records no engine settings (max_num_seqs, max_num_batched_tokens, ...; a "
+                        f"meta.json beside the records gives them): simulating vLLM's defaults; give the server's with "
+                        f"--set engine.max_num_seqs=N --set engine.max_num_batched_tokens=N")
     say_once(f"servesim: warning: {w}" for w in warnings)
     check_lengths(run, rs.max_model_len)
     return rs

@@ -84,7 +84,7 @@ def cmd_run(args, after=None) -> int:
                                                               "cooldown_requests") if getattr(args, k, None) is not None]
     rs = load(args.scenario, args.set + window)
     from servesim.simulator.files import refuse_folder_over_inputs, refuse_writing_over
-    from servesim.simulator.metrics import RUN_FILES, check_window
+    from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window
 
     inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
     refuse_writing_over(args.out, "--out", inputs)
@@ -118,6 +118,13 @@ def cmd_run(args, after=None) -> int:
 
         latency_distributions(result, out / "latency.png")
         files.append("latency.png")
+    stale = [name for name in OPTIONAL_RUN_FILES if name not in files and
+             ((out / name).is_file() or (out / name).is_symlink())]
+    for name in stale:  # an earlier run's, which this one did not write
+        (out / name).unlink()
+    if stale:
+        print(f"servesim: note: removed {', '.join(stale)}: an earlier run's in {out}, which this run did not "
+              f"write", file=sys.stderr)
     if not answer(result.summary):
         print(format_summary(result.summary))
         print(f"results in {out}/ ({', '.join(files)})")

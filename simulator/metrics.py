@@ -229,6 +229,9 @@ class TokenTimes:
 
 
 RUN_FILES = ("config.yaml", "summary.json", "requests.parquet", "steps.parquet", "latency.png", "workload.jsonl")
+# what a run writes only when asked (--plot, --prometheus, the vllm command): an earlier run's, left beside a new
+# run's summary, would contradict it
+OPTIONAL_RUN_FILES = ("latency.png", "metrics.prom", "prometheus.parquet", "vllm_command.json")
 
 TEXT_COLUMNS = ("status", "slo_class", "finish_reason")  # the request columns of text (None where none)
 

@@ -851,3 +851,14 @@ def test_round_58_settings_without_effect_are_said(capsys):
     assert main(["config", "--set", "policies.preemption_mode=swap", "--set", "engine.swap_space=4",
                  "--set", "hardware.host_link_gbps=1"]) == 0
     assert "host_link_gbps has no effect" not in capsys.readouterr().err
+
+
+def test_round_58_a_rerun_into_the_same_out_leaves_no_earlier_runs_files(tmp_path, capsys):
+    """metrics.prom of a 50-request run stayed beside the summary of an 80-request run written over it."""
+    out = tmp_path / "r"
+    assert main(["run", "--quiet", "--set", "workload.num_requests=20", "--prometheus", "--out", str(out)]) == 0
+    assert (out / "metrics.prom").is_file() and (out / "prometheus.parquet").is_file()
+    assert main(["run", "--set", "workload.num_requests=30", "--out", str(out)]) == 0
+    assert "removed metrics.prom, prometheus.parquet: an earlier run's" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "requests.parquet", "steps.parquet",
+                                                     "summary.json"]

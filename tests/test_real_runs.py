@@ -145,6 +145,12 @@ def test_compare_passes_on_the_same_settings_and_fails_on_others(tmp_path, capsy
     assert "FAIL" in capsys.readouterr().out
     failed = json.loads((tmp_path / "other" / "summary.json").read_text())["failed_metrics"]
     assert "TTFT p90 (ms)" in failed
+    # round 58: records alone say nothing of the server's engine settings: the simulation's defaults are said
+    from servesim.simulator.config import _WARNED
+
+    _WARNED.clear()
+    assert main(["compare", str(real), "--set", "hardware.gpu=h100-sxm", "--out", str(tmp_path / "bare")]) in (0, 1)
+    assert "records no engine settings" in capsys.readouterr().err
     # round 58: the simulation's folder, sim/, a symbolic link elsewhere: refused, nothing written through it
     victim = tmp_path / "victim"
     victim.mkdir()
