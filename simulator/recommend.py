@@ -487,6 +487,9 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
     from servesim.simulator.files import refuse_folder_over_inputs
 
     check_space(scenario, sets, axes, rate)
+    if "goodput_fraction" in slos and not getattr(load_scenario(scenario, sets).workload, "slo_classes", None):
+        raise ConfigError("--slo", "goodput_fraction is the share of requests meeting their SLO class: give the "
+                                   "classes (--goodput ttft:MS tpot:MS, or --set workload.slo_classes=...)")
     price_table = load_prices(prices)
     rate, load_text = target_load(scenario, sets, rate)
     refuse_folder_over_inputs(out, FILES + ["plot-recommend.png", "plot-recommend.svg"], "--out",
