@@ -171,19 +171,23 @@ def max_rate(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overr
                   checked("tolerance", tolerance, TOLERANCE), checked("max_runs", max_runs, COUNT))
 
 
-@checked_args(slos="mapping", rate="number", gpus="list", tp="list", grid="mapping", prices="path", out="path",
-              tolerance="number", jobs="int", top="int", progress="bool")
+@checked_args(slos="mapping", rate="number", gpus="list", tp="list", disagg="list", grid="mapping", prices="path",
+              out="path", tolerance="number", jobs="int", top="int", progress="bool")
 def recommend(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overrides = None, *,
               rate: float | None = None, gpus: Sequence[str] | None = None, tp: Sequence[int] | None = None,
-              grid: Mapping[str, Sequence] | None = None, prices: str | os.PathLike | None = None,
+              disagg: Sequence[str] | None = None, grid: Mapping[str, Sequence] | None = None,
+              prices: str | os.PathLike | None = None,
               out: str | os.PathLike = "results/recommend", tolerance: float = 0.1, jobs: int = 1, top: int = 3,
               progress: bool = False) -> pd.DataFrame:
-    """`servesim recommend`: the deployments of the space (gpus x tp x grid) ranked by $ per million output tokens
+    """`servesim recommend`: the deployments of the space (gpus x tp x disagg "P:D" units x grid) ranked by $ per
+    million output tokens
     among those carrying `rate` req/s (default: the scenario's; a trace: its own traffic) within the SLOs. The
     table's `attrs["report"]` holds recommend.json's content (prices, vLLM commands)."""
-    from servesim.simulator.recommend import run
+    from servesim.simulator.recommend import DISAGG, axes_from, run
 
     axes = {k: v for k, v, _ in _axes(grid, None)}
+    if disagg is not None:  # read as the CLI's --disagg reads them
+        axes = axes_from({DISAGG: ",".join(map(str, disagg))}, []) | axes
     for key, given in (("hardware.gpu", gpus), ("engine.tensor_parallel_size", tp)):
         if given is not None:
             if key in axes:

@@ -9,7 +9,8 @@ import re
 import sys
 from pathlib import Path
 
-from servesim.simulator.cli_args import COUNT, FRACTION, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE, nonempty_path, number
+from servesim.simulator.cli_args import (COUNT, FRACTION, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE,
+                                       add_executor_arguments, nonempty_path, number)
 from servesim.simulator.cli_output import answer
 from servesim.simulator.errors import ConfigError
 from servesim.workloads.settings import MAX_REQUESTS
@@ -383,7 +384,8 @@ def cmd_recommend(args) -> int:
         raise ConfigError("--goodput-share", "the share of requests meeting --goodput's targets: give --goodput")
     table, report, files = run(args.scenario, sets, axes, parse_slos(slo_specs), args.rate, args.out, args.prices,
                                args.tolerance, args.jobs, args.top,
-                               progress=not (args.no_progress or args.quiet or args.json))
+                               progress=not (args.no_progress or args.quiet or args.json), executor=args.executor,
+                               ray_address=args.ray_address)
     _say_dropped(sets)
     met = int((table["status"] == "meets").sum())
     load_text, prices = report["load"], report["prices"]
@@ -516,8 +518,7 @@ def _add_sweep(sub) -> None:
     sw.add_argument("--seeds", type=COUNT, default=1, help="runs per point, seeds base-seed .. base-seed+N-1")
     sw.add_argument("--base-seed", type=SEED, help="the first seed (default: the scenario's `seed`, with --set)")
     sw.add_argument("--jobs", type=JOBS, default=os.cpu_count() or 1, help="worker processes (at most 256)")
-    sw.add_argument("--executor", choices=["process", "ray"], default="process")
-    sw.add_argument("--ray-address", help="a Ray cluster (default: RAY_ADDRESS, else a local Ray)")
+    add_executor_arguments(sw)
     sw.add_argument("--out", type=nonempty_path, default="results/sweep")
     sw.add_argument("--no-progress", action="store_true")
     _add_output_flags(sw, "the table's rows")
@@ -576,6 +577,7 @@ def _add_recommend(sub) -> None:
     r.add_argument("--prices", help="price table YAML (default: simulator/data/gpu-prices.yaml, list prices of a date)")
     r.add_argument("--tolerance", type=TOLERANCE, default=0.1, help="each capacity search's bracket (relative)")
     r.add_argument("--jobs", type=JOBS, default=1, help="candidates searched in parallel (worker processes)")
+    add_executor_arguments(r)
     r.add_argument("--top", type=number(int, ge=0, le=100), default=3, help="vllm serve lines for the best N")
     r.add_argument("--out", type=nonempty_path, default="results/recommend")
     r.add_argument("--no-progress", action="store_true")

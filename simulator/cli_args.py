@@ -68,3 +68,10 @@ def nonempty_path(text: str) -> str:
 
 
 nonempty_path.__name__ = "path"
+
+
+def add_executor_arguments(parser) -> None:
+    """Where parallel work runs (simulator/parallel.py): the same two flags on every command that fans out."""
+    parser.add_argument("--executor", choices=["process", "ray"], default="process",
+                        help="worker processes here, or a Ray cluster (pip install -e '.[ray]')")
+    parser.add_argument("--ray-address", help="a Ray cluster (default: RAY_ADDRESS, else a local Ray)")

@@ -16,10 +16,12 @@ everything they depend on: a rerun, or one stopped part-way, reuses them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
 import math
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -182,6 +184,12 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     return row
 
 
+def _evaluate_item(scenario, sets: list[str], slos: dict, rate: float | None, tolerance: float, item: tuple) -> tuple:
+    """A worker's task: (row index, its record's path, the candidate's row)."""
+    i, point, cached = item
+    return i, cached, evaluate(scenario, sets, point, slos, rate, tolerance)
+
+
 def priced(row: dict, prices: dict, tokens_per_hour: float) -> dict:
     """A candidate's cost: its GPUs at the table's price per GPU-hour, and that over the traffic's output tokens
     per hour (the same for every candidate that carries it, so equal $/h is equal $/M tokens)."""
@@ -284,10 +292,13 @@ def trusted(row: dict, slos: dict, bands: dict) -> dict:
 
 def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: float, out: str | Path,
               prices: dict, tolerance: float = 0.1, jobs: int = 1, progress: bool = True,
-              tokens_per_hour: float | None = None) -> "pd.DataFrame":
+              tokens_per_hour: float | None = None, executor: str = "process",
+              ray_address: str | None = None) -> "pd.DataFrame":
     """Every candidate evaluated (from OUT/candidates/ where a key matches), ranked: the cheapest meeting the
     SLOs first, then those that meet them with no price, then the unmet and the pruned."""
     import pandas as pd
+
+    from servesim.simulator.parallel import run_tasks
 
     out = Path(out)
     done_dir = out / "candidates"
@@ -313,31 +324,18 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
 
         bar = tqdm(total=len(todo), desc="recommend", unit="candidate")
 
-    def keep(i: int, cached: Path, row: dict) -> None:
+    def keep(done: tuple) -> None:
+        i, cached, row = done
         rows[i] = row
-        tmp = cached.with_suffix(".tmp")
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(row, default=str))
         tmp.replace(cached)  # whole or not at all: a stopped run leaves what finished
         if bar:
             bar.update(1)
 
-    try:
-        if jobs > 1 and len(todo) > 1:
-            from concurrent.futures import ProcessPoolExecutor, as_completed
-
-            pool = ProcessPoolExecutor(min(jobs, len(todo)))
-            try:
-                futures = {pool.submit(evaluate, scenario, sets, p, slos, rate, tolerance): (i, c)
-                           for i, p, c in todo}
-                for f in as_completed(futures):
-                    keep(*futures[f], f.result())
-            except BaseException:  # Ctrl-C or a failure: what finished is kept; nothing queued starts
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
-            pool.shutdown()
-        else:
-            for i, p, c in todo:
-                keep(i, c, evaluate(scenario, sets, p, slos, rate, tolerance))
+    try:  # locally in processes, or on Ray (simulator/parallel.py); Ctrl-C keeps what finished
+        run_tasks(functools.partial(_evaluate_item, scenario, sets, slos, rate, tolerance), todo, keep,
+                  jobs if len(todo) > 1 else 1, executor, ray_address)
     finally:
         if bar:
             bar.close()
@@ -477,7 +475,8 @@ FILES = ["recommend.csv", "recommend.json", "commands.txt", "candidates"]
 
 def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: float | None, out: str | Path,
         prices: str | None = None, tolerance: float = 0.1, jobs: int = 1, top: int = 3,
-        progress: bool = True) -> tuple["pd.DataFrame", dict, list[str]]:
+        progress: bool = True, executor: str = "process",
+        ray_address: str | None = None) -> tuple["pd.DataFrame", dict, list[str]]:
     """The whole recommendation, as `servesim recommend` and the API make it: the ranked table, the report
     (recommend.json's content) and the files written in `out`."""
     import pandas as pd
@@ -486,6 +485,9 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
     from servesim.simulator.config import load_scenario
     from servesim.simulator.files import refuse_folder_over_inputs
 
+    from servesim.simulator.parallel import check_executor
+
+    check_executor(executor)
     check_space(scenario, sets, axes, rate)
     if "goodput_fraction" in slos and not getattr(load_scenario(scenario, sets).workload, "slo_classes", None):
         raise ConfigError("--slo", "goodput_fraction is the share of requests meeting their SLO class: give the "
@@ -495,7 +497,8 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
     refuse_folder_over_inputs(out, FILES + ["plot-recommend.png", "plot-recommend.svg"], "--out",
                               [p for p in (scenario, prices) if isinstance(p, (str, Path))])
     tokens_per_hour = traffic_output_per_hour(scenario, sets, rate)
-    table = recommend(scenario, sets, axes, slos, rate, out, price_table, tolerance, jobs, progress, tokens_per_hour)
+    table = recommend(scenario, sets, axes, slos, rate, out, price_table, tolerance, jobs, progress, tokens_per_hour,
+                      executor, ray_address)
     unpriced = sorted({str(g) for g in table.loc[(table["status"] == "meets") &
                                                  table.get("usd_per_hour", pd.Series(index=table.index)).isna(), "gpu"]})
     if unpriced:  # they meet the SLOs, but nothing ranks them by cost

@@ -353,11 +353,9 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
 
     refuse_folder_over_inputs(out, TABLE_FILES + ("runs",), out_field, inputs)  # the CLI's --out, the API's out
     refuse_folder_holding_inputs(Path(out) / "runs", out_field, inputs)  # a run's folder is replaced when rerun
-    if executor == "ray":  # before anything is written: a refused flag changes nothing (an earlier table stays)
-        from importlib.util import find_spec
+    from servesim.simulator.parallel import check_executor
 
-        if find_spec("ray") is None:
-            raise ConfigError("--executor", "ray is not installed: pip install -e '.[ray]'")
+    check_executor(executor)  # before anything is written: a refused flag changes nothing (an earlier table stays)
     out = Path(out)
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
@@ -443,87 +441,17 @@ def _alive(pid: int) -> bool:
 
 
 def _execute(scenario, sets, points, runs, jobs, executor, ray_address, record) -> None:
-    """Every point run, each row handed to `record` as it finishes."""
-    if executor == "ray":
-        try:
-            import ray
-        except ImportError:
-            raise ConfigError("--executor", "ray is not installed: pip install -e '.[ray]'") from None
-        if not ray.is_initialized():
-            ray.init(address=ray_address or os.environ.get("RAY_ADDRESS"), log_to_driver=False)
-        remote = ray.remote(run_point)
-        pending = [remote.remote(scenario, sets, p, runs, True) for p in points]
-        try:
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                record(ray.get(done[0]))
-        except BaseException:
-            for ref in pending:  # queued and running tasks stop with the sweep
-                ray.cancel(ref, force=True)
-            raise
-        return
-    if jobs <= 1:
-        for p in points:
-            record(run_point(scenario, sets, p, runs))
-        return
-    _in_process_pool(scenario, sets, points, runs, min(jobs, len(points)), record)
+    """Every point run (simulator/parallel.py), each row handed to `record` as it finishes; a worker ended mid-run
+    leaves a temporary run folder (.<id>-<pid>-*), removed."""
+    from servesim.simulator.parallel import run_tasks
 
+    def leftovers(pid: int) -> None:
+        for left in Path(runs).glob(f".*-{pid}-*"):
+            shutil.rmtree(left, ignore_errors=True)
 
-def _in_process_pool(scenario, sets, points, runs, workers: int, record) -> None:
-    """The points on `workers` processes. Interrupted (Ctrl-C, or a failure recording a row), the sweep stops
-    at once: queued points are cancelled, the workers are ended rather than waited for, and what they left
-    half-written is removed (the sweep's table then picks up runs that finished as it stopped). Ctrl-C only sets
-    a flag the waiting loop reads: raised inside concurrent.futures' locks it surfaced as a RuntimeError, and
-    while a worker was forked it was swallowed."""
-    import signal
-    import threading
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    caught: list = []
-    # a sweep started with Ctrl-C ignored (nohup, a background job of a script) leaves it ignored
-    main = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) != signal.SIG_IGN
-    previous = signal.signal(signal.SIGINT, lambda *_: caught.append(1)) if main else None
-    pool = None
-    try:
-        pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_sweep)
-        pending = {pool.submit(run_point, scenario, sets, p, runs, True) for p in points}
-        while pending and not caught:
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            for f in done:
-                record(f.result())
-        if caught:
-            raise KeyboardInterrupt
-    except BaseException:
-        if pool is not None:
-            pids = list(getattr(pool, "_processes", None) or {})  # the workers (a private field, read only)
-            for pid in pids:
-                _end_process(pid)
-            pool.shutdown(wait=True, cancel_futures=True)
-            for pid in pids:
-                for left in Path(runs).glob(f".*-{pid}-*"):
-                    shutil.rmtree(left, ignore_errors=True)
-        raise
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
-    pool.shutdown(wait=True)
-
-
-def _leave_interrupts_to_the_sweep() -> None:
-    """A worker ignores Ctrl-C (the terminal sends it to every process of the group): the sweep decides what
-    stops, and a worker that caught it went on to its next queued point."""
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def _end_process(pid: int) -> None:
-    import signal
-
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        pass
+    run_tasks(functools.partial(run_point, scenario, sets, runs_dir=runs, collect=True), points, record, jobs,
+              executor, ray_address, serial=functools.partial(run_point, scenario, sets, runs_dir=runs),
+              leftovers=leftovers)
 
 
 _DEFERRING = []  # the Ctrl-Cs held by an _interrupt_deferred block under way (nested blocks share the outer's)

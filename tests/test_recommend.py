@@ -321,3 +321,25 @@ def test_a_candidates_key_follows_the_files_it_reads_and_damaged_records_are_not
                       (good | {"gpus": True}, False), ({"status": "pruned", "reason": "x"}, True), ([1], False)):
         (tmp_path / "c.json").write_text(json.dumps(row))
         assert (_cached(tmp_path / "c.json") is not None) == kept, row
+
+
+def test_candidates_on_ray_give_the_process_pools_table(tmp_path, capsys):
+    """--executor ray runs the candidates on a Ray cluster (a local one here), through the same task runner as a
+    sweep's runs (simulator/parallel.py): the same table as worker processes."""
+    pytest.importorskip("ray", reason="ray is an optional extra: pip install -e '.[ray]'")
+    argv = ["recommend", "--rate", "6", *SLOS, "--gpu", "h100-sxm,h200-sxm", *SMALL, "--json"]
+    tables = []
+    for flags in (["--jobs", "2"], ["--executor", "ray"]):
+        assert main(argv + flags + ["--out", str(tmp_path / flags[-1])]) == 0
+        rows = json.loads(capsys.readouterr().out)["rows"]
+        tables.append(pd.DataFrame(rows).drop(columns=["cost_model_source"]))
+    pd.testing.assert_frame_equal(*tables)
+
+
+def test_a_missing_ray_is_one_line_before_any_search(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    assert main(["recommend", "--rate", "1", *SLOS, "--executor", "ray", "--out", str(tmp_path / "o")]) == 2
+    assert "--executor: ray is not installed" in capsys.readouterr().err and not (tmp_path / "o").exists()

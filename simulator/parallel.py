@@ -1,0 +1,118 @@
+"""Independent tasks, run in this process, on a local process pool or on a Ray cluster, each result handed to
+`record` as it finishes: what a sweep's runs and a recommendation's candidates share. Interrupted (Ctrl-C, or a
+failure recording a result), everything stops at once: queued tasks are cancelled, the workers are ended rather
+than waited for, and `leftovers(pid)` removes what a worker ended mid-task left half-written.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterable
+
+from servesim.simulator.errors import ConfigError
+
+EXECUTORS = ("process", "ray")
+
+
+def check_executor(executor: str) -> None:
+    """Before anything is written: a refused executor changes nothing."""
+    if executor not in EXECUTORS:
+        raise ConfigError("--executor", f"one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if executor == "ray":
+        from importlib.util import find_spec
+
+        if find_spec("ray") is None:
+            raise ConfigError("--executor", "ray is not installed: pip install -e '.[ray]'")
+
+
+def run_tasks(task: Callable, items: Iterable, record: Callable, jobs: int = 1, executor: str = "process",
+              ray_address: str | None = None, serial: Callable | None = None,
+              leftovers: Callable[[int], None] | None = None) -> None:
+    """task(item) for every item, in workers (a picklable callable: a module's function, or a partial of one);
+    `serial(item)` instead when one job runs here (default: task)."""
+    items = list(items)
+    if executor == "ray":
+        _on_ray(task, items, record, ray_address)
+    elif jobs <= 1:
+        for item in items:
+            record((serial or task)(item))
+    else:
+        _in_process_pool(task, items, record, min(jobs, len(items)), leftovers)
+
+
+def _call(task: Callable, item):
+    return task(item)
+
+
+def _on_ray(task: Callable, items: list, record: Callable, address: str | None) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("--executor", "ray is not installed: pip install -e '.[ray]'") from None
+    if not ray.is_initialized():
+        ray.init(address=address or os.environ.get("RAY_ADDRESS"), log_to_driver=False)
+    remote = ray.remote(_call)
+    pending = [remote.remote(task, item) for item in items]
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            record(ray.get(done[0]))
+    except BaseException:
+        for ref in pending:  # queued and running tasks stop with the caller
+            ray.cancel(ref, force=True)
+        raise
+
+
+def _in_process_pool(task: Callable, items: list, record: Callable, workers: int,
+                     leftovers: Callable[[int], None] | None) -> None:
+    """The items on `workers` processes. Ctrl-C only sets a flag the waiting loop reads: raised inside
+    concurrent.futures' locks it surfaced as a RuntimeError, and while a worker was forked it was swallowed."""
+    import signal
+    import threading
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    caught: list = []
+    # a caller started with Ctrl-C ignored (nohup, a background job of a script) leaves it ignored
+    main = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) != signal.SIG_IGN
+    previous = signal.signal(signal.SIGINT, lambda *_: caught.append(1)) if main else None
+    pool = None
+    try:
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_caller)
+        pending = {pool.submit(task, item) for item in items}
+        while pending and not caught:
+            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            for f in done:
+                record(f.result())
+        if caught:
+            raise KeyboardInterrupt
+    except BaseException:
+        if pool is not None:
+            pids = list(getattr(pool, "_processes", None) or {})  # the workers (a private field, read only)
+            for pid in pids:
+                _end_process(pid)
+            pool.shutdown(wait=True, cancel_futures=True)
+            for pid in pids:
+                if leftovers is not None:
+                    leftovers(pid)
+        raise
+    finally:
+        if main:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+    pool.shutdown(wait=True)
+
+
+def _leave_interrupts_to_the_caller() -> None:
+    """A worker ignores Ctrl-C (the terminal sends it to every process of the group): the caller decides what
+    stops, and a worker that caught it went on to its next queued task."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _end_process(pid: int) -> None:
+    import signal
+
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
