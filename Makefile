@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench venv clean profiles fidelity fidelity-gpu fidelity-replay vllm-env fidelity-vllm fidelity-vllm-server results device-wheels
+.PHONY: run test bench bench-recommend venv clean profiles fidelity fidelity-gpu fidelity-replay vllm-env fidelity-vllm fidelity-vllm-server results device-wheels
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,17 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/servesim bench
+
+# recommend's scale target (issue 20): 288 candidates of one model and one traffic (3 GPUs x 4 TP x 3 token
+# budgets x 2 sequence caps x 2 KV dtypes x plain or 1:1 disaggregated) searched on this machine's cores; prints
+# the wall time. A rerun into the same folder reuses every candidate: `make bench-recommend` twice shows both.
+bench-recommend: $(STAMP)
+	@SECONDS=0; $(BIN)/servesim recommend --model llama-3.1-8b --rate 20 \
+	  --slo ttft_p99_ms=500 --slo tpot_p99_ms=50 --set workload.num_requests=100 --set engine.max_model_len=8192 \
+	  --gpu h100-sxm,h200-sxm,b200-sxm --tp 1,2,4,8 --grid engine.max_num_batched_tokens=2048,8192,16384 \
+	  --grid engine.max_num_seqs=64,256 --grid engine.kv_cache_dtype=auto,fp8 --disagg none,1:1 --tolerance 0.2 \
+	  --jobs $$(nproc) --no-progress --quiet --out results/bench-recommend; \
+	  echo "recommend: 288 candidates in $$SECONDS s on $$(nproc) cores (exit $$?)"
 
 clean:
 	rm -rf $(VENV) build *.egg-info

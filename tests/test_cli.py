@@ -30,11 +30,13 @@ def test_run_writes_results(tmp_path, capsys):
     assert main(["run", "--out", str(tmp_path), "--plot", "--set", "workload.num_requests=50"]) == 0
     out = capsys.readouterr().out
     assert "TTFT p99 (ms)" in out and "request throughput" in out and "latency.png)" in out
+    assert (tmp_path / "latency.png").stat().st_size > 0
     assert main(["run", "--out", str(tmp_path), "--set", "workload.num_requests=50", "--quiet",
                  "--set", "workload.arrival.rate=1e4"]) == 0
     assert capsys.readouterr() == ("", "")  # --quiet: nothing but errors
-    for f in ("config.yaml", "summary.json", "requests.parquet", "steps.parquet", "latency.png"):
+    for f in ("config.yaml", "summary.json", "requests.parquet", "steps.parquet"):
         assert (tmp_path / f).stat().st_size > 0
+    assert not (tmp_path / "latency.png").exists()  # the first run's picture, not this run's: removed
     s = json.loads((tmp_path / "summary.json").read_text())
     assert s["completed"] == 50
     req = pd.read_parquet(tmp_path / "requests.parquet")
