@@ -30,7 +30,10 @@ class KVBlockManager:
         self.block_size = block_size
         self.max_model_len = max_model_len
         self.watermark_blocks = int(watermark * num_gpu_blocks)
-        self.free_blocks: list[int] = list(range(num_gpu_blocks - 1, 0, -1))
+        self.free_blocks = self._free_list(num_gpu_blocks)
+
+    def _free_list(self, num_gpu_blocks: int):
+        return list(range(num_gpu_blocks - 1, 0, -1))
 
     @property
     def num_usable_blocks(self) -> int:
@@ -144,11 +147,13 @@ class PrefixCachingKVManager(KVBlockManager):
 
     def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int, watermark: float = 0.0):
         super().__init__(num_gpu_blocks, block_size, max_model_len, watermark)
-        self.queue: OrderedDict[int, None] = OrderedDict((b, None) for b in range(1, num_gpu_blocks))
-        self.free_blocks = _QueueView(self.queue)
         self.ref = [0] * num_gpu_blocks
         self.key_of: list = [None] * num_gpu_blocks
         self.cached: dict = {}  # content key -> block
+
+    def _free_list(self, num_gpu_blocks: int):
+        self.queue = FreeQueue(num_gpu_blocks)  # every block free, none built one by one
+        return _QueueView(self.queue)
 
     def block_key(self, req, i: int):
         return self.block_keys(req, i, i + 1)[0]
@@ -330,6 +335,71 @@ class PrefixCachingKVManager(KVBlockManager):
         free = set(self.queue)
         assert free == {b for b in range(1, self.num_gpu_blocks) if counts[b] == 0}, "free queue != unreferenced"
         assert all(self.key_of[b] == k for k, b in self.cached.items()), "cache map and block keys disagree"
+
+
+class FreeQueue:
+    """vLLM's free-block queue in the OrderedDict interface the manager uses, with the blocks never handed out
+    kept as a range, not one entry each: a pool of millions of blocks (fp8 KV over 8 GPUs) cost a second to
+    build per run, for blocks most runs never touch. Its order is `head`, then the untouched range lo..hi-1,
+    then `tail`: the same order the one ordered dict of every block had."""
+
+    __slots__ = ("head", "lo", "hi", "tail")
+
+    def __init__(self, num_gpu_blocks: int):
+        self.head: OrderedDict[int, None] = OrderedDict()
+        self.lo, self.hi = 1, num_gpu_blocks  # block 0 is the null block
+        self.tail: OrderedDict[int, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.head) + self.hi - self.lo + len(self.tail)
+
+    def __iter__(self):
+        yield from self.head
+        yield from range(self.lo, self.hi)
+        yield from self.tail
+
+    def __contains__(self, b: int) -> bool:
+        return b in self.head or self.lo <= b < self.hi or b in self.tail
+
+    def __setitem__(self, b: int, _) -> None:
+        """Inserted at the end (an ordered dict's new key)."""
+        self.tail[b] = None
+
+    def __delitem__(self, b: int) -> None:
+        if b in self.head:
+            del self.head[b]
+        elif b in self.tail:
+            del self.tail[b]
+        elif self.lo <= b < self.hi:  # untouched blocks hold no content: taken from the range's front, but
+            if b != self.lo:  # any is allowed: those before it keep their place, explicitly
+                for before in range(self.lo, b):
+                    self.head[before] = None
+            self.lo = b + 1
+        else:
+            raise KeyError(b)
+
+    def move_to_end(self, b: int, last: bool = True) -> None:
+        del self[b]
+        if last:
+            self.tail[b] = None
+        else:
+            self.head[b] = None
+            self.head.move_to_end(b, last=False)
+
+    def popitem(self, last: bool = True) -> tuple[int, None]:
+        if last:
+            if self.tail:
+                return self.tail.popitem()
+            if self.lo < self.hi:
+                self.hi -= 1
+                return self.hi, None
+            return self.head.popitem()
+        if self.head:
+            return self.head.popitem(last=False)
+        if self.lo < self.hi:
+            self.lo += 1
+            return self.lo - 1, None
+        return self.tail.popitem(last=False)
 
 
 class _QueueView:

@@ -137,7 +137,12 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     knob = "time_scale" if trace else "rate"
     target = rs.scenario.workload.time_scale if trace else rate
     searched = [x for x in sets if x.split("=", 1)[0].strip() != LOAD[knob]]  # the search sets it
-    found = max_rate(scenario, searched, slos, tolerance=tolerance, load=knob)
+    # the doubling starts near the target, not at 0.05 req/s, and stops at 16 x the target: capacity past that
+    # changes no fleet (one unit carries it); a unit failing at target / 32 is searched below it
+    start, bottom = max(BOTTOM, target / 32), BOTTOM
+    found = max_rate(scenario, searched, slos, low=start, tolerance=tolerance, load=knob, ceiling=16 * target)
+    if found["max_rate"] is None and "already at" in (found.get("reason") or "") and start > bottom:
+        found = max_rate(scenario, searched, slos, low=bottom, high=start, tolerance=tolerance, load=knob)
     capacity, bound, note = found["max_rate"], "max", None
     if capacity is None and found.get("held_up_to"):
         # no failing load found (a short run's arrivals become a burst at high rates): what is known is that it
@@ -188,6 +193,9 @@ def _evaluate_item(scenario, sets: list[str], slos: dict, rate: float | None, to
     """A worker's task: (row index, its record's path, the candidate's row)."""
     i, point, cached = item
     return i, cached, evaluate(scenario, sets, point, slos, rate, tolerance)
+
+
+BOTTOM = 0.05  # the lowest load searched (search max-rate's default --low)
 
 
 def priced(row: dict, prices: dict, tokens_per_hour: float) -> dict:

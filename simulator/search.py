@@ -130,16 +130,17 @@ LOAD = {"rate": "workload.arrival.rate", "time_scale": "workload.time_scale"}
 
 
 def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.05, high: float | None = None,
-             tolerance: float = 0.05, max_runs: int = 30, load: str = "rate") -> dict:
+             tolerance: float = 0.05, max_runs: int = 30, load: str = "rate", ceiling: float = MAX_RATE) -> dict:
     """The highest arrival rate meeting the SLOs, at a run length where the answer holds: a queue that grows
     slowly passes a short run and fails a long one. The answer is searched again at twice the run length (from a
     bracket around it) until two lengths agree within twice the tolerance, at most STABILITY_DOUBLINGS times;
     `stable`, `answers` (each length's) and `run_sets` (the length the answer was found at) say where it stopped.
-    load "time_scale": a trace's replay speed is searched instead (the answer a multiple of its recorded rate)."""
+    load "time_scale": a trace's replay speed is searched instead (the answer a multiple of its recorded rate).
+    `ceiling`: the doubling stops there (what a caller needs to know no further: recommend's multiple of its target)."""
     from servesim.simulator.config import override
 
     lengths = _run_length(scenario, sets)
-    r = _max_rate_at(scenario, sets, slos, low, high, tolerance, max_runs, load) | {"run_sets": []}
+    r = _max_rate_at(scenario, sets, slos, low, high, tolerance, max_runs, load, ceiling) | {"run_sets": []}
     runs, answers = r["runs"], [r["max_rate"]]
     for doubling in range(1, STABILITY_DOUBLINGS + 1):
         if r["max_rate"] is None or not lengths or r.get("reason"):  # nothing to check, or a bracket left wide
@@ -187,7 +188,7 @@ def _summary_at(scenario: str | None, sets: list[str], rate: float, setting: str
 
 
 def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float = 0.05, high: float | None = None,
-                 tolerance: float = 0.05, max_runs: int = 30, load: str = "rate") -> dict:
+                 tolerance: float = 0.05, max_runs: int = 30, load: str = "rate", ceiling: float = MAX_RATE) -> dict:
     """max_rate at the scenario's own run length: grow, then bisect, the rate (or a trace's replay speed)."""
     setting = LOAD[load]
     unit = "req/s" if load == "rate" else "x the recorded rate"
@@ -224,17 +225,18 @@ def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float =
         return {"max_rate": None, "reason": f"{failed_because(at_low, slos)} already at {low:g} {unit}", "runs": runs,
                 "summary": at_low}
     if high is None:  # grow until the SLOs fail
-        high = min(low * 2, MAX_RATE)
-        while runs < max_runs and low < MAX_RATE:
+        top = min(ceiling, MAX_RATE)
+        high = min(low * 2, top)
+        while runs < max_runs and low < top:
             s = run(high)
             runs += 1
             if not meets(s, slos):
                 break
-            low, at_low, high = high, s, min(high * 2, MAX_RATE)
+            low, at_low, high = high, s, min(high * 2, top)
         else:
             # not a maximum: where the doubling stopped (the run's requests arrive almost at once there)
-            stop = f"the {max_runs}-run limit stopped the doubling" if low < MAX_RATE else \
-                f"the largest rate workload.arrival.rate takes"
+            stop = f"the {max_runs}-run limit stopped the doubling" if low < top else \
+                f"the largest rate workload.arrival.rate takes" if top == MAX_RATE else "the search's ceiling"
             return {"max_rate": None, "reason": f"no failing rate found: the SLOs held up to {low:.6g} {unit}, "
                                                 f"{stop}", "runs": runs, "summary": at_low, "held_up_to": low}
     else:  # the bracket's top must be measured to fail, not assumed to

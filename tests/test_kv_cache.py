@@ -56,3 +56,40 @@ def test_a_whole_run_keeps_the_invariants_and_returns_every_block(rows, blocks, 
     done = [r for r in sim.front_end.requests if r.status == "finished"]
     assert len(done) == sum(1 for r in sim.front_end.requests if r.status != "rejected")
     assert all(r.num_tokens == r.stop_len for r in done)
+
+
+def test_the_lazy_free_queue_keeps_the_ordered_dicts_order():
+    """FreeQueue (untouched blocks as a range) against the OrderedDict of every block it replaces, under random
+    pops from either end, deletions anywhere, inserts at the end and moves to the front."""
+    import random
+    from collections import OrderedDict
+
+    from servesim.simulator.kv_cache import FreeQueue
+
+    rng = random.Random(7)
+    for _ in range(40):
+        n = rng.randint(2, 60)
+        lazy, ref = FreeQueue(n), OrderedDict((b, None) for b in range(1, n))
+        for _ in range(200):
+            op = rng.random()
+            if op < 0.35 and ref:
+                last = rng.random() < 0.2
+                assert lazy.popitem(last=last) == ref.popitem(last=last)
+            elif op < 0.5 and ref:
+                b = rng.choice(list(ref))
+                del lazy[b], ref[b]
+            elif op < 0.8:
+                free = [b for b in range(1, n) if b not in ref]
+                if free:
+                    b = rng.choice(free)
+                    lazy[b] = ref[b] = None
+                    if rng.random() < 0.5:
+                        lazy.move_to_end(b, last=False)
+                        ref.move_to_end(b, last=False)
+            elif ref:
+                b = rng.choice(list(ref))
+                last = rng.random() < 0.5
+                lazy.move_to_end(b, last=last)
+                ref.move_to_end(b, last=last)
+            assert list(lazy) == list(ref) and len(lazy) == len(ref)
+            assert all((b in lazy) == (b in ref) for b in range(n + 1))
