@@ -104,6 +104,8 @@ def cmd_run(args, after=None) -> int:
         idle.append(f"simulation.max_sim_time_s={limit:g} ended the run: {result.summary.get('unfinished', 0):,} "
                     f"request(s) unfinished (counted as `unfinished`, in no latency)"
                     + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))
+    # a folder that held a run before: its optional files not written again are that run's, removed below
+    earlier_run = all((Path(args.out) / name).is_file() for name in ("config.yaml", "summary.json"))
     out = result.write(args.out, "--out")  # then the warnings: none beside an error about --out
     extra = after(result, out) if after is not None else []
     if getattr(args, "prometheus", False):
@@ -119,7 +121,7 @@ def cmd_run(args, after=None) -> int:
 
         latency_distributions(result, out / "latency.png")
         files.append("latency.png")
-    stale = [name for name in OPTIONAL_RUN_FILES if name not in files and
+    stale = [name for name in OPTIONAL_RUN_FILES if earlier_run and name not in files and
              ((out / name).is_file() or (out / name).is_symlink())]
     for name in stale:  # an earlier run's, which this one did not write
         (out / name).unlink()
@@ -374,6 +376,8 @@ def cmd_recommend(args) -> int:
         from servesim.simulator.config import override
         from servesim.simulator.vllm_command import goodput_targets
 
+        if any(spec.split("=", 1)[0].strip() == "goodput_fraction" for spec in slo_specs):
+            raise ConfigError("--slo", "goodput_fraction with --goodput is --goodput-share: give that instead")
         if any(s.split("=", 1)[0].strip() == "workload.slo_classes" or s.startswith("workload.slo_classes.") or
                (s.split("=", 1)[0].strip() == "workload" and "slo_classes" in s) for s in sets):
             raise ConfigError("--goodput", "its targets are the workload's one SLO class: leave out --set "

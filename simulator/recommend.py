@@ -407,6 +407,7 @@ def check_space(scenario, sets: list[str], axes: dict[str, list], rate: float | 
     from servesim.simulator.hardware import builtin_gpu_names
 
     flags = NAMED_FLAGS
+    load_scenario(scenario, sets)  # the scenario and its --set values alone: their own errors name their fields
     given = {s.split("=", 1)[0].strip() for s in sets}
     for key, why in [("cluster.replicas", "the search sizes the fleet"),
                      *[("workload.arrival.rate", "--rate gives the traffic")] * (rate is not None),

@@ -864,3 +864,13 @@ def test_round_58_a_rerun_into_the_same_out_leaves_no_earlier_runs_files(tmp_pat
     assert "removed metrics.prom, prometheus.parquet: an earlier run's" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "requests.parquet", "steps.parquet",
                                                      "summary.json"]
+
+
+def test_round_59_files_of_the_same_names_in_a_folder_that_held_no_run_are_the_users(tmp_path, capsys):
+    """Only a folder that held a run (its config.yaml and summary.json) has an earlier run's optional files to
+    remove: a user's metrics.prom beside nothing of servesim's was deleted."""
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "metrics.prom").write_text("my notes")
+    assert main(["run", "--set", "workload.num_requests=20", "--out", str(out)]) == 0
+    assert (out / "metrics.prom").read_text() == "my notes" and "removed" not in capsys.readouterr().err

@@ -294,6 +294,8 @@ def test_a_candidate_is_checked_at_its_kinds_error_band_edge():
     (["--disagg", "1:1,01:1"], "'1:1' given twice"),
     (["--rate", "1e-9"], "--rate: must be from"),
     (["--slo", "goodput_fraction=0.9"], "--slo: goodput_fraction is the share of requests meeting their SLO class"),
+    (["--goodput", "ttft:500", "--slo", "goodput_fraction=0.9"], "--slo: goodput_fraction with --goodput"),
+    (["--set", "workload.foo=1"], "servesim: error: workload.foo: unknown setting"),  # not blamed on --gpu
 ])
 def test_a_space_or_traffic_given_twice_or_out_of_bounds_is_one_line(argv, says, tmp_path, capsys):
     base = ["recommend", *SLOS, "--gpu", "h100-sxm", "--out", str(tmp_path / "o")]
