@@ -127,7 +127,8 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     gpu = rs.scenario.hardware.gpu or "custom"
     per_replica = e.tensor_parallel_size * e.pipeline_parallel_size * e.data_parallel_size
     unit_prefill, unit_decode = cluster.prefill_replicas, cluster.replicas  # one replica unless disaggregated
-    per_unit = (unit_prefill + unit_decode) * per_replica
+    unit_replicas = unit_prefill + unit_decode
+    per_unit = unit_replicas * per_replica
     held = rs.profile.held_out_error or {}
     row |= {"gpu": gpu, "gpus_per_replica": per_replica, "gpus_per_unit": per_unit,
             "cost_model_source": rs.cost_model_source, "cost_model_kind": cost_model_kind(rs.cost_model_source,
@@ -164,7 +165,7 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
         try:
             s = simulate(load(scenario, fleet)).summary
         except ConfigError as exc:  # a fleet past what one run holds: this candidate's answer, not the search's
-            return row | {"status": "unmet", "replicas": units * (unit_prefill + unit_decode),
+            return row | {"status": "unmet", "replicas": units * unit_replicas,
                           "reason": f"the fleet for the target load ({units} x {per_unit} GPUs) cannot be "
                                     f"simulated: {exc}"}
         if meets(s, slos):
@@ -172,12 +173,12 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
         if attempt == 0:
             units += 1
     else:
-        return row | {"status": "unmet", "replicas": units * (unit_prefill + unit_decode),
-                      "reason": f"at the target load over {units * (unit_prefill + unit_decode)} replicas: "
+        return row | {"status": "unmet", "replicas": units * unit_replicas,
+                      "reason": f"at the target load over {units * unit_replicas} replicas: "
                                 f"{failed_because(s, slos)}"}
     if trace:  # the replay speed one unit carries, and the requests per second that is
         row |= {"max_time_scale_per_replica": capacity, "max_rate_per_replica": capacity * s["offered_rate"] / target}
-    row |= {"status": "meets", "replicas": units * (unit_prefill + unit_decode),
+    row |= {"status": "meets", "replicas": units * unit_replicas,
             "prefill_replicas": units * unit_prefill, "gpus": units * per_unit,
             "achieved_rate": s.get("achieved_rate"), "request_throughput": s["request_throughput"],
             "output_throughput": s["output_throughput"],

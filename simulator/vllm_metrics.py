@@ -93,11 +93,12 @@ def _step_tokens(result) -> dict[str, np.ndarray]:
     return out
 
 
-def timeline(result) -> "pd.DataFrame":
+def timeline(result, tokens: dict | None = None) -> "pd.DataFrame":
+    """tokens: _step_tokens(result), when the caller has it already (the token expansion is a run's largest)."""
     import pandas as pd
 
     steps = result.step_columns
-    tokens = _step_tokens(result)
+    tokens = tokens if tokens is not None else _step_tokens(result)
     t = pd.DataFrame({"time": steps["end"][:], "engine": steps["replica"][:],
                       "vllm:num_requests_running": steps["num_running"][:],
                       "vllm:num_requests_waiting": steps["num_waiting"][:],
@@ -127,14 +128,15 @@ def _le(edge: float) -> str:
 ADMISSION_REASONS = {"max_num_queued_reqs": "queue_full", "max_num_queued_tokens": "queued_tokens_full"}
 
 
-def exposition(result, model_name: str, version: str = "0.33.0") -> str:
-    """The /metrics text of the run's end, per engine (replica)."""
+def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_step: dict | None = None) -> str:
+    """The /metrics text of the run's end, per engine (replica); line and per_step: the timeline and the step
+    tokens, when the caller has them already."""
     from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
     from prometheus_client.exposition import generate_latest
 
     cols, steps = result.request_columns, result.step_columns
-    line = timeline(result)
-    per_step = _step_tokens(result)
+    per_step = per_step if per_step is not None else _step_tokens(result)
+    line = line if line is not None else timeline(result, per_step)
     step_engine = steps["replica"][:]
     engines = sorted(int(e) for e in np.unique(steps["replica"][:])) or [0]
     names = ["model_name", "engine"]
@@ -295,6 +297,8 @@ def _itl_by_engine(h, result, model_name: str, engines: list[int], finished: np.
 
 def write_prometheus(result, out: Path, model_name: str, version: str = "0.33.0") -> list[str]:
     """prometheus.parquet and metrics.prom in `out`; their names, for the run's file list."""
-    timeline(result).to_parquet(out / "prometheus.parquet", index=False)
-    (out / "metrics.prom").write_text(exposition(result, model_name, version))
+    per_step = _step_tokens(result)  # once, for both files
+    line = timeline(result, per_step)
+    line.to_parquet(out / "prometheus.parquet", index=False)
+    (out / "metrics.prom").write_text(exposition(result, model_name, version, line, per_step))
     return ["prometheus.parquet", "metrics.prom"]
