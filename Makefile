@@ -132,8 +132,9 @@ results: $(STAMP)
 	$(BIN)/servesim plot $(EX)/run-12rps --kind timeline --title "12 req/s, token budget 8192"
 	rm -rf results/recommend-example
 	$(BIN)/servesim recommend --model llama-3.1-70b --set engine.max_model_len=8192 \
-	  --set "workload={type: trace, path: ../shared/data/traces/azure2023/AzureLLMInferenceTrace_conv.csv, limit: 1000}" \
-	  --slo ttft_p99_ms=1000 --slo tpot_p99_ms=50 --gpu h100-sxm,h200-sxm,b200-sxm --tp 2,4,8 --jobs 2 \
+	  --set "workload={type: trace, path: ../shared/data/traces/azure2023/AzureLLMInferenceTrace_conv.csv, limit: 2000, time_scale: 4}" \
+	  --slo ttft_p99_ms=1000 --slo tpot_p99_ms=50 --gpu h100-sxm,h200-sxm,b200-sxm --tp 2,4,8 \
+	  --grid engine.max_num_batched_tokens=2048,8192 --jobs 2 \
 	  --out results/recommend-example --no-progress
 
 # A lent GPU (docs/calibration.md, "On a lent GPU"): the packages its image lacks, as wheels for its

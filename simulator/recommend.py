@@ -155,6 +155,7 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     if capacity is None:
         return row | {"status": "unmet", "reason": found.get("reason")}
     units = max(1, math.ceil(target / capacity))
+    row["replicas_by_capacity"] = units * unit_replicas  # the arithmetic alone (search max-rate, then divide)
     n = getattr(rs.scenario.workload, "num_requests", None)
     for attempt in range(2):  # the arithmetic's fleet, then one more unit if routing leaves it short
         fleet = sets + [override("cluster.replicas", units * unit_decode), override(LOAD[knob], target)]
@@ -304,7 +305,8 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
               tokens_per_hour: float | None = None, executor: str = "process",
               ray_address: str | None = None) -> "pd.DataFrame":
     """Every candidate evaluated (from OUT/candidates/ where a key matches), ranked: the cheapest meeting the
-    SLOs first, then those that meet them with no price, then the unmet and the pruned."""
+    SLOs first (at equal cost, the most headroom first), then those that meet them with no price, then the unmet
+    and the pruned."""
     import pandas as pd
 
     from servesim.simulator.parallel import run_tasks
@@ -358,8 +360,11 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
     order = {"meets": 0, "unmet": 1, "pruned": 2}
     table["_rank"] = table["status"].map(order)
     cost = table.get("usd_per_million_output_tokens", pd.Series(index=table.index, dtype=float))
-    table = table.assign(_cost=cost.fillna(math.inf)).sort_values(["_rank", "_cost"], kind="stable")
-    table = table.drop(columns=["_rank", "_cost"]).reset_index(drop=True)
+    # equal cost (the same GPUs, other settings): the one with more slack to the SLOs first
+    slack = table.get("headroom", pd.Series(index=table.index, dtype=float))
+    table = table.assign(_cost=cost.fillna(math.inf), _slack=-slack.fillna(-math.inf))
+    table = table.sort_values(["_rank", "_cost", "_slack"], kind="stable")
+    table = table.drop(columns=["_rank", "_cost", "_slack"]).reset_index(drop=True)
     table.insert(0, "rank", range(1, len(table) + 1))
     return table
 

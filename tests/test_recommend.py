@@ -64,7 +64,8 @@ def test_the_cheapest_deployment_that_carries_the_traffic_comes_first(tmp_path, 
         assert report["output_tokens_per_hour"] == 3 * 64 * 3600
         assert math.isclose(r.usd_per_million_output_tokens, r.usd_per_hour / (3 * 64 * 3600 / 1e6))
         # the fleet: enough replicas by the capacity arithmetic (one more when routing left it short), checked
-        assert r.replicas in (math.ceil(3 / r.max_rate_per_replica), math.ceil(3 / r.max_rate_per_replica) + 1)
+        assert r.replicas_by_capacity == max(1, math.ceil(3 / r.max_rate_per_replica))
+        assert r.replicas in (r.replicas_by_capacity, r.replicas_by_capacity + 1)
         assert r.p99_ttft_ms <= 500 and r.p99_tpot_ms <= 50 and 0 <= r.headroom < 1
         assert r.cost_model_trust and r.cost_model_source
     lines = (out / "commands.txt").read_text()
@@ -345,3 +346,14 @@ def test_a_missing_ray_is_one_line_before_any_search(tmp_path, capsys, monkeypat
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     assert main(["recommend", "--rate", "1", *SLOS, "--executor", "ray", "--out", str(tmp_path / "o")]) == 2
     assert "--executor: ray is not installed" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("budgets", ["8192,512", "512,8192"])
+def test_at_equal_cost_the_candidate_with_more_headroom_ranks_first(budgets, tmp_path, capsys):
+    """Settings that need the same GPUs cost the same: the one further from its SLOs is the safer buy, so it
+    ranks first, whatever the space's order (which decided it before)."""
+    assert main(["recommend", "--rate", "2", *SLOS, "--gpu", "h100-sxm", "--grid",
+                 f"engine.max_num_batched_tokens={budgets}", *SMALL, "--out", str(tmp_path), "--json"]) == 0
+    met = pd.DataFrame(json.loads(capsys.readouterr().out)["rows"]).query("status == 'meets'")
+    assert len(met) == 2 and met.usd_per_hour.nunique() == 1 and met.headroom.nunique() == 2
+    assert met.headroom.is_monotonic_decreasing and list(met["rank"]) == [1, 2]
