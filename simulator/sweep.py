@@ -331,15 +331,61 @@ def _overrides(point: dict) -> list[str]:
     return [override(k, v) for k, v in point.items()]
 
 
-def write_table(rows: list[dict], out: Path, keys: list[str] | None = None) -> pd.DataFrame:
+def write_table(rows: list[dict], out: Path, keys: list[str] | None = None,
+                points: list[dict] | None = None) -> pd.DataFrame:
+    """The sweep's table, rows in the grid's order (the order the values were given, whatever finished first),
+    written whole (parquet and CSV) after every run."""
     table = pd.DataFrame(rows)
     if len(table):
-        order = [k for k in (keys or []) if k in table] or ["run_id"]
-        table = table.sort_values(order, kind="stable").reset_index(drop=True)
+        order = [k for k in (keys or []) if k in table]
+        if order and points:
+            table = table.sort_values(order, kind="stable", key=_grid_position(order, points))
+        else:
+            table = table.sort_values(order or ["run_id"], kind="stable")
+        table = table.reset_index(drop=True)
+        if points:
+            table = _one_type_per_column(table, order, points)
     for name, writer in (("sweep.parquet", table.to_parquet), ("sweep.csv", table.to_csv)):
         tmp = _own(out / f".{name}.tmp")
         writer(tmp, index=False)
         os.replace(tmp, out / name)
+    return table
+
+
+def _grid_position(keys: list[str], points: list[dict]):
+    """A sort key for an axis column: each value's place in the order the grid gave it (not its text: {value:
+    10} would sort before {value: 1}; "auto" beside 4096 would not sort at all)."""
+    seen = {k: {} for k in keys}
+    for point in points:
+        for k, v in _cells(point).items():
+            if k in seen:
+                seen[k].setdefault(_hashable(v), len(seen[k]))
+
+    def key(column: pd.Series) -> pd.Series:
+        places = seen.get(column.name, {})
+        return column.map(lambda v: places.get(_hashable(v), len(places)))
+    return key
+
+
+def _hashable(value):
+    """A cell as a dictionary key: a missing one (None, NaN) as None."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return json.dumps(value, sort_keys=True, default=str) if isinstance(value, (dict, list)) else (type(value) is str,
+                                                                                                  value)
+
+
+def _one_type_per_column(table: pd.DataFrame, keys: list[str], points: list[dict]) -> pd.DataFrame:
+    """An axis column parquet can hold, typed by the values the grid gave: whole numbers stay whole beside an
+    unset (null) value, and a column mixing text and numbers (engine.max_model_len=auto,4096) is written as text."""
+    for k in keys:
+        given = [_cells(p).get(k) for p in points]
+        kinds = {bool if isinstance(v, bool) else int if isinstance(v, int) else float if isinstance(v, float)
+                 else str for v in given if _hashable(v) is not None}
+        if kinds == {int} and table[k].isna().any():
+            table[k] = pd.array([None if _hashable(v) is None else int(v) for v in table[k]], dtype="Int64")
+        elif len(kinds) > 1 and not kinds <= {int, float}:
+            table[k] = [None if _hashable(v) is None else str(v) for v in table[k]]
     return table
 
 
@@ -375,7 +421,7 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
         with _interrupt_deferred():  # a Ctrl-C here waits until the row is in the table, written whole
             say_once(row.pop(WARNINGS, ()))  # each worker's warnings, said once for the sweep
             rows.append(row)
-            table = write_table(rows, out, keys)  # after every run, atomically: even a SIGKILL leaves what finished
+            table = write_table(rows, out, keys, points)  # after every run, atomically: even a SIGKILL leaves what finished
             if bar:
                 bar.update(1)
 
@@ -389,7 +435,7 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
                 for row in _finished_on_disk(scenario, sets, points, str(runs), {r["run_id"] for r in rows}):
                     rows.append(row)
             if table is None or len(table) != len(rows):  # none recorded yet, or some added since
-                table = write_table(rows, out, keys)
+                table = write_table(rows, out, keys, points)
     return table
 
 

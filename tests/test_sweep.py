@@ -1,5 +1,8 @@
 """Sweeps: grids, zips and seeds; parallel equals sequential; resumable; failures recorded, not fatal."""
 
+import itertools
+import json
+
 import pandas as pd
 import pytest
 
@@ -68,9 +71,9 @@ def test_the_table_is_written_after_every_run(tmp_path, monkeypatch):
     sizes = []
     real = sw.write_table
 
-    def spy(rows, out, keys=None):
+    def spy(rows, out, keys=None, points=None):
         sizes.append(len(rows))
-        return real(rows, out, keys)
+        return real(rows, out, keys, points)
 
     monkeypatch.setattr(sw, "write_table", spy)
     sw.sweep(None, BASE, sw.expand(["workload.arrival.rate=2,4,6"], [], seeds=1), tmp_path, jobs=1, progress=False)
@@ -282,3 +285,20 @@ def test_round_30_axis_pairs_canonical_values_and_plain_apostrophes():
                     [], 1)
     cells = [sw._cells(p)["workload.slo_classes"] for p in pts]
     assert cells[0] != cells[1] and cells[0].index('"a"') < cells[0].index('"b"')
+
+
+def test_the_table_holds_any_grid_in_the_grids_order(tmp_path):
+    """An axis mixing text and numbers (max_model_len auto or 4096) is written as text: it crashed parquet; an
+    integer axis with an unset value stays whole; rows come in the order the values were given (a mapping's JSON
+    text sorted {value: 10} before {value: 1})."""
+    pts = sw.expand(["engine.max_model_len=4096,auto", "engine.max_num_seqs=null,16",
+                     "workload.output_tokens={dist: fixed, value: 1},{dist: fixed, value: 10}"], [], seeds=1)
+    table = sw.sweep(None, BASE[1:] + ["workload.num_requests=10"], pts, tmp_path, jobs=1, progress=False)
+    read = pd.read_parquet(tmp_path / "sweep.parquet")
+    assert table["error"].isna().all() and len(read) == 8
+    assert list(read["engine.max_model_len"]) == ["4096"] * 4 + ["auto"] * 4
+    assert read["engine.max_num_seqs"].dtype == "Int64"
+    rows = [(m, None if pd.isna(n) else int(n), json.loads(o)["value"]) for m, n, o in
+            zip(read["engine.max_model_len"], read["engine.max_num_seqs"], read["workload.output_tokens"])]
+    assert rows == list(itertools.product(["4096", "auto"], [None, 16], [1, 10]))  # the grid's own order
+    assert list(pd.read_csv(tmp_path / "sweep.csv")["engine.max_num_seqs"][:3].fillna(0)) == [0, 0, 16]
