@@ -143,14 +143,21 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     start, bottom = max(BOTTOM, target / 32), BOTTOM
     found = max_rate(scenario, searched, slos, low=start, tolerance=tolerance, load=knob, ceiling=16 * target)
     if found["max_rate"] is None and "already at" in (found.get("reason") or "") and start > bottom:
-        found = max_rate(scenario, searched, slos, low=bottom, high=start, tolerance=tolerance, load=knob)
+        # below it, at the run length where it failed (a longer run's check can fail where the first passed)
+        longer = found.get("run_sets", [])
+        found = max_rate(scenario, searched + longer, slos, low=bottom, high=start, tolerance=tolerance, load=knob)
+        if longer and found.get("reason"):
+            found["reason"] += f" (run at {found.get('run_length') or ', '.join(longer)}, where the first answer " \
+                               f"failed its check at twice the run length)"
+
     capacity, bound, note = found["max_rate"], "max", None
     if capacity is None and found.get("held_up_to"):
         # no failing load found (a short run's arrivals become a burst at high rates): what is known is that it
         # carries the target, which the fleet check below confirms; nothing is claimed above it
         capacity, bound = min(found["held_up_to"], target), "at least"
         note = (f"no failing load found up to {found['held_up_to']:.4g} {'req/s' if not trace else 'x'} at this run "
-                f"length: capacity at least the target, unknown above (a longer run, workload.num_requests, finds it)")
+                f"length: capacity at least the target, unknown above (a longer run, "
+                f"{'more of the trace (workload.limit)' if trace else 'workload.num_requests'}, finds it)")
     row |= {"max_rate_per_replica": capacity, "capacity": bound, "stable": found.get("stable")}
     if capacity is None:
         return row | {"status": "unmet", "reason": found.get("reason")}

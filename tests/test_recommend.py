@@ -357,3 +357,15 @@ def test_at_equal_cost_the_candidate_with_more_headroom_ranks_first(budgets, tmp
     met = pd.DataFrame(json.loads(capsys.readouterr().out)["rows"]).query("status == 'meets'")
     assert len(met) == 2 and met.usd_per_hour.nunique() == 1 and met.headroom.nunique() == 2
     assert met.headroom.is_monotonic_decreasing and list(met["rank"]) == [1, 2]
+
+
+def test_a_unit_failing_its_longer_check_below_the_start_is_searched_at_that_length(tmp_path, capsys):
+    """The load search starts at target / 32; when its answer fails the check at twice the run length right at
+    that start, the search below it runs at that longer length: at the first length the start passes, and the
+    row said "the SLOs hold at --high (0.625 req/s): raise it", a flag recommend does not have."""
+    assert main(["recommend", "--model", "llama-3.1-8b", "--rate", "20", "--goodput", "ttft:300", "tpot:30",
+                 "--gpu", "l40s", "--set", "workload.num_requests=80", "--no-progress", "--out", str(tmp_path),
+                 "--json"]) == 1
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["status"] == "unmet" and "--high" not in row["reason"]
+    assert "already at 0.05 req/s (run at num_requests=160" in row["reason"], row["reason"]
