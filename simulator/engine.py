@@ -193,6 +193,13 @@ class Simulation:
     front_end: FrontEnd
 
 
+def _max_tokens_sent(workload) -> str | None:
+    """How the API server checks the max_tokens each request sends (workload.request_max_tokens): refuse or lower
+    one past max_model_len (workload.max_tokens_past_context, by vLLM release); None when none is sent."""
+    return getattr(workload, "max_tokens_past_context", "refuse") if getattr(workload, "request_max_tokens", False) \
+        else None
+
+
 def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None,
           executor=None, keep_requests: bool = False, release_source: bool | None = None) -> Simulation:
     """specs: the scenario's workload when None; else a list of requests or any RequestSource.
@@ -214,7 +221,7 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     front = c.prefill_replicas or engines  # the replicas new requests are routed to
     router = make_router(c.router, front, rs.scenario.seed)
     front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[router.choose(req, replicas[:front])],
-                         keep_requests, release_source, getattr(rs.scenario.workload, "request_max_tokens", False))
+                         keep_requests, release_source, _max_tokens_sent(rs.scenario.workload))
     if executor is not None and (engines > 1 or c.prefill_replicas):
         raise ConfigError("cluster.replicas", "a measured replay runs one replica")
     if c.prefill_replicas:

@@ -28,10 +28,12 @@ class FrontEnd:
     """
 
     def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, route, keep_requests: bool = False,
-                 release_source: bool = False, max_tokens_checked: bool = False):
+                 release_source: bool = False, max_tokens: str | None = None):
         """keep_requests: keep every Request object (`requests`), for inspection; otherwise each is let go of once
         its row is written (`log`). release_source: the source is this run's own, and may let go of its requests
-        (a source given by the caller may be given to another run)."""
+        (a source given by the caller may be given to another run). max_tokens: requests carry their output length
+        as max_tokens, which the API server checks against max_model_len ("refuse": past it with the prompt, 400;
+        "lower": only above it alone, else lowered to fit); None: not sent."""
         self.env = env
         self.route = route  # request -> the replica it goes to
         self.source = source
@@ -43,7 +45,7 @@ class FrontEnd:
         if release_source:
             source.release()  # the front end holds them now, and lets go of each as it arrives
         self.max_model_len = max_model_len
-        self.max_tokens_checked = max_tokens_checked  # requests carry max_tokens = their output length
+        self.max_tokens = max_tokens
         self._initial = len(self.specs)
         self._static_next = self.specs[0].arrival_time if self._initial else math.inf
         self._pending: list[float] = []  # arrival times of scheduled follow-ups (a heap)
@@ -88,14 +90,19 @@ class FrontEnd:
         replica = self.route(req)
         req.replica = replica.index
         reason = "prompt_too_long" if spec.prompt_tokens >= self.max_model_len else \
-            "max_tokens_too_large" if self.max_tokens_checked and spec.prompt_tokens + spec.output_tokens > \
-            self.max_model_len else replica.admission_error(req)
+            "max_tokens_too_large" if self._max_tokens_refused(spec) else replica.admission_error(req)
         if reason:  # vLLM answers 400 (no room for one output token) or 503 (queue limits)
             req.status = REJECTED
             req.reject_reason = reason
             self.finished(req, spec.arrival_time, completed=False)
             return
         replica.add_request(req)
+
+    def _max_tokens_refused(self, spec: RequestSpec) -> bool:
+        """The API server's 400 for a max_tokens that does not fit (a lowered one stops at max_model_len)."""
+        if self.max_tokens == "refuse":
+            return spec.prompt_tokens + spec.output_tokens > self.max_model_len
+        return self.max_tokens == "lower" and spec.output_tokens > self.max_model_len
 
     def _follow_up(self, spec: RequestSpec, _event) -> None:
         heapq.heappop(self._pending)

@@ -66,12 +66,14 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     rules.append((p.batching != "static", p, "policies", ["static_batch_size"], f"policies.batching is {p.batching}"))
     rules.append((e.tensor_parallel_size * e.data_parallel_size == 1, e, "engine", ["enable_expert_parallel"],
                   "one GPU (tensor_parallel_size x data_parallel_size = 1) holds every expert"))
+    w = scenario.workload
     if p.queue != "priority" and p.preemption_victim != "lowest_priority":  # nothing else reads a priority
         why = f"policies.queue is {p.queue} ({PRIORITIES_UNREAD})"
-        w = scenario.workload
         rules.append((hasattr(w, "priorities"), w, "workload", ["priorities"], why))
         rules += [(True, cls, f"workload.slo_classes.{name}", ["priority"], why)
                   for name, cls in (getattr(w, "slo_classes", None) or {}).items()]
+    rules.append((hasattr(w, "request_max_tokens") and not w.request_max_tokens, w, "workload",
+                  ["max_tokens_past_context"], "workload.request_max_tokens is off (no request sends max_tokens)"))
     if p.batching == "static" and p.static_batch_size and max_num_seqs and p.static_batch_size > max_num_seqs:
         rules.append((True, p, "policies", ["static_batch_size"],
                       f"at most max_num_seqs ({max_num_seqs}) run at once, so batches are of {max_num_seqs}"))

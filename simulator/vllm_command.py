@@ -288,6 +288,8 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     settings.update(_speculation(serve, version, not_modelled))
     options, workload = _bench(bench, not_modelled, version)
     workload["workload.request_max_tokens"] = True  # vllm bench serve sends each output length as max_tokens
+    # which the API server refuses past max_model_len (0.19) or lowers to fit (0.33's get_max_tokens)
+    workload["workload.max_tokens_past_context"] = "refuse" if version == "0.19.0" else "lower"
     workload["workload.clip_to_max_model_len"] = False  # and vLLM refuses what does not fit (400), cuts nothing
     served = serve.get("served_model_name") or [model]
     _refuse_unserved(served, bench, options.model_id)
@@ -304,6 +306,7 @@ BENCH_SETTINGS = {"workload.num_requests": "--num-prompts", "seed": "--seed", "w
                   "workload.output_tokens": "the dataset's length flags",
                   "workload.shared_prefix": "the dataset's prefix flags",
                   "workload.request_max_tokens": "its max_tokens (each output length)",
+                  "workload.max_tokens_past_context": "--vllm-version (0.19 refuses, 0.33 lowers max_tokens)",
                   "workload.clip_to_max_model_len": "vLLM's 400 for a request longer than --max-model-len"}
 
 

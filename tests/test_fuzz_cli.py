@@ -434,6 +434,7 @@ def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_pat
     ("policies.static_batch_size=8", "policies.batching is continuous"),
     ("engine.enable_expert_parallel=true", "one GPU (tensor_parallel_size x data_parallel_size = 1)"),
     ("workload.priorities=[0, 1, 2]", "policies.queue is fcfs (only the priority queue"),
+    ("workload.max_tokens_past_context=lower", "workload.request_max_tokens is off"),
 ])
 def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, why):
     """Said, not refused: a sweep across the setting that gives it effect (method=none,fixed) runs every point."""

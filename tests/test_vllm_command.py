@@ -191,24 +191,37 @@ def test_config_shows_the_scenario_and_prints_it_back_as_a_vllm_line(tmp_path, c
     assert "run 1 prefill and 2 decode instance(s)" in capsys.readouterr().err
 
 
-def test_a_request_that_cannot_fit_max_model_len_is_refused_as_vllm_refuses_it(tmp_path, capsys):
-    """vllm bench serve sends each output length as max_tokens; vLLM answers 400 when prompt + max_tokens exceeds
-    max_model_len (servesim's own workloads cut the output there instead). --append-result alone saves, as vLLM."""
+@pytest.mark.parametrize("version", ["0.19.0", "0.33.0"])
+def test_a_request_past_max_model_len_is_refused_or_lowered_as_each_vllm_does(version, tmp_path, capsys):
+    """vllm bench serve sends each output length as max_tokens. vLLM 0.19 answers 400 when prompt + max_tokens
+    exceeds max_model_len; 0.33 lowers max_tokens to what fits (get_max_tokens) and refuses only a max_tokens
+    above max_model_len alone. --append-result alone saves, as vLLM."""
     client = ["bench", "serve", "--random-input-len", "1500", "--random-output-len", "300", "--random-range-ratio",
               "0.5", "--num-prompts", "100", "--request-rate", "20", "--save-detailed", "--append-result",
               "--result-filename", "r.json"]
     runs = {}
     for name, length in (("tight", "2048"), ("roomy", "8192")):
-        assert main(["vllm", "--out", str(tmp_path / name), "--quiet", "serve", MODEL, "--max-model-len", length,
-                     "--"] + client) == 0
+        assert main(["vllm", "--vllm-version", version, "--out", str(tmp_path / name), "--quiet", "serve", MODEL,
+                     "--max-model-len", length, "--"] + client) == 0
         runs[name] = json.loads((tmp_path / name / "r.json").read_text())
     tight, asked = runs["tight"], runs["roomy"]  # the same requests; with room, each gets its whole output
     assert asked["failed"] == 0
     over = [i + o > 2048 for i, o in zip(asked["input_lens"], asked["output_lens"])]
-    assert 0 < sum(over) < 100 and tight["failed"] == sum(over)
-    assert [e == "Bad Request" for e in tight["errors"]] == over
-    assert [o for o, bad in zip(tight["output_lens"], over) if not bad] == \
-        [o for o, bad in zip(asked["output_lens"], over) if not bad]  # nothing cut short
+    assert 0 < sum(over) < 100
+    fits = [o for o, bad in zip(asked["output_lens"], over) if not bad]
+    if version == "0.19.0":
+        assert tight["failed"] == sum(over) and [e == "Bad Request" for e in tight["errors"]] == over
+        assert [o for o, bad in zip(tight["output_lens"], over) if not bad] == fits  # nothing cut short
+    else:  # only a prompt leaving no room for one token is refused; the others past it stop at max_model_len
+        long = [i >= 2048 for i in asked["input_lens"]]
+        assert 0 < sum(long) < sum(over) and [e == "Bad Request" for e in tight["errors"]] == long
+        assert tight["output_lens"] == [0 if no else min(o, 2048 - i) for i, o, no in
+                                        zip(asked["input_lens"], asked["output_lens"], long)]
+        # a max_tokens above max_model_len alone is still refused
+        assert main(["vllm", "--out", str(tmp_path / "long"), "--quiet", "serve", MODEL, "--max-model-len", "256",
+                     "--", *client[:2], "--random-input-len", "100", "--random-output-len", "300",
+                     "--num-prompts", "5", "--save-result", "--result-filename", "r.json"]) == 0
+        assert json.loads((tmp_path / "long" / "r.json").read_text())["failed"] == 5
 
 
 def test_speculative_decoding_reports_vllms_figures_in_the_file_and_the_metrics(tmp_path, capsys):

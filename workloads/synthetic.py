@@ -51,7 +51,12 @@ class _Classes(Settings):
     clip_to_max_model_len: bool = True
     request_max_tokens: bool = Field(
         False, description="each request asks for its output length as max_tokens (vllm bench serve does): the "
-                           "API server refuses (400) one whose prompt + max_tokens exceeds max_model_len")
+                           "API server refuses (400) one whose prompt + max_tokens exceeds max_model_len, or "
+                           "lowers its max_tokens to fit (max_tokens_past_context)")
+    max_tokens_past_context: Literal["refuse", "lower"] = Field(
+        "refuse", description="what the API server does with prompt + max_tokens past max_model_len: vLLM 0.19 "
+                              "refuses it (400); 0.33 lowers max_tokens to max_model_len - prompt and refuses only a "
+                              "prompt of max_model_len or more, or a max_tokens above max_model_len")
     max_concurrency: int | None = Field(
         None, ge=1, le=MAX_CLIENTS, description="requests in flight at most, as `vllm bench serve --max-concurrency`: "
                                                 "one due while this many are in flight is sent when one ends")
