@@ -89,6 +89,9 @@ class EngineSettings(Settings):
     max_num_queued_tokens: PositiveInt | None = Field(
         None, description="reject (503) when prompt tokens of requests without a first token reach it")
     usage_context: Literal["openai_server", "llm_class"] = "openai_server"
+    performance_mode: Literal["balanced", "interactivity", "throughput"] = Field(
+        "balanced", description="vLLM's: throughput doubles the default token budget and max_num_seqs (those not "
+                                "given); interactivity captures small CUDA graphs one size apart (not modelled)")
     reserved_memory_gib: float = Field(
         0.0, ge=0, le=MAX_GIB, description="servesim: activations, CUDA graphs and non-torch memory that vLLM profiles at start")
 
@@ -499,6 +502,8 @@ def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int,
 def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, int]:
     """max_num_batched_tokens and max_num_seqs: the settings, else vLLM's defaults for the device and context."""
     tokens, seqs = usage_context_defaults(hw, e.usage_context)
+    if e.performance_mode == "throughput":  # vLLM doubles the defaults, before the limits below
+        tokens, seqs = 2 * tokens, 2 * seqs
     if not e.enable_chunked_prefill:
         tokens = max(max_model_len, tokens)
     # vLLM's EngineArgs: an unset budget is at most max_num_seqs (the user's, else the default) x max_model_len
@@ -585,6 +590,9 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     tokens, seqs = _budgets(e, hw, max_model_len)
     layout = kv_layout(arch, tp, e.disable_hybrid_kv_cache_manager)
     blocks, pool, max_model_len = _kv_blocks(scenario, arch, hw, layout, tp, ep, tokens, max_model_len)
+    if e.long_prefill_token_threshold > max_model_len:  # vLLM 0.33's SchedulerConfig refuses it too
+        raise ConfigError("engine.long_prefill_token_threshold", f"{e.long_prefill_token_threshold} is above "
+                                                                  f"max_model_len ({max_model_len}): vLLM refuses it")
     async_scheduling = True if e.async_scheduling is None else e.async_scheduling
     sp = scenario.speculative
     decode_query_len = 1 + (sp.num_speculative_tokens if sp.method != "none" else 0)  # tokens a decode schedules

@@ -63,6 +63,11 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              (profile is not None and profile.overhead is None, e, "engine",
               ["enforce_eager", "async_scheduling", "max_cudagraph_capture_size"],
               f"profile {getattr(profile, 'name', '')} has no overhead terms (its step time is the engine's whole)")]
+    rules.append((e.performance_mode == "interactivity", e, "engine", ["performance_mode"],
+                  "interactivity's finer CUDA-graph sizes are not modelled (throughput's doubled budgets are)"))
+    rules.append((e.performance_mode == "throughput" and e.max_num_batched_tokens is not None and
+                  e.max_num_seqs is not None, e, "engine", ["performance_mode"],
+                  "throughput doubles only default budgets, and max_num_batched_tokens and max_num_seqs are given"))
     rules.append((p.batching != "static", p, "policies", ["static_batch_size"], f"policies.batching is {p.batching}"))
     rules.append((e.tensor_parallel_size * e.data_parallel_size == 1, e, "engine", ["enable_expert_parallel"],
                   "one GPU (tensor_parallel_size x data_parallel_size = 1) holds every expert"))

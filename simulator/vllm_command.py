@@ -244,6 +244,7 @@ SERVE_SETTINGS = {
     # 0.33's admission valves (vLLM 0.19 has none of these flags)
     "watermark": "engine.watermark", "max_num_queued_reqs": "engine.max_num_queued_reqs",
     "max_num_queued_tokens": "engine.max_num_queued_tokens",
+    "performance_mode": "engine.performance_mode",  # throughput mode doubles the default budgets
 }
 # 0.33's shorthands for --speculative-config keys (EngineArgs.create_speculative_config)
 SPEC_SHORTHANDS = {"spec_method": "method", "spec_model": "model", "spec_tokens": "num_speculative_tokens"}
@@ -262,9 +263,52 @@ BENCH_WORKLOAD = ("dataset_name", "num_prompts", "request_rate", "burstiness", "
                   "prefix_repetition_output_len", "ignore_eos")
 
 
+def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
+    """`vllm serve MODEL --config FILE ...`: the file's keys as flags, placed as vLLM's FlexibleArgumentParser
+    places them (after the model, before the other flags, so the command line wins over the file): true as --key,
+    false as --no-key where the flag has one, a list as --key v1 v2, a mapping as JSON."""
+    from servesim.simulator.files import load_yaml, read_settings_text
+
+    if "--config" not in argv:
+        return argv
+    where = "vllm serve --config"
+    if argv.count("--config") > 1:
+        raise ConfigError(where, "given more than once: vLLM takes one config file")
+    i = argv.index("--config")
+    if i == len(argv) - 1:
+        raise ConfigError(where, "expects a file (a YAML of flags)")
+    path = argv[i + 1]
+    if path.split(".")[-1] not in ("yaml", "yml"):
+        raise ConfigError(where, f"{path}: must be a .yaml or .yml file, as vLLM reads it")
+    config = load_yaml(read_settings_text(path, where), where, path)
+    if not isinstance(config, dict):
+        raise ConfigError(where, f"{path}: must hold flag: value pairs (a mapping), as vLLM reads it")
+    parser, _ = _parser("serve", version)
+    flags: list[str] = []
+    for key, value in config.items():
+        if isinstance(value, bool):
+            if value:
+                flags.append(f"--{key}")
+            elif f"--no-{key}" in parser._option_string_actions:
+                flags.append(f"--no-{key}")
+        elif isinstance(value, list):
+            flags += [f"--{key}", *map(str, value)] if value else []
+        elif isinstance(value, dict):
+            flags += [f"--{key}", json.dumps(value)]
+        else:
+            flags += [f"--{key}", str(value)]
+    rest = argv[:i] + argv[i + 2:]
+    first = 1 if rest and not rest[0].startswith("-") else 0  # the model, given on the line
+    return rest[:first] + flags + rest[first:]
+
+
 def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSION) -> VllmCommand:
     """`vllm serve ...` and `vllm bench serve ...` (without their leading words) -> scenario settings."""
-    serve = parse(serve_argv, "serve", version)
+    serve = parse(with_config_file(serve_argv, version), "serve", version)
+    active, seqs = serve.get("max_num_active_seqs"), serve.get("max_num_seqs")
+    if active is not None and seqs is not None and active > seqs:  # vLLM 0.33's SchedulerConfig refuses it
+        raise ConfigError("vllm serve --max-num-active-seqs", f"{active} is above --max-num-seqs ({seqs}): vLLM "
+                                                              f"refuses it")
     bench = parse(bench_argv, "bench_serve", version)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
     serve.pop("model", None)
@@ -313,7 +357,8 @@ BENCH_SETTINGS = {"workload.num_requests": "--num-prompts", "seed": "--seed", "w
 # what a flag decides even when the line leaves it out (the release's default, or servesim's for vLLM's)
 # (the queue policy is left out unless --scheduling-policy is given: sjf, servesim's own, has no vLLM flag value)
 FLAG_DECIDED = (*(k for k in SERVE_SETTINGS.values() if k != "policies.queue"), *BENCH_SETTINGS,
-                "speculative.method", "speculative.num_speculative_tokens")
+                "speculative.method", "speculative.num_speculative_tokens", "engine.usage_context")
+OPENAI_SERVER = "vllm serve, which runs vLLM's OpenAI server (usage context openai_server, whose default budgets it takes)"
 
 
 def decided_by(cmd: VllmCommand, key: str) -> str | None:
@@ -324,6 +369,8 @@ def decided_by(cmd: VllmCommand, key: str) -> str | None:
             continue
         if setting == "model":
             return "vllm serve MODEL"
+        if setting == "engine.usage_context":
+            return OPENAI_SERVER
         if setting.startswith("speculative."):
             return "vllm serve --speculative-config"
         if setting in BENCH_SETTINGS:
@@ -351,13 +398,35 @@ def refuse_overrides(cmd: VllmCommand, sets: list[str], gpu_given: bool) -> None
     for item in sets:
         key = item.split("=", 1)[0].strip()
         on_gpu = gpu_given and (key in ("hardware", "hardware.gpu") or key.startswith("hardware.gpu."))
-        flag = "servesim vllm --gpu" if on_gpu else decided_by(cmd, key)
+        flag = "servesim vllm --gpu" if on_gpu else decided_by(cmd, key) or _queue_decided(cmd, key, item)
+        if flag == OPENAI_SERVER:
+            raise ConfigError(f"--set {key}", f"decided by {flag}; give --max-num-batched-tokens and --max-num-seqs "
+                                              f"for other budgets")
         if flag and flag.startswith("vLLM "):
             raise ConfigError(f"--set {key}", f"decided by {flag} (vLLM {VLLM_VERSIONS[0]}'s has the flag: "
                                               f"--vllm-version {VLLM_VERSIONS[0]})")
         if flag:
             raise ConfigError(f"--set {key}", f"the pasted command decides it ({flag}): give the flag, not --set, so the "
                                                  f"result file and vllm_command.json say what ran")
+
+
+def _queue_decided(cmd: VllmCommand, key: str, item: str) -> str | None:
+    """--scheduling-policy (or its default, fcfs) decides the queue, unless the --set asks for servesim's own
+    sjf, which vLLM has no value for."""
+    from servesim.simulator.files import load_yaml
+
+    if key not in ("policies", "policies.queue") or "=" not in item:
+        return None
+    try:
+        value = load_yaml(item.split("=", 1)[1], "--set", f"--set {key}")
+    except ConfigError:
+        return None  # the scenario's own parse names it
+    queue = value.get("queue") if key == "policies" and isinstance(value, dict) else value if key != "policies" \
+        else None
+    if queue is None or queue == "sjf":
+        return None
+    return _flag("serve", "scheduling_policy", cmd.version) + \
+        ("" if "scheduling_policy" in cmd.given else ", left at vLLM's default (fcfs)")
 
 
 def _refuse_unserved(served: list[str], bench: dict, model_id: str | None) -> None:
@@ -499,7 +568,11 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
     o.request_rate = bench.get("request_rate", math.inf)
     o.burstiness = bench.get("burstiness", 1.0)
     o.max_concurrency = bench.get("max_concurrency")
-    w: dict = {"workload.num_requests": o.num_prompts, "seed": bench.get("seed", 0)}
+    seed = bench.get("seed", 0)
+    if not 0 <= seed < 2**32:  # vLLM's client seeds numpy with it, which takes 32 bits
+        raise ConfigError("vllm bench serve --seed", f"must be from 0 to 2**32 - 1 (vLLM's client gives it to "
+                                                     f"np.random.seed), got {seed}")
+    w: dict = {"workload.num_requests": o.num_prompts, "seed": seed}
     if o.max_concurrency is not None:
         w["workload.max_concurrency"] = o.max_concurrency
     w["workload.arrival"] = _arrival(bench, o)
@@ -673,6 +746,37 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
     raise ConfigError("vllm", "after `--` comes the client: `bench serve [vllm bench serve flags]`")
 
 
+def _without_a_flag(settings: dict) -> list[str]:
+    """Engine and policy settings moved from their defaults that no `vllm serve` flag says (servesim's own
+    policies, its memory reserve, V0's swapping): the line deploys vLLM without them, so each is said."""
+    from servesim.simulator.config import EngineSettings, PolicySettings
+
+    said = set(SERVE_SETTINGS.values())
+    notes = []
+    for section, cls in (("engine", EngineSettings), ("policies", PolicySettings)):
+        given = settings.get(section) or {}
+        for name, default in cls().model_dump(mode="json").items():
+            value = given.get(name, default)
+            if f"{section}.{name}" in said or value == default:
+                continue
+            if isinstance(value, dict):  # policies.admission: the keys moved
+                value = "{" + ", ".join(f"{k}: {v}" for k, v in value.items() if v != default.get(k)) + "}"
+            why = NO_FLAG.get(f"{section}.{name}", f"vLLM runs with {default}" if default is not None else
+                              "vLLM runs with its own")
+            notes.append(f"{section}.{name}={value} has no vllm serve flag: {why}")
+    return notes
+
+
+# why a servesim setting has no vllm serve flag, where "vLLM runs with its default" does not say it
+NO_FLAG = {"engine.reserved_memory_gib": "it stands for the memory vLLM profiles at start, which the real server "
+                                         "measures (its KV pool may differ)",
+           "engine.usage_context": "vllm serve is vLLM's OpenAI server (openai_server's default budgets)",
+           "engine.swap_space": "vLLM V1 does not swap KV blocks to the host",
+           "policies.preemption_mode": "vLLM V1 preempts by recompute",
+           "policies.preemption_victim": "vLLM preempts the last admitted (fcfs) or the lowest priority (priority)",
+           "policies.admission": "servesim's admission beyond vLLM's; vLLM admits on the prompt's blocks"}
+
+
 def serve_command(settings: dict, version: str = VLLM_VERSION) -> tuple[str, list[str]]:
     """A resolved scenario (as_dict) as the `vllm serve` line that deploys it, and notes on what the line cannot
     say (the GPU, servesim's own policies)."""
@@ -690,7 +794,7 @@ def serve_command(settings: dict, version: str = VLLM_VERSION) -> tuple[str, lis
         value = (settings.get(section) or {}).get(name)
         row = rows.get(dest)
         if row is None:  # a setting this release has no flag for
-            if value not in (None, 0, 0.0):
+            if value not in (None, 0, 0.0, "balanced"):
                 notes.append(f"{key}={value} has no flag in vLLM {version}")
             continue
         if value is None or value == row.get("default"):
@@ -702,6 +806,7 @@ def serve_command(settings: dict, version: str = VLLM_VERSION) -> tuple[str, lis
             words.append(row["flag"] if value else negatives(row)[0]) if value or negatives(row) else None
             continue
         words += [row["flag"], str(value)]
+    notes += _without_a_flag(settings)
     cluster = settings.get("cluster") or {}
     replicas, prefill = cluster.get("replicas", 1), cluster.get("prefill_replicas", 0)
     if prefill:  # vLLM's disaggregated serving: instances of each role joined by a KV connector, behind a proxy

@@ -485,3 +485,83 @@ def test_the_served_name_labels_the_metrics_as_vllms_server_does(tmp_path, capsy
     assert json.loads((out / "r.json").read_text())["model_id"] == MODEL  # vLLM's client: the model's root
     # taken, not "not modelled"; a ramp rate without a ramp, which vLLM ignores, is said
     assert "--served-model-name" not in err and "--ramp-up-start-rps" in err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--set", "policies.queue=priority", "serve", MODEL], "--set policies.queue: the pasted command decides it "
+                                                           "(vllm serve --scheduling-policy, left at vLLM's default"),
+    (["--set", "policies={queue: priority}", "serve", MODEL], "--set policies: the pasted command decides it"),
+    (["--set", "engine.usage_context=llm_class", "serve", MODEL], "--set engine.usage_context: decided by vllm serve, "
+                                                                  "which runs vLLM's OpenAI server"),
+    (["serve", MODEL, "--long-prefill-token-threshold", "9000", "--max-model-len", "8192"],
+     "vllm serve --long-prefill-token-threshold: 9000 is above max_model_len (8192)"),
+    (["serve", MODEL, "--max-num-active-seqs", "20", "--max-num-seqs", "10"],
+     "vllm serve --max-num-active-seqs: 20 is above --max-num-seqs (10)"),
+    (["serve", MODEL, "--config", "/nonexistent/v.yaml"], "vllm serve --config: file not found"),
+    (["serve", MODEL, "--config", "v.json"], "vllm serve --config: v.json: must be a .yaml or .yml file"),
+    (["serve", MODEL, "--config"], "vllm serve --config: expects a file"),
+])
+def test_round_60_what_vllm_refuses_or_its_flags_decide_is_refused(argv, says, tmp_path, capsys):
+    """Each was run silently: a --set beside the flag default that decides it (the queue, the OpenAI server's
+    usage context), values vLLM's SchedulerConfig refuses, a --config file never read."""
+    assert main(["vllm", "--out", str(tmp_path), *argv, *BENCH]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+
+
+def test_round_60_sjf_beside_vllms_queue_and_a_seed_past_32_bits(tmp_path, capsys):
+    """servesim's own sjf is not a --scheduling-policy value: a --set of it is taken; vLLM's client seeds numpy
+    with --seed, which refuses 2**32."""
+    assert main(["vllm", "--out", str(tmp_path / "s"), "--quiet", "--set", "policies.queue=sjf", "serve", MODEL,
+                 *BENCH[:-2], "--num-prompts", "5"]) == 0
+    assert yaml.safe_load((tmp_path / "s" / "config.yaml").read_text())["policies"]["queue"] == "sjf"
+    with pytest.raises(ConfigError, match=r"--seed: must be from 0 to 2\*\*32 - 1"):
+        read([MODEL], ["--seed", str(2**32)])
+
+
+def test_a_vllm_config_file_gives_flags_the_command_line_overrides(tmp_path):
+    """vllm serve --config FILE: its keys become flags after the model and before the line's own (which win), as
+    vLLM's FlexibleArgumentParser places them; it was recorded as unmodelled and the file never read."""
+    cfg = tmp_path / "v.yaml"
+    cfg.write_text("max-num-seqs: 4\nmax_num_batched_tokens: 512\nenable-prefix-caching: false\n"
+                   "speculative-config: {method: ngram, num_speculative_tokens: 2, prompt_lookup_max: 3}\n")
+    cmd = read([MODEL, "--config", str(cfg), "--max-num-seqs", "8"], [])
+    s = cmd.settings
+    assert s["engine.max_num_seqs"] == 8 and s["engine.max_num_batched_tokens"] == 512
+    assert s["engine.enable_prefix_caching"] is False and s["speculative.num_speculative_tokens"] == 2
+    assert "vllm serve --config" not in cmd.not_modelled
+    cfg.write_text("max-num-seqz: 4\n")
+    with pytest.raises(ConfigError, match="unrecognized arguments: --max-num-seqz 4"):
+        read([MODEL, "--config", str(cfg)], [])
+
+
+def test_throughput_performance_mode_doubles_the_default_budgets(capsys):
+    """vLLM's --performance-mode throughput doubles max_num_batched_tokens and max_num_seqs where not given; it
+    was recorded as unmodelled and the run kept the single budgets."""
+    assert read([MODEL, "--performance-mode", "throughput"], []).settings["engine.performance_mode"] == "throughput"
+    from servesim.simulator.config import load
+
+    plain = load(None, [])
+    fast = load(None, ["engine.performance_mode=throughput"])
+    assert (fast.max_num_batched_tokens, fast.max_num_seqs) == (2 * plain.max_num_batched_tokens,
+                                                                2 * plain.max_num_seqs)
+    given = load(None, ["engine.performance_mode=throughput", "engine.max_num_seqs=64"])
+    assert (given.max_num_batched_tokens, given.max_num_seqs) == (2 * plain.max_num_batched_tokens, 64)
+
+
+@pytest.mark.parametrize("setting, says", [
+    ("engine.reserved_memory_gib=20", "engine.reserved_memory_gib=20.0 has no vllm serve flag: it stands for the "
+                                      "memory vLLM profiles"),
+    ("policies.batching=static", "policies.batching=static has no vllm serve flag: vLLM runs with continuous"),
+    ("policies.preemption_mode=swap", "policies.preemption_mode=swap has no vllm serve flag: vLLM V1 preempts by "
+                                      "recompute"),
+    ("policies.admission.reserve=max_tokens", "policies.admission={reserve: max_tokens} has no vllm serve flag"),
+])
+def test_config_vllm_says_each_setting_its_line_cannot_carry(setting, says, capsys):
+    """The printed vllm serve line deploys vLLM without servesim's own settings: each is said (they were dropped
+    silently, so the line deployed another KV pool or scheduler than the one simulated)."""
+    assert main(["config", "--vllm", "--set", setting]) == 0
+    captured = capsys.readouterr()
+    assert f"note: {says}" in captured.err and captured.out.startswith("vllm serve ")
+    assert main(["config", "--vllm"]) == 0
+    assert "has no vllm serve flag" not in capsys.readouterr().err
