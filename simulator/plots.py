@@ -246,22 +246,46 @@ def timeline(steps, path, title: str = "one run over time"):
 
 
 def capacity(table, path, by: str, title: str | None = None):
-    """The highest rate meeting the SLOs, per configuration (servesim search max-rate)."""
+    """The highest rate meeting the SLOs, per configuration (servesim search max-rate). A configuration where
+    no rate met them is a bar of 0 marked "none"; one where no failing rate was found (held_up_to) is hatched
+    and marked ">=": its capacity is only known to be at least that (drawn at most a quarter above the others)."""
+    import pandas as pd
+
     plt = _plt()
+    held = pd.to_numeric(table["held_up_to"], errors="coerce").astype(float) if "held_up_to" in table else \
+        pd.Series(float("nan"), index=table.index)
+    if "reason" in table:  # a table written before held_up_to was a column says it in the reason
+        said = table["reason"].astype("string").str.extract(r"^no failing rate found: the SLOs held up to ([0-9.e+]+)")
+        held = held.fillna(pd.to_numeric(said[0], errors="coerce").astype(float))
+    table = table.assign(_open=table["max_rate"].isna() & held.notna(),
+                         _value=table["max_rate"].fillna(held).fillna(0))  # what is known: exact, or at least
     if by in table and table[by].duplicated().any():  # one bar per value: several rows at one are averaged, said
         axes = list(table.columns[:list(table.columns).index("max_rate")]) if "max_rate" in table else []
         others = [c for c in axes if c != by and table[c].nunique(dropna=False) > 1]
         print(f"servesim: warning: several rows share each {by} value (the table also varies "
               f"{', '.join(others) or 'nothing else'}): each bar is their mean max_rate; --by another column to "
               f"split them", file=sys.stderr)
-        # a configuration where no rate met the SLOs counts 0 in the mean, as its own bar shows it
-        table = table.assign(max_rate=table["max_rate"].fillna(0)) \
-            .groupby(by, sort=False, dropna=False)["max_rate"].mean().reset_index()
+        # a configuration where no rate met the SLOs counts 0 in the mean, as its own bar shows it; a bar with an
+        # open-ended row is a lower bound of its mean
+        table = table.groupby(by, sort=False, dropna=False).agg(_value=("_value", "mean"), _open=("_open", "any"),
+                                                               _none=("max_rate", lambda r: r.isna().all()))
+        table = table.reset_index()
+    else:
+        table = table.assign(_none=table["max_rate"].isna())
+    exact = table.loc[~table["_open"], "_value"]
+    top = 1.25 * exact.max() if len(exact) and exact.max() > 0 else table["_value"].max() or 1.0
+    heights = table["_value"].where(~table["_open"], table["_value"].clip(upper=top))
     fig, ax = plt.subplots(figsize=(7, 4.5))
     labels = [_value_name(v) for v in table[by]] if by in table else table.index.astype(str)
-    ax.bar(labels, table["max_rate"].fillna(0), color="tab:blue")
-    for i, v in enumerate(table["max_rate"].fillna(0)):
-        ax.text(i, v, f"{v:.2f}", ha="center", va="bottom")
+    bars = ax.bar(labels, heights, color="tab:blue")
+    for i, (bar, value, open_, none) in enumerate(zip(bars, table["_value"], table["_open"], table["_none"])):
+        if open_:
+            bar.set_hatch("//")
+            bar.set_alpha(0.6)
+        text = f">= {value:.3g}\n(no failing rate)" if open_ else "none meets" if none and value == 0 else f"{value:.2f}"
+        ax.text(i, bar.get_height(), text, ha="center", va="bottom")
+    if heights.max() > 0:
+        ax.set_ylim(0, heights.max() * 1.25)  # room for the labels above the bars
     ax.set_xlabel(_label(by))
     ax.set_ylabel("max arrival rate meeting the SLOs (req/s)")
     ax.set_title(title or "Capacity per configuration")

@@ -347,6 +347,7 @@ def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grid
             r = {answer: None, "runs": 0, "reason": f"not searched: {exc}", "summary": {}}  # as a sweep's failed point
         s = r["summary"]
         rows.append(point | {answer: r[answer], below: r.get(below), "runs": r["runs"], "reason": r.get("reason")}
-                    | ({"stable": r.get("stable"), "run_length": r.get("run_length")} if kind == "max-rate" else {})
+                    | ({"stable": r.get("stable"), "run_length": r.get("run_length"), "held_up_to": r.get("held_up_to")}
+                       if kind == "max-rate" else {})
                     | {k: s.get(k) for k in slos} | {"request_throughput": s.get("request_throughput")})
     return pd.DataFrame(rows)

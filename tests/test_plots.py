@@ -288,3 +288,22 @@ def test_drawing_from_a_notebook_leaves_its_backend_alone(swept, tmp_path, monke
         assert matplotlib.get_backend() == "svg" and (tmp_path / "p.png").stat().st_size > 5000
     finally:
         plt.switch_backend(before)
+
+
+@pytest.mark.parametrize("open_ended", ["held_up_to", "reason"])
+def test_a_capacity_never_bounded_is_drawn_as_at_least_not_zero(open_ended, tmp_path):
+    """Round 60: a search whose SLOs held at every rate (no max_rate, held up to 2.7e7 req/s) was drawn as a bar of
+    0.00, which says the opposite; a point where nothing met them is "none meets". A table written before
+    held_up_to was a column says it in the reason."""
+    import pandas as pd
+
+    held = "no failing rate found: the SLOs held up to 2.68435e+07 req/s, the 30-run limit stopped the doubling"
+    table = pd.DataFrame({"engine.max_num_seqs": [1, 16, 256], "max_rate": [30.8, None, None],
+                          "reason": [None, "the SLOs fail already at 0.05 req/s", held],
+                          "held_up_to": [None, None, 2.68435456e7]})
+    table.drop(columns=["held_up_to" if open_ended == "reason" else "reason"]).to_csv(tmp_path / "max_rate.csv",
+                                                                                       index=False)
+    assert main(["plot", str(tmp_path), "--kind", "capacity", "--by", "engine.max_num_seqs"]) == 0
+    svg = (tmp_path / "plot-capacity.svg").read_text()  # each text drawn is named in a comment
+    assert "<!-- &gt;= 2.68e+07 -->" in svg and "<!-- 30.80 -->" in svg and "<!-- none meets -->" in svg
+    assert "<!-- 0.00 -->" not in svg
