@@ -393,6 +393,17 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
     return data
 
 
+def sets_give(sets: list[str], key: str) -> bool:
+    """Whether the --set items give the dotted `key`, by itself or inside a mapping (workload.arrival={rate: 3}
+    gives workload.arrival.rate)."""
+    node: Any = apply_overrides({}, sets)
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def override(key: str, value: Any) -> str:
     """The --set text that apply_overrides reads back as exactly `value` (a Python value, not YAML text):
     None, True, 1e-05 and the string 'null' each survive, which f"{key}={value}" does not."""

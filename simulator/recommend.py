@@ -421,12 +421,13 @@ def check_space(scenario, sets: list[str], axes: dict[str, list], rate: float | 
 
     flags = NAMED_FLAGS
     load_scenario(scenario, sets)  # the scenario and its --set values alone: their own errors name their fields
-    given = {s.split("=", 1)[0].strip() for s in sets}
+    from servesim.simulator.config import sets_give
+
     for key, why in [("cluster.replicas", "the search sizes the fleet"),
                      *[("workload.arrival.rate", "--rate gives the traffic")] * (rate is not None),
                      *[("cluster.prefill_replicas", "--disagg gives each unit's prefill replicas")] * (DISAGG in axes),
                      *[(k, f"it is an axis of the space ({flags.get(k, '--grid')})") for k in axes]]:
-        if key in given:
+        if sets_give(sets, key):  # by itself or inside a mapping
             raise ConfigError("--set", f"{key}: {why}; leave it out")
     for key, values in axes.items():
         flag = flags.get(key, "--grid")
@@ -506,14 +507,12 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
     from servesim.simulator.cli_output import plain
     from servesim.simulator.config import load_scenario
     from servesim.simulator.files import refuse_folder_over_inputs
-
     from servesim.simulator.parallel import check_executor
+    from servesim.simulator.search import refuse_goodput_without_classes
 
     check_executor(executor)
     check_space(scenario, sets, axes, rate)
-    if "goodput_fraction" in slos and not getattr(load_scenario(scenario, sets).workload, "slo_classes", None):
-        raise ConfigError("--slo", "goodput_fraction is the share of requests meeting their SLO class: give the "
-                                   "classes (--goodput ttft:MS tpot:MS, or --set workload.slo_classes=...)")
+    refuse_goodput_without_classes(scenario, sets, slos, "--goodput ttft:MS tpot:MS, or --set workload.slo_classes=...")
     price_table = load_prices(prices)
     rate, load_text = target_load(scenario, sets, rate)
     refuse_folder_over_inputs(out, FILES + ["plot-recommend.png", "plot-recommend.svg"], "--out",

@@ -261,6 +261,11 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     from servesim.simulator.inert_settings import varying
 
     refuse_searched(sets, "cluster.replicas")
+    if rate is not None:
+        from servesim.simulator.config import sets_give
+
+        if sets_give(sets, "workload.arrival.rate"):
+            raise ConfigError("--set", "workload.arrival.rate: --rate gives the traffic; leave one out")
     extra = [f"workload.arrival.rate={rate:g}"] if rate is not None else []
     arrival = _arrival(scenario, sets)
     if rate is not None:
@@ -325,6 +330,17 @@ def grid_inputs(kind: str, scenario, sets: list[str], grids: list[str] | None) -
     return check_points(scenario, sets, grid_points(kind, sets, grids))
 
 
+def refuse_goodput_without_classes(scenario, sets: list[str], slos: dict,
+                                   how: str = "--set workload.slo_classes=...") -> None:
+    """goodput_fraction is the share of requests meeting their SLO class: a workload without classes defines it
+    for no load, so every search would fail at its first run; refused before any."""
+    from servesim.simulator.config import load_scenario
+
+    if "goodput_fraction" in slos and not getattr(load_scenario(scenario, sets).workload, "slo_classes", None):
+        raise ConfigError("--slo", f"goodput_fraction is the share of requests meeting their SLO class: give the "
+                                   f"classes ({how})")
+
+
 def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grids: list[str] | None = None,
                 **options):
     """One search per point of the grids (`--grid key=v1,v2`): a table of one row each, with the answer, its
@@ -337,6 +353,8 @@ def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grid
     search = max_rate if kind == "max-rate" else min_replicas
     slos = parse_slos(slo_specs)
     points = grid_points(kind, sets, grids)
+    for point in points:
+        refuse_goodput_without_classes(scenario, sets + [override(k, v) for k, v in point.items()], slos)
     rows = []
     for point in points:
         try:

@@ -162,3 +162,26 @@ def test_the_api_refuses_the_searched_setting_as_the_cli_does():
         servesim.max_rate(None, {"ttft_p99_ms": 200}, {"workload.num_requests": 5, "workload.arrival.rate": 5})
     with pytest.raises(ConfigError, match="cluster.replicas is the setting the search varies"):
         servesim.min_replicas(None, {"ttft_p99_ms": 200}, {"workload.num_requests": 5, "cluster.replicas": 8})
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["search", "replicas", "--rate", "20", "--set", "workload.arrival.rate=3", "--slo", "ttft_p99_ms=500"],
+     "--set: workload.arrival.rate: --rate gives the traffic; leave one out"),
+    (["search", "replicas", "--rate", "20", "--set", "workload.arrival={process: poisson, rate: 3}",
+      "--slo", "ttft_p99_ms=500"], "--set: workload.arrival.rate: --rate gives the traffic"),
+    (["recommend", "--rate", "20", "--set", "workload.arrival={process: poisson, rate: 3}",
+      "--slo", "ttft_p99_ms=500"], "--set: workload.arrival.rate: --rate gives the traffic"),
+    (["search", "max-rate", "--slo", "goodput_fraction=0.9", "--set", "workload.num_requests=30"],
+     "--slo: goodput_fraction is the share of requests meeting their SLO class: give the classes"),
+    (["search", "max-rate", "--slo", "goodput_fraction=0.9", "--grid",
+      "workload.slo_classes=null,{a: {ttft_ms: 500}}"], "--slo: goodput_fraction is the share"),
+])
+def test_round_60_a_search_given_conflicting_or_undefined_targets_is_one_line(argv, says, tmp_path, capsys):
+    """--rate beside a --set arrival rate ran --rate silently; goodput_fraction without SLO classes searched and
+    failed at its first run with exit 1."""
+    from servesim.simulator.cli import main
+
+    assert main([*argv, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert not (tmp_path / "o").exists()
