@@ -32,7 +32,7 @@ import pandas as pd
 
 from servesim.simulator.batch import SHAPE_FIELDS, shape_of
 from servesim.simulator.config import KV_CACHE_DTYPES, QUANTIZED_FORMATS
-from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem
+from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem, unique_keys
 from servesim.simulator.files import where_looked
 from servesim.simulator.metrics import latency_stats
 from servesim.simulator.model_arch import HF_IDS
@@ -119,7 +119,7 @@ def _json_lines(path: Path) -> list[tuple[int, dict]]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = json.loads(line, object_pairs_hook=unique_keys)
         except json.JSONDecodeError as exc:
             _fail(path, f"line {i}", f"not JSON ({exc.msg})")
         except JSON_ERRORS as exc:
@@ -426,7 +426,7 @@ def engine_sets(meta: dict, where) -> list[str]:
 
 def _json_object(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=unique_keys)
     except (OSError, UnicodeDecodeError, *JSON_ERRORS) as exc:
         _fail(path, "", f"not a JSON document ({json_problem(exc)})")
     if not isinstance(data, dict):

@@ -36,6 +36,8 @@ def _azure_conv(trace: str | None, sets: list[str], rate: float | None) -> tuple
     from servesim.simulator.files import dump_yaml, shared_data
 
     path = Path(trace) if trace else shared_data(*AZURE_CONV) or Path("../shared/data", *AZURE_CONV)
+    if path.is_dir():
+        raise ConfigError("--trace", f"{path} is a folder: give the trace file (AzureLLMInferenceTrace_conv.csv)")
     if not path.is_file():
         raise ConfigError("--trace", f"{path}: no such file; --workload azure-conv resamples the Azure 2023 "
                                      f"conversation trace's lengths (AzureLLMInferenceTrace_conv.csv)")

@@ -62,6 +62,17 @@ def first_error(exc, section: str = "") -> tuple[str, str]:
 JSON_ERRORS = (ValueError, RecursionError)
 
 
+def unique_keys(pairs: list[tuple]) -> dict:
+    """json.loads' object_pairs_hook for a user's records: a key given twice is refused (Python's json keeps the
+    last silently; our YAML refuses it too)."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"key {key!r} is given twice in one object")
+        out[key] = value
+    return out
+
+
 def json_problem(exc: BaseException) -> str:
     """One line on why a user's JSON could not be read."""
     if isinstance(exc, RecursionError):

@@ -52,7 +52,25 @@ def load_prices(path: str | None) -> dict:
                                           f"dollars up to {MAX_PRICE:g}, got {value!r}")
         out[str(gpu)] = {"usd_per_gpu_hour": float(value)} | (
             {k: str(row[k]) for k in ("source", "date") if k in row} if isinstance(row, dict) else {})
+    if path is not None:
+        _say_unknown_gpus(out, where)
     return {"prices": out, "table": where, "note": str(data.get("note", "")) if isinstance(data, dict) else ""}
+
+
+def _say_unknown_gpus(prices: dict, where: str) -> None:
+    """A price for a name no GPU has (H100-SXM for h100-sxm) is never used: said, with the name meant, so the
+    row it was for is not silently left unpriced (a table may list GPUs servesim lacks, so it is not refused)."""
+    import difflib
+
+    from servesim.simulator.config import say_once
+    from servesim.simulator.hardware import builtin_gpu_names
+
+    known = builtin_gpu_names()
+    for gpu in prices:
+        if gpu not in known:
+            near = [k for k in known if k.lower() == gpu.lower()] or difflib.get_close_matches(gpu, known, 1)
+            say_once([f"servesim: warning: --prices: {where}: {gpu!r} is not a GPU servesim knows"
+                      + (f" (did you mean {near[0]!r}?)" if near else "") + "; its price is never used"])
 
 
 def candidates(axes: dict[str, list]) -> list[dict]:

@@ -171,6 +171,8 @@ def test_bench_on_the_azure_conversation_lengths_at_80_percent_of_the_measured_c
     assert main(["bench", "--workload", "azure-conv", "--trace", str(tmp_path / "none.csv")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("servesim: error: --trace:") and err.count("\n") == 1
+    assert main(["bench", "--workload", "azure-conv", "--trace", str(tmp_path)]) == 2
+    assert f"--trace: {tmp_path} is a folder: give the trace file" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not AZURE_CONV.is_file(), reason=f"the Azure conversation trace is not at {AZURE_CONV}")

@@ -119,6 +119,10 @@ def test_a_step_log_in_either_form_gives_batch_shapes_and_times(tmp_path):
      '"first_token_ts": 3, "last_token_ts": 4}\n', "r.jsonl", "line 2, request_id: 'a' repeats line 1's"),
     ('{"ttfts": [0.1], "input_lens": [5], "output_lens": [3], "itls": [[0.1]], "start_times": [0], "errors": "x"}',
      "b.json", "errors: must be a list"),
+    ('{"ttfts": [0.1], "input_lens": [5], "output_lens": [3], "itls": [[0.1]], "start_times": [0], "ttfts": [9]}',
+     "b.json", "key 'ttfts' is given twice"),
+    ('{"input_toks": 5, "output_toks": 3, "queued_ts": 1, "scheduled_ts": 2, "first_token_ts": 3, '
+     '"last_token_ts": 4, "input_toks": 6}\n', "r.jsonl", "line 1.*key 'input_toks' is given twice"),
     ('{"t": 2, "t_end": 3, "num_seqs": 1, "prefill_tokens": 0, "prefill_attention_pairs": 0, "decode_seqs": 4, '
      '"decode_context_tokens": 9}\n', "s.jsonl", "num_seqs must be >= 1 and >= decode_seqs"),
 ])

@@ -25,6 +25,18 @@ def test_the_shipped_prices_say_where_and_when_they_come_from():
     assert "list prices" in prices["note"]
 
 
+def test_a_price_for_a_name_no_gpu_has_is_said(tmp_path, capsys):
+    """Round 60: H100-SXM (for h100-sxm) was taken without a word, and the H100 rows left unpriced."""
+    from servesim.simulator import config
+
+    config._WARNED.clear()
+    (tmp_path / "p.yaml").write_text("prices: {H100-SXM: 2, h200-sxm: 3, mi300x: 4}")
+    assert set(load_prices(str(tmp_path / "p.yaml"))["prices"]) == {"H100-SXM", "h200-sxm", "mi300x"}
+    err = capsys.readouterr().err
+    assert "'H100-SXM' is not a GPU servesim knows (did you mean 'h100-sxm'?); its price is never used" in err
+    assert "'mi300x' is not a GPU servesim knows; its price" in err and "h200-sxm'" not in err
+
+
 @pytest.mark.parametrize("text, says", [
     ("prices: {h100-sxm: {usd_per_gpu_hour: -2}}", "prices.h100-sxm.usd_per_gpu_hour must be a positive number"),
     ("prices: {h100-sxm: free}", "prices.h100-sxm.usd_per_gpu_hour must be a positive number"),

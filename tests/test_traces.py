@@ -352,6 +352,11 @@ ERRORS = [
      ["line 1, key prefix_block_tokens", "> 0"]),
     ("empty.csv", None, "", ["empty file"]),
     ("header_only.csv", "azure", AZ, ["no requests"]),
+    ("duplicate_key.jsonl", "mooncake", '{"timestamp": 0, "input_length": 6, "output_length": 2}\n'
+     '{"timestamp": 1, "input_length": 6, "output_length": 2, "timestamp": 5}\n',
+     ["line 2", "key 'timestamp' is given twice"]),  # round 60: the last was taken silently
+    ("vllm_duplicate_key.json", "vllm_bench", '{"input_lens": [1], "output_lens": [3], "start_times": [0], '
+     '"input_lens": [2]}', ["key 'input_lens' is given twice"]),
     ("blank.jsonl", "mooncake", "\n\n", ["no requests"]),
     ("mystery.txt", None, "hello,world\n1,2\n", ["line 1", "cannot tell the trace format", "azure"]),
 ]

@@ -20,7 +20,7 @@ from typing import Callable, Iterable, Iterator, NoReturn, NotRequired, Sequence
 import numpy as np
 import pandas as pd
 
-from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem
+from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem, unique_keys
 from servesim.simulator.files import repeated_columns, where_looked
 from servesim.workloads.settings import MAX_INT, MAX_SECONDS, MAX_TOKENS
 from servesim.workloads.spec import RequestSpec
@@ -272,7 +272,7 @@ def _json_lines(path: Path) -> Iterator[_Obj]:
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line.rstrip("\n"))  # so that the error's column is within this line
+                obj = json.loads(line.rstrip("\n"), object_pairs_hook=unique_keys)  # the error's column: this line's
             except json.JSONDecodeError as e:
                 _fail(path, f"line {n}, column {e.colno}", f"invalid JSON: {e.msg}")
             except JSON_ERRORS as e:
@@ -371,7 +371,7 @@ def _servesim_rows(obj: _Obj):
 def _read_vllm_bench(path: Path) -> _Rows:
     """Request i is entry i of every per-request list; failed ones (an `errors` entry) are counted, not replayed."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8-sig"))
+        doc = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=unique_keys)
     except json.JSONDecodeError as e:
         _fail(path, f"line {e.lineno}, column {e.colno}", f"invalid JSON: {e.msg}")
     except JSON_ERRORS as e:
