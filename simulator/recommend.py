@@ -208,6 +208,7 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
             "prefill_replicas": units * unit_prefill, "gpus": units * per_unit,
             "achieved_rate": s.get("achieved_rate"), "request_throughput": s["request_throughput"],
             "output_throughput": s["output_throughput"],
+            **({"request_goodput": s["request_goodput"]} if s.get("request_goodput") is not None else {}),
             **{k: s.get(k) for k in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms", "p99_e2el_ms")},
             **{f"slo_{k}": s.get(k) for k in slos if k not in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms",
                                                                 "p99_e2el_ms")},

@@ -185,6 +185,8 @@ def test_vllms_goodput_form_and_a_vllm_result_as_the_traffic(tmp_path, capsys):
     assert report["slo_classes"]["goodput"]["ttft_ms"] == 200 and report["slo_classes"]["goodput"]["tpot_ms"] == 20
     share = row["slo_goodput_fraction"]  # the fleet's, at the trace's load
     assert row["status"] == "meets" and share >= 0.9
+    # vLLM's goodput: the requests meeting every target, per second (at most the throughput, at least its share)
+    assert share * row["request_throughput"] * 0.99 <= row["request_goodput"] <= row["request_throughput"]
     # the headroom of a share: how much of the 10% allowed to miss was left unused
     assert row["headroom"] == pytest.approx(1 - (1 - share) / (1 - 0.9))
     from servesim.simulator.search import meets, parse_slos
