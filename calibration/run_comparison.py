@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -263,6 +264,10 @@ def plot_comparison(run: RealRun, sim_requests: pd.DataFrame, sim_itls: np.ndarr
         sim = sim_timeseries(steps, ts["t"].to_numpy(float))
         cols = [c for c in ("running", "waiting", "kv_cache_pct") if c in ts.columns and ts[c].notna().any()
                 and not (c == "kv_cache_pct" and (ts[c] == 0).all())]  # a logger that never filled KV usage in
+        if not cols:  # a timeline with no value left to draw: the per-request comparison stands without it
+            print(f"servesim: warning: {run.name}: timeseries.csv holds no running, waiting or KV value: no "
+                  f"timeline plot", file=sys.stderr)
+            return paths
         paths.append(panels(out / f"timeline-{stem}.png", f"{run.name}: engine state once a second",
                             [(c.replace("_pct", " (%)"), "time (s)", [("real", ts["t"], ts[c]),
                                                                        ("servesim", sim["t"], sim[c])])

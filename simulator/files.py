@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import warnings
 from pathlib import Path
 
 import yaml
@@ -225,7 +226,10 @@ def read_table(path: str | Path, field: str, columns: list[str] | tuple[str, ...
     if not path.is_file():
         raise ConfigError(field, f"{path} is not a file")
     try:
-        table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+        with warnings.catch_warnings():  # a row longer than the header: its extra fields would be dropped
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            # index_col=False: a first column is never taken as the index (a row ending in a comma shifted them all)
+            table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, index_col=False)
     except Exception as exc:  # pyarrow and pandas raise many kinds for a damaged file
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConfigError(field, f"cannot read {path} as a {'parquet' if path.suffix == '.parquet' else 'CSV'} "

@@ -256,7 +256,8 @@ def capacity(table, path, by: str, title: str | None = None):
         pd.Series(float("nan"), index=table.index)
     if "reason" in table:  # a table written before held_up_to was a column says it in the reason
         said = table["reason"].astype("string").str.extract(r"^no failing rate found: the SLOs held up to ([0-9.e+]+)")
-        held = held.fillna(pd.to_numeric(said[0], errors="coerce").astype(float))
+        said = pd.to_numeric(said[0], errors="coerce").astype(float)
+        held = held.fillna(said.where(np.isfinite(said) & (said >= 0)))  # text that is no rate: not known
     table = table.assign(_open=table["max_rate"].isna() & held.notna(),
                          _value=table["max_rate"].fillna(held).fillna(0))  # what is known: exact, or at least
     if by in table and table[by].duplicated().any():  # one bar per value: several rows at one are averaged, said
@@ -388,8 +389,8 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
             raise ConfigError("--x" if col == x else "--by", f"{col!r} is not a column of {table_path}")
     if kind == "goodput" and "request_goodput" not in table:
         raise ConfigError("results", "no request_goodput column: the swept scenario needs workload.slo_classes")
-    _check_numbers(table, PLOT_COLUMNS[kind] + ["request_goodput"] * (kind == "goodput") + [load_axis] * bool(load_axis),
-                   table_path)
+    _check_numbers(table, PLOT_COLUMNS[kind] + ["request_goodput"] * (kind == "goodput") + [load_axis] * bool(load_axis)
+                   + ["held_up_to"] * (kind == "capacity" and "held_up_to" in table), table_path)
     if load_axis:
         unset = int(table[load_axis].isna().sum())
         if unset:  # a number axis has no place for them: dropped without a word before

@@ -139,6 +139,7 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
     `ceiling`: the doubling stops there (what a caller needs to know no further: recommend's multiple of its target)."""
     from servesim.simulator.config import override
 
+    refuse_goodput_without_classes(scenario, sets, slos)
     lengths = _run_length(scenario, sets)
     r = _max_rate_at(scenario, sets, slos, low, high, tolerance, max_runs, load, ceiling) | {"run_sets": []}
     runs, answers = r["runs"], [r["max_rate"]]
@@ -261,11 +262,8 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     from servesim.simulator.inert_settings import varying
 
     refuse_searched(sets, "cluster.replicas")
-    if rate is not None:
-        from servesim.simulator.config import sets_give
-
-        if sets_give(sets, "workload.arrival.rate"):
-            raise ConfigError("--set", "workload.arrival.rate: --rate gives the traffic; leave one out")
+    refuse_goodput_without_classes(scenario, sets, slos)
+    refuse_rate_given_twice(sets, rate)
     extra = [f"workload.arrival.rate={rate:g}"] if rate is not None else []
     arrival = _arrival(scenario, sets)
     if rate is not None:
@@ -330,15 +328,29 @@ def grid_inputs(kind: str, scenario, sets: list[str], grids: list[str] | None) -
     return check_points(scenario, sets, grid_points(kind, sets, grids))
 
 
+def refuse_rate_given_twice(sets: list[str], rate: float | None) -> None:
+    """--rate beside a --set (or grid) arrival rate: one would replace the other silently."""
+    from servesim.simulator.config import sets_give
+
+    if rate is not None and sets_give(sets, "workload.arrival.rate"):
+        raise ConfigError("--set", "workload.arrival.rate: --rate gives the traffic; leave one out")
+
+
 def refuse_goodput_without_classes(scenario, sets: list[str], slos: dict,
                                    how: str = "--set workload.slo_classes=...") -> None:
     """goodput_fraction is the share of requests meeting their SLO class: a workload without classes defines it
     for no load, so every search would fail at its first run; refused before any."""
     from servesim.simulator.config import load_scenario
 
-    if "goodput_fraction" in slos and not getattr(load_scenario(scenario, sets).workload, "slo_classes", None):
+    if "goodput_fraction" not in slos:
+        return
+    classes = getattr(load_scenario(scenario, sets).workload, "slo_classes", None)
+    if not classes:
         raise ConfigError("--slo", f"goodput_fraction is the share of requests meeting their SLO class: give the "
                                    f"classes ({how})")
+    if not any(c.ttft_ms or c.tpot_ms or c.e2el_ms for c in classes.values()):  # every request would be good
+        raise ConfigError("--slo", "goodput_fraction: no SLO class has a target (ttft_ms, tpot_ms or e2el_ms), so "
+                                   "every completed request would count as good at any load")
 
 
 def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grids: list[str] | None = None,
@@ -353,8 +365,11 @@ def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grid
     search = max_rate if kind == "max-rate" else min_replicas
     slos = parse_slos(slo_specs)
     points = grid_points(kind, sets, grids)
-    for point in points:
-        refuse_goodput_without_classes(scenario, sets + [override(k, v) for k, v in point.items()], slos)
+    for point in points:  # what every search would fail on, before any runs
+        point_sets = sets + [override(k, v) for k, v in point.items()]
+        refuse_goodput_without_classes(scenario, point_sets, slos)
+        if kind == "replicas":
+            refuse_rate_given_twice(point_sets, options.get("rate"))
     rows = []
     for point in points:
         try:

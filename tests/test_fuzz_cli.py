@@ -490,3 +490,20 @@ def test_a_replayed_trace_whose_classes_get_no_targets_says_so(capsys, tmp_path)
     assert cli(["run", "--set", "profile=teaching", "--set", "workload.type=trace", "--set", f"workload.path={w}",
                 "--out", str(tmp_path / "r")]) == 0
     assert "records SLO class(es) a, but workload.slo_classes gives them no targets" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["config", "--set", 'engine.max_num_seqs="64"'], "engine.max_num_seqs: a number is expected, not the text '64'"),
+    (["config", "--set", 'engine.max_model_len="4096"'], "engine.max_model_len: a number is expected"),
+    (["config", "--set", "workload.arrival.rate=inf"], "a finite number is expected, not the text 'inf'"),
+    (["sweep", "--grid", 'workload.arrival.rate=5,"5"', "--set", "workload.num_requests=10"],
+     "workload.arrival.rate: a number is expected, not the text '5'"),
+])
+def test_round_61_text_is_never_taken_for_a_number(argv, says, tmp_path, capsys):
+    """pydantic's lax mode took "64" for 64: a sweep over 5 and "5" ran one run twice and wrote its rate axis as
+    text, which the plots then refused; the README says text is never taken for a number."""
+    _one_error(capsys, main([*argv, *(["--out", str(tmp_path / "o")] if argv[0] == "sweep" else [])]), says)
+    import servesim
+
+    with pytest.raises(servesim.ConfigError, match="a number is expected"):
+        servesim.resolve(None, {"workload.arrival.rate": "5"})

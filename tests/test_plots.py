@@ -307,3 +307,26 @@ def test_a_capacity_never_bounded_is_drawn_as_at_least_not_zero(open_ended, tmp_
     svg = (tmp_path / "plot-capacity.svg").read_text()  # each text drawn is named in a comment
     assert "<!-- &gt;= 2.68e+07 -->" in svg and "<!-- 30.80 -->" in svg and "<!-- none meets -->" in svg
     assert "<!-- 0.00 -->" not in svg
+
+
+@pytest.mark.parametrize("text, says", [
+    ("engine.max_num_seqs,max_rate,held_up_to\n1,3.0,\n2,,inf\n", "column held_up_to must be finite and non-negative"),
+    ("engine.max_num_seqs,max_rate,held_up_to\n1,3.0,\n2,,-5\n", "column held_up_to must be finite and non-negative"),
+    ("engine.max_num_seqs,max_rate\n1,3.0,9\n2,4.0\n", "Length of header or names does not match"),
+])
+def test_round_61_a_capacity_table_with_bad_bounds_or_long_rows_is_one_line(text, says, tmp_path, capsys):
+    """An infinite held_up_to crashed matplotlib (exit 3), a negative one drew below the axis; a row longer than the
+    header shifted every column (its first taken as the index) and drew the wrong bars."""
+    (tmp_path / "max_rate.csv").write_text(text)
+    assert main(["plot", str(tmp_path), "--kind", "capacity", "--by", "engine.max_num_seqs"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+
+
+def test_round_61_rows_ending_in_a_comma_are_read_as_written(tmp_path):
+    """A CSV whose rows end in a comma: pandas took the first column for the index and shifted the rest."""
+    from servesim.simulator.files import read_table
+
+    (tmp_path / "max_rate.csv").write_text("engine.max_num_seqs,max_rate\n1,3.0,\n2,4.0,\n")
+    table = read_table(tmp_path / "max_rate.csv", "results")
+    assert table["engine.max_num_seqs"].tolist() == [1, 2] and table["max_rate"].tolist() == [3.0, 4.0]

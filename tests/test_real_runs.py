@@ -569,6 +569,12 @@ def test_a_damaged_timeline_is_a_gap_not_a_crash(tmp_path, capsys):
     assert list(t["t"]) == [-5.0, 0.0, 1.0, 2.0] and t["running"].isna().tolist() == [True, False, True, False]
     assert main(["compare", str(run), "--out", str(tmp_path / "o")] + sum((["--set", s] for s in DEPLOY), [])) == 0
     assert "Traceback" not in capsys.readouterr().err and (tmp_path / "o" / "summary.json").is_file()
+    # round 61: no value left to draw at all crashed it (exit 3): the timeline is left out, said
+    (run / "vllm" / "timeseries.csv").write_text("t,running,waiting,kv_cache_pct\n1,,,\n2,,,\n")
+    assert main(["compare", str(run), "--out", str(tmp_path / "o2")] + sum((["--set", s] for s in DEPLOY), [])) == 0
+    err = capsys.readouterr().err
+    assert "timeseries.csv holds no running, waiting or KV value: no timeline plot" in err and "internal" not in err
+    assert not list((tmp_path / "o2").glob("timeline-*.png")) and list((tmp_path / "o2").glob("cdf-*.png"))
 
 
 def test_the_engine_switches_a_run_records_are_its_settings():

@@ -175,13 +175,26 @@ def test_the_api_refuses_the_searched_setting_as_the_cli_does():
      "--slo: goodput_fraction is the share of requests meeting their SLO class: give the classes"),
     (["search", "max-rate", "--slo", "goodput_fraction=0.9", "--grid",
       "workload.slo_classes=null,{a: {ttft_ms: 500}}"], "--slo: goodput_fraction is the share"),
+    (["search", "replicas", "--rate", "5", "--grid", "workload.arrival.rate=3,4", "--slo", "ttft_p99_ms=500"],
+     "--set: workload.arrival.rate: --rate gives the traffic"),
+    (["search", "max-rate", "--slo", "goodput_fraction=0.9", "--set", "workload.slo_classes={a: {weight: 1}}"],
+     "--slo: goodput_fraction: no SLO class has a target"),
 ])
 def test_round_60_a_search_given_conflicting_or_undefined_targets_is_one_line(argv, says, tmp_path, capsys):
     """--rate beside a --set arrival rate ran --rate silently; goodput_fraction without SLO classes searched and
-    failed at its first run with exit 1."""
+    failed at its first run with exit 1 (and from the Python API still does not search); classes without targets
+    counted every request good at any load."""
     from servesim.simulator.cli import main
 
     assert main([*argv, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
     assert not (tmp_path / "o").exists()
+
+
+def test_round_61_the_api_refuses_goodput_without_classes_before_any_run():
+    import servesim
+
+    for search, extra in ((servesim.min_replicas, {"rate": 5}), (servesim.max_rate, {})):
+        with pytest.raises(ConfigError, match="goodput_fraction is the share of requests meeting their SLO class"):
+            search(None, {"goodput_fraction": 0.9}, {"workload.num_requests": 20}, **extra)

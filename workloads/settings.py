@@ -9,7 +9,7 @@ its own `Field` bounds; the shared ones are below.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -44,6 +44,20 @@ def _takes(annotation, kind: type) -> bool:
 def _only_bool(annotation) -> bool:
     """A switch: bool, or bool | None, and nothing else (pydantic's lax mode took "no", "off" and 1 for one)."""
     return annotation is bool or (_takes(annotation, bool) and all(a in (bool, type(None)) for a in get_args(annotation)))
+
+
+def _literals(annotation) -> set:
+    """The values a Literal anywhere in the annotation names (max_model_len's "auto")."""
+    if getattr(annotation, "__origin__", None) is Literal:
+        return set(get_args(annotation))
+    return set().union(*(_literals(a) for a in get_args(annotation))) if get_args(annotation) else set()
+
+
+def _number_not_text(annotation, value: str) -> bool:
+    """Text given for a number (a quoted "64"): pydantic's lax mode took it, so "5" and 5 were two sweep values
+    of one run; a field that also takes text, or this word among its literals, takes it."""
+    return (_takes(annotation, int) or _takes(annotation, float)) and not _takes(annotation, str) \
+        and value not in _literals(annotation)
 
 
 class _Bad(ValueError):
@@ -92,6 +106,10 @@ class Settings(BaseModel):
                     _check(value, field is None or _takes(field.annotation, bool), [str(key)])
                     if field is not None and _only_bool(field.annotation) and not isinstance(value, (bool, type(None))):
                         raise _Bad([str(key)], f"true or false is expected, not {value!r:.40}")  # lax: "no", 1
+                    if field is not None and isinstance(value, str) and _number_not_text(field.annotation, value):
+                        finite = value.strip().lower().lstrip("+-") in ("inf", "infinity", "nan")
+                        raise _Bad([str(key)], f"a {'finite ' if finite else ''}number is expected, not the text "
+                                               f"{value!r:.40}")
                 except _Bad as exc:  # located at the key (first_error appends ctx["key"] to the location)
                     raise PydanticCustomError("setting_bound", "{message}",
                                               {"key": ".".join(exc.path), "message": str(exc)}) from None
