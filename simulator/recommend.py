@@ -153,8 +153,10 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
                                                                                            rs.profile),
             "cost_model_error": held.get("mape")}
     trace = rate is None
+    sessions = getattr(rs.scenario.workload, "type", None) == "sessions"  # the rate starts sessions, not requests
     knob = "time_scale" if trace else "rate"
     target = rs.scenario.workload.time_scale if trace else rate
+    length = _length_setting(rs.scenario.workload)
     searched = [x for x in sets if x.split("=", 1)[0].strip() != LOAD[knob]]  # the search sets it
     # the doubling starts near the target, not at 0.05 req/s, and stops at 16 x the target: capacity past that
     # changes no fleet (one unit carries it); a unit failing at target / 32 is searched below it
@@ -167,27 +169,27 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
         if longer and found.get("reason"):
             found["reason"] += f" (run at {found.get('run_length') or ', '.join(longer)}, where the first answer " \
                                f"failed its check at twice the run length)"
-
     capacity, bound, note = found["max_rate"], "max", None
     if capacity is None and found.get("held_up_to"):
         # no failing load found (a short run's arrivals become a burst at high rates): what is known is that it
         # carries the target, which the fleet check below confirms; nothing is claimed above it
         capacity, bound = min(found["held_up_to"], target), "at least"
-        note = (f"no failing load found up to {found['held_up_to']:.4g} {'req/s' if not trace else 'x'} at this run "
+        unit = "x" if trace else "sessions/s" if sessions else "req/s"
+        note = (f"no failing load found up to {found['held_up_to']:.4g} {unit} at this run "
                 f"length: capacity at least the target, unknown above (a longer run, "
-                f"{'more of the trace (workload.limit)' if trace else 'workload.num_requests'}, finds it)")
+                f"{'more of the trace (workload.limit)' if trace else length}, finds it)")
     row |= {"max_rate_per_replica": capacity, "capacity": bound, "stable": found.get("stable")}
     if capacity is None:
         return row | {"status": "unmet", "reason": found.get("reason")}
     units = max(1, math.ceil(target / capacity))
     row["replicas_by_capacity"] = units * unit_replicas  # the arithmetic alone (search max-rate, then divide)
-    n = getattr(rs.scenario.workload, "num_requests", None)
+    n = getattr(rs.scenario.workload, length.split(".")[-1], None) if length else None
     for attempt in range(2):  # the arithmetic's fleet, then one more unit if routing leaves it short
         fleet = sets + [override("cluster.replicas", units * unit_decode), override(LOAD[knob], target)]
         if unit_prefill:
             fleet.append(override("cluster.prefill_replicas", units * unit_prefill))
-        if n is not None:  # each unit sees as many requests as the search ran it with (a trace: all of it)
-            fleet.append(override("workload.num_requests", n * units))
+        if n is not None:  # each unit sees as many requests (sessions) as the search ran it with (a trace: all)
+            fleet.append(override(length, n * units))
         try:
             s = simulate(load(scenario, fleet)).summary
         except ConfigError as exc:  # a fleet past what one run holds: this candidate's answer, not the search's
@@ -204,6 +206,9 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
                                 f"{failed_because(s, slos)}"}
     if trace:  # the replay speed one unit carries, and the requests per second that is
         row |= {"max_time_scale_per_replica": capacity, "max_rate_per_replica": capacity * s["offered_rate"] / target}
+    elif sessions:  # the sessions per second one unit starts, and the requests (all their turns) per second
+        row |= {"max_sessions_per_s_per_replica": capacity,
+                "max_rate_per_replica": capacity * s["offered_rate"] / target}
     row |= {"status": "meets", "replicas": units * unit_replicas,
             "prefill_replicas": units * unit_prefill, "gpus": units * per_unit,
             "achieved_rate": s.get("achieved_rate"), "request_throughput": s["request_throughput"],
@@ -215,6 +220,14 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
             "headroom": 1 - max(_used(s[k], k, v) for k, v in slos.items()),  # the tightest SLO's slack
             "rps_per_gpu": row["max_rate_per_replica"] / per_unit, "reason": note}
     return row
+
+
+def _length_setting(workload) -> str | None:
+    """The setting a run's length is counted in: requests, or a session workload's sessions (a trace: its own)."""
+    for name in ("num_requests", "num_sessions"):
+        if getattr(workload, name, None) is not None:
+            return f"workload.{name}"
+    return None
 
 
 def _evaluate_item(scenario, sets: list[str], slos: dict, rate: float | None, tolerance: float, item: tuple) -> tuple:
@@ -250,16 +263,18 @@ def traffic_output_per_hour(scenario, sets: list[str], rate: float | None) -> fl
     from servesim.simulator.model_arch import load_model
 
     sc = load_scenario(scenario, sets + ([override("workload.arrival.rate", rate)] if rate is not None else []))
-    # the traffic as sent, before any candidate's max_model_len refuses some (the base need not fit a GPU)
-    specs = sc.workload.source(sc.seed, load_model(sc.model).max_position_embeddings).initial()
-    if not specs:
+    # the traffic as sent, before any candidate's max_model_len refuses some (the base need not fit a GPU): every
+    # request (a session's later turns too), per arrival the process times (a session's first turn)
+    source = sc.workload.source(sc.seed, load_model(sc.model).max_position_embeddings)
+    specs, timed = source.traffic() or (source.initial(), len(source.initial()))
+    if not specs or not timed:
         return 0.0
-    mean_out = sum(sp.output_tokens for sp in specs) / len(specs)
+    out_per_arrival = sum(sp.output_tokens for sp in specs) / timed
     if rate is None:
-        times = [sp.arrival_time for sp in specs]
+        times = [sp.arrival_time for sp in specs[:timed]]
         span = max(times) - min(times)
-        rate = (len(specs) - 1) / span if span > 0 else 0.0  # the summary's offered_rate
-    return rate * mean_out * 3600
+        rate = (timed - 1) / span if span > 0 else 0.0  # the summary's offered_rate
+    return rate * out_per_arrival * 3600
 
 
 def _used(value: float, key: str, target: float) -> float:
@@ -475,6 +490,10 @@ def target_load(scenario, sets: list[str], rate: float | None) -> tuple[float | 
     from servesim.simulator.search import MAX_RATE, MIN_RATE
 
     workload = load_scenario(scenario, sets).workload
+    if getattr(workload, "max_concurrency", None) is not None:  # the rate sent would fall to what the server returns
+        raise ConfigError("workload.max_concurrency", "a client's concurrency cap makes the load the server's own: "
+                                                      "recommend sizes a fleet for open-loop traffic (a rate, or a "
+                                                      "trace's times); leave it out")
     if getattr(workload, "type", None) == "trace":  # its traffic is its own, at its replay speed
         if rate is not None:
             raise ConfigError("--rate", "a trace's traffic is its own: --set workload.time_scale=2 carries it twice "
@@ -487,7 +506,7 @@ def target_load(scenario, sets: list[str], rate: float | None) -> tuple[float | 
     elif not MIN_RATE <= rate <= MAX_RATE:
         raise ConfigError("--rate", f"must be from {MIN_RATE:g} to {MAX_RATE:g} req/s (workload.arrival.rate's "
                                     f"bounds), got {rate:g}")
-    return rate, f"{rate:g} req/s"
+    return rate, f"{rate:g} {'sessions' if getattr(workload, 'type', None) == 'sessions' else 'req'}/s"
 
 
 def vllm_commands(scenario, sets: list[str], table, top: int) -> list[dict]:

@@ -115,12 +115,13 @@ STABILITY_DOUBLINGS = 3  # the run length doubles at most this often (8x the sce
 
 
 def _run_length(scenario: str | None, sets: list[str]) -> list[tuple[str, float]]:
-    """What bounds the scenario's run: its request count (a trace's row limit) and/or its duration (doubled
-    together). A whole trace has neither: it is as long as it is."""
+    """What bounds the scenario's run: its request (or session) count (a trace's row limit) and/or its duration
+    (doubled together). A whole trace has neither: it is as long as it is."""
     from servesim.simulator.config import load_scenario
 
     w = load_scenario(scenario, sets).workload
     return [(k, v) for k, v in (("workload.num_requests", getattr(w, "num_requests", None)),
+                                ("workload.num_sessions", getattr(w, "num_sessions", None)),
                                 ("workload.limit", getattr(w, "limit", None)),
                                 ("workload.duration_s", getattr(w, "duration_s", None))) if v is not None]
 

@@ -383,3 +383,28 @@ def test_a_unit_failing_its_longer_check_below_the_start_is_searched_at_that_len
     row = json.loads(capsys.readouterr().out)["rows"][0]
     assert row["status"] == "unmet" and "--high" not in row["reason"]
     assert "already at 0.05 req/s (run at num_requests=160" in row["reason"], row["reason"]
+
+
+def test_round_61_sessions_are_priced_over_every_turn_and_sized_in_sessions(tmp_path, capsys):
+    """$/M output tokens counted a session's first turn only (4x too dear for 4 turns); the load is sessions per
+    second (said so, and as requests per second beside it); the fleet run scales num_sessions with the units."""
+    sessions = ("workload={type: sessions, num_sessions: 20, turns: {dist: fixed, value: 4}, output_tokens: "
+                "{dist: fixed, value: 100}, think_time_s: {dist: fixed, value: 1.0}}")
+    assert main(["recommend", "--rate", "2", *SLOS, "--gpu", "h100-sxm", "--set", sessions, "--set",
+                 "engine.max_model_len=8192", "--tolerance", "0.2", "--no-progress", "--json",
+                 "--out", str(tmp_path)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    row = report["rows"][0]
+    assert report["load"] == "2 sessions/s" and report["output_tokens_per_hour"] == 2 * 4 * 100 * 3600
+    assert row["usd_per_million_output_tokens"] == pytest.approx(row["usd_per_hour"] / 2.88)
+    assert row["max_rate_per_replica"] > row["max_sessions_per_s_per_replica"]  # each session sends 4 requests
+    assert "req/s" not in (row["reason"] or "")
+
+
+def test_round_61_a_client_concurrency_cap_is_refused(tmp_path, capsys):
+    """With workload.max_concurrency the rate sent falls to what the server returns: 1 replica was said to carry
+    20 req/s while the fleet run achieved 2.2."""
+    assert main(["recommend", "--rate", "20", "--set", "workload.max_concurrency=4", *SLOS,
+                 "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "workload.max_concurrency: a client's concurrency cap" in err[0]

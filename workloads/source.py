@@ -32,6 +32,11 @@ class RequestSource:
         never arrived."""
         return None
 
+    def traffic(self) -> tuple[list[RequestSpec], int] | None:
+        """Every request it sends if each completes, and how many of them the arrival process times (a session's
+        first turns: the others follow them), for sizing the traffic before any run; None: open-ended."""
+        return None
+
     def release(self) -> None:
         """The front end has taken initial()'s requests: a source that holds them may let go (a long trace is then
         not held twice, nor after its requests ended)."""
@@ -63,6 +68,10 @@ class StaticSource(RequestSource):
     def release(self) -> None:
         self.specs = None
 
+    def traffic(self) -> tuple[list[RequestSpec], int]:
+        specs = self.initial()
+        return specs, len(specs)
+
     def describe(self) -> str:
         return self.label or f"{self.count:,} requests"
 
@@ -89,6 +98,9 @@ class ConcurrencyLimit(RequestSource):
 
     def release(self) -> None:
         self.inner.release()  # the held iterator keeps what is still to be sent
+
+    def traffic(self) -> tuple[list[RequestSpec], int] | None:
+        return self.inner.traffic()
 
     def on_finish(self, spec, t, completed, idle=False):
         nxt = next(self.held, None) if self.held is not None else None
@@ -191,6 +203,9 @@ class SessionSource(RequestSource):
 
     def initial(self) -> list[RequestSpec]:
         return self.first_turns
+
+    def traffic(self) -> tuple[list[RequestSpec], int]:
+        return self.first_turns + [spec for spec, _ in self.next_turn.values()], len(self.first_turns)
 
     def held_back(self) -> int:
         return sum(self.ended.values())
