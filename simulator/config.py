@@ -600,10 +600,11 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                                         "engine.max_model_len")
     tokens, seqs = _budgets(e, hw, max_model_len)
     layout = kv_layout(arch, tp, e.disable_hybrid_kv_cache_manager)
-    blocks, pool, max_model_len = _kv_blocks(scenario, arch, hw, layout, tp, ep, tokens, max_model_len)
-    if e.long_prefill_token_threshold > max_model_len:  # vLLM 0.33's SchedulerConfig refuses it too
+    # vLLM's SchedulerConfig refuses it, against the length before an auto-fit to the pool (which comes later)
+    if e.long_prefill_token_threshold > max_model_len:
         raise ConfigError("engine.long_prefill_token_threshold", f"{e.long_prefill_token_threshold} is above "
                                                                   f"max_model_len ({max_model_len}): vLLM refuses it")
+    blocks, pool, max_model_len = _kv_blocks(scenario, arch, hw, layout, tp, ep, tokens, max_model_len)
     async_scheduling = True if e.async_scheduling is None else e.async_scheduling
     sp = scenario.speculative
     decode_query_len = 1 + (sp.num_speculative_tokens if sp.method != "none" else 0)  # tokens a decode schedules

@@ -144,10 +144,16 @@ def dump_yaml(data, flow: bool = False) -> str:
     return yaml.dump(data, Dumper=_Dumper, sort_keys=False)
 
 
-def safe_load_bounded(text: str):
+class _SafeLoader(yaml.SafeLoader):
+    """PyYAML's own YAML 1.1 (yes is true, 0777 is octal 511): for a file another program reads with
+    yaml.safe_load (vLLM's --config), read here as it reads it."""
+
+
+def safe_load_bounded(text: str, as_pyyaml: bool = False):
     """yaml.safe_load, but aliases that expand beyond MAX_YAML_NODES values are refused before anything is built.
-    Raises yaml.YAMLError, RecursionError (nesting past the stack) or TooLarge."""
-    loader = _Loader(text)
+    Numbers and booleans as _Loader reads them, or (as_pyyaml) as PyYAML's yaml.safe_load does, explicit tags
+    included. Raises yaml.YAMLError, RecursionError (nesting past the stack) or TooLarge."""
+    loader = (_SafeLoader if as_pyyaml else _Loader)(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -155,16 +161,17 @@ def safe_load_bounded(text: str):
         if (n := _expanded_size(node, {})) > MAX_YAML_NODES:
             raise TooLarge(f"expands to {n:,} values through its aliases, more than a setting can hold "
                            f"({MAX_YAML_NODES:,})")
-        _no_explicit_tags(loader, node, set())
+        if not as_pyyaml:
+            _no_explicit_tags(loader, node, set())
         return loader.construct_document(node)
     finally:
         loader.dispose()
 
 
-def load_yaml(text: str, field: str, where: str):
+def load_yaml(text: str, field: str, where: str, as_pyyaml: bool = False):
     """safe_load_bounded with its failures as one line naming the field and the place."""
     try:
-        return safe_load_bounded(text)
+        return safe_load_bounded(text, as_pyyaml)
     except TooLarge as exc:
         raise ConfigError(field, f"{where} {exc}") from None
     except yaml.YAMLError as exc:

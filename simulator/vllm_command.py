@@ -280,7 +280,7 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
     path = argv[i + 1]
     if path.split(".")[-1] not in ("yaml", "yml"):
         raise ConfigError(where, f"{path}: must be a .yaml or .yml file, as vLLM reads it")
-    config = load_yaml(read_settings_text(path, where), where, path)
+    config = load_yaml(read_settings_text(path, where), where, path, as_pyyaml=True)  # vLLM's yaml.safe_load
     if not isinstance(config, dict):
         raise ConfigError(where, f"{path}: must hold flag: value pairs (a mapping), as vLLM reads it")
     parser, _ = _parser("serve", version)
@@ -297,18 +297,17 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
             flags += [f"--{key}", json.dumps(value)]
         else:
             flags += [f"--{key}", str(value)]
+    model_first = bool(argv) and not argv[0].startswith("-")  # `vllm serve MODEL --config FILE ...`
+    if not model_first and "--model" not in flags and not any(re.match(r"^--model(=.+|$)", a) for a in argv):
+        raise ConfigError(where, "no model: vLLM needs it right after `serve` (or as `model:` in the file)")
     rest = argv[:i] + argv[i + 2:]
-    first = 1 if rest and not rest[0].startswith("-") else 0  # the model, given on the line
+    first = 1 if model_first else 0
     return rest[:first] + flags + rest[first:]
 
 
 def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSION) -> VllmCommand:
     """`vllm serve ...` and `vllm bench serve ...` (without their leading words) -> scenario settings."""
     serve = parse(with_config_file(serve_argv, version), "serve", version)
-    active, seqs = serve.get("max_num_active_seqs"), serve.get("max_num_seqs")
-    if active is not None and seqs is not None and active > seqs:  # vLLM 0.33's SchedulerConfig refuses it
-        raise ConfigError("vllm serve --max-num-active-seqs", f"{active} is above --max-num-seqs ({seqs}): vLLM "
-                                                              f"refuses it")
     bench = parse(bench_argv, "bench_serve", version)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
     serve.pop("model", None)
@@ -380,6 +379,20 @@ def decided_by(cmd: VllmCommand, key: str) -> str | None:
             return f"vLLM {cmd.version}, which has no --{dest.replace('_', '-')}: its servers run without it"
         return _flag("serve", dest, cmd.version) + ("" if dest in cmd.given else ", left at vLLM's default")
     return None
+
+
+def check_resolved(cmd: VllmCommand, sets: list[str]) -> None:
+    """What vLLM checks against values it derives (max_num_seqs from its defaults): --max-num-active-seqs, which
+    servesim records but does not model, may not exceed the max_num_seqs the engine resolves to."""
+    from servesim.simulator.config import load
+
+    active = cmd.not_modelled.get("vllm serve --max-num-active-seqs")
+    if active is None:
+        return
+    seqs = load(None, sets).max_num_seqs
+    if active > seqs:  # vLLM's SchedulerConfig refuses it
+        said = "--max-num-seqs" if "max_num_seqs" in cmd.given else "max_num_seqs, vLLM's default here"
+        raise ConfigError("vllm serve --max-num-active-seqs", f"{active} is above {said} ({seqs}): vLLM refuses it")
 
 
 def as_flag_error(cmd: VllmCommand, sets: list[str], exc: ConfigError) -> ConfigError:

@@ -497,6 +497,8 @@ def test_the_served_name_labels_the_metrics_as_vllms_server_does(tmp_path, capsy
      "vllm serve --long-prefill-token-threshold: 9000 is above max_model_len (8192)"),
     (["serve", MODEL, "--max-num-active-seqs", "20", "--max-num-seqs", "10"],
      "vllm serve --max-num-active-seqs: 20 is above --max-num-seqs (10)"),
+    (["serve", MODEL, "--max-num-active-seqs", "2000"],  # round 61: against the default max_num_seqs too
+     "vllm serve --max-num-active-seqs: 2000 is above max_num_seqs, vLLM's default here (1024)"),
     (["serve", MODEL, "--config", "/nonexistent/v.yaml"], "vllm serve --config: file not found"),
     (["serve", MODEL, "--config", "v.json"], "vllm serve --config: v.json: must be a .yaml or .yml file"),
     (["serve", MODEL, "--config"], "vllm serve --config: expects a file"),
@@ -533,6 +535,14 @@ def test_a_vllm_config_file_gives_flags_the_command_line_overrides(tmp_path):
     cfg.write_text("max-num-seqz: 4\n")
     with pytest.raises(ConfigError, match="unrecognized arguments: --max-num-seqz 4"):
         read([MODEL, "--config", str(cfg)], [])
+    # round 61: read as vLLM's yaml.safe_load reads it (YAML 1.1: yes/off are booleans, 0777 is octal)
+    cfg.write_text("enforce-eager: yes\nasync-scheduling: off\nmax-num-seqs: 0777\n")
+    s = read([MODEL, "--config", str(cfg)], []).settings
+    assert s["engine.enforce_eager"] is True and s["engine.async_scheduling"] is False and s["engine.max_num_seqs"] == 511
+    with pytest.raises(ConfigError, match="vllm serve --config: no model: vLLM needs it right after `serve`"):
+        read(["--config", str(cfg), MODEL], [])  # vLLM: "No model specified!"
+    cfg.write_text(f"model: {MODEL}\n")
+    assert read(["--config", str(cfg), "-tp", "2"], []).settings["engine.tensor_parallel_size"] == 2
 
 
 def test_throughput_performance_mode_doubles_the_default_budgets(capsys):
@@ -565,3 +575,12 @@ def test_config_vllm_says_each_setting_its_line_cannot_carry(setting, says, caps
     assert f"note: {says}" in captured.err and captured.out.startswith("vllm serve ")
     assert main(["config", "--vllm"]) == 0
     assert "has no vllm serve flag" not in capsys.readouterr().err
+
+
+def test_round_61_long_prefill_threshold_is_checked_before_the_auto_fit(tmp_path, capsys):
+    """vLLM checks long_prefill_token_threshold against max_model_len before fitting `auto` to the pool: a line
+    vLLM starts was refused against the fitted length."""
+    assert main(["vllm", "--config", "serve", MODEL, "--long-prefill-token-threshold", "5000", "--max-model-len",
+                 "auto", "--gpu-memory-utilization", "0.11", "--", "bench", "serve", "--num-prompts", "5"]) == 0
+    config = yaml.safe_load(capsys.readouterr().out)
+    assert config["engine"]["max_model_len"] < 5000 == config["engine"]["long_prefill_token_threshold"]
