@@ -184,26 +184,34 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     units = max(1, math.ceil(target / capacity))
     row["replicas_by_capacity"] = units * unit_replicas  # the arithmetic alone (search max-rate, then divide)
     n = getattr(rs.scenario.workload, length.split(".")[-1], None) if length else None
-    for attempt in range(2):  # the arithmetic's fleet, then one more unit if routing leaves it short
-        fleet = sets + [override("cluster.replicas", units * unit_decode), override(LOAD[knob], target)]
+
+    def fleet(k: int) -> dict:
+        """The summary of k units at the target load (each unit sees as many requests or sessions as the search
+        ran it with; a trace: all of it)."""
+        sets_k = sets + [override("cluster.replicas", k * unit_decode), override(LOAD[knob], target)]
         if unit_prefill:
-            fleet.append(override("cluster.prefill_replicas", units * unit_prefill))
-        if n is not None:  # each unit sees as many requests (sessions) as the search ran it with (a trace: all)
-            fleet.append(override(length, n * units))
-        try:
-            s = simulate(load(scenario, fleet)).summary
-        except ConfigError as exc:  # a fleet past what one run holds: this candidate's answer, not the search's
-            return row | {"status": "unmet", "replicas": units * unit_replicas,
-                          "reason": f"the fleet for the target load ({units} x {per_unit} GPUs) cannot be "
-                                    f"simulated: {exc}"}
-        if meets(s, slos):
-            break
-        if attempt == 0:
+            sets_k.append(override("cluster.prefill_replicas", k * unit_prefill))
+        if n is not None:
+            sets_k.append(override(length, n * k))
+        return simulate(load(scenario, sets_k)).summary
+
+    try:
+        s = fleet(units)
+        if not meets(s, slos):  # routing left the arithmetic's fleet short: one unit more
             units += 1
-    else:
+            s = fleet(units)
+            if not meets(s, slos):
+                return row | {"status": "unmet", "replicas": units * unit_replicas,
+                              "reason": f"at the target load over {units * unit_replicas} replicas: "
+                                        f"{failed_because(s, slos)}"}
+        else:  # the capacity is the bracket's passing end: up to its failing end, fewer units may carry it
+            fewest = max(1, math.ceil(target / found["fails_at"])) if found.get("fails_at") else units
+            while units > fewest and meets(fewer := fleet(units - 1), slos):
+                units, s = units - 1, fewer
+    except ConfigError as exc:  # a fleet past what one run holds: this candidate's answer, not the search's
         return row | {"status": "unmet", "replicas": units * unit_replicas,
-                      "reason": f"at the target load over {units * unit_replicas} replicas: "
-                                f"{failed_because(s, slos)}"}
+                      "reason": f"the fleet for the target load ({units} x {per_unit} GPUs) cannot be "
+                                f"simulated: {exc}"}
     if trace:  # the replay speed one unit carries, and the requests per second that is
         row |= {"max_time_scale_per_replica": capacity, "max_rate_per_replica": capacity * s["offered_rate"] / target}
     elif sessions:  # the sessions per second one unit starts, and the requests (all their turns) per second
