@@ -504,6 +504,11 @@ def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int,
         if arch.num_experts % ep:
             raise ConfigError("engine.enable_expert_parallel", f"{arch.num_experts} experts do not divide over "
                                                                f"tensor_parallel_size x data_parallel_size = {ep} GPUs")
+    if arch.is_moe and dp > 1 and not e.enable_expert_parallel:
+        raise ConfigError("engine.data_parallel_size", f"{dp} ranks of a MoE model without expert parallelism: vLLM "
+                                                       f"then splits every expert over tensor_parallel_size x "
+                                                       f"data_parallel_size GPUs, which is not modelled; set "
+                                                       f"engine.enable_expert_parallel, or data_parallel_size 1")
     if dp > 1 and scenario.cluster.prefill_replicas:
         raise ConfigError("engine.data_parallel_size", "data parallel ranks with prefill/decode disaggregation "
                                                        "(cluster.prefill_replicas) are not modelled")

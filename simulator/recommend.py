@@ -461,8 +461,12 @@ def check_space(scenario, sets: list[str], axes: dict[str, list], rate: float | 
     from servesim.simulator.config import load_scenario
     from servesim.simulator.hardware import builtin_gpu_names
 
+    from servesim.simulator.vllm_command import unstartable
+
     flags = NAMED_FLAGS
-    load_scenario(scenario, sets)  # the scenario and its --set values alone: their own errors name their fields
+    base = load_scenario(scenario, sets)  # the scenario and its --set values alone: their own errors name their fields
+    if (why := unstartable(base.model_dump(mode="json"))) is not None:
+        raise ConfigError("--set", f"{why}: recommend searches deployments vLLM can start")
     from servesim.simulator.config import sets_give
 
     for key, why in [("cluster.replicas", "the search sizes the fleet"),
@@ -483,9 +487,11 @@ def check_space(scenario, sets: list[str], axes: dict[str, list], rate: float | 
             if key == "hardware.gpu" and v not in builtin_gpu_names():
                 raise ConfigError(flag, f"unknown GPU {v!r}; built-in: {', '.join(builtin_gpu_names())}")
             try:
-                load_scenario(scenario, sets + _sets({key: v}))
+                one = load_scenario(scenario, sets + _sets({key: v}))
             except ConfigError as exc:
                 raise ConfigError(flag, str(exc)) from None
+            if (why := unstartable(one.model_dump(mode="json"))) is not None:
+                raise ConfigError(flag, f"{why}: recommend searches deployments vLLM can start")
 
 
 SET_BY_THE_SEARCH = ("cluster.replicas", "workload.arrival.rate", "workload.time_scale")

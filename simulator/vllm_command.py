@@ -308,6 +308,13 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
 def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSION) -> VllmCommand:
     """`vllm serve ...` and `vllm bench serve ...` (without their leading words) -> scenario settings."""
     serve = parse(with_config_file(serve_argv, version), "serve", version)
+    if (why := unstartable({"engine": {"block_size": serve.get("block_size")}})) is not None:
+        raise ConfigError("vllm serve --block-size", why)
+    model_given = serve.get("model_tag") or serve.get("model")
+    if model_given in HF_IDS and (note := checkpoint_note({"engine": {"quantization": serve.get("quantization")}})):
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: {model_given} is a 16-bit checkpoint; {note}"])
     bench = parse(bench_argv, "bench_serve", version)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
     serve.pop("model", None)
@@ -759,6 +766,28 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
     raise ConfigError("vllm", "after `--` comes the client: `bench serve [vllm bench serve flags]`")
 
 
+KERNEL_BLOCK = 16  # vLLM's CUDA attention backends (FlashAttention, Triton, FlashInfer) take multiples of this
+PREQUANTIZED = ("awq", "awq_marlin", "gptq", "gptq_marlin", "modelopt_fp4")  # read from the checkpoint, not made
+
+
+def unstartable(settings: dict) -> str | None:
+    """Why vLLM on a CUDA GPU would not start these settings (servesim simulates them as a what-if)."""
+    block = (settings.get("engine") or {}).get("block_size")
+    if isinstance(block, int) and block % KERNEL_BLOCK:
+        return (f"block_size {block}: vLLM's CUDA attention backends (FlashAttention, Triton, FlashInfer) take a "
+                f"multiple of {KERNEL_BLOCK}, so vLLM would not start")
+    return None
+
+
+def checkpoint_note(settings: dict) -> str | None:
+    """A weight format vLLM reads from a checkpoint made so: the model's id must name that checkpoint."""
+    quantization = (settings.get("engine") or {}).get("quantization")
+    if quantization in PREQUANTIZED:
+        return (f"--quantization {quantization} reads weights quantized so: give the id of a checkpoint quantized "
+                f"with {quantization} (vLLM does not quantize a 16-bit one to it, and would not start)")
+    return None
+
+
 def _without_a_flag(settings: dict) -> list[str]:
     """Engine and policy settings moved from their defaults that no `vllm serve` flag says (servesim's own
     policies, its memory reserve, V0's swapping): the line deploys vLLM without them, so each is said."""
@@ -819,7 +848,7 @@ def serve_command(settings: dict, version: str = VLLM_VERSION) -> tuple[str, lis
             words.append(row["flag"] if value else negatives(row)[0]) if value or negatives(row) else None
             continue
         words += [row["flag"], str(value)]
-    notes += _without_a_flag(settings)
+    notes += [n for n in (unstartable(settings), checkpoint_note(settings)) if n] + _without_a_flag(settings)
     cluster = settings.get("cluster") or {}
     replicas, prefill = cluster.get("replicas", 1), cluster.get("prefill_replicas", 0)
     if prefill:  # vLLM's disaggregated serving: instances of each role joined by a KV connector, behind a proxy

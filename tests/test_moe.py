@@ -139,14 +139,17 @@ def test_expert_parallel_spreads_whole_experts_and_vllm_refusals_hold():
     m = ep.arch
     per_gpu = (m.weight_bytes - m.expert_weight_bytes) + m.expert_weight_bytes / 2  # attention whole, half the experts
     assert m.weight_bytes_per_gpu(1, 2) == per_gpu
-    assert ep.num_gpu_blocks > load(None, base + ["engine.data_parallel_size=2"]).num_gpu_blocks  # room for KV
+    assert ep.num_gpu_blocks > load(None, base).num_gpu_blocks  # half the experts a GPU: room for KV
     from servesim.simulator.engine import simulate
 
     assert simulate(ep).summary["replicas"] == 2  # each DP rank its own scheduler and KV cache
     for sets, msg in ((["model=llama-3.1-8b", "engine.enable_expert_parallel=true"], "dense model"),
                       (base + ["engine.data_parallel_size=3", "engine.enable_expert_parallel=true"],
                        "128 experts do not divide over"),
-                      (base + ["engine.data_parallel_size=2", "cluster.prefill_replicas=1"], "disaggregation")):
+                      (base + ["engine.data_parallel_size=2", "engine.enable_expert_parallel=true",
+                               "cluster.prefill_replicas=1"], "disaggregation"),
+                      # round 62: vLLM splits every expert over TP x DP then; modelled as whole models per rank
+                      (base + ["engine.data_parallel_size=2"], "MoE model without expert parallelism")):
         with pytest.raises(ConfigError, match=msg):
             load(None, sets)
 

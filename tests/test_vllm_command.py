@@ -584,3 +584,24 @@ def test_round_61_long_prefill_threshold_is_checked_before_the_auto_fit(tmp_path
                  "auto", "--gpu-memory-utilization", "0.11", "--", "bench", "serve", "--num-prompts", "5"]) == 0
     config = yaml.safe_load(capsys.readouterr().out)
     assert config["engine"]["max_model_len"] < 5000 == config["engine"]["long_prefill_token_threshold"]
+
+
+def test_round_62_what_vllm_could_not_start_is_refused_or_said(tmp_path, capsys):
+    """vLLM's CUDA attention backends take block sizes in multiples of 16, and read AWQ/GPTQ/NVFP4 weights from a
+    checkpoint made so: `servesim vllm --block-size 8` ran, recommend ranked --block-size 7 first, and a 16-bit
+    model with --quantization awq was printed as a line to deploy, all without a word."""
+    assert main(["vllm", "--out", str(tmp_path / "v"), "serve", MODEL, "--block-size", "8", *BENCH]) == 2
+    assert "vllm serve --block-size: block_size 8: vLLM's CUDA attention backends" in capsys.readouterr().err
+    assert main(["recommend", "--rate", "4", "--slo", "ttft_p99_ms=500", "--gpu", "h100-sxm", "--grid",
+                 "engine.block_size=16,7", "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--grid: block_size 7" in err[0] and "recommend searches deployments vLLM can start" in err[0]
+    assert main(["config", "--vllm", "--set", "engine.block_size=8", "--set", "engine.quantization=awq"]) == 0
+    err = capsys.readouterr().err
+    assert "note: block_size 8: vLLM's CUDA attention backends" in err
+    assert "note: --quantization awq reads weights quantized so" in err
+    from servesim.simulator import config
+
+    config._WARNED.clear()
+    read([MODEL, "--quantization", "gptq"], [])
+    assert f"warning: {MODEL} is a 16-bit checkpoint; --quantization gptq" in capsys.readouterr().err
