@@ -181,6 +181,12 @@ def test_searches_and_capacity(tmp_path):
     (lambda: servesim.simulate(None, requests=[servesim.RequestSpec(0, 0.0, 9, 5, prefix_ids=(1, 2))]),
      "requests[0].prefix_block_tokens"),
     (lambda: servesim.simulate(None, requests=[{"prompt_tokens": 5}]), "requests[0]"),
+    # round 62: a session id past 2**53 ran, then crashed the write half done (parquet), leaving an unreplayable folder
+    (lambda: servesim.simulate(None, requests=[servesim.RequestSpec(0, 0.0, 9, 5, session_id=2**63)]),
+     "requests[0].session_id: must be None or an integer at most 9,007,199,254,740,992"),
+    (lambda: servesim.simulate(None, requests=[servesim.RequestSpec(0, 0.0, 20, 5, prefix_ids=(2**70,),
+                                                                    prefix_block_tokens=16)]),
+     "requests[0].prefix_ids: must be a tuple of integer content ids, each at most"),
     # a request without a class ran classless (a "nan" class in the summary); its config.yaml drew it one
     (lambda: servesim.simulate(None, {"workload.slo_classes": {"x": {"ttft_ms": 100}}},
                                requests=[servesim.RequestSpec(0, 0.0, 5, 3, slo_class="x"),
@@ -246,3 +252,12 @@ def test_numpy_values_and_paths_at_any_depth_are_values(tmp_path):
     assert servesim.max_rate(None, {"ttft_p99_ms": np.float64(500)}, base)["runs"] >= 1
     model = pathlib.Path(__file__).resolve().parents[1] / "simulator" / "data" / "models" / "llama-3.1-8b.yaml"
     assert servesim.capacity(model, "h200-sxm") == servesim.capacity(str(model), "h200-sxm")
+
+
+def test_round_62_trace_ids_past_2_53_are_refused_where_they_are_made(tmp_path):
+    """read_trace(first_id=2**62) made ids a run then called not unique (they were: too large to stay exact)."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(f'{{"arrival_time": {i}, "prompt_tokens": 5, "output_tokens": 2}}\n' for i in range(3)))
+    with pytest.raises(servesim.ConfigError, match="first_id: 9,007,199,254,740,991: the last of 3 request ids"):
+        servesim.read_trace(str(trace), first_id=2**53 - 1)
+    assert [s.request_id for s in servesim.read_trace(str(trace), first_id=2**53 - 2)][-1] == 2**53

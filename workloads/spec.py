@@ -78,14 +78,16 @@ def checked_specs(specs, where: str = "requests") -> list[RequestSpec]:
             bad("max_tokens", f"None or an integer in [1, {MAX_TOKENS:,}]")
         for name, least in (("priority", -MAX_INT), ("turn", 0)):
             if not (integer(getattr(s, name)) and least <= getattr(s, name) <= MAX_INT):
-                bad(name, f"an integer >= {least:,}" if least == 0 else "an integer")
-        if s.session_id is not None and not integer(s.session_id):
-            bad("session_id", "None or an integer")
+                bad(name, f"an integer in [{least:,}, {MAX_INT:,}]")
+        # written to parquet and JSON as exact integers: a session id past 2**53 crashed the write, half done
+        if s.session_id is not None and not (integer(s.session_id) and abs(s.session_id) <= MAX_INT):
+            bad("session_id", f"None or an integer at most {MAX_INT:,} in size")
         if s.slo_class is not None and not isinstance(s.slo_class, str):
             bad("slo_class", "None or a class name")
         ids = s.prefix_ids
-        if isinstance(ids, (str, bytes)) or not isinstance(ids, (tuple, list)) or not all(integer(x) for x in ids):
-            bad("prefix_ids", "a tuple of integer content ids")
+        if isinstance(ids, (str, bytes)) or not isinstance(ids, (tuple, list)) or \
+                not all(integer(x) and abs(x) <= MAX_INT for x in ids):
+            bad("prefix_ids", f"a tuple of integer content ids, each at most {MAX_INT:,} in size")
         if ids and not (integer(s.prefix_block_tokens) and 1 <= s.prefix_block_tokens <= MAX_TOKENS):
             bad("prefix_block_tokens", "the tokens each prefix id names (an integer >= 1)")
         if ids and len(ids) > -(-s.prompt_tokens // s.prefix_block_tokens):  # as a trace file's rows are read

@@ -535,6 +535,8 @@ def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, s
                                         f"at most {MAX_SECONDS:g} s can be simulated")
     no_extra: dict = {}
     kept = order.tolist()
+    if first_id + len(kept) - 1 > MAX_INT:  # the ids must stay exact in JSON, pandas and parquet
+        raise ConfigError("first_id", f"{first_id:,}: the last of {len(kept):,} request ids would pass {MAX_INT:,}")
     # which rows record a priority (only servesim's own format can): a replay keeps it, draws only the others'
     recorded = [rows.extra[i].get("priority") is not None for i in kept] if rows.extra else [False] * len(kept)
     specs = [RequestSpec(first_id + k, a, p, o, **(_with_priority(rows.extra[i]) if rows.extra else no_extra))
