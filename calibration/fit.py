@@ -241,6 +241,9 @@ def _held_out_rows(df: pd.DataFrame, holdout: float, seed: int) -> np.ndarray:
     return np.isin(group, chosen)
 
 
+MIN_HELD_OUT = 5  # held-out measurements below which the held-out error is said to mean little
+
+
 def fit_step_model(df: pd.DataFrame, holdout: float = 0.2, seed: int = 0, source: str = "measurements") -> FitResult:
     """Fit on a random (1 - holdout) of the points; report the error on the rest."""
     if not (isinstance(holdout, (int, float)) and 0 < holdout < 1):
@@ -253,6 +256,11 @@ def fit_step_model(df: pd.DataFrame, holdout: float = 0.2, seed: int = 0, source
                                        f"a fit needs at least 8 (hold out less)")
     check_identifiable(df[~test], source, f"the {fitted} measurements left to fit on (--holdout {holdout:g}, "
                                           f"--seed {seed})")
+    if int(test.sum()) < MIN_HELD_OUT:  # an error over one or two points says little about the fit
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: --holdout {holdout:g} holds out {int(test.sum())} of {len(df)} measurements: "
+                  f"the held-out error rests on too few to mean much (hold out at least {MIN_HELD_OUT})"])
     coef = _fit(df[~test])
     pred = predict_ms(coef, df)
     y = df["time_ms"].to_numpy(float)

@@ -95,6 +95,18 @@ def test_a_holdout_that_leaves_too_little_to_fit_is_refused(holdout):
         fit_step_model(df, holdout=holdout)
 
 
+def test_a_holdout_of_a_point_or_two_is_said_to_mean_little(capsys):
+    """Round 62: --holdout 1e-9 held out one measurement and reported its error as the fit's held-out error."""
+    from servesim.simulator import config
+
+    config._WARNED.clear()
+    fit_step_model(synthetic("quick"), holdout=1e-9)
+    assert "--holdout 1e-09 holds out 1 of" in capsys.readouterr().err
+    config._WARNED.clear()
+    fit_step_model(synthetic("quick"), holdout=0.3)
+    assert "holds out" not in capsys.readouterr().err
+
+
 def test_check_on_a_device_this_machine_lacks_is_one_line():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
