@@ -362,6 +362,8 @@ def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grid
 
     from servesim.simulator.config import override
 
+    from servesim.simulator.sweep import table_cells  # a mapping or list value as its JSON text, as in sweep tables
+
     answer, below, _, searched = ANSWERS[kind]
     search = max_rate if kind == "max-rate" else min_replicas
     slos = parse_slos(slo_specs)
@@ -380,7 +382,8 @@ def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grid
                 raise
             r = {answer: None, "runs": 0, "reason": f"not searched: {exc}", "summary": {}}  # as a sweep's failed point
         s = r["summary"]
-        rows.append(point | {answer: r[answer], below: r.get(below), "runs": r["runs"], "reason": r.get("reason")}
+        rows.append(table_cells(point) | {answer: r[answer], below: r.get(below), "runs": r["runs"],
+                                          "reason": r.get("reason")}
                     | ({"stable": r.get("stable"), "run_length": r.get("run_length"), "held_up_to": r.get("held_up_to")}
                        if kind == "max-rate" else {})
                     | {k: s.get(k) for k in slos} | {"request_throughput": s.get("request_throughput")})

@@ -227,7 +227,7 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
         return None if cached_only else _failed(run_id({"scenario": scenario, "set": overrides}), point, runs_dir, exc)
     rid = run_id(rs.as_dict())
     final = Path(runs_dir) / rid
-    row = {"run_id": rid} | _cells(point)
+    row = {"run_id": rid} | table_cells(point)
     if (final / "summary.json").is_file():
         cached = _cached_summary(final / "summary.json")
         if cached is not None:
@@ -291,7 +291,7 @@ def _failed(rid: str, point: dict, runs_dir: str, exc: Exception) -> dict:
     message = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
     path = _own(Path(runs_dir) / f"{rid}.error.txt")
     path.write_text(message + "\n" + traceback.format_exc())
-    return {"run_id": rid} | _cells(point) | {"error": message}
+    return {"run_id": rid} | table_cells(point) | {"error": message}
 
 
 def _own(path: Path) -> Path:
@@ -304,7 +304,7 @@ def _own(path: Path) -> Path:
     return path
 
 
-def _cells(point: dict) -> dict:
+def table_cells(point: dict) -> dict:
     """A point as table cells: a mapping or list value (a length distribution) as its JSON text."""
     return {k: json.dumps(_ordered(k, v)) if isinstance(v, (dict, list)) else v for k, v in point.items()}
 
@@ -357,7 +357,7 @@ def _grid_position(keys: list[str], points: list[dict]):
     10} would sort before {value: 1}; "auto" beside 4096 would not sort at all)."""
     seen = {k: {} for k in keys}
     for point in points:
-        for k, v in _cells(point).items():
+        for k, v in table_cells(point).items():
             if k in seen:
                 seen[k].setdefault(_hashable(v), len(seen[k]))
 
@@ -379,7 +379,7 @@ def _one_type_per_column(table: pd.DataFrame, keys: list[str], points: list[dict
     """An axis column parquet can hold, typed by the values the grid gave: whole numbers stay whole beside an
     unset (null) value, and a column mixing text and numbers (engine.max_model_len=auto,4096) is written as text."""
     for k in keys:
-        given = [_cells(p).get(k) for p in points]
+        given = [table_cells(p).get(k) for p in points]
         kinds = {bool if isinstance(v, bool) else int if isinstance(v, int) else float if isinstance(v, float)
                  else str for v in given if _hashable(v) is not None}
         if kinds == {int} and table[k].isna().any():

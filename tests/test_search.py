@@ -198,3 +198,18 @@ def test_round_61_the_api_refuses_goodput_without_classes_before_any_run():
     for search, extra in ((servesim.min_replicas, {"rate": 5}), (servesim.max_rate, {})):
         with pytest.raises(ConfigError, match="goodput_fraction is the share of requests meeting their SLO class"):
             search(None, {"goodput_fraction": 0.9}, {"workload.num_requests": 20}, **extra)
+
+
+def test_a_mapping_axis_is_written_as_json_in_a_search_table(tmp_path):
+    """Round 62: max_rate.csv wrote a mapping axis as Python's repr ({'dist': ...}) where sweep.csv writes JSON."""
+    import json
+
+    import pandas as pd
+
+    from servesim.simulator.cli import main
+
+    assert main(["search", "max-rate", "--slo", "ttft_p99_ms=500", "--set", "workload.num_requests=20",
+                 "--grid", "workload.output_tokens={dist: fixed, value: 8},{dist: fixed, value: 16}",
+                 "--tolerance", "0.5", "--out", str(tmp_path)]) in (0, 1)
+    cells = pd.read_csv(tmp_path / "max_rate.csv")["workload.output_tokens"]
+    assert [json.loads(c)["value"] for c in cells] == [8, 16]

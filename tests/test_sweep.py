@@ -283,7 +283,7 @@ def test_round_30_axis_pairs_canonical_values_and_plain_apostrophes():
     assert [p["name"] for p in sw.expand(["name=it's,b"], [], 1)] == ["it's", "b"]
     pts = sw.expand(["workload.slo_classes={a: {ttft_ms: 1}, b: {ttft_ms: 2}},{b: {ttft_ms: 2}, a: {ttft_ms: 1}}"],
                     [], 1)
-    cells = [sw._cells(p)["workload.slo_classes"] for p in pts]
+    cells = [sw.table_cells(p)["workload.slo_classes"] for p in pts]
     assert cells[0] != cells[1] and cells[0].index('"a"') < cells[0].index('"b"')
 
 
