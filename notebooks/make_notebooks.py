@@ -47,10 +47,10 @@ budgets = [512, 2048, 8192]
 rows = []
 for chunked in (True, False):
     for budget in budgets:
-        sets = [f"workload={{type: trace, path: {trace}, duration_s: {window}, time_scale: {rate_x}}}",
-                f"engine.max_num_batched_tokens={budget}", f"engine.enable_chunked_prefill={str(chunked).lower()}"]
+        sets = {"workload": {"type": "trace", "path": str(trace), "duration_s": window, "time_scale": rate_x},
+                "engine.max_num_batched_tokens": budget, "engine.enable_chunked_prefill": chunked}
         if not chunked:
-            sets.append("engine.max_model_len=8192")   # vLLM needs budget >= max_model_len without chunking
+            sets["engine.max_model_len"] = 8192   # vLLM needs budget >= max_model_len without chunking
         if not chunked and budget < 8192:
             continue
         s = servesim.simulate(None, sets).summary
