@@ -44,7 +44,19 @@ read_trace = checked_args(traces.read_trace, path="path", fmt="text", time_scale
                           duration_s="number", sample="number", limit="int", seed="count", first_id="count",
                           hash_block_tokens="int", use_hash_ids="bool")
 describe_file = checked_args(traces.describe_file, path="path", fmt="text")
-describe_trace = checked_args(traces.describe_trace, specs="list", block_tokens="int", skipped="count")
+
+
+def _describe_checked(specs, *, block_tokens=None, skipped=0):
+    """traces.describe_trace on requests checked as simulate's `requests=` are (a file's are, by its reader): a
+    nan arrival or a repeated id is refused by name, not summarised."""
+    from servesim.workloads.spec import checked_specs
+
+    return traces.describe_trace(checked_specs(specs, "specs"), block_tokens=block_tokens, skipped=skipped)
+
+
+_describe_checked.__name__ = _describe_checked.__qualname__ = "describe_trace"
+_describe_checked.__doc__ = traces.describe_trace.__doc__
+describe_trace = checked_args(_describe_checked, specs="list", block_tokens="int", skipped="count")
 
 ScenarioLike = Union[str, os.PathLike, Mapping, Scenario, None]
 Overrides = Union[Mapping[str, Any], Sequence[str], None]

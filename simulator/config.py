@@ -85,9 +85,12 @@ class EngineSettings(Settings):
     max_cudagraph_capture_size: Tokens | None = Field(
         None, description="None: vLLM's min(2 x max_num_seqs, 512), at most max_num_batched_tokens; larger steps run eager")
     swap_space: float = Field(4.0, ge=0, le=MAX_GIB, description="GiB of host memory for swapped-out KV blocks (vLLM V0)")
-    max_num_queued_reqs: int | None = Field(None, ge=1, le=MAX_REQUESTS, description="reject (503) when unfinished requests + 1 exceed it")
-    max_num_queued_tokens: PositiveInt | None = Field(
-        None, description="reject (503) when prompt tokens of requests without a first token reach it")
+    max_num_queued_reqs: int | None = Field(
+        None, ge=0, le=MAX_REQUESTS, description="reject (503) when unfinished requests + 1 exceed it, counted over "
+                                                 "the deployment's DP ranks (vLLM's API server); 0 refuses every one")
+    max_num_queued_tokens: int | None = Field(
+        None, ge=0, description="reject (503) when prompt tokens of requests without a first token, over the "
+                                "deployment's DP ranks, reach it; 0 refuses every one")
     usage_context: Literal["openai_server", "llm_class"] = "openai_server"
     performance_mode: Literal["balanced", "interactivity", "throughput"] = Field(
         "balanced", description="vLLM's: throughput doubles the default token budget and max_num_seqs (those not "

@@ -253,6 +253,9 @@ def load_profile(spec: str | dict) -> Profile:
         else:
             f = _builtin_profiles() / f"{spec}.yaml"
             if not f.is_file():
+                if path.exists() or len(path.parts) > 1:  # a path, not a name: say what a profile file is
+                    raise ConfigError("profile", f"{spec!r} is not a profile: a profile file is YAML (.yaml or "
+                                                 f".yml){'' if path.exists() else ', and this path does not exist'}")
                 raise ConfigError("profile", f"unknown profile {spec!r}; built-in: {', '.join(builtin_profile_names())}, or a path to a profile YAML")
             data, where = copy.deepcopy(_builtin_profile_data(spec)), f"built-in {spec}"
     if not isinstance(data, dict):

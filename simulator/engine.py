@@ -65,6 +65,7 @@ class Replica:
         self.scheduler = Scheduler(settings, self.kv, make_queue_policy(p.queue, p.preemption_victim), batching,
                                    preemption, admission, self.speculation)
         self.max_num_queued_reqs, self.max_num_queued_tokens = e.max_num_queued_reqs, e.max_num_queued_tokens
+        self.deployment = [self]  # the engines behind this one's API server (its DP ranks): the queue limits count them all
         budget = rs.max_num_batched_tokens
         self.prefill_tokens_per_s = budget / cost(BatchShape(1, budget, budget * (budget + 1) // 2, 0, 0))
         self._step_time = cost
@@ -89,15 +90,18 @@ class Replica:
             self.scheduler.use_decode_cohort()  # steady decoders advanced implicitly (decode_cohort.py)
 
     def queue_full(self) -> bool:
-        """max_num_queued_reqs: one more unfinished request would exceed it."""
-        return self.max_num_queued_reqs is not None and self.unfinished + 1 > self.max_num_queued_reqs
+        """max_num_queued_reqs: one more unfinished request would exceed it. vLLM's API server counts the requests
+        of every DP rank it routes to (config/scheduler.py: "across all DP ranks")."""
+        return self.max_num_queued_reqs is not None and \
+            sum(r.unfinished for r in self.deployment) + 1 > self.max_num_queued_reqs
 
     def admission_error(self, req: Request) -> str | None:
         """vLLM's check_admission (AsyncLLM): an HTTP 503 at arrival, before the scheduler sees it."""
         sched = self.scheduler
         if self.queue_full():
             return "queue_full"
-        if self.max_num_queued_tokens is not None and sched.queued_prompt_tokens >= self.max_num_queued_tokens:
+        if self.max_num_queued_tokens is not None and \
+                sum(r.scheduler.queued_prompt_tokens for r in self.deployment) >= self.max_num_queued_tokens:
             return "queued_tokens_full"
         if self.ttft_slo_s is not None:  # essay 003: refuse work that cannot start within its SLO
             slo = self.ttft_slo_s.get(req.spec.slo_class, self.ttft_slo_default)
@@ -235,6 +239,8 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
             else None  # expert parallelism couples a deployment's DP ranks
         replicas.extend(Replica(env, i, rs, front_end, executor, lockstep=groups[i // dp] if groups else None)
                         for i in range(engines))
+        for r in replicas:
+            r.deployment = replicas[r.index // dp * dp:(r.index // dp + 1) * dp]
     if c.prefill_replicas or (len(replicas) > 1 and not isinstance(source, StaticSource)):
         # one replica's finish can then send work to another in the middle of its decode run, which a
         # run planned earlier cannot see: simulate step by step

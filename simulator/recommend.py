@@ -448,8 +448,9 @@ def axes_from(named: dict[str, str | None], grids: list[str]) -> dict[str, list]
             axes[key] = _values(f"{key}={given}", NAMED_FLAGS.get(key, key))[1]
     for spec in grids:
         key, values = _values(spec, "--grid")
-        if key in axes:
-            raise ConfigError("--grid", f"{key}: given twice")
+        if key in axes:  # a named flag gave it (--grid alone may give a named axis too)
+            raise ConfigError("--grid", f"{key}: searched by {NAMED_FLAGS[key]}; give its values there"
+                              if key in NAMED_FLAGS else f"{key}: given twice")
         axes[key] = values
     return axes
 

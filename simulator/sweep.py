@@ -106,6 +106,11 @@ def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: 
     """expand's points from axes already read: (setting, values, "--grid" or "--zip"), as the Python API gives."""
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ConfigError("--seeds", f"must be an integer >= 1, got {seeds!r}")
+    from servesim.workloads.settings import MAX_INT
+
+    if base_seed + seeds - 1 > MAX_INT:  # the first seed may be fine and a later one not: say which flags make it
+        raise ConfigError("--seeds", f"the runs' seeds, {base_seed:,} (--base-seed or the scenario's) to "
+                                     f"{base_seed + seeds - 1:,}, go past the largest seed, {MAX_INT:,}")
     fixed_keys = {f.split("=", 1)[0].strip() for f in fixed}
     seen: set = set()
     inside = lambda a, b: a.startswith(b + ".") or b.startswith(a + ".")  # noqa: E731 - a section and a key in it

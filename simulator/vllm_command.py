@@ -633,8 +633,7 @@ def _arrival(bench: dict, o: BenchOptions) -> dict:
         return (gaps if gaps["process"] != "constant" else {"process": "gamma", "cv": 1e-3}) | o.ramp_up
     if math.isinf(rate):
         return {"process": "burst"}  # vLLM sends every request at once (behind --max-concurrency, if given)
-    gaps = _gaps(b)
-    return gaps | {"rate": rate} | ({} if gaps["process"] == "constant" else {"fit_span": True})
+    return _gaps(b) | {"rate": rate, "fit_span": True}  # constant gaps too: the first sent after one
 
 
 def _gaps(b: float) -> dict:

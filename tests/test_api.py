@@ -1,6 +1,7 @@
 """The Python API (`import servesim`) gives what the CLI gives, and refuses what the CLI refuses."""
 
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 import servesim
 from servesim.simulator.cli import main
 from servesim.simulator.config import apply_overrides, override
+from servesim.workloads.spec import RequestSpec
 
 SMALL = {"workload.num_requests": 30, "workload.arrival.rate": 6}
 
@@ -215,6 +217,12 @@ def test_searches_and_capacity(tmp_path):
     (lambda: servesim.read_trace("x.csv", seed=1.5), "seed: must be a non-negative integer"),
     (lambda: servesim.read_trace("x.csv", first_id=-5), "first_id: must be a non-negative integer"),
     (lambda: servesim.describe_trace("abc"), "specs: must be a list"),
+    # checked as simulate(requests=) checks them: these were an AttributeError, a NaN summarised, a row counted twice
+    (lambda: servesim.describe_trace([1, 2]), "specs[0]: must be a RequestSpec, got int"),
+    (lambda: servesim.describe_trace([RequestSpec(0, math.nan, 5, 5)]), "specs[0].arrival_time: must be"),
+    (lambda: servesim.describe_trace([RequestSpec(0, 0, -5, 5)]), "specs[0].prompt_tokens: must be"),
+    (lambda: servesim.describe_trace([RequestSpec(0, 0, 5, 5), RequestSpec(0, 1, 5, 5)]),
+     "specs[1].request_id: must be an integer no other request has"),
     (lambda: servesim.describe_file(None), "path: must be a path"),
     (lambda: servesim.simulate(None, {"workload.num_requests": 3}).write(5), "out_dir: must be a path"),
 ])

@@ -253,6 +253,8 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
 @pytest.mark.parametrize("argv,needle", [
     (["sweep", "--grid", "seed=1,2"], "seed is set by --seeds"),
     (["sweep", "--set", "seed=5", "--base-seed", "9"], "--base-seed: the runs' first seed, given twice"),
+    (["sweep", "--base-seed", str(2**53), "--seeds", "2"], "--seeds: the runs' seeds, 9,007,199,254,740,992 "
+                                                            "(--base-seed or the scenario's) to 9,007,199,254,740,993"),
     (["sweep", "--grid", "engine.nope=1,2"], "engine.nope: unknown setting"),
     (["sweep", "--grid", "engine.max_num_seqs=[1,2"], "not valid YAML"),
     (["sweep", "--grid", "engine.max_num_seqs="], "no values"),

@@ -75,6 +75,19 @@ def test_teaching_profile_is_the_essays_three_constants():
     assert m.step_time(BatchShape(1, 1000, 0, 0, 0)) * 1000 == pytest.approx(18.0 + 0.12 + 30.0)
 
 
+def test_a_profile_path_that_is_no_yaml_is_said_so(tmp_path):
+    """A records file given as a profile was an "unknown profile" with the list of built-in names (round 63)."""
+    from servesim.simulator.errors import ConfigError
+
+    (tmp_path / "run.jsonl").write_text("{}\n")
+    with pytest.raises(ConfigError, match=r"run.jsonl' is not a profile: a profile file is YAML \(.yaml or .yml\)$"):
+        load_profile(str(tmp_path / "run.jsonl"))
+    with pytest.raises(ConfigError, match="this path does not exist"):
+        load_profile(str(tmp_path / "gone.txt"))
+    with pytest.raises(ConfigError, match="unknown profile 'h100-llama'; built-in: .*teaching"):
+        load_profile("h100-llama")
+
+
 def test_roofline_is_memory_bound_for_decode_and_compute_bound_for_long_prefill():
     arch, hw = load_model("llama-3-8b"), load_hardware("h100-sxm")
     m = RooflineCostModel(arch, hw, RooflineCoefficients())

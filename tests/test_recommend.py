@@ -126,7 +126,7 @@ def test_no_candidate_meeting_the_slos_exits_1_and_says_why(tmp_path, capsys):
     (["--set", "cluster.replicas=3"], "--set: cluster.replicas: the search sizes the fleet"),
     (["--rate", "4", "--set", "workload.arrival.rate=3"], "--set: workload.arrival.rate: --rate gives the traffic"),
     (["--gpu", "h100-sxm", "--set", "hardware.gpu=h200-sxm"], "--set: hardware.gpu: it is an axis of the space (--gpu)"),
-    (["--gpu", "h100-sxm", "--grid", "hardware.gpu=h200-sxm"], "--grid: hardware.gpu: given twice"),
+    (["--gpu", "h100-sxm", "--grid", "hardware.gpu=h200-sxm"], "--grid: hardware.gpu: searched by --gpu; give"),
     (["--set", f"workload={{type: trace, path: {AZURE}}}", "--rate", "3"], "--rate: a trace's traffic is its own"),
     (["--set", "workload={type: closed_loop_nope}"], "workload"),
 ])

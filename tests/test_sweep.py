@@ -151,6 +151,7 @@ def test_ctrl_c_on_a_parallel_sweep_stops_it_and_the_table_holds_every_finished_
     """Ctrl-C as a terminal sends it (to the whole process group) while two workers run: the sweep exits 130 at
     once, no worker goes on to a queued point, nothing half-written is left in runs/, and every run folder on
     disk is a row of the table (runs that finished as the sweep stopped were on disk but not in it)."""
+    import io
     import os
     import signal
     import subprocess
@@ -163,7 +164,11 @@ def test_ctrl_c_on_a_parallel_sweep_stops_it_and_the_table_holds_every_finished_
     p = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not (tmp_path / "sweep.parquet").is_file() or not len(pd.read_parquet(tmp_path / "sweep.parquet")):
+        # read whole before parsing: the sweep replaces the file (atomically) after each run, and pyarrow reading
+        # the path met a replacement partway once ("Couldn't deserialize thrift"): its footer from one file, its
+        # rows from the next
+        table_now = lambda: pd.read_parquet(io.BytesIO((tmp_path / "sweep.parquet").read_bytes()))  # noqa: E731
+        while not (tmp_path / "sweep.parquet").is_file() or not len(table_now()):
             assert p.poll() is None and time.monotonic() < deadline, "the sweep ended or stalled before a first run"
             time.sleep(0.05)
         os.killpg(p.pid, signal.SIGINT)

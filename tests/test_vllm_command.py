@@ -291,6 +291,23 @@ def test_vllm_033_reports_the_clients_queue_and_the_servers_refusals(tmp_path, c
                     ("vllm:admission_rejections_total", "max_num_queued_tokens"): 0}
 
 
+@pytest.mark.parametrize("serve, completed", [
+    (["--max-num-queued-reqs", "10"], 10),
+    (["-dp", "2", "--max-num-queued-reqs", "10"], 10),  # was 10 per rank: 20
+    (["-dp", "2", "--max-num-queued-tokens", "2k"], 4),  # 0.33 reads it as a human-readable int, as vLLM does
+    (["-dp", "2", "--max-num-queued-reqs", "0"], 0),  # vLLM 0.33 takes 0: every request 503
+])
+def test_queue_limits_are_the_api_servers_over_every_dp_rank(tmp_path, serve, completed):
+    """vLLM 0.33 checks --max-num-queued-reqs/-tokens in its API server, counting the requests of every DP rank it
+    routes to (config/scheduler.py). 100 prompts of 512 tokens at once: 10 requests, or 4 prompts below 2,048
+    queued tokens (each counted until its first token), whatever the ranks."""
+    out = tmp_path / "out"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL, *serve, "--", "bench", "serve",
+                 "--random-input-len", "512", "--random-output-len", "16", "--random-range-ratio", "0",
+                 "--num-prompts", "100", "--save-result", "--result-filename", "r.json"]) == 0
+    assert json.loads((out / "r.json").read_text())["completed"] == completed
+
+
 @pytest.mark.parametrize("item, flag", [
     ("engine.max_num_seqs=3", "(vllm serve --max-num-seqs)"),
     ("engine.gpu_memory_utilization=0.5", "(vllm serve --gpu-memory-utilization, left at vLLM's default)"),
@@ -404,7 +421,18 @@ def test_what_vllms_client_takes_is_taken():
         arrival = read([MODEL], bench).settings["workload.arrival"]
         assert arrival["ramp_up_start_rps"] <= arrival["ramp_up_end_rps"]
     assert read([MODEL], ["--request-rate", "4", "--burstiness", "1e10"]).settings["workload.arrival"] == \
-        {"process": "constant", "rate": 4.0}
+        {"process": "constant", "rate": 4.0, "fit_span": True}
+
+
+@pytest.mark.parametrize("burstiness", ["1e7", "inf"])
+def test_constant_gaps_send_the_first_after_one_gap(burstiness):
+    """vLLM's client makes constant gaps (burstiness inf, or so large the gamma is one) as it makes any: the first
+    request after a gap of 1/rate, the last at N/rate. Sent at t=0, the run was a gap short (round 63)."""
+    from servesim.workloads.arrivals import Arrival
+
+    arrival = read([MODEL], ["--request-rate", "4", "--burstiness", burstiness]).settings["workload.arrival"]
+    times = Arrival(**arrival).times(8, None, np.random.default_rng(0))
+    np.testing.assert_allclose(times, np.arange(1, 9) / 4)
 
 
 def test_ramp_events_are_vllms_every_whole_rate_stamped_when_due(tmp_path, capsys):

@@ -41,7 +41,7 @@ class Arrival(Settings):
     ramp_up_strategy: Literal["linear", "exponential"] | None = None
     ramp_up_start_rps: float | None = Field(None, ge=0, le=MAX_RATE)
     ramp_up_end_rps: Rate | None = None
-    fit_span: bool = Field(False, description="poisson/gamma over num_requests: as vllm bench serve sends them, "
+    fit_span: bool = Field(False, description="poisson/gamma/constant over num_requests: as vllm bench serve sends them, "
                                               "the first after a gap of its own and the times scaled so the last "
                                               "is sent at num_requests / rate exactly")
 
@@ -65,8 +65,8 @@ class Arrival(Settings):
                 raise ValueError("an exponential ramp needs ramp_up_start_rps > 0")
         elif self.ramp_up_start_rps is not None or self.ramp_up_end_rps is not None:
             raise ValueError("ramp_up_start_rps and ramp_up_end_rps need ramp_up_strategy")
-        if self.fit_span and (self.process not in ("poisson", "gamma") or self.ramp_up_strategy is not None):
-            raise ValueError("fit_span applies to poisson and gamma arrivals without a ramp")
+        if self.fit_span and (self.process not in ("poisson", "gamma", "constant") or self.ramp_up_strategy is not None):
+            raise ValueError("fit_span applies to poisson, gamma and constant arrivals without a ramp")
         if self.process == "curve":
             ts = [t for t, _ in self.points]
             if len(ts) < 2 or any(b <= a for a, b in zip(ts, ts[1:])):
