@@ -54,6 +54,9 @@ class EngineSettings(Settings):
     block_size: int = Field(16, ge=1, le=MAX_BLOCK_SIZE)
     gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
     num_gpu_blocks_override: int | None = Field(None, ge=1, le=MAX_BLOCKS)
+    kv_cache_memory_bytes: int | None = Field(
+        None, ge=1, le=MAX_GIB * GIB, description="vLLM's: the KV cache of each GPU in bytes, in place of what "
+                                                  "gpu_memory_utilization leaves (which it then ignores)")
     enable_chunked_prefill: bool = True
     long_prefill_token_threshold: int = Field(0, ge=0, le=MAX_TOKENS)
     scheduler_reserve_full_isl: bool = True
@@ -545,6 +548,16 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
     pool = None
     if e.num_gpu_blocks_override:
         blocks = e.num_gpu_blocks_override
+    elif e.kv_cache_memory_bytes:  # vLLM takes it as given; more than the GPU holds fails its allocation
+        pool = e.kv_cache_memory_bytes
+        weights, reserved = math.ceil(arch.weight_bytes_per_gpu(tp, ep)), math.ceil(e.reserved_memory_gib * GIB)
+        if weights + reserved + pool > hw.memory_bytes:
+            raise ConfigError("engine.kv_cache_memory_bytes",
+                              f"{pool / GIB:.2f} GiB of KV cache beside {weights / GIB:.2f} GiB of weights"
+                              f"{f' and {reserved / GIB:.2f} GiB reserved' if reserved else ''} per GPU is more than "
+                              f"the {hw.memory_bytes / GIB:.1f} GiB of a {hw.name}: vLLM would run out of memory "
+                              f"allocating it")
+        blocks = num_blocks(pool, layout.page_bytes_per_token, e.block_size)
     else:
         # per GPU of the TP group: its share of the weights, its share of every token's KV
         pool = kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, math.ceil(arch.weight_bytes_per_gpu(tp, ep)),
@@ -560,8 +573,9 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
         max_model_len = _fit_max_model_len(layout, tokens, e.block_size, blocks - 1, max_model_len)
         need = layout.max_blocks(max_model_len, tokens, e.block_size)
     if blocks - 1 < need:  # vLLM refuses to start when one max-length request cannot fit
-        field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.gpu_memory_utilization"
-        raise ConfigError(field, f"the KV pool ({blocks - 1} usable blocks of {e.block_size} tokens) cannot hold one "
+        field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else \
+            "engine.kv_cache_memory_bytes" if e.kv_cache_memory_bytes else "engine.gpu_memory_utilization"
+        raise ConfigError(field, f"the KV pool ({max(blocks - 1, 0)} usable blocks of {e.block_size} tokens) cannot hold one "
                                  f"request of max_model_len={max_model_len} ({need} blocks); lower engine.max_model_len "
                                  f"or give the cache more memory")
     return blocks, pool, max_model_len
@@ -594,7 +608,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                        bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
                        host_link_gbps=h.host_link_gbps,
                        gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
-    if not e.num_gpu_blocks_override and (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
+    if not e.num_gpu_blocks_override and not e.kv_cache_memory_bytes and \
+            (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
         raise err
     check_formats(arch, hw, e.quantization)
     routing = scenario.moe.routing

@@ -69,6 +69,10 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
                   e.max_num_seqs is not None, e, "engine", ["performance_mode"],
                   "throughput doubles only default budgets, and max_num_batched_tokens and max_num_seqs are given"))
     rules.append((p.batching != "static", p, "policies", ["static_batch_size"], f"policies.batching is {p.batching}"))
+    rules.append((e.kv_cache_memory_bytes is not None and e.num_gpu_blocks_override is None, e, "engine",
+                  ["gpu_memory_utilization"], "engine.kv_cache_memory_bytes sizes the KV cache (vLLM ignores it then)"))
+    rules.append((e.num_gpu_blocks_override is not None, e, "engine", ["kv_cache_memory_bytes"],
+                  "engine.num_gpu_blocks_override gives the KV pool's blocks"))
     rules.append((e.tensor_parallel_size * e.data_parallel_size == 1, e, "engine", ["enable_expert_parallel"],
                   "one GPU (tensor_parallel_size x data_parallel_size = 1) holds every expert"))
     w = scenario.workload

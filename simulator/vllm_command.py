@@ -237,6 +237,7 @@ SERVE_SETTINGS = {
     "data_parallel_size": "engine.data_parallel_size", "enable_expert_parallel": "engine.enable_expert_parallel",
     "kv_cache_dtype": "engine.kv_cache_dtype", "quantization": "engine.quantization",
     "scheduling_policy": "policies.queue", "num_gpu_blocks_override": "engine.num_gpu_blocks_override",
+    "kv_cache_memory_bytes": "engine.kv_cache_memory_bytes",
     "async_scheduling": "engine.async_scheduling", "enforce_eager": "engine.enforce_eager",
     "max_cudagraph_capture_size": "engine.max_cudagraph_capture_size",
     "scheduler_reserve_full_isl": "engine.scheduler_reserve_full_isl",

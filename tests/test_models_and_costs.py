@@ -67,6 +67,25 @@ def test_pool_from_memory_weights_and_utilisation():
     assert load(None, ["engine.reserved_memory_gib=4"]).num_gpu_blocks < load(None, []).num_gpu_blocks
 
 
+def test_kv_cache_memory_bytes_sizes_the_pool_as_vllm_takes_it(capsys):
+    """vLLM's --kv-cache-memory-bytes: the pool is that many bytes a GPU, whatever gpu_memory_utilization says
+    (it was recorded and warned, not modelled: a 4 GiB cache simulated as ~58 GiB); past the GPU, refused."""
+    from servesim.simulator.errors import ConfigError
+
+    base = ["hardware.gpu=generic-80gb", "engine.max_model_len=8192"]
+    for util in (0.5, 0.9):
+        rs = load(None, base + ["engine.kv_cache_memory_bytes=4294967296", f"engine.gpu_memory_utilization={util}"])
+        assert rs.num_gpu_blocks == 4 * 2**30 // (131072 * 16) == 2048
+    assert "engine.gpu_memory_utilization has no effect: engine.kv_cache_memory_bytes" in capsys.readouterr().err
+    over = load(None, base + ["engine.num_gpu_blocks_override=600", "engine.kv_cache_memory_bytes=4294967296"])
+    assert over.num_gpu_blocks == 600
+    with pytest.raises(ConfigError, match=r"engine.kv_cache_memory_bytes: 70.00 GiB of KV cache beside 14.96 GiB of "
+                                          r"weights per GPU is more than the 80.0 GiB"):
+        load(None, base + [f"engine.kv_cache_memory_bytes={70 * 2**30}"])
+    with pytest.raises(ConfigError, match=r"engine.kv_cache_memory_bytes: the KV pool \(0 usable blocks"):
+        load(None, base + ["engine.kv_cache_memory_bytes=1000"])
+
+
 def test_teaching_profile_is_the_essays_three_constants():
     p = load_profile("teaching")
     m = LinearCostModel(LinearCoefficients(**p.coefficients))

@@ -424,6 +424,15 @@ def test_what_vllms_client_takes_is_taken():
         {"process": "constant", "rate": 4.0, "fit_span": True}
 
 
+@pytest.mark.parametrize("version", ["0.19.0", "0.33.0"])
+def test_kv_cache_memory_bytes_is_modelled_and_human_readable(version):
+    """Both releases take --kv-cache-memory-bytes as a human-readable int (4G = 4 GiB, 4g = 4e9) and size the KV
+    cache with it; it was typed a plain int (4G refused) and recorded as not modelled (round 63)."""
+    for given, got in (("4G", 4 * 2**30), ("4g", 4 * 10**9), ("1000", 1000)):
+        cmd = read([MODEL, "--kv-cache-memory-bytes", given], [], version=version)
+        assert cmd.settings["engine.kv_cache_memory_bytes"] == got and not cmd.not_modelled
+
+
 @pytest.mark.parametrize("burstiness", ["1e7", "inf"])
 def test_constant_gaps_send_the_first_after_one_gap(burstiness):
     """vLLM's client makes constant gaps (burstiness inf, or so large the gamma is one) as it makes any: the first
