@@ -206,6 +206,7 @@ class BenchOptions:
     percentile_metrics: list[str] = field(default_factory=lambda: ["ttft", "tpot", "itl"])
     metric_percentiles: list[float] = field(default_factory=lambda: [99.0])
     vllm_version: str = VLLM_VERSION  # the release whose result file is written
+    server_metrics: bool = False  # vllm serve --enable-per-request-metrics (0.33): each response's queue time, TTFT
 
 
 @dataclass
@@ -334,10 +335,15 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
             if dest == "max_model_len" and value == -1:  # 'auto' or -1: vLLM fits it to the KV pool
                 value = "auto"
             settings[SERVE_SETTINGS[dest]] = value
-        elif dest not in SPEC_SHORTHANDS and dest not in ("speculative_config", "served_model_name"):
+        elif dest not in SPEC_SHORTHANDS and dest not in ("speculative_config", "served_model_name",
+                                                          "enable_per_request_metrics"):
             not_modelled[_flag("serve", dest, version)] = value
     settings.update(_speculation(serve, version, not_modelled))
     options, workload = _bench(bench, not_modelled, version)
+    options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
+    if options.server_metrics and serve.get("disable_log_stats"):  # vLLM's check (entrypoints/common/cli_args.py)
+        raise ConfigError("vllm serve --enable-per-request-metrics", "requires engine statistics logging; remove "
+                                                                     "--disable-log-stats, as vLLM says")
     workload["workload.request_max_tokens"] = True  # vllm bench serve sends each output length as max_tokens
     # which the API server refuses past max_model_len (0.19) or lowers to fit (0.33's get_max_tokens)
     workload["workload.max_tokens_past_context"] = "refuse" if version == "0.19.0" else "lower"

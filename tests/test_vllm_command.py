@@ -424,6 +424,33 @@ def test_what_vllms_client_takes_is_taken():
         {"process": "constant", "rate": 4.0, "fit_span": True}
 
 
+def test_per_request_metrics_put_the_servers_timings_in_the_detailed_file(tmp_path, capsys):
+    """0.33's `vllm serve --enable-per-request-metrics`: each streamed response ends with the server's queue time
+    and TTFT, which vllm bench serve --save-detailed keeps as server_queue_times and server_ttfts (None for a
+    refused request), right after rtfx; without the flag, or without --save-detailed, vLLM writes neither."""
+    def run(name, serve, detailed=("--save-detailed",)):
+        out = tmp_path / name
+        assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL, "--max-num-queued-reqs", "15", *serve,
+                     "--", "bench", "serve", "--num-prompts", "20", "--random-input-len", "256",
+                     "--random-output-len", "8", "--save-result", "--result-filename", "r.json", *detailed]) == 0
+        return json.loads((out / "r.json").read_text()), pd.read_parquet(out / "requests.parquet")
+
+    r, req = run("on", ["--enable-per-request-metrics"])
+    keys = list(r)
+    assert keys[keys.index("rtfx") + 1:keys.index("rtfx") + 3] == ["server_queue_times", "server_ttfts"]
+    req = req.sort_values("request_id")
+    ok = (req.status == "finished").to_numpy()
+    assert ok.sum() == 15 and [q is None for q in r["server_queue_times"]] == list(~ok)
+    np.testing.assert_allclose(np.array(r["server_queue_times"])[ok].astype(float), req.queue_time[ok])
+    np.testing.assert_allclose(np.array(r["server_ttfts"])[ok].astype(float),
+                               (req.first_token_time - req.first_scheduled_time)[ok])
+    assert "server_ttfts" not in run("off", [])[0]
+    assert "server_ttfts" not in run("brief", ["--enable-per-request-metrics"], detailed=())[0]
+    assert main(["vllm", "--out", str(tmp_path / "x"), "serve", MODEL, "--enable-per-request-metrics",
+                 "--disable-log-stats"]) == 2
+    assert "--enable-per-request-metrics: requires engine statistics logging" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("version", ["0.19.0", "0.33.0"])
 def test_kv_cache_memory_bytes_is_modelled_and_human_readable(version):
     """Both releases take --kv-cache-memory-bytes as a human-readable int (4G = 4 GiB, 4g = 4e9) and size the KV
