@@ -86,7 +86,8 @@ class EngineSettings(Settings):
                           "step while this one runs, so the host's CPU time hides behind the GPU's")
     enforce_eager: bool = Field(False, description="no CUDA graphs: every step pays the CPU's kernel launches")
     max_cudagraph_capture_size: Tokens | None = Field(
-        None, description="None: vLLM's min(2 x max_num_seqs, 512), at most max_num_batched_tokens; larger steps run eager")
+        None, description="None: vLLM's min(2 x max_num_seqs, 512; 0.33 on Blackwell 1024), at most "
+                          "max_num_batched_tokens; larger steps run eager")
     swap_space: float = Field(4.0, ge=0, le=MAX_GIB, description="GiB of host memory for swapped-out KV blocks (vLLM V0)")
     max_num_queued_reqs: int | None = Field(
         None, ge=0, le=MAX_REQUESTS, description="reject (503) when unfinished requests + 1 exceed it, counted over "
@@ -95,6 +96,10 @@ class EngineSettings(Settings):
         None, ge=0, description="reject (503) when prompt tokens of requests without a first token, over the "
                                 "deployment's DP ranks, reach it; 0 refuses every one")
     usage_context: Literal["openai_server", "llm_class"] = "openai_server"
+    vllm_defaults: Literal["0.33.0", "0.19.0"] = Field(
+        "0.33.0", description="the vLLM release whose defaults fill what is not given: 0.33 adds a 16384-token "
+                              "budget tier for GPUs of >= 160 GiB and captures CUDA graphs up to 1024 tokens on "
+                              "Blackwell (compute capability 10.x), where 0.19 stays at 8192 and 512")
     performance_mode: Literal["balanced", "interactivity", "throughput"] = Field(
         "balanced", description="vLLM's: throughput doubles the default token budget and max_num_seqs (those not "
                                 "given); interactivity captures small CUDA graphs one size apart (not modelled)")
@@ -423,9 +428,10 @@ def override(key: str, value: Any) -> str:
     return f"{key}=" + text.removesuffix("\n...\n").strip()  # a scalar's document-end marker
 
 
-def usage_context_defaults(hw: Hardware, usage_context: str) -> tuple[int, int]:
-    """vLLM's get_batch_defaults: (max_num_batched_tokens, max_num_seqs) by device memory."""
-    if hw.memory_gib >= 160:
+def usage_context_defaults(hw: Hardware, usage_context: str, release: str = "0.33.0") -> tuple[int, int]:
+    """vLLM's get_batch_defaults: (max_num_batched_tokens, max_num_seqs) by device memory (the >= 160 GiB tier is
+    0.33's; 0.19 treats those GPUs as it treats an H100)."""
+    if hw.memory_gib >= 160 and release != "0.19.0":
         return 16384, 1024
     if hw.memory_gib >= 70 and "A100" not in hw.name:
         return (8192 if usage_context == "openai_server" else 16384), 1024
@@ -521,9 +527,16 @@ def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int,
     return tp, dp, ep
 
 
+def default_graph_tokens(hw: Hardware, e: EngineSettings) -> int:
+    """vLLM's ceiling on the CUDA-graph capture size left unset: 0.33 captures up to 1024 tokens on compute
+    capability 10.x (B200, B300; is_device_capability_family(100)), 512 elsewhere and in 0.19."""
+    blackwell = hw.compute_capability is not None and int(hw.compute_capability) == 10
+    return 1024 if blackwell and e.vllm_defaults != "0.19.0" else 512
+
+
 def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, int]:
     """max_num_batched_tokens and max_num_seqs: the settings, else vLLM's defaults for the device and context."""
-    tokens, seqs = usage_context_defaults(hw, e.usage_context)
+    tokens, seqs = usage_context_defaults(hw, e.usage_context, e.vllm_defaults)
     if e.performance_mode == "throughput":  # vLLM doubles the defaults, before the limits below
         tokens, seqs = 2 * tokens, 2 * seqs
     if not e.enable_chunked_prefill:
@@ -631,8 +644,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     async_scheduling = True if e.async_scheduling is None else e.async_scheduling
     sp = scenario.speculative
     decode_query_len = 1 + (sp.num_speculative_tokens if sp.method != "none" else 0)  # tokens a decode schedules
-    graph_tokens = 0 if e.enforce_eager else min(e.max_cudagraph_capture_size or min(2 * seqs * decode_query_len, 512),
-                                                 tokens)
+    graph_tokens = 0 if e.enforce_eager else min(e.max_cudagraph_capture_size or
+                                                 min(2 * seqs * decode_query_len, default_graph_tokens(hw, e)), tokens)
     cost_model = build_cost_model(profile, arch, hw, tp, gpu=h.gpu, cudagraph_max_tokens=graph_tokens, expert_parallel=ep,
                                   data_parallel_size=dp, routing=routing,
                                   async_scheduling=async_scheduling)

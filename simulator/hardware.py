@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import resources
 
 import yaml
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from servesim.workloads.settings import GiB, Settings, Speed
 
@@ -24,6 +24,7 @@ class Hardware(Settings):
     host_link_gbps: Speed = 32.0  # GPU <-> host copies (swap), one direction
     gpu_link_gbps: Speed = 64.0  # GPU <-> GPU (tensor-parallel all-reduce), per GPU and direction
     kernel_tables: str | None = None  # its folder of measured kernel tables (aiconfigurator layout), if any
+    compute_capability: float | None = Field(None, ge=1, le=99)  # CUDA's (10.0 = Blackwell B200); None: not CUDA
 
     @property
     def memory_bytes(self) -> int:

@@ -424,6 +424,24 @@ def _vision_params(v) -> int:
     return n * (4 * h * h + 2 * h * i)
 
 
+# RoPE scalings whose max_position_embeddings is already the scaled length (vLLM 0.33's _get_and_verify_max_len)
+_ROPE_SCALED_ALREADY = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+
+
+def _rope_length_factor(data: dict) -> float:
+    """vLLM multiplies the model's length by a RoPE scaling's factor (linear, dynamic) unless the scaling's
+    max_position_embeddings is already the scaled one (llama3, yarn, longrope)."""
+    rope = data.get("rope_scaling") or data.get("rope_parameters")
+    if not isinstance(rope, dict):
+        return 1.0
+    kind = rope.get("rope_type", rope.get("type"))
+    factor = rope.get("factor")
+    if kind in _ROPE_SCALED_ALREADY or isinstance(factor, bool) or not isinstance(factor, (int, float)) \
+            or not 0 < factor <= 1024:
+        return 1.0
+    return float(factor)
+
+
 def _from_hf(data: dict, source: str) -> dict:
     """An HF config.json -> servesim's fields: the family's own names mapped, its dense-layer layout counted,
     anything that changes memory or time and is not modelled refused by name."""
@@ -439,6 +457,10 @@ def _from_hf(data: dict, source: str) -> dict:
            and k not in ("num_experts", "intermediate_size") + _LOCAL_KEYS}
     if data.get("intermediate_size") is not None:
         out["intermediate_size"] = data["intermediate_size"]
+    if data.get("num_key_value_heads") is None and data.get("num_attention_heads") is not None:
+        out["num_key_value_heads"] = data["num_attention_heads"]  # transformers' default: one KV head per head
+    if (factor := _rope_length_factor(data)) != 1 and isinstance(out.get("max_position_embeddings"), int):
+        out["max_position_embeddings"] = int(out["max_position_embeddings"] * factor)
     out.update(_local_layers(data, family))
     for hf, ours in HF_FAMILIES[family].items():
         if data.get(hf) is not None:

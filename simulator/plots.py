@@ -299,11 +299,13 @@ def recommendation(table, path, slos: dict, load: str, title: str | None = None)
     target rate, each labelled, the SLO targets as dotted lines; the cheapest is the leftmost point."""
     plt = _plt()
     met = table[(table["status"] == "meets") & table["usd_per_million_output_tokens"].notna()]
-    panels = [m for m in ("p99_ttft_ms", "p99_tpot_ms") if m in met]
+    # a metric no candidate has (TPOT when every output is one token) gets no panel; a candidate without it, no point
+    panels = [m for m in ("p99_ttft_ms", "p99_tpot_ms") if m in met and met[m].notna().any()]
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
     for ax, metric in zip(axes[0], panels):
-        ax.scatter(met["usd_per_million_output_tokens"], met[metric], color="tab:blue")
-        for _, row in met.iterrows():
+        shown = met[met[metric].notna()]
+        ax.scatter(shown["usd_per_million_output_tokens"], shown[metric], color="tab:blue")
+        for _, row in shown.iterrows():
             tp = row.get("engine.tensor_parallel_size")
             ax.annotate(f"#{row['rank']} {row['gpu']} x{row['gpus']:g}" + (f" (TP{tp:g})" if tp == tp and tp else ""),
                         (row["usd_per_million_output_tokens"], row[metric]), fontsize=8,
@@ -426,6 +428,13 @@ def _plot_recommendation(src: Path, stem: Path, title: str | None) -> list[Path]
         raise ConfigError("results", f"{path} is not a recommend.json ({type(exc).__name__})") from None
     if "status" not in table or not (table["status"] == "meets").any():
         raise ConfigError("results", f"{path}: no candidate met the SLOs, nothing to draw")
+    drawn = [c for c in ("usd_per_million_output_tokens", "p99_ttft_ms", "p99_tpot_ms", "gpus") if c in table]
+    for col in drawn:  # JSON's null is a figure the run had none of (None in an object column): NaN, left off
+        v = table[col]
+        if v.dtype == object and v.map(lambda x: x is None or isinstance(x, (int, float))
+                                       and not isinstance(x, bool)).all():
+            table[col] = v.astype(float)
+    _check_numbers(table, drawn, path)  # anything else (text, true/false) is named
     return recommendation(table, stem, slos, load, title)
 
 

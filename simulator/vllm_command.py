@@ -129,7 +129,7 @@ def _parser(kind: str, version: str = VLLM_VERSION) -> tuple[_Parser, dict]:
 
 def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
     """vLLM's FlexibleArgumentParser rewriting: underscores to dashes in a long flag's name (up to a '.' or
-    '='), -O3 to --optimization-level 3, and dotted keys of a JSON flag gathered into one JSON value."""
+    '='), -O3 (and -O 3) to --optimization-level 3, and dotted keys of a JSON flag gathered into one JSON value."""
     _, rows = _parser(kind, version)
     json_flags = {n: r["flag"] for r in rows.values() if r["type"] == "json"
                   for n in (r["flag"], *r.get("aliases", []))}
@@ -144,6 +144,10 @@ def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
             level = tok[2:].lstrip("=")
             if level:
                 out += ["--optimization-level", level]
+                i += 1
+                continue
+            if i + 1 < len(argv) and argv[i + 1] in ("0", "1", "2", "3"):  # -O 3, as vLLM's parser takes it
+                out.append("--optimization-level")
                 i += 1
                 continue
         name, eq, value = tok.partition("=")
@@ -250,6 +254,10 @@ SERVE_SETTINGS = {
 }
 # 0.33's shorthands for --speculative-config keys (EngineArgs.create_speculative_config)
 SPEC_SHORTHANDS = {"spec_method": "method", "spec_model": "model", "spec_tokens": "num_speculative_tokens"}
+# vllm bench serve's backends of a pooling task (benchmarks/lib/endpoint_request_func.py, both releases)
+POOLING_BACKENDS = ("openai-embeddings", "openai-embeddings-chat", "openai-embeddings-clip",
+                    "openai-embeddings-vlm2vec", "infinity-embeddings", "infinity-embeddings-clip", "vllm-pooling",
+                    "vllm-rerank")
 # draft methods vLLM names; n-gram and suffix drafts are looked up on the CPU, nearly free beside a model's
 FREE_DRAFTS = ("ngram", "suffix", "ngram_gpu")
 
@@ -353,6 +361,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     options.model_id = options.model_id or model  # vLLM's client asks the server for it
     options.tokenizer_id = options.tokenizer_id or options.model_id
     settings.update(workload)
+    settings["engine.vllm_defaults"] = version  # the release's own defaults fill what the line leaves out
     return VllmCommand(model, settings, options, not_modelled, version, set(serve), served[0])
 
 
@@ -370,7 +379,8 @@ BENCH_SETTINGS = {"workload.num_requests": "--num-prompts", "seed": "--seed", "w
 # what a flag decides even when the line leaves it out (the release's default, or servesim's for vLLM's)
 # (the queue policy is left out unless --scheduling-policy is given: sjf, servesim's own, has no vLLM flag value)
 FLAG_DECIDED = (*(k for k in SERVE_SETTINGS.values() if k != "policies.queue"), *BENCH_SETTINGS,
-                "speculative.method", "speculative.num_speculative_tokens", "engine.usage_context")
+                "speculative.method", "speculative.num_speculative_tokens", "engine.usage_context",
+                "engine.vllm_defaults")
 OPENAI_SERVER = "vllm serve, which runs vLLM's OpenAI server (usage context openai_server, whose default budgets it takes)"
 
 
@@ -384,6 +394,8 @@ def decided_by(cmd: VllmCommand, key: str) -> str | None:
             return "vllm serve MODEL"
         if setting == "engine.usage_context":
             return OPENAI_SERVER
+        if setting == "engine.vllm_defaults":
+            return "servesim vllm --vllm-version, the release whose defaults fill what the line leaves out"
         if setting.startswith("speculative."):
             return "vllm serve --speculative-config"
         if setting in BENCH_SETTINGS:
@@ -507,7 +519,9 @@ def _speculation(serve: dict, version: str, not_modelled: dict) -> dict:
     if unknown:
         raise ConfigError(f"{field}.{unknown[0]}", f"not a key of vLLM {version}'s SpeculativeConfig (it forbids "
                                                    f"others): {', '.join(table['keys'][:6])}, ...")
-    method = config.get("method") or ("draft_model" if config.get("model") else None)
+    # vLLM's SpeculativeConfig.__post_init__: no method, a model "ngram" (or "[ngram]") is n-gram, another a draft
+    method = config.get("method") or (("ngram" if config.get("model") in ("ngram", "[ngram]") else "draft_model")
+                                      if config.get("model") else None)
     if method is not None and method not in table["methods"]:
         other = [v for v in VLLM_VERSIONS if v != version and method in flag_tables(v)["speculative_config"]["methods"]]
         raise ConfigError(f"{field}.method", f"{method!r} is not a method of vLLM {version}: "
@@ -584,11 +598,18 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
         else:
             setattr(o, dest, v)
     o.save_result = o.save_result or o.append_result  # vLLM saves with either
+    if o.backend in POOLING_BACKENDS:  # vLLM then measures a pooling task (no tokens generated, other metrics)
+        raise ConfigError("vllm bench serve --backend", f"{o.backend!r} benchmarks a pooling model (embeddings, "
+                                                        f"rerank), which servesim does not simulate: it serves text "
+                                                        f"generation (backends vllm, openai, openai-chat)")
     name = bench.get("dataset_name", "random")
     if name not in OFFLINE_DATASETS:
         raise ConfigError("vllm bench serve --dataset-name", f"{name!r} needs its prompts' text and a tokenizer; "
                                                              f"servesim simulates {', '.join(OFFLINE_DATASETS)} "
                                                              f"(or replay a trace with `servesim run`)")
+    if bench.get("dataset_path") is not None and (name == "random" or version != "0.19.0"):  # vLLM's check
+        raise ConfigError("vllm bench serve --dataset-path", f"vLLM cannot use the {name!r} dataset with a path: "
+                                                             f"its requests are made up, not read from a file")
     o.num_prompts = bench.get("num_prompts", 1000)
     if o.num_prompts < 1:
         raise ConfigError("vllm bench serve --num-prompts", f"must be >= 1, got {o.num_prompts}")
@@ -604,6 +625,13 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
         w["workload.max_concurrency"] = o.max_concurrency
     w["workload.arrival"] = _arrival(bench, o)
     w.update(_lengths(bench, name, version))
+    if name == "prefix_repetition":  # vLLM makes num_prompts // num_prefixes requests of each prefix, no more
+        k = bench.get("prefix_repetition_num_prefixes", 10)
+        if o.num_prompts < k:
+            raise ConfigError("vllm bench serve --num-prompts", f"{o.num_prompts} is below "
+                                                                f"--prefix-repetition-num-prefixes ({k}): vLLM's "
+                                                                f"prefix_repetition dataset refuses it")
+        w["workload.num_requests"] = k * (o.num_prompts // k)
     if o.goodput:
         w["workload.slo_classes"] = {"goodput": o.goodput}
     for dest, v in bench.items():
@@ -700,7 +728,7 @@ def _lengths(bench: dict, name: str, version: str) -> dict:
         lengths = {"workload.prompt_tokens": {"dist": "fixed", "value": max(1, suffix)},
                    "workload.output_tokens": {"dist": "fixed", "value": out}}
         if prefix:
-            lengths["workload.shared_prefix"] = {"tokens": prefix,
+            lengths["workload.shared_prefix"] = {"tokens": prefix, "balanced": True,
                                                  "count": bench.get("prefix_repetition_num_prefixes", 10)}
         return lengths
     if prefix:

@@ -92,7 +92,7 @@ def _rps_changes(o: BenchOptions, sends: list[float], date: str) -> list[dict]:
     from datetime import timedelta
 
     r = o.ramp_up
-    lo, hi, n = r["ramp_up_start_rps"], r["ramp_up_end_rps"], max(o.num_prompts - 1, 1)
+    lo, hi, n = r["ramp_up_start_rps"], r["ramp_up_end_rps"], max(len(sends) - 1, 1)  # vLLM: the requests made
     base = datetime.strptime(date, "%Y%m%d-%H%M%S")
     events, last, t0 = [{"rps": lo, "timestamp": base.isoformat()}], lo, min(sends, default=0.0)
     for i, t in enumerate(sorted(sends)):

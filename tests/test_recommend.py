@@ -115,6 +115,22 @@ def test_no_candidate_meeting_the_slos_exits_1_and_says_why(tmp_path, capsys):
     assert main(["plot", str(tmp_path), "--kind", "recommend"]) == 2  # nothing to draw
 
 
+def test_one_token_outputs_have_no_tpot_and_the_plot_leaves_it_off(tmp_path, capsys):
+    """Every output one token: no candidate has a TPOT (null in recommend.json), which crashed the plot (exit 3,
+    round 64); the TPOT panel is left off and the folder can be drawn again. A damaged figure is still named."""
+    argv = ["recommend", "--rate", "2", "--slo", "ttft_p99_ms=500", "--gpu", "h100-sxm", "--tp", "1", *SMALL,
+            "--set", "workload.output_tokens={dist: fixed, value: 1}", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    report = json.loads((tmp_path / "recommend.json").read_text())
+    assert report["rows"][0]["status"] == "meets" and report["rows"][0]["p99_tpot_ms"] is None
+    assert (tmp_path / "plot-recommend.png").is_file()
+    assert main(["plot", str(tmp_path), "--kind", "recommend", "--out", str(tmp_path / "again")]) == 0
+    report["rows"][0]["p99_ttft_ms"] = "fast"
+    (tmp_path / "recommend.json").write_text(json.dumps(report))
+    assert main(["plot", str(tmp_path), "--kind", "recommend", "--out", str(tmp_path / "bad")]) == 2
+    assert "column p99_ttft_ms must hold numbers" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, says", [
     (["--grid", "cluster.replicas=1,2"], "--grid: cluster.replicas: the search sets it"),
     (["--grid", "engine.max_num_seqs=8", "--grid", "engine.max_num_seqs=16"], "--grid: engine.max_num_seqs: given twice"),

@@ -411,6 +411,28 @@ def test_hash_ids_block_size_is_found_in_the_file_given_or_ignored(tmp_path):
         read_trace(f, hash_block_tokens=0)
 
 
+def test_a_vllm_timed_trace_counts_seconds_and_mooncake_milliseconds(tmp_path):
+    """vLLM's timed trace has Mooncake's keys in seconds (--timed-trace-sec-multiplier 1): servesim's own writer's
+    file read back 1000x faster (2.5 s as 2.5 ms, round 64). Ids of blocks other than Mooncake's 512 say vLLM's;
+    a file without ids is read as Mooncake's and says so; an explicit format decides either way."""
+    from servesim.workloads.traces import describe_file, write_timed_trace
+
+    sent = [RequestSpec(i, t, 100, 10) for i, t in enumerate((0.0, 2.5, 5.0))]
+    path = write_timed_trace(sent, tmp_path / "tt.jsonl")
+    specs, info = read_trace_with_info(path)
+    assert [s.arrival_time for s in specs] == [0.0, 2.5, 5.0] and info["format"] == "vllm_timed_trace"
+    assert "read as vLLM's timed trace (timestamps in seconds" in info["note"]
+    assert [s.arrival_time for s in read_trace(path, "mooncake")] == [0.0, 0.0025, 0.005]
+    assert describe_file(path)["duration_s"] == 5.0
+    bare = write(tmp_path, "bare.jsonl", '{"timestamp": 2500, "input_length": 9, "output_length": 3}\n'
+                                         '{"timestamp": 0, "input_length": 9, "output_length": 3}\n')
+    specs, info = read_trace_with_info(bare)
+    assert [s.arrival_time for s in specs] == [0.0, 2.5] and info["format"] == "mooncake"
+    assert "read as a Mooncake trace (timestamps in milliseconds); a vLLM timed trace counts seconds" in info["note"]
+    specs, info = read_trace_with_info(bare, "vllm_timed_trace")
+    assert [s.arrival_time for s in specs] == [0.0, 2500.0] and "note" not in info
+
+
 def test_a_written_workload_replays_with_its_own_slo_classes(tmp_path, capsys):
     """Setting slo_classes (their targets) keeps the classes the trace records instead of drawing new ones."""
     from servesim.simulator.cli import main
@@ -451,7 +473,8 @@ def test_content_id_options_that_find_no_ids_say_so(tmp_path):
     assert any("hash_block_tokens has no effect" in w for w in warnings(plain, hash_block_tokens=16))
     assert any("use_hash_ids: false has no effect" in w for w in warnings(plain, use_hash_ids=False))
     assert any("hash_block_tokens has no effect" in w for w in warnings(own, hash_block_tokens=16))
-    assert not warnings(hashed, hash_block_tokens=16) and not warnings(hashed, use_hash_ids=False)
+    assert not warnings(hashed, format="mooncake", hash_block_tokens=16)  # named: no note on its unit either
+    assert not warnings(hashed, format="mooncake", use_hash_ids=False)
     assert not warnings(own, use_hash_ids=False)
     src = TraceWorkload(type="trace", path=str(own), use_hash_ids=False).source(0)
     assert all(s.prefix_ids == () for s in src.specs)

@@ -460,6 +460,31 @@ def test_kv_cache_memory_bytes_is_modelled_and_human_readable(version):
         assert cmd.settings["engine.kv_cache_memory_bytes"] == got and not cmd.not_modelled
 
 
+def test_prefix_repetition_makes_vllms_requests(tmp_path, capsys):
+    """vLLM's prefix_repetition dataset makes num_prompts // num_prefixes requests of each prefix (25 prompts, 10
+    prefixes: 20 requests, two each, shuffled) and refuses fewer prompts than prefixes; servesim sent all 25, each
+    prefix drawn at random (round 64)."""
+    from collections import Counter
+
+    from servesim.workloads.synthetic import SyntheticWorkload
+
+    cmd = read([MODEL], ["--dataset-name", "prefix_repetition", "--num-prompts", "25",
+                         "--prefix-repetition-num-prefixes", "10", "--prefix-repetition-prefix-len", "64"])
+    w = cmd.settings
+    assert w["workload.num_requests"] == 20 and cmd.bench.num_prompts == 25
+    workload = SyntheticWorkload(type="synthetic", num_requests=20, arrival=w["workload.arrival"],
+                                 prompt_tokens=w["workload.prompt_tokens"], output_tokens=w["workload.output_tokens"],
+                                 shared_prefix=w["workload.shared_prefix"])
+    specs = workload.generate(0)
+    assert sorted(Counter(s.prefix_ids[:4] for s in specs).values()) == [2] * 10  # 64 tokens: 4 content blocks
+    with pytest.raises(ConfigError, match="--num-prompts: 5 is below --prefix-repetition-num-prefixes"):
+        read([MODEL], ["--dataset-name", "prefix_repetition", "--num-prompts", "5"])
+    from servesim.simulator.config import load
+
+    with pytest.raises(ConfigError, match="shared_prefix.balanced: deals num_requests out evenly"):
+        load(None, ["workload.num_requests=21", "workload.shared_prefix={tokens: 64, count: 10, balanced: true}"])
+
+
 @pytest.mark.parametrize("burstiness", ["1e7", "inf"])
 def test_constant_gaps_send_the_first_after_one_gap(burstiness):
     """vLLM's client makes constant gaps (burstiness inf, or so large the gamma is one) as it makes any: the first
@@ -621,6 +646,50 @@ def test_throughput_performance_mode_doubles_the_default_budgets(capsys):
                                                                 2 * plain.max_num_seqs)
     given = load(None, ["engine.performance_mode=throughput", "engine.max_num_seqs=64"])
     assert (given.max_num_batched_tokens, given.max_num_seqs) == (2 * plain.max_num_batched_tokens, 64)
+
+
+@pytest.mark.parametrize("version, gpu, tokens, graph", [
+    ("0.33.0", "b200-sxm", 16384, 1024),  # >= 160 GiB: 0.33's tier; compute capability 10.x: 1024-token graphs
+    ("0.19.0", "b200-sxm", 8192, 512),  # 0.19 has neither
+    ("0.33.0", "gb300", 16384, 1024),
+    ("0.33.0", "h200-sxm", 8192, 512),
+    ("0.33.0", "rtx-pro-6000", 8192, 512),  # Blackwell, but compute capability 12.0
+])
+def test_each_release_fills_its_own_defaults_by_device(version, gpu, tokens, graph, capsys):
+    """The budget and the CUDA-graph ceiling left out are the release's own for the GPU: 0.19 gave B200 0.33's
+    16384 tokens, and 0.33 B200 512-token graphs where it captures 1024 (round 64)."""
+    assert main(["vllm", "--vllm-version", version, "--gpu", gpu, "--config", "serve", MODEL]) == 0
+    engine = yaml.safe_load(capsys.readouterr().out)["engine"]
+    assert engine["vllm_defaults"] == version
+    from servesim.simulator.config import load
+
+    rs = load(None, [f"hardware.gpu={gpu}", f"engine.vllm_defaults={version}", f"model={MODEL}"])
+    assert rs.max_num_batched_tokens == tokens
+    assert rs.cost_model._graph_tokens == graph
+
+
+@pytest.mark.parametrize("serve, bench, says", [
+    ([], ["--backend", "vllm-pooling"], "vllm bench serve --backend: 'vllm-pooling' benchmarks a pooling model"),
+    ([], ["--dataset-name", "random", "--dataset-path", "d.json"], "vllm bench serve --dataset-path: vLLM cannot "
+                                                                   "use the 'random' dataset with a path"),
+])
+def test_round_64_client_lines_vllm_refuses_are_refused(serve, bench, says, tmp_path, capsys):
+    """A pooling backend ran as a generation benchmark, a made-up dataset took a path vLLM refuses: both ran."""
+    assert main(["vllm", "--out", str(tmp_path), "serve", MODEL, *serve, "--", "bench", "serve", *bench]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+
+
+def test_round_64_ngram_model_and_spaced_optimization_level_read_as_vllm_reads_them():
+    """--speculative-config {"model": "ngram"} is vLLM's n-gram method (it was costed as a draft model); -O 3 with a
+    space is --optimization-level 3 (it was refused)."""
+    for spec in ('{"model": "ngram", "num_speculative_tokens": 3}', '{"model": "[ngram]", "num_speculative_tokens": 3}'):
+        settings = read([MODEL, "--speculative-config", spec], []).settings
+        assert settings["speculative.draft_cost_ratio"] == 0.0, spec
+    assert "speculative.draft_cost_ratio" not in read(  # a draft model: servesim's default draft cost
+        [MODEL, "--speculative-config", '{"model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 3}'],
+        []).settings
+    assert read([MODEL, "-O", "3"], []).not_modelled == {"vllm serve --optimization-level": "3"}
 
 
 @pytest.mark.parametrize("setting, says", [

@@ -43,6 +43,9 @@ class SharedPrefix(Settings):
 
     tokens: Tokens
     count: int = Field(1, ge=1, le=MAX_REQUESTS)
+    balanced: bool = Field(False, description="each prefix taken by exactly num_requests / count requests, in a "
+                                              "shuffled order (vllm bench serve's prefix_repetition), rather than "
+                                              "drawn request by request")
 
 
 class _Classes(Settings):
@@ -130,6 +133,11 @@ class SyntheticWorkload(_Classes):
             raise ValueError("ramp_up_strategy needs num_requests (the ramp is over the requests)")
         if self.lengths is not None and {"prompt_tokens", "output_tokens"} & self.model_fields_set:
             raise ValueError("give either lengths (joint) or prompt_tokens/output_tokens")
+        sp = self.shared_prefix
+        if sp is not None and sp.balanced and (not self.arrival.open_loop or self.duration_s is not None
+                                               or self.num_requests is None or self.num_requests % sp.count):
+            refuse("shared_prefix.balanced", f"deals num_requests out evenly: give num_requests, a multiple of "
+                                             f"count ({sp.count}), an open-loop arrival and no duration_s")
         if self.max_concurrency is not None and not self.arrival.open_loop:
             refuse("max_concurrency", "limits an open-loop stream; a closed loop's arrival.concurrency is its limit")
         return self
@@ -141,7 +149,13 @@ class SyntheticWorkload(_Classes):
             prompts, outputs = self.lengths.draw(n, rng)
         else:
             prompts, outputs = self.prompt_tokens.draw(n, rng), self.output_tokens.draw(n, rng)
-        which = rng.integers(0, self.shared_prefix.count, size=n) if self.shared_prefix else None
+        sp = self.shared_prefix
+        if sp is None:
+            which = None
+        elif sp.balanced:  # n // count requests each, shuffled (n is num_requests, a multiple of count)
+            which = rng.permutation(np.repeat(np.arange(sp.count), n // sp.count))
+        else:
+            which = rng.integers(0, sp.count, size=n)
         return (prompts, outputs, which, *self._draw_classes(n, rng))
 
     def _specs(self, n: int, rng: np.random.Generator, max_model_len: int | None, ids: ContentIds):

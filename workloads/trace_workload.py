@@ -19,8 +19,8 @@ class TraceWorkload(_Classes):
     time_scale: PositiveFloat = Field(1.0, description="multiplies the recorded rate: 2 replays twice as fast "
                                                        "(every gap halved)")
     hash_block_tokens: PositiveInt | None = Field(
-        None, description="tokens per hash_ids block (Mooncake 512, vLLM timed traces their block size); None: "
-                          "the size every row's id count fits, Mooncake's 512 tried first")
+        None, description="tokens per hash_ids block (Mooncake 512, vLLM timed traces their chunk size, 16 by "
+                          "default); None: the size every row's id count fits, the format's own tried first")
     use_hash_ids: bool = Field(True, description="false: ignore hash_ids (no prefix sharing)")
     start_s: NonNegativeFloat = 0.0
     duration_s: PositiveFloat | None = None
@@ -41,7 +41,7 @@ class TraceWorkload(_Classes):
             if exc.field in type(self).model_fields:
                 raise ConfigError(f"workload.{exc.field}", exc.message) from None
             raise
-        warnings = self._inert_options(info)
+        warnings = self._inert_options(info) + ((info["note"],) if "note" in info else ())
         if self.priorities or self.slo_classes:
             specs, warnings = self._with_classes(specs, info["recorded_priority"], seed, warnings)
         if not self.slo_classes and (recorded := sorted({s.slo_class for s in specs if s.slo_class is not None})):
@@ -58,8 +58,10 @@ class TraceWorkload(_Classes):
     def _inert_options(self, info) -> tuple[str, ...]:
         """The content-id options said to do nothing when the file names no prompt blocks (only Mooncake's and
         vLLM's timed traces carry hash_ids; a servesim file's prefix_ids carry their own block size)."""
+        from servesim.workloads.traces import HASH_ID_FORMATS
+
         out = []
-        if self.hash_block_tokens is not None and not (info["format"] == "mooncake" and info["content_ids"]):
+        if self.hash_block_tokens is not None and not (info["format"] in HASH_ID_FORMATS and info["content_ids"]):
             out.append(f"workload.hash_block_tokens has no effect: {self.path} ({info['format']}) has no hash_ids")
         if not self.use_hash_ids and not info["content_ids"]:
             out.append(f"workload.use_hash_ids: false has no effect: {self.path} ({info['format']}) names no "

@@ -25,7 +25,8 @@ from servesim.simulator.files import repeated_columns, where_looked
 from servesim.workloads.settings import MAX_INT, MAX_SECONDS, MAX_TOKENS
 from servesim.workloads.spec import RequestSpec
 
-TRACE_FORMATS = ("azure", "mooncake", "burstgpt", "timed_trace", "vllm_bench", "servesim", "sharegpt_stats")
+TRACE_FORMATS = ("azure", "mooncake", "vllm_timed_trace", "burstgpt", "timed_trace", "vllm_bench", "servesim",
+                 "sharegpt_stats")
 MOONCAKE_BLOCK_TOKENS = 512  # Mooncake's hash_ids: one id per 512 prompt tokens
 # block sizes tried, in order, when a file's hash_ids do not say theirs: Mooncake's first, then vLLM's and others
 HASH_BLOCK_CANDIDATES = (512, 16, 32, 64, 128, 256, 1024, 2048)
@@ -55,6 +56,7 @@ class TraceInfo(TypedDict):
     format: NotRequired[str]
     path: NotRequired[str]
     recorded_priority: NotRequired[list[bool]]  # per request read: its row records a priority (a replay keeps it)
+    note: NotRequired[str]  # how a file whose format was inferred was read, where the keys leave a doubt
 
 
 @dataclasses.dataclass
@@ -67,6 +69,7 @@ class _Rows:
     extra: list[dict] | None = None  # per-row RequestSpec keyword arguments
     skipped: int = 0
     content_ids: bool = False  # some row names its prompt blocks (kept even when use_hash_ids drops them)
+    note: str | None = None  # how an ambiguous file was read, said to the user
 
 
 # ---------------------------------------------------------------- errors
@@ -295,17 +298,21 @@ def _collect(path: Path, objs: Iterable[_Obj], rows_of: Callable[[_Obj], Iterabl
                  np.array(output, dtype=np.int64), extra if any(extra) else None)
 
 
-def _mooncake_rows(obj: _Obj):
-    """Mooncake's and vLLM's timed-trace rows: the same keys; the ids' block size is resolved over the file."""
+def _hash_id_rows(obj: _Obj):
+    """Mooncake's and vLLM's timed-trace rows: the same keys, timestamps as written (ms for Mooncake, seconds for
+    vLLM's --timed-trace-sec-multiplier 1: _read divides once it knows which); the ids' block size is resolved
+    over the file."""
     prompt = obj.integer("input_length", least=1, role="prompt")
     ids = obj.prefix_ids("hash_ids", prompt, 1, exact=False)
-    yield (obj.seconds("timestamp", per_second=1000), prompt, obj.integer("output_length", least=1, role="output"),
+    yield (obj.seconds("timestamp"), prompt,
+           obj.integer("output_length", least=1, role="output"),
            {"prefix_ids": ids, "prefix_block_tokens": 0, "_where": obj.where} if ids else None)
 
 
-def _resolve_hash_blocks(path: Path, rows: _Rows, block: int | None, use_ids: bool) -> _Rows:
+def _resolve_hash_blocks(path: Path, rows: _Rows, block: int | None, use_ids: bool,
+                         first: int = MOONCAKE_BLOCK_TOKENS) -> _Rows:
     """hash_ids name one block each, all of one size: the given one, else the first candidate that every row's
-    id count fits exactly (ceil(prompt / size) ids). Mooncake's 512 is tried first."""
+    id count fits exactly (ceil(prompt / size) ids). The format's own size (`first`) is tried first."""
     if not rows.extra or not use_ids:
         return rows
     hashed = [(i, x) for i, x in enumerate(rows.extra) if x]
@@ -320,10 +327,11 @@ def _resolve_hash_blocks(path: Path, rows: _Rows, block: int | None, use_ids: bo
                                                     f"prompt tokens), got {len(x['prefix_ids'])}{also}")
 
     if block is None:
-        block = next((b for b in HASH_BLOCK_CANDIDATES if misfit(b) is None), None)
+        block = next((b for b in (first, *HASH_BLOCK_CANDIDATES) if misfit(b) is None), None)
         if block is None:
-            fail(MOONCAKE_BLOCK_TOKENS, misfit(MOONCAKE_BLOCK_TOKENS),
-                 f"; no other block size ({', '.join(map(str, HASH_BLOCK_CANDIDATES[1:]))}) fits every row either: "
+            fail(first, misfit(first),
+                 f"; no other block size ({', '.join(str(b) for b in HASH_BLOCK_CANDIDATES if b != first)}) "
+                 f"fits every row either: "
                  f"set hash_block_tokens")
     elif (row := misfit(block)) is not None:
         fail(block, row)
@@ -399,7 +407,8 @@ def _read_vllm_bench(path: Path) -> _Rows:
 
 _READERS: dict[str, Callable[[Path], _Rows]] = {
     "azure": _read_azure,
-    "mooncake": lambda p: _collect(p, _json_lines(p), _mooncake_rows),
+    "mooncake": lambda p: _collect(p, _json_lines(p), _hash_id_rows),
+    "vllm_timed_trace": lambda p: _collect(p, _json_lines(p), _hash_id_rows),
     "burstgpt": _read_burstgpt,
     "timed_trace": lambda p: _collect(p, _json_lines(p), _timed_trace_rows),
     "vllm_bench": _read_vllm_bench,
@@ -462,7 +471,8 @@ def check_format(fmt: str, field: str = "format") -> None:
 def _read(path, fmt: str | None, hash_block_tokens: int | None = None, use_hash_ids: bool = True
           ) -> tuple[Path, str, _Rows]:
     path = _existing(path)
-    if fmt is None:
+    inferred = fmt is None
+    if inferred:
         fmt = infer_format(path)
     check_format(fmt)
     try:
@@ -470,13 +480,34 @@ def _read(path, fmt: str | None, hash_block_tokens: int | None = None, use_hash_
     except UnicodeDecodeError as e:
         _fail(path, "", f"not UTF-8 text (byte {e.start}: {e.reason})")
     rows.content_ids = bool(rows.extra) and any(x.get("prefix_ids") for x in rows.extra)
+    if fmt in HASH_ID_FORMATS:
+        rows = _resolve_hash_blocks(path, rows, hash_block_tokens, use_hash_ids, HASH_ID_FORMATS[fmt])
+    if inferred and fmt == "mooncake":
+        fmt, rows.note = _mooncake_or_vllm(path, rows)
     if fmt == "mooncake":
-        rows = _resolve_hash_blocks(path, rows, hash_block_tokens, use_hash_ids)
+        rows.arrival = rows.arrival / 1000  # Mooncake's milliseconds
     if rows.content_ids and not use_hash_ids:  # no prefix sharing, in any format that names blocks
         for x in rows.extra:
             for key in ("prefix_ids", "prefix_block_tokens", "_where"):
                 x.pop(key, None)
     return path, fmt, rows
+
+
+# the formats whose rows carry hash_ids -> the block size each names by default
+HASH_ID_FORMATS = {"mooncake": MOONCAKE_BLOCK_TOKENS, "vllm_timed_trace": 16}  # vLLM's --timed-trace-chunk-hash-size
+
+
+def _mooncake_or_vllm(path: Path, rows: _Rows) -> tuple[str, str | None]:
+    """Mooncake's keys are vLLM's timed trace's, in another unit (ms against seconds). Ids of blocks other than
+    Mooncake's 512 tokens (as vLLM's writer and servesim's make them) say vLLM's: its seconds are taken. Without
+    ids nothing tells them apart: read as Mooncake, and said."""
+    blocks = {x["prefix_block_tokens"] for x in rows.extra or () if x and x.get("prefix_block_tokens")}
+    if blocks and blocks != {MOONCAKE_BLOCK_TOKENS}:
+        return "vllm_timed_trace", (f"{path}: read as vLLM's timed trace (timestamps in seconds; its hash_ids name "
+                                    f"{min(blocks)}-token blocks, not Mooncake's 512); give format: mooncake for "
+                                    f"milliseconds")
+    return "mooncake", None if blocks else (f"{path}: read as a Mooncake trace (timestamps in milliseconds); a "
+                                            f"vLLM timed trace counts seconds: give format: vllm_timed_trace")
 
 
 def _check_options(time_scale, start_s, duration_s, sample, limit) -> None:
@@ -544,6 +575,8 @@ def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, s
                                                   rows.output[order].tolist()))]
     info = describe_trace(specs, skipped=rows.skipped)
     info.update(content_ids=rows.content_ids, format=fmt, path=str(path), recorded_priority=recorded)
+    if rows.note:
+        info["note"] = rows.note
     return specs, info
 
 
