@@ -520,7 +520,8 @@ def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int,
         raise ConfigError("engine.data_parallel_size", f"{dp} ranks of a MoE model without expert parallelism: vLLM "
                                                        f"then splits every expert over tensor_parallel_size x "
                                                        f"data_parallel_size GPUs, which is not modelled; set "
-                                                       f"engine.enable_expert_parallel, or data_parallel_size 1")
+                                                       f"engine.enable_expert_parallel (vllm serve --enable-expert-parallel), or "
+                                                       f"data_parallel_size 1")
     if dp > 1 and scenario.cluster.prefill_replicas:
         raise ConfigError("engine.data_parallel_size", "data parallel ranks with prefill/decode disaggregation "
                                                        "(cluster.prefill_replicas) are not modelled")

@@ -621,8 +621,11 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
         raise ConfigError("vllm bench serve --seed", f"must be from 0 to 2**32 - 1 (vLLM's client gives it to "
                                                      f"np.random.seed), got {seed}")
     w: dict = {"workload.num_requests": o.num_prompts, "seed": seed}
-    if o.max_concurrency is not None:
-        w["workload.max_concurrency"] = o.max_concurrency
+    limit = o.max_concurrency
+    if limit is not None and limit <= 0 and not (limit == 0 and version == "0.19.0"):
+        raise ConfigError("vllm bench serve --max-concurrency", f"must be > 0, as vLLM {version} requires, got {limit}")
+    if limit:  # 0.19 takes 0 as no limit (its semaphore only when the value is truthy), and writes it so
+        w["workload.max_concurrency"] = limit
     w["workload.arrival"] = _arrival(bench, o)
     w.update(_lengths(bench, name, version))
     if name == "prefix_repetition":  # vLLM makes num_prompts // num_prefixes requests of each prefix, no more
@@ -689,6 +692,7 @@ def _uniform(length: int, ratio: float, least: int) -> dict:
 def _range_ratios(value) -> tuple[float, float]:
     """--random-range-ratio: a number (0.19's float; 0.33 takes its text too), or 0.33's JSON object with the
     input's and the output's ratio apart."""
+    given = value
     if isinstance(value, str):
         try:
             value = float(value)
@@ -703,7 +707,7 @@ def _range_ratios(value) -> tuple[float, float]:
         pair = (value, value)
     if not all(isinstance(r, (int, float)) and not isinstance(r, bool) and 0 <= r < 1 for r in pair):
         raise ConfigError("vllm bench serve --random-range-ratio", f"a ratio in [0, 1), or {{\"input\": r, "
-                                                                   f"\"output\": r}}, got {value!r}")
+                                                                   f"\"output\": r}}, got {given!r}")
     return float(pair[0]), float(pair[1])
 
 

@@ -74,6 +74,8 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
     (["--request-rate", "-3"], "--request-rate: must be > 0"),
     (["--random-range-ratio", "1.5"], "--random-range-ratio: a ratio in [0, 1)"),
     (["--random-range-ratio", '{"input": 0.2}'], "--random-range-ratio: a ratio in [0, 1)"),
+    (["--random-range-ratio", "abc"], "--random-range-ratio: a ratio in [0, 1), or {\"input\": r, \"output\": r}, "
+                                      "got 'abc'"),  # the text given, not None
     (["--percentile-metrics", "ttft,latency"], "--percentile-metrics"),
     (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "20", "--ramp-up-end-rps", "10"], "at most --ramp-up-end"),
     (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "0", "--ramp-up-end-rps", "10"], "must be above 0"),
@@ -678,6 +680,16 @@ def test_round_64_client_lines_vllm_refuses_are_refused(serve, bench, says, tmp_
     assert main(["vllm", "--out", str(tmp_path), "serve", MODEL, *serve, "--", "bench", "serve", *bench]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
+
+
+def test_max_concurrency_0_is_no_limit_in_019_and_refused_in_033():
+    """0.19's client makes its semaphore only for a truthy --max-concurrency (0: no limit); 0.33 refuses <= 0."""
+    old = read([MODEL], ["--max-concurrency", "0"], version="0.19.0")
+    assert "workload.max_concurrency" not in old.settings and old.bench.max_concurrency == 0
+    with pytest.raises(ConfigError, match="--max-concurrency: must be > 0, as vLLM 0.33.0 requires, got 0"):
+        read([MODEL], ["--max-concurrency", "0"])
+    with pytest.raises(ConfigError, match="as vLLM 0.19.0 requires, got -1"):
+        read([MODEL], ["--max-concurrency=-1"], version="0.19.0")
 
 
 def test_round_64_ngram_model_and_spaced_optimization_level_read_as_vllm_reads_them():
