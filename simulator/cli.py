@@ -470,7 +470,7 @@ def _add_config(sub) -> None:
     cfg.add_argument("scenario", nargs="?")
     cfg.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     cfg.add_argument("--vllm", action="store_true", help="print the `vllm serve` command line that deploys it")
-    _add_vllm_version(cfg)
+    _add_vllm_version(cfg, scenarios=True)
     cfg.set_defaults(func=cmd_config)
 
 
@@ -647,12 +647,14 @@ def _add_bench(sub) -> None:
     b.set_defaults(func=cmd_bench)
 
 
-def _add_vllm_version(p) -> None:
+def _add_vllm_version(p, scenarios: bool = False) -> None:
+    """scenarios: the command prints a scenario, which names its release (engine.vllm_defaults) by default."""
     from servesim.simulator.vllm_command import VLLM_VERSION, VLLM_VERSIONS
 
-    p.add_argument("--vllm-version", choices=VLLM_VERSIONS, default=VLLM_VERSION,
-                   help=f"the vLLM release whose flags and result files to speak (default {VLLM_VERSION}, the release "
-                        f"whose scheduler servesim reproduces)")
+    p.add_argument("--vllm-version", choices=VLLM_VERSIONS, default=None if scenarios else VLLM_VERSION,
+                   help="the vLLM release whose flags to speak (default: the scenario's engine.vllm_defaults)"
+                   if scenarios else f"the vLLM release whose flags and result files to speak (default {VLLM_VERSION}, "
+                                     f"the release whose scheduler servesim reproduces)")
 
 
 def _add_vllm(sub) -> None:

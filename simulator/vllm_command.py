@@ -509,6 +509,8 @@ def _speculation(serve: dict, version: str, not_modelled: dict) -> dict:
     field = "vllm serve --speculative-config"
     if not isinstance(config, dict):
         raise ConfigError(field, f"must be a JSON object, got {config!r}")
+    if version != "0.19.0":  # 0.33's create_speculative_config takes num-speculative-tokens as num_speculative_tokens
+        config = {k.replace("-", "_") if isinstance(k, str) else k: v for k, v in config.items()}
     for key, value in shorthands.items():
         if key in config:
             raise ConfigError(f"vllm serve --{dict(map(reversed, SPEC_SHORTHANDS.items()))[key].replace('_', '-')}",
@@ -831,7 +833,7 @@ def _without_a_flag(settings: dict) -> list[str]:
     policies, its memory reserve, V0's swapping): the line deploys vLLM without them, so each is said."""
     from servesim.simulator.config import EngineSettings, PolicySettings
 
-    said = set(SERVE_SETTINGS.values())
+    said = set(SERVE_SETTINGS.values()) | {"engine.vllm_defaults"}  # which release: the line's own words
     notes = []
     for section, cls in (("engine", EngineSettings), ("policies", PolicySettings)):
         given = settings.get(section) or {}
@@ -857,10 +859,15 @@ NO_FLAG = {"engine.reserved_memory_gib": "it stands for the memory vLLM profiles
            "policies.admission": "servesim's admission beyond vLLM's; vLLM admits on the prompt's blocks"}
 
 
-def serve_command(settings: dict, version: str = VLLM_VERSION) -> tuple[str, list[str]]:
+def serve_command(settings: dict, version: str | None = None) -> tuple[str, list[str]]:
     """A resolved scenario (as_dict) as the `vllm serve` line that deploys it, and notes on what the line cannot
-    say (the GPU, servesim's own policies)."""
+    say (the GPU, servesim's own policies). version: the release to speak; None: the scenario's (vllm_defaults)."""
     import shlex
+
+    from servesim.simulator.config import EngineSettings
+
+    engine_defaults = EngineSettings().model_dump(mode="json")
+    version = version or (settings.get("engine") or {}).get("vllm_defaults") or VLLM_VERSION
 
     model = settings["model"]["name"] if isinstance(settings.get("model"), dict) else settings.get("model")
     hf = {v: k for k, v in reversed(list(HF_IDS.items()))}  # a built-in's first-listed HF id
@@ -874,7 +881,7 @@ def serve_command(settings: dict, version: str = VLLM_VERSION) -> tuple[str, lis
         value = (settings.get(section) or {}).get(name)
         row = rows.get(dest)
         if row is None:  # a setting this release has no flag for
-            if value not in (None, 0, 0.0, "balanced"):
+            if section == "engine" and value != engine_defaults.get(name):  # a limit of 0 too: it refuses all
                 notes.append(f"{key}={value} has no flag in vLLM {version}")
             continue
         if value is None or value == row.get("default"):

@@ -722,6 +722,33 @@ def test_config_vllm_says_each_setting_its_line_cannot_carry(setting, says, caps
     assert "has no vllm serve flag" not in capsys.readouterr().err
 
 
+def test_config_vllm_speaks_the_scenarios_release(tmp_path, capsys):
+    """A scenario made for 0.19 (engine.vllm_defaults) prints a 0.19 line by default: its no- forms and defaults
+    (0.33's --disable-prefix-caching was printed, which 0.19 refuses, and a false note that vLLM runs 0.33); a
+    queue limit of 0, which refuses every request, is said on a release without the flag (round 65)."""
+    assert main(["config", "--vllm", "--set", "engine.vllm_defaults=0.19.0", "--set",
+                 "engine.enable_prefix_caching=false"]) == 0
+    out, err = capsys.readouterr()
+    assert " --no-enable-prefix-caching " in out and "--disable-prefix-caching" not in out
+    assert "vllm_defaults" not in err
+    assert main(["config", "--vllm", "--vllm-version", "0.33.0", "--set", "engine.vllm_defaults=0.19.0", "--set",
+                 "engine.enable_prefix_caching=false"]) == 0
+    assert " --disable-prefix-caching " in capsys.readouterr().out  # the release asked for
+    for limit in ("max_num_queued_reqs", "max_num_queued_tokens"):
+        assert main(["config", "--vllm", "--vllm-version", "0.19.0", "--set", f"engine.{limit}=0"]) == 0
+        assert f"note: engine.{limit}=0 has no flag in vLLM 0.19.0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec", [["--speculative-config", '{"method": "ngram", "num-speculative-tokens": 3}'],
+                                  ["--speculative-config.method", "ngram",
+                                   "--speculative-config.num-speculative-tokens", "3"]])
+def test_dashed_speculative_keys_are_0_33s_underscored_ones(spec):
+    """vLLM 0.33's create_speculative_config turns dashes in its keys into underscores; 0.19 forbids them."""
+    assert read([MODEL, *spec], []).settings["speculative.num_speculative_tokens"] == 3
+    with pytest.raises(ConfigError, match="num-speculative-tokens: not a key of vLLM 0.19.0's SpeculativeConfig"):
+        read([MODEL, *spec], [], version="0.19.0")
+
+
 def test_round_61_long_prefill_threshold_is_checked_before_the_auto_fit(tmp_path, capsys):
     """vLLM checks long_prefill_token_threshold against max_model_len before fitting `auto` to the pool: a line
     vLLM starts was refused against the fitted length."""
