@@ -54,6 +54,9 @@ class EngineSettings(Settings):
     block_size: int = Field(16, ge=1, le=MAX_BLOCK_SIZE)
     gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
     num_gpu_blocks_override: int | None = Field(None, ge=1, le=MAX_BLOCKS)
+    max_num_scheduled_tokens: Tokens | None = Field(
+        None, description="vLLM 0.33's: the tokens its scheduler issues per step (None: max_num_batched_tokens, "
+                          "which still bounds it)")
     kv_cache_memory_bytes: int | None = Field(
         None, ge=1, le=MAX_GIB * GIB, description="vLLM's: the KV cache of each GPU in bytes, in place of what "
                                                   "gpu_memory_utilization leaves (which it then ignores)")
@@ -655,8 +658,9 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     local = local_attention(arch)
     say_once((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs)))
-    scheduler = SchedulerSettings(
-        max_num_batched_tokens=tokens, max_num_seqs=seqs, max_model_len=max_model_len,
+    scheduler = SchedulerSettings(  # vLLM 0.33's scheduler issues min(max_num_scheduled_tokens, the budget)
+        max_num_batched_tokens=min(tokens, e.max_num_scheduled_tokens or tokens), max_num_seqs=seqs,
+        max_model_len=max_model_len,
         enable_chunked_prefill=e.enable_chunked_prefill, long_prefill_token_threshold=e.long_prefill_token_threshold,
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,

@@ -249,7 +249,7 @@ SERVE_SETTINGS = {
     "disable_hybrid_kv_cache_manager": "engine.disable_hybrid_kv_cache_manager",
     # 0.33's admission valves (vLLM 0.19 has none of these flags)
     "watermark": "engine.watermark", "max_num_queued_reqs": "engine.max_num_queued_reqs",
-    "max_num_queued_tokens": "engine.max_num_queued_tokens",
+    "max_num_queued_tokens": "engine.max_num_queued_tokens", "max_num_scheduled_tokens": "engine.max_num_scheduled_tokens",
     "performance_mode": "engine.performance_mode",  # throughput mode doubles the default budgets
 }
 # 0.33's shorthands for --speculative-config keys (EngineArgs.create_speculative_config)

@@ -682,6 +682,17 @@ def test_round_64_client_lines_vllm_refuses_are_refused(serve, bench, says, tmp_
     assert len(err) == 1 and says in err[0], err
 
 
+def test_max_num_scheduled_tokens_caps_each_step_as_0_33s_scheduler_does(tmp_path):
+    """vLLM 0.33's scheduler issues at most --max-num-scheduled-tokens a step (its token_budget), under the
+    batched-token budget; it was recorded and not modelled (steps of 8,192 tokens where vLLM issues 1,000)."""
+    out = tmp_path / "o"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL, "--max-num-scheduled-tokens", "1k", "--",
+                 "bench", "serve", "--num-prompts", "20", "--random-input-len", "2000"]) == 0
+    assert json.loads((out / "vllm_command.json").read_text())["settings"]["engine.max_num_scheduled_tokens"] == 1000
+    steps = pd.read_parquet(out / "steps.parquet")
+    assert steps.scheduled_tokens.max() == 1000
+
+
 def test_max_concurrency_0_is_no_limit_in_019_and_refused_in_033():
     """0.19's client makes its semaphore only for a truthy --max-concurrency (0: no limit); 0.33 refuses <= 0."""
     old = read([MODEL], ["--max-concurrency", "0"], version="0.19.0")
