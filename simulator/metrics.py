@@ -253,6 +253,28 @@ class Computed:
         return self.rows(lo, hi)
 
 
+def itls_from_tables(requests, steps) -> np.ndarray | None:
+    """A written run's inter-token latencies (s), from requests.parquet's token runs and steps.parquet's step ends:
+    what RunResult.itls gave before the run was written (compare reads a results folder so). None where a table
+    lacks what they need."""
+    need = {"token_runs", "replica", "status"}
+    if steps is None or not need <= set(requests.columns) or not {"end", "replica"} <= set(steps.columns):
+        return None
+    engines = int(max(requests["replica"].max(), steps["replica"].max())) + 1
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(steps["replica"].to_numpy(), minlength=engines))])
+    finished = (requests["status"] == FINISHED).to_numpy()
+    prefill, pre = None, None
+    if "prefill_token_runs" in requests.columns and "prefill_replica" in requests.columns:
+        prefill = IntLists.from_lists(requests["prefill_token_runs"].tolist())
+        pre = offsets[np.maximum(requests["prefill_replica"].to_numpy(), 0)]
+        if not prefill.bounds[-1]:
+            prefill, pre = None, None
+    tokens = TokenTimes(IntLists.from_lists(requests["token_runs"].tolist()),
+                        offsets[np.maximum(requests["replica"].to_numpy(), 0)], steps["end"].to_numpy(), finished,
+                        prefill, pre)
+    return tokens.itls()
+
+
 def _step_columns(logs: list[StepLog], usable_blocks: list[int]) -> dict:
     """Every replica's steps, one after the other, as numpy columns: floats for times, counts as the log holds them
     (int32 where the settings keep them below 2^31; `RunResult.steps` and the file hold int64); the replica, the

@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from servesim.calibration.real_runs import read_run
@@ -225,6 +226,25 @@ def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys):
                    '"decode_seqs": 0, "decode_context_tokens": 0}\n')
     assert main(["compare", str(log), "--out", str(tmp_path / "o4")]) == 2
     assert "no per-request times" in capsys.readouterr().err
+
+
+def test_a_results_folder_is_compared_on_its_itls_too(tmp_path, capsys):
+    """A vLLM result file with ITLs against the servesim folder that made it: every row equal, ITL included. The
+    folder's ITLs were not read (NaN, and 4 failed rows: exit 1, round 65); they are rebuilt from its token runs
+    and steps, exactly; a folder without steps.parquet leaves the ITL rows out and says so."""
+    out = tmp_path / "vb"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--", "bench",
+                 "serve", "--random-input-len", "256", "--random-output-len", "32", "--num-prompts", "40",
+                 "--request-rate", "10", "--save-result", "--save-detailed", "--result-filename", "b.json"]) == 0
+    assert main(["compare", str(out / "b.json"), str(out), "--out", str(tmp_path / "c")]) == 0
+    table = pd.read_csv(tmp_path / "c" / "table.csv").set_index("metric")
+    itl = table[table.index.str.startswith("ITL")]
+    assert len(itl) == 4 and (itl["error"].abs() < 1e-9).all()
+    (out / "steps.parquet").unlink()
+    capsys.readouterr()
+    assert main(["compare", str(out / "b.json"), str(out), "--out", str(tmp_path / "d")]) == 0
+    assert "has no steps.parquet to time its tokens by: the ITL rows are left out" in capsys.readouterr().err
+    assert not pd.read_csv(tmp_path / "d" / "table.csv").metric.str.startswith("ITL").any()
 
 
 def test_a_fit_by_simulation_recovers_the_terms_a_run_was_made_with(tmp_path):
