@@ -551,6 +551,10 @@ def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, 
     if not e.enable_chunked_prefill and tokens < max_model_len:
         raise ConfigError("engine.max_num_batched_tokens",
                           f"{tokens} is smaller than max_model_len ({max_model_len}) with chunked prefill off")
+    if not e.enable_chunked_prefill and (e.max_num_scheduled_tokens or tokens) < max_model_len:
+        raise ConfigError("engine.max_num_scheduled_tokens",  # the step's budget: a longer prompt never starts
+                          f"{e.max_num_scheduled_tokens} is smaller than max_model_len ({max_model_len}) with chunked "
+                          f"prefill off: a prompt longer than a step's tokens could never be scheduled")
     if tokens < seqs:  # vLLM's SchedulerConfig refuses it too (a max_num_seqs left unset is lowered to the budget)
         raise ConfigError("engine.max_num_seqs", f"{seqs} is above max_num_batched_tokens ({tokens}): vLLM needs "
                                                  f"max_num_batched_tokens >= max_num_seqs")
@@ -602,7 +606,7 @@ def _fit_max_model_len(layout: KVLayout, tokens: int, block_size: int, usable: i
     """vLLM's auto-fit (max_model_len -1): the longest length, up to the model's, whose one request's KV fits the
     usable blocks, by bisection as vLLM searches it; refused when not even one token fits."""
     if layout.max_blocks(1, tokens, block_size) > usable:
-        raise ConfigError("engine.max_model_len", f"auto: the KV pool ({usable} usable blocks) cannot hold one token "
+        raise ConfigError("engine.max_model_len", f"auto: the KV pool ({max(usable, 0)} usable blocks) cannot hold one token "
                                                   f"of a request, as vLLM says: give the cache more memory")
     low, high = 1, longest  # low fits, high does not
     while high - low > 1:

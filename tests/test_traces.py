@@ -431,6 +431,9 @@ def test_a_vllm_timed_trace_counts_seconds_and_mooncake_milliseconds(tmp_path):
     assert "read as a Mooncake trace (timestamps in milliseconds); a vLLM timed trace counts seconds" in info["note"]
     specs, info = read_trace_with_info(bare, "vllm_timed_trace")
     assert [s.arrival_time for s in specs] == [0.0, 2500.0] and "note" not in info
+    # the ids decide the unit even when they are not used (use_hash_ids: false read 2.5 s as 2.5 ms, round 66)
+    assert [s.arrival_time for s in read_trace(path, use_hash_ids=False)] == [0.0, 2.5, 5.0]
+    assert read_trace_with_info(path, use_hash_ids=False)[1]["format"] == "vllm_timed_trace"
 
 
 def test_a_written_workload_replays_with_its_own_slo_classes(tmp_path, capsys):

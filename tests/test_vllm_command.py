@@ -693,6 +693,16 @@ def test_max_num_scheduled_tokens_caps_each_step_as_0_33s_scheduler_does(tmp_pat
     assert steps.scheduled_tokens.max() == 1000
 
 
+def test_a_step_that_cannot_hold_a_prompt_is_refused_without_chunked_prefill():
+    """max_num_scheduled_tokens below max_model_len with chunked prefill off: a longer prompt could never be
+    scheduled (an internal error, exit 3, round 66); refused by name, as the budget itself is."""
+    from servesim.simulator.config import load
+
+    with pytest.raises(ConfigError, match="engine.max_num_scheduled_tokens: 100 is smaller than max_model_len"):
+        load(None, ["engine.max_num_scheduled_tokens=100", "engine.enable_chunked_prefill=false",
+                    "engine.max_model_len=4096"])
+
+
 def test_max_concurrency_0_is_no_limit_in_019_and_refused_in_033():
     """0.19's client makes its semaphore only for a truthy --max-concurrency (0: no limit); 0.33 refuses <= 0."""
     old = read([MODEL], ["--max-concurrency", "0"], version="0.19.0")

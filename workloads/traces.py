@@ -14,6 +14,7 @@ import json
 import math
 import re
 import warnings
+from functools import partial
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, NoReturn, NotRequired, Sequence, TypedDict
 
@@ -309,6 +310,12 @@ def _hash_id_rows(obj: _Obj):
            {"prefix_ids": ids, "prefix_block_tokens": 0, "_where": obj.where} if ids else None)
 
 
+def _hash_misfit(rows: _Rows, b: int):
+    """The first (row, its extra) whose hash_ids count does not fit blocks of b tokens, or None."""
+    return next(((i, x) for i, x in enumerate(rows.extra or ()) if x and x.get("prefix_ids")
+                 and len(x["prefix_ids"]) != -(-int(rows.prompt[i]) // b)), None)
+
+
 def _resolve_hash_blocks(path: Path, rows: _Rows, block: int | None, use_ids: bool,
                          first: int = MOONCAKE_BLOCK_TOKENS) -> _Rows:
     """hash_ids name one block each, all of one size: the given one, else the first candidate that every row's
@@ -316,9 +323,7 @@ def _resolve_hash_blocks(path: Path, rows: _Rows, block: int | None, use_ids: bo
     if not rows.extra or not use_ids:
         return rows
     hashed = [(i, x) for i, x in enumerate(rows.extra) if x]
-    def misfit(b: int):
-        """The first row whose id count does not fit blocks of b tokens, or None."""
-        return next(((i, x) for i, x in hashed if len(x["prefix_ids"]) != -(-int(rows.prompt[i]) // b)), None)
+    misfit = partial(_hash_misfit, rows)
 
     def fail(b: int, row, also: str = "") -> None:
         i, x = row
@@ -483,7 +488,7 @@ def _read(path, fmt: str | None, hash_block_tokens: int | None = None, use_hash_
     if fmt in HASH_ID_FORMATS:
         rows = _resolve_hash_blocks(path, rows, hash_block_tokens, use_hash_ids, HASH_ID_FORMATS[fmt])
     if inferred and fmt == "mooncake":
-        fmt, rows.note = _mooncake_or_vllm(path, rows)
+        fmt, rows.note = _mooncake_or_vllm(path, rows, hash_block_tokens)
     if fmt == "mooncake":
         rows.arrival = rows.arrival / 1000  # Mooncake's milliseconds
     if rows.content_ids and not use_hash_ids:  # no prefix sharing, in any format that names blocks
@@ -497,17 +502,20 @@ def _read(path, fmt: str | None, hash_block_tokens: int | None = None, use_hash_
 HASH_ID_FORMATS = {"mooncake": MOONCAKE_BLOCK_TOKENS, "vllm_timed_trace": 16}  # vLLM's --timed-trace-chunk-hash-size
 
 
-def _mooncake_or_vllm(path: Path, rows: _Rows) -> tuple[str, str | None]:
+def _mooncake_or_vllm(path: Path, rows: _Rows, given: int | None) -> tuple[str, str | None]:
     """Mooncake's keys are vLLM's timed trace's, in another unit (ms against seconds). Ids of blocks other than
-    Mooncake's 512 tokens (as vLLM's writer and servesim's make them) say vLLM's: its seconds are taken. Without
-    ids nothing tells them apart: read as Mooncake, and said."""
-    blocks = {x["prefix_block_tokens"] for x in rows.extra or () if x and x.get("prefix_block_tokens")}
-    if blocks and blocks != {MOONCAKE_BLOCK_TOKENS}:
+    Mooncake's 512 tokens (as vLLM's writer and servesim's make them) say vLLM's: its seconds are taken, whether
+    or not the ids are then used (use_hash_ids). Without ids nothing tells them apart: read as Mooncake, and
+    said. given: hash_block_tokens, when the user named the block size."""
+    if not any(x and x.get("prefix_ids") for x in rows.extra or ()):
+        return "mooncake", (f"{path}: read as a Mooncake trace (timestamps in milliseconds); a vLLM timed trace "
+                            f"counts seconds: give format: vllm_timed_trace")
+    block = given or next((b for b in HASH_BLOCK_CANDIDATES if _hash_misfit(rows, b) is None), None)
+    if block is not None and block != MOONCAKE_BLOCK_TOKENS:
         return "vllm_timed_trace", (f"{path}: read as vLLM's timed trace (timestamps in seconds; its hash_ids name "
-                                    f"{min(blocks)}-token blocks, not Mooncake's 512); give format: mooncake for "
+                                    f"{block}-token blocks, not Mooncake's 512); give format: mooncake for "
                                     f"milliseconds")
-    return "mooncake", None if blocks else (f"{path}: read as a Mooncake trace (timestamps in milliseconds); a "
-                                            f"vLLM timed trace counts seconds: give format: vllm_timed_trace")
+    return "mooncake", None
 
 
 def _check_options(time_scale, start_s, duration_s, sample, limit) -> None:
