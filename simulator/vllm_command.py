@@ -349,9 +349,18 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     settings.update(_speculation(serve, version, not_modelled))
     options, workload = _bench(bench, not_modelled, version)
     options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
-    if options.server_metrics and serve.get("disable_log_stats"):  # vLLM's check (entrypoints/common/cli_args.py)
-        raise ConfigError("vllm serve --enable-per-request-metrics", "requires engine statistics logging; remove "
-                                                                     "--disable-log-stats, as vLLM says")
+    # vLLM's checks of the serve line before it loads (entrypoints/.../cli_args.py validate_parsed_serve_args)
+    for flag, fails, says in (
+            ("--enable-per-request-metrics", options.server_metrics and serve.get("disable_log_stats"),
+             "requires engine statistics logging; remove --disable-log-stats, as vLLM says"),
+            ("--enable-auto-tool-choice", serve.get("enable_auto_tool_choice") and not serve.get("tool_call_parser"),
+             "requires --tool-call-parser, as vLLM says"),
+            ("--enable-log-outputs", serve.get("enable_log_outputs") and not serve.get("enable_log_requests"),
+             "requires --enable-log-requests, as vLLM says"),
+            ("--sse-keep-alive-interval", (serve.get("sse_keep_alive_interval") or 0) < 0,
+             "must be a non-negative integer (0 disables keep-alive comments), as vLLM says")):
+        if fails:
+            raise ConfigError(f"vllm serve {flag}", says)
     workload["workload.request_max_tokens"] = True  # vllm bench serve sends each output length as max_tokens
     # which the API server refuses past max_model_len (0.19) or lowers to fit (0.33's get_max_tokens)
     workload["workload.max_tokens_past_context"] = "refuse" if version == "0.19.0" else "lower"
@@ -495,6 +504,22 @@ def _other_release(argv: list[str], kind: str, version: str) -> str:
     return ""
 
 
+def _async_with_drafts(serve: dict, version: str, method: str, out: dict) -> None:
+    """vLLM's async scheduling beside a draft method its model runner cannot overlap: left unset it is turned off
+    (0.19: every method but EAGLE/MTP and ngram_gpu; 0.33: suffix, which runs on the V1 runner), and asked for it
+    is refused (0.19 takes draft_model too), as config/vllm.py decides."""
+    eagle = method in ("eagle", "eagle3", "extract_hidden_states", "mtp") or method.endswith("_mtp")
+    if version == "0.19.0":
+        off, refused = not eagle and method != "ngram_gpu", not eagle and method not in ("ngram_gpu", "draft_model")
+    else:
+        off = refused = method in ("suffix", "custom_class")
+    if serve.get("async_scheduling") is None and off:
+        out["engine.async_scheduling"] = False
+    elif serve.get("async_scheduling") and refused:
+        raise ConfigError("vllm serve --async-scheduling", f"vLLM {version} does not run async scheduling with "
+                                                           f"{method} speculative decoding (it refuses the line)")
+
+
 def _speculation(serve: dict, version: str, not_modelled: dict) -> dict:
     """--speculative-config, and 0.33's --spec-method/--spec-model/--spec-tokens shorthands for its keys: the
     release's methods and keys (a key SpeculativeConfig lacks is refused, as its pydantic class forbids it; one
@@ -533,6 +558,7 @@ def _speculation(serve: dict, version: str, not_modelled: dict) -> dict:
     if method is None or not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ConfigError(field, "needs a method (or a draft model) and num_speculative_tokens >= 1, as vLLM does")
     out = {"speculative.method": "fixed", "speculative.num_speculative_tokens": k}
+    _async_with_drafts(serve, version, method, out)
     if method in FREE_DRAFTS:
         out["speculative.draft_cost_ratio"] = 0.0
     synthetic = _synthetic_acceptance(config, k, field) if version != "0.19.0" else None

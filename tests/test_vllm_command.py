@@ -703,6 +703,34 @@ def test_a_step_that_cannot_hold_a_prompt_is_refused_without_chunked_prefill():
                     "engine.max_model_len=4096"])
 
 
+@pytest.mark.parametrize("version, serve, says", [
+    ("0.33.0", ["--enable-auto-tool-choice"], "--enable-auto-tool-choice: requires --tool-call-parser"),
+    ("0.19.0", ["--enable-log-outputs"], "--enable-log-outputs: requires --enable-log-requests"),
+    ("0.33.0", ["--sse-keep-alive-interval", "-1"], "--sse-keep-alive-interval: must be a non-negative integer"),
+    ("0.33.0", ["--speculative-config.method", "suffix", "--speculative-config.num_speculative_tokens", "3",
+                "--async-scheduling"], "--async-scheduling: vLLM 0.33.0 does not run async scheduling with suffix"),
+    ("0.19.0", ["--speculative-config.method", "ngram", "--speculative-config.num_speculative_tokens", "3",
+                "--async-scheduling"], "--async-scheduling: vLLM 0.19.0 does not run async scheduling with ngram"),
+])
+def test_round_66_serve_lines_vllm_refuses_at_start_are_refused(version, serve, says):
+    """vLLM's checks before it loads (its serve-argument validation, async scheduling beside a draft method its
+    runner cannot overlap): each was simulated as if vLLM had started (round 66)."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL, *serve], [], version=version)
+
+
+@pytest.mark.parametrize("version, method, on", [("0.19.0", "ngram", False), ("0.19.0", "draft_model", False),
+                                                 ("0.19.0", "eagle3", None), ("0.33.0", "suffix", False),
+                                                 ("0.33.0", "ngram", None)])
+def test_async_scheduling_left_unset_follows_the_draft_method(version, method, on):
+    """Left unset, vLLM turns async scheduling off beside a draft method its model runner cannot overlap (0.19:
+    all but EAGLE/MTP and ngram_gpu; 0.33: suffix, which runs on the V1 runner); servesim kept it on."""
+    spec = json.dumps({"method": method, "num_speculative_tokens": 3} | ({"model": "m"} if method != "ngram" and
+                                                                        method != "suffix" else {}))
+    assert read([MODEL, "--speculative-config", spec], [], version=version).settings.get(
+        "engine.async_scheduling") is on
+
+
 def test_max_concurrency_0_is_no_limit_in_019_and_refused_in_033():
     """0.19's client makes its semaphore only for a truthy --max-concurrency (0: no limit); 0.33 refuses <= 0."""
     old = read([MODEL], ["--max-concurrency", "0"], version="0.19.0")
