@@ -65,12 +65,6 @@ def _per_request(result, due: dict | None) -> dict:
         "generated_texts": ["" for _ in order],
         "errors": ["" if ok[i] else HTTP_REASONS.get(reasons[i], "Service Unavailable")
                    if reasons[i] is not None else "Unfinished" for i in order],
-        # the server's own timings (--enable-per-request-metrics): queued to first scheduled, first scheduled to
-        # first token (vLLM's build_per_request_timing_metrics); a refused request's response has none
-        "server_queue_times": [float(cols["first_scheduled_time"][i] - cols["arrival_time"][i]) if ok[i] else None
-                               for i in order],
-        "server_ttfts": [float(cols["first_token_time"][i] - cols["first_scheduled_time"][i]) if ok[i] else None
-                         for i in order],
     }
 
 
@@ -153,7 +147,12 @@ def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: st
     out["max_concurrent_requests"] = s["max_concurrent_requests"]  # vLLM's 1-second count (metrics.py)
     out["rtfx"] = 0.0
     if o.server_metrics and ok.any() and (o.save_detailed if detailed is None else detailed):
-        out["server_queue_times"], out["server_ttfts"] = per["server_queue_times"], per["server_ttfts"]
+        # the server's own timings: queued to first scheduled, first scheduled to first token (vLLM's
+        # build_per_request_timing_metrics); a refused request's response has none
+        first = cols["first_scheduled_time"]
+        out["server_queue_times"] = [float(cols["queue_time"][i]) if ok[i] else None for i in per["order"]]
+        out["server_ttfts"] = [float(cols["first_token_time"][i] - first[i]) if ok[i] else None
+                               for i in per["order"]]
     if o.ramp_up:
         out["rps_change_events"] = _rps_changes(o, list(due.values()) if due else per["start_times"], out["date"])
     if s.get("spec_decode_num_drafts"):  # vLLM's figures from the server's counters: a rate in percent
