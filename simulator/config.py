@@ -661,8 +661,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if (pol.admission.long_prompt_tokens is None) != (pol.admission.max_long_prefills is None):
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     local = local_attention(arch)
-    say_once((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs)))
-    scheduler = SchedulerSettings(  # vLLM 0.33's scheduler issues min(max_num_scheduled_tokens, the budget)
+    say_once((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens)))
+    scheduler = SchedulerSettings(  # a step holds at most the budget: vLLM's model runner is sized for it
         max_num_batched_tokens=min(tokens, e.max_num_scheduled_tokens or tokens), max_num_seqs=seqs,
         max_model_len=max_model_len,
         enable_chunked_prefill=e.enable_chunked_prefill, long_prefill_token_threshold=e.long_prefill_token_threshold,

@@ -35,7 +35,8 @@ def _changed(section, name: str) -> bool:
 PRIORITIES_UNREAD = "only the priority queue and the lowest_priority victim read priorities"
 
 
-def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max_num_seqs: int = 0) -> list[str]:
+def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max_num_seqs: int = 0,
+                   max_num_batched_tokens: int = 0) -> list[str]:
     """Settings moved from their default that nothing reads in this combination: said, not refused, so a sweep
     across the setting that gives them their effect (speculative.method=none,fixed) runs every point."""
     sp, e, p, c = scenario.speculative, scenario.engine, scenario.policies, scenario.cluster
@@ -86,6 +87,10 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     if p.batching == "static" and p.static_batch_size and max_num_seqs and p.static_batch_size > max_num_seqs:
         rules.append((True, p, "policies", ["static_batch_size"],
                       f"at most max_num_seqs ({max_num_seqs}) run at once, so batches are of {max_num_seqs}"))
+    if max_num_batched_tokens and (e.max_num_scheduled_tokens or 0) > max_num_batched_tokens:
+        rules.append((True, e, "engine", ["max_num_scheduled_tokens"],
+                      f"above max_num_batched_tokens ({max_num_batched_tokens}), which bounds a step (vLLM's scheduler "
+                      f"would issue steps its model runner, sized for {max_num_batched_tokens} tokens, cannot take)"))
     if a is not None:
         uses = {"cv": a.process == "gamma", "on_s": a.process == "onoff", "off_s": a.process == "onoff",
                 "points": a.process == "curve", "period_s": a.process == "curve",

@@ -578,6 +578,13 @@ class RunResult:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:  # a file in the way, a name too long: the CLI's --out says the same
             raise ConfigError(field, f"cannot write a results folder at {out}: {exc.strerror or exc}") from None
+        stale = out / "workload.jsonl"  # an earlier run's requests, which this run's config.yaml does not name
+        if self.given_requests is None and (stale.is_file() or stale.is_symlink()) and (out / "config.yaml").is_file():
+            stale.unlink()
+            from servesim.simulator.config import say_once
+
+            say_once([f"servesim: note: removed workload.jsonl: an earlier run's in {out}, which this run did not "
+                      f"write"])
         (out / "config.yaml").write_text(dump_yaml(self._repeatable_config(out)))
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
         write_parquet(self.request_columns, out / "requests.parquet", TEXT_COLUMNS)

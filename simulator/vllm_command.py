@@ -437,7 +437,16 @@ def as_flag_error(cmd: VllmCommand, sets: list[str], exc: ConfigError) -> Config
     if any(exc.field == k or exc.field.startswith(k + ".") for k in given):
         return exc  # the user's own --set
     flag = decided_by(cmd, exc.field)
-    return exc if flag is None else ConfigError(flag, f"{exc.message} (as servesim's {exc.field})")
+    return exc if flag is None else ConfigError(flag, f"{_said_as_flags(cmd, exc.message)} (as servesim's {exc.field})")
+
+
+def _said_as_flags(cmd: VllmCommand, message: str) -> str:
+    """The engine settings a refusal advises changing, said as the release's flags (lower --max-model-len)."""
+    def flag(match: re.Match) -> str:
+        dest = next((d for d, k in SERVE_SETTINGS.items() if k == match.group(0)), None)
+        flags = _parser("serve", cmd.version)[1]
+        return flags[dest]["flag"] if dest in flags else match.group(0)
+    return re.sub(r"\bengine\.[a-z_]+", flag, message)
 
 
 def refuse_overrides(cmd: VllmCommand, sets: list[str], gpu_given: bool) -> None:
@@ -534,13 +543,13 @@ def _speculation(serve: dict, version: str, not_modelled: dict) -> dict:
     field = "vllm serve --speculative-config"
     if not isinstance(config, dict):
         raise ConfigError(field, f"must be a JSON object, got {config!r}")
-    if version != "0.19.0":  # 0.33's create_speculative_config takes num-speculative-tokens as num_speculative_tokens
-        config = {k.replace("-", "_") if isinstance(k, str) else k: v for k, v in config.items()}
-    for key, value in shorthands.items():
+    for key, value in shorthands.items():  # 0.33 checks the keys as given, before it reads dashes as underscores
         if key in config:
             raise ConfigError(f"vllm serve --{dict(map(reversed, SPEC_SHORTHANDS.items()))[key].replace('_', '-')}",
                               f"and --speculative-config's {key!r} are mutually exclusive, as vLLM says")
     config = {**config, **shorthands}
+    if version != "0.19.0":  # 0.33's create_speculative_config takes num-speculative-tokens as num_speculative_tokens
+        config = {k.replace("-", "_") if isinstance(k, str) else k: v for k, v in config.items()}
     table = flag_tables(version)["speculative_config"]
     unknown = [key for key in config if key not in table["keys"]]
     if unknown:

@@ -672,6 +672,11 @@ def test_round_27_sweeps_searches_and_reruns(tmp_path, capsys, monkeypatch):
     assert main(["run", str(tmp_path / "w" / "config.yaml"), "--out", "again", "--quiet"]) == 0
     assert (tmp_path / "elsewhere" / "again" / "summary.json").read_bytes() == \
         (tmp_path / "w" / "summary.json").read_bytes()
+    # a run of the scenario's own workload into that folder: the earlier requests go, and it says so (round 66)
+    capsys.readouterr()
+    assert main(["run", "--set", "workload.num_requests=5", "--out", str(tmp_path / "w")]) == 0
+    assert not (tmp_path / "w" / "workload.jsonl").exists()
+    assert "removed workload.jsonl: an earlier run's" in capsys.readouterr().err
 
 
 def test_round_28_searches_read_their_grid_and_reruns_see_rewritten_files(tmp_path, capsys, monkeypatch):

@@ -346,6 +346,9 @@ ERRORS = [
      ["request 2, key output_lens", "-1"]),
     ("vllm_lengths.json", "vllm_bench", json.dumps({"input_lens": [1], "output_lens": [3, 1], "start_times": [0, 1]}),
      ["key input_lens", "one entry per request"]),
+    ("vllm_all_failed.json", "vllm_bench", json.dumps({"input_lens": [1, 2], "output_lens": [0, 0], "start_times": [0, 1],
+                                                        "errors": ["timeout", "500"]}),
+     ["key errors", "all 2 failed"]),  # round 66: said "no requests in the file"
     ("vllm_bad_json.json", "vllm_bench", '{\n  "input_lens": [1,\n  ]\n}', ["line 3, column 3", "invalid JSON"]),
     ("pretty.jsonl", "mooncake", '{"timestamp": 0,\n "input_length": 6}\n', ["line 1, column 17", "invalid JSON"]),
     ("servesim_block.jsonl", "servesim", '{"arrival_time": 0, "prompt_tokens": 3, "output_tokens": 2, "prefix_ids": [1]}\n',

@@ -546,6 +546,8 @@ def test_max_model_len_auto_fits_the_kv_pool_as_vllm_does(value, tmp_path, capsy
     assert fitted == (blocks - 1) * 16 < 131072  # every usable 16-token block, one request
     with pytest.raises(ConfigError, match="cannot hold one request of max_model_len=131072"):
         load(None, ["hardware.gpu=l4", "model=llama-3.1-8b"])  # the model's length, not auto: refused
+    assert main(["vllm", "--gpu", "l4", "--out", str(tmp_path / "w"), "serve", MODEL] + BENCH) == 2
+    assert "; lower --max-model-len or give the cache more memory" in capsys.readouterr().err  # the flag to change
     # the written config keeps `auto`, derived again: on an H100 the whole context fits
     again = load(str(tmp_path / "v" / "config.yaml"), ["hardware.gpu=h100-sxm"])
     assert again.max_model_len == 131072
@@ -693,6 +695,16 @@ def test_max_num_scheduled_tokens_caps_each_step_as_0_33s_scheduler_does(tmp_pat
     assert steps.scheduled_tokens.max() == 1000
 
 
+def test_a_scheduled_token_cap_above_the_budget_is_said(tmp_path, capsys):
+    """Above max_num_batched_tokens the cap changes nothing (a step holds at most the budget; vLLM's scheduler
+    would issue steps its model runner cannot take): said, not silently capped (round 66)."""
+    assert main(["vllm", "--out", str(tmp_path), "serve", MODEL, "--max-num-batched-tokens", "2048",
+                 "--max-num-scheduled-tokens", "4096", "--", "bench", "serve", "--num-prompts", "5"]) == 0
+    assert ("engine.max_num_scheduled_tokens has no effect: above max_num_batched_tokens (2048)"
+            in capsys.readouterr().err)
+    assert pd.read_parquet(tmp_path / "steps.parquet").scheduled_tokens.max() <= 2048
+
+
 def test_a_step_that_cannot_hold_a_prompt_is_refused_without_chunked_prefill():
     """max_num_scheduled_tokens below max_model_len with chunked prefill off: a longer prompt could never be
     scheduled (an internal error, exit 3, round 66); refused by name, as the budget itself is."""
@@ -796,6 +808,11 @@ def test_dashed_speculative_keys_are_0_33s_underscored_ones(spec):
     assert read([MODEL, *spec], []).settings["speculative.num_speculative_tokens"] == 3
     with pytest.raises(ConfigError, match="num-speculative-tokens: not a key of vLLM 0.19.0's SpeculativeConfig"):
         read([MODEL, *spec], [], version="0.19.0")
+    # 0.33 checks a shorthand against the keys as given, then reads the dashes: the shorthand, added last, wins
+    assert read([MODEL, *spec, "--spec-tokens", "5"], []).settings["speculative.num_speculative_tokens"] == 5
+    with pytest.raises(ConfigError, match="--spec-tokens: and --speculative-config's 'num_speculative_tokens' are"):
+        read([MODEL, "--speculative-config.method", "ngram", "--speculative-config.num_speculative_tokens", "3",
+              "--spec-tokens", "5"], [])
 
 
 def test_round_61_long_prefill_threshold_is_checked_before_the_auto_fit(tmp_path, capsys):

@@ -403,6 +403,8 @@ def _read_vllm_bench(path: Path) -> _Rows:
     errors = lists["errors"]
     objs = [_Obj(path, f"request {i + 1}", {k: lists[k][i] for k in keys})
             for i in range(len(errors)) if not errors[i]]
+    if errors and not objs:
+        top.fail("errors", f"no requests: all {len(errors)} failed (each has an error), none can be replayed")
     rows = _collect(path, objs, lambda o: [(o.seconds("start_times"), o.integer("input_lens", least=1, role="prompt"),
                                             o.integer("output_lens", least=1, role="output"), None)])
     rows.arrival -= rows.arrival.min()
