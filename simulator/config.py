@@ -25,7 +25,7 @@ from servesim.policies.routing import RouterName
 from servesim.simulator.capacity import kv_pool_bytes, num_blocks
 from servesim.simulator.cost_model import CostModel, Profile, build_cost_model
 from servesim.simulator.errors import ConfigError, first_error
-from servesim.simulator.files import ExplicitTag, TooLarge, dump_yaml, safe_load_bounded
+from servesim.simulator.files import Refused, TooLarge, dump_yaml, safe_load_bounded
 from servesim.simulator.hardware import Hardware, load_hardware
 from servesim.simulator.hybrid_kv import KVLayout, kv_layout
 from servesim.simulator.inert_settings import without_effect
@@ -389,8 +389,8 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             value: Any = safe_load_bounded(raw)
         except TooLarge as exc:
             raise ConfigError(key.strip(), f"--set value {exc}") from None
-        except ExplicitTag as exc:
-            raise ConfigError(key.strip(), f"{raw!r}: {exc}") from None
+        except Refused as exc:
+            raise ConfigError(key.strip(), f"--set value: {exc}") from None
         except (yaml.YAMLError, RecursionError):
             value = raw  # not YAML: the text itself
         node = data

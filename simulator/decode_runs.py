@@ -3,8 +3,9 @@
 When the last step decoded every running request and admitted nobody, no request arrived or
 finished since, and admission stays shut for a reason that decode steps cannot lift
 (`max_num_seqs`, a full pool, a closed static batch), the next steps are certain to be the same
-batch decoding one token each. They are advanced at once, with the same float additions and the
-same block growth as step by step (tests/test_determinism.py holds them equal).
+batch decoding one token each, up to the step the next arrival falls in (engine.py). They are
+advanced at once, with the same float additions and the same block growth as step by step
+(tests/test_determinism.py holds them equal).
 """
 
 from __future__ import annotations

@@ -135,6 +135,24 @@ class Replica:
         if self._idle is not None and not self._idle.triggered:
             self._idle.succeed()
 
+    def _decode_run(self, now: float) -> list[float]:
+        """The ends of the decode steps to advance at once from `now` (none: take a plain step). A run stops
+        before the step an arrival falls in: the router reads this replica's blocks and context then, as that
+        step left them, and a run applies its steps only at its end."""
+        k = decode_run_limit(self.scheduler)
+        if not k:
+            return []
+        sched, timer = self.scheduler, self.timer
+        batch, ctx, next_arrival = len(sched.running), sched.decode_context_tokens(), self.front_end.next_time
+        ends, t = [], now
+        for j in range(k):
+            end = t + timer.decode_step(decode_shape(batch, ctx + batch * j))
+            if end > next_arrival or (j and end >= self.cut):
+                break  # an arrival inside it; or it, and with it the run, would outlast the cut
+            t = end
+            ends.append(t)
+        return ends
+
     def run(self):
         env, sched, kv, log = self.env, self.scheduler, self.kv, self.log
         timer = self.timer
@@ -149,21 +167,9 @@ class Replica:
                 yield self.lockstep.ended
                 continue
             now = env.now
-            k = decode_run_limit(sched) if self.decode_runs else 0
-            if k:
-                batch = len(sched.running)
-                ctx = sched.decode_context_tokens()
-                waiting = len(sched.waiting)
-                next_arrival = self.front_end.next_time
-                ends, t = [], now
-                for j in range(k):
-                    if j and t >= next_arrival:
-                        break  # step-by-step would see the arrival at this step
-                    end = t + timer.decode_step(decode_shape(batch, ctx + batch * j))
-                    if j and end >= self.cut:
-                        break  # the run's last step would outlast the cut, and with it every step before
-                    t = end
-                    ends.append(t)
+            ends = self._decode_run(now) if self.decode_runs else []
+            if ends:
+                batch, ctx, waiting, t = len(sched.running), sched.decode_context_tokens(), len(sched.waiting), ends[-1]
                 yield env.at(t)
                 used_after, finished = apply_decode_run(sched, len(ends), step, t)
                 log.add_decode_run(now, ends, batch, waiting, used_after, ctx)

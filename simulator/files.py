@@ -64,7 +64,7 @@ def _expanded_size(node, sizes: dict) -> int:
         keys = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)]
         if len(set(keys)) < len(keys):  # safe_load keeps the last silently; a setting given twice is a mistake
             dup = next(k for k in keys if keys.count(k) > 1)
-            raise yaml.YAMLError(f"key {dup!r} is given twice in one mapping (line {node.start_mark.line + 1})")
+            raise Refused(f"key {dup!r} is given twice in one mapping (line {node.start_mark.line + 1})")
         n = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
     elif isinstance(node, yaml.SequenceNode):
         n = 1 + sum(_expanded_size(v, sizes) for v in node.value)
@@ -74,8 +74,9 @@ def _expanded_size(node, sizes: dict) -> int:
     return n
 
 
-class ExplicitTag(yaml.YAMLError):
-    """A value with an explicit YAML tag: refused wherever a setting is read, --set included."""
+class Refused(yaml.YAMLError):
+    """YAML that parses but that no setting may hold (a key given twice, an explicit tag, an integer Python
+    cannot read): refused wherever a setting is read, --set included (not taken as text)."""
 
 
 _PLAIN_TAGS = {"tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:str"}
@@ -93,7 +94,7 @@ def _no_explicit_tags(loader, node, seen: set) -> None:
     else:
         ok = node.tag in _PLAIN_TAGS
     if not ok:
-        raise ExplicitTag(f"the explicit tag {node.tag.replace('tag:yaml.org,2002:', '!!')} at line "
+        raise Refused(f"the explicit tag {node.tag.replace('tag:yaml.org,2002:', '!!')} at line "
                              f"{node.start_mark.line + 1} is not taken: write the value plainly")
     for child in (node.value if isinstance(node, yaml.SequenceNode) else
                   [x for pair in node.value for x in pair] if isinstance(node, yaml.MappingNode) else ()):
@@ -116,7 +117,7 @@ class _Dumper(yaml.SafeDumper):
 
 _INT, _FLOAT, _BOOL = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"
 _BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")  # YAML 1.2: yes, no, on, off are text
-_INT_RE = re.compile(r"^(?:[-+]?[0-9][0-9_]*|0o[0-7_]+|0x[0-9a-fA-F_]+)$")
+_INT_RE = re.compile(r"^(?:[-+]?[0-9][0-9_]*|0o_*[0-7][0-7_]*|0x_*[0-9a-fA-F][0-9a-fA-F_]*)$")  # 0x_ is text
 _FLOAT_RE = re.compile(r"^(?:[-+]?(?:\.[0-9][0-9_]*|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?"
                        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
 
@@ -128,13 +129,25 @@ def _int(loader, node) -> int:
     return sign * int(digits[2:] if base != 10 else digits, base)
 
 
+def _readable(construct):
+    """An int constructor whose ValueError (past Python's 4,300 digits; PyYAML's 0x_) is one YAML error."""
+    def read(loader, node):
+        try:
+            return construct(loader, node)
+        except ValueError:
+            text = str(node.value)
+            raise Refused(f"{text[:20] + '...' if len(text) > 20 else text!r} (line {node.start_mark.line + 1}) is "
+                          f"no integer Python reads" + (f": {len(text):,} digits" if len(text) > 20 else "")) from None
+    return read
+
+
 for _kind in (_Loader, _Dumper):
     _kind.yaml_implicit_resolvers = {first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT, _BOOL)]
                                      for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
     _kind.add_implicit_resolver(_BOOL, _BOOL_RE, list("tTfF"))
     _kind.add_implicit_resolver(_INT, _INT_RE, list("-+0123456789"))  # before floats: 5 is an int
     _kind.add_implicit_resolver(_FLOAT, _FLOAT_RE, list("-+0123456789."))
-_Loader.add_constructor(_INT, _int)
+_Loader.add_constructor(_INT, _readable(_int))
 
 
 def dump_yaml(data, flow: bool = False) -> str:
@@ -147,6 +160,9 @@ def dump_yaml(data, flow: bool = False) -> str:
 class _SafeLoader(yaml.SafeLoader):
     """PyYAML's own YAML 1.1 (yes is true, 0777 is octal 511): for a file another program reads with
     yaml.safe_load (vLLM's --config), read here as it reads it."""
+
+
+_SafeLoader.add_constructor(_INT, _readable(yaml.SafeLoader.construct_yaml_int))
 
 
 def safe_load_bounded(text: str, as_pyyaml: bool = False):

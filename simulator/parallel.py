@@ -14,10 +14,12 @@ from servesim.simulator.errors import ConfigError
 EXECUTORS = ("process", "ray")
 
 
-def check_executor(executor: str) -> None:
+def check_executor(executor: str, ray_address: str | None = None) -> None:
     """Before anything is written: a refused executor changes nothing."""
     if executor not in EXECUTORS:
         raise ConfigError("--executor", f"one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if ray_address is not None and executor != "ray":  # the runs would go to local processes, not that cluster
+        raise ConfigError("--ray-address", f"a Ray cluster for --executor ray; the executor is {executor}")
     if executor == "ray":
         from importlib.util import find_spec
 

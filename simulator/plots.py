@@ -386,9 +386,9 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
         raise ConfigError("--by", f"{load_axis!r} is the --x axis already: give another column to split the lines by")
     if by is not None and by in PLOT_COLUMNS[kind]:
         raise ConfigError("--by", f"{by!r} is what the plot measures: give a setting column to split it by")
-    for col in [c for c in (load_axis, by) if c]:
-        if col not in table:
-            raise ConfigError("--x" if col == x else "--by", f"{col!r} is not a column of {table_path}")
+    for flag, col in (("--x", load_axis), ("--by", by)):
+        if col and col not in table:
+            raise ConfigError(flag, f"{col!r} is not a column of {table_path}")
     if kind == "goodput" and "request_goodput" not in table:
         raise ConfigError("results", "no request_goodput column: the swept scenario needs workload.slo_classes")
     _check_numbers(table, PLOT_COLUMNS[kind] + ["request_goodput"] * (kind == "goodput") + [load_axis] * bool(load_axis)

@@ -563,7 +563,7 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
     from servesim.simulator.parallel import check_executor
     from servesim.simulator.search import refuse_goodput_without_classes
 
-    check_executor(executor)
+    check_executor(executor, ray_address)
     check_space(scenario, sets, axes, rate)
     refuse_goodput_without_classes(scenario, sets, slos, "--goodput ttft:MS tpot:MS, or --set workload.slo_classes=...")
     price_table = load_prices(prices)

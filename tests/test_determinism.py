@@ -21,6 +21,10 @@ SCENARIOS = {
     "reservation": ["policies.admission.reserve=quantile", "engine.num_gpu_blocks_override=600",
                     "engine.max_model_len=4096"],
     "cluster": ["cluster.replicas=3", "cluster.router=least_outstanding", "workload.arrival.rate=30"],
+    # routers that read a replica's blocks and decode context: a run applied at its end showed them stale
+    "cluster-least-kv": ["cluster.replicas=2", "cluster.router=least_kv", "workload.arrival.rate=30"],
+    "cluster-predicted-completion": ["cluster.replicas=2", "cluster.router=predicted_completion",
+                                     "workload.arrival.rate=30"],
     "disaggregated": ["cluster.replicas=2", "cluster.prefill_replicas=1", "workload.arrival.rate=15"],
     "cluster-closed-loop": ["cluster.replicas=2", "workload.arrival={process: closed_loop, concurrency: 40}"],
     "long-prefill-threshold": ["engine.long_prefill_token_threshold=256", "engine.max_num_batched_tokens=1024"],

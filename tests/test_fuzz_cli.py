@@ -53,7 +53,8 @@ def _walk(model: type[BaseModel], prefix: str = ""):
 
 
 NUMERIC = sorted(set(_walk(Scenario)))
-NOT_A_NUMBER = [".inf", ".nan", "-.inf", "1e999", "99999999999999999999999", "true", "[1, 2]", "{a: 1}", "text"]
+NOT_A_NUMBER = [".inf", ".nan", "-.inf", "1e999", "99999999999999999999999", "true", "[1, 2]", "{a: 1}", "text",
+                "0x_", "1" * 5000]  # round 67: the YAML reader's int() raised on these (exit 3)
 SETTING_CASES = [(k, v) for k, bounded in NUMERIC for v in NOT_A_NUMBER + (["-5"] if bounded else [])]
 
 
@@ -156,6 +157,8 @@ SETTINGS_FILES = {
     "tag-binary": ("name: !!binary aGVsbG8=\n", "the explicit tag !!binary"),
     "nul": ("name: a\x00b\n", "unacceptable character #x0000"),
     "number-key": ("profile: teaching\n1: 2\n", ""),
+    "hex-without-digits": ("seed: 0o_\n", ""),  # round 67: int('', 8), exit 3
+    "integer-past-4300-digits": ("seed: " + "1" * 5000 + "\n", "no integer Python reads: 5,000 digits"),
 }
 
 
@@ -256,6 +259,8 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["sweep", "--base-seed", str(2**53), "--seeds", "2"], "--seeds: the runs' seeds, 9,007,199,254,740,992 "
                                                             "(--base-seed or the scenario's) to 9,007,199,254,740,993"),
     (["sweep", "--grid", "engine.nope=1,2"], "engine.nope: unknown setting"),
+    (["sweep", "--ray-address", "x", "--grid", "workload.arrival.rate=2"], "--ray-address: a Ray cluster for --executor ray"),  # r67
+    (["recommend", "--ray-address", "x", "--rate", "1", "--slo", "ttft_p99_ms=500"], "--ray-address: a Ray cluster for --executor ray"),
     (["sweep", "--grid", "engine.max_num_seqs=[1,2"], "not valid YAML"),
     (["sweep", "--grid", "engine.max_num_seqs="], "no values"),
     (["sweep", "--grid", "engine.max_num_seqs=1", "--grid", "engine.max_num_seqs=2"], "two axes"),
@@ -268,6 +273,7 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--grid", "workload.arrival.rate=1,2"], "the search varies"),
     (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--low", "2", "--high", "1"], "--high"),
     (["run", "--set", "=5"], "--set"),
+    (["config", "--set", "engine={max_num_seqs: 4, max_num_seqs: 5}"], "'max_num_seqs' is given twice"),  # round 67
     (["run", "--set", "engine..x=5"], "--set"),
     (["run", "--set", "engine.max_num_seqs"], "--set takes key=value"),
     (["run", "--set", "workload.arrival={process: curve, points: [[0, 1], [10, 0]]}"], "never arrive"),

@@ -33,6 +33,9 @@ def test_timeline_and_capacity(swept, tmp_path, capsys):
                  "--grid", "engine.max_num_seqs=8,16", "--set", "workload.num_requests=80", "--out", str(tmp_path)]) == 0
     assert main(["plot", str(tmp_path), "--kind", "capacity", "--by", "engine.max_num_seqs"]) == 0
     assert (tmp_path / "plot-capacity.png").stat().st_size > 5000
+    capsys.readouterr()  # a capacity table has no rate column: --by named (it said --x, round 67)
+    assert main(["plot", str(tmp_path), "--kind", "capacity", "--by", "workload.arrival.rate"]) == 2
+    assert "--by: 'workload.arrival.rate' is not a column" in capsys.readouterr().err
 
 
 def test_pareto_needs_no_load_axis_and_colours_names_or_numbers(tmp_path, capsys):

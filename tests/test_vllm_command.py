@@ -636,6 +636,9 @@ def test_a_vllm_config_file_gives_flags_the_command_line_overrides(tmp_path):
         read(["--config", str(cfg), MODEL], [])  # vLLM: "No model specified!"
     cfg.write_text(f"model: {MODEL}\n")
     assert read(["--config", str(cfg), "-tp", "2"], []).settings["engine.tensor_parallel_size"] == 2
+    cfg.write_text("max-num-seqs: 0x_\n")  # PyYAML's int('', 16): a ValueError, exit 3 (round 67)
+    with pytest.raises(ConfigError, match="is not valid YAML: '0x_' \\(line 1\\) is no integer Python reads"):
+        read([MODEL, "--config", str(cfg)], [])
 
 
 def test_throughput_performance_mode_doubles_the_default_budgets(capsys):
