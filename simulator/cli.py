@@ -158,7 +158,7 @@ def cmd_vllm(args) -> int:
     simulated; the run's results, the command as read (vllm_command.json) and, with --save-result, vLLM's file."""
     from servesim.simulator.config import load, override
     from servesim.simulator.files import dump_yaml
-    from servesim.simulator.vllm_command import as_flag_error, check_resolved, read, refuse_overrides, split_command
+    from servesim.simulator.vllm_command import as_flag_error, read, refuse_overrides, split_command
 
     serve_argv, bench_argv = split_command(args.command)
     cmd = read(serve_argv, bench_argv, args.vllm_version)
@@ -172,12 +172,13 @@ def cmd_vllm(args) -> int:
         sets.append(override("hardware.gpu", args.gpu))
     sets += args.set
     try:
-        check_resolved(cmd, sets)  # before the warning: a line vLLM refuses is one error line
+        # resolved before the warning: a line vLLM refuses (--max-num-active-seqs above max_num_seqs) is one line
+        resolved = load(None, sets) if args.config or cmd.not_modelled else None
         if cmd.not_modelled:
             print(f"servesim: warning: not modelled, recorded in vllm_command.json: "
                   f"{', '.join(k.split(' ')[-1] for k in cmd.not_modelled)}", file=sys.stderr)
         if args.config:
-            scenario = load(None, sets).as_dict()
+            scenario = resolved.as_dict()
             if not answer(scenario):
                 print(dump_yaml(scenario), end="")
             return 0

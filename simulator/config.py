@@ -48,6 +48,9 @@ class EngineSettings(Settings):
 
     max_num_batched_tokens: Tokens | None = Field(None, description="None: vLLM's usage-context default")
     max_num_seqs: int | None = Field(None, ge=1, le=MAX_SEQS, description="None: vLLM's usage-context default")
+    max_num_active_seqs: int | None = Field(
+        None, ge=1, le=MAX_SEQS, description="vLLM 0.33's: the requests its scheduler admits into RUNNING, at most "
+                                             "max_num_seqs (None: max_num_seqs, which still sizes the CUDA graphs)")
     max_model_len: Annotated[int, Field(ge=2, le=MAX_TOKENS)] | Literal["auto"] | None = Field(
         None, description="None: the model's max_position_embeddings (a prompt and one token); "
                                                "auto (vLLM's -1): the longest that one request's KV fits in the pool")
@@ -494,11 +497,16 @@ def check_tensor_parallel(arch: ModelArchitecture, tp: int, field: str) -> None:
         raise ConfigError(field, f"{arch.num_attention_heads} attention heads do not split over {tp} GPUs")
 
 
-def check_max_model_len(arch: ModelArchitecture, value: int | None, field: str) -> int:
-    """vLLM's rule: no longer than the model's position embeddings (None: exactly those)."""
-    if value is not None and value > arch.max_position_embeddings:
-        raise ConfigError(field, f"{value} exceeds the model's max_position_embeddings ({arch.max_position_embeddings})")
-    return value or arch.max_position_embeddings
+def check_max_model_len(arch: ModelArchitecture, value: int | None, field: str, release: str = "0.33.0") -> int:
+    """vLLM's rule: no longer than the model's length as the release derives it (None: exactly that)."""
+    from servesim.simulator.model_arch import model_length
+
+    longest = model_length(arch, release)
+    if value is not None and value > longest:
+        raise ConfigError(field, f"{value} exceeds the model's max_position_embeddings ({longest}"
+                                 + (f", as vLLM {release} derives it" if longest != arch.max_position_embeddings else "")
+                                 + ")")
+    return value or longest
 
 
 def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int, int | None]:
@@ -555,6 +563,10 @@ def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, 
         raise ConfigError("engine.max_num_scheduled_tokens",  # the step's budget: a longer prompt never starts
                           f"{e.max_num_scheduled_tokens} is smaller than max_model_len ({max_model_len}) with chunked "
                           f"prefill off: a prompt longer than a step's tokens could never be scheduled")
+    if (e.max_num_active_seqs or 0) > seqs:  # vLLM's SchedulerConfig refuses it
+        said = "engine.max_num_seqs" if e.max_num_seqs else "max_num_seqs, vLLM's default here"
+        raise ConfigError("engine.max_num_active_seqs", f"{e.max_num_active_seqs} is above {said} ({seqs}): vLLM "
+                                                        f"refuses it")
     if tokens < seqs:  # vLLM's SchedulerConfig refuses it too (a max_num_seqs left unset is lowered to the budget)
         raise ConfigError("engine.max_num_seqs", f"{seqs} is above max_num_batched_tokens ({tokens}): vLLM needs "
                                                  f"max_num_batched_tokens >= max_num_seqs")
@@ -641,7 +653,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     # auto: the model's length here, as vLLM derives it before the engine fits it to the pool (the budget's
     # defaults are taken from it, as vLLM's are)
     max_model_len = check_max_model_len(arch, None if e.max_model_len == "auto" else e.max_model_len,
-                                        "engine.max_model_len")
+                                        "engine.max_model_len", e.vllm_defaults)
     tokens, seqs = _budgets(e, hw, max_model_len)
     layout = kv_layout(arch, tp, e.disable_hybrid_kv_cache_manager)
     # vLLM's SchedulerConfig refuses it, against the length before an auto-fit to the pool (which comes later)
@@ -663,7 +675,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     local = local_attention(arch)
     say_once((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens)))
     scheduler = SchedulerSettings(  # a step holds at most the budget: vLLM's model runner is sized for it
-        max_num_batched_tokens=min(tokens, e.max_num_scheduled_tokens or tokens), max_num_seqs=seqs,
+        max_num_batched_tokens=min(tokens, e.max_num_scheduled_tokens or tokens),
+        max_num_seqs=e.max_num_active_seqs or seqs,  # admission into RUNNING; max_num_seqs sizes the graphs
         max_model_len=max_model_len,
         enable_chunked_prefill=e.enable_chunked_prefill, long_prefill_token_threshold=e.long_prefill_token_threshold,
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local)

@@ -54,6 +54,9 @@ class ModelArchitecture(Settings):
     intermediate_size: PositiveInt
     vocab_size: PositiveInt
     max_position_embeddings: PositiveInt = 8192
+    max_model_len_0_19: PositiveInt | None = Field(
+        default=None, description="vLLM 0.19's derived length where it differs from 0.33's (a YaRN RoPE scaling: "
+                                  "0.19 multiplies original_max_position_embeddings by its factor)")
     dtype: WeightFormat = Field("bf16", description="the linear layers' format (fp8: W8A8, nvfp4: W4A4, w4a16: "
                                                      "4-bit weights with 16-bit activations)")
     kv_cache_dtype: Dtype | None = Field(default=None, description="defaults to the activations' dtype")
@@ -424,22 +427,34 @@ def _vision_params(v) -> int:
     return n * (4 * h * h + 2 * h * i)
 
 
-# RoPE scalings whose max_position_embeddings is already the scaled length (vLLM 0.33's _get_and_verify_max_len)
-_ROPE_SCALED_ALREADY = ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling")
+# RoPE scalings whose max_position_embeddings is already the scaled length (each release's _get_and_verify_max_len)
+_ROPE_SCALED_ALREADY = {"0.33.0": ("su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"),
+                        "0.19.0": ("su", "longrope", "llama3")}
 
 
-def _rope_length_factor(data: dict) -> float:
-    """vLLM multiplies the model's length by a RoPE scaling's factor (linear, dynamic) unless the scaling's
-    max_position_embeddings is already the scaled one (llama3, yarn, longrope)."""
+def _rope_length(data: dict, length: int, release: str) -> int:
+    """The model's length as the release derives it: multiplied by a RoPE scaling's factor (linear, dynamic),
+    unless the scaling's max_position_embeddings is already the scaled one (llama3, longrope; yarn in 0.33, where
+    0.19 multiplies yarn's original_max_position_embeddings instead)."""
     rope = data.get("rope_scaling") or data.get("rope_parameters")
     if not isinstance(rope, dict):
-        return 1.0
+        return length
     kind = rope.get("rope_type", rope.get("type"))
     factor = rope.get("factor")
-    if kind in _ROPE_SCALED_ALREADY or isinstance(factor, bool) or not isinstance(factor, (int, float)) \
+    if kind in _ROPE_SCALED_ALREADY[release] or isinstance(factor, bool) or not isinstance(factor, (int, float)) \
             or not 0 < factor <= 1024:
-        return 1.0
-    return float(factor)
+        return length
+    if kind == "yarn":  # 0.19 (0.33 takes it as scaled): the original length x the factor; none given, as it is
+        original = rope.get("original_max_position_embeddings")
+        valid = isinstance(original, int) and not isinstance(original, bool) and original > 0
+        return int(original * factor) if valid else length
+    return int(length * factor)
+
+
+def model_length(arch: "ModelArchitecture", release: str) -> int:
+    """The longest context vLLM `release` derives for the model (its max_model_len when none is given)."""
+    return arch.max_model_len_0_19 or arch.max_position_embeddings if release == "0.19.0" \
+        else arch.max_position_embeddings
 
 
 def _from_hf(data: dict, source: str) -> dict:
@@ -459,8 +474,10 @@ def _from_hf(data: dict, source: str) -> dict:
         out["intermediate_size"] = data["intermediate_size"]
     if data.get("num_key_value_heads") is None and data.get("num_attention_heads") is not None:
         out["num_key_value_heads"] = data["num_attention_heads"]  # transformers' default: one KV head per head
-    if (factor := _rope_length_factor(data)) != 1 and isinstance(out.get("max_position_embeddings"), int):
-        out["max_position_embeddings"] = int(out["max_position_embeddings"] * factor)
+    if isinstance(length := out.get("max_position_embeddings"), int) and not isinstance(length, bool):
+        out["max_position_embeddings"] = _rope_length(data, length, "0.33.0")
+        if (older := _rope_length(data, length, "0.19.0")) != out["max_position_embeddings"]:
+            out["max_model_len_0_19"] = older
     out.update(_local_layers(data, family))
     for hf, ours in HF_FAMILIES[family].items():
         if data.get(hf) is not None:

@@ -455,7 +455,20 @@ def axes_from(named: dict[str, str | None], grids: list[str]) -> dict[str, list]
     return axes
 
 
-def check_space(scenario, sets: list[str], axes: dict[str, list], rate: float | None = None) -> None:
+def with_rate(scenario, sets: list[str], rate: float | None) -> list[str]:
+    """--rate is the traffic's rate: a --set of it too is refused; arrivals that need one to be checked (a gamma
+    mapping without its rate) get it before they are checked, the others keep their sets as given."""
+    from servesim.simulator.config import sets_give
+    from servesim.simulator.search import LOAD, filled_in
+
+    if rate is None:
+        return sets
+    if sets_give(sets, LOAD["rate"]):  # by itself or inside a mapping
+        raise ConfigError("--set", f"{LOAD['rate']}: --rate gives the traffic; leave it out")
+    return filled_in(scenario, sets, LOAD["rate"], rate)
+
+
+def check_space(scenario, sets: list[str], axes: dict[str, list]) -> None:
     """The space's values as settings, checked before any search: a value no deployment could take (a typo, a GPU
     servesim does not know, a size of 0, one given twice) is the user's mistake, named in one line, not a
     candidate "pruned" among those that do not fit."""
@@ -471,7 +484,6 @@ def check_space(scenario, sets: list[str], axes: dict[str, list], rate: float | 
     from servesim.simulator.config import sets_give
 
     for key, why in [("cluster.replicas", "the search sizes the fleet"),
-                     *[("workload.arrival.rate", "--rate gives the traffic")] * (rate is not None),
                      *[("cluster.prefill_replicas", "--disagg gives each unit's prefill replicas")] * (DISAGG in axes),
                      *[(k, f"it is an axis of the space ({flags.get(k, '--grid')})") for k in axes]]:
         if sets_give(sets, key):  # by itself or inside a mapping
@@ -513,6 +525,12 @@ def target_load(scenario, sets: list[str], rate: float | None) -> tuple[float | 
         if rate is not None:
             raise ConfigError("--rate", "a trace's traffic is its own: --set workload.time_scale=2 carries it twice "
                                         "as fast")
+        arrivals = {spec.arrival_time for spec in workload.source(0).initial()}
+        if len(arrivals) == 1:  # a burst (vLLM's --request-rate inf): no replay speed changes it
+            raise ConfigError("workload.path", f"every request of {workload.path} arrives at once (a burst, as "
+                                               f"vLLM's --request-rate inf sends): it has no rate for a fleet to "
+                                               f"carry; give a trace with arrival times, or --rate and a synthetic "
+                                               f"workload")
         return None, f"{Path(workload.path).name} at time_scale {workload.time_scale:g}"
     if rate is None:
         rate = getattr(getattr(workload, "arrival", None), "rate", None)
@@ -564,7 +582,8 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
     from servesim.simulator.search import refuse_goodput_without_classes
 
     check_executor(executor, ray_address)
-    check_space(scenario, sets, axes, rate)
+    sets = with_rate(scenario, sets, rate)
+    check_space(scenario, sets, axes)
     refuse_goodput_without_classes(scenario, sets, slos, "--goodput ttft:MS tpot:MS, or --set workload.slo_classes=...")
     price_table = load_prices(prices)
     rate, load_text = target_load(scenario, sets, rate)

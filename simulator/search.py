@@ -82,6 +82,24 @@ def meets(summary: dict, slos: dict) -> bool:
             for k, v in slos.items())
 
 
+def filled_in(scenario: str | None, sets: list[str], setting: str, value: float) -> list[str]:
+    """The sets to check the scenario with: as given, or with the searched setting filled in where only it is
+    missing (a gamma arrival mapping without its rate, which the search gives); a scenario wrong otherwise keeps
+    its sets, and its own error."""
+    from servesim.simulator.config import load_scenario, override
+
+    try:
+        load_scenario(scenario, sets)
+        return sets
+    except ConfigError:
+        filled = sets + [override(setting, value)]
+        try:
+            load_scenario(scenario, filled)
+        except ConfigError:
+            return sets
+        return filled
+
+
 def refuse_searched(sets: list[str], searched: str) -> None:
     """The setting a search varies, also given: it would be replaced at every run, silently."""
     if searched in {s.split("=", 1)[0].strip() for s in sets}:
@@ -140,8 +158,9 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
     `ceiling`: the doubling stops there (what a caller needs to know no further: recommend's multiple of its target)."""
     from servesim.simulator.config import override
 
-    refuse_goodput_without_classes(scenario, sets, slos)
-    lengths = _run_length(scenario, sets)
+    checked = filled_in(scenario, sets, LOAD[load], low)
+    refuse_goodput_without_classes(scenario, checked, slos)
+    lengths = _run_length(scenario, checked)
     r = _max_rate_at(scenario, sets, slos, low, high, tolerance, max_runs, load, ceiling) | {"run_sets": []}
     runs, answers = r["runs"], [r["max_rate"]]
     for doubling in range(1, STABILITY_DOUBLINGS + 1):
@@ -207,7 +226,7 @@ def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float =
         if value is not None and not MIN_RATE <= value <= MAX_RATE:
             raise ConfigError(flag, f"must be from {MIN_RATE:g} to {MAX_RATE:g} req/s (workload.arrival.rate's "
                                     f"bounds), got {value:g}")
-    arrival = _arrival(scenario, sets)
+    arrival = _arrival(scenario, filled_in(scenario, sets, setting, low))
     if load == "time_scale":
         if arrival is not None:
             raise ConfigError("workload.type", "a replay speed is a trace's: these arrivals follow arrival.rate")

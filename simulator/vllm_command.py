@@ -250,6 +250,7 @@ SERVE_SETTINGS = {
     # 0.33's admission valves (vLLM 0.19 has none of these flags)
     "watermark": "engine.watermark", "max_num_queued_reqs": "engine.max_num_queued_reqs",
     "max_num_queued_tokens": "engine.max_num_queued_tokens", "max_num_scheduled_tokens": "engine.max_num_scheduled_tokens",
+    "max_num_active_seqs": "engine.max_num_active_seqs",
     "performance_mode": "engine.performance_mode",  # throughput mode doubles the default budgets
 }
 # 0.33's shorthands for --speculative-config keys (EngineArgs.create_speculative_config)
@@ -258,6 +259,9 @@ SPEC_SHORTHANDS = {"spec_method": "method", "spec_model": "model", "spec_tokens"
 POOLING_BACKENDS = ("openai-embeddings", "openai-embeddings-chat", "openai-embeddings-clip",
                     "openai-embeddings-vlm2vec", "infinity-embeddings", "infinity-embeddings-clip", "vllm-pooling",
                     "vllm-rerank")
+# the URL endings each generation backend's request function checks before it sends (endpoint_request_func.py)
+ENDPOINT_ENDINGS = {"vllm": ("completions",), "openai": ("completions",), "openai-chat": ("chat/completions",),
+                    "openai-responses": ("responses",)}
 # draft methods vLLM names; n-gram and suffix drafts are looked up on the CPU, nearly free beside a model's
 FREE_DRAFTS = ("ngram", "suffix", "ngram_gpu")
 
@@ -416,20 +420,6 @@ def decided_by(cmd: VllmCommand, key: str) -> str | None:
     return None
 
 
-def check_resolved(cmd: VllmCommand, sets: list[str]) -> None:
-    """What vLLM checks against values it derives (max_num_seqs from its defaults): --max-num-active-seqs, which
-    servesim records but does not model, may not exceed the max_num_seqs the engine resolves to."""
-    from servesim.simulator.config import load
-
-    active = cmd.not_modelled.get("vllm serve --max-num-active-seqs")
-    if active is None:
-        return
-    seqs = load(None, sets).max_num_seqs
-    if active > seqs:  # vLLM's SchedulerConfig refuses it
-        said = "--max-num-seqs" if "max_num_seqs" in cmd.given else "max_num_seqs, vLLM's default here"
-        raise ConfigError("vllm serve --max-num-active-seqs", f"{active} is above {said} ({seqs}): vLLM refuses it")
-
-
 def as_flag_error(cmd: VllmCommand, sets: list[str], exc: ConfigError) -> ConfigError:
     """A setting's refusal said as the flag that gave it (the user typed --burstiness, not workload.arrival.cv);
     servesim's own name, and the value it was given, stay in the message."""
@@ -454,6 +444,11 @@ def refuse_overrides(cmd: VllmCommand, sets: list[str], gpu_given: bool) -> None
     vllm_command.json say the flags): refused, naming the flag to change."""
     for item in sets:
         key = item.split("=", 1)[0].strip()
+        if key.startswith(("simulation.warmup", "simulation.cooldown")) or \
+                (key == "simulation" and ("warmup" in item or "cooldown" in item)):
+            raise ConfigError(f"--set {key}", "vLLM's client measures every request it sends: a warm-up or "
+                                              "cool-down window would leave the result file's totals short of "
+                                              "its per-request arrays; use servesim run for a window")
         on_gpu = gpu_given and (key in ("hardware", "hardware.gpu") or key.startswith("hardware.gpu."))
         flag = "servesim vllm --gpu" if on_gpu else decided_by(cmd, key) or _queue_decided(cmd, key, item)
         if flag == OPENAI_SERVER:
@@ -638,8 +633,22 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
     if o.backend in POOLING_BACKENDS:  # vLLM then measures a pooling task (no tokens generated, other metrics)
         raise ConfigError("vllm bench serve --backend", f"{o.backend!r} benchmarks a pooling model (embeddings, "
                                                         f"rerank), which servesim does not simulate: it serves text "
-                                                        f"generation (backends vllm, openai, openai-chat)")
+                                                        f"generation (backends {', '.join(ENDPOINT_ENDINGS)})")
+    if o.backend == "openai-audio":
+        raise ConfigError("vllm bench serve --backend", "'openai-audio' benchmarks speech transcription (audio "
+                                                        "prompts), which servesim does not simulate")
+    endpoint = bench.get("endpoint", "/v1/completions")
+    if o.backend in ENDPOINT_ENDINGS and not endpoint.endswith(ENDPOINT_ENDINGS[o.backend]):
+        ending = ENDPOINT_ENDINGS[o.backend][0]
+        raise ConfigError("vllm bench serve --endpoint", f"{endpoint!r}: --backend {o.backend}'s client refuses "
+                                                         f"every request to a URL not ending in {ending!r}, so vLLM "
+                                                         f"writes no result; give --endpoint /v1/{ending}")
     name = bench.get("dataset_name", "random")
+    if name == "timed_trace":  # 0.33's: lengths, times and hash ids from a JSONL file, which servesim reads
+        raise ConfigError("vllm bench serve --dataset-name", "'timed_trace' is not replayed through `servesim "
+                                                             "vllm`; replay its file with `servesim run --set "
+                                                             "'workload={type: trace, path: FILE, format: "
+                                                             "vllm_timed_trace}'`")
     if name not in OFFLINE_DATASETS:
         raise ConfigError("vllm bench serve --dataset-name", f"{name!r} needs its prompts' text and a tokenizer; "
                                                              f"servesim simulates {', '.join(OFFLINE_DATASETS)} "
@@ -672,6 +681,12 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
                                                                 f"--prefix-repetition-num-prefixes ({k}): vLLM's "
                                                                 f"prefix_repetition dataset refuses it")
         w["workload.num_requests"] = k * (o.num_prompts // k)
+        if not bench.get("ignore_eos"):  # vLLM's client sets ignore_eos itself for the random datasets only
+            from servesim.simulator.config import say_once
+
+            say_once(["servesim: warning: prefix_repetition without --ignore-eos: vLLM's model may stop a response "
+                      "at its end-of-sequence token before --prefix-repetition-output-len; servesim generates every "
+                      "token of it (give --ignore-eos for runs the two measure alike)"])
     if o.goodput:
         w["workload.slo_classes"] = {"goodput": o.goodput}
     for dest, v in bench.items():

@@ -25,14 +25,15 @@ def test_hf_config_json_loads(tmp_path):
     assert m.weight_bytes == load_model("llama-3-8b").weight_bytes
 
 
-@pytest.mark.parametrize("extra, length, kv_heads", [
-    ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, 16384, 8),  # vLLM scales the length by it
-    ({"rope_scaling": {"type": "dynamic", "factor": 4}}, 32768, 8),  # the older key name
-    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, 8192, 8),  # already the scaled length
-    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, 8192, 8),
-    ({"num_key_value_heads": None}, 8192, 32),  # transformers' default: a KV head per attention head
+@pytest.mark.parametrize("extra, length, kv_heads, length_0_19", [
+    ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, 16384, 8, None),  # vLLM scales the length by it
+    ({"rope_scaling": {"type": "dynamic", "factor": 4}}, 32768, 8, None),  # the older key name
+    ({"rope_scaling": {"rope_type": "llama3", "factor": 8.0}}, 8192, 8, None),  # already the scaled length
+    # 0.33 takes yarn's length as scaled; 0.19 multiplies its original length (round 67)
+    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8192}}, 8192, 8, 32768),
+    ({"num_key_value_heads": None}, 8192, 32, None),  # transformers' default: a KV head per attention head
 ])
-def test_hf_config_length_and_kv_heads_as_vllm_reads_them(tmp_path, extra, length, kv_heads):
+def test_hf_config_length_and_kv_heads_as_vllm_reads_them(tmp_path, extra, length, kv_heads, length_0_19):
     """A linear or dynamic RoPE scaling multiplies the model's length in vLLM (its factor refused 16384 on an
     8192 model that vLLM serves at 16384); a config without num_key_value_heads has one per head (round 64)."""
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
@@ -41,6 +42,11 @@ def test_hf_config_length_and_kv_heads_as_vllm_reads_them(tmp_path, extra, lengt
     (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if v is not None}))
     m = load_model(str(tmp_path / "config.json"))
     assert (m.max_position_embeddings, m.num_key_value_heads) == (length, kv_heads)
+    from servesim.simulator.config import load
+
+    path = tmp_path / "config.json"
+    assert load(None, [f"model={path}", "engine.vllm_defaults=0.19.0"]).max_model_len == (length_0_19 or length)
+    assert load(None, [f"model={path}"]).max_model_len == length
 
 
 def test_bad_architecture_names_the_field(tmp_path):

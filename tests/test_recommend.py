@@ -152,6 +152,27 @@ def test_a_space_the_search_cannot_walk_is_one_line(argv, says, tmp_path, capsys
     assert len(err) == 1 and says in err[0], err
 
 
+def test_rate_fills_an_arrival_mapping_without_one(tmp_path, capsys):
+    """--rate is the traffic's rate: a gamma mapping without its own was refused for lacking it, and giving it
+    was refused beside --rate (round 67)."""
+    argv = ["recommend", *SLOS, *SMALL, "--gpu", "h100-sxm", "--tp", "1", "--rate", "3", "--json",
+            "--set", "workload.arrival={process: gamma, cv: 3}", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["rate"] == 3 and report["rows"][0]["status"] == "meets"
+
+
+def test_a_burst_trace_has_no_rate_to_size_for(tmp_path, capsys):
+    """A vllm bench file of a burst (--request-rate inf: every start time 0) crashed recommend (exit 3, round 67):
+    no replay speed changes a burst."""
+    burst = tmp_path / "burst.jsonl"
+    burst.write_text("".join(json.dumps({"arrival_time": 0.0, "prompt_tokens": 100, "output_tokens": 10}) + "\n"
+                             for _ in range(5)))
+    assert main(["recommend", *SLOS, "--set", f"workload={{type: trace, path: {burst}}}", "--out",
+                 str(tmp_path / "r")]) == 2
+    assert "every request of" in capsys.readouterr().err
+
+
 @pytest.mark.skipif(not AZURE.is_file(), reason=f"Azure conversation trace not found at {AZURE}")
 def test_a_traces_own_traffic_is_sized_by_its_replay_speed(tmp_path, capsys):
     """A trace carries its own arrivals: one replica's capacity is the fastest replay meeting the SLOs, the fleet

@@ -70,6 +70,11 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
 
 @pytest.mark.parametrize("bench, says", [
     (["--dataset-name", "sharegpt"], "--dataset-name: 'sharegpt' needs its prompts' text"),
+    # round 67: vLLM's client checks the URL's ending per backend and every request fails (no result file)
+    (["--backend", "openai-chat"], "--endpoint: '/v1/completions': --backend openai-chat's client refuses"),
+    (["--backend", "openai-responses", "--endpoint", "/v1/completions"], "not ending in 'responses'"),
+    (["--backend", "openai-audio"], "--backend: 'openai-audio' benchmarks speech transcription"),
+    (["--dataset-name", "timed_trace"], "format: vllm_timed_trace}'`"),  # lengths, not text: said so (round 67)
     (["--goodput", "ttft=500"], "--goodput: KEY:MILLISECONDS"),
     (["--request-rate", "-3"], "--request-rate: must be > 0"),
     (["--random-range-ratio", "1.5"], "--random-range-ratio: a ratio in [0, 1)"),
@@ -92,6 +97,13 @@ def test_bad_client_flags_are_refused_in_one_line(bench, says, tmp_path, capsys)
     assert main(["vllm", "--out", str(tmp_path), "serve", MODEL, "--", "bench", "serve"] + bench) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0] and err[0].startswith("servesim: error: vllm bench serve"), err
+
+
+def test_a_chat_backend_runs_at_its_own_endpoint(tmp_path):
+    assert main(["vllm", "--quiet", "--out", str(tmp_path), "serve", MODEL, "--", "bench", "serve", "--backend",
+                 "openai-chat", "--endpoint", "/v1/chat/completions", "--num-prompts", "3", "--save-result"]) == 0
+    result = json.loads(next(tmp_path.glob("openai-chat-*.json")).read_text())
+    assert result["backend"] == "openai-chat" and result["completed"] == 3
 
 
 def test_an_unknown_hf_id_is_one_line(tmp_path, capsys, monkeypatch):
@@ -462,6 +474,17 @@ def test_kv_cache_memory_bytes_is_modelled_and_human_readable(version):
         assert cmd.settings["engine.kv_cache_memory_bytes"] == got and not cmd.not_modelled
 
 
+def test_prefix_repetition_without_ignore_eos_is_said(tmp_path, capsys):
+    """vLLM's client sets ignore_eos for the random datasets only: prefix_repetition's outputs may end early at
+    the model's EOS, where servesim generates every token (round 67)."""
+    bench = ["--dataset-name", "prefix_repetition", "--num-prompts", "10"]
+    assert main(["vllm", "--out", str(tmp_path / "a"), "serve", MODEL, "--", "bench", "serve", *bench]) == 0
+    assert "prefix_repetition without --ignore-eos" in capsys.readouterr().err
+    assert main(["vllm", "--out", str(tmp_path / "b"), "serve", MODEL, "--", "bench", "serve", *bench,
+                 "--ignore-eos"]) == 0
+    assert "--ignore-eos" not in capsys.readouterr().err
+
+
 def test_prefix_repetition_makes_vllms_requests(tmp_path, capsys):
     """vLLM's prefix_repetition dataset makes num_prompts // num_prefixes requests of each prefix (25 prompts, 10
     prefixes: 20 requests, two each, shuffled) and refuses fewer prompts than prefixes; servesim sent all 25, each
@@ -566,6 +589,10 @@ def test_every_setting_a_vllm_flag_decides_is_refused_as_a_set_even_when_the_fla
     assert "vLLM 0.19.0, which has no --max-num-queued-reqs" in capsys.readouterr().err
     assert main(["vllm", "--out", str(tmp_path / "q"), "--quiet", "--set", "policies.queue=sjf", "serve", MODEL]
                 + BENCH) == 0
+    # a measuring window: the result file's totals fell short of its arrays (completed 9 of 20 listed, round 67)
+    for item in ("simulation.warmup_requests=5", "simulation={cooldown_s: 1}"):
+        assert main(["vllm", "--out", str(tmp_path / "w"), "--set", item, "serve", MODEL] + BENCH) == 2
+        assert "vLLM's client measures every request it sends" in capsys.readouterr().err
 
 
 def test_the_served_name_labels_the_metrics_as_vllms_server_does(tmp_path, capsys):
@@ -592,6 +619,8 @@ def test_the_served_name_labels_the_metrics_as_vllms_server_does(tmp_path, capsy
      "vllm serve --max-num-active-seqs: 20 is above --max-num-seqs (10)"),
     (["serve", MODEL, "--max-num-active-seqs", "2000"],  # round 61: against the default max_num_seqs too
      "vllm serve --max-num-active-seqs: 2000 is above max_num_seqs, vLLM's default here (1024)"),
+    (["serve", MODEL, "--max-num-active-seqs", "0"], "vllm serve --max-num-active-seqs: Input should be greater "
+                                                     "than or equal to 1"),  # vLLM's Field(ge=1), round 67
     (["serve", MODEL, "--config", "/nonexistent/v.yaml"], "vllm serve --config: file not found"),
     (["serve", MODEL, "--config", "v.json"], "vllm serve --config: v.json: must be a .yaml or .yml file"),
     (["serve", MODEL, "--config"], "vllm serve --config: expects a file"),
@@ -602,6 +631,19 @@ def test_round_60_what_vllm_refuses_or_its_flags_decide_is_refused(argv, says, t
     assert main(["vllm", "--out", str(tmp_path), *argv, *BENCH]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
+
+
+def test_max_num_active_seqs_caps_the_running_batch_as_0_33s_scheduler_does(tmp_path):
+    """vLLM 0.33 admits at most --max-num-active-seqs into RUNNING (max_num_seqs still sizes its CUDA graphs): it
+    was recorded as not modelled, and 20 ran at once where vLLM runs 2 (round 67)."""
+    out = tmp_path / "o"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL, "--max-num-active-seqs", "2", "--",
+                 "bench", "serve", "--num-prompts", "20", "--random-input-len", "128", "--random-output-len", "16"]) == 0
+    assert pd.read_parquet(out / "steps.parquet").num_running.max() == 2
+    assert json.loads((out / "summary.json").read_text())["completed"] == 20
+    record = json.loads((out / "vllm_command.json").read_text())
+    assert record["settings"]["engine.max_num_active_seqs"] == 2 and "--max-num-active-seqs" not in str(
+        record.get("not_modelled"))
 
 
 def test_round_60_sjf_beside_vllms_queue_and_a_seed_past_32_bits(tmp_path, capsys):
