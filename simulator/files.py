@@ -95,7 +95,7 @@ def _no_explicit_tags(loader, node, seen: set) -> None:
         ok = node.tag in _PLAIN_TAGS
     if not ok:
         raise Refused(f"the explicit tag {node.tag.replace('tag:yaml.org,2002:', '!!')} at line "
-                             f"{node.start_mark.line + 1} is not taken: write the value plainly")
+                      f"{node.start_mark.line + 1} is not taken: write the value plainly")
     for child in (node.value if isinstance(node, yaml.SequenceNode) else
                   [x for pair in node.value for x in pair] if isinstance(node, yaml.MappingNode) else ()):
         _no_explicit_tags(loader, child, seen)

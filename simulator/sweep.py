@@ -406,7 +406,7 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     refuse_folder_holding_inputs(Path(out) / "runs", out_field, inputs)  # a run's folder is replaced when rerun
     from servesim.simulator.parallel import check_executor
 
-    check_executor(executor, ray_address)  # before anything is written: a refused flag changes nothing (an earlier table stays)
+    check_executor(executor, ray_address)  # before anything is written: a refused flag leaves an earlier table
     out = Path(out)
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
