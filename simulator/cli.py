@@ -90,6 +90,8 @@ def cmd_run(args, after=None) -> int:
     inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
     refuse_writing_over(args.out, "--out", inputs)
     refuse_folder_over_inputs(args.out, RUN_FILES, "--out", inputs)  # and an --out that cannot be a folder
+    for name in OPTIONAL_RUN_FILES:  # written by this run, or removed as an earlier run's: never one it reads
+        refuse_writing_over(Path(args.out) / name, "--out", inputs)
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     check_window(rs.scenario.simulation, source.planned())
     print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True)  # with --json, on stderr

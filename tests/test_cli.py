@@ -595,6 +595,7 @@ def test_workload_write_never_writes_over_the_trace_it_reads(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("command, name", [(["run"], "config.yaml"),
+                                           (["run"], "vllm_command.json"),  # removed as an earlier run's (round 68)
                                            (["sweep", "--grid", "workload.arrival.rate=5,10"], "sweep.yaml"),
                                            (["search", "max-rate", "--slo", "ttft_p99_ms=500"], "max_rate.csv")])
 def test_an_out_folder_never_writes_over_the_scenario_it_reads(tmp_path, capsys, monkeypatch, command, name):
@@ -607,6 +608,20 @@ def test_an_out_folder_never_writes_over_the_scenario_it_reads(tmp_path, capsys,
     assert main(argv) == 2
     assert f"--out: {name} would write over the input {name}" in capsys.readouterr().err
     assert (tmp_path / name).read_text() == "workload: {num_requests: 5}\n"
+
+
+def test_a_run_never_replaces_or_removes_a_trace_under_an_optional_files_name(tmp_path, capsys):
+    """A trace called metrics.prom in --out: --prometheus wrote over it, and a run without it removed it as an
+    earlier run's file (round 68). Refused before any work."""
+    out = tmp_path / "o"
+    assert main(["run", "--quiet", "--set", "workload.num_requests=3", "--out", str(out)]) == 0
+    assert main(["workload", "write", "--set", "workload.num_requests=4", "--out", str(out / "metrics.prom")]) == 0
+    text = (out / "metrics.prom").read_text()
+    for extra in ([], ["--prometheus"]):
+        assert main(["run", "--quiet", "--set", f"workload={{type: trace, path: {out / 'metrics.prom'}, format: "
+                     f"servesim}}", "--out", str(out), *extra]) == 2
+        assert "would write over the input" in capsys.readouterr().err
+        assert (out / "metrics.prom").read_text() == text
 
 
 def test_no_writing_command_replaces_an_input_it_reads(tmp_path, capsys, monkeypatch):
