@@ -202,7 +202,7 @@ def _run_vllm(args, cmd, sets: list[str]) -> int:
             from servesim.simulator.vllm_results import write_bench_result
 
             path = write_bench_result(result, cmd.bench, out, _due_times(sets))
-            written.append(str(path.name) if path.parent == out else str(path))
+            written.append(str(path.name) if path.parent == out else str(path.absolute()))  # --result-dir: the cwd's
         return written
 
     run_args = SimpleNamespace(scenario=None, set=sets, out=args.out, json=args.json, quiet=args.quiet,

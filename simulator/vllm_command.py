@@ -326,9 +326,8 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         raise ConfigError("vllm serve --block-size", why)
     model_given = serve.get("model_tag") or serve.get("model")
     if model_given in HF_IDS and (note := checkpoint_note({"engine": {"quantization": serve.get("quantization")}})):
-        from servesim.simulator.config import say_once
-
-        say_once([f"servesim: warning: {model_given} is a 16-bit checkpoint; {note}"])
+        raise ConfigError("vllm serve --quantization", f"{model_given} is a 16-bit checkpoint; {note} (the what-if: "
+                                                       f"servesim run --set engine.quantization=...)")
     bench = parse(bench_argv, "bench_serve", version)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
     serve.pop("model", None)
@@ -634,6 +633,7 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
         raise ConfigError("vllm bench serve --backend", f"{o.backend!r} benchmarks a pooling model (embeddings, "
                                                         f"rerank), which servesim does not simulate: it serves text "
                                                         f"generation (backends {', '.join(ENDPOINT_ENDINGS)})")
+    _client_checks(bench)
     if o.backend == "openai-audio":
         raise ConfigError("vllm bench serve --backend", "'openai-audio' benchmarks speech transcription (audio "
                                                         "prompts), which servesim does not simulate")
@@ -694,6 +694,27 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
         if unused or (dest not in BENCH_RESULT and dest not in BENCH_WORKLOAD):
             not_modelled[_flag("bench_serve", dest, version)] = v
     return o, w
+
+
+def _client_checks(bench: dict) -> None:
+    """What vllm bench serve's main refuses before it sends a request (benchmarks/serve.py), and LoRA adapters,
+    which servesim does not serve (a server without them answers each request 404)."""
+    field = "vllm bench serve "
+    if bench.get("self_timed") is not None and bench.get("dataset_name") != "timed_trace":
+        raise ConfigError(field + "--self-timed", "only with --dataset-name timed_trace, as vLLM says")
+    if any("=" not in h for h in bench.get("header") or []):
+        raise ConfigError(field + "--header", "KEY=VALUE items, as vLLM takes them (it refuses the run otherwise)")
+    if bench.get("plot_timeline") and "timeline_itl_thresholds" in bench:
+        try:
+            ok = len([float(t) for t in str(bench["timeline_itl_thresholds"]).split(",")]) == 2
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ConfigError(field + "--timeline-itl-thresholds", f"two numbers, LOW,HIGH, as vLLM takes them, got "
+                                                                   f"{bench['timeline_itl_thresholds']!r}")
+    if bench.get("lora_modules"):
+        raise ConfigError(field + "--lora-modules", "each request would name a LoRA adapter: servesim simulates the "
+                                                    "base model only")
 
 
 def _arrival(bench: dict, o: BenchOptions) -> dict:

@@ -221,7 +221,7 @@ def test_request_rate_ramps_as_vllm_bench(strategy):
                      f"ramp_up_end_rps: 50}}"])
     t = np.array([s.arrival_time for s in rs.scenario.workload.source(0, rs.max_model_len).initial()])
     gaps = np.diff(t)
-    assert t[0] == 0 and np.all(gaps >= 0)
+    assert t[0] > 0 and np.all(gaps >= 0)  # vLLM's client waits a gap before the first request too (round 68)
     assert gaps[:200].mean() > 3 * gaps[-200:].mean()  # slow start, fast end
     assert 1 / gaps[-200:].mean() == pytest.approx(50, rel=0.25)
 

@@ -75,6 +75,11 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
     (["--backend", "openai-responses", "--endpoint", "/v1/completions"], "not ending in 'responses'"),
     (["--backend", "openai-audio"], "--backend: 'openai-audio' benchmarks speech transcription"),
     (["--dataset-name", "timed_trace"], "format: vllm_timed_trace}'`"),  # lengths, not text: said so (round 67)
+    # round 68: what vllm bench serve's main refuses before sending, and LoRA adapters servesim does not serve
+    (["--self-timed"], "--self-timed: only with --dataset-name timed_trace"),
+    (["--header", "foo"], "--header: KEY=VALUE items"),
+    (["--plot-timeline", "--timeline-itl-thresholds", "5"], "--timeline-itl-thresholds: two numbers"),
+    (["--lora-modules", "a", "b"], "--lora-modules: each request would name a LoRA adapter"),
     (["--goodput", "ttft=500"], "--goodput: KEY:MILLISECONDS"),
     (["--request-rate", "-3"], "--request-rate: must be > 0"),
     (["--random-range-ratio", "1.5"], "--random-range-ratio: a ratio in [0, 1)"),
@@ -97,6 +102,16 @@ def test_bad_client_flags_are_refused_in_one_line(bench, says, tmp_path, capsys)
     assert main(["vllm", "--out", str(tmp_path), "serve", MODEL, "--", "bench", "serve"] + bench) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0] and err[0].startswith("servesim: error: vllm bench serve"), err
+
+
+def test_a_relative_result_dir_is_said_where_it_is(tmp_path, capsys, monkeypatch):
+    """vLLM writes --result-dir relative to where it runs: the file is there, and said so (the listing after
+    'results in OUT/' named relres/r.json, which is not in OUT, round 68)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["vllm", "--out", str(tmp_path / "o"), "serve", MODEL, "--", "bench", "serve", "--num-prompts", "3",
+                 "--save-result", "--result-dir", "relres", "--result-filename", "r.json"]) == 0
+    assert (tmp_path / "relres" / "r.json").is_file()
+    assert str(tmp_path / "relres" / "r.json") in capsys.readouterr().out
 
 
 def test_a_chat_backend_runs_at_its_own_endpoint(tmp_path):
@@ -883,8 +898,6 @@ def test_round_62_what_vllm_could_not_start_is_refused_or_said(tmp_path, capsys)
     err = capsys.readouterr().err
     assert "note: block_size 8: vLLM's CUDA attention backends" in err
     assert "note: --quantization awq reads weights quantized so" in err
-    from servesim.simulator import config
-
-    config._WARNED.clear()
-    read([MODEL, "--quantization", "gptq"], [])
-    assert f"warning: {MODEL} is a 16-bit checkpoint; --quantization gptq" in capsys.readouterr().err
+    # a line vLLM would not start: refused, as a block size it cannot take is (a warning before, round 68)
+    with pytest.raises(ConfigError, match=f"--quantization: {MODEL} is a 16-bit checkpoint; --quantization gptq"):
+        read([MODEL, "--quantization", "gptq"], [])

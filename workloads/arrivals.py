@@ -82,7 +82,8 @@ class Arrival(Settings):
         return self.process != "closed_loop"
 
     def times(self, n: int | None, duration_s: float | None, rng: np.random.Generator) -> np.ndarray:
-        """Arrival times of at most n requests within [0, duration_s), the first at 0."""
+        """Arrival times of at most n requests within [0, duration_s), the first at 0 (after a gap of its own with
+        a ramp or fit_span, as vLLM's client sends it)."""
         if n is None and duration_s is None:
             raise ValueError("give num_requests or duration_s")
         if self.ramp_up_strategy is not None:
@@ -150,10 +151,9 @@ class Arrival(Settings):
         rates = lo + (hi - lo) * p if self.ramp_up_strategy == "linear" else lo * (hi / lo) ** p
         shape = 1.0 / self.cv**2 if self.process == "gamma" else 1.0
         gaps = np.full(n, np.inf)
-        ok = rates > 0  # vLLM waits forever at rate 0; the first gap is 0 anyway
+        ok = rates > 0  # vLLM waits forever at rate 0 (its client asserts a positive rate)
         gaps[ok] = rng.gamma(shape, 1.0, size=int(ok.sum())) / (rates[ok] * shape)
-        gaps[0] = 0.0
-        return gaps
+        return gaps  # the first too: vLLM's client waits a gap at the start rate before its first request
 
     def _wall_clock(self, t: np.ndarray) -> np.ndarray:
         if self.process == "onoff":
