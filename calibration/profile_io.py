@@ -156,16 +156,19 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
     """Fit a profile; it says what it was measured on (run.json's record, or the labels given), so the
     simulator can refuse it for anything else."""
     df, meta, path = read_measurements(src)
+    model_path = Path(model) if model and Path(model).exists() else None  # the labels below name the model
     model, dtype, gpu = measured_labels(meta, path, model, dtype, gpu)
     _check_model_fits(meta, model, tp, "experts_touched" in df.columns)
     if out:
         refuse_folder_name(out, "--out")
     out = Path(out) if out else path.parent / "profile.yaml"
     predictions = out.parent / f"{out.stem}.predictions.parquet"
+    # the model's own file too (--model m.yaml, or a folder's config.json): read for the fit, never replaced by it
+    read = [path, path.parent / "run.json"] + ([model_path, model_path / "config.json"] if model_path else [])
     for written in (out, predictions):
         if written.resolve() == path.resolve() or (path.parent / "run.json").resolve() == written.resolve():
             raise ConfigError("--out", f"{written} is the fit's own input ({path}); write the profile elsewhere")
-        output_file(written, "--out", [path, path.parent / "run.json"], profile=True)  # a hard link to them, a symbolic link
+        output_file(written, "--out", read, profile=True)  # nor a hard or symbolic link to one of them
     fit = fit_step_model(df, holdout=holdout, seed=seed, source=str(path))
     device = meta.get("device", gpu or "unknown")
     hw = meta.get("hardware", {})

@@ -123,10 +123,12 @@ def concurrent_per_second(starts: np.ndarray, e2els: np.ndarray) -> int:
     t0 = float(starts.min())
     first = np.floor(starts - t0).astype(np.int64)
     last = np.floor(starts + e2els - t0).astype(np.int64)
-    span = np.zeros(int(last.max()) + 2, dtype=np.int64)
-    np.add.at(span, first, 1)
-    np.add.at(span, last + 1, -1)
-    return int(np.cumsum(span).max())
+    # +1 where a span starts, -1 after it ends, summed at the seconds where something changes (a run's seconds
+    # can number in the millions with two requests in them)
+    seconds, at = np.unique(np.concatenate([first, last + 1]), return_inverse=True)
+    change = np.bincount(at, weights=np.concatenate([np.ones(len(first)), -np.ones(len(last))]),
+                         minlength=len(seconds))
+    return int(np.rint(np.cumsum(change).max()))
 
 
 def token_steps(runs: IntLists, step_offset: np.ndarray, lo: int = 0, hi: int | None = None):
@@ -509,7 +511,9 @@ class RunResult:
         s["max_running_requests"] = int(steps["num_running"].max()) if num_steps else 0  # in the engine at once
         # vLLM bench's figure: finished requests whose span touches a second, at its peak (clients in flight)
         s["max_concurrent_requests"] = concurrent_per_second(req["arrival_time"][finished], req["e2el"][finished])
-        s["busy_fraction"] = min(1.0, busy / (replicas * duration))  # a sum of step times may round past the span
+        # the whole run's busy time over the whole run's span (a warm-up's steps are in it), not the measured one's
+        span = duration if measured is None else max(sim_end - float(req["arrival_time"].min()), 1e-12)
+        s["busy_fraction"] = min(1.0, busy / (replicas * span))  # a sum of step times may round past the span
         s["replicas"] = replicas
         if replicas - prefill_only > 1:  # load imbalance: the busiest replica's completions over the mean
             every = np.bincount(req["replica"][finished], minlength=replicas)
@@ -579,7 +583,11 @@ class RunResult:
         except OSError as exc:  # a file in the way, a name too long: the CLI's --out says the same
             raise ConfigError(field, f"cannot write a results folder at {out}: {exc.strerror or exc}") from None
         stale = out / "workload.jsonl"  # an earlier run's requests, which this run's config.yaml does not name
-        if self.given_requests is None and (stale.is_file() or stale.is_symlink()) and (out / "config.yaml").is_file():
+        earlier_run = all((out / name).is_file() for name in ("config.yaml", "summary.json"))
+        if self.given_requests is not None and stale.exists() and not earlier_run:  # a file of the user's, maybe read
+            raise ConfigError(field, f"{out} holds a workload.jsonl no run wrote, which this run's requests would "
+                                     f"replace: write elsewhere")
+        if self.given_requests is None and (stale.is_file() or stale.is_symlink()) and earlier_run:
             stale.unlink()
             from servesim.simulator.config import say_once
 

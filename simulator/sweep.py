@@ -400,9 +400,11 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     from servesim.simulator.config import say_once
 
     inputs = check_points(scenario, sets, points)
-    from servesim.simulator.files import refuse_folder_holding_inputs, refuse_folder_over_inputs
+    from servesim.simulator.files import refuse_folder_holding_inputs, refuse_folder_over_inputs, refuse_writing_over
 
     refuse_folder_over_inputs(out, TABLE_FILES + ("runs",), out_field, inputs)  # the CLI's --out, the API's out
+    for name in TABLE_FILES:  # the tables are written here first, then moved (a link there is replaced, not used)
+        refuse_writing_over(Path(out) / f".{name}.tmp", out_field, inputs)
     refuse_folder_holding_inputs(Path(out) / "runs", out_field, inputs)  # a run's folder is replaced when rerun
     from servesim.simulator.parallel import check_executor
 

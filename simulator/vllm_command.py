@@ -264,6 +264,8 @@ ENDPOINT_ENDINGS = {"vllm": ("completions",), "openai": ("completions",), "opena
                     "openai-responses": ("responses",)}
 # draft methods vLLM names; n-gram and suffix drafts are looked up on the CPU, nearly free beside a model's
 FREE_DRAFTS = ("ngram", "suffix", "ngram_gpu")
+# methods whose drafter vLLM finds without a `model` (SpeculativeConfig.__post_init__; dspark is 0.33's only)
+NO_DRAFT_MODEL = FREE_DRAFTS + ("mtp", "dspark", "extract_hidden_states")
 
 # vllm bench serve flags that only shape the result file (BenchOptions), or that a simulation has no use for
 # because the lengths are given (a tokenizer, the output's end-of-sequence)
@@ -560,6 +562,9 @@ def _speculation(serve: dict, version: str, not_modelled: dict) -> dict:
     k = config.get("num_speculative_tokens")
     if method is None or not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ConfigError(field, "needs a method (or a draft model) and num_speculative_tokens >= 1, as vLLM does")
+    if config.get("model") is None and method not in NO_DRAFT_MODEL:  # eagle, draft_model, ...: a drafter to load
+        raise ConfigError(f"{field}.model", f"method {method!r} needs its draft model: vLLM refuses "
+                                            f"num_speculative_tokens without one")
     out = {"speculative.method": "fixed", "speculative.num_speculative_tokens": k}
     _async_with_drafts(serve, version, method, out)
     if method in FREE_DRAFTS:

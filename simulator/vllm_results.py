@@ -88,12 +88,12 @@ def _rps_changes(o: BenchOptions, sends: list[float], date: str) -> list[dict]:
     r = o.ramp_up
     lo, hi, n = r["ramp_up_start_rps"], r["ramp_up_end_rps"], max(len(sends) - 1, 1)  # vLLM: the requests made
     base = datetime.strptime(date, "%Y%m%d-%H%M%S")
-    events, last, t0 = [{"rps": lo, "timestamp": base.isoformat()}], lo, min(sends, default=0.0)
+    events, last = [{"rps": lo, "timestamp": base.isoformat()}], lo  # vLLM's clock starts before the first gap
     for i, t in enumerate(sorted(sends)):
         p = i / n
         rate = lo + (hi - lo) * p if r["ramp_up_strategy"] == "linear" else lo * (hi / lo) ** p
         if int(rate) > last:
-            stamp = (base + timedelta(seconds=t - t0)).isoformat()
+            stamp = (base + timedelta(seconds=t)).isoformat()
             events += [{"rps": v, "timestamp": stamp} for v in range(last + 1, int(rate) + 1)]
             last = int(rate)
     return events

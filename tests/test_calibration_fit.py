@@ -408,3 +408,21 @@ def test_a_table_of_truth_values_is_no_timing(tmp_path):
     harness_table().assign(time_ms=True).to_csv(table, index=False)
     with pytest.raises(ConfigError, match="row 1: time_ms must be 0 or a time from 1e-6 to 1e9 ms, got True"):
         fit_directory(table, out=tmp_path / "p.yaml", model="small-llama", dtype="fp32")
+
+
+def test_the_fit_never_replaces_the_model_file_it_reads(tmp_path):
+    """Round 69: `calibrate fit DIR --model m.yaml --out m.yaml` wrote the profile over the model's own file."""
+    import shutil
+
+    from pathlib import Path
+
+    import servesim.simulator
+
+    table = tmp_path / "m.csv"
+    harness_table().to_csv(table, index=False)
+    model = tmp_path / "model.yaml"
+    shutil.copy(Path(servesim.simulator.__file__).parent / "data" / "models" / "small-llama.yaml", model)
+    before = model.read_bytes()
+    with pytest.raises(ConfigError, match="would write over the input"):
+        fit_directory(table, out=model, model=str(model), dtype="fp32")
+    assert model.read_bytes() == before

@@ -596,6 +596,7 @@ def test_workload_write_never_writes_over_the_trace_it_reads(tmp_path, capsys):
 
 @pytest.mark.parametrize("command, name", [(["run"], "config.yaml"),
                                            (["run"], "vllm_command.json"),  # removed as an earlier run's (round 68)
+                                           (["sweep", "--grid", "workload.arrival.rate=5,10"], ".sweep.csv.tmp"),
                                            (["sweep", "--grid", "workload.arrival.rate=5,10"], "sweep.yaml"),
                                            (["search", "max-rate", "--slo", "ttft_p99_ms=500"], "max_rate.csv")])
 def test_an_out_folder_never_writes_over_the_scenario_it_reads(tmp_path, capsys, monkeypatch, command, name):
@@ -692,6 +693,15 @@ def test_round_27_sweeps_searches_and_reruns(tmp_path, capsys, monkeypatch):
     assert main(["run", "--set", "workload.num_requests=5", "--out", str(tmp_path / "w")]) == 0
     assert not (tmp_path / "w" / "workload.jsonl").exists()
     assert "removed workload.jsonl: an earlier run's" in capsys.readouterr().err
+    # given requests written into a folder holding a workload.jsonl no run wrote (the user's trace, maybe the one
+    # the requests were read from): refused, not replaced (round 69)
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "workload.jsonl").write_text("mine\n")
+    from servesim.simulator.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="holds a workload.jsonl no run wrote"):
+        servesim.simulate(None, requests=[servesim.RequestSpec(0, 0.0, 10, 2)]).write(tmp_path / "t")
+    assert (tmp_path / "t" / "workload.jsonl").read_text() == "mine\n"
 
 
 def test_round_28_searches_read_their_grid_and_reruns_see_rewritten_files(tmp_path, capsys, monkeypatch):

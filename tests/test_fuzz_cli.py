@@ -273,6 +273,10 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--grid", "workload.arrival.rate=1,2"], "the search varies"),
     (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--low", "2", "--high", "1"], "--high"),
     (["run", "--set", "=5"], "--set"),
+    (["run", "--set", "workload.arrival={process: closed_loop, concurrency: 2, ramp_up_s: 1e12}"],
+     "workload.arrival.ramp_up_s"),  # round 69: a MemoryError (exit 3)
+    (["run", "--set", "workload.arrival={process: closed_loop, concurrency: 1, think_time_s: 1e12}"],
+     "workload.arrival.think_time_s"),
     (["config", "--set", "engine={max_num_seqs: 4, max_num_seqs: 5}"], "'max_num_seqs' is given twice"),  # round 67
     (["run", "--set", "engine..x=5"], "--set"),
     (["run", "--set", "engine.max_num_seqs"], "--set takes key=value"),

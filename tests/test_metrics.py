@@ -148,3 +148,26 @@ def test_goodput_fraction_of_no_request_that_ended_is_none():
     s = simulate(rs).summary
     assert s["completed"] + s["failed"] == 0 and s["goodput_fraction"] is None
     assert s["slo_classes"]["chat"]["goodput_fraction"] is None
+
+
+def test_busy_fraction_is_the_whole_runs_with_a_warm_up(run):
+    """Round 69: the whole run's busy time was divided by the measured window's span (0.856 for 10 requests of
+    which 8 warm up, where the engine is busy 10%); it is the run's, as the README says of step figures."""
+    rows = [(float(i), 100, 5) for i in range(10)]
+    plain = run(rows).summary["busy_fraction"]
+    assert run(rows, ["simulation.warmup_requests=8"]).summary["busy_fraction"] == plain < 0.2
+
+
+def test_max_concurrent_requests_counts_only_the_seconds_that_change():
+    """vLLM's per-second count, summed where a span starts or ends: two requests 9e8 s apart needed a 13 GiB
+    array of every second between them (round 69). Equal to the dense count on random spans."""
+    from servesim.simulator.metrics import concurrent_per_second
+
+    rng = np.random.default_rng(0)
+    starts, e2els = rng.uniform(0, 50, 300), rng.exponential(3, 300)
+    first, last = np.floor(starts - starts.min()).astype(int), np.floor(starts + e2els - starts.min()).astype(int)
+    dense = np.zeros(last.max() + 2, dtype=int)
+    np.add.at(dense, first, 1)
+    np.add.at(dense, last + 1, -1)
+    assert concurrent_per_second(starts, e2els) == np.cumsum(dense).max()
+    assert concurrent_per_second(np.array([0.0, 9e8]), np.array([0.1, 0.1])) == 1

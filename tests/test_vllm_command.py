@@ -40,7 +40,8 @@ def test_vllm_argument_rewriting_is_followed():
     assert got["max_num_seqs"] == 64 and got["tensor_parallel_size"] == 2 and got["max_num_batched_tokens"] == 4096
     assert got["enable_prefix_caching"] is False and got["max_model_len"] == 32000
     assert got["speculative_config"] == {"method": "ngram", "num_speculative_tokens": 3}
-    cmd = read(["m", "--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 2}', "-q", "fp8"], [])
+    cmd = read(["m", "--speculative-config", '{"method": "eagle3", "model": "d", "num_speculative_tokens": 2}', "-q",
+                "fp8"], [])
     assert cmd.settings["speculative.num_speculative_tokens"] == 2 and cmd.settings["engine.quantization"] == "fp8"
     # 0.33's switch pairs (--disable-x sets --enable-x false), its spec shorthands and its queue limits
     got = parse(["m", "--disable-prefix-caching", "--disable-expert-parallel", "--no-enforce-eager"], "serve")
@@ -553,7 +554,8 @@ def test_ramp_events_are_vllms_every_whole_rate_stamped_when_due(tmp_path, capsy
     from datetime import datetime
     due = np.array(r["start_times"]) - np.array(r["queue_times"])  # before the one slot held them
     last = (datetime.fromisoformat(stamps[-1]) - datetime.fromisoformat(stamps[0])).total_seconds()
-    assert last == pytest.approx(due[-1] - due[0], abs=1e-5) and max(r["queue_times"]) > 0
+    # the start rate at vLLM's clock start, before the first request's gap (stamped from the first send before)
+    assert due[0] > 0 and last == pytest.approx(due[-1], abs=1e-5) and max(r["queue_times"]) > 0
 
 
 @pytest.mark.parametrize("value, got", [("32k", 32000), ("1.5k", 1500), ("2K", 2048), ("007", 7), ("4096", 4096)])
@@ -789,6 +791,15 @@ def test_round_66_serve_lines_vllm_refuses_at_start_are_refused(version, serve, 
     runner cannot overlap): each was simulated as if vLLM had started (round 66)."""
     with pytest.raises(ConfigError, match=re.escape(says)):
         read([MODEL, *serve], [], version=version)
+
+
+def test_a_draft_method_without_its_model_is_refused():
+    """vLLM finds the drafter itself only for n-gram, suffix, MTP (and 0.33's dspark): eagle without a model was
+    simulated where vLLM refuses to start (round 69)."""
+    for method in ("eagle", "draft_model"):
+        with pytest.raises(ConfigError, match=f"--speculative-config.model: method '{method}' needs its draft model"):
+            read([MODEL, "--speculative-config", json.dumps({"method": method, "num_speculative_tokens": 3})], [])
+    assert read([MODEL, "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'], []).settings
 
 
 @pytest.mark.parametrize("version, method, on", [("0.19.0", "ngram", False), ("0.19.0", "draft_model", False),

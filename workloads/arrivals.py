@@ -36,8 +36,9 @@ class Arrival(Settings):
     points: list[tuple[NonNegativeFloat, NonNegativeFloat]] | None = None
     period_s: PositiveFloat | None = None
     concurrency: int | None = Field(None, ge=1, le=MAX_CLIENTS)
-    think_time_s: NonNegativeFloat = 0.0
-    ramp_up_s: NonNegativeFloat = Field(0.0, description="closed_loop: clients start evenly over this many seconds")
+    think_time_s: float = Field(0.0, ge=0, le=MAX_SECONDS)
+    ramp_up_s: float = Field(0.0, ge=0, le=MAX_SECONDS, description="closed_loop: clients start evenly over this "
+                                                                     "many seconds")
     ramp_up_strategy: Literal["linear", "exponential"] | None = None
     ramp_up_start_rps: float | None = Field(None, ge=0, le=MAX_RATE)
     ramp_up_end_rps: Rate | None = None
