@@ -85,7 +85,7 @@ def cmd_run(args, after=None) -> int:
                                                               "cooldown_requests") if getattr(args, k, None) is not None]
     rs = load(args.scenario, args.set + window)
     from servesim.simulator.files import refuse_folder_over_inputs, refuse_writing_over
-    from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window
+    from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window, holds_a_run
 
     inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
     refuse_writing_over(args.out, "--out", inputs)
@@ -107,7 +107,7 @@ def cmd_run(args, after=None) -> int:
                     f"request(s) unfinished (counted as `unfinished`, in no latency)"
                     + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))
     # a folder that held a run before: its optional files not written again are that run's, removed below
-    earlier_run = all((Path(args.out) / name).is_file() for name in ("config.yaml", "summary.json"))
+    earlier_run = holds_a_run(Path(args.out))
     out = result.write(args.out, "--out")  # then the warnings: none beside an error about --out
     extra = after(result, out) if after is not None else []
     if getattr(args, "prometheus", False):

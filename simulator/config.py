@@ -30,7 +30,7 @@ from servesim.simulator.hardware import Hardware, load_hardware
 from servesim.simulator.hybrid_kv import KVLayout, kv_layout
 from servesim.simulator.inert_settings import without_effect
 from servesim.simulator.local_attention import local_attention
-from servesim.simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model
+from servesim.simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model, model_length
 from servesim.simulator.preemption import PreemptionMode
 from servesim.simulator.rederive import (MODEL_IDENTITY, PROFILE_IDENTITY, at, digest, digest_less, file_digest,
                                          rederive)
@@ -499,8 +499,6 @@ def check_tensor_parallel(arch: ModelArchitecture, tp: int, field: str) -> None:
 
 def check_max_model_len(arch: ModelArchitecture, value: int | None, field: str, release: str = "0.33.0") -> int:
     """vLLM's rule: no longer than the model's length as the release derives it (None: exactly that)."""
-    from servesim.simulator.model_arch import model_length
-
     longest = model_length(arch, release)
     if value is not None and value > longest:
         raise ConfigError(field, f"{value} exceeds the model's max_position_embeddings ({longest}"

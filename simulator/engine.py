@@ -135,13 +135,13 @@ class Replica:
         if self._idle is not None and not self._idle.triggered:
             self._idle.succeed()
 
-    def _decode_run(self, now: float) -> list[float]:
-        """The ends of the decode steps to advance at once from `now` (none: take a plain step). A run stops
-        before the step an arrival falls in: the router reads this replica's blocks and context then, as that
-        step left them, and a run applies its steps only at its end."""
+    def _decode_run(self, now: float) -> tuple[list[float], int, int]:
+        """The ends of the decode steps to advance at once from `now` (none: take a plain step), the batch and
+        its decode context. A run stops before the step an arrival falls in: the router reads this replica's
+        blocks and context then, as that step left them, and a run applies its steps only at its end."""
         k = decode_run_limit(self.scheduler)
         if not k:
-            return []
+            return [], 0, 0
         sched, timer = self.scheduler, self.timer
         batch, ctx, next_arrival = len(sched.running), sched.decode_context_tokens(), self.front_end.next_time
         ends, t = [], now
@@ -151,7 +151,7 @@ class Replica:
                 break  # an arrival inside it; or it, and with it the run, would outlast the cut
             t = end
             ends.append(t)
-        return ends
+        return ends, batch, ctx
 
     def run(self):
         env, sched, kv, log = self.env, self.scheduler, self.kv, self.log
@@ -167,9 +167,9 @@ class Replica:
                 yield self.lockstep.ended
                 continue
             now = env.now
-            ends = self._decode_run(now) if self.decode_runs else []
+            ends, batch, ctx = self._decode_run(now) if self.decode_runs else ([], 0, 0)
             if ends:
-                batch, ctx, waiting, t = len(sched.running), sched.decode_context_tokens(), len(sched.waiting), ends[-1]
+                waiting, t = len(sched.waiting), ends[-1]
                 yield env.at(t)
                 used_after, finished = apply_decode_run(sched, len(ends), step, t)
                 log.add_decode_run(now, ends, batch, waiting, used_after, ctx)

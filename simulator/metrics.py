@@ -233,6 +233,11 @@ class TokenTimes:
 RUN_FILES = ("config.yaml", "summary.json", "requests.parquet", "steps.parquet", "latency.png", "workload.jsonl")
 # what a run writes only when asked (--plot, --prometheus, the vllm command): an earlier run's, left beside a new
 # run's summary, would contradict it
+def holds_a_run(folder: Path) -> bool:
+    """A folder a run was written to before: its optional files not written again are that run's."""
+    return all((Path(folder) / name).is_file() for name in ("config.yaml", "summary.json"))
+
+
 OPTIONAL_RUN_FILES = ("latency.png", "metrics.prom", "prometheus.parquet", "vllm_command.json")
 
 TEXT_COLUMNS = ("status", "slo_class", "finish_reason")  # the request columns of text (None where none)
@@ -583,7 +588,7 @@ class RunResult:
         except OSError as exc:  # a file in the way, a name too long: the CLI's --out says the same
             raise ConfigError(field, f"cannot write a results folder at {out}: {exc.strerror or exc}") from None
         stale = out / "workload.jsonl"  # an earlier run's requests, which this run's config.yaml does not name
-        earlier_run = all((out / name).is_file() for name in ("config.yaml", "summary.json"))
+        earlier_run = holds_a_run(out)
         if self.given_requests is not None and stale.exists() and not earlier_run:  # a file of the user's, maybe read
             raise ConfigError(field, f"{out} holds a workload.jsonl no run wrote, which this run's requests would "
                                      f"replace: write elsewhere")

@@ -602,10 +602,10 @@ def read_trace(path, fmt: str | None = None, *, time_scale: float = 1.0, start_s
     """A trace file as RequestSpecs sorted by arrival, ids first_id, first_id + 1, ...
 
     Options apply in order: window [start_s, start_s + duration_s) of the file's times (an Azure CSV's counted
-    from its first row, the others' as recorded), shifted so start_s is 0; time_scale (multiplies the rate: 2 halves every gap); sample (keep each request
-    with this probability, seeded); limit (the first N). hash_ids (Mooncake and vLLM timed traces) name
-    blocks of hash_block_tokens tokens, inferred from the file when None; use_hash_ids=False drops every
-    content id (hash_ids, or a servesim file's prefix_ids): no prefix is shared.
+    from its first row, the others' as recorded), shifted so start_s is 0; time_scale (multiplies the rate: 2
+    halves every gap); sample (keep each request with this probability, seeded); limit (the first N). hash_ids
+    (Mooncake and vLLM timed traces) name blocks of hash_block_tokens tokens, inferred from the file when None;
+    use_hash_ids=False drops every content id (hash_ids, or a servesim file's prefix_ids): no prefix is shared.
     """
     return read_trace_with_info(path, fmt, time_scale=time_scale, start_s=start_s, duration_s=duration_s,
                                 sample=sample, limit=limit, seed=seed, first_id=first_id,
