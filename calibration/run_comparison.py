@@ -95,14 +95,18 @@ def _with_overrides(run: RealRun, sets: list[str]) -> tuple[list[str], list[str]
 def simulate_run(run: RealRun, scenario: str | None = None, sets: list[str] | None = None):
     """The real run's arrivals and lengths, simulated under resolve_run's settings (request_summary derives
     prefill, TTFT - queue time, as the real runs record it)."""
+    rs = resolve_run(run, scenario, sets)
+    return rs, simulate_resolved(rs, run)
+
+
+def simulate_resolved(rs, run: RealRun):
+    """The real run's requests under settings resolve_run gave."""
     from servesim.simulator.engine import simulate
 
-    rs = resolve_run(run, scenario, sets)
     if rs.scenario.simulation.max_sim_time_s is not None:  # compare, validate serving and the serving fit
         raise ConfigError("simulation.max_sim_time_s", "a real run is compared request by request, and a cut leaves "
                                                        "some unfinished (in no latency): leave it out")
-    result = simulate(rs, run.specs)
-    return rs, result
+    return simulate(rs, run.specs)
 
 
 def comparison_table(reals: list[dict], sim: dict) -> pd.DataFrame:
@@ -326,7 +330,8 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
     first = runs[0]
     # results never among what is compared: not beside a run's records either (its vllm/ folder)
     read = [f for r in runs for f in r.files() if f.exists()]
-    out = make_out_dir(out, [*real_paths, *read, sim_dir, scenario, trace])
+    rs = None if sim_dir else resolve_run(first, scenario, sets)  # the model or profile files it reads are inputs
+    out = make_out_dir(out, [*real_paths, *read, sim_dir, scenario, trace, *(rs.input_files() if rs else [])])
     source = None
     if sim_dir:
         summary, sim_requests, steps = _sim_from_dir(Path(sim_dir))
@@ -348,7 +353,7 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
         source = summary.get("cost_model_source")
     else:
         refuse_link(out / "sim", "--out")  # a folder of servesim's own naming: never written through a link
-        rs, result = simulate_run(first, scenario, sets)
+        result = simulate_resolved(rs, first)
         result.write(out / "sim")
         summary, sim_requests, steps, sim_itls = result.summary, result.requests, result.steps, result.itls
         source = rs.cost_model_source

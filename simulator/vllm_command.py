@@ -211,6 +211,7 @@ class BenchOptions:
     metric_percentiles: list[float] = field(default_factory=lambda: [99.0])
     vllm_version: str = VLLM_VERSION  # the release whose result file is written
     server_metrics: bool = False  # vllm serve --enable-per-request-metrics (0.33): each response's queue time, TTFT
+    server_counters: bool = True  # the engine's Prometheus counters (spec_decode_*); --disable-log-stats drops them
 
 
 @dataclass
@@ -349,11 +350,12 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                 value = "auto"
             settings[SERVE_SETTINGS[dest]] = value
         elif dest not in SPEC_SHORTHANDS and dest not in ("speculative_config", "served_model_name",
-                                                          "enable_per_request_metrics"):
+                                                          "enable_per_request_metrics", "disable_log_stats"):
             not_modelled[_flag("serve", dest, version)] = value
     settings.update(_speculation(serve, version, not_modelled))
     options, workload = _bench(bench, not_modelled, version)
     options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
+    options.server_counters = not serve.get("disable_log_stats")  # no stat loggers: /metrics has no vllm: series
     # vLLM's checks of the serve line before it loads (entrypoints/.../cli_args.py validate_parsed_serve_args)
     for flag, fails, says in (
             ("--enable-per-request-metrics", options.server_metrics and serve.get("disable_log_stats"),
@@ -801,6 +803,11 @@ def _lengths(bench: dict, name: str, version: str) -> dict:
         inp = bench.get("input_len", bench.get("random_input_len", 1024))
         out = bench.get("output_len", bench.get("random_output_len", 128))
         prefix = bench.get("random_prefix_len", 0)
+        if prefix + math.floor(inp * (1 - in_ratio)) < 1:  # vLLM's check: a prompt could be empty
+            dest = "input_len" if "input_len" in bench else "random_input_len"
+            raise ConfigError(_flag("bench_serve", dest, version),
+                              f"too small: {inp} at range ratio {in_ratio} can draw an empty prompt (vLLM refuses "
+                              f"it); raise it or --random-prefix-len, or lower the ratio")
         lengths = {"workload.prompt_tokens": _uniform(inp, in_ratio, 1),
                    "workload.output_tokens": _uniform(out, out_ratio, 1)}
     else:  # prefix_repetition: num_prefixes shared prefixes, each request one of them and its own suffix

@@ -155,7 +155,7 @@ def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: st
                                for i in per["order"]]
     if o.ramp_up:
         out["rps_change_events"] = _rps_changes(o, list(due.values()) if due else per["start_times"], out["date"])
-    if s.get("spec_decode_num_drafts"):  # vLLM's figures from the server's counters: a rate in percent
+    if o.server_counters and s.get("spec_decode_num_drafts"):  # from the server's counters: a rate in percent
         out["spec_decode_acceptance_rate"] = 100 * s["spec_decode_acceptance_rate"]
         out["spec_decode_acceptance_length"] = s["spec_decode_acceptance_length"]
         out["spec_decode_num_drafts"] = s["spec_decode_num_drafts"]

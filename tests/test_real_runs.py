@@ -200,7 +200,7 @@ def test_repeats_must_be_one_deployment_given_once(tmp_path, capsys):
         compare_runs([folders[0], folders[0]], None, None, DEPLOY, 0.05, tmp_path / "o")
 
 
-def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys):
+def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys, monkeypatch):
     rs, result = _simulated()
     real = write_lifecycle(result, tmp_path / "requests.jsonl")
     result.write(tmp_path / "sim")
@@ -221,6 +221,19 @@ def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys):
                 + sum((["--set", s] for s in DEPLOY), [])) == 2
     assert "exceed engine.max_model_len 256" in capsys.readouterr().err
     assert main(["compare", str(real), "--tolerance", "inf", "--out", str(tmp_path / "o3")]) == 2
+    # a profile the simulation reads, inside --out: refused before simulating, as --profile (round 69 found it
+    # refused only when the run was written, naming out_dir)
+    import shutil
+    from servesim.simulator import engine
+
+    prof = tmp_path / "o5" / "sim" / "p.yaml"
+    prof.parent.mkdir(parents=True)
+    shutil.copy(Path(engine.__file__).parents[1] / "calibration" / "profiles" / "h200-llama-3.1-8b-bf16-tp1.yaml",
+                prof)
+    simulated = []
+    monkeypatch.setattr(engine, "simulate", lambda *a: simulated.append(a))
+    assert main(["compare", str(real), "--profile", str(prof), "--out", str(tmp_path / "o5")]) == 2
+    assert f"holds the input {prof}" in capsys.readouterr().err and not simulated and prof.is_file()
     log = tmp_path / "steps.jsonl"
     log.write_text('{"t": 1, "t_end": 2, "num_seqs": 1, "prefill_tokens": 1, "prefill_attention_pairs": 1, '
                    '"decode_seqs": 0, "decode_context_tokens": 0}\n')

@@ -98,6 +98,9 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
     (["--random-output-len", "0"], "--random-output-len: must be >= 1, got 0"),
     (["--metadata", "foo", "bar=1"], "--metadata: KEY=VALUE items"),
     (["--burstiness", "1e-9"], "--burstiness: must be >= 1e-4"),
+    # vLLM's RandomDataset refuses a line whose prompt could be empty: prefix + floor(len (1 - ratio)) < 1
+    (["--random-input-len", "1", "--random-range-ratio", "0.5"], "--random-input-len: too small: 1 at range ratio"),
+    (["--input-len", "1", "--random-range-ratio", "0.999"], "--input-len: too small"),
 ])
 def test_bad_client_flags_are_refused_in_one_line(bench, says, tmp_path, capsys):
     assert main(["vllm", "--out", str(tmp_path), "serve", MODEL, "--", "bench", "serve"] + bench) == 2
@@ -912,3 +915,25 @@ def test_round_62_what_vllm_could_not_start_is_refused_or_said(tmp_path, capsys)
     # a line vLLM would not start: refused, as a block size it cannot take is (a warning before, round 68)
     with pytest.raises(ConfigError, match=f"--quantization: {MODEL} is a 16-bit checkpoint; --quantization gptq"):
         read([MODEL, "--quantization", "gptq"], [])
+
+
+def test_a_prefix_lets_the_random_part_be_short(tmp_path):
+    """vLLM refuses a line only where the whole prompt could be empty: a prefix makes a 1-token random part fine."""
+    assert main(["vllm", "--quiet", "--out", str(tmp_path), "serve", MODEL, "--", "bench", "serve", "--num-prompts",
+                 "4", "--random-input-len", "1", "--random-range-ratio", "0.999", "--random-prefix-len", "4"]) == 0
+    prompts = pd.read_parquet(tmp_path / "requests.parquet")["prompt_tokens"]
+    assert prompts.between(5, 6).all()
+
+
+def test_no_engine_counters_no_spec_decode_keys(tmp_path):
+    """--disable-log-stats: vLLM's server keeps no stat loggers, its /metrics has no vllm:spec_decode_* series and
+    the client's result file has no spec_decode_* keys (round 68 found them written)."""
+    spec = ["--speculative-config", '{"method": "ngram", "num_speculative_tokens": 3}']
+    keys = {}
+    for extra in ([], ["--disable-log-stats"]):
+        out = tmp_path / str(len(extra))
+        assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL] + spec + extra + BENCH +
+                    ["--save-result", "--result-filename", "r.json"]) == 0
+        keys[len(extra)] = {k for k in json.loads((out / "r.json").read_text()) if k.startswith("spec_decode_")}
+        assert "--disable-log-stats" not in json.loads((out / "vllm_command.json").read_text())["not_modelled"]
+    assert len(keys[0]) == 6 and keys[1] == set()
