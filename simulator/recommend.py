@@ -130,7 +130,7 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     replicas together), the fleet of units for the target rate and that fleet's latencies. rate None: the
     traffic is the scenario's trace, replayed at its own workload.time_scale (the capacity is then searched over
     the replay speed). Priced afterwards (`priced`), so a rerun with other prices reuses it."""
-    from servesim.simulator.config import load, override
+    from servesim.simulator.config import load, load_scenario, override
     from servesim.simulator.engine import simulate
     from servesim.simulator.profile_select import cost_model_kind
     from servesim.simulator.search import LOAD, failed_because, max_rate, meets
@@ -162,10 +162,12 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     # changes no fleet (one unit carries it); a unit failing at target / 32 is searched below it
     start, bottom = max(BOTTOM, target / 32), BOTTOM
     found = max_rate(scenario, searched, slos, low=start, tolerance=tolerance, load=knob, ceiling=16 * target)
+    at_length = found.get("run_sets", [])  # the run length the capacity was found at (the fleet is checked there)
     if found["max_rate"] is None and "already at" in (found.get("reason") or "") and start > bottom:
         # below it, at the run length where it failed (a longer run's check can fail where the first passed)
         longer = found.get("run_sets", [])
         found = max_rate(scenario, searched + longer, slos, low=bottom, high=start, tolerance=tolerance, load=knob)
+        at_length = longer + found.get("run_sets", [])
         if longer and found.get("reason"):
             found["reason"] += f" (run at {found.get('run_length') or ', '.join(longer)}, where the first answer " \
                                f"failed its check at twice the run length)"
@@ -178,17 +180,20 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
         note = (f"no failing load found up to {found['held_up_to']:.4g} {unit} at this run "
                 f"length: capacity at least the target, unknown above (a longer run, "
                 f"{'more of the trace (workload.limit)' if trace else length}, finds it)")
-    row |= {"max_rate_per_replica": capacity, "capacity": bound, "stable": found.get("stable")}
+    row |= {"max_rate_per_replica": capacity, "capacity": bound, "stable": found.get("stable"),
+            "run_length": found.get("run_length")}  # where the capacity was found, and the fleet checked
     if capacity is None:
         return row | {"status": "unmet", "reason": found.get("reason")}
     units = max(1, math.ceil(target / capacity))
     row["replicas_by_capacity"] = units * unit_replicas  # the arithmetic alone (search max-rate, then divide)
-    n = getattr(rs.scenario.workload, length.split(".")[-1], None) if length else None
+    # each unit sees as many requests or sessions as the capacity was found with: a shorter run passes a load
+    # that a longer one fails (a queue that grows slowly), and would cut the fleet below the capacity's
+    n = getattr(load_scenario(scenario, sets + at_length).workload, length.split(".")[-1], None) if length else None
 
     def fleet(k: int) -> dict:
-        """The summary of k units at the target load (each unit sees as many requests or sessions as the search
-        ran it with; a trace: all of it)."""
-        sets_k = sets + [override("cluster.replicas", k * unit_decode), override(LOAD[knob], target)]
+        """The summary of k units at the target load, at the run length the capacity was found at (a trace: all
+        of it)."""
+        sets_k = sets + at_length + [override("cluster.replicas", k * unit_decode), override(LOAD[knob], target)]
         if unit_prefill:
             sets_k.append(override("cluster.prefill_replicas", k * unit_prefill))
         if n is not None:

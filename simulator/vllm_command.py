@@ -350,8 +350,10 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                 value = "auto"
             settings[SERVE_SETTINGS[dest]] = value
         elif dest not in SPEC_SHORTHANDS and dest not in ("speculative_config", "served_model_name",
-                                                          "enable_per_request_metrics", "disable_log_stats"):
+                                                          "enable_per_request_metrics", "disable_log_stats",
+                                                          *GRAPH_FLAGS):
             not_modelled[_flag("serve", dest, version)] = value
+    settings.update(_cuda_graphs(serve, version, not_modelled))
     settings.update(_speculation(serve, version, not_modelled))
     options, workload = _bench(bench, not_modelled, version)
     options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
@@ -561,6 +563,9 @@ def _speculation(serve: dict, version: str, not_modelled: dict) -> dict:
         raise ConfigError(f"{field}.method", f"{method!r} is not a method of vLLM {version}: "
                                              f"{', '.join(table['methods'])}"
                                              + (f"; vLLM {other[0]}'s takes it: --vllm-version {other[0]}" if other else ""))
+    if method is not None and method.endswith("_mtp"):  # vLLM's MTPModelTypes: deprecated names of mtp
+        method = "mtp"
+    _ngram_window(config, method, field)
     k = config.get("num_speculative_tokens")
     if method is None or not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ConfigError(field, "needs a method (or a draft model) and num_speculative_tokens >= 1, as vLLM does")
@@ -574,12 +579,83 @@ def _speculation(serve: dict, version: str, not_modelled: dict) -> dict:
     synthetic = _synthetic_acceptance(config, k, field) if version != "0.19.0" else None
     if synthetic is not None:
         out["speculative.acceptance_distribution"] = synthetic
-    used = {"method", "model", "num_speculative_tokens"} | (
+    # a drafter's own weights and KV cache are not modelled (draft_cost_ratio times its steps): its name recorded
+    used = {"method", "num_speculative_tokens"} | ({"model"} if method in NO_DRAFT_MODEL else set()) | (
         {"rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length"} if synthetic else set())
     for key, value in config.items():
         if key not in used:
             not_modelled[f"{field}.{key}"] = value
     return out
+
+
+# the serve flags that decide vLLM's CUDA graphs, besides --enforce-eager and --max-cudagraph-capture-size
+GRAPH_FLAGS = ("compilation_config", "optimization_level", "cudagraph_capture_sizes")
+CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")  # CompilationConfig's
+
+
+def _cuda_graphs(serve: dict, version: str, not_modelled: dict) -> dict:
+    """vLLM's CUDA graphs however the line gives them: -O0 (no cudagraph_mode given) and cudagraph_mode NONE
+    capture none, as --enforce-eager; the largest graph is --max-cudagraph-capture-size, -cc's
+    max_cudagraph_capture_size or the largest capture size. A flag and its -cc key together, and a largest size
+    unlike the sizes' largest, are refused as vLLM refuses them; -cc's other keys are recorded."""
+    cc = serve.get("compilation_config")
+    if cc is not None and not isinstance(cc, dict):  # 0.19's `-cc 3` (a level): recorded as it was
+        not_modelled[_flag("serve", "compilation_config", version)] = cc
+        cc = None
+    cc = dict(cc or {})
+    out: dict = {}
+    level = serve.get("optimization_level")
+    if level is not None and str(level) not in ("0", "1", "2", "3"):
+        raise ConfigError(_flag("serve", "optimization_level", version),
+                          f"one of 0, 1, 2, 3 (vLLM's OptimizationLevel), got {level!r}")
+    for key in ("cudagraph_capture_sizes", "max_cudagraph_capture_size"):
+        if serve.get(key) is not None and cc.get(key) is not None:
+            raise ConfigError(_flag("serve", key, version), f"and --compilation-config's {key} are mutually "
+                                                            f"exclusive, as vLLM says")
+    sizes = serve.get("cudagraph_capture_sizes") or cc.pop("cudagraph_capture_sizes", None)
+    field = "vllm serve --cudagraph-capture-sizes" if serve.get("cudagraph_capture_sizes") else \
+        "vllm serve --compilation-config.cudagraph_capture_sizes"
+    if sizes is not None:  # the flag's words (text) or -cc's JSON list
+        whole = [int(v) for v in sizes if isinstance(v, str) and v.strip().isdigit()
+                 or isinstance(v, int) and not isinstance(v, bool)] if isinstance(sizes, list) else []
+        if not whole or len(whole) != len(sizes) or min(whole) < 1:
+            raise ConfigError(field, f"integers >= 1 (the batch sizes to capture), at least one; got {sizes!r}")
+        sizes = whole
+    largest = serve.get("max_cudagraph_capture_size") if serve.get("max_cudagraph_capture_size") is not None \
+        else cc.pop("max_cudagraph_capture_size", None)
+    if largest is not None and (not isinstance(largest, int) or isinstance(largest, bool) or largest < 1):
+        raise ConfigError("vllm serve --compilation-config.max_cudagraph_capture_size",
+                          f"an integer >= 1, got {largest!r}")
+    if sizes and largest is not None and largest != max(sizes):
+        raise ConfigError(field, f"their largest ({max(sizes)}) and max_cudagraph_capture_size ({largest}) "
+                                 f"disagree: vLLM refuses both given unlike")
+    if sizes or largest is not None:
+        out["engine.max_cudagraph_capture_size"] = largest if largest is not None else max(sizes)
+    mode = cc.pop("cudagraph_mode", None)
+    if mode is not None and (not isinstance(mode, str) or mode.upper() not in CUDAGRAPH_MODES):
+        raise ConfigError("vllm serve --compilation-config.cudagraph_mode", f"one of {', '.join(CUDAGRAPH_MODES)}, "
+                                                                            f"got {mode!r}")
+    if (mode or "").upper() == "NONE" or (mode is None and str(level) == "0"):
+        out["engine.enforce_eager"] = True  # no graph captured: every step's launches are eager
+    elif (mode or "").upper() == "FULL_DECODE_ONLY":  # mixed batches eager: not told apart from decode ones
+        not_modelled["vllm serve --compilation-config.cudagraph_mode"] = mode
+    if str(level) == "1":  # piecewise graphs (attention eager): timed as full ones
+        not_modelled[_flag("serve", "optimization_level", version)] = level
+    for key, value in cc.items():
+        not_modelled[f"vllm serve --compilation-config.{key}"] = value
+    return out
+
+
+def _ngram_window(config: dict, method: str | None, field: str) -> None:
+    """prompt_lookup_min/max: integers >= 1 (SpeculativeConfig's Field(ge=1)), and for an n-gram method the
+    window's min at most its max (one given is the other's default), as vLLM checks them."""
+    for key in ("prompt_lookup_min", "prompt_lookup_max"):
+        value = config.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError(f"{field}.{key}", f"must be an integer >= 1, got {value!r}, as vLLM says")
+    low, high = config.get("prompt_lookup_min"), config.get("prompt_lookup_max")
+    if method in ("ngram", "ngram_gpu") and low is not None and high is not None and low > high:
+        raise ConfigError(f"{field}.prompt_lookup_min", f"{low} must be <= prompt_lookup_max {high}, as vLLM says")
 
 
 def _synthetic_acceptance(config: dict, k: int, field: str) -> list[float] | None:

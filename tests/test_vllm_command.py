@@ -802,7 +802,24 @@ def test_a_draft_method_without_its_model_is_refused():
     for method in ("eagle", "draft_model"):
         with pytest.raises(ConfigError, match=f"--speculative-config.model: method '{method}' needs its draft model"):
             read([MODEL, "--speculative-config", json.dumps({"method": method, "num_speculative_tokens": 3})], [])
-    assert read([MODEL, "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'], []).settings
+    for version in ("0.19.0", "0.33.0"):  # and MTP's deprecated names, which vLLM reads as mtp (round 70)
+        for method in ("mtp", "deepseek_mtp", "qwen3_next_mtp"):
+            spec = json.dumps({"method": method, "num_speculative_tokens": 1})
+            assert read([MODEL, "--speculative-config", spec], [], version=version).settings
+
+
+@pytest.mark.parametrize("window, says", [
+    ({"prompt_lookup_min": 5, "prompt_lookup_max": 2}, "prompt_lookup_min: 5 must be <= prompt_lookup_max 2"),
+    ({"prompt_lookup_min": 0}, "prompt_lookup_min: must be an integer >= 1, got 0"),
+    ({"prompt_lookup_max": 2.5}, "prompt_lookup_max: must be an integer >= 1, got 2.5"),
+])
+def test_an_ngram_window_vllm_refuses_is_refused(window, says):
+    """SpeculativeConfig's Field(ge=1) and its n-gram check: min above max was simulated (round 70)."""
+    spec = json.dumps({"method": "ngram", "num_speculative_tokens": 3} | window)
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL, "--speculative-config", spec], [])
+    assert read([MODEL, "--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 3,
+                                                            "prompt_lookup_max": 2})], []).settings  # min: its max
 
 
 @pytest.mark.parametrize("version, method, on", [("0.19.0", "ngram", False), ("0.19.0", "draft_model", False),
@@ -836,7 +853,12 @@ def test_round_64_ngram_model_and_spaced_optimization_level_read_as_vllm_reads_t
     assert "speculative.draft_cost_ratio" not in read(  # a draft model: servesim's default draft cost
         [MODEL, "--speculative-config", '{"model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 3}'],
         []).settings
-    assert read([MODEL, "-O", "3"], []).not_modelled == {"vllm serve --optimization-level": "3"}
+    # whose own weights and KV are not modelled: its name recorded, so a 70B drafter is not silently a 1B one
+    assert read([MODEL, "--speculative-config", '{"model": "meta-llama/Llama-3.1-70B", "num_speculative_tokens": 3}'],
+                []).not_modelled == {"vllm serve --speculative-config.model": "meta-llama/Llama-3.1-70B"}
+    spaced = read([MODEL, "-O", "3"], [])  # level 3 is level 2, CUDA graphs and all (round 70: modelled)
+    assert not spaced.not_modelled and spaced.settings["engine.enforce_eager"] is False
+    assert read([MODEL, "-O", "1"], []).not_modelled == {"vllm serve --optimization-level": "1"}  # piecewise
 
 
 @pytest.mark.parametrize("setting, says", [
@@ -937,3 +959,43 @@ def test_no_engine_counters_no_spec_decode_keys(tmp_path):
         keys[len(extra)] = {k for k in json.loads((out / "r.json").read_text()) if k.startswith("spec_decode_")}
         assert "--disable-log-stats" not in json.loads((out / "vllm_command.json").read_text())["not_modelled"]
     assert len(keys[0]) == 6 and keys[1] == set()
+
+
+@pytest.mark.parametrize("flags, eager, largest", [
+    ([], None, None),
+    (["-O0"], True, None),  # vLLM's level 0: cudagraph_mode NONE
+    (["-O", "0", "-cc.cudagraph_mode=FULL"], None, None),  # -cc's mode wins over the level's default
+    (["-cc.cudagraph_mode=none"], True, None),  # vLLM reads the name in any case
+    (["-cc.max_cudagraph_capture_size=8"], None, 8),
+    (["--cudagraph-capture-sizes", "1", "2", "4", "8"], None, 8),
+    (["--compilation-config", '{"cudagraph_capture_sizes": [16, 4]}'], None, 16),
+])
+def test_cuda_graphs_however_the_line_gives_them(flags, eager, largest):
+    """-O0, cudagraph_mode NONE, -cc's largest size and the capture sizes were recorded as not modelled, so a line
+    without graphs was timed with them (round 70)."""
+    cmd = read([MODEL, *flags], [])
+    assert cmd.settings.get("engine.enforce_eager") in ((False, None) if eager is None else (True,))
+    assert cmd.settings.get("engine.max_cudagraph_capture_size") == largest
+    assert not any("cudagraph" in k or "optimization" in k for k in cmd.not_modelled)
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--max-cudagraph-capture-size", "8", "-cc.max_cudagraph_capture_size=8"], "mutually exclusive"),
+    (["--cudagraph-capture-sizes", "4", "-cc.cudagraph_capture_sizes=[4]"], "mutually exclusive"),
+    (["--cudagraph-capture-sizes", "1", "2", "--max-cudagraph-capture-size", "8"], "largest (2) and max_cudagraph"),
+    (["--cudagraph-capture-sizes", "1", "x"], "--cudagraph-capture-sizes: integers >= 1"),
+    (["-cc.cudagraph_capture_sizes=[0]"], "--compilation-config.cudagraph_capture_sizes: integers >= 1"),
+    (["-cc.cudagraph_mode=SOMETIMES"], "--compilation-config.cudagraph_mode: one of NONE"),
+    (["-O5"], "--optimization-level: one of 0, 1, 2, 3"),
+])
+def test_cuda_graph_lines_vllm_refuses_are_refused(flags, says):
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL, *flags], [])
+
+
+def test_cuda_graphs_change_the_timing_as_eager_does(tmp_path):
+    tpot = {}
+    for name, flags in (("graphs", []), ("eager", ["--enforce-eager"]), ("O0", ["-O0"])):
+        assert main(["vllm", "--quiet", "--out", str(tmp_path / name), "serve", MODEL, *flags] + BENCH) == 0
+        tpot[name] = json.loads((tmp_path / name / "summary.json").read_text())["mean_tpot_ms"]
+    assert tpot["O0"] == tpot["eager"] > tpot["graphs"]
