@@ -97,10 +97,10 @@ def read_measurements(src: str | Path) -> tuple[pd.DataFrame, dict, Path]:
     src = Path(src)
     meta: dict = {}
     if src.is_dir():
-        run = src / "run.json"
-        if run.exists():
-            meta = read_run_record(run)
         src = src / "measurements.parquet"
+    run = src.parent / "run.json"
+    if src.name == "measurements.parquet" and run.exists():  # the harness's folder, given or its table in it
+        meta = read_run_record(run)
     if not src.is_file():
         raise ConfigError("measurements", f"file not found: {src}{where_looked(src)}")
     if src.suffix == ".jsonl":  # an engine step log (calibration/real_runs.py): batch shapes and step times

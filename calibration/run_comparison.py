@@ -55,6 +55,10 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
         warnings.append(f"{run.path} records no engine settings (max_num_seqs, max_num_batched_tokens, ...; a "
                         f"meta.json beside the records gives them): simulating vLLM's defaults; give the server's with "
                         f"--set engine.max_num_seqs=N --set engine.max_num_batched_tokens=N")
+    sim = rs.scenario.simulation
+    window = [k for k in ("warmup_s", "warmup_requests", "cooldown_s", "cooldown_requests") if getattr(sim, k)]
+    warnings += [f"simulation.{k} has no effect: a real run is compared request by request, every request of it"
+                 for k in window]  # the simulation's summary would measure a window the real run's does not
     say_once(f"servesim: warning: {w}" for w in warnings)
     check_lengths(run, rs.max_model_len)
     return rs

@@ -644,8 +644,6 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise err
     check_formats(arch, hw, e.quantization)
     routing = scenario.moe.routing
-    if "moe" in scenario.model_fields_set and not arch.is_moe:
-        raise ConfigError("moe.routing", f"{arch.name} is a dense model: it has no router")
     selection = select_profile(scenario.profile, arch, h.gpu, hw, tp, ep, routing)
     profile = selection.profile
     # auto: the model's length here, as vLLM derives it before the engine fits it to the pool (the budget's
@@ -671,7 +669,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if (pol.admission.long_prompt_tokens is None) != (pol.admission.max_long_prefills is None):
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     local = local_attention(arch)
-    say_once((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens)))
+    say_once((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens,
+                                                                    None if arch.is_moe else arch.name)))
     scheduler = SchedulerSettings(  # a step holds at most the budget: vLLM's model runner is sized for it
         max_num_batched_tokens=min(tokens, e.max_num_scheduled_tokens or tokens),
         max_num_seqs=e.max_num_active_seqs or seqs,  # admission into RUNNING; max_num_seqs sizes the graphs

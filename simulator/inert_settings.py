@@ -36,9 +36,10 @@ PRIORITIES_UNREAD = "only the priority queue and the lowest_priority victim read
 
 
 def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max_num_seqs: int = 0,
-                   max_num_batched_tokens: int = 0) -> list[str]:
+                   max_num_batched_tokens: int = 0, dense: str | None = None) -> list[str]:
     """Settings moved from their default that nothing reads in this combination: said, not refused, so a sweep
-    across the setting that gives them their effect (speculative.method=none,fixed) runs every point."""
+    across the setting that gives them their effect (speculative.method=none,fixed) runs every point. `dense`:
+    the model's name when it has no experts."""
     sp, e, p, c = scenario.speculative, scenario.engine, scenario.policies, scenario.cluster
     a = getattr(scenario.workload, "arrival", None)
     rules = [(sp.method == "none", sp, "speculative", ["num_speculative_tokens", "acceptance_rate",
@@ -70,6 +71,7 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
                   e.max_num_seqs is not None, e, "engine", ["performance_mode"],
                   "throughput doubles only default budgets, and max_num_batched_tokens and max_num_seqs are given"))
     rules.append((p.batching != "static", p, "policies", ["static_batch_size"], f"policies.batching is {p.batching}"))
+    rules.append((dense is not None, scenario.moe, "moe", ["routing"], f"{dense} is a dense model: it has no router"))
     rules.append((e.kv_cache_memory_bytes is not None and e.num_gpu_blocks_override is None, e, "engine",
                   ["gpu_memory_utilization"], "engine.kv_cache_memory_bytes sizes the KV cache (vLLM ignores it then)"))
     rules.append((e.num_gpu_blocks_override is not None, e, "engine", ["kv_cache_memory_bytes"],

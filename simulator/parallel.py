@@ -7,6 +7,7 @@ than waited for, and `leftovers(pid)` removes what a worker ended mid-task left 
 from __future__ import annotations
 
 import os
+import time
 from typing import Callable, Iterable
 
 from servesim.simulator.errors import ConfigError
@@ -79,7 +80,7 @@ def _in_process_pool(task: Callable, items: list, record: Callable, workers: int
     previous = signal.signal(signal.SIGINT, lambda *_: caught.append(1)) if main else None
     pool = None
     try:
-        pool = ProcessPoolExecutor(max_workers=workers, initializer=_leave_interrupts_to_the_caller)
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_start, initargs=(os.getpid(),))
         pending = {pool.submit(task, item) for item in items}
         while pending and not caught:
             done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
@@ -103,12 +104,27 @@ def _in_process_pool(task: Callable, items: list, record: Callable, workers: int
     pool.shutdown(wait=True)
 
 
-def _leave_interrupts_to_the_caller() -> None:
+def _worker_start(caller: int) -> None:
     """A worker ignores Ctrl-C (the terminal sends it to every process of the group): the caller decides what
-    stops, and a worker that caught it went on to its next queued task."""
+    stops, and a worker that caught it went on to its next queued task. And it ends when the caller is gone: a
+    caller killed outright (SIGKILL, nothing of it runs) left its workers simulating, then waiting forever."""
     import signal
+    import threading
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            try:
+                os.kill(caller, 0)
+            except (ProcessLookupError, PermissionError):  # gone (another user's process may have its number)
+                os._exit(1)
+            if os.getppid() != parent:  # adopted by init: the process that started this one is gone
+                os._exit(1)
+
+    threading.Thread(target=watch, name="servesim-caller-watch", daemon=True).start()
 
 
 def _end_process(pid: int) -> None:

@@ -226,6 +226,17 @@ def test_a_fit_cannot_be_labelled_as_something_it_did_not_measure(tmp_path, labe
     with pytest.raises(ConfigError, match=needle):
         fit_directory(cpu_run(tmp_path), **labels)
     assert fit_directory(tmp_path, model="small-llama", dtype="fp32")[1].train["points"] > 0  # its own labels
+    with pytest.raises(ConfigError, match=needle):  # the table given itself: the run.json beside it is read too
+        fit_directory(tmp_path / "measurements.parquet", **labels)
+
+
+def test_the_table_given_alone_reads_its_run_json(tmp_path):
+    """calibrate fit DIR/measurements.parquet said 'no run.json beside it' with run.json right there (round 70)."""
+    import yaml
+
+    written = fit_directory(cpu_run(tmp_path) / "measurements.parquet", out=tmp_path / "p.yaml")[0]
+    profile = yaml.safe_load(written.read_text())
+    assert (profile["model"], profile["dtype"]) == ("small-llama", "fp32")
 
 
 def test_a_cuda_measurement_takes_only_its_own_gpu_and_an_hf_id_is_its_model(tmp_path):

@@ -144,6 +144,10 @@ def test_compare_passes_on_the_same_settings_and_fails_on_others(tmp_path, capsy
     assert table["passed"] and table["mean_abs_error"] < 1e-9
     assert (tmp_path / "same" / "cdf-comparison.png").is_file()
     capsys.readouterr()
+    # a warm-up window: every real request is compared, so the window changes nothing and is said so (round 70)
+    assert main(args[:3] + [str(tmp_path / "window"), "--set", "simulation.warmup_requests=5"] + args[4:]) == 0
+    assert "simulation.warmup_requests has no effect: a real run is compared" in capsys.readouterr().err
+    assert (tmp_path / "window" / "table.csv").read_text() == (tmp_path / "same" / "table.csv").read_text()
     # a quarter of the batch slots: the queue grows, TTFT is far off, the check fails and says which rows
     assert main(["compare", str(real), "--out", str(tmp_path / "other")]
                 + sum((["--set", s] for s in DEPLOY + ["engine.max_num_seqs=8"]), [])) == 1

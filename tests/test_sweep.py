@@ -2,6 +2,7 @@
 
 import itertools
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -307,3 +308,46 @@ def test_the_table_holds_any_grid_in_the_grids_order(tmp_path):
             zip(read["engine.max_model_len"], read["engine.max_num_seqs"], read["workload.output_tokens"])]
     assert rows == list(itertools.product(["4096", "auto"], [None, 16], [1, 10]))  # the grid's own order
     assert list(pd.read_csv(tmp_path / "sweep.csv")["engine.max_num_seqs"][:3].fillna(0)) == [0, 0, 16]
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads a process's children from Linux's /proc")
+def test_a_sigkilled_sweeps_workers_end_with_it(tmp_path):
+    """kill -9 of the sweep (nothing of it runs) left its two workers simulating, writing run folders, then
+    waiting forever on their queue (round 70): they now end within about a second of it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    cmd = [sys.executable, "-m", "servesim", "sweep", "--grid", "workload.arrival.rate=5,10,20,40",
+           "--set", "workload.num_requests=200000", "--set", "profile=teaching", "--jobs", "2", "--no-progress",
+           "--quiet", "--out", str(tmp_path)]
+    p = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def children() -> list[int]:
+        return [int(c) for c in Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()]
+
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(workers) < 2:
+            assert p.poll() is None and time.monotonic() < deadline, "the sweep ended before its workers started"
+            workers = children()
+            time.sleep(0.1)
+        time.sleep(1.0)  # the workers are simulating
+        p.kill()
+        p.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        alive = workers
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [w for w in alive if Path(f"/proc/{w}").is_dir() and
+                     Path(f"/proc/{w}/stat").read_text().split(") ")[-1][0] != "Z"]
+        assert not alive, f"workers {alive} outlived their sweep"
+    finally:
+        for w in workers:
+            try:
+                os.kill(w, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
