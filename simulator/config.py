@@ -603,7 +603,12 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
     if e.max_model_len == "auto" and blocks - 1 < need:
         max_model_len = _fit_max_model_len(layout, tokens, e.block_size, blocks - 1, max_model_len)
         need = layout.max_blocks(max_model_len, tokens, e.block_size)
-    if blocks - 1 < need:  # vLLM refuses to start when one max-length request cannot fit
+    # vLLM refuses to start when one max-length request cannot fit; 0.19 checks the memory it profiled, before
+    # num_gpu_blocks_override replaces the count (kv_cache_utils.get_kv_cache_configs), so it starts
+    checked = blocks if not (e.num_gpu_blocks_override and e.vllm_defaults == "0.19.0") else \
+        num_blocks(kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, math.ceil(arch.weight_bytes_per_gpu(tp, ep)),
+                                 math.ceil(e.reserved_memory_gib * GIB)), layout.page_bytes_per_token, e.block_size)
+    if checked - 1 < need:
         field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else \
             "engine.kv_cache_memory_bytes" if e.kv_cache_memory_bytes else "engine.gpu_memory_utilization"
         raise ConfigError(field, f"the KV pool ({max(blocks - 1, 0)} usable blocks of {e.block_size} tokens) cannot hold one "

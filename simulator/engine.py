@@ -35,6 +35,19 @@ from servesim.workloads.spec import RequestSpec
 class Replica:
     """One engine (a vLLM EngineCore): its scheduler, KV pool and step timer, stepping in one SimPy process."""
 
+    def _stalled(self) -> Exception:
+        """Nothing can be scheduled though requests wait. A prompt larger than the whole pool is the settings'
+        (vLLM 0.19 starts with a num_gpu_blocks_override below one max-length request, as it checks the memory it
+        profiled, then waits on that request for ever); anything else is a bug."""
+        kv, waiting = self.kv, self.scheduler.waiting
+        longest = max((r.num_tokens for r in waiting), default=0)  # a preempted one's output is prefilled again
+        if -(-longest // kv.block_size) > kv.num_usable_blocks:
+            return ConfigError("engine.num_gpu_blocks_override",
+                               f"a request of {longest:,} tokens (its prompt, and its output when preempted) needs "
+                               f"more than the KV pool's {kv.num_usable_blocks:,} usable blocks of {kv.block_size}: "
+                               f"vLLM would wait on it for ever; give more blocks or lower max_model_len")
+        return RuntimeError(f"replica {self.index}: nothing schedulable with {len(waiting)} waiting")
+
     def __init__(self, env: SimClock, index: int, rs: ResolvedScenario, front_end: FrontEnd,
                  executor=None, prefill_only: bool = False, hand_off=None, lockstep: LockstepGroup | None = None):
         e, p, sp = rs.scenario.engine, rs.scenario.policies, rs.scenario.speculative
@@ -179,7 +192,7 @@ class Replica:
             else:
                 out = sched.schedule(now)
                 if not out.reqs and not out.implicit:
-                    raise RuntimeError(f"replica {self.index}: nothing schedulable with {len(sched.waiting)} waiting")
+                    raise self._stalled()
                 t = timer.end(now, out)
                 used = kv.num_used_blocks
                 if self.lockstep is None:

@@ -22,7 +22,7 @@ from importlib import resources
 import yaml
 
 from servesim.simulator.errors import ConfigError
-from servesim.simulator.model_arch import HF_IDS
+from servesim.simulator.model_arch import HF_IDS, load_model
 
 VLLM_VERSIONS = ("0.33.0", "0.19.0")  # flag tables shipped (data/vllm-VERSION-flags.yaml)
 VLLM_VERSION = VLLM_VERSIONS[0]  # the default: docs/vllm-v1-scheduler.md's release
@@ -327,10 +327,9 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     serve = parse(with_config_file(serve_argv, version), "serve", version)
     if (why := unstartable({"engine": {"block_size": serve.get("block_size")}})) is not None:
         raise ConfigError("vllm serve --block-size", why)
-    model_given = serve.get("model_tag") or serve.get("model")
-    if model_given in HF_IDS and (note := checkpoint_note({"engine": {"quantization": serve.get("quantization")}})):
-        raise ConfigError("vllm serve --quantization", f"{model_given} is a 16-bit checkpoint; {note} (the what-if: "
-                                                       f"servesim run --set engine.quantization=...)")
+    not_modelled: dict = {}
+    if serve.get("quantization") is not None:
+        _quantization(serve, serve.get("model_tag") or serve.get("model"), version, not_modelled)
     bench = parse(bench_argv, "bench_serve", version)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
     serve.pop("model", None)
@@ -338,7 +337,6 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         raise ConfigError("vllm serve", "give the model: `servesim vllm serve MODEL ...` (an HF id, a built-in "
                                         "name or a path to a config.json)")
     settings: dict = {"model": model}
-    not_modelled: dict = {}
     rows = _parser("serve", version)[1]
     for dest, key in SERVE_SETTINGS.items():  # a flag left out is vLLM's default, where its parser has one
         default = rows[dest].get("default") if dest in rows else None
@@ -353,6 +351,10 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                                                           "enable_per_request_metrics", "disable_log_stats",
                                                           *GRAPH_FLAGS):
             not_modelled[_flag("serve", dest, version)] = value
+    if version != "0.19.0" and serve.get("all2all_backend") in ("deepep_low_latency", "nixl_ep") and \
+            serve.get("enable_expert_parallel") and (serve.get("data_parallel_size") or 1) > 1 and \
+            serve.get("max_num_batched_tokens") is None:  # 0.33's batched DP MoE: a budget of its own
+        settings["engine.max_num_batched_tokens"] = 256  # SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP
     settings.update(_cuda_graphs(serve, version, not_modelled))
     settings.update(_speculation(serve, version, not_modelled))
     options, workload = _bench(bench, not_modelled, version)
@@ -967,6 +969,38 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
 
 KERNEL_BLOCK = 16  # vLLM's CUDA attention backends (FlashAttention, Triton, FlashInfer) take multiples of this
 PREQUANTIZED = ("awq", "awq_marlin", "gptq", "gptq_marlin", "modelopt_fp4")  # read from the checkpoint, not made
+
+
+# 0.33's online quantization shorthands vLLM makes W8A8 fp8 of a 16-bit checkpoint (layers/quantization/__init__.py);
+# their scales' granularity is not modelled (timed as per-tensor fp8)
+ONLINE_FP8 = ("fp8_per_tensor", "fp8_per_block", "fp8_per_channel")
+
+
+def _quantization(serve: dict, model, version: str, not_modelled: dict) -> None:
+    """-q against the checkpoint, as vLLM checks them: a method naming the checkpoint's own format (fp8 on an fp8
+    checkpoint, mxfp4 on gpt-oss) is that checkpoint; a pre-quantized method (AWQ, GPTQ, ModelOpt FP4) needs a
+    checkpoint quantized so (vLLM finds no config file for it in a 16-bit one); one unlike a quantized
+    checkpoint's own method is refused. serve's quantization is left as servesim's engine.quantization reads it."""
+    field, q = "vllm serve --quantization", serve["quantization"]
+    if q in ONLINE_FP8 and version != "0.19.0":
+        if q != "fp8_per_tensor":
+            not_modelled[f"{field} {q}"] = "timed as per-tensor fp8"
+        q = serve["quantization"] = "fp8"
+    try:
+        arch = load_model(model) if isinstance(model, str) else None
+    except ConfigError:  # no architecture to check against: the run's own resolution says why
+        return
+    if arch is None:
+        return
+    own = arch.expert_dtype or (arch.dtype if arch.dtype in ("fp8", "nvfp4", "w4a16", "mxfp4") else None)
+    if own is not None and q == own:  # the checkpoint's own method: nothing more to quantize
+        serve.pop("quantization")
+    elif own is not None:
+        raise ConfigError(field, f"{model}'s checkpoint is quantized to {own}: vLLM refuses --quantization {q}, "
+                                 f"which its config does not name (leave -q out)")
+    elif (note := checkpoint_note({"engine": {"quantization": q}})) is not None:
+        raise ConfigError(field, f"{model} is a {arch.dtype} checkpoint; {note} (the what-if: servesim run --set "
+                                 f"engine.quantization=...)")
 
 
 def unstartable(settings: dict) -> str | None:

@@ -13,7 +13,7 @@ import yaml
 from servesim.simulator.cli import main
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.model_arch import HF_IDS
-from servesim.simulator.vllm_command import parse, read
+from servesim.simulator.vllm_command import ONLINE_FP8, parse, read
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 BENCH = ["--", "bench", "serve", "--dataset-name", "random", "--random-input-len", "512", "--random-output-len", "64",
@@ -935,8 +935,31 @@ def test_round_62_what_vllm_could_not_start_is_refused_or_said(tmp_path, capsys)
     assert "note: block_size 8: vLLM's CUDA attention backends" in err
     assert "note: --quantization awq reads weights quantized so" in err
     # a line vLLM would not start: refused, as a block size it cannot take is (a warning before, round 68)
-    with pytest.raises(ConfigError, match=f"--quantization: {MODEL} is a 16-bit checkpoint; --quantization gptq"):
+    with pytest.raises(ConfigError, match=f"--quantization: {MODEL} is a bf16 checkpoint; --quantization gptq"):
         read([MODEL, "--quantization", "gptq"], [])
+
+
+def test_quantization_is_checked_against_the_checkpoint(tmp_path):
+    """Round 70: a local config.json was not checked (-q awq on a 16-bit or an fp8 checkpoint ran as AWQ); the
+    checkpoint's own method (mxfp4 on gpt-oss) was refused; 0.33's online fp8 shorthands were refused."""
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
+              "intermediate_size": 8192, "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 16,
+              "vocab_size": 128256, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
+    for name, extra in (("plain", {}), ("fp8", {"quantization_config": {"quant_method": "fp8"}})):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(config | extra))
+    with pytest.raises(ConfigError, match="plain is a bf16 checkpoint; --quantization awq reads weights quantized"):
+        read([str(tmp_path / "plain"), "-q", "awq"], [])
+    with pytest.raises(ConfigError, match="fp8's checkpoint is quantized to fp8: vLLM refuses --quantization awq"):
+        read([str(tmp_path / "fp8"), "-q", "awq"], [])
+    with pytest.raises(ConfigError, match="quantized to mxfp4: vLLM refuses --quantization awq"):
+        read(["openai/gpt-oss-120b", "-q", "awq"], [])
+    for model, q in ((str(tmp_path / "fp8"), "fp8"), ("openai/gpt-oss-120b", "mxfp4")):  # its own: as without -q
+        assert "engine.quantization" not in read([model, "-q", q], []).settings
+    for q in ONLINE_FP8:
+        cmd = read([MODEL, "-q", q], [])
+        assert cmd.settings["engine.quantization"] == "fp8"
+        assert bool(cmd.not_modelled) == (q != "fp8_per_tensor")  # the scales' granularity: recorded
 
 
 def test_a_prefix_lets_the_random_part_be_short(tmp_path):
@@ -999,3 +1022,31 @@ def test_cuda_graphs_change_the_timing_as_eager_does(tmp_path):
         assert main(["vllm", "--quiet", "--out", str(tmp_path / name), "serve", MODEL, *flags] + BENCH) == 0
         tpot[name] = json.loads((tmp_path / name / "summary.json").read_text())["mean_tpot_ms"]
     assert tpot["O0"] == tpot["eager"] > tpot["graphs"]
+
+
+@pytest.mark.parametrize("version, flags, budget", [
+    ("0.33.0", ["--all2all-backend", "deepep_low_latency"], 256),
+    ("0.33.0", ["--all2all-backend", "nixl_ep"], 256),
+    ("0.33.0", ["--all2all-backend", "deepep_low_latency", "--max-num-batched-tokens", "1024"], 1024),
+    ("0.33.0", ["--all2all-backend", "deepep_high_throughput"], None),
+    ("0.19.0", ["--all2all-backend", "deepep_low_latency"], None),
+])
+def test_batched_dp_moe_takes_its_own_default_budget(version, flags, budget):
+    """0.33: DP + EP on a low-latency all-to-all backend defaults the token budget to 256 (SchedulerConfig's
+    batched-DP default); servesim kept 8192 (round 70)."""
+    cmd = read(["Qwen/Qwen3-30B-A3B", "-dp", "2", "--enable-expert-parallel", *flags], [], version=version)
+    assert cmd.settings.get("engine.max_num_batched_tokens") == budget
+
+
+def test_a_0_19_block_override_below_one_max_length_request_starts(tmp_path, capsys):
+    """vLLM 0.19 checks one max-length request against the memory it profiled, before --num-gpu-blocks-override
+    replaces the count, so it starts (0.33 checks the override: refused); a request larger than that pool then
+    waits for ever, said in one line (it was an internal error, round 70)."""
+    line = ["serve", MODEL, "--num-gpu-blocks-override", "5000", "--", "bench", "serve", "--num-prompts", "4"]
+    assert main(["vllm", "--vllm-version", "0.19.0", "--quiet", "--out", str(tmp_path / "a"), *line]) == 0
+    assert main(["vllm", "--quiet", "--out", str(tmp_path / "b"), *line]) == 2
+    assert "cannot hold one request of max_model_len=131072" in capsys.readouterr().err
+    assert main(["vllm", "--vllm-version", "0.19.0", "--quiet", "--out", str(tmp_path / "c"), *line,
+                 "--random-input-len", "90000", "--random-output-len", "8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a request of 90,000 tokens" in err[0] and "4,999 usable blocks" in err[0], err
