@@ -8,6 +8,7 @@ Definitions follow vLLM (v1/metrics/stats.py, benchmarks/serve.py): TTFT = first
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -329,6 +330,20 @@ def _meets_slo(cols: dict, finished: np.ndarray, slos: dict) -> np.ndarray:
     return good
 
 
+def slo_ratios(cols: dict, finished: np.ndarray, slos: dict) -> np.ndarray:
+    """Each request's worst latency over its class's target (vLLM's TPOT of a one-token answer is 0; no class, or
+    no target: 0; not finished: inf): at most 1 where _meets_slo calls it good, but for rounding at the edge."""
+    ratio = np.where(finished, 0.0, np.inf)
+    tpot = np.nan_to_num(cols["tpot"], nan=0.0)
+    classes = np.array(cols["slo_class"], dtype=object)
+    for name, slo in slos.items():
+        mine = (classes == name) & finished
+        for key, values in (("ttft_ms", cols["ttft"]), ("tpot_ms", tpot), ("e2el_ms", cols["e2el"])):
+            if slo.get(key) is not None:
+                ratio[mine] = np.maximum(ratio[mine], values[mine] * 1000 / slo[key])
+    return ratio
+
+
 def _spec_decode(summary: dict, engines: list[dict | None]) -> dict:
     """vLLM's speculative-decoding figures beyond the token counts (vllm bench serve's, from the engines' counters):
     drafts proposed, tokens gained per draft (acceptance length) and each draft position's acceptance rate."""
@@ -358,6 +373,7 @@ class RunResult:
     unrepeatable: str | None = None  # a RequestSource given to simulate() that makes its requests as the run goes
     speculation: list = field(default_factory=list)  # per engine, its spec-decode counters (speculation.counters)
     discarded_tokens: dict = field(default_factory=dict)  # step (all replicas' order) -> accepted tokens trimmed
+    measured: np.ndarray | None = None  # the requests a warm-up or cool-down window leaves measured (None: all)
     _itls: np.ndarray | None = None
     _itl_distribution: tuple | None = None
     _requests: object = None
@@ -403,6 +419,29 @@ class RunResult:
     def num_requests(self) -> int:
         return len(self.request_columns["request_id"])
 
+    def goodput_use(self, share: float) -> float | None:
+        """How much of its class's targets the request at the goodput share's place uses (its worst latency over
+        the target): at most 1 exactly where that share of the ended requests meets them, smaller the more room
+        the load leaves (recommend's headroom under a goodput SLO: the share of misses alone is 0 while none
+        miss, whatever the room). None without SLO classes or ended requests."""
+        slos = self.config["workload"].get("slo_classes")
+        if not slos:
+            return None
+        cols = self.request_columns
+        finished = np.fromiter((s == FINISHED for s in cols["status"]), dtype=bool, count=self.num_requests)
+        ended = finished | np.fromiter((s == REJECTED for s in cols["status"]), dtype=bool, count=len(finished))
+        if self.measured is not None:
+            ended &= self.measured
+        ratios = np.sort(slo_ratios(cols, finished, slos)[ended])
+        if not len(ratios):
+            return None
+        k = math.ceil(share * len(ratios))  # the fewest good requests whose share, as the summary divides it, is met
+        while k > 1 and (k - 1) / len(ratios) >= share:
+            k -= 1
+        while k < len(ratios) and k / len(ratios) < share:
+            k += 1
+        return float(ratios[max(k, 1) - 1])
+
     @classmethod
     def collect(cls, rs, requests: RequestLog, logs: list[StepLog], usable_blocks: list[int],
                 sim_end: float, speculation: list[dict | None] | None = None) -> "RunResult":
@@ -427,6 +466,7 @@ class RunResult:
         if slos:
             req["good"] = _meets_slo(req, finished, {k: v.model_dump() for k, v in slos.items()})
         result = cls(rs.as_dict(), req, steps, tokens)
+        result.measured = measured
         result.inputs = rs.input_files()
         result.speculation = speculation or []
         result.discarded_tokens = {int(offsets[i]) + step: n for i, log in enumerate(logs)

@@ -190,33 +190,34 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     # that a longer one fails (a queue that grows slowly), and would cut the fleet below the capacity's
     n = getattr(load_scenario(scenario, sets + at_length).workload, length.split(".")[-1], None) if length else None
 
-    def fleet(k: int) -> dict:
-        """The summary of k units at the target load, at the run length the capacity was found at (a trace: all
-        of it)."""
+    def fleet(k: int):
+        """The run of k units at the target load, at the run length the capacity was found at (a trace: all of
+        it)."""
         sets_k = sets + at_length + [override("cluster.replicas", k * unit_decode), override(LOAD[knob], target)]
         if unit_prefill:
             sets_k.append(override("cluster.prefill_replicas", k * unit_prefill))
         if n is not None:
             sets_k.append(override(length, n * k))
-        return simulate(load(scenario, sets_k)).summary
+        return simulate(load(scenario, sets_k))
 
     try:
-        s = fleet(units)
-        if not meets(s, slos):  # routing left the arithmetic's fleet short: one unit more
+        run = fleet(units)
+        if not meets(run.summary, slos):  # routing left the arithmetic's fleet short: one unit more
             units += 1
-            s = fleet(units)
-            if not meets(s, slos):
+            run = fleet(units)
+            if not meets(run.summary, slos):
                 return row | {"status": "unmet", "replicas": units * unit_replicas,
                               "reason": f"at the target load over {units * unit_replicas} replicas: "
-                                        f"{failed_because(s, slos)}"}
+                                        f"{failed_because(run.summary, slos)}"}
         else:  # the capacity is the bracket's passing end: up to its failing end, fewer units may carry it
             fewest = max(1, math.ceil(target / found["fails_at"])) if found.get("fails_at") else units
-            while units > fewest and meets(fewer := fleet(units - 1), slos):
-                units, s = units - 1, fewer
+            while units > fewest and meets((fewer := fleet(units - 1)).summary, slos):
+                units, run = units - 1, fewer
     except ConfigError as exc:  # a fleet past what one run holds: this candidate's answer, not the search's
         return row | {"status": "unmet", "replicas": units * unit_replicas,
                       "reason": f"the fleet for the target load ({units} x {per_unit} GPUs) cannot be "
                                 f"simulated: {exc}"}
+    s = run.summary
     if trace:  # the replay speed one unit carries, and the requests per second that is
         row |= {"max_time_scale_per_replica": capacity, "max_rate_per_replica": capacity * s["offered_rate"] / target}
     elif sessions:  # the sessions per second one unit starts, and the requests (all their turns) per second
@@ -230,7 +231,7 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
             **{k: s.get(k) for k in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms", "p99_e2el_ms")},
             **{f"slo_{k}": s.get(k) for k in slos if k not in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms",
                                                                 "p99_e2el_ms")},
-            "headroom": 1 - max(_used(s[k], k, v) for k, v in slos.items()),  # the tightest SLO's slack
+            "headroom": 1 - max(_used(run, k, v) for k, v in slos.items()),  # the tightest SLO's slack
             "rps_per_gpu": row["max_rate_per_replica"] / per_unit, "reason": note}
     return row
 
@@ -290,14 +291,13 @@ def traffic_output_per_hour(scenario, sets: list[str], rate: float | None) -> fl
     return rate * out_per_arrival * 3600
 
 
-def _used(value: float, key: str, target: float) -> float:
-    """How much of an SLO a load uses: a latency's share of its target; for a goodput share, the share of the
-    requests allowed to miss that did (all of it when none may)."""
-    from servesim.simulator.search import AT_LEAST
-
-    if key in AT_LEAST:
-        return (1 - value) / (1 - target) if target < 1 else 1.0
-    return value / target
+def _used(run, key: str, target: float) -> float:
+    """How much of an SLO a run uses: a latency's share of its target; for a goodput share, the latency over its
+    class's target of the request at that share's place (what the share of misses alone cannot say while none
+    miss: every candidate then had all its headroom)."""
+    if key == "goodput_fraction":
+        return run.goodput_use(target)
+    return run.summary[key] / target
 
 
 def load_bands() -> dict:

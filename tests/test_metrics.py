@@ -171,3 +171,20 @@ def test_max_concurrent_requests_counts_only_the_seconds_that_change():
     np.add.at(dense, last + 1, -1)
     assert concurrent_per_second(starts, e2els) == np.cumsum(dense).max()
     assert concurrent_per_second(np.array([0.0, 9e8]), np.array([0.1, 0.1])) == 1
+
+
+def test_goodput_use_is_at_most_one_exactly_where_the_share_is_met():
+    """recommend's headroom under a goodput SLO: the request at the share's place, by its worst latency over its
+    class's targets, uses at most all of them exactly where that share of requests meets them (a window's
+    requests only, as the summary counts them)."""
+    import servesim
+
+    for window in ({}, {"simulation.warmup_requests": 20}):
+        r = servesim.simulate(None, {"workload.num_requests": 200, "workload.arrival.rate": 10, "profile": "teaching",
+                                     "workload.slo_classes": {"a": {"ttft_ms": 150, "tpot_ms": 40},
+                                                              "b": {"e2el_ms": 3000}}} | window)
+        fraction = r.summary["goodput_fraction"]
+        assert 0.1 < fraction < 1  # some miss: the shares below and above it are told apart
+        for share in (0.05, 0.5, fraction, min(1.0, fraction + 0.01), 1.0):
+            assert (r.goodput_use(share) <= 1) == (fraction >= share), share
+        assert r.goodput_use(0.5) <= r.goodput_use(0.9)
