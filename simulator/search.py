@@ -152,7 +152,8 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
              tolerance: float = 0.05, max_runs: int = 30, load: str = "rate", ceiling: float = MAX_RATE) -> dict:
     """The highest arrival rate meeting the SLOs, at a run length where the answer holds: a queue that grows
     slowly passes a short run and fails a long one. The answer is searched again at twice the run length (from a
-    bracket around it) until two lengths agree within twice the tolerance, at most STABILITY_DOUBLINGS times;
+    bracket around it) until two lengths agree within twice the tolerance and one run at twice the length holds
+    the answer, at most STABILITY_DOUBLINGS times;
     `stable`, `answers` (each length's) and `run_sets` (the length the answer was found at) say where it stopped.
     load "time_scale": a trace's replay speed is searched instead (the answer a multiple of its recorded rate).
     `ceiling`: the doubling stops there (what a caller needs to know no further: recommend's multiple of its target)."""
@@ -163,18 +164,33 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
     lengths = _run_length(scenario, checked)
     r = _max_rate_at(scenario, sets, slos, low, high, tolerance, max_runs, load, ceiling) | {"run_sets": []}
     runs, answers = r["runs"], [r["max_rate"]]
+    def at_length(doubling: int) -> list[str]:
+        return sets + [override(k, v * 2**doubling if k.endswith("_s") else int(v * 2**doubling)) for k, v in lengths]
+
+    refuted = None  # an answer two lengths agreed on that failed at twice the length
     for doubling in range(1, STABILITY_DOUBLINGS + 1):
         if r["max_rate"] is None or not lengths or r.get("reason"):  # nothing to check, or a bracket left wide
             break
-        longer = sets + [override(k, v * 2**doubling if k.endswith("_s") else int(v * 2**doubling)) for k, v in lengths]
+        longer = at_length(doubling)
         again = _rebracket(scenario, longer, slos, r["max_rate"], low, tolerance, max_runs, load)
         runs += again["runs"]
         previous, r = r["max_rate"], again | {"run_sets": longer[len(sets):]}
         answers.append(r["max_rate"])
         if r["max_rate"] is not None and abs(r["max_rate"] - previous) <= 2 * tolerance * max(r["max_rate"], previous):
-            return r | {"runs": runs, "stable": True, "answers": answers,
-                        "run_length": _length_text(lengths, 2**doubling)}
+            # agreeing lengths can both be short of a queue that grows slowly: the answer must hold at twice the
+            # length too (a fleet sized on 66.9 req/s where 44 holds, round 70), else the doubling goes on
+            check = _summary_at(scenario, at_length(doubling + 1), r["max_rate"], LOAD[load])
+            runs += 1
+            if meets(check, slos):
+                return r | {"runs": runs, "stable": True, "answers": answers,
+                            "run_length": _length_text(lengths, 2**doubling)}
+            refuted = (r["max_rate"], _length_text(lengths, 2**(doubling + 1)))
     out = r | {"runs": runs, "answers": answers, "run_length": _length_text(lengths, 2**(len(answers) - 1))}
+    if refuted and out.get("max_rate") == refuted[0] and not r.get("reason"):
+        out["stable"] = False
+        out["reason"] = (f"not stable: {refuted[0]:.4g} req/s, where the last two run lengths agreed, fails at "
+                         f"{refuted[1]}; a longer run finds a lower answer")
+        return out
     out["stable"] = None if len(answers) == 1 else False  # one length only: not checked (no answer, or no length)
     if out["stable"] is False and not r.get("reason"):
         out["reason"] = (f"not stable: the answer moved ({' -> '.join(f'{a:.4g}' if a else 'none' for a in answers)} "

@@ -47,7 +47,14 @@ def test_the_answer_does_not_depend_on_the_run_length():
     short = max_rate(SCEN, [s for s in SETS if "num_requests" not in s] + ["workload.num_requests=100"], slos)
     long = max_rate(SCEN, [s for s in SETS if "num_requests" not in s] + ["workload.num_requests=800"], slos)
     assert long["stable"] is True and short["stable"] is not None, (short, long)
-    assert abs(short["max_rate"] - long["max_rate"]) / long["max_rate"] <= 0.1, (short, long)
+    # a shorter run can only be kinder to a growing queue; 8x of 100 requests still comes within 15% of 8x of 800
+    assert 0 <= (short["max_rate"] - long["max_rate"]) / long["max_rate"] <= 0.15, (short, long)
+    # round 70: two lengths agreeing is not enough: 3.4 req/s held at 800 and 1,600 requests and failed at 3,200;
+    # a stable answer holds at twice the length it was found at
+    n = int(long["run_length"].split("=")[1])
+    twice = simulate(load(SCEN, SETS + [f"workload.num_requests={2 * n}", f"workload.arrival.rate={long['max_rate']}"]))
+    assert meets(twice.summary, slos), long
+    assert long["answers"][0] == long["answers"][1] > long["max_rate"], long  # agreed, refuted, searched lower
 
 
 def test_max_rate_without_a_failing_rate_or_a_narrow_bracket_says_so(capsys):
