@@ -467,9 +467,10 @@ def check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | Non
     """W8A8 needs fp8 tensor cores and NVFP4 Blackwell's fp4 ones; the GPU's datasheet says which it has."""
     need = {"fp8": ("fp8_tflops", "fp8 tensor cores (Hopper, Ada, Blackwell)"),
             "nvfp4": ("fp4_tflops", "fp4 tensor cores (Blackwell)")}.get(arch.dtype)
-    if need and getattr(hw, need[0]) is None:
-        raise ConfigError(field, f"{quantization} runs on {need[1]}; a {hw.name} has none "
-                                 f"(set hardware.{need[0]} if yours does)")
+    if need and getattr(hw, need[0]) is None:  # quantized so, or a checkpoint of that format (then the model's)
+        raise ConfigError(field if quantization else "model",
+                          f"{quantization or f'{arch.name} ({arch.dtype} weights)'} runs on {need[1]}; a {hw.name} "
+                          f"has none (set hardware.{need[0]} if yours does)")
 
 
 def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float, ep: int | None = None
@@ -599,15 +600,15 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
         raise ConfigError("engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.block_size",
                           f"{pools} KV pool(s) of {blocks:,} blocks: more than the {MAX_BLOCKS:,} blocks servesim "
                           f"holds in one run; use a larger block_size, fewer replicas, or num_gpu_blocks_override")
-    need = layout.max_blocks(max_model_len, tokens, e.block_size)
-    if e.max_model_len == "auto" and blocks - 1 < need:
-        max_model_len = _fit_max_model_len(layout, tokens, e.block_size, blocks - 1, max_model_len)
-        need = layout.max_blocks(max_model_len, tokens, e.block_size)
-    # vLLM refuses to start when one max-length request cannot fit; 0.19 checks the memory it profiled, before
-    # num_gpu_blocks_override replaces the count (kv_cache_utils.get_kv_cache_configs), so it starts
+    # vLLM fits `auto` to the pool and refuses to start when one max-length request cannot fit; 0.19 does both
+    # against the memory it profiled, before num_gpu_blocks_override replaces the count (get_kv_cache_configs)
     checked = blocks if not (e.num_gpu_blocks_override and e.vllm_defaults == "0.19.0") else \
         num_blocks(kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, math.ceil(arch.weight_bytes_per_gpu(tp, ep)),
                                  math.ceil(e.reserved_memory_gib * GIB)), layout.page_bytes_per_token, e.block_size)
+    need = layout.max_blocks(max_model_len, tokens, e.block_size)
+    if e.max_model_len == "auto" and checked - 1 < need:
+        max_model_len = _fit_max_model_len(layout, tokens, e.block_size, checked - 1, max_model_len)
+        need = layout.max_blocks(max_model_len, tokens, e.block_size)
     if checked - 1 < need:
         field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else \
             "engine.kv_cache_memory_bytes" if e.kv_cache_memory_bytes else "engine.gpu_memory_utilization"

@@ -346,7 +346,20 @@ _MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_di
 _QWEN_MOE = ("qwen2_moe", "qwen3_moe")
 
 
-_CHECKPOINT_FORMATS = {"fp8": "fp8", "mxfp4": "mxfp4"}  # quant_method -> the format of what it quantizes
+def checkpoint_format(q) -> str | None:
+    """A config.json quantization_config's weight format, where servesim models it (None: not modelled): fp8
+    (DeepSeek's block-scaled weights, ModelOpt FP8), gpt-oss's mxfp4 experts, 4-bit AWQ/GPTQ (w4a16), ModelOpt
+    NVFP4."""
+    if not isinstance(q, dict):
+        return None
+    method, bits = q.get("quant_method"), q.get("bits", q.get("w_bit"))
+    if method in ("fp8", "mxfp4"):
+        return method
+    if method in ("awq", "gptq") and bits == 4:
+        return "w4a16"
+    if method == "modelopt":
+        return {"NVFP4": "nvfp4", "FP8": "fp8"}.get(str(q.get("quant_algo", "")).upper())
+    return None
 
 
 def _unmodelled(data: dict, family: str) -> str | None:
@@ -364,9 +377,10 @@ def _unmodelled(data: dict, family: str) -> str | None:
         return (f"interleave_moe_layer_step {data['interleave_moe_layer_step']} (dense and MoE layers interleaved "
                 f"are not modelled)")
     q = data.get("quantization_config")
-    if q is not None and not (isinstance(q, dict) and q.get("quant_method") in _CHECKPOINT_FORMATS):
-        return (f"quantization_config {q.get('quant_method') if isinstance(q, dict) else q!r} (only fp8 and mxfp4 "
-                f"checkpoints are read from config.json; set engine.quantization for the others)")
+    if q is not None and checkpoint_format(q) is None:
+        return (f"quantization_config {q.get('quant_method') if isinstance(q, dict) else q!r} (servesim reads fp8, "
+                f"mxfp4, 4-bit AWQ/GPTQ and ModelOpt NVFP4/FP8 checkpoints from config.json; model the others as a "
+                f"16-bit checkpoint with engine.quantization)")
     return None
 
 
@@ -498,10 +512,10 @@ def _from_hf(data: dict, source: str) -> dict:
         out["num_shared_experts"] = 1  # one shared expert of the routed ones' size in every MoE layer
     q = data.get("quantization_config")
     if isinstance(q, dict):
-        fmt = _CHECKPOINT_FORMATS[q["quant_method"]]
+        fmt = checkpoint_format(q)
         if fmt == "mxfp4":  # gpt-oss: the experts only; attention, router, embeddings stay 16-bit
             out["expert_dtype"] = fmt
-        else:  # an fp8 checkpoint (DeepSeek-V3's block-scaled weights)
+        else:  # fp8 (DeepSeek-V3's block-scaled weights), 4-bit AWQ/GPTQ, NVFP4: the linear layers
             out["dtype"] = fmt
     return out
 

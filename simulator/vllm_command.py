@@ -328,8 +328,11 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     if (why := unstartable({"engine": {"block_size": serve.get("block_size")}})) is not None:
         raise ConfigError("vllm serve --block-size", why)
     not_modelled: dict = {}
+    model_given = serve.get("model_tag") or serve.get("model")
+    arch = _checkpoint_arch(model_given)
     if serve.get("quantization") is not None:
-        _quantization(serve, serve.get("model_tag") or serve.get("model"), version, not_modelled)
+        _quantization(serve, model_given, arch, version, not_modelled)
+    _decode_context_parallel(serve, arch, version)
     bench = parse(bench_argv, "bench_serve", version)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
     serve.pop("model", None)
@@ -354,9 +357,10 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     if version != "0.19.0" and serve.get("all2all_backend") in ("deepep_low_latency", "nixl_ep") and \
             serve.get("enable_expert_parallel") and (serve.get("data_parallel_size") or 1) > 1 and \
             serve.get("max_num_batched_tokens") is None:  # 0.33's batched DP MoE: a budget of its own
-        settings["engine.max_num_batched_tokens"] = 256  # SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP
+        # SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, doubled by throughput mode as a default
+        settings["engine.max_num_batched_tokens"] = 256 * (2 if serve.get("performance_mode") == "throughput" else 1)
     settings.update(_cuda_graphs(serve, version, not_modelled))
-    settings.update(_speculation(serve, version, not_modelled))
+    settings.update(_speculation(serve, version, not_modelled, arch))
     options, workload = _bench(bench, not_modelled, version)
     options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
     options.server_counters = not serve.get("disable_log_stats")  # no stat loggers: /metrics has no vllm: series
@@ -531,7 +535,7 @@ def _async_with_drafts(serve: dict, version: str, method: str, out: dict) -> Non
                                                            f"{method} speculative decoding (it refuses the line)")
 
 
-def _speculation(serve: dict, version: str, not_modelled: dict) -> dict:
+def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> dict:
     """--speculative-config, and 0.33's --spec-method/--spec-model/--spec-tokens shorthands for its keys: the
     release's methods and keys (a key SpeculativeConfig lacks is refused, as its pydantic class forbids it; one
     servesim does not model is recorded); 0.33's synthetic acceptance (rates per position, or a mean length) is the
@@ -567,8 +571,14 @@ def _speculation(serve: dict, version: str, not_modelled: dict) -> dict:
                                              + (f"; vLLM {other[0]}'s takes it: --vllm-version {other[0]}" if other else ""))
     if method is not None and method.endswith("_mtp"):  # vLLM's MTPModelTypes: deprecated names of mtp
         method = "mtp"
+    if method == "mtp" and config.get("model") is None and arch is not None and not arch.is_mla:
+        raise ConfigError(f"{field}.method", f"mtp drafts with the served model's own MTP layers: {arch.name} has "
+                                             f"none (of servesim's families only DeepSeek-V3/R1 have them); vLLM "
+                                             f"refuses it")
     _ngram_window(config, method, field)
     k = config.get("num_speculative_tokens")
+    if k is None and method == "suffix":  # vLLM: the suffix tree's depth is its most drafts
+        k = config.get("suffix_decoding_max_tree_depth", 24)
     if method is None or not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ConfigError(field, "needs a method (or a draft model) and num_speculative_tokens >= 1, as vLLM does")
     if config.get("model") is None and method not in NO_DRAFT_MODEL:  # eagle, draft_model, ...: a drafter to load
@@ -976,31 +986,55 @@ PREQUANTIZED = ("awq", "awq_marlin", "gptq", "gptq_marlin", "modelopt_fp4")  # r
 ONLINE_FP8 = ("fp8_per_tensor", "fp8_per_block", "fp8_per_channel")
 
 
-def _quantization(serve: dict, model, version: str, not_modelled: dict) -> None:
-    """-q against the checkpoint, as vLLM checks them: a method naming the checkpoint's own format (fp8 on an fp8
-    checkpoint, mxfp4 on gpt-oss) is that checkpoint; a pre-quantized method (AWQ, GPTQ, ModelOpt FP4) needs a
-    checkpoint quantized so (vLLM finds no config file for it in a 16-bit one); one unlike a quantized
-    checkpoint's own method is refused. serve's quantization is left as servesim's engine.quantization reads it."""
-    field, q = "vllm serve --quantization", serve["quantization"]
-    if q in ONLINE_FP8 and version != "0.19.0":
-        if q != "fp8_per_tensor":
-            not_modelled[f"{field} {q}"] = "timed as per-tensor fp8"
-        q = serve["quantization"] = "fp8"
+def _checkpoint_arch(model):
+    """The served model's architecture, for the checks vLLM makes against it; None where it cannot be read (the
+    run's own resolution then says why)."""
     try:
-        arch = load_model(model) if isinstance(model, str) else None
-    except ConfigError:  # no architecture to check against: the run's own resolution says why
-        return
-    if arch is None:
-        return
-    own = arch.expert_dtype or (arch.dtype if arch.dtype in ("fp8", "nvfp4", "w4a16", "mxfp4") else None)
-    if own is not None and q == own:  # the checkpoint's own method: nothing more to quantize
-        serve.pop("quantization")
-    elif own is not None:
-        raise ConfigError(field, f"{model}'s checkpoint is quantized to {own}: vLLM refuses --quantization {q}, "
+        return load_model(model) if isinstance(model, str) else None
+    except ConfigError:
+        return None
+
+
+def _quantization(serve: dict, model, arch, version: str, not_modelled: dict) -> None:
+    """-q against the checkpoint, as vLLM checks them: a method naming the checkpoint's own format (fp8 on an fp8
+    checkpoint, awq on a 4-bit AWQ one, mxfp4 on gpt-oss) is that checkpoint; a pre-quantized method (AWQ, GPTQ,
+    ModelOpt FP4) needs a checkpoint quantized so (vLLM finds no config file for it in a 16-bit one); any other,
+    0.33's online fp8 shorthands too, beside a quantized checkpoint is refused (its config names another method).
+    serve's quantization is left as servesim's engine.quantization reads it."""
+    from servesim.simulator.config import QUANTIZED_FORMATS
+
+    field, given = "vllm serve --quantization", serve["quantization"]
+    online = given in ONLINE_FP8 and version != "0.19.0"
+    q = "fp8" if online else given
+    own = arch and (arch.expert_dtype or (arch.dtype if arch.dtype in ("fp8", "nvfp4", "w4a16", "mxfp4") else None))
+    if own:
+        if not online and QUANTIZED_FORMATS.get(q, q) == own:  # the checkpoint's own: nothing more to quantize
+            serve.pop("quantization")
+            return
+        raise ConfigError(field, f"{model}'s checkpoint is quantized to {own}: vLLM refuses --quantization {given}, "
                                  f"which its config does not name (leave -q out)")
-    elif (note := checkpoint_note({"engine": {"quantization": q}})) is not None:
+    if arch is not None and (note := checkpoint_note({"engine": {"quantization": q}})) is not None:
         raise ConfigError(field, f"{model} is a {arch.dtype} checkpoint; {note} (the what-if: servesim run --set "
                                  f"engine.quantization=...)")
+    if online:
+        serve["quantization"] = "fp8"
+        if given != "fp8_per_tensor":
+            not_modelled[f"{field} {given}"] = "timed as per-tensor fp8"
+
+
+def _decode_context_parallel(serve: dict, arch, version: str) -> None:
+    """vLLM's check of -dcp on a GQA model (latent attention has none): TP above the KV heads, dcp at most TP over
+    them, and dividing the query heads per KV head (config/model.py); what passes is recorded, not modelled."""
+    dcp, tp = serve.get("decode_context_parallel_size") or 1, serve.get("tensor_parallel_size") or 1
+    if dcp <= 1 or arch is None or arch.is_mla:
+        return
+    kv, per_kv = arch.num_key_value_heads, arch.num_attention_heads // arch.num_key_value_heads
+    why = (f"needs --tensor-parallel-size ({tp}) above the model's {kv} KV heads" if tp <= kv else
+           f"is at most --tensor-parallel-size // KV heads = {tp // kv}" if dcp > tp // kv else
+           f"must divide the {per_kv} query heads per KV head" if per_kv % dcp else None)
+    if why:
+        raise ConfigError(_flag("serve", "decode_context_parallel_size", version), f"{dcp} {why} (vLLM refuses it "
+                                                                                  f"on a GQA model)")
 
 
 def unstartable(settings: dict) -> str | None:

@@ -377,3 +377,21 @@ def test_expert_parallel_dp_ranks_step_in_lockstep(tmp_path):
                 assert (s0, e0) == (s1, e1)
                 shared += 1
     assert shared > 10
+
+
+@pytest.mark.parametrize("config, fmt", [
+    ({"quant_method": "awq", "bits": 4, "group_size": 128}, "w4a16"),
+    ({"quant_method": "awq", "w_bit": 4}, "w4a16"),
+    ({"quant_method": "gptq", "bits": 4}, "w4a16"),
+    ({"quant_method": "gptq", "bits": 8}, None),  # 8-bit GPTQ: not a format servesim times
+    ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
+    ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
+    ({"quant_method": "fp8"}, "fp8"),
+    ({"quant_method": "compressed-tensors"}, None),
+])
+def test_a_checkpoints_own_format_is_read_from_its_config(config, fmt):
+    """4-bit AWQ/GPTQ and ModelOpt checkpoints were refused, so `vllm serve AWQ-CKPT -q awq` could not be
+    simulated at all (round 71)."""
+    from servesim.simulator.model_arch import checkpoint_format
+
+    assert checkpoint_format(config) == fmt

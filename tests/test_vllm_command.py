@@ -12,7 +12,7 @@ import yaml
 
 from servesim.simulator.cli import main
 from servesim.simulator.errors import ConfigError
-from servesim.simulator.model_arch import HF_IDS
+from servesim.simulator.model_arch import HF_IDS, load_model
 from servesim.simulator.vllm_command import ONLINE_FP8, parse, read
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -805,7 +805,8 @@ def test_a_draft_method_without_its_model_is_refused():
     for version in ("0.19.0", "0.33.0"):  # and MTP's deprecated names, which vLLM reads as mtp (round 70)
         for method in ("mtp", "deepseek_mtp", "qwen3_next_mtp"):
             spec = json.dumps({"method": method, "num_speculative_tokens": 1})
-            assert read([MODEL, "--speculative-config", spec], [], version=version).settings
+            assert read(["deepseek-ai/DeepSeek-V3", "-tp", "8", "--speculative-config", spec], [],
+                        version=version).settings
 
 
 @pytest.mark.parametrize("window, says", [
@@ -956,6 +957,16 @@ def test_quantization_is_checked_against_the_checkpoint(tmp_path):
         read(["openai/gpt-oss-120b", "-q", "awq"], [])
     for model, q in ((str(tmp_path / "fp8"), "fp8"), ("openai/gpt-oss-120b", "mxfp4")):  # its own: as without -q
         assert "engine.quantization" not in read([model, "-q", q], []).settings
+    # round 71: a 4-bit AWQ checkpoint takes -q awq (refused before: its config.json was not read); an online fp8
+    # shorthand beside an fp8 checkpoint is refused, as vLLM's method check refuses it
+    (tmp_path / "awq").mkdir()
+    (tmp_path / "awq" / "config.json").write_text(json.dumps(config | {"quantization_config": {
+        "quant_method": "awq", "bits": 4, "group_size": 128}}))
+    for q in ("awq", "awq_marlin"):
+        assert "engine.quantization" not in read([str(tmp_path / "awq"), "-q", q], []).settings
+    assert load_model(str(tmp_path / "awq")).dtype == "w4a16"
+    with pytest.raises(ConfigError, match="quantized to fp8: vLLM refuses --quantization fp8_per_block"):
+        read([str(tmp_path / "fp8"), "-q", "fp8_per_block"], [])
     for q in ONLINE_FP8:
         cmd = read([MODEL, "-q", q], [])
         assert cmd.settings["engine.quantization"] == "fp8"
@@ -1026,6 +1037,7 @@ def test_cuda_graphs_change_the_timing_as_eager_does(tmp_path):
 
 @pytest.mark.parametrize("version, flags, budget", [
     ("0.33.0", ["--all2all-backend", "deepep_low_latency"], 256),
+    ("0.33.0", ["--all2all-backend", "deepep_low_latency", "--performance-mode", "throughput"], 512),  # a default
     ("0.33.0", ["--all2all-backend", "nixl_ep"], 256),
     ("0.33.0", ["--all2all-backend", "deepep_low_latency", "--max-num-batched-tokens", "1024"], 1024),
     ("0.33.0", ["--all2all-backend", "deepep_high_throughput"], None),
@@ -1050,3 +1062,37 @@ def test_a_0_19_block_override_below_one_max_length_request_starts(tmp_path, cap
                  "--random-input-len", "90000", "--random-output-len", "8"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "a request of 90,000 tokens" in err[0] and "4,999 usable blocks" in err[0], err
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["-dcp", "2"], "--decode-context-parallel-size: 2 needs --tensor-parallel-size (1) above the model's 8 KV heads"),
+    (["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'], "llama-3.1-8b has none"),
+    (["--speculative-config", '{"method": "deepseek_mtp", "num_speculative_tokens": 1}'], "own MTP layers"),
+])
+def test_round_71_lines_vllm_refuses_against_the_model(flags, says):
+    """Decode context parallelism on a GQA model needs TP above its KV heads; MTP drafts with the model's own MTP
+    layers, which Llama has none of: both were simulated."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL, *flags], [])
+    assert read(["deepseek-ai/DeepSeek-V3", "-tp", "8", *flags], []).settings  # latent attention, MTP layers
+
+
+def test_suffix_decoding_drafts_up_to_its_tree_depth():
+    """vLLM defaults suffix decoding's num_speculative_tokens to suffix_decoding_max_tree_depth (24); it was
+    refused for lacking the count (round 71)."""
+    for extra, k in (({}, 24), ({"suffix_decoding_max_tree_depth": 8}, 8)):
+        cmd = read([MODEL, "--speculative-config", json.dumps({"method": "suffix"} | extra)], [])
+        assert cmd.settings["speculative.num_speculative_tokens"] == k
+
+
+def test_0_19_fits_auto_to_the_memory_before_the_block_override(tmp_path, capsys):
+    """0.19 fits max_model_len auto against the memory it profiled, then applies --num-gpu-blocks-override: the
+    length stays the model's (servesim fitted it to the override, and refused every request with a 400); a
+    request that then outgrows the pool is said in one line (round 71)."""
+    line = ["serve", MODEL, "--num-gpu-blocks-override", "101", "--max-model-len", "auto", "--", "bench", "serve",
+            "--random-input-len", "1000", "--random-output-len", "1000", "--num-prompts", "4"]
+    assert main(["vllm", "--vllm-version", "0.19.0", "--quiet", "--out", str(tmp_path / "a"), *line]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a request of 1,6" in err[0] and "100 usable blocks" in err[0], err
+    assert main(["vllm", "--quiet", "--out", str(tmp_path / "b"), *line]) == 0  # 0.33: fitted to the override
+    assert yaml.safe_load((tmp_path / "b" / "config.yaml").read_text())["engine"]["max_model_len"] == 100 * 16
