@@ -578,17 +578,23 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
     sizes it, refused where vLLM would not start; and max_model_len, fitted to the pool when it is `auto`."""
     e = scenario.engine
     pool = None
+
+    def allocated(field: str, cache: int) -> None:
+        """A cache vLLM takes as given (a block count, a byte size): more than the GPU holds beside the weights
+        fails its allocation, as the weights alone failing to fit fail its load."""
+        weights, reserved = math.ceil(arch.weight_bytes_per_gpu(tp, ep)), math.ceil(e.reserved_memory_gib * GIB)
+        if weights + reserved + cache > hw.memory_bytes:
+            raise ConfigError(field, f"{cache / GIB:.2f} GiB of KV cache beside {weights / GIB:.2f} GiB of weights"
+                                     f"{f' and {reserved / GIB:.2f} GiB reserved' if reserved else ''} per GPU is "
+                                     f"more than the {hw.memory_bytes / GIB:.1f} GiB of a {hw.name}: vLLM would run "
+                                     f"out of memory")
+
     if e.num_gpu_blocks_override:
         blocks = e.num_gpu_blocks_override
-    elif e.kv_cache_memory_bytes:  # vLLM takes it as given; more than the GPU holds fails its allocation
+        allocated("engine.num_gpu_blocks_override", blocks * e.block_size * layout.page_bytes_per_token)
+    elif e.kv_cache_memory_bytes:  # vLLM takes it as given
         pool = e.kv_cache_memory_bytes
-        weights, reserved = math.ceil(arch.weight_bytes_per_gpu(tp, ep)), math.ceil(e.reserved_memory_gib * GIB)
-        if weights + reserved + pool > hw.memory_bytes:
-            raise ConfigError("engine.kv_cache_memory_bytes",
-                              f"{pool / GIB:.2f} GiB of KV cache beside {weights / GIB:.2f} GiB of weights"
-                              f"{f' and {reserved / GIB:.2f} GiB reserved' if reserved else ''} per GPU is more than "
-                              f"the {hw.memory_bytes / GIB:.1f} GiB of a {hw.name}: vLLM would run out of memory "
-                              f"allocating it")
+        allocated("engine.kv_cache_memory_bytes", pool)
         blocks = num_blocks(pool, layout.page_bytes_per_token, e.block_size)
     else:
         # per GPU of the TP group: its share of the weights, its share of every token's KV
@@ -639,6 +645,9 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
 
     e = scenario.engine
     arch = with_formats(load_model(scenario.model), e.quantization, e.kv_cache_dtype)
+    if model_length(arch, e.vllm_defaults) < 2:  # a one-token context holds a prompt and no output (cut to 0)
+        raise ConfigError("model.max_position_embeddings", f"{arch.max_position_embeddings}: a request needs at "
+                                                            f"least 2 positions (a prompt token and an output token)")
     tp, dp, ep = _parallelism(scenario, arch)
     h = scenario.hardware
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
@@ -649,7 +658,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
             (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
         raise err
     check_formats(arch, hw, e.quantization)
-    routing = scenario.moe.routing
+    routing = scenario.moe.routing if arch.is_moe else DEFAULT_ROUTING  # a dense model's: said to have no effect
     selection = select_profile(scenario.profile, arch, h.gpu, hw, tp, ep, routing)
     profile = selection.profile
     # auto: the model's length here, as vLLM derives it before the engine fits it to the pool (the budget's

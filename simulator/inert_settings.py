@@ -70,6 +70,8 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     rules.append((e.performance_mode == "throughput" and e.max_num_batched_tokens is not None and
                   e.max_num_seqs is not None, e, "engine", ["performance_mode"],
                   "throughput doubles only default budgets, and max_num_batched_tokens and max_num_seqs are given"))
+    rules.append((e.max_num_batched_tokens is not None and e.max_num_seqs is not None, e, "engine", ["usage_context"],
+                  "it picks the default budgets, and max_num_batched_tokens and max_num_seqs are given"))
     rules.append((p.batching != "static", p, "policies", ["static_batch_size"], f"policies.batching is {p.batching}"))
     rules.append((dense is not None, scenario.moe, "moe", ["routing"], f"{dense} is a dense model: it has no router"))
     rules.append((e.kv_cache_memory_bytes is not None and e.num_gpu_blocks_override is None, e, "engine",

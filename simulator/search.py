@@ -282,7 +282,7 @@ def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float =
         if meets(at_high, slos):
             more = "raise it" if high < MAX_RATE else f"the largest rate workload.arrival.rate takes: no failing rate"
             return {"max_rate": None, "reason": f"the SLOs hold at --high ({high:g} {unit}): {more}", "runs": runs,
-                    "summary": at_high}
+                    "summary": at_high, "held_up_to": high}  # what is known: at least this (plots draw it so)
     narrow = lambda a, b: (b - a) / b <= tolerance  # noqa: E731
     low, high, at_low, runs = _bisect(low, high, at_low, run, slos, lambda a, b: (a + b) / 2, narrow, runs, max_runs)
     return {"max_rate": low, "fails_at": high, "runs": runs, "summary": at_low} | (

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import pytest
 
@@ -206,3 +207,28 @@ def test_roofline_tensor_parallel_adds_the_all_reduce():
     assert tp2.step_time(big) > tp1.step_time(big) / 2
     assert tp2.step_time(big) - tp2_free.step_time(big) == pytest.approx(2 * 80 * 8e-6)  # 160 all-reduce latencies
     assert tp1.step_time(big) == RooflineCostModel(arch, hw, RooflineCoefficients(allreduce_latency_us=0.0), 1).step_time(big)
+
+
+@pytest.mark.parametrize("sets, says", [
+    (["model=llama-3.1-70b", "hardware.gpu=l4", "engine.num_gpu_blocks_override=500", "engine.max_model_len=4096"],
+     "engine.num_gpu_blocks_override: 2.44 GiB of KV cache beside 131.42 GiB of weights per GPU is more than"),
+    (["engine.num_gpu_blocks_override=90000", "engine.max_model_len=8192"],
+     "engine.num_gpu_blocks_override: 175.78 GiB of KV cache beside 14.96 GiB of weights"),
+])
+def test_a_block_override_the_gpu_cannot_hold_is_refused(sets, says):
+    """A block count is allocated as given, as kv_cache_memory_bytes is: 70B on an L4, or 176 GiB of KV on an
+    H200, ran (round 71)."""
+    from servesim.simulator.config import load
+
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        load(None, sets)
+
+
+def test_a_one_position_model_is_refused():
+    """max_position_embeddings 1 cut every prompt to 0 tokens, 'finished' (round 71)."""
+    from servesim.simulator.config import load
+
+    tiny = {"name": "x", "num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8,
+            "num_key_value_heads": 8, "intermediate_size": 1024, "vocab_size": 1000, "max_position_embeddings": 1}
+    with pytest.raises(ConfigError, match="model.max_position_embeddings: 1: a request needs at least 2 positions"):
+        load(None, [f"model={json.dumps(tiny)}", "engine.num_gpu_blocks_override=2000"])

@@ -272,9 +272,17 @@ def test_moe_routing_picks_the_tables_distribution_and_the_rooflines_experts(tmp
     roof = {r: load(None, ["model=qwen3-30b-a3b", "hardware.gpu=h100-sxm", "profile=roofline", f"moe.routing={r}"])
             for r in ("balanced", "power_law_1.2")}
     assert roof["power_law_1.2"].cost_model.step_time(shape) < roof["balanced"].cost_model.step_time(shape)
-    # on a dense model: said, not refused, so a sweep over dense and MoE models runs every point (round 70)
+    # on a dense model: said, not refused, so a sweep over dense and MoE models runs every point (round 70); a
+    # profile composed for it (none built in, none cached) as well, the same run as without (round 71)
     load(None, ["moe.routing=balanced"])
     assert "moe.routing has no effect: llama-3.1-8b is a dense model: it has no router" in capsys.readouterr().err
+    from servesim.simulator.engine import simulate
+
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path / "fresh-cache"))
+    dense = ["model=qwen3-8b", "engine.tensor_parallel_size=4", "workload.num_requests=5"]
+    said = simulate(load(None, dense + ["moe.routing=balanced"])).summary
+    assert "moe.routing has no effect: qwen3-8b is a dense model" in capsys.readouterr().err
+    assert said == simulate(load(None, dense)).summary
     if not (TABLES / "h100_sxm" / "moe").is_dir():
         pytest.skip(f"MoE kernel tables not found at {TABLES}")
     composed = {r: load(None, ["model=qwen3-30b-a3b", "hardware.gpu=h100-sxm", f"moe.routing={r}"])

@@ -67,6 +67,10 @@ def test_max_rate_without_a_failing_rate_or_a_narrow_bracket_says_so(capsys):
     assert main(["search", "max-rate", "--set", "profile=teaching", "--set", "workload.num_requests=20", "--slo",
                  "ttft_p99_ms=1e8", "--high", "1e6"]) == 1  # --high is measured, not assumed, to fail
     assert "the SLOs hold at --high (1e+06 req/s): raise it" in capsys.readouterr().err
+    # what was measured is kept: the capacity plot drew "none meets" for SLOs held at --high (round 71)
+    held = max_rate(None, ["profile=teaching", "workload.num_requests=20"], parse_slos(["ttft_p99_ms=1e8"]), low=1,
+                    high=2)
+    assert held["max_rate"] is None and held["held_up_to"] == 2
     short = max_rate(SCEN, SETS, parse_slos(["ttft_p99_ms=1000"]), high=1000, tolerance=1e-4, max_runs=4)
     assert short["max_rate"] and short["reason"] == "stopped after 4 runs, the bracket wider than --tolerance"
 
@@ -109,7 +113,8 @@ def test_min_replicas_stops_at_the_pools_one_run_holds():
     error blaming engine.block_size."""
     from servesim.simulator.search import min_replicas
 
-    r = min_replicas(SCEN, SETS + ["engine.num_gpu_blocks_override=3000000"], parse_slos(["ttft_p99_ms=0.001"]), rate=5)
+    big = ["engine.num_gpu_blocks_override=3000000", "model=tiny-llama"]  # 46 GiB of KV: allocated on the GPU
+    r = min_replicas(SCEN, SETS + big, parse_slos(["ttft_p99_ms=0.001"]), rate=5)
     assert r["replicas"] is None and r["runs"] == 2
     assert r["reason"].startswith("not met with 2 replicas (the most one run holds at 3,000,000 KV blocks each")
 
