@@ -490,3 +490,23 @@ def test_the_fleet_is_checked_at_the_run_length_its_capacity_was_found_at(tmp_pa
                                    "workload.num_requests": n,
                                    "workload.slo_classes": {"goodput": {"ttft_ms": 300, "tpot_ms": 30}}})
     assert one.summary["goodput_fraction"] < 0.99  # the one replica the short check kept does not carry it
+
+
+@pytest.mark.skipif(not AZURE.is_file(), reason="needs ../shared/data/traces/azure2023 (the Azure trace)")
+def test_a_traces_answer_is_not_run_again_on_further_rows(monkeypatch):
+    """A generated workload's answer is checked in one run at twice its length; a trace's further rows are other
+    requests (8,000 rows of the Azure trace hold a prompt past max_model_len 8192, rejected at any load, and the
+    committed recommend example found no deployment, round 71), so a trace is not checked there."""
+    from servesim.simulator import search
+
+    limits, run = [], search._summary_at
+
+    def recorded(scenario, sets, *rest):
+        limits.append(max([int(x.split("=")[1]) for x in sets if x.startswith("workload.limit=")] or [200]))
+        return run(scenario, sets, *rest)
+
+    monkeypatch.setattr(search, "_summary_at", recorded)
+    trace = f"workload={{type: trace, path: {AZURE}, limit: 200}}"
+    r = search.max_rate(None, [trace, "engine.max_model_len=8192"], search.parse_slos(["ttft_p99_ms=1000"]),
+                        load="time_scale", low=0.5, tolerance=0.2)
+    assert r["stable"] and max(limits) == 200 * 2 ** (len(r["answers"]) - 1), (limits, r)  # none further
