@@ -579,6 +579,11 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
     e = scenario.engine
     pool = None
 
+    def memory_sized() -> int:
+        """vLLM's profiled pool: per GPU of the TP group, its share of the weights, its share of every token's KV."""
+        return kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, math.ceil(arch.weight_bytes_per_gpu(tp, ep)),
+                             math.ceil(e.reserved_memory_gib * GIB))
+
     def allocated(field: str, cache: int) -> None:
         """A cache vLLM takes as given (a block count, a byte size): more than the GPU holds beside the weights
         fails its allocation, as the weights alone failing to fit fail its load."""
@@ -597,9 +602,7 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
         allocated("engine.kv_cache_memory_bytes", pool)
         blocks = num_blocks(pool, layout.page_bytes_per_token, e.block_size)
     else:
-        # per GPU of the TP group: its share of the weights, its share of every token's KV
-        pool = kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, math.ceil(arch.weight_bytes_per_gpu(tp, ep)),
-                             math.ceil(e.reserved_memory_gib * GIB))
+        pool = memory_sized()
         blocks = num_blocks(pool, layout.page_bytes_per_token, e.block_size)
     pools = scenario.cluster.replicas * e.data_parallel_size + scenario.cluster.prefill_replicas
     if blocks * pools > MAX_BLOCKS:  # each block is some 40 bytes of bookkeeping in every pool
@@ -609,8 +612,7 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
     # vLLM fits `auto` to the pool and refuses to start when one max-length request cannot fit; 0.19 does both
     # against the memory it profiled, before num_gpu_blocks_override replaces the count (get_kv_cache_configs)
     checked = blocks if not (e.num_gpu_blocks_override and e.vllm_defaults == "0.19.0") else \
-        num_blocks(kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, math.ceil(arch.weight_bytes_per_gpu(tp, ep)),
-                                 math.ceil(e.reserved_memory_gib * GIB)), layout.page_bytes_per_token, e.block_size)
+        num_blocks(memory_sized(), layout.page_bytes_per_token, e.block_size)
     need = layout.max_blocks(max_model_len, tokens, e.block_size)
     if e.max_model_len == "auto" and checked - 1 < need:
         max_model_len = _fit_max_model_len(layout, tokens, e.block_size, checked - 1, max_model_len)

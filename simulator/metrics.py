@@ -316,31 +316,34 @@ def _request_columns(log: RequestLog, disaggregated: bool) -> dict:
     return cols
 
 
-def _meets_slo(cols: dict, finished: np.ndarray, slos: dict) -> np.ndarray:
-    """A request is good when it finished and meets every target its class sets (vLLM: TPOT of a
-    one-token answer counts as 0). Requests without a class have no targets: good when finished."""
-    good = finished.copy()
+def _class_targets(cols: dict, slos: dict):
+    """(a class's requests, their latencies in ms, the target) for every target each SLO class sets (vLLM: TPOT
+    of a one-token answer counts as 0)."""
     tpot = np.nan_to_num(cols["tpot"], nan=0.0)
     classes = np.array(cols["slo_class"], dtype=object)
     for name, slo in slos.items():
         mine = classes == name
         for key, values in (("ttft_ms", cols["ttft"]), ("tpot_ms", tpot), ("e2el_ms", cols["e2el"])):
             if slo.get(key) is not None:
-                good &= ~mine | (values * 1000 <= slo[key])
+                yield mine, values * 1000, slo[key]
+
+
+def _meets_slo(cols: dict, finished: np.ndarray, slos: dict) -> np.ndarray:
+    """A request is good when it finished and meets every target its class sets. Requests without a class have
+    no targets: good when finished."""
+    good = finished.copy()
+    for mine, ms, target in _class_targets(cols, slos):
+        good &= ~mine | (ms <= target)
     return good
 
 
 def slo_ratios(cols: dict, finished: np.ndarray, slos: dict) -> np.ndarray:
-    """Each request's worst latency over its class's target (vLLM's TPOT of a one-token answer is 0; no class, or
-    no target: 0; not finished: inf): at most 1 where _meets_slo calls it good, but for rounding at the edge."""
+    """Each request's worst latency over its class's target (no class, or no target: 0; not finished: inf): at
+    most 1 where _meets_slo calls it good, but for rounding at the edge."""
     ratio = np.where(finished, 0.0, np.inf)
-    tpot = np.nan_to_num(cols["tpot"], nan=0.0)
-    classes = np.array(cols["slo_class"], dtype=object)
-    for name, slo in slos.items():
-        mine = (classes == name) & finished
-        for key, values in (("ttft_ms", cols["ttft"]), ("tpot_ms", tpot), ("e2el_ms", cols["e2el"])):
-            if slo.get(key) is not None:
-                ratio[mine] = np.maximum(ratio[mine], values[mine] * 1000 / slo[key])
+    for mine, ms, target in _class_targets(cols, slos):
+        mine = mine & finished
+        ratio[mine] = np.maximum(ratio[mine], ms[mine] / target)
     return ratio
 
 
