@@ -93,7 +93,12 @@ class EngineSettings(Settings):
     enforce_eager: bool = Field(False, description="no CUDA graphs: every step pays the CPU's kernel launches")
     max_cudagraph_capture_size: Tokens | None = Field(
         None, description="None: vLLM's min(2 x max_num_seqs, 512; 0.33 on Blackwell 1024), at most "
-                          "max_num_batched_tokens; larger steps run eager")
+                          "max_num_batched_tokens, then the largest of vLLM's capture sizes under it (1, 2, 4, steps "
+                          "of 8 to 248, of 16 from 256; 0.33 adds the budget and max_num_seqs); larger steps run eager")
+    cudagraph_capture_sizes: list[Tokens] | None = Field(
+        None, min_length=1, max_length=4096, description="vLLM's: the step sizes to capture, in place of its grid; "
+                                                        "those above max_num_batched_tokens are dropped, as vLLM "
+                                                        "drops them")
     swap_space: float = Field(4.0, ge=0, le=MAX_GIB, description="GiB of host memory for swapped-out KV blocks (vLLM V0)")
     max_num_queued_reqs: int | None = Field(
         None, ge=0, le=MAX_REQUESTS, description="reject (503) when unfinished requests + 1 exceed it, counted over "
@@ -279,7 +284,7 @@ class ResolvedScenario:
         d["engine"].update(max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
                            max_model_len=self.max_model_len)
         d["engine"].update(async_scheduling=self.async_scheduling)
-        if not self.scenario.engine.enforce_eager:
+        if self.cudagraph_max_tokens:  # none when eager, or when every size given is above the budget
             d["engine"].update(max_cudagraph_capture_size=self.cudagraph_max_tokens)
         d["resolved"] = {"num_gpu_blocks": self.num_gpu_blocks, "kv_pool_bytes": self.kv_pool_bytes,
                          "kv_bytes_per_token": self.arch.kv_bytes_per_token, "weight_bytes": self.arch.weight_bytes,
@@ -545,6 +550,32 @@ def default_graph_tokens(hw: Hardware, e: EngineSettings) -> int:
     return 1024 if blackwell and e.vllm_defaults != "0.19.0" else 512
 
 
+def _capture_grid(ceiling: int) -> list[int]:
+    """vLLM's default CUDA-graph capture sizes up to a ceiling: 1, 2, 4, then steps of 8 below 256, of 16 above."""
+    return [n for n in (1, 2, 4) if n <= ceiling] + list(range(8, min(ceiling + 1, 256), 8)) + \
+        list(range(256, ceiling + 1, 16))
+
+
+def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, decode_query_len: int) -> int:
+    """The largest step vLLM captures in a CUDA graph (VllmConfig._set_cudagraph_sizes): given sizes, those within
+    the budget; else the grid up to the ceiling (the setting or vLLM's default, at most the budget), to which 0.33
+    adds the budget when the ceiling reaches it (its decode batches, added too, lie under the grid's largest).
+    0: none (eager). Given sizes and a largest size that disagree are refused, as vLLM refuses them."""
+    if e.enforce_eager:
+        return 0
+    if e.cudagraph_capture_sizes is not None:
+        largest = max((n for n in e.cudagraph_capture_sizes if n <= tokens), default=0)
+        if e.max_cudagraph_capture_size is not None and e.max_cudagraph_capture_size != largest:
+            raise ConfigError("engine.max_cudagraph_capture_size", f"{e.max_cudagraph_capture_size} is not the "
+                                                                   f"largest of cudagraph_capture_sizes within "
+                                                                   f"max_num_batched_tokens ({tokens}): {largest}; "
+                                                                   f"vLLM refuses them given unlike")
+        return largest
+    ceiling = min(e.max_cudagraph_capture_size or min(2 * seqs * decode_query_len, default_graph_tokens(hw, e)),
+                  tokens)
+    return tokens if ceiling == tokens and e.vllm_defaults != "0.19.0" else max(_capture_grid(ceiling))
+
+
 def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, int]:
     """max_num_batched_tokens and max_num_seqs: the settings, else vLLM's defaults for the device and context."""
     tokens, seqs = usage_context_defaults(hw, e.usage_context, e.vllm_defaults)
@@ -677,8 +708,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     async_scheduling = True if e.async_scheduling is None else e.async_scheduling
     sp = scenario.speculative
     decode_query_len = 1 + (sp.num_speculative_tokens if sp.method != "none" else 0)  # tokens a decode schedules
-    graph_tokens = 0 if e.enforce_eager else min(e.max_cudagraph_capture_size or
-                                                 min(2 * seqs * decode_query_len, default_graph_tokens(hw, e)), tokens)
+    graph_tokens = largest_cuda_graph(e, hw, seqs, tokens, decode_query_len)
     cost_model = build_cost_model(profile, arch, hw, tp, gpu=h.gpu, cudagraph_max_tokens=graph_tokens, expert_parallel=ep,
                                   data_parallel_size=dp, routing=routing,
                                   async_scheduling=async_scheduling)

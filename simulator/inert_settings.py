@@ -48,7 +48,7 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              (p.preemption_mode == "recompute", e, "engine", ["swap_space"], "policies.preemption_mode is recompute"),
              (p.preemption_mode == "recompute", scenario.hardware, "hardware", ["host_link_gbps"],
               "policies.preemption_mode is recompute (the link carries swapped blocks only)"),
-             (e.enforce_eager, e, "engine", ["max_cudagraph_capture_size"],
+             (e.enforce_eager, e, "engine", ["max_cudagraph_capture_size", "cudagraph_capture_sizes"],
               "engine.enforce_eager runs without CUDA graphs"),
              (p.admission.reserve != "quantile", p.admission, "policies.admission", ["reserve_quantile"],
               f"policies.admission.reserve is {p.admission.reserve}"),
@@ -63,7 +63,7 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              (sp.method != "none" and sp.acceptance_distribution is not None, sp, "speculative", ["acceptance_rate"],
               "speculative.acceptance_distribution gives the acceptances"),
              (profile is not None and profile.overhead is None, e, "engine",
-              ["enforce_eager", "async_scheduling", "max_cudagraph_capture_size"],
+              ["enforce_eager", "async_scheduling", "max_cudagraph_capture_size", "cudagraph_capture_sizes"],
               f"profile {getattr(profile, 'name', '')} has no overhead terms (its step time is the engine's whole)")]
     rules.append((e.performance_mode == "interactivity", e, "engine", ["performance_mode"],
                   "interactivity's finer CUDA-graph sizes are not modelled (throughput's doubled budgets are)"))

@@ -78,6 +78,23 @@ def _json_value(text: str):
         raise ValueError(text) from None
 
 
+def _json_config(text: str):
+    """0.33's JSON flag of a config dataclass (-cc, --kv-transfer-config, ...): bare numbers outside strings may
+    be human-readable (1k, 80m), as EngineArgs expands them before it parses the JSON."""
+    parts = re.split(r'("(?:[^"\\]|\\.)*")', text)  # the even parts lie outside strings
+    return _json_value("".join(re.sub(r"\b\d+(?:\.\d+)?[kKmMgGtT]\b", lambda m: str(human_readable_int(m.group())), part)
+                               if i % 2 == 0 else part for i, part in enumerate(parts)))
+
+
+# 0.33's JSON flags typed as a config dataclass in EngineArgs (a plain dict's, such as --speculative-config's,
+# are read as JSON alone)
+CONFIG_JSON_FLAGS = frozenset({
+    "compilation_config", "attention_config", "kernel_config", "kv_transfer_config", "kv_events_config",
+    "ec_transfer_config", "ec_manager_config", "eplb_config", "fault_tolerance_config", "pooler_config",
+    "logging_config", "structured_outputs_config", "aux_output_config", "profiler_config", "watchdog_config",
+    "weight_transfer_config", "reasoning_config", "engram_config", "ir_op_priority"})
+
+
 _TYPES = {"int": int, "float": float, "str": str, "human_int": human_readable_int, "json": _json_value, "list": str,
           "bool": lambda t: {"true": True, "false": False}[t.strip().lower()]}
 
@@ -116,7 +133,8 @@ def _parser(kind: str, version: str = VLLM_VERSION) -> tuple[_Parser, dict]:
                            default=argparse.SUPPRESS)
             continue
         kw = {"dest": dest, "default": argparse.SUPPRESS, "type": human_readable_int_or_auto
-              if dest == "max_model_len" else _TYPES[row["type"]]}
+              if dest == "max_model_len" else _json_config if version != "0.19.0" and dest in CONFIG_JSON_FLAGS
+              else _TYPES[row["type"]]}
         if row.get("choices"):
             kw["choices"] = row["choices"]
         if row.get("nargs") is not None:
@@ -158,13 +176,20 @@ def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
                     raise ConfigError(f"vllm {kind.replace('_', ' ')}", f"{name} expects a value")
                 value, i = argv[i + 1], i + 1
             target = nested.setdefault(json_flags[head], {})
+            if key.endswith("+"):  # --x.key+ a,b: a list of the comma-separated words
+                key, value = key[:-1], json.dumps(value.split(","))
             *parents, last = key.split(".")
             for k in parents:
                 target = target.setdefault(k, {})
             try:
                 target[last] = json.loads(value)
-            except json.JSONDecodeError:
+            except json.JSONDecodeError:  # 0.33 reads a human-readable count (1k, 80g) before the word itself
                 target[last] = value
+                if version != "0.19.0":
+                    try:
+                        target[last] = human_readable_int(value)
+                    except (ValueError, argparse.ArgumentTypeError):
+                        pass
             i += 1
             continue
         out.append(tok)
@@ -246,6 +271,7 @@ SERVE_SETTINGS = {
     "kv_cache_memory_bytes": "engine.kv_cache_memory_bytes",
     "async_scheduling": "engine.async_scheduling", "enforce_eager": "engine.enforce_eager",
     "max_cudagraph_capture_size": "engine.max_cudagraph_capture_size",
+    "cudagraph_capture_sizes": "engine.cudagraph_capture_sizes",  # read, with -cc's, by _cuda_graphs
     "scheduler_reserve_full_isl": "engine.scheduler_reserve_full_isl",
     "disable_hybrid_kv_cache_manager": "engine.disable_hybrid_kv_cache_manager",
     # 0.33's admission valves (vLLM 0.19 has none of these flags)
@@ -360,7 +386,9 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         # SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, doubled by throughput mode as a default
         settings["engine.max_num_batched_tokens"] = 256 * (2 if serve.get("performance_mode") == "throughput" else 1)
     settings.update(_cuda_graphs(serve, version, not_modelled))
-    settings.update(_speculation(serve, version, not_modelled, arch))
+    speculation, method, spec_config = _speculation(serve, version, not_modelled, arch)
+    settings.update(speculation)
+    _async_scheduling(serve, version, method, spec_config, settings)
     options, workload = _bench(bench, not_modelled, version)
     options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
     options.server_counters = not serve.get("disable_log_stats")  # no stat loggers: /metrics has no vllm: series
@@ -519,31 +547,40 @@ def _other_release(argv: list[str], kind: str, version: str) -> str:
     return ""
 
 
-def _async_with_drafts(serve: dict, version: str, method: str, out: dict) -> None:
-    """vLLM's async scheduling beside a draft method its model runner cannot overlap: left unset it is turned off
-    (0.19: every method but EAGLE/MTP and ngram_gpu; 0.33: suffix, which runs on the V1 runner), and asked for it
-    is refused (0.19 takes draft_model too), as config/vllm.py decides."""
-    eagle = method in ("eagle", "eagle3", "extract_hidden_states", "mtp") or method.endswith("_mtp")
-    if version == "0.19.0":
-        off, refused = not eagle and method != "ngram_gpu", not eagle and method not in ("ngram_gpu", "draft_model")
+def _async_scheduling(serve: dict, version: str, method: str | None, config: dict, out: dict) -> None:
+    """What vLLM's VllmConfig does with async scheduling beside a draft method its model runner cannot overlap,
+    padded drafter batches turned off, or 0.19's Ray executor: left unset it is turned off, asked for it is
+    refused (0.19 takes draft_model then). 0.19: every method but EAGLE/MTP and ngram_gpu; 0.33: only on the V1
+    model runner (suffix, custom_class, and parallel drafting but DFlash's and DSpark's)."""
+    eagle = method in ("eagle", "eagle3", "extract_hidden_states", "mtp", "dflash")
+    padded_off = method is not None and bool(config.get("disable_padded_drafter_batch"))
+    if version == "0.19.0":  # (turns it off, why, refused when asked for)
+        rules = [(method is not None and not eagle and method != "ngram_gpu", f"{method} speculative decoding",
+                  method != "draft_model"),
+                 (padded_off, "disable_padded_drafter_batch", True),
+                 (serve.get("distributed_executor_backend") == "ray", "the ray executor", True)]
     else:
-        off = refused = method in ("suffix", "custom_class")
-    if serve.get("async_scheduling") is None and off:
+        v1_runner = method in ("suffix", "custom_class") or \
+            bool(config.get("parallel_drafting")) and method not in ("dflash", "dspark")
+        rules = [(v1_runner and not eagle and method not in ("ngram_gpu", "draft_model", "dspark"),
+                  f"{method} speculative decoding", True),
+                 (v1_runner and padded_off, "disable_padded_drafter_batch", True)]
+    if serve.get("async_scheduling") is None and any(off for off, _, _ in rules):
         out["engine.async_scheduling"] = False
-    elif serve.get("async_scheduling") and refused:
+    for why in (why for off, why, refused in rules if off and refused and serve.get("async_scheduling")):
         raise ConfigError("vllm serve --async-scheduling", f"vLLM {version} does not run async scheduling with "
-                                                           f"{method} speculative decoding (it refuses the line)")
+                                                           f"{why} (it refuses the line)")
 
 
-def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> dict:
+def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tuple[dict, str | None, dict]:
     """--speculative-config, and 0.33's --spec-method/--spec-model/--spec-tokens shorthands for its keys: the
     release's methods and keys (a key SpeculativeConfig lacks is refused, as its pydantic class forbids it; one
     servesim does not model is recorded); 0.33's synthetic acceptance (rates per position, or a mean length) is the
-    acceptance servesim draws."""
+    acceptance servesim draws. Returns the settings, the draft method vLLM settles on and the config's keys."""
     config = serve.get("speculative_config")
     shorthands = {key: serve[dest] for dest, key in SPEC_SHORTHANDS.items() if serve.get(dest) is not None}
     if config is None and not shorthands:
-        return {}
+        return {}, None, {}
     if config is None:
         config = {}
     field = "vllm serve --speculative-config"
@@ -571,6 +608,7 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> di
                                              + (f"; vLLM {other[0]}'s takes it: --vllm-version {other[0]}" if other else ""))
     if method is not None and method.endswith("_mtp"):  # vLLM's MTPModelTypes: deprecated names of mtp
         method = "mtp"
+    method = _drafter_by_name(method, config.get("model"), version)
     if method == "mtp" and config.get("model") is None and arch is not None and not arch.is_mla:
         raise ConfigError(f"{field}.method", f"mtp drafts with the served model's own MTP layers: {arch.name} has "
                                              f"none (of servesim's families only DeepSeek-V3/R1 have them); vLLM "
@@ -579,13 +617,16 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> di
     k = config.get("num_speculative_tokens")
     if k is None and method == "suffix":  # vLLM: the suffix tree's depth is its most drafts
         k = config.get("suffix_decoding_max_tree_depth", 24)
+    if k is None and method == "mtp" and config.get("model") is not None and arch is not None and arch.is_mla:
+        k = 1  # the drafter's n_predict: DeepSeek-V3/R1's num_nextn_predict_layers
     if method is None or not isinstance(k, int) or isinstance(k, bool) or k < 1:
-        raise ConfigError(field, "needs a method (or a draft model) and num_speculative_tokens >= 1, as vLLM does")
+        raise ConfigError(field, "needs a method (or a draft model) and num_speculative_tokens >= 1, as vLLM does "
+                                 "(it takes a draft model's n_predict when the count is left out: among servesim's "
+                                 "models only DeepSeek-V3/R1's MTP layers have one)")
     if config.get("model") is None and method not in NO_DRAFT_MODEL:  # eagle, draft_model, ...: a drafter to load
         raise ConfigError(f"{field}.model", f"method {method!r} needs its draft model: vLLM refuses "
                                             f"num_speculative_tokens without one")
     out = {"speculative.method": "fixed", "speculative.num_speculative_tokens": k}
-    _async_with_drafts(serve, version, method, out)
     if method in FREE_DRAFTS:
         out["speculative.draft_cost_ratio"] = 0.0
     synthetic = _synthetic_acceptance(config, k, field) if version != "0.19.0" else None
@@ -597,19 +638,33 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> di
     for key, value in config.items():
         if key not in used:
             not_modelled[f"{field}.{key}"] = value
-    return out
+    return out, method, config
 
 
-# the serve flags that decide vLLM's CUDA graphs, besides --enforce-eager and --max-cudagraph-capture-size
-GRAPH_FLAGS = ("compilation_config", "optimization_level", "cudagraph_capture_sizes")
+# the serve flags that decide vLLM's CUDA graphs, besides those of SERVE_SETTINGS
+GRAPH_FLAGS = ("compilation_config", "optimization_level")
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")  # CompilationConfig's
+
+
+def _drafter_by_name(method: str | None, model, version: str) -> str | None:
+    """A drafter vLLM loads is told by its name when the method does not say it (SpeculativeConfig.__post_init__):
+    EAGLE- and EAGLE3 checkpoints (yuhuili/EAGLE3-LLaMA3.1-Instruct-8B), and 0.33's DFlash and DSpark ones."""
+    if method in (None, "ngram", "ngram_gpu", "suffix", "custom_class", "extract_hidden_states", "eagle", "eagle3",
+                  "dflash", "dspark") or not isinstance(model, str):
+        return method
+    name = model.lower()
+    for part, named in (("eagle-", "eagle"), ("eagle3", "eagle3"), *((("dflash", "dflash"), ("dspark", "dspark"))
+                                                                     if version != "0.19.0" else ())):
+        if part in name:
+            return named
+    return method
 
 
 def _cuda_graphs(serve: dict, version: str, not_modelled: dict) -> dict:
     """vLLM's CUDA graphs however the line gives them: -O0 (no cudagraph_mode given) and cudagraph_mode NONE
-    capture none, as --enforce-eager; the largest graph is --max-cudagraph-capture-size, -cc's
-    max_cudagraph_capture_size or the largest capture size. A flag and its -cc key together, and a largest size
-    unlike the sizes' largest, are refused as vLLM refuses them; -cc's other keys are recorded."""
+    capture none, as --enforce-eager; the capture sizes and the largest graph are the flags' or -cc's (the
+    resolved scenario takes those within the budget, as vLLM does, and refuses a largest size unlike them). A flag
+    and its -cc key together are refused as vLLM refuses them; -cc's other keys are recorded."""
     cc = serve.get("compilation_config")
     if cc is not None and not isinstance(cc, dict):  # 0.19's `-cc 3` (a level): recorded as it was
         not_modelled[_flag("serve", "compilation_config", version)] = cc
@@ -638,11 +693,10 @@ def _cuda_graphs(serve: dict, version: str, not_modelled: dict) -> dict:
     if largest is not None and (not isinstance(largest, int) or isinstance(largest, bool) or largest < 1):
         raise ConfigError("vllm serve --compilation-config.max_cudagraph_capture_size",
                           f"an integer >= 1, got {largest!r}")
-    if sizes and largest is not None and largest != max(sizes):
-        raise ConfigError(field, f"their largest ({max(sizes)}) and max_cudagraph_capture_size ({largest}) "
-                                 f"disagree: vLLM refuses both given unlike")
-    if sizes or largest is not None:
-        out["engine.max_cudagraph_capture_size"] = largest if largest is not None else max(sizes)
+    if sizes:
+        out["engine.cudagraph_capture_sizes"] = sizes
+    if largest is not None:
+        out["engine.max_cudagraph_capture_size"] = largest
     mode = cc.pop("cudagraph_mode", None)
     if mode is not None and (not isinstance(mode, str) or mode.upper() not in CUDAGRAPH_MODES):
         raise ConfigError("vllm serve --compilation-config.cudagraph_mode", f"one of {', '.join(CUDAGRAPH_MODES)}, "
@@ -1119,7 +1173,7 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
         if row["type"] == "switch":
             words.append(row["flag"] if value else negatives(row)[0]) if value or negatives(row) else None
             continue
-        words += [row["flag"], str(value)]
+        words += [row["flag"], *map(str, value if isinstance(value, list) else [value])]  # a list: nargs +
     notes += [n for n in (unstartable(settings), checkpoint_note(settings)) if n] + _without_a_flag(settings)
     cluster = settings.get("cluster") or {}
     replicas, prefill = cluster.get("replicas", 1), cluster.get("prefill_replicas", 0)

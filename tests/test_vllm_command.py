@@ -835,6 +835,45 @@ def test_async_scheduling_left_unset_follows_the_draft_method(version, method, o
         "engine.async_scheduling") is on
 
 
+EAGLE3 = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+
+
+@pytest.mark.parametrize("version, serve, on", [
+    # a drafter named EAGLE-/EAGLE3 is vLLM's eagle method, not a draft model: 0.19 kept async on (round 72)
+    ("0.19.0", ["--speculative-config", json.dumps({"model": EAGLE3, "num_speculative_tokens": 3})], None),
+    ("0.19.0", ["--speculative-config", json.dumps({"model": "meta-llama/Llama-3.2-1B", "num_speculative_tokens": 3})],
+     False),  # a plain draft model still turns it off
+    # 0.19's Ray executor has no async scheduling; 0.33's (RayExecutorV2, a MultiprocExecutor's) does
+    ("0.19.0", ["--distributed-executor-backend", "ray"], False),
+    ("0.33.0", ["--distributed-executor-backend", "ray"], None),
+    # padded drafter batches off: 0.19 turns async off; 0.33 only on its V1 model runner (parallel drafting)
+    ("0.19.0", ["--speculative-config", json.dumps({"method": "eagle3", "model": EAGLE3, "num_speculative_tokens": 3,
+                                                    "disable_padded_drafter_batch": True})], False),
+    ("0.33.0", ["--speculative-config", json.dumps({"method": "eagle3", "model": EAGLE3, "num_speculative_tokens": 3,
+                                                    "disable_padded_drafter_batch": True})], None),
+    ("0.33.0", ["--speculative-config", json.dumps({"method": "eagle3", "model": EAGLE3, "num_speculative_tokens": 3,
+                                                    "disable_padded_drafter_batch": True,
+                                                    "parallel_drafting": True})], False),
+])
+def test_async_scheduling_follows_vllms_other_rules(version, serve, on):
+    """VllmConfig turns async scheduling off, left unset, for more than the draft method: the executor, padded
+    drafter batches, the drafter's name (round 72). Asked for, each is refused as vLLM refuses it."""
+    assert read([MODEL, *serve], [], version=version).settings.get("engine.async_scheduling") is on
+    if on is False and "meta-llama/Llama-3.2-1B" not in serve[-1]:  # 0.19 runs a draft model asked for
+        with pytest.raises(ConfigError, match="--async-scheduling: vLLM .* does not run async scheduling with"):
+            read([MODEL, *serve, "--async-scheduling"], [], version=version)
+
+
+def test_mtp_takes_its_count_from_the_drafter_where_vllm_does():
+    """vLLM defaults num_speculative_tokens to the draft model's n_predict (DeepSeek-V3's one MTP layer) when the
+    drafter is named; without a model and a count it refuses the line, as servesim does (round 72)."""
+    spec = {"method": "mtp", "model": "deepseek-ai/DeepSeek-V3"}
+    cmd = read(["deepseek-ai/DeepSeek-V3", "-tp", "8", "--speculative-config", json.dumps(spec)], [])
+    assert cmd.settings["speculative.num_speculative_tokens"] == 1
+    with pytest.raises(ConfigError, match="n_predict"):
+        read(["deepseek-ai/DeepSeek-V3", "-tp", "8", "--speculative-config", '{"method": "mtp"}'], [])
+
+
 def test_max_concurrency_0_is_no_limit_in_019_and_refused_in_033():
     """0.19's client makes its semaphore only for a truthy --max-concurrency (0: no limit); 0.33 refuses <= 0."""
     old = read([MODEL], ["--max-concurrency", "0"], version="0.19.0")
@@ -878,6 +917,15 @@ def test_config_vllm_says_each_setting_its_line_cannot_carry(setting, says, caps
     assert f"note: {says}" in captured.err and captured.out.startswith("vllm serve ")
     assert main(["config", "--vllm"]) == 0
     assert "has no vllm serve flag" not in capsys.readouterr().err
+
+
+def test_config_vllm_prints_capture_sizes_a_vllm_line_reads_back(capsys):
+    """The capture sizes are a list (nargs +): printed as words, and the line read back captures the same largest
+    graph, the largest size within the budget, as the scenario simulated."""
+    assert main(["config", "--vllm", "--set", "engine.cudagraph_capture_sizes=[1,2,4,10000]"]) == 0
+    line = capsys.readouterr().out.split()
+    assert line[line.index("--cudagraph-capture-sizes"):][:5] == ["--cudagraph-capture-sizes", "1", "2", "4", "10000"]
+    assert resolved_engine(capsys, line[3:])["max_cudagraph_capture_size"] == 4
 
 
 def test_config_vllm_speaks_the_scenarios_release(tmp_path, capsys):
@@ -995,28 +1043,66 @@ def test_no_engine_counters_no_spec_decode_keys(tmp_path):
     assert len(keys[0]) == 6 and keys[1] == set()
 
 
+def resolved_engine(capsys, flags: list[str], version: str = "0.33.0") -> dict:
+    """The engine section of the scenario `servesim vllm --config` resolves from a serve line."""
+    assert main(["vllm", "--vllm-version", version, "--config", "serve", MODEL, *flags, "--", "bench", "serve",
+                 "--num-prompts", "10"]) == 0
+    return yaml.safe_load(capsys.readouterr().out)["engine"]
+
+
 @pytest.mark.parametrize("flags, eager, largest", [
-    ([], None, None),
+    ([], False, 512),
     (["-O0"], True, None),  # vLLM's level 0: cudagraph_mode NONE
-    (["-O", "0", "-cc.cudagraph_mode=FULL"], None, None),  # -cc's mode wins over the level's default
+    (["-O", "0", "-cc.cudagraph_mode=FULL"], False, 512),  # -cc's mode wins over the level's default
     (["-cc.cudagraph_mode=none"], True, None),  # vLLM reads the name in any case
-    (["-cc.max_cudagraph_capture_size=8"], None, 8),
-    (["--cudagraph-capture-sizes", "1", "2", "4", "8"], None, 8),
-    (["--compilation-config", '{"cudagraph_capture_sizes": [16, 4]}'], None, 16),
+    (["-cc.max_cudagraph_capture_size=8"], False, 8),
+    (["-cc.max_cudagraph_capture_size=1k"], False, 992),  # 0.33 reads human-readable counts; 1000 on the grid
+    (["-cc", '{"max_cudagraph_capture_size": 1k}'], False, 992),  # inside a config dataclass's JSON too
+    (["--cudagraph-capture-sizes", "1", "2", "4", "8"], False, 8),
+    (["--compilation-config", '{"cudagraph_capture_sizes": [16, 4]}'], False, 16),
+    (["--compilation-config.cudagraph_capture_sizes+", "1,2,4"], False, 4),  # vLLM's list form of a dotted key
+    # sizes above the budget are dropped, as vLLM drops them: the largest graph is 4, not 10,000 (round 72)
+    (["--cudagraph-capture-sizes", "1", "2", "4", "10000"], False, 4),
+    (["--cudagraph-capture-sizes", "1", "2", "4", "10000", "--max-cudagraph-capture-size", "4"], False, 4),
+    (["--cudagraph-capture-sizes", "10000"], False, None),  # none within the budget: every step eager
 ])
-def test_cuda_graphs_however_the_line_gives_them(flags, eager, largest):
+def test_cuda_graphs_however_the_line_gives_them(capsys, flags, eager, largest):
     """-O0, cudagraph_mode NONE, -cc's largest size and the capture sizes were recorded as not modelled, so a line
     without graphs was timed with them (round 70)."""
     cmd = read([MODEL, *flags], [])
-    assert cmd.settings.get("engine.enforce_eager") in ((False, None) if eager is None else (True,))
-    assert cmd.settings.get("engine.max_cudagraph_capture_size") == largest
     assert not any("cudagraph" in k or "optimization" in k for k in cmd.not_modelled)
+    engine = resolved_engine(capsys, flags)
+    assert engine["enforce_eager"] == eager and engine["max_cudagraph_capture_size"] == largest
+
+
+@pytest.mark.parametrize("version, flags, largest", [
+    # vLLM's grid: 1, 2, 4, steps of 8 to 248, of 16 from 256; 0.33 adds the budget and max_num_seqs's decode batch
+    ("0.33.0", ["--max-num-seqs", "5"], 8),  # min(2 x 5, 512) = 10, grid's 8 (5 is captured too)
+    ("0.33.0", ["--max-num-seqs", "150"], 288),  # 300 -> 288
+    ("0.33.0", ["--max-cudagraph-capture-size", "100"], 96),
+    ("0.33.0", ["--max-num-batched-tokens", "100"], 100),  # the budget itself is captured
+    ("0.19.0", ["--max-num-batched-tokens", "100"], 96),  # 0.19 does not add it
+    ("0.19.0", ["--max-num-seqs", "150"], 288),
+    # a decode of 3 tokens (2 drafts): min(5 x 3 x 2, 512) = 30, the grid's 24
+    ("0.33.0", ["--max-num-seqs", "5", "--speculative-config", '{"method":"ngram","num_speculative_tokens":2}'], 24),
+])
+def test_the_largest_cuda_graph_is_on_vllms_grid(capsys, version, flags, largest):
+    """servesim took min(2 x max_num_seqs, 512) or the flag as the largest graph; vLLM captures sizes on its grid,
+    so steps of 9-10 tokens at max_num_seqs 5 ran eager in vLLM and graphed here (round 72)."""
+    assert resolved_engine(capsys, flags, version)["max_cudagraph_capture_size"] == largest
+
+
+@pytest.mark.parametrize("flags", [["--cudagraph-capture-sizes", "1", "2", "--max-cudagraph-capture-size", "8"],
+                                   ["--cudagraph-capture-sizes", "1", "2", "4", "10000",
+                                    "--max-cudagraph-capture-size", "10000"]])  # 10,000 is dropped: 4 is the largest
+def test_capture_sizes_unlike_the_largest_size_are_refused(capsys, flags):
+    assert main(["vllm", "--config", "serve", MODEL, *flags, "--", "bench", "serve", "--num-prompts", "10"]) == 2
+    assert "is not the largest of cudagraph_capture_sizes" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flags, says", [
     (["--max-cudagraph-capture-size", "8", "-cc.max_cudagraph_capture_size=8"], "mutually exclusive"),
     (["--cudagraph-capture-sizes", "4", "-cc.cudagraph_capture_sizes=[4]"], "mutually exclusive"),
-    (["--cudagraph-capture-sizes", "1", "2", "--max-cudagraph-capture-size", "8"], "largest (2) and max_cudagraph"),
     (["--cudagraph-capture-sizes", "1", "x"], "--cudagraph-capture-sizes: integers >= 1"),
     (["-cc.cudagraph_capture_sizes=[0]"], "--compilation-config.cudagraph_capture_sizes: integers >= 1"),
     (["-cc.cudagraph_mode=SOMETIMES"], "--compilation-config.cudagraph_mode: one of NONE"),
