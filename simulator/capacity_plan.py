@@ -72,13 +72,13 @@ class CapacityPlan:
 
 def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib: float | None = None,
          gpu_memory_utilization: float = 0.92, quantization: str | None = None, kv_cache_dtype: str = "auto",
-         weights_gib: float | None = None, tensor_parallel_size: int = 1, block_size: int = 16,
+         weights_gib: float | None = None, tensor_parallel_size: int = 1, block_size: int | None = None,
          disable_hybrid_kv_cache_manager: bool | None = None, max_model_len: int | None = None,
          tokens_per_request: int | None = None, shared_prefix_tokens: int | None = None,
          private_tokens: int | None = None) -> CapacityPlan:
     """How many requests fit one deployment's KV pool: contiguous, paged, and paged with a shared prefix."""
-    from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, check_formats, check_max_model_len,
-                                  check_tensor_parallel, with_formats)
+    from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, attention_block_size, check_formats,
+                                  check_max_model_len, check_tensor_parallel, with_formats)
     from servesim.simulator.hardware import load_hardware
     from servesim.simulator.hybrid_kv import kv_layout
     from servesim.simulator.local_attention import local_attention
@@ -134,7 +134,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
               and local_attention(arch) is None, "the model has no local-attention layers")]
     warnings = [f"{flag} has no effect: {why}" for flag, unused, why in inert if unused]  # as run says of settings
     report = capacity(model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool,
-                      block_size=values["block_size"], max_model_len=max_len, tokens_per_request=tokens,
+                      block_size=values["block_size"] or attention_block_size(arch, hw, kv_cache_dtype),
+                      max_model_len=max_len, tokens_per_request=tokens,
                       shared_prefix_tokens=shared, private_tokens=private, layout=layout)
     if report.usable_blocks < report.max_model_len_blocks:  # as `run` refuses it, in one line
         warnings.append(f"vLLM would not start: the pool's {report.usable_blocks:,} usable blocks cannot hold one "

@@ -494,7 +494,8 @@ def _add_capacity(sub) -> None:
     c.add_argument("--kv-cache-dtype", default="auto", choices=["auto", *KV_CACHE_DTYPES])
     cap("weights_gib", help="weight memory per GPU (default: from the architecture)")
     cap("tensor_parallel_size", "-tp", default=1, help="GPUs sharing the weights and each token's KV heads (vLLM's name)")
-    cap("block_size", default=16)
+    cap("block_size", help="tokens per KV block (default: vLLM's for the model and GPU, 16 but for latent "
+                           "attention's backends)")
     c.add_argument("--disable-hybrid-kv-cache-manager", action=argparse.BooleanOptionalAction, default=None,
                    help="local-attention models: every layer keeps the whole context (default: vLLM's choice)")
     cap("max_model_len", help="contiguous reservation per request (default: the model's)")

@@ -54,7 +54,9 @@ class EngineSettings(Settings):
     max_model_len: Annotated[int, Field(ge=2, le=MAX_TOKENS)] | Literal["auto"] | None = Field(
         None, description="None: the model's max_position_embeddings (a prompt and one token); "
                                                "auto (vLLM's -1): the longest that one request's KV fits in the pool")
-    block_size: int = Field(16, ge=1, le=MAX_BLOCK_SIZE)
+    block_size: int = Field(16, ge=1, le=MAX_BLOCK_SIZE, description=(
+        "tokens per KV block. Not given: vLLM's, 16 unless the attention backend vLLM picks needs another (latent "
+        "attention: 32 on compute capability 10.x, FlashInfer MLA's; 64 on Hopper with an fp8 KV cache, FlashMLA's)"))
     gpu_memory_utilization: float = Field(0.92, gt=0, le=1)
     num_gpu_blocks_override: int | None = Field(None, ge=1, le=MAX_BLOCKS)
     max_num_scheduled_tokens: Tokens | None = Field(
@@ -266,6 +268,7 @@ class ResolvedScenario:
     kv_layout: KVLayout | None = None  # how the KV pool is cut into blocks; always set by resolve
     scheduler: SchedulerSettings | None = None  # vLLM's scheduler config, resolved; always set by resolve
     source: str | None = None  # the scenario file it was read from, if any
+    derived_block_size: bool = False  # engine.block_size not given: the attention backend's (attention_block_size)
 
     def input_files(self) -> list[str]:
         """The files this run reads: whatever it writes must not replace one of them."""
@@ -302,6 +305,8 @@ class ResolvedScenario:
         given |= {f"engine.{k}": getattr(e, k) for k in ("max_num_batched_tokens", "max_num_seqs", "max_model_len",
                                                          "async_scheduling", "max_cudagraph_capture_size")
                   if k in d["engine"] and getattr(e, k) in (None, "auto")}  # auto: fitted to the pool again
+        if self.derived_block_size:  # unset: the attention backend's again, for the GPU and KV dtype as they are
+            given["engine.block_size"] = None
         out = {k: {"from": v, "digest": digest(at(d, k))} for k, v in given.items()
                if v is not None or k not in ("model", "profile")}
         if "profile" in out and sc.profile == "auto":
@@ -550,6 +555,19 @@ def default_graph_tokens(hw: Hardware, e: EngineSettings) -> int:
     return 1024 if blackwell and e.vllm_defaults != "0.19.0" else 512
 
 
+def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str) -> int:
+    """The KV block size vLLM settles on when --block-size is not given (Platform.update_block_size_for_backend):
+    its default 16 unless the first attention backend valid for the model, GPU and KV dtype cannot take it. Of
+    servesim's models only latent attention's backends differ: FlashInfer MLA (32 or 64) leads on compute
+    capability 10.x; on Hopper FlashAttention MLA (16-bit KV only) leads, then FlashMLA (64) for an fp8 KV cache."""
+    major = int(hw.compute_capability) if hw.compute_capability is not None else 0
+    if not arch.is_mla or kv_cache_dtype == "fp8_e5m2":  # e5m2: no FlashInfer MLA nor FlashMLA; Triton's 16
+        return 16
+    if major == 10:
+        return 32
+    return 64 if major == 9 and kv_cache_dtype in ("fp8", "fp8_e4m3") else 16
+
+
 def _capture_grid(ceiling: int) -> list[int]:
     """vLLM's default CUDA-graph capture sizes up to a ceiling: 1, 2, 4, then steps of 8 below 256, of 16 above."""
     return [n for n in (1, 2, 4) if n <= ceiling] + list(range(8, min(ceiling + 1, 256), 8)) + \
@@ -687,6 +705,10 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                        bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
                        host_link_gbps=h.host_link_gbps,
                        gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
+    derived_block_size = "block_size" not in e.model_fields_set
+    if derived_block_size and (size := attention_block_size(arch, hw, e.kv_cache_dtype)) != e.block_size:
+        scenario = scenario.model_copy(update={"engine": e.model_copy(update={"block_size": size})})
+        e = scenario.engine
     if not e.num_gpu_blocks_override and not e.kv_cache_memory_bytes and \
             (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
         raise err
@@ -725,7 +747,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         enable_chunked_prefill=e.enable_chunked_prefill, long_prefill_token_threshold=e.long_prefill_token_threshold,
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
-                            selection.source, async_scheduling, graph_tokens, layout, scheduler)
+                            selection.source, async_scheduling, graph_tokens, layout, scheduler,
+                            derived_block_size=derived_block_size)
 
 
 _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from servesim.simulator.batch import BatchShape
 from servesim.simulator.cli import main
@@ -39,6 +40,29 @@ def test_deepseek_v3_caches_the_latent_vector_not_heads():
     assert m.kv_bytes_per_token_per_gpu(8) == 70_272  # every TP rank holds the whole latent cache
     assert 670e9 < m.num_params < 672e9 and 36e9 < m.matmul_params < 38e9  # 671 B, 37 B active
     assert m.dtype == "fp8" and m.weight_bytes / GIB == pytest.approx(626.7, abs=0.1)
+
+
+@pytest.mark.parametrize("gpu, kv, size", [("b200-sxm", "auto", 32), ("gb300", "fp8", 32),  # FlashInfer MLA's
+                                            ("h200-sxm", "fp8", 64),  # FlashMLA's: FlashAttention MLA is 16-bit only
+                                            ("h200-sxm", "auto", 16), ("h200-sxm", "fp8_e4m3", 64),  # FA MLA: 16
+                                            ("b200-sxm", "fp8_e5m2", 16)])
+def test_latent_attention_takes_the_block_size_of_vllms_backend(tmp_path, capsys, gpu, kv, size):
+    """vLLM's default block size is its attention backend's when --block-size is not given: DeepSeek-V3 on a B200
+    runs blocks of 32 tokens, where servesim ran 16 (round 72). A given size stands, and one servesim chose is
+    chosen again when the GPU changes."""
+    sets = ["model=deepseek-v3", f"hardware.gpu={gpu}", "engine.tensor_parallel_size=8", f"engine.kv_cache_dtype={kv}"]
+    assert main(["config", *(w for s in sets for w in ("--set", s))]) == 0
+    config = capsys.readouterr().out
+    assert yaml.safe_load(config)["engine"]["block_size"] == size
+    assert load(None, [*sets, "engine.block_size=16"]).scenario.engine.block_size == 16
+    (tmp_path / "c.yaml").write_text(config)
+    assert main(["config", str(tmp_path / "c.yaml"), "--set", "hardware.gpu=h200-sxm", "--set",
+                 "engine.kv_cache_dtype=auto"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["engine"]["block_size"] == 16
+    assert main(["capacity", "--model", "deepseek-v3", "--gpu", gpu, "-tp", "8", "--kv-cache-dtype", kv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["block_size"] == size
+    assert main(["config", "--set", f"hardware.gpu={gpu}", "--set", f"engine.kv_cache_dtype={kv}"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["engine"]["block_size"] == 16  # a GQA model: vLLM's 16
 
 
 @pytest.mark.parametrize("name,total,active", [("qwen3-30b-a3b", 30.5e9, 3.0e9), ("qwen3-235b-a22b", 235.1e9, 21.6e9)])
