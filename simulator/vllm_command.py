@@ -1157,9 +1157,12 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
     if model not in hf and "/" not in str(model):
         notes.append(f"{model} is servesim's name, not an HF id: give vLLM the model's HF id or its path")
     rows = _parser("serve", version)[1]
+    derived = ((settings.get("resolved") or {}).get("derived") or {})
     for dest, key in SERVE_SETTINGS.items():
         section, name = key.split(".")
         value = (settings.get(section) or {}).get(name)
+        if key == "engine.async_scheduling" and key in derived:  # left to vLLM, which turns it off where it must
+            continue
         row = rows.get(dest)
         if row is None:  # a setting this release has no flag for
             if section == "engine" and value != engine_defaults.get(name):  # a limit of 0 too: it refuses all

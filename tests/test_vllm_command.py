@@ -928,6 +928,15 @@ def test_config_vllm_prints_capture_sizes_a_vllm_line_reads_back(capsys):
     assert resolved_engine(capsys, line[3:])["max_cudagraph_capture_size"] == 4
 
 
+def test_config_vllm_leaves_async_scheduling_to_vllm_unless_the_scenario_sets_it(capsys):
+    """The printed line said --async-scheduling whenever servesim resolved it on: a user adding a draft method
+    0.19 cannot overlap, as its note invites, got a line vLLM refuses (round 72). Unset, vLLM decides."""
+    assert main(["config", "--vllm", "--vllm-version", "0.19.0"]) == 0
+    assert "async-scheduling" not in capsys.readouterr().out
+    assert main(["config", "--vllm", "--set", "engine.async_scheduling=false"]) == 0
+    assert " --no-async-scheduling" in capsys.readouterr().out
+
+
 def test_config_vllm_speaks_the_scenarios_release(tmp_path, capsys):
     """A scenario made for 0.19 (engine.vllm_defaults) prints a 0.19 line by default: its no- forms and defaults
     (0.33's --disable-prefix-caching was printed, which 0.19 refuses, and a false note that vLLM runs 0.33); a
