@@ -21,6 +21,7 @@ simulated one are compared by the same code; a step log gives `steps` (batch sha
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import sys
@@ -67,6 +68,12 @@ class RealRun:
     @property
     def identity(self) -> str:
         return str((self.records or self.path).resolve())
+
+    @property
+    def content(self) -> str | None:
+        """A digest of the records' bytes: a copy of a run under another name is the same run (None: no file)."""
+        src = Path(self.records or self.path)
+        return hashlib.sha256(src.read_bytes()).hexdigest() if src.is_file() else None
 
     def files(self) -> list[Path]:
         """What it was read from, for writers to leave alone: the records, and the meta.json and timeseries.csv

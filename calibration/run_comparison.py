@@ -8,7 +8,6 @@ with. Repeats of one workload (several REAL files) give the real runs' own sprea
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -306,8 +305,7 @@ def _check_repeats(real_paths: list[str], runs: list) -> None:
             raise ConfigError(str(r.path), f"not a repeat of {first.path}: its requests differ (count, prompt or "
                                            f"output lengths); compare one workload's repeats at a time")
     for p, r in zip(real_paths, runs):  # a copy of a run is no repeat either: its spread would be 0
-        if r.records is not None and r.records.is_file():
-            digest = hashlib.sha256(r.records.read_bytes()).hexdigest()
+        if (digest := r.content) is not None:
             if digest in contents:
                 raise ConfigError(str(p), f"holds the same records, byte for byte, as {contents[digest]}: a copy of "
                                           f"one run is no repeat; give each measured run once")

@@ -128,6 +128,11 @@ def _checked_inputs(train: list[RealRun], held_out: list[RealRun], terms: list[s
     same = {r.identity for r in train} & {r.identity for r in held_out}  # under any name of the run
     if same:
         raise ConfigError("--held-out", f"{', '.join(sorted(same))} is also fitted on: a held-out run must be unseen")
+    fitted = {r.content: r.name for r in train if r.content is not None}
+    for r in held_out:  # a copy of a fitted run: its error would be the training error
+        if r.content in fitted:
+            raise ConfigError("--held-out", f"{r.name} holds the same records, byte for byte, as {fitted[r.content]}, "
+                                            f"which is fitted on: a held-out run must be unseen")
     return terms
 
 

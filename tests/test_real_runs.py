@@ -6,6 +6,7 @@ a fit must recover the step-time terms the run was made with.
 """
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -425,6 +426,10 @@ def test_a_run_named_by_its_records_file_is_the_same_run(tmp_path, capsys):
     assert "engine.max_num_seqs=128" in runs[0].sets and len({r.identity for r in runs}) == 1
     with pytest.raises(ConfigError, match="is also fitted on"):
         fit_serving([runs[0]], [runs[2]], None, ["hardware.gpu=rtx-pro-6000"])
+    copy = tmp_path / "copy"  # and a copy under another path: its "held-out" error was the training error (round 72)
+    shutil.copytree(root, copy)
+    with pytest.raises(ConfigError, match="holds the same records, byte for byte, as .*which is fitted on"):
+        fit_serving([runs[0]], [read_run(copy)], None, ["hardware.gpu=rtx-pro-6000"])
     assert main(["compare", str(names[0]), str(names[1]), "--out", str(tmp_path)]) == 2
     assert "given twice (the same records under another name)" in capsys.readouterr().err
 

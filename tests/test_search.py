@@ -87,12 +87,30 @@ def test_min_replicas_is_the_smallest_cluster_meeting_the_slo():
     r = min_replicas(SCEN, SETS, slos, rate=10)
     n = r["replicas"]
     assert n and n > 1 and r["fails_with"] == n - 1
+    length = [f"workload.{kv}" for kv in r["run_length"].split(" and ")]  # where it was found
 
     def with_n(k):
-        return simulate(load(SCEN, SETS + ["workload.arrival.rate=10", f"cluster.replicas={k}"])).summary
+        return simulate(load(SCEN, SETS + length + ["workload.arrival.rate=10", f"cluster.replicas={k}"])).summary
 
     assert meets(with_n(n), slos) and not meets(with_n(n - 1), slos)
     assert min_replicas(SCEN, SETS, slos, rate=20)["replicas"] > n  # twice the traffic, more replicas
+
+
+def test_min_replicas_holds_at_twice_the_run_it_was_found_at():
+    """3 replicas of the default deployment met p99 TPOT 12 ms at 60 req/s over 150 requests and missed it over
+    300 (each replica past its steady capacity): the count must hold at twice the run length (round 72)."""
+    from servesim.simulator.search import min_replicas
+
+    slos = parse_slos(["ttft_p99_ms=300", "tpot_p99_ms=12"])
+    r = min_replicas(None, ["workload.num_requests=150"], slos, rate=60)
+    assert r["stable"] is True and r["replicas"] >= 4
+    found = int(r["run_length"].removeprefix("num_requests="))
+    twice = simulate(load(None, [f"workload.num_requests={2 * found}", "workload.arrival.rate=60",
+                                 f"cluster.replicas={r['replicas']}"])).summary
+    assert meets(twice, slos)
+    short = simulate(load(None, ["workload.num_requests=150", "workload.arrival.rate=60",
+                                 "cluster.replicas=3"])).summary
+    assert meets(short, slos)  # what the search answered before: it held only over the short run
 
 
 def test_a_searched_replica_count_does_not_call_the_router_inert(capsys):
