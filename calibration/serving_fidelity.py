@@ -89,6 +89,7 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
     from servesim.calibration.error_bands import error_bands, write_bands
     from servesim.calibration.serving_fit import fit_serving
     from servesim.calibration.validate import make_out_dir, write_command
+    from servesim.simulator.config import collected_warnings
     from servesim.simulator.profile_select import cost_model_kind
 
     root = Path(root)
@@ -104,7 +105,9 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
             inline = rs.profile.model_dump(mode="json") | {"overhead": None}  # the profile the run used, --set or not
             kernels = dataclasses.replace(run, sets=[s for s in run.sets if not _sets_profile(s)]
                                           + [f"profile={json.dumps(inline)}"])
-            sims["sim_kernels_only"] = simulate_run(kernels, None, [s for s in sets or [] if not _sets_profile(s)])[1]
+            with collected_warnings():  # about this variant's profile (no overhead terms), not the user's run
+                sims["sim_kernels_only"] = simulate_run(kernels, None,
+                                                        [s for s in sets or [] if not _sets_profile(s)])[1]
         fit = None
         if leave_one_out:
             fit = fit_serving([r for j, r in enumerate(runs) if j != i], [run], None, sets, terms, max_evals)

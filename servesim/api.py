@@ -19,6 +19,7 @@ from typing import Any, Union
 
 import numpy as np
 import pandas as pd
+from pydantic import BaseModel
 
 from servesim.api_args import checked_args, plain_values
 from servesim.simulator.capacity_plan import plan
@@ -94,11 +95,23 @@ def _source(scenario: ScenarioLike):
     if scenario is None or isinstance(scenario, (str, os.PathLike)):
         return None if scenario is None else str(Path(scenario))
     if isinstance(scenario, Scenario):
-        return scenario.model_dump(mode="json", exclude_unset=True)  # unset stays unset: derived again
+        return _given(scenario)  # unset stays unset: derived again; load checks every value given
     if isinstance(scenario, Mapping):
         return plain_values(scenario)
     raise ConfigError("scenario", f"a YAML path, a mapping of settings, a Scenario or None; got "
                                   f"{type(scenario).__name__}")
+
+
+def _given(model: BaseModel) -> dict:
+    """A settings object's values as given, at construction or by assignment since, however deep: pydantic's
+    exclude_unset drops an edit inside a section left at its default (scenario.workload.num_requests = 20 on
+    Scenario()), which ran as if never made (round 72)."""
+    out = model.model_dump(mode="json", exclude_unset=True)
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, BaseModel) and (inner := _given(value)):
+            out[name] = (out.get(name) or {}) | inner
+    return out
 
 
 @checked_args

@@ -381,6 +381,7 @@ class RunResult:
     _itl_distribution: tuple | None = None
     _requests: object = None
     _steps: object = None
+    _summary_text: str | None = None  # summary.json as the run measured it: write() writes this, not later edits
 
     @property
     def itl_distribution(self) -> tuple[np.ndarray, np.ndarray]:
@@ -483,6 +484,7 @@ class RunResult:
         largest = {"max_tokens": steps["scheduled_tokens"].max(), "max_seqs": steps["num_seqs"].max(),
                    "max_decode_context_tokens": steps["decode_context_tokens"].max()} if len(ends) else {}
         result.summary["cost_model_warnings"] = extrapolation_warnings(rs.profile, largest)
+        result._summary_text = json.dumps(result.summary, indent=2) + "\n"
         return result
 
     def _summarize(self, finished: np.ndarray, sim_end: float, replicas: int = 1, prefill_only: int = 0,
@@ -642,7 +644,14 @@ class RunResult:
             say_once([f"servesim: note: removed workload.jsonl: an earlier run's in {out}, which this run did not "
                       f"write"])
         (out / "config.yaml").write_text(dump_yaml(self._repeatable_config(out)))
-        (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
+        summary = json.dumps(self.summary, indent=2) + "\n"
+        if self._summary_text is not None and summary != self._summary_text:  # the tables beside it are the run's
+            from servesim.simulator.config import say_once
+
+            say_once(["servesim: warning: RunResult.summary was edited after the run: summary.json holds what the "
+                      "run measured, as its tables beside it do"])
+            summary = self._summary_text
+        (out / "summary.json").write_text(summary)
         write_parquet(self.request_columns, out / "requests.parquet", TEXT_COLUMNS)
         write_parquet(self.step_columns, out / "steps.parquet")
         return out

@@ -37,6 +37,34 @@ def test_a_scenario_is_a_path_a_mapping_or_a_scenario_object():
     assert data == yaml.safe_load(open("docs/scenarios/essay-batching.yaml"))  # the caller's mapping is not changed
 
 
+def test_edits_to_a_scenario_object_are_simulated_and_checked():
+    """An edit inside a section left at its default was dropped (Scenario() with workload.num_requests = 20 ran
+    1,000 requests), and a bad value assigned ran unchecked (round 72)."""
+    from servesim.simulator.errors import ConfigError
+
+    s = servesim.Scenario()
+    s.workload.num_requests = 20
+    s.workload.arrival.rate = 40.0
+    assert servesim.simulate(s).summary == servesim.simulate(None, {"workload.num_requests": 20,
+                                                                    "workload.arrival.rate": 40.0}).summary
+    edited = servesim.resolve(None, SMALL).scenario
+    edited.workload.arrival.rate = 2.0
+    assert servesim.simulate(edited).summary == servesim.simulate(None, SMALL | {"workload.arrival.rate": 2.0}).summary
+    edited.engine.max_num_seqs = -5
+    with pytest.raises(ConfigError, match="engine.max_num_seqs"):
+        servesim.simulate(edited)
+
+
+def test_write_writes_the_run_as_simulated(tmp_path, capsys):
+    """An edited summary was written beside tables that said otherwise (round 72): write keeps to the run."""
+    run = servesim.simulate(None, SMALL)
+    measured = json.loads(json.dumps(run.summary))
+    run.summary["p99_ttft_ms"] = -5
+    run.write(tmp_path)
+    assert json.loads((tmp_path / "summary.json").read_text()) == measured
+    assert "RunResult.summary was edited after the run" in capsys.readouterr().err
+
+
 def test_requests_replace_the_workload():
     specs = [servesim.RequestSpec(i, 0.1 * i, 100 + i, 5) for i in range(10)]
     run = servesim.simulate(None, requests=specs)
