@@ -79,7 +79,8 @@ class EngineSettings(Settings):
     disable_hybrid_kv_cache_manager: bool | None = Field(
         None, description="models with local-attention layers: true gives every layer the whole context's KV instead "
                           "of dropping what local layers no longer read. None: vLLM's default, the hybrid manager on "
-                          "for sliding windows and off for chunked local attention (Llama 4)")
+                          "for sliding windows and chunked local attention (Llama 4) alike; off in 0.19 beside a KV "
+                          "connector (disaggregation)")
     enable_expert_parallel: bool = Field(
         False, description="MoE: whole experts spread over the tensor_parallel_size x data_parallel_size GPUs, "
                            "instead of every expert split over the TP group")
@@ -574,11 +575,13 @@ def _capture_grid(ceiling: int) -> list[int]:
         list(range(256, ceiling + 1, 16))
 
 
-def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, decode_query_len: int) -> int:
+def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, decode_query_len: int,
+                       arch: ModelArchitecture | None = None) -> int:
     """The largest step vLLM captures in a CUDA graph (VllmConfig._set_cudagraph_sizes): given sizes, those within
-    the budget; else the grid up to the ceiling (the setting or vLLM's default, at most the budget), to which 0.33
-    adds the budget when the ceiling reaches it (its decode batches, added too, lie under the grid's largest).
-    0: none (eager). Given sizes and a largest size that disagree are refused, as vLLM refuses them."""
+    the budget; else the grid up to the ceiling (the setting; gpt-oss's 1024, which its model config sets when
+    neither is given; else vLLM's default; at most the budget), to which 0.33 adds the budget when the ceiling
+    reaches it (its decode batches, added too, lie under the grid's largest). 0: none (eager). Given sizes and a
+    largest size that disagree are refused, as vLLM refuses them."""
     if e.enforce_eager:
         return 0
     if e.cudagraph_capture_sizes is not None:
@@ -589,8 +592,8 @@ def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, 
                                                                    f"max_num_batched_tokens ({tokens}): {largest}; "
                                                                    f"vLLM refuses them given unlike")
         return largest
-    ceiling = min(e.max_cudagraph_capture_size or min(2 * seqs * decode_query_len, default_graph_tokens(hw, e)),
-                  tokens)
+    given = e.max_cudagraph_capture_size or (1024 if arch is not None and arch.hf_model_type == "gpt_oss" else None)
+    ceiling = min(given or min(2 * seqs * decode_query_len, default_graph_tokens(hw, e)), tokens)
     return tokens if ceiling == tokens and e.vllm_defaults != "0.19.0" else max(_capture_grid(ceiling))
 
 
@@ -721,7 +724,10 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     max_model_len = check_max_model_len(arch, None if e.max_model_len == "auto" else e.max_model_len,
                                         "engine.max_model_len", e.vllm_defaults)
     tokens, seqs = _budgets(e, hw, max_model_len)
-    layout = kv_layout(arch, tp, e.disable_hybrid_kv_cache_manager)
+    disable_hybrid = e.disable_hybrid_kv_cache_manager
+    if disable_hybrid is None and e.vllm_defaults == "0.19.0" and scenario.cluster.prefill_replicas:
+        disable_hybrid = True  # 0.19 turns the hybrid manager off beside a KV connector, which disaggregation needs
+    layout = kv_layout(arch, tp, disable_hybrid)
     # vLLM's SchedulerConfig refuses it, against the length before an auto-fit to the pool (which comes later)
     if e.long_prefill_token_threshold > max_model_len:
         raise ConfigError("engine.long_prefill_token_threshold", f"{e.long_prefill_token_threshold} is above "
@@ -730,7 +736,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     async_scheduling = True if e.async_scheduling is None else e.async_scheduling
     sp = scenario.speculative
     decode_query_len = 1 + (sp.num_speculative_tokens if sp.method != "none" else 0)  # tokens a decode schedules
-    graph_tokens = largest_cuda_graph(e, hw, seqs, tokens, decode_query_len)
+    graph_tokens = largest_cuda_graph(e, hw, seqs, tokens, decode_query_len, arch)
     cost_model = build_cost_model(profile, arch, hw, tp, gpu=h.gpu, cudagraph_max_tokens=graph_tokens, expert_parallel=ep,
                                   data_parallel_size=dp, routing=routing,
                                   async_scheduling=async_scheduling)

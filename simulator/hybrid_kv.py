@@ -59,12 +59,11 @@ class KVLayout:
 def kv_layout(arch, tensor_parallel_size: int = 1, disable_hybrid: bool | None = None) -> KVLayout:
     """vLLM's KV cache groups for `arch` on one GPU of the TP group. disable_hybrid (engine.
     disable_hybrid_kv_cache_manager) keeps every layer whole; None is vLLM's default: the hybrid manager on,
-    except for chunked local attention, where vLLM turns it off (a latency regression, vLLM says)."""
+    chunked local attention included (VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 1; what turns
+    it off, an EAGLE drafter or 0.19's KV connector, is decided by the caller)."""
     layers = arch.num_hidden_layers
     per_layer = arch.kv_bytes_per_token_per_gpu(tensor_parallel_size) // layers
     local = local_attention(arch)
-    if disable_hybrid is None:
-        disable_hybrid = local is not None and local.chunked
     if local is None or disable_hybrid:
         return KVLayout(per_layer, layers)
     n_local, n_full = local.local_layers, layers - local.local_layers

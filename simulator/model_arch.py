@@ -46,6 +46,8 @@ class ModelArchitecture(Settings):
     model_config = ConfigDict(frozen=True)
 
     name: str = "custom"
+    hf_model_type: str | None = Field(default=None, description="the HF config's model_type (gpt_oss, ...), by "
+                                                                "which vLLM updates some settings per model")
     num_hidden_layers: PositiveInt
     hidden_size: PositiveInt
     num_attention_heads: PositiveInt
@@ -493,6 +495,7 @@ def _from_hf(data: dict, source: str) -> dict:
         if (older := _rope_length(data, length, "0.19.0")) != out["max_position_embeddings"]:
             out["max_model_len_0_19"] = older
     out.update(_local_layers(data, family))
+    out["hf_model_type"] = family
     for hf, ours in HF_FAMILIES[family].items():
         if data.get(hf) is not None:
             out[ours] = data[hf]

@@ -389,6 +389,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     speculation, method, spec_config = _speculation(serve, version, not_modelled, arch)
     settings.update(speculation)
     _async_scheduling(serve, version, method, spec_config, settings)
+    _hybrid_manager(serve, version, method, arch, settings)
     options, workload = _bench(bench, not_modelled, version)
     options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
     options.server_counters = not serve.get("disable_log_stats")  # no stat loggers: /metrics has no vllm: series
@@ -598,6 +599,9 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
     if unknown:
         raise ConfigError(f"{field}.{unknown[0]}", f"not a key of vLLM {version}'s SpeculativeConfig (it forbids "
                                                    f"others): {', '.join(table['keys'][:6])}, ...")
+    if "tensor_parallel_size" in config:  # SpeculativeConfig's field, which its _verify_args refuses to be given
+        raise ConfigError(f"{field}.tensor_parallel_size", "not a valid argument in the speculative_config: pass "
+                                                           "draft_tensor_parallel_size instead, as vLLM says")
     # vLLM's SpeculativeConfig.__post_init__: no method, a model "ngram" (or "[ngram]") is n-gram, another a draft
     method = config.get("method") or (("ngram" if config.get("model") in ("ngram", "[ngram]") else "draft_model")
                                       if config.get("model") else None)
@@ -644,6 +648,26 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
 # the serve flags that decide vLLM's CUDA graphs, besides those of SERVE_SETTINGS
 GRAPH_FLAGS = ("compilation_config", "optimization_level")
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")  # CompilationConfig's
+
+
+def _hybrid_manager(serve: dict, version: str, method: str | None, arch, out: dict) -> None:
+    """What turns vLLM's hybrid KV cache manager off where the line leaves it unset (VllmConfig): chunked local
+    attention beside an EAGLE-type drafter (use_eagle), and in 0.19 KV events or a KV connector; the first two
+    refuse it enabled, as vLLM does."""
+    from servesim.simulator.local_attention import local_attention
+
+    local = local_attention(arch) if arch is not None else None
+    eagle = method in ("eagle", "eagle3", "mtp") + (("dflash", "dspark") if version != "0.19.0" else ())
+    refusing = [why for off, why in ((local is not None and local.chunked and eagle,
+                                      f"chunked local attention beside {method} drafts"),
+                                     (version == "0.19.0" and serve.get("kv_events_config") is not None,
+                                      "--kv-events-config")) if off]
+    given = serve.get("disable_hybrid_kv_cache_manager")
+    if given is False and refusing:
+        raise ConfigError(_flag("serve", "disable_hybrid_kv_cache_manager", version),
+                          f"the hybrid KV cache manager enabled, with {refusing[0]}: vLLM {version} refuses it")
+    if given is None and (refusing or version == "0.19.0" and serve.get("kv_transfer_config") is not None):
+        out["engine.disable_hybrid_kv_cache_manager"] = True
 
 
 def _drafter_by_name(method: str | None, model, version: str) -> str | None:

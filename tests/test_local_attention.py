@@ -153,9 +153,11 @@ def test_gpt_oss_hybrid_layout_by_hand():
     assert (off.group_layers, off.local_groups, off.page_bytes_per_token) == (36, 0, 73_728)
 
 
-def test_llama4_defaults_to_vllms_choice_hybrid_off_for_chunks():
+def test_llama4_defaults_to_vllms_choice_hybrid_on_for_chunks():
+    """VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 1 (0.19 and 0.33): the manager stays on for
+    chunked attention; servesim turned it off, a pool some 4x too small for long contexts (round 73)."""
     m = load_model("llama-4-scout")
-    assert kv_layout(m).local_groups == 0  # vLLM disables the hybrid manager for chunked local attention
+    assert kv_layout(m).local_groups == 3 and kv_layout(m, disable_hybrid=True).local_groups == 0
     lay = kv_layout(m, disable_hybrid=False)
     assert (lay.group_layers, lay.local_groups) == (12, 3)  # 12 NoPE full layers, 36 chunked in three groups
     # 20,000 tokens: 1,250 full blocks; the chunk from 16,384 keeps blocks 1,024..1,249 in each local group

@@ -864,6 +864,51 @@ def test_async_scheduling_follows_vllms_other_rules(version, serve, on):
             read([MODEL, *serve, "--async-scheduling"], [], version=version)
 
 
+SCOUT = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
+EAGLE_SPEC = json.dumps({"method": "eagle", "model": "some/eagle-llama4", "num_speculative_tokens": 3})
+
+
+@pytest.mark.parametrize("version, model, serve, disabled", [
+    ("0.33.0", SCOUT, [], None),  # vLLM's default: on, chunked attention too
+    ("0.33.0", SCOUT, ["--speculative-config", EAGLE_SPEC], True),  # chunked + an EAGLE drafter: off
+    ("0.19.0", SCOUT, ["--speculative-config", EAGLE_SPEC], True),
+    ("0.33.0", MODEL, ["--speculative-config", EAGLE_SPEC], None),  # no chunked layers: nothing to turn off
+    ("0.19.0", "openai/gpt-oss-120b", ["--kv-transfer-config", '{"kv_connector": "NixlConnector", '
+                                                               '"kv_role": "kv_both"}'], True),  # 0.19's connector
+    ("0.33.0", "openai/gpt-oss-120b", ["--kv-transfer-config", '{"kv_connector": "NixlConnector", '
+                                                               '"kv_role": "kv_both"}'], None),  # supports HMA
+    ("0.19.0", "openai/gpt-oss-120b", ["--kv-events-config", '{"enable_kv_cache_events": true}'], True),
+])
+def test_the_hybrid_kv_cache_manager_is_off_where_vllm_turns_it_off(version, model, serve, disabled):
+    """VllmConfig turns the manager off, left unset, beside an EAGLE-type drafter on chunked attention, and in
+    0.19 beside KV events or a KV connector (round 73)."""
+    cmd = read([model, "-tp", "8", *serve], [], version=version)
+    assert cmd.settings.get("engine.disable_hybrid_kv_cache_manager") is disabled
+    if disabled and "kv-transfer" not in serve[0]:  # asked for there, vLLM refuses the line
+        with pytest.raises(ConfigError, match="hybrid KV cache manager enabled, with"):
+            read([model, "-tp", "8", *serve, "--no-disable-hybrid-kv-cache-manager"], [], version=version)
+
+
+def test_019_disaggregation_runs_without_the_hybrid_manager(capsys):
+    """0.19 turns the hybrid manager off beside the KV connector disaggregation needs: gpt-oss's P/D instances
+    hold every layer whole, a smaller pool than the one simulated with it on (round 73)."""
+    sets = ["model=gpt-oss-120b", "engine.vllm_defaults=0.19.0", "cluster.prefill_replicas=1"]
+    from servesim.simulator.config import load
+
+    assert load(None, sets).kv_layout.local_groups == 0
+    assert load(None, sets[:2]).kv_layout.local_groups > 0
+    assert load(None, sets[::2]).kv_layout.local_groups > 0  # 0.33's NixlConnector supports it
+
+
+@pytest.mark.parametrize("version", ["0.19.0", "0.33.0"])
+def test_a_speculative_tensor_parallel_size_is_refused_as_vllm_refuses_it(version):
+    """SpeculativeConfig._verify_args refuses tensor_parallel_size (draft_tensor_parallel_size is the key): it
+    was recorded as not modelled, a line vLLM does not start (round 73)."""
+    spec = json.dumps({"method": "ngram", "num_speculative_tokens": 3, "tensor_parallel_size": 1})
+    with pytest.raises(ConfigError, match="--speculative-config.tensor_parallel_size: not a valid argument"):
+        read([MODEL, "--speculative-config", spec], [], version=version)
+
+
 def test_mtp_takes_its_count_from_the_drafter_where_vllm_does():
     """vLLM defaults num_speculative_tokens to the draft model's n_predict (DeepSeek-V3's one MTP layer) when the
     drafter is named; without a model and a count it refuses the line, as servesim does (round 72)."""
@@ -1099,6 +1144,19 @@ def test_the_largest_cuda_graph_is_on_vllms_grid(capsys, version, flags, largest
     """servesim took min(2 x max_num_seqs, 512) or the flag as the largest graph; vLLM captures sizes on its grid,
     so steps of 9-10 tokens at max_num_seqs 5 ran eager in vLLM and graphed here (round 72)."""
     assert resolved_engine(capsys, flags, version)["max_cudagraph_capture_size"] == largest
+
+
+@pytest.mark.parametrize("version", ["0.19.0", "0.33.0"])
+def test_gpt_oss_captures_graphs_up_to_its_own_1024(capsys, version):
+    """vLLM's gpt-oss model config raises the capture ceiling to 1024 when neither size flag is given: servesim
+    timed its 513-1,024-token steps eager (round 73)."""
+    def largest(*flags):
+        assert main(["vllm", "--vllm-version", version, "--gpu", "h200-sxm", "--config", "serve", "openai/gpt-oss-120b",
+                     *flags, "--", "bench", "serve", "--num-prompts", "10"]) == 0
+        return yaml.safe_load(capsys.readouterr().out)["engine"]["max_cudagraph_capture_size"]
+
+    assert largest() == largest("--max-num-seqs", "64") == 1024
+    assert largest("--max-cudagraph-capture-size", "256") == 256  # a size given stands
 
 
 @pytest.mark.parametrize("flags", [["--cudagraph-capture-sizes", "1", "2", "--max-cudagraph-capture-size", "8"],
