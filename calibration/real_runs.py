@@ -69,6 +69,14 @@ class RealRun:
     def identity(self) -> str:
         return str((self.records or self.path).resolve())
 
+    def measured_requests(self) -> set:
+        """Each request as measured (arrival, lengths, end-to-end latency): a run whose requests these are is this
+        run's records, however its file was edited or cut; a repeat of its workload measures other latencies."""
+        if self.requests is None:
+            return set()
+        cols = self.requests[["arrival_time", "prompt_tokens", "output_tokens", "e2el"]]
+        return set(cols.itertuples(index=False, name=None))
+
     @property
     def content(self) -> str | None:
         """A digest of the records' bytes: a copy of a run under another name is the same run (None: no file)."""

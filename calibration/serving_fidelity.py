@@ -110,7 +110,13 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
                                                         [s for s in sets or [] if not _sets_profile(s)])[1]
         fit = None
         if leave_one_out:
-            fit = fit_serving([r for j, r in enumerate(runs) if j != i], [run], None, sets, terms, max_evals)
+            try:
+                fit = fit_serving([r for j, r in enumerate(runs) if j != i], [run], None, sets, terms, max_evals)
+            except ConfigError as exc:  # said of this command's input: it has no --held-out
+                if exc.field != "--held-out":
+                    raise
+                raise ConfigError("--data", f"{exc.message} (--leave-one-out holds each run out in turn: give each "
+                                            f"run once)") from None
             sims["sim_fitted"] = fit.held_out_results[0]
         t = run_table(run, sims)
         tables.append(t)

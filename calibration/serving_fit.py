@@ -128,11 +128,14 @@ def _checked_inputs(train: list[RealRun], held_out: list[RealRun], terms: list[s
     same = {r.identity for r in train} & {r.identity for r in held_out}  # under any name of the run
     if same:
         raise ConfigError("--held-out", f"{', '.join(sorted(same))} is also fitted on: a held-out run must be unseen")
-    fitted = {r.content: r.name for r in train if r.content is not None}
-    for r in held_out:  # a copy of a fitted run: its error would be the training error
-        if r.content in fitted:
-            raise ConfigError("--held-out", f"{r.name} holds the same records, byte for byte, as {fitted[r.content]}, "
-                                            f"which is fitted on: a held-out run must be unseen")
+    fitted = [(r.name, r.measured_requests()) for r in train]
+    for r in held_out:  # a copy of a fitted run (edited, renumbered or cut): its error would be a training error
+        mine = r.measured_requests()
+        for name, seen in fitted:
+            if mine and len(mine & seen) * 2 > len(mine):
+                raise ConfigError("--held-out", f"{r.name}: {len(mine & seen)} of its {len(mine)} requests are "
+                                                f"{name}'s as measured (arrival, lengths, latency), which is fitted "
+                                                f"on: a held-out run must be unseen")
     return terms
 
 

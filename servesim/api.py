@@ -111,6 +111,8 @@ def _given(model: BaseModel) -> dict:
         value = getattr(model, name)
         if isinstance(value, BaseModel) and (inner := _given(value)):
             out[name] = (out.get(name) or {}) | inner
+        elif isinstance(value, bool) and name in out:  # assigned unchecked: True where a number goes is refused
+            out[name] = value
     return out
 
 
@@ -121,6 +123,10 @@ def resolve(scenario: ScenarioLike = None, overrides: Overrides = None) -> Resol
     if isinstance(scenario, ResolvedScenario):
         if overrides:
             raise ConfigError("overrides", "a ResolvedScenario is final; override its .scenario instead")
+        if scenario.scenario_text and scenario.scenario.model_dump_json() != scenario.scenario_text:
+            raise ConfigError("scenario", "a ResolvedScenario whose .scenario was edited after it was resolved "
+                                          "(its derived values are the old ones): pass the edited .scenario itself, "
+                                          "resolved again with every value checked")
         return scenario
     return load(_source(scenario), _settings(overrides))
 

@@ -174,6 +174,10 @@ class SpeculativeSettings(Settings):
         None, description="probabilities of accepting 0, 1, ..., k drafts (overrides acceptance_rate)")
     draft_cost_ratio: float = Field(
         0.05, ge=0, le=100, description="one draft token costs this fraction of a target decode step of the same batch")
+    eagle_block_drop: bool = Field(
+        False, description="vLLM's EAGLE-type drafters (EAGLE, EAGLE3, MTP) read the hidden state of the token after "
+                           "each position: a prefix-cache hit gives back its last block to be computed again "
+                           "(servesim vllm sets it for those methods)")
 
     @model_validator(mode="after")
     def _dist(self):
@@ -270,6 +274,7 @@ class ResolvedScenario:
     scheduler: SchedulerSettings | None = None  # vLLM's scheduler config, resolved; always set by resolve
     source: str | None = None  # the scenario file it was read from, if any
     derived_block_size: bool = False  # engine.block_size not given: the attention backend's (attention_block_size)
+    scenario_text: str = ""  # the scenario as resolved: the API refuses one edited since (api.simulate)
 
     def input_files(self) -> list[str]:
         """The files this run reads: whatever it writes must not replace one of them."""
@@ -710,8 +715,9 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                        gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
     derived_block_size = "block_size" not in e.model_fields_set
     if derived_block_size and (size := attention_block_size(arch, hw, e.kv_cache_dtype)) != e.block_size:
-        scenario = scenario.model_copy(update={"engine": e.model_copy(update={"block_size": size})})
-        e = scenario.engine
+        e = e.model_copy(update={"block_size": size})
+        e.__pydantic_fields_set__.discard("block_size")  # still unset: derived again from this scenario
+        scenario = scenario.model_copy(update={"engine": e})
     if not e.num_gpu_blocks_override and not e.kv_cache_memory_bytes and \
             (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
         raise err
@@ -754,7 +760,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens, layout, scheduler,
-                            derived_block_size=derived_block_size)
+                            derived_block_size=derived_block_size, scenario_text=scenario.model_dump_json())
 
 
 _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once

@@ -190,6 +190,8 @@ class PrefixCachingKVManager(KVBlockManager):
         """The leading blocks registered at the step they fill; the rest wait until req is freed (class doc)."""
         return self.shared_blocks(req) if req.lazy_keys else 1 << 62
 
+    drop_last_hit = False  # EAGLE-type drafts: vLLM computes a hit's last block again (speculative.eagle_block_drop)
+
     def lookup(self, req) -> tuple[list[int], int]:
         """The longest run of cached leading blocks, capped so that one token is left to compute."""
         most = (req.num_tokens - 1) // self.block_size
@@ -200,6 +202,8 @@ class PrefixCachingKVManager(KVBlockManager):
                 if b is None:
                     break
                 hits.append(b)
+        if self.drop_last_hit and hits:
+            hits.pop()
         return hits, len(hits) * self.block_size
 
     def allocate_slots(self, req, num_new_tokens: int,

@@ -295,9 +295,10 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
                  most: int = 256) -> dict:
     """The fewest replicas meeting every SLO, at a run length where the answer holds: a fleet that a short run
     finds enough can queue without bound (3 replicas at 60 req/s, each past its steady capacity, met a TPOT SLO
-    over 150 requests and missed it over 300, round 72). The count found must also hold at twice the run length,
-    else it is searched again from there, at most STABILITY_DOUBLINGS times; `stable` and `run_length` say where
-    it stopped (a trace's further rows are other requests: not checked)."""
+    over 150 requests and missed it over 300, round 72; 4 held over 600 and missed over 1,200, round 73). The
+    count found must hold at twice and four times the run length it was found at (as max-rate's two agreeing
+    lengths and its check at twice the later), else it is searched again where it failed, up to 16x the
+    scenario's length; `stable` and `run_length` say where it stopped (a trace: not checked)."""
     from servesim.simulator.config import load, override
     from servesim.simulator.engine import simulate
     from servesim.simulator.inert_settings import varying
@@ -329,25 +330,30 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
                                   f"engine.block_size holds more)"
     most = max(1, min(most, held))
     r = _fewest(runner(0), slos, most, why)
-    runs, answers = r["runs"], [r["replicas"]]
+    runs, answers, found_at, held, doubling = r["runs"], [r["replicas"]], 0, 0, 0
     if r["replicas"] is None or not lengths or any(k == "workload.limit" for k, _ in lengths):
         return r | {"stable": None, "run_length": _length_text(lengths, 1)}  # nothing to check, or a trace
-    for doubling in range(1, STABILITY_DOUBLINGS + 1):
+    while held < 2 and doubling <= STABILITY_DOUBLINGS:  # as max-rate: two lengths agree, and twice the later holds
+        doubling += 1
         run = runner(doubling)
         check = run(r["replicas"])
         runs += 1
         if meets(check, slos):
-            return r | {"runs": runs, "stable": True, "run_length": _length_text(lengths, 2**(doubling - 1))}
+            held += 1
+            continue
         r = _fewest(run, slos, most, why, low=r["replicas"], at_low=check)
         runs += r["runs"]
         answers.append(r["replicas"])
+        found_at, held = doubling, 0
         if r["replicas"] is None:
             break
+    out = r | {"runs": runs, "run_length": _length_text(lengths, 2**found_at)}
+    if held == 2:
+        return out | {"stable": True}
     grew = " -> ".join(str(a) if a else "none" for a in answers)
-    return r | {"runs": runs, "stable": False, "run_length": _length_text(lengths, 2**(len(answers) - 1)),
-                "reason": r.get("reason") or f"not stable: the fewest replicas grew ({grew}) as the run doubled to "
-                                             f"{_length_text(lengths, 2**(len(answers) - 1))}; a longer run may "
-                                             f"need more"}
+    return out | {"stable": False, "reason": r.get("reason") or f"not stable: the fewest replicas grew ({grew}) as "
+                                                                f"the run doubled to {_length_text(lengths, 2**doubling)}"
+                                                                f"; a longer run may need more"}
 
 
 def _fewest(run, slos: dict, most: int, why: str, low: int = 0, at_low: dict | None = None) -> dict:

@@ -631,13 +631,15 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         raise ConfigError(f"{field}.model", f"method {method!r} needs its draft model: vLLM refuses "
                                             f"num_speculative_tokens without one")
     out = {"speculative.method": "fixed", "speculative.num_speculative_tokens": k}
+    if method in ("eagle", "eagle3", "mtp") and not config.get("disable_eagle_block_drop"):  # needs_eagle_block_drop
+        out["speculative.eagle_block_drop"] = True
     if method in FREE_DRAFTS:
         out["speculative.draft_cost_ratio"] = 0.0
     synthetic = _synthetic_acceptance(config, k, field) if version != "0.19.0" else None
     if synthetic is not None:
         out["speculative.acceptance_distribution"] = synthetic
     # a drafter's own weights and KV cache are not modelled (draft_cost_ratio times its steps): its name recorded
-    used = {"method", "num_speculative_tokens"} | ({"model"} if method in NO_DRAFT_MODEL else set()) | (
+    used = {"method", "num_speculative_tokens", "disable_eagle_block_drop"} | ({"model"} if method in NO_DRAFT_MODEL else set()) | (
         {"rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length"} if synthetic else set())
     for key, value in config.items():
         if key not in used:
@@ -958,15 +960,17 @@ def _range_ratios(value) -> tuple[float, float]:
 
 
 def _lengths(bench: dict, name: str, version: str) -> dict:
+    # the random dataset's lengths: any integer, as vLLM takes them (an input below 0 is 0, an output at least 1)
+    free = ("input_len", "random_input_len", "output_len", "random_output_len") if name == "random" else ()
     for dest, least in (("input_len", 1), ("random_input_len", 1), ("random_prefix_len", 0), ("output_len", 1),
                         ("random_output_len", 1), ("prefix_repetition_prefix_len", 0),
                         ("prefix_repetition_suffix_len", 1), ("prefix_repetition_num_prefixes", 1),
                         ("prefix_repetition_output_len", 1)):
-        if dest in bench and bench[dest] < least:
+        if dest in bench and dest not in free and bench[dest] < least:
             raise ConfigError(_flag("bench_serve", dest, version), f"must be >= {least}, got {bench[dest]}")
     if name == "random":
         in_ratio, out_ratio = _range_ratios(bench.get("random_range_ratio", 0.0))
-        inp = bench.get("input_len", bench.get("random_input_len", 1024))
+        inp = max(0, bench.get("input_len", bench.get("random_input_len", 1024)))
         out = bench.get("output_len", bench.get("random_output_len", 128))
         prefix = bench.get("random_prefix_len", 0)
         if prefix + math.floor(inp * (1 - in_ratio)) < 1:  # vLLM's check: a prompt could be empty

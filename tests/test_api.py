@@ -53,6 +53,21 @@ def test_edits_to_a_scenario_object_are_simulated_and_checked():
     edited.engine.max_num_seqs = -5
     with pytest.raises(ConfigError, match="engine.max_num_seqs"):
         servesim.simulate(edited)
+    s = servesim.Scenario()
+    s.engine.gpu_memory_utilization = True  # as a --set or a mapping would be: no true where a number goes
+    with pytest.raises(ConfigError, match="engine.gpu_memory_utilization: a number or text is expected, not true"):
+        servesim.simulate(s)
+    # a resolved deployment edited since: its derived values are stale (round 73), so it is refused ...
+    rs = servesim.resolve(None, SMALL)
+    rs.scenario.engine.max_num_seqs = 3
+    with pytest.raises(ConfigError, match="scenario: a ResolvedScenario whose .scenario was edited"):
+        servesim.simulate(rs)
+    # ... and its .scenario derives again what the edit changes (DeepSeek-V3's block size on another GPU)
+    sc = servesim.resolve(None, {"model": "deepseek-v3", "hardware.gpu": "b200-sxm", "engine.tensor_parallel_size": 8,
+                                 "engine.kv_cache_dtype": "fp8"}).scenario
+    assert sc.engine.block_size == 32
+    sc.hardware.gpu = "h200-sxm"
+    assert servesim.resolve(sc).scenario.engine.block_size == 64
 
 
 def test_write_writes_the_run_as_simulated(tmp_path, capsys):

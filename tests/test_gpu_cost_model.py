@@ -239,6 +239,22 @@ def test_bad_ramps_are_refused(arrival, msg):
 
 
 @needs_serving
+def test_leave_one_out_names_its_own_input_when_a_run_repeats_another(tmp_path, capsys):
+    """A copy of a run among --data was refused as "--held-out: ...", a flag validate serving lacks (round 73)."""
+    import shutil
+
+    from servesim.simulator.cli import main
+
+    run = SERVING / "llmservingsim-vllm-0.19" / "RTXPRO6000" / "Llama-3.1-8B"
+    for name in ("Llama-3.1-8B", "Llama-copy"):
+        shutil.copytree(run, tmp_path / "data" / "RTXPRO6000" / name)
+    assert main(["validate", "serving", "--data", str(tmp_path / "data"), "--leave-one-out", "--out",
+                 str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("servesim: error: --data: ") and "--leave-one-out holds each run out in turn" in err
+
+
+@needs_serving
 @needs_tables
 def test_public_gpu_runs_are_simulated_from_kernel_tables_and_reported(tmp_path, monkeypatch, capsys):
     from servesim.calibration.serving_fidelity import validate_serving

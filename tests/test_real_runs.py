@@ -428,7 +428,12 @@ def test_a_run_named_by_its_records_file_is_the_same_run(tmp_path, capsys):
         fit_serving([runs[0]], [runs[2]], None, ["hardware.gpu=rtx-pro-6000"])
     copy = tmp_path / "copy"  # and a copy under another path: its "held-out" error was the training error (round 72)
     shutil.copytree(root, copy)
-    with pytest.raises(ConfigError, match="holds the same records, byte for byte, as .*which is fitted on"):
+    with pytest.raises(ConfigError, match="of its .* requests are .* as measured .*which is fitted on"):
+        fit_serving([runs[0]], [read_run(copy)], None, ["hardware.gpu=rtx-pro-6000"])
+    records = copy / "vllm" / "requests.jsonl"  # and edited: a newline added, then cut to its first 150 (round 73)
+    lines = records.read_text().splitlines()
+    records.write_text("\n".join(lines[:150]) + "\n\n")
+    with pytest.raises(ConfigError, match="150 of its 150 requests are"):
         fit_serving([runs[0]], [read_run(copy)], None, ["hardware.gpu=rtx-pro-6000"])
     assert main(["compare", str(names[0]), str(names[1]), "--out", str(tmp_path)]) == 2
     assert "given twice (the same records under another name)" in capsys.readouterr().err

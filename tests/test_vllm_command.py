@@ -94,8 +94,7 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
                                     "(as servesim's workload.num_requests)"),
     (["--request-rate", "5", "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "9"],
      "--request-rate: not with --ramp-up-strategy"),
-    (["--random-input-len=-10"], "--random-input-len: must be >= 1, got -10"),
-    (["--random-output-len", "0"], "--random-output-len: must be >= 1, got 0"),
+    (["--random-input-len=-10"], "--random-input-len: too small: 0 at range ratio"),  # below 0 is 0, as in vLLM
     (["--metadata", "foo", "bar=1"], "--metadata: KEY=VALUE items"),
     (["--burstiness", "1e-9"], "--burstiness: must be >= 1e-4"),
     # vLLM's RandomDataset refuses a line whose prompt could be empty: prefix + floor(len (1 - ratio)) < 1
@@ -106,6 +105,20 @@ def test_bad_client_flags_are_refused_in_one_line(bench, says, tmp_path, capsys)
     assert main(["vllm", "--out", str(tmp_path), "serve", MODEL, "--", "bench", "serve"] + bench) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0] and err[0].startswith("servesim: error: vllm bench serve"), err
+
+
+@pytest.mark.parametrize("bench, prompt, output", [
+    (["--random-output-len", "0"], 512, 1),  # vLLM's output bounds are at least 1
+    (["--random-output-len", "-5"], 512, 1),
+    (["--random-input-len", "0", "--random-prefix-len", "100"], 1, 10),  # a prefix alone is a prompt vLLM takes
+])
+def test_random_lengths_vllm_takes_are_taken(bench, prompt, output):
+    """vLLM's random dataset clamps an output length to at least 1 and takes an input of 0 beside a prefix:
+    servesim refused both lines (round 73). (The random part of a prompt is at least 1 token here.)"""
+    settings = read([MODEL], ["--dataset-name", "random", "--random-input-len", "512", "--random-output-len", "10",
+                              *bench]).settings
+    assert settings["workload.prompt_tokens"] == {"dist": "fixed", "value": prompt}
+    assert settings["workload.output_tokens"] == {"dist": "fixed", "value": output}
 
 
 def test_a_relative_result_dir_is_said_where_it_is(tmp_path, capsys, monkeypatch):
@@ -907,6 +920,24 @@ def test_a_speculative_tensor_parallel_size_is_refused_as_vllm_refuses_it(versio
     spec = json.dumps({"method": "ngram", "num_speculative_tokens": 3, "tensor_parallel_size": 1})
     with pytest.raises(ConfigError, match="--speculative-config.tensor_parallel_size: not a valid argument"):
         read([MODEL, "--speculative-config", spec], [], version=version)
+
+
+def test_eagle_drafts_compute_a_prefix_hits_last_block_again(tmp_path):
+    """EAGLE-type drafters need the hidden state after each position: vLLM drops the last block of a prefix-cache
+    hit (needs_eagle_block_drop); servesim counted it cached, as for n-gram drafts (round 73)."""
+    bench = ["--", "bench", "serve", "--dataset-name", "random", "--num-prompts", "30", "--random-input-len", "64",
+             "--random-prefix-len", "512", "--random-output-len", "8", "--request-rate", "5", "--seed", "1"]
+    cached = {}
+    for name, spec in (("ngram", {"method": "ngram", "num_speculative_tokens": 3}),
+                       ("eagle3", {"method": "eagle3", "model": EAGLE3, "num_speculative_tokens": 3}),
+                       ("kept", {"method": "eagle3", "model": EAGLE3, "num_speculative_tokens": 3,
+                                 "disable_eagle_block_drop": True})):
+        assert main(["vllm", "--quiet", "--out", str(tmp_path / name), "serve", MODEL, "--speculative-config",
+                     json.dumps(spec), *bench]) == 0
+        cached[name] = pd.read_parquet(tmp_path / name / "requests.parquet")["cached_tokens"]
+    hit = cached["ngram"] > 0
+    assert hit.sum() > 20 and (cached["eagle3"][hit] == cached["ngram"][hit] - 16).all()
+    assert (cached["kept"] == cached["ngram"]).all()
 
 
 def test_mtp_takes_its_count_from_the_drafter_where_vllm_does():
