@@ -70,11 +70,12 @@ class RealRun:
         return str((self.records or self.path).resolve())
 
     def measured_requests(self) -> set:
-        """Each request as measured (arrival, lengths, end-to-end latency): a run whose requests these are is this
-        run's records, however its file was edited or cut; a repeat of its workload measures other latencies."""
+        """Each request as measured (lengths, time to first token, end-to-end latency; not its arrival, which is
+        counted from the run's first): a run whose requests these are is this run's records, however its file was
+        edited, shifted or cut; a repeat of its workload measures other latencies."""
         if self.requests is None:
             return set()
-        cols = self.requests[["arrival_time", "prompt_tokens", "output_tokens", "e2el"]]
+        cols = self.requests[["prompt_tokens", "output_tokens", "ttft", "e2el"]]
         return set(cols.itertuples(index=False, name=None))
 
     @property

@@ -134,7 +134,7 @@ def _checked_inputs(train: list[RealRun], held_out: list[RealRun], terms: list[s
         for name, seen in fitted:
             if mine and len(mine & seen) * 2 > len(mine):
                 raise ConfigError("--held-out", f"{r.name}: {len(mine & seen)} of its {len(mine)} requests are "
-                                                f"{name}'s as measured (arrival, lengths, latency), which is fitted "
+                                                f"{name}'s as measured (lengths and latencies), which is fitted "
                                                 f"on: a held-out run must be unseen")
     return terms
 

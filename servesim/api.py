@@ -106,7 +106,7 @@ def _given(model: BaseModel) -> dict:
     """A settings object's values as given, at construction or by assignment since, however deep: pydantic's
     exclude_unset drops an edit inside a section left at its default (scenario.workload.num_requests = 20 on
     Scenario()), which ran as if never made (round 72)."""
-    out = model.model_dump(mode="json", exclude_unset=True)
+    out = model.model_dump(mode="json", exclude_unset=True, warnings=False)  # a value of the wrong type: load says
     for name in type(model).model_fields:
         value = getattr(model, name)
         if isinstance(value, BaseModel) and (inner := _given(value)):
@@ -123,10 +123,11 @@ def resolve(scenario: ScenarioLike = None, overrides: Overrides = None) -> Resol
     if isinstance(scenario, ResolvedScenario):
         if overrides:
             raise ConfigError("overrides", "a ResolvedScenario is final; override its .scenario instead")
-        if scenario.scenario_text and scenario.scenario.model_dump_json() != scenario.scenario_text:
-            raise ConfigError("scenario", "a ResolvedScenario whose .scenario was edited after it was resolved "
-                                          "(its derived values are the old ones): pass the edited .scenario itself, "
-                                          "resolved again with every value checked")
+        if scenario.edited():
+            raise ConfigError("scenario", "a ResolvedScenario whose .scenario or .profile was edited after it was "
+                                          "resolved (its derived values are the old ones): pass the edited .scenario "
+                                          "itself, resolved again with every value checked (a profile as its "
+                                          "'profile' setting)")
         return scenario
     return load(_source(scenario), _settings(overrides))
 

@@ -81,6 +81,10 @@ class EngineSettings(Settings):
                           "of dropping what local layers no longer read. None: vLLM's default, the hybrid manager on "
                           "for sliding windows and chunked local attention (Llama 4) alike; off in 0.19 beside a KV "
                           "connector (disaggregation)")
+    all2all_backend: Literal["deepep_low_latency", "nixl_ep"] | None = Field(
+        None, description="vLLM's --all2all-backend, where it changes a default: these two with expert parallelism "
+                          "over data_parallel_size > 1 batch DP MoE, whose default max_num_batched_tokens is 256 "
+                          "(0.33's; others are recorded by servesim vllm)")
     enable_expert_parallel: bool = Field(
         False, description="MoE: whole experts spread over the tensor_parallel_size x data_parallel_size GPUs, "
                            "instead of every expert split over the TP group")
@@ -274,7 +278,12 @@ class ResolvedScenario:
     scheduler: SchedulerSettings | None = None  # vLLM's scheduler config, resolved; always set by resolve
     source: str | None = None  # the scenario file it was read from, if any
     derived_block_size: bool = False  # engine.block_size not given: the attention backend's (attention_block_size)
-    scenario_text: str = ""  # the scenario as resolved: the API refuses one edited since (api.simulate)
+    scenario_text: str = ""  # the scenario and profile as resolved: the API refuses them edited since
+
+    def edited(self) -> bool:
+        """Whether its scenario or profile was changed in place since resolve: what it derived is then stale."""
+        return bool(self.scenario_text) and \
+            self.scenario.model_dump_json() + self.profile.model_dump_json() != self.scenario_text
 
     def input_files(self) -> list[str]:
         """The files this run reads: whatever it writes must not replace one of them."""
@@ -605,6 +614,8 @@ def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, 
 def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, int]:
     """max_num_batched_tokens and max_num_seqs: the settings, else vLLM's defaults for the device and context."""
     tokens, seqs = usage_context_defaults(hw, e.usage_context, e.vllm_defaults)
+    if e.all2all_backend and e.enable_expert_parallel and e.data_parallel_size > 1 and e.vllm_defaults != "0.19.0":
+        tokens = 256  # SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, before the limits below
     if e.performance_mode == "throughput":  # vLLM doubles the defaults, before the limits below
         tokens, seqs = 2 * tokens, 2 * seqs
     if not e.enable_chunked_prefill:
@@ -760,7 +771,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens, layout, scheduler,
-                            derived_block_size=derived_block_size, scenario_text=scenario.model_dump_json())
+                            derived_block_size=derived_block_size,
+                            scenario_text=scenario.model_dump_json() + profile.model_dump_json())
 
 
 _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once

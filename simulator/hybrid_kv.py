@@ -43,10 +43,12 @@ class KVLayout:
 
     def local_blocks_bound(self, tokens: int, max_num_batched_tokens: int, block_size: int) -> int:
         """The most blocks one local group holds for a request of `tokens`: its window (or chunk) plus one
-        step's tokens, vLLM's bound for sizing the pool."""
+        step's tokens, vLLM's bound for sizing the pool (max_admission_blocks_per_request): a sliding window adds
+        a block, as it may not start at a block's edge; a chunk starts at one (ChunkedLocalAttentionSpec)."""
         w = self.local.window
-        span = w - 1 + max_num_batched_tokens if not self.local.chunked else w + max_num_batched_tokens
-        return min(cdiv(tokens, block_size), cdiv(min(span, tokens), block_size) + 1)
+        if self.local.chunked:
+            return cdiv(min(w + max_num_batched_tokens, tokens), block_size)
+        return min(cdiv(tokens, block_size), cdiv(min(w - 1 + max_num_batched_tokens, tokens), block_size) + 1)
 
     def max_blocks(self, max_model_len: int, max_num_batched_tokens: int, block_size: int) -> int:
         """The most one request can hold: vLLM's start-up check that one max-length request fits."""

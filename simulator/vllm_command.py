@@ -380,14 +380,20 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                                                           "enable_per_request_metrics", "disable_log_stats",
                                                           *GRAPH_FLAGS):
             not_modelled[_flag("serve", dest, version)] = value
-    if version != "0.19.0" and serve.get("all2all_backend") in ("deepep_low_latency", "nixl_ep") and \
-            serve.get("enable_expert_parallel") and (serve.get("data_parallel_size") or 1) > 1 and \
-            serve.get("max_num_batched_tokens") is None:  # 0.33's batched DP MoE: a budget of its own
-        # SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, doubled by throughput mode as a default
-        settings["engine.max_num_batched_tokens"] = 256 * (2 if serve.get("performance_mode") == "throughput" else 1)
+    if serve.get("all2all_backend") in ("deepep_low_latency", "nixl_ep"):  # batched DP MoE's default budget
+        settings["engine.all2all_backend"] = serve["all2all_backend"]
+        not_modelled.pop(_flag("serve", "all2all_backend", version), None)
     settings.update(_cuda_graphs(serve, version, not_modelled))
     speculation, method, spec_config = _speculation(serve, version, not_modelled, arch)
     settings.update(speculation)
+    k = speculation.get("speculative.num_speculative_tokens", 0)
+    lookahead = k + 1 if method == "dflash" else k if method in ("eagle", "eagle3", "mtp", "draft_model", "dspark") \
+        else 0  # VllmConfig.num_lookahead_tokens: the slots a request's drafts hold in a step
+    budget = settings.get("engine.max_num_batched_tokens")
+    if version != "0.19.0" and lookahead and isinstance(budget, int) and budget <= lookahead:
+        raise ConfigError(_flag("serve", "max_num_batched_tokens", version),
+                          f"{budget} leaves no slot for a token beside {method}'s {lookahead} lookahead tokens: vLLM "
+                          f"{version} refuses it (not enough slots to schedule a token)")
     _async_scheduling(serve, version, method, spec_config, settings)
     _hybrid_manager(serve, version, method, arch, settings)
     options, workload = _bench(bench, not_modelled, version)
@@ -1142,7 +1148,7 @@ def _without_a_flag(settings: dict) -> list[str]:
     policies, its memory reserve, V0's swapping): the line deploys vLLM without them, so each is said."""
     from servesim.simulator.config import EngineSettings, PolicySettings
 
-    said = set(SERVE_SETTINGS.values()) | {"engine.vllm_defaults"}  # which release: the line's own words
+    said = set(SERVE_SETTINGS.values()) | {"engine.vllm_defaults", "engine.all2all_backend"}  # the line's words
     notes = []
     for section, cls in (("engine", EngineSettings), ("policies", PolicySettings)):
         given = settings.get(section) or {}
@@ -1205,6 +1211,8 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
             words.append(row["flag"] if value else negatives(row)[0]) if value or negatives(row) else None
             continue
         words += [row["flag"], *map(str, value if isinstance(value, list) else [value])]  # a list: nargs +
+    if (settings.get("engine") or {}).get("all2all_backend") and "all2all_backend" in rows:  # the two it models
+        words += ["--all2all-backend", settings["engine"]["all2all_backend"]]
     notes += [n for n in (unstartable(settings), checkpoint_note(settings)) if n] + _without_a_flag(settings)
     cluster = settings.get("cluster") or {}
     replicas, prefill = cluster.get("replicas", 1), cluster.get("prefill_replicas", 0)

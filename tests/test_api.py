@@ -60,7 +60,11 @@ def test_edits_to_a_scenario_object_are_simulated_and_checked():
     # a resolved deployment edited since: its derived values are stale (round 73), so it is refused ...
     rs = servesim.resolve(None, SMALL)
     rs.scenario.engine.max_num_seqs = 3
-    with pytest.raises(ConfigError, match="scenario: a ResolvedScenario whose .scenario was edited"):
+    with pytest.raises(ConfigError, match="scenario: a ResolvedScenario whose .scenario or .profile was edited"):
+        servesim.simulate(rs)
+    rs = servesim.resolve(None, SMALL)  # its profile too: the run used the old one, config.yaml the new (round 74)
+    rs.profile.coefficients = {k: 10 * v for k, v in rs.profile.coefficients.items()}
+    with pytest.raises(ConfigError, match="scenario: a ResolvedScenario whose .scenario or .profile was edited"):
         servesim.simulate(rs)
     # ... and its .scenario derives again what the edit changes (DeepSeek-V3's block size on another GPU)
     sc = servesim.resolve(None, {"model": "deepseek-v3", "hardware.gpu": "b200-sxm", "engine.tensor_parallel_size": 8,

@@ -160,6 +160,9 @@ def test_llama4_defaults_to_vllms_choice_hybrid_on_for_chunks():
     assert kv_layout(m).local_groups == 3 and kv_layout(m, disable_hybrid=True).local_groups == 0
     lay = kv_layout(m, disable_hybrid=False)
     assert (lay.group_layers, lay.local_groups) == (12, 3)  # 12 NoPE full layers, 36 chunked in three groups
+    # vLLM's start-up bound: a chunk starts at a block's edge, so no extra block (a sliding window adds one);
+    # 20,000 tokens at a budget of 8,192: 1,250 full + 3 x cdiv(8,192 + 8,192, 16) = 4,322 (round 74: 4,325)
+    assert lay.max_blocks(20000, 8192, 16) == 1250 + 3 * 1024
     # 20,000 tokens: 1,250 full blocks; the chunk from 16,384 keeps blocks 1,024..1,249 in each local group
     assert lay.blocks_for(20000, 19999, 16) == 1250 + 3 * 226
 

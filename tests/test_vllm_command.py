@@ -940,6 +940,26 @@ def test_eagle_drafts_compute_a_prefix_hits_last_block_again(tmp_path):
     assert (cached["kept"] == cached["ngram"]).all()
 
 
+def test_a_budget_within_the_drafts_lookahead_is_refused_as_vllm_033_refuses_it():
+    """0.33's VllmConfig needs a slot beside a drafter's lookahead tokens (k for EAGLE-type and draft models):
+    a budget of 4 with 4 EAGLE3 drafts was simulated (round 74); n-gram drafts hold no lookahead slot."""
+    spec = {"method": "eagle3", "model": EAGLE3, "num_speculative_tokens": 4}
+    with pytest.raises(ConfigError, match="--max-num-batched-tokens: 4 leaves no slot"):
+        read([MODEL, "--max-num-batched-tokens", "4", "--speculative-config", json.dumps(spec)], [])
+    assert read([MODEL, "--max-num-batched-tokens", "5", "--speculative-config", json.dumps(spec)], []).settings
+    assert read([MODEL, "--max-num-batched-tokens", "4", "--speculative-config", json.dumps(spec)], [],
+                version="0.19.0").settings  # 0.19 has no such check
+    ngram = {"method": "ngram", "num_speculative_tokens": 4}
+    assert read([MODEL, "--max-num-batched-tokens", "4", "--speculative-config", json.dumps(ngram)], []).settings
+
+
+def test_eagle_block_drop_without_prefix_caching_is_said_to_have_no_effect(capsys):
+    from servesim.simulator.config import load
+
+    load(None, ["speculative.method=fixed", "speculative.eagle_block_drop=true", "engine.enable_prefix_caching=false"])
+    assert "speculative.eagle_block_drop has no effect: engine.enable_prefix_caching is off" in capsys.readouterr().err
+
+
 def test_mtp_takes_its_count_from_the_drafter_where_vllm_does():
     """vLLM defaults num_speculative_tokens to the draft model's n_predict (DeepSeek-V3's one MTP layer) when the
     drafter is named; without a model and a count it refuses the line, as servesim does (round 72)."""
@@ -1128,9 +1148,9 @@ def test_no_engine_counters_no_spec_decode_keys(tmp_path):
     assert len(keys[0]) == 6 and keys[1] == set()
 
 
-def resolved_engine(capsys, flags: list[str], version: str = "0.33.0") -> dict:
+def resolved_engine(capsys, flags: list[str], version: str = "0.33.0", model: str = MODEL) -> dict:
     """The engine section of the scenario `servesim vllm --config` resolves from a serve line."""
-    assert main(["vllm", "--vllm-version", version, "--config", "serve", MODEL, *flags, "--", "bench", "serve",
+    assert main(["vllm", "--vllm-version", version, "--config", "serve", model, *flags, "--", "bench", "serve",
                  "--num-prompts", "10"]) == 0
     return yaml.safe_load(capsys.readouterr().out)["engine"]
 
@@ -1224,14 +1244,19 @@ def test_cuda_graphs_change_the_timing_as_eager_does(tmp_path):
     ("0.33.0", ["--all2all-backend", "deepep_low_latency", "--performance-mode", "throughput"], 512),  # a default
     ("0.33.0", ["--all2all-backend", "nixl_ep"], 256),
     ("0.33.0", ["--all2all-backend", "deepep_low_latency", "--max-num-batched-tokens", "1024"], 1024),
-    ("0.33.0", ["--all2all-backend", "deepep_high_throughput"], None),
-    ("0.19.0", ["--all2all-backend", "deepep_low_latency"], None),
+    ("0.33.0", ["--all2all-backend", "deepep_high_throughput"], 8192),
+    ("0.19.0", ["--all2all-backend", "deepep_low_latency"], 8192),
+    # a default, so vLLM's later limits apply to it: chunked prefill off raises it to max_model_len, and it is at
+    # most max_num_seqs x max_model_len (round 74: refused, and 256)
+    ("0.33.0", ["--all2all-backend", "deepep_low_latency", "--no-enable-chunked-prefill", "--max-model-len", "4096"],
+     4096),
+    ("0.33.0", ["--all2all-backend", "nixl_ep", "--max-model-len", "100", "--max-num-seqs", "2"], 200),
 ])
-def test_batched_dp_moe_takes_its_own_default_budget(version, flags, budget):
+def test_batched_dp_moe_takes_its_own_default_budget(capsys, version, flags, budget):
     """0.33: DP + EP on a low-latency all-to-all backend defaults the token budget to 256 (SchedulerConfig's
     batched-DP default); servesim kept 8192 (round 70)."""
-    cmd = read(["Qwen/Qwen3-30B-A3B", "-dp", "2", "--enable-expert-parallel", *flags], [], version=version)
-    assert cmd.settings.get("engine.max_num_batched_tokens") == budget
+    engine = resolved_engine(capsys, ["-dp", "2", "--enable-expert-parallel", *flags], version, "Qwen/Qwen3-30B-A3B")
+    assert engine["max_num_batched_tokens"] == budget
 
 
 def test_a_0_19_block_override_below_one_max_length_request_starts(tmp_path, capsys):
