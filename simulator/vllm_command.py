@@ -291,6 +291,9 @@ ENDPOINT_ENDINGS = {"vllm": ("completions",), "openai": ("completions",), "opena
                     "openai-responses": ("responses",)}
 # draft methods vLLM names; n-gram and suffix drafts are looked up on the CPU, nearly free beside a model's
 FREE_DRAFTS = ("ngram", "suffix", "ngram_gpu")
+# SpeculativeConfig's drafters that read the target's hidden states (needs_eagle_block_drop); use_eagle() adds 0.33's
+# DFlash and DSpark
+EAGLE_TYPE = ("eagle", "eagle3", "mtp")
 # methods whose drafter vLLM finds without a `model` (SpeculativeConfig.__post_init__; dspark is 0.33's only)
 NO_DRAFT_MODEL = FREE_DRAFTS + ("mtp", "dspark", "extract_hidden_states")
 
@@ -387,7 +390,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     speculation, method, spec_config = _speculation(serve, version, not_modelled, arch)
     settings.update(speculation)
     k = speculation.get("speculative.num_speculative_tokens", 0)
-    lookahead = k + 1 if method == "dflash" else k if method in ("eagle", "eagle3", "mtp", "draft_model", "dspark") \
+    lookahead = k + 1 if method == "dflash" else k if method in (*EAGLE_TYPE, "draft_model", "dspark") \
         else 0  # VllmConfig.num_lookahead_tokens: the slots a request's drafts hold in a step
     budget = settings.get("engine.max_num_batched_tokens")
     if version != "0.19.0" and lookahead and isinstance(budget, int) and budget <= lookahead:
@@ -559,7 +562,7 @@ def _async_scheduling(serve: dict, version: str, method: str | None, config: dic
     padded drafter batches turned off, or 0.19's Ray executor: left unset it is turned off, asked for it is
     refused (0.19 takes draft_model then). 0.19: every method but EAGLE/MTP and ngram_gpu; 0.33: only on the V1
     model runner (suffix, custom_class, and parallel drafting but DFlash's and DSpark's)."""
-    eagle = method in ("eagle", "eagle3", "extract_hidden_states", "mtp", "dflash")
+    eagle = method in (*EAGLE_TYPE, "extract_hidden_states", "dflash")  # EagleModelTypes
     padded_off = method is not None and bool(config.get("disable_padded_drafter_batch"))
     if version == "0.19.0":  # (turns it off, why, refused when asked for)
         rules = [(method is not None and not eagle and method != "ngram_gpu", f"{method} speculative decoding",
@@ -637,7 +640,7 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         raise ConfigError(f"{field}.model", f"method {method!r} needs its draft model: vLLM refuses "
                                             f"num_speculative_tokens without one")
     out = {"speculative.method": "fixed", "speculative.num_speculative_tokens": k}
-    if method in ("eagle", "eagle3", "mtp") and not config.get("disable_eagle_block_drop"):  # needs_eagle_block_drop
+    if method in EAGLE_TYPE and not config.get("disable_eagle_block_drop"):  # needs_eagle_block_drop
         out["speculative.eagle_block_drop"] = True
     if method in FREE_DRAFTS:
         out["speculative.draft_cost_ratio"] = 0.0
@@ -665,7 +668,7 @@ def _hybrid_manager(serve: dict, version: str, method: str | None, arch, out: di
     from servesim.simulator.local_attention import local_attention
 
     local = local_attention(arch) if arch is not None else None
-    eagle = method in ("eagle", "eagle3", "mtp") + (("dflash", "dspark") if version != "0.19.0" else ())
+    eagle = method in EAGLE_TYPE + (("dflash", "dspark") if version != "0.19.0" else ())  # use_eagle()
     refusing = [why for off, why in ((local is not None and local.chunked and eagle,
                                       f"chunked local attention beside {method} drafts"),
                                      (version == "0.19.0" and serve.get("kv_events_config") is not None,
