@@ -178,6 +178,20 @@ def test_capacity_doubles_for_gpt_oss_with_the_hybrid_manager(capsys):
     assert on["paged_requests"] > 1.8 * off["paged_requests"]
 
 
+def test_capacity_warns_where_run_refuses_a_hybrid_pool(capsys):
+    """capacity counted one max-length request at its steady window, run at vLLM's start-up bound (window plus a
+    step's tokens): on a pool between the two, capacity was silent where run refuses (round 74)."""
+    args = ["capacity", "--model", "gpt-oss-120b", "--gpu", "h200-sxm", "--weights-gib", "125.05", "--json"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["max_model_len_blocks"] == 8192 + 521 > report["usable_blocks"] == 8500  # 131,072 / 16 + window
+    assert "vLLM would not start: the pool's 8,500 usable blocks" in captured.err
+    assert main(["config", "--set", "model=gpt-oss-120b", "--set", "hardware.gpu=h200-sxm", "--set",
+                 "engine.num_gpu_blocks_override=8501"]) == 2  # the same pool, as run sees it
+    assert "cannot hold one request of max_model_len=131072 (8713 blocks)" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("manager", [HybridKVBlockManager, HybridPrefixCachingKVManager])
 @settings(max_examples=100, deadline=None)
 @given(ops=st.lists(st.tuples(st.integers(0, 4), st.integers(1, 70), st.booleans()), max_size=50),
