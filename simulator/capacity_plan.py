@@ -77,8 +77,9 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
          tokens_per_request: int | None = None, shared_prefix_tokens: int | None = None,
          private_tokens: int | None = None) -> CapacityPlan:
     """How many requests fit one deployment's KV pool: contiguous, paged, and paged with a shared prefix."""
-    from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, attention_block_size, check_formats,
-                                  check_max_model_len, check_tensor_parallel, usage_context_defaults, with_formats)
+    from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, EngineSettings, _budgets,
+                                  attention_block_size, check_formats, check_max_model_len, check_tensor_parallel,
+                                  with_formats)
     from servesim.simulator.hardware import load_hardware
     from servesim.simulator.hybrid_kv import kv_layout
     from servesim.simulator.local_attention import local_attention
@@ -126,7 +127,6 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
             else "--gpu-memory-utilization"  # the most specific of the numbers given
         raise ConfigError(flag, f"{exc.message} (--gpu {gpu}, --tensor-parallel-size {tp})") from None
     layout = kv_layout(arch, tp, disable_hybrid_kv_cache_manager)
-    budget, seqs = usage_context_defaults(hw, "openai_server")
     inert = [("--gpu", gpu != "generic-80gb" and gpu_memory_gib is not None and w is not None and not quantization,
               "--gpu-memory-gib and --weights-gib give all it would"),
              ("--quantization", quantization and w is not None,
@@ -138,7 +138,7 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
                       block_size=values["block_size"] or attention_block_size(arch, hw, kv_cache_dtype),
                       max_model_len=max_len, tokens_per_request=tokens,
                       shared_prefix_tokens=shared, private_tokens=private, layout=layout,
-                      token_budget=min(budget, seqs * max_len))  # vLLM's default budget, as run's start-up check
+                      token_budget=_budgets(EngineSettings(), hw, max_len)[0])  # vLLM's default, as run's
     if report.usable_blocks < report.max_model_len_blocks:  # as `run` refuses it, in one line
         warnings.append(f"vLLM would not start: the pool's {report.usable_blocks:,} usable blocks cannot hold one "
                         f"request of max_model_len={max_len:,} ({report.max_model_len_blocks:,} blocks); give "

@@ -43,6 +43,10 @@ from servesim.workloads.settings import (GiB, MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_GI
 GIB = 2**30
 
 
+# vLLM 0.33's all-to-all backends that batch DP MoE (ParallelConfig.use_batched_dp_moe), with their own default budget
+BATCHED_DP_BACKENDS = ("deepep_low_latency", "nixl_ep")
+
+
 class EngineSettings(Settings):
     """vLLM engine arguments (names and defaults from vLLM 0.33)."""
 
@@ -81,7 +85,7 @@ class EngineSettings(Settings):
                           "of dropping what local layers no longer read. None: vLLM's default, the hybrid manager on "
                           "for sliding windows and chunked local attention (Llama 4) alike; off in 0.19 beside a KV "
                           "connector (disaggregation)")
-    all2all_backend: Literal["deepep_low_latency", "nixl_ep"] | None = Field(
+    all2all_backend: Literal[BATCHED_DP_BACKENDS] | None = Field(
         None, description="vLLM's --all2all-backend, where it changes a default: these two with expert parallelism "
                           "over data_parallel_size > 1 batch DP MoE, whose default max_num_batched_tokens is 256 "
                           "(0.33's; others are recorded by servesim vllm)")
@@ -282,8 +286,7 @@ class ResolvedScenario:
 
     def edited(self) -> bool:
         """Whether its scenario or profile was changed in place since resolve: what it derived is then stale."""
-        return bool(self.scenario_text) and \
-            self.scenario.model_dump_json() + self.profile.model_dump_json() != self.scenario_text
+        return bool(self.scenario_text) and _resolved_text(self.scenario, self.profile) != self.scenario_text
 
     def input_files(self) -> list[str]:
         """The files this run reads: whatever it writes must not replace one of them."""
@@ -772,7 +775,12 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens, layout, scheduler,
                             derived_block_size=derived_block_size,
-                            scenario_text=scenario.model_dump_json() + profile.model_dump_json())
+                            scenario_text=_resolved_text(scenario, profile))
+
+
+def _resolved_text(scenario: Scenario, profile: Profile) -> str:
+    """What a ResolvedScenario was resolved from, as text: compared again to find an edit made in place."""
+    return scenario.model_dump_json() + profile.model_dump_json()
 
 
 _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once

@@ -165,7 +165,7 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
     r = _max_rate_at(scenario, sets, slos, low, high, tolerance, max_runs, load, ceiling) | {"run_sets": []}
     runs, answers = r["runs"], [r["max_rate"]]
     def at_length(doubling: int) -> list[str]:
-        return sets + [override(k, v * 2**doubling if k.endswith("_s") else int(v * 2**doubling)) for k, v in lengths]
+        return sets + _length_sets(lengths, doubling)
 
     refuted = None  # an answer two lengths agreed on that failed at twice the length
     for doubling in range(1, STABILITY_DOUBLINGS + 1):
@@ -180,8 +180,7 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
             # agreeing lengths can both be short of a queue that grows slowly: the answer must hold at twice the
             # length too (a fleet sized on 66.9 req/s where 44 holds, round 70), else the doubling goes on
             # (a trace's further rows are other requests, not the same traffic run longer: not checked there)
-            trace = any(k == "workload.limit" for k, _ in lengths)
-            check = None if trace else _summary_at(scenario, at_length(doubling + 1), r["max_rate"], LOAD[load])
+            check = None if _is_trace(lengths) else _summary_at(scenario, at_length(doubling + 1), r["max_rate"], LOAD[load])
             runs += check is not None
             if check is None or meets(check, slos):
                 return r | {"runs": runs, "stable": True, "answers": answers,
@@ -213,6 +212,18 @@ def _rebracket(scenario, sets: list[str], slos: dict, near: float, low: float, t
     elif "hold at --high" in (r.get("reason") or ""):  # its top passes: grow from there
         r = _max_rate_at(scenario, sets, slos, hi, None, tolerance, max_runs, load)
     return r | {"runs": runs + r["runs"]}
+
+
+def _length_sets(lengths: list[tuple[str, float]], doubling: int) -> list[str]:
+    """The --set texts of the scenario's run length doubled `doubling` times (a duration stays a float)."""
+    from servesim.simulator.config import override
+
+    return [override(k, v * 2**doubling if k.endswith("_s") else int(v * 2**doubling)) for k, v in lengths]
+
+
+def _is_trace(lengths: list[tuple[str, float]]) -> bool:
+    """A trace's run is bounded by its row limit: further rows are other requests, not the same traffic longer."""
+    return any(k == "workload.limit" for k, _ in lengths)
 
 
 def _length_text(lengths: list[tuple[str, float]], factor: int) -> str:
@@ -315,7 +326,7 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     lengths = _run_length(scenario, sets + extra)
 
     def runner(doubling: int):
-        length = [override(k, v * 2**doubling if k.endswith("_s") else int(v * 2**doubling)) for k, v in lengths]
+        length = _length_sets(lengths, doubling)
 
         def run(n: int) -> dict:
             with varying("cluster.replicas"):
@@ -330,25 +341,25 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
                                   f"engine.block_size holds more)"
     most = max(1, min(most, held))
     r = _fewest(runner(0), slos, most, why)
-    runs, answers, found_at, held, doubling = r["runs"], [r["replicas"]], 0, 0, 0
-    if r["replicas"] is None or not lengths or any(k == "workload.limit" for k, _ in lengths):
+    runs, answers, found_at, holds, doubling = r["runs"], [r["replicas"]], 0, 0, 0
+    if r["replicas"] is None or not lengths or _is_trace(lengths):
         return r | {"stable": None, "run_length": _length_text(lengths, 1)}  # nothing to check, or a trace
-    while held < 2 and doubling <= STABILITY_DOUBLINGS:  # as max-rate: two lengths agree, and twice the later holds
+    while holds < 2 and doubling <= STABILITY_DOUBLINGS:  # as max-rate: two lengths agree, and twice the later holds
         doubling += 1
         run = runner(doubling)
         check = run(r["replicas"])
         runs += 1
         if meets(check, slos):
-            held += 1
+            holds += 1
             continue
         r = _fewest(run, slos, most, why, low=r["replicas"], at_low=check)
         runs += r["runs"]
         answers.append(r["replicas"])
-        found_at, held = doubling, 0
+        found_at, holds = doubling, 0
         if r["replicas"] is None:
             break
     out = r | {"runs": runs, "run_length": _length_text(lengths, 2**found_at)}
-    if held == 2:
+    if holds == 2:
         return out | {"stable": True}
     grew = " -> ".join(str(a) if a else "none" for a in answers)
     return out | {"stable": False, "reason": r.get("reason") or f"not stable: the fewest replicas grew ({grew}) as "

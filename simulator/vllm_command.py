@@ -383,7 +383,9 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                                                           "enable_per_request_metrics", "disable_log_stats",
                                                           *GRAPH_FLAGS):
             not_modelled[_flag("serve", dest, version)] = value
-    if serve.get("all2all_backend") in ("deepep_low_latency", "nixl_ep"):  # batched DP MoE's default budget
+    from servesim.simulator.config import BATCHED_DP_BACKENDS
+
+    if serve.get("all2all_backend") in BATCHED_DP_BACKENDS:  # batched DP MoE's default budget
         settings["engine.all2all_backend"] = serve["all2all_backend"]
         not_modelled.pop(_flag("serve", "all2all_backend", version), None)
     settings.update(_cuda_graphs(serve, version, not_modelled))
