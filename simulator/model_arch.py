@@ -550,7 +550,8 @@ HF_IDS = {"meta-llama/Llama-3.1-8B": "llama-3.1-8b", "meta-llama/Llama-3.1-8B-In
           "meta-llama/Llama-3.1-70B": "llama-3.1-70b", "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
           "Qwen/Qwen3-32B": "qwen3-32b", "Qwen/Qwen3-8B": "qwen3-8b",
           "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b", "Qwen/Qwen3-30B-A3B-Instruct-2507": "qwen3-30b-a3b",
-          "Qwen/Qwen3-235B-A22B": "qwen3-235b-a22b", "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
+          "Qwen/Qwen3-235B-A22B": "qwen3-235b-a22b", "mistralai/Mistral-7B-v0.1": "mistral-7b",
+          "mistralai/Mistral-7B-Instruct-v0.1": "mistral-7b", "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
           "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b", "deepseek-ai/DeepSeek-V3": "deepseek-v3",
           "deepseek-ai/DeepSeek-R1": "deepseek-v3", "openai/gpt-oss-120b": "gpt-oss-120b",
           "meta-llama/Llama-4-Scout-17B-16E": "llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4-scout"}

@@ -108,6 +108,8 @@ def test_configs_with_what_servesim_does_not_model_are_refused_by_name(tmp_path,
 def test_a_sliding_window_on_every_layer_keeps_the_whole_context_and_says_so(tmp_path, capsys):
     cfg = _hf(tmp_path, model_type="mistral", sliding_window=4096, num_local_experts=None, num_experts_per_tok=None)
     assert load_model(cfg).num_local_layers == 32  # Mistral-7B-v0.1: vLLM serves it with its window manager
+    builtin = load_model("mistralai/Mistral-7B-v0.1")  # the built-in is that release, window included
+    assert builtin.name == "mistral-7b" and (builtin.sliding_window, builtin.num_local_layers) == (4096, 32)
     rs = load(None, [f"model={cfg}", "hardware.gpu=h200-sxm", "profile=roofline"])
     assert rs.kv_layout.local_groups == 0 and rs.kv_layout.group_layers == 32
     assert "every layer; its KV is counted for the whole context" in capsys.readouterr().err

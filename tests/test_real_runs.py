@@ -315,9 +315,9 @@ def test_damaged_metadata_and_results_folders_are_refused(tmp_path, capsys):
         assert main(["compare", str(run), "--out", str(tmp_path / "o")]) == 2
         assert msg in capsys.readouterr().err
     # an HF id servesim does not know is never simulated as the default model; --set model=... answers it
-    (run / "vllm" / "meta.json").write_text(json.dumps({"engine_kwargs": {"model": "mistralai/Mistral-7B-v0.1"}}))
+    (run / "vllm" / "meta.json").write_text(json.dumps({"engine_kwargs": {"model": "mistralai/Mistral-7B-v0.3"}}))
     assert main(["compare", str(run), "--out", str(tmp_path / "o")]) == 2
-    assert "mistralai/Mistral-7B-v0.1, which has no built-in architecture" in capsys.readouterr().err
+    assert "mistralai/Mistral-7B-v0.3, which has no built-in architecture" in capsys.readouterr().err
     assert main(["compare", str(run), "--out", str(tmp_path / "o")] + sum((["--set", s] for s in DEPLOY), [])) == 0
     # a results folder without the metrics, or damaged, is not a simulation to pass against
     sim = tmp_path / "sim"
