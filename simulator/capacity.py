@@ -74,12 +74,12 @@ def capacity(
     shared_prefix_tokens: int | None = None,
     private_tokens: int | None = None,
     layout=None,
-    token_budget: int | None = None,
+    in_flight_tokens: int | None = None,
 ) -> CapacityReport:
     """Concurrent requests under contiguous reservation, paging, and paging with a shared prefix. `layout`
     (simulator/hybrid_kv.py) cuts the pool for models with local-attention layers: blocks of one layer group,
-    and a request's local groups holding only their window; with `token_budget`, one max_model_len request is
-    counted as vLLM's start-up check counts it (each local group its window plus a step's tokens), as run's is."""
+    and a request's local groups holding only their window; with `in_flight_tokens`, one max_model_len request is
+    counted as vLLM's start-up check counts it (each local group its window plus the tokens in flight), as run's is."""
     for field, value in (("block_size", block_size), ("max_model_len", max_model_len), ("tokens_per_request", tokens_per_request)):
         if value <= 0:
             raise ConfigError(field, f"must be positive, got {value}")
@@ -121,7 +121,7 @@ def capacity(
         blocks_per_request=per_req,
         paged_requests=paged,
         paged_gain_vs_contiguous=(paged / contiguous) if contiguous else None,
-        max_model_len_blocks=held(max_model_len) if layout is None or token_budget is None else
-        layout.max_blocks(max_model_len, token_budget, block_size),
+        max_model_len_blocks=held(max_model_len) if layout is None or in_flight_tokens is None else
+        layout.max_blocks(max_model_len, in_flight_tokens, block_size),
         **extra,
     )

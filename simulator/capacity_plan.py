@@ -78,6 +78,7 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
          private_tokens: int | None = None) -> CapacityPlan:
     """How many requests fit one deployment's KV pool: contiguous, paged, and paged with a shared prefix."""
     from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, EngineSettings, _budgets,
+                                  in_flight_tokens,
                                   attention_block_size, check_formats, check_max_model_len, check_tensor_parallel,
                                   with_formats)
     from servesim.simulator.hardware import load_hardware
@@ -134,11 +135,12 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
              ("--disable-hybrid-kv-cache-manager", disable_hybrid_kv_cache_manager is not None
               and local_attention(arch) is None, "the model has no local-attention layers")]
     warnings = [f"{flag} has no effect: {why}" for flag, unused, why in inert if unused]  # as run says of settings
+    defaults = EngineSettings()  # vLLM's budget and async scheduling, as run's defaults
     report = capacity(model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool,
                       block_size=values["block_size"] or attention_block_size(arch, hw, kv_cache_dtype),
                       max_model_len=max_len, tokens_per_request=tokens,
                       shared_prefix_tokens=shared, private_tokens=private, layout=layout,
-                      token_budget=_budgets(EngineSettings(), hw, max_len)[0])  # vLLM's default, as run's
+                      in_flight_tokens=in_flight_tokens(defaults, _budgets(defaults, hw, max_len)[0], True))
     if report.usable_blocks < report.max_model_len_blocks:  # as `run` refuses it, in one line
         warnings.append(f"vLLM would not start: the pool's {report.usable_blocks:,} usable blocks cannot hold one "
                         f"request of max_model_len={max_len:,} ({report.max_model_len_blocks:,} blocks); give "

@@ -288,6 +288,11 @@ class ResolvedScenario:
         """Whether its scenario or profile was changed in place since resolve: what it derived is then stale."""
         return bool(self.scenario_text) and _resolved_text(self.scenario, self.profile) != self.scenario_text
 
+    @property
+    def in_flight_tokens(self) -> int:
+        """What a local-attention layer may hold beyond its window, at start-up and at admission (in_flight_tokens)."""
+        return in_flight_tokens(self.scenario.engine, self.max_num_batched_tokens, self.async_scheduling)
+
     def input_files(self) -> list[str]:
         """The files this run reads: whatever it writes must not replace one of them."""
         return input_files(self.scenario, self.source)
@@ -614,6 +619,13 @@ def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, 
     return tokens if ceiling == tokens and e.vllm_defaults != "0.19.0" else max(_capture_grid(ceiling))
 
 
+def in_flight_tokens(e: EngineSettings, tokens: int, async_scheduling: bool) -> int:
+    """vLLM's max_in_flight_tokens: a local-attention layer frees the blocks behind its window only once a step
+    settles, so one request may hold a budget per step in flight beyond it; 0.33 counts two steps with async
+    scheduling (pipeline stages are not modelled), 0.19 one budget."""
+    return tokens * (2 if async_scheduling and e.vllm_defaults != "0.19.0" else 1)
+
+
 def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, int]:
     """max_num_batched_tokens and max_num_seqs: the settings, else vLLM's defaults for the device and context."""
     tokens, seqs = usage_context_defaults(hw, e.usage_context, e.vllm_defaults)
@@ -646,7 +658,8 @@ def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, 
 def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout: KVLayout, tp: int, ep: int | None,
                tokens: int, max_model_len: int) -> tuple[int, int | None, int]:
     """The KV pool of each engine, in blocks (and bytes; None when num_gpu_blocks_override fixes it), as vLLM
-    sizes it, refused where vLLM would not start; and max_model_len, fitted to the pool when it is `auto`."""
+    sizes it, refused where vLLM would not start; and max_model_len, fitted to the pool when it is `auto`.
+    `tokens` are the tokens in flight (in_flight_tokens): what a local-attention layer holds beyond its window."""
     e = scenario.engine
     pool = None
 
@@ -752,8 +765,9 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if e.long_prefill_token_threshold > max_model_len:
         raise ConfigError("engine.long_prefill_token_threshold", f"{e.long_prefill_token_threshold} is above "
                                                                   f"max_model_len ({max_model_len}): vLLM refuses it")
-    blocks, pool, max_model_len = _kv_blocks(scenario, arch, hw, layout, tp, ep, tokens, max_model_len)
     async_scheduling = True if e.async_scheduling is None else e.async_scheduling
+    blocks, pool, max_model_len = _kv_blocks(scenario, arch, hw, layout, tp, ep,
+                                             in_flight_tokens(e, tokens, async_scheduling), max_model_len)
     sp = scenario.speculative
     decode_query_len = 1 + (sp.num_speculative_tokens if sp.method != "none" else 0)  # tokens a decode schedules
     graph_tokens = largest_cuda_graph(e, hw, seqs, tokens, decode_query_len, arch)

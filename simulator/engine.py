@@ -54,7 +54,7 @@ class Replica:
         self.env = env
         self.index = index
         layout = rs.kv_layout
-        self.kv = make_kv_manager(layout, e.enable_prefix_caching, rs.max_num_batched_tokens, rs.num_gpu_blocks,
+        self.kv = make_kv_manager(layout, e.enable_prefix_caching, rs.in_flight_tokens, rs.num_gpu_blocks,
                                   e.block_size, rs.max_model_len, e.watermark)
         if e.enable_prefix_caching and sp.method != "none" and sp.eagle_block_drop:
             self.kv.drop_last_hit = True

@@ -41,21 +41,22 @@ class KVLayout:
             return full
         return full + self.local_groups * max(0, full - self.local.skipped_tokens(computed) // block_size)
 
-    def local_blocks_bound(self, tokens: int, max_num_batched_tokens: int, block_size: int) -> int:
-        """The most blocks one local group holds for a request of `tokens`: its window (or chunk) plus one
-        step's tokens, vLLM's bound for sizing the pool (max_admission_blocks_per_request): a sliding window adds
-        a block, as it may not start at a block's edge; a chunk starts at one (ChunkedLocalAttentionSpec)."""
+    def local_blocks_bound(self, tokens: int, in_flight_tokens: int, block_size: int) -> int:
+        """The most blocks one local group holds for a request of `tokens`: its window (or chunk) plus the tokens
+        of the steps in flight, vLLM's bound for sizing the pool and, in 0.33, for admission
+        (max_admission_blocks_per_request): a sliding window adds a block, as it may not start at a block's edge;
+        a chunk starts at one (ChunkedLocalAttentionSpec)."""
         w = self.local.window
         if self.local.chunked:
-            return cdiv(min(w + max_num_batched_tokens, tokens), block_size)
-        return min(cdiv(tokens, block_size), cdiv(min(w - 1 + max_num_batched_tokens, tokens), block_size) + 1)
+            return cdiv(min(w + in_flight_tokens, tokens), block_size)
+        return min(cdiv(tokens, block_size), cdiv(min(w - 1 + in_flight_tokens, tokens), block_size) + 1)
 
-    def max_blocks(self, max_model_len: int, max_num_batched_tokens: int, block_size: int) -> int:
+    def max_blocks(self, max_model_len: int, in_flight_tokens: int, block_size: int) -> int:
         """The most one request can hold: vLLM's start-up check that one max-length request fits."""
         full = cdiv(max_model_len, block_size)
         if not self.local_groups:
             return full
-        return full + self.local_groups * self.local_blocks_bound(max_model_len, max_num_batched_tokens, block_size)
+        return full + self.local_groups * self.local_blocks_bound(max_model_len, in_flight_tokens, block_size)
 
 
 def kv_layout(arch, tensor_parallel_size: int = 1, disable_hybrid: bool | None = None) -> KVLayout:
@@ -88,7 +89,7 @@ class LocalGroups:
     go back to it as the window moves on. req.blocks stays the full-attention group's."""
 
     layout: KVLayout
-    token_budget: int  # max_num_batched_tokens: with the window, bounds a local group's blocks
+    in_flight_tokens: int  # the budgets of the steps in flight: with the window, bounds a local group's blocks
     plain_running_path = False  # every step may free blocks the window left behind
 
     def allocate_slots(self, req, num_new_tokens: int,
@@ -113,7 +114,7 @@ class LocalGroups:
         reserve = self.watermark_blocks if apply_watermark else 0
         if full_sequence_must_fit:  # every group must fit the prompt: the local ones as much as they will hold
             tokens = min(req.num_tokens, self.max_model_len)
-            local = lay.local_blocks_bound(tokens, self.token_budget, bs)
+            local = lay.local_blocks_bound(tokens, self.in_flight_tokens, bs)
             whole = max(0, cdiv(tokens, bs) - len(req.blocks) - hits) + groups * max(0, local - held)
             if whole + revive + reserve > self.num_free_blocks:
                 return False
@@ -143,19 +144,19 @@ class LocalGroups:
 
 
 class HybridKVBlockManager(LocalGroups, KVBlockManager):
-    def __init__(self, layout: KVLayout, token_budget: int, *args):
+    def __init__(self, layout: KVLayout, in_flight_tokens: int, *args):
         super().__init__(*args)
-        self.layout, self.token_budget = layout, token_budget
+        self.layout, self.in_flight_tokens = layout, in_flight_tokens
 
 
 class HybridPrefixCachingKVManager(LocalGroups, PrefixCachingKVManager):
-    def __init__(self, layout: KVLayout, token_budget: int, *args):
+    def __init__(self, layout: KVLayout, in_flight_tokens: int, *args):
         super().__init__(*args)
-        self.layout, self.token_budget = layout, token_budget
+        self.layout, self.in_flight_tokens = layout, in_flight_tokens
 
 
-def make_kv_manager(layout: KVLayout, prefix_caching: bool, token_budget: int, *args):
+def make_kv_manager(layout: KVLayout, prefix_caching: bool, in_flight_tokens: int, *args):
     """The block manager for a layout: vLLM's, with the local groups when the model has them."""
     if layout.local_groups:
-        return (HybridPrefixCachingKVManager if prefix_caching else HybridKVBlockManager)(layout, token_budget, *args)
+        return (HybridPrefixCachingKVManager if prefix_caching else HybridKVBlockManager)(layout, in_flight_tokens, *args)
     return (PrefixCachingKVManager if prefix_caching else KVBlockManager)(*args)

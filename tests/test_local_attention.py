@@ -185,11 +185,26 @@ def test_capacity_warns_where_run_refuses_a_hybrid_pool(capsys):
     assert main(args) == 0
     captured = capsys.readouterr()
     report = json.loads(captured.out)
-    assert report["max_model_len_blocks"] == 8192 + 521 > report["usable_blocks"] == 8500  # 131,072 / 16 + window
+    # 131,072 / 16, and the window's 127 tokens plus two 8,192-token steps in flight (async scheduling) + 1
+    assert report["max_model_len_blocks"] == 8192 + 1033 > report["usable_blocks"] == 8500
     assert "vLLM would not start: the pool's 8,500 usable blocks" in captured.err
     assert main(["config", "--set", "model=gpt-oss-120b", "--set", "hardware.gpu=h200-sxm", "--set",
                  "engine.num_gpu_blocks_override=8501"]) == 2  # the same pool, as run sees it
-    assert "cannot hold one request of max_model_len=131072 (8713 blocks)" in capsys.readouterr().err
+    assert "cannot hold one request of max_model_len=131072 (9225 blocks)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sets, need", [([], 8192 + 1033),  # 0.33, async: max_in_flight_tokens two budgets
+                                        (["engine.async_scheduling=false"], 8192 + 521),  # one step in flight
+                                        (["engine.vllm_defaults=0.19.0"], 8192 + 521)])  # 0.19: one budget
+def test_a_local_layer_holds_the_steps_in_flight_beyond_its_window(sets, need):
+    """vLLM 0.33 bounds a local layer's blocks by its window plus max_in_flight_tokens (a budget per step in
+    flight, two with async scheduling), at start-up and at admission; servesim counted one budget (round 74)."""
+    base = ["model=gpt-oss-120b", "hardware.gpu=h200-sxm", "profile=roofline"]
+    rs = load(None, base + sets)
+    assert rs.in_flight_tokens == (16384 if need > 8713 else 8192)
+    assert rs.kv_layout.max_blocks(rs.max_model_len, rs.in_flight_tokens, 16) == need  # start-up (refusal above)
+    kv = build(rs, []).replicas[0].kv  # admission takes the same bound (0.33's apply_admission_cap)
+    assert kv.in_flight_tokens == rs.in_flight_tokens
 
 
 @pytest.mark.parametrize("manager", [HybridKVBlockManager, HybridPrefixCachingKVManager])
