@@ -697,14 +697,17 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
     # against the memory it profiled, before num_gpu_blocks_override replaces the count (get_kv_cache_configs)
     checked = blocks if not (e.num_gpu_blocks_override and e.vllm_defaults == "0.19.0") else \
         num_blocks(memory_sized(), layout.page_bytes_per_token, e.block_size)
+    if e.vllm_defaults != "0.19.0":  # 0.33 plans against the blocks left beside the null block; 0.19 counts them all
+        checked -= 1
     need = layout.max_blocks(max_model_len, tokens, e.block_size)
-    if e.max_model_len == "auto" and checked - 1 < need:
-        max_model_len = _fit_max_model_len(layout, tokens, e.block_size, checked - 1, max_model_len)
+    if e.max_model_len == "auto" and checked < need:
+        max_model_len = _fit_max_model_len(layout, tokens, e.block_size, checked, max_model_len)
         need = layout.max_blocks(max_model_len, tokens, e.block_size)
-    if checked - 1 < need:
+    if checked < need:
         field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else \
             "engine.kv_cache_memory_bytes" if e.kv_cache_memory_bytes else "engine.gpu_memory_utilization"
-        raise ConfigError(field, f"the KV pool ({max(blocks - 1, 0)} usable blocks of {e.block_size} tokens) cannot hold one "
+        counted = "usable blocks" if e.vllm_defaults != "0.19.0" else "blocks, as vLLM 0.19 counts them"
+        raise ConfigError(field, f"the KV pool ({max(checked, 0)} {counted} of {e.block_size} tokens) cannot hold one "
                                  f"request of max_model_len={max_model_len} ({need} blocks); lower engine.max_model_len "
                                  f"or give the cache more memory")
     return blocks, pool, max_model_len
@@ -714,14 +717,14 @@ def _fit_max_model_len(layout: KVLayout, tokens: int, block_size: int, usable: i
     """vLLM's auto-fit (max_model_len -1): the longest length, up to the model's, whose one request's KV fits the
     usable blocks, by bisection as vLLM searches it; refused when not even one token fits."""
     if layout.max_blocks(1, tokens, block_size) > usable:
-        raise ConfigError("engine.max_model_len", f"auto: the KV pool ({max(usable, 0)} usable blocks) cannot hold one token "
+        raise ConfigError("engine.max_model_len", f"auto: the KV pool ({max(usable, 0)} blocks, as vLLM counts them) cannot hold one token "
                                                   f"of a request, as vLLM says: give the cache more memory")
     low, high = 1, longest  # low fits, high does not
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (mid, high) if layout.max_blocks(mid, tokens, block_size) <= usable else (low, mid)
     say_once([f"servesim: note: engine.max_model_len auto: {low:,} tokens, the longest one request's KV fits in the "
-              f"pool ({usable:,} usable blocks of {block_size}; the model's {longest:,} do not)"])
+              f"pool ({usable:,} blocks of {block_size}, as vLLM counts them; the model's {longest:,} do not)"])
     return low
 
 
@@ -762,7 +765,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         disable_hybrid = True  # 0.19 turns the hybrid manager off beside a KV connector, which disaggregation needs
     layout = kv_layout(arch, tp, disable_hybrid)
     # vLLM's SchedulerConfig refuses it, against the length before an auto-fit to the pool (which comes later)
-    if e.long_prefill_token_threshold > max_model_len:
+    if e.long_prefill_token_threshold > max_model_len and e.vllm_defaults != "0.19.0":  # 0.19: partial prefills only
         raise ConfigError("engine.long_prefill_token_threshold", f"{e.long_prefill_token_threshold} is above "
                                                                   f"max_model_len ({max_model_len}): vLLM refuses it")
     async_scheduling = True if e.async_scheduling is None else e.async_scheduling
@@ -785,6 +788,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         max_num_seqs=e.max_num_active_seqs or seqs,  # admission into RUNNING; max_num_seqs sizes the graphs
         max_model_len=max_model_len,
         enable_chunked_prefill=e.enable_chunked_prefill, long_prefill_token_threshold=e.long_prefill_token_threshold,
+        threshold_spares_a_lone_request=e.vllm_defaults != "0.19.0",
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens, layout, scheduler,

@@ -232,7 +232,9 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
             **{f"slo_{k}": s.get(k) for k in slos if k not in ("p99_ttft_ms", "p99_tpot_ms", "p99_itl_ms",
                                                                 "p99_e2el_ms")},
             "headroom": 1 - max(_used(run, k, v) for k, v in slos.items()),  # the tightest SLO's slack
-            "rps_per_gpu": row["max_rate_per_replica"] / per_unit, "reason": note}
+            "rps_per_gpu": row["max_rate_per_replica"] / per_unit,
+            "reason": "; ".join(filter(None, (found.get("reason") if found.get("stable") is False else None, note)))
+            or None}  # an unstable capacity says why, as the README promises
     return row
 
 

@@ -35,6 +35,7 @@ class SchedulerSettings:
     max_model_len: int
     enable_chunked_prefill: bool = True
     long_prefill_token_threshold: int = 0
+    threshold_spares_a_lone_request: bool = True  # 0.33 lifts the cap when one request is eligible; 0.19 keeps it
     scheduler_reserve_full_isl: bool = True
     prefill_only: bool = False  # disaggregation: hand each request off after its first token
     local_attention: LocalAttention | None = None  # the model's sliding-window or chunked layers, if any
@@ -134,7 +135,8 @@ class Scheduler:
         s, kv, running, waiting = self.s, self.kv, self.running, self.waiting
         budget = s.max_num_batched_tokens
         max_len = s.max_model_len
-        thr = s.long_prefill_token_threshold if len(running) + len(waiting) > 1 else 0
+        thr = s.long_prefill_token_threshold if len(running) + len(waiting) > 1 \
+            or not s.threshold_spares_a_lone_request else 0
         out = SchedulerOutput()
         reqs, toks, preempted = out.reqs, out.tokens, out.preempted
         allocate = kv.allocate_slots
@@ -198,7 +200,8 @@ class Scheduler:
         s, kv, cohort, running, step = self.s, self.kv, self.cohort, self.running, self.step
         budget, max_len, bs = s.max_num_batched_tokens, s.max_model_len, kv.block_size
         due, blocks = cohort.due(step)  # members that take or fill a block this step
-        thr = s.long_prefill_token_threshold if len(running) + len(self.waiting) > 1 else 0
+        thr = s.long_prefill_token_threshold if len(running) + len(self.waiting) > 1 \
+            or not s.threshold_spares_a_lone_request else 0
         plan, ahead = [], 0
         for r in [q for q in running if q.joined_at < 0]:
             members = cohort.before(r.seq)  # each took one token before r's turn

@@ -378,11 +378,17 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         if dest in SERVE_SETTINGS:
             if dest == "max_model_len" and value == -1:  # 'auto' or -1: vLLM fits it to the KV pool
                 value = "auto"
+            if dest == "long_prefill_token_threshold" and version == "0.19.0" and value < 0:
+                value = 0  # 0.19's field has no floor, and its scheduler caps only above 0
             settings[SERVE_SETTINGS[dest]] = value
         elif dest not in SPEC_SHORTHANDS and dest not in ("speculative_config", "served_model_name",
                                                           "enable_per_request_metrics", "disable_log_stats",
                                                           *GRAPH_FLAGS):
             not_modelled[_flag("serve", dest, version)] = value
+    for dest in ("max_num_partial_prefills", "max_long_partial_prefills"):  # 0.19's _check_feature_supported
+        if version == "0.19.0" and serve.get(dest, 1) != 1:
+            raise ConfigError(_flag("serve", dest, version), f"{serve[dest]}: vLLM 0.19 does not start with it "
+                                                             f"(Concurrent Partial Prefill is not supported, it says)")
     from servesim.simulator.config import BATCHED_DP_BACKENDS
 
     if serve.get("all2all_backend") in BATCHED_DP_BACKENDS:  # batched DP MoE's default budget
@@ -478,7 +484,10 @@ def as_flag_error(cmd: VllmCommand, sets: list[str], exc: ConfigError) -> Config
     if any(exc.field == k or exc.field.startswith(k + ".") for k in given):
         return exc  # the user's own --set
     flag = decided_by(cmd, exc.field)
-    return exc if flag is None else ConfigError(flag, f"{_said_as_flags(cmd, exc.message)} (as servesim's {exc.field})")
+    message = _said_as_flags(cmd, exc.message)
+    if message.startswith("Input should be '") and flag and flag.startswith("vllm serve --"):  # a choice vLLM's parser
+        message = f"not modelled (vLLM takes it): servesim's choices are {message[len('Input should be '):]}"  # took
+    return exc if flag is None else ConfigError(flag, f"{message} (as servesim's {exc.field})")
 
 
 def _said_as_flags(cmd: VllmCommand, message: str) -> str:
@@ -907,8 +916,9 @@ def _arrival(bench: dict, o: BenchOptions) -> dict:
     rate, b = o.request_rate, o.burstiness
     if not (b >= 1e-4) or math.isnan(rate) or rate <= 0:  # a gamma of shape b: gaps' variation 1/sqrt(b) <= 100
         field_ = "--burstiness" if not (b >= 1e-4) else "--request-rate"
-        raise ConfigError(f"vllm bench serve {field_}", f"must be {'>= 1e-4' if field_ == '--burstiness' else '> 0'}, "
-                                                        f"got {b if field_ == '--burstiness' else rate}")
+        raise ConfigError(f"vllm bench serve {field_}", f"must be > 0, got {rate}" if field_ == "--request-rate" else
+                          f"{b}: below 1e-4 (gaps varying more than 100-fold) servesim does not draw, though vLLM "
+                          f"takes any burstiness above 0")
     strategy = bench.get("ramp_up_strategy")
     if strategy is not None:
         start, end = bench.get("ramp_up_start_rps"), bench.get("ramp_up_end_rps")

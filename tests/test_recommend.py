@@ -510,3 +510,16 @@ def test_a_traces_answer_is_not_run_again_on_further_rows(monkeypatch):
     r = search.max_rate(None, [trace, "engine.max_model_len=8192"], search.parse_slos(["ttft_p99_ms=1000"]),
                         load="time_scale", low=0.5, tolerance=0.2)
     assert r["stable"] and max(limits) == 200 * 2 ** (len(r["answers"]) - 1), (limits, r)  # none further
+
+
+def test_an_unstable_capacity_says_why_in_a_meeting_row(monkeypatch):
+    """A row that meets on a capacity whose search did not settle says `stable: false` and, as the README
+    promises, the answers in `reason` (it was empty, round 75)."""
+    from servesim.simulator import recommend, search
+
+    moved = "not stable: the answer moved (8 -> 6 -> 5 req/s)"
+    monkeypatch.setattr(search, "max_rate", lambda *a, **k: {"max_rate": 5.0, "stable": False, "reason": moved,
+                                                             "run_length": "workload.num_requests=100"})
+    row = recommend.evaluate(None, ["workload.num_requests=50", "hardware.gpu=l40s"], {}, {"p99_ttft_ms": 1e9},
+                             2.0, 0.1)
+    assert row["status"] == "meets" and row["stable"] is False and row["reason"] == moved

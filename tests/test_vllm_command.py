@@ -96,7 +96,7 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
      "--request-rate: not with --ramp-up-strategy"),
     (["--random-input-len=-10"], "--random-input-len: too small: 0 at range ratio"),  # below 0 is 0, as in vLLM
     (["--metadata", "foo", "bar=1"], "--metadata: KEY=VALUE items"),
-    (["--burstiness", "1e-9"], "--burstiness: must be >= 1e-4"),
+    (["--burstiness", "1e-9"], "--burstiness: 1e-09: below 1e-4 (gaps varying more than 100-fold) servesim does not draw"),
     # vLLM's RandomDataset refuses a line whose prompt could be empty: prefix + floor(len (1 - ratio)) < 1
     (["--random-input-len", "1", "--random-range-ratio", "0.5"], "--random-input-len: too small: 1 at range ratio"),
     (["--input-len", "1", "--random-range-ratio", "0.999"], "--input-len: too small"),
@@ -1305,3 +1305,50 @@ def test_0_19_fits_auto_to_the_memory_before_the_block_override(tmp_path, capsys
     assert len(err) == 1 and "a request of 1,6" in err[0] and "100 usable blocks" in err[0], err
     assert main(["vllm", "--quiet", "--out", str(tmp_path / "b"), *line]) == 0  # 0.33: fitted to the override
     assert yaml.safe_load((tmp_path / "b" / "config.yaml").read_text())["engine"]["max_model_len"] == 100 * 16
+
+
+@pytest.mark.parametrize("version, chunks", [("0.19.0", [512, 512, 512, 464]), ("0.33.0", [2000])])
+def test_a_lone_long_prefill_is_capped_in_0_19_only(tmp_path, version, chunks):
+    """0.33 lifts --long-prefill-token-threshold while one request is eligible (nobody to starve); 0.19 caps every
+    prefill. servesim lifted it in both (round 75)."""
+    out = tmp_path / version
+    assert main(["vllm", "--vllm-version", version, "--quiet", "--out", str(out), "serve", MODEL, "--max-model-len",
+                 "8k", "--long-prefill-token-threshold", "512", "--", "bench", "serve", "--num-prompts", "1",
+                 "--random-input-len", "2000", "--random-output-len", "3"]) == 0
+    steps = pd.read_parquet(out / "steps.parquet")
+    assert steps.prefill_tokens[steps.prefill_tokens > 0].tolist() == chunks
+
+
+@pytest.mark.parametrize("flags, v019, v033", [
+    (["--long-prefill-token-threshold", "200000"], 200000, "is above max_model_len"),  # 0.19: partial prefills only
+    (["--long-prefill-token-threshold", "-5"], 0, "greater than or equal to 0"),  # 0.19: no floor; caps above 0
+    (["--max-num-partial-prefills", "2"], "Concurrent Partial Prefill is not supported", "not a flag of vLLM 0.33"),
+    (["--max-long-partial-prefills", "2"], "Concurrent Partial Prefill is not supported", "not a flag of vLLM 0.33"),
+])
+def test_prefill_limits_as_each_release_checks_them(tmp_path, capsys, flags, v019, v033):
+    """Lines 0.19 starts and servesim refused, or 0.19 refuses and servesim took (round 75)."""
+    for version, expected in (("0.19.0", v019), ("0.33.0", v033)):
+        code = main(["vllm", "--vllm-version", version, "--config", "serve", MODEL, *flags])
+        captured = capsys.readouterr()
+        if isinstance(expected, str):
+            assert code == 2 and expected in captured.err, (version, captured.err)
+        else:
+            assert code == 0 and yaml.safe_load(captured.out)["engine"]["long_prefill_token_threshold"] == expected
+
+
+@pytest.mark.parametrize("version, fits", [("0.19.0", 8192), ("0.33.0", 8176)])
+def test_the_start_up_check_counts_the_null_block_in_0_33_only(tmp_path, capsys, version, fits):
+    """1 GiB of Llama-3.1-8B KV is 512 blocks of 16 tokens: 0.19 checks one max-length request against all of
+    them, 0.33 against those beside its null block. servesim refused 8,192 and fitted auto to 8,176 in 0.19 too
+    (round 75)."""
+    line = ["serve", MODEL, "--kv-cache-memory-bytes", "1G"]
+    assert main(["vllm", "--vllm-version", version, "--config", *line, "--max-model-len", "auto"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out)["engine"]["max_model_len"] == fits
+    assert main(["vllm", "--vllm-version", version, "--config", *line, "--max-model-len", str(fits + 1)]) == 2
+    assert f"cannot hold one request of max_model_len={fits + 1}" in capsys.readouterr().err
+
+
+def test_a_choice_vllm_takes_and_servesim_does_not_model_is_said_so(capsys):
+    """0.33's --kv-cache-dtype nvfp4 is a value vLLM takes: the refusal read as if vLLM refused it (round 75)."""
+    assert main(["vllm", "--config", "serve", MODEL, "--kv-cache-dtype", "nvfp4"]) == 2
+    assert "--kv-cache-dtype: not modelled (vLLM takes it): servesim's choices are 'auto'" in capsys.readouterr().err
