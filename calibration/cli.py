@@ -223,7 +223,9 @@ def cmd_validate_vllm(args) -> int:
         return _validate_vllm_server(args)
     from servesim.calibration.vllm_validate import validate_vllm
 
-    loads = args.loads.split(",") if args.loads else None
+    from servesim.calibration.validate import parse_loads
+
+    loads = parse_loads(args.loads)
     table, summary = validate_vllm(args.scenario, args.set, args.vllm_python, args.repeats, loads, args.kv_gib,
                                    args.out, command=args.argv)
     if answer({"summary": summary, "table": table, "out": args.out}):
@@ -301,13 +303,10 @@ def cmd_validate_layers(args) -> int:
 
 
 def cmd_validate_replay(args) -> int:
-    from servesim.calibration.validate import load_sets, validate_replay
+    from servesim.calibration.validate import parse_loads, validate_replay
 
     sets = args.set + ([f"profile={args.profile}"] if args.profile else [])
-    loads = args.loads.split(",") if args.loads else None
-    for level in loads or []:  # each level checked before the scenario is read (and warns of anything)
-        if level != "as-configured":
-            load_sets(level)
+    loads = parse_loads(args.loads)
     table, steps, tol = validate_replay(args.scenario, sets, args.device, args.threads, args.out, loads,
                                         command=args.argv, attention=args.attention)
     from servesim.calibration.profile_io import within_tolerance

@@ -124,6 +124,22 @@ def load_sets(load: str) -> list[str]:
     return [f"workload.arrival={{process: closed_loop, concurrency: {v}}}"]
 
 
+def parse_loads(text: str | None) -> list[str] | None:
+    """--loads as its levels, each checked before the scenario is read; a level listed twice (rate=5,rate=5.0)
+    would be measured twice as two points, so it is refused, as sweep refuses a value listed twice."""
+    from servesim.simulator.errors import ConfigError
+
+    if not text:
+        return None
+    levels, seen = text.split(","), {}
+    for level in levels:
+        key = (level,) if level in ("as-configured", "auto") else tuple(load_sets(level))
+        if key in seen:
+            raise ConfigError("--loads", f"{level!r} is {seen[key]!r} again: each level is measured once")
+        seen[key] = level
+    return levels
+
+
 def auto_loads(rs, sets, scenario, rates=(0.2, 0.45, 0.7, 0.9), concurrencies=(0.1, 0.3, 0.6, 1.0)) -> list[str]:
     """Open-loop rates at these fractions of the saturation the profile predicts (default: four, light to
     ~90%), and closed-loop concurrencies at these fractions of the batch that saturation runs at."""

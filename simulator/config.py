@@ -431,9 +431,11 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             value = raw  # not YAML: the text itself
         node = data
         parts = key.strip().split(".")
-        for p in parts[:-1]:
+        for i, p in enumerate(parts[:-1]):
             nxt = node.get(p)
-            if nxt is None or isinstance(nxt, str):
+            if i == 0 and p in ("model", "profile") and not isinstance(nxt, dict):
+                nxt = node[p] = _named_section(p, nxt, key.strip())  # a field of the model (profile) it names
+            elif nxt is None or isinstance(nxt, str):
                 nxt = {}
                 node[p] = nxt
             elif not isinstance(nxt, dict):
@@ -441,6 +443,19 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             node = nxt
         node[parts[-1]] = value
     return data
+
+
+def _named_section(section: str, name, key: str) -> dict:
+    """The model or profile a scenario names (a built-in, a path, an HF id), as the mapping a --set of one of
+    its fields edits: the fields it left alone stay that model's (profile's)."""
+    if section == "model":
+        return load_model(name or Scenario.model_fields["model"].default).model_dump(mode="json")
+    if name in (None, "auto"):
+        raise ConfigError(key, "profile auto is chosen for the deployment when the scenario is resolved: name a "
+                               "profile (a built-in, a path) to edit its fields, or give the whole mapping")
+    from servesim.simulator.cost_model import load_profile
+
+    return load_profile(name).model_dump(mode="json")
 
 
 def sets_give(sets: list[str], key: str) -> bool:
@@ -850,10 +865,10 @@ def scenario_of(data: dict, overrides: list[str] | None = None) -> Scenario:
     if not isinstance(data, dict):
         raise ConfigError("scenario", f"must be a mapping of settings, not {type(data).__name__}")
     notes: list[str] = []
-    data = rederive(data, notes) if data else {}
-    say_once(notes)
-    if overrides:
+    if overrides:  # as edits to the file: a derived value they change stands, and so does one they give
         data = apply_overrides(data, overrides)
+    data = rederive(data, notes, [item.split("=", 1)[0].strip() for item in overrides or ()]) if data else {}
+    say_once(notes)
     return parse_scenario(data)
 
 

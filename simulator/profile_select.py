@@ -76,9 +76,24 @@ def _builtin_match(arch: ModelArchitecture, gpu: str | None, tp: int) -> Profile
         p = load_profile(name)
         if (p.gpu and p.gpu == gpu and p.model == arch.name and p.dtype == arch.dtype
                 and p.tensor_parallel_size == tp and (p.kv_cache_dtype or p.dtype) == _kv(arch)
-                and p.overhead is not None):
+                and p.overhead is not None and _shaped_as_builtin(arch)):
             return p
     return None
+
+
+FORMATS = {"dtype", "kv_cache_dtype"}  # what the profile's own fields match (engine.quantization, kv_cache_dtype)
+
+
+def _shaped_as_builtin(arch: ModelArchitecture) -> bool:
+    """Whether `arch` is the built-in model of its name, layer for layer: a profile timed that model, and an
+    architecture edited under its name (--set model.num_hidden_layers=16) is another model."""
+    from servesim.simulator.model_arch import load_model
+
+    try:
+        builtin = load_model(arch.name)
+    except ConfigError:
+        return False
+    return arch.model_dump(exclude=FORMATS) == builtin.model_dump(exclude=FORMATS)
 
 
 def _tables_fingerprint(folder: Path) -> str:

@@ -51,10 +51,12 @@ def digest_less(value, identity: tuple[str, ...]) -> str | None:
     return digest({k: v for k, v in value.items() if k not in identity})
 
 
-def rederive(data: dict, notes: list[str] | None = None) -> dict:
+def rederive(data: dict, notes: list[str] | None = None, given: list[str] = ()) -> dict:
     """A resolved configuration read back (a run's config.yaml, `servesim config`'s output): every value servesim
     derived and nobody edited since goes back to what the scenario said (unset, auto, the model's name), so it is
-    derived again from the settings as they are now. Unchanged settings derive the same values: the run repeats."""
+    derived again from the settings as they are now. Unchanged settings derive the same values: the run repeats.
+    `given`: the keys --set gave (applied to `data` already, as edits to the file): each stands as given, even
+    where it equals the value derived."""
     derived = (data.get("resolved") or {}).get("derived") if isinstance(data.get("resolved"), dict) else None
     if not isinstance(derived, dict):
         return data
@@ -62,6 +64,8 @@ def rederive(data: dict, notes: list[str] | None = None) -> dict:
     for key, entry in derived.items():
         if not (isinstance(entry, dict) and isinstance(key, str)):
             continue  # not ours
+        if any(key == g or key.startswith(g + ".") for g in given):
+            continue  # --set gave it, or a section holding it
         value, retarget = at(data, key), None
         if entry.get("file") is not None and digest(value) == entry.get("digest") and \
                 file_digest(str(entry.get("from"))) != entry["file"]:

@@ -906,3 +906,39 @@ def test_round_59_files_of_the_same_names_in_a_folder_that_held_no_run_are_the_u
     (out / "metrics.prom").write_text("my notes")
     assert main(["run", "--set", "workload.num_requests=20", "--out", str(out)]) == 0
     assert (out / "metrics.prom").read_text() == "my notes" and "removed" not in capsys.readouterr().err
+
+
+def test_a_set_on_a_resolved_config_is_the_same_edit_by_hand(tmp_path, capsys):
+    """--set model.<field> (profile.<field>) on a config.yaml replaced the whole mapping with a one-key one ('field
+    required', round 75); a --set is now the file edited by hand: the model renamed reads that model, a field
+    edited stands, and a derived value given by --set stands even where it equals what was derived."""
+    import yaml
+
+    from servesim.simulator.config import load
+
+    text = yaml.safe_dump(load(None, ["workload.num_requests=20"]).as_dict(), sort_keys=False)
+    cfg = tmp_path / "x.yaml"
+    cfg.write_text(text)
+    renamed, fresh = load(str(cfg), ["model.name=qwen2.5-7b"]), load(None, ["workload.num_requests=20",
+                                                                            "model=qwen2.5-7b"])
+    assert renamed.arch == fresh.arch and renamed.profile.name == fresh.profile.name
+    assert load(str(cfg), ["model.num_hidden_layers=16"]).arch.num_hidden_layers == 16
+    step = load(str(cfg), ["profile.coefficients.per_seq_ms=0.5"]).profile.coefficients["per_seq_ms"]
+    assert step == 0.5
+    kept = load(str(cfg), ["engine.max_num_batched_tokens=8192", "hardware.gpu=l40s"])
+    assert kept.max_num_batched_tokens == 8192 != load(None, ["hardware.gpu=l40s"]).max_num_batched_tokens
+    # on a scenario naming its model, a field of it edits that model; the profile auto picks is not a mapping yet
+    assert load(None, ["model.num_hidden_layers=16"]).arch.num_hidden_layers == 16
+    for sets, says in ((["model.bogus=2"], "model.bogus: unknown setting"),
+                       (["profile.coefficients.per_seq_ms=1"], "profile auto is chosen for the deployment")):
+        assert main(["config", *sum((["--set", s] for s in sets), [])]) == 2
+        assert says in capsys.readouterr().err
+
+
+def test_an_architecture_edited_under_a_built_in_name_is_not_timed_by_its_profile():
+    """A built-in profile times its model: a 16-layer 'llama-3.1-8b' took the 32-layer model's profile by name."""
+    from servesim.simulator.config import load
+
+    assert load(None, []).profile.name == "h200-llama-3.1-8b-bf16-tp1"
+    assert "composed" in load(None, ["model.num_hidden_layers=16"]).cost_model_source or \
+        "roofline" in load(None, ["model.num_hidden_layers=16"]).cost_model_source

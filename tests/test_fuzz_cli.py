@@ -320,6 +320,10 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
       "p.yaml"], "--tp: 32 attention heads do not split over tp=3"),  # was `tp:`, not the flag
     (["validate", "replay", "docs/scenarios/replay-tiny-cpu.yaml", "--loads", "concurrency=1.5"],
      "--loads: 'concurrency=1.5': must be an integer"),  # was an internal error
+    # round 75: a level listed twice was measured twice (sweep refuses a value listed twice)
+    (["validate", "replay", "docs/scenarios/replay-tiny-cpu.yaml", "--loads", "rate=5,rate=5.0"],
+     "--loads: 'rate=5.0' is 'rate=5' again"),
+    (["validate", "vllm", "docs/scenarios/replay-tiny-cpu.yaml", "--loads", "concurrency=2,concurrency=2"], "--loads: 'concurrency=2' is 'concurrency=2' again"),
 ])
 def test_contradictions_and_impossible_requests_are_one_line(capsys, tmp_path, argv, needle):
     if argv[0] == "sweep":
