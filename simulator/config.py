@@ -182,6 +182,15 @@ class SpeculativeSettings(Settings):
         None, description="probabilities of accepting 0, 1, ..., k drafts (overrides acceptance_rate)")
     draft_cost_ratio: float = Field(
         0.05, ge=0, le=100, description="one draft token costs this fraction of a target decode step of the same batch")
+    drafting_slots_per_seq: int = Field(
+        0, ge=0, le=65, description="vLLM 0.19's max_num_new_slots_for_drafting: the slots a draft model (1) or "
+                                    "parallel drafting (k - 1) adds to each sequence's step; an unset "
+                                    "engine.max_num_scheduled_tokens is the token budget less this x max_num_seqs, a "
+                                    "given one must leave that much (servesim vllm sets it)")
+    draft_pass_tokens: int = Field(
+        0, ge=0, le=65, description="vLLM 0.33's DFlash and DSpark: the query tokens a request takes in the draft "
+                                    "pass; at most max_num_batched_tokens // this requests run at once "
+                                    "(max_num_active_seqs lowered, as vLLM lowers it; servesim vllm sets it)")
     eagle_block_drop: bool = Field(
         False, description="vLLM's EAGLE-type drafters (EAGLE, EAGLE3, MTP) read the hidden state of the token after "
                            "each position: a prefix-cache hit gives back its last block to be computed again "
@@ -798,9 +807,10 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     local = local_attention(arch)
     say_once((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens,
                                                                     None if arch.is_moe else arch.name)))
+    step_tokens, active_seqs = _drafting_limits(e, sp, tokens, seqs, max_model_len)
     scheduler = SchedulerSettings(  # a step holds at most the budget: vLLM's model runner is sized for it
-        max_num_batched_tokens=min(tokens, e.max_num_scheduled_tokens or tokens),
-        max_num_seqs=e.max_num_active_seqs or seqs,  # admission into RUNNING; max_num_seqs sizes the graphs
+        max_num_batched_tokens=step_tokens,
+        max_num_seqs=active_seqs,  # admission into RUNNING; max_num_seqs sizes the graphs
         max_model_len=max_model_len,
         enable_chunked_prefill=e.enable_chunked_prefill, long_prefill_token_threshold=e.long_prefill_token_threshold,
         threshold_spares_a_lone_request=e.vllm_defaults != "0.19.0",
@@ -809,6 +819,36 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                             selection.source, async_scheduling, graph_tokens, layout, scheduler,
                             derived_block_size=derived_block_size,
                             scenario_text=_resolved_text(scenario, profile))
+
+
+def _drafting_limits(e: EngineSettings, sp: SpeculativeSettings, tokens: int, seqs: int,
+                     max_model_len: int) -> tuple[int, int]:
+    """The tokens a step schedules and the requests running at once, as vLLM's VllmConfig narrows them for a
+    draft method: 0.19 keeps every sequence's drafting slots out of the step (_set_max_num_scheduled_tokens),
+    0.33's DFlash and DSpark passes run at most budget // their query tokens requests."""
+    step, active = min(tokens, e.max_num_scheduled_tokens or tokens), e.max_num_active_seqs or seqs
+    if sp.method == "none":
+        return step, active
+    slots = sp.drafting_slots_per_seq * seqs
+    if slots and e.max_num_scheduled_tokens is None:
+        step = tokens - slots
+        if step <= 0 or (step < max_model_len and not e.enable_chunked_prefill):
+            raise ConfigError("speculative.drafting_slots_per_seq",
+                              f"the drafter's {sp.drafting_slots_per_seq} slots for each of max_num_seqs ({seqs}) "
+                              f"leave {max(step, 0)} of the {tokens}-token budget for a step: vLLM 0.19 would "
+                              f"{'schedule nothing' if step <= 0 else 'never start a prompt longer than that'}; "
+                              f"raise engine.max_num_batched_tokens or lower engine.max_num_seqs")
+    elif slots and tokens < e.max_num_scheduled_tokens + slots:
+        raise ConfigError("engine.max_num_scheduled_tokens",
+                          f"{e.max_num_scheduled_tokens} leaves less than the drafter's {slots} slots "
+                          f"({sp.drafting_slots_per_seq} x max_num_seqs {seqs}) of the {tokens}-token budget: vLLM "
+                          f"0.19 refuses it")
+    if sp.draft_pass_tokens and tokens // sp.draft_pass_tokens < active:
+        say_once([f"servesim: note: max_num_active_seqs lowered from {active} to "
+                  f"{max(1, tokens // sp.draft_pass_tokens)}: the draft pass takes {sp.draft_pass_tokens} query "
+                  f"tokens a request within max_num_batched_tokens={tokens}, as vLLM lowers it"])
+        active = max(1, tokens // sp.draft_pass_tokens)
+    return step, active
 
 
 def _resolved_text(scenario: Scenario, profile: Profile) -> str:

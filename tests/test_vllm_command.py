@@ -1352,3 +1352,56 @@ def test_a_choice_vllm_takes_and_servesim_does_not_model_is_said_so(capsys):
     """0.33's --kv-cache-dtype nvfp4 is a value vLLM takes: the refusal read as if vLLM refused it (round 75)."""
     assert main(["vllm", "--config", "serve", MODEL, "--kv-cache-dtype", "nvfp4"]) == 2
     assert "--kv-cache-dtype: not modelled (vLLM takes it): servesim's choices are 'auto'" in capsys.readouterr().err
+
+
+def _scheduler(serve: list[str], version: str = "0.33.0"):
+    """The scheduler a serve line runs, resolved."""
+    from servesim.simulator.config import load, override
+
+    cmd = read([MODEL, *serve], [], version)
+    return load(None, [override(k, v) for k, v in cmd.settings.items()]).scheduler
+
+
+DRAFT = {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 4}
+EAGLE_PARALLEL = {"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 4,
+                  "parallel_drafting": True}
+
+
+@pytest.mark.parametrize("config, flags, step", [
+    (DRAFT, [], 8192 - 1024),  # a draft model adds a slot to each of max_num_seqs' sequences
+    (EAGLE_PARALLEL, [], 8192 - 3 * 1024),  # parallel drafting, k - 1 masked slots each
+    (DRAFT, ["--max-num-seqs", "256", "--max-num-batched-tokens", "256"], "would schedule nothing"),
+    (DRAFT, ["--no-enable-chunked-prefill", "--max-model-len", "8192", "--max-num-batched-tokens", "8192",
+             "--max-num-seqs", "16"], "never start a prompt longer than that"),
+])
+def test_0_19_keeps_the_drafters_slots_out_of_the_step(config, flags, step):
+    """vLLM 0.19's _set_max_num_scheduled_tokens: the step schedules the budget less max_num_new_slots_for_drafting
+    x max_num_seqs (round 74: servesim scheduled the whole budget)."""
+    serve = ["--speculative-config", json.dumps(config), *flags]
+    if isinstance(step, str):
+        with pytest.raises(ConfigError, match=step):
+            _scheduler(serve, "0.19.0")
+    else:
+        assert _scheduler(serve, "0.19.0").max_num_batched_tokens == step
+        assert _scheduler(serve).max_num_batched_tokens == min([8192] + [int(f) for f in flags[1:2]])  # 0.33: none
+
+
+def test_a_given_step_must_leave_the_drafters_slots():
+    """0.19's SchedulerConfig field (no flag of its own): a given max_num_scheduled_tokens stands if it leaves the
+    slots, else vLLM refuses it."""
+    from servesim.simulator.config import load
+
+    sets = ["speculative.method=fixed", "speculative.drafting_slots_per_seq=1", "engine.vllm_defaults=0.19.0"]
+    assert load(None, sets + ["engine.max_num_scheduled_tokens=7000"]).scheduler.max_num_batched_tokens == 7000
+    with pytest.raises(ConfigError, match="7500 leaves less than the drafter's 1024 slots"):
+        load(None, sets + ["engine.max_num_scheduled_tokens=7500"])
+
+
+@pytest.mark.parametrize("method, k, budget, active", [("dflash", 7, 2048, 256), ("dspark", 7, 2048, 292),
+                                                       ("dflash", 3, 8192, 1024), ("eagle3", 7, 2048, 1024)])
+def test_0_33_dflash_and_dspark_run_as_many_requests_as_their_draft_pass_holds(method, k, budget, active):
+    """0.33 lowers max_num_active_seqs to budget // the draft pass's query tokens per request (DFlash k + 1, DSpark
+    k): the scheduler ran max_num_seqs requests at once (round 74)."""
+    config = {"method": method, "model": f"z-lab/{method}-llama", "num_speculative_tokens": k}
+    serve = ["--speculative-config", json.dumps(config), "--max-num-batched-tokens", str(budget)]
+    assert _scheduler(serve).max_num_seqs == active
