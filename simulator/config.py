@@ -128,6 +128,11 @@ class EngineSettings(Settings):
     reserved_memory_gib: float = Field(
         0.0, ge=0, le=MAX_GIB, description="servesim: activations, CUDA graphs and non-torch memory that vLLM profiles at start")
 
+    @property
+    def is_0_19(self) -> bool:
+        """Whether vLLM 0.19's defaults and checks apply where they differ from 0.33's (vllm_defaults)."""
+        return self.vllm_defaults == "0.19.0"
+
 
 class HardwareSettings(Settings):
     gpu: str | None = "h200-sxm"
@@ -599,7 +604,7 @@ def default_graph_tokens(hw: Hardware, e: EngineSettings) -> int:
     """vLLM's ceiling on the CUDA-graph capture size left unset: 0.33 captures up to 1024 tokens on compute
     capability 10.x (B200, B300; is_device_capability_family(100)), 512 elsewhere and in 0.19."""
     blackwell = hw.compute_capability is not None and int(hw.compute_capability) == 10
-    return 1024 if blackwell and e.vllm_defaults != "0.19.0" else 512
+    return 1024 if blackwell and not e.is_0_19 else 512
 
 
 def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str) -> int:
@@ -640,20 +645,20 @@ def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, 
         return largest
     given = e.max_cudagraph_capture_size or (1024 if arch is not None and arch.hf_model_type == "gpt_oss" else None)
     ceiling = min(given or min(2 * seqs * decode_query_len, default_graph_tokens(hw, e)), tokens)
-    return tokens if ceiling == tokens and e.vllm_defaults != "0.19.0" else max(_capture_grid(ceiling))
+    return tokens if ceiling == tokens and not e.is_0_19 else max(_capture_grid(ceiling))
 
 
 def in_flight_tokens(e: EngineSettings, tokens: int, async_scheduling: bool) -> int:
     """vLLM's max_in_flight_tokens: a local-attention layer frees the blocks behind its window only once a step
     settles, so one request may hold a budget per step in flight beyond it; 0.33 counts two steps with async
     scheduling (pipeline stages are not modelled), 0.19 one budget."""
-    return tokens * (2 if async_scheduling and e.vllm_defaults != "0.19.0" else 1)
+    return tokens * (2 if async_scheduling and not e.is_0_19 else 1)
 
 
 def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, int]:
     """max_num_batched_tokens and max_num_seqs: the settings, else vLLM's defaults for the device and context."""
     tokens, seqs = usage_context_defaults(hw, e.usage_context, e.vllm_defaults)
-    if e.all2all_backend and e.enable_expert_parallel and e.data_parallel_size > 1 and e.vllm_defaults != "0.19.0":
+    if e.all2all_backend and e.enable_expert_parallel and e.data_parallel_size > 1 and not e.is_0_19:
         tokens = 256  # SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, before the limits below
     if e.performance_mode == "throughput":  # vLLM doubles the defaults, before the limits below
         tokens, seqs = 2 * tokens, 2 * seqs
@@ -719,9 +724,9 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
                           f"holds in one run; use a larger block_size, fewer replicas, or num_gpu_blocks_override")
     # vLLM fits `auto` to the pool and refuses to start when one max-length request cannot fit; 0.19 does both
     # against the memory it profiled, before num_gpu_blocks_override replaces the count (get_kv_cache_configs)
-    checked = blocks if not (e.num_gpu_blocks_override and e.vllm_defaults == "0.19.0") else \
+    checked = blocks if not (e.num_gpu_blocks_override and e.is_0_19) else \
         num_blocks(memory_sized(), layout.page_bytes_per_token, e.block_size)
-    if e.vllm_defaults != "0.19.0":  # 0.33 plans against the blocks left beside the null block; 0.19 counts them all
+    if not e.is_0_19:  # 0.33 plans against the blocks left beside the null block; 0.19 counts them all
         checked -= 1
     need = layout.max_blocks(max_model_len, tokens, e.block_size)
     if e.max_model_len == "auto" and checked < need:
@@ -730,7 +735,7 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
     if checked < need:
         field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else \
             "engine.kv_cache_memory_bytes" if e.kv_cache_memory_bytes else "engine.gpu_memory_utilization"
-        counted = "usable blocks" if e.vllm_defaults != "0.19.0" else "blocks, as vLLM 0.19 counts them"
+        counted = "blocks, as vLLM 0.19 counts them" if e.is_0_19 else "usable blocks"
         raise ConfigError(field, f"the KV pool ({max(checked, 0)} {counted} of {e.block_size} tokens) cannot hold one "
                                  f"request of max_model_len={max_model_len} ({need} blocks); lower engine.max_model_len "
                                  f"or give the cache more memory")
@@ -785,11 +790,11 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                                         "engine.max_model_len", e.vllm_defaults)
     tokens, seqs = _budgets(e, hw, max_model_len)
     disable_hybrid = e.disable_hybrid_kv_cache_manager
-    if disable_hybrid is None and e.vllm_defaults == "0.19.0" and scenario.cluster.prefill_replicas:
+    if disable_hybrid is None and e.is_0_19 and scenario.cluster.prefill_replicas:
         disable_hybrid = True  # 0.19 turns the hybrid manager off beside a KV connector, which disaggregation needs
     layout = kv_layout(arch, tp, disable_hybrid)
     # vLLM's SchedulerConfig refuses it, against the length before an auto-fit to the pool (which comes later)
-    if e.long_prefill_token_threshold > max_model_len and e.vllm_defaults != "0.19.0":  # 0.19: partial prefills only
+    if e.long_prefill_token_threshold > max_model_len and not e.is_0_19:  # 0.19: partial prefills only
         raise ConfigError("engine.long_prefill_token_threshold", f"{e.long_prefill_token_threshold} is above "
                                                                   f"max_model_len ({max_model_len}): vLLM refuses it")
     async_scheduling = True if e.async_scheduling is None else e.async_scheduling
@@ -813,7 +818,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         max_num_seqs=active_seqs,  # admission into RUNNING; max_num_seqs sizes the graphs
         max_model_len=max_model_len,
         enable_chunked_prefill=e.enable_chunked_prefill, long_prefill_token_threshold=e.long_prefill_token_threshold,
-        threshold_spares_a_lone_request=e.vllm_defaults != "0.19.0",
+        threshold_spares_a_lone_request=not e.is_0_19,
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens, layout, scheduler,
