@@ -188,10 +188,12 @@ class SpeculativeSettings(Settings):
     draft_cost_ratio: float = Field(
         0.05, ge=0, le=100, description="one draft token costs this fraction of a target decode step of the same batch")
     drafting_slots_per_seq: int = Field(
-        0, ge=0, le=65, description="vLLM 0.19's max_num_new_slots_for_drafting: the slots a draft model (1) or "
-                                    "parallel drafting (k - 1) adds to each sequence's step; an unset "
-                                    "engine.max_num_scheduled_tokens is the token budget less this x max_num_seqs, a "
-                                    "given one must leave that much (servesim vllm sets it)")
+        0, ge=0, le=65, description="vLLM's max_num_new_slots_for_drafting: the slots a draft model (1; with "
+                                    "parallel drafting k) or parallel drafting (k - 1) adds to a sequence's step. "
+                                    "0.19 keeps them out of every step: an unset engine.max_num_scheduled_tokens is "
+                                    "the token budget less this x max_num_seqs, a given one must leave that much; "
+                                    "0.33 takes them from the budget with each request scheduled (servesim vllm "
+                                    "sets it)")
     draft_pass_tokens: int = Field(
         0, ge=0, le=65, description="vLLM 0.33's DFlash and DSpark: the query tokens a request takes in the draft "
                                     "pass; at most max_num_batched_tokens // this requests run at once "
@@ -819,6 +821,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         max_model_len=max_model_len,
         enable_chunked_prefill=e.enable_chunked_prefill, long_prefill_token_threshold=e.long_prefill_token_threshold,
         threshold_spares_a_lone_request=not e.is_0_19,
+        draft_slots=sp.drafting_slots_per_seq if sp.method != "none" and not e.is_0_19 else 0,
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens, layout, scheduler,
@@ -829,12 +832,13 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
 def _drafting_limits(e: EngineSettings, sp: SpeculativeSettings, tokens: int, seqs: int,
                      max_model_len: int) -> tuple[int, int]:
     """The tokens a step schedules and the requests running at once, as vLLM's VllmConfig narrows them for a
-    draft method: 0.19 keeps every sequence's drafting slots out of the step (_set_max_num_scheduled_tokens),
-    0.33's DFlash and DSpark passes run at most budget // their query tokens requests."""
+    draft method: 0.19 keeps every sequence's drafting slots out of the step (_set_max_num_scheduled_tokens;
+    0.33's scheduler takes them request by request, SchedulerSettings.draft_slots), 0.33's DFlash and DSpark
+    passes run at most budget // their query tokens requests."""
     step, active = min(tokens, e.max_num_scheduled_tokens or tokens), e.max_num_active_seqs or seqs
     if sp.method == "none":
         return step, active
-    slots = sp.drafting_slots_per_seq * seqs
+    slots = sp.drafting_slots_per_seq * seqs if e.is_0_19 else 0
     if slots and e.max_num_scheduled_tokens is None:
         step = tokens - slots
         if step <= 0 or (step < max_model_len and not e.enable_chunked_prefill):

@@ -36,6 +36,7 @@ class SchedulerSettings:
     enable_chunked_prefill: bool = True
     long_prefill_token_threshold: int = 0
     threshold_spares_a_lone_request: bool = True  # 0.33 lifts the cap when one request is eligible; 0.19 keeps it
+    draft_slots: int = 0  # 0.33: budget each scheduled request's drafter takes besides its tokens (a draft model's)
     scheduler_reserve_full_isl: bool = True
     prefill_only: bool = False  # disaggregation: hand each request off after its first token
     local_attention: LocalAttention | None = None  # the model's sliding-window or chunked layers, if any
@@ -147,10 +148,11 @@ class Scheduler:
         plain, bs, hashing = kv.plain_running_path, kv.block_size, kv.caches_prefixes
 
         k = out.spec_k = self.speculation.drafts(len(running)) if self.speculation is not None else 0
+        slots = s.draft_slots  # taken from the budget with each request scheduled, as 0.33's input budget is
         i = 0
-        while i < len(running) and budget > 0:
+        while i < len(running) and budget > slots:
             r = running[i]
-            n = _chunk(r, budget, thr, k, max_len)  # a decode verifies k drafts in the same pass
+            n = _chunk(r, budget - slots, thr, k, max_len)  # a decode verifies k drafts in the same pass
             if n <= 0:
                 i += 1
                 continue
@@ -160,7 +162,7 @@ class Scheduler:
                     hashing and (c + n if c + n < r.num_tokens else r.num_tokens) // bs > r.num_hashed_blocks):
                 reqs.append(r)
                 toks.append(n)
-                budget -= n
+                budget -= n + slots
                 i += 1
                 continue
             while not allocate(r, n):
@@ -169,7 +171,7 @@ class Scheduler:
                 del running[vi]
                 if give_back and vi < i:  # already scheduled this step: return its tokens
                     j = reqs.index(victim)
-                    budget += toks[j]
+                    budget += toks[j] + slots
                     del reqs[j], toks[j]
                     i -= 1
                 out.swapped_blocks += self.preemption.give_up(victim, kv, now)
@@ -184,7 +186,7 @@ class Scheduler:
                 break
             reqs.append(r)
             toks.append(n)
-            budget -= n
+            budget -= n + slots
             i += 1
 
         self.admission_blocked = None
@@ -246,6 +248,7 @@ class Scheduler:
         allocate = kv.allocate_slots
         self.batching.open_admission(len(running))
         admitted = 0
+        budget -= s.draft_slots  # what a request admitted may take, its drafter's slots aside (0.33)
         while budget > 0 and len(waiting):
             if len(running) >= s.max_num_seqs:
                 self.admission_blocked = "max_num_seqs"
@@ -298,7 +301,7 @@ class Scheduler:
                 self.recent_admissions.append(now)
             reqs.append(r)
             toks.append(n)
-            budget -= n
+            budget -= n + s.draft_slots
             admitted += 1
 
     def _update_after_schedule(self, out: SchedulerOutput) -> None:

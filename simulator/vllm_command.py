@@ -405,12 +405,12 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         raise ConfigError(_flag("serve", "max_num_batched_tokens", version),
                           f"{budget} leaves no slot for a token beside {method}'s {lookahead} lookahead tokens: vLLM "
                           f"{version} refuses it (not enough slots to schedule a token)")
-    if version == "0.19.0" and method:  # SpeculativeConfig.max_num_new_slots_for_drafting
+    if method in ("dflash", "dspark"):  # their draft pass's query rows: VllmConfig lowers max_num_active_seqs
+        settings["speculative.draft_pass_tokens"] = lookahead
+    elif method:  # SpeculativeConfig.max_num_new_slots_for_drafting (DFlash's and DSpark's: none)
         slots = (k - 1 if spec_config.get("parallel_drafting") else 0) + (method == "draft_model")
         if slots:
             settings["speculative.drafting_slots_per_seq"] = slots
-    elif method in ("dflash", "dspark"):  # their draft pass's query rows: VllmConfig lowers max_num_active_seqs
-        settings["speculative.draft_pass_tokens"] = lookahead
     _async_scheduling(serve, version, method, spec_config, settings)
     _hybrid_manager(serve, version, method, arch, settings)
     options, workload = _bench(bench, not_modelled, version)

@@ -1405,3 +1405,18 @@ def test_0_33_dflash_and_dspark_run_as_many_requests_as_their_draft_pass_holds(m
     config = {"method": method, "model": f"z-lab/{method}-llama", "num_speculative_tokens": k}
     serve = ["--speculative-config", json.dumps(config), "--max-num-batched-tokens", str(budget)]
     assert _scheduler(serve).max_num_seqs == active
+
+
+@pytest.mark.parametrize("version, most", [("0.33.0", 256), ("0.19.0", 128)])
+def test_a_draft_models_slots_come_out_of_the_budget(tmp_path, version, most):
+    """A draft model takes a slot beside each scheduled request's tokens: 0.33 charges it request by request
+    (a step's tokens plus one per request stay within the budget), 0.19 keeps max_num_seqs of them out of every
+    step (256 - 128). servesim scheduled the whole budget in both (round 74)."""
+    out = tmp_path / version
+    assert main(["vllm", "--vllm-version", version, "--quiet", "--out", str(out), "serve", MODEL,
+                 "--max-num-batched-tokens", "256", "--max-num-seqs", "128", "--speculative-config",
+                 json.dumps(DRAFT), "--", "bench", "serve", "--num-prompts", "200", "--random-input-len", "64",
+                 "--random-output-len", "32"]) == 0
+    steps = pd.read_parquet(out / "steps.parquet")
+    charged = steps.scheduled_tokens + (steps.num_seqs if version == "0.33.0" else 0)
+    assert charged.max() == most  # the budget binds, and is never passed
