@@ -41,22 +41,22 @@ class KVLayout:
             return full
         return full + self.local_groups * max(0, full - self.local.skipped_tokens(computed) // block_size)
 
-    def local_blocks_bound(self, tokens: int, in_flight_tokens: int, block_size: int) -> int:
-        """The most blocks one local group holds for a request of `tokens`: its window (or chunk) plus the tokens
-        of the steps in flight, vLLM's bound for sizing the pool and, in 0.33, for admission
-        (max_admission_blocks_per_request): a sliding window adds a block, as it may not start at a block's edge;
-        a chunk starts at one (ChunkedLocalAttentionSpec)."""
+    def local_blocks_cap(self, max_model_len: int, in_flight_tokens: int, block_size: int) -> int:
+        """vLLM's max_admission_blocks_per_request: the most blocks one local group holds for a request, its
+        window (or chunk) plus the tokens of the steps in flight, at most max_model_len; a sliding window adds a
+        block, as it may not start at a block's edge, even where the length bounds it (SlidingWindowSpec); a
+        chunk starts at one (ChunkedLocalAttentionSpec). Sizes the pool and, in 0.33, caps admission."""
         w = self.local.window
         if self.local.chunked:
-            return cdiv(min(w + in_flight_tokens, tokens), block_size)
-        return min(cdiv(tokens, block_size), cdiv(min(w - 1 + in_flight_tokens, tokens), block_size) + 1)
+            return cdiv(min(w + in_flight_tokens, max_model_len), block_size)
+        return cdiv(min(w - 1 + in_flight_tokens, max_model_len), block_size) + 1
 
     def max_blocks(self, max_model_len: int, in_flight_tokens: int, block_size: int) -> int:
         """The most one request can hold: vLLM's start-up check that one max-length request fits."""
         full = cdiv(max_model_len, block_size)
         if not self.local_groups:
             return full
-        return full + self.local_groups * self.local_blocks_bound(max_model_len, in_flight_tokens, block_size)
+        return full + self.local_groups * self.local_blocks_cap(max_model_len, in_flight_tokens, block_size)
 
 
 def kv_layout(arch, tensor_parallel_size: int = 1, disable_hybrid: bool | None = None) -> KVLayout:
@@ -114,7 +114,7 @@ class LocalGroups:
         reserve = self.watermark_blocks if apply_watermark else 0
         if full_sequence_must_fit:  # every group must fit the prompt: the local ones as much as they will hold
             tokens = min(req.num_tokens, self.max_model_len)
-            local = lay.local_blocks_bound(tokens, self.in_flight_tokens, bs)
+            local = min(cdiv(tokens, bs), lay.local_blocks_cap(self.max_model_len, self.in_flight_tokens, bs))
             whole = max(0, cdiv(tokens, bs) - len(req.blocks) - hits) + groups * max(0, local - held)
             if whole + revive + reserve > self.num_free_blocks:
                 return False

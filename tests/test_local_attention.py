@@ -308,3 +308,17 @@ def test_long_prompts_are_admitted_only_when_every_group_can_hold_them():
         assert all(r.status == "finished" for r in reqs)
         preempted[disable] = sum(r.num_preemptions for r in reqs)
     assert preempted[False] <= preempted[True]
+
+
+@pytest.mark.parametrize("max_len, blocks", [(4096, 256 + 257), (131072, 8192 + 1033)])
+def test_a_sliding_window_bound_keeps_its_extra_block_where_the_length_bounds_it(max_len, blocks):
+    """vLLM's SlidingWindowSpec adds its block for a window not starting at a block's edge even where max_model_len,
+    not the window, bounds it: gpt-oss at 4,096 tokens needs 256 + 257 blocks; servesim counted 512, so it
+    started (and fitted auto to 4,800 tokens) on pools vLLM refuses (round 76)."""
+    rs = load(None, ["model=gpt-oss-120b", "hardware.gpu=h200-sxm", "profile=roofline",
+                     f"engine.max_model_len={max_len}"])
+    assert rs.kv_layout.max_blocks(max_len, rs.in_flight_tokens, 16) == blocks
+    page = rs.kv_layout.page_bytes_per_token * 16
+    fitted = load(None, ["model=gpt-oss-120b", "hardware.gpu=h200-sxm", "profile=roofline",
+                         "engine.max_model_len=auto", f"engine.kv_cache_memory_bytes={601 * page}"])
+    assert fitted.max_model_len == 4784  # 299 + 300 blocks of the 600 usable (4,800 needs 300 + 301), as vLLM fits it
