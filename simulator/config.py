@@ -198,6 +198,10 @@ class SpeculativeSettings(Settings):
         0, ge=0, le=65, description="vLLM 0.33's DFlash and DSpark: the query tokens a request takes in the draft "
                                     "pass; at most max_num_batched_tokens // this requests run at once "
                                     "(max_num_active_seqs lowered, as vLLM lowers it; servesim vllm sets it)")
+    lookahead_block_hashes: bool = Field(
+        False, description="vLLM 0.33's: a block's prefix-cache hash covers the token after it (EAGLE-type drafters "
+                           "with prefix caching and no KV connector), so a hit keeps its last block where that "
+                           "token is shared too, in place of eagle_block_drop (servesim vllm sets it)")
     eagle_block_drop: bool = Field(
         False, description="vLLM's EAGLE-type drafters (EAGLE, EAGLE3, MTP) read the hidden state of the token after "
                            "each position: a prefix-cache hit gives back its last block to be computed again "
@@ -840,12 +844,12 @@ def _drafting_limits(e: EngineSettings, sp: SpeculativeSettings, tokens: int, se
         return step, active
     slots = sp.drafting_slots_per_seq * seqs if e.is_0_19 else 0
     if slots and e.max_num_scheduled_tokens is None:
-        step = tokens - slots
-        if step <= 0 or (step < max_model_len and not e.enable_chunked_prefill):
+        step = tokens - slots or tokens  # a step of 0 is read as unset by 0.19's scheduler: the whole budget
+        if step < 0 or (step < max_model_len and not e.enable_chunked_prefill):
             raise ConfigError("speculative.drafting_slots_per_seq",
                               f"the drafter's {sp.drafting_slots_per_seq} slots for each of max_num_seqs ({seqs}) "
                               f"leave {max(step, 0)} of the {tokens}-token budget for a step: vLLM 0.19 would "
-                              f"{'schedule nothing' if step <= 0 else 'never start a prompt longer than that'}; "
+                              f"{'schedule nothing' if step < 0 else 'never start a prompt longer than that'}; "
                               f"raise engine.max_num_batched_tokens or lower engine.max_num_seqs")
     elif slots and tokens < e.max_num_scheduled_tokens + slots:
         raise ConfigError("engine.max_num_scheduled_tokens",

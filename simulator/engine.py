@@ -56,8 +56,8 @@ class Replica:
         layout = rs.kv_layout
         self.kv = make_kv_manager(layout, e.enable_prefix_caching, rs.in_flight_tokens, rs.num_gpu_blocks,
                                   e.block_size, rs.max_model_len, e.watermark)
-        if e.enable_prefix_caching and sp.method != "none" and sp.eagle_block_drop:
-            self.kv.drop_last_hit = True
+        if e.enable_prefix_caching and sp.method != "none":
+            self.kv.drop_last_hit, self.kv.hash_lookahead = sp.eagle_block_drop, sp.lookahead_block_hashes
         settings = replace(rs.scheduler, prefill_only=prefill_only)
         batching = make_batching(p.batching, p.static_batch_size or rs.max_num_seqs)
         # swap: one KV block over the host link; recompute: the marginal cost of prefilling the tokens again

@@ -44,7 +44,7 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     a = getattr(scenario.workload, "arrival", None)
     rules = [(sp.method == "none", sp, "speculative", ["num_speculative_tokens", "acceptance_rate",
                                                         "acceptance_distribution", "draft_cost_ratio",
-                                                        "eagle_block_drop"],
+                                                        "eagle_block_drop", "lookahead_block_hashes"],
               "speculative.method is none"),
              (p.preemption_mode == "recompute", e, "engine", ["swap_space"], "policies.preemption_mode is recompute"),
              (p.preemption_mode == "recompute", scenario.hardware, "hardware", ["host_link_gbps"],
@@ -59,8 +59,8 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              ((c.prefill_replicas or c.replicas * e.data_parallel_size) == 1 and "cluster.replicas" not in _VARIED.get(),
               c, "cluster", ["router"],
               "one replica takes every request"),
-             (sp.method != "none" and not e.enable_prefix_caching, sp, "speculative", ["eagle_block_drop"],
-              "engine.enable_prefix_caching is off (no prefix hit to drop a block of)"),
+             (sp.method != "none" and not e.enable_prefix_caching, sp, "speculative",
+              ["eagle_block_drop", "lookahead_block_hashes"], "engine.enable_prefix_caching is off (no prefix hit)"),
              (not (e.enable_expert_parallel and e.data_parallel_size > 1) or e.is_0_19, e, "engine",
               ["all2all_backend"], "it batches DP MoE only with enable_expert_parallel over data_parallel_size > 1 "
                                    "in vLLM 0.33"),

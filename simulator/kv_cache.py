@@ -173,24 +173,33 @@ class PrefixCachingKVManager(KVBlockManager):
             # token names everything before it, and the token's place in that id says how far it goes
             keys = [(ids[((i + 1) * bs - 1) // unit], (i + 1) * bs - ((i + 1) * bs - 1) // unit * unit)
                     for i in range(start, shared)]
+        if self.hash_lookahead:  # what the token after each block is: the id holding it and its place, or this
+            named = self.named_tokens(req)  # request's own token where no id names it
+            keys = [(key, (ids[t // unit], t % unit) if t < named else req.request_id)
+                    for key, t in zip(keys, range((start + 1) * bs, (shared + 1) * bs, bs))]
         return keys + list(range(base - shared, base - stop, -1))
 
     def shared_blocks(self, req) -> int:
         """The leading blocks whose content the workload names (ids), which other requests may share."""
+        return self.named_tokens(req) // self.block_size
+
+    @staticmethod
+    def named_tokens(req) -> int:
+        """The leading tokens whose content the workload names (ids)."""
         spec = req.spec
         ids, unit = spec.prefix_ids, spec.prefix_block_tokens
         if not (ids and unit):
             return 0
         # ids past the prompt run on over the output; fewer ids than prompt blocks name only what they cover
-        covered = len(ids) * unit if len(ids) > -(-spec.prompt_tokens // unit) else \
+        return len(ids) * unit if len(ids) > -(-spec.prompt_tokens // unit) else \
             min(spec.prompt_tokens, len(ids) * unit)
-        return covered // self.block_size
 
     def exact_blocks(self, req) -> int:
         """The leading blocks registered at the step they fill; the rest wait until req is freed (class doc)."""
         return self.shared_blocks(req) if req.lazy_keys else 1 << 62
 
     drop_last_hit = False  # EAGLE-type drafts: vLLM computes a hit's last block again (speculative.eagle_block_drop)
+    hash_lookahead = False  # 0.33's lookahead block hashes: a block's key names the token after it too
 
     def lookup(self, req) -> tuple[list[int], int]:
         """The longest run of cached leading blocks, capped so that one token is left to compute."""

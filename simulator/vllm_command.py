@@ -372,7 +372,8 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     rows = _parser("serve", version)[1]
     for dest, key in SERVE_SETTINGS.items():  # a flag left out is vLLM's default, where its parser has one
         default = rows[dest].get("default") if dest in rows else None
-        if dest not in serve and default is not None and not (dest == "scheduling_policy" and default == "fcfs"):
+        if dest not in serve and default is not None and not (dest == "scheduling_policy" and default == "fcfs") \
+                and not (dest == "gpu_memory_utilization" and serve.get("kv_cache_memory_bytes")):  # sizes nothing
             settings[key] = default
     for dest, value in serve.items():
         if dest in SERVE_SETTINGS:
@@ -649,6 +650,13 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         k = config.get("suffix_decoding_max_tree_depth", 24)
     if k is None and method == "mtp" and config.get("model") is not None and arch is not None and arch.is_mla:
         k = 1  # the drafter's n_predict: DeepSeek-V3/R1's num_nextn_predict_layers
+    if k is not None:  # SpeculativeConfig is a pydantic dataclass, lax: "3" and 3.0 are 3
+        from pydantic import TypeAdapter, ValidationError
+
+        try:
+            k = TypeAdapter(int).validate_python(k)
+        except ValidationError:
+            pass
     if method is None or not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ConfigError(field, "needs a method (or a draft model) and num_speculative_tokens >= 1, as vLLM does "
                                  "(it takes a draft model's n_predict when the count is left out: among servesim's "
@@ -657,15 +665,20 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         raise ConfigError(f"{field}.model", f"method {method!r} needs its draft model: vLLM refuses "
                                             f"num_speculative_tokens without one")
     out = {"speculative.method": "fixed", "speculative.num_speculative_tokens": k}
-    if method in EAGLE_TYPE and not config.get("disable_eagle_block_drop"):  # needs_eagle_block_drop
-        out["speculative.eagle_block_drop"] = True
+    if method in EAGLE_TYPE and not config.get("disable_eagle_block_drop") and \
+            serve.get("enable_prefix_caching") is not False:  # use_eagle_block_drop, where a prefix can hit
+        # 0.33 hashes each block with the token after it (num_hash_lookahead_tokens), which proves the hit's
+        # last block, unless told not to or beside a KV connector; else the hit's last block is computed again
+        lookahead = version != "0.19.0" and not config.get("disable_lookahead_block_hashes") and \
+            serve.get("kv_transfer_config") is None
+        out["speculative.lookahead_block_hashes" if lookahead else "speculative.eagle_block_drop"] = True
     if method in FREE_DRAFTS:
         out["speculative.draft_cost_ratio"] = 0.0
     synthetic = _synthetic_acceptance(config, k, field) if version != "0.19.0" else None
     if synthetic is not None:
         out["speculative.acceptance_distribution"] = synthetic
     # a drafter's own weights and KV cache are not modelled (draft_cost_ratio times its steps): its name recorded
-    used = {"method", "num_speculative_tokens", "disable_eagle_block_drop"} | ({"model"} if method in NO_DRAFT_MODEL else set()) | (
+    used = {"method", "num_speculative_tokens", "disable_eagle_block_drop", "disable_lookahead_block_hashes"} | ({"model"} if method in NO_DRAFT_MODEL else set()) | (
         {"rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length"} if synthetic else set())
     for key, value in config.items():
         if key not in used:

@@ -1370,7 +1370,8 @@ EAGLE_PARALLEL = {"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8
 @pytest.mark.parametrize("config, flags, step", [
     (DRAFT, [], 8192 - 1024),  # a draft model adds a slot to each of max_num_seqs' sequences
     (EAGLE_PARALLEL, [], 8192 - 3 * 1024),  # parallel drafting, k - 1 masked slots each
-    (DRAFT, ["--max-num-seqs", "256", "--max-num-batched-tokens", "256"], "would schedule nothing"),
+    (DRAFT, ["--max-num-seqs", "256", "--max-num-batched-tokens", "256"], 256),  # 0 is read as unset: all
+    (EAGLE_PARALLEL, ["--max-num-seqs", "256", "--max-num-batched-tokens", "512"], "would schedule nothing"),
     (DRAFT, ["--no-enable-chunked-prefill", "--max-model-len", "8192", "--max-num-batched-tokens", "8192",
              "--max-num-seqs", "16"], "never start a prompt longer than that"),
 ])
@@ -1420,3 +1421,44 @@ def test_a_draft_models_slots_come_out_of_the_budget(tmp_path, version, most):
     steps = pd.read_parquet(out / "steps.parquet")
     charged = steps.scheduled_tokens + (steps.num_seqs if version == "0.33.0" else 0)
     assert charged.max() == most  # the budget binds, and is never passed
+
+
+@pytest.mark.parametrize("version, prefix, cached", [("0.33.0", 1000, 992), ("0.33.0", 992, 976),
+                                                     ("0.19.0", 1000, 976), ("0.19.0", 992, 976)])
+def test_033_lookahead_hashes_prove_an_eagle_hits_last_block(tmp_path, version, prefix, cached):
+    """0.33 hashes each block with the token after it where EAGLE-type drafts read it (prefix caching on, no KV
+    connector), and then drops no block: a 1,000-token shared prefix keeps its 62 blocks; one of 992 ends at a
+    block's edge, so its token after differs and 61 stay. servesim dropped the last block as 0.19 does
+    (round 76)."""
+    out = tmp_path / "run"
+    spec = {"method": "eagle3", "model": EAGLE3, "num_speculative_tokens": 3}
+    assert main(["vllm", "--vllm-version", version, "--quiet", "--out", str(out), "serve", MODEL,
+                 "--speculative-config", json.dumps(spec), "--", "bench", "serve", "--dataset-name",
+                 "prefix_repetition", "--prefix-repetition-prefix-len", str(prefix), "--prefix-repetition-suffix-len",
+                 "100", "--prefix-repetition-num-prefixes", "1", "--prefix-repetition-output-len", "10",
+                 "--num-prompts", "10", "--request-rate", "1"]) == 0
+    assert sorted(set(pd.read_parquet(out / "requests.parquet").cached_tokens)) == [0, cached]
+
+
+@pytest.mark.parametrize("flags, setting", [([], "speculative.lookahead_block_hashes"),
+                                            (["--kv-transfer-config", '{"kv_connector": "NixlConnector", '
+                                                                      '"kv_role": "kv_both"}'],
+                                             "speculative.eagle_block_drop"),
+                                            (["--no-enable-prefix-caching"], None)])
+def test_the_eagle_hit_rule_follows_prefix_caching_and_kv_connectors(flags, setting):
+    spec = {"method": "eagle3", "model": EAGLE3, "num_speculative_tokens": 3}
+    s = read([MODEL, "--speculative-config", json.dumps(spec), *flags], []).settings
+    rules = {k for k in ("speculative.lookahead_block_hashes", "speculative.eagle_block_drop") if s.get(k)}
+    assert rules == ({setting} if setting else set())  # none without prefix caching: nothing to say of a hit
+
+
+def test_round_76_lines_read_as_vllm_reads_them(capsys):
+    """A count vLLM's lax SpeculativeConfig takes ("3", 3.0) was refused; 0.19's default
+    --gpu-memory-utilization beside --kv-cache-memory-bytes was said to have no effect, though the line left it."""
+    for k in ("3", 3.0):
+        spec = json.dumps({"method": "ngram", "num_speculative_tokens": k, "prompt_lookup_max": 4})
+        assert read([MODEL, "--speculative-config", spec], []).settings["speculative.num_speculative_tokens"] == 3
+    capsys.readouterr()
+    assert main(["vllm", "--vllm-version", "0.19.0", "--config", "serve", MODEL, "--kv-cache-memory-bytes", "10G",
+                 "--max-model-len", "8192"]) == 0
+    assert "has no effect" not in capsys.readouterr().err

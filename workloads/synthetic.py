@@ -3,6 +3,8 @@ prefixes and per-request classes; and multi-turn chat sessions."""
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 from dataclasses import replace
 from itertools import count
@@ -106,11 +108,19 @@ class ContentIds:
         """Use up ids without holding them (turns that are never sent keep later ids where they were)."""
         self._ids = count(next(self._ids) + blocks)
 
-    def shared(self, key: int, tokens: int) -> list[int]:
-        """Ids of the full blocks of shared prefix `key` (the same list every time)."""
+    def shared(self, key: int, tokens: int, unit: int = CONTENT_BLOCK) -> list[int]:
+        """Ids of the full blocks (of `unit` tokens) of shared prefix `key` (the same list every time)."""
         if key not in self.prefixes:
-            self.prefixes[key] = self.fresh(tokens // CONTENT_BLOCK)
+            self.prefixes[key] = self.fresh(tokens // unit)
         return self.prefixes[key]
+
+
+def prefix_unit(tokens: int) -> int:
+    """Tokens per content id for a shared prefix of `tokens`: ids end where the prefix ends (1,000 tokens: ids
+    of 8), so that whether the token after a cached block is shared is known (vLLM 0.33's lookahead hashes
+    ask it); at least 4 tokens an id, past which the prefix's last few tokens are left private."""
+    unit = math.gcd(CONTENT_BLOCK, tokens)
+    return unit if unit >= 4 else CONTENT_BLOCK
 
 
 class SyntheticWorkload(_Classes):
@@ -161,18 +171,19 @@ class SyntheticWorkload(_Classes):
     def _specs(self, n: int, rng: np.random.Generator, max_model_len: int | None, ids: ContentIds):
         prompts, outputs, which, prios, classes = self._draws(n, rng)
         prefix = self.shared_prefix
+        unit = prefix_unit(prefix.tokens) if prefix else CONTENT_BLOCK
         for i in range(n):
             p, o = int(prompts[i]), int(outputs[i])
             pids: tuple = ()
             if prefix:
-                shared = ids.shared(int(which[i]), prefix.tokens)
+                shared = ids.shared(int(which[i]), prefix.tokens, unit)
                 p += prefix.tokens
-                pids = tuple(shared) + tuple(ids.fresh(-(-p // CONTENT_BLOCK) - len(shared)))
+                pids = tuple(shared) + tuple(ids.fresh(-(-p // unit) - len(shared)))
             if max_model_len and self.clip_to_max_model_len:
                 p = min(p, max_model_len - 1)
-                pids = pids[: -(-p // CONTENT_BLOCK)]
+                pids = pids[: -(-p // unit)]
             yield RequestSpec(i, 0.0, p, max(1, o), priority=prios[i], slo_class=classes[i], prefix_ids=pids,
-                              prefix_block_tokens=CONTENT_BLOCK if pids else 0)
+                              prefix_block_tokens=unit if pids else 0)
 
     def _source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
         rng = np.random.default_rng(seed)
@@ -223,11 +234,12 @@ class DrawnSpecs(Sequence):
         self.clip = bool(max_model_len) and w.clip_to_max_model_len
         self.prompts = np.minimum(prompts, max_model_len - 1) if self.clip else prompts
         self.which = which
+        self.unit = prefix_unit(prefix.tokens) if prefix else CONTENT_BLOCK
         if prefix:  # ids used before each request: a shared prefix's full blocks at its first use, then its own
-            self.shared_blocks = prefix.tokens // CONTENT_BLOCK
+            self.shared_blocks = prefix.tokens // self.unit
             first = np.zeros(n, dtype=bool)
             first[np.unique(which, return_index=True)[1]] = True
-            own = -(-prompts // CONTENT_BLOCK) - self.shared_blocks
+            own = -(-prompts // self.unit) - self.shared_blocks
             used = own + first * self.shared_blocks
             self.id_start = np.cumsum(used) - used
             self.own, self.first = own, first
@@ -255,9 +267,9 @@ class DrawnSpecs(Sequence):
             s0 = self.prefix_start[key]
             pids = tuple(range(s0, s0 + shared)) + tuple(range(start, start + own))
             if self.clip:
-                pids = pids[: -(-p // CONTENT_BLOCK)]
+                pids = pids[: -(-p // self.unit)]
         return RequestSpec(i, float(self.times[i]), p, int(self.outputs[i]), priority=self.priorities[i],
-                           slo_class=self.classes[i], prefix_ids=pids, prefix_block_tokens=CONTENT_BLOCK if pids else 0)
+                           slo_class=self.classes[i], prefix_ids=pids, prefix_block_tokens=self.unit if pids else 0)
 
 
 class SessionWorkload(_Classes):
