@@ -70,13 +70,14 @@ class RealRun:
         return str((self.records or self.path).resolve())
 
     def measured_requests(self) -> set:
-        """Each request as measured (lengths, time to first token, end-to-end latency; not its arrival, which is
-        counted from the run's first): a run whose requests these are is this run's records, however its file was
-        edited, shifted or cut; a repeat of its workload measures other latencies."""
+        """Each request as measured (lengths, time to first token and end-to-end latency to 3 significant
+        figures; not its arrival, which is counted from the run's first): a run whose requests these are is this
+        run's records, however its file was edited, shifted, cut or its times scaled by a hair; a repeat of its
+        workload measures other latencies."""
         if self.requests is None:
             return set()
-        cols = self.requests[["prompt_tokens", "output_tokens", "ttft", "e2el"]]
-        return set(cols.itertuples(index=False, name=None))
+        r = self.requests
+        return set(zip(r["prompt_tokens"], r["output_tokens"], *(_figures(r[c]) for c in ("ttft", "e2el"))))
 
     @property
     def content(self) -> str | None:
@@ -585,3 +586,8 @@ def attach_prefixes(run: RealRun, specs: list[RequestSpec]) -> RealRun:
     run.specs = out
     return run
 
+
+def _figures(times, digits: int = 3) -> list[float]:
+    """Times to `digits` significant figures: equal for a copy scaled by a hair, unequal for a repeat's
+    latencies, which differ by far more than 0.1% (milliseconds of jitter)."""
+    return [float(f"{t:.{digits}g}") for t in times]

@@ -85,7 +85,8 @@ def cmd_run(args, after=None) -> int:
                                                               "cooldown_requests") if getattr(args, k, None) is not None]
     rs = load(args.scenario, args.set + window)
     from servesim.simulator.files import refuse_folder_over_inputs, refuse_writing_over
-    from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window, holds_a_run
+    from servesim.simulator.metrics import (OPTIONAL_RUN_FILES, RUN_FILES, check_window, record_written,
+                                            written_before)
 
     inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
     refuse_writing_over(args.out, "--out", inputs)
@@ -106,8 +107,8 @@ def cmd_run(args, after=None) -> int:
         idle.append(f"simulation.max_sim_time_s={limit:g} ended the run: {result.summary.get('unfinished', 0):,} "
                     f"request(s) unfinished (counted as `unfinished`, in no latency)"
                     + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))
-    # a folder that held a run before: its optional files not written again are that run's, removed below
-    earlier_run = holds_a_run(Path(args.out))
+    # the files a run wrote here before: its optional ones not written again are removed below (only those)
+    earlier_run = written_before(Path(args.out))
     out = result.write(args.out, "--out")  # then the warnings: none beside an error about --out
     extra = after(result, out) if after is not None else []
     if getattr(args, "prometheus", False):
@@ -123,10 +124,11 @@ def cmd_run(args, after=None) -> int:
 
         latency_distributions(result, out / "latency.png")
         files.append("latency.png")
-    stale = [name for name in OPTIONAL_RUN_FILES if earlier_run and name not in files and
+    stale = [name for name in OPTIONAL_RUN_FILES if name in earlier_run and name not in files and
              ((out / name).is_file() or (out / name).is_symlink())]
     for name in stale:  # an earlier run's, which this one did not write
         (out / name).unlink()
+    record_written(out, written_before(out) | set(files))
     if stale:
         print(f"servesim: note: removed {', '.join(stale)}: an earlier run's in {out}, which this run did not "
               f"write", file=sys.stderr)

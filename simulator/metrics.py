@@ -232,13 +232,24 @@ class TokenTimes:
 
 
 RUN_FILES = ("config.yaml", "summary.json", "requests.parquet", "steps.parquet", "latency.png", "workload.jsonl")
+RUN_MANIFEST = ".servesim-files"  # the files the last run in a folder wrote: only those are an earlier run's
+
+
+def written_before(folder: Path) -> set[str]:
+    """The files the last run written to `folder` wrote (its manifest): an earlier run's files a new run does not
+    write again are removed, and only those; a file of the same name the user put there is left alone."""
+    try:
+        return set((Path(folder) / RUN_MANIFEST).read_text(encoding="utf-8").split())
+    except (OSError, UnicodeDecodeError):
+        return set()
+
+
+def record_written(folder: Path, names) -> None:
+    (Path(folder) / RUN_MANIFEST).write_text("".join(f"{name}\n" for name in sorted(set(names))), encoding="utf-8")
+
+
 # what a run writes only when asked (--plot, --prometheus, the vllm command): an earlier run's, left beside a new
 # run's summary, would contradict it
-def holds_a_run(folder: Path) -> bool:
-    """A folder a run was written to before: its optional files not written again are that run's."""
-    return all((Path(folder) / name).is_file() for name in ("config.yaml", "summary.json"))
-
-
 OPTIONAL_RUN_FILES = ("latency.png", "metrics.prom", "prometheus.parquet", "vllm_command.json")
 
 TEXT_COLUMNS = ("status", "slo_class", "finish_reason")  # the request columns of text (None where none)
@@ -633,7 +644,7 @@ class RunResult:
         except OSError as exc:  # a file in the way, a name too long: the CLI's --out says the same
             raise ConfigError(field, f"cannot write a results folder at {out}: {exc.strerror or exc}") from None
         stale = out / "workload.jsonl"  # an earlier run's requests, which this run's config.yaml does not name
-        earlier_run = holds_a_run(out)
+        earlier_run = "workload.jsonl" in written_before(out)
         if self.given_requests is not None and stale.exists() and not earlier_run:  # a file of the user's, maybe read
             raise ConfigError(field, f"{out} holds a workload.jsonl no run wrote, which this run's requests would "
                                      f"replace: write elsewhere")
@@ -654,4 +665,6 @@ class RunResult:
         (out / "summary.json").write_text(summary)
         write_parquet(self.request_columns, out / "requests.parquet", TEXT_COLUMNS)
         write_parquet(self.step_columns, out / "steps.parquet")
+        record_written(out, ["config.yaml", "summary.json", "requests.parquet", "steps.parquet"]
+                       + (["workload.jsonl"] if self.given_requests is not None else []))
         return out

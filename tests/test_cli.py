@@ -894,8 +894,13 @@ def test_round_58_a_rerun_into_the_same_out_leaves_no_earlier_runs_files(tmp_pat
     assert (out / "metrics.prom").is_file() and (out / "prometheus.parquet").is_file()
     assert main(["run", "--set", "workload.num_requests=30", "--out", str(out)]) == 0
     assert "removed metrics.prom, prometheus.parquet: an earlier run's" in capsys.readouterr().err
-    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "requests.parquet", "steps.parquet",
-                                                     "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".servesim-files", "config.yaml", "requests.parquet",
+                                                     "steps.parquet", "summary.json"]
+    # a file of one of those names that no run wrote (a plot the user saved there) is the user's (round 76)
+    (out / "latency.png").write_text("mine")
+    for _ in range(2):
+        assert main(["run", "--quiet", "--set", "workload.num_requests=20", "--out", str(out)]) == 0
+    assert (out / "latency.png").read_text() == "mine" and "removed" not in capsys.readouterr().err
 
 
 def test_round_59_files_of_the_same_names_in_a_folder_that_held_no_run_are_the_users(tmp_path, capsys):

@@ -438,6 +438,15 @@ def test_a_run_named_by_its_records_file_is_the_same_run(tmp_path, capsys):
     records.write_text("\n".join(lines[1:]) + "\n")  # its first request left out: arrivals counted from another
     with pytest.raises(ConfigError, match=f"{len(lines) - 1} of its {len(lines) - 1} requests are"):
         fit_serving([runs[0]], [read_run(copy)], None, ["hardware.gpu=rtx-pro-6000"])
+    scaled = []  # and every time after its queueing stretched by 0.01% (round 76)
+    for line in lines:
+        row = json.loads(line)
+        for key in ("scheduled_ts", "first_token_ts", "last_token_ts"):
+            row[key] = row["queued_ts"] + (row[key] - row["queued_ts"]) * 1.0001
+        scaled.append(json.dumps(row))
+    records.write_text("\n".join(scaled) + "\n")
+    with pytest.raises(ConfigError, match="requests are .* as measured"):
+        fit_serving([runs[0]], [read_run(copy)], None, ["hardware.gpu=rtx-pro-6000"])
     assert main(["compare", str(names[0]), str(names[1]), "--out", str(tmp_path)]) == 2
     assert "given twice (the same records under another name)" in capsys.readouterr().err
 
