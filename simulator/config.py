@@ -209,6 +209,9 @@ class SpeculativeSettings(Settings):
 
     @model_validator(mode="after")
     def _dist(self):
+        if self.lookahead_block_hashes and self.eagle_block_drop:
+            refuse("lookahead_block_hashes", "and eagle_block_drop are two rules for a hit's last block (0.33's "
+                                             "and 0.19's): give one")
         d = self.acceptance_distribution
         if d is not None and (len(d) != self.num_speculative_tokens + 1 or abs(sum(d) - 1) > 1e-6):
             refuse("acceptance_distribution", f"needs k + 1 = {self.num_speculative_tokens + 1} probabilities "
@@ -818,6 +821,10 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     local = local_attention(arch)
     say_once((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens,
                                                                     None if arch.is_moe else arch.name)))
+    if sp.method != "none" and sp.lookahead_block_hashes and e.is_0_19:
+        raise ConfigError("speculative.lookahead_block_hashes", "vLLM 0.19 has no lookahead block hashes (0.33's): "
+                                                                "its EAGLE-type drafters drop a hit's last block, "
+                                                                "speculative.eagle_block_drop")
     step_tokens, active_seqs = _drafting_limits(e, sp, tokens, seqs, max_model_len)
     scheduler = SchedulerSettings(  # a step holds at most the budget: vLLM's model runner is sized for it
         max_num_batched_tokens=step_tokens,
@@ -842,20 +849,22 @@ def _drafting_limits(e: EngineSettings, sp: SpeculativeSettings, tokens: int, se
     step, active = min(tokens, e.max_num_scheduled_tokens or tokens), e.max_num_active_seqs or seqs
     if sp.method == "none":
         return step, active
-    slots = sp.drafting_slots_per_seq * seqs if e.is_0_19 else 0
-    if slots and e.max_num_scheduled_tokens is None:
-        step = tokens - slots or tokens  # a step of 0 is read as unset by 0.19's scheduler: the whole budget
-        if step < 0 or (step < max_model_len and not e.enable_chunked_prefill):
-            raise ConfigError("speculative.drafting_slots_per_seq",
-                              f"the drafter's {sp.drafting_slots_per_seq} slots for each of max_num_seqs ({seqs}) "
-                              f"leave {max(step, 0)} of the {tokens}-token budget for a step: vLLM 0.19 would "
-                              f"{'schedule nothing' if step < 0 else 'never start a prompt longer than that'}; "
-                              f"raise engine.max_num_batched_tokens or lower engine.max_num_seqs")
-    elif slots and tokens < e.max_num_scheduled_tokens + slots:
+    per, slots = sp.drafting_slots_per_seq, sp.drafting_slots_per_seq * seqs
+    if per and e.is_0_19 and e.max_num_scheduled_tokens is not None and tokens < e.max_num_scheduled_tokens + slots:
         raise ConfigError("engine.max_num_scheduled_tokens",
                           f"{e.max_num_scheduled_tokens} leaves less than the drafter's {slots} slots "
-                          f"({sp.drafting_slots_per_seq} x max_num_seqs {seqs}) of the {tokens}-token budget: vLLM "
-                          f"0.19 refuses it")
+                          f"({per} x max_num_seqs {seqs}) of the {tokens}-token budget: vLLM 0.19 refuses it")
+    if per and e.is_0_19 and e.max_num_scheduled_tokens is None:
+        step = tokens - slots or tokens  # a step of 0 is read as unset by 0.19's scheduler: the whole budget
+        room, kept = step, f"{per} slots for each of max_num_seqs ({seqs})"
+    else:  # 0.33 takes a request's slots beside its tokens (its input budget)
+        room, kept = step - per, f"{per} slots beside each request's tokens"
+    if per and (room < 0 or room == 0 and not e.is_0_19 or room < max_model_len and not e.enable_chunked_prefill):
+        raise ConfigError("speculative.drafting_slots_per_seq",
+                          f"the drafter's {kept} leave {max(room, 0)} of the {tokens}-token budget for a request: "
+                          f"vLLM {e.vllm_defaults} would "
+                          f"{'never start a prompt longer than that' if room > 0 else 'schedule nothing'}; raise "
+                          f"engine.max_num_batched_tokens{' or lower engine.max_num_seqs' if e.is_0_19 else ''}")
     if sp.draft_pass_tokens and tokens // sp.draft_pass_tokens < active:
         say_once([f"servesim: note: max_num_active_seqs lowered from {active} to "
                   f"{max(1, tokens // sp.draft_pass_tokens)}: the draft pass takes {sp.draft_pass_tokens} query "

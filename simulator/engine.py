@@ -41,11 +41,12 @@ class Replica:
         profiled, then waits on that request for ever); anything else is a bug."""
         kv, waiting = self.kv, self.scheduler.waiting
         longest = max((r.num_tokens for r in waiting), default=0)  # a preempted one's output is prefilled again
-        if -(-longest // kv.block_size) > kv.num_usable_blocks:
+        if kv.blocks_to_admit(longest) > kv.num_usable_blocks:  # local-attention groups' blocks counted too
             return ConfigError("engine.num_gpu_blocks_override",
                                f"a request of {longest:,} tokens (its prompt, and its output when preempted) needs "
-                               f"more than the KV pool's {kv.num_usable_blocks:,} usable blocks of {kv.block_size}: "
-                               f"vLLM would wait on it for ever; give more blocks or lower max_model_len")
+                               f"{kv.blocks_to_admit(longest):,} blocks, more than the KV pool's "
+                               f"{kv.num_usable_blocks:,} usable blocks of {kv.block_size}: vLLM would wait on it "
+                               f"for ever; give more blocks or lower max_model_len")
         return RuntimeError(f"replica {self.index}: nothing schedulable with {len(waiting)} waiting")
 
     def __init__(self, env: SimClock, index: int, rs: ResolvedScenario, front_end: FrontEnd,

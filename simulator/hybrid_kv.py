@@ -4,8 +4,9 @@ vLLM groups layers of one kind into KV cache groups of `group_layers` layers eac
 the last group padded), so every group's page, block_size tokens of its layers, is one block of the pool. A
 request holds, per group, a block for each block_size of its tokens, except that a local group drops the
 blocks wholly before its window (SlidingWindowManager, ChunkedLocalAttentionManager). Prefix caching keys the
-full-attention group's blocks as for any model; the local groups' blocks are taken fresh (their count is
-vLLM's; which cached copies vLLM would reuse is not modelled).
+full-attention group's blocks as for any model; the local groups' blocks are taken fresh (their count per
+request is vLLM's; that requests on one shared prefix would share cached copies of its window is not modelled,
+so their usage together is higher than vLLM's).
 """
 
 from __future__ import annotations
@@ -133,6 +134,13 @@ class LocalGroups:
             return False
         req.local_blocks.extend(taken)
         return True
+
+    def blocks_to_admit(self, tokens: int) -> int:
+        """Its full-attention blocks, and each local group's as far as vLLM's bound holds them."""
+        full = super().blocks_to_admit(tokens)
+        lay = self.layout
+        return full + lay.local_groups * min(full, lay.local_blocks_cap(self.max_model_len, self.in_flight_tokens,
+                                                                         self.block_size))
 
     def free(self, req) -> None:
         self._give_back(req.local_blocks)

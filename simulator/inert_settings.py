@@ -44,7 +44,8 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     a = getattr(scenario.workload, "arrival", None)
     rules = [(sp.method == "none", sp, "speculative", ["num_speculative_tokens", "acceptance_rate",
                                                         "acceptance_distribution", "draft_cost_ratio",
-                                                        "eagle_block_drop", "lookahead_block_hashes"],
+                                                        "eagle_block_drop", "lookahead_block_hashes",
+                                                        "drafting_slots_per_seq", "draft_pass_tokens"],
               "speculative.method is none"),
              (p.preemption_mode == "recompute", e, "engine", ["swap_space"], "policies.preemption_mode is recompute"),
              (p.preemption_mode == "recompute", scenario.hardware, "hardware", ["host_link_gbps"],

@@ -39,6 +39,10 @@ class KVBlockManager:
     def num_usable_blocks(self) -> int:
         return self.num_gpu_blocks - 1
 
+    def blocks_to_admit(self, tokens: int) -> int:
+        """The blocks a request of `tokens` needs at once to be admitted whole (scheduler_reserve_full_isl)."""
+        return -(-min(tokens, self.max_model_len) // self.block_size)
+
     @property
     def num_free_blocks(self) -> int:
         return len(self.free_blocks)

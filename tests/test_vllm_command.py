@@ -1462,3 +1462,32 @@ def test_round_76_lines_read_as_vllm_reads_them(capsys):
     assert main(["vllm", "--vllm-version", "0.19.0", "--config", "serve", MODEL, "--kv-cache-memory-bytes", "10G",
                  "--max-model-len", "8192"]) == 0
     assert "has no effect" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sets, says", [
+    (["speculative.drafting_slots_per_seq=65", "engine.max_num_batched_tokens=64", "engine.max_num_seqs=8"],
+     "leave 0 of the 64-token budget for a request: vLLM 0.33.0 would schedule nothing"),
+    (["speculative.drafting_slots_per_seq=4", "engine.enable_chunked_prefill=false", "engine.max_model_len=4096",
+      "engine.max_num_batched_tokens=4096"], "leave 4092 of the 4096-token budget for a request: vLLM 0.33.0 would "
+                                             "never start a prompt longer than that"),
+    (["speculative.lookahead_block_hashes=true", "speculative.eagle_block_drop=true"], "two rules for a hit's"),
+    (["speculative.lookahead_block_hashes=true", "engine.vllm_defaults=0.19.0"], "0.19 has no lookahead block"),
+])
+def test_round_77_drafter_settings_vllm_would_hang_on_or_that_contradict_are_one_line(sets, says):
+    """A 0.33 draft model's slots leaving no room for a request ran into an internal error (nothing schedulable);
+    two rules for an EAGLE hit's last block, or 0.33's under 0.19, were taken silently."""
+    from servesim.simulator.config import load
+
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        load(None, ["speculative.method=fixed", *sets])
+
+
+def test_a_local_attention_request_larger_than_a_0_19_override_is_one_line(tmp_path, capsys):
+    """0.19 starts on an override below one long request; with local-attention groups the request needs their
+    blocks too, and the run ended in an internal error instead of the one line a dense model gets (round 77)."""
+    assert main(["run", "--quiet", "--set", "model=gpt-oss-120b", "--set", "engine.vllm_defaults=0.19.0", "--set",
+                 "engine.max_model_len=32768", "--set", "engine.num_gpu_blocks_override=1500", "--set",
+                 "workload.num_requests=1", "--set", "workload.prompt_tokens={dist: fixed, value: 20000}", "--set",
+                 "workload.output_tokens={dist: fixed, value: 10}", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()  # 1,250 full blocks and 521 of its sliding group's
+    assert len(err) == 1 and "a request of 20,000 tokens" in err[0] and "needs 1,771 blocks" in err[0], err
