@@ -98,7 +98,11 @@ def capacity(
         if shared_prefix_tokens < 0 or private_tokens <= 0:
             raise ConfigError("private_tokens", "shared_prefix_tokens must be >= 0 and private_tokens > 0")
         prefix_blocks = shared_prefix_tokens // block_size  # prefix caching shares full blocks only
-        private_blocks = held(shared_prefix_tokens + private_tokens) - prefix_blocks  # >= 1: private_tokens > 0
+        length = shared_prefix_tokens + private_tokens
+        if layout is not None and layout.local_groups:  # each local group shares the prefix blocks in its window
+            kept = layout.local.skipped_tokens(length - 1) // block_size  # the first block it still holds
+            prefix_blocks += layout.local_groups * max(0, shared_prefix_tokens // block_size - kept)
+        private_blocks = held(length) - prefix_blocks  # >= 1: private_tokens > 0
         extra = dict(
             shared_prefix_tokens=shared_prefix_tokens,
             private_tokens=private_tokens,

@@ -678,7 +678,8 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
     if synthetic is not None:
         out["speculative.acceptance_distribution"] = synthetic
     # a drafter's own weights and KV cache are not modelled (draft_cost_ratio times its steps): its name recorded
-    used = {"method", "num_speculative_tokens", "disable_eagle_block_drop", "disable_lookahead_block_hashes"} | ({"model"} if method in NO_DRAFT_MODEL else set()) | (
+    used = {"method", "num_speculative_tokens", "disable_eagle_block_drop", "disable_lookahead_block_hashes",
+            "parallel_drafting"} | ({"model"} if method in NO_DRAFT_MODEL else set()) | (
         {"rejection_sample_method", "synthetic_acceptance_rates", "synthetic_acceptance_length"} if synthetic else set())
     for key, value in config.items():
         if key not in used:

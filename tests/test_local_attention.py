@@ -322,3 +322,18 @@ def test_a_sliding_window_bound_keeps_its_extra_block_where_the_length_bounds_it
     fitted = load(None, ["model=gpt-oss-120b", "hardware.gpu=h200-sxm", "profile=roofline",
                          "engine.max_model_len=auto", f"engine.kv_cache_memory_bytes={601 * page}"])
     assert fitted.max_model_len == 4784  # 299 + 300 blocks of the 600 usable (4,800 needs 300 + 301), as vLLM fits it
+
+
+@pytest.mark.parametrize("argv, shared, private, requests", [
+    (["--model", "gpt-oss-120b", "--gpu", "h200-sxm", "--shared-prefix-tokens", "1000", "--private-tokens", "50"],
+     62 + 5, 4 + 4, 15698),  # the window (blocks 57..65) holds prefix blocks 57..61
+    (["--model", "llama-4-scout", "--gpu", "h200-sxm", "-tp", "4", "--max-model-len", "32768",
+      "--shared-prefix-tokens", "10000", "--private-tokens", "500"], 625 + 3 * 113, 32 + 3 * 32, 3369),
+])
+def test_capacity_shares_the_prefix_blocks_a_local_group_holds(capsys, argv, shared, private, requests):
+    """vLLM's window and chunk managers take cached prefix blocks inside the window as hits, shared by every
+    request; capacity counted them private to each (gpt-oss: 9,661 requests for 15,698, round 77)."""
+    assert main(["capacity", *argv, "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert (r["shared_prefix_blocks"], r["private_blocks_per_request"], r["shared_prefix_requests"]) == \
+        (shared, private, requests)

@@ -1491,3 +1491,10 @@ def test_a_local_attention_request_larger_than_a_0_19_override_is_one_line(tmp_p
                  "workload.output_tokens={dist: fixed, value: 10}", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()  # 1,250 full blocks and 521 of its sliding group's
     assert len(err) == 1 and "a request of 20,000 tokens" in err[0] and "needs 1,771 blocks" in err[0], err
+
+
+def test_parallel_drafting_is_read_not_recorded():
+    """It sets the drafter's slots, so it is no longer listed as not modelled (round 77)."""
+    cmd = read([MODEL, "--speculative-config", json.dumps(DRAFT | {"parallel_drafting": True})], [], "0.19.0")
+    assert cmd.settings["speculative.drafting_slots_per_seq"] == 4
+    assert not any("parallel_drafting" in key for key in cmd.not_modelled)
