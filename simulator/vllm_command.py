@@ -1249,6 +1249,11 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
     if (settings.get("engine") or {}).get("all2all_backend") and "all2all_backend" in rows:  # the two it models
         words += ["--all2all-backend", settings["engine"]["all2all_backend"]]
     notes += [n for n in (unstartable(settings), checkpoint_note(settings)) if n] + _without_a_flag(settings)
+    engine = settings.get("engine") or {}
+    threshold, length = engine.get("long_prefill_token_threshold"), engine.get("max_model_len")
+    if version != "0.19.0" and isinstance(threshold, int) and isinstance(length, int) and threshold > length:
+        notes.append(f"vLLM {version} refuses --long-prefill-token-threshold {threshold} above --max-model-len "
+                     f"{length} (0.19 takes it): lower it")
     cluster = settings.get("cluster") or {}
     replicas, prefill = cluster.get("replicas", 1), cluster.get("prefill_replicas", 0)
     if prefill:  # vLLM's disaggregated serving: instances of each role joined by a KV connector, behind a proxy

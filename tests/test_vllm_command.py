@@ -1498,3 +1498,11 @@ def test_parallel_drafting_is_read_not_recorded():
     cmd = read([MODEL, "--speculative-config", json.dumps(DRAFT | {"parallel_drafting": True})], [], "0.19.0")
     assert cmd.settings["speculative.drafting_slots_per_seq"] == 4
     assert not any("parallel_drafting" in key for key in cmd.not_modelled)
+
+
+def test_a_0_33_line_from_a_0_19_scenario_says_what_0_33_refuses(capsys):
+    """A 0.19 threshold above max_model_len printed as a 0.33 line without a word; 0.33 refuses it (round 76)."""
+    sets = ["engine.vllm_defaults=0.19.0", "engine.long_prefill_token_threshold=200000", "engine.max_model_len=4096"]
+    for version, said in (("0.33.0", True), ("0.19.0", False)):
+        assert main(["config", "--vllm", "--vllm-version", version, *sum((["--set", s] for s in sets), [])]) == 0
+        assert ("refuses --long-prefill-token-threshold 200000 above" in capsys.readouterr().err) == said
