@@ -133,6 +133,12 @@ class EngineSettings(Settings):
         """Whether vLLM 0.19's defaults and checks apply where they differ from 0.33's (vllm_defaults)."""
         return self.vllm_defaults == "0.19.0"
 
+    @property
+    def may_batch_dp_moe(self) -> bool:
+        """Whether an all2all_backend of BATCHED_DP_BACKENDS batches DP MoE here: expert parallelism over
+        data_parallel_size > 1, in 0.33."""
+        return self.enable_expert_parallel and self.data_parallel_size > 1 and not self.is_0_19
+
 
 class HardwareSettings(Settings):
     gpu: str | None = "h200-sxm"
@@ -667,7 +673,7 @@ def in_flight_tokens(e: EngineSettings, tokens: int, async_scheduling: bool) -> 
 def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, int]:
     """max_num_batched_tokens and max_num_seqs: the settings, else vLLM's defaults for the device and context."""
     tokens, seqs = usage_context_defaults(hw, e.usage_context, e.vllm_defaults)
-    if e.all2all_backend and e.enable_expert_parallel and e.data_parallel_size > 1 and not e.is_0_19:
+    if e.all2all_backend and e.may_batch_dp_moe:
         tokens = 256  # SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, before the limits below
     if e.performance_mode == "throughput":  # vLLM doubles the defaults, before the limits below
         tokens, seqs = 2 * tokens, 2 * seqs

@@ -114,9 +114,8 @@ class LocalGroups:
             req.local_first = max(req.local_first, first)
         reserve = self.watermark_blocks if apply_watermark else 0
         if full_sequence_must_fit:  # every group must fit the prompt: the local ones as much as they will hold
-            tokens = min(req.num_tokens, self.max_model_len)
-            local = min(cdiv(tokens, bs), lay.local_blocks_cap(self.max_model_len, self.in_flight_tokens, bs))
-            whole = max(0, cdiv(tokens, bs) - len(req.blocks) - hits) + groups * max(0, local - held)
+            full = super().blocks_to_admit(req.num_tokens)
+            whole = max(0, full - len(req.blocks) - hits) + groups * max(0, self._local_to_admit(full) - held)
             if whole + revive + reserve > self.num_free_blocks:
                 return False
         slots = min(computed + num_new_tokens, self.max_model_len)
@@ -135,12 +134,14 @@ class LocalGroups:
         req.local_blocks.extend(taken)
         return True
 
+    def _local_to_admit(self, full: int) -> int:
+        """One local group's blocks for a request of `full` full-attention blocks, as vLLM's cap bounds them."""
+        return min(full, self.layout.local_blocks_cap(self.max_model_len, self.in_flight_tokens, self.block_size))
+
     def blocks_to_admit(self, tokens: int) -> int:
         """Its full-attention blocks, and each local group's as far as vLLM's bound holds them."""
         full = super().blocks_to_admit(tokens)
-        lay = self.layout
-        return full + lay.local_groups * min(full, lay.local_blocks_cap(self.max_model_len, self.in_flight_tokens,
-                                                                         self.block_size))
+        return full + self.layout.local_groups * self._local_to_admit(full)
 
     def free(self, req) -> None:
         self._give_back(req.local_blocks)

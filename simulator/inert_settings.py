@@ -62,7 +62,7 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
               "one replica takes every request"),
              (sp.method != "none" and not e.enable_prefix_caching, sp, "speculative",
               ["eagle_block_drop", "lookahead_block_hashes"], "engine.enable_prefix_caching is off (no prefix hit)"),
-             (not (e.enable_expert_parallel and e.data_parallel_size > 1) or e.is_0_19, e, "engine",
+             (not e.may_batch_dp_moe, e, "engine",
               ["all2all_backend"], "it batches DP MoE only with enable_expert_parallel over data_parallel_size > 1 "
                                    "in vLLM 0.33"),
              (not has_local_layers, e, "engine", ["disable_hybrid_kv_cache_manager"],
