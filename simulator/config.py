@@ -74,6 +74,11 @@ class EngineSettings(Settings):
     scheduler_reserve_full_isl: bool = True
     watermark: float = Field(0.0, ge=0, lt=1)
     enable_prefix_caching: bool = True
+    prefix_cache_retention_interval: int | None = Field(
+        0, ge=0, le=MAX_TOKENS, description=(
+            "vLLM 0.33's: which of a sliding window's blocks stay in the prefix cache. 0: the window before each "
+            "prompt's end and before a shared prefix's end; a multiple of block_size: also every that many tokens; "
+            "None: every block (0.19 keeps every block and has no such setting)"))
     tensor_parallel_size: int = Field(1, ge=1, le=MAX_GPUS)
     pipeline_parallel_size: int = Field(1, ge=1, le=MAX_GPUS, description="only 1: pipeline stages (micro-batches in flight, "
                                                                "bubbles) are not modelled yet")
@@ -663,6 +668,24 @@ def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, 
     return tokens if ceiling == tokens and not e.is_0_19 else max(_capture_grid(ceiling))
 
 
+def _check_retention(e: EngineSettings, arch: ModelArchitecture, layout: KVLayout) -> None:
+    """prefix_cache_retention_interval as vLLM 0.33 takes it (_validate_prefix_cache_retention_interval)."""
+    interval, field = e.prefix_cache_retention_interval, "engine.prefix_cache_retention_interval"
+    if interval == 0:
+        return
+    if e.is_0_19:
+        raise ConfigError(field, f"{interval}: vLLM 0.19 has no such setting (it keeps every sliding-window block "
+                                 f"cached); leave it at 0")
+    local = local_attention(arch)
+    sliding = local is not None and not local.chunked and \
+        bool(layout.local_groups or local.local_layers == arch.num_hidden_layers)
+    if interval is not None and not sliding:
+        raise ConfigError(field, f"{interval}: {arch.name} has no sliding-window KV cache group here, so vLLM "
+                                 f"refuses a retention interval (set it to 0)")
+    if interval is not None and interval % e.block_size:
+        raise ConfigError(field, f"{interval} is not a multiple of block_size ({e.block_size}): vLLM refuses it")
+
+
 def in_flight_tokens(e: EngineSettings, tokens: int, async_scheduling: bool) -> int:
     """vLLM's max_in_flight_tokens: a local-attention layer frees the blocks behind its window only once a step
     settles, so one request may hold a budget per step in flight beyond it; 0.33 counts two steps with async
@@ -808,6 +831,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if disable_hybrid is None and e.is_0_19 and scenario.cluster.prefill_replicas:
         disable_hybrid = True  # 0.19 turns the hybrid manager off beside a KV connector, which disaggregation needs
     layout = kv_layout(arch, tp, disable_hybrid)
+    _check_retention(e, arch, layout)
     # vLLM's SchedulerConfig refuses it, against the length before an auto-fit to the pool (which comes later)
     if e.long_prefill_token_threshold > max_model_len and not e.is_0_19:  # 0.19: partial prefills only
         raise ConfigError("engine.long_prefill_token_threshold", f"{e.long_prefill_token_threshold} is above "

@@ -59,6 +59,9 @@ class Replica:
                                   e.block_size, rs.max_model_len, e.watermark)
         if e.enable_prefix_caching and sp.method != "none":
             self.kv.drop_last_hit, self.kv.hash_lookahead = sp.eagle_block_drop, sp.lookahead_block_hashes
+        if e.enable_prefix_caching and layout.local_groups:  # 0.33's sparse window cache; 0.19 keeps every block
+            self.kv.window_retention = None if e.is_0_19 else e.prefix_cache_retention_interval
+            self.kv.eagle_margin = not e.is_0_19
         settings = replace(rs.scheduler, prefill_only=prefill_only)
         batching = make_batching(p.batching, p.static_batch_size or rs.max_num_seqs)
         # swap: one KV block over the host link; recompute: the marginal cost of prefilling the tokens again

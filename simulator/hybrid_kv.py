@@ -3,10 +3,8 @@
 vLLM groups layers of one kind into KV cache groups of `group_layers` layers each (the rarer kind's count;
 the last group padded), so every group's page, block_size tokens of its layers, is one block of the pool. A
 request holds, per group, a block for each block_size of its tokens, except that a local group drops the
-blocks wholly before its window (SlidingWindowManager, ChunkedLocalAttentionManager). Prefix caching keys the
-full-attention group's blocks as for any model; the local groups' blocks are taken fresh (their count per
-request is vLLM's; that requests on one shared prefix would share cached copies of its window is not modelled,
-so their usage together is higher than vLLM's).
+blocks wholly before its window (SlidingWindowManager, ChunkedLocalAttentionManager). With prefix caching every
+group keys its blocks by content and requests share them (HybridPrefixCachingKVManager).
 """
 
 from __future__ import annotations
@@ -85,53 +83,68 @@ def kv_layout(arch, tensor_parallel_size: int = 1, disable_hybrid: bool | None =
     return KVLayout(per_layer, group, cdiv(n_local, group), local)
 
 
+LOCAL = "local"  # a local group's block key: (LOCAL, group, the key its token block has in the full group)
+
+
 class LocalGroups:
     """Mixin over a block manager: the local groups' blocks come from the same pool as the full group's and
-    go back to it as the window moves on. req.blocks stays the full-attention group's."""
+    go back to it as the window moves on. req.blocks stays the full-attention group's; req.local_blocks holds
+    the local groups' blocks of token blocks local_first onwards, one per group for each."""
 
     layout: KVLayout
     in_flight_tokens: int  # the budgets of the steps in flight: with the window, bounds a local group's blocks
     plain_running_path = False  # every step may free blocks the window left behind
+    _local_hit: tuple = (None, [])  # the last lookup's request and its local groups' hit blocks (prefix caching)
 
     def allocate_slots(self, req, num_new_tokens: int,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
                        hit_blocks: list[int] | None = None) -> bool:
         bs, lay = self.block_size, self.layout
         groups = lay.local_groups
+        req.lazy_keys = False  # a window's blocks are keyed as they fill, as the full group's (class doc below)
         hits = len(hit_blocks) if hit_blocks else 0
-        revive = sum(1 for b in hit_blocks if self.ref[b] == 0) if hits else 0  # cached hits still on the free queue
+        local_hits = self._local_hit[1] if hits and self._local_hit[0] is req else []
+        revive = sum(1 for b in (*hit_blocks, *local_hits) if self.ref[b] == 0) if hits else 0  # hits still free
         computed = req.num_computed_tokens + hits * bs
         first = lay.local.skipped_tokens(computed) // bs  # token blocks the local layers no longer need
         held = len(req.local_blocks) // groups
         if held and first > req.local_first:  # vLLM's remove_skipped_blocks
             drop = min(held, first - req.local_first) * groups
-            self._give_back(req.local_blocks[:drop])
+            self._release(req.local_blocks[:drop])
             del req.local_blocks[:drop]
             held -= drop // groups
         if not held:
             req.local_first = first
         else:
             req.local_first = max(req.local_first, first)
+        held += len(local_hits) // groups  # the hit's blocks inside the window: token blocks first..hits-1
         reserve = self.watermark_blocks if apply_watermark else 0
-        if full_sequence_must_fit:  # every group must fit the prompt: the local ones as much as they will hold
+        if full_sequence_must_fit:  # every group must fit the prompt: the local ones as much as they will hold,
+            # beyond the blocks the request has or skips (vLLM's get_num_blocks_to_allocate under its cap)
             full = super().blocks_to_admit(req.num_tokens)
-            whole = max(0, full - len(req.blocks) - hits) + groups * max(0, self._local_to_admit(full) - held)
+            whole = max(0, full - len(req.blocks) - hits) + \
+                groups * max(0, self._local_to_admit(full) - req.local_first - held)
             if whole + revive + reserve > self.num_free_blocks:
                 return False
         slots = min(computed + num_new_tokens, self.max_model_len)
         local_need = groups * max(0, cdiv(slots, bs) - req.local_first - held)
-        if not local_need:
+        if not (local_need or local_hits):
             return super().allocate_slots(req, num_new_tokens, full_sequence_must_fit,
                                           apply_watermark, hit_blocks)
         full_need = max(0, cdiv(slots, bs) - len(req.blocks) - hits)
         if local_need + full_need + revive + reserve > self.num_free_blocks:
             return False
+        if local_hits:
+            self._touch(local_hits)
         taken = self._pop(local_need, set(hit_blocks) if hits else ())  # never evict a hit it is about to reuse
+        added = len(local_hits) + len(taken)
+        req.local_blocks.extend(local_hits)
+        req.local_blocks.extend(taken)  # before the full group's call, which keys both (_key)
         if not super().allocate_slots(req, num_new_tokens, full_sequence_must_fit,
                                       apply_watermark, hit_blocks):
-            self._give_back(taken)
+            self._release(req.local_blocks[-added:])
+            del req.local_blocks[-added:]
             return False
-        req.local_blocks.extend(taken)
         return True
 
     def _local_to_admit(self, full: int) -> int:
@@ -144,7 +157,7 @@ class LocalGroups:
         return full + self.layout.local_groups * self._local_to_admit(full)
 
     def free(self, req) -> None:
-        self._give_back(req.local_blocks)
+        self._release(req.local_blocks)
         req.local_blocks = []
         super().free(req)
 
@@ -159,9 +172,111 @@ class HybridKVBlockManager(LocalGroups, KVBlockManager):
 
 
 class HybridPrefixCachingKVManager(LocalGroups, PrefixCachingKVManager):
+    """Prefix caching across the groups, as vLLM's HybridKVCacheCoordinator does it: each local group keys its
+    blocks by the token block's content (and the group), and a hit is the full group's longest, cut back to
+    what the local groups hold of it. A sliding window needs the blocks of the window before the hit cached
+    (SlidingWindowManager), a chunk the blocks of its current chunk up to the hit (ChunkedLocalAttentionManager);
+    the blocks before them are not needed. Hit blocks are shared and ref-counted; a block the window leaves
+    behind goes back to the queue keeping its content.
+
+    Every block is keyed as it fills (no deferred keys), as a window's blocks leave before the request ends.
+    0.33 keeps a sliding window's blocks cached only where a later request can resume
+    (`window_retention`, vLLM's prefix_cache_retention_interval, 0 by default): the window before the prompt's
+    last token, and before a shared prefix's end once a request found it in the full group but not in the
+    window (shared_prefix_boundary); that request computes the prefix again and keeps its window for the next.
+    A positive interval also keeps the window before every multiple of it; None (and 0.19) keeps every block."""
+
+    window_retention: int | None = None  # None: every window block keyed (0.19, or vLLM's None); else 0.33's
+    eagle_margin = False  # 0.33: the window's lookup looks one block past an EAGLE-type hit before dropping one
+
     def __init__(self, layout: KVLayout, in_flight_tokens: int, *args):
         super().__init__(*args)
         self.layout, self.in_flight_tokens = layout, in_flight_tokens
+
+    def lookup(self, req) -> tuple[list[int], int]:
+        hits, _ = super().lookup(req)
+        full = len(hits)
+        if not full:
+            self._local_hit = (req, [])
+            req.prefix_junction = 0
+            return hits, 0
+        bs, lay = self.block_size, self.layout
+        groups, cached = lay.local_groups, self.cached
+        eagle = self.drop_last_hit
+        most = min(full + 1, req.num_tokens // bs) if eagle and self.eagle_margin else full
+        keys = self.block_keys(req, 0, most)
+
+        def held(i: int) -> bool:  # every local group holds token block i
+            return all((LOCAL, g, keys[i]) in cached for g in range(groups))
+
+        if lay.local.chunked:  # the current chunk's blocks up to the hit; those before it are not read
+            start = most * bs // lay.local.window * lay.local.window // bs if most else 0
+            end = start
+            while end < most and held(end):
+                end += 1
+        else:  # the window before the hit, searched from the right; from block 0 a shorter run counts
+            need = cdiv(lay.local.window - 1, bs) + eagle
+            start = end = run = 0
+            for i in range(most - 1, -1, -1):
+                if not held(i):
+                    run = 0
+                    continue
+                run += 1
+                if run >= need:
+                    start, end = i, i + need
+                    break
+            else:
+                end = run
+            if eagle and end:
+                end -= 1
+        first = max(start, lay.local.skipped_tokens(end * bs) // bs)
+        self._local_hit = (req, [cached[(LOCAL, g, keys[i])] for i in range(first, end) for g in range(groups)])
+        req.prefix_junction = full if end < full and self.window_retention is not None else 0
+        del hits[end:]
+        return hits, end * bs
+
+    def _touch(self, blocks: list[int]) -> None:
+        """Hit blocks taken by one more request: off the free queue if nobody held them (vLLM's touch)."""
+        queue, ref = self.queue, self.ref
+        for b in blocks:
+            if ref[b] == 0:
+                del queue[b]
+            ref[b] += 1
+
+    def _key(self, req, start: int, stop: int) -> None:
+        """The full group's blocks start..stop-1 by content, and the local groups' of those token blocks they
+        hold and keep cached."""
+        keys = self.block_keys(req, start, stop)
+        self._name(req.blocks[start:stop], keys)
+        groups, lo = self.layout.local_groups, req.local_first
+        kept = self._kept(req)
+        for i in range(max(start, lo), min(stop, lo + len(req.local_blocks) // groups)):
+            if kept is None or kept(i):
+                at = (i - lo) * groups
+                self._name(req.local_blocks[at:at + groups], [(LOCAL, g, keys[i - start]) for g in range(groups)])
+
+    def _kept(self, req):
+        """Which token blocks' window blocks 0.33 keeps cached (vLLM's reachable_block_mask): None for all."""
+        interval, lay = self.window_retention, self.layout
+        if interval is None or lay.local.chunked:
+            return None
+        bs, eagle = self.block_size, int(self.drop_last_hit)
+        need = cdiv(lay.local.window - 1, bs) + eagle
+        per = interval // bs
+        if per and need >= per:  # the periodic windows cover every block
+            return None
+        prompt = req.spec.prompt_tokens
+        if eagle:  # the resent prompt's hit and a longer one's, each a block lower for the peek
+            bounds = {max((prompt - 1) // bs * bs - bs, 0), max(prompt // bs * bs - bs, 0)}
+        else:
+            bounds = {prompt - 1}
+        if req.prefix_junction:
+            bounds.add(req.prefix_junction * bs)
+            if eagle:
+                bounds.add(req.prefix_junction * bs - bs)
+        ends = [b // bs + eagle for b in bounds]
+        return lambda i: any(e - need <= i < e for e in ends) or \
+            bool(per) and i >= eagle and (i - eagle) % per >= per - need
 
 
 def make_kv_manager(layout: KVLayout, prefix_caching: bool, in_flight_tokens: int, *args):

@@ -103,6 +103,8 @@ class KVBlockManager:
         """Blocks back on the free stack, the first of them on top."""
         self.free_blocks.extend(reversed(blocks))
 
+    _release = _give_back  # blocks one request stops holding (nothing is shared without prefix caching)
+
     def register_computed(self, req) -> None:
         """After a decode run: register the blocks its tokens filled, as step by step would (no cache here)."""
 
@@ -303,9 +305,13 @@ class PrefixCachingKVManager(KVBlockManager):
         req.num_hashed_blocks = full_blocks
 
     def _key(self, req, start: int, stop: int) -> None:
-        """Blocks start..stop-1 of req by content: a block keeps its first key, a key its first block."""
+        """Blocks start..stop-1 of req by content."""
+        self._name(req.blocks[start:stop], self.block_keys(req, start, stop))
+
+    def _name(self, blocks, keys) -> None:
+        """Blocks by their content keys: a block keeps its first key, a key its first block."""
         key_of, cached = self.key_of, self.cached
-        for b, k in zip(req.blocks[start:stop], self.block_keys(req, start, stop)):
+        for b, k in zip(blocks, keys):
             if key_of[b] is None:
                 key_of[b] = k
                 if k not in cached:
@@ -332,15 +338,20 @@ class PrefixCachingKVManager(KVBlockManager):
                         key_of[b] = GONE
                 else:
                     self._key(req, start, req.num_hashed_blocks)
+        self._release(req.blocks)
+        req.blocks = []
+        req.num_hashed_blocks = 0
+
+    def _release(self, blocks: list[int]) -> None:
+        """Blocks one request stops holding, its last first: those nobody holds go back to the queue, at its
+        tail if they keep content (least recently used evicted first), else at its head (reused first)."""
         queue, ref, key_of = self.queue, self.ref, self.key_of
-        for b in reversed(req.blocks):
+        for b in reversed(blocks):
             ref[b] -= 1
             if ref[b] == 0:
                 queue[b] = None
                 if key_of[b] is None:
-                    queue.move_to_end(b, last=False)  # nothing worth keeping: reused first
-        req.blocks = []
-        req.num_hashed_blocks = 0
+                    queue.move_to_end(b, last=False)
 
     def check_invariants(self, requests) -> None:
         """Ref counts equal the requests holding each block; free = ref 0; free + held = usable."""

@@ -38,7 +38,7 @@ class Request:
         "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits", "reserved_blocks",
         "recomputed_tokens", "swapped_blocks", "num_swaps", "preempted_at", "time_preempted",
         "kv_transferred", "prefill_runs", "prefill_replica", "local_blocks", "local_first", "seq", "joined_at",
-        "lazy_keys",
+        "lazy_keys", "prefix_junction",
     )
 
     def __init__(self, spec: RequestSpec, max_model_len: int):
@@ -83,6 +83,7 @@ class Request:
         self.seq = 0  # its place in the running list: set at each admission, increasing (the decode cohort's key)
         self.joined_at = -1  # the step it joined its replica's decode cohort (simulator/decode_cohort.py), or -1
         self.lazy_keys = True  # prefix caching: blocks only it can name are registered when it is freed (kv_cache.py)
+        self.prefix_junction = 0  # 0.33's shared_prefix_boundary, in blocks: a window kept for siblings (hybrid_kv.py)
 
     def record_tokens(self, first_step: int, last_step: int) -> None:
         """One token at each step first_step..last_step: extend the last run or start one."""

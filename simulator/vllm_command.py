@@ -274,6 +274,7 @@ SERVE_SETTINGS = {
     "cudagraph_capture_sizes": "engine.cudagraph_capture_sizes",  # read, with -cc's, by _cuda_graphs
     "scheduler_reserve_full_isl": "engine.scheduler_reserve_full_isl",
     "disable_hybrid_kv_cache_manager": "engine.disable_hybrid_kv_cache_manager",
+    "prefix_cache_retention_interval": "engine.prefix_cache_retention_interval",  # 0.33's (0.19 has no flag)
     # 0.33's admission valves (vLLM 0.19 has none of these flags)
     "watermark": "engine.watermark", "max_num_queued_reqs": "engine.max_num_queued_reqs",
     "max_num_queued_tokens": "engine.max_num_queued_tokens", "max_num_scheduled_tokens": "engine.max_num_scheduled_tokens",

@@ -10,12 +10,15 @@ and every request that was not rejected finished at its length.
 200 examples run in `make test`; `pytest -m slow tests/test_kv_sharing.py` runs 10,000.
 """
 
+import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from servesim.simulator.config import load
 from servesim.simulator.engine import build
+from servesim.simulator.hybrid_kv import LOCAL
 from servesim.workloads.spec import RequestSpec
 
 MAX_MODEL_LEN = 400
@@ -27,7 +30,13 @@ case = st.fixed_dictionaries({
     "rows": rows, "block_size": st.sampled_from([4, 16, 48]), "unit": st.sampled_from([8, 16, 24, 64]),
     "spare": st.integers(1, 40), "mode": st.sampled_from(["recompute", "swap"]),
     "queue": st.sampled_from(["fcfs", "priority", "sjf"]), "chunked": st.booleans(),
-    "model": st.sampled_from(["llama-3.1-8b", "gpt-oss-120b"])})  # gpt-oss: 128-token windows on half its layers
+    "model": st.sampled_from(["llama-3.1-8b", "gpt-oss-120b", "tiny-chunks"]),
+    "vllm": st.sampled_from(["0.33.0", "0.19.0"]), "retention": st.sampled_from(["sparse", "dense", "periodic"])})
+# gpt-oss: 128-token windows on half its layers; tiny-chunks: 64-token chunks on 3 layers of 4
+TINY_CHUNKS = {"name": "tiny-chunks", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+               "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 4096,
+               "attention_chunk_size": 64, "num_local_attention_layers": 3}
+GROUPS = {"llama-3.1-8b": 1, "gpt-oss-120b": 2, "tiny-chunks": 4}  # full and local groups in one pool
 
 
 def _specs(rows, unit: int) -> list[RequestSpec]:
@@ -57,15 +66,28 @@ def _check(kv, requests) -> None:
                 assert kv.key_of[r.blocks[i]] is None and kv.block_key(r, i) not in kv.cached, (r.request_id, i)
         if r.swapped_blocks:
             assert r.blocks == [], "a swapped-out request holds GPU blocks"
+        groups = kv.layout.local_groups if r.local_blocks else 1
+        for j, b in enumerate(r.local_blocks):  # a local group's block holds its token block's content, keyed
+            i, g = r.local_first + j // groups, j % groups  # as it filled unless 0.33 leaves that window uncached
+            key = kv.key_of[b]
+            if key is not None:
+                assert key == (LOCAL, g, kv.block_key(r, i)), (r.request_id, i, g)
+            elif kv.window_retention is None or kv.layout.local.chunked:
+                assert i >= r.num_hashed_blocks, (r.request_id, i, g)
 
 
 def run_case(c: dict) -> None:
-    bs = c["block_size"]
-    groups = 2 if c.get("model") == "gpt-oss-120b" else 1  # its full and its local group share one pool
-    blocks = groups * -(-MAX_MODEL_LEN // bs) + 1 + c["spare"]
-    rs = load(None, ["profile=teaching", f"model={c.get('model', 'llama-3.1-8b')}", f"engine.block_size={bs}", f"engine.num_gpu_blocks_override={blocks}",
+    bs, model = c["block_size"], c.get("model", "llama-3.1-8b")
+    blocks = GROUPS[model] * -(-MAX_MODEL_LEN // bs) + 1 + c["spare"]
+    retention = {"sparse": 0, "dense": None, "periodic": 2 * bs}[c.get("retention", "sparse")]
+    if c.get("vllm") == "0.19.0" or model != "gpt-oss-120b":
+        retention = 0  # vLLM 0.19 has no such setting; only a sliding window takes one
+    rs = load(None, ["profile=teaching", f"model={json.dumps(TINY_CHUNKS) if model == 'tiny-chunks' else model}",
+                     f"engine.block_size={bs}", f"engine.num_gpu_blocks_override={blocks}",
                      f"engine.max_model_len={MAX_MODEL_LEN}", f"engine.max_num_batched_tokens={MAX_MODEL_LEN}",
                      f"engine.enable_chunked_prefill={c['chunked']}", "engine.enable_prefix_caching=true",
+                     f"engine.vllm_defaults={c.get('vllm', '0.33.0')}",
+                     f"engine.prefix_cache_retention_interval={json.dumps(retention)}",
                      f"policies.queue={c['queue']}", f"policies.preemption_mode={c['mode']}"])
     sim = build(rs, _specs(c["rows"], c["unit"]), keep_requests=True)
     kv = sim.replicas[0].kv

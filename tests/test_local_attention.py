@@ -13,7 +13,7 @@ from servesim.simulator.cli import main
 from servesim.simulator.config import load
 from servesim.simulator.engine import build
 from servesim.simulator.errors import ConfigError
-from servesim.simulator.hybrid_kv import HybridKVBlockManager, HybridPrefixCachingKVManager, kv_layout
+from servesim.simulator.hybrid_kv import LOCAL, HybridKVBlockManager, HybridPrefixCachingKVManager, kv_layout
 from servesim.simulator.local_attention import LocalAttention
 from servesim.simulator.model_arch import load_model
 from servesim.simulator.request import Request
@@ -337,3 +337,70 @@ def test_capacity_shares_the_prefix_blocks_a_local_group_holds(capsys, argv, sha
     r = json.loads(capsys.readouterr().out)
     assert (r["shared_prefix_blocks"], r["private_blocks_per_request"], r["shared_prefix_requests"]) == \
         (shared, private, requests)
+
+
+def _shared(n: int, shared_ids: int, private: int, gap: float, unit: int = 16) -> list[RequestSpec]:
+    """n requests on one shared prefix of shared_ids content ids, each with its own ids after it."""
+    return [RequestSpec(i, i * gap, (shared_ids + private) * unit, 8,
+                        prefix_ids=tuple(range(shared_ids)) + tuple(10**6 * (i + 1) + k for k in range(private)),
+                        prefix_block_tokens=unit) for i in range(n)]
+
+
+@pytest.mark.parametrize("sets, cached", [
+    ([], [0, 0, 640, 640]),  # 0.33: the second request finds the prefix in the full group only; it computes it again
+    # and keeps its window cached for the third (shared_prefix_boundary)
+    (["engine.prefix_cache_retention_interval=null"], [0, 640, 640, 640]),  # every window block kept
+    # and the window before every 256 tokens: the second request resumes at token 512
+    (["engine.prefix_cache_retention_interval=256"], [0, 512, 640, 640]),
+    (["engine.vllm_defaults=0.19.0"], [0, 640, 640, 640])])  # 0.19 keeps every block
+def test_a_sliding_window_hit_needs_the_window_before_it_cached(sets, cached):
+    rs = load(None, ["model=gpt-oss-120b", "profile=roofline", *sets])
+    sim = build(rs, _shared(4, 40, 3, gap=1.0), keep_requests=True)  # each alone: the one before has finished
+    sim.env.run()
+    reqs = sim.front_end.requests
+    assert [r.cached_tokens for r in reqs] == cached
+    kv = sim.replicas[0].kv
+    assert kv.num_free_blocks == kv.num_usable_blocks
+
+
+def test_requests_on_one_prefix_share_its_chunk_blocks():
+    """Llama 4's chunks: a request reads the blocks of its chunk, and those of a shared prefix are cached once
+    (vLLM's ChunkedLocalAttentionManager), not held by each request."""
+    model = {"name": "tiny-chunks", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 4096,
+             "attention_chunk_size": 256, "num_local_attention_layers": 3}
+    rs = load(None, [f"model={json.dumps(model)}", "profile=roofline", "engine.max_model_len=2048",
+                     "engine.num_gpu_blocks_override=2000"])
+    sim = build(rs, _shared(30, 12, 2, gap=0.0), keep_requests=True)  # 192 shared tokens, all in the first chunk
+    kv = sim.replicas[0].kv
+    shared_most = peak = 0
+    while sim.env.peek() != float("inf"):
+        sim.env.step()
+        running = sim.replicas[0].scheduler.running
+        kv.check_invariants(list(running) + list(sim.replicas[0].scheduler.waiting))
+        shared_most = max([shared_most] + [kv.ref[b] for r in running for b in r.local_blocks])
+        peak = max(peak, kv.num_used_blocks)
+    reqs = sim.front_end.requests
+    assert all(r.cached_tokens == 192 for r in reqs[1:])
+    assert shared_most == 30  # every request holds the prefix's chunk blocks of each local group, once in the pool
+    # 12 shared token blocks in 4 groups, and each request's own 2 prompt blocks and 1 for its output, in 4 groups
+    assert peak == 4 * 12 + 30 * 4 * 3
+
+
+@pytest.mark.parametrize("margin, hit", [(True, 39), (False, 38)])
+def test_an_eagle_hit_on_a_window_drops_one_block_once_in_0_33_twice_in_0_19(margin, hit):
+    """An EAGLE-type drafter recomputes a hit's last block. 0.33 looks one block past the full group's hit for
+    the window and drops it there (eagle margin); 0.19 drops one block in each group."""
+    lay = kv_layout(load_model("gpt-oss-120b"))
+    kv = HybridPrefixCachingKVManager(lay, 8192, 4000, 16, 4096)
+    kv.drop_last_hit, kv.eagle_margin = True, margin
+    first, second = (Request(s, 4096) for s in _shared(2, 40, 4, gap=0.0))
+    assert kv.allocate_slots(first, first.num_tokens)  # computed whole, every block keyed (0.19's, or None)
+    first.num_computed_tokens = first.num_tokens
+    kv.free(first)
+    blocks, tokens = kv.lookup(second)
+    assert tokens == hit * 16 and len(blocks) == hit
+    assert kv.allocate_slots(second, second.num_tokens - tokens, hit_blocks=blocks)
+    assert second.local_first == hit - 8 and second.local_blocks[:8] == [
+        kv.cached[(LOCAL, 0, kv.block_key(second, i))] for i in range(hit - 8, hit)]  # the window's 127 tokens
+    kv.check_invariants([second])

@@ -1506,3 +1506,24 @@ def test_a_0_33_line_from_a_0_19_scenario_says_what_0_33_refuses(capsys):
     for version, said in (("0.33.0", True), ("0.19.0", False)):
         assert main(["config", "--vllm", "--vllm-version", version, *sum((["--set", s] for s in sets), [])]) == 0
         assert ("refuses --long-prefill-token-threshold 200000 above" in capsys.readouterr().err) == said
+
+
+@pytest.mark.parametrize("model, sets, error", [
+    ("openai/gpt-oss-120b", ["--prefix-cache-retention-interval", "256"], None),
+    ("openai/gpt-oss-120b", ["--prefix-cache-retention-interval", "200"], "not a multiple of block_size"),
+    (MODEL, ["--prefix-cache-retention-interval", "256"], "no sliding-window KV cache group"),
+    (SCOUT, ["--prefix-cache-retention-interval", "256"], "no sliding-window KV cache group"),  # chunks are dense
+])
+def test_the_sliding_window_retention_interval_is_read_and_checked_as_vllm_checks_it(model, sets, error):
+    from servesim.simulator.config import load
+
+    cmd = read([model, "-tp", "8", *sets], [])
+    assert cmd.settings["engine.prefix_cache_retention_interval"] == int(sets[1])
+    overrides = [f"{k}={json.dumps(v)}" for k, v in cmd.settings.items()]
+    if error is None:
+        assert load(None, overrides).scenario.engine.prefix_cache_retention_interval == 256
+    else:
+        with pytest.raises(ConfigError, match=error):
+            load(None, overrides)
+    with pytest.raises(ConfigError, match="vLLM 0.19 has no such setting"):
+        load(None, ["model=gpt-oss-120b", "engine.vllm_defaults=0.19.0", "engine.prefix_cache_retention_interval=256"])
