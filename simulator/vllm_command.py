@@ -99,6 +99,14 @@ _TYPES = {"int": int, "float": float, "str": str, "human_int": human_readable_in
           "bool": lambda t: {"true": True, "false": False}[t.strip().lower()]}
 
 
+# int flags whose None (vLLM's optional_type: "None" or "") is a setting of its own, not the default
+NONE_MEANS = ("prefix_cache_retention_interval",)  # None keeps every sliding-window block cached
+
+
+def _optional_int(text: str) -> int | None:
+    return None if text in ("", "None") else int(text)
+
+
 class _Switch(argparse.Action):
     """A switch as vLLM's parser has it: its own names set true, each `no` form (--no-x; 0.33's --disable-x paired
     with --enable-x) sets false; no value is taken."""
@@ -134,7 +142,7 @@ def _parser(kind: str, version: str = VLLM_VERSION) -> tuple[_Parser, dict]:
             continue
         kw = {"dest": dest, "default": argparse.SUPPRESS, "type": human_readable_int_or_auto
               if dest == "max_model_len" else _json_config if version != "0.19.0" and dest in CONFIG_JSON_FLAGS
-              else _TYPES[row["type"]]}
+              else _optional_int if dest in NONE_MEANS else _TYPES[row["type"]]}
         if row.get("choices"):
             kw["choices"] = row["choices"]
         if row.get("nargs") is not None:
@@ -1234,6 +1242,9 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
         if key == "engine.async_scheduling" and key in derived:  # left to vLLM, which turns it off where it must
             continue
         row = rows.get(dest)
+        if value is None and dest in NONE_MEANS and row is not None:
+            words += [row["flag"], "None"]
+            continue
         if row is None:  # a setting this release has no flag for
             if section == "engine" and value != engine_defaults.get(name):  # a limit of 0 too: it refuses all
                 notes.append(f"{key}={value} has no flag in vLLM {version}")

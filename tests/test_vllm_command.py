@@ -1527,3 +1527,14 @@ def test_the_sliding_window_retention_interval_is_read_and_checked_as_vllm_check
             load(None, overrides)
     with pytest.raises(ConfigError, match="vLLM 0.19 has no such setting"):
         load(None, ["model=gpt-oss-120b", "engine.vllm_defaults=0.19.0", "engine.prefix_cache_retention_interval=256"])
+
+
+def test_a_retention_interval_of_none_keeps_every_window_block_and_goes_back_to_the_line(capsys):
+    """vLLM parses the flag with optional_type: `None` is its own setting (every sliding-window block cached)."""
+    cmd = read(["openai/gpt-oss-120b", "--prefix-cache-retention-interval", "None"], [])
+    assert "engine.prefix_cache_retention_interval" in cmd.settings
+    assert cmd.settings["engine.prefix_cache_retention_interval"] is None
+    capsys.readouterr()
+    assert main(["config", "--vllm", "--set", "model=gpt-oss-120b",
+                 "--set", "engine.prefix_cache_retention_interval=null"]) == 0
+    assert "--prefix-cache-retention-interval None" in capsys.readouterr().out
