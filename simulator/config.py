@@ -89,7 +89,8 @@ class EngineSettings(Settings):
         None, description="models with local-attention layers: true gives every layer the whole context's KV instead "
                           "of dropping what local layers no longer read. None: vLLM's default, the hybrid manager on "
                           "for sliding windows and chunked local attention (Llama 4) alike; off in 0.19 beside a KV "
-                          "connector (disaggregation)")
+                          "connector (disaggregation) and for chunked local attention beside EAGLE-type drafts "
+                          "(speculative.eagle_block_drop or lookahead_block_hashes)")
     all2all_backend: Literal[BATCHED_DP_BACKENDS] | None = Field(
         None, description="vLLM's --all2all-backend, where it changes a default: these two with expert parallelism "
                           "over data_parallel_size > 1 batch DP MoE, whose default max_num_batched_tokens is 256 "
@@ -686,6 +687,24 @@ def _check_retention(e: EngineSettings, arch: ModelArchitecture, layout: KVLayou
         raise ConfigError(field, f"{interval} is not a multiple of block_size ({e.block_size}): vLLM refuses it")
 
 
+def _hybrid_off(scenario: Scenario, arch: ModelArchitecture) -> bool | None:
+    """engine.disable_hybrid_kv_cache_manager where the scenario leaves it unset, as VllmConfig decides it: off
+    beside 0.19's KV connector (disaggregation needs one) and for chunked local attention beside an EAGLE-type
+    drafter (use_eagle), which vLLM refuses with the manager on."""
+    e, sp = scenario.engine, scenario.speculative
+    local = local_attention(arch)
+    if local is not None and local.chunked and sp.method != "none" and \
+            (sp.eagle_block_drop or sp.lookahead_block_hashes):
+        if e.disable_hybrid_kv_cache_manager is False:
+            raise ConfigError("engine.disable_hybrid_kv_cache_manager",
+                              f"false, with {arch.name}'s chunked local attention beside EAGLE-type drafts "
+                              f"(speculative.eagle_block_drop or lookahead_block_hashes): vLLM refuses it")
+        return True
+    if e.disable_hybrid_kv_cache_manager is None and e.is_0_19 and scenario.cluster.prefill_replicas:
+        return True
+    return e.disable_hybrid_kv_cache_manager
+
+
 def in_flight_tokens(e: EngineSettings, tokens: int, async_scheduling: bool) -> int:
     """vLLM's max_in_flight_tokens: a local-attention layer frees the blocks behind its window only once a step
     settles, so one request may hold a budget per step in flight beyond it; 0.33 counts two steps with async
@@ -827,10 +846,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     max_model_len = check_max_model_len(arch, None if e.max_model_len == "auto" else e.max_model_len,
                                         "engine.max_model_len", e.vllm_defaults)
     tokens, seqs = _budgets(e, hw, max_model_len)
-    disable_hybrid = e.disable_hybrid_kv_cache_manager
-    if disable_hybrid is None and e.is_0_19 and scenario.cluster.prefill_replicas:
-        disable_hybrid = True  # 0.19 turns the hybrid manager off beside a KV connector, which disaggregation needs
-    layout = kv_layout(arch, tp, disable_hybrid)
+    layout = kv_layout(arch, tp, _hybrid_off(scenario, arch))
     _check_retention(e, arch, layout)
     # vLLM's SchedulerConfig refuses it, against the length before an auto-fit to the pool (which comes later)
     if e.long_prefill_token_threshold > max_model_len and not e.is_0_19:  # 0.19: partial prefills only

@@ -31,7 +31,8 @@ case = st.fixed_dictionaries({
     "spare": st.integers(1, 40), "mode": st.sampled_from(["recompute", "swap"]),
     "queue": st.sampled_from(["fcfs", "priority", "sjf"]), "chunked": st.booleans(),
     "model": st.sampled_from(["llama-3.1-8b", "gpt-oss-120b", "tiny-chunks"]),
-    "vllm": st.sampled_from(["0.33.0", "0.19.0"]), "retention": st.sampled_from(["sparse", "dense", "periodic"])})
+    "vllm": st.sampled_from(["0.33.0", "0.19.0"]), "retention": st.sampled_from(["sparse", "dense", "periodic"]),
+    "eagle": st.booleans()})  # an EAGLE-type drafter: drafts take KV slots, a hit gives its last block back
 # gpt-oss: 128-token windows on half its layers; tiny-chunks: 64-token chunks on 3 layers of 4
 TINY_CHUNKS = {"name": "tiny-chunks", "num_hidden_layers": 4, "hidden_size": 256, "num_attention_heads": 4,
                "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 4096,
@@ -88,7 +89,9 @@ def run_case(c: dict) -> None:
                      f"engine.enable_chunked_prefill={c['chunked']}", "engine.enable_prefix_caching=true",
                      f"engine.vllm_defaults={c.get('vllm', '0.33.0')}",
                      f"engine.prefix_cache_retention_interval={json.dumps(retention)}",
-                     f"policies.queue={c['queue']}", f"policies.preemption_mode={c['mode']}"])
+                     f"policies.queue={c['queue']}", f"policies.preemption_mode={c['mode']}",
+                     *(["speculative.method=fixed", "speculative.num_speculative_tokens=2",
+                        "speculative.acceptance_rate=0.5", "speculative.eagle_block_drop=true"] if c.get("eagle") else [])])
     sim = build(rs, _specs(c["rows"], c["unit"]), keep_requests=True)
     kv = sim.replicas[0].kv
     while sim.env.peek() != float("inf"):

@@ -167,6 +167,20 @@ def test_llama4_defaults_to_vllms_choice_hybrid_on_for_chunks():
     assert lay.blocks_for(20000, 19999, 16) == 1250 + 3 * 226
 
 
+
+@pytest.mark.parametrize("drafts", [["speculative.eagle_block_drop=true"], ["speculative.lookahead_block_hashes=true"]])
+def test_chunked_attention_beside_eagle_drafts_turns_the_hybrid_manager_off(drafts, capsys):
+    """VllmConfig turns the manager off for chunked local attention beside an EAGLE-type drafter and refuses it on
+    (its chunked manager has no EAGLE hit rule); servesim kept it on, and a hit ran past the blocks it held."""
+    sets = ["model=llama-4-scout", "engine.tensor_parallel_size=4", "engine.max_model_len=32768", "profile=roofline",
+            "speculative.method=fixed", *drafts]
+    assert load(None, sets).kv_layout.local_groups == 0
+    assert load(None, sets[:-1]).kv_layout.local_groups == 3  # the drafter without EAGLE's rules keeps it on
+    assert main(["config", *[a for s in sets + ["engine.disable_hybrid_kv_cache_manager=false"]
+                             for a in ("--set", s)]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("servesim: error:") == 1 and "engine.disable_hybrid_kv_cache_manager" in err
+
 def test_capacity_doubles_for_gpt_oss_with_the_hybrid_manager(capsys):
     args = ["capacity", "--model", "gpt-oss-120b", "--gpu", "h100-sxm", "--json"]
     assert main(args) == 0
