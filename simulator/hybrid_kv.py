@@ -209,7 +209,8 @@ class HybridPrefixCachingKVManager(LocalGroups, PrefixCachingKVManager):
         def held(i: int) -> bool:  # every local group holds token block i
             return all((LOCAL, g, keys[i]) in cached for g in range(groups))
 
-        if lay.local.chunked:  # the current chunk's blocks up to the hit; those before it are not read
+        if lay.local.chunked:  # the current chunk's blocks up to the hit; those before it are not read (never
+            # beside EAGLE drafts: vLLM turns the hybrid manager off there, config._hybrid_off)
             start = most * bs // lay.local.window * lay.local.window // bs if most else 0
             end = start
             while end < most and held(end):
