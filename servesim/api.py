@@ -83,7 +83,7 @@ def _setting_texts(overrides: Overrides) -> list[str]:
         for key, value in overrides.items():
             if not isinstance(key, str):
                 raise ConfigError("overrides", f"keys are dotted setting names, got {key!r}")
-            out.append(override(key, plain_values(value)))
+            out.append(override(key, plain_values(value, key)))
         return out
     if not isinstance(overrides, Sequence) or not all(isinstance(x, str) for x in overrides):
         raise ConfigError("overrides", "a list of overrides holds 'key=value' texts; give a mapping for values")
@@ -171,7 +171,7 @@ def _axes(grid: Mapping[str, Sequence] | None, zipped: Mapping[str, Sequence] | 
                 values = values.tolist()
             if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
                 raise ConfigError(key, f"the values of an axis are a list, got {type(values).__name__}")
-            axes.append((key, plain_values(list(values)), flag))
+            axes.append((key, plain_values(list(values), key), flag))
     return axes
 
 
@@ -224,7 +224,7 @@ def recommend(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Over
         if given is not None:
             if key in axes:
                 raise ConfigError("grid", f"{key}: given twice ({'gpus' if key == 'hardware.gpu' else 'tp'} too)")
-            axes = {key: plain_values(list(given))} | axes
+            axes = {key: plain_values(list(given), key)} | axes
     table, report, _ = run(_source(scenario), _settings(overrides), axes, _slos(slos),
                            None if rate is None else checked("rate", rate, POSITIVE), out, prices,
                            checked("tolerance", tolerance, TOLERANCE), checked("jobs", jobs, JOBS),
@@ -249,4 +249,4 @@ def _slos(slos: Mapping[str, float]) -> dict[str, float]:
 
     if not isinstance(slos, Mapping):
         raise ConfigError("slos", f"a mapping such as {{'ttft_p99_ms': 500}}, got {type(slos).__name__}")
-    return parse_slos([f"{k}={v!r}" for k, v in plain_values(slos).items()])
+    return parse_slos([f"{k}={v!r}" for k, v in plain_values(slos, "slos").items()])

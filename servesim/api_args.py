@@ -43,15 +43,21 @@ def _plain(v):
     return float(v) if isinstance(v, np.floating) else v
 
 
-def plain_values(v):
+MAX_NESTING = 64  # levels of lists and mappings in one value: deeper is no setting, and a cycle never ends
+
+
+def plain_values(v, field: str = "scenario", depth: int = 0):
     """A setting value as YAML can say it: numpy numbers and arrays, tuples and paths, at any depth, as the Python
     numbers, lists and text they stand for (a list of np.int64 was "not a setting value")."""
+    if depth > MAX_NESTING:  # a RecursionError escaped (round 79): a value that contains itself, or nests deeper
+        raise ConfigError(field, f"nests more than {MAX_NESTING} levels deep (or contains itself): no setting does")
     if isinstance(v, Mapping):
-        return {plain_values(k): plain_values(x) for k, x in v.items()}
+        return {plain_values(k, field, depth + 1): plain_values(x, field, depth + 1) for k, x in v.items()}
     if isinstance(v, np.ndarray):  # a 0-d array is one number (tolist() gives the scalar)
-        return plain_values(v.tolist()) if v.ndim == 0 else [plain_values(x) for x in v.tolist()]
+        return plain_values(v.tolist(), field, depth) if v.ndim == 0 else \
+            [plain_values(x, field, depth + 1) for x in v.tolist()]
     if isinstance(v, (list, tuple)):
-        return [plain_values(x) for x in v]
+        return [plain_values(x, field, depth + 1) for x in v]
     if isinstance(v, os.PathLike):
         return os.fspath(v)
     return _plain(v)

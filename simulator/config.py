@@ -466,6 +466,9 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             value = raw  # not YAML: the text itself
         node = data
         parts = key.strip().split(".")
+        if parts == ["model", "name"] and not isinstance(data.get("model"), dict) and _names_a_model(value):
+            data["model"] = value  # another model by its name: its architecture, not the named one's renamed
+            continue
         for i, p in enumerate(parts[:-1]):
             nxt = node.get(p)
             if i == 0 and p in ("model", "profile") and not isinstance(nxt, dict):
@@ -478,6 +481,13 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             node = nxt
         node[parts[-1]] = value
     return data
+
+
+def _names_a_model(value) -> bool:
+    """A built-in model's name or an HF id servesim knows (what `model.name` of a run's config.yaml reads)."""
+    from servesim.simulator.model_arch import HF_IDS, builtin_model_names
+
+    return isinstance(value, str) and (value in HF_IDS or value in builtin_model_names())
 
 
 def _named_section(section: str, name, key: str) -> dict:
@@ -669,6 +679,13 @@ def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, 
     return tokens if ceiling == tokens and not e.is_0_19 else max(_capture_grid(ceiling))
 
 
+def sliding_window_group(arch: ModelArchitecture, layout: KVLayout) -> bool:
+    """Whether vLLM gives the model a sliding-window KV cache group, the one prefix_cache_retention_interval acts on."""
+    local = local_attention(arch)
+    return local is not None and not local.chunked and \
+        bool(layout.local_groups or local.local_layers == arch.num_hidden_layers)
+
+
 def _check_retention(e: EngineSettings, arch: ModelArchitecture, layout: KVLayout) -> None:
     """prefix_cache_retention_interval as vLLM 0.33 takes it (_validate_prefix_cache_retention_interval)."""
     interval, field = e.prefix_cache_retention_interval, "engine.prefix_cache_retention_interval"
@@ -677,10 +694,7 @@ def _check_retention(e: EngineSettings, arch: ModelArchitecture, layout: KVLayou
     if e.is_0_19:
         raise ConfigError(field, f"{interval}: vLLM 0.19 has no such setting (it keeps every sliding-window block "
                                  f"cached); leave it at 0")
-    local = local_attention(arch)
-    sliding = local is not None and not local.chunked and \
-        bool(layout.local_groups or local.local_layers == arch.num_hidden_layers)
-    if interval is not None and not sliding:
+    if interval is not None and not sliding_window_group(arch, layout):
         raise ConfigError(field, f"{interval}: {arch.name} has no sliding-window KV cache group here, so vLLM "
                                  f"refuses a retention interval (set it to 0)")
     if interval is not None and interval % e.block_size:
@@ -866,6 +880,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     local = local_attention(arch)
     say_once((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens,
+                                                                    sliding_window_group(arch, layout),
                                                                     None if arch.is_moe else arch.name)))
     if sp.method != "none" and sp.lookahead_block_hashes and e.is_0_19:
         raise ConfigError("speculative.lookahead_block_hashes", "vLLM 0.19 has no lookahead block hashes (0.33's): "

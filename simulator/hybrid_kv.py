@@ -223,8 +223,8 @@ class HybridPrefixCachingKVManager(LocalGroups, PrefixCachingKVManager):
                     run = 0
                     continue
                 run += 1
-                if run >= need:
-                    start, end = i, i + need
+                if run >= need:  # a block found ends the search: a 1-token window needs none before it
+                    start, end = i, i + run
                     break
             else:
                 end = run

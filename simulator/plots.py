@@ -91,7 +91,7 @@ def _groups(table, by: str | None):
 def _value_name(value) -> str:
     import pandas as pd
 
-    return "null (unset)" if pd.isna(value) else str(value)
+    return "null" if pd.isna(value) else str(value)  # not "unset": a null retention interval keeps every block
 
 
 def slo_targets(results: Path, table) -> dict | None:
@@ -393,6 +393,10 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
         raise ConfigError("results", "no request_goodput column: the swept scenario needs workload.slo_classes")
     _check_numbers(table, PLOT_COLUMNS[kind] + ["request_goodput"] * (kind == "goodput") + [load_axis] * bool(load_axis)
                    + ["held_up_to"] * (kind == "capacity" and "held_up_to" in table), table_path)
+    measured = table[PLOT_COLUMNS[kind]].notna()  # a pareto point needs both figures, a latency panel its own
+    if not (measured.all(axis=1) if kind == "pareto" else measured.any(axis=1)).any():
+        raise ConfigError("results", f"{table_path}: no run measured {', '.join(PLOT_COLUMNS[kind])} (no request "
+                                     f"finished in any): nothing to plot")
     if load_axis:
         unset = int(table[load_axis].isna().sum())
         if unset:  # a number axis has no place for them: dropped without a word before
@@ -447,6 +451,9 @@ def _check_numbers(table, columns: list[str], where) -> None:
 
     for col in columns:
         v = table[col]
+        if v.isna().all():  # nothing measured in any run (a sweep whose requests all failed writes it untyped)
+            table[col] = v.astype(float)
+            continue
         if not is_numeric_dtype(v) or is_bool_dtype(v):
             raise ConfigError("results", f"{where}: column {col} must hold numbers, got {v.dtype} "
                                          f"(e.g. {v.dropna().iloc[0]!r:.40})" if v.notna().any() else

@@ -410,6 +410,8 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
         tokens_per_hour = traffic_output_per_hour(scenario, sets, rate)
     bands = load_bands()
     table = pd.DataFrame([trusted(priced(rows[i], prices, tokens_per_hour), slos, bands) for i in sorted(rows)])
+    for key in axes:  # each candidate's values as given: a grid of 0 and null stays 0 and None, not 0.0 and NaN
+        table[key] = pd.Series([rows[i].get(key) for i in sorted(rows)], index=table.index, dtype=object)
     for column in ("usd_per_hour", "usd_per_million_output_tokens", "price_source"):
         if column not in table:
             table[column] = None
@@ -557,7 +559,7 @@ def vllm_commands(scenario, sets: list[str], table, top: int) -> list[dict]:
     axes = [c for c in table.columns if "." in c or c == DISAGG]
     out = []
     for _, row in table[table["status"] == "meets"].head(top).iterrows():
-        point = _sets({k: row[k] for k in axes if row[k] is not None and row[k] == row[k]})
+        point = _sets({k: row[k] for k in axes})  # null included: a grid's None is vLLM's None, not the default
         line, notes = serve_command(load(scenario, sets + point).as_dict())  # what the line cannot say, too
         notes = [n for n in notes if not n.startswith("prefill/decode disaggregation")]  # said per role below
         prefill = int(row.get("prefill_replicas") or 0)

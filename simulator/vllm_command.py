@@ -703,8 +703,8 @@ CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PI
 
 def _hybrid_manager(serve: dict, version: str, method: str | None, arch, out: dict) -> None:
     """What turns vLLM's hybrid KV cache manager off where the line leaves it unset (VllmConfig): chunked local
-    attention beside an EAGLE-type drafter (use_eagle), and in 0.19 KV events or a KV connector; the first two
-    refuse it enabled, as vLLM does."""
+    attention beside an EAGLE-type drafter (use_eagle), in 0.19 KV events or a KV connector, in 0.33 a KV
+    connector without HMA support; the first two refuse it enabled, as vLLM does."""
     from servesim.simulator.local_attention import local_attention
 
     local = local_attention(arch) if arch is not None else None
@@ -717,8 +717,28 @@ def _hybrid_manager(serve: dict, version: str, method: str | None, arch, out: di
     if given is False and refusing:
         raise ConfigError(_flag("serve", "disable_hybrid_kv_cache_manager", version),
                           f"the hybrid KV cache manager enabled, with {refusing[0]}: vLLM {version} refuses it")
-    if given is None and (refusing or version == "0.19.0" and serve.get("kv_transfer_config") is not None):
+    connector = serve.get("kv_transfer_config")
+    if given is None and (refusing or connector is not None and (version == "0.19.0" or not _supports_hma(connector))):
         out["engine.disable_hybrid_kv_cache_manager"] = True
+
+
+# 0.33's KV connectors that subclass SupportsHMA (kv_connector/v1); the others, and a class loaded from
+# kv_connector_module_path, turn the hybrid manager off where the line leaves it unset
+HMA_CONNECTORS = frozenset({
+    "NixlConnector", "NixlPullConnector", "NixlPushConnector", "MooncakeConnector", "MooncakeStoreConnector",
+    "MoRIIOConnector", "OffloadingConnector", "SimpleCPUOffloadConnector", "HiSparseConnector",
+    "DecodeBenchConnector", "ExampleHiddenStatesConnector"})
+
+
+def _supports_hma(connector) -> bool:
+    """KVConnectorFactory.supports_hma_config: a MultiConnector only where it lists children and every one does."""
+    if not isinstance(connector, dict) or connector.get("kv_connector_module_path"):
+        return False
+    if connector.get("kv_connector") != "MultiConnector":
+        return connector.get("kv_connector") in HMA_CONNECTORS
+    extra = connector.get("kv_connector_extra_config")
+    children = extra.get("connectors") if isinstance(extra, dict) else None
+    return bool(children) and isinstance(children, list) and all(_supports_hma(c) for c in children)
 
 
 def _drafter_by_name(method: str | None, model, version: str) -> str | None:

@@ -316,3 +316,15 @@ def test_round_62_trace_ids_past_2_53_are_refused_where_they_are_made(tmp_path):
     with pytest.raises(servesim.ConfigError, match="first_id: 9,007,199,254,740,991: the last of 3 request ids"):
         servesim.read_trace(str(trace), first_id=2**53 - 1)
     assert [s.request_id for s in servesim.read_trace(str(trace), first_id=2**53 - 2)][-1] == 2**53
+
+
+def test_a_value_nesting_without_end_is_a_config_error():
+    """A value that contains itself, or nests hundreds of levels, raised RecursionError (round 79)."""
+    deep: list = []
+    for _ in range(400):
+        deep = [deep]
+    loop: dict = {}
+    loop["x"] = loop
+    for args, field in (((None, {"engine.block_size": deep}), "engine.block_size"), (({"engine": loop},), "scenario")):
+        with pytest.raises(servesim.ConfigError, match=f"{field}: nests more than 64 levels"):
+            servesim.simulate(*args)

@@ -934,6 +934,11 @@ def test_a_set_on_a_resolved_config_is_the_same_edit_by_hand(tmp_path, capsys):
     assert kept.max_num_batched_tokens == 8192 != load(None, ["hardware.gpu=l40s"]).max_num_batched_tokens
     # on a scenario naming its model, a field of it edits that model; the profile auto picks is not a mapping yet
     assert load(None, ["model.num_hidden_layers=16"]).arch.num_hidden_layers == 16
+    # a scenario naming its model (or the default) renamed to a built-in reads that model, as config.yaml does; it
+    # was Llama-3.1-8B's layers under Qwen3-8B's name and profile (round 78); another name renames the model
+    for base in ([], ["model=llama-3.1-70b"]):
+        assert load(None, base + ["model.name=qwen3-8b"]).arch == load(None, ["model=qwen3-8b"]).arch
+    assert load(None, ["model.name=mine"]).arch.num_hidden_layers == 32
     for sets, says in ((["model.bogus=2"], "model.bogus: unknown setting"),
                        (["profile.coefficients.per_seq_ms=1"], "profile auto is chosen for the deployment")):
         assert main(["config", *sum((["--set", s] for s in sets), [])]) == 2

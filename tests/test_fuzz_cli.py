@@ -452,6 +452,8 @@ def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_pat
     ("workload.priorities=[0, 1, 2]", "policies.queue is fcfs (only the priority queue"),
     ("workload.max_tokens_past_context=lower", "workload.request_max_tokens is off"),
     ("engine.usage_context=llm_class", "max_num_batched_tokens and max_num_seqs are given"),
+    ("engine.prefix_cache_retention_interval=null", "the KV cache has no sliding-window group here"),
+    ("engine.prefix_cache_retention_interval=32", "engine.enable_prefix_caching is off"),
 ])
 def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, why):
     """Said, not refused: a sweep across the setting that gives it effect (method=none,fixed) runs every point."""
@@ -461,6 +463,7 @@ def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, 
     context = {"policies.static_batch_size=4": ["policies.batching=static", "engine.max_num_seqs=2"],
                "engine.enable_expert_parallel=true": ["model=qwen3-30b-a3b", "profile=roofline"],
                "engine.usage_context=llm_class": ["engine.max_num_batched_tokens=4096", "engine.max_num_seqs=64"],
+               "engine.prefix_cache_retention_interval=32": ["model=gpt-oss-120b", "engine.enable_prefix_caching=false"],
                "speculative.acceptance_rate=0.4": ["speculative.method=fixed", "speculative.num_speculative_tokens=2",
                                                    "speculative.acceptance_distribution=[0.5, 0.3, 0.2]"]}
     config.load(None, ["profile=teaching", setting] + context.get(setting, []))

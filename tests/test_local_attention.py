@@ -377,6 +377,18 @@ def test_a_sliding_window_hit_needs_the_window_before_it_cached(sets, cached):
     assert kv.num_free_blocks == kv.num_usable_blocks
 
 
+@pytest.mark.parametrize("retention, cached", [("null", [0, 640, 640, 640]), (0, [0, 0, 0, 0])])
+def test_a_one_token_window_hits_as_vllm_finds_it(retention, cached):
+    """A 1-token window needs no block before the hit (cdiv(0, 16) = 0), but vLLM's search still ends on a cached
+    block, whose run it keeps: the hit lost that block (round 79); 0.33's sparse retention keeps no window block
+    (its tails are need = 0 blocks long), so nothing hits there, as in vLLM."""
+    rs = load(None, ["model=gpt-oss-120b", "model.sliding_window=1", "profile=roofline",
+                     f"engine.prefix_cache_retention_interval={retention}"])
+    sim = build(rs, _shared(4, 40, 3, gap=1.0), keep_requests=True)
+    sim.env.run()
+    assert [r.cached_tokens for r in sim.front_end.requests] == cached
+
+
 def test_requests_on_one_prefix_share_its_chunk_blocks():
     """Llama 4's chunks: a request reads the blocks of its chunk, and those of a shared prefix are cached once
     (vLLM's ChunkedLocalAttentionManager), not held by each request."""

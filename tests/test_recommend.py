@@ -523,3 +523,18 @@ def test_an_unstable_capacity_says_why_in_a_meeting_row(monkeypatch):
     row = recommend.evaluate(None, ["workload.num_requests=50", "hardware.gpu=l40s"], {}, {"p99_ttft_ms": 1e9},
                              2.0, 0.1)
     assert row["status"] == "meets" and row["stable"] is False and row["reason"] == moved
+
+
+def test_a_null_grid_value_is_the_line_its_candidate_ran(tmp_path, capsys):
+    """A grid of 0 and null for the retention interval ran both, but each vLLM line dropped null for the default 0
+    (the table read them as 0.0 and NaN), so the winner's line deployed the other candidate (round 78)."""
+    out = tmp_path / "r"
+    assert main(["recommend", "--model", "gpt-oss-120b", "--rate", "2", "--slo", "ttft_p99_ms=60000", "--gpu",
+                 "h200-sxm", "--grid", "engine.prefix_cache_retention_interval=0,null", "--top", "2", *SMALL,
+                 "--set", "workload.shared_prefix={tokens: 1000, count: 2}", "--out", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    lines = {r["rank"]: r["engine.prefix_cache_retention_interval"] for r in report["rows"]}
+    assert sorted(lines.values(), key=str) == [0, None]  # as given, not 0.0 and NaN
+    for c in report["commands"]:
+        assert ("--prefix-cache-retention-interval None" in c["command"]) == (lines[c["rank"]] is None)
+    assert ",0," in (out / "recommend.csv").read_text()  # written as given

@@ -890,11 +890,21 @@ EAGLE_SPEC = json.dumps({"method": "eagle", "model": "some/eagle-llama4", "num_s
                                                                '"kv_role": "kv_both"}'], True),  # 0.19's connector
     ("0.33.0", "openai/gpt-oss-120b", ["--kv-transfer-config", '{"kv_connector": "NixlConnector", '
                                                                '"kv_role": "kv_both"}'], None),  # supports HMA
+    *[("0.33.0", "openai/gpt-oss-120b", ["--kv-transfer-config", json.dumps(c)], off) for c, off in (
+        ({"kv_connector": "ExampleConnector", "kv_role": "kv_both"}, True),  # no SupportsHMA: off (round 78)
+        ({"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}, True),
+        ({"kv_connector": "NixlConnector", "kv_connector_module_path": "my.nixl", "kv_role": "kv_both"}, True),
+        ({"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": [
+            {"kv_connector": "NixlConnector", "kv_role": "kv_both"}, {"kv_connector": "OffloadingConnector",
+                                                                       "kv_role": "kv_both"}]}}, None),
+        ({"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": [
+            {"kv_connector": "NixlConnector", "kv_role": "kv_both"}, {"kv_connector": "LMCacheConnectorV1",
+                                                                       "kv_role": "kv_both"}]}}, True))],
     ("0.19.0", "openai/gpt-oss-120b", ["--kv-events-config", '{"enable_kv_cache_events": true}'], True),
 ])
 def test_the_hybrid_kv_cache_manager_is_off_where_vllm_turns_it_off(version, model, serve, disabled):
-    """VllmConfig turns the manager off, left unset, beside an EAGLE-type drafter on chunked attention, and in
-    0.19 beside KV events or a KV connector (round 73)."""
+    """VllmConfig turns the manager off, left unset, beside an EAGLE-type drafter on chunked attention, in 0.19
+    beside KV events or a KV connector (round 73), and in 0.33 beside a connector without HMA support."""
     cmd = read([model, "-tp", "8", *serve], [], version=version)
     assert cmd.settings.get("engine.disable_hybrid_kv_cache_manager") is disabled
     if disabled and "kv-transfer" not in serve[0]:  # asked for there, vLLM refuses the line
