@@ -880,7 +880,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     local = local_attention(arch)
     say_once((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens,
-                                                                    sliding_window_group(arch, layout),
+                                                                    sliding_window_group(arch, layout) and
+                                                                    bool(layout.local_groups),
                                                                     None if arch.is_moe else arch.name)))
     if sp.method != "none" and sp.lookahead_block_hashes and e.is_0_19:
         raise ConfigError("speculative.lookahead_block_hashes", "vLLM 0.19 has no lookahead block hashes (0.33's): "

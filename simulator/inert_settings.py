@@ -40,7 +40,7 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
                    dense: str | None = None) -> list[str]:
     """Settings moved from their default that nothing reads in this combination: said, not refused, so a sweep
     across the setting that gives them their effect (speculative.method=none,fixed) runs every point.
-    `sliding_window`: the KV pool has a sliding-window group; `dense`: the model's name when it has no experts."""
+    `sliding_window`: the KV pool has a sliding-window group servesim models (beside full attention); `dense`: the model's name when it has no experts."""
     sp, e, p, c = scenario.speculative, scenario.engine, scenario.policies, scenario.cluster
     a = getattr(scenario.workload, "arrival", None)
     rules = [(sp.method == "none", sp, "speculative", ["num_speculative_tokens", "acceptance_rate",
@@ -69,7 +69,7 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              (not has_local_layers, e, "engine", ["disable_hybrid_kv_cache_manager"],
               "the model has no local-attention layers"),
              (not (sliding_window and e.enable_prefix_caching), e, "engine", ["prefix_cache_retention_interval"],
-              "the KV cache has no sliding-window group here" if not sliding_window else
+              "servesim models no sliding-window KV cache group here" if not sliding_window else
               "engine.enable_prefix_caching is off (nothing is cached)"),
              (sp.method != "none" and sp.acceptance_distribution is not None, sp, "speculative", ["acceptance_rate"],
               "speculative.acceptance_distribution gives the acceptances"),

@@ -551,12 +551,12 @@ def target_load(scenario, sets: list[str], rate: float | None) -> tuple[float | 
     return rate, f"{rate:g} {'sessions' if getattr(workload, 'type', None) == 'sessions' else 'req'}/s"
 
 
-def vllm_commands(scenario, sets: list[str], table, top: int) -> list[dict]:
-    """The `vllm serve` line of each of the best `top` candidates that meet the SLOs."""
-    from servesim.simulator.config import load, override
+def vllm_commands(scenario, sets: list[str], table, top: int, axes: list[str]) -> list[dict]:
+    """The `vllm serve` line of each of the best `top` candidates that meet the SLOs, at every axis the search
+    walked (a whole section or the model too: they were dropped, and the line deployed the base scenario)."""
+    from servesim.simulator.config import load
     from servesim.simulator.vllm_command import serve_command
 
-    axes = [c for c in table.columns if "." in c or c == DISAGG]
     out = []
     for _, row in table[table["status"] == "meets"].head(top).iterrows():
         point = _sets({k: row[k] for k in axes})  # null included: a grid's None is vLLM's None, not the default
@@ -610,7 +610,7 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
                   f"meet the SLOs but are ranked after the priced ones; give prices with --prices"])
     out = Path(out)
     table.to_csv(out / "recommend.csv", index=False)
-    commands = vllm_commands(scenario, sets, table, top)
+    commands = vllm_commands(scenario, sets, table, top, list(axes))
     (out / "commands.txt").write_text("".join(f"# rank {c['rank']}: {c['replicas']} x"
                                               f"{' ' + c['role'] if c.get('role') else ''}\n"
                                               + "".join(f"# note: {n}\n" for n in c["notes"]) + f"{c['command']}\n"

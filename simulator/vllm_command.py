@@ -1228,6 +1228,19 @@ def _without_a_flag(settings: dict) -> list[str]:
     return notes
 
 
+def _reads_window_retention(settings: dict) -> bool:
+    """A 0.33 scenario whose resolved model slides a window (a chunk is no window): its retention is simulated."""
+    m = settings.get("model")
+    return isinstance(m, dict) and bool(m.get("sliding_window")) and not m.get("attention_chunk_size") and \
+        (settings.get("engine") or {}).get("vllm_defaults") != "0.19.0"
+
+
+# a setting an older release has no flag for: what that release does (the value that needs no note), why, and
+# whether the scenario reads it
+ABSENT_MEANS = {"engine.prefix_cache_retention_interval": (None, "it keeps every sliding-window block cached",
+                                                           _reads_window_retention)}
+
+
 # why a servesim setting has no vllm serve flag, where "vLLM runs with its default" does not say it
 NO_FLAG = {"engine.reserved_memory_gib": "it stands for the memory vLLM profiles at start, which the real server "
                                          "measures (its KV pool may differ)",
@@ -1266,7 +1279,11 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
             words += [row["flag"], "None"]
             continue
         if row is None:  # a setting this release has no flag for
-            if section == "engine" and value != engine_defaults.get(name):  # a limit of 0 too: it refuses all
+            if key in ABSENT_MEANS:  # what the release does without it, where that is not servesim's default
+                absent, why, read = ABSENT_MEANS[key]
+                if value != absent and read(settings):
+                    notes.append(f"{key}={value} has no flag in vLLM {version}: {why}")
+            elif section == "engine" and value != engine_defaults.get(name):  # a limit of 0 too: it refuses all
                 notes.append(f"{key}={value} has no flag in vLLM {version}")
             continue
         if value is None or value == row.get("default"):

@@ -55,7 +55,7 @@ def test_edits_to_a_scenario_object_are_simulated_and_checked():
         servesim.simulate(edited)
     s = servesim.Scenario()
     s.engine.gpu_memory_utilization = True  # as a --set or a mapping would be: no true where a number goes
-    with pytest.raises(ConfigError, match="engine.gpu_memory_utilization: a number or text is expected, not true"):
+    with pytest.raises(ConfigError, match="engine.gpu_memory_utilization: a number is expected, not true"):
         servesim.simulate(s)
     # a resolved deployment edited since: its derived values are stale (round 73), so it is refused ...
     rs = servesim.resolve(None, SMALL)

@@ -452,7 +452,8 @@ def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_pat
     ("workload.priorities=[0, 1, 2]", "policies.queue is fcfs (only the priority queue"),
     ("workload.max_tokens_past_context=lower", "workload.request_max_tokens is off"),
     ("engine.usage_context=llm_class", "max_num_batched_tokens and max_num_seqs are given"),
-    ("engine.prefix_cache_retention_interval=null", "the KV cache has no sliding-window group here"),
+    ("engine.prefix_cache_retention_interval=null", "servesim models no sliding-window KV cache group here"),
+    ("engine.prefix_cache_retention_interval=16", "servesim models no sliding-window KV cache group here"),
     ("engine.prefix_cache_retention_interval=32", "engine.enable_prefix_caching is off"),
 ])
 def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, why):
@@ -464,6 +465,7 @@ def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, 
                "engine.enable_expert_parallel=true": ["model=qwen3-30b-a3b", "profile=roofline"],
                "engine.usage_context=llm_class": ["engine.max_num_batched_tokens=4096", "engine.max_num_seqs=64"],
                "engine.prefix_cache_retention_interval=32": ["model=gpt-oss-120b", "engine.enable_prefix_caching=false"],
+               "engine.prefix_cache_retention_interval=16": ["model=mistral-7b"],  # a window on every layer
                "speculative.acceptance_rate=0.4": ["speculative.method=fixed", "speculative.num_speculative_tokens=2",
                                                    "speculative.acceptance_distribution=[0.5, 0.3, 0.2]"]}
     config.load(None, ["profile=teaching", setting] + context.get(setting, []))
@@ -528,3 +530,15 @@ def test_round_61_text_is_never_taken_for_a_number(argv, says, tmp_path, capsys)
 
     with pytest.raises(servesim.ConfigError, match="a number is expected"):
         servesim.resolve(None, {"workload.arrival.rate": "5"})
+
+
+@pytest.mark.parametrize("setting, says", [
+    ("engine.prefix_cache_retention_interval=true", "a number or null is expected, not true"),
+    ("engine.max_model_len=true", "a number, 'auto' or null is expected, not true"),
+    ("engine.block_size=false", "a number is expected, not false"),
+    ("model=true", "text or a mapping is expected, not true")])
+def test_a_switch_given_for_another_kind_says_what_the_setting_takes(setting, says, capsys):
+    """'a number or text is expected' for a field that takes no text: every text given then was refused (round 78)."""
+    assert main(["config", "--set", setting]) == 2
+    err = capsys.readouterr().err
+    assert err.count("servesim: error:") == 1 and f"{setting.split('=')[0]}: {says}" in err

@@ -538,3 +538,19 @@ def test_a_null_grid_value_is_the_line_its_candidate_ran(tmp_path, capsys):
     for c in report["commands"]:
         assert ("--prefix-cache-retention-interval None" in c["command"]) == (lines[c["rank"]] is None)
     assert ",0," in (out / "recommend.csv").read_text()  # written as given
+
+
+def test_a_section_or_model_axis_is_in_each_candidates_line(tmp_path, capsys):
+    """Only dotted axes reached the vLLM lines: a grid over the model or a whole section printed the base
+    scenario's line for every candidate, another model's included (round 80)."""
+    out = tmp_path / "r"
+    assert main(["recommend", "--rate", "2", "--slo", "ttft_p99_ms=60000", "--gpu", "h200-sxm", "--tp", "1",
+                 "--grid", "model=llama-3.1-8b,qwen3-8b", "--grid", "engine={max_num_seqs: 64},{max_num_seqs: 128}",
+                 "--top", "4", *SMALL, "--out", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    rows = {r["rank"]: r for r in report["rows"]}
+    assert len(report["commands"]) == 4
+    for c in report["commands"]:
+        row = rows[c["rank"]]
+        hf = {"llama-3.1-8b": "meta-llama/Llama-3.1-8B", "qwen3-8b": "Qwen/Qwen3-8B"}[row["model"]]
+        assert c["command"].startswith(f"vllm serve {hf} --max-num-seqs {row['engine']['max_num_seqs']} ")

@@ -1548,3 +1548,17 @@ def test_a_retention_interval_of_none_keeps_every_window_block_and_goes_back_to_
     assert main(["config", "--vllm", "--set", "model=gpt-oss-120b",
                  "--set", "engine.prefix_cache_retention_interval=null"]) == 0
     assert "--prefix-cache-retention-interval None" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("sets, noted", [
+    (["engine.prefix_cache_retention_interval=0"], True),  # 0.33's sparse windows: 0.19 keeps every block
+    (["engine.prefix_cache_retention_interval=null"], False),  # what 0.19 does
+    (["engine.vllm_defaults=0.19.0"], False),  # a 0.19 scenario: simulated as 0.19 keeps them
+    (["model=llama-3.1-8b"], False)])  # no window: nothing to retain
+def test_a_019_line_says_when_it_keeps_windows_a_033_scenario_did_not(sets, noted, capsys):
+    """Speaking 0.19, a None interval was noted as lost and 0's sparse retention was not (round 80, inverted)."""
+    argv = ["config", "--vllm", "--vllm-version", "0.19.0", "--set", "model=gpt-oss-120b"]
+    assert main(argv + [a for s in sets for a in ("--set", s)]) == 0
+    err = capsys.readouterr().err
+    assert ("prefix_cache_retention_interval=0 has no flag in vLLM 0.19.0: it keeps every sliding-window block "
+            "cached" in err) == noted and ("interval=None" not in err)

@@ -66,10 +66,20 @@ class _Bad(ValueError):
         self.path = path
 
 
-def _check(value: Any, takes_bool: bool, path: list[str]) -> None:
+def _expected(annotation) -> str:
+    """What a field takes, in words, for a value of another kind (true given for an int | None)."""
+    kinds = [word for kind, word in ((int, "a number"), (float, "a number"), (str, "text"), (dict, "a mapping"),
+                                     (list, "a list")) if _takes(annotation, kind)]
+    kinds += [repr(v) for v in sorted(_literals(annotation), key=str) if not isinstance(v, bool)]
+    kinds = list(dict.fromkeys(kinds + ["null"] * _takes(annotation, type(None)))) or ["a number or text"]
+    return ", ".join(kinds[:-1]) + f" or {kinds[-1]}" if len(kinds) > 1 else kinds[0]
+
+
+def _check(value: Any, takes_bool: bool, path: list[str], annotation=None) -> None:
     if isinstance(value, bool):
         if not takes_bool:
-            raise _Bad(path, f"a number or text is expected, not {str(value).lower()}")
+            raise _Bad(path, f"{_expected(annotation) if annotation is not None else 'a number or text'} is "
+                             f"expected, not {str(value).lower()}")
     elif isinstance(value, int):
         if abs(value) > MAX_INT:
             raise _Bad(path, f"a {len(str(abs(value)))}-digit integer: at most {MAX_INT:,} in size")
@@ -103,7 +113,8 @@ class Settings(BaseModel):
                         "key": str(key), "message": f"a setting's name is text; {key!r} is no setting's name"})
                 field = cls.model_fields.get(key) if isinstance(key, str) else None
                 try:
-                    _check(value, field is None or _takes(field.annotation, bool), [str(key)])
+                    _check(value, field is None or _takes(field.annotation, bool), [str(key)],
+                           None if field is None else field.annotation)
                     if field is not None and _only_bool(field.annotation) and not isinstance(value, (bool, type(None))):
                         raise _Bad([str(key)], f"true or false is expected, not {value!r:.40}")  # lax: "no", 1
                     if field is not None and isinstance(value, str) and _number_not_text(field.annotation, value):
