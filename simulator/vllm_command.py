@@ -422,6 +422,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         if slots:
             settings["speculative.drafting_slots_per_seq"] = slots
     _async_scheduling(serve, version, method, spec_config, settings)
+    _check_kv_configs(serve, version)
     _hybrid_manager(serve, version, method, arch, settings)
     options, workload = _bench(bench, not_modelled, version)
     options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
@@ -699,6 +700,57 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
 # the serve flags that decide vLLM's CUDA graphs, besides those of SERVE_SETTINGS
 GRAPH_FLAGS = ("compilation_config", "optimization_level")
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")  # CompilationConfig's
+
+
+# KVTransferConfig's and KVEventsConfig's fields (vllm/config/kv_transfer.py, kv_events.py): vLLM's config
+# dataclasses refuse any other key; and the connectors each release registers (KVConnectorFactory)
+KV_TRANSFER_KEYS = {
+    "0.33.0": {"kv_connector", "engine_id", "kv_buffer_device", "kv_role", "kv_port", "kv_connector_extra_config",
+               "kv_connector_module_path", "enable_permute_local_kv", "kv_load_failure_policy"},
+    "0.19.0": {"kv_connector", "engine_id", "kv_buffer_device", "kv_buffer_size", "kv_role", "kv_rank",
+               "kv_parallel_size", "kv_ip", "kv_port", "kv_connector_extra_config", "kv_connector_module_path",
+               "enable_permute_local_kv", "kv_load_failure_policy"}}
+KV_EVENTS_KEYS = {"enable_kv_cache_events", "publisher", "endpoint", "replay_endpoint", "buffer_steps", "hwm",
+                  "max_queue_size", "topic"}
+KV_CONNECTORS = {
+    "0.33.0": {"ExampleConnector", "ExampleHiddenStatesConnector", "LMCacheConnectorV1", "LMCacheMPConnector",
+               "NixlConnector", "NixlPullConnector", "NixlPushConnector", "MultiConnector", "HiSparseConnector",
+               "MoRIIOConnector", "OffloadingConnector", "DecodeBenchConnector", "MooncakeConnector",
+               "MooncakeStoreConnector", "FlexKVConnectorV1", "SimpleCPUOffloadConnector", "HF3FSKVConnector"},
+    "0.19.0": {"ExampleConnector", "ExampleHiddenStatesConnector", "P2pNcclConnector", "LMCacheConnectorV1",
+               "LMCacheMPConnector", "NixlConnector", "MultiConnector", "MoRIIOConnector", "OffloadingConnector",
+               "DecodeBenchConnector", "MooncakeConnector", "FlexKVConnectorV1", "SimpleCPUOffloadConnector"}}
+KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
+
+
+def _check_kv_configs(serve: dict, version: str) -> None:
+    """--kv-transfer-config and --kv-events-config as vLLM takes them: known keys only, a role beside a connector
+    and one of KVRole's, a connector the release registers (or one loaded from kv_connector_module_path), and in
+    0.33 a connector named where the hybrid manager is left to it (supports_hma_config looks it up)."""
+    for dest, keys in (("kv_transfer_config", KV_TRANSFER_KEYS[version]), ("kv_events_config", KV_EVENTS_KEYS)):
+        config = serve.get(dest)
+        if config is None:
+            continue
+        flag = _flag("serve", dest, version)
+        if not isinstance(config, dict):
+            raise ConfigError(flag, f"a JSON object is expected, got {config!r:.60}")
+        unknown = sorted(str(k) for k in config if k not in keys)
+        if unknown:
+            raise ConfigError(f"{flag}.{unknown[0]}", f"not a field of vLLM {version}'s "
+                                                      f"{'KVTransferConfig' if dest == 'kv_transfer_config' else 'KVEventsConfig'}")
+        if dest == "kv_events_config":
+            continue
+        connector, role = config.get("kv_connector"), config.get("kv_role")
+        if role is not None and role not in KV_ROLES:
+            raise ConfigError(f"{flag}.kv_role", f"{role!r}: vLLM takes {', '.join(KV_ROLES)}")
+        if connector is not None and role is None:
+            raise ConfigError(f"{flag}.kv_role", f"needed beside kv_connector {connector!r}: vLLM refuses it unset")
+        if connector is None and version != "0.19.0" and serve.get("disable_hybrid_kv_cache_manager") is None:
+            raise ConfigError(f"{flag}.kv_connector", "not set: vLLM 0.33 refuses a KV transfer config without one")
+        if connector is not None and not config.get("kv_connector_module_path") and \
+                connector not in KV_CONNECTORS[version]:
+            raise ConfigError(f"{flag}.kv_connector", f"{connector!r}: vLLM {version} registers no such connector "
+                                                      f"(give kv_connector_module_path for one of your own)")
 
 
 def _hybrid_manager(serve: dict, version: str, method: str | None, arch, out: dict) -> None:
@@ -1228,11 +1280,23 @@ def _without_a_flag(settings: dict) -> list[str]:
     return notes
 
 
-def _reads_window_retention(settings: dict) -> bool:
-    """A 0.33 scenario whose resolved model slides a window (a chunk is no window): its retention is simulated."""
+def _slides_a_window(settings: dict) -> bool:
+    """The resolved model slides a window (a chunk is no window): its window retention is simulated."""
     m = settings.get("model")
-    return isinstance(m, dict) and bool(m.get("sliding_window")) and not m.get("attention_chunk_size") and \
-        (settings.get("engine") or {}).get("vllm_defaults") != "0.19.0"
+    return isinstance(m, dict) and bool(m.get("sliding_window")) and not m.get("attention_chunk_size")
+
+
+def _reads_window_retention(settings: dict) -> bool:
+    return _slides_a_window(settings) and (settings.get("engine") or {}).get("vllm_defaults") != "0.19.0"
+
+
+def _as_simulated(key: str, value, settings: dict):
+    """A setting's value as the scenario's release simulates it: a 0.19 scenario keeps every window block (None),
+    whatever its retention field says, so a 0.33 line says None."""
+    if key == "engine.prefix_cache_retention_interval" and _slides_a_window(settings) and \
+            (settings.get("engine") or {}).get("vllm_defaults") == "0.19.0":
+        return None
+    return value
 
 
 # a setting an older release has no flag for: what that release does (the value that needs no note), why, and
@@ -1271,7 +1335,7 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
     derived = ((settings.get("resolved") or {}).get("derived") or {})
     for dest, key in SERVE_SETTINGS.items():
         section, name = key.split(".")
-        value = (settings.get(section) or {}).get(name)
+        value = _as_simulated(key, (settings.get(section) or {}).get(name), settings)
         if key == "engine.async_scheduling" and key in derived:  # left to vLLM, which turns it off where it must
             continue
         row = rows.get(dest)

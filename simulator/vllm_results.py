@@ -208,7 +208,8 @@ def check_result_path(o: BenchOptions, out: Path, inputs=()) -> None:
     from servesim.simulator.errors import ConfigError
     from servesim.simulator.files import refuse_below_a_file, refuse_link, refuse_writing_over
 
-    for flag, name in (("--result-filename", o.result_filename), ("--label", o.label)):
+    named = (("--result-filename", o.result_filename),) if o.result_filename is not None else (("--label", o.label),)
+    for flag, name in named:  # the label names the file only without --result-filename (vLLM's serve.py)
         if name is not None and (name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name):
             raise ConfigError(f"vllm bench serve {flag}", f"{name!r} is not a file name: give the folder as "
                                                           f"--result-dir (default: --out)")

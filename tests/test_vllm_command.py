@@ -1562,3 +1562,37 @@ def test_a_019_line_says_when_it_keeps_windows_a_033_scenario_did_not(sets, note
     err = capsys.readouterr().err
     assert ("prefix_cache_retention_interval=0 has no flag in vLLM 0.19.0: it keeps every sliding-window block "
             "cached" in err) == noted and ("interval=None" not in err)
+
+
+@pytest.mark.parametrize("version, flag, config, says", [
+    ("0.33.0", "--kv-transfer-config", {"kv_connector": "NixlConnector"}, ".kv_role: needed beside kv_connector"),
+    ("0.33.0", "--kv-transfer-config", {"kv_connector": "NixlConnector", "kv_role": "bogus"}, ".kv_role: 'bogus'"),
+    ("0.33.0", "--kv-transfer-config", {"kv_conector": "NixlConnector", "kv_role": "kv_both"},
+     ".kv_conector: not a field of vLLM 0.33.0's KVTransferConfig"),
+    ("0.33.0", "--kv-transfer-config", {"kv_role": "kv_both"}, ".kv_connector: not set"),
+    ("0.33.0", "--kv-transfer-config", {"kv_connector": "P2pNcclConnector", "kv_role": "kv_both"},
+     ".kv_connector: 'P2pNcclConnector': vLLM 0.33.0 registers no such connector"),  # 0.19's only
+    ("0.19.0", "--kv-transfer-config", {"kv_connector": "FooConnector", "kv_role": "kv_both"},
+     ".kv_connector: 'FooConnector': vLLM 0.19.0 registers no such connector"),
+    ("0.19.0", "--kv-events-config", {"bogus_key": 1}, ".bogus_key: not a field of vLLM 0.19.0's KVEventsConfig")])
+def test_a_kv_config_vllm_refuses_is_refused(version, flag, config, says):
+    """Recorded as not modelled, they still turned the hybrid manager off; vLLM's config classes refuse them
+    (KVTransferConfig.__post_init__, KVConnectorFactory; round 80)."""
+    with pytest.raises(ConfigError, match=f"vllm serve {flag}{re.escape(says)}"):
+        read(["openai/gpt-oss-120b", flag, json.dumps(config)], [], version=version)
+
+
+@pytest.mark.parametrize("model, said", [("gpt-oss-120b", True), ("llama-3.1-8b", False)])
+def test_a_019_scenario_spoken_as_033_keeps_its_windows(model, said, capsys):
+    """0.19 keeps every window block cached: its line for 0.33 says None, or 0.33 would run its sparse default."""
+    assert main(["config", "--vllm", "--vllm-version", "0.33.0", "--set", f"model={model}",
+                 "--set", "engine.vllm_defaults=0.19.0"]) == 0
+    assert ("--prefix-cache-retention-interval None" in capsys.readouterr().out) == said
+
+
+def test_a_label_with_a_slash_is_taken_where_the_result_filename_names_the_file(tmp_path):
+    """vLLM names the result after --label only without --result-filename; servesim refused the label anyway."""
+    out = tmp_path / "v"
+    assert main(["vllm", "--out", str(out), "serve", MODEL] + BENCH +
+                ["--save-result", "--result-filename", "r.json", "--label", "../y"]) == 0
+    assert json.loads((out / "r.json").read_text())["label"] == "../y"
