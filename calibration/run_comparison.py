@@ -81,6 +81,8 @@ def _with_overrides(run: RealRun, sets: list[str]) -> tuple[list[str], list[str]
     recorded = dict(s.split("=", 1) for s in run.sets)
     warnings = [f"--set {k}={given[k]} replaces the {k}={v} that {run.path} records"
                 for k, v in recorded.items() if k in given and given[k] != v]
+    warnings += [f"--set {g}={given[g]} edits the {k}={v} that {run.path} records"  # model.name=... reads another
+                 for k, v in recorded.items() for g in given if g.startswith(k + ".")]
     blocks, size = recorded.get("engine.num_gpu_blocks_override"), recorded.get("engine.block_size", "16")
     new_size = given.get("engine.block_size")
     if blocks and new_size and new_size != size and "engine.num_gpu_blocks_override" not in given:

@@ -160,24 +160,28 @@ def cmd_config(args) -> int:
 def cmd_vllm(args) -> int:
     """`servesim vllm serve MODEL [vLLM flags] [-- bench serve [flags]]`: a vLLM deployment and its benchmark client,
     simulated; the run's results, the command as read (vllm_command.json) and, with --save-result, vLLM's file."""
-    from servesim.simulator.config import load, override
+    from servesim.simulator.config import collected_warnings, load, override, say_once
     from servesim.simulator.files import dump_yaml
     from servesim.simulator.vllm_command import as_flag_error, read, refuse_overrides, split_command
 
     serve_argv, bench_argv = split_command(args.command)
-    cmd = read(serve_argv, bench_argv, args.vllm_version)
-    refuse_overrides(cmd, args.set, args.gpu is not None)
-    if cmd.bench.save_result:
-        from servesim.simulator.vllm_results import check_result_path
+    with collected_warnings() as said:  # said once the line is known good: a refused line is its one error line
+        cmd = read(serve_argv, bench_argv, args.vllm_version)
+        refuse_overrides(cmd, args.set, args.gpu is not None)
+        if cmd.bench.save_result:
+            from servesim.simulator.vllm_results import check_result_path
 
-        check_result_path(cmd.bench, Path(args.out), [cmd.model])
-    sets = [override(k, v) for k, v in cmd.settings.items()]
-    if args.gpu is not None:
-        sets.append(override("hardware.gpu", args.gpu))
-    sets += args.set
+            check_result_path(cmd.bench, Path(args.out), [cmd.model])
+        sets = [override(k, v) for k, v in cmd.settings.items()]
+        if args.gpu is not None:
+            sets.append(override("hardware.gpu", args.gpu))
+        sets += args.set
+        try:  # a line vLLM refuses (--max-num-active-seqs above max_num_seqs) is one line
+            resolved = load(None, sets)
+        except ConfigError as exc:  # a setting the pasted flags gave is said as those flags
+            raise as_flag_error(cmd, args.set, exc) from None
+    say_once(said)
     try:
-        # resolved before the warning: a line vLLM refuses (--max-num-active-seqs above max_num_seqs) is one line
-        resolved = load(None, sets) if args.config or cmd.not_modelled else None
         if cmd.not_modelled:
             print(f"servesim: warning: not modelled, recorded in vllm_command.json: "
                   f"{', '.join(k.split(' ')[-1] for k in cmd.not_modelled)}", file=sys.stderr)

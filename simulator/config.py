@@ -450,6 +450,8 @@ def dropped_sets(sets: list[str]) -> list[str]:
 def apply_overrides(data: dict, overrides: list[str]) -> dict:
     """--set a.b=c: the value is read as YAML, so numbers, booleans and lists work."""
     data = copy.deepcopy(data)  # the file's own order kept: slo_classes are drawn in it
+    named: list | None = None  # [the model's name] while the model is named, not a mapping, before its edits
+    edits: list = []  # the --set edits of that model's fields, made again on a model.name that names another
     for item in overrides:
         if "=" not in item:
             raise ConfigError(item, "--set takes key=value")
@@ -464,23 +466,36 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
             raise ConfigError(key.strip(), f"--set value: {exc}") from None
         except (yaml.YAMLError, RecursionError):
             value = raw  # not YAML: the text itself
-        node = data
         parts = key.strip().split(".")
-        if parts == ["model", "name"] and not isinstance(data.get("model"), dict) and _names_a_model(value):
-            data["model"] = value  # another model by its name: its architecture, not the named one's renamed
+        if parts[0] == "model" and (len(parts) == 1 or named is None):  # the model as named before its edits
+            named, edits = (data.get("model") if len(parts) > 1 else value), []
+            named = None if isinstance(named, dict) else [named]
+        if parts == ["model", "name"] and named is not None and _names_a_model(value):
+            data["model"] = value  # another model by its name: its architecture, whatever order its field edits
+            for edit in edits:  # came in (they were edits of the model named before)
+                _put(data, *edit)
             continue
-        for i, p in enumerate(parts[:-1]):
-            nxt = node.get(p)
-            if i == 0 and p in ("model", "profile") and not isinstance(nxt, dict):
-                nxt = node[p] = _named_section(p, nxt, key.strip())  # a field of the model (profile) it names
-            elif nxt is None or isinstance(nxt, str):
-                nxt = {}
-                node[p] = nxt
-            elif not isinstance(nxt, dict):
-                raise ConfigError(key, f"{p} is not a section")
-            node = nxt
-        node[parts[-1]] = value
+        if parts[0] == "model" and len(parts) > 1 and named is not None:
+            edits.append((parts, value, key))
+        _put(data, parts, value, key)
     return data
+
+
+def _put(data: dict, parts: list[str], value, key: str) -> None:
+    """One --set: the value at its dotted path, sections made as needed; a field of a named model (profile)
+    edits that model's mapping."""
+    node = data
+    for i, p in enumerate(parts[:-1]):
+        nxt = node.get(p)
+        if i == 0 and p in ("model", "profile") and not isinstance(nxt, dict):
+            nxt = node[p] = _named_section(p, nxt, key.strip())  # a field of the model (profile) it names
+        elif nxt is None or isinstance(nxt, str):
+            nxt = {}
+            node[p] = nxt
+        elif not isinstance(nxt, dict):
+            raise ConfigError(key, f"{p} is not a section")
+        node = nxt
+    node[parts[-1]] = value
 
 
 def _names_a_model(value) -> bool:

@@ -70,9 +70,10 @@ def kv_layout(arch, tensor_parallel_size: int = 1, disable_hybrid: bool | None =
         return KVLayout(per_layer, layers)
     n_local, n_full = local.local_layers, layers - local.local_layers
     if n_full == 0:  # vLLM's sliding-window manager alone (Mistral-7B-v0.1): not modelled, so bounded above
-        return KVLayout(per_layer, layers, note=f"servesim: warning: {arch.name} slides a {local.window}-token window "
-                                                f"on every layer; its KV is counted for the whole context (vLLM frees "
-                                                f"blocks behind the window: beyond it, servesim holds more than vLLM)")
+        kind = "attends in {}-token chunks" if local.chunked else "slides a {}-token window"
+        return KVLayout(per_layer, layers, note=f"servesim: warning: {arch.name} {kind.format(local.window)} on every "
+                                                f"layer; its KV is counted for the whole context (vLLM frees blocks "
+                                                f"behind the window: beyond it, servesim holds more than vLLM)")
     if n_full > n_local:
         raise ConfigError("engine.disable_hybrid_kv_cache_manager",
                           f"{arch.name}: {n_full} full-attention layers outnumber {n_local} local ones, a hybrid KV "

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, model_validator
+from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
 from servesim.workloads.settings import Settings
 
@@ -90,6 +90,14 @@ class ModelArchitecture(Settings):
     sliding_window: PositiveInt | None = None
     attention_chunk_size: PositiveInt | None = None
     num_local_attention_layers: PositiveInt | None = None
+
+    @field_validator("hf_model_type")
+    @classmethod
+    def _known_family(cls, v):
+        """vLLM updates settings by it (gpt_oss's larger CUDA graphs): a typo was taken and changed them silently."""
+        if v is not None and v not in HF_FAMILIES:
+            raise ValueError(f"not a model_type servesim reads ({', '.join(sorted(HF_FAMILIES))})")
+        return v
 
     @model_validator(mode="after")
     def _check_local_attention(self):
@@ -431,6 +439,9 @@ def _local_layers(data: dict, family: str) -> dict:
         return {}
     if family in ("mistral", "mixtral") and data.get("sliding_window") is not None:
         return {"sliding_window": _int_field(data, "sliding_window")}
+    if family == "gpt_oss" and data.get("sliding_window") is not None:  # GptOssConfig's default layer_types:
+        layers = _int_field(data, "num_hidden_layers")  # sliding on the even layers, full on the odd (round 80)
+        return {"sliding_window": _int_field(data, "sliding_window"), "num_local_attention_layers": (layers + 1) // 2}
     return {}
 
 

@@ -939,6 +939,10 @@ def test_a_set_on_a_resolved_config_is_the_same_edit_by_hand(tmp_path, capsys):
     for base in ([], ["model=llama-3.1-70b"]):
         assert load(None, base + ["model.name=qwen3-8b"]).arch == load(None, ["model=qwen3-8b"]).arch
     assert load(None, ["model.name=mine"]).arch.num_hidden_layers == 32
+    # whatever order its field edits come in (round 80: an edit before the name kept Llama's layers under it)
+    for sets in (["model.num_hidden_layers=16", "model.name=qwen3-8b"], ["model.name=qwen3-8b", "model.num_hidden_layers=16"]):
+        arch = load(None, sets).arch
+        assert (arch.name, arch.num_hidden_layers, arch.intermediate_size) == ("qwen3-8b", 16, 12288)
     for sets, says in ((["model.bogus=2"], "model.bogus: unknown setting"),
                        (["profile.coefficients.per_seq_ms=1"], "profile auto is chosen for the deployment")):
         assert main(["config", *sum((["--set", s] for s in sets), [])]) == 2

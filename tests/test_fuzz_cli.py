@@ -542,3 +542,10 @@ def test_a_switch_given_for_another_kind_says_what_the_setting_takes(setting, sa
     assert main(["config", "--set", setting]) == 2
     err = capsys.readouterr().err
     assert err.count("servesim: error:") == 1 and f"{setting.split('=')[0]}: {says}" in err
+
+
+def test_a_model_type_servesim_does_not_read_is_refused(capsys):
+    """model.hf_model_type took any text; vLLM updates settings by it (gpt_oss's graphs), so a typo changed them."""
+    assert main(["config", "--set", "model.hf_model_type=gpt-oss"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("servesim: error:") == 1 and "model.hf_model_type: not a model_type servesim reads" in err

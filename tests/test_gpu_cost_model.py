@@ -601,3 +601,18 @@ def test_validate_layers_refuses_mixed_tp_degrees_and_names_tables(tmp_path, cap
         assert main(["validate", "layers", "--tables", str(TABLES / "h100_sxm"), "--out", str(tmp_path / "o2")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("servesim: error: --tables: ") and "give the root that holds h100_sxm/" in err
+
+
+@needs_tables
+def test_a_model_name_never_puts_the_composed_profile_outside_the_cache(tmp_path):
+    """model.name went into the cached profile's path unchanged: ../../x wrote the YAML outside the cache
+    (round 80, path traversal); it is one file name in the cache now."""
+    from servesim.simulator.profile_select import cache_dir
+
+    escape = tmp_path / "escaped"
+    up = "../" * (len(cache_dir().resolve().parts) + 2)
+    rs = load(None, [f"model.name={up}{str(escape).lstrip('/')}", "model.num_hidden_layers=7"])
+    assert "cached as h200-sxm-" in rs.cost_model_source and "/" not in rs.cost_model_source.split("cached as ")[1]
+    assert not list(tmp_path.iterdir())
+    assert any(p.name.startswith("h200-sxm-") and "escaped" in p.name and p.suffix == ".yaml"
+               for p in cache_dir().iterdir())

@@ -65,6 +65,9 @@ def test_gpt_oss_config_json_reads_its_sliding_layers_and_mxfp4_experts(tmp_path
     experts = 36 * 128 * 3 * 2880 * 2880
     assert m.expert_weight_bytes == experts * 17 // 32  # 4.25 bits a weight
     assert 116.7e9 < m.num_params < 116.9e9 and m.weight_bytes / GIB == pytest.approx(60.69, abs=0.01)
+    # without layer_types, GptOssConfig alternates them (sliding first): it was read as full attention (round 80)
+    path.write_text(json.dumps({k: v for k, v in GPT_OSS_HF.items() if k != "layer_types"}))
+    assert load_model(str(path)) == m
 
 
 def test_llama4_config_json_reads_the_text_model_its_chunks_and_the_vision_encoder(tmp_path):

@@ -482,6 +482,9 @@ def test_compare_simulates_the_gpu_the_run_records(tmp_path, capsys, device, gpu
     assert rs.scenario.hardware.gpu == gpu and (said in err if said else "warning" not in err)
     assert resolve_run(read_run(tmp_path), None, ["hardware.gpu=l40s"]).scenario.hardware.gpu == "l40s"
     assert ("replaces the hardware.gpu=h100-sxm" in capsys.readouterr().err) == (device is not None and said is None)
+    # a field of a recorded setting edits it (round 80: model.name=qwen3-8b ran Qwen3-8B without a word)
+    assert resolve_run(read_run(tmp_path), None, ["model.name=qwen3-8b"]).arch.name == "qwen3-8b"
+    assert "--set model.name=qwen3-8b edits the model=llama-3.1-8b that" in capsys.readouterr().err
 
 
 def test_another_block_size_keeps_the_recorded_pool_of_tokens(tmp_path, capsys):

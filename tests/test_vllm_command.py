@@ -1596,3 +1596,12 @@ def test_a_label_with_a_slash_is_taken_where_the_result_filename_names_the_file(
     assert main(["vllm", "--out", str(out), "serve", MODEL] + BENCH +
                 ["--save-result", "--result-filename", "r.json", "--label", "../y"]) == 0
     assert json.loads((out / "r.json").read_text())["label"] == "../y"
+
+
+def test_a_refused_line_is_one_line_even_after_a_warning_its_client_earns(tmp_path, capsys):
+    """The client's --ignore-eos warning came before the serve line's refusal: two lines, not one (round 80)."""
+    bench = ["--", "bench", "serve", "--dataset-name", "prefix_repetition", "--num-prompts", "20"]
+    assert main(["vllm", "--out", str(tmp_path / "v"), "serve", "openai/gpt-oss-120b",
+                 "--prefix-cache-retention-interval", "7", *bench]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--prefix-cache-retention-interval: 7 is not a multiple" in err[0], err
