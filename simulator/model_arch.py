@@ -38,6 +38,9 @@ _HF_ALIASES = {"torch_dtype": "dtype", "n_layer": "num_hidden_layers"}
 _HF_DTYPES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float8": "fp8"}
 
 
+MAX_LAYERS = 4096  # decoder layers: today's deepest models have some 100; lists are made over this count
+
+
 class ModelArchitecture(Settings):
     """HF-style transformer shape: GQA or multi-head latent attention, optionally some layers local (a sliding
     window or Llama 4's chunks); a gated MLP, or mixture-of-experts layers (routed experts, top-k per token,
@@ -48,7 +51,7 @@ class ModelArchitecture(Settings):
     name: str = "custom"
     hf_model_type: str | None = Field(default=None, description="the HF config's model_type (gpt_oss, ...), by "
                                                                 "which vLLM updates some settings per model")
-    num_hidden_layers: PositiveInt
+    num_hidden_layers: PositiveInt = Field(..., le=MAX_LAYERS)  # lists are made over it
     hidden_size: PositiveInt
     num_attention_heads: PositiveInt
     num_key_value_heads: PositiveInt
@@ -90,6 +93,15 @@ class ModelArchitecture(Settings):
     sliding_window: PositiveInt | None = None
     attention_chunk_size: PositiveInt | None = None
     num_local_attention_layers: PositiveInt | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, v):
+        """It heads the run's report, labels /metrics and names the profile: an empty or control-character name
+        ran, writing a newline or NUL into them (round 81)."""
+        if not v.strip() or not v.isprintable() or len(v) > 200:
+            raise ValueError("must be printable text of 1 to 200 characters")
+        return v
 
     @field_validator("hf_model_type")
     @classmethod
@@ -394,11 +406,14 @@ def _unmodelled(data: dict, family: str) -> str | None:
     return None
 
 
-def _int_field(data: dict, key: str, least: int = 1) -> int:
-    """An integer config field a layout is computed from, checked before it is used."""
+def _int_field(data: dict, key: str, least: int = 1, where: str = "model") -> int:
+    """An integer config field a layout is computed from, checked before it is used (a layer count bounded: lists
+    are made over it)."""
     v = data.get(key)
-    if isinstance(v, bool) or not isinstance(v, int) or v < least:
-        raise ConfigError(f"model.{key}", f"must be an integer >= {least}, got {v!r}")
+    most = MAX_LAYERS if key == "num_hidden_layers" else None
+    if isinstance(v, bool) or not isinstance(v, int) or v < least or (most and v > most):
+        raise ConfigError(f"{where}.{key}", f"must be an integer >= {least}{f' and <= {most:,}' if most else ''}, "
+                                            f"got {v!r:.40}")
     return v
 
 
@@ -450,7 +465,8 @@ def _vision_params(v) -> int:
     if not isinstance(v, dict):
         raise ConfigError("model.vision_config", f"must be a mapping with hidden_size, intermediate_size and "
                                                  f"num_hidden_layers, got {v!r:.60}")
-    h, i, n = (_int_field(v, k) for k in ("hidden_size", "intermediate_size", "num_hidden_layers"))
+    h, i, n = (_int_field(v, k, where="model.vision_config") for k in ("hidden_size", "intermediate_size",
+                                                                      "num_hidden_layers"))
     return n * (4 * h * h + 2 * h * i)
 
 
@@ -514,14 +530,19 @@ def _from_hf(data: dict, source: str) -> dict:
         out.update({k: data[k] for k in _MLA_KEYS if data.get(k) is not None})
         out.pop("head_dim", None)
     if family in _QWEN_MOE and out.get("num_experts"):
-        step = data.get("decoder_sparse_step", 1) or 1
-        dense_only = set(data.get("mlp_only_layers") or [])
-        moe = [i for i in range(data["num_hidden_layers"]) if (i + 1) % step == 0 and i not in dense_only]
-        if moe != list(range(data["num_hidden_layers"] - len(moe), data["num_hidden_layers"])):
+        layers = _int_field(data, "num_hidden_layers")
+        step = _int_field(data | {"decoder_sparse_step": data.get("decoder_sparse_step") or 1}, "decoder_sparse_step")
+        listed = data.get("mlp_only_layers") or []
+        if not isinstance(listed, list) or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in listed):
+            raise ConfigError("model.mlp_only_layers", f"must be a list of layer numbers (integers >= 0), got "
+                                                       f"{listed!r:.60}")
+        dense_only = set(listed)
+        moe = [i for i in range(layers) if (i + 1) % step == 0 and i not in dense_only]
+        if moe != list(range(layers - len(moe), layers)):
             raise ConfigError("model", f"{source}: decoder_sparse_step {step} / mlp_only_layers interleave dense "
                                        f"and MoE layers; servesim counts them as dense-then-MoE only when the "
                                        f"dense ones come first")
-        out["num_dense_layers"] = data["num_hidden_layers"] - len(moe)
+        out["num_dense_layers"] = layers - len(moe)
     if family == "llama4_text":
         out["num_shared_experts"] = 1  # one shared expert of the routed ones' size in every MoE layer
     q = data.get("quantization_config")

@@ -549,3 +549,11 @@ def test_a_model_type_servesim_does_not_read_is_refused(capsys):
     assert main(["config", "--set", "model.hf_model_type=gpt-oss"]) == 2
     err = capsys.readouterr().err
     assert err.count("servesim: error:") == 1 and "model.hf_model_type: not a model_type servesim reads" in err
+
+
+@pytest.mark.parametrize("name", ['""', '" "', '"a\\nb"', '"x\\0y"'])
+def test_a_model_name_that_is_no_printable_text_is_refused(name, capsys):
+    """An empty or control-character model name ran, writing it into the report and /metrics (round 81)."""
+    assert main(["config", "--set", f"model.name={name}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("servesim: error:") == 1 and "model.name: must be printable text" in err

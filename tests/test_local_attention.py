@@ -81,6 +81,16 @@ def test_llama4_config_json_reads_the_text_model_its_chunks_and_the_vision_encod
     assert 108.5e9 < m.num_params < 108.7e9  # 107.8 B decoder + 0.8 B vision encoder
 
 
+def test_a_bad_vision_field_is_named_inside_vision_config(tmp_path):
+    """It was named as the text model's model.hidden_size (round 81)."""
+    cfg = json.loads(json.dumps(LLAMA4_HF))
+    cfg["vision_config"]["hidden_size"] = "x"
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match="model.vision_config.hidden_size: must be an integer"):
+        load_model(str(path))
+
+
 def test_a_llama4_config_with_no_chunked_layer_attends_fully_everywhere(tmp_path):
     cfg = json.loads(json.dumps(LLAMA4_HF))
     cfg["text_config"]["no_rope_layers"] = [0] * 48  # every layer NoPE: none of them chunked
@@ -125,7 +135,7 @@ def test_malformed_gpt_oss_configs_get_one_line(tmp_path, change, field):
 
 @pytest.mark.parametrize("vision, field", [("big", "model.vision_config: must be a mapping"),
                                            ({"hidden_size": "big", "intermediate_size": 1, "num_hidden_layers": 1},
-                                            "model.hidden_size: must be an integer")])
+                                            "model.vision_config.hidden_size: must be an integer")])
 def test_malformed_llama4_wrappers_get_one_line(tmp_path, vision, field):
     path = tmp_path / "config.json"
     path.write_text(json.dumps(LLAMA4_HF | {"vision_config": vision}))

@@ -2,6 +2,7 @@
 (never silently as a dense model), and the roofline reading only the experts a batch routes to."""
 
 import json
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -133,6 +134,15 @@ def test_qwen3_moe_dense_layers_are_counted_and_interleaving_refused(tmp_path):
     cfg.write_text(json.dumps(base | {"decoder_sparse_step": 2}))
     with pytest.raises(ConfigError, match="interleave dense and MoE layers"):
         load_model(str(cfg))
+    # ill-typed or unbounded layer fields: an internal error, or a list of 10^15 layers (round 81)
+    for edit, says in (({"num_hidden_layers": 4.0}, "model.num_hidden_layers: must be an integer >= 1 and <= 4,096"),
+                       ({"num_hidden_layers": 10**15}, "model.num_hidden_layers: must be an integer"),
+                       ({"mlp_only_layers": 3}, "model.mlp_only_layers: must be a list of layer numbers"),
+                       ({"decoder_sparse_step": "2"}, "model.decoder_sparse_step: must be an integer >= 1"),
+                       ({"decoder_sparse_step": -1}, "model.decoder_sparse_step: must be an integer >= 1")):
+        cfg.write_text(json.dumps(base | edit))
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            load_model(str(cfg))
 
 
 def test_the_roofline_reads_only_the_experts_a_batch_routes_to(capsys):
