@@ -33,8 +33,9 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
     run.need_requests()
     scenario_data = load_scenario_file(scenario) if scenario else {}  # read once: the checks below all look at it
     unmapped = run.meta.get("unmapped_model")
-    if unmapped and not any(s.startswith("model=") for s in sets or []) and "model" not in scenario_data:
-        raise ConfigError("model", f"{run.path} was served with {unmapped}, which has no built-in architecture: "
+    if unmapped is not None and not any(s.startswith("model=") for s in sets or []) and "model" not in scenario_data:
+        raise ConfigError("model", f"{run.path} was served with {unmapped or 'an empty model name'}, which has no "
+                                   f"built-in architecture: "
                                    f"give --set model=NAME (a built-in model or a config.json path)")
     recorded, warnings = _with_overrides(run, list(sets or []))
     if run.meta.get("unmodelled"):

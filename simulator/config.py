@@ -894,10 +894,9 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if (pol.admission.long_prompt_tokens is None) != (pol.admission.max_long_prefills is None):
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     local = local_attention(arch)
+    window_group = bool(layout.local_groups) and not local.chunked  # a modelled group retention acts on
     say_once((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens,
-                                                                    sliding_window_group(arch, layout) and
-                                                                    bool(layout.local_groups),
-                                                                    None if arch.is_moe else arch.name)))
+                                                                    window_group, None if arch.is_moe else arch.name)))
     if sp.method != "none" and sp.lookahead_block_hashes and e.is_0_19:
         raise ConfigError("speculative.lookahead_block_hashes", "vLLM 0.19 has no lookahead block hashes (0.33's): "
                                                                 "its EAGLE-type drafters drop a hit's last block, "

@@ -210,11 +210,11 @@ class HybridPrefixCachingKVManager(LocalGroups, PrefixCachingKVManager):
         def held(i: int) -> bool:  # every local group holds token block i
             return all((LOCAL, g, keys[i]) in cached for g in range(groups))
 
-        if lay.local.chunked:  # the current chunk's blocks up to the hit; those before it are not read (never
-            # beside EAGLE drafts: vLLM turns the hybrid manager off there, config._hybrid_off)
-            start = most * bs // lay.local.window * lay.local.window // bs if most else 0
+        if lay.local.chunked:  # the current chunk's blocks up to the hit; those before it are not read (no EAGLE
+            # margin here: vLLM turns the hybrid manager off beside EAGLE drafts, config._hybrid_off)
+            start = full * bs // lay.local.window * lay.local.window // bs
             end = start
-            while end < most and held(end):
+            while end < full and held(end):
                 end += 1
         else:  # the window before the hit, searched from the right; from block 0 a shorter run counts
             need = cdiv(lay.local.window - 1, bs) + eagle

@@ -1286,15 +1286,19 @@ def _slides_a_window(settings: dict) -> bool:
     return isinstance(m, dict) and bool(m.get("sliding_window")) and not m.get("attention_chunk_size")
 
 
+def _keeps_every_window_block(settings: dict) -> bool:
+    """A 0.19 scenario of a window-sliding model: 0.19 has no retention interval, it keeps every window block."""
+    return _slides_a_window(settings) and (settings.get("engine") or {}).get("vllm_defaults") == "0.19.0"
+
+
 def _reads_window_retention(settings: dict) -> bool:
-    return _slides_a_window(settings) and (settings.get("engine") or {}).get("vllm_defaults") != "0.19.0"
+    return _slides_a_window(settings) and not _keeps_every_window_block(settings)
 
 
 def _as_simulated(key: str, value, settings: dict):
     """A setting's value as the scenario's release simulates it: a 0.19 scenario keeps every window block (None),
     whatever its retention field says, so a 0.33 line says None."""
-    if key == "engine.prefix_cache_retention_interval" and _slides_a_window(settings) and \
-            (settings.get("engine") or {}).get("vllm_defaults") == "0.19.0":
+    if key == "engine.prefix_cache_retention_interval" and _keeps_every_window_block(settings):
         return None
     return value
 

@@ -310,7 +310,8 @@ def test_damaged_metadata_and_results_folders_are_refused(tmp_path, capsys):
     write_lifecycle(result, run / "vllm" / "requests.jsonl")
     for meta, msg in (({"engine_kwargs": ["x"]}, "engine_kwargs: must be an object"),
                       ({"kv_cache": {"enable_prefix_caching": "false"}}, "must be true or false"),
-                      ({"engine_kwargs": {"model": ["a"]}}, "no built-in architecture")):
+                      ({"engine_kwargs": {"model": ["a"]}}, "no built-in architecture"),
+                      ({"model": "", "engine_kwargs": {"model": ""}}, "served with an empty model name")):
         (run / "vllm" / "meta.json").write_text(json.dumps(meta))
         assert main(["compare", str(run), "--out", str(tmp_path / "o")]) == 2
         assert msg in capsys.readouterr().err
