@@ -490,6 +490,8 @@ def decided_by(cmd: VllmCommand, key: str) -> str | None:
         dest = next(d for d, k in SERVE_SETTINGS.items() if k == setting)
         if dest not in _parser("serve", cmd.version)[1]:  # 0.33's valves, which 0.19 has no flag for
             return f"vLLM {cmd.version}, which has no --{dest.replace('_', '-')}: its servers run without it"
+        if dest in CC_KEYS and dest not in cmd.given and "compilation_config" in cmd.given:  # -cc gave it
+            return f"vllm serve --compilation-config.{dest}"
         return _flag("serve", dest, cmd.version) + ("" if dest in cmd.given else ", left at vLLM's default")
     return None
 
@@ -699,6 +701,7 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
 
 # the serve flags that decide vLLM's CUDA graphs, besides those of SERVE_SETTINGS
 GRAPH_FLAGS = ("compilation_config", "optimization_level")
+CC_KEYS = ("cudagraph_capture_sizes", "max_cudagraph_capture_size")  # flags -cc may give instead
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")  # CompilationConfig's
 
 
@@ -756,41 +759,60 @@ def _check_kv_configs(serve: dict, version: str) -> None:
 def _hybrid_manager(serve: dict, version: str, method: str | None, arch, out: dict) -> None:
     """What turns vLLM's hybrid KV cache manager off where the line leaves it unset (VllmConfig): chunked local
     attention beside an EAGLE-type drafter (use_eagle), in 0.19 KV events or a KV connector, in 0.33 a KV
-    connector without HMA support; the first two refuse it enabled, as vLLM does."""
+    connector without HMA support. Enabled by the line beside any of these, vLLM refuses to start: VllmConfig for
+    the first two, KVConnectorFactory.create_connector for a connector without HMA support (any model)."""
     from servesim.simulator.local_attention import local_attention
 
     local = local_attention(arch) if arch is not None else None
     eagle = method in EAGLE_TYPE + (("dflash", "dspark") if version != "0.19.0" else ())  # use_eagle()
+    connector = serve.get("kv_transfer_config")
+    hma = _supports_hma(connector, version) if connector is not None else True
     refusing = [why for off, why in ((local is not None and local.chunked and eagle,
                                       f"chunked local attention beside {method} drafts"),
                                      (version == "0.19.0" and serve.get("kv_events_config") is not None,
-                                      "--kv-events-config")) if off]
+                                      "--kv-events-config"),
+                                     (hma is False, f"--kv-transfer-config's {_connector_name(connector)}, which "
+                                                    f"does not support it (SupportsHMA)")) if off]
     given = serve.get("disable_hybrid_kv_cache_manager")
     if given is False and refusing:
         raise ConfigError(_flag("serve", "disable_hybrid_kv_cache_manager", version),
                           f"the hybrid KV cache manager enabled, with {refusing[0]}: vLLM {version} refuses it")
-    connector = serve.get("kv_transfer_config")
-    if given is None and (refusing or connector is not None and (version == "0.19.0" or not _supports_hma(connector))):
+    if given is None and (refusing or connector is not None and (version == "0.19.0" or not hma)):
         out["engine.disable_hybrid_kv_cache_manager"] = True
 
 
-# 0.33's KV connectors that subclass SupportsHMA (kv_connector/v1); the others, and a class loaded from
-# kv_connector_module_path, turn the hybrid manager off where the line leaves it unset
-HMA_CONNECTORS = frozenset({
-    "NixlConnector", "NixlPullConnector", "NixlPushConnector", "MooncakeConnector", "MooncakeStoreConnector",
-    "MoRIIOConnector", "OffloadingConnector", "SimpleCPUOffloadConnector", "HiSparseConnector",
-    "DecodeBenchConnector", "ExampleHiddenStatesConnector"})
+# the KV connectors that subclass SupportsHMA (kv_connector/v1), by release; the others turn the hybrid manager
+# off where the line leaves it unset, and refuse to start beside it enabled
+HMA_CONNECTORS = {
+    "0.33.0": frozenset({"NixlConnector", "NixlPullConnector", "NixlPushConnector", "MooncakeConnector",
+                         "MooncakeStoreConnector", "MoRIIOConnector", "OffloadingConnector", "SimpleCPUOffloadConnector",
+                         "HiSparseConnector", "DecodeBenchConnector", "ExampleHiddenStatesConnector"}),
+    "0.19.0": frozenset({"NixlConnector", "SimpleCPUOffloadConnector"})}
 
 
-def _supports_hma(connector) -> bool:
-    """KVConnectorFactory.supports_hma_config: a MultiConnector only where it lists children and every one does."""
-    if not isinstance(connector, dict) or connector.get("kv_connector_module_path"):
+def _connector_name(connector) -> str:
+    if isinstance(connector, dict) and connector.get("kv_connector_module_path"):
+        return f"{connector.get('kv_connector')} from {connector['kv_connector_module_path']}"
+    return str(connector.get("kv_connector") if isinstance(connector, dict) else connector)
+
+
+def _supports_hma(connector, version: str) -> bool | None:
+    """KVConnectorFactory.supports_hma_config: in 0.33 a MultiConnector only where it lists children and every one
+    does (0.19's MultiConnector never does). None: a class from kv_connector_module_path, which servesim cannot see
+    (vLLM 0.33 leaves the manager on only where it subclasses SupportsHMA; servesim turns it off unless the line
+    enables it)."""
+    if not isinstance(connector, dict):
         return False
-    if connector.get("kv_connector") != "MultiConnector":
-        return connector.get("kv_connector") in HMA_CONNECTORS
+    if connector.get("kv_connector_module_path"):
+        return None
+    if connector.get("kv_connector") != "MultiConnector" or version == "0.19.0":
+        return connector.get("kv_connector") in HMA_CONNECTORS[version]
     extra = connector.get("kv_connector_extra_config")
     children = extra.get("connectors") if isinstance(extra, dict) else None
-    return bool(children) and isinstance(children, list) and all(_supports_hma(c) for c in children)
+    if not (children and isinstance(children, list)):
+        return False
+    kinds = [_supports_hma(c, version) for c in children]
+    return False if False in kinds else None if None in kinds else True
 
 
 def _drafter_by_name(method: str | None, model, version: str) -> str | None:
@@ -822,7 +844,7 @@ def _cuda_graphs(serve: dict, version: str, not_modelled: dict) -> dict:
     if level is not None and str(level) not in ("0", "1", "2", "3"):
         raise ConfigError(_flag("serve", "optimization_level", version),
                           f"one of 0, 1, 2, 3 (vLLM's OptimizationLevel), got {level!r}")
-    for key in ("cudagraph_capture_sizes", "max_cudagraph_capture_size"):
+    for key in CC_KEYS:
         if serve.get(key) is not None and cc.get(key) is not None:
             raise ConfigError(_flag("serve", key, version), f"and --compilation-config's {key} are mutually "
                                                             f"exclusive, as vLLM says")

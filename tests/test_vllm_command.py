@@ -901,15 +901,26 @@ EAGLE_SPEC = json.dumps({"method": "eagle", "model": "some/eagle-llama4", "num_s
             {"kv_connector": "NixlConnector", "kv_role": "kv_both"}, {"kv_connector": "LMCacheConnectorV1",
                                                                        "kv_role": "kv_both"}]}}, True))],
     ("0.19.0", "openai/gpt-oss-120b", ["--kv-events-config", '{"enable_kv_cache_events": true}'], True),
+    ("0.19.0", MODEL, ["--kv-transfer-config", '{"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}'], True),
+    ("0.19.0", MODEL, ["--kv-transfer-config", json.dumps({  # 0.19's MultiConnector has no SupportsHMA
+        "kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": [
+            {"kv_connector": "NixlConnector", "kv_role": "kv_both"}]}})], True),
 ])
 def test_the_hybrid_kv_cache_manager_is_off_where_vllm_turns_it_off(version, model, serve, disabled):
     """VllmConfig turns the manager off, left unset, beside an EAGLE-type drafter on chunked attention, in 0.19
-    beside KV events or a KV connector (round 73), and in 0.33 beside a connector without HMA support."""
+    beside KV events or a KV connector (round 73), and in 0.33 beside a connector without HMA support. Enabled by
+    the line there, vLLM refuses to start (VllmConfig, or KVConnectorFactory for a connector without SupportsHMA,
+    whatever the model: round 82), except beside a connector that supports it (0.19's Nixl) or a class servesim
+    cannot see (a module path)."""
     cmd = read([model, "-tp", "8", *serve], [], version=version)
     assert cmd.settings.get("engine.disable_hybrid_kv_cache_manager") is disabled
-    if disabled and "kv-transfer" not in serve[0]:  # asked for there, vLLM refuses the line
+    line = [model, "-tp", "8", *serve, "--no-disable-hybrid-kv-cache-manager"]
+    if disabled and "kv_connector_module_path" not in serve[1] and \
+            not (version == "0.19.0" and serve[1].endswith('"NixlConnector", "kv_role": "kv_both"}')):
         with pytest.raises(ConfigError, match="hybrid KV cache manager enabled, with"):
-            read([model, "-tp", "8", *serve, "--no-disable-hybrid-kv-cache-manager"], [], version=version)
+            read(line, [], version=version)
+    else:
+        assert read(line, [], version=version).settings["engine.disable_hybrid_kv_cache_manager"] is False
 
 
 def test_019_disaggregation_runs_without_the_hybrid_manager(capsys):
@@ -1226,6 +1237,15 @@ def test_gpt_oss_captures_graphs_up_to_its_own_1024(capsys, version):
 def test_capture_sizes_unlike_the_largest_size_are_refused(capsys, flags):
     assert main(["vllm", "--config", "serve", MODEL, *flags, "--", "bench", "serve", "--num-prompts", "10"]) == 2
     assert "is not the largest of cudagraph_capture_sizes" in capsys.readouterr().err
+
+
+def test_capture_sizes_given_in_compilation_config_are_named_there(capsys):
+    """A refusal of -cc's sizes names -cc's key, not a flag "left at vLLM's default" (round 82)."""
+    assert main(["vllm", "--config", "serve", MODEL, "-cc", '{"cudagraph_capture_sizes": [1, 2, 4, 8], '
+                 '"max_cudagraph_capture_size": 16}']) == 2
+    err = capsys.readouterr().err
+    assert "vllm serve --compilation-config.max_cudagraph_capture_size: 16 is not the largest" in err
+    assert "left at vLLM's default" not in err
 
 
 @pytest.mark.parametrize("flags, says", [
