@@ -586,7 +586,9 @@ HF_IDS = {"meta-llama/Llama-3.1-8B": "llama-3.1-8b", "meta-llama/Llama-3.1-8B-In
           "mistralai/Mistral-7B-Instruct-v0.1": "mistral-7b", "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
           "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b", "deepseek-ai/DeepSeek-V3": "deepseek-v3",
           "deepseek-ai/DeepSeek-R1": "deepseek-v3", "openai/gpt-oss-120b": "gpt-oss-120b",
-          "meta-llama/Llama-4-Scout-17B-16E": "llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4-scout"}
+          "meta-llama/Llama-4-Scout-17B-16E": "llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4-scout",
+          "meta-llama/Meta-Llama-3-8B": "llama-3-8b", "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3-8b",
+          "Qwen/Qwen2.5-7B-Instruct": "qwen2.5-7b"}  # (Qwen2.5-7B's base checkpoint reads 131,072 positions)
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 

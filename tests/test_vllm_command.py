@@ -3,6 +3,7 @@ file, its semantics."""
 
 import json
 import math
+import pathlib
 import re
 
 import numpy as np
@@ -1625,3 +1626,16 @@ def test_a_refused_line_is_one_line_even_after_a_warning_its_client_earns(tmp_pa
                  "--prefix-cache-retention-interval", "7", *bench]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--prefix-cache-retention-interval: 7 is not a multiple" in err[0], err
+
+
+def test_every_built_in_checkpoint_is_read_from_its_hf_id():
+    """A built-in made from a checkpoint's config.json answers to that HF id, so `config --vllm` prints a line
+    vLLM can load and `servesim vllm serve <id>` reads it (llama-3-8b and qwen2.5-7b had none: round 82)."""
+    from servesim.simulator.model_arch import builtin_model_names
+
+    folder = pathlib.Path(__file__).parents[1] / "simulator" / "data" / "models"
+    for name in builtin_model_names():
+        first = (folder / f"{name}.yaml").read_text().splitlines()[0]
+        checkpoint = re.match(r"# ([\w.-]+/[\w.-]+) \(config\.json", first)
+        if checkpoint:  # the synthetic test models name none
+            assert HF_IDS.get(checkpoint[1]) == name, name
