@@ -8,7 +8,7 @@ from pathlib import Path
 
 from servesim.simulator.model_arch import DEFAULT_ROUTING, ROUTINGS
 from servesim.simulator.cli_output import answer
-from servesim.simulator.cli_args import COUNT, OPEN_FRACTION, POSITIVE, SEED, nonempty_path, number
+from servesim.simulator.cli_args import COUNT, OPEN_FRACTION, POSITIVE, SEED, nonempty_path, number, plain_name
 from servesim.workloads.settings import MAX_TOKENS
 
 
@@ -59,7 +59,7 @@ def _add_fit(csub) -> None:
                    "results/profiles/NAME.yaml); "
                    "beside it go the fit's per-point predictions (measurement tables: NAME.predictions.parquet) "
                    "or each held-out quantile (real runs: NAME.held-out.csv)")
-    f.add_argument("--name", help="profile name")
+    f.add_argument("--name", type=plain_name, help="profile name")
     f.add_argument("--holdout", type=OPEN_FRACTION, help="measurement tables: the share held out (default 0.2)")
     f.add_argument("--model", help="the model measured (default: from run.json; required without it)")
     f.add_argument("--dtype", help="its dtype: bf16, fp8, ... (default: from run.json)")
@@ -110,7 +110,7 @@ def _add_import(csub) -> None:
     i.add_argument("--moe-routing", default=DEFAULT_ROUTING, choices=list(ROUTINGS),
                    help="MoE: the expert load imbalance the fused-MoE timings are read at (as moe.routing)")
     i.add_argument("--out", type=nonempty_path, required=True, help="profile YAML to write")
-    i.add_argument("--name")
+    i.add_argument("--name", type=plain_name, help="profile name")
     i.set_defaults(func=cmd_import)
 
 
@@ -425,7 +425,7 @@ def _fit_serving(args) -> int:
     if args.seed:  # the tables' split is seeded; runs are split by the runs given (or each run's later 30%)
         print("servesim: warning: --seed has no effect on real serving runs: nothing in their fit is drawn",
               file=sys.stderr)
-    from servesim.simulator.files import output_file
+    from servesim.simulator.files import file_part, output_file
 
     inputs = [f for r in train + held for f in r.files()] + [args.scenario]  # not the folders: a profile may go there
     from servesim.simulator.config import input_files, load_scenario
@@ -440,7 +440,7 @@ def _fit_serving(args) -> int:
     fit = fit_serving(train, held, args.scenario, sets, terms, args.max_evals)
     if args.name:
         fit.profile["name"] = args.name
-    out = Path(args.out) if args.out else Path("results/profiles") / f"{fit.profile['name']}.yaml"
+    out = Path(args.out) if args.out else Path("results/profiles") / f"{file_part(str(fit.profile['name']))}.yaml"
     if not args.out:  # the default, named by the fit: checked now
         output_file(out, "--out", inputs, profile=True)
         output_file(out.with_suffix(".held-out.csv"), "--out", inputs, profile=True)

@@ -19,7 +19,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from servesim.simulator.cli_args import COUNT, number
+from servesim.simulator.files import PLAIN_NAME
 
 HEADLINE = {  # files copied beside the bundle (the call brings back eight files, log.txt included)
     "summary.md": "summary.md", "device.json": "device.json", "calibration/profile.yaml": "profile.yaml",
@@ -296,7 +296,6 @@ def pack(work: Path, out: Path) -> None:
             shutil.copyfile(work / src, out / dst)
 
 
-SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")  # a profile name that is one plain path component
 MAX_BUNDLE_BYTES = 4 << 30  # a session's files are megabytes; more is not a bundle this script wrote
 
 
@@ -332,8 +331,8 @@ def unpack(bundle: str | Path, results_root: str | Path = "results/fidelity",
         text = tar.extractfile(prof_member).read().decode("utf-8", errors="replace")
         prof = load_yaml(text, "bundle", "session/calibration/profile.yaml")
         name = prof.get("name") if isinstance(prof, dict) else None
-        if not isinstance(name, str) or not SAFE_NAME.match(name):
-            raise ConfigError("bundle", f"profile name {name!r} is not a plain name (letters, digits, '_', '.', '-')")
+        if not isinstance(name, str) or not PLAIN_NAME.match(name):
+            raise ConfigError("bundle", f"profile name {name!r} is not a plain name (letters, digits, '_', '.', '+', '-')")
         root = Path(results_root).resolve()
         from servesim.simulator.files import refuse_package_files
 

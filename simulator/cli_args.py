@@ -70,6 +70,19 @@ def nonempty_path(text: str) -> str:
 nonempty_path.__name__ = "path"
 
 
+def plain_name(text: str) -> str:
+    """A name that may become a file's (a profile's --name): one plain path component, never a path."""
+    from servesim.simulator.files import PLAIN_NAME
+
+    if not PLAIN_NAME.match(text):
+        raise argparse.ArgumentTypeError(f"must be a plain name (letters, digits, '_', '.', '+', '-'; at most 128, "
+                                         f"not a path), got {text!r:.60}")
+    return text
+
+
+plain_name.__name__ = "name"
+
+
 def add_executor_arguments(parser) -> None:
     """Where parallel work runs (simulator/parallel.py): the same two flags on every command that fans out."""
     parser.add_argument("--executor", choices=["process", "ray"], default="process",

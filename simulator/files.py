@@ -266,6 +266,15 @@ def read_table(path: str | Path, field: str, columns: list[str] | tuple[str, ...
     return table
 
 
+PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,127}$")  # a name that is one plain path component
+
+
+def file_part(name: str) -> str:
+    """A free-text name (a model's, a profile's) as part of one file name: a `/` or `..` in it would put the file
+    elsewhere (a hostile model.name wrote outside the profile cache: round 80)."""
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("._")[:80] or "unnamed"
+
+
 def refuse_folder_name(path, field: str) -> None:
     """A file's name that ends with a slash names a folder (`--out new/`): refused, not written as a file `new`."""
     if isinstance(path, str) and path.endswith(("/", os.sep)):

@@ -531,7 +531,8 @@ def _from_hf(data: dict, source: str) -> dict:
         out.pop("head_dim", None)
     if family in _QWEN_MOE and out.get("num_experts"):
         layers = _int_field(data, "num_hidden_layers")
-        step = _int_field(data | {"decoder_sparse_step": data.get("decoder_sparse_step") or 1}, "decoder_sparse_step")
+        given = data.get("decoder_sparse_step")  # 0 divides by zero in vLLM's layer loop: refused
+        step = _int_field({"decoder_sparse_step": 1 if given is None else given}, "decoder_sparse_step")
         listed = data.get("mlp_only_layers") or []
         if not isinstance(listed, list) or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in listed):
             raise ConfigError("model.mlp_only_layers", f"must be a list of layer numbers (integers >= 0), got "

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import os
 from dataclasses import dataclass
 from importlib import resources
@@ -23,6 +22,7 @@ import yaml
 
 from servesim.simulator.cost_model import Profile, builtin_profile_names, default_overhead, load_profile
 from servesim.simulator.errors import ConfigError, MissingKernelTable
+from servesim.simulator.files import file_part
 from servesim.simulator.hardware import Hardware
 from servesim.simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture
 
@@ -106,12 +106,6 @@ def _tables_fingerprint(folder: Path) -> str:
     return h.hexdigest()
 
 
-def _file_part(name: str) -> str:
-    """A model's name as part of one file name in the cache: a `/` or `..` in it (an HF id, or a hostile
-    model.name) wrote the profile outside the cache (round 80); the digest beside it keeps names apart."""
-    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("._")[:80] or "model"
-
-
 def _portable(path: Path) -> str:
     """A path as the same text on any machine: under the shared data as ../shared/data/..., under the home
     folder as ~/...; results written with it (summary.json's cost_model_source) do not carry one machine's."""
@@ -139,7 +133,7 @@ def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     ep_part = (f"-dp{dp}-ep{tp * dp}" if expert_parallel else "") + \
         (f"-{routing}" if arch.is_moe and routing != DEFAULT_ROUTING else "")
-    path = cache_dir() / f"{gpu}-{_file_part(arch.name)}-{arch.dtype}-kv{_kv(arch)}-tp{tp}{ep_part}-{digest}.yaml"
+    path = cache_dir() / f"{gpu}-{file_part(arch.name)}-{arch.dtype}-kv{_kv(arch)}-tp{tp}{ep_part}-{digest}.yaml"
     source = f"composed from the {folder} kernel tables ({_portable(root / folder)}), cached as {path.name}"
     cached = _read_cached(path)
     if cached is not None:

@@ -240,6 +240,8 @@ FLAGS = [  # (command prefix, flag, values it must refuse)
     (["bench"], "--rate", ["0", "inf", "nan"]),
     (["calibrate", "fit", "x.csv"], "--holdout", ["0", "1", "-0.5", "1.5", "nan"]),
     (["calibrate", "fit", "x.csv"], "--seed", ["-1"]),
+    (["calibrate", "fit", "x.csv"], "--name", ["../../esc", "a/b", "", ".hidden", "x" * 129]),  # a file's name
+    (["calibrate", "import", "--gpu", "h100-sxm", "--model", "qwen3-8b", "--out", "p.yaml"], "--name", ["../x"]),
     (["compare", "x"], "--tolerance", ["0", "-1", "inf"]),
     (["workload", "describe", "x.csv"], "--format", ["bogus", ""]),
 ]

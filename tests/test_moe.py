@@ -139,7 +139,8 @@ def test_qwen3_moe_dense_layers_are_counted_and_interleaving_refused(tmp_path):
                        ({"num_hidden_layers": 10**15}, "model.num_hidden_layers: must be an integer"),
                        ({"mlp_only_layers": 3}, "model.mlp_only_layers: must be a list of layer numbers"),
                        ({"decoder_sparse_step": "2"}, "model.decoder_sparse_step: must be an integer >= 1"),
-                       ({"decoder_sparse_step": -1}, "model.decoder_sparse_step: must be an integer >= 1")):
+                       ({"decoder_sparse_step": -1}, "model.decoder_sparse_step: must be an integer >= 1"),
+                       ({"decoder_sparse_step": 0}, "model.decoder_sparse_step: must be an integer >= 1")):
         cfg.write_text(json.dumps(base | edit))
         with pytest.raises(ConfigError, match=re.escape(says)):
             load_model(str(cfg))
