@@ -74,8 +74,8 @@ def human_readable_int_or_auto(text: str) -> int:
 def _json_value(text: str):
     try:
         return json.loads(text)
-    except json.JSONDecodeError:
-        raise ValueError(text) from None
+    except json.JSONDecodeError as exc:  # argparse would name this function ("invalid _json_value value")
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg}, column {exc.colno}): {text!r:.80}") from None
 
 
 def _json_config(text: str):

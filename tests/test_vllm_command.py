@@ -63,6 +63,8 @@ def test_vllm_argument_rewriting_is_followed():
     ("0.33.0", ["--max-num-seqs", "many"], "argument --max-num-seqs: invalid int value: 'many'"),
     ("0.19.0", ["--kv-cache-dtype", "int8"], "argument --kv-cache-dtype: invalid choice: 'int8'"),
     ("0.33.0", ["--enable-chunked-prefill", "false"], "unrecognized arguments: false"),  # a switch takes no value
+    ("0.33.0", ["--speculative-config", "{bad"], "argument --speculative-config/-sc: not valid JSON"),  # round 82
+    ("0.19.0", ["-cc", '{"max_cudagraph_capture_size": 1k}'], "argument --compilation-config/-cc: not valid JSON"),
 ])
 def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path, capsys):
     assert main(["vllm", "--vllm-version", version, "--out", str(tmp_path), "serve", MODEL] + flags) == 2
