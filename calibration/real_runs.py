@@ -394,8 +394,6 @@ def engine_sets(meta: dict, where) -> list[str]:
         if not isinstance(kw["enable_expert_parallel"], bool):
             _fail(where, "engine_kwargs.enable_expert_parallel", f"must be true or false, got {kw['enable_expert_parallel']!r}")
         sets.append(f"engine.enable_expert_parallel={str(kw['enable_expert_parallel']).lower()}")
-    if (kw.get("data_parallel_size") or 1) > 1:  # vLLM's balancer sends each request to the least loaded rank
-        sets.append("cluster.router=least_outstanding")
     if cache or kw:  # vLLM's argument, else servesim's cache record, else vLLM's default
         fraction = kw.get("gpu_memory_utilization") or cache.get("gpu_memory_utilization") or VLLM_GPU_MEMORY_UTILIZATION
         sets.append(f"engine.gpu_memory_utilization={fraction}")

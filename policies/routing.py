@@ -15,6 +15,8 @@ class ReplicaLoad(Protocol):
     @property
     def unfinished(self) -> int: ...  # running + waiting requests
     @property
+    def waiting(self) -> int: ...  # requests waiting to be scheduled (preempted ones included)
+    @property
     def kv_usage(self) -> float: ...  # share of the KV pool in use
     @property
     def prefill_tokens_per_s(self) -> float: ...  # the profile's prefill rate
@@ -63,6 +65,24 @@ class LeastOutstanding:
         return min(range(self.n), key=lambda i: loads[i].unfinished)
 
 
+class VllmDataParallel:
+    """vLLM's balancer over a deployment's DP ranks (DPLBAsyncMPClient.get_core_engine_for_request): the lowest
+    score, ties to the lowest rank. 0.33: the unfinished requests, plus 6 x waiting x (KV usage - 0.5) above half
+    full (a queue on a KV-bound rank drains slowly); 0.19: 4 x waiting + running. The coordinator's 100 ms-old
+    counts are read exact here."""
+
+    name = "vllm_dp"
+
+    def __init__(self, n: int, seed: int = 0, vllm_0_19: bool = False):
+        self.n, self.vllm_0_19 = n, vllm_0_19
+
+    def choose(self, req, loads) -> int:
+        if self.vllm_0_19:
+            return min(range(self.n), key=lambda i: 3 * loads[i].waiting + loads[i].unfinished)
+        return min(range(self.n), key=lambda i: loads[i].unfinished + (
+            6.0 * loads[i].waiting * max(0.0, loads[i].kv_usage - 0.5) if loads[i].waiting else 0.0))
+
+
 class LeastKV:
     """Lowest KV-cache usage; ties to fewer unfinished requests."""
 
@@ -106,10 +126,11 @@ class PredictedCompletion:
         return min(range(self.n), key=cost)
 
 
-ROUTERS: dict[str, type] = {r.name: r for r in (RoundRobin, RandomRouter, LeastOutstanding, LeastKV, PrefixAffinity,
-                                                PredictedCompletion)}
+ROUTERS: dict[str, type] = {r.name: r for r in (RoundRobin, RandomRouter, LeastOutstanding, VllmDataParallel, LeastKV,
+                                                PrefixAffinity, PredictedCompletion)}
 RouterName = Literal[tuple(ROUTERS)]  # the scenario's `cluster.router`
 
 
-def make_router(name: str, n: int, seed: int = 0) -> Router:
-    return ROUTERS[name](n, seed)
+def make_router(name: str, n: int, seed: int = 0, vllm_0_19: bool = False) -> Router:
+    """vllm_0_19: the release whose balancer vllm_dp is."""
+    return VllmDataParallel(n, seed, vllm_0_19) if name == VllmDataParallel.name else ROUTERS[name](n, seed)

@@ -134,6 +134,10 @@ class Replica:
         return len(self.scheduler.running) + len(self.scheduler.waiting)
 
     @property
+    def waiting(self) -> int:
+        return len(self.scheduler.waiting)
+
+    @property
     def kv_usage(self) -> float:
         return self.kv.usage()
 
@@ -248,7 +252,8 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     c = rs.scenario.cluster
     engines = c.replicas * rs.scenario.engine.data_parallel_size  # each DP rank is an engine of its own
     front = c.prefill_replicas or engines  # the replicas new requests are routed to
-    router = make_router(c.router, front, rs.scenario.seed)
+    router = make_router(c.router or ("vllm_dp" if rs.scenario.engine.data_parallel_size > 1 else "round_robin"),
+                         front, rs.scenario.seed, rs.scenario.engine.is_0_19)
     front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[router.choose(req, replicas[:front])],
                          keep_requests, release_source, _max_tokens_sent(rs.scenario.workload))
     if executor is not None and (engines > 1 or c.prefill_replicas):

@@ -36,6 +36,35 @@ def test_least_kv_and_least_outstanding_balance():
         assert s["completed"] == 600 and s["load_imbalance"] < 1.3
 
 
+def test_vllm_dp_scores_ranks_as_vllms_balancer_does():
+    """DPLBAsyncMPClient: 0.33 adds 6 x waiting x (KV usage - 0.5) to the unfinished count of a rank over half
+    full; 0.19 weighs waiting 4 to running's 1. Ties go to the lowest rank."""
+    from types import SimpleNamespace as Rank
+
+    from servesim.policies.routing import make_router
+
+    def pick(loads, old=False):
+        return make_router("vllm_dp", len(loads), vllm_0_19=old).choose(None, loads)
+
+    kv_bound = [Rank(unfinished=4, waiting=2, kv_usage=0.9), Rank(unfinished=6, waiting=0, kv_usage=0.2)]
+    assert pick(kv_bound) == 1 and pick(kv_bound, old=True) == 1  # 0.33: 4 + 4.8 > 6; 0.19: 10 > 6
+    roomy = [Rank(unfinished=4, waiting=2, kv_usage=0.3), Rank(unfinished=5, waiting=0, kv_usage=0.2)]
+    assert pick(roomy) == 0 and pick(roomy, old=True) == 1  # 0.33: 4 < 5 (no penalty at 30%); 0.19: 10 > 5
+    assert pick([Rank(unfinished=2, waiting=0, kv_usage=0.0)] * 3) == 0
+
+
+def test_data_parallel_ranks_are_balanced_as_vllm_balances_them():
+    """A deployment's DP ranks sit behind vLLM's balancer unless the scenario names a router (round 82:
+    `servesim vllm -dp 2` routed them round-robin); replicas without DP keep round_robin."""
+    dp = ["engine.data_parallel_size=2", "workload.num_requests=300", "workload.arrival.rate=40",
+          "workload.output_tokens={dist: lognormal, median: 150, sigma: 1.2, max: 2000}"]
+    default = simulate(load(None, dp)).requests
+    assert default.equals(simulate(load(None, dp + ["cluster.router=vllm_dp"])).requests)
+    assert not default.equals(simulate(load(None, dp + ["cluster.router=round_robin"])).requests)
+    two = ["cluster.replicas=2", "workload.num_requests=100"]
+    assert simulate(load(None, two)).requests.equals(simulate(load(None, two + ["cluster.router=round_robin"])).requests)
+
+
 def test_tensor_parallel_profiles_include_the_all_reduce_and_split_the_work():
     """TP 2 lowers step time per the communication table: the imported H200 Qwen3-32B profiles."""
     from servesim.simulator.batch import BatchShape, decode_shape
@@ -96,6 +125,7 @@ def test_routers_read_only_the_replica_load_view():
         kv_usage: float
         prefill_tokens_per_s: float = 10_000.0
         cached: int = 0
+        waiting: int = 0
 
         def cached_prefix_tokens(self, req) -> int:
             return self.cached
@@ -113,7 +143,7 @@ def test_routers_read_only_the_replica_load_view():
     loads = [Load(5, 0.5), Load(1, 0.1, cached=900), Load(3, 0.9)]
     assert all(isinstance(x, ReplicaLoad) for x in loads)
     picks = {name: make_router(name, 3, seed=0).choose(Req(), loads) for name in ROUTERS}
-    assert picks["least_outstanding"] == picks["least_kv"] == picks["prefix_affinity"] == 1
+    assert picks["least_outstanding"] == picks["least_kv"] == picks["prefix_affinity"] == picks["vllm_dp"] == 1
     assert picks["predicted_completion"] == 1 and picks["round_robin"] == 0 and 0 <= picks["random"] < 3
     sim = build(load(None, ["cluster.replicas=2"]))
     assert all(isinstance(r, ReplicaLoad) for r in sim.replicas)
