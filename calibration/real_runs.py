@@ -298,12 +298,16 @@ def _read_folder_meta(run: RealRun, folder: Path) -> None:
             break
     for ts in (folder / "vllm" / "timeseries.csv", folder / "timeseries.csv"):
         if ts.is_file():
-            try:
+            try:  # the per-request comparison does not need the timeline: a damaged one is said and left out
                 t = pd.read_csv(ts)
-            except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError):
-                break  # the timeline plot is left out; the per-request comparison does not need it
+            except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as exc:
+                run.warnings.append(f"{ts} is no table ({str(exc).splitlines()[0][:80] if str(exc) else ''}): "
+                                    f"no timeline plot")
+                break
             if {"t", "running", "waiting"} <= set(t.columns) and len(t):
                 run.timeseries = _timeline(t)
+            else:
+                run.warnings.append(f"{ts} holds no rows of t, running, waiting: no timeline plot")
             break
 
 
@@ -314,7 +318,8 @@ def _timeline(t: pd.DataFrame) -> pd.DataFrame | None:
     for col in t.columns:
         v = t[col].to_numpy(dtype=float)
         with np.errstate(invalid="ignore"):
-            ok = (np.abs(v) <= 1e11) if col == "t" else (v >= 0) & (v <= MAX_INT)  # 1e11 s: past any epoch time
+            ok = (np.abs(v) <= 1e11) if col == "t" else (v >= 0) & (v <= (100 if col == "kv_cache_pct" else
+                                                                           MAX_INT))  # 1e11 s: past any epoch time
         t[col] = np.where(ok, v, np.nan)
     t = t.dropna(subset=["t"])
     return t if len(t) else None

@@ -167,6 +167,7 @@ def _sim_from_dir(path: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
     if not isinstance(summary, dict) or missing or not len(requests):
         raise ConfigError(str(path), f"not a servesim results folder: summary.json must be an object and "
                                      f"requests.parquet hold requests with {', '.join(missing or SIM_COLUMNS)}")
+    _check_sim_values(path, requests)
     if steps is not None and not {"start", "num_running", "num_waiting", "kv_usage"} <= set(steps.columns):
         steps = None  # the timeline is left out
     unfinished = summary.get("unfinished")
@@ -174,6 +175,25 @@ def _sim_from_dir(path: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
         raise ConfigError(str(path), f"a cut simulation (simulation.max_sim_time_s) left {unfinished:,} request(s) "
                                      f"unfinished: a comparison needs every request finished; simulate without the cut")
     return summary, requests, steps
+
+
+def _check_sim_values(path: Path, requests: pd.DataFrame) -> None:
+    """A damaged table is no simulation to judge by: times finite and >= 0 (a finished request's latencies; a
+    TPOT may be missing where one token was made), counts >= 0 (the real side's records are held to the same)."""
+    done = requests["status"] == "finished"
+    for column in ("arrival_time", "prompt_tokens", "output_tokens", "ttft", "e2el", "queue_time", "tpot"):
+        try:
+            values = pd.to_numeric(requests[column] if column in ("arrival_time", "prompt_tokens", "output_tokens")
+                                   else requests.loc[done, column], errors="raise").to_numpy(float)
+        except (TypeError, ValueError):
+            raise ConfigError(str(path), f"requests.parquet: {column} must be numbers") from None
+        bad = ~(np.isfinite(values) & (values >= 0))
+        if column == "tpot":
+            bad &= ~np.isnan(values)
+        if bad.any():
+            raise ConfigError(str(path), f"requests.parquet: {column} must be finite and >= 0 (for each finished "
+                                         f"request), got {values[bad][0]:g} in {int(bad.sum()):,} row(s): a damaged "
+                                         f"results folder")
 
 
 def _check_given_sim(path: Path, requests: pd.DataFrame, run: RealRun) -> None:

@@ -326,6 +326,15 @@ def test_damaged_metadata_and_results_folders_are_refused(tmp_path, capsys):
     result.requests.drop(columns="ttft").to_parquet(sim / "requests.parquet")
     assert main(["compare", str(run), str(sim), "--out", str(tmp_path / "o2")]) == 2
     assert "ttft" in capsys.readouterr().err
+    # nor one whose latencies are impossible (round 82: a negative or NaN TTFT and 1e300 ms were compared)
+    for column, value, says in (("ttft", -1.0, "ttft must be finite and >= 0"), ("ttft", np.nan, "ttft must be"),
+                                ("e2el", np.inf, "e2el must be finite"), ("tpot", -0.5, "tpot must be"),
+                                ("output_tokens", -3, "output_tokens must be")):
+        damaged = result.requests.copy()
+        damaged.loc[damaged.index[:2], column] = value
+        damaged.to_parquet(sim / "requests.parquet")
+        assert main(["compare", str(run), str(sim), "--out", str(tmp_path / "o2")]) == 2
+        assert says in capsys.readouterr().err
     (sim / "requests.parquet").write_bytes(b"not parquet")
     assert main(["compare", str(run), str(sim), "--out", str(tmp_path / "o2")]) == 2
     # a fit's held-out run must be one it did not fit; a burst has no later window
@@ -638,6 +647,13 @@ def test_a_damaged_timeline_is_a_gap_not_a_crash(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "timeseries.csv holds no running, waiting or KV value: no timeline plot" in err and "internal" not in err
     assert not list((tmp_path / "o2").glob("timeline-*.png")) and list((tmp_path / "o2").glob("cdf-*.png"))
+    # round 82: a file that is no table, or lacks the columns, was left out without a word; KV over 100% drawn
+    for text, says in (('garbage\n\x00\x01"\n', "no timeline plot"), ("x,y,z\n1,2,3\n", "holds no rows of t")):
+        (run / "vllm" / "timeseries.csv").write_text(text)
+        read_run(run)
+        assert says in capsys.readouterr().err
+    (run / "vllm" / "timeseries.csv").write_text("t,running,waiting,kv_cache_pct\n1,1,0,500\n2,1,0,40\n")
+    assert read_run(run).timeseries["kv_cache_pct"].isna().tolist() == [True, False]
 
 
 def test_the_engine_switches_a_run_records_are_its_settings():
