@@ -164,6 +164,24 @@ def test_session_validation():
         SessionWorkload(type="sessions", arrival={"process": "closed_loop", "concurrency": 2})
 
 
+def test_think_times_stay_within_the_simulated_seconds():
+    """Round 82: a 1e15 s think time ran the clock to 2e15 s, where float64's resolution made later turns' TTFT 0.
+    A think time past 1e9 s is refused; one that sends a follow-up past it stops the run with one error."""
+    from servesim.simulator.errors import ConfigError
+
+    session = ("workload={type: sessions, num_sessions: 3, arrival: {process: poisson, rate: 2}, turns: {dist: "
+               "fixed, value: 3}, first_message_tokens: {dist: fixed, value: 10}, message_tokens: {dist: fixed, "
+               "value: 10}, output_tokens: {dist: fixed, value: 5}, think_time_s: {dist: fixed, value: %s}}")
+    with pytest.raises(ConfigError, match=r"workload.think_time_s.value: .*less than or equal to 1000000000"):
+        load(None, [session % "1e15"])
+    with pytest.raises(ConfigError, match="workload.think_time_s: a follow-up request would be sent at 1.2e"):
+        simulate(load(None, [session % "6e8"]))
+    closed = ["workload.arrival={process: closed_loop, concurrency: 2, think_time_s: 9e8}", "workload.num_requests=10"]
+    with pytest.raises(ConfigError, match="workload.arrival.think_time_s: a follow-up request would be sent"):
+        simulate(load(None, closed))
+    assert simulate(load(None, [session % "1e3"])).summary["completed"] == 9
+
+
 def _stats_csv(tmp_path):
     f = tmp_path / "lengths.csv"
     rows = [(100, 10), (200, 20), (300, 30), (400, 40)]

@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Annotated, Literal, Union
 
 import numpy as np
-from pydantic import Field, NonNegativeFloat, model_validator
+from pydantic import Field, model_validator
 
-from servesim.workloads.settings import MAX_TOKENS, Settings, Tokens
+from servesim.workloads.settings import MAX_TOKENS, Seconds, Settings, Tokens
 
 
 class Fixed(Settings):
@@ -115,10 +115,10 @@ class FloatDist(Settings):
     """Seconds: fixed `value`, `uniform` [low, high] or `exponential` with `mean`."""
 
     dist: Literal["fixed", "uniform", "exponential"] = "fixed"
-    value: NonNegativeFloat = 0.0
-    low: NonNegativeFloat = 0.0
-    high: NonNegativeFloat = 0.0
-    mean: NonNegativeFloat = 0.0
+    value: Seconds = 0.0
+    low: Seconds = 0.0
+    high: Seconds = 0.0
+    mean: Seconds = 0.0
 
     @model_validator(mode="after")
     def _order(self):

@@ -28,6 +28,7 @@ MAX_GIB = 2.0**20  # GiB of any memory (a PiB)
 MAX_SECONDS = 1e9  # simulated seconds (some 30 years)
 MAX_RATE = 1e9  # requests per second
 
+Seconds = Annotated[float, Field(ge=0, le=MAX_SECONDS)]  # a wait: past 1e9 s the clock's resolution swallows latencies
 Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]  # one prompt's, output's or context's length
 GiB = Annotated[float, Field(gt=0, le=MAX_GIB)]  # a device's or a pool's memory
 MIN_RATE = 1e-6  # requests per second: one in 11 days

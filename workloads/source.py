@@ -10,7 +10,19 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Callable, Iterator
 
+from servesim.workloads.settings import MAX_SECONDS
 from servesim.workloads.spec import RequestSpec
+
+
+def follow_up_time(t: float, field: str) -> float:
+    """A follow-up's arrival, within the seconds servesim simulates: past them the clock's resolution would
+    swallow its latencies (a think time of 1e15 s gave later turns a TTFT of 0)."""
+    if not t <= MAX_SECONDS:
+        from servesim.simulator.errors import ConfigError
+
+        raise ConfigError(field, f"a follow-up request would be sent at {t:.4g} s, past the {MAX_SECONDS:g} s servesim "
+                                 f"simulates: shorten the think time")
+    return t
 
 
 class RequestSource:
@@ -144,7 +156,7 @@ class ClosedLoopSource(RequestSource):
         if spec is None:
             return []
         self.issued += 1
-        return [replace(spec, request_id=self.issued - 1, arrival_time=t)]
+        return [replace(spec, request_id=self.issued - 1, arrival_time=follow_up_time(t, "workload.arrival.think_time_s"))]
 
     def initial(self) -> list[RequestSpec]:
         return [s for i in range(self.concurrency) for s in self._next(i * self.ramp_up_s / self.concurrency)]
@@ -219,7 +231,7 @@ class SessionSource(RequestSource):
         if follow is None:
             return []
         nxt, think = follow
-        return [replace(nxt, arrival_time=t + think)]
+        return [replace(nxt, arrival_time=follow_up_time(t + think, "workload.think_time_s"))]
 
     def describe(self) -> str:
         return self.label
