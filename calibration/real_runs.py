@@ -403,6 +403,13 @@ def engine_sets(meta: dict, where) -> list[str]:
         fraction = kw.get("gpu_memory_utilization") or cache.get("gpu_memory_utilization") or VLLM_GPU_MEMORY_UTILIZATION
         sets.append(f"engine.gpu_memory_utilization={fraction}")
     if kw.get("quantization") is not None:
+        if served is not None and str(served) in HF_IDS:  # a named checkpoint: vLLM's checks of -q against it
+            from servesim.simulator.model_arch import load_model
+            from servesim.simulator.vllm_command import quantization_refusal
+
+            why = quantization_refusal(str(served), load_model(HF_IDS[str(served)]), kw["quantization"])
+            if why:
+                _fail(where, "engine_kwargs.quantization", f"{kw['quantization']}: {why}; no run was served so")
         sets.append(f"engine.quantization={kw['quantization']}")
     unmodelled = [f"engine_kwargs.{k}={v!r:.40}" for k, v in kw.items()
                   if k not in _READ_KWARGS | _TIMELESS_KWARGS and v is not None]

@@ -1248,6 +1248,15 @@ def _quantization(serve: dict, model, arch, version: str, not_modelled: dict) ->
             not_modelled[f"{field} {given}"] = "timed as per-tensor fp8"
 
 
+def quantization_refusal(model: str, arch, quantization: str) -> str | None:
+    """Why vLLM would not start `model` with this --quantization (a record of a run that could not have been)."""
+    try:
+        _quantization({"quantization": quantization}, model, arch, VLLM_VERSION, {})
+    except ConfigError as exc:
+        return exc.message
+    return None
+
+
 def _decode_context_parallel(serve: dict, arch, version: str) -> None:
     """vLLM's check of -dcp on a GQA model (latent attention has none): TP above the KV heads, dcp at most TP over
     them, and dividing the query heads per KV head (config/model.py); what passes is recorded, not modelled."""

@@ -612,6 +612,9 @@ def test_a_bom_is_no_content(tmp_path):
     ({"engine_kwargs": {"kv_cache_dtype": ["fp8"]}}, "engine_kwargs.kv_cache_dtype: must be one of auto, "),
     ({"engine_kwargs": {"quantization": "bitsandbytes"}}, "engine_kwargs.quantization: must be a format servesim "),
     ({"engine_kwargs": {"quantization": ["fp8"]}}, "engine_kwargs.quantization: must be a format servesim "),
+    # round 82: a pre-quantized format on the 16-bit checkpoint the record names: vLLM would not have started
+    ({"engine_kwargs": {"model": "meta-llama/Llama-3.1-8B", "quantization": "awq"}},
+     "engine_kwargs.quantization: awq: meta-llama/Llama-3.1-8B is a bf16 checkpoint"),
     ({"engine_kwargs": {"block_size": 32}, "kv_cache": {"block_size": 16, "num_gpu_blocks": 2588}},
      "engine_kwargs.block_size: 32 contradicts kv_cache.block_size 16"),
     ({"engine_kwargs": {"block_size": 1.5}}, "engine_kwargs.block_size: must be a positive integer"),
