@@ -342,6 +342,10 @@ ERRORS = [
     ("servesim_type.jsonl", "servesim",
      '{"arrival_time": 0.5, "prompt_tokens": 3, "output_tokens": 2}\n'
      '{"arrival_time": 0.5, "prompt_tokens": 3, "output_tokens": 2, "slo_class": 7}\n', ["line 2, key slo_class"]),
+    ("servesim_id.jsonl", "servesim",  # round 82: renumbered silently; two records of one request
+     '{"request_id": 4, "arrival_time": 0, "prompt_tokens": 3, "output_tokens": 2}\n'
+     '{"request_id": 4, "arrival_time": 1, "prompt_tokens": 3, "output_tokens": 2}\n',
+     ["line 2, key request_id", "4 was given on line 1 too"]),
     ("vllm_item.json", "vllm_bench", json.dumps({"input_lens": [1, 2], "output_lens": [3, -1], "start_times": [0, 1]}),
      ["request 2, key output_lens", "-1"]),
     ("vllm_lengths.json", "vllm_bench", json.dumps({"input_lens": [1], "output_lens": [3, 1], "start_times": [0, 1]}),
@@ -547,7 +551,8 @@ def test_a_replay_keeps_each_rows_recorded_priority_and_class(tmp_path):
     got, said = replay(priorities=[7], slo_classes={"a": {"ttft_ms": 100}, "b": {"ttft_ms": 50}})
     assert got[:2] == [(2, "a"), (0, "b")] and got[2][1] in ("a", "b")
     # round 25: a row recording class a but no priority took the priority of the class drawn for it (c's 8)
-    f.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "priority"}) + "\n" for r in rows[:1] * 3))
+    f.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "priority"} | {"request_id": i}) + "\n"
+                         for i, r in enumerate(rows[:1] * 3)))
     got, said = replay(slo_classes={"a": {"ttft_ms": 100}, "c": {"weight": 1000, "priority": 8}})
     assert got == [(0, "a")] * 3
     f.write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))

@@ -357,11 +357,16 @@ def _timed_trace_rows(obj: _Obj):
                q.integer("response_length", least=1, role="output"), None)
 
 
-def _servesim_rows(obj: _Obj):
+def _servesim_rows(obj: _Obj, seen: dict):
+    """seen: the file's request ids so far, and where; a repeated one is two records of one request."""
     for key in obj.obj:
         if key not in _SPEC_FIELDS:
             obj.fail(key, f"unknown; a RequestSpec has {', '.join(_SPEC_FIELDS)}")
-    obj.integer("request_id", None, least=None)  # checked, then renumbered like every format
+    rid = obj.integer("request_id", None, least=None)  # checked, then renumbered like every format
+    if rid is not None:
+        if rid in seen:
+            obj.fail("request_id", f"{rid} was given on {seen[rid]} too: one request per id")
+        seen[rid] = obj.where
     prompt = obj.integer("prompt_tokens", least=1, role="prompt")
     slo = obj.get("slo_class", None)
     if slo is not None and not isinstance(slo, str):
@@ -419,7 +424,7 @@ _READERS: dict[str, Callable[[Path], _Rows]] = {
     "burstgpt": _read_burstgpt,
     "timed_trace": lambda p: _collect(p, _json_lines(p), _timed_trace_rows),
     "vllm_bench": _read_vllm_bench,
-    "servesim": lambda p: _collect(p, _json_lines(p), _servesim_rows),
+    "servesim": lambda p: _collect(p, _json_lines(p), partial(_servesim_rows, seen={})),
     "sharegpt_stats": _read_length_stats,
 }
 
