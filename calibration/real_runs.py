@@ -165,8 +165,13 @@ def _number(path, where: str, row: dict, key: str, integer: bool = False, minimu
 
 
 def _length(path, where: str, row: dict, what: str) -> int:
-    key = next((k for k in LENGTH_ALIASES[what] if k in row), LENGTH_ALIASES[what][0])
-    return int(_number(path, where, row, key, integer=True, minimum=1))
+    """A record's length under any of its names; two names that disagree are refused, not one taken unsaid."""
+    keys = [k for k in LENGTH_ALIASES[what] if k in row] or [LENGTH_ALIASES[what][0]]
+    values = [int(_number(path, where, row, k, integer=True, minimum=1)) for k in keys]
+    if len(set(values)) > 1:
+        _fail(path, where, f"{' and '.join(f'{k} {v}' for k, v in zip(keys, values))} disagree: which is the "
+                           f"{what} length?")
+    return values[0]
 
 
 def detect(path: str | Path) -> str:
@@ -494,7 +499,7 @@ def _read_bench(path: Path) -> RealRun:
                                f"first")
         rows.append((start, n_in, n_out, ttft, itl, where))
     if not rows:
-        _fail(path, "", "no successful requests (every entry of errors is set)")
+        _fail(path, "", "no successful requests (every entry of errors is set)" if n else "no requests in the file")
     rows.sort(key=lambda r: r[0])
     _check_span(path, np.array([r[0] for r in rows]), np.array([r[0] + r[3] + sum(r[4]) for r in rows]),
                 [r[5] for r in rows])

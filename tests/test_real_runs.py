@@ -597,6 +597,26 @@ def test_a_bench_result_without_itls_has_no_tpot_said(tmp_path, capsys):
     assert run.requests["tpot"].isna().sum() == before + 1
 
 
+def test_a_record_whose_two_length_names_disagree_is_refused(tmp_path):
+    """Round 82: input_toks 2358 beside prompt_tokens 5 took the first unsaid; an empty bench result said every
+    request failed."""
+    _, result = _simulated()
+    path = write_lifecycle(result, tmp_path / "requests.jsonl")
+    rows = [json.loads(x) for x in path.read_text().splitlines()]
+    rows[1]["prompt_tokens"] = rows[1]["input_toks"] + 1
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ConfigError, match=r"line 2: input_toks \d+ and prompt_tokens \d+ disagree"):
+        read_run(path)
+    rows[1]["prompt_tokens"] = rows[1]["input_toks"]  # the same length under both names is one
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert read_run(path).requests.equals(read_run(write_lifecycle(result, tmp_path / "r2.jsonl")).requests)
+    empty = tmp_path / "bench.json"
+    empty.write_text(json.dumps({k: [] for k in ("input_lens", "output_lens", "ttfts", "itls", "start_times")}
+                                | {"date": "x"}))
+    with pytest.raises(ConfigError, match="no requests in the file"):
+        read_run(empty)
+
+
 def test_a_bom_is_no_content(tmp_path):
     _, result = _simulated()
     path = write_lifecycle(result, tmp_path / "requests.jsonl")

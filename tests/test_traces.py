@@ -346,6 +346,8 @@ ERRORS = [
      '{"request_id": 4, "arrival_time": 0, "prompt_tokens": 3, "output_tokens": 2}\n'
      '{"request_id": 4, "arrival_time": 1, "prompt_tokens": 3, "output_tokens": 2}\n',
      ["line 2, key request_id", "4 was given on line 1 too"]),
+    ("servesim_class.jsonl", "servesim", '{"arrival_time": 0, "prompt_tokens": 3, "output_tokens": 2, "slo_class": ""}\n',
+     ["line 1, key slo_class", "printable text of 1 to 100"]),  # round 82: printed as nothing in messages
     ("vllm_item.json", "vllm_bench", json.dumps({"input_lens": [1, 2], "output_lens": [3, -1], "start_times": [0, 1]}),
      ["request 2, key output_lens", "-1"]),
     ("vllm_lengths.json", "vllm_bench", json.dumps({"input_lens": [1], "output_lens": [3, 1], "start_times": [0, 1]}),

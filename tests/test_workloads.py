@@ -159,6 +159,15 @@ def test_sessions_resend_the_growing_history_after_think_time():
     assert turn1.prefix_ids[: turn0.prompt_tokens // CONTENT_BLOCK] == turn0.prefix_ids[: turn0.prompt_tokens // CONTENT_BLOCK]
 
 
+def test_an_slo_class_name_is_printable_text():
+    """Round 82: a class named "" was taken, and printed as nothing in the messages naming it."""
+    from servesim.simulator.errors import ConfigError
+
+    for name in ('""', '"a\\nb"'):
+        with pytest.raises(ConfigError, match="workload.slo_classes: a class name must be printable text"):
+            load(None, [f"workload.slo_classes={{{name}: {{weight: 1}}}}"])
+
+
 def test_session_validation():
     with pytest.raises(ValueError, match="open-loop"):
         SessionWorkload(type="sessions", arrival={"process": "closed_loop", "concurrency": 2})

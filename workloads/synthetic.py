@@ -54,6 +54,14 @@ class _Classes(Settings):
     priorities: list[int] | None = Field(default=None, description="drawn uniformly per request (or session)")
     slo_classes: dict[str, SLOClass] | None = None
     clip_to_max_model_len: bool = True
+
+    @model_validator(mode="after")
+    def _class_names(self):
+        """A class name is text a report can print: an empty or unprintable one read as nothing in messages."""
+        for name in self.slo_classes or {}:
+            if not name.strip() or not name.isprintable() or len(name) > 100:
+                refuse("slo_classes", f"a class name must be printable text of 1 to 100 characters, got {name!r:.60}")
+        return self
     request_max_tokens: bool = Field(
         False, description="each request asks for its output length as max_tokens (vllm bench serve does): the "
                            "API server refuses (400) one whose prompt + max_tokens exceeds max_model_len, or "

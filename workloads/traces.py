@@ -369,8 +369,8 @@ def _servesim_rows(obj: _Obj, seen: dict):
         seen[rid] = obj.where
     prompt = obj.integer("prompt_tokens", least=1, role="prompt")
     slo = obj.get("slo_class", None)
-    if slo is not None and not isinstance(slo, str):
-        obj.fail("slo_class", f"expected a string or null, got {_show(slo)}")
+    if slo is not None and not (isinstance(slo, str) and slo.strip() and slo.isprintable() and len(slo) <= 100):
+        obj.fail("slo_class", f"expected a class name (printable text of 1 to 100 characters) or null, got {_show(slo)}")
     block = obj.integer("prefix_block_tokens", 0)
     if obj.get("prefix_ids", []) and not block:
         obj.fail("prefix_block_tokens", "must be > 0 when prefix_ids are given")
