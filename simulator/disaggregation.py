@@ -1,7 +1,8 @@
 """Prefill/decode disaggregation, servesim's model of vLLM's KV-transfer deployments (`cluster.prefill_replicas`).
 
 A prefill replica runs a request's prompt only (the scheduler's `prefill_only`) and hands it off; its
-KV crosses the link (prompt tokens x KV bytes per token / link bandwidth), then the least loaded
+KV crosses the link (prompt tokens x KV bytes per token / link bandwidth; each prefill replica's link carries one
+transfer at a time, in hand-off order, so a slow link bounds the rate its prompts can leave), then the least loaded
 decode replica takes it over as a waiting request whose KV is already there. Each replica is its own vLLM
 instance with its own API server: the queue limits check an arrival at the prefill replica and a hand-off at
 the decode replica (a 503 after the prefill, which fails the request as vLLM's proxy does).
@@ -19,6 +20,7 @@ class KVHandOff:
         """replicas[first_decode:] are the decode replicas (the list may still be filling when this is made)."""
         self.front_end, self.replicas, self.first_decode = front_end, replicas, first_decode
         self.kv_bytes_per_token, self.link = kv_bytes_per_token, link_bytes_per_s
+        self.link_free: dict[int, float] = {}  # prefill replica -> when its link has sent what it was given
 
     def __call__(self, req: Request, t: float) -> None:
         """The prompt's KV leaves the prefill replica at t; it arrives at a decode replica after the transfer."""
@@ -33,5 +35,6 @@ class KVHandOff:
             req.kv_transferred = True
             req.status = WAITING
             decode.add_request(req)
-        at = t + req.num_computed_tokens * self.kv_bytes_per_token / self.link
+        at = max(t, self.link_free.get(req.prefill_replica, 0.0)) + req.num_computed_tokens * self.kv_bytes_per_token / self.link
+        self.link_free[req.prefill_replica] = at
         self.front_end.deliver_at(at, arrive)

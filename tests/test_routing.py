@@ -94,6 +94,17 @@ def test_disaggregation_frees_decodes_from_prefill_stalls():
     assert "load_imbalance" not in s  # one decode replica: nothing to balance
 
 
+def test_a_prefill_replicas_link_carries_one_transfer_at_a_time():
+    """Round 83: every hand-off got the whole link, so 100 prompts' KV left a 1 MB/s link at 25 MB/s. Now the
+    run lasts at least the prompts' KV bytes over the link, and a fast link is not the bound."""
+    sets = ["workload.num_requests=100", "cluster.replicas=2", "cluster.prefill_replicas=1"]
+    slow = simulate(load(None, sets + ["cluster.kv_link_gbps=0.001"]))
+    kv_bytes = slow.summary["total_input_tokens"] * load(None, sets).arch.kv_bytes_per_token_per_gpu(1)
+    assert slow.summary["duration"] >= kv_bytes / 1e6 > 100 * simulate(load(None, sets)).summary["duration"]
+    order = slow.requests.sort_values("first_token_time")  # transfers leave in hand-off order
+    assert order["finish_time"].is_monotonic_increasing
+
+
 def test_a_disaggregated_summary_counts_the_decode_replicas_and_the_mean_replica_busy():
     s = simulate(load(None, DISAGG + ["cluster.replicas=2", "cluster.prefill_replicas=1"])).summary
     assert set(s["replica_completed"]) == {"1", "2"} and sum(s["replica_completed"].values()) == 400
