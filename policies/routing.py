@@ -67,20 +67,60 @@ class LeastOutstanding:
 
 class VllmDataParallel:
     """vLLM's balancer over a deployment's DP ranks (DPLBAsyncMPClient.get_core_engine_for_request): the lowest
-    score, ties to the lowest rank. 0.33: the unfinished requests, plus 6 x waiting x (KV usage - 0.5) above half
-    full (a queue on a KV-bound rank drains slowly); 0.19: 4 x waiting + running. The coordinator's 100 ms-old
-    counts are read exact here."""
+    score in a scan from a start rank, the first of equal scores. 0.33: the unfinished requests, plus
+    6 x waiting x (KV usage - 0.5) above half full (a queue on a KV-bound rank drains slowly), and the scan's start
+    moves one rank on after every request, so ties rotate; 0.19: 4 x waiting + running, scanned from rank 0. The
+    coordinator's 100 ms-old counts are read exact here."""
 
     name = "vllm_dp"
 
     def __init__(self, n: int, seed: int = 0, vllm_0_19: bool = False):
-        self.n, self.vllm_0_19 = n, vllm_0_19
+        self.n, self.vllm_0_19, self.start = n, vllm_0_19, 0
+
+    def score(self, load) -> float:
+        if self.vllm_0_19:
+            return 3 * load.waiting + load.unfinished
+        return load.unfinished + (6.0 * load.waiting * max(0.0, load.kv_usage - 0.5) if load.waiting else 0.0)
 
     def choose(self, req, loads) -> int:
-        if self.vllm_0_19:
-            return min(range(self.n), key=lambda i: 3 * loads[i].waiting + loads[i].unfinished)
-        return min(range(self.n), key=lambda i: loads[i].unfinished + (
-            6.0 * loads[i].waiting * max(0.0, loads[i].kv_usage - 0.5) if loads[i].waiting else 0.0))
+        order = [(self.start + i) % self.n for i in range(self.n)]
+        pick = min(order, key=lambda i: self.score(loads[i]))  # min keeps the first of equal scores
+        if not self.vllm_0_19:
+            self.start = (self.start + 1) % self.n
+        return pick
+
+
+class Deployment:
+    """One vLLM instance's DP ranks as a router across instances sees them: their load summed (KV usage
+    averaged), the best of their prefix hits and predictions; vLLM's own balancer then picks the rank."""
+
+    def __init__(self, ranks: Sequence[ReplicaLoad]):
+        self.ranks = ranks
+
+    @property
+    def unfinished(self) -> int:
+        return sum(r.unfinished for r in self.ranks)
+
+    @property
+    def waiting(self) -> int:
+        return sum(r.waiting for r in self.ranks)
+
+    @property
+    def kv_usage(self) -> float:
+        return sum(r.kv_usage for r in self.ranks) / len(self.ranks)
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        return self.ranks[0].prefill_tokens_per_s
+
+    def cached_prefix_tokens(self, req) -> int:
+        return max(r.cached_prefix_tokens(req) for r in self.ranks)
+
+    def predicted_queue_wait(self, req) -> float:
+        return min(r.predicted_queue_wait(req) for r in self.ranks)
+
+    def predicted_tpot(self) -> float:
+        return min(r.predicted_tpot() for r in self.ranks)
 
 
 class LeastKV:

@@ -84,7 +84,7 @@ class EngineSettings(Settings):
                                                                "bubbles) are not modelled yet")
     data_parallel_size: int = Field(
         1, ge=1, le=MAX_REPLICAS, description="attention data parallel: this many engines (DP ranks), each its own scheduler and KV cache, "
-                       "behind the router (cluster.router; by default vLLM's balancer, vllm_dp)")
+                       "behind vLLM's own balancer (cluster.router's vllm_dp), each replica's ranks by themselves")
     disable_hybrid_kv_cache_manager: bool | None = Field(
         None, description="models with local-attention layers: true gives every layer the whole context's KV instead "
                           "of dropping what local layers no longer read. None: vLLM's default, the hybrid manager on "
@@ -235,9 +235,8 @@ class ClusterSettings(Settings):
     """Replicas of the same deployment behind a router (each its own scheduler and KV pool)."""
 
     replicas: int = Field(1, ge=1, le=MAX_REPLICAS)
-    router: RouterName | None = Field(
-        None, description="None: vLLM's balancer over data-parallel ranks (vllm_dp) where engine.data_parallel_size "
-                          "> 1, else round_robin")
+    router: RouterName = Field("round_robin", description="across the replicas; a replica's data-parallel ranks "
+                                                           "are balanced by vLLM's own balancer (vllm_dp)")
     prefill_replicas: int = Field(
         0, ge=0, le=MAX_REPLICAS, description="prefill/decode disaggregation: this many prefill-only replicas in front of the `replicas` "
                        "decode replicas; the router picks the prefill replica, the least loaded decode replica takes over")

@@ -7,10 +7,11 @@ a run of uninterrupted decode steps is advanced at once (simulator/decode_runs.p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from servesim.policies import make_batching, make_queue_policy
-from servesim.policies.routing import make_router
+from servesim.policies.routing import Deployment, VllmDataParallel, make_router
 from servesim.simulator.admission import AdmissionRules, predicted_queue_wait
 from servesim.simulator.batch import BatchShape, decode_shape
 from servesim.simulator.clock import SimClock
@@ -250,11 +251,11 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     env = SimClock()
     replicas: list[Replica] = []
     c = rs.scenario.cluster
-    engines = c.replicas * rs.scenario.engine.data_parallel_size  # each DP rank is an engine of its own
+    dp = rs.scenario.engine.data_parallel_size
+    engines = c.replicas * dp  # each DP rank is an engine of its own
     front = c.prefill_replicas or engines  # the replicas new requests are routed to
-    router = make_router(c.router or ("vllm_dp" if rs.scenario.engine.data_parallel_size > 1 else "round_robin"),
-                         front, rs.scenario.seed, rs.scenario.engine.is_0_19)
-    front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[router.choose(req, replicas[:front])],
+    route = _router(c, dp, front, rs.scenario.seed, rs.scenario.engine.is_0_19, replicas)
+    front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[route(req)],
                          keep_requests, release_source, _max_tokens_sent(rs.scenario.workload))
     if executor is not None and (engines > 1 or c.prefill_replicas):
         raise ConfigError("cluster.replicas", "a measured replay runs one replica")
@@ -264,7 +265,6 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
         replicas.extend(Replica(env, i, rs, front_end, prefill_only=True, hand_off=hand_off) for i in range(front))
         replicas.extend(Replica(env, front + i, rs, front_end) for i in range(c.replicas))
     else:
-        dp = rs.scenario.engine.data_parallel_size
         groups = [LockstepGroup(env) for _ in range(c.replicas)] if dp > 1 and rs.scenario.engine.enable_expert_parallel \
             else None  # expert parallelism couples a deployment's DP ranks
         replicas.extend(Replica(env, i, rs, front_end, executor, lockstep=groups[i // dp] if groups else None)
@@ -280,6 +280,23 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     for r in replicas:
         env.process(r.run())
     return Simulation(env, replicas, front_end)
+
+
+def _router(c, dp: int, front: int, seed: int, vllm_0_19: bool, replicas: list) -> Callable[[Request], int]:
+    """Which engine a new request goes to: cluster.router over the replicas (deployments); within a deployment
+    of DP ranks, vLLM's own balancer (vllm_dp), whatever router is in front of it. `replicas` fills later."""
+    router = make_router(c.router, front if c.prefill_replicas or dp == 1 else c.replicas, seed, vllm_0_19)
+    if c.prefill_replicas or dp == 1:
+        return lambda req: router.choose(req, replicas[:front])
+    balancers = [VllmDataParallel(dp, seed, vllm_0_19) for _ in range(c.replicas)]
+    deployments: list[Deployment] = []
+
+    def route(req: Request) -> int:
+        if not deployments:
+            deployments.extend(Deployment(replicas[d * dp:(d + 1) * dp]) for d in range(c.replicas))
+        d = router.choose(req, deployments) if c.replicas > 1 else 0
+        return d * dp + balancers[d].choose(req, deployments[d].ranks)
+    return route
 
 
 def run_to_end(sim: Simulation, rs: ResolvedScenario) -> None:

@@ -58,9 +58,10 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              (not p.admission.shed_on_ttft_slo, p.admission, "policies.admission", ["shed_ttft_ms"],
               "policies.admission.shed_on_ttft_slo is off"),
              (not c.prefill_replicas, c, "cluster", ["kv_link_gbps"], "cluster.prefill_replicas is 0 (no disaggregation)"),
-             ((c.prefill_replicas or c.replicas * e.data_parallel_size) == 1 and "cluster.replicas" not in _VARIED.get(),
+             ((c.prefill_replicas or c.replicas) == 1 and "cluster.replicas" not in _VARIED.get(),
               c, "cluster", ["router"],
-              "one replica takes every request"),
+              "one replica takes every request" + (" (vLLM's own balancer spreads them over its DP ranks)"
+                                                   if e.data_parallel_size > 1 and not c.prefill_replicas else "")),
              (sp.method != "none" and not e.enable_prefix_caching, sp, "speculative",
               ["eagle_block_drop", "lookahead_block_hashes"], "engine.enable_prefix_caching is off (no prefix hit)"),
              (not e.may_batch_dp_moe, e, "engine",

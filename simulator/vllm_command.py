@@ -1410,8 +1410,7 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
                      f"\"kv_both\"}}', behind a proxy that sends each request to a prefill then a decode instance")
     elif replicas > 1:
         notes.append(f"{replicas} instances of this line behind a load balancer (servesim's router: "
-                     f"{cluster.get('router') or ('vllm_dp' if (engine.get('data_parallel_size') or 1) > 1 else 'round_robin')}"
-                     f"): vLLM's line is one instance")
+                     f"{cluster.get('router', 'round_robin')}): vLLM's line is one instance")
     sp = settings.get("speculative") or {}
     if sp.get("method", "none") != "none":
         notes.append(f"speculative decoding ({sp['method']}, {sp['num_speculative_tokens']} tokens): give vLLM "

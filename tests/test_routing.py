@@ -53,16 +53,23 @@ def test_vllm_dp_scores_ranks_as_vllms_balancer_does():
     assert pick([Rank(unfinished=2, waiting=0, kv_usage=0.0)] * 3) == 0
 
 
-def test_data_parallel_ranks_are_balanced_as_vllm_balances_them():
-    """A deployment's DP ranks sit behind vLLM's balancer unless the scenario names a router (round 82:
-    `servesim vllm -dp 2` routed them round-robin); replicas without DP keep round_robin."""
-    dp = ["engine.data_parallel_size=2", "workload.num_requests=300", "workload.arrival.rate=40",
-          "workload.output_tokens={dist: lognormal, median: 150, sigma: 1.2, max: 2000}"]
-    default = simulate(load(None, dp)).requests
-    assert default.equals(simulate(load(None, dp + ["cluster.router=vllm_dp"])).requests)
-    assert not default.equals(simulate(load(None, dp + ["cluster.router=round_robin"])).requests)
-    two = ["cluster.replicas=2", "workload.num_requests=100"]
-    assert simulate(load(None, two)).requests.equals(simulate(load(None, two + ["cluster.router=round_robin"])).requests)
+def test_data_parallel_ranks_are_balanced_as_vllm_balances_them(capsys):
+    """A deployment's DP ranks sit behind vLLM's balancer whatever router is in front of the replicas (round 82:
+    `servesim vllm -dp 2` routed them round-robin; round 83: over replicas x ranks as one pool, a full deployment
+    kept taking requests while another sat idle). Idle ranks tie: 0.33 rotates the scan's start, 0.19 does not."""
+    light = ["engine.data_parallel_size=2", "workload.num_requests=20", "workload.arrival.rate=1",
+             "workload.prompt_tokens={dist: fixed, value: 256}", "workload.output_tokens={dist: fixed, value: 16}"]
+    per_rank = {v: simulate(load(None, light + [f"engine.vllm_defaults={v}"])).summary["replica_completed"]
+                for v in ("0.33.0", "0.19.0")}
+    assert per_rank == {"0.33.0": {"0": 10, "1": 10}, "0.19.0": {"0": 17, "1": 3}}
+    default = simulate(load(None, light)).requests
+    assert default.equals(simulate(load(None, light + ["cluster.router=least_kv"])).requests)
+    assert "cluster.router has no effect: one replica takes every request (vLLM's own balancer" in \
+        capsys.readouterr().err
+    burst = ["workload.num_requests=10", "workload.arrival.process=burst", "engine.max_num_queued_reqs=1",
+             "cluster.replicas=2", "engine.data_parallel_size=2"]
+    s = simulate(load(None, burst)).summary  # each deployment queues one: the front router spreads them
+    assert s["completed"] == 2 and s["replica_completed"] == {"0": 1, "1": 0, "2": 1, "3": 0}
 
 
 def test_tensor_parallel_profiles_include_the_all_reduce_and_split_the_work():

@@ -238,7 +238,7 @@ def test_policy_registries_are_the_scenario_choices_and_give_their_seams():
     assert get_args(fields["queue"].annotation) == tuple(QUEUE_POLICIES)
     assert get_args(fields["batching"].annotation) == tuple(BATCHING_POLICIES)
     assert get_args(get_args(fields["preemption_victim"].annotation)[0]) == tuple(VICTIMS)
-    assert get_args(get_args(ClusterSettings.model_fields["router"].annotation)[0]) == tuple(ROUTERS)
+    assert get_args(ClusterSettings.model_fields["router"].annotation) == tuple(ROUTERS)
     from servesim.simulator.request import Request
     from servesim.workloads.spec import RequestSpec
 
