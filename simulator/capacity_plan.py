@@ -78,9 +78,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
          private_tokens: int | None = None) -> CapacityPlan:
     """How many requests fit one deployment's KV pool: contiguous, paged, and paged with a shared prefix."""
     from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, EngineSettings, _budgets,
-                                  in_flight_tokens,
-                                  attention_block_size, check_formats, check_max_model_len, check_tensor_parallel,
-                                  with_formats)
+                                  in_flight_tokens, attention_block_size, check_attention_backend, check_formats,
+                                  check_max_model_len, check_tensor_parallel, with_formats)
     from servesim.simulator.hardware import load_hardware
     from servesim.simulator.hybrid_kv import kv_layout
     from servesim.simulator.local_attention import local_attention
@@ -135,6 +134,7 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
              ("--disable-hybrid-kv-cache-manager", disable_hybrid_kv_cache_manager is not None
               and local_attention(arch) is None, "the model has no local-attention layers")]
     warnings = [f"{flag} has no effect: {why}" for flag, unused, why in inert if unused]  # as run says of settings
+    check_attention_backend(arch, hw, kv_cache_dtype)
     defaults = EngineSettings()  # vLLM's budget and async scheduling, as run's defaults
     report = capacity(model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool,
                       block_size=values["block_size"] or attention_block_size(arch, hw, kv_cache_dtype),

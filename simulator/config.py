@@ -555,15 +555,19 @@ def usage_context_defaults(hw: Hardware, usage_context: str, release: str = "0.3
 
 QUANTIZED_FORMATS = {"fp8": "fp8", "modelopt_fp4": "nvfp4", "awq": "w4a16", "awq_marlin": "w4a16", "gptq": "w4a16",
                      "gptq_marlin": "w4a16"}
+QUANTIZED_CHECKPOINTS = ("fp8", "nvfp4", "w4a16", "mxfp4")  # a model dtype a checkpoint is quantized to
 KV_CACHE_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 
 
 def with_formats(arch: ModelArchitecture, quantization: str | None, kv_cache_dtype: str = "auto") -> ModelArchitecture:
     """The architecture as vLLM's --quantization and --kv-cache-dtype store it: weights' format, KV bytes."""
-    if quantization:
-        if arch.expert_dtype:  # vLLM: the checkpoint's quantization method and --quantization must agree
-            raise ConfigError("engine.quantization", f"{arch.name}'s checkpoint is already quantized ({arch.expert_dtype} "
-                                                     f"experts); leave engine.quantization unset")
+    own = arch.expert_dtype or (arch.dtype if arch.dtype in QUANTIZED_CHECKPOINTS else None)
+    if quantization and own and QUANTIZED_FORMATS[quantization] != own:
+        # vLLM: the checkpoint's quantization method and --quantization must agree (its own format is no change)
+        raise ConfigError("engine.quantization", f"{arch.name}'s checkpoint is already quantized ({own}"
+                                                 f"{' experts' if arch.expert_dtype else ''}): vLLM refuses "
+                                                 f"{quantization}; leave engine.quantization unset")
+    if quantization and not own:
         arch = arch.model_copy(update={"dtype": QUANTIZED_FORMATS[quantization],
                                        "kv_cache_dtype": arch.kv_cache_dtype or arch.activation_dtype})
     if kv_cache_dtype != "auto":
@@ -654,13 +658,23 @@ def default_graph_tokens(hw: Hardware, e: EngineSettings) -> int:
     return 1024 if blackwell and not e.is_0_19 else 512
 
 
+def check_attention_backend(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str) -> None:
+    """A KV dtype no attention backend of an NVIDIA GPU takes for the model: vLLM finds no valid backend at start
+    (fp8_e5m2 with latent attention: FlashAttention MLA, FlashMLA, FlashInfer MLA, CUTLASS MLA and Triton MLA all
+    stop at fp8_e4m3; only ROCm's AITER MLA takes it)."""
+    if arch.is_mla and kv_cache_dtype == "fp8_e5m2" and hw.compute_capability is not None:
+        raise ConfigError("engine.kv_cache_dtype", f"fp8_e5m2 with {arch.name}'s latent attention: no MLA attention "
+                                                   f"backend on an NVIDIA GPU takes it, so vLLM does not start (fp8 "
+                                                   f"or fp8_e4m3 does)")
+
+
 def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str) -> int:
     """The KV block size vLLM settles on when --block-size is not given (Platform.update_block_size_for_backend):
     its default 16 unless the first attention backend valid for the model, GPU and KV dtype cannot take it. Of
     servesim's models only latent attention's backends differ: FlashInfer MLA (32 or 64) leads on compute
     capability 10.x; on Hopper FlashAttention MLA (16-bit KV only) leads, then FlashMLA (64) for an fp8 KV cache."""
     major = int(hw.compute_capability) if hw.compute_capability is not None else 0
-    if not arch.is_mla or kv_cache_dtype == "fp8_e5m2":  # e5m2: no FlashInfer MLA nor FlashMLA; Triton's 16
+    if not arch.is_mla or kv_cache_dtype == "fp8_e5m2":  # e5m2 (with MLA only off NVIDIA GPUs): 16
         return 16
     if major == 10:
         return 32
@@ -859,6 +873,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                        bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
                        host_link_gbps=h.host_link_gbps,
                        gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
+    check_attention_backend(arch, hw, e.kv_cache_dtype)
     derived_block_size = "block_size" not in e.model_fields_set
     if derived_block_size and (size := attention_block_size(arch, hw, e.kv_cache_dtype)) != e.block_size:
         e = e.model_copy(update={"block_size": size})

@@ -371,6 +371,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     if serve.get("quantization") is not None:
         _quantization(serve, model_given, arch, version, not_modelled)
     _decode_context_parallel(serve, arch, version)
+    _parallel_launch(serve, arch, version)
     bench = parse(bench_argv, "bench_serve", version)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
     serve.pop("model", None)
@@ -401,9 +402,12 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                                                              f"(Concurrent Partial Prefill is not supported, it says)")
     from servesim.simulator.config import BATCHED_DP_BACKENDS
 
-    if serve.get("all2all_backend") in BATCHED_DP_BACKENDS:  # batched DP MoE's default budget
-        settings["engine.all2all_backend"] = serve["all2all_backend"]
-        not_modelled.pop(_flag("serve", "all2all_backend", version), None)
+    a2a = serve.get("all2all_backend")
+    if a2a in BATCHED_DP_BACKENDS:  # batched DP MoE's default budget
+        settings["engine.all2all_backend"] = a2a
+    if a2a in BATCHED_DP_BACKENDS or a2a == "allgather_reducescatter" or version != "0.19.0" and a2a in ("pplx", "naive"):
+        not_modelled.pop(_flag("serve", "all2all_backend", version), None)  # the default, which EP is timed as
+        # (0.33 falls back to it from the removed pplx and naive)
     settings.update(_cuda_graphs(serve, version, not_modelled))
     speculation, method, spec_config = _speculation(serve, version, not_modelled, arch)
     settings.update(speculation)
@@ -1227,12 +1231,12 @@ def _quantization(serve: dict, model, arch, version: str, not_modelled: dict) ->
     ModelOpt FP4) needs a checkpoint quantized so (vLLM finds no config file for it in a 16-bit one); any other,
     0.33's online fp8 shorthands too, beside a quantized checkpoint is refused (its config names another method).
     serve's quantization is left as servesim's engine.quantization reads it."""
-    from servesim.simulator.config import QUANTIZED_FORMATS
+    from servesim.simulator.config import QUANTIZED_CHECKPOINTS, QUANTIZED_FORMATS
 
     field, given = "vllm serve --quantization", serve["quantization"]
     online = given in ONLINE_FP8 and version != "0.19.0"
     q = "fp8" if online else given
-    own = arch and (arch.expert_dtype or (arch.dtype if arch.dtype in ("fp8", "nvfp4", "w4a16", "mxfp4") else None))
+    own = arch and (arch.expert_dtype or (arch.dtype if arch.dtype in QUANTIZED_CHECKPOINTS else None))
     if own:
         if not online and QUANTIZED_FORMATS.get(q, q) == own:  # the checkpoint's own: nothing more to quantize
             serve.pop("quantization")
@@ -1255,6 +1259,46 @@ def quantization_refusal(model: str, arch, quantization: str) -> str | None:
     except ConfigError as exc:
         return exc.message
     return None
+
+
+def _parallel_launch(serve: dict, arch, version: str) -> None:
+    """The data-parallel launch modes and expert load balancing as EngineArgs.create_engine_config and
+    ParallelConfig check them; what passes is recorded, not modelled (an external balancer's rank is simulated as
+    the whole deployment)."""
+    def refuse(dest: str, why: str):
+        raise ConfigError(_flag("serve", dest, version), f"{why}: vLLM {version} refuses it")
+
+    dp, rank, local = serve.get("data_parallel_size") or 1, serve.get("data_parallel_rank"), \
+        serve.get("data_parallel_size_local")
+    if serve.get("headless") or serve.get("api_server_count") == 0:
+        raise ConfigError(_flag("serve", "headless" if serve.get("headless") else "api_server_count", version),
+                          "starts no API server, so no request reaches this line (servesim simulates the one that "
+                          "serves: leave it out)")
+    if local is not None and local > dp:
+        refuse("data_parallel_size_local", f"{local} above --data-parallel-size {dp}")
+    external = bool(serve.get("data_parallel_external_lb")) or rank is not None
+    if serve.get("data_parallel_hybrid_lb") and serve.get("data_parallel_external_lb"):
+        refuse("data_parallel_hybrid_lb", "with --data-parallel-external-lb (one balancing mode only)")
+    if external and (serve.get("nnodes") or 1) == 1:
+        if rank is None:
+            refuse("data_parallel_external_lb", "without --data-parallel-rank (an external balancer's rank)")
+        if local not in (1, None):
+            refuse("data_parallel_size_local", f"{local} beside an external balancer's rank (1 or left out)")
+    if external and dp > 1 and arch is not None and not arch.is_moe and version != "0.19.0":
+        refuse("data_parallel_rank" if rank is not None else "data_parallel_external_lb",
+               f"with {arch.name}, a dense model (external data parallel mode is for MoE models; launch "
+               f"independent instances)")
+    if serve.get("data_parallel_hybrid_lb") and not external and local is None:
+        refuse("data_parallel_hybrid_lb", "without --data-parallel-size-local (the ranks on this node)")
+    eplb = serve.get("eplb_config")
+    redundant = eplb.get("num_redundant_experts", 0) if isinstance(eplb, dict) else 0
+    if serve.get("enable_eplb"):
+        if not serve.get("enable_expert_parallel"):
+            refuse("enable_eplb", "without --enable-expert-parallel")
+        if (serve.get("tensor_parallel_size") or 1) * dp * (serve.get("prefill_context_parallel_size") or 1) <= 1:
+            refuse("enable_eplb", "on one GPU (it needs tensor, prefill-context or data parallelism)")
+    elif redundant:
+        refuse("eplb_config", f"num_redundant_experts {redundant} without --enable-eplb")
 
 
 def _decode_context_parallel(serve: dict, arch, version: str) -> None:

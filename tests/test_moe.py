@@ -45,12 +45,11 @@ def test_deepseek_v3_caches_the_latent_vector_not_heads():
 
 @pytest.mark.parametrize("gpu, kv, size", [("b200-sxm", "auto", 32), ("gb300", "fp8", 32),  # FlashInfer MLA's
                                             ("h200-sxm", "fp8", 64),  # FlashMLA's: FlashAttention MLA is 16-bit only
-                                            ("h200-sxm", "auto", 16), ("h200-sxm", "fp8_e4m3", 64),  # FA MLA: 16
-                                            ("b200-sxm", "fp8_e5m2", 16)])
+                                            ("h200-sxm", "auto", 16), ("h200-sxm", "fp8_e4m3", 64)])  # FA MLA: 16
 def test_latent_attention_takes_the_block_size_of_vllms_backend(tmp_path, capsys, gpu, kv, size):
     """vLLM's default block size is its attention backend's when --block-size is not given: DeepSeek-V3 on a B200
     runs blocks of 32 tokens, where servesim ran 16 (round 72). A given size stands, and one servesim chose is
-    chosen again when the GPU changes."""
+    chosen again when the GPU changes. (fp8_e5m2 has no MLA backend on NVIDIA GPUs: refused, round 83.)"""
     sets = ["model=deepseek-v3", f"hardware.gpu={gpu}", "engine.tensor_parallel_size=8", f"engine.kv_cache_dtype={kv}"]
     assert main(["config", *(w for s in sets for w in ("--set", s))]) == 0
     config = capsys.readouterr().out

@@ -17,6 +17,7 @@ from servesim.simulator.model_arch import HF_IDS, load_model
 from servesim.simulator.vllm_command import ONLINE_FP8, parse, read
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+MOE = "Qwen/Qwen3-30B-A3B"
 BENCH = ["--", "bench", "serve", "--dataset-name", "random", "--random-input-len", "512", "--random-output-len", "64",
          "--num-prompts", "60", "--request-rate", "8"]
 
@@ -1641,3 +1642,54 @@ def test_every_built_in_checkpoint_is_read_from_its_hf_id():
         checkpoint = re.match(r"# ([\w.-]+/[\w.-]+) \(config\.json", first)
         if checkpoint:  # the synthetic test models name none
             assert HF_IDS.get(checkpoint[1]) == name, name
+
+
+@pytest.mark.parametrize("version, line, flag, says", [
+    # round 83: launch modes and expert load balancing vLLM refuses at start were simulated
+    ("0.33.0", [MODEL, "-dp", "2", "--data-parallel-external-lb"], "--data-parallel-external-lb", "without --data-parallel-rank"),
+    ("0.19.0", [MODEL, "-dp", "2", "--data-parallel-external-lb"], "--data-parallel-external-lb", "without --data-parallel-rank"),
+    ("0.33.0", [MODEL, "-dp", "2", "--data-parallel-hybrid-lb"], "--data-parallel-hybrid-lb", "--data-parallel-size-local"),
+    ("0.33.0", [MODEL, "-dp", "2", "--data-parallel-rank", "1"], "--data-parallel-rank", "a dense model"),
+    ("0.33.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--data-parallel-size-local", "4"],
+     "--data-parallel-size-local", "4 above --data-parallel-size 2"),
+    ("0.33.0", [MOE, "--enable-eplb"], "--enable-eplb", "without --enable-expert-parallel"),
+    ("0.19.0", [MOE, "--enable-expert-parallel", "--enable-eplb"], "--enable-eplb", "on one GPU"),
+    ("0.33.0", [MOE, "--eplb-config", '{"num_redundant_experts": 8}'], "--eplb-config", "without --enable-eplb"),
+    ("0.33.0", [MOE, "--headless"], "--headless", "starts no API server"),
+    ("0.33.0", [MOE, "--api-server-count", "0"], "--api-server-count", "starts no API server"),
+    ("0.33.0", ["deepseek-ai/DeepSeek-V3", "-tp", "8", "--kv-cache-dtype", "fp8_e5m2"], "--kv-cache-dtype",
+     "no MLA attention backend on an NVIDIA GPU"),
+])
+def test_parallel_launches_vllm_refuses_are_refused(version, line, flag, says, tmp_path, capsys):
+    assert main(["vllm", "--vllm-version", version, "--config", "serve", *line]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith(f"servesim: error: vllm serve {flag}") and says in err, err
+
+
+def test_what_passes_of_the_parallel_launches_is_taken(capsys):
+    """An external balancer's rank on a MoE model, EPLB with TP 2, and the default all-to-all (0.33's removed pplx
+    falls back to it) pass; the backend EP is timed as is no 'not modelled' warning."""
+    assert main(["vllm", "--config", "serve", MOE, "-dp", "2", "--enable-expert-parallel", "--data-parallel-rank",
+                 "1"]) == 0
+    assert main(["vllm", "--config", "serve", MOE, "-tp", "2", "--enable-expert-parallel", "--enable-eplb"]) == 0
+    capsys.readouterr()
+    for backend in ("allgather_reducescatter", "pplx"):
+        assert main(["vllm", "--config", "serve", MOE, "-dp", "2", "--enable-expert-parallel", "--all2all-backend",
+                     backend]) == 0
+        assert "--all2all-backend" not in capsys.readouterr().err
+    assert main(["vllm", "--vllm-version", "0.19.0", "--config", "serve", MOE, "-dp", "2", "--enable-expert-parallel",
+                 "--all2all-backend", "pplx"]) == 0  # 0.19's pplx is a backend of its own: not modelled
+    assert "not modelled" in capsys.readouterr().err
+
+
+def test_a_quantized_checkpoint_refuses_another_format_everywhere():
+    """Round 83: capacity and run took awq on DeepSeek-V3's fp8 checkpoint (weights 78 -> 42 GiB), which servesim
+    vllm refuses as vLLM does; its own format is no change."""
+    from servesim.simulator.config import load
+
+    with pytest.raises(ConfigError, match=r"deepseek-v3's checkpoint is already quantized \(fp8\): vLLM refuses awq"):
+        load(None, ["model=deepseek-v3", "engine.tensor_parallel_size=8", "engine.quantization=awq"])
+    with pytest.raises(ConfigError, match="engine.kv_cache_dtype: fp8_e5m2 with deepseek-v3's latent attention"):
+        load(None, ["model=deepseek-v3", "engine.tensor_parallel_size=8", "engine.kv_cache_dtype=fp8_e5m2"])
+    fp8 = load(None, ["model=deepseek-v3", "engine.tensor_parallel_size=8", "engine.quantization=fp8"])
+    assert fp8.arch == load(None, ["model=deepseek-v3", "engine.tensor_parallel_size=8"]).arch
