@@ -328,3 +328,17 @@ def test_a_value_nesting_without_end_is_a_config_error():
     for args, field in (((None, {"engine.block_size": deep}), "engine.block_size"), (({"engine": loop},), "scenario")):
         with pytest.raises(servesim.ConfigError, match=f"{field}: nests more than 64 levels"):
             servesim.simulate(*args)
+
+
+def test_a_content_id_names_its_place_in_every_request():
+    """Round 83: ids (6, 7) after (5, 6) hit 512 tokens of KV computed after another first block; a source's later
+    requests are held to the places its earlier ones gave."""
+    R = servesim.RequestSpec
+    with pytest.raises(servesim.ConfigError, match=r"requests\[1\].prefix_ids: id 6 is block 0 after none"):
+        servesim.simulate(None, {"profile": "teaching"}, requests=[R(0, 0.0, 1024, 5, prefix_ids=(5, 6),
+                                                                    prefix_block_tokens=512),
+                                                                  R(1, 1.0, 1024, 5, prefix_ids=(6, 7),
+                                                                    prefix_block_tokens=512)])
+    same = [R(0, 0.0, 1024, 5, prefix_ids=(5, 6), prefix_block_tokens=512),
+            R(1, 1.0, 1024, 5, prefix_ids=(5, 8), prefix_block_tokens=512)]  # a shared first block, then its own
+    assert servesim.simulate(None, {"profile": "teaching"}, requests=same).requests["cached_tokens"].tolist() == [0, 512]

@@ -348,6 +348,16 @@ ERRORS = [
      ["line 2, key request_id", "4 was given on line 1 too"]),
     ("servesim_class.jsonl", "servesim", '{"arrival_time": 0, "prompt_tokens": 3, "output_tokens": 2, "slo_class": ""}\n',
      ["line 1, key slo_class", "printable text of 1 to 100"]),  # round 82: printed as nothing in messages
+    ("mooncake_chain.jsonl", "mooncake",  # round 83: an id at another place hit KV computed for other tokens
+     '{"timestamp": 0, "input_length": 1024, "output_length": 5, "hash_ids": [5, 6]}\n'
+     '{"timestamp": 1, "input_length": 1024, "output_length": 5, "hash_ids": [6, 7]}\n',
+     ["line 2, key hash_ids", "id 6 is block 0 after none, but was given before as block 1 after id 5"]),
+    ("mooncake_repeat.jsonl", "mooncake", '{"timestamp": 0, "input_length": 1024, "output_length": 5, "hash_ids": [1, 1]}\n',
+     ["line 1, key hash_ids", "id 1 is block 1 after id 1"]),
+    ("servesim_chain.jsonl", "servesim",
+     '{"arrival_time": 0, "prompt_tokens": 32, "output_tokens": 2, "prefix_ids": [1, 2], "prefix_block_tokens": 16}\n'
+     '{"arrival_time": 1, "prompt_tokens": 32, "output_tokens": 2, "prefix_ids": [3, 2], "prefix_block_tokens": 16}\n',
+     ["line 2, key prefix_ids", "id 2 is block 1 after id 3"]),
     ("vllm_item.json", "vllm_bench", json.dumps({"input_lens": [1, 2], "output_lens": [3, -1], "start_times": [0, 1]}),
      ["request 2, key output_lens", "-1"]),
     ("vllm_lengths.json", "vllm_bench", json.dumps({"input_lens": [1], "output_lens": [3, 1], "start_times": [0, 1]}),

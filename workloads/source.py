@@ -247,6 +247,7 @@ class CheckedSource(RequestSource):
     def __init__(self, inner: RequestSource):
         self.inner = inner
         self.seen: set[int] = set()
+        self.chains: dict = {}  # content ids' places so far (prefix_chain_problem)
 
     def _checked(self, specs, now: float | None = None) -> list[RequestSpec]:
         from servesim.simulator.errors import ConfigError
@@ -258,7 +259,7 @@ class CheckedSource(RequestSource):
         specs = list(specs)
         if not specs:  # a finish that sends nothing
             return []
-        out = checked_specs(specs, f"{self.kind} request")
+        out = checked_specs(specs, f"{self.kind} request", self.chains)
         for s in out:
             if s.request_id in self.seen:
                 raise ConfigError(f"{self.kind} request.request_id", f"{s.request_id} was given to an earlier request")

@@ -39,7 +39,23 @@ class RequestSpec:
         return self.max_tokens if self.max_tokens is not None else self.output_tokens
 
 
-def checked_specs(specs, where: str = "requests") -> list[RequestSpec]:
+def prefix_chain_problem(ids, chains: dict) -> str | None:
+    """An id names its block and every block before it (as vLLM's block hashes chain on the parent): one seen at
+    another place, or after another id, in this run's earlier requests would share KV computed for other tokens.
+    chains: each id's (place, previous id) so far, filled as requests are read."""
+    parent = None
+    for place, i in enumerate(ids):
+        first = chains.setdefault(i, (place, parent))
+        if first != (place, parent):
+            def said(at, before):
+                return f"block {at} after {'id ' + str(before) if before is not None else 'none'}"
+            return (f"id {i} is {said(place, parent)}, but was given before as {said(*first)}: an id names its "
+                    f"block and every block before it")
+        parent = i
+    return None
+
+
+def checked_specs(specs, where: str = "requests", chains: dict | None = None) -> list[RequestSpec]:
     """Requests built by hand (the Python API's `requests=`): every field in range, ids unique, as the trace readers
     ensure for a file; else one ConfigError naming the request and field (a nan arrival ran with nan latencies, a
     negative one crashed the clock, a 0-token prompt "finished")."""
@@ -54,6 +70,7 @@ def checked_specs(specs, where: str = "requests") -> list[RequestSpec]:
             getattr(v, "dtype", None) is not None and v.dtype.kind in "iu"
 
     out, seen = [], set()
+    chains = {} if chains is None else chains
     for i, s in enumerate(specs):
         at = f"{where}[{i}]"
         if not isinstance(s, RequestSpec):
@@ -93,6 +110,8 @@ def checked_specs(specs, where: str = "requests") -> list[RequestSpec]:
         if ids and len(ids) > -(-s.prompt_tokens // s.prefix_block_tokens):  # as a trace file's rows are read
             bad("prefix_ids", f"at most one id per {s.prefix_block_tokens}-token block of the {s.prompt_tokens} "
                               f"prompt tokens ({-(-s.prompt_tokens // s.prefix_block_tokens)})")
+        if ids and (problem := prefix_chain_problem(tuple(int(x) for x in ids), chains)):
+            raise ConfigError(f"{at}.prefix_ids", problem)
         out.append(replace(s, request_id=int(s.request_id), arrival_time=float(t), prompt_tokens=int(s.prompt_tokens),
                            output_tokens=int(s.output_tokens), prefix_ids=tuple(int(x) for x in ids),
                            prefix_block_tokens=int(s.prefix_block_tokens) if ids else 0))

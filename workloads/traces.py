@@ -24,7 +24,7 @@ import pandas as pd
 from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem, unique_keys
 from servesim.simulator.files import repeated_columns, where_looked
 from servesim.workloads.settings import MAX_INT, MAX_SECONDS, MAX_TOKENS
-from servesim.workloads.spec import RequestSpec
+from servesim.workloads.spec import RequestSpec, prefix_chain_problem
 
 TRACE_FORMATS = ("azure", "mooncake", "vllm_timed_trace", "burstgpt", "timed_trace", "vllm_bench", "servesim",
                  "sharegpt_stats")
@@ -299,12 +299,19 @@ def _collect(path: Path, objs: Iterable[_Obj], rows_of: Callable[[_Obj], Iterabl
                  np.array(output, dtype=np.int64), extra if any(extra) else None)
 
 
-def _hash_id_rows(obj: _Obj):
+def _chained(obj: _Obj, key: str, ids, chains: dict):
+    """The row's ids, each at the place (and after the id) the file first gave it (prefix_chain_problem)."""
+    if ids and (problem := prefix_chain_problem(ids, chains)):
+        obj.fail(key, problem)
+    return ids
+
+
+def _hash_id_rows(obj: _Obj, chains: dict):
     """Mooncake's and vLLM's timed-trace rows: the same keys, timestamps as written (ms for Mooncake, seconds for
     vLLM's --timed-trace-sec-multiplier 1: _read divides once it knows which); the ids' block size is resolved
     over the file."""
     prompt = obj.integer("input_length", least=1, role="prompt")
-    ids = obj.prefix_ids("hash_ids", prompt, 1, exact=False)
+    ids = _chained(obj, "hash_ids", obj.prefix_ids("hash_ids", prompt, 1, exact=False), chains)
     yield (obj.seconds("timestamp"), prompt,
            obj.integer("output_length", least=1, role="output"),
            {"prefix_ids": ids, "prefix_block_tokens": 0, "_where": obj.where} if ids else None)
@@ -357,7 +364,7 @@ def _timed_trace_rows(obj: _Obj):
                q.integer("response_length", least=1, role="output"), None)
 
 
-def _servesim_rows(obj: _Obj, seen: dict):
+def _servesim_rows(obj: _Obj, seen: dict, chains: dict):
     """seen: the file's request ids so far, and where; a repeated one is two records of one request."""
     for key in obj.obj:
         if key not in _SPEC_FIELDS:
@@ -378,7 +385,7 @@ def _servesim_rows(obj: _Obj, seen: dict):
         obj.fail("prefix_block_tokens", f"{block} names the tokens of each prefix id, but the row has no prefix_ids")
     if block > MAX_TOKENS:
         obj.fail("prefix_block_tokens", f"at most {MAX_TOKENS:,} tokens, got {block:,}")
-    ids = obj.prefix_ids("prefix_ids", prompt, block, exact=False)
+    ids = _chained(obj, "prefix_ids", obj.prefix_ids("prefix_ids", prompt, block, exact=False), chains)
     yield (obj.seconds("arrival_time"), prompt, obj.integer("output_tokens", least=1, role="output"),
            {"max_tokens": obj.integer("max_tokens", None, least=1, role="output"),
             "priority": obj.integer("priority", None, least=None), "slo_class": slo,  # None: not recorded
@@ -419,12 +426,12 @@ def _read_vllm_bench(path: Path) -> _Rows:
 
 _READERS: dict[str, Callable[[Path], _Rows]] = {
     "azure": _read_azure,
-    "mooncake": lambda p: _collect(p, _json_lines(p), _hash_id_rows),
-    "vllm_timed_trace": lambda p: _collect(p, _json_lines(p), _hash_id_rows),
+    "mooncake": lambda p: _collect(p, _json_lines(p), partial(_hash_id_rows, chains={})),
+    "vllm_timed_trace": lambda p: _collect(p, _json_lines(p), partial(_hash_id_rows, chains={})),
     "burstgpt": _read_burstgpt,
     "timed_trace": lambda p: _collect(p, _json_lines(p), _timed_trace_rows),
     "vllm_bench": _read_vllm_bench,
-    "servesim": lambda p: _collect(p, _json_lines(p), partial(_servesim_rows, seen={})),
+    "servesim": lambda p: _collect(p, _json_lines(p), partial(_servesim_rows, seen={}, chains={})),
     "sharegpt_stats": _read_length_stats,
 }
 
