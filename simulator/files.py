@@ -408,6 +408,9 @@ def refuse_folder_over_inputs(out: str | Path, names, field: str, inputs) -> Non
     for name in names:
         refuse_link(Path(out) / name, field)
         refuse_writing_over(Path(out) / name, field, inputs)
+        if Path(name).suffix and (Path(out) / name).is_dir():  # a file's name (runs/ is a folder's): found only
+            # when written, after the run (round 83)
+            raise ConfigError(field, f"{Path(out) / name} is a folder, where the results' {name} goes")
 
 
 def refuse_folder_holding_inputs(out: str | Path, field: str, inputs) -> None:

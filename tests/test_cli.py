@@ -831,6 +831,10 @@ def test_round_32_out_files_tolerance_range_and_float32_arrivals(tmp_path, capsy
     (tmp_path / "afile").write_text("x")
     assert main(["run", "--set", "workload.num_requests=5", "--out", "afile"]) == 2
     assert capsys.readouterr().err.strip() == "servesim: error: --out: afile is a file, not a results folder"
+    (tmp_path / "res" / "summary.json").mkdir(parents=True)  # round 83: refused only after the run wrote config.yaml
+    assert main(["run", "--set", "workload.num_requests=5", "--out", "res"]) == 2
+    assert "--out: res/summary.json is a folder, where the results' summary.json goes" in capsys.readouterr().err
+    assert [p.name for p in (tmp_path / "res").iterdir()] == ["summary.json"]
     assert main(["compare", "wr.jsonl", "--tolerance", "5"]) == 2
     assert "--tolerance" in capsys.readouterr().err
     r = servesim.simulate(None, requests=[servesim.RequestSpec(0, np.float32(0.5), 100, 5)])
