@@ -314,6 +314,11 @@ ERRORS = [
     ("burst_zero_prompt.csv", "burstgpt", BURST + "5,ChatGPT,0,18,18,Conversation log\n",
      ["line 2, column Request tokens", "prompt"]),
     ("burst_time.csv", "burstgpt", BURST + "5,ChatGPT,3,18,21,x\n-1,ChatGPT,3,18,21,x\n", ["line 3, column Timestamp"]),
+    ("stats_total.csv", "sharegpt_stats",  # round 83: a row contradicting itself was read as its two lengths
+     "num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio\n5,3,8,1.6666667\n5,3,999,7\n",
+     ["line 3, column num_total_tokens", "is not num_prefill_tokens + num_decode_tokens (8)"]),
+    ("stats_ratio.csv", "sharegpt_stats", "num_prefill_tokens,num_decode_tokens,pd_ratio\n5,3,7\n",
+     ["line 2, column pd_ratio", "is not num_prefill_tokens / num_decode_tokens (1.66667)"]),
     ("stats_zero.csv", "sharegpt_stats", "num_prefill_tokens,num_decode_tokens\n5,5\n7,0\n",
      ["line 3, column num_decode_tokens"]),
     ("bad_json.jsonl", "mooncake", MC + '{"timestamp": 0, "input_length": 600,, "output_length": 5}\n',

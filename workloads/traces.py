@@ -213,6 +213,18 @@ def _read_length_stats(path: Path) -> _Rows:
     csv = _Csv(path, ("num_prefill_tokens", "num_decode_tokens"))
     prompt = csv.counts("num_prefill_tokens", 1, "prompt")
     output = csv.counts("num_decode_tokens", 1, "output")
+    df = csv.df  # the derived columns, where given, must agree with the two lengths: else the row is not what it says
+    if "num_total_tokens" in df:
+        total = pd.to_numeric(df["num_total_tokens"], errors="coerce").to_numpy(float)
+        csv.flag(total != prompt + output, "num_total_tokens",
+                 lambda i: f"{df['num_total_tokens'].iloc[i]!r:.20} is not num_prefill_tokens + num_decode_tokens "
+                           f"({prompt[i] + output[i]})")
+    if "pd_ratio" in df:
+        ratio = pd.to_numeric(df["pd_ratio"], errors="coerce").to_numpy(float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            off = ~(np.abs(ratio - prompt / output) <= 1e-6 * (np.abs(ratio) + 1))
+        csv.flag(off, "pd_ratio", lambda i: f"{df['pd_ratio'].iloc[i]!r:.20} is not num_prefill_tokens / "
+                                            f"num_decode_tokens ({prompt[i] / max(output[i], 1):g})")
     csv.done()
     return _Rows(None, prompt, output)
 
