@@ -241,6 +241,10 @@ class ClusterSettings(Settings):
         0, ge=0, le=MAX_REPLICAS, description="prefill/decode disaggregation: this many prefill-only replicas in front of the `replicas` "
                        "decode replicas; the router picks the prefill replica, the least loaded decode replica takes over")
     kv_link_gbps: Speed = Field(50.0, description="per-GPU link for moving a prompt's KV to its decode replica")
+    dp_ranks_reached: int | None = Field(
+        None, ge=1, le=MAX_REPLICAS, description="the DP ranks of a replica the simulated clients' API server balances "
+        "over (vLLM's hybrid balancing: --data-parallel-size-local; an external balancer's rank: 1); the others step "
+        "with them but take none of these requests. null: all of them (vLLM's internal balancer)")
 
 
 class SimulationSettings(Settings):
@@ -287,6 +291,14 @@ class Scenario(Settings):
     simulation: SimulationSettings = SimulationSettings()
     moe: MoESettings = MoESettings()
     resolved: dict | None = Field(None, description="written by servesim next to results; ignored on input")
+
+    @model_validator(mode="after")
+    def _reached_ranks_exist(self):
+        reached, dp = self.cluster.dp_ranks_reached, self.engine.data_parallel_size
+        if reached is not None and reached > dp:
+            raise ValueError(f"cluster.dp_ranks_reached: {reached} above engine.data_parallel_size {dp} (the ranks "
+                             f"the API server can reach)")
+        return self
 
     @model_validator(mode="after")
     def _shedding_has_a_target(self):

@@ -284,16 +284,18 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
 
 def _router(c, dp: int, front: int, seed: int, vllm_0_19: bool, replicas: list) -> Callable[[Request], int]:
     """Which engine a new request goes to: cluster.router over the replicas (deployments); within a deployment
-    of DP ranks, vLLM's own balancer (vllm_dp), whatever router is in front of it. `replicas` fills later."""
+    of DP ranks, vLLM's own balancer (vllm_dp) over the ranks its API server reaches (cluster.dp_ranks_reached),
+    whatever router is in front of it. `replicas` fills later."""
     router = make_router(c.router, front if c.prefill_replicas or dp == 1 else c.replicas, seed, vllm_0_19)
     if c.prefill_replicas or dp == 1:
         return lambda req: router.choose(req, replicas[:front])
-    balancers = [VllmDataParallel(dp, seed, vllm_0_19) for _ in range(c.replicas)]
+    reached = c.dp_ranks_reached or dp  # the ranks the API server balances over (hybrid/external balancing: fewer)
+    balancers = [VllmDataParallel(reached, seed, vllm_0_19) for _ in range(c.replicas)]
     deployments: list[Deployment] = []
 
     def route(req: Request) -> int:
         if not deployments:
-            deployments.extend(Deployment(replicas[d * dp:(d + 1) * dp]) for d in range(c.replicas))
+            deployments.extend(Deployment(replicas[d * dp:d * dp + reached]) for d in range(c.replicas))
         d = router.choose(req, deployments) if c.replicas > 1 else 0
         return d * dp + balancers[d].choose(req, deployments[d].ranks)
     return route

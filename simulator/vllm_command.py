@@ -289,6 +289,9 @@ SERVE_SETTINGS = {
     "max_num_active_seqs": "engine.max_num_active_seqs",
     "performance_mode": "engine.performance_mode",  # throughput mode doubles the default budgets
 }
+# the flags of vLLM's data-parallel balancing modes, read as cluster.dp_ranks_reached
+LB_FLAGS = ("data_parallel_external_lb", "data_parallel_hybrid_lb", "data_parallel_rank", "data_parallel_size_local",
+            "data_parallel_start_rank")
 # 0.33's shorthands for --speculative-config keys (EngineArgs.create_speculative_config)
 SPEC_SHORTHANDS = {"spec_method": "method", "spec_model": "model", "spec_tokens": "num_speculative_tokens"}
 # vllm bench serve's backends of a pooling task (benchmarks/lib/endpoint_request_func.py, both releases)
@@ -371,7 +374,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     if serve.get("quantization") is not None:
         _quantization(serve, model_given, arch, version, not_modelled)
     _decode_context_parallel(serve, arch, version)
-    _parallel_launch(serve, arch, version)
+    reached = _parallel_launch(serve, arch, version)
     bench = parse(bench_argv, "bench_serve", version)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
     serve.pop("model", None)
@@ -396,6 +399,11 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                                                           "enable_per_request_metrics", "disable_log_stats",
                                                           *GRAPH_FLAGS):
             not_modelled[_flag("serve", dest, version)] = value
+    if reached is not None:  # the balancing mode's flags say which ranks this server reaches
+        if reached < (serve.get("data_parallel_size") or 1):
+            settings["cluster.dp_ranks_reached"] = reached
+        for dest in LB_FLAGS:
+            not_modelled.pop(_flag("serve", dest, version), None)
     for dest in ("max_num_partial_prefills", "max_long_partial_prefills"):  # 0.19's _check_feature_supported
         if version == "0.19.0" and serve.get(dest, 1) != 1:
             raise ConfigError(_flag("serve", dest, version), f"{serve[dest]}: vLLM 0.19 does not start with it "
@@ -1261,10 +1269,11 @@ def quantization_refusal(model: str, arch, quantization: str) -> str | None:
     return None
 
 
-def _parallel_launch(serve: dict, arch, version: str) -> None:
+def _parallel_launch(serve: dict, arch, version: str) -> int | None:
     """The data-parallel launch modes and expert load balancing as EngineArgs.create_engine_config and
-    ParallelConfig check them; what passes is recorded, not modelled (an external balancer's rank is simulated as
-    the whole deployment)."""
+    ParallelConfig check them. Returns the DP ranks this line's API server balances over under hybrid or external
+    balancing (cluster.dp_ranks_reached), None under the internal balancer: an external balancer's rank reaches its
+    own, hybrid balancing this node's --data-parallel-size-local (one as large as -dp is internal again)."""
     def refuse(dest: str, why: str):
         raise ConfigError(_flag("serve", dest, version), f"{why}: vLLM {version} refuses it")
 
@@ -1299,6 +1308,9 @@ def _parallel_launch(serve: dict, arch, version: str) -> None:
             refuse("enable_eplb", "on one GPU (it needs tensor, prefill-context or data parallelism)")
     elif redundant:
         refuse("eplb_config", f"num_redundant_experts {redundant} without --enable-eplb")
+    start = serve.get("data_parallel_start_rank")
+    hybrid = serve.get("data_parallel_hybrid_lb") or (start is not None if version != "0.19.0" else bool(start))
+    return 1 if external else local if hybrid and local is not None else None
 
 
 def _decode_context_parallel(serve: dict, arch, version: str) -> None:
@@ -1447,6 +1459,11 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
         notes.append(f"vLLM {version} refuses --long-prefill-token-threshold {threshold} above --max-model-len "
                      f"{length} (0.19 takes it): lower it")
     cluster = settings.get("cluster") or {}
+    dp, reached = engine.get("data_parallel_size") or 1, cluster.get("dp_ranks_reached")
+    if reached is not None and reached < dp:  # hybrid balancing (of one rank: vLLM switches to external)
+        words += ["--data-parallel-size-local", str(reached), "--data-parallel-hybrid-lb"]
+        notes.append(f"this line serves {reached} of the {dp} DP ranks, the ones its API server reaches: start the "
+                     f"others on their nodes with --data-parallel-start-rank (vLLM's hybrid balancing)")
     replicas, prefill = cluster.get("replicas", 1), cluster.get("prefill_replicas", 0)
     if prefill:  # vLLM's disaggregated serving: instances of each role joined by a KV connector, behind a proxy
         notes.append(f"prefill/decode disaggregation: run {prefill} prefill and {replicas} decode instance(s) of "

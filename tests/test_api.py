@@ -334,11 +334,17 @@ def test_a_content_id_names_its_place_in_every_request():
     """Round 83: ids (6, 7) after (5, 6) hit 512 tokens of KV computed after another first block; a source's later
     requests are held to the places its earlier ones gave."""
     R = servesim.RequestSpec
-    with pytest.raises(servesim.ConfigError, match=r"requests\[1\].prefix_ids: id 6 is block 0 after none"):
+    with pytest.raises(servesim.ConfigError, match=r"requests\[1\].prefix_ids: id 6 is block 0 of 512 tokens after none"):
         servesim.simulate(None, {"profile": "teaching"}, requests=[R(0, 0.0, 1024, 5, prefix_ids=(5, 6),
                                                                     prefix_block_tokens=512),
                                                                   R(1, 1.0, 1024, 5, prefix_ids=(6, 7),
                                                                     prefix_block_tokens=512)])
+    with pytest.raises(servesim.ConfigError, match=r"requests\[1\].prefix_ids: id 5 is block 0 of 16 tokens after "
+                                                   r"none, but was given before as block 0 of 512 tokens"):
+        servesim.simulate(None, {"profile": "teaching"}, requests=[R(0, 0.0, 1024, 5, prefix_ids=(5, 6),
+                                                                    prefix_block_tokens=512),
+                                                                  R(1, 1.0, 1024, 5, prefix_ids=(5, 6),
+                                                                    prefix_block_tokens=16)])  # round 84: 32 hits
     same = [R(0, 0.0, 1024, 5, prefix_ids=(5, 6), prefix_block_tokens=512),
             R(1, 1.0, 1024, 5, prefix_ids=(5, 8), prefix_block_tokens=512)]  # a shared first block, then its own
     assert servesim.simulate(None, {"profile": "teaching"}, requests=same).requests["cached_tokens"].tolist() == [0, 512]

@@ -1,8 +1,11 @@
 """Routers across replicas (issue 8's routing part): prefix affinity against round robin and
 predicted completion, on small clusters."""
 
+import pytest
+
 from servesim.simulator.config import load
 from servesim.simulator.engine import simulate
+from servesim.simulator.errors import ConfigError
 
 BASE = ["cluster.replicas=4", "workload.num_requests=600", "workload.arrival.rate=24",
         "workload.prompt_tokens={dist: lognormal, median: 150, sigma: 0.5, max: 1000}",
@@ -70,6 +73,21 @@ def test_data_parallel_ranks_are_balanced_as_vllm_balances_them(capsys):
              "cluster.replicas=2", "engine.data_parallel_size=2"]
     s = simulate(load(None, burst)).summary  # each deployment queues one: the front router spreads them
     assert s["completed"] == 2 and s["replica_completed"] == {"0": 1, "1": 0, "2": 1, "3": 0}
+
+
+def test_only_the_dp_ranks_the_api_server_reaches_take_requests():
+    """Round 84: vLLM's hybrid and external balancing (cluster.dp_ranks_reached) reach this node's ranks only; the
+    bench client's traffic went to every rank of the deployment (capacity overstated by -dp / local size)."""
+    light = ["engine.data_parallel_size=4", "workload.num_requests=20", "workload.arrival.rate=1",
+             "workload.prompt_tokens={dist: fixed, value: 256}", "workload.output_tokens={dist: fixed, value: 16}"]
+    for reached, spread in ((2, {"0": 10, "1": 10, "2": 0, "3": 0}), (1, {"0": 20, "1": 0, "2": 0, "3": 0})):
+        s = simulate(load(None, light + [f"cluster.dp_ranks_reached={reached}"])).summary
+        assert s["replica_completed"] == spread
+    two = ["cluster.replicas=2", "cluster.dp_ranks_reached=1"]
+    assert simulate(load(None, light + two)).summary["replica_completed"] == \
+        {**{str(i): 0 for i in range(8)}, "0": 10, "4": 10}  # the router picks the replica, rank 0 serves it
+    with pytest.raises(ConfigError, match="cluster.dp_ranks_reached: 5 above engine.data_parallel_size 4"):
+        load(None, light + ["cluster.dp_ranks_reached=5"])
 
 
 def test_tensor_parallel_profiles_include_the_all_reduce_and_split_the_work():

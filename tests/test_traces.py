@@ -362,7 +362,14 @@ ERRORS = [
     ("servesim_chain.jsonl", "servesim",
      '{"arrival_time": 0, "prompt_tokens": 32, "output_tokens": 2, "prefix_ids": [1, 2], "prefix_block_tokens": 16}\n'
      '{"arrival_time": 1, "prompt_tokens": 32, "output_tokens": 2, "prefix_ids": [3, 2], "prefix_block_tokens": 16}\n',
-     ["line 2, key prefix_ids", "id 2 is block 1 after id 3"]),
+     ["line 2, key prefix_ids", "id 2 is block 1 of 16 tokens after id 3"]),
+    ("servesim_chain_size.jsonl", "servesim",  # round 84: the same ids over 256-token then 16-token blocks: 32 hits
+     '{"arrival_time": 0, "prompt_tokens": 600, "output_tokens": 2, "prefix_ids": [1, 2], "prefix_block_tokens": 256}\n'
+     '{"arrival_time": 1, "prompt_tokens": 600, "output_tokens": 2, "prefix_ids": [1, 2], "prefix_block_tokens": 16}\n',
+     ["line 2, key prefix_ids", "id 1 is block 0 of 16 tokens after none, but was given before as block 0 of 256"]),
+    ("mooncake_huge_id.jsonl", "mooncake",  # round 84: taken here, refused by the API it was read for
+     '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1180591620717411303424, 2]}\n',
+     ["line 1, key hash_ids", "at most 9,007,199,254,740,992 in size", "1180591620717411303424"]),
     ("vllm_item.json", "vllm_bench", json.dumps({"input_lens": [1, 2], "output_lens": [3, -1], "start_times": [0, 1]}),
      ["request 2, key output_lens", "-1"]),
     ("vllm_lengths.json", "vllm_bench", json.dumps({"input_lens": [1], "output_lens": [3, 1], "start_times": [0, 1]}),

@@ -14,7 +14,7 @@ import yaml
 from servesim.simulator.cli import main
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.model_arch import HF_IDS, load_model
-from servesim.simulator.vllm_command import ONLINE_FP8, parse, read
+from servesim.simulator.vllm_command import ONLINE_FP8, parse, read, serve_command
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 MOE = "Qwen/Qwen3-30B-A3B"
@@ -1680,6 +1680,29 @@ def test_what_passes_of_the_parallel_launches_is_taken(capsys):
     assert main(["vllm", "--vllm-version", "0.19.0", "--config", "serve", MOE, "-dp", "2", "--enable-expert-parallel",
                  "--all2all-backend", "pplx"]) == 0  # 0.19's pplx is a backend of its own: not modelled
     assert "not modelled" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("version, flags, reached", [
+    ("0.33.0", ["--data-parallel-external-lb", "--data-parallel-rank", "1"], 1),
+    ("0.19.0", ["--data-parallel-rank", "3"], 1),
+    ("0.33.0", ["--data-parallel-size-local", "2", "--data-parallel-hybrid-lb"], 2),
+    ("0.33.0", ["--data-parallel-size-local", "1", "--data-parallel-hybrid-lb"], 1),  # vLLM switches to external
+    ("0.33.0", ["--data-parallel-size-local", "2", "--data-parallel-start-rank", "0"], 2),  # a start rank: hybrid
+    ("0.19.0", ["--data-parallel-size-local", "2", "--data-parallel-start-rank", "0"], None),  # 0.19: rank 0 is not
+    ("0.33.0", ["--data-parallel-size-local", "4", "--data-parallel-hybrid-lb"], None),  # all local: internal
+])
+def test_a_balancing_mode_serves_the_ranks_its_api_server_reaches(version, flags, reached, capsys):
+    """Round 84: an external balancer's rank, or hybrid balancing's node, was simulated as the whole deployment
+    behind one balancer (the bench client reached 4 ranks, not 1 or 2) with a 'not modelled' warning."""
+    command = read([MOE, "-dp", "4", "--enable-expert-parallel", *flags], [], version)
+    assert command.settings.get("cluster.dp_ranks_reached") == reached
+    assert not any(flag.startswith("--data-parallel-") for flag in command.not_modelled) or \
+        version == "0.19.0" and reached is None  # 0.19's start rank 0 with a local size: placement, not balancing
+    if reached is not None:  # config --vllm speaks it back as hybrid balancing, which reads the same
+        line, notes = serve_command({"model": "qwen3-30b-a3b", "hardware": {"gpu": "h100-sxm"}, "engine": {
+            "data_parallel_size": 4, "enable_expert_parallel": True}, "cluster": {"dp_ranks_reached": reached}})
+        assert read(line.split()[2:], []).settings["cluster.dp_ranks_reached"] == reached
+        assert any(f"serves {reached} of the 4 DP ranks" in n for n in notes)
 
 
 def test_a_quantized_checkpoint_refuses_another_format_everywhere():

@@ -39,18 +39,20 @@ class RequestSpec:
         return self.max_tokens if self.max_tokens is not None else self.output_tokens
 
 
-def prefix_chain_problem(ids, chains: dict) -> str | None:
+def prefix_chain_problem(ids, chains: dict, block_tokens: int = 0) -> str | None:
     """An id names its block and every block before it (as vLLM's block hashes chain on the parent): one seen at
-    another place, or after another id, in this run's earlier requests would share KV computed for other tokens.
-    chains: each id's (place, previous id) so far, filled as requests are read."""
+    another place, after another id, or naming blocks of another size in this run's earlier requests would share
+    KV computed for other tokens. chains: each id's (place, previous id, block size) so far, filled as requests
+    are read."""
     parent = None
     for place, i in enumerate(ids):
-        first = chains.setdefault(i, (place, parent))
-        if first != (place, parent):
-            def said(at, before):
-                return f"block {at} after {'id ' + str(before) if before is not None else 'none'}"
-            return (f"id {i} is {said(place, parent)}, but was given before as {said(*first)}: an id names its "
-                    f"block and every block before it")
+        first = chains.setdefault(i, (place, parent, block_tokens))
+        if first != (place, parent, block_tokens):
+            def said(at, before, size):
+                return (f"block {at}{f' of {size} tokens' if size else ''} after "
+                        f"{'id ' + str(before) if before is not None else 'none'}")
+            return (f"id {i} is {said(place, parent, block_tokens)}, but was given before as {said(*first)}: an id "
+                    f"names its block and every block before it")
         parent = i
     return None
 
@@ -110,7 +112,7 @@ def checked_specs(specs, where: str = "requests", chains: dict | None = None) ->
         if ids and len(ids) > -(-s.prompt_tokens // s.prefix_block_tokens):  # as a trace file's rows are read
             bad("prefix_ids", f"at most one id per {s.prefix_block_tokens}-token block of the {s.prompt_tokens} "
                               f"prompt tokens ({-(-s.prompt_tokens // s.prefix_block_tokens)})")
-        if ids and (problem := prefix_chain_problem(tuple(int(x) for x in ids), chains)):
+        if ids and (problem := prefix_chain_problem(tuple(int(x) for x in ids), chains, int(s.prefix_block_tokens))):
             raise ConfigError(f"{at}.prefix_ids", problem)
         out.append(replace(s, request_id=int(s.request_id), arrival_time=float(t), prompt_tokens=int(s.prompt_tokens),
                            output_tokens=int(s.output_tokens), prefix_ids=tuple(int(x) for x in ids),

@@ -275,6 +275,8 @@ class _Obj:
         ids = self.get(key, [])
         if not isinstance(ids, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in ids):
             self.fail(key, f"expected a list of integers, got {_show(ids)}")
+        if any(abs(x) > MAX_INT for x in ids):  # as the API's RequestSpec takes them (exact in JSON and parquet)
+            self.fail(key, f"ids at most {MAX_INT:,} in size, got {_show(max(ids, key=abs))}")
         blocks = -(-prompt // block) if block > 0 else 0
         if ids and (len(ids) > blocks or (exact and len(ids) != blocks)):
             self.fail(key, f"expected {'' if exact else 'at most '}{blocks} ids (one per {block}-token block "
@@ -311,9 +313,10 @@ def _collect(path: Path, objs: Iterable[_Obj], rows_of: Callable[[_Obj], Iterabl
                  np.array(output, dtype=np.int64), extra if any(extra) else None)
 
 
-def _chained(obj: _Obj, key: str, ids, chains: dict):
-    """The row's ids, each at the place (and after the id) the file first gave it (prefix_chain_problem)."""
-    if ids and (problem := prefix_chain_problem(ids, chains)):
+def _chained(obj: _Obj, key: str, ids, chains: dict, block: int = 0):
+    """The row's ids, each at the place (after the id, of the block size) the file first gave it
+    (prefix_chain_problem). block 0: one size for the whole file, resolved after reading."""
+    if ids and (problem := prefix_chain_problem(ids, chains, block)):
         obj.fail(key, problem)
     return ids
 
@@ -397,7 +400,7 @@ def _servesim_rows(obj: _Obj, seen: dict, chains: dict):
         obj.fail("prefix_block_tokens", f"{block} names the tokens of each prefix id, but the row has no prefix_ids")
     if block > MAX_TOKENS:
         obj.fail("prefix_block_tokens", f"at most {MAX_TOKENS:,} tokens, got {block:,}")
-    ids = _chained(obj, "prefix_ids", obj.prefix_ids("prefix_ids", prompt, block, exact=False), chains)
+    ids = _chained(obj, "prefix_ids", obj.prefix_ids("prefix_ids", prompt, block, exact=False), chains, block)
     yield (obj.seconds("arrival_time"), prompt, obj.integer("output_tokens", least=1, role="output"),
            {"max_tokens": obj.integer("max_tokens", None, least=1, role="output"),
             "priority": obj.integer("priority", None, least=None), "slo_class": slo,  # None: not recorded
