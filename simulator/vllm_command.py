@@ -499,6 +499,8 @@ def decided_by(cmd: VllmCommand, key: str) -> str | None:
             return "vllm serve --speculative-config"
         if setting in BENCH_SETTINGS:
             return f"vllm bench serve {BENCH_SETTINGS[setting]}"
+        if setting == "cluster.dp_ranks_reached":  # read from the balancing mode's flags
+            return ", ".join(_flag("serve", d, cmd.version) for d in LB_FLAGS if d in cmd.given)
         dest = next(d for d, k in SERVE_SETTINGS.items() if k == setting)
         if dest not in _parser("serve", cmd.version)[1]:  # 0.33's valves, which 0.19 has no flag for
             return f"vLLM {cmd.version}, which has no --{dest.replace('_', '-')}: its servers run without it"
@@ -1285,6 +1287,8 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
                           "serves: leave it out)")
     if local is not None and local > dp:
         refuse("data_parallel_size_local", f"{local} above --data-parallel-size {dp}")
+    if local is not None and local < 0:
+        refuse("data_parallel_size_local", f"{local} ranks on this node")
     external = bool(serve.get("data_parallel_external_lb")) or rank is not None
     if serve.get("data_parallel_hybrid_lb") and serve.get("data_parallel_external_lb"):
         refuse("data_parallel_hybrid_lb", "with --data-parallel-external-lb (one balancing mode only)")
@@ -1310,6 +1314,10 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
         refuse("eplb_config", f"num_redundant_experts {redundant} without --enable-eplb")
     start = serve.get("data_parallel_start_rank")
     hybrid = serve.get("data_parallel_hybrid_lb") or (start is not None if version != "0.19.0" else bool(start))
+    if hybrid and local == 0:
+        raise ConfigError(_flag("serve", "data_parallel_size_local", version),
+                          "0 under hybrid balancing: this node's API server balances over its own ranks, and has none "
+                          "(servesim simulates the server that serves: give it its ranks)")
     return 1 if external else local if hybrid and local is not None else None
 
 
