@@ -321,6 +321,7 @@ class SessionWorkload(_Classes):
             outs = self.output_tokens.draw(n_turns, rng)
             thinks = self.think_time_s.draw(n_turns, rng)
             history, full_ids = self.system_prompt_tokens, list(system)  # ids of the history's full blocks
+            tail: list[int] = []  # the id of the history's partial last block, which the next turn fills
             prev, unsent = None, False
             for k in range(n_turns):
                 prompt = history + int(msgs[k])
@@ -332,9 +333,17 @@ class SessionWorkload(_Classes):
                     history = after
                     continue
                 # full blocks keep their ids forever; the ids run on over this turn's answer, so the
-                # next turn (which resends it) shares its blocks; a partial last block gets a new id
-                full_ids += ids.fresh(after // CONTENT_BLOCK - len(full_ids))
-                pids = tuple(full_ids) + (tuple(ids.fresh(1)) if after % CONTENT_BLOCK else ())
+                # next turn (which resends it) shares its blocks. A partial last block's id is kept too: the next
+                # turn's block there begins with the same tokens (the answer's last ones), so an engine block
+                # ending inside it, or a lookahead at its first token, is shared (no engine block past this
+                # turn's tokens was ever full, so nothing longer can match)
+                grown = after // CONTENT_BLOCK - len(full_ids)
+                if grown:  # the block the last turn ended in is full now: its id, then new ones
+                    full_ids += tail + ids.fresh(grown - len(tail))
+                    tail = []
+                if after % CONTENT_BLOCK and not tail:
+                    tail = ids.fresh(1)
+                pids = tuple(full_ids) + tuple(tail)
                 spec = RequestSpec(next(rid), float(starts[s]) if k == 0 else 0.0, prompt, int(outs[k]),
                                    priority=prios[s], slo_class=classes[s], session_id=s, turn=k,
                                    prefix_ids=pids, prefix_block_tokens=CONTENT_BLOCK)
