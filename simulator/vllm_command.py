@@ -1289,6 +1289,10 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
         refuse("data_parallel_size_local", f"{local} above --data-parallel-size {dp}")
     if local is not None and local < 0:
         refuse("data_parallel_size_local", f"{local} ranks on this node")
+    for dest in ("data_parallel_rank", "data_parallel_start_rank"):  # ParallelConfig's rank
+        r = serve.get(dest)
+        if r is not None and (r < 0 and version != "0.19.0" or dp > 1 and not 0 <= r < dp):
+            refuse(dest, f"{r} outside the ranks 0..{dp - 1} of --data-parallel-size {dp}")
     external = bool(serve.get("data_parallel_external_lb")) or rank is not None
     if serve.get("data_parallel_hybrid_lb") and serve.get("data_parallel_external_lb"):
         refuse("data_parallel_hybrid_lb", "with --data-parallel-external-lb (one balancing mode only)")

@@ -1656,6 +1656,12 @@ def test_every_built_in_checkpoint_is_read_from_its_hf_id():
                 "--data-parallel-hybrid-lb"], "--data-parallel-size-local", "0 under hybrid balancing"),  # round 85: exit 3
     ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--data-parallel-size-local", "-1"],
      "--data-parallel-size-local", "-1 ranks on this node"),
+    ("0.33.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--data-parallel-rank", "-1"], "--data-parallel-rank",
+     "-1 outside the ranks 0..1"),  # round 85: simulated as rank -1's one rank
+    ("0.19.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--data-parallel-rank", "2"], "--data-parallel-rank",
+     "2 outside the ranks 0..1"),
+    ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--data-parallel-size-local", "2",
+                "--data-parallel-start-rank", "4"], "--data-parallel-start-rank", "4 outside the ranks 0..3"),
     ("0.33.0", [MOE, "--enable-eplb"], "--enable-eplb", "without --enable-expert-parallel"),
     ("0.19.0", [MOE, "--enable-expert-parallel", "--enable-eplb"], "--enable-eplb", "on one GPU"),
     ("0.33.0", [MOE, "--eplb-config", '{"num_redundant_experts": 8}'], "--eplb-config", "without --enable-eplb"),
