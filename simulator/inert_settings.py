@@ -58,6 +58,8 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              (not p.admission.shed_on_ttft_slo, p.admission, "policies.admission", ["shed_ttft_ms"],
               "policies.admission.shed_on_ttft_slo is off"),
              (not c.prefill_replicas, c, "cluster", ["kv_link_gbps"], "cluster.prefill_replicas is 0 (no disaggregation)"),
+             (c.dp_ranks_reached == e.data_parallel_size and "engine.data_parallel_size" not in _VARIED.get(), c,
+              "cluster", ["dp_ranks_reached"], f"it reaches every one of the {e.data_parallel_size} DP rank(s)"),
              ((c.prefill_replicas or c.replicas) == 1 and "cluster.replicas" not in _VARIED.get(),
               c, "cluster", ["router"],
               "one replica takes every request" + (" (vLLM's own balancer spreads them over its DP ranks)"

@@ -75,7 +75,7 @@ def test_data_parallel_ranks_are_balanced_as_vllm_balances_them(capsys):
     assert s["completed"] == 2 and s["replica_completed"] == {"0": 1, "1": 0, "2": 1, "3": 0}
 
 
-def test_only_the_dp_ranks_the_api_server_reaches_take_requests():
+def test_only_the_dp_ranks_the_api_server_reaches_take_requests(capsys):
     """Round 84: vLLM's hybrid and external balancing (cluster.dp_ranks_reached) reach this node's ranks only; the
     bench client's traffic went to every rank of the deployment (capacity overstated by -dp / local size)."""
     light = ["engine.data_parallel_size=4", "workload.num_requests=20", "workload.arrival.rate=1",
@@ -88,6 +88,9 @@ def test_only_the_dp_ranks_the_api_server_reaches_take_requests():
         {**{str(i): 0 for i in range(8)}, "0": 10, "4": 10}  # the router picks the replica, rank 0 serves it
     with pytest.raises(ConfigError, match="cluster.dp_ranks_reached: 5 above engine.data_parallel_size 4"):
         load(None, light + ["cluster.dp_ranks_reached=5"])
+    capsys.readouterr()
+    load(None, light + ["cluster.dp_ranks_reached=4"])
+    assert "cluster.dp_ranks_reached has no effect: it reaches every one of the 4 DP rank(s)" in capsys.readouterr().err
 
 
 def test_tensor_parallel_profiles_include_the_all_reduce_and_split_the_work():
