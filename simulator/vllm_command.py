@@ -1296,11 +1296,28 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
     external = bool(serve.get("data_parallel_external_lb")) or rank is not None
     if serve.get("data_parallel_hybrid_lb") and serve.get("data_parallel_external_lb"):
         refuse("data_parallel_hybrid_lb", "with --data-parallel-external-lb (one balancing mode only)")
-    if external and (serve.get("nnodes") or 1) == 1:
+    nnodes, node, inferred = serve.get("nnodes") or 1, serve.get("node_rank") or 0, ""
+    if nnodes > 1:  # a node's ranks follow from its index (the external rank, else this node's local size)
+        within = (serve.get("tensor_parallel_size") or 1) * (serve.get("pipeline_parallel_size") or 1) * \
+            ((serve.get("prefill_context_parallel_size") or 1) if version != "0.19.0" else 1)
+        if dp * within % nnodes:
+            refuse("nnodes", f"{nnodes} does not divide the {dp * within} GPUs of the deployment")
+        if not 0 <= node < nnodes:
+            refuse("node_rank", f"{node} outside the nodes 0..{nnodes - 1}")
+        if dp > 1 and serve.get("data_parallel_external_lb"):
+            if rank is None and nnodes % dp and version != "0.19.0":
+                refuse("data_parallel_external_lb", f"with --nnodes {nnodes} not a multiple of -dp {dp} and no "
+                                                    f"--data-parallel-rank (the node cannot name its rank)")
+            rank = node * (dp * within // nnodes) // within if rank is None else rank
+        elif local is None:
+            local = max(dp * within // nnodes // within, 1)
+            inferred = f" (the ranks on one of {nnodes} nodes)"
+    if external:
         if rank is None:
             refuse("data_parallel_external_lb", "without --data-parallel-rank (an external balancer's rank)")
         if local not in (1, None):
-            refuse("data_parallel_size_local", f"{local} beside an external balancer's rank (1 or left out)")
+            refuse("data_parallel_size_local", f"{local}{inferred} beside an external balancer's rank (1 or left "
+                                               f"out)")
     if external and dp > 1 and arch is not None and not arch.is_moe and version != "0.19.0":
         refuse("data_parallel_rank" if rank is not None else "data_parallel_external_lb",
                f"with {arch.name}, a dense model (external data parallel mode is for MoE models; launch "

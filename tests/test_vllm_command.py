@@ -1662,6 +1662,13 @@ def test_every_built_in_checkpoint_is_read_from_its_hf_id():
      "2 outside the ranks 0..1"),
     ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--data-parallel-size-local", "2",
                 "--data-parallel-start-rank", "4"], "--data-parallel-start-rank", "4 outside the ranks 0..3"),
+    ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--nnodes", "3"], "--nnodes", "3 does not divide the 4 GPUs"),
+    ("0.19.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--nnodes", "2", "--node-rank", "2"], "--node-rank",
+     "2 outside the nodes 0..1"),
+    ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--nnodes", "2", "--data-parallel-external-lb"],
+     "--data-parallel-external-lb", "--nnodes 2 not a multiple of -dp 4"),
+    ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--nnodes", "2", "--data-parallel-rank", "1"],
+     "--data-parallel-size-local", "2 (the ranks on one of 2 nodes) beside an external balancer's rank"),
     ("0.33.0", [MOE, "--enable-eplb"], "--enable-eplb", "without --enable-expert-parallel"),
     ("0.19.0", [MOE, "--enable-expert-parallel", "--enable-eplb"], "--enable-eplb", "on one GPU"),
     ("0.33.0", [MOE, "--eplb-config", '{"num_redundant_experts": 8}'], "--eplb-config", "without --enable-eplb"),
@@ -1700,6 +1707,8 @@ def test_what_passes_of_the_parallel_launches_is_taken(capsys):
     ("0.33.0", ["--data-parallel-size-local", "2", "--data-parallel-start-rank", "0"], 2),  # a start rank: hybrid
     ("0.19.0", ["--data-parallel-size-local", "2", "--data-parallel-start-rank", "0"], None),  # 0.19: rank 0 is not
     ("0.33.0", ["--data-parallel-size-local", "4", "--data-parallel-hybrid-lb"], None),  # all local: internal
+    ("0.33.0", ["--nnodes", "2", "--node-rank", "1", "--data-parallel-hybrid-lb"], 2),  # round 85: was refused
+    ("0.19.0", ["--nnodes", "4", "--node-rank", "3", "--data-parallel-external-lb"], 1),  # the node names its rank
 ])
 def test_a_balancing_mode_serves_the_ranks_its_api_server_reaches(version, flags, reached, capsys):
     """Round 84: an external balancer's rank, or hybrid balancing's node, was simulated as the whole deployment
