@@ -142,21 +142,16 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
 
     from servesim.workloads.source import CheckedSource, StaticSource
 
+    rs = resolve(scenario, overrides)
+    classes = getattr(rs.scenario.workload, "slo_classes", None)  # as a trace replayed under them: each request has one
     if type(requests) is StaticSource:  # its requests, checked, as a list: written beside a result to repeat it
         requests = requests.initial()
     if isinstance(requests, RequestSource):
-        requests = CheckedSource(requests)  # checked as they come
+        requests = CheckedSource(requests, classes)  # checked as they come
     elif requests is not None:
         if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
             raise ConfigError("requests", f"a list of RequestSpec (or a RequestSource), got {type(requests).__name__}")
-        requests = checked_specs(requests)
-    rs = resolve(scenario, overrides)
-    classes = getattr(rs.scenario.workload, "slo_classes", None)
-    if classes and isinstance(requests, list):  # as a trace replayed under slo_classes: each request has one
-        for i, spec in enumerate(requests):
-            if spec.slo_class not in classes:
-                raise ConfigError(f"requests[{i}].slo_class", f"one of the scenario's slo_classes "
-                                                              f"({', '.join(classes)}), got {spec.slo_class!r}")
+        requests = checked_specs(requests, classes=classes)
     return run(rs, requests)
 
 

@@ -169,6 +169,28 @@ def test_a_source_that_sends_nothing_or_not_a_list_is_refused():
     assert servesim.simulate(None, {"profile": "teaching"}, requests=More([spec])).summary["completed"] == 4
 
 
+@pytest.mark.parametrize("cls", [None, "y"])
+def test_a_sources_request_outside_the_scenarios_slo_classes_is_refused(cls):
+    """Round 86: a list's request outside workload.slo_classes was refused, a source's (its first request or a
+    follow-up) was counted as good, inflating goodput."""
+    from servesim.workloads.source import RequestSource
+
+    class Turns(RequestSource):
+        def initial(self):
+            return [servesim.RequestSpec(0, 0.0, 10, 5, slo_class="x")]
+
+        def on_finish(self, spec, t, completed, idle=False):
+            return [servesim.RequestSpec(1, t, 10, 5, slo_class=cls)] if spec.request_id == 0 else []
+
+    sets = {"profile": "teaching", "workload.slo_classes": {"x": {"ttft_ms": 1e6}}}
+    with pytest.raises(servesim.ConfigError) as e:
+        servesim.simulate(None, sets, requests=Turns())
+    assert e.value.field == "Turns request[0].slo_class" and "one of the scenario's slo_classes (x)" in str(e.value)
+    sets["workload.slo_classes"]["y"] = {"ttft_ms": 1e-3}
+    if cls:  # a class the scenario has: judged by it (missed)
+        assert servesim.simulate(None, sets, requests=Turns()).summary["slo_classes"]["y"]["good"] == 0
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
                     lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text("abc", min_size=1, max_size=3),
@@ -240,7 +262,7 @@ def test_searches_and_capacity(tmp_path):
     (lambda: servesim.simulate(None, {"workload.slo_classes": {"x": {"ttft_ms": 100}}},
                                requests=[servesim.RequestSpec(0, 0.0, 5, 3, slo_class="x"),
                                          servesim.RequestSpec(1, 0.0, 5, 3)]),
-     "requests[1].slo_class: one of the scenario's slo_classes (x), got None"),
+     "requests[1].slo_class: must be one of the scenario's slo_classes (x), got None"),
     (lambda: servesim.simulate(None, requests=[servesim.RequestSpec(0, 0.0, 5, 3, prefix_ids=(1, 2, 3),
                                                                     prefix_block_tokens=16)]),
      "requests[0].prefix_ids: must be at most one id per 16-token block of the 5 prompt tokens (1)"),

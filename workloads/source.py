@@ -242,10 +242,11 @@ class SessionSource(RequestSource):
 
 class CheckedSource(RequestSource):
     """A caller's source (the Python API's `requests=`), its requests checked as they come, as a list's are
-    (checked_specs): in range, ids unique over the run, a follow-up not sent before the finish that made it."""
+    (checked_specs): in range, ids unique over the run, a follow-up not sent before the finish that made it, a class
+    among the scenario's `classes` when it has some."""
 
-    def __init__(self, inner: RequestSource):
-        self.inner = inner
+    def __init__(self, inner: RequestSource, classes=None):
+        self.inner, self.classes = inner, classes
         self.seen: set[int] = set()
         self.chains: dict = {}  # content ids' places so far (prefix_chain_problem)
 
@@ -259,7 +260,7 @@ class CheckedSource(RequestSource):
         specs = list(specs)
         if not specs:  # a finish that sends nothing
             return []
-        out = checked_specs(specs, f"{self.kind} request", self.chains)
+        out = checked_specs(specs, f"{self.kind} request", self.chains, self.classes)
         for s in out:
             if s.request_id in self.seen:
                 raise ConfigError(f"{self.kind} request.request_id", f"{s.request_id} was given to an earlier request")

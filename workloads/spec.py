@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 
@@ -57,10 +58,12 @@ def prefix_chain_problem(ids, chains: dict, block_tokens: int = 0) -> str | None
     return None
 
 
-def checked_specs(specs, where: str = "requests", chains: dict | None = None) -> list[RequestSpec]:
+def checked_specs(specs, where: str = "requests", chains: dict | None = None,
+                  classes: Mapping | None = None) -> list[RequestSpec]:
     """Requests built by hand (the Python API's `requests=`): every field in range, ids unique, as the trace readers
     ensure for a file; else one ConfigError naming the request and field (a nan arrival ran with nan latencies, a
-    negative one crashed the clock, a 0-token prompt "finished")."""
+    negative one crashed the clock, a 0-token prompt "finished"). Under a scenario's `classes` (workload.slo_classes)
+    each request names one of them, as a trace replayed under them does (one outside them was counted as good)."""
     import math
     from dataclasses import replace
 
@@ -103,6 +106,8 @@ def checked_specs(specs, where: str = "requests", chains: dict | None = None) ->
             bad("session_id", f"None or an integer at most {MAX_INT:,} in size")
         if s.slo_class is not None and not isinstance(s.slo_class, str):
             bad("slo_class", "None or a class name")
+        if classes and s.slo_class not in classes:
+            bad("slo_class", f"one of the scenario's slo_classes ({', '.join(classes)})")
         ids = s.prefix_ids
         if isinstance(ids, (str, bytes)) or not isinstance(ids, (tuple, list)) or \
                 not all(integer(x) and abs(x) <= MAX_INT for x in ids):
