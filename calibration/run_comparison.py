@@ -168,6 +168,15 @@ def _sim_from_dir(path: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
         raise ConfigError(str(path), f"not a servesim results folder: summary.json must be an object and "
                                      f"requests.parquet hold requests with {', '.join(missing or SIM_COLUMNS)}")
     _check_sim_values(path, requests)
+    statuses = requests["status"].value_counts()
+    others = [str(k) for k in statuses.index if k not in ("finished", "rejected")]
+    told = {k: summary.get(k) for k in ("completed", "failed")}
+    held = {"completed": int(statuses.get("finished", 0)), "failed": int(statuses.get("rejected", 0))}
+    if others and not (isinstance(summary.get("unfinished"), int) and summary["unfinished"] > 0) or \
+            not others and told != held:  # the run's table was edited: a request would be dropped or miscounted
+        raise ConfigError(str(path), f"requests.parquet holds {', '.join(f'{n:,} {k}' for k, n in statuses.items())} "
+                                     f"request(s), where summary.json counts {told['completed']} completed and "
+                                     f"{told['failed']} failed: a damaged results folder")
     if steps is not None and not {"start", "num_running", "num_waiting", "kv_usage"} <= set(steps.columns):
         steps = None  # the timeline is left out
     unfinished = summary.get("unfinished")
@@ -362,10 +371,14 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
         summary, sim_requests, steps = _sim_from_dir(Path(sim_dir))
         from servesim.simulator.metrics import itls_from_tables
 
-        sim_itls = itls_from_tables(sim_requests, steps)  # as the run had them (a real run's ITLs are compared)
-        if summary.get("failed"):  # its rejected requests have no output: named, not read as another workload
-            raise ConfigError("--sim", f"{sim_dir} rejected {summary['failed']:,} of its "
-                                       f"{summary['failed'] + summary.get('completed', 0):,} requests, which the real "
+        try:
+            sim_itls = itls_from_tables(sim_requests, steps)  # as the run had them (real runs' ITLs are compared)
+        except ValueError as exc:  # a table edited or cut since the run
+            raise ConfigError(str(sim_dir), f"{exc}: a damaged results folder") from None
+        rejected = int((sim_requests["status"] == "rejected").sum())
+        if rejected:  # its rejected requests have no output: named, not read as another workload
+            raise ConfigError("--sim", f"{sim_dir} rejected {rejected:,} of its {len(sim_requests):,} requests, "
+                                       f"which the real "
                                        f"run served: nothing to compare them with (compare without --sim to see the "
                                        f"verdict on it)")
         real_lengths = sorted((s.prompt_tokens, s.output_tokens) for s in first.specs)

@@ -279,19 +279,48 @@ def itls_from_tables(requests, steps) -> np.ndarray | None:
     need = {"token_runs", "replica", "status"}
     if steps is None or not need <= set(requests.columns) or not {"end", "replica"} <= set(steps.columns):
         return None
-    engines = int(max(requests["replica"].max(), steps["replica"].max())) + 1
-    offsets = np.concatenate([[0], np.cumsum(np.bincount(steps["replica"].to_numpy(), minlength=engines))])
+    step_replica = steps["replica"].to_numpy()
+    if len(step_replica) and (step_replica.min() < 0 or (np.diff(step_replica) < 0).any()):
+        raise ValueError("steps.parquet: its steps must be grouped by replica in order, as a run writes them")
+    ends = steps["end"].to_numpy(float)
+    if not np.isfinite(ends).all() or ((np.diff(ends) < 0) & (np.diff(step_replica) == 0)).any():
+        raise ValueError("steps.parquet: each replica's step ends must be finite and in time order, as a run "
+                         "writes them")
+    engines = int(max(requests["replica"].max(), step_replica.max(initial=-1))) + 1
+    counts = np.bincount(step_replica, minlength=engines)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
     finished = (requests["status"] == FINISHED).to_numpy()
-    prefill, pre = None, None
+    tables = [("token_runs", "replica")]
     if "prefill_token_runs" in requests.columns and "prefill_replica" in requests.columns:
-        prefill = IntLists.from_lists(requests["prefill_token_runs"].tolist())
-        pre = offsets[np.maximum(requests["prefill_replica"].to_numpy(), 0)]
-        if not prefill.bounds[-1]:
-            prefill, pre = None, None
-    tokens = TokenTimes(IntLists.from_lists(requests["token_runs"].tolist()),
-                        offsets[np.maximum(requests["replica"].to_numpy(), 0)], steps["end"].to_numpy(), finished,
-                        prefill, pre)
+        tables.append(("prefill_token_runs", "prefill_replica"))
+    runs = {}
+    for column, replica in tables:
+        lists, where = IntLists.from_lists(requests[column].tolist()), requests[replica].to_numpy()
+        if problem := _token_runs_problem(lists, where, counts):
+            raise ValueError(f"requests.parquet: {column} {problem}")
+        runs[column] = (lists, offsets[np.maximum(where, 0)])
+    prefill, pre = runs.get("prefill_token_runs", (None, None))
+    if prefill is not None and not prefill.bounds[-1]:
+        prefill, pre = None, None
+    tokens = TokenTimes(*runs["token_runs"], ends, finished, prefill, pre)
     return tokens.itls()
+
+
+def _token_runs_problem(runs: IntLists, replica: np.ndarray, steps_of: np.ndarray) -> str | None:
+    """Why a written run's token runs cannot be its steps' (a table edited or cut since: an index past its
+    replica's steps read another request's times, or none), else None."""
+    lengths = np.diff(runs.bounds)
+    if (lengths % 2).any():
+        return "must hold (first, last) step pairs"
+    rows = np.repeat(np.arange(len(runs)), lengths // 2)
+    first, last = runs.values[0::2], runs.values[1::2]
+    held = np.where(replica[rows] >= 0, steps_of[np.clip(replica[rows], 0, len(steps_of) - 1)], 0)
+    bad = (first < 0) | (last < first) | (last >= held)
+    if bad.any():
+        i = int(np.argmax(bad))
+        return (f"names steps {first[i]}..{last[i]} of replica {replica[rows[i]]}, which steps.parquet holds "
+                f"{held[i]:,} of")
+    return None
 
 
 def _step_columns(logs: list[StepLog], usable_blocks: list[int]) -> dict:

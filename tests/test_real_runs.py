@@ -823,3 +823,32 @@ def test_a_simulation_rejecting_requests_the_real_run_served_fails_the_compariso
     assert "requests rejected" in capsys.readouterr().out
     assert main(["compare", str(real), str(tmp_path / "c" / "sim"), "--out", str(tmp_path / "d")]) == 2
     assert "rejected 2 of its 120 requests, which the real run served" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage, said", [
+    (lambda req, steps: (req, steps.iloc[:0]), "token_runs names steps"),  # an IndexError (internal error)
+    (lambda req, steps: (req, steps.iloc[:len(steps) // 2]), "token_runs names steps"),
+    (lambda req, steps: (req, steps.iloc[::-1]), "in time order"),  # negative ITLs compared
+    (lambda req, steps: (req.assign(status=["failed"] + ["finished"] * (len(req) - 1)), steps),
+     "holds 119 finished, 1 failed request(s), where summary.json counts 120 completed"),  # dropped silently
+    (lambda req, steps: (req.assign(status=["rejected"] + ["finished"] * (len(req) - 1)), steps),
+     "holds 119 finished, 1 rejected request(s), where summary.json counts 120 completed and 0 failed"),
+])
+def test_a_damaged_simulation_folder_is_refused_by_compare(tmp_path, capsys, damage, said):
+    """Round 86: a SIM folder whose steps.parquet was emptied or cut was an internal error (its token runs named
+    steps it no longer held); a status edited to another was dropped from the statistics, the rejections being read
+    from summary.json alone."""
+    import pandas as pd
+
+    _, result = _simulated()
+    real = write_bench(result, tmp_path / "bench.json")
+    sets = sum((["--set", s] for s in DEPLOY), [])
+    main(["compare", str(real), "--out", str(tmp_path / "c")] + sets)
+    sim = tmp_path / "c" / "sim"
+    requests, steps = damage(pd.read_parquet(sim / "requests.parquet"), pd.read_parquet(sim / "steps.parquet"))
+    requests.to_parquet(sim / "requests.parquet")
+    steps.to_parquet(sim / "steps.parquet")
+    capsys.readouterr()
+    assert main(["compare", str(real), str(sim), "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert said in err and "a damaged results folder" in err and err.count("\n") == 1, err
