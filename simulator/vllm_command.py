@@ -291,7 +291,7 @@ SERVE_SETTINGS = {
 }
 # the flags of vLLM's data-parallel balancing modes, read as cluster.dp_ranks_reached
 LB_FLAGS = ("data_parallel_external_lb", "data_parallel_hybrid_lb", "data_parallel_rank", "data_parallel_size_local",
-            "data_parallel_start_rank")
+            "data_parallel_start_rank", "data_parallel_multi_port_external_lb")
 # 0.33's shorthands for --speculative-config keys (EngineArgs.create_speculative_config)
 SPEC_SHORTHANDS = {"spec_method": "method", "spec_model": "model", "spec_tokens": "num_speculative_tokens"}
 # vllm bench serve's backends of a pooling task (benchmarks/lib/endpoint_request_func.py, both releases)
@@ -403,7 +403,8 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         if reached < (serve.get("data_parallel_size") or 1):
             settings["cluster.dp_ranks_reached"] = reached
         for dest in LB_FLAGS:
-            not_modelled.pop(_flag("serve", dest, version), None)
+            if dest in serve:  # (0.19 has no multi-port flag)
+                not_modelled.pop(_flag("serve", dest, version), None)
     for dest in ("max_num_partial_prefills", "max_long_partial_prefills"):  # 0.19's _check_feature_supported
         if version == "0.19.0" and serve.get(dest, 1) != 1:
             raise ConfigError(_flag("serve", dest, version), f"{serve[dest]}: vLLM 0.19 does not start with it "
@@ -486,7 +487,8 @@ OPENAI_SERVER = "vllm serve, which runs vLLM's OpenAI server (usage context open
 def decided_by(cmd: VllmCommand, key: str) -> str | None:
     """The vLLM flag (or its default) that decides `key` (a setting, or a section holding some) in this
     command; None when no flag does and a --set of it is the user's own."""
-    for setting in (*cmd.settings, *FLAG_DECIDED):
+    balanced = ("cluster.dp_ranks_reached",) if (cmd.settings.get("engine.data_parallel_size") or 1) > 1 else ()
+    for setting in dict.fromkeys((*cmd.settings, *FLAG_DECIDED, *balanced)):
         if not (key == setting or key.startswith(setting + ".") or setting.startswith(key + ".")):
             continue
         if setting == "model":
@@ -499,8 +501,10 @@ def decided_by(cmd: VllmCommand, key: str) -> str | None:
             return "vllm serve --speculative-config"
         if setting in BENCH_SETTINGS:
             return f"vllm bench serve {BENCH_SETTINGS[setting]}"
-        if setting == "cluster.dp_ranks_reached":  # read from the balancing mode's flags
-            return ", ".join(_flag("serve", d, cmd.version) for d in LB_FLAGS if d in cmd.given)
+        if setting == "cluster.dp_ranks_reached":  # read from the balancing mode's flags, else every rank
+            return ", ".join(_flag("serve", d, cmd.version) for d in LB_FLAGS if d in cmd.given) or \
+                f"{_flag('serve', 'data_parallel_size', cmd.version)} under vLLM's internal balancer, which reaches " \
+                f"every rank"
         dest = next(d for d, k in SERVE_SETTINGS.items() if k == setting)
         if dest not in _parser("serve", cmd.version)[1]:  # 0.33's valves, which 0.19 has no flag for
             return f"vLLM {cmd.version}, which has no --{dest.replace('_', '-')}: its servers run without it"
@@ -1272,44 +1276,71 @@ def quantization_refusal(model: str, arch, quantization: str) -> str | None:
 
 
 def _parallel_launch(serve: dict, arch, version: str) -> int | None:
-    """The data-parallel launch modes and expert load balancing as EngineArgs.create_engine_config and
-    ParallelConfig check them. Returns the DP ranks this line's API server balances over under hybrid or external
-    balancing (cluster.dp_ranks_reached), None under the internal balancer: an external balancer's rank reaches its
-    own, hybrid balancing this node's --data-parallel-size-local (one as large as -dp is internal again)."""
+    """The data-parallel launch modes and expert load balancing as vLLM's serve CLI, EngineArgs.create_engine_config
+    and ParallelConfig check them, in their order. Returns the DP ranks this line's API server balances over under
+    hybrid or external balancing (cluster.dp_ranks_reached), None under the internal balancer: an external balancer's
+    rank (or 0.33's multi-port supervisor's first port) reaches its own, hybrid balancing this node's
+    --data-parallel-size-local (one as large as -dp is internal again, one of 1 external)."""
     def refuse(dest: str, why: str):
         raise ConfigError(_flag("serve", dest, version), f"{why}: vLLM {version} refuses it")
 
+    old = version == "0.19.0"
     dp, rank, local = serve.get("data_parallel_size") or 1, serve.get("data_parallel_rank"), \
         serve.get("data_parallel_size_local")
+    start, multi = serve.get("data_parallel_start_rank"), bool(serve.get("data_parallel_multi_port_external_lb"))
     if serve.get("headless") or serve.get("api_server_count") == 0:
         raise ConfigError(_flag("serve", "headless" if serve.get("headless") else "api_server_count", version),
                           "starts no API server, so no request reaches this line (servesim simulates the one that "
                           "serves: leave it out)")
+    # the serve CLI's one balancing mode: external (or a rank), hybrid (or a start rank), 0.33's multi-port
+    external = bool(serve.get("data_parallel_external_lb")) or rank is not None
+    said_hybrid = bool(serve.get("data_parallel_hybrid_lb")) or (start is not None and not multi)
+    if external + said_hybrid + multi > 1:
+        modes = [f for f, on in (("data_parallel_multi_port_external_lb", multi), ("data_parallel_hybrid_lb" if
+                 serve.get("data_parallel_hybrid_lb") or start is None else "data_parallel_start_rank", said_hybrid),
+                 ("data_parallel_rank" if rank is not None else "data_parallel_external_lb", external)) if on]
+        refuse(modes[0], f"beside {_flag('serve', modes[1], version)} (one data-parallel balancing mode only)")
+    if multi:  # dp_supervisor's check: one API server per local rank, each an external rank on its own port
+        if serve.get("api_server_count") not in (None, 1):
+            refuse("api_server_count", f"{serve['api_server_count']} with --data-parallel-multi-port-external-lb "
+                                       f"(it needs 1)")
+        if dp < 2:
+            refuse("data_parallel_multi_port_external_lb", f"at --data-parallel-size {dp} (it needs 2 or more)")
+        if local is None or local < 2 or local > dp or dp % local:
+            refuse("data_parallel_size_local", f"{'left out' if local is None else local} with "
+                                               f"--data-parallel-multi-port-external-lb (it needs 2 or more ranks on "
+                                               f"this node, dividing --data-parallel-size {dp})")
+        rank = start if start is not None else (serve.get("node_rank") or 0) * local
+        if rank + local > dp:
+            refuse("data_parallel_start_rank" if start is not None else "node_rank",
+                   f"{rank}: the supervised ranks {rank}..{rank + local - 1} run past --data-parallel-size {dp}")
+        external, local = True, None  # the client's --port is the first child's: one external rank
     if local is not None and local > dp:
         refuse("data_parallel_size_local", f"{local} above --data-parallel-size {dp}")
     if local is not None and local < 0:
         refuse("data_parallel_size_local", f"{local} ranks on this node")
     for dest in ("data_parallel_rank", "data_parallel_start_rank"):  # ParallelConfig's rank
         r = serve.get(dest)
-        if r is not None and (r < 0 and version != "0.19.0" or dp > 1 and not 0 <= r < dp):
+        if r is not None and (r < 0 and not old or dp > 1 and not 0 <= r < dp):
             refuse(dest, f"{r} outside the ranks 0..{dp - 1} of --data-parallel-size {dp}")
-    external = bool(serve.get("data_parallel_external_lb")) or rank is not None
-    if serve.get("data_parallel_hybrid_lb") and serve.get("data_parallel_external_lb"):
-        refuse("data_parallel_hybrid_lb", "with --data-parallel-external-lb (one balancing mode only)")
-    nnodes, node, inferred = serve.get("nnodes") or 1, serve.get("node_rank") or 0, ""
+    nnodes, node, inferred, node_first = serve.get("nnodes") or 1, serve.get("node_rank") or 0, "", 0
     if nnodes > 1:  # a node's ranks follow from its index (the external rank, else this node's local size)
+        if (serve.get("data_parallel_backend") or "mp") != "mp":
+            refuse("data_parallel_backend", f"{serve['data_parallel_backend']} with --nnodes {nnodes} (several "
+                                            f"nodes need the mp backend)")
         within = (serve.get("tensor_parallel_size") or 1) * (serve.get("pipeline_parallel_size") or 1) * \
-            ((serve.get("prefill_context_parallel_size") or 1) if version != "0.19.0" else 1)
+            ((serve.get("prefill_context_parallel_size") or 1) if not old else 1)
         if dp * within % nnodes:
             refuse("nnodes", f"{nnodes} does not divide the {dp * within} GPUs of the deployment")
         if not 0 <= node < nnodes:
             refuse("node_rank", f"{node} outside the nodes 0..{nnodes - 1}")
+        node_first = node * (dp * within // nnodes) // within  # the DP rank this node's GPUs begin at
         if dp > 1 and serve.get("data_parallel_external_lb"):
-            if rank is None and nnodes % dp and version != "0.19.0":
+            if rank is None and nnodes % dp and not old:
                 refuse("data_parallel_external_lb", f"with --nnodes {nnodes} not a multiple of -dp {dp} and no "
                                                     f"--data-parallel-rank (the node cannot name its rank)")
-            rank = node * (dp * within // nnodes) // within if rank is None else rank
-        elif local is None:
+            rank = node_first if rank is None else rank
+        elif local is None and not multi:
             local = max(dp * within // nnodes // within, 1)
             inferred = f" (the ranks on one of {nnodes} nodes)"
     if external:
@@ -1318,8 +1349,9 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
         if local not in (1, None):
             refuse("data_parallel_size_local", f"{local}{inferred} beside an external balancer's rank (1 or left "
                                                f"out)")
-    if external and dp > 1 and arch is not None and not arch.is_moe and version != "0.19.0":
-        refuse("data_parallel_rank" if rank is not None else "data_parallel_external_lb",
+    if external and dp > 1 and arch is not None and not arch.is_moe and not old:
+        refuse("data_parallel_rank" if rank is not None and not multi else
+               "data_parallel_multi_port_external_lb" if multi else "data_parallel_external_lb",
                f"with {arch.name}, a dense model (external data parallel mode is for MoE models; launch "
                f"independent instances)")
     if serve.get("data_parallel_hybrid_lb") and not external and local is None:
@@ -1333,13 +1365,29 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
             refuse("enable_eplb", "on one GPU (it needs tensor, prefill-context or data parallelism)")
     elif redundant:
         refuse("eplb_config", f"num_redundant_experts {redundant} without --enable-eplb")
-    start = serve.get("data_parallel_start_rank")
-    hybrid = serve.get("data_parallel_hybrid_lb") or (start is not None if version != "0.19.0" else bool(start))
-    if hybrid and local == 0:
-        raise ConfigError(_flag("serve", "data_parallel_size_local", version),
-                          "0 under hybrid balancing: this node's API server balances over its own ranks, and has none "
-                          "(servesim simulates the server that serves: give it its ranks)")
-    return 1 if external else local if hybrid and local is not None else None
+    hybrid = False
+    if not external and local is not None:  # create_engine_config: hybrid said or inferred from a start rank
+        hybrid = bool(serve.get("data_parallel_hybrid_lb")) or (start is not None if not old else bool(start))
+        if hybrid and local == 0:
+            raise ConfigError(_flag("serve", "data_parallel_size_local", version),
+                              "0 under hybrid balancing: this node's API server balances over its own ranks, and has "
+                              "none (servesim simulates the server that serves: give it its ranks)")
+        first = (start if start is not None else node_first) if not old else (start or node_first)
+        if first + local > dp:  # its engines would have no place in the DP group: vLLM cannot start them
+            raise ConfigError(_flag("serve", "data_parallel_start_rank" if start is not None else "node_rank",
+                                    version), f"{first}: this node's ranks {first}..{first + local - 1} run past "
+                                              f"--data-parallel-size {dp} (vLLM cannot start them)")
+        external, hybrid = hybrid and local == 1, hybrid and 1 < local < dp  # local 1: external; -dp: internal
+        if not (external or hybrid) and first != 0:  # the internal balancer's API server runs with rank 0
+            refuse("data_parallel_start_rank" if start is not None else "node_rank",
+                   f"{start if start is not None else node}: under the internal balancer only the node of rank 0 "
+                   f"serves (the others run --headless)")
+    if external and dp <= 1:  # ParallelConfig: an external balancer needs ranks to balance
+        refuse("data_parallel_rank" if rank is not None else "data_parallel_external_lb" if
+               serve.get("data_parallel_external_lb") else "data_parallel_hybrid_lb" if
+               serve.get("data_parallel_hybrid_lb") else "data_parallel_start_rank",
+               f"at --data-parallel-size {dp} (external balancing needs data parallelism)")
+    return 1 if external else local if hybrid else None
 
 
 def _decode_context_parallel(serve: dict, arch, version: str) -> None:

@@ -648,6 +648,10 @@ def test_the_served_name_labels_the_metrics_as_vllms_server_does(tmp_path, capsy
     (["--set", "policies.queue=priority", "serve", MODEL], "--set policies.queue: the pasted command decides it "
                                                            "(vllm serve --scheduling-policy, left at vLLM's default"),
     (["--set", "policies={queue: priority}", "serve", MODEL], "--set policies: the pasted command decides it"),
+    # round 86: taken as the user's what-if, where the internal balancer reaches every rank
+    (["--set", "cluster.dp_ranks_reached=3", "serve", "Qwen/Qwen3-30B-A3B", "-dp", "4", "--enable-expert-parallel"],
+     "--set cluster.dp_ranks_reached: the pasted command decides it (vllm serve --data-parallel-size under vLLM's "
+     "internal balancer, which reaches every rank)"),
     (["--set", "engine.usage_context=llm_class", "serve", MODEL], "--set engine.usage_context: decided by vllm serve, "
                                                                   "which runs vLLM's OpenAI server"),
     (["serve", MODEL, "--long-prefill-token-threshold", "9000", "--max-model-len", "8192"],
@@ -1669,6 +1673,30 @@ def test_every_built_in_checkpoint_is_read_from_its_hf_id():
      "--data-parallel-external-lb", "--nnodes 2 not a multiple of -dp 4"),
     ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--nnodes", "2", "--data-parallel-rank", "1"],
      "--data-parallel-size-local", "2 (the ranks on one of 2 nodes) beside an external balancer's rank"),
+    # round 86/87: taken, where vLLM's serve CLI or ParallelConfig refuses them
+    ("0.33.0", [MOE, "--enable-expert-parallel", "--data-parallel-external-lb", "--data-parallel-rank", "0"],
+     "--data-parallel-rank", "at --data-parallel-size 1 (external balancing needs data parallelism)"),
+    ("0.19.0", [MOE, "--enable-expert-parallel", "--data-parallel-hybrid-lb", "--data-parallel-size-local", "1"],
+     "--data-parallel-hybrid-lb", "at --data-parallel-size 1"),  # local 1: hybrid is external
+    ("0.33.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--data-parallel-rank", "1", "--data-parallel-hybrid-lb"],
+     "--data-parallel-hybrid-lb", "beside vllm serve --data-parallel-rank (one data-parallel balancing mode only)"),
+    ("0.19.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--data-parallel-rank", "1",
+                "--data-parallel-start-rank", "0"], "--data-parallel-start-rank", "beside vllm serve --data-parallel-rank"),
+    ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--nnodes", "2", "--node-rank", "1"], "--node-rank",
+     "1: under the internal balancer only the node of rank 0 serves"),
+    ("0.19.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--nnodes", "4", "--node-rank", "2"], "--node-rank",
+     "2: under the internal balancer"),
+    ("0.19.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--nnodes", "2", "--data-parallel-backend", "ray"],
+     "--data-parallel-backend", "ray with --nnodes 2"),
+    ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--data-parallel-size-local", "2",
+                "--data-parallel-start-rank", "3"], "--data-parallel-start-rank", "ranks 3..4 run past"),
+    ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--data-parallel-multi-port-external-lb"],
+     "--data-parallel-size-local", "left out with --data-parallel-multi-port-external-lb"),
+    ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--data-parallel-multi-port-external-lb",
+                "--data-parallel-size-local", "2", "--data-parallel-start-rank", "3"], "--data-parallel-start-rank",
+     "the supervised ranks 3..4 run past"),
+    ("0.33.0", [MODEL, "-dp", "4", "--data-parallel-multi-port-external-lb", "--data-parallel-size-local", "2"],
+     "--data-parallel-multi-port-external-lb", "a dense model"),
     ("0.33.0", [MOE, "--enable-eplb"], "--enable-eplb", "without --enable-expert-parallel"),
     ("0.19.0", [MOE, "--enable-expert-parallel", "--enable-eplb"], "--enable-eplb", "on one GPU"),
     ("0.33.0", [MOE, "--eplb-config", '{"num_redundant_experts": 8}'], "--eplb-config", "without --enable-eplb"),
@@ -1709,6 +1737,9 @@ def test_what_passes_of_the_parallel_launches_is_taken(capsys):
     ("0.33.0", ["--data-parallel-size-local", "4", "--data-parallel-hybrid-lb"], None),  # all local: internal
     ("0.33.0", ["--nnodes", "2", "--node-rank", "1", "--data-parallel-hybrid-lb"], 2),  # round 85: was refused
     ("0.19.0", ["--nnodes", "4", "--node-rank", "3", "--data-parallel-external-lb"], 1),  # the node names its rank
+    # round 87: 0.33's multi-port supervisor: one server per local rank, the client's --port the first one's
+    ("0.33.0", ["--data-parallel-multi-port-external-lb", "--data-parallel-size-local", "2"], 1),
+    ("0.33.0", ["--data-parallel-size-local", "1", "--data-parallel-start-rank", "2"], 1),  # hybrid of 1: external
 ])
 def test_a_balancing_mode_serves_the_ranks_its_api_server_reaches(version, flags, reached, capsys):
     """Round 84: an external balancer's rank, or hybrid balancing's node, was simulated as the whole deployment
