@@ -12,6 +12,7 @@ Bad input raises `ConfigError` naming the setting, as the CLI's one-line errors 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -111,9 +112,21 @@ def _given(model: BaseModel) -> dict:
         value = getattr(model, name)
         if isinstance(value, BaseModel) and (inner := _given(value)):
             out[name] = (out.get(name) or {}) | inner
-        elif isinstance(value, bool) and name in out:  # assigned unchecked: True where a number goes is refused
-            out[name] = value
+        elif name in out:
+            out[name] = _as_assigned(value, out[name])
     return out
+
+
+def _as_assigned(value, dumped):
+    """A value as assigned where JSON's dump changed it: NaN and infinity (JSON null: an edit to NaN read as unset,
+    and the setting derived again, round 88), True where a number goes (1); load checks them as a --set's."""
+    if isinstance(value, bool) or isinstance(value, float) and not math.isfinite(value):
+        return value
+    if isinstance(value, (list, tuple)) and isinstance(dumped, list) and len(value) == len(dumped):
+        return [_as_assigned(v, d) for v, d in zip(value, dumped)]
+    if isinstance(value, Mapping) and isinstance(dumped, dict):
+        return {k: _as_assigned(value[k], d) if k in value else d for k, d in dumped.items()}
+    return dumped
 
 
 @checked_args

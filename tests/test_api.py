@@ -57,6 +57,15 @@ def test_edits_to_a_scenario_object_are_simulated_and_checked():
     s.engine.gpu_memory_utilization = True  # as a --set or a mapping would be: no true where a number goes
     with pytest.raises(ConfigError, match="engine.gpu_memory_utilization: a number is expected, not true"):
         servesim.simulate(s)
+    # NaN and infinity are refused as a --set's are: JSON's dump made them null, an unset value derived again, so
+    # max_num_seqs = nan ran with 1,024 sequences and max_concurrency = inf without a cap (round 88)
+    for section, name, value in (("engine", "max_num_seqs", math.nan), ("workload", "max_concurrency", math.inf),
+                                 ("engine", "block_size", math.nan), ("workload", "priorities", [1, math.nan])):
+        s = servesim.Scenario()
+        setattr(getattr(s, section), name, value)
+        with pytest.raises(ConfigError, match=rf"{section}\.{name}(\.1)?: Input should be a finite number \(got "
+                                              rf"(nan|inf)\)"):
+            servesim.resolve(s)
     # a resolved deployment edited since: its derived values are stale (round 73), so it is refused ...
     rs = servesim.resolve(None, SMALL)
     rs.scenario.engine.max_num_seqs = 3
