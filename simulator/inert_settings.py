@@ -79,6 +79,12 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              (profile is not None and profile.overhead is None, e, "engine",
               ["enforce_eager", "async_scheduling", "max_cudagraph_capture_size", "cudagraph_capture_sizes"],
               f"profile {getattr(profile, 'name', '')} has no overhead terms (its step time is the engine's whole)")]
+    measured = profile is not None and profile.cost_model != "roofline"
+    datasheet = f"profile {getattr(profile, 'name', '')}'s step times come from its coefficients (measured or " \
+                f"fitted), not from datasheet speeds (profile=roofline reads them)"
+    rules.append((measured, scenario.hardware, "hardware", ["bf16_tflops", "fp8_tflops", "fp4_tflops"], datasheet))
+    rules.append((measured and profile.overhead is None, scenario.hardware, "hardware", ["memory_bandwidth_gbps"],
+                  datasheet))
     rules.append((e.performance_mode == "interactivity", e, "engine", ["performance_mode"],
                   "interactivity's finer CUDA-graph sizes are not modelled (throughput's doubled budgets are)"))
     rules.append((e.performance_mode == "throughput" and e.max_num_batched_tokens is not None and
@@ -117,5 +123,9 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
         rules += [(not used, a, "workload.arrival", [name], f"workload.arrival.process is {a.process}"
                    + (" with a ramp_up_strategy" if name == "rate" and a.ramp_up_strategy else ""))
                   for name, used in uses.items()]
-    return [f"servesim: warning: {where}.{name} has no effect: {why}"
+    said = [f"servesim: warning: {where}.{name} has no effect: {why}"
             for inert, section, where, names, why in rules if inert for name in names if _changed(section, name)]
+    if measured and profile.overhead is not None and _changed(scenario.hardware, "memory_bandwidth_gbps"):
+        said.append(f"servesim: warning: hardware.memory_bandwidth_gbps scales only the overhead's activation traffic: "
+                    f"{datasheet.replace('them', 'it')}")  # a what-if device's kernels are timed by the roofline
+    return said

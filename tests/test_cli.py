@@ -891,6 +891,26 @@ def test_round_58_settings_without_effect_are_said(capsys):
     assert "host_link_gbps has no effect" not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("profile, said", [
+    ("auto", ["hardware.bf16_tflops has no effect: profile h200-llama-3.1-8b-bf16-tp1's step times come from its "
+              "coefficients", "hardware.memory_bandwidth_gbps scales only the overhead's activation traffic"]),
+    ("teaching", ["hardware.bf16_tflops has no effect", "hardware.memory_bandwidth_gbps has no effect"]),
+    ("roofline", []),  # it reads them
+])
+def test_datasheet_speeds_beside_a_measured_profile_are_said_unread(capsys, profile, said):
+    """Round 88: bf16_tflops cut 100x under the built-in (measured) profile changed nothing, unsaid; the bandwidth
+    scaled only the overhead's activation traffic (TPOT 6.7 -> 34 ms, neither device's)."""
+    from servesim.simulator.config import _WARNED
+
+    _WARNED.clear()
+    assert main(["config", "--set", f"profile={profile}", "--set", "hardware.bf16_tflops=10", "--set",
+                 "hardware.memory_bandwidth_gbps=100"]) == 0
+    err = capsys.readouterr().err
+    assert all(s in err for s in said) and ("tflops" in err) == bool(said), err
+    assert main(["config", "--set", f"profile={profile}"]) == 0  # the datasheet's own: nothing said
+    assert "hardware." not in capsys.readouterr().err
+
+
 def test_round_58_a_rerun_into_the_same_out_leaves_no_earlier_runs_files(tmp_path, capsys):
     """metrics.prom of a 50-request run stayed beside the summary of an 80-request run written over it."""
     out = tmp_path / "r"
