@@ -523,7 +523,7 @@ def as_flag_error(cmd: VllmCommand, sets: list[str], exc: ConfigError) -> Config
     flag = decided_by(cmd, exc.field)
     message = _said_as_flags(cmd, exc.message)
     if message.startswith("Input should be '") and flag and flag.startswith("vllm serve --"):  # a choice vLLM's parser
-        message = f"not modelled (vLLM takes it): servesim's choices are {message[len('Input should be '):]}"  # took
+        message = f"not modelled: servesim's choices are {message[len('Input should be '):]}"  # vLLM may take it
     return exc if flag is None else ConfigError(flag, f"{message} (as servesim's {exc.field})")
 
 
@@ -1292,6 +1292,9 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
         raise ConfigError(_flag("serve", "headless" if serve.get("headless") else "api_server_count", version),
                           "starts no API server, so no request reaches this line (servesim simulates the one that "
                           "serves: leave it out)")
+    if serve.get("grpc"):  # serve_grpc instead of the HTTP server: vllm bench serve's backends are all HTTP
+        raise ConfigError(_flag("serve", "grpc", version), "serves gRPC instead of the HTTP OpenAI server, which no "
+                                                           "vllm bench serve backend reaches (leave it out)")
     # the serve CLI's one balancing mode: external (or a rank), hybrid (or a start rank), 0.33's multi-port
     external = bool(serve.get("data_parallel_external_lb")) or rank is not None
     said_hybrid = bool(serve.get("data_parallel_hybrid_lb")) or (start is not None and not multi)
@@ -1301,6 +1304,14 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
                  ("data_parallel_rank" if rank is not None else "data_parallel_external_lb", external)) if on]
         refuse(modes[0], f"beside {_flag('serve', modes[1], version)} (one data-parallel balancing mode only)")
     if multi:  # dp_supervisor's check: one API server per local rank, each an external rank on its own port
+        for dest, why in (("uds", "Unix socket"), ("grpc", "gRPC")):
+            if serve.get(dest):
+                refuse(dest, f"with --data-parallel-multi-port-external-lb (it serves no {why})")
+        if bool(serve.get("ssl_keyfile")) != bool(serve.get("ssl_certfile")):
+            refuse("ssl_keyfile" if serve.get("ssl_keyfile") else "ssl_certfile", "without its pair (--ssl-keyfile "
+                                                                                    "and --ssl-certfile go together)")
+        if (serve.get("node_rank") or 0) < 0:
+            refuse("node_rank", f"{serve['node_rank']} (a node's index is 0 or more)")
         if serve.get("api_server_count") not in (None, 1):
             refuse("api_server_count", f"{serve['api_server_count']} with --data-parallel-multi-port-external-lb "
                                        f"(it needs 1)")
@@ -1314,13 +1325,17 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
         if rank + local > dp:
             refuse("data_parallel_start_rank" if start is not None else "node_rank",
                    f"{rank}: the supervised ranks {rank}..{rank + local - 1} run past --data-parallel-size {dp}")
+        port, sup = serve.get("port", 8000), serve.get("data_parallel_supervisor_port", 9256)
+        if port <= sup <= port + local - 1:
+            refuse("data_parallel_supervisor_port", f"{sup} inside the child ranks' ports {port}..{port + local - 1}")
         external, local = True, None  # the client's --port is the first child's: one external rank
     if local is not None and local > dp:
         refuse("data_parallel_size_local", f"{local} above --data-parallel-size {dp}")
     if local is not None and local < 0:
         refuse("data_parallel_size_local", f"{local} ranks on this node")
-    for dest in ("data_parallel_rank", "data_parallel_start_rank"):  # ParallelConfig's rank
-        r = serve.get(dest)
+    replaced = old and (serve.get("nnodes") or 1) > 1 and dp > 1 and serve.get("data_parallel_external_lb")
+    for dest in ("data_parallel_start_rank",) if replaced else ("data_parallel_rank", "data_parallel_start_rank"):
+        r = serve.get(dest)  # ParallelConfig's rank (0.19 replaces an external rank by the node's under --nnodes)
         if r is not None and (r < 0 and not old or dp > 1 and not 0 <= r < dp):
             refuse(dest, f"{r} outside the ranks 0..{dp - 1} of --data-parallel-size {dp}")
     nnodes, node, inferred, node_first = serve.get("nnodes") or 1, serve.get("node_rank") or 0, "", 0
@@ -1339,7 +1354,7 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
             if rank is None and nnodes % dp and not old:
                 refuse("data_parallel_external_lb", f"with --nnodes {nnodes} not a multiple of -dp {dp} and no "
                                                     f"--data-parallel-rank (the node cannot name its rank)")
-            rank = node_first if rank is None else rank
+            rank = node_first if rank is None or old else rank  # 0.19 replaces a given rank with the node's
         elif local is None and not multi:
             local = max(dp * within // nnodes // within, 1)
             inferred = f" (the ranks on one of {nnodes} nodes)"
@@ -1349,6 +1364,7 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
         if local not in (1, None):
             refuse("data_parallel_size_local", f"{local}{inferred} beside an external balancer's rank (1 or left "
                                                f"out)")
+    said_external = external  # before hybrid balancing of one local rank switches to it (fault tolerance's check)
     if external and dp > 1 and arch is not None and not arch.is_moe and not old:
         refuse("data_parallel_rank" if rank is not None and not multi else
                "data_parallel_multi_port_external_lb" if multi else "data_parallel_external_lb",
@@ -1361,8 +1377,15 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
     if serve.get("enable_eplb"):
         if not serve.get("enable_expert_parallel"):
             refuse("enable_eplb", "without --enable-expert-parallel")
-        if (serve.get("tensor_parallel_size") or 1) * dp * (serve.get("prefill_context_parallel_size") or 1) <= 1:
-            refuse("enable_eplb", "on one GPU (it needs tensor, prefill-context or data parallelism)")
+        pcp = (serve.get("prefill_context_parallel_size") or 1) if not old else 1  # 0.19 counts TP x DP
+        if (serve.get("tensor_parallel_size") or 1) * dp * pcp <= 1:
+            refuse("enable_eplb", "on one GPU (it needs tensor, " + ("prefill-context or " if not old else "or ") +
+                   "data parallelism)")
+        ep = (serve.get("tensor_parallel_size") or 1) * dp * (serve.get("prefill_context_parallel_size") or 1)
+        if arch is not None and arch.num_experts and (arch.num_experts + redundant) % ep:  # FusedMoE, at start-up
+            raise ConfigError(_flag("serve", "eplb_config" if redundant else "enable_eplb", version),
+                              f"{arch.num_experts} experts + {redundant} redundant do not divide over the {ep} EP "
+                              f"ranks (vLLM's EPLB spreads them evenly, and does not start)")
     elif redundant:
         refuse("eplb_config", f"num_redundant_experts {redundant} without --enable-eplb")
     hybrid = False
@@ -1382,6 +1405,22 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
             refuse("data_parallel_start_rank" if start is not None else "node_rank",
                    f"{start if start is not None else node}: under the internal balancer only the node of rank 0 "
                    f"serves (the others run --headless)")
+    if serve.get("enable_elastic_ep"):  # ParallelConfig
+        if not serve.get("enable_eplb"):
+            refuse("enable_elastic_ep", "without --enable-eplb")
+        if (serve.get("pipeline_parallel_size") or 1) > 1:
+            refuse("enable_elastic_ep", "with pipeline parallelism")
+        if hybrid or external and old:
+            refuse("enable_elastic_ep", f"with {'hybrid' if hybrid else 'external'} balancing (it coordinates scaling "
+                                        f"from one API server)")
+        if (most := serve.get("elastic_ep_max_dp_size")) is not None and most < dp:
+            refuse("elastic_ep_max_dp_size", f"{most} below --data-parallel-size {dp}")
+    if serve.get("enable_fault_tolerance"):  # 0.33: one API server over external balancing
+        if not said_external:
+            refuse("enable_fault_tolerance", "without external balancing (--data-parallel-external-lb or "
+                                             "--data-parallel-rank)")
+        if (serve.get("api_server_count") or 1) > 1:
+            refuse("enable_fault_tolerance", f"with --api-server-count {serve['api_server_count']} (it needs one)")
     if external and dp <= 1:  # ParallelConfig: an external balancer needs ranks to balance
         refuse("data_parallel_rank" if rank is not None else "data_parallel_external_lb" if
                serve.get("data_parallel_external_lb") else "data_parallel_hybrid_lb" if
@@ -1393,7 +1432,14 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
 def _decode_context_parallel(serve: dict, arch, version: str) -> None:
     """vLLM's check of -dcp on a GQA model (latent attention has none): TP above the KV heads, dcp at most TP over
     them, and dividing the query heads per KV head (config/model.py); what passes is recorded, not modelled."""
-    dcp, tp = serve.get("decode_context_parallel_size") or 1, serve.get("tensor_parallel_size") or 1
+    dcp, tp = serve.get("decode_context_parallel_size", 1), serve.get("tensor_parallel_size") or 1
+    pcp = serve.get("prefill_context_parallel_size") or 1 if version != "0.19.0" else 1
+    if dcp < 1:  # 0.33's Field(ge=1); 0.19 divides by it
+        raise ConfigError(_flag("serve", "decode_context_parallel_size", version), f"{dcp}: vLLM {version} refuses it")
+    if pcp == 1 and tp % dcp or pcp > 1 and dcp not in (1, pcp, tp * pcp):  # ParallelConfig, any attention
+        raise ConfigError(_flag("serve", "decode_context_parallel_size", version),
+                          (f"{dcp} must divide --tensor-parallel-size ({tp})" if pcp == 1 else
+                           f"{dcp} must be 1, -pcp ({pcp}) or TP x PCP ({tp * pcp})") + f": vLLM {version} refuses it")
     if dcp <= 1 or arch is None or arch.is_mla:
         return
     kv, per_kv = arch.num_key_value_heads, arch.num_attention_heads // arch.num_key_value_heads

@@ -1312,7 +1312,8 @@ def test_a_0_19_block_override_below_one_max_length_request_starts(tmp_path, cap
 
 
 @pytest.mark.parametrize("flags, says", [
-    (["-dcp", "2"], "--decode-context-parallel-size: 2 needs --tensor-parallel-size (1) above the model's 8 KV heads"),
+    (["-dcp", "2", "-tp", "2"], "--decode-context-parallel-size: 2 needs --tensor-parallel-size (2) above the "
+                                "model's 8 KV heads"),
     (["--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'], "llama-3.1-8b has none"),
     (["--speculative-config", '{"method": "deepseek_mtp", "num_speculative_tokens": 1}'], "own MTP layers"),
 ])
@@ -1389,7 +1390,7 @@ def test_the_start_up_check_counts_the_null_block_in_0_33_only(tmp_path, capsys,
 def test_a_choice_vllm_takes_and_servesim_does_not_model_is_said_so(capsys):
     """0.33's --kv-cache-dtype nvfp4 is a value vLLM takes: the refusal read as if vLLM refused it (round 75)."""
     assert main(["vllm", "--config", "serve", MODEL, "--kv-cache-dtype", "nvfp4"]) == 2
-    assert "--kv-cache-dtype: not modelled (vLLM takes it): servesim's choices are 'auto'" in capsys.readouterr().err
+    assert "--kv-cache-dtype: not modelled: servesim's choices are 'auto'" in capsys.readouterr().err
 
 
 def _scheduler(serve: list[str], version: str = "0.33.0"):
@@ -1697,6 +1698,27 @@ def test_every_built_in_checkpoint_is_read_from_its_hf_id():
      "the supervised ranks 3..4 run past"),
     ("0.33.0", [MODEL, "-dp", "4", "--data-parallel-multi-port-external-lb", "--data-parallel-size-local", "2"],
      "--data-parallel-multi-port-external-lb", "a dense model"),
+    # round 88: multi-port supervisor, -dcp, gRPC, EPLB, elastic EP and fault-tolerance rules vLLM applies
+    ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--data-parallel-multi-port-external-lb",
+                "--data-parallel-size-local", "2", "--port", "9255"], "--data-parallel-supervisor-port",
+     "9256 inside the child ranks' ports 9255..9256"),
+    ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--data-parallel-multi-port-external-lb",
+                "--data-parallel-size-local", "2", "--uds", "/tmp/s"], "--uds", "serves no Unix socket"),
+    ("0.33.0", ["deepseek-ai/DeepSeek-V3", "-tp", "8", "-dcp", "3"], "--decode-context-parallel-size",
+     "3 must divide --tensor-parallel-size (8)"),  # latent attention too
+    ("0.19.0", [MODEL, "-dcp", "0"], "--decode-context-parallel-size", "0: vLLM 0.19.0 refuses it"),
+    ("0.19.0", [MOE, "--grpc"], "--grpc", "no vllm bench serve backend reaches"),
+    ("0.19.0", [MOE, "--enable-expert-parallel", "--enable-eplb", "-pcp", "2"], "--enable-eplb", "on one GPU"),
+    ("0.33.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--enable-eplb", "--eplb-config",
+                '{"num_redundant_experts": 3}'], "--eplb-config", "128 experts + 3 redundant do not divide over the 2"),
+    ("0.33.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--enable-elastic-ep"], "--enable-elastic-ep",
+     "without --enable-eplb"),
+    ("0.19.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--enable-elastic-ep", "--enable-eplb",
+                "--data-parallel-rank", "0"], "--enable-elastic-ep", "with external balancing"),
+    ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--enable-elastic-ep", "--enable-eplb",
+                "--elastic-ep-max-dp-size", "2"], "--elastic-ep-max-dp-size", "2 below --data-parallel-size 4"),
+    ("0.33.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--enable-fault-tolerance"], "--enable-fault-tolerance",
+     "without external balancing"),
     ("0.33.0", [MOE, "--enable-eplb"], "--enable-eplb", "without --enable-expert-parallel"),
     ("0.19.0", [MOE, "--enable-expert-parallel", "--enable-eplb"], "--enable-eplb", "on one GPU"),
     ("0.33.0", [MOE, "--eplb-config", '{"num_redundant_experts": 8}'], "--eplb-config", "without --enable-eplb"),
@@ -1740,6 +1762,8 @@ def test_what_passes_of_the_parallel_launches_is_taken(capsys):
     # round 87: 0.33's multi-port supervisor: one server per local rank, the client's --port the first one's
     ("0.33.0", ["--data-parallel-multi-port-external-lb", "--data-parallel-size-local", "2"], 1),
     ("0.33.0", ["--data-parallel-size-local", "1", "--data-parallel-start-rank", "2"], 1),  # hybrid of 1: external
+    # round 88: 0.19 replaces a given external rank by the node's under --nnodes (it was refused as out of range)
+    ("0.19.0", ["--nnodes", "2", "--node-rank", "1", "--data-parallel-external-lb", "--data-parallel-rank", "9"], 1),
 ])
 def test_a_balancing_mode_serves_the_ranks_its_api_server_reaches(version, flags, reached, capsys):
     """Round 84: an external balancer's rank, or hybrid balancing's node, was simulated as the whole deployment
