@@ -145,11 +145,17 @@ def resolve(scenario: ScenarioLike = None, overrides: Overrides = None) -> Resol
     return load(_source(scenario), _settings(overrides))
 
 
+# the workload settings a run reads beside requests given to it: the classes it judges them by, the max_tokens sent
+WORKLOAD_READ_WITH_REQUESTS = ("workload.slo_classes", "workload.request_max_tokens",
+                               "workload.max_tokens_past_context")
+
+
 @checked_args
 def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overrides = None, *,
              requests: Sequence[RequestSpec] | RequestSource | None = None) -> RunResult:
     """One run, as `servesim run`: `.summary` (vLLM's benchmark names), `.requests` and `.steps` (pandas), `.itls`;
     `.write(folder)` saves what the CLI saves. `requests` replaces the scenario's workload."""
+    from servesim.simulator.config import say_once
     from servesim.simulator.engine import simulate as run
     from servesim.workloads.spec import checked_specs
 
@@ -165,7 +171,14 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
         if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
             raise ConfigError("requests", f"a list of RequestSpec (or a RequestSource), got {type(requests).__name__}")
         requests = checked_specs(requests, classes=classes)
-    return run(rs, requests)
+    if requests is not None:  # the scenario's workload is replaced: what it makes, given here, is read by nothing
+        keys = [t.split("=", 1)[0].strip() for t in _setting_texts(overrides)]
+        moved = [k for k in keys if (k == "workload" or k.startswith("workload.")) and
+                 not k.startswith(WORKLOAD_READ_WITH_REQUESTS)]  # (max_concurrency was dropped unsaid: round 89)
+        say_once([f"servesim: warning: {k} has no effect: requests= replaces the scenario's workload" for k in moved])
+    result = run(rs, requests)
+    say_once([f"servesim: warning: {w}" for w in result.warnings])  # as `servesim run` says them (.warnings too)
+    return result
 
 
 def _axes(grid: Mapping[str, Sequence] | None, zipped: Mapping[str, Sequence] | None) -> list[tuple[str, list, str]]:

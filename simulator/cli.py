@@ -97,16 +97,6 @@ def cmd_run(args, after=None) -> int:
     check_window(rs.scenario.simulation, source.planned())
     print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True)  # with --json, on stderr
     result = simulate(rs, source, release_source=True)  # read afterwards for its counts only
-    done = result.summary.get("completed", 0)
-    idle = [] if done else [f"no request completed ({result.summary.get('failed', 0):,} rejected, "
-                            f"{result.summary.get('unfinished', 0):,} unfinished): the metrics below are empty"]
-    limit = rs.scenario.simulation.max_sim_time_s
-    # what the cut left out, when the clock reached it; not what the source chose not to send (said by it)
-    unsent = (source.planned() or 0) - result.num_requests - source.held_back()
-    if result.cut and (unsent > 0 or result.summary.get("unfinished")):
-        idle.append(f"simulation.max_sim_time_s={limit:g} ended the run: {result.summary.get('unfinished', 0):,} "
-                    f"request(s) unfinished (counted as `unfinished`, in no latency)"
-                    + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))
     # the files a run wrote here before: its optional ones not written again are removed below (only those)
     earlier_run = written_before(Path(args.out))
     out = result.write(args.out, "--out")  # then the warnings: none beside an error about --out
@@ -115,7 +105,7 @@ def cmd_run(args, after=None) -> int:
         from servesim.simulator.vllm_metrics import write_prometheus
 
         extra += write_prometheus(result, out, rs.scenario.model if isinstance(rs.scenario.model, str) else rs.arch.name)
-    for w in [*source.warnings, *result.summary.get("cost_model_warnings", []), *idle]:
+    for w in result.warnings:
         print(f"servesim: warning: {w}", file=sys.stderr)
     _say_dropped(args.set)
     files = ["config.yaml", "summary.json", "requests.parquet", "steps.parquet", *extra]

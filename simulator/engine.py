@@ -330,4 +330,22 @@ def simulate(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | No
     result.given_requests = given
     if isinstance(specs, RequestSource) and given is None and not release_source:
         result.unrepeatable = specs.kind  # its requests are made as the run goes: no file holds them
+    result.warnings = run_warnings(rs, sim.front_end.source, result)
     return result
+
+
+def run_warnings(rs: ResolvedScenario, source: RequestSource, result: RunResult) -> list[str]:
+    """What a run says once it ends (`servesim run` and the API alike): its workload's own words (prompts cut to
+    max_model_len, session turns never sent), the cost model's extrapolation, and what the clock's cut left out."""
+    s = result.summary
+    said = [*getattr(source, "warnings", ()), *s.get("cost_model_warnings", [])]
+    if not s.get("completed", 0):
+        said.append(f"no request completed ({s.get('failed', 0):,} rejected, {s.get('unfinished', 0):,} "
+                    f"unfinished): the metrics below are empty")
+    # what the cut left out, when the clock reached it; not what the source chose not to send (said by it)
+    unsent = (source.planned() or 0) - result.num_requests - source.held_back()
+    if result.cut and (unsent > 0 or s.get("unfinished")):
+        said.append(f"simulation.max_sim_time_s={rs.scenario.simulation.max_sim_time_s:g} ended the run: "
+                    f"{s.get('unfinished', 0):,} request(s) unfinished (counted as `unfinished`, in no latency)"
+                    + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))
+    return said

@@ -414,6 +414,7 @@ class RunResult:
     inputs: list = field(default_factory=list)  # the files the run read: write() never replaces one
     cut: bool = False  # simulation.max_sim_time_s ended the run with events still to come
     unrepeatable: str | None = None  # a RequestSource given to simulate() that makes its requests as the run goes
+    warnings: list = field(default_factory=list)  # what the run said once it ended (engine.run_warnings)
     speculation: list = field(default_factory=list)  # per engine, its spec-decode counters (speculation.counters)
     discarded_tokens: dict = field(default_factory=dict)  # step (all replicas' order) -> accepted tokens trimmed
     measured: np.ndarray | None = None  # the requests a warm-up or cool-down window leaves measured (None: all)

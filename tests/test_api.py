@@ -379,3 +379,24 @@ def test_a_content_id_names_its_place_in_every_request():
     same = [R(0, 0.0, 1024, 5, prefix_ids=(5, 6), prefix_block_tokens=512),
             R(1, 1.0, 1024, 5, prefix_ids=(5, 8), prefix_block_tokens=512)]  # a shared first block, then its own
     assert servesim.simulate(None, {"profile": "teaching"}, requests=same).requests["cached_tokens"].tolist() == [0, 512]
+
+
+def test_a_runs_own_warnings_are_said_by_the_api_as_by_the_cli(capsys, tmp_path):
+    """Round 89: simulate() said nothing of prompts cut to max_model_len or a run cut by max_sim_time_s (91 requests
+    never sent), which `servesim run` says; a workload setting beside requests= was dropped unsaid."""
+    from servesim.simulator.config import _WARNED
+
+    _WARNED.clear()
+    clipped = servesim.simulate(None, {"workload.num_requests": 50, "engine.max_model_len": 300})
+    cut = servesim.simulate(None, {"workload.num_requests": 100, "simulation.max_sim_time_s": 1})
+    given = servesim.simulate(None, {"workload.max_concurrency": 1, "workload.slo_classes": {"x": {"ttft_ms": 100}}},
+                              requests=[servesim.RequestSpec(i, 0.0, 500, 50, slo_class="x") for i in range(4)])
+    err = capsys.readouterr().err
+    assert any("prompts are at max_model_len - 1 = 299 tokens" in w for w in clipped.warnings)
+    assert any("never arrived (in no metric)" in w for w in cut.warnings) and not given.warnings
+    for w in clipped.warnings + cut.warnings:
+        assert f"servesim: warning: {w}" in err
+    assert "workload.max_concurrency has no effect: requests= replaces" in err and "slo_classes has no" not in err
+    assert main(["run", "--set", "workload.num_requests=50", "--set", "engine.max_model_len=300", "--out",
+                 str(tmp_path / "clip")]) == 0  # the CLI's words are the same list
+    assert f"servesim: warning: {clipped.warnings[0]}" in capsys.readouterr().err
