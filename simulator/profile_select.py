@@ -97,6 +97,42 @@ def _shaped_as_builtin(arch: ModelArchitecture) -> bool:
     return arch.model_dump(exclude=FORMATS) == builtin.model_dump(exclude=FORMATS)
 
 
+SHAPE_FIELDS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+                "num_key_value_heads", "head_dim", "vocab_size", "num_experts", "experts_per_token",
+                "moe_intermediate_size")  # what a step's time follows, where a profile records the model it timed
+
+
+def _timed_another_shape(p: Profile, arch: ModelArchitecture, builtin: bool) -> str | None:
+    """A profile named for the scenario's model, but measured on another shape of it (an architecture edited under
+    its name: --set model.num_hidden_layers=16 ran at the 32-layer model's step times, unsaid, round 89): refused
+    where the profile records the shape it timed (the harness's) or is built in (the built-in model's), said where
+    it records none (a user's fit of the built-in, most likely)."""
+    if p.model != arch.name:
+        return None  # another model, or any: check_profile_fits decides
+    if isinstance(p.architecture, dict):
+        timed = {k: p.architecture.get(k) for k in SHAPE_FIELDS if k in p.architecture}
+        where = "the shape it records"
+    elif _shaped_as_builtin(arch):
+        return None
+    else:
+        from servesim.simulator.model_arch import load_model
+
+        try:
+            timed = {k: getattr(load_model(arch.name), k, None) for k in SHAPE_FIELDS}
+        except ConfigError:
+            return None
+        where = "the built-in model's shape"
+    off = [f"{k} {v} (the scenario's {getattr(arch, k, None)})" for k, v in timed.items()
+           if getattr(arch, k, None) != v]
+    if not off:  # the same shape (a length or a format edited: the profile's own checks decide)
+        return None
+    why = f"profile {p.name} timed {arch.name} at {where}: {', '.join(off)}"
+    if builtin or isinstance(p.architecture, dict):
+        raise ConfigError("profile", f"{why}; the scenario's edited model is another (leave profile unset to compose "
+                                     f"its own)")
+    return f"servesim: warning: {why}; its step times are that model's (leave profile unset to compose the edited one)"
+
+
 def _tables_fingerprint(folder: Path) -> str:
     """Sizes and times of the tables: a changed table rebuilds the cached profile."""
     h = hashlib.sha256()
@@ -207,9 +243,10 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
                    expert_parallel: int | None = None, routing: str = DEFAULT_ROUTING) -> Selection:
     if spec != "auto":
         p = load_profile(spec)
-        where = f"built-in profile {p.name}" if isinstance(spec, str) and spec in builtin_profile_names() else \
+        builtin = isinstance(spec, str) and spec in builtin_profile_names()
+        where = f"built-in profile {p.name}" if builtin else \
             f"profile {p.name} ({'inline' if isinstance(spec, dict) else Path(spec).resolve()})"  # from any folder
-        return Selection(p, where)
+        return Selection(p, where, _timed_another_shape(p, arch, builtin))
     # no built-in profile is expert-parallel or composed at another routing
     p = None if expert_parallel or (arch.is_moe and routing != DEFAULT_ROUTING) else _builtin_match(arch, gpu, tp)
     if p is not None:

@@ -232,3 +232,33 @@ def test_a_one_position_model_is_refused():
             "num_key_value_heads": 8, "intermediate_size": 1024, "vocab_size": 1000, "max_position_embeddings": 1}
     with pytest.raises(ConfigError, match="model.max_position_embeddings: 1: a request needs at least 2 positions"):
         load(None, [f"model={json.dumps(tiny)}", "engine.num_gpu_blocks_override=2000"])
+
+
+def test_a_profile_named_for_an_edited_model_is_refused_or_said(tmp_path, capsys):
+    """Round 89: the built-in 32-layer profile timed a 16-layer llama-3.1-8b (TPOT 6.2 ms where its own composed
+    profile gives 3.2), unsaid; a harness profile recording 2 layers timed a 4-layer tiny-llama. Refused where the
+    profile is built in or records its shape, said where a user's file records none; auto composes the edited one."""
+    import yaml
+
+    from servesim.simulator.config import _WARNED, load
+    from servesim.simulator.errors import ConfigError
+
+    builtin = "h200-llama-3.1-8b-bf16-tp1"
+    for edit in ("model.num_hidden_layers=16", "model.hidden_size=8192"):
+        with pytest.raises(ConfigError, match=r"profile: profile h200-llama-3.1-8b-bf16-tp1 timed llama-3.1-8b at the "
+                                              r"built-in model's shape: (num_hidden_layers 32|hidden_size 4096)"):
+            load(None, [edit, f"profile={builtin}"])
+        assert load(None, [edit]).profile.name != builtin  # composed for the edited model
+    assert load(None, [f"profile={builtin}"]).profile.name == builtin
+    data = load(None, [f"profile={builtin}"]).profile.model_dump(mode="json", exclude_none=True)
+    (tmp_path / "mine.yaml").write_text(yaml.safe_dump(data | {"name": "mine"}))
+    _WARNED.clear()
+    load(None, ["model.num_hidden_layers=16", f"profile={tmp_path / 'mine.yaml'}"])
+    assert "warning: profile mine timed llama-3.1-8b at the built-in model's shape: num_hidden_layers 32" in \
+        capsys.readouterr().err
+    recorded = data | {"name": "rec", "architecture": {"num_hidden_layers": 16}}
+    (tmp_path / "rec.yaml").write_text(yaml.safe_dump(recorded))
+    assert load(None, ["model.num_hidden_layers=16", f"profile={tmp_path / 'rec.yaml'}"]).profile.name == "rec"
+    with pytest.raises(ConfigError, match="timed llama-3.1-8b at the shape it records: num_hidden_layers 16 "
+                                          r"\(the scenario's 32\)"):
+        load(None, [f"profile={tmp_path / 'rec.yaml'}"])
