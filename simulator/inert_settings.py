@@ -85,6 +85,8 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     rules.append((measured, scenario.hardware, "hardware", ["bf16_tflops", "fp8_tflops", "fp4_tflops"], datasheet))
     rules.append((measured and profile.overhead is None, scenario.hardware, "hardware", ["memory_bandwidth_gbps"],
                   datasheet))
+    rules.append((measured or e.tensor_parallel_size == 1, scenario.hardware, "hardware", ["gpu_link_gbps"],
+                  datasheet if measured else "tensor_parallel_size is 1 (only the roofline's all-reduce reads it)"))
     rules.append((e.performance_mode == "interactivity", e, "engine", ["performance_mode"],
                   "interactivity's finer CUDA-graph sizes are not modelled (throughput's doubled budgets are)"))
     rules.append((e.performance_mode == "throughput" and e.max_num_batched_tokens is not None and

@@ -895,7 +895,7 @@ def test_round_58_settings_without_effect_are_said(capsys):
     ("auto", ["hardware.bf16_tflops has no effect: profile h200-llama-3.1-8b-bf16-tp1's step times come from its "
               "coefficients", "hardware.memory_bandwidth_gbps scales only the overhead's activation traffic"]),
     ("teaching", ["hardware.bf16_tflops has no effect", "hardware.memory_bandwidth_gbps has no effect"]),
-    ("roofline", []),  # it reads them
+    ("roofline", ["hardware.gpu_link_gbps has no effect: tensor_parallel_size is 1"]),  # it reads the others
 ])
 def test_datasheet_speeds_beside_a_measured_profile_are_said_unread(capsys, profile, said):
     """Round 88: bf16_tflops cut 100x under the built-in (measured) profile changed nothing, unsaid; the bandwidth
@@ -904,9 +904,10 @@ def test_datasheet_speeds_beside_a_measured_profile_are_said_unread(capsys, prof
 
     _WARNED.clear()
     assert main(["config", "--set", f"profile={profile}", "--set", "hardware.bf16_tflops=10", "--set",
-                 "hardware.memory_bandwidth_gbps=100"]) == 0
+                 "hardware.memory_bandwidth_gbps=100", "--set", "hardware.gpu_link_gbps=100"]) == 0
     err = capsys.readouterr().err
-    assert all(s in err for s in said) and ("tflops" in err) == bool(said), err
+    assert all(s in err for s in said) and ("tflops" in err) == (profile != "roofline"), err
+    assert "gpu_link_gbps has no effect" in err  # round 89: at TP 1, or beside a measured profile
     assert main(["config", "--set", f"profile={profile}"]) == 0  # the datasheet's own: nothing said
     assert "hardware." not in capsys.readouterr().err
 
