@@ -159,6 +159,9 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
     model_path = Path(model) if model and Path(model).exists() else None  # the labels below name the model
     model, dtype, gpu = measured_labels(meta, path, model, dtype, gpu)
     _check_model_fits(meta, model, tp, "experts_touched" in df.columns)
+    if meta.get("device") and tp not in (None, 1):  # calibrate run's harnesses time one device (calibrate check too)
+        raise ConfigError("--tp", f"{tp}: {path} was measured on one device ({meta['device']}, run.json); a TP-{tp} "
+                                  f"profile would time {tp} GPUs, their all-reduces left out, with one's numbers")
     if out:
         refuse_folder_name(out, "--out")
     out = Path(out) if out else path.parent / "profile.yaml"

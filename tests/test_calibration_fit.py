@@ -219,6 +219,8 @@ def cpu_run(tmp_path, df=None, **meta):
     ({"dtype": "fp7"}, "--dtype: one of fp32, .*, got 'fp7'"),
     ({"gpu": "h200-sxm"}, "--gpu: .* was measured on the CPU \\(AMD EPYC\\), not on h200-sxm"),
     ({"gpu": "nosuch"}, "--gpu: unknown GPU 'nosuch'"),
+    # round 89: one device's times labelled TP 2 timed a TP-2 run (no all-reduce), which calibrate check refuses
+    ({"tp": 2}, "--tp: 2: .* was measured on one device \\(cpu, run.json\\)"),
 ])
 def test_a_fit_cannot_be_labelled_as_something_it_did_not_measure(tmp_path, labels, needle):
     """--model/--dtype/--gpu relabelled a CPU table as llama-3.1-8b on an H200 (or as a model that does not exist):
