@@ -168,3 +168,22 @@ def test_a_pool_too_small_for_one_max_length_request_is_said_and_the_json_is_jso
     assert main(["capacity", "--model", "llama-4-scout", "--gpu", "h200-sxm", "-tp", "2", "--max-model-len",
                  "65536"]) == 0
     assert "vLLM would not start" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("model, gpus, extra, inert", [
+    ("llama-3.1-8b", ("h100-sxm", "a100-80gb"), [], True),  # the two numbers give all the GPU would
+    ("deepseek-v3", ("h200-sxm", "b200-sxm"), ["--kv-cache-dtype", "fp8"], False),  # latent attention's block size
+    ("gpt-oss-120b", ("h100-sxm", "a100-80gb"), [], False),  # the local groups' start-up token budget
+])
+def test_gpu_beside_memory_and_weights_is_said_unread_only_where_it_is(capsys, model, gpus, extra, inert):
+    """Round 89: '--gpu has no effect' was said where the GPU still set the block size (DeepSeek-V3: 846 requests on
+    H200, 860 on B200) or the start-up verdict (gpt-oss on H100 vs A100)."""
+    outs = []
+    for gpu in gpus:
+        assert main(["capacity", "--model", model, "--gpu", gpu, "--gpu-memory-gib", "71.45", "--weights-gib", "40",
+                     *extra, "--json"]) == 0
+        out, err = capsys.readouterr()
+        outs.append(json.loads(out))
+        assert ("--gpu has no effect" in err) == inert, err
+    if inert:  # then the answer is the same on either GPU
+        assert outs[0]["paged_requests"] == outs[1]["paged_requests"]
