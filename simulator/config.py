@@ -593,9 +593,11 @@ def check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | Non
     need = {"fp8": ("fp8_tflops", "fp8 tensor cores (Hopper, Ada, Blackwell)"),
             "nvfp4": ("fp4_tflops", "fp4 tensor cores (Blackwell)")}.get(arch.dtype)
     if need and getattr(hw, need[0]) is None:  # quantized so, or a checkpoint of that format (then the model's)
+        hint = f"set hardware.{need[0]} if yours does" if field.startswith("engine.") else \
+            "give a --gpu that has them"  # capacity's flags have no datasheet field
         raise ConfigError(field if quantization else "model",
                           f"{quantization or f'{arch.name} ({arch.dtype} weights)'} runs on {need[1]}; a {hw.name} "
-                          f"has none (set hardware.{need[0]} if yours does)")
+                          f"has none ({hint})")
 
 
 def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float, ep: int | None = None

@@ -187,3 +187,12 @@ def test_gpu_beside_memory_and_weights_is_said_unread_only_where_it_is(capsys, m
         assert ("--gpu has no effect" in err) == inert, err
     if inert:  # then the answer is the same on either GPU
         assert outs[0]["paged_requests"] == outs[1]["paged_requests"]
+
+
+def test_a_format_the_gpu_cannot_run_names_capacitys_own_flag(capsys):
+    """Round 89: capacity's refusal advised hardware.fp4_tflops, a setting capacity has no flag for."""
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--quantization", "modelopt_fp4"]) == 2
+    err = capsys.readouterr().err
+    assert "(give a --gpu that has them)" in err and "hardware." not in err
+    assert main(["run", "--set", "engine.quantization=modelopt_fp4", "--set", "hardware.gpu=h100-sxm"]) == 2
+    assert "set hardware.fp4_tflops if yours does" in capsys.readouterr().err  # a scenario can
