@@ -617,7 +617,8 @@ def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: flo
         return ConfigError("engine.gpu_memory_utilization", what + "; raise it" +
                            (f" or set tensor_parallel_size={need}" if need else ""))
     return ConfigError("engine.tensor_parallel_size",
-                       what + (f"; tensor_parallel_size={need} would fit" if need else "; quantize it (engine.quantization)"))
+                       what + (f"; tensor_parallel_size={need} holds the weights (its KV pool must also hold a "
+                               f"request of max_model_len)" if need else "; quantize it (engine.quantization)"))
 
 
 def check_tensor_parallel(arch: ModelArchitecture, tp: int, field: str) -> None:
@@ -851,9 +852,9 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
         field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else \
             "engine.kv_cache_memory_bytes" if e.kv_cache_memory_bytes else "engine.gpu_memory_utilization"
         counted = "blocks, as vLLM 0.19 counts them" if e.is_0_19 else "usable blocks"
-        raise ConfigError(field, f"the KV pool ({max(checked, 0)} {counted} of {e.block_size} tokens) cannot hold one "
-                                 f"request of max_model_len={max_model_len} ({need} blocks); lower engine.max_model_len "
-                                 f"or give the cache more memory")
+        raise ConfigError(field, f"the KV pool ({max(checked, 0):,} {counted} of {e.block_size} tokens) cannot hold "
+                                 f"one request of max_model_len={max_model_len:,} ({need:,} blocks); lower "
+                                 f"engine.max_model_len or give the cache more memory")
     return blocks, pool, max_model_len
 
 

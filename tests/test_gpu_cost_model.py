@@ -131,7 +131,7 @@ def test_missing_tables_fall_back_to_the_roofline_naming_where_they_were_looked_
 def test_weights_that_do_not_fit_name_the_tensor_parallel_size_that_would():
     with pytest.raises(ConfigError) as e:
         load(None, ["model=llama-3.1-70b", "hardware.gpu=h100-sxm"])
-    assert e.value.field == "engine.tensor_parallel_size" and "tensor_parallel_size=2 would fit" in e.value.message
+    assert e.value.field == "engine.tensor_parallel_size" and "tensor_parallel_size=2 holds the weights" in e.value.message
     assert load(None, ["model=llama-3.1-70b", "hardware.gpu=h100-sxm", "engine.tensor_parallel_size=4",
                        "engine.max_model_len=8192"]).profile.name == "h100-llama-3.1-70b-bf16-tp4"
 

@@ -217,7 +217,7 @@ def test_capacity_warns_where_run_refuses_a_hybrid_pool(capsys):
     assert "vLLM would not start: the pool's 8,500 usable blocks" in captured.err
     assert main(["config", "--set", "model=gpt-oss-120b", "--set", "hardware.gpu=h200-sxm", "--set",
                  "engine.num_gpu_blocks_override=8501"]) == 2  # the same pool, as run sees it
-    assert "cannot hold one request of max_model_len=131072 (9225 blocks)" in capsys.readouterr().err
+    assert "cannot hold one request of max_model_len=131,072 (9,225 blocks)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("sets, need", [([], 8192 + 1033),  # 0.33, async: max_in_flight_tokens two budgets

@@ -82,7 +82,7 @@ def test_an_hf_mixtral_config_is_a_mixture_of_experts_and_does_not_fit_one_h100(
     assert main(["capacity", "--model", str(cfg), "--gpu", "h100-sxm", "-tp", "2", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["weights_gib"] == pytest.approx(43.5, abs=0.01) and report["kv_bytes_per_token"] == 65_536
-    with pytest.raises(ConfigError, match="tensor_parallel_size=2 would fit"):
+    with pytest.raises(ConfigError, match="tensor_parallel_size=2 holds the weights"):
         load(None, [f"model={cfg}", "hardware.gpu=h100-sxm"])
 
 

@@ -62,7 +62,7 @@ def test_the_cheapest_deployment_that_carries_the_traffic_comes_first(tmp_path, 
     t = pd.DataFrame(report["rows"])
     pruned = t[t.status == "pruned"].set_index(["hardware.gpu", "engine.tensor_parallel_size"])
     # 70B's weights fit no single GPU of these; 64 heads do not split over 3
-    assert "tensor_parallel_size=2 would fit" in pruned.loc[("h100-sxm", 1), "reason"]
+    assert "tensor_parallel_size=2 holds the weights" in pruned.loc[("h100-sxm", 1), "reason"]
     assert "131.4 GiB of weights" in pruned.loc[("h200-sxm", 1), "reason"]
     assert "do not split over 3 GPUs" in pruned.loc[("h200-sxm", 3), "reason"] and len(pruned) == 4
     assert (pruned["gpu"] == pruned.index.get_level_values(0)).all()  # the table names the GPU of every row

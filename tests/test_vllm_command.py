@@ -604,7 +604,7 @@ def test_max_model_len_auto_fits_the_kv_pool_as_vllm_does(value, tmp_path, capsy
     config = yaml.safe_load((tmp_path / "v" / "config.yaml").read_text())
     fitted, blocks = config["engine"]["max_model_len"], config["resolved"]["num_gpu_blocks"]
     assert fitted == (blocks - 1) * 16 < 131072  # every usable 16-token block, one request
-    with pytest.raises(ConfigError, match="cannot hold one request of max_model_len=131072"):
+    with pytest.raises(ConfigError, match="cannot hold one request of max_model_len=131,072"):
         load(None, ["hardware.gpu=l4", "model=llama-3.1-8b"])  # the model's length, not auto: refused
     assert main(["vllm", "--gpu", "l4", "--out", str(tmp_path / "w"), "serve", MODEL] + BENCH) == 2
     assert "; lower --max-model-len or give the cache more memory" in capsys.readouterr().err  # the flag to change
@@ -1304,7 +1304,7 @@ def test_a_0_19_block_override_below_one_max_length_request_starts(tmp_path, cap
     line = ["serve", MODEL, "--num-gpu-blocks-override", "5000", "--", "bench", "serve", "--num-prompts", "4"]
     assert main(["vllm", "--vllm-version", "0.19.0", "--quiet", "--out", str(tmp_path / "a"), *line]) == 0
     assert main(["vllm", "--quiet", "--out", str(tmp_path / "b"), *line]) == 2
-    assert "cannot hold one request of max_model_len=131072" in capsys.readouterr().err
+    assert "cannot hold one request of max_model_len=131,072" in capsys.readouterr().err
     assert main(["vllm", "--vllm-version", "0.19.0", "--quiet", "--out", str(tmp_path / "c"), *line,
                  "--random-input-len", "90000", "--random-output-len", "8"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -1384,7 +1384,7 @@ def test_the_start_up_check_counts_the_null_block_in_0_33_only(tmp_path, capsys,
     assert main(["vllm", "--vllm-version", version, "--config", *line, "--max-model-len", "auto"]) == 0
     assert yaml.safe_load(capsys.readouterr().out)["engine"]["max_model_len"] == fits
     assert main(["vllm", "--vllm-version", version, "--config", *line, "--max-model-len", str(fits + 1)]) == 2
-    assert f"cannot hold one request of max_model_len={fits + 1}" in capsys.readouterr().err
+    assert f"cannot hold one request of max_model_len={fits + 1:,}" in capsys.readouterr().err
 
 
 def test_a_choice_vllm_takes_and_servesim_does_not_model_is_said_so(capsys):
