@@ -276,6 +276,18 @@ class MoESettings(Settings):
 
 
 class Scenario(Settings):
+    def __init__(self, **data):
+        """Made by hand (the API's servesim.Scenario(...)): a bad value is a ConfigError naming it, as load's are
+        (pydantic's ValidationError was the API's only exception of another kind, round 89)."""
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise ConfigError(*first_error(exc)) from None
+
+    # pydantic calls an __init__ of its own making only when validating (model_validate: a key that is no string
+    # is then its error, not Python's "keywords must be strings"); this one wraps the same init
+    __init__.__pydantic_base_init__ = True
+
     name: str = "default"
     seed: int = Field(0, ge=0, description="the run's random seed (numpy's, so non-negative)")
     model: str | dict = "llama-3.1-8b"

@@ -400,3 +400,16 @@ def test_a_runs_own_warnings_are_said_by_the_api_as_by_the_cli(capsys, tmp_path)
     assert main(["run", "--set", "workload.num_requests=50", "--set", "engine.max_model_len=300", "--out",
                  str(tmp_path / "clip")]) == 0  # the CLI's words are the same list
     assert f"servesim: warning: {clipped.warnings[0]}" in capsys.readouterr().err
+
+
+def test_a_scenario_made_or_edited_badly_is_a_config_error():
+    """Round 89: servesim.Scenario(...) with a bad value raised pydantic's ValidationError, and a misspelt attribute
+    a bare ValueError: the README promises ConfigError naming the setting for every bad input to the API."""
+    for kw, field in ((dict(engine={"max_num_seqs": "x"}), "engine.max_num_seqs"), (dict(bogus=1), "bogus"),
+                      (dict(engine={"max_num_seqs": math.nan}), "engine.max_num_seqs")):
+        with pytest.raises(servesim.ConfigError) as e:
+            servesim.Scenario(**kw)
+        assert e.value.field == field
+    s = servesim.Scenario()
+    with pytest.raises(servesim.ConfigError, match="max_num_seq: unknown setting of EngineSettings"):
+        s.engine.max_num_seq = 5

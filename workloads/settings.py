@@ -104,6 +104,15 @@ def refuse(key: str, message: str):
 class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
+    def __setattr__(self, name: str, value) -> None:
+        """An edit to a setting that does not exist (scenario.engine.max_num_seq = 5) is a ConfigError naming it."""
+        if name not in type(self).model_fields and not name.startswith("_"):
+            from servesim.simulator.errors import ConfigError
+
+            raise ConfigError(name, f"unknown setting of {type(self).__name__} (one of "
+                                    f"{', '.join(type(self).model_fields)})")
+        super().__setattr__(name, value)
+
     @model_validator(mode="before")
     @classmethod
     def _bounded(cls, data: Any) -> Any:
