@@ -214,6 +214,22 @@ def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
 TIMELINE_REPLICAS = 10  # lines drawn per panel at most; one colour each
 
 
+def _held(steps, column: str, idle: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """A step's value from its start to its end, then `idle` (None: the value held) until the next step starts:
+    (times, values) for a steps-post line. A line joined step to step drew an idle engine as running one request
+    across a gap of seconds (round 89)."""
+    start, end, value = (steps[c].to_numpy(float) for c in ("start", "end", column))
+    if idle is None or not len(start):
+        return start, value
+    gap = np.append(start[1:] > end[:-1], True)  # idle after this step (and after the last one)
+    t = np.empty(len(start) + int(gap.sum()))
+    v = np.empty_like(t)
+    at = np.arange(len(start)) + np.concatenate([[0], np.cumsum(gap)[:-1]])  # where each step's start goes
+    t[at], v[at] = start, value
+    t[at[gap] + 1], v[at[gap] + 1] = end[gap], idle
+    return t, v
+
+
 def timeline(steps, path, title: str = "one run over time"):
     """Queue depth, running requests, KV usage and preemptions against simulated time; one line per replica
     (their steps interleave in time, so a single line would zig-zag between replicas)."""
@@ -223,13 +239,16 @@ def timeline(steps, path, title: str = "one run over time"):
     shown = replicas[:TIMELINE_REPLICAS]
     for k, r in enumerate(shown):
         one = steps if r is None else steps[steps["replica"] == r]
-        t = one["start"].to_numpy()
         many = len(replicas) > 1
         name = f" (replica {r})" if many else ""
-        axes[0].plot(t, one["num_waiting"], label="waiting" + name, color=f"C{k}" if many else "tab:red",
-                     ls="--" if many else "-")
-        axes[0].plot(t, one["num_running"], label="running" + name, color=f"C{k}" if many else "tab:blue")
-        axes[1].plot(t, one["kv_usage"] * 100, color=f"C{k}" if many else "tab:green", label=name.strip(" ()"))
+        t, waiting = _held(one, "num_waiting")
+        axes[0].plot(t, waiting, label="waiting" + name, color=f"C{k}" if many else "tab:red",
+                     ls="--" if many else "-", drawstyle="steps-post")
+        axes[0].plot(*_held(one, "num_running", idle=0), label="running" + name, color=f"C{k}" if many else "tab:blue",
+                     drawstyle="steps-post")
+        t, usage = _held(one, "kv_usage")
+        axes[1].plot(t, usage * 100, color=f"C{k}" if many else "tab:green", label=name.strip(" ()"),
+                     drawstyle="steps-post")
         pre = one[one["num_preempted"] > 0]
         axes[2].vlines(pre["start"], 0, pre["num_preempted"], color=f"C{k}" if many else "tab:purple")
     axes[0].set_ylabel("requests")

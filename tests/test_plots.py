@@ -109,7 +109,8 @@ def test_timeline_draws_one_line_per_replica(tmp_path, monkeypatch, capsys):
     for k, r in enumerate(range(3)):
         line = requests.lines[2 * k + 1]
         assert line.get_label() == f"running (replica {r})"
-        assert line.get_ydata().tolist() == steps.loc[steps["replica"] == r, "num_running"].tolist()
+        ran = line.get_ydata()  # each step's count, and 0 where the replica sat idle
+        assert ran[ran > 0].tolist() == [n for n in steps.loc[steps["replica"] == r, "num_running"] if n > 0]
     drawn.clear()
     plots.timeline(steps[steps["replica"] == 0], tmp_path / "one")
     assert [x.get_label() for x in drawn[0].axes[0].lines] == ["waiting", "running"]
@@ -347,3 +348,16 @@ def test_a_sweep_where_no_request_finished_says_so(tmp_path, capsys):
         assert main(["plot", "--kind", kind, str(out), "--out", str(tmp_path / kind)]) == 2
         err = capsys.readouterr().err
         assert err.count("servesim: error:") == 1 and "(no request finished in any): nothing to plot" in err
+
+
+def test_the_timeline_draws_an_idle_engine_as_running_none():
+    """Round 89: the line joined step to step, so an engine busy 9% of a 53 s run drew 'running 1' throughout."""
+    import pandas as pd
+
+    from servesim.simulator.plots import _held
+
+    steps = pd.DataFrame({"start": [0.0, 0.5, 5.0], "end": [0.5, 2.0, 6.0], "num_running": [3, 2, 1],
+                          "kv_usage": [0.1, 0.2, 0.3]})
+    t, running = _held(steps, "num_running", idle=0)
+    assert t.tolist() == [0.0, 0.5, 2.0, 5.0, 6.0] and running.tolist() == [3, 2, 0, 1, 0]  # back to back: no gap
+    assert _held(steps, "kv_usage")[1].tolist() == [0.1, 0.2, 0.3]  # the KV held stays held
