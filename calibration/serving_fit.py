@@ -201,6 +201,7 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
                 terms: list[str] | None = None, max_evals: int = 60, progress=None) -> ServingFit:
     """Fit terms on `train` runs (scored on all their requests; with no held-out run, on the first 70% of
     each) and report the error on `held_out` runs (or the later 30%)."""
+    given_terms = bool(terms)
     terms = _checked_inputs(train, held_out, list(terms or DEFAULT_TERMS), max_evals)
     t_start = time.monotonic()
     # every run keeps its own starting profile (its GPU, model, TP); the terms are shared
@@ -211,6 +212,18 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
     for p in starts:
         if p.get("overhead") is None and any(t in OVERHEAD_TERMS for t in terms):
             p["overhead"] = {}
+    inert = [t for t in terms if t in SCALES and not any(
+        p["cost_model"] == "roofline" or set(SCALES[t]["linear"]) & set(p.get("coefficients") or {}) for p in starts)]
+    if inert:  # a scale of coefficients no starting profile has moves nothing: the fit would report it unapplied
+        what = f"{', '.join(inert)} multipl{'ies' if len(inert) == 1 else 'y'} coefficients profile " \
+               f"{rs0.profile.name} does not have (" + "; ".join(f"{t}: {', '.join(SCALES[t]['linear'])}"
+                                                               for t in inert) + ")"
+        if given_terms:
+            raise ConfigError("--terms", what)
+        say_once([f"servesim: warning: {what}: left out of the fit"])
+        terms = [t for t in terms if t not in inert]
+        if not terms:
+            raise ConfigError("--terms", f"{what}: nothing left to fit")
     start_profile = starts[0]
     start = {t: 1.0 if t in SCALES else float((start_profile.get("overhead") or {}).get(t, 0.0)) for t in terms}
     window = None if held_out else "train"

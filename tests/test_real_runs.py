@@ -852,3 +852,17 @@ def test_a_damaged_simulation_folder_is_refused_by_compare(tmp_path, capsys, dam
     assert main(["compare", str(real), str(sim), "--out", str(tmp_path / "d")]) == 2
     err = capsys.readouterr().err
     assert said in err and "a damaged results folder" in err and err.count("\n") == 1, err
+
+
+def test_a_fit_term_that_scales_nothing_in_the_profile_is_refused_or_left_out(tmp_path, capsys):
+    """Round 89: memory_scale on teaching (no memory coefficients) 'fitted memory_scale=1' and wrote a profile that
+    claims it; with the default terms it spent a third of the simplex on a dead dimension."""
+    _, result = _simulated(["workload.num_requests=60"])
+    write_lifecycle(result, tmp_path / "requests.jsonl")
+    sets = sum((["--set", s] for s in DEPLOY + ["profile=teaching"]), [])
+    assert main(["calibrate", "fit", str(tmp_path), "--terms", "memory_scale", "--out", str(tmp_path / "f.yaml"),
+                 *sets]) == 2
+    assert "--terms: memory_scale multiplies coefficients profile teaching does not have" in capsys.readouterr().err
+    assert main(["calibrate", "fit", str(tmp_path), "--max-evals", "7", "--out", str(tmp_path / "g.yaml"), *sets]) == 0
+    assert "memory_scale multiplies coefficients" in capsys.readouterr().err
+    assert "memory_scale" not in (tmp_path / "g.yaml").read_text()
