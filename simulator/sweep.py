@@ -69,7 +69,8 @@ def first_seed(scenario, sets: list[str], base_seed: int | None) -> int:
         data = load_scenario_file(scenario) if scenario else {}
     if not isinstance(data, dict):  # the points' own check names it
         data = {}
-    data = apply_overrides(data, sets) if sets else data
+    seeds = [s for s in sets if s.split("=", 1)[0].strip() == "seed"]  # the others are checked with the axes
+    data = apply_overrides(data, seeds) if seeds else data  # (a profile.* edit read here named auto, round 89)
     return parse_scenario({"seed": data["seed"]} if "seed" in data else {}).seed
 
 

@@ -273,6 +273,15 @@ def test_round_29_axes_zips_and_overlapping_sets():
     assert [p["name"] for p in sw.expand(['name="x\\"y",z'], [], 1)] == ['x"y', "z"]
 
 
+def test_a_profile_axis_beside_a_profile_edit_is_named_as_the_overlap(tmp_path, capsys):
+    """Round 89: --grid profile=A,B beside --set profile.coefficients.X was refused as 'profile auto is chosen'
+    (the seed's reading applied every --set to the scenario first), not as the overlap it is."""
+    assert main(["sweep", "--grid", "profile=teaching,roofline", "--set", "profile.coefficients.step_overhead_ms=3",
+                 "--set", "workload.num_requests=5", "--out", str(tmp_path / "s")]) == 2
+    assert "--grid: profile and --set profile.coefficients.step_overhead_ms overlap" in capsys.readouterr().err
+    assert sw.first_seed(None, ["profile.coefficients.step_overhead_ms=3", "seed=7"], None) == 7
+
+
 def test_round_30_axis_pairs_canonical_values_and_plain_apostrophes():
     """Two axes of which one lies inside the other ran with one dropped and the table crediting it; mappings that
     differ only in key order ran twice after round 29 (only slo_classes' order makes another run); an apostrophe in
