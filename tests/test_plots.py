@@ -361,3 +361,19 @@ def test_the_timeline_draws_an_idle_engine_as_running_none():
     t, running = _held(steps, "num_running", idle=0)
     assert t.tolist() == [0.0, 0.5, 2.0, 5.0, 6.0] and running.tolist() == [3, 2, 0, 1, 0]  # back to back: no gap
     assert _held(steps, "kv_usage")[1].tolist() == [0.1, 0.2, 0.3]  # the KV held stays held
+
+
+def test_a_capacity_the_search_called_not_stable_is_drawn_apart(monkeypatch):
+    """Round 89: an answer that moved as the run doubled (stable False) was drawn exactly like a stable one."""
+    import pandas as pd
+
+    from servesim.simulator import plots
+
+    drawn = []
+    monkeypatch.setattr(plots, "_figure", lambda path, fig: drawn.append(fig) or [])
+    table = pd.DataFrame({"engine.max_num_batched_tokens": [512, 2048], "max_rate": [5.25, 7.21],
+                          "held_up_to": [None, None], "stable": [False, True]})
+    plots.capacity(table, "x", "engine.max_num_batched_tokens")
+    (ax,) = drawn[0].axes
+    assert [t.get_text() for t in ax.texts] == ["~5.25\n(not stable)", "7.21"]
+    assert [b.get_hatch() for b in ax.patches] == ["..", None]
