@@ -395,6 +395,11 @@ def cmd_fit(args) -> int:
 
         raise ConfigError("measurements", "several sources and --held-out are for real serving runs; step "
                                           "measurements are fitted one table at a time")
+    unread = [flag for flag, given in (("--terms", args.terms is not None), ("--max-evals", args.max_evals != 60),
+                                       ("--set", args.set), ("--scenario", args.scenario)) if given]
+    if unread:  # a table's fit is a least-squares fit of its own coefficients: nothing simulated (round 89)
+        print(f"servesim: warning: {', '.join(unread)} ha{'s' if len(unread) == 1 else 've'} no effect on a "
+              f"measurement table: only real serving runs are fitted by simulating them", file=sys.stderr)
     holdout = 0.2 if args.holdout is None else args.holdout
     _print_fit(*fit_directory(first, args.out, args.name, holdout, args.seed, model=args.model,
                               dtype=args.dtype, gpu=args.gpu, tp=args.tp))

@@ -439,3 +439,16 @@ def test_the_fit_never_replaces_the_model_file_it_reads(tmp_path):
     with pytest.raises(ConfigError, match="would write over the input"):
         fit_directory(table, out=model, model=str(model), dtype="fp32")
     assert model.read_bytes() == before
+
+
+def test_the_real_run_options_on_a_measurement_table_are_said_unread(tmp_path, capsys):
+    """Round 89: --terms, --max-evals, --set and --scenario were ignored silently on a table's fit (they are for
+    real serving runs, which are fitted by simulating them)."""
+    from servesim.simulator.cli import main
+
+    run = cpu_run(tmp_path)
+    assert main(["calibrate", "fit", str(run), "--terms", "memory_scale", "--max-evals", "9", "--set",
+                 "engine.max_num_seqs=4", "--out", str(tmp_path / "p.yaml")]) == 0
+    assert "warning: --terms, --max-evals, --set have no effect on a measurement table" in capsys.readouterr().err
+    assert main(["calibrate", "fit", str(run), "--out", str(tmp_path / "q.yaml")]) == 0
+    assert "no effect" not in capsys.readouterr().err
