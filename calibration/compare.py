@@ -32,7 +32,13 @@ COMPONENTS = [
     ("decode attention per KV token read, at 100k KV tokens a step (ms)", "kv_token_ms"),
     ("decode attention: KV tokens that still fit a cache", "context_cache_tokens"),
     ("prefill attention per (query, key) pair (ms)", "per_attention_pair_ms"),
+    # terms a profile may carry beside the GEMM model (teaching's token costs, a MoE profile's experts): a row each,
+    # else a profile made of them compared as if it had none (round 89)
+    ("per prefill token (ms)", "per_prefill_token_ms"),
+    ("per decode token (ms)", "per_decode_token_ms"),
+    ("MoE: per expert a step's tokens touch (ms)", "per_expert_ms"),
 ]
+CARRIED = {"per_prefill_token_ms", "per_decode_token_ms", "per_expert_ms"}  # a row only where a profile has one
 
 STEPS = [
     ("decode 1 seq at 1,024", GridPoint("decode", 1, 0, 1024)),
@@ -74,7 +80,7 @@ def compare_profiles(a: str | Profile, b: str | Profile) -> pd.DataFrame:
     pb = b if isinstance(b, Profile) else load_profile(b)
     ma, mb = _linear(pa), _linear(pb)
     rows = [{"part": "component", "what": label, "a": _value(ma, key), "b": _value(mb, key)}
-            for label, key in COMPONENTS]
+            for label, key in COMPONENTS if key not in CARRIED or _value(ma, key) or _value(mb, key)]
     oa, ob = _with_overhead(pa, ma), _with_overhead(pb, mb)
     parts = lambda o, m, shape: o.parts(shape) if o else (m.step_time(shape), 0.0, 0.0)  # noqa: E731
     for label, pt in STEPS:

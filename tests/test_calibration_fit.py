@@ -452,3 +452,14 @@ def test_the_real_run_options_on_a_measurement_table_are_said_unread(tmp_path, c
     assert "warning: --terms, --max-evals, --set have no effect on a measurement table" in capsys.readouterr().err
     assert main(["calibrate", "fit", str(run), "--out", str(tmp_path / "q.yaml")]) == 0
     assert "no effect" not in capsys.readouterr().err
+
+
+def test_compare_shows_every_term_a_profile_carries():
+    """Round 89: teaching's per-prefill-token cost (123 ms of its 141 ms 4,096-token prefill) and a MoE profile's
+    per-expert cost had no row: the profiles were compared as if they lacked them."""
+    from servesim.calibration.compare import compare_profiles
+
+    t = compare_profiles("teaching", "h200-llama-3.1-8b-bf16-tp1")
+    row = t[(t["part"] == "component") & (t["what"] == "per prefill token (ms)")]
+    assert row[["a", "b"]].values.tolist() == [[0.03, 0.0]]
+    assert "per decode token (ms)" not in t["what"].tolist()  # neither profile has it: no row
