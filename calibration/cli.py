@@ -54,7 +54,7 @@ def _add_fit(csub) -> None:
                         "of each run's requests)")
     f.add_argument("--terms", help="real runs: comma-separated terms to fit (default: memory_scale,compute_scale,"
                                    "gpu_per_layer_us; docs/calibration.md lists them)")
-    f.add_argument("--max-evals", type=COUNT, default=60, help="real runs: simulations the optimiser may run")
+    f.add_argument("--max-evals", type=COUNT, help="real runs: simulations the optimiser may run (default 60)")
     f.add_argument("--out", type=nonempty_path, help="profile YAML (default: profile.yaml beside the measurement tables; for real runs "
                    "results/profiles/NAME.yaml); "
                    "beside it go the fit's per-point predictions (measurement tables: NAME.predictions.parquet) "
@@ -395,7 +395,7 @@ def cmd_fit(args) -> int:
 
         raise ConfigError("measurements", "several sources and --held-out are for real serving runs; step "
                                           "measurements are fitted one table at a time")
-    unread = [flag for flag, given in (("--terms", args.terms is not None), ("--max-evals", args.max_evals != 60),
+    unread = [flag for flag, given in (("--terms", args.terms is not None), ("--max-evals", args.max_evals is not None),
                                        ("--set", args.set), ("--scenario", args.scenario)) if given]
     if unread:  # a table's fit is a least-squares fit of its own coefficients: nothing simulated (round 89)
         print(f"servesim: warning: {', '.join(unread)} ha{'s' if len(unread) == 1 else 've'} no effect on a "
@@ -409,7 +409,7 @@ def cmd_fit(args) -> int:
 def _fit_serving(args) -> int:
     from servesim.calibration.profile_io import write_profile
     from servesim.calibration.real_runs import read_run
-    from servesim.calibration.serving_fit import fit_serving
+    from servesim.calibration.serving_fit import DEFAULT_MAX_EVALS, fit_serving
 
     train = [read_run(p) for p in args.measurements]
     held = [read_run(p) for p in args.held_out]
@@ -442,7 +442,8 @@ def _fit_serving(args) -> int:
     if args.out:  # refused before the fit's minutes, not after
         output_file(args.out, "--out", inputs, profile=True)
         output_file(Path(args.out).with_suffix(".held-out.csv"), "--out", inputs, profile=True)
-    fit = fit_serving(train, held, args.scenario, sets, terms, args.max_evals)
+    fit = fit_serving(train, held, args.scenario, sets, terms,
+                      DEFAULT_MAX_EVALS if args.max_evals is None else args.max_evals)
     if args.name:
         fit.profile["name"] = args.name
     out = Path(args.out) if args.out else Path("results/profiles") / f"{file_part(str(fit.profile['name']))}.yaml"

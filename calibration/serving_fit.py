@@ -43,6 +43,7 @@ OVERHEAD_TERMS = ["gpu_per_layer_us", "gpu_per_token_per_layer_ns", "gpu_per_seq
                   "host_per_step_ms", "host_per_seq_us"]
 TERMS = list(SCALES) + OVERHEAD_TERMS
 DEFAULT_TERMS = ["memory_scale", "compute_scale", "gpu_per_layer_us"]
+DEFAULT_MAX_EVALS = 60  # simulations the optimiser may run (calibrate fit --max-evals)
 QUANTILES = ["median", "p90", "p99"]
 FIT_METRICS = ["ttft", "tpot", "itl", "e2el", "prefill"]
 MIN_REQUESTS = 50
@@ -198,7 +199,7 @@ def _say_if_mixed(resolved: list) -> None:
 
 
 def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | None, sets: list[str] | None,
-                terms: list[str] | None = None, max_evals: int = 60, progress=None) -> ServingFit:
+                terms: list[str] | None = None, max_evals: int = DEFAULT_MAX_EVALS, progress=None) -> ServingFit:
     """Fit terms on `train` runs (scored on all their requests; with no held-out run, on the first 70% of
     each) and report the error on `held_out` runs (or the later 30%)."""
     given_terms = bool(terms)

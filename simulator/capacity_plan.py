@@ -129,10 +129,9 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     layout = kv_layout(arch, tp, disable_hybrid_kv_cache_manager)
     # the GPU still picks latent attention's block size and, for local-attention layers, the token budget the
     # start-up bound counts: only where neither applies do the two numbers give all it would (round 89)
-    generic = load_hardware("generic-80gb")
     gpu_inert = gpu != "generic-80gb" and gpu_memory_gib is not None and w is not None and not quantization and \
         local_attention(arch) is None and (values["block_size"] is not None or attention_block_size(
-            arch, hw, kv_cache_dtype) == attention_block_size(arch, generic, kv_cache_dtype))
+            arch, hw, kv_cache_dtype) == attention_block_size(arch, load_hardware("generic-80gb"), kv_cache_dtype))
     inert = [("--gpu", gpu_inert, "--gpu-memory-gib and --weights-gib give all it would"),
              ("--quantization", quantization and w is not None,
               "--weights-gib gives the weights (quantization leaves the KV bytes as they are)"),

@@ -112,15 +112,14 @@ def _timed_another_shape(p: Profile, arch: ModelArchitecture, builtin: bool) -> 
     if isinstance(p.architecture, dict):
         timed = {k: p.architecture.get(k) for k in SHAPE_FIELDS if k in p.architecture}
         where = "the shape it records"
-    elif _shaped_as_builtin(arch):
-        return None
     else:
         from servesim.simulator.model_arch import load_model
 
         try:
-            timed = {k: getattr(load_model(arch.name), k, None) for k in SHAPE_FIELDS}
+            model = load_model(arch.name)
         except ConfigError:
             return None
+        timed = {k: getattr(model, k, None) for k in SHAPE_FIELDS}
         where = "the built-in model's shape"
     off = [f"{k} {v} (the scenario's {getattr(arch, k, None)})" for k, v in timed.items()
            if getattr(arch, k, None) != v]

@@ -1287,6 +1287,8 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
     old = version == "0.19.0"
     dp, rank, local = serve.get("data_parallel_size") or 1, serve.get("data_parallel_rank"), \
         serve.get("data_parallel_size_local")
+    tp, pp, pcp_given = (serve.get(f"{k}_parallel_size") or 1 for k in ("tensor", "pipeline", "prefill_context"))
+    pcp = pcp_given if not old else 1  # 0.19's launch and EPLB checks count no prefill-context ranks
     start, multi = serve.get("data_parallel_start_rank"), bool(serve.get("data_parallel_multi_port_external_lb"))
     if serve.get("headless") or serve.get("api_server_count") == 0:
         raise ConfigError(_flag("serve", "headless" if serve.get("headless") else "api_server_count", version),
@@ -1343,8 +1345,7 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
         if (serve.get("data_parallel_backend") or "mp") != "mp":
             refuse("data_parallel_backend", f"{serve['data_parallel_backend']} with --nnodes {nnodes} (several "
                                             f"nodes need the mp backend)")
-        within = (serve.get("tensor_parallel_size") or 1) * (serve.get("pipeline_parallel_size") or 1) * \
-            ((serve.get("prefill_context_parallel_size") or 1) if not old else 1)
+        within = tp * pp * pcp
         if dp * within % nnodes:
             refuse("nnodes", f"{nnodes} does not divide the {dp * within} GPUs of the deployment")
         if not 0 <= node < nnodes:
@@ -1377,11 +1378,10 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
     if serve.get("enable_eplb"):
         if not serve.get("enable_expert_parallel"):
             refuse("enable_eplb", "without --enable-expert-parallel")
-        pcp = (serve.get("prefill_context_parallel_size") or 1) if not old else 1  # 0.19 counts TP x DP
-        if (serve.get("tensor_parallel_size") or 1) * dp * pcp <= 1:
+        if tp * dp * pcp <= 1:
             refuse("enable_eplb", "on one GPU (it needs tensor, " + ("prefill-context or " if not old else "or ") +
                    "data parallelism)")
-        ep = (serve.get("tensor_parallel_size") or 1) * dp * (serve.get("prefill_context_parallel_size") or 1)
+        ep = tp * dp * pcp_given  # FusedMoE's EP group
         if arch is not None and arch.num_experts and (arch.num_experts + redundant) % ep:  # FusedMoE, at start-up
             raise ConfigError(_flag("serve", "eplb_config" if redundant else "enable_eplb", version),
                               f"{arch.num_experts} experts + {redundant} redundant do not divide over the {ep} EP "
@@ -1408,7 +1408,7 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
     if serve.get("enable_elastic_ep"):  # ParallelConfig
         if not serve.get("enable_eplb"):
             refuse("enable_elastic_ep", "without --enable-eplb")
-        if (serve.get("pipeline_parallel_size") or 1) > 1:
+        if pp > 1:
             refuse("enable_elastic_ep", "with pipeline parallelism")
         if hybrid or external and old:
             refuse("enable_elastic_ep", f"with {'hybrid' if hybrid else 'external'} balancing (it coordinates scaling "
