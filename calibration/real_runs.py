@@ -24,6 +24,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -440,6 +441,14 @@ def engine_sets(meta: dict, where) -> list[str]:
         sets.append(f"engine.num_gpu_blocks_override={cache.get('num_gpu_blocks') or kw['num_gpu_blocks_override']}")
     if kw.get("kv_cache_dtype", "auto") != "auto":
         sets.append(f"engine.kv_cache_dtype={kw['kv_cache_dtype']}")
+    if meta.get("vllm_version") is not None:  # its release's defaults fill what it did not record
+        version = meta["vllm_version"]
+        if not isinstance(version, str):
+            _fail(where, "vllm_version", f"must be the release as text (\"0.19.0\"), got {version!r:.40}")
+        release, note = release_for(version)
+        sets.append(f"engine.vllm_defaults={release}")
+        if note:
+            meta["release_note"] = note
     if "hardware" in meta and not isinstance(meta["hardware"], dict):
         _fail(where, "hardware", f"must be an object, got {type(meta['hardware']).__name__}")
     device = (meta.get("hardware") or {}).get("device_name")
@@ -454,6 +463,29 @@ def engine_sets(meta: dict, where) -> list[str]:
         else:
             meta["unmapped_gpu"] = device  # resolve_run says which GPU it simulates instead
     return sets
+
+
+def release_for(version: str) -> tuple[str, str | None]:
+    """The shipped release whose defaults a run served by vLLM `version` gets: the same minor release, else the
+    newest one before it (the oldest where it predates all), and a note where that is not its own."""
+    from servesim.simulator.vllm_command import VLLM_VERSIONS
+
+    def minor(v: str):
+        m = re.match(r"v?(\d+)\.(\d+)", v.strip())
+        return (int(m[1]), int(m[2])) if m else None
+
+    got = minor(version)
+    shipped = sorted(VLLM_VERSIONS, key=minor)
+    if got is None:
+        return VLLM_VERSIONS[0], f"records vllm_version {version!r:.40}, which names no release: simulating " \
+                                 f"vLLM {VLLM_VERSIONS[0]}'s defaults"
+    same = [v for v in shipped if minor(v) == got]
+    if same:
+        return same[0], None
+    before = [v for v in shipped if minor(v) < got]
+    release = before[-1] if before else shipped[0]
+    return release, f"records vLLM {version}, whose defaults servesim does not ship: simulating {release}'s " \
+                    f"(releases: {', '.join(VLLM_VERSIONS)})"
 
 
 def _json_object(path: Path) -> dict:

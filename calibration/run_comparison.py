@@ -38,6 +38,8 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
                                    f"built-in architecture: "
                                    f"give --set model=NAME (a built-in model or a config.json path)")
     recorded, warnings = _with_overrides(run, list(sets or []))
+    if run.meta.get("release_note"):
+        warnings.append(f"{run.path} {run.meta['release_note']}")
     if run.meta.get("unmodelled"):
         warnings.append(f"{run.path} records {', '.join(run.meta['unmodelled'])}: not modelled, simulated without")
     given = _dotted(scenario_data)

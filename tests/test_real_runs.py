@@ -714,6 +714,22 @@ def test_the_engine_arguments_a_run_records_are_its_settings_or_said_unmodelled(
     assert len(meta["unmodelled"]) == 2 and "engine_kwargs.dtype='float32'" in meta["unmodelled"][1]
 
 
+@pytest.mark.parametrize("version,release,note", [("0.19.0", "0.19.0", None), ("0.19.1rc1.dev4+gabc", "0.19.0", None),
+                                                   ("0.33.0", "0.33.0", None), ("0.25.2", "0.19.0", "0.25.2"),
+                                                   ("0.40.0", "0.33.0", "0.40.0"), ("0.10.1", "0.19.0", "0.10.1"),
+                                                   ("main", "0.33.0", "names no release")])
+def test_a_run_is_simulated_with_the_defaults_of_the_release_it_records(version, release, note):
+    """The public runs record vllm_version 0.19.0 and were simulated with 0.33's defaults (which count the null
+    block and double the in-flight budget under async scheduling), without a word."""
+    from servesim.calibration.real_runs import engine_sets
+
+    meta = {"vllm_version": version, "engine_kwargs": {"max_num_seqs": 8}}
+    assert f"engine.vllm_defaults={release}" in engine_sets(meta, "meta.json")
+    assert (note in meta["release_note"]) if note else "release_note" not in meta
+    with pytest.raises(ConfigError, match="vllm_version: must be the release as text"):
+        engine_sets({"vllm_version": 0.19}, "meta.json")
+
+
 def _shared_run():
     root = Path(__file__).resolve().parents[2] / "shared" / "data" / "serving" / "llmservingsim-vllm-0.19" / \
         "RTXPRO6000" / "Llama-3.1-8B"
