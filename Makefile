@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench bench-recommend venv clean profiles fidelity fidelity-gpu fidelity-replay vllm-env fidelity-vllm fidelity-vllm-server results device-wheels
+.PHONY: run test bench bench-recommend venv clean profiles fidelity fidelity-gpu fidelity-replay vllm-env fidelity-vllm fidelity-vllm-server results long-chats device-wheels
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -136,6 +136,16 @@ results: $(STAMP)
 	  --slo ttft_p99_ms=1000 --slo tpot_p99_ms=50 --gpu h100-sxm,h200-sxm,b200-sxm --tp 2,4,8 \
 	  --grid engine.max_num_batched_tokens=2048,8192 --jobs 2 \
 	  --out results/recommend-example --no-progress
+	$(MAKE) long-chats
+
+# docs/long-chats.md's table: one run a chat count, each summary kept (about 80 s)
+LONG_CHATS := 100 110 120 130 140 150 160 180 200 300 600
+long-chats: $(STAMP)
+	rm -rf results/long-chats && mkdir -p results/long-chats
+	@for n in $(LONG_CHATS); do $(BIN)/servesim run docs/scenarios/long-chats-qwen.yaml --set workload.num_sessions=$$n \
+	  --json --quiet --out /tmp/servesim-long-chats/$$n > /dev/null || exit 1; \
+	  cp /tmp/servesim-long-chats/$$n/summary.json results/long-chats/summary-$$n.json; done
+	cp /tmp/servesim-long-chats/100/config.yaml results/long-chats/config-100.yaml
 
 # A lent GPU (docs/calibration.md, "On a lent GPU"): the packages its image lacks, as wheels for its
 # Python 3.12, at the versions this venv tested. The call then carries .whl.
