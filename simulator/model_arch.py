@@ -22,10 +22,13 @@ from servesim.simulator.files import where_looked
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 Dtype = Literal["fp32", "fp16", "bf16", "fp8"]
 # Linear-layer weight formats: bits per weight, scales included. nvfp4: 4-bit e2m1 plus an fp8 scale per 16
-# (modelopt_fp4, W4A4); w4a16: 4-bit integers plus an fp16 scale (and zero point) per group of 128 (AWQ, GPTQ).
-# Embeddings, the LM head and the norms stay in 16 bits, as vLLM quantizes linear layers only.
+# (modelopt_fp4, W4A4); w4a16: 4-bit integers plus an fp16 scale and a 4-bit zero point (packed eight to an
+# int32 in AWQ's and GPTQ's qzeros) per group of 128 (GPTQ's g_idx, 32 bits per input row, left out: under 0.01
+# bit a weight). Embeddings, the LM head and the norms stay in 16 bits, as vLLM quantizes linear layers only.
 # mxfp4: 4-bit e2m1 plus an e8m0 scale per 32 (gpt-oss's experts, run by vLLM with 16-bit activations).
-WEIGHT_BITS = {"fp32": 32.0, "fp16": 16.0, "bf16": 16.0, "fp8": 8.0, "nvfp4": 4.5, "w4a16": 4.25, "mxfp4": 4.25}
+W4A16_GROUP = 128
+WEIGHT_BITS = {"fp32": 32.0, "fp16": 16.0, "bf16": 16.0, "fp8": 8.0, "nvfp4": 4.5, "w4a16": 4 + (16 + 4) / W4A16_GROUP,
+               "mxfp4": 4.25}
 WeightFormat = Literal["fp32", "fp16", "bf16", "fp8", "nvfp4", "w4a16", "mxfp4"]
 
 # How unevenly a router spreads tokens over experts, named as the kernel tables measure it: balanced, or a power
@@ -377,7 +380,7 @@ def checkpoint_format(q) -> str | None:
     method, bits = q.get("quant_method"), q.get("bits", q.get("w_bit"))
     if method in ("fp8", "mxfp4"):
         return method
-    if method in ("awq", "gptq") and bits == 4:
+    if method in ("awq", "gptq") and bits == 4 and q.get("group_size", q.get("q_group_size", W4A16_GROUP)) == W4A16_GROUP:
         return "w4a16"
     if method == "modelopt":
         return {"NVFP4": "nvfp4", "FP8": "fp8"}.get(str(q.get("quant_algo", "")).upper())
@@ -399,6 +402,11 @@ def _unmodelled(data: dict, family: str) -> str | None:
         return (f"interleave_moe_layer_step {data['interleave_moe_layer_step']} (dense and MoE layers interleaved "
                 f"are not modelled)")
     q = data.get("quantization_config")
+    group = q.get("group_size", q.get("q_group_size")) if isinstance(q, dict) else None
+    if q is not None and checkpoint_format(q) is None and q.get("quant_method") in ("awq", "gptq") and \
+            q.get("bits", q.get("w_bit")) == 4 and group != W4A16_GROUP:
+        return (f"quantization_config group_size {group!r:.20} (servesim counts 4-bit AWQ/GPTQ weights in groups of "
+                f"{W4A16_GROUP}: a scale and a zero point each)")
     if q is not None and checkpoint_format(q) is None:
         return (f"quantization_config {q.get('quant_method') if isinstance(q, dict) else q!r} (servesim reads fp8, "
                 f"mxfp4, 4-bit AWQ/GPTQ and ModelOpt NVFP4/FP8 checkpoints from config.json; model the others as a "

@@ -428,6 +428,8 @@ def test_expert_parallel_dp_ranks_step_in_lockstep(tmp_path):
     ({"quant_method": "awq", "w_bit": 4}, "w4a16"),
     ({"quant_method": "gptq", "bits": 4}, "w4a16"),
     ({"quant_method": "gptq", "bits": 8}, None),  # 8-bit GPTQ: not a format servesim times
+    ({"quant_method": "gptq", "bits": 4, "group_size": 32}, None),  # groups of 32: another weight size
+    ({"quant_method": "awq", "w_bit": 4, "q_group_size": -1}, None),
     ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
     ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
     ({"quant_method": "fp8"}, "fp8"),
@@ -439,3 +441,17 @@ def test_a_checkpoints_own_format_is_read_from_its_config(config, fmt):
     from servesim.simulator.model_arch import checkpoint_format
 
     assert checkpoint_format(config) == fmt
+
+
+def test_a_4bit_checkpoint_in_groups_other_than_128_is_refused_naming_its_group_size(tmp_path):
+    """Round 89: groups of 32 hold four times the scales and zero points of 128 (4.6 bits a weight, not 4.16)."""
+    from servesim.simulator.model_arch import load_model
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
+                                "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32,
+                                "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 8192,
+                                "torch_dtype": "float16",
+                                "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 32}}))
+    with pytest.raises(ConfigError, match="group_size 32 .*groups of 128"):
+        load_model(str(path))
