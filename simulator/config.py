@@ -599,17 +599,27 @@ def with_formats(arch: ModelArchitecture, quantization: str | None, kv_cache_dty
     return arch
 
 
+MARLIN_CAPABILITY = 7.5  # vLLM's Marlin kernels (weight-only FP8 and NVFP4) run from this CUDA capability on
+
+
 def check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | None,
-                  field: str = "engine.quantization") -> None:
-    """W8A8 needs fp8 tensor cores and NVFP4 Blackwell's fp4 ones; the GPU's datasheet says which it has."""
+                  field: str = "engine.quantization") -> str | None:
+    """W8A8 runs on fp8 tensor cores and NVFP4 on Blackwell's fp4 ones. Without them vLLM serves both weight-only
+    through its Marlin kernels (fp8.py, modelopt.py: capability 7.5 on), 16-bit math on the stored weights: said,
+    and timed so (Hardware.peak_flops falls back to bf16). A GPU that is not CUDA has no Marlin: refused."""
     need = {"fp8": ("fp8_tflops", "fp8 tensor cores (Hopper, Ada, Blackwell)"),
             "nvfp4": ("fp4_tflops", "fp4 tensor cores (Blackwell)")}.get(arch.dtype)
-    if need and getattr(hw, need[0]) is None:  # quantized so, or a checkpoint of that format (then the model's)
-        hint = f"set hardware.{need[0]} if yours does" if field.startswith("engine.") else \
-            "give a --gpu that has them"  # capacity's flags have no datasheet field
-        raise ConfigError(field if quantization else "model",
-                          f"{quantization or f'{arch.name} ({arch.dtype} weights)'} runs on {need[1]}; a {hw.name} "
-                          f"has none ({hint})")
+    if not need or hw.has_tensor_cores_for(arch.dtype):  # quantized so, or a checkpoint of that format (the model's)
+        return None
+    what = quantization or f"{arch.name} ({arch.dtype} weights)"
+    if hw.compute_capability is not None and hw.compute_capability >= MARLIN_CAPABILITY:
+        return (f"servesim: note: a {hw.name} has no {need[1].split(' (')[0]}: vLLM serves {what} weight-only with "
+                f"its Marlin kernel, {arch.dtype} weights in memory and 16-bit math, as simulated")
+    hint = f"set hardware.{need[0]} if yours does" if field.startswith("engine.") else \
+        "give a --gpu that has them"  # capacity's flags have no datasheet field
+    raise ConfigError(field if quantization else "model",
+                      f"{what} runs on {need[1]} or, weight-only, on CUDA GPUs of capability {MARLIN_CAPABILITY}+ "
+                      f"(vLLM's Marlin kernels); a {hw.name} has neither ({hint})")
 
 
 def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float, ep: int | None = None
@@ -909,7 +919,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if not e.num_gpu_blocks_override and not e.kv_cache_memory_bytes and \
             (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
         raise err
-    check_formats(arch, hw, e.quantization)
+    weight_only = check_formats(arch, hw, e.quantization)
     routing = scenario.moe.routing if arch.is_moe else DEFAULT_ROUTING  # a dense model's: said to have no effect
     selection = select_profile(scenario.profile, arch, h.gpu, hw, tp, ep, routing)
     profile = selection.profile
@@ -938,7 +948,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     local = local_attention(arch)
     window_group = bool(layout.local_groups) and not local.chunked  # a modelled group retention acts on
-    say_once((selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens,
+    say_once((weight_only, selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens,
                                                                     window_group, None if arch.is_moe else arch.name)))
     if sp.method != "none" and sp.lookahead_block_hashes and e.is_0_19:
         raise ConfigError("speculative.lookahead_block_hashes", "vLLM 0.19 has no lookahead block hashes (0.33's): "

@@ -30,6 +30,10 @@ class Hardware(Settings):
     def memory_bytes(self) -> int:
         return int(self.memory_gib * 2**30)
 
+    def has_tensor_cores_for(self, dtype: str) -> bool:
+        """Whether the datasheet gives this weight format's own math (fp8, nvfp4); any other runs at 16 bits."""
+        return {"fp8": self.fp8_tflops, "nvfp4": self.fp4_tflops}.get(dtype, 0) is not None
+
     def peak_flops(self, dtype: str) -> float:
         if dtype == "fp8" and self.fp8_tflops:
             return self.fp8_tflops * 1e12

@@ -252,8 +252,9 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
         return Selection(p, f"built-in profile {p.name}")
     if not hw.kernel_tables:
         return _roofline(arch, gpu, hw, f"{gpu or 'this GPU'} has no measured kernel tables")
-    if arch.dtype in ("w4a16", "fp32"):
-        what = "4-bit weight-only GEMMs (AWQ/GPTQ Marlin)" if arch.dtype == "w4a16" else "fp32 models"
+    if arch.dtype in ("w4a16", "fp32") or not hw.has_tensor_cores_for(arch.dtype):
+        what = {"w4a16": "4-bit weight-only GEMMs (AWQ/GPTQ Marlin)", "fp32": "fp32 models"}.get(
+            arch.dtype, f"weight-only {arch.dtype} GEMMs (Marlin)")
         return _roofline(arch, gpu, hw, f"no kernel tables time {what}")
     root = kernel_tables_root()
     if root is None or not (root / hw.kernel_tables).is_dir():

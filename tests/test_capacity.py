@@ -191,8 +191,14 @@ def test_gpu_beside_memory_and_weights_is_said_unread_only_where_it_is(capsys, m
 
 def test_a_format_the_gpu_cannot_run_names_capacitys_own_flag(capsys):
     """Round 89: capacity's refusal advised hardware.fp4_tflops, a setting capacity has no flag for."""
-    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--quantization", "modelopt_fp4"]) == 2
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "b60", "--quantization", "modelopt_fp4"]) == 2
     err = capsys.readouterr().err
     assert "(give a --gpu that has them)" in err and "hardware." not in err
-    assert main(["run", "--set", "engine.quantization=modelopt_fp4", "--set", "hardware.gpu=h100-sxm"]) == 2
+    assert main(["run", "--set", "engine.quantization=modelopt_fp4", "--set", "hardware.gpu=b60"]) == 2
     assert "set hardware.fp4_tflops if yours does" in capsys.readouterr().err  # a scenario can
+    # a CUDA GPU without fp4 tensor cores holds NVFP4 weights (vLLM's Marlin runs them weight-only): round 90
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--quantization", "modelopt_fp4",
+                 "--json"]) == 0
+    nvfp4 = json.loads(capsys.readouterr().out)
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--quantization", "fp8", "--json"]) == 0
+    assert nvfp4["weights_gib"] < json.loads(capsys.readouterr().out)["weights_gib"]  # 4.5 bits a weight, not 8

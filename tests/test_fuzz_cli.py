@@ -301,7 +301,7 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["sweep", "--seeds", "100000000", "--grid", "workload.arrival.rate=2,4"], "a sweep holds at most 100,000"),
     (["capacity", "--shared-prefix-tokens", "2000", "--private-tokens", "600", "--tokens-per-request", "1800"],
      "--tokens-per-request: 1,800, but a request of the shared prefix and its private tokens holds 2,600"),
-    (["capacity", "--quantization", "fp8", "--gpu", "a100-80gb"], "--quantization: fp8 runs on fp8 tensor cores"),
+    (["capacity", "--quantization", "modelopt_fp4", "--gpu", "b60"], "--quantization: modelopt_fp4 runs on fp4 tensor cores"),
     (["workload", "write", "--set", "workload.priorities=[0, 1]", "--set",
       "workload.slo_classes={a: {priority: 0, ttft_ms: 100}}", "--out", "w.jsonl"], "workload.priorities: never used"),
     (["run", "--set", "workload.arrival={process: onoff, rate: 5, on_s: 0.001, off_s: 1e6}", "--set",
