@@ -109,7 +109,8 @@ class RooflineCoefficients(Settings):
 class RooflineCostModel(CostModel):
     """max(memory, compute) for the linear layers and for attention, plus a fixed overhead.
 
-    Linear layers read every weight once per step and do 2 x params FLOPs per token;
+    Linear layers read every weight once per step and do 2 x params FLOPs per token (the LM head's per
+    sequence, on its last token);
     attention reads each decode's KV context and does 4 x heads x head_dim x layers
     FLOPs per (query, context) pair.
     """
@@ -133,6 +134,7 @@ class RooflineCostModel(CostModel):
         self._token_ranks = data_parallel_size if expert_parallel else 1
         self._routing = routing  # skewed routing touches fewer distinct experts (moe.routing)
         self._linear_s_per_token = arch.linear_flops_per_token / tp / flops
+        self._lm_head_s_per_seq = arch.lm_head_flops_per_seq / tp / flops  # vocabulary split over the TP group
         self._kv_s_per_token = arch.kv_bytes_per_token_per_gpu(tp) / bw
         self._attn_s_per_pair = arch.attention_flops_per_token_pair / tp / flops
         self._overhead_s = c.step_overhead_ms * 1e-3
@@ -150,7 +152,7 @@ class RooflineCostModel(CostModel):
         tokens = shape.prefill_tokens + shape.decode_seqs
         weights = self._weights_s + (
             self._expert_s * self._arch.experts_touched(tokens * self._token_ranks, self._routing) if self._arch else 0.0)
-        linear = max(weights, self._linear_s_per_token * tokens)
+        linear = max(weights, self._linear_s_per_token * tokens + self._lm_head_s_per_seq * shape.num_seqs)
         kv_read = self._kv_s_per_token * (shape.decode_context_tokens + shape.prefill_tokens)
         attn_compute = self._attn_s_per_pair * (shape.prefill_attention_pairs + shape.decode_context_tokens)
         latency, per_token = self._allreduce

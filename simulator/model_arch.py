@@ -306,12 +306,19 @@ class ModelArchitecture(Settings):
     @property
     def matmul_params(self) -> int:
         """Parameters a token multiplies through: its share of every layer plus the LM head (not the embedding
-        lookup)."""
+        lookup); a model card's "active parameters". The cost models charge the LM head per sequence instead."""
         return self.active_linear_params + self.vocab_size * self.hidden_size
 
     @property
     def linear_flops_per_token(self) -> int:
-        return 2 * self.matmul_params
+        """A token's multiply-adds through its share of every decoder layer (not the embedding lookup)."""
+        return 2 * self.active_linear_params
+
+    @property
+    def lm_head_flops_per_seq(self) -> int:
+        """The LM head's, once per scheduled sequence: vLLM computes logits for each request's last scheduled
+        token only (a prefill chunk's other tokens never reach it)."""
+        return 2 * self.vocab_size * self.hidden_size
 
     @property
     def attention_flops_per_token_pair(self) -> int:

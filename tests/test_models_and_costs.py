@@ -144,6 +144,15 @@ def test_roofline_is_memory_bound_for_decode_and_compute_bound_for_long_prefill(
     t4k = m.step_time(BatchShape(1, 4096, 4096 * 4097 // 2, 0, 0))
     t8k = m.step_time(BatchShape(1, 8192, 8192 * 8193 // 2, 0, 0))
     assert t8k > 1.9 * t4k and t4k > 5 * one
+    # the LM head runs once a sequence, on its last token (round 89: it was charged on each of the 8,192 prompt
+    # tokens, 7% of an 8B prefill's FLOPs): three more sequences over the same tokens add three of them
+    head_s = 2 * arch.vocab_size * arch.hidden_size / (hw.peak_flops(arch.dtype) * 0.6)
+    t8k_4 = m.step_time(BatchShape(4, 8192, 8192 * 8193 // 2, 0, 0))
+    assert t8k_4 - t8k == pytest.approx(3 * head_s, rel=1e-9)
+    assert t8k - 1e-3 == pytest.approx(2 * 8192 * arch.active_linear_params / (hw.peak_flops(arch.dtype) * 0.6) + head_s
+                                       + max(8192 * arch.kv_bytes_per_token / (3350e9 * 0.8),
+                                             8192 * 8193 // 2 * arch.attention_flops_per_token_pair
+                                             / (hw.peak_flops(arch.dtype) * 0.6)), rel=1e-9)
 
 
 def test_profile_errors_name_the_field(tmp_path):
