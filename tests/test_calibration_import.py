@@ -113,3 +113,36 @@ def test_a_damaged_kernel_table_is_named_by_file_and_column(tmp_path, table, col
     d.to_parquet(root / "h100_sxm" / table)
     with pytest.raises(ConfigError, match=f"{table}: {needle}"):
         import_profile(root, "h100_sxm", "qwen3-8b", "bf16", 2, tmp_path / "p.yaml")
+
+
+def test_a_profile_never_takes_a_built_in_profiles_name_or_file_for_another_deployment(tmp_path, monkeypatch):
+    """Round 90: `calibrate import --out calibration/profiles/h100-llama-....yaml` of an H200 Qwen3 profile replaced the
+    shipped one (an H100 Llama run then lost it, silently), and --name took a built-in's name (an H200 Qwen3 run
+    labelled with the H100 Llama profile's name)."""
+    import shutil
+
+    import yaml
+
+    from servesim.calibration.profile_io import write_profile
+    from servesim.simulator import cost_model
+
+    shipped = tmp_path / "profiles"
+    shipped.mkdir()
+    name = "h100-llama-3.1-8b-bf16-tp1"
+    shutil.copy(Path(str(cost_model._builtin_profiles())) / f"{name}.yaml", shipped)
+    monkeypatch.setattr(cost_model, "_builtin_profiles", lambda: shipped)
+    cost_model._builtin_profile_data.cache_clear()
+    try:
+        own = yaml.safe_load((shipped / f"{name}.yaml").read_text())
+        other = own | {"model": "qwen3-8b", "device": "NVIDIA H200"}
+        with pytest.raises(ConfigError, match="is the built-in profile of another deployment .*model llama-3.1-8b"):
+            write_profile(other, shipped / f"{name}.yaml")
+        assert yaml.safe_load((shipped / f"{name}.yaml").read_text()) == own
+        with pytest.raises(ConfigError, match=f"--name: {name} is a built-in profile's name"):
+            write_profile(other, tmp_path / "mine.yaml")
+        assert not (tmp_path / "mine.yaml").exists()
+        write_profile(own | {"source": "regenerated"}, shipped / f"{name}.yaml")  # its own deployment: make profiles
+        write_profile(other | {"name": "my-qwen"}, shipped / "my-qwen.yaml")  # a new one beside them
+        assert sorted(p.name for p in shipped.iterdir()) == [f"{name}.yaml", "my-qwen.yaml"]
+    finally:
+        cost_model._builtin_profile_data.cache_clear()
