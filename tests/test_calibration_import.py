@@ -54,9 +54,34 @@ def test_import_writes_a_profile_with_its_held_out_error(tmp_path):
     path, fit = import_profile(AIC, "h100_sxm", "llama-3.1-8b", "bf16", 1, tmp_path / "p.yaml")
     prof = load_profile(str(path))
     assert prof.device.startswith("NVIDIA H100") and prof.model == "llama-3.1-8b" and prof.tensor_parallel_size == 1
-    assert 0 < prof.held_out_error["mape"] < 0.15 and prof.held_out_error["points"] == 10
+    assert 0 < prof.held_out_error["mape"] < 0.15 and prof.held_out_error["points"] == 11
     r = simulate(load(None, [f"profile={path}", "hardware.gpu=h100-sxm", "workload.num_requests=50"]))
     assert r.summary["completed"] == 50
+
+
+@needs_shared
+@pytest.mark.parametrize("model,tp", [("llama-3.1-8b", 1), ("gpt-oss-120b", 1), ("deepseek-v3", 8)])
+def test_a_composed_profile_prices_a_long_prompts_late_chunks_as_the_kernels_do(model, tp):
+    """Round 90: the grid's chunks sat after 1,024 cached tokens at most, so the fit extrapolated a long prompt's
+    late chunks: gpt-oss-120b's attention term fell to 1e-22 (every 8,192-token chunk of a 64k prompt 201 ms, the
+    kernels 188 -> 461 ms), Llama-3.1-8B's last chunk was 40% dear and DeepSeek-V3's 30% cheap."""
+    import pandas as pd
+
+    from servesim.calibration.aiconfigurator import compose_profile
+    from servesim.calibration.fit import predict_ms
+    from servesim.simulator.local_attention import local_attention
+
+    arch, t = load_model(model), KernelTables(AIC, "h200_sxm")
+    _, fit = compose_profile(AIC, "h200_sxm", model, arch.dtype, tp, hardware_key="h200-sxm")
+    local = local_attention(arch)
+    for cached in (0, 24576, 57344):
+        point = GridPoint("mixed", 0, 8192, cached)
+        shape = point.local_shape(local) if local else point.shape
+        row = pd.DataFrame([shape._asdict()])
+        if arch.is_moe:
+            row["experts_touched"] = [arch.experts_touched(8192)]
+        kernels = compose_step_ms(t, arch, point, arch.dtype, tp)["time_ms"]
+        assert float(predict_ms(fit.coefficients, row)[0]) == pytest.approx(kernels, rel=0.08), cached
 
 
 def test_shipped_profiles_load_and_match_their_names():
