@@ -72,7 +72,13 @@ def _kv(arch: ModelArchitecture) -> str:
     return arch.kv_cache_dtype or arch.activation_dtype
 
 
-def _builtin_match(arch: ModelArchitecture, gpu: str | None, tp: int) -> Profile | None:
+def _builtin_match(arch: ModelArchitecture, gpu: str | None, tp: int, tables: str | None) -> Profile | None:
+    """The built-in profile of this deployment, composed from the GPU's own kernel tables: other tables named
+    (hardware.kernel_tables) are composed instead, as for a model without one."""
+    from servesim.simulator.hardware import builtin_gpu_table
+
+    if not gpu or tables != (builtin_gpu_table().get(gpu) or {}).get("kernel_tables"):
+        return None
     for name in builtin_profile_names():
         p = load_profile(name)
         if (p.gpu and p.gpu == gpu and p.model == arch.name and p.dtype == arch.dtype
@@ -247,7 +253,8 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
             f"profile {p.name} ({'inline' if isinstance(spec, dict) else Path(spec).resolve()})"  # from any folder
         return Selection(p, where, _timed_another_shape(p, arch, builtin))
     # no built-in profile is expert-parallel or composed at another routing
-    p = None if expert_parallel or (arch.is_moe and routing != DEFAULT_ROUTING) else _builtin_match(arch, gpu, tp)
+    p = None if expert_parallel or (arch.is_moe and routing != DEFAULT_ROUTING) else \
+        _builtin_match(arch, gpu, tp, hw.kernel_tables)
     if p is not None:
         return Selection(p, f"built-in profile {p.name}")
     if not hw.kernel_tables:

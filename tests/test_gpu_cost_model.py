@@ -627,3 +627,17 @@ def test_a_model_name_never_puts_the_composed_profile_outside_the_cache(tmp_path
     assert not list(tmp_path.iterdir())
     assert any(p.name.startswith("h200-sxm-") and "escaped" in p.name and p.suffix == ".yaml"
                for p in cache_dir().iterdir())
+
+
+@needs_tables
+def test_other_kernel_tables_named_replace_the_gpus_built_in_profile(tmp_path, monkeypatch):
+    """Round 90: hardware.kernel_tables=l40s changed nothing for Llama-3.1-8B on the H200 (its built-in profile was
+    kept, silently) while it recomposed Qwen3-8B: a sweep over tables gave identical rows for one model."""
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
+    own = load(None, [])
+    other = load(None, ["hardware.kernel_tables=l40s"])
+    assert own.cost_model_source.startswith("built-in profile h200-llama-3.1-8b")
+    assert other.cost_model_source.startswith("composed from the l40s kernel tables")
+    assert other.cost_model.step_time(DECODE_128) > 1.5 * own.cost_model.step_time(DECODE_128)  # L40S: 864 GB/s
+    named_own = load(None, ["hardware.kernel_tables=h200_sxm"])  # its own tables, named: still its built-in profile
+    assert named_own.cost_model_source == own.cost_model_source
