@@ -96,11 +96,19 @@ def _value_name(value) -> str:
 
 def slo_targets(results: Path, table) -> dict | None:
     """The SLO classes the sweep's runs were judged by (workload.slo_classes of their config.yaml), when the first
-    and last runs agree; None when there are none or they differ (a swept SLO)."""
+    and last runs agree; None when there are none or they differ (a swept SLO). Without runs/, what sweep.yaml
+    recorded of them."""
     from servesim.simulator.files import load_yaml
 
-    if "run_id" not in table or not len(table) or not (results / "runs").is_dir():
+    if "run_id" not in table or not len(table):
         return None
+    if not (results / "runs").is_dir():
+        try:
+            recorded = load_yaml((results / "sweep.yaml").read_text(), "results", str(results / "sweep.yaml"))
+        except (OSError, ConfigError):
+            return None
+        slos = recorded.get("slo_classes") if isinstance(recorded, dict) else None
+        return slos if isinstance(slos, dict) and all(isinstance(c, dict) for c in slos.values()) else None
     found = []
     for rid in (table["run_id"].iloc[0], table["run_id"].iloc[-1]):
         path = results / "runs" / str(rid) / "config.yaml"
@@ -432,6 +440,11 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
     with warnings.catch_warnings():  # a log axis over a zero latency: the point is left off, as matplotlib says
         warnings.filterwarnings("ignore", message="Data has no positive values")
         slos = slo_targets(table_path.parent, table) if kind in ("latency-vs-rate", "goodput") else None
+        if kind == "goodput" and not slos:
+            from servesim.simulator.config import say_once
+
+            say_once([f"servesim: note: the plot cannot state the SLOs its goodput was judged by: neither "
+                      f"{table_path.parent / 'runs'} nor {table_path.parent / 'sweep.yaml'} records one set of them"])
         if kind == "latency-vs-rate":
             return latency_vs_rate(table, stem, x, by, title, slos)
         if kind == "pareto":

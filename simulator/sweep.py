@@ -444,7 +444,19 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
                     rows.append(row)
             if table is None or len(table) != len(rows):  # none recorded yet, or some added since
                 table = write_table(rows, out, keys, points)
+            _record_slos(out, scenario, sets, points, table)
     return table
+
+
+def _record_slos(out: Path, scenario, sets, points, table) -> None:
+    """sweep.yaml keeps the SLO classes the runs were judged by, so the plots state them without runs/ (which is
+    not committed beside an example's table)."""
+    from servesim.simulator.plots import slo_targets
+
+    slos = slo_targets(out, table) if table is not None else None
+    if slos:
+        (out / "sweep.yaml").write_text(yaml.safe_dump({"scenario": scenario, "set": sets, "points": len(points),
+                                                        "slo_classes": slos}))
 
 
 def _point_key(point: dict) -> str:

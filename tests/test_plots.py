@@ -277,6 +277,22 @@ def test_latency_and_goodput_plots_state_the_slos_they_were_judged_by(swept, cap
     assert "SLO chat" in (swept / "plot-latency-vs-rate.svg").read_text()  # the target line, in the legend
 
 
+def test_a_sweep_without_its_runs_folder_still_states_its_slos(swept, tmp_path, capsys):
+    """Round 90: the committed example sweep ships without runs/ (regenerated, not committed); replotting it
+    dropped the SLOs from the goodput and latency plots, silently. sweep.yaml records them now."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(swept, copy, ignore=shutil.ignore_patterns("runs"))
+    for kind in ("latency-vs-rate", "goodput"):
+        assert main(["plot", str(copy), "--kind", kind, "--by", "engine.max_num_batched_tokens"]) == 0
+        assert "SLOs chat: TTFT &lt;= 1000 ms" in (copy / f"plot-{kind}.svg").read_text(), kind
+    (copy / "sweep.yaml").write_text("points: 1\n")  # an older sweep's: the goodput plot says what it cannot state
+    capsys.readouterr()
+    assert main(["plot", str(copy), "--kind", "goodput", "--by", "engine.max_num_batched_tokens"]) == 0
+    assert "cannot state the SLOs its goodput was judged by" in capsys.readouterr().err
+
+
 def test_drawing_from_a_notebook_leaves_its_backend_alone(swept, tmp_path, monkeypatch):
     """servesim.plot (and recommend's plot) switched a notebook's inline backend to Agg: its own figures after
     that were never shown. Where pyplot is imported already, the session's backend stays."""
