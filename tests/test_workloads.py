@@ -59,6 +59,16 @@ def test_rate_curve_follows_its_points():
     assert ((hour > 9) & (hour < 15)).sum() > 2 * ((hour < 3) | (hour > 21)).sum()
 
 
+def test_a_curve_starting_at_rate_zero_sends_nothing_until_its_rate_rises():
+    """Round 90: the first arrival was pinned at the end of a zero-rate stretch (29.9987 s in every seed): the
+    first gap of 0 that starts other processes, warped through a flat cumulative rate. A curve's is drawn."""
+    night = Arrival(process="curve", points=[[0, 0], [30, 0], [31, 10]])
+    firsts = [night.times(None, 60, np.random.default_rng(seed))[0] for seed in range(20)]
+    assert min(firsts) >= 30 and len(set(firsts)) == 20
+    # the ramp 0 -> 10 req/s over [30, 31]: the first arrival at 30 + sqrt(E / 5), E ~ Exp(1) (median 30.37 s)
+    assert np.median(firsts) == pytest.approx(30 + np.sqrt(np.log(2) / 5), abs=0.15)
+
+
 def test_duration_limit():
     t = Arrival(process="poisson", rate=50).times(None, 30.0, RNG())
     assert t.max() < 30 and len(t) == pytest.approx(1500, rel=0.08)

@@ -141,8 +141,8 @@ class Arrival(Settings):
             gaps = rng.exponential(1.0, size=k)
         else:  # poisson; onoff: Poisson in on-time
             gaps = rng.exponential(1.0 / self.rate, size=k)
-        if first:
-            gaps[0] = 0.0  # the run starts with the first arrival
+        if first and p != "curve":
+            gaps[0] = 0.0  # the run starts with the first arrival (a curve's is drawn: its rate may start at 0)
         return gaps
 
     def _ramp_gaps(self, n: int, rng: np.random.Generator) -> np.ndarray:
