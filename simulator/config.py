@@ -709,7 +709,11 @@ def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: 
     """The KV block size vLLM settles on when --block-size is not given (Platform.update_block_size_for_backend):
     its default 16 unless the first attention backend valid for the model, GPU and KV dtype cannot take it. Of
     servesim's models only latent attention's backends differ: FlashInfer MLA (32 or 64) leads on compute
-    capability 10.x; on Hopper FlashAttention MLA (16-bit KV only) leads, then FlashMLA (64) for an fp8 KV cache."""
+    capability 10.x; on Hopper FlashAttention MLA (16-bit KV only) leads, then FlashMLA (64) for an fp8 KV cache.
+    On Intel's XPU 64: 0.19's platform sets it (xpu.py check_and_update_config), 0.33's FlashAttention there
+    takes multiples of 64 only."""
+    if hw.platform == "xpu":
+        return 64
     major = int(hw.compute_capability) if hw.compute_capability is not None else 0
     if not arch.is_mla or kv_cache_dtype == "fp8_e5m2":  # e5m2 (with MLA only off NVIDIA GPUs): 16
         return 16
@@ -730,8 +734,9 @@ def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, 
     the budget; else the grid up to the ceiling (the setting; gpt-oss's 1024, which its model config sets when
     neither is given; else vLLM's default; at most the budget), to which 0.33 adds the budget when the ceiling
     reaches it (its decode batches, added too, lie under the grid's largest). 0: none (eager). Given sizes and a
-    largest size that disagree are refused, as vLLM refuses them."""
-    if e.enforce_eager:
+    largest size that disagree are refused, as vLLM refuses them. 0.19 on Intel's XPU captures none unless
+    VLLM_XPU_ENABLE_XPU_GRAPH=1 is set (off by default; servesim models the default)."""
+    if e.enforce_eager or (hw.platform == "xpu" and e.is_0_19):
         return 0
     if e.cudagraph_capture_sizes is not None:
         largest = max((n for n in e.cudagraph_capture_sizes if n <= tokens), default=0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from importlib import resources
+from typing import Literal
 
 import yaml
 from pydantic import ConfigDict, Field, ValidationError
@@ -25,6 +26,7 @@ class Hardware(Settings):
     gpu_link_gbps: Speed = 64.0  # GPU <-> GPU (tensor-parallel all-reduce), per GPU and direction
     kernel_tables: str | None = None  # its folder of measured kernel tables (aiconfigurator layout), if any
     compute_capability: float | None = Field(None, ge=1, le=99)  # CUDA's (10.0 = Blackwell B200); None: not CUDA
+    platform: Literal["cuda", "xpu"] = "cuda"  # vLLM's: XPU (Intel) sets its own block size and graph default
 
     @property
     def memory_bytes(self) -> int:

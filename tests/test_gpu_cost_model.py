@@ -641,3 +641,14 @@ def test_other_kernel_tables_named_replace_the_gpus_built_in_profile(tmp_path, m
     assert other.cost_model.step_time(DECODE_128) > 1.5 * own.cost_model.step_time(DECODE_128)  # L40S: 864 GB/s
     named_own = load(None, ["hardware.kernel_tables=h200_sxm"])  # its own tables, named: still its built-in profile
     assert named_own.cost_model_source == own.cost_model_source
+
+
+def test_intels_xpu_gets_vllms_own_block_size_and_graph_default():
+    """Round 90: on the B60 vLLM uses 64-token blocks (0.19's XPU platform sets them, 0.33's FlashAttention there
+    takes multiples of 64 only), and 0.19 captures no graphs there by default; servesim kept 16 and graphs."""
+    base = ["hardware.gpu=b60", "model=qwen3-8b", "engine.max_model_len=8192"]
+    for release, graphs in (("0.19.0", 0), ("0.33.0", 512)):
+        rs = load(None, base + [f"engine.vllm_defaults={release}"])
+        assert rs.scenario.engine.block_size == 64 and rs.cudagraph_max_tokens == graphs, release
+    assert load(None, base + ["engine.block_size=16"]).scenario.engine.block_size == 16  # given: kept
+    assert load(None, ["hardware.gpu=h100-sxm", "model=qwen3-8b"]).scenario.engine.block_size == 16
