@@ -691,6 +691,8 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         raise ConfigError(field, "needs a method (or a draft model) and num_speculative_tokens >= 1, as vLLM does "
                                  "(it takes a draft model's n_predict when the count is left out: among servesim's "
                                  "models only DeepSeek-V3/R1's MTP layers have one)")
+    if method == "extract_hidden_states":
+        return _extract_hidden_states(config, k, field, not_modelled), method, config
     if config.get("model") is None and method not in NO_DRAFT_MODEL:  # eagle, draft_model, ...: a drafter to load
         raise ConfigError(f"{field}.model", f"method {method!r} needs its draft model: vLLM refuses "
                                             f"num_speculative_tokens without one")
@@ -715,6 +717,26 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         if key not in used:
             not_modelled[f"{field}.{key}"] = value
     return out, method, config
+
+
+def _extract_hidden_states(config: dict, k: int, field: str, not_modelled: dict) -> dict:
+    """vLLM's extract_hidden_states "drafts" the token it sampled (v1/spec_decode/extract_hidden_states.py): it
+    caches hidden states for a KV connector and speeds nothing up, so no speculation is simulated. Its checks are
+    vLLM's: one token, the layers to extract named, padded drafter batches kept."""
+    if k != 1:
+        raise ConfigError(f"{field}.num_speculative_tokens", f"{k}: extract_hidden_states takes 1 (vLLM asserts it)")
+    draft = config.get("draft_model_config")
+    hf = draft.get("hf_config") if isinstance(draft, dict) else None
+    if not (isinstance(hf, dict) and hf.get("eagle_aux_hidden_state_layer_ids")):
+        raise ConfigError(f"{field}.draft_model_config", "extract_hidden_states needs hf_config's "
+                                                         "eagle_aux_hidden_state_layer_ids (the layers to extract); "
+                                                         "vLLM refuses it without")
+    if config.get("disable_padded_drafter_batch"):
+        raise ConfigError(f"{field}.disable_padded_drafter_batch", "not supported with extract_hidden_states, "
+                                                                   "as vLLM says")
+    not_modelled[f"{field}.method"] = "extract_hidden_states (it caches hidden states for a KV connector and " \
+                                      "drafts nothing: simulated without speculation)"
+    return {}
 
 
 # the serve flags that decide vLLM's CUDA graphs, besides those of SERVE_SETTINGS

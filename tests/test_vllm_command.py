@@ -429,6 +429,26 @@ def test_a_speculative_config_vllm_refuses_is_refused(version, config, needle):
         read([MODEL, "--speculative-config", json.dumps(config)], [], version)
 
 
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_extract_hidden_states_is_checked_as_vllm_does_and_simulated_without_speculation(version):
+    """Round 90: it ran as 3-token speculation accepted at 70%; vLLM asserts one token, needs the layers to
+    extract, and its proposer "drafts" the token it sampled: no speed-up (v1/spec_decode/extract_hidden_states.py)."""
+    def line(**config):
+        return read([MODEL, "--speculative-config", json.dumps({"method": "extract_hidden_states", **config})], [],
+                    version)
+
+    layers = {"draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": [2, 16, 29]}}}
+    with pytest.raises(ConfigError, match="num_speculative_tokens: 3: extract_hidden_states takes 1"):
+        line(num_speculative_tokens=3, **layers)
+    with pytest.raises(ConfigError, match="draft_model_config: extract_hidden_states needs"):
+        line(num_speculative_tokens=1)
+    with pytest.raises(ConfigError, match="disable_padded_drafter_batch: not supported"):
+        line(num_speculative_tokens=1, disable_padded_drafter_batch=True, **layers)
+    cmd = line(num_speculative_tokens=1, **layers)
+    assert not any(k.startswith("speculative.") for k in cmd.settings)
+    assert "drafts nothing" in cmd.not_modelled["vllm serve --speculative-config.method"]
+
+
 def test_speculative_config_keys_not_modelled_are_recorded_and_synthetic_acceptance_is_drawn():
     cmd = read([MODEL, "--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 3,
                                                            "prompt_lookup_max": 5})], [])
