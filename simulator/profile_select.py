@@ -30,7 +30,7 @@ COMPOSER_VERSION = 3  # bump when the composition changes, so cached profiles ar
 # the importer's field names -> the scenario setting a user changes
 _FIELDS = {"dtype": "engine.quantization", "kv_cache_dtype": "engine.kv_cache_dtype",
            "tp": "engine.tensor_parallel_size", "model": "model", "gpu": "hardware.gpu",
-           "kernel_tables": "hardware.kernel_tables"}
+           "kernel_tables": "hardware.kernel_tables", "grid": "model.max_position_embeddings"}
 
 
 @dataclass(frozen=True)
@@ -188,7 +188,8 @@ def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int
         if fallback and isinstance(exc, MissingKernelTable):
             raise
         field = _FIELDS.get(exc.field, exc.field)
-        hint = "; profile=roofline gives a datasheet estimate instead" if field == "hardware.kernel_tables" else ""
+        hint = "; profile=roofline gives a datasheet estimate instead" if field in (
+            "hardware.kernel_tables", "model.max_position_embeddings") else ""
         raise ConfigError(field, f"cannot compose a profile for {arch.name} on {gpu}: {exc.message}{hint}") from None
     _write_cached(path, prof)
     return Selection(Profile(**prof), source)

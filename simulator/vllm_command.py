@@ -26,6 +26,7 @@ from servesim.simulator.model_arch import HF_IDS, load_model
 
 VLLM_VERSIONS = ("0.33.0", "0.19.0")  # flag tables shipped (data/vllm-VERSION-flags.yaml)
 VLLM_VERSION = VLLM_VERSIONS[0]  # the default: docs/vllm-v1-scheduler.md's release
+VLLM_DEFAULT_MODEL = "Qwen/Qwen3-0.6B"  # ModelConfig.model's default in both releases: what `vllm serve` alone serves
 # datasets the client can make without a network or a tokenizer: lengths only
 OFFLINE_DATASETS = ("random", "prefix_repetition")
 
@@ -369,6 +370,12 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     if (why := unstartable({"engine": {"block_size": serve.get("block_size")}})) is not None:
         raise ConfigError("vllm serve --block-size", why)
     not_modelled: dict = {}
+    if not (serve.get("model_tag") or serve.get("model")):  # ModelConfig's default: `vllm serve` alone serves it
+        try:
+            load_model(VLLM_DEFAULT_MODEL)
+        except ConfigError as exc:
+            raise ConfigError("vllm serve MODEL", f"none given: vLLM serves its default, {exc.message}") from None
+        serve["model"] = VLLM_DEFAULT_MODEL
     model_given = serve.get("model_tag") or serve.get("model")
     arch = _checkpoint_arch(model_given)
     if serve.get("quantization") is not None:
@@ -378,9 +385,6 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     bench = parse(bench_argv, "bench_serve", version)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
     serve.pop("model", None)
-    if model is None:
-        raise ConfigError("vllm serve", "give the model: `servesim vllm serve MODEL ...` (an HF id, a built-in "
-                                        "name or a path to a config.json)")
     settings: dict = {"model": model}
     rows = _parser("serve", version)[1]
     for dest, key in SERVE_SETTINGS.items():  # a flag left out is vLLM's default, where its parser has one
@@ -399,6 +403,8 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                                                           "enable_per_request_metrics", "disable_log_stats",
                                                           *GRAPH_FLAGS):
             not_modelled[_flag("serve", dest, version)] = value
+    if serve.get("disable_sliding_window"):
+        _without_sliding_window(settings, arch, version, not_modelled)
     if reached is not None:  # the balancing mode's flags say which ranks this server reaches
         if reached < (serve.get("data_parallel_size") or 1):
             settings["cluster.dp_ranks_reached"] = reached
@@ -717,6 +723,24 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         if key not in used:
             not_modelled[f"{field}.{key}"] = value
     return out, method, config
+
+
+def _without_sliding_window(settings: dict, arch, version: str, not_modelled: dict) -> None:
+    """--disable-sliding-window, as ModelConfig applies it: the model's length is capped at its window (a longer
+    --max-model-len refused), then every layer attends to the whole context (sliding_window None). A model
+    without a window is unchanged."""
+    not_modelled.pop(_flag("serve", "disable_sliding_window", version), None)
+    if arch is None or not arch.sliding_window:
+        return
+    window, given = arch.sliding_window, settings.get("engine.max_model_len")
+    if window < arch.max_position_embeddings:
+        if isinstance(given, int) and given > window:
+            raise ConfigError("vllm serve --max-model-len", f"{given} is longer than the {window}-token sliding window "
+                                                            f"--disable-sliding-window caps {arch.name}'s length at; "
+                                                            f"vLLM refuses it")
+        settings["model.max_position_embeddings"] = window
+    settings["model.sliding_window"] = None
+    settings["model.num_local_attention_layers"] = None
 
 
 def _extract_hidden_states(config: dict, k: int, field: str, not_modelled: dict) -> dict:

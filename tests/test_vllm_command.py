@@ -1810,3 +1810,36 @@ def test_a_quantized_checkpoint_refuses_another_format_everywhere():
         load(None, ["model=deepseek-v3", "engine.tensor_parallel_size=8", "engine.kv_cache_dtype=fp8_e5m2"])
     fp8 = load(None, ["model=deepseek-v3", "engine.tensor_parallel_size=8", "engine.quantization=fp8"])
     assert fp8.arch == load(None, ["model=deepseek-v3", "engine.tensor_parallel_size=8"]).arch
+
+
+def test_vllm_serve_without_a_model_serves_vllms_default(tmp_path, monkeypatch):
+    """Round 90: `vllm serve` alone was refused ("give the model"); vLLM's model argument is optional and it serves
+    ModelConfig's default, Qwen/Qwen3-0.6B, in both releases."""
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    with pytest.raises(ConfigError, match="none given: vLLM serves its default, Qwen/Qwen3-0.6B is neither"):
+        read([], [])
+    snap = tmp_path / "hub" / "models--Qwen--Qwen3-0.6B" / "snapshots" / "abc"
+    snap.mkdir(parents=True)
+    qwen3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 1024,
+             "intermediate_size": 3072, "num_hidden_layers": 28, "num_attention_heads": 16, "num_key_value_heads": 8,
+             "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
+    (snap / "config.json").write_text(json.dumps(qwen3))
+    (snap.parents[1] / "refs").mkdir()
+    (snap.parents[1] / "refs" / "main").write_text("abc")
+    for version in ("0.33.0", "0.19.0"):
+        assert read(["--max-num-seqs", "8"], [], version).settings["model"] == "Qwen/Qwen3-0.6B"
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_disable_sliding_window_caps_the_length_at_the_window_and_attends_to_the_whole_context(version):
+    """Round 90: --disable-sliding-window was recorded as not modelled while vLLM caps max_model_len at the model's
+    window (refusing a longer one) and then runs every layer on the whole context (config/model.py)."""
+    with pytest.raises(ConfigError, match="--max-model-len: 8192 is longer than the 4096-token sliding window"):
+        read(["mistralai/Mistral-7B-v0.1", "--disable-sliding-window", "--max-model-len", "8192"], [], version)
+    cmd = read(["mistralai/Mistral-7B-v0.1", "--disable-sliding-window"], [], version)
+    assert cmd.settings["model.max_position_embeddings"] == 4096 and cmd.settings["model.sliding_window"] is None
+    assert not cmd.not_modelled
+    oss = read(["openai/gpt-oss-120b", "--disable-sliding-window"], [], version).settings
+    assert oss["model.max_position_embeddings"] == 128 and oss["model.num_local_attention_layers"] is None
+    llama = read([MODEL, "--disable-sliding-window"], [], version)  # no window: nothing changes
+    assert not any(k.startswith("model.") for k in llama.settings) and not llama.not_modelled
