@@ -127,7 +127,25 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
                   for name, used in uses.items()]
     said = [f"servesim: warning: {where}.{name} has no effect: {why}"
             for inert, section, where, names, why in rules if inert for name in names if _changed(section, name)]
+    said += _inert_coefficients(profile, e.tensor_parallel_size)
     if measured and profile.overhead is not None and _changed(scenario.hardware, "memory_bandwidth_gbps"):
         said.append(f"servesim: warning: hardware.memory_bandwidth_gbps scales only the overhead's activation traffic: "
                     f"{datasheet.replace('them', 'it')}")  # a what-if device's kernels are timed by the roofline
+    return said
+
+
+def _inert_coefficients(profile, tensor_parallel_size: int) -> list[str]:
+    """A profile's coefficient its cost model reads only elsewhere: the roofline's all-reduce latency at TP 1 (no
+    all-reduce), a linear profile's price per expert without the expert count it is priced over (a dense model's).
+    Built-in profiles give neither, so these are a user's edits."""
+    coef = getattr(profile, "coefficients", None) or {}
+    said = []
+    if profile is not None and profile.cost_model == "roofline" and tensor_parallel_size == 1 and \
+            "allreduce_latency_us" in coef:
+        said.append("servesim: warning: profile.coefficients.allreduce_latency_us has no effect: "
+                    "tensor_parallel_size is 1 (no all-reduce)")
+    if profile is not None and profile.cost_model == "linear" and coef.get("per_expert_ms") and \
+            not coef.get("moe_experts"):
+        said.append("servesim: warning: profile.coefficients.per_expert_ms has no effect: the profile has no "
+                    "moe_experts (a step's expert reads are priced over the experts it touches, of those)")
     return said

@@ -912,6 +912,24 @@ def test_datasheet_speeds_beside_a_measured_profile_are_said_unread(capsys, prof
     assert "hardware." not in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("sets, said", [
+    (["profile=roofline", "profile.coefficients.allreduce_latency_us=20"],
+     "profile.coefficients.allreduce_latency_us has no effect: tensor_parallel_size is 1"),
+    (["profile=h200-llama-3.1-8b-bf16-tp1", "profile.coefficients.per_expert_ms=2"],
+     "profile.coefficients.per_expert_ms has no effect: the profile has no moe_experts"),
+])
+def test_a_profile_coefficient_its_cost_model_does_not_read_here_is_said(capsys, sets, said):
+    """Round 89: the roofline's all-reduce latency at TP 1 and a price per expert on a dense model's profile
+    changed nothing, unsaid."""
+    from servesim.simulator.config import _WARNED
+
+    _WARNED.clear()
+    assert main(["config", *sum((["--set", s] for s in sets), [])]) == 0
+    assert said in capsys.readouterr().err
+    _WARNED.clear()
+    assert main(["config", "--set", sets[0]]) == 0 and "profile.coefficients" not in capsys.readouterr().err
+
+
 def test_round_58_a_rerun_into_the_same_out_leaves_no_earlier_runs_files(tmp_path, capsys):
     """metrics.prom of a 50-request run stayed beside the summary of an 80-request run written over it."""
     out = tmp_path / "r"
