@@ -367,6 +367,7 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
 def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSION) -> VllmCommand:
     """`vllm serve ...` and `vllm bench serve ...` (without their leading words) -> scenario settings."""
     serve = parse(with_config_file(serve_argv, version), "serve", version)
+    _check_json_configs(serve, version)
     if (why := unstartable({"engine": {"block_size": serve.get("block_size")}})) is not None:
         raise ConfigError("vllm serve --block-size", why)
     not_modelled: dict = {}
@@ -687,12 +688,7 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
     if k is None and method == "mtp" and config.get("model") is not None and arch is not None and arch.is_mla:
         k = 1  # the drafter's n_predict: DeepSeek-V3/R1's num_nextn_predict_layers
     if k is not None:  # SpeculativeConfig is a pydantic dataclass, lax: "3" and 3.0 are 3
-        from pydantic import TypeAdapter, ValidationError
-
-        try:
-            k = TypeAdapter(int).validate_python(k)
-        except ValidationError:
-            pass
+        k = _lax_int(k)
     if method is None or not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ConfigError(field, "needs a method (or a draft model) and num_speculative_tokens >= 1, as vLLM does "
                                  "(it takes a draft model's n_predict when the count is left out: among servesim's "
@@ -788,6 +784,58 @@ KV_CONNECTORS = {
                "LMCacheMPConnector", "NixlConnector", "MultiConnector", "MoRIIOConnector", "OffloadingConnector",
                "DecodeBenchConnector", "MooncakeConnector", "FlexKVConnectorV1", "SimpleCPUOffloadConnector"}}
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
+
+
+# JSON config fields vLLM's classes bound (pydantic Field(gt/ge) and Literal; 0.19's EPLBConfig bounds fewer),
+# checked where a JSON flag gives them: (bound, least, allowed values)
+_JSON_BOUNDS = {
+    ("eplb_config", "window_size"): (1, None), ("eplb_config", "step_interval"): (1, None),
+    ("eplb_config", "num_redundant_experts"): (0, None), ("eplb_config", "log_balancedness_interval"): (1, None),
+    ("eplb_config", "policy"): (None, ("default",)), ("compilation_config", "mode"): (0, None)}
+_UNBOUNDED_0_19 = {("eplb_config", "window_size"), ("eplb_config", "step_interval")}
+COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")  # CompilationMode, 0-3
+
+
+def _lax_int(value):
+    """An integer as vLLM's pydantic config classes take one (lax: "3", 3.0), else the value as it was."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return TypeAdapter(int).validate_python(value)
+    except ValidationError:
+        return value
+
+
+def _check_json_configs(serve: dict, version: str) -> None:
+    """-cc, --attention-config, --kernel-config and --eplb-config as vLLM's config classes take them: their own
+    fields only (vLLM's @config forbids others; simulator/data/vllm-VERSION-flags.yaml json_configs), and the bounds
+    servesim reads or vLLM checks at start-up (EPLB's window and intervals, its policy, the compilation mode)."""
+    for dest, spec in flag_tables(version).get("json_configs", {}).items():
+        config = serve.get(dest)
+        if not isinstance(config, dict):  # absent, or 0.19's `-cc 3` (a level): read where it is used
+            continue
+        flag = _flag("serve", dest, version)
+        unknown = [str(k) for k in config if k not in spec["keys"]]
+        if unknown:
+            raise ConfigError(f"{flag}.{unknown[0]}", f"not a field of vLLM {version}'s {spec['class']} (it forbids "
+                                                      f"others): {', '.join(spec['keys'][:6])}, ...")
+        for key, value in config.items():
+            bound = _JSON_BOUNDS.get((dest, key))
+            if bound is None or value is None or (version == "0.19.0" and (dest, key) in _UNBOUNDED_0_19):
+                continue
+            least, allowed = bound
+            if allowed is not None and value not in allowed:
+                raise ConfigError(f"{flag}.{key}", f"one of {', '.join(allowed)}, got {value!r:.40}")
+            if key == "mode" and isinstance(value, str):
+                if value.upper() not in COMPILATION_MODES:
+                    raise ConfigError(f"{flag}.mode", f"one of {', '.join(COMPILATION_MODES)} (or 0-3), got {value!r:.40}")
+                continue
+            top = len(COMPILATION_MODES) - 1 if key == "mode" else None
+            value = _lax_int(value)  # pydantic's lax mode: "3" and 3.0 are 3
+            if least is not None and (not isinstance(value, int) or value < least or (top is not None and value > top)):
+                raise ConfigError(f"{flag}.{key}", f"an integer >= {least}{f' and <= {top}' if top else ''}, "
+                                                   f"got {value!r:.40}")
+            config[key] = value  # as vLLM reads it, for the checks that count with it (EPLB's redundant experts)
 
 
 def _check_kv_configs(serve: dict, version: str) -> None:

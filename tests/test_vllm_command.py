@@ -1843,3 +1843,33 @@ def test_disable_sliding_window_caps_the_length_at_the_window_and_attends_to_the
     assert oss["model.max_position_embeddings"] == 128 and oss["model.num_local_attention_layers"] is None
     llama = read([MODEL, "--disable-sliding-window"], [], version)  # no window: nothing changes
     assert not any(k.startswith("model.") for k in llama.settings) and not llama.not_modelled
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+@pytest.mark.parametrize("flag, config, needle", [
+    ("-cc", {"foo": 1}, "--compilation-config.foo: not a field of vLLM {v}'s CompilationConfig"),
+    ("-cc", {"mode": 7}, "--compilation-config.mode: an integer >= 0 and <= 3, got 7"),
+    ("-cc", {"mode": "fastest"}, "--compilation-config.mode: one of NONE, STOCK_TORCH_COMPILE"),
+    ("--attention-config", {"bogus": 1}, "--attention-config.bogus: not a field of vLLM {v}'s AttentionConfig"),
+    ("--kernel-config", {"bogus": 1}, "--kernel-config.bogus: not a field of vLLM {v}'s KernelConfig"),
+    ("--eplb-config", {"num_redundant_experts": -1}, "--eplb-config.num_redundant_experts: an integer >= 0"),
+    ("--eplb-config", {"log_balancedness_interval": 0}, "--eplb-config.log_balancedness_interval: an integer >= 1"),
+    ("--eplb-config", {"policy": "greedy"}, "--eplb-config.policy: one of default"),
+])
+def test_json_config_flags_take_their_classes_fields_and_bounds(version, flag, config, needle):
+    """Round 88: -cc, --attention-config, --kernel-config and --eplb-config took any key and value (vLLM's @config
+    forbids unknown keys; its EPLBConfig bounds its numbers)."""
+    with pytest.raises(ConfigError, match=re.escape(needle.format(v=version))):
+        read([MODEL, flag, json.dumps(config)], [], version)
+
+
+def test_eplb_numbers_are_read_as_vllm_reads_them():
+    """A window of 0 is 0.33's refusal only (0.19's EPLBConfig has no bound there); "2" redundant experts are 2, as
+    pydantic's lax mode reads them (it was an internal error counting experts with text)."""
+    eplb = ["Qwen/Qwen3-30B-A3B", "-tp", "2", "--enable-expert-parallel", "--enable-eplb", "--eplb-config"]
+    with pytest.raises(ConfigError, match="window_size: an integer >= 1, got 0"):
+        read([*eplb, json.dumps({"window_size": 0})], [], "0.33.0")
+    read([*eplb, json.dumps({"window_size": 0})], [], "0.19.0")
+    read([*eplb, json.dumps({"num_redundant_experts": "2"})], [])  # 128 + 2 over 2 EP ranks
+    with pytest.raises(ConfigError, match="128 experts \\+ 1 redundant do not divide over the 2 EP ranks"):
+        read([*eplb, json.dumps({"num_redundant_experts": "1"})], [])
