@@ -367,6 +367,7 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
 def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSION) -> VllmCommand:
     """`vllm serve ...` and `vllm bench serve ...` (without their leading words) -> scenario settings."""
     serve = parse(with_config_file(serve_argv, version), "serve", version)
+    _check_bounds(serve, version)
     _check_json_configs(serve, version)
     if (why := unstartable({"engine": {"block_size": serve.get("block_size")}})) is not None:
         raise ConfigError("vllm serve --block-size", why)
@@ -794,6 +795,22 @@ _JSON_BOUNDS = {
     ("eplb_config", "policy"): (None, ("default",)), ("compilation_config", "mode"): (0, None)}
 _UNBOUNDED_0_19 = {("eplb_config", "window_size"), ("eplb_config", "step_interval")}
 COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")  # CompilationMode, 0-3
+
+
+def _check_bounds(serve: dict, version: str) -> None:
+    """The bounds vLLM's config classes put on what the flags set (serve_bounds in the flag table: --node-rank -1,
+    --nnodes 0, --stream-interval 0 start no server), checked for every flag given, modelled or not."""
+    import operator
+
+    tests = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"), "le": (operator.le, "<="), "lt": (operator.lt, "<")}
+    for dest, bound in flag_tables(version).get("serve_bounds", {}).items():
+        value = serve.get(dest)
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            continue  # not given, or a word the flag's own reading names ('auto')
+        for key, (holds, sign) in tests.items():
+            if key in bound and not holds(value, bound[key]):
+                raise ConfigError(_flag("serve", dest, version), f"must be {sign} {bound[key]} (vLLM {version}'s "
+                                                                 f"{bound['class']}), got {value}")
 
 
 def _lax_int(value):

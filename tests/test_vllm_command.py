@@ -680,8 +680,8 @@ def test_the_served_name_labels_the_metrics_as_vllms_server_does(tmp_path, capsy
      "vllm serve --max-num-active-seqs: 20 is above --max-num-seqs (10)"),
     (["serve", MODEL, "--max-num-active-seqs", "2000"],  # round 61: against the default max_num_seqs too
      "vllm serve --max-num-active-seqs: 2000 is above max_num_seqs, vLLM's default here (1024)"),
-    (["serve", MODEL, "--max-num-active-seqs", "0"], "vllm serve --max-num-active-seqs: Input should be greater "
-                                                     "than or equal to 1"),  # vLLM's Field(ge=1), round 67
+    (["serve", MODEL, "--max-num-active-seqs", "0"], "vllm serve --max-num-active-seqs: must be >= 1 (vLLM "
+                                                     "0.33.0's SchedulerConfig)"),  # vLLM's Field(ge=1), round 67
     (["serve", MODEL, "--config", "/nonexistent/v.yaml"], "vllm serve --config: file not found"),
     (["serve", MODEL, "--config", "v.json"], "vllm serve --config: v.json: must be a .yaml or .yml file"),
     (["serve", MODEL, "--config"], "vllm serve --config: expects a file"),
@@ -1380,7 +1380,7 @@ def test_a_lone_long_prefill_is_capped_in_0_19_only(tmp_path, version, chunks):
 
 @pytest.mark.parametrize("flags, v019, v033", [
     (["--long-prefill-token-threshold", "200000"], 200000, "is above max_model_len"),  # 0.19: partial prefills only
-    (["--long-prefill-token-threshold", "-5"], 0, "greater than or equal to 0"),  # 0.19: no floor; caps above 0
+    (["--long-prefill-token-threshold", "-5"], 0, "must be >= 0 (vLLM 0.33.0's SchedulerConfig)"),  # 0.19: no floor
     (["--max-num-partial-prefills", "2"], "Concurrent Partial Prefill is not supported", "not a flag of vLLM 0.33"),
     (["--max-long-partial-prefills", "2"], "Concurrent Partial Prefill is not supported", "not a flag of vLLM 0.33"),
 ])
@@ -1680,9 +1680,9 @@ def test_every_built_in_checkpoint_is_read_from_its_hf_id():
     ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--data-parallel-size-local", "0",
                 "--data-parallel-hybrid-lb"], "--data-parallel-size-local", "0 under hybrid balancing"),  # round 85: exit 3
     ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--data-parallel-size-local", "-1"],
-     "--data-parallel-size-local", "-1 ranks on this node"),
+     "--data-parallel-size-local", "must be >= 0 (vLLM 0.33.0's ParallelConfig), got -1"),
     ("0.33.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--data-parallel-rank", "-1"], "--data-parallel-rank",
-     "-1 outside the ranks 0..1"),  # round 85: simulated as rank -1's one rank
+     "must be >= 0 (vLLM 0.33.0's ParallelConfig), got -1"),  # round 85: simulated as rank -1's one rank
     ("0.19.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--data-parallel-rank", "2"], "--data-parallel-rank",
      "2 outside the ranks 0..1"),
     ("0.33.0", [MOE, "-dp", "4", "--enable-expert-parallel", "--data-parallel-size-local", "2",
@@ -1873,3 +1873,18 @@ def test_eplb_numbers_are_read_as_vllm_reads_them():
     read([*eplb, json.dumps({"num_redundant_experts": "2"})], [])  # 128 + 2 over 2 EP ranks
     with pytest.raises(ConfigError, match="128 experts \\+ 1 redundant do not divide over the 2 EP ranks"):
         read([*eplb, json.dumps({"num_redundant_experts": "1"})], [])
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--node-rank", "-1"], "--node-rank: must be >= 0 (vLLM 0.33.0's ParallelConfig), got -1"),
+    (["--nnodes", "0"], "--nnodes: must be >= 1 (vLLM 0.33.0's ParallelConfig)"),
+    (["--data-parallel-rpc-port", "70000"], "--data-parallel-rpc-port: must be <= 65535"),
+    (["--stream-interval", "0"], "--stream-interval: must be >= 1 (vLLM 0.33.0's SchedulerConfig)"),
+    (["--max-logprobs", "-2"], "--max-logprobs: must be >= -1 (vLLM 0.33.0's ModelConfig)"),
+])
+def test_flags_vllm_bounds_are_refused_outside_them_modelled_or_not(argv, needle):
+    """Round 88: unmodelled flags outside their config class's pydantic bounds were recorded, not refused: vLLM
+    starts no server with --node-rank -1 or --stream-interval 0."""
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        read([MODEL, *argv], [])
+    read([MODEL, "--max-logprobs", "-1", "--stream-interval", "1"], [])  # the bounds themselves are taken
