@@ -54,15 +54,15 @@ _DEPLOYMENT = ("model", "device", "dtype", "kv_cache_dtype", "tensor_parallel_si
 def _refuse_shadowing(profile: dict, path: Path) -> None:
     """A profile may not take a built-in profile's name, nor replace a built-in's file with another deployment's:
     `profile: auto` would then find an H200 Qwen3 profile under an H100 Llama name, or lose the H100's own."""
-    from servesim.simulator.cost_model import _builtin_profile_data, _builtin_profiles, builtin_profile_names
+    from servesim.simulator.cost_model import builtin_profile_names, builtin_profiles_dir, load_profile
 
-    folder = Path(str(_builtin_profiles())).resolve()
+    folder = builtin_profiles_dir().resolve()
     name, target = str(profile.get("name")), path.resolve()
     if name in builtin_profile_names() and target != folder / f"{name}.yaml":
         raise ConfigError("--name", f"{name} is a built-in profile's name ({folder / f'{name}.yaml'}): give the "
                                     f"profile another name (--name NAME)")
     if target.parent == folder and target.is_file() and target.stem in builtin_profile_names():
-        shipped = _builtin_profile_data(target.stem) or {}
+        shipped = load_profile(target.stem).model_dump()
         if any(shipped.get(k) != profile.get(k) for k in _DEPLOYMENT):
             what = ", ".join(f"{k} {shipped.get(k)}" for k in _DEPLOYMENT if shipped.get(k) is not None)
             raise ConfigError("--out", f"{target} is the built-in profile of another deployment ({what}): write "

@@ -237,6 +237,11 @@ def _builtin_profile_data(name: str):
     return yaml.load((_builtin_profiles() / f"{name}.yaml").read_text(), Loader=_SHIPPED_YAML_LOADER)
 
 
+def builtin_profiles_dir() -> Path:
+    """The folder the built-in profiles are read from (calibration/profiles/ in a checkout)."""
+    return Path(str(_builtin_profiles()))
+
+
 def builtin_profile_names() -> list[str]:
     return sorted(p.name[:-5] for p in _builtin_profiles().iterdir() if p.name.endswith(".yaml"))
 

@@ -94,32 +94,6 @@ def _value_name(value) -> str:
     return "null" if pd.isna(value) else str(value)  # not "unset": a null retention interval keeps every block
 
 
-def slo_targets(results: Path, table) -> dict | None:
-    """The SLO classes the sweep's runs were judged by (workload.slo_classes of their config.yaml), when the first
-    and last runs agree; None when there are none or they differ (a swept SLO). Without runs/, what sweep.yaml
-    recorded of them."""
-    from servesim.simulator.files import load_yaml
-
-    if "run_id" not in table or not len(table):
-        return None
-    if not (results / "runs").is_dir():
-        try:
-            recorded = load_yaml((results / "sweep.yaml").read_text(), "results", str(results / "sweep.yaml"))
-        except (OSError, ConfigError):
-            return None
-        slos = recorded.get("slo_classes") if isinstance(recorded, dict) else None
-        return slos if isinstance(slos, dict) and all(isinstance(c, dict) for c in slos.values()) else None
-    found = []
-    for rid in (table["run_id"].iloc[0], table["run_id"].iloc[-1]):
-        path = results / "runs" / str(rid) / "config.yaml"
-        try:
-            config = load_yaml(path.read_text(), "results", str(path))
-        except (OSError, ConfigError):
-            return None
-        found.append(((config or {}).get("workload") or {}).get("slo_classes") if isinstance(config, dict) else None)
-    return found[0] if found[0] and found[0] == found[1] else None
-
-
 def _slo_text(slos: dict | None) -> str:
     if not slos:
         return ""
@@ -439,7 +413,9 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
         _warn_averaged(table, load_axis, by)
     with warnings.catch_warnings():  # a log axis over a zero latency: the point is left off, as matplotlib says
         warnings.filterwarnings("ignore", message="Data has no positive values")
-        slos = slo_targets(table_path.parent, table) if kind in ("latency-vs-rate", "goodput") else None
+        from servesim.simulator.sweep import judged_slos
+
+        slos = judged_slos(table_path.parent, table) if kind in ("latency-vs-rate", "goodput") else None
         if kind == "goodput" and not slos:
             from servesim.simulator.config import say_once
 

@@ -448,12 +448,36 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     return table
 
 
+def judged_slos(results: Path, table) -> dict | None:
+    """The SLO classes the sweep's runs were judged by (workload.slo_classes of their config.yaml), when the first
+    and last runs agree; None when there are none or they differ (a swept SLO). Without runs/, what sweep.yaml
+    recorded of them."""
+    from servesim.simulator.files import load_yaml
+
+    if "run_id" not in table or not len(table):
+        return None
+    if not (results / "runs").is_dir():
+        try:
+            recorded = load_yaml((results / "sweep.yaml").read_text(), "results", str(results / "sweep.yaml"))
+        except (OSError, ConfigError):
+            return None
+        slos = recorded.get("slo_classes") if isinstance(recorded, dict) else None
+        return slos if isinstance(slos, dict) and all(isinstance(c, dict) for c in slos.values()) else None
+    found = []
+    for rid in (table["run_id"].iloc[0], table["run_id"].iloc[-1]):
+        path = results / "runs" / str(rid) / "config.yaml"
+        try:
+            config = load_yaml(path.read_text(), "results", str(path))
+        except (OSError, ConfigError):
+            return None
+        found.append(((config or {}).get("workload") or {}).get("slo_classes") if isinstance(config, dict) else None)
+    return found[0] if found[0] and found[0] == found[1] else None
+
+
 def _record_slos(out: Path, scenario, sets, points, table) -> None:
     """sweep.yaml keeps the SLO classes the runs were judged by, so the plots state them without runs/ (which is
     not committed beside an example's table)."""
-    from servesim.simulator.plots import slo_targets
-
-    slos = slo_targets(out, table) if table is not None else None
+    slos = judged_slos(out, table) if table is not None else None
     if slos:
         (out / "sweep.yaml").write_text(yaml.safe_dump({"scenario": scenario, "set": sets, "points": len(points),
                                                         "slo_classes": slos}))
