@@ -51,7 +51,10 @@ class Request:
         self.expected_job = spec.prompt_tokens + limit  # what SJF may know in advance
         produced = min(spec.output_tokens, limit)
         self.stop_len = min(spec.prompt_tokens + produced, max_model_len)
-        self.finish_reason = "stop" if spec.output_tokens < limit and self.stop_len < max_model_len else "length"
+        # "length" where max_tokens or the context cut the output; a drawn length without max_tokens ends at the
+        # model's own stop (EOS), as a chat answer does
+        capped = spec.max_tokens is not None and spec.output_tokens >= spec.max_tokens
+        self.finish_reason = "length" if capped or self.stop_len >= max_model_len else "stop"
         self.num_tokens = spec.prompt_tokens  # prompt + generated so far
         self.num_output_tokens = 0
         self.num_computed_tokens = 0

@@ -161,6 +161,10 @@ def test_stop_at_max_tokens_and_at_max_model_len():
         step(s, n=n)
     assert a.num_output_tokens == 5 and a.finish_reason == "length"
     assert b.num_tokens == 64 and b.finish_reason == "length"
+    # round 90: an output of its own drawn length, without max_tokens, ends at the model's stop (EOS), not "length"
+    assert req(2, 10, output=5, max_model_len=64).finish_reason == "stop"
+    assert req(3, 10, output=5, max_tokens=5, max_model_len=64).finish_reason == "length"  # max_tokens reached
+    assert req(4, 10, output=5, max_tokens=8, max_model_len=64).finish_reason == "stop"
     assert not s.running and s.kv.num_free_blocks == s.kv.num_usable_blocks
 
 
