@@ -917,6 +917,9 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                        gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
     check_attention_backend(arch, hw, e.kv_cache_dtype)
     derived_block_size = "block_size" not in e.model_fields_set
+    if not derived_block_size and hw.platform == "xpu" and not e.is_0_19 and e.block_size % 64:
+        raise ConfigError("engine.block_size", f"{e.block_size}: vLLM 0.33's FlashAttention on Intel's XPU takes "
+                                               f"multiples of 64 only (no common block size: it does not start)")
     if derived_block_size and (size := attention_block_size(arch, hw, e.kv_cache_dtype)) != e.block_size:
         e = e.model_copy(update={"block_size": size})
         e.__pydantic_fields_set__.discard("block_size")  # still unset: derived again from this scenario

@@ -366,7 +366,12 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
 
 def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSION) -> VllmCommand:
     """`vllm serve ...` and `vllm bench serve ...` (without their leading words) -> scenario settings."""
+    _check_model_position(serve_argv)
     serve = parse(with_config_file(serve_argv, version), "serve", version)
+    if serve.get("model_tag") and serve.get("model"):
+        raise ConfigError("vllm serve --model", f"{serve['model']} beside the positional {serve['model_tag']}: vLLM's "
+                                                f"parser moves --model's to the front and refuses the other as an "
+                                                f"unrecognized argument")
     _check_bounds(serve, version)
     _check_json_configs(serve, version)
     if (why := unstartable({"engine": {"block_size": serve.get("block_size")}})) is not None:
@@ -795,6 +800,17 @@ _JSON_BOUNDS = {
     ("eplb_config", "policy"): (None, ("default",)), ("compilation_config", "mode"): (0, None)}
 _UNBOUNDED_0_19 = {("eplb_config", "window_size"), ("eplb_config", "step_interval")}
 COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")  # CompilationMode, 0-3
+
+
+def _check_model_position(argv: list[str]) -> None:
+    """FlexibleArgumentParser's check (both releases): a line naming --served-model-name must give the model first
+    (positionally, by --model, or in a --config file)."""
+    given = [a for a in argv if a != "--"]
+    if given and given[0].startswith("-") and \
+            not any(re.match(r"^--(model|config)(=.+|$)", a) for a in given) and \
+            any(re.match(r"^--served[-_]model[-_]name(=.+|$)", a) for a in given):
+        raise ConfigError("vllm serve --served-model-name", "`model` should be provided as the first positional "
+                                                            "argument when using `vllm serve`, as vLLM says")
 
 
 def _check_bounds(serve: dict, version: str) -> None:

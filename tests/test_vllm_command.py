@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from servesim.simulator.cli import main
+from servesim.simulator.config import load
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.model_arch import HF_IDS, load_model
 from servesim.simulator.vllm_command import ONLINE_FP8, parse, read, serve_command
@@ -1888,3 +1889,25 @@ def test_flags_vllm_bounds_are_refused_outside_them_modelled_or_not(argv, needle
     with pytest.raises(ConfigError, match=re.escape(needle)):
         read([MODEL, *argv], [])
     read([MODEL, "--max-logprobs", "-1", "--stream-interval", "1"], [])  # the bounds themselves are taken
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_the_model_is_placed_as_vllms_parser_places_it(version, tmp_path, monkeypatch):
+    """Round 92: `serve A --model B` served A (vLLM moves --model's to the front and refuses A as an unrecognized
+    argument); `serve --served-model-name foo` without a model served the default (vLLM refuses the line)."""
+    with pytest.raises(ConfigError, match="--model: meta-llama/Llama-3.1-8B-Instruct beside the positional"):
+        read(["Qwen/Qwen3-8B", "--model", "meta-llama/Llama-3.1-8B-Instruct"], [], version)
+    with pytest.raises(ConfigError, match="--served-model-name: `model` should be provided as the first positional"):
+        read(["--served-model-name", "foo"], [], version)
+    with pytest.raises(ConfigError, match="--served-model-name"):
+        read(["--max-num-seqs", "4", "--served_model_name=foo"], [], version)
+    assert read(["--max-num-seqs", "4", "--model", MODEL, "--served-model-name", "foo"], [], version).settings[
+        "model"] == MODEL  # --model counts as the model given first
+
+
+def test_a_block_size_intels_xpu_cannot_take_is_refused_in_0_33():
+    """Round 92: 0.33's FlashAttention on XPU takes multiples of 64 only; a given 16 has no common block size."""
+    with pytest.raises(ConfigError, match="block_size: 16: vLLM 0.33's FlashAttention on Intel's XPU"):
+        load(None, ["hardware.gpu=b60", "model=qwen3-8b", "engine.max_model_len=8192", "engine.block_size=16"])
+    assert load(None, ["hardware.gpu=b60", "model=qwen3-8b", "engine.max_model_len=8192", "engine.block_size=16",
+                       "engine.vllm_defaults=0.19.0"]).scenario.engine.block_size == 16  # 0.19's: multiples of 16
