@@ -650,5 +650,5 @@ def test_intels_xpu_gets_vllms_own_block_size_and_graph_default():
     for release, graphs in (("0.19.0", 0), ("0.33.0", 512)):
         rs = load(None, base + [f"engine.vllm_defaults={release}"])
         assert rs.scenario.engine.block_size == 64 and rs.cudagraph_max_tokens == graphs, release
-    assert load(None, base + ["engine.block_size=16"]).scenario.engine.block_size == 16  # given: kept
+    assert load(None, base + ["engine.block_size=128"]).scenario.engine.block_size == 128  # given: kept
     assert load(None, ["hardware.gpu=h100-sxm", "model=qwen3-8b"]).scenario.engine.block_size == 16
