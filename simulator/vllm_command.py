@@ -374,6 +374,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                                                 f"unrecognized argument")
     _check_bounds(serve, version)
     _check_json_configs(serve, version)
+    _check_microbatching(serve, version)
     if (why := unstartable({"engine": {"block_size": serve.get("block_size")}})) is not None:
         raise ConfigError("vllm serve --block-size", why)
     not_modelled: dict = {}
@@ -632,8 +633,9 @@ def _async_scheduling(serve: dict, version: str, method: str | None, config: dic
                  (serve.get("distributed_executor_backend") == "ray", "the ray executor", True)]
     else:
         v1_runner = method in ("suffix", "custom_class") or \
-            bool(config.get("parallel_drafting")) and method not in ("dflash", "dspark")
-        rules = [(v1_runner and not eagle and method not in ("ngram_gpu", "draft_model", "dspark"),
+            bool(config.get("parallel_drafting")) and method not in ("dflash", "dspark") or \
+            _microbatching(serve)  # dual batch overlap: a feature only the V1 model runner has
+        rules = [(v1_runner and method is not None and not eagle and method not in ("ngram_gpu", "draft_model", "dspark"),
                   f"{method} speculative decoding", True),
                  (v1_runner and padded_off, "disable_padded_drafter_batch", True)]
     if serve.get("async_scheduling") is None and any(off for off, _, _ in rules):
@@ -792,14 +794,30 @@ KV_CONNECTORS = {
 KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
 
 
-# JSON config fields vLLM's classes bound (pydantic Field(gt/ge) and Literal; 0.19's EPLBConfig bounds fewer),
-# checked where a JSON flag gives them: (bound, least, allowed values)
-_JSON_BOUNDS = {
-    ("eplb_config", "window_size"): (1, None), ("eplb_config", "step_interval"): (1, None),
-    ("eplb_config", "num_redundant_experts"): (0, None), ("eplb_config", "log_balancedness_interval"): (1, None),
-    ("eplb_config", "policy"): (None, ("default",)), ("compilation_config", "mode"): (0, None)}
+# JSON config fields vLLM's classes bound with pydantic Field(gt/ge) (0.19's EPLBConfig bounds fewer), checked
+# where a JSON flag gives them; the bool and Literal fields are checked from the flag table's json_configs types
+_JSON_BOUNDS = {("eplb_config", "window_size"): 1, ("eplb_config", "step_interval"): 1,
+                ("eplb_config", "num_redundant_experts"): 0, ("eplb_config", "log_balancedness_interval"): 1,
+                ("compilation_config", "mode"): 0}
 _UNBOUNDED_0_19 = {("eplb_config", "window_size"), ("eplb_config", "step_interval")}
 COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")  # CompilationMode, 0-3
+
+
+def _microbatching(serve: dict) -> bool:
+    """ParallelConfig.use_ubatching: dual batch overlap, or micro-batches of more than one."""
+    return bool(serve.get("enable_dbo")) or (serve.get("ubatch_size") or 0) > 1
+
+
+def _check_microbatching(serve: dict, version: str) -> None:
+    """VllmConfig asserts micro-batching's all2all backend (CUDA): DeepEP's two (0.33 also NIXL EP)."""
+    if not _microbatching(serve):
+        return
+    supported = ("deepep_low_latency", "deepep_high_throughput") + (("nixl_ep",) if version != "0.19.0" else ())
+    backend = serve.get("all2all_backend") or "allgather_reducescatter"
+    if backend not in supported:
+        raise ConfigError(_flag("serve", "enable_dbo" if serve.get("enable_dbo") else "ubatch_size", version),
+                          f"micro-batching needs --all2all-backend {' or '.join(supported)} (vLLM asserts it; "
+                          f"{backend} is not one)")
 
 
 def _check_model_position(argv: list[str]) -> None:
@@ -840,35 +858,89 @@ def _lax_int(value):
 
 
 def _check_json_configs(serve: dict, version: str) -> None:
-    """-cc, --attention-config, --kernel-config and --eplb-config as vLLM's config classes take them: their own
-    fields only (vLLM's @config forbids others; simulator/data/vllm-VERSION-flags.yaml json_configs), and the bounds
-    servesim reads or vLLM checks at start-up (EPLB's window and intervals, its policy, the compilation mode)."""
-    for dest, spec in flag_tables(version).get("json_configs", {}).items():
+    """-cc, --attention-config, --kernel-config and --eplb-config as vLLM's config classes take them (TypeAdapter
+    over a @config class): their own fields only (vllm-VERSION-flags.yaml json_configs, -cc's pass_config too),
+    bool and Literal fields (an attention backend by AttentionBackendEnum's names) as pydantic reads them, the
+    bounds servesim reads or vLLM checks (EPLB's window and intervals, the compilation mode), 0.33's EPLB rule that
+    async rebalancing cannot use the torch_nccl or pynccl communicator, and --attention-backend beside
+    --attention-config's backend refused, as vLLM refuses them."""
+    tables = flag_tables(version).get("json_configs", {})
+    for dest, spec in tables.items():
         config = serve.get(dest)
         if not isinstance(config, dict):  # absent, or 0.19's `-cc 3` (a level): read where it is used
             continue
         flag = _flag("serve", dest, version)
-        unknown = [str(k) for k in config if k not in spec["keys"]]
-        if unknown:
-            raise ConfigError(f"{flag}.{unknown[0]}", f"not a field of vLLM {version}'s {spec['class']} (it forbids "
-                                                      f"others): {', '.join(spec['keys'][:6])}, ...")
+        _check_fields(config, spec, flag, version)
+        for key, inner in (spec.get("nested") or {}).items():
+            if config.get(key) is not None:
+                if not isinstance(config[key], dict):
+                    raise ConfigError(f"{flag}.{key}", f"a JSON object of {inner['class']}'s fields, got "
+                                                       f"{config[key]!r:.40}")
+                _check_fields(config[key], inner, f"{flag}.{key}", version)
         for key, value in config.items():
-            bound = _JSON_BOUNDS.get((dest, key))
-            if bound is None or value is None or (version == "0.19.0" and (dest, key) in _UNBOUNDED_0_19):
+            least = _JSON_BOUNDS.get((dest, key))
+            if least is None or value is None or (version == "0.19.0" and (dest, key) in _UNBOUNDED_0_19):
                 continue
-            least, allowed = bound
-            if allowed is not None and value not in allowed:
-                raise ConfigError(f"{flag}.{key}", f"one of {', '.join(allowed)}, got {value!r:.40}")
             if key == "mode" and isinstance(value, str):
                 if value.upper() not in COMPILATION_MODES:
                     raise ConfigError(f"{flag}.mode", f"one of {', '.join(COMPILATION_MODES)} (or 0-3), got {value!r:.40}")
                 continue
             top = len(COMPILATION_MODES) - 1 if key == "mode" else None
             value = _lax_int(value)  # pydantic's lax mode: "3" and 3.0 are 3
-            if least is not None and (not isinstance(value, int) or value < least or (top is not None and value > top)):
+            if not isinstance(value, int) or value < least or (top is not None and value > top):
                 raise ConfigError(f"{flag}.{key}", f"an integer >= {least}{f' and <= {top}' if top else ''}, "
                                                    f"got {value!r:.40}")
             config[key] = value  # as vLLM reads it, for the checks that count with it (EPLB's redundant experts)
+    eplb = serve.get("eplb_config")
+    if version != "0.19.0" and isinstance(eplb, dict) and _lax_bool(eplb.get("use_async", True)) and \
+            eplb.get("communicator") in ("torch_nccl", "pynccl"):
+        raise ConfigError(f"{_flag('serve', 'eplb_config', version)}.communicator",
+                          f"{eplb['communicator']} is incompatible with async EPLB (use_async, on by default): use "
+                          f"torch_gloo or nixl, as vLLM says")
+    backend = serve.get("attention_backend")
+    if backend is not None:
+        attention = serve.get("attention_config")
+        if isinstance(attention, dict) and attention.get("backend") is not None:
+            raise ConfigError(_flag("serve", "attention_backend", version), "and --attention-config's backend are "
+                                                                            "mutually exclusive, as vLLM says")
+        names = tables.get("attention_config", {}).get("types", {}).get("backend")
+        if names and str(backend).upper() not in {str(n).upper() for n in names}:
+            raise ConfigError(_flag("serve", "attention_backend", version),
+                              f"{backend!r:.40} is not an attention backend of vLLM {version}: "
+                              f"{', '.join(str(n) for n in names[:8])}, ...")
+
+
+def _lax_bool(value) -> bool:
+    """A bool as pydantic's lax mode reads it ("false", 0, "off" are false); checked before it is asked."""
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(bool).validate_python(value)
+
+
+def _check_fields(config: dict, spec: dict, flag: str, version: str) -> None:
+    """One config object's keys against its class's fields, and its bool and Literal values."""
+    from pydantic import TypeAdapter, ValidationError
+
+    unknown = [str(k) for k in config if k not in spec["keys"]]
+    if unknown:
+        raise ConfigError(f"{flag}.{unknown[0]}", f"not a field of vLLM {version}'s {spec['class']} (it forbids others): "
+                                                  f"{', '.join(spec['keys'][:6])}, ...")
+    for key, kind in (spec.get("types") or {}).items():
+        if key not in config:
+            continue
+        value = config[key]
+        if kind == "bool":
+            try:
+                TypeAdapter(bool).validate_python(value)
+            except ValidationError:
+                raise ConfigError(f"{flag}.{key}", f"true or false, got {value!r:.40}") from None
+        elif key == "backend":  # AttentionBackendEnum[value.upper()], 'auto' none
+            if value is not None and str(value).upper() not in {str(n).upper() for n in kind}:
+                raise ConfigError(f"{flag}.backend", f"{value!r:.40} is not an attention backend: "
+                                                     f"{', '.join(str(n) for n in kind[:8])}, ...")
+        elif value not in kind:
+            raise ConfigError(f"{flag}.{key}", f"one of {', '.join(str(v) for v in kind if v is not None)}, "
+                                               f"got {value!r:.40}")
 
 
 def _check_kv_configs(serve: dict, version: str) -> None:

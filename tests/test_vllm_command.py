@@ -1911,3 +1911,44 @@ def test_a_block_size_intels_xpu_cannot_take_is_refused_in_0_33():
         load(None, ["hardware.gpu=b60", "model=qwen3-8b", "engine.max_model_len=8192", "engine.block_size=16"])
     assert load(None, ["hardware.gpu=b60", "model=qwen3-8b", "engine.max_model_len=8192", "engine.block_size=16",
                        "engine.vllm_defaults=0.19.0"]).scenario.engine.block_size == 16  # 0.19's: multiples of 16
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--eplb-config", '{"communicator": "bogus"}'], "--eplb-config.communicator: one of torch_nccl"),
+    (["--eplb-config", '{"communicator": "torch_nccl"}'], "torch_nccl is incompatible with async EPLB"),
+    (["--eplb-config", '{"use_async": "maybe"}'], "--eplb-config.use_async: true or false"),
+    (["-cc", '{"pass_config": {"bogus": 1}}'], "--compilation-config.pass_config.bogus: not a field of vLLM 0.33.0's "
+                                               "PassConfig"),
+    (["-cc", '{"use_inductor_graph_partition": "x"}'], "use_inductor_graph_partition: true or false"),
+    (["--attention-config", '{"backend": "BOGUS"}'], "--attention-config.backend: 'BOGUS' is not an attention backend"),
+    (["--attention-config", '{"flash_attn_version": 7}'], "flash_attn_version: one of 2, 3, 4, got 7"),
+    (["--kernel-config", '{"moe_backend": "bogus"}'], "--kernel-config.moe_backend: one of auto, triton"),
+    (["--attention-backend", "BOGUS"], "--attention-backend: 'BOGUS' is not an attention backend of vLLM 0.33.0"),
+    (["--attention-backend", "FLASH_ATTN", "--attention-config", '{"backend": "TRITON_ATTN"}'],
+     "--attention-backend: and --attention-config's backend are mutually exclusive"),
+])
+def test_json_config_values_are_read_as_vllms_pydantic_classes_read_them(argv, needle):
+    """Round 92: only the top-level keys were checked; vLLM validates the whole object (TypeAdapter over its @config
+    class): Literal and bool fields, PassConfig's keys, attention backends by name, EPLB's async communicators."""
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        read([MODEL, *argv], [])
+    read([MODEL, "--attention-backend", "flash_attn", "--eplb-config",
+          '{"communicator": "torch_nccl", "use_async": "false"}'], [])  # a name any case; async off by "false"
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_micro_batching_needs_deepeps_all2all_and_0_33s_v1_runner(version):
+    """Round 92: --enable-dbo / --ubatch-size 2 were recorded as not modelled where VllmConfig asserts a DeepEP
+    all2all backend; in 0.33 DBO runs on the V1 model runner, where an n-gram drafter turns async scheduling off."""
+    moe = ["Qwen/Qwen3-30B-A3B", "-dp", "2", "--enable-expert-parallel"]
+    for flag in (["--enable-dbo"], ["--ubatch-size", "2"]):
+        with pytest.raises(ConfigError, match=f"{flag[0]}: micro-batching needs --all2all-backend deepep_low_latency"):
+            read([*moe, *flag], [], version)
+    dbo = [*moe, "--all2all-backend", "deepep_low_latency", "--enable-dbo"]
+    assert read(dbo, [], version).settings.get("engine.async_scheduling") is not False
+    ngram = ["--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 3})]
+    if version == "0.33.0":
+        assert read([*dbo, *ngram], [], version).settings["engine.async_scheduling"] is False
+        with pytest.raises(ConfigError, match="--async-scheduling: vLLM 0.33.0 does not run async scheduling with "
+                                              "ngram"):
+            read([*dbo, *ngram, "--async-scheduling"], [], version)
