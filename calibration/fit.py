@@ -207,13 +207,20 @@ def _candidates(x: np.ndarray, most: int = 40) -> np.ndarray:
     return u if len(u) <= most else np.unique(np.quantile(u, np.linspace(0, 1, most)))
 
 
+SPILL_POINTS = 3  # distinct decode contexts a fitted cache knee must leave above it
+
+
 def _fit(df: pd.DataFrame) -> np.ndarray:
     s, t, k, p = _features(df)
     y = df["time_ms"].to_numpy(float)
     moe = [df["experts_touched"].to_numpy(float)] if "experts_touched" in df else []
     best, best_err = None, np.inf
+    # the cache knee leaves at least SPILL_POINTS distinct decode contexts above it: a slope past the knee fitted
+    # on one point had nothing to hold it, and a held-out step past the training range came out 35x too slow
+    distinct = np.unique(k)
+    k_cap = float(distinct[-SPILL_POINTS]) if len(distinct) > SPILL_POINTS else 0.0
     for knee in _candidates(np.concatenate([[0.0], t])):
-        for k_knee in _candidates(k):
+        for k_knee in _candidates(k[k <= k_cap]) if k_cap > 0 else [0.0]:
             a = np.column_stack([np.ones_like(t), s, np.maximum(t, knee), k, np.maximum(0.0, k - k_knee), p] + moe)
             a = a / y[:, None]
             scale = np.abs(a).max(axis=0)
@@ -224,7 +231,10 @@ def _fit(df: pd.DataFrame) -> np.ndarray:
             if err < best_err:
                 best_err, best = err, np.array([x[0], x[1], x[2], x[2] * knee, x[3], x[4], k_knee, x[5]] + list(x[6:]))
     scale = np.maximum(np.abs(best), 1e-12)
-    res = least_squares(lambda z: (predict_ms(z * scale, df) - y) / y, best / scale, bounds=(0, np.inf),
+    upper = np.full(len(best), np.inf)
+    upper[PARAMS.index("context_cache_tokens")] = max(k_cap, best[PARAMS.index("context_cache_tokens")]) / \
+        scale[PARAMS.index("context_cache_tokens")] + 1e-9  # the refinement keeps the knee where points lie past it
+    res = least_squares(lambda z: (predict_ms(z * scale, df) - y) / y, best / scale, bounds=(0, upper),
                         xtol=1e-12, ftol=1e-12, gtol=1e-12)
     return res.x * scale
 

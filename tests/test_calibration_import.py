@@ -171,3 +171,21 @@ def test_a_profile_never_takes_a_built_in_profiles_name_or_file_for_another_depl
         assert sorted(p.name for p in shipped.iterdir()) == [f"{name}.yaml", "my-qwen.yaml"]
     finally:
         cost_model._builtin_profile_data.cache_clear()
+
+
+@needs_shared
+@pytest.mark.parametrize("gpu, key, kv", [("gb200", "gb200", None), ("h100_sxm", "h100-sxm", "fp8")])
+def test_a_cache_knee_is_fitted_only_where_points_lie_past_it(gpu, key, kv):
+    """Round 92: the fit put its KV-cache knee just above the largest decode context it trained on, with a slope
+    past it fitted on nothing: GB200's Llama-3.1-8B (and H100's with an fp8 KV cache) priced a decode step reading
+    1M KV tokens at 1,180 ms against the kernels' 33 ms (held-out MAPE 385%; TPOT 801 ms)."""
+    import pandas as pd
+
+    from servesim.calibration.aiconfigurator import compose_profile
+    from servesim.calibration.fit import predict_ms
+
+    _, fit = compose_profile(AIC, gpu, "llama-3.1-8b", "bf16", 1, kv, hardware_key=key)
+    assert fit.held_out["mape"] < 0.10 and fit.held_out["max_ape"] < 0.3
+    point = GridPoint("decode", 256, 0, 4096)
+    kernels = compose_step_ms(KernelTables(AIC, gpu), load_model("llama-3.1-8b"), point, "bf16", 1, kv)["time_ms"]
+    assert float(predict_ms(fit.coefficients, pd.DataFrame([point.shape._asdict()]))[0]) == pytest.approx(kernels, rel=0.2)
