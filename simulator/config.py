@@ -602,6 +602,19 @@ def with_formats(arch: ModelArchitecture, quantization: str | None, kv_cache_dty
 MARLIN_CAPABILITY = 7.5  # vLLM's Marlin kernels (weight-only FP8 and NVFP4) run from this CUDA capability on
 
 
+UNRELIABLE_MAPE = 0.25  # a profile whose own held-out error passes this is said to be unreliable at each run
+
+
+def unreliable_fit(profile) -> str | None:
+    """A profile whose fit missed its own held-out points by more than UNRELIABLE_MAPE on average: the number is in
+    the file (and calibrate import prints it), but a run gave no sign of it."""
+    mape = (profile.held_out_error or {}).get("mape")
+    if isinstance(mape, (int, float)) and mape > UNRELIABLE_MAPE:
+        return (f"servesim: warning: profile {profile.name}'s held-out error is {mape:.0%} (MAPE over the measurements "
+                f"it was not fitted on): its step times are unreliable")
+    return None
+
+
 def check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | None,
                   field: str = "engine.quantization") -> str | None:
     """W8A8 runs on fp8 tensor cores and NVFP4 on Blackwell's fp4 ones. Without them vLLM serves both weight-only
@@ -956,7 +969,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     local = local_attention(arch)
     window_group = bool(layout.local_groups) and not local.chunked  # a modelled group retention acts on
-    say_once((weight_only, selection.warning, layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens,
+    say_once((weight_only, selection.warning, unreliable_fit(profile), layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens,
                                                                     window_group, None if arch.is_moe else arch.name)))
     if sp.method != "none" and sp.lookahead_block_hashes and e.is_0_19:
         raise ConfigError("speculative.lookahead_block_hashes", "vLLM 0.19 has no lookahead block hashes (0.33's): "

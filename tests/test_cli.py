@@ -930,6 +930,19 @@ def test_a_profile_coefficient_its_cost_model_does_not_read_here_is_said(capsys,
     assert main(["config", "--set", sets[0]]) == 0 and "profile.coefficients" not in capsys.readouterr().err
 
 
+def test_a_profile_whose_own_held_out_error_is_large_is_said_unreliable(capsys):
+    """Round 92: a composed profile with a held-out MAPE of 385% ran without a word (calibrate import printed it)."""
+    from servesim.simulator.config import _WARNED
+
+    _WARNED.clear()
+    base = "{name: bad, cost_model: linear, coefficients: {step_overhead_ms: 1, per_token_ms: 0.01}, held_out_error: "
+    assert main(["config", "--set", f"profile={base}{{mape: 0.5}}}}"]) == 0
+    assert "profile bad's held-out error is 50%" in capsys.readouterr().err
+    _WARNED.clear()
+    assert main(["config", "--set", f"profile={base}{{mape: 0.05}}}}"]) == 0
+    assert "held-out error" not in capsys.readouterr().err
+
+
 def test_round_58_a_rerun_into_the_same_out_leaves_no_earlier_runs_files(tmp_path, capsys):
     """metrics.prom of a 50-request run stayed beside the summary of an 80-request run written over it."""
     out = tmp_path / "r"
