@@ -136,7 +136,9 @@ class RooflineCostModel(CostModel):
         self._linear_s_per_token = arch.linear_flops_per_token / tp / flops
         self._lm_head_s_per_seq = arch.lm_head_flops_per_seq / tp / flops  # vocabulary split over the TP group
         self._kv_s_per_token = arch.kv_bytes_per_token_per_gpu(tp) / bw
-        self._attn_s_per_pair = arch.attention_flops_per_token_pair / tp / flops
+        # attention's math runs in its KV cache's dtype (bf16 beside fp8 weights unless the cache is fp8 too)
+        attn_flops = hw.peak_flops(arch.kv_cache_dtype or arch.activation_dtype) * c.compute_efficiency
+        self._attn_s_per_pair = arch.attention_flops_per_token_pair / tp / attn_flops
         self._overhead_s = c.step_overhead_ms * 1e-3
         if tp > 1:
             per_token = arch.hidden_size * arch.dtype_bytes * 2 * (tp - 1) / tp / (hw.gpu_link_gbps * 1e9)

@@ -155,6 +155,21 @@ def test_roofline_is_memory_bound_for_decode_and_compute_bound_for_long_prefill(
                                              / (hw.peak_flops(arch.dtype) * 0.6)), rel=1e-9)
 
 
+def test_roofline_attention_runs_in_its_kv_caches_dtype():
+    """Round 92: fp8 weights timed attention at the fp8 peak even beside a bf16 KV cache, where vLLM's attention
+    runs in bf16: a 32k prompt's TTFT came out the same with either cache."""
+    hw = load_hardware("h100-sxm")
+    long_prefill = BatchShape(1, 8192, 8192 * 32768 + 8192 * 8193 // 2, 0, 0)
+    times = {}
+    for kv in ("bf16", "fp8"):
+        arch = load_model("llama-3.1-8b").model_copy(update={"dtype": "fp8", "kv_cache_dtype": kv})
+        times[kv] = RooflineCostModel(arch, hw, RooflineCoefficients()).step_time(long_prefill)
+        pairs_s = arch.attention_flops_per_token_pair * long_prefill.prefill_attention_pairs / (
+            hw.peak_flops(kv) * 0.6)
+        assert times[kv] > pairs_s  # attention at its cache's rate is part of the step
+    assert times["bf16"] > 1.3 * times["fp8"]
+
+
 def test_profile_errors_name_the_field(tmp_path):
     with pytest.raises(ConfigError) as e:
         load(None, ["profile={name: x, cost_model: linear, coefficients: {per_seq_ms: -1}}"])
