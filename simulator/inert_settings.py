@@ -96,6 +96,9 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
                   "it picks the default budgets, and max_num_batched_tokens and max_num_seqs are given"))
     rules.append((p.batching != "static", p, "policies", ["static_batch_size"], f"policies.batching is {p.batching}"))
     rules.append((dense is not None, scenario.moe, "moe", ["routing"], f"{dense} is a dense model: it has no router"))
+    rules.append((dense is None and measured and profile.moe_routing is None, scenario.moe, "moe", ["routing"],
+                  f"profile {getattr(profile, 'name', '')}'s step times follow no router skew (it records none; "
+                  f"the kernel tables' composition and the roofline read it)"))
     rules.append((e.kv_cache_memory_bytes is not None and e.num_gpu_blocks_override is None, e, "engine",
                   ["gpu_memory_utilization"], "engine.kv_cache_memory_bytes sizes the KV cache (vLLM ignores it then)"))
     rules.append((e.num_gpu_blocks_override is not None, e, "engine", ["kv_cache_memory_bytes"],

@@ -930,6 +930,19 @@ def test_a_profile_coefficient_its_cost_model_does_not_read_here_is_said(capsys,
     assert main(["config", "--set", sets[0]]) == 0 and "profile.coefficients" not in capsys.readouterr().err
 
 
+def test_moe_routing_beside_a_profile_that_records_no_router_skew_is_said_unread(capsys):
+    """Round 92: moe.routing changed nothing under teaching or a user's profile without moe_routing, unsaid."""
+    from servesim.simulator.config import _WARNED
+
+    _WARNED.clear()
+    assert main(["config", "--set", "model=qwen3-30b-a3b", "--set", "profile=teaching", "--set",
+                 "moe.routing=balanced"]) == 0
+    assert "moe.routing has no effect: profile teaching's step times follow no router skew" in capsys.readouterr().err
+    _WARNED.clear()
+    assert main(["config", "--set", "model=qwen3-30b-a3b", "--set", "moe.routing=balanced"]) == 0  # composed at it
+    assert "moe.routing has no effect" not in capsys.readouterr().err
+
+
 def test_a_profile_whose_own_held_out_error_is_large_is_said_unreliable(capsys):
     """Round 92: a composed profile with a held-out MAPE of 385% ran without a word (calibrate import printed it)."""
     from servesim.simulator.config import _WARNED
