@@ -657,8 +657,14 @@ def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: flo
 
 
 def check_tensor_parallel(arch: ModelArchitecture, tp: int, field: str) -> None:
+    """vLLM's QKVParallelLinear: the query heads split over the TP group, the KV heads split over it too or, on a
+    group larger than they are, each replicated over an equal share of it."""
     if arch.num_attention_heads % tp:
         raise ConfigError(field, f"{arch.num_attention_heads} attention heads do not split over {tp} GPUs")
+    kv = arch.num_key_value_heads
+    if not arch.is_mla and (kv % tp if tp < kv else tp % kv):
+        raise ConfigError(field, f"{kv} KV heads neither split over {tp} GPUs nor replicate evenly across them "
+                                 f"(vLLM does not start)")
 
 
 def check_max_model_len(arch: ModelArchitecture, value: int | None, field: str, release: str = "0.33.0") -> int:

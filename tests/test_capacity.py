@@ -77,6 +77,9 @@ def test_cli_text(capsys):
     (["--block-size", "0"], "--block-size: must be >= 1"),
     (["--gpu-memory-gib", "inf"], "--gpu-memory-gib: must be a finite number"),
     (["-tp", "3", "--model", "llama-3.1-8b"], "--tensor-parallel-size: 32 attention heads do not split over 3"),
+    # round 92: Qwen2.5-7B's 4 KV heads over 7 or 14 GPUs (its 28 query heads split): vLLM's QKVParallelLinear refuses
+    (["-tp", "7", "--model", "qwen2.5-7b"], "--tensor-parallel-size: 4 KV heads neither split over 7 GPUs"),
+    (["-tp", "14", "--model", "qwen2.5-7b", "--gpu", "b200-sxm"], "4 KV heads neither split over 14 GPUs"),
     (["--max-model-len", "0"], "--max-model-len: must be >= 2"),
     (["--max-model-len", "9000"], "--max-model-len: 9000 exceeds the model's max_position_embeddings (8192)"),
     (["--model", "no-such-model"], "model"),
