@@ -205,8 +205,11 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
                 f"{meta.get('grid', '?')} grid, block {meta.get('block_size')}, "
                 if meta.get("harness") == "vllm" else
                 f"servesim calibrate run: {model} {dtype} on {hw.get('name', device)}, torch {hw.get('torch', '?')}, "
-                f"{meta.get('grid', '?')} grid, {meta.get('attention', 'gather')} attention, ")
-               + f"{fit.held_out['points'] + fit.train['points']} step points, {hw.get('date', '?')}",
+                f"{meta.get('grid', '?')} grid, {meta.get('attention', 'gather')} attention, " if meta else
+                f"fitted to the step times of {path.name} (no run.json: not a calibrate run; an engine's step log or "
+                f"a table), {model} {dtype} on {device}, ")  # what was fitted, not a harness that never ran
+               + f"{fit.held_out['points'] + fit.train['points']} step points"
+               + (f", {hw.get('date', '?')}" if meta else ""),
         device=hw.get("name", device), model=model, dtype=dtype, gpu=gpu, tensor_parallel_size=tp or 1,
         block_size=meta.get("block_size"), grid=meta.get("grid"), attention=meta.get("attention"), architecture=meta.get("architecture"),
         engine_version=meta.get("engine_version"), hardware=hw or None, measurements=str(path.resolve().relative_to(out.parent.resolve()))

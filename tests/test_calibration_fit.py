@@ -415,6 +415,21 @@ def test_a_poor_held_out_error_is_said(tmp_path, capsys):
         assert ("predicts steps it was not fitted on poorly" in capsys.readouterr().err) == said
 
 
+def test_a_fit_of_a_plain_table_says_what_it_was_fitted_to(tmp_path):
+    """Round 92: a step table (or an engine's step log) was labelled "servesim calibrate run: ... torch ?, ? grid,
+    gather attention": a harness run that never happened."""
+    import yaml
+
+    from servesim.simulator.cli import main
+
+    table = tmp_path / "m.csv"
+    synthetic("cpu").to_csv(table, index=False)
+    assert main(["calibrate", "fit", str(table), "--model", "small-llama", "--dtype", "fp32", "--out",
+                 str(tmp_path / "p.yaml")]) == 0
+    source = yaml.safe_load((tmp_path / "p.yaml").read_text())["source"]
+    assert source.startswith("fitted to the step times of m.csv (no run.json") and "torch" not in source
+
+
 def test_a_table_of_truth_values_is_no_timing(tmp_path):
     """Round 42: a CSV whose time_ms cells are all True (pandas reads a bool column) fitted 1 ms steps, MAPE 0%."""
     table = tmp_path / "bool.csv"
