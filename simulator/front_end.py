@@ -84,7 +84,7 @@ class FrontEnd:
         return self._arrived < self._initial or bool(self._pending)
 
     def _arrive(self, spec: RequestSpec) -> None:
-        req = Request(spec, self.max_model_len)
+        req = Request(spec, self.max_model_len, self.max_tokens is not None)
         self.log.arrived(req)
         self.in_flight += 1
         replica = self.route(req)

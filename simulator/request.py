@@ -41,7 +41,9 @@ class Request:
         "lazy_keys", "prefix_junction",
     )
 
-    def __init__(self, spec: RequestSpec, max_model_len: int):
+    def __init__(self, spec: RequestSpec, max_model_len: int, sends_max_tokens: bool = False):
+        """sends_max_tokens: the client asks for the output's length as max_tokens (vllm bench serve), so the
+        output ends there, capped ("length")."""
         self.spec = spec
         self.request_id = spec.request_id
         self.arrival_time = spec.arrival_time
@@ -53,7 +55,7 @@ class Request:
         self.stop_len = min(spec.prompt_tokens + produced, max_model_len)
         # "length" where max_tokens or the context cut the output; a drawn length without max_tokens ends at the
         # model's own stop (EOS), as a chat answer does
-        capped = spec.max_tokens is not None and spec.output_tokens >= spec.max_tokens
+        capped = sends_max_tokens or spec.max_tokens is not None and spec.output_tokens >= spec.max_tokens
         self.finish_reason = "length" if capped or self.stop_len >= max_model_len else "stop"
         self.num_tokens = spec.prompt_tokens  # prompt + generated so far
         self.num_output_tokens = 0

@@ -1952,3 +1952,14 @@ def test_micro_batching_needs_deepeps_all2all_and_0_33s_v1_runner(version):
         with pytest.raises(ConfigError, match="--async-scheduling: vLLM 0.33.0 does not run async scheduling with "
                                               "ngram"):
             read([*dbo, *ngram, "--async-scheduling"], [], version)
+
+
+def test_bench_requests_end_capped_at_their_max_tokens(tmp_path):
+    """Round 93: requests.parquet said "stop" for bench requests ending at the max_tokens the client sends (each
+    output length) where the same run's metrics.prom, as vLLM, counted them "length"."""
+    out = tmp_path / "run"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL, "--", "bench", "serve", "--dataset-name",
+                 "random", "--random-input-len", "256", "--random-output-len", "16", "--num-prompts", "10",
+                 "--request-rate", "5"]) == 0
+    assert set(pd.read_parquet(out / "requests.parquet")["finish_reason"]) == {"length"}
+    assert 'finished_reason="length",model_name=' in (out / "metrics.prom").read_text()
