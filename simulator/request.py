@@ -74,7 +74,7 @@ class Request:
         self.reject_reason: str | None = None
         self.num_hashed_blocks = 0  # prefix caching: this request's leading blocks already registered
         self.cached_tokens = 0  # prefix-cache hit at first admission
-        self.prefix_queries = 0  # tokens looked up in the prefix cache, every admission
+        self.prefix_queries = 0  # tokens looked up in the prefix cache at admission, before any preemption
         self.prefix_hits = 0
         self.reserved_blocks = 0  # admission reservation: blocks held back for this request's expected growth
         self.recomputed_tokens = 0  # tokens prefilled again after preemptions (prefix hits excluded)

@@ -282,9 +282,9 @@ class Scheduler:
                 r.kv_transferred = False
             else:
                 r.num_computed_tokens = hit
-                if self.kv.caches_prefixes:
-                    r.prefix_queries += r.num_tokens
-                    r.prefix_hits += hit
+                if self.kv.caches_prefixes and r.num_preemptions == 0:  # vLLM counts a preempted request's
+                    r.prefix_queries += r.num_tokens  # re-lookup apart (PrefixCacheStats.preempted_*), out of
+                    r.prefix_hits += hit  # the prefix_cache_queries/hits it reports
                 if r.num_preemptions == 0:
                     r.cached_tokens = hit
                 else:
