@@ -246,7 +246,7 @@ class Scheduler:
         s, kv, running, waiting, rules = self.s, self.kv, self.running, self.waiting, self.admission
         reqs, toks = out.reqs, out.tokens
         allocate = kv.allocate_slots
-        self.batching.open_admission(len(running))
+        self.batching.open_admission(len(running), len(waiting))
         admitted = 0
         budget -= s.draft_slots  # what a request admitted may take, its drafter's slots aside (0.33)
         while budget > 0 and len(waiting):
@@ -296,6 +296,7 @@ class Scheduler:
             running.append(r)
             r.status = RUNNING
             r.batch_id = self.batching.batch_id
+            self.batching.joined()
             if r.first_scheduled_time is None:
                 r.first_scheduled_time = now
                 self.recent_admissions.append(now)

@@ -254,3 +254,21 @@ def test_policy_registries_are_the_scenario_choices_and_give_their_seams():
         q.prepend(b)
         assert len(q) == 2 and {r.request_id for r in q} == {0, 1} and q.peek() in (a, b)
     assert all(isinstance(make_batching(name, 4), BatchingGate) for name in BATCHING_POLICIES)
+
+
+def test_a_static_batch_is_its_size_even_when_one_step_cannot_admit_it_all():
+    """Round 93: a static batch formed only in the step the engine emptied, so it held what that step's token
+    budget admitted (batches of 9 where 16 were asked for and 64 waited); its members now join over the steps
+    their prefills take, and nothing arriving later joins it."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+
+    r = simulate(load(None, ["workload.num_requests=64", "policies.batching=static", "policies.static_batch_size=16",
+                             "workload.arrival.process=burst", "workload.prompt_tokens={dist: fixed, value: 1000}",
+                             "workload.output_tokens={dist: fixed, value: 100}", "profile=teaching"]))
+    sizes = r.requests.groupby("batch_id").size()
+    assert sizes.tolist() == [16, 16, 16, 16] and r.summary["max_running_requests"] == 16
+    late = simulate(load(None, ["workload.num_requests=40", "policies.batching=static", "policies.static_batch_size=16",
+                                "workload.arrival.rate=2", "profile=teaching"]))
+    first = late.requests[late.requests.batch_id == 0]  # the batch opened on the first arrival alone
+    assert len(first) == 1
