@@ -23,8 +23,10 @@ def kv_pool_bytes(memory_bytes: int, gpu_memory_utilization: float, weight_bytes
     if not 0 < gpu_memory_utilization <= 1:
         raise ConfigError("engine.gpu_memory_utilization", f"must be in (0, 1], got {gpu_memory_utilization}")
     pool = math.ceil(memory_bytes * gpu_memory_utilization) - weight_bytes - reserved_bytes
-    if pool <= 0:
+    if pool <= 0:  # named by what takes the memory: a reserve larger than what the weights leave, else the share
+        usable_after_weights = math.ceil(memory_bytes * gpu_memory_utilization) - weight_bytes
         raise ConfigError(
+            "engine.reserved_memory_gib" if reserved_bytes and usable_after_weights > 0 else
             "engine.gpu_memory_utilization",
             f"no memory left for the KV cache: {memory_bytes * gpu_memory_utilization / GIB:.2f} GiB usable, "
             f"weights {weight_bytes / GIB:.2f} GiB, reserved {reserved_bytes / GIB:.2f} GiB",

@@ -422,6 +422,7 @@ def test_an_edited_cache_entry_is_rebuilt_and_an_unwritable_cache_is_one_error(t
 @pytest.mark.parametrize("sets,field", [
     (["hardware.gpu=b60", "engine.quantization=modelopt_fp4"], "engine.quantization"),  # no fp4, no CUDA Marlin
     (["hardware.kernel_tables=../../etc"], "hardware.kernel_tables"),
+    (["engine.reserved_memory_gib=200"], "engine.reserved_memory_gib"),  # round 93: named gpu_memory_utilization
     (["profile={name: x, cost_model: linear, coefficients: {step_overhead_ms: 1}, overhead: {host_per_step_ms: .inf}}"],
      "profile.overhead.host_per_step_ms"),
     (["profile={name: x, cost_model: linear, coefficients: {step_overhead_ms: 0}}"], "profile.coefficients"),
