@@ -777,6 +777,20 @@ def sliding_window_group(arch: ModelArchitecture, layout: KVLayout) -> bool:
         bool(layout.local_groups or local.local_layers == arch.num_hidden_layers)
 
 
+ONLY_0_33 = ("max_num_queued_reqs", "max_num_queued_tokens", "max_num_active_seqs", "watermark")  # 0.19 lacks them
+
+
+def _check_release_settings(e: EngineSettings) -> None:
+    """Settings vLLM 0.19 does not have (its scheduler and API server lack them): refused under its defaults, as
+    its command line refuses their flags, rather than simulated as if 0.19 ran them."""
+    if e.is_0_19:
+        for name in ONLY_0_33:
+            if getattr(e, name) not in (None, 0.0) or (name != "watermark" and name in e.model_fields_set
+                                                       and getattr(e, name) is not None):
+                raise ConfigError(f"engine.{name}", f"{getattr(e, name)}: vLLM 0.19 has no such setting (0.33's); "
+                                                    f"leave it out under engine.vllm_defaults 0.19.0")
+
+
 def _check_retention(e: EngineSettings, arch: ModelArchitecture, layout: KVLayout) -> None:
     """prefix_cache_retention_interval as vLLM 0.33 takes it (_validate_prefix_cache_retention_interval)."""
     interval, field = e.prefix_cache_retention_interval, "engine.prefix_cache_retention_interval"
@@ -957,6 +971,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     tokens, seqs = _budgets(e, hw, max_model_len)
     layout = kv_layout(arch, tp, _hybrid_off(scenario, arch))
     _check_retention(e, arch, layout)
+    _check_release_settings(e)
     # vLLM's SchedulerConfig refuses it, against the length before an auto-fit to the pool (which comes later)
     if e.long_prefill_token_threshold > max_model_len and not e.is_0_19:  # 0.19: partial prefills only
         raise ConfigError("engine.long_prefill_token_threshold", f"{e.long_prefill_token_threshold} is above "

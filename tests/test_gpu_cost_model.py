@@ -423,6 +423,10 @@ def test_an_edited_cache_entry_is_rebuilt_and_an_unwritable_cache_is_one_error(t
     (["hardware.gpu=b60", "engine.quantization=modelopt_fp4"], "engine.quantization"),  # no fp4, no CUDA Marlin
     (["hardware.kernel_tables=../../etc"], "hardware.kernel_tables"),
     (["engine.reserved_memory_gib=200"], "engine.reserved_memory_gib"),  # round 93: named gpu_memory_utilization
+    # round 93: 0.33's settings ran under 0.19's defaults (95 of 100 requests refused by a queue 0.19 lacks)
+    (["engine.vllm_defaults=0.19.0", "engine.max_num_queued_reqs=5"], "engine.max_num_queued_reqs"),
+    (["engine.vllm_defaults=0.19.0", "engine.watermark=0.1"], "engine.watermark"),
+    (["engine.vllm_defaults=0.19.0", "engine.max_num_active_seqs=8"], "engine.max_num_active_seqs"),
     (["profile={name: x, cost_model: linear, coefficients: {step_overhead_ms: 1}, overhead: {host_per_step_ms: .inf}}"],
      "profile.overhead.host_per_step_ms"),
     (["profile={name: x, cost_model: linear, coefficients: {step_overhead_ms: 0}}"], "profile.coefficients"),
