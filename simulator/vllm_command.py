@@ -1325,7 +1325,7 @@ def _lengths(bench: dict, name: str, version: str) -> dict:
     free = ("input_len", "random_input_len", "output_len", "random_output_len") if name == "random" else ()
     for dest, least in (("input_len", 1), ("random_input_len", 1), ("random_prefix_len", 0), ("output_len", 1),
                         ("random_output_len", 1), ("prefix_repetition_prefix_len", 0),
-                        ("prefix_repetition_suffix_len", 1), ("prefix_repetition_num_prefixes", 1),
+                        ("prefix_repetition_suffix_len", 0), ("prefix_repetition_num_prefixes", 1),
                         ("prefix_repetition_output_len", 1)):
         if dest in bench and dest not in free and bench[dest] < least:
             raise ConfigError(_flag("bench_serve", dest, version), f"must be >= {least}, got {bench[dest]}")
@@ -1345,7 +1345,12 @@ def _lengths(bench: dict, name: str, version: str) -> dict:
         prefix = bench.get("prefix_repetition_prefix_len", 256)
         suffix = bench.get("prefix_repetition_suffix_len", 256)
         out = bench.get("output_len", bench.get("prefix_repetition_output_len", 128))
-        lengths = {"workload.prompt_tokens": {"dist": "fixed", "value": max(1, suffix)},
+        if prefix + suffix < 1:
+            raise ConfigError(_flag("bench_serve", "prefix_repetition_suffix_len", version),
+                              "0 beside a prefix of 0: every prompt would be empty")
+        if not suffix:  # the prompt is the prefix alone: its last token computed, as vLLM must compute one
+            prefix, suffix = prefix - 1, 1
+        lengths = {"workload.prompt_tokens": {"dist": "fixed", "value": suffix},
                    "workload.output_tokens": {"dist": "fixed", "value": out}}
         if prefix:
             lengths["workload.shared_prefix"] = {"tokens": prefix, "balanced": True,

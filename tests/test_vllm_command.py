@@ -1963,3 +1963,17 @@ def test_bench_requests_end_capped_at_their_max_tokens(tmp_path):
                  "--request-rate", "5"]) == 0
     assert set(pd.read_parquet(out / "requests.parquet")["finish_reason"]) == {"length"}
     assert 'finished_reason="length",model_name=' in (out / "metrics.prom").read_text()
+
+
+def test_prefix_repetition_without_a_suffix_sends_the_prefix_alone(tmp_path):
+    """Round 93: --prefix-repetition-suffix-len 0 was refused (must be >= 1); vLLM sends each prompt as its prefix
+    alone, which hits all but the block holding its last token once the prefix is cached."""
+    out = tmp_path / "run"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL, "--", "bench", "serve", "--dataset-name",
+                 "prefix_repetition", "--prefix-repetition-suffix-len", "0", "--prefix-repetition-num-prefixes", "2",
+                 "--num-prompts", "20", "--request-rate", "5"]) == 0
+    req = pd.read_parquet(out / "requests.parquet")
+    assert set(req["prompt_tokens"]) == {256} and req["cached_tokens"].max() == 240  # (256 - 1) // 16 * 16
+    with pytest.raises(ConfigError, match="--prefix-repetition-suffix-len: 0 beside a prefix of 0"):
+        read([MODEL], ["--dataset-name", "prefix_repetition", "--prefix-repetition-suffix-len", "0",
+                       "--prefix-repetition-prefix-len", "0"])
