@@ -1977,3 +1977,13 @@ def test_prefix_repetition_without_a_suffix_sends_the_prefix_alone(tmp_path):
     with pytest.raises(ConfigError, match="--prefix-repetition-suffix-len: 0 beside a prefix of 0"):
         read([MODEL], ["--dataset-name", "prefix_repetition", "--prefix-repetition-suffix-len", "0",
                        "--prefix-repetition-prefix-len", "0"])
+
+
+def test_an_infinite_goodput_target_is_one_every_request_meets(tmp_path):
+    """Round 93: --goodput ttft:inf was refused; vLLM takes any float >= 0 and counts every request good on it."""
+    out = tmp_path / "run"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL, "--", "bench", "serve", "--num-prompts", "10",
+                 "--request-rate", "5", "--goodput", "ttft:inf", "tpot:1e400"]) == 0
+    assert json.loads((out / "summary.json").read_text())["goodput_fraction"] == 1.0
+    with pytest.raises(ConfigError, match="--goodput: KEY:MILLISECONDS .* got 'ttft:nan'"):
+        read([MODEL], ["--goodput", "ttft:nan"])
