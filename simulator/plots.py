@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -125,12 +126,21 @@ def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
         ax.set_ylabel("milliseconds (log scale)")
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
-        ax.yaxis.set_minor_formatter(mticker.FuncFormatter(
-            lambda v, _: f"{v:,.0f}" if str(int(v))[0] in "25" and v >= 1 else ""))
+        ax.yaxis.set_minor_formatter(mticker.FuncFormatter(partial(_minor_label, ax)))
         ax.set_title(panel)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     return _figure(path, fig)
+
+
+def _minor_label(ax, v: float, _pos) -> str:
+    """A log axis's minor tick: 2s and 5s labelled, every one where the axis spans under a decade (TPOT lines at
+    6-7 ms sat between unlabelled ticks, the only label 10)."""
+    low, high = ax.get_ylim()
+    if v < 1 and v > 0:
+        return f"{v:g}" if low > 0 and high / low < 10 else ""
+    every = low > 0 and high / low < 10
+    return f"{v:,.0f}" if v >= 1 and (every or str(int(v))[0] in "25") else ""
 
 
 PARETO_CATEGORIES = 10  # a numeric --by with at most this many values is drawn as named categories

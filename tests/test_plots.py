@@ -393,3 +393,21 @@ def test_a_capacity_the_search_called_not_stable_is_drawn_apart(monkeypatch):
     (ax,) = drawn[0].axes
     assert [t.get_text() for t in ax.texts] == ["~5.25\n(not stable)", "7.21"]
     assert [b.get_hatch() for b in ax.patches] == ["..", None]
+
+
+def test_a_log_axis_under_a_decade_labels_every_minor_tick():
+    """Round 93: TPOT lines at 6-7 ms sat between unlabelled ticks (the only label, 10)."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from servesim.simulator.plots import _minor_label
+
+    fig, ax = plt.subplots()
+    ax.set_yscale("log")
+    ax.set_ylim(5.5, 12)
+    assert [_minor_label(ax, v, 0) for v in (6, 7, 9)] == ["6", "7", "9"]
+    ax.set_ylim(1, 1000)  # over decades: the 2s and 5s only
+    assert [_minor_label(ax, v, 0) for v in (20, 30, 50, 70)] == ["20", "", "50", ""]
+    plt.close(fig)
