@@ -21,7 +21,7 @@ class BatchingGate(Protocol):
     batch_id: int  # the static batch a request joined; -1 under continuous batching
 
     def open_admission(self, num_running: int, num_waiting: int) -> None: ...
-    def may_admit(self, num_admitted: int) -> bool: ...
+    def may_admit(self) -> bool: ...
     def joined(self) -> None: ...
 
 
@@ -35,7 +35,7 @@ class ContinuousBatching:
     def open_admission(self, num_running: int, num_waiting: int) -> None:
         pass
 
-    def may_admit(self, num_admitted: int) -> bool:
+    def may_admit(self) -> bool:
         return True
 
     def joined(self) -> None:
@@ -59,7 +59,7 @@ class StaticBatching:
             self.batch_id += 1
             self._members, self._joined = min(self.batch_size, num_waiting), 0
 
-    def may_admit(self, num_admitted: int) -> bool:
+    def may_admit(self) -> bool:
         return self._joined < self._members
 
     def joined(self) -> None:

@@ -28,7 +28,7 @@ from servesim.simulator.errors import ConfigError, first_error
 from servesim.simulator.files import Refused, TooLarge, dump_yaml, safe_load_bounded
 from servesim.simulator.hardware import Hardware, load_hardware
 from servesim.simulator.hybrid_kv import KVLayout, kv_layout
-from servesim.simulator.inert_settings import without_effect
+from servesim.simulator.inert_settings import changed, without_effect
 from servesim.simulator.local_attention import local_attention
 from servesim.simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model, model_length
 from servesim.simulator.preemption import PreemptionMode
@@ -785,8 +785,7 @@ def _check_release_settings(e: EngineSettings) -> None:
     its command line refuses their flags, rather than simulated as if 0.19 ran them."""
     if e.is_0_19:
         for name in ONLY_0_33:
-            if getattr(e, name) not in (None, 0.0) or (name != "watermark" and name in e.model_fields_set
-                                                       and getattr(e, name) is not None):
+            if changed(e, name):
                 raise ConfigError(f"engine.{name}", f"{getattr(e, name)}: vLLM 0.19 has no such setting (0.33's); "
                                                     f"leave it out under engine.vllm_defaults 0.19.0")
 

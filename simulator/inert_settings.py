@@ -27,7 +27,8 @@ def varying(*keys: str):
         _VARIED.reset(token)
 
 
-def _changed(section, name: str) -> bool:
+def changed(section, name: str) -> bool:
+    """Whether a setting moved from its default (what a warning or a release's refusal is about)."""
     return getattr(section, name) != type(section).model_fields[name].default
 
 
@@ -129,9 +130,9 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
                    + (" with a ramp_up_strategy" if name == "rate" and a.ramp_up_strategy else ""))
                   for name, used in uses.items()]
     said = [f"servesim: warning: {where}.{name} has no effect: {why}"
-            for inert, section, where, names, why in rules if inert for name in names if _changed(section, name)]
+            for inert, section, where, names, why in rules if inert for name in names if changed(section, name)]
     said += _inert_coefficients(profile, e.tensor_parallel_size)
-    if measured and profile.overhead is not None and _changed(scenario.hardware, "memory_bandwidth_gbps"):
+    if measured and profile.overhead is not None and changed(scenario.hardware, "memory_bandwidth_gbps"):
         said.append(f"servesim: warning: hardware.memory_bandwidth_gbps scales only the overhead's activation traffic: "
                     f"{datasheet.replace('them', 'it')}")  # a what-if device's kernels are timed by the roofline
     return said

@@ -378,16 +378,24 @@ _MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_di
 _QWEN_MOE = ("qwen2_moe", "qwen3_moe")
 
 
+def _w4_group(q):
+    """A 4-bit AWQ/GPTQ quantization_config's group size (AutoAWQ's q_group_size too; 128 when not given), else
+    None."""
+    if not isinstance(q, dict) or q.get("quant_method") not in ("awq", "gptq") or q.get("bits", q.get("w_bit")) != 4:
+        return None
+    return q.get("group_size", q.get("q_group_size", W4A16_GROUP))
+
+
 def checkpoint_format(q) -> str | None:
     """A config.json quantization_config's weight format, where servesim models it (None: not modelled): fp8
     (DeepSeek's block-scaled weights, ModelOpt FP8), gpt-oss's mxfp4 experts, 4-bit AWQ/GPTQ (w4a16), ModelOpt
     NVFP4."""
     if not isinstance(q, dict):
         return None
-    method, bits = q.get("quant_method"), q.get("bits", q.get("w_bit"))
+    method = q.get("quant_method")
     if method in ("fp8", "mxfp4"):
         return method
-    if method in ("awq", "gptq") and bits == 4 and q.get("group_size", q.get("q_group_size", W4A16_GROUP)) == W4A16_GROUP:
+    if _w4_group(q) == W4A16_GROUP:
         return "w4a16"
     if method == "modelopt":
         return {"NVFP4": "nvfp4", "FP8": "fp8"}.get(str(q.get("quant_algo", "")).upper())
@@ -409,9 +417,8 @@ def _unmodelled(data: dict, family: str) -> str | None:
         return (f"interleave_moe_layer_step {data['interleave_moe_layer_step']} (dense and MoE layers interleaved "
                 f"are not modelled)")
     q = data.get("quantization_config")
-    group = q.get("group_size", q.get("q_group_size")) if isinstance(q, dict) else None
-    if q is not None and checkpoint_format(q) is None and q.get("quant_method") in ("awq", "gptq") and \
-            q.get("bits", q.get("w_bit")) == 4 and group != W4A16_GROUP:
+    group = _w4_group(q)
+    if group is not None and group != W4A16_GROUP:
         return (f"quantization_config group_size {group!r:.20} (servesim counts 4-bit AWQ/GPTQ weights in groups of "
                 f"{W4A16_GROUP}: a scale and a zero point each)")
     if q is not None and checkpoint_format(q) is None:

@@ -247,13 +247,12 @@ class Scheduler:
         reqs, toks = out.reqs, out.tokens
         allocate = kv.allocate_slots
         self.batching.open_admission(len(running), len(waiting))
-        admitted = 0
         budget -= s.draft_slots  # what a request admitted may take, its drafter's slots aside (0.33)
         while budget > 0 and len(waiting):
             if len(running) >= s.max_num_seqs:
                 self.admission_blocked = "max_num_seqs"
                 break
-            if not self.batching.may_admit(admitted):
+            if not self.batching.may_admit():
                 self.admission_blocked = "batching"
                 break
             r = waiting.peek()
@@ -303,7 +302,6 @@ class Scheduler:
             reqs.append(r)
             toks.append(n)
             budget -= n + s.draft_slots
-            admitted += 1
 
     def _update_after_schedule(self, out: SchedulerOutput) -> None:
         """vLLM's _update_after_schedule: computed tokens advance before the model runs; the step's shape

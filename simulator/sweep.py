@@ -414,7 +414,7 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     _remove_orphans(runs)
-    (out / "sweep.yaml").write_text(yaml.safe_dump({"scenario": scenario, "set": sets, "points": len(points)}))
+    _write_record(out, scenario, sets, points)
     rows: list[dict] = []
     keys = list(dict.fromkeys(k for p in points for k in p))
     bar = None
@@ -479,8 +479,13 @@ def _record_slos(out: Path, scenario, sets, points, table) -> None:
     not committed beside an example's table)."""
     slos = judged_slos(out, table) if table is not None else None
     if slos:
-        (out / "sweep.yaml").write_text(yaml.safe_dump({"scenario": scenario, "set": sets, "points": len(points),
-                                                        "slo_classes": slos}))
+        _write_record(out, scenario, sets, points, slos)
+
+
+def _write_record(out: Path, scenario, sets, points, slos: dict | None = None) -> None:
+    """sweep.yaml: what the sweep ran, and once its runs are judged, the SLO classes they were judged by."""
+    (out / "sweep.yaml").write_text(yaml.safe_dump({"scenario": scenario, "set": sets, "points": len(points)}
+                                                   | ({"slo_classes": slos} if slos else {})))
 
 
 def _point_key(point: dict) -> str:

@@ -919,7 +919,7 @@ def _lax_bool(value) -> bool:
 
 def _check_fields(config: dict, spec: dict, flag: str, version: str) -> None:
     """One config object's keys against its class's fields, and its bool and Literal values."""
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import ValidationError
 
     unknown = [str(k) for k in config if k not in spec["keys"]]
     if unknown:
@@ -931,7 +931,7 @@ def _check_fields(config: dict, spec: dict, flag: str, version: str) -> None:
         value = config[key]
         if kind == "bool":
             try:
-                TypeAdapter(bool).validate_python(value)
+                _lax_bool(value)
             except ValidationError:
                 raise ConfigError(f"{flag}.{key}", f"true or false, got {value!r:.40}") from None
         elif key == "backend":  # AttentionBackendEnum[value.upper()], 'auto' none
