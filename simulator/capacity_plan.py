@@ -6,16 +6,31 @@ The CLI flags and the Python API share ARGUMENTS, so both refuse the same values
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass
 
-from servesim.simulator.capacity import GIB, CapacityReport, capacity, kv_pool_bytes
-from servesim.simulator.cli_args import FRACTION, checked, number
+from servesim.simulator.capacity import GIB, CapacityReport, capacity, kv_pool_bytes, num_blocks
+from servesim.simulator.cli_args import FRACTION, checked, human_readable_int_or_auto, number
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.hybrid_kv import KVLayout
 from servesim.workloads.settings import MAX_BLOCK_SIZE, MAX_GIB, MAX_GPUS, MAX_TOKENS
 
 DEFAULT_TOKENS_PER_REQUEST = 1800
+_LENGTH = number(int, ge=2, le=MAX_TOKENS)
+
+
+def _max_model_len(text: str) -> int | str:
+    """--max-model-len as `vllm serve` reads it (32768, 32k, 32K; -1 or auto: the longest one request's KV fits the
+    pool), within servesim's range."""
+    try:
+        value = human_readable_int_or_auto(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a length such as 32768, 32k or 32K, or -1/auto, got {text!r}")
+    return "auto" if value == -1 else _LENGTH(str(value))
+
+
+_max_model_len.__name__ = "int"  # argparse names the type in its own messages
 
 # argument -> (CLI flag, parser): the ranges both interfaces enforce
 ARGUMENTS = {
@@ -24,7 +39,7 @@ ARGUMENTS = {
     "weights_gib": ("--weights-gib", number(float, ge=0, le=MAX_GIB)),
     "tensor_parallel_size": ("--tensor-parallel-size", number(int, ge=1, le=MAX_GPUS)),
     "block_size": ("--block-size", number(int, ge=1, le=MAX_BLOCK_SIZE)),
-    "max_model_len": ("--max-model-len", number(int, ge=2, le=MAX_TOKENS)),
+    "max_model_len": ("--max-model-len", _max_model_len),
     "tokens_per_request": ("--tokens-per-request", number(int, ge=1, le=MAX_TOKENS)),
     "shared_prefix_tokens": ("--shared-prefix-tokens", number(int, ge=0, le=MAX_TOKENS)),
     "private_tokens": ("--private-tokens", number(int, ge=1, le=MAX_TOKENS)),
@@ -73,13 +88,13 @@ class CapacityPlan:
 def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib: float | None = None,
          gpu_memory_utilization: float = 0.92, quantization: str | None = None, kv_cache_dtype: str = "auto",
          weights_gib: float | None = None, tensor_parallel_size: int = 1, block_size: int | None = None,
-         disable_hybrid_kv_cache_manager: bool | None = None, max_model_len: int | None = None,
+         disable_hybrid_kv_cache_manager: bool | None = None, max_model_len: int | str | None = None,
          tokens_per_request: int | None = None, shared_prefix_tokens: int | None = None,
          private_tokens: int | None = None) -> CapacityPlan:
     """How many requests fit one deployment's KV pool: contiguous, paged, and paged with a shared prefix."""
     from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, EngineSettings, _budgets,
                                   in_flight_tokens, attention_block_size, check_attention_backend, check_formats,
-                                  check_max_model_len, check_tensor_parallel, with_formats)
+                                  check_max_model_len, check_tensor_parallel, fit_max_model_len, with_formats)
     from servesim.simulator.hardware import load_hardware
     from servesim.simulator.hybrid_kv import kv_layout
     from servesim.simulator.local_attention import local_attention
@@ -100,22 +115,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     hw = load_hardware(gpu, memory_gib=values["gpu_memory_gib"])
     check_formats(arch, hw, quantization, "--quantization")
     check_tensor_parallel(arch, tp, "--tensor-parallel-size")
-    max_len = check_max_model_len(arch, values["max_model_len"], "--max-model-len")
-    tokens = values["tokens_per_request"]
-    if shared is not None and private is not None:  # the same requests, shared or not
-        whole = shared + private
-        if whole > max_len:
-            raise ConfigError("--shared-prefix-tokens", f"a shared prefix of {shared:,} and {private:,} private "
-                                                        f"tokens do not fit one request of max_model_len={max_len:,}")
-        if tokens is not None and tokens != whole:
-            raise ConfigError("--tokens-per-request", f"{tokens:,}, but a request of the shared prefix and its "
-                                                      f"private tokens holds {whole:,}: leave one out")
-        tokens = whole
-    elif tokens is None:
-        tokens = DEFAULT_TOKENS_PER_REQUEST
-    if tokens > max_len:
-        raise ConfigError("--tokens-per-request", f"{tokens:,} tokens do not fit one request of "
-                                                  f"max_model_len={max_len:,}")
+    auto = values["max_model_len"] == "auto"
+    max_len = check_max_model_len(arch, None if auto else values["max_model_len"], "--max-model-len")
     # per GPU of the TP group: its share of the weights, and of each token's KV (MLA's latent cache is whole on each)
     w = values["weights_gib"]
     weights = round(w * GIB) if w is not None else math.ceil(arch.weight_bytes / tp)
@@ -140,11 +141,30 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     warnings = [f"{flag} has no effect: {why}" for flag, unused, why in inert if unused]  # as run says of settings
     check_attention_backend(arch, hw, kv_cache_dtype)
     defaults = EngineSettings()  # vLLM's budget and async scheduling, as run's defaults
-    report = capacity(model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool,
-                      block_size=values["block_size"] or attention_block_size(arch, hw, kv_cache_dtype),
+    block_size = values["block_size"] or attention_block_size(arch, hw, kv_cache_dtype)
+    # the budget from the model's length, as vLLM takes it before the engine fits `auto` to the pool
+    in_flight = in_flight_tokens(defaults, _budgets(defaults, hw, max_len)[0], True)
+    if auto and (usable := num_blocks(pool, layout.page_bytes_per_token, block_size) - 1) < \
+            layout.max_blocks(max_len, in_flight, block_size):  # 0.33 counts the blocks beside the null block
+        max_len = fit_max_model_len(layout, in_flight, block_size, usable, max_len, "--max-model-len")
+    tokens = values["tokens_per_request"]
+    if shared is not None and private is not None:  # the same requests, shared or not
+        whole = shared + private
+        if whole > max_len:
+            raise ConfigError("--shared-prefix-tokens", f"a shared prefix of {shared:,} and {private:,} private "
+                                                        f"tokens do not fit one request of max_model_len={max_len:,}")
+        if tokens is not None and tokens != whole:
+            raise ConfigError("--tokens-per-request", f"{tokens:,}, but a request of the shared prefix and its "
+                                                      f"private tokens holds {whole:,}: leave one out")
+        tokens = whole
+    elif tokens is None:
+        tokens = DEFAULT_TOKENS_PER_REQUEST
+    if tokens > max_len:
+        raise ConfigError("--tokens-per-request", f"{tokens:,} tokens do not fit one request of "
+                                                  f"max_model_len={max_len:,}")
+    report = capacity(model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool, block_size=block_size,
                       max_model_len=max_len, tokens_per_request=tokens,
-                      shared_prefix_tokens=shared, private_tokens=private, layout=layout,
-                      in_flight_tokens=in_flight_tokens(defaults, _budgets(defaults, hw, max_len)[0], True))
+                      shared_prefix_tokens=shared, private_tokens=private, layout=layout, in_flight_tokens=in_flight)
     if report.usable_blocks < report.max_model_len_blocks:  # as `run` refuses it, in one line
         warnings.append(f"vLLM would not start: the pool's {report.usable_blocks:,} usable blocks cannot hold one "
                         f"request of max_model_len={max_len:,} ({report.max_model_len_blocks:,} blocks); give "

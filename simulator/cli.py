@@ -494,7 +494,8 @@ def _add_capacity(sub) -> None:
                            "attention's backends)")
     c.add_argument("--disable-hybrid-kv-cache-manager", action=argparse.BooleanOptionalAction, default=None,
                    help="local-attention models: every layer keeps the whole context (default: vLLM's choice)")
-    cap("max_model_len", help="contiguous reservation per request (default: the model's)")
+    cap("max_model_len", help="contiguous reservation per request, as vllm serve reads it: 32768, 32k, 32K, or -1/auto "
+                             "(the longest one request's KV fits the pool); default: the model's")
     cap("tokens_per_request", help="default 1800, or the shared prefix plus the private tokens")
     cap("shared_prefix_tokens")
     cap("private_tokens")

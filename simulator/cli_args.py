@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 
 from servesim.workloads.settings import MAX_INT, MAX_REPLICAS
 
@@ -31,6 +32,27 @@ def number(kind: type = int, *, gt: float | None = None, ge: float | None = None
 
     parse.__name__ = kind.__name__  # argparse names the type in its own messages
     return parse
+
+
+def human_readable_int(text: str) -> int:
+    """vLLM's parser of counts (named as vLLM names it, so argparse's refusal reads as vLLM's): 25.6k and 1M are
+    decimal (x1000), 1K and 2M binary (x1024, whole numbers only), anything else Python's int()."""
+    t = text.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", t)
+    if not m:
+        return int(t)
+    digits, suffix = m.groups()
+    if suffix.islower():
+        return int(float(digits) * 1000 ** ("kmgt".index(suffix) + 1))
+    if "." in digits:
+        raise argparse.ArgumentTypeError(f"Decimals are not allowed with binary suffixes like {suffix}. Did you mean "
+                                         f"to use {digits}{suffix.lower()} instead?")
+    return int(digits) * 1024 ** ("KMGT".index(suffix) + 1)
+
+
+def human_readable_int_or_auto(text: str) -> int:
+    """--max-model-len's: also -1 or auto, the longest that fits the KV cache (vLLM's auto-fit)."""
+    return -1 if text.strip() == "-1" or text.strip().lower() == "auto" else human_readable_int(text)
 
 
 def checked(name: str, value, parse):

@@ -905,7 +905,7 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
         checked -= 1
     need = layout.max_blocks(max_model_len, tokens, e.block_size)
     if e.max_model_len == "auto" and checked < need:
-        max_model_len = _fit_max_model_len(layout, tokens, e.block_size, checked, max_model_len)
+        max_model_len = fit_max_model_len(layout, tokens, e.block_size, checked, max_model_len, "engine.max_model_len")
         need = layout.max_blocks(max_model_len, tokens, e.block_size)
     if checked < need:
         field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else \
@@ -917,17 +917,17 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
     return blocks, pool, max_model_len
 
 
-def _fit_max_model_len(layout: KVLayout, tokens: int, block_size: int, usable: int, longest: int) -> int:
+def fit_max_model_len(layout: KVLayout, tokens: int, block_size: int, usable: int, longest: int, field: str) -> int:
     """vLLM's auto-fit (max_model_len -1): the longest length, up to the model's, whose one request's KV fits the
     usable blocks, by bisection as vLLM searches it; refused when not even one token fits."""
     if layout.max_blocks(1, tokens, block_size) > usable:
-        raise ConfigError("engine.max_model_len", f"auto: the KV pool ({max(usable, 0)} blocks, as vLLM counts them) cannot hold one token "
-                                                  f"of a request, as vLLM says: give the cache more memory")
+        raise ConfigError(field, f"auto: the KV pool ({max(usable, 0)} blocks, as vLLM counts them) cannot hold one "
+                                 f"token of a request, as vLLM says: give the cache more memory")
     low, high = 1, longest  # low fits, high does not
     while high - low > 1:
         mid = (low + high) // 2
         low, high = (mid, high) if layout.max_blocks(mid, tokens, block_size) <= usable else (low, mid)
-    say_once([f"servesim: note: engine.max_model_len auto: {low:,} tokens, the longest one request's KV fits in the "
+    say_once([f"servesim: note: {field} auto: {low:,} tokens, the longest one request's KV fits in the "
               f"pool ({usable:,} blocks of {block_size}, as vLLM counts them; the model's {longest:,} do not)"])
     return low
 

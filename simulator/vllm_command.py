@@ -21,6 +21,7 @@ from importlib import resources
 
 import yaml
 
+from servesim.simulator.cli_args import human_readable_int, human_readable_int_or_auto
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.model_arch import HF_IDS, load_model
 
@@ -49,27 +50,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         raise _Refused(message)
-
-
-def human_readable_int(text: str) -> int:
-    """vLLM's parser of counts (named as vLLM names it, so argparse's refusal reads as vLLM's): 25.6k and 1M are
-    decimal (x1000), 1K and 2M binary (x1024, whole numbers only), anything else Python's int()."""
-    t = text.strip()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kKmMgGtT])", t)
-    if not m:
-        return int(t)
-    number, suffix = m.groups()
-    if suffix.islower():
-        return int(float(number) * 1000 ** ("kmgt".index(suffix) + 1))
-    if "." in number:
-        raise argparse.ArgumentTypeError(f"Decimals are not allowed with binary suffixes like {suffix}. Did you mean "
-                                         f"to use {number}{suffix.lower()} instead?")
-    return int(number) * 1024 ** ("KMGT".index(suffix) + 1)
-
-
-def human_readable_int_or_auto(text: str) -> int:
-    """--max-model-len's: also -1 or auto, the longest that fits the KV cache (vLLM's auto-fit)."""
-    return -1 if text.strip() == "-1" or text.strip().lower() == "auto" else human_readable_int(text)
 
 
 def _json_value(text: str):

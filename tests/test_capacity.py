@@ -81,6 +81,8 @@ def test_cli_text(capsys):
     (["-tp", "7", "--model", "qwen2.5-7b"], "--tensor-parallel-size: 4 KV heads neither split over 7 GPUs"),
     (["-tp", "14", "--model", "qwen2.5-7b", "--gpu", "b200-sxm"], "4 KV heads neither split over 14 GPUs"),
     (["--max-model-len", "0"], "--max-model-len: must be >= 2"),
+    (["--max-model-len", "2.5K"], "--max-model-len: Decimals are not allowed with binary suffixes like K"),
+    (["--max-model-len", "0x10"], "--max-model-len: must be a length such as 32768, 32k or 32K, or -1/auto"),
     (["--max-model-len", "9000"], "--max-model-len: 9000 exceeds the model's max_position_embeddings (8192)"),
     (["--model", "no-such-model"], "model"),
     # round 41: the API's argument names were said to a command-line user
@@ -205,3 +207,29 @@ def test_a_format_the_gpu_cannot_run_names_capacitys_own_flag(capsys):
     nvfp4 = json.loads(capsys.readouterr().out)
     assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--quantization", "fp8", "--json"]) == 0
     assert nvfp4["weights_gib"] < json.loads(capsys.readouterr().out)["weights_gib"]  # 4.5 bits a weight, not 8
+
+
+@pytest.mark.parametrize("given, length", [("32k", 32000), ("32K", 32768), ("2.5k", 2500)])
+def test_capacity_reads_max_model_len_as_vllm_serve_does(capsys, given, length):
+    """Round 94: `vllm serve --max-model-len 32k` is a user's own line; capacity refused it as not an integer."""
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--max-model-len", given, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_model_len"] == length
+
+
+@pytest.mark.parametrize("model, gpu, tp, given", [
+    ("llama-3.1-70b", "h100-sxm", 2, "auto"),
+    ("llama-3.1-70b", "h100-sxm", 2, "-1"),
+    ("llama-4-scout", "h200-sxm", 2, "auto"),  # local-attention groups hold their window beside the full group
+])
+def test_capacity_auto_fits_max_model_len_as_run_does(capsys, model, gpu, tp, given):
+    """--max-model-len auto (or -1): the longest one request's KV fits the pool, the length `run` fits
+    engine.max_model_len=auto to (vLLM's auto-fit), said in a note."""
+    from servesim.simulator.config import load_scenario, resolve
+
+    assert main(["capacity", "--model", model, "--gpu", gpu, "-tp", str(tp), f"--max-model-len={given}", "--json"]) == 0
+    out = capsys.readouterr()
+    fitted = json.loads(out.out)["max_model_len"]
+    rs = resolve(load_scenario(None, [f"model={model}", f"hardware.gpu={gpu}", f"engine.tensor_parallel_size={tp}",
+                                      "engine.max_model_len=auto"]))
+    assert fitted == rs.max_model_len < load_model(model).max_position_embeddings
+    assert f"--max-model-len auto: {fitted:,} tokens" in out.err and "vLLM would not start" not in out.err
