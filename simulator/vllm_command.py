@@ -282,6 +282,8 @@ POOLING_BACKENDS = ("openai-embeddings", "openai-embeddings-chat", "openai-embed
 # the URL endings each generation backend's request function checks before it sends (endpoint_request_func.py)
 ENDPOINT_ENDINGS = {"vllm": ("completions",), "openai": ("completions",), "openai-chat": ("chat/completions",),
                     "openai-responses": ("responses",)}
+# backends whose server applies the model's chat template to each prompt (a message, not raw text)
+CHAT_BACKENDS = ("openai-chat", "openai-responses")
 # draft methods vLLM names; n-gram and suffix drafts are looked up on the CPU, nearly free beside a model's
 FREE_DRAFTS = ("ngram", "suffix", "ngram_gpu")
 # SpeculativeConfig's drafters that read the target's hidden states (needs_eagle_block_drop); use_eagle() adds 0.33's
@@ -1152,6 +1154,10 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
     if o.backend == "openai-audio":
         raise ConfigError("vllm bench serve --backend", "'openai-audio' benchmarks speech transcription (audio "
                                                         "prompts), which servesim does not simulate")
+    if o.backend in CHAT_BACKENDS:  # the server wraps each prompt in the model's chat template
+        not_modelled[_flag("bench_serve", "backend", version)] = \
+            f"{o.backend} (the chat template's tokens the server adds around each prompt are not simulated; " \
+            f"vLLM's input_lens count them, as the server's usage reports them)"
     endpoint = bench.get("endpoint", "/v1/completions")
     if o.backend in ENDPOINT_ENDINGS and not endpoint.endswith(ENDPOINT_ENDINGS[o.backend]):
         ending = ENDPOINT_ENDINGS[o.backend][0]

@@ -1987,3 +1987,16 @@ def test_an_infinite_goodput_target_is_one_every_request_meets(tmp_path):
     assert json.loads((out / "summary.json").read_text())["goodput_fraction"] == 1.0
     with pytest.raises(ConfigError, match="--goodput: KEY:MILLISECONDS .* got 'ttft:nan'"):
         read([MODEL], ["--goodput", "ttft:nan"])
+
+
+@pytest.mark.parametrize("backend, endpoint, said", [
+    ("openai-chat", "/v1/chat/completions", True),
+    ("openai-responses", "/v1/responses", True),
+    ("openai", "/v1/completions", False),  # raw text: the prompt is the dataset's tokens
+])
+def test_a_chat_backend_says_its_template_tokens_are_not_simulated(backend, endpoint, said):
+    """Round 93: --backend openai-chat sends each prompt as a message the server wraps in the chat template (some
+    tens of tokens vLLM's input_lens count); servesim ran it with no word of the difference."""
+    cmd = read([MODEL], ["--backend", backend, "--endpoint", endpoint])
+    note = cmd.not_modelled.get("vllm bench serve --backend", "")
+    assert ("chat template" in note) is said
