@@ -566,6 +566,8 @@ def _from_hf(data: dict, source: str) -> dict:
                                        f"and MoE layers; servesim counts them as dense-then-MoE only when the "
                                        f"dense ones come first")
         out["num_dense_layers"] = layers - len(moe)
+    if family in ("qwen2", "qwen2_moe"):  # vLLM's Qwen2 attention always has a q/k/v bias (no config key)
+        out["attention_bias"] = True
     if family == "llama4_text":
         out["num_shared_experts"] = 1  # one shared expert of the routed ones' size in every MoE layer
     q = data.get("quantization_config")

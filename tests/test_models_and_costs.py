@@ -26,6 +26,20 @@ def test_hf_config_json_loads(tmp_path):
     assert m.weight_bytes == load_model("llama-3-8b").weight_bytes
 
 
+def test_a_qwen2_config_json_counts_its_qkv_bias_as_vllm_builds_it(tmp_path):
+    """Round 94: Qwen2's attention always has a q/k/v bias in vLLM (qwen2.py), a config key nowhere: a Qwen2.5-7B
+    config.json read as the built-in (which names the bias) weighs the same."""
+    cfg = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
+           "intermediate_size": 18944, "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
+           "vocab_size": 152064, "max_position_embeddings": 32768, "torch_dtype": "bfloat16",
+           "tie_word_embeddings": False}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    m, built_in = load_model(str(tmp_path / "config.json")), load_model("qwen2.5-7b")
+    assert m.attention_bias and m.weight_bytes == built_in.weight_bytes
+    assert m.attention_params - load_model(str(tmp_path / "config.json")).model_copy(
+        update={"attention_bias": False}).attention_params == (28 + 2 * 4) * 128
+
+
 @pytest.mark.parametrize("extra, length, kv_heads, length_0_19", [
     ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, 16384, 8, None),  # vLLM scales the length by it
     ({"rope_scaling": {"type": "dynamic", "factor": 4}}, 32768, 8, None),  # the older key name
