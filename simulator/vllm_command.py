@@ -778,10 +778,6 @@ KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
 
 # JSON config fields vLLM's classes bound with pydantic Field(gt/ge) (0.19's EPLBConfig bounds fewer), checked
 # where a JSON flag gives them; the bool and Literal fields are checked from the flag table's json_configs types
-_JSON_BOUNDS = {("eplb_config", "window_size"): 1, ("eplb_config", "step_interval"): 1,
-                ("eplb_config", "num_redundant_experts"): 0, ("eplb_config", "log_balancedness_interval"): 1,
-                ("compilation_config", "mode"): 0}
-_UNBOUNDED_0_19 = {("eplb_config", "window_size"), ("eplb_config", "step_interval")}
 COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")  # CompilationMode, 0-3
 
 
@@ -816,17 +812,22 @@ def _check_model_position(argv: list[str]) -> None:
 def _check_bounds(serve: dict, version: str) -> None:
     """The bounds vLLM's config classes put on what the flags set (serve_bounds in the flag table: --node-rank -1,
     --nnodes 0, --stream-interval 0 start no server), checked for every flag given, modelled or not."""
-    import operator
-
-    tests = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"), "le": (operator.le, "<="), "lt": (operator.lt, "<")}
     for dest, bound in flag_tables(version).get("serve_bounds", {}).items():
         value = serve.get(dest)
         if not isinstance(value, (int, float)) or isinstance(value, bool):
             continue  # not given, or a word the flag's own reading names ('auto')
-        for key, (holds, sign) in tests.items():
-            if key in bound and not holds(value, bound[key]):
-                raise ConfigError(_flag("serve", dest, version), f"must be {sign} {bound[key]} (vLLM {version}'s "
-                                                                 f"{bound['class']}), got {value}")
+        if broken := _outside(value, bound):
+            raise ConfigError(_flag("serve", dest, version), f"must be {broken} (vLLM {version}'s {bound['class']}), "
+                                                             f"got {value}")
+
+
+def _outside(value: float, bound: dict) -> str | None:
+    """The pydantic bound (ge/gt/le/lt) `value` breaks, as 'sign limit', else None."""
+    import operator
+
+    tests = {"ge": (operator.ge, ">="), "gt": (operator.gt, ">"), "le": (operator.le, "<="), "lt": (operator.lt, "<")}
+    return next((f"{sign} {bound[key]}" for key, (holds, sign) in tests.items()
+                 if key in bound and not holds(value, bound[key])), None)
 
 
 def _lax_int(value):
@@ -842,9 +843,9 @@ def _lax_int(value):
 def _check_json_configs(serve: dict, version: str) -> None:
     """-cc, --attention-config, --kernel-config and --eplb-config as vLLM's config classes take them (TypeAdapter
     over a @config class): their own fields only (vllm-VERSION-flags.yaml json_configs, -cc's pass_config too),
-    bool and Literal fields (an attention backend by AttentionBackendEnum's names) as pydantic reads them, the
-    bounds servesim reads or vLLM checks (EPLB's window and intervals, the compilation mode), 0.33's EPLB rule that
-    async rebalancing cannot use the torch_nccl or pynccl communicator, and --attention-backend beside
+    typed and bounded as the classes' annotations and Fields say (an attention backend by AttentionBackendEnum's
+    names, the compilation mode by CompilationMode's), 0.19's EPLB logging interval and 0.33's rule that async
+    rebalancing cannot use the torch_nccl or pynccl communicator, and --attention-backend beside
     --attention-config's backend refused, as vLLM refuses them."""
     tables = flag_tables(version).get("json_configs", {})
     for dest, spec in tables.items():
@@ -859,21 +860,16 @@ def _check_json_configs(serve: dict, version: str) -> None:
                     raise ConfigError(f"{flag}.{key}", f"a JSON object of {inner['class']}'s fields, got "
                                                        f"{config[key]!r:.40}")
                 _check_fields(config[key], inner, f"{flag}.{key}", version)
-        for key, value in config.items():
-            least = _JSON_BOUNDS.get((dest, key))
-            if least is None or value is None or (version == "0.19.0" and (dest, key) in _UNBOUNDED_0_19):
-                continue
-            if key == "mode" and isinstance(value, str):
-                if value.upper() not in COMPILATION_MODES:
-                    raise ConfigError(f"{flag}.mode", f"one of {', '.join(COMPILATION_MODES)} (or 0-3), got {value!r:.40}")
-                continue
-            top = len(COMPILATION_MODES) - 1 if key == "mode" else None
-            value = _lax_int(value)  # pydantic's lax mode: "3" and 3.0 are 3
-            if not isinstance(value, int) or value < least or (top is not None and value > top):
-                raise ConfigError(f"{flag}.{key}", f"an integer >= {least}{f' and <= {top}' if top else ''}, "
-                                                   f"got {value!r:.40}")
-            config[key] = value  # as vLLM reads it, for the checks that count with it (EPLB's redundant experts)
+        mode = config.get("mode")
+        if dest == "compilation_config" and mode is not None:  # CompilationMode by name or number (0-3)
+            if (mode.upper() not in COMPILATION_MODES) if isinstance(mode, str) else \
+                    not (isinstance(_lax_int(mode), int) and 0 <= _lax_int(mode) < len(COMPILATION_MODES)):
+                raise ConfigError(f"{flag}.mode", f"one of {', '.join(COMPILATION_MODES)} (or 0-3), got {mode!r:.40}")
     eplb = serve.get("eplb_config")
+    if version == "0.19.0" and isinstance(eplb, dict) and eplb.get("log_balancedness") and \
+            eplb.get("log_balancedness_interval", 1) <= 0:  # 0.19's __post_init__ (0.33: a Field bound)
+        raise ConfigError(f"{_flag('serve', 'eplb_config', version)}.log_balancedness_interval",
+                          "must be greater than 0, as vLLM says")
     if version != "0.19.0" and isinstance(eplb, dict) and _lax_bool(eplb.get("use_async", True)) and \
             eplb.get("communicator") in ("torch_nccl", "pynccl"):
         raise ConfigError(f"{_flag('serve', 'eplb_config', version)}.communicator",
@@ -900,7 +896,9 @@ def _lax_bool(value) -> bool:
 
 
 def _check_fields(config: dict, spec: dict, flag: str, version: str) -> None:
-    """One config object's keys against its class's fields, and its bool and Literal values."""
+    """One config object's keys against its class's fields; each value typed as pydantic's lax mode reads its
+    annotation (kept as read: "3" is 3), a Literal's values or an attention backend's name, and within the
+    class's Field bounds."""
     from pydantic import ValidationError
 
     unknown = [str(k) for k in config if k not in spec["keys"]]
@@ -911,11 +909,12 @@ def _check_fields(config: dict, spec: dict, flag: str, version: str) -> None:
         if key not in config:
             continue
         value = config[key]
-        if kind == "bool":
+        if isinstance(kind, str):  # a builtin-only annotation
             try:
-                _lax_bool(value)
+                config[key] = value = _annotation(kind).validate_python(value)
             except ValidationError:
-                raise ConfigError(f"{flag}.{key}", f"true or false, got {value!r:.40}") from None
+                raise ConfigError(f"{flag}.{key}", f"{kind}, as vLLM's {spec['class']} types it, got "
+                                                   f"{value!r:.40}") from None
         elif key == "backend":  # AttentionBackendEnum[value.upper()], 'auto' none
             if value is not None and str(value).upper() not in {str(n).upper() for n in kind}:
                 raise ConfigError(f"{flag}.backend", f"{value!r:.40} is not an attention backend: "
@@ -923,6 +922,21 @@ def _check_fields(config: dict, spec: dict, flag: str, version: str) -> None:
         elif value not in kind:
             raise ConfigError(f"{flag}.{key}", f"one of {', '.join(str(v) for v in kind if v is not None)}, "
                                                f"got {value!r:.40}")
+        bound = (spec.get("bounds") or {}).get(key)
+        if bound and isinstance(value, (int, float)) and (broken := _outside(value, bound)):
+            raise ConfigError(f"{flag}.{key}", f"must be {broken} (vLLM {version}'s {spec['class']}), got {value}")
+
+
+@lru_cache(maxsize=None)
+def _annotation(text: str):
+    """A TypeAdapter for an annotation of builtins (`list[int | str] | None`), as written in vLLM's source."""
+    from typing import Any, Literal  # noqa: F401  (names an annotation may use)
+
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(eval(text, {"__builtins__": {}}, {"int": int, "float": float, "str": str, "bool": bool,
+                                                         "list": list, "dict": dict, "set": set, "tuple": tuple,
+                                                         "Any": Any, "Literal": Literal, "None": None}))
 
 
 def _check_kv_configs(serve: dict, version: str) -> None:

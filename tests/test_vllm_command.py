@@ -1849,12 +1849,16 @@ def test_disable_sliding_window_caps_the_length_at_the_window_and_attends_to_the
 @pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
 @pytest.mark.parametrize("flag, config, needle", [
     ("-cc", {"foo": 1}, "--compilation-config.foo: not a field of vLLM {v}'s CompilationConfig"),
-    ("-cc", {"mode": 7}, "--compilation-config.mode: an integer >= 0 and <= 3, got 7"),
+    ("-cc", {"mode": 7}, "--compilation-config.mode: one of NONE, STOCK_TORCH_COMPILE, DYNAMO_TRACE_ONCE, "
+                         "VLLM_COMPILE (or 0-3), got 7"),
+    ("-cc", {"mode": "3"}, "--compilation-config.mode: one of NONE"),  # a text is a name (validate_mode_before)
     ("-cc", {"mode": "fastest"}, "--compilation-config.mode: one of NONE, STOCK_TORCH_COMPILE"),
     ("--attention-config", {"bogus": 1}, "--attention-config.bogus: not a field of vLLM {v}'s AttentionConfig"),
     ("--kernel-config", {"bogus": 1}, "--kernel-config.bogus: not a field of vLLM {v}'s KernelConfig"),
-    ("--eplb-config", {"num_redundant_experts": -1}, "--eplb-config.num_redundant_experts: an integer >= 0"),
-    ("--eplb-config", {"log_balancedness_interval": 0}, "--eplb-config.log_balancedness_interval: an integer >= 1"),
+    ("--eplb-config", {"num_redundant_experts": -1}, "--eplb-config.num_redundant_experts: must be >= 0 (vLLM {v}'s "
+                                                     "EPLBConfig), got -1"),
+    ("--eplb-config", {"log_balancedness": True, "log_balancedness_interval": 0},
+     "--eplb-config.log_balancedness_interval: must be "),
     ("--eplb-config", {"policy": "greedy"}, "--eplb-config.policy: one of default"),
 ])
 def test_json_config_flags_take_their_classes_fields_and_bounds(version, flag, config, needle):
@@ -1868,12 +1872,45 @@ def test_eplb_numbers_are_read_as_vllm_reads_them():
     """A window of 0 is 0.33's refusal only (0.19's EPLBConfig has no bound there); "2" redundant experts are 2, as
     pydantic's lax mode reads them (it was an internal error counting experts with text)."""
     eplb = ["Qwen/Qwen3-30B-A3B", "-tp", "2", "--enable-expert-parallel", "--enable-eplb", "--eplb-config"]
-    with pytest.raises(ConfigError, match="window_size: an integer >= 1, got 0"):
+    with pytest.raises(ConfigError, match="window_size: must be > 0 \\(vLLM 0.33.0's EPLBConfig\\), got 0"):
         read([*eplb, json.dumps({"window_size": 0})], [], "0.33.0")
     read([*eplb, json.dumps({"window_size": 0})], [], "0.19.0")
     read([*eplb, json.dumps({"num_redundant_experts": "2"})], [])  # 128 + 2 over 2 EP ranks
     with pytest.raises(ConfigError, match="128 experts \\+ 1 redundant do not divide over the 2 EP ranks"):
         read([*eplb, json.dumps({"num_redundant_experts": "1"})], [])
+
+
+@pytest.mark.parametrize("version, config, needle", [
+    ("0.33.0", {"compile_sizes": 5}, "--compilation-config.compile_sizes: list[int | str] | None, as vLLM's "
+                                     "CompilationConfig types it, got 5"),
+    ("0.19.0", {"inductor_compile_config": [1]}, "--compilation-config.inductor_compile_config: dict"),
+    ("0.33.0", {"cudagraph_num_of_warmups": "two"}, "--compilation-config.cudagraph_num_of_warmups: int"),
+    ("0.33.0", {"pass_config": {"fi_allreduce_fusion_max_size_mb": "big"}},
+     "--compilation-config.pass_config.fi_allreduce_fusion_max_size_mb: float | None"),
+    ("0.33.0", {"decoder_replay_trim_threshold": -1}, "decoder_replay_trim_threshold: must be >= 0"),
+    ("0.33.0", {"custom_ops": "all"}, "--compilation-config.custom_ops: list[str]"),
+])
+def test_json_config_fields_of_any_type_are_read_as_vllms_annotations_say(version, config, needle):
+    """Round 94: -cc's lists, dicts, numbers and texts went unchecked (only bool and Literal fields were typed), so a
+    line vLLM refuses at start-up ran; now every field of builtins is validated by its annotation in vLLM's source,
+    in pydantic's lax mode, as vLLM's @config dataclasses validate it."""
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        read([MODEL, "-cc", json.dumps(config)], [], version)
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_json_config_values_vllm_takes_are_taken_as_it_reads_them(version):
+    """What vLLM takes: lax numbers ("16" is 16), None where a field's validator skips None, a 0.19 logging
+    interval of 0 while logging is off (its __post_init__ checks it only then)."""
+    cmd = read([MODEL, "-cc", json.dumps({"cudagraph_capture_sizes": ["16", 8], "use_inductor_graph_partition": None,
+                                           "compile_sizes": [1, "cudagraph_capture_sizes"]})], [], version)
+    assert cmd.settings["engine.cudagraph_capture_sizes"] == [16, 8]
+    eplb = ["Qwen/Qwen3-30B-A3B", "-tp", "2", "--enable-expert-parallel", "--enable-eplb", "--eplb-config"]
+    if version == "0.19.0":
+        read([*eplb, json.dumps({"log_balancedness_interval": 0})], [], version)
+    else:
+        with pytest.raises(ConfigError, match="log_balancedness_interval: must be > 0"):
+            read([*eplb, json.dumps({"log_balancedness_interval": 0})], [], version)
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -1916,10 +1953,10 @@ def test_a_block_size_intels_xpu_cannot_take_is_refused_in_0_33():
 @pytest.mark.parametrize("argv, needle", [
     (["--eplb-config", '{"communicator": "bogus"}'], "--eplb-config.communicator: one of torch_nccl"),
     (["--eplb-config", '{"communicator": "torch_nccl"}'], "torch_nccl is incompatible with async EPLB"),
-    (["--eplb-config", '{"use_async": "maybe"}'], "--eplb-config.use_async: true or false"),
+    (["--eplb-config", '{"use_async": "maybe"}'], "--eplb-config.use_async: bool, as vLLM's EPLBConfig types it"),
     (["-cc", '{"pass_config": {"bogus": 1}}'], "--compilation-config.pass_config.bogus: not a field of vLLM 0.33.0's "
                                                "PassConfig"),
-    (["-cc", '{"use_inductor_graph_partition": "x"}'], "use_inductor_graph_partition: true or false"),
+    (["-cc", '{"use_inductor_graph_partition": "x"}'], "use_inductor_graph_partition: bool | None, as vLLM's"),
     (["--attention-config", '{"backend": "BOGUS"}'], "--attention-config.backend: 'BOGUS' is not an attention backend"),
     (["--attention-config", '{"flash_attn_version": 7}'], "flash_attn_version: one of 2, 3, 4, got 7"),
     (["--kernel-config", '{"moe_backend": "bogus"}'], "--kernel-config.moe_backend: one of auto, triton"),
