@@ -125,6 +125,8 @@ def _le(edge: float) -> str:
 
 
 # servesim's refusal reasons (engine.Replica.admission_error) under vLLM 0.33's admission_rejections reasons
+# vLLM's FinishReason labels (v1/engine/__init__.py FINISH_REASON_STRINGS, both releases), each series made at start
+FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 ADMISSION_REASONS = {"max_num_queued_reqs": "queue_full", "max_num_queued_tokens": "queued_tokens_full"}
 
 
@@ -198,8 +200,10 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
             yield c
         ok = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
                                  labels=names + ["finished_reason"])
-        for e in engines:  # servesim's outputs run to their length, as vLLM's with ignore_eos
-            ok.add_metric([model_name, str(e), "length"], float((finished & (replica == e)).sum()))
+        reason = np.asarray(cols["finish_reason"], dtype=object)
+        for e in engines:  # every FinishReason of vLLM's, each request under its own (stop, or length where capped)
+            for label in FINISH_REASONS:
+                ok.add_metric([model_name, str(e), label], float((finished & (replica == e) & (reason == label)).sum()))
         yield ok
         first = cols["first_scheduled_time"]
         per_request = {

@@ -1999,7 +1999,9 @@ def test_bench_requests_end_capped_at_their_max_tokens(tmp_path):
                  "random", "--random-input-len", "256", "--random-output-len", "16", "--num-prompts", "10",
                  "--request-rate", "5"]) == 0
     assert set(pd.read_parquet(out / "requests.parquet")["finish_reason"]) == {"length"}
-    assert 'finished_reason="length",model_name=' in (out / "metrics.prom").read_text()
+    prom = (out / "metrics.prom").read_text()
+    assert re.search(r'request_success_total\{engine="0",finished_reason="length",model_name="[^"]*"\} 10\.0', prom)
+    assert re.search(r'request_success_total\{engine="0",finished_reason="stop",model_name="[^"]*"\} 0\.0', prom)
 
 
 def test_prefix_repetition_without_a_suffix_sends_the_prefix_alone(tmp_path):

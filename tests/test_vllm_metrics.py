@@ -44,6 +44,11 @@ def test_metrics_prom_holds_vllms_families_with_the_runs_numbers(tmp_path, capsy
         assert count.value == (mine.output_tokens - 1).sum()  # one gap per token after the first
         edges = [float(s.labels["le"]) for s in samples("vllm:request_prompt_tokens", "_bucket", engine=engine)]
         assert edges[:-1] == [float(b) for b in buckets_1_2_5(8192)] and edges[-2] == 5000.0
+        success = {s.labels["finished_reason"]: s.value for s in samples("vllm:request_success", "_total",
+                                                                           engine=engine)}
+        assert list(success) == ["stop", "length", "abort", "error", "repetition"]  # vLLM makes every series
+        # round 94: requests.parquet's finish_reason, per reason (every one had been counted "length")
+        assert success == {r: float((mine.finish_reason == r).sum()) for r in success} and success["stop"] > 0
         [steps_count] = samples("vllm:iteration_tokens_total", "_count", engine=engine)
         assert steps_count.value == (steps.replica == int(engine)).sum()
     assert [float(s.labels["le"]) for s in samples("vllm:inter_token_latency_seconds", "_bucket", engine="0")][:-1] \
@@ -61,7 +66,8 @@ def _prom(result, version: str = "0.33.0") -> dict:
     """(family sample name, engine[, source]) -> value of the run's metrics.prom."""
     from servesim.simulator.vllm_metrics import exposition
 
-    return {(s.name, s.labels.get("engine"), s.labels.get("source") or s.labels.get("le")): s.value
+    return {(s.name, s.labels.get("engine"), s.labels.get("source") or s.labels.get("le")
+             or s.labels.get("finished_reason")): s.value
             for f in parser.text_string_to_metric_families(exposition(result, "m", version)) for s in f.samples}
 
 
@@ -128,7 +134,7 @@ def test_disaggregation_counts_the_prompt_where_it_was_computed():
                          ("vllm:prompt_tokens_by_source_total", "local_compute"),
                          ("vllm:prompt_tokens_total", None), ("vllm:prefix_cache_queries_total", None),
                          ("vllm:generation_tokens_total", None), ("vllm:e2e_request_latency_seconds_count", None),
-                         ("vllm:request_success_total", None), ("vllm:time_to_first_token_seconds_count", None),
+                         ("vllm:request_success_total", "stop"), ("vllm:time_to_first_token_seconds_count", None),
                          ("vllm:request_prefill_time_seconds_count", None),
                          ("vllm:request_queue_time_seconds_count", None)):  # the decode engines together
         prom[(name, "1", source)] += prom[(name, "2", source)]
@@ -145,4 +151,4 @@ def test_disaggregation_counts_the_prompt_where_it_was_computed():
                    "vllm:request_queue_time_seconds"):
         assert prom[(family + "_count", "0", None)] == done.sum() and prom[(family + "_count", "1", None)] == 0
     assert prom[("vllm:e2e_request_latency_seconds_count", "1", None)] == done.sum()
-    assert prom[("vllm:request_success_total", "1", None)] == done.sum()
+    assert prom[("vllm:request_success_total", "1", "stop")] == done.sum()  # no max_tokens sent: the output's own end
