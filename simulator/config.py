@@ -991,10 +991,15 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     window_group = bool(layout.local_groups) and not local.chunked  # a modelled group retention acts on
     say_once((weight_only, selection.warning, unreliable_fit(profile), layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens,
                                                                     window_group, None if arch.is_moe else arch.name)))
-    if sp.method != "none" and sp.lookahead_block_hashes and e.is_0_19:
-        raise ConfigError("speculative.lookahead_block_hashes", "vLLM 0.19 has no lookahead block hashes (0.33's): "
-                                                                "its EAGLE-type drafters drop a hit's last block, "
-                                                                "speculative.eagle_block_drop")
+    if sp.method != "none" and e.is_0_19:  # 0.33's drafting mechanisms, which 0.19 does not have
+        if sp.lookahead_block_hashes:
+            raise ConfigError("speculative.lookahead_block_hashes", "vLLM 0.19 has no lookahead block hashes "
+                                                                    "(0.33's): its EAGLE-type drafters drop a hit's "
+                                                                    "last block, speculative.eagle_block_drop")
+        if sp.draft_pass_tokens:
+            raise ConfigError("speculative.draft_pass_tokens", f"{sp.draft_pass_tokens}: vLLM 0.19 has no draft "
+                                                               f"pass of its own (0.33's DFlash and DSpark); leave "
+                                                               f"it at 0 under engine.vllm_defaults 0.19.0")
     step_tokens, active_seqs = _drafting_limits(e, sp, tokens, seqs, max_model_len)
     scheduler = SchedulerSettings(  # a step holds at most the budget: vLLM's model runner is sized for it
         max_num_batched_tokens=step_tokens,

@@ -1532,6 +1532,9 @@ def test_round_76_lines_read_as_vllm_reads_them(capsys):
                                              "never start a prompt longer than that"),
     (["speculative.lookahead_block_hashes=true", "speculative.eagle_block_drop=true"], "two rules for a hit's"),
     (["speculative.lookahead_block_hashes=true", "engine.vllm_defaults=0.19.0"], "0.19 has no lookahead block"),
+    # round 94: 0.33's DFlash/DSpark draft pass lowered a 0.19 run's running requests to 4
+    (["speculative.draft_pass_tokens=64", "engine.max_num_batched_tokens=256", "engine.vllm_defaults=0.19.0"],
+     "speculative.draft_pass_tokens: 64: vLLM 0.19 has no draft pass of its own"),
 ])
 def test_round_77_drafter_settings_vllm_would_hang_on_or_that_contradict_are_one_line(sets, says):
     """A 0.33 draft model's slots leaving no room for a request ran into an internal error (nothing schedulable);
