@@ -5,6 +5,7 @@ Pareto front and goodput; a search's capacity per configuration; a recommendatio
 from __future__ import annotations
 
 import json
+import math
 import sys
 import warnings
 from functools import partial
@@ -134,13 +135,14 @@ def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
 
 
 def _minor_label(ax, v: float, _pos) -> str:
-    """A log axis's minor tick: 2s and 5s labelled, every one where the axis spans under a decade (TPOT lines at
-    6-7 ms sat between unlabelled ticks, the only label 10)."""
+    """A log axis's minor tick: 2s and 5s labelled; every one where the axis spans under a decade (TPOT lines at
+    6-7 ms sat between unlabelled ticks, the only label 10), with the decimals that tell neighbours apart (a
+    5.25-5.34 ms span read "5" at every tick)."""
     low, high = ax.get_ylim()
-    if v < 1 and v > 0:
-        return f"{v:g}" if low > 0 and high / low < 10 else ""
-    every = low > 0 and high / low < 10
-    return f"{v:,.0f}" if v >= 1 and (every or str(int(v))[0] in "25") else ""
+    if 0 < low < high < 10 * low:
+        decimals = max(0, -math.floor(math.log10((high - low) / 5)))
+        return f"{v:,.{decimals}f}"
+    return f"{v:,.0f}" if v >= 1 and str(int(v))[0] in "25" else ""
 
 
 PARETO_CATEGORIES = 10  # a numeric --by with at most this many values is drawn as named categories

@@ -408,6 +408,8 @@ def test_a_log_axis_under_a_decade_labels_every_minor_tick():
     ax.set_yscale("log")
     ax.set_ylim(5.5, 12)
     assert [_minor_label(ax, v, 0) for v in (6, 7, 9)] == ["6", "7", "9"]
+    ax.set_ylim(5.25, 5.345)  # round 94: linear minor ticks 0.02 apart were all "5"
+    assert [_minor_label(ax, v, 0) for v in (5.26, 5.28, 5.3)] == ["5.26", "5.28", "5.30"]
     ax.set_ylim(1, 1000)  # over decades: the 2s and 5s only
     assert [_minor_label(ax, v, 0) for v in (20, 30, 50, 70)] == ["20", "", "50", ""]
     plt.close(fig)
