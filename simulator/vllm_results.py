@@ -208,18 +208,19 @@ def check_result_path(o: BenchOptions, out: Path, inputs=()) -> None:
     from servesim.simulator.errors import ConfigError
     from servesim.simulator.files import refuse_below_a_file, refuse_link, refuse_writing_over
 
-    named = (("--result-filename", o.result_filename),) if o.result_filename is not None else (("--label", o.label),)
-    for flag, name in named:  # the label names the file only without --result-filename (vLLM's serve.py)
-        if name is not None and (name in ("", ".", "..") or "/" in name or "\\" in name or "\0" in name):
-            raise ConfigError(f"vllm bench serve {flag}", f"{name!r} is not a file name: give the folder as "
-                                                          f"--result-dir (default: --out)")
+    # the label names the file only without --result-filename, and an empty one is none (vLLM's serve.py: `if
+    # args.result_filename`, `label or args.backend`); a label heads a name, so only a separator makes it a path
+    flag, name = ("--result-filename", o.result_filename) if o.result_filename else ("--label", o.label)
+    if name and (name in (".", "..") and flag == "--result-filename" or "/" in name or "\\" in name or "\0" in name):
+        raise ConfigError(f"vllm bench serve {flag}", f"{name!r} is not a file name: give the folder as "
+                                                      f"--result-dir (default: --out)")
     folder = Path(o.result_dir) if o.result_dir else out
     if o.result_dir:
         field = "vllm bench serve --result-dir"
         if folder.exists() and not folder.is_dir():
             raise ConfigError(field, f"{folder} is not a directory")
         refuse_below_a_file(folder, field, f"{{parent}} is not a directory")
-    if o.result_filename is None:
+    if not o.result_filename:
         return
     field = "vllm bench serve --result-filename"
     path = folder / o.result_filename

@@ -409,6 +409,20 @@ def test_a_result_path_that_would_land_outside_or_over_the_run_is_refused_before
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
 
 
+@pytest.mark.parametrize("flags, name", [
+    (["--result-filename", ""], "openai-infqps-Llama-3.1-8B-Instruct-"),  # vLLM: `if args.result_filename`
+    (["--label", ""], "openai-infqps-Llama-3.1-8B-Instruct-"),  # `label or args.backend`
+    (["--label", ".."], "..-infqps-Llama-3.1-8B-Instruct-"),  # a label heads the name: still a file name
+])
+def test_an_empty_result_name_or_label_takes_vllms_default_name(tmp_path, flags, name):
+    """Round 94: --result-filename "" and --label "" were refused as not file names; vLLM takes them as unset."""
+    out = tmp_path / "v"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL, "--", "bench", "serve", "--num-prompts", "3",
+                 "--save-result", *flags]) == 0
+    [result] = [p.name for p in out.iterdir() if p.name.startswith(name)]
+    assert json.loads((out / result).read_text())["label"] == (flags[1] if flags[0] == "--label" else None)
+
+
 @pytest.mark.parametrize("version, config, needle", [
     ("0.33.0", {"method": "bogus", "num_speculative_tokens": 3}, "--speculative-config.method: 'bogus' is not a "
                                                                  "method of vLLM 0.33.0: ngram, "),
