@@ -1143,7 +1143,8 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
             continue
         v = bench[dest]
         if dest == "percentile_metrics":
-            o.percentile_metrics = _metric_names(v, version)
+            if v:  # vLLM: `args.percentile_metrics or` its default
+                o.percentile_metrics = _metric_names(v, version)
         elif dest == "metric_percentiles":
             o.metric_percentiles = _percentiles(v)
         elif dest == "goodput":
@@ -1299,8 +1300,9 @@ def _uniform(length: int, ratio: float, least: int) -> dict:
 
 
 def _range_ratios(value) -> tuple[float, float]:
-    """--random-range-ratio: a number (0.19's float; 0.33 takes its text too), or 0.33's JSON object with the
-    input's and the output's ratio apart."""
+    """--random-range-ratio: a number (0.19's float; 0.33 takes its text too), or 0.33's JSON (an object with the
+    input's and the output's ratio apart), each ratio read by Python's float() as vLLM reads it ("0.3" and false
+    are ratios too) and held to [0, 1)."""
     given = value
     if isinstance(value, str):
         try:
@@ -1310,14 +1312,15 @@ def _range_ratios(value) -> tuple[float, float]:
                 value = json.loads(value)
             except json.JSONDecodeError:
                 value = None
-    if isinstance(value, dict) and set(value) >= {"input", "output"}:
-        pair = value["input"], value["output"]
-    else:
-        pair = (value, value)
-    if not all(isinstance(r, (int, float)) and not isinstance(r, bool) and 0 <= r < 1 for r in pair):
+    pair = (value.get("input"), value.get("output")) if isinstance(value, dict) else (value, value)
+    try:
+        ratios = [float(r) if isinstance(r, (int, float, str)) else math.nan for r in pair]
+    except ValueError:
+        ratios = [math.nan]
+    if not all(0 <= r < 1 for r in ratios):
         raise ConfigError("vllm bench serve --random-range-ratio", f"a ratio in [0, 1), or {{\"input\": r, "
                                                                    f"\"output\": r}}, got {given!r}")
-    return float(pair[0]), float(pair[1])
+    return ratios[0], ratios[-1]
 
 
 def _lengths(bench: dict, name: str, version: str) -> dict:
@@ -1368,11 +1371,16 @@ METRICS = {"0.19.0": ("ttft", "tpot", "itl", "e2el"),
 
 
 def _metric_names(text: str, version: str) -> list[str]:
-    names = [m.strip() for m in text.split(",") if m.strip()]
+    """vLLM splits on commas alone and reports the names that match exactly; a name matching none (a typo, or a
+    space after a comma, which vLLM keeps and so drops the metric) is refused rather than left out unsaid."""
+    names = text.split(",")
     bad = [m for m in names if m not in METRICS[version]]
-    if bad or not names:
-        raise ConfigError("vllm bench serve --percentile-metrics", f"a comma-separated subset of "
-                                                                   f"{','.join(METRICS[version])}, got {text!r}")
+    if bad:
+        spaced = next((m for m in bad if m.strip() in METRICS[version]), None)
+        raise ConfigError("vllm bench serve --percentile-metrics",
+                          f"{spaced!r} matches no metric: vLLM splits on commas alone and would leave "
+                          f"{spaced.strip()} out; write {','.join(m.strip() for m in names)}" if spaced else
+                          f"a comma-separated subset of {','.join(METRICS[version])}, got {text!r}")
     return names
 
 

@@ -93,6 +93,12 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
     (["--random-range-ratio", "abc"], "--random-range-ratio: a ratio in [0, 1), or {\"input\": r, \"output\": r}, "
                                       "got 'abc'"),  # the text given, not None
     (["--percentile-metrics", "ttft,latency"], "--percentile-metrics"),
+    # round 94: vLLM splits on commas alone, so " e2el" is no metric (servesim had reported it)
+    (["--percentile-metrics", "ttft, e2el"], "--percentile-metrics: ' e2el' matches no metric: vLLM splits on commas "
+                                             "alone and would leave e2el out; write ttft,e2el"),
+    (["--random-range-ratio", '{"input": "x", "output": 0.5}'], "--random-range-ratio: a ratio in [0, 1)"),
+    (["--random-range-ratio", '{"input": true, "output": 0.5}'], "--random-range-ratio: a ratio in [0, 1)"),
+    (["--random-range-ratio", '[0.1]'], "--random-range-ratio: a ratio in [0, 1)"),
     (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "20", "--ramp-up-end-rps", "10"], "at most --ramp-up-end"),
     (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "0", "--ramp-up-end-rps", "10"], "must be above 0"),
     (["--num-prompts", "20000000"], "--num-prompts: Input should be less than or equal to 10000000 (got 20000000) "
@@ -407,6 +413,23 @@ def test_a_result_path_that_would_land_outside_or_over_the_run_is_refused_before
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle.replace("FILE", str(blocker)) in err[0], err
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
+
+
+@pytest.mark.parametrize("ratio, low", [
+    ('{"input": "0.5", "output": 0.5}', 512),  # vLLM reads each ratio with float()
+    ('{"input": false, "output": 0}', 1024),  # float(False) is 0.0
+    ('"0.25"', 768),  # a JSON text is float()ed too
+])
+def test_range_ratios_are_read_with_pythons_float_as_vllm_reads_them(ratio, low):
+    """Round 94: 0.33's --random-range-ratio '{"input": "0.3", ...}' was refused; vLLM runs it."""
+    settings = read([MODEL], ["--random-range-ratio", ratio]).settings
+    prompt = settings["workload.prompt_tokens"]
+    assert prompt.get("low", prompt.get("value")) == low
+
+
+def test_an_empty_percentile_metrics_takes_vllms_default():
+    """vLLM: `args.percentile_metrics or` the default (ttft,tpot,itl); servesim had refused ''."""
+    assert read([MODEL], ["--percentile-metrics", ""]).bench.percentile_metrics == ["ttft", "tpot", "itl"]
 
 
 @pytest.mark.parametrize("flags, name", [
