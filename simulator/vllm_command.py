@@ -1189,6 +1189,10 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
         raise ConfigError("vllm bench serve --dataset-name", f"{name!r} needs its prompts' text and a tokenizer; "
                                                              f"servesim simulates {', '.join(OFFLINE_DATASETS)} "
                                                              f"(or replay a trace with `servesim run`)")
+    if bench.get("skip_tokenizer_init"):  # the client then has no tokenizer, which these datasets make prompts with
+        raise ConfigError(_flag("bench_serve", "skip_tokenizer_init", version),
+                          f"vLLM's client then has no tokenizer, and its {name!r} dataset needs one to make its "
+                          f"prompts: it fails before sending a request")
     if bench.get("dataset_path") is not None and (name == "random" or version != "0.19.0"):  # vLLM's check
         raise ConfigError("vllm bench serve --dataset-path", f"vLLM cannot use the {name!r} dataset with a path: "
                                                              f"its requests are made up, not read from a file")

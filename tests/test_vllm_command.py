@@ -93,6 +93,9 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
     (["--random-range-ratio", "abc"], "--random-range-ratio: a ratio in [0, 1), or {\"input\": r, \"output\": r}, "
                                       "got 'abc'"),  # the text given, not None
     (["--percentile-metrics", "ttft,latency"], "--percentile-metrics"),
+    # round 94: RandomDataset.sample calls tokenizer.num_special_tokens_to_add() on the None this leaves
+    (["--skip-tokenizer-init"], "--skip-tokenizer-init: vLLM's client then has no tokenizer"),
+    (["--skip-tokenizer-init", "--dataset-name", "prefix_repetition"], "'prefix_repetition' dataset needs one"),
     # round 94: vLLM splits on commas alone, so " e2el" is no metric (servesim had reported it)
     (["--percentile-metrics", "ttft, e2el"], "--percentile-metrics: ' e2el' matches no metric: vLLM splits on commas "
                                              "alone and would leave e2el out; write ttft,e2el"),
