@@ -627,6 +627,13 @@ def _async_scheduling(serve: dict, version: str, method: str | None, config: dic
                                                            f"{why} (it refuses the line)")
 
 
+def _proposer_path(model) -> bool:
+    """vLLM 0.33's _is_custom_proposer_path: a dotted import path (two or more identifiers), not a URL or HF id."""
+    parts = str(model).split(".")
+    return not str(model).startswith(("http://", "https://", "file://")) and "/" not in str(model) and \
+        len(parts) >= 2 and all(part.isidentifier() for part in parts)
+
+
 def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tuple[dict, str | None, dict]:
     """--speculative-config, and 0.33's --spec-method/--spec-model/--spec-tokens shorthands for its keys: the
     release's methods and keys (a key SpeculativeConfig lacks is refused, as its pydantic class forbids it; one
@@ -656,9 +663,12 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
     if "tensor_parallel_size" in config:  # SpeculativeConfig's field, which its _verify_args refuses to be given
         raise ConfigError(f"{field}.tensor_parallel_size", "not a valid argument in the speculative_config: pass "
                                                            "draft_tensor_parallel_size instead, as vLLM says")
-    # vLLM's SpeculativeConfig.__post_init__: no method, a model "ngram" (or "[ngram]") is n-gram, another a draft
-    method = config.get("method") or (("ngram" if config.get("model") in ("ngram", "[ngram]") else "draft_model")
-                                      if config.get("model") else None)
+    # vLLM's SpeculativeConfig.__post_init__: no method, a model "ngram" (or "[ngram]") is n-gram, 0.33's dotted
+    # import path (pkg.MyProposer) a custom proposer class, another a draft model
+    model = config.get("model")
+    method = config.get("method") or (("ngram" if model in ("ngram", "[ngram]") else
+                                       "custom_class" if version != "0.19.0" and _proposer_path(model) else
+                                       "draft_model") if model else None)
     if method is not None and method not in table["methods"]:
         other = [v for v in VLLM_VERSIONS if v != version and method in flag_tables(v)["speculative_config"]["methods"]]
         raise ConfigError(f"{field}.method", f"{method!r} is not a method of vLLM {version}: "

@@ -418,6 +418,23 @@ def test_a_result_path_that_would_land_outside_or_over_the_run_is_refused_before
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
 
 
+@pytest.mark.parametrize("version, model, method", [
+    ("0.33.0", "my_mod.MyProposer", "custom_class"),  # a dotted import path: a proposer class (V1 runner, no async)
+    ("0.33.0", "org/draft-1b", "draft_model"),  # an HF id: a draft model
+    ("0.19.0", "my_mod.MyProposer", "draft_model"),  # 0.19 has no custom proposer classes
+])
+def test_a_speculative_model_without_a_method_is_read_as_vllms_post_init_infers_it(version, model, method):
+    """Round 94: 0.33 infers custom_class from a dotted path (SpeculativeConfig._is_custom_proposer_path); servesim
+    read it as a draft model and ran async scheduling, which vLLM turns off (and refuses given)."""
+    def line(**extra):
+        return read([MODEL, "--speculative-config", json.dumps({"model": model, "num_speculative_tokens": 3, **extra})],
+                    [], version).settings
+
+    assert line() == line(method=method)
+    if method == "custom_class":
+        assert line()["engine.async_scheduling"] is False
+
+
 @pytest.mark.parametrize("ratio, low", [
     ('{"input": "0.5", "output": 0.5}', 512),  # vLLM reads each ratio with float()
     ('{"input": false, "output": 0}', 1024),  # float(False) is 0.0
