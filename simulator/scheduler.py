@@ -36,6 +36,8 @@ class SchedulerSettings:
     enable_chunked_prefill: bool = True
     long_prefill_token_threshold: int = 0
     threshold_spares_a_lone_request: bool = True  # 0.33 lifts the cap when one request is eligible; 0.19 keeps it
+    counts_blocked_lookups: bool = False  # 0.19 records each prefix-cache lookup, a blocked request's too (in
+    # get_computed_blocks); 0.33 records the one that admits it
     draft_slots: int = 0  # 0.33: budget each scheduled request's drafter takes besides its tokens (a draft model's)
     scheduler_reserve_full_isl: bool = True
     prefill_only: bool = False  # disaggregation: hand each request off after its first token
@@ -242,6 +244,13 @@ class Scheduler:
         cohort.scheduled_step = step
         return out
 
+    def _count_lookup(self, r: Request, hit: int) -> None:
+        """A prefix-cache lookup into r's prefix_queries/hits, the prefix_cache_queries/hits vLLM reports: a
+        preempted request's re-lookup vLLM counts apart (PrefixCacheStats.preempted_*), out of them."""
+        if self.kv.caches_prefixes and r.num_preemptions == 0:
+            r.prefix_queries += r.num_tokens
+            r.prefix_hits += hit
+
     def _admit(self, out: SchedulerOutput, budget: int, thr: int, now: float) -> None:
         s, kv, running, waiting, rules = self.s, self.kv, self.running, self.waiting, self.admission
         reqs, toks = out.reqs, out.tokens
@@ -266,14 +275,15 @@ class Scheduler:
             n = r.num_tokens - hit
             if 0 < thr < n:
                 n = thr
-            if n > budget:
-                if not s.enable_chunked_prefill:
-                    self.admission_blocked = "budget"
-                    break
-                n = budget
-            if not allocate(r, n, full_sequence_must_fit=s.scheduler_reserve_full_isl,
-                            apply_watermark=bool(running), hit_blocks=hit_blocks):
-                self.admission_blocked = "kv"  # head-of-line: nobody behind r is admitted
+            blocked = "budget" if n > budget and not s.enable_chunked_prefill else None
+            n = min(n, budget)
+            if not blocked and not allocate(r, n, full_sequence_must_fit=s.scheduler_reserve_full_isl,
+                                            apply_watermark=bool(running), hit_blocks=hit_blocks):
+                blocked = "kv"  # head-of-line: nobody behind r is admitted
+            if blocked:
+                self.admission_blocked = blocked
+                if s.counts_blocked_lookups and not resident:
+                    self._count_lookup(r, hit)
                 break
             if swapped:  # copy its KV back before it runs
                 out.swapped_blocks += self.preemption.swap_in(r)
@@ -281,9 +291,7 @@ class Scheduler:
                 r.kv_transferred = False
             else:
                 r.num_computed_tokens = hit
-                if self.kv.caches_prefixes and r.num_preemptions == 0:  # vLLM counts a preempted request's
-                    r.prefix_queries += r.num_tokens  # re-lookup apart (PrefixCacheStats.preempted_*), out of
-                    r.prefix_hits += hit  # the prefix_cache_queries/hits it reports
+                self._count_lookup(r, hit)
                 if r.num_preemptions == 0:
                     r.cached_tokens = hit
                 else:

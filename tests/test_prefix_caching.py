@@ -94,6 +94,19 @@ def test_a_preempted_request_finds_its_own_blocks_again():
     assert r.summary["prefix_cache_hits"] == int(r.requests["cached_tokens"].sum())
 
 
+def test_0_19_counts_a_blocked_requests_lookups_and_0_33_the_admitting_one():
+    """Round 94: vLLM 0.19 records every prefix-cache lookup in get_computed_blocks, a request the pool or budget
+    then blocks included (looked up again each step it waits); 0.33 records the lookup that admits it."""
+    sets = ["workload.num_requests=300", "workload.arrival.rate=30", "engine.num_gpu_blocks_override=700",
+            "engine.max_model_len=4096", "workload.shared_prefix={tokens: 512, count: 2}"]
+    new, old = (simulate(load(None, sets + [f"engine.vllm_defaults={v}"])) for v in ("0.33.0", "0.19.0"))
+    first = new.requests[new.requests.num_preemptions == 0]
+    assert (first["prefix_queries"] == first["prompt_tokens"]).all()  # one lookup each, at admission
+    assert (old.requests["prefix_queries"] > old.requests["prompt_tokens"]).sum() > 10  # waited and looked again
+    assert (old.requests["prefix_queries"] % old.requests["prompt_tokens"] == 0).all()
+    assert old.summary["prefix_cache_queries"] == int(old.requests["prefix_queries"].sum())
+
+
 SESSIONS = "workload={type: sessions, num_sessions: 20, turns: {dist: fixed, value: 4}, think_time_s: {dist: fixed, value: 1.0}}"
 
 
