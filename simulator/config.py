@@ -932,6 +932,19 @@ def fit_max_model_len(layout: KVLayout, tokens: int, block_size: int, usable: in
     return low
 
 
+def _check_kernel_tables(name: str | None) -> None:
+    """hardware.kernel_tables given: a folder of the tables there is (a typo ran on the roofline, warned as a GPU
+    without tables is); where no tables are on this machine at all, the run says so and falls back, as for any GPU."""
+    from servesim.simulator.profile_select import kernel_tables_root
+
+    root = kernel_tables_root()
+    if name is None or root is None or (root / name).is_dir():
+        return
+    there = sorted(p.name for p in root.iterdir() if p.is_dir() and any(q.is_dir() for q in p.iterdir()))
+    raise ConfigError("hardware.kernel_tables", f"{name!r} is not a folder of kernel tables in {root}: "
+                                                f"{', '.join(there)}")
+
+
 def resolve(scenario: Scenario) -> ResolvedScenario:
     """Every value a run needs, concrete: the model and GPU by name, the profile `auto` picks, budgets, KV pool."""
     from servesim.simulator.profile_select import select_profile
@@ -947,6 +960,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                        bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
                        host_link_gbps=h.host_link_gbps,
                        gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
+    _check_kernel_tables(h.kernel_tables)
     check_attention_backend(arch, hw, e.kv_cache_dtype)
     derived_block_size = "block_size" not in e.model_fields_set
     if not derived_block_size and hw.platform == "xpu" and not e.is_0_19 and e.block_size % 64:

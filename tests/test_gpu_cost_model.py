@@ -646,6 +646,10 @@ def test_other_kernel_tables_named_replace_the_gpus_built_in_profile(tmp_path, m
     assert other.cost_model.step_time(DECODE_128) > 1.5 * own.cost_model.step_time(DECODE_128)  # L40S: 864 GB/s
     named_own = load(None, ["hardware.kernel_tables=h200_sxm"])  # its own tables, named: still its built-in profile
     assert named_own.cost_model_source == own.cost_model_source
+    # round 94: a name that is no table folder ran on the roofline with a warning (TPOT 3x the l40s tables')
+    with pytest.raises(ConfigError, match="hardware.kernel_tables: 'l40z' is not a folder of kernel tables in .*: "
+                                          ".*a100_sxm, .*l40s"):
+        load(None, ["hardware.gpu=l4", "hardware.kernel_tables=l40z"])
 
 
 def test_intels_xpu_gets_vllms_own_block_size_and_graph_default():
