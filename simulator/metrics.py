@@ -546,8 +546,10 @@ class RunResult:
         start = float(arrivals.min()) if n else 0.0
         completed = int(finished.sum())
         unfinished = n - completed - int(rejected.sum())
-        # a run cut short (max_sim_time_s) ran until the cut: its rates are over that window
-        end = float(req["finish_time"][finished].max()) if completed and not unfinished else sim_end
+        # until every request has its answer, as vLLM's client waits for them all: a completion, or a refusal
+        # (answered when it arrives); a run cut short (max_sim_time_s) ran until the cut: its rates are over that
+        end = max(float(req["finish_time"][finished].max()), float(req["arrival_time"][rejected].max(initial=0.0))) \
+            if completed and not unfinished else sim_end
         duration = max(end - start, 1e-12)
         s: dict = {
             "duration": duration,

@@ -115,7 +115,8 @@ def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: st
     s, cols = result.summary, result.request_columns
     per = _per_request(result, due)
     ok = per["ok"]
-    out: dict = {"date": date or datetime.now().strftime("%Y%m%d-%H%M%S"), "endpoint_type": o.backend,
+    date = date or datetime.now().strftime("%Y%m%d-%H%M%S")
+    out: dict = {"date": date, "endpoint_type": o.backend,
                  "backend": o.backend, "label": o.label, "model_id": o.model_id, "tokenizer_id": o.tokenizer_id,
                  "num_prompts": o.num_prompts}
     for item in o.metadata:  # KEY=VALUE, as text, after num_prompts (a later key of vLLM's own wins)
@@ -154,7 +155,8 @@ def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: st
         out["server_ttfts"] = [float(cols["first_token_time"][i] - first[i]) if ok[i] else None
                                for i in per["order"]]
     if o.ramp_up:
-        out["rps_change_events"] = _rps_changes(o, list(due.values()) if due else per["start_times"], out["date"])
+        # stamped from the run's clock, whatever --metadata wrote as the file's date
+        out["rps_change_events"] = _rps_changes(o, list(due.values()) if due else per["start_times"], date)
     if o.server_counters and s.get("spec_decode_num_drafts"):  # from the server's counters: a rate in percent
         out["spec_decode_acceptance_rate"] = 100 * s["spec_decode_acceptance_rate"]
         out["spec_decode_acceptance_length"] = s["spec_decode_acceptance_length"]

@@ -2099,3 +2099,22 @@ def test_a_chat_backend_says_its_template_tokens_are_not_simulated(backend, endp
     cmd = read([MODEL], ["--backend", backend, "--endpoint", endpoint])
     note = cmd.not_modelled.get("vllm bench serve --backend", "")
     assert ("chat template" in note) is said
+
+
+def test_the_result_duration_waits_for_every_answer_refusals_too(tmp_path):
+    """Round 94: the duration ended at the last completion though the last request, sent later, was refused (400):
+    vLLM's client waits for every task, so its rates are over the whole; a --metadata date beside a ramp-up was
+    an internal error (the ramp's events were stamped by parsing the file's date)."""
+    out = tmp_path / "run"
+    assert main(["vllm", "--out", str(out), "--quiet", "--vllm-version", "0.19.0", "serve", MODEL, "--max-model-len",
+                 "1100", "--", "bench", "serve", "--num-prompts", "20", "--random-range-ratio", "0.5",
+                 "--request-rate", "1", "--save-result", "--save-detailed", "--result-filename", "r.json"]) == 0
+    r = json.loads((out / "r.json").read_text())
+    refused = [t for t, e in zip(r["start_times"], r["errors"]) if e]
+    assert refused and r["duration"] >= max(r["start_times"]) == max(refused)
+    assert r["request_throughput"] == pytest.approx(r["completed"] / r["duration"])
+    assert main(["vllm", "--out", str(tmp_path / "md"), "--quiet", "serve", MODEL, "--", "bench", "serve",
+                 "--num-prompts", "5", "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps",
+                 "3", "--save-result", "--result-filename", "r.json", "--metadata", "date=foo"]) == 0
+    md = json.loads((tmp_path / "md" / "r.json").read_text())
+    assert md["date"] == "foo" and md["rps_change_events"][0]["rps"] == 1
