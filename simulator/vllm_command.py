@@ -575,11 +575,14 @@ def _queue_decided(cmd: VllmCommand, key: str, item: str) -> str | None:
 
 
 def _refuse_unserved(served: list[str], bench: dict, model_id: str | None) -> None:
-    """The client names a model in each request (its --served-model-name, else its --model); a server that serves
-    another answers every request 404: refused rather than simulated as served."""
+    """The client names a model in each request (its --served-model-name, else its --model; without --model, the
+    server's first, and --served-model-name unread); a server that serves another answers every request 404:
+    refused rather than simulated as served."""
+    if model_id is None:
+        return
     flag, sent = (("--served-model-name", bench["served_model_name"]) if bench.get("served_model_name")
                   else ("--model", model_id))
-    if sent is not None and sent not in served:
+    if sent not in served:
         raise ConfigError(f"vllm bench serve {flag}", f"{sent!r} is not a model the server serves "
                                                       f"({', '.join(map(repr, served))}): vLLM would answer every "
                                                       f"request 404")

@@ -527,7 +527,8 @@ def test_speculative_config_keys_not_modelled_are_recorded_and_synthetic_accepta
 
 @pytest.mark.parametrize("serve, bench, needle", [
     ([], ["--model", "Qwen/Qwen2.5-7B"], "--model: 'Qwen/Qwen2.5-7B' is not a model the server serves"),
-    ([], ["--served-model-name", "chat"], "--served-model-name: 'chat' is not a model the server serves"),
+    ([], ["--model", MODEL, "--served-model-name", "chat"], "--served-model-name: 'chat' is not a model the server "
+                                                             "serves"),
     (["--served-model-name", "chat"], ["--model", MODEL], f"--model: '{MODEL}' is not a model the server serves "
                                                            f"('chat')"),
 ])
@@ -536,6 +537,8 @@ def test_a_client_asking_for_a_model_the_server_does_not_serve_is_refused(serve,
     with pytest.raises(ConfigError, match=re.escape(needle)):
         read([MODEL, *serve], bench)
     read([MODEL, "--served-model-name", "chat", "llama"], ["--model", MODEL, "--served-model-name", "llama"])
+    # round 94: without --model the client asks the server for its first model and leaves --served-model-name unread
+    assert read([MODEL], ["--served-model-name", "chat"]).bench.model_id == MODEL
 
 
 def test_what_vllms_client_takes_is_taken():
