@@ -81,11 +81,17 @@ _TYPES = {"int": int, "float": float, "str": str, "human_int": human_readable_in
 
 
 # int flags whose None (vLLM's optional_type: "None" or "") is a setting of its own, not the default
-NONE_MEANS = ("prefix_cache_retention_interval",)  # None keeps every sliding-window block cached
+NONE_MEANS = ("prefix_cache_retention_interval",)  # None keeps every sliding-window block cached; other flags'
+# None (serve_optional) is the field's default, as if the flag were left out
 
 
-def _optional_int(text: str) -> int | None:
-    return None if text in ("", "None") else int(text)
+def _or_none(read):
+    """vLLM's optional_type: "" and "None" are None, anything else read as the flag's type."""
+    def parse(text: str):
+        return None if text in ("", "None") else read(text)
+
+    parse.__name__ = getattr(read, "__name__", "value")  # argparse names the type in its own messages
+    return parse
 
 
 class _Switch(argparse.Action):
@@ -113,6 +119,7 @@ def _parser(kind: str, version: str = VLLM_VERSION) -> tuple[_Parser, dict]:
     line gave."""
     p = _Parser(prog=f"vllm {kind.replace('_', ' ')}", add_help=False, allow_abbrev=True)
     rows = {}
+    optional = set(flag_tables(version).get(f"{kind}_optional", ()))
     for row in flag_tables(version)[kind]:
         names = [row["flag"], *row.get("aliases", [])]
         dest = row["flag"].lstrip("-").replace("-", "_")
@@ -123,9 +130,11 @@ def _parser(kind: str, version: str = VLLM_VERSION) -> tuple[_Parser, dict]:
             continue
         kw = {"dest": dest, "default": argparse.SUPPRESS, "type": human_readable_int_or_auto
               if dest == "max_model_len" else _json_config if version != "0.19.0" and dest in CONFIG_JSON_FLAGS
-              else _optional_int if dest in NONE_MEANS else _TYPES[row["type"]]}
+              else _TYPES[row["type"]]}
+        if row["flag"] in optional:
+            kw["type"] = _or_none(kw["type"])
         if row.get("choices"):
-            kw["choices"] = row["choices"]
+            kw["choices"] = row["choices"] + ([None] if row["flag"] in optional else [])
         if row.get("nargs") is not None:
             kw["nargs"] = int(row["nargs"]) if str(row["nargs"]).isdigit() else row["nargs"]
         p.add_argument(*names, **kw)
@@ -198,7 +207,7 @@ def parse(argv: list[str], kind: str, version: str = VLLM_VERSION) -> dict:
         if message.startswith("unrecognized arguments"):
             message += f" (not a flag of vLLM {version}'s `{parser.prog}`{_other_release(argv, kind, version)})"
         raise ConfigError(parser.prog, message) from None
-    return vars(ns)
+    return {dest: v for dest, v in vars(ns).items() if v is not None or dest in NONE_MEANS}  # None: the default
 
 
 @dataclass

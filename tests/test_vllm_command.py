@@ -2121,3 +2121,24 @@ def test_the_result_duration_waits_for_every_answer_refusals_too(tmp_path):
                  "3", "--save-result", "--result-filename", "r.json", "--metadata", "date=foo"]) == 0
     md = json.loads((tmp_path / "md" / "r.json").read_text())
     assert md["date"] == "foo" and md["rps_change_events"][0]["rps"] == 1
+
+
+@pytest.mark.parametrize("version, flag", [
+    ("0.33.0", "-q"), ("0.19.0", "-q"), ("0.33.0", "--num-gpu-blocks-override"), ("0.19.0", "--kv-cache-memory-bytes"),
+    ("0.33.0", "--speculative-config"), ("0.33.0", "--max-num-scheduled-tokens"), ("0.33.0", "--max-num-queued-reqs"),
+    ("0.33.0", "--attention-backend"), ("0.33.0", "--kv-transfer-config"),
+])
+@pytest.mark.parametrize("word", ["None", ""])
+def test_none_or_empty_for_an_optional_flag_is_its_default(version, flag, word):
+    """Round 94: vLLM reads "" and "None" as None for flags whose config field may be None (optional_type in
+    arg_utils.get_kwargs), the field's default (`-q ${Q:-None}` in a sweep script); servesim refused them."""
+    plain = read([MODEL], [], version)
+    given = read([MODEL, flag, word], [], version)
+    assert given.settings == plain.settings and not given.not_modelled
+
+
+@pytest.mark.parametrize("flag", ["--max-num-seqs", "--max-num-batched-tokens", "--gpu-memory-utilization"])
+def test_none_for_a_flag_vllm_types_without_none_is_refused(flag):
+    """Their config fields' type hints hold no None: vLLM's int/float parse refuses the word."""
+    with pytest.raises(ConfigError, match=re.escape(flag)):
+        read([MODEL, flag, "None"], [])
