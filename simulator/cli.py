@@ -193,7 +193,8 @@ def _run_vllm(args, cmd, sets: list[str]) -> int:
                                                           indent=1, default=str) + "\n")
         from servesim.simulator.vllm_metrics import write_prometheus
 
-        written = ["vllm_command.json", *write_prometheus(result, out, cmd.served_name, cmd.version)]
+        written = ["vllm_command.json", *write_prometheus(result, out, cmd.served_name, cmd.version,
+                                                                cmd.bench.histogram_buckets)]
         if cmd.bench.save_result:
             from servesim.simulator.vllm_results import write_bench_result
 

@@ -235,6 +235,7 @@ class BenchOptions:
     vllm_version: str = VLLM_VERSION  # the release whose result file is written
     server_metrics: bool = False  # vllm serve --enable-per-request-metrics (0.33): each response's queue time, TTFT
     server_counters: bool = True  # the engine's Prometheus counters (spec_decode_*); --disable-log-stats drops them
+    histogram_buckets: dict | None = None  # 0.33's --custom-histogram-buckets: a family's edges replace its defaults
 
 
 @dataclass
@@ -400,7 +401,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
             settings[SERVE_SETTINGS[dest]] = value
         elif dest not in SPEC_SHORTHANDS and dest not in ("speculative_config", "served_model_name",
                                                           "enable_per_request_metrics", "disable_log_stats",
-                                                          *GRAPH_FLAGS):
+                                                          "custom_histogram_buckets", *GRAPH_FLAGS):
             not_modelled[_flag("serve", dest, version)] = value
     if serve.get("disable_sliding_window"):
         _without_sliding_window(settings, arch, version, not_modelled)
@@ -445,6 +446,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     options, workload = _bench(bench, not_modelled, version)
     options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
     options.server_counters = not serve.get("disable_log_stats")  # no stat loggers: /metrics has no vllm: series
+    options.histogram_buckets = _histogram_buckets(serve.get("custom_histogram_buckets"), version)
     # vLLM's checks of the serve line before it loads (entrypoints/.../cli_args.py validate_parsed_serve_args)
     for flag, fails, says in (
             ("--enable-per-request-metrics", options.server_metrics and serve.get("disable_log_stats"),
@@ -581,6 +583,33 @@ def _queue_decided(cmd: VllmCommand, key: str, item: str) -> str | None:
         return None
     return _flag("serve", "scheduling_policy", cmd.version) + \
         ("" if "scheduling_policy" in cmd.given else ", left at vLLM's default (fcfs)")
+
+
+def _histogram_buckets(value, version: str) -> dict | None:
+    """0.33's --custom-histogram-buckets as ObservabilityConfig takes it (dict[str, list[float]], validated by
+    _validate_custom_histogram_buckets): known families, each a non-empty list of finite, positive, strictly
+    increasing bounds."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from servesim.simulator.vllm_metrics import BUCKET_FAMILIES
+
+    if value is None:
+        return None
+    flag = _flag("serve", "custom_histogram_buckets", version)
+    try:
+        value = TypeAdapter(dict[str, list[float]]).validate_python(value)
+    except ValidationError:
+        raise ConfigError(flag, f"a JSON object of bucket family -> list of bounds, got {value!r:.60}") from None
+    for family, bounds in value.items():
+        broken = (f"unknown bucket family {family!r}; known families: {', '.join(sorted(BUCKET_FAMILIES))}"
+                  if family not in BUCKET_FAMILIES else f"[{family!r}]: bucket list must not be empty" if not bounds
+                  else f"[{family!r}]: bounds must be finite and greater than 0" if not all(
+                      math.isfinite(b) and b > 0 for b in bounds)
+                  else f"[{family!r}]: bounds {bounds} must be strictly increasing" if any(
+                      a >= b for a, b in zip(bounds, bounds[1:])) else None)
+        if broken:
+            raise ConfigError(flag, f"{broken}, as vLLM says")
+    return value
 
 
 def _refuse_unserved(served: list[str], bench: dict, model_id: str | None) -> None:

@@ -130,9 +130,17 @@ FINISH_REASONS = ("stop", "length", "abort", "error", "repetition")
 ADMISSION_REASONS = {"max_num_queued_reqs": "queue_full", "max_num_queued_tokens": "queued_tokens_full"}
 
 
-def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_step: dict | None = None) -> str:
+# vLLM 0.33's histogram bucket families (v1/metrics/buckets.py BucketFamilyKey), which --custom-histogram-buckets
+# may replace; the families of the histograms written here
+BUCKET_FAMILIES = ("request_latency", "time_to_first_token", "inter_token_latency", "iteration_tokens",
+                   "request_params_n", "request_num_preemptions", "request_tokens", "kv_cache_residency")
+
+
+def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_step: dict | None = None,
+               buckets: dict | None = None) -> str:
     """The /metrics text of the run's end, per engine (replica); line and per_step: the timeline and the step
-    tokens, when the caller has them already."""
+    tokens, when the caller has them already; buckets: a family's edges in place of its defaults (0.33's
+    --custom-histogram-buckets)."""
     from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
     from prometheus_client.exposition import generate_latest
 
@@ -145,6 +153,9 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
     max_model_len = int(result.config["engine"]["max_model_len"] or 1)
     itl_rows = result.itls
     finished = np.array([s == FINISHED for s in cols["status"]], dtype=bool)
+
+    def family_edges(family: str, default: list) -> list:
+        return (buckets or {}).get(family) or default
 
     def families():
         gauges = {"vllm:num_requests_running": "Number of requests in model execution batches.",
@@ -206,25 +217,28 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
                 ok.add_metric([model_name, str(e), label], float((finished & (replica == e) & (reason == label)).sum()))
         yield ok
         first = cols["first_scheduled_time"]
+        latency = family_edges("request_latency", REQUEST_TIME_BUCKETS)
+        itl = family_edges("inter_token_latency", ITL_BUCKETS)
+        tokens = family_edges("request_tokens", buckets_1_2_5(max_model_len))
         per_request = {
             "vllm:time_to_first_token_seconds": ("Histogram of time to first token in seconds.", cols["ttft"],
-                                                 TTFT_BUCKETS),
+                                                 family_edges("time_to_first_token", TTFT_BUCKETS)),
             "vllm:e2e_request_latency_seconds": ("Histogram of e2e request latency in seconds.", cols["e2el"],
-                                                 REQUEST_TIME_BUCKETS),
+                                                 latency),
             "vllm:request_queue_time_seconds": ("Histogram of time spent in WAITING phase for request.",
-                                                cols["queue_time"], REQUEST_TIME_BUCKETS),
+                                                cols["queue_time"], latency),
             "vllm:request_inference_time_seconds": ("Histogram of time spent in RUNNING phase for request.",
-                                                    cols["finish_time"] - first, REQUEST_TIME_BUCKETS),
+                                                    cols["finish_time"] - first, latency),
             "vllm:request_prefill_time_seconds": ("Histogram of time spent in PREFILL phase for request.",
-                                                  cols["first_token_time"] - first, REQUEST_TIME_BUCKETS),
+                                                  cols["first_token_time"] - first, latency),
             "vllm:request_decode_time_seconds": ("Histogram of time spent in DECODE phase for request.",
-                                                 cols["finish_time"] - cols["first_token_time"], REQUEST_TIME_BUCKETS),
+                                                 cols["finish_time"] - cols["first_token_time"], latency),
             "vllm:request_time_per_output_token_seconds": ("Histogram of time_per_output_token_seconds per request.",
-                                                           np.nan_to_num(cols["tpot"], nan=0.0), ITL_BUCKETS),
+                                                           np.nan_to_num(cols["tpot"], nan=0.0), itl),
             "vllm:request_prompt_tokens": ("Number of prefill tokens processed.",
-                                           cols["prompt_tokens"].astype(float), buckets_1_2_5(max_model_len)),
+                                           cols["prompt_tokens"].astype(float), tokens),
             "vllm:request_generation_tokens": ("Number of generation tokens processed.",
-                                               cols["output_tokens"].astype(float), buckets_1_2_5(max_model_len)),
+                                               cols["output_tokens"].astype(float), tokens),
         }
         before_first_token = {"vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds",
                               "vllm:request_prefill_time_seconds", "vllm:request_prompt_tokens"}
@@ -237,9 +251,9 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
         h = HistogramMetricFamily("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
                                   labels=names)
         if len(engines) == 1:
-            _histogram(h, [model_name, str(engines[0])], np.asarray(itl_rows, dtype=float), ITL_BUCKETS)
+            _histogram(h, [model_name, str(engines[0])], np.asarray(itl_rows, dtype=float), itl)
         else:  # gaps by the engine each request ran on
-            _itl_by_engine(h, result, model_name, engines, finished)
+            _itl_by_engine(h, result, model_name, engines, finished, itl)
         yield h
         h = HistogramMetricFamily("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
                                   labels=names)
@@ -248,7 +262,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
         per_iteration = (per_step["prompt"] if version == "0.19.0" else per_step["computed"]) + per_step["generated"]
         for e in engines:
             _histogram(h, [model_name, str(e)], per_iteration[step_engine == e].astype(float),
-                       ITERATION_TOKEN_BUCKETS)
+                       family_edges("iteration_tokens", ITERATION_TOKEN_BUCKETS))
         yield h
 
     class Collector:
@@ -289,20 +303,20 @@ def _spec_decode_counters(result, model_name: str, engines: list[int]):
     yield c
 
 
-def _itl_by_engine(h, result, model_name: str, engines: list[int], finished: np.ndarray) -> None:
+def _itl_by_engine(h, result, model_name: str, engines: list[int], finished: np.ndarray, edges: list) -> None:
     replica = result.request_columns["replica"]
     gaps: dict[int, list[np.ndarray]] = {e: [] for e in engines}
     for row, times in result.tokens.per_request():
         if finished[row]:
             gaps.setdefault(int(replica[row]), []).append(np.diff(times))
     for e in engines:
-        _histogram(h, [model_name, str(e)], np.concatenate(gaps[e]) if gaps[e] else np.zeros(0), ITL_BUCKETS)
+        _histogram(h, [model_name, str(e)], np.concatenate(gaps[e]) if gaps[e] else np.zeros(0), edges)
 
 
-def write_prometheus(result, out: Path, model_name: str, version: str = "0.33.0") -> list[str]:
-    """prometheus.parquet and metrics.prom in `out`; their names, for the run's file list."""
+def write_prometheus(result, out: Path, model_name: str, version: str = "0.33.0", buckets: dict | None = None) -> list[str]:
+    """prometheus.parquet and metrics.prom in `out` (buckets: as exposition's); their names, for the run's file list."""
     per_step = _step_tokens(result)  # once, for both files
     line = timeline(result, per_step)
     line.to_parquet(out / "prometheus.parquet", index=False)
-    (out / "metrics.prom").write_text(exposition(result, model_name, version, line, per_step))
+    (out / "metrics.prom").write_text(exposition(result, model_name, version, line, per_step, buckets))
     return ["prometheus.parquet", "metrics.prom"]

@@ -152,3 +152,36 @@ def test_disaggregation_counts_the_prompt_where_it_was_computed():
         assert prom[(family + "_count", "0", None)] == done.sum() and prom[(family + "_count", "1", None)] == 0
     assert prom[("vllm:e2e_request_latency_seconds_count", "1", None)] == done.sum()
     assert prom[("vllm:request_success_total", "1", "stop")] == done.sum()  # no max_tokens sent: the output's own end
+
+
+def test_custom_histogram_buckets_replace_a_familys_edges(tmp_path):
+    """Round 95: 0.33's --custom-histogram-buckets was recorded as not modelled and metrics.prom kept the default
+    edges; vLLM draws every histogram of a family listed from the given bounds (v1/metrics/buckets.py)."""
+    out = tmp_path / "run"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", "meta-llama/Llama-3.1-8B-Instruct",
+                 "--custom-histogram-buckets", '{"time_to_first_token": [0.5, 1.0], "request_latency": ["2", 10]}',
+                 "--", "bench", "serve", "--num-prompts", "5"]) == 0
+    families = {f.name: f for f in parser.text_string_to_metric_families((out / "metrics.prom").read_text())}
+
+    def edges(name):
+        return [s.labels["le"] for s in families[name].samples if s.name == name + "_bucket"]
+
+    assert edges("vllm:time_to_first_token_seconds") == ["0.5", "1.0", "+Inf"]
+    for name in ("vllm:e2e_request_latency_seconds", "vllm:request_queue_time_seconds"):
+        assert edges(name) == ["2.0", "10.0", "+Inf"]
+    assert len(edges("vllm:inter_token_latency_seconds")) == len(ITL_BUCKETS) + 1  # not listed: the defaults
+    assert "custom_histogram_buckets" not in (out / "vllm_command.json").read_text().split('"not_modelled"')[1]
+
+
+@pytest.mark.parametrize("value, says", [
+    ('{"bogus": [1]}', "unknown bucket family 'bogus'"),
+    ('{"time_to_first_token": [2, 1]}', "must be strictly increasing"),
+    ('{"time_to_first_token": []}', "bucket list must not be empty"),
+    ('{"request_tokens": [0, 8]}', "bounds must be finite and greater than 0"),
+    ('5', "a JSON object of bucket family -> list of bounds"),
+])
+def test_custom_histogram_buckets_vllm_refuses_are_refused(value, says, tmp_path, capsys):
+    assert main(["vllm", "--out", str(tmp_path / "r"), "serve", "meta-llama/Llama-3.1-8B-Instruct",
+                 "--custom-histogram-buckets", value, "--", "bench", "serve", "--num-prompts", "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--custom-histogram-buckets: " in err[0] and says in err[0], err
