@@ -365,6 +365,11 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                                                 f"parser moves --model's to the front and refuses the other as an "
                                                 f"unrecognized argument")
     _check_bounds(serve, version)
+    for flag in flag_tables(version).get("serve_json_objects", ()):  # dicts and config dataclasses only
+        value = serve.get(flag.lstrip("-").replace("-", "_"))
+        if value is not None and not isinstance(value, dict):
+            raise ConfigError(f"vllm serve {flag}", f"a JSON object is expected (vLLM's config field takes no "
+                                                    f"other), got {value!r:.60}")
     _check_json_configs(serve, version)
     _check_microbatching(serve, version)
     if (why := unstartable({"engine": {"block_size": serve.get("block_size")}})) is not None:

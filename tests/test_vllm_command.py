@@ -2142,3 +2142,15 @@ def test_none_for_a_flag_vllm_types_without_none_is_refused(flag):
     """Their config fields' type hints hold no None: vLLM's int/float parse refuses the word."""
     with pytest.raises(ConfigError, match=re.escape(flag)):
         read([MODEL, flag, "None"], [])
+
+
+@pytest.mark.parametrize("version, flag, value", [
+    ("0.33.0", "--override-generation-config", "5"), ("0.19.0", "--override-generation-config", "[1]"),
+    ("0.33.0", "--hf-overrides", '"x"'), ("0.33.0", "--kv-transfer-config", "7"), ("0.33.0", "-cc", "3"),
+])
+def test_a_json_flag_whose_field_takes_an_object_refuses_anything_else(version, flag, value):
+    """Round 95: --override-generation-config 5 ran (recorded as not modelled); vLLM's config field is a dict (or a
+    config dataclass) and its pydantic validation refuses the line at start-up (serve_json_objects)."""
+    with pytest.raises(ConfigError, match="a JSON object is expected"):
+        read([MODEL, flag, value], [], version)
+    read([MODEL, "-cc", "3"], [], "0.19.0")  # 0.19's -cc also takes an optimization level

@@ -178,7 +178,8 @@ def test_custom_histogram_buckets_replace_a_familys_edges(tmp_path):
     ('{"time_to_first_token": [2, 1]}', "must be strictly increasing"),
     ('{"time_to_first_token": []}', "bucket list must not be empty"),
     ('{"request_tokens": [0, 8]}', "bounds must be finite and greater than 0"),
-    ('5', "a JSON object of bucket family -> list of bounds"),
+    ('5', "a JSON object is expected"),
+    ('{"request_tokens": "x"}', "a JSON object of bucket family -> list of bounds"),
 ])
 def test_custom_histogram_buckets_vllm_refuses_are_refused(value, says, tmp_path, capsys):
     assert main(["vllm", "--out", str(tmp_path / "r"), "serve", "meta-llama/Llama-3.1-8B-Instruct",
