@@ -583,12 +583,32 @@ QUANTIZED_CHECKPOINTS = ("fp8", "nvfp4", "w4a16", "mxfp4")  # a model dtype a ch
 KV_CACHE_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 
 
-def with_formats(arch: ModelArchitecture, quantization: str | None, kv_cache_dtype: str = "auto") -> ModelArchitecture:
+# the --quantization values vLLM takes beside a checkpoint quantized by each method, where its overrides (AutoAWQ,
+# AutoGPTQ, 0.19's AWQ/GPTQ Marlin) claim the line or the method is the same (ModelConfig._verify_quantization);
+# a ModelOpt checkpoint's override claims any value. auto_* are 0.33's names.
+CHECKPOINT_TAKES = {"awq": ("awq", "awq_marlin", "marlin", "auto_awq"), "gptq": ("gptq", "gptq_marlin", "marlin", "auto_gptq")}
+
+
+def checkpoint_takes(arch: ModelArchitecture, quantization: str, release: str = "0.33.0") -> bool:
+    """Whether vLLM starts a quantized checkpoint with this --quantization (its own method, however named); a
+    checkpoint of no known method (a built-in) takes the values of its own format."""
+    own = arch.expert_dtype or (arch.dtype if arch.dtype in QUANTIZED_CHECKPOINTS else None)
+    method = arch.quant_method
+    if method == "modelopt":
+        return True
+    if method is None:
+        return QUANTIZED_FORMATS.get(quantization, quantization) == own
+    return quantization in CHECKPOINT_TAKES.get(method, (method,)) and not (
+        release == "0.19.0" and quantization.startswith("auto_"))
+
+
+def with_formats(arch: ModelArchitecture, quantization: str | None, kv_cache_dtype: str = "auto",
+                 release: str = "0.33.0") -> ModelArchitecture:
     """The architecture as vLLM's --quantization and --kv-cache-dtype store it: weights' format, KV bytes."""
     own = arch.expert_dtype or (arch.dtype if arch.dtype in QUANTIZED_CHECKPOINTS else None)
-    if quantization and own and QUANTIZED_FORMATS[quantization] != own:
+    if quantization and own and not checkpoint_takes(arch, quantization, release):
         # vLLM: the checkpoint's quantization method and --quantization must agree (its own format is no change)
-        raise ConfigError("engine.quantization", f"{arch.name}'s checkpoint is already quantized ({own}"
+        raise ConfigError("engine.quantization", f"{arch.name}'s checkpoint is already quantized ({arch.quant_method or own}"
                                                  f"{' experts' if arch.expert_dtype else ''}): vLLM refuses "
                                                  f"{quantization}; leave engine.quantization unset")
     if quantization and not own:
@@ -950,7 +970,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     from servesim.simulator.profile_select import select_profile
 
     e = scenario.engine
-    arch = with_formats(load_model(scenario.model), e.quantization, e.kv_cache_dtype)
+    arch = with_formats(load_model(scenario.model), e.quantization, e.kv_cache_dtype, e.vllm_defaults)
     if model_length(arch, e.vllm_defaults) < 2:  # a one-token context holds a prompt and no output (cut to 0)
         raise ConfigError("model.max_position_embeddings", f"{arch.max_position_embeddings}: a request needs at "
                                                             f"least 2 positions (a prompt token and an output token)")

@@ -76,6 +76,9 @@ class ModelArchitecture(Settings):
     experts_per_token: NonNegativeInt = 0
     moe_intermediate_size: PositiveInt | None = Field(default=None, description="each routed expert's; default "
                                                                                 "intermediate_size (Mixtral)")
+    quant_method: str | None = Field(default=None, description="a quantized checkpoint's quantization_config "
+                                                               "quant_method (awq, gptq, fp8, modelopt, mxfp4), "
+                                                               "which vLLM holds --quantization to")
     expert_dtype: WeightFormat | None = Field(default=None, description="the routed experts' format when it differs "
                                                                          "from dtype (gpt-oss: mxfp4 experts)")
     num_shared_experts: NonNegativeInt = 0  # run for every token (DeepSeek, Qwen2-MoE)
@@ -572,6 +575,7 @@ def _from_hf(data: dict, source: str) -> dict:
         out["num_shared_experts"] = 1  # one shared expert of the routed ones' size in every MoE layer
     q = data.get("quantization_config")
     if isinstance(q, dict):
+        out["quant_method"] = str(q.get("quant_method")).lower()
         fmt = checkpoint_format(q)
         if fmt == "mxfp4":  # gpt-oss: the experts only; attention, router, embeddings stay 16-bit
             out["expert_dtype"] = fmt

@@ -88,7 +88,8 @@ def _builtin_match(arch: ModelArchitecture, gpu: str | None, tp: int, tables: st
     return None
 
 
-FORMATS = {"dtype", "kv_cache_dtype"}  # what the profile's own fields match (engine.quantization, kv_cache_dtype)
+FORMATS = {"dtype", "kv_cache_dtype", "quant_method"}  # what the profile's own fields match (engine.quantization,
+# kv_cache_dtype; the checkpoint's method, which its dtype says)
 
 
 def _shaped_as_builtin(arch: ModelArchitecture) -> bool:

@@ -1499,7 +1499,8 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 KERNEL_BLOCK = 16  # vLLM's CUDA attention backends (FlashAttention, Triton, FlashInfer) take multiples of this
-PREQUANTIZED = ("awq", "awq_marlin", "gptq", "gptq_marlin", "modelopt_fp4")  # read from the checkpoint, not made
+PREQUANTIZED = ("awq", "awq_marlin", "gptq", "gptq_marlin", "modelopt_fp4", "marlin", "auto_awq", "auto_gptq",
+                "modelopt")  # read from the checkpoint, not made
 
 
 # 0.33's online quantization shorthands vLLM makes W8A8 fp8 of a 16-bit checkpoint (layers/quantization/__init__.py);
@@ -1522,18 +1523,20 @@ def _quantization(serve: dict, model, arch, version: str, not_modelled: dict) ->
     ModelOpt FP4) needs a checkpoint quantized so (vLLM finds no config file for it in a 16-bit one); any other,
     0.33's online fp8 shorthands too, beside a quantized checkpoint is refused (its config names another method).
     serve's quantization is left as servesim's engine.quantization reads it."""
-    from servesim.simulator.config import QUANTIZED_CHECKPOINTS, QUANTIZED_FORMATS
+    from servesim.simulator.config import QUANTIZED_CHECKPOINTS, checkpoint_takes
 
     field, given = "vllm serve --quantization", serve["quantization"]
     online = given in ONLINE_FP8 and version != "0.19.0"
     q = "fp8" if online else given
     own = arch and (arch.expert_dtype or (arch.dtype if arch.dtype in QUANTIZED_CHECKPOINTS else None))
     if own:
-        if not online and QUANTIZED_FORMATS.get(q, q) == own:  # the checkpoint's own: nothing more to quantize
+        if checkpoint_takes(arch, given, version):  # the checkpoint's own method: nothing more to quantize
             serve.pop("quantization")
             return
-        raise ConfigError(field, f"{model}'s checkpoint is quantized to {own}: vLLM refuses --quantization {given}, "
-                                 f"which its config does not name (leave -q out)")
+        raise ConfigError(field, f"{model}'s checkpoint is quantized to {own}"
+                                 + (f" ({arch.quant_method})" if arch.quant_method not in (None, own) else "")
+                                 + f": vLLM refuses --quantization {given}, which its config does not name (leave "
+                                   f"-q out)")
     if arch is not None and (note := checkpoint_note({"engine": {"quantization": q}})) is not None:
         raise ConfigError(field, f"{model} is a {arch.dtype} checkpoint; {note} (the what-if: servesim run --set "
                                  f"engine.quantization=...)")

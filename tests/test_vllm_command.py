@@ -2154,3 +2154,35 @@ def test_a_json_flag_whose_field_takes_an_object_refuses_anything_else(version, 
     with pytest.raises(ConfigError, match="a JSON object is expected"):
         read([MODEL, flag, value], [], version)
     read([MODEL, "-cc", "3"], [], "0.19.0")  # 0.19's -cc also takes an optimization level
+
+
+QUANTIZED = {"awq": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True},
+             "gptq": {"quant_method": "gptq", "bits": 4, "group_size": 128},
+             "modelopt_fp8": {"quant_method": "modelopt", "quant_algo": "FP8"},
+             "modelopt_fp4": {"quant_method": "modelopt", "quant_algo": "NVFP4"},
+             "fp8": {"quant_method": "fp8", "activation_scheme": "dynamic"}}
+
+
+@pytest.mark.parametrize("checkpoint, q, version, starts", [
+    ("awq", "gptq", "0.33.0", False), ("awq", "gptq_marlin", "0.19.0", False), ("gptq", "awq", "0.33.0", False),
+    ("awq", "marlin", "0.33.0", True), ("awq", "marlin", "0.19.0", True), ("awq", "auto_awq", "0.33.0", True),
+    ("awq", "auto_awq", "0.19.0", False), ("gptq", "auto_gptq", "0.33.0", True), ("gptq", "gptq", "0.19.0", True),
+    ("modelopt_fp8", "modelopt", "0.33.0", True), ("modelopt_fp4", "awq", "0.19.0", True),
+    ("modelopt_fp4", "fp8", "0.33.0", True), ("fp8", "awq", "0.33.0", False), ("fp8", "fp8", "0.19.0", True),
+])
+def test_quantization_beside_a_quantized_checkpoint_is_held_to_vllms_overrides(tmp_path, checkpoint, q, version,
+                                                                               starts):
+    """Round 95: -q gptq on an AWQ checkpoint ran (same 4-bit format); -q marlin and 0.33's auto_awq on AWQ, and any
+    -q on a ModelOpt checkpoint, were refused. vLLM's _verify_quantization lets the checkpoint's method claim the
+    line (AutoAWQ/AutoGPTQ, 0.19's AWQ/GPTQ Marlin, ModelOpt's any value) or refuses a mismatch."""
+    path = tmp_path / checkpoint
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
+        "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 128256,
+        "max_position_embeddings": 8192, "torch_dtype": "bfloat16", "quantization_config": QUANTIZED[checkpoint]}))
+    if starts:
+        assert "engine.quantization" not in read([str(path), "-q", q], [], version).settings  # the checkpoint's own
+    else:
+        with pytest.raises(ConfigError, match=f"--quantization: .* vLLM refuses --quantization {q}"):
+            read([str(path), "-q", q], [], version)
