@@ -712,9 +712,11 @@ def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int,
             raise ConfigError("engine.enable_expert_parallel", f"{arch.name} is a dense model: it has no experts to "
                                                                f"spread")
         ep = tp * dp
-        if arch.num_experts % ep:
+        if arch.num_experts % ep:  # vLLM's determine_expert_map gives the first E % ep ranks one more
             raise ConfigError("engine.enable_expert_parallel", f"{arch.num_experts} experts do not divide over "
-                                                               f"tensor_parallel_size x data_parallel_size = {ep} GPUs")
+                                                               f"tensor_parallel_size x data_parallel_size = {ep} GPUs: "
+                                                               f"vLLM splits them unevenly ({-(-arch.num_experts // ep)} "
+                                                               f"on the busiest), which servesim does not model")
     if arch.is_moe and dp > 1 and not e.enable_expert_parallel:
         raise ConfigError("engine.data_parallel_size", f"{dp} ranks of a MoE model without expert parallelism: vLLM "
                                                        f"then splits every expert over tensor_parallel_size x "
