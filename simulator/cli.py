@@ -191,10 +191,15 @@ def _run_vllm(args, cmd, sets: list[str]) -> int:
     def after(result, out: Path) -> list[str]:
         (out / "vllm_command.json").write_text(json.dumps(cmd.as_record() | {"argv": args.command, "set": args.set},
                                                           indent=1, default=str) + "\n")
+        from servesim.simulator.config import say_once
         from servesim.simulator.vllm_metrics import write_prometheus
 
-        written = ["vllm_command.json", *write_prometheus(result, out, cmd.served_name, cmd.version,
-                                                                cmd.bench.histogram_buckets)]
+        written = ["vllm_command.json"]
+        if cmd.bench.server_counters:  # --disable-log-stats: vLLM makes no stat loggers, so no vllm: series
+            written += write_prometheus(result, out, cmd.served_name, cmd.version, cmd.bench.histogram_buckets)
+        else:
+            say_once(["servesim: note: --disable-log-stats: vLLM exports no vllm: metrics, so metrics.prom and "
+                      "prometheus.parquet are not written"])
         if cmd.bench.save_result:
             from servesim.simulator.vllm_results import write_bench_result
 

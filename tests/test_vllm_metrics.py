@@ -186,3 +186,13 @@ def test_custom_histogram_buckets_vllm_refuses_are_refused(value, says, tmp_path
                  "--custom-histogram-buckets", value, "--", "bench", "serve", "--num-prompts", "5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--custom-histogram-buckets: " in err[0] and says in err[0], err
+
+
+def test_disable_log_stats_writes_no_vllm_metrics(tmp_path, capsys):
+    """Round 95: with --disable-log-stats vLLM makes no stat loggers (its /metrics has no vllm: series); servesim
+    wrote every series all the same."""
+    out = tmp_path / "run"
+    assert main(["vllm", "--out", str(out), "serve", "meta-llama/Llama-3.1-8B-Instruct", "--disable-log-stats", "--",
+                 "bench", "serve", "--num-prompts", "3"]) == 0
+    assert not (out / "metrics.prom").exists() and not (out / "prometheus.parquet").exists()
+    assert "--disable-log-stats: vLLM exports no vllm: metrics" in capsys.readouterr().err
