@@ -196,7 +196,8 @@ def _run_vllm(args, cmd, sets: list[str]) -> int:
 
         written = ["vllm_command.json"]
         if cmd.bench.server_counters:  # --disable-log-stats: vLLM makes no stat loggers, so no vllm: series
-            written += write_prometheus(result, out, cmd.served_name, cmd.version, cmd.bench.histogram_buckets)
+            written += write_prometheus(result, out, cmd.served_name, cmd.version, cmd.bench.histogram_buckets,
+                                        cmd.bench.first_engine)
         else:
             say_once(["servesim: note: --disable-log-stats: vLLM exports no vllm: metrics, so metrics.prom and "
                       "prometheus.parquet are not written"])

@@ -236,6 +236,7 @@ class BenchOptions:
     server_metrics: bool = False  # vllm serve --enable-per-request-metrics (0.33): each response's queue time, TTFT
     server_counters: bool = True  # the engine's Prometheus counters (spec_decode_*); --disable-log-stats drops them
     histogram_buckets: dict | None = None  # 0.33's --custom-histogram-buckets: a family's edges replace its defaults
+    first_engine: int = 0  # the DP rank of the server's first engine (external or hybrid balancing: its own)
 
 
 @dataclass
@@ -386,7 +387,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     if serve.get("quantization") is not None:
         _quantization(serve, model_given, arch, version, not_modelled)
     _decode_context_parallel(serve, arch, version)
-    reached = _parallel_launch(serve, arch, version)
+    reached, first_rank = _parallel_launch(serve, arch, version)
     bench = parse(bench_argv, "bench_serve", version)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
     serve.pop("model", None)
@@ -452,6 +453,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
     options.server_counters = not serve.get("disable_log_stats")  # no stat loggers: /metrics has no vllm: series
     options.histogram_buckets = _histogram_buckets(serve.get("custom_histogram_buckets"), version)
+    options.first_engine = first_rank if reached is not None else 0  # the DP rank its engines are labelled from
     # vLLM's checks of the serve line before it loads (entrypoints/.../cli_args.py validate_parsed_serve_args)
     for flag, fails, says in (
             ("--enable-per-request-metrics", options.server_metrics and serve.get("disable_log_stats"),
@@ -1555,12 +1557,13 @@ def quantization_refusal(model: str, arch, quantization: str) -> str | None:
     return None
 
 
-def _parallel_launch(serve: dict, arch, version: str) -> int | None:
+def _parallel_launch(serve: dict, arch, version: str) -> tuple[int | None, int]:
     """The data-parallel launch modes and expert load balancing as vLLM's serve CLI, EngineArgs.create_engine_config
     and ParallelConfig check them, in their order. Returns the DP ranks this line's API server balances over under
     hybrid or external balancing (cluster.dp_ranks_reached), None under the internal balancer: an external balancer's
     rank (or 0.33's multi-port supervisor's first port) reaches its own, hybrid balancing this node's
-    --data-parallel-size-local (one as large as -dp is internal again, one of 1 external)."""
+    --data-parallel-size-local (one as large as -dp is internal again, one of 1 external); and the DP rank of the
+    first of them, which vLLM labels its engines from."""
     def refuse(dest: str, why: str):
         raise ConfigError(_flag("serve", dest, version), f"{why}: vLLM {version} refuses it")
 
@@ -1639,6 +1642,7 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
         elif local is None and not multi:
             local = max(dp * within // nnodes // within, 1)
             inferred = f" (the ranks on one of {nnodes} nodes)"
+    first_rank = (start or 0) if multi else rank or 0  # the first rank reached (hybrid balancing: set below)
     if external:
         if rank is None:
             refuse("data_parallel_external_lb", "without --data-parallel-rank (an external balancer's rank)")
@@ -1676,6 +1680,7 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
                               "0 under hybrid balancing: this node's API server balances over its own ranks, and has "
                               "none (servesim simulates the server that serves: give it its ranks)")
         first = (start if start is not None else node_first) if not old else (start or node_first)
+        first_rank = first
         if first + local > dp:  # its engines would have no place in the DP group: vLLM cannot start them
             raise ConfigError(_flag("serve", "data_parallel_start_rank" if start is not None else "node_rank",
                                     version), f"{first}: this node's ranks {first}..{first + local - 1} run past "
@@ -1706,7 +1711,7 @@ def _parallel_launch(serve: dict, arch, version: str) -> int | None:
                serve.get("data_parallel_external_lb") else "data_parallel_hybrid_lb" if
                serve.get("data_parallel_hybrid_lb") else "data_parallel_start_rank",
                f"at --data-parallel-size {dp} (external balancing needs data parallelism)")
-    return 1 if external else local if hybrid else None
+    return (1 if external else local if hybrid else None), first_rank
 
 
 def _decode_context_parallel(serve: dict, arch, version: str) -> None:

@@ -137,10 +137,11 @@ BUCKET_FAMILIES = ("request_latency", "time_to_first_token", "inter_token_latenc
 
 
 def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_step: dict | None = None,
-               buckets: dict | None = None) -> str:
+               buckets: dict | None = None, first_engine: int = 0) -> str:
     """The /metrics text of the run's end, per engine (replica); line and per_step: the timeline and the step
     tokens, when the caller has them already; buckets: a family's edges in place of its defaults (0.33's
-    --custom-histogram-buckets)."""
+    --custom-histogram-buckets); first_engine: the DP rank of the first engine (an API server under external or
+    hybrid balancing reaches ranks from its own, and vLLM labels them so)."""
     from prometheus_client.core import CollectorRegistry, CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
     from prometheus_client.exposition import generate_latest
 
@@ -150,6 +151,10 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
     step_engine = steps["replica"][:]
     engines = sorted(int(e) for e in np.unique(steps["replica"][:])) or [0]
     names = ["model_name", "engine"]
+
+    def tag(e: int) -> str:
+        return str(e + first_engine)
+
     max_model_len = int(result.config["engine"]["max_model_len"] or 1)
     itl_rows = result.itls
     finished = np.array([s == FINISHED for s in cols["status"]], dtype=bool)
@@ -165,7 +170,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
             g = GaugeMetricFamily(name, doc, labels=names)
             for e in engines:  # after the last request ended all are 0 (a run cut short: its last step's)
                 mine = line[line["engine"] == e]
-                g.add_metric([model_name, str(e)], float(mine[name].iloc[-1]) if len(mine) and result.cut else 0.0)
+                g.add_metric([model_name, tag(e)], float(mine[name].iloc[-1]) if len(mine) and result.cut else 0.0)
             yield g
         counters = {"vllm:num_preemptions": "Cumulative number of preemption from the engine.",
                     "vllm:prompt_tokens": "Number of prefill tokens processed.",
@@ -174,7 +179,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
             c = CounterMetricFamily(name, doc, labels=names)
             for e in engines:
                 mine = line[line["engine"] == e]
-                c.add_metric([model_name, str(e)], float(mine[f"{name}_total"].iloc[-1]) if len(mine) else 0.0)
+                c.add_metric([model_name, tag(e)], float(mine[f"{name}_total"].iloc[-1]) if len(mine) else 0.0)
             yield c
         local_hit = per_step["local"] + (per_step["recomputed"] if version == "0.19.0" else 0)
         sources = {"local_compute": per_step["computed"], "local_cache_hit": local_hit,
@@ -183,12 +188,12 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
                                 labels=names + ["source"])
         for e in engines:
             for source, values in sources.items():
-                c.add_metric([model_name, str(e), source], float(values[step_engine == e].sum()))
+                c.add_metric([model_name, tag(e), source], float(values[step_engine == e].sum()))
         yield c
         c = CounterMetricFamily("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).",
                                 labels=names)
         for e in engines:
-            c.add_metric([model_name, str(e)], float((per_step["local"] + per_step["external"])[step_engine == e].sum()))
+            c.add_metric([model_name, tag(e)], float((per_step["local"] + per_step["external"])[step_engine == e].sum()))
         yield c
         replica = cols["replica"]
         # the phases before the first token ran where the prompt was computed: a prefill replica when disaggregated
@@ -199,9 +204,9 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
                                    "tokens.", "prefix_hits")):
             c = CounterMetricFamily(name, doc, labels=names)
             for e in engines:
-                c.add_metric([model_name, str(e)], float(cols[column][prefill_engine == e].sum()))
+                c.add_metric([model_name, tag(e)], float(cols[column][prefill_engine == e].sum()))
             yield c
-        yield from _spec_decode_counters(result, model_name, engines)
+        yield from _spec_decode_counters(result, model_name, engines, tag)
         if version != "0.19.0":  # 0.33's API server counts the requests its queue limits refuse
             c = CounterMetricFamily("vllm:admission_rejections", "Number of admission attempts rejected by a queue "
                                     "limit, by reason.", labels=["model_name", "reason"])
@@ -214,7 +219,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
         reason = np.asarray(cols["finish_reason"], dtype=object)
         for e in engines:  # every FinishReason of vLLM's, each request under its own (stop, or length where capped)
             for label in FINISH_REASONS:
-                ok.add_metric([model_name, str(e), label], float((finished & (replica == e) & (reason == label)).sum()))
+                ok.add_metric([model_name, tag(e), label], float((finished & (replica == e) & (reason == label)).sum()))
         yield ok
         first = cols["first_scheduled_time"]
         latency = family_edges("request_latency", REQUEST_TIME_BUCKETS)
@@ -246,14 +251,14 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
             h = HistogramMetricFamily(name, doc, labels=names)
             where = prefill_engine if name in before_first_token else replica
             for e in engines:
-                _histogram(h, [model_name, str(e)], np.asarray(values, dtype=float)[finished & (where == e)], edges)
+                _histogram(h, [model_name, tag(e)], np.asarray(values, dtype=float)[finished & (where == e)], edges)
             yield h
         h = HistogramMetricFamily("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
                                   labels=names)
         if len(engines) == 1:
-            _histogram(h, [model_name, str(engines[0])], np.asarray(itl_rows, dtype=float), itl)
+            _histogram(h, [model_name, tag(engines[0])], np.asarray(itl_rows, dtype=float), itl)
         else:  # gaps by the engine each request ran on
-            _itl_by_engine(h, result, model_name, engines, finished, itl)
+            _itl_by_engine(h, result, model_name, engines, finished, itl, tag)
         yield h
         h = HistogramMetricFamily("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
                                   labels=names)
@@ -261,7 +266,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
         # plus the tokens generated; not the tokens scheduled (a prefill chunk counts when its prompt ends)
         per_iteration = (per_step["prompt"] if version == "0.19.0" else per_step["computed"]) + per_step["generated"]
         for e in engines:
-            _histogram(h, [model_name, str(e)], per_iteration[step_engine == e].astype(float),
+            _histogram(h, [model_name, tag(e)], per_iteration[step_engine == e].astype(float),
                        family_edges("iteration_tokens", ITERATION_TOKEN_BUCKETS))
         yield h
 
@@ -274,7 +279,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
     return generate_latest(registry).decode()
 
 
-def _spec_decode_counters(result, model_name: str, engines: list[int]):
+def _spec_decode_counters(result, model_name: str, engines: list[int], tag=str):
     """vLLM's spec-decode counters, registered only when an engine drafts (vllm/v1/spec_decode/metrics.py)."""
     from prometheus_client.core import CounterMetricFamily
 
@@ -291,7 +296,7 @@ def _spec_decode_counters(result, model_name: str, engines: list[int]):
     for name, (doc, value) in totals.items():
         c = CounterMetricFamily(name, doc, labels=names)
         for e in engines:
-            c.add_metric([model_name, str(e)], float(value(e, counts[e])) if counts.get(e) else 0.0)
+            c.add_metric([model_name, tag(e)], float(value(e, counts[e])) if counts.get(e) else 0.0)
         yield c
     c = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
                             labels=names + ["position"])
@@ -299,24 +304,27 @@ def _spec_decode_counters(result, model_name: str, engines: list[int]):
     for e in engines:
         per = (counts.get(e) or {}).get("accepted_per_position", [])
         for pos in range(k):
-            c.add_metric([model_name, str(e), str(pos)], float(per[pos]) if pos < len(per) else 0.0)
+            c.add_metric([model_name, tag(e), str(pos)], float(per[pos]) if pos < len(per) else 0.0)
     yield c
 
 
-def _itl_by_engine(h, result, model_name: str, engines: list[int], finished: np.ndarray, edges: list) -> None:
+def _itl_by_engine(h, result, model_name: str, engines: list[int], finished: np.ndarray, edges: list,
+                   tag=str) -> None:
     replica = result.request_columns["replica"]
     gaps: dict[int, list[np.ndarray]] = {e: [] for e in engines}
     for row, times in result.tokens.per_request():
         if finished[row]:
             gaps.setdefault(int(replica[row]), []).append(np.diff(times))
     for e in engines:
-        _histogram(h, [model_name, str(e)], np.concatenate(gaps[e]) if gaps[e] else np.zeros(0), edges)
+        _histogram(h, [model_name, tag(e)], np.concatenate(gaps[e]) if gaps[e] else np.zeros(0), edges)
 
 
-def write_prometheus(result, out: Path, model_name: str, version: str = "0.33.0", buckets: dict | None = None) -> list[str]:
-    """prometheus.parquet and metrics.prom in `out` (buckets: as exposition's); their names, for the run's file list."""
+def write_prometheus(result, out: Path, model_name: str, version: str = "0.33.0", buckets: dict | None = None,
+                     first_engine: int = 0) -> list[str]:
+    """prometheus.parquet and metrics.prom in `out` (buckets, first_engine: as exposition's); their names, for the
+    run's file list."""
     per_step = _step_tokens(result)  # once, for both files
     line = timeline(result, per_step)
-    line.to_parquet(out / "prometheus.parquet", index=False)
-    (out / "metrics.prom").write_text(exposition(result, model_name, version, line, per_step, buckets))
+    line.assign(engine=line["engine"] + first_engine).to_parquet(out / "prometheus.parquet", index=False)
+    (out / "metrics.prom").write_text(exposition(result, model_name, version, line, per_step, buckets, first_engine))
     return ["prometheus.parquet", "metrics.prom"]

@@ -196,3 +196,20 @@ def test_disable_log_stats_writes_no_vllm_metrics(tmp_path, capsys):
                  "bench", "serve", "--num-prompts", "3"]) == 0
     assert not (out / "metrics.prom").exists() and not (out / "prometheus.parquet").exists()
     assert "--disable-log-stats: vLLM exports no vllm: metrics" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("line, engines", [
+    (["-dp", "2", "--data-parallel-rank", "1"], ["1"]),  # an external balancer's rank
+    (["-dp", "4", "--data-parallel-size-local", "2", "--data-parallel-hybrid-lb", "--data-parallel-start-rank", "2"],
+     ["2", "3"]),  # hybrid balancing: this node's ranks
+    (["-dp", "2"], ["0", "1"]),  # the internal balancer: every rank
+])
+def test_engines_are_labelled_by_their_dp_rank(tmp_path, line, engines):
+    """Round 95: under external or hybrid balancing the server's engines were labelled 0..n-1; vLLM labels each by
+    its DP rank (the client's engine_ranks_managed), so scrapes of several nodes keep them apart."""
+    out = tmp_path / "run"
+    assert main(["vllm", "--out", str(out), "--quiet", "serve", "Qwen/Qwen3-30B-A3B", "-ep", *line, "--", "bench",
+                 "serve", "--random-input-len", "256", "--random-output-len", "16", "--num-prompts", "8"]) == 0
+    families = {f.name: f for f in parser.text_string_to_metric_families((out / "metrics.prom").read_text())}
+    assert [s.labels["engine"] for s in families["vllm:num_requests_running"].samples] == engines
+    assert sorted(pd.read_parquet(out / "prometheus.parquet").engine.astype(str).unique()) == engines
