@@ -28,6 +28,8 @@ KINDS = {  # kind -> (test, what the message says it must be)
     "int": (_int, "an integer"),
     "count": (lambda v: _int(v) and v >= 0, "a non-negative integer"),
     "number": (_number, "a number"),
+    "length": (lambda v: _int(v) or isinstance(v, str), "a length (an integer, or text as vllm serve reads it: 32k, "
+                                                        "auto)"),
     "bool": (lambda v: isinstance(v, (bool, np.bool_)), "true or false"),
     "mapping": (lambda v: isinstance(v, Mapping), "a mapping"),
     "list": (lambda v: isinstance(v, Sequence) and not isinstance(v, (str, bytes)), "a list"),

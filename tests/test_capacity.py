@@ -233,3 +233,16 @@ def test_capacity_auto_fits_max_model_len_as_run_does(capsys, model, gpu, tp, gi
                                       "engine.max_model_len=auto"]))
     assert fitted == rs.max_model_len < load_model(model).max_position_embeddings
     assert f"--max-model-len auto: {fitted:,} tokens" in out.err and "vLLM would not start" not in out.err
+
+
+def test_the_api_takes_max_model_len_as_the_cli_does():
+    """Round 95: servesim.capacity(max_model_len="auto") and "32k" were refused as not numbers (the CLI took them)."""
+    import servesim
+
+    def length(value):
+        return servesim.capacity(model="llama-3.1-70b", gpu="h100-sxm", tensor_parallel_size=2,
+                                 max_model_len=value).report.max_model_len
+
+    assert length("auto") == length(-1) < 131072 and length("32k") == 32000 and length(8192) == 8192
+    with pytest.raises(ConfigError, match="max_model_len: must be a length"):
+        length(1.5)
