@@ -17,7 +17,9 @@ and bucket edges for what is written here), for dashboards built on a real serve
   vLLM exports with.
 - Disaggregated (cluster.prefill_replicas): what happens before the first token (the prompt computed, its
   prefix-cache lookups, queue, prefill time and TTFT) counts on the prefill engine; the decode engine counts the
-  prompt again as `external_kv_transfer`, as a vLLM decode instance counts the KV it loads, and the rest.
+  prompt again as `external_kv_transfer`, as a vLLM decode instance counts the KV it loads, and the rest. Each
+  request is observed once, split so; vLLM's instances each observe it whole (the prefill one as a 1-token
+  request), which is not modelled.
 """
 
 from __future__ import annotations
