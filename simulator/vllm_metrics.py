@@ -197,6 +197,12 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
         for e in engines:
             c.add_metric([model_name, tag(e)], float((per_step["local"] + per_step["external"])[step_engine == e].sum()))
         yield c
+        if version == "0.19.0":  # 0.19's count of a whole-prompt hit's last token, computed again
+            c = CounterMetricFamily("vllm:prompt_tokens_recomputed", "Number of cached tokens recomputed for forward "
+                                    "pass.", labels=names)
+            for e in engines:
+                c.add_metric([model_name, tag(e)], float(per_step["recomputed"][step_engine == e].sum()))
+            yield c
         replica = cols["replica"]
         # the phases before the first token ran where the prompt was computed: a prefill replica when disaggregated
         prefill_engine = np.where(cols["prefill_replica"] >= 0, cols["prefill_replica"], replica)

@@ -113,6 +113,22 @@ def test_iteration_tokens_and_prompt_sources_are_vllms_iteration_stats(version):
     assert prom[("vllm:prompt_tokens_by_source_total", "0", "local_cache_hit")] == cached + recomputed
     assert prom[("vllm:prompt_tokens_by_source_total", "0", "external_kv_transfer")] == 0
     assert prom[("vllm:prompt_tokens_cached_total", "0", None)] == cached
+    # round 95: 0.19's counter of those recomputed tokens (0.33 has none)
+    assert prom.get(("vllm:prompt_tokens_recomputed_total", "0", None)) == (recomputed if version == "0.19.0" else None)
+
+
+def test_0_19_counts_the_recomputed_last_token_of_a_cached_prompt(tmp_path):
+    """A prompt of a cached 512-token prefix and one token more: 0.19's PromptTokenStats counts that last token as
+    a recomputed cached one (cached + 1 == prompt length)."""
+    out = tmp_path / "run"
+    assert main(["vllm", "--vllm-version", "0.19.0", "--out", str(out), "--quiet", "serve",
+                 "meta-llama/Llama-3.1-8B-Instruct", "--", "bench", "serve", "--dataset-name", "prefix_repetition",
+                 "--prefix-repetition-prefix-len", "512", "--prefix-repetition-suffix-len", "1",
+                 "--prefix-repetition-num-prefixes", "2", "--num-prompts", "20", "--request-rate", "5"]) == 0
+    req = pd.read_parquet(out / "requests.parquet")
+    whole = int((req.cached_tokens + 1 == req.prompt_tokens).sum())
+    families = {f.name: f for f in parser.text_string_to_metric_families((out / "metrics.prom").read_text())}
+    assert whole > 0 and families["vllm:prompt_tokens_recomputed"].samples[0].value == whole
 
 
 def test_disaggregation_counts_the_prompt_where_it_was_computed():
