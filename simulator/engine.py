@@ -58,6 +58,8 @@ class Replica:
         layout = rs.kv_layout
         self.kv = make_kv_manager(layout, e.enable_prefix_caching, rs.in_flight_tokens, rs.num_gpu_blocks,
                                   e.block_size, rs.max_model_len, e.watermark)
+        if e.enable_prefix_caching:
+            self.kv.empty_first = not e.is_0_19  # 0.19's BlockPool appends every freed block to the queue's tail
         if e.enable_prefix_caching and sp.method != "none":
             self.kv.drop_last_hit, self.kv.hash_lookahead = sp.eagle_block_drop, sp.lookahead_block_hashes
         if e.enable_prefix_caching and layout.local_groups:  # 0.33's sparse window cache; 0.19 keeps every block

@@ -151,6 +151,8 @@ class PrefixCachingKVManager(KVBlockManager):
 
     caches_prefixes = True
 
+    empty_first = True  # 0.33's free order: blocks without content back at the queue's head (0.19: its tail)
+
     def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int, watermark: float = 0.0):
         super().__init__(num_gpu_blocks, block_size, max_model_len, watermark)
         self.ref = [0] * num_gpu_blocks
@@ -286,13 +288,6 @@ class PrefixCachingKVManager(KVBlockManager):
             ref[b] = 1
         return out
 
-    def _give_back(self, blocks: list[int]) -> None:
-        """Blocks nobody else holds and with no content worth keeping: back to the queue head, reused first."""
-        queue, ref = self.queue, self.ref
-        for b in reversed(blocks):
-            ref[b] = 0
-            queue[b] = None
-            queue.move_to_end(b, last=False)
 
     def _register(self, req, full_blocks: int) -> None:
         """Blocks are hashed when scheduled (vLLM), not when computed."""
@@ -344,14 +339,18 @@ class PrefixCachingKVManager(KVBlockManager):
 
     def _release(self, blocks: list[int]) -> None:
         """Blocks one request stops holding, its last first: those nobody holds go back to the queue, at its
-        tail if they keep content (least recently used evicted first), else at its head (reused first)."""
+        tail if they keep content (least recently used evicted first); in 0.33 those without it at its head,
+        reused first (its last block first, as prepend_n places them), where 0.19 appends every block."""
         queue, ref, key_of = self.queue, self.ref, self.key_of
+        empty = []
         for b in reversed(blocks):
             ref[b] -= 1
             if ref[b] == 0:
                 queue[b] = None
-                if key_of[b] is None:
-                    queue.move_to_end(b, last=False)
+                if key_of[b] is None and self.empty_first:
+                    empty.append(b)
+        for b in reversed(empty):
+            queue.move_to_end(b, last=False)
 
     def check_invariants(self, requests) -> None:
         """Ref counts equal the requests holding each block; free = ref 0; free + held = usable."""

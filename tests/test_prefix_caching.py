@@ -1,5 +1,6 @@
 """vLLM's prefix caching: content-keyed blocks, ref counts, LRU reuse, hits capped at num_tokens - 1."""
 
+import pandas as pd
 import pytest
 
 from servesim.simulator.config import load
@@ -191,3 +192,25 @@ def test_no_prefix_cache_is_queried_when_caching_is_off():
     on = simulate(load(None, sets)).summary
     assert (off["prefix_cache_queries"], off["prefix_cache_hits"], off["prefix_cache_hit_rate"]) == (0, 0, 0.0)
     assert on["prefix_cache_queries"] > on["prefix_cache_hits"] > 0
+
+
+@pytest.mark.parametrize("version, hits", [
+    ("0.19.0", [0, 0, 0, 0, 32, 0, 0, 32, 0, 16, 32, 0]),  # every freed block to the queue's tail (append_n)
+    ("0.33.0", [0, 0, 0, 0, 32, 32, 32, 32, 32, 32, 32, 32]),  # a block without content at its head (prepend_n)
+])
+def test_freed_blocks_go_back_to_the_queue_as_the_release_puts_them(tmp_path, version, hits):
+    """Round 96: vLLM 0.19's BlockPool.free_blocks appends every freed block to the free queue's tail, where 0.33
+    puts those without content at its head: on a 10-block pool, four 32-token prefixes in turn, 0.19 evicts
+    prefixes that 0.33 keeps (hits replayed by hand from each release's block_pool.py)."""
+    from servesim.simulator.cli import main
+
+    out = tmp_path / "run"
+    assert main(["vllm", "--vllm-version", version, "--out", str(out), "--quiet", "serve",
+                 "meta-llama/Llama-3.1-8B-Instruct", "--num-gpu-blocks-override", "11", "--max-model-len", "160", "--",
+                 "bench", "serve",
+                 "--dataset-name", "prefix_repetition", "--prefix-repetition-prefix-len", "32",
+                 "--prefix-repetition-suffix-len", "8", "--prefix-repetition-output-len", "2",
+                 "--prefix-repetition-num-prefixes", "4", "--num-prompts", "12", "--max-concurrency", "1",
+                 "--ignore-eos"]) == 0
+    req = pd.read_parquet(out / "requests.parquet").sort_values("arrival_time")
+    assert list(req.cached_tokens) == hits
