@@ -24,7 +24,11 @@ def decode_run_limit(sched) -> int:
     running = sched.running
     if (sched.changed or not sched.last_step_decode_only or not running or sched.speculation is not None
             or len(running) > sched.s.max_num_batched_tokens
-            or (len(sched.waiting) and sched.admission_blocked not in STABLE_BLOCKS)):
+            or (len(sched.waiting) and sched.admission_blocked not in STABLE_BLOCKS)
+            # vLLM 0.19 counts the blocked head's prefix-cache lookup at every step (and its hit may shrink as
+            # decoders evict cached blocks): step by step
+            or (len(sched.waiting) and sched.admission_blocked == "kv" and sched.s.counts_blocked_lookups
+                and sched.kv.caches_prefixes)):
         return 0
     cohort, step, bs = sched.cohort, sched.step, sched.kv.block_size
     if cohort is not None and 0 < cohort.size < len(running):

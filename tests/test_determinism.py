@@ -32,6 +32,9 @@ SCENARIOS = {
                        "engine.max_model_len=8192", "engine.block_size=32"],
     "gamma-bursts": ["workload.arrival={process: gamma, rate: 12, cv: 4}", "engine.num_gpu_blocks_override=900",
                      "engine.max_model_len=4096"],
+    # round 96: 0.19 counts a KV-blocked head's lookup at every step, which a decode run had skipped
+    "0.19-blocked-lookups": ["engine.vllm_defaults=0.19.0", "engine.num_gpu_blocks_override=600",
+                             "engine.max_model_len=4096", "workload.shared_prefix={tokens: 512, count: 2}"],
 }
 
 
