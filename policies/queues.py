@@ -86,14 +86,16 @@ def last_admitted(running: list):
 
 
 def lowest_priority(running: list):
-    """vLLM PRIORITY victim: the largest (priority, arrival_time)."""
-    return max(running, key=lambda r: (r.priority, r.arrival_time))
+    """vLLM PRIORITY victim: the largest (priority, arrival_time); requests arriving together (a burst, which
+    vLLM's API server still stamps one after another) the last sent."""
+    return max(running, key=lambda r: (r.priority, r.arrival_time, r.request_id))
 
 
 def fewest_preemptions(running: list):
     """Essay 003's rule, `max(running, key=(preempt_count == 0, arrival))`: prefer a request never
-    preempted, newest first, so that no request is admitted and preempted again and again."""
-    return max(running, key=lambda r: (r.num_preemptions == 0, r.arrival_time))
+    preempted, newest first (the last sent of a burst), so that no request is admitted and preempted again and
+    again."""
+    return max(running, key=lambda r: (r.num_preemptions == 0, r.arrival_time, r.request_id))
 
 
 VICTIMS: dict[str, VictimRule] = {"last_admitted": last_admitted, "lowest_priority": lowest_priority,

@@ -1,5 +1,7 @@
 """The vLLM V1 schedule() step (../shared/docs/vllm-v1-scheduler.md section 1), case by case."""
 
+import pytest
+
 from servesim.policies import make_batching, make_queue_policy
 from servesim.simulator.kv_cache import KVBlockManager
 from servesim.simulator.request import PREEMPTED, RUNNING, Request
@@ -130,6 +132,20 @@ def test_priority_preempts_the_lowest_priority_and_returns_its_budget():
     out = step(s, n=1)  # hi needs a block -> lo (largest priority value) is the victim
     assert [r.request_id for r in out.preempted] == [1]
     assert scheduled(out) == {0: 1}
+
+
+@pytest.mark.parametrize("queue", ["priority", "fcfs"])
+def test_a_burst_of_equal_priority_preempts_its_last_sent_request(queue):
+    """Round 96: a burst (vllm bench's default rate inf) arrives at one time; the priority victim's
+    max(priority, arrival) tied and preempted the first request, itself; vLLM's API server stamps the requests
+    one after another, so the victim is the last sent, as FCFS's."""
+    s = sched(blocks=4, block_size=4, max_model_len=64, queue=queue)
+    a, b = req(0, 8, max_model_len=64), req(1, 8, max_model_len=64)
+    s.add_request(a)
+    s.add_request(b)
+    step(s)
+    out = step(s, n=1)  # a needs a block: the victim is b, the later sent
+    assert [r.request_id for r in out.preempted] == [1] and scheduled(out) == {0: 1}
 
 
 def test_priority_victim_already_scheduled_gives_back_its_tokens():
