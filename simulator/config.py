@@ -1044,6 +1044,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         enable_chunked_prefill=e.enable_chunked_prefill, long_prefill_token_threshold=e.long_prefill_token_threshold,
         threshold_spares_a_lone_request=not e.is_0_19,
         counts_blocked_lookups=e.is_0_19,
+        self_preemption_ends_loop=e.is_0_19,
         draft_slots=sp.drafting_slots_per_seq if sp.method != "none" and not e.is_0_19 else 0,
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,

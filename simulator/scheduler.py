@@ -38,6 +38,8 @@ class SchedulerSettings:
     threshold_spares_a_lone_request: bool = True  # 0.33 lifts the cap when one request is eligible; 0.19 keeps it
     counts_blocked_lookups: bool = False  # 0.19 records each prefix-cache lookup, a blocked request's too (in
     # get_computed_blocks); 0.33 records the one that admits it
+    self_preemption_ends_loop: bool = False  # 0.19: a request that is its own victim ends the running loop; 0.33
+    # goes on to the requests after it under PRIORITY
     draft_slots: int = 0  # 0.33: budget each scheduled request's drafter takes besides its tokens (a draft model's)
     scheduler_reserve_full_isl: bool = True
     prefill_only: bool = False  # disaggregation: hand each request off after its first token
@@ -183,7 +185,7 @@ class Scheduler:
                     scheduled = False
                     break
             if not scheduled:
-                if give_back:
+                if give_back and not s.self_preemption_ends_loop:
                     continue  # later entries may still fit
                 break
             reqs.append(r)

@@ -148,6 +148,22 @@ def test_a_burst_of_equal_priority_preempts_its_last_sent_request(queue):
     assert [r.request_id for r in out.preempted] == [1] and scheduled(out) == {0: 1}
 
 
+@pytest.mark.parametrize("release_0_19, after", [(False, {1: 1, 2: 1}), (True, {})])
+def test_a_request_that_is_its_own_victim_ends_the_running_loop_in_0_19(release_0_19, after):
+    """Round 96: under PRIORITY, 0.33 goes on to the running requests after one that preempted itself; 0.19's
+    loop breaks there (`if new_blocks is None: break`), so nobody after it runs that step."""
+    s = sched(blocks=4, block_size=4, max_model_len=64, queue="priority", self_preemption_ends_loop=release_0_19)
+    b = req(0, 7, priority=5, max_model_len=64)
+    s.add_request(b)
+    step(s, n=0)  # b alone: 7 tokens in 2 blocks, then its first token (8)
+    a, c = req(1, 4, priority=0, max_model_len=64), req(2, 4, priority=1, max_model_len=64)
+    s.add_request(a)
+    s.add_request(c)
+    step(s, n=1)  # b decodes into its 2nd block's last slot; a and c take the 2 blocks left: running [b, a, c]
+    out = step(s, n=2)  # b needs a 3rd block, none free: the lowest priority, it preempts itself
+    assert [r.request_id for r in out.preempted] == [0] and scheduled(out) == after
+
+
 def test_priority_victim_already_scheduled_gives_back_its_tokens():
     s = sched(blocks=4, block_size=4, max_model_len=64, queue="priority")
     lo, hi = req(0, 5, priority=5, max_model_len=64), req(1, 8, priority=0, arrival=1.0, max_model_len=64)
