@@ -603,6 +603,11 @@ def _histogram_buckets(value, version: str) -> dict | None:
     if value is None:
         return None
     flag = _flag("serve", "custom_histogram_buckets", version)
+    flags = [(f, b) for f, bounds in value.items() if isinstance(bounds, list) for b in bounds
+             if isinstance(b, bool)] if isinstance(value, dict) else []
+    if flags:  # _reject_bool_histogram_bounds, before pydantic reads true as 1.0
+        raise ConfigError(flag, f"[{flags[0][0]!r}]: bound {flags[0][1]!r} must be a number, not a boolean, as vLLM "
+                                f"says")
     try:
         value = TypeAdapter(dict[str, list[float]]).validate_python(value)
     except ValidationError:

@@ -195,6 +195,7 @@ def test_custom_histogram_buckets_replace_a_familys_edges(tmp_path):
     ('{"time_to_first_token": []}', "bucket list must not be empty"),
     ('{"request_tokens": [0, 8]}', "bounds must be finite and greater than 0"),
     ('5', "a JSON object is expected"),
+    ('{"time_to_first_token": [0.5, true]}', "bound True must be a number, not a boolean"),  # round 96
     ('{"request_tokens": "x"}', "a JSON object of bucket family -> list of bounds"),
 ])
 def test_custom_histogram_buckets_vllm_refuses_are_refused(value, says, tmp_path, capsys):
