@@ -328,6 +328,15 @@ def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_paralle
         raise ConfigError("profile", f"{profile.name} was measured at tensor_parallel_size="
                                      f"{profile.tensor_parallel_size}, but engine.tensor_parallel_size is "
                                      f"{tensor_parallel_size}")
+    c = profile.coefficients
+    if c.get("per_expert_ms") and c.get("moe_experts"):  # its expert term prices a routing of its own
+        experts, top_k = int(c["moe_experts"]), int(c.get("moe_top_k") or 0)
+        if not arch.is_moe:
+            raise ConfigError("profile", f"{profile.name} prices expert reads (moe_experts {experts}), but "
+                                         f"{arch.name} is a dense model")
+        if (experts, top_k) != (arch.num_experts, arch.experts_per_token):
+            raise ConfigError("profile", f"{profile.name} prices top-{top_k} of {experts} experts, but {arch.name} "
+                                         f"routes each token to {arch.experts_per_token} of {arch.num_experts}")
     ranks = int(profile.coefficients.get("moe_token_ranks", 1))  # composed for DP ranks sharing experts
     if arch.is_moe and profile.model not in generic and profile.cost_model == "linear" and ranks != token_ranks:
         said = f"data_parallel_size={ranks} with expert parallelism" if ranks > 1 else "no expert parallelism"

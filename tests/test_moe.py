@@ -456,3 +456,24 @@ def test_a_4bit_checkpoint_in_groups_other_than_128_is_refused_naming_its_group_
                                 "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 32}}))
     with pytest.raises(ConfigError, match="group_size 32 .*groups of 128"):
         load_model(str(path))
+
+
+@pytest.mark.parametrize("model, experts, says", [
+    ("llama-3.1-8b", 8, "prices expert reads (moe_experts 8), but llama-3.1-8b is a dense model"),
+    ("qwen3-30b-a3b", 8, "prices top-2 of 8 experts, but qwen3-30b-a3b routes each token to 8 of 128"),
+])
+def test_a_profiles_expert_term_must_be_the_models_routing(tmp_path, model, experts, says):
+    """Round 96: a profile's MoE term (per_expert_ms over moe_experts, top moe_top_k) priced a dense model's steps
+    51% dearer, and a 128-expert model at 8 experts, unsaid."""
+    import yaml
+
+    from servesim.simulator.config import load
+    from servesim.simulator.cost_model import load_profile
+
+    p = load_profile("h200-llama-3.1-8b-bf16-tp1").model_dump(mode="json", exclude_none=True)
+    p |= {"name": "edited", "model": "any", "dtype": "any", "kv_cache_dtype": None}
+    p["coefficients"] |= {"per_expert_ms": 1.0, "moe_experts": experts, "moe_top_k": 2}
+    path = tmp_path / "edited.yaml"
+    path.write_text(yaml.safe_dump({k: v for k, v in p.items() if v is not None}))
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        load(None, [f"model={model}", f"profile={path}"])
