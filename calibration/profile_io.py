@@ -16,9 +16,12 @@ from servesim.simulator.model_arch import WeightFormat
 from servesim.workloads.settings import MAX_BLOCK_SIZE
 
 
-def tolerance_for(fit: FitResult) -> float:
-    """What `calibrate check` accepts: twice the held-out p90 error, and never under 10%."""
-    return round(max(0.10, 2 * fit.held_out["p90_ape"]), 4)
+def tolerance_for(p90_ape: float) -> float:
+    """What `calibrate check` accepts: twice the held-out p90 error, never under 10% nor over what a profile
+    takes (MAX_TOLERANCE: a fit that poor still loads, said to be unreliable where it is used)."""
+    from servesim.simulator.cost_model import MAX_TOLERANCE
+
+    return round(min(MAX_TOLERANCE, max(0.10, 2 * p90_ape)), 4)
 
 
 def within_tolerance(mape: float, median_ratio: float, tolerance: float) -> bool:
@@ -41,7 +44,7 @@ def profile_dict(fit: FitResult, *, name: str, source: str, device: str, model: 
         "coefficients": {k: float(f"{v:.6g}") for k, v in fit.coefficients.items()},
         "held_out_error": {k: (round(v, 5) if isinstance(v, float) else v) for k, v in fit.held_out.items()}
         | {"train_mape": round(fit.train["mape"], 5), "train_points": fit.train["points"]},
-        "tolerance": tolerance_for(fit),
+        "tolerance": tolerance_for(fit.held_out["p90_ape"]),
         "shape_range": fit.shape_range,
     } | {k: v for k, v in extra.items() if v is not None}
 

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
+from servesim.calibration.profile_io import tolerance_for
 from servesim.calibration.real_runs import RealRun, request_summary
 from servesim.calibration.run_comparison import resolve_run, simulate_run
 from servesim.simulator.config import say_once
@@ -177,7 +178,7 @@ def _describe_fit(fitted: dict, rs0, train: list[RealRun], held_out: list[RealRu
         "engine_version": f"vLLM {', '.join(versions)}" if versions else None,
         "held_out_error": {k: (round(v, 5) if isinstance(v, float) else v) for k, v in held.items()}
         | {"train_mape": round(float(np.abs(train_err).mean()), 5), "train_points": int(train_err.size)},
-        "tolerance": round(max(0.10, 2 * held["p90_ape"]), 4),
+        "tolerance": tolerance_for(held["p90_ape"]),
         "shape_range": shape,
         "fitted": {"method": "Nelder-Mead on simulated TTFT/TPOT/ITL/E2EL/prefill quantiles (p50, p90, p99)",
                    "terms": best, "start": start, "evaluations": evaluations,

@@ -174,6 +174,9 @@ class Overhead(Settings):
     host_per_seq_us: Cost = 0.0  # CPU: the same, per scheduled sequence
 
 
+MAX_TOLERANCE = 10.0  # a profile's tolerance (relative error a check accepts): past 1000% it accepts anything
+
+
 class Profile(Settings):
     """A profile file: which cost model, its numbers, where they came from, how wrong they are."""
 
@@ -194,7 +197,7 @@ class Profile(Settings):
     held_out_error: dict | None = None
     description: str | None = None
     # written by `servesim calibrate`: what `calibrate check` needs to re-measure
-    tolerance: float | None = Field(None, gt=0, le=10)  # the check fails when re-measured MAPE exceeds this
+    tolerance: float | None = Field(None, gt=0, le=MAX_TOLERANCE)  # the check fails when re-measured MAPE exceeds this
     block_size: int | None = Field(None, ge=1, le=MAX_BLOCK_SIZE)
     grid: str | None = None
     attention: str | None = None  # the harness's decode attention: gather (SDPA) or paged (Triton)

@@ -288,6 +288,27 @@ def test_a_fit_by_simulation_recovers_the_terms_a_run_was_made_with(tmp_path):
         rs.profile.coefficients["linear_floor_ms"] * terms["memory_scale"], rel=1e-6)
 
 
+def test_a_poor_fit_by_simulation_is_said_and_still_loads(tmp_path, capsys):
+    """Round 96: a fit whose held-out p90 error passed 500% wrote a tolerance past the 10 a profile takes, so
+    every command refused the fit's own output; and a held-out MAPE past 25% went unsaid on this path."""
+    from servesim.calibration.profile_io import tolerance_for
+    from servesim.simulator.cost_model import Profile
+
+    rs, _ = _simulated()
+    prof = apply_terms(rs.profile.model_dump(mode="json"), {"memory_scale": 0.01, "compute_scale": 0.01,
+                                                            "gpu_per_layer_us": 0.01})
+    _, result = _simulated([f"profile={json.dumps(prof)}"])  # steps far faster than the profile the fit starts at
+    path = write_lifecycle(result, tmp_path / "requests.jsonl")
+    out = tmp_path / "p.yaml"
+    assert main(["calibrate", "fit", str(path), "--terms", "gpu_per_layer_us", "--max-evals", "3", "--out",
+                 str(out)] + sum((["--set", s] for s in DEPLOY), [])) == 0
+    assert "warning: the held-out MAPE is" in capsys.readouterr().err
+    written = load(None, DEPLOY + [f"profile={out}"]).profile
+    assert written.held_out_error["mape"] > 0.25
+    assert written.tolerance == tolerance_for(written.held_out_error["p90_ape"])
+    assert tolerance_for(7.3) == 10.0 == Profile.model_fields["tolerance"].metadata[-1].le  # 2 x p90, at most 10
+
+
 def test_data_that_cannot_identify_the_terms_is_refused(tmp_path, capsys):
     _, result = _simulated(["workload.prompt_tokens={dist: fixed, value: 512}"])  # one prompt length
     path = write_lifecycle(result, tmp_path / "one-length.jsonl")
