@@ -205,8 +205,11 @@ class Replica:
             else:
                 out = sched.schedule(now)
                 if not out.reqs and not out.implicit:
-                    raise self._stalled()
-                t = timer.end(now, out)
+                    if not out.preempted:
+                        raise self._stalled()
+                    t = now  # a step that only preempted (0.19: a request that was its own victim): no model run
+                else:
+                    t = timer.end(now, out)
                 used = kv.num_used_blocks
                 if self.lockstep is None:
                     yield env.at(t)

@@ -110,6 +110,24 @@ def test_shared_prefixes_keep_the_kv_invariants(c):
     run_case(c)
 
 
+def test_a_0_19_step_that_only_preempts_is_a_step():
+    """Round 96, found by the property: under 0.19's priority policy the first running request preempted itself,
+    which ends 0.19's running loop, so the step scheduled nothing; the engine took that for a stall (an internal
+    error). vLLM runs the empty step and schedules the others in the next."""
+    from servesim.simulator.engine import simulate
+
+    rows = [(0.0, 0, 0, 1, 1, 0)] * 8 + [(0.0, 0, 0, 1, 85, 1), (0.75, 0, 0, 88, 43, 0), (0.875, 0, 2, 135, 36, 0)]
+    run_case({"rows": rows, "block_size": 4, "unit": 8, "spare": 1, "mode": "recompute", "queue": "priority",
+              "chunked": False, "model": "llama-3.1-8b", "vllm": "0.19.0", "retention": "sparse", "eagle": False})
+    rs = load(None, ["profile=teaching", "engine.block_size=4", "engine.num_gpu_blocks_override=102",
+                     f"engine.max_model_len={MAX_MODEL_LEN}", f"engine.max_num_batched_tokens={MAX_MODEL_LEN}",
+                     "engine.enable_chunked_prefill=false", "engine.enable_prefix_caching=true",
+                     "engine.vllm_defaults=0.19.0", "policies.queue=priority"])
+    steps = simulate(rs, _specs(rows, 8)).steps
+    empty = steps[steps.scheduled_tokens == 0]
+    assert len(empty) == 1 and (empty.num_preempted == 1).all() and (empty.duration == 0).all()
+
+
 @pytest.mark.slow
 @settings(max_examples=10_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case)
