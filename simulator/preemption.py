@@ -36,6 +36,10 @@ class Preemption:
             r.num_swaps += 1
             self.swap_used += blocks
             return blocks
+        if r.recompute_end > r.num_computed_tokens:  # preempted again before its recompute ended: the rest
+            r.recomputed_tokens -= r.recompute_end - r.num_computed_tokens  # never ran (counted when it does)
+        r.recompute_end = max(r.recompute_end, r.num_computed_tokens)  # all it ever computed, lost: computed
+        # again when it returns
         r.num_computed_tokens = 0
         return 0
 

@@ -36,7 +36,7 @@ class Request:
         "blocks", "status", "num_preemptions", "replica", "batch_id",
         "first_scheduled_time", "first_token_time", "finish_time", "token_runs", "reject_reason",
         "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits", "reserved_blocks",
-        "recomputed_tokens", "swapped_blocks", "num_swaps", "preempted_at", "time_preempted",
+        "recomputed_tokens", "recompute_end", "swapped_blocks", "num_swaps", "preempted_at", "time_preempted",
         "kv_transferred", "prefill_runs", "prefill_replica", "local_blocks", "local_first", "seq", "joined_at",
         "lazy_keys", "prefix_junction",
     )
@@ -78,6 +78,7 @@ class Request:
         self.prefix_hits = 0
         self.reserved_blocks = 0  # admission reservation: blocks held back for this request's expected growth
         self.recomputed_tokens = 0  # tokens prefilled again after preemptions (prefix hits excluded)
+        self.recompute_end = 0  # preempted: the tokens it had computed, which its return computes again
         self.swapped_blocks = 0  # blocks of KV waiting in host memory (swap preemption)
         self.num_swaps = 0
         self.preempted_at = 0.0

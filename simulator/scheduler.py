@@ -296,8 +296,10 @@ class Scheduler:
                 self._count_lookup(r, hit)
                 if r.num_preemptions == 0:
                     r.cached_tokens = hit
+                elif r.recompute_end > hit:  # what it had computed before its preemption, less the cache's hit
+                    r.recomputed_tokens += r.recompute_end - hit
                 else:
-                    r.recomputed_tokens += r.num_tokens - hit
+                    r.recompute_end = 0
             if r.num_preemptions:
                 r.time_preempted += now - r.preempted_at
             waiting.pop()

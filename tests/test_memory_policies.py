@@ -161,3 +161,19 @@ def test_a_swap_space_that_holds_no_block_is_said(capsys):
 
     simulate(load(None, ["workload.num_requests=5", "policies.preemption_mode=swap", "engine.swap_space=0.001"]))
     assert "engine.swap_space=0.001 GiB holds no KV block" in capsys.readouterr().err
+
+
+def test_recomputed_tokens_are_the_tokens_computed_again():
+    """Round 97: a re-admission counted its whole recompute up front, and a request preempted again mid-recompute
+    was counted again for tokens that never ran (159,914 recomputed against 83,303 prefill tokens beyond the
+    prompts); a preemption during its first prefill counted the prompt's never-computed rest too. Every token a
+    step schedules is a prompt token not cached, an output fed back, or a token computed again."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+
+    r = simulate(load(None, ["workload.num_requests=100", "workload.arrival.rate=50", "engine.max_model_len=2048",
+                             "engine.num_gpu_blocks_override=130", "engine.long_prefill_token_threshold=64"]))
+    req = r.requests
+    assert (req.num_preemptions > 1).sum() > 10
+    fed = (req.prompt_tokens - req.cached_tokens + req.output_tokens - 1 + req.recomputed_tokens).sum()
+    assert r.steps.scheduled_tokens.sum() == fed
