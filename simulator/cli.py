@@ -104,7 +104,8 @@ def cmd_run(args, after=None) -> int:
     if getattr(args, "prometheus", False):
         from servesim.simulator.vllm_metrics import write_prometheus
 
-        extra += write_prometheus(result, out, rs.scenario.model if isinstance(rs.scenario.model, str) else rs.arch.name)
+        extra += write_prometheus(result, out, rs.scenario.model if isinstance(rs.scenario.model, str) else rs.arch.name,
+                                  rs.scenario.engine.vllm_defaults)  # the release's families and counting
     for w in result.warnings:
         print(f"servesim: warning: {w}", file=sys.stderr)
     _say_dropped(args.set)

@@ -230,3 +230,14 @@ def test_engines_are_labelled_by_their_dp_rank(tmp_path, line, engines):
     families = {f.name: f for f in parser.text_string_to_metric_families((out / "metrics.prom").read_text())}
     assert [s.labels["engine"] for s in families["vllm:num_requests_running"].samples] == engines
     assert sorted(pd.read_parquet(out / "prometheus.parquet").engine.astype(str).unique()) == engines
+
+
+def test_run_prometheus_writes_the_releases_metrics(tmp_path):
+    """Round 97: `run --prometheus` wrote 0.33's families whatever engine.vllm_defaults said."""
+    for release, has in (("0.19.0", "vllm:prompt_tokens_recomputed"), ("0.33.0", "vllm:admission_rejections")):
+        out = tmp_path / release
+        assert main(["run", "--out", str(out), "--quiet", "--prometheus", "--set", "workload.num_requests=10",
+                     "--set", f"engine.vllm_defaults={release}"]) == 0
+        text = (out / "metrics.prom").read_text()
+        other = "vllm:admission_rejections" if release == "0.19.0" else "vllm:prompt_tokens_recomputed"
+        assert has in text and other not in text
