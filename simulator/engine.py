@@ -207,7 +207,9 @@ class Replica:
                 if not out.reqs and not out.implicit:
                     if not out.preempted:
                         raise self._stalled()
-                    t = now  # a step that only preempted (0.19: a request that was its own victim): no model run
+                    # a step that only preempted (0.19: a request that was its own victim): no model run, only
+                    # the copy of a swapped-out victim over the host link
+                    t = now + out.swapped_blocks * timer.block_transfer_s
                 else:
                     t = timer.end(now, out)
                 used = kv.num_used_blocks

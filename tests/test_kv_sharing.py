@@ -119,13 +119,20 @@ def test_a_0_19_step_that_only_preempts_is_a_step():
     rows = [(0.0, 0, 0, 1, 1, 0)] * 8 + [(0.0, 0, 0, 1, 85, 1), (0.75, 0, 0, 88, 43, 0), (0.875, 0, 2, 135, 36, 0)]
     run_case({"rows": rows, "block_size": 4, "unit": 8, "spare": 1, "mode": "recompute", "queue": "priority",
               "chunked": False, "model": "llama-3.1-8b", "vllm": "0.19.0", "retention": "sparse", "eagle": False})
-    rs = load(None, ["profile=teaching", "engine.block_size=4", "engine.num_gpu_blocks_override=102",
-                     f"engine.max_model_len={MAX_MODEL_LEN}", f"engine.max_num_batched_tokens={MAX_MODEL_LEN}",
-                     "engine.enable_chunked_prefill=false", "engine.enable_prefix_caching=true",
-                     "engine.vllm_defaults=0.19.0", "policies.queue=priority"])
-    steps = simulate(rs, _specs(rows, 8)).steps
+    sets = ["profile=teaching", "engine.block_size=4", "engine.num_gpu_blocks_override=102",
+            f"engine.max_model_len={MAX_MODEL_LEN}", f"engine.max_num_batched_tokens={MAX_MODEL_LEN}",
+            "engine.enable_chunked_prefill=false", "engine.enable_prefix_caching=true", "engine.vllm_defaults=0.19.0",
+            "policies.queue=priority"]
+    steps = simulate(load(None, sets), _specs(rows, 8)).steps
     empty = steps[steps.scheduled_tokens == 0]
     assert len(empty) == 1 and (empty.num_preempted == 1).all() and (empty.duration == 0).all()
+    # round 97: swapped out, the victim's copy over the host link still takes its time
+    swap = load(None, sets + ["policies.preemption_mode=swap", "engine.swap_space=1"])
+    per_block = build(swap, []).replicas[0].block_transfer_s
+    steps = simulate(swap, _specs(rows, 8)).steps
+    empty = steps[steps.scheduled_tokens == 0]
+    assert len(empty) == 1 and empty.swapped_blocks.iloc[0] > 0
+    assert empty.duration.iloc[0] == pytest.approx(empty.swapped_blocks.iloc[0] * per_block)
 
 
 @pytest.mark.slow
