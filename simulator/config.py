@@ -206,6 +206,11 @@ class SpeculativeSettings(Settings):
                                     "the token budget less this x max_num_seqs, a given one must leave that much; "
                                     "0.33 takes them from the budget with each request scheduled (servesim vllm "
                                     "sets it)")
+    lookahead_slots: int = Field(
+        0, ge=0, le=65, description="vLLM's num_lookahead_tokens: KV slots each allocation reserves past the tokens "
+                                    "scheduled, for the drafter's own KV (EAGLE-type and draft models: k; 0.33's "
+                                    "DFlash k + 1); 0.19 reserves none at a request's admission (servesim vllm sets "
+                                    "it)")
     draft_pass_tokens: int = Field(
         0, ge=0, le=65, description="vLLM 0.33's DFlash and DSpark: the query tokens a request takes in the draft "
                                     "pass; at most max_num_batched_tokens // this requests run at once "
@@ -1046,6 +1051,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         counts_blocked_lookups=e.is_0_19,
         self_preemption_ends_loop=e.is_0_19,
         draft_slots=sp.drafting_slots_per_seq if sp.method != "none" and not e.is_0_19 else 0,
+        lookahead_slots=sp.lookahead_slots if sp.method != "none" else 0,
+        lookahead_at_admission=not e.is_0_19,
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens, layout, scheduler,

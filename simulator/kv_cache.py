@@ -61,8 +61,9 @@ class KVBlockManager:
 
     def allocate_slots(self, req, num_new_tokens: int,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
-                       hit_blocks: list[int] | None = None) -> bool:
-        """Grow req's block table to hold its computed + new tokens; False (nothing changed) if the pool can't."""
+                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0) -> bool:
+        """Grow req's block table to hold its computed + new tokens, and the drafter's lookahead slots past them
+        (vLLM's num_lookahead_tokens); False (nothing changed) if the pool can't."""
         bs = self.block_size
         held = len(req.blocks)
         free = self.free_blocks
@@ -71,7 +72,7 @@ class KVBlockManager:
             full = -(-min(req.num_tokens, self.max_model_len) // bs) - held
             if full + reserve > len(free):
                 return False
-        slots = req.num_computed_tokens + num_new_tokens
+        slots = req.num_computed_tokens + num_new_tokens + num_lookahead_tokens
         if slots > self.max_model_len:
             slots = self.max_model_len
         need = -(-slots // bs) - held
@@ -225,10 +226,10 @@ class PrefixCachingKVManager(KVBlockManager):
 
     def allocate_slots(self, req, num_new_tokens: int,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
-                       hit_blocks: list[int] | None = None) -> bool:
+                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0) -> bool:
         bs, queue, ref = self.block_size, self.queue, self.ref
         if not hit_blocks and not full_sequence_must_fit:  # the running requests' path, every step
-            slots = req.num_computed_tokens + num_new_tokens
+            slots = req.num_computed_tokens + num_new_tokens + num_lookahead_tokens
             if slots > self.max_model_len:
                 slots = self.max_model_len
             need = -(-slots // bs) - len(req.blocks)
@@ -251,7 +252,7 @@ class PrefixCachingKVManager(KVBlockManager):
             full = -(-min(req.num_tokens, self.max_model_len) // bs) - held + revive
             if full + reserve > len(queue):
                 return False
-        slots = min(computed + num_new_tokens, self.max_model_len)
+        slots = min(computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
         need = max(0, -(-slots // bs) - held)
         if need + revive + reserve > len(queue):
             return False

@@ -41,6 +41,8 @@ class SchedulerSettings:
     self_preemption_ends_loop: bool = False  # 0.19: a request that is its own victim ends the running loop; 0.33
     # goes on to the requests after it under PRIORITY
     draft_slots: int = 0  # 0.33: budget each scheduled request's drafter takes besides its tokens (a draft model's)
+    lookahead_slots: int = 0  # KV slots reserved past the scheduled tokens for the drafter (num_lookahead_tokens)
+    lookahead_at_admission: bool = True  # 0.19 reserves them for running requests only (a new one has none computed)
     scheduler_reserve_full_isl: bool = True
     prefill_only: bool = False  # disaggregation: hand each request off after its first token
     local_attention: LocalAttention | None = None  # the model's sliding-window or chunked layers, if any
@@ -153,6 +155,7 @@ class Scheduler:
 
         k = out.spec_k = self.speculation.drafts(len(running)) if self.speculation is not None else 0
         slots = s.draft_slots  # taken from the budget with each request scheduled, as 0.33's input budget is
+        ahead = s.lookahead_slots
         i = 0
         while i < len(running) and budget > slots:
             r = running[i]
@@ -162,14 +165,15 @@ class Scheduler:
                 continue
             c = r.num_computed_tokens
             scheduled = True
-            if plain and -(-(c + n) // bs) <= len(r.blocks) and not (
+            end = c + n + ahead
+            if plain and -(-(end if end < max_len else max_len) // bs) <= len(r.blocks) and not (
                     hashing and (c + n if c + n < r.num_tokens else r.num_tokens) // bs > r.num_hashed_blocks):
                 reqs.append(r)
                 toks.append(n)
                 budget -= n + slots
                 i += 1
                 continue
-            while not allocate(r, n):
+            while not allocate(r, n, num_lookahead_tokens=ahead):
                 victim = select_victim(running)
                 vi = running.index(victim) if give_back else len(running) - 1
                 del running[vi]
@@ -280,7 +284,9 @@ class Scheduler:
             blocked = "budget" if n > budget and not s.enable_chunked_prefill else None
             n = min(n, budget)
             if not blocked and not allocate(r, n, full_sequence_must_fit=s.scheduler_reserve_full_isl,
-                                            apply_watermark=bool(running), hit_blocks=hit_blocks):
+                                            apply_watermark=bool(running), hit_blocks=hit_blocks,
+                                            num_lookahead_tokens=s.lookahead_slots if s.lookahead_at_admission
+                                            else 0):
                 blocked = "kv"  # head-of-line: nobody behind r is admitted
             if blocked:
                 self.admission_blocked = blocked

@@ -440,6 +440,8 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         raise ConfigError(_flag("serve", "max_num_batched_tokens", version),
                           f"{budget} leaves no slot for a token beside {method}'s {lookahead} lookahead tokens: vLLM "
                           f"{version} refuses it (not enough slots to schedule a token)")
+    if lookahead and "speculative.method" in speculation:  # the KV slots each allocation reserves for the drafter
+        settings["speculative.lookahead_slots"] = lookahead
     if method in ("dflash", "dspark"):  # their draft pass's query rows: VllmConfig lowers max_num_active_seqs
         settings["speculative.draft_pass_tokens"] = lookahead
     elif method:  # SpeculativeConfig.max_num_new_slots_for_drafting (DFlash's and DSpark's: none)

@@ -2186,3 +2186,19 @@ def test_quantization_beside_a_quantized_checkpoint_is_held_to_vllms_overrides(t
     else:
         with pytest.raises(ConfigError, match=f"--quantization: .* vLLM refuses --quantization {q}"):
             read([str(path), "-q", q], [], version)
+
+
+@pytest.mark.parametrize("version, first_step, preemptions", [("0.33.0", 14, 0), ("0.19.0", 28, 2)])
+def test_a_drafter_reserves_its_lookahead_slots(tmp_path, version, first_step, preemptions):
+    """Round 97: vLLM allocates k KV slots past the scheduled tokens for an EAGLE-type drafter (num_lookahead_tokens):
+    0.33 at admission too, so a 14-token prompt with 4 drafts takes 2 blocks and the second request waits; 0.19
+    reserves none at admission, admits both and preempts as they decode. servesim reserved none."""
+    out = tmp_path / "run"
+    assert main(["vllm", "--vllm-version", version, "--out", str(out), "--quiet", "serve", MODEL,
+                 "--num-gpu-blocks-override", "4", "--max-model-len", "32", "--speculative-config",
+                 json.dumps({"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B",
+                             "num_speculative_tokens": 4}), "--", "bench", "serve", "--random-input-len", "14",
+                 "--random-output-len", "10", "--num-prompts", "2"]) == 0
+    steps = pd.read_parquet(out / "steps.parquet")
+    assert steps.scheduled_tokens.iloc[0] == first_step and steps.num_preempted.sum() == preemptions
+    assert json.loads((out / "vllm_command.json").read_text())["settings"]["speculative.lookahead_slots"] == 4
