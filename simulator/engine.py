@@ -43,7 +43,7 @@ class Replica:
         kv, waiting = self.kv, self.scheduler.waiting
         longest = max((r.num_tokens for r in waiting), default=0)  # a preempted one's output is prefilled again
         if kv.blocks_to_admit(longest) > kv.num_usable_blocks:  # local-attention groups' blocks counted too
-            return ConfigError("engine.num_gpu_blocks_override",
+            return ConfigError(self._pool_field,
                                f"a request of {longest:,} tokens (its prompt, and its output when preempted) needs "
                                f"{kv.blocks_to_admit(longest):,} blocks, more than the KV pool's "
                                f"{kv.num_usable_blocks:,} usable blocks of {kv.block_size}: vLLM would wait on it "
@@ -53,6 +53,9 @@ class Replica:
     def __init__(self, env: SimClock, index: int, rs: ResolvedScenario, front_end: FrontEnd,
                  executor=None, prefill_only: bool = False, hand_off=None, lockstep: LockstepGroup | None = None):
         e, p, sp = rs.scenario.engine, rs.scenario.policies, rs.scenario.speculative
+        # what sized the pool against the longest request, for the one line a request too large for it gets (0.19
+        # fits max_model_len against the blocks with the null one, which no request can hold)
+        self._pool_field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.max_model_len"
         self.env = env
         self.index = index
         layout = rs.kv_layout

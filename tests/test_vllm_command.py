@@ -2202,3 +2202,15 @@ def test_a_drafter_reserves_its_lookahead_slots(tmp_path, version, first_step, p
     steps = pd.read_parquet(out / "steps.parquet")
     assert steps.scheduled_tokens.iloc[0] == first_step and steps.num_preempted.sum() == preemptions
     assert json.loads((out / "vllm_command.json").read_text())["settings"]["speculative.lookahead_slots"] == 4
+
+
+def test_a_request_0_19s_fitted_length_cannot_hold_names_max_model_len(tmp_path, capsys):
+    """Round 98: 0.19 fits max_model_len=auto against every block, the null one too, so a request of that length
+    can never be admitted; the one line named engine.num_gpu_blocks_override, which nobody gave."""
+    assert main(["run", "--quiet", "--out", str(tmp_path / "r"), "--set", "model=llama-3.1-70b", "--set",
+                 "hardware.gpu=h100-sxm", "--set", "engine.tensor_parallel_size=2", "--set",
+                 "engine.vllm_defaults=0.19.0", "--set", "engine.max_model_len=auto", "--set", "workload.num_requests=2",
+                 "--set", "workload.prompt_tokens={dist: fixed, value: 49290}", "--set",
+                 "workload.output_tokens={dist: fixed, value: 5}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("servesim: error: engine.max_model_len: a request of 49,290"), err
