@@ -381,10 +381,15 @@ _MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_di
 _QWEN_MOE = ("qwen2_moe", "qwen3_moe")
 
 
+def _method(q: dict) -> str:
+    """A quantization_config's quant_method as vLLM reads it: lower-cased ("AWQ" is awq)."""
+    return str(q.get("quant_method", "")).lower()
+
+
 def _w4_group(q):
     """A 4-bit AWQ/GPTQ quantization_config's group size (AutoAWQ's q_group_size too; 128 when not given), else
     None."""
-    if not isinstance(q, dict) or q.get("quant_method") not in ("awq", "gptq") or q.get("bits", q.get("w_bit")) != 4:
+    if not isinstance(q, dict) or _method(q) not in ("awq", "gptq") or q.get("bits", q.get("w_bit")) != 4:
         return None
     return q.get("group_size", q.get("q_group_size", W4A16_GROUP))
 
@@ -395,7 +400,7 @@ def checkpoint_format(q) -> str | None:
     NVFP4."""
     if not isinstance(q, dict):
         return None
-    method = q.get("quant_method")
+    method = _method(q)
     if method in ("fp8", "mxfp4"):
         return method
     if _w4_group(q) == W4A16_GROUP:
@@ -575,7 +580,7 @@ def _from_hf(data: dict, source: str) -> dict:
         out["num_shared_experts"] = 1  # one shared expert of the routed ones' size in every MoE layer
     q = data.get("quantization_config")
     if isinstance(q, dict):
-        out["quant_method"] = str(q.get("quant_method")).lower()
+        out["quant_method"] = _method(q)
         fmt = checkpoint_format(q)
         if fmt == "mxfp4":  # gpt-oss: the experts only; attention, router, embeddings stay 16-bit
             out["expert_dtype"] = fmt

@@ -915,7 +915,7 @@ def _check_json_configs(serve: dict, version: str) -> None:
     tables = flag_tables(version).get("json_configs", {})
     for dest, spec in tables.items():
         config = serve.get(dest)
-        if not isinstance(config, dict):  # absent, or 0.19's `-cc 3` (a level): read where it is used
+        if not isinstance(config, dict):  # absent (any other value is refused before: serve_json_objects)
             continue
         flag = _flag("serve", dest, version)
         _check_fields(config, spec, flag, version)
@@ -1112,11 +1112,7 @@ def _cuda_graphs(serve: dict, version: str, not_modelled: dict) -> dict:
     capture none, as --enforce-eager; the capture sizes and the largest graph are the flags' or -cc's (the
     resolved scenario takes those within the budget, as vLLM does, and refuses a largest size unlike them). A flag
     and its -cc key together are refused as vLLM refuses them; -cc's other keys are recorded."""
-    cc = serve.get("compilation_config")
-    if cc is not None and not isinstance(cc, dict):  # 0.19's `-cc 3` (a level): recorded as it was
-        not_modelled[_flag("serve", "compilation_config", version)] = cc
-        cc = None
-    cc = dict(cc or {})
+    cc = dict(serve.get("compilation_config") or {})  # an object: serve_json_objects refused any other
     out: dict = {}
     level = serve.get("optimization_level")
     if level is not None and str(level) not in ("0", "1", "2", "3"):

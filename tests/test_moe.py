@@ -433,6 +433,8 @@ def test_expert_parallel_dp_ranks_step_in_lockstep(tmp_path):
     ({"quant_method": "awq", "w_bit": 4, "q_group_size": -1}, None),
     ({"quant_method": "modelopt", "quant_algo": "NVFP4"}, "nvfp4"),
     ({"quant_method": "modelopt", "quant_algo": "FP8"}, "fp8"),
+    ({"quant_method": "AWQ", "bits": 4, "group_size": 128}, "w4a16"),  # round 98: vLLM lower-cases the method
+    ({"quant_method": "FP8"}, "fp8"),
     ({"quant_method": "fp8"}, "fp8"),
     ({"quant_method": "compressed-tensors"}, None),
 ])
