@@ -124,6 +124,7 @@ def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
                 ax.axhline(c[f"{metric}_ms"], color="black", lw=0.8, ls=":", label=f"SLO {name}")
     for ax, panel in zip(axes, ("Time to first token", "Time per output token")):
         ax.set_xlabel(_label(x))
+        ax.xaxis.set_major_locator(mticker.MaxNLocator(nbins=6))  # few enough that long labels (1.0005) stay apart
         ax.set_ylabel("milliseconds (log scale)")
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))

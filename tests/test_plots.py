@@ -413,3 +413,26 @@ def test_a_log_axis_under_a_decade_labels_every_minor_tick():
     ax.set_ylim(1, 1000)  # over decades: the 2s and 5s only
     assert [_minor_label(ax, v, 0) for v in (20, 30, 50, 70)] == ["20", "", "50", ""]
     plt.close(fig)
+
+
+def test_a_narrow_load_range_keeps_its_rate_labels_apart(monkeypatch, tmp_path):
+    """Round 98: rates 1, 1.001 and 1.002 drew nine ticks whose labels ran into one string (1.000001.00025...)."""
+    import pandas as pd
+
+    from servesim.simulator import plots
+
+    figs = []
+    monkeypatch.setattr(plots, "_figure", lambda path, fig: figs.append(fig) or [])
+    table = pd.DataFrame({"workload.arrival.rate": [1.0, 1.001, 1.002], "median_ttft_ms": [20.0, 21.0, 22.0],
+                          "p99_ttft_ms": [50.0, 51.0, 52.0], "median_tpot_ms": [5.3, 5.31, 5.32],
+                          "p99_tpot_ms": [5.5, 5.51, 5.52]})
+    plots.latency_vs_rate(table, tmp_path / "p", by=None)
+    fig = figs[0]
+    fig.canvas.draw()
+    for ax in fig.axes:
+        lo, hi = ax.get_xlim()
+        shown = [t for t in ax.get_xticks() if lo <= t <= hi]
+        assert 2 <= len(shown) <= 7
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
