@@ -81,6 +81,16 @@ _TYPES = {"int": int, "float": float, "str": str, "human_int": human_readable_in
 
 
 # int flags whose None (vLLM's optional_type: "None" or "") is a setting of its own, not the default
+# kernel backends vLLM reads lower-cased with dashes as underscores, as flags (arg_utils) and as KernelConfig fields
+# (its _normalize_* validators): FLASHINFER-CUTLASS is flashinfer_cutlass
+NORMALIZED = frozenset({"moe_backend", "linear_backend", "sparse_indexer_topk_backend"})
+
+
+def _backend_name(text: str) -> str:
+    return text.lower().replace("-", "_")
+
+
+_backend_name.__name__ = "str"  # argparse names the type in its own messages
 NONE_MEANS = ("prefix_cache_retention_interval",)  # None keeps every sliding-window block cached; other flags'
 # None (serve_optional) is the field's default, as if the flag were left out
 
@@ -130,7 +140,7 @@ def _parser(kind: str, version: str = VLLM_VERSION) -> tuple[_Parser, dict]:
             continue
         kw = {"dest": dest, "default": argparse.SUPPRESS, "type": human_readable_int_or_auto
               if dest == "max_model_len" else _json_config if version != "0.19.0" and dest in CONFIG_JSON_FLAGS
-              else _TYPES[row["type"]]}
+              else _backend_name if dest in NORMALIZED else _TYPES[row["type"]]}
         if row["flag"] in optional:
             kw["type"] = _or_none(kw["type"])
         if row.get("choices"):
@@ -974,6 +984,8 @@ def _check_fields(config: dict, spec: dict, flag: str, version: str) -> None:
         if key not in config:
             continue
         value = config[key]
+        if key in NORMALIZED and isinstance(value, str):  # KernelConfig's _normalize_* validators, before the check
+            config[key] = value = _backend_name(value)
         if isinstance(kind, str):  # a builtin-only annotation
             try:
                 config[key] = value = _annotation(kind).validate_python(value)

@@ -2215,3 +2215,13 @@ def test_a_request_0_19s_fitted_length_cannot_hold_names_max_model_len(tmp_path,
                  "workload.output_tokens={dist: fixed, value: 5}"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("servesim: error: engine.max_model_len: a request of 49,290"), err
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_kernel_backend_names_are_read_as_vllm_normalises_them(version):
+    """Round 98: --moe-backend FLASHINFER-CUTLASS and --kernel-config's {"moe_backend": "Triton"} were refused;
+    vLLM lower-cases them and reads dashes as underscores (arg_utils' type, KernelConfig's validators)."""
+    read([MODEL, "--moe-backend", "FLASHINFER-CUTLASS"], [], version)
+    read([MODEL, "--kernel-config", json.dumps({"moe_backend": "Triton"})], [], version)
+    with pytest.raises(ConfigError, match="--moe-backend: invalid choice: 'bogus'"):
+        read([MODEL, "--moe-backend", "BOGUS"], [], version)
