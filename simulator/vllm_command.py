@@ -95,6 +95,19 @@ NONE_MEANS = ("prefix_cache_retention_interval",)  # None keeps every sliding-wi
 # None (serve_optional) is the field's default, as if the flag were left out
 
 
+def _no_null(read):
+    """A JSON flag whose config takes an object only: JSON null is refused, as vLLM's parse_dataclass and its
+    pydantic fields refuse it (only the words "None" and "" mean the default, where the field may be None)."""
+    def parse(text: str):
+        value = read(text)
+        if value is None:
+            raise argparse.ArgumentTypeError(f"a JSON object is expected, got {text!r}")
+        return value
+
+    parse.__name__ = getattr(read, "__name__", "value")
+    return parse
+
+
 def _or_none(read):
     """vLLM's optional_type: "" and "None" are None, anything else read as the flag's type."""
     def parse(text: str):
@@ -130,6 +143,7 @@ def _parser(kind: str, version: str = VLLM_VERSION) -> tuple[_Parser, dict]:
     p = _Parser(prog=f"vllm {kind.replace('_', ' ')}", add_help=False, allow_abbrev=True)
     rows = {}
     optional = set(flag_tables(version).get(f"{kind}_optional", ()))
+    objects = set(flag_tables(version).get(f"{kind}_json_objects", ()))
     for row in flag_tables(version)[kind]:
         names = [row["flag"], *row.get("aliases", [])]
         dest = row["flag"].lstrip("-").replace("-", "_")
@@ -141,6 +155,8 @@ def _parser(kind: str, version: str = VLLM_VERSION) -> tuple[_Parser, dict]:
         kw = {"dest": dest, "default": argparse.SUPPRESS, "type": human_readable_int_or_auto
               if dest == "max_model_len" else _json_config if version != "0.19.0" and dest in CONFIG_JSON_FLAGS
               else _backend_name if dest in NORMALIZED else _TYPES[row["type"]]}
+        if row["flag"] in objects and (dest in CONFIG_JSON_FLAGS or row["flag"] not in optional):
+            kw["type"] = _no_null(kw["type"])  # a config dataclass, or a field that is never None
         if row["flag"] in optional:
             kw["type"] = _or_none(kw["type"])
         if row.get("choices"):

@@ -2225,3 +2225,17 @@ def test_kernel_backend_names_are_read_as_vllm_normalises_them(version):
     read([MODEL, "--kernel-config", json.dumps({"moe_backend": "Triton"})], [], version)
     with pytest.raises(ConfigError, match="--moe-backend: invalid choice: 'bogus'"):
         read([MODEL, "--moe-backend", "BOGUS"], [], version)
+
+
+@pytest.mark.parametrize("flag, taken", [
+    ("-cc", False), ("--kv-transfer-config", False), ("--override-generation-config", False),
+    ("--speculative-config", True), ("--mm-processor-kwargs", True),  # optional json.loads: null is None
+])
+def test_json_null_is_taken_only_where_vllm_reads_it_as_none(flag, taken):
+    """Round 98: a JSON flag given null ran as if left out; vLLM's parse_dataclass (config classes) and its
+    pydantic fields that are never None refuse it, where an optional json.loads flag reads it as None."""
+    if taken:
+        assert not read([MODEL, flag, "null"], []).not_modelled
+    else:
+        with pytest.raises(ConfigError, match="a JSON object is expected, got 'null'"):
+            read([MODEL, flag, "null"], [])
