@@ -594,13 +594,19 @@ def _from_mapping(data: dict, source: str) -> ModelArchitecture:
     if isinstance(data.get("dtype"), str):
         data["dtype"] = _HF_DTYPES.get(data["dtype"], data["dtype"])
     if "architectures" in data or "model_type" in data:  # an HF config.json
+        text_config = data.get("text_config") if isinstance(data.get("text_config"), dict) else {}
+        q = next((c.get(key) for c in (data, text_config) for key in ("quantization_config", "compression_config")
+                  if c.get(key) is not None), None)  # vLLM's order: the top level's, compressed-tensors' name
+        if q is not None:  # too, then a multimodal wrapper's text_config's
+            data["quantization_config"] = q
         if "text_config" in data:  # a multimodal wrapper (Llama 4): the decoder is text_config
             if not isinstance(data["text_config"], dict):
                 raise ConfigError("model.text_config", f"must be a mapping, got {data['text_config']!r:.60}")
             text = {"dtype": data.get("dtype")} | {_HF_ALIASES.get(k, k): v for k, v in data["text_config"].items()}
             vision = data.get("vision_config")
             data = text | {"name": data.get("name", "custom"),
-                           "encoder_params": _vision_params(vision) if vision is not None else 0}
+                           "encoder_params": _vision_params(vision) if vision is not None else 0} | (
+                {"quantization_config": data["quantization_config"]} if "quantization_config" in data else {})
             if isinstance(data.get("dtype"), str):
                 data["dtype"] = _HF_DTYPES.get(data["dtype"], data["dtype"])
         data = _from_hf(data, source)

@@ -443,3 +443,16 @@ def test_an_eagle_hit_on_a_window_drops_one_block_once_in_0_33_twice_in_0_19(mar
     assert second.local_first == hit - 8 and second.local_blocks[:8] == [
         kv.cached[(LOCAL, 0, kv.block_key(second, i))] for i in range(hit - 8, hit)]  # the window's 127 tokens
     kv.check_invariants([second])
+
+
+def test_a_wrapped_configs_quantization_is_read_where_vllm_reads_it(tmp_path):
+    """Round 98: a Llama 4 config.json's top-level quantization_config was dropped with the wrapper (an fp8 checkpoint
+    ran as bf16), and a compressed-tensors checkpoint naming it compression_config ran as 16-bit, unsaid; vLLM reads
+    the top level's (either name), then text_config's."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(LLAMA4_HF | {"quantization_config": {"quant_method": "fp8"}}))
+    assert load_model(str(path)).dtype == "fp8"
+    path.write_text(json.dumps(GPT_OSS_HF | {"quantization_config": None,
+                                              "compression_config": {"quant_method": "compressed-tensors"}}))
+    with pytest.raises(ConfigError, match="quantization_config 'compressed-tensors'"):
+        load_model(str(path))
