@@ -1008,16 +1008,30 @@ def _check_fields(config: dict, spec: dict, flag: str, version: str) -> None:
             except ValidationError:
                 raise ConfigError(f"{flag}.{key}", f"{kind}, as vLLM's {spec['class']} types it, got "
                                                    f"{value!r:.40}") from None
-        elif key == "backend":  # AttentionBackendEnum[value.upper()], 'auto' none
-            if value is not None and str(value).upper() not in {str(n).upper() for n in kind}:
-                raise ConfigError(f"{flag}.backend", f"{value!r:.40} is not an attention backend: "
-                                                     f"{', '.join(str(n) for n in kind[:8])}, ...")
+        elif isinstance(kind, dict):  # backend_per_kind: KVCacheSpecKind values -> attention backends
+            backends = [n for n in spec["types"].get("backend") or [] if str(n).lower() != "auto"]  # a member only
+            if not isinstance(value, dict):
+                raise ConfigError(f"{flag}.{key}", f"a JSON object of KV cache kinds and backends, got {value!r:.40}")
+            for group, backend in value.items():
+                if group not in kind["kinds"]:
+                    raise ConfigError(f"{flag}.{key}", f"unknown KV cache group kind {group!r:.40}: "
+                                                       f"{', '.join(kind['kinds'])}, as vLLM says")
+                _enum_name(backend, backends, f"{flag}.{key}", "an attention backend")
+        elif key in ("backend", "mla_prefill_backend"):  # the enum's member by value.upper() ('auto' a backend's)
+            _enum_name(value, kind, f"{flag}.{key}", "an attention backend" if key == "backend" else
+                       "an MLA prefill backend")
         elif value not in kind:
             raise ConfigError(f"{flag}.{key}", f"one of {', '.join(str(v) for v in kind if v is not None)}, "
                                                f"got {value!r:.40}")
         bound = (spec.get("bounds") or {}).get(key)
         if bound and isinstance(value, (int, float)) and (broken := _outside(value, bound)):
             raise ConfigError(f"{flag}.{key}", f"must be {broken} (vLLM {version}'s {spec['class']}), got {value}")
+
+
+def _enum_name(value, names: list, field: str, what: str) -> None:
+    """vLLM's Enum[value.upper()] over a string (None: the default), as its validators read a backend."""
+    if value is not None and str(value).upper() not in {str(n).upper() for n in names}:
+        raise ConfigError(field, f"{value!r:.40} is not {what}: {', '.join(str(n) for n in names[:8])}, ...")
 
 
 @lru_cache(maxsize=None)

@@ -2022,6 +2022,10 @@ def test_a_block_size_intels_xpu_cannot_take_is_refused_in_0_33():
     (["-cc", '{"use_inductor_graph_partition": "x"}'], "use_inductor_graph_partition: bool | None, as vLLM's"),
     (["--attention-config", '{"backend": "BOGUS"}'], "--attention-config.backend: 'BOGUS' is not an attention backend"),
     (["--attention-config", '{"flash_attn_version": 7}'], "flash_attn_version: one of 2, 3, 4, got 7"),
+    # round 98: the MLA prefill backend and the per-kind backends, by their enums' names
+    (["--attention-config", '{"mla_prefill_backend": "bogus"}'], "mla_prefill_backend: 'bogus' is not an MLA prefill"),
+    (["--attention-config", '{"backend_per_kind": {"nope": "FLASH_ATTN"}}'], "unknown KV cache group kind 'nope'"),
+    (["--attention-config", '{"backend_per_kind": {"full_attention": "auto"}}'], "'auto' is not an attention backend"),
     (["--kernel-config", '{"moe_backend": "bogus"}'], "--kernel-config.moe_backend: one of auto, triton"),
     (["--attention-backend", "BOGUS"], "--attention-backend: 'BOGUS' is not an attention backend of vLLM 0.33.0"),
     (["--attention-backend", "FLASH_ATTN", "--attention-config", '{"backend": "TRITON_ATTN"}'],
@@ -2239,3 +2243,10 @@ def test_json_null_is_taken_only_where_vllm_reads_it_as_none(flag, taken):
     else:
         with pytest.raises(ConfigError, match="a JSON object is expected, got 'null'"):
             read([MODEL, flag, "null"], [])
+
+
+def test_attention_enum_fields_vllm_takes_are_taken():
+    """Their enums' names in any case (vLLM's Enum[value.upper()]): an MLA prefill backend, backends per KV kind."""
+    cmd = read([MODEL, "--attention-config", json.dumps({"mla_prefill_backend": "flashinfer",
+                                                         "backend_per_kind": {"full_attention": "flash_attn"}})], [])
+    assert "vllm serve --attention-config" in cmd.not_modelled  # checked, and recorded as not modelled
