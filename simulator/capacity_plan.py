@@ -162,7 +162,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     if tokens > max_len:
         raise ConfigError("--tokens-per-request", f"{tokens:,} tokens do not fit one request of "
                                                   f"max_model_len={max_len:,}")
-    report = capacity(model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool, block_size=block_size,
+    report = capacity(model_name=arch.name, kv_bytes_per_token=arch.kv_bytes_per_token_per_gpu(tp), pool_bytes=pool,
+                      block_size=block_size,
                       max_model_len=max_len, tokens_per_request=tokens,
                       shared_prefix_tokens=shared, private_tokens=private, layout=layout, in_flight_tokens=in_flight)
     if report.usable_blocks < report.max_model_len_blocks:  # as `run` refuses it, in one line

@@ -591,18 +591,23 @@ KV_CACHE_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_e4m
 # the --quantization values vLLM takes beside a checkpoint quantized by each method, where its overrides (AutoAWQ,
 # AutoGPTQ, 0.19's AWQ/GPTQ Marlin) claim the line or the method is the same (ModelConfig._verify_quantization);
 # a ModelOpt checkpoint's override claims any value. auto_* are 0.33's names.
-CHECKPOINT_TAKES = {"awq": ("awq", "awq_marlin", "marlin", "auto_awq"), "gptq": ("gptq", "gptq_marlin", "marlin", "auto_gptq")}
+CHECKPOINT_TAKES = {"awq": ("awq", "awq_marlin", "marlin", "auto_awq"),
+                    "gptq": ("gptq", "gptq_marlin", "marlin", "auto_gptq")}
+
+
+def checkpoint_quantization(arch: ModelArchitecture) -> str | None:
+    """The format a checkpoint is quantized to (its experts' where only they are), None for a 16-bit one."""
+    return arch.expert_dtype or (arch.dtype if arch.dtype in QUANTIZED_CHECKPOINTS else None)
 
 
 def checkpoint_takes(arch: ModelArchitecture, quantization: str, release: str = "0.33.0") -> bool:
     """Whether vLLM starts a quantized checkpoint with this --quantization (its own method, however named); a
     checkpoint of no known method (a built-in) takes the values of its own format."""
-    own = arch.expert_dtype or (arch.dtype if arch.dtype in QUANTIZED_CHECKPOINTS else None)
     method = arch.quant_method
     if method == "modelopt":
         return True
     if method is None:
-        return QUANTIZED_FORMATS.get(quantization, quantization) == own
+        return QUANTIZED_FORMATS.get(quantization, quantization) == checkpoint_quantization(arch)
     return quantization in CHECKPOINT_TAKES.get(method, (method,)) and not (
         release == "0.19.0" and quantization.startswith("auto_"))
 
@@ -610,10 +615,11 @@ def checkpoint_takes(arch: ModelArchitecture, quantization: str, release: str = 
 def with_formats(arch: ModelArchitecture, quantization: str | None, kv_cache_dtype: str = "auto",
                  release: str = "0.33.0") -> ModelArchitecture:
     """The architecture as vLLM's --quantization and --kv-cache-dtype store it: weights' format, KV bytes."""
-    own = arch.expert_dtype or (arch.dtype if arch.dtype in QUANTIZED_CHECKPOINTS else None)
+    own = checkpoint_quantization(arch)
     if quantization and own and not checkpoint_takes(arch, quantization, release):
         # vLLM: the checkpoint's quantization method and --quantization must agree (its own format is no change)
-        raise ConfigError("engine.quantization", f"{arch.name}'s checkpoint is already quantized ({arch.quant_method or own}"
+        raise ConfigError("engine.quantization", f"{arch.name}'s checkpoint is already quantized "
+                                                 f"({arch.quant_method or own}"
                                                  f"{' experts' if arch.expert_dtype else ''}): vLLM refuses "
                                                  f"{quantization}; leave engine.quantization unset")
     if quantization and not own:

@@ -289,7 +289,6 @@ class PrefixCachingKVManager(KVBlockManager):
             ref[b] = 1
         return out
 
-
     def _register(self, req, full_blocks: int) -> None:
         """Blocks are hashed when scheduled (vLLM), not when computed."""
         start = req.num_hashed_blocks

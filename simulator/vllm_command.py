@@ -1570,12 +1570,12 @@ def _quantization(serve: dict, model, arch, version: str, not_modelled: dict) ->
     ModelOpt FP4) needs a checkpoint quantized so (vLLM finds no config file for it in a 16-bit one); any other,
     0.33's online fp8 shorthands too, beside a quantized checkpoint is refused (its config names another method).
     serve's quantization is left as servesim's engine.quantization reads it."""
-    from servesim.simulator.config import QUANTIZED_CHECKPOINTS, checkpoint_takes
+    from servesim.simulator.config import checkpoint_quantization, checkpoint_takes
 
     field, given = "vllm serve --quantization", serve["quantization"]
     online = given in ONLINE_FP8 and version != "0.19.0"
     q = "fp8" if online else given
-    own = arch and (arch.expert_dtype or (arch.dtype if arch.dtype in QUANTIZED_CHECKPOINTS else None))
+    own = arch and checkpoint_quantization(arch)
     if own:
         if checkpoint_takes(arch, given, version):  # the checkpoint's own method: nothing more to quantize
             serve.pop("quantization")
