@@ -1362,12 +1362,15 @@ def _client_checks(bench: dict) -> None:
 
 def _arrival(bench: dict, o: BenchOptions) -> dict:
     rate, b = o.request_rate, o.burstiness
-    if not (b >= 1e-4) or math.isnan(rate) or rate <= 0:  # a gamma of shape b: gaps' variation 1/sqrt(b) <= 100
-        field_ = "--burstiness" if not (b >= 1e-4) else "--request-rate"
-        raise ConfigError(f"vllm bench serve {field_}", f"must be > 0, got {rate}" if field_ == "--request-rate" else
-                          f"{b}: below 1e-4 (gaps varying more than 100-fold) servesim does not draw, though vLLM "
-                          f"takes any burstiness above 0")
+    if math.isnan(rate) or rate <= 0:
+        raise ConfigError("vllm bench serve --request-rate", f"must be > 0, got {rate}")
+    if not b > 0:  # vLLM's client asserts it before it sends anything
+        raise ConfigError("vllm bench serve --burstiness", f"must be > 0, as vLLM asserts, got {b}")
     strategy = bench.get("ramp_up_strategy")
+    if b < 1e-4 and (strategy is not None or not math.isinf(rate)):  # gaps drawn, gamma of shape b: cv 1/sqrt(b)
+        raise ConfigError("vllm bench serve --burstiness", f"{b}: below 1e-4 (gaps varying more than 100-fold) "
+                                                           f"servesim does not draw, though vLLM takes any "
+                                                           f"burstiness above 0")
     if strategy is not None:
         start, end = bench.get("ramp_up_start_rps"), bench.get("ramp_up_end_rps")
         if start is None or end is None:
@@ -1518,8 +1521,10 @@ def goodput_targets(items: list[str], field: str) -> dict:
         except ValueError:
             ms = math.nan
         if not sep or key not in ("ttft", "tpot", "e2el") or not ms >= 0:  # NaN and negatives; inf is vLLM's too
-            raise ConfigError(field, f"KEY:MILLISECONDS with KEY one of ttft, tpot, e2el "
-                                                            f"and a value >= 0, got {item!r}")
+            nan = " (vLLM's client takes nan, a target no request meets: a goodput of 0)" if math.isnan(ms) and sep \
+                else ""
+            raise ConfigError(field, f"KEY:MILLISECONDS with KEY one of ttft, tpot, e2el and a value >= 0, got "
+                                     f"{item!r}{nan}")
         # vLLM's value <= SLO: 0 admits only an exact 0; an infinite target every request meets, as one past any
         # time a run can reach (1e9 s)
         slo[f"{key}_ms"] = 1e-9 if ms == 0 else min(ms, UNREACHED_MS)

@@ -110,7 +110,10 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
      "--request-rate: not with --ramp-up-strategy"),
     (["--random-input-len=-10"], "--random-input-len: too small: 0 at range ratio"),  # below 0 is 0, as in vLLM
     (["--metadata", "foo", "bar=1"], "--metadata: KEY=VALUE items"),
-    (["--burstiness", "1e-9"], "--burstiness: 1e-09: below 1e-4 (gaps varying more than 100-fold) servesim does not draw"),
+    (["--request-rate", "5", "--burstiness", "1e-9"], "--burstiness: 1e-09: below 1e-4 (gaps varying more than "
+                                                      "100-fold) servesim does not draw"),
+    (["--burstiness", "0"], "--burstiness: must be > 0, as vLLM asserts, got 0.0"),
+    (["--burstiness", "nan"], "--burstiness: must be > 0, as vLLM asserts, got nan"),
     # vLLM's RandomDataset refuses a line whose prompt could be empty: prefix + floor(len (1 - ratio)) < 1
     (["--random-input-len", "1", "--random-range-ratio", "0.5"], "--random-input-len: too small: 1 at range ratio"),
     (["--input-len", "1", "--random-range-ratio", "0.999"], "--input-len: too small"),
@@ -553,6 +556,8 @@ def test_what_vllms_client_takes_is_taken():
         assert arrival["ramp_up_start_rps"] <= arrival["ramp_up_end_rps"]
     assert read([MODEL], ["--request-rate", "4", "--burstiness", "1e10"]).settings["workload.arrival"] == \
         {"process": "constant", "rate": 4.0, "fit_span": True}
+    # round 99: at rate inf vLLM draws no gaps, so any burstiness > 0 is a burst
+    assert read([MODEL], ["--burstiness", "1e-5"]).settings["workload.arrival"] == {"process": "burst"}
 
 
 def test_per_request_metrics_put_the_servers_timings_in_the_detailed_file(tmp_path, capsys):
