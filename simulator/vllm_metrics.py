@@ -8,7 +8,9 @@ and bucket edges for what is written here), for dashboards built on a real serve
   vLLM counts it when prefill ends), `vllm:generation_tokens_total` (tokens, drafts accepted included: the
   run's output tokens).
 - `metrics.prom`: the text exposition a scrape at the run's end returns: those counters,
-  `vllm:prompt_tokens_by_source{source}` and `vllm:prompt_tokens_cached`, prefix-cache queries and hits, the
+  `vllm:prompt_tokens_by_source{source}` and `vllm:prompt_tokens_cached` (0.33 also by cache tier,
+  `vllm:prompt_tokens_cached_by_source`, and each request's preemptions, `vllm:request_num_preemptions`), prefix-cache
+  queries and hits, the
   gauges' last values, and vLLM's histograms with its bucket edges (TTFT, inter-token latency, per-request
   TPOT, end to end, queue, prefill, decode and inference time, prompt and generation lengths, tokens per
   iteration as vLLM's IterationStats counts them), labelled `model_name` and `engine` as vLLM labels them;
@@ -37,6 +39,7 @@ ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
 REQUEST_TIME_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0,
                         240.0, 480.0, 960.0, 1920.0, 7680.0]
 ITERATION_TOKEN_BUCKETS = [1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
+REQUEST_NUM_PREEMPTIONS_BUCKETS = [1, 2, 3, 4, 5, 10, 20]  # 0.33 only
 
 
 def buckets_1_2_5(largest: int) -> list[int]:
@@ -206,6 +209,15 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
         replica = cols["replica"]
         # the phases before the first token ran where the prompt was computed: a prefill replica when disaggregated
         prefill_engine = np.where(cols["prefill_replica"] >= 0, cols["prefill_replica"], replica)
+        if version != "0.19.0":  # 0.33's hit tokens by cache tier: the device's prefix hits, a P/D decode's loads p2p
+            c = CounterMetricFamily("vllm:prompt_tokens_cached_by_source", "Prefix-cache hit tokens by the cache tier "
+                                    "that supplied them.", labels=names + ["source"])
+            for e in engines:
+                tiers = {"device": cols["prefix_hits"][prefill_engine == e].sum(), "host": 0,
+                         "p2p": per_step["external"][step_engine == e].sum(), "disk": 0, "external_unspecified": 0}
+                for source, value in tiers.items():
+                    c.add_metric([model_name, tag(e), source], float(value))
+            yield c
         for name, doc, column in (("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of "
                                    "queried tokens.", "prefix_queries"),
                                   ("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached "
@@ -253,6 +265,10 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
             "vllm:request_generation_tokens": ("Number of generation tokens processed.",
                                                cols["output_tokens"].astype(float), tokens),
         }
+        if version != "0.19.0":
+            per_request["vllm:request_num_preemptions"] = (
+                "Histogram of the number of times a request was preempted.", cols["num_preemptions"].astype(float),
+                family_edges("request_num_preemptions", REQUEST_NUM_PREEMPTIONS_BUCKETS))
         before_first_token = {"vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds",
                               "vllm:request_prefill_time_seconds", "vllm:request_prompt_tokens"}
         for name, (doc, values, edges) in per_request.items():

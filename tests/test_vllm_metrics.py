@@ -115,6 +115,36 @@ def test_iteration_tokens_and_prompt_sources_are_vllms_iteration_stats(version):
     assert prom[("vllm:prompt_tokens_cached_total", "0", None)] == cached
     # round 95: 0.19's counter of those recomputed tokens (0.33 has none)
     assert prom.get(("vllm:prompt_tokens_recomputed_total", "0", None)) == (recomputed if version == "0.19.0" else None)
+    # round 99: 0.33's hits by cache tier, the device's the prefix-cache hits (0.19 has no such counter)
+    tiers = {src: prom.get(("vllm:prompt_tokens_cached_by_source_total", "0", src))
+             for src in ("device", "host", "p2p", "disk", "external_unspecified")}
+    assert tiers == ({src: None for src in tiers} if version == "0.19.0" else
+                     {"device": cols["prefix_hits"].sum(), "host": 0, "p2p": 0, "disk": 0, "external_unspecified": 0})
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_each_requests_preemptions_are_observed_at_its_end(version):
+    """Round 99: 0.33's vllm:request_num_preemptions (each finished request's count, edges 1..20) was not written,
+    though --custom-histogram-buckets took its family; 0.19 has no such histogram."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+    from servesim.simulator.vllm_metrics import exposition
+
+    r = simulate(load(None, ["workload.num_requests=60", "workload.arrival.rate=50", "engine.max_model_len=4096",
+                             "engine.num_gpu_blocks_override=300"]))
+    cols = r.request_columns
+    n = cols["num_preemptions"]
+    assert n.max() >= 2
+    prom = _prom(r, version)
+    if version == "0.19.0":
+        assert not any(k[0].startswith("vllm:request_num_preemptions") for k in prom)
+        return
+    assert prom[("vllm:request_num_preemptions_count", "0", None)] == len(n)
+    assert prom[("vllm:request_num_preemptions_sum", "0", None)] == n.sum()
+    assert [prom[("vllm:request_num_preemptions_bucket", "0", le)] for le in ("1.0", "2.0", "20.0", "+Inf")] == \
+        [(n <= 1).sum(), (n <= 2).sum(), (n <= 20).sum(), len(n)]
+    custom = exposition(r, "m", buckets={"request_num_preemptions": [3.0]})
+    assert 'vllm:request_num_preemptions_bucket{engine="0",le="3.0",model_name="m"} %.1f' % (n <= 3).sum() in custom
 
 
 def test_0_19_counts_the_recomputed_last_token_of_a_cached_prompt(tmp_path):
@@ -160,6 +190,10 @@ def test_disaggregation_counts_the_prompt_where_it_was_computed():
     assert prom[("vllm:prompt_tokens_by_source_total", "1", "local_compute")] == 0
     assert prom[("vllm:prompt_tokens_total", "1", None)] == prompt
     assert prom[("vllm:prefix_cache_hits_total", "0", None)] == cols["prefix_hits"].sum() > 0
+    assert prom[("vllm:prompt_tokens_cached_by_source_total", "0", "device")] == cols["prefix_hits"].sum()
+    prom[("vllm:prompt_tokens_cached_by_source_total", "1", "p2p")] += \
+        prom[("vllm:prompt_tokens_cached_by_source_total", "2", "p2p")]
+    assert prom[("vllm:prompt_tokens_cached_by_source_total", "1", "p2p")] == prompt  # the decode engine's loads
     assert prom[("vllm:prefix_cache_queries_total", "1", None)] == 0
     assert prom[("vllm:generation_tokens_total", "0", None)] == done.sum()  # each request's first token
     assert prom[("vllm:generation_tokens_total", "1", None)] == out - done.sum()
