@@ -338,7 +338,7 @@ BENCH_WORKLOAD = ("dataset_name", "num_prompts", "request_rate", "burstiness", "
                   "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "input_len", "output_len",
                   "random_input_len", "random_output_len", "random_range_ratio", "random_prefix_len",
                   "prefix_repetition_prefix_len", "prefix_repetition_suffix_len", "prefix_repetition_num_prefixes",
-                  "prefix_repetition_output_len", "ignore_eos")
+                  "prefix_repetition_output_len", "ignore_eos", "disable_shuffle")
 
 
 def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
@@ -1467,7 +1467,8 @@ def _lengths(bench: dict, name: str, version: str) -> dict:
                    "workload.output_tokens": {"dist": "fixed", "value": out}}
         if prefix:
             lengths["workload.shared_prefix"] = {"tokens": prefix, "balanced": True,
-                                                 "count": bench.get("prefix_repetition_num_prefixes", 10)}
+                                                 "count": bench.get("prefix_repetition_num_prefixes", 10),
+                                                 "shuffle": not bench.get("disable_shuffle")}
         return lengths
     if prefix:
         lengths["workload.shared_prefix"] = {"tokens": prefix, "count": 1}

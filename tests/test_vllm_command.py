@@ -632,6 +632,32 @@ def test_prefix_repetition_makes_vllms_requests(tmp_path, capsys):
         load(None, ["workload.num_requests=21", "workload.shared_prefix={tokens: 64, count: 10, balanced: true}"])
 
 
+def test_disable_shuffle_sends_prefix_repetitions_requests_prefix_by_prefix():
+    """Round 99: --disable-shuffle was recorded as not modelled; vLLM's prefix_repetition dataset then keeps its
+    requests as it made them, each prefix's in a row (datasets.py PrefixRepetitionRandomDataset, both releases),
+    so every request but each prefix's first finds its prefix cached."""
+    from servesim.workloads.synthetic import SyntheticWorkload
+
+    def prefixes(*flags):
+        cmd = read([MODEL], ["--dataset-name", "prefix_repetition", "--num-prompts", "20", *flags,
+                             "--prefix-repetition-num-prefixes", "4", "--prefix-repetition-prefix-len", "64"])
+        w = cmd.settings
+        assert "disable_shuffle" not in cmd.not_modelled
+        workload = SyntheticWorkload(type="synthetic", num_requests=20, arrival=w["workload.arrival"],
+                                     prompt_tokens=w["workload.prompt_tokens"],
+                                     output_tokens=w["workload.output_tokens"], shared_prefix=w["workload.shared_prefix"])
+        return [s.prefix_ids[:4] for s in workload.generate(0)]
+
+    def runs(order):  # where the next request's prefix is the same
+        return [order[i] == order[i + 1] for i in range(len(order) - 1)]
+
+    grouped, shuffled = prefixes("--disable-shuffle"), prefixes()
+    assert runs(grouped) == [i % 5 != 4 for i in range(19)]
+    assert len(set(grouped)) == len(set(shuffled)) == 4 and runs(shuffled) != runs(grouped)
+    with pytest.raises(ConfigError, match="workload.shared_prefix.shuffle: false orders the requests of a balanced"):
+        load(None, ["workload.shared_prefix={tokens: 64, count: 10, shuffle: false}"])
+
+
 @pytest.mark.parametrize("burstiness", ["1e7", "inf"])
 def test_constant_gaps_send_the_first_after_one_gap(burstiness):
     """vLLM's client makes constant gaps (burstiness inf, or so large the gamma is one) as it makes any: the first

@@ -48,6 +48,14 @@ class SharedPrefix(Settings):
     balanced: bool = Field(False, description="each prefix taken by exactly num_requests / count requests, in a "
                                               "shuffled order (vllm bench serve's prefix_repetition), rather than "
                                               "drawn request by request")
+    shuffle: bool = Field(True, description="with balanced: False sends each prefix's requests together, prefix "
+                                            "by prefix (vllm bench serve --disable-shuffle)")
+
+    @model_validator(mode="after")
+    def _shuffle_needs_balanced(self):
+        if not self.shuffle and not self.balanced:
+            refuse("shuffle", "false orders the requests of a balanced deal: give balanced: true")
+        return self
 
 
 class _Classes(Settings):
@@ -171,7 +179,8 @@ class SyntheticWorkload(_Classes):
         if sp is None:
             which = None
         elif sp.balanced:  # n // count requests each, shuffled (n is num_requests, a multiple of count)
-            which = rng.permutation(np.repeat(np.arange(sp.count), n // sp.count))
+            which = np.repeat(np.arange(sp.count), n // sp.count)
+            which = rng.permutation(which) if sp.shuffle else which
         else:
             which = rng.integers(0, sp.count, size=n)
         return (prompts, outputs, which, *self._draw_classes(n, rng))
