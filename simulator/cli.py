@@ -252,7 +252,8 @@ def cmd_capacity(args) -> int:
 
 def _scenario_specs(path: str, sets: list[str], writing: bool = False):
     """A scenario's up-front requests, and the files they came from. writing: they go to a file, where each
-    request's priority is recorded, so the run's word that priorities have no effect (an fcfs queue) is not said."""
+    request's priority is recorded, so the run's word that priorities have no effect (an fcfs queue) is not said,
+    and the max_tokens each sends (its output length under workload.request_max_tokens), which the file keeps."""
     from servesim.simulator.config import collected_warnings, load, say_once
     from servesim.simulator.inert_settings import PRIORITIES_UNREAD
 
@@ -271,6 +272,10 @@ def _scenario_specs(path: str, sets: list[str], writing: bool = False):
     if not isinstance(src, StaticSource):
         raise ConfigError("workload", f"{src.describe()}: requests depend on the simulation (closed loop or "
                                       f"sessions), so only their first requests exist before a run")
+    if writing and getattr(rs.scenario.workload, "request_max_tokens", False):
+        from dataclasses import replace
+
+        specs = [s if s.max_tokens is not None else replace(s, max_tokens=s.output_tokens) for s in specs]
     return specs, rs.input_files()  # the requests, and the files they came from
 
 

@@ -237,11 +237,12 @@ class Simulation:
     front_end: FrontEnd
 
 
-def _max_tokens_sent(workload) -> str | None:
-    """How the API server checks the max_tokens each request sends (workload.request_max_tokens): refuse or lower
-    one past max_model_len (workload.max_tokens_past_context, by vLLM release); None when none is sent."""
-    return getattr(workload, "max_tokens_past_context", "refuse") if getattr(workload, "request_max_tokens", False) \
-        else None
+def _max_tokens_sent(workload) -> dict:
+    """How the API server checks the max_tokens a request sends: refuse or lower one past max_model_len
+    (workload.max_tokens_past_context, by vLLM release); whether a request without its own sends its output
+    length (workload.request_max_tokens)."""
+    return {"past_context": getattr(workload, "max_tokens_past_context", "refuse"),
+            "sends_output_len": bool(getattr(workload, "request_max_tokens", False))}
 
 
 def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None,
@@ -266,7 +267,7 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     front = c.prefill_replicas or engines  # the replicas new requests are routed to
     route = _router(c, dp, front, rs.scenario.seed, rs.scenario.engine.is_0_19, replicas)
     front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[route(req)],
-                         keep_requests, release_source, _max_tokens_sent(rs.scenario.workload))
+                         keep_requests, release_source, **_max_tokens_sent(rs.scenario.workload))
     if executor is not None and (engines > 1 or c.prefill_replicas):
         raise ConfigError("cluster.replicas", "a measured replay runs one replica")
     if c.prefill_replicas:

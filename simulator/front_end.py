@@ -28,12 +28,13 @@ class FrontEnd:
     """
 
     def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, route, keep_requests: bool = False,
-                 release_source: bool = False, max_tokens: str | None = None):
+                 release_source: bool = False, past_context: str = "refuse", sends_output_len: bool = False):
         """keep_requests: keep every Request object (`requests`), for inspection; otherwise each is let go of once
         its row is written (`log`). release_source: the source is this run's own, and may let go of its requests
-        (a source given by the caller may be given to another run). max_tokens: requests carry their output length
-        as max_tokens, which the API server checks against max_model_len ("refuse": past it with the prompt, 400;
-        "lower": only above it alone, else lowered to fit); None: not sent."""
+        (a source given by the caller may be given to another run). past_context: how the API server checks the
+        max_tokens a request sends against max_model_len ("refuse": past it with the prompt, 400; "lower": only
+        above it alone, else lowered to fit). A request sends its own max_tokens, and with sends_output_len one
+        without any sends its output length (vllm bench serve's client)."""
         self.env = env
         self.route = route  # request -> the replica it goes to
         self.source = source
@@ -45,7 +46,8 @@ class FrontEnd:
         if release_source:
             source.release()  # the front end holds them now, and lets go of each as it arrives
         self.max_model_len = max_model_len
-        self.max_tokens = max_tokens
+        self.past_context = past_context
+        self.sends_output_len = sends_output_len
         self._initial = len(self.specs)
         self._static_next = self.specs[0].arrival_time if self._initial else math.inf
         self._pending: list[float] = []  # arrival times of scheduled follow-ups (a heap)
@@ -84,7 +86,7 @@ class FrontEnd:
         return self._arrived < self._initial or bool(self._pending)
 
     def _arrive(self, spec: RequestSpec) -> None:
-        req = Request(spec, self.max_model_len, self.max_tokens is not None)
+        req = Request(spec, self.max_model_len, self.sends_output_len)
         self.log.arrived(req)
         self.in_flight += 1
         replica = self.route(req)
@@ -100,9 +102,10 @@ class FrontEnd:
 
     def _max_tokens_refused(self, spec: RequestSpec) -> bool:
         """The API server's 400 for a max_tokens that does not fit (a lowered one stops at max_model_len)."""
-        if self.max_tokens == "refuse":
-            return spec.prompt_tokens + spec.output_tokens > self.max_model_len
-        return self.max_tokens == "lower" and spec.output_tokens > self.max_model_len
+        sent = spec.max_tokens if spec.max_tokens is not None else spec.output_tokens if self.sends_output_len else 0
+        if self.past_context == "refuse":
+            return spec.prompt_tokens + sent > self.max_model_len
+        return sent > self.max_model_len
 
     def _follow_up(self, spec: RequestSpec, _event) -> None:
         heapq.heappop(self._pending)

@@ -112,7 +112,7 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
         rules.append((hasattr(w, "priorities"), w, "workload", ["priorities"], why))
         rules += [(True, cls, f"workload.slo_classes.{name}", ["priority"], why)
                   for name, cls in (getattr(w, "slo_classes", None) or {}).items()]
-    rules.append((hasattr(w, "request_max_tokens") and not w.request_max_tokens, w, "workload",
+    rules.append((hasattr(w, "request_max_tokens") and not w.request_max_tokens and w.type != "trace", w, "workload",
                   ["max_tokens_past_context"], "workload.request_max_tokens is off (no request sends max_tokens)"))
     if p.batching == "static" and p.static_batch_size and max_num_seqs and p.static_batch_size > max_num_seqs:
         rules.append((True, p, "policies", ["static_batch_size"],

@@ -106,6 +106,43 @@ def test_requests_replace_the_workload():
         run.requests["prompt_tokens"].tolist()
 
 
+@pytest.mark.parametrize("past_context", ["refuse", "lower"])
+def test_the_api_server_checks_the_max_tokens_a_request_sends(past_context):
+    """Round 99: the check read the output length, not the max_tokens sent: prompt 1,000 + max_tokens 100 fits a
+    1,200-token context and had been refused (an output of 300 past it); prompt 1,000 + max_tokens 500 does not,
+    and ran (0.19 answers it 400). A request's own max_tokens is sent, and checked, without request_max_tokens."""
+    def run(max_tokens, output, sends_output_len):
+        specs = [servesim.RequestSpec(i, 0.1 * i, 1000, output, max_tokens=max_tokens) for i in range(10)]
+        return servesim.simulate(None, {"engine.max_model_len": 1200, "workload.request_max_tokens": sends_output_len,
+                                        "workload.max_tokens_past_context": past_context}, requests=specs)
+
+    for sends in (True, False):
+        fits = run(100, 300, sends)
+        assert fits.summary["completed"] == 10 and fits.summary["total_output_tokens"] == 1000
+        assert set(fits.requests.finish_reason) == {"length"}
+        over = run(500, 20, sends)
+        assert over.summary["completed"] == (10 if past_context == "lower" else 0)  # 0.33 lowers it to 200
+    assert run(None, 300, True).summary["completed"] == (10 if past_context == "lower" else 0)
+    assert run(None, 300, False).summary["completed"] == 10  # nothing sent: the context ends the output
+    assert run(1300, 20, False).summary["completed"] == 0  # above max_model_len alone: 400 in both releases
+
+
+def test_workload_write_keeps_the_max_tokens_each_request_sends(tmp_path):
+    """Round 99: a request_max_tokens workload was written with max_tokens null, so its replay sent none: 24 of
+    200 refusals vanished and every finish_reason was stop."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("seed: 2\nengine: {max_model_len: 2048}\nworkload:\n  num_requests: 200\n"
+                        "  arrival: {process: poisson, rate: 10}\n"
+                        "  prompt_tokens: {dist: uniform, low: 500, high: 1900}\n"
+                        "  output_tokens: {dist: uniform, low: 50, high: 600}\n  request_max_tokens: true\n")
+    assert main(["workload", "write", str(scenario), "--out", str(tmp_path / "w.jsonl"), "--quiet"]) == 0
+    first = servesim.simulate(str(scenario))
+    replay = servesim.simulate(str(scenario), {"workload": {"type": "trace", "path": str(tmp_path / "w.jsonl")}})
+    assert 0 < first.summary["failed"] == replay.summary["failed"]
+    assert first.requests.finish_reason.tolist() == replay.requests.finish_reason.tolist()
+    assert first.summary["total_output_tokens"] == replay.summary["total_output_tokens"]
+
+
 def test_a_run_of_given_requests_writes_a_config_that_repeats_it(tmp_path):
     specs = [servesim.RequestSpec(i, 0.05 * i, 200 + 7 * i, 20 + i) for i in range(40)]
     servesim.simulate(None, {"engine.max_num_seqs": 8}, requests=specs).write(tmp_path / "a")

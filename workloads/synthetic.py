@@ -71,9 +71,10 @@ class _Classes(Settings):
                 refuse("slo_classes", f"a class name must be printable text of 1 to 100 characters, got {name!r:.60}")
         return self
     request_max_tokens: bool = Field(
-        False, description="each request asks for its output length as max_tokens (vllm bench serve does): the "
-                           "API server refuses (400) one whose prompt + max_tokens exceeds max_model_len, or "
-                           "lowers its max_tokens to fit (max_tokens_past_context)")
+        False, description="each request without its own max_tokens asks for its output length as max_tokens "
+                           "(vllm bench serve does): the API server refuses (400) one whose prompt + max_tokens "
+                           "exceeds max_model_len, or lowers its max_tokens to fit (max_tokens_past_context), as it "
+                           "checks any max_tokens a request sends")
     max_tokens_past_context: Literal["refuse", "lower"] = Field(
         "refuse", description="what the API server does with prompt + max_tokens past max_model_len: vLLM 0.19 "
                               "refuses it (400); 0.33 lowers max_tokens to max_model_len - prompt and refuses only a "
