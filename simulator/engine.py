@@ -237,11 +237,12 @@ class Simulation:
     front_end: FrontEnd
 
 
-def _max_tokens_sent(workload) -> dict:
+def _max_tokens_sent(workload, engine) -> dict:
     """How the API server checks the max_tokens a request sends: refuse or lower one past max_model_len
-    (workload.max_tokens_past_context, by vLLM release); whether a request without its own sends its output
-    length (workload.request_max_tokens)."""
-    return {"past_context": getattr(workload, "max_tokens_past_context", "refuse"),
+    (workload.max_tokens_past_context, else as engine.vllm_defaults' release does); whether a request without its
+    own sends its output length (workload.request_max_tokens)."""
+    return {"past_context": getattr(workload, "max_tokens_past_context", None) or
+            ("refuse" if engine.is_0_19 else "lower"),
             "sends_output_len": bool(getattr(workload, "request_max_tokens", False))}
 
 
@@ -267,7 +268,7 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     front = c.prefill_replicas or engines  # the replicas new requests are routed to
     route = _router(c, dp, front, rs.scenario.seed, rs.scenario.engine.is_0_19, replicas)
     front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[route(req)],
-                         keep_requests, release_source, **_max_tokens_sent(rs.scenario.workload))
+                         keep_requests, release_source, **_max_tokens_sent(rs.scenario.workload, rs.scenario.engine))
     if executor is not None and (engines > 1 or c.prefill_replicas):
         raise ConfigError("cluster.replicas", "a measured replay runs one replica")
     if c.prefill_replicas:

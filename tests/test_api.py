@@ -127,11 +127,22 @@ def test_the_api_server_checks_the_max_tokens_a_request_sends(past_context):
     assert run(1300, 20, False).summary["completed"] == 0  # above max_model_len alone: 400 in both releases
 
 
+def test_the_max_tokens_check_follows_the_release_by_default():
+    """Round 99: max_tokens_past_context defaulted to refuse, 0.19's way, under the default release 0.33, which
+    lowers max_tokens to fit."""
+    specs = [servesim.RequestSpec(i, 0.1 * i, 1000, 300) for i in range(10)]
+    for release, completed in (("0.33.0", 10), ("0.19.0", 0)):
+        run = servesim.simulate(None, {"engine.max_model_len": 1200, "workload.request_max_tokens": True,
+                                       "engine.vllm_defaults": release}, requests=specs)
+        assert run.summary["completed"] == completed
+
+
 def test_workload_write_keeps_the_max_tokens_each_request_sends(tmp_path):
     """Round 99: a request_max_tokens workload was written with max_tokens null, so its replay sent none: 24 of
     200 refusals vanished and every finish_reason was stop."""
     scenario = tmp_path / "s.yaml"
-    scenario.write_text("seed: 2\nengine: {max_model_len: 2048}\nworkload:\n  num_requests: 200\n"
+    scenario.write_text("seed: 2\nengine: {max_model_len: 2048, vllm_defaults: 0.19.0}\n"
+                        "workload:\n  num_requests: 200\n"
                         "  arrival: {process: poisson, rate: 10}\n"
                         "  prompt_tokens: {dist: uniform, low: 500, high: 1900}\n"
                         "  output_tokens: {dist: uniform, low: 50, high: 600}\n  request_max_tokens: true\n")

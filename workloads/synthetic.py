@@ -75,10 +75,11 @@ class _Classes(Settings):
                            "(vllm bench serve does): the API server refuses (400) one whose prompt + max_tokens "
                            "exceeds max_model_len, or lowers its max_tokens to fit (max_tokens_past_context), as it "
                            "checks any max_tokens a request sends")
-    max_tokens_past_context: Literal["refuse", "lower"] = Field(
-        "refuse", description="what the API server does with prompt + max_tokens past max_model_len: vLLM 0.19 "
-                              "refuses it (400); 0.33 lowers max_tokens to max_model_len - prompt and refuses only a "
-                              "prompt of max_model_len or more, or a max_tokens above max_model_len")
+    max_tokens_past_context: Literal["refuse", "lower"] | None = Field(
+        None, description="what the API server does with prompt + max_tokens past max_model_len: vLLM 0.19 "
+                          "refuses it (400); 0.33 lowers max_tokens to max_model_len - prompt and refuses only a "
+                          "prompt of max_model_len or more, or a max_tokens above max_model_len; None: as "
+                          "engine.vllm_defaults' release does")
     max_concurrency: int | None = Field(
         None, ge=1, le=MAX_CLIENTS, description="requests in flight at most, as `vllm bench serve --max-concurrency`: "
                                                 "one due while this many are in flight is sent when one ends")
