@@ -245,15 +245,25 @@ def is_results_dir(path: str | Path) -> bool:
 
 
 def sim_timeseries(steps: pd.DataFrame, seconds: np.ndarray) -> pd.DataFrame:
-    """Engine state as vLLM's once-a-second logger sees it: the last step that started before each tick."""
-    starts = steps["start"].to_numpy()
-    idx = np.searchsorted(starts, seconds, side="right") - 1
-    ok = idx >= 0
+    """Engine state as vLLM's once-a-second logger sees it: each engine's last step that started before each tick,
+    and over engines (data-parallel ranks, replicas) the running and waiting summed and the KV usage averaged, as
+    its aggregated logger does; an engine yet to step counts as idle, a tick before any step is NaN."""
+    columns = (("running", "num_running", False), ("waiting", "num_waiting", False), ("kv_cache_pct", "kv_usage", True))
+    totals = {col: np.zeros(len(seconds)) for col, _, _ in columns}
+    stepped = np.zeros(len(seconds), dtype=bool)
+    engines = steps.groupby("replica", sort=True) if "replica" in steps else [(0, steps)]
+    n = 0
+    for _, mine in engines:
+        n += 1
+        idx = np.searchsorted(mine["start"].to_numpy(), seconds, side="right") - 1
+        ok = idx >= 0
+        stepped |= ok
+        for col, src, _ in columns:
+            totals[col][ok] += mine[src].to_numpy()[idx[ok]]
     out = pd.DataFrame({"t": seconds})
-    for col, src in (("running", "num_running"), ("waiting", "num_waiting"), ("kv_cache_pct", "kv_usage")):
-        vals = np.full(len(seconds), np.nan)
-        vals[ok] = steps[src].to_numpy()[idx[ok]] * (100.0 if col == "kv_cache_pct" else 1.0)
-        out[col] = vals
+    for col, _, mean in columns:
+        vals = totals[col] * 100.0 / max(n, 1) if mean else totals[col]
+        out[col] = np.where(stepped, vals, np.nan)
     return out
 
 

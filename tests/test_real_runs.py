@@ -700,6 +700,23 @@ def test_a_damaged_timeline_is_a_gap_not_a_crash(tmp_path, capsys):
     assert read_run(run).timeseries["kv_cache_pct"].isna().tolist() == [True, False]
 
 
+def test_the_simulated_timeline_adds_up_the_engines_as_vllms_logger_does():
+    """Round 100: under data parallelism the timeline plot drew one rank's running and waiting against the real
+    run's all-rank totals (steps.parquet lists rank 0's steps, then rank 1's: a search over unsorted starts).
+    vLLM's aggregated logger sums running and waiting over engines and averages KV usage."""
+    from servesim.calibration.run_comparison import sim_timeseries
+
+    steps = pd.DataFrame({"replica": [0, 0, 0, 1, 1], "start": [0.0, 1.5, 2.5, 1.2, 2.2],
+                          "num_running": [1, 2, 3, 10, 20], "num_waiting": [0, 1, 0, 5, 4],
+                          "kv_usage": [0.1, 0.2, 0.3, 0.5, 0.7]})
+    t = sim_timeseries(steps, np.array([-1.0, 0.5, 2.0, 3.0]))
+    assert t["running"].tolist()[1:] == [1, 12, 23] and np.isnan(t["running"][0])
+    assert t["waiting"].tolist()[1:] == [0, 6, 4]
+    assert t["kv_cache_pct"].tolist()[1:] == pytest.approx([5.0, 35.0, 50.0])  # an engine yet to step is idle
+    one = sim_timeseries(steps[steps.replica == 0], np.array([2.0]))
+    assert (one["running"].tolist(), one["kv_cache_pct"].tolist()) == ([2], [pytest.approx(20.0)])
+
+
 def test_the_engine_switches_a_run_records_are_its_settings():
     """enforce_eager, chunked prefill, async scheduling and prefix caching recorded in engine_kwargs or vLLM's
     resolved_config were dropped: the run was simulated with the defaults, without a word."""
