@@ -393,7 +393,7 @@ def engine_sets(meta: dict, where) -> list[str]:
         if str(served) not in HF_IDS:
             meta["unmapped_model"] = str(served)  # resolve_run asks for --set model=... (never a silent default)
         else:
-            sets.append(f"model={HF_IDS[str(served)]}")
+            sets.append(f"model={served}")  # the checkpoint's own (HF_ID_CHANGES), its built-in's name
     for section, key, ok, what in _RECORDED_VALUES:
         value = (cache if section == "kv_cache" else kw).get(key)
         if value is not None and not ok(value):
@@ -553,7 +553,7 @@ def _read_bench(path: Path) -> RealRun:
                                                                                             "token"))
     if data.get("model_id") is not None:
         if str(data["model_id"]) in HF_IDS:
-            run.sets = [f"model={HF_IDS[str(data['model_id'])]}"]
+            run.sets = [f"model={data['model_id']}"]
         else:
             run.meta["unmapped_model"] = str(data["model_id"])
     return run

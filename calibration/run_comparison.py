@@ -228,10 +228,12 @@ def _check_given_sim(path: Path, requests: pd.DataFrame, run: RealRun) -> None:
     model, hardware = data.get("model"), data.get("hardware")
     simulated = {"model": model.get("name") if isinstance(model, dict) else model,
                  "hardware.gpu": hardware.get("gpu") if isinstance(hardware, dict) else None}
+    from servesim.simulator.model_arch import HF_IDS
+
     recorded = dict(s.split("=", 1) for s in run.sets)
     say_once([f"servesim: warning: {path} simulated {k}={v}, but {run.path} records {k}={recorded[k]}: the verdict "
               f"compares two deployments" for k, v in simulated.items()
-              if v is not None and k in recorded and str(v) != recorded[k]])
+              if v is not None and k in recorded and str(v) not in (recorded[k], HF_IDS.get(recorded[k]))])
 
 
 def _finite_or_none(x) -> float | None:

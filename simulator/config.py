@@ -30,7 +30,8 @@ from servesim.simulator.hardware import Hardware, load_hardware
 from servesim.simulator.hybrid_kv import KVLayout, kv_layout
 from servesim.simulator.inert_settings import changed, without_effect
 from servesim.simulator.local_attention import local_attention
-from servesim.simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture, load_model, model_length
+from servesim.simulator.model_arch import (DEFAULT_ROUTING, ModelArchitecture, default_model_length, load_model,
+                                           model_length)
 from servesim.simulator.preemption import PreemptionMode
 from servesim.simulator.rederive import (MODEL_IDENTITY, PROFILE_IDENTITY, at, digest, digest_less, file_digest,
                                          rederive)
@@ -699,13 +700,14 @@ def check_tensor_parallel(arch: ModelArchitecture, tp: int, field: str) -> None:
 
 
 def check_max_model_len(arch: ModelArchitecture, value: int | None, field: str, release: str = "0.33.0") -> int:
-    """vLLM's rule: no longer than the model's length as the release derives it (None: exactly that)."""
+    """vLLM's rule: no longer than the model's length as the release derives it (None: its default, that length
+    but for a LongRoPE model's original one)."""
     longest = model_length(arch, release)
     if value is not None and value > longest:
         raise ConfigError(field, f"{value} exceeds the model's max_position_embeddings ({longest}"
                                  + (f", as vLLM {release} derives it" if longest != arch.max_position_embeddings else "")
                                  + ")")
-    return value or longest
+    return value or default_model_length(arch, release)
 
 
 def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int, int | None]:
@@ -994,12 +996,14 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                        host_link_gbps=h.host_link_gbps,
                        gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
     _check_kernel_tables(h.kernel_tables)
-    check_attention_backend(arch, hw, e.kv_cache_dtype)
+    # --kv-cache-dtype auto as vLLM resolves it: a checkpoint's own fp8 KV cache (ModelOpt's kv_cache_quant_algo)
+    kv_dtype = "fp8_e4m3" if e.kv_cache_dtype == "auto" and arch.kv_cache_dtype == "fp8" else e.kv_cache_dtype
+    check_attention_backend(arch, hw, kv_dtype)
     derived_block_size = "block_size" not in e.model_fields_set
     if not derived_block_size and hw.platform == "xpu" and not e.is_0_19 and e.block_size % 64:
         raise ConfigError("engine.block_size", f"{e.block_size}: vLLM 0.33's FlashAttention on Intel's XPU takes "
                                                f"multiples of 64 only (no common block size: it does not start)")
-    if derived_block_size and (size := attention_block_size(arch, hw, e.kv_cache_dtype)) != e.block_size:
+    if derived_block_size and (size := attention_block_size(arch, hw, kv_dtype)) != e.block_size:
         e = e.model_copy(update={"block_size": size})
         e.__pydantic_fields_set__.discard("block_size")  # still unset: derived again from this scenario
         scenario = scenario.model_copy(update={"engine": e})

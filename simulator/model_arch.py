@@ -65,6 +65,10 @@ class ModelArchitecture(Settings):
     max_model_len_0_19: PositiveInt | None = Field(
         default=None, description="vLLM 0.19's derived length where it differs from 0.33's (a YaRN RoPE scaling: "
                                   "0.19 multiplies original_max_position_embeddings by its factor)")
+    default_max_model_len: PositiveInt | None = Field(
+        default=None, description="vLLM's length when none is given, where below the longest it takes: a LongRoPE "
+                                  "scaling's original_max_position_embeddings, or the derived length under a larger "
+                                  "model_max_length")
     dtype: WeightFormat = Field("bf16", description="the linear layers' format (fp8: W8A8, nvfp4: W4A4, w4a16: "
                                                      "4-bit weights with 16-bit activations)")
     kv_cache_dtype: Dtype | None = Field(default=None, description="defaults to the activations' dtype")
@@ -376,6 +380,41 @@ HF_FAMILIES["deepseek_v3"] = HF_FAMILIES["deepseek_v2"]
 HF_FAMILIES["gpt_oss"] = HF_FAMILIES["mixtral"]  # every layer MoE, experts of intermediate_size
 HF_FAMILIES["llama4_text"] = {"num_local_experts": "num_experts", "num_experts_per_tok": "experts_per_token",
                               "intermediate_size": "moe_intermediate_size", "intermediate_size_mlp": "intermediate_size"}
+# transformers' config classes' defaults for the keys servesim reads (5.23's, as vLLM loads a config.json through
+# them): a key the file leaves out is the class's, not servesim's guess (a Mistral without num_key_value_heads has
+# 8, a Qwen3 without head_dim 128). Keys whose class default is None are left out: __post_init__ derives them
+_BASE = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
+HF_CONFIG_DEFAULTS = {
+    "llama": dict(zip(_BASE, (32000, 4096, 11008, 32, 32)), max_position_embeddings=2048),
+    "mistral": dict(zip(_BASE, (32000, 4096, 14336, 32, 32)), num_key_value_heads=8,
+                    max_position_embeddings=131072, sliding_window=4096),
+    "mixtral": dict(zip(_BASE, (32000, 4096, 14336, 32, 32)), num_key_value_heads=8,
+                    max_position_embeddings=131072, num_local_experts=8, num_experts_per_tok=2),
+    "qwen2": dict(zip(_BASE, (151936, 4096, 22016, 32, 32)), num_key_value_heads=32, max_position_embeddings=32768),
+    "qwen3": dict(zip(_BASE, (151936, 4096, 22016, 32, 32)), num_key_value_heads=32, head_dim=128,
+                  max_position_embeddings=32768),
+    "qwen2_moe": dict(zip(_BASE, (151936, 2048, 5632, 24, 16)), num_key_value_heads=16, max_position_embeddings=32768,
+                      num_experts=60, num_experts_per_tok=4, moe_intermediate_size=1408,
+                      shared_expert_intermediate_size=5632),
+    "qwen3_moe": dict(zip(_BASE, (151936, 2048, 6144, 24, 32)), num_key_value_heads=4, max_position_embeddings=32768,
+                      num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768),
+    "deepseek_v2": dict(zip(_BASE, (102400, 4096, 11008, 32, 32)), max_position_embeddings=2048,
+                        n_routed_experts=64, moe_intermediate_size=1407, n_shared_experts=2, first_k_dense_replace=0,
+                        kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128),
+    "deepseek_v3": dict(zip(_BASE, (129280, 7168, 18432, 61, 128)), num_key_value_heads=128,
+                        max_position_embeddings=4096, n_routed_experts=256, num_experts_per_tok=8,
+                        moe_intermediate_size=2048, n_shared_experts=1, first_k_dense_replace=3, kv_lora_rank=512,
+                        q_lora_rank=1536, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128),
+    "gpt_oss": dict(zip(_BASE, (201088, 2880, 2880, 36, 64)), num_key_value_heads=8, head_dim=64,
+                    max_position_embeddings=131072, sliding_window=128, num_local_experts=128, num_experts_per_tok=4,
+                    attention_bias=True),
+    "llama4_text": dict(zip(_BASE, (202048, 5120, 8192, 48, 40)), num_key_value_heads=8, head_dim=128,
+                        max_position_embeddings=131072, num_local_experts=16, num_experts_per_tok=1,
+                        intermediate_size_mlp=16384, attention_chunk_size=8192),
+}
+# the config keys vLLM derives a model's length from, the smallest one present (model_arch_config_convertor.py)
+LENGTH_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+               "max_target_positions", "max_sequence_length", "max_seq_length", "seq_len")
 _LOCAL_KEYS = ("sliding_window", "attention_chunk_size", "num_local_attention_layers")
 _MLA_KEYS = ("kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
 _QWEN_MOE = ("qwen2_moe", "qwen3_moe")
@@ -525,9 +564,55 @@ def _rope_length(data: dict, length: int, release: str) -> int:
 
 
 def model_length(arch: "ModelArchitecture", release: str) -> int:
-    """The longest context vLLM `release` derives for the model (its max_model_len when none is given)."""
+    """The longest context vLLM `release` takes for the model."""
     return arch.max_model_len_0_19 or arch.max_position_embeddings if release == "0.19.0" \
         else arch.max_position_embeddings
+
+
+def default_model_length(arch: "ModelArchitecture", release: str) -> int:
+    """vLLM `release`'s max_model_len for the model when none is given."""
+    return min(arch.default_max_model_len or math.inf, model_length(arch, release))
+
+
+def _hf_lengths(data: dict) -> dict:
+    """The model's length fields from a config.json, as vLLM derives them: the smallest of the length keys present,
+    scaled by RoPE as each release does; a larger model_max_length admits a --max-model-len up to it; a LongRoPE
+    model defaults to its original_max_position_embeddings."""
+    lengths = {k: _int_field(data, k) for k in LENGTH_KEYS if data.get(k) is not None}
+    if not lengths:
+        return {}
+    derived = min(lengths.values())
+    allowed = lengths.get("model_max_length", 0)
+    out = {"max_position_embeddings": max(_rope_length(data, derived, "0.33.0"), allowed)}
+    if (older := max(_rope_length(data, derived, "0.19.0"), allowed)) != out["max_position_embeddings"]:
+        out["max_model_len_0_19"] = older
+    default = _rope_length(data, derived, "0.33.0")
+    rope = data.get("rope_scaling") or data.get("rope_parameters")
+    if isinstance(rope, dict) and rope.get("rope_type", rope.get("type")) == "longrope" \
+            and data.get("original_max_position_embeddings") is not None:
+        default = _int_field(data, "original_max_position_embeddings")
+    if default < out["max_position_embeddings"]:
+        out["default_max_model_len"] = default
+    return out
+
+
+def _checkpoint_kv_dtype(q: dict) -> str | None:
+    """The KV cache format a ModelOpt checkpoint asks for (vLLM resolves --kv-cache-dtype auto to it:
+    get_kv_cache_quant_algo_string); None: the activations'. Its 4-bit KV cache is not modelled."""
+    if not str(q.get("quant_method", "")).startswith("modelopt"):
+        return None
+    inner = q.get("quantization", q) if isinstance(q.get("quantization", q), dict) else q
+    algo = inner.get("kv_cache_scheme") or q.get("kv_cache_scheme") or inner.get("kv_cache_quant_algo") \
+        or q.get("kv_cache_quant_algo")
+    if isinstance(algo, dict):
+        bits, kind = algo.get("num_bits"), algo.get("type")
+        algo = "fp8" if algo.get("dynamic") is False and bits == 8 and kind == "float" else \
+            "nvfp4" if bits == 4 and kind == "float" else None
+    algo = str(algo).lower() if algo is not None else None
+    if algo == "nvfp4":
+        raise ConfigError("model.quantization_config", "kv_cache_quant_algo NVFP4: a 4-bit KV cache (vLLM 0.33's) is "
+                                                       "not modelled")
+    return "fp8" if algo == "fp8" else None
 
 
 def _from_hf(data: dict, source: str) -> dict:
@@ -538,19 +623,21 @@ def _from_hf(data: dict, source: str) -> dict:
         raise ConfigError("model.model_type", f"{family!r} is not a family servesim reads (known: "
                                               f"{', '.join(sorted(HF_FAMILIES))}); describe it in a YAML of "
                                               f"servesim's fields (in {source})")
+    data = {k: v for k, v in HF_CONFIG_DEFAULTS[family].items() if k not in data} | data
+    if data.get("dtype") == "fp32":  # vLLM's --dtype auto runs a float32 checkpoint in bfloat16
+        data["dtype"] = "bf16"
+    if data.get("sliding_window") == 0 and not isinstance(data["sliding_window"], bool):
+        data |= {"sliding_window": None, "layer_types": None}  # vLLM: no window, every layer attends to all
     why = _unmodelled(data, family)
     if why:
         raise ConfigError("model", f"{source}: {why}")
     out = {k: v for k, v in data.items() if k in ModelArchitecture.model_fields
-           and k not in ("num_experts", "intermediate_size") + _LOCAL_KEYS}
+           and k not in ("num_experts", "intermediate_size", "max_position_embeddings") + _LOCAL_KEYS}
     if data.get("intermediate_size") is not None:
         out["intermediate_size"] = data["intermediate_size"]
     if data.get("num_key_value_heads") is None and data.get("num_attention_heads") is not None:
-        out["num_key_value_heads"] = data["num_attention_heads"]  # transformers' default: one KV head per head
-    if isinstance(length := out.get("max_position_embeddings"), int) and not isinstance(length, bool):
-        out["max_position_embeddings"] = _rope_length(data, length, "0.33.0")
-        if (older := _rope_length(data, length, "0.19.0")) != out["max_position_embeddings"]:
-            out["max_model_len_0_19"] = older
+        out["num_key_value_heads"] = data["num_attention_heads"]  # transformers' __post_init__: one per head
+    out.update(_hf_lengths(data))
     out.update(_local_layers(data, family))
     out["hf_model_type"] = family
     for hf, ours in HF_FAMILIES[family].items():
@@ -581,6 +668,8 @@ def _from_hf(data: dict, source: str) -> dict:
     q = data.get("quantization_config")
     if isinstance(q, dict):
         out["quant_method"] = _method(q)
+        if kv := _checkpoint_kv_dtype(q):
+            out["kv_cache_dtype"] = kv
         fmt = checkpoint_format(q)
         if fmt == "mxfp4":  # gpt-oss: the experts only; attention, router, embeddings stay 16-bit
             out["expert_dtype"] = fmt
@@ -629,6 +718,9 @@ HF_IDS = {"meta-llama/Llama-3.1-8B": "llama-3.1-8b", "meta-llama/Llama-3.1-8B-In
           "meta-llama/Llama-4-Scout-17B-16E": "llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4-scout",
           "meta-llama/Meta-Llama-3-8B": "llama-3-8b", "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3-8b",
           "Qwen/Qwen2.5-7B-Instruct": "qwen2.5-7b"}  # (Qwen2.5-7B's base checkpoint reads 131,072 positions)
+# checkpoints of a built-in's shape whose config.json differs from it elsewhere: the built-in's name is kept, so its
+# profiles apply (Qwen3-2507's 262,144 native positions, where Qwen3-30B-A3B's config.json reads 40,960)
+HF_ID_CHANGES = {"Qwen/Qwen3-30B-A3B-Instruct-2507": {"max_position_embeddings": 262144}}
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -676,7 +768,7 @@ def load_model(spec: str | dict | ModelArchitecture) -> ModelArchitecture:
     if isinstance(spec, dict):
         return _from_mapping(spec, "scenario")
     if spec in HF_IDS:
-        return load_model(HF_IDS[spec])
+        return load_model(HF_IDS[spec]).model_copy(update=HF_ID_CHANGES.get(spec, {}))
     path = Path(spec)
     if path.is_dir():
         if not (path / "config.json").is_file():

@@ -816,6 +816,8 @@ def _without_sliding_window(settings: dict, arch, version: str, not_modelled: di
                                                             f"--disable-sliding-window caps {arch.name}'s length at; "
                                                             f"vLLM refuses it")
         settings["model.max_position_embeddings"] = window
+        if (arch.default_max_model_len or 0) >= window:
+            settings["model.default_max_model_len"] = None
     settings["model.sliding_window"] = None
     settings["model.num_local_attention_layers"] = None
 

@@ -123,7 +123,7 @@ def test_configs_with_unmodelled_layouts_are_refused_by_name(tmp_path, change, f
     ({"layer_types": 5}, "model.layer_types: must be a list"),
     ({"layer_types": [["sliding_attention"]] * 36}, "model.layer_types: must be a list"),
     ({"layer_types": ["sliding_attention", "full_attention"] * 5}, "model.layer_types: has 10 entries for 36 layers"),
-    ({"sliding_window": 0}, "model.sliding_window: must be an integer >= 1"),
+    ({"sliding_window": -4}, "model.sliding_window: must be an integer >= 1"),
     ({"sliding_window": True}, "model.sliding_window: must be an integer >= 1, got True"),
 ])
 def test_malformed_gpt_oss_configs_get_one_line(tmp_path, change, field):

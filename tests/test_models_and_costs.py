@@ -64,6 +64,79 @@ def test_hf_config_length_and_kv_heads_as_vllm_reads_them(tmp_path, extra, lengt
     assert load(None, [f"model={path}"]).max_model_len == length
 
 
+def _config_json(tmp_path, cfg: dict):
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    return str(tmp_path / "config.json")
+
+
+BARE = {"hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32, "num_hidden_layers": 32,
+        "vocab_size": 32000}
+
+
+@pytest.mark.parametrize("family, extra, expect", [
+    ("llama", {}, {"max_position_embeddings": 2048, "num_key_value_heads": 32, "head_dim": 128,
+                   "sliding_window": None}),
+    ("mistral", {}, {"max_position_embeddings": 131072, "num_key_value_heads": 8, "sliding_window": 4096}),
+    ("qwen3", {"hidden_size": 5120, "num_attention_heads": 64},  # 80 a head by the hidden size, 128 by the class
+     {"max_position_embeddings": 32768, "num_key_value_heads": 32, "head_dim": 128}),
+])
+def test_a_config_key_left_out_is_its_transformers_class_default(tmp_path, family, extra, expect):
+    """Round 100: vLLM loads a config.json through transformers' config class, whose defaults fill a key the file
+    leaves out; servesim took its own (8,192 positions, one KV head per head, head_dim hidden / heads, no window):
+    a Mistral without num_key_value_heads has 8 (4x fewer KV bytes than servesim counted), a Qwen3 without
+    head_dim 128, a Llama without max_position_embeddings 2,048 (a --max-model-len 4096 vLLM refuses had run)."""
+    m = load_model(_config_json(tmp_path, BARE | {"model_type": family} | extra))
+    assert {k: getattr(m, k) for k in expect} == expect
+    if family == "llama":
+        with pytest.raises(ConfigError, match="4096 exceeds the model's max_position_embeddings .2048"):
+            load(None, [f"model={tmp_path / 'config.json'}", "engine.max_model_len=4096"])
+
+
+@pytest.mark.parametrize("extra, longest, default", [
+    ({"max_sequence_length": 4096}, 4096, 4096),  # vLLM takes the smallest length key
+    ({"seq_length": 2048, "max_seq_len": 3000}, 2048, 2048),
+    ({"model_max_length": 65536, "max_seq_len": 4096}, 65536, 4096),  # a larger model_max_length admits up to it
+    ({"rope_scaling": {"rope_type": "longrope", "short_factor": [1.0], "long_factor": [4.0]},
+      "original_max_position_embeddings": 4096}, 32768, 4096),  # LongRoPE defaults to its original length
+    ({"sliding_window": 0, "model_type": "mistral"}, 32768, 32768),  # 0: no window, as vLLM reads it
+])
+def test_a_config_jsons_length_is_derived_as_vllm_derives_it(tmp_path, extra, longest, default):
+    """Round 100: only max_position_embeddings was read; vLLM derives the length from every length key, lets a
+    model_max_length raise the limit, defaults a LongRoPE model to its original length, and reads a sliding_window
+    of 0 as none (it had been refused)."""
+    path = _config_json(tmp_path, BARE | {"model_type": "llama", "num_key_value_heads": 8,
+                                          "max_position_embeddings": 32768} | extra)
+    m = load_model(path)
+    assert m.sliding_window is None
+    for release in ("0.33.0", "0.19.0"):
+        assert load(None, [f"model={path}", f"engine.vllm_defaults={release}"]).max_model_len == default
+        assert load(None, [f"model={path}", f"engine.max_model_len={longest}"]).max_model_len == longest
+        with pytest.raises(ConfigError, match=f"{longest + 1} exceeds"):
+            load(None, [f"model={path}", f"engine.max_model_len={longest + 1}"])
+
+
+def test_a_checkpoints_own_formats_are_vllms_auto_ones(tmp_path):
+    """Round 100: a float32 checkpoint ran in fp32 (4-byte weights and KV), where vLLM's --dtype auto runs it in
+    bfloat16; a ModelOpt checkpoint's kv_cache_quant_algo FP8 was left out, where vLLM resolves
+    --kv-cache-dtype auto to fp8_e4m3 (half the KV bytes); its 4-bit KV cache is refused, not modelled."""
+    llama = BARE | {"model_type": "llama", "num_key_value_heads": 8, "max_position_embeddings": 8192}
+    fp32 = load_model(_config_json(tmp_path, llama | {"torch_dtype": "float32"}))
+    assert (fp32.dtype, fp32.kv_bytes_per_token) == ("bf16", 131072)
+    for q in ({"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_quant_algo": "FP8"},
+              {"quant_method": "modelopt", "quant_algo": "FP8",
+               "kv_cache_scheme": {"dynamic": False, "num_bits": 8, "type": "float"}}):
+        m = load_model(_config_json(tmp_path, llama | {"quantization_config": q}))
+        assert (m.kv_cache_dtype, m.kv_bytes_per_token) == ("fp8", 65536)
+        assert load(None, [f"model={tmp_path / 'config.json'}", "engine.kv_cache_dtype=bfloat16"]).arch \
+            .kv_bytes_per_token == 131072  # given, it stands
+    plain = load_model(_config_json(tmp_path, llama | {"quantization_config": {"quant_method": "modelopt",
+                                                                                "quant_algo": "FP8"}}))
+    assert plain.kv_bytes_per_token == 131072
+    with pytest.raises(ConfigError, match="kv_cache_quant_algo NVFP4: a 4-bit KV cache"):
+        load_model(_config_json(tmp_path, llama | {"quantization_config": {
+            "quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "NVFP4"}}))
+
+
 def test_bad_architecture_names_the_field(tmp_path):
     f = tmp_path / "m.yaml"
     f.write_text("num_hidden_layers: 0\nhidden_size: 64\nnum_attention_heads: 4\nnum_key_value_heads: 4\n"

@@ -73,7 +73,8 @@ def test_each_format_reads_back_the_requests_and_their_times(tmp_path):
         np.testing.assert_allclose(run.requests["e2el"], r["e2el"], atol=1e-6)
     np.testing.assert_allclose(life.requests["queue_time"], r["queue_time"], atol=1e-6)
     np.testing.assert_allclose(np.sort(bench.itls), np.sort(result.itls), atol=1e-9)
-    assert bench.sets == ["model=llama-3.1-8b"]  # the HF id in the result names the built-in model
+    assert bench.sets == ["model=meta-llama/Llama-3.1-8B"]  # the HF id in the result: a built-in model's
+    assert load(None, bench.sets).arch.name == "llama-3.1-8b"
 
 
 def test_a_step_log_in_either_form_gives_batch_shapes_and_times(tmp_path):
@@ -515,7 +516,7 @@ def test_compare_simulates_the_gpu_the_run_records(tmp_path, capsys, device, gpu
     assert ("replaces the hardware.gpu=h100-sxm" in capsys.readouterr().err) == (device is not None and said is None)
     # a field of a recorded setting edits it (round 80: model.name=qwen3-8b ran Qwen3-8B without a word)
     assert resolve_run(read_run(tmp_path), None, ["model.name=qwen3-8b"]).arch.name == "qwen3-8b"
-    assert "--set model.name=qwen3-8b edits the model=llama-3.1-8b that" in capsys.readouterr().err
+    assert "--set model.name=qwen3-8b edits the model=meta-llama/Llama-3.1-8B that" in capsys.readouterr().err
 
 
 def test_another_block_size_keeps_the_recorded_pool_of_tokens(tmp_path, capsys):

@@ -1764,6 +1764,17 @@ def test_every_built_in_checkpoint_is_read_from_its_hf_id():
             assert HF_IDS.get(checkpoint[1]) == name, name
 
 
+def test_a_checkpoint_of_a_built_in_shape_keeps_its_own_length(tmp_path):
+    """Round 100: Qwen3-30B-A3B-Instruct-2507 was read as Qwen3-30B-A3B, 40,960 positions, and its model card's
+    `vllm serve ... --max-model-len 262144` refused; its config.json reads 262,144. The built-in's profiles apply."""
+    assert main(["vllm", "--gpu", "h200-sxm", "--out", str(tmp_path), "--quiet", "serve",
+                 "Qwen/Qwen3-30B-A3B-Instruct-2507", "--max-model-len", "262144", "--", "bench", "serve",
+                 "--num-prompts", "5"]) == 0
+    rs = load(str(tmp_path / "config.yaml"))
+    assert (rs.arch.name, rs.max_model_len) == ("qwen3-30b-a3b", 262144) and "qwen3-30b-a3b" in rs.profile.name
+    assert load(None, ["model=Qwen/Qwen3-30B-A3B"]).arch.max_position_embeddings == 40960
+
+
 @pytest.mark.parametrize("version, line, flag, says", [
     # round 83: launch modes and expert load balancing vLLM refuses at start were simulated
     ("0.33.0", [MODEL, "-dp", "2", "--data-parallel-external-lb"], "--data-parallel-external-lb", "without --data-parallel-rank"),
