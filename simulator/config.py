@@ -710,6 +710,19 @@ def check_max_model_len(arch: ModelArchitecture, value: int | None, field: str, 
     return value or default_model_length(arch, release)
 
 
+def _check_expert_blocks(arch: ModelArchitecture, tp: int) -> None:
+    """vLLM 0.19's Fp8MoEMethod: each GPU's slice of an expert (moe_intermediate_size / TP) holds whole scale
+    blocks of a block-scaled fp8 checkpoint, N for gate/up and, split, K for down (0.33 shrinks the block to fit)."""
+    n, k = arch.weight_block_size
+    part = (arch.moe_intermediate_size or arch.intermediate_size) // tp
+    if part % n or (tp > 1 and part % k):
+        block = n if part % n else k
+        raise ConfigError("engine.tensor_parallel_size", f"{tp}: each GPU's {part}-wide slice of {arch.name}'s "
+                                                         f"experts is no multiple of its fp8 weight block ({block}): "
+                                                         f"vLLM 0.19 does not start (0.33 shrinks the block; "
+                                                         f"expert parallelism keeps experts whole)")
+
+
 def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int, int | None]:
     """Tensor, data and expert parallel sizes (ep None: experts split by TP only), and what is not modelled."""
     e = scenario.engine
@@ -730,6 +743,8 @@ def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int,
                                                                f"tensor_parallel_size x data_parallel_size = {ep} GPUs: "
                                                                f"vLLM splits them unevenly ({-(-arch.num_experts // ep)} "
                                                                f"on the busiest), which servesim does not model")
+    if e.is_0_19 and arch.weight_block_size and arch.is_moe and ep is None:
+        _check_expert_blocks(arch, tp)
     if arch.is_moe and dp > 1 and not e.enable_expert_parallel:
         raise ConfigError("engine.data_parallel_size", f"{dp} ranks of a MoE model without expert parallelism: vLLM "
                                                        f"then splits every expert over tensor_parallel_size x "

@@ -85,6 +85,9 @@ class ModelArchitecture(Settings):
                                                                "which vLLM holds --quantization to")
     expert_dtype: WeightFormat | None = Field(default=None, description="the routed experts' format when it differs "
                                                                          "from dtype (gpt-oss: mxfp4 experts)")
+    weight_block_size: tuple[PositiveInt, PositiveInt] | None = Field(
+        default=None, description="a block-scaled fp8 checkpoint's [N, K] scale blocks (weight_block_size), which "
+                                  "vLLM 0.19 holds each GPU's expert slice to")
     num_shared_experts: NonNegativeInt = 0  # run for every token (DeepSeek, Qwen2-MoE)
     shared_expert_intermediate_size: PositiveInt | None = Field(
         default=None, description="all shared experts together; default num_shared_experts x moe_intermediate_size")
@@ -671,6 +674,13 @@ def _from_hf(data: dict, source: str) -> dict:
         if kv := _checkpoint_kv_dtype(q):
             out["kv_cache_dtype"] = kv
         fmt = checkpoint_format(q)
+        if fmt == "fp8" and q.get("weight_block_size") is not None:
+            blocks = q["weight_block_size"]
+            if not (isinstance(blocks, list) and len(blocks) == 2 and all(
+                    isinstance(b, int) and not isinstance(b, bool) and b > 0 for b in blocks)):
+                raise ConfigError("model.quantization_config.weight_block_size", f"two positive integers [N, K], as "
+                                                                                 f"vLLM takes it, got {blocks!r:.40}")
+            out["weight_block_size"] = tuple(blocks)
         if fmt == "mxfp4":  # gpt-oss: the experts only; attention, router, embeddings stay 16-bit
             out["expert_dtype"] = fmt
         else:  # fp8 (DeepSeek-V3's block-scaled weights), 4-bit AWQ/GPTQ, NVFP4: the linear layers

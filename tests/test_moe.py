@@ -479,3 +479,33 @@ def test_a_profiles_expert_term_must_be_the_models_routing(tmp_path, model, expe
     path.write_text(yaml.safe_dump({k: v for k, v in p.items() if v is not None}))
     with pytest.raises(ConfigError, match=re.escape(says)):
         load(None, [f"model={model}", f"profile={path}"])
+
+
+def test_0_19_holds_each_gpus_expert_slice_to_the_fp8_weight_block(tmp_path):
+    """Round 100: vLLM 0.19's Fp8MoEMethod refuses a block-scaled fp8 checkpoint whose expert slice per GPU
+    (moe_intermediate_size / TP) is no multiple of the block: Qwen3-30B-A3B-FP8 (768, blocks of 128) at TP 4 (192)
+    ran. 0.33 shrinks the block and starts; expert parallelism keeps each expert whole."""
+    import json
+
+    from servesim.simulator.config import load
+    from servesim.simulator.errors import ConfigError
+
+    cfg = {"model_type": "qwen3_moe", "hidden_size": 2048, "num_attention_heads": 32, "num_key_value_heads": 4,
+           "head_dim": 128, "num_hidden_layers": 48, "intermediate_size": 6144, "vocab_size": 151936,
+           "max_position_embeddings": 40960, "num_experts": 128, "num_experts_per_tok": 8, "moe_intermediate_size": 768,
+           "quantization_config": {"quant_method": "fp8", "activation_scheme": "dynamic",
+                                   "weight_block_size": [128, 128]}}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    model = [f"model={tmp_path / 'config.json'}", "hardware.gpu=h100-sxm"]
+    for tp in (4, 8):
+        with pytest.raises(ConfigError, match=f"tensor_parallel_size: {tp}: each GPU's {768 // tp}-wide slice .* "
+                                              f"no multiple of its fp8 weight block .128.: vLLM 0.19 does not start"):
+            load(None, model + [f"engine.tensor_parallel_size={tp}", "engine.vllm_defaults=0.19.0"])
+        assert load(None, model + [f"engine.tensor_parallel_size={tp}"]).arch.weight_block_size == (128, 128)
+        load(None, model + [f"engine.tensor_parallel_size={tp}", "engine.vllm_defaults=0.19.0",
+                            "engine.enable_expert_parallel=true"])
+    load(None, model + ["engine.tensor_parallel_size=2", "engine.vllm_defaults=0.19.0"])  # 384: three blocks
+    cfg["quantization_config"]["weight_block_size"] = [128]
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(ConfigError, match="weight_block_size: two positive integers"):
+        load(None, model)
