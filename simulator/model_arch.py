@@ -67,8 +67,7 @@ class ModelArchitecture(Settings):
                                   "0.19 multiplies original_max_position_embeddings by its factor)")
     default_max_model_len: PositiveInt | None = Field(
         default=None, description="vLLM's length when none is given, where below the longest it takes: a LongRoPE "
-                                  "scaling's original_max_position_embeddings, or the derived length under a larger "
-                                  "model_max_length")
+                                  "scaling's original_max_position_embeddings")
     dtype: WeightFormat = Field("bf16", description="the linear layers' format (fp8: W8A8, nvfp4: W4A4, w4a16: "
                                                      "4-bit weights with 16-bit activations)")
     kv_cache_dtype: Dtype | None = Field(default=None, description="defaults to the activations' dtype")
@@ -380,6 +379,8 @@ HF_FAMILIES = {
                     "first_k_dense_replace": "num_dense_layers"},
 }
 HF_FAMILIES["deepseek_v3"] = HF_FAMILIES["deepseek_v2"]
+# model_types vLLM loads with another family's config class (transformers_utils/config.py _CONFIG_REGISTRY)
+HF_FAMILY_ALIASES = {"kimi_k2": "deepseek_v3"}
 HF_FAMILIES["gpt_oss"] = HF_FAMILIES["mixtral"]  # every layer MoE, experts of intermediate_size
 HF_FAMILIES["llama4_text"] = {"num_local_experts": "num_experts", "num_experts_per_tok": "experts_per_token",
                               "intermediate_size": "moe_intermediate_size", "intermediate_size_mlp": "intermediate_size"}
@@ -426,6 +427,19 @@ _QWEN_MOE = ("qwen2_moe", "qwen3_moe")
 def _method(q: dict) -> str:
     """A quantization_config's quant_method as vLLM reads it: lower-cased ("AWQ" is awq)."""
     return str(q.get("quant_method", "")).lower()
+
+
+def _modelopt_flat(q):
+    """ModelOpt's own layout ({producer: {name: modelopt}, quantization: {quant_algo, kv_cache_quant_algo}}, as
+    hf_quant_config.json holds it) under the quant_method vLLM gives it (_normalize_quantization_config), its
+    algorithms at the top as a config.json's ModelOpt entry has them; any other config as it is."""
+    if not isinstance(q, dict):
+        return q
+    inner = q.get("quantization")
+    producer = q.get("producer") if isinstance(q.get("producer"), dict) else {}
+    if isinstance(inner, dict) and (producer.get("name") == "modelopt" or "modelopt_quant_config" in inner):
+        return {**q, **inner, "quant_method": "modelopt"}
+    return q
 
 
 def _w4_group(q):
@@ -579,15 +593,14 @@ def default_model_length(arch: "ModelArchitecture", release: str) -> int:
 
 def _hf_lengths(data: dict) -> dict:
     """The model's length fields from a config.json, as vLLM derives them: the smallest of the length keys present,
-    scaled by RoPE as each release does; a larger model_max_length admits a --max-model-len up to it; a LongRoPE
-    model defaults to its original_max_position_embeddings."""
+    or model_max_length where given (Command-R's rule, which vLLM applies to every model), scaled by RoPE as each
+    release does; a LongRoPE model defaults to its original_max_position_embeddings."""
     lengths = {k: _int_field(data, k) for k in LENGTH_KEYS if data.get(k) is not None}
     if not lengths:
         return {}
-    derived = min(lengths.values())
-    allowed = lengths.get("model_max_length", 0)
-    out = {"max_position_embeddings": max(_rope_length(data, derived, "0.33.0"), allowed)}
-    if (older := max(_rope_length(data, derived, "0.19.0"), allowed)) != out["max_position_embeddings"]:
+    derived = lengths.get("model_max_length") or min(lengths.values())
+    out = {"max_position_embeddings": _rope_length(data, derived, "0.33.0")}
+    if (older := _rope_length(data, derived, "0.19.0")) != out["max_position_embeddings"]:
         out["max_model_len_0_19"] = older
     default = _rope_length(data, derived, "0.33.0")
     rope = data.get("rope_scaling") or data.get("rope_parameters")
@@ -621,7 +634,7 @@ def _checkpoint_kv_dtype(q: dict) -> str | None:
 def _from_hf(data: dict, source: str) -> dict:
     """An HF config.json -> servesim's fields: the family's own names mapped, its dense-layer layout counted,
     anything that changes memory or time and is not modelled refused by name."""
-    family = data.get("model_type")
+    family = HF_FAMILY_ALIASES.get(data.get("model_type"), data.get("model_type"))
     if family not in HF_FAMILIES:
         raise ConfigError("model.model_type", f"{family!r} is not a family servesim reads (known: "
                                               f"{', '.join(sorted(HF_FAMILIES))}); describe it in a YAML of "
@@ -697,7 +710,7 @@ def _from_mapping(data: dict, source: str) -> ModelArchitecture:
         q = next((c.get(key) for c in (data, text_config) for key in ("quantization_config", "compression_config")
                   if c.get(key) is not None), None)  # vLLM's order: the top level's, compressed-tensors' name
         if q is not None:  # too, then a multimodal wrapper's text_config's
-            data["quantization_config"] = q
+            data["quantization_config"] = _modelopt_flat(q)
         if "text_config" in data:  # a multimodal wrapper (Llama 4): the decoder is text_config
             if not isinstance(data["text_config"], dict):
                 raise ConfigError("model.text_config", f"must be a mapping, got {data['text_config']!r:.60}")
@@ -725,12 +738,13 @@ HF_IDS = {"meta-llama/Llama-3.1-8B": "llama-3.1-8b", "meta-llama/Llama-3.1-8B-In
           "mistralai/Mistral-7B-Instruct-v0.1": "mistral-7b", "mistralai/Mixtral-8x7B-v0.1": "mixtral-8x7b",
           "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b", "deepseek-ai/DeepSeek-V3": "deepseek-v3",
           "deepseek-ai/DeepSeek-R1": "deepseek-v3", "openai/gpt-oss-120b": "gpt-oss-120b",
-          "meta-llama/Llama-4-Scout-17B-16E": "llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4-scout",
+          "meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama-4-scout", "meta-llama/Llama-4-Scout-17B-16E": "llama-4-scout",
           "meta-llama/Meta-Llama-3-8B": "llama-3-8b", "meta-llama/Meta-Llama-3-8B-Instruct": "llama-3-8b",
           "Qwen/Qwen2.5-7B-Instruct": "qwen2.5-7b"}  # (Qwen2.5-7B's base checkpoint reads 131,072 positions)
 # checkpoints of a built-in's shape whose config.json differs from it elsewhere: the built-in's name is kept, so its
 # profiles apply (Qwen3-2507's 262,144 native positions, where Qwen3-30B-A3B's config.json reads 40,960)
-HF_ID_CHANGES = {"Qwen/Qwen3-30B-A3B-Instruct-2507": {"max_position_embeddings": 262144}}
+HF_ID_CHANGES = {"Qwen/Qwen3-30B-A3B-Instruct-2507": {"max_position_embeddings": 262144},
+                 "meta-llama/Llama-4-Scout-17B-16E": {"max_position_embeddings": 262144}}  # the Instruct's: 10 M
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -766,6 +780,13 @@ def _load_file(path: Path, name: str) -> ModelArchitecture:
         data = load_yaml(text, "model", str(path))
     if not isinstance(data, dict):
         raise ConfigError("model", f"{path} must hold a mapping of architecture fields")
+    sidecar = path.with_name("hf_quant_config.json")
+    if path.suffix == ".json" and data.get("quantization_config") is None and sidecar.is_file():
+        # ModelOpt 0.29 and before keep the quantization beside config.json, where vLLM reads it too
+        try:
+            data["quantization_config"] = json.loads(read_settings_text(sidecar, "model"))
+        except JSON_ERRORS as exc:
+            raise ConfigError("model", f"cannot parse {sidecar}: {json_problem(exc)}") from None
     data.setdefault("name", name)
     return _from_mapping(data, str(path))
 

@@ -23,7 +23,7 @@ import yaml
 
 from servesim.simulator.cli_args import human_readable_int, human_readable_int_or_auto
 from servesim.simulator.errors import ConfigError
-from servesim.simulator.model_arch import HF_IDS, load_model
+from servesim.simulator.model_arch import HF_ID_CHANGES, HF_IDS, load_model
 
 VLLM_VERSIONS = ("0.33.0", "0.19.0")  # flag tables shipped (data/vllm-VERSION-flags.yaml)
 VLLM_VERSION = VLLM_VERSIONS[0]  # the default: docs/vllm-v1-scheduler.md's release
@@ -1878,7 +1878,7 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
     version = version or (settings.get("engine") or {}).get("vllm_defaults") or VLLM_VERSION
 
     model = settings["model"]["name"] if isinstance(settings.get("model"), dict) else settings.get("model")
-    hf = {v: k for k, v in reversed(list(HF_IDS.items()))}  # a built-in's first-listed HF id
+    hf = {v: k for k, v in reversed(list(HF_IDS.items())) if k not in HF_ID_CHANGES}  # a built-in's own HF id
     words = ["vllm", "serve", hf.get(model, str(model))]
     notes = [f"the GPU is not a vLLM flag: run it on {settings['hardware']['gpu']}"]
     if model not in hf and "/" not in str(model):

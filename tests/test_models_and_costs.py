@@ -95,7 +95,8 @@ def test_a_config_key_left_out_is_its_transformers_class_default(tmp_path, famil
 @pytest.mark.parametrize("extra, longest, default", [
     ({"max_sequence_length": 4096}, 4096, 4096),  # vLLM takes the smallest length key
     ({"seq_length": 2048, "max_seq_len": 3000}, 2048, 2048),
-    ({"model_max_length": 65536, "max_seq_len": 4096}, 65536, 4096),  # a larger model_max_length admits up to it
+    ({"model_max_length": 65536, "max_seq_len": 4096}, 65536, 65536),  # model_max_length is the length, as given
+    ({"model_max_length": 2048}, 2048, 2048),
     ({"rope_scaling": {"rope_type": "longrope", "short_factor": [1.0], "long_factor": [4.0]},
       "original_max_position_embeddings": 4096}, 32768, 4096),  # LongRoPE defaults to its original length
     ({"sliding_window": 0, "model_type": "mistral"}, 32768, 32768),  # 0: no window, as vLLM reads it
@@ -135,6 +136,33 @@ def test_a_checkpoints_own_formats_are_vllms_auto_ones(tmp_path):
     with pytest.raises(ConfigError, match="kv_cache_quant_algo NVFP4: a 4-bit KV cache"):
         load_model(_config_json(tmp_path, llama | {"quantization_config": {
             "quant_method": "modelopt", "quant_algo": "NVFP4", "kv_cache_quant_algo": "NVFP4"}}))
+
+
+def test_modelopt_sidecar_and_vllms_family_aliases_are_read(tmp_path):
+    """Round 101: a ModelOpt checkpoint of 0.29 or before keeps its quantization in hf_quant_config.json beside
+    config.json (nvidia/Llama-3.3-70B-Instruct-FP4), which vLLM reads: it had been read as 16-bit (131 GiB of
+    weights, a 16-bit KV cache) and --quantization modelopt refused. Kimi-K2's model_type kimi_k2 is DeepSeek-V3's
+    config class in vLLM; it had been refused."""
+    from servesim.simulator.config import with_formats
+
+    llama = BARE | {"model_type": "llama", "num_key_value_heads": 8, "max_position_embeddings": 8192}
+    path = _config_json(tmp_path, llama)
+    (tmp_path / "hf_quant_config.json").write_text(json.dumps({"producer": {"name": "modelopt", "version": "0.27"},
+                                                               "quantization": {"quant_algo": "NVFP4",
+                                                                                "kv_cache_quant_algo": "FP8",
+                                                                                "group_size": 16}}))
+    m = load_model(path)
+    assert (m.dtype, m.quant_method, m.kv_cache_dtype) == ("nvfp4", "modelopt", "fp8")
+    assert load_model(str(tmp_path)).weight_bytes == m.weight_bytes < load_model(llama).weight_bytes / 3
+    assert with_formats(m, "modelopt").dtype == "nvfp4"  # the checkpoint's own method
+    (tmp_path / "hf_quant_config.json").write_text("{oops")
+    with pytest.raises(ConfigError, match="cannot parse .*hf_quant_config.json"):
+        load_model(path)
+    (tmp_path / "hf_quant_config.json").unlink()
+    v3 = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61, "n_routed_experts": 384}
+    kimi, deepseek = (load_model(_config_json(tmp_path, v3 | {"model_type": t})) for t in ("kimi_k2", "deepseek_v3"))
+    assert kimi.model_dump(exclude={"name"}) == deepseek.model_dump(exclude={"name"})
+    assert (kimi.num_experts, kimi.kv_bytes_per_token) == (384, (512 + 64) * 2 * 61)
 
 
 def test_bad_architecture_names_the_field(tmp_path):

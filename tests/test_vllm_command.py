@@ -1773,6 +1773,14 @@ def test_a_checkpoint_of_a_built_in_shape_keeps_its_own_length(tmp_path):
     rs = load(str(tmp_path / "config.yaml"))
     assert (rs.arch.name, rs.max_model_len) == ("qwen3-30b-a3b", 262144) and "qwen3-30b-a3b" in rs.profile.name
     assert load(None, ["model=Qwen/Qwen3-30B-A3B"]).arch.max_position_embeddings == 40960
+    # round 101: Llama 4 Scout's base checkpoint reads 262,144 positions, its Instruct one 10,485,760
+    from servesim.simulator.model_arch import HF_ID_CHANGES
+
+    assert [load_model(m).max_position_embeddings for m in ("meta-llama/Llama-4-Scout-17B-16E",
+                                                            "meta-llama/Llama-4-Scout-17B-16E-Instruct")] \
+        == [262144, 10485760]
+    hf = {v: k for k, v in reversed(list(HF_IDS.items())) if k not in HF_ID_CHANGES}
+    assert hf["llama-4-scout"] == "meta-llama/Llama-4-Scout-17B-16E-Instruct"  # the built-in's own checkpoint
 
 
 @pytest.mark.parametrize("version, line, flag, says", [
