@@ -247,9 +247,10 @@ def is_results_dir(path: str | Path) -> bool:
 
 
 def sim_timeseries(steps: pd.DataFrame, seconds: np.ndarray) -> pd.DataFrame:
-    """Engine state as vLLM's once-a-second logger sees it: each engine's last step that started before each tick,
-    and over engines (data-parallel ranks, replicas) the running and waiting summed and the KV usage averaged, as
-    its aggregated logger does; an engine yet to step counts as idle, a tick before any step is NaN."""
+    """Engine state as vLLM's once-a-second logger sees it: each engine's last step that started before each tick
+    (none running once that step has ended: an idle engine, as `plot --kind timeline` draws it), and over engines
+    (data-parallel ranks, replicas) the running and waiting summed and the KV usage averaged, as its aggregated
+    logger does; an engine yet to step counts as idle, a tick before any step is NaN."""
     columns = (("running", "num_running", False), ("waiting", "num_waiting", False), ("kv_cache_pct", "kv_usage", True))
     totals = {col: np.zeros(len(seconds)) for col, _, _ in columns}
     stepped = np.zeros(len(seconds), dtype=bool)
@@ -260,8 +261,11 @@ def sim_timeseries(steps: pd.DataFrame, seconds: np.ndarray) -> pd.DataFrame:
         idx = np.searchsorted(mine["start"].to_numpy(), seconds, side="right") - 1
         ok = idx >= 0
         stepped |= ok
+        busy = ok.copy()
+        busy[ok] = mine["end"].to_numpy()[idx[ok]] >= seconds[ok]
         for col, src, _ in columns:
-            totals[col][ok] += mine[src].to_numpy()[idx[ok]]
+            where = busy if col == "running" else ok
+            totals[col][where] += mine[src].to_numpy()[idx[where]]
     out = pd.DataFrame({"t": seconds})
     for col, _, mean in columns:
         vals = totals[col] * 100.0 / max(n, 1) if mean else totals[col]

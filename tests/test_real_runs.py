@@ -708,10 +708,13 @@ def test_the_simulated_timeline_adds_up_the_engines_as_vllms_logger_does():
     from servesim.calibration.run_comparison import sim_timeseries
 
     steps = pd.DataFrame({"replica": [0, 0, 0, 1, 1], "start": [0.0, 1.5, 2.5, 1.2, 2.2],
+                          "end": [1.0, 2.5, 3.5, 2.2, 3.2],
                           "num_running": [1, 2, 3, 10, 20], "num_waiting": [0, 1, 0, 5, 4],
                           "kv_usage": [0.1, 0.2, 0.3, 0.5, 0.7]})
     t = sim_timeseries(steps, np.array([-1.0, 0.5, 2.0, 3.0]))
     assert t["running"].tolist()[1:] == [1, 12, 23] and np.isnan(t["running"][0])
+    # round 101: an engine whose last step has ended runs nothing (the last step's count had been held)
+    assert sim_timeseries(steps, np.array([1.2, 9.0]))["running"].tolist() == [10, 0]
     assert t["waiting"].tolist()[1:] == [0, 6, 4]
     assert t["kv_cache_pct"].tolist()[1:] == pytest.approx([5.0, 35.0, 50.0])  # an engine yet to step is idle
     one = sim_timeseries(steps[steps.replica == 0], np.array([2.0]))
