@@ -23,7 +23,7 @@ import yaml
 
 from servesim.simulator.cli_args import human_readable_int, human_readable_int_or_auto
 from servesim.simulator.errors import ConfigError
-from servesim.simulator.model_arch import HF_ID_CHANGES, HF_IDS, load_model
+from servesim.simulator.model_arch import HF_ID_CHANGES, HF_IDS, default_model_length, load_model
 
 VLLM_VERSIONS = ("0.33.0", "0.19.0")  # flag tables shipped (data/vllm-VERSION-flags.yaml)
 VLLM_VERSION = VLLM_VERSIONS[0]  # the default: docs/vllm-v1-scheduler.md's release
@@ -715,6 +715,45 @@ def _proposer_path(model) -> bool:
         len(parts) >= 2 and all(part.isidentifier() for part in parts)
 
 
+# SpeculativeConfig's methods that load no drafter of their own (__post_init__): the rest load one, whose tensor
+# parallel size and length it checks
+LOADS_NO_DRAFTER = ("ngram", "ngram_gpu", "suffix", "custom_class", "extract_hidden_states")
+SUFFIX_BOUNDS = {"suffix_decoding_max_tree_depth": (1, None), "suffix_decoding_max_cached_requests": (0, None),
+                 "suffix_decoding_max_spec_factor": (0, None), "suffix_decoding_min_token_prob": (0, 1)}
+
+
+def _check_speculative_values(config: dict, method: str, k: int, serve: dict, arch, version: str, field: str) -> None:
+    """What SpeculativeConfig's __post_init__ and _verify_args refuse beyond its fields' types: suffix decoding's
+    ranges (_validate_suffix_decoding), a drafter's tensor parallel size other than 1 or the target's
+    (_verify_and_get_draft_tp), a max_model_len past the target's (_maybe_override_draft_max_model_len), and 0.33's
+    FLy verification rules."""
+    if method == "suffix":
+        for key, (low, high) in SUFFIX_BOUNDS.items():
+            value = config.get(key)
+            if isinstance(value, (int, float)) and (value < low or (high is not None and value > high)):
+                raise ConfigError(f"{field}.{key}", f"{value} must be " + (f"in [{low}, {high}]" if high is not None
+                                                                          else f">= {low}") + ", as vLLM says")
+    if method not in LOADS_NO_DRAFTER:
+        tp = _lax_int(serve.get("tensor_parallel_size", 1))
+        draft_tp = config.get("draft_tensor_parallel_size")
+        if draft_tp is not None and draft_tp not in (1, tp):
+            raise ConfigError(f"{field}.draft_tensor_parallel_size", f"{draft_tp} cannot be other than 1 or the "
+                                                                     f"target's tensor_parallel_size ({tp}), as vLLM "
+                                                                     f"says")
+        given, target = config.get("max_model_len"), serve.get("max_model_len")
+        if not isinstance(target, int) or target < 1:  # not given, or auto (-1): the model's own length
+            target = default_model_length(arch, version) if arch is not None else None
+        if isinstance(given, int) and target is not None and given > target:
+            raise ConfigError(f"{field}.max_model_len", f"{given} cannot be larger than the target's max_model_len "
+                                                        f"({target}), as vLLM says")
+    if config.get("rejection_sample_method") == "fly":  # 0.33's lossy verification
+        window = config.get("fly_window_size")
+        if method == "extract_hidden_states" or k < 2 or (window is not None and window >= k):
+            raise ConfigError(f"{field}.rejection_sample_method", "fly needs a drafting method, "
+                                                                  "num_speculative_tokens of at least 2 and "
+                                                                  "fly_window_size below it, as vLLM says")
+
+
 def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tuple[dict, str | None, dict]:
     """--speculative-config, and 0.33's --spec-method/--spec-model/--spec-tokens shorthands for its keys: the
     release's methods and keys (a key SpeculativeConfig lacks is refused, as its pydantic class forbids it; one
@@ -741,6 +780,7 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
     if unknown:
         raise ConfigError(f"{field}.{unknown[0]}", f"not a key of vLLM {version}'s SpeculativeConfig (it forbids "
                                                    f"others): {', '.join(table['keys'][:6])}, ...")
+    _check_fields(config, table, field, version)  # typed and bounded as SpeculativeConfig's fields
     if "tensor_parallel_size" in config:  # SpeculativeConfig's field, which its _verify_args refuses to be given
         raise ConfigError(f"{field}.tensor_parallel_size", "not a valid argument in the speculative_config: pass "
                                                            "draft_tensor_parallel_size instead, as vLLM says")
@@ -774,6 +814,7 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         raise ConfigError(field, "needs a method (or a draft model) and num_speculative_tokens >= 1, as vLLM does "
                                  "(it takes a draft model's n_predict when the count is left out: among servesim's "
                                  "models only DeepSeek-V3/R1's MTP layers have one)")
+    _check_speculative_values(config, method, k, serve, arch, version, field)
     if method == "extract_hidden_states":
         return _extract_hidden_states(config, k, field, not_modelled), method, config
     if config.get("model") is None and method not in NO_DRAFT_MODEL:  # eagle, draft_model, ...: a drafter to load
@@ -1200,12 +1241,8 @@ def _cuda_graphs(serve: dict, version: str, not_modelled: dict) -> dict:
 
 
 def _ngram_window(config: dict, method: str | None, field: str) -> None:
-    """prompt_lookup_min/max: integers >= 1 (SpeculativeConfig's Field(ge=1)), and for an n-gram method the
-    window's min at most its max (one given is the other's default), as vLLM checks them."""
-    for key in ("prompt_lookup_min", "prompt_lookup_max"):
-        value = config.get(key)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-            raise ConfigError(f"{field}.{key}", f"must be an integer >= 1, got {value!r}, as vLLM says")
+    """For an n-gram method the window's prompt_lookup_min at most its max (one given is the other's default), as
+    vLLM checks them (their type and Field(ge=1) are checked with the other fields')."""
     low, high = config.get("prompt_lookup_min"), config.get("prompt_lookup_max")
     if method in ("ngram", "ngram_gpu") and low is not None and high is not None and low > high:
         raise ConfigError(f"{field}.prompt_lookup_min", f"{low} must be <= prompt_lookup_max {high}, as vLLM says")

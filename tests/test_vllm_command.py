@@ -482,12 +482,48 @@ def test_an_empty_result_name_or_label_takes_vllms_default_name(tmp_path, flags,
                 "synthetic_acceptance_rates": [0.5]}, "synthetic_acceptance_rates: must be 2 numbers in [0, 1]"),
     ("0.33.0", {"method": "ngram", "num_speculative_tokens": 2, "rejection_sample_method": "synthetic",
                 "synthetic_acceptance_length": 3.5}, "synthetic_acceptance_length: must be in [1, 3]"),
+    # round 102: the fields' types and bounds, and __post_init__'s checks of what servesim does not model
+    ("0.33.0", {"method": "ngram", "num_speculative_tokens": 3, "rejection_sample_method": "bogus"},
+     "rejection_sample_method: one of standard, synthetic, block, fly, got 'bogus'"),
+    ("0.19.0", {"method": "ngram", "num_speculative_tokens": 3, "rejection_sample_method": "standard"},
+     "rejection_sample_method: one of strict, probabilistic, synthetic"),
+    ("0.33.0", {"method": "ngram", "num_speculative_tokens": 3, "draft_tensor_parallel_size": 0},
+     "draft_tensor_parallel_size: must be >= 1 (vLLM 0.33.0's SpeculativeConfig), got 0"),
+    ("0.33.0", {"method": "ngram", "num_speculative_tokens": 3, "disable_padded_drafter_batch": "maybe"},
+     "disable_padded_drafter_batch: bool, as vLLM's SpeculativeConfig types it"),
+    ("0.33.0", {"method": "ngram", "num_speculative_tokens": 1, "rejection_sample_method": "fly"},
+     "rejection_sample_method: fly needs a drafting method, num_speculative_tokens of at least 2"),
+    ("0.33.0", {"method": "ngram", "num_speculative_tokens": 3, "rejection_sample_method": "fly",
+                "fly_window_size": 3}, "fly_window_size below it"),
+    ("0.19.0", {"method": "suffix", "suffix_decoding_min_token_prob": 2}, "suffix_decoding_min_token_prob: 2.0 must "
+                                                                          "be in [0, 1]"),
+    ("0.33.0", {"method": "suffix", "suffix_decoding_max_cached_requests": -1}, "must be >= 0"),
+    ("0.33.0", {"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3,
+                "draft_tensor_parallel_size": 2}, "draft_tensor_parallel_size: 2 cannot be other than 1 or the "
+                                                  "target's tensor_parallel_size (1)"),
+    ("0.19.0", {"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3,
+                "max_model_len": 200000}, "max_model_len: 200000 cannot be larger than the target's max_model_len "
+                                          "(131072)"),
 ])
 def test_a_speculative_config_vllm_refuses_is_refused(version, config, needle):
     """A bogus method ran as speculative decoding and every key but method and k was dropped unsaid: vLLM's
     SpeculativeConfig takes the methods its release lists and forbids keys it lacks."""
     with pytest.raises(ConfigError, match=re.escape(needle)):
         read([MODEL, "--speculative-config", json.dumps(config)], [], version)
+
+
+def test_speculative_numbers_are_read_as_vllms_lax_fields_read_them():
+    """Round 102: "1.5" as synthetic_acceptance_length and "2" as prompt_lookup_min were refused; SpeculativeConfig's
+    pydantic fields read them as numbers."""
+    cmd = read([MODEL, "--speculative-config", json.dumps({
+        "method": "ngram", "num_speculative_tokens": "2", "prompt_lookup_min": "2", "prompt_lookup_max": 4.0,
+        "rejection_sample_method": "synthetic", "synthetic_acceptance_length": "1.5"})], [])
+    assert cmd.settings["speculative.num_speculative_tokens"] == 2
+    assert cmd.settings["speculative.acceptance_distribution"] == \
+        read([MODEL, "--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": 2,
+                                                           "rejection_sample_method": "synthetic",
+                                                           "synthetic_acceptance_length": 1.5})], []) \
+        .settings["speculative.acceptance_distribution"]
 
 
 @pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
@@ -944,8 +980,9 @@ def test_a_draft_method_without_its_model_is_refused():
 
 @pytest.mark.parametrize("window, says", [
     ({"prompt_lookup_min": 5, "prompt_lookup_max": 2}, "prompt_lookup_min: 5 must be <= prompt_lookup_max 2"),
-    ({"prompt_lookup_min": 0}, "prompt_lookup_min: must be an integer >= 1, got 0"),
-    ({"prompt_lookup_max": 2.5}, "prompt_lookup_max: must be an integer >= 1, got 2.5"),
+    ({"prompt_lookup_min": 0}, "prompt_lookup_min: must be >= 1 (vLLM 0.33.0's SpeculativeConfig), got 0"),
+    ({"prompt_lookup_max": 2.5}, "prompt_lookup_max: int | None, as vLLM's SpeculativeConfig types it, got 2.5"),
+    ({"prompt_lookup_min": "4", "prompt_lookup_max": 3.0}, "prompt_lookup_min: 4 must be <= prompt_lookup_max 3"),
 ])
 def test_an_ngram_window_vllm_refuses_is_refused(window, says):
     """SpeculativeConfig's Field(ge=1) and its n-gram check: min above max was simulated (round 70)."""
