@@ -414,21 +414,30 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     runs = out / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     _remove_orphans(runs)
+    for name in TABLE_FILES:  # an earlier sweep's table never stands under this one's record, even after a SIGKILL
+        (out / name).unlink(missing_ok=True)
     _write_record(out, scenario, sets, points)
-    rows: list[dict] = []
     keys = list(dict.fromkeys(k for p in points for k in p))
+    rows: list[dict] = _finished_on_disk(scenario, sets, points, str(runs), set())  # this sweep's, from a rerun
+    for row in rows:
+        row.pop(WARNINGS, None)
+    table = write_table(rows, out, keys, points)
+    done = {row["run_id"]: i for i, row in enumerate(rows)}
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(total=len(points), desc="sweep", unit="run")
-    table = None
 
     def record(row: dict) -> None:
         nonlocal table
         with _interrupt_deferred():  # a Ctrl-C here waits until the row is in the table, written whole
             say_once(row.pop(WARNINGS, ()))  # each worker's warnings, said once for the sweep
-            rows.append(row)
+            if row["run_id"] in done:  # a run already on disk, now reused: its row as this sweep read it
+                rows[done[row["run_id"]]] = row
+            else:
+                done[row["run_id"]] = len(rows)
+                rows.append(row)
             table = write_table(rows, out, keys, points)  # after every run, atomically: even a SIGKILL leaves what finished
             if bar:
                 bar.update(1)
@@ -442,7 +451,7 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
             if len(rows) < len(points):  # stopped: runs of this sweep on disk that it did not get to (a rerun's)
                 for row in _finished_on_disk(scenario, sets, points, str(runs), {r["run_id"] for r in rows}):
                     rows.append(row)
-            if table is None or len(table) != len(rows):  # none recorded yet, or some added since
+            if len(table) != len(rows):  # some added since
                 table = write_table(rows, out, keys, points)
             _record_slos(out, scenario, sets, points, table)
     return table

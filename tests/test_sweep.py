@@ -78,7 +78,27 @@ def test_the_table_is_written_after_every_run(tmp_path, monkeypatch):
 
     monkeypatch.setattr(sw, "write_table", spy)
     sw.sweep(None, BASE, sw.expand(["workload.arrival.rate=2,4,6"], [], seeds=1), tmp_path, jobs=1, progress=False)
-    assert sizes[:3] == [1, 2, 3]
+    assert sizes[:4] == [0, 1, 2, 3]  # at the start, this sweep's runs on disk (none), then after every run
+
+
+def test_a_sweep_killed_before_its_first_run_leaves_no_other_sweeps_rows(tmp_path, monkeypatch):
+    """Round 102: a sweep SIGKILLed before its first run finished left the earlier sweep's rows in sweep.csv under
+    the new sweep.yaml; the table is rewritten as the sweep starts, with its own runs already on disk."""
+    sw.sweep(None, BASE, sw.expand(["workload.arrival.rate=2,4"], [], seeds=1), tmp_path, jobs=1, progress=False)
+
+    left = []
+
+    def killed(*args, **kw):  # a SIGKILL as the first run starts: the folder as it is then is what is left
+        left.append(pd.read_parquet(tmp_path / "sweep.parquet") if (tmp_path / "sweep.parquet").exists() else None)
+        raise SystemExit
+
+    monkeypatch.setattr(sw, "_execute", killed)
+    with pytest.raises(SystemExit):
+        sw.sweep(None, BASE + ["workload.num_requests=30"], sw.expand(["workload.arrival.rate=8,16"], [], seeds=1),
+                 tmp_path, jobs=1, progress=False)
+    with pytest.raises(SystemExit):  # a rerun of the first sweep finds its two runs on disk
+        sw.sweep(None, BASE, sw.expand(["workload.arrival.rate=2,4"], [], seeds=1), tmp_path, jobs=1, progress=False)
+    assert len(left[0]) == 0 and list(left[1]["workload.arrival.rate"]) == [2, 4]
 
 
 def test_interrupt_keeps_finished_runs(tmp_path, monkeypatch):
