@@ -363,7 +363,10 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
         raise ConfigError(where, f"{path}: must hold flag: value pairs (a mapping), as vLLM reads it")
     parser, _ = _parser("serve", version)
     flags: list[str] = []
+    model_first = bool(argv) and not argv[0].startswith("-")  # `vllm serve MODEL --config FILE ...`
     for key, value in config.items():
+        if key == "model" and model_first:  # the positional model wins over the file's (ServeSubcommand.cmd)
+            continue
         if isinstance(value, bool):
             if value:
                 flags.append(f"--{key}")
@@ -375,7 +378,6 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
             flags += [f"--{key}", json.dumps(value)]
         else:
             flags += [f"--{key}", str(value)]
-    model_first = bool(argv) and not argv[0].startswith("-")  # `vllm serve MODEL --config FILE ...`
     if not model_first and "--model" not in flags and not any(re.match(r"^--model(=.+|$)", a) for a in argv):
         raise ConfigError(where, "no model: vLLM needs it right after `serve` (or as `model:` in the file)")
     rest = argv[:i] + argv[i + 2:]
@@ -1663,7 +1665,8 @@ def _parallel_launch(serve: dict, arch, version: str) -> tuple[int | None, int]:
     tp, pp, pcp_given = (serve.get(f"{k}_parallel_size") or 1 for k in ("tensor", "pipeline", "prefill_context"))
     pcp = pcp_given if not old else 1  # 0.19's launch and EPLB checks count no prefill-context ranks
     start, multi = serve.get("data_parallel_start_rank"), bool(serve.get("data_parallel_multi_port_external_lb"))
-    if serve.get("headless") or serve.get("api_server_count") == 0:
+    count = serve.get("api_server_count")
+    if serve.get("headless") or (isinstance(count, int) and count < 1):  # vLLM runs headless below 1
         raise ConfigError(_flag("serve", "headless" if serve.get("headless") else "api_server_count", version),
                           "starts no API server, so no request reaches this line (servesim simulates the one that "
                           "serves: leave it out)")

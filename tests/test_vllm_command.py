@@ -867,6 +867,10 @@ def test_a_vllm_config_file_gives_flags_the_command_line_overrides(tmp_path):
         read(["--config", str(cfg), MODEL], [])  # vLLM: "No model specified!"
     cfg.write_text(f"model: {MODEL}\n")
     assert read(["--config", str(cfg), "-tp", "2"], []).settings["engine.tensor_parallel_size"] == 2
+    # round 102: the positional model wins over the file's (it had been refused as two models)
+    cfg.write_text("model: Qwen/Qwen3-8B\nmax-num-seqs: 64\n")
+    both = read([MODEL, "--config", str(cfg)], [])
+    assert both.settings["engine.max_num_seqs"] == 64 and both.settings["model"] == MODEL
     cfg.write_text("max-num-seqs: 0x_\n")  # PyYAML's int('', 16): a ValueError, exit 3 (round 67)
     with pytest.raises(ConfigError, match="is not valid YAML: '0x_' \\(line 1\\) is no integer Python reads"):
         read([MODEL, "--config", str(cfg)], [])
@@ -1895,6 +1899,7 @@ def test_a_checkpoint_of_a_built_in_shape_keeps_its_own_length(tmp_path):
     ("0.33.0", [MOE, "--eplb-config", '{"num_redundant_experts": 8}'], "--eplb-config", "without --enable-eplb"),
     ("0.33.0", [MOE, "--headless"], "--headless", "starts no API server"),
     ("0.33.0", [MOE, "--api-server-count", "0"], "--api-server-count", "starts no API server"),
+    ("0.19.0", [MOE, "--api-server-count", "-2"], "--api-server-count", "starts no API server"),  # round 102
     ("0.33.0", ["deepseek-ai/DeepSeek-V3", "-tp", "8", "--kv-cache-dtype", "fp8_e5m2"], "--kv-cache-dtype",
      "no MLA attention backend on an NVIDIA GPU"),
 ])
