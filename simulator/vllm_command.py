@@ -724,6 +724,26 @@ SUFFIX_BOUNDS = {"suffix_decoding_max_tree_depth": (1, None), "suffix_decoding_m
                  "suffix_decoding_max_spec_factor": (0, None), "suffix_decoding_min_token_prob": (0, 1)}
 
 
+# vLLM 0.19's aux_hidden_states_supported: model types (substrings) whose hidden states EAGLE-3 may read
+AUX_HIDDEN_STATE_FAMILIES = ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl", "hunyuan_v1_dense", "afmoe",
+                             "nemotron_h", "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25")
+
+
+def _check_spec_combinations(config: dict, method: str, field: str) -> None:
+    """0.33's SpeculativeConfig refusals of one field beside another (its keys absent in 0.19's)."""
+    if config.get("draft_lm_head_quantization") is not None and method not in ("eagle", "eagle3", "mtp"):
+        raise ConfigError(f"{field}.draft_lm_head_quantization", f"not supported for method {method!r}, as vLLM says")
+    if config.get("use_heterogeneous_vocab") and (method != "draft_model" or
+                                                  config.get("draft_sample_method", "greedy") != "greedy"):
+        raise ConfigError(f"{field}.use_heterogeneous_vocab", "only with method draft_model and greedy draft "
+                                                              "sampling, as vLLM says")
+    if config.get("index_share_for_mtp_iteration") is not None and method != "mtp":
+        raise ConfigError(f"{field}.index_share_for_mtp_iteration", "only with method mtp, as vLLM says")
+    if config.get("enable_adaptive_verification") and config.get("use_local_argmax_reduction") and method != "dspark":
+        raise ConfigError(f"{field}.enable_adaptive_verification", "not with use_local_argmax_reduction (the draft "
+                                                                   "logits it needs are never made), as vLLM says")
+
+
 def _check_speculative_values(config: dict, method: str, k: int, serve: dict, arch, version: str, field: str) -> None:
     """What SpeculativeConfig's __post_init__ and _verify_args refuse beyond its fields' types: suffix decoding's
     ranges (_validate_suffix_decoding), a drafter's tensor parallel size other than 1 or the target's
@@ -748,6 +768,12 @@ def _check_speculative_values(config: dict, method: str, k: int, serve: dict, ar
         if isinstance(given, int) and target is not None and given > target:
             raise ConfigError(f"{field}.max_model_len", f"{given} cannot be larger than the target's max_model_len "
                                                         f"({target}), as vLLM says")
+    family = getattr(arch, "hf_model_type", None)
+    if version == "0.19.0" and method in ("eagle3", "extract_hidden_states") and family is not None and \
+            not any(name in family for name in AUX_HIDDEN_STATE_FAMILIES):
+        raise ConfigError(f"{field}.method", f"{method} reads hidden states vLLM 0.19 takes from "
+                                             f"{', '.join(AUX_HIDDEN_STATE_FAMILIES)} models only, not {family}")
+    _check_spec_combinations(config, method, field)
     if config.get("rejection_sample_method") == "fly":  # 0.33's lossy verification
         window = config.get("fly_window_size")
         if method == "extract_hidden_states" or k < 2 or (window is not None and window >= k):

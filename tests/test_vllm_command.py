@@ -504,12 +504,29 @@ def test_an_empty_result_name_or_label_takes_vllms_default_name(tmp_path, flags,
     ("0.19.0", {"method": "eagle", "model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3,
                 "max_model_len": 200000}, "max_model_len: 200000 cannot be larger than the target's max_model_len "
                                           "(131072)"),
+    ("0.33.0", {"method": "ngram", "num_speculative_tokens": 3, "draft_lm_head_quantization": "fp8"},
+     "draft_lm_head_quantization: not supported for method 'ngram'"),
+    ("0.33.0", {"method": "eagle3", "model": "x/y", "num_speculative_tokens": 3, "use_heterogeneous_vocab": True},
+     "use_heterogeneous_vocab: only with method draft_model and greedy draft sampling"),
+    ("0.33.0", {"method": "ngram", "num_speculative_tokens": 3, "index_share_for_mtp_iteration": True},
+     "index_share_for_mtp_iteration: only with method mtp"),
+    ("0.33.0", {"method": "ngram", "num_speculative_tokens": 3, "enable_adaptive_verification": True,
+                "use_local_argmax_reduction": True}, "enable_adaptive_verification: not with use_local_argmax"),
 ])
 def test_a_speculative_config_vllm_refuses_is_refused(version, config, needle):
     """A bogus method ran as speculative decoding and every key but method and k was dropped unsaid: vLLM's
     SpeculativeConfig takes the methods its release lists and forbids keys it lacks."""
     with pytest.raises(ConfigError, match=re.escape(needle)):
         read([MODEL, "--speculative-config", json.dumps(config)], [], version)
+
+
+def test_0_19s_eagle3_reads_the_hidden_states_of_the_families_it_lists():
+    """Round 102: 0.19's SpeculativeConfig takes EAGLE-3 on the model types it lists only (Mixtral is none)."""
+    spec = json.dumps({"method": "eagle3", "model": "someone/eagle3-head", "num_speculative_tokens": 3})
+    with pytest.raises(ConfigError, match="eagle3 reads hidden states vLLM 0.19 takes from llama, .* not mixtral"):
+        read(["mistralai/Mixtral-8x7B-Instruct-v0.1", "-tp", "2", "--speculative-config", spec], [], "0.19.0")
+    assert read(["mistralai/Mixtral-8x7B-Instruct-v0.1", "-tp", "2", "--speculative-config", spec], []).settings
+    assert read([MODEL, "--speculative-config", spec], [], "0.19.0").settings
 
 
 def test_speculative_numbers_are_read_as_vllms_lax_fields_read_them():
