@@ -826,6 +826,8 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
     if method is not None and method.endswith("_mtp"):  # vLLM's MTPModelTypes: deprecated names of mtp
         method = "mtp"
     method = _drafter_by_name(method, config.get("model"), version)
+    if method == "draft_model" and _draft_family(config.get("model")) in MTP_DRAFT_FAMILIES:
+        method = "mtp"  # vLLM reads the drafter's model_type as deepseek_mtp, an MTPModelType: method mtp
     if method == "mtp" and config.get("model") is None and arch is not None and not arch.is_mla:
         raise ConfigError(f"{field}.method", f"mtp drafts with the served model's own MTP layers: {arch.name} has "
                                              f"none (of servesim's families only DeepSeek-V3/R1 have them); vLLM "
@@ -1204,6 +1206,20 @@ def _supports_hma(connector, version: str) -> bool | None:
         return False
     kinds = [_supports_hma(c, version) for c in children]
     return False if False in kinds else None if None in kinds else True
+
+
+# draft checkpoints whose model_type vLLM rewrites to deepseek_mtp (SpeculativeConfig.hf_config_override)
+MTP_DRAFT_FAMILIES = ("deepseek_v3", "deepseek_v32", "glm_moe_dsa")
+
+
+def _draft_family(model) -> str | None:
+    """A draft checkpoint's model_type where servesim can read it (a built-in's HF id, a config.json), else None."""
+    if not isinstance(model, str):
+        return None
+    try:
+        return load_model(model).hf_model_type
+    except ConfigError:
+        return None
 
 
 def _drafter_by_name(method: str | None, model, version: str) -> str | None:

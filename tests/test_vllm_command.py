@@ -999,6 +999,22 @@ def test_a_draft_method_without_its_model_is_refused():
                         version=version).settings
 
 
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_a_deepseek_v3_checkpoint_as_the_drafter_is_mtp(version):
+    """Round 102: DeepSeek-V3 named as the draft model (no method, or draft_model) ran as a separate draft model;
+    vLLM rewrites its model_type to deepseek_mtp, an MTP type, so the method is mtp and the count its n_predict."""
+    def spec(**config):
+        return read(["deepseek-ai/DeepSeek-V3", "-tp", "8", "--speculative-config", json.dumps(config)], [],
+                    version=version).settings
+
+    mtp = spec(method="mtp", num_speculative_tokens=1)
+    for config in ({"model": "deepseek-ai/DeepSeek-V3"}, {"method": "draft_model", "model": "deepseek-ai/DeepSeek-R1",
+                                                           "num_speculative_tokens": 1}):
+        got = spec(**config)
+        assert {k: v for k, v in got.items() if k.startswith("speculative.")} == \
+            {k: v for k, v in mtp.items() if k.startswith("speculative.")}
+
+
 @pytest.mark.parametrize("window, says", [
     ({"prompt_lookup_min": 5, "prompt_lookup_max": 2}, "prompt_lookup_min: 5 must be <= prompt_lookup_max 2"),
     ({"prompt_lookup_min": 0}, "prompt_lookup_min: must be >= 1 (vLLM 0.33.0's SpeculativeConfig), got 0"),
