@@ -597,7 +597,7 @@ def _add_recommend(sub) -> None:
     r.add_argument("--tolerance", type=TOLERANCE, default=0.1, help="each capacity search's bracket (relative)")
     r.add_argument("--jobs", type=JOBS, default=1, help="candidates searched in parallel (worker processes)")
     add_executor_arguments(r)
-    r.add_argument("--top", type=number(int, ge=0, le=100), default=3, help="vllm serve lines for the best N")
+    r.add_argument("--top", type=number(int, ge=1, le=100), default=3, help="vllm serve lines for the best N")
     r.add_argument("--out", type=nonempty_path, default="results/recommend")
     r.add_argument("--no-progress", action="store_true")
     r.set_defaults(func=cmd_recommend)

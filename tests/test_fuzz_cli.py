@@ -225,6 +225,7 @@ FLAGS = [  # (command prefix, flag, values it must refuse)
     (["capacity", "--private-tokens", "10"], "--shared-prefix-tokens", ["-1", "x", "200000"]),
     (["sweep"], "--seeds", ["0", "-1", "x"]),
     (["sweep"], "--jobs", ["0", "-3"]),
+    (["recommend", "--rate", "5", "--slo", "ttft_p99_ms=500"], "--top", ["0", "-1", "101"]),  # 0: the API's refusal
     (["sweep"], "--base-seed", ["-1", "1e3", "99999999999999999999999"]),
     (["sweep"], "--out", [""]),
     (["run"], "--out", ["", " "]),
