@@ -106,23 +106,27 @@ def _slo_text(slos: dict | None) -> str:
 
 def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | None = "engine.max_num_batched_tokens",
                     title: str | None = None, slos: dict | None = None):
-    """TTFT and TPOT (p50 solid, p99 dashed) against load, one colour per `by` value: the budget trade-off."""
+    """TTFT and TPOT (p50 solid, p99 dashed) against load, one colour per `by` value: the budget trade-off. A
+    metric no run measured (TPOT when every output is one token) gets no panel."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    titles = {"ttft": "Time to first token", "tpot": "Time per output token"}
+    metrics = [m for m in titles if table[[f"median_{m}_ms", f"p99_{m}_ms"]].notna().any().any()] or ["ttft"]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.5), squeeze=False)
+    axes = list(axes[0])
     for (name, g), color in zip(_groups(table, by), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
         g = g.groupby(x).mean(numeric_only=True).reset_index()
-        for ax, metric in zip(axes, ("ttft", "tpot")):
+        for ax, metric in zip(axes, metrics):
             ax.plot(g[x], g[f"median_{metric}_ms"], "-o", color=color, label=f"{name}, p50")
             ax.plot(g[x], g[f"p99_{metric}_ms"], "--s", color=color, label=f"{name}, p99")
     import matplotlib.ticker as mticker
 
     if title or slos:
         fig.suptitle("\n".join(t for t in (title, _slo_text(slos)) if t))
-    for ax, metric in zip(axes, ("ttft", "tpot")):  # each class's target, a dotted line
+    for ax, metric in zip(axes, metrics):  # each class's target, a dotted line
         for name, c in (slos or {}).items():
             if c.get(f"{metric}_ms"):
                 ax.axhline(c[f"{metric}_ms"], color="black", lw=0.8, ls=":", label=f"SLO {name}")
-    for ax, panel in zip(axes, ("Time to first token", "Time per output token")):
+    for ax, panel in zip(axes, (titles[m] for m in metrics)):
         ax.set_xlabel(_label(x))
         ax.xaxis.set_major_locator(mticker.MaxNLocator(nbins=6))  # few enough that long labels (1.0005) stay apart
         ax.set_ylabel("milliseconds (log scale)")
@@ -416,8 +420,12 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
                    + ["held_up_to"] * (kind == "capacity" and "held_up_to" in table), table_path)
     measured = table[PLOT_COLUMNS[kind]].notna()  # a pareto point needs both figures, a latency panel its own
     if not (measured.all(axis=1) if kind == "pareto" else measured.any(axis=1)).any():
-        raise ConfigError("results", f"{table_path}: no run measured {', '.join(PLOT_COLUMNS[kind])} (no request "
-                                     f"finished in any): nothing to plot")
+        missing = [c for c in PLOT_COLUMNS[kind] if not measured[c].any()]
+        finished = "completed" not in table or bool((table["completed"].fillna(0) > 0).any())
+        why = "TPOT needs outputs of more than one token" if finished and missing and \
+            all("tpot" in c for c in missing) else "no request finished in any"
+        raise ConfigError("results", f"{table_path}: no run measured {', '.join(missing or PLOT_COLUMNS[kind])} "
+                                     f"({why}): nothing to plot")
     if load_axis:
         unset = int(table[load_axis].isna().sum())
         if unset:  # a number axis has no place for them: dropped without a word before

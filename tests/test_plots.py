@@ -436,3 +436,28 @@ def test_a_narrow_load_range_keeps_its_rate_labels_apart(monkeypatch, tmp_path):
     import matplotlib.pyplot as plt
 
     plt.close(fig)
+
+
+def test_one_token_outputs_plot_no_tpot_and_say_why(tmp_path, capsys):
+    """Round 102: a sweep of one-token outputs has no TPOT; latency-vs-rate drew an empty TPOT panel over a load
+    axis of -0.04..0.04, and pareto said "no request finished in any" though every one had."""
+    import matplotlib.pyplot as plt
+
+    from servesim.simulator import plots
+
+    out = tmp_path / "sw"
+    assert main(["sweep", "--set", "workload.num_requests=20", "--set", "workload.output_tokens={dist: fixed, value: 1}",
+                 "--grid", "workload.arrival.rate=4,8", "--out", str(out), "--quiet"]) == 0
+    drawn = []
+    real = plots._figure
+    plots._figure = lambda path, fig: (drawn.append([a.get_title() for a in fig.axes]), real(path, fig))[1]
+    try:
+        assert main(["plot", str(out), "--kind", "latency-vs-rate"]) == 0
+    finally:
+        plots._figure = real
+    assert drawn == [["Time to first token"]]
+    capsys.readouterr()
+    assert main(["plot", str(out), "--kind", "pareto"]) == 2
+    err = capsys.readouterr().err
+    assert "no run measured p99_tpot_ms (TPOT needs outputs of more than one token)" in err
+    plt.close("all")
