@@ -265,7 +265,8 @@ def timeline(steps, path, title: str = "one run over time"):
 
 def capacity(table, path, by: str, title: str | None = None):
     """The highest rate meeting the SLOs, per configuration (servesim search max-rate). A configuration where
-    no rate met them is a bar of 0 marked "none"; one where no failing rate was found (held_up_to) is hatched
+    no rate met them is a bar of 0 marked "none", one never simulated (it cannot run) "cannot run"; one where no
+    failing rate was found (held_up_to) is hatched
     and marked ">=": its capacity is only known to be at least that (drawn at most a quarter above the others); one
     the search called not stable (it moved as the run doubled) is dotted and marked "~"."""
     import pandas as pd
@@ -281,7 +282,9 @@ def capacity(table, path, by: str, title: str | None = None):
                          _value=table["max_rate"].fillna(held).fillna(0),  # what is known: exact, or at least
                          # an answer that moved as the run doubled (the search's stable column) is drawn apart
                          _unstable=table["stable"].astype("string").str.lower().eq("false").fillna(False)
-                         if "stable" in table else False)
+                         if "stable" in table else False,
+                         # a configuration never simulated (its reason: not searched, it cannot run) met nothing
+                         _unrun=pd.to_numeric(table["runs"], errors="coerce").eq(0) if "runs" in table else False)
     if by in table and table[by].duplicated().any():  # one bar per value: several rows at one are averaged, said
         axes = list(table.columns[:list(table.columns).index("max_rate")]) if "max_rate" in table else []
         others = [c for c in axes if c != by and table[c].nunique(dropna=False) > 1]
@@ -292,7 +295,7 @@ def capacity(table, path, by: str, title: str | None = None):
         # open-ended row is a lower bound of its mean
         table = table.groupby(by, sort=False, dropna=False).agg(_value=("_value", "mean"), _open=("_open", "any"),
                                                                _none=("max_rate", lambda r: r.isna().all()),
-                                                               _unstable=("_unstable", "any"))
+                                                               _unstable=("_unstable", "any"), _unrun=("_unrun", "all"))
         table = table.reset_index()
     else:
         table = table.assign(_none=table["max_rate"].isna())
@@ -302,12 +305,14 @@ def capacity(table, path, by: str, title: str | None = None):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     labels = [_value_name(v) for v in table[by]] if by in table else table.index.astype(str)
     bars = ax.bar(labels, heights, color="tab:blue")
-    for i, (bar, value, open_, none, unstable) in enumerate(zip(bars, table["_value"], table["_open"], table["_none"],
-                                                                table["_unstable"])):
+    for i, (bar, value, open_, none, unstable, unrun) in enumerate(zip(bars, table["_value"], table["_open"],
+                                                                       table["_none"], table["_unstable"],
+                                                                       table["_unrun"])):
         if open_ or unstable:
             bar.set_hatch("//" if open_ else "..")
             bar.set_alpha(0.6)
-        text = f">= {value:.3g}\n(no failing rate)" if open_ else "none meets" if none and value == 0 else \
+        text = f">= {value:.3g}\n(no failing rate)" if open_ else "cannot run\n(not searched)" if unrun else \
+            "none meets" if none and value == 0 else \
             f"~{value:.2f}\n(not stable)" if unstable else f"{value:.2f}"
         ax.text(i, bar.get_height(), text, ha="center", va="bottom")
     if heights.max() > 0:

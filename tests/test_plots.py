@@ -461,3 +461,24 @@ def test_one_token_outputs_plot_no_tpot_and_say_why(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no run measured p99_tpot_ms (TPOT needs outputs of more than one token)" in err
     plt.close("all")
+
+
+def test_a_capacity_bar_that_never_ran_says_so(tmp_path):
+    """Round 102: a grid point search could not run (TP 3 over 32 heads: runs 0, "not searched") was marked "none
+    meets", as a deployment measured to miss the SLOs at every rate."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from servesim.simulator import plots
+
+    table = pd.DataFrame({"engine.tensor_parallel_size": [1, 2, 3], "max_rate": [37.1, None, None],
+                          "runs": [36, 12, 0], "reason": ["", "no rate met", "not searched: ..."]})
+    texts = []
+    real = plots._figure
+    plots._figure = lambda path, fig: (texts.extend(t.get_text() for t in fig.axes[0].texts), real(path, fig))[1]
+    try:
+        plots.capacity(table, tmp_path / "c.png", by="engine.tensor_parallel_size")
+    finally:
+        plots._figure = real
+    assert texts == ["37.10", "none meets", "cannot run\n(not searched)"]
+    plt.close("all")
