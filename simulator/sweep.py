@@ -235,14 +235,16 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
     final = Path(runs_dir) / rid
     row = {"run_id": rid} | table_cells(point)
     if (final / "summary.json").is_file():
-        cached = _cached_summary(final / "summary.json")
+        whole = all((final / name).is_file() for name in RUN_FILES)
+        cached = _cached_summary(final / "summary.json") if whole else None
         if cached is not None:
             return row | _flat(cached) | {"error": None}
         if cached_only:
             return None
         from servesim.simulator.config import say_once
 
-        say_once([f"servesim: warning: {final / 'summary.json'} is damaged: that run is simulated again"])
+        say_once([f"servesim: warning: {final} is damaged (its summary.json edited or cut short, or a file of "
+                  f"{', '.join(RUN_FILES)} gone): that run is simulated again"])
     if cached_only:
         return None
     tmp = None
@@ -266,6 +268,10 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
 
 
 _TEXT_FIELDS = {"cost_model_source"}  # a summary's scalar values are numbers (or null) but these
+# what every run's summary.json holds, and the files beside it: a folder short of one is no finished run
+SUMMARY_KEYS = ("duration", "completed", "failed", "request_throughput", "output_throughput", "mean_ttft_ms",
+                "p99_ttft_ms", "mean_e2el_ms", "p99_e2el_ms", "num_steps")
+RUN_FILES = ("summary.json", "requests.parquet", "steps.parquet", "config.yaml")
 
 
 def _cached_summary(path: Path) -> dict | None:
@@ -275,7 +281,7 @@ def _cached_summary(path: Path) -> dict | None:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, *JSON_ERRORS):
         return None
-    if not isinstance(data, dict) or "completed" not in data:
+    if not isinstance(data, dict) or not all(k in data for k in SUMMARY_KEYS):
         return None
     for k, v in _flat(data).items():
         text = k in _TEXT_FIELDS

@@ -262,17 +262,23 @@ def test_a_warning_is_said_once_for_the_sweep_not_once_per_worker(tmp_path, capf
     assert err.count("cluster.router has no effect") == 1, err
 
 
-@pytest.mark.parametrize("damage", ['{"mean_ttft', "[1, 2]", '{"completed": 3, "mean_ttft_ms": "abc"}'])
+@pytest.mark.parametrize("damage", ['{"mean_ttft', "[1, 2]", '{"completed": 3, "mean_ttft_ms": "abc"}',
+                                    '{"completed": 5}', "requests.parquet"])  # round 102: the last two were reused
 def test_a_damaged_finished_run_is_simulated_again(tmp_path, damage, capfd):
     """Round 24: a cut or edited summary.json in a finished run was an internal error on resume (exit 3), after the
-    table had been cut to the runs read before it."""
+    table had been cut to the runs read before it. Round 102: a summary edited down to {"completed": 5} (a row
+    without its metrics) or a run whose requests.parquet is gone was reused."""
     pts = sw.expand(["workload.arrival.rate=4,8"], [], seeds=1)
     first = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
-    victim = tmp_path / "runs" / first["run_id"][0] / "summary.json"
-    victim.write_text(damage)
+    folder = tmp_path / "runs" / first["run_id"][0]
+    if damage.endswith(".parquet"):
+        (folder / damage).unlink()
+    else:
+        (folder / "summary.json").write_text(damage)
     again = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
     pd.testing.assert_frame_equal(again, first)
-    assert "is damaged: that run is simulated again" in capfd.readouterr().err
+    assert "is damaged (its summary.json edited or cut short, or a file of" in capfd.readouterr().err
+    assert (folder / "requests.parquet").is_file()
 
 
 def test_round_29_axes_zips_and_overlapping_sets():
