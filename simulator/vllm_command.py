@@ -1428,6 +1428,10 @@ def _client_checks(bench: dict) -> None:
     field = "vllm bench serve "
     if bench.get("self_timed") is not None and bench.get("dataset_name") != "timed_trace":
         raise ConfigError(field + "--self-timed", "only with --dataset-name timed_trace, as vLLM says")
+    extra = bench.get("extra_body")
+    if extra is not None and not isinstance(extra, dict):  # merged into each request's sampling parameters (**)
+        raise ConfigError(field + "--extra-body", f"a JSON object, got {extra!r:.40}: vLLM's client fails on any "
+                                                  f"other before it sends a request")
     if any("=" not in h for h in bench.get("header") or []):
         raise ConfigError(field + "--header", "KEY=VALUE items, as vLLM takes them (it refuses the run otherwise)")
     if bench.get("plot_timeline") and "timeline_itl_thresholds" in bench:

@@ -110,6 +110,7 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
      "--request-rate: not with --ramp-up-strategy"),
     (["--random-input-len=-10"], "--random-input-len: too small: 0 at range ratio"),  # below 0 is 0, as in vLLM
     (["--metadata", "foo", "bar=1"], "--metadata: KEY=VALUE items"),
+    (["--extra-body", "[1]"], "--extra-body: a JSON object, got [1]"),  # round 103: {**params, **extra_body}
     (["--request-rate", "5", "--burstiness", "1e-9"], "--burstiness: 1e-09: below 1e-4 (gaps varying more than "
                                                       "100-fold) servesim does not draw"),
     (["--burstiness", "0"], "--burstiness: must be > 0, as vLLM asserts, got 0.0"),
