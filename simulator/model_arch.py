@@ -381,6 +381,8 @@ HF_FAMILIES = {
 HF_FAMILIES["deepseek_v3"] = HF_FAMILIES["deepseek_v2"]
 # model_types vLLM loads with another family's config class (transformers_utils/config.py _CONFIG_REGISTRY)
 HF_FAMILY_ALIASES = {"kimi_k2": "deepseek_v3"}
+# a multimodal wrapper's decoder family, which its config class gives a text_config naming none
+WRAPPED_FAMILIES = {"llama4": "llama4_text"}
 HF_FAMILIES["gpt_oss"] = HF_FAMILIES["mixtral"]  # every layer MoE, experts of intermediate_size
 HF_FAMILIES["llama4_text"] = {"num_local_experts": "num_experts", "num_experts_per_tok": "experts_per_token",
                               "intermediate_size": "moe_intermediate_size", "intermediate_size_mlp": "intermediate_size"}
@@ -468,7 +470,10 @@ def checkpoint_format(q) -> str | None:
 
 def _unmodelled(data: dict, family: str) -> str | None:
     """A config field that changes memory or time in a way servesim does not model, named; None if none."""
-    if data.get("use_sliding_window") and family not in ("mistral", "mixtral"):
+    first, layers = data.get("max_window_layers", 28), data.get("num_hidden_layers")
+    slides = data.get("sliding_window") is not None and not (  # transformers: the layers from max_window_layers on
+        all(isinstance(v, int) and not isinstance(v, bool) for v in (first, layers)) and first >= layers)
+    if data.get("use_sliding_window") and family not in ("mistral", "mixtral") and slides:
         return (f"use_sliding_window with max_window_layers {data.get('max_window_layers')} (Qwen's sliding "
                 f"layers are not modelled)")
     listed = data.get("layer_types")
@@ -596,8 +601,12 @@ def _hf_lengths(data: dict) -> dict:
     or model_max_length where given (Command-R's rule, which vLLM applies to every model), scaled by RoPE as each
     release does; a LongRoPE model defaults to its original_max_position_embeddings."""
     lengths = {k: _int_field(data, k) for k in LENGTH_KEYS if data.get(k) is not None}
-    if not lengths:
-        return {}
+    if not lengths:  # vLLM's fallback, said as it says it
+        from servesim.simulator.config import say_once
+
+        say_once(["servesim: warning: the model's config.json holds none of the keys vLLM reads its length from: "
+                  "2048 assumed, as vLLM assumes it"])
+        lengths = {"max_position_embeddings": 2048}
     derived = lengths.get("model_max_length") or min(lengths.values())
     out = {"max_position_embeddings": _rope_length(data, derived, "0.33.0")}
     if (older := _rope_length(data, derived, "0.19.0")) != out["max_position_embeddings"]:
@@ -634,8 +643,9 @@ def _checkpoint_kv_dtype(q: dict) -> str | None:
 def _from_hf(data: dict, source: str) -> dict:
     """An HF config.json -> servesim's fields: the family's own names mapped, its dense-layer layout counted,
     anything that changes memory or time and is not modelled refused by name."""
-    family = HF_FAMILY_ALIASES.get(data.get("model_type"), data.get("model_type"))
-    if family not in HF_FAMILIES:
+    given = data.get("model_type")
+    family = HF_FAMILY_ALIASES.get(given, given) if isinstance(given, str) else given
+    if not isinstance(family, str) or family not in HF_FAMILIES:
         raise ConfigError("model.model_type", f"{family!r} is not a family servesim reads (known: "
                                               f"{', '.join(sorted(HF_FAMILIES))}); describe it in a YAML of "
                                               f"servesim's fields (in {source})")
@@ -714,7 +724,9 @@ def _from_mapping(data: dict, source: str) -> ModelArchitecture:
         if "text_config" in data:  # a multimodal wrapper (Llama 4): the decoder is text_config
             if not isinstance(data["text_config"], dict):
                 raise ConfigError("model.text_config", f"must be a mapping, got {data['text_config']!r:.60}")
-            text = {"dtype": data.get("dtype")} | {_HF_ALIASES.get(k, k): v for k, v in data["text_config"].items()}
+            text = ({"dtype": data["dtype"]} if data.get("dtype") is not None else {}) | \
+                ({"model_type": WRAPPED_FAMILIES[data["model_type"]]} if isinstance(data.get("model_type"), str)
+                 and data["model_type"] in WRAPPED_FAMILIES else {}) | {_HF_ALIASES.get(k, k): v for k, v in data["text_config"].items()}
             vision = data.get("vision_config")
             data = text | {"name": data.get("name", "custom"),
                            "encoder_params": _vision_params(vision) if vision is not None else 0} | (

@@ -165,6 +165,25 @@ def test_modelopt_sidecar_and_vllms_family_aliases_are_read(tmp_path):
     assert (kimi.num_experts, kimi.kv_bytes_per_token) == (384, (512 + 64) * 2 * 61)
 
 
+def test_config_json_corners_read_as_transformers_builds_them(tmp_path, capsys):
+    """Round 103: a model_type that is a list was an internal error; no length key at all ran at servesim's 8,192
+    where vLLM assumes 2,048 (and says so); a Llama 4 wrapper without torch_dtype, or whose text_config names no
+    model_type, was refused where transformers builds it; Qwen's use_sliding_window with max_window_layers at the
+    layer count (no layer slides) was refused as sliding layers."""
+    with pytest.raises(ConfigError, match=r"model.model_type: \['llama'\] is not a family"):
+        load_model(_config_json(tmp_path, BARE | {"model_type": ["llama"]}))
+    m = load_model(_config_json(tmp_path, BARE | {"model_type": "llama", "max_position_embeddings": None}))
+    assert m.max_position_embeddings == 2048 and "2048 assumed, as vLLM assumes it" in capsys.readouterr().err
+    text = BARE | {"num_key_value_heads": 8, "head_dim": 128, "num_local_experts": 16, "num_experts_per_tok": 1,
+                   "intermediate_size_mlp": 16384, "attention_chunk_size": 8192}
+    wrapper = load_model(_config_json(tmp_path, {"model_type": "llama4", "text_config": text}))
+    assert (wrapper.hf_model_type, wrapper.dtype, wrapper.num_experts) == ("llama4_text", "bf16", 16)
+    qwen = BARE | {"model_type": "qwen2", "use_sliding_window": True, "sliding_window": 4096}
+    assert load_model(_config_json(tmp_path, qwen | {"max_window_layers": 32})).sliding_window is None
+    with pytest.raises(ConfigError, match="use_sliding_window with max_window_layers 28"):
+        load_model(_config_json(tmp_path, qwen | {"max_window_layers": 28}))
+
+
 def test_bad_architecture_names_the_field(tmp_path):
     f = tmp_path / "m.yaml"
     f.write_text("num_hidden_layers: 0\nhidden_size: 64\nnum_attention_heads: 4\nnum_key_value_heads: 4\n"
