@@ -435,7 +435,7 @@ def _fit_serving(args) -> int:
     if args.seed:  # the tables' split is seeded; runs are split by the runs given (or each run's later 30%)
         print("servesim: warning: --seed has no effect on real serving runs: nothing in their fit is drawn",
               file=sys.stderr)
-    from servesim.simulator.files import file_part, output_file
+    from servesim.simulator.files import file_part, output_file, profile_file
 
     inputs = [f for r in train + held for f in r.files()] + [args.scenario]  # not the folders: a profile may go there
     from servesim.simulator.config import input_files, load_scenario
@@ -445,6 +445,7 @@ def _fit_serving(args) -> int:
     except ConfigError:
         pass  # the fit names what is wrong with them
     if args.out:  # refused before the fit's minutes, not after
+        profile_file(args.out, "--out")
         output_file(args.out, "--out", inputs, profile=True)
         output_file(Path(args.out).with_suffix(".held-out.csv"), "--out", inputs, profile=True)
     fit = fit_serving(train, held, args.scenario, sets, terms,
@@ -506,9 +507,11 @@ def cmd_import(args) -> int:
     if args.out and Path(args.out).resolve().is_relative_to(Path(data).resolve()):
         raise ConfigError("--out", f"{args.out} lies inside the kernel tables {data}: a profile there would replace "
                                    f"a table, or be read as one; write it elsewhere")
-    from servesim.simulator.files import output_file
+    from servesim.simulator.files import output_file, profile_file
 
     # never over the model file (or a file in the model's folder) it reads, nor through a link
+    if args.out:
+        profile_file(args.out, "--out")
     output_file(args.out, "--out", [args.model] if Path(args.model).exists() else [], profile=True)
     try:
         path, fit = import_profile(data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,

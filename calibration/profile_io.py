@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servesim.calibration.fit import FitResult, fit_step_model
 from servesim.simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem
-from servesim.simulator.files import output_file, read_settings_text, read_table, refuse_folder_name, where_looked
+from servesim.simulator.files import (output_file, profile_file, read_settings_text, read_table, refuse_folder_name,
+                                      where_looked)
 from servesim.simulator.model_arch import WeightFormat
 from servesim.workloads.settings import MAX_BLOCK_SIZE
 
@@ -199,6 +200,7 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
         if written.resolve() == path.resolve() or (path.parent / "run.json").resolve() == written.resolve():
             raise ConfigError("--out", f"{written} is the fit's own input ({path}); write the profile elsewhere")
         output_file(written, "--out", read, profile=True)  # nor a hard or symbolic link to one of them
+    profile_file(out, "--out")
     fit = fit_step_model(df, holdout=holdout, seed=seed, source=str(path))
     device = meta.get("device", gpu or "unknown")
     hw = meta.get("hardware", {})

@@ -291,6 +291,13 @@ def refuse_below_a_file(path: Path, field: str, message: str) -> None:
             return
 
 
+def profile_file(path: str | Path, field: str) -> None:
+    """A profile to write ends in .yaml or .yml, the only name a profile is read back by."""
+    if Path(path).suffix not in (".yaml", ".yml"):
+        raise ConfigError(field, f"{path}: a profile is written as YAML, its name ending in .yaml or .yml (servesim "
+                                 f"reads a profile file by that ending)")
+
+
 def output_file(path: str | Path, field: str, inputs=(), profile: bool = False) -> Path:
     """A file to write: its folder is made if missing; a folder, or a parent that is a file, is refused by name,
     and so is one of the command's `inputs` (a file, or a file already inside an input folder): written over,

@@ -243,6 +243,7 @@ FLAGS = [  # (command prefix, flag, values it must refuse)
     (["calibrate", "fit", "x.csv"], "--seed", ["-1"]),
     (["calibrate", "fit", "x.csv"], "--name", ["../../esc", "a/b", "", ".hidden", "x" * 129]),  # a file's name
     (["calibrate", "import", "--gpu", "h100-sxm", "--model", "qwen3-8b", "--out", "p.yaml"], "--name", ["../x"]),
+    (["calibrate", "import", "aiconfigurator", "--gpu", "h100-sxm", "--model", "qwen3-8b"], "--out", ["p.txt", "p"]),
     (["compare", "x"], "--tolerance", ["0", "-1", "inf"]),
     (["workload", "describe", "x.csv"], "--format", ["bogus", ""]),
 ]
