@@ -15,7 +15,7 @@ import pandas as pd
 from servesim.calibration.fit import shape_range
 from servesim.calibration.grid import GridPoint
 from servesim.simulator.cost_model import (LinearCostModel, OverheadCostModel, Profile, extrapolation_warnings,
-                                           linear_model, load_profile)
+                                           linear_model, load_profile, refuse_zero_step)
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.hardware import load_hardware
 from servesim.simulator.model_arch import load_model
@@ -54,7 +54,9 @@ STEPS = [
 def _linear(p: Profile) -> LinearCostModel:
     if p.cost_model != "linear":
         raise ConfigError("profile", f"{p.name} uses the {p.cost_model} cost model; compare takes linear profiles")
-    return linear_model(p)
+    model = linear_model(p)
+    refuse_zero_step(model, p.name)
+    return model
 
 
 def _with_overhead(p: Profile, m: LinearCostModel) -> OverheadCostModel | None:

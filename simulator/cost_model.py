@@ -300,6 +300,12 @@ def extrapolation_warnings(profile: Profile, largest: dict[str, float], who: str
     return out
 
 
+def refuse_zero_step(kernels: "CostModel", name: str) -> None:
+    """A profile whose one-token step takes no time: a clock it times never moves, a comparison of it says 0 ms."""
+    if kernels.step_time(BatchShape(1, 1, 1, 0, 0)) <= 0:
+        raise ConfigError("profile.coefficients", f"{name} predicts zero time for a one-token step")
+
+
 def linear_model(profile: Profile) -> "LinearCostModel":
     """A linear profile's cost model; a coefficient out of range is one line naming it."""
     try:
@@ -434,8 +440,7 @@ def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, te
             raise ConfigError("profile.cost_model", f"unknown cost model {profile.cost_model!r}; known: linear, roofline")
     except ValidationError as exc:
         raise ConfigError(*first_error(exc, "profile.coefficients")) from None
-    if kernels.step_time(BatchShape(1, 1, 1, 0, 0)) <= 0:  # a step that takes no time never lets the clock move
-        raise ConfigError("profile.coefficients", f"{profile.name} predicts zero time for a one-token step")
+    refuse_zero_step(kernels, profile.name)
     if profile.overhead is None:
         return kernels
     return OverheadCostModel(kernels, profile.overhead, arch, hw, cudagraph_max_tokens, async_scheduling,

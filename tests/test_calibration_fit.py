@@ -483,3 +483,14 @@ def test_compare_shows_every_term_a_profile_carries():
     row = t[(t["part"] == "component") & (t["what"] == "per prefill token (ms)")]
     assert row[["a", "b"]].values.tolist() == [[0.03, 0.0]]
     assert "per decode token (ms)" not in t["what"].tolist()  # neither profile has it: no row
+
+
+def test_compare_refuses_a_profile_that_times_nothing():
+    """Round 103: a profile without coefficients compared as 0 ms steps, exit 0; a run refuses it."""
+    from servesim.calibration.compare import compare_profiles
+    from servesim.simulator.cost_model import load_profile
+    from servesim.simulator.errors import ConfigError
+
+    empty = load_profile("teaching").model_copy(update={"coefficients": {}, "name": "empty"})
+    with pytest.raises(ConfigError, match="empty predicts zero time for a one-token step"):
+        compare_profiles(empty, "teaching")
