@@ -216,6 +216,9 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
                + f"{fit.held_out['points'] + fit.train['points']} step points"
                + (f", {hw.get('date', '?')}" if meta else ""),
         device=hw.get("name", device), model=model, dtype=dtype, gpu=gpu, tensor_parallel_size=tp or 1,
+        # the KV cache the harness timed (its model's, else the activations'): a run with another is refused
+        kv_cache_dtype=((meta.get("architecture") or {}).get("kv_cache_dtype") or
+                        (dtype if dtype in ("fp32", "fp16", "bf16") else None)) if meta else None,
         block_size=meta.get("block_size"), grid=meta.get("grid"), attention=meta.get("attention"), architecture=meta.get("architecture"),
         engine_version=meta.get("engine_version"), hardware=hw or None, measurements=str(path.resolve().relative_to(out.parent.resolve()))
         if path.resolve().is_relative_to(out.parent.resolve()) else str(path.resolve()))

@@ -494,3 +494,19 @@ def test_compare_refuses_a_profile_that_times_nothing():
     empty = load_profile("teaching").model_copy(update={"coefficients": {}, "name": "empty"})
     with pytest.raises(ConfigError, match="empty predicts zero time for a one-token step"):
         compare_profiles(empty, "teaching")
+
+
+def test_a_harness_profile_records_the_kv_cache_it_timed(tmp_path):
+    """Round 103: a `calibrate run` profile named no KV cache dtype, so a run with engine.kv_cache_dtype=fp8 took
+    an fp32-measured profile without a word; built-in profiles refuse that."""
+    import yaml
+
+    from servesim.simulator.config import load
+    from servesim.simulator.errors import ConfigError
+
+    out, _ = fit_directory(cpu_run(tmp_path))
+    assert yaml.safe_load(out.read_text())["kv_cache_dtype"] == "fp32"
+    base = ["model=small-llama", f"profile={out}", "engine.num_gpu_blocks_override=4000", "engine.max_model_len=2048"]
+    assert load(None, base).profile.kv_cache_dtype == "fp32"
+    with pytest.raises(ConfigError, match="was measured with a fp32 KV cache, but engine.kv_cache_dtype gives fp8"):
+        load(None, base + ["engine.kv_cache_dtype=fp8"])
