@@ -445,9 +445,9 @@ def _fit_serving(args) -> int:
     except ConfigError:
         pass  # the fit names what is wrong with them
     if args.out:  # refused before the fit's minutes, not after
-        profile_file(args.out, "--out")
         output_file(args.out, "--out", inputs, profile=True)
         output_file(Path(args.out).with_suffix(".held-out.csv"), "--out", inputs, profile=True)
+        profile_file(args.out, "--out")
     fit = fit_serving(train, held, args.scenario, sets, terms,
                       DEFAULT_MAX_EVALS if args.max_evals is None else args.max_evals)
     if args.name:
