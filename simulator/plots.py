@@ -424,7 +424,8 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
     _check_numbers(table, PLOT_COLUMNS[kind] + ["request_goodput"] * (kind == "goodput") + [load_axis] * bool(load_axis)
                    + ["held_up_to"] * (kind == "capacity" and "held_up_to" in table), table_path)
     measured = table[PLOT_COLUMNS[kind]].notna()  # a pareto point needs both figures, a latency panel its own
-    if not (measured.all(axis=1) if kind == "pareto" else measured.any(axis=1)).any():
+    # (a capacity table's empty max_rate is an answer: no rate met the SLOs, or the point could not run)
+    if kind != "capacity" and not (measured.all(axis=1) if kind == "pareto" else measured.any(axis=1)).any():
         missing = [c for c in PLOT_COLUMNS[kind] if not measured[c].any()]
         finished = "completed" not in table or bool((table["completed"].fillna(0) > 0).any())
         why = "TPOT needs outputs of more than one token" if finished and missing and \

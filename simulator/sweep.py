@@ -235,7 +235,7 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
     final = Path(runs_dir) / rid
     row = {"run_id": rid} | table_cells(point)
     if (final / "summary.json").is_file():
-        whole = all((final / name).is_file() for name in RUN_FILES)
+        whole = all((final / name).is_file() for name in RUN_FILES) and _readable_tables(final)
         cached = _cached_summary(final / "summary.json") if whole else None
         if cached is not None:
             return row | _flat(cached) | {"error": None}
@@ -272,6 +272,19 @@ _TEXT_FIELDS = {"cost_model_source"}  # a summary's scalar values are numbers (o
 SUMMARY_KEYS = ("duration", "completed", "failed", "request_throughput", "output_throughput", "mean_ttft_ms",
                 "p99_ttft_ms", "mean_e2el_ms", "p99_e2el_ms", "num_steps")
 RUN_FILES = ("summary.json", "requests.parquet", "steps.parquet", "config.yaml")
+
+
+def _readable_tables(folder: Path) -> bool:
+    """A run's parquet files are parquet (their footer reads): one overwritten or cut short is a damaged run."""
+    import pyarrow.parquet as pq
+
+    try:
+        for name in RUN_FILES:
+            if name.endswith(".parquet"):
+                pq.read_metadata(folder / name)
+    except Exception:  # pyarrow's errors for a file that is no parquet (ArrowInvalid, OSError) differ by cause
+        return False
+    return True
 
 
 def _cached_summary(path: Path) -> dict | None:

@@ -482,3 +482,14 @@ def test_a_capacity_bar_that_never_ran_says_so(tmp_path):
         plots._figure = real
     assert texts == ["37.10", "none meets", "cannot run\n(not searched)"]
     plt.close("all")
+
+
+def test_a_capacity_plot_where_no_configuration_met_the_slos_is_drawn(tmp_path, capsys):
+    """Round 104: a search where every configuration missed the SLOs was refused as "no request finished in any";
+    each is a bar of 0 marked none meets."""
+    import pandas as pd
+
+    pd.DataFrame({"engine.max_num_seqs": [8, 16], "max_rate": [None, None], "runs": [9, 9],
+                  "reason": ["no rate met the SLOs"] * 2}).to_csv(tmp_path / "max_rate.csv", index=False)
+    assert main(["plot", str(tmp_path), "--kind", "capacity", "--by", "engine.max_num_seqs"]) == 0
+    assert (tmp_path / "plot-capacity.png").is_file()

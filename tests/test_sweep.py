@@ -263,7 +263,7 @@ def test_a_warning_is_said_once_for_the_sweep_not_once_per_worker(tmp_path, capf
 
 
 @pytest.mark.parametrize("damage", ['{"mean_ttft', "[1, 2]", '{"completed": 3, "mean_ttft_ms": "abc"}',
-                                    '{"completed": 5}', "requests.parquet"])  # round 102: the last two were reused
+                                    '{"completed": 5}', "requests.parquet", "steps.parquet=garbage"])
 def test_a_damaged_finished_run_is_simulated_again(tmp_path, damage, capfd):
     """Round 24: a cut or edited summary.json in a finished run was an internal error on resume (exit 3), after the
     table had been cut to the runs read before it. Round 102: a summary edited down to {"completed": 5} (a row
@@ -271,8 +271,10 @@ def test_a_damaged_finished_run_is_simulated_again(tmp_path, damage, capfd):
     pts = sw.expand(["workload.arrival.rate=4,8"], [], seeds=1)
     first = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
     folder = tmp_path / "runs" / first["run_id"][0]
-    if damage.endswith(".parquet"):
+    if damage.endswith(".parquet"):  # round 102: a run without it was reused
         (folder / damage).unlink()
+    elif damage.endswith("=garbage"):  # round 104: one that is no parquet was reused
+        (folder / damage.split("=")[0]).write_text("garbage")
     else:
         (folder / "summary.json").write_text(damage)
     again = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
