@@ -344,7 +344,7 @@ BENCH_WORKLOAD = ("dataset_name", "num_prompts", "request_rate", "burstiness", "
 def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
     """`vllm serve MODEL --config FILE ...`: the file's keys as flags, placed as vLLM's FlexibleArgumentParser
     places them (after the model, before the other flags, so the command line wins over the file): true as --key,
-    false as --no-key where the flag has one, a list as --key v1 v2, a mapping as JSON."""
+    false left out (the flag's default stands), a list as --key v1 v2, a mapping as JSON."""
     from servesim.simulator.files import load_yaml, read_settings_text
 
     if "--config" not in argv:
@@ -367,11 +367,9 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
     for key, value in config.items():
         if key == "model" and model_first:  # the positional model wins over the file's (ServeSubcommand.cmd)
             continue
-        if isinstance(value, bool):
+        if isinstance(value, bool):  # false is dropped: the top-level `vllm` parser reading the file has no --no-
             if value:
                 flags.append(f"--{key}")
-            elif f"--no-{key}" in parser._option_string_actions:
-                flags.append(f"--no-{key}")
         elif isinstance(value, list):
             flags += [f"--{key}", *map(str, value)] if value else []
         elif isinstance(value, dict):
@@ -739,6 +737,9 @@ def _check_spec_combinations(config: dict, method: str, field: str) -> None:
                                                               "sampling, as vLLM says")
     if config.get("index_share_for_mtp_iteration") is not None and method != "mtp":
         raise ConfigError(f"{field}.index_share_for_mtp_iteration", "only with method mtp, as vLLM says")
+    if config.get("use_heterogeneous_vocab") and config.get("use_local_argmax_reduction"):
+        raise ConfigError(f"{field}.use_heterogeneous_vocab", "not with use_local_argmax_reduction (its token "
+                                                              "intersection needs the full draft logits), as vLLM says")
     if config.get("enable_adaptive_verification") and config.get("use_local_argmax_reduction") and method != "dspark":
         raise ConfigError(f"{field}.enable_adaptive_verification", "not with use_local_argmax_reduction (the draft "
                                                                    "logits it needs are never made), as vLLM says")
@@ -1429,7 +1430,7 @@ def _client_checks(bench: dict) -> None:
     if bench.get("self_timed") is not None and bench.get("dataset_name") != "timed_trace":
         raise ConfigError(field + "--self-timed", "only with --dataset-name timed_trace, as vLLM says")
     extra = bench.get("extra_body")
-    if extra is not None and not isinstance(extra, dict):  # merged into each request's sampling parameters (**)
+    if extra and not isinstance(extra, dict):  # `extra_body or {}` merged into each request's parameters (**)
         raise ConfigError(field + "--extra-body", f"a JSON object, got {extra!r:.40}: vLLM's client fails on any "
                                                   f"other before it sends a request")
     if any("=" not in h for h in bench.get("header") or []):
