@@ -837,7 +837,12 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
     k = config.get("num_speculative_tokens")
     if k is None and method == "suffix":  # vLLM: the suffix tree's depth is its most drafts
         k = config.get("suffix_decoding_max_tree_depth", 24)
-    if k is None and method == "mtp" and config.get("model") is not None and arch is not None and arch.is_mla:
+    drafter = _draft_family(config.get("model")) if method == "mtp" else None
+    if drafter is not None and drafter not in MTP_DRAFT_FAMILIES:  # its model_type stays, no MTP type: vLLM refuses
+        raise ConfigError(f"{field}.model", f"{config['model']} ({drafter}) has no MTP layers: vLLM refuses method "
+                                            f"'mtp' with it (unsupported speculative method)")
+    if k is None and method == "mtp" and (drafter in MTP_DRAFT_FAMILIES or (config.get("model") is not None and
+                                                                          arch is not None and arch.is_mla)):
         k = 1  # the drafter's n_predict: DeepSeek-V3/R1's num_nextn_predict_layers
     if k is not None:  # SpeculativeConfig is a pydantic dataclass, lax: "3" and 3.0 are 3
         k = _lax_int(k)

@@ -1016,6 +1016,11 @@ def test_a_deepseek_v3_checkpoint_as_the_drafter_is_mtp(version):
                     version=version).settings
 
     mtp = spec(method="mtp", num_speculative_tokens=1)
+    # round 104: the count is the drafter's whatever the served model; an MTP drafter without MTP layers refused
+    assert read([MODEL, "--speculative-config", json.dumps({"model": "deepseek-ai/DeepSeek-V3"})], [],
+                version=version).settings["speculative.num_speculative_tokens"] == 1
+    with pytest.raises(ConfigError, match="has no MTP layers: vLLM refuses method 'mtp'"):
+        read([MODEL, "--speculative-config", json.dumps({"method": "mtp", "model": MODEL})], [], version=version)
     for config in ({"model": "deepseek-ai/DeepSeek-V3"}, {"method": "draft_model", "model": "deepseek-ai/DeepSeek-R1",
                                                            "num_speculative_tokens": 1}):
         got = spec(**config)
