@@ -810,6 +810,13 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         raise ConfigError(f"{field}.{unknown[0]}", f"not a key of vLLM {version}'s SpeculativeConfig (it forbids "
                                                    f"others): {', '.join(table['keys'][:6])}, ...")
     _check_fields(config, table, field, version)  # typed and bounded as SpeculativeConfig's fields
+    kinds = flag_tables(version).get("json_configs", {})  # its enum fields, as -cc's and --kernel-config's name them
+    moe = (kinds.get("kernel_config", {}).get("types") or {}).get("moe_backend")
+    if config.get("moe_backend") is not None and isinstance(moe, list) and config["moe_backend"] not in moe:
+        raise ConfigError(f"{field}.moe_backend", f"one of {', '.join(map(str, moe))}, got {config['moe_backend']!r:.40}")
+    if "attention_backend" in table["keys"]:
+        _enum_name(config.get("attention_backend"), (kinds.get("attention_config", {}).get("types") or {})
+                   .get("backend") or [], f"{field}.attention_backend", "an attention backend")
     if "tensor_parallel_size" in config:  # SpeculativeConfig's field, which its _verify_args refuses to be given
         raise ConfigError(f"{field}.tensor_parallel_size", "not a valid argument in the speculative_config: pass "
                                                            "draft_tensor_parallel_size instead, as vLLM says")
