@@ -813,7 +813,8 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
     kinds = flag_tables(version).get("json_configs", {})  # its enum fields, as -cc's and --kernel-config's name them
     moe = (kinds.get("kernel_config", {}).get("types") or {}).get("moe_backend")
     if config.get("moe_backend") is not None and isinstance(moe, list) and config["moe_backend"] not in moe:
-        raise ConfigError(f"{field}.moe_backend", f"one of {', '.join(map(str, moe))}, got {config['moe_backend']!r:.40}")
+        raise ConfigError(f"{field}.moe_backend", f"one of {', '.join(map(str, moe))}, got "
+                                                  f"{config['moe_backend']!r:.40}")
     if "attention_backend" in table["keys"]:
         _enum_name(config.get("attention_backend"), (kinds.get("attention_config", {}).get("types") or {})
                    .get("backend") or [], f"{field}.attention_backend", "an attention backend")
