@@ -818,7 +818,7 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
     if "attention_backend" in table["keys"]:
         _enum_name(config.get("attention_backend"), (kinds.get("attention_config", {}).get("types") or {})
                    .get("backend") or [], f"{field}.attention_backend", "an attention backend")
-    if "tensor_parallel_size" in config:  # SpeculativeConfig's field, which its _verify_args refuses to be given
+    if config.get("tensor_parallel_size") is not None:  # SpeculativeConfig's field, which _verify_args refuses
         raise ConfigError(f"{field}.tensor_parallel_size", "not a valid argument in the speculative_config: pass "
                                                            "draft_tensor_parallel_size instead, as vLLM says")
     # vLLM's SpeculativeConfig.__post_init__: no method, a model "ngram" (or "[ngram]") is n-gram, 0.33's dotted
@@ -849,15 +849,12 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
     if drafter is not None and drafter not in MTP_DRAFT_FAMILIES:  # its model_type stays, no MTP type: vLLM refuses
         raise ConfigError(f"{field}.model", f"{config['model']} ({drafter}) has no MTP layers: vLLM refuses method "
                                             f"'mtp' with it (unsupported speculative method)")
-    if k is None and method == "mtp" and (drafter in MTP_DRAFT_FAMILIES or (config.get("model") is not None and
-                                                                          arch is not None and arch.is_mla)):
-        k = 1  # the drafter's n_predict: DeepSeek-V3/R1's num_nextn_predict_layers
     if k is not None:  # SpeculativeConfig is a pydantic dataclass, lax: "3" and 3.0 are 3
         k = _lax_int(k)
     if method is None or not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ConfigError(field, "needs a method (or a draft model) and num_speculative_tokens >= 1, as vLLM does "
-                                 "(it takes a draft model's n_predict when the count is left out: among servesim's "
-                                 "models only DeepSeek-V3/R1's MTP layers have one)")
+                                 "(an MTP drafter without a count fails its start: it compares the missing count "
+                                 "before it reads the drafter's n_predict)")
     _check_speculative_values(config, method, k, serve, arch, version, field)
     if method == "extract_hidden_states":
         return _extract_hidden_states(config, k, field, not_modelled), method, config

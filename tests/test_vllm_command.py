@@ -1013,19 +1013,17 @@ def test_a_draft_method_without_its_model_is_refused():
 @pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
 def test_a_deepseek_v3_checkpoint_as_the_drafter_is_mtp(version):
     """Round 102: DeepSeek-V3 named as the draft model (no method, or draft_model) ran as a separate draft model;
-    vLLM rewrites its model_type to deepseek_mtp, an MTP type, so the method is mtp and the count its n_predict."""
+    vLLM rewrites its model_type to deepseek_mtp, an MTP type, so the method is mtp."""
     def spec(**config):
         return read(["deepseek-ai/DeepSeek-V3", "-tp", "8", "--speculative-config", json.dumps(config)], [],
                     version=version).settings
 
     mtp = spec(method="mtp", num_speculative_tokens=1)
-    # round 104: the count is the drafter's whatever the served model; an MTP drafter without MTP layers refused
-    assert read([MODEL, "--speculative-config", json.dumps({"model": "deepseek-ai/DeepSeek-V3"})], [],
-                version=version).settings["speculative.num_speculative_tokens"] == 1
+    # round 104: an MTP drafter without MTP layers refused
     with pytest.raises(ConfigError, match="has no MTP layers: vLLM refuses method 'mtp'"):
         read([MODEL, "--speculative-config", json.dumps({"method": "mtp", "model": MODEL})], [], version=version)
-    for config in ({"model": "deepseek-ai/DeepSeek-V3"}, {"method": "draft_model", "model": "deepseek-ai/DeepSeek-R1",
-                                                           "num_speculative_tokens": 1}):
+    for config in ({"model": "deepseek-ai/DeepSeek-V3", "num_speculative_tokens": 1},
+                   {"method": "draft_model", "model": "deepseek-ai/DeepSeek-R1", "num_speculative_tokens": 1}):
         got = spec(**config)
         assert {k: v for k, v in got.items() if k.startswith("speculative.")} == \
             {k: v for k, v in mtp.items() if k.startswith("speculative.")}
@@ -1151,6 +1149,9 @@ def test_a_speculative_tensor_parallel_size_is_refused_as_vllm_refuses_it(versio
     spec = json.dumps({"method": "ngram", "num_speculative_tokens": 3, "tensor_parallel_size": 1})
     with pytest.raises(ConfigError, match="--speculative-config.tensor_parallel_size: not a valid argument"):
         read([MODEL, "--speculative-config", spec], [], version=version)
+    # round 105: null is the field's default, which vLLM takes
+    assert read([MODEL, "--speculative-config", spec.replace('"tensor_parallel_size": 1', '"tensor_parallel_size": '
+                                                                                          'null')], [], version=version)
 
 
 def test_eagle_drafts_compute_a_prefix_hits_last_block_again(tmp_path):
@@ -1191,14 +1192,15 @@ def test_eagle_block_drop_without_prefix_caching_is_said_to_have_no_effect(capsy
     assert "speculative.eagle_block_drop has no effect: engine.enable_prefix_caching is off" in capsys.readouterr().err
 
 
-def test_mtp_takes_its_count_from_the_drafter_where_vllm_does():
-    """vLLM defaults num_speculative_tokens to the draft model's n_predict (DeepSeek-V3's one MTP layer) when the
-    drafter is named; without a model and a count it refuses the line, as servesim does (round 72)."""
-    spec = {"method": "mtp", "model": "deepseek-ai/DeepSeek-V3"}
-    cmd = read(["deepseek-ai/DeepSeek-V3", "-tp", "8", "--speculative-config", json.dumps(spec)], [])
-    assert cmd.settings["speculative.num_speculative_tokens"] == 1
-    with pytest.raises(ConfigError, match="n_predict"):
-        read(["deepseek-ai/DeepSeek-V3", "-tp", "8", "--speculative-config", '{"method": "mtp"}'], [])
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_an_mtp_drafter_needs_its_count(version):
+    """Round 105: an MTP drafter named without num_speculative_tokens had been given 1 (round 72 read vLLM's
+    n_predict default); vLLM compares the missing count (`num_speculative_tokens > 1`) as it detects MTP, before it
+    reads n_predict, and fails at start in both releases. Without a model and a count it refuses the line too."""
+    for spec in ({"method": "mtp", "model": "deepseek-ai/DeepSeek-V3"}, {"model": "deepseek-ai/DeepSeek-V3"},
+                 {"method": "mtp"}):
+        with pytest.raises(ConfigError, match="an MTP drafter without a count fails its start"):
+            read(["deepseek-ai/DeepSeek-V3", "-tp", "8", "--speculative-config", json.dumps(spec)], [], version)
 
 
 def test_max_concurrency_0_is_no_limit_in_019_and_refused_in_033():
