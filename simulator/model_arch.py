@@ -14,7 +14,7 @@ from typing import Literal
 import yaml
 from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, field_validator, model_validator
 
-from servesim.workloads.settings import Settings
+from servesim.workloads.settings import MAX_INT, Settings
 
 from servesim.simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem
 from servesim.simulator.files import where_looked
@@ -601,6 +601,9 @@ def _hf_lengths(data: dict) -> dict:
     or model_max_length where given (Command-R's rule, which vLLM applies to every model), scaled by RoPE as each
     release does; a LongRoPE model defaults to its original_max_position_embeddings."""
     lengths = {k: _int_field(data, k) for k in LENGTH_KEYS if data.get(k) is not None}
+    for key, value in lengths.items():  # named here: past this, the field it becomes would be named instead
+        if value > MAX_INT:
+            raise ConfigError(f"model.{key}", f"a {len(str(value))}-digit integer: at most {MAX_INT:,} in size")
     if not lengths:  # vLLM's fallback, said as it says it
         from servesim.simulator.config import say_once
 

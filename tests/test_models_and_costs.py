@@ -178,6 +178,8 @@ def test_config_json_corners_read_as_transformers_builds_them(tmp_path, capsys):
                    "intermediate_size_mlp": 16384, "attention_chunk_size": 8192}
     wrapper = load_model(_config_json(tmp_path, {"model_type": "llama4", "text_config": text}))
     assert (wrapper.hf_model_type, wrapper.dtype, wrapper.num_experts) == ("llama4_text", "bf16", 16)
+    with pytest.raises(ConfigError, match="model.model_max_length: a 31-digit integer"):  # round 105: named so
+        load_model(_config_json(tmp_path, BARE | {"model_type": "llama", "model_max_length": 10**30}))
     qwen = BARE | {"model_type": "qwen2", "use_sliding_window": True, "sliding_window": 4096}
     assert load_model(_config_json(tmp_path, qwen | {"max_window_layers": 32})).sliding_window is None
     with pytest.raises(ConfigError, match="use_sliding_window with max_window_layers 28"):
