@@ -254,10 +254,8 @@ def sim_timeseries(steps: pd.DataFrame, seconds: np.ndarray) -> pd.DataFrame:
     columns = (("running", "num_running", False), ("waiting", "num_waiting", False), ("kv_cache_pct", "kv_usage", True))
     totals = {col: np.zeros(len(seconds)) for col, _, _ in columns}
     stepped = np.zeros(len(seconds), dtype=bool)
-    engines = steps.groupby("replica", sort=True) if "replica" in steps else [(0, steps)]
-    n = 0
-    for _, mine in engines:
-        n += 1
+    engines = [mine for _, mine in steps.groupby("replica", sort=True)] if "replica" in steps else [steps]
+    for mine in engines:
         idx = np.searchsorted(mine["start"].to_numpy(), seconds, side="right") - 1
         ok = idx >= 0
         stepped |= ok
@@ -268,7 +266,7 @@ def sim_timeseries(steps: pd.DataFrame, seconds: np.ndarray) -> pd.DataFrame:
             totals[col][where] += mine[src].to_numpy()[idx[where]]
     out = pd.DataFrame({"t": seconds})
     for col, _, mean in columns:
-        vals = totals[col] * 100.0 / max(n, 1) if mean else totals[col]
+        vals = totals[col] * 100.0 / max(len(engines), 1) if mean else totals[col]
         out[col] = np.where(stepped, vals, np.nan)
     return out
 

@@ -235,7 +235,7 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
     final = Path(runs_dir) / rid
     row = {"run_id": rid} | table_cells(point)
     if (final / "summary.json").is_file():
-        whole = all((final / name).is_file() for name in RUN_FILES) and _readable_tables(final)
+        whole = all((final / name).is_file() for name in RUN_FILES) and _readable_tables(final)  # none gone or cut
         cached = _cached_summary(final / "summary.json") if whole else None
         if cached is not None:
             return row | _flat(cached) | {"error": None}
@@ -244,7 +244,7 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
         from servesim.simulator.config import say_once
 
         say_once([f"servesim: warning: {final} is damaged (its summary.json edited or cut short, or a file of "
-                  f"{', '.join(RUN_FILES)} gone): that run is simulated again"])
+                  f"{', '.join(RUN_FILES)} gone or unreadable): that run is simulated again"])
     if cached_only:
         return None
     tmp = None

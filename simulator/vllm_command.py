@@ -80,7 +80,6 @@ _TYPES = {"int": int, "float": float, "str": str, "human_int": human_readable_in
           "bool": lambda t: {"true": True, "false": False}[t.strip().lower()]}
 
 
-# int flags whose None (vLLM's optional_type: "None" or "") is a setting of its own, not the default
 # kernel backends vLLM reads lower-cased with dashes as underscores, as flags (arg_utils) and as KernelConfig fields
 # (its _normalize_* validators): FLASHINFER-CUTLASS is flashinfer_cutlass
 NORMALIZED = frozenset({"moe_backend", "linear_backend", "sparse_indexer_topk_backend"})
@@ -91,6 +90,7 @@ def _backend_name(text: str) -> str:
 
 
 _backend_name.__name__ = "str"  # argparse names the type in its own messages
+# int flags whose None (vLLM's optional_type: "None" or "") is a setting of its own, not the default
 NONE_MEANS = ("prefix_cache_retention_interval",)  # None keeps every sliding-window block cached; other flags'
 # None (serve_optional) is the field's default, as if the flag were left out
 
@@ -341,7 +341,7 @@ BENCH_WORKLOAD = ("dataset_name", "num_prompts", "request_rate", "burstiness", "
                   "prefix_repetition_output_len", "ignore_eos", "disable_shuffle")
 
 
-def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
+def with_config_file(argv: list[str]) -> list[str]:
     """`vllm serve MODEL --config FILE ...`: the file's keys as flags, placed as vLLM's FlexibleArgumentParser
     places them (after the model, before the other flags, so the command line wins over the file): true as --key,
     false left out (the flag's default stands), a list as --key v1 v2, a mapping as JSON."""
@@ -361,7 +361,6 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
     config = load_yaml(read_settings_text(path, where), where, path, as_pyyaml=True)  # vLLM's yaml.safe_load
     if not isinstance(config, dict):
         raise ConfigError(where, f"{path}: must hold flag: value pairs (a mapping), as vLLM reads it")
-    parser, _ = _parser("serve", version)
     flags: list[str] = []
     model_first = bool(argv) and not argv[0].startswith("-")  # `vllm serve MODEL --config FILE ...`
     for key, value in config.items():
@@ -386,7 +385,7 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
 def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSION) -> VllmCommand:
     """`vllm serve ...` and `vllm bench serve ...` (without their leading words) -> scenario settings."""
     _check_model_position(serve_argv)
-    serve = parse(with_config_file(serve_argv, version), "serve", version)
+    serve = parse(with_config_file(serve_argv), "serve", version)
     if serve.get("model_tag") and serve.get("model"):
         raise ConfigError("vllm serve --model", f"{serve['model']} beside the positional {serve['model_tag']}: vLLM's "
                                                 f"parser moves --model's to the front and refuses the other as an "
