@@ -167,6 +167,7 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
         requests = requests.initial()
     if isinstance(requests, RequestSource):
         requests = CheckedSource(requests, classes)  # checked as they come
+        requests.planned()  # read again after the run: a wrong count is refused before it, not after
     elif requests is not None:
         if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
             raise ConfigError("requests", f"a list of RequestSpec (or a RequestSource), got {type(requests).__name__}")

@@ -226,6 +226,55 @@ def test_a_source_that_sends_nothing_or_not_a_list_is_refused():
     assert servesim.simulate(None, {"profile": "teaching"}, requests=More([spec])).summary["completed"] == 4
 
 
+@pytest.mark.parametrize("returns, field", [
+    ({"on_finish": 5}, "requests"),  # not a list: a TypeError from simpy's loop
+    ({"on_finish": "spec"}, "requests"),  # a bare RequestSpec, not [spec]
+    ({"planned": "x"}, "requests.planned()"),  # read after the run: the result was lost to a TypeError
+    ({"planned": -1}, "requests.planned()"),
+    ({"held_back": "x"}, "requests.held_back()"),
+])
+def test_a_sources_answers_that_are_not_what_they_must_be_are_named(returns, field):
+    """Round 106: on_finish() returning an int or a bare RequestSpec escaped as a TypeError mid-run; planned() or
+    held_back() returning text, as one after the whole run."""
+    from servesim.workloads.source import RequestSource
+
+    spec = servesim.RequestSpec(0, 0.0, 10, 5)
+    answers = {"on_finish": [], "planned": None, "held_back": 0, **returns}
+    if answers["on_finish"] == "spec":
+        answers["on_finish"] = servesim.RequestSpec(1, 1.0, 10, 5)
+
+    class Odd(RequestSource):
+        def initial(self):
+            return [spec]
+
+        def on_finish(self, *a, **k):
+            return answers["on_finish"]
+
+        def planned(self):
+            return answers["planned"]
+
+        def held_back(self):
+            return answers["held_back"]
+
+    with pytest.raises(servesim.ConfigError) as e:
+        servesim.simulate(None, {"profile": "teaching"}, requests=Odd())
+    assert e.value.field == field, str(e.value)
+
+
+def test_a_sources_one_warning_given_as_text_is_said_as_one_line(capsys):
+    """Round 106: a `warnings` given as one str was said a letter per line."""
+    from servesim.workloads.source import RequestSource
+
+    class Said(RequestSource):
+        warnings = "ten turns never sent"
+
+        def initial(self):
+            return [servesim.RequestSpec(0, 0.0, 10, 5)]
+
+    result = servesim.simulate(None, {"profile": "teaching"}, requests=Said())
+    assert "ten turns never sent" in result.warnings and "servesim: warning: t\n" not in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("cls", [None, "y"])
 def test_a_sources_request_outside_the_scenarios_slo_classes_is_refused(cls):
     """Round 86: a list's request outside workload.slo_classes was refused, a source's (its first request or a

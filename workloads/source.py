@@ -7,6 +7,7 @@ so the engine tells the source each finish (or rejection) and gets the follow-up
 
 from __future__ import annotations
 
+import operator
 from dataclasses import replace
 from typing import Callable, Iterator
 
@@ -254,10 +255,13 @@ class CheckedSource(RequestSource):
         from servesim.simulator.errors import ConfigError
         from servesim.workloads.spec import checked_specs
 
-        if specs is None or isinstance(specs, (str, bytes)):
+        try:  # a bare RequestSpec or a number is the likely slip: named, not a TypeError mid-run
+            if specs is None or isinstance(specs, (str, bytes, RequestSpec)):
+                raise TypeError
+            specs = list(specs)
+        except TypeError:
             raise ConfigError("requests", f"{self.kind}'s initial() and on_finish() must return lists of RequestSpec, "
-                                          f"got {type(specs).__name__}")
-        specs = list(specs)
+                                          f"got {type(specs).__name__}") from None
         if not specs:  # a finish that sends nothing
             return []
         out = checked_specs(specs, f"{self.kind} request", self.chains, self.classes)
@@ -285,14 +289,29 @@ class CheckedSource(RequestSource):
         return self.inner.describe()
 
     def planned(self):
-        return self.inner.planned()
+        n = self.inner.planned()
+        return None if n is None else self._count(n, "planned")
 
     def held_back(self) -> int:
-        return self.inner.held_back()
+        return self._count(self.inner.held_back(), "held_back")
+
+    def _count(self, n, method: str) -> int:
+        """A caller's count, checked as its requests are: read after the run too, where a str would be a TypeError."""
+        from servesim.simulator.errors import ConfigError
+
+        try:
+            k = None if isinstance(n, bool) else operator.index(n)  # numpy's integers too
+        except TypeError:
+            k = None
+        if k is None or k < 0:
+            raise ConfigError(f"requests.{method}()", f"{self.kind}.{method}() must return a non-negative integer"
+                                                      f"{' or None' if method == 'planned' else ''}, got {n!r}")
+        return k
 
     @property
     def warnings(self):
-        return getattr(self.inner, "warnings", ())
+        said = getattr(self.inner, "warnings", ())
+        return (said,) if isinstance(said, str) else tuple(said)  # one warning given bare is one line, not a letter each
 
     @property
     def kind(self) -> str:
