@@ -575,9 +575,15 @@ def _rope_length(data: dict, length: int, release: str) -> int:
         return length
     kind = rope.get("rope_type", rope.get("type"))
     factor = rope.get("factor")
-    if kind in _ROPE_SCALED_ALREADY[release] or isinstance(factor, bool) or not isinstance(factor, (int, float)) \
-            or not 0 < factor <= 1024:
+    if kind in _ROPE_SCALED_ALREADY[release] or factor is None:  # vLLM: a null factor is 1
         return length
+    key = "rope_scaling" if data.get("rope_scaling") else "rope_parameters"
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < math.inf:
+        raise ConfigError(f"model.{key}.factor", f"must be a positive number (vLLM multiplies the model's length by "
+                                                 f"it), got {factor!r}")
+    if length * factor > MAX_INT:  # vLLM multiplies by any factor: a length past what servesim holds is named here
+        raise ConfigError(f"model.{key}.factor", f"{factor!r} makes the model's length {length * factor:.4g} "
+                                                 f"tokens, past the {MAX_INT:,} servesim holds")
     if kind == "yarn":  # 0.19 (0.33 takes it as scaled): the original length x the factor; none given, as it is
         original = rope.get("original_max_position_embeddings")
         valid = isinstance(original, int) and not isinstance(original, bool) and original > 0

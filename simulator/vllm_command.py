@@ -1500,9 +1500,10 @@ def _gaps(b: float) -> dict:
     return {"process": "poisson"} if b == 1 else {"process": "gamma", "cv": cv}
 
 
-def _uniform(length: int, ratio: float, least: int) -> dict:
-    """vLLM's random lengths: integers drawn uniformly from [floor(L (1 - r)), ceil(L (1 + r))]."""
-    low, high = max(least, math.floor(length * (1 - ratio))), max(least, math.ceil(length * (1 + ratio)))
+def _uniform(length: int, ratio: float, least: int, shift: int = 0) -> dict:
+    """vLLM's random lengths: integers drawn uniformly from [floor(L (1 - r)), ceil(L (1 + r))], plus `shift`."""
+    low, high = (max(least, shift + math.floor(length * (1 - ratio))),
+                 max(least, shift + math.ceil(length * (1 + ratio))))
     return {"dist": "fixed", "value": low} if low == high else {"dist": "uniform", "low": low, "high": high}
 
 
@@ -1531,9 +1532,10 @@ def _range_ratios(value) -> tuple[float, float]:
 
 
 def _lengths(bench: dict, name: str, version: str) -> dict:
-    # the random dataset's lengths: any integer, as vLLM takes them (an input below 0 is 0, an output at least 1)
+    # the random dataset's lengths: any integer, as vLLM takes them (an input below 0 is 0, an output at least 1, a
+    # prefix below 0 takes its tokens off every prompt)
     free = ("input_len", "random_input_len", "output_len", "random_output_len") if name == "random" else ()
-    for dest, least in (("input_len", 1), ("random_input_len", 1), ("random_prefix_len", 0), ("output_len", 1),
+    for dest, least in (("input_len", 1), ("random_input_len", 1), ("output_len", 1),
                         ("random_output_len", 1), ("prefix_repetition_prefix_len", 0),
                         ("prefix_repetition_suffix_len", 0), ("prefix_repetition_num_prefixes", 1),
                         ("prefix_repetition_output_len", 1)):
@@ -1549,7 +1551,8 @@ def _lengths(bench: dict, name: str, version: str) -> dict:
             raise ConfigError(_flag("bench_serve", dest, version),
                               f"too small: {inp} at range ratio {in_ratio} can draw an empty prompt (vLLM refuses "
                               f"it); raise it or --random-prefix-len, or lower the ratio")
-        lengths = {"workload.prompt_tokens": _uniform(inp, in_ratio, 1),
+        # vLLM asks for prefix + input tokens: a negative prefix shortens every prompt by it (none shared)
+        lengths = {"workload.prompt_tokens": _uniform(inp, in_ratio, 1, min(prefix, 0)),
                    "workload.output_tokens": _uniform(out, out_ratio, 1)}
     else:  # prefix_repetition: num_prefixes shared prefixes, each request one of them and its own suffix
         prefix = bench.get("prefix_repetition_prefix_len", 256)
@@ -1567,7 +1570,7 @@ def _lengths(bench: dict, name: str, version: str) -> dict:
                                                  "count": bench.get("prefix_repetition_num_prefixes", 10),
                                                  "shuffle": not bench.get("disable_shuffle")}
         return lengths
-    if prefix:
+    if prefix > 0:
         lengths["workload.shared_prefix"] = {"tokens": prefix, "count": 1}
     return lengths
 
@@ -1617,10 +1620,10 @@ def goodput_targets(items: list[str], field: str) -> dict:
         try:
             ms = float(value)
         except ValueError:
-            ms = math.nan
-        if not sep or key not in ("ttft", "tpot", "e2el") or not ms >= 0:  # NaN and negatives; inf is vLLM's too
-            nan = " (vLLM's client takes nan, a target no request meets: a goodput of 0)" if math.isnan(ms) and sep \
-                else ""
+            ms = None
+        if not sep or key not in ("ttft", "tpot", "e2el") or not (ms is not None and ms >= 0):  # inf is vLLM's too
+            nan = " (vLLM's client takes nan, a target no request meets: a goodput of 0)" \
+                if ms is not None and math.isnan(ms) and sep else ""
             raise ConfigError(field, f"KEY:MILLISECONDS with KEY one of ttft, tpot, e2el and a value >= 0, got "
                                      f"{item!r}{nan}")
         # vLLM's value <= SLO: 0 admits only an exact 0; an infinite target every request meets, as one past any

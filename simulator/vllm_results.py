@@ -214,8 +214,9 @@ def check_result_path(o: BenchOptions, out: Path, inputs=()) -> None:
     # args.result_filename`, `label or args.backend`); a label heads a name, so only a separator makes it a path
     flag, name = ("--result-filename", o.result_filename) if o.result_filename else ("--label", o.label)
     if name and (name in (".", "..") and flag == "--result-filename" or "/" in name or "\\" in name or "\0" in name):
-        raise ConfigError(f"vllm bench serve {flag}", f"{name!r} is not a file name: give the folder as "
-                                                      f"--result-dir (default: --out)")
+        raise ConfigError(f"vllm bench serve {flag}", f"{name!r} is not a file name: vLLM would write that path, "
+                                                      f"servesim writes only in --result-dir (default: --out): give "
+                                                      f"the folder there and the name here")
     folder = Path(o.result_dir) if o.result_dir else out
     if o.result_dir:
         field = "vllm bench serve --result-dir"

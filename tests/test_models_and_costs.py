@@ -64,6 +64,22 @@ def test_hf_config_length_and_kv_heads_as_vllm_reads_them(tmp_path, extra, lengt
     assert load(None, [f"model={path}"]).max_model_len == length
 
 
+@pytest.mark.parametrize("factor, problem", [(2000, None), (None, None), (0, "positive"), (float("inf"), "positive"),
+                                             ("2", "positive"), (1e30, "past the")])
+def test_a_rope_factor_scales_the_length_without_bound_or_is_named(tmp_path, factor, problem):
+    """Round 106: a linear factor past 1024 was dropped unsaid (an 8,192-token model ran where vLLM derives
+    16,384,000 and refuses the KV pool); a factor vLLM cannot multiply by is named, not skipped."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **BARE, "max_position_embeddings": 8192,
+           "rope_scaling": {"rope_type": "linear", "factor": factor}}
+    path = _config_json(tmp_path, json.loads(json.dumps(cfg).replace("Infinity", "1e999")))
+    if problem is None:
+        assert load_model(path).max_position_embeddings == 8192 * (factor or 1)
+        return
+    with pytest.raises(ConfigError) as e:
+        load_model(path)
+    assert e.value.field == "model.rope_scaling.factor" and problem in str(e.value)
+
+
 def _config_json(tmp_path, cfg: dict):
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     return str(tmp_path / "config.json")

@@ -119,6 +119,7 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
     # vLLM's RandomDataset refuses a line whose prompt could be empty: prefix + floor(len (1 - ratio)) < 1
     (["--random-input-len", "1", "--random-range-ratio", "0.5"], "--random-input-len: too small: 1 at range ratio"),
     (["--input-len", "1", "--random-range-ratio", "0.999"], "--input-len: too small"),
+    (["--random-input-len", "10", "--random-prefix-len", "-10"], "--random-input-len: too small"),
 ])
 def test_bad_client_flags_are_refused_in_one_line(bench, says, tmp_path, capsys):
     assert main(["vllm", "--out", str(tmp_path), "serve", MODEL, "--", "bench", "serve"] + bench) == 2
@@ -130,6 +131,7 @@ def test_bad_client_flags_are_refused_in_one_line(bench, says, tmp_path, capsys)
     (["--random-output-len", "0"], 512, 1),  # vLLM's output bounds are at least 1
     (["--random-output-len", "-5"], 512, 1),
     (["--random-input-len", "0", "--random-prefix-len", "100"], 1, 10),  # a prefix alone is a prompt vLLM takes
+    (["--random-prefix-len", "-5"], 507, 10),  # vLLM asks for prefix + input tokens: 5 fewer (round 106 refused it)
 ])
 def test_random_lengths_vllm_takes_are_taken(bench, prompt, output):
     """vLLM's random dataset clamps an output length to at least 1 and takes an input of 0 beside a prefix:
@@ -138,6 +140,7 @@ def test_random_lengths_vllm_takes_are_taken(bench, prompt, output):
                               *bench]).settings
     assert settings["workload.prompt_tokens"] == {"dist": "fixed", "value": prompt}
     assert settings["workload.output_tokens"] == {"dist": "fixed", "value": output}
+    assert ("workload.shared_prefix" in settings) == (int(bench[-1]) > 0 and "prefix" in bench[-2])
 
 
 def test_a_relative_result_dir_is_said_where_it_is(tmp_path, capsys, monkeypatch):
@@ -2234,8 +2237,11 @@ def test_an_infinite_goodput_target_is_one_every_request_meets(tmp_path):
     assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL, "--", "bench", "serve", "--num-prompts", "10",
                  "--request-rate", "5", "--goodput", "ttft:inf", "tpot:1e400"]) == 0
     assert json.loads((out / "summary.json").read_text())["goodput_fraction"] == 1.0
-    with pytest.raises(ConfigError, match="--goodput: KEY:MILLISECONDS .* got 'ttft:nan'"):
+    with pytest.raises(ConfigError, match="--goodput: KEY:MILLISECONDS .* got 'ttft:nan' .vLLM's client takes nan"):
         read([MODEL], ["--goodput", "ttft:nan"])
+    with pytest.raises(ConfigError) as e:  # round 106: a value that is no number was said to be nan
+        read([MODEL], ["--goodput", "ttft:0x10"])
+    assert "nan" not in str(e.value)
 
 
 @pytest.mark.parametrize("backend, endpoint, said", [
