@@ -171,6 +171,7 @@ def cmd_vllm(args) -> int:
             resolved = load(None, sets)
         except ConfigError as exc:  # a setting the pasted flags gave is said as those flags
             raise as_flag_error(cmd, args.set, exc) from None
+        cmd.check_resolved(resolved)
     say_once(said)
     try:
         if cmd.not_modelled:

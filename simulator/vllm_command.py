@@ -199,21 +199,20 @@ def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
                 if i + 1 >= len(argv):
                     raise ConfigError(f"vllm {kind.replace('_', ' ')}", f"{name} expects a value")
                 value, i = argv[i + 1], i + 1
-            target = nested.setdefault(json_flags[head], {})
             if key.endswith("+"):  # --x.key+ a,b: a list of the comma-separated words
                 key, value = key[:-1], json.dumps(value.split(","))
-            *parents, last = key.split(".")
-            for k in parents:
-                target = target.setdefault(k, {})
             try:
-                target[last] = json.loads(value)
+                given = json.loads(value)
             except json.JSONDecodeError:  # 0.33 reads a human-readable count (1k, 80g) before the word itself
-                target[last] = value
+                given = value
                 if version != "0.19.0":
                     try:
-                        target[last] = human_readable_int(value)
+                        given = human_readable_int(value)
                     except (ValueError, argparse.ArgumentTypeError):
                         pass
+            for k in reversed(key.split(".")):
+                given = {k: given}
+            _merge_dotted(nested.setdefault(json_flags[head], {}), given)
             i += 1
             continue
         out.append(tok)
@@ -221,6 +220,18 @@ def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
     for flag, value in nested.items():
         out += [flag, json.dumps(value)]
     return out
+
+
+def _merge_dotted(original: dict, update: dict) -> None:
+    """A dotted key into what the earlier ones built, as vLLM's parser merges them (recursive_dict_update): dicts
+    merged, a list given again appended to, anything else replaced (a key below a number replaces the number)."""
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(original.get(k), dict):
+            _merge_dotted(original[k], v)
+        elif isinstance(v, list) and isinstance(original.get(k), list):
+            original[k] = original[k] + v
+        else:
+            original[k] = v
 
 
 def parse(argv: list[str], kind: str, version: str = VLLM_VERSION) -> dict:
@@ -277,6 +288,19 @@ class VllmCommand:
     version: str = VLLM_VERSION
     given: set = field(default_factory=set)  # the serve flags (dests) on the line, not left to their defaults
     served_name: str = ""  # the name the server answers to and labels its metrics with (--served-model-name's first)
+    lora: bool = False  # --enable-lora: not modelled, but its start-up check needs the resolved budget
+
+    def check_resolved(self, resolved) -> None:
+        """vLLM's start-up checks that need the engine's defaults resolved: LoRA beside speculation needs a budget of
+        max_num_seqs x (k + 1) tokens (EngineArgs.create_engine_config)."""
+        k = resolved.scenario.speculative.num_speculative_tokens if resolved.scenario.speculative.method != "none" \
+            else None
+        if self.lora and k is not None and resolved.max_num_batched_tokens < resolved.max_num_seqs * (k + 1):
+            raise ConfigError("vllm serve --enable-lora", f"beside speculation needs max_num_batched_tokens >= "
+                                                          f"max_num_seqs x (k + 1) = {resolved.max_num_seqs * (k + 1):,}"
+                                                          f", got {resolved.max_num_batched_tokens:,}: vLLM says "
+                                                          f"\"Consider increasing max_num_batched_tokens or decreasing "
+                                                          f"num_speculative_tokens\"")
 
     def as_record(self) -> dict:
         return {"vllm_version": self.version, "model": self.model, "settings": self.settings,
@@ -490,7 +514,10 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
             ("--enable-log-outputs", serve.get("enable_log_outputs") and not serve.get("enable_log_requests"),
              "requires --enable-log-requests, as vLLM says"),
             ("--sse-keep-alive-interval", (serve.get("sse_keep_alive_interval") or 0) < 0,
-             "must be a non-negative integer (0 disables keep-alive comments), as vLLM says")):
+             "must be a non-negative integer (0 disables keep-alive comments), as vLLM says"),
+            ("--max-cpu-loras", serve.get("enable_lora") and (serve.get("max_cpu_loras") or 0) > 0
+             and serve["max_cpu_loras"] < serve.get("max_loras", 1),
+             f"must be >= --max-loras ({serve.get('max_loras', 1)}), as vLLM's LoRAConfig says")):
         if fails:
             raise ConfigError(f"vllm serve {flag}", says)
     workload["workload.request_max_tokens"] = True  # vllm bench serve sends each output length as max_tokens
@@ -498,12 +525,13 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     workload["workload.max_tokens_past_context"] = "refuse" if version == "0.19.0" else "lower"
     workload["workload.clip_to_max_model_len"] = False  # and vLLM refuses what does not fit (400), cuts nothing
     served = serve.get("served_model_name") or [model]
-    _refuse_unserved(served, bench, options.model_id)
+    _refuse_unserved(served, bench, options.model_id, _lora_names(serve.get("lora_modules") or []))
     options.model_id = options.model_id or model  # vLLM's client asks the server for it
     options.tokenizer_id = options.tokenizer_id or options.model_id
     settings.update(workload)
     settings["engine.vllm_defaults"] = version  # the release's own defaults fill what the line leaves out
-    return VllmCommand(model, settings, options, not_modelled, version, set(serve), served[0])
+    return VllmCommand(model, settings, options, not_modelled, version, set(serve), served[0],
+                       bool(serve.get("enable_lora")))
 
 
 # servesim settings the bench command decides -> the flags that decide them
@@ -651,14 +679,32 @@ def _histogram_buckets(value, version: str) -> dict | None:
     return value
 
 
-def _refuse_unserved(served: list[str], bench: dict, model_id: str | None) -> None:
+def _lora_names(items: list[str]) -> list[str]:
+    """The adapters `vllm serve --lora-modules` loads, by name: NAME=PATH, or a JSON object with its name."""
+    names = []
+    for item in items:
+        if "=" in item and "," not in item:
+            names.append(item.split("=", 1)[0])
+        else:
+            try:
+                names.append(json.loads(item).get("name"))
+            except (json.JSONDecodeError, AttributeError):
+                pass
+    return names
+
+
+def _refuse_unserved(served: list[str], bench: dict, model_id: str | None, adapters: list[str]) -> None:
     """The client names a model in each request (its --served-model-name, else its --model; without --model, the
     server's first, and --served-model-name unread); a server that serves another answers every request 404:
-    refused rather than simulated as served."""
+    refused rather than simulated as served, as is one of the server's LoRA adapters, which servesim does not
+    simulate."""
     if model_id is None:
         return
     flag, sent = (("--served-model-name", bench["served_model_name"]) if bench.get("served_model_name")
                   else ("--model", model_id))
+    if sent in adapters:
+        raise ConfigError(f"vllm bench serve {flag}", f"{sent!r} is a LoRA adapter of the server (vllm serve "
+                                                      f"--lora-modules): servesim simulates the base model only")
     if sent not in served:
         raise ConfigError(f"vllm bench serve {flag}", f"{sent!r} is not a model the server serves "
                                                       f"({', '.join(map(repr, served))}): vLLM would answer every "
@@ -927,6 +973,7 @@ def _extract_hidden_states(config: dict, k: int, field: str, not_modelled: dict)
 GRAPH_FLAGS = ("compilation_config", "optimization_level")
 CC_KEYS = ("cudagraph_capture_sizes", "max_cudagraph_capture_size")  # flags -cc may give instead
 CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PIECEWISE")  # CompilationConfig's
+LEVEL_CUDAGRAPH_MODE = {"0": "NONE", "1": "PIECEWISE", "2": "FULL_AND_PIECEWISE", "3": "FULL_AND_PIECEWISE"}  # -O's
 
 
 # KVTransferConfig's and KVEventsConfig's fields (vllm/config/kv_transfer.py, kv_events.py): vLLM's config
@@ -1283,12 +1330,20 @@ def _cuda_graphs(serve: dict, version: str, not_modelled: dict) -> dict:
     if mode is not None and (not isinstance(mode, str) or mode.upper() not in CUDAGRAPH_MODES):
         raise ConfigError("vllm serve --compilation-config.cudagraph_mode", f"one of {', '.join(CUDAGRAPH_MODES)}, "
                                                                             f"got {mode!r}")
-    if (mode or "").upper() == "NONE" or (mode is None and str(level) == "0"):
+    resolved = mode.upper() if mode is not None else LEVEL_CUDAGRAPH_MODE[str(level if level is not None else 2)]
+    compiled = str(cc.get("mode", level if level is not None else 2)).upper() in (
+        ("3", "VLLM_COMPILE") if "mode" in cc else ("1", "2", "3"))  # -cc.mode, else the level's
+    if not compiled and resolved in ("PIECEWISE", "FULL_AND_PIECEWISE"):  # piecewise graphs need vLLM's compile:
+        # 0.33 keeps the full ones (without_piecewise), 0.19 captures none
+        resolved = "FULL_DECODE_ONLY" if resolved == "FULL_AND_PIECEWISE" and version != "0.19.0" else "NONE"
+    if resolved == "NONE":
         out["engine.enforce_eager"] = True  # no graph captured: every step's launches are eager
-    elif (mode or "").upper() == "FULL_DECODE_ONLY":  # mixed batches eager: not told apart from decode ones
-        not_modelled["vllm serve --compilation-config.cudagraph_mode"] = mode
-    if str(level) == "1":  # piecewise graphs (attention eager): timed as full ones
-        not_modelled[_flag("serve", "optimization_level", version)] = level
+    elif resolved in ("FULL_DECODE_ONLY", "PIECEWISE"):  # mixed batches eager, or attention outside the graphs:
+        # timed as full graphs
+        given = ("vllm serve --compilation-config.cudagraph_mode", mode) if mode is not None else \
+            ("vllm serve --compilation-config.mode", cc["mode"]) if "mode" in cc else \
+            (_flag("serve", "optimization_level", version), level)
+        not_modelled[given[0]] = given[1]
     for key, value in cc.items():
         not_modelled[f"vllm serve --compilation-config.{key}"] = value
     return out

@@ -1416,6 +1416,74 @@ def test_cuda_graphs_however_the_line_gives_them(capsys, flags, eager, largest):
     assert engine["enforce_eager"] == eager and engine["max_cudagraph_capture_size"] == largest
 
 
+SPEC = '{"method": "ngram", "num_speculative_tokens": %d, "prompt_lookup_max": 3}'
+
+
+@pytest.mark.parametrize("serve, bench, says, starts", [
+    (["--enable-lora", "--max-loras", "4", "--max-cpu-loras", "2"], [], "--max-cpu-loras: must be >= --max-loras (4)",
+     ["--enable-lora", "--max-loras", "4", "--max-cpu-loras", "4"]),
+    (["--enable-lora", "--speculative-config", SPEC % 8], [], "--enable-lora: beside speculation needs "
+     "max_num_batched_tokens >= max_num_seqs x (k + 1) = 9,216, got 8,192", ["--enable-lora", "--speculative-config",
+                                                                              SPEC % 2]),
+    (["--enable-lora", "--lora-modules", "foo=/x"], ["--model", "foo"], "'foo' is a LoRA adapter of the server",
+     ["--enable-lora", "--lora-modules", "foo=/x"]),
+])
+def test_lora_lines_vllm_refuses_at_start_are_refused(tmp_path, capsys, serve, bench, says, starts):
+    """Round 106: --max-cpu-loras below --max-loras, and LoRA beside speculation past the token budget, ran (vLLM
+    does not start); a client naming one of the server's adapters was said to get 404s, which vLLM does not give."""
+    line = ["vllm", "--gpu", "h100-sxm", "--out", str(tmp_path), "--quiet", "serve", MODEL]
+    assert main([*line, *serve, "--", "bench", "serve", "--num-prompts", "3", *bench]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert main([*line, *starts, "--", "bench", "serve", "--num-prompts", "3"]) == 0  # the line vLLM starts
+
+
+@pytest.mark.parametrize("flags, field, value", [
+    (["-cc.cudagraph_capture_sizes+=1,2", "-cc.cudagraph_capture_sizes+=8"], "engine.cudagraph_capture_sizes",
+     [1, 2, 8]),  # a list given again is appended to, as vLLM's recursive_dict_update does
+    (["-cc.pass_config.fuse_norm_quant", "true", "-cc.pass_config", '{"fuse_act_quant": true}'],
+     "vllm serve --compilation-config.pass_config", {"fuse_norm_quant": True, "fuse_act_quant": True}),  # merged
+])
+def test_dotted_json_keys_merge_as_vllms_parser_merges_them(flags, field, value):
+    """Round 106: a list key given twice kept the last; a dict after a dotted sub-key replaced it."""
+    cmd = read([MODEL, *flags], [])
+    assert {**cmd.settings, **cmd.not_modelled}[field] == value
+
+
+@pytest.mark.parametrize("flags, field", [
+    (["-cc.mode", "3", "-cc.mode.x", "1"], "--compilation-config.mode"),
+    (["--speculative-config.method", "ngram", "--speculative-config.method.x", "1"], "--speculative-config.method"),
+])
+def test_a_dotted_key_below_a_value_is_refused_in_one_line(flags, field):
+    """Round 106: a key below one holding a number was an internal error (vLLM's merge replaces the number with
+    the object, which the config then refuses)."""
+    with pytest.raises(ConfigError) as e:
+        read([MODEL, *flags], [])
+    assert e.value.field == f"vllm serve {field}", str(e.value)
+
+
+@pytest.mark.parametrize("version, flags, eager, said", [
+    # piecewise graphs need vLLM's compile: without it 0.33 drops the piecewise part, 0.19 captures nothing
+    ("0.33.0", ["-O0", "-cc.cudagraph_mode=PIECEWISE"], True, None),
+    ("0.19.0", ["-O0", "-cc.cudagraph_mode=FULL_AND_PIECEWISE"], True, None),
+    ("0.33.0", ["-O0", "-cc.cudagraph_mode=FULL_AND_PIECEWISE"], False, "cudagraph_mode"),  # decode-only graphs
+    ("0.33.0", ["-cc.mode=0"], False, "compilation-config.mode"),  # the level's FULL_AND_PIECEWISE, decode only
+    ("0.19.0", ["-cc.mode=0"], True, "compilation-config.mode"),  # eager; the compile off itself is not modelled
+    ("0.33.0", ["-O0", "-cc.mode=3", "-cc.cudagraph_mode=PIECEWISE"], False, "cudagraph_mode"),  # compiled
+    ("0.33.0", ["-cc.cudagraph_mode=PIECEWISE"], False, "cudagraph_mode"),  # attention eager, as -O1's
+    ("0.33.0", ["-O1"], False, "optimization-level"),
+    ("0.33.0", ["-O0", "-cc.cudagraph_mode=FULL"], False, None),  # full graphs need no compile
+])
+def test_a_piecewise_cuda_graph_mode_as_the_compile_mode_leaves_it(capsys, version, flags, eager, said):
+    """Round 106: -O0 beside -cc.cudagraph_mode=PIECEWISE ran timed with full graphs, unsaid (vLLM captures none
+    without its compile); -cc.cudagraph_mode=PIECEWISE alone was not said to be timed as full graphs as -O1 is."""
+    engine = resolved_engine(capsys, flags, version)
+    cmd = read([MODEL, *flags], [], version)
+    named = [k for k in cmd.not_modelled if "cudagraph" in k or "optimization" in k or k.endswith(".mode")]
+    assert engine["enforce_eager"] == eager and (named == [] if said is None else any(said in k for k in named)), \
+        named
+
+
 @pytest.mark.parametrize("version, flags, largest", [
     # vLLM's grid: 1, 2, 4, steps of 8 to 248, of 16 from 256; 0.33 adds the budget and max_num_seqs's decode batch
     ("0.33.0", ["--max-num-seqs", "5"], 8),  # min(2 x 5, 512) = 10, grid's 8 (5 is captured too)
