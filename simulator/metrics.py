@@ -469,6 +469,10 @@ class RunResult:
         the target): at most 1 exactly where that share of the ended requests meets them, smaller the more room
         the load leaves (recommend's headroom under a goodput SLO: the share of misses alone is 0 while none
         miss, whatever the room). None without SLO classes or ended requests."""
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 < share <= 1:
+            from servesim.simulator.errors import ConfigError
+
+            raise ConfigError("share", f"a share of the ended requests, in (0, 1], got {share!r}")
         slos = self.config["workload"].get("slo_classes")
         if not slos:
             return None

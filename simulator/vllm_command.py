@@ -23,7 +23,8 @@ import yaml
 
 from servesim.simulator.cli_args import human_readable_int, human_readable_int_or_auto
 from servesim.simulator.errors import ConfigError
-from servesim.simulator.model_arch import HF_ID_CHANGES, HF_IDS, default_model_length, load_model
+from servesim.simulator.model_arch import (HF_CONFIG_DEFAULTS, HF_ID_CHANGES, HF_IDS, LENGTH_KEYS, default_model_length,
+                                           load_model)
 
 VLLM_VERSIONS = ("0.33.0", "0.19.0")  # flag tables shipped (data/vllm-VERSION-flags.yaml)
 VLLM_VERSION = VLLM_VERSIONS[0]  # the default: docs/vllm-v1-scheduler.md's release
@@ -499,6 +500,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
             settings["speculative.drafting_slots_per_seq"] = slots
     _async_scheduling(serve, version, method, spec_config, settings)
     _check_kv_configs(serve, version)
+    _refuse_model_overrides(serve.get("hf_overrides"), version)
     _hybrid_manager(serve, version, method, arch, settings)
     options, workload = _bench(bench, not_modelled, version)
     options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
@@ -1174,6 +1176,30 @@ def _annotation(text: str):
     return TypeAdapter(eval(text, {"__builtins__": {}}, {"int": int, "float": float, "str": str, "bool": bool,
                                                          "list": list, "dict": dict, "set": set, "tuple": tuple,
                                                          "Any": Any, "Literal": Literal, "None": None}))
+
+
+# config.json keys servesim reads the model's shape, length or format from: an --hf-overrides of one would run a model
+# other than the one simulated
+MODEL_KEYS = frozenset().union(*HF_CONFIG_DEFAULTS.values(), LENGTH_KEYS, (
+    "rope_scaling", "rope_parameters", "original_max_position_embeddings", "torch_dtype", "dtype",
+    "quantization_config", "layer_types", "use_sliding_window", "max_window_layers", "mlp_only_layers",
+    "decoder_sparse_step", "moe_layer_freq", "interleave_moe_layer_step", "no_rope_layers", "model_type",
+    "architectures", "tie_word_embeddings", "num_nextn_predict_layers"))
+
+
+def _refuse_model_overrides(overrides, version: str) -> None:
+    """--hf-overrides changes the config.json vLLM builds the model from; servesim reads its model elsewhere (a
+    built-in, or the config.json itself), so a key it reads is refused rather than simulated unchanged (a longer
+    --max-model-len was refused as past the model's own, a shorter model ran long). Other keys are recorded."""
+    def keys(value):
+        return [k for k, v in value.items() for k in ([k] + (keys(v) if isinstance(v, dict) else []))] \
+            if isinstance(value, dict) else []
+
+    read = [k for k in keys(overrides) if k in MODEL_KEYS]
+    if read:
+        raise ConfigError(_flag("serve", "hf_overrides", version),
+                          f"{read[0]} changes the model servesim reads (not simulated): give a model folder whose "
+                          f"config.json holds it (vllm serve PATH)")
 
 
 def _check_kv_configs(serve: dict, version: str) -> None:

@@ -278,7 +278,7 @@ def test_no_command_writes_through_a_hard_link_nor_among_servesims_own_files(tmp
     profiles = next(f for f in package_folders() if f.name == "calibration") / "profiles"
     before = (profiles / "teaching.yaml").read_bytes()
     for argv in (["calibrate", "compare", "teaching", "roofline", "--out", str(profiles / "teaching.yaml")],
-                 ["workload", "write", "--set", "workload.num_requests=5", "--out", str(profiles / "teaching.yaml")],
+                 ["workload", "write", "--set", "workload.num_requests=5", "--out", str(profiles / "teaching.jsonl")],
                  ["run", "--set", "workload.num_requests=5", "--out", str(profiles), "--quiet"]):
         assert main(argv) == 2
         assert "lies among servesim's own files" in capsys.readouterr().err
@@ -291,6 +291,17 @@ def test_no_command_writes_through_a_hard_link_nor_among_servesims_own_files(tmp
     capsys.readouterr()
     assert main(["sweep", str(own), "--grid", "workload.arrival.rate=5", "--out", str(sw), "--jobs", "1"]) == 2
     assert "runs holds the input" in capsys.readouterr().err and (own.parent / "notes.txt").read_text() == "mine"
+
+
+@pytest.mark.parametrize("name, ok", [("w.parquet", False), ("w.CSV", False), ("w.yaml", False), ("w.jsonl", True),
+                                      ("w", True)])
+def test_workload_write_refuses_a_name_promising_another_format(tmp_path, capsys, name, ok):
+    """Round 106: `--out x.parquet` wrote JSON lines under a parquet name (pandas then failed on it)."""
+    assert main(["workload", "write", "--set", "workload.num_requests=3", "--out", str(tmp_path / name),
+                 "--quiet"]) == (0 if ok else 2)
+    assert (tmp_path / name).exists() == ok
+    if not ok:
+        assert "servesim: error: --out:" in capsys.readouterr().err
 
 
 def test_a_file_name_ending_in_a_slash_is_a_folder_not_a_file(tmp_path, capsys):

@@ -188,3 +188,6 @@ def test_goodput_use_is_at_most_one_exactly_where_the_share_is_met():
         for share in (0.05, 0.5, fraction, min(1.0, fraction + 0.01), 1.0):
             assert (r.goodput_use(share) <= 1) == (fraction >= share), share
         assert r.goodput_use(0.5) <= r.goodput_use(0.9)
+    for share in (float("nan"), 5, -1, 0, "0.5"):  # round 106: a ValueError, an IndexError, a value for -1
+        with pytest.raises(servesim.ConfigError, match="share"):
+            r.goodput_use(share)

@@ -1416,6 +1416,23 @@ def test_cuda_graphs_however_the_line_gives_them(capsys, flags, eager, largest):
     assert engine["enforce_eager"] == eager and engine["max_cudagraph_capture_size"] == largest
 
 
+@pytest.mark.parametrize("version, overrides, key", [
+    ("0.33.0", '{"max_position_embeddings": 262144}', "max_position_embeddings"),  # a longer model, refused as 131,072
+    ("0.19.0", '{"text_config": {"num_hidden_layers": 2}}', "num_hidden_layers"),  # nested: a smaller model
+    ("0.33.0", '{"rope_scaling": {"rope_type": "linear", "factor": 2}}', "rope_scaling"),
+    ("0.33.0", '{"some_flag_servesim_does_not_read": 1}', None),  # recorded, as before
+])
+def test_hf_overrides_of_what_servesim_reads_of_the_model_are_refused(version, overrides, key):
+    """Round 106: --hf-overrides was recorded as not modelled while it changed the model vLLM builds: a longer
+    --max-model-len vLLM takes was refused as past the model's own length, a shorter model ran as the longer."""
+    line = [MODEL, "--hf-overrides", overrides]
+    if key is None:
+        assert "vllm serve --hf-overrides" in read(line, [], version).not_modelled
+        return
+    with pytest.raises(ConfigError, match=f"--hf-overrides: {key} changes the model servesim reads"):
+        read(line, [], version)
+
+
 SPEC = '{"method": "ngram", "num_speculative_tokens": %d, "prompt_lookup_max": 3}'
 
 
