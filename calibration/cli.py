@@ -530,8 +530,9 @@ def cmd_compare(args) -> int:
     from servesim.calibration.compare import compare_profiles, format_table
 
     if args.out:
-        from servesim.simulator.files import output_file
+        from servesim.simulator.files import named_for, output_file
 
+        named_for(args.out, "--out", "the comparison is written as CSV", (".csv",))
         output_file(args.out, "--out", [args.a, args.b])
     t = compare_profiles(args.a, args.b)
     for w in t.attrs["warnings"]:

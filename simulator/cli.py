@@ -307,16 +307,11 @@ def cmd_workload_describe(args) -> int:
     return 0
 
 
-OTHER_FORMATS = (".parquet", ".pq", ".csv", ".tsv", ".yaml", ".yml", ".arrow", ".feather", ".xlsx", ".pkl", ".pickle")
-
-
 def cmd_workload_write(args) -> int:
-    from servesim.simulator.files import output_file
+    from servesim.simulator.files import named_for, output_file
     from servesim.workloads.traces import write_jsonl
 
-    if Path(args.out).suffix.lower() in OTHER_FORMATS:  # a .parquet or .csv name over JSON lines misleads its readers
-        raise ConfigError("--out", f"{args.out}: a workload is written as servesim's JSON lines, not "
-                                   f"{Path(args.out).suffix}: give a name ending in .jsonl")
+    named_for(args.out, "--out", "a workload is written as servesim's JSON lines", (".jsonl", ".json"), only=False)
     specs, inputs = _scenario_specs(args.scenario, args.set, writing=True)
     write_jsonl(specs, output_file(args.out, "--out", inputs))
     _say_dropped(args.set)

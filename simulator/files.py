@@ -291,11 +291,23 @@ def refuse_below_a_file(path: Path, field: str, message: str) -> None:
             return
 
 
+# endings that name a file's format: a file of another format under one of them misleads whoever reads it
+FORMAT_SUFFIXES = (".parquet", ".pq", ".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml", ".arrow", ".feather", ".xlsx",
+                   ".pkl", ".pickle")
+
+
+def named_for(path: str | Path, field: str, written: str, suffixes: tuple[str, ...], only: bool = True) -> None:
+    """A file to write is named for what it holds: with `only`, its name ends in one of `suffixes` (a profile is
+    read back by that ending); else a name ending in another format's (a .parquet holding JSON lines) is refused."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in suffixes and (only or suffix in FORMAT_SUFFIXES):
+        raise ConfigError(field, f"{path}: {written}: give a name ending in {' or '.join(suffixes)}")
+
+
 def profile_file(path: str | Path, field: str) -> None:
     """A profile to write ends in .yaml or .yml, the only name a profile is read back by."""
-    if Path(path).suffix not in (".yaml", ".yml"):
-        raise ConfigError(field, f"{path}: a profile is written as YAML, its name ending in .yaml or .yml (servesim "
-                                 f"reads a profile file by that ending)")
+    named_for(path, field, "a profile is written as YAML (servesim reads a profile file by its ending)",
+              (".yaml", ".yml"))
 
 
 def output_file(path: str | Path, field: str, inputs=(), profile: bool = False) -> Path:

@@ -289,14 +289,15 @@ class VllmCommand:
     version: str = VLLM_VERSION
     given: set = field(default_factory=set)  # the serve flags (dests) on the line, not left to their defaults
     served_name: str = ""  # the name the server answers to and labels its metrics with (--served-model-name's first)
-    lora: bool = False  # --enable-lora: not modelled, but its start-up check needs the resolved budget
+    lora_drafts: int | None = None  # --enable-lora beside a speculative config: its k (LoRA is not modelled, but
+    # its start-up check needs the resolved budget)
 
     def check_resolved(self, resolved) -> None:
-        """vLLM's start-up checks that need the engine's defaults resolved: LoRA beside speculation needs a budget of
-        max_num_seqs x (k + 1) tokens (EngineArgs.create_engine_config)."""
-        k = resolved.scenario.speculative.num_speculative_tokens if resolved.scenario.speculative.method != "none" \
-            else None
-        if self.lora and k is not None and resolved.max_num_batched_tokens < resolved.max_num_seqs * (k + 1):
+        """vLLM's start-up checks that need the engine's defaults resolved: LoRA beside any speculative config
+        (extract_hidden_states too, which servesim runs as none) needs a budget of max_num_seqs x (k + 1) tokens
+        (EngineArgs.create_engine_config)."""
+        k = self.lora_drafts
+        if k is not None and resolved.max_num_batched_tokens < resolved.max_num_seqs * (k + 1):
             raise ConfigError("vllm serve --enable-lora", f"beside speculation needs max_num_batched_tokens >= "
                                                           f"max_num_seqs x (k + 1) = {resolved.max_num_seqs * (k + 1):,}"
                                                           f", got {resolved.max_num_batched_tokens:,}: vLLM says "
@@ -474,8 +475,8 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     from servesim.simulator.config import BATCHED_DP_BACKENDS
 
     a2a = serve.get("all2all_backend")
-    if a2a in BATCHED_DP_BACKENDS:  # batched DP MoE's default budget
-        settings["engine.all2all_backend"] = a2a
+    if a2a in BATCHED_DP_BACKENDS and version != "0.19.0":  # 0.33's batched DP MoE's default budget (0.19 has none:
+        settings["engine.all2all_backend"] = a2a  # the setting would be said to have no effect)
     if a2a in BATCHED_DP_BACKENDS or a2a == "allgather_reducescatter" or version != "0.19.0" and a2a in ("pplx", "naive"):
         not_modelled.pop(_flag("serve", "all2all_backend", version), None)  # the default, which EP is timed as
         # (0.33 falls back to it from the removed pplx and naive)
@@ -507,6 +508,10 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     options.server_counters = not serve.get("disable_log_stats")  # no stat loggers: /metrics has no vllm: series
     options.histogram_buckets = _histogram_buckets(serve.get("custom_histogram_buckets"), version)
     options.first_engine = first_rank if reached is not None else 0  # the DP rank its engines are labelled from
+    # 0.33's microbatching (--enable-dbo: 2, else --ubatch-size) needs both DBO thresholds at least its count
+    ubatches = 2 if serve.get("enable_dbo") else serve.get("ubatch_size") or 0
+    threshold, low = min((serve.get("dbo_decode_token_threshold", 32), "decode"),
+                         (serve.get("dbo_prefill_token_threshold", 512), "prefill"))
     # vLLM's checks of the serve line before it loads (entrypoints/.../cli_args.py validate_parsed_serve_args)
     for flag, fails, says in (
             ("--enable-per-request-metrics", options.server_metrics and serve.get("disable_log_stats"),
@@ -519,7 +524,10 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
              "must be a non-negative integer (0 disables keep-alive comments), as vLLM says"),
             ("--max-cpu-loras", serve.get("enable_lora") and (serve.get("max_cpu_loras") or 0) > 0
              and serve["max_cpu_loras"] < serve.get("max_loras", 1),
-             f"must be >= --max-loras ({serve.get('max_loras', 1)}), as vLLM's LoRAConfig says")):
+             f"must be >= --max-loras ({serve.get('max_loras', 1)}), as vLLM's LoRAConfig says"),
+            (f"--dbo-{low}-token-threshold", version != "0.19.0" and ubatches > 1 and threshold < ubatches,
+             f"{threshold} is below the {ubatches} microbatches a batch is split into: vLLM {version}'s "
+             f"ParallelConfig refuses it")):
         if fails:
             raise ConfigError(f"vllm serve {flag}", says)
     workload["workload.request_max_tokens"] = True  # vllm bench serve sends each output length as max_tokens
@@ -532,8 +540,9 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     options.tokenizer_id = options.tokenizer_id or options.model_id
     settings.update(workload)
     settings["engine.vllm_defaults"] = version  # the release's own defaults fill what the line leaves out
+    drafts = k or spec_config.get("num_speculative_tokens") if serve.get("enable_lora") and spec_config else None
     return VllmCommand(model, settings, options, not_modelled, version, set(serve), served[0],
-                       bool(serve.get("enable_lora")))
+                       drafts if isinstance(drafts, int) else None)
 
 
 # servesim settings the bench command decides -> the flags that decide them

@@ -277,7 +277,7 @@ def test_no_command_writes_through_a_hard_link_nor_among_servesims_own_files(tmp
         make_out_dir(cmp)
     profiles = next(f for f in package_folders() if f.name == "calibration") / "profiles"
     before = (profiles / "teaching.yaml").read_bytes()
-    for argv in (["calibrate", "compare", "teaching", "roofline", "--out", str(profiles / "teaching.yaml")],
+    for argv in (["calibrate", "compare", "teaching", "roofline", "--out", str(profiles / "teaching.csv")],
                  ["workload", "write", "--set", "workload.num_requests=5", "--out", str(profiles / "teaching.jsonl")],
                  ["run", "--set", "workload.num_requests=5", "--out", str(profiles), "--quiet"]):
         assert main(argv) == 2
@@ -302,6 +302,9 @@ def test_workload_write_refuses_a_name_promising_another_format(tmp_path, capsys
     assert (tmp_path / name).exists() == ok
     if not ok:
         assert "servesim: error: --out:" in capsys.readouterr().err
+    if name.endswith(".yaml"):  # round 107: calibrate compare wrote its CSV under a profile's (or a table's) name
+        assert main(["calibrate", "compare", "teaching", "h200-llama-3.1-8b-bf16-tp1", "--out", str(tmp_path / name)]) == 2
+        assert "the comparison is written as CSV" in capsys.readouterr().err and not (tmp_path / name).exists()
 
 
 def test_a_file_name_ending_in_a_slash_is_a_folder_not_a_file(tmp_path, capsys):

@@ -1444,6 +1444,11 @@ SPEC = '{"method": "ngram", "num_speculative_tokens": %d, "prompt_lookup_max": 3
                                                                               SPEC % 2]),
     (["--enable-lora", "--lora-modules", "foo=/x"], ["--model", "foo"], "'foo' is a LoRA adapter of the server",
      ["--enable-lora", "--lora-modules", "foo=/x"]),
+    # round 108: any speculative config counts, extract_hidden_states too (servesim runs it as none)
+    (["--enable-lora", "--max-num-seqs", "256", "--max-num-batched-tokens", "300", "--speculative-config",
+      '{"method": "extract_hidden_states", "num_speculative_tokens": 1, '
+      '"draft_model_config": {"hf_config": {"eagle_aux_hidden_state_layer_ids": [1, 2]}}}'], [],
+     "= 512, got 300", ["--enable-lora", "--max-num-seqs", "256", "--max-num-batched-tokens", "300"]),
 ])
 def test_lora_lines_vllm_refuses_at_start_are_refused(tmp_path, capsys, serve, bench, says, starts):
     """Round 106: --max-cpu-loras below --max-loras, and LoRA beside speculation past the token budget, ran (vLLM
@@ -1453,6 +1458,23 @@ def test_lora_lines_vllm_refuses_at_start_are_refused(tmp_path, capsys, serve, b
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
     assert main([*line, *starts, "--", "bench", "serve", "--num-prompts", "3"]) == 0  # the line vLLM starts
+
+
+@pytest.mark.parametrize("version, flags, refused", [
+    ("0.33.0", ["--enable-dbo", "--dbo-decode-token-threshold", "1"], "--dbo-decode-token-threshold: 1 is below the 2"),
+    ("0.33.0", ["--ubatch-size", "3", "--dbo-prefill-token-threshold", "2"], "--dbo-prefill-token-threshold: 2 is"),
+    ("0.33.0", ["--enable-dbo"], None),  # 32 and 512 are at least 2
+    ("0.19.0", ["--enable-dbo", "--dbo-decode-token-threshold", "1"], None),  # 0.19 has no such check
+])
+def test_dbo_thresholds_below_the_microbatch_count_are_refused_as_0_33_does(version, flags, refused):
+    """Round 108: 0.33's ParallelConfig refuses a DBO threshold below its microbatch count; servesim ran it."""
+    line = ["Qwen/Qwen3-30B-A3B", "-dp", "2", "--enable-expert-parallel", "--all2all-backend",
+            "deepep_low_latency", *flags]
+    if refused is None:  # 0.19 has no batched DP MoE: its backend is no setting said to have no effect
+        assert ("engine.all2all_backend" in read(line, [], version).settings) == (version != "0.19.0")
+        return
+    with pytest.raises(ConfigError, match=refused):
+        read(line, [], version)
 
 
 @pytest.mark.parametrize("flags, field, value", [
