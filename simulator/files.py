@@ -299,8 +299,9 @@ FORMAT_SUFFIXES = (".parquet", ".pq", ".csv", ".tsv", ".json", ".jsonl", ".yaml"
 def named_for(path: str | Path, field: str, written: str, suffixes: tuple[str, ...], only: bool = True) -> None:
     """A file to write is named for what it holds: with `only`, its name ends in one of `suffixes` (a profile is
     read back by that ending); else a name ending in another format's (a .parquet holding JSON lines) is refused."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in suffixes and (only or suffix in FORMAT_SUFFIXES):
+    suffix = Path(path).suffix
+    if only and suffix not in suffixes or not only and suffix.lower() in set(FORMAT_SUFFIXES) - set(suffixes):
+        # `only`: as its reader matches it (.YAML is no profile's name); else in any case (x.PARQUET, x.JSONL)
         raise ConfigError(field, f"{path}: {written}: give a name ending in {' or '.join(suffixes)}")
 
 

@@ -581,9 +581,11 @@ def _rope_length(data: dict, length: int, release: str) -> int:
     if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not 0 < factor < math.inf:
         raise ConfigError(f"model.{key}.factor", f"must be a positive number (vLLM multiplies the model's length by "
                                                  f"it), got {factor!r}")
-    if length * factor > MAX_INT:  # vLLM multiplies by any factor: a length past what servesim holds is named here
-        raise ConfigError(f"model.{key}.factor", f"{factor!r} makes the model's length {length * factor:.4g} "
-                                                 f"tokens, past the {MAX_INT:,} servesim holds")
+    scaled = length * factor
+    if not 1 <= scaled <= MAX_INT:  # vLLM multiplies by any factor: a length under one token, or past what servesim
+        # holds, is named here (not as the max_position_embeddings it would become)
+        beyond = f"past the {MAX_INT:,} servesim holds" if scaled > 1 else "less than one"
+        raise ConfigError(f"model.{key}.factor", f"{factor!r} makes the model's length {scaled:.4g} tokens, {beyond}")
     if kind == "yarn":  # 0.19 (0.33 takes it as scaled): the original length x the factor; none given, as it is
         original = rope.get("original_max_position_embeddings")
         valid = isinstance(original, int) and not isinstance(original, bool) and original > 0

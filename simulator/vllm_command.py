@@ -172,7 +172,8 @@ def _parser(kind: str, version: str = VLLM_VERSION) -> tuple[_Parser, dict]:
 
 def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
     """vLLM's FlexibleArgumentParser rewriting: underscores to dashes in a long flag's name (up to a '.' or
-    '='), -O3 (and -O 3) to --optimization-level 3, and dotted keys of a JSON flag gathered into one JSON value."""
+    '='), -O3 (and -O 3) to --optimization-level 3, and dotted keys of a JSON flag gathered into one JSON value
+    per spelling of the flag, put after the other words."""
     _, rows = _parser(kind, version)
     json_flags = {n: r["flag"] for r in rows.values() if r["type"] == "json"
                   for n in (r["flag"], *r.get("aliases", []))}
@@ -213,7 +214,8 @@ def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
                         pass
             for k in reversed(key.split(".")):
                 given = {k: given}
-            _merge_dotted(nested.setdefault(json_flags[head], {}), given)
+            _merge_dotted(nested.setdefault(head, {}), given)  # by its spelling: -cc's and --compilation-config's
+            # keys are two JSON values, the last replacing the first, as vLLM's parser appends them
             i += 1
             continue
         out.append(tok)
@@ -540,7 +542,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     options.tokenizer_id = options.tokenizer_id or options.model_id
     settings.update(workload)
     settings["engine.vllm_defaults"] = version  # the release's own defaults fill what the line leaves out
-    drafts = k or spec_config.get("num_speculative_tokens") if serve.get("enable_lora") and spec_config else None
+    drafts = (k or spec_config.get("num_speculative_tokens")) if serve.get("enable_lora") and spec_config else None
     return VllmCommand(model, settings, options, not_modelled, version, set(serve), served[0],
                        drafts if isinstance(drafts, int) else None)
 
@@ -1204,10 +1206,10 @@ def _refuse_model_overrides(overrides, version: str) -> None:
         return [k for k, v in value.items() for k in ([k] + (keys(v) if isinstance(v, dict) else []))] \
             if isinstance(value, dict) else []
 
-    read = [k for k in keys(overrides) if k in MODEL_KEYS]
-    if read:
+    touched = [k for k in keys(overrides) if k in MODEL_KEYS]
+    if touched:
         raise ConfigError(_flag("serve", "hf_overrides", version),
-                          f"{read[0]} changes the model servesim reads (not simulated): give a model folder whose "
+                          f"{touched[0]} changes the model servesim reads (not simulated): give a model folder whose "
                           f"config.json holds it (vllm serve PATH)")
 
 
@@ -1365,9 +1367,9 @@ def _cuda_graphs(serve: dict, version: str, not_modelled: dict) -> dict:
     if mode is not None and (not isinstance(mode, str) or mode.upper() not in CUDAGRAPH_MODES):
         raise ConfigError("vllm serve --compilation-config.cudagraph_mode", f"one of {', '.join(CUDAGRAPH_MODES)}, "
                                                                             f"got {mode!r}")
-    resolved = mode.upper() if mode is not None else LEVEL_CUDAGRAPH_MODE[str(level if level is not None else 2)]
-    compiled = str(cc.get("mode", level if level is not None else 2)).upper() in (
-        ("3", "VLLM_COMPILE") if "mode" in cc else ("1", "2", "3"))  # -cc.mode, else the level's
+    level_text = str(level if level is not None else 2)  # vLLM's default -O2
+    resolved = mode.upper() if mode is not None else LEVEL_CUDAGRAPH_MODE[level_text]
+    compiled = str(cc["mode"]).upper() in ("3", "VLLM_COMPILE") if "mode" in cc else level_text != "0"
     if not compiled and resolved in ("PIECEWISE", "FULL_AND_PIECEWISE"):  # piecewise graphs need vLLM's compile:
         # 0.33 keeps the full ones (without_piecewise), 0.19 captures none
         resolved = "FULL_DECODE_ONLY" if resolved == "FULL_AND_PIECEWISE" and version != "0.19.0" else "NONE"

@@ -294,7 +294,7 @@ def test_no_command_writes_through_a_hard_link_nor_among_servesims_own_files(tmp
 
 
 @pytest.mark.parametrize("name, ok", [("w.parquet", False), ("w.CSV", False), ("w.yaml", False), ("w.jsonl", True),
-                                      ("w", True)])
+                                      ("w", True), ("w.JSONL", True)])
 def test_workload_write_refuses_a_name_promising_another_format(tmp_path, capsys, name, ok):
     """Round 106: `--out x.parquet` wrote JSON lines under a parquet name (pandas then failed on it)."""
     assert main(["workload", "write", "--set", "workload.num_requests=3", "--out", str(tmp_path / name),

@@ -65,7 +65,7 @@ def test_hf_config_length_and_kv_heads_as_vllm_reads_them(tmp_path, extra, lengt
 
 
 @pytest.mark.parametrize("factor, problem", [(2000, None), (None, None), (0, "positive"), (float("inf"), "positive"),
-                                             ("2", "positive"), (1e30, "past the")])
+                                             ("2", "positive"), (1e30, "past the"), (1e-9, "less than one")])
 def test_a_rope_factor_scales_the_length_without_bound_or_is_named(tmp_path, factor, problem):
     """Round 106: a linear factor past 1024 was dropped unsaid (an 8,192-token model ran where vLLM derives
     16,384,000 and refuses the KV pool); a factor vLLM cannot multiply by is named, not skipped."""

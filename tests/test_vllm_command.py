@@ -1482,11 +1482,15 @@ def test_dbo_thresholds_below_the_microbatch_count_are_refused_as_0_33_does(vers
      [1, 2, 8]),  # a list given again is appended to, as vLLM's recursive_dict_update does
     (["-cc.pass_config.fuse_norm_quant", "true", "-cc.pass_config", '{"fuse_act_quant": true}'],
      "vllm serve --compilation-config.pass_config", {"fuse_norm_quant": True, "fuse_act_quant": True}),  # merged
+    # round 109: two spellings are two JSON values, the last replacing the first (graphs stay on, at 64)
+    (["--compilation-config.cudagraph_mode", "NONE", "-cc.max_cudagraph_capture_size", "64"],
+     "engine.max_cudagraph_capture_size", 64),
 ])
 def test_dotted_json_keys_merge_as_vllms_parser_merges_them(flags, field, value):
     """Round 106: a list key given twice kept the last; a dict after a dotted sub-key replaced it."""
     cmd = read([MODEL, *flags], [])
     assert {**cmd.settings, **cmd.not_modelled}[field] == value
+    assert not cmd.settings.get("engine.enforce_eager")  # graphs on
 
 
 @pytest.mark.parametrize("flags, field", [
