@@ -22,7 +22,7 @@ from importlib import resources
 import yaml
 
 from servesim.simulator.cli_args import human_readable_int, human_readable_int_or_auto
-from servesim.simulator.errors import ConfigError
+from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem
 from servesim.simulator.model_arch import (HF_CONFIG_DEFAULTS, HF_ID_CHANGES, HF_IDS, LENGTH_KEYS, default_model_length,
                                            load_model)
 
@@ -53,11 +53,29 @@ class _Parser(argparse.ArgumentParser):
         raise _Refused(message)
 
 
+MAX_JSON_DEPTH = 64  # a flag's JSON nested deeper is refused: no config nests so, and the readers walk it by recursion
+
+
+def _json_depth(value) -> int:
+    """How deeply a JSON value nests (iteratively: the value may be deeper than the stack)."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        v, d = todo.pop()
+        deepest = max(deepest, d)
+        if isinstance(v, (dict, list)) and d <= MAX_JSON_DEPTH:
+            todo += [(child, d + 1) for child in (v.values() if isinstance(v, dict) else v)]
+    return deepest
+
+
 def _json_value(text: str):
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:  # argparse would name this function ("invalid _json_value value")
-        raise argparse.ArgumentTypeError(f"not valid JSON ({exc.msg}, column {exc.colno}): {text!r:.80}") from None
+        value = json.loads(text)
+    except JSON_ERRORS as exc:  # argparse would name this function ("invalid _json_value value")
+        why = f"{exc.msg}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else json_problem(exc)
+        raise argparse.ArgumentTypeError(f"not valid JSON ({why}): {text!r:.80}") from None
+    if _json_depth(value) > MAX_JSON_DEPTH:
+        raise argparse.ArgumentTypeError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep: {text!r:.80}")
+    return value
 
 
 def _json_config(text: str):
@@ -203,15 +221,22 @@ def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
                 value, i = argv[i + 1], i + 1
             if key.endswith("+"):  # --x.key+ a,b: a list of the comma-separated words
                 key, value = key[:-1], json.dumps(value.split(","))
+            field = f"vllm {kind.replace('_', ' ')} {name[:60]}"
+            if key.count(".") >= MAX_JSON_DEPTH:
+                raise ConfigError(field, f"a dotted key more than {MAX_JSON_DEPTH} levels deep")
             try:
                 given = json.loads(value)
-            except json.JSONDecodeError:  # 0.33 reads a human-readable count (1k, 80g) before the word itself
-                given = value
+            except JSON_ERRORS as exc:
+                if not isinstance(exc, json.JSONDecodeError):  # nested past the stack, or an integer past 4,300 digits
+                    raise ConfigError(field, f"not valid JSON ({json_problem(exc)})") from None
+                given = value  # a word, as vLLM takes it; 0.33 reads a human-readable count (1k, 80g) first
                 if version != "0.19.0":
                     try:
                         given = human_readable_int(value)
                     except (ValueError, argparse.ArgumentTypeError):
                         pass
+            if _json_depth(given) + key.count(".") > MAX_JSON_DEPTH:
+                raise ConfigError(field, f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
             for k in reversed(key.split(".")):
                 given = {k: given}
             _merge_dotted(nested.setdefault(head, {}), given)  # by its spelling: -cc's and --compilation-config's
@@ -701,7 +726,7 @@ def _lora_names(items: list[str]) -> list[str]:
         else:
             try:
                 names.append(json.loads(item).get("name"))
-            except (json.JSONDecodeError, AttributeError):
+            except (*JSON_ERRORS, AttributeError):
                 pass
     return names
 
@@ -1610,7 +1635,7 @@ def _range_ratios(value) -> tuple[float, float]:
         except ValueError:
             try:
                 value = json.loads(value)
-            except json.JSONDecodeError:
+            except JSON_ERRORS:
                 value = None
     pair = (value.get("input"), value.get("output")) if isinstance(value, dict) else (value, value)
     try:
@@ -1619,7 +1644,7 @@ def _range_ratios(value) -> tuple[float, float]:
         ratios = [math.nan]
     if not all(0 <= r < 1 for r in ratios):
         raise ConfigError("vllm bench serve --random-range-ratio", f"a ratio in [0, 1), or {{\"input\": r, "
-                                                                   f"\"output\": r}}, got {given!r}")
+                                                                   f"\"output\": r}}, got {given!r:.80}")
     return ratios[0], ratios[-1]
 
 

@@ -1416,6 +1416,24 @@ def test_cuda_graphs_however_the_line_gives_them(capsys, flags, eager, largest):
     assert engine["enforce_eager"] == eager and engine["max_cudagraph_capture_size"] == largest
 
 
+DEEP = '{"a":' * 3000 + "1" + "}" * 3000
+
+
+@pytest.mark.parametrize("serve, bench, says", [
+    (["--override-generation-config", DEEP], [], "--override-generation-config: not valid JSON (nested too deeply)"),
+    (["-cc", '{"a":' * 70 + "1" + "}" * 70], [], "JSON nested more than 64 levels deep"),
+    (["--override-generation-config." + ".".join(["a"] * 3000), "1"], [], "a dotted key more than 64 levels deep"),
+    (["--hf-overrides.x", DEEP], [], "--hf-overrides.x: not valid JSON (nested too deeply)"),
+    ([], ["--extra-body", DEEP], "--extra-body: not valid JSON (nested too deeply)"),
+    ([], ["--random-range-ratio", DEEP], "--random-range-ratio: a ratio in [0, 1)"),
+])
+def test_json_nested_past_the_stack_is_one_line(tmp_path, capsys, serve, bench, says):
+    """Round 110: a flag's JSON (or a dotted key) nested 3,000 deep was an internal error, exit 3."""
+    assert main(["vllm", "--out", str(tmp_path), "serve", MODEL, *serve, "--", "bench", "serve", *bench]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0] and len(err[0]) < 400, err
+
+
 @pytest.mark.parametrize("version, overrides, key", [
     ("0.33.0", '{"max_position_embeddings": 262144}', "max_position_embeddings"),  # a longer model, refused as 131,072
     ("0.19.0", '{"text_config": {"num_hidden_layers": 2}}', "num_hidden_layers"),  # nested: a smaller model
