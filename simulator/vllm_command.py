@@ -1014,16 +1014,8 @@ CUDAGRAPH_MODES = ("NONE", "PIECEWISE", "FULL", "FULL_DECODE_ONLY", "FULL_AND_PI
 LEVEL_CUDAGRAPH_MODE = {"0": "NONE", "1": "PIECEWISE", "2": "FULL_AND_PIECEWISE", "3": "FULL_AND_PIECEWISE"}  # -O's
 
 
-# KVTransferConfig's and KVEventsConfig's fields (vllm/config/kv_transfer.py, kv_events.py): vLLM's config
-# dataclasses refuse any other key; and the connectors each release registers (KVConnectorFactory)
-KV_TRANSFER_KEYS = {
-    "0.33.0": {"kv_connector", "engine_id", "kv_buffer_device", "kv_role", "kv_port", "kv_connector_extra_config",
-               "kv_connector_module_path", "enable_permute_local_kv", "kv_load_failure_policy"},
-    "0.19.0": {"kv_connector", "engine_id", "kv_buffer_device", "kv_buffer_size", "kv_role", "kv_rank",
-               "kv_parallel_size", "kv_ip", "kv_port", "kv_connector_extra_config", "kv_connector_module_path",
-               "enable_permute_local_kv", "kv_load_failure_policy"}}
-KV_EVENTS_KEYS = {"enable_kv_cache_events", "publisher", "endpoint", "replay_endpoint", "buffer_steps", "hwm",
-                  "max_queue_size", "topic"}
+# the connectors each release registers (KVConnectorFactory); KVTransferConfig's and KVEventsConfig's fields, typed,
+# are the flag table's json_configs
 KV_CONNECTORS = {
     "0.33.0": {"ExampleConnector", "ExampleHiddenStatesConnector", "LMCacheConnectorV1", "LMCacheMPConnector",
                "NixlConnector", "NixlPullConnector", "NixlPushConnector", "MultiConnector", "HiSparseConnector",
@@ -1239,22 +1231,13 @@ def _refuse_model_overrides(overrides, version: str) -> None:
 
 
 def _check_kv_configs(serve: dict, version: str) -> None:
-    """--kv-transfer-config and --kv-events-config as vLLM takes them: known keys only, a role beside a connector
-    and one of KVRole's, a connector the release registers (or one loaded from kv_connector_module_path), and in
-    0.33 a connector named where the hybrid manager is left to it (supports_hma_config looks it up)."""
-    for dest, keys in (("kv_transfer_config", KV_TRANSFER_KEYS[version]), ("kv_events_config", KV_EVENTS_KEYS)):
-        config = serve.get(dest)
-        if config is None:
-            continue
-        flag = _flag("serve", dest, version)
-        if not isinstance(config, dict):
-            raise ConfigError(flag, f"a JSON object is expected, got {config!r:.60}")
-        unknown = sorted(str(k) for k in config if k not in keys)
-        if unknown:
-            raise ConfigError(f"{flag}.{unknown[0]}", f"not a field of vLLM {version}'s "
-                                                      f"{'KVTransferConfig' if dest == 'kv_transfer_config' else 'KVEventsConfig'}")
-        if dest == "kv_events_config":
-            continue
+    """--kv-transfer-config as vLLM takes it (its fields and types, and --kv-events-config's, are checked with the
+    other config classes': _check_json_configs): a role beside a connector and one of KVRole's, a connector the
+    release registers (or one loaded from kv_connector_module_path), and in 0.33 a connector named where the
+    hybrid manager is left to it (supports_hma_config looks it up)."""
+    config = serve.get("kv_transfer_config")
+    if isinstance(config, dict):
+        flag = _flag("serve", "kv_transfer_config", version)
         connector, role = config.get("kv_connector"), config.get("kv_role")
         if role is not None and role not in KV_ROLES:
             raise ConfigError(f"{flag}.kv_role", f"{role!r}: vLLM takes {', '.join(KV_ROLES)}")

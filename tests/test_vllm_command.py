@@ -1416,6 +1416,27 @@ def test_cuda_graphs_however_the_line_gives_them(capsys, flags, eager, largest):
     assert engine["enforce_eager"] == eager and engine["max_cudagraph_capture_size"] == largest
 
 
+NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+@pytest.mark.parametrize("flag, config, field", [
+    ("--kv-transfer-config", {**NIXL, "kv_port": "abc"}, "kv_port"),
+    ("--kv-transfer-config", {**NIXL, "kv_load_failure_policy": "bogus"}, "kv_load_failure_policy"),
+    ("--kv-transfer-config", {**NIXL, "enable_permute_local_kv": "maybe"}, "enable_permute_local_kv"),
+    ("--kv-transfer-config", {**NIXL, "kv_connector_extra_config": 5}, "kv_connector_extra_config"),
+    ("--kv-events-config", {"publisher": "bogus"}, "publisher"),
+    ("--kv-events-config", {"hwm": "x"}, "hwm"),
+])
+def test_kv_config_fields_are_typed_as_vllms_classes_type_them(version, flag, config, field):
+    """Round 110: only the KV configs' key names were checked; vLLM's TypeAdapter refuses a port that is text, a
+    policy outside its Literal, a publisher it does not have."""
+    with pytest.raises(ConfigError) as e:
+        read([MODEL, flag, json.dumps(config)], [], version)
+    assert e.value.field == f"vllm serve {flag}.{field}", str(e.value)
+    read([MODEL, flag, json.dumps({k: v for k, v in config.items() if k != field})], [], version)  # the rest is taken
+
+
 DEEP = '{"a":' * 3000 + "1" + "}" * 3000
 
 
