@@ -1177,7 +1177,8 @@ def _check_fields(config: dict, spec: dict, flag: str, version: str) -> None:
                     raise ConfigError(f"{flag}.{key}", f"unknown KV cache group kind {group!r:.40}: "
                                                        f"{', '.join(kind['kinds'])}, as vLLM says")
                 _enum_name(backend, backends, f"{flag}.{key}", "an attention backend")
-        elif key in ("backend", "mla_prefill_backend"):  # the enum's member by value.upper() ('auto' a backend's)
+        elif spec["class"] == "AttentionConfig" and key in ("backend", "mla_prefill_backend"):  # the enum's member by
+            # value.upper() ('auto' a backend's)
             _enum_name(value, kind, f"{flag}.{key}", "an attention backend" if key == "backend" else
                        "an MLA prefill backend")
         elif value not in kind:

@@ -1427,10 +1427,15 @@ NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
     ("--kv-transfer-config", {**NIXL, "kv_connector_extra_config": 5}, "kv_connector_extra_config"),
     ("--kv-events-config", {"publisher": "bogus"}, "publisher"),
     ("--kv-events-config", {"hwm": "x"}, "hwm"),
+    ("--structured-outputs-config", {"backend": "bogus"}, "backend"),  # had been said to be no attention backend
+    ("--structured-outputs-config", {"backend": "xgrammar", "disable_fallback": 7}, "disable_fallback"),
+    ("--profiler-config", {"nope": 1}, "nope"),
+    ("--reasoning-config", {"nope": 1}, "nope"),
 ])
-def test_kv_config_fields_are_typed_as_vllms_classes_type_them(version, flag, config, field):
-    """Round 110: only the KV configs' key names were checked; vLLM's TypeAdapter refuses a port that is text, a
-    policy outside its Literal, a publisher it does not have."""
+def test_config_class_fields_are_typed_as_vllms_classes_type_them(version, flag, config, field):
+    """Round 110: only the KV configs' key names were checked, the structured-output, profiler and reasoning
+    configs' not at all; vLLM's TypeAdapter refuses a port that is text, a policy outside its Literal, a key its
+    class does not have."""
     with pytest.raises(ConfigError) as e:
         read([MODEL, flag, json.dumps(config)], [], version)
     assert e.value.field == f"vllm serve {flag}.{field}", str(e.value)
