@@ -388,6 +388,8 @@ def engine_sets(meta: dict, where) -> list[str]:
             _fail(where, key, f"must be an object of settings, got {type(meta[key]).__name__}")
     kw, cache = meta.get("engine_kwargs") or {}, meta.get("kv_cache") or {}
     sets = []
+    if kw.get("model") and meta.get("model") and str(kw["model"]) != str(meta["model"]):  # which one ran?
+        _fail(where, "engine_kwargs.model", f"{kw['model']!r:.60} contradicts model {meta['model']!r:.60}")
     served = kw.get("model") or meta.get("model")
     if served is not None:
         if str(served) not in HF_IDS:

@@ -535,8 +535,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     options.server_counters = not serve.get("disable_log_stats")  # no stat loggers: /metrics has no vllm: series
     options.histogram_buckets = _histogram_buckets(serve.get("custom_histogram_buckets"), version)
     options.first_engine = first_rank if reached is not None else 0  # the DP rank its engines are labelled from
-    # 0.33's microbatching (--enable-dbo: 2, else --ubatch-size) needs both DBO thresholds at least its count
-    ubatches = 2 if serve.get("enable_dbo") else serve.get("ubatch_size") or 0
+    ubatches = _microbatches(serve)  # 0.33's micro-batching needs both DBO thresholds at least its count
     threshold, low = min((serve.get("dbo_decode_token_threshold", 32), "decode"),
                          (serve.get("dbo_prefill_token_threshold", 512), "prefill"))
     # vLLM's checks of the serve line before it loads (entrypoints/.../cli_args.py validate_parsed_serve_args)
@@ -780,7 +779,7 @@ def _async_scheduling(serve: dict, version: str, method: str | None, config: dic
     else:
         v1_runner = method in ("suffix", "custom_class") or \
             bool(config.get("parallel_drafting")) and method not in ("dflash", "dspark") or \
-            _microbatching(serve)  # dual batch overlap: a feature only the V1 model runner has
+            _microbatches(serve) > 1  # dual batch overlap: a feature only the V1 model runner has
         rules = [(v1_runner and method is not None and not eagle and method not in ("ngram_gpu", "draft_model", "dspark"),
                   f"{method} speculative decoding", True),
                  (v1_runner and padded_off, "disable_padded_drafter_batch", True)]
@@ -1032,14 +1031,15 @@ KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
 COMPILATION_MODES = ("NONE", "STOCK_TORCH_COMPILE", "DYNAMO_TRACE_ONCE", "VLLM_COMPILE")  # CompilationMode, 0-3
 
 
-def _microbatching(serve: dict) -> bool:
-    """ParallelConfig.use_ubatching: dual batch overlap, or micro-batches of more than one."""
-    return bool(serve.get("enable_dbo")) or (serve.get("ubatch_size") or 0) > 1
+def _microbatches(serve: dict) -> int:
+    """ParallelConfig.num_ubatches: 2 under dual batch overlap, else --ubatch-size; more than 1 is micro-batching
+    (use_ubatching)."""
+    return 2 if serve.get("enable_dbo") else serve.get("ubatch_size") or 0
 
 
 def _check_microbatching(serve: dict, version: str) -> None:
     """VllmConfig asserts micro-batching's all2all backend (CUDA): DeepEP's two (0.33 also NIXL EP)."""
-    if not _microbatching(serve):
+    if _microbatches(serve) < 2:
         return
     supported = ("deepep_low_latency", "deepep_high_throughput") + (("nixl_ep",) if version != "0.19.0" else ())
     backend = serve.get("all2all_backend") or "allgather_reducescatter"

@@ -660,6 +660,9 @@ def test_a_bom_is_no_content(tmp_path):
     ({"engine_kwargs": {"block_size": 32}, "kv_cache": {"block_size": 16, "num_gpu_blocks": 2588}},
      "engine_kwargs.block_size: 32 contradicts kv_cache.block_size 16"),
     ({"engine_kwargs": {"block_size": 1.5}}, "engine_kwargs.block_size: must be a positive integer"),
+    # round 110: two models in one record, one of them simulated unsaid
+    ({"model": "Qwen/Qwen3-8B", "engine_kwargs": {"model": "meta-llama/Llama-3.1-8B"}},
+     "engine_kwargs.model: 'meta-llama/Llama-3.1-8B' contradicts model 'Qwen/Qwen3-8B'"),
     ({"hardware": {"device_name": 123}}, "hardware.device_name: must be the GPU's name (text), got 123"),
     ({"hardware": "H100"}, "hardware: must be an object"),
 ])
