@@ -393,10 +393,10 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
             raise ConfigError(str(sim_dir), f"{exc}: a damaged results folder") from None
         rejected = int((sim_requests["status"] == "rejected").sum())
         if rejected:  # its rejected requests have no output: named, not read as another workload
-            raise ConfigError("--sim", f"{sim_dir} rejected {rejected:,} of its {len(sim_requests):,} requests, "
-                                       f"which the real "
-                                       f"run served: nothing to compare them with (compare without --sim to see the "
-                                       f"verdict on it)")
+            raise ConfigError("--sim", f"{sim_dir} rejected {rejected:,} of its {len(sim_requests):,} requests: "
+                                       f"compare matches requests by their lengths and a rejected one has no latency "
+                                       f"to match (a simulation without rejections is compared; without --sim, compare "
+                                       f"simulates the run from its own record)")
         real_lengths = sorted((s.prompt_tokens, s.output_tokens) for s in first.specs)
         sim_lengths = sorted(zip(sim_requests["prompt_tokens"].astype(int).tolist(),
                                  sim_requests["output_tokens"].astype(int).tolist()))
