@@ -271,6 +271,20 @@ def sim_timeseries(steps: pd.DataFrame, seconds: np.ndarray) -> pd.DataFrame:
     return out
 
 
+MAX_EXTRA_TICKS = 100_000  # a simulation draining far past the real run is drawn this many ticks on at most
+
+
+def ticks_through(seconds: np.ndarray, end: float) -> np.ndarray:
+    """The real run's logger ticks, continued at its spacing to the simulation's last step: a simulation that
+    drains later is drawn to its end, not cut where the real run's log ends."""
+    last = seconds.max(initial=-np.inf)
+    gap = float(np.median(np.diff(np.sort(seconds)))) if len(seconds) > 1 else 1.0
+    if not (np.isfinite(last) and end > last and gap > 0):
+        return seconds
+    more = min(int((end - last) / gap) + 1, MAX_EXTRA_TICKS)
+    return np.concatenate([seconds, last + gap * np.arange(1, more + 1)])
+
+
 def panels(path: Path, title: str, plots: list[tuple[str, str, list[tuple[str, np.ndarray, np.ndarray]]]],
            ylabel: str | None = None) -> Path:
     """One figure of side-by-side panels, each (title, x label, [(legend, x, y), ...]), saved to path."""
@@ -316,7 +330,7 @@ def plot_comparison(run: RealRun, sim_requests: pd.DataFrame, sim_itls: np.ndarr
     paths = [panels(out / f"cdf-{stem}.png", f"{run.name}: per-request CDFs", cdfs, ylabel="fraction")]
     if run.timeseries is not None and steps is not None and len(steps):
         ts = run.timeseries
-        sim = sim_timeseries(steps, ts["t"].to_numpy(float))
+        sim = sim_timeseries(steps, ticks_through(ts["t"].to_numpy(float), float(steps["end"].max())))
         cols = [c for c in ("running", "waiting", "kv_cache_pct") if c in ts.columns and ts[c].notna().any()
                 and not (c == "kv_cache_pct" and (ts[c] == 0).all())]  # a logger that never filled KV usage in
         if not cols:  # a timeline with no value left to draw: the per-request comparison stands without it

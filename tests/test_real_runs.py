@@ -724,6 +724,16 @@ def test_the_simulated_timeline_adds_up_the_engines_as_vllms_logger_does():
     assert (one["running"].tolist(), one["kv_cache_pct"].tolist()) == ([2], [pytest.approx(20.0)])
 
 
+def test_the_simulated_timeline_is_drawn_to_its_own_end():
+    """Round 110: the simulation was sampled at the real run's ticks only, so one draining 33 s later was cut off
+    where the real log ended (40 running, 20 waiting), as if both ended together."""
+    from servesim.calibration.run_comparison import MAX_EXTRA_TICKS, ticks_through
+
+    assert ticks_through(np.array([0.0, 1.0, 2.0]), 4.5).tolist() == [0, 1, 2, 3, 4, 5]
+    assert ticks_through(np.array([0.0, 1.0, 2.0]), 1.5).tolist() == [0, 1, 2]  # the real run ran longer
+    assert len(ticks_through(np.array([0.0, 1.0]), 1e9)) == 2 + MAX_EXTRA_TICKS  # bounded
+
+
 def test_the_engine_switches_a_run_records_are_its_settings():
     """enforce_eager, chunked prefill, async scheduling and prefix caching recorded in engine_kwargs or vLLM's
     resolved_config were dropped: the run was simulated with the defaults, without a word."""
