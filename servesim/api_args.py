@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from servesim.simulator.errors import ConfigError
+from servesim.workloads.settings import MAX_NESTING
 
 
 def _int(v) -> bool:
@@ -43,9 +44,6 @@ def _plain(v):
     if isinstance(v, np.integer):
         return int(v)
     return float(v) if isinstance(v, np.floating) else v
-
-
-MAX_NESTING = 64  # levels of lists and mappings in one value: deeper is no setting, and a cycle never ends
 
 
 def plain_values(v, field: str = "scenario", depth: int = 0):

@@ -25,6 +25,7 @@ from servesim.simulator.cli_args import human_readable_int, human_readable_int_o
 from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem
 from servesim.simulator.model_arch import (HF_CONFIG_DEFAULTS, HF_ID_CHANGES, HF_IDS, LENGTH_KEYS, default_model_length,
                                            load_model)
+from servesim.workloads.settings import MAX_NESTING
 
 VLLM_VERSIONS = ("0.33.0", "0.19.0")  # flag tables shipped (data/vllm-VERSION-flags.yaml)
 VLLM_VERSION = VLLM_VERSIONS[0]  # the default: docs/vllm-v1-scheduler.md's release
@@ -53,16 +54,13 @@ class _Parser(argparse.ArgumentParser):
         raise _Refused(message)
 
 
-MAX_JSON_DEPTH = 64  # a flag's JSON nested deeper is refused: no config nests so, and the readers walk it by recursion
-
-
 def _json_depth(value) -> int:
     """How deeply a JSON value nests (iteratively: the value may be deeper than the stack)."""
     deepest, todo = 0, [(value, 0)]
     while todo:
         v, d = todo.pop()
         deepest = max(deepest, d)
-        if isinstance(v, (dict, list)) and d <= MAX_JSON_DEPTH:
+        if isinstance(v, (dict, list)) and d <= MAX_NESTING:
             todo += [(child, d + 1) for child in (v.values() if isinstance(v, dict) else v)]
     return deepest
 
@@ -73,8 +71,8 @@ def _json_value(text: str):
     except JSON_ERRORS as exc:  # argparse would name this function ("invalid _json_value value")
         why = f"{exc.msg}, column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else json_problem(exc)
         raise argparse.ArgumentTypeError(f"not valid JSON ({why}): {text!r:.80}") from None
-    if _json_depth(value) > MAX_JSON_DEPTH:
-        raise argparse.ArgumentTypeError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep: {text!r:.80}")
+    if _json_depth(value) > MAX_NESTING:
+        raise argparse.ArgumentTypeError(f"JSON nested more than {MAX_NESTING} levels deep: {text!r:.80}")
     return value
 
 
@@ -222,8 +220,8 @@ def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
             if key.endswith("+"):  # --x.key+ a,b: a list of the comma-separated words
                 key, value = key[:-1], json.dumps(value.split(","))
             field = f"vllm {kind.replace('_', ' ')} {name[:60]}"
-            if key.count(".") >= MAX_JSON_DEPTH:
-                raise ConfigError(field, f"a dotted key more than {MAX_JSON_DEPTH} levels deep")
+            if key.count(".") >= MAX_NESTING:
+                raise ConfigError(field, f"a dotted key more than {MAX_NESTING} levels deep")
             try:
                 given = json.loads(value)
             except JSON_ERRORS as exc:
@@ -235,8 +233,8 @@ def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
                         given = human_readable_int(value)
                     except (ValueError, argparse.ArgumentTypeError):
                         pass
-            if _json_depth(given) + key.count(".") > MAX_JSON_DEPTH:
-                raise ConfigError(field, f"JSON nested more than {MAX_JSON_DEPTH} levels deep")
+            if _json_depth(given) + key.count(".") > MAX_NESTING:
+                raise ConfigError(field, f"JSON nested more than {MAX_NESTING} levels deep")
             for k in reversed(key.split(".")):
                 given = {k: given}
             _merge_dotted(nested.setdefault(head, {}), given)  # by its spelling: -cc's and --compilation-config's

@@ -24,6 +24,7 @@ MAX_SEQS = 2**20  # requests in one step (max_num_seqs, batch sizes)
 MAX_BLOCK_SIZE = 2**16  # tokens per KV block
 MAX_BLOCKS = 2**23  # KV blocks in one run, all pools together (up to some 150 bytes of bookkeeping each)
 MAX_GPUS = 4096  # GPUs in one model parallel group
+MAX_NESTING = 64  # levels of lists and mappings in one value: deeper is no setting, and a cycle never ends
 MAX_GIB = 2.0**20  # GiB of any memory (a PiB)
 MAX_SECONDS = 1e9  # simulated seconds (some 30 years)
 MAX_RATE = 1e9  # requests per second

@@ -7,7 +7,6 @@ so the engine tells the source each finish (or rejection) and gets the follow-up
 
 from __future__ import annotations
 
-import operator
 from dataclasses import replace
 from typing import Callable, Iterator
 
@@ -296,17 +295,16 @@ class CheckedSource(RequestSource):
         return self._count(self.inner.held_back(), "held_back")
 
     def _count(self, n, method: str) -> int:
-        """A caller's count, checked as its requests are: read after the run too, where a str would be a TypeError."""
+        """A caller's count, checked as the API checks its count arguments: read after the run too, where a str
+        would be a TypeError."""
+        from servesim.api_args import KINDS
         from servesim.simulator.errors import ConfigError
 
-        try:
-            k = None if isinstance(n, bool) else operator.index(n)  # numpy's integers too
-        except TypeError:
-            k = None
-        if k is None or k < 0:
-            raise ConfigError(f"requests.{method}()", f"{self.kind}.{method}() must return a non-negative integer"
+        ok, what = KINDS["count"]
+        if not ok(n):
+            raise ConfigError(f"requests.{method}()", f"{self.kind}.{method}() must return {what}"
                                                       f"{' or None' if method == 'planned' else ''}, got {n!r}")
-        return k
+        return int(n)
 
     @property
     def warnings(self):
