@@ -120,15 +120,21 @@ class Replica:
         return self.max_num_queued_reqs is not None and \
             sum(r.unfinished for r in self.deployment) + 1 > self.max_num_queued_reqs
 
-    def admission_error(self, req: Request) -> str | None:
+    def queue_limit_error(self) -> str | None:
         """vLLM's check_admission (AsyncLLM): an HTTP 503 at arrival, before the scheduler sees it."""
-        sched = self.scheduler
         if self.queue_full():
             return "queue_full"
         if self.max_num_queued_tokens is not None and \
                 sum(r.scheduler.queued_prompt_tokens for r in self.deployment) >= self.max_num_queued_tokens:
             return "queued_tokens_full"
+        return None
+
+    def admission_error(self, req: Request) -> str | None:
+        """vLLM's queue limits, then servesim's load shedding (essay 003)."""
+        if why := self.queue_limit_error():
+            return why
         if self.ttft_slo_s is not None:  # essay 003: refuse work that cannot start within its SLO
+            sched = self.scheduler
             slo = self.ttft_slo_s.get(req.spec.slo_class, self.ttft_slo_default)
             if slo is not None and predicted_queue_wait(sched, req.prompt_tokens, self.prefill_tokens_per_s) > slo:
                 return "predicted_ttft_over_slo"

@@ -159,16 +159,15 @@ class TokenTimes:
     def __init__(self, runs: IntLists, offsets: np.ndarray, ends: np.ndarray, finished: np.ndarray,
                  prefill_runs: IntLists | None = None, prefill_offsets: np.ndarray | None = None):
         self.runs, self.offsets, self.ends, self.finished = runs, offsets, ends, finished
-        self.prefill_runs, self.prefill_offsets = prefill_runs, prefill_offsets  # disaggregation's first tokens
+        # disaggregation: the prefill replicas' tokens, which the client never sees (for the engines' own counts)
+        self.prefill_runs, self.prefill_offsets = prefill_runs, prefill_offsets
 
     def _row_blocks(self):
         """(lo, hi): rows of whole requests holding about BLOCK tokens together."""
-        tokens = np.zeros(len(self.runs) + 1, dtype=np.int64)  # tokens of rows before each row
-        for runs in (self.runs, self.prefill_runs):
-            if runs is not None:
-                pairs = np.zeros(len(runs.values) // 2 + 1, dtype=np.int64)
-                np.cumsum(runs.values[1::2] - runs.values[0::2] + 1, out=pairs[1:])
-                tokens += pairs[runs.bounds // 2]
+        runs = self.runs
+        pairs = np.zeros(len(runs.values) // 2 + 1, dtype=np.int64)
+        np.cumsum(runs.values[1::2] - runs.values[0::2] + 1, out=pairs[1:])
+        tokens = pairs[runs.bounds // 2]  # tokens of rows before each row
         lo = 0
         while lo < len(self.runs):
             hi = max(int(np.searchsorted(tokens, tokens[lo] + self.BLOCK, side="right")) - 1, lo + 1)
@@ -179,11 +178,6 @@ class TokenTimes:
         """(rows, steps, times) of a block of requests' tokens, each request's in time order."""
         for lo, hi in self._row_blocks():
             rows, pos = token_steps(self.runs, self.offsets, lo, hi)
-            if self.prefill_runs is not None:  # the first token came from a prefill replica
-                rows2, pos2 = token_steps(self.prefill_runs, self.prefill_offsets, lo, hi)
-                rows, pos = np.concatenate([rows, rows2]), np.concatenate([pos, pos2])
-                order = np.lexsort((self.ends[pos], rows))
-                rows, pos = rows[order], pos[order]
             yield rows, pos, self.ends[pos]
 
     def _gaps(self):
@@ -290,20 +284,10 @@ def itls_from_tables(requests, steps) -> np.ndarray | None:
     counts = np.bincount(step_replica, minlength=engines)
     offsets = np.concatenate([[0], np.cumsum(counts)])
     finished = (requests["status"] == FINISHED).to_numpy()
-    tables = [("token_runs", "replica")]
-    if "prefill_token_runs" in requests.columns and "prefill_replica" in requests.columns:
-        tables.append(("prefill_token_runs", "prefill_replica"))
-    runs = {}
-    for column, replica in tables:
-        lists, where = IntLists.from_lists(requests[column].tolist()), requests[replica].to_numpy()
-        if problem := _token_runs_problem(lists, where, counts):
-            raise ValueError(f"requests.parquet: {column} {problem}")
-        runs[column] = (lists, offsets[np.maximum(where, 0)])
-    prefill, pre = runs.get("prefill_token_runs", (None, None))
-    if prefill is not None and not prefill.bounds[-1]:
-        prefill, pre = None, None
-    tokens = TokenTimes(*runs["token_runs"], ends, finished, prefill, pre)
-    return tokens.itls()
+    lists, where = IntLists.from_lists(requests["token_runs"].tolist()), requests["replica"].to_numpy()
+    if problem := _token_runs_problem(lists, where, counts):
+        raise ValueError(f"requests.parquet: token_runs {problem}")
+    return TokenTimes(lists, offsets[np.maximum(where, 0)], ends, finished).itls()
 
 
 def _token_runs_problem(runs: IntLists, replica: np.ndarray, steps_of: np.ndarray) -> str | None:
@@ -501,7 +485,7 @@ class RunResult:
         finished = np.array([s == FINISHED for s in req["status"]], dtype=bool)
         prefill = req.get("prefill_token_runs")
         pre = None
-        if prefill is not None and prefill.bounds[-1]:  # disaggregation: the first token came from a prefill replica
+        if prefill is not None and prefill.bounds[-1]:  # disaggregation: a prefill replica's discarded tokens
             pre = offsets[np.maximum(req["prefill_replica"], 0)]
         tokens = TokenTimes(req["token_runs"], offsets[req["replica"]], ends, finished,
                             prefill if pre is not None else None, pre)
@@ -509,8 +493,7 @@ class RunResult:
         measured = measured_requests(rs.scenario.simulation, req["arrival_time"])
         if measured is not None:  # the steady state's gaps: those of the measured requests only
             _, itl_values, itl_counts = TokenTimes(req["token_runs"], offsets[req["replica"]], ends,
-                                                   finished & measured, prefill if pre is not None else None,
-                                                   pre).distribution()
+                                                   finished & measured).distribution()
         slos = getattr(rs.scenario.workload, "slo_classes", None)
         if slos:
             req["good"] = _meets_slo(req, finished, {k: v.model_dump() for k, v in slos.items()})
@@ -615,8 +598,7 @@ class RunResult:
         if replicas - prefill_only > 1:  # load imbalance: the busiest replica's completions over the mean
             every = np.bincount(req["replica"][finished], minlength=replicas)
             per = every[prefill_only:replicas]
-            # a one-token answer ends on its prefill replica: counted there, so the counts add up to completed
-            s["replica_completed"] = {str(k): int(v) for k, v in enumerate(every) if k >= prefill_only or v}
+            s["replica_completed"] = {str(k): int(v) for k, v in enumerate(per, start=prefill_only)}
             s["load_imbalance"] = float(per.max() / per.mean()) if per.sum() else 1.0
         if "good" in req:  # vLLM's goodput: completed requests meeting every SLO of their class, per second
             good = req["good"] & scope

@@ -44,7 +44,7 @@ class SchedulerSettings:
     lookahead_slots: int = 0  # KV slots reserved past the scheduled tokens for the drafter (num_lookahead_tokens)
     lookahead_at_admission: bool = True  # 0.19 reserves them for running requests only (a new one has none computed)
     scheduler_reserve_full_isl: bool = True
-    prefill_only: bool = False  # disaggregation: hand each request off after its first token
+    prefill_only: bool = False  # disaggregation: hand each request off once its prompt is computed
     local_attention: LocalAttention | None = None  # the model's sliding-window or chunked layers, if any
 
 
@@ -72,7 +72,7 @@ def _chunk(r: Request, budget: int, thr: int, k: int, max_len: int) -> int:
     (with k drafts), capped by long_prefill_token_threshold, the budget left and max_model_len."""
     c = r.num_computed_tokens
     n = r.num_tokens - c
-    if k and n == 1:
+    if k and n == 1 and r.num_output_tokens:  # a prompt's last token has no drafts yet: they follow a token
         n += k
     if 0 < thr < n:
         n = thr
@@ -373,6 +373,11 @@ class Scheduler:
         for r, n in zip(out.reqs, out.tokens):
             if r.num_computed_tokens < r.num_tokens or r.status != running:
                 continue  # a prefill chunk, or preempted after being scheduled
+            if prefill_only:  # its token is sampled here but the P/D proxy discards it: the decode replica's is
+                r.prefill_runs = [step, step]  # the client's first (this one still counts in /metrics here)
+                self.queued_prompt_tokens -= r.prompt_tokens
+                out.handed_off.append(r)
+                continue
             new = 1
             c = r.num_computed_tokens - n
             if n > 1 and c == r.num_tokens - 1:
@@ -390,8 +395,6 @@ class Scheduler:
                 runs.append(step)
             if r.num_tokens >= r.stop_len:
                 finished.append(r)
-            elif prefill_only:
-                out.handed_off.append(r)
         cohort = self.cohort
         if out.implicit:
             done = cohort.finishing(step)
@@ -415,7 +418,6 @@ class Scheduler:
         for r in reqs:
             self.kv.free(r)
             r.status = TRANSFERRING
-            r.prefill_runs, r.token_runs = r.token_runs, []
         self.running = [r for r in self.running if r.status == RUNNING]
         self.changed = True
 

@@ -18,7 +18,8 @@ and bucket edges for what is written here), for dashboards built on a real serve
   refused 503 by max_num_queued_reqs / max_num_queued_tokens). Written with prometheus_client, the library
   vLLM exports with.
 - Disaggregated (cluster.prefill_replicas): what happens before the first token (the prompt computed, its
-  prefix-cache lookups, queue, prefill time and TTFT) counts on the prefill engine; the decode engine counts the
+  prefix-cache lookups, queue, prefill time and TTFT to the prefill engine's own token, which the proxy discards)
+  counts on the prefill engine, with that token among its generated ones; the decode engine counts the
   prompt again as `external_kv_transfer`, as a vLLM decode instance counts the KV it loads, and the rest. Each
   request is observed once, split so; vLLM's instances each observe it whole (the prefill one as a 1-token
   request), which is not modelled.
@@ -63,8 +64,8 @@ def _first_steps(runs, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _step_tokens(result) -> dict[str, np.ndarray]:
     """Per step (all replicas' steps, in the steps table's order), as vLLM's IterationStats counts them:
-    `generated`, tokens generated (one per request given a token plus the drafts it accepted, less those past its
-    stop); `prompt`, the prompts of the requests whose prefill ended in it (vLLM counts a prompt with its first
+    `generated`, tokens generated (one per request given a token, a prefill engine's discarded one too, plus the
+    drafts it accepted, less those past its stop); `prompt`, the prompts of the requests whose prefill ended in it (vLLM counts a prompt with its first
     token); `computed`, the part of those prompts the step computed (less the prefix-cache hit); `cached`, that hit
     (`local`), or the prompt a disaggregated decode engine received over the KV transfer (`external`: vLLM's
     decode instance counts the prompt again, as loaded, at its own first token); `recomputed`, prompts wholly in
@@ -82,7 +83,8 @@ def _step_tokens(result) -> dict[str, np.ndarray]:
                                                                               "external", "recomputed")}}
     split = tok.prefill_runs is not None
     rows, at = _first_steps(tok.prefill_runs, tok.prefill_offsets) if split else _first_steps(tok.runs, tok.offsets)
-    if split:  # rows without a prefill replica's token were not split: their first token is a decode engine's
+    if split:  # a prefill engine's token, which the proxy discards, is one it generated
+        np.add.at(generated, at, 1)  # rows without a prefill replica's token were not split: their first token is a decode engine's
         whole, whole_at = _first_steps(tok.runs, tok.offsets)
         alone = cols["prefill_replica"][whole] < 0
         rows, at = np.concatenate([rows, whole[alone]]), np.concatenate([at, whole_at[alone]])
@@ -242,11 +244,18 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
                 ok.add_metric([model_name, tag(e), label], float((finished & (replica == e) & (reason == label)).sum()))
         yield ok
         first = cols["first_scheduled_time"]
+        # where the prompt was computed: its first token there (a prefill engine's own, which the client never sees)
+        first_token = cols["first_token_time"].astype(float)
+        if result.tokens.prefill_runs is not None:
+            rows, at = _first_steps(result.tokens.prefill_runs, result.tokens.prefill_offsets)
+            first_token = first_token.copy()
+            first_token[rows] = steps["end"][:][at]
         latency = family_edges("request_latency", REQUEST_TIME_BUCKETS)
         itl = family_edges("inter_token_latency", ITL_BUCKETS)
         tokens = family_edges("request_tokens", buckets_1_2_5(max_model_len))
         per_request = {
-            "vllm:time_to_first_token_seconds": ("Histogram of time to first token in seconds.", cols["ttft"],
+            "vllm:time_to_first_token_seconds": ("Histogram of time to first token in seconds.",
+                                                 first_token - cols["arrival_time"],
                                                  family_edges("time_to_first_token", TTFT_BUCKETS)),
             "vllm:e2e_request_latency_seconds": ("Histogram of e2e request latency in seconds.", cols["e2el"],
                                                  latency),
@@ -255,7 +264,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
             "vllm:request_inference_time_seconds": ("Histogram of time spent in RUNNING phase for request.",
                                                     cols["finish_time"] - first, latency),
             "vllm:request_prefill_time_seconds": ("Histogram of time spent in PREFILL phase for request.",
-                                                  cols["first_token_time"] - first, latency),
+                                                  first_token - first, latency),
             "vllm:request_decode_time_seconds": ("Histogram of time spent in DECODE phase for request.",
                                                  cols["finish_time"] - cols["first_token_time"], latency),
             "vllm:request_time_per_output_token_seconds": ("Histogram of time_per_output_token_seconds per request.",

@@ -22,17 +22,22 @@ def test_queue_limit_bounds_ttft_of_accepted_requests_and_counts_rejections():
     assert free.summary["failed"] == 0
 
 
-def test_disaggregated_decode_replicas_check_the_queue_limit_on_hand_off():
-    """Each replica is its own vLLM instance: a decode replica full at hand-off answers 503 after the prefill."""
-    sets = OVERLOAD + ["cluster.prefill_replicas=2", "cluster.replicas=1", "engine.max_num_queued_reqs=12"]
+@pytest.mark.parametrize("limit, reason", [("max_num_queued_reqs=12", "queue_full"),
+                                           ("max_num_queued_tokens=1500", "queued_tokens_full")])
+def test_disaggregated_decode_replicas_check_the_queue_limit_on_hand_off(limit, reason):
+    """Each replica is its own vLLM instance: a decode replica full at hand-off answers 503 after the prefill.
+    Issue 16: the token limit applies there too, as the decode instance counts a prompt it has no token of yet."""
+    sets = OVERLOAD + ["cluster.prefill_replicas=2", "cluster.replicas=1", f"engine.{limit}"]
     r = simulate(load(None, sets))
     req, s = r.requests, r.summary
     at_decode = req[(req.status == "rejected") & (req.replica == 2)]
-    assert len(at_decode) > 10 and set(at_decode.finish_reason) == {"queue_full"}
-    assert at_decode.first_token_time.notna().all()  # their prefill ran
+    assert len(at_decode) > 10 and set(at_decode.finish_reason) == {reason}
+    assert at_decode.prefill_token_runs.map(len).eq(2).all()  # their prefill ran
+    assert at_decode.first_token_time.isna().all()  # but the client saw no token
     assert s["completed"] + s["failed"] == 400
     decode_steps = r.steps[r.steps.replica == 2]
-    assert (decode_steps.num_running + decode_steps.num_waiting).max() <= 12
+    if reason == "queue_full":
+        assert (decode_steps.num_running + decode_steps.num_waiting).max() <= 12
 
 
 def test_queued_token_limit():

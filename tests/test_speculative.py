@@ -79,3 +79,14 @@ def test_each_draft_position_is_accepted_as_the_run_of_successes_says():
     assert rates == pytest.approx([0.6 ** (i + 1) for i in range(4)], abs=0.02)
     assert s["spec_decode_acceptance_length"] == pytest.approx(1 + sum(rates))
     assert "spec_decode_num_drafts" not in run(2, "none").summary
+
+
+def test_a_prompts_last_chunk_verifies_no_drafts():
+    """Issue 16: a prompt whose last chunk is one token was scheduled as a decode with k drafts and "accepted"
+    them, so its first step gave 4 tokens. vLLM drafts only after a request's token (spec_token_ids come from
+    the step before), so that step computes the one token and samples one."""
+    r = simulate(load(None, ["workload.num_requests=1", "workload.prompt_tokens={dist: fixed, value: 2049}",
+                             "workload.output_tokens={dist: fixed, value: 20}", "engine.max_num_batched_tokens=2048",
+                             "speculative={method: fixed, num_speculative_tokens: 3, acceptance_rate: 1.0}"]))
+    assert list(r.steps.scheduled_tokens[:3]) == [2048, 1, 4]
+    assert list(r.requests.token_runs[0]) == [1, 6]  # 1 token, then 4 a step: 20 in six steps, not five

@@ -195,11 +195,15 @@ def test_disaggregation_counts_the_prompt_where_it_was_computed():
         prom[("vllm:prompt_tokens_cached_by_source_total", "2", "p2p")]
     assert prom[("vllm:prompt_tokens_cached_by_source_total", "1", "p2p")] == prompt  # the decode engine's loads
     assert prom[("vllm:prefix_cache_queries_total", "1", None)] == 0
-    assert prom[("vllm:generation_tokens_total", "0", None)] == done.sum()  # each request's first token
-    assert prom[("vllm:generation_tokens_total", "1", None)] == out - done.sum()
+    # each request's token on the prefill engine, which the proxy discards; the client's all come from decode
+    assert prom[("vllm:generation_tokens_total", "0", None)] == done.sum()
+    assert prom[("vllm:generation_tokens_total", "1", None)] == out
     for family in ("vllm:time_to_first_token_seconds", "vllm:request_prefill_time_seconds",
                    "vllm:request_queue_time_seconds"):
         assert prom[(family + "_count", "0", None)] == done.sum() and prom[(family + "_count", "1", None)] == 0
+    # the prefill engine's TTFT ends at its own token, before the transfer and the decode engine's first token
+    engine_ttft = prom[("vllm:time_to_first_token_seconds_sum", "0", None)]
+    assert 0 < engine_ttft < (cols["ttft"][done].sum()) - 1e-6
     assert prom[("vllm:e2e_request_latency_seconds_count", "1", None)] == done.sum()
     assert prom[("vllm:request_success_total", "1", "stop")] == done.sum()  # no max_tokens sent: the output's own end
 
