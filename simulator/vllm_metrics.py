@@ -65,8 +65,8 @@ def _first_steps(runs, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _step_tokens(result) -> dict[str, np.ndarray]:
     """Per step (all replicas' steps, in the steps table's order), as vLLM's IterationStats counts them:
     `generated`, tokens generated (one per request given a token, a prefill engine's discarded one too, plus the
-    drafts it accepted, less those past its stop); `prompt`, the prompts of the requests whose prefill ended in it (vLLM counts a prompt with its first
-    token); `computed`, the part of those prompts the step computed (less the prefix-cache hit); `cached`, that hit
+    drafts it accepted, less those past its stop); `prompt`, the prompts of the requests whose prefill ended in it
+    (vLLM counts a prompt with its first token); `computed`, the part of those prompts the step computed (less the prefix-cache hit); `cached`, that hit
     (`local`), or the prompt a disaggregated decode engine received over the KV transfer (`external`: vLLM's
     decode instance counts the prompt again, as loaded, at its own first token); `recomputed`, prompts wholly in
     the cache, whose last token is computed again."""
@@ -81,22 +81,18 @@ def _step_tokens(result) -> dict[str, np.ndarray]:
     prompt_len, cached = cols["prompt_tokens"].astype(np.int64), cols["cached_tokens"].astype(np.int64)
     out = {"generated": generated, **{k: np.zeros(n, dtype=np.int64) for k in ("prompt", "computed", "local",
                                                                               "external", "recomputed")}}
-    split = tok.prefill_runs is not None
+    split = tok.prefill_runs is not None  # disaggregated: every request's prompt is computed on a prefill engine
     rows, at = _first_steps(tok.prefill_runs, tok.prefill_offsets) if split else _first_steps(tok.runs, tok.offsets)
-    if split:  # a prefill engine's token, which the proxy discards, is one it generated
-        np.add.at(generated, at, 1)  # rows without a prefill replica's token were not split: their first token is a decode engine's
-        whole, whole_at = _first_steps(tok.runs, tok.offsets)
-        alone = cols["prefill_replica"][whole] < 0
-        rows, at = np.concatenate([rows, whole[alone]]), np.concatenate([at, whole_at[alone]])
+    if split:  # the prefill engine's token, which the proxy discards, is one it generated
+        np.add.at(generated, at, 1)
     np.add.at(out["prompt"], at, prompt_len[rows])
     np.add.at(out["computed"], at, prompt_len[rows] - cached[rows])
     np.add.at(out["local"], at, cached[rows])
     np.add.at(out["recomputed"], at, (cached[rows] + 1 == prompt_len[rows]).astype(np.int64))  # a whole-prompt hit
-    if split:
+    if split:  # and the decode engine counts it again, as loaded, at its first token
         rows, at = _first_steps(tok.runs, tok.offsets)
-        moved = cols["prefill_replica"][rows] >= 0
-        np.add.at(out["prompt"], at[moved], prompt_len[rows[moved]])
-        np.add.at(out["external"], at[moved], prompt_len[rows[moved]])
+        np.add.at(out["prompt"], at, prompt_len[rows])
+        np.add.at(out["external"], at, prompt_len[rows])
     return out
 
 
