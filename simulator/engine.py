@@ -143,11 +143,12 @@ class Replica:
     # -- what routers see ----------------------------------------------------
     @property
     def unfinished(self) -> int:
-        return len(self.scheduler.running) + len(self.scheduler.waiting)
+        sched = self.scheduler
+        return len(sched.running) + len(sched.waiting) + sched.pulling
 
     @property
     def waiting(self) -> int:
-        return len(self.scheduler.waiting)
+        return len(self.scheduler.waiting) + self.scheduler.pulling
 
     @property
     def kv_usage(self) -> float:
@@ -167,6 +168,14 @@ class Replica:
     def add_request(self, req: Request) -> None:
         req.replica = self.index
         self.scheduler.add_request(req)
+        self._wake()
+
+    def kv_pulled(self, req: Request) -> None:
+        """Disaggregation: a request's KV has arrived from its prefill replica."""
+        self.scheduler.pulled(req)
+        self._wake()
+
+    def _wake(self) -> None:
         if self._idle is not None and not self._idle.triggered:
             self._idle.succeed()
 
@@ -214,6 +223,11 @@ class Replica:
             else:
                 out = sched.schedule(now)
                 if not out.reqs and not out.implicit:
+                    if sched.pulling and not out.preempted:  # what it admitted waits for its KV: so does it
+                        self._idle = env.event()
+                        yield self._idle
+                        self._idle = None
+                        continue
                     if not out.preempted:
                         raise self._stalled()
                     # a step that only preempted (0.19: a request that was its own victim): no model run, only
@@ -282,6 +296,8 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
             rs.scenario.engine.tensor_parallel_size), c.kv_link_gbps * 1e9)
         replicas.extend(Replica(env, i, rs, front_end, prefill_only=True, hand_off=hand_off) for i in range(front))
         replicas.extend(Replica(env, front + i, rs, front_end) for i in range(c.replicas))
+        for r in replicas[front:]:
+            r.scheduler.pull = hand_off.pull
     else:
         groups = [LockstepGroup(env) for _ in range(c.replicas)] if dp > 1 and rs.scenario.engine.enable_expert_parallel \
             else None  # expert parallelism couples a deployment's DP ranks

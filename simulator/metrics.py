@@ -328,10 +328,11 @@ def _step_columns(logs: list[StepLog], usable_blocks: list[int]) -> dict:
 
 
 def _request_columns(log: RequestLog, disaggregated: bool) -> dict:
-    """The log's rows with the latencies vLLM's benchmark reports; prefill_token_runs only when disaggregated."""
+    """The log's rows with the latencies vLLM's benchmark reports; prefill_token_runs and pulled_tokens only when
+    disaggregated."""
     cols = log.columns()
     if not disaggregated:
-        del cols["prefill_token_runs"]
+        del cols["prefill_token_runs"], cols["pulled_tokens"]
     cols["queue_time"] = cols["first_scheduled_time"] - cols["arrival_time"]
     cols["ttft"] = cols["first_token_time"] - cols["arrival_time"]
     cols["e2el"] = cols["finish_time"] - cols["arrival_time"]

@@ -555,7 +555,7 @@ def vllm_commands(scenario, sets: list[str], table, top: int, axes: list[str]) -
     """The `vllm serve` line of each of the best `top` candidates that meet the SLOs, at every axis the search
     walked (a whole section or the model too: they were dropped, and the line deployed the base scenario)."""
     from servesim.simulator.config import load
-    from servesim.simulator.vllm_command import serve_command
+    from servesim.simulator.vllm_command import VLLM_VERSION, pd_kv_config, serve_command
 
     out = []
     for _, row in table[table["status"] == "meets"].head(top).iterrows():
@@ -567,8 +567,8 @@ def vllm_commands(scenario, sets: list[str], table, top: int, axes: list[str]) -
             out.append({"rank": int(row["rank"]), "replicas": int(row["replicas"]), "command": line, "notes": notes})
             continue
         # vLLM's disaggregated serving: each instance moves KV through a connector (NIXL), a proxy routes
-        kv = " --kv-transfer-config '{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"kv_both\"}'"
-        out += [{"rank": int(row["rank"]), "replicas": n, "role": role, "command": line + kv, "notes": notes}
+        out += [{"rank": int(row["rank"]), "replicas": n, "role": role,
+                 "command": f"{line} {pd_kv_config(VLLM_VERSION, role)}", "notes": notes}
                 for role, n in (("prefill", prefill), ("decode", int(row["replicas"]) - prefill))]
     return out
 

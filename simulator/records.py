@@ -78,6 +78,7 @@ INT_FIELDS = {
     "request_id": lambda r: r.request_id, "replica": lambda r: r.replica, "prompt_tokens": lambda r: r.prompt_tokens,
     "output_tokens": lambda r: r.num_output_tokens, "priority": lambda r: r.priority,
     "prefill_replica": lambda r: -1 if r.prefill_replica is None else r.prefill_replica,
+    "pulled_tokens": lambda r: r.pulled_tokens,
     "turn": lambda r: r.spec.turn, "num_preemptions": lambda r: r.num_preemptions,
     "cached_tokens": lambda r: r.cached_tokens, "prefix_queries": lambda r: r.prefix_queries,
     "prefix_hits": lambda r: r.prefix_hits, "recomputed_tokens": lambda r: r.recomputed_tokens,
@@ -101,7 +102,7 @@ REQUEST_COLUMNS = ["request_id", "replica", "status", "arrival_time", "first_sch
                    "finish_time", "prompt_tokens", "output_tokens", "priority", "slo_class", "prefill_replica",
                    "session_id", "turn", "num_preemptions", "cached_tokens", "prefix_queries", "prefix_hits",
                    "recomputed_tokens", "num_swaps", "time_preempted", "token_runs", "prefill_token_runs",
-                   "finish_reason", "batch_id"]
+                   "pulled_tokens", "finish_reason", "batch_id"]
 
 
 class RequestLog:

@@ -21,6 +21,10 @@ class RequestStatus(StrEnum):
 # module constants for the hot loops, where an enum's class attribute costs a lookup each time
 WAITING, RUNNING, PREEMPTED, TRANSFERRING, FINISHED, REJECTED = RequestStatus
 
+# disaggregation, a decode replica's Request.remote_kv: its prompt's KV is on a prefill replica, to pull at admission
+# (vLLM's connector, after the local prefix-cache lookup); or pulled, so its admission computes the last token only
+PULL, PULLED = 1, 2
+
 
 class Request:
     """Mutable per-request state. __slots__ because the hot loop touches these every step.
@@ -37,7 +41,7 @@ class Request:
         "first_scheduled_time", "first_token_time", "finish_time", "token_runs", "reject_reason",
         "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits", "reserved_blocks",
         "recomputed_tokens", "recompute_end", "swapped_blocks", "num_swaps", "preempted_at", "time_preempted",
-        "kv_transferred", "prefill_runs", "prefill_replica", "local_blocks", "local_first", "seq", "joined_at",
+        "remote_kv", "pulled_tokens", "prefill_runs", "prefill_replica", "local_blocks", "local_first", "seq", "joined_at",
         "lazy_keys", "prefix_junction",
     )
 
@@ -83,7 +87,8 @@ class Request:
         self.num_swaps = 0
         self.preempted_at = 0.0
         self.time_preempted = 0.0  # seconds between preemptions and re-admissions
-        self.kv_transferred = False  # disaggregation: its prompt's KV arrived from a prefill replica
+        self.remote_kv = 0  # disaggregation: PULL or PULLED (above)
+        self.pulled_tokens = 0  # disaggregation: the prompt tokens whose KV crossed the link (the rest were cached)
         self.prefill_runs: list[int] = []  # token runs on the prefill replica (disaggregation)
         self.prefill_replica: int | None = None
         self.seq = 0  # its place in the running list: set at each admission, increasing (the decode cohort's key)

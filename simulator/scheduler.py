@@ -6,7 +6,8 @@ the admission order and the victim, the batching policy gates admission. What se
 adds lives in files of its own and hooks in here: preemption.py (swap and auto instead of
 recompute), admission.py (reservation, the long-prompt cap), speculation.py (drafts verified
 in a decode), decode_runs.py (many pure-decode steps at once), decode_cohort.py (steady
-decoders advanced implicitly inside a step); disaggregation's hand-off is the `prefill_only` flag.
+decoders advanced implicitly inside a step); disaggregation's hand-off is the `prefill_only` flag, and a decode
+replica's admission of a handed-off request starts its KV pull through the `pull` hook (disaggregation.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from servesim.simulator.decode_cohort import DecodeCohort
 from servesim.simulator.kv_cache import KVBlockManager
 from servesim.simulator.local_attention import LocalAttention
 from servesim.simulator.preemption import Preemption
-from servesim.simulator.request import FINISHED, RUNNING, TRANSFERRING, Request
+from servesim.simulator.request import FINISHED, PULL, PULLED, RUNNING, TRANSFERRING, WAITING, Request
 from servesim.simulator.speculation import Speculation
 
 
@@ -109,6 +110,9 @@ class Scheduler:
         self.step = 0  # the index of the next step (update_from_output and decode runs advance it)
         self._seq = count(1)  # running-order keys
         self.cohort: DecodeCohort | None = None
+        self.pulling = 0  # disaggregation: requests holding blocks while their KV is pulled (vLLM's
+        # WAITING_FOR_REMOTE_KVS, counted as waiting)
+        self.pull = None  # disaggregation, a decode replica's: pull(request, tokens, now) starts a KV pull
 
     def use_decode_cohort(self) -> bool:
         """Advance steady decoders implicitly (decode_cohort.py) where that is exact: not with speculation,
@@ -127,6 +131,15 @@ class Scheduler:
 
     def has_work(self) -> bool:
         return bool(self.running) or len(self.waiting) > 0
+
+    def pulled(self, req: Request) -> None:
+        """Its KV has arrived: back at the head of the queue it left (vLLM keeps it in its place there), to
+        compute the prompt's last token and sample the client's first."""
+        self.pulling -= 1
+        req.remote_kv, req.num_computed_tokens = PULLED, req.num_tokens - 1
+        req.status = WAITING
+        self.waiting.prepend(req)
+        self.changed = True
 
     # -- one step -----------------------------------------------------------
     def schedule(self, now: float) -> SchedulerOutput:
@@ -274,8 +287,13 @@ class Scheduler:
             if rules is not None and (why := rules.refusal(r, running, kv)):
                 self.admission_blocked = why
                 break
+            if r.remote_kv == PULL:
+                if not self._start_pull(r, now):
+                    self.admission_blocked = "kv"
+                    break
+                continue
             swapped = r.swapped_blocks > 0
-            resident = swapped or r.kv_transferred  # its KV is on the host or arrived from a prefill replica
+            resident = swapped or r.remote_kv  # its KV is on the host or was pulled from a prefill replica
             # a fresh prefix-cache lookup at every admission (vLLM); otherwise the KV comes with it
             hit_blocks, hit = ([], r.num_computed_tokens) if resident else kv.lookup(r)
             n = r.num_tokens - hit
@@ -295,8 +313,8 @@ class Scheduler:
                 break
             if swapped:  # copy its KV back before it runs
                 out.swapped_blocks += self.preemption.swap_in(r)
-            elif r.kv_transferred:
-                r.kv_transferred = False
+            elif r.remote_kv:
+                r.remote_kv = 0
             else:
                 r.num_computed_tokens = hit
                 self._count_lookup(r, hit)
@@ -346,7 +364,7 @@ class Scheduler:
         decode_ctx += out.implicit_context
         out.shape = BatchShape(len(reqs) + out.implicit, prefill_tokens, pairs, decode_seqs, decode_ctx)
         out.num_running = len(self.running)
-        out.num_waiting = len(self.waiting)
+        out.num_waiting = len(self.waiting) + self.pulling
         self.last_step_decode_only = (not out.preempted and prefill_tokens == 0 and decode_seqs == len(self.running))
         self.changed = False
 
@@ -412,6 +430,26 @@ class Scheduler:
                     cohort.join(r, step + 1)
         self.step = step + 1
         return finished
+
+    def _start_pull(self, r: Request, now: float) -> bool:
+        """Disaggregation, vLLM's connector at admission: the local prefix-cache hit first, then blocks for the
+        whole prompt, held while the rest of its KV is pulled from the prefill replica; no budget, no seat among
+        the running. False (nothing changed) where the blocks are not free."""
+        s, kv = self.s, self.kv
+        hit_blocks, hit = kv.lookup(r)
+        if not kv.allocate_slots(r, r.num_tokens - hit, full_sequence_must_fit=s.scheduler_reserve_full_isl,
+                                 apply_watermark=bool(self.running), hit_blocks=hit_blocks):
+            return False
+        self.waiting.pop()
+        if kv.caches_prefixes:  # the decode engine's own lookup (a request new to it: none preempted there yet)
+            r.prefix_queries += r.num_tokens
+            r.prefix_hits += hit
+        r.num_computed_tokens = hit
+        r.pulled_tokens = r.num_tokens - hit
+        r.status = TRANSFERRING
+        self.pulling += 1
+        self.pull(r, r.pulled_tokens, now)
+        return True
 
     def _hand_off(self, reqs: list[Request]) -> None:
         """Disaggregation (servesim's): the prompt is done here; its KV leaves for a decode replica."""

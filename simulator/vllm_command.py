@@ -316,11 +316,24 @@ class VllmCommand:
     served_name: str = ""  # the name the server answers to and labels its metrics with (--served-model-name's first)
     lora_drafts: int | None = None  # --enable-lora beside a speculative config: its k (LoRA is not modelled, but
     # its start-up check needs the resolved budget)
+    kv_transfer: dict | None = None  # --kv-transfer-config
 
     def check_resolved(self, resolved) -> None:
         """vLLM's start-up checks that need the engine's defaults resolved: LoRA beside any speculative config
         (extract_hidden_states too, which servesim runs as none) needs a budget of max_num_seqs x (k + 1) tokens
-        (EngineArgs.create_engine_config)."""
+        (EngineArgs.create_engine_config). And disaggregation (--set cluster.prefill_replicas) needs the line's
+        KV connector to move a prompt's KV between instances: it is what the hand-off simulates."""
+        if resolved.scenario.cluster.prefill_replicas:
+            flag = _flag("serve", "kv_transfer_config", self.version)
+            if not _moves_kv_between_instances(self.kv_transfer):
+                given = f"{_connector_name(self.kv_transfer)} moves no prompt's KV between instances" \
+                    if self.kv_transfer else "the line has no KV connector"
+                raise ConfigError("cluster.prefill_replicas", f"prefill/decode disaggregation needs {flag} with a "
+                                                              f"connector that moves a prompt's KV from the prefill to "
+                                                              f"the decode instance (e.g. {pd_kv_config(self.version)})"
+                                                              f": {given}, so vLLM's decode instance would compute "
+                                                              f"every prompt again")
+            self.not_modelled.pop(flag, None)
         k = self.lora_drafts
         if k is not None and resolved.max_num_batched_tokens < resolved.max_num_seqs * (k + 1):
             raise ConfigError("vllm serve --enable-lora", f"beside speculation needs max_num_batched_tokens >= "
@@ -566,7 +579,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     settings["engine.vllm_defaults"] = version  # the release's own defaults fill what the line leaves out
     drafts = (k or spec_config.get("num_speculative_tokens")) if serve.get("enable_lora") and spec_config else None
     return VllmCommand(model, settings, options, not_modelled, version, set(serve), served[0],
-                       drafts if isinstance(drafts, int) else None)
+                       drafts if isinstance(drafts, int) else None, serve.get("kv_transfer_config"))
 
 
 # servesim settings the bench command decides -> the flags that decide them
@@ -1248,6 +1261,28 @@ def _check_kv_configs(serve: dict, version: str) -> None:
                 connector not in KV_CONNECTORS[version]:
             raise ConfigError(f"{flag}.kv_connector", f"{connector!r}: vLLM {version} registers no such connector "
                                                       f"(give kv_connector_module_path for one of your own)")
+        if version != "0.19.0" and serve.get("enable_sleep_mode") and not _follows_sleep_mode(config):
+            raise ConfigError(_flag("serve", "enable_sleep_mode", version),
+                              f"beside --kv-transfer-config's {_connector_name(config)}: vLLM {version} refuses it "
+                              f"(\"does not support sleep mode\")")
+
+
+def _follows_sleep_mode(connector) -> bool:
+    """0.33's supports_sleep_mode: NIXL's pull connector on its UCX backend (the default), Mooncake's over RDMA (its
+    default; its environment variables are not seen), every child of a MultiConnector; not NIXL's push connector,
+    Mooncake's store or MoRIIO. A class of one's own is taken at its word."""
+    if not isinstance(connector, dict) or connector.get("kv_connector_module_path"):
+        return True
+    name = connector.get("kv_connector")
+    extra = connector.get("kv_connector_extra_config")
+    extra = extra if isinstance(extra, dict) else {}
+    if name == "MultiConnector":
+        return all(_follows_sleep_mode(c) for c in extra.get("connectors") or [])
+    if name in ("NixlConnector", "NixlPullConnector"):
+        return extra.get("backends", ["UCX"]) == ["UCX"]
+    if name == "MooncakeConnector":
+        return extra.get("mooncake_protocol", "rdma") == "rdma"
+    return name not in ("NixlPushConnector", "MooncakeStoreConnector", "MoRIIOConnector")
 
 
 def _hybrid_manager(serve: dict, version: str, method: str | None, arch, out: dict) -> None:
@@ -1259,20 +1294,43 @@ def _hybrid_manager(serve: dict, version: str, method: str | None, arch, out: di
 
     local = local_attention(arch) if arch is not None else None
     eagle = method in EAGLE_TYPE + (("dflash", "dspark") if version != "0.19.0" else ())  # use_eagle()
-    connector = serve.get("kv_transfer_config")
+    offloading = _offloading_connector(serve, version, local is not None and local.chunked)
+    connector = offloading or serve.get("kv_transfer_config")
     hma = _supports_hma(connector, version) if connector is not None else True
     refusing = [why for off, why in ((local is not None and local.chunked and eagle,
                                       f"chunked local attention beside {method} drafts"),
                                      (version == "0.19.0" and serve.get("kv_events_config") is not None,
                                       "--kv-events-config"),
-                                     (hma is False, f"--kv-transfer-config's {_connector_name(connector)}, which "
-                                                    f"does not support it (SupportsHMA)")) if off]
+                                     (hma is False, f"{'--kv-offloading-size' if offloading else '--kv-transfer-config'}"
+                                                    f"'s {_connector_name(connector)}, which does not support it "
+                                                    f"(SupportsHMA)")) if off]
     given = serve.get("disable_hybrid_kv_cache_manager")
     if given is False and refusing:
         raise ConfigError(_flag("serve", "disable_hybrid_kv_cache_manager", version),
                           f"the hybrid KV cache manager enabled, with {refusing[0]}: vLLM {version} refuses it")
     if given is None and (refusing or connector is not None and (version == "0.19.0" or not hma)):
         out["engine.disable_hybrid_kv_cache_manager"] = True
+
+
+def _offloading_connector(serve: dict, version: str, chunked: bool) -> dict | None:
+    """--kv-offloading-size made into a KV connector (VllmConfig._post_init_kv_transfer_config: the native backend's
+    OffloadingConnector, LMCache's own), in place of a --kv-transfer-config's. 0.33 makes it before it decides the
+    hybrid manager, so the manager follows it; 0.19 after, so with the manager left on (no connector given, no KV
+    events or chunked local attention to turn it off) its connector, without HMA support, refuses to start."""
+    if serve.get("kv_offloading_size") is None:
+        return None
+    lmcache = serve.get("kv_offloading_backend") == "lmcache"
+    made = {"kv_connector": ("LMCacheConnectorV1" if version == "0.19.0" else "LMCacheMPConnector") if lmcache
+            else "OffloadingConnector", "kv_role": "kv_both"}
+    if version != "0.19.0":
+        return made
+    if serve.get("disable_hybrid_kv_cache_manager") is not True and serve.get("kv_transfer_config") is None and \
+            serve.get("kv_events_config") is None and not chunked:
+        raise ConfigError(_flag("serve", "kv_offloading_size", version),
+                          f"vLLM {version} makes its {made['kv_connector']} after it has left the hybrid KV cache "
+                          f"manager on, and that connector refuses to start beside it (\"does not support HMA\"): "
+                          f"give --disable-hybrid-kv-cache-manager")
+    return None
 
 
 # the KV connectors that subclass SupportsHMA (kv_connector/v1), by release; the others turn the hybrid manager
@@ -1282,6 +1340,32 @@ HMA_CONNECTORS = {
                          "MooncakeStoreConnector", "MoRIIOConnector", "OffloadingConnector", "SimpleCPUOffloadConnector",
                          "HiSparseConnector", "DecodeBenchConnector", "ExampleHiddenStatesConnector"}),
     "0.19.0": frozenset({"NixlConnector", "SimpleCPUOffloadConnector"})}
+
+
+# connectors that keep KV on one instance (CPU offloading, a benchmark's dummy KV, a drafter's hidden states): no
+# prefill instance hands a decode instance its prompt through them
+LOCAL_CONNECTORS = frozenset({"OffloadingConnector", "SimpleCPUOffloadConnector", "DecodeBenchConnector",
+                              "ExampleHiddenStatesConnector"})
+
+
+def _moves_kv_between_instances(connector) -> bool:
+    """A connector a P/D pair can hand a prompt's KV over: any but the local ones (a MultiConnector with one such
+    child; a class of one's own is taken at its word)."""
+    if not isinstance(connector, dict) or connector.get("kv_connector") is None:
+        return False
+    if connector.get("kv_connector") == "MultiConnector" and not connector.get("kv_connector_module_path"):
+        extra = connector.get("kv_connector_extra_config")
+        children = extra.get("connectors") if isinstance(extra, dict) else None
+        return isinstance(children, list) and any(_moves_kv_between_instances(c) for c in children)
+    return connector.get("kv_connector_module_path") is not None or connector["kv_connector"] not in LOCAL_CONNECTORS
+
+
+def pd_kv_config(version: str, role: str | None = None) -> str:
+    """The --kv-transfer-config of a P/D instance (NIXL): 0.33 deprecates kv_both for NixlConnector and asks for
+    kv_producer on prefill instances and kv_consumer on decode ones (nixl/connector.py); 0.19 takes kv_both."""
+    kv_role = "kv_both" if version == "0.19.0" else {"prefill": "kv_producer", "decode": "kv_consumer"}.get(
+        role, "kv_producer or kv_consumer")
+    return f"--kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":\"{kv_role}\"}}'"
 
 
 def _connector_name(connector) -> str:
@@ -1461,6 +1545,7 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
                                                         f"rerank), which servesim does not simulate: it serves text "
                                                         f"generation (backends {', '.join(ENDPOINT_ENDINGS)})")
     _client_checks(bench)
+    _sampling_checks(bench, version)
     if o.backend == "openai-audio":
         raise ConfigError("vllm bench serve --backend", "'openai-audio' benchmarks speech transcription (audio "
                                                         "prompts), which servesim does not simulate")
@@ -1529,6 +1614,32 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
         if unused or (dest not in BENCH_RESULT and dest not in BENCH_WORKLOAD):
             not_modelled[_flag("bench_serve", dest, version)] = v
     return o, w
+
+
+# SamplingParams._verify_args (sampling_params.py) on what the client sends: a value outside is a 400 to every
+# request, the client's first test request too, so the bench stops ("Initial test run failed") and writes nothing
+SAMPLING_LIMITS = {
+    "presence_penalty": ("in [-2, 2]", lambda v, new: -2.0 <= v <= 2.0),
+    "frequency_penalty": ("in [-2, 2]", lambda v, new: -2.0 <= v <= 2.0),
+    "repetition_penalty": ("above 0", lambda v, new: not v <= 0.0 and (math.isfinite(v) or not new)),
+    "temperature": ("in [0, 2]", lambda v, new: math.isfinite(v) and 0.0 <= v <= 2.0 if new else not v < 0.0),
+    "top_p": ("in (0, 1]", lambda v, new: 0.0 < v <= 1.0),
+    "top_k": ("-1 (off) or above 0", lambda v, new: not v < -1),
+    "min_p": ("in [0, 1]", lambda v, new: 0.0 <= v <= 1.0),
+}
+
+
+def _sampling_checks(bench: dict, version: str) -> None:
+    """The sampling flags, or --extra-body's keys of the same names (which win, as vLLM's client merges them), as
+    the server checks them: 0.19 bounds temperature below only."""
+    extra = bench.get("extra_body") if isinstance(bench.get("extra_body"), dict) else {}
+    for key, (bound, ok) in SAMPLING_LIMITS.items():
+        given = extra.get(key, bench.get(key))
+        if isinstance(given, (int, float)) and not isinstance(given, bool) and not ok(given, version != "0.19.0"):
+            field = f"vllm bench serve --extra-body.{key}" if key in extra else _flag("bench_serve", key, version)
+            bound = "from 0" if key == "temperature" and version == "0.19.0" else bound
+            raise ConfigError(field, f"{given!r}: vLLM {version}'s server takes {key} {bound} and "
+                                     f"answers every request 400, so the bench stops (\"Initial test run failed\")")
 
 
 def _client_checks(bench: dict) -> None:
@@ -1976,6 +2087,7 @@ def _decode_context_parallel(serve: dict, arch, version: str) -> None:
         raise ConfigError(_flag("serve", "decode_context_parallel_size", version),
                           (f"{dcp} must divide --tensor-parallel-size ({tp})" if pcp == 1 else
                            f"{dcp} must be 1, -pcp ({pcp}) or TP x PCP ({tp * pcp})") + f": vLLM {version} refuses it")
+    _nixl_context_parallel(serve, dcp, tp, pcp, arch, version)
     if dcp <= 1 or arch is None or arch.is_mla:
         return
     kv, per_kv = arch.num_key_value_heads, arch.num_attention_heads // arch.num_key_value_heads
@@ -1985,6 +2097,33 @@ def _decode_context_parallel(serve: dict, arch, version: str) -> None:
     if why:
         raise ConfigError(_flag("serve", "decode_context_parallel_size", version), f"{dcp} {why} (vLLM refuses it "
                                                                                   f"on a GQA model)")
+
+
+def _nixl_context_parallel(serve: dict, dcp: int, tp: int, pcp: int, arch, version: str) -> None:
+    """0.33's NixlConnector (named, or a MultiConnector's child) beside context parallelism: VllmConfig asserts a
+    side is wholly replicated or wholly DCP-sharded, MLA only; the connector takes PCP on a producer only, and
+    PCP with DCP on TP 1 with DCP spanning PCP (nixl/connector.py). 0.19 checks none of these."""
+    kv = serve.get("kv_transfer_config")
+    if version == "0.19.0" or not isinstance(kv, dict):
+        return
+    extra = kv.get("kv_connector_extra_config") if isinstance(kv.get("kv_connector_extra_config"), dict) else {}
+    children = extra.get("connectors") if kv.get("kv_connector") == "MultiConnector" else None
+    if kv.get("kv_connector") != "NixlConnector" and not (isinstance(children, list) and any(
+            isinstance(c, dict) and c.get("kv_connector") == "NixlConnector" for c in children)):
+        return
+    flag = _flag("serve", "decode_context_parallel_size", version)
+    if dcp not in (1, max(tp, pcp)):
+        raise ConfigError(flag, f"{dcp} beside NixlConnector must be 1 or the NIXL transfer parallel size, "
+                                f"max(TP, PCP) = {max(tp, pcp)}: vLLM {version} refuses it")
+    if dcp > 1 and arch is not None and not arch.is_mla:
+        raise ConfigError(flag, f"{dcp} beside NixlConnector: vLLM {version} runs P/D with DCP on MLA models only")
+    if pcp > 1 and kv.get("kv_role") in ("kv_consumer", "kv_both"):
+        raise ConfigError(_flag("serve", "prefill_context_parallel_size", version),
+                          f"{pcp} beside NixlConnector's {kv.get('kv_role')}: vLLM {version}'s connector takes PCP on "
+                          f"a kv_producer only")
+    if pcp > 1 and dcp > 1 and (tp != 1 or dcp != pcp):
+        raise ConfigError(flag, f"{dcp} with -pcp {pcp} beside NixlConnector: vLLM {version} needs TP 1 and DCP "
+                                f"equal to PCP")
 
 
 def unstartable(settings: dict) -> str | None:
@@ -2125,9 +2264,11 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
                      f"others on their nodes with --data-parallel-start-rank (vLLM's hybrid balancing)")
     replicas, prefill = cluster.get("replicas", 1), cluster.get("prefill_replicas", 0)
     if prefill:  # vLLM's disaggregated serving: instances of each role joined by a KV connector, behind a proxy
+        roles = f"each with {pd_kv_config(version)}" if version == "0.19.0" else \
+            f"the prefill ones with {pd_kv_config(version, 'prefill')}, the decode ones with " \
+            f"{pd_kv_config(version, 'decode')}"
         notes.append(f"prefill/decode disaggregation: run {prefill} prefill and {replicas} decode instance(s) of "
-                     f"this line, each with --kv-transfer-config '{{\"kv_connector\":\"NixlConnector\",\"kv_role\":"
-                     f"\"kv_both\"}}', behind a proxy that sends each request to a prefill then a decode instance")
+                     f"this line, {roles}, behind a proxy that sends each request to a prefill then a decode instance")
     elif replicas > 1:
         notes.append(f"{replicas} instances of this line behind a load balancer (servesim's router: "
                      f"{cluster.get('router', 'round_robin')}): vLLM's line is one instance")

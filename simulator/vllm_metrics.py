@@ -62,7 +62,7 @@ def _first_steps(runs, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows, offsets[rows] + runs.values[b[rows]]
 
 
-def _step_tokens(result) -> dict[str, np.ndarray]:
+def _step_tokens(result, version: str = "0.33.0") -> dict[str, np.ndarray]:
     """Per step (all replicas' steps, in the steps table's order), as vLLM's IterationStats counts them:
     `generated`, tokens generated (one per request given a token, a prefill engine's discarded one too, plus the
     drafts it accepted, less those past its stop); `prompt`, the prompts of the requests whose prefill ended in it
@@ -89,10 +89,17 @@ def _step_tokens(result) -> dict[str, np.ndarray]:
     np.add.at(out["computed"], at, prompt_len[rows] - cached[rows])
     np.add.at(out["local"], at, cached[rows])
     np.add.at(out["recomputed"], at, (cached[rows] + 1 == prompt_len[rows]).astype(np.int64))  # a whole-prompt hit
-    if split:  # and the decode engine counts it again, as loaded, at its first token
+    if split:  # and the decode engine counts it again at its first token: pulled, or in its own prefix cache
         rows, at = _first_steps(tok.runs, tok.offsets)
+        pulled = cols["pulled_tokens"][rows].astype(np.int64)
         np.add.at(out["prompt"], at, prompt_len[rows])
-        np.add.at(out["external"], at, prompt_len[rows])
+        np.add.at(out["external"], at, pulled)
+        if version == "0.19.0":  # its cached tokens are the prompt less the last, computed again (the local part
+            np.add.at(out["local"], at, prompt_len[rows] - pulled - 1)  # -1 where none: 0.19's local hit adds it back)
+            np.add.at(out["computed"], at, 1)
+            np.add.at(out["recomputed"], at, 1)
+        else:  # 0.33 counts what it had at admission: its local hit and the tokens to pull, nothing computed
+            np.add.at(out["local"], at, prompt_len[rows] - pulled)
     return out
 
 
@@ -149,7 +156,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
     from prometheus_client.exposition import generate_latest
 
     cols, steps = result.request_columns, result.step_columns
-    per_step = per_step if per_step is not None else _step_tokens(result)
+    per_step = per_step if per_step is not None else _step_tokens(result, version)
     line = line if line is not None else timeline(result, per_step)
     step_engine = steps["replica"][:]
     engines = sorted(int(e) for e in np.unique(steps["replica"][:])) or [0]
@@ -207,11 +214,22 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
         replica = cols["replica"]
         # the phases before the first token ran where the prompt was computed: a prefill replica when disaggregated
         prefill_engine = np.where(cols["prefill_replica"] >= 0, cols["prefill_replica"], replica)
+        # a request's prefix-cache lookups: a decode engine's, where it pulled a prompt, and the rest where computed
+        lookups = {c: (cols[c], np.zeros(len(replica), dtype=np.int64)) for c in ("prefix_queries", "prefix_hits")}
+        if "pulled_tokens" in cols and result.config["engine"]["enable_prefix_caching"]:
+            pulled, prompt = cols["pulled_tokens"], cols["prompt_tokens"]
+            decode = {"prefix_queries": np.where(pulled > 0, prompt, 0),
+                      "prefix_hits": np.where(pulled > 0, prompt - pulled, 0)}
+            lookups = {c: (cols[c] - decode[c], decode[c]) for c in lookups}
+
+        def looked_up(column: str, e: int) -> float:
+            own, at_decode = lookups[column]
+            return float(own[prefill_engine == e].sum() + at_decode[replica == e].sum())
         if version != "0.19.0":  # 0.33's hit tokens by cache tier: the device's prefix hits, a P/D decode's loads p2p
             c = CounterMetricFamily("vllm:prompt_tokens_cached_by_source", "Prefix-cache hit tokens by the cache tier "
                                     "that supplied them.", labels=names + ["source"])
             for e in engines:
-                tiers = {"device": cols["prefix_hits"][prefill_engine == e].sum(), "host": 0,
+                tiers = {"device": looked_up("prefix_hits", e), "host": 0,
                          "p2p": per_step["external"][step_engine == e].sum(), "disk": 0, "external_unspecified": 0}
                 for source, value in tiers.items():
                     c.add_metric([model_name, tag(e), source], float(value))
@@ -222,7 +240,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
                                    "tokens.", "prefix_hits")):
             c = CounterMetricFamily(name, doc, labels=names)
             for e in engines:
-                c.add_metric([model_name, tag(e)], float(cols[column][prefill_engine == e].sum()))
+                c.add_metric([model_name, tag(e)], looked_up(column, e))
             yield c
         yield from _spec_decode_counters(result, model_name, engines, tag)
         if version != "0.19.0":  # 0.33's API server counts the requests its queue limits refuse
@@ -235,9 +253,15 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
         ok = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
                                  labels=names + ["finished_reason"])
         reason = np.asarray(cols["finish_reason"], dtype=object)
+        legs = np.zeros(len(replica), dtype=bool)  # disaggregated: the prefill engine's one-token request, capped
+        if result.tokens.prefill_runs is not None:
+            legs[_first_steps(result.tokens.prefill_runs, result.tokens.prefill_offsets)[0]] = True
         for e in engines:  # every FinishReason of vLLM's, each request under its own (stop, or length where capped)
             for label in FINISH_REASONS:
-                ok.add_metric([model_name, tag(e), label], float((finished & (replica == e) & (reason == label)).sum()))
+                done = (finished & (replica == e) & (reason == label)).sum()
+                if label == "length":
+                    done += (legs & (cols["prefill_replica"] == e)).sum()
+                ok.add_metric([model_name, tag(e), label], float(done))
         yield ok
         first = cols["first_scheduled_time"]
         # where the prompt was computed: its first token there (a prefill engine's own, which the client never sees)
@@ -352,7 +376,7 @@ def write_prometheus(result, out: Path, model_name: str, version: str = "0.33.0"
                      first_engine: int = 0) -> list[str]:
     """prometheus.parquet and metrics.prom in `out` (buckets, first_engine: as exposition's); their names, for the
     run's file list."""
-    per_step = _step_tokens(result)  # once, for both files
+    per_step = _step_tokens(result, version)  # once, for both files
     line = timeline(result, per_step)
     line.assign(engine=line["engine"] + first_engine).to_parquet(out / "prometheus.parquet", index=False)
     (out / "metrics.prom").write_text(exposition(result, model_name, version, line, per_step, buckets, first_engine))

@@ -160,6 +160,27 @@ def test_the_kv_transfer_counts_in_the_time_to_first_token():
     assert req.max_itl.max() < transfer.min()  # the transfer is not a gap between tokens any more
 
 
+def test_a_decode_replica_pulls_only_what_its_own_prefix_cache_lacks():
+    """Issue 16 (r111): every hand-off pulled the whole prompt, though vLLM's decode instance looks the prompt up
+    in its own prefix cache first and its connector pulls only the rest (NIXL: prompt - num_computed_tokens). A
+    shared system prompt then crosses the link once per decode replica, not once per request; the decode replica
+    holds blocks for the whole prompt while the rest is pulled, counted as waiting, as vLLM's
+    WAITING_FOR_REMOTE_KVS requests are."""
+    sets = DISAGG[:1] + ["workload.arrival.rate=4", "workload.shared_prefix={tokens: 2048, count: 1}",
+                         "cluster.replicas=1", "cluster.prefill_replicas=1", "cluster.kv_link_gbps=1"]
+    r = simulate(load(None, sets))
+    req = r.requests
+    assert req.pulled_tokens.iloc[0] == req.prompt_tokens.iloc[0]  # nothing cached there yet
+    assert (req.pulled_tokens.iloc[1:] == req.prompt_tokens.iloc[1:] - 2048).all()
+    transfer = req.pulled_tokens * 131072 / 1e9
+    assert (req.first_token_time - _prefill_token_time(r) >= transfer - 1e-9).all()
+    off = simulate(load(None, sets + ["engine.enable_prefix_caching=false"]))
+    assert (off.requests.pulled_tokens == off.requests.prompt_tokens).all()
+    assert r.summary["mean_ttft_ms"] < 0.5 * off.summary["mean_ttft_ms"]
+    decode = r.steps[r.steps.replica == 1]
+    assert decode.num_waiting.max() >= 1  # a pull in flight counts as waiting
+
+
 def test_routers_read_only_the_replica_load_view():
     """Every router chooses from objects that have ReplicaLoad's members and nothing else; the engine's replicas
     satisfy that view. So a router cannot come to depend on a replica's internals."""

@@ -256,7 +256,13 @@ def test_config_shows_the_scenario_and_prints_it_back_as_a_vllm_line(tmp_path, c
     assert main(["config", "--vllm", "--set", "cluster.replicas=3", "--set", "cluster.router=least_kv"]) == 0
     assert "3 instances of this line behind a load balancer (servesim's router: least_kv)" in capsys.readouterr().err
     assert main(["config", "--vllm", "--set", "cluster.replicas=2", "--set", "cluster.prefill_replicas=1"]) == 0
-    assert "run 1 prefill and 2 decode instance(s)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "run 1 prefill and 2 decode instance(s)" in err
+    # r111: 0.33's NixlConnector deprecates kv_both, and asks for a role per instance
+    assert '"kv_role":"kv_producer"}\', the decode ones with' in err and '"kv_role":"kv_consumer"' in err
+    assert main(["config", "--vllm", "--vllm-version", "0.19.0", "--set", "cluster.replicas=2", "--set",
+                 "cluster.prefill_replicas=1"]) == 0
+    assert '"kv_role":"kv_both"' in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("version", ["0.19.0", "0.33.0"])
@@ -1132,6 +1138,28 @@ def test_the_hybrid_kv_cache_manager_is_off_where_vllm_turns_it_off(version, mod
             read(line, [], version=version)
     else:
         assert read(line, [], version=version).settings["engine.disable_hybrid_kv_cache_manager"] is False
+
+
+MULTI = {"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": [
+    {"kv_connector": "NixlConnector", "kv_role": "kv_both"}, {"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}]}}
+
+
+@pytest.mark.parametrize("kv, says", [
+    (None, "the line has no KV connector"),
+    ({"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}, "OffloadingConnector moves no prompt's KV"),
+    ({"kv_connector": "NixlConnector", "kv_role": "kv_producer"}, None),
+    (MULTI, None)])
+def test_disaggregation_needs_a_connector_that_moves_kv_between_instances(kv, says, tmp_path, capsys):
+    """r111: --set cluster.prefill_replicas ran P/D for a line with no KV connector, or with an offloading one,
+    which vLLM's instances cannot hand a prompt over; and a P/D connector was called not modelled."""
+    line = ["vllm", "--out", str(tmp_path / "o"), "--config", "--set", "cluster.prefill_replicas=1", "serve", MODEL,
+            *(["--kv-transfer-config", json.dumps(kv)] if kv else []), "--", "bench", "serve", "--num-prompts", "5"]
+    rc = main(line)
+    err = capsys.readouterr().err
+    if says:
+        assert rc == 2 and f"cluster.prefill_replicas: prefill/decode disaggregation needs" in err and says in err
+    else:
+        assert rc == 0 and "not modelled" not in err
 
 
 def test_019_disaggregation_runs_without_the_hybrid_manager(capsys):
@@ -2554,3 +2582,84 @@ def test_attention_enum_fields_vllm_takes_are_taken():
     cmd = read([MODEL, "--attention-config", json.dumps({"mla_prefill_backend": "flashinfer",
                                                          "backend_per_kind": {"full_attention": "flash_attn"}})], [])
     assert "vllm serve --attention-config" in cmd.not_modelled  # checked, and recorded as not modelled
+
+
+@pytest.mark.parametrize("version, flags, says", [
+    ("0.33.0", ["--temperature", "-1"], "--temperature: -1.0: vLLM 0.33.0's server takes temperature in [0, 2]"),
+    ("0.33.0", ["--temperature", "2.5"], "temperature in [0, 2]"),
+    ("0.19.0", ["--temperature", "-0.5"], "takes temperature from 0"),
+    ("0.33.0", ["--top-p", "0"], "top_p in (0, 1]"),
+    ("0.33.0", ["--top-k", "-2"], "top_k -1 (off) or above 0"),
+    ("0.19.0", ["--min-p", "1.5"], "min_p in [0, 1]"),
+    ("0.33.0", ["--presence-penalty", "3"], "presence_penalty in [-2, 2]"),
+    ("0.33.0", ["--frequency-penalty", "-2.5"], "frequency_penalty in [-2, 2]"),
+    ("0.33.0", ["--repetition-penalty", "0"], "repetition_penalty above 0"),
+    ("0.33.0", ["--temperature", "0.5", "--extra-body", '{"temperature": 9}'], "--extra-body.temperature: 9"),
+])
+def test_sampling_values_the_server_refuses_are_refused(version, flags, says):
+    """r111: out-of-range sampling flags ran as completed requests; vLLM's server answers each 400
+    (SamplingParams._verify_args) and the bench stops at its first test request."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL], ["--num-prompts", "5", *flags], version=version)
+
+
+@pytest.mark.parametrize("version, flags", [("0.19.0", ["--temperature", "2.5"]), ("0.33.0", ["--temperature", "2"]),
+                                            ("0.33.0", ["--top-k", "-1", "--top-p", "1", "--min-p", "0"]),
+                                            ("0.33.0", ["--temperature", "9", "--extra-body", '{"temperature": 1}'])])
+def test_sampling_values_the_server_takes_run(version, flags):
+    assert read([MODEL], ["--num-prompts", "5", *flags], version=version)
+
+
+NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["deepseek-ai/DeepSeek-V3", "-tp", "8", "-dcp", "2"], "-size: 2 beside NixlConnector must be 1 or the NIXL "
+                                                          "transfer parallel size, max(TP, PCP) = 8"),
+    ([MODEL, "-tp", "8", "-dcp", "8"], None),  # MLA only: Llama's GQA is refused (by the GQA rule or NIXL's)
+    ([MODEL, "-pcp", "2"], "--prefill-context-parallel-size: 2 beside NixlConnector's kv_both"),
+])
+def test_033_nixl_refuses_context_parallelism_it_cannot_transfer(flags, says):
+    """r111: 0.33's VllmConfig and NixlConnector refuse DCP other than 1 or the transfer size (MLA only) and PCP on
+    a consumer; these lines ran."""
+    line = [*flags, "--kv-transfer-config", json.dumps(NIXL)]
+    with pytest.raises(ConfigError) as err:
+        read(line, [], version="0.33.0")
+    assert says is None or says in str(err.value)
+    if flags[1:] == ["-tp", "8", "-dcp", "2"]:  # 0.19 checks none of it
+        read(line, [], version="0.19.0")
+
+
+@pytest.mark.parametrize("kv, refused", [
+    ({"kv_connector": "MooncakeStoreConnector", "kv_role": "kv_both"}, True),
+    ({"kv_connector": "MoRIIOConnector", "kv_role": "kv_both"}, True),
+    ({"kv_connector": "NixlPushConnector", "kv_role": "kv_producer"}, True),
+    ({**NIXL, "kv_connector_extra_config": {"backends": ["UCX", "GDS"]}}, True),
+    (NIXL, False),
+    ({"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": [
+        NIXL, {"kv_connector": "MoRIIOConnector", "kv_role": "kv_both"}]}}, True),
+])
+def test_033_sleep_mode_needs_a_connector_that_follows_it(kv, refused):
+    """r111: VllmConfig._verify_kv_transfer_compat refuses sleep mode beside a connector without supports_sleep_mode."""
+    line = [MODEL, "--enable-sleep-mode", "--kv-transfer-config", json.dumps(kv)]
+    if refused:
+        with pytest.raises(ConfigError, match="--enable-sleep-mode: beside --kv-transfer-config's .* refuses it"):
+            read(line, [], version="0.33.0")
+    else:
+        read(line, [], version="0.33.0")
+    if kv["kv_connector"] not in ("NixlPushConnector", "MooncakeStoreConnector"):  # 0.33's connectors only
+        read(line, [], version="0.19.0")  # 0.19 has no such check
+
+
+def test_kv_offloading_decides_the_hybrid_manager_as_each_release_does():
+    """r111: 0.19 makes --kv-offloading-size's connector after leaving the hybrid manager on, and that connector
+    refuses to start beside it; 0.33 makes it first, so LMCache's turns the manager off (it had stayed on: a KV pool
+    of twice the size for gpt-oss where the same connector given by --kv-transfer-config halved it)."""
+    with pytest.raises(ConfigError, match="--kv-offloading-size: vLLM 0.19.0 makes its OffloadingConnector after"):
+        read([MODEL, "--kv-offloading-size", "10"], [], version="0.19.0")
+    read([MODEL, "--kv-offloading-size", "10", "--disable-hybrid-kv-cache-manager"], [], version="0.19.0")
+    gpt = "openai/gpt-oss-120b"
+    lmcache = read([gpt, "--kv-offloading-size", "10", "--kv-offloading-backend", "lmcache"], [])
+    assert lmcache.settings["engine.disable_hybrid_kv_cache_manager"] is True
+    native = read([gpt, "--kv-offloading-size", "10"], [])
+    assert "engine.disable_hybrid_kv_cache_manager" not in native.settings  # 0.33's OffloadingConnector supports it

@@ -161,10 +161,12 @@ def test_0_19_counts_the_recomputed_last_token_of_a_cached_prompt(tmp_path):
     assert whole > 0 and families["vllm:prompt_tokens_recomputed"].samples[0].value == whole
 
 
-def test_disaggregation_counts_the_prompt_where_it_was_computed():
-    """The prefill engine computes the prompt (its cache lookups, queue, prefill time, TTFT and first token);
-    the decode engine counts the prompt as loaded over the KV transfer, and generates the rest, as vLLM's P/D
-    instances count them."""
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_disaggregation_counts_the_prompt_where_it_was_computed(version):
+    """The prefill engine computes the prompt (its cache lookups, queue, prefill time, TTFT and a token the proxy
+    discards); the decode engine looks the prompt up in its own prefix cache, counts the rest as pulled over the
+    KV transfer, and generates every token the client gets, as vLLM's P/D instances count them (issue 16, r111:
+    the decode engine's own lookups and hits had been left out, and 0.19's last token computed again)."""
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
 
@@ -173,28 +175,43 @@ def test_disaggregation_counts_the_prompt_where_it_was_computed():
                              "workload.shared_prefix={tokens: 1024, count: 2}"]))
     cols = r.request_columns
     done = np.array([s == "finished" for s in cols["status"]])
-    assert (cols["prefill_replica"][done] == 0).all() and set(cols["replica"][done]) == {1, 2}
-    prompt, cached, out = (int(cols[c][done].sum()) for c in ("prompt_tokens", "cached_tokens", "output_tokens"))
-    prom = _prom(r)
+    assert done.all() and (cols["prefill_replica"] == 0).all() and set(cols["replica"]) == {1, 2}
+    prompt, cached, out, pulled = (int(cols[c].sum()) for c in ("prompt_tokens", "cached_tokens", "output_tokens",
+                                                                 "pulled_tokens"))
+    assert 0 < pulled <= prompt - 50 * 1024  # the decode engines had the shared prefixes (after their first)
+    prom = _prom(r, version)
     for name, source in (("vllm:prompt_tokens_by_source_total", "external_kv_transfer"),
                          ("vllm:prompt_tokens_by_source_total", "local_compute"),
+                         ("vllm:prompt_tokens_by_source_total", "local_cache_hit"),
+                         ("vllm:prompt_tokens_cached_total", None), ("vllm:prompt_tokens_recomputed_total", None),
                          ("vllm:prompt_tokens_total", None), ("vllm:prefix_cache_queries_total", None),
+                         ("vllm:prefix_cache_hits_total", None),
                          ("vllm:generation_tokens_total", None), ("vllm:e2e_request_latency_seconds_count", None),
                          ("vllm:request_success_total", "stop"), ("vllm:time_to_first_token_seconds_count", None),
                          ("vllm:request_prefill_time_seconds_count", None),
                          ("vllm:request_queue_time_seconds_count", None)):  # the decode engines together
-        prom[(name, "1", source)] += prom[(name, "2", source)]
+        if (name, "1", source) in prom:
+            prom[(name, "1", source)] += prom[(name, "2", source)]
     assert prom[("vllm:prompt_tokens_total", "0", None)] == prompt
     assert prom[("vllm:prompt_tokens_by_source_total", "0", "local_compute")] == prompt - cached
-    assert prom[("vllm:prompt_tokens_by_source_total", "1", "external_kv_transfer")] == prompt
-    assert prom[("vllm:prompt_tokens_by_source_total", "1", "local_compute")] == 0
+    assert prom[("vllm:prompt_tokens_by_source_total", "1", "external_kv_transfer")] == pulled
     assert prom[("vllm:prompt_tokens_total", "1", None)] == prompt
-    assert prom[("vllm:prefix_cache_hits_total", "0", None)] == cols["prefix_hits"].sum() > 0
-    assert prom[("vllm:prompt_tokens_cached_by_source_total", "0", "device")] == cols["prefix_hits"].sum()
-    prom[("vllm:prompt_tokens_cached_by_source_total", "1", "p2p")] += \
-        prom[("vllm:prompt_tokens_cached_by_source_total", "2", "p2p")]
-    assert prom[("vllm:prompt_tokens_cached_by_source_total", "1", "p2p")] == prompt  # the decode engine's loads
-    assert prom[("vllm:prefix_cache_queries_total", "1", None)] == 0
+    assert prom[("vllm:prefix_cache_queries_total", "1", None)] == prompt  # the decode engine's own lookups
+    assert prom[("vllm:prefix_cache_hits_total", "1", None)] == prompt - pulled
+    assert prom[("vllm:prefix_cache_queries_total", "0", None)] + prompt == cols["prefix_queries"].sum()
+    assert prom[("vllm:prefix_cache_hits_total", "0", None)] == cached > 0
+    assert prom[("vllm:prompt_tokens_by_source_total", "1", "local_cache_hit")] == prompt - pulled
+    if version == "0.19.0":  # the prompt less its last token was cached, and that token computed again
+        assert prom[("vllm:prompt_tokens_by_source_total", "1", "local_compute")] == 60
+        assert prom[("vllm:prompt_tokens_recomputed_total", "1", None)] == 60
+        assert prom[("vllm:prompt_tokens_cached_total", "1", None)] == prompt - 60
+    else:  # 0.33 counts what it had at admission: nothing to compute
+        assert prom[("vllm:prompt_tokens_by_source_total", "1", "local_compute")] == 0
+        assert prom[("vllm:prompt_tokens_cached_total", "1", None)] == prompt
+        prom[("vllm:prompt_tokens_cached_by_source_total", "1", "p2p")] += \
+            prom[("vllm:prompt_tokens_cached_by_source_total", "2", "p2p")]
+        assert prom[("vllm:prompt_tokens_cached_by_source_total", "1", "p2p")] == pulled  # the decode engine's loads
+        assert prom[("vllm:prompt_tokens_cached_by_source_total", "0", "device")] == cached
     # each request's token on the prefill engine, which the proxy discards; the client's all come from decode
     assert prom[("vllm:generation_tokens_total", "0", None)] == done.sum()
     assert prom[("vllm:generation_tokens_total", "1", None)] == out
@@ -206,6 +223,9 @@ def test_disaggregation_counts_the_prompt_where_it_was_computed():
     assert 0 < engine_ttft < (cols["ttft"][done].sum()) - 1e-6
     assert prom[("vllm:e2e_request_latency_seconds_count", "1", None)] == done.sum()
     assert prom[("vllm:request_success_total", "1", "stop")] == done.sum()  # no max_tokens sent: the output's own end
+    # r111: the prefill engine's request is a one-token one (the proxy's max_tokens=1), capped there
+    assert prom[("vllm:request_success_total", "0", "length")] == done.sum()
+    assert prom[("vllm:request_success_total", "0", "stop")] == 0
 
 
 def test_custom_histogram_buckets_replace_a_familys_edges(tmp_path):
