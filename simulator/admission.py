@@ -44,10 +44,11 @@ class AdmissionRules:
         return r.spec.output_limit
 
     def _reservation_fits(self, r: Request, running: list[Request], kv) -> bool:
-        """Blocks for prompt + expected output must be free beyond what running requests still reserve."""
+        """Blocks for prompt + expected output must be free beyond what running requests still reserve (less those
+        r holds already: a disaggregated decode replica's pulled prompt)."""
         total = -(-min(r.prompt_tokens + self._expected_output(r), self.max_model_len) // kv.block_size)
         outstanding = sum(q.reserved_blocks - len(q.blocks) for q in running if q.reserved_blocks > len(q.blocks))
-        if total + outstanding > kv.num_free_blocks:
+        if total - len(r.blocks) + outstanding > kv.num_free_blocks:
             return False
         r.reserved_blocks = total
         return True

@@ -39,7 +39,8 @@ class Replica:
     def _stalled(self) -> Exception:
         """Nothing can be scheduled though requests wait. A prompt larger than the whole pool is the settings'
         (vLLM 0.19 starts with a num_gpu_blocks_override below one max-length request, as it checks the memory it
-        profiled, then waits on that request for ever); anything else is a bug."""
+        profiled, then waits on that request for ever); so is a decode replica whose pulled prompts, waiting for a
+        seat, hold the blocks its queue's head needs; anything else is a bug."""
         kv, waiting = self.kv, self.scheduler.waiting
         longest = max((r.num_tokens for r in waiting), default=0)  # a preempted one's output is prefilled again
         if kv.blocks_to_admit(longest) > kv.num_usable_blocks:  # local-attention groups' blocks counted too
@@ -48,6 +49,13 @@ class Replica:
                                f"{kv.blocks_to_admit(longest):,} blocks, more than the KV pool's "
                                f"{kv.num_usable_blocks:,} usable blocks of {kv.block_size}: vLLM would wait on it "
                                f"for ever; give more blocks or lower max_model_len")
+        held = sum(len(r.blocks) for r in waiting)
+        if held:  # disaggregation: the head waits for blocks that pulled requests behind it hold, waiting for a seat
+            return ConfigError(self._pool_field,
+                               f"decode replica {self.index}: the request at the head of its queue needs KV blocks "
+                               f"that {held:,} blocks of pulled prompts waiting behind it hold, and nothing runs to "
+                               f"free any: vLLM's decode instance would wait for ever (head of line); give more "
+                               f"blocks or a larger engine.max_num_seqs")
         return RuntimeError(f"replica {self.index}: nothing schedulable with {len(waiting)} waiting")
 
     def __init__(self, env: SimClock, index: int, rs: ResolvedScenario, front_end: FrontEnd,

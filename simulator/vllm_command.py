@@ -461,6 +461,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
             raise ConfigError(f"vllm serve {flag}", f"a JSON object is expected (vLLM's config field takes no "
                                                     f"other), got {value!r:.60}")
     _check_json_configs(serve, version)
+    _check_kv_configs(serve, version)
     _check_microbatching(serve, version)
     if (why := unstartable({"engine": {"block_size": serve.get("block_size")}})) is not None:
         raise ConfigError("vllm serve --block-size", why)
@@ -476,6 +477,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     if serve.get("quantization") is not None:
         _quantization(serve, model_given, arch, version, not_modelled)
     _decode_context_parallel(serve, arch, version)
+    _routed_experts(serve, arch, version)
     reached, first_rank = _parallel_launch(serve, arch, version)
     bench = parse(bench_argv, "bench_serve", version)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
@@ -538,7 +540,6 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         if slots:
             settings["speculative.drafting_slots_per_seq"] = slots
     _async_scheduling(serve, version, method, spec_config, settings)
-    _check_kv_configs(serve, version)
     _refuse_model_overrides(serve.get("hf_overrides"), version)
     _hybrid_manager(serve, version, method, arch, settings)
     options, workload = _bench(bench, not_modelled, version)
@@ -579,7 +580,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     settings["engine.vllm_defaults"] = version  # the release's own defaults fill what the line leaves out
     drafts = (k or spec_config.get("num_speculative_tokens")) if serve.get("enable_lora") and spec_config else None
     return VllmCommand(model, settings, options, not_modelled, version, set(serve), served[0],
-                       drafts if isinstance(drafts, int) else None, serve.get("kv_transfer_config"))
+                       drafts if isinstance(drafts, int) else None, effective_kv_config(serve, version))
 
 
 # servesim settings the bench command decides -> the flags that decide them
@@ -1246,25 +1247,51 @@ def _check_kv_configs(serve: dict, version: str) -> None:
     """--kv-transfer-config as vLLM takes it (its fields and types, and --kv-events-config's, are checked with the
     other config classes': _check_json_configs): a role beside a connector and one of KVRole's, a connector the
     release registers (or one loaded from kv_connector_module_path), and in 0.33 a connector named where the
-    hybrid manager is left to it (supports_hma_config looks it up)."""
+    hybrid manager is left to it (supports_hma_config looks it up); a MultiConnector's children each so (vLLM makes
+    each a config of its own). A class of one's own is read as each release's factory reads it: 0.19 takes a
+    registered name first (its module path then unused: dropped here), 0.33 the module path first."""
     config = serve.get("kv_transfer_config")
-    if isinstance(config, dict):
-        flag = _flag("serve", "kv_transfer_config", version)
-        connector, role = config.get("kv_connector"), config.get("kv_role")
-        if role is not None and role not in KV_ROLES:
-            raise ConfigError(f"{flag}.kv_role", f"{role!r}: vLLM takes {', '.join(KV_ROLES)}")
-        if connector is not None and role is None:
-            raise ConfigError(f"{flag}.kv_role", f"needed beside kv_connector {connector!r}: vLLM refuses it unset")
-        if connector is None and version != "0.19.0" and serve.get("disable_hybrid_kv_cache_manager") is None:
-            raise ConfigError(f"{flag}.kv_connector", "not set: vLLM 0.33 refuses a KV transfer config without one")
-        if connector is not None and not config.get("kv_connector_module_path") and \
-                connector not in KV_CONNECTORS[version]:
-            raise ConfigError(f"{flag}.kv_connector", f"{connector!r}: vLLM {version} registers no such connector "
-                                                      f"(give kv_connector_module_path for one of your own)")
-        if version != "0.19.0" and serve.get("enable_sleep_mode") and not _follows_sleep_mode(config):
-            raise ConfigError(_flag("serve", "enable_sleep_mode", version),
-                              f"beside --kv-transfer-config's {_connector_name(config)}: vLLM {version} refuses it "
-                              f"(\"does not support sleep mode\")")
+    if not isinstance(config, dict):
+        return
+    flag = _flag("serve", "kv_transfer_config", version)
+    if config.get("kv_connector") is None and version != "0.19.0" and \
+            serve.get("disable_hybrid_kv_cache_manager") is None:
+        raise ConfigError(f"{flag}.kv_connector", "not set: vLLM 0.33 refuses a KV transfer config without one")
+    _check_connector(config, flag, version)
+    runs = effective_kv_config(serve, version)
+    if version != "0.19.0" and serve.get("enable_sleep_mode") and not _follows_sleep_mode(runs):
+        raise ConfigError(_flag("serve", "enable_sleep_mode", version),
+                          f"beside {_connector_name(runs)}: vLLM {version} refuses it (\"does not support sleep "
+                          f"mode\")")
+
+
+def _check_connector(config: dict, field: str, version: str) -> None:
+    connector, role, path = config.get("kv_connector"), config.get("kv_role"), config.get("kv_connector_module_path")
+    if role is not None and role not in KV_ROLES:
+        raise ConfigError(f"{field}.kv_role", f"{role!r}: vLLM takes {', '.join(KV_ROLES)}")
+    if connector is not None and role is None:
+        raise ConfigError(f"{field}.kv_role", f"needed beside kv_connector {connector!r}: vLLM refuses it unset")
+    if path == "" and version != "0.19.0":
+        raise ConfigError(f"{field}.kv_connector_module_path", f"empty: vLLM {version} refuses it")
+    if path is not None and version == "0.19.0" and connector in KV_CONNECTORS[version]:
+        del config["kv_connector_module_path"]  # 0.19's factory finds the name registered and never reads it
+        path = None
+    if connector is not None and not path and connector not in KV_CONNECTORS[version]:
+        raise ConfigError(f"{field}.kv_connector", f"{connector!r}: vLLM {version} registers no such connector "
+                                                   f"(give kv_connector_module_path for one of your own)")
+    if connector == "MultiConnector" and not path:
+        extra = config.get("kv_connector_extra_config")
+        children = extra.get("connectors") if isinstance(extra, dict) else None
+        if not isinstance(children, list):
+            raise ConfigError(f"{field}.kv_connector_extra_config.connectors", "a list of connectors' configs is "
+                                                                               "needed: vLLM's MultiConnector asserts it")
+        for k, child in enumerate(children):
+            where = f"{field}.kv_connector_extra_config.connectors[{k}]"
+            if not isinstance(child, dict):
+                raise ConfigError(where, f"{child!r:.40}: a connector's config (an object), as vLLM makes one of it")
+            if child.get("kv_connector") is None:
+                raise ConfigError(f"{where}.kv_connector", "not set: vLLM makes no connector of it")
+            _check_connector(child, where, version)
 
 
 def _follows_sleep_mode(connector) -> bool:
@@ -1276,8 +1303,9 @@ def _follows_sleep_mode(connector) -> bool:
     name = connector.get("kv_connector")
     extra = connector.get("kv_connector_extra_config")
     extra = extra if isinstance(extra, dict) else {}
-    if name == "MultiConnector":
-        return all(_follows_sleep_mode(c) for c in extra.get("connectors") or [])
+    if name == "MultiConnector":  # only with children, every one following it
+        children = extra.get("connectors") or []
+        return bool(children) and all(_follows_sleep_mode(c) for c in children)
     if name in ("NixlConnector", "NixlPullConnector"):
         return extra.get("backends", ["UCX"]) == ["UCX"]
     if name == "MooncakeConnector":
@@ -1312,16 +1340,26 @@ def _hybrid_manager(serve: dict, version: str, method: str | None, arch, out: di
         out["engine.disable_hybrid_kv_cache_manager"] = True
 
 
+def effective_kv_config(serve: dict, version: str = VLLM_VERSION) -> dict | None:
+    """The KV connector the engine runs: --kv-offloading-size's (VllmConfig._post_init_kv_transfer_config: the
+    native backend's OffloadingConnector, LMCache's own, role kv_both) replaces --kv-transfer-config's, in both
+    releases; else the line's."""
+    given = serve.get("kv_transfer_config")
+    if serve.get("kv_offloading_size") is None:
+        return given
+    lmcache = serve.get("kv_offloading_backend") == "lmcache"
+    return {**(given if isinstance(given, dict) else {}), "kv_role": "kv_both",
+            "kv_connector": ("LMCacheConnectorV1" if version == "0.19.0" else "LMCacheMPConnector") if lmcache
+            else "OffloadingConnector"}
+
+
 def _offloading_connector(serve: dict, version: str, chunked: bool) -> dict | None:
-    """--kv-offloading-size made into a KV connector (VllmConfig._post_init_kv_transfer_config: the native backend's
-    OffloadingConnector, LMCache's own), in place of a --kv-transfer-config's. 0.33 makes it before it decides the
-    hybrid manager, so the manager follows it; 0.19 after, so with the manager left on (no connector given, no KV
-    events or chunked local attention to turn it off) its connector, without HMA support, refuses to start."""
+    """--kv-offloading-size's connector where it decides the hybrid manager: 0.33 makes it before it decides the
+    manager, so the manager follows it; 0.19 after, so with the manager left on (no connector given, no KV events
+    or chunked local attention to turn it off) its connector, without HMA support, refuses to start."""
     if serve.get("kv_offloading_size") is None:
         return None
-    lmcache = serve.get("kv_offloading_backend") == "lmcache"
-    made = {"kv_connector": ("LMCacheConnectorV1" if version == "0.19.0" else "LMCacheMPConnector") if lmcache
-            else "OffloadingConnector", "kv_role": "kv_both"}
+    made = effective_kv_config(serve, version)
     if version != "0.19.0":
         return made
     if serve.get("disable_hybrid_kv_cache_manager") is not True and serve.get("kv_transfer_config") is None and \
@@ -1617,29 +1655,59 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
 
 
 # SamplingParams._verify_args (sampling_params.py) on what the client sends: a value outside is a 400 to every
-# request, the client's first test request too, so the bench stops ("Initial test run failed") and writes nothing
+# request, the client's first test request too, so the bench stops ("Initial test run failed") and writes nothing.
+# key -> (an integer field (the protocol's int; else float), the bound said, the check: value, 0.33's rules)
 SAMPLING_LIMITS = {
-    "presence_penalty": ("in [-2, 2]", lambda v, new: -2.0 <= v <= 2.0),
-    "frequency_penalty": ("in [-2, 2]", lambda v, new: -2.0 <= v <= 2.0),
-    "repetition_penalty": ("above 0", lambda v, new: not v <= 0.0 and (math.isfinite(v) or not new)),
-    "temperature": ("in [0, 2]", lambda v, new: math.isfinite(v) and 0.0 <= v <= 2.0 if new else not v < 0.0),
-    "top_p": ("in (0, 1]", lambda v, new: 0.0 < v <= 1.0),
-    "top_k": ("-1 (off) or above 0", lambda v, new: not v < -1),
-    "min_p": ("in [0, 1]", lambda v, new: 0.0 <= v <= 1.0),
+    "presence_penalty": (False, "in [-2, 2]", lambda v, new: -2.0 <= v <= 2.0),
+    "frequency_penalty": (False, "in [-2, 2]", lambda v, new: -2.0 <= v <= 2.0),
+    "repetition_penalty": (False, "above 0", lambda v, new: not v <= 0.0 and (math.isfinite(v) or not new)),
+    "temperature": (False, "in [0, 2]", lambda v, new: math.isfinite(v) and 0.0 <= v <= 2.0 if new else not v < 0.0),
+    "top_p": (False, "in (0, 1]", lambda v, new: 0.0 < v <= 1.0),
+    "top_k": (True, "-1 (off) or above 0", lambda v, new: not v < -1),
+    "min_p": (False, "in [0, 1]", lambda v, new: 0.0 <= v <= 1.0),
 }
+# what only --extra-body sends (the client's own flags set these apart)
+EXTRA_BODY_LIMITS = {
+    "max_tokens": (True, "from 1", lambda v, new: v >= 1),
+    "min_tokens": (True, "from 0", lambda v, new: v >= 0),
+    "n": (True, "from 1", lambda v, new: v >= 1),
+}
+
+
+def _lax_number(value, integer: bool):
+    """A JSON value as the server's request class reads it (pydantic, lax): a bool, a number or numeric text; an
+    integer field takes no fraction. None where it takes none of these."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if not isinstance(value, (int, float)):
+        return None
+    if integer:
+        return int(value) if isinstance(value, (bool, int)) or math.isfinite(value) and value == int(value) else None
+    return float(value)
 
 
 def _sampling_checks(bench: dict, version: str) -> None:
     """The sampling flags, or --extra-body's keys of the same names (which win, as vLLM's client merges them), as
-    the server checks them: 0.19 bounds temperature below only."""
+    the server reads and checks them: 0.19 bounds temperature below only."""
     extra = bench.get("extra_body") if isinstance(bench.get("extra_body"), dict) else {}
-    for key, (bound, ok) in SAMPLING_LIMITS.items():
+    for key, (integer, bound, ok) in {**SAMPLING_LIMITS, **EXTRA_BODY_LIMITS}.items():
         given = extra.get(key, bench.get(key))
-        if isinstance(given, (int, float)) and not isinstance(given, bool) and not ok(given, version != "0.19.0"):
-            field = f"vllm bench serve --extra-body.{key}" if key in extra else _flag("bench_serve", key, version)
-            bound = "from 0" if key == "temperature" and version == "0.19.0" else bound
-            raise ConfigError(field, f"{given!r}: vLLM {version}'s server takes {key} {bound} and "
-                                     f"answers every request 400, so the bench stops (\"Initial test run failed\")")
+        if given is None:
+            continue
+        field = f"vllm bench serve --extra-body.{key}" if key in extra else _flag("bench_serve", key, version)
+        value = _lax_number(given, integer)
+        bound = "from 0" if key == "temperature" and version == "0.19.0" else bound
+        if value is None or not ok(value, version != "0.19.0"):
+            kind = f"{'an integer' if integer else 'a number'} " if value is None else ""
+            raise ConfigError(field, f"{given!r}: vLLM {version}'s server takes {key} {kind}{bound} and answers "
+                                     f"every request 400, so the bench stops (\"Initial test run failed\")")
+    low, high = _lax_number(extra.get("min_tokens", 0), True), _lax_number(extra.get("max_tokens"), True)
+    if high is not None and low > high:
+        raise ConfigError("vllm bench serve --extra-body.min_tokens", f"{low} above max_tokens {high}: vLLM's server "
+                                                                       f"answers every request 400")
 
 
 def _client_checks(bench: dict) -> None:
@@ -2099,31 +2167,68 @@ def _decode_context_parallel(serve: dict, arch, version: str) -> None:
                                                                                   f"on a GQA model)")
 
 
+NIXL_CONNECTORS = ("NixlConnector", "NixlPullConnector", "NixlPushConnector")  # 0.33: NixlConnector is the pull one
+
+
+def _connectors(config) -> list[dict]:
+    """A KV transfer config and, for a MultiConnector, each child's (each made a config of its own by vLLM)."""
+    if not isinstance(config, dict):
+        return []
+    extra = config.get("kv_connector_extra_config")
+    children = extra.get("connectors") if isinstance(extra, dict) and config.get("kv_connector") == \
+        "MultiConnector" else None
+    return [config, *(c for c in children if isinstance(c, dict))] if isinstance(children, list) else [config]
+
+
 def _nixl_context_parallel(serve: dict, dcp: int, tp: int, pcp: int, arch, version: str) -> None:
-    """0.33's NixlConnector (named, or a MultiConnector's child) beside context parallelism: VllmConfig asserts a
-    side is wholly replicated or wholly DCP-sharded, MLA only; the connector takes PCP on a producer only, and
-    PCP with DCP on TP 1 with DCP spanning PCP (nixl/connector.py). 0.19 checks none of these."""
-    kv = serve.get("kv_transfer_config")
-    if version == "0.19.0" or not isinstance(kv, dict):
-        return
-    extra = kv.get("kv_connector_extra_config") if isinstance(kv.get("kv_connector_extra_config"), dict) else {}
-    children = extra.get("connectors") if kv.get("kv_connector") == "MultiConnector" else None
-    if kv.get("kv_connector") != "NixlConnector" and not (isinstance(children, list) and any(
-            isinstance(c, dict) and c.get("kv_connector") == "NixlConnector" for c in children)):
+    """0.33's NIXL beside context parallelism. VllmConfig asserts, for a config naming NixlConnector (or a child so
+    named; before --kv-offloading-size replaces it), a side wholly replicated or wholly DCP-sharded, MLA only. Each
+    NIXL connector the engine makes (pull or push) takes PCP on a producer only, without bidirectional transfer,
+    and PCP with DCP on TP 1 with DCP spanning PCP (nixl/connector.py). 0.19 checks none of these."""
+    if version == "0.19.0":
         return
     flag = _flag("serve", "decode_context_parallel_size", version)
-    if dcp not in (1, max(tp, pcp)):
-        raise ConfigError(flag, f"{dcp} beside NixlConnector must be 1 or the NIXL transfer parallel size, "
-                                f"max(TP, PCP) = {max(tp, pcp)}: vLLM {version} refuses it")
-    if dcp > 1 and arch is not None and not arch.is_mla:
-        raise ConfigError(flag, f"{dcp} beside NixlConnector: vLLM {version} runs P/D with DCP on MLA models only")
-    if pcp > 1 and kv.get("kv_role") in ("kv_consumer", "kv_both"):
-        raise ConfigError(_flag("serve", "prefill_context_parallel_size", version),
-                          f"{pcp} beside NixlConnector's {kv.get('kv_role')}: vLLM {version}'s connector takes PCP on "
-                          f"a kv_producer only")
-    if pcp > 1 and dcp > 1 and (tp != 1 or dcp != pcp):
-        raise ConfigError(flag, f"{dcp} with -pcp {pcp} beside NixlConnector: vLLM {version} needs TP 1 and DCP "
-                                f"equal to PCP")
+    if any(c.get("kv_connector") == "NixlConnector" for c in _connectors(serve.get("kv_transfer_config"))):
+        if dcp not in (1, max(tp, pcp)):
+            raise ConfigError(flag, f"{dcp} beside NixlConnector must be 1 or the NIXL transfer parallel size, "
+                                    f"max(TP, PCP) = {max(tp, pcp)}: vLLM {version} refuses it")
+        if dcp > 1 and arch is not None and not arch.is_mla:
+            raise ConfigError(flag, f"{dcp} beside NixlConnector: vLLM {version} runs P/D with DCP on MLA models "
+                                    f"only")
+    for c in _connectors(effective_kv_config(serve)):
+        name = c.get("kv_connector")
+        if name not in NIXL_CONNECTORS or c.get("kv_connector_module_path") or pcp == 1:
+            continue
+        extra = c.get("kv_connector_extra_config") if isinstance(c.get("kv_connector_extra_config"), dict) else {}
+        pcp_flag = _flag("serve", "prefill_context_parallel_size", version)
+        if c.get("kv_role") in ("kv_consumer", "kv_both"):
+            raise ConfigError(pcp_flag, f"{pcp} beside {name}'s {c.get('kv_role')}: vLLM {version}'s NIXL connector "
+                                        f"takes PCP on a kv_producer only")
+        if extra.get("bidirectional_kv_xfer"):
+            raise ConfigError(pcp_flag, f"{pcp} beside {name} with bidirectional_kv_xfer: vLLM {version}'s NIXL "
+                                        f"producers with PCP do not transfer both ways")
+        if dcp > 1 and (tp != 1 or dcp != pcp):
+            raise ConfigError(flag, f"{dcp} with -pcp {pcp} beside {name}: vLLM {version} needs TP 1 and DCP "
+                                    f"equal to PCP")
+
+
+def _routed_experts(serve: dict, arch, version: str) -> None:
+    """0.33's --enable-return-routed-experts (VllmConfig._verify_aux_output_compatibility): MoE models only, prefix
+    caching on, no pipeline or context parallelism, no P/D connector (whose auxiliary output it cannot carry). Its
+    need for Model Runner V2 and adaptive verification are not checked; 0.19 checks none."""
+    if version == "0.19.0" or not serve.get("enable_return_routed_experts"):
+        return
+    flag = _flag("serve", "enable_return_routed_experts", version)
+    pd = [c["kv_connector"] for c in _connectors(effective_kv_config(serve, version)) if c.get("kv_connector") in
+          (*NIXL_CONNECTORS, "MoRIIOConnector", "MooncakeConnector")]
+    why = ("the model is not a mixture of experts" if arch is not None and not arch.num_experts else
+           "prefix caching is off" if serve.get("enable_prefix_caching") is False else
+           "pipeline parallelism" if (serve.get("pipeline_parallel_size") or 1) > 1 else
+           "context parallelism" if (serve.get("decode_context_parallel_size") or 1) > 1 or
+           (serve.get("prefill_context_parallel_size") or 1) > 1 else
+           f"{pd[0]}, whose P/D transfer carries no routed experts" if pd else None)
+    if why:
+        raise ConfigError(flag, f"with {why}: vLLM {version} refuses it")
 
 
 def unstartable(settings: dict) -> str | None:

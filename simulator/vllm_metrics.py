@@ -302,9 +302,10 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
                               "vllm:request_prefill_time_seconds", "vllm:request_prompt_tokens"}
         for name, (doc, values, edges) in per_request.items():
             h = HistogramMetricFamily(name, doc, labels=names)
-            where = prefill_engine if name in before_first_token else replica
+            # a prefill engine observes its own one-token request, whatever the decode engine did with it after
+            where, seen = (prefill_engine, finished | legs) if name in before_first_token else (replica, finished)
             for e in engines:
-                _histogram(h, [model_name, tag(e)], np.asarray(values, dtype=float)[finished & (where == e)], edges)
+                _histogram(h, [model_name, tag(e)], np.asarray(values, dtype=float)[seen & (where == e)], edges)
             yield h
         h = HistogramMetricFamily("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
                                   labels=names)

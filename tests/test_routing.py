@@ -181,6 +181,31 @@ def test_a_decode_replica_pulls_only_what_its_own_prefix_cache_lacks():
     assert decode.num_waiting.max() >= 1  # a pull in flight counts as waiting
 
 
+def test_a_decode_replica_deadlocked_by_the_prompts_it_pulled_is_one_line():
+    """r112: a decode replica's preempted request, back at the head of its queue, needs blocks that pulled prompts
+    waiting behind it for a seat hold; nothing runs to free any, so vLLM's decode instance waits for ever (its
+    waiting loop stops at the head). This was an internal error (RuntimeError)."""
+    sets = ["cluster.prefill_replicas=1", "engine.max_model_len=8192", "engine.num_gpu_blocks_override=513",
+            "workload.num_requests=3", "workload.arrival.rate=50", "engine.max_num_seqs=1",
+            "workload.prompt_tokens={dist: uniform, low: 2500, high: 3500}",
+            "workload.output_tokens={dist: uniform, low: 2000, high: 4000}"]
+    with pytest.raises(ConfigError, match="engine.num_gpu_blocks_override: decode replica 1: the request at the head "
+                                          "of its queue needs KV blocks that .* blocks of pulled prompts"):
+        simulate(load(None, sets))
+    assert simulate(load(None, sets + ["engine.num_gpu_blocks_override=2000"])).summary["completed"] == 3
+
+
+@pytest.mark.parametrize("reserve", ["max_tokens", "quantile"])
+def test_a_pulled_prompt_counts_its_own_blocks_towards_its_reservation(reserve):
+    """r112: admission's reservation asked for prompt + output among the free blocks, not counting the prompt's
+    blocks a decode replica already held for its pull, so a lone request was never admitted (internal error)."""
+    r = simulate(load(None, ["cluster.prefill_replicas=1", "engine.max_model_len=8192", "workload.num_requests=3",
+                             "engine.num_gpu_blocks_override=513", f"policies.admission.reserve={reserve}",
+                             "workload.prompt_tokens={dist: fixed, value: 5000}",
+                             "workload.output_tokens={dist: fixed, value: 3000}"]))
+    assert r.summary["completed"] == 3
+
+
 def test_routers_read_only_the_replica_load_view():
     """Every router chooses from objects that have ReplicaLoad's members and nothing else; the engine's replicas
     satisfy that view. So a router cannot come to depend on a replica's internals."""

@@ -2643,7 +2643,7 @@ def test_033_sleep_mode_needs_a_connector_that_follows_it(kv, refused):
     """r111: VllmConfig._verify_kv_transfer_compat refuses sleep mode beside a connector without supports_sleep_mode."""
     line = [MODEL, "--enable-sleep-mode", "--kv-transfer-config", json.dumps(kv)]
     if refused:
-        with pytest.raises(ConfigError, match="--enable-sleep-mode: beside --kv-transfer-config's .* refuses it"):
+        with pytest.raises(ConfigError, match="--enable-sleep-mode: beside .* refuses it"):
             read(line, [], version="0.33.0")
     else:
         read(line, [], version="0.33.0")
@@ -2663,3 +2663,102 @@ def test_kv_offloading_decides_the_hybrid_manager_as_each_release_does():
     assert lmcache.settings["engine.disable_hybrid_kv_cache_manager"] is True
     native = read([gpt, "--kv-offloading-size", "10"], [])
     assert "engine.disable_hybrid_kv_cache_manager" not in native.settings  # 0.33's OffloadingConnector supports it
+
+
+@pytest.mark.parametrize("flags, says", [
+    ([MODEL], "with the model is not a mixture of experts"),
+    (["Qwen/Qwen3-30B-A3B", "--no-enable-prefix-caching"], "with prefix caching is off"),
+    (["Qwen/Qwen3-30B-A3B", "-pp", "2"], "with pipeline parallelism"),
+    (["Qwen/Qwen3-30B-A3B", "--kv-transfer-config", json.dumps({"kv_connector": "MultiConnector", "kv_role": "kv_both",
+      "kv_connector_extra_config": {"connectors": [{"kv_connector": "NixlPushConnector", "kv_role": "kv_both"}]}})],
+     "with NixlPushConnector, whose P/D transfer"),
+    (["Qwen/Qwen3-30B-A3B"], None),
+])
+def test_033_routed_experts_are_returned_where_vllm_starts(flags, says):
+    """r112: --enable-return-routed-experts on a dense model (and beside what 0.33's aux output refuses) ran as not
+    modelled; VllmConfig._verify_aux_output_compatibility refuses it. 0.19 checks none of it."""
+    line = [*flags, "--enable-return-routed-experts"]
+    if says:
+        with pytest.raises(ConfigError, match=re.escape(f"--enable-return-routed-experts: {says}")):
+            read(line, [], version="0.33.0")
+    else:
+        assert "vllm serve --enable-return-routed-experts" in read(line, [], version="0.33.0").not_modelled
+    if "-pp" not in flags and "NixlPushConnector" not in str(flags):  # (0.19 has no push connector)
+        read(line, [], version="0.19.0")
+
+
+@pytest.mark.parametrize("kv", [{"kv_connector": "NixlPullConnector", "kv_role": "kv_consumer"},
+                                {"kv_connector": "NixlPushConnector", "kv_role": "kv_both"},
+                                {**NIXL, "kv_role": "kv_producer", "kv_connector_extra_config":
+                                 {"bidirectional_kv_xfer": True}}])
+def test_033_every_nixl_connector_refuses_pcp_it_cannot_transfer(kv):
+    """r112: the PCP checks live in every NIXL connector's __init__ (pull and push), bidirectional transfer too."""
+    with pytest.raises(ConfigError, match="--prefill-context-parallel-size: 2 beside Nixl"):
+        read([MODEL, "-pcp", "2", "--kv-transfer-config", json.dumps(kv)], [], version="0.33.0")
+
+
+def test_kv_offloading_replaces_the_lines_connector():
+    """r112: --kv-offloading-size replaces --kv-transfer-config's connector in both releases
+    (_post_init_kv_transfer_config), so a P/D line beside it runs an offloading connector, which moves no KV."""
+    for version in ("0.19.0", "0.33.0"):
+        cmd = read([MODEL, "--kv-transfer-config", json.dumps(NIXL), "--kv-offloading-size", "10"], [],
+                   version=version)
+        assert cmd.kv_transfer["kv_connector"] == "OffloadingConnector"
+
+
+@pytest.mark.parametrize("body, says", [
+    ({"top_k": 1.5}, "--extra-body.top_k: 1.5: vLLM 0.33.0's server takes top_k an integer"),
+    ({"top_k": "nan"}, "takes top_k an integer"),
+    ({"temperature": "abc"}, "takes temperature a number"),
+    ({"temperature": "3"}, "takes temperature in [0, 2]"),
+    ({"top_p": False}, "takes top_p in (0, 1]"),
+    ({"min_p": "nan"}, "takes min_p in [0, 1]"),
+    ({"max_tokens": 0}, "--extra-body.max_tokens: 0: vLLM 0.33.0's server takes max_tokens from 1"),
+    ({"n": 0}, "takes n from 1"),
+    ({"min_tokens": -1}, "takes min_tokens from 0"),
+    ({"min_tokens": 9, "max_tokens": 5}, "--extra-body.min_tokens: 9 above max_tokens 5"),
+])
+def test_extra_body_values_the_server_refuses_are_refused(body, says):
+    """r112: --extra-body's values are read as the server's request class reads them (pydantic, lax: numeric text
+    and bools taken, no fraction for an integer) and then held to SamplingParams' checks; these ran."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL], ["--num-prompts", "5", "--extra-body", json.dumps(body)])
+
+
+def test_extra_body_values_the_server_takes_run():
+    assert read([MODEL], ["--num-prompts", "5", "--extra-body", json.dumps(
+        {"top_k": "4", "temperature": "0.7", "top_p": True, "max_tokens": 9, "min_tokens": 9})])
+
+
+@pytest.mark.parametrize("version, kv, says", [
+    ("0.33.0", {"kv_connector": "MultiConnector", "kv_role": "kv_both"},
+     "kv_connector_extra_config.connectors: a list of connectors' configs is needed"),
+    ("0.19.0", {"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {
+        "connectors": [{"kv_connector": "NixlConnector"}]}}, "connectors[0].kv_role: needed beside kv_connector"),
+    ("0.33.0", {"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {
+        "connectors": [NIXL, {"kv_connector": "NoSuch", "kv_role": "kv_both"}]}},
+     "connectors[1].kv_connector: 'NoSuch': vLLM 0.33.0 registers no such connector"),
+    ("0.33.0", {**NIXL, "kv_connector_module_path": ""}, "kv_connector_module_path: empty"),
+])
+def test_kv_connector_configs_vllm_cannot_make_are_refused(version, kv, says):
+    """r112: a MultiConnector's children were not checked (vLLM makes each a KVTransferConfig: a role, a registered
+    class), nor its missing list, nor 0.33's empty module path."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL, "--kv-transfer-config", json.dumps(kv)], [], version=version)
+
+
+def test_019_takes_a_registered_connector_before_its_module_path(tmp_path, capsys):
+    """r112: 0.19's factory finds a registered name first (0.33 the module path first), so an OffloadingConnector
+    given a module path is 0.19's own, which moves no KV between instances."""
+    kv = json.dumps({"kv_connector": "OffloadingConnector", "kv_role": "kv_both", "kv_connector_module_path": "my.mod"})
+    line = ["vllm", "--out", str(tmp_path / "o"), "--config", "--set", "cluster.prefill_replicas=1", "serve", MODEL,
+            "--kv-transfer-config", kv, "--", "bench", "serve", "--num-prompts", "5"]
+    assert main(["vllm", "--vllm-version", "0.19.0", *line[1:]]) == 2
+    assert "OffloadingConnector moves no prompt's KV" in capsys.readouterr().err
+    assert main(line) == 0  # 0.33: the class from my.mod, taken at its word
+
+
+def test_033_sleep_mode_refuses_a_multiconnector_without_children():
+    kv = {"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": []}}
+    with pytest.raises(ConfigError, match="--enable-sleep-mode: beside MultiConnector"):
+        read([MODEL, "--enable-sleep-mode", "--kv-transfer-config", json.dumps(kv)], [], version="0.33.0")

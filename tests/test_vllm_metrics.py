@@ -228,6 +228,24 @@ def test_disaggregation_counts_the_prompt_where_it_was_computed(version):
     assert prom[("vllm:request_success_total", "0", "stop")] == 0
 
 
+def test_a_prefill_engine_observes_the_requests_it_prefilled_whatever_decode_did():
+    """r112: a request refused at the decode replica (its queue limit) kept its prefill engine's request_success
+    but not that engine's TTFT, queue, prefill-time and prompt histograms."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+
+    r = simulate(load(None, ["cluster.prefill_replicas=2", "cluster.replicas=1", "workload.num_requests=200",
+                             "workload.arrival.rate=80", "engine.max_num_queued_reqs=5"]))
+    prom = _prom(r)
+    assert r.summary["failed"] > 100
+    for e in ("0", "1"):
+        legs = prom[("vllm:request_success_total", e, "length")]
+        assert legs > 50
+        for family in ("vllm:time_to_first_token_seconds", "vllm:request_queue_time_seconds",
+                       "vllm:request_prefill_time_seconds", "vllm:request_prompt_tokens"):
+            assert prom[(family + "_count", e, None)] == legs
+
+
 def test_custom_histogram_buckets_replace_a_familys_edges(tmp_path):
     """Round 95: 0.33's --custom-histogram-buckets was recorded as not modelled and metrics.prom kept the default
     edges; vLLM draws every histogram of a family listed from the given bounds (v1/metrics/buckets.py)."""
