@@ -18,15 +18,19 @@ has read them), and the decode side's link is not contended.
 from __future__ import annotations
 
 from servesim.simulator.front_end import FrontEnd
+from servesim.simulator.hybrid_kv import KVLayout
 from servesim.simulator.request import PULL, REJECTED, WAITING, Request
 
 
 class KVHandOff:
     def __init__(self, front_end: FrontEnd, replicas: list, first_decode: int, kv_bytes_per_token: int,
-                 link_bytes_per_s: float):
-        """replicas[first_decode:] are the decode replicas (the list may still be filling when this is made)."""
+                 link_bytes_per_s: float, layout: KVLayout | None = None):
+        """replicas[first_decode:] are the decode replicas (the list may still be filling when this is made);
+        layout: the KV cache groups, whose local layers (the hybrid manager's) hold only their window's blocks."""
         self.front_end, self.replicas, self.first_decode = front_end, replicas, first_decode
         self.kv_bytes_per_token, self.link = kv_bytes_per_token, link_bytes_per_s
+        self.local = layout.local if layout is not None and layout.local_groups else None
+        self.layer_bytes_per_token = layout.layer_bytes_per_token if layout is not None else 0
         self.link_free: dict[int, float] = {}  # prefill replica -> when its link has sent what it was given
 
     def __call__(self, req: Request, t: float) -> None:
@@ -44,7 +48,13 @@ class KVHandOff:
         self.front_end.deliver_at(t, arrive)
 
     def pull(self, req: Request, tokens: int, now: float) -> None:
-        """A decode replica holds blocks for req's prompt from `now`: `tokens` of its KV cross the link."""
-        at = max(now, self.link_free.get(req.prefill_replica, 0.0)) + tokens * self.kv_bytes_per_token / self.link
+        """A decode replica holds blocks for req's prompt from `now`: the KV of its last `tokens` crosses the link
+        (a local layer's only within its window: the hybrid manager holds no more)."""
+        size = tokens * self.kv_bytes_per_token
+        if self.local is not None:
+            local = self.local
+            kept = min(tokens, req.num_tokens - local.skipped_tokens(req.num_tokens))
+            size = self.layer_bytes_per_token * ((local.layers - local.local_layers) * tokens + local.local_layers * kept)
+        at = max(now, self.link_free.get(req.prefill_replica, 0.0)) + size / self.link
         self.link_free[req.prefill_replica] = at
         self.front_end.deliver_at(at, lambda: self.replicas[req.replica].kv_pulled(req))

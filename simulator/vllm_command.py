@@ -1336,8 +1336,8 @@ def _hybrid_manager(serve: dict, version: str, method: str | None, arch, out: di
     if given is False and refusing:
         raise ConfigError(_flag("serve", "disable_hybrid_kv_cache_manager", version),
                           f"the hybrid KV cache manager enabled, with {refusing[0]}: vLLM {version} refuses it")
-    if given is None and (refusing or connector is not None and (version == "0.19.0" or not hma)):
-        out["engine.disable_hybrid_kv_cache_manager"] = True
+    if given is None and local is not None and (refusing or connector is not None and (version == "0.19.0" or not hma)):
+        out["engine.disable_hybrid_kv_cache_manager"] = True  # (a model without local layers has no manager to turn off)
 
 
 def effective_kv_config(serve: dict, version: str = VLLM_VERSION) -> dict | None:
@@ -2373,7 +2373,9 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
             f"the prefill ones with {pd_kv_config(version, 'prefill')}, the decode ones with " \
             f"{pd_kv_config(version, 'decode')}"
         notes.append(f"prefill/decode disaggregation: run {prefill} prefill and {replicas} decode instance(s) of "
-                     f"this line, {roles}, behind a proxy that sends each request to a prefill then a decode instance")
+                     f"this line, {roles}, behind a proxy that sends each request to a prefill then a decode instance"
+                     f"; servesim's KV link of {cluster.get('kv_link_gbps')} GB/s between them is the network's, which "
+                     f"no flag sets")
     elif replicas > 1:
         notes.append(f"{replicas} instances of this line behind a load balancer (servesim's router: "
                      f"{cluster.get('router', 'round_robin')}): vLLM's line is one instance")

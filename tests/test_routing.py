@@ -206,6 +206,22 @@ def test_a_pulled_prompt_counts_its_own_blocks_towards_its_reservation(reserve):
     assert r.summary["completed"] == 3
 
 
+def test_a_pull_moves_only_the_window_of_a_hybrid_models_local_layers():
+    """r112: gpt-oss's sliding layers keep only their 128-token window under the hybrid manager (0.33 keeps it on
+    beside NIXL), so a pull moves that much of them; it had moved every layer's whole prompt, twice the bytes."""
+    sets = ["model=gpt-oss-120b", "cluster.prefill_replicas=1", "cluster.kv_link_gbps=1", "workload.num_requests=4",
+            "workload.arrival.rate=0.5", "workload.prompt_tokens={dist: fixed, value: 4000}",
+            "workload.output_tokens={dist: fixed, value: 50}"]
+    rs = load(None, sets)
+    local, layer = rs.kv_layout.local, rs.kv_layout.layer_bytes_per_token
+    assert rs.kv_layout.local_groups and local.window == 128
+    r = simulate(rs)
+    wait = r.requests.first_token_time - _prefill_token_time(r)
+    moved = layer * ((local.layers - local.local_layers) * 4000 + local.local_layers * 127) / 1e9
+    assert (wait >= moved - 1e-9).all() and wait.min() < moved + 0.02  # (one pull at a time on the link)
+    assert moved < 0.6 * 4000 * rs.arch.kv_bytes_per_token_per_gpu(rs.scenario.engine.tensor_parallel_size) / 1e9
+
+
 def test_routers_read_only_the_replica_load_view():
     """Every router chooses from objects that have ReplicaLoad's members and nothing else; the engine's replicas
     satisfy that view. So a router cannot come to depend on a replica's internals."""
