@@ -477,7 +477,6 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     if serve.get("quantization") is not None:
         _quantization(serve, model_given, arch, version, not_modelled)
     _decode_context_parallel(serve, arch, version)
-    _routed_experts(serve, arch, version)
     reached, first_rank = _parallel_launch(serve, arch, version)
     bench = parse(bench_argv, "bench_serve", version)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
@@ -540,9 +539,10 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         if slots:
             settings["speculative.drafting_slots_per_seq"] = slots
     _async_scheduling(serve, version, method, spec_config, settings)
+    _routed_experts(serve, arch, version, method, spec_config)
     _refuse_model_overrides(serve.get("hf_overrides"), version)
     _hybrid_manager(serve, version, method, arch, settings)
-    options, workload = _bench(bench, not_modelled, version)
+    options, workload = _bench(bench, not_modelled, version, serve.get("max_logprobs", 20))
     options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
     options.server_counters = not serve.get("disable_log_stats")  # no stat loggers: /metrics has no vllm: series
     options.histogram_buckets = _histogram_buckets(serve.get("custom_histogram_buckets"), version)
@@ -776,6 +776,18 @@ def _other_release(argv: list[str], kind: str, version: str) -> str:
     return ""
 
 
+def _v1_model_runner(serve: dict, method: str | None, config: dict) -> str | None:
+    """What makes 0.33 run the V1 model runner rather than V2 (VllmConfig._get_v2_model_runner_unsupported_features,
+    as far as a line says: VLLM_USE_V2_MODEL_RUNNER is not seen), or None."""
+    if method in ("suffix", "custom_class"):
+        return f"{method} speculative decoding"
+    if config.get("parallel_drafting") and method not in ("dflash", "dspark"):
+        return "parallel drafting"
+    if _microbatches(serve) > 1:
+        return "dual batch overlap"  # a feature only the V1 model runner has
+    return None
+
+
 def _async_scheduling(serve: dict, version: str, method: str | None, config: dict, out: dict) -> None:
     """What vLLM's VllmConfig does with async scheduling beside a draft method its model runner cannot overlap,
     padded drafter batches turned off, or 0.19's Ray executor: left unset it is turned off, asked for it is
@@ -789,9 +801,7 @@ def _async_scheduling(serve: dict, version: str, method: str | None, config: dic
                  (padded_off, "disable_padded_drafter_batch", True),
                  (serve.get("distributed_executor_backend") == "ray", "the ray executor", True)]
     else:
-        v1_runner = method in ("suffix", "custom_class") or \
-            bool(config.get("parallel_drafting")) and method not in ("dflash", "dspark") or \
-            _microbatches(serve) > 1  # dual batch overlap: a feature only the V1 model runner has
+        v1_runner = _v1_model_runner(serve, method, config) is not None
         rules = [(v1_runner and method is not None and not eagle and method not in ("ngram_gpu", "draft_model", "dspark"),
                   f"{method} speculative decoding", True),
                  (v1_runner and padded_off, "disable_padded_drafter_batch", True)]
@@ -1291,6 +1301,10 @@ def _check_connector(config: dict, field: str, version: str) -> None:
                 raise ConfigError(where, f"{child!r:.40}: a connector's config (an object), as vLLM makes one of it")
             if child.get("kv_connector") is None:
                 raise ConfigError(f"{where}.kv_connector", "not set: vLLM makes no connector of it")
+            if "engine_id" in child:  # KVTransferConfig(**child, engine_id=...): the keyword given twice
+                raise ConfigError(f"{where}.engine_id", "vLLM's MultiConnector gives a child the engine's own and "
+                                                        "fails on one given here")
+            _check_fields(child, flag_tables(version)["json_configs"]["kv_transfer_config"], where, version)
             _check_connector(child, where, version)
 
 
@@ -1553,7 +1567,8 @@ def _synthetic_acceptance(config: dict, k: int, field: str) -> list[float] | Non
     return [max(a - b, 0.0) for a, b in zip(edges, edges[1:])]
 
 
-def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions, dict]:
+def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20) -> tuple[BenchOptions, dict]:
+    """max_logprobs: the server's --max-logprobs (ModelConfig's default 20)."""
     o = BenchOptions(vllm_version=version)
     for dest in BENCH_RESULT:
         if dest not in bench:
@@ -1583,7 +1598,12 @@ def _bench(bench: dict, not_modelled: dict, version: str) -> tuple[BenchOptions,
                                                         f"rerank), which servesim does not simulate: it serves text "
                                                         f"generation (backends {', '.join(ENDPOINT_ENDINGS)})")
     _client_checks(bench)
-    _sampling_checks(bench, version)
+    _sampling_checks(bench, version, o.backend, max_logprobs)
+    extra = bench.get("extra_body") if isinstance(bench.get("extra_body"), dict) else {}
+    for key in OUTPUT_KEYS:  # said apart: what the client measures is other outputs than the dataset's
+        if key in extra:
+            not_modelled[f"vllm bench serve --extra-body.{key}"] = f"{extra[key]!r}: it changes the outputs vLLM " \
+                                                                  f"generates; servesim keeps the dataset's lengths"
     if o.backend == "openai-audio":
         raise ConfigError("vllm bench serve --backend", "'openai-audio' benchmarks speech transcription (audio "
                                                         "prompts), which servesim does not simulate")
@@ -1689,25 +1709,78 @@ def _lax_number(value, integer: bool):
     return float(value)
 
 
-def _sampling_checks(bench: dict, version: str) -> None:
+OUTPUT_KEYS = ("max_tokens", "min_tokens", "ignore_eos", "stop", "max_completion_tokens")
+SAMPLING_EPS = 1e-5  # sampling_params._SAMPLING_EPS: a temperature below it is greedy
+MAX_N_SEQUENCES = 16384  # envs.VLLM_MAX_N_SEQUENCES' default
+COMPLETIONS_BACKENDS = ("openai", "vllm")  # whose request function sends the client's --logprobs
+LAX_TRUE, LAX_FALSE = ("1", "on", "t", "true", "y", "yes"), ("0", "off", "f", "false", "n", "no")  # pydantic's
+
+
+def _lax_bool(value) -> bool | None:
+    """A JSON value as a pydantic bool field reads it (lax): None where it refuses it."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in LAX_TRUE + LAX_FALSE:
+        return value.strip().lower() in LAX_TRUE
+    return None
+
+
+def _sampling_checks(bench: dict, version: str, backend: str | None = None, max_logprobs: int = 20) -> None:
     """The sampling flags, or --extra-body's keys of the same names (which win, as vLLM's client merges them), as
-    the server reads and checks them: 0.19 bounds temperature below only."""
+    the server reads and checks them (its request class, then SamplingParams): each value outside is a 400 to every
+    request, the client's first test request too, so the bench stops and writes nothing. 0.19 bounds temperature
+    below only."""
     extra = bench.get("extra_body") if isinstance(bench.get("extra_body"), dict) else {}
+
+    def refuse(key: str, given, why: str):
+        field = f"vllm bench serve --extra-body.{key}" if key in extra else _flag("bench_serve", key, version)
+        raise ConfigError(field, f"{given!r}: vLLM {version}'s server {why} and answers every request 400, so the "
+                                 f"bench stops (\"Initial test run failed\")")
+
+    echo = _lax_bool(extra.get("echo")) is True
+    values = {}
     for key, (integer, bound, ok) in {**SAMPLING_LIMITS, **EXTRA_BODY_LIMITS}.items():
         given = extra.get(key, bench.get(key))
         if given is None:
             continue
-        field = f"vllm bench serve --extra-body.{key}" if key in extra else _flag("bench_serve", key, version)
-        value = _lax_number(given, integer)
+        value = values[key] = _lax_number(given, integer)
         bound = "from 0" if key == "temperature" and version == "0.19.0" else bound
-        if value is None or not ok(value, version != "0.19.0"):
-            kind = f"{'an integer' if integer else 'a number'} " if value is None else ""
-            raise ConfigError(field, f"{given!r}: vLLM {version}'s server takes {key} {kind}{bound} and answers "
-                                     f"every request 400, so the bench stops (\"Initial test run failed\")")
-    low, high = _lax_number(extra.get("min_tokens", 0), True), _lax_number(extra.get("max_tokens"), True)
-    if high is not None and low > high:
-        raise ConfigError("vllm bench serve --extra-body.min_tokens", f"{low} above max_tokens {high}: vLLM's server "
-                                                                       f"answers every request 400")
+        if value is None or not ok(value, version != "0.19.0") and not (key == "max_tokens" and value == 0 and echo):
+            kind = ("an integer " if integer else "a number ") if value is None else ""
+            refuse(key, given, f"takes {key} {kind}{bound}")  # (max_tokens 0 with echo: the prompt alone, echoed)
+    if values.get("min_tokens") is not None and values.get("max_tokens") is not None and \
+            values["min_tokens"] > values["max_tokens"]:
+        refuse("min_tokens", extra["min_tokens"], f"takes no min_tokens above max_tokens {values['max_tokens']}")
+    n = values.get("n") or 1
+    if n > MAX_N_SEQUENCES:
+        refuse("n", extra["n"], f"takes n up to VLLM_MAX_N_SEQUENCES ({MAX_N_SEQUENCES:,})")
+    if n > 1 and values.get("temperature") is not None and values["temperature"] < SAMPLING_EPS:
+        refuse("n", extra["n"], "takes n 1 only with greedy sampling (temperature 0)")
+    logprobs = extra.get("logprobs", bench.get("logprobs"))
+    if logprobs is not None and (backend or "openai") in COMPLETIONS_BACKENDS:
+        value = _lax_number(logprobs, True) if not isinstance(logprobs, str) else None  # text: refused before
+        if value is None or value < -1:
+            refuse("logprobs", logprobs, "takes logprobs an integer, -1 or from 0")
+        if value and max_logprobs != -1 and (value == -1 or value > max_logprobs):
+            refuse("logprobs", logprobs, f"takes logprobs up to its --max-logprobs ({max_logprobs})")
+    for key, why in (("stream", "streams only (the client asks for stream options)"),
+                     ("prompt_logprobs", "gives no prompt_logprobs but 0 to a streamed request"),
+                     ("stop", "takes stop as text or a list of texts"), ("seed", "takes seed an integer"),
+                     ("ignore_eos", "takes ignore_eos true or false"),
+                     ("response_format", "needs a json_schema beside response_format json_schema")):
+        given = extra.get(key)
+        if given is None:
+            continue
+        if key == "stream" and _lax_bool(given) is not True or key == "prompt_logprobs" and (
+                isinstance(given, str) or not isinstance(given, (int, float)) or given != 0) or \
+                key == "stop" and not (isinstance(given, str) or isinstance(given, list) and
+                                       all(isinstance(x, str) for x in given)) or \
+                key == "seed" and _lax_number(given, True) is None or key == "ignore_eos" and _lax_bool(given) is None \
+                or key == "response_format" and isinstance(given, dict) and given.get("type") == "json_schema" and \
+                given.get("json_schema") is None:
+            refuse(key, given, why)
 
 
 def _client_checks(bench: dict) -> None:
@@ -2212,16 +2285,22 @@ def _nixl_context_parallel(serve: dict, dcp: int, tp: int, pcp: int, arch, versi
                                     f"equal to PCP")
 
 
-def _routed_experts(serve: dict, arch, version: str) -> None:
-    """0.33's --enable-return-routed-experts (VllmConfig._verify_aux_output_compatibility): MoE models only, prefix
-    caching on, no pipeline or context parallelism, no P/D connector (whose auxiliary output it cannot carry). Its
-    need for Model Runner V2 and adaptive verification are not checked; 0.19 checks none."""
-    if version == "0.19.0" or not serve.get("enable_return_routed_experts"):
+def _routed_experts(serve: dict, arch, version: str, method: str | None, spec: dict) -> None:
+    """0.33's --enable-return-routed-experts, or --aux-output-config's (VllmConfig._verify_aux_output_compatibility):
+    Model Runner V2 (as far as the line decides it), MoE models only, prefix caching on, no adaptive verification,
+    no pipeline or context parallelism, no P/D connector (whose auxiliary output it cannot carry); 0.19 checks
+    none."""
+    aux = serve.get("aux_output_config") if isinstance(serve.get("aux_output_config"), dict) else {}
+    if version == "0.19.0" or not (serve.get("enable_return_routed_experts") or aux.get("enable_return_routed_experts")):
         return
-    flag = _flag("serve", "enable_return_routed_experts", version)
+    flag = _flag("serve", "enable_return_routed_experts", version) if serve.get("enable_return_routed_experts") else \
+        f"{_flag('serve', 'aux_output_config', version)}.enable_return_routed_experts"
     pd = [c["kv_connector"] for c in _connectors(effective_kv_config(serve, version)) if c.get("kv_connector") in
           (*NIXL_CONNECTORS, "MoRIIOConnector", "MooncakeConnector")]
-    why = ("the model is not a mixture of experts" if arch is not None and not arch.num_experts else
+    v1 = _v1_model_runner(serve, method, spec)
+    why = (f"{v1}, which runs the V1 model runner (it needs V2)" if v1 else
+           "the model is not a mixture of experts" if arch is not None and not arch.num_experts else
+           "adaptive speculative verification" if spec.get("enable_adaptive_verification") else
            "prefix caching is off" if serve.get("enable_prefix_caching") is False else
            "pipeline parallelism" if (serve.get("pipeline_parallel_size") or 1) > 1 else
            "context parallelism" if (serve.get("decode_context_parallel_size") or 1) > 1 or

@@ -2718,7 +2718,19 @@ def test_kv_offloading_replaces_the_lines_connector():
     ({"max_tokens": 0}, "--extra-body.max_tokens: 0: vLLM 0.33.0's server takes max_tokens from 1"),
     ({"n": 0}, "takes n from 1"),
     ({"min_tokens": -1}, "takes min_tokens from 0"),
-    ({"min_tokens": 9, "max_tokens": 5}, "--extra-body.min_tokens: 9 above max_tokens 5"),
+    ({"min_tokens": 9, "max_tokens": 5}, "--extra-body.min_tokens: 9: vLLM 0.33.0's server takes no min_tokens above "
+                                         "max_tokens 5"),
+    ({"n": 2, "temperature": 0}, "takes n 1 only with greedy sampling"),
+    ({"n": 20000}, "takes n up to VLLM_MAX_N_SEQUENCES (16,384)"),
+    ({"stream": False}, "--extra-body.stream: False: vLLM 0.33.0's server streams only"),
+    ({"prompt_logprobs": 1}, "gives no prompt_logprobs but 0 to a streamed request"),
+    ({"logprobs": "abc"}, "takes logprobs an integer, -1 or from 0"),
+    ({"logprobs": -5}, "takes logprobs an integer, -1 or from 0"),
+    ({"logprobs": 30}, "takes logprobs up to its --max-logprobs (20)"),
+    ({"stop": 5}, "takes stop as text or a list of texts"),
+    ({"seed": "x"}, "takes seed an integer"),
+    ({"ignore_eos": "maybe"}, "takes ignore_eos true or false"),
+    ({"response_format": {"type": "json_schema"}}, "needs a json_schema beside response_format json_schema"),
 ])
 def test_extra_body_values_the_server_refuses_are_refused(body, says):
     """r112: --extra-body's values are read as the server's request class reads them (pydantic, lax: numeric text
@@ -2728,8 +2740,23 @@ def test_extra_body_values_the_server_refuses_are_refused(body, says):
 
 
 def test_extra_body_values_the_server_takes_run():
-    assert read([MODEL], ["--num-prompts", "5", "--extra-body", json.dumps(
-        {"top_k": "4", "temperature": "0.7", "top_p": True, "max_tokens": 9, "min_tokens": 9})])
+    cmd = read([MODEL], ["--num-prompts", "5", "--extra-body", json.dumps(
+        {"top_k": "4", "temperature": "0.7", "top_p": True, "max_tokens": 9, "min_tokens": 9, "n": 2, "stream": "yes",
+         "prompt_logprobs": 0, "logprobs": 5, "stop": ["x"], "seed": "7", "ignore_eos": "false"})])
+    # r113: what changes the outputs vLLM generates is said apart
+    assert {"vllm bench serve --extra-body.max_tokens", "vllm bench serve --extra-body.ignore_eos"} <= \
+        set(cmd.not_modelled)
+    read([MODEL], ["--num-prompts", "5", "--extra-body", '{"max_tokens": 0, "echo": true}'])  # the prompt, echoed
+    read([MODEL, "--max-logprobs", "-1"], ["--num-prompts", "5", "--logprobs", "-1"])  # no cap on the server
+
+
+def test_the_clients_logprobs_are_held_to_the_servers_cap():
+    """r113: the client sends --logprobs in every completions request; above the server's --max-logprobs (or a
+    negative other than -1) each is a 400."""
+    with pytest.raises(ConfigError, match=re.escape("--logprobs: 30: vLLM 0.33.0's server takes logprobs up to its "
+                                                    "--max-logprobs (20)")):
+        read([MODEL], ["--num-prompts", "5", "--logprobs", "30"])
+    read([MODEL, "--max-logprobs", "30"], ["--num-prompts", "5", "--logprobs", "30"])
 
 
 @pytest.mark.parametrize("version, kv, says", [
@@ -2764,3 +2791,30 @@ def test_033_sleep_mode_refuses_a_multiconnector_without_children():
     kv = {"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_extra_config": {"connectors": []}}
     with pytest.raises(ConfigError, match="--enable-sleep-mode: beside MultiConnector"):
         read([MODEL, "--enable-sleep-mode", "--kv-transfer-config", json.dumps(kv)], [], version="0.33.0")
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--enable-return-routed-experts", "--speculative-config", '{"method": "suffix", "num_speculative_tokens": 4}'],
+     "--enable-return-routed-experts: with suffix speculative decoding, which runs the V1 model runner"),
+    (["--aux-output-config", '{"enable_return_routed_experts": true}', "-pp", "2"],
+     "--aux-output-config.enable_return_routed_experts: with pipeline parallelism"),
+    (["--aux-output-config", '{"bogus": 1}'], "--aux-output-config.bogus"),
+    (["--aux-output-config", '{"max_bytes": 0}'], "--aux-output-config.max_bytes"),
+])
+def test_033_aux_output_is_checked_as_vllm_makes_it(flags, says):
+    """r113: --aux-output-config sets the field --enable-return-routed-experts sets, and its class's fields are
+    typed and bounded; routed experts need Model Runner V2, which a suffix drafter rules out."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read(["Qwen/Qwen3-30B-A3B", *flags], [], version="0.33.0")
+
+
+@pytest.mark.parametrize("child, says", [({"kv_port": "abc"}, "connectors[0].kv_port"),
+                                         ({"bogus": 1}, "connectors[0].bogus"),
+                                         ({"engine_id": "x"}, "connectors[0].engine_id: vLLM's MultiConnector")])
+def test_a_multiconnectors_children_are_typed_as_vllm_makes_them(child, says):
+    """r113: vLLM makes each child a KVTransferConfig (typed, no other keys, engine_id given by the parent)."""
+    kv = {"kv_connector": "MultiConnector", "kv_role": "kv_both",
+          "kv_connector_extra_config": {"connectors": [{**NIXL, **child}]}}
+    for version in ("0.19.0", "0.33.0"):
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            read([MODEL, "--kv-transfer-config", json.dumps(kv)], [], version=version)
