@@ -187,6 +187,12 @@ class Replica:
         if self._idle is not None and not self._idle.triggered:
             self._idle.succeed()
 
+    def _sleep(self):
+        """Idle until an arrival or a pulled KV wakes it."""
+        self._idle = self.env.event()
+        yield self._idle
+        self._idle = None
+
     def _decode_run(self, now: float) -> tuple[list[float], int, int]:
         """The ends of the decode steps to advance at once from `now` (none: take a plain step), the batch and
         its decode context. A run stops before the step an arrival falls in: the router reads this replica's
@@ -211,9 +217,7 @@ class Replica:
         step = 0
         while True:
             if not sched.has_work():
-                self._idle = env.event()
-                yield self._idle
-                self._idle = None
+                yield from self._sleep()
                 continue
             if self.lockstep is not None and self.lockstep.busy():  # the other ranks are mid-step: join the next
                 yield self.lockstep.ended
@@ -232,9 +236,7 @@ class Replica:
                 out = sched.schedule(now)
                 if not out.reqs and not out.implicit:
                     if sched.pulling and not out.preempted:  # what it admitted waits for its KV: so does it
-                        self._idle = env.event()
-                        yield self._idle
-                        self._idle = None
+                        yield from self._sleep()
                         continue
                     if not out.preempted:
                         raise self._stalled()

@@ -253,9 +253,14 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
         ok = CounterMetricFamily("vllm:request_success", "Count of successfully processed requests.",
                                  labels=names + ["finished_reason"])
         reason = np.asarray(cols["finish_reason"], dtype=object)
-        legs = np.zeros(len(replica), dtype=bool)  # disaggregated: the prefill engine's one-token request, capped
+        # disaggregated: the prefill engine's one-token request (capped there), and its token's time, the first
+        # where the prompt was computed (the client never sees it); else each request's first token
+        legs = np.zeros(len(replica), dtype=bool)
+        first_token = cols["first_token_time"].astype(float)
         if result.tokens.prefill_runs is not None:
-            legs[_first_steps(result.tokens.prefill_runs, result.tokens.prefill_offsets)[0]] = True
+            rows, at = _first_steps(result.tokens.prefill_runs, result.tokens.prefill_offsets)
+            legs[rows] = True
+            first_token[rows] = steps["end"][:][at]
         for e in engines:  # every FinishReason of vLLM's, each request under its own (stop, or length where capped)
             for label in FINISH_REASONS:
                 done = (finished & (replica == e) & (reason == label)).sum()
@@ -264,12 +269,6 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
                 ok.add_metric([model_name, tag(e), label], float(done))
         yield ok
         first = cols["first_scheduled_time"]
-        # where the prompt was computed: its first token there (a prefill engine's own, which the client never sees)
-        first_token = cols["first_token_time"].astype(float)
-        if result.tokens.prefill_runs is not None:
-            rows, at = _first_steps(result.tokens.prefill_runs, result.tokens.prefill_offsets)
-            first_token = first_token.copy()
-            first_token[rows] = steps["end"][:][at]
         latency = family_edges("request_latency", REQUEST_TIME_BUCKETS)
         itl = family_edges("inter_token_latency", ITL_BUCKETS)
         tokens = family_edges("request_tokens", buckets_1_2_5(max_model_len))
