@@ -474,6 +474,8 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         serve["model"] = VLLM_DEFAULT_MODEL
     model_given = serve.get("model_tag") or serve.get("model")
     arch = _checkpoint_arch(model_given)
+    if isinstance(serve.get("quantization"), str):  # ModelConfig lower-cases it before it checks it
+        serve["quantization"] = serve["quantization"].lower()
     if serve.get("quantization") is not None:
         _quantization(serve, model_given, arch, version, not_modelled)
     _decode_context_parallel(serve, arch, version)
@@ -540,9 +542,11 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
             settings["speculative.drafting_slots_per_seq"] = slots
     _async_scheduling(serve, version, method, spec_config, settings)
     _routed_experts(serve, arch, version, method, spec_config)
+    _startup_checks(serve, version)
     _refuse_model_overrides(serve.get("hf_overrides"), version)
     _hybrid_manager(serve, version, method, arch, settings)
-    options, workload = _bench(bench, not_modelled, version, serve.get("max_logprobs", 20))
+    options, workload = _bench(bench, not_modelled, version, serve.get("max_logprobs", 20),
+                               arch.vocab_size if arch else None)
     options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
     options.server_counters = not serve.get("disable_log_stats")  # no stat loggers: /metrics has no vllm: series
     options.histogram_buckets = _histogram_buckets(serve.get("custom_histogram_buckets"), version)
@@ -1567,8 +1571,10 @@ def _synthetic_acceptance(config: dict, k: int, field: str) -> list[float] | Non
     return [max(a - b, 0.0) for a, b in zip(edges, edges[1:])]
 
 
-def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20) -> tuple[BenchOptions, dict]:
-    """max_logprobs: the server's --max-logprobs (ModelConfig's default 20)."""
+def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20,
+           vocab: int | None = None) -> tuple[BenchOptions, dict]:
+    """max_logprobs: the server's --max-logprobs (ModelConfig's default 20); vocab: the model's vocabulary, which
+    -1 means there."""
     o = BenchOptions(vllm_version=version)
     for dest in BENCH_RESULT:
         if dest not in bench:
@@ -1598,7 +1604,7 @@ def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20
                                                         f"rerank), which servesim does not simulate: it serves text "
                                                         f"generation (backends {', '.join(ENDPOINT_ENDINGS)})")
     _client_checks(bench)
-    _sampling_checks(bench, version, o.backend, max_logprobs)
+    _sampling_checks(bench, version, o.backend, max_logprobs, vocab)
     extra = bench.get("extra_body") if isinstance(bench.get("extra_body"), dict) else {}
     for key in OUTPUT_KEYS:  # said apart: what the client measures is other outputs than the dataset's
         if key in extra:
@@ -1727,7 +1733,8 @@ def _lax_bool(value) -> bool | None:
     return None
 
 
-def _sampling_checks(bench: dict, version: str, backend: str | None = None, max_logprobs: int = 20) -> None:
+def _sampling_checks(bench: dict, version: str, backend: str | None = None, max_logprobs: int = 20,
+                     vocab: int | None = None) -> None:
     """The sampling flags, or --extra-body's keys of the same names (which win, as vLLM's client merges them), as
     the server reads and checks them (its request class, then SamplingParams): each value outside is a 400 to every
     request, the client's first test request too, so the bench stops and writes nothing. 0.19 bounds temperature
@@ -1763,8 +1770,10 @@ def _sampling_checks(bench: dict, version: str, backend: str | None = None, max_
         value = _lax_number(logprobs, True) if not isinstance(logprobs, str) else None  # text: refused before
         if value is None or value < -1:
             refuse("logprobs", logprobs, "takes logprobs an integer, -1 or from 0")
-        if value and max_logprobs != -1 and (value == -1 or value > max_logprobs):
-            refuse("logprobs", logprobs, f"takes logprobs up to its --max-logprobs ({max_logprobs})")
+        cap = vocab if max_logprobs == -1 else max_logprobs  # -1 (either): the vocabulary's size
+        want = vocab if value == -1 else value
+        if want and cap is not None and want > cap:
+            refuse("logprobs", logprobs, f"takes logprobs up to its --max-logprobs ({cap:,})")
     for key, why in (("stream", "streams only (the client asks for stream options)"),
                      ("prompt_logprobs", "gives no prompt_logprobs but 0 to a streamed request"),
                      ("stop", "takes stop as text or a list of texts"), ("seed", "takes seed an integer"),
@@ -2308,6 +2317,62 @@ def _routed_experts(serve: dict, arch, version: str, method: str | None, spec: d
            f"{pd[0]}, whose P/D transfer carries no routed experts" if pd else None)
     if why:
         raise ConfigError(flag, f"with {why}: vLLM {version} refuses it")
+
+
+NUMACTL_CPUSET = re.compile(r"^\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*$")  # ParallelConfig's numactl CPU list syntax
+MEGA_MOE_BACKENDS = ("deep_gemm_mega_moe", "flashinfer_moe_ep_cutedsl", "flashinfer_moe_ep_mega_deep_gemm",
+                     "aiter_mega_moe")  # 0.33's MoE megakernels, which take no LoRA (LoRAConfig.verify_with_kernel_config)
+
+
+def _ascending(cpuset: str) -> bool:
+    return all(int(a) <= int(b) for a, b in (p.split("-", 1) for p in cpuset.split(",") if "-" in p))
+
+
+def _startup_checks(serve: dict, version: str) -> None:
+    """Config validators vLLM runs at start-up on flags servesim otherwise records: a structured-outputs option its
+    backend lacks, detailed traces without an OTLP endpoint, a hidden-metrics version that is no version, nsight
+    without Ray workers, 0.33's NUMA options without --numa-bind (or a CPU list numactl cannot read), 0.33's LoRA on
+    a MoE megakernel, the whole GPU asked of the memory check (free memory after the CUDA context is less), and a
+    seed numpy cannot take."""
+    from packaging.version import InvalidVersion, Version
+
+    so = serve.get("structured_outputs_config") if isinstance(serve.get("structured_outputs_config"), dict) else {}
+    backend = so.get("backend", "auto")
+    hidden = serve.get("show_hidden_metrics_for_version")
+    try:
+        bad_version = hidden is not None and not Version(str(hidden))
+    except InvalidVersion:
+        bad_version = True
+    executor, gpus = serve.get("distributed_executor_backend"), \
+        (serve.get("tensor_parallel_size") or 1) * (serve.get("pipeline_parallel_size") or 1)
+    cpus = serve.get("numa_bind_cpus")
+    rules = [
+        (so.get("disable_any_whitespace") and backend not in ("xgrammar", "guidance"),
+         "structured_outputs_config.disable_any_whitespace", f"needs the xgrammar or guidance backend, not {backend}"),
+        (so.get("disable_additional_properties") and backend != "guidance",
+         "structured_outputs_config.disable_additional_properties", f"needs the guidance backend, not {backend}"),
+        (serve.get("collect_detailed_traces") and not serve.get("otlp_traces_endpoint"), "collect_detailed_traces",
+         "needs --otlp-traces-endpoint"),
+        (bad_version, "show_hidden_metrics_for_version", f"{hidden!r} is not a version"),
+        (serve.get("ray_workers_use_nsight") and executor != "ray" and (executor is not None or gpus == 1),
+         "ray_workers_use_nsight", "needs Ray workers (--distributed-executor-backend ray)"),
+        (version != "0.19.0" and not serve.get("numa_bind") and (serve.get("numa_bind_nodes") is not None or cpus),
+         "numa_bind_nodes" if serve.get("numa_bind_nodes") is not None else "numa_bind_cpus", "needs --numa-bind"),
+        (version != "0.19.0" and bool(cpus) and not all(NUMACTL_CPUSET.fullmatch(str(c)) and _ascending(str(c))
+                                                          for c in cpus),
+         "numa_bind_cpus", "takes numactl CPU lists of ascending ranges ('0-3' or '0,2,4-7')"),
+        (version != "0.19.0" and serve.get("enable_lora") and serve.get("moe_backend") in MEGA_MOE_BACKENDS,
+         "enable_lora", f"beside --moe-backend {serve.get('moe_backend')} (a MoE megakernel, without LoRA)"),
+        (serve.get("gpu_memory_utilization") == 1, "gpu_memory_utilization",
+         "1.0 asks for the whole GPU, more than is free once the CUDA context is made"),
+        (isinstance(serve.get("seed"), int) and not 0 <= serve["seed"] < 2**32, "seed",
+         f"{serve.get('seed')} is not from 0 to 2**32 - 1, which the workers give np.random.seed"),
+    ]
+    for broken, dest, why in rules:
+        if broken:
+            head, _, key = dest.partition(".")
+            raise ConfigError(_flag("serve", head, version) + (f".{key}" if key else ""),
+                              f"{why}: vLLM {version} refuses to start")
 
 
 def unstartable(settings: dict) -> str | None:

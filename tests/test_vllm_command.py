@@ -2818,3 +2818,45 @@ def test_a_multiconnectors_children_are_typed_as_vllm_makes_them(child, says):
     for version in ("0.19.0", "0.33.0"):
         with pytest.raises(ConfigError, match=re.escape(says)):
             read([MODEL, "--kv-transfer-config", json.dumps(kv)], [], version=version)
+
+
+@pytest.mark.parametrize("version, flags, says", [
+    ("0.33.0", ["--structured-outputs-config", '{"disable_any_whitespace": true}'],
+     "--structured-outputs-config.disable_any_whitespace: needs the xgrammar or guidance backend, not auto"),
+    ("0.19.0", ["--structured-outputs-config", '{"backend": "xgrammar", "disable_additional_properties": true}'],
+     "disable_additional_properties: needs the guidance backend, not xgrammar"),
+    ("0.33.0", ["--collect-detailed-traces", "all"], "--collect-detailed-traces: needs --otlp-traces-endpoint"),
+    ("0.19.0", ["--show-hidden-metrics-for-version", "abc"], "--show-hidden-metrics-for-version: 'abc' is not a version"),
+    ("0.33.0", ["--ray-workers-use-nsight"], "--ray-workers-use-nsight: needs Ray workers"),
+    ("0.33.0", ["--numa-bind-nodes", "0"], "--numa-bind-nodes: needs --numa-bind"),
+    ("0.33.0", ["--numa-bind", "--numa-bind-cpus", "3-1"], "--numa-bind-cpus: takes numactl CPU lists"),
+    ("0.33.0", ["--enable-lora", "--moe-backend", "deep_gemm_mega_moe"], "--enable-lora: beside --moe-backend"),
+    ("0.19.0", ["--gpu-memory-utilization", "1.0"], "--gpu-memory-utilization: 1.0 asks for the whole GPU"),
+    ("0.33.0", ["--seed", "-5"], "--seed: -5 is not from 0 to 2**32 - 1"),
+    ("0.19.0", ["--seed", str(2**32)], "--seed: 4294967296 is not from 0"),
+])
+def test_config_validators_vllm_runs_at_start_up_refuse_the_line(version, flags, says):
+    """r114: the config classes' validators on flags servesim records (structured outputs, observability, parallel
+    NUMA and nsight options, LoRA on a MoE megakernel, the memory check at 100%): these lines ran."""
+    with pytest.raises(ConfigError, match=re.escape(says) + ".*refuses to start"):
+        read([MODEL, *flags], [], version=version)
+
+
+def test_lines_those_validators_pass_run():
+    read([MODEL, "--structured-outputs-config", '{"backend": "guidance", "disable_any_whitespace": true, '
+                                                '"disable_additional_properties": true}',
+          "--collect-detailed-traces", "all", "--otlp-traces-endpoint", "http://x:4317",
+          "--show-hidden-metrics-for-version", "0.32", "--numa-bind", "--numa-bind-cpus", "0-3,8", "--enable-lora",
+          "--gpu-memory-utilization", "0.99"], [])
+
+
+def test_a_quantization_method_is_read_in_any_case():
+    """r114: ModelConfig lower-cases --quantization before it checks it: -q FP8 runs as fp8 (it was refused)."""
+    for version in ("0.19.0", "0.33.0"):
+        assert read([MODEL, "-q", "FP8"], [], version=version).settings["engine.quantization"] == "fp8"
+
+
+def test_max_logprobs_minus_one_is_the_vocabulary():
+    """r114: --max-logprobs -1 caps logprobs at the model's vocabulary (128,256 for Llama 3.1), not at nothing."""
+    with pytest.raises(ConfigError, match=re.escape("takes logprobs up to its --max-logprobs (128,256)")):
+        read([MODEL, "--max-logprobs", "-1"], ["--num-prompts", "5", "--logprobs", "200000"])
