@@ -85,8 +85,8 @@ def cmd_run(args, after=None) -> int:
                                                               "cooldown_requests") if getattr(args, k, None) is not None]
     rs = load(args.scenario, args.set + window)
     from servesim.simulator.files import refuse_folder_over_inputs, refuse_writing_over
-    from servesim.simulator.metrics import (OPTIONAL_RUN_FILES, RUN_FILES, check_window, record_written,
-                                            written_before)
+    from servesim.simulator.files import record_written, written_before
+    from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window
 
     inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
     refuse_writing_over(args.out, "--out", inputs)

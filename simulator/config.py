@@ -460,7 +460,8 @@ def load_scenario_file(path: str | Path) -> dict:
     return data
 
 
-_SETTING_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$")
+SETTING_PATH = re.compile(  # a --set, --grid or --zip KEY
+    r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$")
 
 
 def dropped_sets(sets: list[str]) -> list[str]:
@@ -487,7 +488,7 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         if "=" not in item:
             raise ConfigError(item, "--set takes key=value")
         key, raw = item.split("=", 1)
-        if not _SETTING_PATH.match(key.strip()):
+        if not SETTING_PATH.match(key.strip()):
             raise ConfigError("--set", f"{item[:80]!r}: KEY must be a dotted setting name, e.g. engine.max_num_seqs")
         try:
             value: Any = safe_load_bounded(raw)

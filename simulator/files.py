@@ -311,6 +311,22 @@ def profile_file(path: str | Path, field: str) -> None:
               (".yaml", ".yml"))
 
 
+RUN_MANIFEST = ".servesim-files"  # the files the last run in a folder wrote: only those are an earlier run's
+
+
+def written_before(folder: Path) -> set[str]:
+    """The files the last run written to `folder` wrote (its manifest): an earlier run's files a new run does not
+    write again are removed, and only those; a file of the same name the user put there is left alone."""
+    try:
+        return set((Path(folder) / RUN_MANIFEST).read_text(encoding="utf-8").split())
+    except (OSError, UnicodeDecodeError):
+        return set()
+
+
+def record_written(folder: Path, names) -> None:
+    (Path(folder) / RUN_MANIFEST).write_text("".join(f"{name}\n" for name in sorted(set(names))), encoding="utf-8")
+
+
 def output_file(path: str | Path, field: str, inputs=(), profile: bool = False) -> Path:
     """A file to write: its folder is made if missing; a folder, or a parent that is a file, is refused by name,
     and so is one of the command's `inputs` (a file, or a file already inside an input folder): written over,
@@ -320,6 +336,9 @@ def output_file(path: str | Path, field: str, inputs=(), profile: bool = False) 
     refuse_link(path, field)
     if path.is_dir():
         raise ConfigError(field, f"{path} is a directory: give a file name")
+    if path.name in written_before(path.parent):  # another run's own file: written over, that run is unreadable
+        raise ConfigError(field, f"{path} is a file of the servesim run in {path.parent} ({RUN_MANIFEST} lists it): "
+                                 f"give a name of its own")
     refuse_writing_over(path, field, inputs, profile)
     refuse_below_a_file(path, field, f"{{parent}} is not a directory")
     path.parent.mkdir(parents=True, exist_ok=True)

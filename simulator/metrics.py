@@ -19,6 +19,7 @@ import numpy as np
 from servesim.simulator.arrow_columns import IntLists, write_parquet
 from servesim.simulator.batch import SHAPE_FIELDS, BatchShape
 from servesim.simulator.cost_model import extrapolation_warnings
+from servesim.simulator.files import record_written, written_before
 from servesim.simulator.records import STEP_COLUMNS, TYPECODES, RequestLog, StepLog
 from servesim.simulator.request import FINISHED, REJECTED
 
@@ -226,20 +227,6 @@ class TokenTimes:
 
 
 RUN_FILES = ("config.yaml", "summary.json", "requests.parquet", "steps.parquet", "latency.png", "workload.jsonl")
-RUN_MANIFEST = ".servesim-files"  # the files the last run in a folder wrote: only those are an earlier run's
-
-
-def written_before(folder: Path) -> set[str]:
-    """The files the last run written to `folder` wrote (its manifest): an earlier run's files a new run does not
-    write again are removed, and only those; a file of the same name the user put there is left alone."""
-    try:
-        return set((Path(folder) / RUN_MANIFEST).read_text(encoding="utf-8").split())
-    except (OSError, UnicodeDecodeError):
-        return set()
-
-
-def record_written(folder: Path, names) -> None:
-    (Path(folder) / RUN_MANIFEST).write_text("".join(f"{name}\n" for name in sorted(set(names))), encoding="utf-8")
 
 
 # what a run writes only when asked (--plot, --prometheus, the vllm command): an earlier run's, left beside a new

@@ -31,7 +31,11 @@ from servesim.simulator.files import load_yaml, split_values
 def _values(spec: str, flag: str) -> tuple[str, list]:
     if "=" not in spec:
         raise ConfigError(flag, f"{spec!r}: use key=v1,v2,...")
+    from servesim.simulator.config import SETTING_PATH
+
     key, raw = spec.split("=", 1)
+    if not SETTING_PATH.match(key.strip()):  # checked before the values are split, so named by the flag it was in
+        raise ConfigError(flag, f"{spec[:80]!r}: KEY must be a dotted setting name, e.g. engine.max_num_seqs")
     parts = split_values(raw)
     if not any(v.strip() for v in parts):
         raise ConfigError(flag, f"{key}: no values")

@@ -1041,3 +1041,22 @@ def test_an_architecture_edited_under_a_built_in_name_is_not_timed_by_its_profil
     assert load(None, []).profile.name == "h200-llama-3.1-8b-bf16-tp1"
     assert "composed" in load(None, ["model.num_hidden_layers=16"]).cost_model_source or \
         "roofline" in load(None, ["model.num_hidden_layers=16"]).cost_model_source
+
+
+def test_a_file_of_a_run_is_not_written_over_by_another_command(tmp_path, capsys):
+    """r114: `workload write --out RUN/summary.json` wrote JSON lines over a run's summary (a .json name is a
+    workload's), and the run folder could no longer be read. A file a run's manifest lists is refused to any command
+    writing one file."""
+    run = tmp_path / "r1"
+    assert main(["run", "--set", "workload.num_requests=20", "--out", str(run), "--quiet"]) == 0
+    before = (run / "summary.json").read_bytes()
+    assert main(["workload", "write", "--set", "workload.num_requests=5", "--out", str(run / "summary.json")]) == 2
+    assert "r1/summary.json is a file of the servesim run in" in capsys.readouterr().err
+    assert (run / "summary.json").read_bytes() == before
+    assert main(["workload", "write", "--set", "workload.num_requests=5", "--out", str(run / "mine.json")]) == 0
+
+
+def test_a_grid_key_that_is_no_setting_is_named_by_its_flag(tmp_path, capsys):
+    """r114: `sweep --grid =1,2` was said as a --set error, of a part of the value."""
+    assert main(["sweep", "--grid", "=1,2", "--set", "workload.num_requests=20", "--out", str(tmp_path / "s")]) == 2
+    assert "servesim: error: --grid: '=1,2': KEY must be a dotted setting name" in capsys.readouterr().err
