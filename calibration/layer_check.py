@@ -38,8 +38,17 @@ H100_BANDWIDTH_GBPS = 3350.0
 
 
 def _read_layers(path: Path) -> pd.DataFrame:
+    """One profiler's table. A file whose last line has no line end was cut off as it was written: its last row's
+    numbers may be cut short too (a latency of 12345 read as 1), so it is refused, not read."""
     cols = ["layer_name", "input", "tp_size", "latency(ns)"]
     try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            if f.tell():
+                f.seek(-1, 2)
+                if f.read(1) not in (b"\n", b"\r"):
+                    raise ConfigError("layers", f"{path}: its last line has no line end, as a file cut off while it "
+                                                f"was written: its last row may be cut short; give the whole file")
         d = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as exc:
         raise ConfigError("layers", f"cannot read {path}: {str(exc).splitlines()[0]}") from None

@@ -327,6 +327,14 @@ def record_written(folder: Path, names) -> None:
     (Path(folder) / RUN_MANIFEST).write_text("".join(f"{name}\n" for name in sorted(set(names))), encoding="utf-8")
 
 
+def refuse_run_file(path: Path, field: str) -> None:
+    """A file another command writes (a workload, a profile, a plot): not one a run's manifest lists, nor the
+    manifest, which a later run into that folder reads to know the earlier run's files."""
+    if path.name == RUN_MANIFEST or path.name in written_before(path.parent):
+        raise ConfigError(field, f"{path} is a file of the servesim run in {path.parent} ({RUN_MANIFEST} lists "
+                                 f"{'the others' if path.name == RUN_MANIFEST else 'it'}): give a name of its own")
+
+
 def output_file(path: str | Path, field: str, inputs=(), profile: bool = False) -> Path:
     """A file to write: its folder is made if missing; a folder, or a parent that is a file, is refused by name,
     and so is one of the command's `inputs` (a file, or a file already inside an input folder): written over,
@@ -336,9 +344,7 @@ def output_file(path: str | Path, field: str, inputs=(), profile: bool = False) 
     refuse_link(path, field)
     if path.is_dir():
         raise ConfigError(field, f"{path} is a directory: give a file name")
-    if path.name in written_before(path.parent):  # another run's own file: written over, that run is unreadable
-        raise ConfigError(field, f"{path} is a file of the servesim run in {path.parent} ({RUN_MANIFEST} lists it): "
-                                 f"give a name of its own")
+    refuse_run_file(path, field)
     refuse_writing_over(path, field, inputs, profile)
     refuse_below_a_file(path, field, f"{{parent}} is not a directory")
     path.parent.mkdir(parents=True, exist_ok=True)

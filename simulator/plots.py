@@ -376,12 +376,14 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
         stem = Path(out) if out else (src if src.is_dir() else src.parent) / f"plot-{kind}"
         if stem.suffix.lower() in (".png", ".svg"):  # both are written: x.png named the stem, not x.png.png
             stem = stem.with_suffix("")
-    from servesim.simulator.files import refuse_folder_over_inputs
+    from servesim.simulator.files import refuse_folder_over_inputs, refuse_run_file
 
     read = src / ("steps.parquet" if kind == "timeline" else {"capacity": "max_rate.csv",
                                                               "recommend": "recommend.json"}.get(kind, "sweep.parquet")) \
         if src.is_dir() else src  # the table the plot reads: neither picture may replace it
     refuse_folder_over_inputs(stem.parent, (f"{stem.name}.png", f"{stem.name}.svg"), "--out", [read])
+    for suffix in (".png", ".svg"):
+        refuse_run_file(stem.with_name(stem.name + suffix), "--out")
     if kind == "recommend":
         return _plot_recommendation(src, stem, title)
     if kind == "timeline":

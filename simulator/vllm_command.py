@@ -803,7 +803,7 @@ def _async_scheduling(serve: dict, version: str, method: str | None, config: dic
         rules = [(method is not None and not eagle and method != "ngram_gpu", f"{method} speculative decoding",
                   method != "draft_model"),
                  (padded_off, "disable_padded_drafter_batch", True),
-                 (serve.get("distributed_executor_backend") == "ray", "the ray executor", True)]
+                 (_ray_executor(serve), "the ray executor", True)]
     else:
         v1_runner = _v1_model_runner(serve, method, config) is not None
         rules = [(v1_runner and method is not None and not eagle and method not in ("ngram_gpu", "draft_model", "dspark"),
@@ -830,6 +830,10 @@ SUFFIX_BOUNDS = {"suffix_decoding_max_tree_depth": (1, None), "suffix_decoding_m
                  "suffix_decoding_max_spec_factor": (0, None), "suffix_decoding_min_token_prob": (0, 1)}
 
 
+# 0.33's drafters that read the target's hidden states (eagle3_utils.requires_aux_hidden_states), and the model
+# families servesim knows whose vLLM 0.33 class lacks SupportsEagle3 (mixtral.py, qwen2_moe.py)
+AUX_HIDDEN_STATE_METHODS = ("eagle3", "dflash", "dspark", "extract_hidden_states")
+NO_EAGLE3_FAMILIES = ("mixtral", "qwen2_moe")
 # vLLM 0.19's aux_hidden_states_supported: model types (substrings) whose hidden states EAGLE-3 may read
 AUX_HIDDEN_STATE_FAMILIES = ("llama", "qwen", "minicpm", "gpt_oss", "hunyuan_vl", "hunyuan_v1_dense", "afmoe",
                              "nemotron_h", "deepseek_v2", "deepseek_v3", "kimi_k2", "kimi_k25")
@@ -882,6 +886,13 @@ def _check_speculative_values(config: dict, method: str, k: int, serve: dict, ar
             not any(name in family for name in AUX_HIDDEN_STATE_FAMILIES):
         raise ConfigError(f"{field}.method", f"{method} reads hidden states vLLM 0.19 takes from "
                                              f"{', '.join(AUX_HIDDEN_STATE_FAMILIES)} models only, not {family}")
+    if version == "0.19.0" and method == "mlp_speculator":  # kept in SpeculativeMethod, drafted by nothing
+        raise ConfigError(f"{field}.method", "mlp_speculator: vLLM 0.19's V1 model runner has no such drafter "
+                                             "(\"Unknown speculative decoding method\") and does not start")
+    if version != "0.19.0" and method in AUX_HIDDEN_STATE_METHODS and family in NO_EAGLE3_FAMILIES:
+        raise ConfigError(f"{field}.method", f"{method} reads the target's hidden states, and vLLM {version}'s "
+                                             f"{family} model has no EAGLE-3 interface (SupportsEagle3): it fails "
+                                             f"as it loads")
     _check_spec_combinations(config, method, field)
     if config.get("rejection_sample_method") == "fly":  # 0.33's lossy verification
         window = config.get("fly_window_size")
@@ -2328,6 +2339,19 @@ def _ascending(cpuset: str) -> bool:
     return all(int(a) <= int(b) for a, b in (p.split("-", 1) for p in cpuset.split(",") if "-" in p))
 
 
+def _world_size(serve: dict) -> int:
+    """GPUs across the DP ranks (ParallelConfig.world_size_across_dp)."""
+    return (serve.get("tensor_parallel_size") or 1) * (serve.get("pipeline_parallel_size") or 1) * (
+        serve.get("data_parallel_size") or 1)
+
+
+def _ray_executor(serve: dict) -> bool:
+    """Ray workers: asked for, or the executor ParallelConfig fills in for a Ray DP backend on several GPUs."""
+    executor = serve.get("distributed_executor_backend")
+    return executor == "ray" or executor is None and _world_size(serve) > 1 and \
+        serve.get("data_parallel_backend") == "ray"
+
+
 def _startup_checks(serve: dict, version: str) -> None:
     """Config validators vLLM runs at start-up on flags servesim otherwise records: a structured-outputs option its
     backend lacks, detailed traces without an OTLP endpoint, a hidden-metrics version that is no version, nsight
@@ -2343,8 +2367,10 @@ def _startup_checks(serve: dict, version: str) -> None:
         bad_version = hidden is not None and not Version(str(hidden))
     except InvalidVersion:
         bad_version = True
-    executor, gpus = serve.get("distributed_executor_backend"), \
-        (serve.get("tensor_parallel_size") or 1) * (serve.get("pipeline_parallel_size") or 1)
+    executor = serve.get("distributed_executor_backend")
+    kernel = serve.get("kernel_config") if isinstance(serve.get("kernel_config"), dict) else {}
+    moe_backend = kernel.get("moe_backend", serve.get("moe_backend"))
+    nodes = serve.get("numa_bind_nodes")
     cpus = serve.get("numa_bind_cpus")
     rules = [
         (so.get("disable_any_whitespace") and backend not in ("xgrammar", "guidance"),
@@ -2354,15 +2380,20 @@ def _startup_checks(serve: dict, version: str) -> None:
         (serve.get("collect_detailed_traces") and not serve.get("otlp_traces_endpoint"), "collect_detailed_traces",
          "needs --otlp-traces-endpoint"),
         (bad_version, "show_hidden_metrics_for_version", f"{hidden!r} is not a version"),
-        (serve.get("ray_workers_use_nsight") and executor != "ray" and (executor is not None or gpus == 1),
-         "ray_workers_use_nsight", "needs Ray workers (--distributed-executor-backend ray)"),
+        (serve.get("ray_workers_use_nsight") and not _ray_executor(serve) and (executor is not None or
+                                                                              _world_size(serve) == 1),
+         "ray_workers_use_nsight", "needs Ray workers (--distributed-executor-backend ray)"),  # (an unseen Ray
+        # placement group may give them: not refused where the executor is left to vLLM on several GPUs)
+        (version != "0.19.0" and nodes is not None and not all(isinstance(_lax_number(n, True), int) and
+                                                               _lax_number(n, True) >= 0 for n in nodes),
+         "numa_bind_nodes", "takes NUMA node numbers from 0"),
         (version != "0.19.0" and not serve.get("numa_bind") and (serve.get("numa_bind_nodes") is not None or cpus),
          "numa_bind_nodes" if serve.get("numa_bind_nodes") is not None else "numa_bind_cpus", "needs --numa-bind"),
         (version != "0.19.0" and bool(cpus) and not all(NUMACTL_CPUSET.fullmatch(str(c)) and _ascending(str(c))
                                                           for c in cpus),
          "numa_bind_cpus", "takes numactl CPU lists of ascending ranges ('0-3' or '0,2,4-7')"),
-        (version != "0.19.0" and serve.get("enable_lora") and serve.get("moe_backend") in MEGA_MOE_BACKENDS,
-         "enable_lora", f"beside --moe-backend {serve.get('moe_backend')} (a MoE megakernel, without LoRA)"),
+        (version != "0.19.0" and serve.get("enable_lora") and moe_backend in MEGA_MOE_BACKENDS,
+         "enable_lora", f"beside the MoE backend {moe_backend} (a MoE megakernel, without LoRA)"),
         (serve.get("gpu_memory_utilization") == 1, "gpu_memory_utilization",
          "1.0 asks for the whole GPU, more than is free once the CUDA context is made"),
         (isinstance(serve.get("seed"), int) and not 0 <= serve["seed"] < 2**32, "seed",

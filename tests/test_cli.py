@@ -1060,3 +1060,17 @@ def test_a_grid_key_that_is_no_setting_is_named_by_its_flag(tmp_path, capsys):
     """r114: `sweep --grid =1,2` was said as a --set error, of a part of the value."""
     assert main(["sweep", "--grid", "=1,2", "--set", "workload.num_requests=20", "--out", str(tmp_path / "s")]) == 2
     assert "servesim: error: --grid: '=1,2': KEY must be a dotted setting name" in capsys.readouterr().err
+
+
+def test_a_runs_manifest_and_plot_are_not_written_over_either(tmp_path, capsys):
+    """r115: the manifest itself (.servesim-files) could be written over, and the next run then kept the earlier
+    run's metrics.prom as its own; and `plot RUN --out RUN/latency.png` replaced the run's own plot."""
+    run = tmp_path / "r1"
+    assert main(["run", "--set", "workload.num_requests=20", "--out", str(run), "--quiet", "--plot"]) == 0
+    assert main(["workload", "write", "--set", "workload.num_requests=3", "--out", str(run / ".servesim-files")]) == 2
+    assert ".servesim-files lists the others" in capsys.readouterr().err
+    before = (run / "latency.png").read_bytes()
+    assert main(["plot", str(run), "--kind", "timeline", "--out", str(run / "latency.png")]) == 2
+    assert "latency.png is a file of the servesim run" in capsys.readouterr().err
+    assert (run / "latency.png").read_bytes() == before
+    assert main(["plot", str(run), "--kind", "timeline"]) == 0  # its own name beside the run's files

@@ -619,6 +619,19 @@ def test_validate_layers_refuses_mixed_tp_degrees_and_names_tables(tmp_path, cap
         assert err.startswith("servesim: error: --tables: ") and "give the root that holds h100_sxm/" in err
 
 
+@pytest.mark.skipif(not LAYERS.is_dir(), reason=f"layer profiles not found at {LAYERS}")
+def test_validate_layers_refuses_a_table_cut_off_mid_row(tmp_path, capsys):
+    """r115: a layers.csv cut off as it was written was read: its last row's latency cut short (12345 read as 1)
+    changed a bucket's measured time, without a word. Its last line has no line end: refused."""
+    from servesim.simulator.cli import main
+
+    text = next(LAYERS.rglob("tp2/layers.csv")).read_text()
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "layers.csv").write_text(text[:-3])
+    assert main(["validate", "layers", "--data", str(tmp_path / "cut"), "--out", str(tmp_path / "o1")]) == 2
+    assert "its last line has no line end" in capsys.readouterr().err
+
+
 @needs_tables
 def test_a_model_name_never_puts_the_composed_profile_outside_the_cache(tmp_path):
     """model.name went into the cached profile's path unchanged: ../../x wrote the YAML outside the cache

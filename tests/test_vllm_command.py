@@ -541,7 +541,9 @@ def test_0_19s_eagle3_reads_the_hidden_states_of_the_families_it_lists():
     spec = json.dumps({"method": "eagle3", "model": "someone/eagle3-head", "num_speculative_tokens": 3})
     with pytest.raises(ConfigError, match="eagle3 reads hidden states vLLM 0.19 takes from llama, .* not mixtral"):
         read(["mistralai/Mixtral-8x7B-Instruct-v0.1", "-tp", "2", "--speculative-config", spec], [], "0.19.0")
-    assert read(["mistralai/Mixtral-8x7B-Instruct-v0.1", "-tp", "2", "--speculative-config", spec], []).settings
+    # r115: 0.33 drops the list but loads the drafter only on a class with SupportsEagle3, which Mixtral's lacks
+    with pytest.raises(ConfigError, match="mixtral model has no EAGLE-3 interface"):
+        read(["mistralai/Mixtral-8x7B-Instruct-v0.1", "-tp", "2", "--speculative-config", spec], [])
     assert read([MODEL, "--speculative-config", spec], [], "0.19.0").settings
 
 
@@ -2830,7 +2832,10 @@ def test_a_multiconnectors_children_are_typed_as_vllm_makes_them(child, says):
     ("0.33.0", ["--ray-workers-use-nsight"], "--ray-workers-use-nsight: needs Ray workers"),
     ("0.33.0", ["--numa-bind-nodes", "0"], "--numa-bind-nodes: needs --numa-bind"),
     ("0.33.0", ["--numa-bind", "--numa-bind-cpus", "3-1"], "--numa-bind-cpus: takes numactl CPU lists"),
-    ("0.33.0", ["--enable-lora", "--moe-backend", "deep_gemm_mega_moe"], "--enable-lora: beside --moe-backend"),
+    ("0.33.0", ["--enable-lora", "--moe-backend", "deep_gemm_mega_moe"], "--enable-lora: beside the MoE backend"),
+    ("0.33.0", ["--enable-lora", "--kernel-config", '{"moe_backend": "deep_gemm_mega_moe"}'],
+     "--enable-lora: beside the MoE backend deep_gemm_mega_moe"),  # r115: however it is set
+    ("0.33.0", ["--numa-bind", "--numa-bind-nodes", "x"], "--numa-bind-nodes: takes NUMA node numbers from 0"),
     ("0.19.0", ["--gpu-memory-utilization", "1.0"], "--gpu-memory-utilization: 1.0 asks for the whole GPU"),
     ("0.33.0", ["--seed", "-5"], "--seed: -5 is not from 0 to 2**32 - 1"),
     ("0.19.0", ["--seed", str(2**32)], "--seed: 4294967296 is not from 0"),
@@ -2860,3 +2865,34 @@ def test_max_logprobs_minus_one_is_the_vocabulary():
     """r114: --max-logprobs -1 caps logprobs at the model's vocabulary (128,256 for Llama 3.1), not at nothing."""
     with pytest.raises(ConfigError, match=re.escape("takes logprobs up to its --max-logprobs (128,256)")):
         read([MODEL, "--max-logprobs", "-1"], ["--num-prompts", "5", "--logprobs", "200000"])
+
+
+def test_a_ray_data_parallel_backend_runs_ray_workers():
+    """r115: ParallelConfig fills an unset executor with Ray for a Ray DP backend, so nsight runs (it was refused),
+    and 0.19's Ray executor has no async scheduling (it was simulated on; asked for, vLLM refuses it)."""
+    line = [MODEL, "-dp", "2", "--data-parallel-backend", "ray"]
+    for version in ("0.19.0", "0.33.0"):
+        read([*line, "--ray-workers-use-nsight"], [], version=version)
+    assert read(line, [], version="0.19.0").settings["engine.async_scheduling"] is False
+    assert "engine.async_scheduling" not in read(line, [], version="0.33.0").settings
+    with pytest.raises(ConfigError, match="the ray executor"):
+        read([*line, "--async-scheduling"], [], version="0.19.0")
+
+
+@pytest.mark.parametrize("version, model, spec, says", [
+    ("0.33.0", "mistralai/Mixtral-8x7B-Instruct-v0.1", {"method": "eagle3", "model": "foo/eagle3-mixtral"},
+     "eagle3 reads the target's hidden states, and vLLM 0.33.0's mixtral model has no EAGLE-3 interface"),
+    ("0.33.0", "mistralai/Mixtral-8x7B-Instruct-v0.1", {"method": "dflash", "model": "z-lab/foo-dflash"},
+     "dflash reads the target's hidden states"),
+    ("0.19.0", MODEL, {"method": "mlp_speculator", "model": "ibm-ai-platform/llama3-8b-accelerator"},
+     "mlp_speculator: vLLM 0.19's V1 model runner has no such drafter"),
+])
+def test_drafters_a_release_cannot_load_are_refused(version, model, spec, says):
+    """r115: 0.33 loads a hidden-state drafter only on a target with SupportsEagle3 (Mixtral has none); 0.19 keeps
+    mlp_speculator as a method but drafts it with nothing. Both lines ran as working speculation."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([model, "-tp", "2", "--speculative-config", json.dumps({**spec, "num_speculative_tokens": 3})], [],
+             version=version)
+    if spec["method"] == "eagle3":  # Mistral's class is Llama's, which has it
+        read(["mistralai/Mistral-7B-Instruct-v0.1", "--speculative-config",
+              json.dumps({**spec, "num_speculative_tokens": 3})], [], version=version)
