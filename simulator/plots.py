@@ -77,7 +77,7 @@ def _plt():
 
 
 def _label(key: str) -> str:
-    return {"workload.arrival.rate": "arrival rate (req/s)", "engine.max_num_batched_tokens": "token budget",
+    return {"workload.arrival.rate": "arrival rate (requests/s; sessions/s for sessions)", "engine.max_num_batched_tokens": "token budget",
             "engine.max_num_seqs": "max_num_seqs", "p99_tpot_ms": "p99 TPOT (ms)",
             "p99_ttft_ms": "p99 TTFT (ms)"}.get(key, key)
 
@@ -200,8 +200,13 @@ def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
         suffix = f" ({name})" if by and by in table else ""
         ax.plot(g[x], g["request_goodput"], "-o", color=color, label="goodput" + suffix)
         ax.plot(g[x], g["request_throughput"], ":", color=color, label="throughput" + suffix)
-    lim = float(table[x].max())
-    ax.plot([0, lim], [0, lim], color="grey", lw=0.8, label="offered load")
+    if "offered_rate" in table and table["offered_rate"].notna().any():  # the requests/s the runs offered: a
+        # session workload's rate counts sessions, whose turns offer more requests than it says
+        offered = table.groupby(x)["offered_rate"].mean().reset_index()
+        ax.plot(offered[x], offered["offered_rate"], color="grey", lw=0.8, label="offered load (req/s)")
+    else:
+        lim = float(table[x].max())
+        ax.plot([0, lim], [0, lim], color="grey", lw=0.8, label="offered load")
     ax.set_xlabel(_label(x))
     ax.set_ylabel("requests per second")
     ax.set_title("\n".join(t for t in (title or "Goodput under SLOs", _slo_text(slos)) if t), fontsize=10)

@@ -493,3 +493,30 @@ def test_a_capacity_plot_where_no_configuration_met_the_slos_is_drawn(tmp_path, 
                   "reason": ["no rate met the SLOs"] * 2}).to_csv(tmp_path / "max_rate.csv", index=False)
     assert main(["plot", str(tmp_path), "--kind", "capacity", "--by", "engine.max_num_seqs"]) == 0
     assert (tmp_path / "plot-capacity.png").is_file()
+
+
+def test_the_goodput_plots_offered_load_is_the_requests_the_runs_offered(tmp_path):
+    """r115: a session workload's rate counts sessions; the offered-load line was y = x in requests/s, so goodput at
+    about all of what was offered read as 29% of it. It is the runs' own offered_rate now."""
+    import pandas as pd
+
+    from servesim.simulator.plots import _plt, goodput_vs_rate
+
+    table = pd.DataFrame({"workload.arrival.rate": [1.0, 4.0], "offered_rate": [0.3, 1.15],
+                          "request_goodput": [0.3, 1.1], "request_throughput": [0.3, 1.14]})
+    plt = _plt()
+    seen = {}
+    real_close = plt.close
+
+    def keep(fig=None):
+        if fig is not None and hasattr(fig, "axes"):
+            line = [ln for ln in fig.axes[0].get_lines() if ln.get_label().startswith("offered load")][0]
+            seen["y"], seen["x"] = list(line.get_ydata()), list(line.get_xdata())
+            seen["label"] = fig.axes[0].get_xlabel()
+        real_close(fig)
+    plt.close = keep
+    try:
+        goodput_vs_rate(table, tmp_path / "g")
+    finally:
+        plt.close = real_close
+    assert seen["y"] == [0.3, 1.15] and seen["x"] == [1.0, 4.0] and "sessions/s" in seen["label"]
