@@ -1176,11 +1176,15 @@ def _check_json_configs(serve: dict, version: str) -> None:
                               f"{', '.join(str(n) for n in names[:8])}, ...")
 
 
-def _lax_bool(value) -> bool:
-    """A bool as pydantic's lax mode reads it ("false", 0, "off" are false); checked before it is asked."""
-    from pydantic import TypeAdapter
+def _lax_bool(value) -> bool | None:
+    """A bool as pydantic's lax mode reads it ("false", 0, "off" are false), as vLLM's config and request classes
+    read one; None where it refuses it."""
+    from pydantic import TypeAdapter, ValidationError
 
-    return TypeAdapter(bool).validate_python(value)
+    try:
+        return TypeAdapter(bool).validate_python(value)
+    except ValidationError:
+        return None
 
 
 def _check_fields(config: dict, spec: dict, flag: str, version: str) -> None:
@@ -1290,6 +1294,18 @@ def _check_kv_configs(serve: dict, version: str) -> None:
                           f"mode\")")
 
 
+def _extra(config: dict) -> dict:
+    """A connector config's kv_connector_extra_config (an object, or none)."""
+    extra = config.get("kv_connector_extra_config")
+    return extra if isinstance(extra, dict) else {}
+
+
+def _children(config: dict) -> list | None:
+    """A MultiConnector's children as its config lists them; None where it lists none (vLLM asserts a list)."""
+    children = _extra(config).get("connectors")
+    return children if isinstance(children, list) else None
+
+
 def _check_connector(config: dict, field: str, version: str) -> None:
     connector, role, path = config.get("kv_connector"), config.get("kv_role"), config.get("kv_connector_module_path")
     if role is not None and role not in KV_ROLES:
@@ -1305,9 +1321,8 @@ def _check_connector(config: dict, field: str, version: str) -> None:
         raise ConfigError(f"{field}.kv_connector", f"{connector!r}: vLLM {version} registers no such connector "
                                                    f"(give kv_connector_module_path for one of your own)")
     if connector == "MultiConnector" and not path:
-        extra = config.get("kv_connector_extra_config")
-        children = extra.get("connectors") if isinstance(extra, dict) else None
-        if not isinstance(children, list):
+        children = _children(config)
+        if children is None:
             raise ConfigError(f"{field}.kv_connector_extra_config.connectors", "a list of connectors' configs is "
                                                                                "needed: vLLM's MultiConnector asserts it")
         for k, child in enumerate(children):
@@ -1329,11 +1344,9 @@ def _follows_sleep_mode(connector) -> bool:
     Mooncake's store or MoRIIO. A class of one's own is taken at its word."""
     if not isinstance(connector, dict) or connector.get("kv_connector_module_path"):
         return True
-    name = connector.get("kv_connector")
-    extra = connector.get("kv_connector_extra_config")
-    extra = extra if isinstance(extra, dict) else {}
+    name, extra = connector.get("kv_connector"), _extra(connector)
     if name == "MultiConnector":  # only with children, every one following it
-        children = extra.get("connectors") or []
+        children = _children(connector) or []
         return bool(children) and all(_follows_sleep_mode(c) for c in children)
     if name in ("NixlConnector", "NixlPullConnector"):
         return extra.get("backends", ["UCX"]) == ["UCX"]
@@ -1421,9 +1434,7 @@ def _moves_kv_between_instances(connector) -> bool:
     if not isinstance(connector, dict) or connector.get("kv_connector") is None:
         return False
     if connector.get("kv_connector") == "MultiConnector" and not connector.get("kv_connector_module_path"):
-        extra = connector.get("kv_connector_extra_config")
-        children = extra.get("connectors") if isinstance(extra, dict) else None
-        return isinstance(children, list) and any(_moves_kv_between_instances(c) for c in children)
+        return any(_moves_kv_between_instances(c) for c in _children(connector) or [])
     return connector.get("kv_connector_module_path") is not None or connector["kv_connector"] not in LOCAL_CONNECTORS
 
 
@@ -1452,9 +1463,8 @@ def _supports_hma(connector, version: str) -> bool | None:
         return None
     if connector.get("kv_connector") != "MultiConnector" or version == "0.19.0":
         return connector.get("kv_connector") in HMA_CONNECTORS[version]
-    extra = connector.get("kv_connector_extra_config")
-    children = extra.get("connectors") if isinstance(extra, dict) else None
-    if not (children and isinstance(children, list)):
+    children = _children(connector)
+    if not children:
         return False
     kinds = [_supports_hma(c, version) for c in children]
     return False if False in kinds else None if None in kinds else True
@@ -1730,20 +1740,6 @@ OUTPUT_KEYS = ("max_tokens", "min_tokens", "ignore_eos", "stop", "max_completion
 SAMPLING_EPS = 1e-5  # sampling_params._SAMPLING_EPS: a temperature below it is greedy
 MAX_N_SEQUENCES = 16384  # envs.VLLM_MAX_N_SEQUENCES' default
 COMPLETIONS_BACKENDS = ("openai", "vllm")  # whose request function sends the client's --logprobs
-LAX_TRUE, LAX_FALSE = ("1", "on", "t", "true", "y", "yes"), ("0", "off", "f", "false", "n", "no")  # pydantic's
-
-
-def _lax_bool(value) -> bool | None:
-    """A JSON value as a pydantic bool field reads it (lax): None where it refuses it."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str) and value.strip().lower() in LAX_TRUE + LAX_FALSE:
-        return value.strip().lower() in LAX_TRUE
-    return None
-
-
 def _sampling_checks(bench: dict, version: str, backend: str | None = None, max_logprobs: int = 20,
                      vocab: int | None = None) -> None:
     """The sampling flags, or --extra-body's keys of the same names (which win, as vLLM's client merges them), as
@@ -2267,10 +2263,8 @@ def _connectors(config) -> list[dict]:
     """A KV transfer config and, for a MultiConnector, each child's (each made a config of its own by vLLM)."""
     if not isinstance(config, dict):
         return []
-    extra = config.get("kv_connector_extra_config")
-    children = extra.get("connectors") if isinstance(extra, dict) and config.get("kv_connector") == \
-        "MultiConnector" else None
-    return [config, *(c for c in children if isinstance(c, dict))] if isinstance(children, list) else [config]
+    children = _children(config) if config.get("kv_connector") == "MultiConnector" else None
+    return [config, *(c for c in children if isinstance(c, dict))] if children is not None else [config]
 
 
 def _nixl_context_parallel(serve: dict, dcp: int, tp: int, pcp: int, arch, version: str) -> None:
@@ -2292,7 +2286,7 @@ def _nixl_context_parallel(serve: dict, dcp: int, tp: int, pcp: int, arch, versi
         name = c.get("kv_connector")
         if name not in NIXL_CONNECTORS or c.get("kv_connector_module_path") or pcp == 1:
             continue
-        extra = c.get("kv_connector_extra_config") if isinstance(c.get("kv_connector_extra_config"), dict) else {}
+        extra = _extra(c)
         pcp_flag = _flag("serve", "prefill_context_parallel_size", version)
         if c.get("kv_role") in ("kv_consumer", "kv_both"):
             raise ConfigError(pcp_flag, f"{pcp} beside {name}'s {c.get('kv_role')}: vLLM {version}'s NIXL connector "
