@@ -63,6 +63,9 @@ def plain_values(v, field: str = "scenario", depth: int = 0):
     return _plain(v)
 
 
+FLAG_ARGUMENTS = {"--slo": "slos"}  # a CLI flag whose API argument is not its name in snake case
+
+
 def checked_args(fn=None, /, _as: str | None = None, **kinds: str):
     """fn (exported as `_as`) with its arguments checked: names against its signature, values against `kinds`
     (None passes where the parameter's default is None)."""
@@ -89,7 +92,14 @@ def checked_args(fn=None, /, _as: str | None = None, **kinds: str):
             if not test(value):
                 raise ConfigError(arg, f"must be {what}, got {type(value).__name__} {value!r:.60}")
             bound.arguments[arg] = os.fspath(value) if kind == "path" else _plain(value)
-        return fn(*bound.args, **bound.kwargs)
+        try:
+            return fn(*bound.args, **bound.kwargs)
+        except ConfigError as exc:  # a CLI flag named for an argument of this call: name the argument
+            arg = FLAG_ARGUMENTS.get(exc.field) or (exc.field[2:].replace("-", "_") if exc.field.startswith("--")
+                                                    else None)
+            if arg not in sig.parameters:
+                raise
+            raise type(exc)(arg, exc.message) from None
 
     call.__name__ = call.__qualname__ = name
     return call

@@ -85,7 +85,7 @@ def cmd_run(args, after=None) -> int:
                                                               "cooldown_requests") if getattr(args, k, None) is not None]
     rs = load(args.scenario, args.set + window)
     from servesim.simulator.files import refuse_folder_over_inputs, refuse_writing_over
-    from servesim.simulator.files import record_written, written_before
+    from servesim.simulator.files import add_written, written_before
     from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window
 
     inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
@@ -119,7 +119,7 @@ def cmd_run(args, after=None) -> int:
              ((out / name).is_file() or (out / name).is_symlink())]
     for name in stale:  # an earlier run's, which this one did not write
         (out / name).unlink()
-    record_written(out, written_before(out) | set(files))
+    add_written(out, files)
     if stale:
         print(f"servesim: note: removed {', '.join(stale)}: an earlier run's in {out}, which this run did not "
               f"write", file=sys.stderr)
@@ -345,7 +345,7 @@ def _search_each_point(args, kind: str, **options) -> int:
 
     answer, _, filename, _ = ANSWERS[kind]
     if args.out:  # before the search's minutes: its table must not replace a file any of its points reads
-        from servesim.simulator.files import refuse_folder_over_inputs
+        from servesim.simulator.files import add_written, refuse_folder_over_inputs
         from servesim.simulator.search import grid_inputs
 
         refuse_folder_over_inputs(args.out, [filename], "--out", grid_inputs(kind, args.scenario, args.set, args.grid))
@@ -354,6 +354,7 @@ def _search_each_point(args, kind: str, **options) -> int:
         out = Path(args.out)  # checked before the search: a folder, or one to make
         out.mkdir(parents=True, exist_ok=True)
         table.to_csv(out / filename, index=False)
+        add_written(out, [filename])
     _print_table(table)
     _say_dropped(args.set)
     unmet = int(table[answer].isna().sum())

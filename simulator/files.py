@@ -327,6 +327,12 @@ def record_written(folder: Path, names) -> None:
     (Path(folder) / RUN_MANIFEST).write_text("".join(f"{name}\n" for name in sorted(set(names))), encoding="utf-8")
 
 
+def add_written(folder: Path, names) -> None:
+    """Files a command wrote added to its folder's manifest (a run's, a sweep's, search's, recommend's or
+    compare's tables), so no one-file writer (a workload, a profile, a plot) replaces them."""
+    record_written(folder, written_before(folder) | set(names))
+
+
 def refuse_run_file(path: Path, field: str) -> None:
     """A file another command writes (a workload, a profile, a plot): not one a run's manifest lists, nor the
     manifest, which a later run into that folder reads to know the earlier run's files."""

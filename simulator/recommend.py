@@ -26,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from servesim.simulator.errors import ConfigError
+from servesim.simulator.files import add_written
 
 
 MAX_PRICE = 1e6  # $ per GPU-hour: past any real price, and far from where a fleet's cost overflows
@@ -622,6 +623,7 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
                     "commands": commands})
     (out / "recommend.json").write_text(json.dumps(report, indent=1) + "\n")
     files = FILES[:3]
+    add_written(out, files)
     priced = table.get("usd_per_million_output_tokens")
     if priced is not None and ((table["status"] == "meets") & priced.notna()).any():
         from servesim.simulator.plots import recommendation

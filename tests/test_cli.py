@@ -1074,3 +1074,17 @@ def test_a_runs_manifest_and_plot_are_not_written_over_either(tmp_path, capsys):
     assert "latency.png is a file of the servesim run" in capsys.readouterr().err
     assert (run / "latency.png").read_bytes() == before
     assert main(["plot", str(run), "--kind", "timeline"]) == 0  # its own name beside the run's files
+
+
+def test_a_sweeps_table_is_not_written_over_by_a_one_file_writer(tmp_path, capsys):
+    """r115: sweep, search, recommend and compare folders kept no manifest, so `calibrate compare A B --out
+    SWEEP/sweep.csv` replaced the sweep's table with a profile comparison."""
+    sweep = tmp_path / "s"
+    assert main(["sweep", "--grid", "engine.max_num_seqs=4,8", "--set", "workload.num_requests=10", "--out", str(sweep),
+                 "--quiet"]) == 0
+    before = (sweep / "sweep.csv").read_bytes()
+    profiles = ["h200-llama-3.1-8b-bf16-tp1", "h100-llama-3.1-8b-bf16-tp1"]
+    assert main(["calibrate", "compare", *profiles, "--out", str(sweep / "sweep.csv")]) == 2
+    assert "s/sweep.csv is a file of the servesim run in" in capsys.readouterr().err
+    assert (sweep / "sweep.csv").read_bytes() == before
+    assert main(["calibrate", "compare", *profiles, "--out", str(sweep / "mine.csv")]) == 0

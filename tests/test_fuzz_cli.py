@@ -561,3 +561,11 @@ def test_a_model_name_that_is_no_printable_text_is_refused(name, capsys):
     assert main(["config", "--set", f"model.name={name}"]) == 2
     err = capsys.readouterr().err
     assert err.count("servesim: error:") == 1 and "model.name: must be printable text" in err
+
+
+@pytest.mark.parametrize("setting", ["workload.priorities=[]", "workload.slo_classes={}"])
+def test_an_empty_list_of_priorities_or_classes_is_refused(setting, capsys):
+    """An empty list ran as if left out, every request priority 0 with no class: say so rather than guess."""
+    assert main(["config", "--set", setting]) == 2
+    err = capsys.readouterr().err
+    assert err.count("servesim: error:") == 1 and f"{setting.split('=')[0]}: " in err and "at least 1 item" in err

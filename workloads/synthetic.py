@@ -59,8 +59,9 @@ class SharedPrefix(Settings):
 
 
 class _Classes(Settings):
-    priorities: list[int] | None = Field(default=None, description="drawn uniformly per request (or session)")
-    slo_classes: dict[str, SLOClass] | None = None
+    priorities: list[int] | None = Field(default=None, min_length=1,
+                                         description="drawn uniformly per request (or session); leave out for 0")
+    slo_classes: dict[str, SLOClass] | None = Field(default=None, min_length=1)
     clip_to_max_model_len: bool = True
 
     @model_validator(mode="after")
