@@ -208,6 +208,12 @@ def _check_sim_values(path: Path, requests: pd.DataFrame) -> None:
                                          f"results folder")
 
 
+def _lengths_said(lengths: list) -> str:
+    """A few (prompt, output) pairs, as a message names them."""
+    return ", ".join(f"({p:,}, {o:,})" for p, o in lengths[:3]) + (f" and {len(lengths) - 3:,} more"
+                                                                   if len(lengths) > 3 else "")
+
+
 def _check_given_sim(path: Path, requests: pd.DataFrame, run: RealRun) -> None:
     """A given simulation must be of the run's arrivals (else refused, as other lengths are); another model or GPU
     than the run records, where its config.yaml says, is warned of: the verdict would compare two deployments."""
@@ -219,7 +225,7 @@ def _check_given_sim(path: Path, requests: pd.DataFrame, run: RealRun) -> None:
     off = np.abs(real - sim) > 1e-3 + 1e-6 * np.abs(real)
     if off.any():
         i = int(off.argmax())
-        raise ConfigError("--sim", f"{path} simulated other arrival times than {run.path}: its request {i + 1} (in "
+        raise ConfigError("SIM", f"{path} simulated other arrival times than {run.path}: its request {i + 1} (in "
                                    f"arrival order) arrives at {sim[i]:.3f} s, the run's at {real[i]:.3f} s (from the "
                                    f"first); simulate the run's own arrivals (compare without SIM does)")
     try:
@@ -408,16 +414,22 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
             raise ConfigError(str(sim_dir), f"{exc}: a damaged results folder") from None
         rejected = int((sim_requests["status"] == "rejected").sum())
         if rejected:  # its rejected requests have no output: named, not read as another workload
-            raise ConfigError("--sim", f"{sim_dir} rejected {rejected:,} of its {len(sim_requests):,} requests: "
+            raise ConfigError("SIM", f"{sim_dir} rejected {rejected:,} of its {len(sim_requests):,} requests: "
                                        f"compare matches requests by their lengths and a rejected one has no latency "
-                                       f"to match (a simulation without rejections is compared; without --sim, compare "
+                                       f"to match (a simulation without rejections is compared; without SIM, compare "
                                        f"simulates the run from its own record)")
         real_lengths = sorted((s.prompt_tokens, s.output_tokens) for s in first.specs)
         sim_lengths = sorted(zip(sim_requests["prompt_tokens"].astype(int).tolist(),
                                  sim_requests["output_tokens"].astype(int).tolist()))
         if real_lengths != sim_lengths:  # another workload's simulation would be compared as if it were this one
-            raise ConfigError("--sim", f"{sim_dir} simulated {len(sim_lengths):,} requests, not the "
-                                       f"{len(real_lengths):,} (prompt, output) lengths of {real_paths[0]}")
+            if len(sim_lengths) != len(real_lengths):
+                raise ConfigError("SIM", f"{sim_dir} simulated {len(sim_lengths):,} requests, not the "
+                                         f"{len(real_lengths):,} of {real_paths[0]}")
+            sim_only, real_only = sorted(set(sim_lengths) - set(real_lengths)), \
+                sorted(set(real_lengths) - set(sim_lengths))
+            raise ConfigError("SIM", f"{sim_dir} simulated other (prompt, output) lengths than {real_paths[0]}: "
+                                     f"{_lengths_said(sim_only or sim_lengths)} where the run has "
+                                     f"{_lengths_said(real_only or real_lengths)}")
         _check_given_sim(Path(sim_dir), sim_requests, first)
         source = summary.get("cost_model_source")
     else:

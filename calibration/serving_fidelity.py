@@ -49,6 +49,21 @@ def load_run(path: Path, root: Path) -> tuple[RealRun, str | None]:
     return run, None
 
 
+def plot_stems(names: list[str], root: Path) -> list[str]:
+    """Each run's plot files' stem: its path under the root with dashes for slashes (the root's own name for a root
+    that is the run), made unique: a/b and a-b had written one cdf-a-b.png, the second over the first."""
+    stems, seen = [], set()
+    for name in names:
+        stem = (Path(root).resolve().name if name == "." else name.replace("/", "-")) or "run"
+        unique, n = stem, 1
+        while unique in seen:
+            n += 1
+            unique = f"{stem}-{n}"
+        seen.add(unique)
+        stems.append(unique)
+    return stems
+
+
 def load_runs(root: str | Path) -> tuple[list[RealRun], list[dict]]:
     """Every run under root that servesim can simulate, and a line for each one it cannot."""
     root = Path(root)
@@ -98,6 +113,7 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
     if leave_one_out and len(runs) < 2:
         raise ConfigError("--leave-one-out", f"needs at least 2 runs that can be simulated; {root} has {len(runs)}")
     tables = []
+    stems = plot_stems([r.name for r in runs], root)
     for i, run in enumerate(runs):
         rs, result = simulate_run(run, None, sets)
         sims = {"sim": result}
@@ -120,8 +136,8 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
             sims["sim_fitted"] = fit.held_out_results[0]
         t = run_table(run, sims)
         tables.append(t)
-        plot_comparison(run, result.requests, None, result.steps, out, run.name.replace("/", "-"))
-        report.append({"run": run.name, "settings": run.sets + list(sets or []),
+        plots = plot_comparison(run, result.requests, None, result.steps, out, stems[i])
+        report.append({"run": run.name, "settings": run.sets + list(sets or []), "plots": [p.name for p in plots],
                        "cost_model_source": rs.cost_model_source,
                        "cost_model_kind": cost_model_kind(rs.cost_model_source, rs.profile), "requests": len(run.specs),
                        "mean_abs_error": mean_abs_error(t)}

@@ -178,6 +178,11 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
                  not k.startswith(WORKLOAD_READ_WITH_REQUESTS)]  # (max_concurrency was dropped unsaid: round 89)
         say_once([f"servesim: warning: {k} has no effect: requests= replaces the scenario's workload" for k in moved])
     result = run(rs, requests)
+    named = sorted({r.slo_class for r in requests if r.slo_class is not None}) \
+        if isinstance(requests, list) and not classes else []
+    if named:  # as a replayed trace's classes without targets are said (a source's come as it runs: unsaid)
+        result.warnings.insert(0, f"requests= name SLO class(es) {', '.join(named)}, but workload.slo_classes gives "
+                                  f"them no targets: goodput is not computed")
     say_once([f"servesim: warning: {w}" for w in result.warnings])  # as `servesim run` says them (.warnings too)
     return result
 

@@ -476,8 +476,11 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     arch = _checkpoint_arch(model_given)
     if isinstance(serve.get("quantization"), str):  # ModelConfig lower-cases it before it checks it
         serve["quantization"] = serve["quantization"].lower()
+    _quantized_activations(serve, arch, version)
     if serve.get("quantization") is not None:
         _quantization(serve, model_given, arch, version, not_modelled)
+    if version != "0.19.0":
+        _float_kv_cache(serve, arch)
     _decode_context_parallel(serve, arch, version)
     reached, first_rank = _parallel_launch(serve, arch, version)
     bench = parse(bench_argv, "bench_serve", version)
@@ -522,8 +525,15 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         not_modelled.pop(_flag("serve", "all2all_backend", version), None)  # the default, which EP is timed as
         # (0.33 falls back to it from the removed pplx and naive)
     settings.update(_cuda_graphs(serve, version, not_modelled))
+    if serve.get("all2all_backend") == "moonep":  # a 0.33 backend (0.19's parser has no such choice)
+        _moonep(serve, arch, settings)
     speculation, method, spec_config = _speculation(serve, version, not_modelled, arch)
     settings.update(speculation)
+    if serve.get("kv_sharing_fast_prefill") and method in (*EAGLE_TYPE, *(("dflash", "dspark") if version != "0.19.0"
+                                                                         else ())):  # SpeculativeConfig.use_eagle
+        raise ConfigError(_flag("serve", "kv_sharing_fast_prefill", version),
+                          f"beside {method}: vLLM refuses it (the drafter needs correct logits for every prompt "
+                          f"token, which fast prefill does not give)")
     k = speculation.get("speculative.num_speculative_tokens", 0)
     lookahead = k + 1 if method == "dflash" else k if method in (*EAGLE_TYPE, "draft_model", "dspark") \
         else 0  # VllmConfig.num_lookahead_tokens: the slots a request's drafts hold in a step
@@ -542,7 +552,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
             settings["speculative.drafting_slots_per_seq"] = slots
     _async_scheduling(serve, version, method, spec_config, settings)
     _routed_experts(serve, arch, version, method, spec_config)
-    _startup_checks(serve, version)
+    _startup_checks(serve, version, spec_config)
     _refuse_model_overrides(serve.get("hf_overrides"), version)
     _hybrid_manager(serve, version, method, arch, settings)
     options, workload = _bench(bench, not_modelled, version, serve.get("max_logprobs", 20),
@@ -1532,15 +1542,7 @@ def _cuda_graphs(serve: dict, version: str, not_modelled: dict) -> dict:
     if largest is not None:
         out["engine.max_cudagraph_capture_size"] = largest
     mode = cc.pop("cudagraph_mode", None)
-    if mode is not None and (not isinstance(mode, str) or mode.upper() not in CUDAGRAPH_MODES):
-        raise ConfigError("vllm serve --compilation-config.cudagraph_mode", f"one of {', '.join(CUDAGRAPH_MODES)}, "
-                                                                            f"got {mode!r}")
-    level_text = str(level if level is not None else 2)  # vLLM's default -O2
-    resolved = mode.upper() if mode is not None else LEVEL_CUDAGRAPH_MODE[level_text]
-    compiled = str(cc["mode"]).upper() in ("3", "VLLM_COMPILE") if "mode" in cc else level_text != "0"
-    if not compiled and resolved in ("PIECEWISE", "FULL_AND_PIECEWISE"):  # piecewise graphs need vLLM's compile:
-        # 0.33 keeps the full ones (without_piecewise), 0.19 captures none
-        resolved = "FULL_DECODE_ONLY" if resolved == "FULL_AND_PIECEWISE" and version != "0.19.0" else "NONE"
+    resolved = _graph_mode(serve, version)
     if resolved == "NONE":
         out["engine.enforce_eager"] = True  # no graph captured: every step's launches are eager
     elif resolved in ("FULL_DECODE_ONLY", "PIECEWISE"):  # mixed batches eager, or attention outside the graphs:
@@ -1552,6 +1554,23 @@ def _cuda_graphs(serve: dict, version: str, not_modelled: dict) -> dict:
     for key, value in cc.items():
         not_modelled[f"vllm serve --compilation-config.{key}"] = value
     return out
+
+
+def _graph_mode(serve: dict, version: str) -> str:
+    """The cudagraph_mode the line leaves vLLM with: -cc's, else -O's (-O2 by default); piecewise graphs need
+    vLLM's compile, without which 0.33 keeps the full ones (without_piecewise) and 0.19 captures none.
+    --enforce-eager (timed as engine.enforce_eager) is not read here."""
+    cc = serve.get("compilation_config") or {}
+    mode, level = cc.get("cudagraph_mode"), serve.get("optimization_level")
+    if mode is not None and (not isinstance(mode, str) or mode.upper() not in CUDAGRAPH_MODES):
+        raise ConfigError("vllm serve --compilation-config.cudagraph_mode", f"one of {', '.join(CUDAGRAPH_MODES)}, "
+                                                                            f"got {mode!r}")
+    level_text = str(level if level is not None else 2)  # vLLM's default -O2
+    resolved = mode.upper() if mode is not None else LEVEL_CUDAGRAPH_MODE[level_text]
+    compiled = str(cc["mode"]).upper() in ("3", "VLLM_COMPILE") if "mode" in cc else level_text != "0"
+    if not compiled and resolved in ("PIECEWISE", "FULL_AND_PIECEWISE"):
+        resolved = "FULL_DECODE_ONLY" if resolved == "FULL_AND_PIECEWISE" and version != "0.19.0" else "NONE"
+    return resolved
 
 
 def _ngram_window(config: dict, method: str | None, field: str) -> None:
@@ -1702,7 +1721,7 @@ def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20
 
 
 # SamplingParams._verify_args (sampling_params.py) on what the client sends: a value outside is a 400 to every
-# request, the client's first test request too, so the bench stops ("Initial test run failed") and writes nothing.
+# request: every request fails, or with --ready-check-timeout-sec the bench stops at its test request.
 # key -> (an integer field (the protocol's int; else float), the bound said, the check: value, 0.33's rules)
 SAMPLING_LIMITS = {
     "presence_penalty": (False, "in [-2, 2]", lambda v, new: -2.0 <= v <= 2.0),
@@ -1744,14 +1763,16 @@ def _sampling_checks(bench: dict, version: str, backend: str | None = None, max_
                      vocab: int | None = None) -> None:
     """The sampling flags, or --extra-body's keys of the same names (which win, as vLLM's client merges them), as
     the server reads and checks them (its request class, then SamplingParams): each value outside is a 400 to every
-    request, the client's first test request too, so the bench stops and writes nothing. 0.19 bounds temperature
-    below only."""
+    request (refused here: a run of failures only). 0.19 bounds temperature below only."""
     extra = bench.get("extra_body") if isinstance(bench.get("extra_body"), dict) else {}
 
     def refuse(key: str, given, why: str):
         field = f"vllm bench serve --extra-body.{key}" if key in extra else _flag("bench_serve", key, version)
-        raise ConfigError(field, f"{given!r}: vLLM {version}'s server {why} and answers every request 400, so the "
-                                 f"bench stops (\"Initial test run failed\")")
+        stops = (bench.get("ready_check_timeout_sec") or 0) > 0  # the test request is sent only then
+        raise ConfigError(field, f"{given!r}: vLLM {version}'s server {why} and answers every request 400, so "
+                                 + ("the bench stops at its test request (\"Initial test run failed\")" if stops else
+                                    "every request of the bench fails (its result: completed 0)")
+                                 + ": servesim simulates none of it")
 
     echo = _lax_bool(extra.get("echo")) is True
     values = {}
@@ -1811,7 +1832,7 @@ def _client_checks(bench: dict) -> None:
                                                   f"other before it sends a request")
     if any("=" not in h for h in bench.get("header") or []):
         raise ConfigError(field + "--header", "KEY=VALUE items, as vLLM takes them (it refuses the run otherwise)")
-    if bench.get("plot_timeline") and "timeline_itl_thresholds" in bench:
+    if bench.get("plot_timeline") and isinstance(bench.get("timeline_itl_thresholds"), str):  # 0.33's LOW,HIGH
         try:
             ok = len([float(t) for t in str(bench["timeline_itl_thresholds"]).split(",")]) == 2
         except ValueError:
@@ -2035,6 +2056,81 @@ def _checkpoint_arch(model):
         return load_model(model) if isinstance(model, str) else None
     except ConfigError:
         return None
+
+
+TORCH_DTYPES = {"half": "float16", "float16": "float16", "bfloat16": "bfloat16", "float": "float32",
+                "float32": "float32"}  # ModelConfig's --dtype names
+
+
+def _model_dtype(serve: dict, arch) -> str | None:
+    """ModelConfig.dtype's name: --dtype's, or under `auto` an unquantized checkpoint's (a quantized one's
+    activations are its config's torch_dtype, which servesim does not keep: None, not judged)."""
+    from servesim.simulator.config import checkpoint_quantization
+
+    given = serve.get("dtype") or "auto"
+    if given != "auto":
+        return TORCH_DTYPES.get(given)
+    return None if arch is None or checkpoint_quantization(arch) else {"fp16": "float16", "bf16": "bfloat16"}.get(
+        arch.dtype)
+
+
+def _float_kv_cache(serve: dict, arch) -> None:
+    """0.33's VllmConfig._reject_mismatched_float_kv_cache: a 16-bit --kv-cache-dtype is the model's own dtype or
+    `auto`."""
+    cache, model = serve.get("kv_cache_dtype"), _model_dtype(serve, arch)
+    if cache in ("float16", "bfloat16") and model is not None and model != cache:
+        allowed = f"auto or {model}" if model in ("float16", "bfloat16") else "auto"
+        given = serve.get("dtype") or "auto"
+        raise ConfigError("vllm serve --kv-cache-dtype", f"{cache} beside the model's dtype {model}"
+                                                         f"{' (--dtype ' + given + ')' if given != 'auto' else ''}: "
+                                                         f"vLLM 0.33 refuses it; give {allowed}")
+
+
+# the activation dtypes each quantization method's kernels take (its QuantizationConfig.get_supported_act_dtypes,
+# the same in both releases but for 0.19's own AWQ and GPTQ kernels); 0.19 runs an AWQ or GPTQ checkpoint with its
+# Marlin kernels unless -q names the plain method
+ACT_DTYPES = {"fp8": ("bfloat16", "float16"), "modelopt": ("bfloat16", "float16"),
+              "modelopt_fp4": ("bfloat16", "float16"), "mxfp4": ("bfloat16",), "awq": ("float16", "bfloat16"),
+              "gptq": ("float16", "bfloat16"), "awq_marlin": ("float16", "bfloat16"),
+              "gptq_marlin": ("float16", "bfloat16")}
+ACT_DTYPES_019 = {"awq": ("float16",), "gptq": ("float16",)}
+
+
+def _quantized_activations(serve: dict, arch, version: str) -> None:
+    """--dtype beside a quantization method whose kernels do not take it (VllmConfig._get_quantization_config:
+    float32 for every method servesim times, float16 for MXFP4, 0.19's AWQ and GPTQ bfloat16). Judged where --dtype
+    is given: `auto` takes a quantized checkpoint's torch_dtype, which servesim does not keep."""
+    given = serve.get("dtype") or "auto"
+    q = serve.get("quantization")
+    method = "fp8" if q in ONLINE_FP8 else q
+    if method is None and arch is not None and arch.quant_method:
+        method = {"awq": "awq_marlin", "gptq": "gptq_marlin"}.get(arch.quant_method, arch.quant_method) \
+            if version == "0.19.0" else arch.quant_method
+    takes = (ACT_DTYPES_019 if version == "0.19.0" else {}).get(method) or ACT_DTYPES.get(method)
+    if given != "auto" and takes and TORCH_DTYPES.get(given) not in takes:
+        raise ConfigError("vllm serve --dtype", f"{given} beside {method} quantization: vLLM {version} refuses it "
+                                                f"(its kernels take {' or '.join(takes)} activations)")
+
+
+def _moonep(serve: dict, arch, settings: dict) -> None:
+    """0.33's --all2all-backend moonep (VllmConfig.__post_init__): unquantized bf16 models only, no EPLB, linear
+    expert placement; where it moves tokens between ranks (use_all2all) its dispatch is eager-only, so vLLM
+    captures no CUDA graph."""
+    from servesim.simulator.config import checkpoint_quantization
+
+    field = "vllm serve --all2all-backend"
+    quantized = serve.get("quantization") or (arch is not None and checkpoint_quantization(arch))
+    for fails, says in ((quantized, f"quantized models ({quantized})"),
+                        (_model_dtype(serve, arch) not in (None, "bfloat16"), f"dtype {_model_dtype(serve, arch)}"),
+                        (serve.get("enable_eplb"), "--enable-eplb"),
+                        (serve.get("expert_placement_strategy", "linear") != "linear",
+                         f"--expert-placement-strategy {serve.get('expert_placement_strategy')}")):
+        if fails:
+            raise ConfigError(field, f"moonep beside {says}: vLLM 0.33 refuses it (MoonEP serves unquantized "
+                                     f"bf16 models, without EPLB, experts placed linearly)")
+    if (serve.get("data_parallel_size") or 1) > 1 or serve.get("enable_expert_parallel") and \
+            (serve.get("prefill_context_parallel_size") or 1) > 1:
+        settings["engine.enforce_eager"] = True  # MoonEP's dispatch is eager-only: vLLM sets cudagraph_mode NONE
 
 
 def _quantization(serve: dict, model, arch, version: str, not_modelled: dict) -> None:
@@ -2346,12 +2442,14 @@ def _ray_executor(serve: dict) -> bool:
         serve.get("data_parallel_backend") == "ray"
 
 
-def _startup_checks(serve: dict, version: str) -> None:
+def _startup_checks(serve: dict, version: str, spec: dict | None = None) -> None:
     """Config validators vLLM runs at start-up on flags servesim otherwise records: a structured-outputs option its
     backend lacks, detailed traces without an OTLP endpoint, a hidden-metrics version that is no version, nsight
     without Ray workers, 0.33's NUMA options without --numa-bind (or a CPU list numactl cannot read), 0.33's LoRA on
-    a MoE megakernel, the whole GPU asked of the memory check (free memory after the CUDA context is less), and a
-    seed numpy cannot take."""
+    a MoE megakernel, the whole GPU asked of the memory check (free memory after the CUDA context is less), a
+    seed numpy cannot take, 0.33's batch-sharded sampling where it has nothing to shard
+    (_validate_batch_sharded_sampling) and its adaptive verification without full CUDA graphs, beside LoRA or PP
+    (_validate_adaptive_verification)."""
     from packaging.version import InvalidVersion, Version
 
     so = serve.get("structured_outputs_config") if isinstance(serve.get("structured_outputs_config"), dict) else {}
@@ -2366,6 +2464,8 @@ def _startup_checks(serve: dict, version: str) -> None:
     moe_backend = kernel.get("moe_backend", serve.get("moe_backend"))
     nodes = serve.get("numa_bind_nodes")
     cpus = serve.get("numa_bind_cpus")
+    tp, sharded = serve.get("tensor_parallel_size") or 1, version != "0.19.0" and serve.get("enable_batch_sharded_sampling")
+    adaptive = version != "0.19.0" and (spec or {}).get("enable_adaptive_verification")
     rules = [
         (so.get("disable_any_whitespace") and backend not in ("xgrammar", "guidance"),
          "structured_outputs_config.disable_any_whitespace", f"needs the xgrammar or guidance backend, not {backend}"),
@@ -2392,6 +2492,16 @@ def _startup_checks(serve: dict, version: str) -> None:
          "1.0 asks for the whole GPU, more than is free once the CUDA context is made"),
         (isinstance(serve.get("seed"), int) and not 0 <= serve["seed"] < 2**32, "seed",
          f"{serve.get('seed')} is not from 0 to 2**32 - 1, which the workers give np.random.seed"),
+        *[(sharded and fails, "enable_batch_sharded_sampling", why) for fails, why in (
+            (tp <= 1, "with tensor parallel size 1 there is nothing to shard"),
+            (tp > 1 and (serve.get("max_num_seqs") or tp) < tp, f"--max-num-seqs below the tensor parallel size {tp}"),
+            (serve.get("max_logprobs", 20) < 0, "--max-logprobs -1 allows vocabulary-size logprobs"),
+            (serve.get("return_sampling_mask"), "--return-sampling-mask: its gather drops sampling masks"))],
+        *[(adaptive and fails, "speculative_config.enable_adaptive_verification", why) for fails, why in (
+            (serve.get("enable_lora"), "not with LoRA (--enable-lora)"),
+            (serve.get("enforce_eager") or _graph_mode(serve, version) in ("NONE", "PIECEWISE"),
+             "needs full CUDA graphs (cudagraph_mode FULL, FULL_DECODE_ONLY or FULL_AND_PIECEWISE)"),
+            ((serve.get("pipeline_parallel_size") or 1) > 1, "not with pipeline parallelism"))],
     ]
     for broken, dest, why in rules:
         if broken:
@@ -2530,6 +2640,12 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
     if version != "0.19.0" and isinstance(threshold, int) and isinstance(length, int) and threshold > length:
         notes.append(f"vLLM {version} refuses --long-prefill-token-threshold {threshold} above --max-model-len "
                      f"{length} (0.19 takes it): lower it")
+    cache = engine.get("kv_cache_dtype")
+    arch = settings.get("model") if isinstance(settings.get("model"), dict) else {}  # a name: not read here
+    own = {"fp16": "float16", "bf16": "bfloat16"}.get(arch.get("dtype"))
+    if version != "0.19.0" and cache in ("float16", "bfloat16") and own not in (None, cache):
+        notes.append(f"vLLM {version} refuses --kv-cache-dtype {cache} beside the model's {own} (0.19 takes it): "
+                     f"add --dtype {cache} to serve the model in {cache} too, which servesim does not time")
     cluster = settings.get("cluster") or {}
     dp, reached = engine.get("data_parallel_size") or 1, cluster.get("dp_ranks_reached")
     if reached is not None and reached < dp:  # hybrid balancing (of one rank: vLLM switches to external)

@@ -512,3 +512,12 @@ def test_a_scenario_made_or_edited_badly_is_a_config_error():
     s = servesim.Scenario()
     with pytest.raises(servesim.ConfigError, match="max_num_seq: unknown setting of EngineSettings"):
         s.engine.max_num_seq = 5
+
+
+def test_requests_naming_classes_without_targets_are_said(capsys):
+    """r116: simulate(requests=) whose requests name SLO classes the scenario gives no targets dropped them
+    unsaid, where a replayed trace's are warned of."""
+    r = servesim.simulate(None, requests=[RequestSpec(0, 0.0, 10, 10, slo_class="gold")])
+    assert r.warnings[0].startswith("requests= name SLO class(es) gold, but workload.slo_classes gives them no")
+    assert "goodput is not computed" in capsys.readouterr().err
+    assert not servesim.simulate(None, requests=[RequestSpec(0, 0.0, 10, 10)]).warnings

@@ -289,6 +289,16 @@ def test_public_gpu_runs_are_simulated_from_kernel_tables_and_reported(tmp_path,
     assert bands["kernel tables"]["tpot_mean"][0] == round(float(tpot[tpot.run.str.contains("RTXPRO")].error.min()), 4)
     assert (out / "cdf-llmservingsim-vllm-0.19-RTXPRO6000-Llama-3.1-8B.png").is_file()
     assert (out / "timeline-llmservingsim-vllm-0.19-RTXPRO6000-Qwen3-32B.png").is_file()
+    assert "cdf-llmservingsim-vllm-0.19-RTXPRO6000-Llama-3.1-8B.png" in by["RTXPRO6000/Llama-3.1-8B"]["plots"]
+
+
+def test_each_runs_plots_have_a_name_of_their_own(tmp_path):
+    """r116: runs a/b and a-b wrote one cdf-a-b.png, the second over the first; a root that is itself the run
+    wrote cdf-..png."""
+    from servesim.calibration.serving_fidelity import plot_stems
+
+    assert plot_stems(["a/b/X", "a-b/X", "a-b-X-2"], tmp_path) == ["a-b-X", "a-b-X-2", "a-b-X-2-2"]
+    assert plot_stems(["."], tmp_path / "Llama-3.1-8B") == ["Llama-3.1-8B"]
 
 
 @needs_serving
@@ -597,7 +607,7 @@ def test_compare_checks_a_given_simulation_is_of_the_runs_arrivals_and_deploymen
     assert "simulated model=qwen2.5-7b, but" in capsys.readouterr().err
     assert main(["compare", str(run), str(tmp_path / "other-arrivals"), "--out", str(tmp_path / "c3")]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("servesim: error: --sim:") and "other arrival times" in err and err.count("\n") == 1
+    assert err.startswith("servesim: error: SIM:") and "other arrival times" in err and err.count("\n") == 1
     assert main(["compare", str(run), str(tmp_path / "c1" / "sim"), "--out", str(tmp_path / "c4")]) in (0, 1)
     assert "simulated model" not in capsys.readouterr().err
 

@@ -221,7 +221,7 @@ def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys, monkeypa
     _, other = _simulated(["workload.num_requests=7"])  # another workload's simulation is refused, not compared
     other.write(tmp_path / "other")
     assert main(["compare", str(real), str(tmp_path / "other"), "--out", str(tmp_path / "o1")]) == 2
-    assert "--sim: " in capsys.readouterr().err
+    assert "SIM: " in capsys.readouterr().err
     # a prompt over max_model_len: not the settings the run was served with
     assert main(["compare", str(real), "--out", str(tmp_path / "o2"), "--set", "engine.max_model_len=256"]
                 + sum((["--set", s] for s in DEPLOY), [])) == 2
@@ -894,6 +894,19 @@ def test_a_simulation_rejecting_requests_the_real_run_served_fails_the_compariso
     assert "requests rejected" in capsys.readouterr().out
     assert main(["compare", str(real), str(tmp_path / "c" / "sim"), "--out", str(tmp_path / "d")]) == 2
     assert "rejected 2 of its 120 requests: compare matches requests by their lengths" in capsys.readouterr().err
+
+
+def test_a_simulation_of_other_lengths_is_named_as_sim_and_says_which(tmp_path, capsys):
+    """r116: a SIM of as many requests but other lengths said "--sim" (no such flag) and "simulated 1 requests,
+    not the 1": the message now names the positional and the lengths that differ."""
+    _, result = _simulated()
+    real = write_bench(result, tmp_path / "bench.json")
+    assert main(["run", "--out", str(tmp_path / "sim"), "--quiet"] + sum((["--set", s] for s in DEPLOY), []) +
+                ["--set", "workload.num_requests=120"]) == 0
+    assert main(["compare", str(real), str(tmp_path / "sim"), "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "servesim: error: SIM: " in err and "simulated other (prompt, output) lengths than" in err, err
+    assert "where the run has (" in err and "--sim" not in err
 
 
 @pytest.mark.parametrize("damage, said", [

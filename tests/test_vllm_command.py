@@ -2896,3 +2896,91 @@ def test_drafters_a_release_cannot_load_are_refused(version, model, spec, says):
     if spec["method"] == "eagle3":  # Mistral's class is Llama's, which has it
         read(["mistralai/Mistral-7B-Instruct-v0.1", "--speculative-config",
               json.dumps({**spec, "num_speculative_tokens": 3})], [], version=version)
+
+
+@pytest.mark.parametrize("version, serve, says", [
+    # 0.33's VllmConfig._reject_mismatched_float_kv_cache (0.19 has none)
+    ("0.33.0", ["--kv-cache-dtype", "float16"], "--kv-cache-dtype: float16 beside the model's dtype bfloat16"),
+    ("0.33.0", ["--dtype", "half", "--kv-cache-dtype", "bfloat16"], "bfloat16 beside the model's dtype float16 "
+                                                                    "(--dtype half): vLLM 0.33 refuses it; give auto "
+                                                                    "or float16"),
+    # _get_quantization_config: the method's kernels take bf16 or fp16 activations (MXFP4 bf16 only)
+    ("0.33.0", ["-q", "fp8", "--dtype", "float32"], "--dtype: float32 beside fp8 quantization"),
+    ("0.19.0", ["-q", "fp8", "--dtype", "float"], "--dtype: float beside fp8 quantization"),
+    ("0.33.0", ["-q", "fp8_per_tensor", "--dtype", "float32"], "--dtype: float32 beside fp8 quantization"),
+    # --kv-sharing-fast-prefill beside a drafter reading the target's hidden states (SpeculativeConfig.use_eagle)
+    ("0.33.0", ["--kv-sharing-fast-prefill", "--speculative-config", '{"method": "eagle", "model": '
+                '"yuhuili/EAGLE-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}'],
+     "--kv-sharing-fast-prefill: beside eagle: vLLM refuses it"),
+    ("0.19.0", ["--kv-sharing-fast-prefill", "--speculative-config", '{"method": "eagle3", "model": '
+                '"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 3}'],
+     "--kv-sharing-fast-prefill: beside eagle3: vLLM refuses it"),
+])
+def test_round_116_serve_lines_vllm_refuses_are_refused(version, serve, says):
+    """r116: each of these started in servesim where vLLM's VllmConfig refuses it."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL, *serve], [], version=version)
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["-q", "fp8"], "moonep beside quantized models (fp8)"), (["--enable-eplb"], "moonep beside --enable-eplb"),
+    (["--expert-placement-strategy", "round_robin"], "moonep beside --expert-placement-strategy round_robin"),
+    (["--dtype", "float16"], "moonep beside dtype float16")])
+def test_moonep_is_held_to_what_vllm_serves_with_it(extra, says):
+    """r116: 0.33's MoonEP all-to-all serves unquantized bf16 models, without EPLB, experts placed linearly; and
+    where it moves tokens between ranks vLLM captures no CUDA graph (its dispatch is eager-only)."""
+    moe = ["Qwen/Qwen3-30B-A3B", "-tp", "2", "-ep", "--all2all-backend", "moonep"]
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([*moe, *extra], [])
+    assert read(moe, []).settings.get("engine.enforce_eager") is not True  # no rank to move tokens between
+    assert read(["Qwen/Qwen3-30B-A3B", "-dp", "2", "-ep", "--all2all-backend", "moonep"], []).settings[
+        "engine.enforce_eager"] is True
+
+
+def test_what_vllm_takes_of_dtypes_and_timeline_thresholds_is_taken():
+    """r116: 0.19 takes --timeline-itl-thresholds as two numbers (nargs=2; 0.33 one LOW,HIGH text), which servesim
+    had refused; the float KV check is 0.33's only, and a KV dtype of the model's own is taken."""
+    bench = ["--plot-timeline", "--timeline-itl-thresholds"]
+    read([MODEL], [*bench, "25", "50"], version="0.19.0")
+    read([MODEL], [*bench, "25,50"], version="0.33.0")
+    with pytest.raises(ConfigError, match="invalid float value: 'x'"):
+        read([MODEL], [*bench, "25", "x"], version="0.19.0")
+    read([MODEL, "--kv-cache-dtype", "float16"], [], version="0.19.0")
+    read([MODEL, "--kv-cache-dtype", "bfloat16"], [], version="0.33.0")
+    read([MODEL, "--dtype", "half", "--kv-cache-dtype", "float16", "-q", "fp8"], [], version="0.33.0")
+
+
+def test_config_vllm_says_0_33_refuses_a_kv_dtype_other_than_the_models(capsys):
+    assert main(["config", "--set", "engine.kv_cache_dtype=float16", "--vllm"]) == 0
+    assert "vLLM 0.33.0 refuses --kv-cache-dtype float16 beside the model's bfloat16 (0.19 takes it)" in \
+        capsys.readouterr().err
+
+
+ADAPTIVE = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "enable_adaptive_verification": true}'
+
+
+@pytest.mark.parametrize("serve, says", [
+    (["--enable-batch-sharded-sampling"], "with tensor parallel size 1 there is nothing to shard"),
+    (["-tp", "2", "--enable-batch-sharded-sampling", "--max-num-seqs", "1"], "--max-num-seqs below the tensor"),
+    (["-tp", "2", "--enable-batch-sharded-sampling", "--max-logprobs", "-1"], "--max-logprobs -1 allows"),
+    (["-tp", "2", "--enable-batch-sharded-sampling", "--return-sampling-mask"], "its gather drops sampling masks"),
+    (["--speculative-config", ADAPTIVE, "--enforce-eager"], "enable_adaptive_verification: needs full CUDA graphs"),
+    (["--speculative-config", ADAPTIVE, "-O0"], "enable_adaptive_verification: needs full CUDA graphs"),
+    (["--speculative-config", ADAPTIVE, "-cc", '{"cudagraph_mode": "PIECEWISE"}'], "needs full CUDA graphs"),
+    (["--speculative-config", ADAPTIVE, "--enable-lora"], "enable_adaptive_verification: not with LoRA"),
+])
+def test_0_33s_sharded_sampling_and_adaptive_verification_are_held_to_their_validators(serve, says):
+    """r116: _validate_batch_sharded_sampling and _validate_adaptive_verification refuse these at start-up."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL, *serve], [])
+    read([MODEL, "-tp", "2", "--enable-batch-sharded-sampling"], [])
+    read([MODEL, "--speculative-config", ADAPTIVE], [])
+
+
+@pytest.mark.parametrize("ready, says", [([], "every request of the bench fails (its result: completed 0)"),
+                                         (["--ready-check-timeout-sec", "5"], "the bench stops at its test request")])
+def test_a_sampling_value_the_server_refuses_says_what_the_bench_does(ready, says):
+    """r116: the bench sends its test request only with --ready-check-timeout-sec (0 by default): without it every
+    request fails; the message had said the bench stops."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL], ["--temperature", "3", *ready])
