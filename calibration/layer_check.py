@@ -68,7 +68,24 @@ def _read_layers(path: Path) -> pd.DataFrame:
     if num["tp_size"].nunique() > 1:  # the buckets' medians would mix them under the first row's TP
         raise ConfigError("layers", f"{path}: rows of several TP degrees ({', '.join(str(int(v)) for v in sorted(num['tp_size'].unique()))}): "
                                     f"one layers.csv per TP degree")
+    tp = int(num["tp_size"].iloc[0])
+    if MIXTRAL["heads"] % tp:  # vLLM splits the attention heads evenly over the TP group
+        raise ConfigError("layers", f"{path}: tp_size {tp} does not split Mixtral's {MIXTRAL['heads']} attention "
+                                    f"heads, so no TP group of it serves the model: a damaged table")
     return d.assign(**{c: num[c] for c in cols[1:]})
+
+
+def _by_token_count(d: pd.DataFrame, path: Path, layers: list[str]) -> pd.DataFrame:
+    """Median ms per (input, layer), every one of `layers` measured at every token count: a row missing for one
+    count would be summed as nothing (its GEMM lost from the measured side)."""
+    wide = d.assign(ms=d["latency(ns)"] * 1e-6).pivot_table(index="input", columns="layer_name", values="ms",
+                                                            aggfunc="median")
+    gaps = wide.reindex(columns=layers).isna()
+    if gaps.any().any():
+        tokens, layer = next((int(i), c) for i, row in gaps.iterrows() for c in layers if row[c])
+        raise ConfigError("layers", f"{path}: no {layer} row at input {tokens} ({int(gaps.to_numpy().sum())} "
+                                    f"(input, layer) pair(s) missing): every layer is measured at every token count")
+    return wide
 
 
 def _h100_tables(tables: str | Path):
@@ -101,8 +118,7 @@ def check_layers(profiles: str | Path, tables: str | Path, out: str | Path | Non
     for f in files:
         d = _read_layers(f)
         tp = int(d["tp_size"].iloc[0])
-        d["ms"] = d["latency(ns)"] * 1e-6
-        wide = d.pivot_table(index="input", columns="layer_name", values="ms", aggfunc="median")
+        wide = _by_token_count(d, f, GEMMS + OTHER)
         heads, kvh, dd, h = m["heads"] // tp, max(1, m["kv_heads"] // tp), m["head_dim"], m["hidden"]
         traffic = activation_traffic(arch, tp) * REFERENCE_BANDWIDTH_GBPS / H100_BANDWIDTH_GBPS
         for tokens, r in wide.iterrows():
@@ -157,8 +173,7 @@ def check_moe_layers(profiles: str | Path, tables: str | Path, out: str | Path |
     d = _read_layers(files[0])  # experts are not split by TP in the data: either file holds the same curves
     if not set(EXPERT_GEMMS + ["gate"]) <= set(d["layer_name"]):
         raise ConfigError("layers", f"{files[0]} has no rows for {', '.join(EXPERT_GEMMS)}, gate")
-    wide = d.assign(ms=d["latency(ns)"] * 1e-6).pivot_table(index="input", columns="layer_name", values="ms",
-                                                            aggfunc="median")
+    wide = _by_token_count(d, files[0], EXPERT_GEMMS + ["act_fn", "gate"])
     xs = wide.index.to_numpy(float)
     expert = wide[EXPERT_GEMMS + ["act_fn"]].sum(axis=1).to_numpy(float)  # one expert over n tokens
     rows = []

@@ -47,13 +47,21 @@ SUMMARY_ROWS = [
 ]
 
 
+HUGE = 1e15  # past this a figure's digits say nothing (a rate over arrivals 1e-300 s apart): printed as 2e+300
+
+
+def shown(value: float, fmt: str) -> str:
+    """A number in its row's format, or in three significant digits where that would print hundreds of them."""
+    return f"{value:.3g}" if isinstance(value, float) and abs(value) >= HUGE else fmt.format(value)
+
+
 def format_summary(summary: dict) -> str:
     lines = []
     for key, label, fmt in SUMMARY_ROWS:
         v = summary.get(key)
         if v is None:
             continue
-        lines.append(f"  {label:<36} {fmt.format(v)}")
+        lines.append(f"  {label:<36} {shown(v, fmt)}")
     return "\n".join(lines)
 
 
@@ -301,7 +309,7 @@ def cmd_workload_describe(args) -> int:
             print(f"  {key:<22} " + ", ".join(f"{k} {v:,.0f}" if isinstance(v, (int, float)) else f"{k} {v}"
                                             for k, v in value.items()))
         elif isinstance(value, float):
-            print(f"  {key:<22} {value:,.3f}")
+            print(f"  {key:<22} {shown(value, '{:,.3f}')}")
         else:
             print(f"  {key:<22} {value if value is not None else '-'}")
     return 0

@@ -268,7 +268,7 @@ def timeline(steps, path, title: str = "one run over time"):
     return _figure(path, fig)
 
 
-def capacity(table, path, by: str, title: str | None = None):
+def capacity(table, path, by: str | None, title: str | None = None):
     """The highest rate meeting the SLOs, per configuration (servesim search max-rate). A configuration where
     no rate met them is a bar of 0 marked "none", one never simulated (it cannot run) "cannot run"; one where no
     failing rate was found (held_up_to) is hatched
@@ -308,7 +308,8 @@ def capacity(table, path, by: str, title: str | None = None):
     top = 1.25 * exact.max() if len(exact) and exact.max() > 0 else table["_value"].max() or 1.0
     heights = table["_value"].where(~table["_open"], table["_value"].clip(upper=top))
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    labels = [_value_name(v) for v in table[by]] if by in table else table.index.astype(str)
+    labels = [_value_name(v) for v in table[by]] if by in table else \
+        ["scenario"] if len(table) == 1 else [f"#{i + 1}" for i in range(len(table))]
     bars = ax.bar(labels, heights, color="tab:blue")
     for i, (bar, value, open_, none, unstable, unrun) in enumerate(zip(bars, table["_value"], table["_open"],
                                                                        table["_none"], table["_unstable"],
@@ -320,9 +321,8 @@ def capacity(table, path, by: str, title: str | None = None):
             "none meets" if none and value == 0 else \
             f"~{value:.2f}\n(not stable)" if unstable else f"{value:.2f}"
         ax.text(i, bar.get_height(), text, ha="center", va="bottom")
-    if heights.max() > 0:
-        ax.set_ylim(0, heights.max() * 1.25)  # room for the labels above the bars
-    ax.set_xlabel(_label(by))
+    ax.set_ylim(0, heights.max() * 1.25 if heights.max() > 0 else 1.0)  # room for the labels above the bars
+    ax.set_xlabel(_label(by) if by in table else "configuration")
     ax.set_ylabel("max arrival rate meeting the SLOs (req/s)")
     ax.set_title(title or "Capacity per configuration")
     ax.grid(alpha=0.3, axis="y")
@@ -461,7 +461,8 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
             return pareto(table, stem, by=by, title=title)
         if kind == "goodput":
             return goodput_vs_rate(table, stem, x, by, title, slos)
-        return capacity(table, stem, by or table.columns[0], title)
+        axes = list(table.columns[:list(table.columns).index("max_rate")])  # the grid's, before the answer
+        return capacity(table, stem, by or (axes[0] if axes else None), title)
 
 
 def _plot_recommendation(src: Path, stem: Path, title: str | None) -> list[Path]:

@@ -1088,3 +1088,13 @@ def test_a_sweeps_table_is_not_written_over_by_a_one_file_writer(tmp_path, capsy
     assert "s/sweep.csv is a file of the servesim run in" in capsys.readouterr().err
     assert (sweep / "sweep.csv").read_bytes() == before
     assert main(["calibrate", "compare", *profiles, "--out", str(sweep / "mine.csv")]) == 0
+
+
+def test_a_rate_of_hundreds_of_digits_is_printed_in_a_few(tmp_path, capsys):
+    """r116: arrivals 1e-300 s apart printed an offered rate of some 300 digits (describe and run)."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(f'{{"arrival_time": {t}, "prompt_tokens": 9, "output_tokens": 3}}\n'
+                             for t in ("0.0", "0.0", "1e-300")))
+    assert main(["workload", "describe", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "rate                   2e+300" in out and len(max(out.splitlines(), key=len)) < 200

@@ -520,6 +520,29 @@ def test_a_damaged_layer_profile_is_refused(tmp_path, edit, said):
         _read_layers(bad)
 
 
+@pytest.mark.skipif(not LAYERS.is_dir(), reason=f"layer profiles not found at {LAYERS}")
+def test_a_layer_profile_of_an_impossible_tp_or_with_a_layer_missing_at_a_count_is_refused(tmp_path):
+    """r116: tp_size 64 (0 of Mixtral's 32 heads per GPU) or 3 was reported as a deployment, and a q_proj row
+    missing at some token counts was summed as nothing (the measured GEMMs +35% off), all with exit 0."""
+    from servesim.calibration.layer_check import GEMMS, OTHER, _by_token_count, _read_layers
+
+    src = next(LAYERS.rglob("tp2/layers.csv"))
+    header, *rows = src.read_text().splitlines()
+    for tp in (3, 64):
+        bad = tmp_path / f"tp{tp}.csv"
+        bad.write_text("\n".join([header] + [",".join(r.split(",")[:3] + [str(tp)] + r.split(",")[4:])
+                                             for r in rows]) + "\n")
+        with pytest.raises(ConfigError, match=f"tp_size {tp} does not split Mixtral's 32 attention heads"):
+            _read_layers(bad)
+    gap = tmp_path / "gap.csv"
+    gap.write_text("\n".join([header] + [r for r in rows if not (r.startswith("q_proj,") and r.split(",")[1] == "2")])
+                   + "\n")
+    d = _read_layers(gap)
+    with pytest.raises(ConfigError, match="no q_proj row at input 2"):
+        _by_token_count(d, gap, GEMMS + OTHER)
+    assert not _by_token_count(_read_layers(src), src, GEMMS + OTHER)[GEMMS + OTHER].isna().any().any()
+
+
 @needs_tables
 def test_import_never_writes_over_its_model_nor_through_a_link(tmp_path, capsys):
     """Round 41: `calibrate import --model m.yaml --out m.yaml` replaced the model with the profile (exit 0), and an

@@ -520,3 +520,20 @@ def test_the_goodput_plots_offered_load_is_the_requests_the_runs_offered(tmp_pat
     finally:
         plt.close = real_close
     assert seen["y"] == [0.3, 1.15] and seen["x"] == [1.0, 4.0] and "sessions/s" in seen["label"]
+
+
+def test_a_capacity_plot_of_a_search_without_a_grid_names_its_bar_and_starts_at_zero(tmp_path, monkeypatch):
+    """r116: a search without --grid drew one bar labelled `null` under an x axis named max_rate (its first
+    column), on a rate axis from -0.04 to 0.04 where no rate met the SLOs."""
+    import pandas as pd
+
+    from servesim.simulator import plots
+
+    drawn = []
+    monkeypatch.setattr(plots, "_figure", lambda stem, fig: drawn.append(fig) or [])
+    pd.DataFrame({"max_rate": [None], "fails_at": [None], "runs": [1],
+                  "reason": ["the SLOs fail already at 0.05 req/s"]}).to_csv(tmp_path / "max_rate.csv", index=False)
+    assert main(["plot", str(tmp_path), "--kind", "capacity"]) == 0
+    ax = drawn[0].axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["scenario"] and ax.get_xlabel() == "configuration"
+    assert ax.get_ylim()[0] == 0

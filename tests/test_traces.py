@@ -442,6 +442,19 @@ def test_hash_ids_block_size_is_found_in_the_file_given_or_ignored(tmp_path):
         read_trace(f, hash_block_tokens=0)
 
 
+def test_hash_ids_that_fit_both_block_sizes_are_said_to_be_read_as_mooncake(tmp_path):
+    """r116: prompts of at most 16 tokens with one id each fit Mooncake's 512-token blocks and vLLM's 16-token
+    ones: read as Mooncake's milliseconds without a word (a vLLM trace 1000x too fast); now said, as without ids."""
+    short = write(tmp_path, "short.jsonl", "".join(f'{{"timestamp": {i}, "input_length": 12, "output_length": 5, '
+                                                   f'"hash_ids": [{i % 3}]}}\n' for i in range(4)))
+    specs, info = read_trace_with_info(short)
+    assert info["format"] == "mooncake" and "its hash_ids fit vLLM's 16-token blocks too" in info["note"]
+    assert "note" not in read_trace_with_info(short, "mooncake")[1]
+    longer = write(tmp_path, "long.jsonl", '{"timestamp": 0, "input_length": 600, "output_length": 5, '
+                                           '"hash_ids": [1, 2]}\n')
+    assert "note" not in read_trace_with_info(longer)[1]  # 2 ids of 600 tokens: Mooncake's blocks only
+
+
 def test_a_vllm_timed_trace_counts_seconds_and_mooncake_milliseconds(tmp_path):
     """vLLM's timed trace has Mooncake's keys in seconds (--timed-trace-sec-multiplier 1): servesim's own writer's
     file read back 1000x faster (2.5 s as 2.5 ms, round 64). Ids of blocks other than Mooncake's 512 say vLLM's;
@@ -582,3 +595,10 @@ def test_a_replay_keeps_each_rows_recorded_priority_and_class(tmp_path):
     f.write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
     got, said = replay(priorities=[7])
     assert got == [(2, "a"), (0, "b")] and "workload.priorities has no effect" in said
+
+
+def test_a_sharegpt_conversations_file_is_said_to_need_a_tokenizer(tmp_path):
+    """r116: a ShareGPT JSON was told to "give the format explicitly, one of ...", none of which reads text."""
+    sg = write(tmp_path, "sg.json", '[{"id": "a1", "conversations": [{"from": "human", "value": "Hello"}]}]')
+    with pytest.raises(ConfigError, match="a ShareGPT conversations file: its turns are text"):
+        read_trace(sg)

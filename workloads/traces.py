@@ -478,7 +478,8 @@ def infer_format(path) -> str:
         first = next((line.strip() for line in f if line.strip()), "")
     if not first:
         _fail(path, "", "empty file: no requests")
-    if path.suffix.lower() in (".json", ".jsonl") or first.startswith("{"):
+    is_json = path.suffix.lower() in (".json", ".jsonl") or first.startswith(("{", "["))
+    if is_json:
         try:
             doc = json.loads(first)
         except JSON_ERRORS:  # a pretty-printed single object (vllm bench results)
@@ -490,10 +491,20 @@ def infer_format(path) -> str:
     else:
         header = {c.strip().strip('"') for c in first.split(",")}
         found = next((fmt for col, fmt in _CSV_COLUMNS if col in header), None)
+    if found is None and is_json and _conversations(doc):
+        _fail(path, "", "a ShareGPT conversations file: its turns are text, and servesim counts tokens without a "
+                        "tokenizer; give its lengths instead (a sharegpt_stats CSV: num_prefill_tokens, "
+                        "num_decode_tokens, one row per request)")
     if found is None:
         _fail(path, "line 1", f"cannot tell the trace format from {_show(first)}; "
                               f"give it explicitly, one of {', '.join(TRACE_FORMATS)}")
     return found
+
+
+def _conversations(doc) -> bool:
+    """ShareGPT's JSON: a list of {"conversations": [{"from": ..., "value": text}, ...]} (or one such object)."""
+    first = doc[0] if isinstance(doc, list) and doc else doc
+    return isinstance(first, dict) and isinstance(first.get("conversations"), list)
 
 
 def check_format(fmt: str, field: str = "format") -> None:
@@ -544,6 +555,10 @@ def _mooncake_or_vllm(path: Path, rows: _Rows, given: int | None) -> tuple[str, 
         return "vllm_timed_trace", (f"{path}: read as vLLM's timed trace (timestamps in seconds; its hash_ids name "
                                     f"{block}-token blocks, not Mooncake's 512); give format: mooncake for "
                                     f"milliseconds")
+    if not given and _hash_misfit(rows, HASH_ID_FORMATS["vllm_timed_trace"]) is None:  # ids fit both: no tell
+        return "mooncake", (f"{path}: read as a Mooncake trace (timestamps in milliseconds, 512-token hash blocks); "
+                            f"its hash_ids fit vLLM's 16-token blocks too, and a vLLM timed trace counts seconds: "
+                            f"give format: vllm_timed_trace")
     return "mooncake", None
 
 
