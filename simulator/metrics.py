@@ -396,6 +396,14 @@ class RunResult:
     _steps: object = None
     _summary_text: str | None = None  # summary.json as the run measured it: write() writes this, not later edits
 
+    def __getstate__(self) -> dict:
+        """Pickled (to another process, a cache) with its computed columns as arrays: they read the run's own
+        columns through closures, which pickle cannot carry."""
+        state = dict(self.__dict__)
+        for name in ("request_columns", "step_columns"):
+            state[name] = {c: v[:] if isinstance(v, Computed) else v for c, v in state[name].items()}
+        return state
+
     @property
     def itl_distribution(self) -> tuple[np.ndarray, np.ndarray]:
         """The finished requests' ITLs as (distinct values, counts), what the summary reads: computed again when

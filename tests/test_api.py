@@ -521,3 +521,16 @@ def test_requests_naming_classes_without_targets_are_said(capsys):
     assert r.warnings[0].startswith("requests= name SLO class(es) gold, but workload.slo_classes gives them no")
     assert "goodput is not computed" in capsys.readouterr().err
     assert not servesim.simulate(None, requests=[RequestSpec(0, 0.0, 10, 10)]).warnings
+
+
+def test_a_run_result_pickles_and_writes_the_same_files(tmp_path):
+    """A RunResult sent to another process (multiprocessing, a cache) failed to pickle: its computed step columns
+    read the run's own through closures. Pickled, they are arrays: the copy writes the same bytes."""
+    import pickle
+
+    r = servesim.simulate(None, {"workload.num_requests": 10, "cluster.replicas": 2})
+    copy = pickle.loads(pickle.dumps(r))
+    r.write(tmp_path / "a")
+    copy.write(tmp_path / "b")
+    for name in ("summary.json", "requests.parquet", "steps.parquet"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
