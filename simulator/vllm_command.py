@@ -553,6 +553,11 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     _async_scheduling(serve, version, method, spec_config, settings)
     _routed_experts(serve, arch, version, method, spec_config)
     _startup_checks(serve, version, spec_config)
+    _tokenizer_mode(serve.get("tokenizer_mode"), version, _flag("serve", "tokenizer_mode", version))
+    _tokenizer_mode(bench.get("tokenizer_mode"), version, _flag("bench_serve", "tokenizer_mode", version))
+    if serve.get("default_mm_loras") and arch is not None and not arch.encoder_params:
+        raise ConfigError(_flag("serve", "default_mm_loras", version), f"{model} is no multimodal model: vLLM "
+                                                                       f"refuses modality LoRAs for it")
     _refuse_model_overrides(serve.get("hf_overrides"), version)
     _hybrid_manager(serve, version, method, arch, settings)
     options, workload = _bench(bench, not_modelled, version, serve.get("max_logprobs", 20),
@@ -587,7 +592,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     workload["workload.max_tokens_past_context"] = "refuse" if version == "0.19.0" else "lower"
     workload["workload.clip_to_max_model_len"] = False  # and vLLM refuses what does not fit (400), cuts nothing
     served = serve.get("served_model_name") or [model]
-    _refuse_unserved(served, bench, options.model_id, _lora_names(serve.get("lora_modules") or []))
+    _refuse_unserved(served, bench, options.model_id, _lora_modules(serve, version, served))
     options.model_id = options.model_id or model  # vLLM's client asks the server for it
     options.tokenizer_id = options.tokenizer_id or options.model_id
     settings.update(workload)
@@ -742,17 +747,62 @@ def _histogram_buckets(value, version: str) -> dict | None:
     return value
 
 
-def _lora_names(items: list[str]) -> list[str]:
-    """The adapters `vllm serve --lora-modules` loads, by name: NAME=PATH, or a JSON object with its name."""
+# the tokenizer modes each release's registry loads (vllm/tokenizers/registry.py _VLLM_TOKENIZERS), with `auto`
+# (0.19: and `slow`, read as hf) and 0.33's terratorch, which ModelConfig sets for its own models
+TOKENIZER_MODES = {"0.19.0": ("auto", "slow", "deepseek_v32", "grok2", "hf", "kimi_audio", "mistral", "qwen_vl"),
+                   "0.33.0": ("auto", "terratorch", "alpamayo2_super", "cohere", "deepseek_v32", "deepseek_v4",
+                              "deepseek_v41", "hf", "kimi_audio", "kimi_k3", "mistral", "inkling")}
+
+
+def _tokenizer_mode(value, version: str, field: str) -> None:
+    """--tokenizer-mode (serve's and the bench client's): free text to the parser, but loading the tokenizer
+    looks it up (No tokenizer registered for tokenizer_mode=...), at the server's start or before the bench sends."""
+    modes = TOKENIZER_MODES.get(version, TOKENIZER_MODES["0.33.0"])
+    if value is not None and value not in modes:
+        raise ConfigError(field, f"{value!r}: vLLM {version} registers no such tokenizer mode (it has "
+                                 f"{', '.join(modes)})")
+
+
+LORA_MODULE_KEYS = {"0.19.0": ("name", "path", "base_model_name")}  # LoRAModulePath's fields
+LORA_MODULE_KEYS_033 = ("name", "path", "base_model_name", "is_3d_lora_weight")
+
+
+def _lora_modules(serve: dict, version: str, served: list[str]) -> list[str]:
+    """The adapters `vllm serve --lora-modules` loads at start, by name, read as each release's LoRAParserAction
+    reads them (NAME=PATH, 0.19 splitting on every '=', or a JSON object of LoRAModulePath's fields) and checked
+    as its API server loads them (LoRA enabled, a name and a path, each name once, 0.33: no served model's name)."""
+    field = _flag("serve", "lora_modules", version)
+    keys = LORA_MODULE_KEYS.get(version, LORA_MODULE_KEYS_033)
     names = []
-    for item in items:
+    for item in serve.get("lora_modules") or []:
+        if item in (None, ""):
+            continue
         if "=" in item and "," not in item:
-            names.append(item.split("=", 1)[0])
+            parts = item.split("=") if version == "0.19.0" else item.split("=", 1)
+            if len(parts) != 2:
+                raise ConfigError(field, f"{item!r}: vLLM {version} reads NAME=PATH with one '=' (it fails to "
+                                         f"parse more)")
+            name, path = parts
         else:
             try:
-                names.append(json.loads(item).get("name"))
-            except (*JSON_ERRORS, AttributeError):
-                pass
+                given = json.loads(item)
+            except JSON_ERRORS:
+                raise ConfigError(field, f"{item!r}: not NAME=PATH nor valid JSON, as vLLM says") from None
+            if not isinstance(given, dict) or not {"name", "path"} <= set(given) or set(given) - set(keys):
+                raise ConfigError(field, f"{item!r}: invalid fields: vLLM {version} takes an object of "
+                                         f"{', '.join(keys)} (name and path given)")
+            name, path = given["name"], given["path"]
+        if not name or not path:
+            raise ConfigError(field, f"{item!r}: both the adapter's name and its path must be given, as vLLM's "
+                                     f"server says when it loads it")
+        if name in names:
+            raise ConfigError(field, f"{name!r} given twice: vLLM's server refuses to load an adapter again")
+        if version != "0.19.0" and name in served:
+            raise ConfigError(field, f"{name!r} is a served model's name: vLLM {version}'s server refuses the "
+                                     f"adapter (it conflicts with a served base model)")
+        names.append(name)
+    if names and not serve.get("enable_lora"):
+        raise ConfigError(field, "needs --enable-lora: vLLM's server fails to load the adapters at start")
     return names
 
 

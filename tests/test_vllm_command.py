@@ -2984,3 +2984,34 @@ def test_a_sampling_value_the_server_refuses_says_what_the_bench_does(ready, say
     request fails; the message had said the bench stops."""
     with pytest.raises(ConfigError, match=re.escape(says)):
         read([MODEL], ["--temperature", "3", *ready])
+
+
+@pytest.mark.parametrize("version, serve, says", [
+    ("0.33.0", ["--lora-modules", "a=/x"], "--lora-modules: needs --enable-lora"),
+    ("0.33.0", ["--enable-lora", "--lora-modules", "foo"], "'foo': not NAME=PATH nor valid JSON"),
+    ("0.33.0", ["--enable-lora", "--lora-modules", '{"name": "a"}'], "invalid fields"),
+    ("0.19.0", ["--enable-lora", "--lora-modules", '{"name": "a", "path": "/x", "is_3d_lora_weight": true}'],
+     "invalid fields: vLLM 0.19.0 takes an object of name, path, base_model_name"),
+    ("0.19.0", ["--enable-lora", "--lora-modules", "a=b=c"], "reads NAME=PATH with one '='"),
+    ("0.33.0", ["--enable-lora", "--lora-modules", "a="], "both the adapter's name and its path must be given"),
+    ("0.33.0", ["--enable-lora", "--lora-modules", "a=/x", "a=/y"], "'a' given twice"),
+    ("0.33.0", ["--enable-lora", "--lora-modules", f"{MODEL}=/x"], "conflicts with a served base model"),
+    ("0.19.0", ["--default-mm-loras", '{"image": "/x"}'], "--default-mm-loras: meta-llama/Llama-3.1-8B-Instruct is "
+                                                          "no multimodal model"),
+    ("0.33.0", ["--tokenizer-mode", "bogus"], "--tokenizer-mode: 'bogus': vLLM 0.33.0 registers no such"),
+    ("0.19.0", ["--tokenizer-mode", "cohere"], "--tokenizer-mode: 'cohere': vLLM 0.19.0 registers no such"),
+])
+def test_round_117_lora_adapters_and_tokenizer_modes_vllm_refuses_are_refused(version, serve, says):
+    """r117: the server's static adapters are parsed and loaded at start (LoRA enabled, a name and a path each,
+    once), modality LoRAs need a multimodal model, and a tokenizer mode is looked up in the release's registry."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL, *serve], [], version=version)
+
+
+def test_what_vllm_takes_of_lora_modules_and_tokenizer_modes_is_taken():
+    read([MODEL, "--enable-lora", "--lora-modules", "a=b=c"], [], version="0.33.0")  # 0.33 splits once
+    read([MODEL, "--enable-lora", "--lora-modules", '{"name": "a", "path": "/x", "is_3d_lora_weight": true}'], [])
+    read([MODEL, "--tokenizer-mode", "slow"], [], version="0.19.0")
+    read([MODEL, "--tokenizer-mode", "mistral"], ["--tokenizer-mode", "hf"])
+    with pytest.raises(ConfigError, match="vllm bench serve --tokenizer-mode: 'slow'"):
+        read([MODEL], ["--tokenizer-mode", "slow"], version="0.33.0")
