@@ -4,7 +4,9 @@ continuous: every step (iteration-level scheduling, Orca/vLLM).
 static: a batch of up to batch_size requests is formed only when the previous
 batch has wholly finished; slots freed early stay idle until then. The batch is the requests
 waiting when it opens (up to batch_size): they join over as many steps as the token budget
-takes to admit them, and nothing arriving later joins it.
+takes to admit them, and nothing arriving later joins it. Once a member leaves (finished or
+preempted) the batch is what has joined: a member the KV pool or a seat cap kept out waits for
+the next batch rather than taking the freed slot, which would be continuous batching.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class StaticBatching:
         if num_running == 0:
             self.batch_id += 1
             self._members, self._joined = min(self.batch_size, num_waiting), 0
+        elif num_running < self._joined:  # a member left: its slot stays idle, and so do those not yet taken
+            self._members = self._joined
 
     def may_admit(self) -> bool:
         return self._joined < self._members

@@ -58,12 +58,15 @@ class AdmissionRules:
             bisect.insort(self._outputs.setdefault(r.spec.slo_class, []), r.num_output_tokens)
 
 
-def predicted_queue_wait(sched, prompt_tokens: int, prefill_tokens_per_s: float) -> float:
+def predicted_queue_wait(sched, prompt_tokens: int, prefill_tokens_per_s: float, now: float) -> float:
     """Seconds a request arriving now at `sched` would wait for its first token (essay 003's shedding
     predictor): its turn in the queue at the recent admission rate, and the queued prompts ahead of it
-    at the full-budget prefill rate."""
+    at the full-budget prefill rate. The rate is measured up to now: while admission stalls (a full KV pool)
+    the gap still open counts, where the last admissions' gaps alone had kept predicting the rate before the
+    stall (r117: 24 of 36 requests let in waited up to 8x their TTFT target)."""
     prefill = (sched.queued_prompt_tokens + prompt_tokens) / prefill_tokens_per_s
     adm = sched.recent_admissions
     if len(sched.waiting) and len(adm) >= 2 and adm[-1] > adm[0]:
-        return max(prefill, len(sched.waiting) * (adm[-1] - adm[0]) / (len(adm) - 1))
+        gap = max((adm[-1] - adm[0]) / (len(adm) - 1), (now - adm[0]) / len(adm))
+        return max(prefill, len(sched.waiting) * gap)
     return prefill

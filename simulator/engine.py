@@ -144,7 +144,8 @@ class Replica:
         if self.ttft_slo_s is not None:  # essay 003: refuse work that cannot start within its SLO
             sched = self.scheduler
             slo = self.ttft_slo_s.get(req.spec.slo_class, self.ttft_slo_default)
-            if slo is not None and predicted_queue_wait(sched, req.prompt_tokens, self.prefill_tokens_per_s) > slo:
+            if slo is not None and predicted_queue_wait(sched, req.prompt_tokens, self.prefill_tokens_per_s,
+                                                        self.env.now) > slo:
                 return "predicted_ttft_over_slo"
         return None
 
@@ -166,7 +167,7 @@ class Replica:
         return self.kv.lookup(req)[1]
 
     def predicted_queue_wait(self, req: Request) -> float:
-        return predicted_queue_wait(self.scheduler, req.prompt_tokens, self.prefill_tokens_per_s)
+        return predicted_queue_wait(self.scheduler, req.prompt_tokens, self.prefill_tokens_per_s, self.env.now)
 
     def predicted_tpot(self) -> float:
         """One decode step with one more sequence in the batch."""

@@ -47,7 +47,8 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     rules = [(sp.method == "none", sp, "speculative", ["num_speculative_tokens", "acceptance_rate",
                                                         "acceptance_distribution", "draft_cost_ratio",
                                                         "eagle_block_drop", "lookahead_block_hashes",
-                                                        "drafting_slots_per_seq", "draft_pass_tokens"],
+                                                        "drafting_slots_per_seq", "draft_pass_tokens",
+                                                        "lookahead_slots"],
               "speculative.method is none"),
              (p.preemption_mode == "recompute", e, "engine", ["swap_space"], "policies.preemption_mode is recompute"),
              (p.preemption_mode == "recompute", scenario.hardware, "hardware", ["host_link_gbps"],
@@ -114,9 +115,11 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
                   for name, cls in (getattr(w, "slo_classes", None) or {}).items()]
     rules.append((hasattr(w, "request_max_tokens") and not w.request_max_tokens and w.type != "trace", w, "workload",
                   ["max_tokens_past_context"], "workload.request_max_tokens is off (no request sends max_tokens)"))
-    if p.batching == "static" and p.static_batch_size and max_num_seqs and p.static_batch_size > max_num_seqs:
+    seats = min(((max_num_seqs, "max_num_seqs"), (e.max_num_active_seqs, "max_num_active_seqs")),
+                key=lambda c: c[0] or float("inf"))
+    if p.batching == "static" and p.static_batch_size and seats[0] and p.static_batch_size > seats[0]:
         rules.append((True, p, "policies", ["static_batch_size"],
-                      f"at most max_num_seqs ({max_num_seqs}) run at once, so batches are of {max_num_seqs}"))
+                      f"at most {seats[1]} ({seats[0]}) run at once, so batches are of {seats[0]}"))
     if max_num_batched_tokens and (e.max_num_scheduled_tokens or 0) > max_num_batched_tokens:
         rules.append((True, e, "engine", ["max_num_scheduled_tokens"],
                       f"above max_num_batched_tokens ({max_num_batched_tokens}), which bounds a step (vLLM's scheduler "

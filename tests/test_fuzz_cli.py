@@ -440,6 +440,7 @@ def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_pat
 
 @pytest.mark.parametrize("setting, why", [
     ("speculative.acceptance_rate=0.5", "speculative.method is none"),
+    ("speculative.lookahead_slots=16", "speculative.method is none"),  # r117: ran unsaid
     ("workload.arrival={process: poisson, rate: 10, cv: 3}", "workload.arrival.process is poisson"),
     ("workload.arrival={process: burst, rate: 10}", "workload.arrival.process is burst"),
     ("engine.swap_space=0.001", "policies.preemption_mode is recompute"),

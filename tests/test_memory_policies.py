@@ -159,6 +159,25 @@ def test_slo_based_shedding_bounds_accepted_ttft():
     assert shed.summary["goodput_fraction"] > 0 and shed.summary["failed"] == len(rejected)
 
 
+def test_the_shedding_predictor_counts_a_stall_still_open():
+    """r117: the predicted wait read the recent admissions' gaps only, so while admission stalled on a full KV
+    pool it kept predicting the rate before the stall (14 shed, 24 of the 36 let in over their 1 s target, up to
+    8 s). The gap still open now counts: the same overload sheds earlier, and fewer it lets in miss."""
+    from types import SimpleNamespace
+
+    from servesim.simulator.admission import predicted_queue_wait
+
+    sched = SimpleNamespace(queued_prompt_tokens=0, recent_admissions=[0.0, 0.1, 0.2], waiting=[1] * 5)
+    assert predicted_queue_wait(sched, 0, 1e9, now=0.25) == pytest.approx(5 * 0.1)  # flowing: the recent gaps
+    assert predicted_queue_wait(sched, 0, 1e9, now=2.0) == pytest.approx(5 * 2.0 / 3)  # 1.8 s since the last
+    sets = ["workload.num_requests=50", "engine.max_model_len=4096", "engine.num_gpu_blocks_override=400",
+            "workload.arrival.rate=50", "policies.admission.shed_on_ttft_slo=true",
+            "workload.slo_classes={a: {weight: 1, ttft_ms: 1000}}"]
+    r = simulate(load(None, sets)).requests
+    let_in = r[r.status != "rejected"]
+    assert (let_in.ttft > 1).sum() < 0.6 * len(let_in) and (r.status == "rejected").sum() > 14
+
+
 def test_a_swap_space_that_holds_no_block_is_said(capsys):
     """swap_space=0.001 GiB holds no 2 MiB block: swap mode recomputed every victim without a word."""
     from servesim.simulator.config import load

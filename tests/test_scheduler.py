@@ -288,6 +288,22 @@ def test_policy_registries_are_the_scenario_choices_and_give_their_seams():
     assert all(isinstance(make_batching(name, 4), BatchingGate) for name in BATCHING_POLICIES)
 
 
+@pytest.mark.parametrize("sets", [
+    ["engine.max_num_active_seqs=2"],  # a seat cap below the batch
+    ["workload.arrival.rate=50", "engine.max_model_len=4096", "engine.num_gpu_blocks_override=300",
+     "policies.static_batch_size=16"]])  # a KV pool holding part of it
+def test_no_member_of_a_static_batch_takes_a_slot_another_member_freed(sets):
+    """r117: a member the seat cap or the KV pool kept out joined when another member finished, so static batching
+    ran as continuous (batches of 6 with 2 running at once; useful work 43% said of a batch of 6). The batch is
+    what joined before its first member left; the rest wait for the next."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+
+    r = simulate(load(None, ["workload.num_requests=40", "policies.batching=static"] + sets)).requests
+    for _, batch in r.groupby("batch_id"):
+        assert (batch["first_scheduled_time"] <= batch["finish_time"].min()).all()
+
+
 def test_a_static_batch_is_its_size_even_when_one_step_cannot_admit_it_all():
     """Round 93: a static batch formed only in the step the engine emptied, so it held what that step's token
     budget admitted (batches of 9 where 16 were asked for and 64 waited); its members now join over the steps
