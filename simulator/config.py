@@ -194,7 +194,7 @@ class SpeculativeSettings(Settings):
     and stops speculating once the step is compute-bound (past the profile's knee)."""
 
     method: SpeculationMethod = "none"
-    num_speculative_tokens: int = Field(4, ge=1, le=64)
+    num_speculative_tokens: int = Field(4, ge=1, le=1024)  # vLLM bounds it only below (its V1 sampler at 128)
     acceptance_rate: float = Field(0.7, gt=0, le=1, description="per-token probability a draft is accepted")
     acceptance_distribution: list[NonNegativeFloat] | None = Field(
         None, description="probabilities of accepting 0, 1, ..., k drafts (overrides acceptance_rate)")

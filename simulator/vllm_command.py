@@ -917,6 +917,79 @@ def _check_spec_combinations(config: dict, method: str, field: str) -> None:
                                                                    "logits it needs are never made), as vLLM says")
 
 
+# QuantizationMethods per release (model_executor/layers/quantization/__init__.py): what ModelConfig takes as a
+# quantization, the drafter's too
+QUANTIZATION_METHODS = {
+    "0.33.0": ("awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "modelopt_mxfp8",
+               "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin", "humming", "compressed-tensors",
+               "experts_int8", "quark", "moe_wna16", "torchao", "inc", "mxfp4", "gpt_oss_mxfp4", "deepseek_v4_fp8",
+               "online", "fp8_per_tensor", "fp8_per_block", "fp8_per_channel", "int8_per_channel_weight_only",
+               "nvfp4_per_token", "mxfp8"),
+    "0.19.0": ("awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed",
+               "gguf", "gptq_marlin", "awq_marlin", "gptq", "compressed-tensors", "bitsandbytes", "experts_int8",
+               "quark", "moe_wna16", "torchao", "inc", "mxfp4", "mxfp8", "petit_nvfp4", "cpu_awq")}
+PROPOSER_METHODS = ("eagle", "eagle3", "mtp", "draft_model", "dflash")  # the V1 runner's shared drafter class
+DYNAMIC_SD_V1_METHODS = ("ngram", "eagle", "eagle3", "mtp", "draft_model", "dflash")  # 0.33 keeps their schedule
+MAX_SPEC_LEN = 128  # the V1 rejection sampler's (v1/sample/rejection_sampler.py), asserted at the first verification
+
+
+def _check_drafter_runner(config: dict, method: str, k: int, serve: dict, version: str, field: str) -> None:
+    """What the model runner's drafter refuses as it loads or first verifies: on the V1 runner (0.19's only; 0.33's
+    where _v1_model_runner says) more than 128 drafts, a draft model's TP other than the target's, and unpadded
+    drafter batches where drafts need input slots of their own; on 0.33's V2 runner, local argmax reduction beside
+    probabilistic draft sampling and extract_hidden_states sampling other than greedily."""
+    v1 = version == "0.19.0" or _v1_model_runner(serve, method, config) is not None
+    if v1:
+        parallel = config.get("parallel_drafting") or method == "dflash"
+        hidden = method in EAGLE_TYPE or (method == "dflash" and version == "0.19.0")  # the slot they pass states in
+        tp, draft_tp = _lax_int(serve.get("tensor_parallel_size", 1)), config.get("draft_tensor_parallel_size")
+        rules = [(k > MAX_SPEC_LEN, "num_speculative_tokens", f"{k} above the V1 rejection sampler's {MAX_SPEC_LEN}: "
+                                                              f"vLLM fails its first verification"),
+                 (method == "draft_model" and draft_tp is not None and draft_tp != tp, "draft_tensor_parallel_size",
+                  f"{draft_tp} beside the target's tensor_parallel_size {tp}: vLLM's draft-model proposer needs "
+                  f"them equal"),
+                 (method in PROPOSER_METHODS and config.get("disable_padded_drafter_batch") and
+                  (k if parallel else 1) - hidden > 0, "disable_padded_drafter_batch",
+                  f"{method}{' with parallel drafting' if parallel else ''} drafts only in padded drafter batches, "
+                  f"as vLLM says")]
+    else:
+        sampling = config.get("draft_sample_method", "greedy")
+        rules = [(config.get("use_local_argmax_reduction") and sampling == "probabilistic",
+                  "use_local_argmax_reduction", "not with draft_sample_method probabilistic, as vLLM's V2 drafter "
+                                                "says"),
+                 (method == "extract_hidden_states" and sampling != "greedy", "draft_sample_method",
+                  f"{sampling!r}: extract_hidden_states samples greedily only, as vLLM's V2 drafter says")]
+    for fails, key, why in rules:
+        if fails:
+            raise ConfigError(f"{field}.{key}", why)
+
+
+def _dynamic_schedule(schedule, field: str) -> None:
+    """0.33's num_speculative_tokens_per_batch_size as its scheduler reads it at start
+    (validate_and_normalize_dynamic_sd_schedule): [start, end, k] entries, positive ranges, k >= 0, not overlapping,
+    the first from batch size 1."""
+    if not isinstance(schedule, list):
+        raise ConfigError(field, f"a list of [range_start, range_end, num_speculative_tokens], got {schedule!r:.40}")
+    ranges = []
+    for entry in schedule:
+        try:
+            start, end, k = (int(v) for v in entry) if isinstance(entry, (list, tuple)) and len(entry) == 3 else ()
+        except (TypeError, ValueError):
+            start = None
+        if start is None or not isinstance(entry, (list, tuple)) or len(entry) != 3:
+            raise ConfigError(field, f"{entry!r:.40}: each entry is [range_start, range_end, num_speculative_tokens], "
+                                     f"as vLLM says")
+        if start <= 0 or end <= 0 or start > end or k < 0:
+            raise ConfigError(field, f"{entry!r:.40}: ranges from 1 with start <= end and k >= 0, as vLLM says")
+        ranges.append((start, end))
+    ranges.sort()
+    if any(b[0] <= a[1] for a, b in zip(ranges, ranges[1:])):
+        raise ConfigError(field, "batch-size ranges must not overlap, as vLLM says")
+    if ranges[0][0] != 1:
+        raise ConfigError(field, f"the first range starts at {ranges[0][0]}: vLLM needs it to start at 1, so every "
+                                 f"batch size has a schedule")
+
+
 def _check_speculative_values(config: dict, method: str, k: int, serve: dict, arch, version: str, field: str) -> None:
     """What SpeculativeConfig's __post_init__ and _verify_args refuse beyond its fields' types: suffix decoding's
     ranges (_validate_suffix_decoding), a drafter's tensor parallel size other than 1 or the target's
@@ -954,6 +1027,15 @@ def _check_speculative_values(config: dict, method: str, k: int, serve: dict, ar
                                              f"{family} model has no EAGLE-3 interface (SupportsEagle3): it fails "
                                              f"as it loads")
     _check_spec_combinations(config, method, field)
+    _check_drafter_runner(config, method, k, serve, version, field)
+    quantization = config.get("quantization")
+    if quantization is not None and quantization not in QUANTIZATION_METHODS[version]:
+        raise ConfigError(f"{field}.quantization", f"{quantization!r} is not a quantization method of vLLM {version} "
+                                                   f"(the drafter's ModelConfig refuses it)")
+    if version != "0.19.0" and config.get("num_speculative_tokens_per_batch_size") and \
+            (serve.get("data_parallel_size") or 1) == 1 and not (_v1_model_runner(serve, method, config) and method
+                                                                 not in DYNAMIC_SD_V1_METHODS):
+        _dynamic_schedule(config["num_speculative_tokens_per_batch_size"], f"{field}.num_speculative_tokens_per_batch_size")
     if config.get("rejection_sample_method") == "fly":  # 0.33's lossy verification
         window = config.get("fly_window_size")
         if method == "extract_hidden_states" or k < 2 or (window is not None and window >= k):
@@ -1016,7 +1098,8 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
     method = _drafter_by_name(method, config.get("model"), version)
     if method == "draft_model" and _draft_family(config.get("model")) in MTP_DRAFT_FAMILIES:
         method = "mtp"  # vLLM reads the drafter's model_type as deepseek_mtp, an MTPModelType: method mtp
-    if method == "mtp" and config.get("model") is None and arch is not None and not arch.is_mla:
+    if method == "mtp" and config.get("model") is None and arch is not None and \
+            (not arch.is_mla or getattr(arch, "hf_model_type", None) == "deepseek_v2"):
         raise ConfigError(f"{field}.method", f"mtp drafts with the served model's own MTP layers: {arch.name} has "
                                              f"none (of servesim's families only DeepSeek-V3/R1 have them); vLLM "
                                              f"refuses it")

@@ -1083,9 +1083,10 @@ EAGLE3 = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
                                                     "disable_padded_drafter_batch": True})], False),
     ("0.33.0", ["--speculative-config", json.dumps({"method": "eagle3", "model": EAGLE3, "num_speculative_tokens": 3,
                                                     "disable_padded_drafter_batch": True})], None),
-    ("0.33.0", ["--speculative-config", json.dumps({"method": "eagle3", "model": EAGLE3, "num_speculative_tokens": 3,
+    ("0.33.0", ["--speculative-config", json.dumps({"method": "eagle3", "model": EAGLE3, "num_speculative_tokens": 1,
                                                     "disable_padded_drafter_batch": True,
-                                                    "parallel_drafting": True})], False),
+                                                    "parallel_drafting": True})], False),  # (one draft: no slot
+    # of its own, so unpadded batches are taken: r118)
 ])
 def test_async_scheduling_follows_vllms_other_rules(version, serve, on):
     """VllmConfig turns async scheduling off, left unset, for more than the draft method: the executor, padded
@@ -3015,3 +3016,63 @@ def test_what_vllm_takes_of_lora_modules_and_tokenizer_modes_is_taken():
     read([MODEL, "--tokenizer-mode", "mistral"], ["--tokenizer-mode", "hf"])
     with pytest.raises(ConfigError, match="vllm bench serve --tokenizer-mode: 'slow'"):
         read([MODEL], ["--tokenizer-mode", "slow"], version="0.33.0")
+
+
+SPEC_EAGLE = '"model": "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"'
+SPEC_DRAFT = '"model": "meta-llama/Llama-3.2-1B-Instruct"'
+SPEC_NGRAM = '"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4'
+
+
+@pytest.mark.parametrize("version, serve, says", [
+    ("0.33.0", [f'{{{SPEC_NGRAM}, "num_speculative_tokens_per_batch_size": [[2, 10, 3]]}}'], "the first range starts at 2"),
+    ("0.33.0", [f'{{{SPEC_NGRAM}, "num_speculative_tokens_per_batch_size": [[1, 8, 3], [5, 10, 2]]}}'], "must not overlap"),
+    ("0.33.0", [f'{{{SPEC_NGRAM}, "num_speculative_tokens_per_batch_size": [[1, 8, 3], [12, 9, 2]]}}'],
+     "ranges from 1 with start <= end"),
+    ("0.19.0", [f'{{{SPEC_DRAFT}, "num_speculative_tokens": 3, "draft_tensor_parallel_size": 1}}', "-tp", "2"],
+     "draft_tensor_parallel_size: 1 beside the target's tensor_parallel_size 2"),
+    ("0.19.0", [f'{{{SPEC_DRAFT}, "num_speculative_tokens": 3, "disable_padded_drafter_batch": true}}'],
+     "draft_model drafts only in padded drafter batches"),
+    ("0.33.0", [f'{{{SPEC_EAGLE}, "num_speculative_tokens": 3, "parallel_drafting": true, '
+                f'"disable_padded_drafter_batch": true}}'], "eagle with parallel drafting drafts only in padded"),
+    ("0.33.0", [f'{{{SPEC_EAGLE}, "num_speculative_tokens": 3, "use_local_argmax_reduction": true, '
+                f'"draft_sample_method": "probabilistic"}}'], "use_local_argmax_reduction: not with draft_sample"),
+    ("0.33.0", ['{"method": "extract_hidden_states", "num_speculative_tokens": 1, "draft_model_config": {"hf_config": '
+                '{"eagle_aux_hidden_state_layer_ids": [1, 2]}}, "draft_sample_method": "probabilistic"}'],
+     "extract_hidden_states samples greedily only"),
+    ("0.19.0", [f'{{{SPEC_DRAFT}, "num_speculative_tokens": 3, "quantization": "bogus"}}'],
+     "quantization: 'bogus' is not a quantization method of vLLM 0.19.0"),
+    ("0.33.0", ['{"method": "suffix", "num_speculative_tokens": 200}'], "200 above the V1 rejection sampler's 128"),
+])
+def test_round_118_speculative_configs_vllm_refuses_are_refused(version, serve, says):
+    """r118: the dynamic schedule 0.33's scheduler reads at start, and what the model runner's drafter refuses as it
+    loads or first verifies, were accepted."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL, "--speculative-config", *serve], [], version=version)
+
+
+def test_what_vllm_takes_of_speculative_configs_is_taken(tmp_path):
+    """r118: more than 64 drafts were refused on servesim's own bound, where vLLM takes any count (its V1 sampler
+    up to 128; 0.33's V2 runner without one); an EAGLE drafter without parallel drafting needs no padding; a
+    DeepSeek-V2 checkpoint has no MTP layers."""
+    assert read([MODEL, "--speculative-config", '{"method": "ngram", "num_speculative_tokens": 100, '
+                                                '"prompt_lookup_max": 4}'], []).settings[
+        "speculative.num_speculative_tokens"] == 100
+    assert read([MODEL, "--speculative-config", '{"method": "suffix", "suffix_decoding_max_tree_depth": 80}'],
+                []).settings["speculative.num_speculative_tokens"] == 80
+    read([MODEL, "--speculative-config", f'{{{SPEC_EAGLE}, "num_speculative_tokens": 3, '
+                                         f'"disable_padded_drafter_batch": true}}'], [], version="0.19.0")
+    read([MODEL, "--speculative-config", f'{{{SPEC_NGRAM}, "num_speculative_tokens_per_batch_size": '
+                                         f'[[1, 8, 3], [9, 100, 2]]}}'], [])
+    read([MODEL, "-tp", "2", "--speculative-config", f'{{{SPEC_DRAFT}, "num_speculative_tokens": 3, '
+                                                     f'"draft_tensor_parallel_size": 1}}'], [])  # 0.33's V2 runner
+    model = tmp_path / "dsv2"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({
+        "architectures": ["DeepseekV2ForCausalLM"], "model_type": "deepseek_v2", "hidden_size": 2048,
+        "intermediate_size": 10944, "moe_intermediate_size": 1408, "num_hidden_layers": 27, "num_attention_heads": 16,
+        "num_key_value_heads": 16, "n_routed_experts": 64, "n_shared_experts": 2, "num_experts_per_tok": 6,
+        "first_k_dense_replace": 1, "kv_lora_rank": 512, "q_lora_rank": None, "qk_nope_head_dim": 128,
+        "qk_rope_head_dim": 64, "v_head_dim": 128, "vocab_size": 102400, "max_position_embeddings": 163840,
+        "torch_dtype": "bfloat16"}))
+    with pytest.raises(ConfigError, match="mtp drafts with the served model's own MTP layers"):
+        read([str(model), "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'], [])
