@@ -2729,12 +2729,16 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
     from servesim.simulator.config import EngineSettings
 
     engine_defaults = EngineSettings().model_dump(mode="json")
-    version = version or (settings.get("engine") or {}).get("vllm_defaults") or VLLM_VERSION
+    simulated = (settings.get("engine") or {}).get("vllm_defaults") or VLLM_VERSION  # the release it ran as
+    version = version or simulated
 
     model = settings["model"]["name"] if isinstance(settings.get("model"), dict) else settings.get("model")
     hf = {v: k for k, v in reversed(list(HF_IDS.items())) if k not in HF_ID_CHANGES}  # a built-in's own HF id
     words = ["vllm", "serve", hf.get(model, str(model))]
     notes = [f"the GPU is not a vLLM flag: run it on {settings['hardware']['gpu']}"]
+    if version != simulated:
+        notes.append(f"the scenario ran as vLLM {simulated} (engine.vllm_defaults: its defaults, budgets and "
+                     f"scheduler); vLLM {version} fills what this line leaves out with its own")
     if model not in hf and "/" not in str(model):
         notes.append(f"{model} is servesim's name, not an HF id: give vLLM the model's HF id or its path")
     rows = _parser("serve", version)[1]
@@ -2744,6 +2748,8 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
         value = _as_simulated(key, (settings.get(section) or {}).get(name), settings)
         if key == "engine.async_scheduling" and key in derived:  # left to vLLM, which turns it off where it must
             continue
+        if key == "engine.max_cudagraph_capture_size" and key in derived and version == simulated:  # derived as vLLM
+            continue  # derives it; given, 0.33 would drop the graph of max_num_seqs' own size it adds when unset
         row = rows.get(dest)
         if value is None and dest in NONE_MEANS and row is not None:
             words += [row["flag"], "None"]

@@ -2,6 +2,7 @@
 file, its semantics."""
 
 import json
+import shlex
 import math
 import pathlib
 import re
@@ -3076,3 +3077,17 @@ def test_what_vllm_takes_of_speculative_configs_is_taken(tmp_path):
         "torch_dtype": "bfloat16"}))
     with pytest.raises(ConfigError, match="mtp drafts with the served model's own MTP layers"):
         read([str(model), "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'], [])
+
+
+def test_a_printed_line_leaves_the_derived_graph_size_to_vllm_and_says_another_release(capsys):
+    """r118: config --vllm printed the largest CUDA graph servesim derived, and given, 0.33 drops the graph of
+    max_num_seqs' own size it adds when left to derive it (7 sequences: graphs 1, 2, 4, 8, not 1, 2, 4, 7, 8); a line
+    printed for 0.19 from a scenario run as 0.33 said nothing of the other release's defaults."""
+    assert main(["config", "--set", "engine.max_num_seqs=7", "--vllm"]) == 0
+    captured = capsys.readouterr()
+    line = captured.out.strip().splitlines()[-1]
+    assert line.startswith("vllm serve") and "--max-cudagraph-capture-size" not in line
+    assert read(shlex.split(line)[2:], []).settings.get("engine.max_cudagraph_capture_size") is None
+    assert "ran as vLLM" not in captured.err
+    assert main(["config", "--vllm", "--vllm-version", "0.19.0"]) == 0
+    assert "the scenario ran as vLLM 0.33.0 (engine.vllm_defaults" in capsys.readouterr().err
