@@ -491,13 +491,30 @@ def release_for(version: str) -> tuple[str, str | None]:
 
 
 def _json_object(path: Path) -> dict:
+    text = ""
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=unique_keys)
+        text = path.read_text(encoding="utf-8-sig")
+        data = json.loads(text, object_pairs_hook=unique_keys)
     except (OSError, UnicodeDecodeError, *JSON_ERRORS) as exc:
+        if _appended_results(text):
+            _fail(path, "", f"holds {_appended_results(text)} results, one a line, as `vllm bench serve "
+                            f"--append-result` adds them: compare reads one run a file (give each line as a file "
+                            f"of its own; repeats of one workload may all be given)")
         _fail(path, "", f"not a JSON document ({json_problem(exc)})")
     if not isinstance(data, dict):
         _fail(path, "", "not a JSON object")
     return data
+
+
+def _appended_results(text: str) -> int:
+    """How many JSON objects, one a line, the text holds where it holds more than one (else 0)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return 0
+    try:
+        return len(lines) if all(isinstance(json.loads(line), dict) for line in lines) else 0
+    except (*JSON_ERRORS,):
+        return 0
 
 
 def _read_bench(path: Path) -> RealRun:

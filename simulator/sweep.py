@@ -515,11 +515,13 @@ def _record_slos(out: Path, scenario, sets, points, table) -> None:
 
 
 def _write_record(out: Path, scenario, sets, points, slos: dict | None = None) -> None:
-    """sweep.yaml: what the sweep ran, and once its runs are judged, the SLO classes they were judged by."""
+    """sweep.yaml: what the sweep ran (the scenario, its --set and each point's settings: the grid, zipped axes and
+    seeds as they combined), and once its runs are judged, the SLO classes they were judged by."""
     from servesim.simulator.files import add_written
 
-    (out / "sweep.yaml").write_text(yaml.safe_dump({"scenario": scenario, "set": sets, "points": len(points)}
-                                                   | ({"slo_classes": slos} if slos else {})))
+    (out / "sweep.yaml").write_text(yaml.safe_dump({"scenario": scenario, "set": sets, "points": len(points),
+                                                    "grid": [dict(p) for p in points]}
+                                                   | ({"slo_classes": slos} if slos else {}), sort_keys=False))
     add_written(out, ["sweep.yaml", "sweep.parquet", "sweep.csv"])  # the table is written after every run
 
 

@@ -534,3 +534,16 @@ def test_a_run_result_pickles_and_writes_the_same_files(tmp_path):
     copy.write(tmp_path / "b")
     for name in ("summary.json", "requests.parquet", "steps.parquet"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_a_run_of_given_requests_is_repeated_with_their_ids(tmp_path):
+    """r119: the workload.jsonl written beside a run of requests= replayed with ids renumbered from 0 (3 and 10 came
+    back as 0 and 1): its config.yaml did not repeat the run."""
+    from servesim.simulator.cli import main
+
+    r = servesim.simulate(None, {"engine.max_num_batched_tokens": 2048},
+                          requests=[RequestSpec(10, 0.0, 800, 50), RequestSpec(3, 0.0, 200, 5)])
+    r.write(tmp_path / "a")
+    assert main(["run", str(tmp_path / "a" / "config.yaml"), "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    for name in ("summary.json", "requests.parquet", "steps.parquet"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()

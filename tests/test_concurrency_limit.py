@@ -43,3 +43,21 @@ def test_the_limit_is_refused_where_it_means_nothing(capsys):
         assert main(["config"] + [x for s in sets for x in ("--set", s)]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and "max_concurrency" in err[0] and err[0].startswith("servesim: error:"), err
+
+
+def test_a_request_sent_as_another_ends_is_scheduled_as_its_replay_is():
+    """r119: a request released by max_concurrency at the instant another finished waited one step, where the
+    same request replayed at that time (a trace, requests=, a vLLM result file) joined the step starting then: a
+    run compared with its own result file was 3.7% off on mean TTFT. Both now join the step."""
+    import servesim
+    from servesim.workloads.spec import RequestSpec
+
+    sets = {"workload.num_requests": 30, "workload.arrival.rate": 40,
+            "workload.prompt_tokens": {"dist": "fixed", "value": 2000},
+            "workload.output_tokens": {"dist": "fixed", "value": 64}}
+    limited = servesim.simulate(None, sets | {"workload.max_concurrency": 4}).requests
+    replay = servesim.simulate(None, sets, requests=[
+        RequestSpec(int(r.request_id), float(r.arrival_time), int(r.prompt_tokens), int(r.output_tokens))
+        for r in limited.itertuples()]).requests
+    assert (limited["first_scheduled_time"].to_numpy() == replay["first_scheduled_time"].to_numpy()).all()
+    assert (limited["finish_time"].to_numpy() == replay["finish_time"].to_numpy()).all()

@@ -950,3 +950,15 @@ def test_a_fit_term_that_scales_nothing_in_the_profile_is_refused_or_left_out(tm
     assert main(["calibrate", "fit", str(tmp_path), "--max-evals", "7", "--out", str(tmp_path / "g.yaml"), *sets]) == 0
     assert "memory_scale multiplies coefficients" in capsys.readouterr().err
     assert "memory_scale" not in (tmp_path / "g.yaml").read_text()
+
+
+def test_a_file_of_appended_results_is_named_as_such(tmp_path, capsys):
+    """r119: a result file `vllm bench serve --append-result` wrote twice (one JSON object a line) was refused as
+    "not a JSON document (Extra data ...)", as if damaged."""
+    _, result = _simulated()
+    one = write_bench(result, tmp_path / "bench.json").read_text()
+    appended = tmp_path / "appended.json"
+    appended.write_text(json.dumps(json.loads(one)) + "\n" + json.dumps(json.loads(one)) + "\n")
+    assert main(["compare", str(appended), "--out", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "holds 2 results, one a line, as `vllm bench serve --append-result` adds them" in err

@@ -388,3 +388,19 @@ def test_a_sigkilled_sweeps_workers_end_with_it(tmp_path):
                 os.kill(w, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def test_a_sweeps_record_holds_every_point_it_ran(tmp_path):
+    """r119: sweep.yaml held the --set list and a count of points, not the grid, zipped axes or seeds: the sweep
+    could not be repeated from its own record."""
+    import yaml
+
+    from servesim.simulator.cli import main
+
+    assert main(["sweep", "--set", "workload.num_requests=5", "--grid", "workload.arrival.rate=5,20",
+                 "--zip", "engine.max_num_seqs=4,64", "--zip", "engine.max_num_batched_tokens=2048,4096",
+                 "--seeds", "2", "--out", str(tmp_path), "--quiet", "--no-progress"]) == 0
+    grid = yaml.safe_load((tmp_path / "sweep.yaml").read_text())["grid"]
+    assert len(grid) == 8 and {(p["workload.arrival.rate"], p["engine.max_num_seqs"],
+                                p["engine.max_num_batched_tokens"], p["seed"]) for p in grid} == \
+        {(r, s, b, seed) for r in (5, 20) for s, b in ((4, 2048), (64, 4096)) for seed in (0, 1)}

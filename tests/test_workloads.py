@@ -224,6 +224,19 @@ def test_empirical_and_joint_lengths_resample_the_file(tmp_path):
         SyntheticWorkload(lengths={"path": str(f)}, prompt_tokens={"dist": "fixed", "value": 5})
 
 
+def test_a_run_of_joint_lengths_is_repeated_by_its_config(tmp_path):
+    """r119: config.yaml wrote the default prompt_tokens/output_tokens beside lengths, and read back that was
+    refused as giving both: the run could not be repeated."""
+    from servesim.simulator.cli import main
+
+    f = _stats_csv(tmp_path)
+    assert main(["run", "--set", f"workload.lengths={{path: {f}}}", "--set", "workload.num_requests=20", "--out",
+                 str(tmp_path / "a"), "--quiet"]) == 0
+    assert main(["run", str(tmp_path / "a" / "config.yaml"), "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    for name in ("summary.json", "requests.parquet", "steps.parquet"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
 SHAREGPT = (Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "length_stats"
             / "sharegpt_8k_filtered_stats_llama2_tokenizer.csv")
 

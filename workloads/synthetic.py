@@ -11,7 +11,7 @@ from itertools import count
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, PositiveFloat, model_validator
+from pydantic import Field, PositiveFloat, model_serializer, model_validator
 
 from servesim.simulator.errors import ConfigError
 from servesim.workloads.settings import MAX_CLIENTS, MAX_REQUESTS, MAX_TOKENS, Settings, Tokens, refuse
@@ -151,6 +151,16 @@ class SyntheticWorkload(_Classes):
     output_tokens: LengthDist = LogNormal(dist="lognormal", median=200, sigma=0.8, max=2000)
     lengths: JointLengths | None = Field(default=None, description="draw (prompt, output) pairs from a file")
     shared_prefix: SharedPrefix | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_unread_lengths(self, handler):
+        """Written with `lengths`, the separate distributions are left out: read back, they would be given beside
+        it, which is refused (r119: a run's config.yaml could not be run again)."""
+        out = handler(self)
+        if self.lengths is not None and isinstance(out, dict):
+            for key in ("prompt_tokens", "output_tokens"):
+                out.pop(key, None)
+        return out
 
     @model_validator(mode="after")
     def _limits(self):

@@ -405,7 +405,7 @@ def _servesim_rows(obj: _Obj, seen: dict, chains: dict):
            {"max_tokens": obj.integer("max_tokens", None, least=1, role="output"),
             "priority": obj.integer("priority", None, least=None), "slo_class": slo,  # None: not recorded
             "session_id": obj.integer("session_id", None, least=None), "turn": obj.integer("turn", 0),
-            "prefix_ids": ids, "prefix_block_tokens": block})
+            "prefix_ids": ids, "prefix_block_tokens": block, "request_id": rid})
 
 
 def _read_vllm_bench(path: Path) -> _Rows:
@@ -622,7 +622,11 @@ def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, s
         raise ConfigError("first_id", f"{first_id:,}: the last of {len(kept):,} request ids would pass {MAX_INT:,}")
     # which rows record a priority (only servesim's own format can): a replay keeps it, draws only the others'
     recorded = [rows.extra[i].get("priority") is not None for i in kept] if rows.extra else [False] * len(kept)
-    specs = [RequestSpec(first_id + k, a, p, o, **(_with_priority(rows.extra[i]) if rows.extra else no_extra))
+    # servesim's own rows keep the ids they give (a run's workload.jsonl replays as that run), all or none
+    own = [rows.extra[i].get("request_id") for i in kept] if rows.extra and first_id == 0 else []
+    ids = own if own and all(x is not None and 0 <= x <= MAX_INT for x in own) else \
+        [first_id + k for k in range(len(kept))]
+    specs = [RequestSpec(ids[k], a, p, o, **(_with_priority(rows.extra[i]) if rows.extra else no_extra))
              for k, (i, a, p, o) in enumerate(zip(kept, t.tolist(), rows.prompt[order].tolist(),
                                                   rows.output[order].tolist()))]
     info = describe_trace(specs, skipped=rows.skipped)
@@ -633,7 +637,8 @@ def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, s
 
 
 def _with_priority(extra: dict) -> dict:
-    """A row's fields for its RequestSpec: priority 0 (vLLM's default) where the row records none."""
+    """A row's fields for its RequestSpec (its id aside): priority 0 (vLLM's default) where the row records none."""
+    extra = {k: v for k, v in extra.items() if k != "request_id"}
     return extra if extra.get("priority", 0) is not None else {**extra, "priority": 0}
 
 
@@ -641,7 +646,8 @@ def read_trace(path, fmt: str | None = None, *, time_scale: float = 1.0, start_s
                duration_s: float | None = None, sample: float | None = None, limit: int | None = None,
                seed: int = 0, first_id: int = 0, hash_block_tokens: int | None = None,
                use_hash_ids: bool = True) -> list[RequestSpec]:
-    """A trace file as RequestSpecs sorted by arrival, ids first_id, first_id + 1, ...
+    """A trace file as RequestSpecs sorted by arrival, ids first_id, first_id + 1, ... (servesim's own file keeps
+    the ids its rows give, when every row gives one and first_id is 0: a run's workload.jsonl replays as that run)
 
     Options apply in order: window [start_s, start_s + duration_s) of the file's times (an Azure CSV's counted
     from its first row, the others' as recorded), shifted so start_s is 0; time_scale (multiplies the rate: 2
