@@ -13,7 +13,7 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable, Literal, NamedTuple
 
 import numpy as np
 import yaml
@@ -46,6 +46,11 @@ GIB = 2**30
 
 # vLLM 0.33's all-to-all backends that batch DP MoE (ParallelConfig.use_batched_dp_moe), with their own default budget
 BATCHED_DP_BACKENDS = ("deepep_low_latency", "nixl_ep")
+
+
+# vLLM's CUDA attention backends a line may name that servesim checks and sizes blocks for (ATTENTION_BACKENDS)
+ATTENTION_BACKEND_NAMES = ("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "FLASHMLA", "FLASH_ATTN_MLA",
+                           "FLASHINFER_MLA", "CUTLASS_MLA", "TRITON_MLA")
 
 
 class EngineSettings(Settings):
@@ -105,6 +110,9 @@ class EngineSettings(Settings):
                           "follows kv_cache_dtype. Others vLLM knows (bitsandbytes, gguf, mxfp4, ...) are not modelled")
     kv_cache_dtype: Literal["auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
         "auto", description="auto: the model's activation dtype; fp8 (= fp8_e4m3) and fp8_e5m2: one byte per value")
+    attention_backend: Literal[tuple(ATTENTION_BACKEND_NAMES)] | None = Field(
+        None, description="vLLM's --attention-backend, where it names a CUDA backend servesim checks: refused where "
+                          "vLLM would not start with it, and its block size derived (None: vLLM's own choice)")
     async_scheduling: bool | None = Field(
         None, description="None: vLLM's default, on (since about 0.14, with the mp and uni executors); plans the next "
                           "step while this one runs, so the host's CPU time hides behind the GPU's")
@@ -765,23 +773,83 @@ def default_graph_tokens(hw: Hardware, e: EngineSettings) -> int:
     return 1024 if blackwell and not e.is_0_19 else 512
 
 
-def check_attention_backend(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str) -> None:
-    """A KV dtype no attention backend of an NVIDIA GPU takes for the model: vLLM finds no valid backend at start
-    (fp8_e5m2 with latent attention: FlashAttention MLA, FlashMLA, FlashInfer MLA, CUTLASS MLA and Triton MLA all
-    stop at fp8_e4m3; only ROCm's AITER MLA takes it)."""
-    if arch.is_mla and kv_cache_dtype == "fp8_e5m2" and hw.compute_capability is not None:
+class AttentionBackend(NamedTuple):
+    """What one of vLLM's CUDA attention backends takes (v1/attention/backends: supports_compute_capability,
+    get_supported_kernel_block_sizes, supported_kv_cache_dtypes; 0.33's Triton kernels' SM89 floor for fp8)."""
+    mla: bool  # latent attention's backends take only MLA models, the others none
+    runs: Callable[[float], bool]  # on this compute capability
+    blocks: int | tuple[int, ...]  # an int: multiples of it; a tuple: those sizes
+    fp8: Callable[[float, bool], bool]  # an fp8 KV cache on (capability, vLLM 0.19)
+
+
+def _any(*_) -> bool:
+    return True
+
+
+ATTENTION_BACKENDS = {
+    "FLASH_ATTN": AttentionBackend(False, lambda cc: cc >= 8.0, 16, lambda cc, old: cc >= 9.0),  # FA2 has no fp8
+    "FLASHINFER": AttentionBackend(False, lambda cc: 8.0 <= cc <= 12.1, (16, 32, 64, 128, 256, 512, 1024), _any),
+    "TRITON_ATTN": AttentionBackend(False, _any, 16, lambda cc, old: old or cc >= 8.9),
+    "FLEX_ATTENTION": AttentionBackend(False, _any, 16, lambda cc, old: False),
+    "FLASHMLA": AttentionBackend(True, lambda cc: int(cc) in (9, 10), (64,), _any),
+    "FLASH_ATTN_MLA": AttentionBackend(True, lambda cc: int(cc) == 9, 16, lambda cc, old: False),
+    "FLASHINFER_MLA": AttentionBackend(True, lambda cc: int(cc) == 10, (32, 64), _any),
+    "CUTLASS_MLA": AttentionBackend(True, lambda cc: int(cc) == 10, (128,), _any),
+    "TRITON_MLA": AttentionBackend(True, _any, 16, lambda cc, old: old or cc >= 8.9),
+}
+assert tuple(ATTENTION_BACKENDS) == ATTENTION_BACKEND_NAMES
+XPU_BACKENDS = ("FLASH_ATTN", "TRITON_ATTN")  # what vLLM's XPU platform runs when a line names a backend
+
+
+def check_attention_backend(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str, backend: str | None = None,
+                            is_0_19: bool = False, field: str = "engine.attention_backend") -> None:
+    """An attention backend vLLM would not start with: one the line names that does not take the model (latent
+    attention or not), the GPU or the KV dtype ("Selected backend ... is not valid"); and, chosen by vLLM, a KV dtype
+    no backend takes: fp8_e5m2 with latent attention (every CUDA MLA backend stops at fp8_e4m3), and in 0.33 an fp8
+    KV cache below SM89 where only a Triton backend is left (latent attention, or gpt-oss's attention sinks, which
+    FlashAttention 2 and FlashInfer on Ampere do not run)."""
+    fp8 = kv_cache_dtype in ("fp8", "fp8_e4m3", "fp8_e5m2")
+    cc = hw.compute_capability
+    if backend is not None:
+        b = ATTENTION_BACKENDS[backend]
+        why = ("Intel's XPU runs FLASH_ATTN or TRITON_ATTN" if hw.platform == "xpu" and backend not in XPU_BACKENDS
+               else f"{arch.name} {'has' if arch.is_mla else 'has no'} latent attention" if b.mla != arch.is_mla
+               else f"it does not run on compute capability {cc:.1f}" if cc is not None and not b.runs(cc)
+               else f"it takes no {kv_cache_dtype} KV cache" + (f" on compute capability {cc:.1f}" if cc else "")
+               if fp8 and (kv_cache_dtype == "fp8_e5m2" and b.mla or not b.fp8(cc or 0.0, is_0_19)) else None)
+        if why:
+            raise ConfigError(field, f"{backend}: {why}, so vLLM does not start with it (Selected backend is not "
+                                     f"valid)")
+        return
+    if arch.is_mla and kv_cache_dtype == "fp8_e5m2" and cc is not None:
         raise ConfigError("engine.kv_cache_dtype", f"fp8_e5m2 with {arch.name}'s latent attention: no MLA attention "
                                                    f"backend on an NVIDIA GPU takes it, so vLLM does not start (fp8 "
                                                    f"or fp8_e4m3 does)")
+    triton_only = arch.is_mla or arch.hf_model_type == "gpt_oss"
+    if fp8 and triton_only and cc is not None and cc < 8.9 and not is_0_19:
+        raise ConfigError("engine.kv_cache_dtype", f"{kv_cache_dtype} on compute capability {cc:.1f}: of vLLM 0.33's "
+                                                   f"backends only Triton's take {arch.name}'s "
+                                                   f"{'latent attention' if arch.is_mla else 'attention sinks'} "
+                                                   f"there, and it needs SM89 for an fp8 KV cache, so vLLM does not "
+                                                   f"start")
 
 
-def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str) -> int:
+def backend_takes_block(backend: str, hw: Hardware, size: int) -> bool:
+    blocks = 64 if backend == "FLASH_ATTN" and hw.platform == "xpu" else ATTENTION_BACKENDS[backend].blocks
+    return size % blocks == 0 if isinstance(blocks, int) else size in blocks
+
+
+def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str, backend: str | None = None
+                         ) -> int:
     """The KV block size vLLM settles on when --block-size is not given (Platform.update_block_size_for_backend):
     its default 16 unless the first attention backend valid for the model, GPU and KV dtype cannot take it. Of
     servesim's models only latent attention's backends differ: FlashInfer MLA (32 or 64) leads on compute
     capability 10.x; on Hopper FlashAttention MLA (16-bit KV only) leads, then FlashMLA (64) for an fp8 KV cache.
     On Intel's XPU 64: 0.19's platform sets it (xpu.py check_and_update_config), 0.33's FlashAttention there
     takes multiples of 64 only."""
+    if backend is not None:  # the line's: vLLM's 16 where it takes it, else its first size (its preferred one)
+        blocks = 64 if backend == "FLASH_ATTN" and hw.platform == "xpu" else ATTENTION_BACKENDS[backend].blocks
+        return blocks if isinstance(blocks, int) else 16 if 16 in blocks else blocks[0]
     if hw.platform == "xpu":
         return 64
     major = int(hw.compute_capability) if hw.compute_capability is not None else 0
@@ -1014,12 +1082,16 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     _check_kernel_tables(h.kernel_tables)
     # --kv-cache-dtype auto as vLLM resolves it: a checkpoint's own fp8 KV cache (ModelOpt's kv_cache_quant_algo)
     kv_dtype = "fp8_e4m3" if e.kv_cache_dtype == "auto" and arch.kv_cache_dtype == "fp8" else e.kv_cache_dtype
-    check_attention_backend(arch, hw, kv_dtype)
+    check_attention_backend(arch, hw, kv_dtype, e.attention_backend, e.is_0_19)
     derived_block_size = "block_size" not in e.model_fields_set
+    if not derived_block_size and e.attention_backend and not backend_takes_block(e.attention_backend, hw,
+                                                                                  e.block_size):
+        raise ConfigError("engine.block_size", f"{e.block_size}: the attention backend {e.attention_backend} does "
+                                               f"not take it (block_size not supported), so vLLM does not start")
     if not derived_block_size and hw.platform == "xpu" and not e.is_0_19 and e.block_size % 64:
         raise ConfigError("engine.block_size", f"{e.block_size}: vLLM 0.33's FlashAttention on Intel's XPU takes "
                                                f"multiples of 64 only (no common block size: it does not start)")
-    if derived_block_size and (size := attention_block_size(arch, hw, kv_dtype)) != e.block_size:
+    if derived_block_size and (size := attention_block_size(arch, hw, kv_dtype, e.attention_backend)) != e.block_size:
         e = e.model_copy(update={"block_size": size})
         e.__pydantic_fields_set__.discard("block_size")  # still unset: derived again from this scenario
         scenario = scenario.model_copy(update={"engine": e})

@@ -370,6 +370,7 @@ SERVE_SETTINGS = {
     "max_num_queued_tokens": "engine.max_num_queued_tokens", "max_num_scheduled_tokens": "engine.max_num_scheduled_tokens",
     "max_num_active_seqs": "engine.max_num_active_seqs",
     "performance_mode": "engine.performance_mode",  # throughput mode doubles the default budgets
+    "attention_backend": "engine.attention_backend",  # a CUDA backend servesim checks (others recorded)
 }
 # the flags of vLLM's data-parallel balancing modes, read as cluster.dp_ranks_reached
 LB_FLAGS = ("data_parallel_external_lb", "data_parallel_hybrid_lb", "data_parallel_rank", "data_parallel_size_local",
@@ -493,7 +494,17 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         if dest not in serve and default is not None and not (dest == "scheduling_policy" and default == "fcfs") \
                 and not (dest == "gpu_memory_utilization" and serve.get("kv_cache_memory_bytes")):  # sizes nothing
             settings[key] = default
+    from servesim.simulator.config import ATTENTION_BACKEND_NAMES
+
+    attention = serve.get("attention_config") if isinstance(serve.get("attention_config"), dict) else {}
+    if str(attention.get("backend")).upper() in ATTENTION_BACKEND_NAMES:  # the same choice, by --attention-config
+        settings["engine.attention_backend"] = str(attention["backend"]).upper()
     for dest, value in serve.items():
+        if dest == "attention_backend" and str(value).upper() in ATTENTION_BACKEND_NAMES:
+            value = str(value).upper()  # vLLM reads it by the enum's name
+        elif dest == "attention_backend":  # a backend servesim does not check (ROCm's, CPU's, a sparse one)
+            not_modelled[_flag("serve", dest, version)] = value
+            continue
         if dest in SERVE_SETTINGS:
             if dest == "max_model_len" and value == -1:  # 'auto' or -1: vLLM fits it to the KV pool
                 value = "auto"
@@ -524,7 +535,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     if a2a in BATCHED_DP_BACKENDS or a2a == "allgather_reducescatter" or version != "0.19.0" and a2a in ("pplx", "naive"):
         not_modelled.pop(_flag("serve", "all2all_backend", version), None)  # the default, which EP is timed as
         # (0.33 falls back to it from the removed pplx and naive)
-    settings.update(_cuda_graphs(serve, version, not_modelled))
+    settings.update(_cuda_graphs(serve, version, not_modelled, arch))
     if serve.get("all2all_backend") == "moonep":  # a 0.33 backend (0.19's parser has no such choice)
         _moonep(serve, arch, settings)
     speculation, method, spec_config = _speculation(serve, version, not_modelled, arch)
@@ -647,6 +658,8 @@ def decided_by(cmd: VllmCommand, key: str) -> str | None:
             return f"vLLM {cmd.version}, which has no --{dest.replace('_', '-')}: its servers run without it"
         if dest in CC_KEYS and dest not in cmd.given and "compilation_config" in cmd.given:  # -cc gave it
             return f"vllm serve --compilation-config.{dest}"
+        if dest == "attention_backend" and dest not in cmd.given and "attention_config" in cmd.given:
+            return f"{_flag('serve', 'attention_config', cmd.version)}.backend"
         return _flag("serve", dest, cmd.version) + ("" if dest in cmd.given else ", left at vLLM's default")
     return None
 
@@ -661,6 +674,10 @@ def as_flag_error(cmd: VllmCommand, sets: list[str], exc: ConfigError) -> Config
     message = _said_as_flags(cmd, exc.message)
     if message.startswith("Input should be '") and flag and flag.startswith("vllm serve --"):  # a choice vLLM's parser
         message = f"not modelled: servesim's choices are {message[len('Input should be '):]}"  # vLLM may take it
+    if exc.field == "engine.tensor_parallel_size" and "GiB of weights" in message and \
+            "cpu_offload_gb" in cmd.given:
+        message += ("; --cpu-offload-gb is not modelled: servesim keeps every weight on the GPU (vLLM would move "
+                    "that much to host memory and read it over PCIe each step)")
     return exc if flag is None else ConfigError(flag, f"{message} (as servesim's {exc.field})")
 
 
@@ -1296,6 +1313,16 @@ def _check_json_configs(serve: dict, version: str) -> None:
             if (mode.upper() not in COMPILATION_MODES) if isinstance(mode, str) else \
                     not (isinstance(_lax_int(mode), int) and 0 <= _lax_int(mode) < len(COMPILATION_MODES)):
                 raise ConfigError(f"{flag}.mode", f"one of {', '.join(COMPILATION_MODES)} (or 0-3), got {mode!r:.40}")
+    if isinstance(serve.get("compilation_config"), dict):
+        _compilation_checks(serve["compilation_config"], _flag("serve", "compilation_config", version), version)
+    group, in_group = serve.get("offload_group_size", 0), serve.get("offload_num_in_group", 1)
+    if serve.get("offload_backend") == "prefetch" or group > 0:  # OffloadConfig.validate_offload_config
+        for fails, dest, why in ((in_group > group, "offload_num_in_group", f"{in_group} must be <= "
+                                                                           f"--offload-group-size ({group})"),
+                                 (serve.get("offload_prefetch_step", 1) < 1, "offload_prefetch_step",
+                                  "must be >= 1 when prefetch offloading is on")):
+            if fails:
+                raise ConfigError(_flag("serve", dest, version), f"{why}, as vLLM says")
     eplb = serve.get("eplb_config")
     if version == "0.19.0" and isinstance(eplb, dict) and eplb.get("log_balancedness") and \
             eplb.get("log_balancedness_interval", 1) <= 0:  # 0.19's __post_init__ (0.33: a Field bound)
@@ -1317,6 +1344,34 @@ def _check_json_configs(serve: dict, version: str) -> None:
             raise ConfigError(_flag("serve", "attention_backend", version),
                               f"{backend!r:.40} is not an attention backend of vLLM {version}: "
                               f"{', '.join(str(n) for n in names[:8])}, ...")
+
+
+def _compilation_checks(cc: dict, flag: str, version: str) -> None:
+    """CompilationConfig.__post_init__'s checks beyond its fields' types: custom_ops' syntax (0.33: one base mode,
+    no op both enabled and disabled), a backend vLLM's own compile cannot split, 0.33's positive decoder replay
+    sizes; and compile_sizes' only text, 'cudagraph_capture_sizes' (asserted as the sizes are computed)."""
+    ops = cc.get("custom_ops") if isinstance(cc.get("custom_ops"), list) else []
+    shortest = 1 if version == "0.19.0" else 2  # 0.19 takes a bare '+' (and fails on an empty name)
+    bad = next((op for op in ops if op not in ("all", "none") and (len(str(op)) < shortest or str(op)[0] not in "+-")),
+               None)
+    on, off = {str(op)[1:] for op in ops if str(op).startswith("+")}, {str(op)[1:] for op in ops if str(op).startswith("-")}
+    mode = str(cc.get("mode", "")).upper()
+    sizes = cc.get("decoder_replay_cudagraph_capture_sizes")
+    rules = [(bad is not None, "custom_ops", f"invalid syntax {bad!r}: 'all', 'none', '+op' or '-op'"),
+             (version != "0.19.0" and sum(op in ("all", "none") for op in ops) > 1, "custom_ops",
+              "only one base mode, 'all' or 'none'"),
+             (version != "0.19.0" and bool(on & off), "custom_ops",
+              f"cannot both enable and disable {', '.join(sorted(on & off))}"),
+             (mode in ("3", "VLLM_COMPILE") and cc.get("backend", "") not in ("", "eager", "inductor"), "backend",
+              f"{cc.get('backend')!r}: vLLM's piecewise compile takes '', eager or inductor"),
+             (version != "0.19.0" and isinstance(sizes, list) and any(isinstance(n, (int, float)) and n <= 0
+                                                                       for n in sizes),
+              "decoder_replay_cudagraph_capture_sizes", "must all be positive"),
+             (any(isinstance(x, str) and x != "cudagraph_capture_sizes" for x in cc.get("compile_sizes") or []),
+              "compile_sizes", "a text entry can only be 'cudagraph_capture_sizes'")]
+    for fails, key, why in rules:
+        if fails:
+            raise ConfigError(f"{flag}.{key}", f"{why}, as vLLM says")
 
 
 def _lax_bool(value) -> bool | None:
@@ -1641,7 +1696,7 @@ def _drafter_by_name(method: str | None, model, version: str) -> str | None:
     return method
 
 
-def _cuda_graphs(serve: dict, version: str, not_modelled: dict) -> dict:
+def _cuda_graphs(serve: dict, version: str, not_modelled: dict, arch=None) -> dict:
     """vLLM's CUDA graphs however the line gives them: -O0 (no cudagraph_mode given) and cudagraph_mode NONE
     capture none, as --enforce-eager; the capture sizes and the largest graph are the flags' or -cc's (the
     resolved scenario takes those within the budget, as vLLM does, and refuses a largest size unlike them). A flag
@@ -1675,7 +1730,7 @@ def _cuda_graphs(serve: dict, version: str, not_modelled: dict) -> dict:
     if largest is not None:
         out["engine.max_cudagraph_capture_size"] = largest
     mode = cc.pop("cudagraph_mode", None)
-    resolved = _graph_mode(serve, version)
+    resolved = _graph_mode(serve, version, arch)
     if resolved == "NONE":
         out["engine.enforce_eager"] = True  # no graph captured: every step's launches are eager
     elif resolved in ("FULL_DECODE_ONLY", "PIECEWISE"):  # mixed batches eager, or attention outside the graphs:
@@ -1689,10 +1744,12 @@ def _cuda_graphs(serve: dict, version: str, not_modelled: dict) -> dict:
     return out
 
 
-def _graph_mode(serve: dict, version: str) -> str:
+def _graph_mode(serve: dict, version: str, arch=None) -> str:
     """The cudagraph_mode the line leaves vLLM with: -cc's, else -O's (-O2 by default); piecewise graphs need
-    vLLM's compile, without which 0.33 keeps the full ones (without_piecewise) and 0.19 captures none.
-    --enforce-eager (timed as engine.enforce_eager) is not read here."""
+    vLLM's compile, without which 0.33 keeps the full ones (without_piecewise) and 0.19 captures none; stock
+    torch.compile (mode 1) runs without graphs; under vLLM's compile set_splitting_ops_for_v1 drops piecewise graphs
+    an empty splitting_ops leaves nothing to split, and every graph beside DeepEP's high-throughput kernels over DP
+    ranks of a MoE model. --enforce-eager (timed as engine.enforce_eager) is not read here."""
     cc = serve.get("compilation_config") or {}
     mode, level = cc.get("cudagraph_mode"), serve.get("optimization_level")
     if mode is not None and (not isinstance(mode, str) or mode.upper() not in CUDAGRAPH_MODES):
@@ -1700,9 +1757,18 @@ def _graph_mode(serve: dict, version: str) -> str:
                                                                             f"got {mode!r}")
     level_text = str(level if level is not None else 2)  # vLLM's default -O2
     resolved = mode.upper() if mode is not None else LEVEL_CUDAGRAPH_MODE[level_text]
-    compiled = str(cc["mode"]).upper() in ("3", "VLLM_COMPILE") if "mode" in cc else level_text != "0"
+    compile_mode = str(cc["mode"]).upper() if "mode" in cc else None
+    if compile_mode in ("1", "STOCK_TORCH_COMPILE"):  # the model runner compiles and wraps no graph
+        return "NONE"
+    compiled = compile_mode in ("3", "VLLM_COMPILE") if compile_mode is not None else level_text != "0"
     if not compiled and resolved in ("PIECEWISE", "FULL_AND_PIECEWISE"):
         resolved = "FULL_DECODE_ONLY" if resolved == "FULL_AND_PIECEWISE" and version != "0.19.0" else "NONE"
+    fused = isinstance(cc.get("pass_config"), dict) and cc["pass_config"].get("fuse_attn_quant")
+    if compiled and not fused and cc.get("splitting_ops") == [] and resolved in ("PIECEWISE", "FULL_AND_PIECEWISE"):
+        resolved = "NONE" if resolved == "PIECEWISE" else "FULL"
+    moe_dp = (serve.get("data_parallel_size") or 1) > 1 and (arch is None or bool(arch.num_experts))
+    if compiled and serve.get("all2all_backend") == "deepep_high_throughput" and moe_dp:
+        resolved = "NONE"
     return resolved
 
 

@@ -3091,3 +3091,68 @@ def test_a_printed_line_leaves_the_derived_graph_size_to_vllm_and_says_another_r
     assert "ran as vLLM" not in captured.err
     assert main(["config", "--vllm", "--vllm-version", "0.19.0"]) == 0
     assert "the scenario ran as vLLM 0.33.0 (engine.vllm_defaults" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gpu, serve, says", [
+    ("a100-80gb", [MODEL, "--attention-backend", "FLASHMLA"], "FLASHMLA: llama-3.1-8b has no latent attention"),
+    ("a100-80gb", [MODEL, "--attention-backend", "FLASH_ATTN", "--kv-cache-dtype", "fp8"],
+     "FLASH_ATTN: it takes no fp8 KV cache on compute capability 8.0"),
+    ("b60", [MODEL, "--attention-backend", "FLASHINFER"], "Intel's XPU runs FLASH_ATTN or TRITON_ATTN"),
+    ("h200-sxm", ["deepseek-ai/DeepSeek-V3", "-tp", "8", "--attention-backend", "FLASHMLA", "--block-size", "16"],
+     "--block-size: 16: the attention backend FLASHMLA does not take it"),
+    ("h200-sxm", [MODEL, "--attention-config", '{"backend": "CUTLASS_MLA"}'], "--attention-config.backend: CUTLASS_MLA"),
+    ("a100-80gb", ["openai/gpt-oss-120b", "--kv-cache-dtype", "fp8"], "only Triton's take gpt-oss-120b's attention "
+                                                                      "sinks there, and it needs SM89"),
+    ("h100-sxm", ["meta-llama/Llama-3.1-70B-Instruct", "--cpu-offload-gb", "80", "--max-model-len", "8192"],
+     "--cpu-offload-gb is not modelled: servesim keeps every weight on the GPU"),
+])
+def test_round_120_attention_backends_vllm_would_not_start_are_refused(gpu, serve, says, tmp_path, capsys):
+    """r120: a backend the line names was never checked against the model, the GPU or the KV dtype, nor its block
+    size derived; an fp8 KV cache on Ampere where only a Triton backend is left ran; a model over the GPU beside
+    --cpu-offload-gb was refused as if only -tp could help."""
+    assert main(["vllm", "--gpu", gpu, "--set", "profile=roofline", "--config", "serve", *serve]) == 2
+    err = capsys.readouterr().err
+    assert err.count("servesim: error:") == 1 and says in err, err
+
+
+@pytest.mark.parametrize("gpu, serve, block", [
+    ("h200-sxm", ["deepseek-ai/DeepSeek-V3", "-tp", "8", "--attention-backend", "FLASHMLA"], 64),
+    ("h200-sxm", ["deepseek-ai/DeepSeek-V3", "-tp", "8", "--attention-backend", "TRITON_MLA", "--kv-cache-dtype", "fp8"],
+     16),
+    ("b200-sxm", ["deepseek-ai/DeepSeek-V3", "-tp", "8", "--attention-backend", "CUTLASS_MLA"], 128),
+    ("b60", [MODEL, "--attention-backend", "TRITON_ATTN", "--max-model-len", "8192"], 16),
+    ("b60", [MODEL, "--max-model-len", "8192"], 64),  # vLLM's own choice there: FlashAttention, multiples of 64
+])
+def test_the_block_size_is_the_named_backends(gpu, serve, block, capsys):
+    """r120: the block size was derived from vLLM's automatic choice only (FlashMLA's 64 read as 16)."""
+    assert main(["vllm", "--gpu", gpu, "--set", "profile=roofline", "--config", "serve", *serve]) == 0
+    assert f"\n  block_size: {block}\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("serve, says", [
+    (["-cc", '{"custom_ops": ["rms_norm"]}'], "custom_ops: invalid syntax 'rms_norm'"),
+    (["-cc", '{"custom_ops": ["all", "none"]}'], "only one base mode"),
+    (["-cc", '{"custom_ops": ["+rms_norm", "-rms_norm"]}'], "cannot both enable and disable rms_norm"),
+    (["-cc", '{"mode": 3, "backend": "cudagraphs"}'], "backend: 'cudagraphs'"),
+    (["-cc", '{"decoder_replay_cudagraph_capture_sizes": [0]}'], "must all be positive"),
+    (["-cc", '{"compile_sizes": ["foo"]}'], "a text entry can only be 'cudagraph_capture_sizes'"),
+    (["--offload-group-size", "4", "--offload-num-in-group", "8"], "--offload-num-in-group: 8 must be <="),
+    (["--offload-group-size", "4", "--offload-prefetch-step", "0"], "--offload-prefetch-step: must be >= 1"),
+])
+def test_round_120_compilation_and_offload_configs_vllm_refuses_are_refused(serve, says):
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL, *serve], [])
+
+
+@pytest.mark.parametrize("serve, eager", [
+    (["-cc", '{"mode": 1}'], True),  # stock torch.compile: no graph wrapped
+    (["-cc", '{"mode": 1, "cudagraph_mode": "FULL"}'], True),
+    (["-cc", '{"cudagraph_mode": "PIECEWISE", "splitting_ops": []}'], True),  # nothing to split
+    (["-cc", '{"splitting_ops": []}'], False),  # FULL_AND_PIECEWISE keeps its full graphs
+    (["Qwen/Qwen3-30B-A3B", "-dp", "2", "--enable-expert-parallel", "--all2all-backend", "deepep_high_throughput"],
+     True),
+])
+def test_lines_vllm_captures_no_cuda_graph_for_run_eager(serve, eager):
+    """r120: these were simulated with CUDA graphs up to 512 tokens, where vLLM captures none."""
+    model = [] if serve[0].startswith("Qwen") else [MODEL]
+    assert read([*model, *serve], []).settings.get("engine.enforce_eager") is eager
