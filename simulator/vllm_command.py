@@ -571,8 +571,9 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                                                                        f"refuses modality LoRAs for it")
     _refuse_model_overrides(serve.get("hf_overrides"), version)
     _hybrid_manager(serve, version, method, arch, settings)
+    generation = serve.get("override_generation_config")
     options, workload = _bench(bench, not_modelled, version, serve.get("max_logprobs", 20),
-                               arch.vocab_size if arch else None)
+                               arch.vocab_size if arch else None, generation if isinstance(generation, dict) else {})
     options.server_metrics = bool(serve.get("enable_per_request_metrics"))  # 0.33's flag (0.19 has none)
     options.server_counters = not serve.get("disable_log_stats")  # no stat loggers: /metrics has no vllm: series
     options.histogram_buckets = _histogram_buckets(serve.get("custom_histogram_buckets"), version)
@@ -1811,9 +1812,9 @@ def _synthetic_acceptance(config: dict, k: int, field: str) -> list[float] | Non
 
 
 def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20,
-           vocab: int | None = None) -> tuple[BenchOptions, dict]:
+           vocab: int | None = None, server_defaults: dict | None = None) -> tuple[BenchOptions, dict]:
     """max_logprobs: the server's --max-logprobs (ModelConfig's default 20); vocab: the model's vocabulary, which
-    -1 means there."""
+    -1 means there; server_defaults: the sampling defaults the server gives a request that sends none."""
     o = BenchOptions(vllm_version=version)
     for dest in BENCH_RESULT:
         if dest not in bench:
@@ -1843,7 +1844,7 @@ def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20
                                                         f"rerank), which servesim does not simulate: it serves text "
                                                         f"generation (backends {', '.join(ENDPOINT_ENDINGS)})")
     _client_checks(bench)
-    _sampling_checks(bench, version, o.backend, max_logprobs, vocab)
+    _sampling_checks(bench, version, o.backend, max_logprobs, vocab, server_defaults)
     extra = bench.get("extra_body") if isinstance(bench.get("extra_body"), dict) else {}
     for key in OUTPUT_KEYS:  # said apart: what the client measures is other outputs than the dataset's
         if key in extra:
@@ -1959,14 +1960,19 @@ SAMPLING_EPS = 1e-5  # sampling_params._SAMPLING_EPS: a temperature below it is 
 MAX_N_SEQUENCES = 16384  # envs.VLLM_MAX_N_SEQUENCES' default
 COMPLETIONS_BACKENDS = ("openai", "vllm")  # whose request function sends the client's --logprobs
 def _sampling_checks(bench: dict, version: str, backend: str | None = None, max_logprobs: int = 20,
-                     vocab: int | None = None) -> None:
+                     vocab: int | None = None, server_defaults: dict | None = None) -> None:
     """The sampling flags, or --extra-body's keys of the same names (which win, as vLLM's client merges them), as
     the server reads and checks them (its request class, then SamplingParams): each value outside is a 400 to every
-    request (refused here: a run of failures only). 0.19 bounds temperature below only."""
+    request (refused here: a run of failures only). 0.19 bounds temperature below only. A key the client does not
+    send takes the server's default, --override-generation-config's (the completions client always sends
+    repetition_penalty 1.0)."""
     extra = bench.get("extra_body") if isinstance(bench.get("extra_body"), dict) else {}
+    sent = ("repetition_penalty",) if (backend or "openai") in COMPLETIONS_BACKENDS else ()
+    defaults = {k: v for k, v in (server_defaults or {}).items() if k in SAMPLING_LIMITS and k not in sent}
 
     def refuse(key: str, given, why: str):
-        field = f"vllm bench serve --extra-body.{key}" if key in extra else _flag("bench_serve", key, version)
+        field = f"vllm bench serve --extra-body.{key}" if key in extra else _flag("bench_serve", key, version) \
+            if bench.get(key) is not None else f"vllm serve --override-generation-config.{key}"
         stops = (bench.get("ready_check_timeout_sec") or 0) > 0  # the test request is sent only then
         raise ConfigError(field, f"{given!r}: vLLM {version}'s server {why} and answers every request 400, so "
                                  + ("the bench stops at its test request (\"Initial test run failed\")" if stops else
@@ -1976,7 +1982,7 @@ def _sampling_checks(bench: dict, version: str, backend: str | None = None, max_
     echo = _lax_bool(extra.get("echo")) is True
     values = {}
     for key, (integer, bound, ok) in {**SAMPLING_LIMITS, **EXTRA_BODY_LIMITS}.items():
-        given = extra.get(key, bench.get(key))
+        given = extra.get(key, bench.get(key, defaults.get(key)))
         if given is None:
             continue
         value = values[key] = _lax_number(given, integer)
@@ -1992,6 +1998,16 @@ def _sampling_checks(bench: dict, version: str, backend: str | None = None, max_
         refuse("n", extra["n"], f"takes n up to VLLM_MAX_N_SEQUENCES ({MAX_N_SEQUENCES:,})")
     if n > 1 and values.get("temperature") is not None and values["temperature"] < SAMPLING_EPS:
         refuse("n", extra["n"], "takes n 1 only with greedy sampling (temperature 0)")
+    top = extra.get("top_logprobs")
+    if top is not None and backend == "openai-chat":  # the chat request's: logprobs true, top_logprobs how many
+        value = _lax_number(top, True) if not isinstance(top, str) else None
+        cap = vocab if max_logprobs == -1 else max_logprobs
+        if value is None or value < -1:
+            refuse("top_logprobs", top, "takes top_logprobs an integer, -1 or from 0")
+        if value and _lax_bool(extra.get("logprobs")) is not True:
+            refuse("top_logprobs", top, "takes top_logprobs only beside logprobs true")
+        if value and cap is not None and (vocab if value == -1 else value) > cap:
+            refuse("top_logprobs", top, f"takes top_logprobs up to its --max-logprobs ({cap:,})")
     logprobs = extra.get("logprobs", bench.get("logprobs"))
     if logprobs is not None and (backend or "openai") in COMPLETIONS_BACKENDS:
         value = _lax_number(logprobs, True) if not isinstance(logprobs, str) else None  # text: refused before
@@ -2641,6 +2657,43 @@ def _ray_executor(serve: dict) -> bool:
         serve.get("data_parallel_backend") == "ray"
 
 
+REASONING_EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh", "max")  # 0.33's ReasoningEffort
+
+
+def _effort_map(value) -> bool:
+    """0.33's validate_reasoning_effort_map: an object of known efforts to text."""
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values()) and \
+        set(value) <= set(REASONING_EFFORTS)
+
+
+# the parsers each release registers (reasoning/__init__.py, tool_parsers/__init__.py _..._TO_REGISTER); a plugin
+# (--reasoning-parser-plugin, --tool-parser-plugin) may register others
+REASONING_PARSERS = {
+    "0.33.0": ("deepseek_r1", "deepseek_v3", "deepseek_v4", "deepseek_v41", "poolside_v1", "cohere_command3",
+               "cohere_command4", "ernie45", "gemma4", "glm45", "glm47", "ling3", "openai_gptoss", "granite",
+               "granite_thinking_parser", "hf", "beam", "holo2", "hunyuan_a13b", "hy_v3", "hy_v4", "kimi_k2", "kimi_k3",
+               "k2_horizon", "mimo", "minicpmv", "minimax_m2", "minimax_m2_append_think", "minimax_m3", "mistral",
+               "nemotron_v3", "olmo3", "plamo3", "muse", "muse_glimmer", "musespark1x", "qwen3", "seed_oss", "step3",
+               "step3p5", "step5", "inkling"),
+    "0.19.0": ("deepseek_r1", "deepseek_v3", "ernie45", "gemma4", "glm45", "openai_gptoss", "granite", "holo2",
+               "hunyuan_a13b", "kimi_k2", "minimax_m2", "minimax_m2_append_think", "mistral", "nemotron_v3", "olmo3",
+               "qwen3", "seed_oss", "step3", "step3p5")}
+TOOL_PARSERS = {
+    "0.33.0": ("dots", "deepseek_v3", "deepseek_v31", "deepseek_v32", "deepseek_v4", "deepseek_v41", "cohere_command3",
+               "cohere_command4", "ernie45", "glm45", "glm47", "ling3", "granite-20b-fc", "granite", "granite4",
+               "hermes", "hf", "beam", "poolside_v1", "hunyuan_a13b", "hy_v3", "hy_v4", "internlm", "jamba", "lfm2",
+               "kimi_k2", "kimi_k3", "k2_horizon", "llama3_json", "llama4_json", "llama4_pythonic", "longcat", "mimo",
+               "minimax_m2", "minimax_m3", "minicpm5", "mistral", "olmo3", "plamo3", "muse", "muse_glimmer",
+               "musespark1x", "openai", "phi4_mini_json", "pythonic", "qwen3_coder", "qwen3_json", "qwen3_xml",
+               "seed_oss", "step3", "step3p5", "step5", "inkling", "xlam", "gigachat3", "functiongemma", "gemma4",
+               "apertus"),
+    "0.19.0": ("deepseek_v3", "deepseek_v31", "deepseek_v32", "ernie45", "glm45", "glm47", "granite-20b-fc", "granite",
+               "granite4", "hermes", "hunyuan_a13b", "internlm", "jamba", "kimi_k2", "llama3_json", "llama4_json",
+               "llama4_pythonic", "longcat", "minimax_m2", "minimax", "mistral", "olmo3", "openai", "phi4_mini_json",
+               "pythonic", "qwen3_coder", "qwen3_xml", "seed_oss", "step3", "step3p5", "xlam", "gigachat3",
+               "functiongemma", "gemma4")}
+
+
 def _startup_checks(serve: dict, version: str, spec: dict | None = None) -> None:
     """Config validators vLLM runs at start-up on flags servesim otherwise records: a structured-outputs option its
     backend lacks, detailed traces without an OTLP endpoint, a hidden-metrics version that is no version, nsight
@@ -2691,6 +2744,19 @@ def _startup_checks(serve: dict, version: str, spec: dict | None = None) -> None
          "1.0 asks for the whole GPU, more than is free once the CUDA context is made"),
         (isinstance(serve.get("seed"), int) and not 0 <= serve["seed"] < 2**32, "seed",
          f"{serve.get('seed')} is not from 0 to 2**32 - 1, which the workers give np.random.seed"),
+        (version != "0.19.0" and serve.get("grpc_port") is not None, "grpc_port",
+         "needs the Rust frontend (VLLM_USE_RUST_FRONTEND=1, which servesim does not see; vLLM's default is off)"),
+        (isinstance(serve.get("port"), int) and not 0 <= serve["port"] <= 65535, "port",
+         f"{serve.get('port')} is no TCP port (0 to 65535): the server's socket cannot bind it"),
+        (version != "0.19.0" and serve.get("reasoning_effort_map") is not None and not _effort_map(
+            serve["reasoning_effort_map"]), "reasoning_effort_map",
+         f"a JSON object of {', '.join(REASONING_EFFORTS)} to text, got {serve.get('reasoning_effort_map')!r:.60}"),
+        (serve.get("reasoning_parser") and not serve.get("reasoning_parser_plugin") and
+         serve["reasoning_parser"] not in REASONING_PARSERS.get(version, ()), "reasoning_parser",
+         f"{serve.get('reasoning_parser')!r} is not a reasoning parser vLLM {version} registers"),
+        (serve.get("enable_auto_tool_choice") and serve.get("tool_call_parser") and not serve.get("tool_parser_plugin")
+         and serve["tool_call_parser"] not in TOOL_PARSERS.get(version, ()), "tool_call_parser",
+         f"{serve.get('tool_call_parser')!r} is not a tool call parser vLLM {version} registers"),
         *[(sharded and fails, "enable_batch_sharded_sampling", why) for fails, why in (
             (tp <= 1, "with tensor parallel size 1 there is nothing to shard"),
             (tp > 1 and (serve.get("max_num_seqs") or tp) < tp, f"--max-num-seqs below the tensor parallel size {tp}"),

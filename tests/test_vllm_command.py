@@ -3156,3 +3156,35 @@ def test_lines_vllm_captures_no_cuda_graph_for_run_eager(serve, eager):
     """r120: these were simulated with CUDA graphs up to 512 tokens, where vLLM captures none."""
     model = [] if serve[0].startswith("Qwen") else [MODEL]
     assert read([*model, *serve], []).settings.get("engine.enforce_eager") is eager
+
+
+@pytest.mark.parametrize("version, serve, bench, says", [
+    ("0.33.0", ["--override-generation-config", '{"temperature": 3}'], [],
+     "--override-generation-config.temperature: 3: vLLM 0.33.0's server takes temperature in [0, 2]"),
+    ("0.19.0", ["--override-generation-config", '{"top_p": 0}'], [], "--override-generation-config.top_p"),
+    ("0.33.0", ["--reasoning-parser", "nosuchparser"], [], "'nosuchparser' is not a reasoning parser vLLM 0.33.0"),
+    ("0.19.0", ["--reasoning-parser", "deepseek_v4"], [], "'deepseek_v4' is not a reasoning parser vLLM 0.19.0"),
+    ("0.33.0", ["--tool-call-parser", "nosuch", "--enable-auto-tool-choice"], [], "'nosuch' is not a tool call parser"),
+    ("0.33.0", ["--grpc-port", "9000"], [], "--grpc-port: needs the Rust frontend"),
+    ("0.19.0", ["--port", "70000"], [], "--port: 70000 is no TCP port"),
+    ("0.33.0", ["--reasoning-effort-map", '{"bogus": "x"}'], [], "--reasoning-effort-map: a JSON object of none"),
+    ("0.33.0", [], ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions", "--extra-body",
+                    '{"logprobs": true, "top_logprobs": 50}'], "top_logprobs up to its --max-logprobs (20)"),
+    ("0.33.0", [], ["--backend", "openai-chat", "--endpoint", "/v1/chat/completions", "--extra-body",
+                    '{"top_logprobs": 5}'], "top_logprobs only beside logprobs true"),
+])
+def test_round_121_server_and_client_lines_vllm_refuses_are_refused(version, serve, bench, says):
+    """r121: the server's sampling defaults (every request that sends none is a 400), parsers no release
+    registers, the Rust frontend's gRPC port, a port no socket binds, 0.33's effort map and the chat client's
+    logprobs ran as served."""
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        read([MODEL, *serve], bench, version=version)
+
+
+def test_what_vllm_takes_of_server_defaults_and_parsers_is_taken():
+    read([MODEL, "--override-generation-config", '{"temperature": 3}'], ["--temperature", "1"])  # the client's wins
+    read([MODEL, "--override-generation-config", '{"repetition_penalty": 0}'], [])  # completions send 1.0
+    read([MODEL, "--reasoning-parser", "qwen3", "--tool-call-parser", "hermes", "--enable-auto-tool-choice"], [])
+    read([MODEL, "--reasoning-parser", "mine", "--reasoning-parser-plugin", "/p.py"], [])  # a plugin registers it
+    read([MODEL, "--tool-call-parser", "nosuch"], [])  # checked only beside auto tool choice
+    read([MODEL, "--reasoning-effort-map", '{"high": "x"}'], [])
