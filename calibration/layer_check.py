@@ -29,11 +29,13 @@ import pandas as pd
 from servesim.simulator.cost_model import REFERENCE_BANDWIDTH_GBPS, Overhead, activation_traffic, default_overhead
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.model_arch import ModelArchitecture
+from servesim.workloads.settings import MAX_TOKENS
 
 MIXTRAL = {"hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "vocab": 32000, "layers": 32}
 GEMMS = ["q_proj", "k_proj", "v_proj", "o_proj"]
 OTHER = ["input_layernorm", "post_layernorm", "rope", "act_fn"]
-BUCKETS = [(1, 1, "1"), (2, 8, "2-8"), (9, 64, "9-64"), (65, 512, "65-512"), (513, 10**9, "513-2048")]
+BUCKETS = [(1, 1, "1"), (2, 8, "2-8"), (9, 64, "9-64"), (65, 512, "65-512"), (513, 2048, "513-2048"),
+           (2049, MAX_TOKENS, "over 2048")]  # the profiles' own counts reach 2048
 H100_BANDWIDTH_GBPS = 3350.0
 
 
@@ -68,6 +70,10 @@ def _read_layers(path: Path) -> pd.DataFrame:
     if num["tp_size"].nunique() > 1:  # the buckets' medians would mix them under the first row's TP
         raise ConfigError("layers", f"{path}: rows of several TP degrees ({', '.join(str(int(v)) for v in sorted(num['tp_size'].unique()))}): "
                                     f"one layers.csv per TP degree")
+    if (num["input"] > MAX_TOKENS).any():  # no step is so large: a damaged count (no bucket holds it)
+        row = int((num["input"] > MAX_TOKENS).to_numpy().argmax())
+        raise ConfigError("layers", f"{path}, row {row + 2}: input {int(num['input'].iloc[row]):,} tokens, more than "
+                                    f"{MAX_TOKENS:,}: a damaged table")
     tp = int(num["tp_size"].iloc[0])
     if MIXTRAL["heads"] % tp:  # vLLM splits the attention heads evenly over the TP group
         raise ConfigError("layers", f"{path}: tp_size {tp} does not split Mixtral's {MIXTRAL['heads']} attention "
@@ -114,10 +120,13 @@ def check_layers(profiles: str | Path, tables: str | Path, out: str | Path | Non
     arch = ModelArchitecture(name="mixtral-8x7b-dense-part", num_hidden_layers=m["layers"], hidden_size=m["hidden"],
                              num_attention_heads=m["heads"], num_key_value_heads=m["kv_heads"],
                              intermediate_size=14336, vocab_size=m["vocab"])
-    rows = []
+    rows, seen = [], {}
     for f in files:
         d = _read_layers(f)
         tp = int(d["tp_size"].iloc[0])
+        if tp in seen:  # the buckets' medians would pool the two under one TP (as one file of two TPs would)
+            raise ConfigError("layers", f"{f} and {seen[tp]} are both of TP {tp}: one layers.csv per TP degree")
+        seen[tp] = f
         wide = _by_token_count(d, f, GEMMS + OTHER)
         heads, kvh, dd, h = m["heads"] // tp, max(1, m["kv_heads"] // tp), m["head_dim"], m["hidden"]
         traffic = activation_traffic(arch, tp) * REFERENCE_BANDWIDTH_GBPS / H100_BANDWIDTH_GBPS

@@ -139,7 +139,10 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
              ("--disable-hybrid-kv-cache-manager", disable_hybrid_kv_cache_manager is not None
               and local_attention(arch) is None, "the model has no local-attention layers")]
     warnings = [f"{flag} has no effect: {why}" for flag, unused, why in inert if unused]  # as run says of settings
-    check_attention_backend(arch, hw, kv_cache_dtype)
+    try:
+        check_attention_backend(arch, hw, kv_cache_dtype)
+    except ConfigError as exc:  # said of the flag given, not the engine setting it stands for
+        raise ConfigError("--kv-cache-dtype", exc.message) from None
     defaults = EngineSettings()  # vLLM's budget and async scheduling, as run's defaults
     block_size = values["block_size"] or attention_block_size(arch, hw, kv_cache_dtype)
     # the budget from the model's length, as vLLM takes it before the engine fits `auto` to the pool

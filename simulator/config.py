@@ -780,6 +780,7 @@ class AttentionBackend(NamedTuple):
     runs: Callable[[float], bool]  # on this compute capability
     blocks: int | tuple[int, ...]  # an int: multiples of it; a tuple: those sizes
     fp8: Callable[[float, bool], bool]  # an fp8 KV cache on (capability, vLLM 0.19)
+    sinks: Callable[[float], bool] = lambda cc: False  # attention sinks (gpt-oss's) on this capability
 
 
 def _any(*_) -> bool:
@@ -787,9 +788,11 @@ def _any(*_) -> bool:
 
 
 ATTENTION_BACKENDS = {
-    "FLASH_ATTN": AttentionBackend(False, lambda cc: cc >= 8.0, 16, lambda cc, old: cc >= 9.0),  # FA2 has no fp8
-    "FLASHINFER": AttentionBackend(False, lambda cc: 8.0 <= cc <= 12.1, (16, 32, 64, 128, 256, 512, 1024), _any),
-    "TRITON_ATTN": AttentionBackend(False, _any, 16, lambda cc, old: old or cc >= 8.9),
+    "FLASH_ATTN": AttentionBackend(False, lambda cc: cc >= 8.0, 16, lambda cc, old: cc >= 9.0,  # FA2: no fp8, no
+                                   lambda cc: cc >= 9.0),  # sinks (FlashAttention 3 and 4 have them)
+    "FLASHINFER": AttentionBackend(False, lambda cc: 8.0 <= cc <= 12.1, (16, 32, 64, 128, 256, 512, 1024), _any,
+                                   lambda cc: cc == 9.0 or int(cc) in (10, 12)),  # sinks through TRT-LLM's kernels
+    "TRITON_ATTN": AttentionBackend(False, _any, 16, lambda cc, old: old or cc >= 8.9, _any),
     "FLEX_ATTENTION": AttentionBackend(False, _any, 16, lambda cc, old: False),
     "FLASHMLA": AttentionBackend(True, lambda cc: int(cc) in (9, 10), (64,), _any),
     "FLASH_ATTN_MLA": AttentionBackend(True, lambda cc: int(cc) == 9, 16, lambda cc, old: False),
@@ -815,6 +818,8 @@ def check_attention_backend(arch: ModelArchitecture, hw: Hardware, kv_cache_dtyp
         why = ("Intel's XPU runs FLASH_ATTN or TRITON_ATTN" if hw.platform == "xpu" and backend not in XPU_BACKENDS
                else f"{arch.name} {'has' if arch.is_mla else 'has no'} latent attention" if b.mla != arch.is_mla
                else f"it does not run on compute capability {cc:.1f}" if cc is not None and not b.runs(cc)
+               else f"it takes no attention sinks ({arch.name}'s)" + (f" on compute capability {cc:.1f}" if cc else "")
+               if arch.hf_model_type == "gpt_oss" and not b.mla and cc is not None and not b.sinks(cc)
                else f"it takes no {kv_cache_dtype} KV cache" + (f" on compute capability {cc:.1f}" if cc else "")
                if fp8 and (kv_cache_dtype == "fp8_e5m2" and b.mla or not b.fp8(cc or 0.0, is_0_19)) else None)
         if why:
@@ -839,14 +844,16 @@ def backend_takes_block(backend: str, hw: Hardware, size: int) -> bool:
     return size % blocks == 0 if isinstance(blocks, int) else size in blocks
 
 
-def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str, backend: str | None = None
-                         ) -> int:
+def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str, backend: str | None = None,
+                         is_0_19: bool = False) -> int:
     """The KV block size vLLM settles on when --block-size is not given (Platform.update_block_size_for_backend):
     its default 16 unless the first attention backend valid for the model, GPU and KV dtype cannot take it. Of
     servesim's models only latent attention's backends differ: FlashInfer MLA (32 or 64) leads on compute
     capability 10.x; on Hopper FlashAttention MLA (16-bit KV only) leads, then FlashMLA (64) for an fp8 KV cache.
     On Intel's XPU 64: 0.19's platform sets it (xpu.py check_and_update_config), 0.33's FlashAttention there
     takes multiples of 64 only."""
+    if hw.platform == "xpu" and is_0_19:  # 0.19's platform sets 64 whatever the backend
+        return 64
     if backend is not None:  # the line's: vLLM's 16 where it takes it, else its first size (its preferred one)
         blocks = 64 if backend == "FLASH_ATTN" and hw.platform == "xpu" else ATTENTION_BACKENDS[backend].blocks
         return blocks if isinstance(blocks, int) else 16 if 16 in blocks else blocks[0]
@@ -1088,10 +1095,12 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                                                                                   e.block_size):
         raise ConfigError("engine.block_size", f"{e.block_size}: the attention backend {e.attention_backend} does "
                                                f"not take it (block_size not supported), so vLLM does not start")
-    if not derived_block_size and hw.platform == "xpu" and not e.is_0_19 and e.block_size % 64:
+    if not derived_block_size and hw.platform == "xpu" and not e.is_0_19 and e.block_size % 64 and \
+            e.attention_backend in (None, "FLASH_ATTN"):
         raise ConfigError("engine.block_size", f"{e.block_size}: vLLM 0.33's FlashAttention on Intel's XPU takes "
                                                f"multiples of 64 only (no common block size: it does not start)")
-    if derived_block_size and (size := attention_block_size(arch, hw, kv_dtype, e.attention_backend)) != e.block_size:
+    size = attention_block_size(arch, hw, kv_dtype, e.attention_backend, e.is_0_19)
+    if derived_block_size and size != e.block_size:
         e = e.model_copy(update={"block_size": size})
         e.__pydantic_fields_set__.discard("block_size")  # still unset: derived again from this scenario
         scenario = scenario.model_copy(update={"engine": e})

@@ -59,6 +59,9 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
               f"policies.admission.reserve is {p.admission.reserve}"),
              (not p.admission.shed_on_ttft_slo, p.admission, "policies.admission", ["shed_ttft_ms"],
               "policies.admission.shed_on_ttft_slo is off"),
+             (p.admission.shed_on_ttft_slo and bool(getattr(scenario.workload, "slo_classes", None)) and
+              all(c.ttft_ms is not None for c in scenario.workload.slo_classes.values()), p.admission,
+              "policies.admission", ["shed_ttft_ms"], "every SLO class sets its own ttft_ms, which shedding reads"),
              (not c.prefill_replicas, c, "cluster", ["kv_link_gbps"], "cluster.prefill_replicas is 0 (no disaggregation)"),
              (c.dp_ranks_reached == e.data_parallel_size and "engine.data_parallel_size" not in _VARIED.get(), c,
               "cluster", ["dp_ranks_reached"], f"it reaches every one of the {e.data_parallel_size} DP rank(s)"),

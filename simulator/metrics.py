@@ -679,6 +679,7 @@ class RunResult:
         (out / "summary.json").write_text(summary)
         write_parquet(self.request_columns, out / "requests.parquet", TEXT_COLUMNS)
         write_parquet(self.step_columns, out / "steps.parquet")
-        record_written(out, ["config.yaml", "summary.json", "requests.parquet", "steps.parquet"]
+        others = [n for n in written_before(out) if n not in RUN_FILES and n not in OPTIONAL_RUN_FILES]  # a sweep's
+        record_written(out, ["config.yaml", "summary.json", "requests.parquet", "steps.parquet"] + others  # tables
                        + (["workload.jsonl"] if self.given_requests is not None else []))
         return out

@@ -283,6 +283,12 @@ def capacity(table, path, by: str | None, title: str | None = None):
         said = table["reason"].astype("string").str.extract(r"^no failing rate found: the SLOs held up to ([0-9.e+]+)")
         said = pd.to_numeric(said[0], errors="coerce").astype(float)
         held = held.fillna(said.where(np.isfinite(said) & (said >= 0)))  # text that is no rate: not known
+    from servesim.workloads.settings import MAX_RATE
+
+    for column, values in (("max_rate", pd.to_numeric(table["max_rate"], errors="coerce")), ("held_up_to", held)):
+        if (values > MAX_RATE).any():  # no search reaches past it: a damaged table (its bar drew 309 digits)
+            raise ConfigError("results", f"{column} {values.max():g} req/s is past any rate a search tries "
+                                         f"({MAX_RATE:g}): a damaged table")
     table = table.assign(_open=table["max_rate"].isna() & held.notna(),
                          _value=table["max_rate"].fillna(held).fillna(0),  # what is known: exact, or at least
                          # an answer that moved as the run doubled (the search's stable column) is drawn apart
@@ -317,11 +323,13 @@ def capacity(table, path, by: str | None, title: str | None = None):
         if open_ or unstable:
             bar.set_hatch("//" if open_ else "..")
             bar.set_alpha(0.6)
+        said = f"{value:.2f}" if abs(value) < 1e6 else f"{value:.3g}"  # a damaged table's 1e308: not 309 digits
         text = f">= {value:.3g}\n(no failing rate)" if open_ else "cannot run\n(not searched)" if unrun else \
             "none meets" if none and value == 0 else \
-            f"~{value:.2f}\n(not stable)" if unstable else f"{value:.2f}"
+            f"~{said}\n(not stable)" if unstable else said
         ax.text(i, bar.get_height(), text, ha="center", va="bottom")
-    ax.set_ylim(0, heights.max() * 1.25 if heights.max() > 0 else 1.0)  # room for the labels above the bars
+    top = heights.max() * 1.25 if heights.max() > 0 else 1.0  # room for the labels above the bars
+    ax.set_ylim(0, top if np.isfinite(top) else heights.max())
     ax.set_xlabel(_label(by) if by in table else "configuration")
     ax.set_ylabel("max arrival rate meeting the SLOs (req/s)")
     ax.set_title(title or "Capacity per configuration")

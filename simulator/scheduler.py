@@ -133,12 +133,12 @@ class Scheduler:
         return bool(self.running) or len(self.waiting) > 0
 
     def pulled(self, req: Request) -> None:
-        """Its KV has arrived: back at the head of the queue it left (vLLM keeps it in its place there), to
-        compute the prompt's last token and sample the client's first."""
+        """Its KV has arrived: back in the queue in its place by arrival (vLLM keeps it there while it waits for
+        the KV), to compute the prompt's last token and sample the client's first."""
         self.pulling -= 1
         req.remote_kv, req.num_computed_tokens = PULLED, req.num_tokens - 1
         req.status = WAITING
-        self.waiting.prepend(req)
+        self.waiting.restore(req)
         self.changed = True
 
     # -- one step -----------------------------------------------------------

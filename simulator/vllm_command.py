@@ -502,8 +502,9 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     for dest, value in serve.items():
         if dest == "attention_backend" and str(value).upper() in ATTENTION_BACKEND_NAMES:
             value = str(value).upper()  # vLLM reads it by the enum's name
-        elif dest == "attention_backend":  # a backend servesim does not check (ROCm's, CPU's, a sparse one)
-            not_modelled[_flag("serve", dest, version)] = value
+        elif dest == "attention_backend":  # auto: vLLM's own choice; else one servesim does not check (ROCm's, CPU's,
+            if str(value).lower() != "auto":  # a sparse one)
+                not_modelled[_flag("serve", dest, version)] = value
             continue
         if dest in SERVE_SETTINGS:
             if dest == "max_model_len" and value == -1:  # 'auto' or -1: vLLM fits it to the KV pool
@@ -515,6 +516,13 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                                                           "enable_per_request_metrics", "disable_log_stats",
                                                           "custom_histogram_buckets", *GRAPH_FLAGS):
             not_modelled[_flag("serve", dest, version)] = value
+    flag = _flag("serve", "attention_config", version)
+    if "engine.attention_backend" in settings and "attention_backend" not in serve and flag in not_modelled:
+        rest = {k: v for k, v in attention.items() if k != "backend"}  # its backend is modelled: not recorded
+        if rest:
+            not_modelled[flag] = rest
+        else:
+            del not_modelled[flag]
     if serve.get("disable_sliding_window"):
         _without_sliding_window(settings, arch, version, not_modelled)
     if reached is not None:  # the balancing mode's flags say which ranks this server reaches

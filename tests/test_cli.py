@@ -1098,3 +1098,17 @@ def test_a_rate_of_hundreds_of_digits_is_printed_in_a_few(tmp_path, capsys):
     assert main(["workload", "describe", str(trace)]) == 0
     out = capsys.readouterr().out
     assert "rate                   2e+300" in out and len(max(out.splitlines(), key=len)) < 200
+
+
+def test_a_run_into_a_sweeps_folder_keeps_the_sweeps_tables_listed(tmp_path, capsys):
+    """r121: a run written into a sweep's folder rewrote .servesim-files with its own files only, and then a one-file
+    writer replaced the sweep's table after all."""
+    sweep = tmp_path / "s"
+    assert main(["sweep", "--grid", "engine.max_num_seqs=4,8", "--set", "workload.num_requests=5", "--out", str(sweep),
+                 "--quiet"]) == 0
+    assert main(["run", "--set", "workload.num_requests=5", "--out", str(sweep), "--quiet"]) == 0
+    listed = (sweep / ".servesim-files").read_text().split()
+    assert {"sweep.csv", "sweep.parquet", "sweep.yaml", "summary.json"} <= set(listed)
+    capsys.readouterr()
+    profiles = ["h200-llama-3.1-8b-bf16-tp1", "h100-llama-3.1-8b-bf16-tp1"]
+    assert main(["calibrate", "compare", *profiles, "--out", str(sweep / "sweep.csv")]) == 2

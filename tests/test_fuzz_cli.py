@@ -441,6 +441,7 @@ def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_pat
 @pytest.mark.parametrize("setting, why", [
     ("speculative.acceptance_rate=0.5", "speculative.method is none"),
     ("speculative.lookahead_slots=16", "speculative.method is none"),  # r117: ran unsaid
+    ("policies.admission.shed_ttft_ms=100", "every SLO class sets its own ttft_ms"),  # r121: ran unsaid
     ("workload.arrival={process: poisson, rate: 10, cv: 3}", "workload.arrival.process is poisson"),
     ("workload.arrival={process: burst, rate: 10}", "workload.arrival.process is burst"),
     ("engine.swap_space=0.001", "policies.preemption_mode is recompute"),
@@ -467,6 +468,8 @@ def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, 
 
     config._WARNED.clear()  # said once a process: another test may have said it already
     context = {"policies.static_batch_size=4": ["policies.batching=static", "engine.max_num_seqs=2"],
+               "policies.admission.shed_ttft_ms=100": ["policies.admission.shed_on_ttft_slo=true",
+                                                       "workload.slo_classes={a: {ttft_ms: 1000}}"],
                "engine.enable_expert_parallel=true": ["model=qwen3-30b-a3b", "profile=roofline"],
                "engine.usage_context=llm_class": ["engine.max_num_batched_tokens=4096", "engine.max_num_seqs=64"],
                "engine.prefix_cache_retention_interval=32": ["model=gpt-oss-120b", "engine.enable_prefix_caching=false"],
@@ -570,3 +573,38 @@ def test_an_empty_list_of_priorities_or_classes_is_refused(setting, capsys):
     assert main(["config", "--set", setting]) == 2
     err = capsys.readouterr().err
     assert err.count("servesim: error:") == 1 and f"{setting.split('=')[0]}: " in err and "at least 1 item" in err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["capacity", "--model", "gpt-oss-120b", "--gpu", "a100-80gb", "--kv-cache-dtype", "fp8"],
+     "--kv-cache-dtype: fp8 on compute capability 8.0"),  # r121: it named engine.kv_cache_dtype
+    (["config", "--set", "model=gpt-oss-120b", "--set", "hardware.gpu=a100-80gb", "--set", "profile=roofline",
+      "--set", "engine.max_model_len=8192", "--set", "engine.attention_backend=FLASHINFER"],
+     "FLASHINFER: it takes no attention sinks (gpt-oss-120b's) on compute capability 8.0"),
+])
+def test_round_121_refusals_name_what_was_given(argv, says, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("servesim: error:") == 1 and says in err, err
+
+
+@pytest.mark.parametrize("name, text, says", [
+    ("list.json", '[{"arrival_time": 0, "prompt_tokens": 5, "output_tokens": 3}]\n', "no JSON object on its first line"),
+    ("spread.jsonl", '{\n "arrival_time": 0,\n "prompt_tokens": 5, "output_tokens": 3}\n', "no JSON object on its first"),
+    ("negative.jsonl", '{"request_id": -3, "arrival_time": 0, "prompt_tokens": 5, "output_tokens": 3}\n',
+     "key request_id: expected a non-negative integer, got -3"),
+])
+def test_round_121_a_json_trace_not_of_lines_or_with_a_negative_id_is_named(name, text, says, tmp_path, capsys):
+    """r121: a JSON list or an object spread over lines was told to give the format, which then failed in the JSON
+    parser's words; a negative request id renumbered every row without a word."""
+    (tmp_path / name).write_text(text)
+    assert main(["workload", "describe", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("servesim: error:") == 1 and says in err, err
+
+
+def test_a_capacity_table_past_any_searchable_rate_is_refused(tmp_path, capsys):
+    """r121: a max_rate of 1e308 drew a 309-digit label and matplotlib's overflow warnings."""
+    (tmp_path / "max_rate.csv").write_text("max_rate,runs\n1e308,3\n")
+    assert main(["plot", str(tmp_path), "--kind", "capacity"]) == 2
+    assert "max_rate 1e+308 req/s is past any rate a search tries" in capsys.readouterr().err

@@ -707,3 +707,24 @@ def test_intels_xpu_gets_vllms_own_block_size_and_graph_default():
         assert rs.scenario.engine.block_size == 64 and rs.cudagraph_max_tokens == graphs, release
     assert load(None, base + ["engine.block_size=128"]).scenario.engine.block_size == 128  # given: kept
     assert load(None, ["hardware.gpu=h100-sxm", "model=qwen3-8b"]).scenario.engine.block_size == 16
+
+
+@pytest.mark.skipif(not LAYERS.is_dir(), reason=f"layer profiles not found at {LAYERS}")
+def test_validate_layers_refuses_two_tables_of_one_tp_and_a_count_past_any_step(tmp_path, capsys):
+    """r121: two layers.csv of TP 2 were pooled into one row per bucket (a copy with latencies x1000 read 48.78 ms
+    at 1 token, 0.0975 alone); a token count of 2e9 was an internal error (no bucket held it)."""
+    from servesim.simulator.cli import main
+
+    text = next(LAYERS.rglob("tp2/layers.csv")).read_text()
+    for name in ("a", "b"):
+        (tmp_path / "dup" / name / "tp2").mkdir(parents=True)
+        (tmp_path / "dup" / name / "tp2" / "layers.csv").write_text(text)
+    assert main(["validate", "layers", "--data", str(tmp_path / "dup"), "--out", str(tmp_path / "o1")]) == 2
+    assert "are both of TP 2: one layers.csv per TP degree" in capsys.readouterr().err
+    header, *rows = text.splitlines()
+    (tmp_path / "big" / "tp2").mkdir(parents=True)
+    (tmp_path / "big" / "tp2" / "layers.csv").write_text("\n".join(
+        [header] + rows + [r.replace(",2048,", ",2000000000,", 1) for r in rows if ",2048," in r]) + "\n")
+    assert main(["validate", "layers", "--data", str(tmp_path / "big"), "--out", str(tmp_path / "o2")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("servesim: error:") == 1 and "input 2,000,000,000 tokens, more than 16,777,216" in err

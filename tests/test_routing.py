@@ -276,3 +276,13 @@ def test_disaggregated_token_runs_give_every_token_time():
         assert ends[runs[0]] == x.first_token_time and x.replica == 1
     assert (_prefill_token_time(r) < r.requests.first_token_time).all()
     assert "prefill_token_runs" not in simulate(load(None, ["workload.num_requests=5"])).requests
+
+
+def test_a_decode_replica_takes_pulled_requests_in_arrival_order():
+    """r121: a request whose KV arrived went back to the head of the decode replica's queue, so those pulled one
+    after another were served newest first (first tokens 12, 34, 33, ..., 13, 11, 10); vLLM leaves a request
+    waiting for its KV in its place, so they go on in arrival order."""
+    r = simulate(load(None, ["workload.num_requests=40", "workload.arrival.rate=20", "cluster.replicas=1",
+                             "cluster.prefill_replicas=1", "engine.max_num_seqs=4"])).requests
+    order = r.sort_values(["first_token_time", "request_id"])["request_id"].tolist()
+    assert order == sorted(order)

@@ -3188,3 +3188,21 @@ def test_what_vllm_takes_of_server_defaults_and_parsers_is_taken():
     read([MODEL, "--reasoning-parser", "mine", "--reasoning-parser-plugin", "/p.py"], [])  # a plugin registers it
     read([MODEL, "--tool-call-parser", "nosuch"], [])  # checked only beside auto tool choice
     read([MODEL, "--reasoning-effort-map", '{"high": "x"}'], [])
+
+
+def test_a_backend_vllm_applies_is_not_said_to_be_unmodelled():
+    """r121: --attention-config's backend was applied and yet listed as not modelled; --attention-backend auto
+    (vLLM's own choice) was too."""
+    cmd = read([MODEL, "--attention-config", '{"backend": "FLASH_ATTN"}'], [])
+    assert cmd.settings["engine.attention_backend"] == "FLASH_ATTN" and not cmd.not_modelled
+    cmd = read([MODEL, "--attention-backend", "auto"], [])
+    assert "engine.attention_backend" not in cmd.settings and not cmd.not_modelled
+
+
+@pytest.mark.parametrize("version, flags, block", [
+    ("0.33.0", ["--block-size", "16"], 16),  # r121: refused as FlashAttention's multiples of 64 on XPU
+    ("0.19.0", [], 64)])  # 0.19's XPU platform sets 64 whatever the backend
+def test_triton_attention_on_intels_xpu_takes_its_own_block_size(version, flags, block, capsys):
+    assert main(["vllm", "--vllm-version", version, "--gpu", "b60", "--config", "serve", MODEL, "--attention-backend",
+                 "TRITON_ATTN", "--max-model-len", "4096", *flags]) == 0
+    assert f"\n  block_size: {block}\n" in capsys.readouterr().out

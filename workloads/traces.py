@@ -384,7 +384,7 @@ def _servesim_rows(obj: _Obj, seen: dict, chains: dict):
     for key in obj.obj:
         if key not in _SPEC_FIELDS:
             obj.fail(key, f"unknown; a RequestSpec has {', '.join(_SPEC_FIELDS)}")
-    rid = obj.integer("request_id", None, least=None)  # checked, then renumbered like every format
+    rid = obj.integer("request_id", None, least=0)  # checked, then kept (every row gives one) or renumbered
     if rid is not None:
         if rid in seen:
             obj.fail("request_id", f"{rid} was given on {seen[rid]} too: one request per id")
@@ -479,15 +479,20 @@ def infer_format(path) -> str:
     if not first:
         _fail(path, "", "empty file: no requests")
     is_json = path.suffix.lower() in (".json", ".jsonl") or first.startswith(("{", "["))
+    spread = False  # one JSON document over several lines
     if is_json:
         try:
             doc = json.loads(first)
         except JSON_ERRORS:  # a pretty-printed single object (vllm bench results)
             try:
                 doc = json.loads(path.read_text(encoding="utf-8-sig"))
+                spread = True
             except (*JSON_ERRORS, UnicodeDecodeError):
                 doc = None
         found = next((fmt for key, fmt in _JSON_KEYS if isinstance(doc, dict) and key in doc), None)
+        if spread and found not in (None, "vllm_bench"):  # a JSON-lines format's object spread over lines
+            _fail(path, "line 1", "no JSON object on its first line: a trace is JSON lines, one request's object a "
+                                  "line (this one's is spread over several)")
     else:
         header = {c.strip().strip('"') for c in first.split(",")}
         found = next((fmt for col, fmt in _CSV_COLUMNS if col in header), None)
@@ -495,6 +500,9 @@ def infer_format(path) -> str:
         _fail(path, "", "a ShareGPT conversations file: its turns are text, and servesim counts tokens without a "
                         "tokenizer; give its lengths instead (a sharegpt_stats CSV: num_prefill_tokens, "
                         "num_decode_tokens, one row per request)")
+    if found is None and is_json and (not first.startswith("{") or first in ("{", "{}")):  # a list, a spread object
+        _fail(path, "line 1", "no JSON object on its first line: a trace is JSON lines, one request's object a line "
+                              "(or one vllm bench result document)")
     if found is None:
         _fail(path, "line 1", f"cannot tell the trace format from {_show(first)}; "
                               f"give it explicitly, one of {', '.join(TRACE_FORMATS)}")
