@@ -778,7 +778,7 @@ class AttentionBackend(NamedTuple):
     get_supported_kernel_block_sizes, supported_kv_cache_dtypes; 0.33's Triton kernels' SM89 floor for fp8)."""
     mla: bool  # latent attention's backends take only MLA models, the others none
     runs: Callable[[float], bool]  # on this compute capability
-    blocks: int | tuple[int, ...]  # an int: multiples of it; a tuple: those sizes
+    blocks: int | tuple[int, ...]  # its kernels' block sizes (an int: multiples of it); the engine's is a multiple
     fp8: Callable[[float, bool], bool]  # an fp8 KV cache on (capability, vLLM 0.19)
     sinks: Callable[[float], bool] = lambda cc: False  # attention sinks (gpt-oss's) on this capability
 
@@ -840,8 +840,10 @@ def check_attention_backend(arch: ModelArchitecture, hw: Hardware, kv_cache_dtyp
 
 
 def backend_takes_block(backend: str, hw: Hardware, size: int) -> bool:
+    """AttentionBackend.supports_block_size: a multiple of one of its kernels' sizes (the engine's block then holds
+    several kernel blocks)."""
     blocks = 64 if backend == "FLASH_ATTN" and hw.platform == "xpu" else ATTENTION_BACKENDS[backend].blocks
-    return size % blocks == 0 if isinstance(blocks, int) else size in blocks
+    return any(size % k == 0 for k in ((blocks,) if isinstance(blocks, int) else blocks))
 
 
 def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str, backend: str | None = None,
@@ -893,6 +895,11 @@ def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, 
         return largest
     given = e.max_cudagraph_capture_size or (1024 if arch is not None and arch.hf_model_type == "gpt_oss" else None)
     ceiling = min(given or min(2 * seqs * decode_query_len, default_graph_tokens(hw, e)), tokens)
+    if e.is_0_19 and decode_query_len > 1:  # 0.19's full decode graphs round each size up to a multiple of 1 + k,
+        # dropping those past the ceiling (adjust_cudagraph_sizes_for_spec_decode)
+        q = decode_query_len
+        rounded = [-(-n // q) * q for n in _capture_grid(ceiling) if -(-n // q) * q <= ceiling]
+        return max(rounded) if rounded else (q if q <= ceiling else 0)
     return tokens if ceiling == tokens and not e.is_0_19 else max(_capture_grid(ceiling))
 
 

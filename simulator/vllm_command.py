@@ -300,6 +300,7 @@ class BenchOptions:
     server_counters: bool = True  # the engine's Prometheus counters (spec_decode_*); --disable-log-stats drops them
     histogram_buckets: dict | None = None  # 0.33's --custom-histogram-buckets: a family's edges replace its defaults
     first_engine: int = 0  # the DP rank of the server's first engine (external or hybrid balancing: its own)
+    ready_check: bool = False  # --ready-check-timeout-sec above 0: the client sends its first request as a test
 
 
 @dataclass
@@ -318,6 +319,23 @@ class VllmCommand:
     # its start-up check needs the resolved budget)
     kv_transfer: dict | None = None  # --kv-transfer-config
 
+    def _check_test_request(self, resolved) -> None:
+        """With --ready-check-timeout-sec the client first sends the dataset's first request and waits for it to
+        succeed: a request the server answers 400 (too long for max_model_len) stops the bench before it sends the
+        rest ("Initial test run failed"), so it writes no result."""
+        w = resolved.scenario.workload
+        first = next(iter(w.source(resolved.scenario.seed, resolved.max_model_len).initial()), None)
+        if first is None:
+            return
+        length, out = resolved.max_model_len, first.max_tokens or first.output_tokens
+        refuse = (getattr(w, "max_tokens_past_context", None) or ("refuse" if self.version == "0.19.0" else
+                                                                    "lower")) == "refuse"
+        if first.prompt_tokens >= length or (out + first.prompt_tokens > length if refuse else out > length):
+            raise ConfigError("vllm bench serve --ready-check-timeout-sec",
+                              f"the client's test request (its first: {first.prompt_tokens:,} prompt + {out:,} "
+                              f"output tokens) does not fit max_model_len {length:,}: vLLM's server answers it 400 "
+                              f"and the bench stops (\"Initial test run failed\"), writing no result")
+
     def check_resolved(self, resolved) -> None:
         """vLLM's start-up checks that need the engine's defaults resolved: LoRA beside any speculative config
         (extract_hidden_states too, which servesim runs as none) needs a budget of max_num_seqs x (k + 1) tokens
@@ -334,6 +352,8 @@ class VllmCommand:
                                                               f": {given}, so vLLM's decode instance would compute "
                                                               f"every prompt again")
             self.not_modelled.pop(flag, None)
+        if self.bench.ready_check:
+            self._check_test_request(resolved)
         k = self.lora_drafts
         if k is not None and resolved.max_num_batched_tokens < resolved.max_num_seqs * (k + 1):
             raise ConfigError("vllm serve --enable-lora", f"beside speculation needs max_num_batched_tokens >= "
@@ -1824,6 +1844,7 @@ def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20
     """max_logprobs: the server's --max-logprobs (ModelConfig's default 20); vocab: the model's vocabulary, which
     -1 means there; server_defaults: the sampling defaults the server gives a request that sends none."""
     o = BenchOptions(vllm_version=version)
+    o.ready_check = (bench.get("ready_check_timeout_sec") or 0) > 0  # a test request first: see check_resolved
     for dest in BENCH_RESULT:
         if dest not in bench:
             continue
@@ -2118,7 +2139,7 @@ def _uniform(length: int, ratio: float, least: int, shift: int = 0) -> dict:
     return {"dist": "fixed", "value": low} if low == high else {"dist": "uniform", "low": low, "high": high}
 
 
-def _range_ratios(value) -> tuple[float, float]:
+def _range_ratios(value, version: str = VLLM_VERSION) -> tuple[float, float]:
     """--random-range-ratio: a number (0.19's float; 0.33 takes its text too), or 0.33's JSON (an object with the
     input's and the output's ratio apart), each ratio read by Python's float() as vLLM reads it ("0.3" and false
     are ratios too) and held to [0, 1)."""
@@ -2137,8 +2158,8 @@ def _range_ratios(value) -> tuple[float, float]:
     except ValueError:
         ratios = [math.nan]
     if not all(0 <= r < 1 for r in ratios):
-        raise ConfigError("vllm bench serve --random-range-ratio", f"a ratio in [0, 1), or {{\"input\": r, "
-                                                                   f"\"output\": r}}, got {given!r:.80}")
+        form = "" if version == "0.19.0" else ', or {"input": r, "output": r}'  # 0.19's flag is a float
+        raise ConfigError("vllm bench serve --random-range-ratio", f"a ratio in [0, 1){form}, got {given!r:.80}")
     return ratios[0], ratios[-1]
 
 
@@ -2153,7 +2174,7 @@ def _lengths(bench: dict, name: str, version: str) -> dict:
         if dest in bench and dest not in free and bench[dest] < least:
             raise ConfigError(_flag("bench_serve", dest, version), f"must be >= {least}, got {bench[dest]}")
     if name == "random":
-        in_ratio, out_ratio = _range_ratios(bench.get("random_range_ratio", 0.0))
+        in_ratio, out_ratio = _range_ratios(bench.get("random_range_ratio", 0.0), version)
         inp = max(0, bench.get("input_len", bench.get("random_input_len", 1024)))
         out = bench.get("output_len", bench.get("random_output_len", 128))
         prefix = bench.get("random_prefix_len", 0)

@@ -3206,3 +3206,37 @@ def test_triton_attention_on_intels_xpu_takes_its_own_block_size(version, flags,
     assert main(["vllm", "--vllm-version", version, "--gpu", "b60", "--config", "serve", MODEL, "--attention-backend",
                  "TRITON_ATTN", "--max-model-len", "4096", *flags]) == 0
     assert f"\n  block_size: {block}\n" in capsys.readouterr().out
+
+
+def test_a_test_request_the_server_refuses_stops_the_bench(tmp_path, capsys):
+    """r122: with --ready-check-timeout-sec the client first sends its first request as a test; one over
+    max_model_len is a 400 and the bench stops, writing nothing: servesim wrote a result of 20 failures."""
+    line = ["serve", MODEL, "--max-model-len", "1000", "--", "bench", "serve", "--dataset-name", "random",
+            "--random-input-len", "991", "--random-output-len", "10", "--num-prompts", "20", "--save-result"]
+    assert main(["vllm", "--vllm-version", "0.19.0", "--out", str(tmp_path / "a"), *line,
+                 "--ready-check-timeout-sec", "5"]) == 2
+    assert "--ready-check-timeout-sec: the client's test request (its first: 991 prompt + 10 output tokens)" in \
+        capsys.readouterr().err
+    assert main(["vllm", "--vllm-version", "0.19.0", "--out", str(tmp_path / "b"), "--quiet", *line]) == 0
+
+
+@pytest.mark.parametrize("k, largest", [(1, 512), (2, 498), (4, 500), (6, 497)])
+def test_0_19s_graphs_under_speculation_are_multiples_of_its_decode_query(k, largest):
+    """r122: 0.19 rounds each capture size up to a multiple of 1 + k and drops those past the ceiling
+    (adjust_cudagraph_sizes_for_spec_decode); servesim kept 512."""
+    from servesim.simulator.config import load, override
+
+    cmd = read([MODEL, "--speculative-config", json.dumps({"method": "ngram", "num_speculative_tokens": k,
+                                                           "prompt_lookup_max": 4})], [], version="0.19.0")
+    rs = load(None, [override(key, v) for key, v in cmd.settings.items()] + ["hardware.gpu=h100-sxm"])
+    assert rs.as_dict()["engine"]["max_cudagraph_capture_size"] == largest
+
+
+def test_a_block_a_multiple_of_the_backends_kernel_block_is_taken(capsys):
+    """r122: FlashInfer's 48 (three of its 16-token kernel blocks) and FlashMLA's 128 were refused; vLLM takes a
+    multiple of a kernel block size (supports_block_size)."""
+    assert main(["vllm", "--gpu", "h100-sxm", "--config", "serve", MODEL, "--attention-backend", "FLASHINFER",
+                 "--block-size", "48"]) == 0
+    assert "\n  block_size: 48\n" in capsys.readouterr().out
+    with pytest.raises(ConfigError, match=re.escape("--random-range-ratio: a ratio in [0, 1), got -0.5")):
+        read([MODEL], ["--random-range-ratio", "-0.5"], version="0.19.0")  # 0.19's flag is a float: no JSON form
