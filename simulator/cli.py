@@ -183,8 +183,9 @@ def cmd_vllm(args) -> int:
     say_once(said)
     try:
         if cmd.not_modelled:
-            print(f"servesim: warning: not modelled, recorded in vllm_command.json: "
-                  f"{', '.join(k.split(' ')[-1] for k in cmd.not_modelled)}", file=sys.stderr)
+            named = [k.replace("vllm bench serve ", "bench ").replace("vllm serve ", "") for k in cmd.not_modelled]
+            print(f"servesim: warning: not modelled, recorded in vllm_command.json: {', '.join(named)}",
+                  file=sys.stderr)  # a bench flag named as the bench's: both lines have a --port
         if args.config:
             scenario = resolved.as_dict()
             if not answer(scenario):

@@ -3240,3 +3240,9 @@ def test_a_block_a_multiple_of_the_backends_kernel_block_is_taken(capsys):
     assert "\n  block_size: 48\n" in capsys.readouterr().out
     with pytest.raises(ConfigError, match=re.escape("--random-range-ratio: a ratio in [0, 1), got -0.5")):
         read([MODEL], ["--random-range-ratio", "-0.5"], version="0.19.0")  # 0.19's flag is a float: no JSON form
+
+
+def test_a_bench_flag_not_modelled_is_named_as_the_benchs(capsys):
+    """r123: serve's and the bench's --port were said as "--port, --port"."""
+    assert main(["vllm", "--config", "serve", MODEL, "--port", "8200", "--", "bench", "serve", "--port", "8000"]) == 0
+    assert "not modelled, recorded in vllm_command.json: --port, bench --port" in capsys.readouterr().err
