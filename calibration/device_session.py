@@ -328,11 +328,21 @@ def unpack(bundle: str | Path, results_root: str | Path = "results/fidelity",
         if prof_member is None or not prof_member.isfile():
             raise ConfigError("bundle", f"{bundle} holds no fitted profile (session/calibration/profile.yaml): "
                                         "the calibration stage did not finish")
-        text = tar.extractfile(prof_member).read().decode("utf-8", errors="replace")
+        try:
+            text = tar.extractfile(prof_member).read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError("bundle", f"session/calibration/profile.yaml is not UTF-8 (byte {exc.start}: "
+                                        f"{exc.reason})") from None
         prof = load_yaml(text, "bundle", "session/calibration/profile.yaml")
         name = prof.get("name") if isinstance(prof, dict) else None
         if not isinstance(name, str) or not PLAIN_NAME.match(name):
             raise ConfigError("bundle", f"profile name {name!r} is not a plain name (letters, digits, '_', '.', '+', '-')")
+        from servesim.simulator.cost_model import load_profile
+
+        try:  # a profile run would refuse must not land among the built-ins, where `auto` reads every one
+            load_profile({k: v for k, v in prof.items() if k != "measurements"})
+        except ConfigError as exc:
+            raise ConfigError("bundle", f"its profile is not one servesim runs: {exc}") from None
         root = Path(results_root).resolve()
         from servesim.simulator.files import refuse_package_files
 

@@ -407,7 +407,7 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
         table = read_table(steps, "results", columns)
         if not len(table):
             raise ConfigError("results", f"{steps} holds no steps to plot")
-        _check_numbers(table, list(columns), steps)
+        _check_numbers(table, list(columns), steps, complete=("start",))
         return timeline(table, stem, title or f"run {src}")
     name = {"capacity": "max_rate.csv"}.get(kind, "sweep.parquet")
     table_path = src / name if src.is_dir() else src
@@ -500,15 +500,22 @@ def _plot_recommendation(src: Path, stem: Path, title: str | None) -> list[Path]
     return recommendation(table, stem, slos, load, title)
 
 
-def _check_numbers(table, columns: list[str], where) -> None:
-    """A plotted column must hold numbers, finite and non-negative (NaN: a run with nothing to measure, left
-    off). A damaged table was drawn as text tick labels, or crashed deep in matplotlib."""
+HUGEST = 1e15  # past any latency (ms), rate or time a run writes: a damaged table (matplotlib's ticks overflow)
+
+
+def _check_numbers(table, columns: list[str], where, complete: tuple[str, ...] = ()) -> None:
+    """A plotted column must hold numbers, finite, non-negative and below HUGEST (NaN: a run with nothing to
+    measure, left off, except in `complete` columns such as a step's start). A damaged table was drawn as text tick
+    labels, or crashed deep in matplotlib."""
     from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
     from servesim.simulator.errors import ConfigError
 
     for col in columns:
         v = table[col]
+        if col in complete and v.isna().any():
+            raise ConfigError("results", f"{where}: column {col} has no value in row "
+                                         f"{int(np.argmax(v.isna().to_numpy())) + 1}: every step has one")
         if v.isna().all():  # nothing measured in any run (a sweep whose requests all failed writes it untyped)
             table[col] = v.astype(float)
             continue
@@ -516,9 +523,11 @@ def _check_numbers(table, columns: list[str], where) -> None:
             raise ConfigError("results", f"{where}: column {col} must hold numbers, got {v.dtype} "
                                          f"(e.g. {v.dropna().iloc[0]!r:.40})" if v.notna().any() else
                                          f"{where}: column {col} must hold numbers, got {v.dtype}")
-        bad = v.notna() & ~(np.isfinite(v.to_numpy(dtype=float)) & (v.to_numpy(dtype=float) >= 0))
+        x = v.to_numpy(dtype=float)
+        bad = v.notna() & ~(np.isfinite(x) & (x >= 0) & (x <= HUGEST))
         if bad.any():
-            raise ConfigError("results", f"{where}: column {col} must be finite and non-negative, got "
+            raise ConfigError("results", f"{where}: column {col} must be finite, non-negative and at most "
+                                         f"{HUGEST:g}, got "
                                          f"{float(v[bad].iloc[0])!r} (row {int(np.argmax(bad.to_numpy())) + 1})")
 
 

@@ -2,6 +2,7 @@
 the pieces it adds: the harness's memory plan and `calibrate compare`."""
 
 import json
+import re
 import tarfile
 
 import pandas as pd
@@ -170,7 +171,7 @@ def _bundle(path, name: str, extra: dict[str, bytes] | None = None):
 
     import yaml
 
-    text = yaml.safe_dump({"name": name}).encode()
+    text = yaml.safe_dump({"name": name, "cost_model": "linear"}).encode()
     with tarfile.open(path, "w:gz") as tar:
         for member, data in {"session/calibration/profile.yaml": text, **(extra or {})}.items():
             info = tarfile.TarInfo(member)
@@ -228,3 +229,27 @@ def test_only_a_profile_a_command_made_is_made_again_and_nothing_else_lands_in_t
     with pytest.raises(ConfigError, match="bundle: .* lies among servesim's own files"):
         unpack(_bundle(tmp_path / "b.tar.gz", "mine"), package / "results" / "fidelity", tmp_path / "profiles")
     assert not (package / "results").exists()
+
+
+@pytest.mark.parametrize("profile, says", [
+    (b"name: nonutf\n\xff\xfe: 1\n", "profile.yaml is not UTF-8"),
+    (b"name: bad\ncost_model: linear\ncoefficients: {step_overhead_ms: .nan}\n", "its profile is not one servesim runs"),
+    (b"name: nomodel\n", "its profile is not one servesim runs"),
+])
+def test_unpack_refuses_a_profile_servesim_would_not_run(tmp_path, profile, says):
+    """r123: a bundle's profile that is not UTF-8 (read with its bytes replaced) or that no run would take was
+    planted among the built-ins, and then `auto` selection refused deployments that had nothing to do with it."""
+    from servesim.calibration.device_session import unpack
+
+    import io
+
+    bundle = tmp_path / "b.tar.gz"
+    with tarfile.open(bundle, "w:gz") as tar:
+        info = tarfile.TarInfo("session/calibration/profile.yaml")
+        info.size = len(profile)
+        tar.addfile(info, io.BytesIO(profile))
+    (tmp_path / "results").mkdir()
+    (tmp_path / "profiles").mkdir()
+    with pytest.raises(ConfigError, match=re.escape(says)):
+        unpack(bundle, tmp_path / "results", tmp_path / "profiles")
+    assert not any((tmp_path / "profiles").iterdir()) and not any((tmp_path / "results").iterdir())

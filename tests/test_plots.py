@@ -135,7 +135,7 @@ def _damaged(swept, tmp_path, name, **columns):
     ("latency-vs-rate", "p99_ttft_ms", "x", "column p99_ttft_ms must hold numbers"),  # was KeyError, exit 3
     ("latency-vs-rate", "p99_tpot_ms", lambda t: [[1]] * len(t), "column p99_tpot_ms must hold numbers"),
     ("pareto", "p99_tpot_ms", lambda t: [[1]] * len(t), "column p99_tpot_ms must hold numbers"),
-    ("latency-vs-rate", "p99_ttft_ms", -1.0, "column p99_ttft_ms must be finite and non-negative, got -1.0"),
+    ("latency-vs-rate", "p99_ttft_ms", -1.0, "column p99_ttft_ms must be finite, non-negative and at most 1e+15, got -1.0"),
     ("goodput", "workload.arrival.rate", float("inf"), "column workload.arrival.rate must be finite"),
 ])
 def test_a_damaged_sweep_table_is_one_line(swept, tmp_path, capsys, kind, column, value, needle):
@@ -147,7 +147,7 @@ def test_a_damaged_sweep_table_is_one_line(swept, tmp_path, capsys, kind, column
 
 def test_a_damaged_capacity_table_or_timeline_is_one_line(swept, tmp_path, capsys):
     (tmp_path / "c").mkdir()
-    for text, needle in (("max_rate,fails_at\nnan,inf\n-5,3\n", "max_rate must be finite and non-negative, got -5.0"),
+    for text, needle in (("max_rate,fails_at\nnan,inf\n-5,3\n", "max_rate must be finite, non-negative and at most 1e+15, got -5.0"),
                          ("max_rate,fails_at\nabc,def\n", "column max_rate must hold numbers")):
         (tmp_path / "c" / "max_rate.csv").write_text(text)
         assert main(["plot", str(tmp_path / "c"), "--kind", "capacity"]) == 2  # crashed in matplotlib, exit 3
@@ -330,8 +330,8 @@ def test_a_capacity_never_bounded_is_drawn_as_at_least_not_zero(open_ended, tmp_
 
 
 @pytest.mark.parametrize("text, says", [
-    ("engine.max_num_seqs,max_rate,held_up_to\n1,3.0,\n2,,inf\n", "column held_up_to must be finite and non-negative"),
-    ("engine.max_num_seqs,max_rate,held_up_to\n1,3.0,\n2,,-5\n", "column held_up_to must be finite and non-negative"),
+    ("engine.max_num_seqs,max_rate,held_up_to\n1,3.0,\n2,,inf\n", "column held_up_to must be finite, non-negative and at most"),
+    ("engine.max_num_seqs,max_rate,held_up_to\n1,3.0,\n2,,-5\n", "column held_up_to must be finite, non-negative and at most"),
     ("engine.max_num_seqs,max_rate\n1,3.0,9\n2,4.0\n", "Length of header or names does not match"),
 ])
 def test_round_61_a_capacity_table_with_bad_bounds_or_long_rows_is_one_line(text, says, tmp_path, capsys):
@@ -537,3 +537,26 @@ def test_a_capacity_plot_of_a_search_without_a_grid_names_its_bar_and_starts_at_
     ax = drawn[0].axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["scenario"] and ax.get_xlabel() == "configuration"
     assert ax.get_ylim()[0] == 0
+
+
+@pytest.mark.parametrize("kind, column, value, says", [
+    ("pareto", "p99_tpot_ms", 1e308, "column p99_tpot_ms must be finite, non-negative and at most 1e+15, got 1e+308"),
+    ("timeline", "start", float("nan"), "column start has no value in row 1: every step has one"),
+    ("timeline", "start", 1e308, "column start must be finite, non-negative and at most 1e+15"),
+])
+def test_a_table_of_numbers_past_any_run_is_refused(swept, tmp_path, kind, column, value, says, capsys):
+    """r123: 1e308 in a sweep's p99 TPOT or a run's step starts was an internal error in matplotlib's tick
+    locator; NaN step starts drew an empty timeline."""
+    import shutil
+
+    import pandas as pd
+
+    src = swept if kind != "timeline" else next((swept / "runs").iterdir())
+    shutil.copytree(src, tmp_path / "c", ignore=shutil.ignore_patterns("runs"))
+    name = "steps.parquet" if kind == "timeline" else "sweep.parquet"
+    table = pd.read_parquet(tmp_path / "c" / name)
+    table[column] = value
+    table.to_parquet(tmp_path / "c" / name)
+    assert main(["plot", str(tmp_path / "c"), "--kind", kind, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("servesim: error:") == 1 and says in err, err
