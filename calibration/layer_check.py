@@ -70,6 +70,10 @@ def _read_layers(path: Path) -> pd.DataFrame:
     if num["tp_size"].nunique() > 1:  # the buckets' medians would mix them under the first row's TP
         raise ConfigError("layers", f"{path}: rows of several TP degrees ({', '.join(str(int(v)) for v in sorted(num['tp_size'].unique()))}): "
                                     f"one layers.csv per TP degree")
+    if (num["latency(ns)"] > 1e12).any():  # 1,000 s for one layer's kernel: a damaged figure (290 digits printed)
+        row = int((num["latency(ns)"] > 1e12).to_numpy().argmax())
+        raise ConfigError("layers", f"{path}, row {row + 2}: latency(ns) {num['latency(ns)'].iloc[row]:g}, more than "
+                                    f"1e12 ns (1,000 s a layer): a damaged table")
     if (num["input"] > MAX_TOKENS).any():  # no step is so large: a damaged count (no bucket holds it)
         row = int((num["input"] > MAX_TOKENS).to_numpy().argmax())
         raise ConfigError("layers", f"{path}, row {row + 2}: input {int(num['input'].iloc[row]):,} tokens, more than "

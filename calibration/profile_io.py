@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servesim.calibration.fit import FitResult, fit_step_model
 from servesim.simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem
-from servesim.simulator.files import (output_file, profile_file, read_settings_text, read_table, refuse_folder_name,
-                                      where_looked)
+from servesim.simulator.files import (PLAIN_NAME, output_file, profile_file, read_settings_text, read_table,
+                                      refuse_folder_name, where_looked)
 from servesim.simulator.model_arch import WeightFormat
 from servesim.workloads.settings import MAX_BLOCK_SIZE
 
@@ -201,8 +201,11 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
             raise ConfigError("--out", f"{written} is the fit's own input ({path}); write the profile elsewhere")
         output_file(written, "--out", read, profile=True)  # nor a hard or symbolic link to one of them
     profile_file(out, "--out")
-    fit = fit_step_model(df, holdout=holdout, seed=seed, source=str(path))
     device = meta.get("device", gpu or "unknown")
+    if name is None and not PLAIN_NAME.match(f"{device.split(':')[0]}-{model}-{dtype}"):  # named from run.json
+        raise ConfigError("--name", f"the profile's default name {device.split(':')[0]}-{model}-{dtype!s:.60} is "
+                                    f"not a plain name (run.json's device or model): give --name")
+    fit = fit_step_model(df, holdout=holdout, seed=seed, source=str(path))
     hw = meta.get("hardware", {})
     prof = profile_dict(
         fit, name=name or f"{device.split(':')[0]}-{model}-{dtype}",
@@ -235,9 +238,12 @@ def _check_model_fits(meta: dict, model: str, tp: int | None, moe_table: bool) -
 
     if tp is not None and tp < 1:
         raise ConfigError("--tp", f"must be >= 1, got {tp}")
+    recorded = isinstance(meta.get("architecture"), dict)
     try:
-        arch = load_model(meta["architecture"] if isinstance(meta.get("architecture"), dict) else model)
-    except ConfigError:
+        arch = load_model(meta["architecture"] if recorded else model)
+    except ConfigError as exc:
+        if recorded:  # run.json's own architecture, which the profile keeps: a damaged one is named here
+            raise ConfigError("run.json", f"architecture: {exc}") from None
         return  # a model this machine cannot load (run.json's own name for it): nothing to check against
     if tp:
         check_tensor_parallel(arch, tp, "--tp")  # vLLM's rule, as a run checks it

@@ -338,6 +338,11 @@ def cmd_sweep(args) -> int:
                   progress=not (args.no_progress or args.quiet or args.json), out_field="--out")
     _say_dropped(args.set)
     failed = int(table["error"].notna().sum()) if "error" in table else 0
+    ran = table[table["error"].isna()] if "error" in table else table
+    empty = int((ran["completed"] == 0).sum()) if "completed" in ran else 0
+    if empty:  # as `run` says of one: a point that measured nothing is no failure, but its latencies are empty
+        print(f"servesim: warning: {empty} of {len(table)} sweep runs completed no request (every request rejected "
+              f"or unfinished: columns failed, unfinished): their latencies are empty", file=sys.stderr)
     if not answer(table):
         print(f"{len(table)} runs ({failed} failed): {args.out}/sweep.parquet, {args.out}/sweep.csv, runs in "
               f"{args.out}/runs/")

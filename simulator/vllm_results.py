@@ -203,6 +203,9 @@ RUN_FILES = ("config.yaml", "summary.json", "requests.parquet", "steps.parquet",
              "prometheus.parquet", "metrics.prom", "latency.png", "latency.svg")
 
 
+NAME_MAX = 255  # bytes in one file name (Linux, macOS)
+
+
 def check_result_path(o: BenchOptions, out: Path, inputs=()) -> None:
     """Before the run, as vLLM would fail only after it: --result-filename and --label are names (vLLM joins them
     to --result-dir or the working folder; here a `/` or `..` would write outside --out or --result-dir), the
@@ -217,6 +220,10 @@ def check_result_path(o: BenchOptions, out: Path, inputs=()) -> None:
         raise ConfigError(f"vllm bench serve {flag}", f"{name!r} is not a file name: vLLM would write that path, "
                                                       f"servesim writes only in --result-dir (default: --out): give "
                                                       f"the folder there and the name here")
+    longest = len((o.result_filename or default_filename(o, "20261206-120000")).encode())  # a date's length
+    if name and longest > NAME_MAX:  # the file system refuses the name, after the run had it checked only then
+        raise ConfigError(f"vllm bench serve {flag}", f"the result file's name would be {longest} bytes, more than "
+                                                      f"the {NAME_MAX} a file name may have: give a shorter one")
     folder = Path(o.result_dir) if o.result_dir else out
     if o.result_dir:
         field = "vllm bench serve --result-dir"

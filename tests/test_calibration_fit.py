@@ -347,6 +347,12 @@ def test_compare_says_where_a_profile_is_taken_beyond_what_it_was_fitted_on(tmp_
     (b'{"model": "small-llama", "dtype": "fp99"}', "run.json.dtype: Input should be"),
     (b'{"model": "small-llama", "dtype": "fp32", "block_size": "big"}', "run.json.block_size"),
     (None, "run.json: is not a regular file"),
+    # r123: run.json's own architecture was copied into the profile unchecked (a NaN width, -3 layers), and a model
+    # name with slashes named the profile with them
+    (b'{"model": "small-llama", "dtype": "fp32", "architecture": {"name": "x", "num_hidden_layers": -3, '
+     b'"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128, '
+     b'"vocab_size": 100}}', "run.json: architecture: "),
+    (b'{"model": "../../../etc/passwd", "dtype": "fp32"}', "--name: the profile's default name unknown-../../../etc/passwd-fp32 is not a plain name"),
 ])
 def test_a_damaged_run_record_is_one_line_naming_it(tmp_path, record, needle):
     """run.json was read with a bare json.loads and its fields written into the profile unchecked: a list crashed

@@ -1,6 +1,7 @@
 """The GPU cost model: the right profile for every deployment, the importer's units, overhead, KV dtype, async."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -728,3 +729,15 @@ def test_validate_layers_refuses_two_tables_of_one_tp_and_a_count_past_any_step(
     assert main(["validate", "layers", "--data", str(tmp_path / "big"), "--out", str(tmp_path / "o2")]) == 2
     err = capsys.readouterr().err
     assert err.count("servesim: error:") == 1 and "input 2,000,000,000 tokens, more than 16,777,216" in err
+
+
+@pytest.mark.skipif(not LAYERS.is_dir(), reason=f"layer profiles not found at {LAYERS}")
+def test_a_layer_latency_past_any_kernel_is_refused(tmp_path):
+    """r123: a latency(ns) of 1e300 was reported as a 290-digit ms/layer figure, exit 0."""
+    from servesim.calibration.layer_check import _read_layers
+
+    header, first, *rest = next(LAYERS.rglob("tp2/layers.csv")).read_text().splitlines()
+    bad = tmp_path / "layers.csv"
+    bad.write_text("\n".join([header, first.rsplit(",", 1)[0] + ",1e300", *rest]) + "\n")
+    with pytest.raises(ConfigError, match=re.escape("row 2: latency(ns) 1e+300, more than 1e12 ns")):
+        _read_layers(bad)

@@ -404,3 +404,14 @@ def test_a_sweeps_record_holds_every_point_it_ran(tmp_path):
     assert len(grid) == 8 and {(p["workload.arrival.rate"], p["engine.max_num_seqs"],
                                 p["engine.max_num_batched_tokens"], p["seed"]) for p in grid} == \
         {(r, s, b, seed) for r in (5, 20) for s, b in ((4, 2048), (64, 4096)) for seed in (0, 1)}
+
+
+def test_a_sweep_whose_runs_complete_nothing_says_so(tmp_path, capsys):
+    """r123: every point's requests rejected (prompts over max_model_len) ran as '2 runs (0 failed)' without a word,
+    where one such run says its metrics are empty."""
+    from servesim.simulator.cli import main
+
+    assert main(["sweep", "--set", "workload.num_requests=5", "--grid", "engine.max_model_len=100,110", "--set",
+                 "workload.prompt_tokens={dist: fixed, value: 150}", "--set", "workload.clip_to_max_model_len=false",
+                 "--out", str(tmp_path), "--no-progress"]) == 0
+    assert "2 of 2 sweep runs completed no request" in capsys.readouterr().err

@@ -3246,3 +3246,14 @@ def test_a_bench_flag_not_modelled_is_named_as_the_benchs(capsys):
     """r123: serve's and the bench's --port were said as "--port, --port"."""
     assert main(["vllm", "--config", "serve", MODEL, "--port", "8200", "--", "bench", "serve", "--port", "8000"]) == 0
     assert "not modelled, recorded in vllm_command.json: --port, bench --port" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--result-filename", "--label"])
+def test_a_result_name_no_file_system_takes_is_refused_before_the_run(flag, tmp_path, capsys):
+    """r123: a 300-character name failed with 'File name too long' after the run had written its files."""
+    name = "F" * 300 + (".json" if flag == "--result-filename" else "")
+    assert main(["vllm", "--out", str(tmp_path / "o"), "serve", MODEL, "--", "bench", "serve", "--num-prompts", "5",
+                 "--save-result", flag, name]) == 2
+    err = capsys.readouterr().err
+    assert f"vllm bench serve {flag}: the result file's name would be" in err and "more than the 255" in err
+    assert not (tmp_path / "o").exists()
