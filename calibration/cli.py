@@ -281,7 +281,9 @@ def cmd_validate_serving(args) -> int:
             print(f"  sim_fitted: {', '.join(f'{k}={v:g}' for k, v in lo['terms'].items())}, fitted on "
                   f"{', '.join(lo['fitted_on'])} ({lo['evaluations']} simulations, {lo['wall_s']} s)")
         print(t.drop(columns="run").to_string(index=False, float_format=lambda v: f"{v:,.3f}"))
-    print(f"written to {args.out}/ (table.csv, summary.json, bands.yaml, command.txt, cdf-*.png, timeline-*.png)")
+    plots = [p for r in runs for p in r.get("plots", [])]
+    kinds = [f"{k}-*.png" for k in ("cdf", "timeline") if any(p.startswith(k + "-") for p in plots)]
+    print(f"written to {args.out}/ (table.csv, summary.json, bands.yaml, command.txt{''.join(', ' + k for k in kinds)})")
     return 0
 
 

@@ -312,6 +312,8 @@ def _read_folder_meta(run: RealRun, folder: Path) -> None:
                 break
             if {"t", "running", "waiting"} <= set(t.columns) and len(t):
                 run.timeseries = _timeline(t)
+                if run.timeseries is None:  # every row's time damaged: said, as an empty table is
+                    run.warnings.append(f"{ts} has no row with a time (t) a run has: no timeline plot")
             else:
                 run.warnings.append(f"{ts} holds no rows of t, running, waiting: no timeline plot")
             break

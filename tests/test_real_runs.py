@@ -962,3 +962,18 @@ def test_a_file_of_appended_results_is_named_as_such(tmp_path, capsys):
     assert main(["compare", str(appended), "--out", str(tmp_path / "c")]) == 2
     err = capsys.readouterr().err
     assert "holds 2 results, one a line, as `vllm bench serve --append-result` adds them" in err
+
+
+def test_a_timeline_damaged_in_every_row_is_said_and_left_out(tmp_path):
+    """r123: a timeseries.csv whose every time was NaN dropped the timeline plot without the warning an empty
+    table gets."""
+    from servesim.calibration.real_runs import read_run
+
+    _, result = _simulated()
+    run = tmp_path / "run"
+    (run / "vllm").mkdir(parents=True)
+    write_lifecycle(result, run / "vllm" / "requests.jsonl")
+    (run / "vllm" / "timeseries.csv").write_text("t,prompt_throughput,gen_throughput,running,waiting,kv_cache_pct\n"
+                                                 "nan,1,1,1,1,1\n")
+    real = read_run(run)
+    assert real.timeseries is None and any("has no row with a time (t) a run has" in w for w in real.warnings)
