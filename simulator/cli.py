@@ -412,7 +412,8 @@ def cmd_recommend(args) -> int:
                (s.split("=", 1)[0].strip() == "workload" and "slo_classes" in s) for s in sets):
             raise ConfigError("--goodput", "its targets are the workload's one SLO class: leave out --set "
                                            "workload.slo_classes (or give the classes and --slo goodput_fraction=...)")
-        sets.append(override("workload.slo_classes", {"goodput": goodput_targets(args.goodput, "--goodput")}))
+        targets = goodput_targets(args.goodput, "--goodput", unique=True)
+        sets.append(override("workload.slo_classes", {"goodput": targets}))
         slo_specs.append(f"goodput_fraction={0.99 if args.goodput_share is None else args.goodput_share!r}")
     elif args.goodput_share is not None:
         raise ConfigError("--goodput-share", "the share of requests meeting --goodput's targets: give --goodput")

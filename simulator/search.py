@@ -317,6 +317,9 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     refuse_searched(sets, "cluster.replicas")
     refuse_goodput_without_classes(scenario, sets, slos)
     refuse_rate_given_twice(sets, rate)
+    if rate is not None and not MIN_RATE <= rate <= MAX_RATE:  # said as the flag, as max-rate's bracket is
+        raise ConfigError("--rate", f"must be from {MIN_RATE:g} to {MAX_RATE:g} req/s (workload.arrival.rate's "
+                                    f"bounds), got {rate:g}")
     extra = [f"workload.arrival.rate={rate:g}"] if rate is not None else []
     arrival = _arrival(scenario, sets)
     if rate is not None:

@@ -2244,8 +2244,9 @@ def _goodput(items: list[str]) -> dict:
     return goodput_targets(items, "vllm bench serve --goodput")
 
 
-def goodput_targets(items: list[str], field: str) -> dict:
-    """`--goodput ttft:500 tpot:50`: milliseconds per metric; a request is good if it meets every one."""
+def goodput_targets(items: list[str], field: str, unique: bool = False) -> dict:
+    """`--goodput ttft:500 tpot:50`: milliseconds per metric; a request is good if it meets every one. vLLM's
+    client keeps a metric's last target; servesim's own commands (`unique`) refuse one given twice, as --slo."""
     slo = {}
     for item in items:
         key, sep, value = item.partition(":")
@@ -2258,6 +2259,8 @@ def goodput_targets(items: list[str], field: str) -> dict:
                 if ms is not None and math.isnan(ms) and sep else ""
             raise ConfigError(field, f"KEY:MILLISECONDS with KEY one of ttft, tpot, e2el and a value >= 0, got "
                                      f"{item!r}{nan}")
+        if unique and f"{key}_ms" in slo:
+            raise ConfigError(field, f"{key} is given twice ({item!r}): give each metric's target once")
         # vLLM's value <= SLO: 0 admits only an exact 0; an infinite target every request meets, as one past any
         # time a run can reach (1e9 s)
         slo[f"{key}_ms"] = 1e-9 if ms == 0 else min(ms, UNREACHED_MS)

@@ -608,3 +608,21 @@ def test_a_capacity_table_past_any_searchable_rate_is_refused(tmp_path, capsys):
     (tmp_path / "max_rate.csv").write_text("max_rate,runs\n1e12,3\n")
     assert main(["plot", str(tmp_path), "--kind", "capacity"]) == 2
     assert "max_rate 1e+12 req/s is past any rate a search tries" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["search", "replicas", "--set", "workload.num_requests=20", "--slo", "ttft_p99_ms=500", "--rate", "1e10"],
+     "--rate: must be from 1e-06 to 1e+09 req/s"),  # r124: it named workload.arrival.rate, which nobody set
+    (["recommend", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--tp", "1", "--slo", "ttft_p99_ms=2000",
+      "--rate", "2", "--goodput", "ttft:5", "ttft:6"], "--goodput: ttft is given twice"),  # r124: kept the last
+])
+def test_round_124_flags_are_named_and_a_target_is_given_once(argv, says, tmp_path, capsys):
+    assert main(argv + ["--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("servesim: error:") == 1 and says in err, err
+
+
+def test_vllms_client_keeps_a_repeated_goodput_targets_last():
+    from servesim.simulator.vllm_command import read
+
+    assert read(["meta-llama/Llama-3.1-8B-Instruct"], ["--goodput", "ttft:5", "ttft:6"]).bench.goodput["ttft_ms"] == 6
