@@ -126,7 +126,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     except ConfigError as exc:  # the flags given, not the engine setting they stand for
         flag = "--weights-gib" if w is not None else "--gpu-memory-gib" if gpu_memory_gib is not None \
             else "--gpu-memory-utilization"  # the most specific of the numbers given
-        raise ConfigError(flag, f"{exc.message} (--gpu {gpu}, --tensor-parallel-size {tp})") from None
+        memory = f"--gpu-memory-gib {gpu_memory_gib:g}" if gpu_memory_gib is not None else f"--gpu {gpu}"
+        raise ConfigError(flag, f"{exc.message} ({memory}, --tensor-parallel-size {tp})") from None
     layout = kv_layout(arch, tp, disable_hybrid_kv_cache_manager)
     # the GPU still picks latent attention's block size and, for local-attention layers, the token budget the
     # start-up bound counts: only where neither applies do the two numbers give all it would (round 89)

@@ -74,6 +74,8 @@ def test_cli_text(capsys):
 @pytest.mark.parametrize("args,field", [
     (["--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization: must be <= 1"),
     (["--weights-gib", "100"], "--weights-gib: no memory left for the KV cache"),
+    # r124: the memory given was said as the default GPU's name, --gpu generic-80gb
+    (["--weights-gib", "100"], "(--gpu-memory-gib 80, --tensor-parallel-size 1)"),
     (["--block-size", "0"], "--block-size: must be >= 1"),
     (["--gpu-memory-gib", "inf"], "--gpu-memory-gib: must be a finite number"),
     (["-tp", "3", "--model", "llama-3.1-8b"], "--tensor-parallel-size: 32 attention heads do not split over 3"),
