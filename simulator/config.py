@@ -839,11 +839,16 @@ def check_attention_backend(arch: ModelArchitecture, hw: Hardware, kv_cache_dtyp
                                                    f"start")
 
 
+def _kernel_blocks(backend: str, hw: Hardware) -> tuple[int, ...]:
+    """The backend's kernel block sizes, first its preferred (FlashAttention on Intel's XPU: multiples of 64)."""
+    blocks = 64 if backend == "FLASH_ATTN" and hw.platform == "xpu" else ATTENTION_BACKENDS[backend].blocks
+    return (blocks,) if isinstance(blocks, int) else blocks
+
+
 def backend_takes_block(backend: str, hw: Hardware, size: int) -> bool:
     """AttentionBackend.supports_block_size: a multiple of one of its kernels' sizes (the engine's block then holds
     several kernel blocks)."""
-    blocks = 64 if backend == "FLASH_ATTN" and hw.platform == "xpu" else ATTENTION_BACKENDS[backend].blocks
-    return any(size % k == 0 for k in ((blocks,) if isinstance(blocks, int) else blocks))
+    return any(size % k == 0 for k in _kernel_blocks(backend, hw))
 
 
 def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str, backend: str | None = None,
@@ -857,8 +862,8 @@ def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: 
     if hw.platform == "xpu" and is_0_19:  # 0.19's platform sets 64 whatever the backend
         return 64
     if backend is not None:  # the line's: vLLM's 16 where it takes it, else its first size (its preferred one)
-        blocks = 64 if backend == "FLASH_ATTN" and hw.platform == "xpu" else ATTENTION_BACKENDS[backend].blocks
-        return blocks if isinstance(blocks, int) else 16 if 16 in blocks else blocks[0]
+        blocks = _kernel_blocks(backend, hw)
+        return 16 if 16 in blocks else blocks[0]
     if hw.platform == "xpu":
         return 64
     major = int(hw.compute_capability) if hw.compute_capability is not None else 0

@@ -259,8 +259,8 @@ class Replica:
                     self.hand_off(r, t)
                 for r in finished:
                     self.front_end.finished(r, t)
-            if self.front_end.next_time <= env.now:  # a follow-up sent as a request ended arrives now: it joins
-                yield env.at(env.now)  # the next step, as a request due now does (r119: it waited a step)
+            if finished and self.front_end.next_time <= env.now:  # a follow-up sent as a request ended arrives
+                yield env.at(env.now)  # now: it joins the next step, as a request due now does (r119: it waited one)
 
 
 @dataclass

@@ -19,6 +19,16 @@ from servesim.workloads.source import RequestSource
 from servesim.workloads.spec import RequestSpec
 
 
+def bad_request(spec: RequestSpec, max_model_len: int, past_context: str, sends_output_len: bool) -> str | None:
+    """The API server's 400, or None: a prompt leaving no room for one output token, or a max_tokens that does not
+    fit (past_context "refuse"; "lower" stops it at max_model_len and refuses only one past it)."""
+    if spec.prompt_tokens >= max_model_len:
+        return "prompt_too_long"
+    sent = spec.max_tokens if spec.max_tokens is not None else spec.output_tokens if sends_output_len else 0
+    too_large = spec.prompt_tokens + sent > max_model_len if past_context == "refuse" else sent > max_model_len
+    return "max_tokens_too_large" if too_large else None
+
+
 class FrontEnd:
     """vLLM's API server in front of the engines: receives each request at its arrival time, refuses what an
     engine would answer 400 or 503, routes the rest, and knows when the next one comes.
@@ -91,21 +101,14 @@ class FrontEnd:
         self.in_flight += 1
         replica = self.route(req)
         req.replica = replica.index
-        reason = "prompt_too_long" if spec.prompt_tokens >= self.max_model_len else \
-            "max_tokens_too_large" if self._max_tokens_refused(spec) else replica.admission_error(req)
+        reason = bad_request(spec, self.max_model_len, self.past_context, self.sends_output_len) or \
+            replica.admission_error(req)
         if reason:  # vLLM answers 400 (no room for one output token) or 503 (queue limits)
             req.status = REJECTED
             req.reject_reason = reason
             self.finished(req, spec.arrival_time, completed=False)
             return
         replica.add_request(req)
-
-    def _max_tokens_refused(self, spec: RequestSpec) -> bool:
-        """The API server's 400 for a max_tokens that does not fit (a lowered one stops at max_model_len)."""
-        sent = spec.max_tokens if spec.max_tokens is not None else spec.output_tokens if self.sends_output_len else 0
-        if self.past_context == "refuse":
-            return spec.prompt_tokens + sent > self.max_model_len
-        return sent > self.max_model_len
 
     def _follow_up(self, spec: RequestSpec, _event) -> None:
         heapq.heappop(self._pending)

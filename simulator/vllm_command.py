@@ -323,18 +323,19 @@ class VllmCommand:
         """With --ready-check-timeout-sec the client first sends the dataset's first request and waits for it to
         succeed: a request the server answers 400 (too long for max_model_len) stops the bench before it sends the
         rest ("Initial test run failed"), so it writes no result."""
+        from servesim.simulator.engine import _max_tokens_sent
+        from servesim.simulator.front_end import bad_request
+
         w = resolved.scenario.workload
         first = next(iter(w.source(resolved.scenario.seed, resolved.max_model_len).initial()), None)
-        if first is None:
+        if first is None or not bad_request(first, resolved.max_model_len,
+                                            **_max_tokens_sent(w, resolved.scenario.engine)):
             return
-        length, out = resolved.max_model_len, first.max_tokens or first.output_tokens
-        refuse = (getattr(w, "max_tokens_past_context", None) or ("refuse" if self.version == "0.19.0" else
-                                                                    "lower")) == "refuse"
-        if first.prompt_tokens >= length or (out + first.prompt_tokens > length if refuse else out > length):
-            raise ConfigError("vllm bench serve --ready-check-timeout-sec",
-                              f"the client's test request (its first: {first.prompt_tokens:,} prompt + {out:,} "
-                              f"output tokens) does not fit max_model_len {length:,}: vLLM's server answers it 400 "
-                              f"and the bench stops (\"Initial test run failed\"), writing no result")
+        out = first.max_tokens or first.output_tokens
+        raise ConfigError("vllm bench serve --ready-check-timeout-sec",
+                          f"the client's test request (its first: {first.prompt_tokens:,} prompt + {out:,} output "
+                          f"tokens) does not fit max_model_len {resolved.max_model_len:,}: vLLM's server answers it "
+                          f"400 and the bench stops (\"Initial test run failed\"), writing no result")
 
     def check_resolved(self, resolved) -> None:
         """vLLM's start-up checks that need the engine's defaults resolved: LoRA beside any speculative config
@@ -2027,25 +2028,20 @@ def _sampling_checks(bench: dict, version: str, backend: str | None = None, max_
         refuse("n", extra["n"], f"takes n up to VLLM_MAX_N_SEQUENCES ({MAX_N_SEQUENCES:,})")
     if n > 1 and values.get("temperature") is not None and values["temperature"] < SAMPLING_EPS:
         refuse("n", extra["n"], "takes n 1 only with greedy sampling (temperature 0)")
-    top = extra.get("top_logprobs")
-    if top is not None and backend == "openai-chat":  # the chat request's: logprobs true, top_logprobs how many
-        value = _lax_number(top, True) if not isinstance(top, str) else None
-        cap = vocab if max_logprobs == -1 else max_logprobs
+    cap = vocab if max_logprobs == -1 else max_logprobs  # -1 (either): the vocabulary's size
+    for key, given, sent in (("top_logprobs", extra.get("top_logprobs"), backend == "openai-chat"),  # the chat's
+                             ("logprobs", extra.get("logprobs", bench.get("logprobs")),
+                              (backend or "openai") in COMPLETIONS_BACKENDS)):  # the completions request's count
+        if given is None or not sent:
+            continue
+        value = _lax_number(given, True) if not isinstance(given, str) else None  # text: refused before
         if value is None or value < -1:
-            refuse("top_logprobs", top, "takes top_logprobs an integer, -1 or from 0")
-        if value and _lax_bool(extra.get("logprobs")) is not True:
-            refuse("top_logprobs", top, "takes top_logprobs only beside logprobs true")
-        if value and cap is not None and (vocab if value == -1 else value) > cap:
-            refuse("top_logprobs", top, f"takes top_logprobs up to its --max-logprobs ({cap:,})")
-    logprobs = extra.get("logprobs", bench.get("logprobs"))
-    if logprobs is not None and (backend or "openai") in COMPLETIONS_BACKENDS:
-        value = _lax_number(logprobs, True) if not isinstance(logprobs, str) else None  # text: refused before
-        if value is None or value < -1:
-            refuse("logprobs", logprobs, "takes logprobs an integer, -1 or from 0")
-        cap = vocab if max_logprobs == -1 else max_logprobs  # -1 (either): the vocabulary's size
+            refuse(key, given, f"takes {key} an integer, -1 or from 0")
+        if key == "top_logprobs" and value and _lax_bool(extra.get("logprobs")) is not True:
+            refuse(key, given, "takes top_logprobs only beside logprobs true")
         want = vocab if value == -1 else value
         if want and cap is not None and want > cap:
-            refuse("logprobs", logprobs, f"takes logprobs up to its --max-logprobs ({cap:,})")
+            refuse(key, given, f"takes {key} up to its --max-logprobs ({cap:,})")
     for key, why in (("stream", "streams only (the client asks for stream options)"),
                      ("prompt_logprobs", "gives no prompt_logprobs but 0 to a streamed request"),
                      ("stop", "takes stop as text or a list of texts"), ("seed", "takes seed an integer"),
