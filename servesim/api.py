@@ -38,7 +38,8 @@ from servesim import __all__  # noqa: E402,F401 (the names servesim exports, lis
 # the functions servesim exports from elsewhere, their arguments checked as the CLI checks its flags
 capacity = checked_args(plan, "capacity", model="path", gpu="text", gpu_memory_gib="number",  # plan says the ranges
                         gpu_memory_utilization="number", quantization="text", kv_cache_dtype="text",
-                        weights_gib="number", tensor_parallel_size="number", block_size="number",
+                        weights_gib="number", reserved_memory_gib="number", max_num_seqs="number",
+                        max_num_batched_tokens="number", tensor_parallel_size="number", block_size="number",
                         disable_hybrid_kv_cache_manager="bool", max_model_len="length", tokens_per_request="number",
                         shared_prefix_tokens="number", private_tokens="number")
 plot = checked_args(plot_results, "plot", results="path", kind="text", out="path", x="text", by="text", title="text")

@@ -18,18 +18,24 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def kv_pool_bytes(memory_bytes: int, gpu_memory_utilization: float, weight_bytes: int, reserved_bytes: int = 0) -> int:
-    """vLLM: ceil(total x utilisation) - weights - everything else that is not KV."""
+def kv_pool_bytes(memory_bytes: int, gpu_memory_utilization: float, weight_bytes: int, reserved_bytes: int = 0,
+                  reserved_given: bool = True) -> int:
+    """vLLM: ceil(total x utilisation) - weights - everything else its start-up profile takes (reserved_bytes: given,
+    or servesim's estimate of it, start_up_memory.py)."""
     if not 0 < gpu_memory_utilization <= 1:
         raise ConfigError("engine.gpu_memory_utilization", f"must be in (0, 1], got {gpu_memory_utilization}")
     pool = math.ceil(memory_bytes * gpu_memory_utilization) - weight_bytes - reserved_bytes
-    if pool <= 0:  # named by what takes the memory: a reserve larger than what the weights leave, else the share
+    if pool <= 0:  # named by what takes the memory: a reserve given larger than what the weights leave, else the share
         usable_after_weights = math.ceil(memory_bytes * gpu_memory_utilization) - weight_bytes
         raise ConfigError(
-            "engine.reserved_memory_gib" if reserved_bytes and usable_after_weights > 0 else
+            "engine.reserved_memory_gib" if reserved_given and reserved_bytes and usable_after_weights > 0 else
             "engine.gpu_memory_utilization",
             f"no memory left for the KV cache: {memory_bytes * gpu_memory_utilization / GIB:.2f} GiB usable, "
-            f"weights {weight_bytes / GIB:.2f} GiB, reserved {reserved_bytes / GIB:.2f} GiB",
+            f"weights {weight_bytes / GIB:.2f} GiB, " + (
+                f"reserved {reserved_bytes / GIB:.2f} GiB" if reserved_given else
+                f"vLLM's start-up profile {reserved_bytes / GIB:.2f} GiB (servesim's estimate: the sampler warm-up "
+                f"of max_num_seqs requests and the forward pass of max_num_batched_tokens size it; or give "
+                f"engine.reserved_memory_gib)"),
         )
     return pool
 

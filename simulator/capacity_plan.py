@@ -37,6 +37,9 @@ ARGUMENTS = {
     "gpu_memory_gib": ("--gpu-memory-gib", number(float, gt=0, le=MAX_GIB)),
     "gpu_memory_utilization": ("--gpu-memory-utilization", FRACTION),
     "weights_gib": ("--weights-gib", number(float, ge=0, le=MAX_GIB)),
+    "reserved_memory_gib": ("--reserved-memory-gib", number(float, ge=0, le=MAX_GIB)),
+    "max_num_seqs": ("--max-num-seqs", number(int, ge=1, le=MAX_TOKENS)),
+    "max_num_batched_tokens": ("--max-num-batched-tokens", number(int, ge=1, le=MAX_TOKENS)),
     "tensor_parallel_size": ("--tensor-parallel-size", number(int, ge=1, le=MAX_GPUS)),
     "block_size": ("--block-size", number(int, ge=1, le=MAX_BLOCK_SIZE)),
     "max_model_len": ("--max-model-len", _max_model_len),
@@ -52,6 +55,7 @@ class CapacityPlan:
     gpu_memory_gib: float
     gpu_memory_utilization: float
     weights_bytes: int  # per GPU of the TP group
+    reserved_bytes: int  # per GPU: vLLM's start-up profile besides weights and KV (config.start_up_reserve)
     tensor_parallel_size: int
     layout: KVLayout
     warnings: list[str]  # flags given that nothing read
@@ -60,6 +64,7 @@ class CapacityPlan:
         return self.report.as_dict() | {"gpu_memory_gib": self.gpu_memory_gib,
                                         "gpu_memory_utilization": self.gpu_memory_utilization,
                                         "weights_gib": self.weights_bytes / GIB,
+                                        "reserved_memory_gib": self.reserved_bytes / GIB,
                                         "tensor_parallel_size": self.tensor_parallel_size}
 
     def lines(self) -> list[str]:
@@ -68,7 +73,8 @@ class CapacityPlan:
         per = f" per GPU of {tp}" if tp > 1 else ""
         out = [f"{r.model}: {r.kv_bytes_per_token:,} B of KV cache per token{per}",
                f"KV pool{per}: {self.gpu_memory_gib:g} GiB x {self.gpu_memory_utilization:g} - "
-               f"{self.weights_bytes / GIB:.2f} GiB weights = {r.pool_gib:.2f} GiB = {r.num_blocks:,} blocks of "
+               f"{self.weights_bytes / GIB:.2f} GiB weights - {self.reserved_bytes / GIB:.2f} GiB vLLM's start-up "
+               f"profile = {r.pool_gib:.2f} GiB = {r.num_blocks:,} blocks of "
                f"{r.block_size} tokens ({r.usable_blocks:,} usable: block 0 is vLLM's null block)"
                + (f" x {layout.group_layers} layers (hybrid KV cache: 1 full-attention group, {layout.local_groups} "
                   f"local, each holding its window)" if layout.local_groups else ""),
@@ -87,14 +93,18 @@ class CapacityPlan:
 
 def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib: float | None = None,
          gpu_memory_utilization: float = 0.92, quantization: str | None = None, kv_cache_dtype: str = "auto",
-         weights_gib: float | None = None, tensor_parallel_size: int = 1, block_size: int | None = None,
+         weights_gib: float | None = None, reserved_memory_gib: float | None = None,
+         max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None,
+         tensor_parallel_size: int = 1, block_size: int | None = None,
          disable_hybrid_kv_cache_manager: bool | None = None, max_model_len: int | str | None = None,
          tokens_per_request: int | None = None, shared_prefix_tokens: int | None = None,
          private_tokens: int | None = None) -> CapacityPlan:
-    """How many requests fit one deployment's KV pool: contiguous, paged, and paged with a shared prefix."""
+    """How many requests fit one deployment's KV pool: contiguous, paged, and paged with a shared prefix; the pool
+    as a run sizes it, less what vLLM's start-up profile takes (max_num_seqs and the token budget size it)."""
     from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, EngineSettings, _budgets,
                                   in_flight_tokens, attention_block_size, check_attention_backend, check_formats,
-                                  check_max_model_len, check_tensor_parallel, fit_max_model_len, with_formats)
+                                  check_max_model_len, check_tensor_parallel, fit_max_model_len, largest_cuda_graph,
+                                  start_up_reserve, with_formats)
     from servesim.simulator.hardware import load_hardware
     from servesim.simulator.hybrid_kv import kv_layout
     from servesim.simulator.local_attention import local_attention
@@ -121,20 +131,35 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     w = values["weights_gib"]
     weights = round(w * GIB) if w is not None else math.ceil(arch.weight_bytes / tp)
     utilization = values["gpu_memory_utilization"]
+    # vLLM's budget and async scheduling, as run's defaults; the budget from the model's length, as vLLM takes
+    # it before the engine fits `auto` to the pool
+    budgets = {k: values[k] for k in ("reserved_memory_gib", "max_num_seqs", "max_num_batched_tokens")}
     try:
-        pool = kv_pool_bytes(hw.memory_bytes, utilization, weights)
+        defaults = EngineSettings(**{k: v for k, v in budgets.items() if v is not None})
+        budget, seqs = _budgets(defaults, hw, max_len)
+    except (ConfigError, ValueError) as exc:
+        field = getattr(exc, "field", "engine.max_num_seqs").removeprefix("engine.")
+        raise ConfigError(ARGUMENTS.get(field, ("--max-num-seqs",))[0],
+                          getattr(exc, "message", str(exc)).replace("max_num_batched_tokens", "--max-num-batched-tokens")) \
+            from None
+    reserved = start_up_reserve(defaults, arch, tp, None, budget, seqs,
+                                largest_cuda_graph(defaults, hw, seqs, budget, 1, arch) > 0)
+    try:
+        pool = kv_pool_bytes(hw.memory_bytes, utilization, weights, reserved, values["reserved_memory_gib"] is not None)
     except ConfigError as exc:  # the flags given, not the engine setting they stand for
-        flag = "--weights-gib" if w is not None else "--gpu-memory-gib" if gpu_memory_gib is not None \
-            else "--gpu-memory-utilization"  # the most specific of the numbers given
+        flag = "--reserved-memory-gib" if exc.field == "engine.reserved_memory_gib" and \
+            values["reserved_memory_gib"] is not None else "--weights-gib" if w is not None else \
+            "--gpu-memory-gib" if gpu_memory_gib is not None else "--gpu-memory-utilization"  # the most specific
         memory = f"--gpu-memory-gib {gpu_memory_gib:g}" if gpu_memory_gib is not None else f"--gpu {gpu}"
         raise ConfigError(flag, f"{exc.message} ({memory}, --tensor-parallel-size {tp})") from None
     layout = kv_layout(arch, tp, disable_hybrid_kv_cache_manager)
     # the GPU still picks latent attention's block size and, for local-attention layers, the token budget the
-    # start-up bound counts: only where neither applies do the two numbers give all it would (round 89)
+    # start-up bound counts, and its default budgets size vLLM's start-up profile: only where none applies do
+    # the three numbers give all it would (round 89)
     gpu_inert = gpu != "generic-80gb" and gpu_memory_gib is not None and w is not None and not quantization and \
-        local_attention(arch) is None and (values["block_size"] is not None or attention_block_size(
+        values["reserved_memory_gib"] is not None and local_attention(arch) is None and (values["block_size"] is not None or attention_block_size(
             arch, hw, kv_cache_dtype) == attention_block_size(arch, load_hardware("generic-80gb"), kv_cache_dtype))
-    inert = [("--gpu", gpu_inert, "--gpu-memory-gib and --weights-gib give all it would"),
+    inert = [("--gpu", gpu_inert, "--gpu-memory-gib, --weights-gib and --reserved-memory-gib give all it would"),
              ("--quantization", quantization and w is not None,
               "--weights-gib gives the weights (quantization leaves the KV bytes as they are)"),
              ("--disable-hybrid-kv-cache-manager", disable_hybrid_kv_cache_manager is not None
@@ -144,10 +169,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
         check_attention_backend(arch, hw, kv_cache_dtype)
     except ConfigError as exc:  # said of the flag given, not the engine setting it stands for
         raise ConfigError("--kv-cache-dtype", exc.message) from None
-    defaults = EngineSettings()  # vLLM's budget and async scheduling, as run's defaults
     block_size = values["block_size"] or attention_block_size(arch, hw, kv_cache_dtype)
-    # the budget from the model's length, as vLLM takes it before the engine fits `auto` to the pool
-    in_flight = in_flight_tokens(defaults, _budgets(defaults, hw, max_len)[0], True)
+    in_flight = in_flight_tokens(defaults, budget, True)
     if auto and (usable := num_blocks(pool, layout.page_bytes_per_token, block_size) - 1) < \
             layout.max_blocks(max_len, in_flight, block_size):  # 0.33 counts the blocks beside the null block
         max_len = fit_max_model_len(layout, in_flight, block_size, usable, max_len, "--max-model-len")
@@ -174,4 +197,4 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
         warnings.append(f"vLLM would not start: the pool's {report.usable_blocks:,} usable blocks cannot hold one "
                         f"request of max_model_len={max_len:,} ({report.max_model_len_blocks:,} blocks); give "
                         f"--max-model-len")
-    return CapacityPlan(report, hw.memory_gib, utilization, weights, tp, layout, warnings)
+    return CapacityPlan(report, hw.memory_gib, utilization, weights, reserved, tp, layout, warnings)

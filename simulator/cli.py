@@ -520,6 +520,10 @@ def _add_capacity(sub) -> None:
     c.add_argument("--quantization", choices=list(QUANTIZED_FORMATS), help="as engine.quantization: the linear layers' format")
     c.add_argument("--kv-cache-dtype", default="auto", choices=["auto", *KV_CACHE_DTYPES])
     cap("weights_gib", help="weight memory per GPU (default: from the architecture)")
+    cap("reserved_memory_gib", help="what vLLM's start-up profile takes per GPU besides weights and KV cache, as its "
+                                    "log reports it (default: servesim's estimate, from the two flags below)")
+    cap("max_num_seqs", help="as vllm serve's: sizes the sampler warm-up vLLM profiles (default: vLLM's for the GPU)")
+    cap("max_num_batched_tokens", help="as vllm serve's: sizes the forward pass vLLM profiles (default: vLLM's)")
     cap("tensor_parallel_size", "-tp", default=1, help="GPUs sharing the weights and each token's KV heads (vLLM's name)")
     cap("block_size", help="tokens per KV block (default: vLLM's for the model and GPU, 16 but for latent "
                            "attention's backends)")

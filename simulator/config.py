@@ -23,6 +23,7 @@ from servesim.policies.batching import BatchingName
 from servesim.policies.queues import QueueName, VictimName
 from servesim.policies.routing import RouterName
 from servesim.simulator.capacity import kv_pool_bytes, num_blocks
+from servesim.simulator.start_up_memory import start_up_reserve_bytes
 from servesim.simulator.cost_model import CostModel, Profile, build_cost_model
 from servesim.simulator.errors import ConfigError, first_error
 from servesim.simulator.files import Refused, TooLarge, dump_yaml, safe_load_bounded
@@ -140,8 +141,10 @@ class EngineSettings(Settings):
     performance_mode: Literal["balanced", "interactivity", "throughput"] = Field(
         "balanced", description="vLLM's: throughput doubles the default token budget and max_num_seqs (those not "
                                 "given); interactivity captures small CUDA graphs one size apart (not modelled)")
-    reserved_memory_gib: float = Field(
-        0.0, ge=0, le=MAX_GIB, description="servesim: activations, CUDA graphs and non-torch memory that vLLM profiles at start")
+    reserved_memory_gib: float | None = Field(
+        None, ge=0, le=MAX_GIB, description="servesim's: the memory vLLM's start-up profile takes besides weights and "
+                                            "KV cache (activations, non-torch, 0.33's CUDA graph estimate); none: "
+                                            "estimated (simulator/start_up_memory.py)")
 
     @property
     def is_0_19(self) -> bool:
@@ -356,6 +359,7 @@ class ResolvedScenario:
     scheduler: SchedulerSettings | None = None  # vLLM's scheduler config, resolved; always set by resolve
     source: str | None = None  # the scenario file it was read from, if any
     derived_block_size: bool = False  # engine.block_size not given: the attention backend's (attention_block_size)
+    reserved_memory_bytes: int = 0  # per GPU, vLLM's start-up profile besides weights and KV (start_up_reserve)
     scenario_text: str = ""  # the scenario and profile as resolved: the API refuses them edited since
 
     def edited(self) -> bool:
@@ -387,6 +391,7 @@ class ResolvedScenario:
         if self.cudagraph_max_tokens:  # none when eager, or when every size given is above the budget
             d["engine"].update(max_cudagraph_capture_size=self.cudagraph_max_tokens)
         d["resolved"] = {"num_gpu_blocks": self.num_gpu_blocks, "kv_pool_bytes": self.kv_pool_bytes,
+                         "reserved_memory_bytes": self.reserved_memory_bytes,
                          "kv_bytes_per_token": self.arch.kv_bytes_per_token, "weight_bytes": self.arch.weight_bytes,
                          "cost_model_source": self.cost_model_source, "derived": self._derived(d)}
         return d
@@ -998,22 +1003,23 @@ def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, 
 
 
 def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout: KVLayout, tp: int, ep: int | None,
-               tokens: int, max_model_len: int) -> tuple[int, int | None, int]:
+               tokens: int, max_model_len: int, reserved: int) -> tuple[int, int | None, int]:
     """The KV pool of each engine, in blocks (and bytes; None when num_gpu_blocks_override fixes it), as vLLM
     sizes it, refused where vLLM would not start; and max_model_len, fitted to the pool when it is `auto`.
-    `tokens` are the tokens in flight (in_flight_tokens): what a local-attention layer holds beyond its window."""
+    `tokens` are the tokens in flight (in_flight_tokens): what a local-attention layer holds beyond its window;
+    `reserved` what vLLM's start-up profile takes besides weights and KV (start_up_reserve)."""
     e = scenario.engine
     pool = None
 
     def memory_sized() -> int:
         """vLLM's profiled pool: per GPU of the TP group, its share of the weights, its share of every token's KV."""
         return kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, math.ceil(arch.weight_bytes_per_gpu(tp, ep)),
-                             math.ceil(e.reserved_memory_gib * GIB))
+                             reserved, e.reserved_memory_gib is not None)
 
     def allocated(field: str, cache: int) -> None:
         """A cache vLLM takes as given (a block count, a byte size): more than the GPU holds beside the weights
-        fails its allocation, as the weights alone failing to fit fail its load."""
-        weights, reserved = math.ceil(arch.weight_bytes_per_gpu(tp, ep)), math.ceil(e.reserved_memory_gib * GIB)
+        and the profile's activations fails its allocation, as the weights alone failing to fit fail its load."""
+        weights = math.ceil(arch.weight_bytes_per_gpu(tp, ep))
         if weights + reserved + cache > hw.memory_bytes:
             raise ConfigError(field, f"{cache / GIB:.2f} GiB of KV cache beside {weights / GIB:.2f} GiB of weights"
                                      f"{f' and {reserved / GIB:.2f} GiB reserved' if reserved else ''} per GPU is "
@@ -1053,6 +1059,16 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
                                  f"one request of max_model_len={max_model_len:,} ({need:,} blocks); lower "
                                  f"engine.max_model_len or give the cache more memory")
     return blocks, pool, max_model_len
+
+
+def start_up_reserve(e: EngineSettings, arch: ModelArchitecture, tp: int, ep: int | None, tokens: int, seqs: int,
+                     cuda_graphs: bool) -> int:
+    """Bytes per GPU that vLLM's start-up profile takes besides weights and KV cache: engine.reserved_memory_gib
+    as given, else servesim's estimate of the profile (start_up_memory.py)."""
+    if e.reserved_memory_gib is not None:
+        return math.ceil(e.reserved_memory_gib * GIB)
+    return start_up_reserve_bytes(arch, max_num_seqs=seqs, max_num_batched_tokens=tokens, tp=tp,
+                                  expert_parallel=bool(ep), release=e.vllm_defaults, cuda_graphs=cuda_graphs)
 
 
 def fit_max_model_len(layout: KVLayout, tokens: int, block_size: int, usable: int, longest: int, field: str) -> int:
@@ -1136,11 +1152,12 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("engine.long_prefill_token_threshold", f"{e.long_prefill_token_threshold} is above "
                                                                   f"max_model_len ({max_model_len}): vLLM refuses it")
     async_scheduling = True if e.async_scheduling is None else e.async_scheduling
-    blocks, pool, max_model_len = _kv_blocks(scenario, arch, hw, layout, tp, ep,
-                                             in_flight_tokens(e, tokens, async_scheduling), max_model_len)
     sp = scenario.speculative
     decode_query_len = 1 + (sp.num_speculative_tokens if sp.method != "none" else 0)  # tokens a decode schedules
     graph_tokens = largest_cuda_graph(e, hw, seqs, tokens, decode_query_len, arch)
+    reserved = start_up_reserve(e, arch, tp, ep, tokens, seqs, graph_tokens > 0)
+    blocks, pool, max_model_len = _kv_blocks(scenario, arch, hw, layout, tp, ep,
+                                             in_flight_tokens(e, tokens, async_scheduling), max_model_len, reserved)
     cost_model = build_cost_model(profile, arch, hw, tp, gpu=h.gpu, cudagraph_max_tokens=graph_tokens, expert_parallel=ep,
                                   data_parallel_size=dp, routing=routing,
                                   async_scheduling=async_scheduling)
@@ -1175,7 +1192,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local)
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens, layout, scheduler,
-                            derived_block_size=derived_block_size,
+                            derived_block_size=derived_block_size, reserved_memory_bytes=reserved,
                             scenario_text=_resolved_text(scenario, profile))
 
 

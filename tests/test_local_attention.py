@@ -208,7 +208,8 @@ def test_capacity_doubles_for_gpt_oss_with_the_hybrid_manager(capsys):
 def test_capacity_warns_where_run_refuses_a_hybrid_pool(capsys):
     """capacity counted one max-length request at its steady window, run at vLLM's start-up bound (window plus a
     step's tokens): on a pool between the two, capacity was silent where run refuses (round 74)."""
-    args = ["capacity", "--model", "gpt-oss-120b", "--gpu", "h200-sxm", "--weights-gib", "125.05", "--json"]
+    args = ["capacity", "--model", "gpt-oss-120b", "--gpu", "h200-sxm", "--weights-gib", "123.955",
+            "--reserved-memory-gib", "0", "--json"]
     assert main(args) == 0
     captured = capsys.readouterr()
     report = json.loads(captured.out)
@@ -353,9 +354,9 @@ def test_a_sliding_window_bound_keeps_its_extra_block_where_the_length_bounds_it
 
 @pytest.mark.parametrize("argv, shared, private, requests", [
     (["--model", "gpt-oss-120b", "--gpu", "h200-sxm", "--shared-prefix-tokens", "1000", "--private-tokens", "50"],
-     62 + 5, 4 + 4, 15698),  # the window (blocks 57..65) holds prefix blocks 57..61
+     62 + 5, 4 + 4, 14801),  # the window (blocks 57..65) holds prefix blocks 57..61
     (["--model", "llama-4-scout", "--gpu", "h200-sxm", "-tp", "4", "--max-model-len", "32768",
-      "--shared-prefix-tokens", "10000", "--private-tokens", "500"], 625 + 3 * 113, 32 + 3 * 32, 3369),
+      "--shared-prefix-tokens", "10000", "--private-tokens", "500"], 625 + 3 * 113, 32 + 3 * 32, 3165),
 ])
 def test_capacity_shares_the_prefix_blocks_a_local_group_holds(capsys, argv, shared, private, requests):
     """vLLM's window and chunk managers take cached prefix blocks inside the window as hits, shared by every

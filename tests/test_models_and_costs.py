@@ -238,8 +238,9 @@ def test_defaults_resolve_as_vllm():
 
 def test_pool_from_memory_weights_and_utilisation():
     rs = load(None, ["hardware.gpu=generic-80gb", "engine.gpu_memory_utilization=0.9"])
-    pool = 80 * 2**30 * 0.9 - rs.arch.weight_bytes
+    pool = 80 * 2**30 * 0.9 - rs.arch.weight_bytes - rs.reserved_memory_bytes
     assert rs.num_gpu_blocks == int(pool // (131072 * 16))
+    assert 1.5 * 2**30 < rs.reserved_memory_bytes < 4 * 2**30  # vLLM's start-up profile (start_up_memory.py)
     assert load(None, ["engine.num_gpu_blocks_override=5000", "engine.max_model_len=8192"]).num_gpu_blocks == 5000
     assert load(None, ["engine.reserved_memory_gib=4"]).num_gpu_blocks < load(None, []).num_gpu_blocks
 
@@ -257,7 +258,7 @@ def test_kv_cache_memory_bytes_sizes_the_pool_as_vllm_takes_it(capsys):
     over = load(None, base + ["engine.num_gpu_blocks_override=600", "engine.kv_cache_memory_bytes=4294967296"])
     assert over.num_gpu_blocks == 600
     with pytest.raises(ConfigError, match=r"engine.kv_cache_memory_bytes: 70.00 GiB of KV cache beside 14.96 GiB of "
-                                          r"weights per GPU is more than the 80.0 GiB"):
+                                          r"weights and 2.15 GiB reserved per GPU is more than the 80.0 GiB"):
         load(None, base + [f"engine.kv_cache_memory_bytes={70 * 2**30}"])
     with pytest.raises(ConfigError, match=r"engine.kv_cache_memory_bytes: the KV pool \(0 usable blocks"):
         load(None, base + ["engine.kv_cache_memory_bytes=1000"])
@@ -347,7 +348,7 @@ def test_tensor_parallel_splits_weights_and_kv():
     one = load(None, ["model=llama-3.1-70b", "profile=roofline", "engine.tensor_parallel_size=4",
                       "engine.max_model_len=8192"])
     # 70B in bf16 is 131 GiB: per H200 of a TP-4 group, a quarter of the weights and of each token's KV
-    pool = math.ceil(141 * 2**30 * 0.92) - math.ceil(one.arch.weight_bytes / 4)
+    pool = math.ceil(139.81 * 2**30 * 0.92) - math.ceil(one.arch.weight_bytes / 4) - one.reserved_memory_bytes
     assert one.num_gpu_blocks == pool // (16 * 327_680 // 4)
     with pytest.raises(ConfigError, match="GiB of weights.*tensor_parallel_size=2"):
         load(None, ["model=llama-3.1-70b", "profile=roofline", "engine.max_model_len=8192"])
@@ -389,7 +390,8 @@ def test_roofline_tensor_parallel_adds_the_all_reduce():
 
 @pytest.mark.parametrize("sets, says", [
     (["model=llama-3.1-70b", "hardware.gpu=l4", "engine.num_gpu_blocks_override=500", "engine.max_model_len=4096"],
-     "engine.num_gpu_blocks_override: 2.44 GiB of KV cache beside 131.42 GiB of weights per GPU is more than"),
+     "engine.num_gpu_blocks_override: 2.44 GiB of KV cache beside 131.42 GiB of weights and 1.32 GiB reserved per "
+     "GPU is more than"),
     (["engine.num_gpu_blocks_override=90000", "engine.max_model_len=8192"],
      "engine.num_gpu_blocks_override: 175.78 GiB of KV cache beside 14.96 GiB of weights"),
 ])

@@ -1,0 +1,96 @@
+"""vLLM's start-up profile: the memory it takes besides weights and KV cache, which the KV pool is left after."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+import servesim
+from servesim.simulator.config import load
+from servesim.simulator.errors import ConfigError
+from servesim.simulator.model_arch import load_model
+from servesim.simulator.start_up_memory import (GIB, forward_peak_bytes, sampler_peak_bytes,
+                                                start_up_reserve_bytes)
+
+RTX4090 = Path(__file__).parents[2] / "shared/data/serving/llmservingsim-vllm-0.19/RTX4090/Llama-3.1-8B/vllm/meta.json"
+
+
+@pytest.mark.skipif(not RTX4090.exists(), reason="../shared/data/serving (the public vLLM 0.19 runs) is absent")
+def test_the_pool_a_real_run_recorded_is_estimated_within_two_percent():
+    """vLLM 0.19 on an RTX 4090 recorded 2,588 blocks; servesim sized 3,169 (+22%) from weights alone."""
+    meta = json.loads(RTX4090.read_text())
+    kw, cache = meta["engine_kwargs"], meta["kv_cache"]
+    rs = load(None, ["model=llama-3.1-8b", "hardware.gpu=rtx-4090", "engine.vllm_defaults=0.19.0",
+                     f"engine.gpu_memory_utilization={cache['gpu_memory_utilization']}",
+                     f"engine.max_num_seqs={kw['max_num_seqs']}",
+                     f"engine.max_num_batched_tokens={kw['max_num_batched_tokens']}",
+                     f"engine.max_model_len={kw['max_model_len']}", f"engine.block_size={cache['block_size']}"])
+    assert rs.hardware.memory_bytes == pytest.approx(meta["hardware"]["device_total_memory_bytes"], rel=1e-3)
+    assert rs.num_gpu_blocks == pytest.approx(cache["num_gpu_blocks"], rel=0.02)
+
+
+def test_the_sampler_warm_up_grows_with_sequences_and_vocabulary_up_to_the_budget():
+    """max_num_seqs' logits rows, at most one per budgeted token, in the release's copies: 0.19's Triton top-k/top-p
+    path holds more than 0.33's FlashInfer one."""
+    one = sampler_peak_bytes(128256, 256, 8192, "0.33.0")
+    assert sampler_peak_bytes(128256, 1024, 8192, "0.33.0") == 4 * one
+    assert sampler_peak_bytes(2 * 128256, 256, 8192, "0.33.0") == 2 * one
+    assert sampler_peak_bytes(128256, 1024, 256, "0.33.0") == one  # no more requests than tokens
+    assert sampler_peak_bytes(128256, 256, 8192, "0.19.0") > one
+
+
+def test_the_forward_pass_is_split_by_tensor_parallelism_and_counts_a_tokens_experts():
+    llama = load_model("llama-3.1-8b")
+    assert forward_peak_bytes(llama, 8192, 2, False) < forward_peak_bytes(llama, 8192, 1, False) < \
+        forward_peak_bytes(llama, 16384, 1, False)
+    mixtral = load_model("mixtral-8x7b")  # 2 experts a token, each a whole MLP
+    assert forward_peak_bytes(mixtral, 8192, 1, False) > forward_peak_bytes(load_model("mistral-7b"), 8192, 1, False)
+    assert forward_peak_bytes(mixtral, 8192, 8, True) > forward_peak_bytes(mixtral, 8192, 8, False)  # experts whole
+
+
+def test_only_0_33_takes_its_cuda_graph_estimate_and_only_where_graphs_are_captured():
+    arch = load_model("llama-3.1-8b")
+    kw = dict(max_num_seqs=256, max_num_batched_tokens=2048, tp=1, expert_parallel=False)
+    graphs = start_up_reserve_bytes(arch, release="0.33.0", cuda_graphs=True, **kw)
+    assert graphs > start_up_reserve_bytes(arch, release="0.33.0", cuda_graphs=False, **kw)
+    assert start_up_reserve_bytes(arch, release="0.19.0", cuda_graphs=True, **kw) == \
+        start_up_reserve_bytes(arch, release="0.19.0", cuda_graphs=False, **kw)
+    eager = load(None, ["engine.enforce_eager=true", "engine.max_model_len=8192"])
+    assert eager.reserved_memory_bytes < load(None, ["engine.max_model_len=8192"]).reserved_memory_bytes
+
+
+def test_a_given_reserve_replaces_the_estimate_and_the_pool_is_left_after_it():
+    base = ["hardware.gpu=h100-sxm", "engine.max_model_len=8192"]
+    est = load(None, base)
+    given = load(None, base + ["engine.reserved_memory_gib=1"])
+    none = load(None, base + ["engine.reserved_memory_gib=0"])
+    assert given.reserved_memory_bytes == GIB and none.reserved_memory_bytes == 0
+    assert 1.5 * GIB < est.reserved_memory_bytes < 3 * GIB  # 1,024 sequences of Llama 3's 128,256 logits
+    page = est.kv_layout.page_bytes_per_token * 16
+    assert none.kv_pool_bytes - given.kv_pool_bytes == GIB
+    assert none.num_gpu_blocks - est.num_gpu_blocks == pytest.approx(est.reserved_memory_bytes / page, abs=1)
+    assert est.as_dict()["resolved"]["reserved_memory_bytes"] == est.reserved_memory_bytes
+    # more sequences, a larger warm-up, fewer blocks
+    assert load(None, base + ["engine.max_num_seqs=2048"]).num_gpu_blocks < est.num_gpu_blocks
+
+
+@pytest.mark.parametrize("sets, kwargs", [
+    ([], {}),
+    (["engine.max_num_seqs=64", "engine.max_num_batched_tokens=4096"], {"max_num_seqs": 64, "max_num_batched_tokens": 4096}),
+    (["engine.reserved_memory_gib=3.5"], {"reserved_memory_gib": 3.5}),
+])
+def test_capacity_and_a_run_size_the_same_pool(sets, kwargs):
+    """The calculator's pool is the simulator's, the start-up profile's estimate included."""
+    plan = servesim.capacity("qwen3-8b", "h200-sxm", max_model_len=32768, gpu_memory_utilization=0.9, **kwargs)
+    rs = load(None, ["model=qwen3-8b", "hardware.gpu=h200-sxm", "engine.max_model_len=32768",
+                     "engine.gpu_memory_utilization=0.9", *sets])
+    assert plan.reserved_bytes == rs.reserved_memory_bytes
+    assert plan.report.num_blocks == rs.num_gpu_blocks
+
+
+def test_a_budget_whose_profile_leaves_no_memory_is_refused_naming_what_sizes_it():
+    with pytest.raises(ConfigError, match=r"engine.gpu_memory_utilization: no memory left for the KV cache.*vLLM's "
+                                          r"start-up profile .* GiB \(servesim's estimate"):
+        load(None, ["engine.max_num_batched_tokens=2000000", "engine.max_num_seqs=1024", "engine.max_model_len=8192"])
+    with pytest.raises(ConfigError, match="engine.reserved_memory_gib: no memory left"):
+        load(None, ["engine.reserved_memory_gib=120", "engine.max_model_len=8192"])
