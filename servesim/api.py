@@ -108,7 +108,10 @@ def _given(model: BaseModel) -> dict:
     """A settings object's values as given, at construction or by assignment since, however deep: pydantic's
     exclude_unset drops an edit inside a section left at its default (scenario.workload.num_requests = 20 on
     Scenario()), which ran as if never made (round 72)."""
-    out = model.model_dump(mode="json", exclude_unset=True, warnings=False)  # a value of the wrong type: load says
+    # a value of the wrong type: load says; numpy's numbers and arrays as the Python ones they stand for, anything
+    # else JSON cannot hold as its text, which load refuses naming the setting (an np.int64 edit was a pydantic
+    # serialization traceback, round 125)
+    out = model.model_dump(mode="json", exclude_unset=True, warnings=False, fallback=_json_fallback)
     for name in type(model).model_fields:
         value = getattr(model, name)
         if isinstance(value, BaseModel) and (inner := _given(value)):
@@ -116,6 +119,11 @@ def _given(model: BaseModel) -> dict:
         elif name in out:
             out[name] = _as_assigned(value, out[name])
     return out
+
+
+def _json_fallback(value):
+    plain = plain_values(value)
+    return plain if plain is not value else str(value)
 
 
 def _as_assigned(value, dumped):

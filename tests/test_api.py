@@ -439,6 +439,45 @@ def test_numpy_values_and_paths_at_any_depth_are_values(tmp_path):
     assert servesim.capacity(model, "h200-sxm") == servesim.capacity(str(model), "h200-sxm")
 
 
+def test_round_125_a_scenario_edited_with_numpy_values_runs_as_with_python_ones():
+    """A Scenario edit with an np.int64 (any value read from a table), np.bool_ or a numpy array was a pydantic
+    serialization traceback; pd.NA is refused naming the setting."""
+    import numpy as np
+
+    def edited(seed, priorities, **engine):
+        s = servesim.Scenario()
+        s.workload.num_requests = 5
+        for name, v in engine.items():
+            setattr(s.engine, name, v)
+        s.seed, s.workload.priorities = seed, priorities
+        return s
+
+    py = servesim.resolve(edited(3, [0, 1], max_num_seqs=64, enable_chunked_prefill=True))
+    npy = servesim.resolve(edited(np.int64(3), np.array([0, 1]), max_num_seqs=pd.Series([64, 32]).max(),
+                                  enable_chunked_prefill=np.bool_(True)))
+    assert (npy.max_num_seqs, npy.scenario.seed, npy.scenario.workload.priorities) == (64, 3, [0, 1])
+    assert npy.as_dict() == py.as_dict()
+    with pytest.raises(servesim.ConfigError, match="^engine.max_num_seqs: "):
+        servesim.resolve(edited(3, [0, 1], max_num_seqs=pd.NA))
+
+
+def test_round_125_request_fields_of_narrow_numpy_integers_are_python_ints(tmp_path):
+    """A uint8 max_tokens (a downcast pandas column) overflowed in the engine's sums: requests stopped after one
+    token, and the run's own workload.jsonl replayed to another result."""
+    import numpy as np
+
+    def specs(kind):
+        return [RequestSpec(i, 0.5 * i, 300, 400, max_tokens=kind(m), priority=kind(1), turn=kind(0),
+                            session_id=kind(i)) for i, m in enumerate((128, 200, 250))]
+
+    run = servesim.simulate(None, requests=specs(np.uint8))
+    assert run.requests.sort_values("request_id").output_tokens.tolist() == [128, 200, 250]
+    assert run.summary == servesim.simulate(None, requests=specs(int)).summary
+    run.write(tmp_path / "a")
+    assert main(["run", str(tmp_path / "a" / "config.yaml"), "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    assert (tmp_path / "b" / "summary.json").read_bytes() == (tmp_path / "a" / "summary.json").read_bytes()
+
+
 def test_round_62_trace_ids_past_2_53_are_refused_where_they_are_made(tmp_path):
     """read_trace(first_id=2**62) made ids a run then called not unique (they were: too large to stay exact)."""
     trace = tmp_path / "t.jsonl"

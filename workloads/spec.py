@@ -119,8 +119,11 @@ def checked_specs(specs, where: str = "requests", chains: dict | None = None,
                               f"prompt tokens ({-(-s.prompt_tokens // s.prefix_block_tokens)})")
         if ids and (problem := prefix_chain_problem(tuple(int(x) for x in ids), chains, int(s.prefix_block_tokens))):
             raise ConfigError(f"{at}.prefix_ids", problem)
+        # every number a Python one: a numpy uint8 max_tokens overflowed in the engine's sums (round 125)
         out.append(replace(s, request_id=int(s.request_id), arrival_time=float(t), prompt_tokens=int(s.prompt_tokens),
                            output_tokens=int(s.output_tokens), prefix_ids=tuple(int(x) for x in ids),
+                           max_tokens=None if s.max_tokens is None else int(s.max_tokens), priority=int(s.priority),
+                           turn=int(s.turn), session_id=None if s.session_id is None else int(s.session_id),
                            prefix_block_tokens=int(s.prefix_block_tokens) if ids else 0))
     if not out:  # as an empty trace file is refused: a run of nothing has no metrics to report
         raise ConfigError(where, "empty: give at least one request")
