@@ -188,11 +188,10 @@ def _parser(kind: str, version: str = VLLM_VERSION) -> tuple[_Parser, dict]:
 
 def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
     """vLLM's FlexibleArgumentParser rewriting: underscores to dashes in a long flag's name (up to a '.' or
-    '='), -O3 (and -O 3) to --optimization-level 3, and dotted keys of a JSON flag gathered into one JSON value
-    per spelling of the flag, put after the other words."""
-    _, rows = _parser(kind, version)
-    json_flags = {n: r["flag"] for r in rows.values() if r["type"] == "json"
-                  for n in (r["flag"], *r.get("aliases", []))}
+    '='), -O3 (and -O 3) to --optimization-level 3, and every word that starts with '-' and holds a '.' before any
+    '=' read as a dotted key, gathered into one JSON value per spelling of the flag, put after the other words:
+    any flag's (a string flag then takes the JSON text; round 125), and a negative decimal given as its own word
+    too, which fails the line in vLLM."""
     out, nested, i = [], {}, 0
     while i < len(argv):
         tok = argv[i]
@@ -212,7 +211,13 @@ def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
                 continue
         name, eq, value = tok.partition("=")
         head, dot, key = name.partition(".")
-        if dot and head in json_flags:  # --speculative-config.method ngram
+        if dot and head.startswith("-") and not head.startswith("--") and _is_float(name):  # --x -0.5 (round 125)
+            before = argv[i - 1] if i else ""
+            raise ConfigError(f"vllm {kind.replace('_', ' ')} {before[:60]}".rstrip(),
+                              f"{name}: vLLM's parser reads a word that starts with '-' and holds a '.' as a dotted "
+                              f"flag ({head} with key {key}), taking the next word as its value, and the line fails; "
+                              f"write {before[:60] or 'the flag'}={name}")
+        if dot and head.startswith("-"):  # --speculative-config.method ngram
             if not eq:
                 if i + 1 >= len(argv):
                     raise ConfigError(f"vllm {kind.replace('_', ' ')}", f"{name} expects a value")
@@ -246,6 +251,25 @@ def _rewrite(argv: list[str], kind: str, version: str) -> list[str]:
     for flag, value in nested.items():
         out += [flag, json.dumps(value)]
     return out
+
+
+def _dataset_path_order(bench_argv: list[str]) -> None:
+    """0.19's --dataset-name and --dataset-path check the two as each is read (_ValidateDatasetArgs): a path read
+    while the name is still 'random' (its default, before a later --dataset-name) fails the line (round 125)."""
+    name, path, i = "random", None, 0
+    while i < len(bench_argv):
+        flag, eq, value = bench_argv[i].partition("=")
+        flag = flag.replace("_", "-")
+        if flag in ("--dataset-name", "--dataset-path"):
+            if not eq and i + 1 < len(bench_argv):
+                value, i = bench_argv[i + 1], i + 1
+            name, path = (value, path) if flag == "--dataset-name" else (name, value)
+            if name == "random" and path is not None:
+                raise ConfigError("vllm bench serve --dataset-path", "read while --dataset-name is still 'random' "
+                                                                     "(given later, or not at all): vLLM 0.19's "
+                                                                     "parser refuses the line; give --dataset-name "
+                                                                     "first")
+        i += 1
 
 
 def _merge_dotted(original: dict, update: dict) -> None:
@@ -506,6 +530,8 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     _decode_context_parallel(serve, arch, version)
     reached, first_rank = _parallel_launch(serve, arch, version)
     bench = parse(bench_argv, "bench_serve", version)
+    if version == "0.19.0":
+        _dataset_path_order(bench_argv)
     model = serve.pop("model_tag", None) or serve.pop("model", None)
     serve.pop("model", None)
     settings: dict = {"model": model}
@@ -1893,6 +1919,10 @@ def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20
         raise ConfigError("vllm bench serve --endpoint", f"{endpoint!r}: --backend {o.backend}'s client refuses "
                                                          f"every request to a URL not ending in {ending!r}, so vLLM "
                                                          f"writes no result; give --endpoint /v1/{ending}")
+    if o.backend not in CHAT_BACKENDS and endpoint.endswith("chat/completions"):  # passes the check above (round 125)
+        raise ConfigError("vllm bench serve --endpoint", f"{endpoint!r}: --backend {o.backend} sends a completions "
+                                                         f"body (a prompt, no messages), which the chat route answers "
+                                                         f"400 for every request; give --backend openai-chat")
     name = bench.get("dataset_name", "random")
     if name == "timed_trace":  # 0.33's: lengths, times and hash ids from a JSONL file, which servesim reads
         raise ConfigError("vllm bench serve --dataset-name", "'timed_trace' is not replayed through `servesim "
@@ -1907,6 +1937,12 @@ def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20
         raise ConfigError(_flag("bench_serve", "skip_tokenizer_init", version),
                           f"vLLM's client then has no tokenizer, and its {name!r} dataset needs one to make its "
                           f"prompts: it fails before sending a request")
+    if name == "random" and (bench.get("random_batch_size") or 1) > 1:  # generation backends only reach here
+        raise ConfigError("vllm bench serve --random-batch-size", f"{bench['random_batch_size']}: the random dataset "
+                                                                  f"then folds that many prompts into one request "
+                                                                  f"with no output length, which a generation "
+                                                                  f"server answers 400 (max_tokens 0); it is for "
+                                                                  f"embedding backends")
     if bench.get("dataset_path") is not None and (name == "random" or version != "0.19.0"):  # vLLM's check
         raise ConfigError("vllm bench serve --dataset-path", f"vLLM cannot use the {name!r} dataset with a path: "
                                                              f"its requests are made up, not read from a file")
@@ -2113,10 +2149,12 @@ def _arrival(bench: dict, o: BenchOptions) -> dict:
                                                                       "its first request (rate 0)")
         o.ramp_up = {"ramp_up_strategy": strategy, "ramp_up_start_rps": start, "ramp_up_end_rps": end}
         gaps = _gaps(b)  # a ramp draws gamma gaps: near-constant ones at the least variation it takes
-        return (gaps if gaps["process"] != "constant" else {"process": "gamma", "cv": 1e-3}) | o.ramp_up
+        return (gaps if gaps["process"] != "constant" else {"process": "gamma", "cv": 1e-3}) | o.ramp_up | \
+            {"vllm_client_draws": True}
     if math.isinf(rate):
         return {"process": "burst"}  # vLLM sends every request at once (behind --max-concurrency, if given)
-    return _gaps(b) | {"rate": rate, "fit_span": True}  # constant gaps too: the first sent after one
+    # constant gaps too: the first sent after one; the gaps vLLM's client draws for the seed
+    return _gaps(b) | {"rate": rate, "fit_span": True, "vllm_client_draws": True}
 
 
 def _gaps(b: float) -> dict:
@@ -2133,6 +2171,14 @@ def _uniform(length: int, ratio: float, least: int, shift: int = 0) -> dict:
     low, high = (max(least, shift + math.floor(length * (1 - ratio))),
                  max(least, shift + math.ceil(length * (1 + ratio))))
     return {"dist": "fixed", "value": low} if low == high else {"dist": "uniform", "low": low, "high": high}
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _range_ratios(value, version: str = VLLM_VERSION) -> tuple[float, float]:
@@ -2161,14 +2207,22 @@ def _range_ratios(value, version: str = VLLM_VERSION) -> tuple[float, float]:
 
 def _lengths(bench: dict, name: str, version: str) -> dict:
     # the random dataset's lengths: any integer, as vLLM takes them (an input below 0 is 0, an output at least 1, a
-    # prefix below 0 takes its tokens off every prompt)
-    free = ("input_len", "random_input_len", "output_len", "random_output_len") if name == "random" else ()
-    for dest, least in (("input_len", 1), ("random_input_len", 1), ("output_len", 1),
-                        ("random_output_len", 1), ("prefix_repetition_prefix_len", 0),
-                        ("prefix_repetition_suffix_len", 0), ("prefix_repetition_num_prefixes", 1),
-                        ("prefix_repetition_output_len", 1)):
-        if dest in bench and dest not in free and bench[dest] < least:
-            raise ConfigError(_flag("bench_serve", dest, version), f"must be >= {least}, got {bench[dest]}")
+    # prefix below 0 takes its tokens off every prompt); prefix_repetition's held to what it can send. Each dataset
+    # reads only its own flags (and --output-len): another dataset's are not checked, as vLLM leaves them (round 125)
+    if name == "prefix_repetition":
+        for dest, least in (("output_len", 1), ("prefix_repetition_prefix_len", 0),
+                            ("prefix_repetition_suffix_len", 0), ("prefix_repetition_num_prefixes", 1),
+                            ("prefix_repetition_output_len", 1)):
+            if dest in bench and bench[dest] < least:
+                raise ConfigError(_flag("bench_serve", dest, version), f"must be >= {least}, got {bench[dest]}")
+        if version != "0.19.0" and "random_range_ratio" in bench:  # 0.33 reads the ratio for every dataset
+            given = bench["random_range_ratio"]
+            try:
+                float(given) if not isinstance(given, str) else (float(given) if _is_float(given) else json.loads(given))
+            except (ValueError, TypeError, *JSON_ERRORS):
+                raise ConfigError("vllm bench serve --random-range-ratio", f"{given!r:.80}: vLLM 0.33 reads it (a "
+                                                                           f"number, or JSON) for every dataset and "
+                                                                           f"stops before its first request") from None
     if name == "random":
         in_ratio, out_ratio = _range_ratios(bench.get("random_range_ratio", 0.0), version)
         inp = max(0, bench.get("input_len", bench.get("random_input_len", 1024)))

@@ -183,7 +183,7 @@ def test_the_command_equals_the_scenario_it_reads_as(tmp_path, capsys):
     assert main(["run", "--out", str(tmp_path / "r"), "--json", "--set", f"model={MODEL}",
                  "--set", "engine.max_num_seqs=32", "--set", "engine.enable_prefix_caching=false",
                  "--set", "workload.num_requests=60",
-                 "--set", "workload.arrival={process: poisson, rate: 8, fit_span: true}",
+                 "--set", "workload.arrival={process: poisson, rate: 8, fit_span: true, vllm_client_draws: true}",
                  "--set", "workload.prompt_tokens={dist: fixed, value: 512}",
                  "--set", "workload.output_tokens={dist: fixed, value: 64}",
                  "--set", "workload.request_max_tokens=true", "--set", "workload.clip_to_max_model_len=false"]) == 0
@@ -627,7 +627,7 @@ def test_what_vllms_client_takes_is_taken():
         arrival = read([MODEL], bench).settings["workload.arrival"]
         assert arrival["ramp_up_start_rps"] <= arrival["ramp_up_end_rps"]
     assert read([MODEL], ["--request-rate", "4", "--burstiness", "1e10"]).settings["workload.arrival"] == \
-        {"process": "constant", "rate": 4.0, "fit_span": True}
+        {"process": "constant", "rate": 4.0, "fit_span": True, "vllm_client_draws": True}
     # round 104: an empty --extra-body is none (vLLM's `extra_body or {}`)
     assert read([MODEL], ["--extra-body", "[]"]).settings
     # round 99: at rate inf vLLM draws no gaps, so any burstiness > 0 is a burst
@@ -748,7 +748,7 @@ def test_ramp_events_are_vllms_every_whole_rate_stamped_when_due(tmp_path, capsy
     at that request's time), not only those some request's rate lands on."""
     out = tmp_path / "v"
     assert main(["vllm", "--out", str(out), "--quiet", "serve", MODEL, "--", "bench", "serve", "--random-input-len",
-                 "100", "--random-output-len", "10", "--num-prompts", "5", "--ramp-up-strategy", "linear",
+                 "100", "--random-output-len", "100", "--num-prompts", "5", "--ramp-up-strategy", "linear",
                  "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "9", "--max-concurrency", "1", "--save-result",
                  "--save-detailed",
                  "--result-filename", "r.json"]) == 0
@@ -2593,12 +2593,12 @@ def test_attention_enum_fields_vllm_takes_are_taken():
 @pytest.mark.parametrize("version, flags, says", [
     ("0.33.0", ["--temperature", "-1"], "--temperature: -1.0: vLLM 0.33.0's server takes temperature in [0, 2]"),
     ("0.33.0", ["--temperature", "2.5"], "temperature in [0, 2]"),
-    ("0.19.0", ["--temperature", "-0.5"], "takes temperature from 0"),
+    ("0.19.0", ["--temperature=-0.5"], "takes temperature from 0"),
     ("0.33.0", ["--top-p", "0"], "top_p in (0, 1]"),
     ("0.33.0", ["--top-k", "-2"], "top_k -1 (off) or above 0"),
     ("0.19.0", ["--min-p", "1.5"], "min_p in [0, 1]"),
     ("0.33.0", ["--presence-penalty", "3"], "presence_penalty in [-2, 2]"),
-    ("0.33.0", ["--frequency-penalty", "-2.5"], "frequency_penalty in [-2, 2]"),
+    ("0.33.0", ["--frequency-penalty=-2.5"], "frequency_penalty in [-2, 2]"),
     ("0.33.0", ["--repetition-penalty", "0"], "repetition_penalty above 0"),
     ("0.33.0", ["--temperature", "0.5", "--extra-body", '{"temperature": 9}'], "--extra-body.temperature: 9"),
 ])
@@ -3239,7 +3239,7 @@ def test_a_block_a_multiple_of_the_backends_kernel_block_is_taken(capsys):
                  "--block-size", "48"]) == 0
     assert "\n  block_size: 48\n" in capsys.readouterr().out
     with pytest.raises(ConfigError, match=re.escape("--random-range-ratio: a ratio in [0, 1), got -0.5")):
-        read([MODEL], ["--random-range-ratio", "-0.5"], version="0.19.0")  # 0.19's flag is a float: no JSON form
+        read([MODEL], ["--random-range-ratio=-0.5"], version="0.19.0")  # 0.19's flag is a float: no JSON form
 
 
 def test_a_bench_flag_not_modelled_is_named_as_the_benchs(capsys):
@@ -3257,3 +3257,62 @@ def test_a_result_name_no_file_system_takes_is_refused_before_the_run(flag, tmp_
     err = capsys.readouterr().err
     assert f"vllm bench serve {flag}: the result file's name would be" in err and "more than the 255" in err
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_round_125_bench_lines_vllm_refuses_are_refused(version):
+    """r125: a completions backend pointed at the chat route (every request a 400), a negative decimal given as its
+    own word (vLLM's parser reads -0.5 as a dotted flag and the line fails), random batches on a generation
+    server (max_tokens 0, a 400 each), and 0.19's --dataset-path read while the dataset is still 'random'."""
+    refused = [(["--endpoint", "/v1/chat/completions"], "--endpoint: '/v1/chat/completions': --backend openai sends"),
+               (["--backend", "vllm", "--endpoint", "/v1/chat/completions"], "--backend vllm sends a completions"),
+               (["--frequency-penalty", "-0.5", "--num-prompts", "10"], "write --frequency-penalty=-0.5"),
+               (["--num-prompts", "10", "--presence-penalty", "-0.5"], "write --presence-penalty=-0.5"),
+               (["--random-batch-size", "4"], "--random-batch-size: 4: the random dataset then folds")]
+    if version == "0.19.0":
+        refused.append((["--dataset-path", "/tmp/x.txt", "--dataset-name", "prefix_repetition"],
+                        "--dataset-path: read while --dataset-name is still 'random'"))
+    for flags, says in refused:
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            read([MODEL], ["--num-prompts", "20", *flags], version=version)
+    taken = [["--backend", "openai-chat", "--endpoint", "/v1/chat/completions"], ["--frequency-penalty=-0.5"],
+             ["--dataset-name", "prefix_repetition", "--dataset-path", "/tmp/x.txt"] if version == "0.19.0" else [],
+             # another dataset's flags are not read, so not checked
+             ["--dataset-name", "prefix_repetition", "--random-input-len", "0", "--random-output-len", "0",
+              "--input-len", "0"],
+             ["--dataset-name", "random", "--prefix-repetition-num-prefixes", "0",
+              "--prefix-repetition-prefix-len", "-1", "--prefix-repetition-output-len", "0"]]
+    for flags in taken:
+        read([MODEL], ["--num-prompts", "20", *flags], version=version)
+
+
+def test_round_125_0_33s_range_ratio_is_read_as_its_parser_reads_it():
+    """0.33's parser folds --random-range-ratio.input/.output into the JSON form (any flag's dotted keys), and
+    reads the ratio for every dataset: prefix_repetition with an unreadable one stops the bench."""
+    dotted = read([MODEL], ["--random-range-ratio.input", "0.3", "--random-range-ratio.output", "0.5"])
+    given = read([MODEL], ["--random-range-ratio", '{"input": 0.3, "output": 0.5}'])
+    assert dotted.settings == given.settings
+    with pytest.raises(ConfigError, match="invalid float value"):  # 0.19's flag is a float
+        read([MODEL], ["--random-range-ratio.input", "0.3"], version="0.19.0")
+    with pytest.raises(ConfigError, match="--random-range-ratio: 'abc': vLLM 0.33 reads it"):
+        read([MODEL], ["--dataset-name", "prefix_repetition", "--random-range-ratio", "abc", "--num-prompts", "20"])
+    read([MODEL], ["--dataset-name", "prefix_repetition", "--random-range-ratio", "0.9", "--num-prompts", "20"])
+
+
+def test_round_125_one_seed_sends_the_same_requests_at_every_rate_at_vllms_times(tmp_path):
+    """vLLM's random dataset draws lengths from a generator of its own and its client the gaps from numpy's
+    legacy one seeded with --seed (np.random.gamma, one a request); servesim drew both from one stream, so each
+    rate sent other prompts, at other times."""
+    def run(name, *rate):
+        assert main(["vllm", "--quiet", "--out", str(tmp_path / name), "serve", "Qwen/Qwen3-8B", "--", "bench",
+                     "serve", "--num-prompts", "10", "--random-input-len", "100", "--random-output-len", "20",
+                     "--random-range-ratio", "0.5", "--seed", "7", "--save-result", "--save-detailed",
+                     "--result-filename", "r.json", *rate]) == 0
+        return json.loads((tmp_path / name / "r.json").read_text()), pd.read_parquet(tmp_path / name / "requests.parquet")
+
+    burst, _ = run("inf")
+    paced, requests = run("rate", "--request-rate", "5", "--burstiness", "2")
+    assert (paced["input_lens"], paced["output_lens"]) == (burst["input_lens"], burst["output_lens"])
+    legacy = np.random.RandomState(7)  # as vLLM's client: np.random.seed(seed), then a gamma draw per request
+    sent = np.cumsum([legacy.gamma(shape=2.0, scale=1.0 / (5 * 2.0)) for _ in range(10)])
+    np.testing.assert_allclose(requests.sort_values("request_id").arrival_time, sent * 2.0 / sent[-1], rtol=1e-6)

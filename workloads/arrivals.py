@@ -45,6 +45,9 @@ class Arrival(Settings):
     fit_span: bool = Field(False, description="poisson/gamma/constant over num_requests: as vllm bench serve sends them, "
                                               "the first after a gap of its own and the times scaled so the last "
                                               "is sent at num_requests / rate exactly")
+    vllm_client_draws: bool = Field(False, description="poisson/gamma gaps drawn as vllm bench serve's client draws "
+                                                       "them for its --seed: numpy's legacy generator seeded with "
+                                                       "the seed, one gamma draw per request (exponential ones too)")
 
     @model_validator(mode="after")
     def _needs(self):
@@ -68,6 +71,8 @@ class Arrival(Settings):
             raise ValueError("ramp_up_start_rps and ramp_up_end_rps need ramp_up_strategy")
         if self.fit_span and (self.process not in ("poisson", "gamma", "constant") or self.ramp_up_strategy is not None):
             raise ValueError("fit_span applies to poisson, gamma and constant arrivals without a ramp")
+        if self.vllm_client_draws and self.process not in ("poisson", "gamma", "constant"):
+            raise ValueError("vllm_client_draws applies to poisson, gamma and constant arrivals")
         if self.process == "curve":
             ts = [t for t, _ in self.points]
             if len(ts) < 2 or any(b <= a for a, b in zip(ts, ts[1:])):
@@ -81,6 +86,11 @@ class Arrival(Settings):
     @property
     def open_loop(self) -> bool:
         return self.process != "closed_loop"
+
+    def client_generator(self, seed: int) -> np.random.RandomState | None:
+        """vLLM's client's own stream for its gaps (np.random.seed(seed)), apart from the dataset's lengths, so one
+        seed sends the same requests at every rate, as vLLM's does (round 125); None: servesim's, the lengths'."""
+        return np.random.RandomState(seed % 2**32) if self.vllm_client_draws else None
 
     def times(self, n: int | None, duration_s: float | None, rng: np.random.Generator) -> np.ndarray:
         """Arrival times of at most n requests within [0, duration_s), the first at 0 (after a gap of its own with
@@ -134,8 +144,8 @@ class Arrival(Settings):
             gaps = np.zeros(k)
         elif p == "constant":
             gaps = np.full(k, 1.0 / self.rate)
-        elif p == "gamma":
-            shape = 1.0 / self.cv**2
+        elif p == "gamma" or p == "poisson" and self.vllm_client_draws:  # vLLM's client: gamma of shape 1 too
+            shape = 1.0 / self.cv**2 if p == "gamma" else 1.0
             gaps = rng.gamma(shape, 1.0 / (self.rate * shape), size=k)
         elif p == "curve":  # a unit-rate clock, warped to the curve
             gaps = rng.exponential(1.0, size=k)

@@ -229,7 +229,8 @@ class SyntheticWorkload(_Classes):
 
             return ClosedLoopSource(a.concurrency, lambda: float(think.draw(1, think_rng)[0]), templates(),
                                     self.num_requests, self.duration_s, a.ramp_up_s)
-        times = a.times(self.num_requests, self.duration_s, rng)
+        client = a.client_generator(seed)
+        times = a.times(self.num_requests, self.duration_s, rng if client is None else client)
         if len(times) > 1 and not (np.diff(times) >= 0).all():  # not in arrival order: made up front and sorted
             specs = [replace(s, arrival_time=float(times[s.request_id]))
                      for s in self._specs(len(times), rng, max_model_len, ids)]
