@@ -41,7 +41,8 @@ capacity = checked_args(plan, "capacity", model="path", gpu="text", gpu_memory_g
                         weights_gib="number", reserved_memory_gib="number", max_num_seqs="number",
                         max_num_batched_tokens="number", tensor_parallel_size="number", block_size="number",
                         disable_hybrid_kv_cache_manager="bool", max_model_len="length", tokens_per_request="number",
-                        shared_prefix_tokens="number", private_tokens="number")
+                        shared_prefix_tokens="number", private_tokens="number", vllm_version="text",
+                        enforce_eager="bool")
 plot = checked_args(plot_results, "plot", results="path", kind="text", out="path", x="text", by="text", title="text")
 read_trace = checked_args(traces.read_trace, path="path", fmt="text", time_scale="number", start_s="number",
                           duration_s="number", sample="number", limit="int", seed="count", first_id="count",

@@ -10,7 +10,7 @@ import argparse
 import math
 from dataclasses import dataclass
 
-from servesim.simulator.capacity import GIB, CapacityReport, capacity, kv_pool_bytes, num_blocks
+from servesim.simulator.capacity import GIB, CapacityReport, capacity, check_start_memory, kv_pool_bytes, num_blocks
 from servesim.simulator.cli_args import FRACTION, checked, human_readable_int_or_auto, number
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.hybrid_kv import KVLayout
@@ -98,7 +98,7 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
          tensor_parallel_size: int = 1, block_size: int | None = None,
          disable_hybrid_kv_cache_manager: bool | None = None, max_model_len: int | str | None = None,
          tokens_per_request: int | None = None, shared_prefix_tokens: int | None = None,
-         private_tokens: int | None = None) -> CapacityPlan:
+         private_tokens: int | None = None, vllm_version: str = "0.33.0", enforce_eager: bool = False) -> CapacityPlan:
     """How many requests fit one deployment's KV pool: contiguous, paged, and paged with a shared prefix; the pool
     as a run sizes it, less what vLLM's start-up profile takes (max_num_seqs and the token budget size it)."""
     from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, EngineSettings, _budgets,
@@ -131,11 +131,17 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     w = values["weights_gib"]
     weights = round(w * GIB) if w is not None else math.ceil(arch.weight_bytes / tp)
     utilization = values["gpu_memory_utilization"]
+    check_start_memory(hw.memory_bytes, utilization, "--gpu-memory-utilization")
     # vLLM's budget and async scheduling, as run's defaults; the budget from the model's length, as vLLM takes
     # it before the engine fits `auto` to the pool
     budgets = {k: values[k] for k in ("reserved_memory_gib", "max_num_seqs", "max_num_batched_tokens")}
-    try:
-        defaults = EngineSettings(**{k: v for k, v in budgets.items() if v is not None})
+    if vllm_version not in ("0.33.0", "0.19.0"):
+        raise ConfigError("--vllm-version", f"0.33.0 or 0.19.0, got {vllm_version!r:.40}")
+    if enforce_eager not in (True, False):
+        raise ConfigError("--enforce-eager", f"true or false, got {enforce_eager!r:.40}")
+    try:  # the release's budgets and its start-up profile (0.19 subtracts no CUDA graph estimate; eager: none)
+        defaults = EngineSettings(vllm_defaults=vllm_version, enforce_eager=enforce_eager,
+                                  **{k: v for k, v in budgets.items() if v is not None})
         budget, seqs = _budgets(defaults, hw, max_len)
     except (ConfigError, ValueError) as exc:
         field = getattr(exc, "field", "engine.max_num_seqs").removeprefix("engine.")
@@ -147,6 +153,7 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     try:
         pool = kv_pool_bytes(hw.memory_bytes, utilization, weights, reserved, values["reserved_memory_gib"] is not None)
     except ConfigError as exc:  # the flags given, not the engine setting they stand for
+        exc.message = exc.message.replace("engine.reserved_memory_gib", "reserved_memory_gib")  # said as an argument
         flag = "--reserved-memory-gib" if exc.field == "engine.reserved_memory_gib" and \
             values["reserved_memory_gib"] is not None else "--weights-gib" if w is not None else \
             "--gpu-memory-gib" if gpu_memory_gib is not None else "--gpu-memory-utilization"  # the most specific
@@ -162,6 +169,9 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     inert = [("--gpu", gpu_inert, "--gpu-memory-gib, --weights-gib and --reserved-memory-gib give all it would"),
              ("--quantization", quantization and w is not None,
               "--weights-gib gives the weights (quantization leaves the KV bytes as they are)"),
+             ("--max-num-batched-tokens", max_num_batched_tokens is not None and values["reserved_memory_gib"] is not
+              None and local_attention(arch) is None, "--reserved-memory-gib gives what vLLM's start-up profile "
+                                                     "takes, which it would size"),
              ("--disable-hybrid-kv-cache-manager", disable_hybrid_kv_cache_manager is not None
               and local_attention(arch) is None, "the model has no local-attention layers")]
     warnings = [f"{flag} has no effect: {why}" for flag, unused, why in inert if unused]  # as run says of settings
@@ -193,6 +203,10 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
                       block_size=block_size,
                       max_model_len=max_len, tokens_per_request=tokens,
                       shared_prefix_tokens=shared, private_tokens=private, layout=layout, in_flight_tokens=in_flight)
+    most = max(report.paged_requests, report.shared_prefix_requests or 0)
+    if most > seqs:  # the pool is not the only bound on what runs at once
+        warnings.append(f"vLLM runs at most max_num_seqs={seqs:,} requests at once (--max-num-seqs; vLLM's "
+                        f"default here unless given): the pool's {most:,} is more than run at once")
     if report.usable_blocks < report.max_model_len_blocks:  # as `run` refuses it, in one line
         warnings.append(f"vLLM would not start: the pool's {report.usable_blocks:,} usable blocks cannot hold one "
                         f"request of max_model_len={max_len:,} ({report.max_model_len_blocks:,} blocks); give "

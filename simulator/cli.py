@@ -243,7 +243,8 @@ def cmd_capacity(args) -> int:
     given = {name: getattr(args, name) for name in ARGUMENTS}
     try:
         p = plan(args.model, args.gpu, quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
-                 disable_hybrid_kv_cache_manager=args.disable_hybrid_kv_cache_manager, **given)
+                 disable_hybrid_kv_cache_manager=args.disable_hybrid_kv_cache_manager, vllm_version=args.vllm_version,
+                 enforce_eager=args.enforce_eager, **given)
     except ConfigError as exc:  # the API's argument names, said as this command's flags
         if exc.field not in ARGUMENTS:
             raise
@@ -524,6 +525,10 @@ def _add_capacity(sub) -> None:
                                     "log reports it (default: servesim's estimate, from the two flags below)")
     cap("max_num_seqs", help="as vllm serve's: sizes the sampler warm-up vLLM profiles (default: vLLM's for the GPU)")
     cap("max_num_batched_tokens", help="as vllm serve's: sizes the forward pass vLLM profiles (default: vLLM's)")
+    c.add_argument("--vllm-version", choices=["0.33.0", "0.19.0"], default="0.33.0",
+                   help="the release whose defaults and start-up profile to take (0.19 subtracts no CUDA graph "
+                        "estimate)")
+    c.add_argument("--enforce-eager", action="store_true", help="as vllm serve's: no CUDA graphs, none profiled")
     cap("tensor_parallel_size", "-tp", default=1, help="GPUs sharing the weights and each token's KV heads (vLLM's name)")
     cap("block_size", help="tokens per KV block (default: vLLM's for the model and GPU, 16 but for latent "
                            "attention's backends)")

@@ -22,7 +22,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, Valida
 from servesim.policies.batching import BatchingName
 from servesim.policies.queues import QueueName, VictimName
 from servesim.policies.routing import RouterName
-from servesim.simulator.capacity import kv_pool_bytes, num_blocks
+from servesim.simulator.capacity import check_start_memory, kv_pool_bytes, num_blocks
 from servesim.simulator.start_up_memory import start_up_reserve_bytes
 from servesim.simulator.cost_model import CostModel, Profile, build_cost_model
 from servesim.simulator.errors import ConfigError, first_error
@@ -1042,9 +1042,10 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
                           f"{pools} KV pool(s) of {blocks:,} blocks: more than the {MAX_BLOCKS:,} blocks servesim "
                           f"holds in one run; use a larger block_size, fewer replicas, or num_gpu_blocks_override")
     # vLLM fits `auto` to the pool and refuses to start when one max-length request cannot fit; 0.19 does both
-    # against the memory it profiled, before num_gpu_blocks_override replaces the count (get_kv_cache_configs)
+    # against the memory it sized (profiled, or kv_cache_memory_bytes as given: round 126), before
+    # num_gpu_blocks_override replaces the count (get_kv_cache_configs)
     checked = blocks if not (e.num_gpu_blocks_override and e.is_0_19) else \
-        num_blocks(memory_sized(), layout.page_bytes_per_token, e.block_size)
+        num_blocks(e.kv_cache_memory_bytes or memory_sized(), layout.page_bytes_per_token, e.block_size)
     if not e.is_0_19:  # 0.33 plans against the blocks left beside the null block; 0.19 counts them all
         checked -= 1
     need = layout.max_blocks(max_model_len, tokens, e.block_size)
@@ -1052,8 +1053,8 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
         max_model_len = fit_max_model_len(layout, tokens, e.block_size, checked, max_model_len, "engine.max_model_len")
         need = layout.max_blocks(max_model_len, tokens, e.block_size)
     if checked < need:
-        field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else \
-            "engine.kv_cache_memory_bytes" if e.kv_cache_memory_bytes else "engine.gpu_memory_utilization"
+        field = "engine.kv_cache_memory_bytes" if e.kv_cache_memory_bytes and (e.is_0_19 or not e.num_gpu_blocks_override) \
+            else "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.gpu_memory_utilization"
         counted = "blocks, as vLLM 0.19 counts them" if e.is_0_19 else "usable blocks"
         raise ConfigError(field, f"the KV pool ({max(checked, 0):,} {counted} of {e.block_size} tokens) cannot hold "
                                  f"one request of max_model_len={max_model_len:,} ({need:,} blocks); lower "
@@ -1062,13 +1063,14 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
 
 
 def start_up_reserve(e: EngineSettings, arch: ModelArchitecture, tp: int, ep: int | None, tokens: int, seqs: int,
-                     cuda_graphs: bool) -> int:
+                     cuda_graphs: bool, speculative: bool = False) -> int:
     """Bytes per GPU that vLLM's start-up profile takes besides weights and KV cache: engine.reserved_memory_gib
     as given, else servesim's estimate of the profile (start_up_memory.py)."""
     if e.reserved_memory_gib is not None:
         return math.ceil(e.reserved_memory_gib * GIB)
     return start_up_reserve_bytes(arch, max_num_seqs=seqs, max_num_batched_tokens=tokens, tp=tp,
-                                  expert_parallel=bool(ep), release=e.vllm_defaults, cuda_graphs=cuda_graphs)
+                                  expert_parallel=bool(ep), release=e.vllm_defaults, cuda_graphs=cuda_graphs,
+                                  speculative=speculative)
 
 
 def fit_max_model_len(layout: KVLayout, tokens: int, block_size: int, usable: int, longest: int, field: str) -> int:
@@ -1132,6 +1134,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         e = e.model_copy(update={"block_size": size})
         e.__pydantic_fields_set__.discard("block_size")  # still unset: derived again from this scenario
         scenario = scenario.model_copy(update={"engine": e})
+    check_start_memory(hw.memory_bytes, e.gpu_memory_utilization)
     if not e.num_gpu_blocks_override and not e.kv_cache_memory_bytes and \
             (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
         raise err
@@ -1155,7 +1158,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     sp = scenario.speculative
     decode_query_len = 1 + (sp.num_speculative_tokens if sp.method != "none" else 0)  # tokens a decode schedules
     graph_tokens = largest_cuda_graph(e, hw, seqs, tokens, decode_query_len, arch)
-    reserved = start_up_reserve(e, arch, tp, ep, tokens, seqs, graph_tokens > 0)
+    reserved = start_up_reserve(e, arch, tp, ep, tokens, seqs, graph_tokens > 0, sp.method != "none")
     blocks, pool, max_model_len = _kv_blocks(scenario, arch, hw, layout, tp, ep,
                                              in_flight_tokens(e, tokens, async_scheduling), max_model_len, reserved)
     cost_model = build_cost_model(profile, arch, hw, tp, gpu=h.gpu, cudagraph_max_tokens=graph_tokens, expert_parallel=ep,

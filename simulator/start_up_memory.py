@@ -8,8 +8,10 @@ min(max_num_seqs, max_num_batched_tokens) requests with top-k and top-p on (gpu_
 Leaving this out sized the pool 1 to 7 GiB too large (10% for Llama-3.1-8B on an H100, 22% on the RTX 4090 run).
 
 The warm-up holds whole [requests x vocab] logits tensors at once, which is why max_num_seqs and the vocabulary
-dominate: 16-bit logits, their fp32 copy, then on 0.19's Triton top-k/top-p path the probabilities and the
-exponential noise it samples with (4 fp32 copies in all); on 0.33's FlashInfer path the probabilities only (2.5).
+dominate: 16-bit logits, their fp32 copy, then on the native top-k/top-p path (0.19's; 0.33 warms it after its
+FlashInfer one) the probabilities and the exponential noise it samples with: 4 fp32 copies in all. With a draft
+method the profile then warms the rejection sampler on twice the rows (the target's 16-bit logits, the draft's
+probabilities, the bonus tokens' sampler, the target's fp32 logits and their copy): some 6, counted, not measured.
 The forward pass's largest live set is the gated MLP's (its input, the residual, gate and up, their product). The
 rest is measured, not derived: a workspace left after both (cuBLAS, torch.compile) and the non-torch memory (NCCL,
 custom all-reduce buffers), and 0.33's graph estimate, each the median of public vLLM start-up logs listed in
@@ -24,18 +26,20 @@ import math
 GIB = 2**30
 FP32 = 4  # the sampler upcasts the logits
 ACTIVATION_BYTES = 2  # 16-bit activations, the models servesim runs
-# fp32 [requests x vocab] copies alive at the warm-up's peak, by release (see the module's docstring)
-SAMPLER_COPIES = {"0.19.0": 4.0, "0.33.0": 2.5}
+# fp32 [requests x vocab] copies alive at the warm-up's peak (see the module's docstring)
+SAMPLER_COPIES = 4.0
+SPECULATIVE_COPIES = 6.0
 WORKSPACE_BYTES = round(0.5 * GIB)  # torch peak beyond both terms: median of the logged runs' residuals
 NON_TORCH_BYTES = round(0.13 * GIB)  # one GPU: 0.13 GiB in the logs (0.02 to 0.26)
 NON_TORCH_PER_DOUBLING = round(0.42 * GIB)  # each doubling of tensor parallelism: 0.55 GiB at TP 2, ~1 at TP 4
 CUDA_GRAPH_BYTES = round(0.3 * GIB)  # 0.33's estimate: median of logged ones (0.04 to 0.66 GiB)
 
 
-def sampler_peak_bytes(vocab_size: int, max_num_seqs: int, max_num_batched_tokens: int, release: str) -> int:
-    """The sampler warm-up's peak: its requests' logits in the copies the release's top-k/top-p path holds."""
+def sampler_peak_bytes(vocab_size: int, max_num_seqs: int, max_num_batched_tokens: int, speculative: bool) -> int:
+    """The sampler warm-up's peak: its requests' logits in the copies the top-k/top-p path (and, with a draft
+    method, the rejection sampler) holds."""
     requests = min(max_num_seqs, max_num_batched_tokens)
-    return math.ceil(SAMPLER_COPIES[release] * requests * vocab_size * FP32)
+    return math.ceil((SPECULATIVE_COPIES if speculative else SAMPLER_COPIES) * requests * vocab_size * FP32)
 
 
 def forward_peak_bytes(arch, max_num_batched_tokens: int, tp: int, expert_parallel: bool) -> int:
@@ -58,9 +62,9 @@ def non_torch_bytes(tp: int) -> int:
 
 
 def start_up_reserve_bytes(arch, *, max_num_seqs: int, max_num_batched_tokens: int, tp: int, expert_parallel: bool,
-                           release: str, cuda_graphs: bool) -> int:
+                           release: str, cuda_graphs: bool, speculative: bool = False) -> int:
     """Everything vLLM's profile takes besides weights and KV cache, per GPU (see the module's docstring)."""
-    activation = max(sampler_peak_bytes(arch.vocab_size, max_num_seqs, max_num_batched_tokens, release),
+    activation = max(sampler_peak_bytes(arch.vocab_size, max_num_seqs, max_num_batched_tokens, speculative),
                      forward_peak_bytes(arch, max_num_batched_tokens, tp, expert_parallel)) + WORKSPACE_BYTES
     graphs = CUDA_GRAPH_BYTES if cuda_graphs and release != "0.19.0" else 0
     return activation + non_torch_bytes(tp) + graphs

@@ -157,7 +157,8 @@ def test_the_kv_transfer_counts_in_the_time_to_first_token():
     assert (req.first_token_time - _prefill_token_time(r) >= transfer - 1e-9).all()
     fast = simulate(load(None, DISAGG + ["cluster.replicas=1", "cluster.prefill_replicas=1"])).summary
     assert r.summary["mean_ttft_ms"] > fast["mean_ttft_ms"] + 1e3 * transfer.mean() - 1e-6
-    assert req.max_itl.max() < transfer.min()  # the transfer is not a gap between tokens any more
+    # the transfer is not a gap between tokens any more (a request preempted on the decode pool has its own)
+    assert req[req.num_preemptions == 0].max_itl.max() < transfer.min()
 
 
 def test_a_decode_replica_pulls_only_what_its_own_prefix_cache_lacks():

@@ -9,7 +9,7 @@ import servesim
 from servesim.simulator.config import load
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.model_arch import load_model
-from servesim.simulator.start_up_memory import (GIB, forward_peak_bytes, sampler_peak_bytes,
+from servesim.simulator.start_up_memory import (CUDA_GRAPH_BYTES, GIB, forward_peak_bytes, sampler_peak_bytes,
                                                 start_up_reserve_bytes)
 
 RTX4090 = Path(__file__).parents[2] / "shared/data/serving/llmservingsim-vllm-0.19/RTX4090/Llama-3.1-8B/vllm/meta.json"
@@ -30,13 +30,18 @@ def test_the_pool_a_real_run_recorded_is_estimated_within_two_percent():
 
 
 def test_the_sampler_warm_up_grows_with_sequences_and_vocabulary_up_to_the_budget():
-    """max_num_seqs' logits rows, at most one per budgeted token, in the release's copies: 0.19's Triton top-k/top-p
-    path holds more than 0.33's FlashInfer one."""
-    one = sampler_peak_bytes(128256, 256, 8192, "0.33.0")
-    assert sampler_peak_bytes(128256, 1024, 8192, "0.33.0") == 4 * one
-    assert sampler_peak_bytes(2 * 128256, 256, 8192, "0.33.0") == 2 * one
-    assert sampler_peak_bytes(128256, 1024, 256, "0.33.0") == one  # no more requests than tokens
-    assert sampler_peak_bytes(128256, 256, 8192, "0.19.0") > one
+    """max_num_seqs' logits rows, at most one per budgeted token; a draft method's rejection sampler warm-up holds
+    more (round 126: 0.33 warms the native path after FlashInfer's, so both releases hold its copies)."""
+    one = sampler_peak_bytes(128256, 256, 8192, False)
+    assert sampler_peak_bytes(128256, 1024, 8192, False) == 4 * one
+    assert sampler_peak_bytes(2 * 128256, 256, 8192, False) == 2 * one
+    assert sampler_peak_bytes(128256, 1024, 256, False) == one  # no more requests than tokens
+    assert sampler_peak_bytes(128256, 256, 8192, True) > one
+    base = ["hardware.gpu=h100-sxm", "engine.max_model_len=8192"]
+    assert load(None, base + ["speculative.method=fixed", "speculative.num_speculative_tokens=3"]) \
+        .reserved_memory_bytes > load(None, base).reserved_memory_bytes
+    assert load(None, base).reserved_memory_bytes - load(None, base + ["engine.vllm_defaults=0.19.0"]) \
+        .reserved_memory_bytes == CUDA_GRAPH_BYTES  # 0.33's CUDA graph estimate alone
 
 
 def test_the_forward_pass_is_split_by_tensor_parallelism_and_counts_a_tokens_experts():
@@ -94,3 +99,36 @@ def test_a_budget_whose_profile_leaves_no_memory_is_refused_naming_what_sizes_it
         load(None, ["engine.max_num_batched_tokens=2000000", "engine.max_num_seqs=1024", "engine.max_model_len=8192"])
     with pytest.raises(ConfigError, match="engine.reserved_memory_gib: no memory left"):
         load(None, ["engine.reserved_memory_gib=120", "engine.max_model_len=8192"])
+
+
+def test_round_126_a_share_above_what_is_free_at_start_is_refused():
+    """vLLM's request_memory: 0.999 of an H100 asks for more than is free once the CUDA context is made."""
+    with pytest.raises(ConfigError, match=r"^engine.gpu_memory_utilization: 0.999 of 79.19 GiB is more than is free"):
+        load(None, ["hardware.gpu=h100-sxm", "engine.gpu_memory_utilization=0.999", "engine.max_model_len=8192"])
+    load(None, ["hardware.gpu=h100-sxm", "engine.gpu_memory_utilization=0.99", "engine.max_model_len=8192"])
+    with pytest.raises(ConfigError, match="^gpu_memory_utilization: 0.999 of"):  # the API names its argument
+        servesim.capacity("llama-3.1-8b", "h100-sxm", gpu_memory_utilization=0.999)
+
+
+@pytest.mark.parametrize("release", ["0.33.0", "0.19.0"])
+def test_round_126_capacity_takes_the_release_and_eager_mode_a_run_takes(release):
+    """capacity assumed 0.33 (its CUDA graph estimate) for a 0.19 deployment; a run's pool is its release's."""
+    for eager in (False, True):
+        plan = servesim.capacity("llama-3.1-8b", "h100-sxm", max_model_len=32768, vllm_version=release,
+                                 enforce_eager=eager)
+        rs = load(None, ["hardware.gpu=h100-sxm", "engine.max_model_len=32768", f"engine.vllm_defaults={release}",
+                         f"engine.enforce_eager={str(eager).lower()}"])
+        assert (plan.reserved_bytes, plan.report.num_blocks) == (rs.reserved_memory_bytes, rs.num_gpu_blocks)
+
+
+def test_round_126_capacity_says_what_bounds_it_besides_the_pool(capsys):
+    from servesim.simulator.cli import main
+
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--max-num-seqs", "16"]) == 0
+    assert "vLLM runs at most max_num_seqs=16 requests at once" in capsys.readouterr().err
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--reserved-memory-gib", "1",
+                 "--max-num-batched-tokens", "4096"]) == 0
+    assert "--max-num-batched-tokens has no effect: --reserved-memory-gib gives" in capsys.readouterr().err
+    assert main(["capacity", "--model", "mixtral-8x7b", "--gpu", "h100-sxm"]) == 2  # the weights alone
+    err = capsys.readouterr().err
+    assert "weights 86.99 GiB (--gpu h100-sxm" in err and "start-up profile" not in err

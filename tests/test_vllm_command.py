@@ -1152,7 +1152,8 @@ MULTI = {"kv_connector": "MultiConnector", "kv_role": "kv_both", "kv_connector_e
 
 @pytest.mark.parametrize("kv, says", [
     (None, "the line has no KV connector"),
-    ({"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}, "OffloadingConnector moves no prompt's KV"),
+    ({"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
+      "kv_connector_extra_config": {"cpu_bytes_to_use": 2**30}}, "OffloadingConnector moves no prompt's KV"),
     ({"kv_connector": "NixlConnector", "kv_role": "kv_producer"}, None),
     (MULTI, None)])
 def test_disaggregation_needs_a_connector_that_moves_kv_between_instances(kv, says, tmp_path, capsys):
@@ -1339,7 +1340,7 @@ def test_round_61_long_prefill_threshold_is_checked_before_the_auto_fit(tmp_path
     """vLLM checks long_prefill_token_threshold against max_model_len before fitting `auto` to the pool: a line
     vLLM starts was refused against the fitted length."""
     assert main(["vllm", "--config", "serve", MODEL, "--long-prefill-token-threshold", "5000", "--max-model-len",
-                 "auto", "--gpu-memory-utilization", "0.125", "--", "bench", "serve", "--num-prompts", "5"]) == 0
+                 "auto", "--gpu-memory-utilization", "0.132", "--", "bench", "serve", "--num-prompts", "5"]) == 0
     config = yaml.safe_load(capsys.readouterr().out)
     assert config["engine"]["max_model_len"] < 5000 == config["engine"]["long_prefill_token_threshold"]
 
@@ -2783,7 +2784,8 @@ def test_kv_connector_configs_vllm_cannot_make_are_refused(version, kv, says):
 def test_019_takes_a_registered_connector_before_its_module_path(tmp_path, capsys):
     """r112: 0.19's factory finds a registered name first (0.33 the module path first), so an OffloadingConnector
     given a module path is 0.19's own, which moves no KV between instances."""
-    kv = json.dumps({"kv_connector": "OffloadingConnector", "kv_role": "kv_both", "kv_connector_module_path": "my.mod"})
+    kv = json.dumps({"kv_connector": "OffloadingConnector", "kv_role": "kv_both", "kv_connector_module_path": "my.mod",
+                     "kv_connector_extra_config": {"cpu_bytes_to_use": 2**30}})
     line = ["vllm", "--out", str(tmp_path / "o"), "--config", "--set", "cluster.prefill_replicas=1", "serve", MODEL,
             "--kv-transfer-config", kv, "--", "bench", "serve", "--num-prompts", "5"]
     assert main(["vllm", "--vllm-version", "0.19.0", *line[1:]]) == 2
@@ -3316,3 +3318,32 @@ def test_round_125_one_seed_sends_the_same_requests_at_every_rate_at_vllms_times
     legacy = np.random.RandomState(7)  # as vLLM's client: np.random.seed(seed), then a gamma draw per request
     sent = np.cumsum([legacy.gamma(shape=2.0, scale=1.0 / (5 * 2.0)) for _ in range(10)])
     np.testing.assert_allclose(requests.sort_values("request_id").arrival_time, sent * 2.0 / sent[-1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_round_126_memory_lines_as_vllm_starts_them(version):
+    """r126: --kv-offloading-size 0 and an OffloadingConnector without cpu_bytes_to_use fail vLLM's start-up;
+    --kv-cache-memory-bytes 0 is vLLM's 'not given'; --max-model-len 1 starts but refuses every request."""
+    hma = ["--disable-hybrid-kv-cache-manager"] if version == "0.19.0" else []
+    with pytest.raises(ConfigError, match="--kv-offloading-size: 0: vLLM's CPU offloading then has no bytes"):
+        read([MODEL, "--kv-offloading-size", "0", *hma], [], version=version)
+    read([MODEL, "--kv-offloading-size", "4", *hma], [], version=version)
+    offload = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both"}
+    with pytest.raises(ConfigError, match="OffloadingConnector without kv_connector_extra_config's cpu_bytes_to_use"):
+        read([MODEL, "--kv-transfer-config", json.dumps(offload), *hma], [], version=version)
+    read([MODEL, "--kv-transfer-config", json.dumps(offload | {"kv_connector_extra_config": {
+        "cpu_bytes_to_use": 2**30}}), *hma], [], version=version)
+    assert read([MODEL, "--kv-cache-memory-bytes", "0"], [], version=version).settings == \
+        read([MODEL], [], version=version).settings
+    with pytest.raises(ConfigError, match="--max-model-len: 1: vLLM starts, but refuses every request"):
+        read([MODEL, "--max-model-len", "1"], [], version=version)
+
+
+def test_round_126_0_19_checks_a_given_cache_size_before_the_block_override(capsys):
+    """0.19 checks the longest request against --kv-cache-memory-bytes (what it sized) before the override
+    replaces the count; servesim checked the gpu_memory_utilization pool instead, both ways wrong."""
+    line = ["vllm", "--vllm-version", "0.19.0", "--gpu", "h100-sxm", "--config", "serve", MODEL]
+    assert main(line + ["--kv-cache-memory-bytes", "1G", "--num-gpu-blocks-override", "20000"]) == 2
+    assert "--kv-cache-memory-bytes: the KV pool (512 blocks" in capsys.readouterr().err
+    assert main(line + ["--gpu-memory-utilization", "0.2", "--kv-cache-memory-bytes", "20G",
+                        "--num-gpu-blocks-override", "1000", "--max-model-len", "4096"]) == 0
