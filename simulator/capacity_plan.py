@@ -160,12 +160,16 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
         memory = f"--gpu-memory-gib {gpu_memory_gib:g}" if gpu_memory_gib is not None else f"--gpu {gpu}"
         raise ConfigError(flag, f"{exc.message} ({memory}, --tensor-parallel-size {tp})") from None
     layout = kv_layout(arch, tp, disable_hybrid_kv_cache_manager)
+    old = vllm_version == "0.19.0"
+    # --kv-cache-dtype auto as a run resolves it: a checkpoint's own fp8 KV cache (round 127)
+    kv_dtype = "fp8_e4m3" if kv_cache_dtype == "auto" and arch.kv_cache_dtype == "fp8" else kv_cache_dtype
     # the GPU still picks latent attention's block size and, for local-attention layers, the token budget the
     # start-up bound counts, and its default budgets size vLLM's start-up profile: only where none applies do
     # the three numbers give all it would (round 89)
     gpu_inert = gpu != "generic-80gb" and gpu_memory_gib is not None and w is not None and not quantization and \
-        values["reserved_memory_gib"] is not None and local_attention(arch) is None and (values["block_size"] is not None or attention_block_size(
-            arch, hw, kv_cache_dtype) == attention_block_size(arch, load_hardware("generic-80gb"), kv_cache_dtype))
+        values["reserved_memory_gib"] is not None and local_attention(arch) is None and (
+            values["block_size"] is not None or attention_block_size(arch, hw, kv_dtype, None, old) ==
+            attention_block_size(arch, load_hardware("generic-80gb"), kv_dtype, None, old))
     inert = [("--gpu", gpu_inert, "--gpu-memory-gib, --weights-gib and --reserved-memory-gib give all it would"),
              ("--quantization", quantization and w is not None,
               "--weights-gib gives the weights (quantization leaves the KV bytes as they are)"),
@@ -176,14 +180,15 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
               and local_attention(arch) is None, "the model has no local-attention layers")]
     warnings = [f"{flag} has no effect: {why}" for flag, unused, why in inert if unused]  # as run says of settings
     try:
-        check_attention_backend(arch, hw, kv_cache_dtype)
+        check_attention_backend(arch, hw, kv_dtype, None, old)
     except ConfigError as exc:  # said of the flag given, not the engine setting it stands for
         raise ConfigError("--kv-cache-dtype", exc.message) from None
-    block_size = values["block_size"] or attention_block_size(arch, hw, kv_cache_dtype)
+    block_size = values["block_size"] or attention_block_size(arch, hw, kv_dtype, None, old)
     in_flight = in_flight_tokens(defaults, budget, True)
-    if auto and (usable := num_blocks(pool, layout.page_bytes_per_token, block_size) - 1) < \
-            layout.max_blocks(max_len, in_flight, block_size):  # 0.33 counts the blocks beside the null block
-        max_len = fit_max_model_len(layout, in_flight, block_size, usable, max_len, "--max-model-len")
+    # vLLM's start-up check and auto-fit: 0.33 counts the blocks beside the null block, 0.19 every block (round 127)
+    counted = num_blocks(pool, layout.page_bytes_per_token, block_size) - (0 if old else 1)
+    if auto and counted < layout.max_blocks(max_len, in_flight, block_size):
+        max_len = fit_max_model_len(layout, in_flight, block_size, counted, max_len, "--max-model-len")
     tokens = values["tokens_per_request"]
     if shared is not None and private is not None:  # the same requests, shared or not
         whole = shared + private
@@ -207,8 +212,9 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     if most > seqs:  # the pool is not the only bound on what runs at once
         warnings.append(f"vLLM runs at most max_num_seqs={seqs:,} requests at once (--max-num-seqs; vLLM's "
                         f"default here unless given): the pool's {most:,} is more than run at once")
-    if report.usable_blocks < report.max_model_len_blocks:  # as `run` refuses it, in one line
-        warnings.append(f"vLLM would not start: the pool's {report.usable_blocks:,} usable blocks cannot hold one "
+    if counted < report.max_model_len_blocks:  # as `run` refuses it, in one line
+        warnings.append(f"vLLM would not start: the pool's {counted:,} {'blocks' if old else 'usable blocks'} "
+                        f"cannot hold one "
                         f"request of max_model_len={max_len:,} ({report.max_model_len_blocks:,} blocks); give "
                         f"--max-model-len")
     return CapacityPlan(report, hw.memory_gib, utilization, weights, reserved, tp, layout, warnings)

@@ -105,6 +105,9 @@ class EngineSettings(Settings):
     enable_expert_parallel: bool = Field(
         False, description="MoE: whole experts spread over the tensor_parallel_size x data_parallel_size GPUs, "
                            "instead of every expert split over the TP group")
+    num_redundant_experts: int = Field(0, ge=0, le=MAX_GPUS * 64, description=(
+        "vLLM's EPLB (eplb_config's num_redundant_experts): extra copies of experts spread with the others over "
+        "the expert-parallel GPUs, each a whole expert's weights (their balancing is not modelled)"))
     quantization: Literal["fp8", "modelopt_fp4", "awq", "awq_marlin", "gptq", "gptq_marlin"] | None = Field(
         None, description="fp8: W8A8 with per-tensor scales; modelopt_fp4: NVFP4 W4A4 (Blackwell); awq, gptq (and "
                           "their marlin kernels): 4-bit weights, 16-bit activations. Linear layers only; the KV cache "
@@ -681,16 +684,16 @@ def check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | Non
                       f"(vLLM's Marlin kernels); a {hw.name} has neither ({hint})")
 
 
-def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float, ep: int | None = None
-                ) -> ConfigError | None:
+def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float, ep: int | None = None,
+                redundant: int = 0) -> ConfigError | None:
     """The weights alone must fit each GPU of the TP group; say what would make them fit."""
     usable = hw.memory_bytes * utilization
-    per_gpu = arch.weight_bytes_per_gpu(tp, ep)
+    per_gpu = arch.weight_bytes_per_gpu(tp, ep, redundant)
     if per_gpu < usable:
         return None
     dp = ep // tp if ep else None  # a larger TP keeps the DP degree: EP over t x dp GPUs
-    need = next((t for t in (2, 4, 8, 16, 32, 64) if t > tp and arch.weight_bytes_per_gpu(t, dp and t * dp) < usable),
-                None)
+    need = next((t for t in (2, 4, 8, 16, 32, 64)
+                 if t > tp and arch.weight_bytes_per_gpu(t, dp and t * dp, redundant) < usable), None)
     what = (f"{arch.name} ({arch.dtype}) needs {arch.weight_bytes / GIB:.1f} GiB of weights, {per_gpu / GIB:.1f} GiB "
             f"per GPU at tensor_parallel_size={tp}, more than the {usable / GIB:.1f} GiB usable on a {hw.name} "
             f"(gpu_memory_utilization={utilization})")
@@ -752,11 +755,20 @@ def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int,
             raise ConfigError("engine.enable_expert_parallel", f"{arch.name} is a dense model: it has no experts to "
                                                                f"spread")
         ep = tp * dp
+        if (arch.num_experts + e.num_redundant_experts) % ep:  # vLLM's EPLB spreads them evenly, or does not start
+            if e.num_redundant_experts:
+                raise ConfigError("engine.num_redundant_experts", f"{arch.num_experts} experts + "
+                                                                  f"{e.num_redundant_experts} redundant do not divide "
+                                                                  f"over the {ep} expert-parallel GPUs: vLLM does not "
+                                                                  f"start")
         if arch.num_experts % ep:  # vLLM's determine_expert_map gives the first E % ep ranks one more
             raise ConfigError("engine.enable_expert_parallel", f"{arch.num_experts} experts do not divide over "
                                                                f"tensor_parallel_size x data_parallel_size = {ep} GPUs: "
                                                                f"vLLM splits them unevenly ({-(-arch.num_experts // ep)} "
                                                                f"on the busiest), which servesim does not model")
+    if e.num_redundant_experts and ep is None:
+        raise ConfigError("engine.num_redundant_experts", "needs enable_expert_parallel (vLLM's EPLB spreads experts "
+                                                          "over the expert-parallel GPUs)")
     if e.is_0_19 and arch.weight_block_size and arch.is_moe and ep is None:
         _check_expert_blocks(arch, tp)
     if arch.is_moe and dp > 1 and not e.enable_expert_parallel:
@@ -1013,13 +1025,14 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
 
     def memory_sized() -> int:
         """vLLM's profiled pool: per GPU of the TP group, its share of the weights, its share of every token's KV."""
-        return kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization, math.ceil(arch.weight_bytes_per_gpu(tp, ep)),
+        return kv_pool_bytes(hw.memory_bytes, e.gpu_memory_utilization,
+                             math.ceil(arch.weight_bytes_per_gpu(tp, ep, e.num_redundant_experts)),
                              reserved, e.reserved_memory_gib is not None)
 
     def allocated(field: str, cache: int) -> None:
         """A cache vLLM takes as given (a block count, a byte size): more than the GPU holds beside the weights
         and the profile's activations fails its allocation, as the weights alone failing to fit fail its load."""
-        weights = math.ceil(arch.weight_bytes_per_gpu(tp, ep))
+        weights = math.ceil(arch.weight_bytes_per_gpu(tp, ep, e.num_redundant_experts))
         if weights + reserved + cache > hw.memory_bytes:
             raise ConfigError(field, f"{cache / GIB:.2f} GiB of KV cache beside {weights / GIB:.2f} GiB of weights"
                                      f"{f' and {reserved / GIB:.2f} GiB reserved' if reserved else ''} per GPU is "
@@ -1136,7 +1149,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         scenario = scenario.model_copy(update={"engine": e})
     check_start_memory(hw.memory_bytes, e.gpu_memory_utilization)
     if not e.num_gpu_blocks_override and not e.kv_cache_memory_bytes and \
-            (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep)):
+            (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep, e.num_redundant_experts)):
         raise err
     weight_only = check_formats(arch, hw, e.quantization)
     routing = scenario.moe.routing if arch.is_moe else DEFAULT_ROUTING  # a dense model's: said to have no effect

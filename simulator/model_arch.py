@@ -288,13 +288,15 @@ class ModelArchitecture(Settings):
         return math.ceil((self.linear_params - experts) * WEIGHT_BITS[self.dtype] / 8) + self.expert_weight_bytes + \
             rest * wide
 
-    def weight_bytes_per_gpu(self, tensor_parallel_size: int = 1, expert_parallel: int | None = None) -> float:
+    def weight_bytes_per_gpu(self, tensor_parallel_size: int = 1, expert_parallel: int | None = None,
+                             redundant_experts: int = 0) -> float:
         """One GPU's weights: everything split over the TP group, or with expert parallelism over `expert_parallel`
-        GPUs (TP x DP), whole experts spread over all of them and the rest split over the TP group."""
+        GPUs (TP x DP), whole experts spread over all of them (EPLB's redundant copies too, each a whole expert's
+        weights) and the rest split over the TP group."""
         if not expert_parallel:
             return self.weight_bytes / tensor_parallel_size
-        return (self.weight_bytes - self.expert_weight_bytes) / tensor_parallel_size + \
-            self.expert_weight_bytes / expert_parallel
+        experts = self.expert_weight_bytes * (self.num_experts + redundant_experts) / self.num_experts
+        return (self.weight_bytes - self.expert_weight_bytes) / tensor_parallel_size + experts / expert_parallel
 
     @property
     def expert_weight_bytes(self) -> int:

@@ -570,6 +570,9 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                                                           "enable_per_request_metrics", "disable_log_stats",
                                                           "custom_histogram_buckets", *GRAPH_FLAGS):
             not_modelled[_flag("serve", dest, version)] = value
+    eplb = serve.get("eplb_config") if isinstance(serve.get("eplb_config"), dict) else {}
+    if serve.get("enable_eplb") and eplb.get("num_redundant_experts"):  # their weights; the balancing not modelled
+        settings["engine.num_redundant_experts"] = eplb["num_redundant_experts"]
     flag = _flag("serve", "attention_config", version)
     if "engine.attention_backend" in settings and "attention_backend" not in serve and flag in not_modelled:
         rest = {k: v for k, v in attention.items() if k != "backend"}  # its backend is modelled: not recorded
@@ -624,6 +627,11 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         if slots:
             settings["speculative.drafting_slots_per_seq"] = slots
     _async_scheduling(serve, version, method, spec_config, settings)
+    if version != "0.19.0" and (serve.get("prefill_context_parallel_size") or 1) > 1 and \
+            (v1 := _v1_model_runner(serve, method, spec_config)):  # VllmConfig's V1-runner checks (round 127)
+        raise ConfigError(_flag("serve", "prefill_context_parallel_size", version),
+                          f"beside {v1}, which runs the V1 model runner: it does not support prefill context "
+                          f"parallel (vLLM refuses the line)")
     _routed_experts(serve, arch, version, method, spec_config)
     _startup_checks(serve, version, spec_config)
     _tokenizer_mode(serve.get("tokenizer_mode"), version, _flag("serve", "tokenizer_mode", version))
@@ -2567,6 +2575,14 @@ def _parallel_launch(serve: dict, arch, version: str) -> tuple[int | None, int]:
         if r is not None and (r < 0 and not old or dp > 1 and not 0 <= r < dp):
             refuse(dest, f"{r} outside the ranks 0..{dp - 1} of --data-parallel-size {dp}")
     nnodes, node, inferred, node_first = serve.get("nnodes") or 1, serve.get("node_rank") or 0, "", 0
+    if serve.get("data_parallel_backend") not in (None, "mp", "ray"):  # ParallelConfig's Literal (round 127)
+        refuse("data_parallel_backend", f"{serve['data_parallel_backend']!r} (vLLM takes mp or ray)")
+    if nnodes > 1 and serve.get("distributed_executor_backend") not in (None, "mp", "uni", "external_launcher"):
+        refuse("distributed_executor_backend", f"{serve['distributed_executor_backend']} with --nnodes {nnodes} "
+                                               f"(several nodes need mp, uni or external_launcher)")
+    if nnodes > 1 and node and dp == 1 and not serve.get("headless"):  # a follower node's engine asserts
+        refuse("node_rank", f"{node} of a multi-node model without --headless: that node's engine is a follower, "
+                            f"which vLLM does not serve from (run it --headless)")
     if nnodes > 1:  # a node's ranks follow from its index (the external rank, else this node's local size)
         if (serve.get("data_parallel_backend") or "mp") != "mp":
             refuse("data_parallel_backend", f"{serve['data_parallel_backend']} with --nnodes {nnodes} (several "
@@ -2606,8 +2622,8 @@ def _parallel_launch(serve: dict, arch, version: str) -> tuple[int | None, int]:
         if not serve.get("enable_expert_parallel"):
             refuse("enable_eplb", "without --enable-expert-parallel")
         if tp * dp * pcp <= 1:
-            refuse("enable_eplb", "on one GPU (it needs tensor, " + ("prefill-context or " if not old else "or ") +
-                   "data parallelism)")
+            refuse("enable_eplb", ("without tensor, prefill-context " if not old else "without tensor ") +
+                   "or data parallelism (pipeline stages do not spread experts)")
         ep = tp * dp * pcp_given  # FusedMoE's EP group
         if arch is not None and arch.num_experts and (arch.num_experts + redundant) % ep:  # FusedMoE, at start-up
             raise ConfigError(_flag("serve", "eplb_config" if redundant else "enable_eplb", version),

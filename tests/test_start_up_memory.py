@@ -132,3 +132,31 @@ def test_round_126_capacity_says_what_bounds_it_besides_the_pool(capsys):
     assert main(["capacity", "--model", "mixtral-8x7b", "--gpu", "h100-sxm"]) == 2  # the weights alone
     err = capsys.readouterr().err
     assert "weights 86.99 GiB (--gpu h100-sxm" in err and "start-up profile" not in err
+
+
+@pytest.mark.parametrize("model, gpu, extra, sets", [
+    # 0.19 counts every block (no null block) in its start-up check and auto-fit
+    ("qwen3-32b", "h100-sxm", {"max_model_len": "auto", "vllm_version": "0.19.0"},
+     ["engine.max_model_len=auto", "engine.vllm_defaults=0.19.0"]),
+    # 0.19's backends for gpt-oss's sinks on an A100 take an fp8 KV cache (0.33's do not)
+    ("gpt-oss-120b", "a100-80gb", {"kv_cache_dtype": "fp8", "vllm_version": "0.19.0", "tensor_parallel_size": 2},
+     ["engine.kv_cache_dtype=fp8", "engine.vllm_defaults=0.19.0", "engine.tensor_parallel_size=2"]),
+])
+def test_round_127_capacity_answers_as_a_run_of_the_release_named(model, gpu, extra, sets):
+    plan = servesim.capacity(model, gpu, **extra)
+    rs = load(None, [f"model={model}", f"hardware.gpu={gpu}", "profile=roofline", *sets])
+    assert (plan.report.num_blocks, plan.report.max_model_len) == (rs.num_gpu_blocks, rs.max_model_len)
+    assert not any("would not start" in w for w in plan.warnings)
+
+
+def test_round_127_capacity_takes_a_checkpoints_own_fp8_kv_cache_as_a_run_does(tmp_path):
+    """Latent attention's block size follows the KV dtype: auto is the checkpoint's fp8 (64-token blocks on
+    Hopper), which capacity read as 16-bit."""
+    text = (Path(__file__).parents[1] / "simulator/data/models/deepseek-v3.yaml").read_text()
+    arch = tmp_path / "ds-fp8kv.yaml"
+    arch.write_text(text.replace("name: deepseek-v3", "name: ds-fp8kv") + "\nkv_cache_dtype: fp8\n")
+    plan = servesim.capacity(arch, "h200-sxm", tensor_parallel_size=8, max_model_len=8192)
+    rs = load(None, [f"model={arch}", "hardware.gpu=h200-sxm", "engine.tensor_parallel_size=8",
+                     "engine.max_model_len=8192", "profile=roofline"])
+    assert (plan.report.block_size, plan.report.num_blocks) == (rs.scenario.engine.block_size, rs.num_gpu_blocks) == \
+        (64, rs.num_gpu_blocks)

@@ -2127,7 +2127,7 @@ def test_a_checkpoint_of_a_built_in_shape_keeps_its_own_length(tmp_path):
      "3 must divide --tensor-parallel-size (8)"),  # latent attention too
     ("0.19.0", [MODEL, "-dcp", "0"], "--decode-context-parallel-size", "0: vLLM 0.19.0 refuses it"),
     ("0.19.0", [MOE, "--grpc"], "--grpc", "no vllm bench serve backend reaches"),
-    ("0.19.0", [MOE, "--enable-expert-parallel", "--enable-eplb", "-pcp", "2"], "--enable-eplb", "on one GPU"),
+    ("0.19.0", [MOE, "--enable-expert-parallel", "--enable-eplb", "-pcp", "2"], "--enable-eplb", "without tensor or data parallelism"),
     ("0.33.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--enable-eplb", "--eplb-config",
                 '{"num_redundant_experts": 3}'], "--eplb-config", "128 experts + 3 redundant do not divide over the 2"),
     ("0.33.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--enable-elastic-ep"], "--enable-elastic-ep",
@@ -2139,7 +2139,7 @@ def test_a_checkpoint_of_a_built_in_shape_keeps_its_own_length(tmp_path):
     ("0.33.0", [MOE, "-dp", "2", "--enable-expert-parallel", "--enable-fault-tolerance"], "--enable-fault-tolerance",
      "without external balancing"),
     ("0.33.0", [MOE, "--enable-eplb"], "--enable-eplb", "without --enable-expert-parallel"),
-    ("0.19.0", [MOE, "--enable-expert-parallel", "--enable-eplb"], "--enable-eplb", "on one GPU"),
+    ("0.19.0", [MOE, "--enable-expert-parallel", "--enable-eplb"], "--enable-eplb", "without tensor or data parallelism"),
     ("0.33.0", [MOE, "--eplb-config", '{"num_redundant_experts": 8}'], "--eplb-config", "without --enable-eplb"),
     ("0.33.0", [MOE, "--headless"], "--headless", "starts no API server"),
     ("0.33.0", [MOE, "--api-server-count", "0"], "--api-server-count", "starts no API server"),
@@ -3347,3 +3347,34 @@ def test_round_126_0_19_checks_a_given_cache_size_before_the_block_override(caps
     assert "--kv-cache-memory-bytes: the KV pool (512 blocks" in capsys.readouterr().err
     assert main(line + ["--gpu-memory-utilization", "0.2", "--kv-cache-memory-bytes", "20G",
                         "--num-gpu-blocks-override", "1000", "--max-model-len", "4096"]) == 0
+
+
+def test_round_127_eplbs_redundant_experts_take_memory(capsys):
+    """Each redundant expert is a whole expert's weights on some GPU; the pool ignored them (DeepSeek-V3 on 8 x H200:
+    256 of them need 170 GiB a GPU, and ran)."""
+    blocks = []
+    for n in (0, 32):
+        assert main(["vllm", "--gpu", "h200-sxm", "--config", "serve", "deepseek-ai/DeepSeek-V3", "-dp", "8",
+                     "--enable-expert-parallel", "--enable-eplb", "--eplb-config",
+                     json.dumps({"num_redundant_experts": n}), "--", "bench", "serve", "--num-prompts", "5"]) == 0
+        blocks.append(yaml.safe_load(capsys.readouterr().out)["resolved"]["num_gpu_blocks"])
+    assert blocks[1] < 0.8 * blocks[0]
+    assert main(["vllm", "--gpu", "h200-sxm", "--config", "serve", "deepseek-ai/DeepSeek-V3", "-dp", "8",
+                 "--enable-expert-parallel", "--enable-eplb", "--eplb-config", '{"num_redundant_experts": 256}']) == 2
+    assert "169.9 GiB per GPU" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="engine.num_redundant_experts: needs enable_expert_parallel"):
+        load(None, ["model=qwen3-30b-a3b", "engine.num_redundant_experts=8"])
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_round_127_parallel_launch_lines_vllm_refuses(version):
+    for flags, says in [(["--data-parallel-backend", "foo"], "'foo' (vLLM takes mp or ray)"),
+                        (["-tp", "2", "--nnodes", "2", "--distributed-executor-backend", "ray"],
+                         "--distributed-executor-backend: ray with --nnodes 2"),
+                        (["-tp", "4", "--nnodes", "2", "--node-rank", "1"], "that node's engine is a follower")]:
+        with pytest.raises(ConfigError, match=re.escape(says)):
+            read([MODEL, *flags], [], version=version)
+    read([MODEL, "-tp", "4", "--nnodes", "2", "--node-rank", "0"], [], version=version)
+    if version == "0.33.0":  # the V1 model runner's refusal
+        with pytest.raises(ConfigError, match="--prefill-context-parallel-size: beside suffix speculative decoding"):
+            read([MODEL, "-pcp", "2", "--speculative-config", '{"method": "suffix", "num_speculative_tokens": 3}'], [])
