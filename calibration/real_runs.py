@@ -533,6 +533,9 @@ def _read_bench(path: Path) -> RealRun:
     errors = data.get("errors", [""] * n)
     if not isinstance(errors, list) or len(errors) != n:
         _fail(path, "errors", f"must be a list with one entry per request ({n})")
+    latencies = data.get("latencies")  # 0.33 keeps them: a first token after the request ended contradicts itself
+    if latencies is not None and (not isinstance(latencies, list) or len(latencies) != n):
+        _fail(path, "latencies", f"must be a list with one entry per request ({n})")
     rows = []
     for i in range(n):
         if errors[i]:
@@ -543,6 +546,10 @@ def _read_bench(path: Path) -> RealRun:
         n_out = int(_number(path, where, rec, "output_lens", integer=True, minimum=1))
         ttft = _number(path, where, rec, "ttfts", minimum=0)
         start = _number(path, where, rec, "start_times")
+        if latencies is not None:  # round 127: a TTFT past the request's own latency was taken
+            latency = _number(path, where, {"latencies": latencies[i]}, "latencies", minimum=0)
+            if ttft > latency + 1e-6:
+                _fail(path, where, f"ttfts {ttft:g} s is after the request's own latency {latency:g} s")
         itl = data["itls"][i]
         if not isinstance(itl, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                 and math.isfinite(x) and x >= 0 for x in itl):

@@ -173,6 +173,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     inert = [("--gpu", gpu_inert, "--gpu-memory-gib, --weights-gib and --reserved-memory-gib give all it would"),
              ("--quantization", quantization and w is not None,
               "--weights-gib gives the weights (quantization leaves the KV bytes as they are)"),
+             ("--enforce-eager", enforce_eager and values["reserved_memory_gib"] is not None,
+              "--reserved-memory-gib gives what vLLM's start-up profile takes, its CUDA graphs' share too"),
              ("--max-num-batched-tokens", max_num_batched_tokens is not None and values["reserved_memory_gib"] is not
               None and local_attention(arch) is None, "--reserved-memory-gib gives what vLLM's start-up profile "
                                                      "takes, which it would size"),

@@ -977,3 +977,20 @@ def test_a_timeline_damaged_in_every_row_is_said_and_left_out(tmp_path):
                                                  "nan,1,1,1,1,1\n")
     real = read_run(run)
     assert real.timeseries is None and any("has no row with a time (t) a run has" in w for w in real.warnings)
+
+
+def test_round_127_a_first_token_after_the_requests_own_latency_is_refused(tmp_path):
+    """0.33's result file keeps each request's latency; a TTFT past it was taken, and E2EL rebuilt from TTFT plus
+    the gaps (a p99 of 1,243 ms where no recorded latency passed 514)."""
+    _, result = _simulated()
+    path = write_bench(result, tmp_path / "bench.json")
+    data = json.loads(path.read_text())
+    if "latencies" not in data:  # the writer's release keeps none: give them as 0.33's client records them
+        data["latencies"] = [t + sum(g) for t, g in zip(data["ttfts"], data["itls"])]
+    read_run_ok = tmp_path / "ok.json"
+    read_run_ok.write_text(json.dumps(data))
+    read_run(read_run_ok)
+    data["ttfts"][2] = data["latencies"][2] + 0.5
+    path.write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=r"request 2: ttfts .* s is after the request's own latency"):
+        read_run(path)

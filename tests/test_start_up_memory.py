@@ -129,6 +129,8 @@ def test_round_126_capacity_says_what_bounds_it_besides_the_pool(capsys):
     assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h200-sxm", "--reserved-memory-gib", "1",
                  "--max-num-batched-tokens", "4096"]) == 0
     assert "--max-num-batched-tokens has no effect: --reserved-memory-gib gives" in capsys.readouterr().err
+    assert main(["capacity", "--model", "llama-3.1-8b", "--reserved-memory-gib", "1", "--enforce-eager"]) == 0
+    assert "--enforce-eager has no effect: --reserved-memory-gib gives" in capsys.readouterr().err
     assert main(["capacity", "--model", "mixtral-8x7b", "--gpu", "h100-sxm"]) == 2  # the weights alone
     err = capsys.readouterr().err
     assert "weights 86.99 GiB (--gpu h100-sxm" in err and "start-up profile" not in err
