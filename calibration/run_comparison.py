@@ -18,7 +18,7 @@ import yaml
 
 from servesim.calibration.real_runs import RealRun, attach_prefixes, check_lengths, read_run, request_summary
 from servesim.simulator.errors import ConfigError
-from servesim.simulator.files import add_written
+from servesim.simulator.files import plot_file, replace_written
 
 # prefill = TTFT - queue time: first scheduled to first token, the prompt's service time without the wait
 METRICS = [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL"), ("queue_time", "queue"),
@@ -462,5 +462,5 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
               "mean_abs_error": _finite_or_none(mean_abs_error(table)), "plots": [p.name for p in plots]}
     (out / "summary.json").write_text(json.dumps(report, indent=2) + "\n")
     write_command(out, command)
-    add_written(out, ["table.csv", "summary.json", "command.txt"])
+    replace_written(out, ["table.csv", "summary.json", "command.txt", *(p.name for p in plots)], plot_file)
     return table, report

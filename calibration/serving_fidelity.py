@@ -20,6 +20,7 @@ import pandas as pd
 from servesim.calibration.real_runs import RealRun, read_run, request_summary
 from servesim.calibration.run_comparison import comparison_table, mean_abs_error, plot_comparison, simulate_run
 from servesim.simulator.errors import ConfigError
+from servesim.simulator.files import plot_file, replace_written
 
 # the runs' folder names -> servesim's built-in GPUs
 GPUS = {"RTX4090": "rtx-4090", "RTXPRO6000": "rtx-pro-6000"}
@@ -149,4 +150,6 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
     (out / "summary.json").write_text(json.dumps({"source": str(root), "runs": report}, indent=2))
     write_bands(out / "bands.yaml", error_bands(table, report), str(root))  # each kind's known error
     write_command(out, command)
+    replace_written(out, ["table.csv", "summary.json", "bands.yaml", "command.txt",  # an earlier run's plots: gone
+                          *(name for r in report for name in r["plots"])], plot_file)
     return table, report

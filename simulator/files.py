@@ -333,6 +333,24 @@ def add_written(folder: Path, names) -> None:
     record_written(folder, written_before(folder) | set(names))
 
 
+def replace_written(folder: Path, names, owned) -> list[str]:
+    """A command rerun into its folder: the files its earlier run listed and `owned(name)` calls its own (its plots,
+    one per run or candidate) that this run did not write are removed, as `run` removes its own; then the manifest
+    lists what it wrote. A stale plot beside a new table read as this run's (round 127). Returns those removed."""
+    folder, names = Path(folder), set(names)
+    before = written_before(folder)
+    stale = sorted(n for n in before - names if owned(n) and ((folder / n).is_file() or (folder / n).is_symlink()))
+    for name in stale:
+        (folder / name).unlink()
+    record_written(folder, (before - set(stale)) | names)
+    return stale
+
+
+def plot_file(name: str) -> bool:
+    """The figures compare and validate serving draw, one set per run."""
+    return name.endswith((".png", ".svg")) and name.startswith(("cdf-", "timeline-"))
+
+
 def refuse_run_file(path: Path, field: str) -> None:
     """A file another command writes (a workload, a profile, a plot): not one a run's manifest lists, nor the
     manifest, which a later run into that folder reads to know the earlier run's files."""

@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from servesim.simulator.errors import ConfigError
-from servesim.simulator.files import add_written
+from servesim.simulator.files import add_written, replace_written
 
 
 MAX_PRICE = 1e6  # $ per GPU-hour: past any real price, and far from where a fleet's cost overflows
@@ -629,4 +629,5 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
         from servesim.simulator.plots import recommendation
 
         files += [p.name for p in recommendation(table, out / "plot-recommend", slos, load_text)]
+    replace_written(out, files, lambda name: name.startswith("plot-recommend."))  # an earlier run's plot: not this
     return table, report, files

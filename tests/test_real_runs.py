@@ -994,3 +994,22 @@ def test_round_127_a_first_token_after_the_requests_own_latency_is_refused(tmp_p
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match=r"request 2: ttfts .* s is after the request's own latency"):
         read_run(path)
+
+
+def test_round_127_a_rerun_into_the_same_folder_removes_its_earlier_plots_only(tmp_path, capsys):
+    """compare (and validate serving, recommend) left an earlier run's plots beside the new tables; as `run`
+    does, what the earlier run listed and this one did not write is removed, a file of the user's is kept."""
+    from servesim.simulator.files import written_before
+
+    _, result = _simulated()
+    real = write_bench(result, tmp_path / "bench.json")
+    out = tmp_path / "cmp"
+    args = ["compare", str(real), "--out", str(out)] + sum((["--set", s] for s in DEPLOY), [])
+    assert main(args) == 0
+    assert {"cdf-comparison.png", "table.csv", "summary.json"} <= written_before(out)
+    (out / "timeline-comparison.png").write_bytes(b"an earlier run's")  # as a run with a timeline wrote it
+    (out / ".servesim-files").write_text((out / ".servesim-files").read_text() + "timeline-comparison.png\n")
+    (out / "timeline-mine.png").write_bytes(b"the user's")
+    assert main(args) == 0
+    assert not (out / "timeline-comparison.png").exists() and (out / "cdf-comparison.png").is_file()
+    assert (out / "timeline-mine.png").read_bytes() == b"the user's"
