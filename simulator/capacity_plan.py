@@ -103,7 +103,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     as a run sizes it, less what vLLM's start-up profile takes (max_num_seqs and the token budget size it)."""
     from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, EngineSettings, _budgets,
                                   in_flight_tokens, attention_block_size, check_attention_backend, check_formats,
-                                  check_max_model_len, check_tensor_parallel, fit_max_model_len, largest_cuda_graph,
+                                  check_max_model_len, check_tensor_parallel, check_xpu_block_size,
+                                  fit_max_model_len, largest_cuda_graph,
                                   start_up_reserve, with_formats)
     from servesim.simulator.hardware import load_hardware
     from servesim.simulator.hybrid_kv import kv_layout
@@ -185,6 +186,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
         check_attention_backend(arch, hw, kv_dtype, None, old)
     except ConfigError as exc:  # said of the flag given, not the engine setting it stands for
         raise ConfigError("--kv-cache-dtype", exc.message) from None
+    if values["block_size"] is not None:
+        check_xpu_block_size(hw, values["block_size"], old, None, "--block-size")
     block_size = values["block_size"] or attention_block_size(arch, hw, kv_dtype, None, old)
     in_flight = in_flight_tokens(defaults, budget, True)
     # vLLM's start-up check and auto-fit: 0.33 counts the blocks beside the null block, 0.19 every block (round 127)

@@ -868,6 +868,15 @@ def backend_takes_block(backend: str, hw: Hardware, size: int) -> bool:
     return any(size % k == 0 for k in _kernel_blocks(backend, hw))
 
 
+def check_xpu_block_size(hw: Hardware, block_size: int, is_0_19: bool, backend: str | None = None,
+                         field: str = "engine.block_size") -> None:
+    """A block size given for Intel's XPU: 0.33's FlashAttention there takes multiples of 64 only (a run and
+    capacity refuse it alike, round 127)."""
+    if hw.platform == "xpu" and not is_0_19 and block_size % 64 and backend in (None, "FLASH_ATTN"):
+        raise ConfigError(field, f"{block_size}: vLLM 0.33's FlashAttention on Intel's XPU takes multiples of 64 "
+                                 f"only (no common block size: it does not start)")
+
+
 def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str, backend: str | None = None,
                          is_0_19: bool = False) -> int:
     """The KV block size vLLM settles on when --block-size is not given (Platform.update_block_size_for_backend):
@@ -1138,10 +1147,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                                                                                   e.block_size):
         raise ConfigError("engine.block_size", f"{e.block_size}: the attention backend {e.attention_backend} does "
                                                f"not take it (block_size not supported), so vLLM does not start")
-    if not derived_block_size and hw.platform == "xpu" and not e.is_0_19 and e.block_size % 64 and \
-            e.attention_backend in (None, "FLASH_ATTN"):
-        raise ConfigError("engine.block_size", f"{e.block_size}: vLLM 0.33's FlashAttention on Intel's XPU takes "
-                                               f"multiples of 64 only (no common block size: it does not start)")
+    if not derived_block_size:
+        check_xpu_block_size(hw, e.block_size, e.is_0_19, e.attention_backend)
     size = attention_block_size(arch, hw, kv_dtype, e.attention_backend, e.is_0_19)
     if derived_block_size and size != e.block_size:
         e = e.model_copy(update={"block_size": size})

@@ -162,3 +162,11 @@ def test_round_127_capacity_takes_a_checkpoints_own_fp8_kv_cache_as_a_run_does(t
                      "engine.max_model_len=8192", "profile=roofline"])
     assert (plan.report.block_size, plan.report.num_blocks) == (rs.scenario.engine.block_size, rs.num_gpu_blocks) == \
         (64, rs.num_gpu_blocks)
+
+
+def test_round_127_capacity_refuses_a_block_size_a_run_refuses_on_intels_xpu():
+    with pytest.raises(ConfigError, match=r"^block_size: 16: vLLM 0.33's FlashAttention on Intel's XPU"):
+        servesim.capacity("llama-3.1-8b", "b60", block_size=16)
+    with pytest.raises(ConfigError, match=r"^engine.block_size: 16: vLLM 0.33's FlashAttention on Intel's XPU"):
+        load(None, ["hardware.gpu=b60", "engine.block_size=16", "engine.max_model_len=8192"])
+    assert servesim.capacity("llama-3.1-8b", "b60", block_size=16, vllm_version="0.19.0").report.block_size == 16
