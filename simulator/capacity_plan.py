@@ -104,7 +104,7 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, EngineSettings, _budgets,
                                   in_flight_tokens, attention_block_size, check_attention_backend, check_formats,
                                   check_max_model_len, check_tensor_parallel, check_xpu_block_size,
-                                  fit_max_model_len, largest_cuda_graph,
+                                  fit_max_model_len, largest_cuda_graph, resolved_kv_cache_dtype,
                                   start_up_reserve, with_formats)
     from servesim.simulator.hardware import load_hardware
     from servesim.simulator.hybrid_kv import kv_layout
@@ -136,8 +136,10 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     # vLLM's budget and async scheduling, as run's defaults; the budget from the model's length, as vLLM takes
     # it before the engine fits `auto` to the pool
     budgets = {k: values[k] for k in ("reserved_memory_gib", "max_num_seqs", "max_num_batched_tokens")}
-    if vllm_version not in ("0.33.0", "0.19.0"):
-        raise ConfigError("--vllm-version", f"0.33.0 or 0.19.0, got {vllm_version!r:.40}")
+    from servesim.simulator.vllm_command import VLLM_VERSIONS
+
+    if vllm_version not in VLLM_VERSIONS:
+        raise ConfigError("--vllm-version", f"one of {', '.join(VLLM_VERSIONS)}, got {vllm_version!r:.40}")
     if enforce_eager not in (True, False):
         raise ConfigError("--enforce-eager", f"true or false, got {enforce_eager!r:.40}")
     try:  # the release's budgets and its start-up profile (0.19 subtracts no CUDA graph estimate; eager: none)
@@ -162,8 +164,7 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
         raise ConfigError(flag, f"{exc.message} ({memory}, --tensor-parallel-size {tp})") from None
     layout = kv_layout(arch, tp, disable_hybrid_kv_cache_manager)
     old = vllm_version == "0.19.0"
-    # --kv-cache-dtype auto as a run resolves it: a checkpoint's own fp8 KV cache (round 127)
-    kv_dtype = "fp8_e4m3" if kv_cache_dtype == "auto" and arch.kv_cache_dtype == "fp8" else kv_cache_dtype
+    kv_dtype = resolved_kv_cache_dtype(arch, kv_cache_dtype)  # as a run resolves auto (round 127)
     # the GPU still picks latent attention's block size and, for local-attention layers, the token budget the
     # start-up bound counts, and its default budgets size vLLM's start-up profile: only where none applies do
     # the three numbers give all it would (round 89)

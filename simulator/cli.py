@@ -525,7 +525,9 @@ def _add_capacity(sub) -> None:
                                     "log reports it (default: servesim's estimate, from the two flags below)")
     cap("max_num_seqs", help="as vllm serve's: sizes the sampler warm-up vLLM profiles (default: vLLM's for the GPU)")
     cap("max_num_batched_tokens", help="as vllm serve's: sizes the forward pass vLLM profiles (default: vLLM's)")
-    c.add_argument("--vllm-version", choices=["0.33.0", "0.19.0"], default="0.33.0",
+    from servesim.simulator.vllm_command import VLLM_VERSION, VLLM_VERSIONS
+
+    c.add_argument("--vllm-version", choices=VLLM_VERSIONS, default=VLLM_VERSION,
                    help="the release whose defaults and start-up profile to take (0.19 subtracts no CUDA graph "
                         "estimate)")
     c.add_argument("--enforce-eager", action="store_true", help="as vllm serve's: no CUDA graphs, none profiled")

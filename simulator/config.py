@@ -868,6 +868,11 @@ def backend_takes_block(backend: str, hw: Hardware, size: int) -> bool:
     return any(size % k == 0 for k in _kernel_blocks(backend, hw))
 
 
+def resolved_kv_cache_dtype(arch: ModelArchitecture, kv_cache_dtype: str) -> str:
+    """--kv-cache-dtype auto as vLLM resolves it: a checkpoint's own fp8 KV cache (ModelOpt's kv_cache_quant_algo)."""
+    return "fp8_e4m3" if kv_cache_dtype == "auto" and arch.kv_cache_dtype == "fp8" else kv_cache_dtype
+
+
 def check_xpu_block_size(hw: Hardware, block_size: int, is_0_19: bool, backend: str | None = None,
                          field: str = "engine.block_size") -> None:
     """A block size given for Intel's XPU: 0.33's FlashAttention there takes multiples of 64 only (a run and
@@ -1139,8 +1144,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                        host_link_gbps=h.host_link_gbps,
                        gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
     _check_kernel_tables(h.kernel_tables)
-    # --kv-cache-dtype auto as vLLM resolves it: a checkpoint's own fp8 KV cache (ModelOpt's kv_cache_quant_algo)
-    kv_dtype = "fp8_e4m3" if e.kv_cache_dtype == "auto" and arch.kv_cache_dtype == "fp8" else e.kv_cache_dtype
+    kv_dtype = resolved_kv_cache_dtype(arch, e.kv_cache_dtype)
     check_attention_backend(arch, hw, kv_dtype, e.attention_backend, e.is_0_19)
     derived_block_size = "block_size" not in e.model_fields_set
     if not derived_block_size and e.attention_backend and not backend_takes_block(e.attention_backend, hw,

@@ -2220,19 +2220,30 @@ def _is_float(text: str) -> bool:
     return True
 
 
+UNREADABLE = object()  # a --random-range-ratio text that is neither a number nor JSON
+
+
+def _ratio_value(value):
+    """--random-range-ratio as vLLM 0.33's _parse_range_ratio reads its text: a number, else JSON (UNREADABLE
+    where neither); 0.19's float flag gives a number already."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return json.loads(value)
+    except JSON_ERRORS:
+        return UNREADABLE
+
+
 def _range_ratios(value, version: str = VLLM_VERSION) -> tuple[float, float]:
     """--random-range-ratio: a number (0.19's float; 0.33 takes its text too), or 0.33's JSON (an object with the
     input's and the output's ratio apart), each ratio read by Python's float() as vLLM reads it ("0.3" and false
     are ratios too) and held to [0, 1)."""
     given = value
-    if isinstance(value, str):
-        try:
-            value = float(value)
-        except ValueError:
-            try:
-                value = json.loads(value)
-            except JSON_ERRORS:
-                value = None
+    value = _ratio_value(value)
     pair = (value.get("input"), value.get("output")) if isinstance(value, dict) else (value, value)
     try:
         ratios = [float(r) if isinstance(r, (int, float, str)) else math.nan for r in pair]
@@ -2256,12 +2267,10 @@ def _lengths(bench: dict, name: str, version: str) -> dict:
                 raise ConfigError(_flag("bench_serve", dest, version), f"must be >= {least}, got {bench[dest]}")
         if version != "0.19.0" and "random_range_ratio" in bench:  # 0.33 reads the ratio for every dataset
             given = bench["random_range_ratio"]
-            try:
-                float(given) if not isinstance(given, str) else (float(given) if _is_float(given) else json.loads(given))
-            except (ValueError, TypeError, *JSON_ERRORS):
+            if _ratio_value(given) is UNREADABLE:
                 raise ConfigError("vllm bench serve --random-range-ratio", f"{given!r:.80}: vLLM 0.33 reads it (a "
                                                                            f"number, or JSON) for every dataset and "
-                                                                           f"stops before its first request") from None
+                                                                           f"stops before its first request")
     if name == "random":
         in_ratio, out_ratio = _range_ratios(bench.get("random_range_ratio", 0.0), version)
         inp = max(0, bench.get("input_len", bench.get("random_input_len", 1024)))
