@@ -38,7 +38,7 @@ class KVHandOff:
         req.prefill_replica = req.replica
 
         def arrive():
-            decode = min(self.replicas[self.first_decode:], key=lambda r: (r.unfinished, r.index))
+            decode = self.next_decode()
             if why := decode.queue_limit_error():  # its prompt counts here too: this replica has no token of it yet
                 req.status, req.reject_reason, req.replica = REJECTED, why, decode.index
                 self.front_end.finished(req, t, completed=False)
@@ -46,6 +46,10 @@ class KVHandOff:
             req.remote_kv, req.num_computed_tokens, req.status = PULL, 0, WAITING
             decode.add_request(req)
         self.front_end.deliver_at(t, arrive)
+
+    def next_decode(self):
+        """The decode replica the proxy sends a computed prompt to now: the least loaded."""
+        return min(self.replicas[self.first_decode:], key=lambda r: (r.unfinished, r.index))
 
     def pull(self, req: Request, tokens: int, now: float) -> None:
         """A decode replica holds blocks for req's prompt from `now`: the KV of its last `tokens` crosses the link

@@ -7,6 +7,7 @@ a run of uninterrupted decode steps is advanced at once (simulator/decode_runs.p
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -51,11 +52,14 @@ class Replica:
                                f"for ever; give more blocks or lower max_model_len")
         held = sum(len(r.blocks) for r in waiting)
         if held:  # disaggregation: the head waits for blocks that pulled requests behind it hold, waiting for a seat
+            why = ("servesim's static batching (policies.batching) lets them join only the next batch, which the head "
+                   "cannot start; give more blocks or policies.batching=continuous") if self._static else \
+                "vLLM's decode instance would wait for ever (head of line); give more blocks or a larger " \
+                "engine.max_num_seqs"
             return ConfigError(self._pool_field,
                                f"decode replica {self.index}: the request at the head of its queue needs KV blocks "
                                f"that {held:,} blocks of pulled prompts waiting behind it hold, and nothing runs to "
-                               f"free any: vLLM's decode instance would wait for ever (head of line); give more "
-                               f"blocks or a larger engine.max_num_seqs")
+                               f"free any: {why}")
         return RuntimeError(f"replica {self.index}: nothing schedulable with {len(waiting)} waiting")
 
     def __init__(self, env: SimClock, index: int, rs: ResolvedScenario, front_end: FrontEnd,
@@ -64,6 +68,7 @@ class Replica:
         # what sized the pool against the longest request, for the one line a request too large for it gets (0.19
         # fits max_model_len against the blocks with the null one, which no request can hold)
         self._pool_field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.max_model_len"
+        self._static = rs.scenario.policies.batching == "static"  # servesim's: a stall is then the policy's
         self.env = env
         self.index = index
         layout = rs.kv_layout
@@ -144,10 +149,18 @@ class Replica:
         if self.ttft_slo_s is not None:  # essay 003: refuse work that cannot start within its SLO
             sched = self.scheduler
             slo = self.ttft_slo_s.get(req.spec.slo_class, self.ttft_slo_default)
-            if slo is not None and predicted_queue_wait(sched, req.prompt_tokens, self.prefill_tokens_per_s,
-                                                        self.env.now) > slo:
+            if slo is not None and self._predicted_first_token_wait(sched, req) > slo:
                 return "predicted_ttft_over_slo"
         return None
+
+    def _predicted_first_token_wait(self, sched, req: Request) -> float:
+        """Its queue here and, on a prefill replica, the queue of the decode replica the proxy would send it to,
+        which TTFT includes (r128: judged on the prefill queue alone, 180 of 196 admitted missed their target).
+        The decode side computes no prompt (its last token again): only its admission rate counts there."""
+        wait = predicted_queue_wait(sched, req.prompt_tokens, self.prefill_tokens_per_s, self.env.now)
+        if self.hand_off is not None:
+            wait += predicted_queue_wait(self.hand_off.next_decode().scheduler, 0, math.inf, self.env.now)
+        return wait
 
     # -- what routers see ----------------------------------------------------
     @property
@@ -279,6 +292,32 @@ def _max_tokens_sent(workload, engine) -> dict:
             "sends_output_len": bool(getattr(workload, "request_max_tokens", False))}
 
 
+def _oracle_note(scenario, front_replicas: int) -> Callable[[RequestSpec], None] | None:
+    """SJF, an output reservation and the predicted-completion router read a request's max_tokens in advance;
+    one that sends none gives them its true output length, which no real scheduler knows: said (at the first
+    such request) rather than left for the result to pass as a policy's (r128: reserve=max_tokens, 0 preemptions)."""
+    p, w = scenario.policies, scenario.workload
+    if getattr(w, "request_max_tokens", False):  # every request sends its output length, as vllm bench serve's
+        return None
+    readers = [name for name, reads in (
+        ("policies.queue=sjf", p.queue == "sjf"),
+        (f"policies.admission.reserve={p.admission.reserve}" + (" (until its class has finished requests)"
+                                                                 if p.admission.reserve == "quantile" else ""),
+         p.admission.reserve != "prompt"),
+        ("cluster.router=predicted_completion", scenario.cluster.router == "predicted_completion"
+         and front_replicas > 1)) if reads]
+    if not readers:
+        return None
+    how = "workload.request_max_tokens sends each output length, as vllm bench serve does" + \
+        (", or a trace row's max_tokens" if w.type == "trace" else "")
+
+    def note(spec: RequestSpec) -> None:
+        say_once([f"servesim: warning: {' and '.join(readers)} read{'s' if len(readers) == 1 else ''} a request's "
+                  f"max_tokens in advance, and request {spec.request_id} sends none: its true output length is read "
+                  f"instead, which no real scheduler knows (an oracle; {how})"])
+    return note
+
+
 def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None = None,
           executor=None, keep_requests: bool = False, release_source: bool | None = None) -> Simulation:
     """specs: the scenario's workload when None; else a list of requests or any RequestSource.
@@ -301,7 +340,8 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     front = c.prefill_replicas or engines  # the replicas new requests are routed to
     route = _router(c, dp, front, rs.scenario.seed, rs.scenario.engine.is_0_19, replicas)
     front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[route(req)],
-                         keep_requests, release_source, **_max_tokens_sent(rs.scenario.workload, rs.scenario.engine))
+                         keep_requests, release_source, **_max_tokens_sent(rs.scenario.workload, rs.scenario.engine),
+                         without_max_tokens=_oracle_note(rs.scenario, front))
     if executor is not None and (engines > 1 or c.prefill_replicas):
         raise ConfigError("cluster.replicas", "a measured replay runs one replica")
     if c.prefill_replicas:

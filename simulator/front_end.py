@@ -38,13 +38,15 @@ class FrontEnd:
     """
 
     def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, route, keep_requests: bool = False,
-                 release_source: bool = False, past_context: str = "refuse", sends_output_len: bool = False):
+                 release_source: bool = False, past_context: str = "refuse", sends_output_len: bool = False,
+                 without_max_tokens=None):
         """keep_requests: keep every Request object (`requests`), for inspection; otherwise each is let go of once
         its row is written (`log`). release_source: the source is this run's own, and may let go of its requests
         (a source given by the caller may be given to another run). past_context: how the API server checks the
         max_tokens a request sends against max_model_len ("refuse": past it with the prompt, 400; "lower": only
         above it alone, else lowered to fit). A request sends its own max_tokens, and with sends_output_len one
-        without any sends its output length (vllm bench serve's client)."""
+        without any sends its output length (vllm bench serve's client). without_max_tokens: called with the
+        first request that sends no max_tokens (a policy that reads it in advance says so)."""
         self.env = env
         self.route = route  # request -> the replica it goes to
         self.source = source
@@ -58,6 +60,7 @@ class FrontEnd:
         self.max_model_len = max_model_len
         self.past_context = past_context
         self.sends_output_len = sends_output_len
+        self._without_max_tokens = without_max_tokens
         self._initial = len(self.specs)
         self._static_next = self.specs[0].arrival_time if self._initial else math.inf
         self._pending: list[float] = []  # arrival times of scheduled follow-ups (a heap)
@@ -97,6 +100,9 @@ class FrontEnd:
 
     def _arrive(self, spec: RequestSpec) -> None:
         req = Request(spec, self.max_model_len, self.sends_output_len)
+        if self._without_max_tokens and spec.max_tokens is None:
+            self._without_max_tokens(spec)
+            self._without_max_tokens = None  # said once
         self.log.arrived(req)
         self.in_flight += 1
         replica = self.route(req)

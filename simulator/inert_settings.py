@@ -138,6 +138,9 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     said = [f"servesim: warning: {where}.{name} has no effect: {why}"
             for inert, section, where, names, why in rules if inert for name in names if changed(section, name)]
     said += _inert_coefficients(profile, e.tensor_parallel_size)
+    if c.router == "prefix_affinity" and not e.enable_prefix_caching and (c.prefill_replicas or c.replicas) > 1:
+        said.append("servesim: warning: cluster.router=prefix_affinity routes as least_outstanding: "
+                    "engine.enable_prefix_caching is off, so no replica holds a cached prefix to prefer")  # its tie-break
     if measured and profile.overhead is not None and changed(scenario.hardware, "memory_bandwidth_gbps"):
         said.append(f"servesim: warning: hardware.memory_bandwidth_gbps scales only the overhead's activation traffic: "
                     f"{datasheet.replace('them', 'it')}")  # a what-if device's kernels are timed by the roofline

@@ -382,8 +382,8 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
             continue
         cached = done_dir / f"{key}.json"
         row = _cached(cached)
-        if row is not None:
-            rows[i] = row
+        if row is not None:  # the same configuration, reached by this search's point (r128: another axis's kept)
+            rows[i] = dict(point) | row
         else:
             todo.append((i, point, cached))
     bar = None
@@ -396,7 +396,7 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
         i, cached, row = done
         rows[i] = row
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(row, default=str))
+        tmp.write_text(json.dumps(row | {AXES: list(points[i])}, default=str))
         tmp.replace(cached)  # whole or not at all: a stopped run leaves what finished
         if bar:
             bar.update(1)
@@ -428,15 +428,22 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
     return table
 
 
+AXES = "_axes"  # a candidate's record names the axes its row holds
+
+
 def _cached(path: Path) -> dict | None:
-    """A finished candidate's row, or None to evaluate it again: missing, or not a row this code wrote (a
-    truncated or edited file is recomputed, not trusted)."""
+    """A finished candidate's row without the axis values of the search that evaluated it, or None to evaluate it
+    again: missing, or not a row this code wrote (a truncated or edited file is recomputed, not trusted)."""
     try:
         row = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None
     if not isinstance(row, dict) or row.get("status") not in ("meets", "unmet", "pruned"):
         return None
+    axes = row.pop(AXES, None)  # the point that evaluated it: another search may reach it by other axes
+    if not isinstance(axes, list):
+        return None
+    row = {k: v for k, v in row.items() if k not in axes}
     whole = row.get("status") != "meets" or (
         isinstance(row.get("gpu"), str) and all(isinstance(row.get(k), (int, float)) and not isinstance(row[k], bool)
                                                 and math.isfinite(row[k]) and row[k] > 0

@@ -448,6 +448,7 @@ class Scheduler:
         r.pulled_tokens = r.num_tokens - hit
         r.status = TRANSFERRING
         self.pulling += 1
+        self.recent_admissions.append(now)  # its admission here (its first scheduling was the prefill replica's)
         self.pull(r, r.pulled_tokens, now)
         return True
 

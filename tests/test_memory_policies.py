@@ -78,6 +78,26 @@ def test_admission_reservation_trades_preemptions_for_concurrency():
     assert all(r["completed"] == 200 for r in runs.values())
 
 
+@pytest.mark.parametrize("sets, oracle", [
+    (["policies.admission.reserve=max_tokens"], "policies.admission.reserve=max_tokens reads"),
+    (["policies.queue=sjf", "policies.admission.reserve=quantile"], "policies.queue=sjf and policies.admission"
+                                                                     ".reserve=quantile (until its class has finished "
+                                                                     "requests) read"),
+    (["cluster.replicas=2", "cluster.router=predicted_completion"], "cluster.router=predicted_completion reads"),
+    (["policies.admission.reserve=max_tokens", "workload.request_max_tokens=true"], None),  # bench serve's client
+    (["cluster.router=predicted_completion"], None),  # one replica: no router runs
+    ([], None),
+])
+def test_a_policy_reading_max_tokens_says_when_it_reads_the_true_output_instead(sets, oracle, capsys):
+    """r128: reserve=max_tokens on a workload that sends no max_tokens reserved each request's true output length,
+    unsaid: 0 preemptions passed as the policy's result."""
+    simulate(load(None, PRESSURE[:-3] + ["workload.num_requests=20"] + sets))
+    err = capsys.readouterr().err
+    assert ("which no real scheduler knows (an oracle" in err) == (oracle is not None), err
+    if oracle:
+        assert f"servesim: warning: {oracle} a request's max_tokens in advance, and request 0 sends none" in err
+
+
 def test_fifo_with_a_bound_on_long_prefills():
     sets = ["model=llama-3-8b", "profile=teaching", "hardware.gpu=generic-80gb", "engine.max_num_batched_tokens=512",
             "workload.num_requests=60", "workload.arrival={process: poisson, rate: 20}",
@@ -176,6 +196,18 @@ def test_the_shedding_predictor_counts_a_stall_still_open():
     r = simulate(load(None, sets)).requests
     let_in = r[r.status != "rejected"]
     assert (let_in.ttft > 1).sum() < 0.6 * len(let_in) and (r.status == "rejected").sum() > 14
+
+
+def test_shedding_under_disaggregation_counts_the_decode_replicas_queue():
+    """r128: TTFT includes the decode replica's queue, but the predictor read the prefill replica's only: 29 shed
+    where the same traffic on one replica shed 202, and 180 of 196 let in missed their 300 ms target."""
+    sets = ["workload.num_requests=300", "workload.arrival.rate=60", "engine.num_gpu_blocks_override=800",
+            "engine.max_model_len=8192", "policies.admission.shed_on_ttft_slo=true", "policies.queue=priority",
+            "workload.slo_classes={i: {weight: 3, ttft_ms: 300, priority: 0}, b: {weight: 1, e2el_ms: 60000, "
+            "priority: 1}}", "cluster.prefill_replicas=1"]
+    r = simulate(load(None, sets)).requests
+    let_in = r[(r.slo_class == "i") & (r.status != "rejected")]
+    assert (r.status == "rejected").sum() > 150 and (let_in.ttft > 0.3).sum() < 0.5 * len(let_in)
 
 
 def test_a_swap_space_that_holds_no_block_is_said(capsys):

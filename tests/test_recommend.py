@@ -384,11 +384,28 @@ def test_a_candidates_key_follows_the_files_it_reads_and_damaged_records_are_not
     trace.write_text(trace.read_text().replace('"output_tokens": 20', '"output_tokens": 200'))
     assert _key(None, sets, point, {"p99_ttft_ms": 500}, None, 0.1) != before
     good = {"status": "meets", "gpu": "h100-sxm", "gpus": 2, "replicas": 2, "gpus_per_unit": 1,
-            "max_rate_per_replica": 3.5}
+            "max_rate_per_replica": 3.5, "_axes": ["hardware.gpu"]}
     for row, kept in ((good, True), ({"status": "meets"}, False), (good | {"gpus": None}, False),
-                      (good | {"gpus": True}, False), ({"status": "pruned", "reason": "x"}, True), ([1], False)):
+                      (good | {"gpus": True}, False), ({"status": "pruned", "reason": "x", "_axes": []}, True),
+                      ({"status": "pruned", "reason": "x"}, False), ([1], False)):
         (tmp_path / "c.json").write_text(json.dumps(row))
         assert (_cached(tmp_path / "c.json") is not None) == kept, row
+
+
+def test_a_candidate_kept_from_a_search_over_other_axes_takes_this_searchs_point(tmp_path, capsys):
+    """r128: queue=fcfs and speculative method=none are the same configuration; the second search reused the
+    first's record with its axis (policies.queue) and no speculative.method, and died writing commands for
+    speculative.method=None after writing a table with the other search's column."""
+    out = tmp_path / "o"
+    base = ["recommend", "--rate", "5", "--slo", "ttft_p99_ms=500", *SMALL, "--out", str(out), "--no-progress"]
+    assert main(base + ["--grid", "policies.queue=fcfs,sjf"]) == 0
+    capsys.readouterr()
+    assert main(base + ["--grid", "speculative.method=none,fixed"]) == 0
+    table = pd.read_csv(out / "recommend.csv")
+    assert "policies.queue" not in table and sorted(table["speculative.method"]) == ["fixed", "none"]
+    rows = json.loads((out / "recommend.json").read_text())["rows"]
+    assert sorted(r["speculative.method"] for r in rows) == ["fixed", "none"] and all("policies.queue" not in r
+                                                                                         for r in rows)
 
 
 def test_candidates_on_ray_give_the_process_pools_table(tmp_path, capsys):

@@ -34,6 +34,21 @@ def test_predicted_completion_leaves_a_saturated_replica():
     assert pc["prefix_cache_hit_rate"] > 0.9  # the prefix gets cached on every replica it uses
 
 
+def test_prefix_affinity_without_a_prefix_cache_says_it_routes_as_least_outstanding(capsys):
+    """r128: with engine.enable_prefix_caching off, its criterion reads 0 everywhere (the tie-break routes), unsaid."""
+    small = ["cluster.replicas=2", "workload.num_requests=40", "workload.arrival.rate=30",
+             "workload.shared_prefix={tokens: 2000, count: 4}"]
+    said = "servesim: warning: cluster.router=prefix_affinity routes as least_outstanding: engine.enable_prefix_caching"
+    runs = {}
+    for caching in ("true", "false"):
+        for router in ("prefix_affinity", "least_outstanding"):
+            runs[caching, router] = simulate(load(None, small + [f"engine.enable_prefix_caching={caching}",
+                                                                 f"cluster.router={router}"])).requests
+            assert (said in capsys.readouterr().err) == (caching == "false" and router == "prefix_affinity")
+    assert runs["false", "prefix_affinity"].equals(runs["false", "least_outstanding"])
+    assert not runs["true", "prefix_affinity"].equals(runs["true", "least_outstanding"])
+
+
 def test_least_kv_and_least_outstanding_balance():
     for router in ("least_kv", "least_outstanding"):
         s = run(router, 8)
@@ -191,9 +206,22 @@ def test_a_decode_replica_deadlocked_by_the_prompts_it_pulled_is_one_line():
             "workload.prompt_tokens={dist: uniform, low: 2500, high: 3500}",
             "workload.output_tokens={dist: uniform, low: 2000, high: 4000}"]
     with pytest.raises(ConfigError, match="engine.num_gpu_blocks_override: decode replica 1: the request at the head "
-                                          "of its queue needs KV blocks that .* blocks of pulled prompts"):
+                                          "of its queue needs KV blocks that .* blocks of pulled prompts.*vLLM's "
+                                          "decode instance would wait for ever"):
         simulate(load(None, sets))
     assert simulate(load(None, sets + ["engine.num_gpu_blocks_override=2000"])).summary["completed"] == 3
+
+
+def test_a_decode_replica_stalled_by_static_batching_blames_the_policy_not_vllm():
+    """r128: under servesim's static batching a pulled prompt joins only the next batch; the stall's line said
+    vLLM's decode instance would wait for ever (vLLM has no static batching)."""
+    sets = ["workload.num_requests=150", "workload.arrival.rate=40", "engine.num_gpu_blocks_override=700",
+            "engine.max_model_len=8192", "policies.batching=static", "engine.max_num_seqs=8", "speculative.method=fixed",
+            "cluster.replicas=2", "cluster.prefill_replicas=1", "workload.shared_prefix={tokens: 512, count: 3}"]
+    with pytest.raises(ConfigError, match="blocks of pulled prompts .* servesim's static batching \\(policies.batching\\) "
+                                          "lets them join only the next batch") as e:
+        simulate(load(None, sets))
+    assert "vLLM" not in e.value.message
 
 
 @pytest.mark.parametrize("reserve", ["max_tokens", "quantile"])
