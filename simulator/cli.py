@@ -93,7 +93,7 @@ def cmd_run(args, after=None) -> int:
                                                               "cooldown_requests") if getattr(args, k, None) is not None]
     rs = load(args.scenario, args.set + window)
     from servesim.simulator.files import refuse_folder_over_inputs, refuse_writing_over
-    from servesim.simulator.files import add_written, written_before
+    from servesim.simulator.files import record_written, written_before
     from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window
 
     inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
@@ -107,6 +107,7 @@ def cmd_run(args, after=None) -> int:
     result = simulate(rs, source, release_source=True)  # read afterwards for its counts only
     # the files a run wrote here before: its optional ones not written again are removed below (only those)
     earlier_run = written_before(Path(args.out))
+    optional = OPTIONAL_RUN_FILES + _earlier_result_file(Path(args.out), earlier_run)
     out = result.write(args.out, "--out")  # then the warnings: none beside an error about --out
     extra = after(result, out) if after is not None else []
     if getattr(args, "prometheus", False):
@@ -123,11 +124,11 @@ def cmd_run(args, after=None) -> int:
 
         latency_distributions(result, out / "latency.png")
         files.append("latency.png")
-    stale = [name for name in OPTIONAL_RUN_FILES if name in earlier_run and name not in files and
+    stale = [name for name in optional if name in earlier_run and name not in files and
              ((out / name).is_file() or (out / name).is_symlink())]
     for name in stale:  # an earlier run's, which this one did not write
         (out / name).unlink()
-    add_written(out, files)
+    record_written(out, (written_before(out) - set(stale)) | set(files))
     if stale:
         print(f"servesim: note: removed {', '.join(stale)}: an earlier run's in {out}, which this run did not "
               f"write", file=sys.stderr)
@@ -196,27 +197,42 @@ def cmd_vllm(args) -> int:
         raise as_flag_error(cmd, args.set, exc) from None
 
 
+def _earlier_result_file(out: Path, earlier: set[str]) -> tuple[str, ...]:
+    """The vLLM result file an earlier `servesim vllm` run wrote in out (its vllm_command.json names it): an optional
+    file of that run, as its metrics.prom is (r128: a 60-request result stayed beside a 20-request run's summary,
+    listed as the new run's)."""
+    if "vllm_command.json" not in earlier:
+        return ()
+    try:
+        name = json.loads((out / "vllm_command.json").read_text(encoding="utf-8")).get("result_file")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+        return ()
+    return (name,) if isinstance(name, str) and name in earlier and Path(name).name == name else ()
+
+
 def _run_vllm(args, cmd, sets: list[str]) -> int:
     from types import SimpleNamespace
 
     def after(result, out: Path) -> list[str]:
-        (out / "vllm_command.json").write_text(json.dumps(cmd.as_record() | {"argv": args.command, "set": args.set},
-                                                          indent=1, default=str) + "\n")
         from servesim.simulator.config import say_once
         from servesim.simulator.vllm_metrics import write_prometheus
 
-        written = ["vllm_command.json"]
+        written, result_file = ["vllm_command.json"], None
+        if cmd.bench.save_result:
+            from servesim.simulator.vllm_results import write_bench_result
+
+            path = write_bench_result(result, cmd.bench, out, _due_times(sets))
+            result_file = str(path.name) if path.parent == out else str(path.absolute())  # --result-dir: the cwd's
+            written.append(result_file)
+        (out / "vllm_command.json").write_text(json.dumps(cmd.as_record() | {"argv": args.command, "set": args.set,
+                                                                             "result_file": result_file},
+                                                          indent=1, default=str) + "\n")
         if cmd.bench.server_counters:  # --disable-log-stats: vLLM makes no stat loggers, so no vllm: series
             written += write_prometheus(result, out, cmd.served_name, cmd.version, cmd.bench.histogram_buckets,
                                         cmd.bench.first_engine)
         else:
             say_once(["servesim: note: --disable-log-stats: vLLM exports no vllm: metrics, so metrics.prom and "
                       "prometheus.parquet are not written"])
-        if cmd.bench.save_result:
-            from servesim.simulator.vllm_results import write_bench_result
-
-            path = write_bench_result(result, cmd.bench, out, _due_times(sets))
-            written.append(str(path.name) if path.parent == out else str(path.absolute()))  # --result-dir: the cwd's
         return written
 
     run_args = SimpleNamespace(scenario=None, set=sets, out=args.out, json=args.json, quiet=args.quiet,

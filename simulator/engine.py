@@ -30,7 +30,7 @@ from servesim.simulator.preemption import Preemption
 from servesim.simulator.request import Request
 from servesim.simulator.scheduler import Scheduler
 from servesim.simulator.speculation import counters, make_speculation
-from servesim.workloads.source import RequestSource, StaticSource
+from servesim.workloads.source import RequestSource, SessionSource, StaticSource
 from servesim.workloads.spec import RequestSpec
 
 
@@ -286,10 +286,11 @@ class Simulation:
 def _max_tokens_sent(workload, engine) -> dict:
     """How the API server checks the max_tokens a request sends: refuse or lower one past max_model_len
     (workload.max_tokens_past_context, else as engine.vllm_defaults' release does); whether a request without its
-    own sends its output length (workload.request_max_tokens)."""
+    own sends its output length (workload.request_max_tokens); the min_tokens each asks for (workload.min_tokens)."""
     return {"past_context": getattr(workload, "max_tokens_past_context", None) or
             ("refuse" if engine.is_0_19 else "lower"),
-            "sends_output_len": bool(getattr(workload, "request_max_tokens", False))}
+            "sends_output_len": bool(getattr(workload, "request_max_tokens", False)),
+            "min_tokens": getattr(workload, "min_tokens", None)}
 
 
 def _oracle_note(scenario, front_replicas: int) -> Callable[[RequestSpec], None] | None:
@@ -397,9 +398,11 @@ def run_to_end(sim: Simulation, rs: ResolvedScenario) -> None:
 
 def collect(sim: Simulation, rs: ResolvedScenario) -> RunResult:
     """A finished simulation's records as tables and the run summary."""
+    source = sim.front_end.source
     result = RunResult.collect(rs, sim.front_end.log, [r.log for r in sim.replicas],
                                [r.kv.num_usable_blocks for r in sim.replicas], sim.env.now,
-                               [counters(r.speculation) for r in sim.replicas])
+                               [counters(r.speculation) for r in sim.replicas],
+                               source.held_back() if isinstance(source, SessionSource) else None)
     # a cut (simulation.max_sim_time_s) stopped the clock with requests in flight or still to arrive
     result.cut = result.summary["unfinished"] > 0 or sim.front_end.arrivals_left()
     return result

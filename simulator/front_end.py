@@ -19,14 +19,21 @@ from servesim.workloads.source import RequestSource
 from servesim.workloads.spec import RequestSpec
 
 
-def bad_request(spec: RequestSpec, max_model_len: int, past_context: str, sends_output_len: bool) -> str | None:
-    """The API server's 400, or None: a prompt leaving no room for one output token, or a max_tokens that does not
-    fit (past_context "refuse"; "lower" stops it at max_model_len and refuses only one past it)."""
+def bad_request(spec: RequestSpec, max_model_len: int, past_context: str, sends_output_len: bool,
+                min_tokens: int | None = None) -> str | None:
+    """The API server's 400, or None: a prompt leaving no room for one output token, a max_tokens that does not
+    fit (past_context "refuse"; "lower" stops it at max_model_len and refuses only one past it), or one, as sent or
+    lowered (none sent: the room the context leaves), below the request's min_tokens (SamplingParams' check)."""
     if spec.prompt_tokens >= max_model_len:
         return "prompt_too_long"
     sent = spec.max_tokens if spec.max_tokens is not None else spec.output_tokens if sends_output_len else 0
     too_large = spec.prompt_tokens + sent > max_model_len if past_context == "refuse" else sent > max_model_len
-    return "max_tokens_too_large" if too_large else None
+    if too_large:
+        return "max_tokens_too_large"
+    room = max_model_len - spec.prompt_tokens
+    if min_tokens and min(sent or room, room) < min_tokens:
+        return "min_tokens_above_max_tokens"
+    return None
 
 
 class FrontEnd:
@@ -39,13 +46,14 @@ class FrontEnd:
 
     def __init__(self, env: SimClock, source: RequestSource, max_model_len: int, route, keep_requests: bool = False,
                  release_source: bool = False, past_context: str = "refuse", sends_output_len: bool = False,
-                 without_max_tokens=None):
+                 min_tokens: int | None = None, without_max_tokens=None):
         """keep_requests: keep every Request object (`requests`), for inspection; otherwise each is let go of once
         its row is written (`log`). release_source: the source is this run's own, and may let go of its requests
         (a source given by the caller may be given to another run). past_context: how the API server checks the
         max_tokens a request sends against max_model_len ("refuse": past it with the prompt, 400; "lower": only
         above it alone, else lowered to fit). A request sends its own max_tokens, and with sends_output_len one
-        without any sends its output length (vllm bench serve's client). without_max_tokens: called with the
+        without any sends its output length (vllm bench serve's client), and each its min_tokens, if any.
+        without_max_tokens: called with the
         first request that sends no max_tokens (a policy that reads it in advance says so)."""
         self.env = env
         self.route = route  # request -> the replica it goes to
@@ -60,6 +68,7 @@ class FrontEnd:
         self.max_model_len = max_model_len
         self.past_context = past_context
         self.sends_output_len = sends_output_len
+        self.min_tokens = min_tokens
         self._without_max_tokens = without_max_tokens
         self._initial = len(self.specs)
         self._static_next = self.specs[0].arrival_time if self._initial else math.inf
@@ -107,7 +116,7 @@ class FrontEnd:
         self.in_flight += 1
         replica = self.route(req)
         req.replica = replica.index
-        reason = bad_request(spec, self.max_model_len, self.past_context, self.sends_output_len) or \
+        reason = bad_request(spec, self.max_model_len, self.past_context, self.sends_output_len, self.min_tokens) or \
             replica.admission_error(req)
         if reason:  # vLLM answers 400 (no room for one output token) or 503 (queue limits)
             req.status = REJECTED

@@ -138,6 +138,10 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     said = [f"servesim: warning: {where}.{name} has no effect: {why}"
             for inert, section, where, names, why in rules if inert for name in names if changed(section, name)]
     said += _inert_coefficients(profile, e.tensor_parallel_size)
+    said += [f"servesim: warning: workload.slo_classes.{name} sets no target (ttft_ms, tpot_ms or e2el_ms): every "
+             f"completed request of it counts as good in goodput"  # r128: goodput_fraction 1.0 at any load
+             for name, cls in (getattr(scenario.workload, "slo_classes", None) or {}).items()
+             if cls.ttft_ms is None and cls.tpot_ms is None and cls.e2el_ms is None]
     if c.router == "prefix_affinity" and not e.enable_prefix_caching and (c.prefill_replicas or c.replicas) > 1:
         said.append("servesim: warning: cluster.router=prefix_affinity routes as least_outstanding: "
                     "engine.enable_prefix_caching is off, so no replica holds a cached prefix to prefer")  # its tie-break

@@ -473,7 +473,10 @@ class RunResult:
 
     @classmethod
     def collect(cls, rs, requests: RequestLog, logs: list[StepLog], usable_blocks: list[int],
-                sim_end: float, speculation: list[dict | None] | None = None) -> "RunResult":
+                sim_end: float, speculation: list[dict | None] | None = None,
+                turns_never_sent: int | None = None) -> "RunResult":
+        """turns_never_sent: a session workload's turns after a rejected one (its session ended), in no other count:
+        a summary key, as shedding that ends sessions leaves them out of goodput_fraction's requests (r128)."""
         steps = _step_columns(logs, usable_blocks)
         offsets = np.cumsum([0] + [len(log) for log in logs])
         ends = steps["end"]
@@ -508,6 +511,8 @@ class RunResult:
         largest = {"max_tokens": steps["scheduled_tokens"].max(), "max_seqs": steps["num_seqs"].max(),
                    "max_decode_context_tokens": steps["decode_context_tokens"].max()} if len(ends) else {}
         result.summary["cost_model_warnings"] = extrapolation_warnings(rs.profile, largest)
+        if turns_never_sent is not None:
+            result.summary["turns_never_sent"] = turns_never_sent
         result._summary_text = json.dumps(result.summary, indent=2) + "\n"
         return result
 

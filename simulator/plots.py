@@ -345,12 +345,18 @@ def recommendation(table, path, slos: dict, load: str, title: str | None = None)
     # a metric no candidate has (TPOT when every output is one token) gets no panel; a candidate without it, no point
     panels = [m for m in ("p99_ttft_ms", "p99_tpot_ms") if m in met and met[m].notna().any()]
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4.5), squeeze=False)
+    # the other axes searched (--grid, --disagg) where candidates differ in them: two of one GPU were told apart by
+    # their rank alone (r128)
+    varied = [c for c in met.columns if ("." in c or c == "disaggregation") and c not in
+              ("hardware.gpu", "engine.tensor_parallel_size") and met[c].astype(str).nunique() > 1]
     for ax, metric in zip(axes[0], panels):
         shown = met[met[metric].notna()]
         ax.scatter(shown["usd_per_million_output_tokens"], shown[metric], color="tab:blue")
         for _, row in shown.iterrows():
             tp = row.get("engine.tensor_parallel_size")
-            ax.annotate(f"#{row['rank']} {row['gpu']} x{row['gpus']:g}" + (f" (TP{tp:g})" if tp == tp and tp else ""),
+            others = ", ".join(f"{c.rsplit('.', 1)[-1]}={row[c]}" for c in varied)
+            ax.annotate(f"#{row['rank']} {row['gpu']} x{row['gpus']:g}" + (f" (TP{tp:g})" if tp == tp and tp else "")
+                        + (f"\n{others}" if others else ""),
                         (row["usd_per_million_output_tokens"], row[metric]), fontsize=8,
                         xytext=(4, 4), textcoords="offset points")
         if metric in slos:

@@ -531,13 +531,10 @@ def target_load(scenario, sets: list[str], rate: float | None) -> tuple[float | 
     """The traffic to carry: a rate (given, or the scenario's arrival rate), or None for a trace replayed at its own
     workload.time_scale; and how to say it."""
     from servesim.simulator.config import load_scenario
-    from servesim.simulator.search import MAX_RATE, MIN_RATE
+    from servesim.simulator.search import MAX_RATE, MIN_RATE, refuse_client_cap
 
+    refuse_client_cap(scenario, sets, "recommend sizes a fleet for")
     workload = load_scenario(scenario, sets).workload
-    if getattr(workload, "max_concurrency", None) is not None:  # the rate sent would fall to what the server returns
-        raise ConfigError("workload.max_concurrency", "a client's concurrency cap makes the load the server's own: "
-                                                      "recommend sizes a fleet for open-loop traffic (a rate, or a "
-                                                      "trace's times); leave it out")
     if getattr(workload, "type", None) == "trace":  # its traffic is its own, at its replay speed
         if rate is not None:
             raise ConfigError("--rate", "a trace's traffic is its own: --set workload.time_scale=2 carries it twice "

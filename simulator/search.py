@@ -160,6 +160,7 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
     from servesim.simulator.config import override
 
     checked = filled_in(scenario, sets, LOAD[load], low)
+    refuse_client_cap(scenario, checked, "a capacity search loads the server with")
     refuse_goodput_without_classes(scenario, checked, slos)
     lengths = _run_length(scenario, checked)
     r = _max_rate_at(scenario, sets, slos, low, high, tolerance, max_runs, load, ceiling) | {"run_sets": []}
@@ -315,6 +316,7 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     from servesim.simulator.inert_settings import varying
 
     refuse_searched(sets, "cluster.replicas")
+    refuse_client_cap(scenario, sets, "search replicas sizes a fleet for")
     refuse_goodput_without_classes(scenario, sets, slos)
     refuse_rate_given_twice(sets, rate)
     if rate is not None and not MIN_RATE <= rate <= MAX_RATE:  # said as the flag, as max-rate's bracket is
@@ -422,6 +424,18 @@ def refuse_rate_given_twice(sets: list[str], rate: float | None) -> None:
 
     if rate is not None and sets_give(sets, "workload.arrival.rate"):
         raise ConfigError("--set", "workload.arrival.rate: --rate gives the traffic; leave one out")
+
+
+def refuse_client_cap(scenario, sets: list[str], searches: str) -> None:
+    """A client's concurrency cap (workload.max_concurrency) holds requests back, so the rate sent falls to what the
+    server returns and no rate is a load: refused before any run (r128: search replicas found 1 replica carrying
+    300 req/s, where 2.8 were sent)."""
+    from servesim.simulator.config import load_scenario
+
+    if getattr(load_scenario(scenario, sets).workload, "max_concurrency", None) is not None:
+        raise ConfigError("workload.max_concurrency", f"a client's concurrency cap makes the load the server's own: "
+                                                      f"{searches} open-loop traffic (a rate, or a trace's times); "
+                                                      f"leave it out")
 
 
 def refuse_goodput_without_classes(scenario, sets: list[str], slos: dict,

@@ -673,6 +673,9 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     # which the API server refuses past max_model_len (0.19) or lowers to fit (0.33's get_max_tokens)
     workload["workload.max_tokens_past_context"] = "refuse" if version == "0.19.0" else "lower"
     workload["workload.clip_to_max_model_len"] = False  # and vLLM refuses what does not fit (400), cuts nothing
+    extra = bench.get("extra_body") if isinstance(bench.get("extra_body"), dict) else {}
+    if extra.get("min_tokens") is not None:  # each request's: SamplingParams refuses one above its max_tokens (400)
+        workload["workload.min_tokens"] = int(_lax_number(extra["min_tokens"], True))
     served = serve.get("served_model_name") or [model]
     _refuse_unserved(served, bench, options.model_id, _lora_modules(serve, version, served))
     options.model_id = options.model_id or model  # vLLM's client asks the server for it
@@ -687,9 +690,11 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
 # servesim settings the bench command decides -> the flags that decide them
 BENCH_SETTINGS = {"workload.num_requests": "--num-prompts", "seed": "--seed", "workload.max_concurrency":
                   "--max-concurrency", "workload.arrival": "--request-rate, --burstiness and --ramp-up-*",
-                  "workload.slo_classes": "--goodput", "workload.prompt_tokens": "the dataset's length flags",
-                  "workload.output_tokens": "the dataset's length flags",
-                  "workload.shared_prefix": "the dataset's prefix flags",
+                  "workload.slo_classes": "--goodput",
+                  "workload.prompt_tokens": "--random-input-len (--input-len, --prefix-repetition-suffix-len)",
+                  "workload.output_tokens": "--random-output-len (--output-len, --prefix-repetition-output-len)",
+                  "workload.shared_prefix": "--random-prefix-len (--prefix-repetition-prefix-len)",
+                  "workload.min_tokens": "--extra-body's min_tokens",
                   "workload.request_max_tokens": "its max_tokens (each output length)",
                   "workload.max_tokens_past_context": "--vllm-version (0.19 refuses, 0.33 lowers max_tokens)",
                   "workload.clip_to_max_model_len": "vLLM's 400 for a request longer than --max-model-len"}
@@ -1945,6 +1950,12 @@ def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20
         if key in extra:
             not_modelled[f"vllm bench serve --extra-body.{key}"] = f"{extra[key]!r}: it changes the outputs vLLM " \
                                                                   f"generates; servesim keeps the dataset's lengths"
+    if "stream_interval" in extra:  # 0.33 streams each request's tokens in groups of it: other ITLs measured
+        not_modelled["vllm bench serve --extra-body.stream_interval"] = \
+            f"{extra['stream_interval']!r}: " + ("vLLM 0.19's server has no such request field (ignored)"
+                                                 if version == "0.19.0" else "the server streams the request's "
+                                                 "tokens in groups of it (the ITLs the client measures); servesim "
+                                                 "streams each token")
     if o.backend == "openai-audio":
         raise ConfigError("vllm bench serve --backend", "'openai-audio' benchmarks speech transcription (audio "
                                                         "prompts), which servesim does not simulate")
@@ -1968,6 +1979,15 @@ def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20
                                                              "vllm`; replay its file with `servesim run --set "
                                                              "'workload={type: trace, path: FILE, format: "
                                                              "vllm_timed_trace}'`")
+    if name == "burstgpt":  # lengths from the CSV, but its prompts are text the server tokenizes again
+        raise ConfigError("vllm bench serve --dataset-name", "'burstgpt' sends each prompt as the decoded text of "
+                                                             "token ids (i + j) % vocab, which the server encodes "
+                                                             "again to a length only the model's tokenizer knows "
+                                                             "(vLLM's input_lens say the CSV's); servesim has no "
+                                                             "tokenizer. `servesim run --set 'workload={type: trace, "
+                                                             "path: FILE, format: burstgpt}'` replays the CSV's own "
+                                                             "lengths at its own times (not vLLM's sample of its "
+                                                             "GPT-4 rows)")
     if name not in OFFLINE_DATASETS:
         raise ConfigError("vllm bench serve --dataset-name", f"{name!r} needs its prompts' text and a tokenizer; "
                                                              f"servesim simulates {', '.join(OFFLINE_DATASETS)} "
@@ -2060,7 +2080,7 @@ def _lax_number(value, integer: bool):
     return float(value)
 
 
-OUTPUT_KEYS = ("max_tokens", "min_tokens", "ignore_eos", "stop", "max_completion_tokens")
+OUTPUT_KEYS = ("max_tokens", "ignore_eos", "stop", "max_completion_tokens")  # min_tokens: workload.min_tokens
 SAMPLING_EPS = 1e-5  # sampling_params._SAMPLING_EPS: a temperature below it is greedy
 MAX_N_SEQUENCES = 16384  # envs.VLLM_MAX_N_SEQUENCES' default
 COMPLETIONS_BACKENDS = ("openai", "vllm")  # whose request function sends the client's --logprobs
@@ -2098,6 +2118,10 @@ def _sampling_checks(bench: dict, version: str, backend: str | None = None, max_
     if values.get("min_tokens") is not None and values.get("max_tokens") is not None and \
             values["min_tokens"] > values["max_tokens"]:
         refuse("min_tokens", extra["min_tokens"], f"takes no min_tokens above max_tokens {values['max_tokens']}")
+    if version != "0.19.0" and extra.get("stream_interval") is not None:  # 0.33's request field (0.19 has none)
+        interval = _lax_number(extra["stream_interval"], True)
+        if interval is None or interval < 1:
+            refuse("stream_interval", extra["stream_interval"], "takes stream_interval an integer from 1")
     n = values.get("n") or 1
     if n > MAX_N_SEQUENCES:
         refuse("n", extra["n"], f"takes n up to VLLM_MAX_N_SEQUENCES ({MAX_N_SEQUENCES:,})")
@@ -2167,10 +2191,11 @@ def _arrival(bench: dict, o: BenchOptions) -> dict:
     if not b > 0:  # vLLM's client asserts it before it sends anything
         raise ConfigError("vllm bench serve --burstiness", f"must be > 0, as vLLM asserts, got {b}")
     strategy = bench.get("ramp_up_strategy")
-    if b < 1e-4 and (strategy is not None or not math.isinf(rate)):  # gaps drawn, gamma of shape b: cv 1/sqrt(b)
-        raise ConfigError("vllm bench serve --burstiness", f"{b}: below 1e-4 (gaps varying more than 100-fold) "
-                                                           f"servesim does not draw, though vLLM takes any "
-                                                           f"burstiness above 0")
+    if b < 1e-12 and (strategy is not None or not math.isinf(rate)):  # gaps drawn, gamma of shape b: cv 1/sqrt(b)
+        raise ConfigError("vllm bench serve --burstiness", f"{b}: below 1e-12 servesim does not draw (numpy's "
+                                                           f"gamma draws at that shape are all but all 0: every "
+                                                           f"request at once, as --request-rate inf sends them), "
+                                                           f"though vLLM takes any burstiness above 0")
     if strategy is not None:
         start, end = bench.get("ramp_up_start_rps"), bench.get("ramp_up_end_rps")
         if start is None or end is None:
@@ -2284,6 +2309,8 @@ def _lengths(bench: dict, name: str, version: str) -> dict:
         # vLLM asks for prefix + input tokens: a negative prefix shortens every prompt by it (none shared)
         lengths = {"workload.prompt_tokens": _uniform(inp, in_ratio, 1, min(prefix, 0)),
                    "workload.output_tokens": _uniform(out, out_ratio, 1)}
+        if prefix > 0 and inp == 0:  # the prompt is the prefix alone: its last token computed, as vLLM must (r128)
+            prefix, lengths["workload.prompt_tokens"] = prefix - 1, {"dist": "fixed", "value": 1}
     else:  # prefix_repetition: num_prefixes shared prefixes, each request one of them and its own suffix
         prefix = bench.get("prefix_repetition_prefix_len", 256)
         suffix = bench.get("prefix_repetition_suffix_len", 256)

@@ -25,7 +25,8 @@ from servesim.simulator.request import FINISHED
 from servesim.simulator.vllm_command import METRICS, BenchOptions
 
 # a refused request's error, as vLLM's API server answers it (response.reason)
-HTTP_REASONS = {"prompt_too_long": "Bad Request", "max_tokens_too_large": "Bad Request"}  # the others: the engine's queue limits, 503
+HTTP_REASONS = {"prompt_too_long": "Bad Request", "max_tokens_too_large": "Bad Request",
+                "min_tokens_above_max_tokens": "Bad Request"}  # the others: the engine's queue limits, 503
 # the per-request arrays --save-detailed keeps, by release: 0.33 adds each request's latency and its wait for a
 # --max-concurrency slot (queue_times: sent less due)
 DETAILED = {"0.19.0": ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"),

@@ -1,6 +1,7 @@
 """The command line as a user meets it: results on disk, one-line errors with exit code 2."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -530,6 +531,10 @@ def test_a_cut_that_never_came_is_not_blamed(tmp_path, capsys):
                  "--out", str(tmp_path / "b")]) == 0
     err = capsys.readouterr().err
     assert "were never sent: a rejected turn ends its session" in err and "max_sim_time_s" not in err
+    # r128: counted in the summary too, where a sweep's table shows them beside goodput_fraction
+    never = int(re.search(r"([\d,]+) later turn\(s\)", err).group(1).replace(",", ""))
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["turns_never_sent"] == never > 0
+    assert "turns_never_sent" not in json.loads((tmp_path / "a" / "summary.json").read_text())
 
 
 def test_disaggregated_completions_add_up_with_one_token_answers(tmp_path):
@@ -986,6 +991,23 @@ def test_round_58_a_rerun_into_the_same_out_leaves_no_earlier_runs_files(tmp_pat
     for _ in range(2):
         assert main(["run", "--quiet", "--set", "workload.num_requests=20", "--out", str(out)]) == 0
     assert (out / "latency.png").read_text() == "mine" and "removed" not in capsys.readouterr().err
+
+
+def test_a_rerun_removes_the_vllm_result_file_an_earlier_servesim_vllm_run_wrote(tmp_path, capsys):
+    """r128: `run` over a `servesim vllm` folder removed its metrics.prom but kept its result file (60 requests of
+    another deployment), listed in the manifest as the new run's; so did a vllm rerun naming another result file."""
+    out = tmp_path / "v"
+    line = ["vllm", "--quiet", "--out", str(out), "serve", "meta-llama/Llama-3.1-8B-Instruct", "--", "bench", "serve",
+            "--dataset-name", "random", "--random-input-len", "64", "--random-output-len", "8", "--num-prompts", "10",
+            "--save-result", "--result-filename"]
+    assert main(line + ["r.json"]) == 0 and (out / "r.json").is_file()
+    assert main(line + ["s.json"]) == 0
+    assert not (out / "r.json").exists() and (out / "s.json").is_file()
+    (out / "mine.json").write_text("{}")  # a file of the user's beside them stays
+    assert main(["run", "--set", "workload.num_requests=20", "--out", str(out)]) == 0
+    assert "vllm_command.json, s.json: an earlier run's" in capsys.readouterr().err
+    assert not (out / "s.json").exists() and (out / "mine.json").is_file()
+    assert "s.json" not in (out / ".servesim-files").read_text()
 
 
 def test_round_59_files_of_the_same_names_in_a_folder_that_held_no_run_are_the_users(tmp_path, capsys):

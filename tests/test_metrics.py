@@ -141,6 +141,19 @@ def test_goodput_fraction_is_over_the_requests_that_ended():
         assert c["goodput_fraction"] == pytest.approx(mine["good"].mean())
 
 
+@pytest.mark.parametrize("classes, said", [
+    ("{a: {weight: 1}}", ["a"]), ("{a: {weight: 1, priority: 0}, b: {ttft_ms: 100}}", ["a"]),
+    ("{b: {ttft_ms: 100}}", []),
+])
+def test_an_slo_class_without_a_target_is_said_to_count_every_request_good(classes, said, capsys):
+    """r128: a class with no target judged nothing: goodput_fraction 1.0 and no word."""
+    r = simulate(load(None, ["workload.num_requests=20", f"workload.slo_classes={classes}"]))
+    err = capsys.readouterr().err
+    assert [n for n in ("a", "b") if f"workload.slo_classes.{n} sets no target" in err] == said
+    if classes == "{a: {weight: 1}}":
+        assert r.summary["goodput_fraction"] == 1.0
+
+
 def test_goodput_fraction_of_no_request_that_ended_is_none():
     """Round 27: a run cut before any request ended reported 0.0 (read as "none met the SLOs"), not 0/0."""
     rs = load(None, ["workload.num_requests=20", "workload.arrival.rate=60", "simulation.max_sim_time_s=0.02",

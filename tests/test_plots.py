@@ -560,3 +560,22 @@ def test_a_table_of_numbers_past_any_run_is_refused(swept, tmp_path, kind, colum
     assert main(["plot", str(tmp_path / "c"), "--kind", kind, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err.count("servesim: error:") == 1 and says in err, err
+
+
+def test_recommend_labels_name_the_other_axes_its_candidates_differ_in(tmp_path, monkeypatch):
+    """r128: two candidates of one GPU (speculation on and off) were labelled `#1 h200-sxm x1` and `#2 h200-sxm x1`."""
+    import matplotlib.axes
+    import pandas as pd
+
+    from servesim.simulator.plots import recommendation
+
+    said = []
+    real = matplotlib.axes.Axes.annotate
+    monkeypatch.setattr(matplotlib.axes.Axes, "annotate", lambda ax, text, *a, **k: said.append(text) or
+                        real(ax, text, *a, **k))
+    row = {"status": "meets", "gpu": "h200-sxm", "gpus": 1, "usd_per_million_output_tokens": 3.5,
+           "p99_ttft_ms": 30.0, "p99_tpot_ms": 5.0, "hardware.gpu": "h200-sxm", "policies.queue": "fcfs"}
+    table = pd.DataFrame([row | {"rank": 1, "speculative.method": "fixed"},
+                          row | {"rank": 2, "speculative.method": "none"}])
+    recommendation(table, tmp_path / "p", {}, "5 req/s")
+    assert said[:2] == ["#1 h200-sxm x1\nmethod=fixed", "#2 h200-sxm x1\nmethod=none"]  # the queue is the same

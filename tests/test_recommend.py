@@ -469,11 +469,14 @@ def test_round_61_sessions_are_priced_over_every_turn_and_sized_in_sessions(tmp_
     assert "req/s" not in (row["reason"] or "")
 
 
-def test_round_61_a_client_concurrency_cap_is_refused(tmp_path, capsys):
+@pytest.mark.parametrize("command", [["recommend", "--rate", "20"], ["search", "replicas", "--rate", "300"],
+                                     ["search", "max-rate"]])
+def test_round_61_a_client_concurrency_cap_is_refused(command, tmp_path, capsys):
     """With workload.max_concurrency the rate sent falls to what the server returns: 1 replica was said to carry
-    20 req/s while the fleet run achieved 2.2."""
-    assert main(["recommend", "--rate", "20", "--set", "workload.max_concurrency=4", *SLOS,
-                 "--out", str(tmp_path / "o")]) == 2
+    20 req/s while the fleet run achieved 2.2; search replicas said the same of 300 req/s, 2.8 sent, and search
+    max-rate held up to 2.7e7 req/s (r128)."""
+    assert main(command + ["--set", "workload.max_concurrency=4", "--set", "workload.num_requests=60", *SLOS,
+                           "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "workload.max_concurrency: a client's concurrency cap" in err[0]
 

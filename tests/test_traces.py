@@ -310,6 +310,11 @@ ERRORS = [
     ("zero_output.csv", "azure", AZ + ROW + "2023-11-16 18:15:47,5,0\n",
      ["line 3, column GeneratedTokens", "at least 1 output token"]),
     ("bad_time.csv", "azure", AZ + ROW + "yesterday,5,4\n", ["line 3, column TIMESTAMP", "timestamp", "'yesterday'"]),
+    # r128: one row's offset among naive times (read as UTC) made a 5-hour gap
+    ("mixed_zones.csv", "azure", AZ + ROW + "2023-11-16 18:15:47.5+05:00,5,4\n" + ROW,
+     ["line 3, column TIMESTAMP", "has a UTC offset, where 2 of the 3 rows lack one"]),
+    ("mixed_zones_z.csv", "azure", AZ + "2023-11-16T18:15:46Z,5,4\n" + ROW + "2023-11-16 18:15:48-0130,5,4\n",
+     ["line 3, column TIMESTAMP", "lacks a UTC offset, where 2 of the 3 rows have one"]),
     ("earliest_row.csv", "azure", AZ + ROW + "2023-11-16 18:15:47,5,x\nnever,5,4\n", ["line 3, column GeneratedTokens"]),
     ("blank_line.csv", "azure", AZ + ROW + "\n" + ROW + "2023-11-16 18:15:47,5,-1\n", ["line 5, column GeneratedTokens"]),
     ("extra_field.csv", "azure", AZ + ROW + ROW + "2023-11-16 18:15:47,5,4,9\n", ["line 4", "expected 3 fields", "saw 4"]),

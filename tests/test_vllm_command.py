@@ -96,6 +96,13 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
     (["--percentile-metrics", "ttft,latency"], "--percentile-metrics"),
     # round 94: RandomDataset.sample calls tokenizer.num_special_tokens_to_add() on the None this leaves
     (["--skip-tokenizer-init"], "--skip-tokenizer-init: vLLM's client then has no tokenizer"),
+    # r128: 0.33's request classes take stream_interval from 1 (every request 400); burstgpt's true reason
+    (["--extra-body", '{"stream_interval": 0}'], "--extra-body.stream_interval: 0: vLLM 0.33.0's server takes "
+                                                 "stream_interval an integer from 1"),
+    (["--dataset-name", "burstgpt", "--dataset-path", "x.csv"], "'burstgpt' sends each prompt as the decoded text "
+                                                                "of token ids"),
+    (["--random-output-len", "100000000000"], "vllm bench serve --random-output-len (--output-len, "
+                                              "--prefix-repetition-output-len): Input should be less than"),
     (["--skip-tokenizer-init", "--dataset-name", "prefix_repetition"], "'prefix_repetition' dataset needs one"),
     # round 94: vLLM splits on commas alone, so " e2el" is no metric (servesim had reported it)
     (["--percentile-metrics", "ttft, e2el"], "--percentile-metrics: ' e2el' matches no metric: vLLM splits on commas "
@@ -113,8 +120,7 @@ def test_what_vllm_refuses_is_refused_in_one_line(version, flags, says, tmp_path
     (["--metadata", "foo", "bar=1"], "--metadata: KEY=VALUE items"),
     (["--extra-body", "[1]"], "--extra-body: a JSON object, got [1]"),  # round 103: {**params, **extra_body}
     (["--extra-body", "[]", "--extra-body", "[1]"], "--extra-body: a JSON object"),  # the last given
-    (["--request-rate", "5", "--burstiness", "1e-9"], "--burstiness: 1e-09: below 1e-4 (gaps varying more than "
-                                                      "100-fold) servesim does not draw"),
+    (["--request-rate", "5", "--burstiness", "1e-13"], "--burstiness: 1e-13: below 1e-12 servesim does not draw"),
     (["--burstiness", "0"], "--burstiness: must be > 0, as vLLM asserts, got 0.0"),
     (["--burstiness", "nan"], "--burstiness: must be > 0, as vLLM asserts, got nan"),
     # vLLM's RandomDataset refuses a line whose prompt could be empty: prefix + floor(len (1 - ratio)) < 1
@@ -3318,6 +3324,58 @@ def test_round_125_one_seed_sends_the_same_requests_at_every_rate_at_vllms_times
     legacy = np.random.RandomState(7)  # as vLLM's client: np.random.seed(seed), then a gamma draw per request
     sent = np.cumsum([legacy.gamma(shape=2.0, scale=1.0 / (5 * 2.0)) for _ in range(10)])
     np.testing.assert_allclose(requests.sort_values("request_id").arrival_time, sent * 2.0 / sent[-1], rtol=1e-6)
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_round_128_a_request_whose_max_tokens_is_below_its_min_tokens_is_answered_400(version, tmp_path):
+    """r128: --extra-body min_tokens above a request's max_tokens (the output length the client sends, or what
+    0.33 lowers it to) is SamplingParams' 400; servesim completed every request."""
+    def run(name, extra, *more):
+        line = ["vllm", "--quiet", "--vllm-version", version, "--out", str(tmp_path / name), "serve",
+                "Qwen/Qwen3-8B", "--max-model-len", "1024", "--", "bench", "serve", "--num-prompts", "30",
+                "--random-input-len", "64", "--random-output-len", "128", "--random-range-ratio", "0.5",
+                "--save-result", "--save-detailed", "--result-filename", "r.json", *extra, *more]
+        assert main(line) == 0
+        return json.loads((tmp_path / name / "r.json").read_text())
+    free = run("free", [])
+    lens = free["output_lens"]
+    held = run("held", ["--extra-body", '{"min_tokens": 150}'])
+    assert held["completed"] == sum(n >= 150 for n in lens) and 0 < held["failed"] < 30
+    assert all(e == "Bad Request" for e in held["errors"] if e) and held["output_lens"] == [
+        n if n >= 150 else 0 for n in lens]
+    from servesim.simulator.front_end import bad_request
+    from servesim.workloads.spec import RequestSpec
+
+    long = RequestSpec(0, 0.0, 900, 200)  # 0.33 lowers its max_tokens to the 124 the context leaves: below 150
+    assert bad_request(long, 1024, "lower", True, 150) == "min_tokens_above_max_tokens"
+    assert bad_request(long, 1024, "lower", True, 120) is None
+    assert bad_request(long, 1024, "refuse", True, 150) == "max_tokens_too_large"
+    assert bad_request(long, 1024, "lower", False, 150) == "min_tokens_above_max_tokens"  # none sent: the room
+
+
+def test_round_128_a_random_prompt_of_its_prefix_alone_as_vllm_sends_it(tmp_path):
+    """r128: --random-input-len 0 beside a prefix sent prefix + 1 tokens (32 of them cached), where vLLM sends the
+    prefix alone, its last block computed (16 cached); 0.19's server ignores --extra-body's stream_interval."""
+    assert main(["vllm", "--quiet", "--out", str(tmp_path / "p"), "serve", "Qwen/Qwen3-8B", "--", "bench", "serve",
+                 "--random-input-len", "0", "--random-prefix-len", "32", "--random-output-len", "4", "--num-prompts",
+                 "5", "--request-rate", "5", "--save-result", "--save-detailed", "--result-filename", "r.json"]) == 0
+    assert json.loads((tmp_path / "p" / "r.json").read_text())["input_lens"] == [32] * 5
+    assert pd.read_parquet(tmp_path / "p" / "requests.parquet").cached_tokens.tolist() == [0, 16, 16, 16, 16]
+    cmd = read([MODEL], ["--extra-body", '{"stream_interval": 0}'], version="0.19.0")
+    assert "ignored" in cmd.not_modelled["vllm bench serve --extra-body.stream_interval"]
+
+
+def test_round_128_a_burstiness_below_1e_4_runs_at_vllms_times(tmp_path):
+    """r128: --burstiness 5e-5 was refused (servesim drew no gamma past cv 100); vLLM takes any above 0: most of its
+    gaps are 0 and its rescale spreads the rest to N / rate."""
+    assert main(["vllm", "--quiet", "--out", str(tmp_path / "b"), "serve", "Qwen/Qwen3-8B", "--", "bench", "serve",
+                 "--num-prompts", "50", "--random-input-len", "64", "--random-output-len", "8", "--request-rate",
+                 "10", "--burstiness", "5e-5"]) == 0
+    requests = pd.read_parquet(tmp_path / "b" / "requests.parquet").sort_values("request_id")
+    legacy = np.random.RandomState(0)
+    sent = np.cumsum([legacy.gamma(shape=5e-5, scale=1.0 / (10 * 5e-5)) for _ in range(50)])
+    assert 0 < (np.diff(sent) > 0).sum() < 49  # mostly zero gaps
+    np.testing.assert_allclose(requests.arrival_time, sent * 5.0 / sent[-1], rtol=1e-6, atol=1e-9)
 
 
 @pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])

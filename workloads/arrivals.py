@@ -30,7 +30,8 @@ class Arrival(Settings):
 
     process: Literal["poisson", "gamma", "constant", "burst", "onoff", "curve", "closed_loop"] = "poisson"
     rate: Rate | None = Field(default=None, description="requests per second")
-    cv: float = Field(1.0, ge=1e-3, le=100, description="gamma: coefficient of variation of the gaps")
+    cv: float = Field(1.0, ge=1e-3, le=1e6, description="gamma: coefficient of variation of the gaps (vllm bench "
+                                                          "serve's --burstiness b is cv 1/sqrt(b): b down to 1e-12)")
     on_s: float | None = Field(None, ge=1e-6, le=MAX_SECONDS)
     off_s: float | None = Field(None, ge=0, le=MAX_SECONDS)
     points: list[tuple[NonNegativeFloat, NonNegativeFloat]] | None = None

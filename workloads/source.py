@@ -211,7 +211,8 @@ class SessionSource(RequestSource):
         if not self.ended:
             return ()
         return (f"{sum(self.ended.values()):,} later turn(s) of {len(self.ended):,} session(s) were never sent: "
-                f"a rejected turn ends its session (those turns are in no metric)",)
+                f"a rejected turn ends its session (those turns are in no other metric than the summary's "
+                f"turns_never_sent)",)
 
     def initial(self) -> list[RequestSpec]:
         return self.first_turns

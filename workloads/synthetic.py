@@ -81,6 +81,11 @@ class _Classes(Settings):
                           "refuses it (400); 0.33 lowers max_tokens to max_model_len - prompt and refuses only a "
                           "prompt of max_model_len or more, or a max_tokens above max_model_len; None: as "
                           "engine.vllm_defaults' release does")
+    min_tokens: int | None = Field(
+        None, ge=0, le=MAX_TOKENS, description="each request asks for at least this many output tokens (vLLM's "
+                                               "min_tokens, as --extra-body sends it): the API server refuses (400) "
+                                               "one whose max_tokens, as sent or lowered to fit, is below it, as "
+                                               "vLLM's SamplingParams does; outputs are the workload's lengths")
     max_concurrency: int | None = Field(
         None, ge=1, le=MAX_CLIENTS, description="requests in flight at most, as `vllm bench serve --max-concurrency`: "
                                                 "one due while this many are in flight is sent when one ends")

@@ -178,12 +178,25 @@ class _Csv:
         ts = pd.to_datetime(raw, format="ISO8601", errors="coerce", utc=True)
         bad = ts.isna().to_numpy()
         self.flag(bad, col, lambda i: f"cannot parse the timestamp {_show(raw.iloc[i])}")
+        # naive and offset times mixed: the naive ones read as UTC, one row's +05:00 made a 5-hour gap (r128)
+        aware = raw.astype(str).str.strip().str.contains(OFFSET_AT_END, regex=True).to_numpy()
+        with_offset = int(aware.sum())
+        if 0 < with_offset < len(aware):  # the odd ones out named: the rows unlike most
+            most = with_offset * 2 > len(aware)
+            others = with_offset if most else len(aware) - with_offset
+            self.flag(~bad & (aware != most), col,
+                      lambda i: f"the timestamp {_show(raw.iloc[i])} {'has' if aware[i] else 'lacks'} a UTC offset, "
+                                f"where {others:,} of the {len(aware):,} rows {'have' if most else 'lack'} one: give "
+                                f"every timestamp in one time zone")
         return (ts - ts.min()).dt.total_seconds().to_numpy()
 
     def done(self) -> None:
         if self.first is not None:
             i, col, problem = self.first
             _fail(self.path, f"line {self.lines[i]}, column {col}", problem)
+
+
+OFFSET_AT_END = r"\d:\d\d(?::\d\d(?:\.\d+)?)?\s*(?:Z|[+-]\d\d(?::?\d\d)?)$"  # a time of day, then its UTC offset
 
 
 def _read_azure(path: Path) -> _Rows:
