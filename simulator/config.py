@@ -1083,8 +1083,10 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
         field = "engine.kv_cache_memory_bytes" if e.kv_cache_memory_bytes and (e.is_0_19 or not e.num_gpu_blocks_override) \
             else "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.gpu_memory_utilization"
         counted = "blocks, as vLLM 0.19 counts them" if e.is_0_19 else "usable blocks"
+        given = f" (engine.reserved_memory_gib={e.reserved_memory_gib:g} took its share for vLLM's start-up " \
+                f"profile)" if field == "engine.gpu_memory_utilization" and e.reserved_memory_gib is not None else ""
         raise ConfigError(field, f"the KV pool ({max(checked, 0):,} {counted} of {e.block_size} tokens) cannot hold "
-                                 f"one request of max_model_len={max_model_len:,} ({need:,} blocks); lower "
+                                 f"one request of max_model_len={max_model_len:,} ({need:,} blocks){given}; lower "
                                  f"engine.max_model_len or give the cache more memory")
     return blocks, pool, max_model_len
 

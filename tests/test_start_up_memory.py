@@ -99,6 +99,9 @@ def test_a_budget_whose_profile_leaves_no_memory_is_refused_naming_what_sizes_it
         load(None, ["engine.max_num_batched_tokens=2000000", "engine.max_num_seqs=1024", "engine.max_model_len=8192"])
     with pytest.raises(ConfigError, match="engine.reserved_memory_gib: no memory left"):
         load(None, ["engine.reserved_memory_gib=120", "engine.max_model_len=8192"])
+    # a pool left too small for one request by a reserve given says so (r126's low one: said as the share's alone)
+    with pytest.raises(ConfigError, match=r"\(8,192 blocks\) \(engine.reserved_memory_gib=110 took its share"):
+        load(None, ["engine.reserved_memory_gib=110"])
 
 
 def test_round_126_a_share_above_what_is_free_at_start_is_refused():
