@@ -685,15 +685,17 @@ def check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | Non
 
 
 def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float, ep: int | None = None,
-                redundant: int = 0) -> ConfigError | None:
-    """The weights alone must fit each GPU of the TP group; say what would make them fit."""
+                redundant: int = 0, reserve_at=lambda t, ep: 0) -> ConfigError | None:
+    """The weights alone must fit each GPU of the TP group; say what would make them fit: the TP whose share of
+    the weights leaves room for vLLM's start-up profile too (reserve_at(tp, ep): its bytes per GPU there)."""
     usable = hw.memory_bytes * utilization
     per_gpu = arch.weight_bytes_per_gpu(tp, ep, redundant)
     if per_gpu < usable:
         return None
     dp = ep // tp if ep else None  # a larger TP keeps the DP degree: EP over t x dp GPUs
     need = next((t for t in (2, 4, 8, 16, 32, 64)
-                 if t > tp and arch.weight_bytes_per_gpu(t, dp and t * dp, redundant) < usable), None)
+                 if t > tp and arch.weight_bytes_per_gpu(t, dp and t * dp, redundant) + reserve_at(t, dp and t * dp)
+                 < usable), None)
     what = (f"{arch.name} ({arch.dtype}) needs {arch.weight_bytes / GIB:.1f} GiB of weights, {per_gpu / GIB:.1f} GiB "
             f"per GPU at tensor_parallel_size={tp}, more than the {usable / GIB:.1f} GiB usable on a {hw.name} "
             f"(gpu_memory_utilization={utilization})")
@@ -701,8 +703,9 @@ def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: flo
         return ConfigError("engine.gpu_memory_utilization", what + "; raise it" +
                            (f" or set tensor_parallel_size={need}" if need else ""))
     return ConfigError("engine.tensor_parallel_size",
-                       what + (f"; tensor_parallel_size={need} holds the weights (its KV pool must also hold a "
-                               f"request of max_model_len)" if need else "; quantize it (engine.quantization)"))
+                       what + (f"; tensor_parallel_size={need} holds the weights and vLLM's start-up profile (its "
+                               f"KV pool must also hold a request of max_model_len)" if need else
+                               "; quantize it (engine.quantization)"))
 
 
 def check_tensor_parallel(arch: ModelArchitecture, tp: int, field: str) -> None:
@@ -1091,6 +1094,19 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
     return blocks, pool, max_model_len
 
 
+def _reserve_estimate(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, tp: int, ep: int | None) -> int:
+    """The start-up reserve at another TP, for the advice a weights error gives (its budgets at the scenario's
+    settings; 0 where they do not resolve: the error it advises on comes first)."""
+    e = scenario.engine
+    try:
+        length = check_max_model_len(arch, None if e.max_model_len == "auto" else e.max_model_len,
+                                     "engine.max_model_len", e.vllm_defaults)
+        tokens, seqs = _budgets(e, hw, length)
+    except ConfigError:
+        return 0
+    return start_up_reserve(e, arch, tp, ep, tokens, seqs, not e.enforce_eager, scenario.speculative.method != "none")
+
+
 def start_up_reserve(e: EngineSettings, arch: ModelArchitecture, tp: int, ep: int | None, tokens: int, seqs: int,
                      cuda_graphs: bool, speculative: bool = False) -> int:
     """Bytes per GPU that vLLM's start-up profile takes besides weights and KV cache: engine.reserved_memory_gib
@@ -1162,7 +1178,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         scenario = scenario.model_copy(update={"engine": e})
     check_start_memory(hw.memory_bytes, e.gpu_memory_utilization)
     if not e.num_gpu_blocks_override and not e.kv_cache_memory_bytes and \
-            (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep, e.num_redundant_experts)):
+            (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep, e.num_redundant_experts,
+                                lambda t, ep_t: _reserve_estimate(scenario, arch, hw, t, ep_t))):
         raise err
     weight_only = check_formats(arch, hw, e.quantization)
     routing = scenario.moe.routing if arch.is_moe else DEFAULT_ROUTING  # a dense model's: said to have no effect

@@ -134,6 +134,14 @@ def test_weights_that_do_not_fit_name_the_tensor_parallel_size_that_would():
     assert e.value.field == "engine.tensor_parallel_size" and "tensor_parallel_size=2 holds the weights" in e.value.message
     assert load(None, ["model=llama-3.1-70b", "hardware.gpu=h100-sxm", "engine.tensor_parallel_size=4",
                        "engine.max_model_len=8192"]).profile.name == "h100-llama-3.1-70b-bf16-tp4"
+    # the TP named leaves room for vLLM's start-up profile too: on 72 GiB, TP 2's 65.7 GiB of weights fit the 66.2
+    # usable but its 3.3 GiB profile does not (the advice said TP 2, which then had no memory for the KV cache)
+    small = ["model=llama-3.1-70b", "hardware.gpu=h100-sxm", "hardware.memory_gib=72"]
+    with pytest.raises(ConfigError, match="tensor_parallel_size=4 holds the weights and vLLM's start-up profile"):
+        load(None, small)
+    with pytest.raises(ConfigError, match="no memory left for the KV cache"):
+        load(None, small + ["engine.tensor_parallel_size=2"])
+    load(None, small + ["engine.tensor_parallel_size=4", "engine.max_model_len=8192"])
 
 
 def test_fp8_kv_cache_halves_kv_bytes_doubles_the_pool_and_speeds_long_decodes():
