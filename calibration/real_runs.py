@@ -35,7 +35,7 @@ import pandas as pd
 from servesim.simulator.batch import SHAPE_FIELDS, shape_of
 from servesim.simulator.config import KV_CACHE_DTYPES, QUANTIZED_FORMATS
 from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem, unique_keys
-from servesim.simulator.files import where_looked
+from servesim.simulator.files import appended_results, where_looked
 from servesim.simulator.metrics import latency_stats
 from servesim.simulator.model_arch import HF_IDS
 from servesim.workloads.settings import MAX_SECONDS
@@ -200,8 +200,8 @@ def detect(path: str | Path) -> str:
                 return "lifecycle"
             if "t_end" in row or "t" in row and (set(SHAPE) & set(row) or "requests" in row):
                 return "step-log"
-        if '"ttfts"' in head or row is None:
-            return "vllm-bench"
+        if '"ttfts"' in head or row is None or isinstance(row, dict) and {"backend", "completed"} <= set(row):
+            return "vllm-bench"  # a result saved without --save-detailed too: its reader says what is missing
     _fail(path, "", "not a real-run format servesim reads: expected lifecycle records (JSON lines with "
                     "queued_ts, scheduled_ts, first_token_ts, last_token_ts), a `vllm bench serve --save-detailed` "
                     "result (JSON with ttfts, itls, input_lens, output_lens, start_times) or an engine step log "
@@ -498,25 +498,14 @@ def _json_object(path: Path) -> dict:
         text = path.read_text(encoding="utf-8-sig")
         data = json.loads(text, object_pairs_hook=unique_keys)
     except (OSError, UnicodeDecodeError, *JSON_ERRORS) as exc:
-        if _appended_results(text):
-            _fail(path, "", f"holds {_appended_results(text)} results, one a line, as `vllm bench serve "
+        if appended_results(text):
+            _fail(path, "", f"holds {appended_results(text)} results, one a line, as `vllm bench serve "
                             f"--append-result` adds them: compare reads one run a file (give each line as a file "
                             f"of its own; repeats of one workload may all be given)")
         _fail(path, "", f"not a JSON document ({json_problem(exc)})")
     if not isinstance(data, dict):
         _fail(path, "", "not a JSON object")
     return data
-
-
-def _appended_results(text: str) -> int:
-    """How many JSON objects, one a line, the text holds where it holds more than one (else 0)."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if len(lines) < 2:
-        return 0
-    try:
-        return len(lines) if all(isinstance(json.loads(line), dict) for line in lines) else 0
-    except (*JSON_ERRORS,):
-        return 0
 
 
 def _read_bench(path: Path) -> RealRun:
@@ -536,6 +525,9 @@ def _read_bench(path: Path) -> RealRun:
     latencies = data.get("latencies")  # 0.33 keeps them: a first token after the request ended contradicts itself
     if latencies is not None and (not isinstance(latencies, list) or len(latencies) != n):
         _fail(path, "latencies", f"must be a list with one entry per request ({n})")
+    # vLLM 0.19's chat client (no latencies kept) times the server's opening role chunk as the first token: its
+    # first gap is the first content token's, ~0 after it
+    role_chunk = data.get("backend") == "openai-chat" and latencies is None
     rows = []
     for i in range(n):
         if errors[i]:
@@ -554,6 +546,8 @@ def _read_bench(path: Path) -> RealRun:
         if not isinstance(itl, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                 and math.isfinite(x) and x >= 0 for x in itl):
             _fail(path, where, "itls must be a list of non-negative finite numbers")
+        if len(itl) == n_out and role_chunk:  # 0.19's chat client: the role chunk was its first token (r129)
+            ttft, itl = ttft + itl[0], itl[1:]
         if len(itl) > n_out - 1:  # one gap per streamed chunk after the first; a chunk holds at least one token
             _fail(path, where, f"{len(itl)} itls for {n_out} output token(s): at most one gap per token after the "
                                f"first")

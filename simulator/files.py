@@ -492,3 +492,19 @@ def refuse_folder_holding_inputs(out: str | Path, field: str, inputs) -> None:
         if given and Path(given).resolve().is_relative_to(target):
             how = "is" if Path(given).resolve() == target else "holds"
             raise ConfigError(field, f"{out} {how} the input {given}: write the results elsewhere")
+
+
+def appended_results(text: str) -> int:
+    """How many JSON objects, one a line, the text holds where it holds more than one (else 0): a `vllm bench
+    serve --append-result` file, which adds each run's result as a line."""
+    import json
+
+    from servesim.simulator.errors import JSON_ERRORS
+
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2:
+        return 0
+    try:
+        return len(lines) if all(isinstance(json.loads(line), dict) for line in lines) else 0
+    except (*JSON_ERRORS,):
+        return 0

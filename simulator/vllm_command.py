@@ -2018,7 +2018,10 @@ def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20
     w: dict = {"workload.num_requests": o.num_prompts, "seed": seed}
     limit = o.max_concurrency
     if limit is not None and limit <= 0 and not (limit == 0 and version == "0.19.0"):
-        raise ConfigError("vllm bench serve --max-concurrency", f"must be > 0, as vLLM {version} requires, got {limit}")
+        raise ConfigError("vllm bench serve --max-concurrency",
+                          f"must be > 0, as vLLM {version} requires, got {limit}" if version != "0.19.0" else
+                          f"must be 0 (no limit) or more: vLLM 0.19's client makes a semaphore of it, which refuses "
+                          f"{limit}")
     if limit:  # 0.19 takes 0 as no limit (its semaphore only when the value is truthy), and writes it so
         w["workload.max_concurrency"] = limit
     w["workload.arrival"] = _arrival(bench, o)

@@ -131,7 +131,11 @@ def _histogram(family, labels: list[str], values: np.ndarray, edges: list[float]
 
 
 def _le(edge: float) -> str:
-    return repr(float(edge))  # prometheus_client's own formatting of an edge: 0.001, 1.0, 8192.0
+    """prometheus_client's own formatting of an edge (floatToGoString): 0.001, 1.0, 8192.0, 1e+06 (r129: 1e6 and
+    up were written 1000000.0)."""
+    from prometheus_client.utils import floatToGoString
+
+    return floatToGoString(float(edge))
 
 
 # servesim's refusal reasons (engine.Replica.admission_error) under vLLM 0.33's admission_rejections reasons
@@ -318,8 +322,11 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
         # vLLM's IterationStats: prompts whose prefill ended in the step (0.19: whole; 0.33: the computed part)
         # plus the tokens generated; not the tokens scheduled (a prefill chunk counts when its prompt ends)
         per_iteration = (per_step["prompt"] if version == "0.19.0" else per_step["computed"]) + per_step["generated"]
+        # observed only for a step that returned outputs (async_llm: no IterationStats without one): one of partial
+        # prefill chunks alone returns none, and counted 0 (r129: 80 observed where vLLM observes 40)
+        outputs = per_iteration > 0
         for e in engines:
-            _histogram(h, [model_name, tag(e)], per_iteration[step_engine == e].astype(float),
+            _histogram(h, [model_name, tag(e)], per_iteration[(step_engine == e) & outputs].astype(float),
                        family_edges("iteration_tokens", ITERATION_TOKEN_BUCKETS))
         yield h
 

@@ -40,9 +40,11 @@ def _percentile_key(p: float) -> str:
     return str(int(p)) if float(p).is_integer() else str(p)
 
 
-def _per_request(result, due: dict | None) -> dict:
+def _per_request(result, due: dict | None, role_chunk: bool = False) -> dict:
     """Per request, in request order: vLLM's arrays, the successful ones' latencies, and their token times.
-    due: each request's send time before a --max-concurrency limit held it (None: sent when due)."""
+    due: each request's send time before a --max-concurrency limit held it (None: sent when due). role_chunk:
+    vLLM 0.19's chat client takes the server's opening role chunk, sent with the first token, as that token and
+    the first content chunk as a gap of ~0 after it: one gap per output token (r129)."""
     cols = result.request_columns
     n = len(cols["request_id"])
     order = np.argsort(cols["request_id"], kind="stable")
@@ -51,7 +53,7 @@ def _per_request(result, due: dict | None) -> dict:
     itls = [[] for _ in range(n)]
     for row, times in token_times.items():
         if ok[row]:
-            itls[row] = np.diff(times).tolist()
+            itls[row] = [0.0] * role_chunk + np.diff(times).tolist()
     reasons = cols["finish_reason"]
     return {
         "order": order, "ok": ok, "token_times": token_times,
@@ -80,15 +82,16 @@ def _tokens_per_second_peak(result, per: dict) -> float:
     return float(np.bincount(np.floor(np.concatenate(times) - t0).astype(np.int64)).max())
 
 
-def _rps_changes(o: BenchOptions, sends: list[float], date: str) -> list[dict]:
+def _rps_changes(o: BenchOptions, sends: list[float], date: str, duration: float) -> list[dict]:
     """vLLM's ramp-up log: the start rate at the start, then, as each request is sent (when it is due: before a
     --max-concurrency slot holds it), every whole requests-per-second the ramp passed since the last one, all
-    stamped at that send (the run's date plus the simulated seconds, where vLLM stamps its clock)."""
+    stamped at that send: its clock while sending, which starts `duration` before the run's date (taken when it
+    ends; r129: stamped from the date, the events lay after it)."""
     from datetime import timedelta
 
     r = o.ramp_up
     lo, hi, n = r["ramp_up_start_rps"], r["ramp_up_end_rps"], max(len(sends) - 1, 1)  # vLLM: the requests made
-    base = datetime.strptime(date, "%Y%m%d-%H%M%S")
+    base = datetime.strptime(date, "%Y%m%d-%H%M%S") - timedelta(seconds=duration)
     events, last = [{"rps": lo, "timestamp": base.isoformat()}], lo  # vLLM's clock starts before the first gap
     for i, t in enumerate(sorted(sends)):
         p = i / n
@@ -114,7 +117,7 @@ def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: st
     """The result dict `vllm bench serve --save-result` writes, for this run and these client options (due: as
     _per_request's)."""
     s, cols = result.summary, result.request_columns
-    per = _per_request(result, due)
+    per = _per_request(result, due, role_chunk=o.vllm_version == "0.19.0" and o.backend == "openai-chat")
     ok = per["ok"]
     date = date or datetime.now().strftime("%Y%m%d-%H%M%S")
     out: dict = {"date": date, "endpoint_type": o.backend,
@@ -143,7 +146,11 @@ def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: st
     out["total_token_throughput"] = s["total_token_throughput"] * scale
     if o.save_detailed if detailed is None else detailed:
         out.update({k: per[k] for k in DETAILED[o.vllm_version]})
-    else:
+    else:  # vLLM deletes the others' names, a --metadata key of one of them too (r129)
+        server = ("server_queue_times", "server_ttfts") if o.vllm_version != "0.19.0" else ()
+        for key in (*DETAILED[o.vllm_version], *server):
+            if key not in KEPT[o.vllm_version]:
+                out.pop(key, None)
         out.update({k: per[k] for k in KEPT[o.vllm_version]})
     out["max_output_tokens_per_s"] = _tokens_per_second_peak(result, per)
     out["max_concurrent_requests"] = s["max_concurrent_requests"]  # vLLM's 1-second count (metrics.py)
@@ -157,7 +164,8 @@ def bench_result(result, o: BenchOptions, detailed: bool | None = None, date: st
                                for i in per["order"]]
     if o.ramp_up:
         # stamped from the run's clock, whatever --metadata wrote as the file's date
-        out["rps_change_events"] = _rps_changes(o, list(due.values()) if due else per["start_times"], date)
+        out["rps_change_events"] = _rps_changes(o, list(due.values()) if due else per["start_times"], date,
+                                                out["duration"])
     if o.server_counters and s.get("spec_decode_num_drafts"):  # from the server's counters: a rate in percent
         out["spec_decode_acceptance_rate"] = 100 * s["spec_decode_acceptance_rate"]
         out["spec_decode_acceptance_length"] = s["spec_decode_acceptance_length"]

@@ -128,6 +128,9 @@ def test_a_step_log_in_either_form_gives_batch_shapes_and_times(tmp_path):
      '"last_token_ts": 4, "input_toks": 6}\n', "r.jsonl", "line 1.*key 'input_toks' is given twice"),
     ('{"t": 2, "t_end": 3, "num_seqs": 1, "prefill_tokens": 0, "prefill_attention_pairs": 0, "decode_seqs": 4, '
      '"decode_context_tokens": 9}\n', "s.jsonl", "num_seqs must be >= 1 and >= decode_seqs"),
+    # r129: a result saved without --save-detailed was "not a real-run format": its reader says what is missing
+    ('{"date": "20261206-133050", "backend": "vllm", "completed": 20, "duration": 1.5}', "nd.json",
+     r"missing per-request array\(s\) input_lens.*rerun `vllm bench serve` with --save-result --save-detailed"),
 ])
 def test_bad_real_runs_are_refused_naming_file_record_and_field(tmp_path, content, name, msg):
     path = tmp_path / name
@@ -1013,3 +1016,26 @@ def test_round_127_a_rerun_into_the_same_folder_removes_its_earlier_plots_only(t
     assert main(args) == 0
     assert not (out / "timeline-comparison.png").exists() and (out / "cdf-comparison.png").is_file()
     assert (out / "timeline-mine.png").read_bytes() == b"the user's"
+
+
+def test_a_vllm_0_19_chat_result_has_a_gap_per_token_and_reads_back(tmp_path, capsys):
+    """r129: vLLM 0.19's chat client times the server's opening role chunk (sent with the first token) as the
+    first token, so its file has one gap per output token, the first ~0; compare refused it ("32 itls for 32
+    output tokens"), and servesim's own 0.19 chat file had one gap fewer than vLLM's."""
+    out = tmp_path / "c"
+    assert main(["vllm", "--quiet", "--vllm-version", "0.19.0", "--out", str(out), "serve",
+                 "meta-llama/Llama-3.1-8B-Instruct", "--", "bench", "serve", "--backend", "openai-chat", "--endpoint",
+                 "/v1/chat/completions", "--random-input-len", "64", "--random-output-len", "8", "--num-prompts", "10",
+                 "--request-rate", "10", "--save-result", "--save-detailed", "--result-filename", "c.json"]) == 0
+    data = json.loads((out / "c.json").read_text())
+    assert [len(g) for g in data["itls"]] == data["output_lens"] and all(g[0] == 0.0 for g in data["itls"])
+    assert data["mean_itl_ms"] == pytest.approx(1000 * np.mean([x for g in data["itls"] for x in g]))
+    run = read_run(out / "c.json")
+    assert len(run.itls) == sum(n - 1 for n in data["output_lens"])  # the role chunk's gap folded into TTFT
+    rows = pd.read_parquet(out / "requests.parquet").sort_values("request_id")
+    np.testing.assert_allclose(np.sort(run.requests.ttft), np.sort(rows.ttft), rtol=1e-9)
+    # vLLM 0.33's client fixed it: a 0.33 file with a gap per token is still refused
+    data["latencies"] = [1.0] * len(data["itls"])
+    (tmp_path / "c33.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match="8 itls for 8 output token"):
+        read_run(tmp_path / "c33.json")

@@ -310,6 +310,11 @@ ERRORS = [
     ("zero_output.csv", "azure", AZ + ROW + "2023-11-16 18:15:47,5,0\n",
      ["line 3, column GeneratedTokens", "at least 1 output token"]),
     ("bad_time.csv", "azure", AZ + ROW + "yesterday,5,4\n", ["line 3, column TIMESTAMP", "timestamp", "'yesterday'"]),
+    # r129: vLLM's --append-result file was "invalid JSON: Extra data"; a result without --save-detailed had no format
+    ("appended.json", None, '{"start_times": [0], "input_lens": [5], "output_lens": [3]}\n' * 2,
+     ["holds 2 results, one a line, as `vllm bench serve --append-result` adds them"]),
+    ("summary_only.json", None, '{"date": "20261206-133050", "backend": "vllm", "completed": 20}',
+     ["key start_times: missing", "--save-detailed"]),
     # r128: one row's offset among naive times (read as UTC) made a 5-hour gap
     ("mixed_zones.csv", "azure", AZ + ROW + "2023-11-16 18:15:47.5+05:00,5,4\n" + ROW,
      ["line 3, column TIMESTAMP", "has a UTC offset, where 2 of the 3 rows lack one"]),

@@ -768,6 +768,11 @@ def test_ramp_events_are_vllms_every_whole_rate_stamped_when_due(tmp_path, capsy
     last = (datetime.fromisoformat(stamps[-1]) - datetime.fromisoformat(stamps[0])).total_seconds()
     # the start rate at vLLM's clock start, before the first request's gap (stamped from the first send before)
     assert due[0] > 0 and last == pytest.approx(due[-1], abs=1e-5) and max(r["queue_times"]) > 0
+    # r129: vLLM stamps them while sending and dates the file when the run ends: every event before the date, the
+    # first `duration` before it
+    end = datetime.strptime(r["date"], "%Y%m%d-%H%M%S")
+    assert datetime.fromisoformat(stamps[-1]) <= end
+    assert (end - datetime.fromisoformat(stamps[0])).total_seconds() == pytest.approx(r["duration"], abs=1e-5)
 
 
 @pytest.mark.parametrize("value, got", [("32k", 32000), ("1.5k", 1500), ("2K", 2048), ("007", 7), ("4096", 4096)])
@@ -1253,7 +1258,8 @@ def test_max_concurrency_0_is_no_limit_in_019_and_refused_in_033():
     assert "workload.max_concurrency" not in old.settings and old.bench.max_concurrency == 0
     with pytest.raises(ConfigError, match="--max-concurrency: must be > 0, as vLLM 0.33.0 requires, got 0"):
         read([MODEL], ["--max-concurrency", "0"])
-    with pytest.raises(ConfigError, match="as vLLM 0.19.0 requires, got -1"):
+    with pytest.raises(ConfigError, match="--max-concurrency: must be 0 \\(no limit\\) or more: vLLM 0.19's client "
+                                          "makes a semaphore of it, which refuses -1"):  # r129: said as 0.33's bound
         read([MODEL], ["--max-concurrency=-1"], version="0.19.0")
 
 
@@ -2470,6 +2476,12 @@ def test_the_result_duration_waits_for_every_answer_refusals_too(tmp_path):
                  "3", "--save-result", "--result-filename", "r.json", "--metadata", "date=foo"]) == 0
     md = json.loads((tmp_path / "md" / "r.json").read_text())
     assert md["date"] == "foo" and md["rps_change_events"][0]["rps"] == 1
+    # r129: without --save-detailed vLLM deletes the per-request keys, a --metadata key of those names too
+    assert main(["vllm", "--out", str(tmp_path / "md2"), "--quiet", "serve", MODEL, "--", "bench", "serve",
+                 "--num-prompts", "5", "--save-result", "--result-filename", "r.json", "--metadata", "errors=none",
+                 "latencies=x", "team=a"]) == 0
+    md = json.loads((tmp_path / "md2" / "r.json").read_text())
+    assert "errors" not in md and md["team"] == "a" and isinstance(md["latencies"], list)  # 0.33 keeps latencies
 
 
 @pytest.mark.parametrize("version, flag", [

@@ -92,6 +92,33 @@ def test_speculative_decoding_counts_tokens_generated_not_steps():
 
 
 @pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_a_step_of_partial_prefill_chunks_alone_is_no_iteration_and_big_edges_are_written_as_vllm_writes_them(
+        version):
+    """r129: vLLM makes IterationStats only for a step that returned outputs; a step of partial prefill chunks
+    returns none, and was observed as 0 tokens (80 where vLLM observes 40). An edge of 1e6 or more is written as
+    prometheus_client writes it (1e+06), not 1000000.0."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+    from servesim.simulator.vllm_metrics import exposition
+
+    r = simulate(load(None, ["workload.num_requests=10", "workload.arrival.rate=1", "engine.max_num_batched_tokens=2048",
+                             "workload.prompt_tokens={dist: fixed, value: 10000}", "engine.enable_prefix_caching=false",
+                             "workload.output_tokens={dist: fixed, value: 4}"]))
+    prom = _prom(r, version)
+    steps = r.steps
+    first_tokens = set(r.requests.first_token_time)
+    outputs = (steps.decode_seqs > 0) | steps.end.isin(first_tokens)  # a token generated, or a prompt's first
+    assert 0 < outputs.sum() < len(steps)
+    assert prom[("vllm:iteration_tokens_total_count", "0", None)] == outputs.sum()
+    # one token: a lone decode, beside which a partial chunk counts nothing
+    assert prom[("vllm:iteration_tokens_total_bucket", "0", "1.0")] == ((steps.decode_seqs == 1) & ~steps.end.isin(
+        first_tokens)).sum()
+    from servesim.simulator.vllm_metrics import _le
+
+    assert [_le(x) for x in (0.001, 1, 8192, 1e6, 2e7)] == ["0.001", "1.0", "8192.0", "1e+06", "2e+07"]
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
 def test_iteration_tokens_and_prompt_sources_are_vllms_iteration_stats(version):
     """vLLM observes per iteration the prompts whose prefill ended (0.33: their computed part; 0.19: whole)
     plus the tokens generated; prompt tokens split by source, the cached ones local hits."""

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem, unique_keys
-from servesim.simulator.files import repeated_columns, where_looked
+from servesim.simulator.files import appended_results, repeated_columns, where_looked
 from servesim.workloads.settings import MAX_INT, MAX_SECONDS, MAX_TOKENS
 from servesim.workloads.spec import RequestSpec, prefix_chain_problem
 
@@ -423,9 +423,14 @@ def _servesim_rows(obj: _Obj, seen: dict, chains: dict):
 
 def _read_vllm_bench(path: Path) -> _Rows:
     """Request i is entry i of every per-request list; failed ones (an `errors` entry) are counted, not replayed."""
+    text = ""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8-sig"), object_pairs_hook=unique_keys)
+        text = path.read_text(encoding="utf-8-sig")
+        doc = json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as e:
+        if count := appended_results(text):  # r129: said as broken JSON
+            _fail(path, "", f"holds {count} results, one a line, as `vllm bench serve --append-result` adds them: "
+                            f"a trace replays one run (give each line as a file of its own)")
         _fail(path, f"line {e.lineno}, column {e.colno}", f"invalid JSON: {e.msg}")
     except JSON_ERRORS as e:
         _fail(path, "", f"not a vLLM bench result: {json_problem(e)}")
@@ -464,7 +469,7 @@ _READERS: dict[str, Callable[[Path], _Rows]] = {
 }
 
 _JSON_KEYS = (("input_lens", "vllm_bench"), ("queries", "timed_trace"), ("input_length", "mooncake"),
-              ("prompt_tokens", "servesim"))
+              ("prompt_tokens", "servesim"), ("backend", "vllm_bench"))  # a result without --save-detailed: said
 _CSV_COLUMNS = (("ContextTokens", "azure"), ("Request tokens", "burstgpt"), ("num_prefill_tokens", "sharegpt_stats"))
 
 
