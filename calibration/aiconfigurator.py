@@ -141,6 +141,15 @@ def _interp_scaled(x: float, xs: np.ndarray, ys: np.ndarray) -> float:
     return float(np.interp(x, xs, ys))
 
 
+def _sizes(a: pd.DataFrame, table: str, num_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+    """A collective's (message sizes, latencies): two sizes at least, or every message is priced from one in
+    proportion (r129: a 128-element all-reduce scaled to a step's, 500 times the token cost)."""
+    if a["message_size"].nunique() < 2:
+        raise ConfigError("kernel_tables", f"{table} times one message size only for {num_gpus} GPUs: it cannot "
+                                           f"scale to other messages")
+    return a["message_size"].to_numpy(float), a["latency"].to_numpy(float)
+
+
 def _bracket(v: float, grid: np.ndarray) -> tuple[float, float, float]:
     """(low, high, weight of high) in log space; (top, top, 0) beyond the top."""
     if v >= grid[-1]:
@@ -264,6 +273,10 @@ class KernelTables:
                       for nk, x in (g.sort_values("m").groupby(["n", "k"]))}
             if max(len(m) for m, _ in curves.values()) < 2:
                 raise ConfigError("kernel_tables", f"the {dtype} GEMM table in {self.dir} times one token count only")
+            for col, what in (("n", "output width"), ("k", "input width")):  # r129: one k priced every k as it
+                if g[col].nunique() < 2:
+                    raise ConfigError("kernel_tables", f"the {dtype} GEMM table in {self.dir} times one {col} "
+                                                       f"({what}) only: it cannot scale to other layers")
             self._gemm_curves[dtype] = (curves, np.sort(g["n"].unique()).astype(float),
                                         np.sort(g["k"].unique()).astype(float))
         return self._gemm_curves[dtype]
@@ -292,8 +305,12 @@ class KernelTables:
     def _attn_surface(self, table: str, heads: int, kv_heads: int, head_dim: int, kv_dtype: str):
         df = self.t[table]
         xcol = "isl" if table == "context" else "step"
-        have = sorted({k for k, v in KV_TABLE_DTYPES.items() if v in set(df["kv_cache_dtype"]) and k != "fp16"})
-        df = df[(df["window_size"] == 0) & (df["kv_cache_dtype"] == KV_TABLE_DTYPES.get(kv_dtype, kv_dtype))]
+        full = df[df["window_size"] == 0]  # full attention; windowed rows time sliding-window kernels
+        if full.empty:  # r129: said as a KV dtype missing, "measured: bf16, fp8"
+            raise ConfigError("kernel_tables", f"no full-attention rows (window_size 0) in the {table} attention "
+                                               f"table of {self.dir}")
+        have = sorted({k for k, v in KV_TABLE_DTYPES.items() if v in set(full["kv_cache_dtype"]) and k != "fp16"})
+        df = full[full["kv_cache_dtype"] == KV_TABLE_DTYPES.get(kv_dtype, kv_dtype)]
         if df.empty:
             raise ConfigError("kv_cache_dtype", f"no {table} attention timings with a {kv_dtype} KV cache in "
                                                 f"{self.dir} (measured: {', '.join(have) or 'none'})")
@@ -356,7 +373,7 @@ class KernelTables:
             raise ConfigError("kernel_tables", f"no NCCL {op} timings for {num_gpus} GPUs in {self.dir} "
                                                f"(measured: {have})")
         a = a.groupby("message_size", as_index=False)["latency"].median().sort_values("message_size")
-        return _interp_scaled(elements, a["message_size"].to_numpy(float), a["latency"].to_numpy(float))
+        return _interp_scaled(elements, *_sizes(a, f"the NCCL {op} table in {self.dir}", num_gpus))
 
     def allreduce_ms(self, elements: float, num_gpus: int) -> float:
         """vLLM's custom all-reduce of `elements` activations, captured in a CUDA graph where measured."""
@@ -365,9 +382,13 @@ class KernelTables:
         if a.empty:
             have = ", ".join(str(n) for n in sorted(self.t["allreduce"]["num_gpus"].unique()))
             raise ConfigError("tp", f"no all-reduce timings for {num_gpus} GPUs in {self.dir} (measured: {have})")
-        backend = "vllm_graph" if (a["backend"] == "vllm_graph").any() else "vllm_eager"
+        backend = next((b for b in ("vllm_graph", "vllm_eager") if (a["backend"] == b).any()), None)
+        if backend is None:  # r129: an empty curve was an internal error
+            raise ConfigError("kernel_tables", f"no vLLM custom all-reduce timings (backend vllm_graph or vllm_eager) "
+                                               f"for {num_gpus} GPUs in {self.dir} (backends: "
+                                               f"{', '.join(sorted(map(str, a['backend'].unique())))})")
         a = a[a["backend"] == backend].sort_values("message_size")
-        return _interp_scaled(elements, a["message_size"].to_numpy(float), a["latency"].to_numpy(float))
+        return _interp_scaled(elements, *_sizes(a, f"the all-reduce table in {self.dir}", num_gpus))
 
 
 def _attention_ms(t: KernelTables, point: GridPoint, heads: int, kvh: int, d: int, kv: str, local=None) -> float:

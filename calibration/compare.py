@@ -14,6 +14,7 @@ import pandas as pd
 
 from servesim.calibration.fit import shape_range
 from servesim.calibration.grid import GridPoint
+from servesim.simulator.config import say_once
 from servesim.simulator.cost_model import (LinearCostModel, OverheadCostModel, Profile, extrapolation_warnings,
                                            linear_model, load_profile, refuse_zero_step)
 from servesim.simulator.errors import ConfigError
@@ -59,12 +60,25 @@ def _linear(p: Profile) -> LinearCostModel:
     return model
 
 
-def _with_overhead(p: Profile, m: LinearCostModel) -> OverheadCostModel | None:
-    """The profile's overhead terms on its own model and GPU, under vLLM's defaults (CUDA graphs to 512 tokens,
-    asynchronous scheduling); None when the profile carries none (a measured engine or the harness)."""
-    if p.overhead is None or not p.gpu or p.model in ("any", "from-scenario"):
+def _with_overhead(p: Profile, m: LinearCostModel, other: Profile) -> OverheadCostModel | None:
+    """The profile's overhead terms on its own model and GPU (else the other profile's: a run puts them on the
+    scenario's), under vLLM's defaults (CUDA graphs to 512 tokens, asynchronous scheduling); None when the profile
+    carries none (a measured engine or the harness). Terms with no model or GPU to put them on are said to be left
+    out (r129: compared on kernels alone, two profiles that time every run alike differed by 9%)."""
+    if p.overhead is None:
         return None
-    return OverheadCostModel(m, p.overhead, load_model(p.model), load_hardware(p.gpu), 512, True, p.tensor_parallel_size)
+    generic = ("any", "from-scenario")
+    model = p.model if p.model not in generic else other.model if other.model not in generic else None
+    gpu = p.gpu or other.gpu
+    if model is None or not gpu:
+        say_once([f"servesim: note: profile {p.name}'s overhead terms are left out of the comparison: it names no "
+                  f"{'GPU' if not gpu else 'model'} to put them on, nor does the other profile (a run puts them "
+                  f"on the scenario's)"])
+        return None
+    if (model, gpu) != (p.model, p.gpu):
+        say_once([f"servesim: note: profile {p.name}'s overhead terms are put on {model} on {gpu} (the other "
+                  f"profile's), as a run puts them on the scenario's"])
+    return OverheadCostModel(m, p.overhead, load_model(model), load_hardware(gpu), 512, True, p.tensor_parallel_size)
 
 
 def _value(m: LinearCostModel, key: str) -> float:
@@ -83,7 +97,7 @@ def compare_profiles(a: str | Profile, b: str | Profile) -> pd.DataFrame:
     ma, mb = _linear(pa), _linear(pb)
     rows = [{"part": "component", "what": label, "a": _value(ma, key), "b": _value(mb, key)}
             for label, key in COMPONENTS if key not in CARRIED or _value(ma, key) or _value(mb, key)]
-    oa, ob = _with_overhead(pa, ma), _with_overhead(pb, mb)
+    oa, ob = _with_overhead(pa, ma, pb), _with_overhead(pb, mb, pa)
     parts = lambda o, m, shape: o.parts(shape) if o else (m.step_time(shape), 0.0, 0.0)  # noqa: E731
     for label, pt in STEPS:
         a, b = parts(oa, ma, pt.shape), parts(ob, mb, pt.shape)

@@ -600,6 +600,14 @@ def _read_step_log(path: Path) -> RealRun:
     if (np.diff(steps["t"].to_numpy()) < 0).any():
         i = int(np.argmax(np.diff(steps["t"].to_numpy()) < 0)) + 1
         _fail(path, f"record {i + 1}", "t earlier than the step before it (steps must be in the order they ran)")
+    # one engine runs one step at a time: a step starting before the last one ended is another engine's (a DP
+    # engine's log, or logs appended), whose steps were timed as the gaps between them (r129: every step half)
+    overlap = steps["t"].to_numpy()[1:] < steps["t_end"].to_numpy()[:-1] - 1e-6
+    if overlap.any():
+        i = int(np.argmax(overlap)) + 1
+        _fail(path, f"record {i + 1}", f"t ({steps['t'].iloc[i]:g}) before the step before it ended (t_end "
+                                       f"{steps['t_end'].iloc[i - 1]:g}): steps overlap, which one engine's do not "
+                                       f"(a log of several engines, or logs appended? give one engine's)")
     return RealRun(str(path), path, "step-log", steps=step_times(steps))
 
 

@@ -33,9 +33,10 @@ def find_runs(root: str | Path) -> list[Path]:
     return sorted(p.parent.parent for p in root.rglob("vllm/requests.jsonl"))
 
 
-def load_run(path: Path, root: Path) -> tuple[RealRun, str | None]:
+def load_run(path: Path, root: Path, gpu_given: bool = False) -> tuple[RealRun, str | None]:
     """A run folder -> its requests and settings (its meta.json plus the GPU its folder names), or why it is
-    not simulated."""
+    not simulated. gpu_given: --set hardware.gpu names the GPU of a run that records none (r129: it was ignored,
+    and the folder above the run was said to be no GPU)."""
     run = read_run(path, name=str(path.relative_to(root)))
     kw = run.meta.get("engine_kwargs")
     if not isinstance(kw, dict) or not {"max_num_seqs", "max_num_batched_tokens"} <= set(kw):
@@ -44,9 +45,12 @@ def load_run(path: Path, root: Path) -> tuple[RealRun, str | None]:
     # the GPU its meta.json records (read_run maps it), else the one its folder names (the public runs' layout)
     recorded = any(s.startswith("hardware.gpu=") for s in run.sets)
     gpu = GPUS.get(path.parent.name)
-    if not (recorded or gpu) or not any(s.startswith("model=") for s in run.sets):
-        return run, f"no built-in GPU or model for {path.parent.name} / {kw.get('model')}"
-    run.sets = ([] if recorded else [f"hardware.gpu={gpu}"]) + run.sets  # profile: the default, auto
+    if not any(s.startswith("model=") for s in run.sets):
+        return run, f"no built-in model for {kw.get('model')}"
+    if not (recorded or gpu or gpu_given):
+        return run, (f"its meta.json records no GPU and its folder's parent ({path.parent.name}) names none of "
+                     f"{', '.join(GPUS)}: give --set hardware.gpu=NAME")
+    run.sets = ([] if recorded or not gpu else [f"hardware.gpu={gpu}"]) + run.sets  # profile: the default, auto
     return run, None
 
 
@@ -65,12 +69,14 @@ def plot_stems(names: list[str], root: Path) -> list[str]:
     return stems
 
 
-def load_runs(root: str | Path) -> tuple[list[RealRun], list[dict]]:
-    """Every run under root that servesim can simulate, and a line for each one it cannot."""
+def load_runs(root: str | Path, sets: list[str] | None = None) -> tuple[list[RealRun], list[dict]]:
+    """Every run under root that servesim can simulate, and a line for each one it cannot (sets: --set's, which
+    may name the GPU)."""
     root = Path(root)
     runs, skipped = [], []
+    gpu_given = any(s.split("=", 1)[0].strip() == "hardware.gpu" for s in sets or [])
     for path in find_runs(root):
-        run, skip = load_run(path, root)
+        run, skip = load_run(path, root, gpu_given)
         if skip:
             skipped.append({"run": run.name, "skipped": skip})
         else:
@@ -110,7 +116,7 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
 
     root = Path(root)
     out = make_out_dir(out, [root, *(p / "vllm" for p in find_runs(root))])  # not among any run's records
-    runs, report = load_runs(root)
+    runs, report = load_runs(root, sets)
     if leave_one_out and len(runs) < 2:
         raise ConfigError("--leave-one-out", f"needs at least 2 runs that can be simulated; {root} has {len(runs)}")
     tables = []
@@ -128,7 +134,8 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
         fit = None
         if leave_one_out:
             try:
-                fit = fit_serving([r for j, r in enumerate(runs) if j != i], [run], None, sets, terms, max_evals)
+                fit = fit_serving([r for j, r in enumerate(runs) if j != i], [run], None, sets, terms, max_evals,
+                                  transfer=True)
             except ConfigError as exc:  # said of this command's input: it has no --held-out
                 if exc.field != "--held-out":
                     raise

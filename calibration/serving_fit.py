@@ -189,10 +189,25 @@ def _describe_fit(fitted: dict, rs0, train: list[RealRun], held_out: list[RealRu
     return {k: v for k, v in fitted.items() if v is not None}
 
 
+def _deployment(rs) -> tuple:
+    return rs.scenario.hardware.gpu or rs.hardware.name, rs.arch.name, rs.scenario.engine.tensor_parallel_size
+
+
+def _refuse_other_held_out(resolved: list, held_out: list[RealRun]) -> None:
+    """A held-out run of a deployment none of the fitted runs is: its error is written as the profile's own held-out
+    error, which it is not (r129: a Qwen3-32B TP 2 run's 21.6% recorded for a Llama-3.1-8B TP 1 profile)."""
+    fitted = {_deployment(rs) for rs in resolved[:len(resolved) - len(held_out)]}
+    for run, rs in zip(held_out, resolved[len(resolved) - len(held_out):]):
+        if _deployment(rs) not in fitted:
+            gpu, model, tp = _deployment(rs)
+            raise ConfigError("--held-out", f"{run.path} is another deployment ({model} on {gpu}, TP {tp}) than the "
+                                            f"runs fitted ({'; '.join(f'{m} on {g}, TP {t}' for g, m, t in sorted(fitted))}"
+                                            f"): its error would be written as this profile's held-out error")
+
+
 def _say_if_mixed(resolved: list) -> None:
     """Runs of several deployments share the fitted terms, but one profile is written: the first run's."""
-    deployments = {(rs.scenario.hardware.gpu or rs.hardware.name, rs.arch.name, rs.scenario.engine.tensor_parallel_size)
-                   for rs in resolved}
+    deployments = {_deployment(rs) for rs in resolved}
     if len(deployments) > 1:
         say_once([f"servesim: warning: the runs fitted are {len(deployments)} deployments (GPU, model, TP): the terms "
                   f"are fitted across them, and the profile written is {resolved[0].profile.name}'s (the first run's) "
@@ -200,9 +215,12 @@ def _say_if_mixed(resolved: list) -> None:
 
 
 def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | None, sets: list[str] | None,
-                terms: list[str] | None = None, max_evals: int = DEFAULT_MAX_EVALS, progress=None) -> ServingFit:
+                terms: list[str] | None = None, max_evals: int = DEFAULT_MAX_EVALS, progress=None,
+                transfer: bool = False) -> ServingFit:
     """Fit terms on `train` runs (scored on all their requests; with no held-out run, on the first 70% of
-    each) and report the error on `held_out` runs (or the later 30%)."""
+    each) and report the error on `held_out` runs (or the later 30%). transfer: the held-out runs may be other
+    deployments (validate serving's leave-one-out predicts a run from the others'); else their error is the
+    profile's own and they must be of a deployment fitted."""
     given_terms = bool(terms)
     terms = _checked_inputs(train, held_out, list(terms or DEFAULT_TERMS), max_evals)
     t_start = time.monotonic()
@@ -210,6 +228,8 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
     resolved = [resolve_run(r, scenario, sets) for r in train + held_out]
     rs0 = resolved[0]
     _say_if_mixed(resolved[:len(train)])
+    if not transfer:
+        _refuse_other_held_out(resolved, held_out)
     starts = [rs.profile.model_dump(mode="json") for rs in resolved]
     for p in starts:
         if p.get("overhead") is None and any(t in OVERHEAD_TERMS for t in terms):

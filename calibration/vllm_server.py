@@ -176,13 +176,15 @@ def validate_vllm_server(scenario: str, sets: list[str], python: str, repeats: i
     from servesim.calibration.validate import make_out_dir, write_command
     from servesim.simulator.config import load
 
-    require_python(python)
+    if not resimulate:  # the engine's Python and the model it serves: only to measure (r129: --resimulate, which
+        require_python(python)  # reads the saved measurements alone, needed vLLM's venv)
     if not (isinstance(repeats, int) and repeats >= 1):
         raise ConfigError("--repeats", f"must be >= 1, got {repeats}")
     levels, fit_on = load_levels(levels_path)
     rs = load(scenario, sets)
     out = make_out_dir(out, rs.input_files() + [levels_path])
-    build_model(python, rs.arch, out)
+    if not resimulate:
+        build_model(python, rs.arch, out)
     plans = _write_traces(scenario, sets, levels, out)
     results = {name: [out / f"bench-{i}-r{r}.json" for r in range(repeats)] for i, (name, *_) in enumerate(plans)}
     if resimulate:  # the measurements of an earlier run of this command: simulate them again (new profiles)

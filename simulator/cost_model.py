@@ -14,7 +14,7 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt, Valid
 
 from servesim.workloads.settings import MAX_BLOCK_SIZE, Cost, Efficiency, Settings
 
-from servesim.simulator.batch import BatchShape
+from servesim.simulator.batch import BatchShape, decode_shape
 from servesim.simulator.errors import ConfigError, first_error
 from servesim.simulator.hardware import Hardware
 from servesim.simulator.model_arch import ModelArchitecture
@@ -300,10 +300,20 @@ def extrapolation_warnings(profile: Profile, largest: dict[str, float], who: str
     return out
 
 
+MIN_STEP_S = 1e-9  # 1 ns (1e-6 ms, the shortest step time calibrate fit takes): below it a step is no GPU's
+
+
 def refuse_zero_step(kernels: "CostModel", name: str) -> None:
-    """A profile whose one-token step takes no time: a clock it times never moves, a comparison of it says 0 ms."""
-    if kernels.step_time(BatchShape(1, 1, 1, 0, 0)) <= 0:
-        raise ConfigError("profile.coefficients", f"{name} predicts zero time for a one-token step")
+    """A profile whose one-token step, prefill or decode, takes no time (or less than MIN_STEP_S: a clock it times
+    never moves, r129's 1e-300 ms hung a closed loop), and a comparison of it says 0 ms. A decode step is timed too:
+    a profile of prefill terms alone gave every decode for free (r129)."""
+    for what, shape in (("one-token prefill", BatchShape(1, 1, 1, 0, 0)), ("one-sequence decode", decode_shape(1, 1))):
+        t = kernels.step_time(shape)  # seconds
+        if not t >= MIN_STEP_S:
+            raise ConfigError("profile.coefficients", f"{name} predicts "
+                                                      f"{'zero time' if t <= 0 else f'{t * 1e3:.3g} ms'} for a {what} "
+                                                      f"step" + ("" if t <= 0 else f" (less than {MIN_STEP_S * 1e3:g} "
+                                                                                   f"ms)"))
 
 
 def linear_model(profile: Profile) -> "LinearCostModel":

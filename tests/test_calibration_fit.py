@@ -1,6 +1,7 @@
 """The fit recovers known coefficients; bad measurement files are named, not tracebacks."""
 
 import re
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -498,8 +499,38 @@ def test_compare_refuses_a_profile_that_times_nothing():
     from servesim.simulator.errors import ConfigError
 
     empty = load_profile("teaching").model_copy(update={"coefficients": {}, "name": "empty"})
-    with pytest.raises(ConfigError, match="empty predicts zero time for a one-token step"):
+    with pytest.raises(ConfigError, match="empty predicts zero time for a one-token prefill step"):
         compare_profiles(empty, "teaching")
+
+
+def test_compare_puts_a_profiles_overhead_on_the_other_profiles_gpu_where_it_names_none(capsys):
+    """r129: a profile without `gpu` was compared on kernels alone (its overhead dropped), so two profiles that time
+    every run alike differed by 9%; a run puts the terms on the scenario's GPU."""
+    from servesim.calibration.compare import compare_profiles
+    from servesim.simulator.cost_model import load_profile
+
+    a = load_profile("h100-llama-3.1-8b-bf16-tp1")
+    bare = a.model_copy(update={"gpu": None, "name": "bare"})
+    t = compare_profiles(bare, a)
+    steps = t[t["part"] == "step time (ms)"]
+    assert len(steps) and (steps["a"] == steps["b"]).all()
+    assert "profile bare's overhead terms are put on llama-3.1-8b on h100-sxm" in capsys.readouterr().err
+    t = compare_profiles(bare, bare.model_copy(update={"name": "bare2"}))
+    assert "bare's overhead terms are left out of the comparison: it names no GPU" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("coefficients, says", [
+    ({"per_prefill_token_ms": 0.03}, "predicts zero time for a one-sequence decode step"),  # decodes for free
+    ({"step_overhead_ms": 1e-300}, "predicts 1e-300 ms for a one-token prefill step (less than 1e-06 ms)"),
+])
+def test_a_profile_whose_step_is_free_or_below_a_nanosecond_is_refused(coefficients, says):
+    """r129: a prefill-only profile timed every decode at 0 ms (TPOT 0.02 ms, no word); a 1e-300 ms step never
+    moved the clock, and a closed loop over a duration ran for ever."""
+    from servesim.simulator.config import load
+
+    with pytest.raises(ConfigError, match=r"^profile.coefficients: mine " + re.escape(says)):
+        load(None, ["workload.num_requests=5", "profile={name: mine, cost_model: linear, coefficients: "
+                    + json.dumps(coefficients) + "}"])
 
 
 def test_a_harness_profile_records_the_kv_cache_it_timed(tmp_path):

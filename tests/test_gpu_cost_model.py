@@ -263,6 +263,22 @@ def test_leave_one_out_names_its_own_input_when_a_run_repeats_another(tmp_path, 
 
 
 @needs_serving
+def test_a_run_recording_no_gpu_takes_the_one_set_and_says_how_to_give_it(tmp_path, capsys):
+    """r129: a public run copied under a folder that names no GPU was said to have "no built-in GPU or model for
+    <folder>", and `--set hardware.gpu` (applied to every run) was ignored."""
+    import shutil
+
+    from servesim.calibration.serving_fidelity import load_runs
+
+    shutil.copytree(SERVING / "llmservingsim-vllm-0.19" / "RTXPRO6000" / "Llama-3.1-8B", tmp_path / "data" / "a")
+    with pytest.raises(ConfigError, match=r"a: its meta.json records no GPU and its folder's parent \(data\) names "
+                                          r"none of RTX4090, RTXPRO6000: give --set hardware.gpu=NAME"):
+        load_runs(tmp_path / "data")
+    runs, skipped = load_runs(tmp_path / "data", ["hardware.gpu=rtx-pro-6000"])
+    assert len(runs) == 1 and not skipped and not any(s.startswith("hardware.gpu") for s in runs[0].sets)
+
+
+@needs_serving
 @needs_tables
 def test_public_gpu_runs_are_simulated_from_kernel_tables_and_reported(tmp_path, monkeypatch, capsys):
     from servesim.calibration.serving_fidelity import validate_serving

@@ -128,6 +128,11 @@ def test_a_step_log_in_either_form_gives_batch_shapes_and_times(tmp_path):
      '"last_token_ts": 4, "input_toks": 6}\n', "r.jsonl", "line 1.*key 'input_toks' is given twice"),
     ('{"t": 2, "t_end": 3, "num_seqs": 1, "prefill_tokens": 0, "prefill_attention_pairs": 0, "decode_seqs": 4, '
      '"decode_context_tokens": 9}\n', "s.jsonl", "num_seqs must be >= 1 and >= decode_seqs"),
+    # r129: two engines' steps interleaved were timed as the gaps between them (every step half as long)
+    ('{"t": 0, "t_end": 0.05, "num_seqs": 1, "prefill_tokens": 9, "prefill_attention_pairs": 45, "decode_seqs": 0, '
+     '"decode_context_tokens": 0}\n{"t": 0.002, "t_end": 0.052, "num_seqs": 1, "prefill_tokens": 9, '
+     '"prefill_attention_pairs": 45, "decode_seqs": 0, "decode_context_tokens": 0}\n', "s.jsonl",
+     r"record 2: t \(0.002\) before the step before it ended \(t_end 0.05\): steps overlap"),
     # r129: a result saved without --save-detailed was "not a real-run format": its reader says what is missing
     ('{"date": "20261206-133050", "backend": "vllm", "completed": 20, "duration": 1.5}', "nd.json",
      r"missing per-request array\(s\) input_lens.*rerun `vllm bench serve` with --save-result --save-detailed"),
@@ -1039,3 +1044,17 @@ def test_a_vllm_0_19_chat_result_has_a_gap_per_token_and_reads_back(tmp_path, ca
     (tmp_path / "c33.json").write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="8 itls for 8 output token"):
         read_run(tmp_path / "c33.json")
+
+
+def test_a_held_out_run_of_another_deployment_is_refused():
+    """r129: a Qwen3-32B TP 2 run held out of a Llama-3.1-8B TP 1 fit wrote its 21.6% as the Llama profile's own
+    held-out error (and the tolerance calibrate check holds it to)."""
+    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "serving" / "llmservingsim-vllm-0.19" / \
+        "RTXPRO6000"
+    if not (root / "Qwen3-32B").is_dir():
+        pytest.skip(f"{root} not found (../shared is absent)")
+    with pytest.raises(ConfigError, match=r"^--held-out: .*Qwen3-32B is another deployment \(qwen3-32b on "
+                                          r"rtx-pro-6000, TP 2\) than the runs fitted \(llama-3.1-8b on rtx-pro-6000, "
+                                          r"TP 1\)"):
+        fit_serving([read_run(root / "Llama-3.1-8B")], [read_run(root / "Qwen3-32B")], None,
+                    ["hardware.gpu=rtx-pro-6000"])

@@ -65,3 +65,22 @@ def test_the_vllm_engine_harness_without_vllm_is_a_one_line_error(tmp_path, caps
                str(tmp_path / "no-python"), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip()
     assert rc == 2 and len(err.splitlines()) == 1 and "make vllm-env" in err
+
+
+def test_resimulate_reads_the_saved_measurements_without_vllms_python(tmp_path, capsys):
+    """r129: docs/fidelity.md's --resimulate (the saved measurements simulated again, no server) refused to start
+    without the engine's venv (`make vllm-env`), as it checked vLLM's Python and built the served model first."""
+    import shutil
+    from pathlib import Path
+
+    import pandas as pd
+
+    root = Path(__file__).resolve().parents[1]
+    saved = root / "results" / "fidelity" / "vllm-server-small-llama-cpu"
+    out = tmp_path / "saved"
+    shutil.copytree(saved, out)
+    assert main(["validate", "vllm", str(root / "docs" / "scenarios" / "vllm-small-cpu.yaml"), "--server", "--levels",
+                 str(root / "docs" / "scenarios" / "vllm-server-levels.yaml"), "--repeats", "3", "--engine-profile",
+                 str(out / "engine-harness" / "profile.yaml"), "--out", str(out), "--resimulate", "--vllm-python",
+                 str(tmp_path / "no-python")]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out / "table.csv"), pd.read_csv(saved / "table.csv"))
