@@ -8,8 +8,8 @@ from pathlib import Path
 
 from servesim.simulator.model_arch import DEFAULT_ROUTING, ROUTINGS
 from servesim.simulator.cli_output import answer
-from servesim.simulator.cli_args import COUNT, OPEN_FRACTION, POSITIVE, SEED, nonempty_path, number, plain_name
-from servesim.workloads.settings import MAX_TOKENS
+from servesim.simulator.cli_args import COUNT, OPEN_FRACTION, POSITIVE, SEED, THREADS, nonempty_path, number, plain_name
+from servesim.workloads.settings import MAX_BLOCK_SIZE, MAX_TOKENS
 
 
 def _add_run(csub) -> None:
@@ -20,10 +20,12 @@ def _add_run(csub) -> None:
     r.add_argument("--dtype", default="fp32", choices=["fp32", "bf16", "fp16"])
     r.add_argument("--out", type=nonempty_path, required=True, help="directory for measurements.parquet and run.json")
     r.add_argument("--grid", help="quick, cpu or gpu (default: cpu on the CPU, gpu on CUDA)")
-    r.add_argument("--block-size", type=COUNT, help="KV block size (default: 16 for torch, 128 for vLLM's CPU engine)")
+    r.add_argument("--block-size", type=number(int, ge=1, le=MAX_BLOCK_SIZE),  # r129: measured, then refused by
+                   help="KV block size (default: 16 for torch, 128 for vLLM's CPU engine)")  # its own fit's run.json
     r.add_argument("--warmup", type=number(int, ge=0), default=2)
     r.add_argument("--repeats", type=COUNT, default=5)
-    r.add_argument("--threads", type=COUNT, help="CPU threads (default: torch's default, fixed for the run)")
+    r.add_argument("--threads", type=THREADS, help="CPU threads, up to this machine's (default: torch's default, "
+                                                  "fixed for the run)")
     r.add_argument("--max-kv-gib", type=POSITIVE,
                    help="skip grid points whose KV cache exceeds this (default on CUDA: free memory less weights)")
     r.add_argument("--attention", default="gather", choices=["gather", "paged"],
@@ -77,7 +79,7 @@ def _add_check(csub) -> None:
     c.add_argument("--points", type=COUNT, default=8)
     c.add_argument("--seed", type=SEED, default=0)
     c.add_argument("--repeats", type=COUNT, default=5)
-    c.add_argument("--threads", type=COUNT)
+    c.add_argument("--threads", type=THREADS)
     c.set_defaults(func=cmd_check)
 
 
@@ -132,7 +134,7 @@ def add_validate_parser(sub) -> None:
     r.add_argument("--profile", help="profile to validate (same as --set profile=...)")
     r.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     r.add_argument("--device", default="cpu")
-    r.add_argument("--threads", type=COUNT)
+    r.add_argument("--threads", type=THREADS)
     r.add_argument("--attention", choices=["gather", "paged"], help="decode attention (default: the profile's)")
     r.add_argument("--loads", help="comma-separated rate=R (open loop) and concurrency=N (closed loop) levels, "
                                     "or auto: four of each, up to about 90%% of the predicted saturation")

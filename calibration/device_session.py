@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from servesim.simulator.cli_args import COUNT, number
+from servesim.simulator.cli_args import COUNT, THREADS, number
 from servesim.simulator.files import PLAIN_NAME
 
 HEADLINE = {  # files copied beside the bundle (the call brings back eight files, log.txt included)
@@ -421,7 +421,7 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--grid", help="calibration grid (default: gpu on CUDA, cpu on the CPU)")
     p.add_argument("--warmup", type=number(int, ge=0), default=2)
     p.add_argument("--repeats", type=COUNT, default=5)
-    p.add_argument("--threads", type=COUNT)
+    p.add_argument("--threads", type=THREADS)
     p.add_argument("--attention", default="auto", choices=["auto", "gather", "paged"],
                    help="decode attention for the calibration and replay (auto: the paged kernel where it is right "
                         "and faster)")

@@ -186,7 +186,7 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
     df, meta, path = read_measurements(src)
     model_path = Path(model) if model and Path(model).exists() else None  # the labels below name the model
     model, dtype, gpu = measured_labels(meta, path, model, dtype, gpu)
-    _check_model_fits(meta, model, tp, "experts_touched" in df.columns)
+    arch = _check_model_fits(meta, model, tp, df)
     if meta.get("device") and tp not in (None, 1):  # calibrate run's harnesses time one device (calibrate check too)
         raise ConfigError("--tp", f"{tp}: {path} was measured on one device ({meta['device']}, run.json); a TP-{tp} "
                                   f"profile would time {tp} GPUs, their all-reduces left out, with one's numbers")
@@ -206,6 +206,8 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
         raise ConfigError("--name", f"the profile's default name {device.split(':')[0]}-{model}-{dtype!s:.60} is "
                                     f"not a plain name (run.json's device or model): give --name")
     fit = fit_step_model(df, holdout=holdout, seed=seed, source=str(path))
+    if "experts_touched" in df.columns and arch is not None:  # what per_expert_ms is priced over, as an import
+        fit.coefficients |= {"moe_experts": arch.num_experts, "moe_top_k": arch.experts_per_token}  # writes (r129)
     hw = meta.get("hardware", {})
     prof = profile_dict(
         fit, name=name or f"{device.split(':')[0]}-{model}-{dtype}",
@@ -230,9 +232,10 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
     return out, fit
 
 
-def _check_model_fits(meta: dict, model: str, tp: int | None, moe_table: bool) -> None:
-    """The TP degree must split the model's heads, and per-expert times need a mixture-of-experts model. The
-    architecture is run.json's where recorded (a model measured from its own config.json), else the model's."""
+def _check_model_fits(meta: dict, model: str, tp: int | None, df):
+    """The TP degree must split the model's heads, and per-expert times need a mixture-of-experts model, touching
+    no more experts than it has. The architecture is run.json's where recorded (a model measured from its own
+    config.json), else the model's; returned (None: one this machine cannot load)."""
     from servesim.simulator.config import check_tensor_parallel
     from servesim.simulator.model_arch import load_model
 
@@ -244,8 +247,14 @@ def _check_model_fits(meta: dict, model: str, tp: int | None, moe_table: bool) -
     except ConfigError as exc:
         if recorded:  # run.json's own architecture, which the profile keeps: a damaged one is named here
             raise ConfigError("run.json", f"architecture: {exc}") from None
-        return  # a model this machine cannot load (run.json's own name for it): nothing to check against
+        return None  # a model this machine cannot load (run.json's own name for it): nothing to check against
     if tp:
         check_tensor_parallel(arch, tp, "--tp")  # vLLM's rule, as a run checks it
-    if moe_table and not arch.is_moe:
-        raise ConfigError("measurements", f"the table has experts_touched, but {arch.name} has no experts")
+    if "experts_touched" in df.columns:
+        if not arch.is_moe:
+            raise ConfigError("measurements", f"the table has experts_touched, but {arch.name} has no experts")
+        most = float(df["experts_touched"].max())
+        if most > arch.num_experts:
+            raise ConfigError("measurements", f"experts_touched reaches {most:g}, more than {arch.name}'s "
+                                              f"{arch.num_experts} experts")
+    return arch

@@ -74,6 +74,17 @@ def _show(bound: float) -> str:
 COUNT = number(int, ge=1)  # a number of things: requests, repeats, replicas, jobs
 SEED = number(int, ge=0)
 JOBS = number(int, ge=1, le=256)  # worker processes: more than a machine can hold is a typo
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+# a timing harness's threads: more than this machine's CPUs crashed OpenMP (99999) or timed oversubscription as
+# the device's speed (1,000 on 2 CPUs: 25x slow, r129)
+THREADS = number(int, ge=1, le=_cpus())
 POSITIVE = number(float, gt=0)
 NON_NEGATIVE = number(float, ge=0)
 FRACTION = number(float, gt=0, le=1)  # a share such as gpu_memory_utilization

@@ -329,13 +329,20 @@ def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_paralle
                        routing: str | None = None) -> None:
     """A profile measured for one model, GPU, dtype, KV dtype, TP degree, expert layout or router skew says
     nothing about another."""
+    from servesim.simulator.hardware import gpu_for_device
+    from servesim.simulator.model_arch import HF_IDS
+
     generic = ("any", "from-scenario")
-    if profile.model not in generic and profile.model != arch.name:
+    if profile.model not in generic and HF_IDS.get(profile.model, profile.model) != arch.name:  # r129: an HF id
         raise ConfigError("profile", f"{profile.name} was measured for model {profile.model}, but the scenario's "
                                      f"model is {arch.name}")
-    if profile.gpu and gpu and profile.gpu != gpu:
-        raise ConfigError("profile", f"{profile.name} was measured on {profile.gpu}, but hardware.gpu is {gpu} "
-                                     f"(leave profile unset to get {gpu}'s own)")
+    # a profile without `gpu` whose device is a built-in GPU was measured on it (r129: H100 tables renamed timed a
+    # B200 run without a word)
+    measured_on = profile.gpu or (gpu_for_device(profile.device) if profile.device else None)
+    if measured_on and gpu and measured_on != gpu:
+        raise ConfigError("profile", f"{profile.name} was measured on {measured_on}"
+                                     + ("" if profile.gpu else f" (its device: {profile.device})")
+                                     + f", but hardware.gpu is {gpu} (leave profile unset to get {gpu}'s own)")
     if profile.dtype not in generic and profile.dtype != arch.dtype:
         raise ConfigError("profile", f"{profile.name} was measured in {profile.dtype}, but the scenario's model runs "
                                      f"in {arch.dtype}" + (" (set engine.quantization)" if arch.dtype in ("bf16", "fp16") else ""))

@@ -496,6 +496,11 @@ def _plot_recommendation(src: Path, stem: Path, title: str | None) -> list[Path]
         raise ConfigError("results", f"{path} is not a recommend.json ({type(exc).__name__})") from None
     if "status" not in table or not (table["status"] == "meets").any():
         raise ConfigError("results", f"{path}: no candidate met the SLOs, nothing to draw")
+    # the SLO lines drawn: an object of positive numbers (r129: a null or a text one was an internal error)
+    if not isinstance(slos, dict) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                             and 0 < v < HUGEST for v in slos.values()):
+        raise ConfigError("results", f"{path}: slos must be an object of SLO targets, each a positive number, "
+                                     f"got {json.dumps(slos)[:80]}")
     drawn = [c for c in ("usd_per_million_output_tokens", "p99_ttft_ms", "p99_tpot_ms", "gpus") if c in table]
     for col in drawn:  # JSON's null is a figure the run had none of (None in an object column): NaN, left off
         v = table[col]
@@ -503,6 +508,11 @@ def _plot_recommendation(src: Path, stem: Path, title: str | None) -> list[Path]
                                        and not isinstance(x, bool)).all():
             table[col] = v.astype(float)
     _check_numbers(table, drawn, path)  # anything else (text, true/false) is named
+    met = table[(table["status"] == "meets") & table.get("usd_per_million_output_tokens", pd.Series(
+        index=table.index, dtype=float)).notna()]
+    if not any(m in met and met[m].notna().any() for m in ("p99_ttft_ms", "p99_tpot_ms")):
+        raise ConfigError("results", f"{path}: no candidate meeting the SLOs has a price and a p99 TTFT or TPOT, "
+                                     f"nothing to draw")
     return recommendation(table, stem, slos, load, title)
 
 

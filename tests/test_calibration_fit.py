@@ -195,6 +195,31 @@ def test_a_moe_fit_recovers_its_per_expert_term_and_the_simulator_means_the_same
     assert model.step_time(one) - dense.step_time(one) == pytest.approx(0.7 * 2 * 1e-3, rel=0.01)  # 2 experts
 
 
+def test_a_moe_fit_writes_what_its_expert_term_is_priced_over(tmp_path):
+    """r129: calibrate fit of a MoE table wrote per_expert_ms without moe_experts/moe_top_k, so a run took the
+    dense path and timed steps 3-20x too fast (warned as 'has no effect'); more experts touched than the model has
+    were fitted without a word."""
+    from servesim.calibration.profile_io import fit_directory
+    from servesim.simulator.cost_model import linear_model, load_profile
+    from servesim.simulator.model_arch import load_model
+
+    arch = load_model("qwen3-30b-a3b")
+    df = pd.DataFrame([p.row() for p in make_grid("gpu") if p.kind in STEP_KINDS])
+    df["experts_touched"] = [arch.experts_touched(int(t)) for t in df["prefill_tokens"] + df["decode_seqs"]]
+    df["time_ms"] = predict_ms(TRUE | {"per_expert_ms": 0.7}, df)
+    df.to_csv(tmp_path / "moe.csv", index=False)
+    out, fit = fit_directory(tmp_path / "moe.csv", tmp_path / "moe.yaml", model="qwen3-30b-a3b", dtype="bf16",
+                             gpu="h200-sxm")
+    model = linear_model(load_profile(str(out)))
+    row = df.iloc[5]
+    shape = BatchShape(*(int(row[c]) for c in ("num_seqs", "prefill_tokens", "prefill_attention_pairs", "decode_seqs",
+                                               "decode_context_tokens")))
+    assert model.step_time(shape) * 1e3 == pytest.approx(row["time_ms"], rel=0.02)
+    df.assign(experts_touched=df["experts_touched"] * 30).to_csv(tmp_path / "many.csv", index=False)
+    with pytest.raises(ConfigError, match="experts_touched reaches .*, more than qwen3-30b-a3b's 128 experts"):
+        fit_directory(tmp_path / "many.csv", tmp_path / "m.yaml", model="qwen3-30b-a3b", dtype="bf16")
+
+
 def harness_table(grid="cpu"):
     """A `calibrate run` table: the grid's columns, its attention-kernel points with scope layer, times known."""
     df = pd.DataFrame([p.row() | {"scope": "layer" if p.kind == "attention" else "step"} for p in make_grid(grid)])

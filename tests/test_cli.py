@@ -1134,3 +1134,20 @@ def test_a_run_into_a_sweeps_folder_keeps_the_sweeps_tables_listed(tmp_path, cap
     capsys.readouterr()
     profiles = ["h200-llama-3.1-8b-bf16-tp1", "h100-llama-3.1-8b-bf16-tp1"]
     assert main(["calibrate", "compare", *profiles, "--out", str(sweep / "sweep.csv")]) == 2
+
+
+@pytest.mark.parametrize("command", [["calibrate", "run", "--model", "tiny-llama", "--grid", "quick"],
+                                     ["calibrate", "check", "teaching"],
+                                     ["validate", "replay", "docs/scenarios/replay-tiny-cpu.yaml"]])
+def test_more_threads_than_the_machine_has_are_refused(command, tmp_path, capsys):
+    """r129: --threads 99999 segfaulted calibrate run and ran OpenMP out of memory (exit 1, a 'failed' check);
+    1,000 on 2 CPUs timed the oversubscription as the device's speed."""
+    from servesim.simulator.cli_args import _cpus
+
+    assert main(command + ["--out", str(tmp_path / "o"), "--threads", str(_cpus() + 1)]
+                if command[1] != "check" else command + ["--threads", str(_cpus() + 1)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"argument --threads: must be <= {_cpus()}" in err[0]
+    if command[1] == "run":  # and --block-size 100000 measured for minutes, then its own fit refused its run.json
+        assert main(command + ["--out", str(tmp_path / "b"), "--block-size", "100000"]) == 2
+        assert "argument --block-size: must be <= 65,536" in capsys.readouterr().err

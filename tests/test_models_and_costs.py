@@ -441,3 +441,24 @@ def test_a_profile_named_for_an_edited_model_is_refused_or_said(tmp_path, capsys
     with pytest.raises(ConfigError, match="timed llama-3.1-8b at the shape it records: num_hidden_layers 16 "
                                           r"\(the scenario's 32\)"):
         load(None, [f"profile={tmp_path / 'rec.yaml'}"])
+
+
+def test_a_profile_is_matched_by_its_device_and_its_models_hugging_face_id():
+    """r129: a profile without `gpu` whose device is a built-in GPU (H100 tables imported from a renamed folder)
+    timed a B200 run without a word; one naming its model by the Hugging Face id was refused as another model."""
+    from servesim.simulator.config import load
+    from servesim.simulator.cost_model import load_profile
+    from servesim.simulator.errors import ConfigError
+
+    h100 = load_profile("h100-llama-3.1-8b-bf16-tp1").model_dump(mode="json")
+    bare = h100 | {"name": "bare", "gpu": None, "device": "NVIDIA H100 80GB HBM3"}
+    with pytest.raises(ConfigError, match=r"^profile: bare was measured on h100-sxm \(its device: NVIDIA H100 80GB "
+                                          r"HBM3\), but hardware.gpu is b200-sxm"):
+        load(None, ["hardware.gpu=b200-sxm", "engine.max_model_len=8192", f"profile={json.dumps(bare)}"])
+    load(None, ["hardware.gpu=h100-sxm", "engine.max_model_len=8192", f"profile={json.dumps(bare)}"])
+    named = h100 | {"name": "named", "model": "meta-llama/Llama-3.1-8B-Instruct"}
+    load(None, ["hardware.gpu=h100-sxm", "engine.max_model_len=8192", f"profile={json.dumps(named)}"])
+    with pytest.raises(ConfigError, match="named was measured for model meta-llama/Llama-3.1-8B-Instruct, but the "
+                                          "scenario's model is qwen3-8b"):
+        load(None, ["model=qwen3-8b", "hardware.gpu=h100-sxm", "engine.max_model_len=8192",
+                    f"profile={json.dumps(named)}"])

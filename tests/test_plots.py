@@ -579,3 +579,25 @@ def test_recommend_labels_name_the_other_axes_its_candidates_differ_in(tmp_path,
                           row | {"rank": 2, "speculative.method": "none"}])
     recommendation(table, tmp_path / "p", {}, "5 req/s")
     assert said[:2] == ["#1 h200-sxm x1\nmethod=fixed", "#2 h200-sxm x1\nmethod=none"]  # the queue is the same
+
+
+@pytest.mark.parametrize("edit, says", [
+    (lambda d: d.update(slos={"p99_ttft_ms": None}), "slos must be an object of SLO targets, each a positive number"),
+    (lambda d: d.update(slos={"p99_ttft_ms": "fast"}), "slos must be an object of SLO targets"),
+    (lambda d: d.update(slos=[1, 2]), "slos must be an object of SLO targets"),
+    (lambda d: [r.update(p99_ttft_ms=None, p99_tpot_ms=None) for r in d["rows"]],
+     "no candidate meeting the SLOs has a price and a p99 TTFT or TPOT"),
+])
+def test_a_damaged_recommend_json_is_one_line(edit, says, tmp_path, capsys):
+    """r129: null or text SLO targets, or rows with no figure left to draw, were internal errors (exit 3)."""
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "results" / "recommend-example" / "recommend.json")
+                      .read_text())
+    edit(data)
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "recommend.json").write_text(json.dumps(data))
+    assert main(["plot", str(tmp_path / "r"), "--kind", "recommend", "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
