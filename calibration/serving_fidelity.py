@@ -122,7 +122,10 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
     tables = []
     stems = plot_stems([r.name for r in runs], root)
     for i, run in enumerate(runs):
-        rs, result = simulate_run(run, None, sets)
+        try:
+            rs, result = simulate_run(run, None, sets)
+        except ConfigError as exc:  # which run the settings do not fit (r129: named none)
+            raise ConfigError(exc.field, f"{exc.message} (run {run.name})") from None
         sims = {"sim": result}
         if rs.profile.overhead is not None:  # what the overhead terms are worth: the same run on kernel time alone
             inline = rs.profile.model_dump(mode="json") | {"overhead": None}  # the profile the run used, --set or not

@@ -129,8 +129,10 @@ def parse_loads(text: str | None) -> list[str] | None:
     would be measured twice as two points, so it is refused, as sweep refuses a value listed twice."""
     from servesim.simulator.errors import ConfigError
 
-    if not text:
+    if text is None:
         return None
+    if not text.strip():  # r129: taken as the default levels, unsaid
+        raise ConfigError("--loads", "empty: give the levels (rate=R, concurrency=N), auto or as-configured")
     levels, seen = text.split(","), {}
     for level in levels:
         key = (level,) if level in ("as-configured", "auto") else tuple(load_sets(level))

@@ -13,7 +13,7 @@ from servesim.simulator.cli_args import (COUNT, FRACTION, JOBS, POSITIVE, REPLIC
                                        add_executor_arguments, nonempty_path, number)
 from servesim.simulator.cli_output import answer
 from servesim.simulator.errors import ConfigError
-from servesim.workloads.settings import MAX_REQUESTS
+from servesim.workloads.settings import MAX_RATE, MAX_REQUESTS, MIN_RATE
 
 SUMMARY_ROWS = [
     ("completed", "requests completed", "{:,}"),
@@ -698,8 +698,9 @@ def _add_bench(sub) -> None:
                         "conversation trace's lengths at 80%% of the capacity measured for them")
     b.add_argument("--trace", type=nonempty_path, help="the Azure conversation trace for --workload azure-conv "
                                                       "(default: ../shared/data/traces/azure2023/AzureLLMInferenceTrace_conv.csv)")
-    b.add_argument("--rate", type=POSITIVE, help="arrival rate, req/s (default: 10 for sharegpt, near the default "
-                                                 "deployment's saturation; 80%% of the measured capacity for azure-conv)")
+    b.add_argument("--rate", type=number(float, ge=MIN_RATE, le=MAX_RATE),  # said as the flag (r129)
+                   help="arrival rate, req/s (default: 10 for sharegpt, near the default deployment's saturation; "
+                        "80%% of the measured capacity for azure-conv)")
     b.add_argument("--repeats", type=number(int, ge=1, le=100), default=3, help="runs to take the median of")
     b.add_argument("--step-by-step", action="store_true", help="turn the fast paths off (decode runs, the decode cohort), to measure what they save")
     b.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting of the bench scenario")

@@ -328,6 +328,9 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["validate", "replay", "docs/scenarios/replay-tiny-cpu.yaml", "--loads", "rate=5,rate=5.0"],
      "--loads: 'rate=5.0' is 'rate=5' again"),
     (["validate", "vllm", "docs/scenarios/replay-tiny-cpu.yaml", "--loads", "concurrency=2,concurrency=2"], "--loads: 'concurrency=2' is 'concurrency=2' again"),
+    # r129: an empty --loads ran the default levels unsaid; bench --rate was named as the scenario's setting
+    (["validate", "replay", "docs/scenarios/replay-tiny-cpu.yaml", "--loads", " "], "--loads: empty: give the levels"),
+    (["bench", "--rate", "1e-9"], "bench: argument --rate: must be >= 1e-06"),
 ])
 def test_contradictions_and_impossible_requests_are_one_line(capsys, tmp_path, argv, needle):
     if argv[0] == "sweep":

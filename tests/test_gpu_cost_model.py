@@ -263,6 +263,16 @@ def test_leave_one_out_names_its_own_input_when_a_run_repeats_another(tmp_path, 
 
 
 @needs_serving
+def test_settings_a_run_cannot_take_name_the_run(tmp_path):
+    """r129: a --set profile of one GPU failed on another GPU's run without naming which run."""
+    from servesim.calibration.serving_fidelity import validate_serving
+
+    with pytest.raises(ConfigError, match=r"measured on rtx-pro-6000, but hardware.gpu is rtx-4090 .*\(run "
+                                          r"llmservingsim-vllm-0.19/RTX4090/Llama-3.1-8B\)$"):
+        validate_serving(SERVING, tmp_path / "out", ["profile=rtxpro6000-llama-3.1-8b-bf16-tp1"])
+
+
+@needs_serving
 def test_a_run_recording_no_gpu_takes_the_one_set_and_says_how_to_give_it(tmp_path, capsys):
     """r129: a public run copied under a folder that names no GPU was said to have "no built-in GPU or model for
     <folder>", and `--set hardware.gpu` (applied to every run) was ignored."""
