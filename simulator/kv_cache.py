@@ -13,9 +13,10 @@ GONE = ("gone",)  # the key of a kept block whose content nobody can ask for aga
 class KVBlockManager:
     """Block 0 is vLLM's null block and never handed out, so usable = num_gpu_blocks - 1.
 
-    The free list is a stack whose top is vLLM's free-queue head: new blocks are
-    popped from it and a freed request's blocks are pushed back tail first, so its
-    first block is reused first, as in vLLM.
+    The free list is a stack whose top is the free-queue head: new blocks are popped from it and a freed
+    request's blocks are pushed back tail first, so its first block is reused first. vLLM 0.33 reuses a freed
+    request's last block first and 0.19 appends freed blocks at the queue's tail (PrefixCachingKVManager keeps
+    those orders); without prefix caching a block's id carries nothing, so no result depends on the order.
     """
 
     caches_prefixes = False  # vLLM counts prefix-cache queries only with enable_prefix_caching
@@ -159,6 +160,9 @@ class PrefixCachingKVManager(KVBlockManager):
         self.ref = [0] * num_gpu_blocks
         self.key_of: list = [None] * num_gpu_blocks
         self.cached: dict = {}  # content key -> block
+        # content key -> the later blocks holding it, in the order they were named: vLLM's BlockHashToBlockMap keeps
+        # every copy (two requests computing one prefix at once), and one evicted leaves the next found (r130)
+        self.copies: dict = {}
 
     def _free_list(self, num_gpu_blocks: int):
         self.queue = FreeQueue(num_gpu_blocks)  # every block free, none built one by one
@@ -271,7 +275,7 @@ class PrefixCachingKVManager(KVBlockManager):
     def _pop(self, n: int, skip=()) -> list[int]:
         """n blocks from the queue head (passing over those in `skip`); a block that still held cached content
         loses it."""
-        queue, ref, key_of, cached = self.queue, self.ref, self.key_of, self.cached
+        queue, ref, key_of, cached, copies = self.queue, self.ref, self.key_of, self.cached, self.copies
         if skip:
             out = list(islice((b for b in queue if b not in skip), n))
             for b in out:
@@ -284,7 +288,18 @@ class PrefixCachingKVManager(KVBlockManager):
             k = key_of[b]
             if k is not None:
                 if cached.get(k) == b:
-                    del cached[k]
+                    rest = copies.get(k)
+                    if rest:  # the next copy is found from now on
+                        cached[k] = rest.pop(0)
+                        if not rest:
+                            del copies[k]
+                    else:
+                        del cached[k]
+                elif k in copies:  # a later copy
+                    rest = copies[k]
+                    rest.remove(b)
+                    if not rest:
+                        del copies[k]
                 key_of[b] = None
             ref[b] = 1
         return out
@@ -304,13 +319,16 @@ class PrefixCachingKVManager(KVBlockManager):
         self._name(req.blocks[start:stop], self.block_keys(req, start, stop))
 
     def _name(self, blocks, keys) -> None:
-        """Blocks by their content keys: a block keeps its first key, a key its first block."""
+        """Blocks by their content keys: a block keeps its first key; a key is found at its first block, and its
+        later copies are kept to be found once that one is evicted."""
         key_of, cached = self.key_of, self.cached
         for b, k in zip(blocks, keys):
             if key_of[b] is None:
                 key_of[b] = k
                 if k not in cached:
                     cached[k] = b
+                else:
+                    self.copies.setdefault(k, []).append(b)
 
     def grow(self, req, num_blocks: int) -> None:
         if num_blocks > 0:
@@ -362,6 +380,8 @@ class PrefixCachingKVManager(KVBlockManager):
         free = set(self.queue)
         assert free == {b for b in range(1, self.num_gpu_blocks) if counts[b] == 0}, "free queue != unreferenced"
         assert all(self.key_of[b] == k for k, b in self.cached.items()), "cache map and block keys disagree"
+        assert all(k in self.cached and self.key_of[b] == k and b != self.cached[k] for k, bs in self.copies.items()
+                   for b in bs), "a copy's key is not cached, or names another block"
 
 
 class FreeQueue:

@@ -7,6 +7,7 @@ Definitions follow vLLM (v1/metrics/stats.py, benchmarks/serve.py): TTFT = first
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from dataclasses import dataclass, field
@@ -395,6 +396,7 @@ class RunResult:
     _requests: object = None
     _steps: object = None
     _summary_text: str | None = None  # summary.json as the run measured it: write() writes this, not later edits
+    _config_as_run: dict | None = None  # config.yaml as the run was simulated: the same, for `config` (r130)
 
     def __getstate__(self) -> dict:
         """Pickled (to another process, a cache) with its computed columns as arrays: they read the run's own
@@ -497,6 +499,7 @@ class RunResult:
         if slos:
             req["good"] = _meets_slo(req, finished, {k: v.model_dump() for k, v in slos.items()})
         result = cls(rs.as_dict(), req, steps, tokens)
+        result._config_as_run = copy.deepcopy(result.config)  # a notebook edits `config` to make the next scenario
         result.measured = measured
         result.inputs = rs.input_files()
         result.speculation = speculation or []
@@ -630,19 +633,26 @@ class RunResult:
     def _repeatable_config(self, out: Path) -> dict:
         """The config that repeats this run: requests given to simulate() (a real run's, the API's) are written
         beside it as servesim JSONL and replace the scenario's workload, which did not make them."""
+        config = self.config
+        if self._config_as_run is not None and config != self._config_as_run:
+            from servesim.simulator.config import say_once
+
+            say_once(["servesim: warning: RunResult.config was edited after the run: config.yaml holds the settings "
+                      "the run was simulated with, as the tables beside it do"])
+            config = self._config_as_run
         if self.given_requests is None:
             if self.unrepeatable:
                 from servesim.simulator.config import say_once
 
                 say_once([f"servesim: warning: config.yaml holds the scenario's workload, not the {self.unrepeatable} "
                           f"given to simulate(), whose requests no file holds: it does not repeat this run"])
-            return self.config
+            return config
         from servesim.workloads.traces import write_jsonl
 
         path = write_jsonl(sorted(self.given_requests, key=lambda r: (r.arrival_time, r.request_id)),
                            out / "workload.jsonl").resolve()  # absolute, as every path a config records: any folder
-        classes = {k: v for k, v in self.config["workload"].items() if k == "slo_classes"}
-        return self.config | {"workload": {"type": "trace", "path": str(path), "format": "servesim"} | classes}
+        classes = {k: v for k, v in config["workload"].items() if k == "slo_classes"}
+        return config | {"workload": {"type": "trace", "path": str(path), "format": "servesim"} | classes}
 
     def write(self, out_dir: str | Path, field: str = "out_dir") -> Path:
         """Everything `servesim run --out` writes but the picture; an error names `field` (the CLI's --out)."""

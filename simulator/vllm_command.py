@@ -379,6 +379,7 @@ class VllmCommand:
             self.not_modelled.pop(flag, None)
         if self.bench.ready_check:
             self._check_test_request(resolved)
+        self._check_prefix_match_unit(resolved)
         k = self.lora_drafts
         if k is not None and resolved.max_num_batched_tokens < resolved.max_num_seqs * (k + 1):
             raise ConfigError("vllm serve --enable-lora", f"beside speculation needs max_num_batched_tokens >= "
@@ -386,6 +387,23 @@ class VllmCommand:
                                                           f", got {resolved.max_num_batched_tokens:,}: vLLM says "
                                                           f"\"Consider increasing max_num_batched_tokens or decreasing "
                                                           f"num_speculative_tokens\"")
+
+    def _check_prefix_match_unit(self, resolved) -> None:
+        """0.33's resolve_kv_cache_block_sizes while blocks are hashed (prefix caching or a KV connector): with one
+        KV cache group hits land on the block size, and any other unit is refused; with several (the hybrid
+        manager's), each group's block size must be a multiple of it (r130: recorded as not modelled)."""
+        flag = "vllm serve --prefix-match-unit"
+        unit = self.not_modelled.get(flag)
+        e = resolved.scenario.engine
+        if not isinstance(unit, int) or not (e.enable_prefix_caching or self.kv_transfer is not None):
+            return
+        bs, several = e.block_size, bool(resolved.kv_layout.local_groups)
+        if not several and unit != bs:
+            raise ConfigError(flag, f"{unit}: with a single KV cache group, prefix-cache hits land on the block size "
+                                    f"({bs}), and vLLM refuses any other unit (unset it or give {bs})")
+        if several and bs % unit:
+            raise ConfigError(flag, f"{unit}: the KV cache groups' block size ({bs}) is no multiple of it, so vLLM "
+                                    f"refuses it")
 
     def as_record(self) -> dict:
         return {"vllm_version": self.version, "model": self.model, "settings": self.settings,

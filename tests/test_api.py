@@ -5,6 +5,7 @@ import math
 
 import pandas as pd
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -91,6 +92,15 @@ def test_write_writes_the_run_as_simulated(tmp_path, capsys):
     run.write(tmp_path)
     assert json.loads((tmp_path / "summary.json").read_text()) == measured
     assert "RunResult.summary was edited after the run" in capsys.readouterr().err
+    # r130: so with its config, which a notebook edits to make the next scenario (config.yaml said max_num_seqs 4
+    # beside tables measured at 1024)
+    as_run = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    next_one = run.config
+    next_one["engine"]["max_num_seqs"] = 4
+    assert servesim.simulate(next_one).config["engine"]["max_num_seqs"] == 4
+    run.write(tmp_path / "again")
+    assert yaml.safe_load((tmp_path / "again" / "config.yaml").read_text()) == as_run
+    assert "RunResult.config was edited after the run" in capsys.readouterr().err
 
 
 def test_requests_replace_the_workload():

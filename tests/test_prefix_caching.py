@@ -215,3 +215,23 @@ def test_freed_blocks_go_back_to_the_queue_as_the_release_puts_them(tmp_path, ve
                  "--ignore-eos"]) == 0
     req = pd.read_parquet(out / "requests.parquet").sort_values("arrival_time")
     assert list(req.cached_tokens) == hits
+
+
+@pytest.mark.parametrize("release", ["0.33.0", "0.19.0"])
+def test_a_second_copy_of_a_cached_block_is_found_once_the_first_is_evicted(release):
+    """r130: r0 and r1 compute one 64-token prefix at once (r1 hits r0's first two blocks and computes the rest
+    itself): two copies of blocks 3 and 4. A long request then evicts r1's copies (freed first); vLLM's
+    BlockHashToBlockMap still finds r0's, so r3 hits 48 tokens. servesim kept a key's first block only: 32."""
+    import servesim
+    from servesim import RequestSpec
+
+    ids = (1, 2, 3, 4)
+    requests = [RequestSpec(0, 0.0, 64, 1, prefix_ids=ids, prefix_block_tokens=16),
+                RequestSpec(1, 0.0, 64, 1, prefix_ids=ids, prefix_block_tokens=16),
+                RequestSpec(2, 1.0, 240, 1),
+                RequestSpec(3, 2.0, 64, 1, prefix_ids=ids, prefix_block_tokens=16)]
+    run = servesim.simulate(None, ["model=llama-3.1-8b", "hardware.gpu=h100-sxm", "engine.block_size=16",
+                                   "engine.max_model_len=256", "engine.num_gpu_blocks_override=20",
+                                   "engine.max_num_batched_tokens=64", "engine.long_prefill_token_threshold=32",
+                                   f"engine.vllm_defaults={release}"], requests=requests)
+    assert run.requests.set_index("request_id").cached_tokens.tolist() == [0, 32, 0, 48]

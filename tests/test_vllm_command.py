@@ -3448,3 +3448,17 @@ def test_round_127_parallel_launch_lines_vllm_refuses(version):
     if version == "0.33.0":  # the V1 model runner's refusal
         with pytest.raises(ConfigError, match="--prefill-context-parallel-size: beside suffix speculative decoding"):
             read([MODEL, "-pcp", "2", "--speculative-config", '{"method": "suffix", "num_speculative_tokens": 3}'], [])
+
+
+@pytest.mark.parametrize("model, unit, says", [
+    ("meta-llama/Llama-3.1-8B-Instruct", "8", "--prefix-match-unit: 8: with a single KV cache group, prefix-cache "
+                                              "hits land on the block size (16)"),
+    ("openai/gpt-oss-120b", "32", "--prefix-match-unit: 32: the KV cache groups' block size (16) is no multiple"),
+    ("meta-llama/Llama-3.1-8B-Instruct", "16", None), ("openai/gpt-oss-120b", "8", None),
+])
+def test_round_130_a_prefix_match_unit_vllm_refuses_is_refused(model, unit, says, capsys):
+    """vLLM 0.33's resolve_kv_cache_block_sizes refuses a unit other than the block size with one KV cache group,
+    and one that does not divide the groups' block sizes with several; servesim recorded it as not modelled."""
+    assert main(["vllm", "--config", "serve", model, "--prefix-match-unit", unit]) == (2 if says else 0)
+    err = capsys.readouterr().err
+    assert (says in err) if says else "error" not in err
