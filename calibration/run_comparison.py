@@ -300,6 +300,8 @@ def panels(path: Path, title: str, plots: list[tuple[str, str, list[tuple[str, n
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from servesim.simulator.plots import plain
+
     fig, axes = plt.subplots(1, len(plots), figsize=(4.6 * len(plots), 3.8))
     for ax, (name, xlabel, lines) in zip(np.atleast_1d(axes), plots):
         for label, x, y in lines:
@@ -307,10 +309,10 @@ def panels(path: Path, title: str, plots: list[tuple[str, str, list[tuple[str, n
         ax.set_xlabel(xlabel)
         if ylabel:
             ax.set_ylabel(ylabel)
-        ax.set_title(name)
+        ax.set_title(plain(name))
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle(title)
+    fig.suptitle(plain(title))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

@@ -83,6 +83,8 @@ def cdf_plot(runs: dict, path: Path, title: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from servesim.simulator.plots import plain
+
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
     for ax, (col, name) in zip(axes, (("ttft", "TTFT"), ("itl", "ITL"), ("e2el", "E2E latency"))):
         for label, r in runs.items():
@@ -94,10 +96,10 @@ def cdf_plot(runs: dict, path: Path, title: str) -> None:
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel(f"{name} (ms, log scale)")
         ax.set_ylabel("fraction of requests" if col != "itl" else "fraction of token gaps")
-        ax.set_title(name)
+        ax.set_title(plain(name))
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle(title)
+    fig.suptitle(plain(title))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -77,8 +77,10 @@ def plain(value):
     import numpy as np
     import pandas as pd
 
-    if isinstance(value, pd.DataFrame):
-        return json.loads(value.to_json(orient="records"))
+    if isinstance(value, pd.DataFrame):  # each value whole: pandas' to_json rounds to 10 decimals (r130: two swept
+        return [plain(row) for row in value.to_dict(orient="records")]  # rates printed alike, 1e-12 as 0)
+    if value is pd.NA or value is pd.NaT:
+        return None
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -38,12 +38,12 @@ def latency_distributions(result, path: str | Path) -> Path:
             ax.legend()
             if ax is axes[1]:
                 ax.set_yscale("log")  # the stalls behind a long prefill are few but matter
-        ax.set_title(title)
+        ax.set_title(plain(title))
         ax.set_xlabel("milliseconds (log scale)")
         ax.set_ylabel("requests" if ax is axes[0] else "token gaps (log scale)")
     s = result.summary
-    fig.suptitle(f"{result.config.get('name', '')}: {s['completed']} requests, "
-                 f"{s['request_throughput']:.2f} req/s, {s['num_preemptions']} preemptions")
+    fig.suptitle(plain(f"{result.config.get('name', '')}: {s['completed']} requests, "
+                       f"{s['request_throughput']:.2f} req/s, {s['num_preemptions']} preemptions"))
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)
@@ -74,6 +74,12 @@ def _plt():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def plain(text: str) -> str:
+    """Text drawn as given: matplotlib reads a pair of `$` as math (r130: a title or a folder named with `$\\x$`
+    was an internal error, `$3 vs $4` lost its spaces)."""
+    return str(text).replace("$", r"\$")
 
 
 def _label(key: str) -> str:
@@ -121,7 +127,7 @@ def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
     import matplotlib.ticker as mticker
 
     if title or slos:
-        fig.suptitle("\n".join(t for t in (title, _slo_text(slos)) if t))
+        fig.suptitle(plain("\n".join(t for t in (title, _slo_text(slos)) if t)))
     for ax, metric in zip(axes, metrics):  # each class's target, a dotted line
         for name, c in (slos or {}).items():
             if c.get(f"{metric}_ms"):
@@ -133,7 +139,7 @@ def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(mticker.FuncFormatter(lambda v, _: f"{v:,.0f}" if v >= 1 else f"{v:g}"))
         ax.yaxis.set_minor_formatter(mticker.FuncFormatter(partial(_minor_label, ax)))
-        ax.set_title(panel)
+        ax.set_title(plain(panel))
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     return _figure(path, fig)
@@ -184,7 +190,7 @@ def pareto(table, path, latency: str = "p99_tpot_ms", throughput: str = "output_
         ax.plot(*zip(*pts), "-", color="crimson", label="Pareto frontier")
     ax.set_xlabel(_label(latency) if _label(latency) != latency else f"{latency} (ms)")
     ax.set_ylabel(throughput.replace("_", " ") + (" (tok/s)" if "output" in throughput else " (req/s)"))
-    ax.set_title(title or "Throughput against latency")
+    ax.set_title(plain(title or "Throughput against latency"))
     ax.grid(alpha=0.3)
     ax.legend()
     return _figure(path, fig)
@@ -209,7 +215,7 @@ def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
         ax.plot([0, lim], [0, lim], color="grey", lw=0.8, label="offered load")
     ax.set_xlabel(_label(x))
     ax.set_ylabel("requests per second")
-    ax.set_title("\n".join(t for t in (title or "Goodput under SLOs", _slo_text(slos)) if t), fontsize=10)
+    ax.set_title(plain("\n".join(t for t in (title or "Goodput under SLOs", _slo_text(slos)) if t)), fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _figure(path, fig)
@@ -264,7 +270,7 @@ def timeline(steps, path, title: str = "one run over time"):
     for ax in axes:
         ax.grid(alpha=0.3)
     more = f" ({len(shown)} of {len(replicas)} replicas shown)" if len(replicas) > len(shown) else ""
-    axes[0].set_title(title + more)
+    axes[0].set_title(plain(title + more))
     return _figure(path, fig)
 
 
@@ -332,7 +338,7 @@ def capacity(table, path, by: str | None, title: str | None = None):
     ax.set_ylim(0, top if np.isfinite(top) else heights.max())
     ax.set_xlabel(_label(by) if by in table else "configuration")
     ax.set_ylabel("max arrival rate meeting the SLOs (req/s)")
-    ax.set_title(title or "Capacity per configuration")
+    ax.set_title(plain(title or "Capacity per configuration"))
     ax.grid(alpha=0.3, axis="y")
     return _figure(path, fig)
 
@@ -355,8 +361,9 @@ def recommendation(table, path, slos: dict, load: str, title: str | None = None)
         for _, row in shown.iterrows():
             tp = row.get("engine.tensor_parallel_size")
             others = ", ".join(f"{c.rsplit('.', 1)[-1]}={row[c]}" for c in varied)
-            ax.annotate(f"#{row['rank']} {row['gpu']} x{row['gpus']:g}" + (f" (TP{tp:g})" if tp == tp and tp else "")
-                        + (f"\n{others}" if others else ""),
+            ax.annotate(plain(f"#{row['rank']} {row['gpu']} x{row['gpus']:g}" + (f" (TP{tp:g})" if tp == tp and tp
+                                                                                  else "")
+                              + (f"\n{others}" if others else "")),
                         (row["usd_per_million_output_tokens"], row[metric]), fontsize=8,
                         xytext=(4, 4), textcoords="offset points")
         if metric in slos:
@@ -365,7 +372,7 @@ def recommendation(table, path, slos: dict, load: str, title: str | None = None)
         ax.set_xlabel("cost ($ per million output tokens)")
         ax.set_ylabel(_label(metric))
         ax.grid(alpha=0.3)
-    fig.suptitle(title or f"Deployments carrying {load} within the SLOs ({len(met)} candidates)")
+    fig.suptitle(plain(title or f"Deployments carrying {load} within the SLOs ({len(met)} candidates)"))
     return _figure(path, fig)
 
 

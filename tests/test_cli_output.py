@@ -121,3 +121,21 @@ def test_quiet_keeps_errors_and_drops_progress():
     stream.write("  3%|#  | 1/30\r  7%|## | 2/30\rservesim: warning: ignored\nservesim: error: kept")
     stream.close_line()
     assert sink.getvalue() == "servesim: error: kept\n"
+
+
+def test_a_tables_json_keeps_every_digit(tmp_path, capsys):
+    """r130: pandas' to_json rounds to 10 decimals: two swept rates printed alike (1.2346e-06), a duration lost
+    its last digits, and 1.234e-12 printed as 0."""
+    import pandas as pd
+
+    from servesim.simulator.cli_output import plain
+
+    assert plain(pd.DataFrame({"a": [1.234e-12, 21.17414940439379, float("nan")], "b": ["x", None, pd.NA]})) == [
+        {"a": 1.234e-12, "b": "x"}, {"a": 21.17414940439379, "b": None}, {"a": None, "b": None}]
+    assert main(["sweep", "--set", "workload.num_requests=2", "--grid",
+                 "workload.arrival.rate=0.000001234567,0.0000012345678", "--out", str(tmp_path / "s"), "--json",
+                 "--no-progress"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    table = pd.read_csv(tmp_path / "s" / "sweep.csv")
+    assert [r["workload.arrival.rate"] for r in rows] == table["workload.arrival.rate"].tolist()
+    assert [r["duration"] for r in rows] == table["duration"].tolist()

@@ -601,3 +601,19 @@ def test_a_damaged_recommend_json_is_one_line(edit, says, tmp_path, capsys):
     assert main(["plot", str(tmp_path / "r"), "--kind", "recommend", "--out", str(tmp_path / "p")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
+
+
+def test_a_title_or_folder_with_dollar_signs_is_drawn_as_given(tmp_path, monkeypatch):
+    """r130: matplotlib read a `$...$` pair as math: `$\\x$` in a --title or in the folder a default title names was
+    an internal error, and `$3 vs $4` lost its spaces."""
+    import matplotlib.axes
+
+    said = []
+    real = matplotlib.axes.Axes.set_title
+    monkeypatch.setattr(matplotlib.axes.Axes, "set_title", lambda ax, text, *a, **k: said.append(text) or
+                        real(ax, text, *a, **k))
+    run = tmp_path / "run$\\q$"
+    assert main(["run", "--set", "workload.num_requests=5", "--out", str(run), "--quiet"]) == 0
+    assert main(["plot", str(run), "--kind", "timeline", "--out", str(tmp_path / "t")]) == 0
+    assert main(["plot", str(run), "--kind", "timeline", "--out", str(tmp_path / "u"), "--title", "H100 at $3 vs $4"]) == 0
+    assert said[-1].startswith(r"H100 at \$3 vs \$4") and "\\$\\q\\$" in said[0]
