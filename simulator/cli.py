@@ -627,8 +627,8 @@ def _add_recommend(sub) -> None:
     r.add_argument("--rate", type=POSITIVE, help="the traffic to carry, req/s (default: the scenario's arrival rate)")
     r.add_argument("--slo", action="append", default=[], metavar="METRIC_STAT_ms=TARGET",
                    help="e.g. ttft_p99_ms=500 (repeatable; all must hold, with no request refused)")
-    r.add_argument("--goodput", nargs="+", metavar="KEY:MS", help="vLLM's goodput targets per request, e.g. "
-                                                                    "ttft:500 tpot:50 (with --slo or alone)")
+    r.add_argument("--goodput", nargs="+", action="extend", metavar="KEY:MS",  # repeated, added up (r130)
+                   help="vLLM's goodput targets per request, e.g. ttft:500 tpot:50 (with --slo or alone; repeatable)")
     r.add_argument("--goodput-share", type=FRACTION, help="the share of requests that must meet --goodput's "
                                                             "targets (default 0.99)")
     r.add_argument("--gpu", metavar="G1,G2,...", help="GPUs to try (hardware.gpu names; default: the scenario's)")

@@ -356,6 +356,8 @@ def test_a_candidate_is_checked_at_its_kinds_error_band_edge():
 
 @pytest.mark.parametrize("argv, says", [
     (["--goodput", "ttft:500", "--set", "workload.slo_classes={a: {ttft_ms: 100}}"], "--goodput: its targets are"),
+    # r130: a second --goodput replaced the first (its TTFT target gone, unsaid): they add up, a key given twice
+    (["--goodput", "ttft:500", "--goodput", "ttft:400"], "--goodput: ttft is given twice"),
     (["--disagg", "none,off"], "--disagg: disaggregation: 'none' given twice"),
     (["--disagg", "1:1,01:1"], "'1:1' given twice"),
     (["--rate", "1e-9"], "--rate: must be from"),
