@@ -11,7 +11,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from servesim.simulator.config import warn_afresh
 from servesim.simulator.errors import ConfigError
+from servesim.simulator.files import path_problem
 from servesim.workloads.settings import MAX_NESTING
 
 
@@ -24,7 +26,7 @@ def _number(v) -> bool:
 
 
 KINDS = {  # kind -> (test, what the message says it must be)
-    "path": (lambda v: isinstance(v, (str, os.PathLike)), "a path (str or os.PathLike)"),
+    "path": (lambda v: path_problem(v) is None, "a path (str or os.PathLike), not empty, without a NUL byte"),
     "text": (lambda v: isinstance(v, str), "text"),
     "int": (_int, "an integer"),
     "count": (lambda v: _int(v) and v >= 0, "a non-negative integer"),
@@ -63,6 +65,8 @@ def plain_values(v, field: str = "scenario", depth: int = 0):
     return _plain(v)
 
 
+_IN_CALL = [0]  # API calls under way in this thread of control: the outermost says its warnings afresh
+
 FLAG_ARGUMENTS = {"--slo": "slos"}  # a CLI flag whose API argument is not its name in snake case
 
 
@@ -89,17 +93,28 @@ def checked_args(fn=None, /, _as: str | None = None, **kinds: str):
             test, what = KINDS[kind]
             if isinstance(value, np.ndarray) and value.ndim == 0 and kind != "list":  # np.array(5): one number
                 value = value[()]
+            if kind == "path" and (problem := path_problem(value)) is not None:  # the CLI's --out checks too
+                raise ConfigError(arg, problem)
             if not test(value):
                 raise ConfigError(arg, f"must be {what}, got {type(value).__name__} {value!r:.60}")
             bound.arguments[arg] = os.fspath(value) if kind == "path" else _plain(value)
+        if not _IN_CALL[0]:  # an API call inside another (recommend's runs) shares the outer call's warnings
+            warn_afresh()
+        _IN_CALL[0] += 1
         try:
             return fn(*bound.args, **bound.kwargs)
+        except OSError as exc:  # a path the file system refuses (a name too long): the call's, in one line (r130)
+            if exc.filename is None:
+                raise
+            raise ConfigError(name, f"{exc.filename}: {exc.strerror or exc}") from None
         except ConfigError as exc:  # a CLI flag named for an argument of this call: name the argument
             arg = FLAG_ARGUMENTS.get(exc.field) or (exc.field[2:].replace("-", "_") if exc.field.startswith("--")
                                                     else None)
             if arg not in sig.parameters:
                 raise
             raise type(exc)(arg, exc.message) from None
+        finally:
+            _IN_CALL[0] -= 1
 
     call.__name__ = call.__qualname__ = name
     return call

@@ -1283,6 +1283,12 @@ def _resolved_text(scenario: Scenario, profile: Profile) -> str:
 _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once
 
 
+def warn_afresh() -> None:
+    """Each call of the Python API says its own warnings, once: a notebook's cell run again, or the same mistake
+    in a later cell, said nothing (r130: once a process, as a CLI command is one process)."""
+    _WARNED.clear()
+
+
 def say_once(warnings) -> None:
     """Each warning on stderr, once a process; in a sweep's worker, kept for the parent to say (collected_warnings)."""
     import sys

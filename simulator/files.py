@@ -508,3 +508,23 @@ def appended_results(text: str) -> int:
         return len(lines) if all(isinstance(json.loads(line), dict) for line in lines) else 0
     except (*JSON_ERRORS,):
         return 0
+
+
+def path_problem(value) -> str | None:
+    """Why a value cannot name a path to write (the API's as the CLI's --out): not text, empty (the current
+    folder, unsaid), or holding a NUL byte (r130: the API wrote into the working folder, or raised ValueError)."""
+    import os
+
+    if not isinstance(value, (str, os.PathLike)):
+        return f"must be a path (str or os.PathLike), got {type(value).__name__}"
+    text = os.fspath(value)
+    if not isinstance(text, str):
+        return f"must be a path as text, got {type(text).__name__}"
+    if not text.strip():
+        return "must be a path, got an empty string"
+    if "\x00" in text:
+        return f"{text!r:.80}: a path holds no NUL byte"
+    long = next((part for part in text.split(os.sep) if len(part.encode("utf-8", "surrogateescape")) > 255), None)
+    if long is not None:
+        return f"{long[:40]}...: a name past the file system's 255 bytes"
+    return None

@@ -662,8 +662,10 @@ class RunResult:
 
         from servesim.simulator.errors import ConfigError
 
-        if not isinstance(out_dir, (str, os.PathLike)):
-            raise ConfigError(field, f"must be a path (str or os.PathLike), got {type(out_dir).__name__}")
+        from servesim.simulator.files import path_problem
+
+        if (problem := path_problem(out_dir)) is not None:  # r130: "" wrote into the working folder
+            raise ConfigError(field, problem)
         out = Path(out_dir)
         from servesim.simulator.files import refuse_folder_over_inputs
 

@@ -391,6 +391,12 @@ def test_searches_and_capacity(tmp_path):
     # wrong types were TypeErrors and AttributeErrors from deep inside (round 19)
     (lambda: servesim.simulate(None, 5), "overrides"),
     (lambda: servesim.sweep(None, {"seed": [1]}, out=5), "out: must be a path"),
+    # r130: "" wrote into the working folder; a NUL byte or a name past 255 bytes were ValueError and OSError
+    (lambda: servesim.sweep(None, {"seed": [1]}, out=""), "out: must be a path, got an empty string"),
+    (lambda: servesim.recommend(None, {"p99_ttft_ms": 500}, rate=1, out=" "), "out: must be a path, got an empty"),
+    (lambda: servesim.sweep(None, {"seed": [1]}, out="/tmp/" + "x" * 300), "out: xxxxx"),
+    (lambda: servesim.read_trace("/tmp/a\x00b"), "path: '/tmp/a\\x00b': a path holds no NUL byte"),
+    (lambda: servesim.simulate(None, {"workload.num_requests": 2}).write(""), "out_dir: must be a path, got an empty"),
     (lambda: servesim.sweep(None, ["workload.arrival.rate=1"], out="/tmp/x"), "grid: must be a mapping"),
     (lambda: servesim.sweep(None, {"seed": [1]}, out="/tmp/x", seeds="2"), "seeds: must be an integer"),
     (lambda: servesim.capacity(5), "model: must be a path (str or os.PathLike)"),
@@ -596,3 +602,18 @@ def test_a_run_of_given_requests_is_repeated_with_their_ids(tmp_path):
     assert main(["run", str(tmp_path / "a" / "config.yaml"), "--out", str(tmp_path / "b"), "--quiet"]) == 0
     for name in ("summary.json", "requests.parquet", "steps.parquet"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_each_api_call_says_its_own_warnings(capsys):
+    """r130: warnings were said once a process, so a notebook cell run again (or the same mistake in a later cell)
+    said nothing; each call of the API now says its own, once."""
+    import servesim.simulator.config
+
+    inert = {"workload.num_requests": 3, "speculative.num_speculative_tokens": 3}
+    servesim.simulate(None, inert)
+    assert "speculative.num_speculative_tokens has no effect" in capsys.readouterr().err
+    servesim.simulate(None, inert)
+    assert "speculative.num_speculative_tokens has no effect" in capsys.readouterr().err
+    servesim.simulator.config.say_once(["servesim: warning: x"])
+    servesim.simulator.config.say_once(["servesim: warning: x"])
+    assert capsys.readouterr().err.count("warning: x") == 1  # within a call (a CLI command), still once
