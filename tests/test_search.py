@@ -245,3 +245,17 @@ def test_a_mapping_axis_is_written_as_json_in_a_search_table(tmp_path):
                  "--tolerance", "0.5", "--out", str(tmp_path)]) in (0, 1)
     cells = pd.read_csv(tmp_path / "max_rate.csv")["workload.output_tokens"]
     assert [json.loads(c)["value"] for c in cells] == [8, 16]
+
+
+def test_no_failing_load_in_a_short_run_is_checked_at_longer_ones():
+    """r130: a load whose queue outlives a short run holds at every rate there (20 requests arrive as a burst and
+    meet a 1 s TTFT; 40 do not): the search said 'held up to 200 req/s' and recommend sized a fleet on it (one
+    H200 'carried' 4 sessions/s that 1,200 sessions fail). The top load held is run at twice the length, and the
+    search goes on at the length that fails it."""
+    from servesim.simulator.search import max_rate
+
+    base = ["workload.num_requests=20", "workload.prompt_tokens={dist: fixed, value: 2000}",
+            "workload.output_tokens={dist: fixed, value: 20}"]
+    r = max_rate(None, base, {"p99_ttft_ms": 1000}, ceiling=200)
+    assert r["max_rate"] is not None and r["max_rate"] < 200 and r["run_sets"][0] == "workload.num_requests=40"
+    assert r.get("held_up_to") is None
