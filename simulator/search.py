@@ -157,7 +157,9 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
     the answer, at most STABILITY_DOUBLINGS times;
     `stable`, `answers` (each length's) and `run_sets` (the length the answer was found at) say where it stopped.
     load "time_scale": a trace's replay speed is searched instead (the answer a multiple of its recorded rate).
-    `ceiling`: the doubling stops there (what a caller needs to know no further: recommend's multiple of its target)."""
+    `ceiling`: the doubling stops there (what a caller needs to know no further: recommend's multiple of its target).
+    No failing load at the scenario's length: the top load held is run at twice and four times the length, and the
+    search starts again (`_lengthened`) at the first that fails it."""
     from servesim.simulator.config import override
 
     checked = filled_in(scenario, sets, LOAD[load], low)
