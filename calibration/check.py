@@ -43,7 +43,13 @@ def check_profile(profile_path: str, device: str, points: int = 8, seed: int = 0
     rng = np.random.default_rng(seed)
     sample = [grid[i] for i in sorted(rng.choice(len(grid), size=min(points, len(grid)), replace=False))]
     model = linear_model(prof)
-    h = Harness(arch, device, prof.dtype, prof.block_size or 16, sample, threads, attention=prof.attention or "gather")
+    try:  # the harness reads the profile's dtype and attention: a bad one is the file's field (r129: said bare)
+        h = Harness(arch, device, prof.dtype, prof.block_size or 16, sample, threads,
+                    attention=prof.attention or "gather")
+    except ConfigError as exc:
+        if exc.field not in ("dtype", "attention"):
+            raise
+        raise ConfigError(f"profile.{exc.field}", f"{exc.message} (in {profile_path})") from None
     rows = []
     for p in sample:
         m = h.measure(p, warmup, repeats)

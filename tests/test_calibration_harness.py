@@ -57,6 +57,9 @@ def test_profile_loads_and_check_runs(calibrated, capsys):
     ({"grid": "bogus"}, r"profile.grid: unknown grid 'bogus'"),
     ({"architecture": load_model("tiny-llama").model_dump(mode="json") | {"num_hidden_layers": -3}},
      r"profile.architecture.num_hidden_layers: .*\(in .*p.yaml\)"),
+    # r129: the harness's dtype and attention were named as bare fields, not the profile's
+    ({"dtype": "any"}, r"profile.dtype: unknown dtype 'any'; known: .*\(in .*p.yaml\)"),
+    ({"attention": "bogus"}, r"profile.attention: unknown attention 'bogus'; known: .*\(in .*p.yaml\)"),
 ])
 def test_check_refuses_a_profile_it_cannot_re_measure_here(calibrated, tmp_path, capsys, edit, message):
     """Another device's timings are no check of a profile (and a 70B GPU profile re-measured on
