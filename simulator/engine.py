@@ -147,17 +147,16 @@ class Replica:
         if why := self.queue_limit_error():
             return why
         if self.ttft_slo_s is not None:  # essay 003: refuse work that cannot start within its SLO
-            sched = self.scheduler
             slo = self.ttft_slo_s.get(req.spec.slo_class, self.ttft_slo_default)
-            if slo is not None and self._predicted_first_token_wait(sched, req) > slo:
+            if slo is not None and self._predicted_first_token_wait(req) > slo:
                 return "predicted_ttft_over_slo"
         return None
 
-    def _predicted_first_token_wait(self, sched, req: Request) -> float:
+    def _predicted_first_token_wait(self, req: Request) -> float:
         """Its queue here and, on a prefill replica, the queue of the decode replica the proxy would send it to,
         which TTFT includes (r128: judged on the prefill queue alone, 180 of 196 admitted missed their target).
         The decode side computes no prompt (its last token again): only its admission rate counts there."""
-        wait = predicted_queue_wait(sched, req.prompt_tokens, self.prefill_tokens_per_s, self.env.now)
+        wait = predicted_queue_wait(self.scheduler, req.prompt_tokens, self.prefill_tokens_per_s, self.env.now)
         if self.hand_off is not None:
             wait += predicted_queue_wait(self.hand_off.next_decode().scheduler, 0, math.inf, self.env.now)
         return wait
