@@ -35,19 +35,22 @@ def test_replay_error_within_the_profiles_tolerance(profile, tmp_path, capsys):
     # shifts every prediction, and a CI machine of another CPU (Intel Xeon) replayed 20-30% slower than its
     # own calibration on three fresh attempts (median predicted/measured 0.69-0.78, MAPE 22-27% against a
     # tolerance of 24-31%): the per-step match at the profile's tolerance is make fidelity-replay's figure.
-    # Here: up to three fresh calibrations and replays; the verdict must agree with its figures, and the
-    # prediction must stay within a factor a real regression in the executor, the harness or the fit breaks
-    # (a wrong shape, a lost term: factors of 2 and more).
+    # Here: up to three fresh calibrations and replays; each verdict must agree with its figures, and one of
+    # them must keep the prediction within a factor a real regression in the executor, the harness or the fit
+    # breaks on every attempt (a wrong shape, a lost term: factors of 2 and more). A CI machine once passed
+    # its own verdict (tolerance 60.9%) at a median 1.58 and MAPE 52%, a calibration timed during a neighbour's
+    # burst: that attempt is retried with a fresh calibration rather than failed.
     for attempt in range(3):
         out = tmp_path / f"fid{attempt}"
         rc = main(["validate", "replay", SCENARIO, "--profile", str(profile), "--threads", "1", "--out", str(out)])
         s = json.loads((out / "summary.json").read_text())
-        if rc == 0 and s["ok"]:
+        e = s["step_errors"]
+        within = e["mape"] <= s["tolerance"] and 1 / (1 + s["tolerance"]) <= e["median_ratio_predicted_to_measured"] <= 1 + s["tolerance"]
+        assert s["ok"] == within and rc == (0 if within else 1), (rc, s)
+        no_gross_bias = e["mape"] < 0.5 and 0.6 < e["median_ratio_predicted_to_measured"] < 1.6
+        if s["ok"] and no_gross_bias:
             break
         profile = _calibrate(tmp_path / f"recal{attempt}")
-    e = s["step_errors"]
-    within = e["mape"] <= s["tolerance"] and 1 / (1 + s["tolerance"]) <= e["median_ratio_predicted_to_measured"] <= 1 + s["tolerance"]
-    assert s["ok"] == within and rc == (0 if within else 1), (rc, s)
     assert e["steps"] > 100 and e["mape"] < 0.5, e
     assert 0.6 < e["median_ratio_predicted_to_measured"] < 1.6, e  # no gross bias
     table = pd.read_csv(out / "table.csv")
