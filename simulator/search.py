@@ -129,7 +129,44 @@ def _bisect(passing, failing, at_passing: dict, run, slos: dict, mid, narrow, ru
     return passing, failing, at_passing, runs
 
 
-STABILITY_DOUBLINGS = 3  # the run length doubles at most this often (8x the scenario's) for a stable answer
+RESEARCHES = 6  # an answer is searched again at a longer run at most this often
+MAX_DOUBLINGS = 10  # and reaches at most 1,024x the scenario's (the check at twice that) for a steady state
+# A run measures a steady state when its arrivals span at least this many of its requests' p99 lifetimes (a
+# session workload's: its sessions'): the batch fills over about a lifetime and empties over another at the end,
+# and a short run's tail is that of a batch still filling. 800 requests of the default scenario at 24.6 req/s
+# (2 lifetimes) and 1,600 (2.3) met TPOT p99 30 ms at 27.8 and 27.5; 3,200 (4.6) to 12,800 (15.6) ran 36-39
+# (round 131; docs/fidelity.md).
+STEADY_SPANS = 10
+
+
+def steadiness(result) -> float:
+    """How many p99 lifetimes the run's arrivals span (a request's lifetime is its end-to-end latency; a
+    session's, from its first arrival to its last turn's end): below STEADY_SPANS the run is short of a steady
+    state. inf where nothing finished (nothing to judge by; the SLOs fail)."""
+    import numpy as np
+
+    req = result.request_columns
+    arrival, finish = np.asarray(req["arrival_time"], float), np.asarray(req["finish_time"], float)
+    session = req["session_id"]
+    if any(x is not None for x in session):
+        first, last = {}, {}
+        for sid, a, f in zip(session, arrival, finish):
+            first[sid] = min(first.get(sid, a), a)
+            last[sid] = max(last.get(sid, f), f) if f == f else last.get(sid, math.nan)
+        arrival = np.array(list(first.values()))
+        lifetime = np.array([last[k] for k in first]) - arrival
+    else:
+        lifetime = finish - arrival
+    lifetime = lifetime[np.isfinite(lifetime)]
+    if not lifetime.size or len(arrival) < 2:
+        return math.inf
+    return float(arrival.max() - arrival.min()) / max(float(np.quantile(lifetime, 0.99)), 1e-12)
+
+
+def _doublings_to_steady(result) -> int:
+    """0 for a run long enough for a steady state, else how often its length must double to be one."""
+    spans = steadiness(result)
+    return 0 if spans >= STEADY_SPANS else math.ceil(math.log2(STEADY_SPANS / max(spans, 1e-9)))
 
 
 def _run_length(scenario: str | None, sets: list[str]) -> list[tuple[str, float]]:
@@ -153,13 +190,14 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
              _lengthened: bool = False) -> dict:
     """The highest arrival rate meeting the SLOs, at a run length where the answer holds: a queue that grows
     slowly passes a short run and fails a long one. The answer is searched again at twice the run length (from a
-    bracket around it) until two lengths agree within twice the tolerance and one run at twice the length holds
-    the answer, at most STABILITY_DOUBLINGS times;
+    bracket around it) until two lengths agree within twice the tolerance and one run at twice the length, long
+    enough for a steady state (STEADY_SPANS), holds the answer (a shorter one: the search jumps to the length
+    that is), at most RESEARCHES times and up to 2**MAX_DOUBLINGS times the scenario's length;
     `stable`, `answers` (each length's) and `run_sets` (the length the answer was found at) say where it stopped.
     load "time_scale": a trace's replay speed is searched instead (the answer a multiple of its recorded rate).
     `ceiling`: the doubling stops there (what a caller needs to know no further: recommend's multiple of its target).
-    No failing load at the scenario's length: the top load held is run at twice and four times the length, and the
-    search starts again (`_lengthened`) at the first that fails it."""
+    No failing load at the scenario's length: the top load held is run at longer lengths until one is steady, and
+    the search starts again (`_lengthened`) at the first that fails it."""
     from servesim.simulator.config import override
 
     checked = filled_in(scenario, sets, LOAD[load], low)
@@ -173,40 +211,65 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
 
     if r.get("held_up_to") is not None and lengths and not _is_trace(lengths) and not _lengthened:
         # no failing load at this run length: a load whose queue grows slowly (sessions outliving a short run) holds
-        # at every rate there, so the top load held is run at twice and four times the length, and searched again
-        # at the first that fails it (r130: 1 H200 'carried' 4 sessions/s that 1,200 sessions fail)
-        for doubling in range(1, STABILITY_DOUBLINGS):
+        # at every rate there, so the top load held is run at longer lengths (twice, four times, then up to 4x
+        # more at a time) until it fails, and is searched again there (r130: 1 H200 'carried' 4 sessions/s that
+        # 1,200 sessions fail), or holds in a run long enough for a steady state (a burst never is: r131)
+        doubling, step, spans = 0, 1, 0.0
+        while doubling < MAX_DOUBLINGS:
+            doubling = min(doubling + step, MAX_DOUBLINGS)
             longer = at_length(doubling)
-            check = _summary_at(scenario, longer, r["held_up_to"], LOAD[load])
+            check = _result_at(scenario, longer, r["held_up_to"], LOAD[load])
             runs += 1
-            if not meets(check, slos):
+            if not meets(check.summary, slos):
                 again = max_rate(scenario, longer, slos, low, high, tolerance, max_runs, load, ceiling, True)
                 return again | {"runs": runs + again["runs"], "run_sets": longer[len(sets):] + again["run_sets"]}
+            step = min(_doublings_to_steady(check), 1 if doubling < 2 else 2)
+            # steady, or never to be: a burst's arrivals span no more lifetimes however long it is
+            if not step or doubling >= 2 and steadiness(check) < 1.5 * spans:
+                break
+            spans = steadiness(check)
 
-    refuted = None  # an answer two lengths agreed on that failed at twice the length
-    for doubling in range(1, STABILITY_DOUBLINGS + 1):
+    refuted = unsteady = None  # an answer two lengths agreed on that failed, or held short of a steady state,
+    doubling, step, tries = 0, 1, 0  # at twice the length
+    while tries < RESEARCHES and doubling < MAX_DOUBLINGS:
         if r["max_rate"] is None or not lengths or r.get("reason"):  # nothing to check, or a bracket left wide
             break
+        doubling, tries = min(doubling + step, MAX_DOUBLINGS), tries + 1
         longer = at_length(doubling)
         again = _rebracket(scenario, longer, slos, r["max_rate"], low, tolerance, max_runs, load)
         runs += again["runs"]
-        previous, r = r["max_rate"], again | {"run_sets": longer[len(sets):]}
+        previous, r, step = r["max_rate"], again | {"run_sets": longer[len(sets):]}, 1
         answers.append(r["max_rate"])
         if r["max_rate"] is not None and abs(r["max_rate"] - previous) <= 2 * tolerance * max(r["max_rate"], previous):
             # agreeing lengths can both be short of a queue that grows slowly: the answer must hold at twice the
-            # length too (a fleet sized on 66.9 req/s where 44 holds, round 70), else the doubling goes on
-            # (a trace's further rows are other requests, not the same traffic run longer: not checked there)
-            check = None if _is_trace(lengths) else _summary_at(scenario, at_length(doubling + 1), r["max_rate"], LOAD[load])
-            runs += check is not None
-            if check is None or meets(check, slos):
+            # length too (a fleet sized on 66.9 req/s where 44 holds, round 70), in a run long enough for a
+            # steady state (round 131), else the doubling goes on (a trace's further rows are other requests,
+            # not the same traffic run longer: not checked there)
+            if _is_trace(lengths):
                 return r | {"runs": runs, "stable": True, "answers": answers,
                             "run_length": _length_text(lengths, 2**doubling)}
-            refuted = (r["max_rate"], _length_text(lengths, 2**(doubling + 1)))
-    out = r | {"runs": runs, "answers": answers, "run_length": _length_text(lengths, 2**(len(answers) - 1))}
+            check = _result_at(scenario, at_length(doubling + 1), r["max_rate"], LOAD[load])
+            runs += 1
+            if meets(check.summary, slos):
+                step = _doublings_to_steady(check)
+                if not step:
+                    return r | {"runs": runs, "stable": True, "answers": answers,
+                                "run_length": _length_text(lengths, 2**doubling),
+                                "checked_at": _length_text(lengths, 2**(doubling + 1))}
+                unsteady = (r["max_rate"], _length_text(lengths, 2**(doubling + 1)), steadiness(check))
+            else:
+                refuted, step = (r["max_rate"], _length_text(lengths, 2**(doubling + 1))), 1
+    out = r | {"runs": runs, "answers": answers, "run_length": _length_text(lengths, 2**doubling)}
     if refuted and out.get("max_rate") == refuted[0] and not r.get("reason"):
         out["stable"] = False
         out["reason"] = (f"not stable: {refuted[0]:.4g} req/s, where the last two run lengths agreed, fails at "
                          f"{refuted[1]}; a longer run finds a lower answer")
+        return out
+    if unsteady and out.get("max_rate") == unsteady[0] and not r.get("reason"):
+        out["stable"] = False
+        out["reason"] = (f"not steady: {unsteady[0]:.4g} req/s held at {unsteady[1]}, whose arrivals span "
+                         f"{unsteady[2]:.2g} p99 lifetimes where a steady state needs {STEADY_SPANS} (at most "
+                         f"{2**MAX_DOUBLINGS}x the scenario's length is searched): set a longer run")
         return out
     out["stable"] = None if len(answers) == 1 else False  # one length only: not checked (no answer, or no length)
     if out["stable"] is False and not r.get("reason"):
@@ -246,11 +309,15 @@ def _length_text(lengths: list[tuple[str, float]], factor: int) -> str:
     return " and ".join(f"{k.split('.')[-1]}={v * factor:g}" for k, v in lengths)
 
 
-def _summary_at(scenario: str | None, sets: list[str], rate: float, setting: str = LOAD["rate"]) -> dict:
+def _result_at(scenario: str | None, sets: list[str], rate: float, setting: str = LOAD["rate"]):
     from servesim.simulator.config import load, override
     from servesim.simulator.engine import simulate
 
-    return simulate(load(scenario, sets + [override(setting, rate)])).summary  # the rate reported, to the last bit
+    return simulate(load(scenario, sets + [override(setting, rate)]))  # the rate reported, to the last bit
+
+
+def _summary_at(scenario: str | None, sets: list[str], rate: float, setting: str = LOAD["rate"]) -> dict:
+    return _result_at(scenario, sets, rate, setting).summary
 
 
 def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float = 0.05, high: float | None = None,
@@ -324,7 +391,8 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     finds enough can queue without bound (3 replicas at 60 req/s, each past its steady capacity, met a TPOT SLO
     over 150 requests and missed it over 300, round 72; 4 held over 600 and missed over 1,200, round 73). The
     count found must hold at twice and four times the run length it was found at (as max-rate's two agreeing
-    lengths and its check at twice the later), else it is searched again where it failed, up to 16x the
+    lengths and its check at twice the later), the later run long enough for a steady state (else longer), else
+    it is searched again where it failed, at most RESEARCHES times and up to 2**MAX_DOUBLINGS times the
     scenario's length; `stable` and `run_length` say where it stopped (a trace: not checked)."""
     from servesim.simulator.config import load, override
     from servesim.simulator.engine import simulate
@@ -345,12 +413,13 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
                                         "a burst, a curve or a ramp): leave --rate out")
     lengths = _run_length(scenario, sets + extra)
 
-    def runner(doubling: int):
+    def runner(doubling: int, whole: bool = False):
         length = _length_sets(lengths, doubling)
 
-        def run(n: int) -> dict:
+        def run(n: int):
             with varying("cluster.replicas"):
-                return simulate(load(scenario, sets + extra + length + [f"cluster.replicas={n}"])).summary
+                result = simulate(load(scenario, sets + extra + length + [f"cluster.replicas={n}"]))
+            return result if whole else result.summary
         return run
 
     with varying("cluster.replicas"):
@@ -361,26 +430,34 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
                                   f"engine.block_size holds more)"
     most = max(1, min(most, held))
     r = _fewest(runner(0), slos, most, why)
-    runs, answers, found_at, holds, doubling = r["runs"], [r["replicas"]], 0, 0, 0
+    runs, answers, found_at, holds, doubling, step, tries = r["runs"], [r["replicas"]], 0, 0, 0, 1, 0
     if r["replicas"] is None or not lengths or _is_trace(lengths):
         return r | {"stable": None, "run_length": _length_text(lengths, 1)}  # nothing to check, or a trace
-    while holds < 2 and doubling <= STABILITY_DOUBLINGS:  # as max-rate: two lengths agree, and twice the later holds
-        doubling += 1
-        run = runner(doubling)
-        check = run(r["replicas"])
+    unsteady = None
+    # as max-rate: the count holds at two longer lengths, the later one long enough for a steady state
+    while holds < 2 and doubling < MAX_DOUBLINGS and tries < RESEARCHES:
+        doubling, step = min(doubling + step, MAX_DOUBLINGS), 1
+        check = runner(doubling, whole=True)(r["replicas"])
         runs += 1
-        if meets(check, slos):
+        if meets(check.summary, slos):
             holds += 1
+            if holds == 2 and (step := _doublings_to_steady(check)):  # held, short of a steady state: longer
+                holds, unsteady = 1, (_length_text(lengths, 2**doubling), steadiness(check))
             continue
-        r = _fewest(run, slos, most, why, low=r["replicas"], at_low=check)
-        runs += r["runs"]
+        r = _fewest(runner(doubling), slos, most, why, low=r["replicas"], at_low=check.summary)
+        runs, tries = runs + r["runs"], tries + 1
         answers.append(r["replicas"])
-        found_at, holds = doubling, 0
+        found_at, holds, unsteady = doubling, 0, None
         if r["replicas"] is None:
             break
     out = r | {"runs": runs, "run_length": _length_text(lengths, 2**found_at)}
     if holds == 2:
-        return out | {"stable": True}
+        return out | {"stable": True, "checked_at": _length_text(lengths, 2**doubling)}
+    if unsteady and not r.get("reason"):
+        return out | {"stable": False, "reason": f"not steady: {r['replicas']} held at {unsteady[0]}, whose arrivals "
+                                                 f"span {unsteady[1]:.2g} p99 lifetimes where a steady state needs "
+                                                 f"{STEADY_SPANS} (at most {2**MAX_DOUBLINGS}x the scenario's length "
+                                                 f"is run): set a longer run"}
     grew = " -> ".join(str(a) if a else "none" for a in answers)
     return out | {"stable": False, "reason": r.get("reason") or f"not stable: the fewest replicas grew ({grew}) as "
                                                                 f"the run doubled to {_length_text(lengths, 2**doubling)}"

@@ -333,7 +333,9 @@ def test_sweep_gives_the_cli_table_and_reuses_its_runs(tmp_path, capsys):
 def test_searches_and_capacity(tmp_path):
     found = servesim.max_rate(None, {"ttft_p99_ms": 200}, {"workload.num_requests": 40}, tolerance=0.2)
     assert found["max_rate"] > 0 and found["fails_at"] > found["max_rate"]
-    few = servesim.min_replicas(None, {"ttft_p99_ms": 200}, {"workload.num_requests": 40}, rate=found["fails_at"])
+    # twice the rate one replica fails at: its failing end, 16.6 req/s, is within noise of the SLO (TTFT p99 190-204
+    # ms at 2,560-20,480 requests against 200), where one replica may well be found enough
+    few = servesim.min_replicas(None, {"ttft_p99_ms": 200}, {"workload.num_requests": 40}, rate=2 * found["fails_at"])
     assert few["replicas"] >= 2 and few["fails_with"] < few["replicas"]
     plan = servesim.capacity("llama-3.1-8b", "h200-sxm", tokens_per_request=4000)
     assert plan.report.paged_requests == plan.report.num_blocks // 250
@@ -450,7 +452,7 @@ def test_numpy_values_and_paths_at_any_depth_are_values(tmp_path):
     servesim.simulate(None, base | {"workload.arrival": {"process": "poisson", "rate": np.float64(3.0)}})
     servesim.simulate({"workload": {"num_requests": 5}, "engine": {"enable_prefix_caching": np.bool_(False)}})
     assert len(servesim.sweep(None, {"workload.arrival.rate": np.array([5.0, 10.0])}, base, out=tmp_path / "s")) == 2
-    assert servesim.max_rate(None, {"ttft_p99_ms": np.float64(500)}, base)["runs"] >= 1
+    assert servesim.max_rate(None, {"ttft_p99_ms": np.float64(500)}, base, max_runs=3)["runs"] >= 1
     model = pathlib.Path(__file__).resolve().parents[1] / "simulator" / "data" / "models" / "llama-3.1-8b.yaml"
     assert servesim.capacity(model, "h200-sxm") == servesim.capacity(str(model), "h200-sxm")
 
