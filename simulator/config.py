@@ -212,8 +212,18 @@ class SpeculativeSettings(Settings):
     acceptance_rate: float = Field(0.7, gt=0, le=1, description="per-token probability a draft is accepted")
     acceptance_distribution: list[NonNegativeFloat] | None = Field(
         None, description="probabilities of accepting 0, 1, ..., k drafts (overrides acceptance_rate)")
+    proposal_distribution: list[NonNegativeFloat] | None = Field(
+        None, description="probabilities that a decode proposes 0, 1, ..., k drafts (vLLM's suffix decoding and "
+                          "0.19's n-gram on the CPU propose as many as the text matches, often none: a decode "
+                          "without drafts is a plain one); None: k on every decode")
+    drafts_vary: bool = Field(
+        False, description="the method proposes as many drafts as the text matches (suffix decoding; 0.19's CPU "
+                           "n-gram): without proposal_distribution, k on every decode is an upper bound on its "
+                           "cost, said in a warning (servesim vllm sets it)")
     draft_cost_ratio: float = Field(
-        0.05, ge=0, le=100, description="one draft token costs this fraction of a target decode step of the same batch")
+        0.05, ge=0, le=100, description="the drafter's pass costs this fraction of the target's over the same "
+                                        "tokens: a first over every token the step scheduled, prefill chunks "
+                                        "included, then k - 1 over one token per request")
     drafting_slots_per_seq: int = Field(
         0, ge=0, le=65, description="vLLM's max_num_new_slots_for_drafting: the slots a draft model (1; with "
                                     "parallel drafting k) or parallel drafting (k - 1) adds to a sequence's step. "
@@ -244,10 +254,11 @@ class SpeculativeSettings(Settings):
         if self.lookahead_block_hashes and self.eagle_block_drop:
             refuse("lookahead_block_hashes", "and eagle_block_drop are two rules for a hit's last block (0.33's "
                                              "and 0.19's): give one")
-        d = self.acceptance_distribution
-        if d is not None and (len(d) != self.num_speculative_tokens + 1 or abs(sum(d) - 1) > 1e-6):
-            refuse("acceptance_distribution", f"needs k + 1 = {self.num_speculative_tokens + 1} probabilities "
-                                              f"summing to 1, got {len(d)} summing to {sum(d):g}")
+        for field in ("acceptance_distribution", "proposal_distribution"):
+            d = getattr(self, field)
+            if d is not None and (len(d) != self.num_speculative_tokens + 1 or abs(sum(d) - 1) > 1e-6):
+                refuse(field, f"needs k + 1 = {self.num_speculative_tokens + 1} probabilities summing to 1, got "
+                              f"{len(d)} summing to {sum(d):g}")
         return self
 
 
@@ -1214,6 +1225,11 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     window_group = bool(layout.local_groups) and not local.chunked  # a modelled group retention acts on
     say_once((weight_only, selection.warning, unreliable_fit(profile), layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens,
                                                                     window_group, None if arch.is_moe else arch.name)))
+    if sp.method != "none" and sp.drafts_vary and sp.proposal_distribution is None:
+        say_once([f"servesim: warning: this draft method proposes as many drafts as the text matches (none on the "
+                  f"random dataset's tokens); servesim verifies k = {sp.num_speculative_tokens} on every decode, an "
+                  f"upper bound on its cost: give speculative.proposal_distribution (the share of decodes proposing "
+                  f"0..k) for its real one"])
     if sp.method != "none" and e.is_0_19:  # 0.33's drafting mechanisms, which 0.19 does not have
         if sp.lookahead_block_hashes:
             raise ConfigError("speculative.lookahead_block_hashes", "vLLM 0.19 has no lookahead block hashes "

@@ -34,8 +34,9 @@ class StepTimer:
         self.pure = getattr(executor, "pure", False)  # times depend on the shape only: decode runs are exact
 
     def end(self, now: float, out) -> float:
-        t = now + self.executor.run(out.shape, out) + out.swapped_blocks * self.block_transfer_s
-        return t + self.speculation.draft_time(out) if self.speculation is not None else t
+        forward = self.executor.run(out.shape, out)
+        t = now + forward + out.swapped_blocks * self.block_transfer_s
+        return t + self.speculation.draft_time(out, forward) if self.speculation is not None else t
 
     def decode_step(self, shape: BatchShape) -> float:
         """One step of a decode run: no swaps, no drafts (runs are off under speculation)."""

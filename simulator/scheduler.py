@@ -167,12 +167,15 @@ class Scheduler:
         plain, bs, hashing = kv.plain_running_path, kv.block_size, kv.caches_prefixes
 
         k = out.spec_k = self.speculation.drafts(len(running)) if self.speculation is not None else 0
+        propose = self.speculation.propose if k else None  # a decode's own count of drafts, where it varies
         slots = s.draft_slots  # taken from the budget with each request scheduled, as 0.33's input budget is
         ahead = s.lookahead_slots
         i = 0
         while i < len(running) and budget > slots:
             r = running[i]
-            n = _chunk(r, budget - slots, thr, k, max_len)  # a decode verifies k drafts in the same pass
+            # a decode verifies k drafts in the same pass (or as many as it proposed)
+            n = _chunk(r, budget - slots, thr, k if propose is None or r.num_tokens - r.num_computed_tokens != 1
+                       else propose(k), max_len)
             if n <= 0:
                 i += 1
                 continue

@@ -1244,6 +1244,8 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         out["speculative.lookahead_block_hashes" if lookahead else "speculative.eagle_block_drop"] = True
     if method in FREE_DRAFTS:
         out["speculative.draft_cost_ratio"] = 0.0
+    if method == "suffix" or method == "ngram" and version == "0.19.0":  # 0..k drafts, as the text matches (0.33's
+        out["speculative.drafts_vary"] = True  # n-gram, on its GPU speculator, fills unmatched slots: always k)
     synthetic = _synthetic_acceptance(config, k, field) if version != "0.19.0" else None
     if synthetic is not None:
         out["speculative.acceptance_distribution"] = synthetic

@@ -1,6 +1,8 @@
 """Routers across replicas (issue 8's routing part): prefix affinity against round robin and
 predicted completion, on small clusters."""
 
+import re
+
 import pandas as pd
 import pytest
 
@@ -215,13 +217,21 @@ def test_a_decode_replica_deadlocked_by_the_prompts_it_pulled_is_one_line():
 def test_a_decode_replica_stalled_by_static_batching_blames_the_policy_not_vllm():
     """r128: under servesim's static batching a pulled prompt joins only the next batch; the stall's line said
     vLLM's decode instance would wait for ever (vLLM has no static batching)."""
-    sets = ["workload.num_requests=150", "workload.arrival.rate=40", "engine.num_gpu_blocks_override=700",
-            "engine.max_model_len=8192", "policies.batching=static", "engine.max_num_seqs=8", "speculative.method=fixed",
-            "cluster.replicas=2", "cluster.prefill_replicas=1", "workload.shared_prefix={tokens: 512, count: 3}"]
-    with pytest.raises(ConfigError, match="blocks of pulled prompts .* servesim's static batching \\(policies.batching\\) "
-                                          "lets them join only the next batch") as e:
-        simulate(load(None, sets))
-    assert "vLLM" not in e.value.message
+    # a stall is a matter of timing (two seeds in five here): the first of up to 20 seeds that stalls
+    sets = ["workload.num_requests=100", "workload.arrival.rate=20", "engine.num_gpu_blocks_override=550",
+            "engine.max_model_len=2048", "policies.batching=static", "engine.max_num_seqs=8", "speculative.method=fixed",
+            "cluster.replicas=2", "cluster.prefill_replicas=1", "workload.prompt_tokens={dist: fixed, value: 512}",
+            "workload.output_tokens={dist: fixed, value: 1000}"]
+    for seed in range(20):
+        try:
+            simulate(load(None, sets + [f"seed={seed}"]))
+        except ConfigError as e:
+            message = e.message
+            break
+    else:
+        pytest.fail("no seed stalled")
+    assert re.search("blocks of pulled prompts .* servesim's static batching \\(policies.batching\\) lets them join "
+                     "only the next batch", message) and "vLLM" not in message, message
 
 
 @pytest.mark.parametrize("reserve", ["max_tokens", "quantile"])

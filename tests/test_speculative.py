@@ -90,3 +90,71 @@ def test_a_prompts_last_chunk_verifies_no_drafts():
                              "speculative={method: fixed, num_speculative_tokens: 3, acceptance_rate: 1.0}"]))
     assert list(r.steps.scheduled_tokens[:3]) == [2048, 1, 4]
     assert list(r.requests.token_runs[0]) == [1, 6]  # 1 token, then 4 a step: 20 in six steps, not five
+
+
+SMALL_SPEC = ["profile=roofline", "workload.num_requests=200", "workload.arrival.rate=20",
+              "workload.prompt_tokens={dist: fixed, value: 300}", "workload.output_tokens={dist: fixed, value: 100}",
+              "speculative.method=fixed", "speculative.num_speculative_tokens=4", "speculative.draft_cost_ratio=0"]
+
+
+def test_round_131_a_decode_proposes_as_many_drafts_as_its_distribution_says():
+    """r131 (vLLM): suffix decoding and 0.19's CPU n-gram propose 0..k drafts as the text matches (vLLM schedules
+    len(spec_token_ids)); servesim verified k on every decode, so suffix decoding's default line ran 11x slower
+    TTFT than no speculation. speculative.proposal_distribution draws each decode's count; a decode with none is
+    a plain decode, and no draft is counted for it (as vLLM counts spec_decode_num_drafts)."""
+    plain = simulate(load(None, SMALL_SPEC[:5])).summary
+    none = simulate(load(None, SMALL_SPEC + ["speculative.proposal_distribution=[1, 0, 0, 0, 0]"])).summary
+    assert none["p99_tpot_ms"] == pytest.approx(plain["p99_tpot_ms"]) and none["mean_ttft_ms"] == pytest.approx(
+        plain["mean_ttft_ms"])
+    assert not none.get("spec_decode_num_drafts")
+    half = simulate(load(None, SMALL_SPEC + ["speculative.proposal_distribution=[0.5, 0, 0, 0, 0.5]"]))
+    s = half.summary
+    assert s["spec_decode_draft_tokens"] == 4 * s["spec_decode_num_drafts"]  # every proposal is k here
+    # the decodes' tokens: one per plain decode, one plus the accepted per drafted one (a few at the end cut)
+    plain_decodes = int(half.requests.output_tokens.sum()) - len(half.requests) - s["spec_decode_num_drafts"] - \
+        s["spec_decode_accepted_tokens"]
+    assert 0.45 < s["spec_decode_num_drafts"] / (s["spec_decode_num_drafts"] + plain_decodes) < 0.55
+
+
+def test_round_131_proposal_distribution_is_validated():
+    with pytest.raises(ConfigError, match="speculative.proposal_distribution: needs k \\+ 1 = 5"):
+        load(None, SMALL_SPEC + ["speculative.proposal_distribution=[0.5, 0.5]"])
+
+
+@pytest.mark.parametrize("version, method, varies", [("0.33.0", "suffix", True), ("0.19.0", "suffix", True),
+                                                     ("0.19.0", "ngram", True), ("0.33.0", "ngram", False)])
+def test_round_131_servesim_vllm_says_a_varying_proposer_is_timed_at_k(version, method, varies, tmp_path, capsys):
+    """vLLM's suffix decoding (both releases) and 0.19's CPU n-gram propose as many drafts as the text matches;
+    0.33's n-gram, on its GPU speculator, fills the unmatched slots and verifies k. Without the distribution the
+    run says that k on every decode is an upper bound on the cost."""
+    from servesim.simulator.cli import main
+
+    config = {"suffix": '{"method": "suffix"}',
+              "ngram": '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3}'}[method]
+    argv = ["vllm", "--vllm-version", version, "--out", str(tmp_path / "o"), "serve", "meta-llama/Llama-3.1-8B-Instruct",
+            "--speculative-config", config, "--", "bench", "serve", "--dataset-name", "random", "--num-prompts", "20",
+            "--random-input-len", "100", "--random-output-len", "20"]
+    assert main(argv) == 0
+    said = "proposes as many drafts as the text matches" in capsys.readouterr().err
+    assert said == varies
+
+
+@pytest.mark.parametrize("release", ["0.33.0", "0.19.0"])
+def test_round_131_the_drafter_passes_over_the_prompt_too(release):
+    """r131 (vLLM): the drafter's first pass runs over every token the target scheduled, prefill chunks included
+    (EAGLE's and the draft model's proposer), then k - 1 passes over one token a request; servesim charged k
+    one-sequence decode passes per step whatever the step held, so a prefill-bound TTFT did not grow with the
+    drafter's cost. 0.33 skips the drafter in a step whose drafts all go unused (non-final prefill chunks), 0.19
+    runs it in every step. One request of 20,000 tokens (three chunks of the 8,192 budget), one output token."""
+    def ttft(ratio: float) -> float:
+        return simulate(load(None, [f"engine.vllm_defaults={release}", "workload.num_requests=1",
+                                    "workload.prompt_tokens={dist: fixed, value: 20000}",
+                                    "workload.output_tokens={dist: fixed, value: 1}", "speculative.method=fixed",
+                                    f"speculative.draft_cost_ratio={ratio}", "engine.enable_prefix_caching=false",
+                                    "engine.max_num_batched_tokens=8192"])).summary["mean_ttft_ms"]
+
+    base, extra = ttft(0.0), ttft(0.5) - ttft(0.0)
+    if release == "0.19.0":  # every chunk's pass: half the prompt's time again, and the small passes
+        assert 0.5 * base < extra < 0.6 * base, (base, extra)
+    else:  # the last chunk's only (3,616 of the 20,000 tokens, the longest context)
+        assert 0.1 * base < extra < 0.3 * base, (base, extra)
