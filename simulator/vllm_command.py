@@ -2986,7 +2986,8 @@ def _without_a_flag(settings: dict) -> list[str]:
     policies, its memory reserve, V0's swapping): the line deploys vLLM without them, so each is said."""
     from servesim.simulator.config import EngineSettings, PolicySettings
 
-    said = set(SERVE_SETTINGS.values()) | {"engine.vllm_defaults", "engine.all2all_backend"}  # the line's words
+    said = set(SERVE_SETTINGS.values()) | {"engine.vllm_defaults", "engine.all2all_backend",
+                                           "engine.num_redundant_experts"}  # the line's words
     notes = []
     for section, cls in (("engine", EngineSettings), ("policies", PolicySettings)):
         given = settings.get(section) or {}
@@ -3041,6 +3042,18 @@ NO_FLAG = {"engine.reserved_memory_gib": "it stands for the memory vLLM profiles
            "policies.admission": "servesim's admission beyond vLLM's; vLLM admits on the prompt's blocks"}
 
 
+def _edited_fields(arch, name: str) -> dict:
+    """The fields a scenario's model (as resolved) sets apart from the built-in it is named for: an edited
+    architecture (--set model.FIELD=...) that the built-in's checkpoint id would not deploy. {} for none, or a model
+    that is not a built-in."""
+    from servesim.simulator.model_arch import builtin_model_names, load_model
+
+    if not isinstance(arch, dict) or name not in builtin_model_names():
+        return {}
+    base = load_model(name).model_dump(mode="json")
+    return {k: v for k, v in arch.items() if k in base and k != "name" and v != base[k]}
+
+
 def serve_command(settings: dict, version: str | None = None) -> tuple[str, list[str]]:
     """A resolved scenario (as_dict) as the `vllm serve` line that deploys it, and notes on what the line cannot
     say (the GPU, servesim's own policies). version: the release to speak; None: the scenario's (vllm_defaults)."""
@@ -3061,6 +3074,12 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
                      f"scheduler); vLLM {version} fills what this line leaves out with its own")
     if model not in hf and "/" not in str(model):
         notes.append(f"{model} is servesim's name, not an HF id: give vLLM the model's HF id or its path")
+    elif (edited := _edited_fields(settings.get("model"), model)) and (variant := next(
+            (i for i, changes in HF_ID_CHANGES.items() if HF_IDS.get(i) == model and changes == edited), None)):
+        words[2] = variant  # a checkpoint servesim reads as its built-in with these fields (262,144 positions)
+    elif edited:
+        notes.append(f"the scenario edits {model} ({', '.join(f'{k} {v}' for k, v in edited.items())}): "
+                     f"{words[2]} is the unedited checkpoint; give vLLM the id or path of one with these fields")
     rows = _parser("serve", version)[1]
     derived = ((settings.get("resolved") or {}).get("derived") or {})
     for dest, key in SERVE_SETTINGS.items():
@@ -3093,6 +3112,8 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
         words += [row["flag"], *map(str, value if isinstance(value, list) else [value])]  # a list: nargs +
     if (settings.get("engine") or {}).get("all2all_backend") and "all2all_backend" in rows:  # the two it models
         words += ["--all2all-backend", settings["engine"]["all2all_backend"]]
+    if redundant := (settings.get("engine") or {}).get("num_redundant_experts"):  # EPLB's copies, as read back
+        words += ["--enable-eplb", "--eplb-config", json.dumps({"num_redundant_experts": redundant})]
     notes += [n for n in (unstartable(settings), checkpoint_note(settings)) if n] + _without_a_flag(settings)
     engine = settings.get("engine") or {}
     threshold, length = engine.get("long_prefill_token_threshold"), engine.get("max_model_len")

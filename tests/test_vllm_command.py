@@ -3462,3 +3462,27 @@ def test_round_130_a_prefix_match_unit_vllm_refuses_is_refused(model, unit, says
     assert main(["vllm", "--config", "serve", model, "--prefix-match-unit", unit]) == (2 if says else 0)
     err = capsys.readouterr().err
     assert (says in err) if says else "error" not in err
+
+
+def test_round_131_config_vllm_carries_eplb_copies_and_names_an_edited_model(capsys):
+    """r131: engine.num_redundant_experts was said to have no flag, so the line read back ran a larger KV pool
+    (EPLB's copies gone); it is --enable-eplb --eplb-config, which servesim vllm reads. A model edited with
+    --set model.FIELD was printed as the built-in's own checkpoint without a word (an fp8 edit read back as bf16,
+    3,300 fewer KV blocks); a checkpoint servesim reads as a built-in with other positions keeps its own id."""
+    moe = ["--set", "model=qwen3-30b-a3b", "--set", "engine.data_parallel_size=2", "--set",
+           "engine.enable_expert_parallel=true", "--set", "engine.num_redundant_experts=2", "--set",
+           "engine.max_model_len=8192"]
+    assert main(["config", "--vllm", *moe]) == 0
+    captured = capsys.readouterr()
+    line = shlex.split(captured.out)
+    assert line[line.index("--enable-eplb") + 1:][:2] == ["--eplb-config", '{"num_redundant_experts": 2}'], line
+    assert "num_redundant_experts" not in captured.err
+    assert resolved_engine(capsys, line[3:], model="Qwen/Qwen3-30B-A3B")["num_redundant_experts"] == 2
+    assert main(["config", "--vllm", "--set", "model.dtype=fp8", "--set", "model.num_hidden_layers=16"]) == 0
+    err = capsys.readouterr().err
+    assert "the scenario edits llama-3.1-8b (num_hidden_layers 16, dtype fp8): meta-llama/Llama-3.1-8B is the " \
+           "unedited checkpoint" in err, err
+    assert main(["config", "--vllm", "--set", "model=Qwen/Qwen3-30B-A3B-Instruct-2507", "--set",
+                 "engine.max_model_len=32768"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.split()[2] == "Qwen/Qwen3-30B-A3B-Instruct-2507" and "edits" not in captured.err
