@@ -45,11 +45,13 @@ class Replica:
         kv, waiting = self.kv, self.scheduler.waiting
         longest = max((r.num_tokens for r in waiting), default=0)  # a preempted one's output is prefilled again
         if kv.blocks_to_admit(longest) > kv.num_usable_blocks:  # local-attention groups' blocks counted too
+            whole = " (vLLM 0.19 admits a prompt only where each local-attention group holds it whole, as the full " \
+                    "group does: its issue 39734, which 0.33 fixed)" if getattr(kv, "admission_cap", True) is False else ""
             return ConfigError(self._pool_field,
                                f"a request of {longest:,} tokens (its prompt, and its output when preempted) needs "
                                f"{kv.blocks_to_admit(longest):,} blocks, more than the KV pool's "
-                               f"{kv.num_usable_blocks:,} usable blocks of {kv.block_size}: vLLM would wait on it "
-                               f"for ever; give more blocks or lower max_model_len")
+                               f"{kv.num_usable_blocks:,} usable blocks of {kv.block_size}{whole}: vLLM would wait on "
+                               f"it for ever; give more blocks or lower max_model_len")
         held = sum(len(r.blocks) for r in waiting)
         if held:  # disaggregation: the head waits for blocks that pulled requests behind it hold, waiting for a seat
             why = ("servesim's static batching (policies.batching) lets them join only the next batch, which the head "
@@ -78,6 +80,8 @@ class Replica:
             self.kv.empty_first = not e.is_0_19  # 0.19's BlockPool appends every freed block to the queue's tail
         if e.enable_prefix_caching and sp.method != "none":
             self.kv.drop_last_hit, self.kv.hash_lookahead = sp.eagle_block_drop, sp.lookahead_block_hashes
+        if layout.local_groups:
+            self.kv.admission_cap = not e.is_0_19  # 0.19 admits a prompt only where every group holds it whole
         if e.enable_prefix_caching and layout.local_groups:  # 0.33's sparse window cache; 0.19 keeps every block
             self.kv.window_retention = None if e.is_0_19 else e.prefix_cache_retention_interval
             self.kv.eagle_margin = not e.is_0_19

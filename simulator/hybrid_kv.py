@@ -95,6 +95,9 @@ class LocalGroups:
     layout: KVLayout
     in_flight_tokens: int  # the budgets of the steps in flight: with the window, bounds a local group's blocks
     plain_running_path = False  # every step may free blocks the window left behind
+    # 0.33 caps what admission asks of a local group at its window (max_admission_blocks_per_request); 0.19 asks for
+    # the whole prompt in every group, so a prompt whose groups do not fit together never starts (vLLM #39734)
+    admission_cap = True
     _local_hit: tuple = (None, [])  # the last lookup's request and its local groups' hit blocks (prefix caching)
 
     def allocate_slots(self, req, num_new_tokens: int,
@@ -149,7 +152,10 @@ class LocalGroups:
         return True
 
     def _local_to_admit(self, full: int) -> int:
-        """One local group's blocks for a request of `full` full-attention blocks, as vLLM's cap bounds them."""
+        """One local group's blocks for a request of `full` full-attention blocks, as vLLM's cap bounds them (0.33;
+        0.19: all of them)."""
+        if not self.admission_cap:
+            return full
         return min(full, self.layout.local_blocks_cap(self.max_model_len, self.in_flight_tokens, self.block_size))
 
     def blocks_to_admit(self, tokens: int) -> int:

@@ -457,3 +457,24 @@ def test_a_wrapped_configs_quantization_is_read_where_vllm_reads_it(tmp_path):
                                               "compression_config": {"quant_method": "compressed-tensors"}}))
     with pytest.raises(ConfigError, match="quantization_config 'compressed-tensors'"):
         load_model(str(path))
+
+
+@pytest.mark.parametrize("release, blocks", [("0.19.0", 400), ("0.33.0", 600)])
+def test_round_131_0_19_admits_a_prompt_only_where_every_local_group_holds_it_whole(release, blocks):
+    """r130 (vLLM): 0.19's whole-prompt admission check asks every sliding-window group for the whole prompt, as
+    the full group; 0.33 caps it at the window (apply_admission_cap, its fix of vLLM issue 39734). servesim capped
+    both: a 4,000-token gpt-oss prompt ran in a 400-block 0.19 pool where vLLM waits for it for ever (250 + 250
+    blocks asked of 399). Now 0.19's run stops with the line naming it; 0.33's (its start-up bound: 600) runs."""
+    from servesim.simulator.engine import simulate
+
+    sets = ["model=gpt-oss-120b", "hardware.gpu=h200-sxm", f"engine.vllm_defaults={release}",
+            "engine.max_model_len=4096", f"engine.num_gpu_blocks_override={blocks}", "engine.max_num_batched_tokens=2048",
+            "workload.num_requests=1", "workload.prompt_tokens={dist: fixed, value: 4000}",
+            "workload.output_tokens={dist: fixed, value: 10}"]
+    if release == "0.19.0":
+        with pytest.raises(ConfigError, match="needs 500 blocks, more than the KV pool's 399 usable blocks of 16 "
+                                              r"\(vLLM 0.19 admits a prompt only where each local-attention group "
+                                              "holds it whole"):
+            simulate(load(None, sets))
+    else:
+        assert simulate(load(None, sets)).summary["completed"] == 1
