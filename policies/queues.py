@@ -20,7 +20,6 @@ class RequestQueue(Protocol):
 
     def add(self, req) -> None: ...
     def prepend(self, req) -> None: ...
-    def restore(self, req) -> None: ...  # back in its place by arrival (its remote KV arrived)
     def peek(self): ...
     def pop(self): ...
     def __len__(self) -> int: ...
@@ -41,14 +40,6 @@ class FCFSQueue:
 
     def prepend(self, req) -> None:
         self._q.appendleft(req)
-
-    def restore(self, req) -> None:
-        """Before the first request that arrived after it: vLLM leaves a request waiting for remote KV in its
-        place, so those that get theirs go on in arrival order (prepended, the last pulled went first)."""
-        key = (req.arrival_time, req.request_id)
-        q = self._q
-        i = next((i for i, other in enumerate(q) if (other.arrival_time, other.request_id) > key), len(q))
-        q.insert(i, req)
 
     def peek(self):
         return self._q[0]
@@ -74,7 +65,7 @@ class KeyedQueue:
     def add(self, req) -> None:
         heapq.heappush(self._heap, (self._key(req), next(self._seq), req))
 
-    prepend = restore = add
+    prepend = add
 
     def peek(self):
         return self._heap[0][2]

@@ -1251,7 +1251,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         draft_slots=sp.drafting_slots_per_seq if sp.method != "none" and not e.is_0_19 else 0,
         lookahead_slots=sp.lookahead_slots if sp.method != "none" else 0,
         lookahead_at_admission=not e.is_0_19,
-        scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local)
+        scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local,
+        loaded_by_priority=e.is_0_19 and scenario.policies.queue == "priority")
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens, layout, scheduler,
                             derived_block_size=derived_block_size, reserved_memory_bytes=reserved,

@@ -40,9 +40,9 @@ class Replica:
     def _stalled(self) -> Exception:
         """Nothing can be scheduled though requests wait. A prompt larger than the whole pool is the settings'
         (vLLM 0.19 starts with a num_gpu_blocks_override below one max-length request, as it checks the memory it
-        profiled, then waits on that request for ever); so is a decode replica whose pulled prompts, waiting for a
-        seat, hold the blocks its queue's head needs; anything else is a bug."""
-        kv, waiting = self.kv, self.scheduler.waiting
+        profiled, then waits on that request for ever); anything else is a bug (a decode replica's pulled prompts,
+        which hold their blocks, are admitted before its queue's head, as vLLM admits them: r132)."""
+        kv, waiting = self.kv, [*self.scheduler.waiting, *self.scheduler.loaded]
         longest = max((r.num_tokens for r in waiting), default=0)  # a preempted one's output is prefilled again
         if kv.blocks_to_admit(longest) > kv.num_usable_blocks:  # local-attention groups' blocks counted too
             whole = " (vLLM 0.19 admits a prompt only where each local-attention group holds it whole, as the full " \
@@ -52,16 +52,6 @@ class Replica:
                                f"{kv.blocks_to_admit(longest):,} blocks, more than the KV pool's "
                                f"{kv.num_usable_blocks:,} usable blocks of {kv.block_size}{whole}: vLLM would wait on "
                                f"it for ever; give more blocks or lower max_model_len")
-        held = sum(len(r.blocks) for r in waiting)
-        if held:  # disaggregation: the head waits for blocks that pulled requests behind it hold, waiting for a seat
-            why = ("servesim's static batching (policies.batching) lets them join only the next batch, which the head "
-                   "cannot start; give more blocks or policies.batching=continuous") if self._static else \
-                "vLLM's decode instance would wait for ever (head of line); give more blocks or a larger " \
-                "engine.max_num_seqs"
-            return ConfigError(self._pool_field,
-                               f"decode replica {self.index}: the request at the head of its queue needs KV blocks "
-                               f"that {held:,} blocks of pulled prompts waiting behind it hold, and nothing runs to "
-                               f"free any: {why}")
         return RuntimeError(f"replica {self.index}: nothing schedulable with {len(waiting)} waiting")
 
     def __init__(self, env: SimClock, index: int, rs: ResolvedScenario, front_end: FrontEnd,
@@ -70,7 +60,6 @@ class Replica:
         # what sized the pool against the longest request, for the one line a request too large for it gets (0.19
         # fits max_model_len against the blocks with the null one, which no request can hold)
         self._pool_field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.max_model_len"
-        self._static = rs.scenario.policies.batching == "static"  # servesim's: a stall is then the policy's
         self.env = env
         self.index = index
         layout = rs.kv_layout

@@ -45,6 +45,8 @@ class SchedulerSettings:
     lookahead_slots: int = 0  # KV slots reserved past the scheduled tokens for the drafter (num_lookahead_tokens)
     lookahead_at_admission: bool = True  # 0.19 reserves them for running requests only (a new one has none computed)
     scheduler_reserve_full_isl: bool = True
+    loaded_by_priority: bool = False  # 0.19 under PRIORITY: a loaded request goes first only where it ranks first;
+    # else (FCFS, and 0.33 always) requests holding their pulled KV are admitted before the queue
     prefill_only: bool = False  # disaggregation: hand each request off once its prompt is computed
     local_attention: LocalAttention | None = None  # the model's sliding-window or chunked layers, if any
 
@@ -110,8 +112,10 @@ class Scheduler:
         self.step = 0  # the index of the next step (update_from_output and decode runs advance it)
         self._seq = count(1)  # running-order keys
         self.cohort: DecodeCohort | None = None
-        self.pulling = 0  # disaggregation: requests holding blocks while their KV is pulled (vLLM's
-        # WAITING_FOR_REMOTE_KVS, counted as waiting)
+        self.pulling = 0  # disaggregation: requests holding blocks for their pulled KV, in flight (vLLM's
+        # WAITING_FOR_REMOTE_KVS) or arrived (self.loaded), counted as waiting
+        self.loaded: deque = deque()  # pulled KV arrived: admitted before the queue (vLLM 0.19's skipped_waiting,
+        # 0.33's kv_holding_waiting), so a head that cannot get blocks never holds up a request that has them
         self.pull = None  # disaggregation, a decode replica's: pull(request, tokens, now) starts a KV pull
 
     def use_decode_cohort(self) -> bool:
@@ -130,16 +134,25 @@ class Scheduler:
         self.changed = True
 
     def has_work(self) -> bool:
-        return bool(self.running) or len(self.waiting) > 0
+        return bool(self.running) or len(self.waiting) > 0 or bool(self.loaded)
 
     def pulled(self, req: Request) -> None:
-        """Its KV has arrived: back in the queue in its place by arrival (vLLM keeps it there while it waits for
-        the KV), to compute the prompt's last token and sample the client's first."""
-        self.pulling -= 1
+        """Its KV has arrived: it waits among the loaded, admitted before the queue (r132: vLLM drains requests
+        holding KV first; behind a blocked head a lone loaded request was called a deadlock), to compute the
+        prompt's last token and sample the client's first."""
         req.remote_kv, req.num_computed_tokens = PULLED, req.num_tokens - 1
         req.status = WAITING
-        self.waiting.restore(req)
+        self.loaded.append(req)
         self.changed = True
+
+    def _next_is_loaded(self) -> bool:
+        """Whether admission takes the first loaded request next, rather than the queue's head."""
+        if not self.loaded:
+            return False
+        if not len(self.waiting) or not self.s.loaded_by_priority:
+            return True
+        a, b = self.loaded[0], self.waiting.peek()
+        return (a.priority, a.arrival_time, a.request_id) <= (b.priority, b.arrival_time, b.request_id)
 
     # -- one step -----------------------------------------------------------
     def schedule(self, now: float) -> SchedulerOutput:
@@ -277,16 +290,18 @@ class Scheduler:
         s, kv, running, waiting, rules = self.s, self.kv, self.running, self.waiting, self.admission
         reqs, toks = out.reqs, out.tokens
         allocate = kv.allocate_slots
-        self.batching.open_admission(len(running), len(waiting))
+        loaded = self.loaded
+        self.batching.open_admission(len(running), len(waiting) + len(loaded))
         budget -= s.draft_slots  # what a request admitted may take, its drafter's slots aside (0.33)
-        while budget > 0 and len(waiting):
+        while budget > 0 and (loaded or len(waiting)):
             if len(running) >= s.max_num_seqs:
                 self.admission_blocked = "max_num_seqs"
                 break
             if not self.batching.may_admit():
                 self.admission_blocked = "batching"
                 break
-            r = waiting.peek()
+            from_loaded = self._next_is_loaded()
+            r = loaded[0] if from_loaded else waiting.peek()
             if rules is not None and (why := rules.refusal(r, running, kv)):
                 self.admission_blocked = why
                 break
@@ -329,7 +344,11 @@ class Scheduler:
                     r.recompute_end = 0
             if r.num_preemptions:
                 r.time_preempted += now - r.preempted_at
-            waiting.pop()
+            if from_loaded:
+                loaded.popleft()
+                self.pulling -= 1
+            else:
+                waiting.pop()
             r.seq = next(self._seq)
             running.append(r)
             r.status = RUNNING

@@ -1,14 +1,13 @@
 """Routers across replicas (issue 8's routing part): prefix affinity against round robin and
 predicted completion, on small clusters."""
 
-import re
-
 import pandas as pd
 import pytest
 
 from servesim.simulator.config import load
 from servesim.simulator.engine import simulate
 from servesim.simulator.errors import ConfigError
+from servesim.workloads.spec import RequestSpec
 
 BASE = ["cluster.replicas=4", "workload.num_requests=600", "workload.arrival.rate=24",
         "workload.prompt_tokens={dist: lognormal, median: 150, sigma: 0.5, max: 1000}",
@@ -199,39 +198,23 @@ def test_a_decode_replica_pulls_only_what_its_own_prefix_cache_lacks():
     assert decode.num_waiting.max() >= 1  # a pull in flight counts as waiting
 
 
-def test_a_decode_replica_deadlocked_by_the_prompts_it_pulled_is_one_line():
-    """r112: a decode replica's preempted request, back at the head of its queue, needs blocks that pulled prompts
-    waiting behind it for a seat hold; nothing runs to free any, so vLLM's decode instance waits for ever (its
-    waiting loop stops at the head). This was an internal error (RuntimeError)."""
+def test_a_request_holding_its_pulled_kv_is_admitted_before_the_queue():
+    """r112 called this a deadlock: a decode replica's preempted request, back at the head of its queue, needs
+    blocks that pulled prompts waiting behind it hold, nothing runs, "vLLM's decode instance would wait for ever".
+    r132 (vLLM): it would not: vLLM admits requests holding KV first (0.19's skipped_waiting, 0.33's
+    kv_holding_waiting), so the loaded prompt runs, frees its blocks, and the head goes on. Likewise a short
+    prompt handed off first by a second prefill replica no longer waits behind a long one that arrived earlier."""
     sets = ["cluster.prefill_replicas=1", "engine.max_model_len=8192", "engine.num_gpu_blocks_override=513",
             "workload.num_requests=3", "workload.arrival.rate=50", "engine.max_num_seqs=1",
             "workload.prompt_tokens={dist: uniform, low: 2500, high: 3500}",
             "workload.output_tokens={dist: uniform, low: 2000, high: 4000}"]
-    with pytest.raises(ConfigError, match="engine.num_gpu_blocks_override: decode replica 1: the request at the head "
-                                          "of its queue needs KV blocks that .* blocks of pulled prompts.*vLLM's "
-                                          "decode instance would wait for ever"):
-        simulate(load(None, sets))
-    assert simulate(load(None, sets + ["engine.num_gpu_blocks_override=2000"])).summary["completed"] == 3
-
-
-def test_a_decode_replica_stalled_by_static_batching_blames_the_policy_not_vllm():
-    """r128: under servesim's static batching a pulled prompt joins only the next batch; the stall's line said
-    vLLM's decode instance would wait for ever (vLLM has no static batching)."""
-    # a stall is a matter of timing (two seeds in five here): the first of up to 20 seeds that stalls
-    sets = ["workload.num_requests=100", "workload.arrival.rate=20", "engine.num_gpu_blocks_override=550",
-            "engine.max_model_len=2048", "policies.batching=static", "engine.max_num_seqs=8", "speculative.method=fixed",
-            "cluster.replicas=2", "cluster.prefill_replicas=1", "workload.prompt_tokens={dist: fixed, value: 512}",
-            "workload.output_tokens={dist: fixed, value: 1000}"]
-    for seed in range(20):
-        try:
-            simulate(load(None, sets + [f"seed={seed}"]))
-        except ConfigError as e:
-            message = e.message
-            break
-    else:
-        pytest.fail("no seed stalled")
-    assert re.search("blocks of pulled prompts .* servesim's static batching \\(policies.batching\\) lets them join "
-                     "only the next batch", message) and "vLLM" not in message, message
+    for release in ("0.33.0", "0.19.0"):
+        assert simulate(load(None, sets + [f"engine.vllm_defaults={release}"])).summary["completed"] == 3
+    trace = [RequestSpec(0, 0.0, 14000, 50), RequestSpec(1, 0.001, 3000, 50)]  # 2 prefill replicas, a slow link
+    r = simulate(load(None, ["cluster.prefill_replicas=2", "engine.num_gpu_blocks_override=1000",
+                             "engine.max_model_len=15000", "cluster.kv_link_gbps=0.5"]), trace)
+    req = r.requests.set_index("request_id")
+    assert req.loc[1, "finish_time"] < req.loc[0, "first_token_time"]  # the short one went first, and was done
 
 
 @pytest.mark.parametrize("reserve", ["max_tokens", "quantile"])
