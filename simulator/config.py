@@ -270,7 +270,12 @@ class ClusterSettings(Settings):
                                                            "are balanced by vLLM's own balancer (vllm_dp)")
     prefill_replicas: int = Field(
         0, ge=0, le=MAX_REPLICAS, description="prefill/decode disaggregation: this many prefill-only replicas in front of the `replicas` "
-                       "decode replicas; the router picks the prefill replica, the least loaded decode replica takes over")
+                       "decode replicas; the router picks the prefill replica, decode_router the decode replica")
+    decode_router: Literal["round_robin", "least_outstanding"] = Field(
+        "round_robin", description="disaggregation: which decode replica the proxy hands a computed prompt to: in "
+                                   "turn, as vLLM's P/D proxies do (its NIXL toy proxy, the Mooncake and disagg "
+                                   "demos), or the fewest unfinished requests (disagg_proxy_demo's opt-in "
+                                   "least_loaded)")
     kv_link_gbps: Speed = Field(50.0, description="per-GPU link for moving a prompt's KV to its decode replica")
     dp_ranks_reached: int | None = Field(
         None, ge=1, le=MAX_REPLICAS, description="the DP ranks of a replica the simulated clients' API server balances "

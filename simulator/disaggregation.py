@@ -2,7 +2,8 @@
 
 A prefill replica runs a request's prompt only (the scheduler's `prefill_only`) and hands it off. As vLLM's P/D
 proxy does, its request there is a one-token one whose token the client never sees: the proxy sends the request
-on at once to the least loaded decode replica. That one, as vLLM's connector (NIXL) does at admission, looks the
+on at once to a decode replica, in turn as vLLM's proxies pick them (`cluster.decode_router`; or the least
+loaded). That one, as vLLM's connector (NIXL) does at admission, looks the
 prompt up in its own prefix cache, takes blocks for the whole prompt and holds them while the rest of the
 prompt's KV is pulled over the prefill replica's link (tokens x KV bytes per token / link bandwidth; each prefill
 replica's link carries one pull at a time, in the order they start, so a slow link bounds the rate its prompts
@@ -24,10 +25,12 @@ from servesim.simulator.request import PULL, REJECTED, WAITING, Request
 
 class KVHandOff:
     def __init__(self, front_end: FrontEnd, replicas: list, first_decode: int, kv_bytes_per_token: int,
-                 link_bytes_per_s: float, layout: KVLayout | None = None):
+                 link_bytes_per_s: float, layout: KVLayout | None = None, in_turn: bool = True):
         """replicas[first_decode:] are the decode replicas (the list may still be filling when this is made);
-        layout: the KV cache groups, whose local layers (the hybrid manager's) hold only their window's blocks."""
+        layout: the KV cache groups, whose local layers (the hybrid manager's) hold only their window's blocks;
+        in_turn: the decode replicas take hand-offs in turn (vLLM's proxies), else the least loaded."""
         self.front_end, self.replicas, self.first_decode = front_end, replicas, first_decode
+        self.in_turn, self.turn = in_turn, 0
         self.kv_bytes_per_token, self.link = kv_bytes_per_token, link_bytes_per_s
         self.local = layout.local if layout is not None and layout.local_groups else None
         self.layer_bytes_per_token = layout.layer_bytes_per_token if layout is not None else 0
@@ -39,6 +42,7 @@ class KVHandOff:
 
         def arrive():
             decode = self.next_decode()
+            self.turn += 1
             if why := decode.queue_limit_error():  # its prompt counts here too: this replica has no token of it yet
                 req.status, req.reject_reason, req.replica = REJECTED, why, decode.index
                 self.front_end.finished(req, t, completed=False)
@@ -48,8 +52,11 @@ class KVHandOff:
         self.front_end.deliver_at(t, arrive)
 
     def next_decode(self):
-        """The decode replica the proxy sends a computed prompt to now: the least loaded."""
-        return min(self.replicas[self.first_decode:], key=lambda r: (r.unfinished, r.index))
+        """The decode replica the proxy sends the next computed prompt to: the next in turn, or the least loaded."""
+        decodes = self.replicas[self.first_decode:]
+        if self.in_turn:
+            return decodes[self.turn % len(decodes)]
+        return min(decodes, key=lambda r: (r.unfinished, r.index))
 
     def pull(self, req: Request, tokens: int, now: float) -> None:
         """A decode replica holds blocks for req's prompt from `now`: the KV of its last `tokens` crosses the link

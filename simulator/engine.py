@@ -340,7 +340,7 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
         raise ConfigError("cluster.replicas", "a measured replay runs one replica")
     if c.prefill_replicas:
         hand_off = KVHandOff(front_end, replicas, front, rs.arch.kv_bytes_per_token_per_gpu(
-            rs.scenario.engine.tensor_parallel_size), c.kv_link_gbps * 1e9, rs.kv_layout)
+            rs.scenario.engine.tensor_parallel_size), c.kv_link_gbps * 1e9, rs.kv_layout, c.decode_router == "round_robin")
         replicas.extend(Replica(env, i, rs, front_end, prefill_only=True, hand_off=hand_off) for i in range(front))
         replicas.extend(Replica(env, front + i, rs, front_end) for i in range(c.replicas))
         for r in replicas[front:]:
