@@ -230,11 +230,11 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
             spans = steadiness(check)
 
     refuted = unsteady = None  # an answer two lengths agreed on that failed, or held short of a steady state,
-    doubling, step, tries = 0, 1, 0  # at twice the length
-    while tries < RESEARCHES and doubling < MAX_DOUBLINGS:
+    doubling, step, tries, cap = 0, 1, 0, MAX_DOUBLINGS  # at twice the length; cap: a trace's rows run out there
+    while tries < RESEARCHES and doubling < cap:
         if r["max_rate"] is None or not lengths or r.get("reason"):  # nothing to check, or a bracket left wide
             break
-        doubling, tries = min(doubling + step, MAX_DOUBLINGS), tries + 1
+        doubling, tries = min(doubling + step, cap), tries + 1
         longer = at_length(doubling)
         again = _rebracket(scenario, longer, slos, r["max_rate"], low, tolerance, max_runs, load)
         runs += again["runs"]
@@ -243,22 +243,23 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
         if r["max_rate"] is not None and abs(r["max_rate"] - previous) <= 2 * tolerance * max(r["max_rate"], previous):
             # agreeing lengths can both be short of a queue that grows slowly: the answer must hold at twice the
             # length too (a fleet sized on 66.9 req/s where 44 holds, round 70), in a run long enough for a
-            # steady state (round 131), else the doubling goes on (a trace's further rows are other requests,
-            # not the same traffic run longer: not checked there)
-            if _is_trace(lengths):
-                return r | {"runs": runs, "stable": True, "answers": answers,
-                            "run_length": _length_text(lengths, 2**doubling)}
-            check = _result_at(scenario, at_length(doubling + 1), r["max_rate"], LOAD[load])
+            # steady state (round 131), else the doubling goes on. A trace's further rows are other requests (8,000
+            # Azure rows hold a prompt past max_model_len 8192, refused at any load, round 71): its answer's own
+            # run must be steady, or it is not stable (r132: 200 rows 'stably' carried 1.5x what 6,400 carry)
+            trace = _is_trace(lengths)
+            check = _result_at(scenario, at_length(doubling + (not trace)), r["max_rate"], LOAD[load])
             runs += 1
+            if trace:
+                cap = doubling  # no longer run of this traffic to be had
             if meets(check.summary, slos):
                 step = _doublings_to_steady(check)
                 if not step:
                     return r | {"runs": runs, "stable": True, "answers": answers,
                                 "run_length": _length_text(lengths, 2**doubling),
-                                "checked_at": _length_text(lengths, 2**(doubling + 1))}
-                unsteady = (r["max_rate"], _length_text(lengths, 2**(doubling + 1)), steadiness(check))
+                                "checked_at": _length_text(lengths, 2**(doubling + (not trace)))}
+                unsteady = (r["max_rate"], _length_text(lengths, 2**(doubling + (not trace))), steadiness(check))
             else:
-                refuted, step = (r["max_rate"], _length_text(lengths, 2**(doubling + 1))), 1
+                refuted, step = (r["max_rate"], _length_text(lengths, 2**(doubling + (not trace)))), 1
     out = r | {"runs": runs, "answers": answers, "run_length": _length_text(lengths, 2**doubling)}
     if refuted and out.get("max_rate") == refuted[0] and not r.get("reason"):
         out["stable"] = False
@@ -267,9 +268,10 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
         return out
     if unsteady and out.get("max_rate") == unsteady[0] and not r.get("reason"):
         out["stable"] = False
+        longest = "a trace's further rows are other requests: give it a larger workload.limit" if cap < MAX_DOUBLINGS \
+            else f"at most {2**MAX_DOUBLINGS}x the scenario's length is searched: set a longer run"
         out["reason"] = (f"not steady: {unsteady[0]:.4g} req/s held at {unsteady[1]}, whose arrivals span "
-                         f"{unsteady[2]:.2g} p99 lifetimes where a steady state needs {STEADY_SPANS} (at most "
-                         f"{2**MAX_DOUBLINGS}x the scenario's length is searched): set a longer run")
+                         f"{unsteady[2]:.2g} p99 lifetimes where a steady state needs {STEADY_SPANS} ({longest})")
         return out
     out["stable"] = None if len(answers) == 1 else False  # one length only: not checked (no answer, or no length)
     if out["stable"] is False and not r.get("reason"):
@@ -291,6 +293,12 @@ def _rebracket(scenario, sets: list[str], slos: dict, near: float, low: float, t
     elif "hold at --high" in (r.get("reason") or ""):  # its top passes: grow from there
         r = _max_rate_at(scenario, sets, slos, hi, None, tolerance, max_runs, load)
     return r | {"runs": runs + r["runs"]}
+
+
+def _runs_longer(arrival) -> bool:
+    """Whether more requests are the same traffic run longer: not for a burst (all at once) or a curve that does
+    not repeat (later requests arrive at the rates past its end)."""
+    return arrival is None or not (arrival.process == "burst" or arrival.process == "curve" and not arrival.period_s)
 
 
 def _length_sets(lengths: list[tuple[str, float]], doubling: int) -> list[str]:
@@ -431,8 +439,10 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     most = max(1, min(most, held))
     r = _fewest(runner(0), slos, most, why)
     runs, answers, found_at, holds, doubling, step, tries = r["runs"], [r["replicas"]], 0, 0, 0, 1, 0
-    if r["replicas"] is None or not lengths or _is_trace(lengths):
-        return r | {"stable": None, "run_length": _length_text(lengths, 1)}  # nothing to check, or a trace
+    if r["replicas"] is None or not lengths or _is_trace(lengths) or not _runs_longer(arrival):
+        # nothing to check, or a trace; or arrivals whose count is the traffic, not its length (r132: a burst of
+        # 200 that 2 replicas carry, doubled to 12,800, asked for 92)
+        return r | {"stable": None, "run_length": _length_text(lengths, 1)}
     unsteady = None
     # as max-rate: the count holds at two longer lengths, the later one long enough for a steady state
     while holds < 2 and doubling < MAX_DOUBLINGS and tries < RESEARCHES:
@@ -507,7 +517,9 @@ def grid_inputs(kind: str, scenario, sets: list[str], grids: list[str] | None) -
     """The files the searches read (each point's scenario, trace, lengths, model or profile file), as a sweep's."""
     from servesim.simulator.sweep import check_points
 
-    return check_points(scenario, sets, grid_points(kind, sets, grids))
+    # the arrival rate filled in where only it is missing, as the search fills it (r132: a gamma arrival without
+    # its rate was refused with --out, searched without)
+    return check_points(scenario, filled_in(scenario, sets, LOAD["rate"], 1.0), grid_points(kind, sets, grids))
 
 
 def refuse_rate_given_twice(sets: list[str], rate: float | None) -> None:

@@ -328,3 +328,59 @@ def test_round_131_a_search_short_of_a_steady_state_at_its_longest_says_so(kind,
         search.min_replicas(None, sets, slos, rate=60)
     assert r["stable"] is False and r["reason"].startswith("not steady: ") and "set a longer run" in r["reason"], r
     assert r["max_rate" if kind == "max-rate" else "replicas"] is not None
+
+
+def _poisson_trace(path, rows: int, seed: int = 1):
+    """A stationary trace at 1 req/s in Mooncake's JSONL (ms timestamps): prompts of some 600 tokens, answers of 50."""
+    import json
+
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(1.0, rows))
+    p = np.clip(np.round(600 * np.exp(0.9 * rng.standard_normal(rows))), 1, 6000).astype(int)
+    o = np.clip(np.round(50 * np.exp(0.8 * rng.standard_normal(rows))), 1, 500).astype(int)
+    path.write_text("".join(json.dumps({"timestamp": int((a - t[0]) * 1000), "input_length": int(b),
+                                        "output_length": int(c)}) + "\n" for a, b, c in zip(t, p, o)))
+    return path
+
+
+@pytest.mark.parametrize("limit", [50, 1000])
+def test_round_132_a_traces_answer_is_stable_only_where_its_run_is_steady(limit, tmp_path):
+    """r132: a trace bounded by workload.limit was called stable as soon as two limits agreed: 100 rows of a
+    stationary trace 'carried' 35x its rate, where 6,400 rows at 24x miss TPOT. A trace's further rows are other
+    requests (round 71), so its answer's own run must be steady: 50 rows are not (the reason asks for a larger
+    limit), 1,000 are."""
+    from servesim.simulator.search import STEADY_SPANS, _result_at, steadiness
+
+    trace = _poisson_trace(tmp_path / "t.jsonl", 20000)
+    sets = [f"workload={{type: trace, path: {trace}, limit: {limit}}}"]
+    slos = {"p99_ttft_ms": 300, "p99_tpot_ms": 30}
+    r = max_rate(None, sets, slos, low=1, tolerance=0.2, load="time_scale")
+    if limit == 50:
+        assert r["stable"] is False and "give it a larger workload.limit" in r["reason"], r
+        return
+    assert r["stable"] is True, r
+    check = _result_at(None, [f"workload={{type: trace, path: {trace}, {r['checked_at'].replace('=', ': ')}}}"],
+                       r["max_rate"], "workload.time_scale")
+    assert meets(check.summary, slos) and steadiness(check) >= STEADY_SPANS
+
+
+def test_round_132_a_burst_is_not_lengthened_into_a_bigger_burst(tmp_path):
+    """r132: search replicas on a burst doubled its request count to check the answer, so each check was a bigger
+    burst: 92 replicas for a 200-request burst that 2 carry. A burst's count is its traffic: answered as given."""
+    from servesim.simulator.search import min_replicas
+
+    r = min_replicas(None, ["workload.num_requests=200", "workload.arrival={process: burst}"], {"p99_ttft_ms": 3000})
+    assert r["replicas"] == 2 and r["stable"] is None and r["run_length"] == "num_requests=200", r
+
+
+def test_round_132_search_out_fills_in_the_searched_rate_as_the_search_does(tmp_path, capsys):
+    """r132: a gamma arrival without its rate (the setting searched) ran without --out and was refused with it."""
+    from servesim.simulator.cli import main
+
+    scenario = tmp_path / "gamma.yaml"
+    scenario.write_text("workload:\n  num_requests: 50\n  arrival: {process: gamma, cv: 3}\n")
+    assert main(["search", "max-rate", str(scenario), "--slo", "ttft_p99_ms=500", "--tolerance", "0.3", "--out",
+                 str(tmp_path / "o")]) in (0, 1)
+    assert "rate is required" not in capsys.readouterr().err
