@@ -361,6 +361,33 @@ class VllmCommand:
                           f"tokens) does not fit max_model_len {resolved.max_model_len:,}: vLLM's server answers it "
                           f"400 and the bench stops (\"Initial test run failed\"), writing no result")
 
+    def _check_pd_connector(self, flag: str) -> None:
+        """The hand-off servesim simulates is NIXL's pull once the prefill is done (r132): a role pair one line
+        cannot serve both instances with is refused as vLLM fails it; another connector's way (Mooncake's proxy
+        sends to both instances at once; P2pNccl and ExampleConnector load inside the decode step), a host
+        buffer's copies and the connector's own settings are recorded as not modelled."""
+        kv = self.kv_transfer if isinstance(self.kv_transfer, dict) else {}
+        connector, role = kv.get("kv_connector"), kv.get("kv_role")
+        if connector == "MooncakeConnector" and role in ("kv_producer", "kv_consumer"):
+            raise ConfigError(f"{flag}.kv_role", f"{role}: this line serves both the prefill and the decode "
+                                                 f"instances, and MooncakeConnector fails the other's first request "
+                                                 f"(it asserts a decode instance is no producer, a prefill one no "
+                                                 f"consumer); give kv_both")
+        if connector == "P2pNcclConnector" and role in ("kv_both", "kv_producer"):
+            raise ConfigError(f"{flag}.kv_role", f"{role}: a P2pNcclConnector producer (kv_both is one) loads no "
+                                                 f"KV, so the decode instances would compute every prompt again; "
+                                                 f"give them kv_consumer")
+        device = kv.get("kv_buffer_device", "cuda")
+        if device not in ("cuda", "cpu"):
+            raise ConfigError(f"{flag}.kv_buffer_device", f"{device!r}: vLLM on a CUDA GPU takes cuda or cpu (it "
+                                                          f"fails at start)")
+        if connector not in ("NixlConnector", "MultiConnector"):
+            self.not_modelled[f"{flag}.kv_connector"] = connector  # simulated as NIXL's pull after the prefill
+        for key, value in kv.items():
+            if key not in PD_KEYS_SIMULATED and not (key == "kv_buffer_device" and value == "cuda") and not (
+                    connector == "MultiConnector" and key == "kv_connector_extra_config"):  # its children, read
+                self.not_modelled[f"{flag}.{key}"] = value  # a host buffer's copies, a backend, a failure policy
+
     def check_resolved(self, resolved) -> None:
         """vLLM's start-up checks that need the engine's defaults resolved: LoRA beside any speculative config
         (extract_hidden_states too, which servesim runs as none) needs a budget of max_num_seqs x (k + 1) tokens
@@ -377,6 +404,7 @@ class VllmCommand:
                                                               f": {given}, so vLLM's decode instance would compute "
                                                               f"every prompt again")
             self.not_modelled.pop(flag, None)
+            self._check_pd_connector(flag)
         if self.bench.ready_check:
             self._check_test_request(resolved)
         self._check_prefix_match_unit(resolved)
@@ -1240,7 +1268,7 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         # 0.33 hashes each block with the token after it (num_hash_lookahead_tokens), which proves the hit's
         # last block, unless told not to or beside a KV connector; else the hit's last block is computed again
         lookahead = version != "0.19.0" and not config.get("disable_lookahead_block_hashes") and \
-            serve.get("kv_transfer_config") is None
+            effective_kv_config(serve, version) is None  # --kv-offloading-size makes a connector too (r132)
         out["speculative.lookahead_block_hashes" if lookahead else "speculative.eagle_block_drop"] = True
     if method in FREE_DRAFTS:
         out["speculative.draft_cost_ratio"] = 0.0
@@ -1738,6 +1766,11 @@ HMA_CONNECTORS = {
                          "MooncakeStoreConnector", "MoRIIOConnector", "OffloadingConnector", "SimpleCPUOffloadConnector",
                          "HiSparseConnector", "DecodeBenchConnector", "ExampleHiddenStatesConnector"}),
     "0.19.0": frozenset({"NixlConnector", "SimpleCPUOffloadConnector"})}
+
+
+# --kv-transfer-config keys the P/D hand-off simulates, or that change nothing it times (addresses, ids)
+PD_KEYS_SIMULATED = frozenset({"kv_connector", "kv_role", "engine_id", "kv_ip", "kv_port", "kv_rank",
+                               "kv_parallel_size", "kv_connector_module_path"})
 
 
 # connectors that keep KV on one instance (CPU offloading, a benchmark's dummy KV, a drafter's hidden states): no

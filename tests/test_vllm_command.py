@@ -3486,3 +3486,39 @@ def test_round_131_config_vllm_carries_eplb_copies_and_names_an_edited_model(cap
                  "engine.max_model_len=32768"]) == 0
     captured = capsys.readouterr()
     assert captured.out.split()[2] == "Qwen/Qwen3-30B-A3B-Instruct-2507" and "edits" not in captured.err
+
+
+@pytest.mark.parametrize("config, rc, says", [
+    ({"kv_connector": "MooncakeConnector", "kv_role": "kv_producer"}, 2, "kv_role: kv_producer: this line serves both"),
+    ({"kv_connector": "P2pNcclConnector", "kv_role": "kv_both"}, 2, "a P2pNcclConnector producer"),
+    ({"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_buffer_device": "xpu"}, 2, "takes cuda or cpu"),
+    ({"kv_connector": "NixlConnector", "kv_role": "kv_both", "kv_buffer_device": "cpu"}, 0, "kv_buffer_device"),
+    ({"kv_connector": "MooncakeConnector", "kv_role": "kv_both"}, 0, "kv_connector"),
+    ({"kv_connector": "NixlConnector", "kv_role": "kv_both"}, 0, None),
+])
+def test_round_132_a_pd_line_says_what_its_connector_does_that_nixls_pull_does_not(config, rc, says, tmp_path,
+                                                                                   capsys):
+    """r132 (vLLM): every connector that moves KV was simulated as NIXL's pull, its settings taken as modelled:
+    Mooncake with kv_producer on a line serving both instances fails the decode side's first request, a
+    P2pNccl producer (kv_both is one) loads nothing, an xpu buffer fails vLLM's start on CUDA; a host buffer
+    (cpu) and another connector's way of moving KV are recorded as not modelled."""
+    argv = ["vllm", "--vllm-version", "0.19.0", "--set", "cluster.prefill_replicas=1", "--out", str(tmp_path / "o"),
+            "serve", MODEL, "--kv-transfer-config", json.dumps(config), "--", "bench", "serve", "--num-prompts", "10"]
+    assert main(argv) == rc
+    err = capsys.readouterr().err.strip().splitlines()
+    if rc == 2:
+        assert len(err) == 1 and says in err[0], err
+    elif says:
+        assert any("not modelled" in line and f"--kv-transfer-config.{says}" in line for line in err), err
+    else:
+        assert not any("kv-transfer-config" in line for line in err), err
+
+
+def test_round_132_cpu_offloading_keeps_the_legacy_block_hashes_beside_an_eagle_drafter(capsys):
+    """r132 (vLLM 0.33): --kv-offloading-size makes a KV connector, and with one vLLM keeps the legacy hashes and
+    drops a hit's last block for an EAGLE-type drafter; servesim took the lookahead hashes."""
+    assert main(["vllm", "--config", "serve", MODEL, "--kv-offloading-size", "10", "--speculative-config",
+                 json.dumps({"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                                                          "num_speculative_tokens": 3}), "--", "bench", "serve", "--num-prompts", "10"]) == 0
+    speculative = yaml.safe_load(capsys.readouterr().out)["speculative"]
+    assert speculative["eagle_block_drop"] is True and speculative["lookahead_block_hashes"] is False
