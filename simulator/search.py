@@ -135,7 +135,7 @@ MAX_DOUBLINGS = 10  # and reaches at most 1,024x the scenario's (the check at tw
 # session workload's: its sessions'): the batch fills over about a lifetime and empties over another at the end,
 # and a short run's tail is that of a batch still filling. 800 requests of the default scenario at 24.6 req/s
 # (2 lifetimes) and 1,600 (2.3) met TPOT p99 30 ms at 27.8 and 27.5; 3,200 (4.6) to 12,800 (15.6) ran 36-39
-# (round 131; docs/fidelity.md).
+# (round 131; the README's search section).
 STEADY_SPANS = 10
 
 
