@@ -229,6 +229,7 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
                 break
             spans = steadiness(check)
 
+    unit = _unit(scenario, checked, load)
     refuted = unsteady = None  # an answer two lengths agreed on that failed, or held short of a steady state,
     doubling, step, tries, cap = 0, 1, 0, MAX_DOUBLINGS  # at twice the length; cap: a trace's rows run out there
     while tries < RESEARCHES and doubling < cap:
@@ -263,20 +264,20 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
     out = r | {"runs": runs, "answers": answers, "run_length": _length_text(lengths, 2**doubling)}
     if refuted and out.get("max_rate") == refuted[0] and not r.get("reason"):
         out["stable"] = False
-        out["reason"] = (f"not stable: {refuted[0]:.4g} req/s, where the last two run lengths agreed, fails at "
+        out["reason"] = (f"not stable: {refuted[0]:.4g} {unit}, where the last two run lengths agreed, fails at "
                          f"{refuted[1]}; a longer run finds a lower answer")
         return out
     if unsteady and out.get("max_rate") == unsteady[0] and not r.get("reason"):
         out["stable"] = False
         longest = "a trace's further rows are other requests: give it a larger workload.limit" if cap < MAX_DOUBLINGS \
             else f"at most {2**MAX_DOUBLINGS}x the scenario's length is searched: set a longer run"
-        out["reason"] = (f"not steady: {unsteady[0]:.4g} req/s held at {unsteady[1]}, whose arrivals span "
+        out["reason"] = (f"not steady: {unsteady[0]:.4g} {unit} held at {unsteady[1]}, whose arrivals span "
                          f"{unsteady[2]:.2g} p99 lifetimes where a steady state needs {STEADY_SPANS} ({longest})")
         return out
     out["stable"] = None if len(answers) == 1 else False  # one length only: not checked (no answer, or no length)
     if out["stable"] is False and not r.get("reason"):
         out["reason"] = (f"not stable: the answer moved ({' -> '.join(f'{a:.4g}' if a else 'none' for a in answers)} "
-                         f"req/s) as the run doubled to {out['run_length']}; a longer run may move it further")
+                         f"{unit}) as the run doubled to {out['run_length']}; a longer run may move it further")
     return out
 
 
@@ -293,6 +294,19 @@ def _rebracket(scenario, sets: list[str], slos: dict, near: float, low: float, t
     elif "hold at --high" in (r.get("reason") or ""):  # its top passes: grow from there
         r = _max_rate_at(scenario, sets, slos, hi, None, tolerance, max_runs, load)
     return r | {"runs": runs + r["runs"]}
+
+
+def _unit(scenario: str | None, sets: list[str], load: str) -> str:
+    """What the searched load is counted in: requests, or sessions (a session workload's arrival.rate starts
+    sessions), per second; or a multiple of a trace's recorded rate."""
+    from servesim.simulator.config import load_scenario
+
+    if load != "rate":
+        return "x the recorded rate"
+    try:
+        return "sessions/s" if load_scenario(scenario, sets).workload.type == "sessions" else "req/s"
+    except ConfigError:  # the search's own checks say what is wrong
+        return "req/s"
 
 
 def _runs_longer(arrival) -> bool:
@@ -332,7 +346,7 @@ def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float =
                  tolerance: float = 0.05, max_runs: int = 30, load: str = "rate", ceiling: float = MAX_RATE) -> dict:
     """max_rate at the scenario's own run length: grow, then bisect, the rate (or a trace's replay speed)."""
     setting = LOAD[load]
-    unit = "req/s" if load == "rate" else "x the recorded rate"
+    unit = _unit(scenario, filled_in(scenario, sets, setting, low), load)
     refuse_searched(sets, setting)
 
     def run(rate: float) -> dict:

@@ -384,3 +384,11 @@ def test_round_132_search_out_fills_in_the_searched_rate_as_the_search_does(tmp_
     assert main(["search", "max-rate", str(scenario), "--slo", "ttft_p99_ms=500", "--tolerance", "0.3", "--out",
                  str(tmp_path / "o")]) in (0, 1)
     assert "rate is required" not in capsys.readouterr().err
+
+
+def test_round_132_a_session_searchs_reasons_count_sessions():
+    """r132: a session workload's arrival.rate starts sessions, but the search's reasons said req/s."""
+    sessions = ("workload={type: sessions, num_sessions: 20, turns: {dist: fixed, value: 4}, output_tokens: "
+                "{dist: fixed, value: 10}, think_time_s: {dist: fixed, value: 0.1}}")
+    r = max_rate(None, [sessions], {"p99_ttft_ms": 0.001}, low=2)
+    assert r["reason"] == "the SLOs fail already at 2 sessions/s", r["reason"]
