@@ -231,7 +231,7 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
 
     unit = _unit(scenario, checked, load)
     refuted = unsteady = None  # an answer two lengths agreed on that failed, or held short of a steady state,
-    doubling, step, tries, cap = 0, 1, 0, MAX_DOUBLINGS  # at twice the length; cap: a trace's rows run out there
+    doubling, step, tries, cap = 0, 1, 0, MAX_DOUBLINGS  # at twice the length; cap: a trace stops where it agreed
     while tries < RESEARCHES and doubling < cap:
         if r["max_rate"] is None or not lengths or r.get("reason"):  # nothing to check, or a bracket left wide
             break
@@ -269,7 +269,7 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
         return out
     if unsteady and out.get("max_rate") == unsteady[0] and not r.get("reason"):
         out["stable"] = False
-        longest = "a trace's further rows are other requests: give it a larger workload.limit" if cap < MAX_DOUBLINGS \
+        longest = "a trace's further rows are other requests: give it a larger workload.limit" if _is_trace(lengths) \
             else f"at most {2**MAX_DOUBLINGS}x the scenario's length is searched: set a longer run"
         out["reason"] = (f"not steady: {unsteady[0]:.4g} {unit} held at {unsteady[1]}, whose arrivals span "
                          f"{unsteady[2]:.2g} p99 lifetimes where a steady state needs {STEADY_SPANS} ({longest})")
