@@ -65,10 +65,20 @@ MOE_KERNELS = {"bf16": (("bfloat16",), _BF16_MOE), "fp16": (("bfloat16",), _BF16
                                               "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
                                               "vllm_modeloptfp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
                                               "vllm_xpu_moe")),
-               # gpt-oss's MXFP4 experts: OpenAI's Triton kernel on Hopper, TRT-LLM's through FlashInfer on Blackwell
+               # gpt-oss's MXFP4 experts: OpenAI's Triton kernel on Hopper, TRT-LLM's through FlashInfer on Blackwell,
+               # Marlin's on Ada and the RTX PRO 6000 (r133: not read, so gpt-oss there was refused), Intel's own
                "mxfp4": (("w4a16_mxfp4",), ("vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
                                             "vllm_gptossmxfp4moe_flashinfer_trtllm_mxfp4_bf16_"
-                                            "trtllmmxfp4expertsmonolithic"))}
+                                            "trtllmmxfp4expertsmonolithic",
+                                            "vllm_gptossmxfp4moe_marlin_marlinexperts",
+                                            "vllm_xpu_moe_mxfp4")),
+               # ModelOpt NVFP4 experts, in vLLM 0.33's order (fused_moe/oracle/nvfp4.py): FlashInfer's TRT-LLM
+               # kernel where the GPU runs it (B200, GB200, B300, GB300), else FlashInfer's CUTLASS (RTX PRO 6000)
+               "nvfp4": (("nvfp4",), ("vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_"
+                                      "trtllmnvfp4expertsmonolithic",
+                                      "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_cutlass_flashinferexperts",
+                                      "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_"
+                                      "trtllmnvfp4expertsmodular"))}
 MOE_ROUTING = DEFAULT_ROUTING  # real routers are skewed; the tables measure balanced, 1.01 and 1.2 (moe.routing)
 # DeepSeek's latent attention, one layer's whole vLLM module (projections, rotary, the MLA kernel, o_proj; the
 # decode path's absorbed BMMs): prefill by batch x input length, decode by batch x KV length (`step`), per GPU heads
@@ -235,7 +245,12 @@ class KernelTables:
             dtypes, kernels = MOE_KERNELS.get(dtype, ((), ()))
             m = m[(m["hidden_size"] == key[0]) & (m["inter_size"] == key[1]) & (m["topk"] == key[2])
                   & (m["num_experts"] == key[3]) & (m["moe_ep_size"] == ep) & (m["distribution"] == routing)
-                  & m["moe_dtype"].isin(dtypes) & (m["moe_tp_size"] == tp)]
+                  & (m["moe_tp_size"] == tp)]
+            if not m.empty and not m["moe_dtype"].isin(dtypes).any():  # the shape is timed, in other formats only
+                raise ConfigError("dtype", f"no {dtype} fused-MoE timings in {self.dir} for {arch.name}'s experts "
+                                           f"at MoE TP {tp}" + (f" EP {ep}" if ep > 1 else "") + " (timed in "
+                                           f"{', '.join(sorted(set(m['moe_dtype'])))})")
+            m = m[m["moe_dtype"].isin(dtypes)]
             found = [k for k in kernels if (m["kernel_source"] == k).any()]
             other = sorted(set(m["kernel_source"]) - set(kernels))
             m = m[m["kernel_source"] == found[0]] if found else m.iloc[0:0]

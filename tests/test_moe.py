@@ -227,29 +227,53 @@ def test_moe_layers_are_composed_from_the_fused_moe_tables(tmp_path, monkeypatch
     assert rough.cost_model_source == "built-in profile roofline"
 
 
-@pytest.mark.skipif(not (TABLES / "a100_sxm" / "moe").is_dir() or not (TABLES / "b200_sxm" / "moe").is_dir(),
-                    reason=f"A100 and B200 MoE kernel tables not found at {TABLES}")
-@pytest.mark.parametrize("gpu, key, kernel", [("a100-80gb", "a100_sxm", "vllm_fused_moe"),
-                                              ("b200-sxm", "b200_sxm",
-                                               "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts")])
-def test_moe_experts_compose_from_every_kernel_the_tables_time(gpu, key, kernel, tmp_path, monkeypatch):
+_NVFP4 = "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_"
+
+
+@pytest.mark.parametrize("gpu, key, kernel, model, dtype, tp", [
+    ("a100-80gb", "a100_sxm", "vllm_fused_moe", "qwen3-30b-a3b", "bf16", 1),
+    ("b200-sxm", "b200_sxm", "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts", "qwen3-30b-a3b", "bf16", 1),
+    # r133: ModelOpt NVFP4 experts (TRT-LLM's kernel on B200, FlashInfer's CUTLASS on the RTX PRO 6000) and
+    # gpt-oss's MXFP4 experts on Ada (Marlin's) were refused although the tables time them
+    ("b200-sxm", "b200_sxm", _NVFP4 + "trtllm_trtllmnvfp4expertsmonolithic", "qwen3-30b-a3b", "nvfp4", 1),
+    ("rtx-pro-6000", "rtx_pro_6000_server", _NVFP4 + "cutlass_flashinferexperts", "qwen3-30b-a3b", "nvfp4", 1),
+    ("l40s", "l40s", "vllm_gptossmxfp4moe_marlin_marlinexperts", "gpt-oss-120b", "mxfp4", 4)])
+def test_moe_experts_compose_from_every_kernel_the_tables_time(gpu, key, kernel, model, dtype, tp, tmp_path,
+                                                               monkeypatch):
     """Round 37: Qwen3-30B-A3B was refused on A100 and B200 as "no fused-MoE timings" though the tables time its
     experts, under the A100 table's name for vLLM's Triton kernel and under FlashInfer's TRT-LLM kernel on B200."""
     import pandas as pd
 
     from servesim.calibration.aiconfigurator import KernelTables
 
+    if not (TABLES / key / "moe").is_dir():
+        pytest.skip(f"{key} MoE kernel tables not found at {TABLES}")
     monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
-    rs = load(None, ["model=qwen3-30b-a3b", f"hardware.gpu={gpu}"])
+    quantized = ["engine.quantization=modelopt_fp4"] if dtype == "nvfp4" else []
+    rs = load(None, [f"model={model}", f"hardware.gpu={gpu}", f"engine.tensor_parallel_size={tp}"] + quantized)
     assert rs.cost_model_source.startswith(f"composed from the {key} kernel tables")
     m = rs.arch
     t = KernelTables(TABLES, key)
     rows = pd.concat(pd.read_parquet(f) for f in (TABLES / key).glob("moe/vllm/*/moe_perf.parquet"))
-    rows = rows[(rows["hidden_size"] == m.hidden_size) & (rows["inter_size"] == m.moe_intermediate_size)
-                & (rows["num_experts"] == m.num_experts) & (rows["moe_tp_size"] == 1) & (rows["moe_ep_size"] == 1)
+    inter = m.moe_intermediate_size or m.intermediate_size
+    rows = rows[(rows["hidden_size"] == m.hidden_size) & (rows["inter_size"] == inter)
+                & (rows["num_experts"] == m.num_experts) & (rows["moe_tp_size"] == tp) & (rows["moe_ep_size"] == 1)
                 & (rows["distribution"] == "power_law_1.2") & (rows["kernel_source"] == kernel)]
     at = rows.groupby("num_tokens")["latency"].median()
-    assert len(at) and t.moe_ms(float(at.index[0]), m, "bf16", 1) == pytest.approx(float(at.iloc[0]))
+    assert len(at) and t.moe_ms(float(at.index[-1]), m, dtype, tp) == pytest.approx(float(at.iloc[-1]))
+
+
+def test_moe_timings_in_another_format_only_name_the_format(tmp_path, capsys):
+    """r133: `calibrate import --dtype nvfp4` on a GPU whose tables time the experts in other formats blamed
+    --data (the tables), not the format asked for."""
+    if not (TABLES / "h100_sxm" / "moe").is_dir():
+        pytest.skip(f"h100_sxm MoE kernel tables not found at {TABLES}")
+    from servesim.calibration.aiconfigurator import KernelTables
+
+    t = KernelTables(TABLES, "h100_sxm")
+    arch = load(None, ["model=qwen3-30b-a3b", "hardware.gpu=h100-sxm", "profile=roofline"]).arch
+    with pytest.raises(ConfigError, match=r"^dtype: no nvfp4 fused-MoE timings .* \(timed in bfloat16, fp8"):
+        t.moe_ms(64.0, arch, "nvfp4", 1)
 
 
 @pytest.mark.skipif(not (TABLES / "rtx_pro_6000_server" / "comm" / "nccl").is_dir(),
