@@ -1253,7 +1253,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         threshold_spares_a_lone_request=not e.is_0_19,
         counts_blocked_lookups=e.is_0_19,
         self_preemption_ends_loop=e.is_0_19,
-        draft_slots=sp.drafting_slots_per_seq if sp.method != "none" and not e.is_0_19 else 0,
+        draft_slots=(slots := sp.drafting_slots_per_seq if sp.method != "none" and not e.is_0_19 else 0),
+        input_budget=tokens if slots and step_tokens < tokens else None,  # 0.33: max_num_scheduled_tokens apart
         lookahead_slots=sp.lookahead_slots if sp.method != "none" else 0,
         lookahead_at_admission=not e.is_0_19,
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local,
@@ -1281,8 +1282,8 @@ def _drafting_limits(e: EngineSettings, sp: SpeculativeSettings, tokens: int, se
     if per and e.is_0_19 and e.max_num_scheduled_tokens is None:
         step = tokens - slots or tokens  # a step of 0 is read as unset by 0.19's scheduler: the whole budget
         room, kept = step, f"{per} slots for each of max_num_seqs ({seqs})"
-    else:  # 0.33 takes a request's slots beside its tokens (its input budget)
-        room, kept = step - per, f"{per} slots beside each request's tokens"
+    else:  # 0.33 takes a request's slots beside its tokens from its input budget, the scheduled tokens' apart
+        room, kept = min(step, tokens - per), f"{per} slots beside each request's tokens"
     if per and (room < 0 or room == 0 and not e.is_0_19 or room < max_model_len and not e.enable_chunked_prefill):
         raise ConfigError("speculative.drafting_slots_per_seq",
                           f"the drafter's {kept} leave {max(room, 0)} of the {tokens}-token budget for a request: "

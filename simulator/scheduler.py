@@ -42,6 +42,8 @@ class SchedulerSettings:
     self_preemption_ends_loop: bool = False  # 0.19: a request that is its own victim ends the running loop; 0.33
     # goes on to the requests after it under PRIORITY
     draft_slots: int = 0  # 0.33: budget each scheduled request's drafter takes besides its tokens (a draft model's)
+    input_budget: int | None = None  # 0.33 with draft slots: max_num_batched_tokens, which tokens and draft slots
+    # take, where max_num_scheduled_tokens (max_num_batched_tokens above, tokens only) is smaller; None: the same
     lookahead_slots: int = 0  # KV slots reserved past the scheduled tokens for the drafter (num_lookahead_tokens)
     lookahead_at_admission: bool = True  # 0.19 reserves them for running requests only (a new one has none computed)
     scheduler_reserve_full_isl: bool = True
@@ -167,6 +169,7 @@ class Scheduler:
             cohort.dissolve(self.step)  # the plain loop below, with every request explicit
         s, kv, running, waiting = self.s, self.kv, self.running, self.waiting
         budget = s.max_num_batched_tokens
+        room = s.input_budget or budget  # 0.33's input budget: tokens and draft slots (equal budgets: one binds)
         max_len = s.max_model_len
         thr = s.long_prefill_token_threshold if len(running) + len(waiting) > 1 \
             or not s.threshold_spares_a_lone_request else 0
@@ -181,14 +184,14 @@ class Scheduler:
 
         k = out.spec_k = self.speculation.drafts(len(running)) if self.speculation is not None else 0
         propose = self.speculation.propose if k else None  # a decode's own count of drafts, where it varies
-        slots = s.draft_slots  # taken from the budget with each request scheduled, as 0.33's input budget is
+        slots = s.draft_slots  # taken from the input budget with each request scheduled, as 0.33's are
         ahead = s.lookahead_slots
         i = 0
-        while i < len(running) and budget > slots:
+        while i < len(running) and budget > 0 and room > slots:
             r = running[i]
             # a decode verifies k drafts in the same pass (or as many as it proposed)
-            n = _chunk(r, budget - slots, thr, k if propose is None or r.num_tokens - r.num_computed_tokens != 1
-                       else propose(k), max_len)
+            n = _chunk(r, budget if budget < room - slots else room - slots, thr,
+                       k if propose is None or r.num_tokens - r.num_computed_tokens != 1 else propose(k), max_len)
             if n <= 0:
                 i += 1
                 continue
@@ -199,7 +202,8 @@ class Scheduler:
                     hashing and (c + n if c + n < r.num_tokens else r.num_tokens) // bs > r.num_hashed_blocks):
                 reqs.append(r)
                 toks.append(n)
-                budget -= n + slots
+                budget -= n
+                room -= n + slots
                 i += 1
                 continue
             while not allocate(r, n, num_lookahead_tokens=ahead):
@@ -208,7 +212,8 @@ class Scheduler:
                 del running[vi]
                 if give_back and vi < i:  # already scheduled this step: return its tokens
                     j = reqs.index(victim)
-                    budget += toks[j] + slots
+                    budget += toks[j]
+                    room += toks[j] + slots
                     del reqs[j], toks[j]
                     i -= 1
                 out.swapped_blocks += self.preemption.give_up(victim, kv, now)
@@ -223,12 +228,13 @@ class Scheduler:
                 break
             reqs.append(r)
             toks.append(n)
-            budget -= n + slots
+            budget -= n
+            room -= n + slots
             i += 1
 
         self.admission_blocked = None
         if not preempted:
-            self._admit(out, budget, thr, now)
+            self._admit(out, budget, room, thr, now)
         self._update_after_schedule(out)
         return out
 
@@ -274,7 +280,7 @@ class Scheduler:
             cohort.allocate(r, step)
         out.implicit, out.implicit_context = cohort.size, cohort.context_tokens(step)
         self.admission_blocked = None
-        self._admit(out, budget, thr, now)
+        self._admit(out, budget, budget, thr, now)  # no drafter beside a cohort: one budget
         self._update_after_schedule(out)
         cohort.scheduled_step = step
         return out
@@ -286,14 +292,14 @@ class Scheduler:
             r.prefix_queries += r.num_tokens
             r.prefix_hits += hit
 
-    def _admit(self, out: SchedulerOutput, budget: int, thr: int, now: float) -> None:
+    def _admit(self, out: SchedulerOutput, budget: int, room: int, thr: int, now: float) -> None:
         s, kv, running, waiting, rules = self.s, self.kv, self.running, self.waiting, self.admission
         reqs, toks = out.reqs, out.tokens
         allocate = kv.allocate_slots
         loaded = self.loaded
         self.batching.open_admission(len(running), len(waiting) + len(loaded))
-        budget -= s.draft_slots  # what a request admitted may take, its drafter's slots aside (0.33)
-        while budget > 0 and (loaded or len(waiting)):
+        slots = s.draft_slots  # what a request admitted takes of the input budget besides its tokens (0.33)
+        while budget > 0 and room > slots and (loaded or len(waiting)):
             if len(running) >= s.max_num_seqs:
                 self.admission_blocked = "max_num_seqs"
                 break
@@ -317,8 +323,9 @@ class Scheduler:
             n = r.num_tokens - hit
             if 0 < thr < n:
                 n = thr
-            blocked = "budget" if n > budget and not s.enable_chunked_prefill else None
-            n = min(n, budget)
+            cap = budget if budget < room - slots else room - slots
+            blocked = "budget" if n > cap and not s.enable_chunked_prefill else None
+            n = min(n, cap)
             if not blocked and not allocate(r, n, full_sequence_must_fit=s.scheduler_reserve_full_isl,
                                             apply_watermark=bool(running), hit_blocks=hit_blocks,
                                             num_lookahead_tokens=s.lookahead_slots if s.lookahead_at_admission
@@ -359,7 +366,8 @@ class Scheduler:
                 self.recent_admissions.append(now)
             reqs.append(r)
             toks.append(n)
-            budget -= n + s.draft_slots
+            budget -= n
+            room -= n + slots
 
     def _update_after_schedule(self, out: SchedulerOutput) -> None:
         """vLLM's _update_after_schedule: computed tokens advance before the model runs; the step's shape

@@ -1,6 +1,7 @@
 """Speculative decoding (essay 003 and vLLM's accounting): fixed k pays off at low load and costs
 throughput under load; adaptive k keeps the gain and drops the cost."""
 
+import numpy as np
 import pytest
 
 from servesim.simulator.config import load
@@ -158,3 +159,24 @@ def test_round_131_the_drafter_passes_over_the_prompt_too(release):
         assert 0.5 * base < extra < 0.6 * base, (base, extra)
     else:  # the last chunk's only (3,616 of the 20,000 tokens, the longest context)
         assert 0.1 * base < extra < 0.3 * base, (base, extra)
+
+
+@pytest.mark.parametrize("scheduled", [1024, None])
+def test_0_33_draft_slots_take_the_input_budget_not_the_scheduled_tokens(run, scheduled):
+    """vLLM 0.33 keeps two budgets: max_num_scheduled_tokens, which only tokens take, and max_num_batched_tokens,
+    which tokens and a draft model's slots take. servesim charged the slots to the smaller one: with 1,024
+    scheduled tokens of 8,192 it issued 1,023, 1,022, ... (r133; with 256 decodes of 2 tokens a step's prefill
+    room halved). With one budget (None) the slots still come out of it."""
+    sets = ["speculative.method=fixed", "speculative.num_speculative_tokens=1", "speculative.drafting_slots_per_seq=1",
+            "speculative.acceptance_rate=0.5"]
+    engine = {"max_num_batched_tokens": 8192 if scheduled else 1024, "max_model_len": 8192}
+    if scheduled:
+        engine["max_num_scheduled_tokens"] = scheduled
+    r = run([(0.001 * i, 3000, 200) for i in range(40)], sets, **engine)
+    steps = r.step_columns
+    tokens, seqs = np.asarray(steps["scheduled_tokens"]), np.asarray(steps["num_seqs"])
+    if scheduled:
+        assert tokens.max() == 1024 and (tokens + seqs).max() <= 8192
+        assert (tokens[:40] == 1024).all()  # the prompts' chunks fill the scheduled-token budget
+    else:
+        assert (tokens + seqs).max() == 1024  # tokens and slots within the one budget, which binds
