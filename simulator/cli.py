@@ -73,7 +73,9 @@ def _describe(rs) -> str:
             f"block_size={e.block_size}, {rs.num_gpu_blocks - 1:,} KV blocks "
             f"({(rs.num_gpu_blocks - 1) // groups * e.block_size:,} tokens"
             f"{f' in each of {groups} layer groups' if groups > 1 else ''}); policies: "
-            f"{rs.scenario.policies.batching}/{rs.scenario.policies.queue}")
+            f"{rs.scenario.policies.batching}/{rs.scenario.policies.queue}" + (
+                f", {mode} preemption (vLLM V0's: vLLM {e.vllm_defaults} recomputes)"  # r133: said nowhere
+                if (mode := rs.scenario.policies.preemption_mode) != "recompute" else ""))
 
 
 def _say_dropped(sets: list[str]) -> None:

@@ -1151,3 +1151,15 @@ def test_more_threads_than_the_machine_has_are_refused(command, tmp_path, capsys
     if command[1] == "run":  # and --block-size 100000 measured for minutes, then its own fit refused its run.json
         assert main(command + ["--out", str(tmp_path / "b"), "--block-size", "100000"]) == 2
         assert "argument --block-size: must be <= 65,536" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("version", ["0.33.0", "0.19.0"])
+def test_round_133_a_run_that_swaps_says_vllm_v1_recomputes(tmp_path, capsys, version):
+    """Swap (and auto) preemption is vLLM V0's: neither release servesim models has it, and a run that swapped
+    said so nowhere on its own output (its first line read `policies: continuous/fcfs`)."""
+    for mode in ("swap", "recompute"):
+        assert main(["run", "--set", "workload.num_requests=5", "--set", f"policies.preemption_mode={mode}",
+                     "--set", f"engine.vllm_defaults={version}", "--out", str(tmp_path / mode)]) == 0
+        err = capsys.readouterr().out
+        said = f"swap preemption (vLLM V0's: vLLM {version} recomputes)"
+        assert (said in err) == (mode == "swap")
