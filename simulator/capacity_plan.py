@@ -130,7 +130,7 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     max_len = check_max_model_len(arch, None if auto else values["max_model_len"], "--max-model-len")
     # per GPU of the TP group: its share of the weights, and of each token's KV (MLA's latent cache is whole on each)
     w = values["weights_gib"]
-    weights = round(w * GIB) if w is not None else math.ceil(arch.weight_bytes / tp)
+    weights = round(w * GIB) if w is not None else math.ceil(arch.weight_bytes_per_gpu(tp))
     utilization = values["gpu_memory_utilization"]
     check_start_memory(hw.memory_bytes, utilization, "--gpu-memory-utilization")
     # vLLM's budget and async scheduling, as run's defaults; the budget from the model's length, as vLLM takes

@@ -279,24 +279,50 @@ class ModelArchitecture(Settings):
             self.hidden_size + self.encoder_params
 
     @property
+    def _wide_bytes(self) -> int:
+        return 4 if self.dtype == "fp32" else 2
+
+    @property
+    def router_bytes(self) -> int:
+        """The MoE routers: vLLM leaves them unquantized (DeepSeek's and Mixtral's GateLinear take no quant config;
+        fp8 checkpoints skip Qwen3's) and replicates them on every GPU of the TP group."""
+        return self.num_moe_layers * self.hidden_size * self.num_experts * self._wide_bytes
+
+    @property
+    def latent_down_projection_bytes(self) -> int:
+        """MLA's down-projections to the latent query and KV (fused_qkv_a_proj, or kv_a_proj_with_mqa without a
+        query rank), which vLLM replicates on every GPU of the TP group (disable_tp), in the weight format."""
+        if not self.is_mla:
+            return 0
+        width = (self.q_lora_rank or 0) + self.kv_lora_rank + self.qk_rope_head_dim
+        return math.ceil(self.num_hidden_layers * self.hidden_size * width * WEIGHT_BITS[self.dtype] / 8)
+
+    @property
     def weight_bytes(self) -> int:
-        """Linear layers in the weight format (routed experts in theirs); embeddings, LM head and norms in 16 bits
-        (32 for fp32 models)."""
+        """Linear layers in the weight format (routed experts in theirs, the routers in 16 bits); embeddings, LM
+        head and norms in 16 bits (32 for fp32 models)."""
         rest = self.num_params - self.linear_params
-        wide = 4 if self.dtype == "fp32" else 2
         experts = self.num_moe_layers * self.num_experts * self.expert_params
-        return math.ceil((self.linear_params - experts) * WEIGHT_BITS[self.dtype] / 8) + self.expert_weight_bytes + \
-            rest * wide
+        routers = self.num_moe_layers * self.hidden_size * self.num_experts
+        return math.ceil((self.linear_params - experts - routers) * WEIGHT_BITS[self.dtype] / 8) + \
+            self.expert_weight_bytes + self.router_bytes + rest * self._wide_bytes
+
+    def dense_weight_bytes_per_gpu(self, tensor_parallel_size: int = 1) -> float:
+        """One GPU's weights other than the routed experts: split over the TP group but for what vLLM replicates
+        on each GPU (the routers, MLA's down-projections: r133, DeepSeek-V3 at TP 8 held 0.94 GiB a GPU more
+        than counted)."""
+        replicated = self.router_bytes + self.latent_down_projection_bytes
+        return (self.weight_bytes - self.expert_weight_bytes - replicated) / tensor_parallel_size + replicated
 
     def weight_bytes_per_gpu(self, tensor_parallel_size: int = 1, expert_parallel: int | None = None,
                              redundant_experts: int = 0) -> float:
         """One GPU's weights: everything split over the TP group, or with expert parallelism over `expert_parallel`
         GPUs (TP x DP), whole experts spread over all of them (EPLB's redundant copies too, each a whole expert's
-        weights) and the rest split over the TP group."""
-        if not expert_parallel:
-            return self.weight_bytes / tensor_parallel_size
-        experts = self.expert_weight_bytes * (self.num_experts + redundant_experts) / self.num_experts
-        return (self.weight_bytes - self.expert_weight_bytes) / tensor_parallel_size + experts / expert_parallel
+        weights) and the rest split over the TP group; what vLLM replicates whole on each."""
+        experts = self.expert_weight_bytes * (self.num_experts + redundant_experts) / self.num_experts \
+            if redundant_experts else self.expert_weight_bytes
+        return self.dense_weight_bytes_per_gpu(tensor_parallel_size) + experts / (
+            expert_parallel or tensor_parallel_size)
 
     @property
     def expert_weight_bytes(self) -> int:

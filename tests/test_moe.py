@@ -155,7 +155,9 @@ def test_the_roofline_reads_only_the_experts_a_batch_routes_to(capsys):
     kernels = rs.cost_model.kernels
     one, many = BatchShape(1, 0, 0, 1, 1024), BatchShape(8, 0, 0, 8, 8 * 1024)
     # one decode reads the attention weights and 2 of 8 experts a layer; eight decodes read almost all 8
-    dense_s = (m.weight_bytes - m.expert_weight_bytes) / 2 / (rs.hardware.memory_bandwidth_gbps * 1e9 * 0.8)
+    # (the routers whole on each GPU: vLLM replicates them)
+    dense_s = ((m.weight_bytes - m.expert_weight_bytes - m.router_bytes) / 2 + m.router_bytes) / (
+        rs.hardware.memory_bandwidth_gbps * 1e9 * 0.8)
     expert_s = m.expert_weight_bytes / 8 / 2 / (rs.hardware.memory_bandwidth_gbps * 1e9 * 0.8)
     assert kernels._weights_s == pytest.approx(dense_s) and kernels._expert_s == pytest.approx(expert_s)
     assert kernels.step_time(many) - kernels.step_time(one) > 5 * expert_s  # 7.2 more experts, and more KV
@@ -533,3 +535,22 @@ def test_0_19_holds_each_gpus_expert_slice_to_the_fp8_weight_block(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises(ConfigError, match="weight_block_size: two positive integers"):
         load(None, model)
+
+
+def test_round_133_what_vllm_replicates_over_the_tp_group_is_whole_on_each_gpu():
+    """vLLM keeps MLA's down-projections (fused_qkv_a_proj, disable_tp) and every MoE router (a ReplicatedLinear,
+    unquantized) whole on each GPU of the TP group; servesim split them, and priced DeepSeek-V3's fp8 routers in
+    fp8: 0.94 GiB a GPU too few at TP 8, about 2% of its KV pool."""
+    from servesim.simulator.model_arch import load_model
+
+    ds = load_model("deepseek-v3")
+    down = 61 * 7168 * (1536 + 512 + 64) * 1  # fp8
+    routers = 58 * 7168 * 256 * 2  # bf16
+    assert (ds.latent_down_projection_bytes, ds.router_bytes) == (down, routers)
+    dense = ds.weight_bytes - ds.expert_weight_bytes - down - routers
+    assert ds.weight_bytes_per_gpu(8) == pytest.approx(dense / 8 + down + routers + ds.expert_weight_bytes / 8)
+    assert ds.weight_bytes_per_gpu(8) - ds.weight_bytes / 8 == pytest.approx((down + routers) * 7 / 8)
+    counted_before = (ds.weight_bytes - routers // 2) / 8  # all split, the routers in fp8
+    assert (ds.weight_bytes_per_gpu(8) - counted_before) / 2**30 == pytest.approx(0.94, abs=0.01)
+    dense_model = load_model("llama-3.1-8b")
+    assert dense_model.weight_bytes_per_gpu(4) == dense_model.weight_bytes / 4  # nothing replicated
