@@ -65,7 +65,7 @@ profiles: $(STAMP)
 
 # Public real-GPU vLLM runs (../shared/data/serving) against the simulation (docs/fidelity.md): kernel-table
 # profiles plus the default overhead, fitted on none of them; the same with overhead terms fitted by simulation
-# to the other runs (leave one run out); and each run fitted on its first 70% of requests, scored on the rest.
+# to the other runs (leave one run out); and each run fitted on the first 70% of its requests to arrive, scored on the rest.
 # About 4 minutes.
 SERVING := ../shared/data/serving/llmservingsim-vllm-0.19
 GPU_RUNS := RTX4090/Llama-3.1-8B:rtx-4090 RTXPRO6000/Llama-3.1-8B:rtx-pro-6000 RTXPRO6000/Qwen3-32B:rtx-pro-6000 \

@@ -80,6 +80,24 @@ class RealRun:
         r = self.requests
         return set(zip(r["prompt_tokens"], r["output_tokens"], *(_figures(r[c]) for c in ("ttft", "e2el"))))
 
+    def scaled_copy_of(self, other: "RealRun") -> float | None:
+        """The one factor this run's latencies are other's by, request by request in arrival order, where its
+        requests' lengths are other's in that order: a copy with its times scaled (r134: 1.006 passed the 3-figure
+        test as unseen). A repeat's latencies vary request by request by far more than 0.1%. None: not such a copy."""
+        mine, theirs = self.requests, other.requests
+        if mine is None or theirs is None or len(mine) != len(theirs) or not len(mine):
+            return None
+        order = [np.argsort(r["arrival_time"].to_numpy(float), kind="stable") for r in (mine, theirs)]
+        a, b = (r.iloc[o] for r, o in zip((mine, theirs), order))
+        if not all((a[c].to_numpy() == b[c].to_numpy()).all() for c in ("prompt_tokens", "output_tokens")):
+            return None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios = np.concatenate([a[c].to_numpy(float) / b[c].to_numpy(float) for c in ("ttft", "e2el")])
+        ratios = ratios[np.isfinite(ratios) & (ratios > 0)]
+        if len(ratios) < len(mine) or ratios.max() > ratios.min() * 1.001:
+            return None
+        return float(np.median(ratios))
+
     @property
     def content(self) -> str | None:
         """A digest of the records' bytes: a copy of a run under another name is the same run (None: no file)."""

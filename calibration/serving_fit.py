@@ -48,7 +48,8 @@ DEFAULT_MAX_EVALS = 60  # simulations the optimiser may run (calibrate fit --max
 QUANTILES = ["median", "p90", "p99"]
 FIT_METRICS = ["ttft", "tpot", "itl", "e2el", "prefill"]
 MIN_REQUESTS = 50
-TRAIN_FRACTION = 0.7  # one run: fit on requests arriving in its first 70%, report error on the rest
+TRAIN_FRACTION = 0.7  # one run: fit on the first 70% of its requests to arrive, report error on the rest
+MIN_HELD_OUT = 10  # a later window of fewer requests is no error estimate
 
 
 @dataclass
@@ -71,6 +72,10 @@ def check_fittable(run: RealRun, window: bool = False) -> None:
     if window and run.specs[-1].arrival_time <= 0:
         raise ConfigError(str(run.path), "every request arrives at once: no later window to hold out; give "
                                          "another run with --held-out")
+    if window and len(run.specs) >= MIN_REQUESTS and (later := _window_sizes(run)[1]) < MIN_HELD_OUT:
+        raise ConfigError(str(run.path), f"only {later} request(s) arrive after its first {TRAIN_FRACTION:.0%} "
+                                         f"(they arrive together): too few to hold out; give another run with "
+                                         f"--held-out")
     lack = [what for what, ok in (
         (f"at least {MIN_REQUESTS} requests (it has {len(run.specs)})", len(run.specs) >= MIN_REQUESTS),
         ("at least 3 different prompt lengths", len(lens) >= 3),
@@ -106,11 +111,24 @@ def apply_terms(profile: dict, terms: dict) -> dict:
     return p
 
 
+def _window_cut(run: RealRun) -> float:
+    """The arrival time that ends the first 70% of a run's requests to arrive, counted in requests: a cut at 70%
+    of the arrival span held out one request of 300 behind an idle gap (r134)."""
+    arrivals = np.sort([s.arrival_time for s in run.specs])
+    return float(arrivals[max(1, round(len(arrivals) * TRAIN_FRACTION)) - 1])
+
+
+def _window_sizes(run: RealRun) -> tuple[int, int]:
+    """How many of the run's requests the fit scores and how many it holds out."""
+    train = sum(s.arrival_time <= _window_cut(run) for s in run.specs)
+    return train, len(run.specs) - train
+
+
 def _window_stats(run: RealRun, requests, itls, part: str | None) -> dict:
-    """Statistics of all requests, or of those arriving in the first 70% ('train') or the rest ('test')."""
+    """Statistics of all requests, or of the first 70% to arrive ('train') or the rest ('test')."""
     if part is None:
         return request_summary(requests, itls)
-    cut = run.specs[-1].arrival_time * TRAIN_FRACTION
+    cut = _window_cut(run)
     mask = (requests["arrival_time"] <= cut) if part == "train" else (requests["arrival_time"] > cut)
     return request_summary(requests[mask.to_numpy()], None)
 
@@ -131,13 +149,20 @@ def _checked_inputs(train: list[RealRun], held_out: list[RealRun], terms: list[s
     if same:
         raise ConfigError("--held-out", f"{', '.join(sorted(same))} is also fitted on: a held-out run must be unseen")
     fitted = [(r.name, r.measured_requests()) for r in train]
-    for r in held_out:  # a copy of a fitted run (edited, renumbered or cut): its error would be a training error
-        mine = r.measured_requests()
-        for name, seen in fitted:
-            if mine and len(mine & seen) * 2 > len(mine):
-                raise ConfigError("--held-out", f"{r.name}: {len(mine & seen)} of its {len(mine)} requests are "
-                                                f"{name}'s as measured (lengths and latencies), which is fitted "
-                                                f"on: a held-out run must be unseen")
+    seen = set().union(*(requests for _, requests in fitted))
+    for r in held_out:  # a copy of fitted runs (edited, renumbered, cut, or the whole of several cut ones, r134):
+        mine = r.measured_requests()  # its error would be a training error
+        if mine and len(mine & seen) * 2 > len(mine):
+            names = [name for name, requests in fitted if mine & requests]
+            raise ConfigError("--held-out", f"{r.name}: {len(mine & seen)} of its {len(mine)} requests are "
+                                            f"{', '.join(names)}'s as measured (lengths and latencies), which "
+                                            f"{'is' if len(names) == 1 else 'are'} fitted on: a held-out run must "
+                                            f"be unseen")
+        for t in train:
+            if (factor := r.scaled_copy_of(t)) is not None:
+                raise ConfigError("--held-out", f"{r.name}: its requests are {t.name}'s, which is fitted on, every "
+                                                f"latency x {factor:.4g} (a repeat's vary request by request): a "
+                                                f"held-out run must be unseen")
     return terms
 
 
@@ -150,7 +175,9 @@ def _held_out_error(train: list[RealRun], held_out: list[RealRun], results: list
     else:
         test = [(r.name, _quantiles(_window_stats(r, r.requests, None, "test")),
                  _quantiles(_window_stats(r, x.requests, None, "test"))) for r, x in zip(train, results)]
-        what = f"the later {1 - TRAIN_FRACTION:.0%} of each run's requests (the fit scored the first {TRAIN_FRACTION:.0%})"
+        what = f"the last {1 - TRAIN_FRACTION:.0%} of each run's requests to arrive (the fit scored the first " \
+               f"{TRAIN_FRACTION:.0%}: " + ", ".join(f"{_window_sizes(r)[1]} of {len(r.specs)}" for r in train) + \
+               " held out)"
     test_err = np.abs(np.concatenate([_errors(real, sim) for _, real, sim in test]))
     table = pd.DataFrame([{"run": name, "statistic": k, "real": v, "sim": sim[k], "error": (sim[k] - v) / v}
                           for name, real, sim in test for k, v in real.items()
@@ -170,7 +197,9 @@ def _describe_fit(fitted: dict, rs0, train: list[RealRun], held_out: list[RealRu
     versions = sorted({str(r.meta.get("vllm_version")) for r in train if r.meta.get("vllm_version")})
     fitted.update({
         "name": f"{rs0.profile.name}-fitted",
-        "source": f"fitted by simulation to {sum(len(r.specs) for r in train):,} requests of "
+        "source": f"fitted by simulation to "
+                  f"{sum(len(r.specs) if held_out else _window_sizes(r)[0] for r in train):,} requests "
+                  f"{'' if held_out else f'(the first {TRAIN_FRACTION:.0%} of each run to arrive) '}of "
                   f"{', '.join(r.name for r in train)}: {', '.join(f'{k}={v:g}' for k, v in best.items())} "
                   f"on {rs0.cost_model_source or rs0.profile.name}",
         "model": rs0.arch.name, "dtype": rs0.arch.dtype, "gpu": rs0.scenario.hardware.gpu,

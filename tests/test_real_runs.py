@@ -283,8 +283,10 @@ def test_a_fit_by_simulation_recovers_the_terms_a_run_was_made_with(tmp_path):
     fit = fit_serving([run], [], None, DEPLOY, ["memory_scale", "compute_scale"], max_evals=40)
     assert fit.terms["memory_scale"] == pytest.approx(1.3, rel=0.06)
     assert fit.terms["compute_scale"] == pytest.approx(0.8, rel=0.12)
-    assert fit.held_out["mape"] < 0.05 and "later 30%" in fit.held_out["what"]
+    assert fit.held_out["mape"] < 0.05 and "last 30% of each run's requests to arrive" in fit.held_out["what"]
+    assert "36 of 120 held out" in fit.held_out["what"]  # counted in requests (r134)
     p = fit.profile
+    assert p["source"].startswith("fitted by simulation to 84 requests (the first 70% of each run to arrive)")
     assert (p["model"], p["gpu"], p["tensor_parallel_size"]) == ("llama-3.1-8b", "h100-sxm", 1)
     assert p["shape_range"]["max_tokens"] <= 1024 and p["fitted"]["terms"] == fit.terms
     # the written profile loads and runs; the CLI prints where it went
@@ -1058,3 +1060,59 @@ def test_a_held_out_run_of_another_deployment_is_refused():
                                           r"TP 1\)"):
         fit_serving([read_run(root / "Llama-3.1-8B")], [read_run(root / "Qwen3-32B")], None,
                     ["hardware.gpu=rtx-pro-6000"])
+
+
+@pytest.mark.parametrize("how", ["cut into three fitted runs", "scaled by 1.006"])
+def test_round_134_a_held_out_run_fitted_on_in_pieces_or_scaled_is_refused(tmp_path, how):
+    """r134: the overlap was checked against each fitted run alone (a run fitted on as three cuts of 100 was
+    "unseen"), and a copy with every latency x 1.006 passed the 3-figure test: its "held-out" error was the
+    training error, written into the profile's held_out_error and tolerance."""
+    root = _shared_run()
+    lines = (root / "vllm" / "requests.jsonl").read_text().splitlines()
+    held = tmp_path / "held"
+    shutil.copytree(root, held)
+    train = [read_run(root)]
+    if how.startswith("cut"):
+        train = []
+        for i in range(3):
+            part = tmp_path / f"part{i}"
+            shutil.copytree(root, part)
+            (part / "vllm" / "requests.jsonl").write_text("\n".join(lines[100 * i:100 * (i + 1)]) + "\n")
+            train.append(read_run(part))
+        says = "300 of its 300 requests are .*part0.*part1.*part2.*which are fitted on"
+    else:
+        scaled = []
+        for line in lines:
+            row = json.loads(line)
+            for key in ("scheduled_ts", "first_token_ts", "last_token_ts"):
+                row[key] = row["queued_ts"] + (row[key] - row["queued_ts"]) * 1.006
+            scaled.append(json.dumps(row))
+        (held / "vllm" / "requests.jsonl").write_text("\n".join(scaled) + "\n")
+        says = "every latency x 1.006"
+    with pytest.raises(ConfigError, match=says):
+        fit_serving(train, [read_run(held)], None, ["hardware.gpu=rtx-pro-6000"])
+
+
+def test_round_134_the_later_window_is_counted_in_requests(tmp_path):
+    """r134: the window was cut at 70% of the arrival span: one straggler 300 s after the rest made the held-out
+    part one request of 300 (the profile's held-out error and tolerance were that request's), and the source said
+    the fit saw every request. Now the last 30% to arrive are held out; where they arrive together with the first
+    70% there is no later window, refused."""
+    _, result = _simulated()
+    path = write_lifecycle(result, tmp_path / "requests.jsonl")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    last = max(rows, key=lambda r: r["queued_ts"])
+    for key in ("queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts"):
+        last[key] += 300.0
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    fit = fit_serving([read_run(path)], [], None, DEPLOY, ["memory_scale"], max_evals=5)
+    assert "36 of 120 held out" in fit.held_out["what"]
+    first = min(r["queued_ts"] for r in rows)
+    for r in sorted(rows, key=lambda r: r["queued_ts"])[60:]:  # the last half arrive with the 60th
+        shift = sorted(rows, key=lambda r: r["queued_ts"])[59]["queued_ts"] - r["queued_ts"]
+        for key in ("queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts"):
+            r[key] += shift
+    assert min(r["queued_ts"] for r in rows) == first
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.raises(ConfigError, match=r"only 0 request\(s\) arrive after its first 70%"):
+        fit_serving([read_run(path)], [], None, DEPLOY, ["memory_scale"], max_evals=5)
