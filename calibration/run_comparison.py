@@ -219,28 +219,50 @@ def _check_given_sim(path: Path, requests: pd.DataFrame, run: RealRun) -> None:
     than the run records, where its config.yaml says, is warned of: the verdict would compare two deployments."""
     from servesim.simulator.config import load_scenario_file, say_once
 
-    real = np.sort([s.arrival_time for s in run.specs])
-    sim = np.sort(requests["arrival_time"].to_numpy(float))
-    real, sim = real - real[0], sim - sim[0]
-    off = np.abs(real - sim) > 1e-3 + 1e-6 * np.abs(real)
+    real = sorted((s.arrival_time, s.prompt_tokens, s.output_tokens) for s in run.specs)
+    sim = sorted(zip(requests["arrival_time"].to_numpy(float).tolist(), requests["prompt_tokens"].astype(int).tolist(),
+                     requests["output_tokens"].astype(int).tolist()))
+    real_t, sim_t = (np.array([t for t, _, _ in x]) for x in (real, sim))
+    real_t, sim_t = real_t - real_t[0], sim_t - sim_t[0]
+    tol = 1e-3 + 1e-6 * np.abs(real_t)
+    off = np.abs(real_t - sim_t) > tol
     if off.any():
         i = int(off.argmax())
         raise ConfigError("SIM", f"{path} simulated other arrival times than {run.path}: its request {i + 1} (in "
-                                   f"arrival order) arrives at {sim[i]:.3f} s, the run's at {real[i]:.3f} s (from the "
+                                   f"arrival order) arrives at {sim_t[i]:.3f} s, the run's at {real_t[i]:.3f} s (from the "
                                    f"first); simulate the run's own arrivals (compare without SIM does)")
+    sim = list(sim)  # each arrival with its own request's lengths (r134: the lengths re-paired to other arrivals
+    for i, (_, p, o) in enumerate(real):  # passed, each list checked apart): requests arriving within the
+        if sim[i][1:] != (p, o):  # tolerance may come in either order
+            j = i + 1  # the simulation's arrivals are the run's, sorted: a swap lies within the tolerance
+            while j < len(sim) and sim_t[j] - real_t[i] <= tol[i] and sim[j][1:] != (p, o):
+                j += 1
+            if j == len(sim) or sim[j][1:] != (p, o) or sim_t[j] - real_t[i] > tol[i]:
+                raise ConfigError("SIM", f"{path} simulated other requests at the run's arrival times: its request "
+                                           f"{i + 1} (in arrival order, at {sim_t[i]:.3f} s) has {sim[i][1]:,} prompt "
+                                           f"and {sim[i][2]:,} output tokens, the run's {p:,} and {o:,}; simulate the "
+                                           f"run's own requests (compare without SIM does)")
+            sim[i], sim[j] = sim[j], sim[i]
+            sim_t[i], sim_t[j] = sim_t[j], sim_t[i]
     try:
         data = load_scenario_file(path / "config.yaml") if (path / "config.yaml").is_file() else {}
     except ConfigError:
         data = {}  # a damaged or missing scenario record: nothing to check against
-    model, hardware = data.get("model"), data.get("hardware")
-    simulated = {"model": model.get("name") if isinstance(model, dict) else model,
-                 "hardware.gpu": hardware.get("gpu") if isinstance(hardware, dict) else None}
     from servesim.simulator.model_arch import HF_IDS
 
-    recorded = dict(s.split("=", 1) for s in run.sets)
-    say_once([f"servesim: warning: {path} simulated {k}={v}, but {run.path} records {k}={recorded[k]}: the verdict "
-              f"compares two deployments" for k, v in simulated.items()
-              if v is not None and k in recorded and str(v) not in (recorded[k], HF_IDS.get(recorded[k]))])
+    def simulated(key: str):  # the setting in the simulation's config.yaml (a model by its name), else None
+        node = data
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        node = node.get("name") if key == "model" and isinstance(node, dict) else node
+        return str(node).lower() if isinstance(node, bool) else node
+
+    recorded = dict(s.split("=", 1) for s in run.sets)  # every engine setting the run records (r134: a SIM at
+    recorded.setdefault("hardware.gpu", None)  # TP 2 and max_num_seqs 16 of a TP 1, 128 run said nothing)
+    said = [(k, v, recorded[k]) for k in recorded if (v := simulated(k)) is not None and recorded[k] is not None
+            and str(v) not in (recorded[k], HF_IDS.get(recorded[k]))]
+    say_once([f"servesim: warning: {path} simulated {k}={v}, but {run.path} records {k}={r}: the verdict compares "
+              f"two deployments" for k, v, r in said])
 
 
 def _finite_or_none(x) -> float | None:

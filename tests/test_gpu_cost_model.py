@@ -658,16 +658,28 @@ def test_compare_checks_a_given_simulation_is_of_the_runs_arrivals_and_deploymen
     run = _first_requests_of(tmp_path)
     main(["compare", str(run), "--out", str(tmp_path / "c1")])
     config = str(tmp_path / "c1" / "sim" / "config.yaml")
-    for name, sets in (("other-model", ["model=qwen2.5-7b"]), ("other-arrivals", ["workload.time_scale=0.05"])):
+    for name, sets in (("other-model", ["model=qwen2.5-7b"]), ("other-arrivals", ["workload.time_scale=0.05"]),
+                       ("other-seqs", ["engine.max_num_seqs=16"])):
         assert main(["run", config, "--quiet", "--out", str(tmp_path / name)] + [a for s in sets for a in ("--set", s)]) == 0
     capsys.readouterr()
     main(["compare", str(run), str(tmp_path / "other-model"), "--out", str(tmp_path / "c2")])
     assert "simulated model=qwen2.5-7b, but" in capsys.readouterr().err
+    main(["compare", str(run), str(tmp_path / "other-seqs"), "--out", str(tmp_path / "c6")])  # r134: said nothing
+    assert "simulated engine.max_num_seqs=16, but" in capsys.readouterr().err
     assert main(["compare", str(run), str(tmp_path / "other-arrivals"), "--out", str(tmp_path / "c3")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("servesim: error: SIM:") and "other arrival times" in err and err.count("\n") == 1
     assert main(["compare", str(run), str(tmp_path / "c1" / "sim"), "--out", str(tmp_path / "c4")]) in (0, 1)
     assert "simulated model" not in capsys.readouterr().err
+    import shutil  # r134: its lengths re-paired to other arrivals (each list checked apart) passed as the run's
+
+    shutil.copytree(tmp_path / "c1" / "sim", tmp_path / "repaired")
+    table = pd.read_parquet(tmp_path / "repaired" / "requests.parquet")
+    for c in ("prompt_tokens", "output_tokens"):
+        table[c] = table[c].to_numpy()[::-1]
+    table.to_parquet(tmp_path / "repaired" / "requests.parquet")
+    assert main(["compare", str(run), str(tmp_path / "repaired"), "--out", str(tmp_path / "c5")]) == 2
+    assert "simulated other requests at the run's arrival times: its request 1" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not LAYERS.is_dir(), reason=f"layer profiles not found at {LAYERS}")
