@@ -375,6 +375,9 @@ def plot_comparison(run: RealRun, sim_requests: pd.DataFrame, sim_itls: np.ndarr
     return paths
 
 
+REPEAT_SPAN = 0.1  # repeats of one workload send it over arrival spans within 10% of each other
+
+
 def _check_repeats(real_paths: list[str], runs: list) -> None:
     """Several runs are repeats of one deployment and one workload, each given once; their differences are spread."""
     first = runs[0]
@@ -392,11 +395,16 @@ def _check_repeats(real_paths: list[str], runs: list) -> None:
             shown = ", ".join(theirs[:6]) + (f" and {len(theirs) - 6} more" if len(theirs) > 6 else "")
             raise ConfigError(str(r.path), f"not a repeat of {first.path}: it records other settings "
                                            f"({shown}); its differences would count as spread")
-    for r in runs[1:]:  # repeats of one workload: the same requests
+    span = lambda r: max(s.arrival_time for s in r.specs) - min(s.arrival_time for s in r.specs)  # noqa: E731
+    for r in runs[1:]:  # repeats of one workload: the same requests, sent at the same rate
         if [(s.prompt_tokens, s.output_tokens) for s in r.specs] != \
                 [(s.prompt_tokens, s.output_tokens) for s in first.specs]:
             raise ConfigError(str(r.path), f"not a repeat of {first.path}: its requests differ (count, prompt or "
                                            f"output lengths); compare one workload's repeats at a time")
+        if abs(span(r) - span(first)) > REPEAT_SPAN * max(span(first), 1e-3):  # r134: 4x slower was a "repeat"
+            raise ConfigError(str(r.path), f"not a repeat of {first.path}: its requests arrive over {span(r):.1f} s, "
+                                           f"the first run's over {span(first):.1f} s (another request rate is "
+                                           f"another workload; repeats differ by their clients' jitter)")
     for p, r in zip(real_paths, runs):  # a copy of a run is no repeat either: its spread would be 0
         if (digest := r.content) is not None:
             if digest in contents:

@@ -212,6 +212,18 @@ def test_repeats_must_be_one_deployment_given_once(tmp_path, capsys):
             compare_runs([folders[0], other], None, None, DEPLOY, 0.05, tmp_path / "o")
     with pytest.raises(ConfigError, match="given twice"):
         compare_runs([folders[0], folders[0]], None, None, DEPLOY, 0.05, tmp_path / "o")
+    slow = tmp_path / "slow"  # r134: the same requests sent at a quarter of the rate were a "repeat" (spread 1.0)
+    slow.mkdir()
+    rows = [json.loads(line) for line in (tmp_path / "a" / "requests.jsonl").read_text().splitlines()]
+    first = min(r["queued_ts"] for r in rows)
+    for r in rows:
+        shift = 3 * (r["queued_ts"] - first)
+        for key in ("queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts"):
+            r[key] += shift
+    (slow / "requests.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (slow / "meta.json").write_text((tmp_path / "a" / "meta.json").read_text())
+    with pytest.raises(ConfigError, match=r"not a repeat of .*its requests arrive over .* \(another request rate"):
+        compare_runs([folders[0], str(slow)], None, None, DEPLOY, 0.05, tmp_path / "o")
 
 
 def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys, monkeypatch):
