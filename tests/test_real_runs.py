@@ -482,6 +482,9 @@ def test_a_run_named_by_its_records_file_is_the_same_run(tmp_path, capsys):
         fit_serving([runs[0]], [runs[2]], None, ["hardware.gpu=rtx-pro-6000"])
     copy = tmp_path / "copy"  # and a copy under another path: its "held-out" error was the training error (round 72)
     shutil.copytree(root, copy)
+    for twice in (runs[2], read_run(copy)):  # r134: fitted on twice, its requests and error points counted twice
+        with pytest.raises(ConfigError, match="fitted twice .*give each run once"):
+            fit_serving([runs[0], twice], [], None, ["hardware.gpu=rtx-pro-6000"])
     with pytest.raises(ConfigError, match="of its .* requests are .* as measured .*which is fitted on"):
         fit_serving([runs[0]], [read_run(copy)], None, ["hardware.gpu=rtx-pro-6000"])
     records = copy / "vllm" / "requests.jsonl"  # and edited: a newline added, then cut to its first 150 (round 73)
