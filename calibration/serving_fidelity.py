@@ -103,6 +103,20 @@ def run_table(run: RealRun, sims: dict) -> pd.DataFrame:
     return base.assign(run=run.name)[["run"] + list(base.columns)]
 
 
+def _check_not_fitted_on(profile, run) -> None:
+    """A profile fitted (calibrate fit) to a run has only an in-sample error on it: validating it there called that
+    error out of sample, and bands.yaml "none of them fitted to" (r134). Known by the records' digest, else by
+    the path the fit was given."""
+    fitted = profile.fitted or {}
+    digest = run.content
+    names = {Path(p).resolve() for p in fitted.get("runs") or [] if isinstance(p, str)}
+    mine = {Path(run.path).resolve(), Path(run.records or run.path).resolve()}
+    if (digest is not None and digest in (fitted.get("run_records") or [])) or names & mine:
+        raise ConfigError("profile", f"{profile.name} was fitted to {run.path} (its fitted.runs): its error there "
+                                     f"is in sample; validate serving reports the error on runs a profile was not "
+                                     f"fitted to")
+
+
 def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None = None,
                      command: list[str] | None = None, leave_one_out: bool = False,
                      terms: list[str] | None = None, max_evals: int = 40) -> tuple[pd.DataFrame, list[dict]]:
@@ -126,6 +140,7 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
             rs, result = simulate_run(run, None, sets)
         except ConfigError as exc:  # which run the settings do not fit (r129: named none)
             raise ConfigError(exc.field, f"{exc.message} (run {run.name})") from None
+        _check_not_fitted_on(rs.profile, run)
         sims = {"sim": result}
         if rs.profile.overhead is not None:  # what the overhead terms are worth: the same run on kernel time alone
             inline = rs.profile.model_dump(mode="json") | {"overhead": None}  # the profile the run used, --set or not

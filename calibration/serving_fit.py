@@ -219,7 +219,9 @@ def _describe_fit(fitted: dict, rs0, train: list[RealRun], held_out: list[RealRu
         "shape_range": shape,
         "fitted": {"method": "Nelder-Mead on simulated TTFT/TPOT/ITL/E2EL/prefill quantiles (p50, p90, p99)",
                    "terms": best, "start": start, "evaluations": evaluations,
-                   "runs": [str(r.path) for r in train], "held_out_runs": [str(r.path) for r in held_out]},
+                   "runs": [str(r.path) for r in train], "held_out_runs": [str(r.path) for r in held_out],
+                   # what the runs' records hold (sha256): a run fitted on is known under any name or copy
+                   "run_records": [d for r in train if (d := r.content) is not None]},
     })
     if not fitted.get("device") or fitted["device"] in ("from-scenario", "any"):
         fitted["device"] = getattr(rs0.hardware, "name", None) or rs0.scenario.hardware.gpu

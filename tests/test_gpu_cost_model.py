@@ -787,3 +787,25 @@ def test_a_layer_latency_past_any_kernel_is_refused(tmp_path):
     bad.write_text("\n".join([header, first.rsplit(",", 1)[0] + ",1e300", *rest]) + "\n")
     with pytest.raises(ConfigError, match=re.escape("row 2: latency(ns) 1e+300, more than 1e12 ns")):
         _read_layers(bad)
+
+
+@needs_serving
+def test_round_134_validate_serving_refuses_a_profile_fitted_to_the_run(tmp_path, capsys):
+    """A profile fitted (calibrate fit) to the very run validate serving replays was reported as its out-of-sample
+    error, bands.yaml saying "none of them fitted to"; a copy of the run under another root too."""
+    import shutil
+
+    from servesim.simulator.cli import main
+
+    run = _first_requests_of(tmp_path)
+    profile = tmp_path / "fitted.yaml"
+    assert main(["calibrate", "fit", str(run), "--gpu", "rtx-pro-6000", "--max-evals", "7", "--terms",
+                 "gpu_per_layer_us,memory_scale", "--out", str(profile)]) == 0
+    copy = tmp_path / "copy" / "RTXPRO6000" / "Llama-3.1-8B"
+    shutil.copytree(run, copy)
+    for root in (tmp_path / "runs", tmp_path / "copy"):
+        capsys.readouterr()
+        assert main(["validate", "serving", "--data", str(root), "--set", f"profile={profile}",
+                     "--out", str(tmp_path / f"v-{root.name}")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("servesim: error: profile: ") and "its error there is in sample" in err
