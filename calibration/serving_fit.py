@@ -94,18 +94,32 @@ def _errors(real: dict, sim: dict) -> np.ndarray:
     return np.array(out, dtype=float)
 
 
+def _coefficient(p: dict, c: str) -> float | None:
+    """A starting profile's coefficient, a roofline's default where it leaves one out (None: a linear one's)."""
+    from servesim.simulator.cost_model import RooflineCoefficients
+
+    given = (p.get("coefficients") or {}).get(c)
+    if given is None and p["cost_model"] == "roofline":
+        return RooflineCoefficients().model_dump().get(c)
+    return given
+
+
+def _moves(term: str, p: dict, tp: int) -> bool:
+    """Whether a scale changes a starting profile's step times: some coefficient of its group is there and not
+    0 (all-reduce latency only under tensor parallelism)."""
+    return any(_coefficient(p, c) and (c != "allreduce_latency_us" or tp > 1) for c in SCALES[term][p["cost_model"]])
+
+
 def apply_terms(profile: dict, terms: dict) -> dict:
-    """The starting profile with the terms applied (scales multiply their coefficient groups)."""
+    """The starting profile with the terms applied (scales multiply their coefficient groups, a roofline's
+    defaults where it leaves them out)."""
     p = json.loads(json.dumps(profile))
     kind = p["cost_model"]
     for name, value in terms.items():
         if name in SCALES:
             for c in SCALES[name].get(kind, []):
-                if c in p["coefficients"]:
-                    p["coefficients"][c] = p["coefficients"][c] / value if c.endswith("efficiency") \
-                        else p["coefficients"][c] * value
-                elif kind == "roofline" and c.endswith("efficiency"):  # the roofline's own defaults
-                    p["coefficients"][c] = {"memory_efficiency": 0.8, "compute_efficiency": 0.6}[c] / value
+                if (v := _coefficient(p, c)) is not None:
+                    p["coefficients"][c] = v / value if c.endswith("efficiency") else v * value
         else:
             p["overhead"] = (p.get("overhead") or {}) | {name: value}
     return p
@@ -274,11 +288,13 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
         if p.get("overhead") is None and any(t in OVERHEAD_TERMS for t in terms):
             p["overhead"] = {}
     inert = [t for t in terms if t in SCALES and not any(
-        p["cost_model"] == "roofline" or set(SCALES[t]["linear"]) & set(p.get("coefficients") or {}) for p in starts)]
-    if inert:  # a scale of coefficients no starting profile has moves nothing: the fit would report it unapplied
+        _moves(t, p, rs.scenario.engine.tensor_parallel_size) for p, rs in zip(starts, resolved))]
+    if inert:  # a scale of coefficients no starting profile has (or has at 0) moves nothing: the fit would
+        # report it unapplied (r134: fixed_scale on a roofline whose step overhead is 0, at TP 1)
+        kind = rs0.profile.cost_model
         what = f"{', '.join(inert)} multipl{'ies' if len(inert) == 1 else 'y'} coefficients profile " \
-               f"{rs0.profile.name} does not have (" + "; ".join(f"{t}: {', '.join(SCALES[t]['linear'])}"
-                                                               for t in inert) + ")"
+               f"{rs0.profile.name} does not have or has at 0 (" + "; ".join(
+                   f"{t}: {', '.join(SCALES[t][kind])}" for t in inert) + ")"
         if given_terms:
             raise ConfigError("--terms", what)
         say_once([f"servesim: warning: {what}: left out of the fit"])

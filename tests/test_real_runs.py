@@ -975,6 +975,13 @@ def test_a_fit_term_that_scales_nothing_in_the_profile_is_refused_or_left_out(tm
     assert main(["calibrate", "fit", str(tmp_path), "--max-evals", "7", "--out", str(tmp_path / "g.yaml"), *sets]) == 0
     assert "memory_scale multiplies coefficients" in capsys.readouterr().err
     assert "memory_scale" not in (tmp_path / "g.yaml").read_text()
+    # r134: a roofline whose step overhead is 0, at TP 1 (no all-reduce): fixed_scale "fitted 1.15", applied nowhere
+    roofline = [a if a != "profile=teaching" else 'profile={"name": "r", "cost_model": "roofline", '
+                '"coefficients": {"step_overhead_ms": 0.0}}' for a in sets]
+    assert main(["calibrate", "fit", str(tmp_path), "--terms", "fixed_scale,memory_scale", "--out",
+                 str(tmp_path / "h.yaml"), *roofline]) == 2
+    assert "--terms: fixed_scale multiplies coefficients profile r does not have or has at 0" in \
+        capsys.readouterr().err
 
 
 def test_a_file_of_appended_results_is_named_as_such(tmp_path, capsys):
