@@ -556,6 +556,7 @@ def _read_bench(path: Path) -> RealRun:
         n_out = int(_number(path, where, rec, "output_lens", integer=True, minimum=1))
         ttft = _number(path, where, rec, "ttfts", minimum=0)
         start = _number(path, where, rec, "start_times")
+        latency = None
         if latencies is not None:  # round 127: a TTFT past the request's own latency was taken
             latency = _number(path, where, {"latencies": latencies[i]}, "latencies", minimum=0)
             if ttft > latency + 1e-6:
@@ -569,7 +570,7 @@ def _read_bench(path: Path) -> RealRun:
         if len(itl) > n_out - 1:  # one gap per streamed chunk after the first; a chunk holds at least one token
             _fail(path, where, f"{len(itl)} itls for {n_out} output token(s): at most one gap per token after the "
                                f"first")
-        rows.append((start, n_in, n_out, ttft, itl, where))
+        rows.append((start, n_in, n_out, ttft, itl, where, latency))
     if not rows:
         _fail(path, "", "no successful requests (every entry of errors is set)" if n else "no requests in the file")
     rows.sort(key=lambda r: r[0])
@@ -577,10 +578,13 @@ def _read_bench(path: Path) -> RealRun:
                 [r[5] for r in rows])
     t0 = rows[0][0]
     specs = [RequestSpec(i, r[0] - t0, r[1], r[2], max_tokens=r[2]) for i, r in enumerate(rows)]
-    e2el = np.array([r[3] + sum(r[4]) for r in rows])
+    streamed = np.array([r[3] + sum(r[4]) for r in rows])  # the last token's time
+    # vLLM's client takes E2EL (and TPOT from it) as the request's latency, to its stream's end, where it keeps
+    # them (r134: the last token's time was taken, a few ms short of the figures vLLM printed)
+    e2el = np.array([r[6] if r[6] is not None else streamed[i] for i, r in enumerate(rows)])
     ttft = np.array([r[3] for r in rows])
     n_out = np.array([r[2] for r in rows])
-    stamped = (n_out > 1) & (e2el == ttft)  # every token in the first chunk: no time per output token measured
+    stamped = (n_out > 1) & (streamed == ttft)  # every token in the first chunk: no time per output token measured
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where((n_out > 1) & ~stamped, (e2el - ttft) / np.maximum(n_out - 1, 1), np.nan)
     requests = _frame(specs, ttft=ttft, tpot=tpot, e2el=e2el, queue_time=np.nan, prefill=np.nan)

@@ -563,9 +563,9 @@ def test_another_block_size_keeps_the_recorded_pool_of_tokens(tmp_path, capsys):
 
 
 def test_a_fit_over_runs_of_several_gpus_says_whose_profile_it_writes(tmp_path, capsys):
-    _, result = _simulated()
     runs = []
-    for device in ("NVIDIA H100 80GB HBM3", "NVIDIA L40S"):
+    for seed, device in enumerate(("NVIDIA H100 80GB HBM3", "NVIDIA L40S")):
+        _, result = _simulated([f"seed={seed}"])  # two runs measure two sets of records (one is fitted once, r134)
         d = tmp_path / device.split()[1] / "vllm"
         d.mkdir(parents=True)
         write_lifecycle(result, d / "requests.jsonl")
@@ -1020,8 +1020,14 @@ def test_round_127_a_first_token_after_the_requests_own_latency_is_refused(tmp_p
     if "latencies" not in data:  # the writer's release keeps none: give them as 0.33's client records them
         data["latencies"] = [t + sum(g) for t, g in zip(data["ttfts"], data["itls"])]
     read_run_ok = tmp_path / "ok.json"
+    data["latencies"] = [x + 0.2 for x in data["latencies"]]  # each stream ends 0.2 s after its last token
     read_run_ok.write_text(json.dumps(data))
-    read_run(read_run_ok)
+    ok = read_run(read_run_ok).requests  # r134: E2EL and TPOT are vLLM's, from the latency, not the last token
+    order = np.argsort(data["start_times"], kind="stable")
+    latency, ttft = np.array(data["latencies"])[order], np.array(data["ttfts"])[order]
+    assert np.allclose(ok["e2el"], latency)
+    multi = ok["output_tokens"].to_numpy() > 1
+    assert np.allclose(ok["tpot"][multi], ((latency - ttft) / (ok["output_tokens"] - 1))[multi])
     data["ttfts"][2] = data["latencies"][2] + 0.5
     path.write_text(json.dumps(data))
     with pytest.raises(ConfigError, match=r"request 2: ttfts .* s is after the request's own latency"):
