@@ -129,6 +129,10 @@ class EngineSettings(Settings):
         None, min_length=1, max_length=4096, description="vLLM's: the step sizes to capture, in place of its grid; "
                                                         "those above max_num_batched_tokens are dropped, as vLLM "
                                                         "drops them")
+    v1_model_runner: bool = Field(
+        False, description="vLLM 0.33 runs its V1 model runner (suffix or custom_class drafting, parallel drafting "
+                           "but DFlash's and DSpark's, dual batch overlap; servesim vllm sets it), which rounds CUDA-"
+                           "graph capture sizes up to multiples of 1 + k under speculation, as 0.19's only runner does")
     swap_space: float = Field(4.0, ge=0, le=MAX_GIB, description="GiB of host memory for swapped-out KV blocks (vLLM V0)")
     max_num_queued_reqs: int | None = Field(
         None, ge=0, le=MAX_REQUESTS, description="reject (503) when unfinished requests + 1 exceed it, counted over "
@@ -940,22 +944,34 @@ def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, 
     VLLM_XPU_ENABLE_XPU_GRAPH=1 is set (off by default; servesim models the default)."""
     if e.enforce_eager or (hw.platform == "xpu" and e.is_0_19):
         return 0
+    # 0.19's full decode graphs (and 0.33's on its V1 model runner) round each size up to a multiple of 1 + k
+    q = decode_query_len if decode_query_len > 1 and (e.is_0_19 or e.v1_model_runner) else 1
     if e.cudagraph_capture_sizes is not None:
-        largest = max((n for n in e.cudagraph_capture_sizes if n <= tokens), default=0)
+        sizes = [n for n in e.cudagraph_capture_sizes if n <= tokens]
+        largest = max(sizes, default=0)
         if e.max_cudagraph_capture_size is not None and e.max_cudagraph_capture_size != largest:
             raise ConfigError("engine.max_cudagraph_capture_size", f"{e.max_cudagraph_capture_size} is not the "
                                                                    f"largest of cudagraph_capture_sizes within "
                                                                    f"max_num_batched_tokens ({tokens}): {largest}; "
                                                                    f"vLLM refuses them given unlike")
-        return largest
+        return _rounded_to_drafts(sizes, largest, q, "engine.cudagraph_capture_sizes") if largest else 0
     given = e.max_cudagraph_capture_size or (1024 if arch is not None and arch.hf_model_type == "gpt_oss" else None)
     ceiling = min(given or min(2 * seqs * decode_query_len, default_graph_tokens(hw, e)), tokens)
-    if e.is_0_19 and decode_query_len > 1:  # 0.19's full decode graphs round each size up to a multiple of 1 + k,
-        # dropping those past the ceiling (adjust_cudagraph_sizes_for_spec_decode)
-        q = decode_query_len
-        rounded = [-(-n // q) * q for n in _capture_grid(ceiling) if -(-n // q) * q <= ceiling]
-        return max(rounded) if rounded else (q if q <= ceiling else 0)
-    return tokens if ceiling == tokens and not e.is_0_19 else max(_capture_grid(ceiling))
+    sizes = _capture_grid(ceiling) + ([tokens] if ceiling == tokens and not e.is_0_19 else [])
+    return _rounded_to_drafts(sizes, ceiling, q, "engine.max_cudagraph_capture_size")
+
+
+def _rounded_to_drafts(sizes: list[int], largest: int, q: int, field: str) -> int:
+    """The largest capture size once each is rounded up to a multiple of q (1 + k), those past the largest dropped
+    (vLLM's adjust_cudagraph_sizes_for_spec_decode: r134, given sizes 1..30 at k = 3 kept 30, vLLM 16); none
+    left: q itself where it fits, else vLLM does not start."""
+    if q == 1:
+        return max(sizes)
+    rounded = [-(-n // q) * q for n in sizes if -(-n // q) * q <= largest]
+    if not rounded and q > largest:
+        raise ConfigError(field, f"no CUDA-graph capture size is left once rounded up to a multiple of {q} "
+                                 f"(num_speculative_tokens + 1) within the largest, {largest}: vLLM does not start")
+    return max(rounded) if rounded else q
 
 
 def sliding_window_group(arch: ModelArchitecture, layout: KVLayout) -> bool:

@@ -673,6 +673,8 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         if slots:
             settings["speculative.drafting_slots_per_seq"] = slots
     _async_scheduling(serve, version, method, spec_config, settings)
+    if version != "0.19.0" and method and _v1_model_runner(serve, method, spec_config):  # its graph sizes (r134)
+        settings["engine.v1_model_runner"] = True
     if version != "0.19.0" and (serve.get("prefill_context_parallel_size") or 1) > 1 and \
             (v1 := _v1_model_runner(serve, method, spec_config)):  # VllmConfig's V1-runner checks (round 127)
         raise ConfigError(_flag("serve", "prefill_context_parallel_size", version),

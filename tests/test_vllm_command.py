@@ -3252,6 +3252,28 @@ def test_0_19s_graphs_under_speculation_are_multiples_of_its_decode_query(k, lar
     assert rs.as_dict()["engine"]["max_cudagraph_capture_size"] == largest
 
 
+@pytest.mark.parametrize("version, method, sizes, largest", [
+    ("0.19.0", {"method": "ngram", "prompt_lookup_max": 4}, [1, 2, 4, 8, 16, 30], 16),
+    ("0.33.0", {"method": "suffix"}, [1, 2, 4, 8, 16, 30], 16),  # the V1 model runner rounds them too
+    ("0.33.0", {"method": "ngram", "prompt_lookup_max": 4}, [1, 2, 4, 8, 16, 30], 30),  # the V2 runner: as given
+    ("0.19.0", {"method": "ngram", "prompt_lookup_max": 4}, [1, 2], "no CUDA-graph capture size is left"),
+])
+def test_round_134_given_graph_sizes_round_to_the_decode_query_where_vllm_rounds_them(version, method, sizes, largest):
+    """r134: given capture sizes were kept as given under speculation: 0.19 (and 0.33 on its V1 model runner)
+    round each up to a multiple of 1 + k and drop those past the largest, so 24-token verify steps ran eager in
+    vLLM and as graphs here (TPOT 10% short); with none left vLLM does not start."""
+    from servesim.simulator.config import load, override
+
+    cmd = read([MODEL, "--speculative-config", json.dumps(method | {"num_speculative_tokens": 3}),
+                "--cudagraph-capture-sizes", *map(str, sizes)], [], version=version)
+    sets = [override(key, v) for key, v in cmd.settings.items()] + ["hardware.gpu=h100-sxm"]
+    if isinstance(largest, str):
+        with pytest.raises(ConfigError, match=largest):
+            load(None, sets)
+    else:
+        assert load(None, sets).cost_model._graph_tokens == largest
+
+
 def test_a_block_a_multiple_of_the_backends_kernel_block_is_taken(capsys):
     """r122: FlashInfer's 48 (three of its 16-token kernel blocks) and FlashMLA's 128 were refused; vLLM takes a
     multiple of a kernel block size (supports_block_size)."""
