@@ -236,6 +236,8 @@ class Replica:
                 yield env.at(t)
                 used_after, finished = apply_decode_run(sched, len(ends), step, t)
                 log.add_decode_run(now, ends, batch, waiting, used_after, ctx)
+                if finished:
+                    log.left(len(sched.running), kv.num_used_blocks)
                 step += len(ends)
                 for r in finished:
                     self.front_end.finished(r, t)
@@ -260,6 +262,8 @@ class Replica:
                 finished = sched.update_from_output(out, step, t)
                 log.add_step(now, t, out.shape, out.num_running, out.num_waiting, used, len(out.preempted),
                              out.swapped_blocks, out.spec_drafts, out.spec_accepted, out.spec_discarded)
+                if finished or out.handed_off:
+                    log.left(len(sched.running), kv.num_used_blocks)
                 step += 1
                 for r in out.handed_off:
                     self.hand_off(r, t)

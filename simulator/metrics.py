@@ -390,6 +390,8 @@ class RunResult:
     warnings: list = field(default_factory=list)  # what the run said once it ended (engine.run_warnings)
     speculation: list = field(default_factory=list)  # per engine, its spec-decode counters (speculation.counters)
     discarded_tokens: dict = field(default_factory=dict)  # step (all replicas' order) -> accepted tokens trimmed
+    # step (all replicas' order) -> (running, KV usage) once its finished requests left, where any did (StepLog.after)
+    step_after: dict = field(default_factory=dict)
     measured: np.ndarray | None = None  # the requests a warm-up or cool-down window leaves measured (None: all)
     _itls: np.ndarray | None = None
     _itl_distribution: tuple | None = None
@@ -505,6 +507,8 @@ class RunResult:
         result.speculation = speculation or []
         result.discarded_tokens = {int(offsets[i]) + step: n for i, log in enumerate(logs)
                                    for step, n in log.discarded_tokens.items()}
+        result.step_after = {int(offsets[i]) + step: (running, used / usable_blocks[i]) for i, log in enumerate(logs)
+                             for step, (running, used) in log.after.items()}
         prefill_only = rs.scenario.cluster.prefill_replicas  # the first replicas, when disaggregated
         result.summary = result._summarize(finished, sim_end, len(logs), prefill_only, (itl_values, itl_counts),
                                            measured)

@@ -36,6 +36,9 @@ class StepLog:
         # step -> accepted draft tokens past a request's stop (rare: a request's last step), which vLLM trims:
         # a step generated its token-steps plus spec_accepted less these
         self.discarded_tokens: dict[int, int] = {}
+        # step -> (requests running, KV blocks in use) once the step's finished and handed-off requests have left:
+        # what vLLM's scheduler stats report for it (taken after update_from_output); only steps someone left
+        self.after: dict[int, tuple[int, int]] = {}
 
     def add_step(self, start: float, end: float, shape: BatchShape, running: int, waiting: int,
                  used_blocks: int, preempted: int, swapped_blocks: int = 0, drafts: int = 0, accepted: int = 0,
@@ -47,6 +50,10 @@ class StepLog:
         a[4](shape.decode_seqs); a[5](running); a[6](waiting); a[7](used_blocks); a[8](preempted)
         a[9](shape.num_seqs); a[10](shape.prefill_attention_pairs); a[11](shape.decode_context_tokens)
         a[12](swapped_blocks); a[13](drafts); a[14](accepted)
+
+    def left(self, running: int, used_blocks: int) -> None:
+        """Requests left the last step (finished or handed off): the state vLLM's stats report after it."""
+        self.after[len(self) - 1] = (running, used_blocks)
 
     def add_decode_run(self, start: float, ends: list[float], batch: int, waiting: int, used_after: list[int],
                        context_tokens: int) -> None:

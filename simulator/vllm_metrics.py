@@ -109,10 +109,13 @@ def timeline(result, tokens: dict | None = None) -> "pd.DataFrame":
 
     steps = result.step_columns
     tokens = tokens if tokens is not None else _step_tokens(result)
+    running, usage = np.array(steps["num_running"][:]), np.array(steps["kv_usage"][:], dtype=float)
+    for step, (n, used) in result.step_after.items():  # vLLM's stats are taken once the step's finishers left
+        running[step], usage[step] = n, used
     t = pd.DataFrame({"time": steps["end"][:], "engine": steps["replica"][:],
-                      "vllm:num_requests_running": steps["num_running"][:],
+                      "vllm:num_requests_running": running,
                       "vllm:num_requests_waiting": steps["num_waiting"][:],
-                      "vllm:kv_cache_usage_perc": steps["kv_usage"][:],
+                      "vllm:kv_cache_usage_perc": usage,
                       "preempted": steps["num_preempted"][:], "prompt": tokens["prompt"],
                       "generated": tokens["generated"]})
     t = t.sort_values(["time", "engine"], kind="stable").reset_index(drop=True)
