@@ -554,3 +554,20 @@ def test_round_133_what_vllm_replicates_over_the_tp_group_is_whole_on_each_gpu()
     assert (ds.weight_bytes_per_gpu(8) - counted_before) / 2**30 == pytest.approx(0.94, abs=0.01)
     dense_model = load_model("llama-3.1-8b")
     assert dense_model.weight_bytes_per_gpu(4) == dense_model.weight_bytes / 4  # nothing replicated
+
+
+def test_round_135_sequence_parallel_moe_keeps_the_shared_experts_whole():
+    """vLLM builds DeepSeek's and Llama 4's shared experts with disable_tp under sequence-parallel MoE (expert
+    parallelism, TP > 1 and DP > 1, its default all2all backend): servesim split them over TP, so Llama-4-Scout at
+    -tp 2 -dp 2 -ep counted 56.1 GiB a GPU where vLLM holds 61.8 (its KV pool some 40% smaller on an H100)."""
+    from servesim.simulator.model_arch import load_model
+
+    scout = load_model("llama-4-scout")
+    shared = 48 * 3 * 5120 * 8192 * 2  # one shared expert of 8,192 per MoE layer, bf16
+    assert scout.shared_expert_bytes(True) == shared and scout.shared_expert_bytes(False) == 0
+    split = scout.dense_weight_bytes_per_gpu(2) + scout.expert_weight_bytes / 4
+    assert scout.weight_bytes_per_gpu(2, 4) == pytest.approx(split + shared / 2)  # TP 2 x DP 2, EP over 4
+    assert scout.weight_bytes_per_gpu(2, 4) / 2**30 == pytest.approx(61.75, abs=0.01)
+    assert scout.weight_bytes_per_gpu(2, 2) == pytest.approx(split + scout.expert_weight_bytes / 4)  # DP 1: split
+    assert scout.weight_bytes_per_gpu(1, 2) == pytest.approx(scout.dense_weight_bytes_per_gpu(1)
+                                                              + scout.expert_weight_bytes / 2)  # TP 1: whole anyway
