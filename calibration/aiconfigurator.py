@@ -73,12 +73,14 @@ MOE_KERNELS = {"bf16": (("bfloat16",), _BF16_MOE), "fp16": (("bfloat16",), _BF16
                                             "vllm_gptossmxfp4moe_marlin_marlinexperts",
                                             "vllm_xpu_moe_mxfp4")),
                # ModelOpt NVFP4 experts, in vLLM 0.33's order (fused_moe/oracle/nvfp4.py): FlashInfer's TRT-LLM
-               # kernel where the GPU runs it (B200, GB200, B300, GB300), else FlashInfer's CUTLASS (RTX PRO 6000)
+               # kernels where the GPU runs them (B200, GB200, B300, GB300), else FlashInfer's CUTLASS (RTX PRO 6000).
+               # (vLLM runs the modular TRT-LLM kernel under DP/EP all2all or EPLB; a shape the tables time with the
+               # monolithic one only is priced with it there)
                "nvfp4": (("nvfp4",), ("vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_"
                                       "trtllmnvfp4expertsmonolithic",
-                                      "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_cutlass_flashinferexperts",
                                       "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_trtllm_"
-                                      "trtllmnvfp4expertsmodular"))}
+                                      "trtllmnvfp4expertsmodular",
+                                      "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_cutlass_flashinferexperts"))}
 MOE_ROUTING = DEFAULT_ROUTING  # real routers are skewed; the tables measure balanced, 1.01 and 1.2 (moe.routing)
 # DeepSeek's latent attention, one layer's whole vLLM module (projections, rotary, the MLA kernel, o_proj; the
 # decode path's absorbed BMMs): prefill by batch x input length, decode by batch x KV length (`step`), per GPU heads

@@ -129,10 +129,13 @@ class EngineSettings(Settings):
         None, min_length=1, max_length=4096, description="vLLM's: the step sizes to capture, in place of its grid; "
                                                         "those above max_num_batched_tokens are dropped, as vLLM "
                                                         "drops them")
-    v1_model_runner: bool = Field(
-        False, description="vLLM 0.33 runs its V1 model runner (suffix or custom_class drafting, parallel drafting "
-                           "but DFlash's and DSpark's, dual batch overlap; servesim vllm sets it), which rounds CUDA-"
-                           "graph capture sizes up to multiples of 1 + k under speculation, as 0.19's only runner does")
+    graph_sizes_round_to_drafts: bool | None = Field(
+        None, description="under speculation vLLM rounds CUDA-graph capture sizes up to multiples of 1 + k, those "
+                          "past the largest dropped, where its decode graphs are full: 0.19 with a separate decode "
+                          "routine (FULL_AND_PIECEWISE, its default, or FULL_DECODE_ONLY), 0.33 on its V1 model "
+                          "runner only (suffix or custom_class drafting, parallel drafting but DFlash's and "
+                          "DSpark's, a heterogeneous-vocabulary draft model, dual batch overlap). None: the "
+                          "release's default (0.19 yes, 0.33 no); servesim vllm sets it from the line")
     swap_space: float = Field(4.0, ge=0, le=MAX_GIB, description="GiB of host memory for swapped-out KV blocks (vLLM V0)")
     max_num_queued_reqs: int | None = Field(
         None, ge=0, le=MAX_REQUESTS, description="reject (503) when unfinished requests + 1 exceed it, counted over "
@@ -945,7 +948,8 @@ def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, 
     if e.enforce_eager or (hw.platform == "xpu" and e.is_0_19):
         return 0
     # 0.19's full decode graphs (and 0.33's on its V1 model runner) round each size up to a multiple of 1 + k
-    q = decode_query_len if decode_query_len > 1 and (e.is_0_19 or e.v1_model_runner) else 1
+    rounds = e.is_0_19 if e.graph_sizes_round_to_drafts is None else e.graph_sizes_round_to_drafts
+    q = decode_query_len if decode_query_len > 1 and rounds else 1
     if e.cudagraph_capture_sizes is not None:
         sizes = [n for n in e.cudagraph_capture_sizes if n <= tokens]
         largest = max(sizes, default=0)
@@ -958,7 +962,8 @@ def largest_cuda_graph(e: EngineSettings, hw: Hardware, seqs: int, tokens: int, 
     given = e.max_cudagraph_capture_size or (1024 if arch is not None and arch.hf_model_type == "gpt_oss" else None)
     ceiling = min(given or min(2 * seqs * decode_query_len, default_graph_tokens(hw, e)), tokens)
     sizes = _capture_grid(ceiling) + ([tokens] if ceiling == tokens and not e.is_0_19 else [])
-    return _rounded_to_drafts(sizes, ceiling, q, "engine.max_cudagraph_capture_size")
+    return _rounded_to_drafts(sizes, max(sizes), q, "engine.max_cudagraph_capture_size")  # past the list's top
+    # (vLLM's final largest size, not the ceiling: r135, 290 where vLLM keeps 275)
 
 
 def _rounded_to_drafts(sizes: list[int], largest: int, q: int, field: str) -> int:
@@ -1300,7 +1305,7 @@ def _drafting_limits(e: EngineSettings, sp: SpeculativeSettings, tokens: int, se
         room, kept = step, f"{per} slots for each of max_num_seqs ({seqs})"
     else:  # 0.33 takes a request's slots beside its tokens from its input budget, the scheduled tokens' apart
         room, kept = min(step, tokens - per), f"{per} slots beside each request's tokens"
-    if per and (room < 0 or room == 0 and not e.is_0_19 or room < max_model_len and not e.enable_chunked_prefill):
+    if per and (room < 0 or room == 0 and not e.is_0_19 or room < max_model_len - 1 and not e.enable_chunked_prefill):
         raise ConfigError("speculative.drafting_slots_per_seq",
                           f"the drafter's {kept} leave {max(room, 0)} of the {tokens}-token budget for a request: "
                           f"vLLM {e.vllm_defaults} would "

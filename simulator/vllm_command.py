@@ -673,8 +673,12 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         if slots:
             settings["speculative.drafting_slots_per_seq"] = slots
     _async_scheduling(serve, version, method, spec_config, settings)
-    if version != "0.19.0" and method and _v1_model_runner(serve, method, spec_config):  # its graph sizes (r134)
-        settings["engine.v1_model_runner"] = True
+    if method:  # which releases and graph modes round the capture sizes to 1 + k (r134, r135)
+        mode = _graph_mode(serve, version, arch)
+        rounds = mode in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY") if version == "0.19.0" else \
+            mode in ("FULL", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY") and bool(_v1_model_runner(serve, method, spec_config))
+        if rounds != (version == "0.19.0"):
+            settings["engine.graph_sizes_round_to_drafts"] = rounds
     if version != "0.19.0" and (serve.get("prefill_context_parallel_size") or 1) > 1 and \
             (v1 := _v1_model_runner(serve, method, spec_config)):  # VllmConfig's V1-runner checks (round 127)
         raise ConfigError(_flag("serve", "prefill_context_parallel_size", version),
@@ -988,6 +992,8 @@ def _v1_model_runner(serve: dict, method: str | None, config: dict) -> str | Non
         return f"{method} speculative decoding"
     if config.get("parallel_drafting") and method not in ("dflash", "dspark"):
         return "parallel drafting"
+    if method == "draft_model" and config.get("use_heterogeneous_vocab"):
+        return "a heterogeneous-vocabulary draft model"
     if _microbatches(serve) > 1:
         return "dual batch overlap"  # a feature only the V1 model runner has
     return None

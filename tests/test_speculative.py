@@ -180,3 +180,16 @@ def test_0_33_draft_slots_take_the_input_budget_not_the_scheduled_tokens(run, sc
         assert (tokens[:40] == 1024).all()  # the prompts' chunks fill the scheduled-token budget
     else:
         assert (tokens + seqs).max() == 1024  # tokens and slots within the one budget, which binds
+
+
+def test_round_135_a_draft_model_beside_whole_prompts_fits_every_prompt_vllm_takes():
+    """0.33 defaults the budget to max_model_len with chunked prefill off; its draft model's slot leaves
+    max_model_len - 1, which holds every prompt vLLM accepts (at most max_model_len - 1 tokens): the line was
+    refused as 'would never start a prompt longer than that'."""
+    sets = ["speculative.method=fixed", "speculative.drafting_slots_per_seq=1", "engine.enable_chunked_prefill=false",
+            "engine.max_model_len=4096", "engine.max_num_batched_tokens=4096", "profile=roofline"]
+    r = simulate(load(None, sets + ["workload.num_requests=3", "workload.prompt_tokens={dist: fixed, value: 4095}",
+                                    "workload.output_tokens={dist: fixed, value: 1}"]))
+    assert r.summary["completed"] == 3
+    with pytest.raises(ConfigError, match="leave 4094 of the 4096-token budget"):
+        load(None, [s.replace("per_seq=1", "per_seq=2") for s in sets])  # two slots: a 4,095-token prompt waits

@@ -3252,20 +3252,33 @@ def test_0_19s_graphs_under_speculation_are_multiples_of_its_decode_query(k, lar
     assert rs.as_dict()["engine"]["max_cudagraph_capture_size"] == largest
 
 
-@pytest.mark.parametrize("version, method, sizes, largest", [
-    ("0.19.0", {"method": "ngram", "prompt_lookup_max": 4}, [1, 2, 4, 8, 16, 30], 16),
-    ("0.33.0", {"method": "suffix"}, [1, 2, 4, 8, 16, 30], 16),  # the V1 model runner rounds them too
-    ("0.33.0", {"method": "ngram", "prompt_lookup_max": 4}, [1, 2, 4, 8, 16, 30], 30),  # the V2 runner: as given
-    ("0.19.0", {"method": "ngram", "prompt_lookup_max": 4}, [1, 2], "no CUDA-graph capture size is left"),
+NGRAM = {"method": "ngram", "prompt_lookup_max": 4}
+
+
+@pytest.mark.parametrize("version, method, flags, largest", [
+    ("0.19.0", NGRAM, ["--cudagraph-capture-sizes", "1", "2", "4", "8", "16", "30"], 16),
+    ("0.33.0", {"method": "suffix"}, ["--cudagraph-capture-sizes", "1", "2", "4", "8", "16", "30"], 16),  # V1 runner
+    ("0.33.0", NGRAM, ["--cudagraph-capture-sizes", "1", "2", "4", "8", "16", "30"], 30),  # the V2 runner: as given
+    ("0.19.0", NGRAM, ["--cudagraph-capture-sizes", "1", "2"], "no CUDA-graph capture size is left"),
+    # r135: past the grid's top (288), not its ceiling (300): 275, not 290; a largest of 7 at k = 6 leaves none
+    ("0.19.0", NGRAM | {"num_speculative_tokens": 4}, ["--max-num-seqs", "30"], 275),
+    ("0.19.0", NGRAM | {"num_speculative_tokens": 6}, ["--max-cudagraph-capture-size", "7"], "is left once rounded"),
+    # r135: only where decode graphs are full (0.19: with a separate decode routine), and a heterogeneous-vocabulary
+    # draft model runs 0.33's V1 model runner
+    ("0.19.0", NGRAM, ["-cc", json.dumps({"cudagraph_mode": "PIECEWISE", "cudagraph_capture_sizes": [1, 2, 3, 5, 10]})],
+     10),
+    ("0.19.0", NGRAM, ["-cc", json.dumps({"cudagraph_mode": "FULL", "cudagraph_capture_sizes": [1, 2, 3, 5, 10]})], 10),
+    ("0.33.0", {"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", "use_heterogeneous_vocab": True,
+                "draft_sample_method": "greedy"}, ["--cudagraph-capture-sizes", "1", "2", "4", "8", "16", "30"], 16),
 ])
-def test_round_134_given_graph_sizes_round_to_the_decode_query_where_vllm_rounds_them(version, method, sizes, largest):
+def test_round_134_given_graph_sizes_round_to_the_decode_query_where_vllm_rounds_them(version, method, flags, largest):
     """r134: given capture sizes were kept as given under speculation: 0.19 (and 0.33 on its V1 model runner)
     round each up to a multiple of 1 + k and drop those past the largest, so 24-token verify steps ran eager in
     vLLM and as graphs here (TPOT 10% short); with none left vLLM does not start."""
     from servesim.simulator.config import load, override
 
-    cmd = read([MODEL, "--speculative-config", json.dumps(method | {"num_speculative_tokens": 3}),
-                "--cudagraph-capture-sizes", *map(str, sizes)], [], version=version)
+    cmd = read([MODEL, "--speculative-config", json.dumps({"num_speculative_tokens": 3} | method), *flags], [],
+               version=version)
     sets = [override(key, v) for key, v in cmd.settings.items()] + ["hardware.gpu=h100-sxm"]
     if isinstance(largest, str):
         with pytest.raises(ConfigError, match=largest):
