@@ -375,7 +375,7 @@ def plot_comparison(run: RealRun, sim_requests: pd.DataFrame, sim_itls: np.ndarr
     return paths
 
 
-REPEAT_SPAN = 0.1  # repeats of one workload send it over arrival spans within 10% of each other
+REPEAT_SPAN = 0.1  # open-loop repeats of one workload send it over arrival spans within 10% of each other
 
 
 def _check_repeats(real_paths: list[str], runs: list) -> None:
@@ -401,7 +401,13 @@ def _check_repeats(real_paths: list[str], runs: list) -> None:
                 [(s.prompt_tokens, s.output_tokens) for s in first.specs]:
             raise ConfigError(str(r.path), f"not a repeat of {first.path}: its requests differ (count, prompt or "
                                            f"output lengths); compare one workload's repeats at a time")
-        if abs(span(r) - span(first)) > REPEAT_SPAN * max(span(first), 1e-3):  # r134: 4x slower was a "repeat"
+        for key in ("request_rate", "max_concurrency", "burstiness"):  # the client's settings, where recorded
+            if key in r.meta and key in first.meta and str(r.meta[key]) != str(first.meta[key]):
+                raise ConfigError(str(r.path), f"not a repeat of {first.path}: its client sent it at {key} "
+                                               f"{r.meta[key]}, the first run's {first.meta[key]} (another workload)")
+        closed = any(str(x.meta.get("max_concurrency")) not in ("None", "0") for x in (r, first))
+        if not closed and abs(span(r) - span(first)) > REPEAT_SPAN * max(span(first), 1e-3):  # r134: 4x slower
+            # was a "repeat"; a closed loop's span is its server's speed (r135: refused real repeats)
             raise ConfigError(str(r.path), f"not a repeat of {first.path}: its requests arrive over {span(r):.1f} s, "
                                            f"the first run's over {span(first):.1f} s (another request rate is "
                                            f"another workload; repeats differ by their clients' jitter)")

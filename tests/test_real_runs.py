@@ -224,6 +224,17 @@ def test_repeats_must_be_one_deployment_given_once(tmp_path, capsys):
     (slow / "meta.json").write_text((tmp_path / "a" / "meta.json").read_text())
     with pytest.raises(ConfigError, match=r"not a repeat of .*its requests arrive over .* \(another request rate"):
         compare_runs([folders[0], str(slow)], None, None, DEPLOY, 0.05, tmp_path / "o")
+    # r135: a closed loop's arrivals follow its server: a repeat 17% slower is a repeat; its client settings decide
+    closed = []
+    for name, stretch, rate in (("c1", 1.0, "inf"), ("c2", 1.17, "inf"), ("c3", 1.0, 4.0)):
+        data = json.loads(write_bench(result, tmp_path / f"{name}.json").read_text())
+        data["start_times"] = [1000 + (t - 1000) * stretch for t in data["start_times"]]
+        data |= {"max_concurrency": 8, "request_rate": rate}
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+        closed.append(str(tmp_path / f"{name}.json"))
+    compare_runs(closed[:2], None, None, DEPLOY, 0.05, tmp_path / "o2")
+    with pytest.raises(ConfigError, match="its client sent it at request_rate 4.0, the first run's inf"):
+        compare_runs([closed[0], closed[2]], None, None, DEPLOY, 0.05, tmp_path / "o3")
 
 
 def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys, monkeypatch):
