@@ -48,6 +48,7 @@ LENGTH_ALIASES = {"prompt": ("input_toks", "prompt_tokens", "input_length"),
 BENCH_ARRAYS = ["input_lens", "output_lens", "ttfts", "itls", "start_times"]
 PER_REQUEST = ("lifecycle", "vllm-bench")  # the formats with per-request times (a step log has step times)
 MAX_INT = 2 ** 40  # token counts beyond this are damage, not measurements
+COPY_JITTER = 0.005  # a run whose every latency lies this close to another's (times one factor) is a copy of it
 VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, where a run does not record its own
 
 
@@ -71,32 +72,44 @@ class RealRun:
         return str((self.records or self.path).resolve())
 
     def measured_requests(self) -> set:
-        """Each request as measured (lengths, time to first token and end-to-end latency to 3 significant
-        figures; not its arrival, which is counted from the run's first): a run whose requests these are is this
-        run's records, however its file was edited, shifted, cut or its times scaled by a hair; a repeat of its
-        workload measures other latencies."""
+        """Each request as measured (time to first token and end-to-end latency to 3 significant figures; not its
+        lengths, which an edit changes (r135: each prompt one token longer passed), nor its arrival, counted from
+        the run's first): a run whose requests these are is this run's records, however its file was edited,
+        shifted, cut or reformatted; a repeat of its workload measures other latencies."""
+        return set(self.measured_pairs())
+
+    def measured_pairs(self) -> list:
+        """measured_requests, one a request (a request measured twice alike counts twice)."""
         if self.requests is None:
-            return set()
+            return []
         r = self.requests
-        return set(zip(r["prompt_tokens"], r["output_tokens"], *(_figures(r[c]) for c in ("ttft", "e2el"))))
+        return list(zip(*(_figures(r[c]) for c in ("ttft", "e2el"))))
+
+    @property
+    def latency_digest(self) -> str | None:
+        """A digest of measured_requests: the same for any copy of the run's records however written (spacing,
+        key order, line ends, names), kept in a fitted profile (fitted.run_latencies)."""
+        if self.requests is None:
+            return None
+        return hashlib.sha256(repr(sorted(self.measured_requests())).encode()).hexdigest()
 
     def scaled_copy_of(self, other: "RealRun") -> float | None:
-        """The one factor this run's latencies are other's by, request by request in arrival order, where its
-        requests' lengths are other's in that order: a copy with its times scaled (r134: 1.006 passed the 3-figure
-        test as unseen). A repeat's latencies vary request by request by far more than 0.1%. None: not such a copy."""
+        """The factor this run's latencies are other's by, request by request in arrival order (a run of as many
+        requests), where nine in ten requests' TTFT and E2E latency lie within 0.5% of it: a copy with its times
+        scaled (r134: x1.006 passed the 3-figure test) or jittered by a hair (r135: each within +-0.5%). A repeat's
+        latencies vary request by request by more (its TTFT alone by milliseconds of tens). None: not a copy."""
         mine, theirs = self.requests, other.requests
         if mine is None or theirs is None or len(mine) != len(theirs) or not len(mine):
             return None
         order = [np.argsort(r["arrival_time"].to_numpy(float), kind="stable") for r in (mine, theirs)]
         a, b = (r.iloc[o] for r, o in zip((mine, theirs), order))
-        if not all((a[c].to_numpy() == b[c].to_numpy()).all() for c in ("prompt_tokens", "output_tokens")):
-            return None
         with np.errstate(divide="ignore", invalid="ignore"):
-            ratios = np.concatenate([a[c].to_numpy(float) / b[c].to_numpy(float) for c in ("ttft", "e2el")])
-        ratios = ratios[np.isfinite(ratios) & (ratios > 0)]
-        if len(ratios) < len(mine) or ratios.max() > ratios.min() * 1.001:
+            ratios = np.stack([a[c].to_numpy(float) / b[c].to_numpy(float) for c in ("ttft", "e2el")])
+        if not np.isfinite(ratios).any():
             return None
-        return float(np.median(ratios))
+        factor = float(np.nanmedian(np.where(np.isfinite(ratios) & (ratios > 0), ratios, np.nan)))
+        close = (np.abs(ratios / factor - 1) <= COPY_JITTER).all(axis=0)
+        return factor if close.mean() >= 0.9 else None
 
     @property
     def content(self) -> str | None:

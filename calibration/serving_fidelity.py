@@ -108,10 +108,10 @@ def _check_not_fitted_on(profile, run) -> None:
     error out of sample, and bands.yaml "none of them fitted to" (r134). Known by the records' digest, else by
     the path the fit was given."""
     fitted = profile.fitted or {}
-    digest = run.content
-    names = {Path(p).resolve() for p in fitted.get("runs") or [] if isinstance(p, str)}
+    names = {Path(p).resolve() for p in fitted.get("runs") or []}
     mine = {Path(run.path).resolve(), Path(run.records or run.path).resolve()}
-    if (digest is not None and digest in (fitted.get("run_records") or [])) or names & mine:
+    if run.content in (fitted.get("run_records") or []) or run.latency_digest in (fitted.get("run_latencies") or []) \
+            or names & mine:  # its records' bytes, or its requests' latencies however written (r135)
         raise ConfigError("profile", f"{profile.name} was fitted to {run.path} (its fitted.runs): its error there "
                                      f"is in sample; validate serving reports the error on runs a profile was not "
                                      f"fitted to")

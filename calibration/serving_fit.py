@@ -173,18 +173,19 @@ def _checked_inputs(train: list[RealRun], held_out: list[RealRun], terms: list[s
     fitted = [(r.name, r.measured_requests()) for r in train]
     seen = set().union(*(requests for _, requests in fitted))
     for r in held_out:  # a copy of fitted runs (edited, renumbered, cut, or the whole of several cut ones, r134):
-        mine = r.measured_requests()  # its error would be a training error
-        if mine and len(mine & seen) * 2 > len(mine):
-            names = [name for name, requests in fitted if mine & requests]
-            raise ConfigError("--held-out", f"{r.name}: {len(mine & seen)} of its {len(mine)} requests are "
-                                            f"{', '.join(names)}'s as measured (lengths and latencies), which "
+        mine = r.measured_pairs()  # its error would be a training error
+        shared = sum(p in seen for p in mine)
+        if mine and shared * 2 > len(mine):
+            names = [name for name, requests in fitted if requests.intersection(mine)]
+            raise ConfigError("--held-out", f"{r.name}: {shared} of its {len(mine)} requests are "
+                                            f"{', '.join(names)}'s as measured (TTFT and end-to-end latency), which "
                                             f"{'is' if len(names) == 1 else 'are'} fitted on: a held-out run must "
                                             f"be unseen")
         for t in train:
             if (factor := r.scaled_copy_of(t)) is not None:
-                raise ConfigError("--held-out", f"{r.name}: its requests are {t.name}'s, which is fitted on, every "
-                                                f"latency x {factor:.4g} (a repeat's vary request by request): a "
-                                                f"held-out run must be unseen")
+                raise ConfigError("--held-out", f"{r.name}: its requests are {t.name}'s, which is fitted on, their "
+                                                f"latencies within 0.5% of x {factor:.4g} each (a repeat's vary "
+                                                f"request by request): a held-out run must be unseen")
     return terms
 
 
@@ -235,7 +236,8 @@ def _describe_fit(fitted: dict, rs0, train: list[RealRun], held_out: list[RealRu
                    "terms": best, "start": start, "evaluations": evaluations,
                    "runs": [str(r.path) for r in train], "held_out_runs": [str(r.path) for r in held_out],
                    # what the runs' records hold (sha256): a run fitted on is known under any name or copy
-                   "run_records": [d for r in train if (d := r.content) is not None]},
+                   "run_records": [d for r in train if (d := r.content) is not None],
+                   "run_latencies": [d for r in train if (d := r.latency_digest) is not None]},
     })
     if not fitted.get("device") or fitted["device"] in ("from-scenario", "any"):
         fitted["device"] = getattr(rs0.hardware, "name", None) or rs0.scenario.hardware.gpu

@@ -216,6 +216,10 @@ class Profile(Settings):
             if "ape" in str(key) and value is not None and not (
                     isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")):
                 raise ValueError(f"held_out_error.{key} must be a non-negative number, got {value!r}")
+        for key in ("runs", "held_out_runs", "run_records", "run_latencies"):  # what validate serving checks a run
+            value = (self.fitted or {}).get(key)  # against (r135: a number crashed it, a text skipped the check)
+            if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                raise ValueError(f"fitted.{key} must be a list of texts (paths or digests), got {value!r}"[:300])
         return self
 
 

@@ -572,3 +572,18 @@ def test_a_harness_profile_records_the_kv_cache_it_timed(tmp_path):
     assert load(None, base).profile.kv_cache_dtype == "fp32"
     with pytest.raises(ConfigError, match="was measured with a fp32 KV cache, but engine.kv_cache_dtype gives fp8"):
         load(None, base + ["engine.kv_cache_dtype=fp8"])
+
+
+@pytest.mark.parametrize("fitted", [{"runs": 5}, {"run_records": 5}, {"runs": "/some/run"}])
+def test_round_135_a_profiles_fitted_record_is_checked_where_it_is_read(tmp_path, fitted):
+    """validate serving reads fitted.runs and the digests: a number there was an internal error, a text (not a
+    list) skipped the in-sample check."""
+    import yaml
+
+    from servesim.simulator.cost_model import load_profile
+
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump({"name": "p", "cost_model": "linear", "coefficients": {"step_overhead_ms": 1.0},
+                                    "fitted": fitted}))
+    with pytest.raises(Exception, match=f"fitted.{next(iter(fitted))} must be a list of texts"):
+        load_profile(str(path))

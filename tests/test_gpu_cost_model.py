@@ -803,7 +803,12 @@ def test_round_134_validate_serving_refuses_a_profile_fitted_to_the_run(tmp_path
                  "gpu_per_layer_us,memory_scale", "--out", str(profile)]) == 0
     copy = tmp_path / "copy" / "RTXPRO6000" / "Llama-3.1-8B"
     shutil.copytree(run, copy)
-    for root in (tmp_path / "runs", tmp_path / "copy"):
+    written = tmp_path / "rewritten" / "RTXPRO6000" / "Llama-3.1-8B"  # r135: the same records, written without
+    shutil.copytree(run, written)  # spaces (another digest): its latencies are the fitted run's
+    records = written / "vllm" / "requests.jsonl"
+    records.write_text("\n".join(json.dumps(json.loads(line), separators=(",", ":"))
+                                 for line in records.read_text().splitlines()) + "\n")
+    for root in (tmp_path / "runs", tmp_path / "copy", tmp_path / "rewritten"):
         capsys.readouterr()
         assert main(["validate", "serving", "--data", str(root), "--set", f"profile={profile}",
                      "--out", str(tmp_path / f"v-{root.name}")]) == 2

@@ -1101,7 +1101,8 @@ def test_a_held_out_run_of_another_deployment_is_refused():
                     ["hardware.gpu=rtx-pro-6000"])
 
 
-@pytest.mark.parametrize("how", ["cut into three fitted runs", "scaled by 1.006"])
+@pytest.mark.parametrize("how", ["cut into three fitted runs", "scaled by 1.006", "jittered by 0.4%",
+                                 "each prompt one token longer"])
 def test_round_134_a_held_out_run_fitted_on_in_pieces_or_scaled_is_refused(tmp_path, how):
     """r134: the overlap was checked against each fitted run alone (a run fitted on as three cuts of 100 was
     "unseen"), and a copy with every latency x 1.006 passed the 3-figure test: its "held-out" error was the
@@ -1119,15 +1120,19 @@ def test_round_134_a_held_out_run_fitted_on_in_pieces_or_scaled_is_refused(tmp_p
             (part / "vllm" / "requests.jsonl").write_text("\n".join(lines[100 * i:100 * (i + 1)]) + "\n")
             train.append(read_run(part))
         says = "300 of its 300 requests are .*part0.*part1.*part2.*which are fitted on"
-    else:
-        scaled = []
+    else:  # r135: a jitter of +-0.4% a request, or lengths edited, passed too
+        scaled, rng = [], np.random.default_rng(0)
         for line in lines:
             row = json.loads(line)
+            factor = 1.006 if how.startswith("scaled") else 1 + rng.uniform(-0.004, 0.004) if \
+                how.startswith("jittered") else 1.0
             for key in ("scheduled_ts", "first_token_ts", "last_token_ts"):
-                row[key] = row["queued_ts"] + (row[key] - row["queued_ts"]) * 1.006
+                row[key] = row["queued_ts"] + (row[key] - row["queued_ts"]) * factor
+            row["input_toks"] += how.startswith("each")
             scaled.append(json.dumps(row))
         (held / "vllm" / "requests.jsonl").write_text("\n".join(scaled) + "\n")
-        says = "every latency x 1.006"
+        says = "latencies within 0.5% of x 1.006" if how.startswith("scaled") else "within 0.5% of x" if \
+            how.startswith("jittered") else "as measured \\(TTFT and end-to-end latency\\)"
     with pytest.raises(ConfigError, match=says):
         fit_serving(train, [read_run(held)], None, ["hardware.gpu=rtx-pro-6000"])
 
