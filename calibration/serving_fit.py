@@ -213,7 +213,7 @@ def _held_out_error(train: list[RealRun], held_out: list[RealRun], results: list
 def _describe_fit(fitted: dict, rs0, train: list[RealRun], held_out: list[RealRun], best: dict, start: dict,
                   evaluations: int, held: dict, train_err: np.ndarray, results: list) -> dict:
     """The fitted profile's record: where it came from, its error in and out of sample, the batches it saw."""
-    steps = [x.steps for x in results]
+    steps = [x.steps for x in results[:len(train)]]  # the batches it was fitted on, not the held-out runs' (r135)
     shape = {"max_tokens": int(max(s["scheduled_tokens"].max() for s in steps)),
              "max_seqs": int(max(s["num_seqs"].max() for s in steps)),
              "max_decode_context_tokens": int(max(s["decode_context_tokens"].max() for s in steps))}

@@ -1160,3 +1160,16 @@ def test_round_134_the_later_window_is_counted_in_requests(tmp_path):
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     with pytest.raises(ConfigError, match=r"only 0 request\(s\) arrive after its first 70%"):
         fit_serving([read_run(path)], [], None, DEPLOY, ["memory_scale"], max_evals=5)
+
+
+def test_round_135_shape_range_is_the_fitted_runs_batches_only(tmp_path):
+    """With --held-out the profile's shape_range took the held-out run's batches too: a larger held-out run
+    widened what the profile claims to have been fitted on, and runs that size were never warned."""
+    _, light = _simulated(["workload.num_requests=60", "workload.arrival={process: poisson, rate: 1}"])
+    _, heavy = _simulated(["seed=3"])
+    train = read_run(write_lifecycle(light, tmp_path / "light.jsonl"))
+    held = read_run(write_lifecycle(heavy, tmp_path / "heavy.jsonl"))
+    fit = fit_serving([train], [held], None, DEPLOY, ["memory_scale"], max_evals=3)
+    alone = fit_serving([train], [], None, DEPLOY, ["memory_scale"], max_evals=3)
+    assert fit.profile["shape_range"] == alone.profile["shape_range"]
+    assert fit.profile["shape_range"]["max_seqs"] < int(heavy.steps["num_seqs"].max())
