@@ -26,6 +26,11 @@ def check_profile(profile_path: str, device: str, points: int = 8, seed: int = 0
     if (prof.tensor_parallel_size or 1) > 1:
         raise ConfigError("profile", f"{profile_path} is a tensor-parallel profile (TP {prof.tensor_parallel_size}); "
                                      "the harness measures one device")
+    if prof.overhead is not None or prof.fitted:  # r135: checked without them, a profile whose runs pay 10x passed
+        raise ConfigError("profile", f"{profile_path} is not a harness profile: "
+                                     f"{'it was fitted to serving runs' if prof.fitted else 'it adds overhead terms'}"
+                                     f" (a kernel-table import or `calibrate fit RUN`), which the harness does not "
+                                     f"measure; check it against real runs (servesim compare, validate serving)")
     import torch
 
     from servesim.calibration.harness import measured_here, usable_device

@@ -60,6 +60,9 @@ def test_profile_loads_and_check_runs(calibrated, capsys):
     # r129: the harness's dtype and attention were named as bare fields, not the profile's
     ({"dtype": "any"}, r"profile.dtype: unknown dtype 'any'; known: .*\(in .*p.yaml\)"),
     ({"attention": "bogus"}, r"profile.attention: unknown attention 'bogus'; known: .*\(in .*p.yaml\)"),
+    # r135: re-measured without its overhead terms, a profile whose runs pay 5 ms a step passed at 0.48 ms
+    ({"overhead": {"host_per_step_ms": 5.0}}, r"profile: .* not a harness profile: it adds overhead terms"),
+    ({"fitted": {"runs": ["a-run"]}}, r"profile: .* not a harness profile: it was fitted to serving runs"),
 ])
 def test_check_refuses_a_profile_it_cannot_re_measure_here(calibrated, tmp_path, capsys, edit, message):
     """Another device's timings are no check of a profile (and a 70B GPU profile re-measured on
