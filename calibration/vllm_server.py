@@ -31,7 +31,8 @@ import yaml
 
 from servesim.calibration.real_runs import attach_prefixes, read_run, request_summary
 from servesim.calibration.run_comparison import comparison_table, simulate_run
-from servesim.calibration.vllm_validate import DRIVER, build_model, engine_flags, engine_sets, level_specs, require_python
+from servesim.calibration.vllm_validate import (DRIVER, build_model, engine_flags, engine_sets, level_specs,
+                                               read_engine_info, require_python)
 from servesim.simulator.errors import ConfigError
 
 CLI = Path(__file__).with_name("vllm_cli.py")
@@ -137,6 +138,23 @@ def _write_traces(scenario: str, sets: list[str], levels: dict, out: Path) -> li
     return plans
 
 
+def _same_traces(scenario: str, sets: list[str], levels: dict, out: Path) -> list[tuple]:
+    """--resimulate's plans: the traces the scenario and levels make, which must be those measured (the files
+    beside the results), else refused before anything is written."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        plans = _write_traces(scenario, sets, levels, Path(tmp))
+        for i, (name, trace, *_) in enumerate(plans):
+            saved = out / f"trace-{i}.jsonl"
+            if saved.is_file() and saved.read_bytes() != Path(trace).read_bytes():
+                raise ConfigError("--resimulate", f"level {name}'s requests are not those measured in {saved}: "
+                                                  f"give the scenario, levels and --set the measurements were made "
+                                                  f"with")
+    return [(name, out / f"trace-{i}.jsonl", specs, concurrency)
+            for i, (name, _, specs, concurrency) in enumerate(plans)]
+
+
 def _measure(python: str, rs, plans: list[tuple], results: dict, out: Path, kv_gib: float) -> None:
     """One vLLM server; a warm-up, then each level's repeats through `vllm bench serve`."""
     flags = engine_flags(rs)
@@ -185,16 +203,19 @@ def validate_vllm_server(scenario: str, sets: list[str], python: str, repeats: i
     out = make_out_dir(out, rs.input_files() + [levels_path])
     if not resimulate:
         build_model(python, rs.arch, out)
-    plans = _write_traces(scenario, sets, levels, out)
+    if resimulate:  # the measurements of an earlier run of this command: simulate them again (new profiles),
+        plans = _same_traces(scenario, sets, levels, out)  # never writing over the traces they replayed (r135)
+    else:
+        plans = _write_traces(scenario, sets, levels, out)
     results = {name: [out / f"bench-{i}-r{r}.json" for r in range(repeats)] for i, (name, *_) in enumerate(plans)}
-    if resimulate:  # the measurements of an earlier run of this command: simulate them again (new profiles)
+    if resimulate:
         missing = [str(p) for ps in results.values() for p in ps if not p.is_file()]
         if missing or not (out / "engine-info.json").is_file():
             raise ConfigError("--resimulate", f"no earlier measurements in {out} ({(missing or ['engine-info.json'])[0]} "
                                               f"missing): run without --resimulate first")
     else:
         _measure(python, rs, plans, results, out, kv_gib)
-    info = json.loads((out / "engine-info.json").read_text())
+    info = read_engine_info(out / "engine-info.json")
     sim_sets = sets + engine_sets(info) + ["engine.async_scheduling=false"]
     runs = {name: [attach_prefixes(read_run(p, name=f"{name} r{j}"), specs) for j, p in enumerate(results[name])]
             for name, _, specs, _ in plans}

@@ -118,6 +118,22 @@ def engine_flags(rs) -> dict:
             "seed": rs.scenario.seed}
 
 
+def read_engine_info(path: Path) -> dict:
+    """What the measured engine resolved (engine-info.json), its numbers checked: a damaged file is one line
+    naming it (r135: an internal error)."""
+    try:
+        info = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(str(path), f"not readable as JSON ({str(exc).splitlines()[0][:120]})") from None
+    if not isinstance(info, dict):
+        raise ConfigError(str(path), "must be an object of the engine's resolved settings")
+    for key in ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens"):
+        value = info.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(str(path), f"{key}: must be an integer >= 1, got {value!r:.40}")
+    return info
+
+
 def engine_sets(info: dict) -> list[str]:
     """What the engine resolved (its block size, KV blocks, budgets), as the simulation's --set overrides."""
     return [f"engine.block_size={info['block_size']}", f"engine.num_gpu_blocks_override={info['num_gpu_blocks']}",

@@ -84,3 +84,30 @@ def test_resimulate_reads_the_saved_measurements_without_vllms_python(tmp_path, 
                  str(out / "engine-harness" / "profile.yaml"), "--out", str(out), "--resimulate", "--vllm-python",
                  str(tmp_path / "no-python")]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(out / "table.csv"), pd.read_csv(saved / "table.csv"))
+
+
+def test_round_135_resimulate_refuses_damaged_or_other_measurements_and_keeps_them(tmp_path, capsys):
+    """A damaged engine-info.json was an internal error; other levels than those measured rewrote the measured
+    trace-N.jsonl (the file `vllm bench serve` replayed) before the run was refused."""
+    import shutil
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    saved = root / "results" / "fidelity" / "vllm-server-small-llama-cpu"
+    levels = root / "docs" / "scenarios" / "vllm-server-levels.yaml"
+    line = ["validate", "vllm", str(root / "docs" / "scenarios" / "vllm-small-cpu.yaml"), "--server", "--repeats", "3",
+            "--resimulate"]
+    damaged = tmp_path / "damaged"
+    shutil.copytree(saved, damaged)
+    for text, says in (("{not json", "not readable as JSON"), ('{"block_size": 16}', "num_gpu_blocks: must be")):
+        (damaged / "engine-info.json").write_text(text)
+        assert main(line + ["--levels", str(levels), "--out", str(damaged)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"servesim: error: {damaged / 'engine-info.json'}: {says}") and err.count("\n") == 1
+    other = tmp_path / "other"
+    shutil.copytree(saved, other)
+    (tmp_path / "levels.yaml").write_text(levels.read_text().replace("num_requests=60", "num_requests=59", 1))
+    before = {p.name: p.read_bytes() for p in other.glob("trace-*.jsonl")}
+    assert main(line + ["--levels", str(tmp_path / "levels.yaml"), "--out", str(other)]) == 2
+    assert "requests are not those measured in" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in other.glob("trace-*.jsonl")} == before
