@@ -108,17 +108,21 @@ def test_a_holdout_of_a_point_or_two_is_said_to_mean_little(capsys):
     assert "holds out" not in capsys.readouterr().err
 
 
-def test_check_on_a_device_this_machine_lacks_is_one_line():
+def test_check_on_a_device_this_machine_lacks_is_one_line(tmp_path):
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("this machine has a CUDA device")
+    import yaml
+
     from servesim.calibration.check import check_profile
 
     profiles = Path(__file__).resolve().parents[1] / "calibration" / "profiles"
     prof = next(p for p in sorted(profiles.glob("*.yaml")) if load_profile(str(p)).grid and
                 (load_profile(str(p)).tensor_parallel_size or 1) == 1 and load_profile(str(p)).cost_model == "linear")
+    harness_like = yaml.safe_load(prof.read_text()) | {"overhead": None}  # as `calibrate run` writes (r135: one
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(harness_like))  # with overhead terms is refused first)
     with pytest.raises(ConfigError, match="no such CUDA device here"):
-        check_profile(str(prof), "cuda")
+        check_profile(str(tmp_path / "p.yaml"), "cuda")
 
 
 def test_unknown_grid_is_an_error():
