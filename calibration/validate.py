@@ -172,6 +172,11 @@ def validate_replay(scenario: str | None, sets: list[str], device: str, threads:
     usable_device(_torch(), device)  # before the scenario, whose warnings would come first
     rs = load(scenario, sets)
     measured_here(rs.profile.device, f"profile {rs.profile.name}", device)  # else the verdict judges the hardware
+    rs.arch.require_dense("the measured replay (servesim's torch model)")  # r135: it replayed a dense model
+    e = rs.scenario.engine  # on one device in their place, as `calibrate run` and `calibrate check` refuse to
+    for name, value in (("tensor_parallel_size", e.tensor_parallel_size), ("data_parallel_size", e.data_parallel_size)):
+        if value > 1:
+            raise ConfigError(f"engine.{name}", f"{value}: the measured replay runs the model on one device")
     if loads == ["auto"]:
         loads = auto_loads(rs, sets, scenario)
     levels = loads or ["as-configured"]
@@ -193,8 +198,6 @@ def validate_replay(scenario: str | None, sets: list[str], device: str, threads:
         cdf_plot({"simulation": sim, "measured replay": rep}, out / f"cdf-{i}.png",
                  f"{rs.arch.name} on {device}, load {level}: simulation ({rs.profile.name}) vs measured replay")
     if not tables:
-        from servesim.simulator.errors import ConfigError
-
         raise ConfigError("loads", "the deadline passed before the first load level")
     table = pd.concat(tables, ignore_index=True)[["load", "metric", "sim", "replay", "error"]]
     replayed = pd.concat(all_steps, ignore_index=True)

@@ -330,6 +330,9 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["validate", "vllm", "docs/scenarios/replay-tiny-cpu.yaml", "--loads", "concurrency=2,concurrency=2"], "--loads: 'concurrency=2' is 'concurrency=2' again"),
     # r129: an empty --loads ran the default levels unsaid; bench --rate was named as the scenario's setting
     (["validate", "replay", "docs/scenarios/replay-tiny-cpu.yaml", "--loads", " "], "--loads: empty: give the levels"),
+    # r135: the measured replay ran servesim's dense one-device model for these, as if it were their engine
+    (["validate", "replay", "docs/scenarios/replay-tiny-cpu.yaml", "--profile", "teaching", "--set",
+      "engine.tensor_parallel_size=2"], "engine.tensor_parallel_size: 2: the measured replay runs the model on one"),
     (["bench", "--rate", "1e-9"], "bench: argument --rate: must be >= 1e-06"),
 ])
 def test_contradictions_and_impossible_requests_are_one_line(capsys, tmp_path, argv, needle):
@@ -629,3 +632,12 @@ def test_vllms_client_keeps_a_repeated_goodput_targets_last():
     from servesim.simulator.vllm_command import read
 
     assert read(["meta-llama/Llama-3.1-8B-Instruct"], ["--goodput", "ttft:5", "ttft:6"]).bench.goodput["ttft_ms"] == 6
+
+
+def test_round_135_the_measured_replay_refuses_a_model_it_does_not_build(capsys):
+    """validate replay ran servesim's dense, full-attention torch model in place of a sliding-window (or MoE)
+    scenario, and called the result its measured replay."""
+    assert main(["validate", "replay", "docs/scenarios/replay-tiny-cpu.yaml", "--profile", "teaching", "--set",
+                 "model.sliding_window=64"]) == 2
+    err = capsys.readouterr().err
+    assert "servesim: error: model: tiny-llama has local attention layers, which the measured replay" in err

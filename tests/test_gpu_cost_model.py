@@ -814,3 +814,21 @@ def test_round_134_validate_serving_refuses_a_profile_fitted_to_the_run(tmp_path
                      "--out", str(tmp_path / f"v-{root.name}")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("servesim: error: profile: ") and "its error there is in sample" in err
+
+
+@pytest.mark.skipif(not LAYERS.is_dir() or not TABLES.is_dir(), reason=f"layer profiles or tables not found at {LAYERS}")
+def test_round_135_a_moe_bucket_is_compared_only_where_its_experts_shares_were_measured(tmp_path):
+    """Each expert's share of a bucket's tokens was read off the measured curve with np.interp, which holds the first
+    value below the file's first token count: without the small counts a 'measured' MoE figure was invented and
+    the bucket's error flipped sign (+15% to -13%)."""
+    from servesim.calibration.layer_check import check_moe_layers, format_moe_table
+
+    source = next(LAYERS.rglob("tp2/layers.csv"))
+    d = pd.read_csv(source)
+    column = "input" if "input" in d.columns else next(c for c in d.columns if "token" in c.lower())
+    (tmp_path / "cut").mkdir()
+    d[d[column] >= 512].to_csv(tmp_path / "cut" / "layers.csv", index=False)
+    whole = check_moe_layers(source.parent, TABLES).set_index("bucket")
+    cut = check_moe_layers(tmp_path / "cut", TABLES).set_index("bucket")
+    assert np.isfinite(whole.loc["513-2048", "moe_layer_error"]) and np.isnan(cut.loc["513-2048", "moe_layer_error"])
+    assert "- (an expert's share lies outside the measured token counts)" in format_moe_table(cut.reset_index())
