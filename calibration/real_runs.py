@@ -48,7 +48,9 @@ LENGTH_ALIASES = {"prompt": ("input_toks", "prompt_tokens", "input_length"),
 BENCH_ARRAYS = ["input_lens", "output_lens", "ttfts", "itls", "start_times"]
 PER_REQUEST = ("lifecycle", "vllm-bench")  # the formats with per-request times (a step log has step times)
 MAX_INT = 2 ** 40  # token counts beyond this are damage, not measurements
-COPY_JITTER = 0.005  # a run whose every latency lies this close to another's (times one factor) is a copy of it
+COPY_JITTER = 0.002  # a run whose latencies lie this close to another's (times one factor) is a copy of it; a
+# repeat's differ by more (r136: one measured at 0.3% a request was refused), a copy jittered more passes as one
+COPY_FIGURES = 6  # a request as measured: its latencies to 6 figures (a copy keeps them; a repeat's differ)
 VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, where a run does not record its own
 
 
@@ -72,10 +74,11 @@ class RealRun:
         return str((self.records or self.path).resolve())
 
     def measured_requests(self) -> set:
-        """Each request as measured (time to first token and end-to-end latency to 3 significant figures; not its
-        lengths, which an edit changes (r135: each prompt one token longer passed), nor its arrival, counted from
-        the run's first): a run whose requests these are is this run's records, however its file was edited,
-        shifted, cut or reformatted; a repeat of its workload measures other latencies."""
+        """Each request as measured (time to first token and end-to-end latency to 6 significant figures, which a
+        copy keeps and a repeat does not (r136: to 3, a repeat at 0.3% a request fell in the fitted run's buckets);
+        not its lengths, which an edit changes (r135: each prompt one token longer passed), nor its arrival,
+        counted from the run's first): a run whose requests these are is this run's records, however its file was
+        edited, shifted, cut or reformatted; a repeat of its workload measures other latencies."""
         return set(self.measured_pairs())
 
     def measured_pairs(self) -> list:
@@ -83,7 +86,7 @@ class RealRun:
         if self.requests is None:
             return []
         r = self.requests
-        return list(zip(*(_figures(r[c]) for c in ("ttft", "e2el"))))
+        return list(zip(*(_figures(r[c], COPY_FIGURES) for c in ("ttft", "e2el"))))
 
     @property
     def latency_digest(self) -> str | None:
@@ -95,9 +98,9 @@ class RealRun:
 
     def scaled_copy_of(self, other: "RealRun") -> float | None:
         """The factor this run's latencies are other's by, request by request in arrival order (a run of as many
-        requests), where nine in ten requests' TTFT and E2E latency lie within 0.5% of it: a copy with its times
-        scaled (r134: x1.006 passed the 3-figure test) or jittered by a hair (r135: each within +-0.5%). A repeat's
-        latencies vary request by request by more (its TTFT alone by milliseconds of tens). None: not a copy."""
+        requests), where nine in ten requests' TTFT and E2E latency lie within 0.2% of it: a copy with its times
+        scaled (r134: x1.006 passed) or jittered by a hair (r135). A repeat's latencies vary request by request by
+        more (its TTFT alone by milliseconds). None: not a copy."""
         mine, theirs = self.requests, other.requests
         if mine is None or theirs is None or len(mine) != len(theirs) or not len(mine):
             return None

@@ -406,8 +406,10 @@ def _check_repeats(real_paths: list[str], runs: list) -> None:
                 raise ConfigError(str(r.path), f"not a repeat of {first.path}: its client sent it at {key} "
                                                f"{r.meta[key]}, the first run's {first.meta[key]} (another workload)")
         closed = any(str(x.meta.get("max_concurrency")) not in ("None", "0") for x in (r, first))
-        if not closed and abs(span(r) - span(first)) > REPEAT_SPAN * max(span(first), 1e-3):  # r134: 4x slower
-            # was a "repeat"; a closed loop's span is its server's speed (r135: refused real repeats)
+        burst = any(str(x.meta.get("request_rate")).lower() == "inf" for x in (r, first))  # r136: the span of
+        # a burst is its client's launch jitter
+        if not (closed or burst) and abs(span(r) - span(first)) > REPEAT_SPAN * max(span(first), 1.0):  # r134: 4x
+            # slower was a "repeat"; a closed loop's span is its server's speed (r135: refused real repeats)
             raise ConfigError(str(r.path), f"not a repeat of {first.path}: its requests arrive over {span(r):.1f} s, "
                                            f"the first run's over {span(first):.1f} s (another request rate is "
                                            f"another workload; repeats differ by their clients' jitter)")

@@ -184,7 +184,7 @@ def _checked_inputs(train: list[RealRun], held_out: list[RealRun], terms: list[s
         for t in train:
             if (factor := r.scaled_copy_of(t)) is not None:
                 raise ConfigError("--held-out", f"{r.name}: its requests are {t.name}'s, which is fitted on, their "
-                                                f"latencies within 0.5% of x {factor:.4g} each (a repeat's vary "
+                                                f"latencies within 0.2% of x {factor:.4g} each (a repeat's vary "
                                                 f"request by request): a held-out run must be unseen")
     return terms
 

@@ -1238,6 +1238,10 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     sp = scenario.speculative
     decode_query_len = 1 + (sp.num_speculative_tokens if sp.method != "none" else 0)  # tokens a decode schedules
     graph_tokens = largest_cuda_graph(e, hw, seqs, tokens, decode_query_len, arch)
+    if arch.attention_chunk_size and graph_tokens:  # r136: its backend captures no full graph (support NEVER)
+        say_once([f"servesim: warning: vLLM runs {arch.name}'s chunked local attention outside CUDA graphs "
+                  f"(piecewise graphs around it): its per-layer launches are not charged, steps timed as fully "
+                  f"graphed (short by up to the eager launch cost, overhead.eager_per_layer_us a layer)"])
     reserved = start_up_reserve(e, arch, tp, ep, tokens, seqs, graph_tokens > 0, sp.method != "none")
     blocks, pool, max_model_len = _kv_blocks(scenario, arch, hw, layout, tp, ep,
                                              in_flight_tokens(e, tokens, async_scheduling), max_model_len, reserved)

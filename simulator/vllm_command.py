@@ -1898,8 +1898,9 @@ def _cuda_graphs(serve: dict, version: str, not_modelled: dict, arch=None) -> di
         # timed as full graphs
         given = ("vllm serve --compilation-config.cudagraph_mode", mode) if mode is not None else \
             ("vllm serve --compilation-config.mode", cc["mode"]) if "mode" in cc else \
-            (_flag("serve", "optimization_level", version), level)
-        not_modelled[given[0]] = given[1]
+            (_flag("serve", "optimization_level", version), level) if level is not None else (None, None)
+        if given[0] is not None:  # else the default, piecewise for chunked local attention: the run says so
+            not_modelled[given[0]] = given[1]
     for key, value in cc.items():
         not_modelled[f"vllm serve --compilation-config.{key}"] = value
     return out
@@ -1930,6 +1931,15 @@ def _graph_mode(serve: dict, version: str, arch=None) -> str:
     moe_dp = (serve.get("data_parallel_size") or 1) > 1 and (arch is None or bool(arch.num_experts))
     if compiled and serve.get("all2all_backend") == "deepep_high_throughput" and moe_dp:
         resolved = "NONE"
+    if arch is not None and arch.attention_chunk_size and resolved != "NONE":  # r136: chunked local attention
+        # captures no full graph (its backend's support is NEVER): a full mixed mode does not start, a full
+        # decode mode falls to piecewise graphs under vLLM's compile, else to none (resolve_cudagraph_mode_and_sizes)
+        if resolved == "FULL":
+            raise ConfigError("vllm serve --compilation-config.cudagraph_mode",
+                              f"FULL: {arch.name}'s chunked local attention captures no full CUDA graph; vLLM does "
+                              f"not start (try PIECEWISE)")
+        if resolved in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY"):
+            resolved = "PIECEWISE" if compiled and cc.get("splitting_ops") != [] else "NONE"
     return resolved
 
 

@@ -3557,3 +3557,17 @@ def test_round_132_cpu_offloading_keeps_the_legacy_block_hashes_beside_an_eagle_
                                                           "num_speculative_tokens": 3}), "--", "bench", "serve", "--num-prompts", "10"]) == 0
     speculative = yaml.safe_load(capsys.readouterr().out)["speculative"]
     assert speculative["eagle_block_drop"] is True and speculative["lookahead_block_hashes"] is False
+
+
+def test_round_136_chunked_local_attention_captures_no_full_graph(capsys):
+    """vLLM's chunked local attention (Llama 4) reports no CUDA-graph support: a full mixed mode does not start,
+    the default falls to piecewise graphs (said: the per-layer launches are not charged), -O0 to none."""
+    scout = "meta-llama/Llama-4-Scout-17B-16E-Instruct"
+    base = ["vllm", "--config", "serve", scout, "-tp", "4", "--max-model-len", "8192"]
+    assert main(base + ["-cc", json.dumps({"cudagraph_mode": "FULL"})]) == 2
+    assert "FULL: llama-4-scout's chunked local attention captures no full CUDA graph" in capsys.readouterr().err
+    assert main(base) == 0
+    out = capsys.readouterr()
+    assert "chunked local attention outside CUDA graphs" in out.err and "\n  enforce_eager: false\n" in out.out
+    assert main(base + ["-O0"]) == 0
+    assert "\n  enforce_eager: true\n" in capsys.readouterr().out
