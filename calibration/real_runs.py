@@ -108,9 +108,10 @@ class RealRun:
         a, b = (r.iloc[o] for r, o in zip((mine, theirs), order))
         with np.errstate(divide="ignore", invalid="ignore"):
             ratios = np.stack([a[c].to_numpy(float) / b[c].to_numpy(float) for c in ("ttft", "e2el")])
-        if not np.isfinite(ratios).any():
+        valid = np.isfinite(ratios) & (ratios > 0)  # a TTFT of 0 has no ratio
+        if not valid.any():
             return None
-        factor = float(np.nanmedian(np.where(np.isfinite(ratios) & (ratios > 0), ratios, np.nan)))
+        factor = float(np.median(ratios[valid]))
         close = (np.abs(ratios / factor - 1) <= COPY_JITTER).all(axis=0)
         return factor if close.mean() >= 0.9 else None
 

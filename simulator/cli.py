@@ -311,7 +311,7 @@ def _scenario_specs(path: str, sets: list[str], writing: bool = False):
 def cmd_workload_describe(args) -> int:
     from servesim.workloads.traces import check_format, describe_file, describe_trace
 
-    if args.file.endswith((".yaml", ".yml")):
+    if args.file.lower().endswith((".yaml", ".yml")):  # r137: S.YAML was read as a trace
         if args.format is not None:
             raise ConfigError("--format", "applies to a trace file; a scenario's workload names its own format")
         d = describe_trace(_scenario_specs(args.file, args.set)[0])

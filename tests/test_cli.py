@@ -1163,3 +1163,9 @@ def test_round_133_a_run_that_swaps_says_vllm_v1_recomputes(tmp_path, capsys, ve
         err = capsys.readouterr().out
         said = f"swap preemption (vLLM V0's: vLLM {version} recomputes)"
         assert (said in err) == (mode == "swap")
+
+
+def test_round_137_workload_describe_takes_a_scenario_named_in_capitals(tmp_path, capsys):
+    """`workload describe S.YAML` read the scenario as a trace ("cannot tell the trace format"); write took it."""
+    (tmp_path / "S.YAML").write_text("workload:\n  num_requests: 50\n")
+    assert main(["workload", "describe", str(tmp_path / "S.YAML")]) == 0

@@ -311,3 +311,42 @@ def test_sessions_say_how_many_turns_a_rejection_left_unsent():
     assert source.planned() == total
     ended = r.requests[(r.requests.status == "rejected")]
     assert f"of {len(set(ended.session_id)) - sum(source.turns[s] == t + 1 for s, t in zip(ended.session_id, ended.turn))} session(s)" in said
+
+
+def test_round_137_a_duration_alone_runs_for_the_duration():
+    """duration_s given without num_requests was cut at the default 1,000 requests (102 s of a 1,000-s run at
+    10 req/s), without a word; a count given beside it still bounds it."""
+    alone = SyntheticWorkload(duration_s=300, arrival=Arrival(process="poisson", rate=10.0))
+    times = [s.arrival_time for s in alone.source(0).initial()]
+    assert alone.num_requests is None and len(times) > 2500 and times[-1] > 290
+    both = SyntheticWorkload(duration_s=300, num_requests=100, arrival=Arrival(process="poisson", rate=10.0))
+    assert both.num_requests == 100 and len(list(both.source(0).initial())) == 100
+    rs = load(None, ["workload.duration_s=300", "workload.arrival.rate=10", "profile=roofline"])
+    assert rs.scenario.workload.num_requests is None
+
+
+def test_round_137_a_curves_short_spike_keeps_its_requests():
+    """The rate was sampled on a fixed 20,001-point grid: a 1-s spike worth some 1,000 requests between two grid
+    points of a day's curve gave none."""
+    a = Arrival(process="curve", points=[[0, 0.01], [50001, 0.01], [50001.5, 2000], [50002, 0.01], [86400, 0.01]])
+    t = a.times(20000, 86400, np.random.default_rng(0))
+    assert 800 < ((t >= 50000) & (t <= 50003)).sum() < 1200 and 1700 < len(t) < 2050  # 864 + 1,000 expected
+
+
+@pytest.mark.parametrize("think, says", [({"dist": "exponential", "value": 30}, "value is not a setting of the "
+                                                                              "exponential kind"),
+                                         ({"dist": "exponential"}, "the exponential kind needs its mean"),
+                                         ({"dist": "fixed", "mean": 20}, "mean is not a setting of the fixed kind")])
+def test_round_137_a_think_time_takes_only_its_own_kinds_settings(think, says):
+    """{dist: exponential, value: 30} meant no think time at all (each turn sent as the answer ended)."""
+    from servesim.simulator.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=says):
+        load(None, ["workload.type=sessions", "workload.num_sessions=3", f"workload.think_time_s={think}"])
+
+
+def test_round_137_sessions_read_vllm_client_draws():
+    """Sessions ignored arrival.vllm_client_draws (their starts were servesim's draws either way)."""
+    starts = [[s.arrival_time for s in SessionWorkload(type="sessions", num_sessions=6, arrival=Arrival(
+        process="poisson", rate=1.0, vllm_client_draws=v)).source(0).initial()] for v in (False, True)]
+    assert starts[0] != starts[1]

@@ -178,7 +178,9 @@ class Arrival(Settings):
         """Time change: the expected count to time t is the integral of the rate; invert it."""
         pts = np.array(self.points, dtype=float)
         period = self.period_s
-        grid = np.linspace(0.0, period or pts[-1, 0], 20_001)
+        end = period or pts[-1, 0]  # the curve's own points on the grid: its integral is exact (r137: a spike
+        grid = np.union1d(np.linspace(0.0, end, 20_001), pts[(pts[:, 0] >= 0) & (pts[:, 0] <= end), 0])  # between
+        # grid points, 4 s apart on a day, vanished)
         rate = np.interp(grid, pts[:, 0], pts[:, 1])  # flat beyond the last point
         cum = np.concatenate([[0.0], np.cumsum((rate[1:] + rate[:-1]) / 2 * np.diff(grid))])
         total = cum[-1]

@@ -124,6 +124,13 @@ class FloatDist(Settings):
     def _order(self):
         if self.dist == "uniform" and self.high < self.low:
             raise ValueError(f"high ({self.high}) must be >= low ({self.low})")
+        own = {"fixed": {"value"}, "uniform": {"low", "high"}, "exponential": {"mean"}}[self.dist]
+        other = sorted(self.model_fields_set - own - {"dist"})  # r137: {dist: exponential, value: 30} meant 0 s
+        if other:
+            raise ValueError(f"{', '.join(other)} is not a setting of the {self.dist} kind (it takes "
+                             f"{', '.join(sorted(own))})")
+        if self.dist == "exponential" and "mean" not in self.model_fields_set:
+            raise ValueError("the exponential kind needs its mean")
         return self
 
     def draw(self, n, rng):

@@ -149,8 +149,18 @@ def prefix_unit(tokens: int) -> int:
 
 class SyntheticWorkload(_Classes):
     type: Literal["synthetic"] = "synthetic"
-    num_requests: int | None = Field(1000, ge=1, le=MAX_REQUESTS)
+    num_requests: int | None = Field(1000, ge=1, le=MAX_REQUESTS, description="1000 unless duration_s is given "
+                                                                             "alone")
     duration_s: PositiveFloat | None = Field(default=None, description="stop issuing requests at this time")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _duration_alone(cls, data):
+        """A duration given without a count runs for the duration: the default count cut a 1,000-s run at 1,000
+        requests (102 s at 10 req/s) without a word (r137)."""
+        if isinstance(data, dict) and data.get("duration_s") is not None and "num_requests" not in data:
+            data = {**data, "num_requests": None}
+        return data
     arrival: Arrival = Arrival(process="poisson", rate=10.0)
     prompt_tokens: LengthDist = LogNormal(dist="lognormal", median=600, sigma=0.9, max=6000)
     output_tokens: LengthDist = LogNormal(dist="lognormal", median=200, sigma=0.8, max=2000)
@@ -334,7 +344,8 @@ class SessionWorkload(_Classes):
     def _source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
         rng = np.random.default_rng(seed)
         ids = ContentIds()
-        starts = self.arrival.times(self.num_sessions, None, rng)
+        client = self.arrival.client_generator(seed)  # r137: vllm_client_draws was read by synthetic workloads only
+        starts = self.arrival.times(self.num_sessions, None, rng if client is None else client)
         turns = self.turns.draw(self.num_sessions, rng)
         if int(turns.sum()) > MAX_REQUESTS:
             raise ConfigError("workload.turns", f"{int(turns.sum()):,} turns in all: at most {MAX_REQUESTS:,} requests "
