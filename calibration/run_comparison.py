@@ -229,8 +229,8 @@ def _check_given_sim(path: Path, requests: pd.DataFrame, run: RealRun) -> None:
     if off.any():
         i = int(off.argmax())
         raise ConfigError("SIM", f"{path} simulated other arrival times than {run.path}: its request {i + 1} (in "
-                                   f"arrival order) arrives at {sim_t[i]:.3f} s, the run's at {real_t[i]:.3f} s (from the "
-                                   f"first); simulate the run's own arrivals (compare without SIM does)")
+                                   f"arrival order) arrives at {sim_t[i]:.3f} s, the run's at {real_t[i]:.3f} s "
+                                   f"(from the first); simulate the run's own arrivals (compare without SIM does)")
     sim = list(sim)  # each arrival with its own request's lengths (r134: the lengths re-paired to other arrivals
     for i, (_, p, o) in enumerate(real):  # passed, each list checked apart): requests arriving within the
         if sim[i][1:] != (p, o):  # tolerance may come in either order

@@ -675,8 +675,9 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     _async_scheduling(serve, version, method, spec_config, settings)
     if method:  # which releases and graph modes round the capture sizes to 1 + k (r134, r135)
         mode = _graph_mode(serve, version, arch)
+        v1_runner = bool(_v1_model_runner(serve, method, spec_config))
         rounds = mode in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY") if version == "0.19.0" else \
-            mode in ("FULL", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY") and bool(_v1_model_runner(serve, method, spec_config))
+            mode in ("FULL", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY") and v1_runner
         if rounds != (version == "0.19.0"):
             settings["engine.graph_sizes_round_to_drafts"] = rounds
     if version != "0.19.0" and (serve.get("prefill_context_parallel_size") or 1) > 1 and \

@@ -816,7 +816,8 @@ def test_round_134_validate_serving_refuses_a_profile_fitted_to_the_run(tmp_path
         assert err.startswith("servesim: error: profile: ") and "its error there is in sample" in err
 
 
-@pytest.mark.skipif(not LAYERS.is_dir() or not TABLES.is_dir(), reason=f"layer profiles or tables not found at {LAYERS}")
+@pytest.mark.skipif(not LAYERS.is_dir() or not TABLES.is_dir(),
+                    reason=f"layer profiles or tables not found at {LAYERS}")
 def test_round_135_a_moe_bucket_is_compared_only_where_its_experts_shares_were_measured(tmp_path):
     """Each expert's share of a bucket's tokens was read off the measured curve with np.interp, which holds the first
     value below the file's first token count: without the small counts a 'measured' MoE figure was invented and

@@ -356,7 +356,8 @@ def test_a_sliding_window_bound_keeps_its_extra_block_where_the_length_bounds_it
     (["--model", "gpt-oss-120b", "--gpu", "h200-sxm", "--shared-prefix-tokens", "1000", "--private-tokens", "50"],
      62 + 5, 4 + 4, 14539),  # the window (blocks 57..65) holds prefix blocks 57..61
     (["--model", "llama-4-scout", "--gpu", "h200-sxm", "-tp", "4", "--max-model-len", "32768",
-      "--shared-prefix-tokens", "10000", "--private-tokens", "500"], 625 + 3 * 113, 32 + 3 * 32, 3115),  # routers whole (r133)
+      "--shared-prefix-tokens", "10000", "--private-tokens", "500"],
+     625 + 3 * 113, 32 + 3 * 32, 3115),  # 3,116 before the routers were whole on each GPU (r133)
 ])
 def test_capacity_shares_the_prefix_blocks_a_local_group_holds(capsys, argv, shared, private, requests):
     """vLLM's window and chunk managers take cached prefix blocks inside the window as hits, shared by every

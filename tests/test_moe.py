@@ -234,7 +234,8 @@ _NVFP4 = "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_"
 
 @pytest.mark.parametrize("gpu, key, kernel, model, dtype, tp", [
     ("a100-80gb", "a100_sxm", "vllm_fused_moe", "qwen3-30b-a3b", "bf16", 1),
-    ("b200-sxm", "b200_sxm", "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts", "qwen3-30b-a3b", "bf16", 1),
+    ("b200-sxm", "b200_sxm", "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts", "qwen3-30b-a3b", "bf16",
+     1),
     # r133: ModelOpt NVFP4 experts (TRT-LLM's kernel on B200, FlashInfer's CUTLASS on the RTX PRO 6000) and
     # gpt-oss's MXFP4 experts on Ada (Marlin's) were refused although the tables time them
     ("b200-sxm", "b200_sxm", _NVFP4 + "trtllm_trtllmnvfp4expertsmonolithic", "qwen3-30b-a3b", "nvfp4", 1),
