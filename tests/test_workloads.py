@@ -323,6 +323,8 @@ def test_round_137_a_duration_alone_runs_for_the_duration():
     assert both.num_requests == 100 and len(list(both.source(0).initial())) == 100
     rs = load(None, ["workload.duration_s=300", "workload.arrival.rate=10", "profile=roofline"])
     assert rs.scenario.workload.num_requests is None
+    burst = load(None, ["workload.duration_s=300", "workload.arrival={process: burst}", "profile=roofline"])
+    assert burst.scenario.workload.num_requests == 1000  # a burst is a count: it keeps the default
 
 
 def test_round_137_a_curves_short_spike_keeps_its_requests():

@@ -157,9 +157,14 @@ class SyntheticWorkload(_Classes):
     @classmethod
     def _duration_alone(cls, data):
         """A duration given without a count runs for the duration: the default count cut a 1,000-s run at 1,000
-        requests (102 s at 10 req/s) without a word (r137)."""
+        requests (102 s at 10 req/s) without a word (r137). A burst, a ramp over the requests and a balanced
+        shared prefix are counts: they keep the default."""
         if isinstance(data, dict) and data.get("duration_s") is not None and "num_requests" not in data:
-            data = {**data, "num_requests": None}
+            arrival, prefix = data.get("arrival"), data.get("shared_prefix")
+            read = lambda x, key: x.get(key) if isinstance(x, dict) else getattr(x, key, None)  # noqa: E731
+            if read(arrival, "process") != "burst" and read(arrival, "ramp_up_strategy") is None and \
+                    not read(prefix, "balanced"):
+                data = {**data, "num_requests": None}
         return data
     arrival: Arrival = Arrival(process="poisson", rate=10.0)
     prompt_tokens: LengthDist = LogNormal(dist="lognormal", median=600, sigma=0.9, max=6000)
