@@ -352,3 +352,24 @@ def test_round_137_sessions_read_vllm_client_draws():
     starts = [[s.arrival_time for s in SessionWorkload(type="sessions", num_sessions=6, arrival=Arrival(
         process="poisson", rate=1.0, vllm_client_draws=v)).source(0).initial()] for v in (False, True)]
     assert starts[0] != starts[1]
+
+
+def test_round_138_duration_alone_keeps_lengths_and_round_trips(tmp_path, capsys):
+    """r137's rules broke these: a sessions scenario's `config` output (every field of its think time) was refused
+    by the think-time check; with duration_s alone the arrival gaps, drawn in chunks from the lengths' stream,
+    changed the lengths with the rate; a closed loop with a duration alone had no count to bound it."""
+    import yaml
+
+    from servesim.simulator.cli import main
+
+    assert main(["config", "docs/scenarios/chat-sessions.yaml"]) == 0
+    (tmp_path / "c.yaml").write_text(capsys.readouterr().out)
+    assert main(["config", str(tmp_path / "c.yaml")]) == 0  # servesim's own output reads back
+    assert yaml.safe_load(capsys.readouterr().out)["workload"]["think_time_s"]["mean"] == 15
+    lengths = []
+    for rate in (50, 100):
+        w = SyntheticWorkload(duration_s=5, arrival=Arrival(process="poisson", rate=float(rate)))
+        lengths.append([(s.prompt_tokens, s.output_tokens) for s in w.source(0).initial()][:100])
+    assert lengths[0][:100] == lengths[1][:100]
+    closed = load(None, ["workload.duration_s=30", "workload.arrival={process: closed_loop, concurrency: 4}"])
+    assert closed.scenario.workload.num_requests == 1000

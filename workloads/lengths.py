@@ -125,7 +125,8 @@ class FloatDist(Settings):
         if self.dist == "uniform" and self.high < self.low:
             raise ValueError(f"high ({self.high}) must be >= low ({self.low})")
         own = {"fixed": {"value"}, "uniform": {"low", "high"}, "exponential": {"mean"}}[self.dist]
-        other = sorted(self.model_fields_set - own - {"dist"})  # r137: {dist: exponential, value: 30} meant 0 s
+        other = sorted(k for k in self.model_fields_set - own - {"dist"} if getattr(self, k))  # r137: {dist:
+        # exponential, value: 30} meant 0 s (another kind's 0, as `config` writes every field, is no setting)
         if other:
             raise ValueError(f"{', '.join(other)} is not a setting of the {self.dist} kind (it takes "
                              f"{', '.join(sorted(own))})")

@@ -162,8 +162,9 @@ class SyntheticWorkload(_Classes):
         if isinstance(data, dict) and data.get("duration_s") is not None and "num_requests" not in data:
             arrival, prefix = data.get("arrival"), data.get("shared_prefix")
             read = lambda x, key: x.get(key) if isinstance(x, dict) else getattr(x, key, None)  # noqa: E731
-            if read(arrival, "process") != "burst" and read(arrival, "ramp_up_strategy") is None and \
-                    not read(prefix, "balanced"):
+            if read(arrival, "process") not in ("burst", "closed_loop") and not read(arrival, "fit_span") \
+                    and read(arrival, "ramp_up_strategy") is None and not read(prefix, "balanced"):  # r138: a
+                # closed loop has no expected count to bound it, fit_span rescales over the requests
                 data = {**data, "num_requests": None}
         return data
     arrival: Arrival = Arrival(process="poisson", rate=10.0)
@@ -203,20 +204,27 @@ class SyntheticWorkload(_Classes):
 
     def _draws(self, n: int, rng: np.random.Generator) -> tuple:
         """n requests' random columns, in the order they are drawn: prompt and output lengths, which shared prefix
-        (None without), priorities and classes."""
-        if self.lengths is not None:
-            prompts, outputs = self.lengths.draw(n, rng)
+        (None without), priorities and classes. Without num_requests n is what the duration holds at the rate: each
+        column then comes from a stream of its own, so the k-th request's draws do not depend on n (r138: the
+        lengths changed with the rate)."""
+        if self.num_requests is None:
+            streams = iter(rng.spawn(4))
+            lengths_rng, output_rng, which_rng, class_rng = (next(streams) for _ in range(4))
         else:
-            prompts, outputs = self.prompt_tokens.draw(n, rng), self.output_tokens.draw(n, rng)
+            lengths_rng = output_rng = which_rng = class_rng = rng
+        if self.lengths is not None:
+            prompts, outputs = self.lengths.draw(n, lengths_rng)
+        else:
+            prompts, outputs = self.prompt_tokens.draw(n, lengths_rng), self.output_tokens.draw(n, output_rng)
         sp = self.shared_prefix
         if sp is None:
             which = None
         elif sp.balanced:  # n // count requests each, shuffled (n is num_requests, a multiple of count)
             which = np.repeat(np.arange(sp.count), n // sp.count)
-            which = rng.permutation(which) if sp.shuffle else which
+            which = which_rng.permutation(which) if sp.shuffle else which
         else:
-            which = rng.integers(0, sp.count, size=n)
-        return (prompts, outputs, which, *self._draw_classes(n, rng))
+            which = which_rng.integers(0, sp.count, size=n)
+        return (prompts, outputs, which, *self._draw_classes(n, class_rng))
 
     def _specs(self, n: int, rng: np.random.Generator, max_model_len: int | None, ids: ContentIds):
         prompts, outputs, which, prios, classes = self._draws(n, rng)
@@ -250,6 +258,8 @@ class SyntheticWorkload(_Classes):
             return ClosedLoopSource(a.concurrency, lambda: float(think.draw(1, think_rng)[0]), templates(),
                                     self.num_requests, self.duration_s, a.ramp_up_s)
         client = a.client_generator(seed)
+        if client is None and self.num_requests is None:  # drawn until the duration, in chunks: from their own
+            client = np.random.default_rng([seed, 1])  # stream, so the lengths do not depend on the rate (r138)
         times = a.times(self.num_requests, self.duration_s, rng if client is None else client)
         if len(times) > 1 and not (np.diff(times) >= 0).all():  # not in arrival order: made up front and sorted
             specs = [replace(s, arrival_time=float(times[s.request_id]))
