@@ -338,7 +338,8 @@ def test_round_137_a_curves_short_spike_keeps_its_requests():
 @pytest.mark.parametrize("think, says", [({"dist": "exponential", "value": 30}, "value is not a setting of the "
                                                                               "exponential kind"),
                                          ({"dist": "exponential"}, "the exponential kind needs its mean"),
-                                         ({"dist": "fixed", "mean": 20}, "mean is not a setting of the fixed kind")])
+                                         ({"dist": "fixed", "mean": 20}, "mean is not a setting of the fixed kind"),
+                                         ({"dist": "uniform"}, "the uniform kind needs its high")])
 def test_round_137_a_think_time_takes_only_its_own_kinds_settings(think, says):
     """{dist: exponential, value: 30} meant no think time at all (each turn sent as the answer ended)."""
     from servesim.simulator.errors import ConfigError

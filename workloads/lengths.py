@@ -132,6 +132,8 @@ class FloatDist(Settings):
                              f"{', '.join(sorted(own))})")
         if self.dist == "exponential" and "mean" not in self.model_fields_set:
             raise ValueError("the exponential kind needs its mean")
+        if self.dist == "uniform" and "high" not in self.model_fields_set:  # r138: {dist: uniform} was 0 s
+            raise ValueError("the uniform kind needs its high (low is 0 unless given)")
         return self
 
     def draw(self, n, rng):
