@@ -703,7 +703,7 @@ def attach_prefixes(run: RealRun, specs: list[RequestSpec]) -> RealRun:
     return run
 
 
-def _figures(times, digits: int = 3) -> list[float]:
-    """Times to `digits` significant figures: equal for a copy scaled by a hair, unequal for a repeat's
-    latencies, which differ by far more than 0.1% (milliseconds of jitter)."""
+def _figures(times, digits: int) -> list[float]:
+    """Times to `digits` significant figures: equal for a copy, however written; unequal for a repeat's latencies
+    (a copy scaled or jittered by a hair is RealRun.scaled_copy_of's)."""
     return [float(f"{t:.{digits}g}") for t in times]

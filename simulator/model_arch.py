@@ -317,26 +317,23 @@ class ModelArchitecture(Settings):
             self.moe_intermediate_size or self.intermediate_size)
         return math.ceil(self.num_moe_layers * 3 * self.hidden_size * shared * WEIGHT_BITS[self.dtype] / 8)
 
-    def dense_weight_bytes_per_gpu(self, tensor_parallel_size: int = 1, sequence_parallel_moe: bool = False) -> float:
+    def dense_weight_bytes_per_gpu(self, tensor_parallel_size: int = 1, expert_parallel: int | None = None) -> float:
         """One GPU's weights other than the routed experts: split over the TP group but for what vLLM replicates
         on each GPU (the routers, MLA's down-projections: r133, DeepSeek-V3 at TP 8 held 0.94 GiB a GPU more
-        than counted; the shared experts under sequence-parallel MoE: r135, Llama-4-Scout at -tp 2 -dp 2 -ep
-        5.6 GiB)."""
-        replicated = self.router_bytes + self.latent_down_projection_bytes + \
-            self.shared_expert_bytes(sequence_parallel_moe)
+        than counted; the shared experts under sequence-parallel MoE, expert parallelism over more GPUs than a
+        TP group above 1: r135, Llama-4-Scout at -tp 2 -dp 2 -ep 5.6 GiB)."""
+        sequence_parallel = bool(expert_parallel) and 1 < tensor_parallel_size < expert_parallel
+        replicated = self.router_bytes + self.latent_down_projection_bytes + self.shared_expert_bytes(sequence_parallel)
         return (self.weight_bytes - self.expert_weight_bytes - replicated) / tensor_parallel_size + replicated
 
     def weight_bytes_per_gpu(self, tensor_parallel_size: int = 1, expert_parallel: int | None = None,
                              redundant_experts: int = 0) -> float:
         """One GPU's weights: everything split over the TP group, or with expert parallelism over `expert_parallel`
         GPUs (TP x DP), whole experts spread over all of them (EPLB's redundant copies too, each a whole expert's
-        weights) and the rest split over the TP group; what vLLM replicates whole on each (sequence-parallel MoE:
-        expert parallelism over more GPUs than the TP group, whose TP is above 1)."""
+        weights) and the rest split over the TP group; what vLLM replicates whole on each."""
         experts = self.expert_weight_bytes * (self.num_experts + redundant_experts) / self.num_experts \
             if redundant_experts else self.expert_weight_bytes
-        sequence_parallel = bool(expert_parallel) and tensor_parallel_size > 1 and \
-            expert_parallel > tensor_parallel_size
-        return self.dense_weight_bytes_per_gpu(tensor_parallel_size, sequence_parallel) + experts / (
+        return self.dense_weight_bytes_per_gpu(tensor_parallel_size, expert_parallel) + experts / (
             expert_parallel or tensor_parallel_size)
 
     @property
