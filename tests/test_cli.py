@@ -741,7 +741,7 @@ def test_round_28_searches_read_their_grid_and_reruns_see_rewritten_files(tmp_pa
     assert main(["search", "replicas", "--set", "workload.type=trace", "--slo", "ttft_p99_ms=2000",
                  "--grid", "workload.path=t.jsonl", "--max", "2", "--out", "s2"]) == 0
     assert main(["search", "max-rate", "--set", "workload.num_requests=20", "--slo", "ttft_p99_ms=500",
-                 "--grid", "seed=1,2", "--high", "50", "--out", "s3"]) in (0, 1)
+                 "--grid", "seed=1,2", "--high", "5", "--out", "s3"]) in (0, 1)  # held at --high: no long reruns
     assert list(pd.read_csv(tmp_path / "s3" / "max_rate.csv")["seed"]) == [1, 2]
     lengths = tmp_path / "len.csv"
     sweep = ["sweep", "--set", "workload.num_requests=20", "--set", f"workload.lengths={{path: {lengths}}}",
