@@ -582,8 +582,8 @@ def _read_bench(path: Path) -> RealRun:
         if not isinstance(itl, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                 and math.isfinite(x) and x >= 0 for x in itl):
             _fail(path, where, "itls must be a list of non-negative finite numbers")
-        if len(itl) == n_out and role_chunk:  # 0.19's chat client: the role chunk was its first token (r129)
-            ttft, itl = ttft + itl[0], itl[1:]
+        if role_chunk and itl:  # 0.19's chat client: the role chunk was its first token (r129), however many
+            ttft, itl = ttft + itl[0], itl[1:]  # tokens its chunks held (r139: only one a chunk was seen)
         if len(itl) > n_out - 1:  # one gap per streamed chunk after the first; a chunk holds at least one token
             _fail(path, where, f"{len(itl)} itls for {n_out} output token(s): at most one gap per token after the "
                                f"first")

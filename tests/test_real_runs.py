@@ -1096,6 +1096,39 @@ def test_a_vllm_0_19_chat_result_has_a_gap_per_token_and_reads_back(tmp_path, ca
         read_run(tmp_path / "c33.json")
 
 
+def _vllm_peak_tokens(data: dict) -> float:
+    """max_output_tokens_per_s as vLLM's client computes it from its own arrays (benchmarks/serve.py)."""
+    ok = [i for i, e in enumerate(data["errors"]) if not e]
+    t0 = min(data["start_times"][i] for i in ok)
+    buckets: dict = {}
+    for i in ok:
+        t = data["start_times"][i] + data["ttfts"][i]
+        for gap in [0.0, *data["itls"][i]]:
+            t += gap
+            buckets[int(t - t0)] = buckets.get(int(t - t0), 0) + 1
+    return float(max(buckets.values()))
+
+
+def test_round_139_a_0_19_chat_file_of_several_tokens_a_chunk_reads_back_and_peaks_as_vllms(tmp_path):
+    """r139: under speculation a chunk holds several tokens; compare kept 0.19's role-chunk gap (~0) in the pooled
+    ITLs wherever a request had fewer chunks than tokens, and the file's max_output_tokens_per_s left the role
+    chunk's time out (vLLM counts it): 6% low."""
+    out = tmp_path / "p"
+    assert main(["vllm", "--quiet", "--vllm-version", "0.19.0", "--out", str(out), "--set",
+                 "speculative.acceptance_rate=0.7", "serve", "meta-llama/Llama-3.1-8B-Instruct",
+                 "--speculative-config", '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}', "--",
+                 "bench", "serve", "--backend", "openai-chat", "--endpoint", "/v1/chat/completions",
+                 "--random-input-len", "256", "--random-output-len", "32", "--num-prompts", "40", "--request-rate",
+                 "10", "--save-result", "--save-detailed", "--result-filename", "p.json"]) == 0
+    data = json.loads((out / "p.json").read_text())
+    assert any(len(g) < n for g, n in zip(data["itls"], data["output_lens"]))  # chunks of several tokens
+    run = read_run(out / "p.json")
+    assert len(run.itls) == sum(len(g) - 1 for g in data["itls"]) and min(run.itls) > 0  # no role-chunk zero
+    rows = pd.read_parquet(out / "requests.parquet").sort_values("request_id")
+    np.testing.assert_allclose(np.sort(run.requests.ttft), np.sort(rows.ttft), rtol=1e-9)
+    assert data["max_output_tokens_per_s"] == _vllm_peak_tokens(data)
+
+
 def test_a_held_out_run_of_another_deployment_is_refused():
     """r129: a Qwen3-32B TP 2 run held out of a Llama-3.1-8B TP 1 fit wrote its 21.6% as the Llama profile's own
     held-out error (and the tolerance calibrate check holds it to)."""
