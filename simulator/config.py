@@ -356,6 +356,15 @@ class Scenario(Settings):
         return self
 
     @model_validator(mode="after")
+    def _client_seed(self):
+        """vLLM's client seeds numpy's legacy generator, which takes no seed past 2**32 - 1: no vLLM run draws
+        such a seed's gaps (r138: folded onto seed % 2**32 silently)."""
+        if getattr(getattr(self.workload, "arrival", None), "vllm_client_draws", False) and self.seed >= 2**32:
+            raise ValueError(f"seed: {self.seed} is past 2**32 - 1, which vLLM's client (np.random.seed) takes at "
+                             f"most under workload.arrival.vllm_client_draws")
+        return self
+
+    @model_validator(mode="after")
     def _shedding_has_a_target(self):
         a = self.policies.admission
         if a.shed_on_ttft_slo and a.shed_ttft_ms is None and not any(

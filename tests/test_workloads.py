@@ -1,5 +1,6 @@
 """Generators checked statistically at a fixed seed; closed loops, sessions and prefixes checked by behaviour."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -374,3 +375,47 @@ def test_round_138_duration_alone_keeps_lengths_and_round_trips(tmp_path, capsys
     assert lengths[0][:100] == lengths[1][:100]
     closed = load(None, ["workload.duration_s=30", "workload.arrival={process: closed_loop, concurrency: 4}"])
     assert closed.scenario.workload.num_requests == 1000
+
+
+def test_round_139_a_sessions_think_time_leaves_its_conversations_as_they_are():
+    """r138: think times were drawn among the lengths, so a sweep over think_time_s (or fixed against exponential)
+    compared other conversations: 4 of 5 sessions' first prompts changed."""
+    convs = []
+    for think in ({"dist": "exponential", "mean": 0}, {"dist": "exponential", "mean": 30},
+                  {"dist": "fixed", "value": 0}, {"dist": "uniform", "low": 0, "high": 1}):
+        src = SessionWorkload(type="sessions", num_sessions=5, think_time_s=think).source(0)
+        specs, _ = src.traffic()
+        convs.append(sorted((s.session_id, s.turn, s.prompt_tokens, s.output_tokens) for s in specs))
+    assert all(c == convs[0] for c in convs[1:])
+
+
+@pytest.mark.parametrize("sets, field, says", [
+    (["seed=4294967296", "workload.arrival={process: poisson, rate: 1, vllm_client_draws: true}"], "seed",
+     "past 2\\*\\*32 - 1"),
+    (["workload.duration_s=1", "workload.arrival={process: curve, points: [[0, 0], [100, 10]]}"],
+     "workload.duration_s", "no request arrives within 1 s"),
+    (["workload.duration_s=5e9"], "workload.duration_s", "less than or equal to 1000000000"),
+    (["workload.duration_s=10", "workload.arrival={process: curve, points: [[0, 1], ['5', 2]]}"],
+     "workload.arrival.points.1.0", "valid number"),
+    (["workload.duration_s=10", "workload.arrival={process: curve, points: [[0, 1], [true, 2]]}"],
+     "workload.arrival.points.1.0", "a number is expected, not true")])
+def test_round_139_r138s_workload_settings_are_refused_by_their_own_name(sets, field, says, tmp_path, capsys):
+    """r138: a seed past 2**32 was folded onto another under vllm_client_draws; a curve sending nothing within its
+    duration was refused as the warm-up's fault and written as an empty trace; a duration past what can be
+    simulated was refused under the arrival; a curve point took the text '5' for 5."""
+    from servesim.simulator.cli import main
+
+    for command in (["run", "--out", str(tmp_path / "r")], ["workload", "write", "--out", str(tmp_path / "w.jsonl")]):
+        assert main([*command, *[x for s in sets for x in ("--set", s)]]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"servesim: error: {field}: "), err
+        assert re.search(says, err[0]), err
+    assert not (tmp_path / "w.jsonl").exists() and not (tmp_path / "r").exists()
+
+
+def test_round_139_a_scenario_not_named_yaml_is_told_apart_from_a_trace(tmp_path, capsys):
+    from servesim.simulator.cli import main
+
+    (tmp_path / "scen").write_text("workload:\n  num_requests: 5\n")
+    assert main(["workload", "describe", str(tmp_path / "scen")]) == 2
+    assert "'workload:' opens a YAML mapping, not a trace: name a scenario .yaml or .yml" in capsys.readouterr().err

@@ -7,13 +7,17 @@ and most published GPU benchmarks measure), so the engine asks the source then.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
+from pydantic import Field, PositiveFloat, model_validator
 
 from servesim.simulator.errors import ConfigError
 from servesim.workloads.settings import MAX_CLIENTS, MAX_RATE, MAX_REQUESTS, MAX_SECONDS, Rate, Settings
+
+
+# a curve point's time or rate: a number, not text ('5') nor a bool, which the lax mode inside a list took (r138)
+_Number = Annotated[float, Field(ge=0, strict=True)]
 
 
 class Arrival(Settings):
@@ -34,7 +38,7 @@ class Arrival(Settings):
                                                           "serve's --burstiness b is cv 1/sqrt(b): b down to 1e-12)")
     on_s: float | None = Field(None, ge=1e-6, le=MAX_SECONDS)
     off_s: float | None = Field(None, ge=0, le=MAX_SECONDS)
-    points: list[tuple[NonNegativeFloat, NonNegativeFloat]] | None = None
+    points: list[tuple[_Number, _Number]] | None = None
     period_s: PositiveFloat | None = None
     concurrency: int | None = Field(None, ge=1, le=MAX_CLIENTS)
     think_time_s: float = Field(0.0, ge=0, le=MAX_SECONDS)
@@ -48,7 +52,9 @@ class Arrival(Settings):
                                               "is sent at num_requests / rate exactly")
     vllm_client_draws: bool = Field(False, description="poisson/gamma gaps drawn as vllm bench serve's client draws "
                                                        "them for its --seed: numpy's legacy generator seeded with "
-                                                       "the seed, one gamma draw per request (exponential ones too)")
+                                                       "the seed, one gamma draw per request (exponential ones too); "
+                                                       "without fit_span the first is sent at 0, its times less the "
+                                                       "client's first gap")
 
     @model_validator(mode="after")
     def _needs(self):
@@ -91,7 +97,7 @@ class Arrival(Settings):
     def client_generator(self, seed: int) -> np.random.RandomState | None:
         """vLLM's client's own stream for its gaps (np.random.seed(seed)), apart from the dataset's lengths, so one
         seed sends the same requests at every rate, as vLLM's does (round 125); None: servesim's, the lengths'."""
-        return np.random.RandomState(seed % 2**32) if self.vllm_client_draws else None
+        return np.random.RandomState(seed) if self.vllm_client_draws else None
 
     def times(self, n: int | None, duration_s: float | None, rng: np.random.Generator) -> np.ndarray:
         """Arrival times of at most n requests within [0, duration_s), the first at 0 (after a gap of its own with
@@ -120,6 +126,9 @@ class Arrival(Settings):
         times = np.concatenate(chunks)
         if duration_s is not None:
             times = times[times < duration_s]
+            if not len(times):  # r138: refused later under the warm-up's name, and written as an empty trace
+                raise ConfigError("workload.duration_s", f"no request arrives within {duration_s:g} s at this "
+                                                         f"arrival; run longer")
         times = times[:n] if n is not None else times
         if self.fit_span and times[-1] > 0:  # vLLM's client: a first delay too, and the last sent at n / rate
             times = times * (len(times) / self.rate / times[-1])

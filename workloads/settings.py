@@ -77,6 +77,17 @@ def _expected(annotation) -> str:
     return ", ".join(kinds[:-1]) + f" or {kinds[-1]}" if len(kinds) > 1 else kinds[0]
 
 
+def _item(annotation, i: int):
+    """The annotation of a list's or a tuple's i-th item (a curve point's time: float), None where unknown."""
+    for a in [annotation, *get_args(annotation)]:  # list[...] | None: the list's
+        origin, args = getattr(a, "__origin__", None), get_args(a)
+        if origin is list and len(args) == 1:
+            return args[0]
+        if origin is tuple and args:
+            return args[0] if len(args) == 2 and args[1] is Ellipsis else args[i] if i < len(args) else None
+    return None
+
+
 def _check(value: Any, takes_bool: bool, path: list[str], annotation=None) -> None:
     if isinstance(value, bool):
         if not takes_bool:
@@ -90,7 +101,8 @@ def _check(value: Any, takes_bool: bool, path: list[str], annotation=None) -> No
             raise _Bad(path, f"{len(value):,} characters: at most {MAX_TEXT:,}")
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            _check(item, takes_bool, path + [str(i)])
+            inner = _item(annotation, i)
+            _check(item, takes_bool if inner is None else _takes(inner, bool), path + [str(i)], inner)
     elif isinstance(value, dict):
         for key, item in value.items():
             _check(key, False, path)

@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import Field, PositiveFloat, model_serializer, model_validator
 
 from servesim.simulator.errors import ConfigError
-from servesim.workloads.settings import MAX_CLIENTS, MAX_REQUESTS, MAX_TOKENS, Settings, Tokens, refuse
+from servesim.workloads.settings import MAX_CLIENTS, MAX_REQUESTS, MAX_SECONDS, MAX_TOKENS, Settings, Tokens, refuse
 
 from servesim.workloads.arrivals import Arrival
 from servesim.workloads.lengths import FloatDist, JointLengths, LengthDist, LogNormal, Uniform
@@ -151,7 +151,8 @@ class SyntheticWorkload(_Classes):
     type: Literal["synthetic"] = "synthetic"
     num_requests: int | None = Field(1000, ge=1, le=MAX_REQUESTS, description="1000 unless duration_s is given "
                                                                              "alone")
-    duration_s: PositiveFloat | None = Field(default=None, description="stop issuing requests at this time")
+    duration_s: PositiveFloat | None = Field(default=None, le=MAX_SECONDS, description="stop issuing requests at "
+                                                                                     "this time")
 
     @model_validator(mode="before")
     @classmethod
@@ -366,6 +367,7 @@ class SessionWorkload(_Classes):
             raise ConfigError("workload.turns", f"{int(turns.sum()):,} turns in all: at most {MAX_REQUESTS:,} requests "
                                                 "in one run")
         prios, classes = self._draw_classes(self.num_sessions, rng)
+        think_rng = rng.spawn(1)[0]  # r139: think times drawn among the lengths made a think-time edit change them
         system = ids.shared(0, self.system_prompt_tokens) if self.system_prompt_tokens else []
         first_turns, follow = [], {}
         rid = count()
@@ -373,7 +375,7 @@ class SessionWorkload(_Classes):
             n_turns = int(turns[s])
             msgs = np.concatenate([self.first_message_tokens.draw(1, rng), self.message_tokens.draw(n_turns - 1, rng)])
             outs = self.output_tokens.draw(n_turns, rng)
-            thinks = self.think_time_s.draw(n_turns, rng)
+            thinks = self.think_time_s.draw(n_turns, think_rng)
             history, full_ids = self.system_prompt_tokens, list(system)  # ids of the history's full blocks
             tail: list[int] = []  # the id of the history's partial last block, which the next turn fills
             prev, unsent = None, False

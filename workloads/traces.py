@@ -521,6 +521,8 @@ def infer_format(path) -> str:
     if found is None and is_json and (not first.startswith("{") or first in ("{", "{}")):  # a list, a spread object
         _fail(path, "line 1", "no JSON object on its first line: a trace is JSON lines, one request's object a line "
                               "(or one vllm bench result document)")
+    if found is None and re.fullmatch(r"[A-Za-z_]\w*:(\s.*)?", first):  # r138: a scenario named otherwise
+        _fail(path, "line 1", f"{_show(first)} opens a YAML mapping, not a trace: name a scenario .yaml or .yml")
     if found is None:
         _fail(path, "line 1", f"cannot tell the trace format from {_show(first)}; "
                               f"give it explicitly, one of {', '.join(TRACE_FORMATS)}")
