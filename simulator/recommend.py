@@ -505,6 +505,9 @@ def check_space(scenario, sets: list[str], axes: dict[str, list]) -> None:
                      *[(k, f"it is an axis of the space ({flags.get(k, '--grid')})") for k in axes]]:
         if sets_give(sets, key):  # by itself or inside a mapping
             raise ConfigError("--set", f"{key}: {why}; leave it out")
+    if base.cluster.replicas != 1:  # r139: a scenario's replicas became each unit's: the fleet never fell below them
+        raise ConfigError("cluster.replicas", f"{base.cluster.replicas} in the scenario: the search sizes the fleet "
+                                              f"from one replica; leave it out")
     for key, values in axes.items():
         flag = flags.get(key, "--grid")
         if key in SET_BY_THE_SEARCH:

@@ -126,6 +126,8 @@ def test_one_token_outputs_have_no_tpot_and_the_plot_leaves_it_off(tmp_path, cap
     assert report["rows"][0]["status"] == "meets" and report["rows"][0]["p99_tpot_ms"] is None
     assert (tmp_path / "plot-recommend.png").is_file()
     assert main(["plot", str(tmp_path), "--kind", "recommend", "--out", str(tmp_path / "again")]) == 0
+    (tmp_path / "plot-recommend.png").unlink()  # r139: the README's redraw was refused (the manifest lists it)
+    assert main(["plot", str(tmp_path), "--kind", "recommend"]) == 0 and (tmp_path / "plot-recommend.png").is_file()
     report["rows"][0]["p99_ttft_ms"] = "fast"
     (tmp_path / "recommend.json").write_text(json.dumps(report))
     assert main(["plot", str(tmp_path), "--kind", "recommend", "--out", str(tmp_path / "bad")]) == 2
@@ -151,6 +153,16 @@ def test_a_space_the_search_cannot_walk_is_one_line(argv, says, tmp_path, capsys
     assert main(["recommend", *SLOS, *SMALL, "--out", str(tmp_path), *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
+
+
+def test_round_139_a_scenarios_replicas_are_refused_as_a_sets_are(tmp_path, capsys):
+    """r139: cluster.replicas: 2 in the scenario file became each unit's replicas: the fleet never fell below two
+    (2 H100s at $6/h for a traffic one carries), its per-replica capacity a pair's."""
+    (tmp_path / "rep2.yaml").write_text("cluster:\n  replicas: 2\n")
+    assert main(["recommend", str(tmp_path / "rep2.yaml"), *SLOS, *SMALL, "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["servesim: error: cluster.replicas: 2 in the scenario: the search sizes the fleet from one "
+                   "replica; leave it out"]
 
 
 def test_rate_fills_an_arrival_mapping_without_one(tmp_path, capsys):
