@@ -11,6 +11,7 @@ token budget, `max_num_seqs` and KV checks:
 from __future__ import annotations
 
 import bisect
+from itertools import chain
 
 from servesim.simulator.request import Request
 
@@ -24,14 +25,15 @@ class AdmissionRules:
         self._outputs: dict = {}  # finished output lengths per SLO class, sorted
         self.active = reserve != "prompt" or max_long_prefills is not None
 
-    def refusal(self, r: Request, running: list[Request], kv) -> str | None:
-        """Why r may not be admitted now (the scheduler's admission_blocked reason), or None."""
+    def refusal(self, r: Request, running: list[Request], kv, held=()) -> str | None:
+        """Why r may not be admitted now (the scheduler's admission_blocked reason), or None. held: requests holding
+        blocks for pulled KV, not yet running (a disaggregated decode replica's), whose reservations stand too."""
         long = self.long_prompt_tokens
         if self.max_long_prefills is not None and r.prompt_tokens >= long and sum(
                 1 for q in running if q.prompt_tokens >= long
                 and q.num_computed_tokens < q.num_tokens - 1) >= self.max_long_prefills:
             return "long_prompts"  # FIFO: the queue is not reordered
-        if self.reserve != "prompt" and not self._reservation_fits(r, running, kv):
+        if self.reserve != "prompt" and not self._reservation_fits(r, running, kv, held):
             return "kv"
         return None
 
@@ -43,11 +45,13 @@ class AdmissionRules:
                 return seen[min(len(seen) - 1, int(self.reserve_quantile * len(seen)))]
         return r.spec.output_limit
 
-    def _reservation_fits(self, r: Request, running: list[Request], kv) -> bool:
-        """Blocks for prompt + expected output must be free beyond what running requests still reserve (less those
-        r holds already: a disaggregated decode replica's pulled prompt)."""
+    def _reservation_fits(self, r: Request, running: list[Request], kv, held=()) -> bool:
+        """Blocks for prompt + expected output must be free beyond what running and held requests still reserve
+        (less those r holds already: a disaggregated decode replica's pulled prompt). r139: pulls that started
+        counted no reservation, so they took the room of the loaded requests' outputs: nothing ran, nothing freed."""
         total = -(-min(r.prompt_tokens + self._expected_output(r), self.max_model_len) // kv.block_size)
-        outstanding = sum(q.reserved_blocks - len(q.blocks) for q in running if q.reserved_blocks > len(q.blocks))
+        outstanding = sum(q.reserved_blocks - len(q.blocks) for q in chain(running, held)
+                          if q is not r and q.reserved_blocks > len(q.blocks))
         if total - len(r.blocks) + outstanding > kv.num_free_blocks:
             return False
         r.reserved_blocks = total

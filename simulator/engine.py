@@ -52,6 +52,18 @@ class Replica:
                                f"{kv.blocks_to_admit(longest):,} blocks, more than the KV pool's "
                                f"{kv.num_usable_blocks:,} usable blocks of {kv.block_size}{whole}: vLLM would wait on "
                                f"it for ever; give more blocks or lower max_model_len")
+        sched = self.scheduler
+        if sched.holding and not sched.running and len(sched.holding) == len(sched.loaded) and len(sched.waiting):
+            # r139: 0.19 under priority takes a loaded request only where it ranks first; a preempted head ranks
+            # first and waits for blocks that the loaded requests behind it hold: vLLM's scheduler breaks there too
+            head = sched.waiting.peek()
+            held = sum(len(r.blocks) for r in sched.holding.values())
+            return ConfigError(self._pool_field,
+                               f"replica {self.index} waits for ever: its queue's head (request {head.request_id}, "
+                               f"{head.num_tokens:,} tokens) needs more than the {kv.num_free_blocks:,} free blocks, "
+                               f"{len(sched.holding):,} request(s) whose pulled KV ranks behind it hold {held:,}, and "
+                               f"nothing runs to free any (vLLM's scheduler stops at such a head too); give more "
+                               f"blocks")
         return RuntimeError(f"replica {self.index}: nothing schedulable with {len(waiting)} waiting")
 
     def __init__(self, env: SimClock, index: int, rs: ResolvedScenario, front_end: FrontEnd,
@@ -389,6 +401,10 @@ def _router(c, dp: int, front: int, seed: int, vllm_0_19: bool, replicas: list) 
 def run_to_end(sim: Simulation, rs: ResolvedScenario) -> None:
     """The event loop, to the last event or simulation.max_sim_time_s."""
     sim.env.run(until=rs.scenario.simulation.max_sim_time_s)
+    if rs.scenario.simulation.max_sim_time_s is None:  # no event left, yet a replica has requests: it stalled
+        for r in sim.replicas:  # (r139: a decode replica slept on pulled KV for ever, its requests "unfinished")
+            if r.scheduler.has_work():
+                raise r._stalled()
     for r in sim.replicas:
         r.scheduler.settle()  # the requests' counters as step by step leaves them
 

@@ -114,8 +114,8 @@ class Scheduler:
         self.step = 0  # the index of the next step (update_from_output and decode runs advance it)
         self._seq = count(1)  # running-order keys
         self.cohort: DecodeCohort | None = None
-        self.pulling = 0  # disaggregation: requests holding blocks for their pulled KV, in flight (vLLM's
-        # WAITING_FOR_REMOTE_KVS) or arrived (self.loaded), counted as waiting
+        self.holding: dict[int, Request] = {}  # disaggregation: requests holding blocks for their pulled KV, in
+        # flight (vLLM's WAITING_FOR_REMOTE_KVS) or arrived (self.loaded), counted as waiting, by request id
         self.loaded: deque = deque()  # pulled KV arrived: admitted before the queue (vLLM 0.19's skipped_waiting,
         # 0.33's kv_holding_waiting), so a head that cannot get blocks never holds up a request that has them
         self.pull = None  # disaggregation, a decode replica's: pull(request, tokens, now) starts a KV pull
@@ -134,6 +134,11 @@ class Scheduler:
         if req.first_token_time is None:
             self.queued_prompt_tokens += req.prompt_tokens
         self.changed = True
+
+    @property
+    def pulling(self) -> int:
+        """Requests holding blocks for their pulled KV, counted as waiting."""
+        return len(self.holding)
 
     def has_work(self) -> bool:
         return bool(self.running) or len(self.waiting) > 0 or bool(self.loaded)
@@ -308,7 +313,7 @@ class Scheduler:
                 break
             from_loaded = self._next_is_loaded()
             r = loaded[0] if from_loaded else waiting.peek()
-            if rules is not None and (why := rules.refusal(r, running, kv)):
+            if rules is not None and (why := rules.refusal(r, running, kv, self.holding.values())):
                 self.admission_blocked = why
                 break
             if r.remote_kv == PULL:
@@ -353,7 +358,7 @@ class Scheduler:
                 r.time_preempted += now - r.preempted_at
             if from_loaded:
                 loaded.popleft()
-                self.pulling -= 1
+                del self.holding[r.request_id]
             else:
                 waiting.pop()
             r.seq = next(self._seq)
@@ -394,7 +399,7 @@ class Scheduler:
         decode_ctx += out.implicit_context
         out.shape = BatchShape(len(reqs) + out.implicit, prefill_tokens, pairs, decode_seqs, decode_ctx)
         out.num_running = len(self.running)
-        out.num_waiting = len(self.waiting) + self.pulling
+        out.num_waiting = len(self.waiting) + len(self.holding)
         self.last_step_decode_only = (not out.preempted and prefill_tokens == 0 and decode_seqs == len(self.running))
         self.changed = False
 
@@ -477,7 +482,7 @@ class Scheduler:
         r.num_computed_tokens = hit
         r.pulled_tokens = r.num_tokens - hit
         r.status = TRANSFERRING
-        self.pulling += 1
+        self.holding[r.request_id] = r
         self.recent_admissions.append(now)  # its admission here (its first scheduling was the prefill replica's)
         self.pull(r, r.pulled_tokens, now)
         return True

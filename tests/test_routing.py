@@ -1,6 +1,8 @@
 """Routers across replicas (issue 8's routing part): prefix affinity against round robin and
 predicted completion, on small clusters."""
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -323,3 +325,31 @@ def test_round_132_the_proxy_hands_prompts_to_decode_replicas_in_turn():
     assert least.requests.replica.tolist() != r.requests.replica.tolist()
     with pytest.raises(ConfigError, match="cluster.decode_router"):
         load(None, sets + ["cluster.decode_router=random"])
+
+
+def test_round_139_a_decode_replicas_reservations_count_its_pulls_and_a_stall_is_one_line(tmp_path, capsys):
+    """r139: with output reservation (policies.admission.reserve) a decode replica's pulls counted no reservation,
+    so they took the room of the loaded requests' outputs: nothing ran, nothing freed, and the run ended with 16
+    requests "unfinished" in an internal error. Under 0.19's priority order a preempted head waiting for blocks
+    that loaded requests behind it hold is vLLM's own stall: one line naming the pool."""
+    from servesim.simulator.cli import main
+
+    reserve = ["workload.num_requests=60", "engine.max_model_len=4096", "policies.admission.reserve=max_tokens",
+               "engine.num_gpu_blocks_override=400", "cluster.replicas=2", "cluster.prefill_replicas=1",
+               "workload.shared_prefix={tokens: 500, count: 3}"]
+    assert main(["run", "--json", "--out", str(tmp_path / "a"), *[x for s in reserve for x in ("--set", s)]]) == 0
+    assert json.loads(capsys.readouterr().out)["completed"] == 60
+    (tmp_path / "c2.yaml").write_text("""
+engine: {vllm_defaults: 0.19.0, num_gpu_blocks_override: 400, long_prefill_token_threshold: 256}
+policies: {queue: priority, batching: static}
+cluster: {prefill_replicas: 1, replicas: 1}
+workload:
+  num_requests: 60
+  slo_classes:
+    gold: {weight: 1, priority: 0, ttft_ms: 1000}
+    bronze: {weight: 2, priority: 3, ttft_ms: 5000}
+""")
+    assert main(["run", str(tmp_path / "c2.yaml"), "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("servesim: error: engine.num_gpu_blocks_override: replica 1 waits "
+                                               "for ever: its queue's head"), err
