@@ -419,3 +419,12 @@ def test_round_139_a_scenario_not_named_yaml_is_told_apart_from_a_trace(tmp_path
     (tmp_path / "scen").write_text("workload:\n  num_requests: 5\n")
     assert main(["workload", "describe", str(tmp_path / "scen")]) == 2
     assert "'workload:' opens a YAML mapping, not a trace: name a scenario .yaml or .yml" in capsys.readouterr().err
+
+
+def test_round_139_a_count_that_ends_the_arrivals_before_the_duration_is_said():
+    """r138: `config` writes num_requests: 1000, so a duration added to its output ran as a count, silently."""
+    both = SyntheticWorkload(duration_s=1000, num_requests=100, arrival=Arrival(process="poisson", rate=10.0))
+    said = both.source(0).warnings
+    assert len(said) == 1 and said[0].startswith("workload.num_requests: its 100 requests were all sent by ")
+    assert not SyntheticWorkload(duration_s=5, num_requests=100, arrival=Arrival(process="poisson", rate=10.0)
+                                 ).source(0).warnings  # the duration ended them

@@ -269,7 +269,16 @@ class SyntheticWorkload(_Classes):
             specs = DrawnSpecs(self, times, rng, max_model_len)
         prompts = (s.prompt_tokens for s in specs) if isinstance(specs, list) else specs.prompts
         cut = sum(p == max_model_len - 1 for p in prompts) if max_model_len and self.clip_to_max_model_len else 0
-        return StaticSource(specs, warnings=clipped_warning(cut, len(specs), max_model_len))
+        return StaticSource(specs, warnings=clipped_warning(cut, len(specs), max_model_len) + self._count_ended(times))
+
+    def _count_ended(self, times: np.ndarray) -> tuple[str, ...]:
+        """A count beside a duration bounds the run: said where it ended the arrivals first (r138: `config` writes
+        num_requests: 1000, so a duration added to its output ran 102 of its 1,000 s without a word)."""
+        n, d = self.num_requests, self.duration_s
+        if n is None or d is None or len(times) < n or self.arrival.process == "burst":
+            return ()
+        return (f"workload.num_requests: its {n:,} requests were all sent by {times[-1]:,.1f} s, before duration_s "
+                f"({d:g} s): the count ends the arrivals (leave num_requests out to run for the duration)",)
 
     def generate(self, seed: int, max_model_len: int | None = None) -> list[RequestSpec]:
         """The whole open-loop request list (closed-loop workloads have none up front)."""
