@@ -194,7 +194,7 @@ def cmd_vllm(args) -> int:
             if not answer(scenario):
                 print(dump_yaml(scenario), end="")
             return 0
-        return _run_vllm(args, cmd, sets)
+        return _run_vllm(args, cmd, sets, bool(bench_argv))
     except ConfigError as exc:  # a setting the pasted flags gave is said as those flags
         raise as_flag_error(cmd, args.set, exc) from None
 
@@ -212,18 +212,25 @@ def _earlier_result_file(out: Path, earlier: set[str]) -> tuple[str, ...]:
     return (name,) if isinstance(name, str) and name in earlier and Path(name).name == name else ()
 
 
-def _run_vllm(args, cmd, sets: list[str]) -> int:
+def _run_vllm(args, cmd, sets: list[str], client: bool) -> int:
+    """client: a `-- bench serve` part was given, whose client prints vLLM's block."""
     from types import SimpleNamespace
 
     def after(result, out: Path) -> list[str]:
         from servesim.simulator.config import say_once
         from servesim.simulator.vllm_metrics import write_prometheus
 
-        written, result_file = ["vllm_command.json"], None
-        if cmd.bench.save_result:
-            from servesim.simulator.vllm_results import write_bench_result
+        from datetime import datetime
 
-            path = write_bench_result(result, cmd.bench, out, _due_times(sets))
+        from servesim.simulator.vllm_results import bench_result, printed_block, write_bench_result
+
+        written, result_file = ["vllm_command.json"], None
+        date = datetime.now().strftime("%Y%m%d-%H%M%S")
+        data = bench_result(result, cmd.bench, date=date, due=_due_times(sets))
+        if client:  # vLLM's client prints its block as it ends: after servesim's own table
+            block.append(printed_block(data, cmd.bench))
+        if cmd.bench.save_result:
+            path = write_bench_result(data, cmd.bench, out, date)
             result_file = str(path.name) if path.parent == out else str(path.absolute())  # --result-dir: the cwd's
             written.append(result_file)
         (out / "vllm_command.json").write_text(json.dumps(cmd.as_record() | {"argv": args.command, "set": args.set,
@@ -237,9 +244,13 @@ def _run_vllm(args, cmd, sets: list[str]) -> int:
                       "prometheus.parquet are not written"])
         return written
 
+    block: list[str] = []
     run_args = SimpleNamespace(scenario=None, set=sets, out=args.out, json=args.json, quiet=args.quiet,
                                plot=args.plot, prometheus=False)
-    return cmd_run(run_args, after)
+    code = cmd_run(run_args, after)
+    if block and not (args.json or args.quiet):
+        print(block[0])
+    return code
 
 
 def _due_times(sets: list[str]) -> dict | None:

@@ -253,11 +253,63 @@ def check_result_path(o: BenchOptions, out: Path, inputs=()) -> None:
     refuse_writing_over(path, field, inputs)
 
 
-def write_bench_result(result, o: BenchOptions, default_dir: Path, due: dict | None = None) -> Path:
-    """The result file where vLLM would put it: --result-dir (default: the run's --out here, where vLLM uses the
-    working folder) / --result-filename (default vLLM's name); --append-result adds a JSON line."""
-    date = datetime.now().strftime("%Y%m%d-%H%M%S")
-    data = bench_result(result, o, date=date, due=due)
+# each metric's short name and section header in the client's printed block (benchmarks/serve.py)
+PRINTED = {"ttft": ("TTFT", "Time to First Token"), "tpot": ("TPOT", "Time per Output Token (excl. 1st token)"),
+           "itl": ("ITL", "Inter-token Latency"), "e2el": ("E2EL", "End-to-end Latency"),
+           "client_queue_time": ("Client Queue Time", "Client-side Queueing"),
+           "e2el_including_client_queue": ("E2EL incl. Client Queue", "Queue-inclusive End-to-end Latency")}
+
+
+def printed_block(data: dict, o: BenchOptions) -> str:
+    """The "Serving Benchmark Result" block `vllm bench serve` prints as it ends, from its result dict, line for
+    line as its client formats it, so a script reading the client's output reads servesim's (r139: servesim
+    printed only its own table, whose duration starts at the first arrival, not before the first gap)."""
+    def line(label: str, value, fmt: str = "{:<10.2f}") -> str:
+        return ("{:<40} " + fmt).format(label, value)
+
+    def header(text: str, c: str) -> str:
+        return "{s:{c}^{n}}".format(s=text, n=50, c=c)
+
+    out = [header(" Serving Benchmark Result ", "="), line("Successful requests:", data["completed"], "{:<10}"),
+           line("Failed requests:", data["failed"], "{:<10}")]
+    if o.max_concurrency is not None:
+        out.append(line("Maximum request concurrency:", o.max_concurrency, "{:<10}"))
+    if o.request_rate != math.inf:
+        out.append(line("Request rate configured (RPS):", o.request_rate))
+    out += [line("Benchmark duration (s):", data["duration"]),
+            line("Total input tokens:", data["total_input_tokens"], "{:<10}"),
+            line("Total generated tokens:", data["total_output_tokens"], "{:<10}"),
+            line("Request throughput (req/s):", data["request_throughput"])]
+    if data["request_goodput"] is not None:
+        out.append(line("Request goodput (req/s):", data["request_goodput"]))
+    out += [line("Output token throughput (tok/s):", data["output_throughput"]),
+            line("Peak output token throughput (tok/s):", data["max_output_tokens_per_s"]),
+            line("Peak concurrent requests:", data["max_concurrent_requests"]),
+            line("Total token throughput (tok/s):", data["total_token_throughput"])]
+    for name in METRICS[o.vllm_version]:
+        if f"mean_{name}_ms" in data:
+            short, title = PRINTED[name]
+            out += [header(title, "-"), line(f"Mean {short} (ms):", data[f"mean_{name}_ms"]),
+                    line(f"Median {short} (ms):", data[f"median_{name}_ms"])]
+            out += [line(f"P{w} {short} (ms):", data[f"p{w}_{name}_ms"])
+                    for w in map(_percentile_key, o.metric_percentiles)]
+    if "spec_decode_num_drafts" in data:
+        out += [header("Speculative Decoding", "-"),
+                line("Acceptance rate (%):", data["spec_decode_acceptance_rate"]),
+                line("Acceptance length:", data["spec_decode_acceptance_length"]),
+                *(line(label, int(data[key]), "{:<10}") for label, key in (
+                    ("Drafts:", "spec_decode_num_drafts"), ("Draft tokens:", "spec_decode_draft_tokens"),
+                    ("Accepted tokens:", "spec_decode_accepted_tokens")))]
+        if per_position := data["spec_decode_per_position_acceptance_rates"]:
+            out += ["Per-position acceptance (%):",
+                    *(line(f"  Position {i}:", rate * 100) for i, rate in enumerate(per_position))]
+    return "\n".join(out + ["=" * 50])
+
+
+def write_bench_result(data: dict, o: BenchOptions, default_dir: Path, date: str) -> Path:
+    """The result file (bench_result's dict, made at `date`) where vLLM would put it: --result-dir (default: the
+    run's --out here, where vLLM uses the working folder) / --result-filename (default vLLM's name, of that date,
+    whatever --metadata wrote as the file's); --append-result adds a JSON line."""
     folder = Path(o.result_dir) if o.result_dir else default_dir
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / (o.result_filename or default_filename(o, date))

@@ -3571,3 +3571,50 @@ def test_round_136_chunked_local_attention_captures_no_full_graph(capsys):
     assert "chunked local attention outside CUDA graphs" in out.err and "\n  enforce_eager: false\n" in out.out
     assert main(base + ["-O0"]) == 0
     assert "\n  enforce_eager: true\n" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("version, extra, sections", [
+    ("0.33.0", ["--max-concurrency", "4", "--percentile-metrics", "ttft,e2el,client_queue_time"],
+     ["Time to First Token", "End-to-end Latency", "Client-side Queueing"]),
+    ("0.19.0", ["--metric-percentiles", "50,99.9"], ["Time to First Token", "Time per Output Token (excl. 1st token)",
+                                                     "Inter-token Latency"])])
+def test_round_139_the_client_prints_vllms_block_from_its_result(version, extra, sections, tmp_path, capsys):
+    """r139: servesim printed only its own table, whose duration starts at the first arrival (5.32 s against the
+    file's 5.37 s): a script reading vLLM's printed block read nothing. Its lines are the file's figures, in vLLM's
+    format and order; --json and --quiet print no block."""
+    argv = ["vllm", "--vllm-version", version, "--out", str(tmp_path), "serve", "meta-llama/Llama-3.1-8B-Instruct",
+            "--", "bench", "serve", "--random-input-len", "128", "--random-output-len", "16", "--num-prompts", "20",
+            "--request-rate", "10", "--save-result", "--result-filename", "r.json", *extra]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    block = out[out.index("=" * 12 + " Serving Benchmark Result "):].splitlines()
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert block[0] == "{:=^50}".format(" Serving Benchmark Result ") and block[-1] == "=" * 50
+    rows = dict((line[:40].strip(), line[41:].strip()) for line in block if len(line) > 40 and line[40] == " ")
+    assert rows["Successful requests:"] == str(data["completed"]) == "20"
+    assert rows["Benchmark duration (s):"] == f"{data['duration']:.2f}"
+    assert rows["Peak output token throughput (tok/s):"] == f"{data['max_output_tokens_per_s']:.2f}"
+    assert [line.strip("-") for line in block if line.startswith("-")] == sections
+    assert ("Maximum request concurrency:" in rows) == (version == "0.33.0")
+    percentiles = [k for k in data if k.startswith("p") and k.endswith("_ttft_ms")]
+    for key in percentiles:  # p99, or p50 and p99.9
+        assert rows[f"P{key[1:-len('_ttft_ms')]} TTFT (ms):"] == f"{data[key]:.2f}"
+    assert rows["Mean TTFT (ms):"] == f"{data['mean_ttft_ms']:.2f}"
+    for flag in ("--json", "--quiet"):
+        assert main([argv[0], flag, *argv[1:]]) == 0
+        assert "Serving Benchmark Result" not in capsys.readouterr().out
+
+
+def test_round_139_the_printed_block_has_the_speculative_section_of_the_result(tmp_path, capsys):
+    assert main(["vllm", "--out", str(tmp_path), "--set", "speculative.acceptance_rate=0.7", "serve",
+                 "meta-llama/Llama-3.1-8B-Instruct", "--speculative-config",
+                 '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}', "--", "bench", "serve",
+                 "--random-input-len", "128", "--random-output-len", "16", "--num-prompts", "20", "--save-result",
+                 "--result-filename", "r.json"]) == 0
+    block = capsys.readouterr().out.split("---------------Speculative Decoding---------------\n")[1].splitlines()
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert block[0].split() == ["Acceptance", "rate", "(%):", f"{data['spec_decode_acceptance_rate']:.2f}"]
+    assert block[2].split() == ["Drafts:", str(data["spec_decode_num_drafts"])] and block[5] == \
+        "Per-position acceptance (%):"
+    rates = data["spec_decode_per_position_acceptance_rates"]
+    assert [line.split()[-1] for line in block[6:-1]] == [f"{100 * r:.2f}" for r in rates] and len(rates) == 3
