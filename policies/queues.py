@@ -86,16 +86,16 @@ def last_admitted(running: list):
 
 
 def lowest_priority(running: list):
-    """vLLM PRIORITY victim: the largest (priority, arrival_time); requests arriving together (a burst, which
+    """vLLM PRIORITY victim: the largest (priority, arrival at its engine); requests arriving together (a burst, which
     vLLM's API server still stamps one after another) the last sent."""
-    return max(running, key=lambda r: (r.priority, r.arrival_time, r.request_id))
+    return max(running, key=lambda r: (r.priority, r.engine_arrival, r.request_id))
 
 
 def fewest_preemptions(running: list):
     """Essay 003's rule, `max(running, key=(preempt_count == 0, arrival))`: prefer a request never
     preempted, newest first (the last sent of a burst), so that no request is admitted and preempted again and
     again."""
-    return max(running, key=lambda r: (r.num_preemptions == 0, r.arrival_time, r.request_id))
+    return max(running, key=lambda r: (r.num_preemptions == 0, r.engine_arrival, r.request_id))
 
 
 VICTIMS: dict[str, VictimRule] = {"last_admitted": last_admitted, "lowest_priority": lowest_priority,
@@ -106,23 +106,33 @@ VictimName = Literal[tuple(VICTIMS)]  # the scenario's `policies.preemption_vict
 class QueuePolicy:
     """A queue order and its victim rule: the two decisions vLLM's scheduling policy ties together."""
 
-    def __init__(self, name: str, make_queue: Callable[[], RequestQueue], select_victim: VictimRule,
-                 victim_may_be_scheduled: bool):
+    def __init__(self, name: str, key: Callable | None, select_victim: VictimRule, victim_may_be_scheduled: bool):
+        """key: the queue's order (None: FCFS, arrival order with preempted requests back at the front)."""
         self.name = name
-        self.make_queue = make_queue
+        self.key = key
         self.select_victim = select_victim
         # vLLM gives back the budget of a victim scheduled earlier in the same step
         # (only possible when the victim is not the last admitted).
         self.victim_may_be_scheduled = victim_may_be_scheduled
 
+    def make_queue(self) -> RequestQueue:
+        return FCFSQueue() if self.key is None else KeyedQueue(self.key)
+
+    def make_holding_queue(self) -> RequestQueue:
+        """Where requests whose pulled KV has arrived wait (disaggregation): vLLM makes that queue with the same
+        policy (0.19's skipped_waiting, 0.33's kv_holding_waiting), so in the policy's order; under FCFS in the
+        order their pulls started, which the scheduler stamps as `seq` (r140: pull-completion order, and under
+        priority arrival order: a high-priority request waited behind every low one pulled before it)."""
+        return KeyedQueue(self.key or (lambda r: r.seq))
+
 
 QUEUE_POLICIES: dict[str, Callable[[], QueuePolicy]] = {
-    "fcfs": lambda: QueuePolicy("fcfs", FCFSQueue, last_admitted, False),
-    "priority": lambda: QueuePolicy(
-        "priority", lambda: KeyedQueue(lambda r: (r.priority, r.arrival_time, r.request_id)), lowest_priority, True),
+    "fcfs": lambda: QueuePolicy("fcfs", None, last_admitted, False),
+    "priority": lambda: QueuePolicy("priority", lambda r: (r.priority, r.engine_arrival, r.request_id),
+                                    lowest_priority, True),
     # Shortest expected job first: prompt + max_tokens, all a scheduler knows in advance.
-    "sjf": lambda: QueuePolicy(
-        "sjf", lambda: KeyedQueue(lambda r: (r.expected_job, r.arrival_time, r.request_id)), last_admitted, False),
+    "sjf": lambda: QueuePolicy("sjf", lambda r: (r.expected_job, r.engine_arrival, r.request_id), last_admitted,
+                               False),
 }
 QueueName = Literal[tuple(QUEUE_POLICIES)]  # the scenario's `policies.queue`
 

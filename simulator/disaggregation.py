@@ -48,6 +48,7 @@ class KVHandOff:
                 self.front_end.finished(req, t, completed=False)
                 return
             req.remote_kv, req.num_computed_tokens, req.status = PULL, 0, WAITING
+            req.engine_arrival = t  # the decode instance's own request, stamped as it arrives (r140)
             decode.add_request(req)
         self.front_end.deliver_at(t, arrive)
 

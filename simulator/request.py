@@ -41,8 +41,8 @@ class Request:
         "first_scheduled_time", "first_token_time", "finish_time", "token_runs", "reject_reason",
         "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits", "reserved_blocks",
         "recomputed_tokens", "recompute_end", "swapped_blocks", "num_swaps", "preempted_at", "time_preempted",
-        "remote_kv", "pulled_tokens", "prefill_runs", "prefill_replica", "local_blocks", "local_first", "seq", "joined_at",
-        "lazy_keys", "prefix_junction",
+        "remote_kv", "pulled_tokens", "prefill_runs", "prefill_replica", "local_blocks", "local_first", "seq",
+        "joined_at", "lazy_keys", "prefix_junction", "engine_arrival",
     )
 
     def __init__(self, spec: RequestSpec, max_model_len: int, sends_max_tokens: bool = False):
@@ -51,6 +51,9 @@ class Request:
         self.spec = spec
         self.request_id = spec.request_id
         self.arrival_time = spec.arrival_time
+        # when the engine serving it received it, which its queue order and victim rule read: the client's arrival,
+        # but a disaggregated decode replica's (a vLLM instance of its own) stamps the hand-off (r140)
+        self.engine_arrival = spec.arrival_time
         self.prompt_tokens = spec.prompt_tokens
         self.priority = spec.priority
         limit = spec.output_limit

@@ -116,8 +116,9 @@ class Scheduler:
         self.cohort: DecodeCohort | None = None
         self.holding: dict[int, Request] = {}  # disaggregation: requests holding blocks for their pulled KV, in
         # flight (vLLM's WAITING_FOR_REMOTE_KVS) or arrived (self.loaded), counted as waiting, by request id
-        self.loaded: deque = deque()  # pulled KV arrived: admitted before the queue (vLLM 0.19's skipped_waiting,
-        # 0.33's kv_holding_waiting), so a head that cannot get blocks never holds up a request that has them
+        self.loaded = queue_policy.make_holding_queue()  # pulled KV arrived: admitted before the queue (vLLM 0.19's
+        # skipped_waiting, 0.33's kv_holding_waiting), so a head that cannot get blocks never holds up a request
+        # that has them
         self.pull = None  # disaggregation, a decode replica's: pull(request, tokens, now) starts a KV pull
 
     def use_decode_cohort(self) -> bool:
@@ -149,7 +150,7 @@ class Scheduler:
         prompt's last token and sample the client's first."""
         req.remote_kv, req.num_computed_tokens = PULLED, req.num_tokens - 1
         req.status = WAITING
-        self.loaded.append(req)
+        self.loaded.add(req)
         self.changed = True
 
     def _next_is_loaded(self) -> bool:
@@ -158,8 +159,8 @@ class Scheduler:
             return False
         if not len(self.waiting) or not self.s.loaded_by_priority:
             return True
-        a, b = self.loaded[0], self.waiting.peek()
-        return (a.priority, a.arrival_time, a.request_id) <= (b.priority, b.arrival_time, b.request_id)
+        a, b = self.loaded.peek(), self.waiting.peek()
+        return (a.priority, a.engine_arrival, a.request_id) <= (b.priority, b.engine_arrival, b.request_id)
 
     # -- one step -----------------------------------------------------------
     def schedule(self, now: float) -> SchedulerOutput:
@@ -312,7 +313,7 @@ class Scheduler:
                 self.admission_blocked = "batching"
                 break
             from_loaded = self._next_is_loaded()
-            r = loaded[0] if from_loaded else waiting.peek()
+            r = loaded.peek() if from_loaded else waiting.peek()
             if rules is not None and (why := rules.refusal(r, running, kv, self.holding.values())):
                 self.admission_blocked = why
                 break
@@ -357,7 +358,7 @@ class Scheduler:
             if r.num_preemptions:
                 r.time_preempted += now - r.preempted_at
             if from_loaded:
-                loaded.popleft()
+                loaded.pop()
                 del self.holding[r.request_id]
             else:
                 waiting.pop()
@@ -483,6 +484,7 @@ class Scheduler:
         r.pulled_tokens = r.num_tokens - hit
         r.status = TRANSFERRING
         self.holding[r.request_id] = r
+        r.seq = next(self._seq)  # the order its pull started: FCFS's among the loaded (make_holding_queue)
         self.recent_admissions.append(now)  # its admission here (its first scheduling was the prefill replica's)
         self.pull(r, r.pulled_tokens, now)
         return True

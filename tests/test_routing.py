@@ -353,3 +353,33 @@ workload:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("servesim: error: engine.num_gpu_blocks_override: replica 1 waits "
                                                "for ever: its queue's head"), err
+
+
+def test_round_140_a_decode_replica_takes_loaded_requests_in_its_queues_order():
+    """r140: requests whose pulled KV had arrived waited in pull-completion order whatever the policy; vLLM keeps
+    them in a queue of its scheduling policy (0.19's skipped_waiting, 0.33's kv_holding_waiting), so under priority
+    a high-priority request waited behind every low one pulled before it: its class's TTFT 4-8x too high."""
+    from servesim.simulator.config import load
+
+    rs = load(None, ["seed=1", "model=llama-3-8b", "hardware.gpu=generic-80gb", "profile=teaching",
+                     "engine.max_num_seqs=8", "engine.vllm_defaults=0.19.0", "cluster.prefill_replicas=2",
+                     "policies.queue=priority", "workload.num_requests=200",
+                     "workload.arrival={process: poisson, rate: 10}",
+                     "workload.prompt_tokens={dist: uniform, low: 200, high: 2000}",
+                     "workload.output_tokens={dist: uniform, low: 50, high: 300}",
+                     "workload.slo_classes={hi: {weight: 1, priority: 0}, lo: {weight: 3, priority: 1}}"])
+    rows = simulate(rs).requests
+    ttft = rows.groupby("priority")["ttft"].mean()
+    assert ttft[0] < 0.25 * ttft[1], ttft  # was 0.56 (17.4 s against 31.1 s)
+    # the holding queue's order: the policy's key, or under FCFS the order the pulls started (stamped as seq)
+    from types import SimpleNamespace
+
+    from servesim.policies.queues import make_queue_policy
+
+    reqs = [SimpleNamespace(priority=p, engine_arrival=t, request_id=i, seq=s, expected_job=0)
+            for i, (p, t, s) in enumerate([(1, 0.0, 3), (0, 2.0, 1), (0, 1.0, 2)])]
+    for name, order in (("priority", [2, 1, 0]), ("fcfs", [1, 2, 0])):
+        q = make_queue_policy(name).make_holding_queue()
+        for r in reqs:
+            q.add(r)
+        assert [q.pop().request_id for _ in reqs] == order
