@@ -49,7 +49,10 @@ class AdmissionRules:
         """Blocks for prompt + expected output must be free beyond what running and held requests still reserve
         (less those r holds already: a disaggregated decode replica's pulled prompt). r139: pulls that started
         counted no reservation, so they took the room of the loaded requests' outputs: nothing ran, nothing freed."""
-        total = -(-min(r.prompt_tokens + self._expected_output(r), self.max_model_len) // kv.block_size)
+        total = r.reserved_blocks if r.remote_kv and r.reserved_blocks else \
+            -(-min(r.prompt_tokens + self._expected_output(r), self.max_model_len) // kv.block_size)
+        # a pulled request keeps the reservation its pull started with (r140: a quantile risen while the KV was in
+        # flight refused it, and with nothing running nothing freed the room: the held reservations fit the pool)
         outstanding = sum(q.reserved_blocks - len(q.blocks) for q in chain(running, held)
                           if q is not r and q.reserved_blocks > len(q.blocks))
         if total - len(r.blocks) + outstanding > kv.num_free_blocks:

@@ -53,17 +53,18 @@ class Replica:
                                f"{kv.num_usable_blocks:,} usable blocks of {kv.block_size}{whole}: vLLM would wait on "
                                f"it for ever; give more blocks or lower max_model_len")
         sched = self.scheduler
-        if sched.holding and not sched.running and len(sched.holding) == len(sched.loaded) and len(sched.waiting):
+        head = sched.waiting.peek() if len(sched.waiting) else None
+        if head is not None and sched.loaded and not sched.running and len(sched.holding) == len(sched.loaded) \
+                and not sched._next_is_loaded() and kv.blocks_to_admit(head.num_tokens) > kv.num_free_blocks:
             # r139: 0.19 under priority takes a loaded request only where it ranks first; a preempted head ranks
             # first and waits for blocks that the loaded requests behind it hold: vLLM's scheduler breaks there too
-            head = sched.waiting.peek()
             held = sum(len(r.blocks) for r in sched.holding.values())
             return ConfigError(self._pool_field,
                                f"replica {self.index} waits for ever: its queue's head (request {head.request_id}, "
-                               f"{head.num_tokens:,} tokens) needs more than the {kv.num_free_blocks:,} free blocks, "
-                               f"{len(sched.holding):,} request(s) whose pulled KV ranks behind it hold {held:,}, and "
-                               f"nothing runs to free any (vLLM's scheduler stops at such a head too); give more "
-                               f"blocks")
+                               f"{head.num_tokens:,} tokens) needs {kv.blocks_to_admit(head.num_tokens):,} blocks, "
+                               f"{kv.num_free_blocks:,} are free, {len(sched.holding):,} request(s) whose pulled KV "
+                               f"ranks behind it hold {held:,}, and nothing runs to free any (vLLM 0.19's scheduler "
+                               f"stops at such a head too, under priority); give more blocks")
         return RuntimeError(f"replica {self.index}: nothing schedulable with {len(waiting)} waiting")
 
     def __init__(self, env: SimClock, index: int, rs: ResolvedScenario, front_end: FrontEnd,

@@ -383,3 +383,28 @@ def test_round_140_a_decode_replica_takes_loaded_requests_in_its_queues_order():
         for r in reqs:
             q.add(r)
         assert [q.pop().request_id for _ in reqs] == order
+
+
+def test_round_140_a_pulled_request_keeps_the_reservation_its_pull_started_with(tmp_path, capsys):
+    """r140: under reserve: quantile a request's reservation was sized again when its KV arrived; a long answer
+    finished meanwhile had raised the quantile, so it was refused, and with nothing running nothing freed the
+    room: an internal error, or (with requests queued) a false "waits for ever" blaming the pool."""
+    from servesim.simulator.cli import main
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"request_id": 0, "arrival_time": 0.0, "prompt_tokens": 16, "output_tokens": 400},
+        {"request_id": 1, "arrival_time": 2.0, "prompt_tokens": 160, "output_tokens": 50},
+        {"request_id": 2, "arrival_time": 2.0, "prompt_tokens": 300, "output_tokens": 2}]))
+    common = ["engine.num_gpu_blocks_override=48", "cluster.prefill_replicas=1", "policies.admission.reserve=quantile"]
+    runs = [["workload.type=trace", f"workload.path={trace}", "engine.max_model_len=512", "cluster.kv_link_gbps=0.005"],
+            ["workload.num_requests=40", "seed=13", "engine.max_model_len=1024", "workload.arrival={process: burst}",
+             "workload.prompt_tokens={dist: uniform, low: 1, high: 1024}", "cluster.kv_link_gbps=1",
+             "workload.output_tokens={dist: lognormal, median: 50, sigma: 1.5, max: 1024}"]]
+    for i, sets in enumerate(runs):
+        if i:
+            common[0] = "engine.num_gpu_blocks_override=100"
+        argv = ["run", "--json", "--out", str(tmp_path / str(i)), *[x for s in [*sets, *common] for x in ("--set", s)]]
+        assert main(argv) == 0
+        s = json.loads(capsys.readouterr().out)
+        assert s["completed"] == s["measured_requests"] == (3, 40)[i] and not s["unfinished"]
