@@ -361,13 +361,18 @@ class VllmCommand:
                           f"tokens) does not fit max_model_len {resolved.max_model_len:,}: vLLM's server answers it "
                           f"400 and the bench stops (\"Initial test run failed\"), writing no result")
 
-    def _check_pd_connector(self, flag: str) -> None:
+    def _check_pd_connector(self, flag: str, kv=None) -> None:
         """The hand-off servesim simulates is NIXL's pull once the prefill is done (r132): a role pair one line
         cannot serve both instances with is refused as vLLM fails it; another connector's way (Mooncake's proxy
         sends to both instances at once; P2pNccl and ExampleConnector load inside the decode step), a host
-        buffer's copies and the connector's own settings are recorded as not modelled."""
-        kv = self.kv_transfer if isinstance(self.kv_transfer, dict) else {}
+        buffer's copies and the connector's own settings are recorded as not modelled. A MultiConnector's
+        children each, as vLLM builds each with its own config (r141: they passed unchecked and unsaid)."""
+        kv = kv if kv is not None else self.kv_transfer if isinstance(self.kv_transfer, dict) else {}
         connector, role = kv.get("kv_connector"), kv.get("kv_role")
+        if connector == "MultiConnector" and not kv.get("kv_connector_module_path"):
+            for i, child in enumerate(_children(kv) or []):
+                if isinstance(child, dict):
+                    self._check_pd_connector(f"{flag}.kv_connector_extra_config.connectors.{i}", child)
         if connector == "MooncakeConnector" and role in ("kv_producer", "kv_consumer"):
             raise ConfigError(f"{flag}.kv_role", f"{role}: this line serves both the prefill and the decode "
                                                  f"instances, and MooncakeConnector fails the other's first request "
@@ -400,7 +405,8 @@ class VllmCommand:
                     if self.kv_transfer else "the line has no KV connector"
                 raise ConfigError("cluster.prefill_replicas", f"prefill/decode disaggregation needs {flag} with a "
                                                               f"connector that moves a prompt's KV from the prefill to "
-                                                              f"the decode instance (e.g. {pd_kv_config(self.version)})"
+                                                              f"the decode instance (e.g. {pd_kv_config('0.19.0')}"
+                                                              f", one line for both instances)"
                                                               f": {given}, so vLLM's decode instance would compute "
                                                               f"every prompt again")
             self.not_modelled.pop(flag, None)
@@ -824,11 +830,13 @@ def refuse_overrides(cmd: VllmCommand, sets: list[str], gpu_given: bool) -> None
     vllm_command.json say the flags): refused, naming the flag to change."""
     for item in sets:
         key = item.split("=", 1)[0].strip()
-        if key.startswith(("simulation.warmup", "simulation.cooldown")) or \
-                (key == "simulation" and ("warmup" in item or "cooldown" in item)):
-            raise ConfigError(f"--set {key}", "vLLM's client measures every request it sends: a warm-up or "
-                                              "cool-down window would leave the result file's totals short of "
-                                              "its per-request arrays; use servesim run for a window")
+        if key.startswith(("simulation.warmup", "simulation.cooldown", "simulation.max_sim_time")) or \
+                (key == "simulation" and any(w in item for w in ("warmup", "cooldown", "max_sim_time"))):
+            # r141: a clock cut sent the file fewer requests than num_prompts, a made-up error for those cut
+            raise ConfigError(f"--set {key}", "vLLM's client measures every request it sends, to its answer: a "
+                                              "warm-up or cool-down window, or a clock cut, would leave the result "
+                                              "file's totals short of its per-request arrays; use servesim run for "
+                                              "those")
         on_gpu = gpu_given and (key in ("hardware", "hardware.gpu") or key.startswith("hardware.gpu."))
         flag = "servesim vllm --gpu" if on_gpu else decided_by(cmd, key) or _queue_decided(cmd, key, item)
         if flag == OPENAI_SERVER:

@@ -824,7 +824,8 @@ def test_every_setting_a_vllm_flag_decides_is_refused_as_a_set_even_when_the_fla
     assert main(["vllm", "--out", str(tmp_path / "q"), "--quiet", "--set", "policies.queue=sjf", "serve", MODEL]
                 + BENCH) == 0
     # a measuring window: the result file's totals fell short of its arrays (completed 9 of 20 listed, round 67)
-    for item in ("simulation.warmup_requests=5", "simulation={cooldown_s: 1}"):
+    # r141: a clock cut wrote 9 of 20 requests, the last with a made-up error
+    for item in ("simulation.warmup_requests=5", "simulation={cooldown_s: 1}", "simulation.max_sim_time_s=1"):
         assert main(["vllm", "--out", str(tmp_path / "w"), "--set", item, "serve", MODEL] + BENCH) == 2
         assert "vLLM's client measures every request it sends" in capsys.readouterr().err
 
@@ -1176,6 +1177,8 @@ def test_disaggregation_needs_a_connector_that_moves_kv_between_instances(kv, sa
     err = capsys.readouterr().err
     if says:
         assert rc == 2 and f"cluster.prefill_replicas: prefill/decode disaggregation needs" in err and says in err
+    elif kv is MULTI:  # the P/D child taken; its offloading child's CPU tier is not simulated (r141)
+        assert rc == 0 and err.count("not modelled") == 1 and "connectors.1.kv_connector" in err
     else:
         assert rc == 0 and "not modelled" not in err
 
@@ -3618,3 +3621,30 @@ def test_round_139_the_printed_block_has_the_speculative_section_of_the_result(t
         "Per-position acceptance (%):"
     rates = data["spec_decode_per_position_acceptance_rates"]
     assert [line.split()[-1] for line in block[6:-1]] == [f"{100 * r:.2f}" for r in rates] and len(rates) == 3
+
+
+MULTI_PD = ('{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[%s,'
+         '{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":'
+         '{"cpu_bytes_to_use":10000000000}}]}}')
+
+
+@pytest.mark.parametrize("child, code, says", [
+    ('{"kv_connector":"MooncakeConnector","kv_role":"kv_producer"}', 2,
+     "servesim: error: vllm serve --kv-transfer-config.kv_connector_extra_config.connectors.0.kv_role: kv_producer"),
+    ('{"kv_connector":"NixlConnector","kv_role":"kv_both","kv_buffer_device":"cpu"}', 0,
+     "connectors.0.kv_buffer_device, --kv-transfer-config.kv_connector_extra_config.connectors.1.kv_connector")])
+def test_round_141_a_multiconnectors_children_are_each_checked_and_said(child, code, says, tmp_path, capsys):
+    """r141: under P/D a MultiConnector's children passed unchecked and unsaid (a Mooncake producer, which fails
+    the decode instance's first request; an offloading child's CPU tier; a host buffer)."""
+    assert main(["vllm", "--gpu", "h100-sxm", "--set", "cluster.prefill_replicas=1", "--out", str(tmp_path), "serve",
+                 MODEL, "--kv-transfer-config", MULTI_PD % child] + BENCH) == code
+    assert says in capsys.readouterr().err
+
+
+def test_round_141_the_connector_a_refusal_suggests_is_one_vllm_takes(tmp_path, capsys):
+    """The suggestion read kv_role "kv_producer or kv_consumer", a value vLLM refuses when pasted."""
+    assert main(["vllm", "--gpu", "h100-sxm", "--set", "cluster.prefill_replicas=1", "--out", str(tmp_path), "serve",
+                 MODEL] + BENCH) == 2
+    suggested = re.search(r"--kv-transfer-config '([^']+)'", capsys.readouterr().err).group(1)
+    assert main(["vllm", "--gpu", "h100-sxm", "--set", "cluster.prefill_replicas=1", "--quiet", "--out",
+                 str(tmp_path / "again"), "serve", MODEL, "--kv-transfer-config", suggested] + BENCH) == 0
