@@ -3624,8 +3624,8 @@ def test_round_139_the_printed_block_has_the_speculative_section_of_the_result(t
 
 
 MULTI_PD = ('{"kv_connector":"MultiConnector","kv_role":"kv_both","kv_connector_extra_config":{"connectors":[%s,'
-         '{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":'
-         '{"cpu_bytes_to_use":10000000000}}]}}')
+            '{"kv_connector":"OffloadingConnector","kv_role":"kv_both","kv_connector_extra_config":'
+            '{"cpu_bytes_to_use":10000000000}}]}}')
 
 
 @pytest.mark.parametrize("child, code, says", [
