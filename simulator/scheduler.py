@@ -45,7 +45,7 @@ class SchedulerSettings:
     input_budget: int | None = None  # 0.33 with draft slots: max_num_batched_tokens, which tokens and draft slots
     # take, where max_num_scheduled_tokens (max_num_batched_tokens above, tokens only) is smaller; None: the same
     lookahead_slots: int = 0  # KV slots reserved past the scheduled tokens for the drafter (num_lookahead_tokens)
-    lookahead_at_admission: bool = True  # 0.19 reserves them for running requests only (a new one has none computed)
+    lookahead_at_admission: bool = True  # 0.19 reserves them for running and pulled requests only (r141)
     scheduler_reserve_full_isl: bool = True
     loaded_by_priority: bool = False  # 0.19 under PRIORITY: a loaded request goes first only where it ranks first;
     # else (FCFS, and 0.33 always) requests holding their pulled KV are admitted before the queue
@@ -77,8 +77,8 @@ def _chunk(r: Request, budget: int, thr: int, k: int, max_len: int) -> int:
     (with k drafts), capped by long_prefill_token_threshold, the budget left and max_model_len."""
     c = r.num_computed_tokens
     n = r.num_tokens - c
-    if k and n == 1 and r.num_output_tokens:  # a prompt's last token has no drafts yet: they follow a token
-        n += k
+    if k and n == 1 and r.sampled:  # drafts follow a sampled token: not a prompt's last, nor a recompute's after
+        n += k  # a partial chunk (vLLM drops drafts proposed there, r141)
     if 0 < thr < n:
         n = thr
     if n > budget:
@@ -177,7 +177,7 @@ class Scheduler:
         budget = s.max_num_batched_tokens
         room = s.input_budget or budget  # 0.33's input budget: tokens and draft slots (equal budgets: one binds)
         max_len = s.max_model_len
-        thr = s.long_prefill_token_threshold if len(running) + len(waiting) > 1 \
+        thr = s.long_prefill_token_threshold if len(running) + len(waiting) + len(self.loaded) > 1 \
             or not s.threshold_spares_a_lone_request else 0
         out = SchedulerOutput()
         reqs, toks, preempted = out.reqs, out.tokens, out.preempted
@@ -335,6 +335,7 @@ class Scheduler:
             if not blocked and not allocate(r, n, full_sequence_must_fit=s.scheduler_reserve_full_isl,
                                             apply_watermark=bool(running), hit_blocks=hit_blocks,
                                             num_lookahead_tokens=s.lookahead_slots if s.lookahead_at_admission
+                                            or r.remote_kv
                                             else 0):
                 blocked = "kv"  # head-of-line: nobody behind r is admitted
             if blocked:
@@ -394,6 +395,7 @@ class Scheduler:
                 if c == r.num_tokens - 1:  # a decode verifying drafts still reads its whole KV context
                     decode_ctx += c + n
             r.num_computed_tokens = c + n
+            r.sampled = c + n >= r.num_tokens
         if local is not None:
             pairs, decode_ctx = local.mix(pairs, local_pairs), local.mix(decode_ctx, local_ctx)
         decode_seqs += out.implicit

@@ -70,6 +70,16 @@ def test_threshold_is_off_for_a_lone_request():
     assert scheduled(step(s)) == {0: 1000}
 
 
+def test_round_141_a_request_holding_pulled_kv_is_counted_against_a_lone_request():
+    """vLLM 0.33 counts waiting and KV-holding requests (get_request_counts) before lifting the threshold."""
+    s = sched(long_prefill_token_threshold=256)
+    s.add_request(req(0, 1000))
+    loaded = req(1, 100)
+    s.holding[1] = loaded  # a decode replica's: its KV pulled
+    s.pulled(loaded)
+    assert scheduled(step(s)) == {0: 256, 1: 1}
+
+
 def test_head_of_line_blocking_when_the_head_does_not_fit():
     s = sched(blocks=20)  # 320 tokens
     s.add_request(req(0, 200, output=50))

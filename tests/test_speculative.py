@@ -193,3 +193,46 @@ def test_round_135_a_draft_model_beside_whole_prompts_fits_every_prompt_vllm_tak
     assert r.summary["completed"] == 3
     with pytest.raises(ConfigError, match="leave 4094 of the 4096-token budget"):
         load(None, [s.replace("per_seq=1", "per_seq=2") for s in sets])  # two slots: a 4,095-token prompt waits
+
+
+def test_round_141_a_recompute_chunk_one_short_leaves_a_plain_token_without_drafts(tmp_path):
+    """r141: a preempted request's recompute chunk that ended one token short was followed by a decode with k
+    drafts; vLLM drops the drafts proposed after a partial chunk, so that last token is a plain one-token step."""
+    import json
+
+    import pandas as pd
+
+    from servesim.simulator.cli import main
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"request_id": i, "arrival_time": 0, "prompt_tokens": 100,
+                                         "output_tokens": 150}) + "\n" for i in range(2)))
+    sets = ["workload.type=trace", f"workload.path={trace}", "engine.vllm_defaults=0.19.0",
+            "engine.enable_prefix_caching=false", "engine.num_gpu_blocks_override=21", "speculative.method=fixed",
+            "speculative.num_speculative_tokens=3", "engine.long_prefill_token_threshold=156"]
+    assert main(["run", "--quiet", "--out", str(tmp_path / "o"), *[x for s in sets for x in ("--set", s)]]) == 0
+    steps = pd.read_parquet(tmp_path / "o" / "steps.parquet")
+    recompute = steps.index[(steps.prefill_tokens == 156) & (steps.num_running == 1)]
+    assert len(recompute) == 1, steps  # the one recompute that the threshold cuts one token short
+    after = steps.loc[recompute[0] + 1]
+    assert after.scheduled_tokens == 1 and after.spec_drafts == 0, after
+
+
+def test_round_141_0_19_reserves_lookahead_slots_for_a_pulled_request_at_admission(monkeypatch):
+    """vLLM 0.19 reserves num_lookahead_tokens at admission where the request has tokens computed: a decode
+    replica's pulled prompt (scheduler.py's P/D edge case); servesim gave none to any 0.19 admission."""
+    from servesim.simulator import kv_cache
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+    from servesim.simulator.request import PULLED
+
+    seen = []
+    for cls in {c for c in vars(kv_cache).values() if isinstance(c, type) and hasattr(c, "allocate_slots")}:
+        def wrap(self, r, n, *a, _orig=cls.allocate_slots, **kw):
+            if r.remote_kv == PULLED and "num_lookahead_tokens" in kw:  # its admission, not its pull's start
+                seen.append(kw["num_lookahead_tokens"])
+            return _orig(self, r, n, *a, **kw)
+        monkeypatch.setattr(cls, "allocate_slots", wrap)
+    simulate(load(None, ["engine.vllm_defaults=0.19.0", "cluster.prefill_replicas=1", "speculative.method=fixed",
+                         "speculative.lookahead_slots=3", "workload.num_requests=10"]))
+    assert seen == [3] * 10
