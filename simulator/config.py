@@ -119,7 +119,8 @@ class EngineSettings(Settings):
                           "vLLM would not start with it, and its block size derived (None: vLLM's own choice)")
     async_scheduling: bool | None = Field(
         None, description="None: vLLM's default, on (since about 0.14, with the mp and uni executors); plans the next "
-                          "step while this one runs, so the host's CPU time hides behind the GPU's")
+                          "step while this one runs, so the host's CPU time hides behind the GPU's, and a request "
+                          "reaching the queue while a step runs waits a step more")
     enforce_eager: bool = Field(False, description="no CUDA graphs: every step pays the CPU's kernel launches")
     max_cudagraph_capture_size: Tokens | None = Field(
         None, description="None: vLLM's min(2 x max_num_seqs, 512; 0.33 on Blackwell 1024), at most "

@@ -82,7 +82,7 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              (sp.method != "none" and sp.acceptance_distribution is not None, sp, "speculative", ["acceptance_rate"],
               "speculative.acceptance_distribution gives the acceptances"),
              (profile is not None and profile.overhead is None, e, "engine",
-              ["enforce_eager", "async_scheduling", "max_cudagraph_capture_size", "cudagraph_capture_sizes"],
+              ["enforce_eager", "max_cudagraph_capture_size", "cudagraph_capture_sizes"],  # async: also the queue
               f"profile {getattr(profile, 'name', '')} has no overhead terms (its step time is the engine's whole)")]
     measured = profile is not None and profile.cost_model != "roofline"
     datasheet = f"profile {getattr(profile, 'name', '')}'s step times come from its coefficients (measured or " \

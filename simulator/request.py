@@ -42,7 +42,7 @@ class Request:
         "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits", "reserved_blocks",
         "recomputed_tokens", "recompute_end", "swapped_blocks", "num_swaps", "preempted_at", "time_preempted",
         "remote_kv", "pulled_tokens", "prefill_runs", "prefill_replica", "local_blocks", "local_first", "seq",
-        "joined_at", "lazy_keys", "prefix_junction", "engine_arrival", "sampled",
+        "joined_at", "lazy_keys", "prefix_junction", "engine_arrival", "sampled", "queued_at",
     )
 
     def __init__(self, spec: RequestSpec, max_model_len: int, sends_max_tokens: bool = False):
@@ -55,6 +55,7 @@ class Request:
         # but a disaggregated decode replica's (a vLLM instance of its own) stamps the hand-off (r140)
         self.engine_arrival = spec.arrival_time
         self.sampled = False  # its last step sampled a token (not a partial chunk): only then has it drafts
+        self.queued_at = spec.arrival_time  # when it last reached its scheduler's queue (an arrival, a pulled KV)
         self.prompt_tokens = spec.prompt_tokens
         self.priority = spec.priority
         limit = spec.output_limit

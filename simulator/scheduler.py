@@ -12,6 +12,7 @@ replica's admission of a handed-off request starts its KV pull through the `pull
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from itertools import count
@@ -111,6 +112,9 @@ class Scheduler:
         self.queued_prompt_tokens = 0  # prompts of requests without a first token (vLLM's queued tokens)
         self.recent_admissions: deque = deque(maxlen=64)  # first-admission times, for queue-wait predictions
         self._now = 0.0
+        # async scheduling: vLLM plans a step while the one before it runs, so a request that reached the queue
+        # after that one started waits a step more; the engine sets it before each schedule (inf: all are seen)
+        self.admit_before = math.inf
         self.step = 0  # the index of the next step (update_from_output and decode runs advance it)
         self._seq = count(1)  # running-order keys
         self.cohort: DecodeCohort | None = None
@@ -130,7 +134,8 @@ class Scheduler:
         return self.cohort is not None
 
     # -- inputs -------------------------------------------------------------
-    def add_request(self, req: Request) -> None:
+    def add_request(self, req: Request, now: float = 0.0) -> None:
+        req.queued_at = now
         self.waiting.add(req)
         if req.first_token_time is None:
             self.queued_prompt_tokens += req.prompt_tokens
@@ -144,12 +149,12 @@ class Scheduler:
     def has_work(self) -> bool:
         return bool(self.running) or len(self.waiting) > 0 or bool(self.loaded)
 
-    def pulled(self, req: Request) -> None:
+    def pulled(self, req: Request, now: float = 0.0) -> None:
         """Its KV has arrived: it waits among the loaded, admitted before the queue (r132: vLLM drains requests
         holding KV first; behind a blocked head a lone loaded request was called a deadlock), to compute the
         prompt's last token and sample the client's first."""
         req.remote_kv, req.num_computed_tokens = PULLED, req.num_tokens - 1
-        req.status = WAITING
+        req.status, req.queued_at = WAITING, now
         self.loaded.add(req)
         self.changed = True
 
@@ -303,6 +308,7 @@ class Scheduler:
         reqs, toks = out.reqs, out.tokens
         allocate = kv.allocate_slots
         loaded = self.loaded
+        unseen: list = []  # set aside: arrived after this step was planned
         self.batching.open_admission(len(running), len(waiting) + len(loaded))
         slots = s.draft_slots  # what a request admitted takes of the input budget besides its tokens (0.33)
         while budget > 0 and room > slots and (loaded or len(waiting)):
@@ -313,7 +319,14 @@ class Scheduler:
                 self.admission_blocked = "batching"
                 break
             from_loaded = self._next_is_loaded()
-            r = loaded.peek() if from_loaded else waiting.peek()
+            queue = loaded if from_loaded else waiting
+            r = queue.peek()
+            if r.queued_at > self.admit_before:  # not in vLLM's queue when it planned this step (async scheduling)
+                if queue is waiting and self.queue_policy.key is None:  # FCFS: the rest came later still
+                    self.admission_blocked = "async"
+                    break
+                unseen.append((queue, queue.pop()))
+                continue
             if rules is not None and (why := rules.refusal(r, running, kv, self.holding.values())):
                 self.admission_blocked = why
                 break
@@ -375,6 +388,10 @@ class Scheduler:
             toks.append(n)
             budget -= n
             room -= n + slots
+        for queue, r in unseen:
+            queue.add(r)
+        if unseen:  # seen at the next step, which must be a plain one (no decode run past it)
+            self.admission_blocked = "async"
 
     def _update_after_schedule(self, out: SchedulerOutput) -> None:
         """vLLM's _update_after_schedule: computed tokens advance before the model runs; the step's shape

@@ -122,7 +122,7 @@ def test_a_0_19_step_that_only_preempts_is_a_step():
     sets = ["profile=teaching", "engine.block_size=4", "engine.num_gpu_blocks_override=102",
             f"engine.max_model_len={MAX_MODEL_LEN}", f"engine.max_num_batched_tokens={MAX_MODEL_LEN}",
             "engine.enable_chunked_prefill=false", "engine.enable_prefix_caching=true", "engine.vllm_defaults=0.19.0",
-            "policies.queue=priority"]
+            "policies.queue=priority", "engine.async_scheduling=false"]  # the arrivals join as this case was found
     steps = simulate(load(None, sets), _specs(rows, 8)).steps
     empty = steps[steps.scheduled_tokens == 0]
     assert len(empty) == 1 and (empty.num_preempted == 1).all() and (empty.duration == 0).all()

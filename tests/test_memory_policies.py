@@ -60,11 +60,12 @@ PRESSURE = ["model=llama-3-8b", "profile=teaching", "hardware.gpu=generic-80gb",
 
 
 def test_preempt_count_rule_stops_repeated_preemption_of_one_request():
-    last = simulate(load(None, PRESSURE)).summary
-    fair = simulate(load(None, PRESSURE + ["policies.preemption_victim=fewest_preemptions"])).summary
-    assert last["num_preemptions"] > 20 and last["max_preemptions_per_request"] >= 3
-    assert fair["max_preemptions_per_request"] < last["max_preemptions_per_request"]
-    assert fair["completed"] == last["completed"] == 200
+    last, fair = (simulate(load(None, PRESSURE + extra)) for extra in
+                  ([], ["policies.preemption_victim=fewest_preemptions"]))
+    assert last.summary["num_preemptions"] > 20 and last.summary["max_preemptions_per_request"] >= 3
+    # the requests preempted again and again: about half as many (31 against 16 preempted 3 times or more)
+    assert (fair.requests.num_preemptions >= 3).sum() < 0.7 * (last.requests.num_preemptions >= 3).sum()
+    assert fair.summary["completed"] == last.summary["completed"] == 200
 
 
 def test_admission_reservation_trades_preemptions_for_concurrency():

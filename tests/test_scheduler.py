@@ -330,3 +330,18 @@ def test_a_static_batch_is_its_size_even_when_one_step_cannot_admit_it_all():
                                 "workload.arrival.rate=2", "profile=teaching"]))
     first = late.requests[late.requests.batch_id == 0]  # the batch opened on the first arrival alone
     assert len(first) == 1
+
+
+@pytest.mark.parametrize("async_scheduling, joins", [(True, 2), (False, 1)])
+def test_round_141_under_async_scheduling_an_arrival_mid_step_joins_the_step_after_next(async_scheduling, joins):
+    """r141: vLLM plans step N+1 as step N starts (async scheduling), so a request arriving while N runs is
+    first scheduled in N+2; servesim admitted it in N+1 (TTFT a step short, some 20% at light load). Where nothing
+    is left to run, nothing was planned behind N, and it joins at once."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+
+    sets = [f"engine.async_scheduling={str(async_scheduling).lower()}"]
+    steps = simulate(load(None, sets), [RequestSpec(0, 0.0, 5000, 3), RequestSpec(1, 0.01, 100, 3)]).steps
+    assert list(steps.prefill_tokens[:3]) == [5000, 100 * (joins == 1), 100 * (joins == 2)]
+    alone = simulate(load(None, sets), [RequestSpec(0, 0.0, 5000, 1), RequestSpec(1, 0.01, 100, 3)]).steps
+    assert list(alone.prefill_tokens[:2]) == [5000, 100]  # request 0 ended in step 0: request 1 next, either way
