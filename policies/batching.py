@@ -21,6 +21,7 @@ class BatchingGate(Protocol):
 
     name: str
     batch_id: int  # the static batch a request joined; -1 under continuous batching
+    counts_waiting: int  # how many waiting requests open_admission needs counted (the scheduler counts no more)
 
     def open_admission(self, num_running: int, num_waiting: int) -> None: ...
     def may_admit(self) -> bool: ...
@@ -30,6 +31,7 @@ class BatchingGate(Protocol):
 class ContinuousBatching:
     name = "continuous"
     batch_id = -1
+    counts_waiting = 0
 
     def __init__(self, batch_size: int | None = None):
         pass
@@ -48,7 +50,7 @@ class StaticBatching:
     name = "static"
 
     def __init__(self, batch_size: int):
-        self.batch_size = batch_size
+        self.batch_size = self.counts_waiting = batch_size
         self.batch_id = -1
         self._members = 0  # the batch being formed: the requests waiting when it opened, up to batch_size
         self._joined = 0
@@ -57,9 +59,11 @@ class StaticBatching:
         """Called once per step before admission: a new batch opens only on an empty engine, and stays open until
         its members have joined (a step's token budget may admit only some of them: round 93 formed batches of
         9 where 16 were asked for and waiting)."""
-        if num_running == 0:
+        if num_running == 0 and num_waiting:
             self.batch_id += 1
             self._members, self._joined = min(self.batch_size, num_waiting), 0
+        elif num_running == 0:  # no request to open one with (under async scheduling: none seen yet)
+            self._members = self._joined
         elif num_running < self._joined:  # a member left: its slot stays idle, and so do those not yet taken
             self._members = self._joined
 

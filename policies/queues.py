@@ -24,6 +24,7 @@ class RequestQueue(Protocol):
     def pop(self): ...
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator: ...
+    def unordered(self) -> Iterator: ...  # every request, in no particular order (cheap)
 
 
 VictimRule = Callable[[list], object]  # the running list (admission order) -> the request to preempt
@@ -53,6 +54,8 @@ class FCFSQueue:
     def __iter__(self):
         return iter(self._q)
 
+    unordered = __iter__
+
 
 class KeyedQueue:
     """A heap on key(req); a preempted request is pushed back like any other (vLLM's PRIORITY)."""
@@ -78,6 +81,9 @@ class KeyedQueue:
 
     def __iter__(self):
         return (item[2] for item in sorted(self._heap))
+
+    def unordered(self):
+        return (item[2] for item in self._heap)
 
 
 def last_admitted(running: list):

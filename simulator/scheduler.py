@@ -182,8 +182,7 @@ class Scheduler:
         budget = s.max_num_batched_tokens
         room = s.input_budget or budget  # 0.33's input budget: tokens and draft slots (equal budgets: one binds)
         max_len = s.max_model_len
-        thr = s.long_prefill_token_threshold if len(running) + len(waiting) + len(self.loaded) > 1 \
-            or not s.threshold_spares_a_lone_request else 0
+        thr = self._threshold()
         out = SchedulerOutput()
         reqs, toks, preempted = out.reqs, out.tokens, out.preempted
         allocate = kv.allocate_slots
@@ -256,8 +255,7 @@ class Scheduler:
         s, kv, cohort, running, step = self.s, self.kv, self.cohort, self.running, self.step
         budget, max_len, bs = s.max_num_batched_tokens, s.max_model_len, kv.block_size
         due, blocks = cohort.due(step)  # members that take or fill a block this step
-        thr = s.long_prefill_token_threshold if len(running) + len(self.waiting) > 1 \
-            or not s.threshold_spares_a_lone_request else 0
+        thr = self._threshold()
         plan, ahead = [], 0
         for r in [q for q in running if q.joined_at < 0]:
             members = cohort.before(r.seq)  # each took one token before r's turn
@@ -296,6 +294,29 @@ class Scheduler:
         cohort.scheduled_step = step
         return out
 
+    def _seen(self, most: int) -> int:
+        """The waiting and loaded requests this step sees, counted up to `most`: under async scheduling not those
+        that reached the queue after the step was planned (admit_before), which vLLM's scheduler has not yet
+        (r142: 0.33's lone-request rule and a static batch counted them)."""
+        if most <= 0 or self.admit_before == math.inf:
+            return max(0, min(most, len(self.waiting) + len(self.loaded)))
+        seen = 0
+        for queue in (self.waiting, self.loaded):
+            for r in queue.unordered():
+                if r.queued_at <= self.admit_before:
+                    seen += 1
+                    if seen >= most:
+                        return seen
+        return seen
+
+    def _threshold(self) -> int:
+        """long_prefill_token_threshold, which 0.33 lifts for a lone request (none other running, waiting or
+        holding pulled KV: get_request_counts)."""
+        s, running = self.s, self.running
+        if not s.long_prefill_token_threshold or not s.threshold_spares_a_lone_request or len(running) > 1:
+            return s.long_prefill_token_threshold
+        return s.long_prefill_token_threshold if len(running) + self._seen(2 - len(running)) > 1 else 0
+
     def _count_lookup(self, r: Request, hit: int) -> None:
         """A prefix-cache lookup into r's prefix_queries/hits, the prefix_cache_queries/hits vLLM reports: a
         preempted request's re-lookup vLLM counts apart (PrefixCacheStats.preempted_*), out of them."""
@@ -309,7 +330,7 @@ class Scheduler:
         allocate = kv.allocate_slots
         loaded = self.loaded
         unseen: list = []  # set aside: arrived after this step was planned
-        self.batching.open_admission(len(running), len(waiting) + len(loaded))
+        self.batching.open_admission(len(running), self._seen(self.batching.counts_waiting))
         slots = s.draft_slots  # what a request admitted takes of the input budget besides its tokens (0.33)
         while budget > 0 and room > slots and (loaded or len(waiting)):
             if len(running) >= s.max_num_seqs:

@@ -345,3 +345,21 @@ def test_round_141_under_async_scheduling_an_arrival_mid_step_joins_the_step_aft
     assert list(steps.prefill_tokens[:3]) == [5000, 100 * (joins == 1), 100 * (joins == 2)]
     alone = simulate(load(None, sets), [RequestSpec(0, 0.0, 5000, 1), RequestSpec(1, 0.01, 100, 3)]).steps
     assert list(alone.prefill_tokens[:2]) == [5000, 100]  # request 0 ended in step 0: request 1 next, either way
+
+
+def test_round_142_a_request_the_planned_step_has_not_seen_counts_for_neither_threshold_nor_batch():
+    """r142: a request set aside by async scheduling's lag still counted in 0.33's lone-request rule (the step
+    vLLM planned before it came was capped at the threshold) and in a static batch opening (it joined its batch a
+    step after the batch started; a batch opened with none seen skipped an id)."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+
+    specs = [RequestSpec(0, 0.0, 20000, 3), RequestSpec(1, 0.01, 100, 3)]
+    steps = simulate(load(None, ["engine.max_num_batched_tokens=4096", "engine.long_prefill_token_threshold=2048"]),
+                     specs).steps
+    assert list(steps.scheduled_tokens[:3]) == [4096, 4096, 2048 + 100]
+    specs = [RequestSpec(0, 0.0, 5000, 3), RequestSpec(1, 0.01, 100, 5), RequestSpec(2, 0.124, 100, 5),
+             RequestSpec(3, 0.125, 100, 5)]
+    rows = simulate(load(None, ["policies.batching=static", "policies.static_batch_size=4"]), specs).requests
+    batches = rows.sort_values("request_id").groupby("batch_id").first_scheduled_time.nunique()
+    assert list(rows.sort_values("request_id").batch_id) == [0, 1, 2, 2] and (batches == 1).all()
