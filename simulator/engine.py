@@ -55,7 +55,7 @@ class Replica:
         sched = self.scheduler
         head = sched.waiting.peek() if len(sched.waiting) else None
         if head is not None and sched.loaded and not sched.running and len(sched.holding) == len(sched.loaded) \
-                and not sched._next_is_loaded() and kv.blocks_to_admit(head.num_tokens) > kv.num_free_blocks:
+                and not sched.next_is_loaded() and kv.blocks_to_admit(head.num_tokens) > kv.num_free_blocks:
             # r139: 0.19 under priority takes a loaded request only where it ranks first; a preempted head ranks
             # first and waits for blocks that the loaded requests behind it hold: vLLM's scheduler breaks there too
             held = sum(len(r.blocks) for r in sched.holding.values())

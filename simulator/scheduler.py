@@ -158,7 +158,7 @@ class Scheduler:
         self.loaded.add(req)
         self.changed = True
 
-    def _next_is_loaded(self) -> bool:
+    def next_is_loaded(self) -> bool:
         """Whether admission takes the first loaded request next, rather than the queue's head."""
         if not self.loaded:
             return False
@@ -339,7 +339,7 @@ class Scheduler:
             if not self.batching.may_admit():
                 self.admission_blocked = "batching"
                 break
-            from_loaded = self._next_is_loaded()
+            from_loaded = self.next_is_loaded()
             queue = loaded if from_loaded else waiting
             r = queue.peek()
             if r.queued_at > self.admit_before:  # not in vLLM's queue when it planned this step (async scheduling)

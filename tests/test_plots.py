@@ -250,7 +250,8 @@ def test_runs_with_an_unset_by_value_are_drawn_and_named(tmp_path, capsys):
 def test_capacity_names_an_unset_value_and_refuses_its_own_measure(tmp_path, capsys):
     out = tmp_path / "se"
     assert main(["search", "max-rate", "--slo", "ttft_p99_ms=500", "--grid", "engine.max_num_seqs=null,8",
-                 "--set", "workload.num_requests=40", "--set", "profile=teaching", "--out", str(out), "--tolerance", "0.5"]) == 0
+                 "--set", "workload.num_requests=40", "--set", "profile=teaching", "--out", str(out),
+                 "--tolerance", "0.5"]) == 0
     assert main(["plot", str(out), "--kind", "capacity", "--by", "engine.max_num_seqs", "--title", "MY TITLE"]) == 0
     svg = (out / "plot-capacity.svg").read_text()
     assert "<!-- null -->" in svg and "MY TITLE" in svg  # the unset value's tick
