@@ -217,11 +217,10 @@ def _run_vllm(args, cmd, sets: list[str], client: bool) -> int:
     from types import SimpleNamespace
 
     def after(result, out: Path) -> list[str]:
-        from servesim.simulator.config import say_once
-        from servesim.simulator.vllm_metrics import write_prometheus
-
         from datetime import datetime
 
+        from servesim.simulator.config import say_once
+        from servesim.simulator.vllm_metrics import write_prometheus
         from servesim.simulator.vllm_results import bench_result, printed_block, write_bench_result
 
         written, result_file = ["vllm_command.json"], None

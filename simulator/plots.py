@@ -408,9 +408,9 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
                                                               "recommend": "recommend.json"}.get(kind, "sweep.parquet")) \
         if src.is_dir() else src  # the table the plot reads: neither picture may replace it
     refuse_folder_over_inputs(stem.parent, (f"{stem.name}.png", f"{stem.name}.svg"), "--out", [read])
-    own = src.is_dir() and stem == src / f"plot-{kind}"  # the folder's own plot of this kind, redrawn (r139: refused
-    for suffix in (".png", ".svg") * (not own):  # as recommend's, listed in its manifest)
-        refuse_run_file(stem.with_name(stem.name + suffix), "--out")
+    if not (src.is_dir() and stem == src / f"plot-{kind}"):  # the folder's own plot of this kind is redrawn
+        for suffix in (".png", ".svg"):  # (r139: refused as recommend's, listed in its manifest)
+            refuse_run_file(stem.with_name(stem.name + suffix), "--out")
     if kind == "recommend":
         return _plot_recommendation(src, stem, title)
     if kind == "timeline":

@@ -679,15 +679,15 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         if slots:
             settings["speculative.drafting_slots_per_seq"] = slots
     _async_scheduling(serve, version, method, spec_config, settings)
+    v1 = _v1_model_runner(serve, method, spec_config)  # why 0.33 runs its V1 model runner, or None
     if method:  # which releases and graph modes round the capture sizes to 1 + k (r134, r135)
         mode = _graph_mode(serve, version, arch)
-        v1_runner = bool(_v1_model_runner(serve, method, spec_config))
         rounds = mode in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY") if version == "0.19.0" else \
-            mode in ("FULL", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY") and v1_runner
+            mode in ("FULL", "FULL_AND_PIECEWISE", "FULL_DECODE_ONLY") and bool(v1)
         if rounds != (version == "0.19.0"):
             settings["engine.graph_sizes_round_to_drafts"] = rounds
-    if version != "0.19.0" and (serve.get("prefill_context_parallel_size") or 1) > 1 and \
-            (v1 := _v1_model_runner(serve, method, spec_config)):  # VllmConfig's V1-runner checks (round 127)
+    if version != "0.19.0" and (serve.get("prefill_context_parallel_size") or 1) > 1 and v1:  # VllmConfig's
+        # V1-runner checks (round 127)
         raise ConfigError(_flag("serve", "prefill_context_parallel_size", version),
                           f"beside {v1}, which runs the V1 model runner: it does not support prefill context "
                           f"parallel (vLLM refuses the line)")

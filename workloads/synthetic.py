@@ -209,8 +209,7 @@ class SyntheticWorkload(_Classes):
         column then comes from a stream of its own, so the k-th request's draws do not depend on n (r138: the
         lengths changed with the rate)."""
         if self.num_requests is None:
-            streams = iter(rng.spawn(4))
-            lengths_rng, output_rng, which_rng, class_rng = (next(streams) for _ in range(4))
+            lengths_rng, output_rng, which_rng, class_rng = rng.spawn(4)
         else:
             lengths_rng = output_rng = which_rng = class_rng = rng
         if self.lengths is not None:
