@@ -51,20 +51,32 @@ MOE_TABLE = ("moe/vllm/*/moe_perf.parquet", ["kernel_source", "moe_dtype", "num_
                                              "topk", "num_experts", "moe_tp_size", "moe_ep_size", "distribution",
                                              "latency"])
 # the table's moe_dtype and kernels for a weight format, most preferred first (vLLM's fused-MoE choices)
-# (a shape takes the first kernel timed for it at its TP; later ones stand in where the earlier were not timed)
+# (a shape takes the first kernel timed for it at its EP, at any TP; later ones stand in for shapes the earlier
+# were not timed for, never for one TP: a TP its kernel lacks is refused)
 _BF16_MOE = ("vllm_unquantizedfusedmoe_triton_tritonexperts",  # Hopper and older
              "vllm_unquantizedfusedmoe_flashinfer_cutlass_flashinferexperts",  # what the Blackwell tables measured
              "vllm_unquantizedfusedmoe_flashinfer_trtllm_trtllmbf16experts",  # Blackwell, the shapes CUTLASS lacks
              "vllm_fused_moe",  # the A100 table's name for vLLM's Triton fused MoE (an older collector)
              "vllm_xpu_moe")  # Intel's
+_FP8_BLOCK_MOE = ("vllm_fp8moe_triton_tritonexperts",  # Hopper (and Ada) under TP
+                  "vllm_fp8moe_flashinfer_cutlass_flashinferexperts",  # Hopper under EP
+                  "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",  # Blackwell
+                  "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmodular")
+# fp8 by scale layout (vLLM 0.19's fused_moe/oracle/fp8.py, r143): a block-scaled checkpoint's experts (DeepSeek,
+# Qwen's -FP8; weight_block_size) read its fp8_block rows; per-tensor weights with dynamic activation scales
+# (`-q fp8`), which only Triton's kernel takes, its per-tensor rows (Ada) or the block-scaled Triton kernel
+# (Hopper), the other kernels standing in where no Triton kernel was timed; a ModelOpt checkpoint's static
+# scales FlashInfer's kernels
 MOE_KERNELS = {"bf16": (("bfloat16",), _BF16_MOE), "fp16": (("bfloat16",), _BF16_MOE),
-               "fp8": (("fp8", "fp8_block"), ("vllm_fp8moe_triton_tritonexperts",
-                                              "vllm_fp8moe_flashinfer_cutlass_flashinferexperts",
-                                              "vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts",
-                                              "vllm_modeloptfp8moe_triton_tritonexperts",
-                                              "vllm_fp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
+               "fp8": (("fp8", "fp8_block"), ("vllm_modeloptfp8moe_triton_tritonexperts", *_FP8_BLOCK_MOE[:2],
                                               "vllm_modeloptfp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
+                                              *_FP8_BLOCK_MOE[2:],
+                                              "vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts",
                                               "vllm_xpu_moe")),
+               "fp8_block": (("fp8_block",), (*_FP8_BLOCK_MOE, "vllm_xpu_moe")),
+               "fp8_static": (("fp8",), ("vllm_modeloptfp8moe_flashinfer_trtllm_trtllmfp8expertsmonolithic",
+                                         "vllm_modeloptfp8moe_flashinfer_cutlass_flashinferexperts",
+                                         "vllm_modeloptfp8moe_triton_tritonexperts", "vllm_xpu_moe")),
                # gpt-oss's MXFP4 experts: OpenAI's Triton kernel on Hopper, TRT-LLM's through FlashInfer on Blackwell,
                # Marlin's on Ada and the RTX PRO 6000 (r133: not read, so gpt-oss there was refused), Intel's own
                "mxfp4": (("w4a16_mxfp4",), ("vllm_gptossmxfp4moe_triton_oaitritonmxfp4expertsmonolithic",
@@ -201,6 +213,13 @@ def _surface_ms(surface, batch: float, length: float, quadratic: bool) -> float:
     return t
 
 
+def _fp8_layout(arch) -> str:
+    """Which of MOE_KERNELS' fp8 kinds a model's fp8 experts are."""
+    if arch.weight_block_size:
+        return "fp8_block"
+    return "fp8_static" if arch.quant_method == "modelopt" else "fp8"
+
+
 class KernelTables:
     """One GPU's measured kernel tables, each at its newest vLLM version."""
 
@@ -240,27 +259,35 @@ class KernelTables:
     def moe_ms(self, tokens: float, arch, dtype: str, tp: int, routing: str = MOE_ROUTING, ep: int = 1) -> float:
         """One fused-MoE layer (routed experts) for `tokens` tokens: every expert split over the TP group, or
         with expert parallelism (ep > 1) this GPU's 1/ep of the experts, whole, over the tokens dispatched."""
+        fmt = _fp8_layout(arch) if dtype == "fp8" else dtype
         key = (arch.hidden_size, arch.moe_intermediate_size or arch.intermediate_size, arch.experts_per_token,
-               arch.num_experts, tp, dtype, routing, ep)
+               arch.num_experts, tp, fmt, routing, ep)
         if key not in self._moe_curves:
             m = self._optional_table("moe", MOE_TABLE, "a MoE model needs it")
-            dtypes, kernels = MOE_KERNELS.get(dtype, ((), ()))
+            dtypes, kernels = MOE_KERNELS.get(fmt, ((), ()))
+            dtype = {"fp8_block": "fp8 block-scaled (the tables' fp8_block)",
+                     "fp8_static": "fp8 with static scales (ModelOpt's)"}.get(fmt, dtype)  # as the messages say it
             m = m[(m["hidden_size"] == key[0]) & (m["inter_size"] == key[1]) & (m["topk"] == key[2])
-                  & (m["num_experts"] == key[3]) & (m["moe_ep_size"] == ep) & (m["distribution"] == routing)
-                  & (m["moe_tp_size"] == tp)]
-            if not m.empty and not m["moe_dtype"].isin(dtypes).any():  # the shape is timed, in other formats only
+                  & (m["num_experts"] == key[3]) & (m["moe_ep_size"] == ep) & (m["distribution"] == routing)]
+            at_tp = m[m["moe_tp_size"] == tp]
+            # the shape's kernel whatever the TP: where vLLM's was not timed at this TP another format's kernel
+            # stood in, 3x slower (r143: Qwen3-30B-A3B fp8's step doubled from TP 2 to TP 4)
+            m = m[m["moe_dtype"].isin(dtypes)]
+            found = next((k for k in kernels if (m["kernel_source"] == k).any()), None)
+            if found is None and not at_tp.empty and not at_tp["moe_dtype"].isin(dtypes).any():
                 raise ConfigError("dtype", f"no {dtype} fused-MoE timings in {self.dir} for {arch.name}'s experts "
                                            f"at MoE TP {tp}" + (f" EP {ep}" if ep > 1 else "") + " (timed in "
-                                           f"{', '.join(sorted(set(m['moe_dtype'])))})")
-            m = m[m["moe_dtype"].isin(dtypes)]
-            found = [k for k in kernels if (m["kernel_source"] == k).any()]
-            other = sorted(set(m["kernel_source"]) - set(kernels))
-            m = m[m["kernel_source"] == found[0]] if found else m.iloc[0:0]
+                                           f"{', '.join(sorted(set(at_tp['moe_dtype'])))})")
+            other = sorted(set(at_tp["kernel_source"]) - set(kernels))
+            timed = sorted(set(m.loc[m["kernel_source"] == found, "moe_tp_size"]))
+            m = m[(m["kernel_source"] == found) & (m["moe_tp_size"] == tp)]
             if m.empty:
                 raise ConfigError("kernel_tables", f"no fused-MoE timings in {self.dir} for {arch.name}'s experts "
                                                    f"(hidden {key[0]}, expert {key[1]}, top {key[2]} of {key[3]}) "
                                                    f"in {dtype} at MoE TP {tp}" + (f" EP {ep}" if ep > 1 else "")
                                                    + f", {routing} routing" + (
+                                                       f" ({found} is timed at MoE TP {', '.join(map(str, timed))} "
+                                                       f"only)" if found else
                                                        f" with a kernel servesim reads (timed only with "
                                                        f"{', '.join(other)})" if other else ""))
             m = m.groupby("num_tokens", as_index=False)["latency"].median().sort_values("num_tokens")
@@ -449,7 +476,8 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
                     ep: int = 1, dp: int = 1, routing: str = MOE_ROUTING) -> dict:
     """Kernel time of one engine step, by component (ms). With expert parallelism over ep = TP x DP GPUs, the
     DP ranks step together (equally loaded): a MoE layer dispatches every rank's tokens to the GPUs holding
-    their experts and combines the results, vLLM's allgather_reducescatter backend, timed as NCCL's."""
+    their experts and combines the results, vLLM's allgather_reducescatter backend, timed as NCCL's; with one
+    DP rank vLLM dispatches nothing (its do_naive_dispatch_combine needs dp_size > 1)."""
     if arch.num_attention_heads % tp:
         raise ConfigError("tp", f"{arch.num_attention_heads} attention heads do not split over tp={tp}")
     kv = kv_dtype or arch.kv_cache_dtype or arch.activation_dtype
@@ -467,10 +495,12 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
     if arch.is_moe:  # MoE layers: the fused routed experts, the router, the shared experts
         shared = arch.shared_expert_intermediate_size or arch.num_shared_experts * (arch.moe_intermediate_size or inter)
         experts = arch.expert_dtype or dtype
-        if ep > 1:  # every rank's tokens meet at each GPU's experts, then go home
-            dispatched = tokens * dp * h
-            routed = t.moe_ms(tokens * dp, arch, experts, 1, routing, ep) + \
-                t.nccl_ms("all_gather", dispatched, ep) + t.nccl_ms("reduce_scatter", dispatched, ep)
+        if ep > 1:  # this GPU's experts, whole, over every rank's tokens
+            routed = t.moe_ms(tokens * dp, arch, experts, 1, routing, ep)
+            if dp > 1:  # the ranks' tokens meet at each GPU's experts, then go home (with one rank, vLLM's
+                # experts see the TP group's shared tokens and the layer's all-reduce sums them: r143)
+                dispatched = tokens * dp * h
+                routed += t.nccl_ms("all_gather", dispatched, ep) + t.nccl_ms("reduce_scatter", dispatched, ep)
         else:
             routed = t.moe_ms(tokens, arch, experts, tp, routing)
         moe = routed + g(tokens, arch.num_experts, h, "bf16") + \

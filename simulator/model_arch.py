@@ -86,7 +86,8 @@ class ModelArchitecture(Settings):
                                                                          "from dtype (gpt-oss: mxfp4 experts)")
     weight_block_size: tuple[PositiveInt, PositiveInt] | None = Field(
         default=None, description="a block-scaled fp8 checkpoint's [N, K] scale blocks (weight_block_size), which "
-                                  "vLLM 0.19 holds each GPU's expert slice to")
+                                  "vLLM 0.19 holds each GPU's expert slice to; its experts are timed from the "
+                                  "block-scaled fused-MoE kernels")
     num_shared_experts: NonNegativeInt = 0  # run for every token (DeepSeek, Qwen2-MoE)
     shared_expert_intermediate_size: PositiveInt | None = Field(
         default=None, description="all shared experts together; default num_shared_experts x moe_intermediate_size")

@@ -528,7 +528,13 @@ def test_0_19_holds_each_gpus_expert_slice_to_the_fp8_weight_block(tmp_path):
         with pytest.raises(ConfigError, match=f"tensor_parallel_size: {tp}: each GPU's {768 // tp}-wide slice .* "
                                               f"no multiple of its fp8 weight block .128.: vLLM 0.19 does not start"):
             load(None, model + [f"engine.tensor_parallel_size={tp}", "engine.vllm_defaults=0.19.0"])
-        assert load(None, model + [f"engine.tensor_parallel_size={tp}"]).arch.weight_block_size == (128, 128)
+        # 0.33 starts; the tables time the block-scaled kernel on whole blocks only (r143: refused, not priced
+        # with another kernel)
+        assert load(None, model + [f"engine.tensor_parallel_size={tp}", "profile=roofline"]).arch.weight_block_size \
+            == (128, 128)
+        with pytest.raises(ConfigError, match=f"in fp8 block-scaled .* at MoE TP {tp}, .*tritonexperts is timed at "
+                                              f"MoE TP 1, 2 only"):
+            load(None, model + [f"engine.tensor_parallel_size={tp}"])
         load(None, model + [f"engine.tensor_parallel_size={tp}", "engine.vllm_defaults=0.19.0",
                             "engine.enable_expert_parallel=true"])
     load(None, model + ["engine.tensor_parallel_size=2", "engine.vllm_defaults=0.19.0"])  # 384: three blocks
@@ -572,3 +578,51 @@ def test_round_135_sequence_parallel_moe_keeps_the_shared_experts_whole():
     assert scout.weight_bytes_per_gpu(2, 2) == pytest.approx(split + scout.expert_weight_bytes / 4)  # DP 1: split
     assert scout.weight_bytes_per_gpu(1, 2) == pytest.approx(scout.dense_weight_bytes_per_gpu(1)
                                                               + scout.expert_weight_bytes / 2)  # TP 1: whole anyway
+
+
+@pytest.mark.skipif(not (TABLES / "h100_sxm" / "moe").is_dir(), reason=f"h100_sxm MoE kernel tables not found at {TABLES}")
+def test_round_143_expert_parallelism_without_dp_ranks_dispatches_nothing():
+    """vLLM dispatches and combines a MoE layer's tokens only across DP ranks (do_naive_dispatch_combine needs
+    dp_size > 1): with -tp 2 --enable-expert-parallel each GPU runs its half of the experts over the TP group's
+    shared tokens and the layer's all-reduce sums them. servesim added an all-gather and a reduce-scatter (5-12%
+    of every step)."""
+    from servesim.calibration.aiconfigurator import KernelTables, compose_step_ms
+    from servesim.calibration.grid import GridPoint
+
+    t, m = KernelTables(TABLES, "h100_sxm"), load_model("qwen3-30b-a3b")
+    for point in (GridPoint("decode", 64, 0, 2048), GridPoint("prefill", 1, 2048, 0)):
+        tokens = point.shape.prefill_tokens + point.shape.decode_seqs
+        ep, tp = compose_step_ms(t, m, point, "bf16", 2, ep=2), compose_step_ms(t, m, point, "bf16", 2)
+        experts = t.moe_ms(tokens, m, "bf16", 1, ep=2) - t.moe_ms(tokens, m, "bf16", 2)
+        assert ep["time_ms"] - tp["time_ms"] == pytest.approx(m.num_moe_layers * experts, rel=1e-9)
+        assert ep["allreduce_ms"] == tp["allreduce_ms"] > 0  # the combine is the TP group's all-reduce
+
+
+@pytest.mark.skipif(not all((TABLES / g / "moe").is_dir() for g in ("h100_sxm", "l40s")),
+                    reason=f"h100_sxm and l40s MoE kernel tables not found at {TABLES}")
+def test_round_143_fp8_experts_keep_vllms_kernel_at_every_tp():
+    """Where the Triton fp8 kernel was not timed at a TP (Qwen3-30B-A3B at TP 4 on H100: 192-wide slices),
+    FlashInfer's per-tensor CUTLASS kernel stood in, 3x slower: the step doubled from TP 2 to TP 4. The kernel is
+    now the format's at every TP and a TP it lacks is refused; per-tensor `-q fp8` reads the per-tensor Triton
+    rows where they were timed (L40S), a block-scaled checkpoint the block-scaled ones."""
+    from servesim.calibration.aiconfigurator import KernelTables
+
+    moe = pd.read_parquet(next((TABLES / "l40s").glob("moe/vllm/*/moe_perf.parquet")))
+    q = load_model("qwen3-30b-a3b")
+    shape = moe[(moe["hidden_size"] == 2048) & (moe["inter_size"] == 768) & (moe["num_experts"] == 128)
+                & (moe["moe_ep_size"] == 1) & (moe["moe_tp_size"] == 2) & (moe["distribution"] == "power_law_1.2")
+                & (moe["num_tokens"] == 64)]
+    row = {k: shape.loc[shape["kernel_source"] == f"vllm_{k}_triton_tritonexperts", "latency"].median()
+           for k in ("modeloptfp8moe", "fp8moe")}
+    assert row["modeloptfp8moe"] != row["fp8moe"]
+    t = KernelTables(TABLES, "l40s")
+    assert t.moe_ms(64, q, "fp8", 2) == pytest.approx(row["modeloptfp8moe"])  # per-tensor
+    block = q.model_copy(update={"weight_block_size": (128, 128)})
+    assert t.moe_ms(64, block, "fp8", 2) == pytest.approx(row["fp8moe"])  # block-scaled
+    assert t.moe_ms(64, q, "fp8", 4) > 0  # per-tensor Triton is timed at TP 4 there
+    h100 = KernelTables(TABLES, "h100_sxm")
+    assert h100.moe_ms(64, q, "fp8", 1, ep=4) > 0  # under EP FlashInfer's block-scaled kernel, vLLM's choice
+    with pytest.raises(ConfigError, match=r"in fp8 at MoE TP 4, .*\(vllm_fp8moe_triton_tritonexperts is timed at "
+                                          r"MoE TP 1, 2 only\)"):
+        h100.moe_ms(64, q, "fp8", 4)
+    assert main(["vllm", "--gpu", "h100-sxm", "--config", "serve", "Qwen/Qwen3-30B-A3B", "-tp", "4", "-q", "fp8"]) == 2
