@@ -10,7 +10,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from servesim.calibration.fit import FitResult, fit_step_model
-from servesim.simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem
+from servesim.simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem, unique_keys
 from servesim.simulator.files import (PLAIN_NAME, output_file, profile_file, read_settings_text, read_table,
                                       refuse_folder_name, where_looked)
 from servesim.simulator.model_arch import WeightFormat
@@ -108,7 +108,7 @@ def read_run_record(path: Path) -> dict:
         raise ConfigError(str(path), "is not a regular file (calibrate run writes run.json as a JSON object)")
     text = read_settings_text(path, str(path))  # its own line on a file that is not UTF-8 or too big
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=unique_keys)
     except JSON_ERRORS as exc:
         raise ConfigError(str(path), f"not a JSON document ({json_problem(exc)})") from None
     if not isinstance(data, dict):
@@ -129,8 +129,9 @@ def read_measurements(src: str | Path) -> tuple[pd.DataFrame, dict, Path]:
     run = src.parent / "run.json"
     if src.name == "measurements.parquet" and run.exists():  # the harness's folder, given or its table in it
         meta = read_run_record(run)
-    if not src.is_file():
-        raise ConfigError("measurements", f"file not found: {src}{where_looked(src)}")
+    if not src.is_file():  # (r143: /dev/null was "not found")
+        raise ConfigError("measurements", f"{src} is not a regular file" if src.exists() else
+                          f"file not found: {src}{where_looked(src)}")
     if src.suffix == ".jsonl":  # an engine step log (calibration/real_runs.py): batch shapes and step times
         from servesim.calibration.real_runs import read_run
 

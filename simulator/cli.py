@@ -145,6 +145,8 @@ def cmd_config(args) -> int:
     from servesim.simulator.files import dump_yaml
 
     rs = load(args.scenario, args.set)
+    if (check_file := getattr(rs.scenario.workload, "check_file", None)) is not None:
+        check_file()  # a trace `run` could not read: refused here too (r143), though not replayed
     if args.vllm:
         from servesim.simulator.vllm_command import serve_command
 
@@ -667,7 +669,8 @@ def _add_plot(sub) -> None:
     from servesim.simulator.plots import PLOT_KINDS
 
     pl.add_argument("--kind", required=True, choices=PLOT_KINDS)
-    pl.add_argument("--x", default="workload.arrival.rate", help="the load axis (sweep column)")
+    pl.add_argument("--x", help="the load axis (sweep column; default workload.arrival.rate): latency-vs-rate "
+                                "and goodput")
     pl.add_argument("--by", default=None, help="one line per value of this sweep column")
     pl.add_argument("--title")
     pl.add_argument("--out", type=nonempty_path, help="output path (a .png or .svg ending is dropped: both are written), or a folder to put it in "

@@ -559,6 +559,13 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         if parts[0] == "model" and len(parts) > 1 and named is not None:
             edits.append((parts, value, key))
         _put(data, parts, value, key)
+    if edits and all(parts == ["model", "name"] for parts, _, _ in edits) and _printable(edits[-1][1]):
+        # r143: a misspelt model ran the default under its name (a name that is no text is the validator's)
+        from servesim.simulator.model_arch import builtin_model_names
+
+        raise ConfigError("model.name", f"{edits[-1][1]!r} is no built-in model or HF id servesim knows (built-in: "
+                                        f"{', '.join(builtin_model_names())}): --set model=... reads a model by name, "
+                                        f"path or HF id; a new name labels a model whose fields you edit too")
     return data
 
 
@@ -577,6 +584,10 @@ def _put(data: dict, parts: list[str], value, key: str) -> None:
             raise ConfigError(key, f"{p} is not a section")
         node = nxt
     node[parts[-1]] = value
+
+
+def _printable(value) -> bool:
+    return isinstance(value, str) and value.strip() != "" and value.isprintable()
 
 
 def _names_a_model(value) -> bool:
@@ -1385,6 +1396,8 @@ def load_scenario(path: str | Path | dict | None = None, overrides: list[str] | 
     resolved (no model, profile or KV pool)."""
     if isinstance(path, dict):
         return scenario_of(path, overrides)
+    if path is not None and not str(path).strip():  # r143: an unset $SCENARIO ran the default scenario unsaid
+        raise ConfigError("scenario", "an empty path: name a scenario file, or leave it out for the default scenario")
     return scenario_of(load_scenario_file(path) if path else {}, overrides)
 
 

@@ -320,6 +320,13 @@ def refuse_zero_step(kernels: "CostModel", name: str) -> None:
                                                                                    f"ms)"))
 
 
+def _flat(kernels: "CostModel") -> bool:
+    """Whether a one-token step costs what an 8,192-token prefill and a 256-sequence decode do."""
+    one = kernels.step_time(BatchShape(1, 1, 1, 0, 0))
+    return one == kernels.step_time(BatchShape(1, 8192, 8192 * 8193 // 2, 0, 0)) == \
+        kernels.step_time(decode_shape(256, 256 * 4096))
+
+
 def linear_model(profile: Profile) -> "LinearCostModel":
     """A linear profile's cost model; a coefficient out of range is one line naming it."""
     try:
@@ -462,6 +469,12 @@ def build_cost_model(profile: Profile, arch: ModelArchitecture, hw: Hardware, te
     except ValidationError as exc:
         raise ConfigError(*first_error(exc, "profile.coefficients")) from None
     refuse_zero_step(kernels, profile.name)
+    if profile.cost_model == "linear" and _flat(kernels):  # r143: its other terms were taken as 0 unsaid
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: profile {profile.name} takes the same time for every step, whatever its "
+                  f"tokens and sequences: its coefficients hold no per-token or per-sequence term (a term left "
+                  f"out is 0)"])
     if profile.overhead is None:
         return kernels
     return OverheadCostModel(kernels, profile.overhead, arch, hw, cudagraph_max_tokens, async_scheduling,

@@ -16,7 +16,7 @@ from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, field_valid
 
 from servesim.workloads.settings import MAX_INT, Settings
 
-from servesim.simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem
+from servesim.simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem, unique_keys
 from servesim.simulator.files import where_looked
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
@@ -837,7 +837,7 @@ def _load_file(path: Path, name: str) -> ModelArchitecture:
     text = read_settings_text(path, "model")
     if path.suffix == ".json":
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=unique_keys)
         except JSON_ERRORS as exc:
             raise ConfigError("model", f"cannot parse {path}: {json_problem(exc)}") from None
     else:
@@ -848,7 +848,8 @@ def _load_file(path: Path, name: str) -> ModelArchitecture:
     if path.suffix == ".json" and data.get("quantization_config") is None and sidecar.is_file():
         # ModelOpt 0.29 and before keep the quantization beside config.json, where vLLM reads it too
         try:
-            data["quantization_config"] = json.loads(read_settings_text(sidecar, "model"))
+            data["quantization_config"] = json.loads(read_settings_text(sidecar, "model"),
+                                                     object_pairs_hook=unique_keys)
         except JSON_ERRORS as exc:
             raise ConfigError("model", f"cannot parse {sidecar}: {json_problem(exc)}") from None
     data.setdefault("name", name)

@@ -385,15 +385,32 @@ PLOT_COLUMNS = {  # what each table plot reads, beside x and by
 }
 
 
-def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate", by: str | None = None,
+LOAD_AXIS_KINDS = ("latency-vs-rate", "goodput")  # the kinds --x is read by
+UNSPLIT_KINDS = ("timeline", "recommend")  # the kinds --by is not read by
+
+
+def plot_results(results, kind: str, out=None, x: str | None = None, by: str | None = None,
                  title: str | None = None) -> list[Path]:
     """`servesim plot`: a results folder (a sweep's, a search's, or a run's for the timeline) to PNG and SVG;
-    out is a path without extension or a folder (default: beside the results)."""
+    out is a path without extension or a folder (default: beside the results); x the load axis (default the
+    arrival rate). A flag the kind does not read is said once the plot is drawn (r143: ignored unsaid)."""
+    from servesim.simulator.config import say_once
     from servesim.simulator.errors import ConfigError
-    from servesim.simulator.files import read_table
 
     if kind not in PLOT_KINDS:
         raise ConfigError("--kind", f"one of {', '.join(PLOT_KINDS)}, got {kind!r}")
+    unread = [f"--{flag}" for flag, given, kinds in (("x", x, LOAD_AXIS_KINDS),
+                                                    ("by", by, [k for k in PLOT_KINDS if k not in UNSPLIT_KINDS]))
+              if given is not None and kind not in kinds]
+    files = _plot_results(results, kind, out, x or "workload.arrival.rate", by, title)
+    say_once([f"servesim: warning: {flag} has no effect on --kind {kind}" for flag in unread])
+    return files
+
+
+def _plot_results(results, kind: str, out, x: str, by: str | None, title: str | None) -> list[Path]:
+    from servesim.simulator.errors import ConfigError
+    from servesim.simulator.files import read_table
+
     src = Path(results)
     out = str(out) if out is not None else None
     if out and (out.endswith(("/", ".")) or Path(out).is_dir()):  # a folder: the plot goes in it
@@ -440,7 +457,7 @@ def plot_results(results, kind: str, out=None, x: str = "workload.arrival.rate",
     if missing:
         raise ConfigError("results", f"{table_path} has no column {', '.join(missing)}: not a "
                                      f"{'search max-rate' if kind == 'capacity' else 'sweep'} table")
-    load_axis = x if kind in ("latency-vs-rate", "goodput") else None  # the kinds with a load axis
+    load_axis = x if kind in LOAD_AXIS_KINDS else None
     if load_axis and by == load_axis:
         raise ConfigError("--by", f"{load_axis!r} is the --x axis already: give another column to split the lines by")
     if by is not None and by in PLOT_COLUMNS[kind]:

@@ -45,6 +45,12 @@ def load_prices(path: str | None) -> dict:
     prices = (data or {}).get("prices") if isinstance(data, dict) else None
     if not isinstance(prices, dict) or not prices:
         raise ConfigError("--prices", f"{where}: needs `prices:` mapping each GPU to its usd_per_gpu_hour")
+    unknown = [str(k) for k in data if k not in ("prices", "note")] + [
+        f"prices.{gpu}.{k}" for gpu, row in prices.items() if isinstance(row, dict) for k in row
+        if k not in ("usd_per_gpu_hour", "source", "date")]
+    if unknown:  # r143: a misspelt optional key vanished
+        raise ConfigError("--prices", f"{where}: unknown key {unknown[0]} (a price table holds `note` and `prices`, "
+                                      f"each GPU's usd_per_gpu_hour, source and date)")
     out = {}
     for gpu, row in prices.items():
         value = row.get("usd_per_gpu_hour") if isinstance(row, dict) else row

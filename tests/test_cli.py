@@ -1027,6 +1027,7 @@ def test_a_set_on_a_resolved_config_is_the_same_edit_by_hand(tmp_path, capsys):
     import yaml
 
     from servesim.simulator.config import load
+    from servesim.simulator.errors import ConfigError
 
     text = yaml.safe_dump(load(None, ["workload.num_requests=20"]).as_dict(), sort_keys=False)
     cfg = tmp_path / "x.yaml"
@@ -1042,10 +1043,13 @@ def test_a_set_on_a_resolved_config_is_the_same_edit_by_hand(tmp_path, capsys):
     # on a scenario naming its model, a field of it edits that model; the profile auto picks is not a mapping yet
     assert load(None, ["model.num_hidden_layers=16"]).arch.num_hidden_layers == 16
     # a scenario naming its model (or the default) renamed to a built-in reads that model, as config.yaml does; it
-    # was Llama-3.1-8B's layers under Qwen3-8B's name and profile (round 78); another name renames the model
+    # was Llama-3.1-8B's layers under Qwen3-8B's name and profile (round 78); another name labels the model it
+    # edits, and alone is refused (r143: a misspelt model ran the default under that name)
     for base in ([], ["model=llama-3.1-70b"]):
         assert load(None, base + ["model.name=qwen3-8b"]).arch == load(None, ["model=qwen3-8b"]).arch
-    assert load(None, ["model.name=mine"]).arch.num_hidden_layers == 32
+    assert load(None, ["model.name=mine", "model.num_hidden_layers=30"]).arch.name == "mine"
+    with pytest.raises(ConfigError, match="^model.name: 'mine' is no built-in model"):
+        load(None, ["model.name=mine"])
     # whatever order its field edits come in (round 80: an edit before the name kept Llama's layers under it)
     for sets in (["model.num_hidden_layers=16", "model.name=qwen3-8b"], ["model.name=qwen3-8b", "model.num_hidden_layers=16"]):
         arch = load(None, sets).arch

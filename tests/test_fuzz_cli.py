@@ -20,12 +20,14 @@ from typing import Annotated, Union, get_args, get_origin
 
 import annotated_types
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from servesim.simulator.cli import main
 from servesim.simulator.config import Scenario
+from servesim.simulator.errors import ConfigError
 from servesim.workloads.synthetic import SyntheticWorkload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -641,3 +643,56 @@ def test_round_135_the_measured_replay_refuses_a_model_it_does_not_build(capsys)
                  "model.sliding_window=64"]) == 2
     err = capsys.readouterr().err
     assert "servesim: error: model: tiny-llama has local attention layers, which the measured replay" in err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    # an unset $SCENARIO ran (and wrote) the default scenario
+    (["run", ""], "scenario: an empty path"),
+    (["config", ""], "scenario: an empty path"),
+    (["workload", "write", "", "--out", "w.jsonl"], "scenario: an empty path"),
+    # a misspelt model name ran Llama-3.1-8B under it
+    (["config", "--set", "model.name=qwen-3-8b"], "model.name: 'qwen-3-8b' is no built-in model"),
+    (["run", "--set", "model=qwen3-8b", "--set", "model.name=nope"], "model.name: 'nope' is no built-in model"),
+    # config printed a trace workload run refuses
+    (["config", "--set", "workload.type=trace", "--set", "workload.path=t.csv", "--set", "workload.format=bogus"],
+     "workload.format: unknown trace format 'bogus'"),
+    (["config", "--set", "workload.type=trace", "--set", "workload.path=none.csv"], "none.csv: no such file"),
+])
+def test_round_143_inputs_that_ran_something_else(capsys, tmp_path, monkeypatch, argv, needle):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2024-01-01 00:00:00,10,10\n")
+    _one_error(capsys, main(argv + (["--out", "r"] if argv[0] == "run" else [])), needle)
+    assert not (tmp_path / "r").exists() and not (tmp_path / "w.jsonl").exists()
+
+
+def test_round_143_a_model_renamed_with_its_edits_is_a_label(capsys):
+    assert main(["config", "--set", "model.name=my-llama", "--set", "model.num_hidden_layers=40"]) == 0
+    model = yaml.safe_load(capsys.readouterr().out)["model"]
+    assert (model["name"], model["num_hidden_layers"], model["hidden_size"]) == ("my-llama", 40, 4096)
+    assert main(["config", "--set", "model.name=qwen3-8b"]) == 0  # a built-in's name reads it
+    assert yaml.safe_load(capsys.readouterr().out)["model"]["num_hidden_layers"] == 36
+
+
+def test_round_143_a_price_table_key_servesim_does_not_read_is_refused(tmp_path, capsys):
+    from servesim.simulator.recommend import load_prices
+
+    for text, key in (("prices:\n  h100-sxm: {usd_per_gpu_hour: 3, colour: red}\n", "prices.h100-sxm.colour"),
+                      ("prices:\n  h100-sxm: {usd_per_gpu_hour: 3}\nbogus: 1\n", "bogus")):
+        (tmp_path / "p.yaml").write_text(text)
+        with pytest.raises(ConfigError, match=f"^--prices: .*p.yaml: unknown key {key} "):
+            load_prices(str(tmp_path / "p.yaml"))
+    (tmp_path / "p.yaml").write_text("note: mine\nprices:\n  h100-sxm: {usd_per_gpu_hour: 3, source: x, date: 2026}\n")
+    assert load_prices(str(tmp_path / "p.yaml"))["prices"]["h100-sxm"]["usd_per_gpu_hour"] == 3.0
+
+
+def test_round_143_a_constant_step_profile_and_unread_plot_flags_are_said(tmp_path, capsys):
+    (tmp_path / "flat.yaml").write_text("name: flat\ncost_model: linear\ncoefficients: {step_overhead_ms: 18.0}\n")
+    assert main(["run", "--set", f"profile={tmp_path / 'flat.yaml'}", "--set", "workload.num_requests=5",
+                 "--out", str(tmp_path / "r")]) == 0
+    assert "profile flat takes the same time for every step" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path / "r"), "--kind", "timeline", "--x", "bogus", "--by", "bogus",
+                 "--out", str(tmp_path / "t")]) == 0
+    err = capsys.readouterr().err
+    assert "--x has no effect on --kind timeline" in err and "--by has no effect on --kind timeline" in err
+    assert main(["calibrate", "fit", "/dev/null", "--out", str(tmp_path / "p.yaml")]) == 2
+    assert "measurements: /dev/null is not a regular file" in capsys.readouterr().err

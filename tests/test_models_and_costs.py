@@ -174,7 +174,14 @@ def test_modelopt_sidecar_and_vllms_family_aliases_are_read(tmp_path):
     (tmp_path / "hf_quant_config.json").write_text("{oops")
     with pytest.raises(ConfigError, match="cannot parse .*hf_quant_config.json"):
         load_model(path)
+    (tmp_path / "hf_quant_config.json").write_text('{"quantization": {"quant_algo": "NVFP4", "quant_algo": "FP8"}}')
+    with pytest.raises(ConfigError, match="cannot parse .*hf_quant_config.json: key 'quant_algo' is given twice"):
+        load_model(path)
     (tmp_path / "hf_quant_config.json").unlink()
+    # r143: a key given twice kept the last silently (2 layers of 32), where every other reader refuses it
+    (tmp_path / "config.json").write_text(json.dumps(llama)[:-1] + ', "num_hidden_layers": 2}')
+    with pytest.raises(ConfigError, match="^model: cannot parse .*config.json: key 'num_hidden_layers' is given twice"):
+        load_model(path)
     v3 = {"architectures": ["DeepseekV3ForCausalLM"], "num_hidden_layers": 61, "n_routed_experts": 384}
     kimi, deepseek = (load_model(_config_json(tmp_path, v3 | {"model_type": t})) for t in ("kimi_k2", "deepseek_v3"))
     assert kimi.model_dump(exclude={"name"}) == deepseek.model_dump(exclude={"name"})

@@ -386,6 +386,9 @@ ERRORS = [
      ["request 2, key output_lens", "-1"]),
     ("vllm_lengths.json", "vllm_bench", json.dumps({"input_lens": [1], "output_lens": [3, 1], "start_times": [0, 1]}),
      ["key input_lens", "one entry per request"]),
+    ("vllm_short_starts.json", "vllm_bench",  # r143: the short start_times was said of input_lens
+     json.dumps({"input_lens": [1, 2, 3], "output_lens": [3, 1, 2], "start_times": [0, 1]}),
+     ["key start_times", "one entry per request (3)"]),
     ("vllm_all_failed.json", "vllm_bench", json.dumps({"input_lens": [1, 2], "output_lens": [0, 0], "start_times": [0, 1],
                                                         "errors": ["timeout", "500"]}),
      ["key errors", "all 2 failed"]),  # round 66: said "no requests in the file"

@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
 
 from servesim.simulator.errors import ConfigError
+from servesim.workloads.settings import refuse
 from servesim.workloads.source import RequestSource, StaticSource
 from servesim.workloads.synthetic import _Classes, clipped_warning
 
@@ -27,6 +28,24 @@ class TraceWorkload(_Classes):
     sample: float | None = Field(default=None, gt=0, le=1)
     limit: PositiveInt | None = None
     clip_to_max_model_len: bool = False  # a trace is replayed as recorded; over-long prompts are rejected
+
+    @model_validator(mode="after")
+    def _known_format(self):
+        """r143: `config` printed a format `run` refuses."""
+        from servesim.workloads.traces import TRACE_FORMATS
+
+        if self.format is not None and self.format not in TRACE_FORMATS:
+            refuse("format", f"unknown trace format {self.format!r}; expected one of {', '.join(TRACE_FORMATS)}")
+        return self
+
+    def check_file(self) -> None:
+        """The file is there and of a format servesim reads (what `config` checks without replaying it)."""
+        from servesim.workloads.traces import existing, infer_format
+
+        if self.format is None:
+            infer_format(self.path)
+        else:
+            existing(self.path)
 
     def _source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
         from dataclasses import replace

@@ -440,8 +440,11 @@ def _read_vllm_bench(path: Path) -> _Rows:
                                 "(save it with --save-detailed from a vLLM that records start_times); "
                                 f"found keys: {', '.join(map(str, doc))}")
     keys = ("start_times", "input_lens", "output_lens")
-    n = len(doc["start_times"]) if isinstance(doc["start_times"], list) else None
-    lists = {k: top.get(k) for k in keys} | {"errors": doc.get("errors") or [""] * (n or 0)}
+    lists = {k: top.get(k) for k in keys} | ({"errors": doc["errors"]} if doc.get("errors") else {})
+    sizes = [len(v) for v in lists.values() if isinstance(v, list)]
+    # the count most lists agree on (r143: a short start_times was blamed on input_lens), start_times' on a tie
+    n = max(sizes, key=lambda m: (sizes.count(m), m == sizes[0])) if sizes else None
+    lists.setdefault("errors", [""] * (n or 0))
     for k, v in lists.items():
         if not isinstance(v, list) or len(v) != n:
             top.fail(k, f"expected a list with one entry per request{'' if n is None else f' ({n})'}, got {_show(v)}")
@@ -475,7 +478,8 @@ _CSV_COLUMNS = (("ContextTokens", "azure"), ("Request tokens", "burstgpt"), ("nu
 
 # ---------------------------------------------------------------- public API
 
-def _existing(path) -> Path:
+def existing(path) -> Path:
+    """A trace path that is a file, or one line naming it."""
     path = Path(path)
     if not path.exists():
         _fail(path, "", f"no such file{where_looked(path)}")
@@ -486,7 +490,7 @@ def _existing(path) -> Path:
 
 def infer_format(path) -> str:
     """The format from the extension and the first line, so users rarely need to name it."""
-    path = _existing(path)
+    path = existing(path)
     with path.open("rb") as f:
         head = f.read(4096)
     if head.startswith(b"PAR1") or b"\x00" in head:  # its bytes would be quoted as the "first line"
@@ -543,7 +547,7 @@ def check_format(fmt: str, field: str = "format") -> None:
 
 def _read(path, fmt: str | None, hash_block_tokens: int | None = None, use_hash_ids: bool = True
           ) -> tuple[Path, str, _Rows]:
-    path = _existing(path)
+    path = existing(path)
     inferred = fmt is None
     if inferred:
         fmt = infer_format(path)
