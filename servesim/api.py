@@ -255,6 +255,10 @@ def recommend(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Over
     from servesim.simulator.recommend import DISAGG, axes_from, run
 
     axes = {k: v for k, v, _ in _axes(grid, None)}
+    for key, given, arg in [(k, v, "grid") for k, v in axes.items()] + [("hardware.gpu", gpus, "gpus"),
+                                                                        ("engine.tensor_parallel_size", tp, "tp")]:
+        if given is not None and not len(given):  # as the CLI's and sweep's (r143: a KeyError after no runs)
+            raise ConfigError(arg, f"{key}: no values")
     if disagg is not None:  # read as the CLI's --disagg reads them
         axes = axes_from({DISAGG: ",".join(map(str, disagg))}, []) | axes
     for key, given in (("hardware.gpu", gpus), ("engine.tensor_parallel_size", tp)):

@@ -67,7 +67,8 @@ def plain_values(v, field: str = "scenario", depth: int = 0):
 
 _IN_CALL = [0]  # API calls under way in this thread of control: the outermost says its warnings afresh
 
-FLAG_ARGUMENTS = {"--slo": "slos"}  # a CLI flag whose API argument is not its name in snake case
+# a CLI flag whose API argument is not its name in snake case (r143: --set, --gpu, --zip were named as flags)
+FLAG_ARGUMENTS = {"--slo": "slos", "--set": "overrides", "--gpu": "gpus", "--zip": "zipped"}
 
 
 def checked_args(fn=None, /, _as: str | None = None, **kinds: str):
@@ -108,9 +109,10 @@ def checked_args(fn=None, /, _as: str | None = None, **kinds: str):
                 raise
             raise ConfigError(name, f"{exc.filename}: {exc.strerror or exc}") from None
         except ConfigError as exc:  # a CLI flag named for an argument of this call: name the argument
-            arg = FLAG_ARGUMENTS.get(exc.field) or (exc.field[2:].replace("-", "_") if exc.field.startswith("--")
-                                                    else None)
-            if arg not in sig.parameters:
+            flag = exc.field.startswith("--")
+            arg = next((a for a in (FLAG_ARGUMENTS.get(exc.field), flag and exc.field[2:].replace("-", "_"))
+                        if a in sig.parameters), None)
+            if arg is None:
                 raise
             raise type(exc)(arg, exc.message) from None
         finally:

@@ -94,9 +94,12 @@ OPEN_FRACTION = number(float, gt=0, lt=1)  # a share that must leave both parts 
 
 
 def nonempty_path(text: str) -> str:
-    """A path flag: an empty one would silently mean the current directory."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("must be a path, got an empty string")
+    """A path flag: an empty one would silently mean the current directory; the API's checks (path_problem: r143,
+    argv's undecodable bytes were an internal error once the tables were written)."""
+    from servesim.simulator.files import path_problem
+
+    if (problem := path_problem(text)) is not None:
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 

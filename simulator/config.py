@@ -1346,7 +1346,8 @@ def _drafting_limits(e: EngineSettings, sp: SpeculativeSettings, tokens: int, se
 
 def _resolved_text(scenario: Scenario, profile: Profile) -> str:
     """What a ResolvedScenario was resolved from, as text: compared again to find an edit made in place."""
-    return scenario.model_dump_json() + profile.model_dump_json()
+    # (a value JSON cannot hold, such as an np.int64 assigned in place, is its text: an edit, not a traceback, r143)
+    return scenario.model_dump_json(warnings=False, fallback=repr) + profile.model_dump_json()
 
 
 _WARNED: set[str] = set()  # a fit or a sweep resolves the same deployment many times: say it once

@@ -524,6 +524,10 @@ def path_problem(value) -> str | None:
         return "must be a path, got an empty string"
     if "\x00" in text:
         return f"{text!r:.80}: a path holds no NUL byte"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # r143: the tables that record it could not be written, after the runs
+        return f"{text!r:.80}: a path that is not UTF-8 text (servesim records its outputs' paths as UTF-8)"
     long = next((part for part in text.split(os.sep) if len(part.encode("utf-8", "surrogateescape")) > 255), None)
     if long is not None:
         return f"{long[:40]}...: a name past the file system's 255 bytes"

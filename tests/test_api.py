@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -619,3 +620,53 @@ def test_each_api_call_says_its_own_warnings(capsys):
     servesim.simulator.config.say_once(["servesim: warning: x"])
     servesim.simulator.config.say_once(["servesim: warning: x"])
     assert capsys.readouterr().err.count("warning: x") == 1  # within a call (a CLI command), still once
+
+
+def test_round_143_api_inputs_that_were_python_exceptions(tmp_path):
+    """Each was a TypeError, KeyError or a serialization error from deep inside (two of them CLI internal errors)."""
+    import numpy as np
+
+    from servesim.workloads.source import RequestSource
+
+    rs = servesim.resolve(None, {"workload.num_requests": 20})
+    rs.scenario.workload.num_requests = np.int64(30)  # an edit in place, as a plain int's is refused
+    with pytest.raises(servesim.ConfigError, match="^scenario: a ResolvedScenario whose .scenario or .profile was "
+                                                   "edited"):
+        servesim.simulate(rs)
+    for args, arg in (({"gpus": []}, "gpus"), ({"tp": []}, "tp"), ({"grid": {"engine.max_num_seqs": []}}, "grid")):
+        with pytest.raises(servesim.ConfigError, match=f"^{arg}: .*: no values"):
+            servesim.recommend(None, {"ttft_p99_ms": 500}, {"workload.num_requests": 30}, rate=2,
+                               out=str(tmp_path / "rec"), **args)
+    with pytest.raises(servesim.ConfigError, match=r"^name: '\\ud800' is not UTF-8 text"):
+        servesim.simulate(None, {"workload.num_requests": 20, "name": "\ud800"})
+    with pytest.raises(servesim.ConfigError, match="^out: .*a path that is not UTF-8 text"):
+        servesim.sweep(None, {"workload.arrival.rate": [1]}, {"workload.num_requests": 20},
+                       out=str(tmp_path / "s_\udcff"))
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+    class Quiet(RequestSource):
+        warnings = None
+
+        def initial(self):
+            return [servesim.RequestSpec(0, 0.0, 100, 10)]
+
+    assert len(servesim.simulate(None, requests=Quiet()).requests) == 1
+
+    class Numbers(Quiet):
+        warnings = [1, 2]
+
+    with pytest.raises(servesim.ConfigError, match="^requests: Numbers's warnings must be text"):
+        servesim.simulate(None, requests=Numbers())
+
+
+@pytest.mark.parametrize("call, says", [
+    (lambda: servesim.min_replicas(None, {"ttft_p99_ms": 500}, {"cluster.replicas": 3}, rate=20),
+     "overrides: cluster.replicas is the setting the search varies"),
+    (lambda: servesim.simulate(None, ["=5"]), "overrides: '=5': KEY must be a dotted setting name"),
+    (lambda: servesim.sweep(None, None, out="unused", zipped={"engine.max_num_seqs": [4, 8],
+                                                              "workload.arrival.rate": [1]}),
+     "zipped: zipped settings need the same number of values"),
+])
+def test_round_143_an_api_error_names_the_argument_not_the_cli_flag(call, says):
+    with pytest.raises(servesim.ConfigError, match=f"^{re.escape(says)}"):
+        call()

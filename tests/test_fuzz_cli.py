@@ -657,6 +657,9 @@ def test_round_135_the_measured_replay_refuses_a_model_it_does_not_build(capsys)
     (["config", "--set", "workload.type=trace", "--set", "workload.path=t.csv", "--set", "workload.format=bogus"],
      "workload.format: unknown trace format 'bogus'"),
     (["config", "--set", "workload.type=trace", "--set", "workload.path=none.csv"], "none.csv: no such file"),
+    # argv's undecodable bytes: internal errors once the config or the tables were written
+    (["config", "--set", "name=\udcff"], "name: '\\udcff' is not UTF-8 text"),
+    (["sweep", "--grid", "workload.arrival.rate=1", "--out", "s_\udcff"], "a path that is not UTF-8 text"),
 ])
 def test_round_143_inputs_that_ran_something_else(capsys, tmp_path, monkeypatch, argv, needle):
     monkeypatch.chdir(tmp_path)

@@ -580,7 +580,8 @@ def test_round_135_sequence_parallel_moe_keeps_the_shared_experts_whole():
                                                               + scout.expert_weight_bytes / 2)  # TP 1: whole anyway
 
 
-@pytest.mark.skipif(not (TABLES / "h100_sxm" / "moe").is_dir(), reason=f"h100_sxm MoE kernel tables not found at {TABLES}")
+@pytest.mark.skipif(not (TABLES / "h100_sxm" / "moe").is_dir(),
+                    reason=f"h100_sxm MoE kernel tables not found at {TABLES}")
 def test_round_143_expert_parallelism_without_dp_ranks_dispatches_nothing():
     """vLLM dispatches and combines a MoE layer's tokens only across DP ranks (do_naive_dispatch_combine needs
     dp_size > 1): with -tp 2 --enable-expert-parallel each GPU runs its half of the experts over the TP group's

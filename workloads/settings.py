@@ -99,6 +99,11 @@ def _check(value: Any, takes_bool: bool, path: list[str], annotation=None) -> No
     elif isinstance(value, str):
         if len(value) > MAX_TEXT:
             raise _Bad(path, f"{len(value):,} characters: at most {MAX_TEXT:,}")
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # r143: a lone surrogate (argv's undecodable bytes) crashed the config's writer
+                raise _Bad(path, f"{value!r:.60} is not UTF-8 text") from None
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             inner = _item(annotation, i)

@@ -278,6 +278,7 @@ class CheckedSource(RequestSource):
         from servesim.simulator.errors import ConfigError
 
         first = self._checked(self.inner.initial())
+        _ = self.warnings  # checked before the run, not lost after it
         if not first:  # nothing would ever happen (an empty list is refused the same way)
             raise ConfigError("requests", f"{self.kind}'s initial() gave no request: a run needs at least one")
         return first
@@ -309,8 +310,13 @@ class CheckedSource(RequestSource):
 
     @property
     def warnings(self):
-        said = getattr(self.inner, "warnings", ())
-        return (said,) if isinstance(said, str) else tuple(said)  # one warning given bare is one line, not a letter each
+        from servesim.simulator.errors import ConfigError
+
+        said = getattr(self.inner, "warnings", ()) or ()  # (r143: None was a TypeError after the whole run)
+        said = (said,) if isinstance(said, str) else said  # one warning given bare is one line, not a letter each
+        if not isinstance(said, (list, tuple)) or not all(isinstance(w, str) for w in said):
+            raise ConfigError("requests", f"{self.kind}'s warnings must be text or a list of texts, got {said!r:.80}")
+        return tuple(said)
 
     @property
     def kind(self) -> str:
