@@ -366,12 +366,15 @@ class KernelTables:
         kernel = df["kernel_source"].value_counts().sort_index().idxmax()
         df = df[df["kernel_source"] == kernel]
         combos = df[["num_heads", "num_key_value_heads"]].drop_duplicates()
-        # the same heads if measured, else the nearest, scaled by the head count
-        combos = combos.assign(d=(np.log(combos["num_heads"] / heads)).abs() * 10
-                               + (np.log(combos["num_key_value_heads"] / kv_heads)).abs())
+        # the same heads if measured, else the nearest, scaled by what the kernel's time follows: a prefill's
+        # by its query heads (math), a decode's by its KV heads (the cache it reads: the tables' decode times
+        # barely move with query heads; r143: an MHA model's 32 KV heads were read as 8, its decode 4x cheap)
+        q, kv = np.log(combos["num_heads"] / heads).abs(), np.log(combos["num_key_value_heads"] / kv_heads).abs()
+        decode = table == "generation"
+        combos = combos.assign(d=q + 10 * kv if decode else 10 * q + kv)
         h, kvh = combos.sort_values(["d", "num_heads"]).iloc[0][["num_heads", "num_key_value_heads"]]
         x = df[(df["num_heads"] == h) & (df["num_key_value_heads"] == kvh)]
-        return _surface(x, xcol, heads / float(h))
+        return _surface(x, xcol, kv_heads / float(kvh) if decode else heads / float(h))
 
     def _attn_ms(self, table: str, batch: float, length: float, heads: int, kv_heads: int, head_dim: int,
                  kv_dtype: str = "bf16") -> float:

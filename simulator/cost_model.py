@@ -129,7 +129,7 @@ class RooflineCostModel(CostModel):
         # With expert parallelism each GPU holds whole experts, 1/(TP x DP) of them, and runs the tokens of every DP
         # rank routed there (the ranks assumed equally loaded); without it each expert is split over the TP group.
         self._arch = arch if arch.is_moe else None
-        self._weights_s = arch.dense_weight_bytes_per_gpu(tp, expert_parallel) / bw
+        self._weights_s = arch.step_weight_bytes_per_gpu(tp, expert_parallel) / bw
         self._expert_s = arch.expert_weight_bytes / max(arch.num_experts, 1) / (expert_parallel or tp) / bw
         self._token_ranks = data_parallel_size if expert_parallel else 1
         self._routing = routing  # skewed routing touches fewer distinct experts (moe.routing)

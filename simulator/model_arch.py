@@ -327,6 +327,14 @@ class ModelArchitecture(Settings):
         replicated = self.router_bytes + self.latent_down_projection_bytes + self.shared_expert_bytes(sequence_parallel)
         return (self.weight_bytes - self.expert_weight_bytes - replicated) / tensor_parallel_size + replicated
 
+    def step_weight_bytes_per_gpu(self, tensor_parallel_size: int = 1, expert_parallel: int | None = None) -> float:
+        """The dense weights a step reads on one GPU: not the input embedding, whose rows for the step's tokens
+        alone are looked up (unless tied: the LM head reads it whole), nor an encoder a text request never runs
+        (r143: the roofline read Llama-3.1-8B's 1 GiB embedding every step, +7% on a decode)."""
+        unread = (0 if self.tie_word_embeddings else self.vocab_size * self.hidden_size) + self.encoder_params
+        return self.dense_weight_bytes_per_gpu(tensor_parallel_size, expert_parallel) - \
+            unread * self._wide_bytes / tensor_parallel_size
+
     def weight_bytes_per_gpu(self, tensor_parallel_size: int = 1, expert_parallel: int | None = None,
                              redundant_experts: int = 0) -> float:
         """One GPU's weights: everything split over the TP group, or with expert parallelism over `expert_parallel`

