@@ -177,6 +177,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
               "--weights-gib gives the weights (quantization leaves the KV bytes as they are)"),
              ("--enforce-eager", enforce_eager and values["reserved_memory_gib"] is not None,
               "--reserved-memory-gib gives what vLLM's start-up profile takes, its CUDA graphs' share too"),
+             ("--enforce-eager", enforce_eager and values["reserved_memory_gib"] is None and vllm_version == "0.19.0",
+              "vLLM 0.19's start-up profile counts no CUDA graph memory to leave out"),
              ("--max-num-batched-tokens", max_num_batched_tokens is not None and values["reserved_memory_gib"] is not
               None and local_attention(arch) is None, "--reserved-memory-gib gives what vLLM's start-up profile "
                                                      "takes, which it would size"),

@@ -547,7 +547,9 @@ def _add_capacity(sub) -> None:
         c.add_argument(CAPACITY[name][0], *names, type=CAPACITY[name][1], **kw)
 
     cap("gpu_memory_gib", help="device memory, overrides --gpu")
-    cap("gpu_memory_utilization", default=0.92)
+    cap("gpu_memory_utilization", default=0.92, help="as a scenario's engine.gpu_memory_utilization (default 0.92 "
+                                                      "under either --vllm-version, as a run's; vLLM 0.19's own "
+                                                      "flag default is 0.9)")
     c.add_argument("--quantization", choices=list(QUANTIZED_FORMATS), help="as engine.quantization: the linear layers' format")
     c.add_argument("--kv-cache-dtype", default="auto", choices=["auto", *KV_CACHE_DTYPES])
     cap("weights_gib", help="weight memory per GPU (default: from the architecture)")

@@ -48,12 +48,14 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
                                                         "acceptance_distribution", "draft_cost_ratio",
                                                         "eagle_block_drop", "lookahead_block_hashes",
                                                         "drafting_slots_per_seq", "draft_pass_tokens",
-                                                        "lookahead_slots"],
+                                                        "lookahead_slots", "proposal_distribution", "drafts_vary"],
               "speculative.method is none"),
+             (sp.method == "none", e, "engine", ["graph_sizes_round_to_drafts"], "speculative.method is none"),
              (p.preemption_mode == "recompute", e, "engine", ["swap_space"], "policies.preemption_mode is recompute"),
              (p.preemption_mode == "recompute", scenario.hardware, "hardware", ["host_link_gbps"],
               "policies.preemption_mode is recompute (the link carries swapped blocks only)"),
-             (e.enforce_eager, e, "engine", ["max_cudagraph_capture_size", "cudagraph_capture_sizes"],
+             (e.enforce_eager, e, "engine", ["max_cudagraph_capture_size", "cudagraph_capture_sizes",
+                                             "graph_sizes_round_to_drafts"],
               "engine.enforce_eager runs without CUDA graphs"),
              (p.admission.reserve != "quantile", p.admission, "policies.admission", ["reserve_quantile"],
               f"policies.admission.reserve is {p.admission.reserve}"),
@@ -62,7 +64,10 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              (p.admission.shed_on_ttft_slo and bool(getattr(scenario.workload, "slo_classes", None)) and
               all(c.ttft_ms is not None for c in scenario.workload.slo_classes.values()), p.admission,
               "policies.admission", ["shed_ttft_ms"], "every SLO class sets its own ttft_ms, which shedding reads"),
-             (not c.prefill_replicas, c, "cluster", ["kv_link_gbps"], "cluster.prefill_replicas is 0 (no disaggregation)"),
+             (not c.prefill_replicas, c, "cluster", ["kv_link_gbps", "decode_router"],
+              "cluster.prefill_replicas is 0 (no disaggregation)"),
+             (bool(c.prefill_replicas) and c.replicas == 1 and "cluster.replicas" not in _VARIED.get(), c, "cluster",
+              ["decode_router"], "one decode replica takes every hand-off"),
              (c.dp_ranks_reached == e.data_parallel_size and "engine.data_parallel_size" not in _VARIED.get(), c,
               "cluster", ["dp_ranks_reached"], f"it reaches every one of the {e.data_parallel_size} DP rank(s)"),
              ((c.prefill_replicas or c.replicas) == 1 and "cluster.replicas" not in _VARIED.get(),
@@ -82,7 +87,8 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              (sp.method != "none" and sp.acceptance_distribution is not None, sp, "speculative", ["acceptance_rate"],
               "speculative.acceptance_distribution gives the acceptances"),
              (profile is not None and profile.overhead is None, e, "engine",
-              ["enforce_eager", "max_cudagraph_capture_size", "cudagraph_capture_sizes"],  # async: also the queue
+              ["enforce_eager", "max_cudagraph_capture_size", "cudagraph_capture_sizes",  # async: also the queue
+               "graph_sizes_round_to_drafts"],
               f"profile {getattr(profile, 'name', '')} has no overhead terms (its step time is the engine's whole)")]
     measured = profile is not None and profile.cost_model != "roofline"
     datasheet = f"profile {getattr(profile, 'name', '')}'s step times come from its coefficients (measured or " \
@@ -123,6 +129,12 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     if p.batching == "static" and p.static_batch_size and seats[0] and p.static_batch_size > seats[0]:
         rules.append((True, p, "policies", ["static_batch_size"],
                       f"at most {seats[1]} ({seats[0]}) run at once, so batches are of {seats[0]}"))
+    if max_num_batched_tokens and e.long_prefill_token_threshold >= max_num_batched_tokens:  # (r145)
+        rules.append((True, e, "engine", ["long_prefill_token_threshold"],
+                      f"at or above max_num_batched_tokens ({max_num_batched_tokens}), which caps a chunk already"))
+    if w.type == "sessions" and w.turns.dist == "fixed" and w.turns.value == 1:
+        rules.append((True, w, "workload", ["message_tokens", "think_time_s"],
+                      "workload.turns is 1: no session sends a follow-up message"))
     if max_num_batched_tokens and (e.max_num_scheduled_tokens or 0) > max_num_batched_tokens:
         rules.append((True, e, "engine", ["max_num_scheduled_tokens"],
                       f"above max_num_batched_tokens ({max_num_batched_tokens}), which bounds a step (vLLM's scheduler "

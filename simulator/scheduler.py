@@ -402,8 +402,9 @@ class Scheduler:
             r.status = RUNNING
             r.batch_id = self.batching.batch_id
             self.batching.joined()
-            if r.first_scheduled_time is None:
-                r.first_scheduled_time = now
+            if r.first_scheduled_time is None:  # vLLM stamps it as its scheduler plans the step: under async
+                # scheduling, as the step before started (r145: a step late, queue time 13.2 ms where vLLM's is 6.3)
+                r.first_scheduled_time = min(now, self.admit_before)
                 self.recent_admissions.append(now)
             reqs.append(r)
             toks.append(n)

@@ -469,6 +469,12 @@ def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_pat
     ("engine.prefix_cache_retention_interval=null", "servesim models no sliding-window KV cache group here"),
     ("engine.prefix_cache_retention_interval=16", "servesim models no sliding-window KV cache group here"),
     ("engine.prefix_cache_retention_interval=32", "engine.enable_prefix_caching is off"),
+    # r145: each ran unsaid
+    ("cluster.decode_router=least_outstanding", "cluster.prefill_replicas is 0"),
+    ("speculative.proposal_distribution=[0, 0, 0, 0, 1]", "speculative.method is none"),
+    ("speculative.drafts_vary=true", "speculative.method is none"),
+    ("engine.graph_sizes_round_to_drafts=true", "speculative.method is none"),
+    ("engine.long_prefill_token_threshold=4096", "at or above max_num_batched_tokens (4096), which caps a chunk"),
 ])
 def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, why):
     """Said, not refused: a sweep across the setting that gives it effect (method=none,fixed) runs every point."""
@@ -482,6 +488,7 @@ def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, 
                "engine.usage_context=llm_class": ["engine.max_num_batched_tokens=4096", "engine.max_num_seqs=64"],
                "engine.prefix_cache_retention_interval=32": ["model=gpt-oss-120b", "engine.enable_prefix_caching=false"],
                "engine.prefix_cache_retention_interval=16": ["model=mistral-7b"],  # a window on every layer
+               "engine.long_prefill_token_threshold=4096": ["engine.max_num_batched_tokens=4096"],
                "speculative.acceptance_rate=0.4": ["speculative.method=fixed", "speculative.num_speculative_tokens=2",
                                                    "speculative.acceptance_distribution=[0.5, 0.3, 0.2]"]}
     config.load(None, ["profile=teaching", setting] + context.get(setting, []))
@@ -699,3 +706,35 @@ def test_round_143_a_constant_step_profile_and_unread_plot_flags_are_said(tmp_pa
     assert "--x has no effect on --kind timeline" in err and "--by has no effect on --kind timeline" in err
     assert main(["calibrate", "fit", "/dev/null", "--out", str(tmp_path / "p.yaml")]) == 2
     assert "measurements: /dev/null is not a regular file" in capsys.readouterr().err
+
+
+def test_round_145_more_settings_and_file_fields_nothing_reads_are_said(capsys, tmp_path):
+    from servesim.simulator import config
+
+    config._WARNED.clear()
+    config.load(None, ["profile=teaching", "workload={type: sessions, num_sessions: 5, turns: {dist: fixed, value: 1}, "
+                                           "think_time_s: {dist: exponential, mean: 3}}"])
+    assert "workload.think_time_s has no effect: workload.turns is 1" in capsys.readouterr().err
+    config.load(None, ["profile=teaching", "cluster.prefill_replicas=1", "cluster.decode_router=least_outstanding"])
+    assert "cluster.decode_router has no effect: one decode replica takes every hand-off" in capsys.readouterr().err
+    # a key or column the trace reader takes nothing from (a misspelt hash_ids, a priority) was dropped unsaid
+    (tmp_path / "m.jsonl").write_text('{"timestamp": 0, "input_length": 100, "output_length": 5, "hash_id": [1]}\n')
+    (tmp_path / "a.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens,Priority\n2024-01-01 00:00:00,10,10,1\n")
+    for name, unread in (("m.jsonl", "hash_id not read"), ("a.csv", "Priority not read")):
+        assert main(["run", "--set", f"workload={{type: trace, path: {tmp_path / name}}}", "--set", "profile=teaching",
+                     "--out", str(tmp_path / "r")]) == 0
+        assert unread in capsys.readouterr().err
+    # a hash block size the ids do not fit, with the ids dropped, chose the unit: a vLLM trace read as Mooncake's ms
+    lines = [f'{{"timestamp": {0.5 * i}, "input_length": 161, "output_length": 4, "hash_ids": {list(range(11))}}}'
+             for i in range(20)]
+    (tmp_path / "v.jsonl").write_text("\n".join(lines) + "\n")
+    assert main(["run", "--set", f"workload={{type: trace, path: {tmp_path / 'v.jsonl'}, use_hash_ids: false, "
+                                 f"hash_block_tokens: 512}}", "--set", "profile=teaching", "--out", str(tmp_path / "v"),
+                 "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["offered_rate"] == pytest.approx(2.0)  # seconds, not 2,000 req/s
+    assert "workload.hash_block_tokens has no effect: workload.use_hash_ids is false" in out.err
+    # capacity under 0.19: --enforce-eager said inert (0.19 counts no graph memory)
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--vllm-version", "0.19.0",
+                 "--enforce-eager"]) == 0
+    assert "--enforce-eager has no effect: vLLM 0.19's start-up profile" in capsys.readouterr().err

@@ -104,6 +104,7 @@ def test_fifo_with_a_bound_on_long_prefills():
             "workload.num_requests=60", "workload.arrival={process: poisson, rate: 20}",
             "workload.prompt_tokens={dist: uniform, low: 100, high: 3000}",
             "workload.output_tokens={dist: fixed, value: 20}",
+            "engine.async_scheduling=false",  # first_scheduled_time the computing step's start (async: the plan's)
             "policies.admission={long_prompt_tokens: 1500, max_long_prefills: 1}"]
     req = simulate(load(None, sets)).requests
     long = req[req.prompt_tokens >= 1500].sort_values("first_scheduled_time")

@@ -204,3 +204,18 @@ def test_goodput_use_is_at_most_one_exactly_where_the_share_is_met():
     for share in (float("nan"), 5, -1, 0, "0.5"):  # round 106: a ValueError, an IndexError, a value for -1
         with pytest.raises(servesim.ConfigError, match="share"):
             r.goodput_use(share)
+
+
+def test_round_145_vllm_stamps_a_request_scheduled_as_its_scheduler_plans_the_step():
+    """vLLM's SCHEDULED timestamp is taken in schedule(), which under async scheduling plans step N+1 as step N
+    starts: a request computed in step 3 is stamped at step 2's start, so its queue time is shorter and its
+    prefill time (first token - scheduled) a step longer than servesim's stamp at step 3's start made them (the
+    default scenario's mean queue time 13.2 ms where vLLM's definition gives 6.3)."""
+    import servesim
+
+    specs = [servesim.RequestSpec(0, 0.0, 2000, 10), servesim.RequestSpec(1, 0.001, 100, 10)]  # 1 lands in step 1
+    for asynchronous, computed_in in ((True, 2), (False, 1)):  # async: admitted a step later, planned at step 2
+        r = servesim.simulate(None, {"engine.async_scheduling": asynchronous}, requests=specs)
+        starts, late = r.steps["start"].tolist(), r.requests.set_index("request_id").loc[1]
+        assert late["first_scheduled_time"] == starts[1]  # both plan it as step 2 starts
+        assert late["first_token_time"] == starts[computed_in + 1]  # the end of the step that computes it

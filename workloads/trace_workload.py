@@ -60,7 +60,7 @@ class TraceWorkload(_Classes):
             if exc.field in type(self).model_fields:
                 raise ConfigError(f"workload.{exc.field}", exc.message) from None
             raise
-        warnings = self._inert_options(info) + ((info["note"],) if "note" in info else ())
+        warnings = self._inert_options(info) + tuple(info[k] for k in ("note", "unread") if k in info)
         if self.priorities or self.slo_classes:
             specs, warnings = self._with_classes(specs, info["recorded_priority"], seed, warnings)
         if not self.slo_classes and (recorded := sorted({s.slo_class for s in specs if s.slo_class is not None})):
@@ -80,7 +80,10 @@ class TraceWorkload(_Classes):
         from servesim.workloads.traces import HASH_ID_FORMATS
 
         out = []
-        if self.hash_block_tokens is not None and not (info["format"] in HASH_ID_FORMATS and info["content_ids"]):
+        if self.hash_block_tokens is not None and not self.use_hash_ids:
+            out.append(f"workload.hash_block_tokens has no effect: workload.use_hash_ids is false (the hash_ids "
+                       f"are dropped)")
+        elif self.hash_block_tokens is not None and not (info["format"] in HASH_ID_FORMATS and info["content_ids"]):
             out.append(f"workload.hash_block_tokens has no effect: {self.path} ({info['format']}) has no hash_ids")
         if not self.use_hash_ids and not info["content_ids"]:
             out.append(f"workload.use_hash_ids: false has no effect: {self.path} ({info['format']}) names no "

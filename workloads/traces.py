@@ -71,6 +71,7 @@ class _Rows:
     skipped: int = 0
     content_ids: bool = False  # some row names its prompt blocks (kept even when use_hash_ids drops them)
     note: str | None = None  # how an ambiguous file was read, said to the user
+    unread: tuple[str, ...] = ()  # keys or columns the format's reader takes nothing from, said (r145)
 
 
 # ---------------------------------------------------------------- errors
@@ -199,13 +200,17 @@ class _Csv:
 OFFSET_AT_END = r"\d:\d\d(?::\d\d(?:\.\d+)?)?\s*(?:Z|[+-]\d\d(?::?\d\d)?)$"  # a time of day, then its UTC offset
 
 
+_AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+_HASH_ID_KEYS = ("timestamp", "input_length", "output_length", "hash_ids")
+
+
 def _read_azure(path: Path) -> _Rows:
-    csv = _Csv(path, ("TIMESTAMP", "ContextTokens", "GeneratedTokens"))
+    csv = _Csv(path, _AZURE_COLUMNS)
     arrival = csv.datetimes("TIMESTAMP")
     prompt = csv.counts("ContextTokens", 1, "prompt")
     output = csv.counts("GeneratedTokens", 1, "output")
     csv.done()
-    return _Rows(arrival, prompt, output)
+    return _Rows(arrival, prompt, output, unread=tuple(c for c in csv.df.columns if c not in _AZURE_COLUMNS))
 
 
 def _read_burstgpt(path: Path) -> _Rows:
@@ -334,10 +339,19 @@ def _chained(obj: _Obj, key: str, ids, chains: dict, block: int = 0):
     return ids
 
 
-def _hash_id_rows(obj: _Obj, chains: dict):
+def _read_hash_id_rows(path: Path) -> _Rows:
+    """A Mooncake or vLLM timed-trace file, and the keys of its records no reader takes."""
+    unread: set = set()
+    rows = _collect(path, _json_lines(path), partial(_hash_id_rows, chains={}, unread=unread))
+    rows.unread = tuple(sorted(unread))
+    return rows
+
+
+def _hash_id_rows(obj: _Obj, chains: dict, unread: set):
     """Mooncake's and vLLM's timed-trace rows: the same keys, timestamps as written (ms for Mooncake, seconds for
     vLLM's --timed-trace-sec-multiplier 1: _read divides once it knows which); the ids' block size is resolved
     over the file."""
+    unread.update(k for k in obj.obj if k not in _HASH_ID_KEYS)
     prompt = obj.integer("input_length", least=1, role="prompt")
     ids = _chained(obj, "hash_ids", obj.prefix_ids("hash_ids", prompt, 1, exact=False), chains)
     yield (obj.seconds("timestamp"), prompt,
@@ -462,8 +476,8 @@ def _read_vllm_bench(path: Path) -> _Rows:
 
 _READERS: dict[str, Callable[[Path], _Rows]] = {
     "azure": _read_azure,
-    "mooncake": lambda p: _collect(p, _json_lines(p), partial(_hash_id_rows, chains={})),
-    "vllm_timed_trace": lambda p: _collect(p, _json_lines(p), partial(_hash_id_rows, chains={})),
+    "mooncake": _read_hash_id_rows,
+    "vllm_timed_trace": _read_hash_id_rows,
     "burstgpt": _read_burstgpt,
     "timed_trace": lambda p: _collect(p, _json_lines(p), _timed_trace_rows),
     "vllm_bench": _read_vllm_bench,
@@ -582,6 +596,8 @@ def _mooncake_or_vllm(path: Path, rows: _Rows, given: int | None) -> tuple[str, 
     if not any(x and x.get("prefix_ids") for x in rows.extra or ()):
         return "mooncake", (f"{path}: read as a Mooncake trace (timestamps in milliseconds); a vLLM timed trace "
                             f"counts seconds: give format: vllm_timed_trace")
+    if given and _hash_misfit(rows, given) is not None:  # a size the ids do not fit, taken when they go unused
+        given = None  # (use_hash_ids: false), told the unit: r145, a vLLM trace replayed 1000x fast as Mooncake's
     block = given or next((b for b in HASH_BLOCK_CANDIDATES if _hash_misfit(rows, b) is None), None)
     if block is not None and block != MOONCAKE_BLOCK_TOKENS:
         return "vllm_timed_trace", (f"{path}: read as vLLM's timed trace (timestamps in seconds; its hash_ids name "
@@ -665,6 +681,10 @@ def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, s
     info.update(content_ids=rows.content_ids, format=fmt, path=str(path), recorded_priority=recorded)
     if rows.note:
         info["note"] = rows.note
+    if rows.unread:  # a misspelt key, or a priority or class the user expects replayed (r145: dropped unsaid)
+        info["unread"] = (f"{path}: {', '.join(rows.unread)} not read ({fmt} records give "
+                          f"{', '.join(_AZURE_COLUMNS if fmt == 'azure' else _HASH_ID_KEYS)}; a priority, SLO "
+                          f"class or session replays from servesim's JSONL, as `servesim workload write` writes it)")
     return specs, info
 
 
