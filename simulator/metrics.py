@@ -188,9 +188,10 @@ class TokenTimes:
             same = rows[1:] == rows[:-1]
             yield rows[1:][same], pos[1:][same], pos[:-1][same], np.diff(times)[same]
 
-    def itls(self) -> np.ndarray:
-        """Finished requests' gaps between consecutive tokens (s), request by request: tokens x 8 bytes."""
-        parts = [gap[self.finished[row]] for row, _, _, gap in self._gaps()]
+    def itls(self, unfinished: bool = False) -> np.ndarray:
+        """Finished requests' gaps between consecutive tokens (s), request by request: tokens x 8 bytes; with
+        `unfinished`, a cut run's requests still running too (vLLM's engine observes every output)."""
+        parts = [gap if unfinished else gap[self.finished[row]] for row, _, _, gap in self._gaps()]
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def per_request(self):

@@ -173,7 +173,8 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
         return str(e + first_engine)
 
     max_model_len = int(result.config["engine"]["max_model_len"] or 1)
-    itl_rows = result.itls
+    # the engine observes each output as it is produced: a cut run's unfinished requests too (r145)
+    itl_rows = result.tokens.itls(unfinished=True) if result.tokens is not None else result.itls
     finished = np.array([s == FINISHED for s in cols["status"]], dtype=bool)
 
     def family_edges(family: str, default: list) -> list:
@@ -310,6 +311,8 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
             h = HistogramMetricFamily(name, doc, labels=names)
             # a prefill engine observes its own one-token request, whatever the decode engine did with it after
             where, seen = (prefill_engine, finished | legs) if name in before_first_token else (replica, finished)
+            if name == "vllm:time_to_first_token_seconds":  # observed at the first token, finished or not (r145)
+                seen = seen | np.isfinite(first_token)
             for e in engines:
                 _histogram(h, [model_name, tag(e)], np.asarray(values, dtype=float)[seen & (where == e)], edges)
             yield h
@@ -318,7 +321,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
         if len(engines) == 1:
             _histogram(h, [model_name, tag(engines[0])], np.asarray(itl_rows, dtype=float), itl)
         else:  # gaps by the engine each request ran on
-            _itl_by_engine(h, result, model_name, engines, finished, itl, tag)
+            _itl_by_engine(h, result, model_name, engines, itl, tag)
         yield h
         h = HistogramMetricFamily("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
                                   labels=names)
@@ -371,13 +374,12 @@ def _spec_decode_counters(result, model_name: str, engines: list[int], tag=str):
     yield c
 
 
-def _itl_by_engine(h, result, model_name: str, engines: list[int], finished: np.ndarray, edges: list,
+def _itl_by_engine(h, result, model_name: str, engines: list[int], edges: list,
                    tag=str) -> None:
     replica = result.request_columns["replica"]
     gaps: dict[int, list[np.ndarray]] = {e: [] for e in engines}
-    for row, times in result.tokens.per_request():
-        if finished[row]:
-            gaps.setdefault(int(replica[row]), []).append(np.diff(times))
+    for row, times in result.tokens.per_request():  # a cut run's unfinished requests too, as vLLM observes them
+        gaps.setdefault(int(replica[row]), []).append(np.diff(times))
     for e in engines:
         _histogram(h, [model_name, tag(e)], np.concatenate(gaps[e]) if gaps[e] else np.zeros(0), edges)
 

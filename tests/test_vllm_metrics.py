@@ -352,3 +352,24 @@ def test_run_prometheus_writes_the_releases_metrics(tmp_path):
         text = (out / "metrics.prom").read_text()
         other = "vllm:admission_rejections" if release == "0.19.0" else "vllm:prompt_tokens_recomputed"
         assert has in text and other not in text
+
+
+def test_round_145_a_cut_run_observes_its_running_requests_first_tokens_and_gaps(tmp_path):
+    """vLLM's engine observes a TTFT at each request's first token and an inter-token latency at every later
+    output, finished or not; metrics.prom kept finished requests only, so a run cut by max_sim_time_s counted
+    174 prompts and 44,440 tokens but 159 TTFTs and 40,032 gaps."""
+    import re
+
+    from servesim.simulator.cli import main
+
+    assert main(["run", "--prometheus", "--quiet", "--out", str(tmp_path), "--set", "simulation.max_sim_time_s=20"]) == 0
+    prom = (tmp_path / "metrics.prom").read_text()
+
+    def value(name: str) -> float:
+        return float(re.search(rf"^vllm:{name}{{[^}}]*}} (\S+)$", prom, re.M).group(1))
+
+    requests = pd.read_parquet(tmp_path / "requests.parquet")
+    started = int(requests["first_token_time"].notna().sum())
+    assert started > int((requests["status"] == "finished").sum())  # the cut leaves some running
+    assert value("time_to_first_token_seconds_count") == started
+    assert value("inter_token_latency_seconds_count") == value("generation_tokens_total") - started
