@@ -428,11 +428,12 @@ class Scheduler:
             if n == 1 and c == r.num_tokens - 1:
                 decode_seqs += 1
                 decode_ctx += c + 1
+            elif c == r.num_tokens - 1:  # a decode verifying drafts: its 1 + k tokens through the linear layers,
+                prefill_tokens += n  # its attention one pass over its KV context, as a decode's (r145: priced
+                decode_ctx += c + n  # as prefill pairs too, 4-7% of a speculative step in a linear profile)
             else:
                 prefill_tokens += n
                 pairs += n * c + n * (n + 1) // 2
-                if c == r.num_tokens - 1:  # a decode verifying drafts still reads its whole KV context
-                    decode_ctx += c + n
             r.num_computed_tokens = c + n
             r.sampled = c + n >= r.num_tokens
         if local is not None:
