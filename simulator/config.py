@@ -232,6 +232,13 @@ class SpeculativeSettings(Settings):
         0.05, ge=0, le=100, description="the drafter's pass costs this fraction of the target's over the same "
                                         "tokens: a first over every token the step scheduled, prefill chunks "
                                         "included, then k - 1 over one token per request")
+    parallel_drafting: bool = Field(
+        False, description="vLLM's parallel drafting (P-EAGLE, PARD; DFlash and DSpark always): one drafter pass "
+                           "proposes all k drafts, with no k - 1 after it (servesim vllm sets it)")
+    skips_unused_drafts: bool | None = Field(
+        None, description="whether the drafter's passes are skipped in a step where no request samples a token: "
+                          "None, the release's (0.33's V2 model runner skips them; 0.19 never does); false for "
+                          "0.33's V1 model runner, which runs them in every step (servesim vllm sets it)")
     drafting_slots_per_seq: int = Field(
         0, ge=0, le=65, description="vLLM's max_num_new_slots_for_drafting: the slots a draft model (1; with "
                                     "parallel drafting k) or parallel drafting (k - 1) adds to a sequence's step. "
@@ -1290,6 +1297,9 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
             raise ConfigError("speculative.draft_pass_tokens", f"{sp.draft_pass_tokens}: vLLM 0.19 has no draft "
                                                                f"pass of its own (0.33's DFlash and DSpark); leave "
                                                                f"it at 0 under engine.vllm_defaults 0.19.0")
+        if sp.skips_unused_drafts:
+            raise ConfigError("speculative.skips_unused_drafts", "true: vLLM 0.19 runs the drafter in every step "
+                                                                 "(0.33's V2 model runner skips the unused ones)")
     step_tokens, active_seqs = _drafting_limits(e, sp, tokens, seqs, max_model_len)
     scheduler = SchedulerSettings(  # a step holds at most the budget: vLLM's model runner is sized for it
         max_num_batched_tokens=step_tokens,

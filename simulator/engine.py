@@ -105,7 +105,8 @@ class Replica:
                                    p.admission.max_long_prefills, rs.max_model_len)
         self.speculation = make_speculation(sp, rs.scenario.seed + 1009 * (index + 1),
                                             rs.cost_model.knee_tokens() or rs.max_num_batched_tokens, cost,
-                                            skips_unused_drafts=not rs.scenario.engine.is_0_19)
+                                            skips_unused_drafts=not rs.scenario.engine.is_0_19
+                                            if sp.skips_unused_drafts is None else sp.skips_unused_drafts)
         self.hand_off = hand_off
         self.scheduler = Scheduler(settings, self.kv, make_queue_policy(p.queue, p.preemption_victim), batching,
                                    preemption, admission, self.speculation)

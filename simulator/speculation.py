@@ -20,12 +20,13 @@ SpeculationMethod = Literal["none", "fixed", "adaptive"]  # the scenario's `spec
 
 class Speculation:
     def __init__(self, k: int, adaptive: bool, knee_tokens: int, accept, draft_cost_ratio: float, step_time,
-                 propose=None, skips_unused_drafts: bool = True):
+                 propose=None, skips_unused_drafts: bool = True, parallel_drafting: bool = False):
         """accept(k): how many of k drafts the target accepts; step_time(shape): the target's step;
         propose(k): how many of at most k drafts a decode proposes (None: k, every decode);
-        skips_unused_drafts: vLLM 0.33's drafter skips a step where no request samples (0.19's runs)."""
+        skips_unused_drafts: vLLM 0.33's drafter skips a step where no request samples (0.19's runs);
+        parallel_drafting: one drafter pass proposes all k."""
         self.k, self.adaptive, self.knee_tokens, self.propose = k, adaptive, knee_tokens, propose
-        self.skips_unused_drafts = skips_unused_drafts
+        self.skips_unused_drafts, self.parallel_drafting = skips_unused_drafts, parallel_drafting
         self.accept, self.draft_cost_ratio, self._step_time = accept, draft_cost_ratio, step_time
         # vLLM's spec-decode counters: drafts proposed, and how often the draft at each position was accepted
         self.num_drafts, self.accepted_per_position = 0, np.zeros(k, dtype=np.int64)
@@ -61,7 +62,7 @@ class Speculation:
         if self.skips_unused_drafts and not any(r.num_computed_tokens >= r.num_tokens for r in out.reqs):
             return 0.0
         rest = (out.spec_k - 1) * self._step_time(decode_shape(len(out.reqs), out.shape.decode_context_tokens)) \
-            if out.spec_k > 1 else 0.0
+            if out.spec_k > 1 and not self.parallel_drafting else 0.0  # (r146: parallel drafting paid k - 1 more)
         return self.draft_cost_ratio * (target_s + rest)
 
 
@@ -98,7 +99,8 @@ def counters(speculation: Speculation | None) -> dict | None:
             "accepted_per_position": [int(v) for v in speculation.accepted_per_position]}
 
 
-def make_speculation(sp, seed: int, knee_tokens: int, step_time, skips_unused_drafts: bool = True) -> Speculation | None:
+def make_speculation(sp, seed: int, knee_tokens: int, step_time, skips_unused_drafts: bool = True
+                     ) -> Speculation | None:
     """The scenario's `speculative` section as a Speculation, or None when it drafts nothing."""
     k = sp.num_speculative_tokens if sp.method != "none" else 0
     if not k:
@@ -106,4 +108,4 @@ def make_speculation(sp, seed: int, knee_tokens: int, step_time, skips_unused_dr
     propose = None if sp.proposal_distribution is None else \
         capped_sampler(sp.proposal_distribution, np.random.default_rng([seed, 1]))  # a stream of its own
     return Speculation(k, sp.method == "adaptive", knee_tokens, acceptance_sampler(sp, seed), sp.draft_cost_ratio,
-                       step_time, propose, skips_unused_drafts)
+                       step_time, propose, skips_unused_drafts, sp.parallel_drafting)

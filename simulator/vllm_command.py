@@ -680,6 +680,10 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
             settings["speculative.drafting_slots_per_seq"] = slots
     _async_scheduling(serve, version, method, spec_config, settings)
     v1 = _v1_model_runner(serve, method, spec_config)  # why 0.33 runs its V1 model runner, or None
+    if method and (spec_config.get("parallel_drafting") or method in ("dflash", "dspark")):
+        settings["speculative.parallel_drafting"] = True  # one drafter pass proposes every draft (r146)
+    if method and version != "0.19.0" and v1:  # its drafter runs every step (can_skip_drafts: the V2 runner's)
+        settings["speculative.skips_unused_drafts"] = False
     if method:  # which releases and graph modes round the capture sizes to 1 + k (r134, r135)
         mode = _graph_mode(serve, version, arch)
         rounds = mode in ("FULL_AND_PIECEWISE", "FULL_DECODE_ONLY") if version == "0.19.0" else \

@@ -346,11 +346,13 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
 
 
 def _spec_decode_counters(result, model_name: str, engines: list[int], tag=str):
-    """vLLM's spec-decode counters, registered only when an engine drafts (vllm/v1/spec_decode/metrics.py)."""
+    """vLLM's spec-decode counters, registered as the engine starts with a speculative config, at 0 until a draft
+    is verified (vllm/v1/spec_decode/metrics.py; r146: left out of a run whose drafts never came)."""
     from prometheus_client.core import CounterMetricFamily
 
     counts = dict(enumerate(result.speculation))
-    if not any(counts.values()):
+    spec = result.config.get("speculative") or {}
+    if spec.get("method", "none") == "none" and not any(counts.values()):
         return
     names = ["model_name", "engine"]
     replica = result.step_columns["replica"][:]
@@ -366,7 +368,8 @@ def _spec_decode_counters(result, model_name: str, engines: list[int], tag=str):
         yield c
     c = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
                             labels=names + ["position"])
-    k = max(len(v["accepted_per_position"]) for v in counts.values() if v)
+    k = max((len(v["accepted_per_position"]) for v in counts.values() if v),
+            default=int(spec.get("num_speculative_tokens") or 0))
     for e in engines:
         per = (counts.get(e) or {}).get("accepted_per_position", [])
         for pos in range(k):

@@ -252,3 +252,35 @@ def test_round_145_a_verifying_decode_reads_its_context_once_not_as_prefill_pair
     verify = r.steps[(r.steps["spec_drafts"] > 0) & (r.steps["prefill_tokens"] == 5 * r.steps["num_seqs"])]
     assert len(verify) > 5
     assert (verify["prefill_attention_pairs"] == 0).all() and (verify["decode_context_tokens"] > 0).all()
+
+
+def test_round_146_parallel_drafting_is_one_drafter_pass_and_the_v1_runner_never_skips_it():
+    """vLLM's parallel drafting (P-EAGLE, PARD, DFlash, DSpark) proposes all k drafts in one drafter pass
+    (llm_base_proposer.py: `if self.num_speculative_tokens == 1 or self.parallel_drafting`), which servesim charged
+    k - 1 more (TPOT 6.49 ms where one pass gives about 5.7); 0.33 skips the drafter in a step where no request
+    samples only on its V2 model runner (can_skip_drafts), where servesim skipped it on the V1 runner too."""
+    from types import SimpleNamespace as N
+
+    from servesim.simulator.config import load
+    from servesim.simulator.errors import ConfigError
+    from servesim.simulator.speculation import Speculation
+
+    def spec(**kw):
+        return Speculation(4, False, 100, lambda n: 0, 0.5, lambda shape: 1.0, **kw)
+
+    decoding = N(spec_k=4, reqs=[N(num_computed_tokens=10, num_tokens=10)], shape=N(decode_context_tokens=10))
+    chunk = N(spec_k=4, reqs=[N(num_computed_tokens=10, num_tokens=4000)], shape=N(decode_context_tokens=0))
+    assert spec().draft_time(decoding, 2.0) == pytest.approx(0.5 * (2.0 + 3 * 1.0))  # a pass, then k - 1
+    assert spec(parallel_drafting=True).draft_time(decoding, 2.0) == pytest.approx(0.5 * 2.0)  # one pass
+    assert spec().draft_time(chunk, 2.0) == 0.0  # the V2 runner: no request samples, no drafter
+    assert spec(skips_unused_drafts=False).draft_time(chunk, 2.0) == pytest.approx(0.5 * (2.0 + 3 * 1.0))
+    line = ["vllm", "--config", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--speculative-config",
+            '{"method": "draft_model", "model": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 4, '
+            '"parallel_drafting": true}']
+    from servesim.simulator.vllm_command import read, split_command
+
+    cmd = read(*split_command(line[2:]), "0.33.0")
+    assert (cmd.settings["speculative.parallel_drafting"], cmd.settings["speculative.skips_unused_drafts"]) == \
+        (True, False)
+    with pytest.raises(ConfigError, match="^speculative.skips_unused_drafts: true: vLLM 0.19 runs the drafter"):
+        load(None, ["speculative.method=fixed", "speculative.skips_unused_drafts=true", "engine.vllm_defaults=0.19.0"])

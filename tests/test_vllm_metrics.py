@@ -373,3 +373,16 @@ def test_round_145_a_cut_run_observes_its_running_requests_first_tokens_and_gaps
     assert started > int((requests["status"] == "finished").sum())  # the cut leaves some running
     assert value("time_to_first_token_seconds_count") == started
     assert value("inter_token_latency_seconds_count") == value("generation_tokens_total") - started
+
+
+def test_round_146_spec_decode_counters_read_0_before_any_draft(tmp_path):
+    """vLLM registers the spec-decode counters as the engine starts with a speculative config: a run of one-token
+    outputs, which verifies no draft, scrapes them at 0 (servesim left them out)."""
+    from servesim.simulator.cli import main
+
+    assert main(["run", "--prometheus", "--quiet", "--out", str(tmp_path), "--set", "workload.num_requests=4",
+                 "--set", "workload.output_tokens={dist: fixed, value: 1}", "--set", "speculative.method=fixed",
+                 "--set", "speculative.num_speculative_tokens=3", "--set", "speculative.acceptance_rate=0.5"]) == 0
+    prom = (tmp_path / "metrics.prom").read_text()
+    assert 'vllm:spec_decode_num_drafts_total{engine="0",model_name="llama-3.1-8b"} 0.0' in prom
+    assert prom.count("vllm:spec_decode_num_accepted_tokens_per_pos_total{") == 3
