@@ -109,7 +109,7 @@ def _add_import(csub) -> None:
                    help="with --enable-expert-parallel: the DP ranks whose tokens meet at each GPU's experts")
     i.add_argument("--enable-expert-parallel", action="store_true",
                    help="MoE: whole experts over TP x DP GPUs, with the all-gather dispatch and reduce-scatter combine")
-    i.add_argument("--moe-routing", default=DEFAULT_ROUTING, choices=list(ROUTINGS),
+    i.add_argument("--moe-routing", choices=list(ROUTINGS),
                    help="MoE: the expert load imbalance the fused-MoE timings are read at (as moe.routing)")
     i.add_argument("--out", type=nonempty_path, required=True, help="profile YAML to write")
     i.add_argument("--name", type=plain_name, help="profile name")
@@ -507,6 +507,11 @@ def cmd_import(args) -> int:
                                                   "(a DP rank without it runs the TP profile as is)")
     from servesim.simulator.profile_select import kernel_tables_root
 
+    if args.moe_routing is not None:  # given for a dense model it said nothing (r146), as --enable-expert-parallel
+        from servesim.simulator.model_arch import load_model
+
+        if not (arch := load_model(args.model)).is_moe:
+            raise ConfigError("--moe-routing", f"{arch.name} is a dense model: it has no router")
     data = args.data or kernel_tables_root() or "../shared/data/gpu/aiconfigurator"
     if args.out and Path(args.out).resolve().is_relative_to(Path(data).resolve()):
         raise ConfigError("--out", f"{args.out} lies inside the kernel tables {data}: a profile there would replace "
@@ -520,7 +525,8 @@ def cmd_import(args) -> int:
     try:
         path, fit = import_profile(data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,
                                    kv_dtype=args.kv_cache_dtype, dp=args.data_parallel_size,
-                                   expert_parallel=args.enable_expert_parallel, routing=args.moe_routing)
+                                   expert_parallel=args.enable_expert_parallel,
+                                   routing=args.moe_routing or DEFAULT_ROUTING)
     except ConfigError as exc:  # the composer's names for what this command's flags give
         flag = IMPORT_FLAGS.get(exc.field)
         if flag is None:

@@ -18,13 +18,14 @@ _HERE = Path(__file__).resolve().parent
 if not (_HERE / "simulator").is_dir() and (_HERE.parent / "simulator" / "__init__.py").is_file():
     __path__.append(str(_HERE.parent))  # noqa: F821 (a package's own __path__): the source tree's folders
 
-__all__ = ["simulate", "resolve", "sweep", "max_rate", "min_replicas", "recommend", "capacity", "plot", "read_trace", "describe_trace",
-           "describe_file", "ConfigError", "RequestSpec", "RunResult", "Scenario", "ResolvedScenario"]
+__all__ = ["simulate", "resolve", "sweep", "max_rate", "min_replicas", "recommend", "capacity", "plot", "read_trace",
+           "describe_trace", "describe_file", "ConfigError", "RequestSpec", "RequestSource", "RunResult", "Scenario",
+           "ResolvedScenario"]
 
 if TYPE_CHECKING:
-    from servesim.api import (ConfigError, RequestSpec, ResolvedScenario, RunResult, Scenario, capacity,  # noqa: F401
-                              describe_file, describe_trace, max_rate, min_replicas, plot, read_trace, recommend,
-                              resolve, simulate, sweep)
+    from servesim.api import (ConfigError, RequestSource, RequestSpec, ResolvedScenario, RunResult,  # noqa: F401
+                              Scenario, capacity, describe_file, describe_trace, max_rate, min_replicas, plot,
+                              read_trace, recommend, resolve, simulate, sweep)
 
 
 def __getattr__(name: str):

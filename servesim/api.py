@@ -204,6 +204,7 @@ def _axes(grid: Mapping[str, Sequence] | None, zipped: Mapping[str, Sequence] | 
             if not isinstance(key, str):  # a setting's dotted path
                 raise ConfigError("grid" if flag == "--grid" else "zipped",
                                   f"an axis is named by a setting's dotted path (text), got {key!r}")
+            key = key.strip()  # as the CLI's --grid reads " key =": the table's column (r146: a spaced one)
             if isinstance(values, np.ndarray):
                 values = values.tolist()
             if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):

@@ -1300,6 +1300,9 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         if sp.skips_unused_drafts:
             raise ConfigError("speculative.skips_unused_drafts", "true: vLLM 0.19 runs the drafter in every step "
                                                                  "(0.33's V2 model runner skips the unused ones)")
+    if tokens > seqs * max_model_len:  # vLLM's SchedulerConfig warns the same (r146: said nothing)
+        say_once([f"servesim: warning: engine.max_num_batched_tokens ({tokens:,}) exceeds max_num_seqs x "
+                  f"max_model_len ({seqs * max_model_len:,}): no step can fill it"])
     step_tokens, active_seqs = _drafting_limits(e, sp, tokens, seqs, max_model_len)
     scheduler = SchedulerSettings(  # a step holds at most the budget: vLLM's model runner is sized for it
         max_num_batched_tokens=step_tokens,

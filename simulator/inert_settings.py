@@ -130,9 +130,11 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     if p.batching == "static" and p.static_batch_size and seats[0] and p.static_batch_size > seats[0]:
         rules.append((True, p, "policies", ["static_batch_size"],
                       f"at most {seats[1]} ({seats[0]}) run at once, so batches are of {seats[0]}"))
-    if max_num_batched_tokens and e.long_prefill_token_threshold >= max_num_batched_tokens:  # (r145)
+    step = min(max_num_batched_tokens, e.max_num_scheduled_tokens or max_num_batched_tokens) if not e.is_0_19 \
+        else max_num_batched_tokens  # 0.33's steps issue max_num_scheduled_tokens at most (r146)
+    if step and e.long_prefill_token_threshold >= step:  # (r145)
         rules.append((True, e, "engine", ["long_prefill_token_threshold"],
-                      f"at or above max_num_batched_tokens ({max_num_batched_tokens}), which caps a chunk already"))
+                      f"at or above the tokens a step takes ({step}), which cap a chunk already"))
     if w.type == "sessions" and w.turns.dist == "fixed" and w.turns.value == 1:
         rules.append((True, w, "workload", ["message_tokens", "think_time_s"],
                       "workload.turns is 1: no session sends a follow-up message"))

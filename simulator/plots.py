@@ -419,6 +419,9 @@ def _plot_results(results, kind: str, out, x: str, by: str | None, title: str | 
         stem = Path(out) if out else (src if src.is_dir() else src.parent) / f"plot-{kind}"
         if stem.suffix.lower() in (".png", ".svg"):  # both are written: x.png named the stem, not x.png.png
             stem = stem.with_suffix("")
+        elif stem.suffix.lower() in (".jpg", ".jpeg", ".pdf", ".gif", ".webp", ".tif", ".tiff", ".bmp", ".eps"):
+            raise ConfigError("--out", f"{out}: plots are written as PNG and SVG; name a stem, or end it in .png "
+                                       f"or .svg")  # (r146: {out}.png and {out}.svg were written)
     from servesim.simulator.files import refuse_folder_over_inputs, refuse_run_file
 
     read = src / ("steps.parquet" if kind == "timeline" else {"capacity": "max_rate.csv",

@@ -240,15 +240,16 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
     row = {"run_id": rid} | table_cells(point)
     if (final / "summary.json").is_file():
         whole = all((final / name).is_file() for name in RUN_FILES) and _readable_tables(final)  # none gone or cut
-        cached = _cached_summary(final / "summary.json") if whole else None
+        cached = _cached_summary(final / "summary.json") if whole and _same_run(final, rs.as_dict()) else None
         if cached is not None:
             return row | _flat(cached) | {"error": None}
         if cached_only:
             return None
         from servesim.simulator.config import say_once
 
-        say_once([f"servesim: warning: {final} is damaged (its summary.json edited or cut short, or a file of "
-                  f"{', '.join(RUN_FILES)} gone or unreadable): that run is simulated again"])
+        say_once([f"servesim: warning: {final} is damaged (its summary.json edited or cut short, a file of "
+                  f"{', '.join(RUN_FILES)} gone or unreadable, or another run written over it): that run is "
+                  f"simulated again"])
     if cached_only:
         return None
     tmp = None
@@ -276,6 +277,19 @@ _TEXT_FIELDS = {"cost_model_source"}  # a summary's scalar values are numbers (o
 SUMMARY_KEYS = ("duration", "completed", "failed", "request_throughput", "output_throughput", "mean_ttft_ms",
                 "p99_ttft_ms", "mean_e2el_ms", "p99_e2el_ms", "num_steps")
 RUN_FILES = ("summary.json", "requests.parquet", "steps.parquet", "config.yaml")
+
+
+def _same_run(folder: Path, config: dict) -> bool:
+    """Whether the folder holds this point's run: a sweep's own (point.json) of this configuration (r146: a run
+    written there by hand was read into the table as the point's)."""
+    from servesim.simulator.files import load_yaml
+
+    try:
+        return (folder / "point.json").is_file() and \
+            load_yaml((folder / "config.yaml").read_text(encoding="utf-8"), "config", str(folder)) == \
+            json.loads(json.dumps(config, default=str))
+    except Exception:  # unreadable or not YAML: not this run
+        return False
 
 
 def _readable_tables(folder: Path) -> bool:

@@ -2303,6 +2303,11 @@ def _arrival(bench: dict, o: BenchOptions) -> dict:
         return (gaps if gaps["process"] != "constant" else {"process": "gamma", "cv": 1e-3}) | o.ramp_up | \
             {"vllm_client_draws": True}
     if math.isinf(rate):
+        if b != 1.0:  # vLLM's client reads it for finite rates only (r146: said nothing)
+            from servesim.simulator.config import say_once
+
+            say_once([f"servesim: warning: vllm bench serve --burstiness {b:g} has no effect: --request-rate is inf "
+                      f"(every request sent at once), as in vLLM's client"])
         return {"process": "burst"}  # vLLM sends every request at once (behind --max-concurrency, if given)
     # constant gaps too: the first sent after one; the gaps vLLM's client draws for the seed
     return _gaps(b) | {"rate": rate, "fit_span": True, "vllm_client_draws": True}
@@ -2488,6 +2493,13 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
         raise ConfigError("vllm", "expects `serve MODEL [vLLM flags] [-- bench serve [flags]]`, as "
                                   "`vllm serve ...` and `vllm bench serve ...` are written")
     words = words[1:]
+    for i, word in enumerate(words):  # argv's undecodable bytes: written into names and files (r146: internal errors)
+        try:
+            word.encode("utf-8")
+        except UnicodeEncodeError:
+            flag = word.split("=", 1)[0] if word.startswith("-") else \
+                words[i - 1] if i and words[i - 1].startswith("-") else "vllm"
+            raise ConfigError(flag, f"{word!r:.60} is not UTF-8 text") from None
     if "--" not in words:
         return words, []
     cut = words.index("--")

@@ -670,3 +670,31 @@ def test_round_143_api_inputs_that_were_python_exceptions(tmp_path):
 def test_round_143_an_api_error_names_the_argument_not_the_cli_flag(call, says):
     with pytest.raises(servesim.ConfigError, match=f"^{re.escape(says)}"):
         call()
+
+
+def test_round_146_a_sweep_reuses_only_its_own_run_and_sources_of_every_signature(tmp_path):
+    """A run written into a sweep's run folder was read into its table as that point's (5 requests for 30); a
+    RequestSource whose on_finish lacks `idle` was a TypeError mid-run; servesim.RequestSource was not exported;
+    a spaced axis name became a spaced column."""
+    grid, sets = {" workload.arrival.rate ": [2, 8]}, {"workload.num_requests": 30}
+    first = servesim.sweep(None, grid, sets, out=str(tmp_path / "s"))
+    assert "workload.arrival.rate" in first.columns
+    runs = sorted((tmp_path / "s" / "runs").iterdir())
+    servesim.simulate(None, {"workload.num_requests": 5}).write(str(runs[0]))
+    again = servesim.sweep(None, grid, sets, out=str(tmp_path / "s"))
+    assert (again["completed"] == 30).all()
+
+    class Plain(servesim.RequestSource):
+        def initial(self):
+            return [servesim.RequestSpec(i, i * 0.05, 200, 20) for i in range(3)]
+
+        def on_finish(self, spec, t, completed):
+            return []
+
+    class Wrong(Plain):
+        def on_finish(self, spec):
+            return []
+
+    assert len(servesim.simulate(None, requests=Plain()).requests) == 3
+    with pytest.raises(servesim.ConfigError, match=r"^requests: Wrong's on_finish must take \(spec, t, completed"):
+        servesim.simulate(None, requests=Wrong())

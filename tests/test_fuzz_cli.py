@@ -474,7 +474,7 @@ def test_a_coefficient_out_of_range_is_one_line_in_every_command(capsys, tmp_pat
     ("speculative.proposal_distribution=[0, 0, 0, 0, 1]", "speculative.method is none"),
     ("speculative.drafts_vary=true", "speculative.method is none"),
     ("engine.graph_sizes_round_to_drafts=true", "speculative.method is none"),
-    ("engine.long_prefill_token_threshold=4096", "at or above max_num_batched_tokens (4096), which caps a chunk"),
+    ("engine.long_prefill_token_threshold=4096", "at or above the tokens a step takes (4096), which cap a chunk"),
 ])
 def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, why):
     """Said, not refused: a sweep across the setting that gives it effect (method=none,fixed) runs every point."""
@@ -738,3 +738,39 @@ def test_round_145_more_settings_and_file_fields_nothing_reads_are_said(capsys, 
     assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--vllm-version", "0.19.0",
                  "--enforce-eager"]) == 0
     assert "--enforce-eager has no effect: vLLM 0.19's start-up profile" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    # argv's undecodable bytes in a vLLM name or path: internal errors, after the result file was written
+    (["vllm", "--out", "v", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--served-model-name", "x\udcff"],
+     "--served-model-name: 'x\\udcff' is not UTF-8 text"),
+    (["vllm", "--out", "v", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--", "bench", "serve", "--save-result",
+      "--label", "a\udcffb"], "--label: 'a\\udcffb' is not UTF-8 text"),
+    (["calibrate", "import", "aiconfigurator", "--gpu", "h100-sxm", "--model", "llama-3.1-8b", "--moe-routing",
+      "power_law_1.2", "--out", "p.yaml"], "--moe-routing: llama-3.1-8b is a dense model"),
+])
+def test_round_146_inputs_refused(capsys, tmp_path, monkeypatch, argv, needle):
+    monkeypatch.chdir(tmp_path)
+    _one_error(capsys, main(argv), needle)
+    assert not list(tmp_path.iterdir())
+
+
+def test_round_146_what_has_no_effect_is_said(capsys, tmp_path):
+    from servesim.simulator import config
+
+    config._WARNED.clear()
+    config.load(None, ["profile=teaching", "engine.max_num_scheduled_tokens=4096",
+                       "engine.long_prefill_token_threshold=6000"])
+    assert "long_prefill_token_threshold has no effect: at or above the tokens a step takes (4096)" in \
+        capsys.readouterr().err
+    config.load(None, ["profile=teaching", "engine.max_model_len=600", "engine.max_num_seqs=2",
+                       "engine.max_num_batched_tokens=8192"])
+    assert "max_num_batched_tokens (8,192) exceeds max_num_seqs x max_model_len (1,200)" in capsys.readouterr().err
+    assert main(["vllm", "--config", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--", "bench", "serve",
+                 "--dataset-name", "random", "--burstiness", "0.5"]) == 0
+    assert "--burstiness 0.5 has no effect: --request-rate is inf" in capsys.readouterr().err
+    assert main(["sweep", "--grid", "workload.arrival.rate=2", "--set", "workload.num_requests=5", "--out",
+                 str(tmp_path / "s"), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["plot", str(tmp_path / "s"), "--kind", "pareto", "--out", str(tmp_path / "p.jpg")]) == 2
+    assert "plots are written as PNG and SVG" in capsys.readouterr().err and not (tmp_path / "p.jpg.png").exists()

@@ -279,7 +279,7 @@ def test_a_damaged_finished_run_is_simulated_again(tmp_path, damage, capfd):
         (folder / "summary.json").write_text(damage)
     again = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
     pd.testing.assert_frame_equal(again, first)
-    assert "is damaged (its summary.json edited or cut short, or a file of" in capfd.readouterr().err
+    assert "is damaged (its summary.json edited or cut short, a file of" in capfd.readouterr().err
     assert (folder / "requests.parquet").is_file()
 
 

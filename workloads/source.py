@@ -241,6 +241,26 @@ class SessionSource(RequestSource):
         return sum(self.turns)  # every turn, if none is rejected (those after a too-long one are never built)
 
 
+def _takes_idle(source, kind: str) -> bool:
+    """Whether a source's on_finish takes `idle` (RequestSource's does; r146: one of (spec, t, completed) was a
+    TypeError mid-run), or one line naming it when it takes neither form."""
+    import inspect
+
+    from servesim.simulator.errors import ConfigError
+
+    try:
+        sig = inspect.signature(source.on_finish)
+    except (TypeError, ValueError):  # a builtin or C callable: called as RequestSource's
+        return True
+    for takes, args, kwargs in ((True, (None, 0.0, True), {"idle": False}), (False, (None, 0.0, True), {})):
+        try:
+            sig.bind(*args, **kwargs)
+            return takes
+        except TypeError:
+            continue
+    raise ConfigError("requests", f"{kind}'s on_finish must take (spec, t, completed[, idle]), got on_finish{sig}")
+
+
 class CheckedSource(RequestSource):
     """A caller's source (the Python API's `requests=`), its requests checked as they come, as a list's are
     (checked_specs): in range, ids unique over the run, a follow-up not sent before the finish that made it, a class
@@ -250,6 +270,7 @@ class CheckedSource(RequestSource):
         self.inner, self.classes = inner, classes
         self.seen: set[int] = set()
         self.chains: dict = {}  # content ids' places so far (prefix_chain_problem)
+        self._takes_idle: bool | None = None
 
     def _checked(self, specs, now: float | None = None) -> list[RequestSpec]:
         from servesim.simulator.errors import ConfigError
@@ -284,7 +305,11 @@ class CheckedSource(RequestSource):
         return first
 
     def on_finish(self, spec, t, completed, idle=False):
-        return self._checked(self.inner.on_finish(spec, t, completed, idle), t)
+        if self._takes_idle is None:  # a source written before `idle` (or with it keyword-only): called as it reads
+            self._takes_idle = _takes_idle(self.inner, self.kind)
+        said = self.inner.on_finish(spec, t, completed, idle=idle) if self._takes_idle else \
+            self.inner.on_finish(spec, t, completed)
+        return self._checked(said, t)
 
     def describe(self) -> str:
         return self.inner.describe()
