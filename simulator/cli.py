@@ -676,8 +676,8 @@ def _add_plot(sub) -> None:
     pl.add_argument("--by", default=None, help="one line per value of this sweep column")
     pl.add_argument("--title")
     pl.add_argument("--out", type=nonempty_path, help="output path (a .png or .svg ending is dropped: both are "
-                                                       "written; another image ending is refused), or a folder to put it in "
-                                                       "(default: beside the results)")
+                                                       "written; another image ending is refused), or a folder to "
+                                                       "put it in (default: beside the results)")
     pl.set_defaults(func=cmd_plot)
 
 

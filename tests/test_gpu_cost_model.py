@@ -868,4 +868,5 @@ def test_round_143_the_roofline_reads_no_input_embedding_or_encoder_a_step():
     scout = load_model("llama-4-scout")
     assert scout.encoder_params > 0
     unread = (scout.vocab_size * scout.hidden_size + scout.encoder_params) * 2 / 8
-    assert RooflineCostModel(scout, hw, c, 8)._weights_s * bw == pytest.approx(scout.dense_weight_bytes_per_gpu(8) - unread)
+    assert RooflineCostModel(scout, hw, c, 8)._weights_s * bw == \
+        pytest.approx(scout.dense_weight_bytes_per_gpu(8) - unread)

@@ -362,7 +362,8 @@ def test_round_145_a_cut_run_observes_its_running_requests_first_tokens_and_gaps
 
     from servesim.simulator.cli import main
 
-    assert main(["run", "--prometheus", "--quiet", "--out", str(tmp_path), "--set", "simulation.max_sim_time_s=20"]) == 0
+    assert main(["run", "--prometheus", "--quiet", "--out", str(tmp_path), "--set",
+                 "simulation.max_sim_time_s=20"]) == 0
     prom = (tmp_path / "metrics.prom").read_text()
 
     def value(name: str) -> float:
