@@ -221,13 +221,17 @@ def sweep(scenario: ScenarioLike, grid: Mapping[str, Sequence] | None = None, ov
     """`servesim sweep`: every point of the grid (times the zipped axis, times the seeds), one row each with the
     point's settings, its summary and `error` (None when it ran). Seeds start at base_seed, else the scenario's
     `seed`. Runs are kept in `out/runs/` and reused when the same configuration runs again."""
-    from servesim.simulator.sweep import first_seed, grid_points
+    from servesim.simulator.sweep import first_seed, grid_points, table_warnings
     from servesim.simulator.sweep import sweep as run
 
     sets = _settings(overrides)
     base = first_seed(_source(scenario), sets, None if base_seed is None else checked("base_seed", base_seed, SEED))
     points = grid_points(_axes(grid, zipped), checked("seeds", seeds, COUNT), base, fixed=sets)
-    return run(_source(scenario), sets, points, out, checked("jobs", jobs, JOBS), progress=progress)
+    table = run(_source(scenario), sets, points, out, checked("jobs", jobs, JOBS), progress=progress)
+    from servesim.simulator.config import say_once
+
+    say_once(table_warnings(table, out))  # as the CLI says them (r146: runs of nothing, failed runs, unsaid)
+    return table
 
 
 @checked_args(slos="mapping", low="number", high="number", tolerance="number", max_runs="int")

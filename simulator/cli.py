@@ -361,7 +361,7 @@ def cmd_workload_write(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from servesim.simulator.sweep import expand, first_seed, sweep
+    from servesim.simulator.sweep import expand, first_seed, sweep, table_warnings
 
     points = expand(args.grid, args.zip, args.seeds, first_seed(args.scenario, args.set, args.base_seed),
                     fixed=args.set)
@@ -369,11 +369,8 @@ def cmd_sweep(args) -> int:
                   progress=not (args.no_progress or args.quiet or args.json), out_field="--out")
     _say_dropped(args.set)
     failed = int(table["error"].notna().sum()) if "error" in table else 0
-    ran = table[table["error"].isna()] if "error" in table else table
-    empty = int((ran["completed"] == 0).sum()) if "completed" in ran else 0
-    if empty:  # as `run` says of one: a point that measured nothing is no failure, but its latencies are empty
-        print(f"servesim: warning: {empty} of {len(table)} sweep runs completed no request (every request rejected "
-              f"or unfinished: columns failed, unfinished): their latencies are empty", file=sys.stderr)
+    for line in table_warnings(table, args.out, failed_said=True):  # (the failed ones: an error line below)
+        print(line, file=sys.stderr)
     if not answer(table):
         print(f"{len(table)} runs ({failed} failed): {args.out}/sweep.parquet, {args.out}/sweep.csv, runs in "
               f"{args.out}/runs/")

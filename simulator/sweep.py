@@ -279,6 +279,18 @@ SUMMARY_KEYS = ("duration", "completed", "failed", "request_throughput", "output
 RUN_FILES = ("summary.json", "requests.parquet", "steps.parquet", "config.yaml")
 
 
+def table_warnings(table, out, failed_said: bool = False) -> list[str]:
+    """What a sweep's table says beside its rows, as `run` says of one run: runs that measured nothing, and runs
+    that failed unless the caller says them itself (the CLI, with exit 1; r146: the API said neither)."""
+    failed = int(table["error"].notna().sum()) if "error" in table else 0
+    ran = table[table["error"].isna()] if "error" in table else table
+    empty = int((ran["completed"] == 0).sum()) if "completed" in ran else 0
+    said = [f"servesim: warning: {empty} of {len(table)} sweep runs completed no request (every request rejected "
+            f"or unfinished: columns failed, unfinished): their latencies are empty"] if empty else []
+    return said + ([f"servesim: warning: {failed} of {len(table)} sweep runs failed (column `error` of "
+                    f"{out}/sweep.csv)"] if failed and not failed_said else [])
+
+
 def _same_run(folder: Path, config: dict) -> bool:
     """Whether the folder holds this point's run: a sweep's own (point.json) of this configuration (r146: a run
     written there by hand was read into the table as the point's)."""

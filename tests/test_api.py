@@ -698,3 +698,15 @@ def test_round_146_a_sweep_reuses_only_its_own_run_and_sources_of_every_signatur
     assert len(servesim.simulate(None, requests=Plain()).requests) == 3
     with pytest.raises(servesim.ConfigError, match=r"^requests: Wrong's on_finish must take \(spec, t, completed"):
         servesim.simulate(None, requests=Wrong())
+
+
+def test_round_146_the_api_sweep_says_what_the_cli_sweep_says(tmp_path, capsys):
+    """Runs that completed no request and runs that failed were said by the CLI only (exit 1 for failed ones);
+    the API's table held them in silence."""
+    servesim.sweep(None, {"workload.arrival.rate": [5]}, {"workload.num_requests": 10,
+                                                          "engine.max_num_queued_reqs": 0}, out=str(tmp_path / "a"))
+    assert "1 of 1 sweep runs completed no request" in capsys.readouterr().err
+    table = servesim.sweep(None, {"model": ["llama-3.1-8b", "llama-3.1-70b"]}, {"workload.num_requests": 5,
+                                                                                 "hardware.gpu": "l40s"},
+                           out=str(tmp_path / "b"))
+    assert table["error"].notna().sum() == 1 and "1 of 2 sweep runs failed" in capsys.readouterr().err
