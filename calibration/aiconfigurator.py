@@ -265,7 +265,7 @@ class KernelTables:
         if key not in self._moe_curves:
             m = self._optional_table("moe", MOE_TABLE, "a MoE model needs it")
             dtypes, kernels = MOE_KERNELS.get(fmt, ((), ()))
-            dtype = {"fp8_block": "fp8 block-scaled (the tables' fp8_block)",
+            shown = {"fp8_block": "fp8 block-scaled (the tables' fp8_block)",
                      "fp8_static": "fp8 with static scales (ModelOpt's)"}.get(fmt, dtype)  # as the messages say it
             m = m[(m["hidden_size"] == key[0]) & (m["inter_size"] == key[1]) & (m["topk"] == key[2])
                   & (m["num_experts"] == key[3]) & (m["moe_ep_size"] == ep) & (m["distribution"] == routing)]
@@ -275,7 +275,7 @@ class KernelTables:
             m = m[m["moe_dtype"].isin(dtypes)]
             found = next((k for k in kernels if (m["kernel_source"] == k).any()), None)
             if found is None and not at_tp.empty and not at_tp["moe_dtype"].isin(dtypes).any():
-                raise ConfigError("dtype", f"no {dtype} fused-MoE timings in {self.dir} for {arch.name}'s experts "
+                raise ConfigError("dtype", f"no {shown} fused-MoE timings in {self.dir} for {arch.name}'s experts "
                                            f"at MoE TP {tp}" + (f" EP {ep}" if ep > 1 else "") + " (timed in "
                                            f"{', '.join(sorted(set(at_tp['moe_dtype'])))})")
             other = sorted(set(at_tp["kernel_source"]) - set(kernels))
@@ -284,7 +284,7 @@ class KernelTables:
             if m.empty:
                 raise ConfigError("kernel_tables", f"no fused-MoE timings in {self.dir} for {arch.name}'s experts "
                                                    f"(hidden {key[0]}, expert {key[1]}, top {key[2]} of {key[3]}) "
-                                                   f"in {dtype} at MoE TP {tp}" + (f" EP {ep}" if ep > 1 else "")
+                                                   f"in {shown} at MoE TP {tp}" + (f" EP {ep}" if ep > 1 else "")
                                                    + f", {routing} routing" + (
                                                        f" ({found} is timed at MoE TP {', '.join(map(str, timed))} "
                                                        f"only)" if found else

@@ -78,3 +78,15 @@ def json_problem(exc: BaseException) -> str:
     if isinstance(exc, RecursionError):
         return "nested too deeply"
     return (str(exc).splitlines() or [type(exc).__name__])[0][:160]
+
+
+def is_utf8(text: str) -> bool:
+    """Whether text can be written as UTF-8: argv's undecodable bytes and lone surrogates cannot (r143, r146:
+    internal errors once a config, table or result file recorded them)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from servesim.simulator.errors import ConfigError
+from servesim.simulator.errors import ConfigError, is_utf8
 
 MAX_SETTINGS_BYTES = 16 << 20  # a scenario, profile or config.json is kilobytes; 16 MiB is not a settings file
 MAX_YAML_NODES = 1_000_000  # values after aliases are expanded ("billion laughs" expands 9 lines to 10**9)
@@ -524,9 +524,7 @@ def path_problem(value) -> str | None:
         return "must be a path, got an empty string"
     if "\x00" in text:
         return f"{text!r:.80}: a path holds no NUL byte"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # r143: the tables that record it could not be written, after the runs
+    if not is_utf8(text):  # r143: the tables that record it could not be written, after the runs
         return f"{text!r:.80}: a path that is not UTF-8 text (servesim records its outputs' paths as UTF-8)"
     long = next((part for part in text.split(os.sep) if len(part.encode("utf-8", "surrogateescape")) > 255), None)
     if long is not None:

@@ -22,7 +22,7 @@ from importlib import resources
 import yaml
 
 from servesim.simulator.cli_args import human_readable_int, human_readable_int_or_auto
-from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem
+from servesim.simulator.errors import JSON_ERRORS, ConfigError, is_utf8, json_problem
 from servesim.simulator.model_arch import (HF_CONFIG_DEFAULTS, HF_ID_CHANGES, HF_IDS, LENGTH_KEYS, default_model_length,
                                            load_model)
 from servesim.workloads.settings import MAX_NESTING
@@ -2494,12 +2494,10 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
                                   "`vllm serve ...` and `vllm bench serve ...` are written")
     words = words[1:]
     for i, word in enumerate(words):  # argv's undecodable bytes: written into names and files (r146: internal errors)
-        try:
-            word.encode("utf-8")
-        except UnicodeEncodeError:
+        if not is_utf8(word):
             flag = word.split("=", 1)[0] if word.startswith("-") else \
                 words[i - 1] if i and words[i - 1].startswith("-") else "vllm"
-            raise ConfigError(flag, f"{word!r:.60} is not UTF-8 text") from None
+            raise ConfigError(flag, f"{word!r:.60} is not UTF-8 text")
     if "--" not in words:
         return words, []
     cut = words.index("--")

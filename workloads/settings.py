@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
+from servesim.simulator.errors import is_utf8
+
 MAX_INT = 2**53  # the largest integer a float (and so JSON, pandas, numpy) holds exactly
 MAX_TEXT = 4096  # characters in a name, path or model id
 MAX_TOKENS = 2**24  # tokens in one prompt, output or context (16.7 M: above every model's context today)
@@ -99,11 +101,8 @@ def _check(value: Any, takes_bool: bool, path: list[str], annotation=None) -> No
     elif isinstance(value, str):
         if len(value) > MAX_TEXT:
             raise _Bad(path, f"{len(value):,} characters: at most {MAX_TEXT:,}")
-        if not value.isascii():
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:  # r143: a lone surrogate (argv's undecodable bytes) crashed the config's writer
-                raise _Bad(path, f"{value!r:.60} is not UTF-8 text") from None
+        if not is_utf8(value):  # r143: a lone surrogate (argv's undecodable bytes) crashed the config's writer
+            raise _Bad(path, f"{value!r:.60} is not UTF-8 text")
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             inner = _item(annotation, i)
