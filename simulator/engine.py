@@ -457,13 +457,16 @@ def simulate(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | No
     return result
 
 
+NOTHING_COMPLETED = "no request completed"  # a sweep says these runs in one line of its own (sweep.table_warnings)
+
+
 def run_warnings(rs: ResolvedScenario, source: RequestSource, result: RunResult) -> list[str]:
     """What a run says once it ends (`servesim run` and the API alike): its workload's own words (prompts cut to
     max_model_len, session turns never sent), the cost model's extrapolation, and what the clock's cut left out."""
     s = result.summary
     said = [*getattr(source, "warnings", ()), *s.get("cost_model_warnings", [])]
     if not s.get("completed", 0):
-        said.append(f"no request completed ({s.get('failed', 0):,} rejected, {s.get('unfinished', 0):,} "
+        said.append(f"{NOTHING_COMPLETED} ({s.get('failed', 0):,} rejected, {s.get('unfinished', 0):,} "
                     f"unfinished): the metrics below are empty")
     # what the cut left out, when the clock reached it; not what the source chose not to send (said by it)
     unsent = (source.planned() or 0) - result.num_requests - source.held_back()

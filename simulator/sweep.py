@@ -228,7 +228,7 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
             row = run_point(scenario, sets, point, runs_dir, cached_only=cached_only)
         return row if row is None else row | {WARNINGS: said}
     from servesim.simulator.config import load
-    from servesim.simulator.engine import simulate
+    from servesim.simulator.engine import NOTHING_COMPLETED, simulate
 
     overrides = sets + _overrides(point)
     try:
@@ -242,6 +242,7 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
         whole = all((final / name).is_file() for name in RUN_FILES) and _readable_tables(final)  # none gone or cut
         cached = _cached_summary(final / "summary.json") if whole and _same_run(final, rs.as_dict()) else None
         if cached is not None:
+            _say_run_warnings(rid, point, _point_record(final).get("warnings"))  # as the run said them first
             return row | _flat(cached) | {"error": None}
         if cached_only:
             return None
@@ -259,17 +260,41 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
         tmp = Path(tempfile.mkdtemp(prefix=f".{rid}-{os.getpid()}-", dir=runs_dir))
         tmp.chmod(0o777 & ~_UMASK)  # mkdtemp's 0700 would make the finished run unlike every other folder written
         result.write(tmp)
-        (tmp / "point.json").write_text(json.dumps(point | {"servesim": code_version()}, indent=1, default=str) + "\n")
+        said = [w for w in result.warnings if not w.startswith(NOTHING_COMPLETED)]  # said by table_warnings
+        (tmp / "point.json").write_text(json.dumps(point | {"servesim": code_version(), "warnings": said}, indent=1,
+                                                   default=str) + "\n")
         if _own(final).exists():
             shutil.rmtree(final)
         os.replace(tmp, final)
         tmp = None
+        _say_run_warnings(rid, point, said)
         return row | _flat(result.summary) | {"error": None}
     except Exception as exc:  # recorded, and the sweep goes on
         return _failed(rid, point, runs_dir, exc)
     finally:  # an interrupt (Ctrl-C) or a failure half-way through writing: no temporary folder left behind
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+_RECORD_KEYS = ("servesim", "warnings")  # what point.json holds beside the point
+
+
+def _point_record(folder: Path) -> dict:
+    """A run folder's point.json ({} when unreadable): its point, the servesim that ran it and what the run said."""
+    try:
+        record = json.loads((folder / "point.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, *JSON_ERRORS):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _say_run_warnings(rid: str, point: dict, said) -> None:
+    """What a sweep run said once it ended (a cut, prompts clipped to max_model_len, the cost model's extrapolation),
+    named by its point, as `servesim run` says them (r146: a sweep said none)."""
+    from servesim.simulator.config import say_once
+
+    where = ", ".join(f"{k}={v}" for k, v in table_cells(point).items()) or "the scenario"
+    say_once([f"servesim: warning: sweep run {rid} ({where}): {w}" for w in said or () if isinstance(w, str)])
 
 
 _TEXT_FIELDS = {"cost_model_source"}  # a summary's scalar values are numbers (or null) but these
@@ -563,13 +588,9 @@ def _finished_on_disk(scenario, sets, points, runs: str, recorded: set) -> list[
     for folder in Path(runs).iterdir():
         if folder.name.startswith(".") or folder.name in recorded or not (folder / "point.json").is_file():
             continue
-        try:
-            point = json.loads((folder / "point.json").read_text())
-        except (OSError, *JSON_ERRORS):
-            continue
-        if isinstance(point, dict):
-            point.pop("servesim", None)
-            named.add(_point_key(point))
+        point = _point_record(folder)
+        if point:
+            named.add(_point_key({k: v for k, v in point.items() if k not in _RECORD_KEYS}))
     rows = []
     for p in points:
         if named and _point_key(p) in named:

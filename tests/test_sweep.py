@@ -262,6 +262,24 @@ def test_a_warning_is_said_once_for_the_sweep_not_once_per_worker(tmp_path, capf
     assert err.count("cluster.router has no effect") == 1, err
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_sweep_says_what_each_run_said_at_its_end_also_when_reused(tmp_path, capfd, jobs):
+    """r146: a sweep run cut by max_sim_time_s (requests unfinished, never arrived) said nothing, where `servesim run`
+    warns; a rerun reusing the run says it again (point.json keeps it)."""
+    pts = sw.expand(["engine.max_num_seqs=8,32"], [], seeds=1)
+    cut = BASE + [f"simulation.max_sim_time_s={2.5 + jobs / 8}"]  # text no other test's warning has
+    first = sw.sweep(None, cut, pts, tmp_path, jobs=jobs, progress=False)
+    err = capfd.readouterr().err
+    for rid, seqs in zip(first["run_id"], (8, 32)):
+        assert f"sweep run {rid} (engine.max_num_seqs={seqs}, seed=0): simulation.max_sim_time_s=" in err, err
+    from servesim.simulator import config
+
+    config._WARNED.clear()  # a new process's
+    again = sw.sweep(None, cut, pts, tmp_path, jobs=jobs, progress=False)
+    pd.testing.assert_frame_equal(again, first)
+    assert capfd.readouterr().err.count("ended the run") == 2
+
+
 @pytest.mark.parametrize("damage", ['{"mean_ttft', "[1, 2]", '{"completed": 3, "mean_ttft_ms": "abc"}',
                                     '{"completed": 5}', "requests.parquet", "steps.parquet=garbage"])
 def test_a_damaged_finished_run_is_simulated_again(tmp_path, damage, capfd):
