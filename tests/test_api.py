@@ -243,6 +243,8 @@ def test_a_source_that_sends_nothing_or_not_a_list_is_refused():
     ({"planned": "x"}, "requests.planned()"),  # read after the run: the result was lost to a TypeError
     ({"planned": -1}, "requests.planned()"),
     ({"held_back": "x"}, "requests.held_back()"),
+    ({"planned": 0}, "requests.planned()"),  # r146: sent more than it planned (a cut's `never arrived` unsaid)
+    ({"planned": 1, "held_back": 1}, "requests.held_back()"),  # r146: held back more than it did not send
 ])
 def test_a_sources_answers_that_are_not_what_they_must_be_are_named(returns, field):
     """Round 106: on_finish() returning an int or a bare RequestSpec escaped as a TypeError mid-run; planned() or

@@ -293,6 +293,10 @@ class CheckedSource(RequestSource):
                 raise ConfigError(f"{self.kind} request.arrival_time", f"{s.arrival_time!r} is before the finish at "
                                                                        f"{now!r} that made it (a negative think time?)")
             self.seen.add(s.request_id)
+        planned = self.planned()
+        if planned is not None and len(self.seen) > planned:  # the cut's `never arrived` would go unsaid (r146)
+            raise ConfigError("requests.planned()", f"{self.kind}.planned() is {planned}, but it sent "
+                                                    f"{len(self.seen)} requests")
         return out
 
     def initial(self) -> list[RequestSpec]:
@@ -319,7 +323,13 @@ class CheckedSource(RequestSource):
         return None if n is None else self._count(n, "planned")
 
     def held_back(self) -> int:
-        return self._count(self.inner.held_back(), "held_back")
+        from servesim.simulator.errors import ConfigError
+
+        n, planned = self._count(self.inner.held_back(), "held_back"), self.planned()
+        if planned is not None and n + len(self.seen) > planned:  # of planned(): never more than it did not send
+            raise ConfigError("requests.held_back()", f"{self.kind}.held_back() is {n}, more than the "
+                                                      f"{planned - len(self.seen)} of planned() {planned} it did not send")
+        return n
 
     def _count(self, n, method: str) -> int:
         """A caller's count, checked as the API checks its count arguments: read after the run too, where a str
