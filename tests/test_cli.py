@@ -74,6 +74,10 @@ def test_scenario_file_and_overrides(tmp_path, capsys):
     (["engine.max_num_seqs=many"], "engine.max_num_seqs"),
     (["workload.arrival.rate=-2"], "workload.arrival.rate"),
     (["engine.num_gpu_blocks_override=8"], "engine.num_gpu_blocks_override"),
+    # r147: under 0.19 (which checks the memory it sized, not the override) 1 block was an internal error
+    (["engine.num_gpu_blocks_override=1", "engine.vllm_defaults=0.19.0"], "engine.num_gpu_blocks_override"),
+    (["engine.kv_cache_memory_bytes=131072", "engine.max_model_len=16", "engine.vllm_defaults=0.19.0"],
+     "engine.kv_cache_memory_bytes"),
     (["engine.gpu_memory_utilization=0.1"], "engine.gpu_memory_utilization"),
     (["engine.gpu_memory_utilization=1.5"], "engine.gpu_memory_utilization"),
     (["policies.queue=lifo"], "policies.queue"),
