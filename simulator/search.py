@@ -448,8 +448,12 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
         one = load(scenario, sets + extra + ["cluster.replicas=1"])
     e, c = one.scenario.engine, one.scenario.cluster
     held = (MAX_BLOCKS // one.num_gpu_blocks - c.prefill_replicas) // e.data_parallel_size  # KV pools one run holds
-    why = "" if held >= most else f" (the most one run holds at {one.num_gpu_blocks:,} KV blocks each; a larger " \
-                                  f"engine.block_size holds more)"
+    why = [] if held >= most else [f"the most one run holds at {one.num_gpu_blocks:,} KV blocks each; a larger "
+                                   f"engine.block_size holds more"]
+    if c.prefill_replicas:  # r147: a prefill replica short of the load was blamed on the block count
+        why.append(f"only the decode replicas are searched: cluster.prefill_replicas={c.prefill_replicas} stays, "
+                   f"and may be what falls short")
+    why = f" ({'; '.join(why)})" if why else ""
     most = max(1, min(most, held))
     r = _fewest(runner(0), slos, most, why)
     runs, answers, found_at, holds, doubling, step, tries = r["runs"], [r["replicas"]], 0, 0, 0, 1, 0

@@ -142,6 +142,10 @@ def test_min_replicas_stops_at_the_pools_one_run_holds():
     r = min_replicas(SCEN, SETS + big, parse_slos(["ttft_p99_ms=0.001"]), rate=5)
     assert r["replicas"] is None and r["runs"] == 2
     assert r["reason"].startswith("not met with 2 replicas (the most one run holds at 3,000,000 KV blocks each")
+    # r147: disaggregated, the prefill replicas stay as set (a short one was blamed on the block count alone)
+    r = min_replicas(SCEN, SETS + ["cluster.prefill_replicas=1"], parse_slos(["ttft_p99_ms=0.001"]), rate=5, most=2)
+    assert r["replicas"] is None and "(only the decode replicas are searched: cluster.prefill_replicas=1 stays" \
+        in r["reason"], r["reason"]
 
 
 def test_cluster_spreads_load_over_replicas():
