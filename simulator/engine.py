@@ -437,7 +437,7 @@ def collect(sim: Simulation, rs: ResolvedScenario) -> RunResult:
                                [counters(r.speculation) for r in sim.replicas],
                                source.held_back() if isinstance(source, SessionSource) else None)
     # a cut (simulation.max_sim_time_s) stopped the clock with requests in flight or still to arrive
-    result.cut = result.summary["unfinished"] > 0 or sim.front_end.arrivals_left()
+    result.cut = result.in_flight() > 0 or sim.front_end.arrivals_left()
     return result
 
 
@@ -470,8 +470,12 @@ def run_warnings(rs: ResolvedScenario, source: RequestSource, result: RunResult)
                     f"unfinished): the metrics below are empty")
     # what the cut left out, when the clock reached it; not what the source chose not to send (said by it)
     unsent = (source.planned() or 0) - result.num_requests - source.held_back()
-    if result.cut and (unsent > 0 or s.get("unfinished")):
+    running, measured = result.in_flight(), s.get("unfinished", 0)
+    if result.cut and (unsent > 0 or running):
+        # r147: the measured window's count beside the whole run's never-arrived read as the whole run's
+        counted = "counted as `unfinished`" if running == measured else \
+            f"{measured:,} of them in the measured window, counted as `unfinished`"
         said.append(f"simulation.max_sim_time_s={rs.scenario.simulation.max_sim_time_s:g} ended the run: "
-                    f"{s.get('unfinished', 0):,} request(s) unfinished (counted as `unfinished`, in no latency)"
+                    f"{running:,} request(s) unfinished ({counted}, in no latency)"
                     + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))
     return said

@@ -449,6 +449,11 @@ class RunResult:
     def num_requests(self) -> int:
         return len(self.request_columns["request_id"])
 
+    def in_flight(self) -> int:
+        """Requests arrived but neither finished nor rejected (a cut's), over the whole run: the summary's
+        `unfinished` counts only the measured ones when a warm-up or cool-down is left out."""
+        return sum(s not in (FINISHED, REJECTED) for s in self.request_columns["status"])
+
     def goodput_use(self, share: float) -> float | None:
         """How much of its class's targets the request at the goodput share's place uses (its worst latency over
         the target): at most 1 exactly where that share of the ended requests meets them, smaller the more room
