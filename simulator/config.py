@@ -1287,8 +1287,9 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("policies.admission.max_long_prefills", "give both long_prompt_tokens and max_long_prefills")
     local = local_attention(arch)
     window_group = bool(layout.local_groups) and not local.chunked  # a modelled group retention acts on
-    say_once((weight_only, selection.warning, unreliable_fit(profile), layout.note, *without_effect(scenario, local is not None, profile, seqs, tokens,
-                                                                    window_group, None if arch.is_moe else arch.name)))
+    inert = without_effect(scenario, local is not None, profile, seqs, tokens, window_group,
+                           None if arch.is_moe else arch.name, max_model_len)
+    say_once((weight_only, selection.warning, unreliable_fit(profile), layout.note, *inert))
     if sp.method != "none" and sp.drafts_vary and sp.proposal_distribution is None:
         say_once([f"servesim: warning: this draft method proposes as many drafts as the text matches (none on the "
                   f"random dataset's tokens); servesim verifies k = {sp.num_speculative_tokens} on every decode, an "

@@ -38,7 +38,7 @@ PRIORITIES_UNREAD = "only the priority queue and the lowest_priority victim read
 
 def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max_num_seqs: int = 0,
                    max_num_batched_tokens: int = 0, sliding_window: bool = False,
-                   dense: str | None = None) -> list[str]:
+                   dense: str | None = None, max_model_len: int = 0) -> list[str]:
     """Settings moved from their default that nothing reads in this combination: said, not refused, so a sweep
     across the setting that gives them their effect (speculative.method=none,fixed) runs every point.
     `sliding_window`: the KV pool has a sliding-window group servesim models (beside full attention); `dense`: the model's name when it has no experts."""
@@ -130,6 +130,13 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     if p.batching == "static" and p.static_batch_size and seats[0] and p.static_batch_size > seats[0]:
         rules.append((True, p, "policies", ["static_batch_size"],
                       f"at most {seats[1]} ({seats[0]}) run at once, so batches are of {seats[0]}"))
+    long = p.admission.long_prompt_tokens, p.admission.max_long_prefills  # given together (config.py)
+    if long[1] is not None and max_model_len and long[0] >= max_model_len:  # (r147)
+        rules.append((True, p.admission, "policies.admission", ["long_prompt_tokens", "max_long_prefills"],
+                      f"no prompt is that long: prompts are shorter than max_model_len ({max_model_len})"))
+    elif long[1] is not None and seats[0] and long[1] >= seats[0]:
+        rules.append((True, p.admission, "policies.admission", ["max_long_prefills"],
+                      f"at or above {seats[1]} ({seats[0]}), which caps every running request already"))
     step = min(max_num_batched_tokens, e.max_num_scheduled_tokens or max_num_batched_tokens) if not e.is_0_19 \
         else max_num_batched_tokens  # 0.33's steps issue max_num_scheduled_tokens at most (r146)
     if step and e.long_prefill_token_threshold >= step:  # (r145)

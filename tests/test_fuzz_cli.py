@@ -774,3 +774,21 @@ def test_round_146_what_has_no_effect_is_said(capsys, tmp_path):
     capsys.readouterr()
     assert main(["plot", str(tmp_path / "s"), "--kind", "pareto", "--out", str(tmp_path / "p.jpg")]) == 2
     assert "plots are written as PNG and SVG" in capsys.readouterr().err and not (tmp_path / "p.jpg.png").exists()
+
+
+@pytest.mark.parametrize("sets,said", [
+    (["engine.max_model_len=8192", "policies.admission.long_prompt_tokens=8192"],
+     "long_prompt_tokens has no effect: no prompt is that long: prompts are shorter than max_model_len (8192)"),
+    (["engine.max_num_seqs=8", "policies.admission.long_prompt_tokens=1", "policies.admission.max_long_prefills=8"],
+     "max_long_prefills has no effect: at or above max_num_seqs (8)"),
+    (["engine.max_num_seqs=8", "policies.admission.long_prompt_tokens=1", "policies.admission.max_long_prefills=7"],
+     None),  # it binds
+])
+def test_round_147_an_admission_cap_that_never_binds_is_said(capsys, sets, said):
+    """r147: a long-prompt cap no prompt reaches, or one at or above the running cap, ran as if absent, unsaid."""
+    from servesim.simulator import config
+
+    config._WARNED.clear()
+    config.load(None, ["profile=teaching", "policies.admission.max_long_prefills=1", *sets])
+    err = capsys.readouterr().err
+    assert (said in err) if said else "has no effect" not in err, err
