@@ -1132,6 +1132,10 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
         pool = memory_sized()
         blocks = num_blocks(pool, layout.page_bytes_per_token, e.block_size)
     pools = scenario.cluster.replicas * e.data_parallel_size + scenario.cluster.prefill_replicas
+    if pools > MAX_REPLICAS:  # r147: 1,024 replicas of 1,024 DP ranks each were a million engines (a hang)
+        raise ConfigError("engine.data_parallel_size" if e.data_parallel_size > 1 else "cluster.prefill_replicas",
+                          f"{pools:,} engines (cluster.replicas x engine.data_parallel_size + cluster.prefill_replicas):"
+                          f" more than the {MAX_REPLICAS:,} servesim runs at once")
     if blocks * pools > MAX_BLOCKS:  # each block is some 40 bytes of bookkeeping in every pool
         raise ConfigError("engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.block_size",
                           f"{pools} KV pool(s) of {blocks:,} blocks: more than the {MAX_BLOCKS:,} blocks servesim "

@@ -12,7 +12,7 @@ import math
 import re
 
 from servesim.simulator.errors import ConfigError
-from servesim.workloads.settings import MAX_BLOCKS, MAX_RATE, MIN_RATE
+from servesim.workloads.settings import MAX_BLOCKS, MAX_RATE, MAX_REPLICAS, MIN_RATE
 
 _SLO = re.compile(r"^(ttft|tpot|itl|e2el|queue_time)_(mean|median|p50|p90|p99)_ms$")
 
@@ -447,9 +447,12 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
     with varying("cluster.replicas"):
         one = load(scenario, sets + extra + ["cluster.replicas=1"])
     e, c = one.scenario.engine, one.scenario.cluster
-    held = (MAX_BLOCKS // one.num_gpu_blocks - c.prefill_replicas) // e.data_parallel_size  # KV pools one run holds
+    pooled = (MAX_BLOCKS // one.num_gpu_blocks - c.prefill_replicas) // e.data_parallel_size  # KV pools one run holds
+    engines = (MAX_REPLICAS - c.prefill_replicas) // e.data_parallel_size  # and engines (r147)
+    held = min(pooled, engines)
     why = [] if held >= most else [f"the most one run holds at {one.num_gpu_blocks:,} KV blocks each; a larger "
-                                   f"engine.block_size holds more"]
+                                   f"engine.block_size holds more" if pooled < engines else
+                                   f"the most one run holds: {MAX_REPLICAS:,} engines in all"]
     if c.prefill_replicas:  # r147: a prefill replica short of the load was blamed on the block count
         why.append(f"only the decode replicas are searched: cluster.prefill_replicas={c.prefill_replicas} stays, "
                    f"and may be what falls short")

@@ -78,6 +78,10 @@ def test_scenario_file_and_overrides(tmp_path, capsys):
     (["engine.num_gpu_blocks_override=1", "engine.vllm_defaults=0.19.0"], "engine.num_gpu_blocks_override"),
     (["engine.kv_cache_memory_bytes=131072", "engine.max_model_len=16", "engine.vllm_defaults=0.19.0"],
      "engine.kv_cache_memory_bytes"),
+    # r147: a million engines (1,024 replicas of 1,024 DP ranks) within each field's bound ran without end
+    (["cluster.replicas=1024", "engine.data_parallel_size=1024", "engine.num_gpu_blocks_override=4",
+      "engine.max_model_len=48"], "engine.data_parallel_size"),
+    (["cluster.replicas=1024", "cluster.prefill_replicas=1"], "cluster.prefill_replicas"),
     (["engine.gpu_memory_utilization=0.1"], "engine.gpu_memory_utilization"),
     (["engine.gpu_memory_utilization=1.5"], "engine.gpu_memory_utilization"),
     (["policies.queue=lifo"], "policies.queue"),

@@ -146,6 +146,11 @@ def test_min_replicas_stops_at_the_pools_one_run_holds():
     r = min_replicas(SCEN, SETS + ["cluster.prefill_replicas=1"], parse_slos(["ttft_p99_ms=0.001"]), rate=5, most=2)
     assert r["replicas"] is None and "(only the decode replicas are searched: cluster.prefill_replicas=1 stays" \
         in r["reason"], r["reason"]
+    # r147: and no more engines (replicas x DP ranks) than one run holds: 2 replicas of 400 ranks, not 3 (an error)
+    dp = ["engine.data_parallel_size=400", "engine.num_gpu_blocks_override=300", "engine.max_model_len=512"]
+    r = min_replicas(SCEN, SETS + dp, parse_slos(["ttft_p99_ms=0.001"]), rate=5, most=8)
+    assert r["replicas"] is None and r["reason"].startswith("not met with 2 replicas (the most one run holds: 1,024 "
+                                                            "engines in all)"), r["reason"]
 
 
 def test_cluster_spreads_load_over_replicas():
