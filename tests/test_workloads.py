@@ -428,3 +428,19 @@ def test_round_139_a_count_that_ends_the_arrivals_before_the_duration_is_said():
     assert len(said) == 1 and said[0].startswith("workload.num_requests: its 100 requests were all sent by ")
     assert not SyntheticWorkload(duration_s=5, num_requests=100, arrival=Arrival(process="poisson", rate=10.0)
                                  ).source(0).warnings  # the duration ended them
+
+
+@pytest.mark.parametrize("where", ["workload.lengths", "workload.prompt_tokens"])
+def test_a_lengths_file_rewritten_in_the_same_process_is_read_again(tmp_path, where):
+    """r147: lengths files were cached by path for the whole process: a notebook's rewritten file ran as its first
+    version (config.yaml naming a file that holds other lengths)."""
+    import servesim
+
+    path = tmp_path / "lens.csv"
+    setting = {"path": str(path)} if where == "workload.lengths" else {"dist": "empirical", "path": str(path)}
+    seen = []
+    for prompt in (100, 3000):
+        path.write_text(f"num_prefill_tokens,num_decode_tokens\n{prompt},10\n{prompt},10\n")
+        run = servesim.simulate(None, {"workload.num_requests": 5, "profile": "teaching", where: setting})
+        seen.append(sorted(set(run.requests.prompt_tokens)))
+    assert seen == [[100], [3000]]

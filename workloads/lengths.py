@@ -102,13 +102,20 @@ _PAIRS: dict = {}
 
 
 def load_pairs(path: str, fmt: str | None) -> np.ndarray:
-    """[prompt, output] rows of a lengths file, read once per run."""
+    """[prompt, output] rows of a lengths file, read again only when the file changed (r147: a notebook's rewritten
+    file was read as its first version for the rest of the process)."""
     from servesim.workloads.traces import read_lengths
 
     key = (str(Path(path).resolve()), fmt)
-    if key not in _PAIRS:
-        _PAIRS[key] = read_lengths(path, fmt) if fmt else read_lengths(path)
-    return _PAIRS[key]
+    try:
+        st = Path(path).stat()
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    except OSError:  # read_lengths names the path and why
+        stamp = None
+    cached = _PAIRS.get(key)
+    if stamp is None or cached is None or cached[0] != stamp:
+        _PAIRS[key] = cached = (stamp, read_lengths(path, fmt) if fmt else read_lengths(path))
+    return cached[1]
 
 
 class FloatDist(Settings):
