@@ -444,3 +444,18 @@ def test_a_lengths_file_rewritten_in_the_same_process_is_read_again(tmp_path, wh
         run = servesim.simulate(None, {"workload.num_requests": 5, "profile": "teaching", where: setting})
         seen.append(sorted(set(run.requests.prompt_tokens)))
     assert seen == [[100], [3000]]
+
+
+def test_fit_span_beside_a_duration_sends_nothing_after_it():
+    """r147: fit_span scaled the times after the duration's cut, so some arrived after duration_s (10.5 s of 10);
+    without a count it spanned whatever a chunk of draws held: refused."""
+    from servesim.simulator.errors import ConfigError
+
+    arrival = {"process": "poisson", "rate": 10, "fit_span": True}
+    for seed in range(6):
+        specs = SyntheticWorkload(duration_s=10, arrival=arrival).generate(seed)
+        assert max(s.arrival_time for s in specs) < 10 and len(specs) > 50
+    assert max(s.arrival_time for s in SyntheticWorkload(num_requests=50, arrival=arrival).generate(0)) == \
+        pytest.approx(5.0)  # the count alone: the last at n / rate, as vLLM's client
+    with pytest.raises((ConfigError, ValueError), match="fit_span"):
+        SyntheticWorkload(num_requests=None, duration_s=10, arrival=arrival)

@@ -124,14 +124,14 @@ class Arrival(Settings):
                     or (duration_s is not None and t[-1] >= duration_s):
                 break
         times = np.concatenate(chunks)
-        if duration_s is not None:
+        times = times[:n] if n is not None else times
+        if self.fit_span and times[-1] > 0:  # vLLM's client: a first delay too, and the last sent at n / rate
+            times = times * (len(times) / self.rate / times[-1])
+        if duration_s is not None:  # after fit_span's scaling (r147: scaled after the cut, some came after it)
             times = times[times < duration_s]
             if not len(times):  # r138: refused later under the warm-up's name, and written as an empty trace
                 raise ConfigError("workload.duration_s", f"no request arrives within {duration_s:g} s at this "
                                                          f"arrival; run longer")
-        times = times[:n] if n is not None else times
-        if self.fit_span and times[-1] > 0:  # vLLM's client: a first delay too, and the last sent at n / rate
-            times = times * (len(times) / self.rate / times[-1])
         return self._finite(times)
 
     def _finite(self, times: np.ndarray) -> np.ndarray:

@@ -192,6 +192,8 @@ class SyntheticWorkload(_Classes):
             raise ValueError("burst arrivals need num_requests")
         if self.arrival.ramp_up_strategy is not None and self.num_requests is None:
             raise ValueError("ramp_up_strategy needs num_requests (the ramp is over the requests)")
+        if self.arrival.fit_span and self.num_requests is None:  # r147: spanned whatever a chunk of draws held
+            refuse("arrival.fit_span", "needs num_requests (the requests span num_requests / rate)")
         if self.lengths is not None and {"prompt_tokens", "output_tokens"} & self.model_fields_set:
             raise ValueError("give either lengths (joint) or prompt_tokens/output_tokens")
         sp = self.shared_prefix
