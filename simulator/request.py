@@ -63,8 +63,9 @@ class Request:
         produced = min(spec.output_tokens, limit)
         self.stop_len = min(spec.prompt_tokens + produced, max_model_len)
         # "length" where max_tokens or the context cut the output; a drawn length without max_tokens ends at the
-        # model's own stop (EOS), as a chat answer does
-        capped = sends_max_tokens or spec.max_tokens is not None and spec.output_tokens >= spec.max_tokens
+        # model's own stop (EOS), as a chat answer does; a row's own max_tokens is what it sends, even where the
+        # client sends the others' lengths (r147: an answer ending before it was "length")
+        capped = spec.output_tokens >= spec.max_tokens if spec.max_tokens is not None else sends_max_tokens
         self.finish_reason = "length" if capped or self.stop_len >= max_model_len else "stop"
         self.num_tokens = spec.prompt_tokens  # prompt + generated so far
         self.num_output_tokens = 0

@@ -133,6 +133,8 @@ def test_the_api_server_checks_the_max_tokens_a_request_sends(past_context):
         assert set(fits.requests.finish_reason) == {"length"}
         over = run(500, 20, sends)
         assert over.summary["completed"] == (10 if past_context == "lower" else 0)  # 0.33 lowers it to 200
+        # r147: an answer ending before the max_tokens its row sends stops ("length" under request_max_tokens)
+        assert set(over.requests.finish_reason) == ({"stop"} if past_context == "lower" else {"max_tokens_too_large"})
     assert run(None, 300, True).summary["completed"] == (10 if past_context == "lower" else 0)
     assert run(None, 300, False).summary["completed"] == 10  # nothing sent: the context ends the output
     assert run(1300, 20, False).summary["completed"] == 0  # above max_model_len alone: 400 in both releases
