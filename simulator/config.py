@@ -1221,6 +1221,25 @@ def _check_kernel_tables(name: str | None) -> None:
                                                 f"{', '.join(there)}")
 
 
+def _hardware(h: HardwareSettings) -> Hardware:
+    return load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
+                         bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
+                         host_link_gbps=h.host_link_gbps, gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
+
+
+def check_names(scenario: Scenario, given: tuple[str, ...] = ()) -> None:
+    """The model, GPU and profile a scenario names exist: a misspelt one fails every run of a sweep, and is the
+    user's one-line mistake before any, not a table of failed runs (r147). `given`: those a search gives itself."""
+    from servesim.simulator.cost_model import load_profile
+
+    if "model" not in given:
+        load_model(scenario.model)
+    if "hardware.gpu" not in given:
+        _hardware(scenario.hardware)
+    if "profile" not in given and scenario.profile != "auto":
+        load_profile(scenario.profile)
+
+
 def resolve(scenario: Scenario) -> ResolvedScenario:
     """Every value a run needs, concrete: the model and GPU by name, the profile `auto` picks, budgets, KV pool."""
     from servesim.simulator.profile_select import select_profile
@@ -1232,10 +1251,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                                                             f"least 2 positions (a prompt token and an output token)")
     tp, dp, ep = _parallelism(scenario, arch)
     h = scenario.hardware
-    hw = load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
-                       bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
-                       host_link_gbps=h.host_link_gbps,
-                       gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
+    hw = _hardware(h)
     _check_kernel_tables(h.kernel_tables)
     kv_dtype = resolved_kv_cache_dtype(arch, e.kv_cache_dtype)
     check_attention_backend(arch, hw, kv_dtype, e.attention_backend, e.is_0_19)

@@ -502,6 +502,9 @@ def check_space(scenario, sets: list[str], axes: dict[str, list]) -> None:
 
     flags = NAMED_FLAGS
     base = load_scenario(scenario, sets)  # the scenario and its --set values alone: their own errors name their fields
+    from servesim.simulator.config import check_names
+
+    check_names(base, tuple(axes))  # r147: a misspelt --set hardware.gpu was a candidate "pruned" (exit 1)
     if (why := unstartable(base.model_dump(mode="json"))) is not None:
         raise ConfigError("--set", f"{why}: recommend searches deployments vLLM can start")
     from servesim.simulator.config import sets_give

@@ -396,12 +396,16 @@ def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> l
     """Every point must parse (known settings, valid values) before any run starts: a mistake that would fail
     every run is one line and exit 2, not a table of failed runs. What only resolving can tell (does it fit
     the GPU?) is left to each run, which records it. Returns the files the points read."""
-    from servesim.simulator.config import input_files, load_scenario
+    from servesim.simulator.config import check_names, input_files, load_scenario
 
-    inputs = set()
+    inputs, named = set(), set()
     for point in points:
-        inputs.update(input_files(load_scenario(scenario, sets + _overrides(point)),
-                                  scenario if isinstance(scenario, (str, Path)) else None))
+        sc = load_scenario(scenario, sets + _overrides(point))
+        names = json.dumps([sc.model, sc.hardware.model_dump(mode="json"), sc.profile], default=str, sort_keys=True)
+        if names not in named:  # a misspelt GPU, model or profile fails every run of it (r147: exit 1, a table)
+            check_names(sc)
+            named.add(names)
+        inputs.update(input_files(sc, scenario if isinstance(scenario, (str, Path)) else None))
     return sorted(inputs)
 
 

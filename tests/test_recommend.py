@@ -140,6 +140,8 @@ def test_one_token_outputs_have_no_tpot_and_the_plot_leaves_it_off(tmp_path, cap
     # a value no deployment could take is the user's mistake, not a candidate "pruned" beside those that do not fit
     (["--gpu", "h100-sxm,h100-sxm"], "--gpu: hardware.gpu: 'h100-sxm' given twice"),
     (["--gpu", "h100,h200-sxm"], "--gpu: unknown GPU 'h100'"),
+    (["--set", "hardware.gpu=a100"], "hardware.gpu: unknown GPU 'a100'"),  # r147: "pruned", exit 1
+    (["--set", "profile=nonexist"], "profile: unknown profile 'nonexist'"),
     (["--tp", "0,2"], "--tp: engine.tensor_parallel_size: Input should be greater than or equal to 1"),
     (["--grid", "engine.max_num_seq=8,16"], "--grid: engine.max_num_seq: unknown setting"),
     (["--set", "cluster.replicas=3"], "--set: cluster.replicas: the search sizes the fleet"),

@@ -262,6 +262,22 @@ def test_a_warning_is_said_once_for_the_sweep_not_once_per_worker(tmp_path, capf
     assert err.count("cluster.router has no effect") == 1, err
 
 
+@pytest.mark.parametrize("sets, grid, says", [
+    (["hardware.gpu=a100"], "engine.max_num_seqs=8,16", "hardware.gpu: unknown GPU 'a100'"),
+    (["model=Llama-3.1-8B"], "engine.max_num_seqs=8,16", "model: unknown model 'Llama-3.1-8B'"),
+    (["profile=nonexistent"], "engine.max_num_seqs=8,16", "profile: unknown profile 'nonexistent'"),
+    ([], "hardware.gpu=h100-sxm,h100", "hardware.gpu: unknown GPU 'h100'"),
+])
+def test_a_name_that_fails_every_run_is_one_line_before_any(tmp_path, capsys, sets, grid, says):
+    """r147: a misspelt GPU, model or profile in a --set failed every run: a table of failed runs and exit 1."""
+    argv = ["sweep", "--set", "workload.num_requests=5", *[a for s in sets for a in ("--set", s)], "--grid", grid,
+            "--no-progress", "--out", str(tmp_path / "s")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert not (tmp_path / "s").exists()
+
+
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_a_sweep_says_what_each_run_said_at_its_end_also_when_reused(tmp_path, capfd, jobs):
     """r146: a sweep run cut by max_sim_time_s (requests unfinished, never arrived) said nothing, where `servesim run`
