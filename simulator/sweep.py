@@ -213,6 +213,7 @@ def _flat(summary: dict) -> dict:
 
 
 WARNINGS = "_warnings"  # a worker's row: the warnings its run said, popped by the parent
+POINT = "_point"  # a row's point (its _point_key), popped by the parent: two points may share one run (r147)
 
 
 def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str, collect: bool = False,
@@ -227,6 +228,11 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
         with collected_warnings() as said:
             row = run_point(scenario, sets, point, runs_dir, cached_only=cached_only)
         return row if row is None else row | {WARNINGS: said}
+    row = _run_or_reuse(scenario, sets, point, runs_dir, cached_only)
+    return row if row is None else row | {POINT: _point_key(point)}
+
+
+def _run_or_reuse(scenario: str | None, sets: list[str], point: dict, runs_dir: str, cached_only: bool) -> dict | None:
     from servesim.simulator.config import load
     from servesim.simulator.engine import NOTHING_COMPLETED, simulate
 
@@ -265,7 +271,12 @@ def run_point(scenario: str | None, sets: list[str], point: dict, runs_dir: str,
                                                    default=str) + "\n")
         if _own(final).exists():
             shutil.rmtree(final)
-        os.replace(tmp, final)
+        try:
+            os.replace(tmp, final)
+        except OSError:  # another worker's point resolving to the same run wrote it meanwhile: the same outputs
+            if not (final / "summary.json").is_file():
+                raise
+            shutil.rmtree(tmp)
         tmp = None
         _say_run_warnings(rid, point, said)
         return row | _flat(result.summary) | {"error": None}
@@ -499,8 +510,9 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     rows: list[dict] = _finished_on_disk(scenario, sets, points, str(runs), set())  # this sweep's, from a rerun
     for row in rows:
         row.pop(WARNINGS, None)
+    # each point's row (r147: two points resolving to one run, an inert axis, shared a row: one point was lost)
+    done = {row.pop(POINT): i for i, row in enumerate(rows)}
     table = write_table(rows, out, keys, points)
-    done = {row["run_id"]: i for i, row in enumerate(rows)}
     bar = None
     if progress:
         from tqdm import tqdm
@@ -511,10 +523,11 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
         nonlocal table
         with _interrupt_deferred():  # a Ctrl-C here waits until the row is in the table, written whole
             say_once(row.pop(WARNINGS, ()))  # each worker's warnings, said once for the sweep
-            if row["run_id"] in done:  # a run already on disk, now reused: its row as this sweep read it
-                rows[done[row["run_id"]]] = row
+            point = row.pop(POINT)
+            if point in done:  # a run already on disk, now reused: its row as this sweep read it
+                rows[done[point]] = row
             else:
-                done[row["run_id"]] = len(rows)
+                done[point] = len(rows)
                 rows.append(row)
             table = write_table(rows, out, keys, points)  # after every run, atomically: even a SIGKILL leaves what finished
             if bar:
@@ -527,7 +540,9 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
             if bar:
                 bar.close()
             if len(rows) < len(points):  # stopped: runs of this sweep on disk that it did not get to (a rerun's)
-                for row in _finished_on_disk(scenario, sets, points, str(runs), {r["run_id"] for r in rows}):
+                for row in _finished_on_disk(scenario, sets, points, str(runs), set(done)):
+                    row.pop(WARNINGS, None)
+                    done[row.pop(POINT)] = len(rows)
                     rows.append(row)
             if len(table) != len(rows):  # some added since
                 table = write_table(rows, out, keys, points)
@@ -587,20 +602,21 @@ def _point_key(point: dict) -> str:
 def _finished_on_disk(scenario, sets, points, runs: str, recorded: set) -> list[dict]:
     """Rows for this sweep's points whose runs are on disk but were not recorded (a stopped rerun cancelled
     them, or one finished as the sweep stopped): found by the point each run folder names (point.json), then
-    checked to be the run the point resolves to now. Only such folders cost a lookup."""
+    checked to be the run the point resolves to now. Only such folders cost a lookup. recorded: the points
+    (_point_key) the table holds already."""
     named = set()
     for folder in Path(runs).iterdir():
-        if folder.name.startswith(".") or folder.name in recorded or not (folder / "point.json").is_file():
+        if folder.name.startswith(".") or not (folder / "point.json").is_file():
             continue
         point = _point_record(folder)
         if point:
             named.add(_point_key({k: v for k, v in point.items() if k not in _RECORD_KEYS}))
     rows = []
     for p in points:
-        if named and _point_key(p) in named:
+        if _point_key(p) in named and _point_key(p) not in recorded:
             row = run_point(scenario, sets, p, runs, cached_only=True)
-            if row is not None and row["run_id"] not in recorded:
-                recorded.add(row["run_id"])
+            if row is not None:
+                recorded.add(_point_key(p))
                 rows.append(row)
     return rows
 

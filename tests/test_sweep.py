@@ -279,6 +279,20 @@ def test_a_name_that_fails_every_run_is_one_line_before_any(tmp_path, capsys, se
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
+def test_two_points_resolving_to_one_run_keep_a_row_each(tmp_path, jobs):
+    """r147: an axis a point does not read (moe.routing on a dense model) made two points one run, and the later
+    point's row replaced the earlier's: 3 rows for 4 points, `balanced` gone for the dense model."""
+    pts = sw.expand(["model=tiny-llama,qwen3-30b-a3b", "moe.routing=balanced,power_law_1.2"], [], seeds=1)
+    sets = ["workload.num_requests=10", "engine.max_model_len=4096"]
+    table = sw.sweep(None, sets, pts, tmp_path, jobs=jobs, progress=False)
+    cells = list(zip(table["model"], table["moe.routing"]))
+    assert cells == [(m, r) for m in ("tiny-llama", "qwen3-30b-a3b") for r in ("balanced", "power_law_1.2")]
+    dense = table[table["model"] == "tiny-llama"]
+    assert dense["run_id"].nunique() == 1 and table["run_id"].nunique() == 3
+    pd.testing.assert_frame_equal(sw.sweep(None, sets, pts, tmp_path, jobs=jobs, progress=False), table)  # reused
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
 def test_a_sweep_says_what_each_run_said_at_its_end_also_when_reused(tmp_path, capfd, jobs):
     """r146: a sweep run cut by max_sim_time_s (requests unfinished, never arrived) said nothing, where `servesim run`
     warns; a rerun reusing the run says it again (point.json keeps it)."""
