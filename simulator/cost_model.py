@@ -349,7 +349,11 @@ def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_paralle
                                      f"model is {arch.name}")
     # a profile without `gpu` whose device is a built-in GPU was measured on it (r129: H100 tables renamed timed a
     # B200 run without a word)
-    measured_on = profile.gpu or (gpu_for_device(profile.device) if profile.device else None)
+    timed_on = gpu_for_device(profile.device) if profile.device else None
+    if profile.gpu and timed_on and timed_on != profile.gpu:  # r147: relabelled, the H100's times timed a B200
+        raise ConfigError("profile.gpu", f"{profile.gpu}, but profile {profile.name} was measured on {timed_on} "
+                                         f"(its device: {profile.device}): a profile is its device's")
+    measured_on = profile.gpu or timed_on
     if measured_on and gpu and measured_on != gpu:
         raise ConfigError("profile", f"{profile.name} was measured on {measured_on}"
                                      + ("" if profile.gpu else f" (its device: {profile.device})")

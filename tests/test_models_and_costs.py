@@ -464,6 +464,11 @@ def test_a_profile_is_matched_by_its_device_and_its_models_hugging_face_id():
                                           r"HBM3\), but hardware.gpu is b200-sxm"):
         load(None, ["hardware.gpu=b200-sxm", "engine.max_model_len=8192", f"profile={json.dumps(bare)}"])
     load(None, ["hardware.gpu=h100-sxm", "engine.max_model_len=8192", f"profile={json.dumps(bare)}"])
+    # r147: its `gpu` relabelled to the scenario's (a file, or --set profile.gpu) timed a B200 run with H100 times
+    for edit in ([f"profile={json.dumps(h100 | {'name': 'relabelled', 'gpu': 'b200-sxm'})}"],
+                 ["profile=h100-llama-3.1-8b-bf16-tp1", "profile.gpu=b200-sxm"]):
+        with pytest.raises(ConfigError, match=r"^profile.gpu: b200-sxm, but profile .* was measured on h100-sxm"):
+            load(None, ["hardware.gpu=b200-sxm", "engine.max_model_len=8192", *edit])
     named = h100 | {"name": "named", "model": "meta-llama/Llama-3.1-8B-Instruct"}
     load(None, ["hardware.gpu=h100-sxm", "engine.max_model_len=8192", f"profile={json.dumps(named)}"])
     with pytest.raises(ConfigError, match="named was measured for model meta-llama/Llama-3.1-8B-Instruct, but the "
