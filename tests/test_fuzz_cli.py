@@ -663,6 +663,11 @@ def test_round_135_the_measured_replay_refuses_a_model_it_does_not_build(capsys)
     # config printed a trace workload run refuses
     (["config", "--set", "workload.type=trace", "--set", "workload.path=t.csv", "--set", "workload.format=bogus"],
      "workload.format: unknown trace format 'bogus'"),
+    # r147: and a lengths file's or an empirical distribution's, refused by run as a bare `format`
+    (["config", "--set", "workload.lengths={path: t.csv, format: bogus}"],
+     "workload.lengths.format: unknown trace format 'bogus'"),
+    (["config", "--set", "workload.prompt_tokens={dist: empirical, path: t.csv, format: bogus}"],
+     "workload.prompt_tokens.format: unknown trace format 'bogus'"),
     (["config", "--set", "workload.type=trace", "--set", "workload.path=none.csv"], "none.csv: no such file"),
     # argv's undecodable bytes: internal errors once the config or the tables were written
     (["config", "--set", "name=\udcff"], "name: '\\udcff' is not UTF-8 text"),

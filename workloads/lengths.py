@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Union
 import numpy as np
 from pydantic import Field, model_validator
 
-from servesim.workloads.settings import MAX_TOKENS, Seconds, Settings, Tokens
+from servesim.workloads.settings import MAX_TOKENS, ReadsTraceFormat, Seconds, Settings, Tokens
 
 
 class Fixed(Settings):
@@ -70,7 +70,7 @@ class Zipf(_Clipped):
         return self._clip(rng.zipf(self.a, size=n).astype(np.float64) + (self.min - 1))
 
 
-class Empirical(Settings):
+class Empirical(ReadsTraceFormat):
     """Resampled from a file's lengths (a length-stats CSV or any trace the readers take)."""
 
     dist: Literal["empirical"]
@@ -86,7 +86,7 @@ class Empirical(Settings):
 LengthDist = Annotated[Union[Fixed, Uniform, LogNormal, Zipf, Empirical], Field(discriminator="dist")]
 
 
-class JointLengths(Settings):
+class JointLengths(ReadsTraceFormat):
     """(prompt, output) pairs resampled together, keeping their correlation."""
 
     path: str

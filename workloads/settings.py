@@ -152,3 +152,17 @@ class Settings(BaseModel):
                     raise PydanticCustomError("setting_bound", "{message}",
                                               {"key": ".".join(exc.path), "message": str(exc)}) from None
         return data
+
+
+class ReadsTraceFormat(Settings):
+    """A setting reading a file whose `format` it may name: an unknown one is refused where it is given (r143: the
+    trace workload's; r147: a lengths file's and an empirical distribution's), not when a run reads the file."""
+
+    @model_validator(mode="after")
+    def _known_format(self):
+        from servesim.workloads.traces import TRACE_FORMATS
+
+        fmt = getattr(self, "format", None)
+        if fmt is not None and fmt not in TRACE_FORMATS:
+            refuse("format", f"unknown trace format {fmt!r}; expected one of {', '.join(TRACE_FORMATS)}")
+        return self

@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from servesim.simulator.errors import ConfigError
-from servesim.workloads.settings import refuse
+from servesim.workloads.settings import ReadsTraceFormat
 from servesim.workloads.source import RequestSource, StaticSource
 from servesim.workloads.synthetic import _Classes, clipped_warning
 
 
-class TraceWorkload(_Classes):
+class TraceWorkload(_Classes, ReadsTraceFormat):
     type: Literal["trace"]
     path: str = Field(min_length=1)
     format: str | None = Field(default=None, description="inferred from the file when not given")
@@ -28,15 +28,6 @@ class TraceWorkload(_Classes):
     sample: float | None = Field(default=None, gt=0, le=1)
     limit: PositiveInt | None = None
     clip_to_max_model_len: bool = False  # a trace is replayed as recorded; over-long prompts are rejected
-
-    @model_validator(mode="after")
-    def _known_format(self):
-        """r143: `config` printed a format `run` refuses."""
-        from servesim.workloads.traces import TRACE_FORMATS
-
-        if self.format is not None and self.format not in TRACE_FORMATS:
-            refuse("format", f"unknown trace format {self.format!r}; expected one of {', '.join(TRACE_FORMATS)}")
-        return self
 
     def check_file(self) -> None:
         """The file is there and of a format servesim reads (what `config` checks without replaying it)."""
