@@ -142,6 +142,14 @@ def test_a_malformed_trace_is_one_line_naming_the_file(tmp_path, capsys, case):
     _one_error(capsys, main(["workload", "describe", str(path), "--format", fmt]), str(path))
 
 
+@pytest.mark.parametrize("fmt", ["azure", None])
+def test_round_147_blank_lines_before_a_csv_header_are_said(tmp_path, capsys, fmt):
+    """r147: a CSV whose first line is blank was "empty file: no requests" (5 requests below it)."""
+    path = _write(tmp_path, "a.csv", "\n\n" + AZURE)
+    _one_error(capsys, main(["workload", "describe", str(path), *(["--format", fmt] if fmt else [])]),
+               f"{path}: line 1: blank: a CSV's first line is its header")
+
+
 SETTINGS_FILES = {
     "empty-list": ("[]", "must hold a mapping"),
     "binary": (b"\x00\xff\xfe\x80", "not UTF-8"),

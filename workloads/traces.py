@@ -122,6 +122,10 @@ class _Csv:
 
     def __init__(self, path: Path, needed: Sequence[str]):
         self.path = path
+        with open(path, encoding="utf-8-sig", errors="replace") as f:
+            first, rest = f.readline(), f.read(1)
+        if not first.strip() and (rest or first):  # r147: read as an empty file, or as a header naming no column
+            _fail(path, "line 1", "blank: a CSV's first line is its header (the column names)")
         try:
             with warnings.catch_warnings():  # a row longer than the header: pandas drops its last fields, warning
                 warnings.simplefilter("error", pd.errors.ParserWarning)
