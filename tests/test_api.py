@@ -245,8 +245,7 @@ def test_a_source_that_sends_nothing_or_not_a_list_is_refused():
     ({"planned": "x"}, "requests.planned()"),  # read after the run: the result was lost to a TypeError
     ({"planned": -1}, "requests.planned()"),
     ({"held_back": "x"}, "requests.held_back()"),
-    ({"planned": 0}, "requests.planned()"),  # r146: sent more than it planned (a cut's `never arrived` unsaid)
-    ({"planned": 1, "held_back": 1}, "requests.held_back()"),  # r146: held back more than it did not send
+    ({"planned": 1, "held_back": 2}, "requests.held_back()"),  # r146: held back more than it planned
 ])
 def test_a_sources_answers_that_are_not_what_they_must_be_are_named(returns, field):
     """Round 106: on_finish() returning an int or a bare RequestSpec escaped as a TypeError mid-run; planned() or
@@ -389,7 +388,7 @@ def test_searches_and_capacity(tmp_path):
      "requests[1].slo_class: must be one of the scenario's slo_classes (x), got None"),
     (lambda: servesim.simulate(None, requests=[servesim.RequestSpec(0, 0.0, 5, 3, prefix_ids=(1, 2, 3),
                                                                     prefix_block_tokens=16)]),
-     "requests[0].prefix_ids: must be at most one id per 16-token block of the 5 prompt tokens (1)"),
+     "requests[0].prefix_ids: must be at most one id per 16-token block of the 5 prompt and 3 output tokens (1)"),
     (lambda: servesim.simulate(None, requests="trace.jsonl"), "requests"),
     (lambda: servesim.simulate(None, requests=[]), "requests: empty"),
     (lambda: servesim.max_rate(None, {"ttft_p99_ms": 5}, low=1e300), "low: must be from 1e-06 to 1e+09"),
@@ -714,3 +713,14 @@ def test_round_146_the_api_sweep_says_what_the_cli_sweep_says(tmp_path, capsys):
                                                                                  "hardware.gpu": "l40s"},
                            out=str(tmp_path / "b"))
     assert table["error"].notna().sum() == 1 and "1 of 2 sweep runs failed" in capsys.readouterr().err
+
+
+def test_the_sessions_workloads_own_source_runs_given_as_requests():
+    """r147: a chat turn's ids run on over its answer (RequestSpec's doc; the next turn resends it), and
+    simulate(requests=) refused the sessions workload's own source, and any source written as that doc says."""
+    scenario = "docs/scenarios/chat-sessions.yaml"
+    rs = servesim.resolve(scenario, {"workload.num_sessions": 4})
+    given = servesim.simulate(scenario, requests=rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len))
+    own = servesim.simulate(scenario, {"workload.num_sessions": 4})
+    assert own.summary["completed"] > 4 and given.requests.equals(own.requests)
+

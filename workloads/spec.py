@@ -114,9 +114,12 @@ def checked_specs(specs, where: str = "requests", chains: dict | None = None,
             bad("prefix_ids", f"a tuple of integer content ids, each at most {MAX_INT:,} in size")
         if ids and not (integer(s.prefix_block_tokens) and 1 <= s.prefix_block_tokens <= MAX_TOKENS):
             bad("prefix_block_tokens", "the tokens each prefix id names (an integer >= 1)")
-        if ids and len(ids) > -(-s.prompt_tokens // s.prefix_block_tokens):  # as a trace file's rows are read
+        # ids may run on over the output (a chat turn's answer, which the next turn resends: r147, the sessions
+        # workload's own source was refused), not past it
+        most = -(-(s.prompt_tokens + s.output_tokens) // s.prefix_block_tokens) if ids else 0
+        if ids and len(ids) > most:
             bad("prefix_ids", f"at most one id per {s.prefix_block_tokens}-token block of the {s.prompt_tokens} "
-                              f"prompt tokens ({-(-s.prompt_tokens // s.prefix_block_tokens)})")
+                              f"prompt and {s.output_tokens} output tokens ({most})")
         if ids and (problem := prefix_chain_problem(tuple(int(x) for x in ids), chains, int(s.prefix_block_tokens))):
             raise ConfigError(f"{at}.prefix_ids", problem)
         # every number a Python one: a numpy uint8 max_tokens overflowed in the engine's sums (round 125)
