@@ -141,6 +141,20 @@ class RealRun:
         return request_summary(self.requests, self.itls)
 
 
+def first_copy(runs: list[RealRun]) -> tuple[RealRun, str] | None:
+    """The first run that is an earlier one again (the same file under another name, or its bytes copied), and that
+    run's name: counted twice, it would be its own repeat, or weigh double in a fit or an error band."""
+    ids, contents = {}, {}
+    for r in runs:
+        digest = r.content
+        earlier = ids.get(r.identity) or (contents.get(digest) if digest is not None else None)
+        if earlier is not None:
+            return r, earlier
+        ids[r.identity] = r.name
+        contents.setdefault(digest, r.name)
+    return None
+
+
 def request_summary(requests: pd.DataFrame, itls: np.ndarray | None) -> dict:
     """Finished requests' statistics under the simulator's summary names (mean/median/p90/p99_X_ms,
     throughput over first arrival to last finish): one function for real and simulated runs, so both sides of a

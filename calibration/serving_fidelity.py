@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from servesim.calibration.real_runs import RealRun, read_run, request_summary
+from servesim.calibration.real_runs import RealRun, first_copy, read_run, request_summary
 from servesim.calibration.run_comparison import comparison_table, mean_abs_error, plot_comparison, simulate_run
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.files import plot_file, replace_written
@@ -84,6 +84,9 @@ def load_runs(root: str | Path, sets: list[str] | None = None) -> tuple[list[Rea
     if not runs:
         why = "; ".join(f"{r['run']}: {r['skipped']}" for r in skipped) or "none found"
         raise ConfigError("--data", f"no run under {root} could be simulated ({why})")
+    if copy := first_copy(runs):  # r147: its error counted twice in every band
+        raise ConfigError("--data", f"{copy[0].name} holds the same records as {copy[1]}: a copy of one run would "
+                                    f"count twice in the error bands; give each run once")
     return runs, skipped
 
 

@@ -27,7 +27,7 @@ import pandas as pd
 from scipy.optimize import minimize
 
 from servesim.calibration.profile_io import tolerance_for
-from servesim.calibration.real_runs import RealRun, request_summary
+from servesim.calibration.real_runs import RealRun, first_copy, request_summary
 from servesim.calibration.run_comparison import resolve_run, simulate_run
 from servesim.simulator.config import say_once
 from servesim.simulator.errors import ConfigError
@@ -159,14 +159,8 @@ def _checked_inputs(train: list[RealRun], held_out: list[RealRun], terms: list[s
         raise ConfigError("--max-evals", f"must be an integer >= {2 * len(terms) + 1} for {len(terms)} terms")
     for r in train + held_out:
         check_fittable(r, window=not held_out)
-    ids, contents = set(), {}
-    for r in train:  # r134: one run under two names was fitted as two (its requests and error points counted twice)
-        digest = r.content
-        if r.identity in ids or (digest is not None and digest in contents):
-            raise ConfigError(str(r.path), f"fitted twice (the same records as "
-                                           f"{contents.get(digest, 'another name of it')}): give each run once")
-        ids.add(r.identity)
-        contents.setdefault(digest, r.name)
+    if copy := first_copy(train):  # r134: one run under two names was fitted as two (its requests counted twice)
+        raise ConfigError(str(copy[0].path), f"fitted twice (the same records as {copy[1]}): give each run once")
     same = {r.identity for r in train} & {r.identity for r in held_out}  # under any name of the run
     if same:
         raise ConfigError("--held-out", f"{', '.join(sorted(same))} is also fitted on: a held-out run must be unseen")

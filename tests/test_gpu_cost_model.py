@@ -248,7 +248,8 @@ def test_bad_ramps_are_refused(arrival, msg):
 
 @needs_serving
 def test_leave_one_out_names_its_own_input_when_a_run_repeats_another(tmp_path, capsys):
-    """A copy of a run among --data was refused as "--held-out: ...", a flag validate serving lacks (round 73)."""
+    """A copy of a run among --data was refused as "--held-out: ...", a flag validate serving lacks (round 73);
+    without --leave-one-out it was taken, every error band holding its error twice (r147)."""
     import shutil
 
     from servesim.simulator.cli import main
@@ -256,10 +257,13 @@ def test_leave_one_out_names_its_own_input_when_a_run_repeats_another(tmp_path, 
     run = SERVING / "llmservingsim-vllm-0.19" / "RTXPRO6000" / "Llama-3.1-8B"
     for name in ("Llama-3.1-8B", "Llama-copy"):
         shutil.copytree(run, tmp_path / "data" / "RTXPRO6000" / name)
-    assert main(["validate", "serving", "--data", str(tmp_path / "data"), "--leave-one-out", "--out",
-                 str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("servesim: error: --data: ") and "--leave-one-out holds each run out in turn" in err
+    for loo in (["--leave-one-out"], []):
+        assert main(["validate", "serving", "--data", str(tmp_path / "data"), *loo, "--out",
+                     str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert err == "servesim: error: --data: RTXPRO6000/Llama-copy holds the same records as " \
+                      "RTXPRO6000/Llama-3.1-8B: a copy of one run would count twice in the error bands; give each " \
+                      "run once", err
 
 
 @needs_serving
