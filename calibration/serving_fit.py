@@ -183,19 +183,24 @@ def _checked_inputs(train: list[RealRun], held_out: list[RealRun], terms: list[s
     return terms
 
 
-def _held_out_error(train: list[RealRun], held_out: list[RealRun], results: list) -> tuple[dict, pd.DataFrame]:
-    """The fitted terms' error where the fit did not look: the held-out runs, else each run's later requests."""
+def _held_out_error(train: list[RealRun], held_out: list[RealRun], results: list,
+                    counted: list[bool]) -> tuple[dict, pd.DataFrame]:
+    """The fitted terms' error where the fit did not look: the held-out runs, else each run's later requests; over
+    the `counted` runs (train + held_out) alone, the profile's own deployment's (the table holds every run)."""
     if held_out:
         test = [(r.name, _quantiles(r.summary()), _quantiles(request_summary(x.requests, x.itls)))
                 for r, x in zip(held_out, results[len(train):])]
-        what = "held-out run(s) " + ", ".join(r.name for r in held_out)
+        what = "held-out run(s) " + ", ".join(r.name for r, c in zip(held_out, counted[len(train):]) if c)
+        counted = counted[len(train):]
     else:
         test = [(r.name, _quantiles(_window_stats(r, r.requests, None, "test")),
                  _quantiles(_window_stats(r, x.requests, None, "test"))) for r, x in zip(train, results)]
         what = f"the last {1 - TRAIN_FRACTION:.0%} of each run's requests to arrive (the fit scored the first " \
-               f"{TRAIN_FRACTION:.0%}: " + ", ".join(f"{_window_sizes(r)[1]} of {len(r.specs)}" for r in train) + \
-               " held out)"
-    test_err = np.abs(np.concatenate([_errors(real, sim) for _, real, sim in test]))
+               f"{TRAIN_FRACTION:.0%}: " + ", ".join(f"{_window_sizes(r)[1]} of {len(r.specs)}"
+                                                     for r, c in zip(train, counted) if c) + " held out)"
+        if not all(counted):
+            what += " of " + ", ".join(r.name for r, c in zip(train, counted) if c)
+    test_err = np.abs(np.concatenate([_errors(real, sim) for (_, real, sim), c in zip(test, counted) if c]))
     table = pd.DataFrame([{"run": name, "statistic": k, "real": v, "sim": sim[k], "error": (sim[k] - v) / v}
                           for name, real, sim in test for k, v in real.items()
                           if v and v > 0 and sim.get(k) is not None])
@@ -242,15 +247,19 @@ def _deployment(rs) -> tuple:
     return rs.scenario.hardware.gpu or rs.hardware.name, rs.arch.name, rs.scenario.engine.tensor_parallel_size
 
 
+def _deployment_text(rs_or_deployment) -> str:
+    gpu, model, tp = rs_or_deployment if isinstance(rs_or_deployment, tuple) else _deployment(rs_or_deployment)
+    return f"{model} on {gpu}, TP {tp}"
+
+
 def _refuse_other_held_out(resolved: list, held_out: list[RealRun]) -> None:
     """A held-out run of a deployment none of the fitted runs is: its error is written as the profile's own held-out
     error, which it is not (r129: a Qwen3-32B TP 2 run's 21.6% recorded for a Llama-3.1-8B TP 1 profile)."""
     fitted = {_deployment(rs) for rs in resolved[:len(resolved) - len(held_out)]}
     for run, rs in zip(held_out, resolved[len(resolved) - len(held_out):]):
         if _deployment(rs) not in fitted:
-            gpu, model, tp = _deployment(rs)
-            raise ConfigError("--held-out", f"{run.path} is another deployment ({model} on {gpu}, TP {tp}) than the "
-                                            f"runs fitted ({'; '.join(f'{m} on {g}, TP {t}' for g, m, t in sorted(fitted))}"
+            raise ConfigError("--held-out", f"{run.path} is another deployment ({_deployment_text(rs)}) than the "
+                                            f"runs fitted ({'; '.join(_deployment_text(d) for d in sorted(fitted))}"
                                             f"): its error would be written as this profile's held-out error")
 
 
@@ -260,7 +269,7 @@ def _say_if_mixed(resolved: list) -> None:
     if len(deployments) > 1:
         say_once([f"servesim: warning: the runs fitted are {len(deployments)} deployments (GPU, model, TP): the terms "
                   f"are fitted across them, and the profile written is {resolved[0].profile.name}'s (the first run's) "
-                  f"with them"])
+                  f"with them, its errors over that deployment's runs alone"])
 
 
 def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | None, sets: list[str] | None,
@@ -279,6 +288,13 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
     _say_if_mixed(resolved[:len(train)])
     if not transfer:
         _refuse_other_held_out(resolved, held_out)
+    # the profile written is the first run's deployment: its errors are that deployment's runs' (r147: a Qwen3-32B
+    # TP 2 run's error pooled into a Llama-3.1-8B profile's held_out_error and tolerance); leave-one-out's transfer
+    # error is every held-out run's
+    counted = [transfer or _deployment(rs) == _deployment(rs0) for rs in resolved]
+    if held_out and not any(counted[len(train):]):
+        raise ConfigError("--held-out", f"no held-out run is of {_deployment_text(rs0)}, the deployment of the "
+                                        f"profile written (the first run's): its held-out error would be another's")
     starts = [rs.profile.model_dump(mode="json") for rs in resolved]
     for p in starts:
         if p.get("overhead") is None and any(t in OVERHEAD_TERMS for t in terms):
@@ -340,8 +356,8 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
     results = simulate_all(best, train + held_out)
     train_err = np.concatenate([
         _errors(real, _quantiles(_window_stats(r, res_.requests, res_.itls if window is None else None, window)))
-        for r, real, res_ in zip(train, reals, results)])
-    held, table = _held_out_error(train, held_out, results)
+        for r, real, res_, c in zip(train, reals, results, counted) if c])
+    held, table = _held_out_error(train, held_out, results, counted)
     fitted = _describe_fit(fitted, rs0, train, held_out, best, start, evals[0], held, train_err, results)
     return ServingFit(fitted, best, start, float(np.abs(train_err).mean()), held, evals[0],
                       round(time.monotonic() - t_start, 1), results[len(train):], table)

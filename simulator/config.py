@@ -1140,12 +1140,6 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
         raise ConfigError("engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.block_size",
                           f"{pools} KV pool(s) of {blocks:,} blocks: more than the {MAX_BLOCKS:,} blocks servesim "
                           f"holds in one run; use a larger block_size, fewer replicas, or num_gpu_blocks_override")
-    if blocks < 2:  # vLLM's block pool takes its first block as the null block: none would be left for a request
-        field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.kv_cache_memory_bytes" \
-            if e.kv_cache_memory_bytes else "engine.gpu_memory_utilization"
-        raise ConfigError(field, f"a KV pool of {blocks} block{'s' if blocks != 1 else ''} of {e.block_size} tokens "
-                                 f"leaves none beside vLLM's null block: no request could be admitted (vLLM would wait "
-                                 f"on each for ever); give at least 2 blocks")
     # vLLM fits `auto` to the pool and refuses to start when one max-length request cannot fit; 0.19 does both
     # against the memory it sized (profiled, or kv_cache_memory_bytes as given: round 126), before
     # num_gpu_blocks_override replaces the count (get_kv_cache_configs)
@@ -1166,6 +1160,13 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
         raise ConfigError(field, f"the KV pool ({max(checked, 0):,} {counted} of {e.block_size} tokens) cannot hold "
                                  f"one request of max_model_len={max_model_len:,} ({need:,} blocks){given}; lower "
                                  f"engine.max_model_len or give the cache more memory")
+    if blocks < 2:  # vLLM's block pool takes its first block as the null block: none is left for a request (0.19,
+        # which checks the memory it sized, not the override, starts: r147)
+        field = "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.kv_cache_memory_bytes" \
+            if e.kv_cache_memory_bytes else "engine.gpu_memory_utilization"
+        raise ConfigError(field, f"a KV pool of {blocks} block{'s' if blocks != 1 else ''} of {e.block_size} tokens "
+                                 f"leaves none beside vLLM's null block: no request could be admitted (vLLM would wait "
+                                 f"on each for ever); give at least 2 blocks")
     return blocks, pool, max_model_len
 
 

@@ -255,6 +255,18 @@ def builtin_profile_names() -> list[str]:
     return sorted(p.name[:-5] for p in _builtin_profiles().iterdir() if p.name.endswith(".yaml"))
 
 
+def refuse_relabelled(profile: Profile) -> None:
+    """A profile given whose `gpu` is not the GPU its `device` names (r147: an H100 profile relabelled b200-sxm
+    timed a B200 run with H100 times). Not one `auto` composes from hardware.kernel_tables: that one is labelled
+    with the scenario's GPU on purpose."""
+    from servesim.simulator.hardware import gpu_for_device
+
+    timed_on = gpu_for_device(profile.device) if profile.device else None
+    if profile.gpu and timed_on and timed_on != profile.gpu:
+        raise ConfigError("profile.gpu", f"{profile.gpu}, but profile {profile.name} was measured on {timed_on} "
+                                         f"(its device: {profile.device}): a profile is its device's")
+
+
 def load_profile(spec: str | dict) -> Profile:
     """A built-in profile name, a path to a profile YAML, or an inline mapping."""
     if isinstance(spec, dict):
@@ -349,11 +361,7 @@ def check_profile_fits(profile: Profile, arch: ModelArchitecture, tensor_paralle
                                      f"model is {arch.name}")
     # a profile without `gpu` whose device is a built-in GPU was measured on it (r129: H100 tables renamed timed a
     # B200 run without a word)
-    timed_on = gpu_for_device(profile.device) if profile.device else None
-    if profile.gpu and timed_on and timed_on != profile.gpu:  # r147: relabelled, the H100's times timed a B200
-        raise ConfigError("profile.gpu", f"{profile.gpu}, but profile {profile.name} was measured on {timed_on} "
-                                         f"(its device: {profile.device}): a profile is its device's")
-    measured_on = profile.gpu or timed_on
+    measured_on = profile.gpu or (gpu_for_device(profile.device) if profile.device else None)
     if measured_on and gpu and measured_on != gpu:
         raise ConfigError("profile", f"{profile.name} was measured on {measured_on}"
                                      + ("" if profile.gpu else f" (its device: {profile.device})")

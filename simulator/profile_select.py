@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from servesim.simulator.cost_model import Profile, builtin_profile_names, default_overhead, load_profile
+from servesim.simulator.cost_model import Profile, builtin_profile_names, default_overhead, load_profile, refuse_relabelled
 from servesim.simulator.errors import ConfigError, MissingKernelTable
 from servesim.simulator.files import file_part
 from servesim.simulator.hardware import Hardware
@@ -250,6 +250,7 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
                    expert_parallel: int | None = None, routing: str = DEFAULT_ROUTING) -> Selection:
     if spec != "auto":
         p = load_profile(spec)
+        refuse_relabelled(p)
         builtin = isinstance(spec, str) and spec in builtin_profile_names()
         where = f"built-in profile {p.name}" if builtin else \
             f"profile {p.name} ({'inline' if isinstance(spec, dict) else Path(spec).resolve()})"  # from any folder

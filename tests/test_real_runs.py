@@ -597,6 +597,14 @@ def test_a_fit_over_runs_of_several_gpus_says_whose_profile_it_writes(tmp_path, 
     assert "2 deployments (GPU, model, TP)" in err and fit.profile["gpu"] == "h100-sxm"
     fit_serving(runs[:1], [], None, [], ["memory_scale"], max_evals=3)
     assert "deployments" not in capsys.readouterr().err
+    # r147: held out, a run of the other deployment fitted would be written as the first's held-out error
+    _, result = _simulated(["seed=7"])
+    d = tmp_path / "L40S-again" / "vllm"
+    d.mkdir(parents=True)
+    write_lifecycle(result, d / "requests.jsonl")
+    (d / "meta.json").write_text((tmp_path / "L40S" / "vllm" / "meta.json").read_text())
+    with pytest.raises(ConfigError, match=r"^--held-out: no held-out run is of llama-3.1-8b on h100-sxm, TP 1, the "):
+        fit_serving(runs, [read_run(d.parent)], None, [], ["memory_scale"], max_evals=3)
 
 
 def test_the_config_compare_writes_repeats_its_simulation(tmp_path):
@@ -1141,6 +1149,13 @@ def test_a_held_out_run_of_another_deployment_is_refused():
                                           r"TP 1\)"):
         fit_serving([read_run(root / "Llama-3.1-8B")], [read_run(root / "Qwen3-32B")], None,
                     ["hardware.gpu=rtx-pro-6000"])
+    # r147: fitted on both, the Llama profile's held-out error (and tolerance) pooled the Qwen3-32B run's
+    llama, qwen = read_run(root / "Llama-3.1-8B"), read_run(root / "Qwen3-32B")
+    both = fit_serving([llama, qwen], [], None, ["hardware.gpu=rtx-pro-6000"], ["compute_scale"], max_evals=3)
+    alone = both.held_out_table[both.held_out_table["run"] == llama.name]
+    assert both.profile["model"] == "llama-3.1-8b" and set(both.held_out_table["run"]) == {llama.name, qwen.name}
+    assert both.held_out["mape"] == pytest.approx(alone["error"].abs().mean())
+    assert both.held_out["points"] == len(alone) and both.profile["held_out_error"]["points"] == len(alone)
 
 
 @pytest.mark.parametrize("how", ["cut into three fitted runs", "scaled by 1.006", "jittered by 0.1%",
