@@ -108,7 +108,7 @@ class FrontEnd:
         return self._arrived < self._initial or bool(self._pending)
 
     def _arrive(self, spec: RequestSpec) -> None:
-        req = Request(spec, self.max_model_len, self.sends_output_len)
+        req = Request(spec, self.max_model_len, self.sends_output_len, self.min_tokens or 0)
         if self._without_max_tokens and spec.max_tokens is None:
             self._without_max_tokens(spec)
             self._without_max_tokens = None  # said once

@@ -45,9 +45,10 @@ class Request:
         "joined_at", "lazy_keys", "prefix_junction", "engine_arrival", "sampled", "queued_at",
     )
 
-    def __init__(self, spec: RequestSpec, max_model_len: int, sends_max_tokens: bool = False):
+    def __init__(self, spec: RequestSpec, max_model_len: int, sends_max_tokens: bool = False, min_tokens: int = 0):
         """sends_max_tokens: the client asks for the output's length as max_tokens (vllm bench serve), so the
-        output ends there, capped ("length")."""
+        output ends there, capped ("length"). min_tokens: vLLM holds the model's stop back until this many tokens
+        (SamplingParams.min_tokens): an answer the model would end sooner runs on to it (r148: it ended sooner)."""
         self.spec = spec
         self.request_id = spec.request_id
         self.arrival_time = spec.arrival_time
@@ -60,12 +61,16 @@ class Request:
         self.priority = spec.priority
         limit = spec.output_limit
         self.expected_job = spec.prompt_tokens + limit  # what SJF may know in advance
+        # the max_tokens it sends: its own, even where the client sends the others' lengths (r147), else its
+        # output's length (vllm bench serve), else none (the context bounds it)
+        sent = spec.max_tokens if spec.max_tokens is not None else spec.output_tokens if sends_max_tokens else None
         produced = min(spec.output_tokens, limit)
+        if produced < min_tokens:
+            produced = min(min_tokens, sent if sent is not None else max_model_len)
         self.stop_len = min(spec.prompt_tokens + produced, max_model_len)
         # "length" where max_tokens or the context cut the output; a drawn length without max_tokens ends at the
-        # model's own stop (EOS), as a chat answer does; a row's own max_tokens is what it sends, even where the
-        # client sends the others' lengths (r147: an answer ending before it was "length")
-        capped = spec.output_tokens >= spec.max_tokens if spec.max_tokens is not None else sends_max_tokens
+        # model's own stop (EOS), as a chat answer does (r147: an answer ending before its max_tokens was "length")
+        capped = sent is not None and produced >= sent
         self.finish_reason = "length" if capped or self.stop_len >= max_model_len else "stop"
         self.num_tokens = spec.prompt_tokens  # prompt + generated so far
         self.num_output_tokens = 0

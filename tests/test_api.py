@@ -724,3 +724,14 @@ def test_the_sessions_workloads_own_source_runs_given_as_requests():
     own = servesim.simulate(scenario, {"workload.num_sessions": 4})
     assert own.summary["completed"] > 4 and given.requests.equals(own.requests)
 
+
+
+def test_min_tokens_holds_the_models_stop_back():
+    """r148: an answer the model ends before min_tokens stopped there; vLLM suppresses the stop until min_tokens
+    (SamplingParams.min_tokens), up to the max_tokens sent (a max_tokens below it is refused, 400)."""
+    specs = [servesim.RequestSpec(i, 0.1 * i, 100, 50, max_tokens=mt) for i, mt in enumerate((200, 120, 80, None))]
+    plain = servesim.simulate(None, {"profile": "teaching"}, requests=specs).requests
+    held = servesim.simulate(None, {"profile": "teaching", "workload.min_tokens": 120}, requests=specs).requests
+    assert plain["output_tokens"].tolist() == [50] * 4 and set(plain["finish_reason"]) == {"stop"}
+    assert held["output_tokens"].tolist() == [120, 120, 0, 120]
+    assert held["finish_reason"].tolist() == ["stop", "length", "min_tokens_above_max_tokens", "stop"]

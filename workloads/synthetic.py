@@ -85,7 +85,8 @@ class _Classes(Settings):
         None, ge=0, le=MAX_TOKENS, description="each request asks for at least this many output tokens (vLLM's "
                                                "min_tokens, as --extra-body sends it): the API server refuses (400) "
                                                "one whose max_tokens, as sent or lowered to fit, is below it, as "
-                                               "vLLM's SamplingParams does; outputs are the workload's lengths")
+                                               "vLLM's SamplingParams does; an output the workload ends sooner "
+                                               "runs on to it, as vLLM holds the model's stop back")
     max_concurrency: int | None = Field(
         None, ge=1, le=MAX_CLIENTS, description="requests in flight at most, as `vllm bench serve --max-concurrency`: "
                                                 "one due while this many are in flight is sent when one ends")
