@@ -1,7 +1,7 @@
 """vLLM's hybrid KV cache manager: models with local-attention layers in one block pool.
 
-vLLM groups layers of one kind into KV cache groups of `group_layers` layers each (the rarer kind's count;
-the last group padded), so every group's page, block_size tokens of its layers, is one block of the pool. A
+vLLM groups layers of one kind into KV cache groups of `group_layers` layers each (the rarer kind's count, or
+the commoner's where it is under 1.5 times that; the last group padded), so every group's page, block_size tokens of its layers, is one block of the pool. A
 request holds, per group, a block for each block_size of its tokens, except that a local group drops the
 blocks wholly before its window (SlidingWindowManager, ChunkedLocalAttentionManager). With prefix caching every
 group keys its blocks by content and requests share them (HybridPrefixCachingKVManager).
@@ -74,13 +74,16 @@ def kv_layout(arch, tensor_parallel_size: int = 1, disable_hybrid: bool | None =
         return KVLayout(per_layer, layers, note=f"servesim: warning: {arch.name} {kind.format(local.window)} on every "
                                                 f"layer; its KV is counted for the whole context (vLLM frees blocks "
                                                 f"behind the window: beyond it, servesim holds more than vLLM)")
-    if n_full > n_local:
+    # vLLM's group size: the rarer kind's count, or the commoner's where that is under 1.5 times it (one group
+    # of each kind, the rarer padded: 12 sliding + 13 full pads to 13 + 13; r148: servesim took 12, three groups)
+    rare, common = min(n_full, n_local), max(n_full, n_local)
+    group = common if common < 1.5 * rare else rare
+    if cdiv(n_full, group) > 1:
         raise ConfigError("engine.disable_hybrid_kv_cache_manager",
-                          f"{arch.name}: {n_full} full-attention layers outnumber {n_local} local ones, a hybrid KV "
-                          f"layout servesim does not model; set engine.disable_hybrid_kv_cache_manager: true (capacity: "
-                          f"--disable-hybrid-kv-cache-manager; every layer keeps its whole context, more memory than "
-                          f"vLLM's local layers hold)")
-    group = n_full
+                          f"{arch.name}: {n_full} full-attention layers make {cdiv(n_full, group)} groups of {group} "
+                          f"beside {n_local} local ones, a hybrid KV layout servesim does not model; set "
+                          f"engine.disable_hybrid_kv_cache_manager: true (capacity: --disable-hybrid-kv-cache-manager; "
+                          f"every layer keeps its whole context, more memory than vLLM's local layers hold)")
     return KVLayout(per_layer, group, cdiv(n_local, group), local)
 
 

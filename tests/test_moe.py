@@ -115,8 +115,15 @@ def test_a_sliding_window_on_every_layer_keeps_the_whole_context_and_says_so(tmp
     assert "every layer; its KV is counted for the whole context" in capsys.readouterr().err
     lopsided = _hf(tmp_path, layer_types=["sliding_attention"] + ["full_attention"] * 31, sliding_window=128)
     with pytest.raises(ConfigError, match="engine.disable_hybrid_kv_cache_manager: .* 31 full-attention layers "
-                                          "outnumber 1 local"):
+                                          "make 31 groups of 1 beside 1 local"):
         load(None, [f"model={lopsided}", "hardware.gpu=h200-sxm", "profile=roofline"])
+    # r148: vLLM's group is the commoner kind's count where it is under 1.5 times the rarer's (one group of each,
+    # the rarer padded): 13 sliding + 12 full were 3 groups of 12 (a 32k request charged two windows)
+    for sliding, full in ((13, 12), (12, 13), (30, 10)):
+        near = _hf(tmp_path, layer_types=["sliding_attention"] * sliding + ["full_attention"] * full,
+                   num_hidden_layers=sliding + full, sliding_window=128)
+        layout = load(None, [f"model={near}", "hardware.gpu=h200-sxm", "profile=roofline"]).kv_layout
+        assert (layout.group_layers, layout.local_groups) == ((13, 1) if full != 10 else (10, 3)), (sliding, full)
 
 
 def test_qwen3_moe_dense_layers_are_counted_and_interleaving_refused(tmp_path):
