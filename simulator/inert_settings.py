@@ -88,9 +88,16 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              (sp.method != "none" and sp.acceptance_distribution is not None, sp, "speculative", ["acceptance_rate"],
               "speculative.acceptance_distribution gives the acceptances"),
              (profile is not None and profile.overhead is None, e, "engine",
-              ["enforce_eager", "max_cudagraph_capture_size", "cudagraph_capture_sizes",  # async: also the queue
-               "graph_sizes_round_to_drafts"],
-              f"profile {getattr(profile, 'name', '')} has no overhead terms (its step time is the engine's whole)")]
+              ["max_cudagraph_capture_size", "cudagraph_capture_sizes",  # async: also the queue
+               "graph_sizes_round_to_drafts"] +
+              # 0.33's start-up reserve holds its CUDA graphs' memory: eager, the pool is larger (r148)
+              ["enforce_eager"] * (e.is_0_19 or e.reserved_memory_gib is not None or e.num_gpu_blocks_override is not
+                                   None or e.kv_cache_memory_bytes is not None),
+              f"profile {getattr(profile, 'name', '')} has no overhead terms (its step time is the engine's whole)"),
+             (scenario.profile != "auto", scenario.hardware, "hardware", ["kernel_tables"],
+              "a profile is given: the tables are composed only by profile: auto"),  # r148
+             (sp.proposal_distribution is not None, sp, "speculative", ["drafts_vary"],
+              "speculative.proposal_distribution gives the drafts proposed")]
     measured = profile is not None and profile.cost_model != "roofline"
     datasheet = f"profile {getattr(profile, 'name', '')}'s step times come from its coefficients (measured or " \
                 f"fitted), not from datasheet speeds (profile=roofline reads them)"
@@ -142,6 +149,9 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     if step and e.long_prefill_token_threshold >= step:  # (r145)
         rules.append((True, e, "engine", ["long_prefill_token_threshold"],
                       f"at or above the tokens a step takes ({step}), which cap a chunk already"))
+    if w.type == "synthetic" and w.max_concurrency and w.num_requests and w.max_concurrency >= w.num_requests:
+        rules.append((True, w, "workload", ["max_concurrency"],
+                      f"at or above workload.num_requests ({w.num_requests}): no request waits for another"))  # r148
     if w.type == "sessions" and w.turns.dist == "fixed" and w.turns.value == 1:
         rules.append((True, w, "workload", ["message_tokens", "think_time_s"],
                       "workload.turns is 1: no session sends a follow-up message"))
@@ -153,7 +163,8 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
         uses = {"cv": a.process == "gamma", "on_s": a.process == "onoff", "off_s": a.process == "onoff",
                 "points": a.process == "curve", "period_s": a.process == "curve",
                 "concurrency": a.process == "closed_loop", "think_time_s": a.process == "closed_loop",
-                "rate": a.process in ("poisson", "gamma", "constant", "onoff") and a.ramp_up_strategy is None}
+                "rate": a.process in ("poisson", "gamma", "constant", "onoff") and a.ramp_up_strategy is None,
+                "vllm_client_draws": a.process in ("poisson", "gamma")}  # constant gaps draw nothing (r148)
         rules += [(not used, a, "workload.arrival", [name], f"workload.arrival.process is {a.process}"
                    + (" with a ramp_up_strategy" if name == "rate" and a.ramp_up_strategy else ""))
                   for name, used in uses.items()]

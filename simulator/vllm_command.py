@@ -2309,8 +2309,10 @@ def _arrival(bench: dict, o: BenchOptions) -> dict:
             say_once([f"servesim: warning: vllm bench serve --burstiness {b:g} has no effect: --request-rate is inf "
                       f"(every request sent at once), as in vLLM's client"])
         return {"process": "burst"}  # vLLM sends every request at once (behind --max-concurrency, if given)
-    # constant gaps too: the first sent after one; the gaps vLLM's client draws for the seed
-    return _gaps(b) | {"rate": rate, "fit_span": True, "vllm_client_draws": True}
+    # constant gaps too: the first sent after one; the gaps vLLM's client draws for the seed (constant ones draw
+    # nothing: r148, said to have no effect)
+    gaps = _gaps(b)
+    return gaps | {"rate": rate, "fit_span": True, "vllm_client_draws": gaps["process"] != "constant"}
 
 
 def _gaps(b: float) -> dict:

@@ -497,6 +497,7 @@ def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, 
                "engine.prefix_cache_retention_interval=32": ["model=gpt-oss-120b", "engine.enable_prefix_caching=false"],
                "engine.prefix_cache_retention_interval=16": ["model=mistral-7b"],  # a window on every layer
                "engine.long_prefill_token_threshold=4096": ["engine.max_num_batched_tokens=4096"],
+               "engine.enforce_eager=true": ["engine.vllm_defaults=0.19.0"],  # 0.33: its start-up reserve moves
                "speculative.acceptance_rate=0.4": ["speculative.method=fixed", "speculative.num_speculative_tokens=2",
                                                    "speculative.acceptance_distribution=[0.5, 0.3, 0.2]"]}
     config.load(None, ["profile=teaching", setting] + context.get(setting, []))
@@ -805,3 +806,31 @@ def test_round_147_an_admission_cap_that_never_binds_is_said(capsys, sets, said)
     config.load(None, ["profile=teaching", "policies.admission.max_long_prefills=1", *sets])
     err = capsys.readouterr().err
     assert (said in err) if said else "has no effect" not in err, err
+
+
+@pytest.mark.parametrize("sets,said", [
+    (["profile=h200-llama-3.1-8b-bf16-tp1", "hardware.kernel_tables=l40s"],
+     "hardware.kernel_tables has no effect: a profile is given"),
+    (["hardware.kernel_tables=l40s"], None),  # composed from them (r148: ff7944f refused it)
+    (["profile=teaching", "engine.enforce_eager=true", "engine.vllm_defaults=0.19.0"],
+     "engine.enforce_eager has no effect: profile teaching has no overhead terms"),
+    (["profile=teaching", "engine.enforce_eager=true"], None),  # 0.33's start-up reserve: a larger pool eager
+    (["workload.arrival={process: constant, rate: 5, vllm_client_draws: true}"],
+     "workload.arrival.vllm_client_draws has no effect: workload.arrival.process is constant"),
+    (["workload.num_requests=20", "workload.max_concurrency=1000"],
+     "workload.max_concurrency has no effect: at or above workload.num_requests (20)"),
+    (["workload.num_requests=20", "workload.max_concurrency=19"], None),
+    (["speculative.method=fixed", "speculative.drafts_vary=true", "speculative.proposal_distribution=[0.5,0.5]",
+      "speculative.num_speculative_tokens=1"], "speculative.drafts_vary has no effect: speculative.proposal_distribution"),
+])
+def test_round_148_what_has_no_effect_is_said(capsys, sets, said):
+    """r148: settings that could not act (tables beside a given profile, constant gaps drawn, a concurrency cap no
+    request reaches, drafts_vary beside the distribution it sets) were taken unsaid; enforce_eager was said inert
+    where 0.33's start-up reserve still moves the pool."""
+    from servesim.simulator import config
+
+    config._WARNED.clear()
+    config.load(None, sets)
+    err = capsys.readouterr().err
+    assert (said in err) if said else "has no effect" not in err, err
+

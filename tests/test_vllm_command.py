@@ -633,7 +633,7 @@ def test_what_vllms_client_takes_is_taken():
         arrival = read([MODEL], bench).settings["workload.arrival"]
         assert arrival["ramp_up_start_rps"] <= arrival["ramp_up_end_rps"]
     assert read([MODEL], ["--request-rate", "4", "--burstiness", "1e10"]).settings["workload.arrival"] == \
-        {"process": "constant", "rate": 4.0, "fit_span": True, "vllm_client_draws": True}
+        {"process": "constant", "rate": 4.0, "fit_span": True, "vllm_client_draws": False}  # constant: no draws
     # round 104: an empty --extra-body is none (vLLM's `extra_body or {}`)
     assert read([MODEL], ["--extra-body", "[]"]).settings
     # round 99: at rate inf vLLM draws no gaps, so any burstiness > 0 is a burst
