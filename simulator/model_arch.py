@@ -145,9 +145,10 @@ class ModelArchitecture(Settings):
                                  f"got {self.experts_per_token}")
             if self.num_dense_layers >= self.num_hidden_layers:
                 raise ValueError("num_dense_layers must leave at least one mixture-of-experts layer")
-        elif self.experts_per_token or self.num_shared_experts or self.num_dense_layers or self.expert_dtype:
-            raise ValueError("experts_per_token, num_shared_experts, num_dense_layers and expert_dtype need "
-                             "num_experts > 0")
+        elif self.experts_per_token or self.num_shared_experts or self.num_dense_layers or self.expert_dtype or \
+                self.moe_intermediate_size or self.shared_expert_intermediate_size:  # (r148: the sizes were taken)
+            raise ValueError("experts_per_token, num_shared_experts, num_dense_layers, expert_dtype, "
+                             "moe_intermediate_size and shared_expert_intermediate_size need num_experts > 0")
         mla = [self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim]
         if any(v is not None for v in mla) and not all(v is not None for v in mla):
             raise ValueError("latent attention needs all of kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, "

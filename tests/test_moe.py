@@ -416,7 +416,7 @@ def test_latent_attention_is_composed_from_the_mla_module_tables(tmp_path, monke
     small = load_model("deepseek-v3").model_dump() | {"name": "small-mla", "num_hidden_layers": 4, "dtype": "bf16",
                                                      "max_position_embeddings": 8192, "num_experts": 0,
                                                      "experts_per_token": 0, "num_shared_experts": 0,
-                                                     "num_dense_layers": 0}
+                                                     "num_dense_layers": 0, "moe_intermediate_size": None}
     capsys.readouterr()
     a100 = load(None, [f"model={json.dumps(small)}", "hardware.gpu=a100-80gb", "engine.tensor_parallel_size=8"])
     assert a100.cost_model_source.startswith("roofline fallback (cannot compose small-mla's latent-attention layers")
