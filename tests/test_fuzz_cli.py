@@ -820,6 +820,9 @@ def test_round_147_an_admission_cap_that_never_binds_is_said(capsys, sets, said)
     (["workload.num_requests=20", "workload.max_concurrency=1000"],
      "workload.max_concurrency has no effect: at or above workload.num_requests (20)"),
     (["workload.num_requests=20", "workload.max_concurrency=19"], None),
+    (["workload.type=sessions", "workload.clip_to_max_model_len=true"],
+     "workload.clip_to_max_model_len has no effect: sessions cut no turn"),  # printed true, read by nothing
+    (["workload.type=sessions"], None),
     (["speculative.method=fixed", "speculative.drafts_vary=true", "speculative.proposal_distribution=[0.5,0.5]",
       "speculative.num_speculative_tokens=1"], "speculative.drafts_vary has no effect: speculative.proposal_distribution"),
 ])

@@ -351,6 +351,9 @@ class SessionWorkload(_Classes):
     the previous answer. Sessions start by `arrival`; all may share a system prompt."""
 
     type: Literal["sessions"]
+    # a turn is the history resent: none is cut (r148: `true`, inherited, was printed and read by nothing)
+    clip_to_max_model_len: bool = Field(False, description="sessions cut no turn: one past max_model_len is "
+                                                           "refused (400) and ends its session")
     num_sessions: int = Field(100, ge=1, le=MAX_REQUESTS)
     arrival: Arrival = Arrival(process="poisson", rate=1.0)
     turns: LengthDist = Uniform(dist="uniform", low=1, high=8)
