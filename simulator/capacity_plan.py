@@ -103,7 +103,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     as a run sizes it, less what vLLM's start-up profile takes (max_num_seqs and the token budget size it)."""
     from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, EngineSettings, _budgets,
                                   in_flight_tokens, attention_block_size, check_attention_backend, check_formats,
-                                  check_max_model_len, check_tensor_parallel, check_xpu_block_size,
+                                  check_float_kv_cache, check_max_model_len, check_tensor_parallel,
+                                  check_xpu_block_size,
                                   fit_max_model_len, largest_cuda_graph, resolved_kv_cache_dtype,
                                   start_up_reserve, with_formats)
     from servesim.simulator.hardware import load_hardware
@@ -122,7 +123,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
         raise ConfigError("--disable-hybrid-kv-cache-manager", f"true, false or None, got "
                                                                f"{disable_hybrid_kv_cache_manager!r}")
     tp, private, shared = values["tensor_parallel_size"], values["private_tokens"], values["shared_prefix_tokens"]
-    arch = with_formats(load_model(model), quantization, kv_cache_dtype)
+    base = load_model(model)
+    arch = with_formats(base, quantization, kv_cache_dtype)
     hw = load_hardware(gpu, memory_gib=values["gpu_memory_gib"])
     check_formats(arch, hw, quantization, "--quantization")
     check_tensor_parallel(arch, tp, "--tensor-parallel-size")
@@ -140,6 +142,7 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
 
     if vllm_version not in VLLM_VERSIONS:
         raise ConfigError("--vllm-version", f"one of {', '.join(VLLM_VERSIONS)}, got {vllm_version!r:.40}")
+    check_float_kv_cache(base, kv_cache_dtype, vllm_version == "0.19.0", "--kv-cache-dtype")
     if enforce_eager not in (True, False):
         raise ConfigError("--enforce-eager", f"true or false, got {enforce_eager!r:.40}")
     try:  # the release's budgets and its start-up profile (0.19 subtracts no CUDA graph estimate; eager: none)

@@ -1222,6 +1222,17 @@ def _check_kernel_tables(name: str | None) -> None:
                                                 f"{', '.join(there)}")
 
 
+def check_float_kv_cache(base: ModelArchitecture, kv_cache_dtype: str, is_0_19: bool,
+                         field: str = "engine.kv_cache_dtype") -> None:
+    """0.33's VllmConfig._reject_mismatched_float_kv_cache: a 16-bit KV cache dtype is the model's own (r148: a run
+    and capacity took what `servesim vllm` refuses). A quantized checkpoint's activation dtype is not kept: not
+    judged."""
+    model = None if checkpoint_quantization(base) else {"fp16": "float16", "bf16": "bfloat16"}.get(base.dtype)
+    if not is_0_19 and kv_cache_dtype in ("float16", "bfloat16") and model not in (None, kv_cache_dtype):
+        raise ConfigError(field, f"{kv_cache_dtype} beside the model's dtype {model}: vLLM 0.33 refuses it; give "
+                                 f"auto or {model}")
+
+
 def _hardware(h: HardwareSettings) -> Hardware:
     return load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
                          bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
@@ -1246,7 +1257,9 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     from servesim.simulator.profile_select import select_profile
 
     e = scenario.engine
-    arch = with_formats(load_model(scenario.model), e.quantization, e.kv_cache_dtype, e.vllm_defaults)
+    base = load_model(scenario.model)
+    check_float_kv_cache(base, e.kv_cache_dtype, e.is_0_19)
+    arch = with_formats(base, e.quantization, e.kv_cache_dtype, e.vllm_defaults)
     if model_length(arch, e.vllm_defaults) < 2:  # a one-token context holds a prompt and no output (cut to 0)
         raise ConfigError("model.max_position_embeddings", f"{arch.max_position_embeddings}: a request needs at "
                                                             f"least 2 positions (a prompt token and an output token)")

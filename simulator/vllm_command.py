@@ -3196,12 +3196,6 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
     if version != "0.19.0" and isinstance(threshold, int) and isinstance(length, int) and threshold > length:
         notes.append(f"vLLM {version} refuses --long-prefill-token-threshold {threshold} above --max-model-len "
                      f"{length} (0.19 takes it): lower it")
-    cache = engine.get("kv_cache_dtype")
-    arch = settings.get("model") if isinstance(settings.get("model"), dict) else {}  # a name: not read here
-    own = {"fp16": "float16", "bf16": "bfloat16"}.get(arch.get("dtype"))
-    if version != "0.19.0" and cache in ("float16", "bfloat16") and own not in (None, cache):
-        notes.append(f"vLLM {version} refuses --kv-cache-dtype {cache} beside the model's {own} (0.19 takes it): "
-                     f"add --dtype {cache} to serve the model in {cache} too, which servesim does not time")
     cluster = settings.get("cluster") or {}
     dp, reached = engine.get("data_parallel_size") or 1, cluster.get("dp_ranks_reached")
     if reached is not None and reached < dp:  # hybrid balancing (of one rank: vLLM switches to external)

@@ -2975,10 +2975,20 @@ def test_what_vllm_takes_of_dtypes_and_timeline_thresholds_is_taken():
     read([MODEL, "--dtype", "half", "--kv-cache-dtype", "float16", "-q", "fp8"], [], version="0.33.0")
 
 
-def test_config_vllm_says_0_33_refuses_a_kv_dtype_other_than_the_models(capsys):
-    assert main(["config", "--set", "engine.kv_cache_dtype=float16", "--vllm"]) == 0
-    assert "vLLM 0.33.0 refuses --kv-cache-dtype float16 beside the model's bfloat16 (0.19 takes it)" in \
-        capsys.readouterr().err
+def test_a_kv_dtype_other_than_the_models_is_refused_under_0_33_as_vllm_refuses_it(capsys):
+    """r148: a run took it (config --vllm noted it), where `servesim vllm` refuses the same line; 0.19 takes it."""
+    for argv in (["config", "--set", "engine.kv_cache_dtype=float16", "--vllm"],
+                 ["run", "--set", "engine.kv_cache_dtype=float16", "--set", "workload.num_requests=2"]):
+        assert main(argv) == 2
+        assert capsys.readouterr().err.strip() == "servesim: error: engine.kv_cache_dtype: float16 beside the " \
+                                                  "model's dtype bfloat16: vLLM 0.33 refuses it; give auto or bfloat16"
+    assert main(["config", "--set", "engine.kv_cache_dtype=float16", "--set", "engine.vllm_defaults=0.19.0"]) == 0
+    assert main(["config", "--set", "engine.kv_cache_dtype=bfloat16"]) == 0
+    capsys.readouterr()
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--kv-cache-dtype", "float16"]) == 2
+    assert capsys.readouterr().err.startswith("servesim: error: --kv-cache-dtype: float16 beside the model's dtype")
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--kv-cache-dtype", "float16",
+                 "--vllm-version", "0.19.0"]) == 0
 
 
 ADAPTIVE = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 4, "enable_adaptive_verification": true}'
