@@ -884,6 +884,12 @@ def check_attention_backend(arch: ModelArchitecture, hw: Hardware, kv_cache_dtyp
     FlashAttention 2 and FlashInfer on Ampere do not run)."""
     fp8 = kv_cache_dtype in ("fp8", "fp8_e4m3", "fp8_e5m2")
     cc = hw.compute_capability
+    picks_fa = backend == "FLASH_ATTN" or backend is None and not arch.is_mla and cc is not None and int(cc) == 9
+    if is_0_19 and kv_cache_dtype == "fp8_e5m2" and picks_fa and hw.platform != "xpu":  # (r148)
+        raise ConfigError(field if backend else "engine.kv_cache_dtype",
+                          f"fp8_e5m2 under vLLM 0.19's FlashAttention{'' if backend else ', which it picks on Hopper'}"
+                          f": its fp8 path reads e4m3 only (get_fp8_dtype_for_flashattn raises), so its first step "
+                          f"fails; give fp8_e4m3, or engine.attention_backend FLASHINFER or TRITON_ATTN")
     if backend is not None:
         b = ATTENTION_BACKENDS[backend]
         why = ("Intel's XPU runs FLASH_ATTN or TRITON_ATTN" if hw.platform == "xpu" and backend not in XPU_BACKENDS

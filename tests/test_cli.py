@@ -86,6 +86,11 @@ def test_scenario_file_and_overrides(tmp_path, capsys):
     (["model.moe_intermediate_size=1024"], "model: experts_per_token, num_shared_experts, num_dense_layers, "
                                            "expert_dtype, moe_intermediate_size and shared_expert_intermediate_size"),
     (["model.shared_expert_intermediate_size=2048"], "model: experts_per_token"),
+    # r148: vLLM 0.19's FlashAttention (what it picks on Hopper) reads an fp8 KV cache as e4m3 only
+    (["engine.vllm_defaults=0.19.0", "engine.kv_cache_dtype=fp8_e5m2"], "engine.kv_cache_dtype: fp8_e5m2 under "
+                                                                        "vLLM 0.19's FlashAttention, which it picks"),
+    (["engine.vllm_defaults=0.19.0", "engine.kv_cache_dtype=fp8_e5m2", "engine.attention_backend=FLASH_ATTN"],
+     "engine.attention_backend: fp8_e5m2 under vLLM 0.19's FlashAttention: its fp8 path reads e4m3 only"),
     (["engine.gpu_memory_utilization=0.1"], "engine.gpu_memory_utilization"),
     (["engine.gpu_memory_utilization=1.5"], "engine.gpu_memory_utilization"),
     (["policies.queue=lifo"], "policies.queue"),
@@ -1201,3 +1206,14 @@ def test_round_137_workload_describe_takes_a_scenario_named_in_capitals(tmp_path
     """`workload describe S.YAML` read the scenario as a trace ("cannot tell the trace format"); write took it."""
     (tmp_path / "S.YAML").write_text("workload:\n  num_requests: 50\n")
     assert main(["workload", "describe", str(tmp_path / "S.YAML")]) == 0
+
+
+@pytest.mark.parametrize("sets", [["engine.vllm_defaults=0.19.0", "engine.attention_backend=FLASHINFER"],
+                                  ["engine.vllm_defaults=0.19.0", "hardware.gpu=b200-sxm"], []])
+def test_fp8_e5m2_runs_where_vllm_runs_it(sets):
+    """r148: refused only where vLLM 0.19 reads it with FlashAttention (another backend, Blackwell's FlashInfer
+    first, or 0.33: taken)."""
+    from servesim.simulator.config import load
+
+    assert load(None, ["engine.kv_cache_dtype=fp8_e5m2", "profile=roofline", *sets]).scenario.engine.kv_cache_dtype \
+        == "fp8_e5m2"
