@@ -406,6 +406,11 @@ def test_latent_attention_is_composed_from_the_mla_module_tables(tmp_path, monke
     assert t.mla_ms("generation", 64, 2048, 16, "bf16", "fp8") == pytest.approx(0.1505, abs=1e-4)
     with pytest.raises(ConfigError, match="no MLA generation timings for 12 heads"):
         t.mla_ms("generation", 1, 2048, 12, "bf16", "fp8")
+    # r148: Blackwell's tables time TRT-LLM's ragged prefill (vLLM's opt-in) beside FlashAttention at the same
+    # points; an fp8-KV prefill was their median, 0.174 ms at 2,048 tokens where FlashAttention's row is 0.165
+    b200 = KernelTables(TABLES, "b200_sxm")
+    assert b200.mla_ms("context", 1, 2048, 16, "fp8", "fp8") == pytest.approx(0.1651, abs=1e-4)
+    assert b200.mla_ms("context", 1, 8192, 16, "fp8", "fp8") == pytest.approx(0.5858, abs=1e-4)
     step = rs.cost_model.kernels.step_time
     assert step(BatchShape(64, 0, 0, 64, 64 * 8192)) > step(BatchShape(64, 0, 0, 64, 64 * 1024))
     assert main(["calibrate", "import", "aiconfigurator", "--gpu", "h100-sxm", "--model", "deepseek-v3", "--tp", "8",
