@@ -245,6 +245,7 @@ class KernelTables:
         self.device = str(self.t["gemm"]["device"].iloc[0]) if "device" in self.t["gemm"] else gpu
         self._gemm_curves: dict = {}
         self._moe_curves: dict = {}
+        self.moe_kernels: set[str] = set()  # the fused-MoE kernels read (a composed profile's source names them)
 
     # -- fused MoE ------------------------------------------------------------------
     def _optional_table(self, key: str, spec: tuple[str, list[str]], why: str) -> pd.DataFrame:
@@ -292,6 +293,7 @@ class KernelTables:
                                                        f"{', '.join(other)})" if other else ""))
             m = m.groupby("num_tokens", as_index=False)["latency"].median().sort_values("num_tokens")
             self._moe_curves[key] = (m["num_tokens"].to_numpy(float), m["latency"].to_numpy(float))
+            self.moe_kernels.add(found)
         xs, ys = self._moe_curves[key]
         return _interp_scaled(tokens, xs, ys) if tokens >= xs[0] else float(ys[0])
 
@@ -563,8 +565,9 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
     prof = profile_dict(
         fit, name=name or f"{hardware_key or gpu}-{arch.name}-{dtype}{'-kv' + kv if kv_note else ''}-tp{tp}{ep_note}",
         source=f"aiconfigurator-core 0.12.0 kernel tables ({t.device}, vLLM {t.vllm_versions} kernels; Apache-2.0), "
-               f"composed per layer for {arch.name} {dtype}{kv_note} tp{tp}{ep_note} over the {grid} grid; "
-               f"plus servesim's default host overhead (docs/calibration.md)",
+               f"composed per layer for {arch.name} {dtype}{kv_note} tp{tp}{ep_note} over the {grid} grid"
+               + (f", fused MoE from {', '.join(sorted(t.moe_kernels))}" if t.moe_kernels else "")
+               + "; plus servesim's default host overhead (docs/calibration.md)",
         device=t.device, model=arch.name, dtype=dtype, tensor_parallel_size=tp, grid=grid,
         block_size=16, gpu=hardware_key, kv_cache_dtype=kv, overhead=default_overhead(),
         expert_parallel_size=ep if arch.is_moe else None, moe_routing=routing if arch.is_moe else None)

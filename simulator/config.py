@@ -884,12 +884,16 @@ def check_attention_backend(arch: ModelArchitecture, hw: Hardware, kv_cache_dtyp
     FlashAttention 2 and FlashInfer on Ampere do not run)."""
     fp8 = kv_cache_dtype in ("fp8", "fp8_e4m3", "fp8_e5m2")
     cc = hw.compute_capability
-    picks_fa = backend == "FLASH_ATTN" or backend is None and not arch.is_mla and cc is not None and int(cc) == 9
-    if is_0_19 and kv_cache_dtype == "fp8_e5m2" and picks_fa and hw.platform != "xpu":  # (r148)
+    # (r148) FlashAttention takes no fp8_e5m2 KV cache: 0.33 says so (not a valid backend), 0.19 takes it, and on
+    # Hopper picks it, then fails its first step (its fp8 path reads e4m3 only: get_fp8_dtype_for_flashattn)
+    picks_fa = backend == "FLASH_ATTN" or is_0_19 and backend is None and not arch.is_mla and cc is not None and \
+        int(cc) == 9
+    if kv_cache_dtype == "fp8_e5m2" and picks_fa and hw.platform != "xpu":
         raise ConfigError(field if backend else "engine.kv_cache_dtype",
-                          f"fp8_e5m2 under vLLM 0.19's FlashAttention{'' if backend else ', which it picks on Hopper'}"
-                          f": its fp8 path reads e4m3 only (get_fp8_dtype_for_flashattn raises), so its first step "
-                          f"fails; give fp8_e4m3, or engine.attention_backend FLASHINFER or TRITON_ATTN")
+                          f"fp8_e5m2 under vLLM {'0.19' if is_0_19 else '0.33'}'s FlashAttention"
+                          f"{'' if backend else ', which it picks on Hopper'}: it reads an fp8 KV cache as e4m3 only, "
+                          f"so vLLM {'fails its first step' if is_0_19 else 'does not start'}; give fp8_e4m3, or "
+                          f"engine.attention_backend FLASHINFER or TRITON_ATTN")
     if backend is not None:
         b = ATTENTION_BACKENDS[backend]
         why = ("Intel's XPU runs FLASH_ATTN or TRITON_ATTN" if hw.platform == "xpu" and backend not in XPU_BACKENDS
@@ -1260,7 +1264,7 @@ def check_names(scenario: Scenario, given: tuple[str, ...] = ()) -> None:
 
 def resolve(scenario: Scenario) -> ResolvedScenario:
     """Every value a run needs, concrete: the model and GPU by name, the profile `auto` picks, budgets, KV pool."""
-    from servesim.simulator.profile_select import select_profile
+    from servesim.simulator.profile_select import opt_in_moe_warning, select_profile
 
     e = scenario.engine
     base = load_model(scenario.model)
@@ -1329,7 +1333,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     window_group = bool(layout.local_groups) and not local.chunked  # a modelled group retention acts on
     inert = without_effect(scenario, local is not None, profile, seqs, tokens, window_group,
                            None if arch.is_moe else arch.name, max_model_len)
-    say_once((weight_only, selection.warning, unreliable_fit(profile), layout.note, *inert))
+    say_once((weight_only, selection.warning, opt_in_moe_warning(profile, e.is_0_19), unreliable_fit(profile),
+              layout.note, *inert))
     if sp.method != "none" and sp.drafts_vary and sp.proposal_distribution is None:
         say_once([f"servesim: warning: this draft method proposes as many drafts as the text matches (none on the "
                   f"random dataset's tokens); servesim verifies k = {sp.num_speculative_tokens} on every decode, an "

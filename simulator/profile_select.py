@@ -196,6 +196,20 @@ def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int
     return Selection(Profile(**prof), source)
 
 
+# bf16 experts as vLLM 0.19 runs them: Triton, unless VLLM_USE_FLASHINFER_MOE_FP16=1 (fused_moe/oracle/unquantized.py;
+# 0.33 prefers FlashInfer's off Hopper); the Blackwell tables time only FlashInfer's (r148: B200's MoE read about half
+# H200's Triton time, unsaid)
+_OPT_IN_MOE = "vllm_unquantizedfusedmoe_flashinfer_"
+
+
+def opt_in_moe_warning(profile: Profile, is_0_19: bool) -> str | None:
+    if not is_0_19 or _OPT_IN_MOE not in profile.source:
+        return None
+    return (f"servesim: warning: profile {profile.name}'s bf16 experts are timed with FlashInfer's fused-MoE kernels "
+            f"(the only bf16 ones its tables hold), which vLLM 0.19 runs only with VLLM_USE_FLASHINFER_MOE_FP16=1 (by "
+            f"default its Triton kernel, not timed on this GPU; 0.33 runs FlashInfer's): MoE layers may be short")
+
+
 def _checksum(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 

@@ -90,7 +90,10 @@ def test_scenario_file_and_overrides(tmp_path, capsys):
     (["engine.vllm_defaults=0.19.0", "engine.kv_cache_dtype=fp8_e5m2"], "engine.kv_cache_dtype: fp8_e5m2 under "
                                                                         "vLLM 0.19's FlashAttention, which it picks"),
     (["engine.vllm_defaults=0.19.0", "engine.kv_cache_dtype=fp8_e5m2", "engine.attention_backend=FLASH_ATTN"],
-     "engine.attention_backend: fp8_e5m2 under vLLM 0.19's FlashAttention: its fp8 path reads e4m3 only"),
+     "engine.attention_backend: fp8_e5m2 under vLLM 0.19's FlashAttention: it reads an fp8 KV cache as e4m3 only"),
+    (["engine.kv_cache_dtype=fp8_e5m2", "engine.attention_backend=FLASH_ATTN"],
+     "engine.attention_backend: fp8_e5m2 under vLLM 0.33's FlashAttention: it reads an fp8 KV cache as e4m3 only, so "
+     "vLLM does not start"),
     (["engine.gpu_memory_utilization=0.1"], "engine.gpu_memory_utilization"),
     (["engine.gpu_memory_utilization=1.5"], "engine.gpu_memory_utilization"),
     (["policies.queue=lifo"], "policies.queue"),

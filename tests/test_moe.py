@@ -250,7 +250,7 @@ _NVFP4 = "vllm_compressedtensorsw4a4nvfp4moe_flashinfer_"
     ("rtx-pro-6000", "rtx_pro_6000_server", _NVFP4 + "cutlass_flashinferexperts", "qwen3-30b-a3b", "nvfp4", 1),
     ("l40s", "l40s", "vllm_gptossmxfp4moe_marlin_marlinexperts", "gpt-oss-120b", "mxfp4", 4)])
 def test_moe_experts_compose_from_every_kernel_the_tables_time(gpu, key, kernel, model, dtype, tp, tmp_path,
-                                                               monkeypatch):
+                                                               monkeypatch, capsys):
     """Round 37: Qwen3-30B-A3B was refused on A100 and B200 as "no fused-MoE timings" though the tables time its
     experts, under the A100 table's name for vLLM's Triton kernel and under FlashInfer's TRT-LLM kernel on B200."""
     import pandas as pd
@@ -272,6 +272,18 @@ def test_moe_experts_compose_from_every_kernel_the_tables_time(gpu, key, kernel,
                 & (rows["distribution"] == "power_law_1.2") & (rows["kernel_source"] == kernel)]
     at = rows.groupby("num_tokens")["latency"].median()
     assert len(at) and t.moe_ms(float(at.index[-1]), m, dtype, tp) == pytest.approx(float(at.iloc[-1]))
+    # r148: the kernel is the profile's provenance; bf16 experts on FlashInfer's (vLLM's opt-in) are said so, cached
+    # or not
+    assert kernel in rs.profile.source
+    from servesim.simulator import config
+
+    for release in ("0.19.0", "0.19.0", "0.33.0"):  # 0.19 runs Triton's by default, 0.33 FlashInfer's
+        config._WARNED.clear()
+        capsys.readouterr()
+        load(None, [f"model={model}", f"hardware.gpu={gpu}", f"engine.tensor_parallel_size={tp}",
+                    f"engine.vllm_defaults={release}"] + quantized)
+        said = "bf16 experts are timed with FlashInfer's fused-MoE kernels" in capsys.readouterr().err
+        assert said == (dtype == "bf16" and "flashinfer" in kernel and release == "0.19.0")
 
 
 def test_moe_timings_in_another_format_only_name_the_format(tmp_path, capsys):
