@@ -110,15 +110,16 @@ def _moves(term: str, p: dict, tp: int) -> bool:
     return any(_coefficient(p, c) and (c != "allreduce_latency_us" or tp > 1) for c in SCALES[term][p["cost_model"]])
 
 
-def apply_terms(profile: dict, terms: dict) -> dict:
+def apply_terms(profile: dict, terms: dict, tp: int) -> dict:
     """The starting profile with the terms applied (scales multiply their coefficient groups, a roofline's
-    defaults where it leaves them out)."""
+    defaults where it leaves them out; not the all-reduce latency at TP 1, which no step reads: r147, a roofline
+    fitted at TP 1 was written with one, said to have no effect in every run of it)."""
     p = json.loads(json.dumps(profile))
     kind = p["cost_model"]
     for name, value in terms.items():
         if name in SCALES:
             for c in SCALES[name].get(kind, []):
-                if (v := _coefficient(p, c)) is not None:
+                if (v := _coefficient(p, c)) is not None and (c != "allreduce_latency_us" or tp > 1):
                     p["coefficients"][c] = v / value if c.endswith("efficiency") else v * value
         else:
             p["overhead"] = (p.get("overhead") or {}) | {name: value}
@@ -323,8 +324,9 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
     cache: dict = {}
 
     def simulate_all(terms_now: dict, runs: list[RealRun]):
-        return [simulate_run(r, scenario, list(sets or []) + [f"profile={json.dumps(apply_terms(p, terms_now))}"])[1]
-                for r, p in zip(runs, starts)]
+        return [simulate_run(r, scenario, list(sets or []) + [
+            f"profile={json.dumps(apply_terms(p, terms_now, rs.scenario.engine.tensor_parallel_size))}"])[1]
+            for r, p, rs in zip(runs, starts, resolved)]  # train first, as `starts` and `resolved` hold them
 
     def objective(x: np.ndarray) -> float:
         key = tuple(np.round(x, 6))
@@ -350,7 +352,7 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
     res = minimize(objective, x0, method="Nelder-Mead",
                    options={"maxfev": max_evals, "xatol": 0.01, "fatol": 1e-5, "initial_simplex": np.array(simplex)})
     best = dict(zip(terms, (float(f"{v:.5g}") for v in np.exp(res.x))))
-    fitted = apply_terms(start_profile, best)
+    fitted = apply_terms(start_profile, best, rs0.scenario.engine.tensor_parallel_size)
 
     # out-of-sample error, and the batches the fitted profile has seen
     results = simulate_all(best, train + held_out)

@@ -1010,6 +1010,17 @@ def test_a_fit_term_that_scales_nothing_in_the_profile_is_refused_or_left_out(tm
                  str(tmp_path / "h.yaml"), *roofline]) == 2
     assert "--terms: fixed_scale multiplies coefficients profile r does not have or has at 0" in \
         capsys.readouterr().err
+    # r147: a roofline's step overhead scaled at TP 1 wrote the all-reduce latency too (its default, scaled), which
+    # every run of the profile then said has no effect
+    ours = [a if not a.startswith("profile=") else a.replace('"step_overhead_ms": 0.0', '"step_overhead_ms": 0.5')
+            for a in roofline]
+    assert main(["calibrate", "fit", str(tmp_path), "--terms", "fixed_scale", "--max-evals", "3", "--out",
+                 str(tmp_path / "k.yaml"), *ours]) == 0
+    import yaml
+
+    fitted = yaml.safe_load((tmp_path / "k.yaml").read_text())
+    assert "allreduce_latency_us" not in fitted["coefficients"] and fitted["coefficients"]["step_overhead_ms"] != 0.5
+    assert "allreduce_latency_us has no effect" not in capsys.readouterr().err
 
 
 def test_a_file_of_appended_results_is_named_as_such(tmp_path, capsys):
