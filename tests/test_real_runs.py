@@ -309,7 +309,7 @@ def test_a_results_folder_is_compared_on_its_itls_too(tmp_path, capsys):
 def test_a_fit_by_simulation_recovers_the_terms_a_run_was_made_with(tmp_path):
     rs, _ = _simulated()
     truth = {"memory_scale": 1.3, "compute_scale": 0.8}
-    prof = apply_terms(rs.profile.model_dump(mode="json"), truth)
+    prof = apply_terms(rs.profile.model_dump(mode="json"), truth, 1)
     _, result = _simulated([f"profile={json.dumps(prof)}"])
     run = read_run(write_lifecycle(result, tmp_path / "requests.jsonl"))
     fit = fit_serving([run], [], None, DEPLOY, ["memory_scale", "compute_scale"], max_evals=40)
@@ -339,7 +339,7 @@ def test_a_poor_fit_by_simulation_is_said_and_still_loads(tmp_path, capsys):
 
     rs, _ = _simulated()
     prof = apply_terms(rs.profile.model_dump(mode="json"), {"memory_scale": 0.01, "compute_scale": 0.01,
-                                                            "gpu_per_layer_us": 0.01})
+                                                            "gpu_per_layer_us": 0.01}, 1)
     _, result = _simulated([f"profile={json.dumps(prof)}"])  # steps far faster than the profile the fit starts at
     path = write_lifecycle(result, tmp_path / "requests.jsonl")
     out = tmp_path / "p.yaml"
