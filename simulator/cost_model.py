@@ -177,10 +177,14 @@ class Overhead(Settings):
 MAX_TOLERANCE = 10.0  # a profile's tolerance (relative error a check accepts): past 1000% it accepts anything
 
 
+# what a profile's held_out_error records (calibration/profile_io.py, serving_fit.py write them; the run reads mape)
+HELD_OUT_KEYS = ("mape", "p90_ape", "max_ape", "points", "what", "train_mape", "train_points")
+
+
 class Profile(Settings):
     """A profile file: which cost model, its numbers, where they came from, how wrong they are."""
 
-    name: str
+    name: str = Field(min_length=1)  # what runs and tables name it by (r147: "" was taken)
     cost_model: Literal["linear", "roofline"]
     source: str = "unknown"
     device: str = "any"
@@ -211,6 +215,10 @@ class Profile(Settings):
 
     @model_validator(mode="after")
     def _errors_are_errors(self):
+        unknown = sorted(str(k) for k in (self.held_out_error or {}) if k not in HELD_OUT_KEYS)
+        if unknown:  # r147: a misspelt MAPE silenced the unreliable-fit warning
+            raise ValueError(f"held_out_error.{unknown[0]}: unknown key; a profile's held-out error holds "
+                             f"{', '.join(HELD_OUT_KEYS)}")
         for key, value in (self.held_out_error or {}).items():  # mape, p90_ape, ...: what users read as its accuracy
             if "ape" in str(key) and value is not None and not (
                     isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")):

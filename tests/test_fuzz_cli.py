@@ -424,6 +424,8 @@ def test_unbounded_work_is_refused_up_front(tmp_path, argv, needle):
     ("shape_range: {foo: 1}", "profile.shape_range.foo"),
     ("block_size: 0", "profile.block_size"), ("held_out_error: {mape: x}", "held_out_error.mape"),
     ("held_out_error: {p90_ape: -1}", "held_out_error.p90_ape"), ("tolerance: 0", "profile.tolerance"),
+    # r147: a misspelt key silenced the unreliable-fit warning; an empty name was taken
+    ("held_out_error: {MAPE: 0.9}", "held_out_error.MAPE: unknown key"), ("name: ''", "profile.name"),
     ("coefficients: {step_overhead_ms: 1e308}", "step_overhead_ms"),
     ("coefficients: {moe_experts: 1, moe_top_k: 3}", "moe_top_k (3) cannot exceed"),
 ])
