@@ -177,7 +177,9 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
         requests = requests.initial()
     if isinstance(requests, RequestSource):
         requests = CheckedSource(requests, classes)  # checked as they come
-        requests.planned()  # read again after the run: a wrong count is refused before it, not after
+        if requests.planned() is None and rs.scenario.simulation.max_sim_time_s is None:  # (r149: a cell hung)
+            say_once([f"servesim: warning: {requests.kind}.planned() is None (open-ended): the run goes on while it "
+                      f"sends follow-ups; give simulation.max_sim_time_s to end it"])
     elif requests is not None:
         if isinstance(requests, (str, bytes, Mapping)) or not isinstance(requests, Sequence):
             raise ConfigError("requests", f"a list of RequestSpec (or a RequestSource), got {type(requests).__name__}")

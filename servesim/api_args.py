@@ -54,6 +54,9 @@ def plain_values(v, field: str = "scenario", depth: int = 0):
     if depth > MAX_NESTING:  # a RecursionError escaped (round 79): a value that contains itself, or nests deeper
         raise ConfigError(field, f"nests more than {MAX_NESTING} levels deep (or contains itself): no setting does")
     if isinstance(v, Mapping):
+        bad = next((k for k in v if isinstance(k, (tuple, list, Mapping, np.ndarray))), None)
+        if bad is not None:  # r149: a tuple key became a list, then a TypeError (unhashable) as a key
+            raise ConfigError(field, f"{bad!r:.60}: a setting's name is text")
         return {plain_values(k, field, depth + 1): plain_values(x, field, depth + 1) for k, x in v.items()}
     if isinstance(v, np.ndarray):  # a 0-d array is one number (tolist() gives the scalar)
         return plain_values(v.tolist(), field, depth) if v.ndim == 0 else \

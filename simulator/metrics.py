@@ -374,6 +374,14 @@ def _spec_decode(summary: dict, engines: list[dict | None]) -> dict:
             "spec_decode_per_position_acceptance_rates": [float(v) / drafts for v in positions]}
 
 
+def _equal(a, b) -> bool:
+    """Whether an edited config is still the run's: a value that cannot be compared (a numpy array) is an edit."""
+    try:
+        return bool(a == b)
+    except Exception:  # numpy's ValueError (an array's truth), or any object's own __eq__
+        return False
+
+
 @dataclass
 class RunResult:
     """A run's records as columns, with the tables (`requests`, `steps`) built as pandas frames on first use:
@@ -644,7 +652,7 @@ class RunResult:
         """The config that repeats this run: requests given to simulate() (a real run's, the API's) are written
         beside it as servesim JSONL and replace the scenario's workload, which did not make them."""
         config = self.config
-        if self._config_as_run is not None and config != self._config_as_run:
+        if self._config_as_run is not None and not _equal(config, self._config_as_run):
             from servesim.simulator.config import say_once
 
             say_once(["servesim: warning: RunResult.config was edited after the run: config.yaml holds the settings "
@@ -695,14 +703,20 @@ class RunResult:
 
             say_once([f"servesim: note: removed workload.jsonl: an earlier run's in {out}, which this run did not "
                       f"write"])
-        (out / "config.yaml").write_text(dump_yaml(self._repeatable_config(out)))
-        summary = json.dumps(self.summary, indent=2) + "\n"
+        try:  # r149: an edit of numpy values (not JSON) was a TypeError, config.yaml already written
+            summary = json.dumps(self.summary, indent=2) + "\n"
+        except (TypeError, ValueError):
+            summary = None
+        config = dump_yaml(self._repeatable_config(out))
         if self._summary_text is not None and summary != self._summary_text:  # the tables beside it are the run's
             from servesim.simulator.config import say_once
 
             say_once(["servesim: warning: RunResult.summary was edited after the run: summary.json holds what the "
                       "run measured, as its tables beside it do"])
             summary = self._summary_text
+        if summary is None:  # a summary made by hand, not by a run, holding what JSON cannot
+            raise ConfigError("summary", "RunResult.summary holds values JSON cannot write")
+        (out / "config.yaml").write_text(config)
         (out / "summary.json").write_text(summary)
         write_parquet(self.request_columns, out / "requests.parquet", TEXT_COLUMNS)
         write_parquet(self.step_columns, out / "steps.parquet")

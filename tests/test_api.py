@@ -735,3 +735,56 @@ def test_min_tokens_holds_the_models_stop_back():
     assert plain["output_tokens"].tolist() == [50] * 4 and set(plain["finish_reason"]) == {"stop"}
     assert held["output_tokens"].tolist() == [120, 120, 0, 120]
     assert held["finish_reason"].tolist() == ["stop", "length", "min_tokens_above_max_tokens", "stop"]
+
+
+def test_round_149_api_misuse_is_named():
+    """r149: tuple keys were TypeErrors (unhashable), bytes were read as text inside a scenario or an edited
+    Scenario (refused in overrides), a source's dict of specs was taken (its keys) and an on_finish that is no
+    method failed mid-run."""
+    from servesim.workloads.source import RequestSource
+
+    spec = servesim.RequestSpec(0, 0.0, 10, 5)
+
+    class Keys(RequestSource):
+        def initial(self):
+            return {spec: "x"}
+
+    class NoMethod(RequestSource):
+        on_finish = 5
+
+        def initial(self):
+            return [spec]
+
+    def edited():
+        s = servesim.Scenario()
+        s.policies.queue = b"priority"
+
+    for call, says in [(lambda: servesim.simulate({("workload", "num_requests"): 5}), "a setting's name is text"),
+                       (lambda: servesim.simulate({"model": b"qwen3-8b"}), "model: b'qwen3-8b' is bytes"),
+                       (edited, "queue: b'priority' is bytes"),
+                       (lambda: servesim.simulate(None, {"profile": "teaching"}, requests=Keys()),
+                        "must return lists of RequestSpec, got dict"),
+                       (lambda: servesim.simulate(None, {"profile": "teaching"}, requests=NoMethod()),
+                        "on_finish must be a method")]:
+        with pytest.raises(servesim.ConfigError, match=re.escape(says)):
+            call()
+
+
+def test_round_149_an_edited_summary_of_numpy_values_is_written_as_measured(tmp_path, capsys):
+    """r149: a numpy count added to run.summary (or an array in run.config) was a TypeError (a ValueError) with
+    config.yaml alone written; the edit is said and the run's own files written whole."""
+    import numpy as np
+
+    for edit in ("summary", "config"):
+        run = servesim.simulate(None, {"workload.num_requests": 10, "profile": "teaching"})
+        if edit == "summary":
+            run.summary["slow"] = (run.requests["ttft"] > 0).sum()
+        else:
+            run.config["engine"]["max_num_seqs"] = np.array([8, 16])
+        run.write(tmp_path / edit)
+        assert f"RunResult.{edit} was edited after the run" in capsys.readouterr().err
+        assert sorted(p.name for p in (tmp_path / edit).iterdir() if not p.name.startswith(".")) == \
+            ["config.yaml", "requests.parquet", "steps.parquet", "summary.json"]
+        assert json.loads((tmp_path / edit / "summary.json").read_text()) == \
+            json.loads(json.dumps(servesim.simulate(None, {"workload.num_requests": 10,
+                                                           "profile": "teaching"}).summary))

@@ -91,6 +91,8 @@ def _item(annotation, i: int):
 
 
 def _check(value: Any, takes_bool: bool, path: list[str], annotation=None) -> None:
+    if isinstance(value, (bytes, bytearray)):  # r149: pydantic's lax mode decoded it, where --set refuses it
+        raise _Bad(path, f"{bytes(value)!r:.60} is bytes: a setting takes text")
     if isinstance(value, bool):
         if not takes_bool:
             raise _Bad(path, f"{_expected(annotation) if annotation is not None else 'a number or text'} is "
@@ -128,6 +130,10 @@ class Settings(BaseModel):
 
             raise ConfigError(name, f"unknown setting of {type(self).__name__} (one of "
                                     f"{', '.join(type(self).model_fields)})")
+        if isinstance(value, (bytes, bytearray)):  # r149: read as text when the scenario was dumped, unlike --set's
+            from servesim.simulator.errors import ConfigError
+
+            raise ConfigError(name, f"{bytes(value)!r:.60} is bytes: a setting takes text")
         super().__setattr__(name, value)
 
     @model_validator(mode="before")

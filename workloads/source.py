@@ -248,6 +248,9 @@ def _takes_idle(source, kind: str) -> bool:
 
     from servesim.simulator.errors import ConfigError
 
+    if not callable(source.on_finish):  # r149: a TypeError mid-run, after the first finish
+        raise ConfigError("requests", f"{kind}'s on_finish must be a method taking (spec, t, completed[, idle]), got "
+                                      f"{source.on_finish!r:.60}")
     try:
         sig = inspect.signature(source.on_finish)
     except (TypeError, ValueError):  # a builtin or C callable: called as RequestSource's
@@ -277,8 +280,8 @@ class CheckedSource(RequestSource):
         from servesim.workloads.spec import checked_specs
 
         try:  # a bare RequestSpec or a number is the likely slip: named, not a TypeError mid-run
-            if specs is None or isinstance(specs, (str, bytes, RequestSpec)):
-                raise TypeError
+            if not isinstance(specs, (list, tuple)):  # r149: a dict's keys, a set, a Series were taken, and an
+                raise TypeError  # endless generator hung in list()
             specs = list(specs)
         except TypeError:
             raise ConfigError("requests", f"{self.kind}'s initial() and on_finish() must return lists of RequestSpec, "
@@ -300,6 +303,7 @@ class CheckedSource(RequestSource):
 
         first = self._checked(self.inner.initial())
         _ = self.warnings  # checked before the run, not lost after it
+        self._takes_idle = _takes_idle(self.inner, self.kind)  # and how on_finish is called (r149: mid-run)
         if not first:  # nothing would ever happen (an empty list is refused the same way)
             raise ConfigError("requests", f"{self.kind}'s initial() gave no request: a run needs at least one")
         return first
