@@ -34,6 +34,9 @@ from servesim.workloads.source import RequestSource, SessionSource, StaticSource
 from servesim.workloads.spec import RequestSpec
 
 
+ARRIVAL_TIE_S = 1e-9  # an arrival this close after a step's end is the finish that sent it: float rounding apart
+
+
 class Replica:
     """One engine (a vLLM EngineCore): its scheduler, KV pool and step timer, stepping in one SimPy process."""
 
@@ -241,7 +244,7 @@ class Replica:
         (vLLM runs one step for requests that finished in it first: its hold, not modelled)."""
         sched = self.scheduler
         start, end = self._last_step
-        sched.admit_before = start if self.async_scheduling and end == now else math.inf
+        sched.admit_before = start if self.async_scheduling and now - end <= ARRIVAL_TIE_S else math.inf  # back to back
         out = sched.schedule(now)
         if not out.reqs and not out.implicit and not out.preempted and sched.admit_before < math.inf:
             sched.admit_before = math.inf
@@ -301,8 +304,11 @@ class Replica:
                     self.hand_off(r, t)
                 for r in finished:
                     self.front_end.finished(r, t)
-            if finished and self.front_end.next_time <= env.now:  # a follow-up sent as a request ended arrives
-                yield env.at(env.now)  # now: it joins the next step, as a request due now does (r119: it waited one)
+            due = self.front_end.next_time
+            if finished and due <= env.now + ARRIVAL_TIE_S:  # a follow-up sent as a request ended arrives now: it
+                # joins the next step, as a request due now does (r119: it waited one); one a replayed file times a
+                # few ulps later, rebased from its clock, too (r149: compare of a --max-concurrency run, TTFT +38%)
+                yield env.at(max(env.now, due))
 
 
 @dataclass

@@ -3658,3 +3658,18 @@ def test_round_141_the_connector_a_refusal_suggests_is_one_vllm_takes(tmp_path, 
     suggested = re.search(r"--kv-transfer-config '([^']+)'", capsys.readouterr().err).group(1)
     assert main(["vllm", "--gpu", "h100-sxm", "--set", "cluster.prefill_replicas=1", "--quiet", "--out",
                  str(tmp_path / "again"), "serve", MODEL, "--kv-transfer-config", suggested] + BENCH) == 0
+
+
+@pytest.mark.parametrize("release", ["0.33.0", "0.19.0"])
+def test_compare_of_a_concurrency_capped_runs_own_result_file_is_exact(tmp_path, capsys, release):
+    """r149: a --max-concurrency run at a finite rate with ranged lengths: a request the cap releases as another
+    ends arrives as that step ends; replayed from the result file (its times rebased, a few ulps off) it missed the
+    back-to-back step under async scheduling: TTFT +38% against itself."""
+    run = tmp_path / "v"
+    assert main(["vllm", "--quiet", "--vllm-version", release, "--gpu", "h100-sxm", "--out", str(run), "serve",
+                 "meta-llama/Llama-3.1-8B-Instruct", "--max-num-seqs", "16", "--", "bench", "serve", "--num-prompts",
+                 "40", "--random-input-len", "256", "--random-output-len", "64", "--random-range-ratio", "0.3",
+                 "--request-rate", "40", "--max-concurrency", "3", "--save-result", "--save-detailed",
+                 "--result-filename", "r.json"]) == 0
+    assert main(["compare", str(run / "r.json"), "--scenario", str(run / "config.yaml"), "--tolerance", "0.0001",
+                 "--out", str(tmp_path / "c")]) == 0, capsys.readouterr().out[-1500:]
