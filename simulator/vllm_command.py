@@ -742,6 +742,13 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     served = serve.get("served_model_name") or [model]
     _refuse_unserved(served, bench, options.model_id, _lora_modules(serve, version, served))
     options.model_id = options.model_id or model  # vLLM's client asks the server for it
+    if options.tokenizer_id is None and options.model_id != model and options.model_id in served and \
+            not bench.get("skip_tokenizer_init"):  # (r149) a served name is no tokenizer's
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: vllm bench serve --model {options.model_id} without --tokenizer: vLLM's "
+                  f"client loads its tokenizer by that served name, which fails unless a local folder has it; give "
+                  f"--tokenizer {model} (servesim needs none)"])
     options.tokenizer_id = options.tokenizer_id or options.model_id
     settings.update(workload)
     settings["engine.vllm_defaults"] = version  # the release's own defaults fill what the line leaves out
@@ -2023,10 +2030,18 @@ def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20
         else:
             setattr(o, dest, v)
     o.save_result = o.save_result or o.append_result  # vLLM saves with either
+    unread = [dest for dest in ("save_detailed", "result_filename", "result_dir", "label") if bench.get(dest)]
+    if unread and not o.save_result and not bench.get("plot_timeline"):  # (r149) vLLM writes no file to shape
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: vllm bench serve --{d.replace('_', '-')} has no effect: without --save-result "
+                  f"or --append-result vLLM's client writes no result file" for d in unread])
     if o.backend in POOLING_BACKENDS:  # vLLM then measures a pooling task (no tokens generated, other metrics)
+        choices = _parser("bench_serve", version)[1].get("backend", {}).get("choices") or ENDPOINT_ENDINGS
+        served = ", ".join(b for b in ENDPOINT_ENDINGS if b in choices)  # the release's (r149: 0.19 lists no responses)
         raise ConfigError("vllm bench serve --backend", f"{o.backend!r} benchmarks a pooling model (embeddings, "
                                                         f"rerank), which servesim does not simulate: it serves text "
-                                                        f"generation (backends {', '.join(ENDPOINT_ENDINGS)})")
+                                                        f"generation (backends {served})")
     _client_checks(bench)
     _sampling_checks(bench, version, o.backend, max_logprobs, vocab, server_defaults)
     extra = bench.get("extra_body") if isinstance(bench.get("extra_body"), dict) else {}

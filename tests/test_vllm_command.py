@@ -3673,3 +3673,31 @@ def test_compare_of_a_concurrency_capped_runs_own_result_file_is_exact(tmp_path,
                  "--result-filename", "r.json"]) == 0
     assert main(["compare", str(run / "r.json"), "--scenario", str(run / "config.yaml"), "--tolerance", "0.0001",
                  "--out", str(tmp_path / "c")]) == 0, capsys.readouterr().out[-1500:]
+
+
+@pytest.mark.parametrize("bench, said", [
+    (["--save-detailed", "--label", "x"], "vllm bench serve --save-detailed has no effect: without --save-result"),
+    (["--save-result", "--save-detailed"], None),
+    (["--plot-timeline", "--result-filename", "t.json"], None),  # names the timeline's file
+    (["--model", "llama8b"], "vllm bench serve --model llama8b without --tokenizer"),
+    (["--model", "llama8b", "--tokenizer", "meta-llama/Llama-3.1-8B-Instruct"], None),
+])
+def test_round_149_bench_flags_that_do_nothing_or_fail_in_vllm_are_said(capsys, bench, said):
+    """r149: a result file's flags without --save-result shaped nothing, unsaid; a served name as --model, with no
+    --tokenizer, is what vLLM's client loads a tokenizer by (get_tokenizer), which fails."""
+    from servesim.simulator import config
+
+    config._WARNED.clear()
+    assert main(["vllm", "--vllm-version", "0.19.0", "--config", "serve", "meta-llama/Llama-3.1-8B-Instruct",
+                 "--served-model-name", "llama8b", "--", "bench", "serve", *bench]) == 0
+    err = capsys.readouterr().err
+    assert (said in err) if said else "warning: vllm bench serve" not in err, err
+
+
+def test_a_pooling_backend_is_refused_naming_the_releases_own_backends(capsys):
+    """r149: 0.19's refusal listed openai-responses, a backend 0.19 has not."""
+    for release, says in (("0.19.0", "(backends vllm, openai, openai-chat)"),
+                          ("0.33.0", "(backends vllm, openai, openai-chat, openai-responses)")):
+        assert main(["vllm", "--vllm-version", release, "--config", "serve", "meta-llama/Llama-3.1-8B-Instruct",
+                     "--", "bench", "serve", "--backend", "vllm-pooling"]) == 2
+        assert says in capsys.readouterr().err
