@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
+import unicodedata
 import warnings
 from functools import partial
 from pathlib import Path
@@ -58,10 +60,18 @@ def _figure(path_stem: str | Path, fig) -> list[Path]:
     stem = Path(path_stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     out = [stem.parent / f"{stem.name}.png", stem.parent / f"{stem.name}.svg"]  # a dot in the name stays
-    fig.tight_layout()
-    fig.savefig(out[0], dpi=110)
-    fig.savefig(out[1], metadata={"Date": None})  # no timestamp: the same table draws the same bytes
+    with warnings.catch_warnings(record=True) as caught:  # matplotlib's own, with its source lines (r149)
+        warnings.simplefilter("always")
+        fig.tight_layout()
+        fig.savefig(out[0], dpi=110)
+        fig.savefig(out[1], metadata={"Date": None})  # no timestamp: the same table draws the same bytes
     plt.close(fig)
+    missing = sorted({m.group(1) for w in caught if (m := re.search(r"Glyph \d+ \((.+?)\) missing", str(w.message)))})
+    if missing:
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: the plot's font lacks {len(missing)} character(s) of its text, drawn as boxes: "
+                  f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}"])
     return out
 
 
@@ -78,8 +88,10 @@ def _plt():
 
 def plain(text: str) -> str:
     """Text drawn as given: matplotlib reads a pair of `$` as math (r130: a title or a folder named with `$\\x$`
-    was an internal error, `$3 vs $4` lost its spaces)."""
-    return str(text).replace("$", r"\$")
+    was an internal error, `$3 vs $4` lost its spaces); a control character (but a line break) is drawn as U+FFFD,
+    as the SVG's XML cannot hold it (r149: a malformed SVG)."""
+    return "".join("\ufffd" if unicodedata.category(c) == "Cc" and c != "\n" else c
+                   for c in str(text)).replace("$", r"\$")
 
 
 def _label(key: str) -> str:

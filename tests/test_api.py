@@ -788,3 +788,20 @@ def test_round_149_an_edited_summary_of_numpy_values_is_written_as_measured(tmp_
         assert json.loads((tmp_path / edit / "summary.json").read_text()) == \
             json.loads(json.dumps(servesim.simulate(None, {"workload.num_requests": 10,
                                                            "profile": "teaching"}).summary))
+
+
+def test_an_open_ended_source_without_a_time_limit_is_said(capsys):
+    """r149: a source with planned() None (open-ended) ran until simulated time ran out, nothing said up front."""
+    from servesim.workloads.source import RequestSource
+
+    class Ten(RequestSource):
+        def initial(self):
+            return [servesim.RequestSpec(0, 0.0, 10, 2)]
+
+        def on_finish(self, spec, t, completed, idle=False):
+            return [servesim.RequestSpec(spec.request_id + 1, t, 10, 2)] if spec.request_id < 9 else []
+
+    assert servesim.simulate(None, {"profile": "teaching"}, requests=Ten()).summary["completed"] == 10
+    assert "Ten.planned() is None (open-ended): the run goes on while it sends follow-ups" in capsys.readouterr().err
+    servesim.simulate(None, {"profile": "teaching", "simulation.max_sim_time_s": 100}, requests=Ten())
+    assert "open-ended" not in capsys.readouterr().err

@@ -621,3 +621,17 @@ def test_a_title_or_folder_with_dollar_signs_is_drawn_as_given(tmp_path, monkeyp
     assert main(["plot", str(run), "--kind", "timeline", "--out", str(tmp_path / "t")]) == 0
     assert main(["plot", str(run), "--kind", "timeline", "--out", str(tmp_path / "u"), "--title", "H100 at $3 vs $4"]) == 0
     assert said[-1].startswith(r"H100 at \$3 vs \$4") and "\\$\\q\\$" in said[0]
+
+
+def test_a_title_the_font_or_xml_cannot_hold_is_drawn_and_said(swept, tmp_path, capfd):
+    """r149: glyphs the font lacks leaked matplotlib's UserWarnings (with source lines); a control character made
+    the SVG malformed XML."""
+    import xml.etree.ElementTree as ET
+
+    from servesim.simulator import config
+
+    config._WARNED.clear()
+    assert main(["plot", str(swept), "--kind", "pareto", "--title", "吞吐 a\x01b", "--out", str(tmp_path / "p")]) == 0
+    err = capfd.readouterr().err
+    assert "UserWarning" not in err and "servesim: warning: the plot's font lacks 2 character(s)" in err, err
+    ET.parse(tmp_path / "p.svg")  # well-formed
