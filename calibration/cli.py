@@ -65,6 +65,9 @@ def _add_fit(csub) -> None:
     f.add_argument("--holdout", type=OPEN_FRACTION, help="measurement tables: the share held out (default 0.2)")
     f.add_argument("--model", help="the model measured (default: from run.json; required without it)")
     f.add_argument("--dtype", help="its dtype: bf16, fp8, ... (default: from run.json)")
+    f.add_argument("--kv-cache-dtype", choices=["fp32", "fp16", "bf16", "fp8"],
+                   help="measurement tables: the KV cache it timed (default: from run.json, else the activations' "
+                        "dtype), so the profile is refused for another")
     f.add_argument("--gpu", help="the built-in GPU it ran on (hardware.gpu), so the profile is refused on others")
     f.add_argument("--tp", type=COUNT, help="tensor-parallel degree (default 1)")
     f.add_argument("--seed", type=SEED, default=0)
@@ -411,7 +414,7 @@ def cmd_fit(args) -> int:
               f"measurement table: only real serving runs are fitted by simulating them", file=sys.stderr)
     holdout = 0.2 if args.holdout is None else args.holdout
     _print_fit(*fit_directory(first, args.out, args.name, holdout, args.seed, model=args.model,
-                              dtype=args.dtype, gpu=args.gpu, tp=args.tp))
+                              dtype=args.dtype, gpu=args.gpu, tp=args.tp, kv_cache_dtype=args.kv_cache_dtype))
     return 0
 
 
@@ -426,9 +429,10 @@ def _fit_serving(args) -> int:
         + [f"engine.tensor_parallel_size={args.tp}"] * (args.tp is not None)
     from servesim.simulator.errors import ConfigError
 
-    if args.dtype:
-        raise ConfigError("--dtype", "a real run's dtype is the model's and engine.quantization's: give them with "
-                                     "--set (docs/calibration.md)")
+    for flag, given in (("--dtype", args.dtype), ("--kv-cache-dtype", args.kv_cache_dtype)):
+        if given:
+            raise ConfigError(flag, "a real run's dtypes are the model's, engine.quantization's and "
+                                    "engine.kv_cache_dtype's: give them with --set (docs/calibration.md)")
     terms = [t.strip() for t in args.terms.split(",")] if args.terms is not None else None
     if terms == [""]:
         raise ConfigError("--terms", "is empty")

@@ -181,12 +181,20 @@ def measured_labels(meta: dict, path: Path, model: str | None, dtype: str | None
 
 def fit_directory(src: str | Path, out: str | Path | None = None, name: str | None = None,
                   holdout: float = 0.2, seed: int = 0, model: str | None = None, dtype: str | None = None,
-                  gpu: str | None = None, tp: int | None = None) -> tuple[Path, FitResult]:
+                  gpu: str | None = None, tp: int | None = None,
+                  kv_cache_dtype: str | None = None) -> tuple[Path, FitResult]:
     """Fit a profile; it says what it was measured on (run.json's record, or the labels given), so the
     simulator can refuse it for anything else."""
     df, meta, path = read_measurements(src)
     model_path = Path(model) if model and Path(model).exists() else None  # the labels below name the model
     model, dtype, gpu = measured_labels(meta, path, model, dtype, gpu)
+    # the KV cache timed: run.json's (its model's, else the activations'), else as given, else the activations'
+    # (r147: a bare table's was none, so the profile was taken for every KV dtype)
+    timed_kv = ((meta.get("architecture") or {}).get("kv_cache_dtype") if meta else None) or \
+        (dtype if dtype in ("fp32", "fp16", "bf16") else None)
+    if kv_cache_dtype and meta and kv_cache_dtype != timed_kv:
+        raise ConfigError("--kv-cache-dtype", f"{kv_cache_dtype}, but {path.parent / 'run.json'} records the KV cache "
+                                              f"its harness timed ({timed_kv}): leave it out")
     arch = _check_model_fits(meta, model, tp, df)
     if meta.get("device") and tp not in (None, 1):  # calibrate run's harnesses time one device (calibrate check too)
         raise ConfigError("--tp", f"{tp}: {path} was measured on one device ({meta['device']}, run.json); a TP-{tp} "
@@ -223,8 +231,7 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
                + (f", {hw.get('date', '?')}" if meta else ""),
         device=hw.get("name", device), model=model, dtype=dtype, gpu=gpu, tensor_parallel_size=tp or 1,
         # the KV cache the harness timed (its model's, else the activations'): a run with another is refused
-        kv_cache_dtype=((meta.get("architecture") or {}).get("kv_cache_dtype") or
-                        (dtype if dtype in ("fp32", "fp16", "bf16") else None)) if meta else None,
+        kv_cache_dtype=kv_cache_dtype or timed_kv,
         block_size=meta.get("block_size"), grid=meta.get("grid"), attention=meta.get("attention"), architecture=meta.get("architecture"),
         engine_version=meta.get("engine_version"), hardware=hw or None, measurements=str(path.resolve().relative_to(out.parent.resolve()))
         if path.resolve().is_relative_to(out.parent.resolve()) else str(path.resolve()))
