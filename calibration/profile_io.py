@@ -256,6 +256,13 @@ def _check_model_fits(meta: dict, model: str, tp: int | None, df):
         if recorded:  # run.json's own architecture, which the profile keeps: a damaged one is named here
             raise ConfigError("run.json", f"architecture: {exc}") from None
         return None  # a model this machine cannot load (run.json's own name for it): nothing to check against
+    from servesim.simulator.model_arch import HF_IDS, builtin_model_names
+
+    named, builtins = HF_IDS.get(model, model), builtin_model_names()
+    if recorded and named != arch.name and named in builtins and arch.name in builtins:  # (r147: a run refused the
+        # profile as "the scenario's edited model", unedited)
+        raise ConfigError("run.json", f"model {model} contradicts the architecture it records ({arch.name}'s): "
+                                      f"which was timed?")
     if tp:
         check_tensor_parallel(arch, tp, "--tp")  # vLLM's rule, as a run checks it
     if "experts_touched" in df.columns:

@@ -602,3 +602,19 @@ def test_round_135_a_profiles_fitted_record_is_checked_where_it_is_read(tmp_path
                                     "fitted": fitted}))
     with pytest.raises(Exception, match=f"fitted.{next(iter(fitted))} must be a list of texts"):
         load_profile(str(path))
+
+
+def test_a_run_json_whose_model_contradicts_its_architecture_is_refused(tmp_path):
+    """r147: run.json naming llama-3.1-8b beside small-llama's architecture fitted a profile no run accepted, its
+    refusal calling the scenario's unedited model edited."""
+    import shutil
+
+    src = Path(__file__).resolve().parents[1] / "results" / "fidelity" / "replay-small-llama-cpu" / "calibration"
+    if not (src / "run.json").is_file():
+        pytest.skip(f"{src} not found")
+    shutil.copy(src / "measurements.parquet", tmp_path)
+    run = json.loads((src / "run.json").read_text()) | {"model": "llama-3.1-8b"}
+    (tmp_path / "run.json").write_text(json.dumps(run))
+    with pytest.raises(ConfigError, match=r"^run.json: model llama-3.1-8b contradicts the architecture it records "
+                                          r"\(small-llama's\)"):
+        fit_directory(tmp_path, out=tmp_path / "p.yaml")
