@@ -267,8 +267,8 @@ def _run_or_reuse(scenario: str | None, sets: list[str], point: dict, runs_dir: 
         tmp.chmod(0o777 & ~_UMASK)  # mkdtemp's 0700 would make the finished run unlike every other folder written
         result.write(tmp)
         said = [w for w in result.warnings if not w.startswith(NOTHING_COMPLETED)]  # said by table_warnings
-        (tmp / "point.json").write_text(json.dumps(point | {"servesim": code_version(), "warnings": said}, indent=1,
-                                                   default=str) + "\n")
+        (tmp / "point.json").write_text(json.dumps(point | {"servesim": code_version(), "warnings": said,
+                                                            "files": _digests(tmp)}, indent=1, default=str) + "\n")
         if _own(final).exists():
             shutil.rmtree(final)
         try:
@@ -287,7 +287,13 @@ def _run_or_reuse(scenario: str | None, sets: list[str], point: dict, runs_dir: 
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-_RECORD_KEYS = ("servesim", "warnings")  # what point.json holds beside the point
+_RECORD_KEYS = ("servesim", "warnings", "files")  # what point.json holds beside the point
+
+
+def _digests(folder: Path) -> dict:
+    """Each run file's sha256 as written: a file edited, swapped with another run's or linked to one since is
+    another run's (r149: a swapped summary.json was read into the table as this point's)."""
+    return {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in RUN_FILES}
 
 
 def _point_record(folder: Path) -> dict:
@@ -335,7 +341,7 @@ def _same_run(folder: Path, config: dict) -> bool:
     try:
         return (folder / "point.json").is_file() and \
             load_yaml((folder / "config.yaml").read_text(encoding="utf-8"), "config", str(folder)) == \
-            json.loads(json.dumps(config, default=str))
+            json.loads(json.dumps(config, default=str)) and _point_record(folder).get("files") == _digests(folder)
     except Exception:  # unreadable or not YAML: not this run
         return False
 
@@ -364,8 +370,9 @@ def _cached_summary(path: Path) -> dict | None:
         return None
     for k, v in _flat(data).items():
         text = k in _TEXT_FIELDS
-        if not (v is None or (isinstance(v, str) if text else isinstance(v, (int, float)))):
-            return None
+        if not (v is None or (isinstance(v, str) if text else isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                               and abs(v) <= 2**53)):  # (r149: a table's column
+            return None  # of true, or past int64, was an internal error, the table gone)
     return data
 
 

@@ -463,3 +463,26 @@ def test_a_sweep_whose_runs_complete_nothing_says_so(tmp_path, capsys):
                  "workload.prompt_tokens={dist: fixed, value: 150}", "--set", "workload.clip_to_max_model_len=false",
                  "--out", str(tmp_path), "--no-progress"]) == 0
     assert "2 of 2 sweep runs completed no request" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["swap", "edit", "link", "empty-requests"])
+def test_a_run_folder_whose_files_are_not_what_its_run_wrote_is_simulated_again(tmp_path, damage, capfd):
+    """r149: two runs' summaries swapped (or one linked to another's, a number edited, an empty requests table)
+    were reused: the rate-4 row showed the rate-8 run's figures, no word."""
+    pts = sw.expand(["workload.arrival.rate=4,8"], [], seeds=1)
+    first = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
+    a, b = (tmp_path / "runs" / rid for rid in first["run_id"])
+    if damage == "swap":
+        x, y = (a / "summary.json").read_bytes(), (b / "summary.json").read_bytes()
+        (a / "summary.json").write_bytes(y)
+        (b / "summary.json").write_bytes(x)
+    elif damage == "edit":
+        (a / "summary.json").write_text((a / "summary.json").read_text().replace('"completed": 60', '"completed": 6'))
+    elif damage == "link":
+        (a / "summary.json").unlink()
+        (a / "summary.json").symlink_to(b / "summary.json")
+    else:
+        pd.read_parquet(a / "requests.parquet").iloc[:0].to_parquet(a / "requests.parquet")
+    again = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
+    pd.testing.assert_frame_equal(again, first)
+    assert "is damaged" in capfd.readouterr().err
