@@ -402,7 +402,8 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
         i, cached, row = done
         rows[i] = row
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(row | {AXES: list(points[i])}, default=str))
+        record = json.loads(json.dumps(row | {AXES: list(points[i]), KEY: cached.stem}, default=str))
+        tmp.write_text(json.dumps(record | {DIGEST: _digest(record)}))
         tmp.replace(cached)  # whole or not at all: a stopped run leaves what finished
         if bar:
             bar.update(1)
@@ -435,16 +436,25 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
 
 
 AXES = "_axes"  # a candidate's record names the axes its row holds
+KEY, DIGEST = "_key", "_sha256"  # and the candidate it is (its file's name), and a digest of the rest
+
+
+def _digest(record: dict) -> str:
+    return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()
 
 
 def _cached(path: Path) -> dict | None:
     """A finished candidate's row without the axis values of the search that evaluated it, or None to evaluate it
-    again: missing, or not a row this code wrote (a truncated or edited file is recomputed, not trusted)."""
+    again: missing, or not a row this code wrote (a truncated or edited file, or another candidate's moved here,
+    is recomputed, not trusted: r149, two swapped records were each credited with the other's rate)."""
     try:
         row = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError, RecursionError):
         return None
     if not isinstance(row, dict) or row.get("status") not in ("meets", "unmet", "pruned"):
+        return None
+    digest = row.pop(DIGEST, None)
+    if digest != _digest(row) or row.pop(KEY, None) != path.stem:
         return None
     axes = row.pop(AXES, None)  # the point that evaluated it: another search may reach it by other axes
     if not isinstance(axes, list):

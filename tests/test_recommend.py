@@ -389,7 +389,7 @@ def test_a_space_or_traffic_given_twice_or_out_of_bounds_is_one_line(argv, says,
 def test_a_candidates_key_follows_the_files_it_reads_and_damaged_records_are_not_trusted(tmp_path):
     """A rewritten trace reused the old candidates' latencies (attack round 57); a record missing its GPU or
     GPU count crashed the ranking."""
-    from servesim.simulator.recommend import _cached, _key
+    from servesim.simulator.recommend import DIGEST, KEY, _cached, _digest, _key
 
     trace = tmp_path / "t.jsonl"
     trace.write_text("".join(f'{{"arrival_time": {i / 4}, "prompt_tokens": 100, "output_tokens": 20}}\n'
@@ -401,9 +401,17 @@ def test_a_candidates_key_follows_the_files_it_reads_and_damaged_records_are_not
     assert _key(None, sets, point, {"p99_ttft_ms": 500}, None, 0.1) != before
     good = {"status": "meets", "gpu": "h100-sxm", "gpus": 2, "replicas": 2, "gpus_per_unit": 1,
             "max_rate_per_replica": 3.5, "_axes": ["hardware.gpu"]}
-    for row, kept in ((good, True), ({"status": "meets"}, False), (good | {"gpus": None}, False),
-                      (good | {"gpus": True}, False), ({"status": "pruned", "reason": "x", "_axes": []}, True),
-                      ({"status": "pruned", "reason": "x"}, False), ([1], False)):
+    def written(row: dict, key: str = "c") -> dict:  # as the search writes a record
+        record = row | {KEY: key}
+        return record | {DIGEST: _digest(record)}
+
+    for row, kept in ((written(good), True), (written({"status": "meets"}), False),
+                      (written(good | {"gpus": None}), False), (written(good | {"gpus": True}), False),
+                      (written({"status": "pruned", "reason": "x", "_axes": []}), True),
+                      (written({"status": "pruned", "reason": "x"}), False), ([1], False),
+                      # r149: a record edited since (its digest), or another candidate's moved here, is not trusted
+                      (written(good) | {"max_rate_per_replica": 35.0}, False), (written(good, key="other"), False),
+                      (good, False)):
         (tmp_path / "c.json").write_text(json.dumps(row))
         assert (_cached(tmp_path / "c.json") is not None) == kept, row
 
