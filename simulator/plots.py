@@ -449,11 +449,12 @@ def _plot_results(results, kind: str, out, x: str, by: str | None, title: str | 
         steps = src / "steps.parquet" if src.is_dir() else src
         if not steps.is_file():
             raise ConfigError("results", f"{steps} not found: give a run's output directory")
-        columns = ("start", "num_waiting", "num_running", "kv_usage", "num_preempted")
+        columns = ("start", "end", "num_waiting", "num_running", "kv_usage", "num_preempted")
         table = read_table(steps, "results", columns)
         if not len(table):
             raise ConfigError("results", f"{steps} holds no steps to plot")
-        _check_numbers(table, list(columns), steps, complete=("start",))
+        _check_numbers(table, list(columns), steps, complete=("start", "end"))
+        _check_steps(table, steps)
         return timeline(table, stem, title or f"run {src}")
     name = {"capacity": "max_rate.csv"}.get(kind, "sweep.parquet")
     table_path = src / name if src.is_dir() else src
@@ -483,7 +484,8 @@ def _plot_results(results, kind: str, out, x: str, by: str | None, title: str | 
     if kind == "goodput" and "request_goodput" not in table:
         raise ConfigError("results", "no request_goodput column: the swept scenario needs workload.slo_classes")
     _check_numbers(table, PLOT_COLUMNS[kind] + ["request_goodput"] * (kind == "goodput") + [load_axis] * bool(load_axis)
-                   + ["held_up_to"] * (kind == "capacity" and "held_up_to" in table), table_path)
+                   + ["held_up_to"] * (kind == "capacity" and "held_up_to" in table)
+                   + ["offered_rate"] * (kind == "goodput" and "offered_rate" in table), table_path)  # (r149)
     measured = table[PLOT_COLUMNS[kind]].notna()  # a pareto point needs both figures, a latency panel its own
     # (a capacity table's empty max_rate is an answer: no rate met the SLOs, or the point could not run)
     if kind != "capacity" and not (measured.all(axis=1) if kind == "pareto" else measured.any(axis=1)).any():
@@ -548,12 +550,30 @@ def _plot_recommendation(src: Path, stem: Path, title: str | None) -> list[Path]
                                        and not isinstance(x, bool)).all():
             table[col] = v.astype(float)
     _check_numbers(table, drawn, path)  # anything else (text, true/false) is named
+    for col in ("rank", "gpu"):  # each drawn point's label (r149: a KeyError without them)
+        if col not in table or table[col].isna().any():
+            raise ConfigError("results", f"{path}: every row needs its {col}")
+    if "engine.tensor_parallel_size" in table:
+        _check_numbers(table, ["engine.tensor_parallel_size"], path)  # (r149: text was an internal error)
     met = table[(table["status"] == "meets") & table.get("usd_per_million_output_tokens", pd.Series(
         index=table.index, dtype=float)).notna()]
     if not any(m in met and met[m].notna().any() for m in ("p99_ttft_ms", "p99_tpot_ms")):
         raise ConfigError("results", f"{path}: no candidate meeting the SLOs has a price and a p99 TTFT or TPOT, "
                                      f"nothing to draw")
     return recommendation(table, stem, slos, load, title)
+
+
+def _check_steps(table, where) -> None:
+    """A run's steps as it wrote them (r149: an `end` before its start or steps out of order drew a scribble, a KV
+    usage past 1 was clipped): each ends after it starts, each replica's in time order, usage a share."""
+    replica = table["replica"] if "replica" in table else np.zeros(len(table))
+    for name, bad in (("an end before its start", table["end"] < table["start"]),
+                      ("a kv_usage above 1", table["kv_usage"] > 1),
+                      ("a start before its replica's step before it",
+                       table.groupby(replica, sort=False)["start"].diff() < 0)):
+        if bad.any():
+            raise ConfigError("results", f"{where}: row {int(np.argmax(bad.to_numpy())) + 1} has {name}: not the "
+                                         f"steps a run writes")
 
 
 HUGEST = 1e15  # past any latency (ms), rate or time a run writes: a damaged table (matplotlib's ticks overflow)

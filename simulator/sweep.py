@@ -571,7 +571,7 @@ def judged_slos(results: Path, table) -> dict | None:
         except (OSError, ConfigError):
             return None
         slos = recorded.get("slo_classes") if isinstance(recorded, dict) else None
-        return slos if isinstance(slos, dict) and all(isinstance(c, dict) for c in slos.values()) else None
+        return _drawable(slos, results / "sweep.yaml")
     found = []
     for rid in (table["run_id"].iloc[0], table["run_id"].iloc[-1]):
         path = results / "runs" / str(rid) / "config.yaml"
@@ -580,7 +580,24 @@ def judged_slos(results: Path, table) -> dict | None:
         except (OSError, ConfigError):
             return None
         found.append(((config or {}).get("workload") or {}).get("slo_classes") if isinstance(config, dict) else None)
-    return found[0] if found[0] and found[0] == found[1] else None
+    return _drawable(found[0], results / "runs" / str(table["run_id"].iloc[0]) / "config.yaml") \
+        if found[0] and found[0] == found[1] else None
+
+
+def _drawable(slos, where: Path) -> dict | None:
+    """SLO classes a plot draws lines at: a mapping of classes, each target a positive number (r149: a class of 5,
+    or a target of text, was an internal error; -5 was drawn)."""
+    if slos is None:
+        return None
+    if not isinstance(slos, dict) or not all(isinstance(c, dict) for c in slos.values()):
+        raise ConfigError("results", f"{where}: workload.slo_classes must map each class to its targets")
+    for name, cls in slos.items():
+        for key in ("ttft_ms", "tpot_ms", "e2el_ms"):
+            v = cls.get(key)
+            if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1e15):
+                raise ConfigError("results", f"{where}: workload.slo_classes.{name}.{key} must be a positive number "
+                                             f"of ms, got {v!r:.40}")
+    return slos
 
 
 def _record_slos(out: Path, scenario, sets, points, table) -> None:

@@ -1,5 +1,7 @@
 """Every plot kind renders from real sweep / search / run outputs; wrong inputs are named."""
 
+from pathlib import Path
+
 import pytest
 
 from servesim.simulator.cli import main
@@ -635,3 +637,56 @@ def test_a_title_the_font_or_xml_cannot_hold_is_drawn_and_said(swept, tmp_path, 
     err = capfd.readouterr().err
     assert "UserWarning" not in err and "servesim: warning: the plot's font lacks 2 character(s)" in err, err
     ET.parse(tmp_path / "p.svg")  # well-formed
+
+
+@pytest.mark.parametrize("damage, needle", [
+    ({"end": lambda t: -t["end"]}, "column end must be finite, non-negative"),
+    ({"end": lambda t: t["start"] * 0.5}, "has an end before its start"),
+    ({"start": lambda t: t["start"][::-1].to_numpy(), "end": lambda t: t["end"][::-1].to_numpy()},
+     "a start before its replica's step before it"),
+    ({"kv_usage": lambda t: t["kv_usage"] * 1000 + 2}, "has a kv_usage above 1"),
+])
+def test_round_149_a_timeline_of_steps_no_run_writes_is_one_line(swept, tmp_path, capsys, damage, needle):
+    """r149: a timeline never read `end`: without it a KeyError, negative or unsorted a scribble; usage past 1
+    clipped."""
+    run = next((swept / "runs").iterdir())
+    copy = _damaged(run, tmp_path, "steps.parquet", **damage)
+    assert main(["plot", str(copy), "--kind", "timeline", "--out", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err
+
+
+def test_round_149_damaged_slo_classes_offered_rates_and_recommend_rows_are_one_line(swept, tmp_path, capsys):
+    """r149: a text SLO target, a class of 5, an offered rate of text, a recommend row without its rank or with a
+    text TP were internal errors; -5 ms was drawn."""
+    import json
+    import shutil
+
+    import yaml
+
+    for cls, needle in (({"a": {"ttft_ms": "abc"}}, "workload.slo_classes.a.ttft_ms must be a positive number"),
+                        ({"a": 5}, "workload.slo_classes must map each class"),
+                        ({"a": {"ttft_ms": -5}}, "workload.slo_classes.a.ttft_ms must be a positive number")):
+        copy = tmp_path / "s"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(swept, copy)
+        for config in copy.glob("runs/*/config.yaml"):
+            data = yaml.safe_load(config.read_text())
+            data["workload"]["slo_classes"] = cls
+            config.write_text(yaml.safe_dump(data))
+        assert main(["plot", str(copy), "--kind", "latency-vs-rate", "--out", str(tmp_path / "p")]) == 2
+        assert needle in capsys.readouterr().err
+    copy = _damaged(swept, tmp_path, "sweep.parquet", offered_rate="x")
+    assert main(["plot", str(copy), "--kind", "goodput", "--out", str(tmp_path / "g")]) == 2
+    assert "column offered_rate must hold numbers" in capsys.readouterr().err
+    example = Path(__file__).resolve().parents[1] / "results" / "recommend-example" / "recommend.json"
+    for edit, needle in ((lambda r: r.pop("rank"), "every row needs its rank"),
+                         (lambda r: r.update({"engine.tensor_parallel_size": "4"}),
+                          "column engine.tensor_parallel_size must hold numbers")):
+        data = json.loads(example.read_text())
+        for row in data["rows"]:
+            edit(row)
+        (tmp_path / "recommend.json").write_text(json.dumps(data))
+        assert main(["plot", str(tmp_path / "recommend.json"), "--kind", "recommend", "--out",
+                     str(tmp_path / "r")]) == 2
+        assert needle in capsys.readouterr().err
