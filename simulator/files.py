@@ -421,7 +421,10 @@ def _refuse_replacing_a_written_profile(target: Path, path, field: str) -> None:
 def refuse_writing_over(path: str | Path, field: str, inputs, profile: bool = False) -> None:
     """`path` names one of `inputs` (str or Path; names that are no file pass), or an existing file inside an input
     folder (a real run's records), or lies among servesim's own files (`profile`: as refuse_package_files): refused
-    before any work."""
+    before any work. Nor one that is no regular file (r149: a FIFO there blocked the writer for ever)."""
+    if Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir():
+        raise ConfigError(field, f"{path} is not a regular file (a FIFO, a device or a socket): servesim writes "
+                                 f"files only")
     refuse_package_files(path, field, profile)
     target = Path(path).resolve()
     for given in inputs:

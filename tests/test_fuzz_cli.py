@@ -839,3 +839,20 @@ def test_round_148_what_has_no_effect_is_said(capsys, sets, said):
     err = capsys.readouterr().err
     assert (said in err) if said else "has no effect" not in err, err
 
+
+
+@pytest.mark.parametrize("argv, fifo", [
+    (["workload", "write", "--set", "workload.num_requests=5", "--out", "{d}/w.jsonl"], "w.jsonl"),
+    (["run", "--quiet", "--set", "workload.num_requests=5", "--set", "profile=teaching", "--out", "{d}/run"],
+     "run/summary.json"),
+    (["calibrate", "compare", "teaching", "roofline", "--out", "{d}/c.csv", "--quiet"], "c.csv"),
+])
+def test_round_149_a_fifo_where_an_output_goes_is_refused(tmp_path, capsys, argv, fifo):
+    """r149: a FIFO at an output's name blocked the writer for ever (run, after writing config.yaml), or was an
+    internal error (plot)."""
+    import os
+
+    (tmp_path / fifo).parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(tmp_path / fifo)
+    _one_error(capsys, main([a.format(d=tmp_path) for a in argv]), "is not a regular file (a FIFO")
+    assert not (tmp_path / "run" / "config.yaml").exists()
