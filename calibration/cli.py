@@ -207,7 +207,9 @@ def cmd_compare_runs(args) -> int:
         for flag in given:  # they shape a simulation, and this one is given already
             print(f"servesim: warning: {flag} has no effect: {sim} is the simulation compared (it ran with its own "
                   f"settings)", file=sys.stderr)
-    sets = list(args.set) + ([f"profile={args.profile}"] if args.profile else [])
+    from servesim.simulator.config import flag_settings
+
+    sets = flag_settings(args.set, [("--profile", "profile", args.profile)])
     table, report = compare_runs(reals, sim, args.scenario, sets, args.tolerance, args.out, command=args.argv,
                                  trace=args.trace, hash_block_tokens=args.hash_block_tokens)
     cols = [c for c in ("metric", "real", "real_spread", "sim", "error", "pass") if c in table]
@@ -312,7 +314,9 @@ def cmd_validate_layers(args) -> int:
 def cmd_validate_replay(args) -> int:
     from servesim.calibration.validate import parse_loads, validate_replay
 
-    sets = args.set + ([f"profile={args.profile}"] if args.profile else [])
+    from servesim.simulator.config import flag_settings
+
+    sets = flag_settings(args.set, [("--profile", "profile", args.profile)])
     loads = parse_loads(args.loads)
     table, steps, tol = validate_replay(args.scenario, sets, args.device, args.threads, args.out, loads,
                                         command=args.argv, attention=args.attention)
@@ -425,8 +429,10 @@ def _fit_serving(args) -> int:
 
     train = [read_run(p) for p in args.measurements]
     held = [read_run(p) for p in args.held_out]
-    sets = list(args.set) + [f"model={args.model}"] * bool(args.model) + [f"hardware.gpu={args.gpu}"] * bool(args.gpu) \
-        + [f"engine.tensor_parallel_size={args.tp}"] * (args.tp is not None)
+    from servesim.simulator.config import flag_settings
+
+    sets = flag_settings(args.set, [("--model", "model", args.model), ("--gpu", "hardware.gpu", args.gpu),
+                                    ("--tp", "engine.tensor_parallel_size", args.tp)])
     from servesim.simulator.errors import ConfigError
 
     for flag, given in (("--dtype", args.dtype), ("--kv-cache-dtype", args.kv_cache_dtype)):

@@ -426,7 +426,9 @@ def cmd_recommend(args) -> int:
     from servesim.simulator.recommend import axes_from, run
     from servesim.simulator.search import parse_slos
 
-    sets = args.set + ([f"model={args.model}"] if args.model else [])
+    from servesim.simulator.config import flag_settings
+
+    sets = flag_settings(args.set, [("--model", "model", args.model)])
     axes = axes_from({"hardware.gpu": args.gpu, "engine.tensor_parallel_size": args.tp, "disaggregation": args.disagg},
                      args.grid)
     slo_specs = list(args.slo)

@@ -555,6 +555,9 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
         except (yaml.YAMLError, RecursionError):
             value = raw  # not YAML: the text itself
         parts = key.strip().split(".")
+        if parts[0] == "resolved":  # (r149: taken and read by nothing, or on a config.yaml's rerun, read unsaid)
+            raise ConfigError(key.strip(), "servesim writes it beside results (what a run derived): not a setting; "
+                                           "give the setting itself (engine.num_gpu_blocks_override, model, ...)")
         if parts[0] == "model" and (len(parts) == 1 or named is None):  # the model as named before its edits
             named, edits = (data.get("model") if len(parts) > 1 else value), []
             named = None if isinstance(named, dict) else [named]
@@ -626,6 +629,22 @@ def sets_give(sets: list[str], key: str) -> bool:
             return False
         node = node[part]
     return True
+
+
+def flag_settings(sets: list[str], flags: list[tuple[str, str, Any]]) -> list[str]:
+    """--set items and the settings a command's own flags give, (flag, key, value) each (None: not given): a flag and
+    a --set of one key, or an empty flag, is one line (r149: --model beside --set model=, or --model '', took one
+    of them unsaid)."""
+    added = []
+    for flag, key, value in flags:
+        if value is None:
+            continue
+        if isinstance(value, str) and not value.strip():
+            raise ConfigError(flag, "is empty: give a value or leave the flag out")
+        if sets_give(sets, key):
+            raise ConfigError(flag, f"--set {key} gives it too: give one")
+        added.append(override(key, value))
+    return list(sets) + added
 
 
 def override(key: str, value: Any) -> str:

@@ -82,6 +82,8 @@ def test_scenario_file_and_overrides(tmp_path, capsys):
     (["cluster.replicas=1024", "engine.data_parallel_size=1024", "engine.num_gpu_blocks_override=4",
       "engine.max_model_len=48"], "engine.data_parallel_size"),
     (["cluster.replicas=1024", "cluster.prefill_replicas=1"], "cluster.prefill_replicas"),
+    # r149: resolved is what a run derived, written beside it: a --set of it was taken and read by nothing
+    (["resolved.num_gpu_blocks=5"], "resolved.num_gpu_blocks: servesim writes it beside results"),
     # r148: a dense model took an expert's sizes (said of its other MoE fields)
     (["model.moe_intermediate_size=1024"], "model: experts_per_token, num_shared_experts, num_dense_layers, "
                                            "expert_dtype, moe_intermediate_size and shared_expert_intermediate_size"),

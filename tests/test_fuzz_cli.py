@@ -856,3 +856,23 @@ def test_round_149_a_fifo_where_an_output_goes_is_refused(tmp_path, capsys, argv
     os.mkfifo(tmp_path / fifo)
     _one_error(capsys, main([a.format(d=tmp_path) for a in argv]), "is not a regular file (a FIFO")
     assert not (tmp_path / "run" / "config.yaml").exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["recommend", "--model", "qwen3-8b", "--set", "model=llama-3.1-8b", "--slo", "ttft_p99_ms=500"],
+     "--model: --set model gives it too: give one"),
+    (["recommend", "--model", "", "--slo", "ttft_p99_ms=500"], "--model: is empty"),
+    (["compare", "{real}", "--profile", "teaching", "--set", "profile=roofline"],
+     "--profile: --set profile gives it too"),
+    (["compare", "{real}", "--profile", ""], "--profile: is empty"),
+    (["calibrate", "fit", "{real}", "--gpu", "rtx-4090", "--set", "hardware.gpu=h100-sxm"],
+     "--gpu: --set hardware.gpu gives it too"),
+])
+def test_round_149_a_flag_and_a_set_of_one_setting_are_refused(tmp_path, capsys, argv, says):
+    """r149: a command's flag beside a --set of the same setting (or an empty flag) took one of them unsaid."""
+    real = Path(__file__).resolve().parents[2] / "shared" / "data" / "serving" / "llmservingsim-vllm-0.19" / \
+        "RTX4090" / "Llama-3.1-8B"
+    if "{real}" in argv and not real.is_dir():
+        pytest.skip(f"{real} not found (../shared is absent)")
+    _one_error(capsys, main([a.format(real=real) for a in argv] + ["--out", str(tmp_path / "o")]), says)
+    assert not (tmp_path / "o").exists()
