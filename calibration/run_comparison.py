@@ -171,6 +171,13 @@ def _sim_from_dir(path: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
         raise ConfigError(str(path), f"not a servesim results folder: summary.json must be an object and "
                                      f"requests.parquet hold requests with {', '.join(missing or SIM_COLUMNS)}")
     _check_sim_values(path, requests)
+    said = summary.get("cost_model_warnings", [])
+    if not isinstance(said, list) or not all(isinstance(w, str) for w in said):  # (r149: an internal error)
+        raise ConfigError(str(path), "summary.json: cost_model_warnings must be a list of texts: a damaged results "
+                                     "folder")
+    if steps is not None and summary.get("num_steps") != len(steps):  # (r149: another run's steps were read)
+        raise ConfigError(str(path), f"steps.parquet holds {len(steps):,} steps where summary.json counts "
+                                     f"{summary.get('num_steps')!r:.20}: a damaged results folder")
     statuses = requests["status"].value_counts()
     others = [str(k) for k in statuses.index if k not in ("finished", "rejected")]
     told = {k: summary.get(k) for k in ("completed", "failed")}
@@ -180,8 +187,14 @@ def _sim_from_dir(path: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
         raise ConfigError(str(path), f"requests.parquet holds {', '.join(f'{n:,} {k}' for k, n in statuses.items())} "
                                      f"request(s), where summary.json counts {told['completed']} completed and "
                                      f"{told['failed']} failed: a damaged results folder")
-    if steps is not None and not {"start", "num_running", "num_waiting", "kv_usage"} <= set(steps.columns):
+    read = ["start", "end", "num_running", "num_waiting", "kv_usage"]
+    if steps is not None and not set(read) <= set(steps.columns):
         steps = None  # the timeline is left out
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    for col in read + ["replica"] if steps is not None else []:  # (r149: text was an internal error, deep inside)
+        if col in steps and (not is_numeric_dtype(steps[col]) or is_bool_dtype(steps[col])):
+            raise ConfigError(str(path), f"steps.parquet: {col} must be numbers: a damaged results folder")
     unfinished = summary.get("unfinished")
     if isinstance(unfinished, int) and unfinished > 0:  # their lengths are what they reached, their latencies none
         raise ConfigError(str(path), f"a cut simulation (simulation.max_sim_time_s) left {unfinished:,} request(s) "
@@ -192,13 +205,14 @@ def _sim_from_dir(path: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
 def _check_sim_values(path: Path, requests: pd.DataFrame) -> None:
     """A damaged table is no simulation to judge by: times finite and >= 0 (a finished request's latencies; a
     TPOT may be missing where one token was made), counts >= 0 (the real side's records are held to the same)."""
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
     done = requests["status"] == "finished"
     for column in ("arrival_time", "prompt_tokens", "output_tokens", "ttft", "e2el", "queue_time", "tpot"):
-        try:
-            values = pd.to_numeric(requests[column] if column in ("arrival_time", "prompt_tokens", "output_tokens")
-                                   else requests.loc[done, column], errors="raise").to_numpy(float)
-        except (TypeError, ValueError):
-            raise ConfigError(str(path), f"requests.parquet: {column} must be numbers") from None
+        if not is_numeric_dtype(requests[column]) or is_bool_dtype(requests[column]):  # (r149: text read as
+            raise ConfigError(str(path), f"requests.parquet: {column} must be numbers")  # numbers, then a TypeError)
+        values = (requests[column] if column in ("arrival_time", "prompt_tokens", "output_tokens")
+                  else requests.loc[done, column]).to_numpy(float)
         bad = ~(np.isfinite(values) & (values >= 0))
         if column == "tpot":
             bad &= ~np.isnan(values)
@@ -206,6 +220,12 @@ def _check_sim_values(path: Path, requests: pd.DataFrame) -> None:
             raise ConfigError(str(path), f"requests.parquet: {column} must be finite and >= 0 (for each finished "
                                          f"request), got {values[bad][0]:g} in {int(bad.sum()):,} row(s): a damaged "
                                          f"results folder")
+    f = requests.loc[done]  # a request's queue before its first token, its first token before its last (r149)
+    for early, late in (("queue_time", "ttft"), ("ttft", "e2el")):
+        off = (f[early] > f[late] + 1e-9).to_numpy()
+        if off.any():
+            raise ConfigError(str(path), f"requests.parquet: {early} after {late} in {int(off.sum()):,} finished "
+                                         f"request(s): a damaged results folder")
 
 
 def _lengths_said(lengths: list) -> str:
@@ -450,8 +470,10 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
 
         try:
             sim_itls = itls_from_tables(sim_requests, steps)  # as the run had them (real runs' ITLs are compared)
-        except ValueError as exc:  # a table edited or cut since the run
-            raise ConfigError(str(sim_dir), f"{exc}: a damaged results folder") from None
+        except (ValueError, TypeError, KeyError, IndexError) as exc:  # a table edited or cut since the run (r149:
+            # a replica of floats or text, token runs of None, steps without `end`: internal errors)
+            what = str(exc) if isinstance(exc, ValueError) else f"its tables do not read ({type(exc).__name__}: {exc})"
+            raise ConfigError(str(sim_dir), f"{what}: a damaged results folder") from None
         rejected = int((sim_requests["status"] == "rejected").sum())
         if rejected:  # its rejected requests have no output: named, not read as another workload
             raise ConfigError("SIM", f"{sim_dir} rejected {rejected:,} of its {len(sim_requests):,} requests: "

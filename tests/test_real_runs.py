@@ -963,8 +963,9 @@ def test_a_simulation_of_other_lengths_is_named_as_sim_and_says_which(tmp_path, 
 
 
 @pytest.mark.parametrize("damage, said", [
-    (lambda req, steps: (req, steps.iloc[:0]), "token_runs names steps"),  # an IndexError (internal error)
-    (lambda req, steps: (req, steps.iloc[:len(steps) // 2]), "token_runs names steps"),
+    (lambda req, steps: (req, steps.iloc[:0]), "steps where summary.json counts"),  # an IndexError (internal error)
+    (lambda req, steps: (req, steps.iloc[:len(steps) // 2]), "steps where summary.json counts"),  # (r149: checked
+    # against the summary's count before the token runs)
     (lambda req, steps: (req, steps.iloc[::-1]), "in time order"),  # negative ITLs compared
     (lambda req, steps: (req.assign(status=["failed"] + ["finished"] * (len(req) - 1)), steps),
      "holds 119 finished, 1 failed request(s), where summary.json counts 120 completed"),  # dropped silently
@@ -1244,3 +1245,54 @@ def test_round_135_shape_range_is_the_fitted_runs_batches_only(tmp_path):
     alone = fit_serving([train], [], None, DEPLOY, ["memory_scale"], max_evals=3)
     assert fit.profile["shape_range"] == alone.profile["shape_range"]
     assert fit.profile["shape_range"]["max_seqs"] < int(heavy.steps["num_seqs"].max())
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    """A real run compared once: its simulation folder, written by servesim, for the damage below."""
+    from servesim.simulator.cli import main
+
+    real = Path(__file__).resolve().parents[2] / "shared" / "data" / "serving" / "llmservingsim-vllm-0.19" / \
+        "RTXPRO6000" / "Llama-3.1-8B"
+    if not real.is_dir():
+        pytest.skip(f"{real} not found (../shared is absent)")
+    out = tmp_path_factory.mktemp("compared")
+    assert main(["compare", str(real), "--set", "hardware.gpu=rtx-pro-6000", "--out", str(out / "c")]) in (0, 1)
+    return real, out / "c" / "sim"
+
+
+@pytest.mark.parametrize("table, damage, says", [
+    ("summary.json", {"cost_model_warnings": 5}, "cost_model_warnings must be a list of texts"),
+    ("requests.parquet", {"ttft": lambda t: t["ttft"].astype(str)}, "requests.parquet: ttft must be numbers"),
+    ("requests.parquet", {"replica": lambda t: t["replica"].astype(str)}, "its tables do not read"),
+    ("requests.parquet", {"token_runs": lambda t: [None] * len(t)}, "its tables do not read"),
+    ("requests.parquet", {"queue_time": lambda t: t["ttft"] * 2}, "queue_time after ttft"),
+    ("requests.parquet", {"ttft": lambda t: t["e2el"] * 2}, "ttft after e2el"),
+    ("steps.parquet", {"end": lambda t: t["end"].astype(str)}, "steps.parquet: end must be numbers"),
+    ("steps.parquet", {"replica": lambda t: t["replica"].astype(float)}, "its tables do not read"),
+    ("steps.parquet", {"start": lambda t: t["start"].iloc[:10].to_numpy()}, "steps.parquet holds 10 steps where"),
+])
+def test_round_149_a_damaged_simulation_given_to_compare_is_one_line(compared, tmp_path, capsys, table, damage, says):
+    """r149: a servesim folder edited since its run was an internal error (text columns, a replica of floats,
+    token runs of None, steps without `end`) or compared as given (a queue longer than its TTFT, another run's
+    steps)."""
+    import shutil
+
+    from servesim.simulator.cli import main
+
+    real, sim = compared
+    copy = tmp_path / "sim"
+    shutil.copytree(sim, copy)
+    if table == "summary.json":
+        (copy / table).write_text(json.dumps(json.loads((copy / table).read_text()) | damage))
+    else:
+        t = pd.read_parquet(copy / table)
+        if "start" in damage:  # another run's steps: fewer rows than the summary counts
+            t = t.iloc[:10]
+        else:
+            for col, fn in damage.items():
+                t[col] = fn(t)
+        t.to_parquet(copy / table)
+    assert main(["compare", str(real), str(copy), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
