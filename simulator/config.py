@@ -353,7 +353,10 @@ class Scenario(Settings):
     speculative: SpeculativeSettings = SpeculativeSettings()
     simulation: SimulationSettings = SimulationSettings()
     moe: MoESettings = MoESettings()
-    resolved: dict | None = Field(None, description="written by servesim next to results; ignored on input")
+    resolved: dict | None = Field(None, description="written by servesim next to results; read back only for "
+                                                    "resolved.derived, which tells a value servesim derived (set "
+                                                    "back to what the scenario said, its `from`) from one edited "
+                                                    "since (it stands); not a --set")
 
     @model_validator(mode="after")
     def _reached_ranks_exist(self):
