@@ -1,7 +1,8 @@
 """vLLM's hybrid KV cache manager: models with local-attention layers in one block pool.
 
 vLLM groups layers of one kind into KV cache groups of `group_layers` layers each (the rarer kind's count, or
-the commoner's where it is under 1.5 times that; the last group padded), so every group's page, block_size tokens of its layers, is one block of the pool. A
+the commoner's where it is under 1.5 times that; the last group padded), so every group's page, block_size tokens
+of its layers, is one block of the pool. A
 request holds, per group, a block for each block_size of its tokens, except that a local group drops the
 blocks wholly before its window (SlidingWindowManager, ChunkedLocalAttentionManager). With prefix caching every
 group keys its blocks by content and requests share them (HybridPrefixCachingKVManager).

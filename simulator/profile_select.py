@@ -20,7 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from servesim.simulator.cost_model import Profile, builtin_profile_names, default_overhead, load_profile, refuse_relabelled
+from servesim.simulator.cost_model import (Profile, builtin_profile_names, default_overhead, load_profile,
+                                            refuse_relabelled)
 from servesim.simulator.errors import ConfigError, MissingKernelTable
 from servesim.simulator.files import file_part
 from servesim.simulator.hardware import Hardware

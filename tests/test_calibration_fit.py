@@ -474,7 +474,8 @@ def test_a_fit_of_a_plain_table_says_what_it_was_fitted_to(tmp_path):
                  "fp8", "--out", str(tmp_path / "q.yaml")]) == 0
     assert yaml.safe_load((tmp_path / "q.yaml").read_text())["kv_cache_dtype"] == "fp8"
     assert main(["run", "--set", "model=small-llama", "--set", "engine.kv_cache_dtype=fp8", "--set",
-                 f"profile={tmp_path / 'p.yaml'}", "--set", "workload.num_requests=2", "--out", str(tmp_path / "r")]) == 2
+                 f"profile={tmp_path / 'p.yaml'}", "--set", "workload.num_requests=2", "--out",
+                 str(tmp_path / "r")]) == 2
     # round 103: a profile written under another ending was written, then refused by every command that read it
     for out in ("p.txt", "p", "p.YAML"):  # round 109: .YAML was written, and no profile reader reads it
         assert main(["calibrate", "fit", str(table), "--model", "small-llama", "--dtype", "fp32", "--out",

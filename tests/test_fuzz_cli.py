@@ -826,7 +826,8 @@ def test_round_147_an_admission_cap_that_never_binds_is_said(capsys, sets, said)
      "workload.clip_to_max_model_len has no effect: sessions cut no turn"),  # printed true, read by nothing
     (["workload.type=sessions"], None),
     (["speculative.method=fixed", "speculative.drafts_vary=true", "speculative.proposal_distribution=[0.5,0.5]",
-      "speculative.num_speculative_tokens=1"], "speculative.drafts_vary has no effect: speculative.proposal_distribution"),
+      "speculative.num_speculative_tokens=1"],
+     "speculative.drafts_vary has no effect: speculative.proposal_distribution"),
 ])
 def test_round_148_what_has_no_effect_is_said(capsys, sets, said):
     """r148: settings that could not act (tables beside a given profile, constant gaps drawn, a concurrency cap no
