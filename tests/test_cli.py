@@ -256,15 +256,15 @@ def test_a_sweep_replaces_links_at_its_own_names_and_refuses_a_linked_runs_folde
     out = tmp_path / "s"
     out.mkdir()
     (out / ".sweep.parquet.tmp").symlink_to(victim)
-    argv = ["sweep", "--set", "workload.num_requests=3", "--set", "model=gpt-oss-120b", "--grid",
-            "hardware.gpu=h200-sxm,a100-80gb", "--out", str(out)]
-    assert main(argv) == 1  # the A100 point does not fit: recorded, the sweep goes on
+    argv = ["sweep", "--set", "workload.num_requests=3", "--set", "profile=roofline", "--grid",
+            "hardware.gpu=h200-sxm,l4", "--out", str(out)]  # (roofline: no kernel tables needed)
+    assert main(argv) == 1  # the L4 point does not fit one max-length request: recorded, the sweep goes on
     assert victim.read_text() == "victim" and (out / "sweep.parquet").is_file()
     error = next((out / "runs").glob("*.error.txt"))
     error.unlink()
     error.symlink_to(victim)
     assert main(argv) == 1
-    assert victim.read_text() == "victim" and not error.is_symlink() and "a100" in error.read_text().lower()
+    assert victim.read_text() == "victim" and not error.is_symlink() and "max_model_len" in error.read_text()
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     linked = tmp_path / "s2"

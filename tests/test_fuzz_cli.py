@@ -346,6 +346,9 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["bench", "--rate", "1e-9"], "bench: argument --rate: must be >= 1e-06"),
 ])
 def test_contradictions_and_impossible_requests_are_one_line(capsys, tmp_path, argv, needle):
+    tables = Path(__file__).resolve().parents[2] / "shared" / "data" / "gpu" / "aiconfigurator"
+    if argv[:3] == ["calibrate", "import", "aiconfigurator"] and not tables.is_dir():  # its root is checked first
+        pytest.skip(f"kernel tables not found at {tables} (../shared is absent)")
     if argv[0] == "sweep":
         argv = argv + ["--out", str(tmp_path / "s"), "--no-progress"]
     if argv[0] == "run":

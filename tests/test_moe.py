@@ -539,6 +539,9 @@ def test_0_19_holds_each_gpus_expert_slice_to_the_fp8_weight_block(tmp_path):
     ran. 0.33 shrinks the block and starts; expert parallelism keeps each expert whole."""
     import json
 
+    if not TABLES.is_dir():  # its MoE profile is composed from them
+        pytest.skip(f"kernel tables not found at {TABLES} (../shared is absent)")
+
     from servesim.simulator.config import load
     from servesim.simulator.errors import ConfigError
 

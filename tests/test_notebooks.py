@@ -10,7 +10,8 @@ nbclient = pytest.importorskip("nbclient", reason="nbformat/nbclient are test ex
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
-NEEDS = {"token_budget_azure.ipynb": SHARED / "traces" / "azure2023" / "AzureLLMInferenceTrace_conv.csv"}
+NEEDS = {"token_budget_azure.ipynb": SHARED / "traces" / "azure2023" / "AzureLLMInferenceTrace_conv.csv",
+         "sizing_a_deployment.ipynb": SHARED / "traces" / "azure2023" / "AzureLLMInferenceTrace_conv.csv"}
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb")))

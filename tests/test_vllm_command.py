@@ -2067,6 +2067,9 @@ def test_every_built_in_checkpoint_is_read_from_its_hf_id():
 def test_a_checkpoint_of_a_built_in_shape_keeps_its_own_length(tmp_path):
     """Round 100: Qwen3-30B-A3B-Instruct-2507 was read as Qwen3-30B-A3B, 40,960 positions, and its model card's
     `vllm serve ... --max-model-len 262144` refused; its config.json reads 262,144. The built-in's profiles apply."""
+    tables = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data" / "gpu" / "aiconfigurator"
+    if not tables.is_dir():  # its MoE profile is composed from them
+        pytest.skip(f"kernel tables not found at {tables} (../shared is absent)")
     assert main(["vllm", "--gpu", "h200-sxm", "--out", str(tmp_path), "--quiet", "serve",
                  "Qwen/Qwen3-30B-A3B-Instruct-2507", "--max-model-len", "262144", "--", "bench", "serve",
                  "--num-prompts", "5"]) == 0
