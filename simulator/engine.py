@@ -304,10 +304,10 @@ class Replica:
                     self.hand_off(r, t)
                 for r in finished:
                     self.front_end.finished(r, t)
-            due = self.front_end.next_time
-            if finished and due <= env.now + ARRIVAL_TIE_S:  # a follow-up sent as a request ended arrives now: it
-                # joins the next step, as a request due now does (r119: it waited one); one a replayed file times a
-                # few ulps later, rebased from its clock, too (r149: compare of a --max-concurrency run, TTFT +38%)
+            if finished and (due := self.front_end.next_time) <= env.now + ARRIVAL_TIE_S:  # a follow-up sent as a
+                # request ended arrives now: it joins the next step, as a request due now does (r119: it waited one);
+                # one a replayed file times a few ulps later, rebased from its clock, too (r149: compare of a
+                # --max-concurrency run, TTFT +38%)
                 yield env.at(max(env.now, due))
 
 
