@@ -230,9 +230,13 @@ def detect(path: str | Path) -> str:
     if path.is_dir():
         if (path / "vllm" / "requests.jsonl").is_file() or (path / "requests.jsonl").is_file():
             return "lifecycle"
+        if (path / "requests.parquet").is_file():  # (r149: read as a real run's folder of lifecycle records)
+            _fail(path, "", "a servesim results folder without its summary.json (a simulation needs both "
+                            "summary.json and requests.parquet)")
         _fail(path, "", "a folder without requests.jsonl (or vllm/requests.jsonl) of lifecycle records")
     if not path.is_file():
-        _fail(path, "", f"no such file{where_looked(path)}")
+        _fail(path, "", "not a regular file (a FIFO, a device or a socket)" if path.exists()
+              else f"no such file{where_looked(path)}")
     try:
         with open(path, "rb") as f:
             head = f.read(1 << 16).decode("utf-8-sig", errors="replace").lstrip()  # a BOM is no content

@@ -496,6 +496,15 @@ def cmd_bench(args) -> int:
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line and exit 2, like every other bad input."""
 
+    def parse_known_args(self, args=None, namespace=None):
+        """A command's list of files may go on after its options (`compare REAL --tolerance 0.1 SIM`)."""
+        ns, extras = super().parse_known_args(args, namespace)
+        lists = [a for a in self._actions if not a.option_strings and a.nargs in ("+", "*")]
+        if len(lists) == 1 and extras and not any(e.startswith("-") for e in extras):
+            setattr(ns, lists[0].dest, [*(getattr(ns, lists[0].dest) or []), *extras])
+            extras = []
+        return ns, extras
+
     def error(self, message: str):
         where = self.prog.removeprefix("servesim").strip()
         self.exit(2, f"servesim: error: {where + ': ' if where else ''}{message} (see {self.prog} --help)\n")

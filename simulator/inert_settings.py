@@ -152,6 +152,10 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     if w.type == "synthetic" and w.max_concurrency and w.num_requests and w.max_concurrency >= w.num_requests:
         rules.append((True, w, "workload", ["max_concurrency"],
                       f"at or above workload.num_requests ({w.num_requests}): no request waits for another"))  # r148
+    if a is not None and a.process == "closed_loop" and w.num_requests and a.concurrency >= w.num_requests:
+        rules.append((True, a, "workload.arrival", ["think_time_s"],
+                      f"workload.arrival.concurrency ({a.concurrency}) is at or above workload.num_requests "
+                      f"({w.num_requests}): each client sends one request, none a second"))
     rules.append((w.type == "sessions", w, "workload", ["clip_to_max_model_len"],
                   "sessions cut no turn (a turn past max_model_len is refused, 400, and ends its session)"))
     if w.type == "sessions" and w.turns.dist == "fixed" and w.turns.value == 1:

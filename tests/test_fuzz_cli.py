@@ -825,6 +825,9 @@ def test_round_147_an_admission_cap_that_never_binds_is_said(capsys, sets, said)
     (["workload.num_requests=20", "workload.max_concurrency=1000"],
      "workload.max_concurrency has no effect: at or above workload.num_requests (20)"),
     (["workload.num_requests=20", "workload.max_concurrency=19"], None),
+    (["workload.num_requests=20", "workload.arrival={process: closed_loop, concurrency: 20, think_time_s: 1}"],
+     "think_time_s has no effect: workload.arrival.concurrency (20) is at or above workload.num_requests (20)"),
+    (["workload.num_requests=20", "workload.arrival={process: closed_loop, concurrency: 19, think_time_s: 1}"], None),
     (["workload.type=sessions", "workload.clip_to_max_model_len=true"],
      "workload.clip_to_max_model_len has no effect: sessions cut no turn"),  # printed true, read by nothing
     (["workload.type=sessions"], None),

@@ -6,6 +6,7 @@ a fit must recover the step-time terms the run was made with.
 """
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -252,6 +253,18 @@ def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys, monkeypa
     result.write(tmp_path / "sim")
     assert main(["compare", str(real), str(tmp_path / "sim"), "--out", str(tmp_path / "o")]) == 0
     assert "has no effect" not in capsys.readouterr().err
+    # the simulation may follow an option (argparse split it off as an unrecognised argument, round 149)
+    assert main(["compare", str(real), "--tolerance", "0.1", str(tmp_path / "sim"), "--out", str(tmp_path / "oi")]) == 0
+    assert (tmp_path / "oi" / "table.csv").read_text() == (tmp_path / "o" / "table.csv").read_text()
+    assert main(["compare", str(real), "--tolerance", "0.1", str(tmp_path / "sim"), "--bogus"]) == 2
+    assert "unrecognized arguments: " in capsys.readouterr().err
+    (tmp_path / "nosum").mkdir()  # a simulation without its summary is named as one (r149: "no lifecycle records")
+    shutil.copy(tmp_path / "sim" / "requests.parquet", tmp_path / "nosum")
+    assert main(["compare", str(real), str(tmp_path / "nosum"), "--out", str(tmp_path / "on")]) == 2
+    assert "servesim results folder without its summary.json" in capsys.readouterr().err
+    os.mkfifo(tmp_path / "fifo")  # a FIFO given as the real run is named as one, not "no such file" (r149)
+    assert main(["compare", str(tmp_path / "fifo"), "--out", str(tmp_path / "of")]) == 2
+    assert "not a regular file (a FIFO" in capsys.readouterr().err
     # what shapes a simulation does nothing when the simulation is given: said, and the table is the same
     assert main(["compare", str(real), str(tmp_path / "sim"), "--out", str(tmp_path / "o0"), "--set",
                  "engine.max_num_seqs=4", "--profile", "teaching"]) == 0
@@ -269,7 +282,6 @@ def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys, monkeypa
     assert main(["compare", str(real), "--tolerance", "inf", "--out", str(tmp_path / "o3")]) == 2
     # a profile the simulation reads, inside --out: refused before simulating, as --profile (round 69 found it
     # refused only when the run was written, naming out_dir)
-    import shutil
     from servesim.simulator import engine
 
     prof = tmp_path / "o5" / "sim" / "p.yaml"

@@ -396,6 +396,9 @@ ERRORS = [
     ("pretty.jsonl", "mooncake", '{"timestamp": 0,\n "input_length": 6}\n', ["line 1, column 17", "invalid JSON"]),
     ("servesim_block.jsonl", "servesim", '{"arrival_time": 0, "prompt_tokens": 3, "output_tokens": 2, "prefix_ids": [1]}\n',
      ["line 1, key prefix_block_tokens", "> 0"]),
+    ("servesim_ids_text.jsonl", "servesim",  # r149: blamed on prefix_block_tokens, which the text would not need
+     '{"arrival_time": 0, "prompt_tokens": 3, "output_tokens": 2, "prefix_ids": "abc"}\n',
+     ["line 1, key prefix_ids", "expected a list of integers, got 'abc'"]),
     ("empty.csv", None, "", ["empty file"]),
     ("header_only.csv", "azure", AZ, ["no requests"]),
     ("duplicate_key.jsonl", "mooncake", '{"timestamp": 0, "input_length": 6, "output_length": 2}\n'

@@ -425,6 +425,8 @@ def _servesim_rows(obj: _Obj, seen: dict, chains: dict):
     if slo is not None and not (isinstance(slo, str) and slo.strip() and slo.isprintable() and len(slo) <= 100):
         obj.fail("slo_class", f"expected a class name (printable text of 1 to 100 characters) or null, got {_show(slo)}")
     block = obj.integer("prefix_block_tokens", 0)
+    if not isinstance(obj.get("prefix_ids", []), list):  # named before the block size it would need (r149)
+        obj.fail("prefix_ids", f"expected a list of integers, got {_show(obj.get('prefix_ids'))}")
     if obj.get("prefix_ids", []) and not block:
         obj.fail("prefix_block_tokens", "must be > 0 when prefix_ids are given")
     if block and not obj.get("prefix_ids", []):
