@@ -120,7 +120,7 @@ def _read_table(path: Path, cols: list[str]) -> pd.DataFrame:
         raise ConfigError("kernel_tables", f"{path} lacks column(s) {', '.join(missing)}")
     if df.empty:
         raise ConfigError("kernel_tables", f"{path} has no rows")
-    lat = pd.to_numeric(df["latency"], errors="coerce")
+    lat = pd.to_numeric(df["latency"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)  # <NA> too (r150)
     bad = ~(np.isfinite(lat) & (lat > 0) & (lat <= 1e9))
     if bad.any():
         raise ConfigError("kernel_tables", f"{path}: {int(bad.sum())} of {len(df)} rows have a latency that is not a "
@@ -130,10 +130,11 @@ def _read_table(path: Path, cols: list[str]) -> pd.DataFrame:
     for col in [c for c in cols if c != "latency"] + ["window_size"] * ("window_size" in df.columns):
         v = df[col]
         least = 0 if col in zero_ok else 1
-        if col in TEXT_COLUMNS:
-            ok, what = v.map(lambda x: isinstance(x, str)).to_numpy(bool), "text"
+        if col in TEXT_COLUMNS:  # a kind no row of the real tables spells so (empty, padded) matches nothing (r150)
+            ok = v.map(lambda x: isinstance(x, str) and x != "" and x == x.strip()).to_numpy(bool)
+            what = "text (not empty, no spaces around it)"
         elif is_numeric_dtype(v) and not is_bool_dtype(v):
-            x = v.to_numpy(dtype=float)
+            x = v.to_numpy(dtype=float, na_value=np.nan)
             ok, what = np.isfinite(x) & (x >= least), f"numbers >= {least}"
         else:
             ok, what = np.zeros(len(v), bool), f"numbers >= {least}"
@@ -142,7 +143,7 @@ def _read_table(path: Path, cols: list[str]) -> pd.DataFrame:
             raw = v.iloc[row]
             raise ConfigError("kernel_tables", f"{path}: column {col} must hold {what} (row {row + 1}: "
                                                f"{getattr(raw, 'item', lambda: raw)()!r:.40})")
-    return df.assign(latency=lat.astype(float))
+    return df.assign(latency=lat)
 
 
 TEXT_COLUMNS = {"gemm_dtype", "kernel_source", "kv_cache_dtype", "backend", "moe_dtype", "distribution", "gemm_type",

@@ -182,7 +182,7 @@ def _json_lines(path: Path) -> list[tuple[int, dict]]:
     except (OSError, UnicodeDecodeError) as exc:
         _fail(path, "", f"cannot read: {exc}")
     rows = []
-    for i, line in enumerate(text.splitlines(), 1):
+    for i, line in enumerate(text.split("\n"), 1):  # JSON strings may hold U+2028 raw, which splitlines breaks on
         if not line.strip():
             continue
         try:
@@ -243,7 +243,7 @@ def detect(path: str | Path) -> str:
     except OSError as exc:
         _fail(path, "", f"cannot read: {exc.strerror or exc}")
     if head.startswith("{"):
-        first = head.splitlines()[0]
+        first = head.split("\n")[0]
         try:
             row = json.loads(first)
         except JSON_ERRORS:
@@ -341,7 +341,7 @@ def _read_lifecycle(path: Path) -> RealRun:
     if stamped.any():
         run.warnings.append(_stamped_warning(int(stamped.sum()), int(n_out[stamped].max()),
                                              "last_token_ts equal to first_token_ts"))
-    if folder is None and (path.parent / "meta.json").is_file():  # <run>/vllm/requests.jsonl: its run's settings
+    if folder is None and _present(path.parent / "meta.json"):  # <run>/vllm/requests.jsonl: its run's settings
         folder = path.parent
     if folder is not None:
         _read_folder_meta(run, folder)
@@ -351,11 +351,17 @@ def _read_lifecycle(path: Path) -> RealRun:
 def _read_folder_meta(run: RealRun, folder: Path) -> None:
     """meta.json's engine arguments as servesim settings, and timeseries.csv for the timeline."""
     for meta_path in (folder / "vllm" / "meta.json", folder / "meta.json"):
-        if meta_path.is_file():
+        if _present(meta_path):  # (r150: a broken link or a folder there was taken as no meta.json: other settings)
+            if not meta_path.is_file():
+                _fail(meta_path, "", "not a regular file (a folder, a broken link, a FIFO): the run's settings "
+                                     "cannot be read")
             run.meta = meta = _json_object(meta_path)
             run.sets = engine_sets(meta, meta_path)
             break
     for ts in (folder / "vllm" / "timeseries.csv", folder / "timeseries.csv"):
+        if _present(ts) and not ts.is_file():
+            run.warnings.append(f"{ts} is not a regular file: no timeline plot")
+            break
         if ts.is_file():
             try:  # the per-request comparison does not need the timeline: a damaged one is said and left out
                 t = pd.read_csv(ts)
@@ -363,13 +369,21 @@ def _read_folder_meta(run: RealRun, folder: Path) -> None:
                 run.warnings.append(f"{ts} is no table ({str(exc).splitlines()[0][:80] if str(exc) else ''}): "
                                     f"no timeline plot")
                 break
-            if {"t", "running", "waiting"} <= set(t.columns) and len(t):
+            twice = sorted({m[1] for c in t.columns if (m := re.fullmatch(r"(.+)\.\d+", str(c))) and m[1] in t})
+            if twice:  # pandas renamed the second (r150: running.1 was read as another column)
+                run.warnings.append(f"{ts} gives column(s) {', '.join(twice)} twice: no timeline plot")
+            elif {"t", "running", "waiting"} <= set(t.columns) and len(t):
                 run.timeseries = _timeline(t)
                 if run.timeseries is None:  # every row's time damaged: said, as an empty table is
                     run.warnings.append(f"{ts} has no row with a time (t) a run has: no timeline plot")
             else:
                 run.warnings.append(f"{ts} holds no rows of t, running, waiting: no timeline plot")
             break
+
+
+def _present(path: Path) -> bool:
+    """Something is at the name, even a link to nothing."""
+    return path.exists() or path.is_symlink()
 
 
 def _timeline(t: pd.DataFrame) -> pd.DataFrame | None:
@@ -395,6 +409,14 @@ RECORDED_SWITCHES = {
     "async_scheduling": (("engine_kwargs", "async_scheduling"), ("resolved_config", "scheduler_config", "async_scheduling")),
     "enforce_eager": (("engine_kwargs", "enforce_eager"), ("resolved_config", "model_config", "enforce_eager")),
 }
+
+
+# where vLLM's resolved config records each count (engine_kwargs gives only those the command line set)
+RESOLVED_COUNTS = {"tensor_parallel_size": ("resolved_config", "parallel_config", "tensor_parallel_size"),
+                   "data_parallel_size": ("resolved_config", "parallel_config", "data_parallel_size"),
+                   "max_num_seqs": ("resolved_config", "scheduler_config", "max_num_seqs"),
+                   "max_num_batched_tokens": ("resolved_config", "scheduler_config", "max_num_batched_tokens"),
+                   "max_model_len": ("resolved_config", "model_config", "max_model_len")}
 
 
 def _at(meta: dict, path: tuple[str, ...]):
@@ -455,9 +477,15 @@ def engine_sets(meta: dict, where) -> list[str]:
         value = (cache if section == "kv_cache" else kw).get(key)
         if value is not None and not ok(value):
             _fail(where, f"{section}.{key}", f"must be {what}, got {value!r:.60}")
-    for key in ENGINE_COUNTS:
-        if kw.get(key) is not None:
-            sets.append(f"engine.{key}={kw[key]}")
+    for key in ENGINE_COUNTS:  # the argument, else what vLLM resolved it to (r150: a resolved count was unread)
+        resolved = _at(meta, RESOLVED_COUNTS[key])
+        if resolved is not None and not _positive_int(resolved):
+            _fail(where, ".".join(RESOLVED_COUNTS[key]), f"must be a positive integer, got {resolved!r:.60}")
+        if kw.get(key) is not None and resolved is not None and kw[key] != resolved:
+            _fail(where, f"engine_kwargs.{key}", f"{kw[key]} contradicts {'.'.join(RESOLVED_COUNTS[key])} "
+                                                f"{resolved}: which did the run have?")
+        if kw.get(key, resolved) is not None:
+            sets.append(f"engine.{key}={kw.get(key, resolved)}")
     if "enable_expert_parallel" in kw:
         if not isinstance(kw["enable_expert_parallel"], bool):
             _fail(where, "engine_kwargs.enable_expert_parallel", f"must be true or false, got {kw['enable_expert_parallel']!r}")

@@ -216,10 +216,12 @@ def _check_sim_values(path: Path, requests: pd.DataFrame) -> None:
         bad = ~(np.isfinite(values) & (values >= 0))
         if column == "tpot":
             bad &= ~np.isnan(values)
+        if column.endswith("_tokens"):  # a count (r150: 12.7 tokens were truncated to 12 unsaid)
+            bad |= np.isfinite(values) & (values != np.floor(values))
         if bad.any():
             raise ConfigError(str(path), f"requests.parquet: {column} must be finite and >= 0 (for each finished "
-                                         f"request), got {values[bad][0]:g} in {int(bad.sum()):,} row(s): a damaged "
-                                         f"results folder")
+                                         f"request){', whole numbers' if column.endswith('_tokens') else ''}, got "
+                                         f"{values[bad][0]:g} in {int(bad.sum()):,} row(s): a damaged results folder")
     f = requests.loc[done]  # a request's queue before its first token, its first token before its last (r149)
     for early, late in (("queue_time", "ttft"), ("ttft", "e2el")):
         off = (f[early] > f[late] + 1e-9).to_numpy()

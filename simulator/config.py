@@ -512,8 +512,9 @@ def load_scenario_file(path: str | Path) -> dict:
     from servesim.simulator.files import load_yaml, read_settings_text
 
     data = load_yaml(read_settings_text(path, "scenario"), "scenario", str(path))
-    if data is None:
-        return {}
+    if data is None:  # (r150: an emptied file ran the default scenario unsaid, as an empty path did, r143)
+        raise ConfigError("scenario", f"{path} holds no settings (empty, or only comments): write {{}} for the "
+                                      f"defaults, or give no scenario")
     if not isinstance(data, dict):
         raise ConfigError("scenario", f"{path} must hold a mapping of settings, not {type(data).__name__}")
     return data

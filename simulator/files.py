@@ -38,8 +38,10 @@ def read_settings_text(path: str | Path, field: str, limit: int = MAX_SETTINGS_B
     path = Path(path)
     try:
         st = path.stat()
-    except OSError:
+    except FileNotFoundError:
         raise ConfigError(field, f"file not found: {path}{where_looked(path)}") from None
+    except OSError as exc:  # a link loop, a name too long, a folder that cannot be searched (r150: "not found")
+        raise ConfigError(field, f"cannot read {path}: {exc.strerror or exc}") from None
     if not stat.S_ISREG(st.st_mode):
         raise ConfigError(field, f"{path} is not a regular file")
     if st.st_size > limit:

@@ -17,7 +17,6 @@ from pydantic import ConfigDict, Field, NonNegativeInt, PositiveInt, field_valid
 from servesim.workloads.settings import MAX_INT, Settings
 
 from servesim.simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem, unique_keys
-from servesim.simulator.files import where_looked
 
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
 Dtype = Literal["fp32", "fp16", "bf16", "fp8"]
@@ -886,10 +885,8 @@ def load_model(spec: str | dict | ModelArchitecture) -> ModelArchitecture:
                                        f"servesim reads it offline: `huggingface-cli download {spec} config.json` "
                                        f"fetches it, or give a path to its config.json")
         return _load_file(cached, str(spec).split("/", 1)[1].lower())
-    if path.suffix in (".yaml", ".yml", ".json") or path.exists():
-        if not path.exists():
-            raise ConfigError("model", f"file not found: {spec}{where_looked(spec)}")
-        return _load_file(path, path.stem)
+    if path.suffix in (".yaml", ".yml", ".json") or path.exists() or path.is_symlink():
+        return _load_file(path, path.stem)  # read_settings_text names what is missing or unreadable there
     f = _builtin_dir() / f"{spec}.yaml"
     if not f.is_file():
         raise ConfigError("model", f"unknown model {spec!r}; built-in: {', '.join(builtin_model_names())}, or a path to a YAML/config.json")

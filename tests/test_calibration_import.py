@@ -124,6 +124,12 @@ def test_unknown_model_is_named():
     ("gemm/vllm/0.24.0/gemm_perf.parquet", "m", "text", "column m must hold numbers >= 1"),  # TTFT 2.5x, exit 0
     ("attention/vllm/0.24.0/context_attention_perf.parquet", "num_heads", 0, "column num_heads must hold numbers >= 1"),
     ("gemm/vllm/0.24.0/gemm_perf.parquet", "n", "negative", "column n must hold numbers >= 1"),  # TTFT halved, exit 0
+    # r150: a <NA> latency passed (a NaN did not); a kind empty or padded matched nothing, its rows dropped unsaid
+    ("gemm/vllm/0.24.0/gemm_perf.parquet", "latency", lambda c: c.astype("Float64").mask(c.index == 5),
+     "1 of .* rows have a latency that is not a positive number"),
+    ("gemm/vllm/0.24.0/gemm_perf.parquet", "kernel_source", lambda c: c.mask(c.index % 2 == 1, ""),
+     "column kernel_source must hold text \\(not empty"),
+    ("gemm/vllm/0.24.0/gemm_perf.parquet", "gemm_dtype", lambda c: c + " ", "column gemm_dtype must hold text"),
 ])
 def test_a_damaged_kernel_table_is_named_by_file_and_column(tmp_path, table, column, value, needle):
     """A damaged shape or kind column crashed the composition or priced steps 2-3x wrong with exit 0."""
@@ -137,7 +143,8 @@ def test_a_damaged_kernel_table_is_named_by_file_and_column(tmp_path, table, col
     root = tmp_path / "tables"
     shutil.copytree(src, root / "h100_sxm")
     d = pd.read_parquet(root / "h100_sxm" / table)
-    d[column] = -d[column] if value == "negative" else d[column].astype(str) if value == "text" else value
+    d[column] = value(d[column]) if callable(value) else -d[column] if value == "negative" else \
+        d[column].astype(str) if value == "text" else value
     d.to_parquet(root / "h100_sxm" / table)
     with pytest.raises(ConfigError, match=f"{table}: {needle}"):
         import_profile(root, "h100_sxm", "qwen3-8b", "bf16", 2, tmp_path / "p.yaml")

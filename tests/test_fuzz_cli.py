@@ -169,6 +169,8 @@ SETTINGS_FILES = {
     "number-key": ("profile: teaching\n1: 2\n", ""),
     "hex-without-digits": ("seed: 0o_\n", ""),  # round 67: int('', 8), exit 3
     "integer-past-4300-digits": ("seed: " + "1" * 5000 + "\n", "no integer Python reads: 5,000 digits"),
+    "empty": ("", "must hold a mapping"),  # r150: an emptied scenario ran the default one, unsaid
+    "comments-only": ("# nothing here\n", "must hold a mapping"),
 }
 
 
@@ -178,6 +180,8 @@ def test_a_malformed_settings_file_is_one_line(tmp_path, capsys, kind, case):
     content, needle = SETTINGS_FILES[case]
     if kind == "scenario" and case == "number-key":
         needle = "1: a setting's name is text"
+    if kind == "scenario" and case in ("empty", "comments-only"):
+        needle = "holds no settings (empty, or only comments)"
     if kind != "scenario" and case in ("unknown-key", "bool-for-int", "number-key"):
         needle = ""  # the field belongs to a scenario; as a profile or model it is simply unknown
     path = _write(tmp_path, f"{kind}.yaml", content)
@@ -186,11 +190,14 @@ def test_a_malformed_settings_file_is_one_line(tmp_path, capsys, kind, case):
 
 
 @pytest.mark.parametrize("kind", ["scenario", "profile", "model"])
-@pytest.mark.parametrize("where", ["directory", "missing", "device"])
+@pytest.mark.parametrize("where", ["directory", "missing", "device", "link-loop"])
 def test_a_settings_path_that_is_not_a_file_is_one_line(tmp_path, capsys, kind, where):
-    path = {"directory": str(tmp_path), "missing": str(tmp_path / "none.yaml"), "device": "/dev/null"}[where]
+    path = {"directory": str(tmp_path), "missing": str(tmp_path / "none.yaml"), "device": "/dev/null",
+            "link-loop": str(tmp_path / "loop.yaml")}[where]
+    if where == "link-loop":  # r150: "file not found" for a link that is there
+        (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.yaml")
     argv = ["config", path] if kind == "scenario" else ["config", "--set", f"{kind}={path}"]
-    _one_error(capsys, main(argv))
+    _one_error(capsys, main(argv), "Too many levels of symbolic links" if where == "link-loop" else "")
 
 
 RESULTS = {
@@ -739,7 +746,9 @@ def test_round_145_more_settings_and_file_fields_nothing_reads_are_said(capsys, 
     # a key or column the trace reader takes nothing from (a misspelt hash_ids, a priority) was dropped unsaid
     (tmp_path / "m.jsonl").write_text('{"timestamp": 0, "input_length": 100, "output_length": 5, "hash_id": [1]}\n')
     (tmp_path / "a.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens,Priority\n2024-01-01 00:00:00,10,10,1\n")
-    for name, unread in (("m.jsonl", "hash_id not read"), ("a.csv", "Priority not read")):
+    (tmp_path / "c.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens,\n2024-01-01 00:00:00,10,10,\n")
+    for name, unread in (("m.jsonl", "hash_id not read"), ("a.csv", "Priority not read"),  # r150: "Unnamed: 3"
+                         ("c.csv", "a column without a name (a comma ending each row?) not read")):
         assert main(["run", "--set", f"workload={{type: trace, path: {tmp_path / name}}}", "--set", "profile=teaching",
                      "--out", str(tmp_path / "r")]) == 0
         assert unread in capsys.readouterr().err

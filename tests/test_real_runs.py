@@ -730,6 +730,11 @@ def test_a_bom_is_no_content(tmp_path):
      "engine_kwargs.model: 'meta-llama/Llama-3.1-8B' contradicts model 'Qwen/Qwen3-8B'"),
     ({"hardware": {"device_name": 123}}, "hardware.device_name: must be the GPU's name (text), got 123"),
     ({"hardware": "H100"}, "hardware: must be an object"),
+    # round 150: vLLM's resolved counts were never read, even against the arguments
+    ({"engine_kwargs": {"max_num_seqs": 256}, "resolved_config": {"scheduler_config": {"max_num_seqs": 8}}},
+     "engine_kwargs.max_num_seqs: 256 contradicts resolved_config.scheduler_config.max_num_seqs 8"),
+    ({"resolved_config": {"parallel_config": {"tensor_parallel_size": "2"}}},
+     "resolved_config.parallel_config.tensor_parallel_size: must be a positive integer"),
 ])
 def test_a_bad_recorded_value_names_meta_json_not_an_engine_setting(tmp_path, capsys, meta, field):
     """Each was blamed on engine.block_size (or ...), a setting the user never set."""
@@ -816,6 +821,53 @@ def test_the_engine_switches_a_run_records_are_its_settings():
     assert not any("prefix" in s for s in engine_sets({"kv_cache": {"enable_prefix_caching": None}}, "m"))
     with pytest.raises(ConfigError, match="resolved_config.model_config.enforce_eager: must be true or false"):
         engine_sets({"resolved_config": {"model_config": {"enforce_eager": "yes"}}}, "meta.json")
+
+
+def test_round_150_a_count_only_the_resolved_config_records_is_a_setting():
+    """r150: a max_num_seqs recorded only in vLLM's resolved config was dropped (simulated with 256, not 8)."""
+    from servesim.calibration.real_runs import engine_sets
+
+    meta = {"engine_kwargs": {"max_num_batched_tokens": 512},
+            "resolved_config": {"scheduler_config": {"max_num_seqs": 8, "max_num_batched_tokens": 512},
+                                "model_config": {"max_model_len": 4096},
+                                "parallel_config": {"tensor_parallel_size": 2, "data_parallel_size": 1}}}
+    sets = engine_sets(meta, "meta.json")
+    for s in ("engine.max_num_seqs=8", "engine.max_num_batched_tokens=512", "engine.max_model_len=4096",
+              "engine.tensor_parallel_size=2", "engine.data_parallel_size=1"):
+        assert sets.count(s) == 1, sets
+
+
+@pytest.mark.parametrize("damage", ["broken_link", "folder"])
+def test_round_150_a_meta_json_that_is_no_file_is_refused(tmp_path, capsys, damage):
+    """r150: a meta.json that is a broken link or a folder was taken as none: another GPU and other settings
+    simulated, with a warning that the run records no GPU."""
+    _, result = _simulated()
+    run = tmp_path / "run"
+    (run / "vllm").mkdir(parents=True)
+    write_lifecycle(result, run / "vllm" / "requests.jsonl")
+    meta = run / "vllm" / "meta.json"
+    meta.symlink_to(tmp_path / "nowhere.json") if damage == "broken_link" else meta.mkdir()
+    assert main(["compare", str(run), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "meta.json: not a regular file" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_round_150_records_and_timelines_read_as_written(tmp_path, capsys):
+    """r150: a record whose text holds U+2028 (valid JSON, written raw by json.dumps(ensure_ascii=False)) was "not
+    JSON" (splitlines breaks there); a timeseries.csv giving a column twice had its second read as another."""
+    from servesim.calibration.real_runs import read_run
+
+    _, result = _simulated()
+    run = tmp_path / "run"
+    run.mkdir()
+    write_lifecycle(result, run / "requests.jsonl")
+    rows = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+    rows[3]["note"] = "a\u2028b\x85c"
+    (run / "requests.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    (run / "timeseries.csv").write_text("t,running,waiting,running\n0,1,0,1\n1,2,0,2\n")
+    got = read_run(run)
+    assert len(got.specs) == len(rows) and got.timeseries is None
+    assert any("gives column(s) running twice" in w for w in got.warnings), got.warnings
 
 
 def test_the_engine_arguments_a_run_records_are_its_settings_or_said_unmodelled():
@@ -1280,6 +1332,8 @@ def compared(tmp_path_factory):
     ("requests.parquet", {"token_runs": lambda t: [None] * len(t)}, "its tables do not read"),
     ("requests.parquet", {"queue_time": lambda t: t["ttft"] * 2}, "queue_time after ttft"),
     ("requests.parquet", {"ttft": lambda t: t["e2el"] * 2}, "ttft after e2el"),
+    ("requests.parquet", {"prompt_tokens": lambda t: t["prompt_tokens"] + 0.7},  # r150: truncated to the real's
+     "prompt_tokens must be finite and >= 0 (for each finished request), whole numbers"),
     ("steps.parquet", {"end": lambda t: t["end"].astype(str)}, "steps.parquet: end must be numbers"),
     ("steps.parquet", {"replica": lambda t: t["replica"].astype(float)}, "its tables do not read"),
     ("steps.parquet", {"start": lambda t: t["start"].iloc[:10].to_numpy()}, "steps.parquet holds 10 steps where"),

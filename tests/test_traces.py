@@ -400,6 +400,8 @@ ERRORS = [
      '{"arrival_time": 0, "prompt_tokens": 3, "output_tokens": 2, "prefix_ids": "abc"}\n',
      ["line 1, key prefix_ids", "expected a list of integers, got 'abc'"]),
     ("empty.csv", None, "", ["empty file"]),
+    ("cut_bench.json", None, '{"date": "x", "input_lens": [1, 2', ["line 1, column 34", "invalid JSON", "cut short"]),
+    ("cut_pretty.json", None, '{\n  "input_lens": [\n    1,', ["line 3, column 7", "invalid JSON", "cut short"]),
     ("header_only.csv", "azure", AZ, ["no requests"]),
     ("duplicate_key.jsonl", "mooncake", '{"timestamp": 0, "input_length": 6, "output_length": 2}\n'
      '{"timestamp": 1, "input_length": 6, "output_length": 2, "timestamp": 5}\n',

@@ -214,7 +214,9 @@ def _read_azure(path: Path) -> _Rows:
     prompt = csv.counts("ContextTokens", 1, "prompt")
     output = csv.counts("GeneratedTokens", 1, "output")
     csv.done()
-    return _Rows(arrival, prompt, output, unread=tuple(c for c in csv.df.columns if c not in _AZURE_COLUMNS))
+    return _Rows(arrival, prompt, output, unread=tuple(  # a header-less column: a trailing comma's (r150)
+        "a column without a name (a comma ending each row?)" if str(c).startswith("Unnamed: ") else c
+        for c in csv.df.columns if c not in _AZURE_COLUMNS))
 
 
 def _read_burstgpt(path: Path) -> _Rows:
@@ -529,6 +531,9 @@ def infer_format(path) -> str:
             try:
                 doc = json.loads(path.read_text(encoding="utf-8-sig"))
                 spread = True
+            except json.JSONDecodeError as exc:  # (r150: a truncated result file was "no object on its first line")
+                _fail(path, f"line {exc.lineno}, column {exc.colno}", f"invalid JSON ({exc.msg}): neither JSON lines "
+                                                                      f"nor one document (a file cut short?)")
             except (*JSON_ERRORS, UnicodeDecodeError):
                 doc = None
         found = next((fmt for key, fmt in _JSON_KEYS if isinstance(doc, dict) and key in doc), None)
@@ -708,7 +713,7 @@ def read_trace(path, fmt: str | None = None, *, time_scale: float = 1.0, start_s
     the ids its rows give, when every row gives one and first_id is 0: a run's workload.jsonl replays as that run)
 
     Options apply in order: window [start_s, start_s + duration_s) of the file's times (an Azure CSV's counted
-    from its first row, the others' as recorded), shifted so start_s is 0; time_scale (multiplies the rate: 2
+    from its earliest timestamp, the others' as recorded), shifted so start_s is 0; time_scale (multiplies the rate: 2
     halves every gap); sample (keep each request with this probability, seeded); limit (the first N). hash_ids
     (Mooncake and vLLM timed traces) name blocks of hash_block_tokens tokens, inferred from the file when None;
     use_hash_ids=False drops every content id (hash_ids, or a servesim file's prefix_ids): no prefix is shared.
