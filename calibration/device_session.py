@@ -352,6 +352,11 @@ def unpack(bundle: str | Path, results_root: str | Path = "results/fidelity",
         _check_profile_target(target, dest, name)
         if dest.resolve().parent != root:  # a symlink planted where the folder goes
             raise ConfigError("bundle", f"{dest} does not lie in {root}")
+        for folder, field in ((root, "results"), (target.parent, "profiles")):  # before anything moves (r150: a
+            if (folder.exists() or folder.is_symlink()) and not folder.is_dir():  # file there was a traceback, or
+                raise ConfigError(field, f"{folder} is not a folder")  # left the session unpacked, its profile not)
+            if any(p.exists() and not p.is_dir() for p in folder.parents):
+                raise ConfigError(field, f"{folder} lies below a file")
         fresh = root / f".device-{name}.unpacking"  # all of it first: a bad member leaves what was there
         if fresh.is_symlink() or fresh.is_file():
             fresh.unlink()
@@ -449,6 +454,9 @@ def main(argv=None) -> int:
             dest, prof = unpack(a.unpack)
         except ConfigError as exc:
             print(f"device_session: error: {exc}", file=sys.stderr)
+            return 2
+        except OSError as exc:  # what the checks above did not foresee: still one line
+            print(f"device_session: error: {exc.filename or ''}: {exc.strerror or exc}", file=sys.stderr)
             return 2
         print(f"unpacked into {dest}/; profile {prof}")
         return 0

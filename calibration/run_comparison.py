@@ -443,6 +443,17 @@ def _check_repeats(real_paths: list[str], runs: list) -> None:
             contents[digest] = p
 
 
+def _say_prefixes_unread(workload, scenario: str | None) -> None:
+    """A scenario's shared prefixes are not in a result file, and compare simulates the run's own requests: said,
+    with the way to give them (r150: servesim's own prefix_repetition run compared +89% TTFT against itself)."""
+    from servesim.simulator.config import say_once
+
+    if getattr(workload, "shared_prefix", None) is not None or getattr(workload, "type", None) == "sessions":
+        say_once([f"servesim: warning: the {workload.type} workload's shared prefixes (--scenario {scenario}) have no "
+                  f"effect: a run's records hold none, and its own requests are simulated; give --trace FILE (the "
+                  f"trace it replayed, or `servesim workload write {scenario} --out FILE.jsonl`) to simulate them"])
+
+
 def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | None, sets: list[str] | None,
                  tolerance: float, out: str | Path, command: list[str] | None = None,
                  trace: str | None = None, hash_block_tokens: int | None = None) -> tuple[pd.DataFrame, dict]:
@@ -464,6 +475,8 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
     # results never among what is compared: not beside a run's records either (its vllm/ folder)
     read = [f for r in runs for f in r.files() if f.exists()]
     rs = None if sim_dir else resolve_run(first, scenario, sets)  # the model or profile files it reads are inputs
+    if rs is not None and not trace:
+        _say_prefixes_unread(rs.scenario.workload, scenario)
     out = make_out_dir(out, [*real_paths, *read, sim_dir, scenario, trace, *(rs.input_files() if rs else [])])
     source = None
     if sim_dir:

@@ -264,6 +264,32 @@ def _refuse_other_held_out(resolved: list, held_out: list[RealRun]) -> None:
                                             f"): its error would be written as this profile's held-out error")
 
 
+DEPLOYMENT_SETTINGS = {"hardware.gpu": "--gpu", "model": "--model", "engine.tensor_parallel_size": "--tp"}
+
+
+def _refuse_relabelled(runs: list[RealRun], sets: list[str] | None) -> None:
+    """A --set (or --gpu, --model, --tp) that contradicts the deployment a run records would fit that run's data
+    into another deployment's profile (r150: an RTX 4090 run's error written as an RTX PRO 6000 profile's held-out
+    error). It may name what a run does not record."""
+    from servesim.simulator.model_arch import load_model
+
+    given = dict(s.split("=", 1) for s in sets or [] if "=" in s)
+    for run in runs:
+        recorded = dict(s.split("=", 1) for s in run.sets)
+        for key, flag in DEPLOYMENT_SETTINGS.items():
+            if key not in recorded or key not in given or given[key].strip() == recorded[key]:
+                continue
+            try:
+                same = load_model(given[key].strip()).name == load_model(recorded[key]).name if key == "model" \
+                    else int(given[key]) == int(recorded[key]) if key.startswith("engine.") else False
+            except (ConfigError, ValueError):
+                same = False  # the --set's own check names a value that is none
+            if not same:
+                raise ConfigError(f"{flag} (--set {key})", f"{given[key].strip()} contradicts the {key}="
+                                  f"{recorded[key]} that {run.path} records: a fit learns from runs of the "
+                                  f"deployment it is for (give {flag} only for runs that record none)")
+
+
 def _say_if_mixed(resolved: list) -> None:
     """Runs of several deployments share the fitted terms, but one profile is written: the first run's."""
     deployments = {_deployment(rs) for rs in resolved}
@@ -284,6 +310,7 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
     terms = _checked_inputs(train, held_out, list(terms or DEFAULT_TERMS), max_evals)
     t_start = time.monotonic()
     # every run keeps its own starting profile (its GPU, model, TP); the terms are shared
+    _refuse_relabelled(train + held_out, sets)
     resolved = [resolve_run(r, scenario, sets) for r in train + held_out]
     rs0 = resolved[0]
     _say_if_mixed(resolved[:len(train)])

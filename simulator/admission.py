@@ -18,8 +18,11 @@ from servesim.simulator.request import Request
 
 class AdmissionRules:
     def __init__(self, reserve: str = "prompt", reserve_quantile: float = 0.9, long_prompt_tokens: int | None = None,
-                 max_long_prefills: int | None = None, max_model_len: int = 0):
+                 max_long_prefills: int | None = None, max_model_len: int = 0, prefill_only: bool = False):
+        """prefill_only: a disaggregated prefill replica's, whose requests leave with their first token (r150: it
+        reserved their whole expected outputs, throttling its prefills for decodes it never runs)."""
         self.reserve, self.reserve_quantile = reserve, reserve_quantile
+        self.prefill_only = prefill_only
         self.long_prompt_tokens, self.max_long_prefills = long_prompt_tokens, max_long_prefills
         self.max_model_len = max_model_len
         self._outputs: dict = {}  # finished output lengths per SLO class, sorted
@@ -38,7 +41,10 @@ class AdmissionRules:
         return None
 
     def _expected_output(self, r: Request) -> int:
-        """max_tokens, or a quantile of the outputs seen so far for its class (max_tokens until one is seen)."""
+        """max_tokens, or a quantile of the outputs seen so far for its class (max_tokens until one is seen); on a
+        prefill replica the first token alone."""
+        if self.prefill_only:
+            return 1
         if self.reserve == "quantile":
             seen = self._outputs.get(r.spec.slo_class)
             if seen:
@@ -65,15 +71,24 @@ class AdmissionRules:
             bisect.insort(self._outputs.setdefault(r.spec.slo_class, []), r.num_output_tokens)
 
 
-def predicted_queue_wait(sched, prompt_tokens: int, prefill_tokens_per_s: float, now: float) -> float:
+def predicted_queue_wait(sched, req, prefill_tokens_per_s: float, now: float, prompt: bool = True) -> float:
     """Seconds a request arriving now at `sched` would wait for its first token (essay 003's shedding
     predictor): its turn in the queue at the recent admission rate, and the queued prompts ahead of it
-    at the full-budget prefill rate. The rate is measured up to now: while admission stalls (a full KV pool)
-    the gap still open counts, where the last admissions' gaps alone had kept predicting the rate before the
-    stall (r117: 24 of 36 requests let in waited up to 8x their TTFT target)."""
-    prefill = (sched.queued_prompt_tokens + prompt_tokens) / prefill_tokens_per_s
+    at the full-budget prefill rate (prompt=False: a decode replica's, which computes none). The rate is measured
+    up to now: while admission stalls (a full KV pool) the gap still open counts, where the last admissions' gaps
+    alone had kept predicting the rate before the stall (r117: 24 of 36 requests let in waited up to 8x their TTFT
+    target). Its turn is the queue policy's: under priority or SJF only the requests ordered before it are ahead
+    (r150: a high-priority request was judged on the whole queue's wait and shed, 30 of 35)."""
+    key, ahead, behind_tokens = sched.queue_policy.key, len(sched.waiting), 0
+    if key is not None and ahead:
+        mine = key(req)
+        behind = [r for r in sched.waiting.unordered() if key(r) >= mine]
+        ahead -= len(behind)
+        behind_tokens = sum(r.prompt_tokens for r in behind if r.first_token_time is None)
+    prefill = (sched.queued_prompt_tokens - behind_tokens + req.prompt_tokens) / prefill_tokens_per_s if prompt \
+        else 0.0
     adm = sched.recent_admissions
-    if len(sched.waiting) and len(adm) >= 2 and adm[-1] > adm[0]:
+    if ahead and len(adm) >= 2 and adm[-1] > adm[0]:
         gap = max((adm[-1] - adm[0]) / (len(adm) - 1), (now - adm[0]) / len(adm))
-        return max(prefill, len(sched.waiting) * gap)
+        return max(prefill, ahead * gap)
     return prefill

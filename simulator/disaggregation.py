@@ -49,6 +49,7 @@ class KVHandOff:
                 return
             req.remote_kv, req.num_computed_tokens, req.status = PULL, 0, WAITING
             req.engine_arrival = t  # the decode instance's own request, stamped as it arrives (r140)
+            req.reserved_blocks = 0  # sized again by the decode replica's rules as its pull starts (r150)
             decode.add_request(req)
         self.front_end.deliver_at(t, arrive)
 

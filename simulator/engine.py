@@ -105,7 +105,7 @@ class Replica:
         preemption = Preemption(p.preemption_mode, swap_blocks,
                                 swap_cost=lambda blocks: blocks * self.block_transfer_s, recompute_cost=recompute)
         admission = AdmissionRules(p.admission.reserve, p.admission.reserve_quantile, p.admission.long_prompt_tokens,
-                                   p.admission.max_long_prefills, rs.max_model_len)
+                                   p.admission.max_long_prefills, rs.max_model_len, prefill_only)
         self.speculation = make_speculation(sp, rs.scenario.seed + 1009 * (index + 1),
                                             rs.cost_model.knee_tokens() or rs.max_num_batched_tokens, cost,
                                             skips_unused_drafts=not rs.scenario.engine.is_0_19
@@ -169,9 +169,9 @@ class Replica:
         """Its queue here and, on a prefill replica, the queue of the decode replica the proxy would send it to,
         which TTFT includes (r128: judged on the prefill queue alone, 180 of 196 admitted missed their target).
         The decode side computes no prompt (its last token again): only its admission rate counts there."""
-        wait = predicted_queue_wait(self.scheduler, req.prompt_tokens, self.prefill_tokens_per_s, self.env.now)
+        wait = predicted_queue_wait(self.scheduler, req, self.prefill_tokens_per_s, self.env.now)
         if self.hand_off is not None:
-            wait += predicted_queue_wait(self.hand_off.next_decode().scheduler, 0, math.inf, self.env.now)
+            wait += predicted_queue_wait(self.hand_off.next_decode().scheduler, req, math.inf, self.env.now, False)
         return wait
 
     # -- what routers see ----------------------------------------------------
@@ -192,7 +192,7 @@ class Replica:
         return self.kv.lookup(req)[1]
 
     def predicted_queue_wait(self, req: Request) -> float:
-        return predicted_queue_wait(self.scheduler, req.prompt_tokens, self.prefill_tokens_per_s, self.env.now)
+        return predicted_queue_wait(self.scheduler, req, self.prefill_tokens_per_s, self.env.now)
 
     def predicted_tpot(self) -> float:
         """One decode step with one more sequence in the batch."""

@@ -384,7 +384,9 @@ def recommendation(table, path, slos: dict, load: str, title: str | None = None)
         ax.set_xlabel("cost ($ per million output tokens)")
         ax.set_ylabel(_label(metric))
         ax.grid(alpha=0.3)
-    fig.suptitle(plain(title or f"Deployments carrying {load} within the SLOs ({len(met)} candidates)"))
+    unpriced = int(((table["status"] == "meets") & table["usd_per_million_output_tokens"].isna()).sum())
+    fig.suptitle(plain(title or f"Deployments carrying {load} within the SLOs ({len(met)} candidates"
+                       + (f"; {unpriced} more not drawn: no price" if unpriced else "") + ")"))  # (r150: unsaid)
     return _figure(path, fig)
 
 

@@ -704,6 +704,11 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
                                                                        f"refuses modality LoRAs for it")
     _refuse_model_overrides(serve.get("hf_overrides"), version)
     _hybrid_manager(serve, version, method, arch, settings)
+    if serve.get("skip_tokenizer_init"):  # (r150: the run completed every request)
+        raise ConfigError(_flag("serve", "skip_tokenizer_init", version),
+                          f"the server then has no tokenizer, and vllm bench serve's "
+                          f"{bench.get('dataset_name', 'random')!r} dataset sends text prompts: vLLM {version} answers "
+                          f"every request 400 (\"Tokenizer not available when skip_tokenizer_init=True\")")
     generation = serve.get("override_generation_config")
     options, workload = _bench(bench, not_modelled, version, serve.get("max_logprobs", 20),
                                arch.vocab_size if arch else None, generation if isinstance(generation, dict) else {})
@@ -2045,6 +2050,10 @@ def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20
     _client_checks(bench)
     _sampling_checks(bench, version, o.backend, max_logprobs, vocab, server_defaults)
     extra = bench.get("extra_body") if isinstance(bench.get("extra_body"), dict) else {}
+    if (server_defaults or {}).get("max_new_tokens") is not None:  # the server's cap on every answer (r150)
+        not_modelled["vllm serve --override-generation-config.max_new_tokens"] = \
+            f"{server_defaults['max_new_tokens']!r}: the server caps every answer at it; servesim keeps the " \
+            f"dataset's lengths"
     for key in OUTPUT_KEYS:  # said apart: what the client measures is other outputs than the dataset's
         if key in extra:
             not_modelled[f"vllm bench serve --extra-body.{key}"] = f"{extra[key]!r}: it changes the outputs vLLM " \

@@ -246,6 +246,8 @@ def test_a_source_that_sends_nothing_or_not_a_list_is_refused():
     ({"planned": -1}, "requests.planned()"),
     ({"held_back": "x"}, "requests.held_back()"),
     ({"planned": 1, "held_back": 2}, "requests.held_back()"),  # r146: held back more than it planned
+    ({"planned": 0}, "requests.planned()"),  # r150: sent more than it planned (a cut's warning left them out)
+    ({"planned": 1, "on_finish": "follow-up"}, "requests.planned()"),
 ])
 def test_a_sources_answers_that_are_not_what_they_must_be_are_named(returns, field):
     """Round 106: on_finish() returning an int or a bare RequestSpec escaped as a TypeError mid-run; planned() or
@@ -254,8 +256,9 @@ def test_a_sources_answers_that_are_not_what_they_must_be_are_named(returns, fie
 
     spec = servesim.RequestSpec(0, 0.0, 10, 5)
     answers = {"on_finish": [], "planned": None, "held_back": 0, **returns}
-    if answers["on_finish"] == "spec":
-        answers["on_finish"] = servesim.RequestSpec(1, 1.0, 10, 5)
+    if answers["on_finish"] in ("spec", "follow-up"):
+        answers["on_finish"] = servesim.RequestSpec(1, 1.0, 10, 5) if answers["on_finish"] == "spec" else \
+            [servesim.RequestSpec(1, 1.0, 10, 5)]
 
     class Odd(RequestSource):
         def initial(self):

@@ -180,6 +180,26 @@ def _bundle(path, name: str, extra: dict[str, bytes] | None = None):
     return path
 
 
+@pytest.mark.parametrize("where", ["results", "profiles"])
+def test_unpack_into_a_file_is_one_line_and_changes_nothing(tmp_path, capsys, monkeypatch, where):
+    """r150: a file where results/fidelity goes was a traceback (NotADirectoryError); a file as the profiles folder
+    was refused only after the session had replaced the earlier one."""
+    from servesim.calibration import device_session
+
+    bundle = _bundle(tmp_path / "b.tar.gz", "mine-llama-3.1-8b-bf16-tp1")
+    (tmp_path / "results").mkdir()
+    (tmp_path / "profiles").mkdir()
+    (tmp_path / where / "x").write_text("a file")
+    roots = {"results": tmp_path / "results", "profiles": tmp_path / "profiles"} | {where: tmp_path / where / "x"}
+    with pytest.raises(ConfigError, match=f"^{where}: .*/x is not a folder"):
+        device_session.unpack(bundle, roots["results"], roots["profiles"])
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.name != "b.tar.gz") == ["profiles", "results", "x"]
+    monkeypatch.chdir(tmp_path)  # the command's default results/fidelity, here a file
+    (tmp_path / "results" / "fidelity").write_text("a file")
+    assert main(["--unpack", str(bundle)]) == 2
+    assert "results/fidelity is not a folder" in capsys.readouterr().err
+
+
 def test_unpack_never_replaces_a_shipped_profile_nor_writes_through_a_link(tmp_path):
     """Round 42: a bundle named `teaching` replaced the shipped profile, and a link planted at the profile's name sent
     it outside the repository; a member below a file was a traceback after the earlier unpacking had been wiped."""

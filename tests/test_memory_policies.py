@@ -189,15 +189,37 @@ def test_the_shedding_predictor_counts_a_stall_still_open():
 
     from servesim.simulator.admission import predicted_queue_wait
 
-    sched = SimpleNamespace(queued_prompt_tokens=0, recent_admissions=[0.0, 0.1, 0.2], waiting=[1] * 5)
-    assert predicted_queue_wait(sched, 0, 1e9, now=0.25) == pytest.approx(5 * 0.1)  # flowing: the recent gaps
-    assert predicted_queue_wait(sched, 0, 1e9, now=2.0) == pytest.approx(5 * 2.0 / 3)  # 1.8 s since the last
+    sched = SimpleNamespace(queued_prompt_tokens=0, recent_admissions=[0.0, 0.1, 0.2], waiting=[1] * 5,
+                            queue_policy=SimpleNamespace(key=None))
+    req = SimpleNamespace(prompt_tokens=0)
+    assert predicted_queue_wait(sched, req, 1e9, now=0.25) == pytest.approx(5 * 0.1)  # flowing: the recent gaps
+    assert predicted_queue_wait(sched, req, 1e9, now=2.0) == pytest.approx(5 * 2.0 / 3)  # 1.8 s since the last
     sets = ["workload.num_requests=50", "engine.max_model_len=4096", "engine.num_gpu_blocks_override=400",
             "workload.arrival.rate=50", "policies.admission.shed_on_ttft_slo=true",
             "workload.slo_classes={a: {weight: 1, ttft_ms: 1000}}"]
     r = simulate(load(None, sets)).requests
     let_in = r[r.status != "rejected"]
     assert (let_in.ttft > 1).sum() < 0.6 * len(let_in) and (r.status == "rejected").sum() > 14
+
+
+@pytest.mark.parametrize("queue", ["priority", "sjf"])
+def test_round_150_the_shedding_predictor_reads_the_queues_order(queue):
+    """r150: the predicted wait counted the whole queue under priority and SJF, where a high-priority or short
+    request jumps it: 30 of 35 gold requests shed that would all have met their target unshed."""
+    sets = ["seed=3", "engine.num_gpu_blocks_override=400", "engine.max_num_batched_tokens=2048",
+            "engine.max_model_len=4096", f"policies.queue={queue}", "workload.num_requests=300",
+            "workload.arrival.rate=30", "workload.prompt_tokens={dist: uniform, low: 100, high: 2000}",
+            "workload.output_tokens={dist: uniform, low: 10, high: 400}", "workload.request_max_tokens=true",
+            "workload.slo_classes={gold: {weight: 0.1, priority: 0, ttft_ms: 2000}, bronze: {weight: 0.9, "
+            "priority: 1, ttft_ms: 5000}}"]
+    unshed = simulate(load(None, sets)).requests
+    shed = simulate(load(None, sets + ["policies.admission.shed_on_ttft_slo=true"])).requests
+    first = (lambda r: r.slo_class == "gold") if queue == "priority" else \
+        (lambda r: r.prompt_tokens + r.output_tokens < 800)  # what each order serves first
+    good = unshed[first(unshed)]
+    assert (good.ttft < 2).all() or queue == "sjf"  # met unshed (priority): none of them should be shed
+    let_in = shed[first(shed) & (shed.status != "rejected")]
+    assert len(let_in) >= 0.9 * len(good), (len(let_in), len(good))
 
 
 def test_shedding_under_disaggregation_counts_the_decode_replicas_queue():
@@ -209,7 +231,9 @@ def test_shedding_under_disaggregation_counts_the_decode_replicas_queue():
             "priority: 1}}", "cluster.prefill_replicas=1"]
     r = simulate(load(None, sets)).requests
     let_in = r[(r.slo_class == "i") & (r.status != "rejected")]
-    assert (r.status == "rejected").sum() > 150 and (let_in.ttft > 0.3).sum() < 0.5 * len(let_in)
+    # (the bug let 92% in over target; since r150 the b requests queued behind them no longer count as ahead, so
+    # fewer are shed and about half let in miss, most by a few ms: the predictor's steady-overload optimism)
+    assert (r.status == "rejected").sum() > 140 and (let_in.ttft > 0.3).sum() < 0.6 * len(let_in)
 
 
 def test_a_swap_space_that_holds_no_block_is_said(capsys):
@@ -235,3 +259,18 @@ def test_recomputed_tokens_are_the_tokens_computed_again():
     assert (req.num_preemptions > 1).sum() > 10
     fed = (req.prompt_tokens - req.cached_tokens + req.output_tokens - 1 + req.recomputed_tokens).sum()
     assert r.steps.scheduled_tokens.sum() == fed
+
+
+def test_round_150_under_disaggregation_the_decode_replica_sizes_reservations():
+    """r150: the prefill replica reserved each request's whole expected output (which it never decodes), throttling
+    its prefills, and the decode replica kept that reservation, so `quantile` ran exactly as `max_tokens`."""
+    sets = ["seed=5", "engine.num_gpu_blocks_override=600", "engine.max_num_batched_tokens=8192",
+            "engine.max_model_len=4096", "cluster.replicas=4", "cluster.prefill_replicas=1",
+            "workload.num_requests=200", "workload.arrival={process: burst}",
+            "workload.prompt_tokens={dist: fixed, value: 500}",
+            "workload.output_tokens={dist: uniform, low: 1000, high: 3000}"]
+    runs = {r: simulate(load(None, sets + [f"policies.admission.reserve={r}"])) for r in ("prompt", "max_tokens",
+                                                                                          "quantile")}
+    assert runs["quantile"].summary != runs["max_tokens"].summary
+    steps = {r: run.steps[run.steps.replica == 0] for r, run in runs.items()}  # the prefill replica's
+    assert steps["max_tokens"].num_running.max() == steps["prompt"].num_running.max()  # prompts alone held back

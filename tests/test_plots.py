@@ -571,6 +571,7 @@ def test_a_table_of_numbers_past_any_run_is_refused(swept, tmp_path, kind, colum
 def test_recommend_labels_name_the_other_axes_its_candidates_differ_in(tmp_path, monkeypatch):
     """r128: two candidates of one GPU (speculation on and off) were labelled `#1 h200-sxm x1` and `#2 h200-sxm x1`."""
     import matplotlib.axes
+    import matplotlib.figure
     import pandas as pd
 
     from servesim.simulator.plots import recommendation
@@ -585,6 +586,12 @@ def test_recommend_labels_name_the_other_axes_its_candidates_differ_in(tmp_path,
                           row | {"rank": 2, "speculative.method": "none"}])
     recommendation(table, tmp_path / "p", {}, "5 req/s")
     assert said[:2] == ["#1 h200-sxm x1\nmethod=fixed", "#2 h200-sxm x1\nmethod=none"]  # the queue is the same
+    # r150: the title counted the priced candidates alone, the unpriced left out unsaid
+    titles = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "suptitle", lambda fig, text, *a, **k: titles.append(text))
+    recommendation(pd.concat([table, pd.DataFrame([row | {"rank": 3, "usd_per_million_output_tokens": None}])]),
+                   tmp_path / "p2", {}, "5 req/s")
+    assert titles == ["Deployments carrying 5 req/s within the SLOs (2 candidates; 1 more not drawn: no price)"]
 
 
 @pytest.mark.parametrize("edit, says", [

@@ -1232,6 +1232,17 @@ def test_a_held_out_run_of_another_deployment_is_refused():
     assert both.profile["model"] == "llama-3.1-8b" and set(both.held_out_table["run"]) == {llama.name, qwen.name}
     assert both.held_out["mape"] == pytest.approx(alone["error"].abs().mean())
     assert both.held_out["points"] == len(alone) and both.profile["held_out_error"]["points"] == len(alone)
+    # r150: a --gpu (or --model, --tp) contradicting what a run records relabelled it into this profile's fit
+    rtx4090 = root.parent / "RTX4090" / "Llama-3.1-8B"
+    if rtx4090.is_dir():
+        for train, held in (([llama], [read_run(rtx4090)]), ([llama, read_run(rtx4090)], [])):
+            with pytest.raises(ConfigError, match=r"^--gpu \(--set hardware.gpu\): rtx-pro-6000 contradicts the "
+                                                  r"hardware.gpu=rtx-4090 that .*RTX4090/Llama-3.1-8B records"):
+                fit_serving(train, held, None, ["hardware.gpu=rtx-pro-6000"], ["compute_scale"], max_evals=3)
+    with pytest.raises(ConfigError, match=r"^--model \(--set model\): qwen3-8b contradicts the model="):
+        fit_serving([llama], [], None, ["hardware.gpu=rtx-pro-6000", "model=qwen3-8b"], ["compute_scale"], max_evals=3)
+    assert fit_serving([llama], [], None, ["hardware.gpu=rtx-pro-6000", "model=llama-3.1-8b"], ["compute_scale"],
+                       max_evals=3).profile["model"] == "llama-3.1-8b"  # the built-in name of the id it records
 
 
 @pytest.mark.parametrize("how", ["cut into three fitted runs", "scaled by 1.006", "jittered by 0.1%",
@@ -1362,3 +1373,21 @@ def test_round_149_a_damaged_simulation_given_to_compare_is_one_line(compared, t
     assert main(["compare", str(real), str(copy), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
+
+
+def test_round_150_a_scenarios_shared_prefixes_unread_by_compare_are_said(tmp_path, capsys):
+    """r150: compare of servesim's own prefix_repetition result file under its config.yaml simulated every prompt
+    unshared (TTFT +89%, FAIL) without a word; --trace with the scenario's written workload gives 0 error."""
+    out = tmp_path / "v"
+    assert main(["vllm", "--quiet", "--out", str(out), "serve", "Qwen/Qwen3-8B", "--", "bench", "serve",
+                 "--dataset-name", "prefix_repetition", "--prefix-repetition-prefix-len", "512",
+                 "--prefix-repetition-suffix-len", "128", "--prefix-repetition-num-prefixes", "4",
+                 "--prefix-repetition-output-len", "20", "--num-prompts", "30", "--request-rate", "20",
+                 "--save-result", "--save-detailed", "--result-filename", "r.json"]) == 0
+    capsys.readouterr()
+    main(["compare", str(out / "r.json"), "--scenario", str(out / "config.yaml"), "--out", str(tmp_path / "c")])
+    assert "shared prefixes (--scenario" in capsys.readouterr().err
+    assert main(["workload", "write", str(out / "config.yaml"), "--out", str(tmp_path / "w.jsonl")]) == 0
+    assert main(["compare", str(out / "r.json"), "--scenario", str(out / "config.yaml"), "--trace",
+                 str(tmp_path / "w.jsonl"), "--out", str(tmp_path / "c2")]) == 0
+    assert "shared prefixes" not in capsys.readouterr().err

@@ -1496,6 +1496,8 @@ DEEP = '{"a":' * 3000 + "1" + "}" * 3000
 
 
 @pytest.mark.parametrize("serve, bench, says", [
+    # r150: the server's --skip-tokenizer-init (the bench's was refused): every text prompt answered 400
+    (["--skip-tokenizer-init"], [], "vllm serve --skip-tokenizer-init: the server then has no tokenizer"),
     (["--override-generation-config", DEEP], [], "--override-generation-config: not valid JSON (nested too deeply)"),
     (["-cc", '{"a":' * 70 + "1" + "}" * 70], [], "JSON nested more than 64 levels deep"),
     (["--override-generation-config." + ".".join(["a"] * 3000), "1"], [], "a dotted key more than 64 levels deep"),
@@ -2776,6 +2778,9 @@ def test_extra_body_values_the_server_takes_run():
     assert {"vllm bench serve --extra-body.max_tokens", "vllm bench serve --extra-body.ignore_eos"} <= \
         set(cmd.not_modelled)
     read([MODEL], ["--num-prompts", "5", "--extra-body", '{"max_tokens": 0, "echo": true}'])  # the prompt, echoed
+    # r150: the server's own cap on every answer, said by its key (it was --override-generation-config alone)
+    cmd = read([MODEL, "--override-generation-config", '{"max_new_tokens": 32}'], ["--num-prompts", "5"])
+    assert "caps every answer" in cmd.not_modelled["vllm serve --override-generation-config.max_new_tokens"]
     read([MODEL, "--max-logprobs", "-1"], ["--num-prompts", "5", "--logprobs", "-1"])  # no cap on the server
 
 

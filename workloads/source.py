@@ -296,6 +296,13 @@ class CheckedSource(RequestSource):
                 raise ConfigError(f"{self.kind} request.arrival_time", f"{s.arrival_time!r} is before the finish at "
                                                                        f"{now!r} that made it (a negative think time?)")
             self.seen.add(s.request_id)
+        # (r150: a cut run's warning left out the unsent) a StaticSource's own planned() counts its list alone, so
+        # a subclass adding follow-ups without a planned() of its own may send more (held_back says the same)
+        planned = None if type(self.inner).planned is StaticSource.planned else self.planned()
+        if planned is not None and len(self.seen) > planned:
+            raise ConfigError("requests.planned()", f"{self.kind}.planned() is {planned}, but it has sent "
+                                                    f"{len(self.seen)} requests: planned() counts every request it "
+                                                    f"sends if each completes")
         return out
 
     def initial(self) -> list[RequestSpec]:
