@@ -22,7 +22,7 @@ run: $(STAMP)
 	$(BIN)/servesim run --out results/default --plot
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
 
 bench: $(STAMP)
 	$(BIN)/servesim bench

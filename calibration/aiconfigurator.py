@@ -466,16 +466,20 @@ def _attention_ms(t: KernelTables, point: GridPoint, heads: int, kvh: int, d: in
 
 
 def _mla_attention_ms(t: KernelTables, point: GridPoint, heads: int, kv: str, weights: str) -> float:
-    """One latent-attention layer for a grid point, projections included. A chunk after cached context is the
-    full-length prefill scaled to the chunk's (query, key) pairs, as aiconfigurator prices it."""
+    """One latent-attention layer for a grid point, projections included. A chunk of n tokens after c cached is the
+    module over n fresh tokens (its projections, its own pairs) plus the pairs it adds, priced at the rate the
+    module's time grows from n to c + n tokens. (aiconfigurator scales the c + n prefill to the chunk's pairs,
+    projections included: r151, 16 tokens after 4,080 cost a 21st of 16 fresh ones.)"""
     shape = point.shape
     attn = 0.0
     if point.kind == "prefill":
         attn += t.mla_ms("context", point.batch, point.tokens, heads, kv, weights)
     elif point.kind == "mixed":
-        full = point.context + point.tokens
-        attn += t.mla_ms("context", 1, full, heads, kv, weights) * shape.prefill_attention_pairs / (
-            full * (full + 1) / 2)
+        n, full = point.tokens, point.context + point.tokens
+        fresh = t.mla_ms("context", 1, n, heads, kv, weights)
+        own, whole = n * (n + 1) / 2, full * (full + 1) / 2
+        grown = max(t.mla_ms("context", 1, full, heads, kv, weights) - fresh, 0.0)  # the tables' noise aside
+        attn += fresh if whole <= own else fresh + grown * (shape.prefill_attention_pairs - own) / (whole - own)
     if shape.decode_seqs:
         attn += t.mla_ms("generation", shape.decode_seqs, point.context + 1, heads, kv, weights)
     return attn

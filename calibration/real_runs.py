@@ -231,6 +231,9 @@ def detect(path: str | Path) -> str:
         if (path / "vllm" / "requests.jsonl").is_file() or (path / "requests.jsonl").is_file():
             return "lifecycle"
         if (path / "requests.parquet").is_file():  # (r149: read as a real run's folder of lifecycle records)
+            if (path / "summary.json").is_file():  # (r151: said to lack the summary it has)
+                _fail(path, "", "a servesim results folder is a simulation, not a real run: give it last, after "
+                                "the real run(s) it is compared with")
             _fail(path, "", "a servesim results folder without its summary.json (a simulation needs both "
                             "summary.json and requests.parquet)")
         _fail(path, "", "a folder without requests.jsonl (or vllm/requests.jsonl) of lifecycle records")

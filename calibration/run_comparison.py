@@ -62,6 +62,11 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
     window = [k for k in ("warmup_s", "warmup_requests", "cooldown_s", "cooldown_requests") if getattr(sim, k)]
     warnings += [f"simulation.{k} has no effect: a real run is compared request by request, every request of it"
                  for k in window]  # the simulation's summary would measure a window the real run's does not
+    from servesim.simulator.inert_settings import WORKLOAD_READ_WITH_REQUESTS
+
+    warnings += [f"--set {k} has no effect: the run's own requests are simulated (its arrivals and lengths)"
+                 for k in dict.fromkeys(s.split("=", 1)[0].strip() for s in sets or [])  # (r151: unsaid)
+                 if (k == "workload" or k.startswith("workload.")) and not k.startswith(WORKLOAD_READ_WITH_REQUESTS)]
     say_once(f"servesim: warning: {w}" for w in warnings)
     check_lengths(run, rs.max_model_len)
     return rs

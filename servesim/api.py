@@ -155,9 +155,7 @@ def resolve(scenario: ScenarioLike = None, overrides: Overrides = None) -> Resol
     return load(_source(scenario), _settings(overrides))
 
 
-# the workload settings a run reads beside requests given to it: the classes it judges them by, the max_tokens sent
-WORKLOAD_READ_WITH_REQUESTS = ("workload.slo_classes", "workload.request_max_tokens",
-                               "workload.max_tokens_past_context")
+
 
 
 @checked_args
@@ -185,6 +183,8 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
             raise ConfigError("requests", f"a list of RequestSpec (or a RequestSource), got {type(requests).__name__}")
         requests = checked_specs(requests, classes=classes)
     if requests is not None:  # the scenario's workload is replaced: what it makes, given here, is read by nothing
+        from servesim.simulator.inert_settings import WORKLOAD_READ_WITH_REQUESTS
+
         keys = [t.split("=", 1)[0].strip() for t in _setting_texts(overrides)]
         moved = [k for k in keys if (k == "workload" or k.startswith("workload.")) and
                  not k.startswith(WORKLOAD_READ_WITH_REQUESTS)]  # (max_concurrency was dropped unsaid: round 89)

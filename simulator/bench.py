@@ -145,9 +145,10 @@ def run_bench(args) -> int:
                   file=sys.stderr)
     for item in args.set:  # a --set comes last and wins (its whole section too): said, as a setting nothing reads is
         key = item.split("=", 1)[0].strip()
-        for flagged, (flag, value, setting) in flags.items():
-            if flagged == key or flagged.startswith(key + "."):
-                print(f"servesim: warning: --set {item} replaces {flag} ({setting})", file=sys.stderr)
+        for flagged, (flag, value, setting) in flags.items():  # a flag given (r151: one never given was "replaced")
+            if (flagged == key or flagged.startswith(key + ".")) and value not in (None, False):
+                print(f"servesim: warning: --set {item} replaces {flag}" + ("" if value is True else f" ({value})"),
+                      file=sys.stderr)
     rs = load(None, base + [f"{key}={setting}" for key, (_, _, setting) in flags.items()] + args.set)
     startup = (started or 0.0) + time.perf_counter() - t0  # interpreter, imports and resolving the scenario
     repeats = [_timed_repeat(rs) for _ in range(args.repeats)]

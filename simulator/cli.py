@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from servesim.simulator.cli_args import (COUNT, FRACTION, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE,
-                                       add_executor_arguments, nonempty_path, number)
+                                       add_executor_arguments, nonempty_path, nonempty_text, number)
 from servesim.simulator.cli_output import answer
 from servesim.simulator.errors import ConfigError
 from servesim.workloads.settings import MAX_RATE, MAX_REQUESTS, MIN_RATE
@@ -88,12 +88,15 @@ def _say_dropped(sets: list[str]) -> None:
 
 def cmd_run(args, after=None) -> int:
     """`servesim run`; `after(result, out)` writes more results beside the run's (the vllm command's)."""
-    from servesim.simulator.config import load
+    from servesim.simulator.config import load, sets_give
     from servesim.simulator.engine import simulate
 
-    window = [f"simulation.{k}={getattr(args, k)}" for k in ("warmup_s", "cooldown_s", "warmup_requests",
-                                                              "cooldown_requests") if getattr(args, k, None) is not None]
-    rs = load(args.scenario, args.set + window)
+    window = [k for k in ("warmup_s", "cooldown_s", "warmup_requests", "cooldown_requests")
+              if getattr(args, k, None) is not None]
+    for k in window:  # a flag beside a --set of its setting: which? (r151: the flag won unsaid)
+        if sets_give(args.set, f"simulation.{k}"):
+            raise ConfigError(f"--{k.replace('_', '-')}", f"--set simulation.{k} gives it too: give one")
+    rs = load(args.scenario, args.set + [f"simulation.{k}={getattr(args, k)}" for k in window])
     from servesim.simulator.files import refuse_folder_over_inputs, refuse_writing_over
     from servesim.simulator.files import record_written, written_before
     from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window
@@ -146,7 +149,9 @@ def cmd_config(args) -> int:
 
     rs = load(args.scenario, args.set)
     if (check_file := getattr(rs.scenario.workload, "check_file", None)) is not None:
-        check_file()  # a trace `run` could not read: refused here too (r143), though not replayed
+        from servesim.simulator.config import say_once  # a trace `run` could not read: refused here too (r143),
+
+        say_once(f"servesim: warning: {w}" for w in check_file(rs.scenario.seed, rs.max_model_len))  # not replayed
     if args.vllm:
         from servesim.simulator.vllm_command import serve_command
 
@@ -313,9 +318,18 @@ def _scenario_specs(path: str, sets: list[str], writing: bool = False):
     if not isinstance(src, StaticSource):
         raise ConfigError("workload", f"{src.describe()}: requests depend on the simulation (closed loop or "
                                       f"sessions), so only their first requests exist before a run")
-    if writing and getattr(rs.scenario.workload, "request_max_tokens", False):
-        from dataclasses import replace
+    say_once(f"servesim: warning: {w}" for w in src.warnings)  # what a run says of them (r151: a trace read in ms,
+    from dataclasses import replace  # prompts cut, the count ending first: said by `run` alone)
 
+    w = rs.scenario.workload
+    sends = getattr(w, "request_max_tokens", False)
+    if getattr(w, "min_tokens", None):  # the answers as generated: vLLM holds the stop back until min_tokens
+        specs = [replace(s, output_tokens=max(s.output_tokens, w.min_tokens))
+                 if s.max_tokens is None and not sends else s for s in specs]
+        if writing and sends:  # each sends max_tokens; the file has no min_tokens to send beside it
+            say_once([f"servesim: warning: workload.min_tokens ({w.min_tokens}) is not in the file (a request "
+                      f"record has no such field): give it again where the file is replayed"])
+    if writing and sends:
         specs = [s if s.max_tokens is not None else replace(s, max_tokens=s.output_tokens) for s in specs]
     return specs, rs.input_files()  # the requests, and the files they came from
 
@@ -399,6 +413,11 @@ def _search_each_point(args, kind: str, **options) -> int:
         add_written(out, [filename])
     _print_table(table)
     _say_dropped(args.set)
+    doubted = table[table[answer].notna() & table["reason"].notna()] if "reason" in table else table.iloc[:0]
+    if len(doubted):  # an answer its search could not confirm (r151: "not stable", exit 0 and no word)
+        print(f"servesim: warning: the {answer.replace('_', ' ')} at {len(doubted)} of {len(table)} point(s) is not "
+              f"confirmed: {doubted['reason'].iloc[0]}{' (and others: column `reason`)' if len(doubted) > 1 else ''}",
+              file=sys.stderr)
     unmet = int(table[answer].isna().sum())
     if unmet:  # no value met the SLOs: an answer, but not a success, so the exit code says it
         print(f"servesim: error: no {answer.replace('_', ' ')} found at {unmet} of {len(table)} point(s): "
@@ -503,6 +522,8 @@ class _Parser(argparse.ArgumentParser):
         if len(lists) == 1 and extras and not any(e.startswith("-") for e in extras):
             setattr(ns, lists[0].dest, [*(getattr(ns, lists[0].dest) or []), *extras])
             extras = []
+        if extras and not any(isinstance(a, argparse._SubParsersAction) for a in self._actions):
+            self.error(f"unrecognized arguments: {' '.join(extras)}")  # named by its command (r151: by servesim's)
         return ns, extras
 
     def error(self, message: str):
@@ -546,8 +567,8 @@ def _add_config(sub) -> None:
 def _add_capacity(sub) -> None:
     """`servesim capacity`: the flags are capacity_plan's ARGUMENTS."""
     c = sub.add_parser("capacity", help="KV-cache capacity arithmetic: how many requests fit")
-    c.add_argument("--model", default="llama-3-8b", help="built-in model name or architecture file")
-    c.add_argument("--gpu", default="generic-80gb", help="built-in GPU (default: generic-80gb)")
+    c.add_argument("--model", default="llama-3-8b", type=nonempty_text, help="built-in model name or architecture file")
+    c.add_argument("--gpu", default="generic-80gb", type=nonempty_text, help="built-in GPU (default: generic-80gb)")
     from servesim.simulator.capacity_plan import ARGUMENTS as CAPACITY
     from servesim.simulator.config import KV_CACHE_DTYPES, QUANTIZED_FORMATS
 

@@ -106,6 +106,16 @@ def nonempty_path(text: str) -> str:
 nonempty_path.__name__ = "path"
 
 
+def nonempty_text(text: str) -> str:
+    """A name flag (a model, a GPU): empty is refused, never read as the current folder (r151)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("is empty: give a value or leave the flag out")
+    return text
+
+
+nonempty_text.__name__ = "name"
+
+
 def plain_name(text: str) -> str:
     """A name that may become a file's (a profile's --name): one plain path component, never a path."""
     from servesim.simulator.files import PLAIN_NAME

@@ -1287,7 +1287,7 @@ def check_names(scenario: Scenario, given: tuple[str, ...] = ()) -> None:
 
 def resolve(scenario: Scenario) -> ResolvedScenario:
     """Every value a run needs, concrete: the model and GPU by name, the profile `auto` picks, budgets, KV pool."""
-    from servesim.simulator.profile_select import opt_in_moe_warning, select_profile
+    from servesim.simulator.profile_select import mla_shape_warning, opt_in_moe_warning, select_profile
 
     e = scenario.engine
     base = load_model(scenario.model)
@@ -1356,7 +1356,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     window_group = bool(layout.local_groups) and not local.chunked  # a modelled group retention acts on
     inert = without_effect(scenario, local is not None, profile, seqs, tokens, window_group,
                            None if arch.is_moe else arch.name, max_model_len)
-    say_once((weight_only, selection.warning, opt_in_moe_warning(profile, e.is_0_19), unreliable_fit(profile),
+    say_once((weight_only, selection.warning, opt_in_moe_warning(profile, e.is_0_19), mla_shape_warning(arch, profile),
+              unreliable_fit(profile),
               layout.note, *inert))
     if sp.method != "none" and sp.drafts_vary and sp.proposal_distribution is None:
         say_once([f"servesim: warning: this draft method proposes as many drafts as the text matches (none on the "

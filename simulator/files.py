@@ -254,7 +254,9 @@ def read_table(path: str | Path, field: str, columns: list[str] | tuple[str, ...
         with warnings.catch_warnings():  # a row longer than the header: its extra fields would be dropped
             warnings.simplefilter("error", pd.errors.ParserWarning)
             # index_col=False: a first column is never taken as the index (a row ending in a comma shifted them all)
-            table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, index_col=False)
+            # a run's id is text: 244292e93348 read as a number was 2.4e98 (r151: its run folder not found)
+            table = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path, index_col=False,
+                                                                                         dtype={"run_id": str})
     except Exception as exc:  # pyarrow and pandas raise many kinds for a damaged file
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConfigError(field, f"cannot read {path} as a {'parquet' if path.suffix == '.parquet' else 'CSV'} "

@@ -16,6 +16,12 @@ from contextvars import ContextVar
 _VARIED: ContextVar[frozenset] = ContextVar("varied", default=frozenset())
 
 
+# the workload settings a run reads beside requests given to it (the API's requests=, a real run compare replays):
+# the classes it judges them by, the max_tokens sent and the min_tokens asked for (r151: said to have no effect)
+WORKLOAD_READ_WITH_REQUESTS = ("workload.slo_classes", "workload.request_max_tokens",
+                               "workload.max_tokens_past_context", "workload.min_tokens")
+
+
 @contextmanager
 def varying(*keys: str):
     """While a search varies `keys` (search replicas starts at one replica), the settings that take effect at other
@@ -144,6 +150,9 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     elif long[1] is not None and seats[0] and long[1] >= seats[0]:
         rules.append((True, p.admission, "policies.admission", ["max_long_prefills"],
                       f"at or above {seats[1]} ({seats[0]}), which caps every running request already"))
+    if e.max_num_active_seqs is not None and max_num_seqs and e.max_num_active_seqs >= max_num_seqs:  # (r151)
+        rules.append((True, e, "engine", ["max_num_active_seqs"],
+                      f"at or above max_num_seqs ({max_num_seqs}), which caps every running request already"))
     step = min(max_num_batched_tokens, e.max_num_scheduled_tokens or max_num_batched_tokens) if not e.is_0_19 \
         else max_num_batched_tokens  # 0.33's steps issue max_num_scheduled_tokens at most (r146)
     if step and e.long_prefill_token_threshold >= step:  # (r145)

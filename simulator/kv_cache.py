@@ -203,9 +203,15 @@ class PrefixCachingKVManager(KVBlockManager):
         ids, unit = spec.prefix_ids, spec.prefix_block_tokens
         if not (ids and unit):
             return 0
-        # ids past the prompt run on over the output; fewer ids than prompt blocks name only what they cover
-        return len(ids) * unit if len(ids) > -(-spec.prompt_tokens // unit) else \
-            min(spec.prompt_tokens, len(ids) * unit)
+        # ids past the prompt run on over the output; fewer ids than prompt blocks name only what they cover. A
+        # last id the prompt ends inside runs on over the answer up to its end: a chat's next turn resends both in
+        # that block (r151: an engine block ending inside it, at block size 8 under 16-token ids, missed)
+        blocks = -(-spec.prompt_tokens // unit)
+        if len(ids) > blocks:
+            return len(ids) * unit
+        if len(ids) == blocks and spec.prompt_tokens % unit:
+            return min(len(ids) * unit, spec.prompt_tokens + spec.output_tokens)
+        return min(spec.prompt_tokens, len(ids) * unit)
 
     def exact_blocks(self, req) -> int:
         """The leading blocks registered at the step they fill; the rest wait until req is freed (class doc)."""

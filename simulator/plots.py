@@ -108,6 +108,17 @@ def _groups(table, by: str | None):
     return [(f"{_label(by)} = {_value_name(value)}", g) for value, g in table.groupby(by, sort=True, dropna=False)]
 
 
+def _colored_groups(plt, table, by: str | None):
+    """_groups with a colour each: the cycle's ten, or past ten groups a colour scale, so no two share one and
+    none is dropped (r151: zip with ten colours x 10 drew 100 of 105 groups, every tenth alike)."""
+    groups = _groups(table, by)
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    if len(groups) <= len(cycle):
+        return list(zip(groups, cycle))
+    scale = plt.get_cmap("viridis")
+    return [(g, scale(i / (len(groups) - 1))) for i, g in enumerate(groups)]
+
+
 def _value_name(value) -> str:
     import pandas as pd
 
@@ -131,7 +142,7 @@ def latency_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
     metrics = [m for m in titles if table[[f"median_{m}_ms", f"p99_{m}_ms"]].notna().any().any()] or ["ttft"]
     fig, axes = plt.subplots(1, len(metrics), figsize=(6 * len(metrics), 4.5), squeeze=False)
     axes = list(axes[0])
-    for (name, g), color in zip(_groups(table, by), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
+    for (name, g), color in _colored_groups(plt, table, by):
         g = g.groupby(x).mean(numeric_only=True).reset_index()
         for ax, metric in zip(axes, metrics):
             ax.plot(g[x], g[f"median_{metric}_ms"], "-o", color=color, label=f"{name}, p50")
@@ -213,7 +224,7 @@ def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
     """Goodput (requests/s meeting their SLOs) and throughput against offered load."""
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for (name, g), color in zip(_groups(table, by), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 10):
+    for (name, g), color in _colored_groups(plt, table, by):
         g = g.groupby(x).mean(numeric_only=True).reset_index()
         suffix = f" ({name})" if by and by in table else ""
         ax.plot(g[x], g["request_goodput"], "-o", color=color, label="goodput" + suffix)

@@ -27,7 +27,7 @@ from servesim.simulator.files import file_part
 from servesim.simulator.hardware import Hardware
 from servesim.simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture
 
-COMPOSER_VERSION = 7  # bump when the composition changes, so cached profiles are rebuilt
+COMPOSER_VERSION = 8  # bump when the composition changes, so cached profiles are rebuilt
 # the importer's field names -> the scenario setting a user changes
 _FIELDS = {"dtype": "engine.quantization", "kv_cache_dtype": "engine.kv_cache_dtype",
            "tp": "engine.tensor_parallel_size", "model": "model", "gpu": "hardware.gpu",
@@ -209,6 +209,28 @@ def opt_in_moe_warning(profile: Profile, is_0_19: bool) -> str | None:
     return (f"servesim: warning: profile {profile.name}'s bf16 experts are timed with FlashInfer's fused-MoE kernels "
             f"(the only bf16 ones its tables hold), which vLLM 0.19 runs only with VLLM_USE_FLASHINFER_MOE_FP16=1 (by "
             f"default its Triton kernel, not timed on this GPU; 0.33 runs FlashInfer's): MoE layers may be short")
+
+
+MLA_TABLE_MODEL = "deepseek-v3"  # the one model the kernel tables' latent-attention module rows time
+MLA_SHAPE = ("hidden_size", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+
+
+def mla_shape_warning(arch, profile: Profile) -> str | None:
+    """A latent-attention model of another shape than the tables' rows, composed from them: its MLA layers are
+    timed as DeepSeek-V3's at the same heads a GPU (r151: a kv_lora_rank of 1,024 halved the KV pool, and no step
+    took a microsecond longer, unsaid)."""
+    if not getattr(arch, "is_mla", False) or "kernel tables" not in profile.source:
+        return None
+    from servesim.simulator.model_arch import load_model
+
+    ref = load_model(MLA_TABLE_MODEL)
+    differ = [f"{k} {getattr(arch, k)}" for k in MLA_SHAPE if getattr(arch, k) != getattr(ref, k)]
+    if not differ:
+        return None
+    return (f"servesim: warning: the kernel tables time latent attention with DeepSeek-V3's module alone: "
+            f"{arch.name}'s {', '.join(differ)} (DeepSeek-V3: "
+            f"{', '.join(f'{k} {getattr(ref, k)}' for k in MLA_SHAPE if getattr(arch, k) != getattr(ref, k))}) are "
+            f"timed at its shape, for the same heads a GPU; its KV cache is sized by its own")
 
 
 def _checksum(text: str) -> str:

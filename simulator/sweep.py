@@ -106,6 +106,15 @@ def _same_number(v):
     return v
 
 
+def _holds(value, path: str) -> bool:
+    """Whether a mapping value gives the dotted key `path` inside it."""
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return False
+        value = value[part]
+    return True
+
+
 def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: int = 0, searched: str | None = None,
                 fixed: list[str] = ()) -> list[dict]:
     """expand's points from axes already read: (setting, values, "--grid" or "--zip"), as the Python API gives."""
@@ -131,8 +140,9 @@ def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: 
         if key == "seed" and searched is None:  # a search has no --seeds: there a seed axis is one search each
             raise ConfigError(flag, "seed is set by --seeds and --base-seed (default: the scenario's seed), not as "
                                     "an axis")
-        if key == searched:
-            raise ConfigError(flag, f"{key} is the setting the search varies; it cannot also be an axis")
+        if searched is not None and (key == searched or searched.startswith(key + ".") and any(
+                _holds(v, searched[len(key) + 1:]) for v in values)):  # (r151: inside an axis's mapping, taken)
+            raise ConfigError(flag, f"{searched} is the setting the search varies; it cannot also be an axis")
         if key in fixed_keys:
             raise ConfigError(flag, f"{key} is also given by --set, which would be overridden: give it once")
         if key in seen:
@@ -269,8 +279,10 @@ def _run_or_reuse(scenario: str | None, sets: list[str], point: dict, runs_dir: 
         said = [w for w in result.warnings if not w.startswith(NOTHING_COMPLETED)]  # said by table_warnings
         (tmp / "point.json").write_text(json.dumps(point | {"servesim": code_version(), "warnings": said,
                                                             "files": _digests(tmp)}, indent=1, default=str) + "\n")
-        if _own(final).exists():
+        if _own(final).is_dir():
             shutil.rmtree(final)
+        elif final.exists():  # a file at a run's name (r151: rmtree's NotADirectoryError failed the run)
+            final.unlink()
         try:
             os.replace(tmp, final)
         except OSError:  # another worker's point resolving to the same run wrote it meanwhile: the same outputs
@@ -441,7 +453,7 @@ def write_table(rows: list[dict], out: Path, keys: list[str] | None = None,
     if len(table):
         order = [k for k in (keys or []) if k in table]
         if order and points:
-            table = table.sort_values(order, kind="stable", key=_grid_position(order, points))
+            table = table.iloc[_point_order(table, order, points)]
         else:
             table = table.sort_values(order or ["run_id"], kind="stable")
         table = table.reset_index(drop=True)
@@ -454,19 +466,17 @@ def write_table(rows: list[dict], out: Path, keys: list[str] | None = None,
     return table
 
 
-def _grid_position(keys: list[str], points: list[dict]):
-    """A sort key for an axis column: each value's place in the order the grid gave it (not its text: {value:
-    10} would sort before {value: 1}; "auto" beside 4096 would not sort at all)."""
-    seen = {k: {} for k in keys}
-    for point in points:
-        for k, v in table_cells(point).items():
-            if k in seen:
-                seen[k].setdefault(_hashable(v), len(seen[k]))
-
-    def key(column: pd.Series) -> pd.Series:
-        places = seen.get(column.name, {})
-        return column.map(lambda v: places.get(_hashable(v), len(places)))
-    return key
+def _point_order(table: pd.DataFrame, keys: list[str], points: list[dict]) -> list[int]:
+    """The rows in the order the grid gave their points (not the values' text: {value: 10} would sort before
+    {value: 1}; "auto" beside 4096 would not sort at all; r151: a zip repeating one key's value had its rows
+    sorted by that column's first places, (8,1), (8,3), (4,2) for the points (8,1), (4,2), (8,3))."""
+    place: dict = {}
+    for i, point in enumerate(points):
+        cells = table_cells(point)
+        place.setdefault(tuple(_hashable(cells.get(k)) for k in keys), i)
+    rows = [place.get(tuple(_hashable(v) for v in row), len(points))
+            for row in table[keys].astype(object).itertuples(index=False)]
+    return sorted(range(len(table)), key=lambda r: rows[r])
 
 
 def _hashable(value):
@@ -508,6 +518,11 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     check_executor(executor, ray_address)  # before anything is written: a refused flag leaves an earlier table
     out = Path(out)
     runs = out / "runs"
+    for name, what in ((runs, "its runs folder"), *((out / f".{t}.tmp", f"its {t} before it is moved into place")
+                                                     for t in TABLE_FILES)):
+        if name.is_dir() != (name == runs) and name.exists() and not name.is_symlink():  # (r151: "File exists",
+            raise ConfigError(out_field, f"{name} is a {'file' if name == runs else 'folder'}, where the sweep "
+                                         f"writes {what}: remove it")  # or a table half-written first)
     runs.mkdir(parents=True, exist_ok=True)
     _remove_orphans(runs)
     for name in TABLE_FILES:  # an earlier sweep's table never stands under this one's record, even after a SIGKILL

@@ -212,7 +212,9 @@ def test_bench_azure_conv_measures_capacity_uncut_and_says_what_it_replaces(caps
     assert main(["bench", "--workload", "azure-conv", "--requests", "20", "--repeats", "1",
                  "--set", "workload.arrival={process: closed_loop, concurrency: 4}"]) == 0
     out = capsys.readouterr()
-    assert "requests (closed_loop)" in out.out and "replaces --rate" in out.err
+    assert "requests (closed_loop)" in out.out and "replaces --rate" not in out.err  # r151: never given
+    assert main(["bench", "--requests", "10", "--repeats", "1", "--set", "simulation.decode_runs=true"]) == 0
+    assert "replaces --step-by-step" not in capsys.readouterr().err  # r151: "replaces --step-by-step (True)"
     assert main(["bench", "--requests", "10", "--rate", "7", "--repeats", "1", "--json",
                  "--set", "workload.arrival={process: constant, rate: 3}"]) == 0
     out = capsys.readouterr()

@@ -892,3 +892,54 @@ def test_round_149_a_flag_and_a_set_of_one_setting_are_refused(tmp_path, capsys,
         pytest.skip(f"{real} not found (../shared is absent)")
     _one_error(capsys, main([a.format(real=real) for a in argv] + ["--out", str(tmp_path / "o")]), says)
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("argv, says", [
+    # a command's own flag beside a --set of its setting (r151: the flag won unsaid)
+    (["run", "--warmup-requests", "10", "--set", "simulation.warmup_requests=5"],
+     "--warmup-requests: --set simulation.warmup_requests gives it too"),
+    (["run", "--cooldown-s", "1", "--set", "simulation={cooldown_s: 2}"], "--cooldown-s: --set simulation.cooldown_s"),
+    # an unknown option is named by its command, with its command's help (r151: servesim's)
+    (["search", "replicas", "--slo", "ttft_p99_ms=500", "--rate", "5", "--low", "3"],
+     "search replicas: unrecognized arguments: --low (see servesim search replicas --help)"),
+    (["capacity", "--model", ""], "capacity: argument --model: is empty"),  # r151: "is a folder without config.json"
+    # a search's own setting inside a section's mapping (r151: taken, and replaced at every run)
+    (["search", "max-rate", "--slo", "ttft_p99_ms=50", "--set", "workload.arrival={process: poisson, rate: 3}"],
+     "--set: workload.arrival.rate is the setting the search varies"),
+    (["search", "max-rate", "--slo", "ttft_p99_ms=50", "--grid", "workload.arrival={process: poisson, rate: 3}"],
+     "--grid: workload.arrival.rate is the setting the search varies"),
+])
+def test_round_151_flags_and_settings_that_would_be_taken_unsaid(tmp_path, capsys, argv, says):
+    _one_error(capsys, main(argv + ["--out", str(tmp_path / "o")] if argv[0] != "capacity" else argv), says)
+
+
+@pytest.mark.parametrize("option, says", [
+    ("workload.format=azure", "line 1"),  # a JSON-lines file read as Azure's CSV
+    ("workload.start_s=1e12", "workload.start_s: no request of"),
+    ("workload.sample=1e-300", "workload.sample: 1e-300 keeps none"),
+])
+def test_round_151_config_reads_a_trace_with_its_replay_options(tmp_path, capsys, option, says):
+    """r151: `config` printed trace workloads `run` refuses (it checked the file exists, not its replay)."""
+    trace = tmp_path / "m.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": 1000 * i, "input_length": 100, "output_length": 5,
+                                         "hash_ids": [i]}) + "\n" for i in range(20)))
+    _one_error(capsys, main(["config", "--set", f"workload={{type: trace, path: {trace}}}", "--set", option]), says)
+
+
+def test_round_151_inert_and_unconfirmed_answers_are_said(tmp_path, capsys):
+    """r151: a running cap at or above max_num_seqs, and compare's --set of what a replay never reads, unsaid."""
+    from servesim.simulator import config
+
+    config._WARNED.clear()
+    config.load(None, ["profile=teaching", "engine.max_num_seqs=64", "engine.max_num_active_seqs=64"])
+    assert "engine.max_num_active_seqs has no effect: at or above max_num_seqs (64)" in capsys.readouterr().err
+    out = tmp_path / "v"
+    assert main(["vllm", "--quiet", "--out", str(out), "serve", "meta-llama/Llama-3.1-8B-Instruct", "--", "bench",
+                 "serve", "--num-prompts", "20", "--random-input-len", "64", "--random-output-len", "8",
+                 "--save-result", "--save-detailed", "--result-filename", "r.json"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(out / "r.json"), "--out", str(tmp_path / "c"), "--set", "workload.arrival.rate=100",
+                 "--set", "workload.min_tokens=2"]) in (0, 1)
+    err = capsys.readouterr().err
+    assert "--set workload.arrival.rate has no effect: the run's own requests are simulated" in err
+    assert "workload.min_tokens has no effect" not in err  # read: the server holds the stop back

@@ -238,6 +238,7 @@ def test_request_rate_ramps_as_vllm_bench(strategy):
     ("{process: poisson, rate: 2, ramp_up_s: 3}", "ramp_up_s applies to closed_loop"),
     ("{process: poisson, ramp_up_strategy: linear, ramp_up_start_rps: 1}", "needs ramp_up_start_rps and ramp_up_end_rps"),
     ("{process: poisson, ramp_up_strategy: exponential, ramp_up_start_rps: 0, ramp_up_end_rps: 5}", "start_rps > 0"),
+    ("{process: poisson, ramp_up_strategy: linear, ramp_up_start_rps: 0, ramp_up_end_rps: 5}", "start_rps > 0"),
     ("{process: constant, rate: 1, ramp_up_strategy: linear, ramp_up_start_rps: 1, ramp_up_end_rps: 5}",
      "poisson and gamma"),
 ])

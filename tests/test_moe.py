@@ -425,6 +425,19 @@ def test_latent_attention_is_composed_from_the_mla_module_tables(tmp_path, monke
     assert b200.mla_ms("context", 1, 8192, 16, "fp8", "fp8") == pytest.approx(0.5858, abs=1e-4)
     step = rs.cost_model.kernels.step_time
     assert step(BatchShape(64, 0, 0, 64, 64 * 8192)) > step(BatchShape(64, 0, 0, 64, 64 * 1024))
+    # r151: a chunk after cached context was the whole prefill scaled to its pairs, projections included: 16 tokens
+    # after 4,080 cost a 21st of 16 fresh ones; now the fresh module plus the pairs it adds
+    from servesim.calibration.aiconfigurator import _mla_attention_ms
+    from servesim.calibration.grid import GridPoint
+
+    fresh = _mla_attention_ms(t, GridPoint("prefill", 1, 16), 16, "bf16", "fp8")
+    late = [_mla_attention_ms(t, GridPoint("mixed", 0, 16, c), 16, "bf16", "fp8") for c in (16, 1024, 4080)]
+    assert fresh <= late[0] <= late[1] <= late[2] < 2 * fresh
+    # and an MLA shape the tables' rows are not (they time DeepSeek-V3's module alone) is said (r151: unsaid)
+    capsys.readouterr()
+    load(None, ["model=deepseek-v3", "hardware.gpu=h200-sxm", "engine.tensor_parallel_size=8",
+                "model.kv_lora_rank=1024"])
+    assert "latent attention with DeepSeek-V3's module alone" in capsys.readouterr().err
     assert main(["calibrate", "import", "aiconfigurator", "--gpu", "h100-sxm", "--model", "deepseek-v3", "--tp", "8",
                  "--out", str(tmp_path / "p.yaml")]) == 0  # in the model's own fp8
     assert "dtype: fp8" in (tmp_path / "p.yaml").read_text()

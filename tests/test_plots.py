@@ -697,3 +697,22 @@ def test_round_149_damaged_slo_classes_offered_rates_and_recommend_rows_are_one_
         assert main(["plot", str(tmp_path / "recommend.json"), "--kind", "recommend", "--out",
                      str(tmp_path / "r")]) == 2
         assert needle in capsys.readouterr().err
+
+
+def test_round_151_every_group_drawn_apart_and_run_ids_read_as_text(tmp_path):
+    """r151: past 100 `--by` values the plot dropped the rest (ten colours zipped x 10), every tenth alike; a
+    sweep.csv's run id 244292e93348 was read as the number 2.4e98, its run's SLOs "not recorded"."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from servesim.simulator.files import read_table
+    from servesim.simulator.plots import _colored_groups
+
+    table = pd.DataFrame({"engine.max_num_seqs": range(1, 106), "x": 1.0})
+    drawn = _colored_groups(plt, table, "engine.max_num_seqs")
+    assert len(drawn) == 105 and len({tuple(c) for _, c in drawn}) == 105
+    (tmp_path / "sweep.csv").write_text("run_id,seed\n244292e93348,0\n4483204419e1,0\n")
+    assert read_table(tmp_path / "sweep.csv", "results")["run_id"].tolist() == ["244292e93348", "4483204419e1"]

@@ -235,3 +235,14 @@ def test_a_second_copy_of_a_cached_block_is_found_once_the_first_is_evicted(rele
                                    "engine.max_num_batched_tokens=64", "engine.long_prefill_token_threshold=32",
                                    f"engine.vllm_defaults={release}"], requests=requests)
     assert run.requests.set_index("request_id").cached_tokens.tolist() == [0, 32, 0, 48]
+
+
+def test_round_151_an_answer_ending_inside_its_prompts_last_id_is_shared():
+    """r151: a turn's answer ending inside the prompt's last 16-token id was left unnamed, so at block size 8 the
+    next turn (resending it) hit 16 tokens where vLLM 0.19 and 0.33 hit 24."""
+    import servesim
+
+    specs = [servesim.RequestSpec(0, 0.0, 20, 5, prefix_ids=(1, 2), prefix_block_tokens=16),
+             servesim.RequestSpec(1, 5.0, 45, 1, prefix_ids=(1, 2, 3), prefix_block_tokens=16)]
+    r = servesim.simulate(None, {"engine.block_size": 8, "profile": "teaching"}, requests=specs).requests
+    assert r.set_index("request_id").loc[1, "cached_tokens"] == 24

@@ -262,6 +262,8 @@ def test_compare_with_a_results_folder_and_bad_inputs(tmp_path, capsys, monkeypa
     shutil.copy(tmp_path / "sim" / "requests.parquet", tmp_path / "nosum")
     assert main(["compare", str(real), str(tmp_path / "nosum"), "--out", str(tmp_path / "on")]) == 2
     assert "servesim results folder without its summary.json" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path / "sim"), str(tmp_path / "sim"), "--out", str(tmp_path / "oss")]) == 2
+    assert "is a simulation, not a real run: give it last" in capsys.readouterr().err  # r151: "without its summary"
     os.mkfifo(tmp_path / "fifo")  # a FIFO given as the real run is named as one, not "no such file" (r149)
     assert main(["compare", str(tmp_path / "fifo"), "--out", str(tmp_path / "of")]) == 2
     assert "not a regular file (a FIFO" in capsys.readouterr().err

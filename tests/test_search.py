@@ -401,3 +401,24 @@ def test_round_132_a_session_searchs_reasons_count_sessions():
                 "{dist: fixed, value: 10}, think_time_s: {dist: fixed, value: 0.1}}")
     r = max_rate(None, [sessions], {"p99_ttft_ms": 0.001}, low=2)
     assert r["reason"] == "the SLOs fail already at 2 sessions/s", r["reason"]
+
+
+def test_round_151_a_wide_bracket_is_halved_in_ratio_and_its_answer_checked():
+    """r151: --low 1e-6 --high 1e9 spent 24 of its 30 runs halving down from 1e9 and returned the 40-request
+    answer unchecked (2.4x too high, exit 0); bisected in ratio the bracket narrows and is checked at longer runs."""
+    slos = parse_slos(["ttft_p99_ms=1000"])
+    wide = max_rate(SCEN, ["workload.num_requests=50"], slos, low=1e-6, high=1e9)
+    assert "stopped after" not in (wide.get("reason") or "") and len(wide["answers"]) >= 2, wide.get("reason")
+
+
+def test_round_151_an_unconfirmed_answer_is_said(monkeypatch, capsys, tmp_path):
+    """r151: an answer the search called "not stable" came with exit 0 and no word."""
+    import pandas as pd
+
+    from servesim.simulator import cli
+
+    table = pd.DataFrame([{"max_rate": 30.1, "fails_at": 32.0, "stable": False,
+                           "reason": "not stable: the answer moved (268.8 -> 30.13 req/s)"}])
+    monkeypatch.setattr("servesim.simulator.search.search_grid", lambda *a, **k: table)
+    assert cli.main(["search", "max-rate", "--slo", "ttft_mean_ms=500"]) == 0
+    assert "servesim: warning: the max rate at 1 of 1 point(s) is not confirmed: not stable" in capsys.readouterr().err

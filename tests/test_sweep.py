@@ -486,3 +486,33 @@ def test_a_run_folder_whose_files_are_not_what_its_run_wrote_is_simulated_again(
     again = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
     pd.testing.assert_frame_equal(again, first)
     assert "is damaged" in capfd.readouterr().err
+
+
+FAST = ["profile=teaching", "workload.num_requests=20", "workload.prompt_tokens={dist: fixed, value: 64}",
+        "workload.output_tokens={dist: fixed, value: 4}"]
+
+
+def test_round_151_rows_follow_the_zip_and_damaged_names_are_said(tmp_path, capsys):
+    """r151: a zip repeating one key's value had its rows sorted by that column ((8,1), (8,3), (4,2) for the points
+    (8,1), (4,2), (8,3)); a file at a run's name failed the run (NotADirectoryError), a file at runs/ was "File
+    exists", a folder at a table's temporary name failed after the record was written."""
+    sets = sum((["--set", s] for s in FAST), [])
+    assert main(["sweep", "--quiet", *sets, "--zip", "engine.max_num_seqs=8,4,8", "--zip",
+                 "workload.arrival.rate=1,2,3", "--out", str(tmp_path / "z")]) == 0
+    t = pd.read_csv(tmp_path / "z" / "sweep.csv")
+    assert list(zip(t["engine.max_num_seqs"], t["workload.arrival.rate"])) == [(8, 1), (4, 2), (8, 3)]
+    first = t["run_id"][0]
+    import shutil
+
+    shutil.rmtree(tmp_path / "z" / "runs" / first)
+    (tmp_path / "z" / "runs" / first).write_text("not a run")
+    assert main(["sweep", "--quiet", *sets, "--zip", "engine.max_num_seqs=8,4,8", "--zip",
+                 "workload.arrival.rate=1,2,3", "--out", str(tmp_path / "z")]) == 0
+    assert (tmp_path / "z" / "runs" / first / "summary.json").is_file()
+    for name, make in (("runs", lambda p: p.write_text("")), (".sweep.csv.tmp", lambda p: p.mkdir())):
+        out = tmp_path / name.strip(".")
+        out.mkdir()
+        make(out / name)
+        capsys.readouterr()
+        assert main(["sweep", "--quiet", *sets, "--out", str(out)]) == 2
+        assert f"{out / name} is a " in capsys.readouterr().err and not (out / "sweep.yaml").exists()

@@ -273,6 +273,7 @@ def test_burstgpt_skips_failed_requests_and_counts_them(tmp_path):
     assert [(s.arrival_time, s.prompt_tokens, s.output_tokens) for s in specs] == [(5.0, 472, 18), (118.0, 417, 276)]
     assert info["skipped"] == 1 and info["rows"] == 2
     assert read_lengths(path).tolist() == [[472, 18], [417, 276]]
+    assert "Model, Log Type not read" in info["unread"]  # r151: two models' traffic mixed unsaid
 
 
 def test_azure_2024_timestamps_with_offsets(tmp_path):
@@ -325,6 +326,8 @@ ERRORS = [
     ("extra_field.csv", "azure", AZ + ROW + ROW + "2023-11-16 18:15:47,5,4,9\n", ["line 4", "expected 3 fields", "saw 4"]),
     ("burst_zero_prompt.csv", "burstgpt", BURST + "5,ChatGPT,0,18,18,Conversation log\n",
      ["line 2, column Request tokens", "prompt"]),
+    ("burst_total.csv", "burstgpt", BURST + "5,ChatGPT,3,18,22,x\n",  # r151: not checked
+     ["line 2, column Total tokens", "'22' is not Request tokens + Response tokens (21)"]),
     ("burst_time.csv", "burstgpt", BURST + "5,ChatGPT,3,18,21,x\n-1,ChatGPT,3,18,21,x\n", ["line 3, column Timestamp"]),
     ("stats_total.csv", "sharegpt_stats",  # round 83: a row contradicting itself was read as its two lengths
      "num_prefill_tokens,num_decode_tokens,num_total_tokens,pd_ratio\n5,3,8,1.6666667\n5,3,999,7\n",

@@ -1,5 +1,6 @@
 """Generators checked statistically at a fixed seed; closed loops, sessions and prefixes checked by behaviour."""
 
+import json
 import re
 from pathlib import Path
 
@@ -459,3 +460,59 @@ def test_fit_span_beside_a_duration_sends_nothing_after_it():
         pytest.approx(5.0)  # the count alone: the last at n / rate, as vLLM's client
     with pytest.raises((ConfigError, ValueError), match="fit_span"):
         SyntheticWorkload(num_requests=None, duration_s=10, arrival=arrival)
+
+
+def test_round_151_a_session_resends_the_answer_min_tokens_made():
+    """r151: under min_tokens each answer ran on to it, but the next turn resent the drawn length (a 100-token
+    message, a 50-token answer and a 20-token follow-up made a 130-token prompt, not 170)."""
+    sets = ["profile=teaching", "workload={type: sessions, num_sessions: 3, turns: {dist: fixed, value: 2}, "
+            "first_message_tokens: {dist: fixed, value: 100}, message_tokens: {dist: fixed, value: 20}, "
+            "output_tokens: {dist: fixed, value: 10}, think_time_s: {dist: fixed, value: 1}, min_tokens: 50}"]
+    r = simulate(load(None, sets)).requests.sort_values(["session_id", "turn"])
+    assert (r.output_tokens == 50).all() and (r[r.turn == 1].prompt_tokens == 170).all()
+
+
+def test_round_151_a_closed_loops_count_ending_before_its_duration_is_said():
+    """r151: 1,000 requests sent by 54 s of a 1,000 s closed loop, unsaid (open loops said it, r138)."""
+    sets = ["profile=teaching", "workload.duration_s=1000", "workload.num_requests=100",
+            "workload.arrival={process: closed_loop, concurrency: 20}"]
+    said = simulate(load(None, sets)).warnings
+    assert any("its 100 requests were all sent by" in w and "duration_s (1000 s)" in w for w in said), said
+    short = ["workload.duration_s=2" if x.startswith("workload.duration_s") else x for x in sets]
+    assert not any("all sent by" in w for w in simulate(load(None, short)).warnings)  # the duration ends it
+
+
+def test_round_151_workload_write_and_describe_say_what_a_run_says(tmp_path, capsys):
+    """r151: `workload write` and `describe SCENARIO` dropped the workload's own words (a trace read in ms, a key
+    not read, prompts cut), and wrote or described min_tokens' answers at their drawn lengths."""
+    from servesim.simulator.cli import main
+
+    trace = tmp_path / "mk.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 100, "output_length": 10, "priority": 3}\n'
+                     '{"timestamp": 1000, "input_length": 200, "output_length": 20}\n')
+    assert main(["workload", "write", "--set", f"workload={{type: trace, path: {trace}}}",
+                 "--out", str(tmp_path / "w.jsonl")]) == 0
+    err = capsys.readouterr().err
+    assert "read as a Mooncake trace (timestamps in milliseconds)" in err and "priority not read" in err
+    assert main(["workload", "describe", "--set", "engine.max_model_len=1000", "--set", "workload.num_requests=200",
+                 str(_scenario(tmp_path))]) == 0
+    assert "prompts are at max_model_len - 1" in capsys.readouterr().err
+    sets = ["--set", "workload.num_requests=50", "--set", "workload.min_tokens=500"]
+    assert main(["workload", "write", *sets, "--out", str(tmp_path / "m.jsonl")]) == 0
+    written = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert min(r["output_tokens"] for r in written) == 500  # the answers as generated, replayed so
+
+
+def _scenario(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("profile: teaching\n")
+    return path
+
+
+def test_round_151_a_ramp_the_duration_cuts_short_is_said():
+    """r151: a ramp over the 1,000 requests, cut by duration_s at 126 of them, never reached its end rate unsaid."""
+    ramp = "workload.arrival={process: poisson, ramp_up_strategy: linear, ramp_up_start_rps: 1, ramp_up_end_rps: 100}"
+    said = simulate(load(None, ["profile=teaching", "workload.duration_s=30", ramp])).warnings
+    assert any("duration_s (30 s) ended it after" in w and "never reached ramp_up_end_rps (100)" in w for w in said)
+    assert not any("ramp" in w for w in simulate(load(None, ["profile=teaching", "workload.num_requests=100",
+                                                               ramp])).warnings)

@@ -72,8 +72,10 @@ class Arrival(Settings):
                 raise ValueError("ramp_up_strategy applies to poisson and gamma arrivals")
             if self.ramp_up_start_rps is None or self.ramp_up_end_rps is None:
                 raise ValueError("ramp_up_strategy needs ramp_up_start_rps and ramp_up_end_rps")
-            if self.ramp_up_strategy == "exponential" and not self.ramp_up_start_rps:
-                raise ValueError("an exponential ramp needs ramp_up_start_rps > 0")
+            if not self.ramp_up_start_rps:  # the first request's rate is the start's (r151: a linear ramp from 0
+                # was refused as "requests would never arrive", naming no field)
+                raise ValueError("a ramp needs ramp_up_start_rps > 0: its first request arrives at that rate (vLLM "
+                                 "refuses 0 for an exponential ramp, and a linear one fails on its first request)")
         elif self.ramp_up_start_rps is not None or self.ramp_up_end_rps is not None:
             raise ValueError("ramp_up_start_rps and ramp_up_end_rps need ramp_up_strategy")
         if self.fit_span and (self.process not in ("poisson", "gamma", "constant") or self.ramp_up_strategy is not None):

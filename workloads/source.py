@@ -156,6 +156,10 @@ class ClosedLoopSource(RequestSource):
         if spec is None:
             return []
         self.issued += 1
+        if self.issued == self.limit and self.duration_s is not None:  # (r151: the count ended the run unsaid)
+            self.warnings.append(f"workload.num_requests: its {self.limit:,} requests were all sent by {t:,.1f} s, "
+                                 f"before duration_s ({self.duration_s:g} s): the count ends a closed loop's "
+                                 f"arrivals (raise num_requests to run for the duration)")
         return [replace(spec, request_id=self.issued - 1, arrival_time=follow_up_time(t, "workload.arrival.think_time_s"))]
 
     def initial(self) -> list[RequestSpec]:

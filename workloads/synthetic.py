@@ -277,6 +277,10 @@ class SyntheticWorkload(_Classes):
         """A count beside a duration bounds the run: said where it ended the arrivals first (r138: `config` writes
         num_requests: 1000, so a duration added to its output ran 102 of its 1,000 s without a word)."""
         n, d = self.num_requests, self.duration_s
+        if n is not None and d is not None and len(times) < n and self.arrival.ramp_up_strategy:  # (r151: unsaid)
+            return (f"workload.arrival: its {self.arrival.ramp_up_strategy} ramp spans num_requests ({n:,}), and "
+                    f"duration_s ({d:g} s) ended it after {len(times):,} of them: the rate never reached "
+                    f"ramp_up_end_rps ({self.arrival.ramp_up_end_rps:g})",)
         if n is None or d is None or len(times) < n or self.arrival.process == "burst":
             return ()
         return (f"workload.num_requests: its {n:,} requests were all sent by {times[-1]:,.1f} s, before duration_s "
@@ -389,6 +393,8 @@ class SessionWorkload(_Classes):
             n_turns = int(turns[s])
             msgs = np.concatenate([self.first_message_tokens.draw(1, rng), self.message_tokens.draw(n_turns - 1, rng)])
             outs = self.output_tokens.draw(n_turns, rng)
+            if self.min_tokens and not self.request_max_tokens:  # vLLM holds the stop back: the answer the next
+                outs = np.maximum(outs, self.min_tokens)  # turn resends is that long (r151: the drawn length was)
             thinks = self.think_time_s.draw(n_turns, think_rng)
             history, full_ids = self.system_prompt_tokens, list(system)  # ids of the history's full blocks
             tail: list[int] = []  # the id of the history's partial last block, which the next turn fills

@@ -29,14 +29,11 @@ class TraceWorkload(_Classes, ReadsTraceFormat):
     limit: PositiveInt | None = None
     clip_to_max_model_len: bool = False  # a trace is replayed as recorded; over-long prompts are rejected
 
-    def check_file(self) -> None:
-        """The file is there and of a format servesim reads (what `config` checks without replaying it)."""
-        from servesim.workloads.traces import existing, infer_format
-
-        if self.format is None:
-            infer_format(self.path)
-        else:
-            existing(self.path)
+    def check_file(self, seed: int = 0, max_model_len: int | None = None) -> tuple[str, ...]:
+        """The file read with the replay's options, as `run` reads it (what `config` checks without replaying it:
+        r151, a window no row reaches, a sample keeping none, a format the file is not, were printed as fine); what
+        the reading says."""
+        return tuple(self._source(seed, max_model_len).warnings)
 
     def _source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
         from dataclasses import replace

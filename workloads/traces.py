@@ -219,18 +219,29 @@ def _read_azure(path: Path) -> _Rows:
         for c in csv.df.columns if c not in _AZURE_COLUMNS))
 
 
+_BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens", "Total tokens")
+
+
 def _read_burstgpt(path: Path) -> _Rows:
-    """Zero response tokens marks a failed request in BurstGPT: left out, but counted."""
-    csv = _Csv(path, ("Timestamp", "Request tokens", "Response tokens"))
+    """Zero response tokens marks a failed request in BurstGPT: left out, but counted. Its Model and Log Type are
+    not read: every row is replayed (said, r151: ChatGPT's and GPT-4's traffic mixed unsaid)."""
+    csv = _Csv(path, _BURSTGPT_COLUMNS[:3])
     arrival = csv.seconds("Timestamp")
     prompt = csv.counts("Request tokens")
     output = csv.counts("Response tokens")
     ok = output > 0
     csv.flag(ok & (prompt < 1), "Request tokens", lambda i: _too_few(0, 1, "prompt"))
+    df = csv.df
+    if "Total tokens" in df:  # the sum of the two, where given: else the row is not what it says
+        total = pd.to_numeric(df["Total tokens"], errors="coerce").to_numpy(float)
+        csv.flag(total != prompt + output, "Total tokens",
+                 lambda i: f"{df['Total tokens'].iloc[i]!r:.20} is not Request tokens + Response tokens "
+                           f"({prompt[i] + output[i]})")
     csv.done()
     if not ok.any():
         _fail(path, "", f"no requests: all {len(ok)} rows are failed requests (0 response tokens)")
-    return _Rows(arrival[ok], prompt[ok], output[ok], skipped=int((~ok).sum()))
+    return _Rows(arrival[ok], prompt[ok], output[ok], skipped=int((~ok).sum()),
+                 unread=tuple(c for c in df.columns if c not in _BURSTGPT_COLUMNS))
 
 
 def _read_length_stats(path: Path) -> _Rows:
@@ -693,9 +704,10 @@ def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, s
     if rows.note:
         info["note"] = rows.note
     if rows.unread:  # a misspelt key, or a priority or class the user expects replayed (r145: dropped unsaid)
-        info["unread"] = (f"{path}: {', '.join(rows.unread)} not read ({fmt} records give "
-                          f"{', '.join(_AZURE_COLUMNS if fmt == 'azure' else _HASH_ID_KEYS)}; a priority, SLO "
-                          f"class or session replays from servesim's JSONL, as `servesim workload write` writes it)")
+        read = {"azure": _AZURE_COLUMNS, "burstgpt": _BURSTGPT_COLUMNS}.get(fmt, _HASH_ID_KEYS)
+        info["unread"] = (f"{path}: {', '.join(rows.unread)} not read ({fmt} records give {', '.join(read)}; every "
+                          f"row is replayed; a priority, SLO class or session replays from servesim's JSONL, as "
+                          f"`servesim workload write` writes it)")
     return specs, info
 
 
