@@ -105,7 +105,16 @@ def _source(scenario: ScenarioLike):
                                   f"{type(scenario).__name__}")
 
 
-def _given(model: BaseModel) -> dict:
+def _section_classes(annotation) -> tuple[type, ...]:
+    """The settings classes a field takes (through Optional, Union and Annotated)."""
+    import typing
+
+    if isinstance(annotation, type):
+        return (annotation,) if issubclass(annotation, BaseModel) else ()
+    return tuple(c for arg in typing.get_args(annotation) for c in _section_classes(arg))
+
+
+def _given(model: BaseModel, where: str = "") -> dict:
     """A settings object's values as given, at construction or by assignment since, however deep: pydantic's
     exclude_unset drops an edit inside a section left at its default (scenario.workload.num_requests = 20 on
     Scenario()), which ran as if never made (round 72)."""
@@ -113,9 +122,13 @@ def _given(model: BaseModel) -> dict:
     # else JSON cannot hold as its text, which load refuses naming the setting (an np.int64 edit was a pydantic
     # serialization traceback, round 125)
     out = model.model_dump(mode="json", exclude_unset=True, warnings=False, fallback=_json_fallback)
-    for name in type(model).model_fields:
+    for name, field in type(model).model_fields.items():
         value = getattr(model, name)
-        if isinstance(value, BaseModel) and (inner := _given(value)):
+        kinds = _section_classes(field.annotation)
+        if isinstance(value, BaseModel) and kinds and not isinstance(value, kinds):  # (r152: another section's
+            raise ConfigError(f"{where}{name}", f"a {type(value).__name__}, where the section takes "  # default ran
+                                                f"{' or '.join(k.__name__ for k in kinds)}")  # as this one's)
+        if isinstance(value, BaseModel) and (inner := _given(value, f"{where}{name}.")):
             out[name] = (out.get(name) or {}) | inner
         elif name in out:
             out[name] = _as_assigned(value, out[name])

@@ -331,6 +331,10 @@ def _scenario_specs(path: str, sets: list[str], writing: bool = False):
                       f"record has no such field): give it again where the file is replayed"])
     if writing and sends:
         specs = [s if s.max_tokens is not None else replace(s, max_tokens=s.output_tokens) for s in specs]
+    room = rs.max_model_len
+    if not writing and room:  # described as generated: an answer ends at max_model_len (r152: 1,237 after 499)
+        specs = [replace(s, output_tokens=room - s.prompt_tokens) if s.prompt_tokens < room < s.prompt_tokens
+                 + s.output_tokens else s for s in specs]
     return specs, rs.input_files()  # the requests, and the files they came from
 
 

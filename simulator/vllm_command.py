@@ -558,7 +558,8 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     if serve.get("max_model_len") == 1:  # vLLM starts; servesim's engine holds a prompt and an output token
         raise ConfigError(_flag("serve", "max_model_len", version),
                           "1: vLLM starts, but refuses every request (400: a prompt of a token leaves no room for "
-                          "an output token), so the bench stops at its first one and writes no result")
+                          "an output token), so every request of the bench fails (its result: completed 0; with "
+                          "--ready-check-timeout-sec it stops at its test request): servesim simulates none of it")
     for flag in flag_tables(version).get("serve_json_objects", ()):  # dicts and config dataclasses only
         value = serve.get(flag.lstrip("-").replace("-", "_"))
         if value is not None and not isinstance(value, dict):

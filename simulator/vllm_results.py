@@ -245,8 +245,13 @@ def check_result_path(o: BenchOptions, out: Path, inputs=()) -> None:
         return
     field = "vllm bench serve --result-filename"
     path = folder / o.result_filename
-    if folder.resolve() == out.resolve() and o.result_filename in RUN_FILES:
-        raise ConfigError(field, f"{o.result_filename} is one of the run's own files in {out}: give another name")
+    from servesim.simulator.files import RUN_MANIFEST
+
+    own = folder.resolve() == out.resolve() or (folder / RUN_MANIFEST).is_file()  # this run's, or another's folder
+    if own and o.result_filename in (*RUN_FILES, RUN_MANIFEST):  # (r152: the manifest was overwritten, and
+        # --result-dir into another run's folder replaced its summary.json)
+        raise ConfigError(field, f"{o.result_filename} is one of a servesim run's own files in {folder}: give "
+                                 f"another name")
     if path.is_dir():
         raise ConfigError(field, f"{path} is a directory: give a file name")
     refuse_link(path, field)

@@ -808,3 +808,16 @@ def test_an_open_ended_source_without_a_time_limit_is_said(capsys):
     assert "Ten.planned() is None (open-ended): the run goes on while it sends follow-ups" in capsys.readouterr().err
     servesim.simulate(None, {"profile": "teaching", "simulation.max_sim_time_s": 100}, requests=Ten())
     assert "open-ended" not in capsys.readouterr().err
+
+
+def test_round_152_a_section_given_another_sections_object_is_refused():
+    """r152: scenario.workload = Scenario().policies (a default object of another class) dumped as {} and ran the
+    default 1,000-request workload, unsaid."""
+    s = servesim.Scenario()
+    s.workload = servesim.Scenario().policies
+    with pytest.raises(servesim.ConfigError, match="^workload: a PolicySettings, where the section takes "):
+        servesim.simulate(s)
+    s = servesim.Scenario()
+    s.engine = servesim.Scenario().policies
+    with pytest.raises(servesim.ConfigError, match="^engine: a PolicySettings"):
+        servesim.resolve(s)

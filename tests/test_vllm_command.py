@@ -422,8 +422,11 @@ def test_a_set_no_flag_decides_runs_and_is_recorded(tmp_path, capsys):
     (["--result-filename", "../x.json"], "--result-filename: '../x.json' is not a file name"),
     (["--result-filename", "/tmp/abs.json"], "--result-filename: '/tmp/abs.json' is not a file name"),
     (["--label", "a/b"], "--label: 'a/b' is not a file name"),
-    (["--result-filename", "summary.json"], "--result-filename: summary.json is one of the run's own files"),
-    (["--result-filename", "metrics.prom", "--append-result"], "--result-filename: metrics.prom is one of the run"),
+    (["--result-filename", "summary.json"], "--result-filename: summary.json is one of a servesim run's own files"),
+    (["--result-filename", "metrics.prom", "--append-result"], "--result-filename: metrics.prom is one of a servesim"),
+    # r152: the folder's manifest was written over (its runs then deleted junk names), and another run's folder's
+    (["--result-filename", ".servesim-files"], "--result-filename: .servesim-files is one of a servesim run's own"),
+    (["--result-dir", "RUN", "--result-filename", "summary.json"], "summary.json is one of a servesim run's own files"),
     (["--result-dir", "FILE", "--result-filename", "r.json"], "--result-dir: FILE is not a directory"),
 ])
 def test_a_result_path_that_would_land_outside_or_over_the_run_is_refused_before_it(tmp_path, capsys, flags, needle):
@@ -431,12 +434,16 @@ def test_a_result_path_that_would_land_outside_or_over_the_run_is_refused_before
     --result-dir failed after the whole run without naming the flag."""
     blocker = tmp_path / "file.txt"
     blocker.write_text("x")
-    flags = [str(blocker) if f == "FILE" else f for f in flags]
+    run = tmp_path / "run"
+    if "RUN" in flags:  # another servesim run's folder
+        run.mkdir()
+        (run / ".servesim-files").write_text("summary.json\n")
+    flags = [str(blocker) if f == "FILE" else str(run) if f == "RUN" else f for f in flags]
     out = tmp_path / "v"
     assert main(["vllm", "--out", str(out), "serve", MODEL] + BENCH + ["--save-result", *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and needle.replace("FILE", str(blocker)) in err[0], err
-    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"] + ["run"] * run.exists()
 
 
 @pytest.mark.parametrize("version, model, method", [

@@ -516,3 +516,14 @@ def test_round_151_a_ramp_the_duration_cuts_short_is_said():
     assert any("duration_s (30 s) ended it after" in w and "never reached ramp_up_end_rps (100)" in w for w in said)
     assert not any("ramp" in w for w in simulate(load(None, ["profile=teaching", "workload.num_requests=100",
                                                                ramp])).warnings)
+
+
+def test_round_152_describe_shows_the_answers_max_model_len_leaves(tmp_path, capsys):
+    """r152: prompts were shown cut to max_model_len - 1 and their outputs as drawn (up to 1,237 tokens after 499)."""
+    from servesim.simulator.cli import main
+
+    path = tmp_path / "d.yaml"
+    path.write_text("profile: teaching\nworkload: {num_requests: 200}\nengine: {max_model_len: 500}\n")
+    assert main(["workload", "describe", str(path), "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["prompt"]["max"] == 499 and d["prompt"]["max"] + d["output"]["p50"] <= 500 and d["output"]["max"] < 500
