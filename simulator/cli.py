@@ -113,7 +113,7 @@ def cmd_run(args, after=None) -> int:
     # the files a run wrote here before: its optional ones not written again are removed below (only those)
     earlier_run = written_before(Path(args.out))
     optional = OPTIONAL_RUN_FILES + _earlier_result_file(Path(args.out), earlier_run)
-    out = result.write(args.out, "--out")  # then the warnings: none beside an error about --out
+    out = result.write(args.out, "--out", caller_writes_optional=True)  # then the warnings: none beside an error
     extra = after(result, out) if after is not None else []
     if getattr(args, "prometheus", False):
         from servesim.simulator.vllm_metrics import write_prometheus

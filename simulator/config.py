@@ -963,10 +963,14 @@ def resolved_kv_cache_dtype(arch: ModelArchitecture, kv_cache_dtype: str) -> str
 def check_xpu_block_size(hw: Hardware, block_size: int, is_0_19: bool, backend: str | None = None,
                          field: str = "engine.block_size") -> None:
     """A block size given for Intel's XPU: 0.33's FlashAttention there takes multiples of 64 only (a run and
-    capacity refuse it alike, round 127)."""
+    capacity refuse it alike, round 127). On CUDA any size simulates, but one no vLLM backend takes is said
+    (r152: a run and capacity took 17 unsaid, where `servesim vllm` refuses it)."""
     if hw.platform == "xpu" and not is_0_19 and block_size % 64 and backend in (None, "FLASH_ATTN"):
         raise ConfigError(field, f"{block_size}: vLLM 0.33's FlashAttention on Intel's XPU takes multiples of 64 "
                                  f"only (no common block size: it does not start)")
+    if hw.platform == "cuda" and block_size % 16 and backend is None:
+        say_once([f"servesim: warning: {field} {block_size}: vLLM's CUDA attention backends take multiples of 16, "
+                  f"so vLLM would not start with it; simulated as given (a what-if)"])
 
 
 def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str, backend: str | None = None,

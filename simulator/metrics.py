@@ -672,13 +672,20 @@ class RunResult:
         classes = {k: v for k, v in config["workload"].items() if k == "slo_classes"}
         return config | {"workload": {"type": "trace", "path": str(path), "format": "servesim"} | classes}
 
-    def write(self, out_dir: str | Path, field: str = "out_dir") -> Path:
-        """Everything `servesim run --out` writes but the picture; an error names `field` (the CLI's --out)."""
+    def write(self, out_dir: str | Path, field: str = "out_dir", *, caller_writes_optional: bool = False,
+              **unknown) -> Path:
+        """Everything `servesim run --out` writes but the picture; an error names `field` (the CLI's --out). An
+        earlier run's optional files (its Prometheus ones, its plot) are removed, said, unless the caller writes
+        and removes them itself (`servesim run`)."""
         from servesim.simulator.files import dump_yaml
 
         import os
 
         from servesim.simulator.errors import ConfigError
+
+        if unknown:  # the API's words for a name it does not take (r152: a TypeError)
+            raise ConfigError("write", f"takes no argument {', '.join(map(repr, unknown))} (it takes out_dir; "
+                                       f"`servesim run --prometheus` writes the Prometheus files)")
 
         from servesim.simulator.files import path_problem
 
@@ -720,6 +727,15 @@ class RunResult:
         (out / "summary.json").write_text(summary)
         write_parquet(self.request_columns, out / "requests.parquet", TEXT_COLUMNS)
         write_parquet(self.step_columns, out / "steps.parquet")
+        stale = [] if caller_writes_optional else [n for n in OPTIONAL_RUN_FILES if n in written_before(out) and (
+            (out / n).is_file() or (out / n).is_symlink())]
+        for name in stale:  # an earlier run's, which this one did not write (r152: left, and dropped from the record)
+            (out / name).unlink()
+        if stale:
+            from servesim.simulator.config import say_once
+
+            say_once([f"servesim: note: removed {', '.join(stale)}: an earlier run's in {out}, which this run did not "
+                      f"write"])
         others = [n for n in written_before(out) if n not in RUN_FILES and n not in OPTIONAL_RUN_FILES]  # a sweep's
         record_written(out, ["config.yaml", "summary.json", "requests.parquet", "steps.parquet"] + others  # tables
                        + (["workload.jsonl"] if self.given_requests is not None else []))

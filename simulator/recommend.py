@@ -601,6 +601,22 @@ def vllm_commands(scenario, sets: list[str], table, top: int, axes: list[str]) -
 
 
 FILES = ["recommend.csv", "recommend.json", "commands.txt", "candidates"]
+COUNT_COLUMNS = ("rank", "gpus", "replicas", "prefill_replicas", "gpus_per_replica", "gpus_per_unit",
+                 "replicas_by_capacity", "engine.tensor_parallel_size", "engine.data_parallel_size")
+
+
+def _counts_whole(table: pd.DataFrame) -> pd.DataFrame:
+    """The count columns as whole numbers, null where a pruned row has none (r152: recommend.json said 1.0 GPUs,
+    pandas' floats beside the pruned rows' NaN)."""
+    import pandas as pd
+
+    out = table.copy()
+    for col in COUNT_COLUMNS:
+        if col in out and pd.api.types.is_numeric_dtype(out[col]) and not pd.api.types.is_bool_dtype(out[col]):
+            values = out[col].dropna()
+            if (values == values.round()).all():
+                out[col] = out[col].astype("Int64")
+    return out
 
 
 def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: float | None, out: str | Path,
@@ -645,7 +661,7 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
     workload = load_scenario(scenario, sets).workload
     classes = {k: v.model_dump() for k, v in (getattr(workload, "slo_classes", None) or {}).items()}
     report = plain({"rate": rate, "load": load_text, "slos": slos, "slo_classes": classes, "prices": price_table,
-                    "output_tokens_per_hour": tokens_per_hour, "rows": table,
+                    "output_tokens_per_hour": tokens_per_hour, "rows": _counts_whole(table),
                     "commands": commands})
     (out / "recommend.json").write_text(json.dumps(report, indent=1) + "\n")
     files = FILES[:3]

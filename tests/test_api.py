@@ -821,3 +821,18 @@ def test_round_152_a_section_given_another_sections_object_is_refused():
     s.engine = servesim.Scenario().policies
     with pytest.raises(servesim.ConfigError, match="^engine: a PolicySettings"):
         servesim.resolve(s)
+
+
+def test_round_152_write_removes_an_earlier_runs_optional_files_and_names_what_it_does_not_take(tmp_path, capsys):
+    """r152: run.write left an earlier CLI run's metrics.prom and prometheus.parquet (another run's numbers) and
+    dropped them from the folder's record, so no later rerun removed them; write(prometheus=True) was a TypeError."""
+    from servesim.simulator.cli import main
+
+    assert main(["run", "--quiet", "--prometheus", "--set", "workload.num_requests=10", "--set", "profile=teaching",
+                 "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "metrics.prom").is_file()
+    servesim.simulate(None, {"workload.num_requests": 20, "profile": "teaching"}).write(tmp_path)
+    assert not (tmp_path / "metrics.prom").exists() and not (tmp_path / "prometheus.parquet").exists()
+    assert "removed metrics.prom, prometheus.parquet" in capsys.readouterr().err
+    with pytest.raises(servesim.ConfigError, match="^write: takes no argument 'prometheus'"):
+        servesim.simulate(None, {"workload.num_requests": 5, "profile": "teaching"}).write(tmp_path, prometheus=True)

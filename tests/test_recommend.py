@@ -124,6 +124,13 @@ def test_one_token_outputs_have_no_tpot_and_the_plot_leaves_it_off(tmp_path, cap
     assert main(argv) == 0
     report = json.loads((tmp_path / "recommend.json").read_text())
     assert report["rows"][0]["status"] == "meets" and report["rows"][0]["p99_tpot_ms"] is None
+    for key in ("gpus", "replicas", "rank"):  # counts as whole numbers (r152: 1.0 GPUs beside a pruned row's NaN)
+        assert isinstance(report["rows"][0][key], int), (key, report["rows"][0][key])
+    from servesim.simulator.cli_output import plain
+    from servesim.simulator.recommend import _counts_whole
+
+    rows = plain(_counts_whole(pd.DataFrame({"gpus": [1.0, float("nan")], "usd_per_hour": [2.5, None]})))
+    assert rows == [{"gpus": 1, "usd_per_hour": 2.5}, {"gpus": None, "usd_per_hour": None}]
     assert (tmp_path / "plot-recommend.png").is_file()
     assert main(["plot", str(tmp_path), "--kind", "recommend", "--out", str(tmp_path / "again")]) == 0
     (tmp_path / "plot-recommend.png").unlink()  # r139: the README's redraw was refused (the manifest lists it)
