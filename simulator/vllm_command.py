@@ -3143,16 +3143,20 @@ NO_FLAG = {"engine.reserved_memory_gib": "it stands for the memory vLLM profiles
            "policies.admission": "servesim's admission beyond vLLM's; vLLM admits on the prompt's blocks"}
 
 
-def _edited_fields(arch, name: str) -> dict:
+def _edited_fields(arch, name: str, engine: dict | None = None) -> dict:
     """The fields a scenario's model (as resolved) sets apart from the built-in it is named for: an edited
     architecture (--set model.FIELD=...) that the built-in's checkpoint id would not deploy. {} for none, or a model
-    that is not a built-in."""
+    that is not a built-in. Those the engine's own flags give (--quantization, --kv-cache-dtype), which resolving
+    writes into the model, are the line's, not the checkpoint's (r152: a note sent the user to find one)."""
     from servesim.simulator.model_arch import builtin_model_names, load_model
 
     if not isinstance(arch, dict) or name not in builtin_model_names():
         return {}
+    engine = engine or {}
+    flagged = {"dtype", "kv_cache_dtype", "expert_dtype"} if engine.get("quantization") else set()
+    flagged |= {"kv_cache_dtype"} if engine.get("kv_cache_dtype", "auto") != "auto" else set()
     base = load_model(name).model_dump(mode="json")
-    return {k: v for k, v in arch.items() if k in base and k != "name" and v != base[k]}
+    return {k: v for k, v in arch.items() if k in base and k not in flagged | {"name"} and v != base[k]}
 
 
 def serve_command(settings: dict, version: str | None = None) -> tuple[str, list[str]]:
@@ -3175,7 +3179,7 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
                      f"scheduler); vLLM {version} fills what this line leaves out with its own")
     if model not in hf and "/" not in str(model):
         notes.append(f"{model} is servesim's name, not an HF id: give vLLM the model's HF id or its path")
-    elif (edited := _edited_fields(settings.get("model"), model)) and (variant := next(
+    elif (edited := _edited_fields(settings.get("model"), model, settings.get("engine") or {})) and (variant := next(
             (i for i, changes in HF_ID_CHANGES.items() if HF_IDS.get(i) == model and changes == edited), None)):
         words[2] = variant  # a checkpoint servesim reads as its built-in with these fields (262,144 positions)
     elif edited:

@@ -926,6 +926,18 @@ def test_round_151_config_reads_a_trace_with_its_replay_options(tmp_path, capsys
     _one_error(capsys, main(["config", "--set", f"workload={{type: trace, path: {trace}}}", "--set", option]), says)
 
 
+def test_round_152_a_traces_concurrency_cap_no_request_reaches_is_said(tmp_path, capsys):
+    """r152: max_concurrency at or above a trace's rows ran as if absent, unsaid (synthetic workloads said it)."""
+    assert main(["workload", "write", "--set", "workload.num_requests=30", "--out", str(tmp_path / "w.jsonl")]) == 0
+    for cap, said in ((30, True), (29, False)):
+        capsys.readouterr()
+        assert main(["run", "--set", "profile=teaching", "--set",
+                     f"workload={{type: trace, path: {tmp_path / 'w.jsonl'}, max_concurrency: {cap}}}",
+                     "--out", str(tmp_path / f"r{cap}")]) == 0
+        assert ("max_concurrency has no effect: at or above the 30 requests replayed" in capsys.readouterr().err) \
+            == said
+
+
 def test_round_151_inert_and_unconfirmed_answers_are_said(tmp_path, capsys):
     """r151: a running cap at or above max_num_seqs, and compare's --set of what a replay never reads, unsaid."""
     from servesim.simulator import config

@@ -3545,6 +3545,9 @@ def test_round_131_config_vllm_carries_eplb_copies_and_names_an_edited_model(cap
     err = capsys.readouterr().err
     assert "the scenario edits llama-3.1-8b (num_hidden_layers 16, dtype fp8): meta-llama/Llama-3.1-8B is the " \
            "unedited checkpoint" in err, err
+    for flag in ("engine.kv_cache_dtype=fp8", "engine.quantization=fp8"):  # the line's own flags (r152: a note
+        assert main(["config", "--vllm", "--set", flag]) == 0  # sent the user to find another checkpoint)
+        assert "unedited checkpoint" not in capsys.readouterr().err
     assert main(["config", "--vllm", "--set", "model=Qwen/Qwen3-30B-A3B-Instruct-2507", "--set",
                  "engine.max_model_len=32768"]) == 0
     captured = capsys.readouterr()

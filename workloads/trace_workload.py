@@ -60,6 +60,9 @@ class TraceWorkload(_Classes, ReadsTraceFormat):
             specs = [s if s.prompt_tokens <= most else replace(  # the ids of the blocks cut off go with them
                 s, prompt_tokens=most, prefix_ids=s.prefix_ids[: -(-most // s.prefix_block_tokens)]
                 if s.prefix_block_tokens else s.prefix_ids) for s in specs]
+        if self.max_concurrency is not None and self.max_concurrency >= len(specs):  # (r152: said for synthetic only)
+            warnings += (f"workload.max_concurrency has no effect: at or above the {len(specs):,} requests "
+                         f"replayed: no request waits for another",)
         return StaticSource(specs, f"{len(specs):,} requests replayed from {self.path}", warnings)
 
     def _inert_options(self, info) -> tuple[str, ...]:
