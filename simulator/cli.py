@@ -149,9 +149,10 @@ def cmd_config(args) -> int:
 
     rs = load(args.scenario, args.set)
     if (check_file := getattr(rs.scenario.workload, "check_file", None)) is not None:
-        from servesim.simulator.config import say_once  # a trace `run` could not read: refused here too (r143),
+        from servesim.simulator.config import say_once
 
-        say_once(f"servesim: warning: {w}" for w in check_file(rs.scenario.seed, rs.max_model_len))  # not replayed
+        # a trace `run` could not read (r143), or not with its replay options (r151): refused here too, not replayed
+        say_once(f"servesim: warning: {w}" for w in check_file(rs.scenario.seed, rs.max_model_len))
     if args.vllm:
         from servesim.simulator.vllm_command import serve_command
 
@@ -318,8 +319,9 @@ def _scenario_specs(path: str, sets: list[str], writing: bool = False):
     if not isinstance(src, StaticSource):
         raise ConfigError("workload", f"{src.describe()}: requests depend on the simulation (closed loop or "
                                       f"sessions), so only their first requests exist before a run")
-    say_once(f"servesim: warning: {w}" for w in src.warnings)  # what a run says of them (r151: a trace read in ms,
-    from dataclasses import replace  # prompts cut, the count ending first: said by `run` alone)
+    # what a run says of them (r151: a trace read in ms, prompts cut, the count ending first: said by `run` alone)
+    say_once(f"servesim: warning: {w}" for w in src.warnings)
+    from dataclasses import replace
 
     w = rs.scenario.workload
     sends = getattr(w, "request_max_tokens", False)

@@ -1271,9 +1271,12 @@ def check_float_kv_cache(base: ModelArchitecture, kv_cache_dtype: str, is_0_19: 
 
 
 def _hardware(h: HardwareSettings) -> Hardware:
-    return load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
-                         bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
-                         host_link_gbps=h.host_link_gbps, gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
+    hw = load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
+                       bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
+                       host_link_gbps=h.host_link_gbps, gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
+    # a tensor-core speed given as null: no such cores, as README says (r153: the GPU's own was kept, unsaid)
+    none = {k: None for k in ("fp8_tflops", "fp4_tflops") if k in h.model_fields_set and getattr(h, k) is None}
+    return hw.model_copy(update=none) if none else hw
 
 
 def check_names(scenario: Scenario, given: tuple[str, ...] = ()) -> None:

@@ -66,7 +66,9 @@ class KVHandOff:
         size = tokens * self.kv_bytes_per_token
         if self.local is not None:
             local = self.local
-            kept = min(tokens, req.num_tokens - local.skipped_tokens(req.num_tokens))
+            # the window (or chunk) of the last token's recompute, which the decode replica holds and reads (r153:
+            # at a chunk's edge, the skip at num_tokens sent none of the chunk it recomputes in)
+            kept = min(tokens, req.num_tokens - local.skipped_tokens(req.num_tokens - 1))
             size = self.layer_bytes_per_token * ((local.layers - local.local_layers) * tokens + local.local_layers * kept)
         at = max(now, self.link_free.get(req.prefill_replica, 0.0)) + size / self.link
         self.link_free[req.prefill_replica] = at

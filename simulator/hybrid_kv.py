@@ -106,7 +106,7 @@ class LocalGroups:
 
     def allocate_slots(self, req, num_new_tokens: int,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
-                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0) -> bool:
+                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0, skip_to: int = 0) -> bool:
         bs, lay = self.block_size, self.layout
         groups = lay.local_groups
         req.lazy_keys = False  # a window's blocks are keyed as they fill, as the full group's (class doc below)
@@ -114,7 +114,9 @@ class LocalGroups:
         local_hits = self._local_hit[1] if hits and self._local_hit[0] is req else []
         revive = sum(1 for b in (*hit_blocks, *local_hits) if self.ref[b] == 0) if hits else 0  # hits still free
         computed = req.num_computed_tokens + hits * bs
-        first = lay.local.skipped_tokens(computed) // bs  # token blocks the local layers no longer need
+        # token blocks the local layers no longer need: past a pulled prompt's too, as vLLM skips by the connector's
+        # external tokens (r153: a decode replica held a window's blocks for the whole prompt while it pulled)
+        first = lay.local.skipped_tokens(max(computed, skip_to)) // bs
         held = len(req.local_blocks) // groups
         if held and first > req.local_first:  # vLLM's remove_skipped_blocks
             drop = min(held, first - req.local_first) * groups

@@ -62,9 +62,10 @@ class KVBlockManager:
 
     def allocate_slots(self, req, num_new_tokens: int,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
-                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0) -> bool:
+                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0, skip_to: int = 0) -> bool:
         """Grow req's block table to hold its computed + new tokens, and the drafter's lookahead slots past them
-        (vLLM's num_lookahead_tokens); False (nothing changed) if the pool can't."""
+        (vLLM's num_lookahead_tokens); False (nothing changed) if the pool can't. skip_to: the tokens a KV
+        connector brings (vLLM's external computed tokens), which a local layer's window skips by (hybrid_kv.py)."""
         bs = self.block_size
         held = len(req.blocks)
         free = self.free_blocks
@@ -236,7 +237,7 @@ class PrefixCachingKVManager(KVBlockManager):
 
     def allocate_slots(self, req, num_new_tokens: int,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
-                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0) -> bool:
+                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0, skip_to: int = 0) -> bool:
         bs, queue, ref = self.block_size, self.queue, self.ref
         if not hit_blocks and not full_sequence_must_fit:  # the running requests' path, every step
             slots = req.num_computed_tokens + num_new_tokens + num_lookahead_tokens

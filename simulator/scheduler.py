@@ -516,7 +516,8 @@ class Scheduler:
         s, kv = self.s, self.kv
         hit_blocks, hit = kv.lookup(r)
         if not kv.allocate_slots(r, r.num_tokens - hit, full_sequence_must_fit=s.scheduler_reserve_full_isl,
-                                 apply_watermark=bool(self.running), hit_blocks=hit_blocks):
+                                 apply_watermark=bool(self.running), hit_blocks=hit_blocks,
+                                 skip_to=r.num_tokens - 1):  # all but the last token come over the link
             return False
         self.waiting.pop()
         if kv.caches_prefixes:  # the decode engine's own lookup (a request new to it: none preempted there yet)

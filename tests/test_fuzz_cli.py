@@ -955,3 +955,15 @@ def test_round_151_inert_and_unconfirmed_answers_are_said(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--set workload.arrival.rate has no effect: the run's own requests are simulated" in err
     assert "workload.min_tokens has no effect" not in err  # read: the server holds the stop back
+
+
+def test_round_153_a_tensor_core_speed_given_null_means_none(capsys):
+    """r153: hardware.fp8_tflops: null (README: no such tensor cores, fp8 then weight-only through Marlin, said)
+    kept the H200's own 1,979 TFLOPS, unsaid."""
+    from servesim.simulator import config
+
+    config._WARNED.clear()
+    sets = ["model=qwen3-8b", "engine.quantization=fp8", "profile=roofline"]
+    assert config.load(None, sets).hardware.fp8_tflops == 1979.0
+    rs = config.load(None, sets + ["hardware.fp8_tflops=null"])
+    assert rs.hardware.fp8_tflops is None and "has no fp8 tensor cores" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from servesim.simulator.batch import decode_shape
 from servesim.simulator.cli import main
 from servesim.simulator.config import load
-from servesim.simulator.engine import build
+from servesim.simulator.engine import build, simulate
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.hybrid_kv import LOCAL, HybridKVBlockManager, HybridPrefixCachingKVManager, kv_layout
 from servesim.simulator.local_attention import LocalAttention
@@ -479,3 +479,27 @@ def test_round_131_0_19_admits_a_prompt_only_where_every_local_group_holds_it_wh
             simulate(load(None, sets))
     else:
         assert simulate(load(None, sets)).summary["completed"] == 1
+
+
+def _pd_run(model: str, prompts: list[int], extra: list[str]):
+    from servesim.workloads.spec import RequestSpec
+
+    specs = [RequestSpec(i, 2.0 * i, p, 2 if model == "llama-4-scout" else 3) for i, p in enumerate(prompts)]
+    return simulate(load(None, [f"model={model}", "engine.enable_prefix_caching=false", "cluster.prefill_replicas=1",
+                                "cluster.replicas=1", *extra]), specs)
+
+
+def test_round_153_a_pull_carries_and_holds_the_local_kv_the_decode_replica_reads():
+    """r153: at a chunk's edge the pull sent none of the chunk the decode replica recomputes its last token in (a
+    16,384-token prompt pulled 2.5x faster than one of 16,383), and while pulling, the decode replica held a
+    sliding window's blocks for the whole prompt (vLLM skips by the connector's external tokens)."""
+    steps = _pd_run("llama-4-scout", [16383, 16384, 16385],
+                    ["engine.max_model_len=32768", "engine.tensor_parallel_size=2"]).steps
+    pulls = []
+    for t in (0.0, 2.0, 4.0):
+        window = steps[(steps.start >= t) & (steps.start < t + 2)]
+        pulls.append(window[window.replica == 1].start.min() - window[window.replica == 0].end.max())
+    assert pulls[0] == pytest.approx(pulls[1], rel=1e-3) and pulls[2] < 0.5 * pulls[1], pulls  # one token apart
+    run = _pd_run("gpt-oss-120b", [4000], ["engine.max_model_len=8192", "cluster.kv_link_gbps=1"])
+    decode = run.steps[run.steps.replica == 1]
+    assert decode.kv_blocks_used.max() < 300  # 250 full blocks and the window's few, not 250 more

@@ -527,3 +527,13 @@ def test_round_152_describe_shows_the_answers_max_model_len_leaves(tmp_path, cap
     assert main(["workload", "describe", str(path), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert d["prompt"]["max"] == 499 and d["prompt"]["max"] + d["output"]["p50"] <= 500 and d["output"]["max"] < 500
+
+
+@pytest.mark.parametrize("dist", ["{dist: lognormal, median: 5000, sigma: 0.1, max: 100}",
+                                  "{dist: lognormal, median: 10, sigma: 0, min: 500, max: 600}"])
+def test_round_153_a_lognormal_median_outside_its_bounds_is_refused(dist):
+    """r153: every draw became the bound (a fixed length never asked for), unsaid."""
+    from servesim.simulator.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^workload.prompt_tokens: median \(.*\) lies outside \[min, max\]"):
+        load(None, [f"workload.prompt_tokens={dist}"])

@@ -56,6 +56,16 @@ class LogNormal(_Clipped):
     median: float = Field(gt=0, le=MAX_TOKENS)
     sigma: float = Field(1.0, ge=0, le=20)
 
+    @model_validator(mode="after")
+    def _median_inside(self):
+        """A median outside [min, max] is no median of what is drawn (r153: median 5000, max 100 drew 100 for
+        every request, unsaid)."""
+        if not self.min <= self.median <= (MAX_TOKENS if self.max is None else self.max):
+            raise ValueError(f"median ({self.median:g}) lies outside [min, max] ([{self.min}, "
+                             f"{'none' if self.max is None else self.max}]): half the draws clip to a bound, "
+                             f"and the median drawn is that bound, not this one")
+        return self
+
     def draw(self, n, rng):
         return self._clip(np.rint(self.median * np.exp(self.sigma * rng.standard_normal(n))))
 
