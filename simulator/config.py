@@ -463,7 +463,9 @@ class ResolvedScenario:
             out["model"]["shape"] = digest_less(d["model"], MODEL_IDENTITY)
         for entry in out.values():  # a model or profile read from a file: where it is, and its bytes as read
             if isinstance(entry["from"], str) and (f := file_digest(entry["from"])) is not None:
-                entry["from"], entry["file"] = str(Path(entry["from"]).resolve()), f
+                if Path(entry["from"]).exists():  # a path, found from anywhere (not an HF id: its cache's)
+                    entry["from"] = str(Path(entry["from"]).resolve())
+                entry["file"] = f
         return out
 
 
@@ -627,7 +629,10 @@ def _named_section(section: str, name, key: str) -> dict:
 def sets_give(sets: list[str], key: str) -> bool:
     """Whether the --set items give the dotted `key`, by itself or inside a mapping (workload.arrival={rate: 3}
     gives workload.arrival.rate)."""
-    node: Any = apply_overrides({}, sets)
+    try:
+        node: Any = apply_overrides({}, sets)
+    except ConfigError:  # a --set that needs the scenario under it (a field of the profile auto picks): by its key
+        return any(item.split("=", 1)[0].strip() == key for item in sets)
     for part in key.split("."):
         if not isinstance(node, dict) or part not in node:
             return False
@@ -1511,5 +1516,43 @@ def scenario_of(data: dict, overrides: list[str] | None = None) -> Scenario:
 
 
 def load(path: str | Path | dict | None = None, overrides: list[str] | None = None) -> ResolvedScenario:
+    if isinstance(path, (str, Path)) and not any(item.split("=", 1)[0].strip() in ("workload", "workload.path")
+                                                 for item in overrides or []):
+        _say_workload_beside(path)
     rs = resolve(load_scenario(path, overrides))
+    if isinstance(path, (str, Path)) and not overrides:
+        _say_resolved_edits(path, rs)
     return dataclasses.replace(rs, source=str(path)) if isinstance(path, (str, Path)) else rs
+
+
+def _say_workload_beside(path) -> None:
+    """A results folder's config.yaml replays its workload.jsonl by absolute path: copied or moved, it would replay
+    the original folder's (r153: another run's requests, unsaid) or not be found; the one beside it is named."""
+    try:
+        data = load_scenario_file(path)
+    except ConfigError:
+        return  # load_scenario says what is wrong
+    w = data.get("workload") if isinstance(data.get("workload"), dict) else {}
+    given, beside = w.get("path"), Path(path).parent / "workload.jsonl"
+    if w.get("type") != "trace" or not isinstance(given, str) or Path(given).name != "workload.jsonl" or \
+            not beside.is_file() or (Path(given).exists() and Path(given).resolve() == beside.resolve()):
+        return
+    say_once([f"servesim: warning: {path} replays {given}, not the workload.jsonl beside it ({beside}): a copied or "
+              f"moved results folder? --set workload.path={beside} replays its own"])
+
+
+RESOLVED_READ_ONLY = {"num_gpu_blocks": "engine.num_gpu_blocks_override",
+                      "kv_pool_bytes": "engine.kv_cache_memory_bytes",
+                      "reserved_memory_bytes": "engine.reserved_memory_gib"}
+
+
+def _say_resolved_edits(path, rs: ResolvedScenario) -> None:
+    """A run's config.yaml whose `resolved` values are not what its rerun derives: an edit there is read by nothing
+    (r153: num_gpu_blocks edited to 100 ran the 56,719 again, unsaid; `--set resolved.*` is refused)."""
+    written = load_scenario_file(path).get("resolved")
+    if not isinstance(written, dict):
+        return
+    now = rs.as_dict()["resolved"]
+    say_once([f"servesim: warning: resolved.{k} in {path} is {written[k]!r:.30}, where this run derives {now[k]!r:.30}: "
+              f"the resolved section records what a run derived and is read by nothing (give the setting itself, "
+              f"{setting})" for k, setting in RESOLVED_READ_ONLY.items() if k in written and written[k] != now.get(k)])

@@ -18,11 +18,21 @@ def digest(value) -> str:
 
 
 def file_digest(name: str) -> str | None:
-    """A digest of the file `name` names (a model's config.json, a profile YAML), None when it names no file."""
+    """A digest of the file `name` names (a model's config.json, a profile YAML; a model folder's config.json, an
+    HF id's in the local cache: r153, a rerun read whatever they said then), None when it names no file."""
     from pathlib import Path
 
     try:
         path = Path(name)
+        if path.is_dir():
+            path = path / "config.json"
+        elif not path.exists():
+            from servesim.simulator.model_arch import _HF_ID, HF_IDS, _cached_config
+
+            cached = _cached_config(name) if name not in HF_IDS and _HF_ID.match(name) else None
+            if cached is None:
+                return None
+            path = Path(cached)
         return hashlib.sha256(path.read_bytes()).hexdigest()[:16] if path.is_file() else None
     except (OSError, ValueError):
         return None

@@ -580,6 +580,10 @@ def judged_slos(results: Path, table) -> dict | None:
 
     if "run_id" not in table or not len(table):
         return None
+    swept = [c for c in table.columns if c in ("workload", "workload.slo_classes") or
+             str(c).startswith("workload.slo_classes.")]
+    if any(table[c].astype(str).nunique() > 1 for c in swept):  # an axis of them: runs judged by several (r153: the
+        return None  # first and last agreed, and a middle point's other target was drawn as theirs)
     if not (results / "runs").is_dir():
         try:
             recorded = load_yaml((results / "sweep.yaml").read_text(), "results", str(results / "sweep.yaml"))

@@ -1224,3 +1224,56 @@ def test_fp8_e5m2_runs_where_vllm_runs_it(sets):
 
     assert load(None, ["engine.kv_cache_dtype=fp8_e5m2", "profile=roofline", *sets]).scenario.engine.kv_cache_dtype \
         == "fp8_e5m2"
+
+
+def test_round_153_a_model_folder_edited_after_the_run_does_not_change_its_rerun(tmp_path, capsys, monkeypatch):
+    """r153: a model given as a folder (or an HF id from the cache) had no digest in config.yaml: a rerun read
+    whatever its config.json said by then (28 layers for the run's 16), and a relative folder was not found from
+    another working directory (blamed on the HF cache)."""
+    folder = tmp_path / "m" / "mine"
+    folder.mkdir(parents=True)
+    arch = {"model_type": "llama", "num_hidden_layers": 16, "hidden_size": 2048, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "head_dim": 64, "intermediate_size": 8192, "vocab_size": 128256,
+            "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
+    (folder / "config.json").write_text(json.dumps(arch))
+    monkeypatch.chdir(tmp_path)
+    sets = ["--set", "workload.num_requests=10", "--set", "profile=roofline", "--set", "model=m/mine"]
+    assert main(["run", "--quiet", *sets, "--out", str(tmp_path / "r")]) == 0
+    (folder / "config.json").write_text(json.dumps(arch | {"num_hidden_layers": 28}))
+    monkeypatch.chdir(tmp_path.parent)  # elsewhere: the folder is recorded by its absolute path
+    assert main(["run", str(tmp_path / "r" / "config.yaml"), "--out", str(tmp_path / "r2")]) == 0
+    assert "is not the file this run read" in capsys.readouterr().err
+    import yaml
+
+    assert yaml.safe_load((tmp_path / "r2" / "config.yaml").read_text())["model"]["num_hidden_layers"] == 16
+
+
+def test_round_153_a_resolved_value_edited_in_a_config_yaml_is_said(tmp_path, capsys):
+    """r153: resolved.num_gpu_blocks edited to 100 ran the derived pool again, unsaid (a --set of it is refused)."""
+    assert main(["run", "--quiet", "--set", "workload.num_requests=5", "--set", "profile=teaching",
+                 "--out", str(tmp_path / "r")]) == 0
+    text = (tmp_path / "r" / "config.yaml").read_text()
+    assert main(["config", str(tmp_path / "r" / "config.yaml")]) == 0
+    assert "resolved section" not in capsys.readouterr().err  # as written: nothing to say
+    import re
+
+    (tmp_path / "c.yaml").write_text(re.sub(r"(?m)^  num_gpu_blocks: \d+$", "  num_gpu_blocks: 100", text))
+    assert main(["config", str(tmp_path / "c.yaml")]) == 0
+    assert "resolved.num_gpu_blocks in" in capsys.readouterr().err
+
+
+def test_round_153_a_copied_results_folder_names_the_workload_beside_its_config(tmp_path, capsys):
+    """r153: a copied folder's config.yaml replayed the original folder's workload.jsonl (by its absolute path),
+    unsaid; moved, it was "no such file" with the file beside it."""
+    import shutil
+
+    import servesim
+
+    run = servesim.simulate(None, {"profile": "teaching"}, requests=[servesim.RequestSpec(0, 0.0, 10, 5)])
+    run.write(tmp_path / "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    capsys.readouterr()
+    assert main(["config", str(tmp_path / "a" / "config.yaml")]) == 0
+    assert "not the workload.jsonl beside it" not in capsys.readouterr().err
+    assert main(["config", str(tmp_path / "b" / "config.yaml")]) == 0
+    assert f"--set workload.path={tmp_path / 'b' / 'workload.jsonl'} replays its own" in capsys.readouterr().err

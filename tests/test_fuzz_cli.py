@@ -967,3 +967,12 @@ def test_round_153_a_tensor_core_speed_given_null_means_none(capsys):
     assert config.load(None, sets).hardware.fp8_tflops == 1979.0
     rs = config.load(None, sets + ["hardware.fp8_tflops=null"])
     assert rs.hardware.fp8_tflops is None and "has no fp8 tensor cores" in capsys.readouterr().err
+
+
+def test_round_153_a_window_flag_beside_a_profile_field_edit_runs(tmp_path):
+    """The r151 check of a window flag against the --sets read them without the scenario under them: a field of
+    the scenario's own profile, edited, was refused as if the profile were `auto`'s."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("profile: teaching\nworkload: {num_requests: 10}\n")
+    assert main(["run", str(scenario), "--quiet", "--set", "profile.coefficients.per_seq_ms=0.5", "--warmup-s", "0.1",
+                 "--out", str(tmp_path / "r")]) == 0

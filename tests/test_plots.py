@@ -716,3 +716,16 @@ def test_round_151_every_group_drawn_apart_and_run_ids_read_as_text(tmp_path):
     assert len(drawn) == 105 and len({tuple(c) for _, c in drawn}) == 105
     (tmp_path / "sweep.csv").write_text("run_id,seed\n244292e93348,0\n4483204419e1,0\n")
     assert read_table(tmp_path / "sweep.csv", "results")["run_id"].tolist() == ["244292e93348", "4483204419e1"]
+
+
+def test_round_153_a_swept_slo_is_not_stated_as_every_runs(tmp_path):
+    """r153: SLO classes zipped 50, 5000, 50 ms: the first and last runs agreed, so the plot stated 50 ms for all."""
+    import pandas as pd
+
+    from servesim.simulator.cli import main
+    from servesim.simulator.sweep import judged_slos
+
+    assert main(["sweep", "--quiet", "--zip", "workload.slo_classes={a: {ttft_ms: 50}},{a: {ttft_ms: 5000}},"
+                 "{a: {ttft_ms: 50}}", "--zip", "workload.arrival.rate=2,4,8", "--set", "workload.num_requests=20",
+                 "--set", "profile=teaching", "--out", str(tmp_path)]) == 0
+    assert judged_slos(tmp_path, pd.read_parquet(tmp_path / "sweep.parquet")) is None
