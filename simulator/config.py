@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import math
 import re
 from contextlib import contextmanager
@@ -1525,13 +1526,25 @@ def load(path: str | Path | dict | None = None, overrides: list[str] | None = No
     return dataclasses.replace(rs, source=str(path)) if isinstance(path, (str, Path)) else rs
 
 
+@functools.lru_cache(maxsize=64)
+def _read_back(path: str, stamp: tuple) -> dict:
+    """A scenario file's mapping, once per version of it (`stamp`: its size and mtime): a search loads its scenario
+    hundreds of times, and the checks below read it again."""
+    return load_scenario_file(path)
+
+
+def _file_data(path) -> dict:
+    try:
+        st = Path(path).stat()
+        return _read_back(str(path), (st.st_size, st.st_mtime_ns))
+    except (OSError, ConfigError):
+        return {}  # load_scenario says what is wrong
+
+
 def _say_workload_beside(path) -> None:
     """A results folder's config.yaml replays its workload.jsonl by absolute path: copied or moved, it would replay
     the original folder's (r153: another run's requests, unsaid) or not be found; the one beside it is named."""
-    try:
-        data = load_scenario_file(path)
-    except ConfigError:
-        return  # load_scenario says what is wrong
+    data = _file_data(path)
     w = data.get("workload") if isinstance(data.get("workload"), dict) else {}
     given, beside = w.get("path"), Path(path).parent / "workload.jsonl"
     if w.get("type") != "trace" or not isinstance(given, str) or Path(given).name != "workload.jsonl" or \
@@ -1549,7 +1562,7 @@ RESOLVED_READ_ONLY = {"num_gpu_blocks": "engine.num_gpu_blocks_override",
 def _say_resolved_edits(path, rs: ResolvedScenario) -> None:
     """A run's config.yaml whose `resolved` values are not what its rerun derives: an edit there is read by nothing
     (r153: num_gpu_blocks edited to 100 ran the 56,719 again, unsaid; `--set resolved.*` is refused)."""
-    written = load_scenario_file(path).get("resolved")
+    written = _file_data(path).get("resolved")
     if not isinstance(written, dict):
         return
     now = rs.as_dict()["resolved"]
