@@ -344,7 +344,7 @@ def unpack(bundle: str | Path, results_root: str | Path = "results/fidelity",
         except ConfigError as exc:
             raise ConfigError("bundle", f"its profile is not one servesim runs: {exc}") from None
         root = Path(results_root).resolve()
-        from servesim.simulator.files import refuse_package_files
+        from servesim.simulator.files import present, refuse_package_files
 
         refuse_package_files(root, "bundle")  # run from inside the package, results/ would land among its files
         dest = root / f"device-{name}"
@@ -353,7 +353,7 @@ def unpack(bundle: str | Path, results_root: str | Path = "results/fidelity",
         if dest.resolve().parent != root:  # a symlink planted where the folder goes
             raise ConfigError("bundle", f"{dest} does not lie in {root}")
         for folder, field in ((root, "results"), (target.parent, "profiles")):  # before anything moves (r150: a
-            if (folder.exists() or folder.is_symlink()) and not folder.is_dir():  # file there was a traceback, or
+            if present(folder) and not folder.is_dir():  # file there was a traceback, or
                 raise ConfigError(field, f"{folder} is not a folder")  # left the session unpacked, its profile not)
             if any(p.exists() and not p.is_dir() for p in folder.parents):
                 raise ConfigError(field, f"{folder} lies below a file")

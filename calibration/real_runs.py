@@ -35,7 +35,7 @@ import pandas as pd
 from servesim.simulator.batch import SHAPE_FIELDS, shape_of
 from servesim.simulator.config import KV_CACHE_DTYPES, QUANTIZED_FORMATS
 from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem, unique_keys
-from servesim.simulator.files import appended_results, where_looked
+from servesim.simulator.files import appended_results, present, where_looked
 from servesim.simulator.metrics import latency_stats
 from servesim.simulator.model_arch import HF_IDS
 from servesim.workloads.settings import MAX_SECONDS
@@ -344,7 +344,7 @@ def _read_lifecycle(path: Path) -> RealRun:
     if stamped.any():
         run.warnings.append(_stamped_warning(int(stamped.sum()), int(n_out[stamped].max()),
                                              "last_token_ts equal to first_token_ts"))
-    if folder is None and _present(path.parent / "meta.json"):  # <run>/vllm/requests.jsonl: its run's settings
+    if folder is None and present(path.parent / "meta.json"):  # <run>/vllm/requests.jsonl: its run's settings
         folder = path.parent
     if folder is not None:
         _read_folder_meta(run, folder)
@@ -354,7 +354,7 @@ def _read_lifecycle(path: Path) -> RealRun:
 def _read_folder_meta(run: RealRun, folder: Path) -> None:
     """meta.json's engine arguments as servesim settings, and timeseries.csv for the timeline."""
     for meta_path in (folder / "vllm" / "meta.json", folder / "meta.json"):
-        if _present(meta_path):  # (r150: a broken link or a folder there was taken as no meta.json: other settings)
+        if present(meta_path):  # (r150: a broken link or a folder there was taken as no meta.json: other settings)
             if not meta_path.is_file():
                 _fail(meta_path, "", "not a regular file (a folder, a broken link, a FIFO): the run's settings "
                                      "cannot be read")
@@ -362,7 +362,7 @@ def _read_folder_meta(run: RealRun, folder: Path) -> None:
             run.sets = engine_sets(meta, meta_path)
             break
     for ts in (folder / "vllm" / "timeseries.csv", folder / "timeseries.csv"):
-        if _present(ts) and not ts.is_file():
+        if present(ts) and not ts.is_file():
             run.warnings.append(f"{ts} is not a regular file: no timeline plot")
             break
         if ts.is_file():
@@ -382,11 +382,6 @@ def _read_folder_meta(run: RealRun, folder: Path) -> None:
             else:
                 run.warnings.append(f"{ts} holds no rows of t, running, waiting: no timeline plot")
             break
-
-
-def _present(path: Path) -> bool:
-    """Something is at the name, even a link to nothing."""
-    return path.exists() or path.is_symlink()
 
 
 def _timeline(t: pd.DataFrame) -> pd.DataFrame | None:

@@ -104,7 +104,7 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, EngineSettings, _budgets,
                                   in_flight_tokens, attention_block_size, check_attention_backend, check_formats,
                                   check_float_kv_cache, check_max_model_len, check_tensor_parallel,
-                                  check_xpu_block_size,
+                                  check_given_block_size,
                                   fit_max_model_len, largest_cuda_graph, resolved_kv_cache_dtype,
                                   start_up_reserve, with_formats)
     from servesim.simulator.hardware import load_hardware
@@ -193,7 +193,7 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     except ConfigError as exc:  # said of the flag given, not the engine setting it stands for
         raise ConfigError("--kv-cache-dtype", exc.message) from None
     if values["block_size"] is not None:
-        check_xpu_block_size(hw, values["block_size"], old, None, "--block-size")
+        check_given_block_size(hw, values["block_size"], old, None, "--block-size")
     block_size = values["block_size"] or attention_block_size(arch, hw, kv_dtype, None, old)
     in_flight = in_flight_tokens(defaults, budget, True)
     # vLLM's start-up check and auto-fit: 0.33 counts the blocks beside the null block, 0.19 every block (round 127)

@@ -98,7 +98,7 @@ def cmd_run(args, after=None) -> int:
             raise ConfigError(f"--{k.replace('_', '-')}", f"--set simulation.{k} gives it too: give one")
     rs = load(args.scenario, args.set + [f"simulation.{k}={getattr(args, k)}" for k in window])
     from servesim.simulator.files import refuse_folder_over_inputs, refuse_writing_over
-    from servesim.simulator.files import record_written, written_before
+    from servesim.simulator.files import record_written, remove_earlier, removed_note, written_before
     from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window
 
     inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
@@ -129,14 +129,10 @@ def cmd_run(args, after=None) -> int:
 
         latency_distributions(result, out / "latency.png")
         files.append("latency.png")
-    stale = [name for name in optional if name in earlier_run and name not in files and
-             ((out / name).is_file() or (out / name).is_symlink())]
-    for name in stale:  # an earlier run's, which this one did not write
-        (out / name).unlink()
+    stale = remove_earlier(out, optional, earlier_run, files)  # an earlier run's, which this one did not write
     record_written(out, (written_before(out) - set(stale)) | set(files))
     if stale:
-        print(f"servesim: note: removed {', '.join(stale)}: an earlier run's in {out}, which this run did not "
-              f"write", file=sys.stderr)
+        print(removed_note(out, stale), file=sys.stderr)
     if not answer(result.summary):
         print(format_summary(result.summary))
         print(f"results in {out}/ ({', '.join(files)})")
@@ -857,11 +853,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _missing_folders(out) -> list[Path]:
     """--out and those of its parents that do not exist yet, outermost first."""
+    from servesim.simulator.files import present
+
     if not out:
         return []
     missing = []
     for p in (Path(out), *Path(out).parents):
-        if p.exists() or p.is_symlink():
+        if present(p):
             break
         missing.append(p)
     return missing[::-1]

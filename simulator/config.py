@@ -966,9 +966,9 @@ def resolved_kv_cache_dtype(arch: ModelArchitecture, kv_cache_dtype: str) -> str
     return "fp8_e4m3" if kv_cache_dtype == "auto" and arch.kv_cache_dtype == "fp8" else kv_cache_dtype
 
 
-def check_xpu_block_size(hw: Hardware, block_size: int, is_0_19: bool, backend: str | None = None,
+def check_given_block_size(hw: Hardware, block_size: int, is_0_19: bool, backend: str | None = None,
                          field: str = "engine.block_size") -> None:
-    """A block size given for Intel's XPU: 0.33's FlashAttention there takes multiples of 64 only (a run and
+    """A block size given: on Intel's XPU 0.33's FlashAttention takes multiples of 64 only (a run and
     capacity refuse it alike, round 127). On CUDA any size simulates, but one no vLLM backend takes is said
     (r152: a run and capacity took 17 unsaid, where `servesim vllm` refuses it)."""
     if hw.platform == "xpu" and not is_0_19 and block_size % 64 and backend in (None, "FLASH_ATTN"):
@@ -1321,7 +1321,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         raise ConfigError("engine.block_size", f"{e.block_size}: the attention backend {e.attention_backend} does "
                                                f"not take it (block_size not supported), so vLLM does not start")
     if not derived_block_size:
-        check_xpu_block_size(hw, e.block_size, e.is_0_19, e.attention_backend)
+        check_given_block_size(hw, e.block_size, e.is_0_19, e.attention_backend)
     size = attention_block_size(arch, hw, kv_dtype, e.attention_backend, e.is_0_19)
     if derived_block_size and size != e.block_size:
         e = e.model_copy(update={"block_size": size})

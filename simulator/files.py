@@ -331,6 +331,25 @@ def record_written(folder: Path, names) -> None:
     (Path(folder) / RUN_MANIFEST).write_text("".join(f"{name}\n" for name in sorted(set(names))), encoding="utf-8")
 
 
+def present(path: Path) -> bool:
+    """Something is at the name, even a link to nothing."""
+    return path.exists() or path.is_symlink()
+
+
+def remove_earlier(folder: Path, names, earlier: set[str], written=()) -> list[str]:
+    """An earlier run's files among `names` (its manifest lists them) that this run did not write: removed, and
+    returned (removed_note says them)."""
+    stale = [n for n in names if n in earlier and n not in written and
+             ((Path(folder) / n).is_file() or (Path(folder) / n).is_symlink())]
+    for name in stale:
+        (Path(folder) / name).unlink()
+    return stale
+
+
+def removed_note(folder: Path, stale: list[str]) -> str:
+    return f"servesim: note: removed {', '.join(stale)}: an earlier run's in {folder}, which this run did not write"
+
+
 def add_written(folder: Path, names) -> None:
     """Files a command wrote added to its folder's manifest (a run's, a sweep's, search's, recommend's or
     compare's tables), so no one-file writer (a workload, a profile, a plot) replaces them."""

@@ -727,15 +727,12 @@ class RunResult:
         (out / "summary.json").write_text(summary)
         write_parquet(self.request_columns, out / "requests.parquet", TEXT_COLUMNS)
         write_parquet(self.step_columns, out / "steps.parquet")
-        stale = [] if caller_writes_optional else [n for n in OPTIONAL_RUN_FILES if n in written_before(out) and (
-            (out / n).is_file() or (out / n).is_symlink())]
-        for name in stale:  # an earlier run's, which this one did not write (r152: left, and dropped from the record)
-            (out / name).unlink()
-        if stale:
+        if not caller_writes_optional:  # an earlier run's (r152: left, and dropped from the record)
             from servesim.simulator.config import say_once
+            from servesim.simulator.files import remove_earlier, removed_note
 
-            say_once([f"servesim: note: removed {', '.join(stale)}: an earlier run's in {out}, which this run did not "
-                      f"write"])
+            if stale := remove_earlier(out, OPTIONAL_RUN_FILES, written_before(out)):
+                say_once([removed_note(out, stale)])
         others = [n for n in written_before(out) if n not in RUN_FILES and n not in OPTIONAL_RUN_FILES]  # a sweep's
         record_written(out, ["config.yaml", "summary.json", "requests.parquet", "steps.parquet"] + others  # tables
                        + (["workload.jsonl"] if self.given_requests is not None else []))

@@ -26,6 +26,7 @@ import yaml
 
 from servesim.simulator.errors import JSON_ERRORS, ConfigError
 from servesim.simulator.files import load_yaml, split_values
+from servesim.simulator.rederive import at
 
 
 def _values(spec: str, flag: str) -> tuple[str, list]:
@@ -106,15 +107,6 @@ def _same_number(v):
     return v
 
 
-def _holds(value, path: str) -> bool:
-    """Whether a mapping value gives the dotted key `path` inside it."""
-    for part in path.split("."):
-        if not isinstance(value, dict) or part not in value:
-            return False
-        value = value[part]
-    return True
-
-
 def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: int = 0, searched: str | None = None,
                 fixed: list[str] = ()) -> list[dict]:
     """expand's points from axes already read: (setting, values, "--grid" or "--zip"), as the Python API gives."""
@@ -141,7 +133,7 @@ def grid_points(axes_given: list[tuple[str, list, str]], seeds: int, base_seed: 
             raise ConfigError(flag, "seed is set by --seeds and --base-seed (default: the scenario's seed), not as "
                                     "an axis")
         if searched is not None and (key == searched or searched.startswith(key + ".") and any(
-                _holds(v, searched[len(key) + 1:]) for v in values)):  # (r151: inside an axis's mapping, taken)
+                at(v, searched[len(key) + 1:]) is not None for v in values)):  # (r151: inside an axis's mapping)
             raise ConfigError(flag, f"{searched} is the setting the search varies; it cannot also be an axis")
         if key in fixed_keys:
             raise ConfigError(flag, f"{key} is also given by --set, which would be overridden: give it once")
