@@ -1405,6 +1405,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         input_budget=tokens if slots and step_tokens < tokens else None,  # 0.33: max_num_scheduled_tokens apart
         lookahead_slots=sp.lookahead_slots if sp.method != "none" else 0,
         lookahead_at_admission=not e.is_0_19,
+        pads_new_decodes=sp.num_speculative_tokens if sp.method == "fixed" and not e.is_0_19 else 0,
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local,
         loaded_by_priority=e.is_0_19 and scenario.policies.queue == "priority")
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,

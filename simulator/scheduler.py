@@ -47,6 +47,7 @@ class SchedulerSettings:
     # take, where max_num_scheduled_tokens (max_num_batched_tokens above, tokens only) is smaller; None: the same
     lookahead_slots: int = 0  # KV slots reserved past the scheduled tokens for the drafter (num_lookahead_tokens)
     lookahead_at_admission: bool = True  # 0.19 reserves them for running and pulled requests only (r141)
+    pads_new_decodes: int = 0  # 0.33: k, to which an admission with one token left is padded (placeholder drafts)
     scheduler_reserve_full_isl: bool = True
     loaded_by_priority: bool = False  # 0.19 under PRIORITY: a loaded request goes first only where it ranks first;
     # else (FCFS, and 0.33 always) requests holding their pulled KV are admitted before the queue
@@ -68,6 +69,7 @@ class SchedulerOutput:
     spec_drafts: int = 0
     spec_accepted: int = 0
     spec_discarded: int = 0  # accepted tokens past a request's stop, trimmed as vLLM trims them (not generated)
+    padded: tuple = ()  # admissions padded with k placeholder drafts, none of which is accepted (0.33)
     handed_off: list = field(default_factory=list)  # prefill-only: requests whose decode moves elsewhere
     implicit: int = 0  # decode-cohort members decoding this step, not in reqs (simulator/decode_cohort.py)
     implicit_context: int = 0  # their tokens
@@ -332,6 +334,10 @@ class Scheduler:
         unseen: list = []  # set aside: arrived after this step was planned
         self.batching.open_admission(len(running), self._seen(self.batching.counts_waiting))
         slots = s.draft_slots  # what a request admitted takes of the input budget besides its tokens (0.33)
+        # 0.33 pads an admission with one token left (a full prefix hit, a resumed or pulled request) to 1 + k, so
+        # the step keeps its uniform decode shape, unless a running request is mid-prompt (r154)
+        pad = s.pads_new_decodes if s.pads_new_decodes and all(r.sampled for r in reqs) else 0
+        ran = bool(reqs)  # the running loop scheduled someone
         while budget > 0 and room > slots and (loaded or len(waiting)):
             if len(running) >= s.max_num_seqs:
                 self.admission_blocked = "max_num_seqs"
@@ -361,9 +367,15 @@ class Scheduler:
             # a fresh prefix-cache lookup at every admission (vLLM); otherwise the KV comes with it
             hit_blocks, hit = ([], r.num_computed_tokens) if resident else kv.lookup(r)
             n = r.num_tokens - hit
+            cap = budget if budget < room - slots else room - slots
+            padded = n == 1 and pad and (ran or hit) and hit + 2 + pad <= s.max_model_len and not 0 < thr < 1 + pad
+            if padded:
+                if 1 + pad > cap:  # vLLM: rather not schedule it than unpadded
+                    self.admission_blocked = "budget"
+                    break
+                n = 1 + pad
             if 0 < thr < n:
                 n = thr
-            cap = budget if budget < room - slots else room - slots
             blocked = "budget" if n > cap and not s.enable_chunked_prefill else None
             n = min(n, cap)
             if not blocked and not allocate(r, n, full_sequence_must_fit=s.scheduler_reserve_full_isl,
@@ -410,6 +422,8 @@ class Scheduler:
             toks.append(n)
             budget -= n
             room -= n + slots
+            if padded:
+                out.padded += (r,)
         for queue, r in unseen:
             queue.add(r)
         if unseen:  # seen at the next step, which must be a plain one (no decode run past it)
@@ -477,7 +491,7 @@ class Scheduler:
             new = 1
             c = r.num_computed_tokens - n
             if n > 1 and c == r.num_tokens - 1:
-                new = spec.verify(r, c, n, out)
+                new = spec.verify(r, c, n, out, r in out.padded if out.padded else False)
             r.num_tokens += new
             r.num_output_tokens += new
             if r.first_token_time is None:

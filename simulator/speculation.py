@@ -37,10 +37,10 @@ class Speculation:
             return max(0, min(self.k, self.knee_tokens // max(1, num_running) - 1))
         return self.k
 
-    def verify(self, r: Request, context: int, n: int, out) -> int:
+    def verify(self, r: Request, context: int, n: int, out, placeholders: bool = False) -> int:
         """A decode at `context` that verified n - 1 drafts: keeps the accepted ones plus one; returns the
-        tokens it adds."""
-        accepted = self.accept(n - 1)
+        tokens it adds. placeholders: drafts the scheduler padded in (0.33), which the target never accepts."""
+        accepted = 0 if placeholders else self.accept(n - 1)
         self.num_drafts += 1
         self.accepted_per_position[:accepted] += 1  # a run: the draft at position i counts when all before it did
         out.spec_seqs += 1

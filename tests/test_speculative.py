@@ -284,3 +284,38 @@ def test_round_146_parallel_drafting_is_one_drafter_pass_and_the_v1_runner_never
         (True, False)
     with pytest.raises(ConfigError, match="^speculative.skips_unused_drafts: true: vLLM 0.19 runs the drafter"):
         load(None, ["speculative.method=fixed", "speculative.skips_unused_drafts=true", "engine.vllm_defaults=0.19.0"])
+
+
+@pytest.mark.parametrize("release, padded", [("0.33.0", True), ("0.19.0", False)])
+def test_round_154_0_33_pads_an_admission_with_one_token_left_to_k_placeholder_drafts(release, padded):
+    """vLLM 0.33 pads a waiting request with one token left (a full prefix hit beside a running decode, a P/D
+    decode replica's pulled request) to 1 + k with placeholder drafts, none accepted, keeping the step's uniform
+    decode shape; 0.19 schedules the one token. servesim scheduled it plain under both (r154)."""
+    import servesim
+
+    base = {"profile": "teaching", "model": "tiny-llama", "engine.vllm_defaults": release,
+            "engine.async_scheduling": False, "speculative.method": "fixed", "speculative.num_speculative_tokens": 2,
+            "speculative.acceptance_distribution": [0, 1, 0], "speculative.lookahead_slots": 2}
+    ids = (1, 2, 3)
+    hit = servesim.simulate(None, base, requests=[
+        servesim.RequestSpec(0, 0.0, 33, 20, prefix_ids=ids, prefix_block_tokens=16),
+        servesim.RequestSpec(1, 0.1, 33, 3, prefix_ids=ids, prefix_block_tokens=16)])
+    joined = hit.steps.num_running.diff().eq(1).idxmax()  # request 1's admission: 32 of its 33 tokens cached
+    assert hit.requests.cached_tokens.tolist() == [0, 32]
+    assert hit.steps.scheduled_tokens[joined] == 3 + (3 if padded else 1)
+    assert hit.steps.spec_accepted[joined] == 1  # request 0's one accepted draft; the placeholders none
+    assert hit.requests.output_tokens.tolist() == [20, 3]
+    pd_run = servesim.simulate(None, {**base, "cluster.prefill_replicas": 1, "cluster.replicas": 1,
+                                         "engine.num_gpu_blocks_override": 300},
+                               requests=[servesim.RequestSpec(0, 0.0, 40, 4), servesim.RequestSpec(1, 0.03, 40, 3)])
+    decode = pd_run.steps[pd_run.steps.replica == 1]
+    assert decode.scheduled_tokens.iloc[0] == (3 if padded else 1)  # the first pulled request, alone
+    # a budget too small for 1 + k: 0.33 leaves it waiting rather than schedule it unpadded
+    tight = servesim.simulate(None, {**base, "engine.max_num_batched_tokens": 4, "engine.max_model_len": 64,
+                                     "engine.enable_chunked_prefill": True}, requests=[
+        servesim.RequestSpec(0, 0.0, 33, 20, prefix_ids=ids, prefix_block_tokens=16),
+        servesim.RequestSpec(1, 0.2, 33, 3, prefix_ids=ids, prefix_block_tokens=16)])  # after 0's prompt
+    assert tight.steps.scheduled_tokens.max() <= 4 and tight.requests.cached_tokens.tolist() == [0, 32]
+    both = tight.steps.num_running.eq(2)
+    assert (tight.requests.first_token_time[1] > tight.requests.finish_time[0]) == padded, tight.steps
+    assert both.any() != padded

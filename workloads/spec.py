@@ -13,6 +13,9 @@ class RequestSpec:
 
     output_tokens is how many tokens the model will actually generate (where EOS
     falls); max_tokens is the client's limit, all a scheduler may know in advance.
+    An output reaching max_tokens, or the context's last slot, is taken as cut there
+    (finish reason "length"), as a recorded row of a capped answer reads; vLLM would
+    say "stop" for an EOS falling exactly there, which a row cannot tell apart (r154).
 
     Prefix identity: prefix_ids[j] names the content of prompt tokens
     [j * prefix_block_tokens, (j + 1) * prefix_block_tokens), the last block possibly
