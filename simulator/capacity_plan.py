@@ -103,7 +103,8 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     as a run sizes it, less what vLLM's start-up profile takes (max_num_seqs and the token budget size it)."""
     from servesim.simulator.config import (KV_CACHE_DTYPES, QUANTIZED_FORMATS, EngineSettings, _budgets,
                                   in_flight_tokens, attention_block_size, check_attention_backend, check_formats,
-                                  check_float_kv_cache, check_max_model_len, check_tensor_parallel,
+                                  check_expert_blocks, check_float_kv_cache, check_max_model_len, check_mlp_split,
+                                  check_tensor_parallel,
                                   check_given_block_size,
                                   fit_max_model_len, largest_cuda_graph, resolved_kv_cache_dtype,
                                   start_up_reserve, with_formats)
@@ -128,6 +129,9 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     hw = load_hardware(gpu, memory_gib=values["gpu_memory_gib"])
     check_formats(arch, hw, quantization, "--quantization")
     check_tensor_parallel(arch, tp, "--tensor-parallel-size")
+    check_mlp_split(arch, tp, None, "--tensor-parallel-size")  # capacity's experts split by TP
+    if vllm_version == "0.19.0" and arch.weight_block_size and arch.is_moe:  # experts split by TP, as run checks
+        check_expert_blocks(arch, tp, "--tensor-parallel-size")
     auto = values["max_model_len"] == "auto"
     max_len = check_max_model_len(arch, None if auto else values["max_model_len"], "--max-model-len")
     # per GPU of the TP group: its share of the weights, and of each token's KV (MLA's latent cache is whole on each)
@@ -156,15 +160,18 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
             from None
     reserved = start_up_reserve(defaults, arch, tp, None, budget, seqs,
                                 largest_cuda_graph(defaults, hw, seqs, budget, 1, arch) > 0)
+    memory = f"--gpu-memory-gib {gpu_memory_gib:g}" if gpu_memory_gib is not None else f"--gpu {gpu}"
+
+    def memory_flag(reserve: bool) -> str:  # the most specific flag given of those sizing the pool
+        return "--reserved-memory-gib" if reserve and values["reserved_memory_gib"] is not None else \
+            "--weights-gib" if w is not None else "--gpu-memory-gib" if gpu_memory_gib is not None else \
+            "--gpu-memory-utilization"
     try:
         pool = kv_pool_bytes(hw.memory_bytes, utilization, weights, reserved, values["reserved_memory_gib"] is not None)
     except ConfigError as exc:  # the flags given, not the engine setting they stand for
         exc.message = exc.message.replace("engine.reserved_memory_gib", "reserved_memory_gib")  # said as an argument
-        flag = "--reserved-memory-gib" if exc.field == "engine.reserved_memory_gib" and \
-            values["reserved_memory_gib"] is not None else "--weights-gib" if w is not None else \
-            "--gpu-memory-gib" if gpu_memory_gib is not None else "--gpu-memory-utilization"  # the most specific
-        memory = f"--gpu-memory-gib {gpu_memory_gib:g}" if gpu_memory_gib is not None else f"--gpu {gpu}"
-        raise ConfigError(flag, f"{exc.message} ({memory}, --tensor-parallel-size {tp})") from None
+        raise ConfigError(memory_flag(exc.field == "engine.reserved_memory_gib"),
+                          f"{exc.message} ({memory}, --tensor-parallel-size {tp})") from None
     layout = kv_layout(arch, tp, disable_hybrid_kv_cache_manager)
     old = vllm_version == "0.19.0"
     kv_dtype = resolved_kv_cache_dtype(arch, kv_cache_dtype)  # as a run resolves auto (round 127)
@@ -197,7 +204,13 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     block_size = values["block_size"] or attention_block_size(arch, hw, kv_dtype, None, old)
     in_flight = in_flight_tokens(defaults, budget, True)
     # vLLM's start-up check and auto-fit: 0.33 counts the blocks beside the null block, 0.19 every block (round 127)
-    counted = num_blocks(pool, layout.page_bytes_per_token, block_size) - (0 if old else 1)
+    whole = num_blocks(pool, layout.page_bytes_per_token, block_size)
+    if whole < 2:  # as run refuses it: none beside vLLM's null block (r154: "-1 usable blocks", exit 0)
+        raise ConfigError(memory_flag(False), f"a KV pool of {pool / 2**20:,.1f} MiB holds {whole} block(s) of "
+                                              f"{block_size} tokens ({layout.page_bytes_per_token * block_size:,} "
+                                              f"bytes each): none beside vLLM's null block, so no request could run "
+                                              f"({memory}, --tensor-parallel-size {tp})")
+    counted = whole - (0 if old else 1)
     if auto and counted < layout.max_blocks(max_len, in_flight, block_size):
         max_len = fit_max_model_len(layout, in_flight, block_size, counted, max_len, "--max-model-len")
     tokens = values["tokens_per_request"]
@@ -226,6 +239,6 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     if counted < report.max_model_len_blocks:  # as `run` refuses it, in one line
         warnings.append(f"vLLM would not start: the pool's {counted:,} {'blocks' if old else 'usable blocks'} "
                         f"cannot hold one "
-                        f"request of max_model_len={max_len:,} ({report.max_model_len_blocks:,} blocks); give "
-                        f"--max-model-len")
+                        f"request of max_model_len={max_len:,} ({report.max_model_len_blocks:,} blocks); lower "
+                        f"--max-model-len or give the cache more memory")
     return CapacityPlan(report, hw.memory_gib, utilization, weights, reserved, tp, layout, warnings)

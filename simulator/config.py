@@ -773,9 +773,11 @@ def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: flo
     if per_gpu < usable:
         return None
     dp = ep // tp if ep else None  # a larger TP keeps the DP degree: EP over t x dp GPUs
-    need = next((t for t in (2, 4, 8, 16, 32, 64)
-                 if t > tp and arch.weight_bytes_per_gpu(t, dp and t * dp, redundant) + reserve_at(t, dp and t * dp)
-                 < usable), None)
+    heads = arch.num_attention_heads  # only a size its heads split over (r154: 16 suggested for 40 heads)
+    sizes = sorted({2, 4, 8, 16, 32, 64} | {t for t in range(2, 65) if heads % t == 0})
+    need = next((t for t in sizes
+                 if t > tp and _splits(arch, t, dp and t * dp) and arch.weight_bytes_per_gpu(t, dp and t * dp, redundant)
+                 + reserve_at(t, dp and t * dp) < usable), None)
     what = (f"{arch.name} ({arch.dtype}) needs {arch.weight_bytes / GIB:.1f} GiB of weights, {per_gpu / GIB:.1f} GiB "
             f"per GPU at tensor_parallel_size={tp}, more than the {usable / GIB:.1f} GiB usable on a {hw.name} "
             f"(gpu_memory_utilization={utilization})")
@@ -786,6 +788,16 @@ def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: flo
                        what + (f"; tensor_parallel_size={need} holds the weights and vLLM's start-up profile (its "
                                f"KV pool must also hold a request of max_model_len)" if need else
                                "; quantize it (engine.quantization)"))
+
+
+def _splits(arch: ModelArchitecture, tp: int, ep: int | None) -> bool:
+    """Whether vLLM starts the model at this TP size (its heads and MLP widths split over it)."""
+    try:
+        check_tensor_parallel(arch, tp, "engine.tensor_parallel_size")
+        check_mlp_split(arch, tp, ep, "engine.tensor_parallel_size")
+    except ConfigError:
+        return False
+    return True
 
 
 def check_tensor_parallel(arch: ModelArchitecture, tp: int, field: str) -> None:
@@ -799,6 +811,21 @@ def check_tensor_parallel(arch: ModelArchitecture, tp: int, field: str) -> None:
                                  f"(vLLM does not start)")
 
 
+def check_mlp_split(arch: ModelArchitecture, tp: int, ep: int | None, field: str) -> None:
+    """vLLM's column- and row-parallel MLP layers divide their width over the TP group (distributed.utils.divide,
+    an assertion), as FusedMoE divides each expert's where experts split by TP (ep None); shared experts are a
+    TP-split MLP either way (r154: an intermediate_size of 14,340 at TP 8 ran)."""
+    expert = arch.moe_intermediate_size or arch.intermediate_size
+    shared = arch.shared_expert_intermediate_size or arch.num_shared_experts * expert
+    widths = [("intermediate_size", arch.intermediate_size, not arch.is_moe or arch.num_dense_layers > 0),
+              ("the experts' intermediate size", expert, arch.is_moe and ep is None),
+              ("the shared experts' intermediate size", shared, shared > 0)]
+    for what, width, split in widths:
+        if split and width % tp:
+            raise ConfigError(field, f"{tp}: {arch.name}'s {what} ({width:,}) does not split over {tp} GPUs (vLLM "
+                                     f"does not start)")
+
+
 def check_max_model_len(arch: ModelArchitecture, value: int | None, field: str, release: str = "0.33.0") -> int:
     """vLLM's rule: no longer than the model's length as the release derives it (None: its default, that length
     but for a LongRoPE model's original one)."""
@@ -810,14 +837,14 @@ def check_max_model_len(arch: ModelArchitecture, value: int | None, field: str, 
     return value or default_model_length(arch, release)
 
 
-def _check_expert_blocks(arch: ModelArchitecture, tp: int) -> None:
+def check_expert_blocks(arch: ModelArchitecture, tp: int, field: str = "engine.tensor_parallel_size") -> None:
     """vLLM 0.19's Fp8MoEMethod: each GPU's slice of an expert (moe_intermediate_size / TP) holds whole scale
     blocks of a block-scaled fp8 checkpoint, N for gate/up and, split, K for down (0.33 shrinks the block to fit)."""
     n, k = arch.weight_block_size
     part = (arch.moe_intermediate_size or arch.intermediate_size) // tp
     if part % n or (tp > 1 and part % k):
         block = n if part % n else k
-        raise ConfigError("engine.tensor_parallel_size", f"{tp}: each GPU's {part}-wide slice of {arch.name}'s "
+        raise ConfigError(field, f"{tp}: each GPU's {part}-wide slice of {arch.name}'s "
                                                          f"experts is no multiple of its fp8 weight block ({block}): "
                                                          f"vLLM 0.19 does not start (0.33 shrinks the block; "
                                                          f"expert parallelism keeps experts whole)")
@@ -852,8 +879,9 @@ def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int,
     if e.num_redundant_experts and ep is None:
         raise ConfigError("engine.num_redundant_experts", "needs enable_expert_parallel (vLLM's EPLB spreads experts "
                                                           "over the expert-parallel GPUs)")
+    check_mlp_split(arch, tp, ep, "engine.tensor_parallel_size")
     if e.is_0_19 and arch.weight_block_size and arch.is_moe and ep is None:
-        _check_expert_blocks(arch, tp)
+        check_expert_blocks(arch, tp)
     if arch.is_moe and dp > 1 and not e.enable_expert_parallel:
         raise ConfigError("engine.data_parallel_size", f"{dp} ranks of a MoE model without expert parallelism: vLLM "
                                                        f"then splits every expert over tensor_parallel_size x "

@@ -615,12 +615,35 @@ _ROPE_SCALED_ALREADY = {"0.33.0": ("su", "longrope", "llama3", "yarn", "deepseek
                         "0.19.0": ("su", "longrope", "llama3")}
 
 
+def _rope(data: dict) -> dict | None:
+    """A config.json's RoPE scaling, checked as vLLM's patch_rope_parameters checks it: a mapping naming its
+    rope_type (or the legacy type), one per layer type where nested (r154: a factor without a type multiplied the
+    length, a text or list was ignored; vLLM does not start)."""
+    key = "rope_scaling" if data.get("rope_scaling") else "rope_parameters"
+    rope = data.get(key)
+    if not rope:
+        return None
+    if not isinstance(rope, dict):
+        raise ConfigError(f"model.{key}", f"must be a mapping with a rope_type, got {rope!r:.60}")
+    nested = all(isinstance(v, dict) for v in rope.values())  # per layer type (transformers v5)
+    for name, one in (rope.items() if nested else [(None, rope)]):
+        kind, legacy = one.get("rope_type"), one.get("type")
+        where = f"model.{key}" + (f".{name}" if name else "")
+        if kind is None and legacy is None:
+            raise ConfigError(where, "has no rope_type (or type): vLLM does not start without one")
+        if kind is not None and legacy is not None and kind != legacy and (legacy, kind) not in (
+                ("su", "longrope"), ("mrope", "default")):
+            raise ConfigError(where, f"rope_type {kind!r} contradicts its legacy type {legacy!r} (vLLM does not "
+                                     f"start)")
+    return None if nested else rope
+
+
 def _rope_length(data: dict, length: int, release: str) -> int:
     """The model's length as the release derives it: multiplied by a RoPE scaling's factor (linear, dynamic),
     unless the scaling's max_position_embeddings is already the scaled one (llama3, longrope; yarn in 0.33, where
     0.19 multiplies yarn's original_max_position_embeddings instead)."""
-    rope = data.get("rope_scaling") or data.get("rope_parameters")
-    if not isinstance(rope, dict):
+    rope = _rope(data)
+    if rope is None:
         return length
     kind = rope.get("rope_type", rope.get("type"))
     factor = rope.get("factor")
@@ -672,8 +695,8 @@ def _hf_lengths(data: dict) -> dict:
     if (older := _rope_length(data, derived, "0.19.0")) != out["max_position_embeddings"]:
         out["max_model_len_0_19"] = older
     default = _rope_length(data, derived, "0.33.0")
-    rope = data.get("rope_scaling") or data.get("rope_parameters")
-    if isinstance(rope, dict) and rope.get("rope_type", rope.get("type")) == "longrope" \
+    rope = _rope(data)
+    if rope is not None and rope.get("rope_type", rope.get("type")) == "longrope" \
             and data.get("original_max_position_embeddings") is not None:
         default = _int_field(data, "original_max_position_embeddings")
     if default < out["max_position_embeddings"]:
@@ -749,6 +772,8 @@ def _from_hf(data: dict, source: str) -> dict:
         out["num_dense_layers"] = layers - len(moe)
     if family in ("qwen2", "qwen2_moe"):  # vLLM's Qwen2 attention always has a q/k/v bias (no config key)
         out["attention_bias"] = True
+    if family in ("qwen3", "qwen3_moe"):  # vLLM's Qwen3 attention always norms each head's q and k (r154: lost)
+        out["qk_norm"] = True
     if family == "llama4_text":
         out["num_shared_experts"] = 1  # one shared expert of the routed ones' size in every MoE layer
     q = data.get("quantization_config")

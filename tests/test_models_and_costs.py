@@ -475,3 +475,103 @@ def test_a_profile_is_matched_by_its_device_and_its_models_hugging_face_id():
                                           "scenario's model is qwen3-8b"):
         load(None, ["model=qwen3-8b", "hardware.gpu=h100-sxm", "engine.max_model_len=8192",
                     f"profile={json.dumps(named)}"])
+
+
+@pytest.mark.parametrize("rope, problem", [({"factor": 4.0}, "has no rope_type"), ("yarn", "must be a mapping"),
+                                           ([1, 2], "must be a mapping"),
+                                           ({"rope_type": "linear", "type": "yarn", "factor": 2}, "contradicts"),
+                                           ({"type": "linear", "factor": 2.0}, None)])
+def test_round_154_a_rope_scaling_vllm_cannot_read_is_refused(tmp_path, rope, problem):
+    """r154: a rope_scaling without a rope_type multiplied the length by its factor (131,072 x 4), and a text or a
+    list was ignored; vLLM's patch_rope_parameters refuses each (a legacy `type` alone is read as the rope_type)."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **BARE, "max_position_embeddings": 8192,
+           "rope_scaling": rope}
+    path = _config_json(tmp_path, cfg)
+    if problem is None:
+        assert load_model(path).max_position_embeddings == 16384
+        return
+    with pytest.raises(ConfigError) as e:
+        load_model(path)
+    assert e.value.field == "model.rope_scaling" and problem in str(e.value)
+
+
+def test_round_154_a_qwen3_config_json_norms_q_and_k_as_the_built_in():
+    """r154: a Qwen3 config.json loaded without qk_norm, which vLLM's Qwen3 attention always has."""
+    import os
+    import tempfile
+
+    built_in = load_model("qwen3-8b")
+    with tempfile.TemporaryDirectory() as d:
+        cfg = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+               "intermediate_size": 12288, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+               "num_hidden_layers": 36, "vocab_size": 151936, "max_position_embeddings": 40960}
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        read = load_model(os.path.join(d, "config.json"))
+    assert read.qk_norm and read.attention_params == built_in.attention_params
+
+
+@pytest.mark.parametrize("sets, problem", [
+    (["engine.tensor_parallel_size=8"], "intermediate_size (14,340) does not split over 8"),
+    (["engine.tensor_parallel_size=4"], None),
+])
+def test_round_154_an_mlp_width_the_tp_group_cannot_split_is_refused(tmp_path, sets, problem):
+    """vLLM's MergedColumnParallelLinear and RowParallelLinear divide the MLP's width over the TP group (an
+    assertion): an intermediate_size of 14,340 at TP 8 ran (1,792.5 columns a GPU)."""
+    from servesim.simulator.capacity_plan import plan
+
+    path = _config_json(tmp_path, {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **BARE,
+                                   "intermediate_size": 14340, "num_key_value_heads": 8})
+    tp = int(sets[0].split("=")[1])
+    if problem is None:
+        load(None, [f"model={path}", "profile=roofline", *sets])
+        plan(path, "h100-sxm", tensor_parallel_size=tp)
+        return
+    with pytest.raises(ConfigError, match=re.escape(problem)) as e:
+        load(None, [f"model={path}", "profile=roofline", *sets])
+    assert e.value.field == "engine.tensor_parallel_size"
+    with pytest.raises(ConfigError, match=re.escape(problem)) as e:
+        plan(path, "h100-sxm", tensor_parallel_size=tp)
+    assert e.value.field == "--tensor-parallel-size"
+
+
+def test_round_154_an_experts_width_splits_by_tp_only_without_expert_parallelism():
+    """Qwen3-30B-A3B's experts are 768 wide: TP 16 would split them 48 a GPU, TP 32 24 a GPU and TP 64 (its
+    heads do not split) never; with expert parallelism each expert stays whole, so only heads and shared widths
+    count."""
+    from servesim.simulator.config import check_mlp_split
+
+    arch = load_model("qwen3-30b-a3b")
+    check_mlp_split(arch, 16, None, "f")
+    with pytest.raises(ConfigError, match="experts' intermediate size"):
+        check_mlp_split(arch, 512, None, "f")
+    check_mlp_split(arch, 512, 512, "f")  # experts whole on each of the EP ranks
+
+
+def test_round_154_a_too_small_gpu_is_told_a_tp_size_vllm_starts(tmp_path):
+    """r154: llama-4-scout on an L4 was told tensor_parallel_size=16, which its 40 heads refuse (and its
+    8,192-wide experts split over no size that holds it: quantize it); the TP size suggested is one its heads and
+    MLP widths split over: 40 for a 250 GB model of 40 heads, 8 KV heads and a 16,000-wide MLP."""
+    with pytest.raises(ConfigError, match="quantize it") as e:
+        load(None, ["model=llama-4-scout", "hardware.gpu=l4", "profile=roofline"])
+    path = _config_json(tmp_path, {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **BARE,
+                                   "hidden_size": 5120, "num_attention_heads": 40, "num_key_value_heads": 8,
+                                   "intermediate_size": 16000, "num_hidden_layers": 400})
+    with pytest.raises(ConfigError) as e:
+        load(None, [f"model={path}", "hardware.gpu=l4", "profile=roofline"])
+    assert re.search(r"tensor_parallel_size=(\d+) holds", str(e.value)).group(1) == "40"
+    load(None, [f"model={path}", "hardware.gpu=l4", "profile=roofline", "engine.tensor_parallel_size=40",
+                "engine.max_model_len=2048"])
+
+
+def test_round_154_capacity_refuses_a_pool_without_one_block_beside_the_null_block():
+    """r154: a pool under one block printed "-1 usable blocks" and "-1 concurrent requests" with exit 0; run
+    refuses fewer than 2 blocks, and so does capacity, naming the flag that left too little."""
+    from servesim.simulator.capacity_plan import plan
+
+    with pytest.raises(ConfigError, match="holds 0 block") as e:
+        plan("llama-3.1-8b", gpu_memory_gib=20, weights_gib=18.399, reserved_memory_gib=0, max_model_len=16,
+             tokens_per_request=16)
+    assert e.value.field == "--weights-gib"
+    assert plan("llama-3.1-8b", gpu_memory_gib=20, weights_gib=18.3, reserved_memory_gib=0, max_model_len=16,
+                tokens_per_request=16).report.usable_blocks >= 1

@@ -555,6 +555,7 @@ def test_0_19_holds_each_gpus_expert_slice_to_the_fp8_weight_block(tmp_path):
     if not TABLES.is_dir():  # its MoE profile is composed from them
         pytest.skip(f"kernel tables not found at {TABLES} (../shared is absent)")
 
+    from servesim.simulator.capacity_plan import plan
     from servesim.simulator.config import load
     from servesim.simulator.errors import ConfigError
 
@@ -578,6 +579,11 @@ def test_0_19_holds_each_gpus_expert_slice_to_the_fp8_weight_block(tmp_path):
             load(None, model + [f"engine.tensor_parallel_size={tp}"])
         load(None, model + [f"engine.tensor_parallel_size={tp}", "engine.vllm_defaults=0.19.0",
                             "engine.enable_expert_parallel=true"])
+        # r154: capacity (experts split by TP) took it under 0.19, where run, config and vllm refuse it
+        with pytest.raises(ConfigError, match=f"{tp}: each GPU's {768 // tp}-wide slice") as e:
+            plan(str(tmp_path / "config.json"), "h100-sxm", tensor_parallel_size=tp, vllm_version="0.19.0")
+        assert e.value.field == "--tensor-parallel-size"
+        plan(str(tmp_path / "config.json"), "h100-sxm", tensor_parallel_size=tp)
     load(None, model + ["engine.tensor_parallel_size=2", "engine.vllm_defaults=0.19.0"])  # 384: three blocks
     cfg["quantization_config"]["weight_block_size"] = [128]
     (tmp_path / "config.json").write_text(json.dumps(cfg))
