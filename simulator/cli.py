@@ -829,10 +829,14 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # a usage error (one line already printed) or --help: its code, not an exception
         return exc.code if isinstance(exc.code, int) else 2
-    except KeyboardInterrupt:
-        print("servesim: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
     args.argv = argv  # the exact command, for results that record how they were made
+    from servesim.simulator.cli_output import STDOUT_CLOSED
+
+    if STDOUT_CLOSED[0] and getattr(args, "json", False):  # r154: the answer went nowhere, exit 0
+        print("servesim: error: --json: stdout is closed: the answer would go nowhere", file=sys.stderr)
+        return 2
     from servesim.simulator.config import QUIET
 
     QUIET[0] = bool(getattr(args, "quiet", False))
@@ -842,13 +846,49 @@ def main(argv: list[str] | None = None) -> int:
         print(f"servesim: error: --out: {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     rc = 3
+    held = None
     try:
-        rc = _dispatch(args)
+        held = _hold_out(args)
+        rc = _dispatch(args) if held != -1 else 2
     finally:
         QUIET[0] = False  # the command's alone: a caller in the same process (the API, a test) hears warnings
+        if held is not None and held >= 0:
+            os.close(held)
         if rc != 0:  # a failed command leaves no empty results folder behind it
             _remove_if_empty(fresh)
     return rc
+
+
+# commands whose --out is a results folder they fill (the others' is a file, or a folder of pictures)
+_FOLDER_COMMANDS = {"cmd_run", "cmd_sweep", "cmd_search_max_rate", "cmd_search_replicas", "cmd_recommend", "cmd_vllm",
+                    "cmd_validate_replay", "cmd_validate_vllm", "cmd_validate_serving", "cmd_validate_layers",
+                    "cmd_compare_runs"}
+
+
+def _hold_out(args) -> int | None:
+    """A results folder is held (an advisory lock on the folder) while its command runs: a second command into
+    it is refused, not let write its tables over the first's (r154: two sweeps into one folder both exited 0, one
+    table left). The folder's descriptor, or None where there is nothing to hold, or -1 (refused, said)."""
+    out = getattr(args, "out", None)
+    if not out or getattr(getattr(args, "func", None), "__name__", "") not in _FOLDER_COMMANDS:
+        return None
+    try:
+        import fcntl
+    except ImportError:  # not a POSIX system
+        return None
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:  # the command itself says why it cannot write there
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        print(f"servesim: error: --out: {out}: another servesim command is writing into it; wait for it to end or "
+              f"write elsewhere", file=sys.stderr)
+        return -1
+    return fd
 
 
 def _missing_folders(out) -> list[Path]:
@@ -863,6 +903,13 @@ def _missing_folders(out) -> list[Path]:
             break
         missing.append(p)
     return missing[::-1]
+
+
+def _interrupted(exc: KeyboardInterrupt) -> int:
+    from servesim.simulator.interrupts import Terminated
+
+    print(f"servesim: {'terminated' if isinstance(exc, Terminated) else 'interrupted'}", file=sys.stderr)
+    return 143 if isinstance(exc, Terminated) else 130
 
 
 def _remove_if_empty(folders: list[Path]) -> None:
@@ -883,9 +930,8 @@ def _dispatch(args) -> int:
     except ConfigError as exc:
         print(f"servesim: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("servesim: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
     except BrokenPipeError:  # the reader of stdout left (`| head`): not an error of --out; as a tool SIGPIPE ends
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
@@ -895,7 +941,17 @@ def _dispatch(args) -> int:
     except Exception as exc:  # a bug, never bad input: one line, exit 3, the traceback on request
         if args.debug:
             raise
+        if isinstance(exc, RuntimeError) and str(exc).startswith("Symlink loop from"):  # pathlib's, Python < 3.13
+            print(f"servesim: error: {str(exc).removeprefix('Symlink loop from ')}: too many levels of symbolic "
+                  f"links (a loop)", file=sys.stderr)
+            return 2
         if isinstance(exc, OSError) and exc.errno is not None:  # a path given that cannot be read or written
+            from servesim.simulator.files import working_folder
+
+            if not exc.filename and working_folder() is None:  # r154: blamed on --out
+                print("servesim: error: the current directory no longer exists: a relative path cannot be "
+                      "read; give absolute paths or run from a folder that exists", file=sys.stderr)
+                return 2
             where = f"{exc.filename}: " if exc.filename else "--out: " if getattr(args, "out", None) else ""
             print(f"servesim: error: {where}{exc.strerror or exc}", file=sys.stderr)
             return 2

@@ -11,8 +11,9 @@ import math
 import sys
 from pathlib import Path
 
-ERRORS = ("servesim: error", "servesim: internal error", "servesim: interrupted")
+ERRORS = ("servesim: error", "servesim: internal error", "servesim: interrupted", "servesim: terminated")
 _JSON_TO: list = [None]  # the real stdout while a --json command runs
+STDOUT_CLOSED = [False]  # the caller closed stdout (>&-): a --json answer would go nowhere, unsaid
 
 
 class _ErrorsOnly(io.TextIOBase):
@@ -44,6 +45,42 @@ class _ErrorsOnly(io.TextIOBase):
     def close_line(self) -> None:
         if self.line:
             self._end_line()
+
+
+class GuardedStream:
+    """The process's stdout or stderr as servesim writes them (servesim/entry.py). A failing write (a full disk,
+    /dev/full) to stderr is dropped: a warning has nowhere else to go, and the command goes on (r154: every command
+    then exited 1, bad input too). One to stdout is raised once as an OSError naming stdout, not --out (r154), and
+    later writes are dropped, so the interpreter's flush at exit fails no second time. A broken pipe (`| head`) is
+    raised as it comes: the command ends as a tool that lost its reader does."""
+
+    def __init__(self, stream, name: str):
+        self._stream, self._name, self._failed = stream, name, False
+
+    def _guard(self, call, *args):
+        if self._failed:
+            return None
+        try:
+            return call(*args)
+        except BrokenPipeError:
+            if self._name == "stdout":
+                raise
+            self._failed = True
+        except OSError as exc:
+            self._failed = True
+            if self._name == "stdout":
+                raise OSError(exc.errno, exc.strerror, self._name) from None
+        return None
+
+    def write(self, text: str) -> int:
+        self._guard(self._stream.write, text)
+        return len(text)
+
+    def flush(self) -> None:
+        self._guard(self._stream.flush)
+
+    def __getattr__(self, name):  # fileno, isatty, encoding, ...: the stream's own
+        return getattr(self._stream, name)
 
 
 @contextlib.contextmanager

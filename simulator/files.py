@@ -21,17 +21,30 @@ def shared_data(*parts: str) -> Path | None:
     """../shared/data/<parts> beside the project or the working directory (where the project's data lives), or
     None."""
     here = Path(__file__).resolve().parent.parent
-    for base in (here, Path.cwd()):
-        p = base.parent.joinpath("shared", "data", *parts)
-        if p.exists():
+    for base in (here, working_folder()):
+        p = base.parent.joinpath("shared", "data", *parts) if base is not None else None
+        if p is not None and p.exists():
             return p
     return None
+
+
+def working_folder() -> Path | None:
+    """The current directory, or None where it was removed under the process (r154: every command failed,
+    blaming --out, though every path given was absolute)."""
+    try:
+        return Path.cwd()
+    except OSError:
+        return None
 
 
 def where_looked(path: str | Path) -> str:
     """For a missing file: where a relative path was looked for. A scenario's paths, like the command
     line's, resolve against the current directory, not the scenario file's folder."""
-    return "" if Path(path).is_absolute() else f" (relative to the current directory, {Path.cwd()})"
+    if Path(path).is_absolute():
+        return ""
+    here = working_folder()
+    return f" (relative to the current directory, {here})" if here is not None else \
+        " (relative to the current directory, which no longer exists)"
 
 
 def read_settings_text(path: str | Path, field: str, limit: int = MAX_SETTINGS_BYTES) -> str:
@@ -331,6 +344,29 @@ def record_written(folder: Path, names) -> None:
     (Path(folder) / RUN_MANIFEST).write_text("".join(f"{name}\n" for name in sorted(set(names))), encoding="utf-8")
 
 
+def write_together(folder: Path, writers: dict) -> None:
+    """A run's files, each written to a hidden name beside its own, then all renamed at once (Ctrl-C and SIGTERM
+    held meanwhile): a write that fails or is cut leaves the earlier run's files whole, never a new summary beside
+    an earlier run's tables (r154: a full disk or Ctrl-C mid-write did, and plots drew the earlier run's steps)."""
+    from servesim.simulator.interrupts import held, raise_caught
+
+    staged = []
+    try:
+        for name, write in writers.items():
+            tmp = Path(folder) / f".{name}.servesim-tmp"
+            staged.append(tmp)
+            write(tmp)
+    except BaseException:
+        for tmp in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    caught: list = []
+    with held(caught):
+        for name, tmp in zip(writers, staged):
+            os.replace(tmp, Path(folder) / name)
+    raise_caught(caught)
+
+
 def present(path: Path) -> bool:
     """Something is at the name, even a link to nothing."""
     return path.exists() or path.is_symlink()
@@ -555,4 +591,13 @@ def path_problem(value) -> str | None:
     long = next((part for part in text.split(os.sep) if len(part.encode("utf-8", "surrogateescape")) > 255), None)
     if long is not None:
         return f"{long[:40]}...: a name past the file system's 255 bytes"
+    try:  # r154: a loop of links was an internal error (pathlib's RuntimeError), a link to nothing refused late
+        os.stat(text)
+    except OSError as exc:
+        import errno
+
+        if exc.errno == errno.ELOOP:
+            return f"{text}: too many levels of symbolic links (a loop)"
+        if os.path.islink(text):
+            return f"{text} is a symbolic link to {os.readlink(text)}, which does not exist"
     return None

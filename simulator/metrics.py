@@ -723,10 +723,12 @@ class RunResult:
             summary = self._summary_text
         if summary is None:  # a summary made by hand, not by a run, holding what JSON cannot
             raise ConfigError("summary", "RunResult.summary holds values JSON cannot write")
-        (out / "config.yaml").write_text(config)
-        (out / "summary.json").write_text(summary)
-        write_parquet(self.request_columns, out / "requests.parquet", TEXT_COLUMNS)
-        write_parquet(self.step_columns, out / "steps.parquet")
+        from servesim.simulator.files import write_together
+
+        write_together(out, {"config.yaml": lambda p: p.write_text(config),
+                             "summary.json": lambda p: p.write_text(summary),
+                             "requests.parquet": lambda p: write_parquet(self.request_columns, p, TEXT_COLUMNS),
+                             "steps.parquet": lambda p: write_parquet(self.step_columns, p)})
         if not caller_writes_optional:  # an earlier run's (r152: left, and dropped from the record)
             from servesim.simulator.config import say_once
             from servesim.simulator.files import remove_earlier, removed_note

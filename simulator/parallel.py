@@ -68,39 +68,38 @@ def _on_ray(task: Callable, items: list, record: Callable, address: str | None) 
 
 def _in_process_pool(task: Callable, items: list, record: Callable, workers: int,
                      leftovers: Callable[[int], None] | None) -> None:
-    """The items on `workers` processes. Ctrl-C only sets a flag the waiting loop reads: raised inside
-    concurrent.futures' locks it surfaced as a RuntimeError, and while a worker was forked it was swallowed."""
-    import signal
-    import threading
+    """The items on `workers` processes. Ctrl-C and SIGTERM only set a flag the waiting loop reads: raised inside
+    concurrent.futures' locks they surfaced as a RuntimeError, and while a worker was forked were swallowed."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures.process import BrokenProcessPool
 
-    caught: list = []
-    # a caller started with Ctrl-C ignored (nohup, a background job of a script) leaves it ignored
-    main = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) != signal.SIG_IGN
-    previous = signal.signal(signal.SIGINT, lambda *_: caught.append(1)) if main else None
+    from servesim.simulator.interrupts import held, raise_caught
+
+    caught: list = []  # one ignored (nohup, a background job of a script) stays ignored
     pool = None
-    try:
-        pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_start, initargs=(os.getpid(),))
-        pending = {pool.submit(task, item) for item in items}
-        while pending and not caught:
-            done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-            for f in done:
-                record(f.result())
-        if caught:
-            raise KeyboardInterrupt
-    except BaseException:
-        if pool is not None:
-            pids = list(getattr(pool, "_processes", None) or {})  # the workers (a private field, read only)
-            for pid in pids:
-                _end_process(pid)
-            pool.shutdown(wait=True, cancel_futures=True)
-            for pid in pids:
-                if leftovers is not None:
-                    leftovers(pid)
-        raise
-    finally:
-        if main:
-            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+    with held(caught):
+        try:
+            pool = ProcessPoolExecutor(max_workers=workers, initializer=_worker_start, initargs=(os.getpid(),))
+            pending = {pool.submit(task, item) for item in items}
+            try:
+                while pending and not caught:
+                    done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                    for f in done:
+                        record(f.result())
+            except BrokenProcessPool:  # the workers killed with the caller (SIGTERM to the group): its signal
+                raise_caught(caught)
+                raise
+            raise_caught(caught)
+        except BaseException:
+            if pool is not None:
+                pids = list(getattr(pool, "_processes", None) or {})  # the workers (a private field, read only)
+                for pid in pids:
+                    _end_process(pid)
+                pool.shutdown(wait=True, cancel_futures=True)
+                for pid in pids:
+                    if leftovers is not None:
+                        leftovers(pid)
+            raise
     pool.shutdown(wait=True)
 
 
@@ -111,7 +110,10 @@ def _worker_start(caller: int) -> None:
     import signal
     import threading
 
+    from servesim.simulator.interrupts import default_sigterm
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    default_sigterm()  # not the caller's handler, inherited: the caller ends a worker with SIGTERM
     parent = os.getppid()
 
     def watch() -> None:

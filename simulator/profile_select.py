@@ -66,7 +66,16 @@ def kernel_tables_root() -> Path | None:
 
 
 def cache_dir() -> Path:
-    return Path(os.environ.get("SERVESIM_CACHE_DIR") or Path.home() / ".cache" / "servesim") / "profiles"
+    """$SERVESIM_CACHE_DIR, else ~/.cache/servesim: a home that is empty or relative (HOME=) names no folder of
+    the user's, so the working folder's .cache/ stands in for none (r154: it wrote there)."""
+    given = os.environ.get("SERVESIM_CACHE_DIR")
+    if given:
+        return Path(given) / "profiles"
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):  # no HOME and no password entry
+        home = Path()
+    return (home if home.is_absolute() else Path("/nonexistent-home")) / ".cache" / "servesim" / "profiles"
 
 
 def _kv(arch: ModelArchitecture) -> str:
@@ -265,13 +274,15 @@ def _write_cached(path: Path, prof: dict) -> None:
         tmp.write_text(text)
         tmp.replace(path)  # atomic: parallel sweeps never read half a file
         path.with_suffix(".sha256").write_text(_checksum(text) + "\n")
-    except OSError as exc:
+    except OSError as exc:  # a read-only home (a container, a batch job): the run goes on, composing it each time
         try:
             tmp.unlink(missing_ok=True)
         except OSError:
             pass
-        raise ConfigError("SERVESIM_CACHE_DIR", f"cannot cache the composed profile at {path}: "
-                                                f"{exc.strerror or exc}") from None
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: cannot cache the composed profile at {path} ({exc.strerror or exc}): "
+                  f"every run composes it again (a few seconds); set SERVESIM_CACHE_DIR to a folder it can write"])
 
 
 def _roofline(arch: ModelArchitecture, gpu: str | None, hw: Hardware, why: str) -> Selection:

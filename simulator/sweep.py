@@ -282,6 +282,7 @@ def _run_or_reuse(scenario: str | None, sets: list[str], point: dict, runs_dir: 
                 raise
             shutil.rmtree(tmp)
         tmp = None
+        _own(Path(runs_dir) / f"{rid}.error.txt").unlink(missing_ok=True)  # an earlier failure's (r154: left beside it)
         _say_run_warnings(rid, point, said)
         return row | _flat(result.summary) | {"error": None}
     except Exception as exc:  # recorded, and the sweep goes on
@@ -624,6 +625,8 @@ def _write_record(out: Path, scenario, sets, points, slos: dict | None = None) -
     seeds as they combined), and once its runs are judged, the SLO classes they were judged by."""
     from servesim.simulator.files import add_written
 
+    if isinstance(scenario, (str, os.PathLike)) and not Path(scenario).is_absolute():  # as config.yaml names it,
+        scenario = str(Path(scenario).absolute())  # so a rerun elsewhere finds the same file (r154)
     (out / "sweep.yaml").write_text(yaml.safe_dump({"scenario": scenario, "set": sets, "points": len(points),
                                                     "grid": [dict(p) for p in points]}
                                                    | ({"slo_classes": slos} if slos else {}), sort_keys=False))
@@ -693,23 +696,18 @@ _DEFERRING = []  # the Ctrl-Cs held by an _interrupt_deferred block under way (n
 
 @contextlib.contextmanager
 def _interrupt_deferred():
-    """Ctrl-C during the block is held until it ends (then raised): bookkeeping is never left half-done. Only
-    the main thread receives signals; elsewhere (and inside an outer block) this does nothing."""
-    import signal
-    import threading
+    """Ctrl-C or SIGTERM during the block is held until it ends (then raised): bookkeeping is never left half-done.
+    Only the main thread receives signals; elsewhere (and inside an outer block) this does nothing."""
+    from servesim.simulator.interrupts import held, raise_caught
 
-    if threading.current_thread() is not threading.main_thread() or _DEFERRING \
-            or signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    if _DEFERRING:
         yield
         return
     caught: list = []
     _DEFERRING.append(caught)
-    previous = signal.getsignal(signal.SIGINT)
     try:
-        signal.signal(signal.SIGINT, lambda *_: caught.append(1))
-        yield
+        with held(caught):
+            yield
     finally:
-        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
         _DEFERRING.pop()
-    if caught:
-        raise KeyboardInterrupt
+    raise_caught(caught)

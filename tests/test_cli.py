@@ -1,6 +1,7 @@
 """The command line as a user meets it: results on disk, one-line errors with exit code 2."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -1277,3 +1278,119 @@ def test_round_153_a_copied_results_folder_names_the_workload_beside_its_config(
     assert "not the workload.jsonl beside it" not in capsys.readouterr().err
     assert main(["config", str(tmp_path / "b" / "config.yaml")]) == 0
     assert f"--set workload.path={tmp_path / 'b' / 'workload.jsonl'} replays its own" in capsys.readouterr().err
+
+
+def _shell(command: str, tmp_path, **kw) -> subprocess.CompletedProcess:
+    """`servesim` as a shell runs it, under the redirections given (SERVESIM stands for the command)."""
+    import shlex
+
+    servesim = f"{shlex.quote(sys.executable)} -m servesim"
+    return subprocess.run(["bash", "-c", command.replace("SERVESIM", servesim)], capture_output=True, text=True,
+                          timeout=120, cwd=kw.pop("cwd", tmp_path), **kw)
+
+
+def test_round_154_closed_and_failing_standard_streams(tmp_path):
+    """r154: a closed stderr (`2>&-`) was an internal error before any result was written; stderr on a full disk
+    made every command exit 1, bad input too; stdout on a full disk was blamed on --out; --json with stdout closed
+    exited 0, its answer gone."""
+    run = "SERVESIM run --set workload.num_requests=20 --out OUT"
+    quiet = _shell(run.replace("OUT", str(tmp_path / "a")) + " --quiet 2>&-", tmp_path)
+    assert quiet.returncode == 0 and (tmp_path / "a" / "summary.json").is_file(), quiet
+    loud = _shell(run.replace("OUT", str(tmp_path / "b")) + " 2>&-", tmp_path)
+    assert loud.returncode == 0 and (tmp_path / "b" / "steps.parquet").is_file() and "error" not in loud.stdout
+    bad = _shell("SERVESIM run --set workload.num_requests=abc 2>/dev/full", tmp_path)
+    assert bad.returncode == 2
+    full = _shell(run.replace("OUT", str(tmp_path / "c")) + " >/dev/full", tmp_path)
+    assert full.returncode == 2 and full.stderr.strip() == "servesim: error: stdout: No space left on device"
+    closed = _shell(run.replace("OUT", str(tmp_path / "d")) + " --json >&-", tmp_path)
+    assert closed.returncode == 2 and "--json: stdout is closed" in closed.stderr
+
+
+def test_round_154_a_removed_working_folder_and_an_unknown_matplotlib_backend(tmp_path):
+    """r154: a working folder removed under the command failed every command, blaming --out, though every path
+    given was absolute; MPLBACKEND naming no backend made every plot an internal error (servesim draws to files)."""
+    (tmp_path / "gone").mkdir()
+    out = tmp_path / "r"
+    done = _shell(f"cd gone && rmdir ../gone && SERVESIM run --set workload.num_requests=20 --out {out} --quiet",
+                  tmp_path)
+    assert done.returncode == 0 and (out / "summary.json").is_file(), done
+    relative = _shell("cd gone2 2>/dev/null; mkdir gone2 && cd gone2 && rmdir ../gone2 && SERVESIM run --set "
+                      f"'workload={{type: trace, path: t.jsonl}}' --out {tmp_path / 'r2'}", tmp_path)
+    assert relative.returncode == 2 and "the current directory no longer exists" in relative.stderr, relative
+    plotted = _shell(f"SERVESIM plot --kind timeline {out} --out {tmp_path / 'p'}", tmp_path,
+                     env={**os.environ, "MPLBACKEND": "bogus"})
+    assert plotted.returncode == 0 and (tmp_path / "p.png").is_file(), plotted
+
+
+def test_round_154_a_link_loop_is_one_line(tmp_path, capsys):
+    """r154: a loop of symbolic links as --out, or as the results to plot, was an internal error (pathlib's
+    RuntimeError); a link to nothing as --out was refused only after the whole simulation."""
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    assert main(["run", "--set", "workload.num_requests=20", "--out", str(loop)]) == 2
+    assert "too many levels of symbolic links" in capsys.readouterr().err
+    assert main(["plot", "--kind", "timeline", str(loop)]) == 2
+    assert "too many levels of symbolic links" in capsys.readouterr().err
+    (tmp_path / "dangling").symlink_to(tmp_path / "nothing")
+    assert main(["run", "--set", "workload.num_requests=20", "--out", str(tmp_path / "dangling")]) == 2
+    assert "which does not exist" in capsys.readouterr().err
+
+
+def test_round_154_a_results_folder_is_written_by_one_command_at_a_time(tmp_path, capsys):
+    """r154: two sweeps into one --out both exited 0, one's table left; a command filling a results folder holds
+    it, and a second one is refused by name."""
+    import fcntl
+
+    out = tmp_path / "held"
+    out.mkdir()
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert main(["run", "--set", "workload.num_requests=20", "--out", str(out)]) == 2
+        assert "another servesim command is writing into it" in capsys.readouterr().err
+        assert main(["workload", "write", "--set", "workload.num_requests=5", "--out", str(out / "w.jsonl")]) == 0
+    finally:
+        os.close(fd)
+    assert main(["run", "--set", "workload.num_requests=20", "--out", str(out), "--quiet"]) == 0
+
+
+@pytest.mark.parametrize("cut", [OSError(28, "No space left on device"), KeyboardInterrupt()])
+def test_round_154_a_rerun_cut_while_writing_leaves_the_earlier_run_whole(tmp_path, monkeypatch, cut):
+    """r154: a rerun into a results folder that a full disk or Ctrl-C cut mid-write left its new summary.json
+    beside the earlier run's tables (plots drew the earlier run's steps under the new config); a run's files are
+    now replaced together or not at all. A workload file cut while written leaves the earlier one, not half."""
+    import servesim
+    from servesim.simulator import metrics
+    from servesim.workloads import traces
+
+    out = tmp_path / "r"
+    servesim.simulate(None, {"workload.num_requests": 20}).write(out)
+    names = ("config.yaml", "summary.json", "requests.parquet", "steps.parquet")
+    before = {n: (out / n).read_bytes() for n in names}
+    second = servesim.simulate(None, {"workload.num_requests": 30})
+    real = metrics.write_parquet
+
+    def cut_at_steps(columns, path, *texts):
+        if "steps" in path.name:
+            path.write_bytes(b"PAR1")
+            raise cut
+        real(columns, path, *texts)
+    monkeypatch.setattr(metrics, "write_parquet", cut_at_steps)
+    with pytest.raises(type(cut)):
+        second.write(out)
+    assert {n: (out / n).read_bytes() for n in names} == before
+    assert not [p.name for p in out.iterdir() if p.name.endswith("servesim-tmp")]
+    monkeypatch.undo()
+    second.write(out)
+    assert json.loads((out / "summary.json").read_text())["completed"] == 30
+
+    trace = tmp_path / "w.jsonl"
+    traces.write_jsonl([servesim.RequestSpec(i, 0.1 * i, 10, 5) for i in range(3)], trace)
+    whole = trace.read_bytes()
+
+    def cut_rows():
+        yield servesim.RequestSpec(0, 0.0, 10, 5)
+        raise cut
+    with pytest.raises(type(cut)):
+        traces.write_jsonl(cut_rows(), trace)
+    assert trace.read_bytes() == whole and sorted(p.name for p in tmp_path.iterdir()) == ["r", "w.jsonl"]

@@ -455,7 +455,9 @@ def test_damaged_kernel_tables_are_refused_by_name(tmp_path, monkeypatch, how, m
 
 
 @needs_tables
-def test_an_edited_cache_entry_is_rebuilt_and_an_unwritable_cache_is_one_error(tmp_path, monkeypatch):
+def test_an_edited_cache_entry_is_rebuilt_and_an_unwritable_cache_is_said(tmp_path, monkeypatch, capsys):
+    """r154: an unwritable cache (a read-only home, a file at its name) refused every run needing a composed
+    profile, which is composed in memory either way: now a warning, and the run goes on."""
     monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
     sets = ["model=qwen3-8b", "hardware.gpu=gb200"]
     first = load(None, sets).cost_model.step_time(DECODE_128)
@@ -464,9 +466,9 @@ def test_an_edited_cache_entry_is_rebuilt_and_an_unwritable_cache_is_one_error(t
     assert load(None, sets).cost_model.step_time(DECODE_128) == first  # the checksum no longer matches
     (tmp_path / "file").write_text("x")
     monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path / "file"))
-    with pytest.raises(ConfigError) as e:
-        load(None, sets)
-    assert e.value.field == "SERVESIM_CACHE_DIR"
+    capsys.readouterr()
+    assert load(None, sets).cost_model.step_time(DECODE_128) == first
+    assert "warning: cannot cache the composed profile" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("sets,field", [

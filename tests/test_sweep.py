@@ -2,10 +2,12 @@
 
 import itertools
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from servesim.simulator import sweep as sw
 from servesim.simulator.cli import main
@@ -168,10 +170,13 @@ def test_a_run_interrupted_while_writing_leaves_no_temporary_folder(tmp_path, mo
     assert list((tmp_path / "runs").iterdir()) == []
 
 
-def test_ctrl_c_on_a_parallel_sweep_stops_it_and_the_table_holds_every_finished_run(tmp_path):
+@pytest.mark.parametrize("sig, code, said", [("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated")])
+def test_ctrl_c_on_a_parallel_sweep_stops_it_and_the_table_holds_every_finished_run(tmp_path, sig, code, said):
     """Ctrl-C as a terminal sends it (to the whole process group) while two workers run: the sweep exits 130 at
     once, no worker goes on to a queued point, nothing half-written is left in runs/, and every run folder on
-    disk is a row of the table (runs that finished as the sweep stopped were on disk but not in it)."""
+    disk is a row of the table (runs that finished as the sweep stopped were on disk but not in it). SIGTERM to
+    the group (`timeout`, a batch scheduler) the same, exit 143 (r154: the workers died first, an internal
+    error; to the command alone it ended silent, mid-write)."""
     import io
     import os
     import signal
@@ -192,12 +197,12 @@ def test_ctrl_c_on_a_parallel_sweep_stops_it_and_the_table_holds_every_finished_
         while not (tmp_path / "sweep.parquet").is_file() or not len(table_now()):
             assert p.poll() is None and time.monotonic() < deadline, "the sweep ended or stalled before a first run"
             time.sleep(0.05)
-        os.killpg(p.pid, signal.SIGINT)
+        os.killpg(p.pid, getattr(signal, sig))
         _, err = p.communicate(timeout=60)  # a sweep that waited for its queued points took far longer
     finally:
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
-    assert p.returncode == 130 and "servesim: interrupted" in err, err
+    assert p.returncode == code and f"servesim: {said}" in err and "internal error" not in err, err
     time.sleep(1.5)  # a worker left running would write another run folder meanwhile
     on_disk = sorted(x.name for x in (tmp_path / "runs").iterdir())
     table = pd.read_parquet(tmp_path / "sweep.parquet")
@@ -516,3 +521,22 @@ def test_round_151_rows_follow_the_zip_and_damaged_names_are_said(tmp_path, caps
         capsys.readouterr()
         assert main(["sweep", "--quiet", *sets, "--out", str(out)]) == 2
         assert f"{out / name} is a " in capsys.readouterr().err and not (out / "sweep.yaml").exists()
+
+
+def test_round_154_a_run_that_succeeds_removes_its_earlier_failure_and_the_record_names_the_scenario_whole(
+        tmp_path, monkeypatch):
+    """r154: a run that failed once (a full disk) and then succeeded kept its empty error file beside it; and
+    sweep.yaml recorded a relative scenario path as given, which names another file from another folder."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("workload: {num_requests: 30}\n")
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "o"
+    args = ["sweep", "s.yaml", "--grid", "engine.max_num_seqs=4,8", "--out", str(out), "--jobs", "1",
+            "--no-progress", "--quiet"]
+    assert main(args) == 0
+    rid = pd.read_csv(out / "sweep.csv")["run_id"][0]
+    (out / "runs" / f"{rid}.error.txt").write_text("")
+    shutil.rmtree(out / "runs" / rid)
+    assert main(args) == 0
+    assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(pd.read_csv(out / "sweep.csv")["run_id"])
+    assert yaml.safe_load((out / "sweep.yaml").read_text())["scenario"] == str(scenario)

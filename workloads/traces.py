@@ -760,12 +760,28 @@ def write_jsonl(specs: Iterable[RequestSpec], path) -> Path:
     read_trace renumbers ids and sorts by arrival, so the round trip is == for a stream
     already in that order with ids 0, 1, ... (what read_trace and the generators produce).
     """
+    import os
+    import stat
+
     path = Path(path)
-    with path.open("w", encoding="utf-8") as f:
-        for s in specs:
-            row = {name: getattr(s, name) for name in _SPEC_FIELDS}
-            row["prefix_ids"] = list(s.prefix_ids)
-            f.write(json.dumps(row, allow_nan=False, default=lambda o: o.item()) + "\n")
+    try:  # a file, or nothing yet, is replaced whole: cut (Ctrl-C, a full disk), the earlier file stays, not a
+        # shorter one that reads as a whole trace (r154); a device or a FIFO is written as it is
+        whole = stat.S_ISREG(path.stat().st_mode)
+    except FileNotFoundError:
+        whole = True
+    target = path.with_name(f".{path.name}.servesim-tmp") if whole else path
+    try:
+        with target.open("w", encoding="utf-8") as f:
+            for s in specs:
+                row = {name: getattr(s, name) for name in _SPEC_FIELDS}
+                row["prefix_ids"] = list(s.prefix_ids)
+                f.write(json.dumps(row, allow_nan=False, default=lambda o: o.item()) + "\n")
+    except BaseException:
+        if whole:
+            target.unlink(missing_ok=True)
+        raise
+    if whole:
+        os.replace(target, path)
     return path
 
 
