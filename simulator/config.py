@@ -437,9 +437,13 @@ class ResolvedScenario:
         d["engine"].update(async_scheduling=self.async_scheduling)
         if self.cudagraph_max_tokens:  # none when eager, or when every size given is above the budget
             d["engine"].update(max_cudagraph_capture_size=self.cudagraph_max_tokens)
+        e = self.scenario.engine  # per GPU, as the pool beside them is (r154: the model's whole weights and KV
+        ep = e.tensor_parallel_size * e.data_parallel_size if e.enable_expert_parallel else None  # stood here)
         d["resolved"] = {"num_gpu_blocks": self.num_gpu_blocks, "kv_pool_bytes": self.kv_pool_bytes,
                          "reserved_memory_bytes": self.reserved_memory_bytes,
-                         "kv_bytes_per_token": self.arch.kv_bytes_per_token, "weight_bytes": self.arch.weight_bytes,
+                         "weight_bytes_per_gpu": math.ceil(self.arch.weight_bytes_per_gpu(
+                             e.tensor_parallel_size, ep, e.num_redundant_experts)),
+                         "kv_bytes_per_token_per_gpu": self.arch.kv_bytes_per_token_per_gpu(e.tensor_parallel_size),
                          "cost_model_source": self.cost_model_source, "derived": self._derived(d)}
         return d
 

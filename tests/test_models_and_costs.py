@@ -575,3 +575,17 @@ def test_round_154_capacity_refuses_a_pool_without_one_block_beside_the_null_blo
     assert e.value.field == "--weights-gib"
     assert plan("llama-3.1-8b", gpu_memory_gib=20, weights_gib=18.3, reserved_memory_gib=0, max_model_len=16,
                 tokens_per_request=16).report.usable_blocks >= 1
+
+
+def test_round_154_the_resolved_section_is_per_gpu_as_its_pool_is():
+    """r154: config.yaml's `resolved` put the model's whole weights and KV bytes per token beside a pool sized per
+    GPU of the TP group: at TP 4 the pool divided by them gave a quarter of num_gpu_blocks, and memory less the
+    weights and the reserve came out negative."""
+    rs = load(None, ["model=llama-3.1-70b", "hardware.gpu=h100-sxm", "engine.tensor_parallel_size=4",
+                     "engine.max_model_len=8192", "profile=roofline"])
+    r = rs.as_dict()["resolved"]
+    assert r["kv_bytes_per_token_per_gpu"] == 327_680 // 4
+    assert r["kv_pool_bytes"] // (r["kv_bytes_per_token_per_gpu"] * rs.scenario.engine.block_size) == \
+        r["num_gpu_blocks"]
+    assert r["kv_pool_bytes"] == math.ceil(rs.hardware.memory_bytes * 0.92) - r["weight_bytes_per_gpu"] - \
+        r["reserved_memory_bytes"]
