@@ -221,7 +221,7 @@ def cmd_compare_runs(args) -> int:
         print(f"warning: {w}")
     verdict = "PASS" if report["passed"] else f"FAIL ({len(report['failed_metrics'])} beyond it: " \
                                              f"{', '.join(report['failed_metrics'][:6])}{' ...' * (len(report['failed_metrics']) > 6)})"
-    print(f"tolerance {args.tolerance:.0%}: {verdict}; written to {args.out}/")
+    print(f"tolerance {args.tolerance * 100:.4g}%: {verdict}; written to {args.out}/")
     return 0 if report["passed"] else 1
 
 

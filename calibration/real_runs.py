@@ -97,15 +97,20 @@ class RealRun:
         return hashlib.sha256(repr(sorted(self.measured_requests())).encode()).hexdigest()
 
     def scaled_copy_of(self, other: "RealRun") -> float | None:
-        """The factor this run's latencies are other's by, request by request in arrival order (a run of as many
-        requests), where nine in ten requests' TTFT and E2E latency lie within 0.2% of it: a copy with its times
-        scaled (r134: x1.006 passed) or jittered by a hair (r135). A repeat's latencies vary request by request by
-        more (its TTFT alone by milliseconds). None: not a copy."""
+        """The factor this run's latencies are other's by, request by request in arrival order, where nine in ten
+        requests' TTFT and E2E latency lie within 0.2% of it: a copy with its times scaled (r134: x1.006 passed)
+        or jittered by a hair (r135), also with requests dropped (r154: one dropped passed), each paired with the
+        other's request arriving at the same time. A repeat's latencies vary request by request by more (its TTFT
+        alone by milliseconds). None: not a copy."""
         mine, theirs = self.requests, other.requests
-        if mine is None or theirs is None or len(mine) != len(theirs) or not len(mine):
+        if mine is None or theirs is None or not len(mine) or not len(theirs):
             return None
         order = [np.argsort(r["arrival_time"].to_numpy(float), kind="stable") for r in (mine, theirs)]
         a, b = (r.iloc[o] for r, o in zip((mine, theirs), order))
+        if len(a) != len(b):
+            a, b = _paired_by_arrival(a, b)
+            if a is None:
+                return None
         with np.errstate(divide="ignore", invalid="ignore"):
             ratios = np.stack([a[c].to_numpy(float) / b[c].to_numpy(float) for c in ("ttft", "e2el")])
         valid = np.isfinite(ratios) & (ratios > 0)  # a TTFT of 0 has no ratio
@@ -141,17 +146,50 @@ class RealRun:
         return request_summary(self.requests, self.itls)
 
 
+def _paired_by_arrival(a: pd.DataFrame, b: pd.DataFrame) -> tuple:
+    """Runs of different sizes, in arrival order: the smaller's requests beside the larger's arriving at the same
+    time (to a microsecond), under the one shift of the clock (a copy cut before its first request counts from a
+    later one) that pairs the most; requests arriving together paired in order. (None, None) where nine in ten of
+    the smaller's find none: not one run's requests."""
+    small, large = (a, b) if len(a) <= len(b) else (b, a)
+    s, big = (r["arrival_time"].to_numpy(float) for r in (small, large))
+    where: dict = {}  # each arrival (in microseconds) of the larger run: its requests, in order
+    for i, k in enumerate(np.round(big * 1e6).astype(np.int64).tolist()):
+        where.setdefault(k, []).append(i)
+    best = None
+    for shift in sorted({big[k] - s[0] for k in range(min(20, len(big)))} |
+                        {big[0] - s[k] for k in range(min(20, len(s)))}):
+        keys = np.round((s + shift) * 1e6).astype(np.int64).tolist()
+        used: dict = {}
+        pairs = []
+        for i, k in enumerate(keys):
+            slots, n = where.get(k), used.get(k, 0)
+            if slots and n < len(slots):
+                pairs.append((i, slots[n]))
+                used[k] = n + 1
+        if best is None or len(pairs) > len(best):
+            best = pairs
+    if not best or len(best) < 0.9 * len(small):
+        return None, None
+    i, j = (list(x) for x in zip(*best))
+    paired = small.iloc[i], large.iloc[j]
+    return paired if small is a else paired[::-1]
+
+
 def first_copy(runs: list[RealRun]) -> tuple[RealRun, str] | None:
-    """The first run that is an earlier one again (the same file under another name, or its bytes copied), and that
-    run's name: counted twice, it would be its own repeat, or weigh double in a fit or an error band."""
-    ids, contents = {}, {}
+    """The first run that is an earlier one again (the same file under another name, its bytes copied, or its
+    requests' latencies however reordered, cut or scaled: r154, lines reversed were fitted twice), and that run's
+    name: counted twice, it would be its own repeat, or weigh double in a fit or an error band."""
+    ids, contents, seen = {}, {}, []
     for r in runs:
         digest = r.content
-        earlier = ids.get(r.identity) or (contents.get(digest) if digest is not None else None)
+        earlier = ids.get(r.identity) or (contents.get(digest) if digest is not None else None) or next(
+            (s.name for s in seen if r.scaled_copy_of(s) is not None), None)
         if earlier is not None:
             return r, earlier
         ids[r.identity] = r.name
         contents.setdefault(digest, r.name)
+        seen.append(r)
     return None
 
 
@@ -264,12 +302,18 @@ def detect(path: str | Path) -> str:
                     "(JSON lines with t, t_end); see docs/calibration.md")
 
 
+SLOWEST_TPOT_S = 2.0  # a median token slower than this is no served model's (a CPU runs a 70B at ~1 s a token)
+
+
 def read_run(path: str | Path, name: str | None = None) -> RealRun:
     path = Path(path)
     kind = detect(path)
     run = {"lifecycle": _read_lifecycle, "vllm-bench": _read_bench, "step-log": _read_step_log}[kind](path)
     run.name = name or run.name
     run.records = run.records or path
+    if run.requests is not None and (tpot := run.requests["tpot"].dropna()).size and tpot.median() > SLOWEST_TPOT_S:
+        run.warnings.append(f"its median time per output token is {tpot.median():.3g} s, slower than any GPU serves "
+                            f"(are its times in seconds, not milliseconds?)")  # (r154: ms read as s, unsaid)
     for w in run.warnings:
         print(f"servesim: warning: {path}: {w}", file=sys.stderr)
     return run
@@ -305,9 +349,12 @@ def _read_lifecycle(path: Path) -> RealRun:
         folder = path
         path = path / "vllm" / "requests.jsonl" if (path / "vllm" / "requests.jsonl").is_file() \
             else path / "requests.jsonl"
-    recs, seen, lines = [], {}, []
+    recs, seen, lines, failed = [], {}, [], []
     for i, row in _json_lines(path):
         where = f"line {i}"
+        if row.get("error") or row.get("finish_reason") in FAILED_REASONS:  # (r154: read as finished)
+            failed.append(str(row.get("error") or f"finish_reason {row['finish_reason']}"))
+            continue
         lines.append(i)
         n_in, n_out = _length(path, where, row, "prompt"), _length(path, where, row, "output")
         t = [_number(path, where, row, k) for k in LIFECYCLE_TIMES]
@@ -324,6 +371,8 @@ def _read_lifecycle(path: Path) -> RealRun:
                 _fail(path, f"{where}, request_id", f"{rid!r:.40} repeats line {seen[rid]}'s: one record per request")
             seen[rid] = i
         recs.append((n_in, n_out, *t))
+    if not recs:
+        _fail(path, "", "no finished request: every record says its request failed" if failed else "no records")
     a = np.array(recs, dtype=float)
     _check_span(path, a[:, 2], a[:, 5], [f"line {i}" for i in lines])
     if (a[:, 5] - a[:, 2]).max() <= 0:
@@ -341,6 +390,8 @@ def _read_lifecycle(path: Path) -> RealRun:
     requests = _frame(specs, ttft=first - queued, tpot=tpot, e2el=last - queued, queue_time=sched - queued,
                       prefill=first - sched)
     run = RealRun(str(folder or path), folder or path, "lifecycle", specs, requests, records=path)
+    if failed:
+        run.warnings.append(failed_warning(len(failed), len(failed) + len(recs), failed[0]))
     if stamped.any():
         run.warnings.append(_stamped_warning(int(stamped.sum()), int(n_out[stamped].max()),
                                              "last_token_ts equal to first_token_ts"))
@@ -348,7 +399,22 @@ def _read_lifecycle(path: Path) -> RealRun:
         folder = path.parent
     if folder is not None:
         _read_folder_meta(run, folder)
+        counted = run.meta.get("num_requests")
+        if _positive_int(counted) and counted != len(recs) + len(failed):  # (r154: 250 of 300 read unsaid)
+            run.warnings.append(f"its meta.json records {counted:,} requests, but the records hold "
+                                f"{len(recs) + len(failed):,}: a cut or padded copy? Its statistics are of those "
+                                f"held")
     return run
+
+
+FAILED_REASONS = ("abort", "error")  # a record's finish_reason saying its request never finished
+
+
+def failed_warning(failed: int, total: int, first: str) -> str:
+    """Failed requests (a client's timeout, an abort) are in no metric, as vLLM's client leaves them out, and not
+    simulated either, though they loaded the real server (r154: dropped unsaid)."""
+    return (f"{failed:,} of its {total:,} requests failed ({first[:60]}): they are left out of its metrics and of "
+            f"the requests simulated, though they loaded the real server")
 
 
 def _read_folder_meta(run: RealRun, folder: Path) -> None:
@@ -653,6 +719,8 @@ def _read_bench(path: Path) -> RealRun:
     meta = {k: data[k] for k in ("date", "backend", "model_id", "tokenizer_id", "num_prompts", "request_rate",
                                   "burstiness", "max_concurrency") if k in data}
     run = RealRun(str(path), path, "vllm-bench", specs, requests, itls, meta=meta)
+    if failed := [e for e in errors if e]:
+        run.warnings.append(failed_warning(len(failed), n, str(failed[0])))
     if stamped.any():
         run.warnings.append(_stamped_warning(int(stamped.sum()), int(n_out[stamped].max()), "no itls after the first "
                                                                                             "token"))

@@ -118,6 +118,15 @@ def _check_not_fitted_on(profile, run) -> None:
         raise ConfigError("profile", f"{profile.name} was fitted to {run.path} (its fitted.runs): its error there "
                                      f"is in sample; validate serving reports the error on runs a profile was not "
                                      f"fitted to")
+    for path in names:  # a copy scaled, cut or reordered (r154: x1.006 passed), where the fitted run can be read
+        try:
+            factor = run.scaled_copy_of(read_run(path)) if path.exists() else None
+        except (ConfigError, OSError):
+            factor = None
+        if factor is not None:
+            raise ConfigError("profile", f"{profile.name} was fitted to {path}, whose requests {run.path}'s are, "
+                                         f"their latencies within 0.2% of x {factor:.4g} each: its error there is in "
+                                         f"sample")
 
 
 def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None = None,

@@ -245,12 +245,16 @@ def _describe_fit(fitted: dict, rs0, train: list[RealRun], held_out: list[RealRu
 
 
 def _deployment(rs) -> tuple:
-    return rs.scenario.hardware.gpu or rs.hardware.name, rs.arch.name, rs.scenario.engine.tensor_parallel_size
+    """What a profile is for: the GPU, the model, its TP size, and the formats its weights and KV cache run in
+    (r154: an fp8 run's error was written as a bf16 profile's held-out error, a run that profile refuses)."""
+    return (rs.scenario.hardware.gpu or rs.hardware.name, rs.arch.name, rs.scenario.engine.tensor_parallel_size,
+            rs.arch.dtype, rs.arch.kv_cache_dtype or rs.arch.dtype)
 
 
 def _deployment_text(rs_or_deployment) -> str:
-    gpu, model, tp = rs_or_deployment if isinstance(rs_or_deployment, tuple) else _deployment(rs_or_deployment)
-    return f"{model} on {gpu}, TP {tp}"
+    gpu, model, tp, dtype, kv = rs_or_deployment if isinstance(rs_or_deployment, tuple) else \
+        _deployment(rs_or_deployment)
+    return f"{model} ({dtype} weights, {kv} KV cache) on {gpu}, TP {tp}"
 
 
 def _refuse_other_held_out(resolved: list, held_out: list[RealRun]) -> None:
@@ -294,7 +298,8 @@ def _say_if_mixed(resolved: list) -> None:
     """Runs of several deployments share the fitted terms, but one profile is written: the first run's."""
     deployments = {_deployment(rs) for rs in resolved}
     if len(deployments) > 1:
-        say_once([f"servesim: warning: the runs fitted are {len(deployments)} deployments (GPU, model, TP): the terms "
+        say_once([f"servesim: warning: the runs fitted are {len(deployments)} deployments (GPU, model, TP, weight and "
+                  f"KV formats): the terms "
                   f"are fitted across them, and the profile written is {resolved[0].profile.name}'s (the first run's) "
                   f"with them, its errors over that deployment's runs alone"])
 

@@ -608,7 +608,7 @@ def test_a_fit_over_runs_of_several_gpus_says_whose_profile_it_writes(tmp_path, 
         runs.append(read_run(d.parent))
     fit = fit_serving(runs, [], None, [], ["memory_scale"], max_evals=3)
     err = capsys.readouterr().err
-    assert "2 deployments (GPU, model, TP)" in err and fit.profile["gpu"] == "h100-sxm"
+    assert "2 deployments (GPU, model, TP, weight and KV formats)" in err and fit.profile["gpu"] == "h100-sxm"
     fit_serving(runs[:1], [], None, [], ["memory_scale"], max_evals=3)
     assert "deployments" not in capsys.readouterr().err
     # r147: held out, a run of the other deployment fitted would be written as the first's held-out error
@@ -617,7 +617,8 @@ def test_a_fit_over_runs_of_several_gpus_says_whose_profile_it_writes(tmp_path, 
     d.mkdir(parents=True)
     write_lifecycle(result, d / "requests.jsonl")
     (d / "meta.json").write_text((tmp_path / "L40S" / "vllm" / "meta.json").read_text())
-    with pytest.raises(ConfigError, match=r"^--held-out: no held-out run is of llama-3.1-8b on h100-sxm, TP 1, the "):
+    with pytest.raises(ConfigError, match=r"^--held-out: no held-out run is of llama-3.1-8b \(bf16 weights, bf16 KV "
+                                          r"cache\) on h100-sxm, TP 1, the "):
         fit_serving(runs, [read_run(d.parent)], None, [], ["memory_scale"], max_evals=3)
 
 
@@ -904,9 +905,8 @@ def test_a_run_is_simulated_with_the_defaults_of_the_release_it_records(version,
         engine_sets({"vllm_version": 0.19}, "meta.json")
 
 
-def _shared_run():
-    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "serving" / "llmservingsim-vllm-0.19" / \
-        "RTXPRO6000" / "Llama-3.1-8B"
+def _shared_run(run: str = "RTXPRO6000/Llama-3.1-8B"):
+    root = Path(__file__).resolve().parents[2] / "shared" / "data" / "serving" / "llmservingsim-vllm-0.19" / run
     if not (root / "vllm" / "requests.jsonl").is_file():
         pytest.skip(f"{root} not found (../shared is absent)")
     return root
@@ -1222,9 +1222,9 @@ def test_a_held_out_run_of_another_deployment_is_refused():
         "RTXPRO6000"
     if not (root / "Qwen3-32B").is_dir():
         pytest.skip(f"{root} not found (../shared is absent)")
-    with pytest.raises(ConfigError, match=r"^--held-out: .*Qwen3-32B is another deployment \(qwen3-32b on "
-                                          r"rtx-pro-6000, TP 2\) than the runs fitted \(llama-3.1-8b on rtx-pro-6000, "
-                                          r"TP 1\)"):
+    with pytest.raises(ConfigError, match=r"^--held-out: .*Qwen3-32B is another deployment \(qwen3-32b \(bf16 "
+                                          r"weights, bf16 KV cache\) on rtx-pro-6000, TP 2\) than the runs fitted "
+                                          r"\(llama-3.1-8b \(bf16 weights, bf16 KV cache\) on rtx-pro-6000, TP 1\)"):
         fit_serving([read_run(root / "Llama-3.1-8B")], [read_run(root / "Qwen3-32B")], None,
                     ["hardware.gpu=rtx-pro-6000"])
     # r147: fitted on both, the Llama profile's held-out error (and tolerance) pooled the Qwen3-32B run's
@@ -1248,7 +1248,8 @@ def test_a_held_out_run_of_another_deployment_is_refused():
 
 
 @pytest.mark.parametrize("how", ["cut into three fitted runs", "scaled by 1.006", "jittered by 0.1%",
-                                 "each prompt one token longer", "a repeat at 0.4% a request"])
+                                 "each prompt one token longer", "a repeat at 0.4% a request",
+                                 "scaled by 1.006, its first request dropped"])
 def test_round_134_a_held_out_run_fitted_on_in_pieces_or_scaled_is_refused(tmp_path, how):
     """r134: the overlap was checked against each fitted run alone (a run fitted on as three cuts of 100 was
     "unseen"), and a copy with every latency x 1.006 passed the 3-figure test: its "held-out" error was the
@@ -1268,7 +1269,7 @@ def test_round_134_a_held_out_run_fitted_on_in_pieces_or_scaled_is_refused(tmp_p
         says = "300 of its 300 requests are .*part0.*part1.*part2.*which are fitted on"
     else:  # r135: a jitter of +-0.4% a request, or lengths edited, passed too
         scaled, rng = [], np.random.default_rng(0)
-        for line in lines:
+        for line in lines[1:] if how.endswith("dropped") else lines:  # r154: one request fewer passed
             row = json.loads(line)
             factor = 1.006 if how.startswith("scaled") else 1 + rng.uniform(-0.001, 0.001) if \
                 how.startswith("jittered") else 1 + rng.uniform(-0.004, 0.004) if how.startswith("a repeat") else 1.0
@@ -1393,3 +1394,93 @@ def test_round_150_a_scenarios_shared_prefixes_unread_by_compare_are_said(tmp_pa
     assert main(["compare", str(out / "r.json"), "--scenario", str(out / "config.yaml"), "--trace",
                  str(tmp_path / "w.jsonl"), "--out", str(tmp_path / "c2")]) == 0
     assert "shared prefixes" not in capsys.readouterr().err
+
+
+def test_round_154_one_run_reordered_cut_or_of_other_formats_is_not_fitted_or_validated_as_two(tmp_path):
+    """r154: a run whose lines were reversed was fitted twice and counted twice in validate serving (only bytes
+    were compared); a x1.006 copy of a profile's fitted run was validated as unseen; a run of fp8 weights was the
+    held-out run of a bf16 profile, its error written as that profile's, though the profile refuses the run."""
+    from servesim.calibration.serving_fidelity import _check_not_fitted_on
+    from servesim.calibration.serving_fit import fit_serving
+    from servesim.simulator.cost_model import Profile
+
+    root = _shared_run()
+    rows = (root / "vllm" / "requests.jsonl").read_text().splitlines()
+    reversed_copy = tmp_path / "reversed"
+    shutil.copytree(root, reversed_copy)
+    (reversed_copy / "vllm" / "requests.jsonl").write_text("\n".join(rows[::-1]) + "\n")
+    with pytest.raises(ConfigError, match="fitted twice"):
+        fit_serving([read_run(root), read_run(reversed_copy)], [], None, ["hardware.gpu=rtx-pro-6000"])
+    scaled = tmp_path / "scaled"
+    shutil.copytree(root, scaled)
+    out = []
+    for line in rows[1:]:
+        row = json.loads(line)
+        for key in ("scheduled_ts", "first_token_ts", "last_token_ts"):
+            row[key] = row["queued_ts"] + (row[key] - row["queued_ts"]) * 1.006
+        out.append(json.dumps(row))
+    (scaled / "vllm" / "requests.jsonl").write_text("\n".join(out) + "\n")
+    profile = Profile.model_construct(name="p", fitted={"runs": [str(root)]})
+    with pytest.raises(ConfigError, match="within 0.2% of x 1.006"):
+        _check_not_fitted_on(profile, read_run(scaled))
+    _check_not_fitted_on(profile, read_run(_shared_run("RTX4090/Llama-3.1-8B")))  # another run: fine
+    fp8, rng, repeat = tmp_path / "fp8", np.random.default_rng(0), []  # a repeat's latencies, 0.5% apart
+    shutil.copytree(root, fp8)
+    for line in rows:
+        row, factor = json.loads(line), 1 + rng.uniform(-0.005, 0.005)
+        for key in ("scheduled_ts", "first_token_ts", "last_token_ts"):
+            row[key] = row["queued_ts"] + (row[key] - row["queued_ts"]) * factor
+        repeat.append(json.dumps(row))
+    (fp8 / "vllm" / "requests.jsonl").write_text("\n".join(repeat) + "\n")
+    meta = json.loads((fp8 / "vllm" / "meta.json").read_text())
+    meta["engine_kwargs"]["quantization"] = "fp8"
+    (fp8 / "vllm" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(ConfigError, match=r"another deployment \(llama-3.1-8b \(fp8 weights, bf16 KV cache\)"):
+        fit_serving([read_run(root)], [read_run(fp8)], None, [], ["compute_scale"], max_evals=3)
+
+
+def test_round_154_failed_requests_cut_copies_and_milliseconds_are_said(tmp_path, capsys):
+    """r154: lifecycle records saying their request failed were read as finished; a bench result's failed requests
+    were left out of the simulated requests too, unsaid; a copy holding 250 of the 300 requests its meta.json
+    records was read unsaid; timestamps in milliseconds read as seconds (32 s a token) unsaid."""
+    _, result = _simulated()
+    path = write_lifecycle(result, tmp_path / "requests.jsonl")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[3] |= {"error": "aborted by client", "finish_reason": "abort"}
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    capsys.readouterr()
+    run = read_run(path)
+    assert len(run.specs) == len(rows) - 1
+    assert f"1 of its {len(rows)} requests failed (aborted by client)" in capsys.readouterr().err
+    data = json.loads(write_bench(result, tmp_path / "bench.json").read_text())
+    data["errors"][0] = "aiohttp timeout"
+    (tmp_path / "bench.json").write_text(json.dumps(data))
+    assert len(read_run(tmp_path / "bench.json").specs) == len(rows) - 1
+    assert "left out of its metrics and of the requests simulated" in capsys.readouterr().err
+    folder = tmp_path / "run"
+    (folder / "vllm").mkdir(parents=True)
+    (folder / "vllm" / "meta.json").write_text(json.dumps({"num_requests": len(rows) + 50}))
+    (folder / "vllm" / "requests.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    read_run(folder)
+    assert f"records {len(rows) + 50:,} requests, but the records hold {len(rows):,}" in capsys.readouterr().err
+    for r in rows:
+        for key in ("queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts"):
+            r[key] *= 1000
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    read_run(path)
+    assert "are its times in seconds, not milliseconds?" in capsys.readouterr().err
+
+
+def test_round_154_a_latency_measured_below_a_millisecond_is_judged_to_a_millisecond():
+    """r154: compare failed a run on a real queue p50 of 0.004 ms whatever the simulation's, at any tolerance (a
+    relative error of a latency about 0 says nothing: README); it is judged to 1 ms, so 0.5 ms matches and 18 ms
+    is a miss, and the summary's mean_abs_error leaves it out."""
+    import pandas as pd
+
+    from servesim.calibration.run_comparison import failures, mean_abs_error
+
+    table = pd.DataFrame({"metric": ["queue p50 (ms)", "queue p90 (ms)", "TTFT p50 (ms)", "throughput (req/s)"],
+                          "real": [0.004, 0.004, 100.0, 0.0005], "real_spread": [None] * 4,
+                          "sim": [0.5, 18.4, 105.0, 0.0009], "error": [124.0, 4600.0, 0.05, 0.8]})
+    assert failures(table, 0.1)["metric"].tolist() == ["queue p90 (ms)", "throughput (req/s)"]
+    assert mean_abs_error(table) == pytest.approx((0.05 + 0.8) / 2)
