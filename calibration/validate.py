@@ -27,7 +27,7 @@ STATS = [("median", "p50"), ("p90", "p90"), ("p99", "p99")]
 def make_out_dir(out: str | Path, inputs=()) -> Path:
     """The results folder, created; one error line when it cannot be (a file in the way) or when it holds one of
     the command's `inputs`."""
-    from servesim.simulator.files import OUTPUT_SUFFIXES, refuse_folder_holding_inputs, refuse_link
+    from servesim.simulator.files import OUTPUT_SUFFIXES, hold_folder, refuse_folder_holding_inputs, refuse_link
 
     refuse_folder_holding_inputs(out, "--out", inputs)
     out = Path(out)
@@ -39,6 +39,7 @@ def make_out_dir(out: str | Path, inputs=()) -> Path:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError("--out", f"cannot create {out}: {exc.strerror or exc}") from None
+    hold_folder(out)  # one command writes a results folder at a time
     return out
 
 

@@ -97,7 +97,7 @@ def cmd_run(args, after=None) -> int:
         if sets_give(args.set, f"simulation.{k}"):
             raise ConfigError(f"--{k.replace('_', '-')}", f"--set simulation.{k} gives it too: give one")
     rs = load(args.scenario, args.set + [f"simulation.{k}={getattr(args, k)}" for k in window])
-    from servesim.simulator.files import refuse_folder_over_inputs, refuse_writing_over
+    from servesim.simulator.files import hold_folder, refuse_folder_over_inputs, refuse_writing_over
     from servesim.simulator.files import record_written, remove_earlier, removed_note, written_before
     from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window
 
@@ -113,6 +113,7 @@ def cmd_run(args, after=None) -> int:
     # the files a run wrote here before: its optional ones not written again are removed below (only those)
     earlier_run = written_before(Path(args.out))
     optional = OPTIONAL_RUN_FILES + _earlier_result_file(Path(args.out), earlier_run)
+    hold_folder(args.out, "--out")  # one command writes a results folder at a time
     out = result.write(args.out, "--out", caller_writes_optional=True)  # then the warnings: none beside an error
     extra = after(result, out) if after is not None else []
     if getattr(args, "prometheus", False):
@@ -403,7 +404,7 @@ def _search_each_point(args, kind: str, **options) -> int:
 
     answer, _, filename, _ = ANSWERS[kind]
     if args.out:  # before the search's minutes: its table must not replace a file any of its points reads
-        from servesim.simulator.files import add_written, refuse_folder_over_inputs
+        from servesim.simulator.files import add_written, hold_folder, refuse_folder_over_inputs
         from servesim.simulator.search import grid_inputs
 
         refuse_folder_over_inputs(args.out, [filename], "--out", grid_inputs(kind, args.scenario, args.set, args.grid))
@@ -411,6 +412,7 @@ def _search_each_point(args, kind: str, **options) -> int:
     if args.out:
         out = Path(args.out)  # checked before the search: a folder, or one to make
         out.mkdir(parents=True, exist_ok=True)
+        hold_folder(out, "--out")
         table.to_csv(out / filename, index=False)
         add_written(out, [filename])
     _print_table(table)
@@ -846,49 +848,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"servesim: error: --out: {args.out}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     rc = 3
-    held = None
+    from servesim.simulator.files import folders_held
+
     try:
-        held = _hold_out(args)
-        rc = _dispatch(args) if held != -1 else 2
+        with folders_held():
+            rc = _dispatch(args)
     finally:
         QUIET[0] = False  # the command's alone: a caller in the same process (the API, a test) hears warnings
-        if held is not None and held >= 0:
-            os.close(held)
         if rc != 0:  # a failed command leaves no empty results folder behind it
             _remove_if_empty(fresh)
     return rc
-
-
-# commands whose --out is a results folder they fill (the others' is a file, or a folder of pictures)
-_FOLDER_COMMANDS = {"cmd_run", "cmd_sweep", "cmd_search_max_rate", "cmd_search_replicas", "cmd_recommend", "cmd_vllm",
-                    "cmd_validate_replay", "cmd_validate_vllm", "cmd_validate_serving", "cmd_validate_layers",
-                    "cmd_compare_runs"}
-
-
-def _hold_out(args) -> int | None:
-    """A results folder is held (an advisory lock on the folder) while its command runs: a second command into
-    it is refused, not let write its tables over the first's (r154: two sweeps into one folder both exited 0, one
-    table left). The folder's descriptor, or None where there is nothing to hold, or -1 (refused, said)."""
-    out = getattr(args, "out", None)
-    if not out or getattr(getattr(args, "func", None), "__name__", "") not in _FOLDER_COMMANDS:
-        return None
-    try:
-        import fcntl
-    except ImportError:  # not a POSIX system
-        return None
-    try:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:  # the command itself says why it cannot write there
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        os.close(fd)
-        print(f"servesim: error: --out: {out}: another servesim command is writing into it; wait for it to end or "
-              f"write elsewhere", file=sys.stderr)
-        return -1
-    return fd
 
 
 def _missing_folders(out) -> list[Path]:

@@ -3,6 +3,7 @@ device, a huge file or bytes that are not UTF-8 get one line naming the field, n
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import stat
@@ -342,6 +343,46 @@ def written_before(folder: Path) -> set[str]:
 
 def record_written(folder: Path, names) -> None:
     (Path(folder) / RUN_MANIFEST).write_text("".join(f"{name}\n" for name in sorted(set(names))), encoding="utf-8")
+
+
+_HELD: list = []  # while a command of the CLI runs: {real path: descriptor} of the results folders it writes
+
+
+@contextlib.contextmanager
+def folders_held():
+    """The scope of one CLI command: the results folders it starts writing (hold_folder) are held to its end."""
+    _HELD.append({})
+    try:
+        yield
+    finally:
+        for fd in _HELD.pop().values():
+            os.close(fd)
+
+
+def hold_folder(folder, field: str = "--out") -> None:
+    """A results folder the command under way writes into is held (an advisory lock on the folder) until it ends:
+    another command writing into it meanwhile is refused, not let replace the tables of the first (r154: two
+    sweeps into one folder both exited 0, one table left). Outside the CLI (the API), and where the folder cannot
+    be opened (the writer says why), nothing is held."""
+    if not _HELD:
+        return
+    try:
+        import fcntl
+
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        key = os.path.realpath(folder)
+        if any(key in held for held in _HELD):
+            return
+        fd = os.open(key, os.O_RDONLY | os.O_DIRECTORY)
+    except (ImportError, OSError):
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise ConfigError(field, f"{folder}: another servesim command is writing into it; wait for it to end or "
+                                 f"write elsewhere") from None
+    _HELD[-1][key] = fd
 
 
 def write_together(folder: Path, writers: dict) -> None:

@@ -374,9 +374,12 @@ def recommend(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate
 
     from servesim.simulator.parallel import run_tasks
 
+    from servesim.simulator.files import hold_folder
+
     out = Path(out)
     done_dir = out / "candidates"
     done_dir.mkdir(parents=True, exist_ok=True)
+    hold_folder(out)  # one command writes a results folder at a time
     points = candidates(axes)
     rows: dict[int, dict] = {}
     todo = []

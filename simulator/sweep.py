@@ -25,7 +25,7 @@ import pandas as pd
 import yaml
 
 from servesim.simulator.errors import JSON_ERRORS, ConfigError
-from servesim.simulator.files import load_yaml, split_values
+from servesim.simulator.files import hold_folder, load_yaml, split_values
 from servesim.simulator.rederive import at
 
 
@@ -517,6 +517,7 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
             raise ConfigError(out_field, f"{name} is a {'file' if name == runs else 'folder'}, where the sweep "
                                          f"writes {what}: remove it")  # or a table half-written first)
     runs.mkdir(parents=True, exist_ok=True)
+    hold_folder(out, out_field)  # one command writes a results folder at a time
     _remove_orphans(runs)
     for name in TABLE_FILES:  # an earlier sweep's table never stands under this one's record, even after a SIGKILL
         (out / name).unlink(missing_ok=True)
