@@ -73,12 +73,15 @@ class AdmissionRules:
 
 def predicted_queue_wait(sched, req, prefill_tokens_per_s: float, now: float, prompt: bool = True) -> float:
     """Seconds a request arriving now at `sched` would wait for its first token (essay 003's shedding
-    predictor): its turn in the queue at the recent admission rate, and the queued prompts ahead of it
-    at the full-budget prefill rate (prompt=False: a decode replica's, which computes none). The rate is measured
-    up to now: while admission stalls (a full KV pool) the gap still open counts, where the last admissions' gaps
-    alone had kept predicting the rate before the stall (r117: 24 of 36 requests let in waited up to 8x their TTFT
-    target). Its turn is the queue policy's: under priority or SJF only the requests ordered before it are ahead
-    (r150: a high-priority request was judged on the whole queue's wait and shed, 30 of 35)."""
+    predictor): its turn in the queue at the engine's recent pace of admission, and the queued prompts ahead of it
+    at the full-budget prefill rate (prompt=False: a decode replica's, which computes none). The pace is that of a
+    backlog: the last gaps between admissions of requests that were waiting at the one before (an idle engine
+    admits as requests arrive: its gaps, 0.5 s at 2 req/s, shed requests one step from their first token, r155); and
+    it is measured up to now: while admission stalls (a full KV pool) the gap still open since the queue's oldest
+    request could have gone bounds it, where the last gaps alone had kept predicting the pace before the stall
+    (r117: 24 of 36 requests let in waited up to 8x their TTFT target). Its turn is the queue policy's: under priority or
+    SJF only the requests ordered before it are ahead (r150: a high-priority request was judged on the whole
+    queue's wait and shed, 30 of 35)."""
     key, ahead, behind_tokens = sched.queue_policy.key, len(sched.waiting), 0
     if key is not None and ahead:
         mine = key(req)
@@ -87,8 +90,14 @@ def predicted_queue_wait(sched, req, prefill_tokens_per_s: float, now: float, pr
         behind_tokens = sum(r.prompt_tokens for r in behind if r.first_token_time is None)
     prefill = (sched.queued_prompt_tokens - behind_tokens + req.prompt_tokens) / prefill_tokens_per_s if prompt \
         else 0.0
-    adm = sched.recent_admissions
-    if ahead and len(adm) >= 2 and adm[-1] > adm[0]:
-        gap = max((adm[-1] - adm[0]) / (len(adm) - 1), (now - adm[0]) / len(adm))
-        return max(prefill, ahead * gap)
-    return prefill
+    if not ahead:
+        return prefill
+    gaps, last = sched.service_gaps, sched.last_admission
+    oldest = min(r.queued_at for r in sched.waiting.unordered())
+    stalled = now - max(oldest, last) if last is not None else 0.0  # the queue held, nobody admitted since
+    recent = list(gaps)[-RECENT_GAPS:]
+    gap = max(sum(recent) / len(recent) if recent else 0.0, stalled)
+    return max(prefill, ahead * gap)
+
+
+RECENT_GAPS = 16  # the pace of the last 16 backlogged admissions: a stall's slower pace shows within a few

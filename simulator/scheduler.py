@@ -112,7 +112,11 @@ class Scheduler:
         self.last_step_decode_only = False  # the previous step scheduled every running request for one decode token
         self.changed = True  # an arrival or a finish since the previous schedule()
         self.queued_prompt_tokens = 0  # prompts of requests without a first token (vLLM's queued tokens)
-        self.recent_admissions: deque = deque(maxlen=64)  # first-admission times, for queue-wait predictions
+        # the engine's pace, for queue-wait predictions (admission.predicted_queue_wait): the gaps between first
+        # admissions of requests already waiting at the one before (a backlog's; an idle engine's gaps are the
+        # arrivals', r155), and the last first admission
+        self.service_gaps: deque = deque(maxlen=64)
+        self.last_admission: float | None = None
         self._now = 0.0
         # async scheduling: vLLM plans a step while the one before it runs, so a request that reached the queue
         # after that one started waits a step more; the engine sets it before each schedule (inf: all are seen)
@@ -417,7 +421,7 @@ class Scheduler:
             if r.first_scheduled_time is None:  # vLLM stamps it as its scheduler plans the step: under async
                 # scheduling, as the step before started (r145: a step late, queue time 13.2 ms where vLLM's is 6.3)
                 r.first_scheduled_time = min(now, self.admit_before)
-                self.recent_admissions.append(now)
+                self._paced(r, now)
             reqs.append(r)
             toks.append(n)
             budget -= n
@@ -428,6 +432,13 @@ class Scheduler:
             queue.add(r)
         if unseen:  # seen at the next step, which must be a plain one (no decode run past it)
             self.admission_blocked = "async"
+
+    def _paced(self, r: Request, now: float) -> None:
+        """A first admission: the gap since the last one is the engine's pace where r was waiting by then."""
+        last = self.last_admission
+        if last is not None and r.queued_at <= last:
+            self.service_gaps.append(now - last)
+        self.last_admission = now
 
     def _update_after_schedule(self, out: SchedulerOutput) -> None:
         """vLLM's _update_after_schedule: computed tokens advance before the model runs; the step's shape
@@ -542,7 +553,7 @@ class Scheduler:
         r.status = TRANSFERRING
         self.holding[r.request_id] = r
         r.seq = next(self._seq)  # the order its pull started: FCFS's among the loaded (make_holding_queue)
-        self.recent_admissions.append(now)  # its admission here (its first scheduling was the prefill replica's)
+        self._paced(r, now)  # its admission here (its first scheduling was the prefill replica's)
         self.pull(r, r.pulled_tokens, now)
         return True
 

@@ -537,3 +537,41 @@ def test_round_153_a_lognormal_median_outside_its_bounds_is_refused(dist):
 
     with pytest.raises(ConfigError, match=r"^workload.prompt_tokens: median \(.*\) lies outside \[min, max\]"):
         load(None, [f"workload.prompt_tokens={dist}"])
+
+
+def _requests(workload: dict, seed: int = 0) -> list:
+    rs = load(None, [f"seed={seed}", f"workload={json.dumps(workload)}"])
+    return list(rs.scenario.workload.source(seed, rs.max_model_len).initial())
+
+
+def _lengths(specs) -> list:
+    return [(s.prompt_tokens, s.output_tokens, s.slo_class) for s in specs]
+
+
+@pytest.mark.parametrize("arrival", [{"process": "gamma", "rate": 5, "cv": 2}, {"process": "constant", "rate": 5},
+                                     {"process": "burst"}, {"process": "gamma", "rate": 5, "cv": 0.5}])
+def test_round_155_the_arrival_process_never_redraws_the_requests(arrival):
+    """r155: gaps and lengths came from one stream, and a gamma of cv 2 (a variable number of draws), a constant
+    or a burst (none) redrew every request's lengths: a sweep over the arrival compared other requests. The
+    lengths are Poisson's under any process; with a count and a duration, the same at any rate too."""
+    poisson = _requests({"num_requests": 200, "arrival": {"process": "poisson", "rate": 5}})
+    assert _lengths(_requests({"num_requests": 200, "arrival": arrival})) == _lengths(poisson)
+    five, six = (_requests({"num_requests": 500, "duration_s": 60, "arrival": {"process": "poisson", "rate": r}})
+                 for r in (5, 6))
+    assert len(five) < len(six) < 500 and _lengths(six)[:len(five)] == _lengths(five)
+
+
+def test_round_155_sessions_keep_their_conversations_with_classes_and_constant_arrivals_count_right():
+    """r155: a session workload drew its classes among its lengths, so a single class of weight 1 changed every
+    conversation; a constant arrival summed its gaps, so 10 req/s for 10 s sent 101 requests (the last at
+    9.99999999999998 s)."""
+    sessions = {"type": "sessions", "num_sessions": 40, "arrival": {"process": "poisson", "rate": 1.0},
+                "turns": {"dist": "uniform", "low": 1, "high": 4}}
+    labelled = sessions | {"slo_classes": {"only": {"weight": 1}}}
+    plain, labelled = (simulate(load(None, ["seed=0", f"workload={json.dumps(w)}"])).requests
+                       for w in (sessions, labelled))
+    assert plain.prompt_tokens.tolist() == labelled.prompt_tokens.tolist()
+    for rate, seconds in ((10, 10), (3, 30), (7, 100)):
+        times = [s.arrival_time for s in _requests({"duration_s": seconds,
+                                                    "arrival": {"process": "constant", "rate": rate}})]
+        assert len(times) == rate * seconds and times[-1] == pytest.approx(seconds - 1 / rate)

@@ -211,10 +211,15 @@ class SyntheticWorkload(_Classes):
         (None without), priorities and classes. Without num_requests n is what the duration holds at the rate: each
         column then comes from a stream of its own, so the k-th request's draws do not depend on n (r138: the
         lengths changed with the rate)."""
-        if self.num_requests is None:
-            lengths_rng, output_rng, which_rng, class_rng = rng.spawn(4)
-        else:
-            lengths_rng = output_rng = which_rng = class_rng = rng
+        streams = rng.spawn(4) if self.num_requests is None else [rng] * 4
+        if self.num_requests is not None and self.duration_s is not None and self.arrival.open_loop \
+                and n < self.num_requests:  # the duration ended the count: every column drawn for the count, then
+            # cut, so each request's draws do not depend on how many arrived in time (r155: outputs changed with
+            # the rate)
+            return tuple(c if c is None else c[:n] for c in self._columns(self.num_requests, *streams))
+        return self._columns(n, *streams)
+
+    def _columns(self, n: int, lengths_rng, output_rng, which_rng, class_rng) -> tuple:
         if self.lengths is not None:
             prompts, outputs = self.lengths.draw(n, lengths_rng)
         else:
@@ -260,10 +265,7 @@ class SyntheticWorkload(_Classes):
 
             return ClosedLoopSource(a.concurrency, lambda: float(think.draw(1, think_rng)[0]), templates(),
                                     self.num_requests, self.duration_s, a.ramp_up_s)
-        client = a.client_generator(seed)
-        if client is None and self.num_requests is None:  # drawn until the duration, in chunks: from their own
-            client = np.random.default_rng([seed, 1])  # stream, so the lengths do not depend on the rate (r138)
-        times = a.times(self.num_requests, self.duration_s, rng if client is None else client)
+        times = a.times(self.num_requests, self.duration_s, a.gap_stream(seed, self.num_requests, rng))
         if len(times) > 1 and not (np.diff(times) >= 0).all():  # not in arrival order: made up front and sorted
             specs = [replace(s, arrival_time=float(times[s.request_id]))
                      for s in self._specs(len(times), rng, max_model_len, ids)]
@@ -378,14 +380,16 @@ class SessionWorkload(_Classes):
     def _source(self, seed: int, max_model_len: int | None = None) -> RequestSource:
         rng = np.random.default_rng(seed)
         ids = ContentIds()
-        client = self.arrival.client_generator(seed)  # r137: vllm_client_draws was read by synthetic workloads only
-        starts = self.arrival.times(self.num_sessions, None, rng if client is None else client)
+        # r137: vllm_client_draws was read by synthetic workloads only
+        starts = self.arrival.times(self.num_sessions, None, self.arrival.gap_stream(seed, self.num_sessions, rng))
         turns = self.turns.draw(self.num_sessions, rng)
         if int(turns.sum()) > MAX_REQUESTS:
             raise ConfigError("workload.turns", f"{int(turns.sum()):,} turns in all: at most {MAX_REQUESTS:,} requests "
                                                 "in one run")
-        prios, classes = self._draw_classes(self.num_sessions, rng)
-        think_rng = rng.spawn(1)[0]  # r139: think times drawn among the lengths made a think-time edit change them
+        # think times and classes from streams of their own: drawn among the lengths, a think-time edit (r139) or
+        # classes added (r155: a single class of weight 1 changed every conversation) redrew the conversations
+        think_rng, class_rng = rng.spawn(2)
+        prios, classes = self._draw_classes(self.num_sessions, class_rng)
         system = ids.shared(0, self.system_prompt_tokens) if self.system_prompt_tokens else []
         first_turns, follow = [], {}
         rid = count()
