@@ -18,7 +18,9 @@ import yaml
 
 from servesim.calibration.real_runs import RealRun, attach_prefixes, check_lengths, read_run, request_summary
 from servesim.simulator.errors import ConfigError
-from servesim.simulator.files import plot_file, replace_written
+from servesim.simulator.files import clear_earlier, plot_file, replace_written
+
+COMPARE_FILES = ("table.csv", "summary.json", "command.txt")  # and its plots
 
 # prefill = TTFT - queue time: first scheduled to first token, the prompt's service time without the wait
 METRICS = [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2el", "E2EL"), ("queue_time", "queue"),
@@ -527,6 +529,7 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
     else:
         refuse_link(out / "sim", "--out")  # a folder of servesim's own naming: never written through a link
         result = simulate_resolved(rs, first)
+        clear_earlier(out, COMPARE_FILES, plot_file)  # no earlier comparison's table beside this simulation
         result.write(out / "sim")
         summary, sim_requests, steps, sim_itls = result.summary, result.requests, result.steps, result.itls
         source = rs.cost_model_source
@@ -545,6 +548,7 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
                "error": np.nan, "pass": False}
         table = pd.concat([table, pd.DataFrame([row])], ignore_index=True)
         bad = pd.concat([bad, pd.DataFrame([row])[bad.columns.intersection(row.keys())]], ignore_index=True)
+    clear_earlier(out, COMPARE_FILES, plot_file)
     table.to_csv(out / "table.csv", index=False)
     plots = plot_comparison(first, sim_requests, sim_itls, steps, out, "comparison")
     report = {"real": [str(r.path) for r in runs], "format": first.kind, "requests": len(first.specs),
@@ -554,5 +558,5 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
               "mean_abs_error": _finite_or_none(mean_abs_error(table)), "plots": [p.name for p in plots]}
     (out / "summary.json").write_text(json.dumps(report, indent=2) + "\n")
     write_command(out, command)
-    replace_written(out, ["table.csv", "summary.json", "command.txt", *(p.name for p in plots)], plot_file)
+    replace_written(out, [*COMPARE_FILES, *(p.name for p in plots)], plot_file)
     return table, report

@@ -20,7 +20,9 @@ import pandas as pd
 from servesim.calibration.real_runs import RealRun, first_copy, read_run, request_summary
 from servesim.calibration.run_comparison import comparison_table, mean_abs_error, plot_comparison, simulate_run
 from servesim.simulator.errors import ConfigError
-from servesim.simulator.files import plot_file, replace_written
+from servesim.simulator.files import clear_earlier, plot_file, replace_written
+
+VALIDATE_FILES = ("table.csv", "summary.json", "bands.yaml", "command.txt")  # and a plot set a run
 
 # the runs' folder names -> servesim's built-in GPUs
 GPUS = {"RTX4090": "rtx-4090", "RTXPRO6000": "rtx-pro-6000"}
@@ -174,6 +176,8 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
             sims["sim_fitted"] = fit.held_out_results[0]
         t = run_table(run, sims)
         tables.append(t)
+        if not i:  # as it writes its first file: none of an earlier run's left beside a rerun's cut (r155)
+            clear_earlier(out, VALIDATE_FILES, plot_file)
         plots = plot_comparison(run, result.requests, None, result.steps, out, stems[i])
         report.append({"run": run.name, "settings": run.sets + list(sets or []), "plots": [p.name for p in plots],
                        "cost_model_source": rs.cost_model_source,
@@ -187,6 +191,5 @@ def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None =
     (out / "summary.json").write_text(json.dumps({"source": str(root), "runs": report}, indent=2))
     write_bands(out / "bands.yaml", error_bands(table, report), str(root))  # each kind's known error
     write_command(out, command)
-    replace_written(out, ["table.csv", "summary.json", "bands.yaml", "command.txt",  # an earlier run's plots: gone
-                          *(name for r in report for name in r["plots"])], plot_file)
+    replace_written(out, [*VALIDATE_FILES, *(name for r in report for name in r["plots"])], plot_file)
     return table, report

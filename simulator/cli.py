@@ -98,7 +98,7 @@ def cmd_run(args, after=None) -> int:
             raise ConfigError(f"--{k.replace('_', '-')}", f"--set simulation.{k} gives it too: give one")
     rs = load(args.scenario, args.set + [f"simulation.{k}={getattr(args, k)}" for k in window])
     from servesim.simulator.files import hold_folder, refuse_folder_over_inputs, refuse_writing_over
-    from servesim.simulator.files import record_written, remove_earlier, removed_note, written_before
+    from servesim.simulator.files import present, record_written, removed_note, written_before
     from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window
 
     inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
@@ -113,8 +113,9 @@ def cmd_run(args, after=None) -> int:
     # the files a run wrote here before: its optional ones not written again are removed below (only those)
     earlier_run = written_before(Path(args.out))
     optional = OPTIONAL_RUN_FILES + _earlier_result_file(Path(args.out), earlier_run)
+    gone = [n for n in optional if n in earlier_run and present(Path(args.out) / n)]  # go with the four files
     hold_folder(args.out, "--out")  # one command writes a results folder at a time
-    out = result.write(args.out, "--out", caller_writes_optional=True)  # then the warnings: none beside an error
+    out = result.write(args.out, "--out", caller_writes_optional=optional)  # then the warnings: none beside an error
     extra = after(result, out) if after is not None else []
     if getattr(args, "prometheus", False):
         from servesim.simulator.vllm_metrics import write_prometheus
@@ -130,8 +131,8 @@ def cmd_run(args, after=None) -> int:
 
         latency_distributions(result, out / "latency.png")
         files.append("latency.png")
-    stale = remove_earlier(out, optional, earlier_run, files)  # an earlier run's, which this one did not write
-    record_written(out, (written_before(out) - set(stale)) | set(files))
+    stale = [n for n in gone if n not in files]  # an earlier run's, which this one did not write again
+    record_written(out, written_before(out) | set(files))
     if stale:
         print(removed_note(out, stale), file=sys.stderr)
     if not answer(result.summary):
@@ -516,6 +517,30 @@ def cmd_bench(args) -> int:
     return run_bench(args)
 
 
+class _StoreOnce(argparse._StoreAction):
+    """A one-value flag: given again, the repeat is noted (main says it) rather than taken unsaid (r155:
+    `--gpu-memory-gib 80 --gpu-memory-gib 40` computed with 40, no word)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = namespace.__dict__.setdefault("_given", {})
+        if self.dest in given:
+            namespace.__dict__.setdefault("_repeated", []).append((option_string, given[self.dest], values))
+        given[self.dest] = values
+        super().__call__(parser, namespace, values, option_string)
+
+
+def _say_repeated(args) -> None:
+    """Flags, and --set keys, given twice: the last stands (as argparse and vLLM take them), said."""
+    from servesim.simulator.config import say_once
+
+    said = [f"servesim: warning: {flag} is given twice ({first} and {last}): the last stands"
+            for flag, first, last in getattr(args, "_repeated", [])]
+    keys = [s.split("=", 1)[0].strip() for s in getattr(args, "set", None) or [] if isinstance(s, str) and "=" in s]
+    said += [f"servesim: warning: --set {k} is given {keys.count(k)} times: the last stands"
+             for k in dict.fromkeys(keys) if keys.count(k) > 1]
+    say_once(said)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line and exit 2, like every other bad input."""
 
@@ -807,6 +832,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_calibration(sub)
     _add_bench(sub)
     for leaf in _leaves(p):  # every command answers --json and --quiet alike (simulator/cli_output.py)
+        for action in leaf._actions:  # a one-value flag given twice is said (the last stands, as argparse keeps it)
+            if type(action) is argparse._StoreAction and action.option_strings:
+                action.__class__ = _StoreOnce
         if "--json" not in leaf._option_string_actions:
             leaf.add_argument("--json", action="store_true", help="print the command's answer as JSON, alone on "
                                                                     "stdout (its text goes to stderr)")
@@ -842,6 +870,7 @@ def main(argv: list[str] | None = None) -> int:
     from servesim.simulator.config import QUIET
 
     QUIET[0] = bool(getattr(args, "quiet", False))
+    _say_repeated(args)
     try:
         fresh = _missing_folders(getattr(args, "out", None))
     except OSError as exc:  # a name too long for the file system, a path through a file: no command can write there

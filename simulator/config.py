@@ -1589,7 +1589,10 @@ def _say_workload_beside(path) -> None:
 
 RESOLVED_READ_ONLY = {"num_gpu_blocks": "engine.num_gpu_blocks_override",
                       "kv_pool_bytes": "engine.kv_cache_memory_bytes",
-                      "reserved_memory_bytes": "engine.reserved_memory_gib"}
+                      "reserved_memory_bytes": "engine.reserved_memory_gib",
+                      "weight_bytes_per_gpu": "the model, engine.quantization or engine.tensor_parallel_size",
+                      "kv_bytes_per_token_per_gpu": "the model, engine.kv_cache_dtype or engine.tensor_parallel_size",
+                      "cost_model_source": "profile"}
 
 
 def _say_resolved_edits(path, rs: ResolvedScenario) -> None:
@@ -1601,4 +1604,6 @@ def _say_resolved_edits(path, rs: ResolvedScenario) -> None:
     now = rs.as_dict()["resolved"]
     say_once([f"servesim: warning: resolved.{k} in {path} is {written[k]!r:.30}, where this run derives {now[k]!r:.30}: "
               f"the resolved section records what a run derived and is read by nothing (give the setting itself, "
-              f"{setting})" for k, setting in RESOLVED_READ_ONLY.items() if k in written and written[k] != now.get(k)])
+              f"{setting})" for k, setting in RESOLVED_READ_ONLY.items() if k in written and written[k] != now.get(k)]
+             + [f"servesim: warning: resolved.{k} in {path} is no value servesim writes there, and is read by nothing"
+                for k in written if k not in now])  # (r155: an edit of a field added later, or a new key, unsaid)

@@ -41,6 +41,14 @@ def working_folder() -> Path | None:
 def where_looked(path: str | Path) -> str:
     """For a missing file: where a relative path was looked for. A scenario's paths, like the command
     line's, resolve against the current directory, not the scenario file's folder."""
+    if os.path.islink(path):  # the name is there, as a link to nothing or in a loop (r155: "not found")
+        try:
+            os.stat(path)
+        except OSError as exc:
+            import errno
+
+            return " (a symbolic link in a loop)" if exc.errno == errno.ELOOP else \
+                f" (a symbolic link to {os.readlink(path)}, which does not exist)"
     if Path(path).is_absolute():
         return ""
     here = working_folder()
@@ -385,10 +393,11 @@ def hold_folder(folder, field: str = "--out") -> None:
     _HELD[-1][key] = fd
 
 
-def write_together(folder: Path, writers: dict) -> None:
-    """A run's files, each written to a hidden name beside its own, then all renamed at once (Ctrl-C and SIGTERM
-    held meanwhile): a write that fails or is cut leaves the earlier run's files whole, never a new summary beside
-    an earlier run's tables (r154: a full disk or Ctrl-C mid-write did, and plots drew the earlier run's steps)."""
+def write_together(folder: Path, writers: dict, remove=()) -> None:
+    """A run's files, each written to a hidden name beside its own, then all renamed at once, the earlier run's
+    files named in `remove` removed with them (Ctrl-C and SIGTERM held meanwhile): a write that fails or is cut
+    leaves the earlier run's files whole, never a new summary beside an earlier run's tables (r154: a full disk or
+    Ctrl-C mid-write did, and plots drew the earlier run's steps), nor its plot beside this run's (r155)."""
     from servesim.simulator.interrupts import held, raise_caught
 
     staged = []
@@ -403,6 +412,8 @@ def write_together(folder: Path, writers: dict) -> None:
         raise
     caught: list = []
     with held(caught):
+        for name in remove:
+            (Path(folder) / name).unlink(missing_ok=True)
         for name, tmp in zip(writers, staged):
             os.replace(tmp, Path(folder) / name)
     raise_caught(caught)
@@ -413,16 +424,6 @@ def present(path: Path) -> bool:
     return path.exists() or path.is_symlink()
 
 
-def remove_earlier(folder: Path, names, earlier: set[str], written=()) -> list[str]:
-    """An earlier run's files among `names` (its manifest lists them) that this run did not write: removed, and
-    returned (removed_note says them)."""
-    stale = [n for n in names if n in earlier and n not in written and
-             ((Path(folder) / n).is_file() or (Path(folder) / n).is_symlink())]
-    for name in stale:
-        (Path(folder) / name).unlink()
-    return stale
-
-
 def removed_note(folder: Path, stale: list[str]) -> str:
     return f"servesim: note: removed {', '.join(stale)}: an earlier run's in {folder}, which this run did not write"
 
@@ -431,6 +432,25 @@ def add_written(folder: Path, names) -> None:
     """Files a command wrote added to its folder's manifest (a run's, a sweep's, search's, recommend's or
     compare's tables), so no one-file writer (a workload, a profile, a plot) replaces them."""
     record_written(folder, written_before(folder) | set(names))
+
+
+def clear_earlier(folder: Path, names, owned) -> None:
+    """Before a command rerun into its folder writes its first file: the earlier run's files it lists, of `names`
+    or that `owned(name)` calls its own, are removed (Ctrl-C and SIGTERM held meanwhile), so a rerun cut half-way
+    leaves some of its own files, never an earlier run's beside them (r155: a new table.csv beside the earlier
+    summary.json and plots)."""
+    from servesim.simulator.interrupts import held, raise_caught
+
+    folder, names = Path(folder), set(names)
+    before = written_before(folder)
+    gone = {n for n in before if (n in names or owned(n)) and present(folder / n) and (folder / n).is_file()}
+    caught: list = []
+    with held(caught):
+        for name in gone:
+            (folder / name).unlink()
+        if gone:
+            record_written(folder, before - gone)
+    raise_caught(caught)
 
 
 def replace_written(folder: Path, names, owned) -> list[str]:
@@ -632,6 +652,9 @@ def path_problem(value) -> str | None:
     long = next((part for part in text.split(os.sep) if len(part.encode("utf-8", "surrogateescape")) > 255), None)
     if long is not None:
         return f"{long[:40]}...: a name past the file system's 255 bytes"
+    if len(text.encode("utf-8", "surrogateescape")) >= 4096:  # PATH_MAX (r155: the API's write raised OSError)
+        return f"{text[:40]}...: a path of {len(text.encode('utf-8', 'surrogateescape')):,} bytes, past the 4,096 " \
+               f"a path may have"
     try:  # r154: a loop of links was an internal error (pathlib's RuntimeError), a link to nothing refused late
         os.stat(text)
     except OSError as exc:

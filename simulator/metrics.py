@@ -672,11 +672,12 @@ class RunResult:
         classes = {k: v for k, v in config["workload"].items() if k == "slo_classes"}
         return config | {"workload": {"type": "trace", "path": str(path), "format": "servesim"} | classes}
 
-    def write(self, out_dir: str | Path, field: str = "out_dir", *, caller_writes_optional: bool = False,
+    def write(self, out_dir: str | Path, field: str = "out_dir", *, caller_writes_optional: tuple = (),
               **unknown) -> Path:
         """Everything `servesim run --out` writes but the picture; an error names `field` (the CLI's --out). An
-        earlier run's optional files (its Prometheus ones, its plot) are removed, said, unless the caller writes
-        and removes them itself (`servesim run`)."""
+        earlier run's optional files (its Prometheus ones, its plot, `caller_writes_optional`: those `servesim run`
+        writes again, and the vLLM result file) go as the four files replace the earlier run's, so no cut leaves
+        them beside this run's (r155); those not written again are said (by the caller where it writes some)."""
         from servesim.simulator.files import dump_yaml
 
         import os
@@ -718,24 +719,26 @@ class RunResult:
         if self._summary_text is not None and summary != self._summary_text:  # the tables beside it are the run's
             from servesim.simulator.config import say_once
 
-            say_once(["servesim: warning: RunResult.summary was edited after the run: summary.json holds what the "
-                      "run measured, as its tables beside it do"])
+            say_once([f"servesim: warning: RunResult.summary was edited after the run: {out / 'summary.json'} "
+                      f"holds what the run measured, as its tables beside it do"])  # each folder's (r155: once)
             summary = self._summary_text
         if summary is None:  # a summary made by hand, not by a run, holding what JSON cannot
             raise ConfigError("summary", "RunResult.summary holds values JSON cannot write")
-        from servesim.simulator.files import write_together
+        from servesim.simulator.files import present, write_together
 
+        earlier = written_before(out)
+        optional = tuple(caller_writes_optional) or OPTIONAL_RUN_FILES
+        gone = [n for n in optional if n in earlier and present(out / n)]  # an earlier run's (r152: left, unlisted)
         write_together(out, {"config.yaml": lambda p: p.write_text(config),
                              "summary.json": lambda p: p.write_text(summary),
                              "requests.parquet": lambda p: write_parquet(self.request_columns, p, TEXT_COLUMNS),
-                             "steps.parquet": lambda p: write_parquet(self.step_columns, p)})
-        if not caller_writes_optional:  # an earlier run's (r152: left, and dropped from the record)
+                             "steps.parquet": lambda p: write_parquet(self.step_columns, p)}, remove=gone)
+        if gone and not caller_writes_optional:
             from servesim.simulator.config import say_once
-            from servesim.simulator.files import remove_earlier, removed_note
+            from servesim.simulator.files import removed_note
 
-            if stale := remove_earlier(out, OPTIONAL_RUN_FILES, written_before(out)):
-                say_once([removed_note(out, stale)])
-        others = [n for n in written_before(out) if n not in RUN_FILES and n not in OPTIONAL_RUN_FILES]  # a sweep's
-        record_written(out, ["config.yaml", "summary.json", "requests.parquet", "steps.parquet"] + others  # tables
+            say_once([removed_note(out, gone)])
+        others = [n for n in earlier if n not in RUN_FILES and n not in OPTIONAL_RUN_FILES and n not in gone]
+        record_written(out, ["config.yaml", "summary.json", "requests.parquet", "steps.parquet"] + others  # a sweep's
                        + (["workload.jsonl"] if self.given_requests is not None else []))
         return out

@@ -252,10 +252,15 @@ _PARSED: dict[str, Profile] = {}  # checksum of a cached profile's text -> the p
 
 def _read_cached(path: Path) -> Profile | None:
     """A cached profile exactly as it was written (its checksum beside it), else None: it is rebuilt."""
+    from servesim.simulator.files import MAX_SETTINGS_BYTES
+
     try:
+        beside = path.with_suffix(".sha256")
+        if not all(p.is_file() and p.stat().st_size <= MAX_SETTINGS_BYTES for p in (path, beside)):
+            return None  # a FIFO or a device there is never read (r155: a FIFO hung every run of the deployment)
         text = path.read_text()
         checksum = _checksum(text)
-        if path.with_suffix(".sha256").read_text().strip() != checksum:
+        if beside.read_text().strip() != checksum:
             return None
         if checksum not in _PARSED:
             if len(_PARSED) >= 256:
@@ -271,9 +276,10 @@ def _write_cached(path: Path, prof: dict) -> None:
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text)
-        tmp.replace(path)  # atomic: parallel sweeps never read half a file
-        path.with_suffix(".sha256").write_text(_checksum(text) + "\n")
+        for target, content in ((path, text), (path.with_suffix(".sha256"), _checksum(text) + "\n")):
+            tmp.write_text(content)
+            tmp.replace(target)  # atomic: parallel sweeps never read half a file; whatever is there (a FIFO,
+            # r155) is replaced, never written through
     except OSError as exc:  # a read-only home (a container, a batch job): the run goes on, composing it each time
         try:
             tmp.unlink(missing_ok=True)

@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 
 from servesim.simulator.errors import ConfigError
-from servesim.simulator.files import add_written, replace_written
+from servesim.simulator.files import add_written, clear_earlier, replace_written
 
 
 MAX_PRICE = 1e6  # $ per GPU-hour: past any real price, and far from where a fleet's cost overflows
@@ -655,6 +655,7 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
         say_once([f"servesim: warning: no price for {', '.join(unpriced)} in {price_table['table']}: their rows "
                   f"meet the SLOs but are ranked after the priced ones; give prices with --prices"])
     out = Path(out)
+    clear_earlier(out, FILES[:3], lambda name: name.startswith("plot-recommend."))  # none of a rerun's cut beside
     table.to_csv(out / "recommend.csv", index=False)
     commands = vllm_commands(scenario, sets, table, top, list(axes))
     (out / "commands.txt").write_text("".join(f"# rank {c['rank']}: {c['replicas']} x"

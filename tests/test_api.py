@@ -87,11 +87,14 @@ def test_edits_to_a_scenario_object_are_simulated_and_checked():
 
 def test_write_writes_the_run_as_simulated(tmp_path, capsys):
     """An edited summary was written beside tables that said otherwise (round 72): write keeps to the run."""
-    run = servesim.simulate(None, SMALL)
+    run, other = servesim.simulate(None, SMALL), servesim.simulate(None, SMALL)
     measured = json.loads(json.dumps(run.summary))
     run.summary["p99_ttft_ms"] = -5
+    other.summary["completed"] = 999
     run.write(tmp_path)
     assert json.loads((tmp_path / "summary.json").read_text()) == measured
+    assert "RunResult.summary was edited after the run" in capsys.readouterr().err
+    other.write(tmp_path / "other")  # r155: a second result's edit, written after the first, went unsaid
     assert "RunResult.summary was edited after the run" in capsys.readouterr().err
     # r130: so with its config, which a notebook edits to make the next scenario (config.yaml said max_num_seqs 4
     # beside tables measured at 1024)

@@ -1261,6 +1261,14 @@ def test_round_153_a_resolved_value_edited_in_a_config_yaml_is_said(tmp_path, ca
     (tmp_path / "c.yaml").write_text(re.sub(r"(?m)^  num_gpu_blocks: \d+$", "  num_gpu_blocks: 100", text))
     assert main(["config", str(tmp_path / "c.yaml")]) == 0
     assert "resolved.num_gpu_blocks in" in capsys.readouterr().err
+    # r155: the per-GPU fields added in r154, and a key of the user's, were taken unsaid
+    for edit, says in ((r"(?m)^  weight_bytes_per_gpu: \d+$", "resolved.weight_bytes_per_gpu in"),
+                       (r"(?m)^  kv_bytes_per_token_per_gpu: \d+$", "resolved.kv_bytes_per_token_per_gpu in"),
+                       (r"(?m)^resolved:$", "resolved.bogus in")):
+        line = "resolved:\n  bogus: 1" if "bogus" in says else re.search(edit, text).group(0).split(":")[0] + ": 5"
+        (tmp_path / "c.yaml").write_text(re.sub(edit, line, text))
+        assert main(["config", str(tmp_path / "c.yaml")]) == 0
+        assert says in capsys.readouterr().err, says
 
 
 def test_round_153_a_copied_results_folder_names_the_workload_beside_its_config(tmp_path, capsys):
@@ -1394,3 +1402,36 @@ def test_round_154_a_rerun_cut_while_writing_leaves_the_earlier_run_whole(tmp_pa
     with pytest.raises(type(cut)):
         traces.write_jsonl(cut_rows(), trace)
     assert trace.read_bytes() == whole and sorted(p.name for p in tmp_path.iterdir()) == ["r", "w.jsonl"]
+
+
+def test_round_155_a_rerun_cut_after_its_tables_leaves_no_earlier_plot_or_metrics(tmp_path, monkeypatch, capsys):
+    """r155: a rerun cut (SIGTERM, Ctrl-C) after its four files replaced the earlier run's, before its plot and
+    Prometheus files, left the earlier run's latency.png and metrics.prom beside them, unlisted, kept by every run
+    after. They now go with the four files; what is in the folder is one run's."""
+    from servesim.simulator import plots
+
+    out = tmp_path / "r"
+    base = ["run", "--set", "workload.num_requests=20", "--out", str(out), "--quiet"]
+    assert main(base + ["--plot", "--prometheus"]) == 0
+    assert {"latency.png", "metrics.prom"} <= set(os.listdir(out))
+
+    def cut(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(plots, "latency_distributions", cut)
+    assert main(base[:2] + ["workload.num_requests=30"] + base[3:] + ["--plot"]) == 130
+    assert not {"latency.png", "metrics.prom", "prometheus.parquet"} & set(os.listdir(out))
+    assert json.loads((out / "summary.json").read_text())["completed"] == 30
+    monkeypatch.undo()
+    capsys.readouterr()
+    assert main(base) == 0 and sorted(os.listdir(out)) == [".servesim-files", "config.yaml", "requests.parquet",
+                                                           "steps.parquet", "summary.json"]
+
+
+def test_round_155_a_flag_or_a_set_key_given_twice_is_said(capsys):
+    """r155: `--gpu-memory-gib 80 --gpu-memory-gib 40` and `--set K=1 --set K=2` took the last, unsaid."""
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu-memory-gib", "80", "--gpu-memory-gib", "40"]) == 0
+    assert "--gpu-memory-gib is given twice (80.0 and 40.0): the last stands" in capsys.readouterr().err
+    assert main(["config", "--set", "workload.num_requests=1", "--set", "workload.num_requests=2"]) == 0
+    captured = capsys.readouterr()
+    assert "--set workload.num_requests is given 2 times" in captured.err and "num_requests: 2" in captured.out
+    assert main(["config", "--set", "workload.num_requests=1"]) == 0 and "given" not in capsys.readouterr().err

@@ -879,3 +879,20 @@ def test_round_143_the_roofline_reads_no_input_embedding_or_encoder_a_step():
     unread = (scout.vocab_size * scout.hidden_size + scout.encoder_params) * 2 / 8
     assert RooflineCostModel(scout, hw, c, 8)._weights_s * bw == \
         pytest.approx(scout.dense_weight_bytes_per_gpu(8) - unread)
+
+
+@needs_tables
+def test_round_155_a_fifo_in_the_profile_cache_is_never_read_nor_written_through(tmp_path, monkeypatch):
+    """r155: a FIFO at a cached profile's name hung every run of that deployment (read_text waited for a writer);
+    one at its checksum's name would hang the write. Neither is trusted: the profile is composed and written over."""
+    import os
+
+    monkeypatch.setenv("SERVESIM_CACHE_DIR", str(tmp_path))
+    sets = ["model=qwen3-8b", "hardware.gpu=gb200"]
+    first = load(None, sets).cost_model.step_time(DECODE_128)
+    (cached,) = (tmp_path / "profiles").glob("*.yaml")
+    for victim in (cached, cached.with_suffix(".sha256")):
+        victim.unlink()
+        os.mkfifo(victim)
+        assert load(None, sets).cost_model.step_time(DECODE_128) == first
+        assert victim.is_file()  # replaced by the composition written again

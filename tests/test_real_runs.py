@@ -1484,3 +1484,24 @@ def test_round_154_a_latency_measured_below_a_millisecond_is_judged_to_a_millise
                           "sim": [0.5, 18.4, 105.0, 0.0009], "error": [124.0, 4600.0, 0.05, 0.8]})
     assert failures(table, 0.1)["metric"].tolist() == ["queue p90 (ms)", "throughput (req/s)"]
     assert mean_abs_error(table) == pytest.approx((0.05 + 0.8) / 2)
+
+
+def test_round_155_a_comparison_rerun_cut_half_way_leaves_no_earlier_file_beside_its_own(tmp_path, monkeypatch):
+    """r155: compare rerun into its folder and cut (SIGTERM) after its table.csv left the earlier comparison's
+    summary.json, command.txt and plots beside it; they go as the rerun starts writing."""
+    from servesim.calibration import run_comparison
+    from servesim.simulator.cli import main
+
+    root = _shared_run()
+    out = tmp_path / "cmp"
+    args = ["compare", str(root), "--set", "hardware.gpu=rtx-pro-6000", "--out", str(out), "--quiet"]
+    assert main(args) in (0, 1)
+    assert {"summary.json", "command.txt", "table.csv"} <= {p.name for p in out.iterdir()}
+
+    def cut(*a, **k):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(run_comparison, "plot_comparison", cut)
+    assert main(args + ["--tolerance", "0.5"]) == 130
+    left = {p.name for p in out.iterdir()}
+    assert "table.csv" in left and not {"summary.json", "command.txt"} & left
+    assert not [n for n in left if n.endswith((".png", ".svg"))]
