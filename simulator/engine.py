@@ -87,6 +87,7 @@ class Replica:
             self.kv.drop_last_hit, self.kv.hash_lookahead = sp.eagle_block_drop, sp.lookahead_block_hashes
         if layout.local_groups:
             self.kv.admission_cap = not e.is_0_19  # 0.19 admits a prompt only where every group holds it whole
+            self.kv.frees_processed = not e.is_0_19 and rs.async_scheduling  # 0.19 frees on the tokens scheduled
         if e.enable_prefix_caching and layout.local_groups:  # 0.33's sparse window cache; 0.19 keeps every block
             self.kv.window_retention = None if e.is_0_19 else e.prefix_cache_retention_interval
             self.kv.eagle_margin = not e.is_0_19

@@ -97,6 +97,8 @@ class LocalGroups:
     the local groups' blocks of token blocks local_first onwards, one per group for each."""
 
     layout: KVLayout
+    frees_processed = False  # 0.33 with async scheduling: a window's blocks go on the tokens processed
+    step = 0  # the step being planned (the scheduler sets it)
     in_flight_tokens: int  # the budgets of the steps in flight: with the window, bounds a local group's blocks
     plain_running_path = False  # every step may free blocks the window left behind
     # 0.33 caps what admission asks of a local group at its window (max_admission_blocks_per_request); 0.19 asks for
@@ -115,8 +117,11 @@ class LocalGroups:
         revive = sum(1 for b in (*hit_blocks, *local_hits) if self.ref[b] == 0) if hits else 0  # hits still free
         computed = req.num_computed_tokens + hits * bs
         # token blocks the local layers no longer need: past a pulled prompt's too, as vLLM skips by the connector's
-        # external tokens (r153: a decode replica held a window's blocks for the whole prompt while it pulled)
-        first = lay.local.skipped_tokens(max(computed, skip_to)) // bs
+        # external tokens (r153: a decode replica held a window's blocks for the whole prompt while it pulled);
+        # 0.33 under async scheduling by the tokens processed, not those of the step still in flight (r155: freed a
+        # step early, a 6,000-token gpt-oss prompt's peak 502 blocks where vLLM holds 630)
+        lag = req.flight_tokens if self.frees_processed and req.flight_step == self.step - 1 else 0
+        first = lay.local.skipped_tokens(max(computed - lag, skip_to)) // bs
         held = len(req.local_blocks) // groups
         if held and first > req.local_first:  # vLLM's remove_skipped_blocks
             drop = min(held, first - req.local_first) * groups

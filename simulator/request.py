@@ -42,7 +42,8 @@ class Request:
         "num_hashed_blocks", "cached_tokens", "prefix_queries", "prefix_hits", "reserved_blocks",
         "recomputed_tokens", "recompute_end", "swapped_blocks", "num_swaps", "preempted_at", "time_preempted",
         "remote_kv", "pulled_tokens", "prefill_runs", "prefill_replica", "local_blocks", "local_first", "seq",
-        "joined_at", "lazy_keys", "prefix_junction", "engine_arrival", "sampled", "queued_at",
+        "joined_at", "lazy_keys", "prefix_junction", "engine_arrival", "sampled", "queued_at", "flight_step",
+        "flight_tokens",
     )
 
     def __init__(self, spec: RequestSpec, max_model_len: int, sends_max_tokens: bool = False, min_tokens: int = 0):
@@ -57,6 +58,9 @@ class Request:
         self.engine_arrival = spec.arrival_time
         self.sampled = False  # its last step sampled a token (not a partial chunk): only then has it drafts
         self.queued_at = spec.arrival_time  # when it last reached its scheduler's queue (an arrival, a pulled KV)
+        # the step it was last scheduled in and its tokens there: under 0.33's async scheduling still in flight as
+        # the next step is planned (hybrid_kv.LocalGroups frees a window's blocks only on the tokens processed)
+        self.flight_step, self.flight_tokens = -1, 0
         self.prompt_tokens = spec.prompt_tokens
         self.priority = spec.priority
         limit = spec.output_limit

@@ -185,6 +185,8 @@ class Scheduler:
                 return out
             cohort.dissolve(self.step)  # the plain loop below, with every request explicit
         s, kv, running, waiting = self.s, self.kv, self.running, self.waiting
+        if s.local_attention is not None:
+            kv.step = self.step  # the steps still in flight are the one before (hybrid_kv.LocalGroups)
         budget = s.max_num_batched_tokens
         room = s.input_budget or budget  # 0.33's input budget: tokens and draft slots (equal budgets: one binds)
         max_len = s.max_model_len
@@ -463,6 +465,8 @@ class Scheduler:
             r.sampled = c + n >= r.num_tokens
         if local is not None:
             pairs, decode_ctx = local.mix(pairs, local_pairs), local.mix(decode_ctx, local_ctx)
+            for r, n in zip(reqs, toks):
+                r.flight_step, r.flight_tokens = self.step, n
         decode_seqs += out.implicit
         decode_ctx += out.implicit_context
         out.shape = BatchShape(len(reqs) + out.implicit, prefill_tokens, pairs, decode_seqs, decode_ctx)

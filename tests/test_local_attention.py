@@ -310,7 +310,9 @@ def test_the_steps_report_layer_averaged_reads_and_the_blocks_vllm_holds(tmp_pat
     assert steps.prefill_attention_pairs[0] == (full_pairs + window_pairs) // 2  # 18 full, 18 sliding layers
     assert steps.decode_context_tokens[1] == (341 + 128) // 2
     assert steps.kv_blocks_used[0] == 22 + 22  # the prefill writes all 340 tokens in both groups
-    assert steps.kv_blocks_used[1] == 22 + 9  # then the sliding group keeps blocks 13..21 (tokens 213..340)
+    # then the sliding group keeps blocks 13..21 (tokens 213..340), once the prefill is processed: 0.33 plans the
+    # first decode with it in flight (async scheduling), and frees its window's blocks a step later (r155)
+    assert steps.kv_blocks_used[1] == 22 + 22 and steps.kv_blocks_used[2] == 22 + 9
     rs = load(None, ["model=gpt-oss-120b", "profile=roofline"])
     step = rs.cost_model.step_time  # and the roofline reads the layer-averaged context
     assert step(decode_shape(64, 64 * 564)) < step(decode_shape(64, 64 * 1001))
@@ -503,3 +505,22 @@ def test_round_153_a_pull_carries_and_holds_the_local_kv_the_decode_replica_read
     run = _pd_run("gpt-oss-120b", [4000], ["engine.max_model_len=8192", "cluster.kv_link_gbps=1"])
     decode = run.steps[run.steps.replica == 1]
     assert decode.kv_blocks_used.max() < 300  # 250 full blocks and the window's few, not 250 more
+
+
+@pytest.mark.parametrize("release, blocks", [("0.33.0", [256, 512, 630, 504, 385]),
+                                             ("0.19.0", [256, 392, 502, 385, 385])])
+def test_round_155_0_33_under_async_scheduling_frees_a_window_on_the_tokens_processed(release, blocks):
+    """r155: vLLM 0.33 frees a local group's blocks by the tokens processed (total computed less those in flight:
+    kv_cache_manager.allocate_slots), and under async scheduling the step before is still in flight as the next is
+    planned; servesim freed them on the tokens scheduled, as 0.19 does: a 6,000-token gpt-oss prompt in 2,048-token
+    chunks peaked at 502 blocks where 0.33 holds 630 (one full and one 128-token sliding group)."""
+    import servesim
+
+    base = {"model": "gpt-oss-120b", "engine.max_num_batched_tokens": 2048, "engine.max_model_len": 6100,
+            "engine.enable_prefix_caching": False, "engine.vllm_defaults": release,
+            "engine.num_gpu_blocks_override": 800}
+    run = servesim.simulate(None, base, requests=[servesim.RequestSpec(0, 0.0, 6000, 3)])
+    assert run.steps.kv_blocks_used.tolist()[:5] == blocks
+    sync = servesim.simulate(None, base | {"engine.async_scheduling": False},
+                             requests=[servesim.RequestSpec(0, 0.0, 6000, 3)])
+    assert sync.steps.kv_blocks_used.tolist()[:5] == [256, 392, 502, 385, 385]  # nothing in flight when planned
