@@ -39,8 +39,11 @@ KINDS = {  # kind -> (test, what the message says it must be)
 }
 
 
-def _plain(v):
-    """numpy scalars as the Python numbers the rest of servesim takes."""
+def _plain(v, field: str = "scenario"):
+    """numpy scalars as the Python numbers the rest of servesim takes; a complex one is none (r155: its imaginary
+    part dropped, numpy's warning leaking)."""
+    if isinstance(v, (np.complexfloating, complex)):
+        raise ConfigError(field, f"{v!r:.40}: a complex number is not a setting value")
     if isinstance(v, np.bool_):
         return bool(v)
     if isinstance(v, np.integer):
@@ -48,16 +51,22 @@ def _plain(v):
     return float(v) if isinstance(v, np.floating) else v
 
 
+def _within(field: str, key) -> str:
+    """The name of a value inside a mapping, for its errors: workload.arrival.rate, not the scenario."""
+    return str(key) if field == "scenario" else f"{field}.{key}"
+
+
 def plain_values(v, field: str = "scenario", depth: int = 0):
     """A setting value as YAML can say it: numpy numbers and arrays, tuples and paths, at any depth, as the Python
     numbers, lists and text they stand for (a list of np.int64 was "not a setting value")."""
     if depth > MAX_NESTING:  # a RecursionError escaped (round 79): a value that contains itself, or nests deeper
-        raise ConfigError(field, f"nests more than {MAX_NESTING} levels deep (or contains itself): no setting does")
+        raise ConfigError(".".join(field.split(".")[:2]), f"nests more than {MAX_NESTING} levels deep (or contains "
+                                                         f"itself): no setting does")
     if isinstance(v, Mapping):
         bad = next((k for k in v if isinstance(k, (tuple, list, Mapping, np.ndarray))), None)
         if bad is not None:  # r149: a tuple key became a list, then a TypeError (unhashable) as a key
             raise ConfigError(field, f"{bad!r:.60}: a setting's name is text")
-        return {plain_values(k, field, depth + 1): plain_values(x, field, depth + 1) for k, x in v.items()}
+        return {plain_values(k, field, depth + 1): plain_values(x, _within(field, k), depth + 1) for k, x in v.items()}
     if isinstance(v, np.ndarray):  # a 0-d array is one number (tolist() gives the scalar)
         return plain_values(v.tolist(), field, depth) if v.ndim == 0 else \
             [plain_values(x, field, depth + 1) for x in v.tolist()]
@@ -65,7 +74,7 @@ def plain_values(v, field: str = "scenario", depth: int = 0):
         return [plain_values(x, field, depth + 1) for x in v]
     if isinstance(v, os.PathLike):
         return os.fspath(v)
-    return _plain(v)
+    return _plain(v, field)
 
 
 _IN_CALL = [0]  # API calls under way in this thread of control: the outermost says its warnings afresh

@@ -661,6 +661,18 @@ def flag_settings(sets: list[str], flags: list[tuple[str, str, Any]]) -> list[st
     return list(sets) + added
 
 
+def _unwritable(value: Any) -> Any:
+    """The part of a value YAML cannot write: a list's or mapping's first such element (r155: a list of a complex
+    was called "a list"), else the value itself."""
+    parts = list(value.values()) if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else []
+    for part in parts:
+        try:
+            dump_yaml(part.item() if isinstance(part, np.generic) else part, flow=True)
+        except yaml.YAMLError:
+            return _unwritable(part)
+    return value
+
+
 def override(key: str, value: Any) -> str:
     """The --set text that apply_overrides reads back as exactly `value` (a Python value, not YAML text):
     None, True, 1e-05 and the string 'null' each survive, which f"{key}={value}" does not."""
@@ -669,8 +681,8 @@ def override(key: str, value: Any) -> str:
     try:
         text = dump_yaml(value, flow=True)
     except yaml.YAMLError:
-        raise ConfigError(key, f"a {type(value).__name__} is not a setting value (numbers, strings, booleans, "
-                               f"None, lists and mappings of them are)") from None
+        raise ConfigError(key, f"a {type(_unwritable(value)).__name__} is not a setting value (numbers, strings, "
+                               f"booleans, None, lists and mappings of them are)") from None
     return f"{key}=" + text.removesuffix("\n...\n").strip()  # a scalar's document-end marker
 
 

@@ -4,6 +4,7 @@ import json
 import math
 import re
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -522,7 +523,7 @@ def test_a_value_nesting_without_end_is_a_config_error():
         deep = [deep]
     loop: dict = {}
     loop["x"] = loop
-    for args, field in (((None, {"engine.block_size": deep}), "engine.block_size"), (({"engine": loop},), "scenario")):
+    for args, field in (((None, {"engine.block_size": deep}), "engine.block_size"), (({"engine": loop},), "engine.x")):
         with pytest.raises(servesim.ConfigError, match=f"{field}: nests more than 64 levels"):
             servesim.simulate(*args)
 
@@ -839,3 +840,14 @@ def test_round_152_write_removes_an_earlier_runs_optional_files_and_names_what_i
     assert "removed metrics.prom, prometheus.parquet" in capsys.readouterr().err
     with pytest.raises(servesim.ConfigError, match="^write: takes no argument 'prometheus'"):
         servesim.simulate(None, {"workload.num_requests": 5, "profile": "teaching"}).write(tmp_path, prometheus=True)
+
+
+def test_round_155_a_complex_number_is_no_setting_and_its_error_names_it():
+    """r155: a numpy complex in a scenario mapping ran with its imaginary part dropped (numpy's warning leaking);
+    inside a list given in overrides the error called the list "not a setting value"."""
+    with pytest.raises(servesim.ConfigError, match=r"^workload.arrival.rate: .*a complex number is not a setting"):
+        servesim.simulate({"workload": {"num_requests": 5, "arrival": {"rate": np.complex128(2 + 1j)}}})
+    from servesim.simulator.config import override
+
+    with pytest.raises(servesim.ConfigError, match="a complex is not a setting value"):
+        override("engine.cudagraph_capture_sizes", [8, 2 + 1j])
