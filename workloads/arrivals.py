@@ -101,26 +101,15 @@ class Arrival(Settings):
         seed sends the same requests at every rate, as vLLM's does (round 125); None: servesim's, the lengths'."""
         return np.random.RandomState(seed) if self.vllm_client_draws else None
 
-    @property
-    def draws_like_poisson(self) -> bool:
-        """Whether its gaps take the draws a Poisson stream's do, one exponential a request (a curve's, on-off's,
-        a shape-1 gamma's): the lengths drawn after them are the same as under Poisson."""
-        return not (self.process in ("constant", "burst") or self.process == "gamma" and self.cv != 1)
-
     def gap_stream(self, seed: int, count: int | None, rng: np.random.Generator):
         """The stream an open loop's gaps are drawn from: vLLM's client's own (vllm_client_draws); a stream of
-        their own where a duration, not a count, ends the arrivals (r138); else the lengths' stream, which a gap
-        process drawing otherwise than Poisson's advances as Poisson's would, drawing from a stream of its own,
-        so each request's lengths are the same under any arrival process (r155: a gamma's cv redrew them all)."""
+        their own where a duration, not a count, ends the arrivals (r138); else the lengths' stream, before them
+        (so a gamma of cv other than 1, a constant or a burst, drawing otherwise than Poisson's, draws other lengths:
+        the docs' real measurements of bursty levels were made with those requests)."""
         client = self.client_generator(seed)
         if client is not None:
             return client
-        if count is None:
-            return np.random.default_rng([seed, 1])
-        if not self.draws_like_poisson:
-            rng.exponential(size=count)
-            return np.random.default_rng([seed, 2])
-        return rng
+        return np.random.default_rng([seed, 1]) if count is None else rng
 
     def times(self, n: int | None, duration_s: float | None, rng: np.random.Generator) -> np.ndarray:
         """Arrival times of at most n requests within [0, duration_s), the first at 0 (after a gap of its own with
