@@ -25,16 +25,23 @@ def main() -> int:
     sys.stdout = sys.stdout or open(os.devnull, "w")
     sys.stderr = sys.stderr or open(os.devnull, "w")
     try:
-        from servesim.simulator.interrupts import raise_on_sigterm
-
-        raise_on_sigterm()
         from servesim.simulator.cli import main as cli_main
         from servesim.simulator.cli_output import STDOUT_CLOSED, GuardedStream
+        from servesim.simulator.interrupts import raise_on_sigterm
+
+        # after the modules load: raised inside pydantic_core's import, SIGTERM became a Rust panic with its own
+        # message (r156); before, it ends the process as it always did, nothing written yet
+        raise_on_sigterm()
 
         sys.stdout, sys.stderr = GuardedStream(sys.stdout, "stdout"), GuardedStream(sys.stderr, "stderr")
         STDOUT_CLOSED[0] = closed
-    except KeyboardInterrupt as exc:
-        print(f"servesim: {'terminated' if type(exc).__name__ == 'Terminated' else 'interrupted'}",
+    except BaseException as exc:  # a signal while modules load, or a library's panic it caused
+        from servesim.simulator.interrupts import as_interrupt
+
+        signal = as_interrupt(exc)
+        if signal is None:
+            raise
+        print(f"servesim: {'terminated' if type(signal).__name__ == 'Terminated' else 'interrupted'}",
               file=sys.stderr)
-        return 143 if type(exc).__name__ == "Terminated" else 130
+        return 143 if type(signal).__name__ == "Terminated" else 130
     return cli_main()

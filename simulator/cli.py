@@ -98,7 +98,7 @@ def cmd_run(args, after=None) -> int:
             raise ConfigError(f"--{k.replace('_', '-')}", f"--set simulation.{k} gives it too: give one")
     rs = load(args.scenario, args.set + [f"simulation.{k}={getattr(args, k)}" for k in window])
     from servesim.simulator.files import hold_folder, refuse_folder_over_inputs, refuse_writing_over
-    from servesim.simulator.files import present, record_written, removed_note, written_before
+    from servesim.simulator.files import add_written, present, record_written, removed_note, written_before
     from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window
 
     inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
@@ -122,6 +122,7 @@ def cmd_run(args, after=None) -> int:
 
         extra += write_prometheus(result, out, rs.scenario.model if isinstance(rs.scenario.model, str) else rs.arch.name,
                                   rs.scenario.engine.vllm_defaults)  # the release's families and counting
+    add_written(out, extra)  # listed as they are written: a cut while plotting left them unlisted, kept (r156)
     for w in result.warnings:
         print(f"servesim: warning: {w}", file=sys.stderr)
     _say_dropped(args.set)
@@ -956,6 +957,12 @@ def _dispatch(args) -> int:
         print(f"servesim: internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}; "
               f"rerun with --debug for the traceback", file=sys.stderr)
         return 3
+    except BaseException as exc:  # not an Exception: a library's panic a signal caused (pyo3's, r156)
+        from servesim.simulator.interrupts import as_interrupt
+
+        if isinstance(exc, (SystemExit, GeneratorExit)) or (signal := as_interrupt(exc)) is None:
+            raise
+        return _interrupted(signal)
 
 
 if __name__ == "__main__":

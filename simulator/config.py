@@ -1437,6 +1437,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         say_once([f"servesim: warning: engine.max_num_batched_tokens ({tokens:,}) exceeds max_num_seqs x "
                   f"max_model_len ({seqs * max_model_len:,}): no step can fill it"])
     step_tokens, active_seqs = _drafting_limits(e, sp, tokens, seqs, max_model_len)
+    pads = sp.num_speculative_tokens if sp.method == "fixed" and not e.is_0_19 else 0
     scheduler = SchedulerSettings(  # a step holds at most the budget: vLLM's model runner is sized for it
         max_num_batched_tokens=step_tokens,
         max_num_seqs=active_seqs,  # admission into RUNNING; max_num_seqs sizes the graphs
@@ -1449,9 +1450,16 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         input_budget=tokens if slots and step_tokens < tokens else None,  # 0.33: max_num_scheduled_tokens apart
         lookahead_slots=sp.lookahead_slots if sp.method != "none" else 0,
         lookahead_at_admission=not e.is_0_19,
-        pads_new_decodes=sp.num_speculative_tokens if sp.method == "fixed" and not e.is_0_19 else 0,
+        pads_new_decodes=pads,
         scheduler_reserve_full_isl=e.scheduler_reserve_full_isl, local_attention=local,
         loaded_by_priority=e.is_0_19 and scenario.policies.queue == "priority")
+    room = min(step_tokens, (scheduler.input_budget or step_tokens) - scheduler.draft_slots)  # an admission's most
+    if pads and room < 1 + pads:  # r156: the run stopped, an internal error
+        raise ConfigError("engine.max_num_batched_tokens", f"{tokens}: leaves {room} token(s) for an admission, below "
+                                                           f"1 + num_speculative_tokens ({1 + pads}): vLLM 0.33 pads "
+                                                           f"an admission with one token left (a full prefix hit, a "
+                                                           f"pulled prompt) to 1 + k and waits for room, which a step "
+                                                           f"never has")
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens, layout, scheduler,
                             derived_block_size=derived_block_size, reserved_memory_bytes=reserved,

@@ -16,8 +16,26 @@ class Terminated(KeyboardInterrupt):
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+RECEIVED: list = []  # the signals raised so far: a library that turns the exception into its own (pyo3's panic
+# while pydantic_core imports the datetime C API, r156) still ends the command as the signal would
+
+
 def _raise_terminated(signum, frame):
+    RECEIVED.append(signum)
     raise Terminated
+
+
+def as_interrupt(exc: BaseException) -> KeyboardInterrupt | None:
+    """The interrupt behind an exception: itself, one in its chain, or, for a library's panic raised while a
+    SIGTERM was being raised in it, Terminated; None: not an interrupt."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, KeyboardInterrupt):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    if type(exc).__name__ == "PanicException" and signal.SIGTERM in RECEIVED:
+        return Terminated()
+    return None
 
 
 def raise_on_sigterm() -> None:

@@ -641,6 +641,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         for dest in LB_FLAGS:
             if dest in serve:  # (0.19 has no multi-port flag)
                 not_modelled.pop(_flag("serve", dest, version), None)
+    _api_servers(serve, version, not_modelled)
     for dest in ("max_num_partial_prefills", "max_long_partial_prefills"):  # 0.19's _check_feature_supported
         if version == "0.19.0" and serve.get(dest, 1) != 1:
             raise ConfigError(_flag("serve", dest, version), f"{serve[dest]}: vLLM 0.19 does not start with it "
@@ -1319,6 +1320,32 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         if key not in used:
             not_modelled[f"{field}.{key}"] = value
     return out, method, config
+
+
+def _api_servers(serve: dict, version: str, not_modelled: dict) -> None:
+    """The API servers the line starts (vLLM's serve CLI: --api-server-count, by default one per local DP rank under
+    internal or hybrid balancing, one under external): each balances the DP ranks from its own start, where servesim
+    balances as one. One is what servesim simulates; more are said, given or not (r156: the default went unsaid,
+    and an explicit 1 was called not modelled)."""
+    flag = _flag("serve", "api_server_count", version)
+    dp = serve.get("data_parallel_size") or 1
+    if serve.get("data_parallel_external_lb") or serve.get("data_parallel_rank") is not None \
+            or serve.get("data_parallel_multi_port_external_lb"):
+        default = 1
+    elif serve.get("data_parallel_hybrid_lb") or serve.get("data_parallel_start_rank") is not None:
+        default = serve.get("data_parallel_size_local") or 1
+    else:
+        default = dp
+    count = serve.get("api_server_count")
+    servers = count if count is not None else default
+    if servers == 1 or dp == 1 and count is None:
+        not_modelled.pop(flag, None)
+    elif count is None:
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: vLLM starts {servers} API servers for this line ({flag}'s default under "
+                  f"{dp} DP ranks), each balancing the ranks from its own first pick; servesim balances them as one "
+                  f"(give {flag} 1 for what it simulates)"])
 
 
 def _without_sliding_window(settings: dict, arch, version: str, not_modelled: dict) -> None:

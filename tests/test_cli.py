@@ -1421,6 +1421,9 @@ def test_round_155_a_rerun_cut_after_its_tables_leaves_no_earlier_plot_or_metric
     assert main(base[:2] + ["workload.num_requests=30"] + base[3:] + ["--plot"]) == 130
     assert not {"latency.png", "metrics.prom", "prometheus.parquet"} & set(os.listdir(out))
     assert json.loads((out / "summary.json").read_text())["completed"] == 30
+    # r156: cut while plotting, its own Prometheus files were unlisted, and kept by every run after it
+    assert main(base[:2] + ["workload.num_requests=30"] + base[3:] + ["--plot", "--prometheus"]) == 130
+    assert "metrics.prom" in (out / ".servesim-files").read_text().split()
     monkeypatch.undo()
     capsys.readouterr()
     assert main(base) == 0 and sorted(os.listdir(out)) == [".servesim-files", "config.yaml", "requests.parquet",

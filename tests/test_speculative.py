@@ -319,3 +319,14 @@ def test_round_154_0_33_pads_an_admission_with_one_token_left_to_k_placeholder_d
     both = tight.steps.num_running.eq(2)
     assert (tight.requests.first_token_time[1] > tight.requests.finish_time[0]) == padded, tight.steps
     assert both.any() != padded
+
+
+def test_round_156_a_budget_with_no_room_for_a_padded_admission_is_refused():
+    """r156: under 0.33 a budget below 1 + k left a padded admission (a full prefix hit, a pulled prompt) waiting
+    for good: the run stopped, an internal error ("nothing schedulable"). Refused in one line; 0.19 pads nothing."""
+    sets = ["speculative.method=fixed", "speculative.num_speculative_tokens=4", "engine.max_num_batched_tokens=4",
+            "engine.enable_chunked_prefill=true", "engine.max_model_len=2048", "profile=roofline"]
+    with pytest.raises(ConfigError, match="below 1 \\+ num_speculative_tokens \\(5\\)") as e:
+        load(None, sets)
+    assert e.value.field == "engine.max_num_batched_tokens"
+    load(None, sets[:2] + ["engine.max_num_batched_tokens=5"] + sets[3:])

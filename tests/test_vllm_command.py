@@ -3719,3 +3719,17 @@ def test_a_pooling_backend_is_refused_naming_the_releases_own_backends(capsys):
         assert main(["vllm", "--vllm-version", release, "--config", "serve", "meta-llama/Llama-3.1-8B-Instruct",
                      "--", "bench", "serve", "--backend", "vllm-pooling"]) == 2
         assert says in capsys.readouterr().err
+
+
+def test_round_156_vllm_starts_an_api_server_per_dp_rank_by_default_and_it_is_said(capsys):
+    """r156: `-dp 2` starts two API servers in vLLM (serve.py: api_server_count defaults to data_parallel_size under
+    internal balancing), each balancing the ranks from its own start; servesim balances as one, unsaid, and called
+    an explicit --api-server-count 1 (what it simulates) not modelled."""
+    line = ["vllm", "--config", "serve", "meta-llama/Llama-3.1-8B-Instruct", "-dp", "2"]
+    assert main(line) == 0
+    assert "vLLM starts 2 API servers" in capsys.readouterr().err
+    assert main(line + ["--api-server-count", "1"]) == 0
+    assert "api-server-count" not in capsys.readouterr().err
+    assert main(line + ["--api-server-count", "2"]) == 0
+    assert "not modelled, recorded in vllm_command.json: --api-server-count" in capsys.readouterr().err
+    assert main(line[:-2] + ["--api-server-count", "1"]) == 0 and "api" not in capsys.readouterr().err
