@@ -2181,7 +2181,24 @@ def _bench(bench: dict, not_modelled: dict, version: str, max_logprobs: int = 20
         unused = dest in ("ramp_up_start_rps", "ramp_up_end_rps") and "ramp_up_strategy" not in bench  # vLLM's too
         if unused or (dest not in BENCH_RESULT and dest not in BENCH_WORKLOAD):
             not_modelled[_flag("bench_serve", dest, version)] = v
+    _say_unreported(o)
     return o, w
+
+
+def _say_unreported(o) -> None:
+    """--percentile-metrics naming the client's queue, which vLLM 0.33 reports only with --max-concurrency (and
+    the queue-inclusive latency at a finite rate): left out silently by vLLM, said here (r156)."""
+    from servesim.simulator.config import say_once
+
+    missing = [m for m, reported in (("client_queue_time", o.max_concurrency is not None),
+                                     ("e2el_including_client_queue",
+                                      o.max_concurrency is not None and o.request_rate < math.inf))
+               if m in o.percentile_metrics and not reported]
+    if missing:
+        say_once([f"servesim: warning: vllm bench serve --percentile-metrics {','.join(missing)}: vLLM reports "
+                  f"{'it' if len(missing) == 1 else 'them'} only with --max-concurrency"
+                  f"{' and a finite --request-rate' if 'e2el_including_client_queue' in missing else ''}, so the "
+                  f"result leaves {'it' if len(missing) == 1 else 'them'} out, as vLLM's does"])
 
 
 # SamplingParams._verify_args (sampling_params.py) on what the client sends: a value outside is a 400 to every
@@ -2426,6 +2443,11 @@ def _range_ratios(value, version: str = VLLM_VERSION) -> tuple[float, float]:
     return ratios[0], ratios[-1]
 
 
+RANDOM_LENGTHS = ("input_len", "random_input_len", "random_output_len", "random_prefix_len")  # the random dataset's
+PREFIX_REPETITION_LENGTHS = ("prefix_repetition_prefix_len", "prefix_repetition_suffix_len",
+                             "prefix_repetition_num_prefixes", "prefix_repetition_output_len")
+
+
 def _lengths(bench: dict, name: str, version: str) -> dict:
     # the random dataset's lengths: any integer, as vLLM takes them (an input below 0 is 0, an output at least 1, a
     # prefix below 0 takes its tokens off every prompt); prefix_repetition's held to what it can send. Each dataset
@@ -2442,6 +2464,13 @@ def _lengths(bench: dict, name: str, version: str) -> dict:
                 raise ConfigError("vllm bench serve --random-range-ratio", f"{given!r:.80}: vLLM 0.33 reads it (a "
                                                                            f"number, or JSON) for every dataset and "
                                                                            f"stops before its first request")
+    other = RANDOM_LENGTHS if name == "prefix_repetition" else PREFIX_REPETITION_LENGTHS
+    if ignored := [_flag("bench_serve", d, version) for d in other if d in bench]:  # (r156: --input-len 2000 with
+        from servesim.simulator.config import say_once  # prefix_repetition sent its 256-token default, unsaid)
+
+        say_once([f"servesim: warning: {', '.join(ignored)} {'has' if len(ignored) == 1 else 'have'} no effect with "
+                  f"--dataset-name {name}: vLLM's client reads {'it' if len(ignored) == 1 else 'them'} for the "
+                  f"{'random' if name == 'prefix_repetition' else 'prefix_repetition'} dataset only"])
     if name == "random":
         in_ratio, out_ratio = _range_ratios(bench.get("random_range_ratio", 0.0), version)
         inp = max(0, bench.get("input_len", bench.get("random_input_len", 1024)))

@@ -3733,3 +3733,21 @@ def test_round_156_vllm_starts_an_api_server_per_dp_rank_by_default_and_it_is_sa
     assert main(line + ["--api-server-count", "2"]) == 0
     assert "not modelled, recorded in vllm_command.json: --api-server-count" in capsys.readouterr().err
     assert main(line[:-2] + ["--api-server-count", "1"]) == 0 and "api" not in capsys.readouterr().err
+
+
+def test_round_156_another_datasets_lengths_and_unreported_metrics_are_said(capsys):
+    """r156: --input-len 2000 beside --dataset-name prefix_repetition sent the dataset's 256-token default, unsaid
+    (vLLM's client reads it for the random dataset only); --percentile-metrics client_queue_time without
+    --max-concurrency reported nothing, unsaid (vLLM leaves it out the same way)."""
+    line = ["vllm", "--config", "serve", "meta-llama/Llama-3.1-8B-Instruct", "--", "bench", "serve",
+            "--num-prompts", "20", "--request-rate", "5"]
+    assert main(line + ["--dataset-name", "prefix_repetition", "--input-len", "2000", "--ignore-eos"]) == 0
+    assert "--input-len has no effect with --dataset-name prefix_repetition" in capsys.readouterr().err
+    assert main(line + ["--prefix-repetition-prefix-len", "500"]) == 0
+    assert "--prefix-repetition-prefix-len has no effect with --dataset-name random" in capsys.readouterr().err
+    assert main(line + ["--percentile-metrics", "ttft,client_queue_time"]) == 0
+    assert "--percentile-metrics client_queue_time: vLLM reports it only with --max-concurrency" in \
+        capsys.readouterr().err
+    assert main(line + ["--percentile-metrics", "ttft,client_queue_time", "--max-concurrency", "4",
+                        "--input-len", "100"]) == 0
+    assert "warning" not in capsys.readouterr().err
