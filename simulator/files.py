@@ -405,6 +405,7 @@ def write_together(folder: Path, writers: dict, remove=()) -> None:
         for name, write in writers.items():
             tmp = Path(folder) / f".{name}.servesim-tmp"
             staged.append(tmp)
+            tmp.unlink(missing_ok=True)  # a killed writer's leftover, or a link there: never written through
             write(tmp)
     except BaseException:
         for tmp in staged:

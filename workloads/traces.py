@@ -770,6 +770,8 @@ def write_jsonl(specs: Iterable[RequestSpec], path) -> Path:
     except FileNotFoundError:
         whole = True
     target = path.with_name(f".{path.name}.servesim-tmp") if whole else path
+    if whole:
+        target.unlink(missing_ok=True)  # a killed writer's leftover, or a link there: never written through
     try:
         with target.open("w", encoding="utf-8") as f:
             for s in specs:
