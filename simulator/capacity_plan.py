@@ -36,7 +36,7 @@ _max_model_len.__name__ = "int"  # argparse names the type in its own messages
 ARGUMENTS = {
     "gpu_memory_gib": ("--gpu-memory-gib", number(float, gt=0, le=MAX_GIB)),
     "gpu_memory_utilization": ("--gpu-memory-utilization", FRACTION),
-    "weights_gib": ("--weights-gib", number(float, ge=0, le=MAX_GIB)),
+    "weights_gib": ("--weights-gib", number(float, gt=0, le=MAX_GIB)),  # a model has weights (r157: 0 taken)
     "reserved_memory_gib": ("--reserved-memory-gib", number(float, ge=0, le=MAX_GIB)),
     "max_num_seqs": ("--max-num-seqs", number(int, ge=1, le=MAX_TOKENS)),
     "max_num_batched_tokens": ("--max-num-batched-tokens", number(int, ge=1, le=MAX_TOKENS)),

@@ -78,6 +78,7 @@ def test_cli_text(capsys):
     # r124: the memory given was said as the default GPU's name, --gpu generic-80gb
     (["--weights-gib", "100"], "(--gpu-memory-gib 80, --tensor-parallel-size 1)"),
     (["--block-size", "0"], "--block-size: must be >= 1"),
+    (["--weights-gib", "0"], "--weights-gib: must be > 0"),  # r157: an 8B model of no weights was taken
     (["--gpu-memory-gib", "inf"], "--gpu-memory-gib: must be a finite number"),
     (["-tp", "3", "--model", "llama-3.1-8b"], "--tensor-parallel-size: 32 attention heads do not split over 3"),
     # round 92: Qwen2.5-7B's 4 KV heads over 7 or 14 GPUs (its 28 query heads split): vLLM's QKVParallelLinear refuses
