@@ -319,7 +319,7 @@ def refuse_below_a_file(path: Path, field: str, message: str) -> None:
 
 # endings that name a file's format: a file of another format under one of them misleads whoever reads it
 FORMAT_SUFFIXES = (".parquet", ".pq", ".csv", ".tsv", ".json", ".jsonl", ".yaml", ".yml", ".arrow", ".feather", ".xlsx",
-                   ".pkl", ".pickle")
+                   ".pkl", ".pickle", ".gz", ".bz2", ".xz", ".zst", ".zip")  # compressed: servesim writes plain text
 
 
 def named_for(path: str | Path, field: str, written: str, suffixes: tuple[str, ...], only: bool = True) -> None:

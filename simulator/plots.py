@@ -229,8 +229,8 @@ def goodput_vs_rate(table, path, x: str = "workload.arrival.rate", by: str | Non
         suffix = f" ({name})" if by and by in table else ""
         ax.plot(g[x], g["request_goodput"], "-o", color=color, label="goodput" + suffix)
         ax.plot(g[x], g["request_throughput"], ":", color=color, label="throughput" + suffix)
-    if "offered_rate" in table and table["offered_rate"].notna().any():  # the requests/s the runs offered: a
-        # session workload's rate counts sessions, whose turns offer more requests than it says
+    if x != "offered_rate" and "offered_rate" in table and table["offered_rate"].notna().any():  # the requests/s
+        # the runs offered: a session workload's rate counts sessions, whose turns offer more requests than it says
         offered = table.groupby(x)["offered_rate"].mean().reset_index()
         ax.plot(offered[x], offered["offered_rate"], color="grey", lw=0.8, label="offered load (req/s)")
     else:
@@ -489,8 +489,12 @@ def _plot_results(results, kind: str, out, x: str, by: str | None, title: str | 
     load_axis = x if kind in LOAD_AXIS_KINDS else None
     if load_axis and by == load_axis:
         raise ConfigError("--by", f"{load_axis!r} is the --x axis already: give another column to split the lines by")
-    if by is not None and by in PLOT_COLUMNS[kind]:
+    measured = PLOT_COLUMNS[kind] + ["request_goodput"] * (kind == "goodput")
+    if by is not None and by in measured:
         raise ConfigError("--by", f"{by!r} is what the plot measures: give a setting column to split it by")
+    if load_axis in measured:  # (r157: a latency drawn against itself)
+        raise ConfigError("--x", f"{load_axis!r} is what the plot measures: give the load axis (a swept rate, or "
+                                 f"offered_rate)")
     for flag, col in (("--x", load_axis), ("--by", by)):
         if col and col not in table:
             raise ConfigError(flag, f"{col!r} is not a column of {table_path}")

@@ -729,3 +729,22 @@ def test_round_153_a_swept_slo_is_not_stated_as_every_runs(tmp_path):
                  "{a: {ttft_ms: 50}}", "--zip", "workload.arrival.rate=2,4,8", "--set", "workload.num_requests=20",
                  "--set", "profile=teaching", "--out", str(tmp_path)]) == 0
     assert judged_slos(tmp_path, pd.read_parquet(tmp_path / "sweep.parquet")) is None
+
+
+def test_round_157_goodput_against_offered_rate_and_measured_axes(tmp_path, capsys):
+    """r157: `plot --kind goodput --x offered_rate` was an internal error (the offered line grouped offered_rate by
+    itself); an --x or --by that the plot measures (p99_ttft_ms, request_goodput) drew a figure against itself;
+    `workload write --out w.jsonl.gz` wrote plain JSON lines into a .gz."""
+    sweep = tmp_path / "sw"
+    assert main(["sweep", "--grid", "workload.arrival.rate=2,5", "--set", "workload.num_requests=30", "--set",
+                 "workload.slo_classes={gold: {weight: 1, ttft_ms: 500, tpot_ms: 50}}", "--set", "profile=teaching",
+                 "--jobs", "1", "--no-progress", "--quiet", "--out", str(sweep)]) == 0
+    assert main(["plot", str(sweep), "--kind", "goodput", "--x", "offered_rate", "--out", str(tmp_path / "g")]) == 0
+    assert (tmp_path / "g.png").is_file()
+    capsys.readouterr()
+    for args, says in ((["--kind", "latency-vs-rate", "--x", "p99_ttft_ms"], "--x: 'p99_ttft_ms' is what the plot"),
+                       (["--kind", "goodput", "--by", "request_goodput"], "--by: 'request_goodput' is what the plot")):
+        assert main(["plot", str(sweep), *args, "--out", str(tmp_path / "x")]) == 2
+        assert says in capsys.readouterr().err
+    assert main(["workload", "write", "--set", "workload.num_requests=3", "--out", str(tmp_path / "w.jsonl.gz")]) == 2
+    assert "give a name ending in .jsonl or .json" in capsys.readouterr().err
