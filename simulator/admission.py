@@ -95,8 +95,7 @@ def predicted_queue_wait(sched, req, prefill_tokens_per_s: float, now: float, pr
     gaps, last = sched.service_gaps, sched.last_admission
     oldest = min(r.queued_at for r in sched.waiting.unordered())
     stalled = now - max(oldest, last) if last is not None else 0.0  # the queue held, nobody admitted since
-    recent = list(gaps)[-RECENT_GAPS:]
-    gap = max(sum(recent) / len(recent) if recent else 0.0, stalled)
+    gap = max(sum(gaps) / len(gaps) if gaps else 0.0, stalled)
     return max(prefill, ahead * gap)
 
 

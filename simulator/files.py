@@ -444,7 +444,7 @@ def clear_earlier(folder: Path, names, owned) -> None:
 
     folder, names = Path(folder), set(names)
     before = written_before(folder)
-    gone = {n for n in before if (n in names or owned(n)) and present(folder / n) and (folder / n).is_file()}
+    gone = {n for n in before if (n in names or owned(n)) and (folder / n).is_file()}
     caught: list = []
     with held(caught):
         for name in gone:

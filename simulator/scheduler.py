@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from itertools import count
 from operator import attrgetter
 
-from servesim.simulator.admission import AdmissionRules
+from servesim.simulator.admission import RECENT_GAPS, AdmissionRules
 from servesim.simulator.batch import BatchShape
 from servesim.simulator.decode_cohort import DecodeCohort
 from servesim.simulator.kv_cache import KVBlockManager
@@ -115,7 +115,7 @@ class Scheduler:
         # the engine's pace, for queue-wait predictions (admission.predicted_queue_wait): the gaps between first
         # admissions of requests already waiting at the one before (a backlog's; an idle engine's gaps are the
         # arrivals', r155), and the last first admission
-        self.service_gaps: deque = deque(maxlen=64)
+        self.service_gaps: deque = deque(maxlen=RECENT_GAPS)
         self.last_admission: float | None = None
         self._now = 0.0
         # async scheduling: vLLM plans a step while the one before it runs, so a request that reached the queue

@@ -760,8 +760,16 @@ def write_jsonl(specs: Iterable[RequestSpec], path) -> Path:
     read_trace renumbers ids and sorts by arrival, so the round trip is == for a stream
     already in that order with ids 0, 1, ... (what read_trace and the generators produce).
     """
-    import os
     import stat
+
+    from servesim.simulator.files import write_together
+
+    def write(target: Path) -> None:
+        with target.open("w", encoding="utf-8") as f:
+            for s in specs:
+                row = {name: getattr(s, name) for name in _SPEC_FIELDS}
+                row["prefix_ids"] = list(s.prefix_ids)
+                f.write(json.dumps(row, allow_nan=False, default=lambda o: o.item()) + "\n")
 
     path = Path(path)
     try:  # a file, or nothing yet, is replaced whole: cut (Ctrl-C, a full disk), the earlier file stays, not a
@@ -769,21 +777,10 @@ def write_jsonl(specs: Iterable[RequestSpec], path) -> Path:
         whole = stat.S_ISREG(path.stat().st_mode)
     except FileNotFoundError:
         whole = True
-    target = path.with_name(f".{path.name}.servesim-tmp") if whole else path
     if whole:
-        target.unlink(missing_ok=True)  # a killed writer's leftover, or a link there: never written through
-    try:
-        with target.open("w", encoding="utf-8") as f:
-            for s in specs:
-                row = {name: getattr(s, name) for name in _SPEC_FIELDS}
-                row["prefix_ids"] = list(s.prefix_ids)
-                f.write(json.dumps(row, allow_nan=False, default=lambda o: o.item()) + "\n")
-    except BaseException:
-        if whole:
-            target.unlink(missing_ok=True)
-        raise
-    if whole:
-        os.replace(target, path)
+        write_together(path.parent, {path.name: write})
+    else:
+        write(path)
     return path
 
 
