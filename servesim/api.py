@@ -66,12 +66,13 @@ ScenarioLike = Union[str, os.PathLike, Mapping, Scenario, None]
 Overrides = Union[Mapping[str, Any], Sequence[str], None]
 
 
-def _settings(overrides: Overrides) -> list[str]:
-    """Overrides as the CLI's --set texts, with a warning where a whole section drops a key given before it."""
+def _settings(overrides: Overrides, source=None, axes=(), searched: str | None = None) -> list[str]:
+    """Overrides as the CLI's --set texts, with a warning where a whole section drops a key given before it (or
+    the scenario's own: `source` as _source gives it, `axes` as _axes)."""
     from servesim.simulator.config import dropped_sets, say_once
 
     sets = _setting_texts(overrides)
-    say_once(dropped_sets(sets))
+    say_once(dropped_sets(sets, source, axes, searched))
     return sets
 
 
@@ -165,7 +166,8 @@ def resolve(scenario: ScenarioLike = None, overrides: Overrides = None) -> Resol
                                           "itself, resolved again with every value checked (a profile as its "
                                           "'profile' setting)")
         return scenario
-    return load(_source(scenario), _settings(overrides))
+    source = _source(scenario)
+    return load(source, _settings(overrides, source))
 
 
 
@@ -239,10 +241,11 @@ def sweep(scenario: ScenarioLike, grid: Mapping[str, Sequence] | None = None, ov
     from servesim.simulator.sweep import first_seed, grid_points, table_warnings
     from servesim.simulator.sweep import sweep as run
 
-    sets = _settings(overrides)
-    base = first_seed(_source(scenario), sets, None if base_seed is None else checked("base_seed", base_seed, SEED))
-    points = grid_points(_axes(grid, zipped), checked("seeds", seeds, COUNT), base, fixed=sets)
-    table = run(_source(scenario), sets, points, out, checked("jobs", jobs, JOBS), progress=progress)
+    source, axes = _source(scenario), _axes(grid, zipped)
+    sets = _settings(overrides, source, axes)
+    base = first_seed(source, sets, None if base_seed is None else checked("base_seed", base_seed, SEED))
+    points = grid_points(axes, checked("seeds", seeds, COUNT), base, fixed=sets)
+    table = run(source, sets, points, out, checked("jobs", jobs, JOBS), progress=progress)
     from servesim.simulator.config import say_once
 
     say_once(table_warnings(table, out))  # as the CLI says them (r146: runs of nothing, failed runs, unsaid)
@@ -255,7 +258,9 @@ def max_rate(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overr
     """`servesim search max-rate`: the highest arrival rate meeting every SLO ({"ttft_p99_ms": 500, ...})."""
     from servesim.simulator.search import max_rate as search
 
-    return search(_source(scenario), _settings(overrides), _slos(slos), checked("low", low, POSITIVE),
+    source = _source(scenario)
+    return search(source, _settings(overrides, source, searched="workload.arrival.rate"), _slos(slos),
+                  checked("low", low, POSITIVE),
                   None if high is None else checked("high", high, POSITIVE),
                   checked("tolerance", tolerance, TOLERANCE), checked("max_runs", max_runs, COUNT))
 
@@ -286,7 +291,9 @@ def recommend(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Over
             if key in axes:
                 raise ConfigError("grid", f"{key}: given twice ({'gpus' if key == 'hardware.gpu' else 'tp'} too)")
             axes = {key: plain_values(list(given), key)} | axes
-    table, report, _ = run(_source(scenario), _settings(overrides), axes, _slos(slos),
+    source = _source(scenario)
+    table, report, _ = run(source, _settings(overrides, source, [(k, v, "grid") for k, v in axes.items()],
+                                            "workload.arrival.rate"), axes, _slos(slos),
                            None if rate is None else checked("rate", rate, POSITIVE), out, prices,
                            checked("tolerance", tolerance, TOLERANCE), checked("jobs", jobs, JOBS),
                            checked("top", top, COUNT), progress)
@@ -300,7 +307,8 @@ def min_replicas(scenario: ScenarioLike, slos: Mapping[str, float], overrides: O
     """`servesim search replicas`: the fewest replicas meeting every SLO at the scenario's (or this) rate."""
     from servesim.simulator.search import min_replicas as search
 
-    return search(_source(scenario), _settings(overrides), _slos(slos),
+    source = _source(scenario)
+    return search(source, _settings(overrides, source, searched="cluster.replicas"), _slos(slos),
                   None if rate is None else checked("rate", rate, POSITIVE), checked("most", most, REPLICAS))
 
 

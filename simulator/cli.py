@@ -78,12 +78,19 @@ def _describe(rs) -> str:
                 if (mode := rs.scenario.policies.preemption_mode) != "recompute" else ""))
 
 
-def _say_dropped(sets: list[str]) -> None:
-    """The user's --sets a later whole-section --set dropped: said once the command has done its work, so never
-    beside an error line."""
+def _say_dropped(args, sets: list[str] | None = None, axes=(), searched: str | None = None,
+                 scenario: str | None = None) -> None:
+    """The user's --sets (and the scenario's keys) a later whole-section --set or axis dropped: said once the
+    command has done its work, so never beside an error line."""
     from servesim.simulator.config import dropped_sets, say_once
 
-    say_once(dropped_sets(sets))
+    if not axes and (getattr(args, "grid", None) or getattr(args, "zip", None)):
+        from servesim.simulator.sweep import _values
+
+        axes = [(*_values(g, flag), flag) for flag, given in (("--grid", args.grid), ("--zip", getattr(args, "zip", [])))
+                for g in given or []]
+    say_once(dropped_sets(args.set if sets is None else sets, scenario or getattr(args, "scenario", None), axes,
+                          searched))
 
 
 def cmd_run(args, after=None) -> int:
@@ -125,7 +132,7 @@ def cmd_run(args, after=None) -> int:
     add_written(out, extra)  # listed as they are written: a cut while plotting left them unlisted, kept (r156)
     for w in result.warnings:
         print(f"servesim: warning: {w}", file=sys.stderr)
-    _say_dropped(args.set)
+    _say_dropped(args)
     files = ["config.yaml", "summary.json", "requests.parquet", "steps.parquet", *extra]
     if args.plot:  # only when asked: importing matplotlib and drawing take longer than a small run
         from servesim.simulator.plots import latency_distributions
@@ -162,7 +169,7 @@ def cmd_config(args) -> int:
             print(line)
     elif not answer(rs.as_dict()):
         print(dump_yaml(rs.as_dict()), end="")
-    _say_dropped(args.set)
+    _say_dropped(args)
     return 0
 
 
@@ -352,7 +359,7 @@ def cmd_workload_describe(args) -> int:
         if args.format is not None:  # checked here, before the file: building the parser stays pandas-free
             check_format(args.format, "--format")
         d = describe_file(args.file, args.format)
-    _say_dropped(args.set)
+    _say_dropped(args, scenario=args.file if args.set else None)
     if answer(d):
         return 0
     for key, value in d.items():
@@ -373,7 +380,7 @@ def cmd_workload_write(args) -> int:
     named_for(args.out, "--out", "a workload is written as servesim's JSON lines", (".jsonl", ".json"), only=False)
     specs, inputs = _scenario_specs(args.scenario, args.set, writing=True)
     write_jsonl(specs, output_file(args.out, "--out", inputs))
-    _say_dropped(args.set)
+    _say_dropped(args)
     if not answer({"requests": len(specs), "out": args.out}):
         print(f"{len(specs):,} requests written to {args.out}")
     return 0
@@ -386,7 +393,7 @@ def cmd_sweep(args) -> int:
                     fixed=args.set)
     table = sweep(args.scenario, args.set, points, args.out, args.jobs, args.executor, args.ray_address,
                   progress=not (args.no_progress or args.quiet or args.json), out_field="--out")
-    _say_dropped(args.set)
+    _say_dropped(args)
     failed = int(table["error"].notna().sum()) if "error" in table else 0
     for line in table_warnings(table, args.out, failed_said=True):  # (the failed ones: an error line below)
         print(line, file=sys.stderr)
@@ -418,7 +425,7 @@ def _search_each_point(args, kind: str, **options) -> int:
         table.to_csv(out / filename, index=False)
         add_written(out, [filename])
     _print_table(table)
-    _say_dropped(args.set)
+    _say_dropped(args, searched=ANSWERS[kind][3])
     doubted = table[table[answer].notna() & table["reason"].notna()] if "reason" in table else table.iloc[:0]
     if len(doubted):  # an answer its search could not confirm (r151: "not stable", exit 0 and no word)
         print(f"servesim: warning: the {answer.replace('_', ' ')} at {len(doubted)} of {len(table)} point(s) is not "
@@ -476,7 +483,10 @@ def cmd_recommend(args) -> int:
                                args.tolerance, args.jobs, args.top,
                                progress=not (args.no_progress or args.quiet or args.json), executor=args.executor,
                                ray_address=args.ray_address)
-    _say_dropped(sets)
+    from servesim.simulator.recommend import NAMED_FLAGS
+    from servesim.simulator.search import LOAD
+
+    _say_dropped(args, sets, [(k, v, NAMED_FLAGS.get(k, "--grid")) for k, v in axes.items()], LOAD["rate"])
     met = int((table["status"] == "meets").sum())
     load_text, prices = report["load"], report["prices"]
     if not answer(report):

@@ -531,9 +531,11 @@ SETTING_PATH = re.compile(  # a --set, --grid or --zip KEY
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$")
 
 
-def dropped_sets(sets: list[str]) -> list[str]:
+def dropped_sets(sets: list[str], scenario=None, axes=(), searched: str | None = None) -> list[str]:
     """A user's --set of a whole section after a --set of a key inside it: the key is dropped (a mapping replaces
-    the section). One warning per section, for the command to say once the settings are valid."""
+    the section). So are the scenario file's own keys in a section a --set or axis (setting, values, flag) gives
+    as a mapping (r157: said for neither). One warning per section, for the command to say once the settings are
+    valid; `searched`, which the command sets itself, is not said."""
     given: list[str] = []
     out = []
     for item in sets:
@@ -543,7 +545,49 @@ def dropped_sets(sets: list[str]) -> list[str]:
             out.append(f"servesim: warning: --set {key}=... replaces the whole section, so the --set "
                        f"{', '.join(dropped)} given before it has no effect (give it inside the mapping, or after)")
         given = [k for k in given if k not in dropped and k != key] + [key]
+    return out + _replaced_in_scenario(scenario, sets, axes, searched)
+
+
+def _replaced_in_scenario(scenario, sets: list[str], axes, searched: str | None) -> list[str]:
+    """The scenario's keys a mapping given for their whole section leaves out: replaced, not merged."""
+    if isinstance(scenario, (str, Path)):
+        try:
+            scenario = load_scenario_file(scenario)
+        except ConfigError:  # the command said it already
+            return []
+    if not isinstance(scenario, dict):
+        return []
+    given = [(item.split("=", 1)[0].strip(), [_set_value(item)], "--set") for item in sets if "=" in item]
+    out = []
+    for key, values, flag in given + [(k, list(vs), f) for k, vs, f in axes]:
+        node = scenario
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(node, dict):
+            continue
+        lost = sorted({k for v in values if isinstance(v, dict) for k in _left_out(node, v, key)} - {searched})
+        if lost:
+            out.append(f"servesim: warning: {flag} {key}=... replaces the scenario's whole {key} section, so its "
+                       f"{', '.join(lost)} has no effect (give {'it' if len(lost) == 1 else 'them'} inside the "
+                       f"mapping{', or --set each key' if flag == '--set' else ''})")
     return out
+
+
+def _left_out(old: dict, new: dict, prefix: str):
+    """The dotted keys of `old` that `new`, replacing it, does not give."""
+    for k, v in old.items():
+        if k not in new:
+            yield f"{prefix}.{k}"
+        elif isinstance(v, dict) and isinstance(new[k], dict):
+            yield from _left_out(v, new[k], f"{prefix}.{k}")
+
+
+def _set_value(item: str):
+    """A --set's value as apply_overrides reads it (None where it reads no YAML: no section)."""
+    try:
+        return safe_load_bounded(item.split("=", 1)[1])
+    except Exception:  # noqa: BLE001 - apply_overrides said it, or took the text
+        return None
 
 
 def apply_overrides(data: dict, overrides: list[str]) -> dict:

@@ -432,6 +432,16 @@ def plot_results(results, kind: str, out=None, x: str | None = None, by: str | N
     return files
 
 
+_LOAD_AXES = "the load axis (a swept rate, or offered_rate)"
+
+
+def _a_setting(column: str) -> bool:
+    """A table column that is a setting the runs were given (an axis, the seed), not one they measured."""
+    from servesim.simulator.config import Scenario
+
+    return column.split(".")[0] in Scenario.model_fields
+
+
 def _plot_results(results, kind: str, out, x: str, by: str | None, title: str | None) -> list[Path]:
     from servesim.simulator.errors import ConfigError
     from servesim.simulator.files import read_table
@@ -490,19 +500,21 @@ def _plot_results(results, kind: str, out, x: str, by: str | None, title: str | 
     if load_axis and by == load_axis:
         raise ConfigError("--by", f"{load_axis!r} is the --x axis already: give another column to split the lines by")
     measured = PLOT_COLUMNS[kind] + ["request_goodput"] * (kind == "goodput")
-    if by is not None and by in measured:
-        raise ConfigError("--by", f"{by!r} is what the plot measures: give a setting column to split it by")
-    if load_axis in measured:  # (r157: a latency drawn against itself)
-        raise ConfigError("--x", f"{load_axis!r} is what the plot measures: give the load axis (a swept rate, or "
-                                 f"offered_rate)")
-    for flag, col in (("--x", load_axis), ("--by", by)):
+    for flag, col, also in (("--x", load_axis, ("offered_rate",)), ("--by", by, ())):
+        if col and col in measured:  # (r157: a latency drawn against itself)
+            raise ConfigError(flag, f"{col!r} is what the plot measures: give "
+                                    f"{'a setting column to split it by' if flag == '--by' else _LOAD_AXES}")
         if col and col not in table:
             raise ConfigError(flag, f"{col!r} is not a column of {table_path}")
+        if col and col not in also and not _a_setting(col):  # (r158: another measured column, a run's id)
+            raise ConfigError(flag, f"{col!r} is what a run measured, not a setting it ran with: give "
+                                    f"{'a setting column to split the runs by' if flag == '--by' else _LOAD_AXES}")
     if kind == "goodput" and "request_goodput" not in table:
         raise ConfigError("results", "no request_goodput column: the swept scenario needs workload.slo_classes")
     _check_numbers(table, PLOT_COLUMNS[kind] + ["request_goodput"] * (kind == "goodput") + [load_axis] * bool(load_axis)
                    + ["held_up_to"] * (kind == "capacity" and "held_up_to" in table)
                    + ["offered_rate"] * (kind == "goodput" and "offered_rate" in table), table_path)  # (r149)
+    _check_rows_agree(table, table_path, ("max_rate", "fails_at") if kind == "capacity" else None)
     measured = table[PLOT_COLUMNS[kind]].notna()  # a pareto point needs both figures, a latency panel its own
     # (a capacity table's empty max_rate is an answer: no rate met the SLOs, or the point could not run)
     if kind != "capacity" and not (measured.all(axis=1) if kind == "pareto" else measured.any(axis=1)).any():
@@ -572,12 +584,74 @@ def _plot_recommendation(src: Path, stem: Path, title: str | None) -> list[Path]
             raise ConfigError("results", f"{path}: every row needs its {col}")
     if "engine.tensor_parallel_size" in table:
         _check_numbers(table, ["engine.tensor_parallel_size"], path)  # (r149: text was an internal error)
+    _check_rows_agree(table, path)
+    _check_ranked(table, slos, path)
     met = table[(table["status"] == "meets") & table.get("usd_per_million_output_tokens", pd.Series(
         index=table.index, dtype=float)).notna()]
     if not any(m in met and met[m].notna().any() for m in ("p99_ttft_ms", "p99_tpot_ms")):
         raise ConfigError("results", f"{path}: no candidate meeting the SLOs has a price and a p99 TTFT or TPOT, "
                                      f"nothing to draw")
     return recommendation(table, stem, slos, load, title)
+
+
+def _row(mask) -> int:
+    """The first row (from 1) a boolean mask marks."""
+    return int(np.argmax(np.asarray(mask, dtype=bool))) + 1
+
+
+def _check_rows_agree(table, where, bracket: tuple[str, str] | None = None) -> None:
+    """A table as servesim writes it (r157: contradictory rows were drawn silently): no two rows with the same
+    settings (a run or candidate twice: averaged, or two labels on one point), and a search's answer below the
+    rate it failed at (`bracket`: the answer's and the failing end's columns)."""
+    settings = [c for c in table.columns if _a_setting(c)]
+    if settings:
+        twice = table[settings].astype(str).duplicated()
+        if twice.any():
+            raise ConfigError("results", f"{where}: row {_row(twice)} repeats an earlier row's settings: not a "
+                                         f"table servesim writes")
+    if bracket and bracket[1] in table:
+        answer, fails = (_numeric(table[c]) for c in bracket)
+        crossed = (answer >= fails).fillna(False)
+        if crossed.any():
+            raise ConfigError("results", f"{where}: row {_row(crossed)} has its {bracket[0]} at or above its "
+                                         f"{bracket[1]} (the rate it failed at): not a table servesim writes")
+
+
+def _numeric(column):
+    import pandas as pd
+
+    return pd.to_numeric(column, errors="coerce")
+
+
+def _check_ranked(table, slos: dict, where) -> None:
+    """recommend.json's rows as recommend ranks them: ranks 1, 2, ... in order, the candidates meeting the SLOs
+    first, cheapest first, each within every SLO its row measures."""
+    from servesim.simulator.search import AT_LEAST
+
+    rank = _numeric(table["rank"])
+    if not (rank.to_numpy() == np.arange(1, len(table) + 1)).all():
+        raise ConfigError("results", f"{where}: the rows' ranks are not 1, 2, ... in order: not a table "
+                                     f"recommend writes")
+    meets = (table["status"] == "meets").to_numpy()
+    if (np.diff(meets.astype(int)) > 0).any():
+        raise ConfigError("results", f"{where}: row {_row(np.diff(meets.astype(int)) > 0) + 1} meets the SLOs "
+                                     f"below one that does not: not a ranking recommend writes")
+    for key, target in slos.items():
+        column = key if key in table else f"slo_{key}"
+        if column not in table:
+            continue
+        value = _numeric(table[column])
+        missed = meets & (value < target if key in AT_LEAST else value > target).fillna(False).to_numpy()
+        if missed.any():
+            raise ConfigError("results", f"{where}: row {_row(missed)} meets the SLOs with {column} "
+                                         f"{value[missed].iloc[0]:g} past its target {target:g}: not a table "
+                                         f"recommend writes")
+    if "usd_per_million_output_tokens" in table:
+        price = _numeric(table["usd_per_million_output_tokens"])[meets].dropna()
+        dearer = price.diff() < 0
+        if dearer.any():
+            raise ConfigError("results", f"{where}: row {int(price.index[dearer.to_numpy()][0]) + 1} is cheaper "
+                                         f"than a candidate ranked above it: not a ranking recommend writes")
 
 
 def _check_steps(table, where) -> None:
@@ -589,7 +663,7 @@ def _check_steps(table, where) -> None:
                       ("a start before its replica's step before it",
                        table.groupby(replica, sort=False)["start"].diff() < 0)):
         if bad.any():
-            raise ConfigError("results", f"{where}: row {int(np.argmax(bad.to_numpy())) + 1} has {name}: not the "
+            raise ConfigError("results", f"{where}: row {_row(bad)} has {name}: not the "
                                          f"steps a run writes")
 
 
@@ -621,7 +695,7 @@ def _check_numbers(table, columns: list[str], where, complete: tuple[str, ...] =
         if bad.any():
             raise ConfigError("results", f"{where}: column {col} must be finite, non-negative and at most "
                                          f"{HUGEST:g}, got "
-                                         f"{float(v[bad].iloc[0])!r} (row {int(np.argmax(bad.to_numpy())) + 1})")
+                                         f"{float(v[bad].iloc[0])!r} (row {_row(bad)})")
 
 
 def _warn_averaged(table, x: str, by: str | None) -> None:

@@ -395,7 +395,7 @@ def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float =
             low, at_low, high = high, s, min(high * 2, top)
         else:
             # not a maximum: where the doubling stopped (the run's requests arrive almost at once there)
-            stop = f"the {max_runs}-run limit stopped the doubling" if low < top else \
+            stop = f"the {max_runs}-run limit of a search at one run length stopped the doubling" if low < top else \
                 f"the largest rate workload.arrival.rate takes" if top == MAX_RATE else "the search's ceiling"
             return {"max_rate": None, "reason": f"no failing rate found: the SLOs held up to {low:.6g} {unit}, "
                                                 f"{stop}", "runs": runs, "summary": at_low, "held_up_to": low}
@@ -411,7 +411,8 @@ def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float =
     mid = lambda a, b: math.sqrt(a * b) if a > 0 and b > 100 * a else (a + b) / 2  # noqa: E731
     low, high, at_low, runs = _bisect(low, high, at_low, run, slos, mid, narrow, runs, max_runs)
     return {"max_rate": low, "fails_at": high, "runs": runs, "summary": at_low} | (
-        {} if narrow(low, high) else {"reason": f"stopped after {runs} runs, the bracket wider than --tolerance"})
+        {} if narrow(low, high) else {"reason": f"stopped after {runs} runs at one run length (its limit), the "
+                                                f"bracket wider than --tolerance"})
 
 
 def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float | None = None,
@@ -545,9 +546,16 @@ def grid_inputs(kind: str, scenario, sets: list[str], grids: list[str] | None) -
     """The files the searches read (each point's scenario, trace, lengths, model or profile file), as a sweep's."""
     from servesim.simulator.sweep import check_points
 
+    from servesim.simulator.config import override
+
     # the arrival rate filled in where only it is missing, as the search fills it (r132: a gamma arrival without
-    # its rate was refused with --out, searched without)
-    return check_points(scenario, filled_in(scenario, sets, LOAD["rate"], 1.0), grid_points(kind, sets, grids))
+    # its rate was refused with --out, searched without); per point, as an axis may be that arrival (r157)
+    points = []
+    for point in grid_points(kind, sets, grids):
+        point_sets = sets + [override(k, v) for k, v in point.items()]
+        filled = filled_in(scenario, point_sets, LOAD["rate"], 1.0) is not point_sets
+        points.append(point | {LOAD["rate"]: 1.0} if filled else point)
+    return check_points(scenario, sets, points)
 
 
 def refuse_rate_given_twice(sets: list[str], rate: float | None) -> None:

@@ -418,18 +418,33 @@ TABLE_FILES = ("sweep.yaml", "sweep.parquet", "sweep.csv")  # what a sweep write
 def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> list[str]:
     """Every point must parse (known settings, valid values) before any run starts: a mistake that would fail
     every run is one line and exit 2, not a table of failed runs. What only resolving can tell (does it fit
-    the GPU?) is left to each run, which records it. Returns the files the points read."""
+    the GPU?) is left to each run, which records it. Returns the files the points read; a point's whole float
+    for an integer setting becomes the int its run takes (r157: engine.max_num_seqs=1e1 was 10.0 in sweep.csv)."""
     from servesim.simulator.config import check_names, input_files, load_scenario
 
     inputs, named = set(), set()
     for point in points:
         sc = load_scenario(scenario, sets + _overrides(point))
+        point.update(_as_taken(sc, point))
         names = json.dumps([sc.model, sc.hardware.model_dump(mode="json"), sc.profile], default=str, sort_keys=True)
         if names not in named:  # a misspelt GPU, model or profile fails every run of it (r147: exit 1, a table)
             check_names(sc)
             named.add(names)
         inputs.update(input_files(sc, scenario if isinstance(scenario, (str, Path)) else None))
     return sorted(inputs)
+
+
+def _as_taken(sc, point: dict) -> dict:
+    """The point's whole floats (1e1) whose setting the scenario holds as an integer, as that integer."""
+    out = {}
+    for key, value in point.items():
+        if isinstance(value, float) and value.is_integer():
+            node = sc
+            for part in key.split("."):
+                node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+            if isinstance(node, int) and not isinstance(node, bool) and node == value:
+                out[key] = node
+    return out
 
 
 def _overrides(point: dict) -> list[str]:

@@ -877,6 +877,35 @@ def test_round_31_quotes_empty_values_and_where_the_section_warning_is_said(tmp_
     assert "the --set cluster.router given before it has no effect" in capsys.readouterr().err
 
 
+def test_round_157_a_whole_section_says_the_scenarios_keys_it_drops(tmp_path, capsys):
+    """r157: --set engine={...} or a --grid of a whole section replaced the scenario file's own section, dropping
+    its keys unsaid (only earlier --set keys were said); what every value gives, and the searched setting, is not
+    said."""
+    import servesim
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("engine: {max_num_seqs: 8, max_num_batched_tokens: 1024}\nworkload:\n  num_requests: 5\n"
+                        "  arrival: {process: poisson, rate: 5}\n")
+    assert main(["config", str(scenario), "--set", "engine={max_num_seqs: 4}"]) == 0
+    assert "the scenario's whole engine section, so its engine.max_num_batched_tokens has no effect" in \
+        capsys.readouterr().err
+    assert main(["sweep", str(scenario), "--grid", "workload={num_requests: 3},{num_requests: 4}", "--out",
+                 str(tmp_path / "w"), "--no-progress"]) == 0
+    assert "--grid workload=... replaces the scenario's whole workload section, so its workload.arrival has" in \
+        capsys.readouterr().err
+    assert main(["sweep", str(scenario), "--grid", "workload.arrival={process: poisson, rate: 2},{process: gamma, "
+                 "cv: 2, rate: 2}", "--out", str(tmp_path / "v"), "--no-progress"]) == 0
+    assert "replaces the scenario's" not in capsys.readouterr().err  # every key given
+    servesim.resolve(str(scenario), {"workload.arrival": {"process": "gamma", "cv": 2, "rate": 1},
+                                     "engine": {"max_num_batched_tokens": 512}})
+    err = capsys.readouterr().err
+    assert "its engine.max_num_seqs has no effect" in err and "workload.arrival" not in err
+    from servesim.simulator.config import dropped_sets
+
+    assert not dropped_sets(["workload.arrival={process: gamma, cv: 2}"], str(scenario),
+                            searched="workload.arrival.rate")  # the search sets it
+
+
 def test_round_32_out_files_tolerance_range_and_float32_arrivals(tmp_path, capsys, monkeypatch):
     """run --out naming its own trace (or any file) was refused only after simulating, in two lines; compare's
     --tolerance took 5 (500%) though documented in (0, 1); a float32 arrival time was refused."""

@@ -600,6 +600,13 @@ def test_recommend_labels_name_the_other_axes_its_candidates_differ_in(tmp_path,
     (lambda d: d.update(slos=[1, 2]), "slos must be an object of SLO targets"),
     (lambda d: [r.update(p99_ttft_ms=None, p99_tpot_ms=None) for r in d["rows"]],
      "no candidate meeting the SLOs has a price and a p99 TTFT or TPOT"),
+    # r157: contradictory rows were drawn silently
+    (lambda d: d["rows"][1].update(rank=1), "the rows' ranks are not 1, 2, ... in order"),
+    (lambda d: d["rows"][2].update(p99_ttft_ms=5000.0), "row 3 meets the SLOs with p99_ttft_ms 5000 past its target"),
+    (lambda d: d["rows"][0].update(usd_per_million_output_tokens=1e6), "row 2 is cheaper than a candidate ranked"),
+    (lambda d: d["rows"][0].update(status="unmet"), "row 2 meets the SLOs below one that does not"),
+    (lambda d: d["rows"][1].update({k: d["rows"][0][k] for k in d["rows"][0] if "." in k}),
+     "row 2 repeats an earlier row's settings"),
 ])
 def test_a_damaged_recommend_json_is_one_line(edit, says, tmp_path, capsys):
     """r129: null or text SLO targets, or rows with no figure left to draw, were internal errors (exit 3)."""
@@ -743,8 +750,33 @@ def test_round_157_goodput_against_offered_rate_and_measured_axes(tmp_path, caps
     assert (tmp_path / "g.png").is_file()
     capsys.readouterr()
     for args, says in ((["--kind", "latency-vs-rate", "--x", "p99_ttft_ms"], "--x: 'p99_ttft_ms' is what the plot"),
-                       (["--kind", "goodput", "--by", "request_goodput"], "--by: 'request_goodput' is what the plot")):
+                       (["--kind", "goodput", "--by", "request_goodput"], "--by: 'request_goodput' is what the plot"),
+                       # r158: any other column a run measured, not only those the plot draws
+                       (["--kind", "latency-vs-rate", "--x", "mean_e2el_ms"], "--x: 'mean_e2el_ms' is what a run"),
+                       (["--kind", "pareto", "--by", "completed"], "--by: 'completed' is what a run measured"),
+                       (["--kind", "goodput", "--by", "run_id"], "--by: 'run_id' is what a run measured")):
         assert main(["plot", str(sweep), *args, "--out", str(tmp_path / "x")]) == 2
         assert says in capsys.readouterr().err
     assert main(["workload", "write", "--set", "workload.num_requests=3", "--out", str(tmp_path / "w.jsonl.gz")]) == 2
     assert "give a name ending in .jsonl or .json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rows, says", [
+    ("8,5.0,5.5,10,\n16,7.0,6.0,10,\n", "row 2 has its max_rate at or above its fails_at"),
+    ("8,5.0,5.5,10,\n8,7.0,8.0,10,\n", "row 2 repeats an earlier row's settings"),
+])
+def test_round_157_contradictory_table_rows_are_refused(rows, says, swept, tmp_path, capsys):
+    """r157: a damaged search table (an answer above the rate it failed at, a point twice) or sweep table (a run
+    twice, averaged into its point) was drawn silently."""
+    import pandas as pd
+
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "max_rate.csv").write_text("engine.max_num_seqs,max_rate,fails_at,runs,reason\n" + rows)
+    assert main(["plot", str(tmp_path / "c"), "--kind", "capacity", "--out", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    table = pd.read_parquet(swept / "sweep.parquet")
+    (tmp_path / "s").mkdir()
+    pd.concat([table, table.iloc[[0]].assign(p99_ttft_ms=1.0)]).to_parquet(tmp_path / "s" / "sweep.parquet")
+    assert main(["plot", str(tmp_path / "s"), "--kind", "latency-vs-rate", "--out", str(tmp_path / "q")]) == 2
+    assert f"row {len(table) + 1} repeats an earlier row's settings" in capsys.readouterr().err

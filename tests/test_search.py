@@ -72,7 +72,8 @@ def test_max_rate_without_a_failing_rate_or_a_narrow_bracket_says_so(capsys):
                     high=2)
     assert held["max_rate"] is None and held["held_up_to"] == 2
     short = max_rate(SCEN, SETS, parse_slos(["ttft_p99_ms=1000"]), high=1000, tolerance=1e-4, max_runs=4)
-    assert short["max_rate"] and short["reason"] == "stopped after 4 runs, the bracket wider than --tolerance"
+    assert short["max_rate"] and short["reason"] == ("stopped after 4 runs at one run length (its limit), the bracket "
+                                                     "wider than --tolerance")
 
 
 def test_max_rate_needs_an_open_loop_rate():
@@ -393,6 +394,17 @@ def test_round_132_search_out_fills_in_the_searched_rate_as_the_search_does(tmp_
     assert main(["search", "max-rate", str(scenario), "--slo", "ttft_p99_ms=500", "--tolerance", "0.3", "--out",
                  str(tmp_path / "o")]) in (0, 1)
     assert "rate is required" not in capsys.readouterr().err
+
+
+def test_round_157_search_out_fills_in_the_rate_an_arrival_axis_leaves_out():
+    """r157: a --grid arrival mapping without its rate (the setting searched) was refused with --out, searched
+    without; a point wrong otherwise keeps its error."""
+    from servesim.simulator.search import grid_inputs
+
+    axis = ["workload.arrival={process: gamma, cv: 2},{process: poisson}"]
+    assert grid_inputs("max-rate", None, ["workload.num_requests=50"], axis) == []
+    with pytest.raises(ConfigError, match="cv"):
+        grid_inputs("max-rate", None, [], ["workload.arrival={process: gamma, cv: -2},{process: poisson}"])
 
 
 def test_round_132_a_session_searchs_reasons_count_sessions():

@@ -540,3 +540,14 @@ def test_round_154_a_run_that_succeeds_removes_its_earlier_failure_and_the_recor
     assert main(args) == 0
     assert sorted(p.name for p in (out / "runs").iterdir()) == sorted(pd.read_csv(out / "sweep.csv")["run_id"])
     assert yaml.safe_load((out / "sweep.yaml").read_text())["scenario"] == str(scenario)
+
+
+def test_round_157_a_whole_float_for_an_integer_setting_is_tabled_as_the_int_that_ran(tmp_path):
+    """r157: --grid engine.max_num_seqs=1e1,20 ran 10 sequences but wrote 10.0 in sweep.csv; a float setting's
+    values stay floats."""
+    assert main(["sweep", "--set", "workload.num_requests=4", "--set", "profile=teaching", "--grid",
+                 "engine.max_num_seqs=1e1,20", "--grid", "workload.arrival.rate=2,3.5", "--out", str(tmp_path / "s"),
+                 "--no-progress", "--quiet"]) == 0
+    table = pd.read_csv(tmp_path / "s" / "sweep.csv")
+    assert table["engine.max_num_seqs"].tolist() == [10, 10, 20, 20] and table["engine.max_num_seqs"].dtype == int
+    assert table["workload.arrival.rate"].tolist() == [2.0, 3.5, 2.0, 3.5]

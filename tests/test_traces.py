@@ -463,6 +463,10 @@ def test_hash_ids_block_size_is_found_in_the_file_given_or_ignored(tmp_path):
     assert read_trace(mooncake)[0].prefix_block_tokens == 512
     with pytest.raises(ConfigError, match="hash_block_tokens"):
         read_trace(f, hash_block_tokens=0)
+    mooncake.write_text(json.dumps({"timestamp": 0, "input_length": 2, "output_length": 3, "hash_ids": [7, 8, 9]}))
+    with pytest.raises(ConfigError, match=r"expected at most 2 ids \(one per block of the 2 prompt tokens, a block "
+                                          r"at least 1 token\), got 3"):  # r157: not "1-token blocks"
+        read_trace(mooncake)
 
 
 def test_hash_ids_that_fit_both_block_sizes_are_said_to_be_read_as_mooncake(tmp_path):

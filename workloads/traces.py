@@ -314,6 +314,9 @@ class _Obj:
             self.fail(key, f"ids at most {MAX_INT:,} in size, got {_show(max(ids, key=abs))}")
         blocks = -(-prompt // block) if block > 0 else 0
         if ids and (len(ids) > blocks or (exact and len(ids) != blocks)):
+            if not exact and block == 1:  # blocks of a size the file resolves later: only the bound is known (r157)
+                self.fail(key, f"expected at most {blocks} ids (one per block of the {prompt} prompt tokens, a "
+                               f"block at least 1 token), got {len(ids)}")
             self.fail(key, f"expected {'' if exact else 'at most '}{blocks} ids (one per {block}-token block "
                            f"of {prompt} prompt tokens), got {len(ids)}")
         return tuple(ids)
