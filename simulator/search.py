@@ -601,9 +601,9 @@ def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grid
     bracket, the runs it took, why it stopped short (`reason`) and the SLO metrics at the answer."""
     import pandas as pd
 
-    from servesim.simulator.config import override
+    from servesim.simulator.config import load_scenario, override
 
-    from servesim.simulator.sweep import table_cells  # a mapping or list value as its JSON text, as in sweep tables
+    from servesim.simulator.sweep import as_taken, table_cells  # a mapping or list value as its JSON text
 
     answer, below, _, searched = ANSWERS[kind]
     search = max_rate if kind == "max-rate" else min_replicas
@@ -612,6 +612,10 @@ def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grid
     for point in points:  # what every search would fail on, before any runs
         point_sets = sets + [override(k, v) for k, v in point.items()]
         refuse_goodput_without_classes(scenario, point_sets, slos)
+        try:  # a whole float for an integer setting, tabled as the int it runs as (as a sweep's)
+            point.update(as_taken(load_scenario(scenario, filled_in(scenario, point_sets, LOAD["rate"], 1.0)), point))
+        except ConfigError:
+            pass  # the point's search says it
         if kind == "replicas":
             refuse_rate_given_twice(point_sets, options.get("rate"))
     rows = []

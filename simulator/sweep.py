@@ -425,7 +425,7 @@ def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> l
     inputs, named = set(), set()
     for point in points:
         sc = load_scenario(scenario, sets + _overrides(point))
-        point.update(_as_taken(sc, point))
+        point.update(as_taken(sc, point))
         names = json.dumps([sc.model, sc.hardware.model_dump(mode="json"), sc.profile], default=str, sort_keys=True)
         if names not in named:  # a misspelt GPU, model or profile fails every run of it (r147: exit 1, a table)
             check_names(sc)
@@ -434,7 +434,7 @@ def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> l
     return sorted(inputs)
 
 
-def _as_taken(sc, point: dict) -> dict:
+def as_taken(sc, point: dict) -> dict:
     """The point's whole floats (1e1) whose setting the scenario holds as an integer, as that integer."""
     out = {}
     for key, value in point.items():

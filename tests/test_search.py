@@ -434,3 +434,16 @@ def test_round_151_an_unconfirmed_answer_is_said(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr("servesim.simulator.search.search_grid", lambda *a, **k: table)
     assert cli.main(["search", "max-rate", "--slo", "ttft_mean_ms=500"]) == 0
     assert "servesim: warning: the max rate at 1 of 1 point(s) is not confirmed: not stable" in capsys.readouterr().err
+
+
+def test_round_157_a_search_tables_a_whole_float_for_an_integer_setting_as_the_int_that_ran(monkeypatch):
+    """r157: --grid engine.max_num_seqs=1e1,20 searched at 10 sequences but tabled 10.0, as sweeps did."""
+    from servesim.simulator import search
+
+    ran = []
+    monkeypatch.setattr(search, "min_replicas", lambda scenario, sets, *a, **k: ran.append(sets[-1]) or {
+        "replicas": 1, "runs": 1, "summary": {}})  # the table, not the search
+    table = search.search_grid("replicas", None, ["workload.num_requests=10", "profile=teaching"], ["p99_ttft_ms=1e6"],
+                        ["engine.max_num_seqs=1e1,20"])
+    assert table["engine.max_num_seqs"].tolist() == [10, 20] and table["engine.max_num_seqs"].dtype == int
+    assert ran == ["engine.max_num_seqs=10", "engine.max_num_seqs=20"]
