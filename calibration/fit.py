@@ -46,8 +46,11 @@ class FitResult:
 _COUNT = ("a non-negative integer up to 2^40", lambda v: (v >= 0) & (v == np.round(v)) & (v <= 2**40))
 # what each numeric column may hold; a time is 0 (a step log's zero-length step, left out) or 1 ns to 11 days: the
 # fit works in relative errors, and a time of 1e-300 ms overflowed it
+_TIME = ("0 or a time from 1e-6 to 1e9 ms", lambda v: (v == 0) | ((v >= 1e-6) & (v <= 1e9)))
 _VALUE_RULES = {**{c: _COUNT for c in SHAPE_COLUMNS},
-                "time_ms": ("0 or a time from 1e-6 to 1e9 ms", lambda v: (v == 0) | ((v >= 1e-6) & (v <= 1e9))),
+                **{c: _TIME for c in ("time_ms", "time_ms_p10", "time_ms_p90")},  # the harness's spread too (r158)
+                "repeats": ("an integer >= 1 (the timings its median is of)",
+                            lambda v: (v >= 1) & (v == np.round(v)) & (v <= 2**40)),
                 "experts_touched": ("a non-negative number up to 2^40 (expected distinct experts a layer runs)",
                                     lambda v: (v >= 0) & (v <= 2**40))}
 
@@ -70,13 +73,39 @@ def check_measurements(df: pd.DataFrame, source: str = "measurements") -> pd.Dat
             i = int(np.argmax(bad))
             raw = df[col].iloc[i]
             raise ConfigError(source, f"row {i + 1}: {col} must be {rule[0]}, got {getattr(raw, 'item', lambda: raw)()!r}")
+    _check_spread(df, source)
     df = df[_step_rows(df, source)]
     _check_shapes_agree(df, source)
     df = df[df["time_ms"].astype(float) > 0]  # a step log's zero-length step (equal start times) times nothing
     if len(df) < 8:
         raise ConfigError(source, f"{len(df)} usable step measurements; a fit needs at least 8")
     check_identifiable(df, source)
+    _say_flat(df)
     return df.reset_index(drop=True)
+
+
+def _check_spread(df: pd.DataFrame, source: str) -> None:
+    """The harness's p10 and p90 around its median: a row whose median lies outside them (or a p10 above its p90)
+    is damaged, not timed (r158: fitted unsaid)."""
+    t = df["time_ms"].astype(float)
+    low, high = (df[c].astype(float) if c in df else t for c in ("time_ms_p10", "time_ms_p90"))
+    slack = 1e-9 * t.abs()  # the harness's percentiles, rounded as written
+    _bad_row(df, ((low > t + slack) | (t > high + slack)).to_numpy(), source,
+             lambda r: f"time_ms {float(r['time_ms']):.6g} must lie within its time_ms_p10 and time_ms_p90 (the "
+                       f"spread of its repeats), got {float(r.get('time_ms_p10', r['time_ms'])):.6g} and "
+                       f"{float(r.get('time_ms_p90', r['time_ms'])):.6g}")
+
+
+def _say_flat(df: pd.DataFrame) -> None:
+    """Steps of many token counts that all take one time: no per-token cost to fit (r158: a 'MAPE 0.0%' fit)."""
+    from servesim.simulator.config import say_once
+
+    t = df["time_ms"].astype(float)
+    tokens = df["prefill_tokens"] + df["decode_seqs"]
+    if t.max() <= 1.01 * t.min() and tokens.max() >= 2 * tokens.min():
+        say_once([f"servesim: warning: every step measured takes {t.median():.4g} ms (within 1%) from "
+                  f"{int(tokens.min()):,} to {int(tokens.max()):,} tokens: the fit finds no cost per token, so "
+                  f"its profile times every batch alike; check the timings"])
 
 
 # a row's `kind`: the harness's grid kinds (calibration/grid.py) or a measured engine's whole "step"; its `scope`

@@ -550,7 +550,7 @@ def engine_sets(meta: dict, where) -> list[str]:
                                                 f"{resolved}: which did the run have?")
         if kw.get(key, resolved) is not None:
             sets.append(f"engine.{key}={kw.get(key, resolved)}")
-    if "enable_expert_parallel" in kw:
+    if kw.get("enable_expert_parallel") is not None:  # null: vLLM's default
         if not isinstance(kw["enable_expert_parallel"], bool):
             _fail(where, "engine_kwargs.enable_expert_parallel", f"must be true or false, got {kw['enable_expert_parallel']!r}")
         sets.append(f"engine.enable_expert_parallel={str(kw['enable_expert_parallel']).lower()}")
@@ -588,7 +588,7 @@ def engine_sets(meta: dict, where) -> list[str]:
         sets.append(f"engine.block_size={kw.get('block_size') or cache['block_size']}")
     if cache.get("num_gpu_blocks") or kw.get("num_gpu_blocks_override"):  # the pool the engine really had
         sets.append(f"engine.num_gpu_blocks_override={cache.get('num_gpu_blocks') or kw['num_gpu_blocks_override']}")
-    if kw.get("kv_cache_dtype", "auto") != "auto":
+    if kw.get("kv_cache_dtype") not in (None, "auto"):  # null: left at vLLM's default (r158: refused as 'None')
         sets.append(f"engine.kv_cache_dtype={kw['kv_cache_dtype']}")
     if meta.get("vllm_version") is not None:  # its release's defaults fill what it did not record
         version = meta["vllm_version"]

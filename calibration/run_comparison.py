@@ -85,6 +85,16 @@ def _dotted(data: dict, prefix: str = "") -> dict:
     return out
 
 
+def _set_value(text: str):
+    """A --set value as YAML reads it (None where it is no YAML: the --set's own check says so)."""
+    from servesim.simulator.files import safe_load_bounded
+
+    try:
+        return safe_load_bounded(text)
+    except Exception:  # noqa: BLE001 - any refusal is the --set's own to say
+        return None
+
+
 def _with_overrides(run: RealRun, sets: list[str]) -> tuple[list[str], list[str]]:
     """The run's recorded settings under the user's --sets, and a warning for each recorded value a --set replaces.
     A recorded pool of KV blocks is memory: under another --set engine.block_size it is kept as the same tokens."""
@@ -94,6 +104,16 @@ def _with_overrides(run: RealRun, sets: list[str]) -> tuple[list[str], list[str]
                 for k, v in recorded.items() if k in given and given[k] != v]
     warnings += [f"--set {g}={given[g]} edits the {k}={v} that {run.path} records"  # model.name=... reads another
                  for k, v in recorded.items() for g in given if g.startswith(k + ".")]
+    for i, g in enumerate(given):  # a whole section given: the recorded keys it leaves out would be gone (r158: a
+        mapping = _set_value(given[g])  # 0.19 run ran with 0.33's scheduler, unsaid)
+        kept = set(mapping) if isinstance(mapping, dict) else set()
+        inside = [f"{k}={v}" for k, v in recorded.items() if k.startswith(g + ".")
+                  and k[len(g) + 1:].split(".")[0] not in kept and not any(later == k or k.startswith(later + ".")
+                                                                           for later in list(given)[i + 1:])]
+        if inside:  # refused, not said: what the run would then derive fails elsewhere, naming another setting
+            raise ConfigError("--set", f"{g}=... would replace the whole {g} section, dropping the "
+                                       f"{', '.join(inside)} that {run.path} records: --set each key instead "
+                                       f"(--set {g}.KEY=VALUE)")
     blocks, size = recorded.get("engine.num_gpu_blocks_override"), recorded.get("engine.block_size", "16")
     new_size = given.get("engine.block_size")
     if blocks and new_size and new_size != size and "engine.num_gpu_blocks_override" not in given:

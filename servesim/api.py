@@ -66,13 +66,15 @@ ScenarioLike = Union[str, os.PathLike, Mapping, Scenario, None]
 Overrides = Union[Mapping[str, Any], Sequence[str], None]
 
 
-def _settings(overrides: Overrides, source=None, axes=(), searched: str | None = None) -> list[str]:
-    """Overrides as the CLI's --set texts, with a warning where a whole section drops a key given before it (or
-    the scenario's own: `source` as _source gives it, `axes` as _axes)."""
+def _settings(overrides: Overrides, scenario: ScenarioLike = None, axes=(), searched: tuple[str, ...] = ()
+              ) -> list[str]:
+    """Overrides as the CLI's --set texts, with a warning where a whole section drops a key given before it, or
+    the scenario's own (a file's or mapping's: a Scenario object holds its defaults too, r158), `axes` as _axes
+    gives them."""
     from servesim.simulator.config import dropped_sets, say_once
 
     sets = _setting_texts(overrides)
-    say_once(dropped_sets(sets, source, axes, searched))
+    say_once(dropped_sets(sets, None if isinstance(scenario, Scenario) else _source(scenario), axes, searched))
     return sets
 
 
@@ -166,8 +168,7 @@ def resolve(scenario: ScenarioLike = None, overrides: Overrides = None) -> Resol
                                           "itself, resolved again with every value checked (a profile as its "
                                           "'profile' setting)")
         return scenario
-    source = _source(scenario)
-    return load(source, _settings(overrides, source))
+    return load(_source(scenario), _settings(overrides, scenario))
 
 
 
@@ -242,7 +243,7 @@ def sweep(scenario: ScenarioLike, grid: Mapping[str, Sequence] | None = None, ov
     from servesim.simulator.sweep import sweep as run
 
     source, axes = _source(scenario), _axes(grid, zipped)
-    sets = _settings(overrides, source, axes)
+    sets = _settings(overrides, scenario, axes)
     base = first_seed(source, sets, None if base_seed is None else checked("base_seed", base_seed, SEED))
     points = grid_points(axes, checked("seeds", seeds, COUNT), base, fixed=sets)
     table = run(source, sets, points, out, checked("jobs", jobs, JOBS), progress=progress)
@@ -258,8 +259,7 @@ def max_rate(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overr
     """`servesim search max-rate`: the highest arrival rate meeting every SLO ({"ttft_p99_ms": 500, ...})."""
     from servesim.simulator.search import max_rate as search
 
-    source = _source(scenario)
-    return search(source, _settings(overrides, source, searched="workload.arrival.rate"), _slos(slos),
+    return search(_source(scenario), _settings(overrides, scenario, searched=("workload.arrival.rate",)), _slos(slos),
                   checked("low", low, POSITIVE),
                   None if high is None else checked("high", high, POSITIVE),
                   checked("tolerance", tolerance, TOLERANCE), checked("max_runs", max_runs, COUNT))
@@ -277,7 +277,7 @@ def recommend(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Over
     million output tokens
     among those carrying `rate` req/s (default: the scenario's; a trace: its own traffic) within the SLOs. The
     table's `attrs["report"]` holds recommend.json's content (prices, vLLM commands)."""
-    from servesim.simulator.recommend import DISAGG, axes_from, run
+    from servesim.simulator.recommend import DISAGG, SET_BY_THE_SEARCH, axes_from, run
 
     axes = {k: v for k, v, _ in _axes(grid, None)}
     for key, given, arg in [(k, v, "grid") for k, v in axes.items()] + [("hardware.gpu", gpus, "gpus"),
@@ -291,9 +291,8 @@ def recommend(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Over
             if key in axes:
                 raise ConfigError("grid", f"{key}: given twice ({'gpus' if key == 'hardware.gpu' else 'tp'} too)")
             axes = {key: plain_values(list(given), key)} | axes
-    source = _source(scenario)
-    table, report, _ = run(source, _settings(overrides, source, [(k, v, "grid") for k, v in axes.items()],
-                                            "workload.arrival.rate"), axes, _slos(slos),
+    table, report, _ = run(_source(scenario), _settings(overrides, scenario, [(k, v, "grid") for k, v in axes.items()],
+                                                        SET_BY_THE_SEARCH), axes, _slos(slos),
                            None if rate is None else checked("rate", rate, POSITIVE), out, prices,
                            checked("tolerance", tolerance, TOLERANCE), checked("jobs", jobs, JOBS),
                            checked("top", top, COUNT), progress)
@@ -307,8 +306,7 @@ def min_replicas(scenario: ScenarioLike, slos: Mapping[str, float], overrides: O
     """`servesim search replicas`: the fewest replicas meeting every SLO at the scenario's (or this) rate."""
     from servesim.simulator.search import min_replicas as search
 
-    source = _source(scenario)
-    return search(source, _settings(overrides, source, searched="cluster.replicas"), _slos(slos),
+    return search(_source(scenario), _settings(overrides, scenario, searched=("cluster.replicas",)), _slos(slos),
                   None if rate is None else checked("rate", rate, POSITIVE), checked("most", most, REPLICAS))
 
 

@@ -31,7 +31,7 @@ SUMMARY_ROWS = [
     ("p99_tpot_ms", "TPOT p99 (ms)", "{:,.2f}"),
     ("mean_itl_ms", "ITL mean (ms)", "{:,.2f}"),
     ("p99_itl_ms", "ITL p99 (ms)", "{:,.2f}"),
-    ("max_itl_ms", "ITL max (ms)", "{:,.1f}"),
+    ("max_itl_ms", "ITL max (ms)", "{:,.2f}"),  # as the p99 (r158: a max below it)
     ("mean_e2el_ms", "E2E latency mean (ms)", "{:,.1f}"),
     ("p99_e2el_ms", "E2E latency p99 (ms)", "{:,.1f}"),
     ("num_preemptions", "preemptions", "{:,}"),
@@ -78,12 +78,16 @@ def _describe(rs) -> str:
                 if (mode := rs.scenario.policies.preemption_mode) != "recompute" else ""))
 
 
-def _say_dropped(args, sets: list[str] | None = None, axes=(), searched: str | None = None,
+_DROPPED_SAID = [False]  # whether the command said its dropped settings itself (else _dispatch does, after it)
+
+
+def _say_dropped(args, sets: list[str] | None = None, axes=(), searched: tuple[str, ...] = (),
                  scenario: str | None = None) -> None:
     """The user's --sets (and the scenario's keys) a later whole-section --set or axis dropped: said once the
     command has done its work, so never beside an error line."""
     from servesim.simulator.config import dropped_sets, say_once
 
+    _DROPPED_SAID[0] = True
     if not axes and (getattr(args, "grid", None) or getattr(args, "zip", None)):
         from servesim.simulator.sweep import _values
 
@@ -425,7 +429,7 @@ def _search_each_point(args, kind: str, **options) -> int:
         table.to_csv(out / filename, index=False)
         add_written(out, [filename])
     _print_table(table)
-    _say_dropped(args, searched=ANSWERS[kind][3])
+    _say_dropped(args, searched=(ANSWERS[kind][3], "workload.time_scale"))
     doubted = table[table[answer].notna() & table["reason"].notna()] if "reason" in table else table.iloc[:0]
     if len(doubted):  # an answer its search could not confirm (r151: "not stable", exit 0 and no word)
         print(f"servesim: warning: the {answer.replace('_', ' ')} at {len(doubted)} of {len(table)} point(s) is not "
@@ -483,10 +487,9 @@ def cmd_recommend(args) -> int:
                                args.tolerance, args.jobs, args.top,
                                progress=not (args.no_progress or args.quiet or args.json), executor=args.executor,
                                ray_address=args.ray_address)
-    from servesim.simulator.recommend import NAMED_FLAGS
-    from servesim.simulator.search import LOAD
+    from servesim.simulator.recommend import NAMED_FLAGS, SET_BY_THE_SEARCH
 
-    _say_dropped(args, sets, [(k, v, NAMED_FLAGS.get(k, "--grid")) for k, v in axes.items()], LOAD["rate"])
+    _say_dropped(args, sets, [(k, v, NAMED_FLAGS.get(k, "--grid")) for k, v in axes.items()], SET_BY_THE_SEARCH)
     met = int((table["status"] == "meets").sum())
     load_text, prices = report["load"], report["prices"]
     if not answer(report):
@@ -935,7 +938,11 @@ def _dispatch(args) -> int:
 
     try:
         with command_output(getattr(args, "json", False), getattr(args, "quiet", False)):
-            return args.func(args)
+            _DROPPED_SAID[0] = False
+            rc = args.func(args)
+            if not _DROPPED_SAID[0] and isinstance(getattr(args, "set", None), list):  # (r158: compare, validate,
+                _say_dropped(args)  # calibrate and bench dropped a section's keys unsaid)
+            return rc
     except ConfigError as exc:
         print(f"servesim: error: {exc}", file=sys.stderr)
         return 2

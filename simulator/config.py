@@ -531,11 +531,11 @@ SETTING_PATH = re.compile(  # a --set, --grid or --zip KEY
     r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z0-9_][A-Za-z0-9_-]*)*$")
 
 
-def dropped_sets(sets: list[str], scenario=None, axes=(), searched: str | None = None) -> list[str]:
+def dropped_sets(sets: list[str], scenario=None, axes=(), searched: tuple[str, ...] = ()) -> list[str]:
     """A user's --set of a whole section after a --set of a key inside it: the key is dropped (a mapping replaces
-    the section). So are the scenario file's own keys in a section a --set or axis (setting, values, flag) gives
-    as a mapping (r157: said for neither). One warning per section, for the command to say once the settings are
-    valid; `searched`, which the command sets itself, is not said."""
+    the section). So are the scenario's own keys in a section a --set or axis (setting, values, flag) gives as a
+    mapping (r157: said for neither). One warning per section, for the command to say once the settings are
+    valid; `searched`, the settings the command sets itself, are not said."""
     given: list[str] = []
     out = []
     for item in sets:
@@ -548,8 +548,10 @@ def dropped_sets(sets: list[str], scenario=None, axes=(), searched: str | None =
     return out + _replaced_in_scenario(scenario, sets, axes, searched)
 
 
-def _replaced_in_scenario(scenario, sets: list[str], axes, searched: str | None) -> list[str]:
-    """The scenario's keys a mapping given for their whole section leaves out: replaced, not merged."""
+def _replaced_in_scenario(scenario, sets: list[str], axes, searched: tuple[str, ...]) -> list[str]:
+    """The scenario's keys a mapping given for their whole section leaves out, replaced rather than merged: each
+    one the run then holds otherwise. Not said: a key the new kind has no field for (a lognormal's sigma under
+    {dist: fixed}), one a later --set gives again, one left at the value it had, or one the command sets."""
     if isinstance(scenario, (str, Path)):
         try:
             scenario = load_scenario_file(scenario)
@@ -557,15 +559,25 @@ def _replaced_in_scenario(scenario, sets: list[str], axes, searched: str | None)
             return []
     if not isinstance(scenario, dict):
         return []
-    given = [(item.split("=", 1)[0].strip(), [_set_value(item)], "--set") for item in sets if "=" in item]
+    keys = [item.split("=", 1)[0].strip() for item in sets]
+    given = [(key, [_set_value(item)], "--set", keys[i + 1:]) for i, (key, item) in enumerate(zip(keys, sets))
+             if "=" in item] + [(k, list(vs), f, []) for k, vs, f in axes]
     out = []
-    for key, values, flag in given + [(k, list(vs), f) for k, vs, f in axes]:
-        node = scenario
-        for part in key.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        if not isinstance(node, dict):
+    for key, values, flag, later in given:
+        old = _section_given(scenario, key)
+        if not isinstance(old, dict):
             continue
-        lost = sorted({k for v in values if isinstance(v, dict) for k in _left_out(node, v, key)} - {searched})
+        lost: dict = {}
+        for value in values:
+            if not isinstance(value, dict):
+                continue
+            now = _as_run(scenario, sets + ([] if flag == "--set" else [override(key, value)]))
+            for leaf, was in _left_out(old, value, key):
+                if leaf in searched or was is None or any(leaf == k or leaf.startswith(k + ".") for k in later):
+                    continue
+                held = _at_path(now, leaf)
+                if held is not _NO_FIELD and held != was:
+                    lost[leaf] = None
         if lost:
             out.append(f"servesim: warning: {flag} {key}=... replaces the scenario's whole {key} section, so its "
                        f"{', '.join(lost)} has no effect (give {'it' if len(lost) == 1 else 'them'} inside the "
@@ -573,13 +585,64 @@ def _replaced_in_scenario(scenario, sets: list[str], axes, searched: str | None)
     return out
 
 
+_NO_FIELD = object()  # a key the run's settings have no field for
+
+
+def _section_given(scenario: dict, key: str):
+    """The scenario's mapping at a dotted key, a named model or profile as that model's (profile's) mapping."""
+    node: Any = scenario
+    for i, part in enumerate(key.split(".")):
+        nxt = node.get(part) if isinstance(node, dict) else None
+        if i == 0 and part in ("model", "profile") and not isinstance(nxt, dict) and "." in key:
+            try:
+                nxt = _named_section(part, nxt, key)
+            except ConfigError:  # profile auto: edited by no mapping of its parts
+                return None
+        node = nxt
+    return node
+
+
+def _as_run(scenario: dict, sets: list[str]):
+    """The scenario as the command runs it, as plain data, its model and profile mappings with every field they
+    are read with (None where those settings are refused)."""
+    try:
+        data = scenario_of(scenario, sets).model_dump(mode="json")
+    except ConfigError:
+        return None
+    for part in ("model", "profile"):
+        if isinstance(data.get(part), dict) and (typed := typed_section(part, data[part])) is not None:
+            data[part] = typed.model_dump(mode="json")
+    return data
+
+
+def typed_section(part: str, mapping: dict):
+    """A model's (profile's) mapping as a run reads it, or None where it does not read (the run says why)."""
+    from servesim.simulator.cost_model import load_profile
+
+    try:
+        return (load_model if part == "model" else load_profile)(mapping)
+    except ConfigError:
+        return None
+
+
+def _at_path(data, key: str):
+    """The value at a dotted key of plain data; _NO_FIELD where it has no such key (or no data)."""
+    if data is None:
+        return _NO_FIELD
+    for part in key.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return _NO_FIELD
+        data = data[part]
+    return data
+
+
 def _left_out(old: dict, new: dict, prefix: str):
-    """The dotted keys of `old` that `new`, replacing it, does not give."""
+    """(dotted key, value) of each leaf of `old` that `new`, replacing it, does not give."""
     for k, v in old.items():
-        if k not in new:
-            yield f"{prefix}.{k}"
-        elif isinstance(v, dict) and isinstance(new[k], dict):
-            yield from _left_out(v, new[k], f"{prefix}.{k}")
+        if isinstance(v, dict) and v and not (k in new and not isinstance(new[k], dict)):
+            yield from _left_out(v, new.get(k) if isinstance(new.get(k), dict) else {}, f"{prefix}.{k}")
+        elif k not in new:
+            yield f"{prefix}.{k}", v
 
 
 def _set_value(item: str):

@@ -30,10 +30,16 @@ _UNION_TAGS = {"synthetic", "sessions", "trace", "fixed", "uniform", "lognormal"
 _TYPE_TAG = re.compile(r"^(str|int|float|bool|none|dict\[.*\]|list\[.*\]|tuple\[.*\]|literal\[.*\]|constrained-.*|function-.*)$")  # union members
 
 
+_NO_SPACE = " (YAML reads key:value without a space after the colon as one key: write key: value)"
+
+
 def first_error(exc, section: str = "") -> tuple[str, str]:
     """pydantic's first error as (dotted field, short message); `section` is where the validated mapping sits
     (an error about the mapping as a whole is then that section's)."""
-    err = exc.errors()[0]
+    errors = exc.errors()
+    # a key:value written without its space reads as one key: that is the mistake, not what it left missing
+    err = next((e for e in errors if e["type"] == "extra_forbidden" and ":" in str(e["loc"][-1])
+                and e.get("input") is None), errors[0])
     loc = [section] if section else []
     loc += [str(p) for p in err["loc"] if str(p) and not (isinstance(p, str) and (p in _UNION_TAGS or _TYPE_TAG.match(p)))]
     if err["type"] == "setting_bound":  # raised for the whole mapping, about one key of it
@@ -44,9 +50,13 @@ def first_error(exc, section: str = "") -> tuple[str, str]:
     if err["type"] == "extra_forbidden":
         kinds = [p for p in err["loc"] if isinstance(p, str) and p in _UNION_TAGS]  # a kind's fields differ
         msg = f"unknown setting of the {kinds[-1]} kind" if kinds else "unknown setting"
+        if ":" in str(err["loc"][-1]) and err.get("input") is None:  # {max_num_seqs:4}: one key, no value
+            msg += _NO_SPACE
     elif err["type"] == "union_tag_not_found":  # a mapping without its kind: a section set replaces the default
         tag = err["ctx"]["discriminator"].strip("'")
-        msg = (f"give its {tag} too: a setting of this section replaces the default one, so name the kind with "
+        glued = [k for k in err.get("input") or {} if isinstance(k, str) and k.startswith(f"{tag}:")]
+        msg = (f"{glued[0]!r} is read as one key{_NO_SPACE}" if glued else
+               f"give its {tag} too: a setting of this section replaces the default one, so name the kind with "
                f"the fields, e.g. {field or 'it'}={{{tag}: ..., ...}}")
     elif err["type"] == "union_tag_invalid":
         msg = f"unknown kind {err['ctx']['tag']!r} (expected {err['ctx']['expected_tags']})"

@@ -436,12 +436,16 @@ def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> l
 
 def as_taken(sc, point: dict) -> dict:
     """The point's whole floats (1e1) whose setting the scenario holds as an integer, as that integer."""
+    from servesim.simulator.config import typed_section
+
     out = {}
     for key, value in point.items():
         if isinstance(value, float) and value.is_integer():
             node = sc
-            for part in key.split("."):
+            for i, part in enumerate(key.split(".")):
                 node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
+                if i == 0 and part in ("model", "profile") and isinstance(node, dict):  # read when resolved: typed
+                    node = typed_section(part, node)  # as then (r158: a model's 2.0 layers tabled as 2.0)
             if isinstance(node, int) and not isinstance(node, bool) and node == value:
                 out[key] = node
     return out

@@ -76,11 +76,18 @@ def test_missing_columns_and_too_few_points_are_named():
     ("decode_seqs", "x", "row 4: decode_seqs must be a non-negative integer up to 2^40, got 'x'"),
     ("decode_context_tokens", 2**70, "row 4: decode_context_tokens must be a non-negative integer up to 2^40"),
     ("time_ms", True, "row 4: time_ms must be 0 or a time from 1e-6 to 1e9 ms, got True"),  # round 42: read as 1 ms
+    # r158: the harness's spread columns were read by nothing
+    ("repeats", 0, "row 4: repeats must be an integer >= 1"),
+    ("time_ms_p10", 1e9, "row 4: time_ms 26.7264 must lie within its time_ms_p10 and time_ms_p90"),
+    ("time_ms_p90", 1e-3, "row 4: time_ms 26.7264 must lie within its time_ms_p10 and time_ms_p90"),
+    ("time_ms_p90", -1.0, "row 4: time_ms_p90 must be 0 or a time"),
 ])
 def test_a_damaged_measurement_row_is_named_not_dropped(col, value, message):
     df = synthetic()
     if col == "experts_touched":
         df[col] = 4.0
+    if col in ("repeats", "time_ms_p10", "time_ms_p90"):  # as the harness writes them
+        df = df.assign(repeats=5, time_ms_p10=df["time_ms"] * 0.9, time_ms_p90=df["time_ms"] * 1.1)
     df = df.astype({col: object})
     df.loc[3, col] = value
     with pytest.raises(ConfigError, match=re.escape(message)):
@@ -619,3 +626,12 @@ def test_a_run_json_whose_model_contradicts_its_architecture_is_refused(tmp_path
     with pytest.raises(ConfigError, match=r"^run.json: model llama-3.1-8b contradicts the architecture it records "
                                           r"\(small-llama's\)"):
         fit_directory(tmp_path, out=tmp_path / "p.yaml")
+
+
+def test_round_158_steps_that_all_take_one_time_are_said(capsys):
+    """r158: every step at 5 ms from 1 to 2,048 tokens fitted a profile timing every batch alike, reported as a
+    0.0% error, unsaid."""
+    fit_step_model(synthetic().assign(time_ms=5.0))
+    assert "every step measured takes 5 ms (within 1%)" in capsys.readouterr().err
+    fit_step_model(synthetic())
+    assert "every step measured" not in capsys.readouterr().err

@@ -891,7 +891,7 @@ def test_round_157_a_whole_section_says_the_scenarios_keys_it_drops(tmp_path, ca
         capsys.readouterr().err
     assert main(["sweep", str(scenario), "--grid", "workload={num_requests: 3},{num_requests: 4}", "--out",
                  str(tmp_path / "w"), "--no-progress"]) == 0
-    assert "--grid workload=... replaces the scenario's whole workload section, so its workload.arrival has" in \
+    assert "--grid workload=... replaces the scenario's whole workload section, so its workload.arrival.rate has" in \
         capsys.readouterr().err
     assert main(["sweep", str(scenario), "--grid", "workload.arrival={process: poisson, rate: 2},{process: gamma, "
                  "cv: 2, rate: 2}", "--out", str(tmp_path / "v"), "--no-progress"]) == 0
@@ -904,6 +904,36 @@ def test_round_157_a_whole_section_says_the_scenarios_keys_it_drops(tmp_path, ca
 
     assert not dropped_sets(["workload.arrival={process: gamma, cv: 2}"], str(scenario),
                             searched="workload.arrival.rate")  # the search sets it
+
+
+def test_round_158_the_section_warning_names_only_what_the_run_loses(tmp_path, capsys):
+    """r158: the r157 warning named keys the new kind has no field for (a lognormal's sigma under a fixed
+    distribution, advice that fails), null and default keys of a rerun config.yaml, keys a later --set gives again,
+    a Scenario object's defaults and what a search sets itself; it missed a named profile's terms, which a mapping
+    of its section zeroed (an 11% faster run, unsaid)."""
+    import servesim
+    from servesim.simulator.config import Scenario, dropped_sets
+    from servesim.simulator.recommend import SET_BY_THE_SEARCH
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("profile: h200-llama-3.1-8b-bf16-tp1\nworkload:\n  num_requests: 5\n  arrival: {process: "
+                        "gamma, rate: 4, cv: 2, ramp_up_strategy: null}\n  output_tokens: {dist: lognormal, median: "
+                        "100, sigma: 1, max: 500}\ncluster: {replicas: 3, router: round_robin}\n")
+    said = lambda *sets, **k: " ".join(dropped_sets(list(sets), str(scenario), **k))  # noqa: E731
+    assert "profile.overhead.gpu_per_layer_us, " in said("profile.overhead={host_per_step_ms: 0.5}")
+    assert said("workload.output_tokens={dist: fixed, value: 256}") == ""  # the fixed kind reads no sigma
+    assert "workload.output_tokens.max has no" in said("workload.output_tokens={dist: lognormal, median: 50, sigma: 1}")
+    assert said("workload.arrival={process: gamma, rate: 3}", "workload.arrival.cv=2") == ""  # given again
+    assert "workload.arrival.cv has no effect" in said("workload.arrival={process: gamma, rate: 3}")
+    assert said("workload.arrival={process: gamma, cv: 2}", searched=("workload.arrival.rate",)) == ""
+    assert said("cluster={router: round_robin}", searched=SET_BY_THE_SEARCH) == ""
+    whole = said("workload={num_requests: 5}", searched=("workload.arrival.rate",))
+    assert "workload.arrival.cv" in whole and "workload.arrival.rate" not in whole  # a leaf, not its section
+    assert " ".join(dropped_sets(["workload.arrival={process: gamma, cv: 3},{process: constant}"], str(scenario),
+                                 [("workload.arrival", [{"process": "gamma", "cv": 3}, {"process": "constant"}],
+                                   "--grid")], ("workload.arrival.rate",))) == ""
+    servesim.resolve(Scenario(profile="teaching"), {"workload.output_tokens": {"dist": "lognormal", "median": 9}})
+    assert "replaces the scenario's" not in capsys.readouterr().err  # a Scenario object's defaults are no keys given
 
 
 def test_round_32_out_files_tolerance_range_and_float32_arrivals(tmp_path, capsys, monkeypatch):
@@ -1467,3 +1497,15 @@ def test_round_155_a_flag_or_a_set_key_given_twice_is_said(capsys):
     captured = capsys.readouterr()
     assert "--set workload.num_requests is given 2 times" in captured.err and "num_requests: 2" in captured.out
     assert main(["config", "--set", "workload.num_requests=1"]) == 0 and "given" not in capsys.readouterr().err
+
+
+def test_round_158_each_latencys_figures_are_printed_to_one_precision():
+    """r158: the ITL max was printed to 0.1 ms and its p99 to 0.01 ms, so a fast model's max (0.14) read 0.1,
+    below its p99 (0.14): a metric's mean, median, p99 and max share one format."""
+    from servesim.simulator.cli import SUMMARY_ROWS
+
+    formats: dict = {}
+    for key, _, fmt in SUMMARY_ROWS:
+        if key.endswith("_ms"):
+            formats.setdefault(key.split("_", 1)[1], set()).add(fmt)
+    assert formats and all(len(f) == 1 for f in formats.values()), formats

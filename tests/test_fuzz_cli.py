@@ -291,6 +291,11 @@ def test_a_flag_outside_its_range_is_one_line_naming_it(capsys, prefix, flag, va
     (["sweep", "--grid", "workload.arrival.rate=5,5.0"], "a value twice"),
     (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--set", "workload.arrival.rate=3"], "the search varies"),
     (["config", "--set", "workload.prompt_tokens.max=1023"], "give its dist too"),
+    # r158: key:value without its space is one key, not a missing dist or value
+    (["config", "--set", "workload.output_tokens={dist:fixed,value:3}"], "'dist:fixed' is read as one key"),
+    (["config", "--set", "workload.output_tokens={dist: fixed, value:3}"], "value:3: unknown setting of the fixed "
+                                                                           "kind (YAML reads key:value without a"),
+    (["config", "--set", "engine={max_num_seqs:4}"], "write key: value"),
     (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--grid", "workload.arrival.rate=1,2"], "the search varies"),
     (["search", "max-rate", "--slo", "ttft_p99_ms=500", "--low", "2", "--high", "1"], "--high"),
     (["run", "--set", "=5"], "--set"),

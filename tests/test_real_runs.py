@@ -824,6 +824,9 @@ def test_the_engine_switches_a_run_records_are_its_settings():
     assert not any("prefix" in s for s in engine_sets({"kv_cache": {"enable_prefix_caching": None}}, "m"))
     with pytest.raises(ConfigError, match="resolved_config.model_config.enforce_eager: must be true or false"):
         engine_sets({"resolved_config": {"model_config": {"enforce_eager": "yes"}}}, "meta.json")
+    # r158: a null KV dtype or expert-parallel switch is vLLM's default, as every other null (refused as 'None')
+    assert engine_sets({"engine_kwargs": {"kv_cache_dtype": None, "enable_expert_parallel": None}}, "m") == \
+        engine_sets({"engine_kwargs": {"kv_cache_dtype": "auto"}}, "m")
 
 
 def test_round_150_a_count_only_the_resolved_config_records_is_a_setting():
@@ -1505,3 +1508,20 @@ def test_round_155_a_comparison_rerun_cut_half_way_leaves_no_earlier_file_beside
     left = {p.name for p in out.iterdir()}
     assert "table.csv" in left and not {"summary.json", "command.txt"} & left
     assert not [n for n in left if n.endswith((".png", ".svg"))]
+
+
+def test_round_158_a_whole_section_set_says_the_recorded_settings_it_drops():
+    """r158: compare RUN --set 'engine={max_num_seqs: 32}' dropped every engine setting the run records (its vLLM
+    0.19 release ran with 0.33's scheduler, its measured KV pool derived again), unsaid, or failed naming
+    engine.gpu_memory_utilization for the max_model_len it dropped: refused, naming what it would drop."""
+    from types import SimpleNamespace
+
+    from servesim.calibration.run_comparison import _with_overrides
+
+    run = SimpleNamespace(path="RUN", sets=["engine.max_num_seqs=256", "engine.vllm_defaults=0.19.0",
+                                            "engine.num_gpu_blocks_override=2588", "hardware.gpu=rtx-4090"])
+    with pytest.raises(ConfigError, match=r"^--set: engine=... would replace the whole engine section, dropping the "
+                                          r"engine.vllm_defaults=0.19.0 that RUN records: --set each key instead"):
+        _with_overrides(run, ["engine={max_num_seqs: 32}", "engine.num_gpu_blocks_override=100"])
+    assert _with_overrides(run, ["engine={max_num_seqs: 32, vllm_defaults: 0.19.0}", "engine.num_gpu_blocks_override=1"])
+    assert _with_overrides(run, ["engine.max_num_seqs=256"])[1] == []
