@@ -12,6 +12,7 @@ Bad input raises `ConfigError` naming the setting, as the CLI's one-line errors 
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -36,7 +37,15 @@ from servesim.workloads import traces
 from servesim import __all__  # noqa: E402,F401 (the names servesim exports, listed once there)
 
 # the functions servesim exports from elsewhere, their arguments checked as the CLI checks its flags
-capacity = checked_args(plan, "capacity", model="path", gpu="text", gpu_memory_gib="number",  # plan says the ranges
+@functools.wraps(plan)
+def _planned(*args, **kwargs):
+    """plan, its warnings said as `servesim capacity` says them."""
+    p = plan(*args, **kwargs)
+    p.say()
+    return p
+
+
+capacity = checked_args(_planned, "capacity", model="path", gpu="text", gpu_memory_gib="number",  # plan says the ranges
                         gpu_memory_utilization="number", quantization="text", kv_cache_dtype="text",
                         weights_gib="number", reserved_memory_gib="number", max_num_seqs="number",
                         max_num_batched_tokens="number", tensor_parallel_size="number", block_size="number",
@@ -285,6 +294,9 @@ def recommend(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Over
         if given is not None and not len(given):  # as the CLI's and sweep's (r143: a KeyError after no runs)
             raise ConfigError(arg, f"{key}: no values")
     if disagg is not None:  # read as the CLI's --disagg reads them
+        odd = next((d for d in disagg if not isinstance(d, str) or "," in d), None)
+        if odd is not None:  # (r158: a (1, 1) was split at its comma into a garbled unit)
+            raise ConfigError("disagg", f"each unit is text, prefill:decode replicas ('1:2') or 'none'; got {odd!r:.40}")
         axes = axes_from({DISAGG: ",".join(map(str, disagg))}, []) | axes
     for key, given in (("hardware.gpu", gpus), ("engine.tensor_parallel_size", tp)):
         if given is not None:

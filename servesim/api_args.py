@@ -46,6 +46,8 @@ def _plain(v, field: str = "scenario"):
         raise ConfigError(field, f"{v!r:.40}: a complex number is not a setting value")
     if isinstance(v, np.bool_):
         return bool(v)
+    if isinstance(v, str) and type(v) is not str:  # a str subclass (np.str_, a StrEnum) as its text (r158)
+        return str.__str__(v)
     if isinstance(v, np.integer):
         return int(v)
     return float(v) if isinstance(v, np.floating) else v
@@ -106,6 +108,8 @@ def checked_args(fn=None, /, _as: str | None = None, **kinds: str):
             test, what = KINDS[kind]
             if isinstance(value, np.ndarray) and value.ndim == 0 and kind != "list":  # np.array(5): one number
                 value = value[()]
+            if isinstance(value, np.ndarray) and value.ndim == 1 and kind == "list":  # as a grid's values (r158)
+                value = plain_values(value, arg)
             if kind == "path" and (problem := path_problem(value)) is not None:  # the CLI's --out checks too
                 raise ConfigError(arg, problem)
             if not test(value):

@@ -58,7 +58,13 @@ class CapacityPlan:
     reserved_bytes: int  # per GPU: vLLM's start-up profile besides weights and KV (config.start_up_reserve)
     tensor_parallel_size: int
     layout: KVLayout
-    warnings: list[str]  # flags given that nothing read
+    warnings: list[str]  # flags given that nothing read, and what the plan gives up against vLLM
+
+    def say(self) -> None:
+        """Each warning on stderr, as the CLI and the API say them (r158: the API said none)."""
+        from servesim.simulator.config import say_once
+
+        say_once(f"servesim: warning: {w}" for w in self.warnings)
 
     def as_dict(self) -> dict:
         return self.report.as_dict() | {"gpu_memory_gib": self.gpu_memory_gib,
@@ -199,8 +205,9 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
         check_attention_backend(arch, hw, kv_dtype, None, old)
     except ConfigError as exc:  # said of the flag given, not the engine setting it stands for
         raise ConfigError("--kv-cache-dtype", exc.message) from None
-    if values["block_size"] is not None:
-        check_given_block_size(hw, values["block_size"], old, None, "--block-size")
+    if values["block_size"] is not None and (said := check_given_block_size(hw, values["block_size"], old, None,
+                                                                           "--block-size")):
+        warnings.append(said)  # (r158: said on stderr, left out of the API's warnings)
     block_size = values["block_size"] or attention_block_size(arch, hw, kv_dtype, None, old)
     in_flight = in_flight_tokens(defaults, budget, True)
     # vLLM's start-up check and auto-fit: 0.33 counts the blocks beside the null block, 0.19 every block (round 127)
@@ -241,4 +248,6 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
                         f"cannot hold one "
                         f"request of max_model_len={max_len:,} ({report.max_model_len_blocks:,} blocks); lower "
                         f"--max-model-len or give the cache more memory")
+    if layout.note:  # the layout's (a sliding window counted whole): the API's caller gets it too (r158)
+        warnings.insert(0, layout.note.removeprefix("servesim: warning: "))
     return CapacityPlan(report, hw.memory_gib, utilization, weights, reserved, tp, layout, warnings)

@@ -298,9 +298,7 @@ def cmd_capacity(args) -> int:
         for name, (flag, _) in ARGUMENTS.items():
             message = re.sub(rf"\b{name}\b", flag, message)
         raise ConfigError(ARGUMENTS[exc.field][0], message) from None
-    if p.layout.note:
-        print(p.layout.note, file=sys.stderr)
-    for line in p.warnings:
+    for line in p.warnings:  # each time the command runs (say_once says a line once a process)
         print(f"servesim: warning: {line}", file=sys.stderr)
     if not answer(p.as_dict()):
         print("\n".join(p.lines()))

@@ -1118,16 +1118,17 @@ def resolved_kv_cache_dtype(arch: ModelArchitecture, kv_cache_dtype: str) -> str
 
 
 def check_given_block_size(hw: Hardware, block_size: int, is_0_19: bool, backend: str | None = None,
-                         field: str = "engine.block_size") -> None:
+                         field: str = "engine.block_size") -> str | None:
     """A block size given: on Intel's XPU 0.33's FlashAttention takes multiples of 64 only (a run and
     capacity refuse it alike, round 127). On CUDA any size simulates, but one no vLLM backend takes is said
-    (r152: a run and capacity took 17 unsaid, where `servesim vllm` refuses it)."""
+    (r152: a run and capacity took 17 unsaid, where `servesim vllm` refuses it): returned, for the caller to say."""
     if hw.platform == "xpu" and not is_0_19 and block_size % 64 and backend in (None, "FLASH_ATTN"):
         raise ConfigError(field, f"{block_size}: vLLM 0.33's FlashAttention on Intel's XPU takes multiples of 64 "
                                  f"only (no common block size: it does not start)")
     if hw.platform == "cuda" and block_size % 16 and backend is None:
-        say_once([f"servesim: warning: {field} {block_size}: vLLM's CUDA attention backends take multiples of 16, "
-                  f"so vLLM would not start with it; simulated as given (a what-if)"])
+        return (f"{field} {block_size}: vLLM's CUDA attention backends take multiples of 16, so vLLM would not "
+                f"start with it; simulated as given (a what-if)")
+    return None
 
 
 def attention_block_size(arch: ModelArchitecture, hw: Hardware, kv_cache_dtype: str, backend: str | None = None,
@@ -1471,8 +1472,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                                                                                   e.block_size):
         raise ConfigError("engine.block_size", f"{e.block_size}: the attention backend {e.attention_backend} does "
                                                f"not take it (block_size not supported), so vLLM does not start")
-    if not derived_block_size:
-        check_given_block_size(hw, e.block_size, e.is_0_19, e.attention_backend)
+    if not derived_block_size and (said := check_given_block_size(hw, e.block_size, e.is_0_19, e.attention_backend)):
+        say_once([f"servesim: warning: {said}"])
     size = attention_block_size(arch, hw, kv_dtype, e.attention_backend, e.is_0_19)
     if derived_block_size and size != e.block_size:
         e = e.model_copy(update={"block_size": size})

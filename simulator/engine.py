@@ -485,4 +485,8 @@ def run_warnings(rs: ResolvedScenario, source: RequestSource, result: RunResult)
         said.append(f"simulation.max_sim_time_s={rs.scenario.simulation.max_sim_time_s:g} ended the run: "
                     f"{running:,} request(s) unfinished ({counted}, in no latency)"
                     + (f", {unsent:,} never arrived (in no metric)" if unsent > 0 else ""))
+    elif unsent > 0:  # no cut: the source sent fewer than it planned and said none held back (r158: unsaid)
+        said.append(f"the request source ({source.kind}) planned {source.planned():,} requests and sent "
+                    f"{result.num_requests:,}, holding back {source.held_back():,}: {unsent:,} never arrived, in no "
+                    f"metric (its planned() or held_back() is not what it sends)")
     return said

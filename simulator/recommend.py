@@ -51,9 +51,15 @@ def load_prices(path: str | None) -> dict:
     if unknown:  # r143: a misspelt optional key vanished
         raise ConfigError("--prices", f"{where}: unknown key {unknown[0]} (a price table holds `note` and `prices`, "
                                       f"each GPU's usd_per_gpu_hour, source and date)")
+    texts = [("note", data.get("note"))] + [(f"prices.{gpu}.{k}", row[k]) for gpu, row in prices.items()
+                                            if isinstance(row, dict) for k in ("source", "date") if k in row]
+    for key, value in texts:  # said as text (r158: a list or a mapping was printed as Python's)
+        if isinstance(value, (dict, list, bool)):
+            raise ConfigError("--prices", f"{where}: {key} must be text (a date may be 2026-05-01), got "
+                                          f"{type(value).__name__}")
     out = {}
     for gpu, row in prices.items():
-        value = row.get("usd_per_gpu_hour") if isinstance(row, dict) else row
+        value = row.get("usd_per_gpu_hour") if isinstance(row, dict) else row  # or the price alone
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_PRICE:
             raise ConfigError("--prices", f"{where}: prices.{gpu}.usd_per_gpu_hour must be a positive number of "
                                           f"dollars up to {MAX_PRICE:g}, got {value!r}")
@@ -292,7 +298,8 @@ def traffic_output_per_hour(scenario, sets: list[str], rate: float | None) -> fl
     specs, timed = source.traffic() or (source.initial(), len(source.initial()))
     if not specs or not timed:
         return 0.0
-    out_per_arrival = sum(sp.output_tokens for sp in specs) / timed
+    out_per_arrival = sum(min(sp.output_tokens, sp.output_limit) for sp in specs) / timed  # (r158: a max_tokens
+    # below a trace's output cuts it, as the run and describe do; it was counted whole, the $/M 8x too low)
     if rate is None:
         times = [sp.arrival_time for sp in specs[:timed]]
         span = max(times) - min(times)
@@ -534,6 +541,9 @@ def check_space(scenario, sets: list[str], axes: dict[str, list]) -> None:
         flag = flags.get(key, "--grid")
         if key in SET_BY_THE_SEARCH:
             raise ConfigError(flag, f"{key}: the search sets it (the fleet's replicas, for the traffic's load)")
+        if key == "workload" or key.startswith("workload."):  # (r158: each candidate priced on the base traffic)
+            raise ConfigError(flag, f"{key}: the traffic is what every candidate is sized and priced for, one "
+                                    f"for all: recommend each workload on its own")
         seen = []
         for v in values:
             if v in seen:

@@ -282,6 +282,22 @@ def test_a_sources_answers_that_are_not_what_they_must_be_are_named(returns, fie
     assert e.value.field == field, str(e.value)
 
 
+def test_round_158_a_source_sending_fewer_than_it_planned_is_said(capsys):
+    """r158: planned() 5, one request sent, none held back and no cut: 4 requests vanished without a word."""
+    from servesim.workloads.source import RequestSource
+
+    class Few(RequestSource):
+        def initial(self):
+            return [servesim.RequestSpec(0, 0.0, 10, 5)]
+
+        def planned(self):
+            return 5
+
+    result = servesim.simulate(None, {"profile": "teaching"}, requests=Few())
+    assert "the request source (Few) planned 5 requests and sent 1, holding back 0: 4 never arrived" in \
+        " ".join(result.warnings)
+
+
 def test_a_sources_one_warning_given_as_text_is_said_as_one_line(capsys):
     """Round 106: a `warnings` given as one str was said a letter per line."""
     from servesim.workloads.source import RequestSource
@@ -851,3 +867,22 @@ def test_round_155_a_complex_number_is_no_setting_and_its_error_names_it():
 
     with pytest.raises(servesim.ConfigError, match="a complex is not a setting value"):
         override("engine.cudagraph_capture_sizes", [8, 2 + 1j])
+
+
+def test_round_158_arrays_text_subclasses_and_units_are_taken_as_the_cli_takes_them(tmp_path):
+    """r158: recommend's gpus=np.array([...]) was "must be a list" where grids take arrays; a str subclass (a
+    StrEnum, np.str_) was "not a setting value (numbers, strings, ...)"; disagg=[(1, 1)] was split at its comma."""
+    import enum
+
+    from servesim.simulator.errors import ConfigError
+
+    class Gpu(enum.StrEnum):
+        H100 = "h100-sxm"
+
+    for gpu in (Gpu.H100, np.str_("h100-sxm")):
+        assert servesim.resolve(None, {"hardware.gpu": gpu}).hardware.name == "NVIDIA H100 SXM 80GB"
+    with pytest.raises(ConfigError, match=r"^gpus: unknown GPU 'nope'"):  # read as a list, then checked
+        servesim.recommend(None, {"ttft_p99_ms": 500}, rate=1, gpus=np.array(["nope", "a30"]), out=tmp_path / "r")
+    with pytest.raises(ConfigError, match=r"^disagg: each unit is text, prefill:decode replicas \('1:2'\) or 'none'; "
+                                          r"got \(1, 1\)"):
+        servesim.recommend(None, {"ttft_p99_ms": 500}, rate=1, disagg=[(1, 1)], out=tmp_path / "r")

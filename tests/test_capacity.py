@@ -255,3 +255,17 @@ def test_the_api_takes_max_model_len_as_the_cli_does():
     assert length("auto") == length(-1) < 131072 and length("32k") == 32000 and length(8192) == 8192
     with pytest.raises(ConfigError, match="max_model_len: must be a length"):
         length(1.5)
+
+
+def test_round_158_the_api_says_and_keeps_every_warning_the_cli_says(capsys):
+    """r158: servesim.capacity said no warning (the CLI's max_num_seqs line only kept in .warnings), lost the
+    sliding-window note entirely, and said a block size's warning without keeping it."""
+    import servesim
+
+    window = servesim.capacity("mistral-7b", "h100-sxm")
+    assert "slides a 4096-token window on every layer" in window.warnings[0]
+    assert f"servesim: warning: {window.warnings[0]}" in capsys.readouterr().err
+    odd = servesim.capacity("llama-3.1-8b", "h100-sxm", tokens_per_request=1, block_size=24)
+    err = capsys.readouterr().err
+    assert len(odd.warnings) == 2 and all(f"servesim: warning: {w}" in err for w in odd.warnings)
+    assert "multiples of 16" in odd.warnings[0] and "max_num_seqs=1,024" in odd.warnings[1]

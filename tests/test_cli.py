@@ -903,7 +903,7 @@ def test_round_157_a_whole_section_says_the_scenarios_keys_it_drops(tmp_path, ca
     from servesim.simulator.config import dropped_sets
 
     assert not dropped_sets(["workload.arrival={process: gamma, cv: 2}"], str(scenario),
-                            searched="workload.arrival.rate")  # the search sets it
+                            searched=("workload.arrival.rate",))  # the search sets it
 
 
 def test_round_158_the_section_warning_names_only_what_the_run_loses(tmp_path, capsys):

@@ -44,6 +44,10 @@ def test_a_price_for_a_name_no_gpu_has_is_said(tmp_path, capsys):
     ("prices: {h100-sxm: .inf}", "must be a positive number"),
     ("gpus: []", "needs `prices:`"),
     ("prices: [", "not valid YAML"),
+    # r158: printed as Python's list or mapping
+    ("note: [1, 2]\nprices: {h100-sxm: 2.5}", "note must be text (a date may be 2026-05-01), got list"),
+    ("prices: {h100-sxm: {usd_per_gpu_hour: 2, source: [a, b]}}", "prices.h100-sxm.source must be text"),
+    ("prices: {h100-sxm: {usd_per_gpu_hour: 2, date: {x: 1}}}", "prices.h100-sxm.date must be text"),
 ])
 def test_a_bad_price_table_is_one_line(text, says, tmp_path, capsys):
     (tmp_path / "p.yaml").write_text(text)
@@ -143,6 +147,8 @@ def test_one_token_outputs_have_no_tpot_and_the_plot_leaves_it_off(tmp_path, cap
 
 @pytest.mark.parametrize("argv, says", [
     (["--grid", "cluster.replicas=1,2"], "--grid: cluster.replicas: the search sets it"),
+    # r158: every candidate was priced on the base traffic's output
+    (["--grid", "workload.output_tokens.median=20,400"], "--grid: workload.output_tokens.median: the traffic is what"),
     (["--grid", "engine.max_num_seqs=8", "--grid", "engine.max_num_seqs=16"], "--grid: engine.max_num_seqs: given twice"),
     # a value no deployment could take is the user's mistake, not a candidate "pruned" beside those that do not fit
     (["--gpu", "h100-sxm,h100-sxm"], "--gpu: hardware.gpu: 'h100-sxm' given twice"),
@@ -623,3 +629,15 @@ def test_a_section_or_model_axis_is_in_each_candidates_line(tmp_path, capsys):
         row = rows[c["rank"]]
         hf = {"llama-3.1-8b": "meta-llama/Llama-3.1-8B", "qwen3-8b": "Qwen/Qwen3-8B"}[row["model"]]
         assert c["command"].startswith(f"vllm serve {hf} --max-num-seqs {row['engine']['max_num_seqs']} ")
+
+
+def test_round_158_a_traces_max_tokens_cuts_the_output_recommend_prices(tmp_path):
+    """r158: recommend priced a trace's outputs whole where its max_tokens cuts them (400 counted, 50 run), so its
+    $ per million output tokens came out 8 times too low."""
+    from servesim.simulator.recommend import traffic_output_per_hour
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"request_id": i, "arrival_time": i * 0.05, "prompt_tokens": 200,
+                                         "output_tokens": 400, "max_tokens": 50}) + "\n" for i in range(41)))
+    assert traffic_output_per_hour(None, [f"workload={{type: trace, path: {trace}}}"], None) == \
+        pytest.approx(20 * 50 * 3600)
