@@ -98,10 +98,15 @@ def _set_value(text: str):
 def _with_overrides(run: RealRun, sets: list[str]) -> tuple[list[str], list[str]]:
     """The run's recorded settings under the user's --sets, and a warning for each recorded value a --set replaces.
     A recorded pool of KV blocks is memory: under another --set engine.block_size it is kept as the same tokens."""
-    given = dict(s.split("=", 1) for s in sets if "=" in s)
+    given = {k.strip(): v for k, v in (s.split("=", 1) for s in sets if "=" in s)}  # keys as --set reads them
     recorded = dict(s.split("=", 1) for s in run.sets)
     warnings = [f"--set {k}={given[k]} replaces the {k}={v} that {run.path} records"
                 for k, v in recorded.items() if k in given and given[k] != v]
+    for g, text in given.items():  # a mapping's keys too (r159: hardware={gpu: h100-sxm} ran an RTX 4090's run unsaid)
+        mapping = _set_value(text)
+        inner = _dotted(mapping, f"{g}.") if isinstance(mapping, dict) else {}
+        warnings += [f"--set {g}=... gives {k}={inner[k]}, replacing the {k}={v} that {run.path} records"
+                     for k, v in recorded.items() if k in inner and inner[k] != _set_value(v)]
     warnings += [f"--set {g}={given[g]} edits the {k}={v} that {run.path} records"  # model.name=... reads another
                  for k, v in recorded.items() for g in given if g.startswith(k + ".")]
     for i, g in enumerate(given):  # a whole section given: the recorded keys it leaves out would be gone (r158: a

@@ -39,8 +39,15 @@ from servesim import __all__  # noqa: E402,F401 (the names servesim exports, lis
 # the functions servesim exports from elsewhere, their arguments checked as the CLI checks its flags
 @functools.wraps(plan)
 def _planned(*args, **kwargs):
-    """plan, its warnings said as `servesim capacity` says them."""
+    """plan, its warnings said as `servesim capacity` says them, each flag named as this call's argument (r159:
+    `--block-size 17` where the error for it says block_size)."""
+    import inspect
+    import re
+
     p = plan(*args, **kwargs)
+    names = inspect.signature(plan).parameters
+    p.warnings[:] = [re.sub(r"--([a-z][a-z0-9-]*)", lambda m: m[1].replace("-", "_") if m[1].replace("-", "_") in
+                            names else m[0], w) for w in p.warnings]
     p.say()
     return p
 

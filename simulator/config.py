@@ -567,22 +567,42 @@ def _replaced_in_scenario(scenario, sets: list[str], axes, searched: tuple[str, 
         old = _section_given(scenario, key)
         if not isinstance(old, dict):
             continue
+        mappings = [v for v in values if isinstance(v, dict)]
         lost: dict = {}
-        for value in values:
-            if not isinstance(value, dict):
-                continue
+        for value in mappings:
             now = _as_run(scenario, sets + ([] if flag == "--set" else [override(key, value)]))
+            if now is None:  # refused: the command says why, or the point's run does
+                continue
             for leaf, was in _left_out(old, value, key):
                 if leaf in searched or was is None or any(leaf == k or leaf.startswith(k + ".") for k in later):
                     continue
                 held = _at_path(now, leaf)
-                if held is not _NO_FIELD and held != was:
-                    lost[leaf] = None
+                if held == was or held is _NO_FIELD and _kind_changed(scenario, now, key, leaf):
+                    continue
+                lost[leaf] = lost.get(leaf, 0) + 1
         if lost:
+            named = [k if n == len(mappings) else f"{k} (in the {n} of {len(mappings)} values leaving it out)"
+                     for k, n in lost.items()]
             out.append(f"servesim: warning: {flag} {key}=... replaces the scenario's whole {key} section, so its "
-                       f"{', '.join(lost)} has no effect (give {'it' if len(lost) == 1 else 'them'} inside the "
+                       f"{', '.join(named)} has no effect (give {'it' if len(lost) == 1 else 'them'} inside the "
                        f"mapping{', or --set each key' if flag == '--set' else ''})")
     return out
+
+
+KIND_KEYS = ("dist", "process", "type", "cost_model", "method")  # a section's kind: the fields it has follow it
+
+
+def _kind_changed(scenario: dict, now: dict, key: str, leaf: str) -> bool:
+    """Whether a section from `key` down to the leaf's own took another kind (a lognormal's sigma under
+    {dist: fixed} is no field of the new one), as against a free mapping's key simply left out."""
+    parts = leaf.split(".")
+    for depth in range(len(key.split(".")), len(parts)):
+        path = ".".join(parts[:depth])
+        was, is_now = _section_given(scenario, path), _at_path(now, path)
+        if isinstance(was, dict) and isinstance(is_now, dict) and any(
+                k in was and was[k] != is_now.get(k) for k in KIND_KEYS):
+            return True
+    return False
 
 
 _NO_FIELD = object()  # a key the run's settings have no field for
@@ -603,12 +623,18 @@ def _section_given(scenario: dict, key: str):
 
 
 def _as_run(scenario: dict, sets: list[str]):
-    """The scenario as the command runs it, as plain data, its model and profile mappings with every field they
+    """The scenario as the command runs it, as plain data: resolved (what it derives, r159: a max_num_seqs given
+    as what is derived anyway lost nothing), else as given, its model and profile mappings with every field they
     are read with (None where those settings are refused)."""
     try:
-        data = scenario_of(scenario, sets).model_dump(mode="json")
+        sc = scenario_of(scenario, sets)
     except ConfigError:
         return None
+    try:
+        with collected_warnings():  # what resolving says is the run's to say, when it runs
+            return resolve(sc).as_dict()
+    except ConfigError:  # unresolvable alone (a search's rate to come): as given
+        data = sc.model_dump(mode="json")
     for part in ("model", "profile"):
         if isinstance(data.get(part), dict) and (typed := typed_section(part, data[part])) is not None:
             data[part] = typed.model_dump(mode="json")

@@ -319,7 +319,7 @@ class Simulation:
     front_end: FrontEnd
 
 
-def _max_tokens_sent(workload, engine) -> dict:
+def max_tokens_sent(workload, engine) -> dict:
     """How the API server checks the max_tokens a request sends: refuse or lower one past max_model_len
     (workload.max_tokens_past_context, else as engine.vllm_defaults' release does); whether a request without its
     own sends its output length (workload.request_max_tokens); the min_tokens each asks for (workload.min_tokens)."""
@@ -377,7 +377,7 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     front = c.prefill_replicas or engines  # the replicas new requests are routed to
     route = _router(c, dp, front, rs.scenario.seed, rs.scenario.engine.is_0_19, replicas)
     front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[route(req)],
-                         keep_requests, release_source, **_max_tokens_sent(rs.scenario.workload, rs.scenario.engine),
+                         keep_requests, release_source, **max_tokens_sent(rs.scenario.workload, rs.scenario.engine),
                          without_max_tokens=_oracle_note(rs.scenario, front))
     if executor is not None and (engines > 1 or c.prefill_replicas):
         raise ConfigError("cluster.replicas", "a measured replay runs one replica")

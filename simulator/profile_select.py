@@ -44,14 +44,15 @@ class Selection:
 def cost_model_kind(source: str, profile: Profile | None = None) -> str:
     """What a cost model's latencies rest on, the kinds whose error against real runs is known apart
     (simulator/data/cost-model-bands.yaml): "roofline" (datasheet peaks), "kernel tables" (vendor-measured
-    kernels composed, built-in or on the fly) or "measured" (timed on the device, or fitted to the user's runs)."""
+    kernels composed, built-in or on the fly), "measured" (timed on the device, or fitted to the user's runs) or
+    "hand-set" (a profile fitted to nothing, such as teaching's three constants: r159, called measured)."""
     if (profile is not None and profile.cost_model == "roofline") or source.startswith("roofline"):
         return "roofline"
     if profile is None and source.startswith("built-in profile ") and len(source.split()) > 2:
         profile = load_profile(source.split()[2])
     if "kernel tables" in source or (profile is not None and "kernel tables" in profile.source):
         return "kernel tables"
-    return "measured"
+    return "hand-set" if profile is not None and profile.held_out_error is None else "measured"
 
 
 def kernel_tables_root() -> Path | None:

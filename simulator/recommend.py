@@ -298,8 +298,16 @@ def traffic_output_per_hour(scenario, sets: list[str], rate: float | None) -> fl
     specs, timed = source.traffic() or (source.initial(), len(source.initial()))
     if not specs or not timed:
         return 0.0
-    out_per_arrival = sum(min(sp.output_tokens, sp.output_limit) for sp in specs) / timed  # (r158: a max_tokens
-    # below a trace's output cuts it, as the run and describe do; it was counted whole, the $/M 8x too low)
+    # each request's output as the run serves it: cut by its max_tokens (r158: counted whole, the $/M 8x too low)
+    # and by the context (r159: 5.4x), none where the API server refuses it
+    from servesim.simulator.engine import max_tokens_sent
+    from servesim.simulator.front_end import bad_request
+
+    limit = sc.engine.max_model_len if isinstance(sc.engine.max_model_len, int) else \
+        load_model(sc.model).max_position_embeddings
+    sent = max_tokens_sent(sc.workload, sc.engine)
+    out_per_arrival = sum(0 if bad_request(sp, limit, **sent) else
+                          min(sp.output_tokens, sp.output_limit, limit - sp.prompt_tokens) for sp in specs) / timed
     if rate is None:
         times = [sp.arrival_time for sp in specs[:timed]]
         span = max(times) - min(times)
@@ -354,6 +362,8 @@ def trusted(row: dict, slos: dict, bands: dict) -> dict:
         text = "roofline: datasheet peaks" + (against or ", no measurement (error unknown)")
     elif kind == "kernel tables":
         text = "kernel tables (measured kernels, composed)" + against
+    elif kind == "hand-set":
+        text = "hand-set profile: fitted to no measurement (error unknown)"
     else:
         text = (f"measured profile, held-out {mape:.0%}" if mape is not None else "measured profile") + \
             " (not checked against real serving runs)"

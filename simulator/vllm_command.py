@@ -347,13 +347,13 @@ class VllmCommand:
         """With --ready-check-timeout-sec the client first sends the dataset's first request and waits for it to
         succeed: a request the server answers 400 (too long for max_model_len) stops the bench before it sends the
         rest ("Initial test run failed"), so it writes no result."""
-        from servesim.simulator.engine import _max_tokens_sent
+        from servesim.simulator.engine import max_tokens_sent
         from servesim.simulator.front_end import bad_request
 
         w = resolved.scenario.workload
         first = next(iter(w.source(resolved.scenario.seed, resolved.max_model_len).initial()), None)
         if first is None or not bad_request(first, resolved.max_model_len,
-                                            **_max_tokens_sent(w, resolved.scenario.engine)):
+                                            **max_tokens_sent(w, resolved.scenario.engine)):
             return
         out = first.max_tokens or first.output_tokens
         raise ConfigError("vllm bench serve --ready-check-timeout-sec",

@@ -269,3 +269,4 @@ def test_round_158_the_api_says_and_keeps_every_warning_the_cli_says(capsys):
     err = capsys.readouterr().err
     assert len(odd.warnings) == 2 and all(f"servesim: warning: {w}" in err for w in odd.warnings)
     assert "multiples of 16" in odd.warnings[0] and "max_num_seqs=1,024" in odd.warnings[1]
+    assert odd.warnings[0].startswith("block_size 24: ") and "(max_num_seqs; vLLM's default" in odd.warnings[1]

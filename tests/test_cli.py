@@ -936,6 +936,22 @@ def test_round_158_the_section_warning_names_only_what_the_run_loses(tmp_path, c
     assert "replaces the scenario's" not in capsys.readouterr().err  # a Scenario object's defaults are no keys given
 
 
+def test_round_159_the_section_warning_weighs_what_the_run_resolves_and_each_grid_value(tmp_path):
+    """r159: a key given as what the run derives anyway (max_num_seqs 1024 on an H200) was said lost; a free
+    mapping's keys (a named profile's coefficients) were not; a --grid key some values give was said lost in all."""
+    from servesim.simulator.config import dropped_sets
+
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("profile: teaching\nengine: {max_num_seqs: 1024, max_num_batched_tokens: 1024}\n")
+    said = " ".join(dropped_sets(["engine={block_size: 16}"], str(scenario)))
+    assert "engine.max_num_batched_tokens has no" in said and "max_num_seqs" not in said  # 1024 is derived
+    said = " ".join(dropped_sets(["profile.coefficients={step_overhead_ms: 5}"], str(scenario)))
+    assert "profile.coefficients.per_seq_ms, profile.coefficients.per_prefill_token_ms has no effect" in said
+    axis = [("engine", [{"max_num_seqs": 4}, {"max_num_seqs": 8, "max_num_batched_tokens": 1024}], "--grid")]
+    assert "engine.max_num_batched_tokens (in the 1 of 2 values leaving it out) has no effect" in \
+        " ".join(dropped_sets([], str(scenario), axis))
+
+
 def test_round_32_out_files_tolerance_range_and_float32_arrivals(tmp_path, capsys, monkeypatch):
     """run --out naming its own trace (or any file) was refused only after simulating, in two lines; compare's
     --tolerance took 5 (500%) though documented in (0, 1); a float32 arrival time was refused."""

@@ -1525,3 +1525,9 @@ def test_round_158_a_whole_section_set_says_the_recorded_settings_it_drops():
         _with_overrides(run, ["engine={max_num_seqs: 32}", "engine.num_gpu_blocks_override=100"])
     assert _with_overrides(run, ["engine={max_num_seqs: 32, vllm_defaults: 0.19.0}", "engine.num_gpu_blocks_override=1"])
     assert _with_overrides(run, ["engine.max_num_seqs=256"])[1] == []
+    # r159: a key spelt with a space ('engine =...') got past the refusal; a mapping's own keys replaced unsaid
+    with pytest.raises(ConfigError, match=r"^--set: engine=... would replace the whole engine section"):
+        _with_overrides(run, ["engine ={max_num_seqs: 32}"])
+    assert _with_overrides(run, ["hardware={gpu: h100-sxm}"])[1] == [
+        "--set hardware=... gives hardware.gpu=h100-sxm, replacing the hardware.gpu=rtx-4090 that RUN records"]
+    assert _with_overrides(run, ["hardware ={gpu: rtx-4090}"])[1] == []

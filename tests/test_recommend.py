@@ -363,13 +363,24 @@ def test_the_shipped_error_bands_are_what_the_committed_fidelity_results_give():
     ("built-in profile h200-llama-3.1-8b-bf16-tp1", "kernel tables"),  # composed from kernel tables, built in
     ("composed from the h200_sxm kernel tables (...)", "kernel tables"),
     ("roofline fallback (rtx-4090 has no measured kernel tables)", "roofline"),
-    ("built-in profile teaching", "measured"),
+    ("built-in profile teaching", "hand-set"),  # r159: fitted to nothing
     ("profile my-profile.yaml", "measured"),
 ])
 def test_a_cost_model_is_classed_by_what_its_latencies_rest_on(source, kind):
     from servesim.simulator.profile_select import cost_model_kind
 
     assert cost_model_kind(source) == kind
+
+
+def test_round_159_a_profile_fitted_to_nothing_is_not_called_measured():
+    """r159: recommend labelled the teaching profile (three hand-set constants) "measured profile"."""
+    from servesim.simulator.cost_model import load_profile
+    from servesim.simulator.profile_select import cost_model_kind
+    from servesim.simulator.recommend import trusted
+
+    assert cost_model_kind("built-in profile teaching", load_profile("teaching")) == "hand-set"
+    assert trusted({"status": "meets", "cost_model_kind": "hand-set"}, {}, {})["cost_model_trust"] == \
+        "hand-set profile: fitted to no measurement (error unknown)"
 
 
 def test_a_candidate_is_checked_at_its_kinds_error_band_edge():
@@ -641,3 +652,8 @@ def test_round_158_a_traces_max_tokens_cuts_the_output_recommend_prices(tmp_path
                                          "output_tokens": 400, "max_tokens": 50}) + "\n" for i in range(41)))
     assert traffic_output_per_hour(None, [f"workload={{type: trace, path: {trace}}}"], None) == \
         pytest.approx(20 * 50 * 3600)
+    # r159: and where the context cuts them (924 tokens of 5,000 after a 100-token prompt in 1,024), or refuses
+    trace.write_text("".join(json.dumps({"request_id": i, "arrival_time": i * 0.5, "prompt_tokens": 2000 if i == 10
+                                         else 100, "output_tokens": 5000}) + "\n" for i in range(11)))
+    assert traffic_output_per_hour(None, [f"workload={{type: trace, path: {trace}}}", "engine.max_model_len=1024"],
+                                   None) == pytest.approx(10 * 924 / 11 * 2 * 3600)
