@@ -345,7 +345,7 @@ def _scenario_specs(path: str, sets: list[str], writing: bool = False):
     if not writing and room:  # described as generated: an answer ends at max_model_len (r152: 1,237 after 499)
         specs = [replace(s, output_tokens=room - s.prompt_tokens) if s.prompt_tokens < room < s.prompt_tokens
                  + s.output_tokens else s for s in specs]
-    return specs, rs.input_files()  # the requests, and the files they came from
+    return specs, rs.input_files(), src.skipped  # the requests, the files they came from, the rows left out
 
 
 def cmd_workload_describe(args) -> int:
@@ -354,7 +354,8 @@ def cmd_workload_describe(args) -> int:
     if args.file.lower().endswith((".yaml", ".yml")):  # r137: S.YAML was read as a trace
         if args.format is not None:
             raise ConfigError("--format", "applies to a trace file; a scenario's workload names its own format")
-        d = describe_trace(_scenario_specs(args.file, args.set)[0])
+        specs, _, skipped = _scenario_specs(args.file, args.set)
+        d = describe_trace(specs, skipped=skipped)  # a trace's skipped rows, as describing the file says (r159)
     else:
         if args.set:
             raise ConfigError("--set", "settings apply to a scenario YAML; a trace file is described as it is")
@@ -380,7 +381,7 @@ def cmd_workload_write(args) -> int:
     from servesim.workloads.traces import write_jsonl
 
     named_for(args.out, "--out", "a workload is written as servesim's JSON lines", (".jsonl", ".json"), only=False)
-    specs, inputs = _scenario_specs(args.scenario, args.set, writing=True)
+    specs, inputs, _ = _scenario_specs(args.scenario, args.set, writing=True)
     write_jsonl(specs, output_file(args.out, "--out", inputs))
     _say_dropped(args)
     if not answer({"requests": len(specs), "out": args.out}):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import hashlib
 import math
 import re
 from contextlib import contextmanager
@@ -445,6 +446,9 @@ class ResolvedScenario:
                              e.tensor_parallel_size, ep, e.num_redundant_experts)),
                          "kv_bytes_per_token_per_gpu": self.arch.kv_bytes_per_token_per_gpu(e.tensor_parallel_size),
                          "cost_model_source": self.cost_model_source, "derived": self._derived(d)}
+        read = sorted(set(workload_paths(d["workload"])))
+        if read:  # what each file the workload reads held: a rerun of this config.yaml says a file since changed
+            d["resolved"]["input_sha256"] = {f: content_sha256(f) for f in read}
         return d
 
     def _derived(self, d: dict) -> dict:
@@ -472,6 +476,12 @@ class ResolvedScenario:
                     entry["from"] = str(Path(entry["from"]).resolve())
                 entry["file"] = f
         return out
+
+
+def max_model_len_given(sc: Scenario) -> int | None:
+    """The max_model_len a scenario gives itself (None: derived when resolved, from the model and the pool)."""
+    given = sc.engine.max_model_len
+    return given if isinstance(given, int) and not isinstance(given, bool) else None
 
 
 def input_files(sc: Scenario, source: str | None = None) -> list[str]:
@@ -1741,6 +1751,25 @@ def _say_workload_beside(path) -> None:
               f"moved results folder? --set workload.path={beside} replays its own"])
 
 
+@functools.lru_cache(maxsize=64)
+def _digest_of(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def content_sha256(path: str) -> str | None:
+    """A file's sha256, read once while its size and modification time stay (a sweep resolves each point); None
+    where it cannot be read (the run that reads it says why)."""
+    try:
+        st = Path(path).stat()
+        return _digest_of(path, st.st_size, st.st_mtime_ns) if Path(path).is_file() else None
+    except OSError:
+        return None
+
+
 RESOLVED_READ_ONLY = {"num_gpu_blocks": "engine.num_gpu_blocks_override",
                       "kv_pool_bytes": "engine.kv_cache_memory_bytes",
                       "reserved_memory_bytes": "engine.reserved_memory_gib",
@@ -1760,4 +1789,10 @@ def _say_resolved_edits(path, rs: ResolvedScenario) -> None:
               f"the resolved section records what a run derived and is read by nothing (give the setting itself, "
               f"{setting})" for k, setting in RESOLVED_READ_ONLY.items() if k in written and written[k] != now.get(k)]
              + [f"servesim: warning: resolved.{k} in {path} is no value servesim writes there, and is read by nothing"
-                for k in written if k not in now])  # (r155: an edit of a field added later, or a new key, unsaid)
+                for k in written if k not in now and k != "input_sha256"]  # (r155: an edit of a field added later,
+             + [f"servesim: warning: {f} has changed since the run that wrote {path} read it (its sha256 then "
+                f"{was!s:.12}..., now {now['input_sha256'][f]!s:.12}...): this run replays what it holds now, not "
+                f"what that run read"  # (r159: a rerun of a trace edited since gave other results, unsaid)
+                for f, was in (written.get("input_sha256") or {}).items()
+                if isinstance(written.get("input_sha256"), dict) and f in now.get("input_sha256", {})
+                and now["input_sha256"][f] != was])  # or a new key, unsaid)

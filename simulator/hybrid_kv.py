@@ -108,7 +108,8 @@ class LocalGroups:
 
     def allocate_slots(self, req, num_new_tokens: int,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
-                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0, skip_to: int = 0) -> bool:
+                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0, skip_to: int = 0,
+                       delay_cache_blocks: bool = False) -> bool:
         bs, lay = self.block_size, self.layout
         groups = lay.local_groups
         req.lazy_keys = False  # a window's blocks are keyed as they fill, as the full group's (class doc below)
@@ -145,7 +146,8 @@ class LocalGroups:
         local_need = groups * max(0, cdiv(slots, bs) - req.local_first - held)
         if not (local_need or local_hits):
             return super().allocate_slots(req, num_new_tokens, full_sequence_must_fit,
-                                          apply_watermark, hit_blocks, num_lookahead_tokens)
+                                          apply_watermark, hit_blocks, num_lookahead_tokens,
+                                          delay_cache_blocks=delay_cache_blocks)
         full_need = max(0, cdiv(slots, bs) - len(req.blocks) - hits)
         if local_need + full_need + revive + reserve > self.num_free_blocks:
             return False
@@ -156,7 +158,8 @@ class LocalGroups:
         req.local_blocks.extend(local_hits)
         req.local_blocks.extend(taken)  # before the full group's call, which keys both (_key)
         if not super().allocate_slots(req, num_new_tokens, full_sequence_must_fit,
-                                      apply_watermark, hit_blocks, num_lookahead_tokens):
+                                      apply_watermark, hit_blocks, num_lookahead_tokens,
+                                      delay_cache_blocks=delay_cache_blocks):
             self._release(req.local_blocks[-added:])
             del req.local_blocks[-added:]
             return False

@@ -62,10 +62,12 @@ class KVBlockManager:
 
     def allocate_slots(self, req, num_new_tokens: int,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
-                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0, skip_to: int = 0) -> bool:
+                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0, skip_to: int = 0,
+                       delay_cache_blocks: bool = False) -> bool:
         """Grow req's block table to hold its computed + new tokens, and the drafter's lookahead slots past them
         (vLLM's num_lookahead_tokens); False (nothing changed) if the pool can't. skip_to: the tokens a KV
-        connector brings (vLLM's external computed tokens), which a local layer's window skips by (hybrid_kv.py)."""
+        connector brings (vLLM's external computed tokens), which a local layer's window skips by (hybrid_kv.py);
+        delay_cache_blocks: their blocks are not cached until the pull ends (vLLM's, for an async KV load)."""
         bs = self.block_size
         held = len(req.blocks)
         free = self.free_blocks
@@ -237,7 +239,8 @@ class PrefixCachingKVManager(KVBlockManager):
 
     def allocate_slots(self, req, num_new_tokens: int,
                        full_sequence_must_fit: bool = False, apply_watermark: bool = False,
-                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0, skip_to: int = 0) -> bool:
+                       hit_blocks: list[int] | None = None, num_lookahead_tokens: int = 0, skip_to: int = 0,
+                       delay_cache_blocks: bool = False) -> bool:
         bs, queue, ref = self.block_size, self.queue, self.ref
         if not hit_blocks and not full_sequence_must_fit:  # the running requests' path, every step
             slots = req.num_computed_tokens + num_new_tokens + num_lookahead_tokens
@@ -251,7 +254,7 @@ class PrefixCachingKVManager(KVBlockManager):
             upto = req.num_computed_tokens + num_new_tokens
             if upto > req.num_tokens:
                 upto = req.num_tokens
-            if upto // bs > req.num_hashed_blocks:
+            if upto // bs > req.num_hashed_blocks and not delay_cache_blocks:
                 self._register(req, upto // bs)
             return True
         hit_blocks = hit_blocks or []
@@ -273,7 +276,8 @@ class PrefixCachingKVManager(KVBlockManager):
             ref[b] += 1
         req.blocks.extend(hit_blocks)
         self._take(req, need)
-        self._register(req, min(computed + num_new_tokens, req.num_tokens) // bs)
+        if not delay_cache_blocks:  # a pulled prompt's blocks are found once its KV is here (r159: hit meanwhile)
+            self._register(req, min(computed + num_new_tokens, req.num_tokens) // bs)
         return True
 
     def _take(self, req, n: int) -> None:

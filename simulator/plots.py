@@ -489,7 +489,13 @@ def _plot_results(results, kind: str, out, x: str, by: str | None, title: str | 
         raise ConfigError("results", f"{table_path} not found: give {want}")
     table = read_table(table_path, "results")
     if "error" in table:
+        failed = int(table["error"].notna().sum())
         table = table[table["error"].isna()]
+        if failed and len(table):  # (r159: left out unsaid; a seed's average then over the others alone)
+            from servesim.simulator.config import say_once
+
+            say_once([f"servesim: warning: {failed} failed run(s) of {table_path} left out of the plot (column "
+                      f"`error` says why): a point they belong to is drawn from its other runs, or not at all"])
     if not len(table):
         raise ConfigError("results", f"{table_path} holds no successful runs to plot")
     missing = [c for c in PLOT_COLUMNS[kind] if c not in table]

@@ -288,7 +288,7 @@ def priced(row: dict, prices: dict, tokens_per_hour: float) -> dict:
 def traffic_output_per_hour(scenario, sets: list[str], rate: float | None) -> float:
     """The output tokens per hour the traffic asks for: its requests' mean output at the target rate (a trace:
     its own output over its arrival span, at its replay speed), drawn once from the scenario's seed."""
-    from servesim.simulator.config import load_scenario, override
+    from servesim.simulator.config import load_scenario, max_model_len_given, override
     from servesim.simulator.model_arch import load_model
 
     sc = load_scenario(scenario, sets + ([override("workload.arrival.rate", rate)] if rate is not None else []))
@@ -303,8 +303,7 @@ def traffic_output_per_hour(scenario, sets: list[str], rate: float | None) -> fl
     from servesim.simulator.engine import max_tokens_sent
     from servesim.simulator.front_end import bad_request
 
-    limit = sc.engine.max_model_len if isinstance(sc.engine.max_model_len, int) else \
-        load_model(sc.model).max_position_embeddings
+    limit = max_model_len_given(sc) or load_model(sc.model).max_position_embeddings  # the scenario's, else the model's
     sent = max_tokens_sent(sc.workload, sc.engine)
     out_per_arrival = sum(0 if bad_request(sp, limit, **sent) else
                           min(sp.output_tokens, sp.output_limit, limit - sp.prompt_tokens) for sp in specs) / timed

@@ -160,6 +160,8 @@ class Scheduler:
         holding KV first; behind a blocked head a lone loaded request was called a deadlock), to compute the
         prompt's last token and sample the client's first."""
         req.remote_kv, req.num_computed_tokens = PULLED, req.num_tokens - 1
+        self.kv.register_computed(req)  # its blocks found only now (vLLM's _update_waiting_for_remote_kv caches them;
+        # r159: a second request hit them while they were still being pulled, and finished before they arrived)
         req.status, req.queued_at = WAITING, now
         self.loaded.add(req)
         self.changed = True
@@ -546,7 +548,8 @@ class Scheduler:
         hit_blocks, hit = kv.lookup(r)
         if not kv.allocate_slots(r, r.num_tokens - hit, full_sequence_must_fit=s.scheduler_reserve_full_isl,
                                  apply_watermark=bool(self.running), hit_blocks=hit_blocks,
-                                 skip_to=r.num_tokens - 1):  # all but the last token come over the link
+                                 skip_to=r.num_tokens - 1,  # all but the last token come over the link,
+                                 delay_cache_blocks=True):  # cached once here (vLLM: delay_cache_blocks)
             return False
         self.waiting.pop()
         if kv.caches_prefixes:  # the decode engine's own lookup (a request new to it: none preempted there yet)

@@ -21,6 +21,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
@@ -239,10 +240,11 @@ def _run_or_reuse(scenario: str | None, sets: list[str], point: dict, runs_dir: 
     from servesim.simulator.engine import NOTHING_COMPLETED, simulate
 
     overrides = sets + _overrides(point)
+    asked = run_id({"scenario": scenario, "set": overrides})
     try:
         rs = load(scenario, overrides)
     except Exception as exc:  # the point cannot be resolved: keyed by what was asked instead
-        return None if cached_only else _failed(run_id({"scenario": scenario, "set": overrides}), point, runs_dir, exc)
+        return None if cached_only else _failed(asked, point, runs_dir, exc)
     rid = run_id(rs.as_dict())
     final = Path(runs_dir) / rid
     row = {"run_id": rid} | table_cells(point)
@@ -251,6 +253,8 @@ def _run_or_reuse(scenario: str | None, sets: list[str], point: dict, runs_dir: 
         cached = _cached_summary(final / "summary.json") if whole and _same_run(final, rs.as_dict()) else None
         if cached is not None:
             _say_run_warnings(rid, point, _point_record(final).get("warnings"))  # as the run said them first
+            if not cached_only:
+                _clear_failures(runs_dir, rid, asked)
             return row | _flat(cached) | {"error": None}
         if cached_only:
             return None
@@ -282,11 +286,11 @@ def _run_or_reuse(scenario: str | None, sets: list[str], point: dict, runs_dir: 
                 raise
             shutil.rmtree(tmp)
         tmp = None
-        _own(Path(runs_dir) / f"{rid}.error.txt").unlink(missing_ok=True)  # an earlier failure's (r154: left beside it)
+        _clear_failures(runs_dir, rid, asked)
         _say_run_warnings(rid, point, said)
         return row | _flat(result.summary) | {"error": None}
-    except Exception as exc:  # recorded, and the sweep goes on
-        return _failed(rid, point, runs_dir, exc)
+    except Exception as exc:  # recorded, and the sweep goes on: by what was asked, which a fixed input does not
+        return _failed(asked, point, runs_dir, exc)  # rename (r159: a rewritten trace's run is another run)
     finally:  # an interrupt (Ctrl-C) or a failure half-way through writing: no temporary folder left behind
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -390,6 +394,13 @@ def _current_umask() -> int:
 _UMASK = _current_umask()
 
 
+def _clear_failures(runs_dir: str, rid: str, asked: str) -> None:
+    """A point that ran: its earlier failure's error file, by its run's id (r154: left beside it) or, where it
+    could not be resolved then, by what was asked (r159)."""
+    for name in {rid, asked}:
+        _own(Path(runs_dir) / f"{name}.error.txt").unlink(missing_ok=True)
+
+
 def _failed(rid: str, point: dict, runs_dir: str, exc: Exception) -> dict:
     message = str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"
     path = _own(Path(runs_dir) / f"{rid}.error.txt")
@@ -461,7 +472,7 @@ def write_table(rows: list[dict], out: Path, keys: list[str] | None = None,
                 points: list[dict] | None = None) -> pd.DataFrame:
     """The sweep's table, rows in the grid's order (the order the values were given, whatever finished first),
     written whole (parquet and CSV) after every run."""
-    table = pd.DataFrame(rows)
+    table = counts_kept(rows, keys or ())  # the axes typed by their points below
     if len(table):
         order = [k for k in (keys or []) if k in table]
         if order and points:
@@ -497,6 +508,20 @@ def _hashable(value):
         return None
     return json.dumps(value, sort_keys=True, default=str) if isinstance(value, (dict, list)) else (type(value) is str,
                                                                                                   value)
+
+
+def counts_kept(rows: list[dict], skip=()) -> pd.DataFrame:
+    """Rows as a table whose columns of whole numbers stay whole beside an empty cell (a failed run's): pandas makes
+    them floats (r159: `completed` 10.0 in sweep.csv, 10 in the run's summary.json). `skip`: columns left as read."""
+    table = pd.DataFrame(rows)
+    for column in (c for c in table.columns if c not in skip):
+        given = [r.get(column) for r in rows]
+        held = [v for v in given if v is not None and not (isinstance(v, float) and math.isnan(v))]
+        if held and len(held) < len(given) and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                                   for v in held):
+            table[column] = pd.array([None if v is None or isinstance(v, float) else int(v) for v in given],
+                                     dtype="Int64")
+    return table
 
 
 def _one_type_per_column(table: pd.DataFrame, keys: list[str], points: list[dict]) -> pd.DataFrame:
@@ -538,16 +563,19 @@ def sweep(scenario: str | None, sets: list[str], points: list[dict], out: str | 
     runs.mkdir(parents=True, exist_ok=True)
     hold_folder(out, out_field)  # one command writes a results folder at a time
     _remove_orphans(runs)
-    for name in TABLE_FILES:  # an earlier sweep's table never stands under this one's record, even after a SIGKILL
-        (out / name).unlink(missing_ok=True)
-    _write_record(out, scenario, sets, points)
     keys = list(dict.fromkeys(k for p in points for k in p))
-    rows: list[dict] = _finished_on_disk(scenario, sets, points, str(runs), set())  # this sweep's, from a rerun
+    # this sweep's runs on disk, from a rerun: found before the earlier table goes (r159: a Ctrl-C or a kill in
+    # this scan, seconds over many runs, left no table at all where a whole one had stood)
+    rows: list[dict] = _finished_on_disk(scenario, sets, points, str(runs), set())
     for row in rows:
         row.pop(WARNINGS, None)
     # each point's row (r147: two points resolving to one run, an inert axis, shared a row: one point was lost)
     done = {row.pop(POINT): i for i, row in enumerate(rows)}
-    table = write_table(rows, out, keys, points)
+    with _interrupt_deferred():  # the earlier table and record, then this sweep's, never one beside the other's
+        for name in TABLE_FILES:  # even after a SIGKILL between them: no table is left, not the earlier one
+            (out / name).unlink(missing_ok=True)
+        _write_record(out, scenario, sets, points)
+        table = write_table(rows, out, keys, points)
     bar = None
     if progress:
         from tqdm import tqdm

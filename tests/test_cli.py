@@ -1346,6 +1346,22 @@ def test_round_153_a_resolved_value_edited_in_a_config_yaml_is_said(tmp_path, ca
         assert says in capsys.readouterr().err, says
 
 
+def test_round_159_a_rerun_says_a_file_its_workload_read_has_changed(tmp_path, capsys):
+    """r159: a trace edited after a run, then its config.yaml rerun: other results, unsaid (config.yaml promises the
+    run repeated exactly); the run records each file's sha256 and its rerun compares."""
+    trace = tmp_path / "t.csv"
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,100,10\n"
+                     "2023-11-16 18:15:47,200,20\n")
+    assert main(["run", "--quiet", "--set", "profile=teaching", "--set", f"workload={{type: trace, path: {trace}}}",
+                 "--out", str(tmp_path / "r")]) == 0
+    assert main(["config", str(tmp_path / "r" / "config.yaml")]) == 0
+    assert "has changed" not in capsys.readouterr().err
+    trace.write_text(trace.read_text().replace(",200,", ",900,"))
+    assert main(["config", str(tmp_path / "r" / "config.yaml")]) == 0
+    assert f"{trace} has changed since the run that wrote {tmp_path / 'r' / 'config.yaml'} read it" in \
+        capsys.readouterr().err
+
+
 def test_round_153_a_copied_results_folder_names_the_workload_beside_its_config(tmp_path, capsys):
     """r153: a copied folder's config.yaml replayed the original folder's workload.jsonl (by its absolute path),
     unsaid; moved, it was "no such file" with the file beside it."""

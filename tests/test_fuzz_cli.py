@@ -107,6 +107,8 @@ TRACE_CASES = {
     "azure-not-utf8": ("a.csv", "azure", AZURE.encode() + b"\xff\xfe,1,1\n"),
     "azure-ragged": ("a.csv", "azure", AZURE + "1,2,3,4\n"),
     "azure-first-row-long": ("a.csv", "azure", AZURE.replace(",44\n", ",44,7\n")),  # was read as an index column
+    "azure-date-cut-short": ("a.csv", "azure", AZURE + "2023-11,1,1\n"),  # r159: read as midnight on the 1st
+    "azure-gzip-magic": ("a.csv.gz", "azure", b"\x1f\x8b\x08\x00" + AZURE.encode()),  # r159: pandas decompressed it
     "burstgpt-huge-response": ("b.csv", "burstgpt", BURST.replace(",18,", ",1e30,")),
     "burstgpt-negative": ("b.csv", "burstgpt", BURST.replace(",472,", ",-1,")),
     "burstgpt-all-failed": ("b.csv", "burstgpt", BURST.replace(",18,", ",0,")),
@@ -121,7 +123,8 @@ TRACE_CASES = {
     "mooncake-missing": ("m.jsonl", "mooncake", MOONCAKE.replace('"input_length"', '"in"')),
     "mooncake-bad-json": ("m.jsonl", "mooncake", MOONCAKE[:-5] + "\n"),
     "mooncake-not-object": ("m.jsonl", "mooncake", "[1, 2, 3]\n"),
-    "mooncake-too-many-ids": ("m.jsonl", "mooncake", MOONCAKE.replace("[1, 2]", str(list(range(50))))),
+    # more ids than prompt tokens: no block size fits (r159: 50 ids, 12-token blocks, are described with a note)
+    "mooncake-too-many-ids": ("m.jsonl", "mooncake", MOONCAKE.replace("[1, 2]", str(list(range(601))))),
     "mooncake-inf-time": ("m.jsonl", "mooncake", MOONCAKE.replace('"timestamp": 0', '"timestamp": 1e999')),
     "servesim-negative-time": ("s.jsonl", "servesim", SERVESIM.replace('"arrival_time": 0.0', '"arrival_time": -1')),
     "servesim-zero-output": ("s.jsonl", "servesim", SERVESIM.replace('"output_tokens": 5', '"output_tokens": 0')),

@@ -780,3 +780,17 @@ def test_round_157_contradictory_table_rows_are_refused(rows, says, swept, tmp_p
     pd.concat([table, table.iloc[[0]].assign(p99_ttft_ms=1.0)]).to_parquet(tmp_path / "s" / "sweep.parquet")
     assert main(["plot", str(tmp_path / "s"), "--kind", "latency-vs-rate", "--out", str(tmp_path / "q")]) == 2
     assert f"row {len(table) + 1} repeats an earlier row's settings" in capsys.readouterr().err
+
+
+def test_round_159_failed_runs_left_out_of_a_plot_are_said(tmp_path, capsys):
+    """r159: a sweep's failed runs were dropped from its plots unsaid (a point averaged over its other seeds)."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,abc,44\n")
+    good = tmp_path / "good.csv"
+    good.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,30,4\n")
+    main(["sweep", "--set", "workload.num_requests=10", "--set", "profile=teaching", "--zip",
+          "workload.arrival.rate=2,4,6", "--zip", f"workload.lengths={{path: {bad}}},{{path: {good}}},{{path: {good}}}",
+          "--out", str(tmp_path / "s"), "--no-progress", "--quiet"])
+    capsys.readouterr()
+    assert main(["plot", str(tmp_path / "s"), "--kind", "latency-vs-rate"]) == 0
+    assert "1 failed run(s) of" in capsys.readouterr().err

@@ -1531,3 +1531,11 @@ def test_round_158_a_whole_section_set_says_the_recorded_settings_it_drops():
     assert _with_overrides(run, ["hardware={gpu: h100-sxm}"])[1] == [
         "--set hardware=... gives hardware.gpu=h100-sxm, replacing the hardware.gpu=rtx-4090 that RUN records"]
     assert _with_overrides(run, ["hardware ={gpu: rtx-4090}"])[1] == []
+
+
+def test_round_159_a_comparison_without_itl_rows_says_why(tmp_path, capsys):
+    """r159: lifecycle records hold each request's first and last token times, not each token's: the ITL rows were
+    left out of table.csv unsaid (a step-less simulation's were said)."""
+    assert main(["compare", str(_shared_run()), "--set", "hardware.gpu=rtx-pro-6000", "--out", str(tmp_path / "c")]) \
+        in (0, 1)
+    assert "not each token's: the table has no ITL rows" in capsys.readouterr().err

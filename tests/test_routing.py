@@ -189,9 +189,13 @@ def test_a_decode_replica_pulls_only_what_its_own_prefix_cache_lacks():
                          "cluster.replicas=1", "cluster.prefill_replicas=1", "cluster.kv_link_gbps=1"]
     r = simulate(load(None, sets))
     req = r.requests
-    assert req.pulled_tokens.iloc[0] == req.prompt_tokens.iloc[0]  # nothing cached there yet
-    assert (req.pulled_tokens.iloc[1:] == req.prompt_tokens.iloc[1:] - 2048).all()
     transfer = req.pulled_tokens * 131072 / 1e9
+    # nothing cached there before the first request's KV arrived (r159: its blocks are cached then, not when its
+    # pull began): a request handed off before that pulls its whole prompt, every later one the rest
+    before = _prefill_token_time(r) < _prefill_token_time(r).iloc[0] + transfer.iloc[0]
+    assert before.iloc[0] and 1 < before.sum() < 10
+    assert (req.pulled_tokens[before] == req.prompt_tokens[before]).all()
+    assert (req.pulled_tokens[~before] == req.prompt_tokens[~before] - 2048).all()
     assert (req.first_token_time - _prefill_token_time(r) >= transfer - 1e-9).all()
     off = simulate(load(None, sets + ["engine.enable_prefix_caching=false"]))
     assert (off.requests.pulled_tokens == off.requests.prompt_tokens).all()
@@ -408,3 +412,17 @@ def test_round_140_a_pulled_request_keeps_the_reservation_its_pull_started_with(
         assert main(argv) == 0
         s = json.loads(capsys.readouterr().out)
         assert s["completed"] == s["measured_requests"] == (3, 40)[i] and not s["unfinished"]
+
+
+@pytest.mark.parametrize("release", ["0.19.0", "0.33.0"])
+def test_round_159_a_decode_replica_caches_a_pulled_prompt_once_its_kv_is_there(release):
+    """r159 (vLLM): allocate_slots(delay_cache_blocks=load_kv_async) caches a pulled request's blocks only when its
+    transfer ends (_update_waiting_for_remote_kv); servesim cached them as the pull began, so a second request
+    sharing the prefix hit 96 tokens still on the link, pulled 4 and finished before the KV it used had arrived."""
+    specs = [RequestSpec(i, 0.0, 100, 5, prefix_ids=(1, 2, 3, 4, 5, 6, 7 + i), prefix_block_tokens=16)
+             for i in range(2)]
+    rs = load(None, [f"engine.vllm_defaults={release}", "engine.max_model_len=112", "engine.max_num_batched_tokens=64",
+                     "engine.async_scheduling=false", "engine.num_gpu_blocks_override=30", "cluster.replicas=1",
+                     "cluster.prefill_replicas=2", "cluster.kv_link_gbps=0.1"])
+    req = simulate(rs, specs).requests
+    assert req.pulled_tokens.tolist() == [100, 100] and req.first_token_time.nunique() == 1

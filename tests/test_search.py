@@ -281,6 +281,15 @@ def test_no_failing_load_in_a_short_run_is_checked_at_longer_ones():
     assert r.get("held_up_to") is None
 
 
+def test_round_159_a_load_never_steady_is_lengthened_until_it_fails():
+    """r159: 5 requests held a 40 ms TPOT at 2.7e7 req/s (all at once), never steady, so the lengthening gave up at
+    4x: 'held up to 2.7e7 req/s', where 80 requests fail it. It now goes on until a length fails (or the longest)."""
+    from servesim.simulator.search import max_rate
+
+    r = max_rate(None, ["profile=teaching", "workload.num_requests=5"], {"p99_tpot_ms": 40}, tolerance=0.5)
+    assert r["max_rate"] is not None and r.get("held_up_to") is None, r
+
+
 SHORT = ["workload.prompt_tokens={dist: fixed, value: 512}", "workload.output_tokens={dist: fixed, value: 64}"]
 
 
@@ -447,3 +456,9 @@ def test_round_157_a_search_tables_a_whole_float_for_an_integer_setting_as_the_i
                         ["engine.max_num_seqs=1e1,20"])
     assert table["engine.max_num_seqs"].tolist() == [10, 20] and table["engine.max_num_seqs"].dtype == int
     assert ran == ["engine.max_num_seqs=10", "engine.max_num_seqs=20"]
+
+
+def test_round_159_a_tolerance_that_makes_the_length_check_vacuous_is_said(capsys):
+    """r159: at --tolerance 0.5 any two run lengths' answers agree (within twice it): the check said nothing."""
+    max_rate(None, ["profile=teaching", "workload.num_requests=10"], {"p99_ttft_ms": 1e6}, high=2, tolerance=0.5)
+    assert "--tolerance 0.5: two run lengths' answers agree within twice it" in capsys.readouterr().err

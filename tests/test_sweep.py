@@ -137,6 +137,21 @@ def test_interrupt_keeps_finished_runs(tmp_path, monkeypatch):
     assert len(pd.read_parquet(tmp_path / "sweep.parquet")) == 2
 
 
+def test_round_159_a_rerun_stopped_while_it_looks_on_disk_keeps_the_earlier_table(tmp_path, monkeypatch):
+    """r159: a Ctrl-C (or a kill) while a rerun read its runs on disk, before its first table, left none: the
+    earlier sweep's whole table was removed first."""
+    pts = sw.expand(["workload.arrival.rate=2,4"], [], seeds=1)
+    full = sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
+
+    def stopped(*args, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sw, "_finished_on_disk", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        sw.sweep(None, BASE, pts, tmp_path, jobs=1, progress=False)
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "sweep.parquet"), full)
+
+
 def test_a_killed_writers_temporary_folder_is_removed_by_the_next_sweep(tmp_path):
     """A SIGKILL leaves runs/.<id>-<pid>-*; the next sweep removes those whose writer is gone, not a live one's."""
     import os
@@ -542,6 +557,20 @@ def test_round_154_a_run_that_succeeds_removes_its_earlier_failure_and_the_recor
     assert yaml.safe_load((out / "sweep.yaml").read_text())["scenario"] == str(scenario)
 
 
+def test_round_159_a_point_that_could_not_be_resolved_then_ran_leaves_no_error_file(tmp_path):
+    """r159: a point failing as it was read (a damaged trace) keys its error file by what was asked; once it ran,
+    that file stayed beside its run."""
+    bad = tmp_path / "t.csv"
+    bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,abc,44\n")
+    args = ["sweep", "--set", "profile=teaching", "--set", f"workload={{type: trace, path: {bad}}}", "--grid",
+            "engine.max_num_seqs=4,8", "--out", str(tmp_path / "o"), "--jobs", "1", "--no-progress", "--quiet"]
+    assert main(args) == 1 and len(list((tmp_path / "o" / "runs").glob("*.error.txt"))) == 2
+    bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,30,4\n")
+    assert main(args) == 0
+    assert sorted(p.name for p in (tmp_path / "o" / "runs").iterdir()) == \
+        sorted(pd.read_csv(tmp_path / "o" / "sweep.csv")["run_id"])
+
+
 def test_round_157_a_whole_float_for_an_integer_setting_is_tabled_as_the_int_that_ran(tmp_path):
     """r157: --grid engine.max_num_seqs=1e1,20 ran 10 sequences but wrote 10.0 in sweep.csv; a float setting's
     values stay floats."""
@@ -551,3 +580,18 @@ def test_round_157_a_whole_float_for_an_integer_setting_is_tabled_as_the_int_tha
     table = pd.read_csv(tmp_path / "s" / "sweep.csv")
     assert table["engine.max_num_seqs"].tolist() == [10, 10, 20, 20] and table["engine.max_num_seqs"].dtype == int
     assert table["workload.arrival.rate"].tolist() == [2.0, 3.5, 2.0, 3.5]
+
+
+def test_round_159_counts_stay_whole_beside_a_failed_run(tmp_path):
+    """r159: a failed run's empty cells made every count a float in sweep.csv and --json (completed 10.0 where the
+    run's summary.json says 10)."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,abc,44\n")
+    good = tmp_path / "good.csv"
+    good.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,30,4\n")
+    assert main(["sweep", "--set", "workload.num_requests=10", "--set", "profile=teaching", "--zip",
+                 "workload.arrival.rate=2,4", "--zip", f"workload.lengths={{path: {bad}}},{{path: {good}}}",
+                 "--out", str(tmp_path / "s"), "--no-progress", "--quiet"]) == 1
+    table = pd.read_parquet(tmp_path / "s" / "sweep.parquet")
+    assert str(table["completed"].dtype) == "Int64" and table["completed"].tolist()[1] == 10
+    assert ",10,0," in (tmp_path / "s" / "sweep.csv").read_text()

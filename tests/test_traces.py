@@ -629,3 +629,171 @@ def test_a_sharegpt_conversations_file_is_said_to_need_a_tokenizer(tmp_path):
     sg = write(tmp_path, "sg.json", '[{"id": "a1", "conversations": [{"from": "human", "value": "Hello"}]}]')
     with pytest.raises(ConfigError, match="a ShareGPT conversations file: its turns are text"):
         read_trace(sg)
+
+
+# ---------------------------------------------------------------- round 159
+
+def test_r159_ids_fitting_512_and_another_size_are_said_with_fractional_milliseconds(tmp_path):
+    """A vLLM timed trace of 128-token blocks whose ids also fit 512 was read as Mooncake's milliseconds unsaid
+    (2,000 req/s, not 2): only 16-token blocks were looked for. Fractions of a millisecond are said as evidence."""
+    vt = write(tmp_path, "vt128.jsonl", "".join(json.dumps({"timestamp": 0.5 * i, "input_length": 40 + 8 * i,
+                                                            "output_length": 10, "hash_ids": [i]}) + "\n"
+                                                for i in range(10)))
+    specs, info = read_trace_with_info(vt)
+    assert info["format"] == "mooncake" and "its hash_ids fit 128-token blocks too" in info["note"]
+    assert "fractions of a millisecond" in info["note"] and "give format: vllm_timed_trace" in info["note"]
+    assert "note" not in read_trace_with_info(vt, "mooncake")[1]  # named: no doubt to say
+    whole = write(tmp_path, "whole.jsonl", '{"timestamp": 0, "input_length": 9, "output_length": 3}\n'
+                                           '{"timestamp": 2.5, "input_length": 9, "output_length": 3}\n')
+    assert "fractions of a millisecond" in read_trace_with_info(whole)[1]["note"]
+    ms = write(tmp_path, "ms.jsonl", '{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [1, 2]}\n')
+    assert "note" not in read_trace_with_info(ms)[1]  # Mooncake's blocks only, whole milliseconds
+
+
+@pytest.mark.parametrize("cut, lacks", [("2023-11", "lacks the day and time of day"),
+                                        ("2023", "lacks the month, day and time of day"),
+                                        ("2023-11-16", "lacks the time of day")])
+def test_r159_an_azure_timestamp_cut_short_is_refused(tmp_path, cut, lacks):
+    """`2023-11` beside rows with a time of day was read as midnight on the 1st: a span of 320 days."""
+    f = write(tmp_path, "az.csv", f"TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,10,5\n"
+                                  f"2023-11-16 18:15:47,10,5\n{cut},10,5\n")
+    config_error(lambda: read_trace(f), f, "line 4, column TIMESTAMP", lacks, "2 of the 3 rows give")
+    days = write(tmp_path, "days.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16,10,5\n2023-11-17,10,5\n")
+    assert [s.arrival_time for s in read_trace(days)] == [0.0, 86400.0]  # every row a date alone: as given
+
+
+def test_r159_rows_skipped_as_failed_are_said_wherever_a_run_reads_them(tmp_path, capsys):
+    """BurstGPT's 0-response rows and a vLLM result's errors were dropped by run, config and workload write
+    without a word; describe of a scenario said `skipped 0`; the unread-columns warning said every row replays."""
+    from servesim.simulator.cli import main
+    from servesim.workloads.trace_workload import TraceWorkload
+
+    bg = write(tmp_path, "bg.csv", "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                                   "5,ChatGPT,100,0,100,x\n1,GPT-4,200,20,220,y\n3,ChatGPT,400,40,440,z\n")
+    said = " | ".join(TraceWorkload(type="trace", path=str(bg)).source(0).warnings)
+    assert "1 of its 3 rows skipped: 1 failed request (0 Response tokens)" in said
+    assert "every row but the 1 skipped is replayed" in said and "every row is replayed" not in said
+    vb = write(tmp_path, "vb.json", json.dumps({"start_times": [0.0, 0.5, 1.0], "input_lens": [10, 20, 30],
+                                                "output_lens": [1, 0, 3], "errors": ["", "timeout", ""]}))
+    said = " | ".join(TraceWorkload(type="trace", path=str(vb)).source(0).warnings)
+    assert "1 of its 3 rows skipped: 1 failed request (an entry in errors)" in said
+    scenario = write(tmp_path, "s.yaml", f"workload: {{type: trace, path: {bg}}}\n")
+    capsys.readouterr()
+    assert main(["workload", "describe", str(scenario), "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["skipped"] == 1 and "1 of its 3 rows skipped" in out.err
+
+
+def test_r159_a_compressed_trace_is_refused_whatever_the_format(tmp_path, capsys):
+    """`--format azure f.csv.gz` was decompressed by pandas (and its header's checks skipped), while the inferred
+    format refused it as binary: every path now refuses it the same way, naming the file."""
+    import gzip
+
+    from servesim.simulator.cli import main
+
+    text = "TIMESTAMP,ContextTokens,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,10,11,5\n"
+    gz = tmp_path / "az.csv.gz"
+    gz.write_bytes(gzip.compress(text.encode(), mtime=0))
+    for fmt in (None, "azure", "mooncake", "sharegpt_stats"):
+        config_error(lambda: read_trace(gz, fmt), gz, "a gzip-compressed file, not a trace", "decompress it")
+    config_error(lambda: read_lengths(gz, "azure"), gz, "a gzip-compressed file")
+    capsys.readouterr()
+    assert main(["workload", "describe", str(gz), "--format", "azure"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"servesim: error: {gz}: a gzip-compressed file")
+
+
+def test_r159_a_servesim_file_takes_prefix_ids_over_the_output_as_the_api_does(tmp_path, capsys):
+    """The API takes ids covering prompt + output (r147), but the run's workload.jsonl was refused on `servesim
+    run RUN/config.yaml`: "expected at most 2 ids ..., got 4"."""
+    import servesim
+    from servesim.simulator.cli import main
+
+    specs = [RequestSpec(0, 0.0, 32, 32, prefix_ids=(1, 2, 3, 4), prefix_block_tokens=16),
+             RequestSpec(1, 1.0, 64, 8, prefix_ids=(1, 2, 3, 4), prefix_block_tokens=16)]
+    f = write_jsonl(specs, tmp_path / "w.jsonl")
+    assert read_trace(f) == specs
+    over = write(tmp_path, "over.jsonl", json.dumps({"arrival_time": 0, "prompt_tokens": 32, "output_tokens": 32,
+                                                     "prefix_ids": [1, 2, 3, 4, 5], "prefix_block_tokens": 16}))
+    config_error(lambda: read_trace(over), over, "expected at most 4 ids (one per 16-token block of the 32 prompt "
+                                                 "and 32 output tokens), got 5")
+    servesim.simulate(None, requests=specs).write(tmp_path / "api")
+    assert main(["run", str(tmp_path / "api" / "config.yaml"), "--out", str(tmp_path / "again")]) == 0
+    assert (tmp_path / "api" / "summary.json").read_text() == (tmp_path / "again" / "summary.json").read_text()
+
+
+def test_r159_ids_of_a_size_no_candidate_fits_are_described_and_unread_for_lengths(tmp_path):
+    """Ids in 200-token blocks: describe and a lengths/empirical file refused them with "set hash_block_tokens",
+    which neither can set; lengths never use the ids, and describe counts them by id, saying so."""
+    from servesim.workloads.lengths import load_pairs
+    from servesim.workloads.traces import describe_file
+
+    vt = write(tmp_path, "vt200.jsonl", '{"timestamp": 0, "input_length": 600, "output_length": 5, '
+                                        '"hash_ids": [1, 2, 3]}\n{"timestamp": 1, "input_length": 1000, '
+                                        '"output_length": 5, "hash_ids": [1, 2, 3, 4, 5]}\n')
+    info = describe_file(vt)
+    assert info["rows"] == 2 and info["format"] == "vllm_timed_trace" and info["duration_s"] == 1.0
+    assert "fit no block size tried" in info["note"] and "workload.hash_block_tokens" in info["note"]
+    assert info["prefix_reuse"] == pytest.approx(3 / 8)
+    assert describe_file(vt, "vllm_timed_trace")["note"].startswith(f"{vt}: its hash_ids fit no block size tried")
+    assert read_lengths(vt).tolist() == [[600, 5], [1000, 5]]
+    assert load_pairs(str(vt), None).tolist() == [[600, 5], [1000, 5]]
+    config_error(lambda: read_trace(vt), vt, "set hash_block_tokens")  # a run still needs the size
+    assert [s.prefix_block_tokens for s in read_trace(vt, hash_block_tokens=200)] == [200, 200]
+
+
+def test_r159_dropped_ids_are_not_checked(tmp_path):
+    """use_hash_ids: false still refused a file for its ids' chains ("id 2 is block 0 after none ...")."""
+    chain = write(tmp_path, "chain.jsonl", '{"timestamp": 0, "input_length": 600, "output_length": 5, '
+                                           '"hash_ids": [1, 2]}\n{"timestamp": 10, "input_length": 600, '
+                                           '"output_length": 5, "hash_ids": [2, 1]}\n')
+    config_error(lambda: read_trace(chain), chain, "id 2 is block 0 after none")
+    specs = read_trace(chain, use_hash_ids=False)
+    assert [s.prefix_ids for s in specs] == [(), ()] and [s.arrival_time for s in specs] == [0.0, 0.01]
+    own = write(tmp_path, "own.jsonl", "".join(json.dumps({"arrival_time": i, "prompt_tokens": 16, "output_tokens": 1,
+                                                           "prefix_ids": ids, "prefix_block_tokens": 16}) + "\n"
+                                               for i, ids in enumerate(([1], [2, 1, 3]))))
+    config_error(lambda: read_trace(own), own, "expected at most 2 ids")
+    assert [s.prefix_ids for s in read_trace(own, use_hash_ids=False)] == [(), ()]
+
+
+def test_r159_extreme_scales_and_curves_are_refused_by_name_without_numpy_warnings(tmp_path):
+    """time_scale=1e-320 printed numpy's overflow warning, then blamed the file; a curve of rate 1e-320 printed
+    RuntimeWarnings from arrivals.py before its error."""
+    import warnings
+
+    from servesim.simulator.config import load
+
+    f = write(tmp_path, "m.jsonl", '{"timestamp": 0, "input_length": 9, "output_length": 3}\n'
+                                   '{"timestamp": 1000, "input_length": 9, "output_length": 3}\n')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ConfigError) as e:
+            read_trace(f, time_scale=1e-320)
+        assert e.value.field == "time_scale" and "past any finite time" in e.value.message
+        for curve, field, part in (("[[0, 1e-320], [1, 1e-320]], period_s: 2", "workload.arrival",
+                                    "the rate 1e-320 at 0 s is neither 0 nor in [1e-06, 1e+09]"),
+                                   ("[[0, 5], [1.7e308, 5]]", "workload.arrival", "past the 1e+09 s"),
+                                   ("[[0, 5], [1e-320, 5]], period_s: 1e-320", "workload.arrival",
+                                    "would never arrive")):
+            with pytest.raises(ConfigError) as e:
+                rs = load(None, ["workload.num_requests=5", f"workload.arrival={{process: curve, points: {curve}}}"])
+                rs.scenario.workload.source(0, rs.max_model_len).initial()
+            assert e.value.field == field and part in e.value.message, e.value
+
+
+def test_r159_unread_keys_and_rows_of_commas_are_said_in_every_format(tmp_path):
+    """A multi-query timed trace's unknown row and query keys, a sharegpt_stats file's extra columns and an Azure
+    row of only commas went unsaid, where Mooncake's and Azure's extras are said."""
+    from servesim.workloads.traces import describe_file
+
+    tt = write(tmp_path, "tt.jsonl", json.dumps({"timestamp": 0, "zzz": 2, "queries": [
+        {"prompt_length": 10, "response_length": 5, "x": 1}]}) + "\n")
+    assert "queries[].x, zzz not read (timed_trace records give" in read_trace_with_info(tt)[1]["unread"]
+    sg = write(tmp_path, "sg.csv", "num_prefill_tokens,num_decode_tokens,model\n10,5,a\n")
+    assert "model not read (sharegpt_stats records give" in describe_file(sg)["unread"]
+    az = write(tmp_path, "az.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46,10,5\n,,\n\n"
+                                   "2023-11-16 18:15:47,10,5\n")
+    specs, info = read_trace_with_info(az)
+    assert len(specs) == 2 and info["skipped"] == 1
+    assert "1 of its 3 rows skipped: 1 row of empty fields, only commas (line 3)" in info["skipped_rows"]

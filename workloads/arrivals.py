@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import Field, PositiveFloat, model_validator
+from pydantic import Field, model_validator
 
 from servesim.simulator.errors import ConfigError
-from servesim.workloads.settings import MAX_CLIENTS, MAX_RATE, MAX_REQUESTS, MAX_SECONDS, Rate, Settings
+from servesim.workloads.settings import MAX_CLIENTS, MAX_RATE, MAX_REQUESTS, MAX_SECONDS, MIN_RATE, Rate, Settings
 
 
 # a curve point's time or rate: a number, not text ('5') nor a bool, which the lax mode inside a list took (r138)
@@ -39,7 +39,7 @@ class Arrival(Settings):
     on_s: float | None = Field(None, ge=1e-6, le=MAX_SECONDS)
     off_s: float | None = Field(None, ge=0, le=MAX_SECONDS)
     points: list[tuple[_Number, _Number]] | None = None
-    period_s: PositiveFloat | None = None
+    period_s: float | None = Field(None, gt=0, le=MAX_SECONDS)
     concurrency: int | None = Field(None, ge=1, le=MAX_CLIENTS)
     think_time_s: float = Field(0.0, ge=0, le=MAX_SECONDS)
     ramp_up_s: float = Field(0.0, ge=0, le=MAX_SECONDS, description="closed_loop: clients start evenly over this "
@@ -88,6 +88,12 @@ class Arrival(Settings):
                 raise ValueError("points need at least two [t_s, rate] pairs with increasing t_s")
             if not any(r > 0 for _, r in self.points):
                 raise ValueError("points must have some positive rate")
+            # a rate of 1e-320 underflowed the curve's integral to 0: numpy's warnings, then "never arrive" (r159)
+            if odd := next(((t, r) for t, r in self.points if r and not MIN_RATE <= r <= MAX_RATE), None):
+                raise ValueError(f"points: the rate {odd[1]!r} at {odd[0]:g} s is neither 0 nor in [{MIN_RATE:g}, "
+                                 f"{MAX_RATE:g}] requests per second")
+            if ts[-1] > MAX_SECONDS:  # (1.7e308 s overflowed numpy's sums)
+                raise ValueError(f"points: a time of {ts[-1]:g} s is past the {MAX_SECONDS:g} s servesim simulates")
             if self.period_s is not None and self.period_s < ts[-1]:
                 raise ValueError("period_s must cover the last point")
         return self
@@ -155,9 +161,10 @@ class Arrival(Settings):
         simulated: refused by name."""
         if not np.isfinite(times).all():
             lost = int((~np.isfinite(times)).sum())
+            hint = "give higher rates, or a longer period_s" if self.period_s else \
+                "give a positive rate, or period_s for a curve"
             raise ConfigError("workload.arrival", f"{lost:,} of {len(times):,} requests would never arrive: the rate "
-                                                  f"falls to (next to) zero; give a positive rate, or period_s for "
-                                                  f"a curve")
+                                                  f"falls to (next to) zero; {hint}")
         late = int((times > MAX_SECONDS).sum())
         if late:  # as for a trace: a run past this is a mistake in the settings, not a workload
             raise ConfigError("workload.arrival", f"{late:,} of {len(times):,} requests would arrive after "
@@ -200,7 +207,12 @@ class Arrival(Settings):
         return t
 
     def _warp(self, s: np.ndarray) -> np.ndarray:
-        """Time change: the expected count to time t is the integral of the rate; invert it."""
+        """Time change: the expected count to time t is the integral of the rate; invert it. Times past any finite
+        one (a curve of next to no requests) come out inf, without numpy's warnings: _finite refuses them by name."""
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            return self._warped(s)
+
+    def _warped(self, s: np.ndarray) -> np.ndarray:
         pts = np.array(self.points, dtype=float)
         period = self.period_s
         end = period or pts[-1, 0]  # the curve's own points on the grid: its integral is exact (r137: a spike
@@ -209,6 +221,9 @@ class Arrival(Settings):
         rate = np.interp(grid, pts[:, 0], pts[:, 1])  # flat beyond the last point
         cum = np.concatenate([[0.0], np.cumsum((rate[1:] + rate[:-1]) / 2 * np.diff(grid))])
         total = cum[-1]
+        if not total > 0:  # points too close together to hold a request (0 and 1e-320 s): no numpy warning (r159)
+            raise ConfigError("workload.arrival.points", f"the curve's rates add up to {total:g} requests over its "
+                                                         f"{end:g} s: it sends nothing")
         if period is None:  # beyond the last point the last rate holds
             last = pts[-1, 1]
             inside = s <= total
@@ -217,4 +232,5 @@ class Arrival(Settings):
             out[~inside] = grid[-1] + (s[~inside] - total) / last if last > 0 else np.inf
             return out
         cycles = np.floor(s / total)
-        return cycles * period + np.interp(s - cycles * total, cum, grid)
+        out = cycles * period + np.interp(s - cycles * total, cum, grid)
+        return np.where(np.isfinite(cycles), out, np.inf)  # (inf * period - ...: nan)

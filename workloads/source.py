@@ -27,6 +27,7 @@ def follow_up_time(t: float, field: str) -> float:
 
 class RequestSource:
     warnings: tuple[str, ...] = ()  # what the user should know about the requests (the CLI prints them)
+    skipped: int = 0  # rows of a trace its reader left out (failed requests): describe counts them
 
     def initial(self) -> list[RequestSpec]:
         return []

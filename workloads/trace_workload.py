@@ -48,7 +48,8 @@ class TraceWorkload(_Classes, ReadsTraceFormat):
             if exc.field in type(self).model_fields:
                 raise ConfigError(f"workload.{exc.field}", exc.message) from None
             raise
-        warnings = self._inert_options(info) + tuple(info[k] for k in ("note", "unread") if k in info)
+        # rows the reader skipped (failed requests) said wherever the trace is read: run, config, write (r159)
+        warnings = self._inert_options(info) + tuple(info[k] for k in ("note", "skipped_rows", "unread") if k in info)
         if self.priorities or self.slo_classes:
             specs, warnings = self._with_classes(specs, info["recorded_priority"], seed, warnings)
         if not self.slo_classes and (recorded := sorted({s.slo_class for s in specs if s.slo_class is not None})):
@@ -63,7 +64,9 @@ class TraceWorkload(_Classes, ReadsTraceFormat):
         if self.max_concurrency is not None and self.max_concurrency >= len(specs):  # (r152: said for synthetic only)
             warnings += (f"workload.max_concurrency has no effect: at or above the {len(specs):,} requests "
                          f"replayed: no request waits for another",)
-        return StaticSource(specs, f"{len(specs):,} requests replayed from {self.path}", warnings)
+        source = StaticSource(specs, f"{len(specs):,} requests replayed from {self.path}", warnings)
+        source.skipped = info["skipped"]  # what describe of a scenario counts, as describe of the file does
+        return source
 
     def _inert_options(self, info) -> tuple[str, ...]:
         """The content-id options said to do nothing when the file names no prompt blocks (only Mooncake's and

@@ -53,6 +53,7 @@ class TraceInfo(TypedDict):
     prefix_reuse: float | None  # None: no request carries prefix ids
     sessions: int | None  # None: no request carries a session id
     skipped: int  # rows the reader left out on purpose (e.g. BurstGPT's failed requests)
+    skipped_rows: NotRequired[str]  # how many, and why: a replay says it (r159: dropped by run, config, write unsaid)
     content_ids: NotRequired[bool]  # the file names prompt blocks (hash_ids, prefix_ids), even if dropped
     format: NotRequired[str]
     path: NotRequired[str]
@@ -69,6 +70,7 @@ class _Rows:
     output: np.ndarray
     extra: list[dict] | None = None  # per-row RequestSpec keyword arguments
     skipped: int = 0
+    skipped_why: str = ""  # which rows were skipped, and why: said wherever the rows are read (r159)
     content_ids: bool = False  # some row names its prompt blocks (kept even when use_hash_ids drops them)
     note: str | None = None  # how an ambiguous file was read, said to the user
     unread: tuple[str, ...] = ()  # keys or columns the format's reader takes nothing from, said (r145)
@@ -129,8 +131,8 @@ class _Csv:
         try:
             with warnings.catch_warnings():  # a row longer than the header: pandas drops its last fields, warning
                 warnings.simplefilter("error", pd.errors.ParserWarning)
-                df = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False,
-                                 skipinitialspace=True, encoding="utf-8-sig", index_col=False)
+                df = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False, compression=None,
+                                 skipinitialspace=True, encoding="utf-8-sig", index_col=False)  # plain text only
         except pd.errors.ParserWarning:
             _fail(path, *_longer_than_header(path))
         except pd.errors.EmptyDataError:
@@ -150,6 +152,11 @@ class _Csv:
         filled = ~(df == "").all(axis=1).to_numpy()  # blank lines are not rows, but still count as lines
         self.df = df[filled].reset_index(drop=True)
         self.lines = np.flatnonzero(filled) + 2
+        self.commas: list[int] = []  # lines of empty fields (`,,`), not blank: skipped, and said (r159: unsaid)
+        if not filled.all():
+            with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+                text = f.read().splitlines()
+            self.commas = [int(n) for n in np.flatnonzero(~filled) + 2 if n <= len(text) and text[n - 1].strip()]
         if self.df.empty:
             _fail(path, "", "no requests: the file has a header but no rows")
         self.first: tuple[int, str, str] | None = None
@@ -193,7 +200,34 @@ class _Csv:
                       lambda i: f"the timestamp {_show(raw.iloc[i])} {'has' if aware[i] else 'lacks'} a UTC offset, "
                                 f"where {others:,} of the {len(aware):,} rows {'have' if most else 'lack'} one: give "
                                 f"every timestamp in one time zone")
+        # a timestamp cut short (2023-11, 2023-11-16) beside whole ones read as midnight, the 1st (r159: 320 days)
+        parts = raw.astype(str).str.extract(_TIMESTAMP_PARTS).notna().sum(axis=1).to_numpy() + 1
+        most = int(parts[~bad].max()) if (~bad).any() else 0
+        whole = int((parts[~bad] == most).sum())
+
+        def lacks(i: int) -> str:
+            gone = [name for level, name in ((2, "month"), (3, "day"), (4, "time of day")) if parts[i] < level <= most]
+            return ", ".join(gone[:-1]) + (" and " if gone[1:] else "") + gone[-1]
+
+        self.flag(~bad & (parts < most), col,
+                  lambda i: f"the timestamp {_show(raw.iloc[i])} lacks the {lacks(i)} that {whole:,} of the "
+                            f"{len(parts):,} rows give: it would be read as {ts.iloc[i]:%Y-%m-%d %H:%M} (a "
+                            f"timestamp cut short?)")
         return (ts - ts.min()).dt.total_seconds().to_numpy()
+
+    def skips(self, failed: int = 0, failed_why: str = "") -> dict:
+        """_Rows' skipped and skipped_why: failed requests (a reader's own), rows of only commas."""
+        why = [f"{failed:,} failed request{'s' if failed > 1 else ''} ({failed_why})"] if failed else []
+        if n := len(self.commas):
+            shown = ", ".join(map(str, self.commas[:3])) + (", ..." if n > 3 else "")
+            why.append(f"{n:,} row{'s' if n > 1 else ''} of empty fields, only commas (line{'s' if n > 1 else ''} "
+                       f"{shown})")
+        return {"skipped": failed + n, "skipped_why": ", ".join(why)}
+
+    def unread(self, read: Sequence[str]) -> tuple[str, ...]:
+        """The columns no reader takes, said (r145); a header-less one: a trailing comma's (r150)."""
+        return tuple("a column without a name (a comma ending each row?)" if str(c).startswith("Unnamed: ") else c
+                     for c in self.df.columns if c not in read)
 
     def done(self) -> None:
         if self.first is not None:
@@ -201,6 +235,8 @@ class _Csv:
             _fail(self.path, f"line {self.lines[i]}, column {col}", problem)
 
 
+# a timestamp's parts after its year: month, day, a time of day (2023, 2023-11, 20231116, 2023-11-16T10:00)
+_TIMESTAMP_PARTS = r"^\s*\d{4}([-/]?\d{1,2})?([-/]?\d{1,2})?([T\s]+\d)?"
 OFFSET_AT_END = r"\d:\d\d(?::\d\d(?:\.\d+)?)?\s*(?:Z|[+-]\d\d(?::?\d\d)?)$"  # a time of day, then its UTC offset
 
 
@@ -214,9 +250,7 @@ def _read_azure(path: Path) -> _Rows:
     prompt = csv.counts("ContextTokens", 1, "prompt")
     output = csv.counts("GeneratedTokens", 1, "output")
     csv.done()
-    return _Rows(arrival, prompt, output, unread=tuple(  # a header-less column: a trailing comma's (r150)
-        "a column without a name (a comma ending each row?)" if str(c).startswith("Unnamed: ") else c
-        for c in csv.df.columns if c not in _AZURE_COLUMNS))
+    return _Rows(arrival, prompt, output, unread=csv.unread(_AZURE_COLUMNS), **csv.skips())
 
 
 _BURSTGPT_COLUMNS = ("Timestamp", "Request tokens", "Response tokens", "Total tokens")
@@ -240,12 +274,15 @@ def _read_burstgpt(path: Path) -> _Rows:
     csv.done()
     if not ok.any():
         _fail(path, "", f"no requests: all {len(ok)} rows are failed requests (0 response tokens)")
-    return _Rows(arrival[ok], prompt[ok], output[ok], skipped=int((~ok).sum()),
-                 unread=tuple(c for c in df.columns if c not in _BURSTGPT_COLUMNS))
+    return _Rows(arrival[ok], prompt[ok], output[ok], unread=csv.unread(_BURSTGPT_COLUMNS),
+                 **csv.skips(int((~ok).sum()), "0 Response tokens"))
+
+
+_LENGTH_STATS_COLUMNS = ("num_prefill_tokens", "num_decode_tokens", "num_total_tokens", "pd_ratio")
 
 
 def _read_length_stats(path: Path) -> _Rows:
-    csv = _Csv(path, ("num_prefill_tokens", "num_decode_tokens"))
+    csv = _Csv(path, _LENGTH_STATS_COLUMNS[:2])
     prompt = csv.counts("num_prefill_tokens", 1, "prompt")
     output = csv.counts("num_decode_tokens", 1, "output")
     df = csv.df  # the derived columns, where given, must agree with the two lengths: else the row is not what it says
@@ -261,7 +298,8 @@ def _read_length_stats(path: Path) -> _Rows:
         csv.flag(off, "pd_ratio", lambda i: f"{df['pd_ratio'].iloc[i]!r:.20} is not num_prefill_tokens / "
                                             f"num_decode_tokens ({prompt[i] / max(output[i], 1):g})")
     csv.done()
-    return _Rows(None, prompt, output)
+    # its other columns said, as Azure's are (r159)
+    return _Rows(None, prompt, output, unread=csv.unread(_LENGTH_STATS_COLUMNS), **csv.skips())
 
 
 # ---------------------------------------------------------------- JSON
@@ -305,15 +343,20 @@ class _Obj:
             self.fail(key, _not_seconds(v))
         return v / per_second
 
-    def prefix_ids(self, key: str, prompt: int, block: int, exact: bool) -> tuple[int, ...]:
-        """Ids must cover the prompt block by block (the last block partial): at most, or exactly."""
+    def prefix_ids(self, key: str, prompt: int, block: int, exact: bool, output: int = 0, counted: bool = True
+                   ) -> tuple[int, ...]:
+        """Ids must cover the prompt block by block (the last block partial): at most, or exactly. output: ids may
+        run on over that many output tokens (a servesim file's, as the API's RequestSpec allows: r159)."""
         ids = self.get(key, [])
         if not isinstance(ids, list) or any(isinstance(x, bool) or not isinstance(x, int) for x in ids):
             self.fail(key, f"expected a list of integers, got {_show(ids)}")
         if any(abs(x) > MAX_INT for x in ids):  # as the API's RequestSpec takes them (exact in JSON and parquet)
             self.fail(key, f"ids at most {MAX_INT:,} in size, got {_show(max(ids, key=abs))}")
-        blocks = -(-prompt // block) if block > 0 else 0
-        if ids and (len(ids) > blocks or (exact and len(ids) != blocks)):
+        blocks = -(-(prompt + output) // block) if block > 0 else 0
+        if ids and counted and (len(ids) > blocks or (exact and len(ids) != blocks)):
+            if output:
+                self.fail(key, f"expected at most {blocks} ids (one per {block}-token block of the {prompt} prompt "
+                               f"and {output} output tokens), got {len(ids)}")
             if not exact and block == 1:  # blocks of a size the file resolves later: only the bound is known (r157)
                 self.fail(key, f"expected at most {blocks} ids (one per block of the {prompt} prompt tokens, a "
                                f"block at least 1 token), got {len(ids)}")
@@ -353,27 +396,30 @@ def _collect(path: Path, objs: Iterable[_Obj], rows_of: Callable[[_Obj], Iterabl
 
 def _chained(obj: _Obj, key: str, ids, chains: dict, block: int = 0):
     """The row's ids, each at the place (after the id, of the block size) the file first gave it
-    (prefix_chain_problem). block 0: one size for the whole file, resolved after reading."""
-    if ids and (problem := prefix_chain_problem(ids, chains, block)):
+    (prefix_chain_problem). block 0: one size for the whole file, resolved after reading. chains None: the ids
+    are dropped, and not checked."""
+    if ids and chains is not None and (problem := prefix_chain_problem(ids, chains, block)):
         obj.fail(key, problem)
     return ids
 
 
-def _read_hash_id_rows(path: Path) -> _Rows:
-    """A Mooncake or vLLM timed-trace file, and the keys of its records no reader takes."""
+def _read_hash_id_rows(path: Path, check_ids: bool = True) -> _Rows:
+    """A Mooncake or vLLM timed-trace file, and the keys of its records no reader takes. check_ids: false where the
+    ids are dropped (use_hash_ids: false, a lengths file): their chains and counts go unchecked (r159)."""
     unread: set = set()
-    rows = _collect(path, _json_lines(path), partial(_hash_id_rows, chains={}, unread=unread))
+    rows = _collect(path, _json_lines(path), partial(_hash_id_rows, chains={} if check_ids else None, unread=unread))
     rows.unread = tuple(sorted(unread))
     return rows
 
 
-def _hash_id_rows(obj: _Obj, chains: dict, unread: set):
+def _hash_id_rows(obj: _Obj, chains: dict | None, unread: set):
     """Mooncake's and vLLM's timed-trace rows: the same keys, timestamps as written (ms for Mooncake, seconds for
     vLLM's --timed-trace-sec-multiplier 1: _read divides once it knows which); the ids' block size is resolved
     over the file."""
     unread.update(k for k in obj.obj if k not in _HASH_ID_KEYS)
     prompt = obj.integer("input_length", least=1, role="prompt")
-    ids = _chained(obj, "hash_ids", obj.prefix_ids("hash_ids", prompt, 1, exact=False), chains)
+    ids = _chained(obj, "hash_ids", obj.prefix_ids("hash_ids", prompt, 1, exact=False, counted=chains is not None),
+                   chains)
     yield (obj.seconds("timestamp"), prompt,
            obj.integer("output_length", least=1, role="output"),
            {"prefix_ids": ids, "prefix_block_tokens": 0, "_where": obj.where} if ids else None)
@@ -386,7 +432,7 @@ def _hash_misfit(rows: _Rows, b: int):
 
 
 def _resolve_hash_blocks(path: Path, rows: _Rows, block: int | None, use_ids: bool,
-                         first: int = MOONCAKE_BLOCK_TOKENS) -> _Rows:
+                         first: int = MOONCAKE_BLOCK_TOKENS, describing: bool = False) -> _Rows:
     """hash_ids name one block each, all of one size: the given one, else the first candidate that every row's
     id count fits exactly (ceil(prompt / size) ids). The format's own size (`first`) is tried first."""
     if not rows.extra or not use_ids:
@@ -402,6 +448,14 @@ def _resolve_hash_blocks(path: Path, rows: _Rows, block: int | None, use_ids: bo
 
     if block is None:
         block = next((b for b in (first, *HASH_BLOCK_CANDIDATES) if misfit(b) is None), None)
+        if block is None and describing:  # described by id, their size unknown (prefix_block_tokens 0)
+            tried = ", ".join(str(b) for b in dict.fromkeys((first, *HASH_BLOCK_CANDIDATES)))
+            rows.note = (f"{path}: its hash_ids fit no block size tried ({tried}), so their size is not known "
+                         f"(prefix reuse is counted by id); to check them, describe a scenario replaying the file "
+                         f"with workload.hash_block_tokens")
+            for _, x in hashed:
+                x.pop("_where")
+            return rows
         if block is None:
             fail(first, misfit(first),
                  f"; no other block size ({', '.join(str(b) for b in HASH_BLOCK_CANDIDATES if b != first)}) "
@@ -415,18 +469,32 @@ def _resolve_hash_blocks(path: Path, rows: _Rows, block: int | None, use_ids: bo
     return rows
 
 
-def _timed_trace_rows(obj: _Obj):
+_TIMED_TRACE_KEYS = ("timestamp", "queries")
+_QUERY_KEYS = ("prompt_length", "response_length")
+
+
+def _read_timed_trace(path: Path) -> _Rows:
+    """vLLM's multi-query timed trace, and the keys of its rows and queries no reader takes (r159: unsaid)."""
+    unread: set = set()
+    rows = _collect(path, _json_lines(path), partial(_timed_trace_rows, unread=unread))
+    rows.unread = tuple(sorted(unread))
+    return rows
+
+
+def _timed_trace_rows(obj: _Obj, unread: set):
+    unread.update(k for k in obj.obj if k not in _TIMED_TRACE_KEYS)
     t = obj.seconds("timestamp", per_second=1000)
     queries = obj.get("queries")
     if not isinstance(queries, list):
         obj.fail("queries", f"expected a list of objects, got {_show(queries)}")
     for k, q in enumerate(queries):
         q = _Obj(obj.path, obj.where, q, key_prefix=f"queries[{k}].")
+        unread.update(f"queries[].{key}" for key in q.obj if key not in _QUERY_KEYS)
         yield (t, q.integer("prompt_length", least=1, role="prompt"),
                q.integer("response_length", least=1, role="output"), None)
 
 
-def _servesim_rows(obj: _Obj, seen: dict, chains: dict):
+def _servesim_rows(obj: _Obj, seen: dict, chains: dict | None):
     """seen: the file's request ids so far, and where; a repeated one is two records of one request."""
     for key in obj.obj:
         if key not in _SPEC_FIELDS:
@@ -449,8 +517,10 @@ def _servesim_rows(obj: _Obj, seen: dict, chains: dict):
         obj.fail("prefix_block_tokens", f"{block} names the tokens of each prefix id, but the row has no prefix_ids")
     if block > MAX_TOKENS:
         obj.fail("prefix_block_tokens", f"at most {MAX_TOKENS:,} tokens, got {block:,}")
-    ids = _chained(obj, "prefix_ids", obj.prefix_ids("prefix_ids", prompt, block, exact=False), chains, block)
-    yield (obj.seconds("arrival_time"), prompt, obj.integer("output_tokens", least=1, role="output"),
+    output = obj.integer("output_tokens", least=1, role="output")  # the ids may cover it too, as the API's may
+    ids = _chained(obj, "prefix_ids", obj.prefix_ids("prefix_ids", prompt, block, exact=False, output=output,
+                                                     counted=chains is not None), chains, block)
+    yield (obj.seconds("arrival_time"), prompt, output,
            {"max_tokens": obj.integer("max_tokens", None, least=1, role="output"),
             "priority": obj.integer("priority", None, least=None), "slo_class": slo,  # None: not recorded
             "session_id": obj.integer("session_id", None, least=None), "turn": obj.integer("turn", 0),
@@ -493,6 +563,7 @@ def _read_vllm_bench(path: Path) -> _Rows:
                                             o.integer("output_lens", least=1, role="output"), None)])
     rows.arrival -= rows.arrival.min()
     rows.skipped = len(errors) - len(objs)
+    rows.skipped_why = f"{rows.skipped:,} failed request{'s' if rows.skipped > 1 else ''} (an entry in errors)"
     return rows
 
 
@@ -501,9 +572,10 @@ _READERS: dict[str, Callable[[Path], _Rows]] = {
     "mooncake": _read_hash_id_rows,
     "vllm_timed_trace": _read_hash_id_rows,
     "burstgpt": _read_burstgpt,
-    "timed_trace": lambda p: _collect(p, _json_lines(p), _timed_trace_rows),
+    "timed_trace": _read_timed_trace,
     "vllm_bench": _read_vllm_bench,
-    "servesim": lambda p: _collect(p, _json_lines(p), partial(_servesim_rows, seen={}, chains={})),
+    "servesim": lambda p, check_ids=True: _collect(p, _json_lines(p), partial(_servesim_rows, seen={},
+                                                                                  chains={} if check_ids else None)),
     "sharegpt_stats": _read_length_stats,
 }
 
@@ -514,13 +586,28 @@ _CSV_COLUMNS = (("ContextTokens", "azure"), ("Request tokens", "burstgpt"), ("nu
 
 # ---------------------------------------------------------------- public API
 
+_COMPRESSED = ((b"\x1f\x8b", "a gzip", "gunzip"), (b"BZh", "a bzip2", "bunzip2"), (b"\xfd7zXZ\x00", "an xz", "unxz"),
+               (b"\x28\xb5\x2f\xfd", "a zstd", "unzstd"), (b"PK\x03\x04", "a zip", "unzip"),
+               (b"\x04\x22\x4d\x18", "an lz4", "unlz4"))
+
+
 def existing(path) -> Path:
-    """A trace path that is a file, or one line naming it."""
+    """A trace path that is a plain file, or one line naming it. A compressed one is refused whatever the format:
+    pandas decompressed a CSV named .gz when the format was given, and skipped the header's checks (r159)."""
     path = Path(path)
     if not path.exists():
         _fail(path, "", f"no such file{where_looked(path)}")
     if not path.is_file():
         _fail(path, "", "not a file")
+    try:
+        with path.open("rb") as f:
+            head = f.read(8)
+    except OSError:  # (a reader opening it names why)
+        head = b""
+    for magic, kind, tool in _COMPRESSED:
+        if head.startswith(magic):
+            _fail(path, "", f"{kind}-compressed file, not a trace: traces are read as plain text (CSV or JSON "
+                            f"lines); decompress it first ({tool})")
     return path
 
 
@@ -584,22 +671,25 @@ def check_format(fmt: str, field: str = "format") -> None:
         raise ConfigError(field, f"unknown trace format {fmt!r}; expected one of {', '.join(TRACE_FORMATS)}")
 
 
-def _read(path, fmt: str | None, hash_block_tokens: int | None = None, use_hash_ids: bool = True
-          ) -> tuple[Path, str, _Rows]:
+def _read(path, fmt: str | None, hash_block_tokens: int | None = None, use_hash_ids: bool = True,
+          describing: bool = False) -> tuple[Path, str, _Rows]:
+    """describing: hash_ids whose block size no candidate fits are described (counted by id), not refused: describe
+    cannot set hash_block_tokens (r159)."""
     path = existing(path)
     inferred = fmt is None
     if inferred:
         fmt = infer_format(path)
     check_format(fmt)
     try:
-        rows = _READERS[fmt](path)
+        rows = _READERS[fmt](path, check_ids=use_hash_ids) if fmt in _ID_FORMATS else _READERS[fmt](path)
     except UnicodeDecodeError as e:
         _fail(path, "", f"not UTF-8 text (byte {e.start}: {e.reason})")
     rows.content_ids = bool(rows.extra) and any(x.get("prefix_ids") for x in rows.extra)
     if fmt in HASH_ID_FORMATS:
-        rows = _resolve_hash_blocks(path, rows, hash_block_tokens, use_hash_ids, HASH_ID_FORMATS[fmt])
+        rows = _resolve_hash_blocks(path, rows, hash_block_tokens, use_hash_ids, HASH_ID_FORMATS[fmt], describing)
     if inferred and fmt == "mooncake":
-        fmt, rows.note = _mooncake_or_vllm(path, rows, hash_block_tokens)
+        fmt, note = _mooncake_or_vllm(path, rows, hash_block_tokens)  # (after the ids' own note, if any)
+        rows.note = f"{note}; {rows.note.removeprefix(f'{path}: ')}" if note and rows.note else note or rows.note
     if fmt == "mooncake":
         rows.arrival = rows.arrival / 1000  # Mooncake's milliseconds
     if rows.content_ids and not use_hash_ids:  # no prefix sharing, in any format that names blocks
@@ -611,6 +701,7 @@ def _read(path, fmt: str | None, hash_block_tokens: int | None = None, use_hash_
 
 # the formats whose rows carry hash_ids -> the block size each names by default
 HASH_ID_FORMATS = {"mooncake": MOONCAKE_BLOCK_TOKENS, "vllm_timed_trace": 16}  # vLLM's --timed-trace-chunk-hash-size
+_ID_FORMATS = (*HASH_ID_FORMATS, "servesim")  # whose readers check content ids, unless they are dropped
 
 
 def _mooncake_or_vllm(path: Path, rows: _Rows, given: int | None) -> tuple[str, str | None]:
@@ -618,20 +709,37 @@ def _mooncake_or_vllm(path: Path, rows: _Rows, given: int | None) -> tuple[str, 
     Mooncake's 512 tokens (as vLLM's writer and servesim's make them) say vLLM's: its seconds are taken, whether
     or not the ids are then used (use_hash_ids). Without ids nothing tells them apart: read as Mooncake, and
     said. given: hash_block_tokens, when the user named the block size."""
+    # Mooncake writes whole milliseconds: fractions of one are a vLLM trace's seconds, likely (said, r159)
+    fractions = bool((rows.arrival != np.floor(rows.arrival)).any())
+    also = "; its timestamps have fractions of a millisecond, which Mooncake's do not: likely seconds" \
+        if fractions else ""
     if not any(x and x.get("prefix_ids") for x in rows.extra or ()):
         return "mooncake", (f"{path}: read as a Mooncake trace (timestamps in milliseconds); a vLLM timed trace "
-                            f"counts seconds: give format: vllm_timed_trace")
+                            f"counts seconds{also}: give format: vllm_timed_trace")
     if given and _hash_misfit(rows, given) is not None:  # a size the ids do not fit, taken when they go unused
         given = None  # (use_hash_ids: false), told the unit: r145, a vLLM trace replayed 1000x fast as Mooncake's
     block = given or next((b for b in HASH_BLOCK_CANDIDATES if _hash_misfit(rows, b) is None), None)
-    if block is not None and block != MOONCAKE_BLOCK_TOKENS:
+    if block is None:  # ids no size tried fits, Mooncake's 512 neither: as a run given hash_block_tokens reads it
+        return "vllm_timed_trace", (f"{path}: read as vLLM's timed trace (timestamps in seconds; its hash_ids do "
+                                    f"not name Mooncake's 512-token blocks); give format: mooncake for milliseconds")
+    if block != MOONCAKE_BLOCK_TOKENS:
         return "vllm_timed_trace", (f"{path}: read as vLLM's timed trace (timestamps in seconds; its hash_ids name "
                                     f"{block}-token blocks, not Mooncake's 512); give format: mooncake for "
                                     f"milliseconds")
-    if not given and _hash_misfit(rows, HASH_ID_FORMATS["vllm_timed_trace"]) is None:  # ids fit both: no tell
+    # ids that fit 512 and another size: no tell (r159: 128-token ones, vLLM's --timed-trace-chunk-hash-size,
+    # were read as milliseconds unsaid, only 16 was looked for)
+    others = [] if given else [b for b in HASH_BLOCK_CANDIDATES
+                               if b != MOONCAKE_BLOCK_TOKENS and _hash_misfit(rows, b) is None]
+    if others:
+        first = "vLLM's 16-token blocks" if others[0] == 16 else f"{others[0]}-token blocks"
+        more = f" (and blocks of {', '.join(map(str, others[1:]))} tokens)" if others[1:] else ""
         return "mooncake", (f"{path}: read as a Mooncake trace (timestamps in milliseconds, 512-token hash blocks); "
-                            f"its hash_ids fit vLLM's 16-token blocks too, and a vLLM timed trace counts seconds: "
-                            f"give format: vllm_timed_trace")
+                            f"its hash_ids fit {first} too{more}, as vLLM's --timed-trace-chunk-hash-size makes "
+                            f"them, and a vLLM timed trace counts seconds{also}: give format: vllm_timed_trace (and "
+                            f"hash_block_tokens)")
+    if fractions and not given:
+        return "mooncake", (f"{path}: read as a Mooncake trace (timestamps in milliseconds){also}: give format: "
+                            f"vllm_timed_trace")
     return "mooncake", None
 
 
@@ -676,18 +784,21 @@ def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, s
     if not keep.any():
         window = f"at or after {start_s:g} s" if duration_s is None else f"in [{start_s:g}, {start_s + duration_s:g}) s"
         raise ConfigError("start_s", f"no request of {path} arrives {window}; its arrivals span {t[0]:g}..{t[-1]:g} s")
-    order, t = order[keep], (t[keep] - start_s) / time_scale
+    order, own = order[keep], t[keep] - start_s
     if sample is not None:
         kept = np.random.default_rng(seed).random(len(order)) < sample
         if not kept.any():
             raise ConfigError("sample", f"{sample:g} keeps none of the {len(order):,} requests of {path}")
-        order, t = order[kept], t[kept]
-    order, t = order[:limit], t[:limit]
+        order, own = order[kept], own[kept]
+    order, own = order[:limit], own[:limit]
+    with np.errstate(over="ignore"):  # a time_scale of 1e-320 overflows: refused below by name, not warned (r159)
+        t = own / time_scale
     if not (np.isfinite(t).all() and t[-1] <= MAX_SECONDS):  # beyond it, float seconds lose the microseconds
-        if not np.isfinite(t).all() or t[-1] * time_scale > MAX_SECONDS:  # the file's own times, unscaled
-            _fail(path, "", f"its arrivals kept span {t[-1] * time_scale:.3g} s, and at most {MAX_SECONDS:g} s can "
+        if not np.isfinite(own).all() or own[-1] > MAX_SECONDS:  # the file's own times, unscaled
+            _fail(path, "", f"its arrivals kept span {own[-1]:.3g} s, and at most {MAX_SECONDS:g} s can "
                             f"be simulated (a timestamp in another unit, or a damaged row?)")
-        raise ConfigError("time_scale", f"{path}'s arrivals kept, scaled by 1/{time_scale:g}, reach {t[-1]:.3g} s: "
+        reach = f"{t[-1]:.3g} s" if np.isfinite(t[-1]) else "past any finite time"
+        raise ConfigError("time_scale", f"{path}'s arrivals kept, scaled by 1/{time_scale:g}, reach {reach}: "
                                         f"at most {MAX_SECONDS:g} s can be simulated")
     no_extra: dict = {}
     kept = order.tolist()
@@ -706,12 +817,26 @@ def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, s
     info.update(content_ids=rows.content_ids, format=fmt, path=str(path), recorded_priority=recorded)
     if rows.note:
         info["note"] = rows.note
+    if rows.skipped:
+        info["skipped_rows"] = _skipped_rows(path, rows)
     if rows.unread:  # a misspelt key, or a priority or class the user expects replayed (r145: dropped unsaid)
-        read = {"azure": _AZURE_COLUMNS, "burstgpt": _BURSTGPT_COLUMNS}.get(fmt, _HASH_ID_KEYS)
-        info["unread"] = (f"{path}: {', '.join(rows.unread)} not read ({fmt} records give {', '.join(read)}; every "
-                          f"row is replayed; a priority, SLO class or session replays from servesim's JSONL, as "
-                          f"`servesim workload write` writes it)")
+        info["unread"] = _unread(path, fmt, rows)
     return specs, info
+
+
+def _unread(path: Path, fmt: str, rows: _Rows) -> str:
+    read = {"azure": _AZURE_COLUMNS, "burstgpt": _BURSTGPT_COLUMNS, "sharegpt_stats": _LENGTH_STATS_COLUMNS,
+            "timed_trace": (*_TIMED_TRACE_KEYS, *(f"queries[].{k}" for k in _QUERY_KEYS))}.get(fmt, _HASH_ID_KEYS)
+    if rows.arrival is None:  # a lengths file: drawn from, not replayed
+        return f"{path}: {', '.join(rows.unread)} not read ({fmt} records give {', '.join(read)})"
+    replayed = f"every row but the {rows.skipped:,} skipped" if rows.skipped else "every row"  # (r159: not all)
+    return (f"{path}: {', '.join(rows.unread)} not read ({fmt} records give {', '.join(read)}; {replayed} is "
+            f"replayed; a priority, SLO class or session replays from servesim's JSONL, as `servesim workload "
+            f"write` writes it)")
+
+
+def _skipped_rows(path: Path, rows: _Rows) -> str:
+    return f"{path}: {rows.skipped:,} of its {rows.skipped + len(rows.prompt):,} rows skipped: {rows.skipped_why}"
 
 
 def _with_priority(extra: dict) -> dict:
@@ -741,19 +866,25 @@ def read_trace(path, fmt: str | None = None, *, time_scale: float = 1.0, start_s
 def describe_file(path, fmt: str | None = None) -> TraceInfo:
     """describe_trace of a file as recorded. A lengths-only file (no arrival times) has its rows and length
     percentiles; its duration and rate are None, as it is replayed only beneath an arrival process."""
-    path, fmt, rows = _read(path, fmt)
+    path, fmt, rows = _read(path, fmt, describing=True)
     if rows.arrival is not None:
         info = _trace_of_rows(path, fmt, rows)[1]
         info.pop("recorded_priority")  # the replay's business, not the file's description
         return info
-    return {"rows": len(rows.prompt), "duration_s": None, "rate": None, "prompt": _stats(rows.prompt.tolist()),
-            "output": _stats(rows.output.tolist()), "prefix_reuse": None, "sessions": None, "skipped": rows.skipped,
-            "content_ids": False, "format": fmt, "path": str(path)}
+    info: TraceInfo = {"rows": len(rows.prompt), "duration_s": None, "rate": None,
+                       "prompt": _stats(rows.prompt.tolist()), "output": _stats(rows.output.tolist()),
+                       "prefix_reuse": None, "sessions": None, "skipped": rows.skipped, "content_ids": False,
+                       "format": fmt, "path": str(path)}
+    if rows.skipped:
+        info["skipped_rows"] = _skipped_rows(path, rows)
+    if rows.unread:
+        info["unread"] = _unread(path, fmt, rows)
+    return info
 
 
 def read_lengths(path, fmt: str | None = None) -> np.ndarray:
     """[prompt, output] pairs, shape (n, 2): what a lengths-only file offers, from any format."""
-    _, _, rows = _read(path, fmt)
+    _, _, rows = _read(path, fmt, use_hash_ids=False)  # lengths only: the ids are not read, nor checked (r159)
     return np.column_stack([rows.prompt, rows.output]).astype(np.int64)
 
 
