@@ -136,6 +136,7 @@ def _bisect(passing, failing, at_passing: dict, run, slos: dict, mid, narrow, ru
 
 RESEARCHES = 6  # an answer is searched again at a longer run at most this often
 MAX_DOUBLINGS = 10  # and reaches at most 1,024x the scenario's (the check at twice that) for a steady state
+BURST_CHECK = 5000  # a load that never steadies is lengthened while its run holds at most this many requests
 # A run measures a steady state when its arrivals span at least this many of its requests' p99 lifetimes (a
 # session workload's: its sessions'): the batch fills over about a lifetime and empties over another at the end,
 # and a short run's tail is that of a batch still filling. 800 requests of the default scenario at 24.6 req/s
@@ -225,7 +226,7 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
         # at every rate there, so the top load held is run at longer lengths (twice, four times, then up to 4x
         # more at a time) until it fails, and is searched again there (r130: 1 H200 'carried' 4 sessions/s that
         # 1,200 sessions fail), or holds in a run long enough for a steady state, or at the longest length
-        doubling, step = 0, 1
+        doubling, step, spans = 0, 1, 0.0
         while doubling < MAX_DOUBLINGS:
             doubling = min(doubling + step, MAX_DOUBLINGS)
             longer = at_length(doubling)
@@ -235,8 +236,16 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
                 again = max_rate(scenario, longer, slos, low, high, tolerance, max_runs, load, ceiling, True)
                 return again | {"runs": runs + again["runs"], "run_sets": longer[len(sets):] + again["run_sets"]}
             step = min(_doublings_to_steady(check), 1 if doubling < 2 else 2)
-            if not step:  # steady: the load holds. One never steady (a rate so high its arrivals come at once)
-                break  # goes on to the longest length: its longer runs may fail (r159: 16x failed, 4x gave up)
+            if not step:  # steady: the load holds
+                break
+            # never to be steady: its arrivals span no more lifetimes however long it runs (a rate so high they come
+            # at once): longer is a bigger burst, run while it stays small (r159: 16x failed where 4x gave up; r160:
+            # on to 1,024x, 200 requests became a 204,800-request run)
+            if doubling >= 2 and steadiness(check) < 1.5 * spans and check.num_requests * 2**step > BURST_CHECK:
+                r["reason"] += (f"; held too in runs of up to {check.num_requests:,} requests at that rate, which "
+                                f"arrive almost at once and never reach a steady state")
+                break
+            spans = steadiness(check)
 
     unit = _unit(scenario, checked, load)
     refuted = unsteady = None  # an answer two lengths agreed on that failed, or held short of a steady state,

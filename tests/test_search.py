@@ -281,13 +281,16 @@ def test_no_failing_load_in_a_short_run_is_checked_at_longer_ones():
     assert r.get("held_up_to") is None
 
 
-def test_round_159_a_load_never_steady_is_lengthened_until_it_fails():
+def test_round_159_a_load_never_steady_is_lengthened_until_it_fails_or_its_run_is_large():
     """r159: 5 requests held a 40 ms TPOT at 2.7e7 req/s (all at once), never steady, so the lengthening gave up at
     4x: 'held up to 2.7e7 req/s', where 80 requests fail it. It now goes on until a length fails (or the longest)."""
     from servesim.simulator.search import max_rate
 
     r = max_rate(None, ["profile=teaching", "workload.num_requests=5"], {"p99_tpot_ms": 40}, tolerance=0.5)
     assert r["max_rate"] is not None and r.get("held_up_to") is None, r
+    # r160: and no further than a run of BURST_CHECK requests (200 requests became a 204,800-request run)
+    r = max_rate(None, ["profile=teaching", "workload.num_requests=20"], {"p99_ttft_ms": 1e8}, tolerance=0.5)
+    assert r["max_rate"] is None and "held too in runs of up to 1,280 requests at that rate" in r["reason"], r
 
 
 SHORT = ["workload.prompt_tokens={dist: fixed, value: 512}", "workload.output_tokens={dist: fixed, value: 64}"]

@@ -731,9 +731,10 @@ def test_r159_ids_of_a_size_no_candidate_fits_are_described_and_unread_for_lengt
     vt = write(tmp_path, "vt200.jsonl", '{"timestamp": 0, "input_length": 600, "output_length": 5, '
                                         '"hash_ids": [1, 2, 3]}\n{"timestamp": 1, "input_length": 1000, '
                                         '"output_length": 5, "hash_ids": [1, 2, 3, 4, 5]}\n')
-    info = describe_file(vt)
-    assert info["rows"] == 2 and info["format"] == "vllm_timed_trace" and info["duration_s"] == 1.0
-    assert "fit no block size tried" in info["note"] and "workload.hash_block_tokens" in info["note"]
+    info = describe_file(vt)  # r160: ids no size fits tell neither unit: read as Mooncake's (was seconds), said
+    assert info["rows"] == 2 and info["format"] == "mooncake" and info["duration_s"] == 0.001
+    assert "fit no block size tried, so they tell neither format" in info["note"]
+    assert "workload.hash_block_tokens" in info["note"]
     assert info["prefix_reuse"] == pytest.approx(3 / 8)
     assert describe_file(vt, "vllm_timed_trace")["note"].startswith(f"{vt}: its hash_ids fit no block size tried")
     assert read_lengths(vt).tolist() == [[600, 5], [1000, 5]]
@@ -797,3 +798,25 @@ def test_r159_unread_keys_and_rows_of_commas_are_said_in_every_format(tmp_path):
     specs, info = read_trace_with_info(az)
     assert len(specs) == 2 and info["skipped"] == 1
     assert "1 of its 3 rows skipped: 1 row of empty fields, only commas (line 3)" in info["skipped_rows"]
+
+
+def test_r160_rows_are_named_by_their_own_lines_and_bzip2_by_its_block_magic(tmp_path):
+    """r160: a quoted field's line break shifted every later row's line (an error named line 4 for line 5), and a
+    blank line after it was said to be a row of commas at the quoted field's second line; a first column named
+    BZhash was refused as a bzip2 file (its magic is BZh, a digit, then a block's)."""
+    import bz2
+
+    from servesim.workloads.traces import describe_file
+
+    rows = 'TIMESTAMP,ContextTokens,GeneratedTokens,note\n2023-11-16 10:00:00,100,10,"two\nlines"\n\n'
+    ok = write(tmp_path, "q.csv", rows + "2023-11-16 10:00:01,200,20,x\n")
+    assert describe_file(ok)["skipped"] == 0
+    bad = write(tmp_path, "q2.csv", rows + "2023-11-16 10:00:01,abc,20,x\n")
+    config_error(lambda: read_trace(bad), bad, "line 5, column ContextTokens")
+    commas = write(tmp_path, "c.csv", rows + ",,,\n2023-11-16 10:00:01,200,20,x\n")
+    assert "only commas (line 5)" in describe_file(commas)["skipped_rows"]
+    named = write(tmp_path, "bzh.csv", "BZhash,TIMESTAMP,ContextTokens,GeneratedTokens\nx,2023-11-16 10:00:00,1,1\n")
+    assert describe_file(named)["rows"] == 1
+    packed = tmp_path / "bzh.csv.bz2"
+    packed.write_bytes(bz2.compress(named.read_bytes()))
+    config_error(lambda: read_trace(packed), packed, "a bzip2-compressed file")

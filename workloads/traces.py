@@ -151,12 +151,10 @@ class _Csv:
                 _fail(path, f"line 1, column {col}", f"missing; found columns: {', '.join(df.columns)}")
         filled = ~(df == "").all(axis=1).to_numpy()  # blank lines are not rows, but still count as lines
         self.df = df[filled].reset_index(drop=True)
-        self.lines = np.flatnonzero(filled) + 2
-        self.commas: list[int] = []  # lines of empty fields (`,,`), not blank: skipped, and said (r159: unsaid)
-        if not filled.all():
-            with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
-                text = f.read().splitlines()
-            self.commas = [int(n) for n in np.flatnonzero(~filled) + 2 if n <= len(text) and text[n - 1].strip()]
+        starts, fields = _record_lines(path, len(df), quoted_or_blank=not filled.all())
+        self.lines = starts[filled]  # each row's own line (r160: a quoted field's line break shifted them)
+        # lines of empty fields (`,,`), not blank ones: skipped, and said (r159: unsaid)
+        self.commas: list[int] = [int(n) for n in starts[~filled & (fields > 0)]]
         if self.df.empty:
             _fail(path, "", "no requests: the file has a header but no rows")
         self.first: tuple[int, str, str] | None = None
@@ -233,6 +231,29 @@ class _Csv:
         if self.first is not None:
             i, col, problem = self.first
             _fail(self.path, f"line {self.lines[i]}, column {col}", problem)
+
+
+def _record_lines(path: Path, rows: int, quoted_or_blank: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each data row's first line, and its count of fields (0: a blank line), as the csv module reads the file: a
+    quoted field may hold a line break, so a row is not always one line (only read so where it may not be)."""
+    if not quoted_or_blank:
+        with open(path, "rb") as f:
+            quoted_or_blank = b'"' in f.read()
+    if quoted_or_blank:
+        import csv
+
+        starts, fields = [], []
+        with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+            reader = csv.reader(f)
+            next(reader, None)  # the header
+            line = reader.line_num
+            for record in reader:
+                starts.append(line + 1)
+                fields.append(len(record))
+                line = reader.line_num
+        if len(starts) == rows:  # as pandas read them (else pandas' own reading stands: one line a row)
+            return np.array(starts), np.array(fields)
+    return np.arange(rows) + 2, np.ones(rows, dtype=int)
 
 
 # a timestamp's parts after its year: month, day, a time of day (2023, 2023-11, 20231116, 2023-11-16T10:00)
@@ -586,7 +607,8 @@ _CSV_COLUMNS = (("ContextTokens", "azure"), ("Request tokens", "burstgpt"), ("nu
 
 # ---------------------------------------------------------------- public API
 
-_COMPRESSED = ((b"\x1f\x8b", "a gzip", "gunzip"), (b"BZh", "a bzip2", "bunzip2"), (b"\xfd7zXZ\x00", "an xz", "unxz"),
+_COMPRESSED = ((b"\x1f\x8b", "a gzip", "gunzip"), (re.compile(rb"BZh[1-9](1AY&SY|\x17rE8P\x90)"), "a bzip2", "bunzip2"),
+               (b"\xfd7zXZ\x00", "an xz", "unxz"),
                (b"\x28\xb5\x2f\xfd", "a zstd", "unzstd"), (b"PK\x03\x04", "a zip", "unzip"),
                (b"\x04\x22\x4d\x18", "an lz4", "unlz4"))
 
@@ -601,11 +623,11 @@ def existing(path) -> Path:
         _fail(path, "", "not a file")
     try:
         with path.open("rb") as f:
-            head = f.read(8)
+            head = f.read(10)
     except OSError:  # (a reader opening it names why)
         head = b""
-    for magic, kind, tool in _COMPRESSED:
-        if head.startswith(magic):
+    for magic, kind, tool in _COMPRESSED:  # bzip2's by its block magic too (r160: a column BZhash was one)
+        if head.startswith(magic) if isinstance(magic, bytes) else magic.match(head):
             _fail(path, "", f"{kind}-compressed file, not a trace: traces are read as plain text (CSV or JSON "
                             f"lines); decompress it first ({tool})")
     return path
@@ -719,9 +741,11 @@ def _mooncake_or_vllm(path: Path, rows: _Rows, given: int | None) -> tuple[str, 
     if given and _hash_misfit(rows, given) is not None:  # a size the ids do not fit, taken when they go unused
         given = None  # (use_hash_ids: false), told the unit: r145, a vLLM trace replayed 1000x fast as Mooncake's
     block = given or next((b for b in HASH_BLOCK_CANDIDATES if _hash_misfit(rows, b) is None), None)
-    if block is None:  # ids no size tried fits, Mooncake's 512 neither: as a run given hash_block_tokens reads it
-        return "vllm_timed_trace", (f"{path}: read as vLLM's timed trace (timestamps in seconds; its hash_ids do "
-                                    f"not name Mooncake's 512-token blocks); give format: mooncake for milliseconds")
+    if block is None:  # ids no size tried fits: both writers give ceil(prompt / size) ids, so no tell (r160: read
+        # in seconds, 1,000x slow, for ids that said nothing of the unit)
+        return "mooncake", (f"{path}: read as a Mooncake trace (timestamps in milliseconds); its hash_ids fit no "
+                            f"block size tried, so they tell neither format, and a vLLM timed trace counts "
+                            f"seconds{also}: give format: vllm_timed_trace (and hash_block_tokens)")
     if block != MOONCAKE_BLOCK_TOKENS:
         return "vllm_timed_trace", (f"{path}: read as vLLM's timed trace (timestamps in seconds; its hash_ids name "
                                     f"{block}-token blocks, not Mooncake's 512); give format: mooncake for "
