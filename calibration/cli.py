@@ -99,8 +99,9 @@ def _add_import(csub) -> None:
     """`servesim calibrate import`."""
     i = csub.add_parser("import", help="compose profiles from third-party kernel tables")
     i.add_argument("source", choices=["aiconfigurator"])
-    i.add_argument("--data", help="the tables' root directory (default: $SERVESIM_KERNEL_TABLES, else "
-                                  "../shared/data/gpu/aiconfigurator beside the project, as `run` finds them)")
+    i.add_argument("--data", type=nonempty_path, help="the tables' root directory (default: "
+                                                      "$SERVESIM_KERNEL_TABLES, else ../shared/data/gpu/aiconfigurator "
+                                                      "beside the project, as `run` finds them)")
     i.add_argument("--gpu", required=True, help="a built-in GPU with tables (h100-sxm, b200-sxm, ...) or a table "
                                                 "folder under --data (h100_sxm)")
     i.add_argument("--model", required=True)
@@ -160,7 +161,8 @@ def add_validate_parser(sub) -> None:
     vv.add_argument("--out", type=nonempty_path, default="results/fidelity/vllm")
     vv.set_defaults(func=cmd_validate_vllm)
     sv = vsub.add_parser("serving", help="simulate public real-GPU vLLM runs (../shared/data/serving) and compare")
-    sv.add_argument("--data", default="../shared/data/serving", help="root of the runs (each with vllm/requests.jsonl)")
+    sv.add_argument("--data", type=nonempty_path, help="root of the runs (each with vllm/requests.jsonl; default: "
+                                                       "../shared/data/serving beside the project, as run finds it)")
     sv.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="applied to every run")
     sv.add_argument("--out", type=nonempty_path, default="results/fidelity/gpu")
     sv.add_argument("--leave-one-out", action="store_true",
@@ -168,8 +170,10 @@ def add_validate_parser(sub) -> None:
     sv.add_argument("--terms", help="terms the leave-one-out fits (default: the fit's defaults)")
     sv.set_defaults(func=cmd_validate_serving)
     lv = vsub.add_parser("layers", help="per-layer composition vs measured per-operator H100 timings")
-    lv.add_argument("--data", default="../shared/data/gpu/layer-profiles")
-    lv.add_argument("--tables", default="../shared/data/gpu/aiconfigurator", help="the kernel tables' root")
+    lv.add_argument("--data", type=nonempty_path, help="the per-layer timings' root (default: "
+                                                       "../shared/data/gpu/layer-profiles beside the project)")
+    lv.add_argument("--tables", type=nonempty_path, help="the kernel tables' root (default: "
+                                                         "../shared/data/gpu/aiconfigurator beside the project)")
     lv.add_argument("--out", type=nonempty_path, default="results/fidelity/layers")
     lv.set_defaults(func=cmd_validate_layers)
 
@@ -197,21 +201,23 @@ def add_compare_parser(sub) -> None:
 def cmd_compare_runs(args) -> int:
     from servesim.calibration.run_comparison import compare_runs, is_results_dir
 
-    if args.hash_block_tokens and not args.trace:
-        print("servesim: warning: --hash-block-tokens has no effect without --trace", file=sys.stderr)
+    unread = ["servesim: warning: --hash-block-tokens has no effect without --trace"] \
+        if args.hash_block_tokens and not args.trace else []
     reals, sim = list(args.runs), None
     if len(reals) > 1 and is_results_dir(reals[-1]):
         sim = reals.pop()
         given = [flag for flag, value in (("--scenario", args.scenario), ("--set", args.set),
                                           ("--profile", args.profile), ("--trace", args.trace)) if value]
-        for flag in given:  # they shape a simulation, and this one is given already
-            print(f"servesim: warning: {flag} has no effect: {sim} is the simulation compared (it ran with its own "
-                  f"settings)", file=sys.stderr)
-    from servesim.simulator.config import flag_settings
+        # they shape a simulation, and this one is given already: not read (r160: --trace was, and refused the
+        # command beside a warning that it had no effect); said once the comparison is made
+        unread += [f"servesim: warning: {flag} has no effect: {sim} is the simulation compared (it ran with its own "
+                   f"settings)" for flag in given]
+    from servesim.simulator.config import flag_settings, say_once
 
     sets = flag_settings(args.set, [("--profile", "profile", args.profile)])
     table, report = compare_runs(reals, sim, args.scenario, sets, args.tolerance, args.out, command=args.argv,
-                                 trace=args.trace, hash_block_tokens=args.hash_block_tokens)
+                                 trace=None if sim else args.trace, hash_block_tokens=args.hash_block_tokens)
+    say_once(unread)
     cols = [c for c in ("metric", "real", "real_spread", "sim", "error", "pass") if c in table]
     if answer(report | {"table": table, "out": args.out}):
         return 0 if report["passed"] else 1
@@ -266,6 +272,14 @@ def _validate_vllm_server(args) -> int:
     return 0
 
 
+def _shared(given: str | None, *parts: str) -> str:
+    """A data flag's value, else ../shared/data/<parts> beside the project or the working directory, as `run` and
+    `bench` find it (r160: read relative to the working directory only)."""
+    from servesim.simulator.files import shared_data
+
+    return given if given is not None else str(shared_data(*parts) or Path("..", "shared", "data", *parts))
+
+
 def cmd_validate_serving(args) -> int:
     from servesim.calibration.serving_fidelity import validate_serving
 
@@ -273,7 +287,7 @@ def cmd_validate_serving(args) -> int:
     if terms and not args.leave_one_out:
         print("servesim: warning: --terms has no effect without --leave-one-out (only that fits terms)",
               file=sys.stderr)
-    table, runs = validate_serving(args.data, args.out, args.set, command=args.argv,
+    table, runs = validate_serving(_shared(args.data, "serving"), args.out, args.set, command=args.argv,
                                    leave_one_out=args.leave_one_out, terms=terms)
     if answer({"runs": runs, "table": table, "out": args.out}):
         return 0
@@ -298,8 +312,9 @@ def cmd_validate_layers(args) -> int:
     from servesim.calibration.layer_check import check_layers, check_moe_layers, format_moe_table, format_table
     from servesim.calibration.validate import write_command
 
-    table = check_layers(args.data, args.tables, args.out)
-    moe = check_moe_layers(args.data, args.tables, args.out)
+    data, tables = _shared(args.data, "gpu", "layer-profiles"), _shared(args.tables, "gpu", "aiconfigurator")
+    table = check_layers(data, tables, args.out)
+    moe = check_moe_layers(data, tables, args.out)
     write_command(Path(args.out), args.argv)
     if answer({"table": table, "moe_table": moe, "out": args.out}):
         return 0

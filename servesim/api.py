@@ -140,6 +140,10 @@ def _given(model: BaseModel, where: str = "") -> dict:
     # a value of the wrong type: load says; numpy's numbers and arrays as the Python ones they stand for, anything
     # else JSON cannot hold as its text, which load refuses naming the setting (an np.int64 edit was a pydantic
     # serialization traceback, round 125)
+    gone = next((name for name in type(model).model_fields if name not in model.__dict__), None)
+    if gone is not None:  # `del s.seed`: an AttributeError from below (r160)
+        raise ConfigError(f"{where}{gone}", "was deleted (del): a settings object holds every setting; assign it "
+                                            "again (its default, to leave it as if unset)")
     out = model.model_dump(mode="json", exclude_unset=True, warnings=False, fallback=_json_fallback)
     for name, field in type(model).model_fields.items():
         value = getattr(model, name)
@@ -174,7 +178,19 @@ def _as_assigned(value, dumped):
 @checked_args
 def resolve(scenario: ScenarioLike = None, overrides: Overrides = None) -> ResolvedScenario:
     """The deployment a scenario describes, every derived value concrete (model, GPU, profile, KV pool, budgets):
-    what `servesim config` prints."""
+    what `servesim config` prints. A trace workload's file is read as `config` reads it: one the run could not
+    read is refused here, and what the reading says is said."""
+    rs = _resolved(scenario, overrides)
+    if rs is not scenario and (check_file := getattr(rs.scenario.workload, "check_file", None)) is not None:
+        from servesim.simulator.config import say_once
+
+        # as cmd_config: r160, a missing trace was resolved, and only simulate refused it
+        say_once(f"servesim: warning: {w}" for w in check_file(rs.scenario.seed, rs.max_model_len))
+    return rs
+
+
+def _resolved(scenario: ScenarioLike | ResolvedScenario, overrides: Overrides) -> ResolvedScenario:
+    """resolve without reading a trace's file (simulate reads it to run it)."""
     if isinstance(scenario, ResolvedScenario):
         if overrides:
             raise ConfigError("overrides", "a ResolvedScenario is final; override its .scenario instead")
@@ -201,7 +217,7 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
 
     from servesim.workloads.source import CheckedSource, StaticSource
 
-    rs = resolve(scenario, overrides)
+    rs = _resolved(scenario, overrides)
     classes = getattr(rs.scenario.workload, "slo_classes", None)  # as a trace replayed under them: each request has one
     if type(requests) is StaticSource:  # its requests, checked, as a list: written beside a result to repeat it
         requests = requests.initial()
@@ -217,7 +233,7 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
     if requests is not None:  # the scenario's workload is replaced: what it makes, given here, is read by nothing
         from servesim.simulator.inert_settings import WORKLOAD_READ_WITH_REQUESTS
 
-        keys = [t.split("=", 1)[0].strip() for t in _setting_texts(overrides)]
+        keys = _own_workload(scenario) + [t.split("=", 1)[0].strip() for t in _setting_texts(overrides)]
         moved = [k for k in keys if (k == "workload" or k.startswith("workload.")) and
                  not k.startswith(WORKLOAD_READ_WITH_REQUESTS)]  # (max_concurrency was dropped unsaid: round 89)
         say_once([f"servesim: warning: {k} has no effect: requests= replaces the scenario's workload" for k in moved])
@@ -229,6 +245,27 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
                                   f"them no targets: goodput is not computed")
     say_once([f"servesim: warning: {w}" for w in result.warnings])  # as `servesim run` says them (.warnings too)
     return result
+
+
+def _own_workload(scenario: ScenarioLike | ResolvedScenario) -> list[str]:
+    """The workload settings a Scenario object or a scenario mapping gives (an object's: those not at Scenario()'s
+    defaults), each as workload.<field>: what requests= replaces (r160: its max_concurrency was dropped unsaid)."""
+    if isinstance(scenario, Scenario):
+        given, default = _given(scenario).get("workload"), _given(Scenario()).get("workload") or {}
+    elif isinstance(scenario, Mapping) and not isinstance(scenario, ResolvedScenario):
+        given, default = plain_values(scenario).get("workload"), {}
+    else:
+        return []
+    if not isinstance(given, Mapping):
+        return [] if given is None else ["workload"]
+    return _differing(given, default, "workload")
+
+
+def _differing(given: Mapping, default: Mapping, where: str) -> list[str]:
+    """The dotted keys of `given` whose values are not `default`'s, as deep as both are mappings."""
+    return [k for key, v in given.items() if key not in default or default[key] != v
+            for k in (_differing(v, default[key], f"{where}.{key}") if isinstance(v, Mapping) and
+                      isinstance(default.get(key), Mapping) else [f"{where}.{key}"])]
 
 
 def _axes(grid: Mapping[str, Sequence] | None, zipped: Mapping[str, Sequence] | None) -> list[tuple[str, list, str]]:
@@ -275,10 +312,20 @@ def max_rate(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Overr
     """`servesim search max-rate`: the highest arrival rate meeting every SLO ({"ttft_p99_ms": 500, ...})."""
     from servesim.simulator.search import max_rate as search
 
-    return search(_source(scenario), _settings(overrides, scenario, searched=("workload.arrival.rate",)), _slos(slos),
-                  checked("low", low, POSITIVE),
-                  None if high is None else checked("high", high, POSITIVE),
-                  checked("tolerance", tolerance, TOLERANCE), checked("max_runs", max_runs, COUNT))
+    return _said(search(_source(scenario), _settings(overrides, scenario, searched=("workload.arrival.rate",)),
+                        _slos(slos), checked("low", low, POSITIVE),
+                        None if high is None else checked("high", high, POSITIVE),
+                        checked("tolerance", tolerance, TOLERANCE), checked("max_runs", max_runs, COUNT)), "max_rate")
+
+
+def _said(result: dict, answer: str) -> dict:
+    """A search's answer, with the warning `servesim search` gives one it could not confirm (r160: unsaid)."""
+    from servesim.simulator.config import say_once
+    from servesim.simulator.search import unconfirmed
+
+    say_once(unconfirmed(answer, [result["reason"]] if result.get(answer) is not None and result.get("reason") else [],
+                         1))
+    return result
 
 
 @checked_args(slos="mapping", rate="number", gpus="list", tp="list", disagg="list", grid="mapping", prices="path",
@@ -316,6 +363,11 @@ def recommend(scenario: ScenarioLike, slos: Mapping[str, float], overrides: Over
                            checked("tolerance", tolerance, TOLERANCE), checked("jobs", jobs, JOBS),
                            checked("top", top, COUNT), progress)
     table.attrs["report"] = report
+    if "status" in table and not (table["status"] == "meets").any():  # the CLI's error, exit 1 (r160: unsaid)
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: no candidate carries {report['load']} within the SLOs (column `reason` of "
+                  f"{out}/recommend.csv)"])
     return table
 
 
@@ -325,8 +377,9 @@ def min_replicas(scenario: ScenarioLike, slos: Mapping[str, float], overrides: O
     """`servesim search replicas`: the fewest replicas meeting every SLO at the scenario's (or this) rate."""
     from servesim.simulator.search import min_replicas as search
 
-    return search(_source(scenario), _settings(overrides, scenario, searched=("cluster.replicas",)), _slos(slos),
-                  None if rate is None else checked("rate", rate, POSITIVE), checked("most", most, REPLICAS))
+    return _said(search(_source(scenario), _settings(overrides, scenario, searched=("cluster.replicas",)), _slos(slos),
+                        None if rate is None else checked("rate", rate, POSITIVE), checked("most", most, REPLICAS)),
+                 "replicas")
 
 
 def _slos(slos: Mapping[str, float]) -> dict[str, float]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import re
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -85,6 +86,12 @@ _IN_CALL = [0]  # API calls under way in this thread of control: the outermost s
 FLAG_ARGUMENTS = {"--slo": "slos", "--set": "overrides", "--gpu": "gpus", "--zip": "zipped"}
 
 
+def _argument(flag: str, parameters) -> str | None:
+    """The argument of a call (its `parameters`) that a CLI flag stands for, or None."""
+    return next((a for a in (FLAG_ARGUMENTS.get(flag), flag.startswith("--") and flag[2:].replace("-", "_"))
+                 if a in parameters), None)
+
+
 def checked_args(fn=None, /, _as: str | None = None, **kinds: str):
     """fn (exported as `_as`) with its arguments checked: names against its signature, values against `kinds`
     (None passes where the parameter's default is None)."""
@@ -125,12 +132,12 @@ def checked_args(fn=None, /, _as: str | None = None, **kinds: str):
                 raise
             raise ConfigError(name, f"{exc.filename}: {exc.strerror or exc}") from None
         except ConfigError as exc:  # a CLI flag named for an argument of this call: name the argument
-            flag = exc.field.startswith("--")
-            arg = next((a for a in (FLAG_ARGUMENTS.get(exc.field), flag and exc.field[2:].replace("-", "_"))
-                        if a in sig.parameters), None)
+            arg = _argument(exc.field, sig.parameters)
             if arg is None:
                 raise
-            raise type(exc)(arg, exc.message) from None
+            # and the flags its message names (r160: sweep's "grid: ... is also given by --set")
+            message = re.sub(r"--[a-z][a-z0-9-]*", lambda m: _argument(m[0], sig.parameters) or m[0], exc.message)
+            raise type(exc)(arg, message) from None
         finally:
             _IN_CALL[0] -= 1
 

@@ -126,7 +126,8 @@ def cmd_run(args, after=None) -> int:
     optional = OPTIONAL_RUN_FILES + _earlier_result_file(Path(args.out), earlier_run)
     gone = [n for n in optional if n in earlier_run and present(Path(args.out) / n)]  # go with the four files
     hold_folder(args.out, "--out")  # one command writes a results folder at a time
-    out = result.write(args.out, "--out", caller_writes_optional=optional)  # then the warnings: none beside an error
+    # then the warnings: none beside an error
+    out = result.write(args.out, field="--out", caller_writes_optional=optional)
     extra = after(result, out) if after is not None else []
     if getattr(args, "prometheus", False):
         from servesim.simulator.vllm_metrics import write_prometheus
@@ -173,6 +174,11 @@ def cmd_config(args) -> int:
             print(line)
     elif not answer(rs.as_dict()):
         print(dump_yaml(rs.as_dict()), end="")
+    if args.vllm_version is not None and not args.vllm:  # (r160: read by nothing, unsaid)
+        from servesim.simulator.config import say_once
+
+        say_once(["servesim: warning: --vllm-version has no effect without --vllm: it names the release whose "
+                  "flags --vllm speaks (the scenario's own release is engine.vllm_defaults)"])
     _say_dropped(args)
     return 0
 
@@ -412,7 +418,7 @@ def cmd_sweep(args) -> int:
 
 def _search_each_point(args, kind: str, **options) -> int:
     """One search per grid point: print and save the table (its answer, bracket and SLO metrics per point)."""
-    from servesim.simulator.search import ANSWERS, search_grid
+    from servesim.simulator.search import ANSWERS, search_grid, unconfirmed
 
     answer, _, filename, _ = ANSWERS[kind]
     if args.out:  # before the search's minutes: its table must not replace a file any of its points reads
@@ -430,10 +436,8 @@ def _search_each_point(args, kind: str, **options) -> int:
     _print_table(table)
     _say_dropped(args, searched=(ANSWERS[kind][3], "workload.time_scale"))
     doubted = table[table[answer].notna() & table["reason"].notna()] if "reason" in table else table.iloc[:0]
-    if len(doubted):  # an answer its search could not confirm (r151: "not stable", exit 0 and no word)
-        print(f"servesim: warning: the {answer.replace('_', ' ')} at {len(doubted)} of {len(table)} point(s) is not "
-              f"confirmed: {doubted['reason'].iloc[0]}{' (and others: column `reason`)' if len(doubted) > 1 else ''}",
-              file=sys.stderr)
+    for line in unconfirmed(answer, list(doubted["reason"]), len(table)):  # (r151: "not stable", exit 0, no word)
+        print(line, file=sys.stderr)
     unmet = int(table[answer].isna().sum())
     if unmet:  # no value met the SLOs: an answer, but not a success, so the exit code says it
         print(f"servesim: error: no {answer.replace('_', ' ')} found at {unmet} of {len(table)} point(s): "

@@ -11,12 +11,18 @@ from servesim.workloads.settings import MAX_INT, MAX_REPLICAS
 
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+\Z")
+_DECIMAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z|[+-]?(inf|infinity|nan)\Z", re.IGNORECASE)
+
+
 def number(kind: type = int, *, gt: float | None = None, ge: float | None = None, lt: float | None = None,
            le: float | None = None):
     """An argparse `type=` for a finite int or float in the given range (bounds open with gt/lt, closed with ge/le)."""
 
     def parse(text: str):
-        try:
+        try:  # ASCII digits only, as --set reads them (r160: int() took Arabic-Indic digits and 1_024)
+            if not (_INTEGER if kind is int else _DECIMAL).match(text.strip()):
+                raise ValueError(text)
             value = kind(text)
         except (TypeError, ValueError):
             raise argparse.ArgumentTypeError(f"must be {'an integer' if kind is int else 'a number'}, got {text!r}")

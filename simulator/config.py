@@ -341,6 +341,15 @@ class Scenario(Settings):
     # is then its error, not Python's "keywords must be strings"); this one wraps the same init
     __init__.__pydantic_base_init__ = True
 
+    @classmethod
+    def model_validate(cls, obj, **kwargs):
+        """As the constructor: a bad value is a ConfigError naming it (r160: model_validate does not go through
+        __init__, so its ValidationError reached the API's callers)."""
+        try:
+            return super().model_validate(obj, **kwargs)
+        except ValidationError as exc:
+            raise ConfigError(*first_error(exc)) from None
+
     name: str = "default"
     seed: int = Field(0, ge=0, description="the run's random seed (numpy's, so non-negative)")
     model: str | dict = "llama-3.1-8b"

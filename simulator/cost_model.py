@@ -223,6 +223,9 @@ class Profile(Settings):
             if "ape" in str(key) and value is not None and not (
                     isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < float("inf")):
                 raise ValueError(f"held_out_error.{key} must be a non-negative number, got {value!r}")
+            if "points" in str(key) and value is not None and not (  # (r160: -4 and "many" were printed as its
+                    isinstance(value, int) and not isinstance(value, bool) and value >= 0):  # record)
+                raise ValueError(f"held_out_error.{key} must be a count of points (an integer >= 0), got {value!r}")
         for key in ("runs", "held_out_runs", "run_records", "run_latencies"):  # what validate serving checks a run
             value = (self.fitted or {}).get(key)  # against (r135: a number crashed it, a text skipped the check)
             if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
@@ -263,6 +266,11 @@ def builtin_profile_names() -> list[str]:
     return sorted(p.name[:-5] for p in _builtin_profiles().iterdir() if p.name.endswith(".yaml"))
 
 
+# what a profile was measured for (check_profile_fits compares them with the scenario's)
+DEPLOYMENT_LABELS = ("device", "gpu", "model", "dtype", "kv_cache_dtype", "tensor_parallel_size",
+                     "expert_parallel_size", "moe_routing")
+
+
 def refuse_relabelled(profile: Profile) -> None:
     """A profile given whose `gpu` is not the GPU its `device` names (r147: an H100 profile relabelled b200-sxm
     timed a B200 run with H100 times). Not one `auto` composes from hardware.kernel_tables: that one is labelled
@@ -273,6 +281,16 @@ def refuse_relabelled(profile: Profile) -> None:
     if profile.gpu and timed_on and timed_on != profile.gpu:
         raise ConfigError("profile.gpu", f"{profile.gpu}, but profile {profile.name} was measured on {timed_on} "
                                          f"(its device: {profile.device}): a profile is its device's")
+    # a built-in's other labels relabelled (r160: profile.model=qwen3-32b timed Qwen3-32B with Llama-3.1-8B's
+    # kernels, 3.4x fast, unsaid): the deployment it was measured for is its own
+    if profile.name in builtin_profile_names():
+        own = load_profile(profile.name)
+        for field in DEPLOYMENT_LABELS:
+            if getattr(profile, field) != getattr(own, field):
+                raise ConfigError(f"profile.{field}", f"{getattr(profile, field)}, but built-in profile "
+                                                      f"{profile.name} was measured with {field} "
+                                                      f"{getattr(own, field)}: a profile is its deployment's (leave "
+                                                      f"profile unset for the scenario's own)")
 
 
 def load_profile(spec: str | dict) -> Profile:

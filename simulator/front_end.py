@@ -143,7 +143,8 @@ class FrontEnd:
         """req ended at t (completed, or refused): its row is written; its follow-ups, if any, are scheduled."""
         self.log.ended(req)
         self.in_flight -= 1
-        idle = not completed and not self.in_flight and not self._pending and self._static_next == math.inf
+        # after a completion too: a source that sends its next wave once all is done never sent it (r160)
+        idle = not self.in_flight and not self._pending and self._static_next == math.inf
         for spec in self.source.on_finish(req.spec, t, completed, idle):
             heapq.heappush(self._pending, spec.arrival_time)
             self.env.at(spec.arrival_time, urgent=True).callbacks.append(partial(self._follow_up, spec))

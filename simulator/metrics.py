@@ -419,8 +419,9 @@ class RunResult:
 
     @property
     def itl_distribution(self) -> tuple[np.ndarray, np.ndarray]:
-        """The finished requests' ITLs as (distinct values, counts), what the summary reads: computed again when
-        asked for (a run of millions of steps does not keep them)."""
+        """Every finished request's ITLs as (distinct values, counts), computed again when asked for (a run of
+        millions of steps does not keep them). The summary's ITL figures read these, but under a warm-up or
+        cool-down window (simulation.warmup_s, ...) only the measured requests' gaps (`measured`) (r160)."""
         if self._itl_distribution is None:
             self._itl_distribution = self.tokens.distribution()[1:]
         return self._itl_distribution
@@ -672,8 +673,8 @@ class RunResult:
         classes = {k: v for k, v in config["workload"].items() if k == "slo_classes"}
         return config | {"workload": {"type": "trace", "path": str(path), "format": "servesim"} | classes}
 
-    def write(self, out_dir: str | Path, field: str = "out_dir", *, caller_writes_optional: tuple = (),
-              **unknown) -> Path:
+    def write(self, out_dir: str | Path | None = None, *extra, field: str = "out_dir",
+              caller_writes_optional: tuple = (), **unknown) -> Path:
         """Everything `servesim run --out` writes but the picture; an error names `field` (the CLI's --out). An
         earlier run's optional files (its Prometheus ones, its plot, `caller_writes_optional`: those `servesim run`
         writes again, and the vLLM result file) go as the four files replace the earlier run's, so no cut leaves
@@ -687,6 +688,10 @@ class RunResult:
         if unknown:  # the API's words for a name it does not take (r152: a TypeError)
             raise ConfigError("write", f"takes no argument {', '.join(map(repr, unknown))} (it takes out_dir; "
                                        f"`servesim run --prometheus` writes the Prometheus files)")
+        if extra:  # (r160: write(folder, "a", "b") was a TypeError)
+            raise ConfigError("write", f"takes one argument, out_dir (the folder), got {1 + len(extra)}")
+        if out_dir is None:  # (r160: write() was a TypeError)
+            raise ConfigError(field, "missing: the folder to write the run into")
 
         from servesim.simulator.files import path_problem
 

@@ -120,6 +120,19 @@ SHAPE_FIELDS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_at
                 "moe_intermediate_size")  # what a step's time follows, where a profile records the model it timed
 
 
+def _past_the_peak(p: Profile) -> str | None:
+    """A roofline efficiency above 1: faster than the datasheet's peak bandwidth or FLOP/s, which no GPU is (r160:
+    100 timed Llama-3.1-8B's decode at 1 ms on an H200, where reading its weights takes 3.3). A fit may land a little
+    above 1, so it is said, not refused."""
+    over = [f"{k} {p.coefficients[k]:g}" for k in ("memory_efficiency", "compute_efficiency")
+            if p.cost_model == "roofline" and isinstance(p.coefficients.get(k), (int, float))
+            and p.coefficients[k] > 1]
+    if not over:
+        return None
+    return (f"servesim: warning: profile {p.name}'s {' and '.join(over)} above 1: its steps run faster than the "
+            f"GPU's datasheet peak (an efficiency is achieved / peak)")
+
+
 def _timed_another_shape(p: Profile, arch: ModelArchitecture, builtin: bool) -> str | None:
     """A profile named for the scenario's model, but measured on another shape of it (an architecture edited under
     its name: --set model.num_hidden_layers=16 ran at the 32-layer model's step times, unsaid, round 89): refused
@@ -309,7 +322,8 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
         builtin = isinstance(spec, str) and spec in builtin_profile_names()
         where = f"built-in profile {p.name}" if builtin else \
             f"profile {p.name} ({'inline' if isinstance(spec, dict) else Path(spec).resolve()})"  # from any folder
-        return Selection(p, where, _timed_another_shape(p, arch, builtin))
+        said = [w for w in (_timed_another_shape(p, arch, builtin), _past_the_peak(p)) if w]
+        return Selection(p, where, "\n".join(said) or None)
     # no built-in profile is expert-parallel or composed at another routing
     p = None if expert_parallel or (arch.is_moe and routing != DEFAULT_ROUTING) else \
         _builtin_match(arch, gpu, tp, hw.kernel_tables)

@@ -546,6 +546,15 @@ ANSWERS = {"max-rate": ("max_rate", "fails_at", "max_rate.csv", "workload.arriva
            "replicas": ("replicas", "fails_with", "replicas.csv", "cluster.replicas")}
 
 
+def unconfirmed(answer: str, reasons: list[str], points: int) -> list[str]:
+    """The warning for answers a search found but could not confirm (`reason` beside them: "not stable: ..."),
+    as the CLI and the API say it (r160: the API's max_rate said nothing)."""
+    if not reasons:
+        return []
+    return [f"servesim: warning: the {answer.replace('_', ' ')} at {len(reasons)} of {points} point(s) is not "
+            f"confirmed: {reasons[0]}{' (and others: column `reason`)' if len(reasons) > 1 else ''}"]
+
+
 def grid_points(kind: str, sets: list[str], grids: list[str] | None) -> list[dict]:
     """The settings of each search a grid asks for ([{}] without one); a seed is a point's only if an axis."""
     from servesim.simulator.sweep import expand
@@ -628,7 +637,11 @@ def search_grid(kind: str, scenario, sets: list[str], slo_specs: list[str], grid
         except ConfigError:
             pass  # the point's search says it
         if kind == "replicas":
-            refuse_rate_given_twice(point_sets, options.get("rate"))
+            refuse_rate_given_twice(sets, options.get("rate"))
+            try:
+                refuse_rate_given_twice([override(k, v) for k, v in point.items()], options.get("rate"))
+            except ConfigError as exc:  # an axis gives it (r160: blamed a --set never given)
+                raise ConfigError("--grid", exc.message) from None
     rows = []
     for point in points:
         try:

@@ -886,3 +886,178 @@ def test_round_158_arrays_text_subclasses_and_units_are_taken_as_the_cli_takes_t
     with pytest.raises(ConfigError, match=r"^disagg: each unit is text, prefill:decode replicas \('1:2'\) or 'none'; "
                                           r"got \(1, 1\)"):
         servesim.recommend(None, {"ttft_p99_ms": 500}, rate=1, disagg=[(1, 1)], out=tmp_path / "r")
+
+
+def test_round_160_an_answer_a_search_could_not_confirm_is_said_as_the_cli_says_it(capsys, monkeypatch):
+    """r160: the API's max_rate and min_replicas returned a "not stable: ..." answer without a word, where `servesim
+    search` warns that it is not confirmed (the searches' answers stood in for: their own tests find them)."""
+    from servesim.simulator import search
+
+    monkeypatch.setattr(search, "max_rate", lambda *a, **k: {"max_rate": 5.0, "reason": "not stable: 5 req/s ..."})
+    monkeypatch.setattr(search, "min_replicas", lambda *a, **k: {"replicas": 2, "reason": "not steady: 2 ..."})
+    sets = {"workload.num_requests": 10, "profile": "teaching"}
+    r = servesim.max_rate(None, {"ttft_p99_ms": 300}, sets)
+    assert f"servesim: warning: the max rate at 1 of 1 point(s) is not confirmed: {r['reason']}\n" in \
+        capsys.readouterr().err
+    r = servesim.min_replicas(None, {"ttft_p99_ms": 300}, sets, rate=30)
+    assert f"servesim: warning: the replicas at 1 of 1 point(s) is not confirmed: {r['reason']}\n" in \
+        capsys.readouterr().err
+
+
+def test_round_160_a_source_is_told_idle_after_its_last_completion_too():
+    """r160: on_finish's idle (nothing in flight or due) was only ever True after a rejection, so a source that
+    sends its next wave once the last one is done never sent it."""
+    class Waves(servesim.RequestSource):
+        def __init__(self):
+            self.sent, self.idle_at = 0, []
+
+        def _wave(self, t):
+            self.sent += 3
+            return [RequestSpec(self.sent - 3 + i, t, 20, 5) for i in range(3)]
+
+        def initial(self):
+            return self._wave(0.0)
+
+        def on_finish(self, spec, t, completed, idle=False):
+            self.idle_at.append(idle)
+            return self._wave(t) if idle and self.sent < 9 else []
+
+        def planned(self):
+            return 9
+
+    source = Waves()
+    run = servesim.simulate(None, {"profile": "teaching"}, requests=source)
+    assert run.summary["completed"] == 9 and source.idle_at == [False, False, True] * 3
+    assert (run.requests["arrival_time"].to_numpy()[3:] > 0).all()
+
+
+def test_round_160_a_scenarios_own_workload_settings_beside_requests_are_said_to_have_no_effect(capsys):
+    """r160: a Scenario object's (or a mapping's) workload.max_concurrency beside requests= ran 6 at once, unsaid,
+    where the same key in overrides was said to have no effect."""
+    specs = [RequestSpec(i, 0.0, 20, 5) for i in range(6)]
+    s = servesim.Scenario()
+    s.workload.max_concurrency = 1
+    s.workload.arrival.rate = 3
+    assert servesim.simulate(s, {"profile": "teaching"}, requests=specs).summary["max_concurrent_requests"] == 6
+    err = capsys.readouterr().err
+    for key in ("workload.max_concurrency", "workload.arrival.rate"):
+        assert f"servesim: warning: {key} has no effect: requests= replaces the scenario's workload" in err
+    servesim.simulate({"workload": {"max_concurrency": 1}, "profile": "teaching"}, requests=specs)
+    assert "warning: workload.max_concurrency has no effect: requests=" in capsys.readouterr().err
+    servesim.simulate(servesim.Scenario(), {"profile": "teaching"}, requests=specs)  # its defaults: nothing given
+    servesim.simulate({"workload": {"min_tokens": 2}, "profile": "teaching"}, requests=specs)  # read beside them
+    assert "no effect" not in capsys.readouterr().err
+
+
+def test_round_160_a_deleted_setting_is_an_error_naming_it(tmp_path):
+    """r160: `del s.seed` (or a section, or a value inside one) on a Scenario was an AttributeError from inside;
+    it is a ConfigError naming the setting (not read as unset: assign the default again for that)."""
+    for path in ("seed", "workload", "workload.arrival.rate", "engine.max_num_seqs"):
+        s = servesim.Scenario()
+        *head, last = path.split(".")
+        section = s
+        for name in head:
+            section = getattr(section, name)
+        delattr(section, last)
+        for call in (lambda: servesim.resolve(s), lambda: servesim.simulate(s),
+                     lambda: servesim.sweep(s, {"seed": [1]}, out=tmp_path / "sw")):
+            with pytest.raises(servesim.ConfigError, match=rf"^{re.escape(path)}: was deleted \(del\)"):
+                call()
+
+
+def test_round_160_write_without_its_folder_or_with_more_is_an_error_naming_out_dir(tmp_path):
+    """r160: write(out=...), write(outdir=...), write() and write(folder, "a", "b") were TypeErrors."""
+    run = servesim.simulate(None, {"workload.num_requests": 3, "profile": "teaching"})
+    for call, message in ((lambda: run.write(out=tmp_path), r"^write: takes no argument 'out' \(it takes out_dir"),
+                          (lambda: run.write(outdir=tmp_path), r"^write: takes no argument 'outdir' \(it takes out_dir"),
+                          (lambda: run.write(), r"^out_dir: missing: the folder to write the run into"),
+                          (lambda: run.write(tmp_path, "a", "b"), r"^write: takes one argument, out_dir \(the folder\), "
+                                                                  r"got 3")):
+        with pytest.raises(servesim.ConfigError, match=message):
+            call()
+    assert not any(tmp_path.iterdir())
+    assert run.write(tmp_path) == tmp_path and (tmp_path / "summary.json").is_file()
+
+
+def test_round_160_model_validate_is_checked_as_the_constructor_is():
+    """r160: Scenario.model_validate raised pydantic's ValidationError where Scenario(...) raises ConfigError (it
+    does not go through __init__)."""
+    for data, message in (({"engine": {"max_num_seqs": 0}}, r"^engine\.max_num_seqs: Input should be greater"),
+                          ({"sede": 1}, r"^sede: unknown setting")):
+        with pytest.raises(servesim.ConfigError, match=message):
+            servesim.Scenario.model_validate(data)
+        with pytest.raises(servesim.ConfigError, match=message):
+            servesim.Scenario(**data)
+    assert servesim.Scenario.model_validate({"seed": 3}).seed == 3
+
+
+def test_round_160_model_copy_refuses_a_key_no_setting_has():
+    """r160: s.model_copy(update={"sede": 7}) (and a section's) dropped the unknown key unsaid."""
+    s = servesim.Scenario()
+    with pytest.raises(servesim.ConfigError, match=r"^sede: unknown setting of Scenario \(one of name, seed,"):
+        s.model_copy(update={"sede": 7})
+    with pytest.raises(servesim.ConfigError, match=r"^max_num_seqz: unknown setting of EngineSettings"):
+        s.engine.model_copy(update={"max_num_seqz": 1})
+    assert s.model_copy(update={"seed": 7}).seed == 7
+    assert s.engine.model_copy(update={"max_num_seqs": 4}).max_num_seqs == 4
+
+
+def test_round_160_itl_distribution_holds_every_finished_requests_gaps_and_says_so():
+    """r160: itl_distribution's docstring said it is what the summary reads; under a warm-up window the summary
+    reads only the measured requests' gaps, while it holds every finished request's."""
+    run = servesim.simulate(None, {"workload.num_requests": 20, "profile": "teaching",
+                                   "simulation.warmup_requests": 10})
+    values, counts = run.itl_distribution
+    finished = run.requests[run.requests["status"] == "finished"]
+    assert counts.sum() == (finished["output_tokens"] - 1).clip(lower=0).sum() == len(run.itls)
+    assert not math.isclose(run.summary["mean_itl_ms"], float((values * counts).sum() / counts.sum()) * 1000)
+    doc = " ".join(type(run).itl_distribution.__doc__.split())
+    assert doc.startswith("Every finished request's ITLs") and "only the measured requests' gaps" in doc
+
+
+def test_round_160_resolve_refuses_a_trace_file_config_refuses(tmp_path, capsys):
+    """r160: resolve of a scenario whose trace file is missing returned a ResolvedScenario (simulate then failed),
+    where `servesim config` refuses it at once."""
+    missing = tmp_path / "nope.jsonl"
+    data = {"workload": {"type": "trace", "path": str(missing)}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(data))
+    assert main(["config", str(tmp_path / "s.yaml")]) != 0
+    said = capsys.readouterr().err.strip().removeprefix("servesim: error: ")
+    assert said.endswith(f"{missing}: no such file")
+    for scenario in (data, str(tmp_path / "s.yaml")):
+        with pytest.raises(servesim.ConfigError) as exc:
+            servesim.resolve(scenario)
+        assert said.endswith(str(exc.value.message)) and said.startswith(exc.value.field)
+    missing.write_text(json.dumps({"timestamp": 0, "input_length": 20, "output_length": 5}) + "\n")
+    assert servesim.resolve(data).scenario.workload.path == str(missing)
+
+
+def test_round_160_recommend_says_when_no_candidate_meets_the_slos(tmp_path, capsys):
+    """r160: the CLI says "no candidate carries ..." (exit 1); the API's recommend said nothing."""
+    table = servesim.recommend(None, {"ttft_p99_ms": 0.001}, {"workload.num_requests": 10}, rate=1,
+                               gpus=["h100-sxm"], tp=[1], out=tmp_path / "r")
+    assert not (table["status"] == "meets").any()
+    assert (f"servesim: warning: no candidate carries 1 req/s within the SLOs (column `reason` of {tmp_path / 'r'}"
+            f"/recommend.csv)") in capsys.readouterr().err
+
+
+def test_round_160_an_api_error_names_the_arguments_not_the_cli_flags(tmp_path):
+    """r160: sweep's error named its grid argument, but its message the CLI's --set (the API's overrides)."""
+    with pytest.raises(servesim.ConfigError, match=r"^grid: workload.arrival.rate is also given by overrides, "
+                                                   r"which would be overridden"):
+        servesim.sweep(None, {"workload.arrival.rate": [5]}, {"workload.arrival.rate": 7, "workload.num_requests": 5},
+                       out=tmp_path / "sw")
+
+
+def test_round_160_prefix_ids_may_be_a_1d_integer_array():
+    """r160: RequestSpec(..., prefix_ids=np.array([1, 2])) was refused, where numpy's values are taken elsewhere."""
+    given = [RequestSpec(0, 0.0, 128, 5, prefix_ids=np.array([1, 2]), prefix_block_tokens=64),
+             RequestSpec(1, 0.1, 128, 5, prefix_ids=np.array([1, 2], dtype=np.uint32), prefix_block_tokens=64)]
+    as_tuples = [RequestSpec(0, 0.0, 128, 5, prefix_ids=(1, 2), prefix_block_tokens=64),
+                 RequestSpec(1, 0.1, 128, 5, prefix_ids=(1, 2), prefix_block_tokens=64)]
+    run = servesim.simulate(None, {"profile": "teaching"}, requests=given)
+    assert run.summary == servesim.simulate(None, {"profile": "teaching"}, requests=as_tuples).summary
+    assert run.summary["prefix_cache_hits"] > 0
+    for ids in (np.array([1.0, 2.0]), np.array([[1, 2]])):  # not integers, not one row: refused by name
+        with pytest.raises(servesim.ConfigError, match=r"^requests\[0\]\.prefix_ids: must be a tuple of integer"):
+            servesim.simulate(None, requests=[RequestSpec(0, 0.0, 128, 5, prefix_ids=ids, prefix_block_tokens=64)])

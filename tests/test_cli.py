@@ -1541,3 +1541,38 @@ def test_round_158_each_latencys_figures_are_printed_to_one_precision():
         if key.endswith("_ms"):
             formats.setdefault(key.split("_", 1)[1], set()).add(fmt)
     assert formats and all(len(f) == 1 for f in formats.values()), formats
+
+
+def test_round_160_flags_read_as_the_set_reads_them_and_unread_ones_said(tmp_path, capsys):
+    """r160: numeric flags took Arabic-Indic digits and 1_024 (int() does) where --set refuses them; config
+    --vllm-version without --vllm was read by nothing, unsaid; search replicas --rate beside a --grid of the rate
+    blamed a --set never given."""
+    for value in ("١٢٨", "1_024", "１"):
+        assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", f"--max-num-seqs={value}"]) == 2
+        assert "must be an integer" in capsys.readouterr().err
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "h100-sxm", "--gpu-memory-utilization=5e-1",
+                 "--max-num-seqs=+64", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["config", "--vllm-version", "0.19.0"]) == 0
+    assert "--vllm-version has no effect without --vllm" in capsys.readouterr().err
+    assert main(["search", "replicas", "--slo", "ttft_p99_ms=500", "--rate", "5", "--grid",
+                 "workload.arrival.rate=1,2"]) == 2
+    assert "servesim: error: --grid: workload.arrival.rate: --rate gives the traffic" in capsys.readouterr().err
+
+
+def test_round_160_validate_finds_the_shared_data_from_any_folder_and_refuses_an_empty_path(tmp_path, capsys,
+                                                                                           monkeypatch):
+    """r160: validate serving/layers read ../shared/data relative to the working directory only (found from the
+    project's root alone, where run and bench find it beside the project); --data '' was read as '.'."""
+    from servesim.calibration.cli import _shared
+    from servesim.simulator.files import shared_data
+
+    monkeypatch.chdir(tmp_path)
+    if shared_data("serving") is None:
+        pytest.skip("../shared is absent")
+    assert _shared(None, "serving") == str(shared_data("serving")) and _shared("x", "serving") == "x"
+    for argv in (["validate", "serving", "--data", ""], ["validate", "layers", "--tables", ""],
+                 ["calibrate", "import", "aiconfigurator", "--data", "", "--gpu", "h100-sxm", "--model",
+                  "llama-3.1-8b", "--out", str(tmp_path / "p.yaml")]):
+        assert main(argv) == 2
+        assert "must be a path, got an empty string" in capsys.readouterr().err

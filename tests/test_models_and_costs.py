@@ -589,3 +589,36 @@ def test_round_154_the_resolved_section_is_per_gpu_as_its_pool_is():
         r["num_gpu_blocks"]
     assert r["kv_pool_bytes"] == math.ceil(rs.hardware.memory_bytes * 0.92) - r["weight_bytes_per_gpu"] - \
         r["reserved_memory_bytes"]
+
+
+@pytest.mark.parametrize("edit", ["profile.model=qwen3-32b", "profile.dtype=fp8", "profile.kv_cache_dtype=fp8",
+                                  "profile.tensor_parallel_size=2", "profile.device=any"])
+def test_round_160_a_built_in_profile_relabelled_for_another_deployment_is_refused(edit):
+    """r160: --set profile.model=qwen3-32b on the H200 Llama-3.1-8B profile timed Qwen3-32B with Llama's kernels
+    (3.4x fast), unsaid; only a relabelled gpu was refused (r147). Its coefficients may still be edited."""
+    from servesim.simulator.config import load
+
+    with pytest.raises(ConfigError, match=rf"^{edit.split('=')[0]}: .* but built-in profile "
+                                          r"h200-llama-3.1-8b-bf16-tp1 was measured with"):
+        load(None, ["profile=h200-llama-3.1-8b-bf16-tp1", edit])
+    assert load(None, ["profile=h200-llama-3.1-8b-bf16-tp1", "profile.coefficients.per_seq_ms=0.5"])
+
+
+def test_round_160_a_roofline_faster_than_the_datasheet_is_said(capsys):
+    """r160: memory and compute efficiencies of 100 ran Llama-3.1-8B's decode in 1 ms on an H200, unsaid."""
+    from servesim.simulator.config import load
+
+    load(None, ["profile={name: r, cost_model: roofline, coefficients: {memory_efficiency: 1.5}}"])
+    assert "profile r's memory_efficiency 1.5 above 1: its steps run faster than the GPU's datasheet peak" in \
+        capsys.readouterr().err
+
+
+def test_round_160_a_profiles_point_counts_are_counts():
+    """r160: held_out_error.points -4 and train_points "many" were taken and printed as the profile's record."""
+    from servesim.simulator.cost_model import load_profile
+
+    base = {"name": "r", "cost_model": "linear", "coefficients": {"step_overhead_ms": 1}}
+    for key, value in (("points", -4), ("train_points", "many"), ("points", 2.5)):
+        with pytest.raises(ConfigError, match=rf"held_out_error.{key} must be a count of points"):
+            load_profile(base | {"held_out_error": {"mape": 0.1, key: value}})
+    assert load_profile(base | {"held_out_error": {"mape": 0.1, "points": 40, "train_points": 160}})

@@ -1539,3 +1539,15 @@ def test_round_159_a_comparison_without_itl_rows_says_why(tmp_path, capsys):
     assert main(["compare", str(_shared_run()), "--set", "hardware.gpu=rtx-pro-6000", "--out", str(tmp_path / "c")]) \
         in (0, 1)
     assert "not each token's: the table has no ITL rows" in capsys.readouterr().err
+
+
+def test_round_160_a_flag_said_to_have_no_effect_beside_a_given_simulation_is_not_read(tmp_path, capsys):
+    """r160: compare REAL SIM --trace T said --trace had no effect, then read T and refused the command for it."""
+    real = _shared_run()
+    assert main(["compare", str(real), "--set", "hardware.gpu=rtx-pro-6000", "--out", str(tmp_path / "c")]) in (0, 1)
+    other = tmp_path / "t.jsonl"
+    other.write_text(json.dumps({"arrival_time": 0, "prompt_tokens": 10, "output_tokens": 2}) + "\n")
+    capsys.readouterr()
+    assert main(["compare", str(real), str(tmp_path / "c" / "sim"), "--trace", str(other), "--out",
+                 str(tmp_path / "d")]) in (0, 1)
+    assert "--trace has no effect" in capsys.readouterr().err

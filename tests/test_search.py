@@ -228,7 +228,7 @@ def test_the_api_refuses_the_searched_setting_as_the_cli_does():
     (["search", "max-rate", "--slo", "goodput_fraction=0.9", "--grid",
       "workload.slo_classes=null,{a: {ttft_ms: 500}}"], "--slo: goodput_fraction is the share"),
     (["search", "replicas", "--rate", "5", "--grid", "workload.arrival.rate=3,4", "--slo", "ttft_p99_ms=500"],
-     "--set: workload.arrival.rate: --rate gives the traffic"),
+     "--grid: workload.arrival.rate: --rate gives the traffic"),  # r160: named the --set never given
     (["search", "max-rate", "--slo", "goodput_fraction=0.9", "--set", "workload.slo_classes={a: {weight: 1}}"],
      "--slo: goodput_fraction: no SLO class has a target"),
 ])

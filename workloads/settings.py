@@ -136,6 +136,16 @@ class Settings(BaseModel):
             raise ConfigError(name, f"{bytes(value)!r:.60} is bytes: a setting takes text")
         super().__setattr__(name, value)
 
+    def model_copy(self, *, update=None, deep: bool = False):
+        """A copy, its `update` keys checked as an edit's: pydantic drops a key no setting has, unsaid (r160)."""
+        unknown = next((k for k in update or {} if k not in type(self).model_fields), None)
+        if unknown is not None:
+            from servesim.simulator.errors import ConfigError
+
+            raise ConfigError(str(unknown), f"unknown setting of {type(self).__name__} (one of "
+                                            f"{', '.join(type(self).model_fields)})")
+        return super().model_copy(update=update, deep=deep)
+
     @model_validator(mode="before")
     @classmethod
     def _bounded(cls, data: Any) -> Any:

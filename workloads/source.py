@@ -34,7 +34,8 @@ class RequestSource:
 
     def on_finish(self, spec: RequestSpec, t: float, completed: bool, idle: bool = False) -> list[RequestSpec]:
         """Follow-up requests after `spec` finished (completed) or was rejected at time t; idle: nothing is in
-        flight or due, so no later finish will come."""
+        flight or due, so no later finish will come unless this call sends a request (after the last completion
+        as after a rejection)."""
         return []
 
     def describe(self) -> str:

@@ -112,6 +112,9 @@ def checked_specs(specs, where: str = "requests", chains: dict | None = None,
         if classes and s.slo_class not in classes:
             bad("slo_class", f"one of the scenario's slo_classes ({', '.join(classes)})")
         ids = s.prefix_ids
+        if type(ids).__module__ == "numpy" and getattr(ids, "ndim", None) == 1 and (ids.dtype.kind in "iu" or
+                                                                                   not ids.size):
+            ids = tuple(ids.tolist())  # a 1-d integer array as the tuple it holds (r160: refused)
         if isinstance(ids, (str, bytes)) or not isinstance(ids, (tuple, list)) or \
                 not all(integer(x) and abs(x) <= MAX_INT for x in ids):
             bad("prefix_ids", f"a tuple of integer content ids, each at most {MAX_INT:,} in size")
