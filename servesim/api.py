@@ -250,9 +250,15 @@ def simulate(scenario: ScenarioLike | ResolvedScenario = None, overrides: Overri
 def _own_workload(scenario: ScenarioLike | ResolvedScenario) -> list[str]:
     """The workload settings a Scenario object or a scenario mapping gives (an object's: those not at Scenario()'s
     defaults), each as workload.<field>: what requests= replaces (r160: its max_concurrency was dropped unsaid)."""
+    if isinstance(scenario, ResolvedScenario):  # (r161: a resolved one, or a YAML path, was not read)
+        scenario = scenario.scenario
+    if isinstance(scenario, (str, os.PathLike)):
+        from servesim.simulator.config import load_scenario_file
+
+        scenario = load_scenario_file(scenario)
     if isinstance(scenario, Scenario):
         given, default = _given(scenario).get("workload"), _given(Scenario()).get("workload") or {}
-    elif isinstance(scenario, Mapping) and not isinstance(scenario, ResolvedScenario):
+    elif isinstance(scenario, Mapping):
         given, default = plain_values(scenario).get("workload"), {}
     else:
         return []
@@ -325,6 +331,8 @@ def _said(result: dict, answer: str) -> dict:
 
     say_once(unconfirmed(answer, [result["reason"]] if result.get(answer) is not None and result.get("reason") else [],
                          1))
+    if result.get(answer) is None and result.get("reason"):  # as the CLI's error says it (r161: unsaid)
+        say_once([f"servesim: warning: no {answer.replace('_', ' ')} found: {result['reason']}"])
     return result
 
 

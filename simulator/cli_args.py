@@ -67,6 +67,8 @@ def checked(name: str, value, parse):
 
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise ConfigError(name, f"must be a number, got {value!r}")
+    if isinstance(value, int) and abs(value) > 2**63:  # past any bound, and past str()'s 4,300 digits (r161)
+        raise ConfigError(name, f"must be at most {2**63:,} in size")
     try:
         return parse(str(value))
     except argparse.ArgumentTypeError as exc:

@@ -33,8 +33,8 @@ from servesim.simulator.hardware import Hardware, load_hardware
 from servesim.simulator.hybrid_kv import KVLayout, kv_layout
 from servesim.simulator.inert_settings import changed, without_effect
 from servesim.simulator.local_attention import local_attention
-from servesim.simulator.model_arch import (DEFAULT_ROUTING, ModelArchitecture, default_model_length, load_model,
-                                           model_length)
+from servesim.simulator.model_arch import (DEFAULT_ROUTING, W4A16_GROUP, ModelArchitecture, default_model_length,
+                                           load_model, model_length)
 from servesim.simulator.preemption import PreemptionMode
 from servesim.simulator.rederive import (MODEL_IDENTITY, PROFILE_IDENTITY, at, digest, digest_less, file_digest,
                                          rederive)
@@ -349,6 +349,23 @@ class Scenario(Settings):
             return super().model_validate(obj, **kwargs)
         except ValidationError as exc:
             raise ConfigError(*first_error(exc)) from None
+
+    @classmethod
+    def model_validate_json(cls, json_data, **kwargs):
+        """As model_validate, from JSON text (r161: pydantic's ValidationError)."""
+        import json
+
+        try:
+            data = json.loads(json_data)
+        except ValueError as exc:
+            raise ConfigError("scenario", f"not JSON: {exc}") from None
+        return cls.model_validate(data, **kwargs)
+
+    @classmethod
+    def model_validate_strings(cls, obj, **kwargs):
+        """Refused: servesim reads a number only as a number, never from text (r161: pydantic's ValidationError)."""
+        raise ConfigError("scenario", "Scenario.model_validate_strings is not taken: settings are read with their "
+                                      "types (numbers as numbers); give the mapping to Scenario.model_validate")
 
     name: str = "default"
     seed: int = Field(0, ge=0, description="the run's random seed (numpy's, so non-negative)")
@@ -992,6 +1009,12 @@ def check_mlp_split(arch: ModelArchitecture, tp: int, ep: int | None, field: str
         if split and width % tp:
             raise ConfigError(field, f"{tp}: {arch.name}'s {what} ({width:,}) does not split over {tp} GPUs (vLLM "
                                      f"does not start)")
+        # a 4-bit AWQ/GPTQ layer's input split over TP holds whole groups (AWQLinearMethod.create_weights: "The input
+        # size is not aligned with the quantized weight shape"; r161: Qwen2.5-72B's 29,568 at TP 2 was taken)
+        if split and arch.dtype == "w4a16" and (width // tp) % W4A16_GROUP:
+            raise ConfigError(field, f"{tp}: {arch.name}'s {what} ({width:,}) splits into {width // tp:,} per GPU, "
+                                     f"not whole {W4A16_GROUP}-weight quantization groups (vLLM's AWQ/GPTQ layers "
+                                     f"refuse it: too large a tensor parallel size)")
 
 
 def check_max_model_len(arch: ModelArchitecture, value: int | None, field: str, release: str = "0.33.0") -> int:

@@ -281,16 +281,22 @@ def refuse_relabelled(profile: Profile) -> None:
     if profile.gpu and timed_on and timed_on != profile.gpu:
         raise ConfigError("profile.gpu", f"{profile.gpu}, but profile {profile.name} was measured on {timed_on} "
                                          f"(its device: {profile.device}): a profile is its device's")
-    # a built-in's other labels relabelled (r160: profile.model=qwen3-32b timed Qwen3-32B with Llama-3.1-8B's
-    # kernels, 3.4x fast, unsaid): the deployment it was measured for is its own
-    if profile.name in builtin_profile_names():
-        own = load_profile(profile.name)
-        for field in DEPLOYMENT_LABELS:
-            if getattr(profile, field) != getattr(own, field):
-                raise ConfigError(f"profile.{field}", f"{getattr(profile, field)}, but built-in profile "
-                                                      f"{profile.name} was measured with {field} "
-                                                      f"{getattr(own, field)}: a profile is its deployment's (leave "
-                                                      f"profile unset for the scenario's own)")
+    # a built-in measured for one deployment, its other labels edited (r160: profile.model=qwen3-32b timed
+    # Qwen3-32B with Llama-3.1-8B's kernels, 3.4x fast, unsaid). Not a user's profile of its name (another source),
+    # nor a label a generic built-in leaves to the scenario (roofline's, teaching's: r161, refused as "measured")
+    from servesim.simulator.model_arch import HF_IDS
+
+    own = load_profile(profile.name) if profile.name in builtin_profile_names() else None
+    if own is None or own.source != profile.source or own.model in ("any", "from-scenario"):
+        return
+    for field in DEPLOYMENT_LABELS:
+        was, now = getattr(own, field), getattr(profile, field)
+        if field == "model":  # an HF id is its built-in's name (as check_profile_fits reads it)
+            was, now = HF_IDS.get(was, was), HF_IDS.get(now, now)
+        if now != was and not (field == "gpu" and was is None):  # gpu: the device's, checked above
+            raise ConfigError(f"profile.{field}", f"{getattr(profile, field)}, but built-in profile {profile.name} "
+                                                  f"was measured with {field} {getattr(own, field)}: a profile is "
+                                                  f"its deployment's (leave profile unset for the scenario's own)")
 
 
 def load_profile(spec: str | dict) -> Profile:

@@ -1061,3 +1061,36 @@ def test_round_160_prefix_ids_may_be_a_1d_integer_array():
     for ids in (np.array([1.0, 2.0]), np.array([[1, 2]])):  # not integers, not one row: refused by name
         with pytest.raises(servesim.ConfigError, match=r"^requests\[0\]\.prefix_ids: must be a tuple of integer"):
             servesim.simulate(None, requests=[RequestSpec(0, 0.0, 128, 5, prefix_ids=ids, prefix_block_tokens=64)])
+
+
+def test_round_161_the_api_says_what_the_cli_says_whatever_form_the_scenario_takes(tmp_path, capsys):
+    """r161: a YAML path's or a ResolvedScenario's workload settings beside requests= were dropped unsaid (a mapping's
+    and a Scenario object's were said); a search finding no answer said nothing (the CLI's error says why); an
+    integer past str()'s 4,300 digits was a ValueError."""
+    from servesim.simulator.errors import ConfigError
+
+    path = tmp_path / "w.yaml"
+    path.write_text("workload:\n  num_requests: 50\n  max_concurrency: 4\n")
+    specs = [servesim.RequestSpec(i, 0.0, 100, 5) for i in range(3)]
+    for scenario in (str(path), servesim.resolve(str(path))):
+        capsys.readouterr()
+        servesim.simulate(scenario, requests=specs)
+        assert "workload.max_concurrency has no effect: requests= replaces" in capsys.readouterr().err
+    r = servesim.max_rate(None, {"ttft_p99_ms": 0.001}, {"workload.num_requests": 5, "profile": "teaching"})
+    assert r["max_rate"] is None and f"no max rate found: {r['reason']}" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="max_runs: must be at most"):
+        servesim.max_rate(None, {"ttft_p99_ms": 500}, max_runs=10**5000)
+
+
+def test_round_161_a_scenario_from_json_is_checked_as_from_a_mapping():
+    """r161: model_validate_json and model_validate_strings raised pydantic's ValidationError (r160 fixed
+    model_validate alone)."""
+    from servesim.simulator.config import Scenario
+    from servesim.simulator.errors import ConfigError
+
+    assert Scenario.model_validate_json('{"seed": 3}').seed == 3
+    for call, says in ((lambda: Scenario.model_validate_json('{"seed": -1}'), "^seed: "),
+                       (lambda: Scenario.model_validate_json("{bad"), "^scenario: not JSON"),
+                       (lambda: Scenario.model_validate_strings({"seed": "3"}), "^scenario: .*is not taken")):
+        with pytest.raises(ConfigError, match=says):
+            call()

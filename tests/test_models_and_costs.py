@@ -622,3 +622,35 @@ def test_round_160_a_profiles_point_counts_are_counts():
         with pytest.raises(ConfigError, match=rf"held_out_error.{key} must be a count of points"):
             load_profile(base | {"held_out_error": {"mape": 0.1, key: value}})
     assert load_profile(base | {"held_out_error": {"mape": 0.1, "points": 40, "train_points": 160}})
+
+
+def test_round_161_only_a_built_in_measured_for_a_deployment_is_held_to_its_labels(tmp_path):
+    """r161: the r160 refusal took a user's own file of a built-in's name (another source) for the built-in, refused
+    labelling the generic roofline with the scenario's own GPU or TP as "measured with gpu None", and refused the HF
+    id of the profile's own model."""
+    from servesim.simulator.config import load
+
+    mine = tmp_path / "roofline.yaml"
+    mine.write_text("name: roofline\ncost_model: roofline\nsource: my own tuned roofline\ndevice: NVIDIA H100 80GB HBM3\n"
+                    "gpu: h100-sxm\nmodel: llama-3.1-8b\ndtype: bf16\ncoefficients: {memory_efficiency: 0.85}\n")
+    assert load(None, [f"profile={mine}", "hardware.gpu=h100-sxm"]).profile.source == "my own tuned roofline"
+    assert load(None, ["profile=roofline", "hardware.gpu=h100-sxm", "engine.tensor_parallel_size=2",
+                       "profile.tensor_parallel_size=2", "profile.gpu=h100-sxm"])
+    assert load(None, ["profile=h100-llama-3.1-8b-bf16-tp1", "hardware.gpu=h100-sxm", "profile.gpu=h100-sxm",
+                       "profile.model=meta-llama/Llama-3.1-8B-Instruct"])
+
+
+def test_round_161_a_4bit_checkpoint_split_into_partial_groups_is_refused(tmp_path):
+    """r161 (vLLM): AWQLinearMethod.create_weights refuses an input split over TP into a part that is not whole
+    quantization groups; Qwen2.5-72B's intermediate_size 29,568 (231 groups of 128) was taken at TP 2, 4 and 8."""
+    from servesim.simulator.config import load
+
+    config = {"architectures": ["Qwen2ForCausalLM"], "hidden_size": 8192, "intermediate_size": 29568,
+              "max_position_embeddings": 32768, "model_type": "qwen2", "num_attention_heads": 64,
+              "num_hidden_layers": 80, "num_key_value_heads": 8, "torch_dtype": "bfloat16", "vocab_size": 152064,
+              "quantization_config": {"bits": 4, "group_size": 128, "quant_method": "awq", "version": "gemm"}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    sets = [f"model={tmp_path / 'config.json'}", "engine.max_model_len=4096", "hardware.memory_gib=3000"]
+    with pytest.raises(ConfigError, match="splits into 14,784 per GPU, not whole 128-weight quantization groups"):
+        load(None, sets + ["engine.tensor_parallel_size=2"])
+    assert load(None, sets).arch.dtype == "w4a16"
