@@ -201,11 +201,17 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
     row["replicas_by_capacity"] = units * unit_replicas  # the arithmetic alone (search max-rate, then divide)
     # each unit sees as many requests or sessions as the capacity was found with: a shorter run passes a load
     # that a longer one fails (a queue that grows slowly), and would cut the fleet below the capacity's
-    n = getattr(load_scenario(scenario, sets + at_length).workload, length.split(".")[-1], None) if length else None
+    # a trace bounded by workload.limit too: k units replay k times its rows at the same speed (r161: 7 replicas
+    # shared the 800 rows one was sized on, 114 each, and met a TTFT target that 800 each miss); a whole trace is
+    # all there is
+    rows_of = load_scenario(scenario, sets + at_length).workload
+    if trace and getattr(rows_of, "limit", None) is not None:
+        length = "workload.limit"
+    n = getattr(rows_of, length.split(".")[-1], None) if length else None
 
     def fleet(k: int):
-        """The run of k units at the target load, at the run length the capacity was found at (a trace: all of
-        it)."""
+        """The run of k units at the target load, each at the run length the capacity was found at (a trace's k
+        times its rows; a whole trace: all of it)."""
         sets_k = sets + at_length + [override("cluster.replicas", k * unit_decode), override(LOAD[knob], target)]
         if unit_prefill:
             sets_k.append(override("cluster.prefill_replicas", k * unit_prefill))

@@ -657,3 +657,28 @@ def test_round_158_a_traces_max_tokens_cuts_the_output_recommend_prices(tmp_path
                                          else 100, "output_tokens": 5000}) + "\n" for i in range(11)))
     assert traffic_output_per_hour(None, [f"workload={{type: trace, path: {trace}}}", "engine.max_model_len=1024"],
                                    None) == pytest.approx(10 * 924 / 11 * 2 * 3600)
+
+
+@pytest.mark.skipif(not AZURE.is_file(), reason=f"Azure conversation trace not found at {AZURE}")
+def test_round_161_a_traces_fleet_gives_each_replica_the_rows_its_capacity_was_found_over(tmp_path, monkeypatch):
+    """r161: a fleet of k replicas of a trace bounded by workload.limit was checked over the rows one replica was
+    sized on, shared (7 replicas, 114 rows each, met a TTFT target that 800 rows each miss): it replays k times
+    them, at the same speed, as a synthetic fleet runs k times the requests."""
+    from servesim.simulator import config
+
+    real, fleets = config.load, []
+
+    def recorded(scenario=None, sets=None):
+        replicas = [s for s in sets or [] if s.startswith("cluster.replicas=")]
+        if replicas:
+            limits = [s for s in sets if s.startswith("workload.limit=")]
+            fleets.append((int(replicas[-1].split("=")[1]), int(limits[-1].split("=")[1])))
+        return real(scenario, sets)
+
+    monkeypatch.setattr(config, "load", recorded)
+    trace = f"workload={{type: trace, path: {AZURE}, limit: 200, time_scale: 16}}"
+    assert main(["recommend", "--set", trace, *SLOS, "--tolerance", "0.2", "--no-progress", "--quiet",
+                 "--out", str(tmp_path)]) == 0
+    row = json.loads((tmp_path / "recommend.json").read_text())["rows"][0]
+    rows = int(row["run_length"].split("=")[1])
+    assert any(k > 1 for k, _ in fleets) and all(limit == k * rows for k, limit in fleets), (fleets, rows)
