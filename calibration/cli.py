@@ -141,7 +141,8 @@ def add_validate_parser(sub) -> None:
     r.add_argument("--threads", type=THREADS)
     r.add_argument("--attention", choices=["gather", "paged"], help="decode attention (default: the profile's)")
     r.add_argument("--loads", help="comma-separated rate=R (open loop) and concurrency=N (closed loop) levels, "
-                                    "or auto: four of each, up to about 90%% of the predicted saturation")
+                                    "or auto: four of each, up to about 90%% of the predicted saturation "
+                                    "(default: as-configured, the scenario's own load)")
     r.add_argument("--out", type=nonempty_path, default="results/fidelity/replay")
     r.set_defaults(func=cmd_validate_replay)
     vv = vsub.add_parser("vllm", help="simulation vs a real vLLM engine (CPU build, `make vllm-env`) on this machine")
