@@ -85,32 +85,24 @@ def _dotted(data: dict, prefix: str = "") -> dict:
     return out
 
 
-def _set_value(text: str):
-    """A --set value as YAML reads it (None where it is no YAML: the --set's own check says so)."""
-    from servesim.simulator.files import safe_load_bounded
-
-    try:
-        return safe_load_bounded(text)
-    except Exception:  # noqa: BLE001 - any refusal is the --set's own to say
-        return None
-
-
 def _with_overrides(run: RealRun, sets: list[str]) -> tuple[list[str], list[str]]:
     """The run's recorded settings under the user's --sets, and a warning for each recorded value a --set replaces.
     A recorded pool of KV blocks is memory: under another --set engine.block_size it is kept as the same tokens."""
+    from servesim.simulator.config import set_value
+
     given = {k.strip(): v for k, v in (s.split("=", 1) for s in sets if "=" in s)}  # keys as --set reads them
     recorded = dict(s.split("=", 1) for s in run.sets)
     warnings = [f"--set {k}={given[k]} replaces the {k}={v} that {run.path} records"
                 for k, v in recorded.items() if k in given and given[k] != v]
     for g, text in given.items():  # a mapping's keys too (r159: hardware={gpu: h100-sxm} ran an RTX 4090's run unsaid)
-        mapping = _set_value(text)
+        mapping = set_value(text)
         inner = _dotted(mapping, f"{g}.") if isinstance(mapping, dict) else {}
         warnings += [f"--set {g}=... gives {k}={inner[k]}, replacing the {k}={v} that {run.path} records"
-                     for k, v in recorded.items() if k in inner and inner[k] != _set_value(v)]
+                     for k, v in recorded.items() if k in inner and inner[k] != set_value(v)]
     warnings += [f"--set {g}={given[g]} edits the {k}={v} that {run.path} records"  # model.name=... reads another
                  for k, v in recorded.items() for g in given if g.startswith(k + ".")]
     for i, g in enumerate(given):  # a whole section given: the recorded keys it leaves out would be gone (r158: a
-        mapping = _set_value(given[g])  # 0.19 run ran with 0.33's scheduler, unsaid)
+        mapping = set_value(given[g])  # 0.19 run ran with 0.33's scheduler, unsaid)
         kept = set(mapping) if isinstance(mapping, dict) else set()
         inside = [f"{k}={v}" for k, v in recorded.items() if k.startswith(g + ".")
                   and k[len(g) + 1:].split(".")[0] not in kept and not any(later == k or k.startswith(later + ".")

@@ -596,7 +596,8 @@ def _replaced_in_scenario(scenario, sets: list[str], axes, searched: tuple[str, 
     if not isinstance(scenario, dict):
         return []
     keys = [item.split("=", 1)[0].strip() for item in sets]
-    given = [(key, [_set_value(item)], "--set", keys[i + 1:]) for i, (key, item) in enumerate(zip(keys, sets))
+    given = [(key, [set_value(item.split("=", 1)[1])], "--set", keys[i + 1:])
+             for i, (key, item) in enumerate(zip(keys, sets))
              if "=" in item] + [(k, list(vs), f, []) for k, vs, f in axes]
     out = []
     for key, values, flag, later in given:
@@ -707,10 +708,10 @@ def _left_out(old: dict, new: dict, prefix: str):
             yield f"{prefix}.{k}", v
 
 
-def _set_value(item: str):
-    """A --set's value as apply_overrides reads it (None where it reads no YAML: no section)."""
+def set_value(text: str):
+    """A --set's value text as apply_overrides reads it (None where it reads no YAML: no section)."""
     try:
-        return safe_load_bounded(item.split("=", 1)[1])
+        return safe_load_bounded(text)
     except Exception:  # noqa: BLE001 - apply_overrides said it, or took the text
         return None
 
