@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -97,6 +98,18 @@ def _say_dropped(args, sets: list[str] | None = None, axes=(), searched: tuple[s
                           searched))
 
 
+@contextlib.contextmanager
+def _window_flags_named(window: list[str]):
+    """An error about a setting the user gave as a flag names the flag they typed, beside the setting."""
+    try:
+        yield
+    except ConfigError as exc:
+        key = exc.field.removeprefix("simulation.")
+        if key in window and exc.field.startswith("simulation."):
+            raise ConfigError(f"--{key.replace('_', '-')} (simulation.{key})", exc.message) from None
+        raise
+
+
 def cmd_run(args, after=None) -> int:
     """`servesim run`; `after(result, out)` writes more results beside the run's (the vllm command's)."""
     from servesim.simulator.config import load, sets_give
@@ -107,7 +120,8 @@ def cmd_run(args, after=None) -> int:
     for k in window:  # a flag beside a --set of its setting: which? (r151: the flag won unsaid)
         if sets_give(args.set, f"simulation.{k}"):
             raise ConfigError(f"--{k.replace('_', '-')}", f"--set simulation.{k} gives it too: give one")
-    rs = load(args.scenario, args.set + [f"simulation.{k}={getattr(args, k)}" for k in window])
+    with _window_flags_named(window):
+        rs = load(args.scenario, args.set + [f"simulation.{k}={getattr(args, k)}" for k in window])
     from servesim.simulator.files import hold_folder, refuse_folder_over_inputs, refuse_writing_over
     from servesim.simulator.files import add_written, present, record_written, removed_note, written_before
     from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window
@@ -118,9 +132,10 @@ def cmd_run(args, after=None) -> int:
     for name in OPTIONAL_RUN_FILES:  # written by this run, or removed as an earlier run's: never one it reads
         refuse_writing_over(Path(args.out) / name, "--out", inputs)
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
-    check_window(rs.scenario.simulation, source.planned())
-    print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True)  # with --json, on stderr
-    result = simulate(rs, source, release_source=True)  # read afterwards for its counts only
+    with _window_flags_named(window):
+        check_window(rs.scenario.simulation, source.planned())
+        print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True)  # with --json, on stderr
+        result = simulate(rs, source, release_source=True)  # read afterwards for its counts only
     # the files a run wrote here before: its optional ones not written again are removed below (only those)
     earlier_run = written_before(Path(args.out))
     optional = OPTIONAL_RUN_FILES + _earlier_result_file(Path(args.out), earlier_run)
@@ -560,6 +575,11 @@ def _say_repeated(args) -> None:
 
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line and exit 2, like every other bad input."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.prog != "servesim":  # a subcommand's: --debug after it too (`servesim run --debug`), set only if given
+            self.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
 
     def parse_known_args(self, args=None, namespace=None):
         """A command's list of files may go on after its options (`compare REAL --tolerance 0.1 SIM`)."""

@@ -393,8 +393,9 @@ def test_an_internal_error_is_one_line_with_its_own_exit_code_and_the_traceback_
     err = capsys.readouterr().err
     assert err == ("servesim: internal error: ZeroDivisionError: division by zero; rerun with --debug for the "
                    "traceback\n")
-    with pytest.raises(ZeroDivisionError):
-        cli.main(["--debug", "capacity"])
+    for argv in (["--debug", "capacity"], ["capacity", "--debug"]):  # before or after the subcommand
+        with pytest.raises(ZeroDivisionError):
+            cli.main(argv)
 
 
 def _settings_files(tmp_path):

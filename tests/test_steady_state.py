@@ -49,6 +49,10 @@ def test_a_window_that_leaves_nothing_is_one_line_naming_its_setting(tmp_path, c
                  *flags]) == 2
     captured = capsys.readouterr()
     err = captured.err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith(f"servesim: error: {field}: the warm-up and cool-down (")
+    flag = "--" + field.removeprefix("simulation.").replace("_", "-")  # the flag typed, then its setting
+    assert len(err) == 1 and err[0].startswith(f"servesim: error: {flag} ({field}): the warm-up and cool-down (")
     if "requests" in field:  # known before the run: nothing simulated
         assert captured.out == "" and not (tmp_path / "r").exists()
+    assert main(["run", "--out", str(tmp_path / "r"), "--set", "workload.num_requests=20", "--set", "profile=teaching",
+                 "--set", f"{field}=-1"]) == 2  # given as a setting: named as one
+    assert capsys.readouterr().err.startswith(f"servesim: error: {field}: ")
