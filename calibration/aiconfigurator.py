@@ -561,7 +561,7 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
     if arch.is_moe:  # the fit gets the experts each step touches (calibration/fit.py)
         table["experts_touched"] = [arch.experts_touched(ranks * (p.shape.prefill_tokens + p.shape.decode_seqs))
                                     for p in pts]
-    fit = fit_step_model(table, source=f"{gpu} kernel tables")
+    fit = fit_step_model(table, source=f"{gpu} kernel tables", cache_knee=False)  # a GPU's: no KV cache knee
     if arch.is_moe:
         fit.coefficients |= {"moe_experts": arch.num_experts, "moe_top_k": arch.experts_per_token} | (
             {"moe_token_ranks": ranks} if ranks > 1 else {})

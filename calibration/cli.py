@@ -10,6 +10,7 @@ from servesim.simulator.model_arch import DEFAULT_ROUTING, ROUTINGS
 from servesim.simulator.cli_output import answer
 from servesim.simulator.cli_args import COUNT, OPEN_FRACTION, POSITIVE, SEED, THREADS, nonempty_path, number, plain_name
 from servesim.workloads.settings import MAX_BLOCK_SIZE, MAX_TOKENS
+from servesim.simulator.errors import printable
 
 
 def _add_run(csub) -> None:
@@ -572,7 +573,7 @@ def cmd_compare(args) -> int:
         output_file(args.out, "--out", [args.a, args.b])
     t = compare_profiles(args.a, args.b)
     for w in t.attrs["warnings"]:
-        print(f"servesim: warning: {w}", file=sys.stderr)
+        print(printable(f"servesim: warning: {w}"), file=sys.stderr)
     if args.out:
         t.to_csv(args.out, index=False)
     if answer({"a": t.attrs["a"], "b": t.attrs["b"], "table": t, "out": args.out}):

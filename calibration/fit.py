@@ -239,7 +239,10 @@ def _candidates(x: np.ndarray, most: int = 40) -> np.ndarray:
 SPILL_POINTS = 3  # distinct decode contexts a fitted cache knee must leave above it
 
 
-def _fit(df: pd.DataFrame) -> np.ndarray:
+def _fit(df: pd.DataFrame, cache_knee: bool = True) -> np.ndarray:
+    """cache_knee False: no KV cache knee (a GPU's; its cache holds no working set of thousands of tokens): every
+    decode KV token costs from the first (r162: a B200 fp8 fit put the KV reads in a knee at 17,862 tokens, each
+    step's attention free below it)."""
     s, t, k, p = _features(df)
     y = df["time_ms"].to_numpy(float)
     moe = [df["experts_touched"].to_numpy(float)] if "experts_touched" in df else []
@@ -247,25 +250,37 @@ def _fit(df: pd.DataFrame) -> np.ndarray:
     # the cache knee leaves at least SPILL_POINTS distinct decode contexts above it: a slope past the knee fitted
     # on one point had nothing to hold it, and a held-out step past the training range came out 35x too slow
     distinct = np.unique(k)
-    k_cap = float(distinct[-SPILL_POINTS]) if len(distinct) > SPILL_POINTS else 0.0
+    k_cap = float(distinct[-SPILL_POINTS]) if len(distinct) > SPILL_POINTS and cache_knee else 0.0
+    spill = [lambda k_knee: np.maximum(0.0, k - k_knee)] if cache_knee else []
     for knee in _candidates(np.concatenate([[0.0], t])):
         for k_knee in _candidates(k[k <= k_cap]) if k_cap > 0 else [0.0]:
-            a = np.column_stack([np.ones_like(t), s, np.maximum(t, knee), k, np.maximum(0.0, k - k_knee), p] + moe)
+            a = np.column_stack([np.ones_like(t), s, np.maximum(t, knee), k] + [f(k_knee) for f in spill] + [p] + moe)
             a = a / y[:, None]
             scale = np.abs(a).max(axis=0)
             scale[scale == 0] = 1.0
             x, _ = nnls(a / scale, np.ones_like(y))
             x = x / scale
             err = np.sum((a @ x - 1.0) ** 2)
+            if not cache_knee:
+                x = np.insert(x, 4, 0.0)  # the spilled slope, none
             if err < best_err:
                 best_err, best = err, np.array([x[0], x[1], x[2], x[2] * knee, x[3], x[4], k_knee, x[5]] + list(x[6:]))
     scale = np.maximum(np.abs(best), 1e-12)
+    free = np.ones(len(best), dtype=bool)
+    if not cache_knee:  # the knee and the slope past it stay 0 in the refinement too
+        free[[PARAMS.index("per_spilled_context_token_ms"), PARAMS.index("context_cache_tokens")]] = False
     upper = np.full(len(best), np.inf)
     upper[PARAMS.index("context_cache_tokens")] = max(k_cap, best[PARAMS.index("context_cache_tokens")]) / \
         scale[PARAMS.index("context_cache_tokens")] + 1e-9  # the refinement keeps the knee where points lie past it
-    res = least_squares(lambda z: (predict_ms(z * scale, df) - y) / y, best / scale, bounds=(0, upper),
-                        xtol=1e-12, ftol=1e-12, gtol=1e-12)
-    return res.x * scale
+
+    def full(z: np.ndarray) -> np.ndarray:
+        out = best / scale
+        out[free] = z
+        return out
+
+    res = least_squares(lambda z: (predict_ms(full(z) * scale, df) - y) / y, (best / scale)[free],
+                        bounds=(0, upper[free]), xtol=1e-12, ftol=1e-12, gtol=1e-12)
+    return full(res.x) * scale
 
 
 def _held_out_rows(df: pd.DataFrame, holdout: float, seed: int) -> np.ndarray:
@@ -283,8 +298,9 @@ def _held_out_rows(df: pd.DataFrame, holdout: float, seed: int) -> np.ndarray:
 MIN_HELD_OUT = 5  # held-out measurements below which the held-out error is said to mean little
 
 
-def fit_step_model(df: pd.DataFrame, holdout: float = 0.2, seed: int = 0, source: str = "measurements") -> FitResult:
-    """Fit on a random (1 - holdout) of the points; report the error on the rest."""
+def fit_step_model(df: pd.DataFrame, holdout: float = 0.2, seed: int = 0, source: str = "measurements",
+                   cache_knee: bool = True) -> FitResult:
+    """Fit on a random (1 - holdout) of the points; report the error on the rest (cache_knee: see _fit)."""
     if not (isinstance(holdout, (int, float)) and 0 < holdout < 1):
         raise ConfigError("--holdout", f"must be a fraction strictly between 0 and 1, got {holdout}")
     df = check_measurements(df, source)
@@ -300,7 +316,7 @@ def fit_step_model(df: pd.DataFrame, holdout: float = 0.2, seed: int = 0, source
 
         say_once([f"servesim: warning: --holdout {holdout:g} holds out {int(test.sum())} of {len(df)} measurements: "
                   f"the held-out error rests on too few to mean much (hold out at least {MIN_HELD_OUT})"])
-    coef = _fit(df[~test])
+    coef = _fit(df[~test], cache_knee)
     pred = predict_ms(coef, df)
     y = df["time_ms"].to_numpy(float)
     out = df.assign(predicted_ms=pred, split=np.where(test, "held_out", "train"))

@@ -34,7 +34,7 @@ import pandas as pd
 
 from servesim.simulator.batch import SHAPE_FIELDS, shape_of
 from servesim.simulator.config import KV_CACHE_DTYPES, QUANTIZED_FORMATS
-from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem, unique_keys
+from servesim.simulator.errors import JSON_ERRORS, ConfigError, json_problem, printable, unique_keys
 from servesim.simulator.files import appended_results, present, where_looked
 from servesim.simulator.metrics import latency_stats
 from servesim.simulator.model_arch import HF_IDS
@@ -315,7 +315,7 @@ def read_run(path: str | Path, name: str | None = None) -> RealRun:
         run.warnings.append(f"its median time per output token is {tpot.median():.3g} s, slower than any GPU serves "
                             f"(are its times in seconds, not milliseconds?)")  # (r154: ms read as s, unsaid)
     for w in run.warnings:
-        print(f"servesim: warning: {path}: {w}", file=sys.stderr)
+        print(printable(f"servesim: warning: {path}: {w}"), file=sys.stderr)
     return run
 
 
@@ -700,6 +700,7 @@ def _read_bench(path: Path) -> RealRun:
         rows.append((start, n_in, n_out, ttft, itl, where, latency))
     if not rows:
         _fail(path, "", "no successful requests (every entry of errors is set)" if n else "no requests in the file")
+    cut = _check_bench_totals(path, data, rows, raw_ttfts=[float(data["ttfts"][i]) for i in range(n) if not errors[i]])
     rows.sort(key=lambda r: r[0])
     _check_span(path, np.array([r[0] for r in rows]), np.array([r[0] + r[3] + sum(r[4]) for r in rows]),
                 [r[5] for r in rows])
@@ -719,6 +720,8 @@ def _read_bench(path: Path) -> RealRun:
     meta = {k: data[k] for k in ("date", "backend", "model_id", "tokenizer_id", "num_prompts", "request_rate",
                                   "burstiness", "max_concurrency") if k in data}
     run = RealRun(str(path), path, "vllm-bench", specs, requests, itls, meta=meta)
+    if cut:
+        run.warnings.append(cut)
     if failed := [e for e in errors if e]:
         run.warnings.append(failed_warning(len(failed), n, str(failed[0])))
     if stamped.any():
@@ -730,6 +733,28 @@ def _read_bench(path: Path) -> RealRun:
         else:
             run.meta["unmapped_model"] = str(data["model_id"])
     return run
+
+
+def _check_bench_totals(path: Path, data: dict, rows: list, raw_ttfts: list[float]) -> str | None:
+    """The file's own totals against its per-request arrays (vLLM writes both from one run): a count that differs
+    is a cut or padded copy, said as the lifecycle reader says it; with the counts equal, a token total or mean
+    TTFT that differs means an array was rescaled or edited (r162: ttfts in ms, output_lens doubled: taken)."""
+    def given(key):
+        v = data.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+    completed = given("completed")
+    if completed is not None and completed != len(rows):
+        return (f"its completed records {completed:,.0f} requests, but the arrays hold {len(rows):,} successful "
+                f"ones: a cut or padded copy? Its statistics are of those held")
+    held = {"total_input_tokens": sum(r[1] for r in rows), "total_output_tokens": sum(r[2] for r in rows),
+            "mean_ttft_ms": 1000 * sum(raw_ttfts) / len(raw_ttfts)}
+    for key, value in held.items():
+        total = given(key)
+        if total is not None and not math.isclose(total, value, rel_tol=1e-3, abs_tol=1e-3):
+            _fail(path, key, f"{total:,.6g}, but the per-request arrays give {value:,.6g}: the file contradicts "
+                             f"itself (an array rescaled or edited: ttfts and itls are seconds)")
+    return None
 
 
 def _read_step_log(path: Path) -> RealRun:

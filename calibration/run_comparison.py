@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -390,11 +391,19 @@ def panels(path: Path, title: str, plots: list[tuple[str, str, list[tuple[str, n
         ax.set_title(plain(name))
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle(plain(title))
+    fig.suptitle(figure_title(title, len(plots)))
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return path
+
+
+def figure_title(title: str, panel_count: int) -> str:
+    """A title wrapped to the width of panel_count panels (about 9 characters an inch): a run named by a long path
+    ran past both edges (r162); a word longer than a line is broken too."""
+    from servesim.simulator.plots import plain
+
+    return textwrap.fill(plain(title), width=int(9 * 4.6 * panel_count), break_long_words=True)
 
 
 def _cdf(label: str, values) -> tuple[str, np.ndarray, np.ndarray]:

@@ -13,7 +13,7 @@ from pathlib import Path
 from servesim.simulator.cli_args import (COUNT, FRACTION, JOBS, POSITIVE, REPLICAS, SEED, TOLERANCE,
                                        add_executor_arguments, nonempty_path, nonempty_text, number)
 from servesim.simulator.cli_output import answer
-from servesim.simulator.errors import ConfigError
+from servesim.simulator.errors import ConfigError, printable
 from servesim.workloads.settings import MAX_RATE, MAX_REQUESTS, MIN_RATE
 
 SUMMARY_ROWS = [
@@ -151,7 +151,7 @@ def cmd_run(args, after=None) -> int:
                                   rs.scenario.engine.vllm_defaults)  # the release's families and counting
     add_written(out, extra)  # listed as they are written: a cut while plotting left them unlisted, kept (r156)
     for w in result.warnings:
-        print(f"servesim: warning: {w}", file=sys.stderr)
+        print(printable(f"servesim: warning: {w}"), file=sys.stderr)
     _say_dropped(args)
     files = ["config.yaml", "summary.json", "requests.parquet", "steps.parquet", *extra]
     if args.plot:  # only when asked: importing matplotlib and drawing take longer than a small run
@@ -320,7 +320,7 @@ def cmd_capacity(args) -> int:
             message = re.sub(rf"\b{name}\b", flag, message)
         raise ConfigError(ARGUMENTS[exc.field][0], message) from None
     for line in p.warnings:  # each time the command runs (say_once says a line once a process)
-        print(f"servesim: warning: {line}", file=sys.stderr)
+        print(printable(f"servesim: warning: {line}"), file=sys.stderr)
     if not answer(p.as_dict()):
         print("\n".join(p.lines()))
     return 0
@@ -594,7 +594,7 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         where = self.prog.removeprefix("servesim").strip()
-        self.exit(2, f"servesim: error: {where + ': ' if where else ''}{message} (see {self.prog} --help)\n")
+        self.exit(2, printable(f"servesim: error: {where + ': ' if where else ''}{message} (see {self.prog} --help)") + "\n")
 
 
 def _add_run(sub) -> None:
@@ -911,7 +911,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         fresh = _missing_folders(getattr(args, "out", None))
     except OSError as exc:  # a name too long for the file system, a path through a file: no command can write there
-        print(f"servesim: error: --out: {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        print(printable(f"servesim: error: --out: {args.out}: {exc.strerror or exc}"), file=sys.stderr)
         return 2
     rc = 3
     from servesim.simulator.files import folders_held
@@ -967,7 +967,7 @@ def _dispatch(args) -> int:
                 _say_dropped(args)  # calibrate and bench dropped a section's keys unsaid)
             return rc
     except ConfigError as exc:
-        print(f"servesim: error: {exc}", file=sys.stderr)
+        print(printable(f"servesim: error: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt as exc:
         return _interrupted(exc)
@@ -981,8 +981,8 @@ def _dispatch(args) -> int:
         if args.debug:
             raise
         if isinstance(exc, RuntimeError) and str(exc).startswith("Symlink loop from"):  # pathlib's, Python < 3.13
-            print(f"servesim: error: {str(exc).removeprefix('Symlink loop from ')}: too many levels of symbolic "
-                  f"links (a loop)", file=sys.stderr)
+            print(printable(f"servesim: error: {str(exc).removeprefix('Symlink loop from ')}: too many levels of "
+                            f"symbolic links (a loop)"), file=sys.stderr)
             return 2
         if isinstance(exc, OSError) and exc.errno is not None:  # a path given that cannot be read or written
             from servesim.simulator.files import working_folder
@@ -992,10 +992,11 @@ def _dispatch(args) -> int:
                       "read; give absolute paths or run from a folder that exists", file=sys.stderr)
                 return 2
             where = f"{exc.filename}: " if exc.filename else "--out: " if getattr(args, "out", None) else ""
-            print(f"servesim: error: {where}{exc.strerror or exc}", file=sys.stderr)
+            print(printable(f"servesim: error: {where}{exc.strerror or exc}"), file=sys.stderr)
             return 2
-        print(f"servesim: internal error: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}; "
-              f"rerun with --debug for the traceback", file=sys.stderr)
+        print(printable(f"servesim: internal error: {type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0] if str(exc) else ''}; rerun with --debug for the traceback"),
+              file=sys.stderr)
         return 3
     except BaseException as exc:  # not an Exception: a library's panic a signal caused (pyo3's, r156)
         from servesim.simulator.interrupts import as_interrupt

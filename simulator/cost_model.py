@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -286,17 +287,29 @@ def refuse_relabelled(profile: Profile) -> None:
     # nor a label a generic built-in leaves to the scenario (roofline's, teaching's: r161, refused as "measured")
     from servesim.simulator.model_arch import HF_IDS
 
-    own = load_profile(profile.name) if profile.name in builtin_profile_names() else None
-    if own is None or own.source != profile.source or own.model in ("any", "from-scenario"):
+    # found by its source, not its name: renamed in the same command (profile.name=mine) it is still that built-in's
+    # measurement (r162); a user's own profile has a source of its own
+    name = _builtin_by_source().get(profile.source)
+    own = load_profile(name) if name else None
+    if own is None or own.model in ("any", "from-scenario"):
         return
     for field in DEPLOYMENT_LABELS:
         was, now = getattr(own, field), getattr(profile, field)
         if field == "model":  # an HF id is its built-in's name (as check_profile_fits reads it)
             was, now = HF_IDS.get(was, was), HF_IDS.get(now, now)
-        if now != was and not (field == "gpu" and was is None):  # gpu: the device's, checked above
-            raise ConfigError(f"profile.{field}", f"{getattr(profile, field)}, but built-in profile {profile.name} "
+        if now != was and was is not None and now is not None:  # unstated either side: nothing claimed (the gpu:
+            # the device's, checked above)
+            raise ConfigError(f"profile.{field}", f"{getattr(profile, field)}, but built-in profile {name} "
                                                   f"was measured with {field} {getattr(own, field)}: a profile is "
-                                                  f"its deployment's (leave profile unset for the scenario's own)")
+                                                  f"its deployment's (leave profile unset for the scenario's own)"
+                                                  + (f"; renamed {profile.name}, it keeps that built-in's source"
+                                                     if profile.name != name else ""))
+
+
+@functools.lru_cache(maxsize=1)
+def _builtin_by_source() -> dict[str, str]:
+    """Each built-in profile's source text and its name (every built-in's source is its own)."""
+    return {load_profile(name).source: name for name in builtin_profile_names()}
 
 
 def load_profile(spec: str | dict) -> Profile:

@@ -100,3 +100,12 @@ def is_utf8(text: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """A message as one line of plain text: a control character it quotes (an escape sequence or a line break in a
+    file name) is shown as its escape, never sent to the terminal to act or to split the line."""
+    return _CONTROL.sub(lambda m: ascii(m.group())[1:-1], text)

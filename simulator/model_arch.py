@@ -100,6 +100,9 @@ class ModelArchitecture(Settings):
     qk_rope_head_dim: PositiveInt | None = None
     qk_nope_head_dim: PositiveInt | None = None
     v_head_dim: PositiveInt | None = None
+    num_nextn_predict_layers: NonNegativeInt | None = Field(
+        default=None, description="the MTP layers a DeepSeek-V3 checkpoint carries: vLLM's MTP drafter's n_predict "
+                                  "(None: not stated)")
     # local attention: num_local_attention_layers layers (default all) see only the last sliding_window tokens,
     # or only their own attention_chunk_size chunk (Llama 4); the others attend to the whole context
     sliding_window: PositiveInt | None = None

@@ -270,7 +270,16 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
             runs += 1
             if trace:
                 cap = doubling  # no longer run of this traffic to be had
-            if meets(check.summary, slos):
+            held, seed_said = meets(check.summary, slos), ""
+            if held and not trace and not _doublings_to_steady(check):
+                # steady, and in a run of other draws too: near saturation one run's p99 is luck (r162: 5.64 req/s
+                # held at 800 requests with the scenario's seed, missed TTFT by 50% from 1,600 on and at 800 with
+                # seeds 1 and 2); a trace's arrivals and lengths are its rows, no draw
+                other = _result_at(scenario, at_length(doubling + 1) + [_other_seed(scenario, checked)], r["max_rate"],
+                                   LOAD[load])
+                runs, held = runs + 1, meets(other.summary, slos)
+                seed_said = "" if held else f" with {_other_seed(scenario, checked)} (it held with the scenario's)"
+            if held:
                 step = _doublings_to_steady(check)
                 if not step:
                     return r | {"runs": runs, "stable": True, "answers": answers,
@@ -278,7 +287,7 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
                                 "checked_at": _length_text(lengths, 2**(doubling + (not trace)))}
                 unsteady = (r["max_rate"], _length_text(lengths, 2**(doubling + (not trace))), steadiness(check))
             else:
-                refuted, step = (r["max_rate"], _length_text(lengths, 2**(doubling + (not trace)))), 1
+                refuted, step = (r["max_rate"], _length_text(lengths, 2**(doubling + (not trace))) + seed_said), 1
     out = r | {"runs": runs, "answers": answers, "run_length": _length_text(lengths, 2**doubling)}
     if refuted and out.get("max_rate") == refuted[0] and not r.get("reason"):
         out["stable"] = False
@@ -347,6 +356,13 @@ def _is_trace(lengths: list[tuple[str, float]]) -> bool:
 
 def _length_text(lengths: list[tuple[str, float]], factor: int) -> str:
     return " and ".join(f"{k.split('.')[-1]}={v * factor:g}" for k, v in lengths)
+
+
+def _other_seed(scenario: str | None, sets: list[str]) -> str:
+    """The --set of the next seed: the same traffic's other draws, for a check that holds by more than luck."""
+    from servesim.simulator.config import load_scenario, override
+
+    return override("seed", (load_scenario(scenario, sets).seed + 1) % 2**63)
 
 
 def _result_at(scenario: str | None, sets: list[str], rate: float, setting: str = LOAD["rate"]):

@@ -1291,6 +1291,7 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         raise ConfigError(field, "needs a method (or a draft model) and num_speculative_tokens >= 1, as vLLM does "
                                  "(an MTP drafter without a count fails its start: it compares the missing count "
                                  "before it reads the drafter's n_predict)")
+    _check_mtp_layers(config, method, k, arch, field)
     _check_speculative_values(config, method, k, serve, arch, version, field)
     if method == "extract_hidden_states":
         return _extract_hidden_states(config, k, field, not_modelled), method, config
@@ -1320,6 +1321,19 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         if key not in used:
             not_modelled[f"{field}.{key}"] = value
     return out, method, config
+
+
+def _check_mtp_layers(config: dict, method: str, k: int, arch, field: str) -> None:
+    """vLLM's MTP drafter reuses the checkpoint's num_nextn_predict_layers (its n_predict): none, and its start
+    divides by 0; k past them must be a multiple of them (SpeculativeConfig.__post_init__). r162: both ran."""
+    n = getattr(arch, "num_nextn_predict_layers", None) if method == "mtp" and config.get("model") is None else None
+    if n == 0:
+        raise ConfigError(f"{field}.method", f"mtp drafts with the served model's own MTP layers: {arch.name}'s "
+                                             f"num_nextn_predict_layers is 0 (none); vLLM fails at start")
+    if n and k > n and k % n:
+        raise ConfigError(f"{field}.num_speculative_tokens", f"{k} must be divisible by {arch.name}'s "
+                                                             f"num_nextn_predict_layers ({n}) when above it, as vLLM "
+                                                             f"says (its MTP layers are reused in turn)")
 
 
 def _api_servers(serve: dict, version: str, not_modelled: dict) -> None:
@@ -2567,9 +2581,20 @@ def goodput_targets(items: list[str], field: str, unique: bool = False) -> dict:
     return slo
 
 
+_ENV_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")  # NAME=value, as a shell takes it before a command
+
+
 def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
     """`serve MODEL flags [-- [vllm] bench serve flags]` -> (serve flags with the model, bench flags)."""
     words = list(argv)
+    env = [w for w in words[:next((i for i, w in enumerate(words) if not _ENV_WORD.match(w)), len(words))]]
+    if env:  # r162: refused as any other word was, without saying why
+        raise ConfigError("vllm", f"{env[0]!r:.60}: environment variables before the command are not read (servesim "
+                                  f"models vLLM's flags only; one that changes a kernel or a path is not simulated): "
+                                  f"give `serve MODEL [flags]` alone")
+    if words[:1] in (["python"], ["python3"]) and "vllm.entrypoints.openai.api_server" in words[1:3]:
+        raise ConfigError("vllm", "the api_server module's form is not read: write it as `serve MODEL [flags]`, its "
+                                  "--model as serve's MODEL and the other flags as they are")
     if words[:2] == ["vllm", "serve"]:
         words = words[1:]
     if not words or words[0] != "serve":

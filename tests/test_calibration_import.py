@@ -201,3 +201,22 @@ def test_a_cache_knee_is_fitted_only_where_points_lie_past_it(gpu, key, kv):
     point = GridPoint("decode", 256, 0, 4096)
     kernels = compose_step_ms(KernelTables(AIC, gpu), load_model("llama-3.1-8b"), point, "bf16", 1, kv)["time_ms"]
     assert float(predict_ms(fit.coefficients, pd.DataFrame([point.shape._asdict()]))[0]) == pytest.approx(kernels, rel=0.2)
+
+
+@needs_shared
+@pytest.mark.parametrize("sets", [["model=qwen3-8b", "hardware.gpu=b200-sxm", "engine.quantization=fp8"],
+                                  ["model=llama-3.1-70b", "hardware.gpu=b200-sxm", "profile=b200-llama-3.1-70b-fp8-tp2",
+                                   "engine.tensor_parallel_size=2", "engine.quantization=fp8"]])
+def test_round_162_a_gpu_profile_charges_decode_kv_reads_from_the_first_token(sets):
+    """r162: the fit put a B200 fp8 profile's KV reads into the CPU cache knee (context_cache_tokens 17,862; the
+    built-in 70B's 32,896) with no slope below it: a decode step's attention was free there, under the bandwidth
+    floor. A GPU's composition has no knee: 8 decodes going from 16 to 2,048 context tokens read their KV at most
+    at the datasheet's bandwidth."""
+    from servesim.simulator.batch import decode_shape
+
+    rs = load(None, sets + ["engine.max_model_len=4096"])
+    assert rs.profile.coefficients["context_cache_tokens"] == 0
+    added_kv = 8 * (2048 - 16) * rs.arch.kv_bytes_per_token / rs.scenario.engine.tensor_parallel_size
+    floor_ms = added_kv / (rs.hardware.memory_bandwidth_gbps * 1e9) * 1e3
+    step = rs.cost_model.step_time
+    assert (step(decode_shape(8, 8 * 2048)) - step(decode_shape(8, 8 * 16))) * 1e3 >= floor_ms

@@ -1577,3 +1577,16 @@ def test_round_160_validate_finds_the_shared_data_from_any_folder_and_refuses_an
                   "llama-3.1-8b", "--out", str(tmp_path / "p.yaml")]):
         assert main(argv) == 2
         assert "must be a path, got an empty string" in capsys.readouterr().err
+
+
+def test_control_characters_in_a_named_path_are_shown_escaped_on_one_line(tmp_path, capsys):
+    """A file name holding an escape sequence or a line break was echoed raw: the terminal acted on it, the one
+    line became two."""
+    bad = tmp_path / "a\x1b[31mred\nb.yaml"
+    bad.write_text("model: [\n")
+    assert main(["run", str(bad), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err and "a\\x1b[31mred\\nb.yaml" in err
+    assert main(["run", "--out", str(tmp_path / "o"), "--set", "seed=1\x07"]) == 2  # a value, named as typed
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x07" not in err and err.startswith("servesim: error: seed")

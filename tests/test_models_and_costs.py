@@ -593,14 +593,16 @@ def test_round_154_the_resolved_section_is_per_gpu_as_its_pool_is():
 
 @pytest.mark.parametrize("edit", ["profile.model=qwen3-32b", "profile.dtype=fp8", "profile.kv_cache_dtype=fp8",
                                   "profile.tensor_parallel_size=2", "profile.device=any"])
-def test_round_160_a_built_in_profile_relabelled_for_another_deployment_is_refused(edit):
+@pytest.mark.parametrize("renamed", [[], ["profile.name=mine"]])
+def test_round_160_a_built_in_profile_relabelled_for_another_deployment_is_refused(edit, renamed):
     """r160: --set profile.model=qwen3-32b on the H200 Llama-3.1-8B profile timed Qwen3-32B with Llama's kernels
-    (3.4x fast), unsaid; only a relabelled gpu was refused (r147). Its coefficients may still be edited."""
+    (3.4x fast), unsaid; only a relabelled gpu was refused (r147). Its coefficients may still be edited. r162: renamed
+    in the same command, it was taken (the built-in was found by its name, not its source)."""
     from servesim.simulator.config import load
 
     with pytest.raises(ConfigError, match=rf"^{edit.split('=')[0]}: .* but built-in profile "
                                           r"h200-llama-3.1-8b-bf16-tp1 was measured with"):
-        load(None, ["profile=h200-llama-3.1-8b-bf16-tp1", edit])
+        load(None, ["profile=h200-llama-3.1-8b-bf16-tp1", *renamed, edit])
     assert load(None, ["profile=h200-llama-3.1-8b-bf16-tp1", "profile.coefficients.per_seq_ms=0.5"])
 
 
@@ -654,3 +656,22 @@ def test_round_161_a_4bit_checkpoint_split_into_partial_groups_is_refused(tmp_pa
     with pytest.raises(ConfigError, match="splits into 14,784 per GPU, not whole 128-weight quantization groups"):
         load(None, sets + ["engine.tensor_parallel_size=2"])
     assert load(None, sets).arch.dtype == "w4a16"
+
+
+def test_round_162_a_4bit_attention_output_split_into_partial_groups_is_refused(tmp_path):
+    """r162 (vLLM): o_proj is row-parallel, its input (heads x head_dim) split over TP; AWQ/GPTQ refuse a part
+    that is not whole groups. 24 heads of 64 at TP 8 is 192 per GPU, which ran (only the MLP was checked)."""
+    from servesim.simulator.config import load
+
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 1536,
+              "intermediate_size": 4096, "num_attention_heads": 24, "num_key_value_heads": 8, "head_dim": 64,
+              "num_hidden_layers": 16, "max_position_embeddings": 8192, "vocab_size": 32000, "torch_dtype": "float16",
+              "quantization_config": {"bits": 4, "group_size": 128, "quant_method": "awq", "version": "gemm"}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    sets = [f"model={tmp_path / 'config.json'}", "engine.max_model_len=4096"]
+    with pytest.raises(ConfigError, match=r"attention output width \(heads x head_dim\) \(1,536\) splits into 192"):
+        load(None, sets + ["engine.tensor_parallel_size=8"])
+    assert load(None, sets + ["engine.tensor_parallel_size=4"]).arch.dtype == "w4a16"  # 384: three whole groups
+    del config["quantization_config"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert load(None, sets + ["engine.tensor_parallel_size=8"])  # unquantized, any whole-head split

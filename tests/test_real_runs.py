@@ -1551,3 +1551,43 @@ def test_round_160_a_flag_said_to_have_no_effect_beside_a_given_simulation_is_no
     assert main(["compare", str(real), str(tmp_path / "c" / "sim"), "--trace", str(other), "--out",
                  str(tmp_path / "d")]) in (0, 1)
     assert "--trace has no effect" in capsys.readouterr().err
+
+
+def test_round_162_a_bench_result_is_held_to_its_own_totals(tmp_path, capsys):
+    """r162: a bench result whose arrays were cut (completed 60, 40 held), rescaled (ttfts in ms beside the file's
+    mean_ttft_ms) or edited (output_lens doubled against total_output_tokens) was read unsaid: TPOT halved, TTFT
+    1000x. vLLM writes the totals and the arrays from one run (benchmarks/serve.py calculate_metrics)."""
+    from servesim.calibration.real_runs import read_run
+
+    _, result = _simulated()
+    base = json.loads(write_bench(result, tmp_path / "b.json").read_text())
+    r = result.requests
+    base |= {"total_input_tokens": int(r["prompt_tokens"].sum()), "total_output_tokens": int(r["output_tokens"].sum()),
+             "mean_ttft_ms": 1000 * float(r["ttft"].mean())}
+    (tmp_path / "ok.json").write_text(json.dumps(base))
+    assert read_run(tmp_path / "ok.json").warnings == []
+    cut = base | {k: base[k][:20] for k in ("input_lens", "output_lens", "ttfts", "itls", "start_times", "errors")}
+    (tmp_path / "cut.json").write_text(json.dumps(cut))
+    assert any(f"its completed records {len(r)} requests, but the arrays hold 20" in w
+               for w in read_run(tmp_path / "cut.json").warnings)
+    for key, edit in (("mean_ttft_ms", {"ttfts": [1000 * t for t in base["ttfts"]]}),
+                      ("total_output_tokens", {"output_lens": [2 * n for n in base["output_lens"]]})):
+        (tmp_path / "bad.json").write_text(json.dumps(base | edit))
+        with pytest.raises(ConfigError, match=rf"bad.json: {key}: .* the file contradicts itself"):
+            read_run(tmp_path / "bad.json")
+    failed = base | {"errors": ["boom"] + [""] * (len(r) - 1), "completed": len(r) - 1, "failed": 1,
+                     "total_input_tokens": base["total_input_tokens"] - base["input_lens"][0],
+                     "total_output_tokens": base["total_output_tokens"] - base["output_lens"][0],
+                     "mean_ttft_ms": 1000 * float(r["ttft"].iloc[1:].mean())}  # as vLLM counts: successes only
+    (tmp_path / "failed.json").write_text(json.dumps(failed))
+    assert read_run(tmp_path / "failed.json").requests.shape[0] == len(r) - 1
+
+
+def test_round_162_a_comparison_figures_title_is_wrapped_to_its_width():
+    """r162: a run named by its long path titled the timeline past both edges of the figure."""
+    from servesim.calibration.run_comparison import figure_title
+
+    name = "/work/shared/data/serving/llmservingsim-vllm-0.19/RTXPRO6000/Llama-3.1-8B"
+    lines = figure_title(f"{name}: engine state once a second", 2).splitlines()
+    assert len(lines) == 2 and all(len(line) <= 82 for line in lines) and lines[0].startswith(name)
+    assert figure_title("x" * 200, 1).replace("\n", "") == "x" * 200  # a long word broken, nothing lost

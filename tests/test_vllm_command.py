@@ -3751,3 +3751,39 @@ def test_round_156_another_datasets_lengths_and_unreported_metrics_are_said(caps
     assert main(line + ["--percentile-metrics", "ttft,client_queue_time", "--max-concurrency", "4",
                         "--input-len", "100"]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("version", ["0.19.0", "0.33.0"])
+@pytest.mark.parametrize("layers, k, refused", [(0, 1, "num_nextn_predict_layers is 0"), (2, 3, "3 must be divisible"),
+                                                (2, 4, None), (2, 1, None), (1, 3, None), (None, 3, None)])
+def test_round_162_mtp_is_held_to_the_checkpoints_mtp_layers(tmp_path, version, layers, k, refused):
+    """r162 (vLLM SpeculativeConfig): the MTP drafter's n_predict is the checkpoint's num_nextn_predict_layers; 0
+    fails vLLM's start (k % 0) and k above it must be a multiple of it. Both ran, with an MTP speed-up."""
+    config = {"architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 7168,
+              "intermediate_size": 18432, "num_hidden_layers": 61, "num_attention_heads": 128,
+              "num_key_value_heads": 128, "vocab_size": 129280, "max_position_embeddings": 163840,
+              "moe_intermediate_size": 2048, "n_routed_experts": 256, "n_shared_experts": 1, "num_experts_per_tok": 8,
+              "first_k_dense_replace": 3, "kv_lora_rank": 512, "q_lora_rank": 1536, "qk_rope_head_dim": 64,
+              "qk_nope_head_dim": 128, "v_head_dim": 128, "torch_dtype": "bfloat16"}
+    if layers is not None:
+        config["num_nextn_predict_layers"] = layers
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    argv = [str(tmp_path), "-tp", "8", "--speculative-config", f'{{"method": "mtp", "num_speculative_tokens": {k}}}']
+    if refused:
+        with pytest.raises(ConfigError, match=refused):
+            read(argv, [], version=version)
+    else:
+        assert read(argv, [], version=version).settings["speculative.num_speculative_tokens"] == k
+
+
+@pytest.mark.parametrize("words, said", [
+    (["VLLM_ATTENTION_BACKEND=FLASHINFER", "vllm", "serve", MODEL], "'VLLM_ATTENTION_BACKEND=FLASHINFER': environment "
+                                                                   "variables before the command are not read"),
+    (["python", "-m", "vllm.entrypoints.openai.api_server", "--model", MODEL], "the api_server module's form is not "
+                                                                               "read: write it as `serve MODEL"),
+])
+def test_round_162_a_command_line_in_another_form_says_what_is_not_read(capsys, words, said):
+    """r162: both were refused as "expects `serve MODEL ...`", without saying why."""
+    assert main(["vllm", "--config", *words]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and said in err
