@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test bench bench-recommend venv clean profiles fidelity fidelity-gpu fidelity-replay vllm-env fidelity-vllm fidelity-vllm-server results long-chats device-wheels
+.PHONY: run test bench bench-recommend venv clean profiles roofline-fallback fidelity fidelity-gpu fidelity-replay vllm-env fidelity-vllm fidelity-vllm-server results long-chats device-wheels
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,11 @@ profiles: $(STAMP)
 	  kvs=$$( [ "$$kv" = fp8 ] && echo "-kvfp8" ); \
 	  $(BIN)/servesim calibrate import aiconfigurator --data $(AIC) --gpu $$gpu --model $$m --dtype $$dt \
 	    --kv-cache-dtype $$kv --tp $$tp --out calibration/profiles/$$short-$$m-$$dt$$kvs-tp$$tp.yaml || exit 1; done
+
+# The roofline fallback's coefficients (a GPU or format without kernel tables), fitted to the profiles above
+# (calibration/roofline_fit.py; run it after `make profiles`): writes simulator/data/roofline-fallback.yaml.
+roofline-fallback: $(STAMP)
+	$(BIN)/python -m servesim.calibration.roofline_fit
 
 # Public real-GPU vLLM runs (../shared/data/serving) against the simulation (docs/fidelity.md): kernel-table
 # profiles plus the default overhead, fitted on none of them; the same with overhead terms fitted by simulation

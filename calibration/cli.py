@@ -279,7 +279,11 @@ def _shared(given: str | None, *parts: str) -> str:
     `bench` find it (r160: read relative to the working directory only)."""
     from servesim.simulator.files import shared_data
 
-    return given if given is not None else str(shared_data(*parts) or Path("..", "shared", "data", *parts))
+    if given is not None:
+        return given
+    relative, found = Path("..", "shared", "data", *parts), shared_data(*parts)
+    # as the working directory names it where it is that one (results record it: the same text on any machine)
+    return str(relative if found is None or relative.resolve() == Path(found).resolve() else found)
 
 
 def cmd_validate_serving(args) -> int:

@@ -673,9 +673,12 @@ def _read_bench(path: Path) -> RealRun:
     # vLLM 0.19's chat client (no latencies kept) times the server's opening role chunk as the first token: its
     # first gap is the first content token's, ~0 after it
     role_chunk = data.get("backend") == "openai-chat" and latencies is None
+    # vLLM's client records a failed request's error as the reply's reason, which may be empty (`response.reason or
+    # ""`): a request without output and without a first token failed too (r163: refused as output_lens 0)
+    failed_rows = [bool(errors[i]) or (data["output_lens"][i] == 0 and data["ttfts"][i] == 0) for i in range(n)]
     rows = []
     for i in range(n):
-        if errors[i]:
+        if failed_rows[i]:
             continue  # a failed request: vLLM leaves it out of every metric
         where = f"request {i}"
         rec = {k: data[k][i] for k in ("input_lens", "output_lens", "ttfts", "start_times")}
@@ -700,7 +703,8 @@ def _read_bench(path: Path) -> RealRun:
         rows.append((start, n_in, n_out, ttft, itl, where, latency))
     if not rows:
         _fail(path, "", "no successful requests (every entry of errors is set)" if n else "no requests in the file")
-    cut = _check_bench_totals(path, data, rows, raw_ttfts=[float(data["ttfts"][i]) for i in range(n) if not errors[i]])
+    cut = _check_bench_totals(path, data, rows, n,
+                              raw_ttfts=[float(data["ttfts"][i]) for i in range(n) if not failed_rows[i]])
     rows.sort(key=lambda r: r[0])
     _check_span(path, np.array([r[0] for r in rows]), np.array([r[0] + r[3] + sum(r[4]) for r in rows]),
                 [r[5] for r in rows])
@@ -722,7 +726,7 @@ def _read_bench(path: Path) -> RealRun:
     run = RealRun(str(path), path, "vllm-bench", specs, requests, itls, meta=meta)
     if cut:
         run.warnings.append(cut)
-    if failed := [e for e in errors if e]:
+    if failed := [errors[i] or "no output and no error text" for i in range(n) if failed_rows[i]]:
         run.warnings.append(failed_warning(len(failed), n, str(failed[0])))
     if stamped.any():
         run.warnings.append(_stamped_warning(int(stamped.sum()), int(n_out[stamped].max()), "no itls after the first "
@@ -735,22 +739,29 @@ def _read_bench(path: Path) -> RealRun:
     return run
 
 
-def _check_bench_totals(path: Path, data: dict, rows: list, raw_ttfts: list[float]) -> str | None:
-    """The file's own totals against its per-request arrays (vLLM writes both from one run): a count that differs
-    is a cut or padded copy, said as the lifecycle reader says it; with the counts equal, a token total or mean
-    TTFT that differs means an array was rescaled or edited (r162: ttfts in ms, output_lens doubled: taken)."""
-    def given(key):
-        v = data.get(key)
-        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
-
-    completed = given("completed")
-    if completed is not None and completed != len(rows):
-        return (f"its completed records {completed:,.0f} requests, but the arrays hold {len(rows):,} successful "
-                f"ones: a cut or padded copy? Its statistics are of those held")
+def _check_bench_totals(path: Path, data: dict, rows: list, n: int, raw_ttfts: list[float]) -> str | None:
+    """The file's own totals against its per-request arrays (vLLM writes both from one run): counts that add up to
+    another number of requests are a cut or padded copy, said as the lifecycle reader says it; counts that add up
+    but split otherwise, or a token total or mean TTFT that differs, mean an array was edited or rescaled (r162:
+    ttfts in ms, output_lens doubled: taken). A total of the wrong type is refused as any field (r163)."""
+    counts = {"completed": True, "failed": True, "total_input_tokens": True, "total_output_tokens": True,
+              "mean_ttft_ms": False}
+    for key, integer in counts.items():
+        if key in data:
+            _number(path, "", data, key, integer=integer, minimum=0)
+    completed, failed = (int(data[k]) if k in data else None for k in ("completed", "failed"))
+    recorded = None if completed is None else completed + failed if failed is not None else completed
+    if recorded is not None and recorded != (n if failed is not None else len(rows)):  # another number of requests
+        return (f"its completed records {completed:,} requests{f' and failed {failed:,}' if failed is not None else ''}"
+                f", but the arrays hold {len(rows):,} successful and {n - len(rows):,} failed ones: a cut or padded "
+                f"copy? Its statistics are of those held")
+    if failed is not None and failed != n - len(rows):  # as many requests, split otherwise
+        _fail(path, "failed", f"{failed:,}, but the arrays hold {n - len(rows):,} failed requests (an error text, or "
+                              f"no output and no first token): the file contradicts itself")
     held = {"total_input_tokens": sum(r[1] for r in rows), "total_output_tokens": sum(r[2] for r in rows),
             "mean_ttft_ms": 1000 * sum(raw_ttfts) / len(raw_ttfts)}
     for key, value in held.items():
-        total = given(key)
+        total = float(data[key]) if key in data else None
         if total is not None and not math.isclose(total, value, rel_tol=1e-3, abs_tol=1e-3):
             _fail(path, key, f"{total:,.6g}, but the per-request arrays give {value:,.6g}: the file contradicts "
                              f"itself (an array rescaled or edited: ttfts and itls are seconds)")

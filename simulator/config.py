@@ -293,7 +293,8 @@ class ClusterSettings(Settings):
                                    "turn, as vLLM's P/D proxies do (its NIXL toy proxy, the Mooncake and disagg "
                                    "demos), or the fewest unfinished requests (disagg_proxy_demo's opt-in "
                                    "least_loaded)")
-    kv_link_gbps: Speed = Field(50.0, description="per-GPU link for moving a prompt's KV to its decode replica")
+    kv_link_gbps: Speed = Field(50.0, description="per-GPU link for moving a prompt's KV to its decode replica, in "
+                                                  "GB/s (gigabytes, not gigabits, a second)")
     dp_ranks_reached: int | None = Field(
         None, ge=1, le=MAX_REPLICAS, description="the DP ranks of a replica the simulated clients' API server balances "
         "over (vLLM's hybrid balancing: --data-parallel-size-local; an external balancer's rank: 1); the others step "
@@ -1076,6 +1077,11 @@ def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int,
     if e.num_redundant_experts and ep is None:
         raise ConfigError("engine.num_redundant_experts", "needs enable_expert_parallel (vLLM's EPLB spreads experts "
                                                           "over the expert-parallel GPUs)")
+    if e.num_redundant_experts and ep == 1:  # vLLM's ParallelConfig: "EPLB requires tensor_parallel_size or
+        # data_parallel_size to be greater than 1" (r163: one GPU ran, its pool 26% smaller for the copies)
+        raise ConfigError("engine.num_redundant_experts", "needs more than one expert-parallel GPU "
+                                                          "(tensor_parallel_size x data_parallel_size > 1): vLLM's "
+                                                          "EPLB refuses one")
     check_mlp_split(arch, tp, ep, "engine.tensor_parallel_size")
     if e.is_0_19 and arch.weight_block_size and arch.is_moe and ep is None:
         check_expert_blocks(arch, tp)

@@ -297,8 +297,9 @@ def refuse_relabelled(profile: Profile) -> None:
         was, now = getattr(own, field), getattr(profile, field)
         if field == "model":  # an HF id is its built-in's name (as check_profile_fits reads it)
             was, now = HF_IDS.get(was, was), HF_IDS.get(now, now)
-        if now != was and was is not None and now is not None:  # unstated either side: nothing claimed (the gpu:
-            # the device's, checked above)
+        # a label removed is edited too (r163: kv_cache_dtype null timed a bf16 KV cache with fp8-KV kernels); but a
+        # gpu unstated either side is its device's, checked above
+        if now != was and not (field == "gpu" and (was is None or now is None)):
             raise ConfigError(f"profile.{field}", f"{getattr(profile, field)}, but built-in profile {name} "
                                                   f"was measured with {field} {getattr(own, field)}: a profile is "
                                                   f"its deployment's (leave profile unset for the scenario's own)"

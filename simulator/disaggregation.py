@@ -60,16 +60,27 @@ class KVHandOff:
             return decodes[self.turn % len(decodes)]
         return min(decodes, key=lambda r: (r.unfinished, r.index))
 
+    def transfer_bytes(self, req: Request, tokens: int) -> int:
+        """The KV of req's last `tokens` prompt tokens that crosses the link (a local layer's only within its window:
+        the hybrid manager holds no more)."""
+        if self.local is None:
+            return tokens * self.kv_bytes_per_token
+        local = self.local
+        # the window (or chunk) of the last token's recompute, which the decode replica holds and reads (r153: at a
+        # chunk's edge, the skip at num_tokens sent none of the chunk it recomputes in)
+        kept = min(tokens, req.num_tokens - local.skipped_tokens(req.num_tokens - 1))
+        return self.layer_bytes_per_token * ((local.layers - local.local_layers) * tokens + local.local_layers * kept)
+
+    def predicted_transfer(self, req: Request, prefill_replica: int, decode, now: float) -> float:
+        """Seconds from now until req's KV would have crossed: what the link still carries, then its own prompt
+        less what the decode replica's prefix cache holds (r163: shedding judged TTFT without it, and admitted
+        requests missed a 2 s target by 60x over a 0.5 GB/s link)."""
+        tokens = max(req.num_tokens - decode.cached_prefix_tokens(req), 1)
+        return max(self.link_free.get(prefill_replica, 0.0) - now, 0.0) + self.transfer_bytes(req, tokens) / self.link
+
     def pull(self, req: Request, tokens: int, now: float) -> None:
-        """A decode replica holds blocks for req's prompt from `now`: the KV of its last `tokens` crosses the link
-        (a local layer's only within its window: the hybrid manager holds no more)."""
-        size = tokens * self.kv_bytes_per_token
-        if self.local is not None:
-            local = self.local
-            # the window (or chunk) of the last token's recompute, which the decode replica holds and reads (r153:
-            # at a chunk's edge, the skip at num_tokens sent none of the chunk it recomputes in)
-            kept = min(tokens, req.num_tokens - local.skipped_tokens(req.num_tokens - 1))
-            size = self.layer_bytes_per_token * ((local.layers - local.local_layers) * tokens + local.local_layers * kept)
+        """A decode replica holds blocks for req's prompt from `now`: the KV of its last `tokens` crosses the link."""
+        size = self.transfer_bytes(req, tokens)
         at = max(now, self.link_free.get(req.prefill_replica, 0.0)) + size / self.link
         self.link_free[req.prefill_replica] = at
         self.front_end.deliver_at(at, lambda: self.replicas[req.replica].kv_pulled(req))

@@ -167,12 +167,14 @@ class Replica:
         return None
 
     def _predicted_first_token_wait(self, req: Request) -> float:
-        """Its queue here and, on a prefill replica, the queue of the decode replica the proxy would send it to,
-        which TTFT includes (r128: judged on the prefill queue alone, 180 of 196 admitted missed their target).
+        """Its queue here and, on a prefill replica, the queue of the decode replica the proxy would send it to and
+        the KV pull, which TTFT includes (r128: judged on the prefill queue alone, 180 of 196 admitted missed it).
         The decode side computes no prompt (its last token again): only its admission rate counts there."""
         wait = predicted_queue_wait(self.scheduler, req, self.prefill_tokens_per_s, self.env.now)
-        if self.hand_off is not None:
-            wait += predicted_queue_wait(self.hand_off.next_decode().scheduler, req, math.inf, self.env.now, False)
+        if self.hand_off is not None:  # and the pull of its KV over this replica's link, which TTFT includes too
+            decode = self.hand_off.next_decode()
+            wait += predicted_queue_wait(decode.scheduler, req, math.inf, self.env.now, False) + \
+                self.hand_off.predicted_transfer(req, self.index, decode, self.env.now)
         return wait
 
     # -- what routers see ----------------------------------------------------

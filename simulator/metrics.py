@@ -524,9 +524,13 @@ class RunResult:
                                    for step, n in log.discarded_tokens.items()}
         result.step_after = {int(offsets[i]) + step: (running, used / usable_blocks[i]) for i, log in enumerate(logs)
                              for step, (running, used) in log.after.items()}
-        prefill_only = rs.scenario.cluster.prefill_replicas  # the first replicas, when disaggregated
+        c, dp = rs.scenario.cluster, rs.scenario.engine.data_parallel_size
+        prefill_only = c.prefill_replicas  # the first replicas, when disaggregated
+        # the DP ranks no API server reaches (cluster.dp_ranks_reached): idle by design, not imbalance (r163)
+        unreached = [d * dp + r for d in range(c.replicas) for r in range(c.dp_ranks_reached or dp, dp)] \
+            if not prefill_only and dp > 1 else []
         result.summary = result._summarize(finished, sim_end, len(logs), prefill_only, (itl_values, itl_counts),
-                                           measured)
+                                           measured, unreached)
         del itl_values, itl_counts
         result.summary |= _spec_decode(result.summary, result.speculation)
         result.summary["cost_model_source"] = rs.cost_model_source  # which profile, and how it was chosen
@@ -539,11 +543,12 @@ class RunResult:
         return result
 
     def _summarize(self, finished: np.ndarray, sim_end: float, replicas: int = 1, prefill_only: int = 0,
-                   itl: tuple | None = None, measured: np.ndarray | None = None) -> dict:
+                   itl: tuple | None = None, measured: np.ndarray | None = None, unreached: list[int] = ()) -> dict:
         """vLLM's benchmark figures plus servesim's; with several replicas, busy_fraction is the mean
-        replica's, and completions (and their imbalance) count the replicas where requests finish:
-        not the first `prefill_only` ones, which hand every request on. With `measured` (a warm-up or
-        cool-down left out), every request figure is over the measured requests; step figures stay the run's."""
+        replica's, and completions count the replicas where requests finish: not the first `prefill_only`
+        ones, which hand every request on; their imbalance leaves out the `unreached` DP ranks, too. With
+        `measured` (a warm-up or cool-down left out), every request figure is over the measured requests; step
+        figures stay the run's."""
         req, steps = self.request_columns, self.step_columns
         rejected = np.fromiter((s == REJECTED for s in req["status"]), dtype=bool, count=len(finished))
         done_at = req["finish_time"][finished]  # every completion, measured or not: the service rate's
@@ -622,7 +627,8 @@ class RunResult:
             every = np.bincount(req["replica"][finished], minlength=replicas)
             per = every[prefill_only:replicas]
             s["replica_completed"] = {str(k): int(v) for k, v in enumerate(per, start=prefill_only)}
-            s["load_imbalance"] = float(per.max() / per.mean()) if per.sum() else 1.0
+            taking = np.delete(every, list(unreached))[prefill_only:] if unreached else per
+            s["load_imbalance"] = float(taking.max() / taking.mean()) if taking.sum() else 1.0
         if "good" in req:  # vLLM's goodput: completed requests meeting every SLO of their class, per second
             good = req["good"] & scope
             s["request_goodput"] = float(good.sum()) / duration

@@ -11,6 +11,7 @@ needed, as the CLI imports `servesim calibrate`: calibration depends on the simu
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -305,12 +306,24 @@ def _write_cached(path: Path, prof: dict) -> None:
                   f"every run composes it again (a few seconds); set SERVESIM_CACHE_DIR to a folder it can write"])
 
 
+@functools.lru_cache(maxsize=1)
+def roofline_fallback() -> dict:
+    """The fallback's kernel coefficients, fitted to the GPUs that have kernel tables (calibration/roofline_fit.py;
+    r162: assumed efficiencies and no time per step ran 12% under the measured kernels, a fallback GPU ahead of a
+    faster measured one)."""
+    return yaml.safe_load(resources.files("servesim.simulator.data").joinpath("roofline-fallback.yaml").read_text())
+
+
 def _roofline(arch: ModelArchitecture, gpu: str | None, hw: Hardware, why: str) -> Selection:
-    prof = Profile(name=f"roofline-{gpu or hw.name}", cost_model="roofline", source="datasheet roofline",
-                   coefficients={"step_overhead_ms": 0.0}, overhead=default_overhead(), gpu=gpu,
-                   description="fallback: no measured kernels for this GPU")
-    warn = (f"servesim: warning: {why}; step times come from the roofline model (datasheet bandwidth and FLOP/s "
-            f"plus default overhead), not from measurements")
+    fitted = roofline_fallback()
+    held = fitted["held_out_error"]
+    prof = Profile(name=f"roofline-{gpu or hw.name}", cost_model="roofline",
+                   source=f"datasheet roofline, its coefficients {fitted['source']}",
+                   coefficients=dict(fitted["coefficients"]), overhead=default_overhead(), gpu=gpu,
+                   held_out_error=dict(held), description="fallback: no measured kernels for this GPU")
+    warn = (f"servesim: warning: {why}; step times come from the roofline model (datasheet bandwidth and FLOP/s at "
+            f"efficiencies fitted to the GPUs with kernel tables, {held['mape']:.0%} off their kernels with each GPU "
+            f"left out, plus default overhead), not from measurements")
     return Selection(prof, f"roofline fallback ({why})", warn)
 
 

@@ -248,8 +248,10 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
             spans = steadiness(check)
 
     unit = _unit(scenario, checked, load)
-    refuted = unsteady = None  # an answer two lengths agreed on that failed, or held short of a steady state,
-    doubling, step, tries, cap = 0, 1, 0, MAX_DOUBLINGS  # at twice the length; cap: a trace stops where it agreed
+    # an answer two lengths agreed on that failed at twice the length, held short of a steady state there, or whose
+    # failing end held there too
+    refuted = unsteady = unconfirmed = None
+    doubling, step, tries, cap = 0, 1, 0, MAX_DOUBLINGS  # cap: a trace stops where it agreed
     while tries < RESEARCHES and doubling < cap:
         if r["max_rate"] is None or not lengths or r.get("reason"):  # nothing to check, or a bracket left wide
             break
@@ -281,6 +283,19 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
                 seed_said = "" if held else f" with {_other_seed(scenario, checked)} (it held with the scenario's)"
             if held:
                 step = _doublings_to_steady(check)
+                if not step and not trace and r.get("fails_at") is not None:
+                    # and its failing end fails there too, in one run of the two draws: under bursty arrivals the
+                    # bracket's failing run can be the unlucky one (r163: gamma cv 4 answered 11.7 req/s "stably",
+                    # its fails_at 12.3 passing at 2x and 4x and with seeds 1 and 2, where 14 holds)
+                    runs, loose = runs + 1, meets(_result_at(scenario, at_length(doubling + 1), r["fails_at"],
+                                                             LOAD[load]).summary, slos)
+                    if loose:
+                        runs += 1
+                        loose = meets(_result_at(scenario, at_length(doubling + 1) + [_other_seed(scenario, checked)],
+                                                 r["fails_at"], LOAD[load]).summary, slos)
+                    if loose:
+                        step, unconfirmed = 1, (r["max_rate"], r["fails_at"], _length_text(lengths, 2**(doubling + 1)))
+                        continue
                 if not step:
                     return r | {"runs": runs, "stable": True, "answers": answers,
                                 "run_length": _length_text(lengths, 2**doubling),
@@ -293,6 +308,12 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
         out["stable"] = False
         out["reason"] = (f"not stable: {refuted[0]:.4g} {unit}, where the last two run lengths agreed, fails at "
                          f"{refuted[1]}; a longer run finds a lower answer")
+        return out
+    if unconfirmed and out.get("max_rate") == unconfirmed[0] and not r.get("reason"):
+        out["stable"] = False
+        out["reason"] = (f"not stable: {unconfirmed[1]:.4g} {unit}, the load above the answer {unconfirmed[0]:.4g}, "
+                         f"holds at {unconfirmed[2]} with the scenario's seed and the next; a longer run finds a "
+                         f"higher answer")
         return out
     if unsteady and out.get("max_rate") == unsteady[0] and not r.get("reason"):
         out["stable"] = False
@@ -362,7 +383,8 @@ def _other_seed(scenario: str | None, sets: list[str]) -> str:
     """The --set of the next seed: the same traffic's other draws, for a check that holds by more than luck."""
     from servesim.simulator.config import load_scenario, override
 
-    return override("seed", (load_scenario(scenario, sets).seed + 1) % 2**63)
+    seed = load_scenario(scenario, sets).seed  # a seed numpy's legacy seeding takes (below 2**32) stays one (r163:
+    return override("seed", (seed + 1) % (2**32 if seed < 2**32 else 2**63))  # 2**32 - 1 ran on to 2**32, refused)
 
 
 def _result_at(scenario: str | None, sets: list[str], rate: float, setting: str = LOAD["rate"]):

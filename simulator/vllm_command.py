@@ -2581,17 +2581,23 @@ def goodput_targets(items: list[str], field: str, unique: bool = False) -> dict:
     return slo
 
 
-_ENV_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")  # NAME=value, as a shell takes it before a command
+_ENV_WORD = re.compile(r"[A-Z_][A-Z0-9_]*=")  # NAME=VALUE, as a shell takes it before a command (an env variable's)
+
+
+def _refuse_environment(words: list[str]) -> None:
+    """The words of a command up to its model: an environment assignment or `env` among them is refused with why
+    (r162, r163: `X=1 vllm serve`, `env X=1 vllm serve`, `vllm X=1 serve`, `serve X=1 M` were read otherwise)."""
+    for word in words:
+        if _ENV_WORD.match(word) or word == "env":
+            raise ConfigError("vllm", f"{word!r:.60}: environment variables are not read (servesim models vLLM's "
+                                      f"flags only; one that changes a kernel or a path is not simulated): give "
+                                      f"`serve MODEL [flags]` alone")
 
 
 def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
     """`serve MODEL flags [-- [vllm] bench serve flags]` -> (serve flags with the model, bench flags)."""
     words = list(argv)
-    env = [w for w in words[:next((i for i, w in enumerate(words) if not _ENV_WORD.match(w)), len(words))]]
-    if env:  # r162: refused as any other word was, without saying why
-        raise ConfigError("vllm", f"{env[0]!r:.60}: environment variables before the command are not read (servesim "
-                                  f"models vLLM's flags only; one that changes a kernel or a path is not simulated): "
-                                  f"give `serve MODEL [flags]` alone")
+    _refuse_environment(words[:next((i for i, w in enumerate(words) if w == "serve"), len(words)) + 2])
     if words[:1] in (["python"], ["python3"]) and "vllm.entrypoints.openai.api_server" in words[1:3]:
         raise ConfigError("vllm", "the api_server module's form is not read: write it as `serve MODEL [flags]`, its "
                                   "--model as serve's MODEL and the other flags as they are")
@@ -2610,6 +2616,7 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
         return words, []
     cut = words.index("--")
     serve, bench = words[:cut], words[cut + 1:]
+    _refuse_environment(bench[:next((i for i, w in enumerate(bench) if w == "serve"), len(bench))])
     for lead in (["vllm", "bench", "serve"], ["bench", "serve"]):
         if bench[:len(lead)] == lead:
             return serve, bench[len(lead):]

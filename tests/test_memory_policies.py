@@ -289,3 +289,36 @@ def test_round_155_shedding_does_not_take_an_idle_engines_arrival_gaps_for_its_p
     off = simulate(load(None, sets + ["policies.admission.shed_on_ttft_slo=false"])).requests
     on = simulate(load(None, sets + ["policies.admission.shed_on_ttft_slo=true"])).requests
     assert off.ttft.max() < 0.2 and (on.status == "finished").all()
+
+
+@pytest.mark.parametrize("link_gbps, admitted", [(0.5, False), (50, True)])
+def test_round_163_shedding_under_disaggregation_counts_the_kv_pull(link_gbps, admitted):
+    """r163: a 4,000-token prompt's KV (524 MB) takes 1.05 s over a 0.5 GB/s link, twice a 500 ms target by itself,
+    yet all 20 were let in (TTFT p99 2.3 s): the predictor left the pull out, which TTFT includes."""
+    sets = ["model=llama-3.1-8b", "hardware.gpu=h100-sxm", "cluster.prefill_replicas=1",
+            f"cluster.kv_link_gbps={link_gbps}", "policies.admission.shed_on_ttft_slo=true",
+            "policies.admission.shed_ttft_ms=500", "workload.num_requests=20", "workload.arrival.rate=0.5",
+            "workload.prompt_tokens={dist: fixed, value: 4000}", "workload.output_tokens={dist: fixed, value: 20}"]
+    s = simulate(load(None, sets)).summary
+    assert (s["completed"] == 20) if admitted else (s["failed"] == 20), s
+
+
+def test_round_163_load_imbalance_leaves_out_the_dp_ranks_no_request_reaches():
+    """r163: 2 instances of 4 DP ranks, 2 reached: completions 46/54/0/0/49/51/0/0 reported an imbalance of 2.16;
+    over the four ranks that take requests it is 1.08."""
+    s = simulate(load(None, ["workload.num_requests=200", "workload.arrival.rate=20", "hardware.gpu=h100-sxm",
+                             "cluster.replicas=2", "engine.data_parallel_size=4",
+                             "cluster.dp_ranks_reached=2"])).summary
+    per = s["replica_completed"]
+    taking = [per[k] for k in ("0", "1", "4", "5")]
+    assert sum(taking) == 200 and [per[k] for k in ("2", "3", "6", "7")] == [0, 0, 0, 0]
+    assert s["load_imbalance"] == pytest.approx(max(taking) / (sum(taking) / 4))
+
+
+def test_round_163_redundant_experts_need_more_than_one_expert_parallel_gpu():
+    """r163: one GPU took 8 redundant experts (its pool 26% smaller), where vLLM's EPLB refuses TP x DP = 1."""
+    from servesim.simulator.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="num_redundant_experts: needs more than one expert-parallel GPU"):
+        load(None, ["model=qwen3-30b-a3b", "hardware.gpu=h100-sxm", "engine.enable_expert_parallel=true",
+                    "engine.num_redundant_experts=8"])

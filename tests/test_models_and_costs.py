@@ -675,3 +675,14 @@ def test_round_162_a_4bit_attention_output_split_into_partial_groups_is_refused(
     del config["quantization_config"]
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert load(None, sets + ["engine.tensor_parallel_size=8"])  # unquantized, any whole-head split
+
+
+def test_round_163_a_built_in_profiles_label_removed_is_an_edit_too():
+    """r163: --set profile.kv_cache_dtype=null on the fp8-KV built-in timed a bf16 KV cache with its kernels."""
+    from servesim.simulator.config import load
+
+    sets = ["hardware.gpu=h100-sxm", "model=llama-3.1-8b", "engine.quantization=fp8",
+            "profile=h100-llama-3.1-8b-fp8-kvfp8-tp1"]
+    with pytest.raises(ConfigError, match="^profile.kv_cache_dtype: None, but built-in profile "
+                                          "h100-llama-3.1-8b-fp8-kvfp8-tp1 was measured with kv_cache_dtype fp8"):
+        load(None, sets + ["profile.kv_cache_dtype=null"])

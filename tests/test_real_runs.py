@@ -1591,3 +1591,36 @@ def test_round_162_a_comparison_figures_title_is_wrapped_to_its_width():
     lines = figure_title(f"{name}: engine state once a second", 2).splitlines()
     assert len(lines) == 2 and all(len(line) <= 82 for line in lines) and lines[0].startswith(name)
     assert figure_title("x" * 200, 1).replace("\n", "") == "x" * 200  # a long word broken, nothing lost
+
+
+def test_round_163_a_bench_results_totals_are_typed_and_a_failure_may_have_no_error_text(tmp_path):
+    """r163: vLLM records a failed request's error as the reply's reason, which may be empty: its row (no output,
+    no first token) was refused as output_lens 0. Totals of the wrong type (a text, null, inf, a fraction) were
+    read past, and a `failed` count the errors contradict was taken."""
+    from servesim.calibration.real_runs import read_run
+
+    _, result = _simulated()
+    base = json.loads(write_bench(result, tmp_path / "b.json").read_text())
+    n = len(base["ttfts"])
+    gone = {0, 7}
+    for i in gone:  # as vLLM's client leaves a failure without a reason
+        base["output_lens"][i], base["ttfts"][i], base["itls"][i] = 0, 0.0, []
+    ok = [i for i in range(n) if i not in gone]
+    base |= {"completed": n - 2, "failed": 2, "total_input_tokens": sum(base["input_lens"][i] for i in ok),
+             "total_output_tokens": sum(base["output_lens"][i] for i in ok),
+             "mean_ttft_ms": 1000 * sum(base["ttfts"][i] for i in ok) / len(ok)}
+    (tmp_path / "f.json").write_text(json.dumps(base))
+    run = read_run(tmp_path / "f.json")
+    assert len(run.requests) == n - 2 and any("no output and no error text" in w for w in run.warnings)
+    for key, value, said in (("completed", "abc", "completed must be a finite number"),
+                             ("completed", None, "completed must be a finite number"),
+                             ("completed", 60.5, "completed must be an integer"),
+                             ("mean_ttft_ms", float("inf"), "mean_ttft_ms must be a finite number"),
+                             ("total_input_tokens", -5, "total_input_tokens must be >= 0"),
+                             ("failed", 3, "failed: 3, but the arrays hold 2 failed requests")):
+        data = base | {key: value}
+        if key == "failed":
+            data["completed"] = n - 3  # as many requests, split otherwise
+        (tmp_path / "bad.json").write_text(json.dumps(data))
+        with pytest.raises(ConfigError, match=said):
+            read_run(tmp_path / "bad.json")

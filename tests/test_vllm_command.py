@@ -3778,7 +3778,11 @@ def test_round_162_mtp_is_held_to_the_checkpoints_mtp_layers(tmp_path, version, 
 
 @pytest.mark.parametrize("words, said", [
     (["VLLM_ATTENTION_BACKEND=FLASHINFER", "vllm", "serve", MODEL], "'VLLM_ATTENTION_BACKEND=FLASHINFER': environment "
-                                                                   "variables before the command are not read"),
+                                                                   "variables are not read"),
+    (["env", "X=1", "vllm", "serve", MODEL], "'env': environment variables are not read"),  # r163: elsewhere too
+    (["vllm", "X=1", "serve", MODEL], "'X=1': environment variables are not read"),
+    (["vllm", "serve", "X=1", MODEL], "'X=1': environment variables are not read"),
+    (["serve", MODEL, "--", "X=1", "vllm", "bench", "serve"], "'X=1': environment variables are not read"),
     (["python", "-m", "vllm.entrypoints.openai.api_server", "--model", MODEL], "the api_server module's form is not "
                                                                                "read: write it as `serve MODEL"),
 ])
