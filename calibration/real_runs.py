@@ -676,6 +676,10 @@ def _read_bench(path: Path) -> RealRun:
     # vLLM's client records a failed request's error as the reply's reason, which may be empty (`response.reason or
     # ""`): a request without output and without a first token failed too (r163: refused as output_lens 0)
     failed_rows = [bool(errors[i]) or (data["output_lens"][i] == 0 and data["ttfts"][i] == 0) for i in range(n)]
+    for i in range(n):  # such a failure streamed nothing: gaps between tokens it never had contradict it (r164)
+        if failed_rows[i] and not errors[i] and data["itls"][i]:
+            _fail(path, f"request {i}", "itls hold gaps between tokens, but output_lens and ttfts are 0 with no "
+                                        "error: the record contradicts itself")
     rows = []
     for i in range(n):
         if failed_rows[i]:

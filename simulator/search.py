@@ -137,6 +137,7 @@ def _bisect(passing, failing, at_passing: dict, run, slos: dict, mid, narrow, ru
 RESEARCHES = 6  # an answer is searched again at a longer run at most this often
 MAX_DOUBLINGS = 10  # and reaches at most 1,024x the scenario's (the check at twice that) for a steady state
 BURST_CHECK = 5000  # a load that never steadies is lengthened while its run holds at most this many requests
+LOOSE_CHECK = 4 * BURST_CHECK  # an answer whose failing end held is searched again while its check held at most these
 # A run measures a steady state when its arrivals span at least this many of its requests' p99 lifetimes (a
 # session workload's: its sessions'): the batch fills over about a lifetime and empties over another at the end,
 # and a short run's tail is that of a batch still filling. 800 requests of the default scenario at 24.6 req/s
@@ -295,12 +296,15 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
                                                  r["fails_at"], LOAD[load]).summary, slos)
                     if loose:
                         step, unconfirmed = 1, (r["max_rate"], r["fails_at"], _length_text(lengths, 2**(doubling + 1)))
+                        if check.num_requests > LOOSE_CHECK:  # searched again only while runs stay this short (r164:
+                            break  # a 100-request gamma cv 4 search ran past 5 minutes, to 100,000-request runs)
                         continue
                 if not step:
                     return r | {"runs": runs, "stable": True, "answers": answers,
                                 "run_length": _length_text(lengths, 2**doubling),
                                 "checked_at": _length_text(lengths, 2**(doubling + (not trace)))}
-                unsteady = (r["max_rate"], _length_text(lengths, 2**(doubling + (not trace))), steadiness(check))
+                unsteady = (r["max_rate"], _length_text(lengths, 2**(doubling + (not trace))), steadiness(check),
+                            check.num_requests)
             else:
                 refuted, step = (r["max_rate"], _length_text(lengths, 2**(doubling + (not trace))) + seed_said), 1
     out = r | {"runs": runs, "answers": answers, "run_length": _length_text(lengths, 2**doubling)}
@@ -317,9 +321,13 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
         return out
     if unsteady and out.get("max_rate") == unsteady[0] and not r.get("reason"):
         out["stable"] = False
-        longest = "a trace's further rows are other requests: give it a larger workload.limit" if _is_trace(lengths) \
+        rows = dict(lengths).get("workload.limit")
+        whole = rows is not None and unsteady[3] < rows * 2**doubling  # the file ran out before the limit (r164)
+        longest = f"the trace holds only these {unsteady[3]:,} rows: a longer trace" if whole else \
+            "a trace's further rows are other requests: give it a larger workload.limit" if _is_trace(lengths) \
             else f"at most {2**MAX_DOUBLINGS}x the scenario's length is searched: set a longer run"
-        out["reason"] = (f"not steady: {unsteady[0]:.4g} {unit} held at {unsteady[1]}, whose arrivals span "
+        held_at = f"all {unsteady[3]:,} rows" if whole else unsteady[1]
+        out["reason"] = (f"not steady: {unsteady[0]:.4g} {unit} held at {held_at}, whose arrivals span "
                          f"{unsteady[2]:.2g} p99 lifetimes where a steady state needs {STEADY_SPANS} ({longest})")
         return out
     out["stable"] = None if len(answers) == 1 else False  # one length only: not checked (no answer, or no length)

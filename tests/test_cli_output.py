@@ -11,6 +11,8 @@ from servesim.simulator.cli import _leaves, build_parser, main
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 TABLES, LAYERS = SHARED / "gpu" / "aiconfigurator", SHARED / "gpu" / "layer-profiles"
 SMALL = ["--set", "workload.num_requests=20"]
+FIXED = ["--set", "workload.prompt_tokens={dist: fixed, value: 512}", "--set",
+         "workload.output_tokens={dist: fixed, value: 64}"]
 
 # commands not run here, and why; they print through the same `answer` (simulator/cli_output.py)
 NOT_RUN = {
@@ -44,7 +46,7 @@ CASES = {
     "capacity": lambda m, o: ["capacity", "--model", "llama-3-8b"],
     "sweep": lambda m, o: ["sweep", "--grid", "engine.max_num_seqs=4,8", *SMALL, "--jobs", "1", "--out", o],
     "search max-rate": lambda m, o: ["search", "max-rate", *SMALL, "--slo", "ttft_p99_ms=500", "--tolerance", "0.5",
-                                     "--high", "40"],
+                                     "--high", "40", *FIXED],  # fixed lengths: a queue that settles soon
     "search replicas": lambda m, o: ["search", "replicas", *SMALL, "--slo", "ttft_p99_ms=2000", "--rate", "2"],
     "recommend": lambda m, o: ["recommend", "--rate", "2", "--slo", "ttft_p99_ms=2000", *SMALL, "--tolerance", "0.5",
                                "--out", o],

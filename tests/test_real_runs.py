@@ -1612,6 +1612,11 @@ def test_round_163_a_bench_results_totals_are_typed_and_a_failure_may_have_no_er
     (tmp_path / "f.json").write_text(json.dumps(base))
     run = read_run(tmp_path / "f.json")
     assert len(run.requests) == n - 2 and any("no output and no error text" in w for w in run.warnings)
+    streamed = json.loads(json.dumps(base))
+    streamed["itls"][7] = [0.005, 0.005]  # r164: gaps between tokens a failure without output never had
+    (tmp_path / "s.json").write_text(json.dumps(streamed))
+    with pytest.raises(ConfigError, match="request 7: itls hold gaps between tokens, but output_lens and ttfts are 0"):
+        read_run(tmp_path / "s.json")
     for key, value, said in (("completed", "abc", "completed must be a finite number"),
                              ("completed", None, "completed must be a finite number"),
                              ("completed", 60.5, "completed must be an integer"),

@@ -184,7 +184,8 @@ def test_rate_fills_an_arrival_mapping_without_one(tmp_path, capsys):
     """--rate is the traffic's rate: a gamma mapping without its own was refused for lacking it, and giving it
     was refused beside --rate (round 67)."""
     argv = ["recommend", *SLOS, *SMALL, "--gpu", "h100-sxm", "--tp", "1", "--rate", "3", "--json",
-            "--set", "workload.arrival={process: gamma, cv: 3}", "--out", str(tmp_path)]
+            "--set", "workload.arrival={process: gamma, cv: 1.5}", "--out", str(tmp_path)]  # (cv 3: its capacity
+    # searched to long runs, half a minute)
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["rate"] == 3 and report["rows"][0]["status"] == "meets"
@@ -682,3 +683,26 @@ def test_round_161_a_traces_fleet_gives_each_replica_the_rows_its_capacity_was_f
     row = json.loads((tmp_path / "recommend.json").read_text())["rows"][0]
     rows = int(row["run_length"].split("=")[1])
     assert any(k > 1 for k, _ in fleets) and all(limit == k * rows for k, limit in fleets), (fleets, rows)
+
+
+def test_round_164_a_trace_shorter_than_the_fleets_rows_is_said(tmp_path, capsys):
+    """r164: a 600-row trace at workload.limit 500 reported its answer "held at limit=1000" and asked for a larger
+    limit, and its fleet of 2 was checked on the same 600 rows as if 2 x 1,000 had run."""
+    import numpy as np
+
+    rng, t = np.random.default_rng(7), 0.0
+    with open(tmp_path / "tr.jsonl", "w") as f:
+        for _ in range(600):
+            t += rng.exponential(1 / 8)
+            p, o = int(min(6000, max(16, rng.lognormal(np.log(600), 0.8)))), int(min(1500, max(2, rng.lognormal(
+                np.log(150), 0.7))))
+            f.write(json.dumps({"timestamp": int(t * 1000), "input_length": p, "output_length": o, "hash_ids": []})
+                    + "\n")
+    (tmp_path / "tr.yaml").write_text(f"workload: {{type: trace, path: {tmp_path / 'tr.jsonl'}, format: mooncake, "
+                                      f"limit: 500}}\n")
+    assert main(["recommend", str(tmp_path / "tr.yaml"), "--set", "workload.time_scale=6", "--slo", "ttft_p99_ms=400",
+                 "--slo", "tpot_p99_ms=30", "--tolerance", "0.1", "--no-progress", "--quiet", "--out",
+                 str(tmp_path / "r")]) == 0
+    row = json.loads((tmp_path / "r" / "recommend.json").read_text())["rows"][0]
+    assert "held at all 600 rows" in row["reason"] and "give it a larger workload.limit" not in row["reason"], row
+    assert f"the trace holds only 600 rows: the fleet of {row['replicas']} was checked on them" in row["reason"], row

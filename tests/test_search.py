@@ -525,3 +525,29 @@ def test_round_163_a_stable_answers_failing_end_fails_where_it_was_checked(monke
                              slos) for s in (0, 1)), r
     else:
         assert "a longer run finds a higher answer" in r["reason"] or "the answer moved" in r["reason"], r
+
+
+def test_round_164_an_unconfirmed_failing_end_is_searched_again_only_while_runs_are_short(monkeypatch):
+    """r164: where the failing end held at each check (bursty arrivals), the search went on doubling to 100,000-
+    request runs (a 100-request gamma cv 4 search ran past 5 minutes). Past LOOSE_CHECK requests it stops, not
+    stable, saying the load above its answer held."""
+    from servesim.simulator import search
+
+    real_result, real_search, failing_ends = search._result_at, search._max_rate_at, set()
+
+    def searched(*args, **kwargs):  # each bracket's failing end, noted
+        r = real_search(*args, **kwargs)
+        failing_ends.add(r.get("fails_at"))
+        return r
+
+    def failing_end_holds(scenario, sets, rate, setting=search.LOAD["rate"]):  # wherever it is checked again
+        return real_result(scenario, sets, rate / 100 if rate in failing_ends else rate, setting)
+
+    monkeypatch.setattr(search, "_max_rate_at", searched)
+    monkeypatch.setattr(search, "_result_at", failing_end_holds)
+    monkeypatch.setattr(search, "LOOSE_CHECK", 100)
+    r = search.max_rate(None, ["workload.num_requests=10"] + SHORT, {"p99_ttft_ms": 300, "p99_tpot_ms": 30},
+                        tolerance=0.2)
+    n = int(r["run_length"].split("=")[1])
+    assert r["stable"] is False and "the load above the answer" in r["reason"], r
+    assert f"holds at num_requests={2 * n} " in r["reason"] and 2 * n > 100, r  # stopped where its check passed the cap
