@@ -249,6 +249,7 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
             spans = steadiness(check)
 
     unit = _unit(scenario, checked, load)
+    next_seed = _other_seed(scenario, checked) if lengths and not _is_trace(lengths) else None
     # an answer two lengths agreed on that failed at twice the length, held short of a steady state there, or whose
     # failing end held there too
     refuted = unsteady = unconfirmed = None
@@ -274,14 +275,17 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
             if trace:
                 cap = doubling  # no longer run of this traffic to be had
             held, seed_said = meets(check.summary, slos), ""
+
+            def holds_next_seed(rate: float) -> bool:  # at the check's length, the same traffic's other draws
+                return meets(_result_at(scenario, at_length(doubling + 1) + [next_seed], rate, LOAD[load]).summary,
+                             slos)
+
             if held and not trace and not _doublings_to_steady(check):
                 # steady, and in a run of other draws too: near saturation one run's p99 is luck (r162: 5.64 req/s
                 # held at 800 requests with the scenario's seed, missed TTFT by 50% from 1,600 on and at 800 with
                 # seeds 1 and 2); a trace's arrivals and lengths are its rows, no draw
-                other = _result_at(scenario, at_length(doubling + 1) + [_other_seed(scenario, checked)], r["max_rate"],
-                                   LOAD[load])
-                runs, held = runs + 1, meets(other.summary, slos)
-                seed_said = "" if held else f" with {_other_seed(scenario, checked)} (it held with the scenario's)"
+                runs, held = runs + 1, holds_next_seed(r["max_rate"])
+                seed_said = "" if held else f" with {next_seed} (it held with the scenario's)"
             if held:
                 step = _doublings_to_steady(check)
                 if not step and not trace and r.get("fails_at") is not None:
@@ -291,9 +295,7 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
                     runs, loose = runs + 1, meets(_result_at(scenario, at_length(doubling + 1), r["fails_at"],
                                                              LOAD[load]).summary, slos)
                     if loose:
-                        runs += 1
-                        loose = meets(_result_at(scenario, at_length(doubling + 1) + [_other_seed(scenario, checked)],
-                                                 r["fails_at"], LOAD[load]).summary, slos)
+                        runs, loose = runs + 1, holds_next_seed(r["fails_at"])
                     if loose:
                         step, unconfirmed = 1, (r["max_rate"], r["fails_at"], _length_text(lengths, 2**(doubling + 1)))
                         if check.num_requests > LOOSE_CHECK:  # searched again only while runs stay this short (r164:
