@@ -22,18 +22,13 @@ import numpy as np
 import yaml
 from scipy.optimize import least_squares
 
-from servesim.simulator.batch import BatchShape, decode_shape
+from servesim.simulator.batch import decode_shape, shape_of
 from servesim.simulator.cost_model import (RooflineCoefficients, RooflineCostModel, builtin_profile_names,
                                             linear_model, load_profile)
 
 OUT = Path(__file__).resolve().parents[1] / "simulator" / "data" / "roofline-fallback.yaml"
 DECODE_BATCHES, DECODE_CONTEXTS, PREFILLS = (1, 4, 16, 64, 256), (256, 2048), (256, 1024, 4096)
 FITTED = ("memory_efficiency", "compute_efficiency", "step_overhead_ms")
-
-
-def _prefill(n: int) -> BatchShape:
-    return BatchShape(num_seqs=1, prefill_tokens=n, prefill_attention_pairs=n * (n + 1) // 2, decode_seqs=0,
-                      decode_context_tokens=0)
 
 
 def kernel_points() -> list[tuple]:
@@ -53,7 +48,7 @@ def kernel_points() -> list[tuple]:
             rs = load(None, sets)
         kernels = linear_model(p)  # the composed kernel time, without the host overhead both add alike
         shapes = [decode_shape(b, b * c) for b in DECODE_BATCHES for c in DECODE_CONTEXTS] + \
-            [_prefill(n) for n in PREFILLS]
+            [shape_of([(n, 0, False)]) for n in PREFILLS]
         points += [(name, p.gpu, rs.arch, rs.hardware, p.tensor_parallel_size, s, kernels.step_time(s))
                    for s in shapes]
     return points
