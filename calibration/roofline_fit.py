@@ -95,9 +95,9 @@ def fallback(points: list[tuple] | None = None) -> dict:
 
 def main() -> None:
     out = fallback()
-    OUT.write_text("# The roofline fallback's kernel coefficients (make roofline-fallback; calibration/roofline_fit.py):\n"
-                   "# a GPU or format without kernel tables is timed with these, plus the default host overhead.\n"
-                   + yaml.safe_dump(out, sort_keys=False))
+    header = ("# The roofline fallback's kernel coefficients (make roofline-fallback; calibration/roofline_fit.py):\n"
+              "# a GPU or format without kernel tables is timed with these, plus the default host overhead.\n")
+    OUT.write_text(header + yaml.safe_dump(out, sort_keys=False))
     print(f"{OUT}: {out['coefficients']}; held out (each GPU left out): MAPE {out['held_out_error']['mape']:.1%}")
 
 
