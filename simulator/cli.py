@@ -594,7 +594,8 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         where = self.prog.removeprefix("servesim").strip()
-        self.exit(2, printable(f"servesim: error: {where + ': ' if where else ''}{message} (see {self.prog} --help)") + "\n")
+        line = f"servesim: error: {where + ': ' if where else ''}{message} (see {self.prog} --help)"
+        self.exit(2, printable(line) + "\n")
 
 
 def _add_run(sub) -> None:
