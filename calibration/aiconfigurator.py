@@ -24,7 +24,8 @@ from servesim.calibration.fit import FitResult, fit_step_model
 from servesim.calibration.grid import STEP_KINDS, GridPoint, make_grid
 from servesim.calibration.profile_io import profile_dict, write_profile
 from servesim.simulator.cost_model import default_overhead
-from servesim.simulator.errors import ConfigError, MissingKernelTable
+from servesim.simulator.errors import ConfigError, MissingKernelTable, TableGap
+from servesim.simulator.hardware import load_hardware
 from servesim.simulator.local_attention import local_attention
 from servesim.simulator.model_arch import DEFAULT_ROUTING, load_model
 
@@ -437,7 +438,7 @@ class KernelTables:
         a = a[a["num_gpus"] == num_gpus]
         if a.empty:
             have = ", ".join(str(n) for n in sorted(self.t["allreduce"]["num_gpus"].unique()))
-            raise ConfigError("tp", f"no all-reduce timings for {num_gpus} GPUs in {self.dir} (measured: {have})")
+            raise TableGap("tp", f"no all-reduce timings for {num_gpus} GPUs in {self.dir} (measured: {have})")
         backend = next((b for b in ("vllm_graph", "vllm_eager") if (a["backend"] == b).any()), None)
         if backend is None:  # r129: an empty curve was an internal error
             raise ConfigError("kernel_tables", f"no vLLM custom all-reduce timings (backend vllm_graph or vllm_eager) "
@@ -561,7 +562,13 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
     if arch.is_moe:  # the fit gets the experts each step touches (calibration/fit.py)
         table["experts_touched"] = [arch.experts_touched(ranks * (p.shape.prefill_tokens + p.shape.decode_seqs))
                                     for p in pts]
-    fit = fit_step_model(table, source=f"{gpu} kernel tables", cache_knee=False)  # a GPU's: no KV cache knee
+    # a GPU's: no KV cache knee, and no decode KV token read faster than its datasheet bandwidth (a local-attention
+    # model's shapes are layer-averaged: its context is not every layer's)
+    floor = 0.0
+    if hardware_key is not None and local is None:
+        kv_bytes = arch.model_copy(update={"kv_cache_dtype": kv}).kv_bytes_per_token_per_gpu(tp)
+        floor = kv_bytes / (load_hardware(hardware_key).memory_bandwidth_gbps * 1e9) * 1e3
+    fit = fit_step_model(table, source=f"{gpu} kernel tables", cache_knee=False, context_floor_ms=floor)
     if arch.is_moe:
         fit.coefficients |= {"moe_experts": arch.num_experts, "moe_top_k": arch.experts_per_token} | (
             {"moe_token_ranks": ranks} if ranks > 1 else {})

@@ -239,10 +239,11 @@ def _candidates(x: np.ndarray, most: int = 40) -> np.ndarray:
 SPILL_POINTS = 3  # distinct decode contexts a fitted cache knee must leave above it
 
 
-def _fit(df: pd.DataFrame, cache_knee: bool = True) -> np.ndarray:
+def _fit(df: pd.DataFrame, cache_knee: bool = True, context_floor_ms: float = 0.0) -> np.ndarray:
     """cache_knee False: no KV cache knee (a GPU's; its cache holds no working set of thousands of tokens): every
     decode KV token costs from the first (r162: a B200 fp8 fit put the KV reads in a knee at 17,862 tokens, each
-    step's attention free below it)."""
+    step's attention free below it). context_floor_ms: the least a decode KV token may cost (its bytes at the GPU's
+    bandwidth; r165: DeepSeek-V3's fit on H200 read its latent cache at 5.6 TB/s, 13% short at 32k contexts)."""
     s, t, k, p = _features(df)
     y = df["time_ms"].to_numpy(float)
     moe = [df["experts_touched"].to_numpy(float)] if "experts_touched" in df else []
@@ -258,8 +259,9 @@ def _fit(df: pd.DataFrame, cache_knee: bool = True) -> np.ndarray:
             a = a / y[:, None]
             scale = np.abs(a).max(axis=0)
             scale[scale == 0] = 1.0
-            x, _ = nnls(a / scale, np.ones_like(y))
+            x, _ = nnls(a / scale, np.ones_like(y) - a[:, 3] * context_floor_ms)  # the context slope above its floor
             x = x / scale
+            x[3] += context_floor_ms
             err = np.sum((a @ x - 1.0) ** 2)
             if not cache_knee:
                 x = np.insert(x, 4, 0.0)  # the spilled slope, none
@@ -278,8 +280,10 @@ def _fit(df: pd.DataFrame, cache_knee: bool = True) -> np.ndarray:
         out[free] = z
         return out
 
+    lower = np.zeros(len(best))
+    lower[PARAMS.index("per_context_token_ms")] = context_floor_ms / scale[PARAMS.index("per_context_token_ms")]
     res = least_squares(lambda z: (predict_ms(full(z) * scale, df) - y) / y, (best / scale)[free],
-                        bounds=(0, upper[free]), xtol=1e-12, ftol=1e-12, gtol=1e-12)
+                        bounds=(lower[free], upper[free]), xtol=1e-12, ftol=1e-12, gtol=1e-12)
     return full(res.x) * scale
 
 
@@ -299,8 +303,9 @@ MIN_HELD_OUT = 5  # held-out measurements below which the held-out error is said
 
 
 def fit_step_model(df: pd.DataFrame, holdout: float = 0.2, seed: int = 0, source: str = "measurements",
-                   cache_knee: bool = True) -> FitResult:
-    """Fit on a random (1 - holdout) of the points; report the error on the rest (cache_knee: see _fit)."""
+                   cache_knee: bool = True, context_floor_ms: float = 0.0) -> FitResult:
+    """Fit on a random (1 - holdout) of the points; report the error on the rest (cache_knee, context_floor_ms: see
+    _fit)."""
     if not (isinstance(holdout, (int, float)) and 0 < holdout < 1):
         raise ConfigError("--holdout", f"must be a fraction strictly between 0 and 1, got {holdout}")
     df = check_measurements(df, source)
@@ -316,7 +321,7 @@ def fit_step_model(df: pd.DataFrame, holdout: float = 0.2, seed: int = 0, source
 
         say_once([f"servesim: warning: --holdout {holdout:g} holds out {int(test.sum())} of {len(df)} measurements: "
                   f"the held-out error rests on too few to mean much (hold out at least {MIN_HELD_OUT})"])
-    coef = _fit(df[~test], cache_knee)
+    coef = _fit(df[~test], cache_knee, context_floor_ms)
     pred = predict_ms(coef, df)
     y = df["time_ms"].to_numpy(float)
     out = df.assign(predicted_ms=pred, split=np.where(test, "held_out", "train"))

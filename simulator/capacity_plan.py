@@ -182,12 +182,14 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     old = vllm_version == "0.19.0"
     kv_dtype = resolved_kv_cache_dtype(arch, kv_cache_dtype)  # as a run resolves auto (round 127)
     # the GPU still picks latent attention's block size and, for local-attention layers, the token budget the
-    # start-up bound counts, and its default budgets size vLLM's start-up profile: only where none applies do
-    # the three numbers give all it would (round 89)
+    # start-up bound counts, and its default budgets size vLLM's start-up profile and the requests run at once:
+    # only where none applies do the three numbers give all it would (round 89; r165: an A100's 256 max_num_seqs)
+    generic = load_hardware("generic-80gb")
     gpu_inert = gpu != "generic-80gb" and gpu_memory_gib is not None and w is not None and not quantization and \
         values["reserved_memory_gib"] is not None and local_attention(arch) is None and (
             values["block_size"] is not None or attention_block_size(arch, hw, kv_dtype, None, old) ==
-            attention_block_size(arch, load_hardware("generic-80gb"), kv_dtype, None, old))
+            attention_block_size(arch, generic, kv_dtype, None, old)) and (
+            values["max_num_seqs"] is not None or seqs == _budgets(defaults, generic, max_len)[1])
     inert = [("--gpu", gpu_inert, "--gpu-memory-gib, --weights-gib and --reserved-memory-gib give all it would"),
              ("--quantization", quantization and w is not None,
               "--weights-gib gives the weights (quantization leaves the KV bytes as they are)"),

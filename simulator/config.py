@@ -49,6 +49,14 @@ GIB = 2**30
 
 # vLLM 0.33's all-to-all backends that batch DP MoE (ParallelConfig.use_batched_dp_moe), with their own default budget
 BATCHED_DP_BACKENDS = ("deepep_low_latency", "nixl_ep")
+# vLLM 0.33's --all2all-backend choices (config/parallel.py All2AllBackend); expert parallelism is timed as the
+# default's (allgather_reducescatter: NCCL all-gather and reduce-scatter), which 0.33 runs for pplx and naive too
+ALL2ALL_0_19 = ("allgather_reducescatter", "naive", "pplx", "deepep_high_throughput", "deepep_low_latency", "mori",
+                "nixl_ep", "flashinfer_all2allv", "flashinfer_nvlink_two_sided", "flashinfer_nvlink_one_sided")
+ALL2ALL_0_33 = tuple(b for b in ALL2ALL_0_19 if b != "mori") + ("deepep_v2", "mori_high_throughput",
+                                                                  "mori_low_latency", "moonep", "passthrough")
+ALL2ALL_BACKENDS = ALL2ALL_0_33 + ("mori",)
+TIMED_ALL2ALL = ("allgather_reducescatter", "naive", "pplx")
 
 
 # vLLM's CUDA attention backends a line may name that servesim checks and sizes blocks for (ATTENTION_BACKENDS)
@@ -100,10 +108,11 @@ class EngineSettings(Settings):
                           "for sliding windows and chunked local attention (Llama 4) alike; off in 0.19 beside a KV "
                           "connector (disaggregation) and for chunked local attention beside EAGLE-type drafts "
                           "(speculative.eagle_block_drop or lookahead_block_hashes)")
-    all2all_backend: Literal[BATCHED_DP_BACKENDS] | None = Field(
-        None, description="vLLM's --all2all-backend, where it changes a default: these two with expert parallelism "
-                          "over data_parallel_size > 1 batch DP MoE, whose default max_num_batched_tokens is 256 "
-                          "(0.33's; others are recorded by servesim vllm)")
+    all2all_backend: Literal[ALL2ALL_BACKENDS] | None = Field(
+        None, description="vLLM's --all2all-backend (None: allgather_reducescatter, as vLLM's). Expert parallelism "
+                          "over data_parallel_size > 1 is timed as allgather_reducescatter's NCCL collectives whatever "
+                          "the backend (another's kernels are not timed: said); deepep_low_latency and nixl_ep batch "
+                          "DP MoE, whose default max_num_batched_tokens is 256 (0.33's)")
     enable_expert_parallel: bool = Field(
         False, description="MoE: whole experts spread over the tensor_parallel_size x data_parallel_size GPUs, "
                            "instead of every expert split over the TP group")
@@ -165,10 +174,15 @@ class EngineSettings(Settings):
         return self.vllm_defaults == "0.19.0"
 
     @property
-    def may_batch_dp_moe(self) -> bool:
-        """Whether an all2all_backend of BATCHED_DP_BACKENDS batches DP MoE here: expert parallelism over
-        data_parallel_size > 1, in 0.33."""
-        return self.enable_expert_parallel and self.data_parallel_size > 1 and not self.is_0_19
+    def dispatches_moe(self) -> bool:
+        """Whether MoE tokens move between ranks (an all2all_backend's work): expert parallelism over
+        data_parallel_size > 1 (vLLM's do_naive_dispatch_combine needs dp_size > 1)."""
+        return self.enable_expert_parallel and self.data_parallel_size > 1
+
+    @property
+    def batches_dp_moe(self) -> bool:
+        """Whether the all2all_backend batches DP MoE (BATCHED_DP_BACKENDS, in 0.33), with its own default budget."""
+        return self.dispatches_moe and self.all2all_backend in BATCHED_DP_BACKENDS and not self.is_0_19
 
 
 class HardwareSettings(Settings):
@@ -965,15 +979,21 @@ def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: flo
     need = next((t for t in sizes
                  if t > tp and _splits(arch, t, dp and t * dp) and arch.weight_bytes_per_gpu(t, dp and t * dp, redundant)
                  + reserve_at(t, dp and t * dp) < usable), None)
+    # a MoE model may keep its TP and spread whole experts over DP ranks instead (r165: only a TP size was offered,
+    # one the kernel tables then had no all-reduce for)
+    ranks = None if ep or not arch.is_moe else next((d for d in range(2, 65) if _splits(arch, tp, tp * d) and arch.
+                                                     weight_bytes_per_gpu(tp, tp * d, redundant) + reserve_at(tp, tp * d)
+                                                     < usable), None)
+    spread = f" or enable_expert_parallel with data_parallel_size={ranks}" if ranks else ""
     what = (f"{arch.name} ({arch.dtype}) needs {arch.weight_bytes / GIB:.1f} GiB of weights, {per_gpu / GIB:.1f} GiB "
             f"per GPU at tensor_parallel_size={tp}, more than the {usable / GIB:.1f} GiB usable on a {hw.name} "
             f"(gpu_memory_utilization={utilization})")
     if per_gpu < hw.memory_bytes * 0.95:  # it is the utilization that leaves too little
         return ConfigError("engine.gpu_memory_utilization", what + "; raise it" +
-                           (f" or set tensor_parallel_size={need}" if need else ""))
+                           (f" or set tensor_parallel_size={need}" if need else "") + spread)
     return ConfigError("engine.tensor_parallel_size",
-                       what + (f"; tensor_parallel_size={need} holds the weights and vLLM's start-up profile (its "
-                               f"KV pool must also hold a request of max_model_len)" if need else
+                       what + (f"; tensor_parallel_size={need}{spread} holds the weights and vLLM's start-up profile "
+                               f"(its KV pool must also hold a request of max_model_len)" if need or spread else
                                "; quantize it (engine.quantization)"))
 
 
@@ -1345,7 +1365,7 @@ def in_flight_tokens(e: EngineSettings, tokens: int, async_scheduling: bool) -> 
 def _budgets(e: EngineSettings, hw: Hardware, max_model_len: int) -> tuple[int, int]:
     """max_num_batched_tokens and max_num_seqs: the settings, else vLLM's defaults for the device and context."""
     tokens, seqs = usage_context_defaults(hw, e.usage_context, e.vllm_defaults)
-    if e.all2all_backend and e.may_batch_dp_moe:
+    if e.batches_dp_moe:
         tokens = 256  # SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, before the limits below
     if e.performance_mode == "throughput":  # vLLM doubles the defaults, before the limits below
         tokens, seqs = 2 * tokens, 2 * seqs
@@ -1532,7 +1552,8 @@ def check_names(scenario: Scenario, given: tuple[str, ...] = ()) -> None:
 
 def resolve(scenario: Scenario) -> ResolvedScenario:
     """Every value a run needs, concrete: the model and GPU by name, the profile `auto` picks, budgets, KV pool."""
-    from servesim.simulator.profile_select import mla_shape_warning, opt_in_moe_warning, select_profile
+    from servesim.simulator.profile_select import (faster_than_memory, mla_shape_warning, opt_in_moe_warning,
+                                                   select_profile)
 
     e = scenario.engine
     base = load_model(scenario.model)
@@ -1565,6 +1586,14 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                                 lambda t, ep_t: _reserve_estimate(scenario, arch, hw, t, ep_t))):
         raise err
     weight_only = check_formats(arch, hw, e.quantization)
+    if e.all2all_backend not in (None, *(ALL2ALL_0_19 if e.is_0_19 else ALL2ALL_0_33)):
+        raise ConfigError("engine.all2all_backend", f"{e.all2all_backend} is no choice of vLLM {e.vllm_defaults}'s "
+                                                    f"--all2all-backend")
+    if e.dispatches_moe and e.all2all_backend not in (None, *TIMED_ALL2ALL[:1 if e.is_0_19 else None]):
+        say_once([f"servesim: warning: engine.all2all_backend={e.all2all_backend}: its dispatch and combine kernels "
+                  f"are not timed; expert parallelism is timed as vLLM's default backend's, allgather_reducescatter "
+                  f"(NCCL all-gather and reduce-scatter)" + (", with the batched DP MoE's default budget"
+                                                             if e.batches_dp_moe else "")])
     routing = scenario.moe.routing if arch.is_moe else DEFAULT_ROUTING  # a dense model's: said to have no effect
     selection = select_profile(scenario.profile, arch, h.gpu, hw, tp, ep, routing)
     profile = selection.profile
@@ -1602,7 +1631,7 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     inert = without_effect(scenario, local is not None, profile, seqs, tokens, window_group,
                            None if arch.is_moe else arch.name, max_model_len)
     say_once((weight_only, selection.warning, opt_in_moe_warning(profile, e.is_0_19), mla_shape_warning(arch, profile),
-              unreliable_fit(profile),
+              unreliable_fit(profile), faster_than_memory(profile, cost_model, arch, hw, tp, ep, dp, routing),
               layout.note, *inert))
     if sp.method != "none" and sp.drafts_vary and sp.proposal_distribution is None:
         say_once([f"servesim: warning: this draft method proposes as many drafts as the text matches (none on the "

@@ -121,7 +121,8 @@ class RooflineCostModel(CostModel):
     def __init__(self, arch: ModelArchitecture, hw: Hardware, c: RooflineCoefficients, tensor_parallel_size: int = 1,
                  expert_parallel: int | None = None, data_parallel_size: int = 1, routing: str = "balanced"):
         """With tensor parallelism each GPU does 1/tp of the work, and every layer adds two all-reduces of
-        the step's activations (ring: 2 (tp - 1) / tp of the bytes over the GPU link, plus a latency)."""
+        the step's activations (ring: 2 (tp - 1) / tp of the bytes over the GPU link, plus a latency); with expert
+        parallelism over DP ranks every MoE layer adds a dispatch and a combine."""
         self.c = c
         tp = tensor_parallel_size
         bw = hw.memory_bandwidth_gbps * 1e9 * c.memory_efficiency
@@ -141,12 +142,23 @@ class RooflineCostModel(CostModel):
         attn_flops = hw.peak_flops(arch.kv_cache_dtype or arch.activation_dtype) * c.compute_efficiency
         self._attn_s_per_pair = arch.attention_flops_per_token_pair / tp / attn_flops
         self._overhead_s = c.step_overhead_ms * 1e-3
+        link = hw.gpu_link_gbps * 1e9
         if tp > 1:
-            per_token = arch.hidden_size * arch.dtype_bytes * 2 * (tp - 1) / tp / (hw.gpu_link_gbps * 1e9)
+            per_token = arch.hidden_size * arch.dtype_bytes * 2 * (tp - 1) / tp / link
             self._allreduce = (2 * arch.num_hidden_layers * c.allreduce_latency_us * 1e-6,
                                2 * arch.num_hidden_layers * per_token)
         else:
             self._allreduce = (0.0, 0.0)
+        ep = expert_parallel or 1
+        if self._arch and ep > 1 and data_parallel_size > 1:
+            # each MoE layer all-gathers every DP rank's tokens to the GPUs holding their experts and reduce-scatters
+            # the results back (vLLM's allgather_reducescatter, composed from NCCL's tables where measured): rings
+            # over the ep GPUs, each moving (ep - 1) / ep of the gathered activations over the link (r165: free)
+            gathered = data_parallel_size * arch.hidden_size * arch.dtype_bytes * (ep - 1) / ep / link
+            self._dispatch = (2 * arch.num_moe_layers * c.allreduce_latency_us * 1e-6,
+                              2 * arch.num_moe_layers * gathered)
+        else:
+            self._dispatch = (0.0, 0.0)
 
     def knee_tokens(self) -> int | None:
         return int(self._weights_s / self._linear_s_per_token)
@@ -159,7 +171,9 @@ class RooflineCostModel(CostModel):
         kv_read = self._kv_s_per_token * (shape.decode_context_tokens + shape.prefill_tokens)
         attn_compute = self._attn_s_per_pair * (shape.prefill_attention_pairs + shape.decode_context_tokens)
         latency, per_token = self._allreduce
-        return self._overhead_s + linear + max(kv_read, attn_compute) + latency + per_token * tokens
+        dispatch_latency, dispatch_per_token = self._dispatch
+        return self._overhead_s + linear + max(kv_read, attn_compute) + latency + per_token * tokens + \
+            dispatch_latency + dispatch_per_token * tokens
 
 
 class Overhead(Settings):

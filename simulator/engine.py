@@ -21,7 +21,7 @@ from servesim.simulator.decode_runs import apply_decode_run, decode_run_limit
 from servesim.simulator.disaggregation import KVHandOff
 from servesim.simulator.errors import ConfigError
 from servesim.simulator.executor import ModelledExecutor, StepTimer
-from servesim.simulator.front_end import FrontEnd
+from servesim.simulator.front_end import FrontEnd, Route
 from servesim.simulator.hybrid_kv import make_kv_manager
 from servesim.simulator.lockstep import LockstepGroup
 from servesim.simulator.metrics import RunResult
@@ -156,10 +156,8 @@ class Replica:
             return "queued_tokens_full"
         return None
 
-    def admission_error(self, req: Request) -> str | None:
-        """vLLM's queue limits, then servesim's load shedding (essay 003)."""
-        if why := self.queue_limit_error():
-            return why
+    def shedding_error(self, req: Request) -> str | None:
+        """servesim's load shedding (essay 003), at the engine a request was routed to."""
         if self.ttft_slo_s is not None:  # essay 003: refuse work that cannot start within its SLO
             slo = self.ttft_slo_s.get(req.spec.slo_class, self.ttft_slo_default)
             if slo is not None and self._predicted_first_token_wait(req) > slo:
@@ -378,7 +376,8 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     engines = c.replicas * dp  # each DP rank is an engine of its own
     front = c.prefill_replicas or engines  # the replicas new requests are routed to
     route = _router(c, dp, front, rs.scenario.seed, rs.scenario.engine.is_0_19, replicas)
-    front_end = FrontEnd(env, source, rs.max_model_len, lambda req: replicas[route(req)],
+    front_end = FrontEnd(env, source, rs.max_model_len, Route(lambda req: replicas[route.deployment(req)],
+                                                              lambda req, first: replicas[route.rank(req, first.index)]),
                          keep_requests, release_source, **max_tokens_sent(rs.scenario.workload, rs.scenario.engine),
                          without_max_tokens=_oracle_note(rs.scenario, front))
     if executor is not None and (engines > 1 or c.prefill_replicas):
@@ -408,23 +407,27 @@ def build(rs: ResolvedScenario, specs: list[RequestSpec] | RequestSource | None 
     return Simulation(env, replicas, front_end)
 
 
-def _router(c, dp: int, front: int, seed: int, vllm_0_19: bool, replicas: list) -> Callable[[Request], int]:
-    """Which engine a new request goes to: cluster.router over the replicas (deployments); within a deployment
-    of DP ranks, vLLM's own balancer (vllm_dp) over the ranks its API server reaches (cluster.dp_ranks_reached),
-    whatever router is in front of it. `replicas` fills later."""
+def _router(c, dp: int, front: int, seed: int, vllm_0_19: bool, replicas: list) -> Route:
+    """Which engine a new request goes to, in two stages: cluster.router over the replicas (deployments) -- in front
+    of vLLM, it routes every request -- to the deployment's first engine; then, within a deployment of DP ranks,
+    vLLM's own balancer (vllm_dp) over the ranks its API server reaches (cluster.dp_ranks_reached), which only the
+    requests its API server admits reach (r165: a 400 or 503 moved the balancer's rotation on). `replicas` fills
+    later."""
     router = make_router(c.router, front if c.prefill_replicas or dp == 1 else c.replicas, seed, vllm_0_19)
     if c.prefill_replicas or dp == 1:
-        return lambda req: router.choose(req, replicas[:front])
+        return Route(lambda req: router.choose(req, replicas[:front]), lambda req, first: first)
     reached = c.dp_ranks_reached or dp  # the ranks the API server balances over (hybrid/external balancing: fewer)
     balancers = [VllmDataParallel(reached, seed, vllm_0_19) for _ in range(c.replicas)]
     deployments: list[Deployment] = []
 
-    def route(req: Request) -> int:
+    def deployment(req: Request) -> int:
         if not deployments:
             deployments.extend(Deployment(replicas[d * dp:d * dp + reached]) for d in range(c.replicas))
-        d = router.choose(req, deployments) if c.replicas > 1 else 0
-        return d * dp + balancers[d].choose(req, deployments[d].ranks)
-    return route
+        return (router.choose(req, deployments) if c.replicas > 1 else 0) * dp
+
+    def rank(req: Request, first: int) -> int:
+        return first + balancers[first // dp].choose(req, deployments[first // dp].ranks)
+    return Route(deployment, rank)
 
 
 def run_to_end(sim: Simulation, rs: ResolvedScenario) -> None:

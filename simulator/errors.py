@@ -23,6 +23,11 @@ class MissingKernelTable(ConfigError):
     in, said so. A table that exists but lacks the shape asked for is a plain ConfigError: refused."""
 
 
+class TableGap(ConfigError):
+    """The kernel tables hold no timing for a setting the user chose (a TP size's all-reduce): refused, naming the
+    setting, with profile=roofline offered in its place."""
+
+
 # discriminated-union tags pydantic puts in an error's location; the user never wrote them
 _UNION_TAGS = {"synthetic", "sessions", "trace", "fixed", "uniform", "lognormal", "zipf", "empirical"}
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import math
 from functools import partial
+from typing import Callable, NamedTuple
 
 from servesim.simulator.clock import SimClock
 from servesim.simulator.records import RequestLog
@@ -36,6 +37,13 @@ def bad_request(spec: RequestSpec, max_model_len: int, past_context: str, sends_
     return None
 
 
+class Route(NamedTuple):
+    """Where a request goes, in two stages: its deployment (the router in front of vLLM's API servers, which sees
+    every request), then the engine within it (vLLM's DP balancer, which sees only what the API server admits)."""
+    deployment: Callable  # request -> the deployment's first engine
+    rank: Callable  # (request, that first engine) -> the engine it runs on
+
+
 class FrontEnd:
     """vLLM's API server in front of the engines: receives each request at its arrival time, refuses what an
     engine would answer 400 or 503, routes the rest, and knows when the next one comes.
@@ -56,7 +64,7 @@ class FrontEnd:
         without_max_tokens: called with the
         first request that sends no max_tokens (a policy that reads it in advance says so)."""
         self.env = env
-        self.route = route  # request -> the replica it goes to
+        self.route = route  # request -> its deployment's first replica; (request, that) -> the replica it goes to
         self.source = source
         initial = source.initial()
         # a list is sorted into arrival order (a copy it lets go of as it goes); a sequence that makes each request
@@ -114,11 +122,17 @@ class FrontEnd:
             self._without_max_tokens = None  # said once
         self.log.arrived(req)
         self.in_flight += 1
-        replica = self.route(req)
+        replica = self.route.deployment(req)  # its deployment's first engine (a refused request's replica)
         req.replica = replica.index
+        # vLLM's API server answers 400 (no room for one output token) or 503 (its queue limits) before its DP
+        # balancer picks an engine; servesim's shedding judges the engine picked
         reason = bad_request(spec, self.max_model_len, self.past_context, self.sends_output_len, self.min_tokens) or \
-            replica.admission_error(req)
-        if reason:  # vLLM answers 400 (no room for one output token) or 503 (queue limits)
+            replica.queue_limit_error()
+        if not reason:
+            replica = self.route.rank(req, replica)
+            req.replica = replica.index
+            reason = replica.shedding_error(req)
+        if reason:
             req.status = REJECTED
             req.reject_reason = reason
             self.finished(req, spec.arrival_time, completed=False)

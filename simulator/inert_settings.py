@@ -83,9 +83,9 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
                                                    if e.data_parallel_size > 1 and not c.prefill_replicas else "")),
              (sp.method != "none" and not e.enable_prefix_caching, sp, "speculative",
               ["eagle_block_drop", "lookahead_block_hashes"], "engine.enable_prefix_caching is off (no prefix hit)"),
-             (not e.may_batch_dp_moe, e, "engine",
-              ["all2all_backend"], "it batches DP MoE only with enable_expert_parallel over data_parallel_size > 1 "
-                                   "in vLLM 0.33"),
+             (not e.dispatches_moe, e, "engine",
+              ["all2all_backend"], "vLLM moves MoE tokens between ranks only with enable_expert_parallel over "
+                                   "data_parallel_size > 1"),
              (not has_local_layers, e, "engine", ["disable_hybrid_kv_cache_manager"],
               "the model has no local-attention layers"),
              (not (sliding_window and e.enable_prefix_caching), e, "engine", ["prefix_cache_retention_interval"],

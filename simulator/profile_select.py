@@ -23,12 +23,12 @@ import yaml
 
 from servesim.simulator.cost_model import (Profile, builtin_profile_names, default_overhead, load_profile,
                                             refuse_relabelled)
-from servesim.simulator.errors import ConfigError, MissingKernelTable
+from servesim.simulator.errors import ConfigError, MissingKernelTable, TableGap
 from servesim.simulator.files import file_part
 from servesim.simulator.hardware import Hardware
 from servesim.simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture
 
-COMPOSER_VERSION = 9  # bump when the composition changes, so cached profiles are rebuilt
+COMPOSER_VERSION = 10  # bump when the composition changes, so cached profiles are rebuilt
 # the importer's field names -> the scenario setting a user changes
 _FIELDS = {"dtype": "engine.quantization", "kv_cache_dtype": "engine.kv_cache_dtype",
            "tp": "engine.tensor_parallel_size", "model": "model", "gpu": "hardware.gpu",
@@ -214,7 +214,7 @@ def _compose(arch: ModelArchitecture, gpu: str, folder: str, root: Path, tp: int
         if fallback and isinstance(exc, MissingKernelTable):
             raise
         field = _FIELDS.get(exc.field, exc.field)
-        hint = "; profile=roofline gives a datasheet estimate instead" if field in (
+        hint = "; profile=roofline gives a datasheet estimate instead" if isinstance(exc, TableGap) or field in (
             "hardware.kernel_tables", "model.max_position_embeddings") else ""
         raise ConfigError(field, f"cannot compose a profile for {arch.name} on {gpu}: {exc.message}{hint}") from None
     _write_cached(path, prof)
@@ -255,6 +255,33 @@ def mla_shape_warning(arch, profile: Profile) -> str | None:
             f"{arch.name}'s {', '.join(differ)} (DeepSeek-V3: "
             f"{', '.join(f'{k} {getattr(ref, k)}' for k in MLA_SHAPE if getattr(arch, k) != getattr(ref, k))}) are "
             f"timed at its shape, for the same heads a GPU; its KV cache is sized by its own")
+
+
+def faster_than_memory(profile: Profile, cost_model, arch: ModelArchitecture, hw: Hardware, tp: int, ep: int | None,
+                       dp: int, routing: str) -> str | None:
+    """A decode step the cost model times under what reading its weights and KV once at the datasheet bandwidth
+    takes: no kernel does that, so the profile is not this model's on this GPU, or lacks a term (r165: a file cut
+    after per_token_ms ran llama-3.1-8b at 3.1 ms TPOT on an H100, whose weights take 4.8 ms to read). Every
+    measured and composed profile here is at least 1.1x it."""
+    from servesim.simulator.batch import BatchShape
+    from servesim.simulator.cost_model import RooflineCoefficients, RooflineCostModel
+
+    bare = RooflineCostModel(arch, hw, RooflineCoefficients(memory_efficiency=1, compute_efficiency=1,
+                                                            step_overhead_ms=0, allreduce_latency_us=0), tp, ep, dp,
+                             routing)
+    for seqs, context in ((1, 1), (64, 2048)):
+        shape = BatchShape(seqs, 0, 0, seqs, seqs * context)
+        took, floor = cost_model.step_time(shape), bare.step_time(shape)
+        if took < floor:
+            missing = [k for k in ("linear_floor_ms", "per_token_ms", "per_context_token_ms")
+                       if profile.cost_model == "linear" and k not in profile.coefficients]
+            return (f"servesim: warning: profile {profile.name} times a decode step of {seqs} sequence"
+                    f"{'s' if seqs > 1 else ''} at {context:,} token{'s' if context > 1 else ''} of context in "
+                    f"{took * 1e3:.3g} ms, under the {floor * 1e3:.3g} ms a "
+                    f"{hw.name} takes to read {arch.name}'s weights and that KV once at its datasheet bandwidth "
+                    f"({hw.memory_bandwidth_gbps:g} GB/s): its coefficients are not this model's on this GPU"
+                    + (f" (it gives no {', '.join(missing)}: 0)" if missing else ""))
+    return None
 
 
 def _checksum(text: str) -> str:

@@ -237,10 +237,12 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
                       "reason": f"the fleet for the target load ({units} x {per_unit} GPUs) cannot be "
                                 f"simulated: {exc}"}
     s = run.summary
-    if trace and n is not None and run.num_requests < n * units:  # (r164: said as if k x limit rows had run)
+    # the file ran out: its rows carried by k units, each fewer than the capacity was found on (r164: said as if
+    # k x limit rows had run; r165: said of one unit, which ran the rows its capacity was found on)
+    if trace and n is not None and run.num_requests < units * min(n, run.num_requests):
         note = "; ".join(filter(None, (note, f"the trace holds only {run.num_requests:,} rows: the fleet of {units} "
-                                             f"was checked on them, not on {units} x {n:,}, so each unit carried less "
-                                             f"than the load its capacity was found at")))
+                                             f"was checked on them, not on {units} x {min(n, run.num_requests):,}, so "
+                                             f"each unit carried fewer requests than its capacity was found with")))
     if trace:  # the replay speed one unit carries, and the requests per second that is
         row |= {"max_time_scale_per_replica": capacity, "max_rate_per_replica": capacity * s["offered_rate"] / target}
     elif sessions:  # the sessions per second one unit starts, and the requests (all their turns) per second

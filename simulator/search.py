@@ -303,13 +303,13 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
                         continue
                 if not step:
                     return r | {"runs": runs, "stable": True, "answers": answers,
-                                "run_length": _length_text(lengths, 2**doubling),
-                                "checked_at": _length_text(lengths, 2**(doubling + (not trace)))}
+                                "run_length": _length_text(lengths, 2**doubling, r["summary"]),
+                                "checked_at": _length_text(lengths, 2**(doubling + (not trace)), check.summary)}
                 unsteady = (r["max_rate"], _length_text(lengths, 2**(doubling + (not trace))), steadiness(check),
                             check.num_requests)
             else:
                 refuted, step = (r["max_rate"], _length_text(lengths, 2**(doubling + (not trace))) + seed_said), 1
-    out = r | {"runs": runs, "answers": answers, "run_length": _length_text(lengths, 2**doubling)}
+    out = r | {"runs": runs, "answers": answers, "run_length": _length_text(lengths, 2**doubling, r.get("summary"))}
     if refuted and out.get("max_rate") == refuted[0] and not r.get("reason"):
         out["stable"] = False
         out["reason"] = (f"not stable: {refuted[0]:.4g} {unit}, where the last two run lengths agreed, fails at "
@@ -385,7 +385,13 @@ def _is_trace(lengths: list[tuple[str, float]]) -> bool:
     return any(k == "workload.limit" for k, _ in lengths)
 
 
-def _length_text(lengths: list[tuple[str, float]], factor: int) -> str:
+def _length_text(lengths: list[tuple[str, float]], factor: int, summary: dict | None = None) -> str:
+    """The run length as set; a trace whose file ran out before its row limit (the summary's requests fewer): all
+    its rows (r165: "limit=400" said of a 60-row file)."""
+    if summary is not None and [k for k, _ in lengths] == ["workload.limit"]:
+        ran = summary["completed"] + summary["failed"] + summary["unfinished"]
+        if ran < lengths[0][1] * factor:
+            return f"all {ran:,} rows"
     return " and ".join(f"{k.split('.')[-1]}={v * factor:g}" for k, v in lengths)
 
 
@@ -393,8 +399,11 @@ def _other_seed(scenario: str | None, sets: list[str]) -> str:
     """The --set of the next seed: the same traffic's other draws, for a check that holds by more than luck."""
     from servesim.simulator.config import load_scenario, override
 
-    seed = load_scenario(scenario, sets).seed  # a seed numpy's legacy seeding takes (below 2**32) stays one (r163:
-    return override("seed", (seed + 1) % (2**32 if seed < 2**32 else 2**63))  # 2**32 - 1 ran on to 2**32, refused)
+    from servesim.workloads.settings import MAX_INT
+
+    seed = load_scenario(scenario, sets).seed  # a seed numpy's legacy seeding takes (below 2**32) stays one, and a
+    # larger one below the settings' bound (r163: 2**32 - 1 ran on to 2**32, refused; r165: 2**53 to 2**53 + 1)
+    return override("seed", (seed + 1) % (2**32 if seed < 2**32 else MAX_INT + 1))
 
 
 def _result_at(scenario: str | None, sets: list[str], rate: float, setting: str = LOAD["rate"]):

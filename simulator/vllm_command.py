@@ -646,14 +646,9 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         if version == "0.19.0" and serve.get(dest, 1) != 1:
             raise ConfigError(_flag("serve", dest, version), f"{serve[dest]}: vLLM 0.19 does not start with it "
                                                              f"(Concurrent Partial Prefill is not supported, it says)")
-    from servesim.simulator.config import BATCHED_DP_BACKENDS
-
-    a2a = serve.get("all2all_backend")
-    if a2a in BATCHED_DP_BACKENDS and version != "0.19.0":  # 0.33's batched DP MoE's default budget (0.19 has none:
-        settings["engine.all2all_backend"] = a2a  # the setting would be said to have no effect)
-    if a2a in BATCHED_DP_BACKENDS or a2a == "allgather_reducescatter" or version != "0.19.0" and a2a in ("pplx", "naive"):
-        not_modelled.pop(_flag("serve", "all2all_backend", version), None)  # the default, which EP is timed as
-        # (0.33 falls back to it from the removed pplx and naive)
+    if a2a := serve.get("all2all_backend"):  # the scenario says what it changes (0.33's batched DP MoE's default
+        settings["engine.all2all_backend"] = a2a  # budget) and that another backend's kernels are not timed
+        not_modelled.pop(_flag("serve", "all2all_backend", version), None)
     settings.update(_cuda_graphs(serve, version, not_modelled, arch))
     if serve.get("all2all_backend") == "moonep":  # a 0.33 backend (0.19's parser has no such choice)
         _moonep(serve, arch, settings)
@@ -3303,7 +3298,7 @@ def serve_command(settings: dict, version: str | None = None) -> tuple[str, list
             words.append(row["flag"] if value else negatives(row)[0]) if value or negatives(row) else None
             continue
         words += [row["flag"], *map(str, value if isinstance(value, list) else [value])]  # a list: nargs +
-    if (settings.get("engine") or {}).get("all2all_backend") and "all2all_backend" in rows:  # the two it models
+    if (settings.get("engine") or {}).get("all2all_backend") and "all2all_backend" in rows:  # as given
         words += ["--all2all-backend", settings["engine"]["all2all_backend"]]
     if redundant := (settings.get("engine") or {}).get("num_redundant_experts"):  # EPLB's copies, as read back
         words += ["--enable-eplb", "--eplb-config", json.dumps({"num_redundant_experts": redundant})]

@@ -242,3 +242,28 @@ def test_round_162_the_roofline_fallback_is_fitted_to_the_gpus_with_kernel_table
     assert rs.profile.coefficients == shipped["coefficients"] and rs.profile.held_out_error["mape"] == \
         shipped["held_out_error"]["mape"]
     assert "efficiencies fitted to the GPUs with kernel tables" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not (AIC / "h200_sxm" / "mla").is_dir(), reason=f"H200 MLA kernel tables not found at {AIC}")
+def test_round_165_no_kv_token_is_read_faster_than_the_gpus_bandwidth():
+    """r165: DeepSeek-V3's composition on H200 priced a decode KV token at 12.4 ns, its 70,272-byte latent at
+    5.6 TB/s on a 4.8 TB/s GPU (a 16-sequence decode at 32k contexts 5% under its kernels). Each composed
+    profile's context slope is at least its KV bytes at the datasheet bandwidth; so is every built-in's."""
+    from servesim.simulator.config import with_formats
+
+    deployments = [(load_model("deepseek-v3"), "h200-sxm", 8, ["model=deepseek-v3", "hardware.gpu=h200-sxm",
+                                                                "engine.tensor_parallel_size=8"])]
+    for name in builtin_profile_names():
+        p = load_profile(name)
+        if p.gpu is not None and p.model != "any":
+            arch = with_formats(load_model(p.model), "fp8" if p.dtype == "fp8" else None,
+                                "fp8" if p.kv_cache_dtype == "fp8" else "auto", "0.33.0")
+            deployments.append((arch, p.gpu, p.tensor_parallel_size, [f"profile={name}"]))
+    for arch, gpu, tp, sets in deployments:
+        rs = load(None, sets + [f"model={arch.name}", f"hardware.gpu={gpu}", f"engine.tensor_parallel_size={tp}",
+                                "engine.max_model_len=4096"] + (["engine.quantization=fp8"] if arch.dtype == "fp8"
+                                                                and arch.name != "deepseek-v3" else [])
+                  + (["engine.kv_cache_dtype=fp8"] if arch.kv_cache_dtype == "fp8" else []))
+        floor = rs.arch.kv_bytes_per_token_per_gpu(tp) / (rs.hardware.memory_bandwidth_gbps * 1e9) * 1e3
+        assert rs.profile.coefficients["per_context_token_ms"] >= floor * (1 - 1e-9), (rs.profile.name, floor)
+    assert len(deployments) > 20

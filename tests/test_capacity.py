@@ -180,7 +180,8 @@ def test_a_pool_too_small_for_one_max_length_request_is_said_and_the_json_is_jso
 
 
 @pytest.mark.parametrize("model, gpus, extra, inert", [
-    ("llama-3.1-8b", ("h100-sxm", "a100-80gb"), ["--reserved-memory-gib", "2"], True),  # the numbers give all it would
+    ("llama-3.1-8b", ("h100-sxm", "a100-80gb"), ["--reserved-memory-gib", "2", "--max-num-seqs", "256"], True),
+    # (the numbers give all it would)
     # the GPU's default max_num_seqs (1,024 on an H100, 256 on an A100) sizes vLLM's start-up profile
     ("llama-3.1-8b", ("h100-sxm", "a100-80gb"), [], False),
     ("deepseek-v3", ("h200-sxm", "b200-sxm"), ["--kv-cache-dtype", "fp8", "--reserved-memory-gib", "2"], False),
@@ -201,6 +202,17 @@ def test_gpu_beside_memory_and_weights_is_said_unread_only_where_it_is(capsys, m
     elif not extra:  # the H100's 1,024-sequence sampler warm-up leaves fewer blocks than the A100's 256
         assert outs[0]["reserved_memory_gib"] > outs[1]["reserved_memory_gib"]
         assert outs[0]["paged_requests"] < outs[1]["paged_requests"]
+
+
+def test_round_165_the_gpus_default_max_num_seqs_is_an_effect_of_gpu(capsys):
+    """r165: an A100's default max_num_seqs (256; 1,024 on an H100) bounds the requests run at once, said in a
+    warning, beside the warning that --gpu had no effect."""
+    flags = ["capacity", "--model", "llama-3.1-8b", "--gpu-memory-gib", "80", "--weights-gib", "16",
+             "--reserved-memory-gib", "0"]
+    for gpu, inert in (("a100-80gb", False), ("h100-sxm", True)):
+        assert main([*flags, "--gpu", gpu]) == 0
+        err = capsys.readouterr().err
+        assert ("--gpu has no effect" in err) == inert and ("vLLM runs at most max_num_seqs=256" in err) != inert, err
 
 
 def test_a_format_the_gpu_cannot_run_names_capacitys_own_flag(capsys):

@@ -896,3 +896,21 @@ def test_round_155_a_fifo_in_the_profile_cache_is_never_read_nor_written_through
         os.mkfifo(victim)
         assert load(None, sets).cost_model.step_time(DECODE_128) == first
         assert victim.is_file()  # replaced by the composition written again
+
+
+def test_round_165_a_profile_faster_than_reading_the_weights_is_said(tmp_path, capsys):
+    """r165: the built-in H100 8B profile cut after per_token_ms ran at 3.1 ms TPOT, under the 4.5 ms an H100 takes
+    to read the model's weights once, unsaid. Every built-in profile is above that floor."""
+    built_in = yaml.safe_load((Path(__file__).resolve().parents[1] / "calibration" / "profiles" /
+                               "h100-llama-3.1-8b-bf16-tp1.yaml").read_text())
+    cut = {**built_in, "name": "mine", "coefficients": {k: built_in["coefficients"][k] for k in (
+        "step_overhead_ms", "per_seq_ms", "per_token_ms")}}
+    (tmp_path / "cut.yaml").write_text(yaml.safe_dump(cut))
+    for profile, said in ((tmp_path / "cut.yaml", True), ("h100-llama-3.1-8b-bf16-tp1", False)):
+        rs = load(None, [f"profile={profile}", "hardware.gpu=h100-sxm"])
+        err = capsys.readouterr().err
+        assert ("profile mine times a decode step of 1 sequence at 1 token of context in" in err) == said, err
+        assert ("(it gives no linear_floor_ms, per_context_token_ms: 0)" in err) == said, err
+        m, bw = rs.arch, rs.hardware.memory_bandwidth_gbps * 1e9
+        floor = (m.weight_bytes - m.vocab_size * m.hidden_size * 2) / bw  # not the embedding: its rows are looked up
+        assert (rs.cost_model.step_time(BatchShape(1, 0, 0, 1, 1)) < floor) == said

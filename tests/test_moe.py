@@ -82,7 +82,8 @@ def test_an_hf_mixtral_config_is_a_mixture_of_experts_and_does_not_fit_one_h100(
     assert main(["capacity", "--model", str(cfg), "--gpu", "h100-sxm", "-tp", "2", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["weights_gib"] == pytest.approx(43.5, abs=0.01) and report["kv_bytes_per_token"] == 65_536
-    with pytest.raises(ConfigError, match="tensor_parallel_size=2 holds the weights"):
+    with pytest.raises(ConfigError, match="tensor_parallel_size=2 or enable_expert_parallel with data_parallel_size=2 "
+                                          "holds the weights"):
         load(None, [f"model={cfg}", "hardware.gpu=h100-sxm"])
 
 
@@ -646,6 +647,44 @@ def test_round_143_expert_parallelism_without_dp_ranks_dispatches_nothing():
         experts = t.moe_ms(tokens, m, "bf16", 1, ep=2) - t.moe_ms(tokens, m, "bf16", 2)
         assert ep["time_ms"] - tp["time_ms"] == pytest.approx(m.num_moe_layers * experts, rel=1e-9)
         assert ep["allreduce_ms"] == tp["allreduce_ms"] > 0  # the combine is the TP group's all-reduce
+
+
+@pytest.mark.parametrize("gpu", ["h100-pcie", "generic-80gb"])
+def test_round_165_the_roofline_pays_expert_parallelisms_dispatch_and_combine(gpu):
+    """Across DP ranks every MoE layer all-gathers the ranks' tokens and reduce-scatters them back (README's
+    enable_expert_parallel row; the kernel-table path times them in NCCL's tables). The roofline priced neither:
+    -dp 4 --enable-expert-parallel on a fallback GPU ran a 4 x 8,192-token prefill as fast as one GPU's."""
+    ep = ["model=qwen3-30b-a3b", f"hardware.gpu={gpu}", "engine.data_parallel_size=4",
+          "engine.enable_expert_parallel=true"]
+    shape = BatchShape(16, 8192, 8192 * 512, 0, 0)
+    slow, fast = (load(None, ep + sets) for sets in ([], ["hardware.gpu_link_gbps=1e9"]))
+    m, link = slow.arch, slow.hardware.gpu_link_gbps * 1e9
+    assert slow.cost_model.kernels.name == "roofline"
+    # two rings over 4 GPUs a MoE layer, each moving 3/4 of the 4 ranks' 8,192 tokens' 16-bit activations
+    moved = 2 * m.num_moe_layers * 4 * 8192 * m.hidden_size * 2 * 3 / 4
+    gap = slow.cost_model.kernels.step_time(shape) - fast.cost_model.kernels.step_time(shape)
+    assert gap == pytest.approx(moved / link - moved / 1e18, rel=1e-6)
+    one_rank = load(None, ep[:2] + ["engine.tensor_parallel_size=4", "engine.enable_expert_parallel=true"])
+    assert one_rank.cost_model.kernels._dispatch == (0.0, 0.0)  # one DP rank dispatches nothing (r143)
+
+
+@pytest.mark.skipif(not (TABLES / "h100_sxm" / "comm").is_dir(), reason=f"H100 kernel tables not found at {TABLES}")
+def test_round_165_a_refusal_offers_the_layouts_that_hold_the_weights_and_what_the_tables_lack():
+    """DeepSeek-V3 over 8 H100s: the refusal offered TP 16 alone, which the tables then refused (no all-reduce for 16
+    GPUs) without the roofline the other table gaps offer. A MoE model may keep its TP and add DP ranks with
+    expert parallelism instead."""
+    v3 = ["model=deepseek-v3", "hardware.gpu=h100-sxm"]
+    with pytest.raises(ConfigError, match=r"tensor_parallel_size=16 or enable_expert_parallel with "
+                                          r"data_parallel_size=2 holds the weights") as refused:
+        load(None, v3 + ["engine.tensor_parallel_size=8"])
+    assert refused.value.field == "engine.tensor_parallel_size"
+    for layout in (["engine.tensor_parallel_size=16"], ["engine.tensor_parallel_size=8", "engine.data_parallel_size=2",
+                                                        "engine.enable_expert_parallel=true"]):
+        with pytest.raises(ConfigError, match=r"timings for 16 GPUs .*; profile=roofline gives a datasheet estimate"):
+            load(None, v3 + layout)
+        assert load(None, v3 + layout + ["profile=roofline"]).cost_model_source == "built-in profile roofline"
+    with pytest.raises(ConfigError, match=r"; tensor_parallel_size=4 holds"):  # a dense model: TP only
+        load(None, ["model=llama-3.1-70b", "hardware.gpu=l40s"])
 
 
 @pytest.mark.skipif(not all((TABLES / g / "moe").is_dir() for g in ("h100_sxm", "l40s")),

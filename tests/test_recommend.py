@@ -700,9 +700,16 @@ def test_round_164_a_trace_shorter_than_the_fleets_rows_is_said(tmp_path, capsys
                     + "\n")
     (tmp_path / "tr.yaml").write_text(f"workload: {{type: trace, path: {tmp_path / 'tr.jsonl'}, format: mooncake, "
                                       f"limit: 500}}\n")
-    assert main(["recommend", str(tmp_path / "tr.yaml"), "--set", "workload.time_scale=6", "--slo", "ttft_p99_ms=400",
-                 "--slo", "tpot_p99_ms=30", "--tolerance", "0.1", "--no-progress", "--quiet", "--out",
-                 str(tmp_path / "r")]) == 0
-    row = json.loads((tmp_path / "r" / "recommend.json").read_text())["rows"][0]
+    def recommend(scale: int) -> dict:
+        assert main(["recommend", str(tmp_path / "tr.yaml"), "--set", f"workload.time_scale={scale}", "--slo",
+                     "ttft_p99_ms=400", "--slo", "tpot_p99_ms=30", "--tolerance", "0.1", "--no-progress", "--quiet",
+                     "--out", str(tmp_path / f"r{scale}")]) == 0
+        return json.loads((tmp_path / f"r{scale}" / "recommend.json").read_text())["rows"][0]
+
+    row = recommend(6)
     assert "held at all 600 rows" in row["reason"] and "give it a larger workload.limit" not in row["reason"], row
-    assert f"the trace holds only 600 rows: the fleet of {row['replicas']} was checked on them" in row["reason"], row
+    # r165: the capacity was found on the 600 rows there are, not on the limit
+    assert f"the trace holds only 600 rows: the fleet of {row['replicas']} was checked on them, not on " \
+           f"{row['replicas']} x 600" in row["reason"], row
+    one = recommend(1)  # r165: one unit ran the very rows its capacity was found on: nothing to say
+    assert one["replicas"] == 1 and "was checked on them" not in (one.get("reason") or ""), one

@@ -94,6 +94,22 @@ def test_data_parallel_ranks_are_balanced_as_vllm_balances_them(capsys):
     assert s["completed"] == 2 and s["replica_completed"] == {"0": 1, "1": 0, "2": 1, "3": 0}
 
 
+@pytest.mark.parametrize("refusal", ["engine.max_num_queued_reqs=1", "engine.max_model_len=600"])
+def test_round_165_a_request_the_api_server_refuses_does_not_move_the_dp_balancer(refusal):
+    """vLLM 0.33's balancer moves its scan's start on for each request it routes, and a request answered 503 (queue
+    limits) or 400 (no room for its output) never reaches it: the admitted ones, each arriving at idle ranks,
+    alternate. r165: the refused moved it on too, so the admitted went to rank request_id % 2 (6 and 3 of 9)."""
+    sets = ["engine.data_parallel_size=2", "workload.num_requests=200", "workload.arrival.rate=20",
+            "workload.prompt_tokens={dist: uniform, low: 100, high: 2000}", refusal,
+            "workload.output_tokens={dist: uniform, low: 10, high: 400}", "workload.clip_to_max_model_len=false"]
+    if "max_model_len" in refusal:  # 400s only: requests far apart, so that every admitted one finds idle ranks
+        sets += ["workload.arrival.rate=0.05", "workload.num_requests=30"]
+    req = simulate(load(None, sets)).requests.sort_values("arrival_time")
+    done = req[req["status"] == "finished"]
+    assert 2 < len(done) < len(req)
+    assert done["replica"].tolist() == [i % 2 for i in range(len(done))]
+
+
 def test_only_the_dp_ranks_the_api_server_reaches_take_requests(capsys):
     """Round 84: vLLM's hybrid and external balancing (cluster.dp_ranks_reached) reach this node's ranks only; the
     bench client's traffic went to every rank of the deployment (capacity overstated by -dp / local size)."""

@@ -96,6 +96,8 @@ def test_a_profile_measured_on_another_device_is_refused(profile, tmp_path, caps
                                for line in profile.read_text().splitlines()) + "\n")
     assert main(["validate", "replay", SCENARIO, "--profile", str(other), "--threads", "1",
                  "--out", str(tmp_path / "out")]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("servesim: error: --device: ") and "was measured on Another CPU" in err
+    # (the profile fitted on this machine's timings may warn first: its held-out error grows with a busy machine)
+    errors = [line for line in capsys.readouterr().err.splitlines() if not line.startswith("servesim: warning:")]
+    assert len(errors) == 1 and errors[0].startswith("servesim: error: --device: ") and \
+        "was measured on Another CPU" in errors[0], errors
     assert not (tmp_path / "out").exists()

@@ -1573,8 +1573,8 @@ def test_dbo_thresholds_below_the_microbatch_count_are_refused_as_0_33_does(vers
     """Round 108: 0.33's ParallelConfig refuses a DBO threshold below its microbatch count; servesim ran it."""
     line = ["Qwen/Qwen3-30B-A3B", "-dp", "2", "--enable-expert-parallel", "--all2all-backend",
             "deepep_low_latency", *flags]
-    if refused is None:  # 0.19 has no batched DP MoE: its backend is no setting said to have no effect
-        assert ("engine.all2all_backend" in read(line, [], version).settings) == (version != "0.19.0")
+    if refused is None:  # the backend is read in both (0.19 has no batched DP MoE: its kernels are said untimed)
+        assert read(line, [], version).settings["engine.all2all_backend"] == "deepep_low_latency"
         return
     with pytest.raises(ConfigError, match=refused):
         read(line, [], version)
@@ -2191,9 +2191,20 @@ def test_what_passes_of_the_parallel_launches_is_taken(capsys):
         assert main(["vllm", "--config", "serve", MOE, "-dp", "2", "--enable-expert-parallel", "--all2all-backend",
                      backend]) == 0
         assert "--all2all-backend" not in capsys.readouterr().err
+    untimed = "its dispatch and combine kernels are not timed; expert parallelism is timed as vLLM's default"
     assert main(["vllm", "--vllm-version", "0.19.0", "--config", "serve", MOE, "-dp", "2", "--enable-expert-parallel",
-                 "--all2all-backend", "pplx"]) == 0  # 0.19's pplx is a backend of its own: not modelled
-    assert "not modelled" in capsys.readouterr().err
+                 "--all2all-backend", "pplx"]) == 0  # 0.19's pplx is a backend of its own: not timed
+    assert f"engine.all2all_backend=pplx: {untimed}" in capsys.readouterr().err
+    # r165: DeepEP's backends ran silently on the NCCL collectives' times (the low-latency one changing the budget)
+    for backend, budget in (("deepep_low_latency", ", with the batched DP MoE's default budget"),
+                            ("deepep_high_throughput", "")):
+        assert main(["vllm", "--config", "serve", MOE, "-dp", "2", "--enable-expert-parallel", "--all2all-backend",
+                     backend]) == 0
+        assert f"engine.all2all_backend={backend}: {untimed} backend's, allgather_reducescatter (NCCL all-gather and " \
+               f"reduce-scatter){budget}\n" in capsys.readouterr().err
+    for version, backend in (("0.33.0", "mori"), ("0.19.0", "moonep")):  # each release's own choices
+        with pytest.raises(ConfigError, match=f"engine.all2all_backend: {backend} is no choice of vLLM {version}'s"):
+            load(None, ["model=qwen3-30b-a3b", f"engine.vllm_defaults={version}", f"engine.all2all_backend={backend}"])
 
 
 @pytest.mark.parametrize("version, flags, reached", [
