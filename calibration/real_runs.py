@@ -52,6 +52,10 @@ COPY_JITTER = 0.002  # a run whose latencies lie this close to another's (times 
 # repeat's differ by more (r136: one measured at 0.3% a request was refused), a copy jittered more passes as one
 COPY_FIGURES = 6  # a request as measured: its latencies to 6 figures (a copy keeps them; a repeat's differ)
 VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, where a run does not record its own
+# a bench result's latency against its ttft + sum(itls): vLLM 0.19's completions client reads the clock twice at
+# the first token (microseconds apart), and the float sum of a thousand gaps errs by far less; a millisecond (and
+# 1e-6 of the latency, for hours-long streams) is slack for both, yet far below a latency cut short by a token
+LATENCY_SLACK_S = 1e-3
 
 
 @dataclass
@@ -239,17 +243,26 @@ def _json_lines(path: Path) -> list[tuple[int, dict]]:
 
 def _number(path, where: str, row: dict, key: str, integer: bool = False, minimum: float | None = None) -> float:
     v = row.get(key)
+    count = integer and minimum is not None and minimum >= 0  # a count is said as one (r165: "a finite number")
+    what = "a non-negative integer" if count else "an integer" if integer else "a finite number"
     if isinstance(v, int) and not isinstance(v, bool) and abs(v) > MAX_INT:
         _fail(path, where, f"{key} is too large ({str(v)[:20]}...)")
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        _fail(path, where, f"{key} must be a finite number, got {v!r}" if key in row else f"missing field {key}")
+        _fail(path, where, f"{key} must be {what}, got {v!r}" if key in row else f"missing field {key}")
     if integer and abs(v) > MAX_INT:
         _fail(path, where, f"{key} is too large ({v!r})")
-    if integer and v != int(v):
-        _fail(path, where, f"{key} must be an integer, got {v!r}")
+    if integer and v != int(v) or count and v < 0:
+        _fail(path, where, f"{key} must be {what}, got {v!r}")
     if minimum is not None and v < minimum:
         _fail(path, where, f"{key} must be >= {minimum:g}, got {v!r}")
     return float(v)
+
+
+def _entry(path, data: dict, key: str, i: int, **checks) -> float:
+    """Entry i of a bench result's per-request list, checked as _number checks a field and named as JSON indexes
+    it (input_lens[3]), as `workload describe` names it (r165: "request 3" here was "request 4" there)."""
+    name = f"{key}[{i}]"
+    return _number(path, "", {name: data[key][i]}, name, **checks)
 
 
 def _length(path, where: str, row: dict, what: str) -> int:
@@ -367,9 +380,10 @@ def _read_lifecycle(path: Path) -> RealRun:
         if rid is not None:
             if not isinstance(rid, (str, int)) or isinstance(rid, bool):
                 _fail(path, f"{where}, request_id", f"expected a string or an integer, got {rid!r:.40}")
-            if rid in seen:
-                _fail(path, f"{where}, request_id", f"{rid!r:.40} repeats line {seen[rid]}'s: one record per request")
-            seen[rid] = i
+            if str(rid) in seen:  # vLLM's ids are text: 7 and "7" are one request (r165: counted as two)
+                _fail(path, f"{where}, request_id", f"{rid!r:.40} repeats line {seen[str(rid)]}'s: one record per "
+                                                    f"request")
+            seen[str(rid)] = i
         recs.append((n_in, n_out, *t))
     if not recs:
         _fail(path, "", "no finished request: every record says its request failed" if failed else "no records")
@@ -498,20 +512,25 @@ def _positive_int(v) -> bool:
 # meta.json's field, not the engine setting the user never set)
 ENGINE_COUNTS = ("tensor_parallel_size", "data_parallel_size", "max_num_seqs", "max_num_batched_tokens", "max_model_len")
 _RECORDED_VALUES = [
-    *[("engine_kwargs", key, _positive_int, "a positive integer") for key in ENGINE_COUNTS],
-    ("kv_cache", "block_size", _positive_int, "a positive integer"),
-    ("kv_cache", "num_gpu_blocks", _positive_int, "a positive integer"),
-    ("kv_cache", "gpu_memory_utilization", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-     and 0 < v <= 1, "a fraction in (0, 1]"),
     ("engine_kwargs", "kv_cache_dtype", lambda v: isinstance(v, str) and v in ("auto", *KV_CACHE_DTYPES),
      f"one of auto, {', '.join(KV_CACHE_DTYPES)}"),
-    ("engine_kwargs", "block_size", _positive_int, "a positive integer"),
-    ("engine_kwargs", "num_gpu_blocks_override", _positive_int, "a positive integer"),
-    ("engine_kwargs", "gpu_memory_utilization", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-     and 0 < v <= 1, "a fraction in (0, 1]"),
     ("engine_kwargs", "quantization", lambda v: isinstance(v, str) and v in QUANTIZED_FORMATS,
      f"a format servesim models ({', '.join(QUANTIZED_FORMATS)}) or null"),
 ]
+_COUNT = (_positive_int, "a positive integer")
+_FRACTION = (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1, "a fraction in (0, 1]")
+# settings a run records in several places, the first place that records one saying it: every place is checked,
+# and two that disagree are refused (r165: a later place was never read, true beside false passed)
+RECORDED_SETTINGS = {
+    **{key: ((("engine_kwargs", key), RESOLVED_COUNTS[key]), *_COUNT) for key in ENGINE_COUNTS},
+    **{key: (paths, lambda v: isinstance(v, bool), "true or false", True) for key, paths in RECORDED_SWITCHES.items()},
+    "block_size": ((("engine_kwargs", "block_size"), ("kv_cache", "block_size")), *_COUNT),
+    "gpu_memory_utilization": ((("engine_kwargs", "gpu_memory_utilization"), ("kv_cache", "gpu_memory_utilization")),
+                               *_FRACTION),
+    # vLLM sizes the pool to num_gpu_blocks_override where given: the pool it had is that
+    "num_gpu_blocks_override": ((("kv_cache", "num_gpu_blocks"), ("engine_kwargs", "num_gpu_blocks_override")),
+                                *_COUNT),
+}
 # engine arguments read above or below, and those that change no step's time; any other is said not modelled
 _READ_KWARGS = {*ENGINE_COUNTS, "enable_expert_parallel", "kv_cache_dtype", "block_size", "num_gpu_blocks_override",
                 "gpu_memory_utilization", "quantization", "dtype", "model", *(
@@ -520,6 +539,29 @@ _TIMELESS_KWARGS = {"seed", "served_model_name", "tokenizer", "tokenizer_mode", 
                     "download_dir", "load_format", "disable_log_stats", "disable_log_requests", "max_logprobs",
                     "enable_log_requests"}
 _SAME_SPEED_DTYPES = (None, "auto", "bfloat16", "bf16", "float16", "fp16", "half")  # 2 bytes a value, as modelled
+
+
+def _recorded(meta: dict, where, paths: tuple, ok, what: str, engine_decides: bool = False):
+    """A setting's value where meta.json records it (None: nowhere; vLLM writes null for a default left as it is),
+    each place checked for its type, and all places for agreement: which value did the run have otherwise?
+    engine_decides: a switch vLLM may turn off itself (async scheduling under some drafters or executors, prefix
+    caching or chunked prefill on some models, eager mode on some platforms): what it ran with (the resolved
+    config, the cache's record) wins over the argument asked for."""
+    found = []
+    for path in paths:
+        value = _at(meta, path)
+        if value is not None and not ok(value):
+            _fail(where, ".".join(path), f"must be {what}, got {value!r:.60}")
+        if value is not None:
+            found.append((".".join(path), value))
+    ran = [(place, value) for place, value in found if not place.startswith("engine_kwargs.")]
+    if engine_decides and ran:
+        found = ran
+    for place, value in found[1:]:
+        if value != found[0][1]:
+            _fail(where, found[0][0], f"{json.dumps(found[0][1])} contradicts {place} {json.dumps(value)}: which did "
+                                      f"the run have?")
+    return found[0][1] if found else None
 
 
 def engine_sets(meta: dict, where) -> list[str]:
@@ -541,22 +583,16 @@ def engine_sets(meta: dict, where) -> list[str]:
         value = (cache if section == "kv_cache" else kw).get(key)
         if value is not None and not ok(value):
             _fail(where, f"{section}.{key}", f"must be {what}, got {value!r:.60}")
+    recorded = {key: _recorded(meta, where, *spec) for key, spec in RECORDED_SETTINGS.items()}
     for key in ENGINE_COUNTS:  # the argument, else what vLLM resolved it to (r150: a resolved count was unread)
-        resolved = _at(meta, RESOLVED_COUNTS[key])
-        if resolved is not None and not _positive_int(resolved):
-            _fail(where, ".".join(RESOLVED_COUNTS[key]), f"must be a positive integer, got {resolved!r:.60}")
-        if kw.get(key) is not None and resolved is not None and kw[key] != resolved:
-            _fail(where, f"engine_kwargs.{key}", f"{kw[key]} contradicts {'.'.join(RESOLVED_COUNTS[key])} "
-                                                f"{resolved}: which did the run have?")
-        if kw.get(key, resolved) is not None:
-            sets.append(f"engine.{key}={kw.get(key, resolved)}")
+        if recorded[key] is not None:
+            sets.append(f"engine.{key}={recorded[key]}")
     if kw.get("enable_expert_parallel") is not None:  # null: vLLM's default
         if not isinstance(kw["enable_expert_parallel"], bool):
             _fail(where, "engine_kwargs.enable_expert_parallel", f"must be true or false, got {kw['enable_expert_parallel']!r}")
         sets.append(f"engine.enable_expert_parallel={str(kw['enable_expert_parallel']).lower()}")
     if cache or kw:  # vLLM's argument, else servesim's cache record, else vLLM's default
-        fraction = kw.get("gpu_memory_utilization") or cache.get("gpu_memory_utilization") or VLLM_GPU_MEMORY_UTILIZATION
-        sets.append(f"engine.gpu_memory_utilization={fraction}")
+        sets.append(f"engine.gpu_memory_utilization={recorded['gpu_memory_utilization'] or VLLM_GPU_MEMORY_UTILIZATION}")
     if kw.get("quantization") is not None:
         if served is not None and str(served) in HF_IDS:  # a named checkpoint: vLLM's checks of -q against it
             from servesim.simulator.model_arch import load_model
@@ -572,22 +608,11 @@ def engine_sets(meta: dict, where) -> list[str]:
         unmodelled.append(f"engine_kwargs.dtype={kw['dtype']!r:.40} (servesim runs the model's own 2-byte dtype)")
     if unmodelled:  # resolve_run says so: never dropped unsaid
         meta["unmodelled"] = unmodelled
-    for setting, sources in RECORDED_SWITCHES.items():  # the first place that records it says it
-        for path in sources:
-            value = _at(meta, path)
-            if value is None:
-                continue  # not recorded here (vLLM writes null for what it left at its default)
-            if not isinstance(value, bool):
-                _fail(where, ".".join(path), f"must be true or false, got {value!r:.40}")
-            sets.append(f"engine.{setting}={str(value).lower()}")
-            break
-    if kw.get("block_size") and cache.get("block_size") and kw["block_size"] != cache["block_size"]:
-        _fail(where, "engine_kwargs.block_size", f"{kw['block_size']} contradicts kv_cache.block_size "
-                                                 f"{cache['block_size']}, the size its num_gpu_blocks count")
-    if kw.get("block_size") or cache.get("block_size"):
-        sets.append(f"engine.block_size={kw.get('block_size') or cache['block_size']}")
-    if cache.get("num_gpu_blocks") or kw.get("num_gpu_blocks_override"):  # the pool the engine really had
-        sets.append(f"engine.num_gpu_blocks_override={cache.get('num_gpu_blocks') or kw['num_gpu_blocks_override']}")
+    sets += [f"engine.{setting}={str(recorded[setting]).lower()}" for setting in RECORDED_SWITCHES
+             if recorded[setting] is not None]
+    for key in ("block_size", "num_gpu_blocks_override"):  # the pool the engine really had, in its blocks
+        if recorded[key] is not None:
+            sets.append(f"engine.{key}={recorded[key]}")
     if kw.get("kv_cache_dtype") not in (None, "auto"):  # null: left at vLLM's default (r158: refused as 'None')
         sets.append(f"engine.kv_cache_dtype={kw['kv_cache_dtype']}")
     if meta.get("vllm_version") is not None:  # its release's defaults fill what it did not record
@@ -667,46 +692,58 @@ def _read_bench(path: Path) -> RealRun:
     errors = data.get("errors", [""] * n)
     if not isinstance(errors, list) or len(errors) != n:
         _fail(path, "errors", f"must be a list with one entry per request ({n})")
+    for i, error in enumerate(errors):  # vLLM writes each request's error as text, "" where it succeeded (r165: null,
+        if not isinstance(error, str):  # 0 and {} were read as successes, 1 was blamed on `failed`)
+            _fail(path, "", f"errors[{i}] must be text (the request's error, \"\" where it succeeded), got "
+                            f"{error!r:.40}")
     latencies = data.get("latencies")  # 0.33 keeps them: a first token after the request ended contradicts itself
     if latencies is not None and (not isinstance(latencies, list) or len(latencies) != n):
         _fail(path, "latencies", f"must be a list with one entry per request ({n})")
     # vLLM 0.19's chat client (no latencies kept) times the server's opening role chunk as the first token: its
     # first gap is the first content token's, ~0 after it
     role_chunk = data.get("backend") == "openai-chat" and latencies is None
-    # vLLM's client records a failed request's error as the reply's reason, which may be empty (`response.reason or
-    # ""`): a request without output and without a first token failed too (r163: refused as output_lens 0)
-    failed_rows = [bool(errors[i]) or (data["output_lens"][i] == 0 and data["ttfts"][i] == 0) for i in range(n)]
-    for i in range(n):  # such a failure streamed nothing: gaps between tokens it never had contradict it (r164)
-        if failed_rows[i] and not errors[i] and data["itls"][i]:
-            _fail(path, f"request {i}", "itls hold gaps between tokens, but output_lens and ttfts are 0 with no "
-                                        "error: the record contradicts itself")
-    rows = []
-    for i in range(n):
-        if failed_rows[i]:
-            continue  # a failed request: vLLM leaves it out of every metric
-        where = f"request {i}"
-        rec = {k: data[k][i] for k in ("input_lens", "output_lens", "ttfts", "start_times")}
-        n_in = int(_number(path, where, rec, "input_lens", integer=True, minimum=1))
-        n_out = int(_number(path, where, rec, "output_lens", integer=True, minimum=1))
-        ttft = _number(path, where, rec, "ttfts", minimum=0)
-        start = _number(path, where, rec, "start_times")
-        latency = None
-        if latencies is not None:  # round 127: a TTFT past the request's own latency was taken
-            latency = _number(path, where, {"latencies": latencies[i]}, "latencies", minimum=0)
-            if ttft > latency + 1e-6:
-                _fail(path, where, f"ttfts {ttft:g} s is after the request's own latency {latency:g} s")
+    rows, failed_rows = [], []
+    for i in range(n):  # every request's fields, failed or not (r165: a failed one's were never read)
+        n_in = int(_entry(path, data, "input_lens", i, integer=True, minimum=1))
+        n_out = int(_entry(path, data, "output_lens", i, integer=True, minimum=0))
+        ttft = _entry(path, data, "ttfts", i, minimum=0)
+        start = _entry(path, data, "start_times", i)
+        latency = None if latencies is None else _entry(path, {"latencies": latencies}, "latencies", i, minimum=0)
         itl = data["itls"][i]
         if not isinstance(itl, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                 and math.isfinite(x) and x >= 0 for x in itl):
-            _fail(path, where, "itls must be a list of non-negative finite numbers")
+            _fail(path, "", f"itls[{i}] must be a list of non-negative finite numbers")
+        # vLLM's client records a failed request's error as the reply's reason, which may be empty (`response.reason
+        # or ""`): a request without output and without a first token failed too (r163: refused as output_lens 0)
+        failed = bool(errors[i]) or n_out == 0 and ttft == 0
+        failed_rows.append(failed)
+        if failed:  # left out of every metric, as vLLM leaves it; one that failed mid-stream keeps its first token
+            if n_out:  # and gaps, but vLLM's calculate_metrics counts its output as 0
+                _fail(path, "", f"output_lens[{i}] must be 0 for a failed request (errors[{i}] {errors[i]!r:.40}; "
+                                f"vLLM counts no output for one), got {n_out}")
+            if not errors[i] and itl:  # such a failure streamed nothing: gaps between tokens contradict it (r164)
+                _fail(path, "", f"itls[{i}] holds gaps between tokens, but output_lens[{i}] and ttfts[{i}] are 0 with "
+                                f"no error: the record contradicts itself")
+            continue
+        if n_out < 1:  # a first token timed, no error, yet no output
+            _entry(path, data, "output_lens", i, integer=True, minimum=1)
+        if latency is not None:  # round 127: a TTFT past the request's own latency was taken
+            if ttft > latency + 1e-6:
+                _fail(path, "", f"ttfts[{i}] {ttft:g} s is after the request's own latency (latencies[{i}] "
+                                f"{latency:g} s)")
+            streamed = ttft + sum(itl)  # the last token's time: the stream ends with it or after (r165: before passed)
+            if streamed > latency + LATENCY_SLACK_S + 1e-6 * latency:
+                _fail(path, "", f"latencies[{i}] {latency:g} s ends before the request's last token, at ttfts[{i}] + "
+                                f"sum(itls[{i}]) = {streamed:g} s: vLLM's client times a request to its stream's end")
         if role_chunk and itl:  # 0.19's chat client: the role chunk was its first token (r129), however many
             ttft, itl = ttft + itl[0], itl[1:]  # tokens its chunks held (r139: only one a chunk was seen)
         if len(itl) > n_out - 1:  # one gap per streamed chunk after the first; a chunk holds at least one token
-            _fail(path, where, f"{len(itl)} itls for {n_out} output token(s): at most one gap per token after the "
-                               f"first")
-        rows.append((start, n_in, n_out, ttft, itl, where, latency))
+            _fail(path, "", f"itls[{i}] holds {len(itl)} gaps for output_lens[{i}] {n_out} token(s): at most one gap "
+                            f"per token after the first")
+        rows.append((start, n_in, n_out, ttft, itl, f"start_times[{i}]", latency))
     if not rows:
         _fail(path, "", "no successful requests (every entry of errors is set)" if n else "no requests in the file")
+    _check_concurrency(path, data, rows)
     cut = _check_bench_totals(path, data, rows, n,
                               raw_ttfts=[float(data["ttfts"][i]) for i in range(n) if not failed_rows[i]])
     rows.sort(key=lambda r: r[0])
@@ -741,6 +778,28 @@ def _read_bench(path: Path) -> RealRun:
         else:
             run.meta["unmapped_model"] = str(data["model_id"])
     return run
+
+
+def _check_concurrency(path: Path, data: dict, rows: list) -> None:
+    """A closed loop's limit against the run's own times. vLLM's client (0.19 and 0.33 alike) stamps a request's
+    start_times after taking one of max_concurrency slots and frees it after the stream's end, so the successful
+    requests in flight at once (start to latencies, else to the last token: shorter, never more at once) are at
+    most max_concurrency (r165: 100 in flight at a recorded 4 passed). null or 0: no limit."""
+    if data.get("max_concurrency") is None:
+        return
+    limit = int(_number(path, "", data, "max_concurrency", integer=True, minimum=0))
+    if not limit:
+        return
+    start = np.array([r[0] for r in rows])
+    end = np.array([r[0] + (r[6] if r[6] is not None else r[3] + sum(r[4])) for r in rows]) - LATENCY_SLACK_S
+    in_flight = np.searchsorted(np.sort(start), start, side="right") - np.searchsorted(np.sort(end), start,
+                                                                                       side="right")
+    if in_flight.max() > limit:
+        over = np.flatnonzero(in_flight > limit)
+        i = int(over[np.argmin(start[over])])  # the first request past the limit
+        _fail(path, "max_concurrency", f"{limit}, but {int(in_flight[i]):,} requests are in flight at once when "
+                                       f"{rows[i][5]} starts (each from its start_times to its end): vLLM's client "
+                                       f"sends at most max_concurrency at a time: the file contradicts itself")
 
 
 def _check_bench_totals(path: Path, data: dict, rows: list, n: int, raw_ttfts: list[float]) -> str | None:

@@ -263,6 +263,40 @@ def _check_sim_values(path: Path, requests: pd.DataFrame) -> None:
         if off.any():
             raise ConfigError(str(path), f"requests.parquet: {early} after {late} in {int(off.sum()):,} finished "
                                          f"request(s): a damaged results folder")
+    _check_sim_derived(path, f)
+
+
+SIM_TIMES = {"queue_time": "first_scheduled_time", "ttft": "first_token_time", "e2el": "finish_time"}
+
+
+def _check_sim_derived(path: Path, f: pd.DataFrame) -> None:
+    """A finished request's latencies as simulator/metrics.py derives them: its time column less its arrival, TPOT
+    from those (r165: e2el x10 was compared, 1,045,671 ms beside the summary's 104,567). A float's rounding is
+    allowed for (a microsecond, and 1e-9 of the time), not an edit; a table without the times is not checked."""
+    from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
+    arrival = f["arrival_time"].to_numpy(float)
+    for column, time in SIM_TIMES.items():
+        if time not in f:
+            continue
+        if not is_numeric_dtype(f[time]) or is_bool_dtype(f[time]):
+            raise ConfigError(str(path), f"requests.parquet: {time} must be numbers: a damaged results folder")
+        stamp = f[time].to_numpy(float)
+        _say_derived(path, column, f"{time} - arrival_time", f[column].to_numpy(float), stamp - arrival, stamp)
+    out = f["output_tokens"].to_numpy(float)
+    many = out > 1
+    e2el, ttft = (f[c].to_numpy(float)[many] for c in ("e2el", "ttft"))
+    _say_derived(path, "tpot", "(e2el - ttft) / (output_tokens - 1)", f["tpot"].to_numpy(float)[many],
+                 (e2el - ttft) / (out[many] - 1), e2el)
+
+
+def _say_derived(path: Path, column: str, how: str, got: np.ndarray, want: np.ndarray, scale: np.ndarray) -> None:
+    off = ~(np.abs(got - want) <= 1e-6 + 1e-9 * np.abs(scale))  # NaN: off too
+    if off.any():
+        i = int(off.argmax())
+        raise ConfigError(str(path), f"requests.parquet: {column} is not {how} in {int(off.sum()):,} finished "
+                                     f"request(s) ({got[i]:.6g} s where the times give {want[i]:.6g} s): a damaged "
+                                     f"results folder")
 
 
 def _lengths_said(lengths: list) -> str:

@@ -132,7 +132,11 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     tp, private, shared = values["tensor_parallel_size"], values["private_tokens"], values["shared_prefix_tokens"]
     base = load_model(model)
     arch = with_formats(base, quantization, kv_cache_dtype)
-    hw = load_hardware(gpu, memory_gib=values["gpu_memory_gib"])
+    try:
+        hw = load_hardware(gpu, memory_gib=values["gpu_memory_gib"])
+    except ConfigError as exc:  # capacity's flags, not a scenario's settings (r166)
+        raise ConfigError({"hardware.gpu": "--gpu", "hardware.memory_gib": "--gpu-memory-gib"}.get(exc.field, exc.field),
+                          exc.message) from None
     check_formats(arch, hw, quantization, "--quantization")
     check_tensor_parallel(arch, tp, "--tensor-parallel-size")
     check_mlp_split(arch, tp, None, "--tensor-parallel-size")  # capacity's experts split by TP
@@ -184,7 +188,7 @@ def plan(model: str = "llama-3-8b", gpu: str = "generic-80gb", *, gpu_memory_gib
     # the GPU still picks latent attention's block size and, for local-attention layers, the token budget the
     # start-up bound counts, and its default budgets size vLLM's start-up profile and the requests run at once:
     # only where none applies do the three numbers give all it would (round 89; r165: an A100's 256 max_num_seqs)
-    generic = load_hardware("generic-80gb")
+    generic = load_hardware("generic-80gb", memory_gib=gpu_memory_gib)  # at the memory given (r166: 40 GiB)
     gpu_inert = gpu != "generic-80gb" and gpu_memory_gib is not None and w is not None and not quantization and \
         values["reserved_memory_gib"] is not None and local_attention(arch) is None and (
             values["block_size"] is not None or attention_block_size(arch, hw, kv_dtype, None, old) ==

@@ -977,14 +977,16 @@ def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: flo
     heads = arch.num_attention_heads  # only a size its heads split over (r154: 16 suggested for 40 heads)
     sizes = sorted({2, 4, 8, 16, 32, 64} | {t for t in range(2, 65) if heads % t == 0})
     need = next((t for t in sizes
-                 if t > tp and _splits(arch, t, dp and t * dp) and arch.weight_bytes_per_gpu(t, dp and t * dp, redundant)
-                 + reserve_at(t, dp and t * dp) < usable), None)
-    # a MoE model may keep its TP and spread whole experts over DP ranks instead (r165: only a TP size was offered,
-    # one the kernel tables then had no all-reduce for)
-    ranks = None if ep or not arch.is_moe else next((d for d in range(2, 65) if _splits(arch, tp, tp * d) and arch.
-                                                     weight_bytes_per_gpu(tp, tp * d, redundant) + reserve_at(tp, tp * d)
-                                                     < usable), None)
-    spread = f" or enable_expert_parallel with data_parallel_size={ranks}" if ranks else ""
+                 if t > tp and _splits(arch, t, dp and t * dp, redundant) and
+                 arch.weight_bytes_per_gpu(t, dp and t * dp, redundant) + reserve_at(t, dp and t * dp) < usable), None)
+    # a MoE model may keep its TP and spread whole experts over (more) DP ranks instead (r165: only a TP size was
+    # offered, one the kernel tables then had no all-reduce for; r166: and with expert parallelism on, and ranks
+    # its experts divide over only)
+    ranks = None if not arch.is_moe else next((d for d in range((dp or 1) + 1, 65)
+                                               if _splits(arch, tp, tp * d, redundant)
+                                               and arch.weight_bytes_per_gpu(tp, tp * d, redundant)
+                                               + reserve_at(tp, tp * d) < usable), None)
+    spread = f" or {'' if ep else 'enable_expert_parallel with '}data_parallel_size={ranks}" if ranks else ""
     what = (f"{arch.name} ({arch.dtype}) needs {arch.weight_bytes / GIB:.1f} GiB of weights, {per_gpu / GIB:.1f} GiB "
             f"per GPU at tensor_parallel_size={tp}, more than the {usable / GIB:.1f} GiB usable on a {hw.name} "
             f"(gpu_memory_utilization={utilization})")
@@ -997,8 +999,11 @@ def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: flo
                                "; quantize it (engine.quantization)"))
 
 
-def _splits(arch: ModelArchitecture, tp: int, ep: int | None) -> bool:
-    """Whether vLLM starts the model at this TP size (its heads and MLP widths split over it)."""
+def _splits(arch: ModelArchitecture, tp: int, ep: int | None, redundant: int = 0) -> bool:
+    """Whether vLLM starts the model at this TP size (its heads and MLP widths split over it) and, with expert
+    parallelism over ep GPUs, whether its experts divide over them (as _parallelism requires)."""
+    if ep and (arch.num_experts % ep or (arch.num_experts + redundant) % ep):
+        return False
     try:
         check_tensor_parallel(arch, tp, "engine.tensor_parallel_size")
         check_mlp_split(arch, tp, ep, "engine.tensor_parallel_size")
@@ -1593,7 +1598,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         say_once([f"servesim: warning: engine.all2all_backend={e.all2all_backend}: its dispatch and combine kernels "
                   f"are not timed; expert parallelism is timed as vLLM's default backend's, allgather_reducescatter "
                   f"(NCCL all-gather and reduce-scatter)" + (", with the batched DP MoE's default budget"
-                                                             if e.batches_dp_moe else "")])
+                                                             if e.batches_dp_moe and not e.max_num_batched_tokens
+                                                             else "")])
     routing = scenario.moe.routing if arch.is_moe else DEFAULT_ROUTING  # a dense model's: said to have no effect
     selection = select_profile(scenario.profile, arch, h.gpu, hw, tp, ep, routing)
     profile = selection.profile

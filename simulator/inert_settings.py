@@ -174,6 +174,9 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
         rules.append((True, e, "engine", ["max_num_scheduled_tokens"],
                       f"above max_num_batched_tokens ({max_num_batched_tokens}), which bounds a step (vLLM's scheduler "
                       f"would issue steps its model runner, sized for {max_num_batched_tokens} tokens, cannot take)"))
+    if a is not None and a.process == "onoff" and a.off_s == 0:  # r166: a Poisson stream at rate, unsaid
+        rules.append((True, a, "workload.arrival", ["on_s"], "workload.arrival.off_s is 0: no silence between "
+                                                             "the on windows (a Poisson stream at rate)"))
     if a is not None:
         uses = {"cv": a.process == "gamma", "on_s": a.process == "onoff", "off_s": a.process == "onoff",
                 "points": a.process == "curve", "period_s": a.process == "curve",

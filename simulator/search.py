@@ -252,7 +252,7 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
     next_seed = _other_seed(scenario, checked) if lengths and not _is_trace(lengths) else None
     # an answer two lengths agreed on that failed at twice the length, held short of a steady state there, or whose
     # failing end held there too
-    refuted = unsteady = unconfirmed = None
+    refuted = unsteady = unconfirmed = trace_rows = None  # trace_rows: a trace's check's requests (warm-up too)
     doubling, step, tries, cap = 0, 1, 0, MAX_DOUBLINGS  # cap: a trace stops where it agreed
     while tries < RESEARCHES and doubling < cap:
         if r["max_rate"] is None or not lengths or r.get("reason"):  # nothing to check, or a bracket left wide
@@ -273,7 +273,7 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
             check = _result_at(scenario, at_length(doubling + (not trace)), r["max_rate"], LOAD[load])
             runs += 1
             if trace:
-                cap = doubling  # no longer run of this traffic to be had
+                cap, trace_rows = doubling, check.num_requests  # no longer run of this traffic to be had
             held, seed_said = meets(check.summary, slos), ""
 
             def holds_next_seed(rate: float) -> bool:  # at the check's length, the same traffic's other draws
@@ -303,13 +303,13 @@ def max_rate(scenario: str | None, sets: list[str], slos: dict, low: float = 0.0
                         continue
                 if not step:
                     return r | {"runs": runs, "stable": True, "answers": answers,
-                                "run_length": _length_text(lengths, 2**doubling, r["summary"]),
-                                "checked_at": _length_text(lengths, 2**(doubling + (not trace)), check.summary)}
+                                "run_length": _length_text(lengths, 2**doubling, trace_rows),
+                                "checked_at": _length_text(lengths, 2**(doubling + (not trace)), trace_rows)}
                 unsteady = (r["max_rate"], _length_text(lengths, 2**(doubling + (not trace))), steadiness(check),
                             check.num_requests)
             else:
                 refuted, step = (r["max_rate"], _length_text(lengths, 2**(doubling + (not trace))) + seed_said), 1
-    out = r | {"runs": runs, "answers": answers, "run_length": _length_text(lengths, 2**doubling, r.get("summary"))}
+    out = r | {"runs": runs, "answers": answers, "run_length": _length_text(lengths, 2**doubling, trace_rows)}
     if refuted and out.get("max_rate") == refuted[0] and not r.get("reason"):
         out["stable"] = False
         out["reason"] = (f"not stable: {refuted[0]:.4g} {unit}, where the last two run lengths agreed, fails at "
@@ -385,13 +385,12 @@ def _is_trace(lengths: list[tuple[str, float]]) -> bool:
     return any(k == "workload.limit" for k, _ in lengths)
 
 
-def _length_text(lengths: list[tuple[str, float]], factor: int, summary: dict | None = None) -> str:
-    """The run length as set; a trace whose file ran out before its row limit (the summary's requests fewer): all
-    its rows (r165: "limit=400" said of a 60-row file)."""
-    if summary is not None and [k for k, _ in lengths] == ["workload.limit"]:
-        ran = summary["completed"] + summary["failed"] + summary["unfinished"]
-        if ran < lengths[0][1] * factor:
-            return f"all {ran:,} rows"
+def _length_text(lengths: list[tuple[str, float]], factor: int, rows: int | None = None) -> str:
+    """The run length as set; a trace whose file ran out before its row limit (the run's `rows` requests fewer,
+    a warm-up's too: r166, its summary counts only those measured): all its rows (r165: "limit=400" said of a
+    60-row file)."""
+    if rows is not None and [k for k, _ in lengths] == ["workload.limit"] and rows < lengths[0][1] * factor:
+        return f"all {rows:,} rows"
     return " and ".join(f"{k.split('.')[-1]}={v * factor:g}" for k, v in lengths)
 
 

@@ -215,6 +215,16 @@ def _flat(summary: dict) -> dict:
     return {k: v for k, v in summary.items() if not isinstance(v, (dict, list))}
 
 
+@functools.cache
+def summary_columns() -> tuple[str, ...]:
+    """The metrics a run's summary holds (a one-request teaching run's): a sweep none of whose runs finished
+    still has their columns, empty (r166: a notebook's `table["completed"]` was a KeyError)."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+
+    return tuple(_flat(simulate(load(None, ["profile=teaching", "workload.num_requests=1"])).summary))
+
+
 WARNINGS = "_warnings"  # a worker's row: the warnings its run said, popped by the parent
 POINT = "_point"  # a row's point (its _point_key), popped by the parent: two points may share one run (r147)
 
@@ -482,6 +492,9 @@ def write_table(rows: list[dict], out: Path, keys: list[str] | None = None,
         table = table.reset_index(drop=True)
         if points:
             table = _one_type_per_column(table, order, points)
+        if "completed" not in table and "error" in table:  # no run finished: its metrics' columns, empty
+            metrics = [c for c in summary_columns() if c not in table]
+            table = table.reindex(columns=[c for c in table if c != "error"] + metrics + ["error"])
     for name, writer in (("sweep.parquet", table.to_parquet), ("sweep.csv", table.to_csv)):
         tmp = _own(out / f".{name}.tmp")
         writer(tmp, index=False)

@@ -213,6 +213,15 @@ def test_round_165_the_gpus_default_max_num_seqs_is_an_effect_of_gpu(capsys):
         assert main([*flags, "--gpu", gpu]) == 0
         err = capsys.readouterr().err
         assert ("--gpu has no effect" in err) == inert and ("vLLM runs at most max_num_seqs=256" in err) != inert, err
+    # r166: at 40 GiB (a generic GPU of 40 GiB has the H100's 1,024 default too) it was unsaid
+    small = ["capacity", "--model", "llama-3.1-8b", "--gpu-memory-gib", "40", "--weights-gib", "15",
+             "--reserved-memory-gib", "2", "--json"]
+    assert main([*small, "--gpu", "h100-sxm"]) == 0
+    h100 = capsys.readouterr()
+    assert main([*small, "--gpu", "generic-80gb"]) == 0
+    assert h100.out == capsys.readouterr().out and "--gpu has no effect" in h100.err
+    assert main(["capacity", "--model", "llama-3.1-8b", "--gpu", "a100-sxm"]) == 2  # r166: named hardware.gpu
+    assert capsys.readouterr().err.startswith("servesim: error: --gpu: unknown GPU 'a100-sxm'")
 
 
 def test_a_format_the_gpu_cannot_run_names_capacitys_own_flag(capsys):

@@ -686,6 +686,8 @@ def test_compare_checks_a_given_simulation_is_of_the_runs_arrivals_and_deploymen
     table = pd.read_parquet(tmp_path / "repaired" / "requests.parquet")
     for c in ("prompt_tokens", "output_tokens"):
         table[c] = table[c].to_numpy()[::-1]
+    many = table["output_tokens"] > 1  # its TPOT as its times give it, else refused as damaged first (r165)
+    table["tpot"] = ((table["e2el"] - table["ttft"]) / (table["output_tokens"] - 1)).where(many)
     table.to_parquet(tmp_path / "repaired" / "requests.parquet")
     assert main(["compare", str(run), str(tmp_path / "repaired"), "--out", str(tmp_path / "c5")]) == 2
     assert "simulated other requests at the run's arrival times: its request 1" in capsys.readouterr().err

@@ -685,6 +685,16 @@ def test_round_165_a_refusal_offers_the_layouts_that_hold_the_weights_and_what_t
         assert load(None, v3 + layout + ["profile=roofline"]).cost_model_source == "built-in profile roofline"
     with pytest.raises(ConfigError, match=r"; tensor_parallel_size=4 holds"):  # a dense model: TP only
         load(None, ["model=llama-3.1-70b", "hardware.gpu=l40s"])
+    # r166: only ranks its 256 experts divide over (12 GPUs were offered at TP 4, then refused), and more ranks with
+    # expert parallelism on too (TP 16 alone was offered)
+    for given, offered in ((["engine.tensor_parallel_size=4"], "enable_expert_parallel with data_parallel_size=4"),
+                           (["engine.tensor_parallel_size=8", "engine.enable_expert_parallel=true"],
+                            "data_parallel_size=2")):
+        with pytest.raises(ConfigError, match=f"tensor_parallel_size=16 or {offered} holds") as refused:
+            load(None, v3 + given)
+        ranks = refused.value.message.split("data_parallel_size=")[1].split()[0]
+        load(None, v3 + given + ["engine.enable_expert_parallel=true", f"engine.data_parallel_size={ranks}",
+                                 "profile=roofline"])  # the layout offered starts
 
 
 @pytest.mark.skipif(not all((TABLES / g / "moe").is_dir() for g in ("h100_sxm", "l40s")),

@@ -7,6 +7,7 @@ a fit must recover the step-time terms the run was made with.
 
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -100,13 +101,13 @@ def test_a_step_log_in_either_form_gives_batch_shapes_and_times(tmp_path):
     ('{"input_toks": 5, "output_toks": 3, "queued_ts": 1, "scheduled_ts": 0.5, "first_token_ts": 3, '
      '"last_token_ts": 4}\n', "r.jsonl", "line 1: timestamps out of order"),
     ('{"input_toks": -5, "output_toks": 3, "queued_ts": 1, "scheduled_ts": 2, "first_token_ts": 3, '
-     '"last_token_ts": 4}\n', "r.jsonl", "input_toks must be >= 1"),
+     '"last_token_ts": 4}\n', "r.jsonl", "input_toks must be a non-negative integer, got -5"),
     ('{"ttfts": [0.1], "input_lens": [5], "output_lens": [3], "itls": [[0.01, 0.01]]}', "b.json",
      "missing per-request array.s. start_times"),
     ('{"ttfts": [0.1, 0.2], "input_lens": [5], "output_lens": [3], "itls": [[]], "start_times": [0]}', "b.json",
      "different number of requests"),
     ('{"ttfts": [NaN], "input_lens": [5], "output_lens": [3], "itls": [[0.1]], "start_times": [0]}', "b.json",
-     "request 0: ttfts must be a finite number"),
+     r"ttfts\[0\] must be a finite number"),
     ('{"t": 2, "t_end": 1, "num_seqs": 1}\n', "s.jsonl", "line 1: t_end"),
     ('{"t": 2, "t_end": 3, "num_seqs": 1, "prefill_tokens": 1, "prefill_attention_pairs": 1, "decode_seqs": 0, '
      '"decode_context_tokens": 0}\n{"t": 1, "t_end": 1.5, "num_seqs": 1, "prefill_tokens": 1, '
@@ -230,7 +231,7 @@ def test_repeats_must_be_one_deployment_given_once(tmp_path, capsys):
     for name, stretch, rate in (("c1", 1.0, "inf"), ("c2", 1.17, "inf"), ("c3", 1.0, 4.0)):
         data = json.loads(write_bench(result, tmp_path / f"{name}.json").read_text())
         data["start_times"] = [1000 + (t - 1000) * stretch for t in data["start_times"]]
-        data |= {"max_concurrency": 8, "request_rate": rate}
+        data |= {"max_concurrency": 32, "request_rate": rate}  # r165: at least the 23 its times hold at once
         (tmp_path / f"{name}.json").write_text(json.dumps(data))
         closed.append(str(tmp_path / f"{name}.json"))
     compare_runs(closed[:2], None, None, DEPLOY, 0.05, tmp_path / "o2")
@@ -661,10 +662,10 @@ def test_a_scenario_value_the_run_records_otherwise_is_said(tmp_path, capsys):
      '"last_token_ts": 4}\n' * 3 + '{"input_toks": 5, "output_toks": 3, "queued_ts": 1e16, "scheduled_ts": 1e16, '
      '"first_token_ts": 1e16, "last_token_ts": 1e16}\n', "r.jsonl", "line 4: its times lie 1e\\+16 s from the run"),
     ('{"ttfts": [0.1, 0.1, 0.1], "input_lens": [5, 5, 5], "output_lens": [3, 3, 3], "itls": [[0.1], [0.1], [0.1]], '
-     '"start_times": [0, 1, -1e12]}', "b.json", "request 2: its times lie 1e\\+12 s from the run"),
+     '"start_times": [0, 1, -1e12]}', "b.json", r"start_times\[2\]: its times lie 1e\+12 s from the run"),
     # more gaps than tokens: one output token cannot have 700 inter-token latencies
     ('{"ttfts": [0.1], "input_lens": [5], "output_lens": [1], "itls": [[0.1, 0.1]], "start_times": [0]}', "b.json",
-     "request 0: 2 itls for 1 output token"),
+     r"itls\[0\] holds 2 gaps for output_lens\[0\] 1 token"),
 ])
 def test_real_runs_that_no_simulation_can_hold_are_refused(tmp_path, content, name, msg):
     path = tmp_path / name
@@ -814,12 +815,12 @@ def test_the_engine_switches_a_run_records_are_its_settings():
 
     meta = {"engine_kwargs": {"enable_chunked_prefill": False, "enforce_eager": None},
             "resolved_config": {"model_config": {"enforce_eager": True},
-                                "scheduler_config": {"enable_chunked_prefill": True, "async_scheduling": False},
+                                "scheduler_config": {"enable_chunked_prefill": False, "async_scheduling": False},
                                 "cache_config": {"enable_prefix_caching": False}}}
     sets = engine_sets(meta, "meta.json")
     for s in ("engine.enable_chunked_prefill=false", "engine.enforce_eager=true", "engine.async_scheduling=false",
               "engine.enable_prefix_caching=false"):
-        assert s in sets  # engine_kwargs first, then the resolved config; null is "not recorded"
+        assert s in sets  # engine_kwargs, else the resolved config; null is "not recorded" (r165: both agree)
     assert "engine.enable_chunked_prefill=true" not in sets
     assert not any("prefix" in s for s in engine_sets({"kv_cache": {"enable_prefix_caching": None}}, "m"))
     with pytest.raises(ConfigError, match="resolved_config.model_config.enforce_eager: must be true or false"):
@@ -1139,7 +1140,7 @@ def test_round_127_a_first_token_after_the_requests_own_latency_is_refused(tmp_p
     assert np.allclose(ok["tpot"][multi], ((latency - ttft) / (ok["output_tokens"] - 1))[multi])
     data["ttfts"][2] = data["latencies"][2] + 0.5
     path.write_text(json.dumps(data))
-    with pytest.raises(ConfigError, match=r"request 2: ttfts .* s is after the request's own latency"):
+    with pytest.raises(ConfigError, match=r"ttfts\[2\] .* s is after the request's own latency"):
         read_run(path)
 
 
@@ -1181,7 +1182,7 @@ def test_a_vllm_0_19_chat_result_has_a_gap_per_token_and_reads_back(tmp_path, ca
     # vLLM 0.33's client fixed it: a 0.33 file with a gap per token is still refused
     data["latencies"] = [1.0] * len(data["itls"])
     (tmp_path / "c33.json").write_text(json.dumps(data))
-    with pytest.raises(ConfigError, match="8 itls for 8 output token"):
+    with pytest.raises(ConfigError, match="8 gaps for output_lens.0. 8 token"):
         read_run(tmp_path / "c33.json")
 
 
@@ -1456,7 +1457,7 @@ def test_round_154_failed_requests_cut_copies_and_milliseconds_are_said(tmp_path
     assert len(run.specs) == len(rows) - 1
     assert f"1 of its {len(rows)} requests failed (aborted by client)" in capsys.readouterr().err
     data = json.loads(write_bench(result, tmp_path / "bench.json").read_text())
-    data["errors"][0] = "aiohttp timeout"
+    data["errors"][0], data["output_lens"][0] = "aiohttp timeout", 0  # vLLM counts a failure's output as 0
     (tmp_path / "bench.json").write_text(json.dumps(data))
     assert len(read_run(tmp_path / "bench.json").specs) == len(rows) - 1
     assert "left out of its metrics and of the requests simulated" in capsys.readouterr().err
@@ -1576,6 +1577,7 @@ def test_round_162_a_bench_result_is_held_to_its_own_totals(tmp_path, capsys):
         with pytest.raises(ConfigError, match=rf"bad.json: {key}: .* the file contradicts itself"):
             read_run(tmp_path / "bad.json")
     failed = base | {"errors": ["boom"] + [""] * (len(r) - 1), "completed": len(r) - 1, "failed": 1,
+                     "output_lens": [0] + base["output_lens"][1:],  # vLLM counts a failure's output as 0
                      "total_input_tokens": base["total_input_tokens"] - base["input_lens"][0],
                      "total_output_tokens": base["total_output_tokens"] - base["output_lens"][0],
                      "mean_ttft_ms": 1000 * float(r["ttft"].iloc[1:].mean())}  # as vLLM counts: successes only
@@ -1615,13 +1617,14 @@ def test_round_163_a_bench_results_totals_are_typed_and_a_failure_may_have_no_er
     streamed = json.loads(json.dumps(base))
     streamed["itls"][7] = [0.005, 0.005]  # r164: gaps between tokens a failure without output never had
     (tmp_path / "s.json").write_text(json.dumps(streamed))
-    with pytest.raises(ConfigError, match="request 7: itls hold gaps between tokens, but output_lens and ttfts are 0"):
+    with pytest.raises(ConfigError, match=r"itls\[7\] holds gaps between tokens, but output_lens\[7\] and ttfts\[7\] "
+                                          r"are 0"):
         read_run(tmp_path / "s.json")
-    for key, value, said in (("completed", "abc", "completed must be a finite number"),
-                             ("completed", None, "completed must be a finite number"),
-                             ("completed", 60.5, "completed must be an integer"),
+    for key, value, said in (("completed", "abc", "completed must be a non-negative integer"),  # r165: a count
+                             ("completed", None, "completed must be a non-negative integer"),
+                             ("completed", 60.5, "completed must be a non-negative integer"),
                              ("mean_ttft_ms", float("inf"), "mean_ttft_ms must be a finite number"),
-                             ("total_input_tokens", -5, "total_input_tokens must be >= 0"),
+                             ("total_input_tokens", -5, "total_input_tokens must be a non-negative integer"),
                              ("failed", 3, "failed: 3, but the arrays hold 2 failed requests")):
         data = base | {key: value}
         if key == "failed":
@@ -1629,3 +1632,160 @@ def test_round_163_a_bench_results_totals_are_typed_and_a_failure_may_have_no_er
         (tmp_path / "bad.json").write_text(json.dumps(data))
         with pytest.raises(ConfigError, match=said):
             read_run(tmp_path / "bad.json")
+
+
+def _small_bench(n=4, **edits):
+    """A hand-written bench result of n requests, 50 tokens each: ttft 0.05 s and 49 gaps of 0.01 s (0.54 s)."""
+    data = {"backend": "vllm", "ttfts": [0.05] * n, "itls": [[0.01] * 49 for _ in range(n)],
+            "input_lens": [5] * n, "output_lens": [50] * n, "start_times": [float(i) for i in range(n)],
+            "errors": [""] * n}
+    return data | edits
+
+
+def test_round_165_a_latency_ending_before_the_last_token_is_refused(tmp_path, capsys):
+    """r165: latencies of 0.06 s beside ttft 0.05 + 49 itls of 0.01 (0.54 s) were taken: TPOT 0.2 ms beside an ITL
+    of 10 ms. vLLM's client times a request to its stream's end (latency >= ttft + sum(itls)), a millisecond of
+    slack for its two clock reads at the first token."""
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(_small_bench(latencies=[0.5405, 0.5395, 0.54, 0.06])))
+    assert main(["compare", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and re.search(
+        r"b.json: latencies\[3\] 0.06 s ends before the request's last token, at ttfts\[3\] \+ sum\(itls\[3\]\) = "
+        r"0.54 s", err), err
+    path.write_text(json.dumps(_small_bench(latencies=[0.5405, 0.5395, 0.54, 0.541])))  # within the slack: read
+    assert len(read_run(path).requests) == 4
+
+
+@pytest.mark.parametrize("entry", [None, 0, 1, {"a": 1}, ["x"]])
+def test_round_165_an_errors_entry_that_is_no_text_is_refused(tmp_path, capsys, entry):
+    """r165: null or 0 in errors was read as a success, 1 as a failure blamed on `failed`: vLLM writes each
+    request's error as text ("" where it succeeded)."""
+    path = tmp_path / "b.json"
+    data = _small_bench()
+    data["errors"][2] = entry
+    path.write_text(json.dumps(data))
+    assert main(["compare", str(path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "b.json: errors[2] must be text" in err, err
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("input_lens", "abc", r"input_lens\[3\] must be a non-negative integer, got 'abc'"),
+    ("output_lens", -7, r"output_lens\[3\] must be a non-negative integer, got -7"),
+    ("ttfts", -1, r"ttfts\[3\] must be >= 0, got -1"),
+    ("itls", [0.5, "x"], r"itls\[3\] must be a list of non-negative finite numbers"),
+    ("start_times", None, r"start_times\[3\] must be a finite number, got None"),
+    ("latencies", "x", r"latencies\[3\] must be a finite number, got 'x'"),
+    # vLLM's calculate_metrics counts a failed request's output as 0 (actual_output_lens.append(0))
+    ("output_lens", 5, r"output_lens\[3\] must be 0 for a failed request \(errors\[3\] 'Bad Request'"),
+])
+def test_round_165_a_failed_requests_fields_are_checked_too(tmp_path, field, value, said):
+    """r165: a failed row's fields were never read: input_lens "abc", output_lens -7, ttfts -1, itls [0.5, "x"]
+    all passed beside errors[3] = "Bad Request"."""
+    data = _small_bench(latencies=[0.6] * 4)
+    data["errors"][3], data["output_lens"][3] = "Bad Request", 0
+    data[field][3] = value
+    (tmp_path / "b.json").write_text(json.dumps(data))
+    with pytest.raises(ConfigError, match=said):
+        read_run(tmp_path / "b.json")
+
+
+def test_round_165_a_request_failing_mid_stream_keeps_its_first_token_and_gaps(tmp_path):
+    """vLLM 0.19's and 0.33's request functions set ttft and itl as chunks arrive and the error after: a failure
+    mid-stream has both, its output counted as 0 and its latency left 0 (an exception skips it)."""
+    data = _small_bench(latencies=[0.6] * 4)
+    data["errors"][3], data["output_lens"][3], data["itls"][3], data["latencies"][3] = "Traceback ...", 0, [0.01], 0.0
+    (tmp_path / "b.json").write_text(json.dumps(data))
+    assert len(read_run(tmp_path / "b.json").requests) == 3
+
+
+@pytest.mark.parametrize("latencies", [None, [1.0] * 8])
+def test_round_165_more_requests_in_flight_than_max_concurrency_is_refused(tmp_path, capsys, latencies):
+    """r165: a result recording max_concurrency 4 whose start_times and latencies held 8 requests in flight at once
+    was read: vLLM's client stamps start_times after taking a slot and frees it after the stream ends (0.19: the
+    last token's time, ttfts + itls, stands in for the latency)."""
+    n = 8
+    data = _small_bench(n, start_times=[0.01 * i for i in range(n)])
+    if latencies:
+        data["latencies"] = latencies
+    for limit, refused in ((4, True), (8, False), (None, False), (0, False)):
+        (tmp_path / "b.json").write_text(json.dumps(data | {"max_concurrency": limit}))
+        if refused:
+            assert main(["compare", str(tmp_path / "b.json"), "--out", str(tmp_path / "o")]) == 2
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and re.search(
+                r"b.json: max_concurrency: 4, but 5 requests are in flight at once when start_times\[4\] starts", err)
+        else:
+            assert len(read_run(tmp_path / "b.json").requests) == n
+    # a closed loop of 2: each request starts as one ends (to the microsecond), never 3 at once
+    loop = _small_bench(n, start_times=[0.5405 * (i // 2) for i in range(n)], latencies=[0.5405] * n,
+                        max_concurrency=2)
+    (tmp_path / "loop.json").write_text(json.dumps(loop))
+    assert len(read_run(tmp_path / "loop.json").requests) == n
+    (tmp_path / "bad.json").write_text(json.dumps(loop | {"max_concurrency": "2"}))
+    with pytest.raises(ConfigError, match="max_concurrency must be a non-negative integer, got '2'"):
+        read_run(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize("column, scale", [("e2el", 10), ("ttft", 2), ("queue_time", 0.5), ("tpot", 0.5)])
+def test_round_165_a_results_folder_whose_latencies_contradict_its_times_is_refused(tmp_path, capsys, column,
+                                                                                       scale):
+    """r165: a SIM folder's e2el x10 (finish_time - arrival_time disagrees) was compared: E2EL 1,045,671 ms beside
+    its summary's 104,567. Each latency is its time column less the arrival (simulator/metrics.py)."""
+    _, result = _simulated()
+    real = write_lifecycle(result, tmp_path / "requests.jsonl")
+    result.write(tmp_path / "sim")
+    table = pd.read_parquet(tmp_path / "sim" / "requests.parquet")
+    table[column] = table[column] * scale
+    table.to_parquet(tmp_path / "sim" / "requests.parquet")
+    assert main(["compare", str(real), str(tmp_path / "sim"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"requests.parquet: {column} is not " in err \
+        and "a damaged results folder" in err, err
+
+
+@pytest.mark.parametrize("meta, said", [
+    ({"kv_cache": {"enable_prefix_caching": True}, "engine_kwargs": {"enable_prefix_caching": "false"}},
+     "engine_kwargs.enable_prefix_caching: must be true or false, got 'false'"),
+    ({"kv_cache": {"enable_prefix_caching": True}, "engine_kwargs": {"enable_prefix_caching": 0}},
+     "engine_kwargs.enable_prefix_caching: must be true or false, got 0"),
+    ({"kv_cache": {"enable_prefix_caching": True},
+      "resolved_config": {"cache_config": {"enable_prefix_caching": False}}},
+     "kv_cache.enable_prefix_caching: true contradicts resolved_config.cache_config.enable_prefix_caching false"),
+    ({"engine_kwargs": {"async_scheduling": True}, "resolved_config": {"scheduler_config": {"async_scheduling": 1}}},
+     "resolved_config.scheduler_config.async_scheduling: must be true or false, got 1"),
+    ({"engine_kwargs": {"gpu_memory_utilization": 0.8}, "kv_cache": {"gpu_memory_utilization": 0.9}},
+     "engine_kwargs.gpu_memory_utilization: 0.8 contradicts kv_cache.gpu_memory_utilization 0.9"),
+    ({"kv_cache": {"num_gpu_blocks": 2588}, "engine_kwargs": {"num_gpu_blocks_override": 1000}},
+     "kv_cache.num_gpu_blocks: 2588 contradicts engine_kwargs.num_gpu_blocks_override 1000"),
+])
+def test_round_165_every_place_a_setting_is_recorded_is_checked(meta, said):
+    """r165: the first place recording a setting was taken and later ones never read: a text "false", a 0, or the
+    resolved config's false beside kv_cache's true passed, as engine_kwargs.block_size beside kv_cache's did not."""
+    from servesim.calibration.real_runs import engine_sets
+
+    with pytest.raises(ConfigError, match=re.escape(f"meta.json: {said}")):
+        engine_sets(meta, "meta.json")
+    agreeing = {"kv_cache": {"enable_prefix_caching": True, "gpu_memory_utilization": 0.8, "num_gpu_blocks": 9},
+                "engine_kwargs": {"enable_prefix_caching": True, "gpu_memory_utilization": 0.8,
+                                  "num_gpu_blocks_override": 9}}
+    assert {"engine.enable_prefix_caching=true", "engine.gpu_memory_utilization=0.8",
+            "engine.num_gpu_blocks_override=9"} <= set(engine_sets(agreeing, "meta.json"))
+    # a switch vLLM turned off itself (async scheduling under a drafter or executor that lacks it): what ran wins
+    turned_off = {"engine_kwargs": {"async_scheduling": True, "enable_prefix_caching": True},
+                  "resolved_config": {"scheduler_config": {"async_scheduling": False},
+                                      "cache_config": {"enable_prefix_caching": False}}}
+    assert {"engine.async_scheduling=false", "engine.enable_prefix_caching=false"} <= \
+        set(engine_sets(turned_off, "meta.json"))
+
+
+def test_round_165_a_request_id_given_as_a_number_and_as_text_is_one_id(tmp_path):
+    """r165: request_id 7 on one line and "7" on another were two requests; vLLM's ids are text."""
+    _, result = _simulated()
+    path = write_lifecycle(result, tmp_path / "requests.jsonl")
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[4]["request_id"] = str(rows[1]["request_id"])
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.raises(ConfigError, match=r"line 5, request_id: '1' repeats line 2's"):
+        read_run(path)

@@ -595,3 +595,17 @@ def test_round_159_counts_stay_whole_beside_a_failed_run(tmp_path):
     table = pd.read_parquet(tmp_path / "s" / "sweep.parquet")
     assert str(table["completed"].dtype) == "Int64" and table["completed"].tolist()[1] == 10
     assert ",10,0," in (tmp_path / "s" / "sweep.csv").read_text()
+
+
+def test_round_166_a_sweep_none_of_whose_runs_finished_still_has_the_metrics_columns(tmp_path):
+    """r166: every run failing left the table without its summary columns (README: "every summary metric"), so a
+    notebook's table["completed"] was a bare KeyError, where one run finishing gives them all."""
+    import servesim
+
+    failed = servesim.sweep(None, {"engine.num_gpu_blocks_override": [3, 4]}, {"workload.num_requests": 20},
+                            out=tmp_path / "failed")
+    one = servesim.sweep(None, {"engine.num_gpu_blocks_override": [3, 400]}, {"workload.num_requests": 20},
+                         out=tmp_path / "one")
+    assert list(failed.columns) == list(one.columns) and failed.columns[-1] == "error"
+    assert failed[["completed", "p99_ttft_ms"]].isna().all().all() and failed["error"].notna().all()
+    assert list(pd.read_csv(tmp_path / "failed" / "sweep.csv").columns) == list(one.columns)

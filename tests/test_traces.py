@@ -386,7 +386,7 @@ ERRORS = [
      '{"timestamp": 0, "input_length": 600, "output_length": 5, "hash_ids": [1180591620717411303424, 2]}\n',
      ["line 1, key hash_ids", "at most 9,007,199,254,740,992 in size", "1180591620717411303424"]),
     ("vllm_item.json", "vllm_bench", json.dumps({"input_lens": [1, 2], "output_lens": [3, -1], "start_times": [0, 1]}),
-     ["request 2, key output_lens", "-1"]),
+     ["output_lens[1] must be a non-negative integer, got -1"]),  # r165: as compare numbers it
     ("vllm_lengths.json", "vllm_bench", json.dumps({"input_lens": [1], "output_lens": [3, 1], "start_times": [0, 1]}),
      ["key input_lens", "one entry per request"]),
     ("vllm_short_starts.json", "vllm_bench",  # r143: the short start_times was said of input_lens
@@ -820,3 +820,28 @@ def test_r160_rows_are_named_by_their_own_lines_and_bzip2_by_its_block_magic(tmp
     packed = tmp_path / "bzh.csv.bz2"
     packed.write_bytes(bz2.compress(named.read_bytes()))
     config_error(lambda: read_trace(packed), packed, "a bzip2-compressed file")
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("input_lens", "x", "input_lens[3] must be a non-negative integer, got 'x'"),
+    ("output_lens", -7, "output_lens[3] must be a non-negative integer, got -7"),
+    ("input_lens", 2.5, "input_lens[3] must be a non-negative integer, got 2.5"),
+])
+def test_round_165_both_readers_of_a_bench_result_name_an_entry_alike(tmp_path, field, value, said):
+    """r165: `workload describe` said "request 4, key input_lens: expected a non-negative integer" where `compare`
+    said "request 3: input_lens must be a finite number" of one input_lens[3]: one numbering (JSON's), one text."""
+    from servesim.calibration.real_runs import read_run
+    from servesim.workloads.traces import describe_file
+
+    n = 5
+    data = {"backend": "vllm", "ttfts": [0.05] * n, "itls": [[0.01] * 9 for _ in range(n)], "input_lens": [5] * n,
+            "output_lens": [10] * n, "start_times": [float(i) for i in range(n)], "errors": [""] * n}
+    data[field][3] = value
+    path = tmp_path / "b.json"
+    path.write_text(json.dumps(data))
+    said_by = []
+    for read in (read_run, describe_file):
+        with pytest.raises(ConfigError) as exc:
+            read(path)
+        said_by.append(str(exc.value))
+    assert said_by == [f"{path}: {said}"] * 2, said_by

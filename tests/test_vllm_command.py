@@ -2202,6 +2202,10 @@ def test_what_passes_of_the_parallel_launches_is_taken(capsys):
                      backend]) == 0
         assert f"engine.all2all_backend={backend}: {untimed} backend's, allgather_reducescatter (NCCL all-gather and " \
                f"reduce-scatter){budget}\n" in capsys.readouterr().err
+    assert main(["vllm", "--config", "serve", MOE, "-dp", "2", "--enable-expert-parallel", "--all2all-backend",
+                 "deepep_low_latency", "--max-num-batched-tokens", "4096"]) == 0  # r166: not its default budget
+    assert f"engine.all2all_backend=deepep_low_latency: {untimed} backend's, allgather_reducescatter (NCCL all-gather " \
+           f"and reduce-scatter)\n" in capsys.readouterr().err
     for version, backend in (("0.33.0", "mori"), ("0.19.0", "moonep")):  # each release's own choices
         with pytest.raises(ConfigError, match=f"engine.all2all_backend: {backend} is no choice of vLLM {version}'s"):
             load(None, ["model=qwen3-30b-a3b", f"engine.vllm_defaults={version}", f"engine.all2all_backend={backend}"])

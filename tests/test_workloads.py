@@ -571,3 +571,11 @@ def test_round_155_sessions_keep_their_conversations_with_classes_and_constant_a
         times = [s.arrival_time for s in _requests({"duration_s": seconds,
                                                     "arrival": {"process": "constant", "rate": rate}})]
         assert len(times) == rate * seconds and times[-1] == pytest.approx(seconds - 1 / rate)
+
+
+def test_round_166_onoff_without_silence_says_its_window_does_nothing(capsys):
+    """r166: off_s 0 is a Poisson stream at rate, its on_s without effect, unsaid."""
+    load(None, ["workload.arrival={process: onoff, rate: 5, on_s: 1, off_s: 0}"])
+    assert "workload.arrival.on_s has no effect: workload.arrival.off_s is 0" in capsys.readouterr().err
+    load(None, ["workload.arrival={process: onoff, rate: 5, on_s: 1, off_s: 0.5}"])
+    assert "has no effect" not in capsys.readouterr().err

@@ -386,6 +386,18 @@ class _Obj:
         return tuple(ids)
 
 
+class _Entry(_Obj):
+    """Entry i of a bench result's per-request lists, named as JSON indexes it (input_lens[3]) and in `compare`'s
+    words (r165: "request 4, key input_lens: expected" here was "request 3: input_lens must be" there)."""
+
+    def __init__(self, path: Path, index: int, obj: dict):
+        super().__init__(path, "", obj)
+        self.index = index
+
+    def fail(self, key: str, problem: str) -> NoReturn:
+        _fail(self.path, "", f"{key}[{self.index}] {problem.replace('expected ', 'must be ', 1)}")
+
+
 def _json_lines(path: Path) -> Iterator[_Obj]:
     with path.open(encoding="utf-8-sig") as f:
         for n, line in enumerate(f, 1):
@@ -576,8 +588,7 @@ def _read_vllm_bench(path: Path) -> _Rows:
         if not isinstance(v, list) or len(v) != n:
             top.fail(k, f"expected a list with one entry per request{'' if n is None else f' ({n})'}, got {_show(v)}")
     errors = lists["errors"]
-    objs = [_Obj(path, f"request {i + 1}", {k: lists[k][i] for k in keys})
-            for i in range(len(errors)) if not errors[i]]
+    objs = [_Entry(path, i, {k: lists[k][i] for k in keys}) for i in range(len(errors)) if not errors[i]]
     if errors and not objs:
         top.fail("errors", f"no requests: all {len(errors)} failed (each has an error), none can be replayed")
     rows = _collect(path, objs, lambda o: [(o.seconds("start_times"), o.integer("input_lens", least=1, role="prompt"),
