@@ -222,6 +222,14 @@ def _fp8_layout(arch) -> str:
     return "fp8_static" if arch.quant_method == "modelopt" else "fp8"
 
 
+def table_gpus(root: str | Path) -> list[str]:
+    """The GPU folders of tables (each with gemm/) under a root; none for a root that is no folder."""
+    try:
+        return sorted(p.name for p in Path(root).iterdir() if (p / "gemm").is_dir())
+    except OSError:  # no folder, or one that cannot be listed
+        return []
+
+
 class KernelTables:
     """One GPU's measured kernel tables, each at its newest vLLM version."""
 
@@ -232,7 +240,7 @@ class KernelTables:
             raise ConfigError("kernel_tables", f"no kernel tables root at {root}")
         self.dir = Path(root) / gpu
         if not self.dir.is_dir():
-            have = sorted(p.name for p in Path(root).iterdir() if (p / "gemm").is_dir()) if Path(root).is_dir() else []
+            have = table_gpus(root)
             raise ConfigError("gpu", f"no kernel tables at {self.dir}" + (f"; found: {', '.join(have)}" if have else ""))
         self.gpu = gpu
         self.t, self.versions = {}, {}

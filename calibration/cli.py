@@ -233,7 +233,26 @@ def cmd_compare_runs(args) -> int:
     return 0 if report["passed"] else 1
 
 
+# server mode's own flags (r166: without --server they were ignored, and --resimulate's seconds of simulation
+# became minutes of a real engine)
+SERVER_FLAGS = (("--levels", "levels"), ("--resimulate", "resimulate"), ("--engine-profile", "engine_profile"))
+
+
+def _check_vllm_mode(args) -> None:
+    """A flag of the other mode is refused before an engine or server starts, never ignored."""
+    from servesim.simulator.errors import ConfigError
+
+    if args.server and args.loads is not None:
+        raise ConfigError("--loads", "is for the engine run without --server; server mode's loads are its "
+                                     "--levels file's levels")
+    for flag, dest in SERVER_FLAGS:
+        if not args.server and getattr(args, dest) not in (None, False):
+            raise ConfigError(flag, "is for server mode: give --server with it (without --server the engine "
+                                    "runs in this process, at --loads)")
+
+
 def cmd_validate_vllm(args) -> int:
+    _check_vllm_mode(args)
     if args.server:
         return _validate_vllm_server(args)
     from servesim.calibration.vllm_validate import validate_vllm
@@ -423,6 +442,7 @@ def cmd_fit(args) -> int:
     from servesim.calibration.profile_io import fit_directory
     from servesim.calibration.real_runs import PER_REQUEST, detect
 
+    _refuse_simulations(args)
     first = args.measurements[0]
     if Path(first).suffix in (".json", ".jsonl") or Path(first).is_dir() and not (Path(first) / "run.json").exists():
         if detect(first) in PER_REQUEST:
@@ -441,6 +461,20 @@ def cmd_fit(args) -> int:
     _print_fit(*fit_directory(first, args.out, args.name, holdout, args.seed, model=args.model,
                               dtype=args.dtype, gpu=args.gpu, tp=args.tp, kv_cache_dtype=args.kv_cache_dtype))
     return 0
+
+
+def _refuse_simulations(args) -> None:
+    """A servesim results folder is no data to fit to (r166: fit said compare's advice, to give it last)."""
+    from servesim.calibration.run_comparison import is_results_dir
+    from servesim.simulator.errors import ConfigError
+
+    what = ("a servesim results folder is a simulation's output, which cannot be fitted from: give real serving "
+            "runs (lifecycle records, `vllm bench serve --save-detailed` JSON) or step measurements (a `calibrate "
+            "run` folder, a table, an engine step log)")
+    for path in filter(is_results_dir, args.measurements):
+        raise ConfigError(path, what)
+    for path in filter(is_results_dir, args.held_out):
+        raise ConfigError("--held-out", f"{path}: {what}")
 
 
 def _fit_serving(args) -> int:
@@ -483,8 +517,16 @@ def _fit_serving(args) -> int:
         output_file(args.out, "--out", inputs, profile=True)
         output_file(Path(args.out).with_suffix(".held-out.csv"), "--out", inputs, profile=True)
         profile_file(args.out, "--out")
-    fit = fit_serving(train, held, args.scenario, sets, terms,
-                      DEFAULT_MAX_EVALS if args.max_evals is None else args.max_evals)
+    from servesim.calibration.serving_fit import DEPLOYMENT_SETTINGS
+
+    try:
+        fit = fit_serving(train, held, args.scenario, sets, terms,
+                          DEFAULT_MAX_EVALS if args.max_evals is None else args.max_evals)
+    except ConfigError as exc:  # a setting --gpu, --model or --tp gave is said as that flag (r166: hardware.gpu)
+        flag = DEPLOYMENT_SETTINGS.get(exc.field)
+        if flag is None or getattr(args, flag[2:]) is None:
+            raise
+        raise ConfigError(flag, exc.message) from None
     if args.name:
         fit.profile["name"] = args.name
     out = Path(args.out) if args.out else Path("results/profiles") / f"{file_part(str(fit.profile['name']))}.yaml"
@@ -530,7 +572,7 @@ IMPORT_FLAGS = {"gpu": "--gpu", "model": "--model", "dtype": "--dtype", "tp": "-
 
 
 def cmd_import(args) -> int:
-    from servesim.calibration.aiconfigurator import import_profile
+    from servesim.calibration.aiconfigurator import import_profile, table_gpus
     from servesim.simulator.errors import ConfigError
 
     if args.data_parallel_size > 1 and not args.enable_expert_parallel:
@@ -543,15 +585,21 @@ def cmd_import(args) -> int:
 
         if not (arch := load_model(args.model)).is_moe:
             raise ConfigError("--moe-routing", f"{arch.name} is a dense model: it has no router")
+    from servesim.simulator.files import output_file, profile_file
+
+    if args.out:  # its name first: it needs no tables
+        profile_file(args.out, "--out")
     data = args.data or kernel_tables_root() or "../shared/data/gpu/aiconfigurator"
+    if not table_gpus(data):  # before --out is checked against it (r166: "--out lies inside the kernel tables")
+        root = Path(data)
+        why = ("no such folder" if not root.exists() else "a file, not a folder" if not root.is_dir() else
+               "a GPU's folder: give the root that holds it" if (root / "gemm").is_dir() else
+               "it holds no GPU's folder of tables (h100_sxm/gemm/, ...)")
+        raise ConfigError("--data", f"no kernel tables under {data}: {why}")
     if args.out and Path(args.out).resolve().is_relative_to(Path(data).resolve()):
         raise ConfigError("--out", f"{args.out} lies inside the kernel tables {data}: a profile there would replace "
                                    f"a table, or be read as one; write it elsewhere")
-    from servesim.simulator.files import output_file, profile_file
-
     # never over the model file (or a file in the model's folder) it reads, nor through a link
-    if args.out:
-        profile_file(args.out, "--out")
     output_file(args.out, "--out", [args.model] if Path(args.model).exists() else [], profile=True)
     try:
         path, fit = import_profile(data, args.gpu, args.model, args.dtype, args.tp, args.out, args.name,

@@ -113,11 +113,18 @@ def _bucket(t: int) -> str:
     return next(label for lo, hi, label in BUCKETS if lo <= t <= hi)
 
 
+def _layer_files(profiles: str | Path) -> list[Path]:
+    """Every layers.csv under the root --data gives; none is said as --data (r166: as "layers")."""
+    files = sorted(Path(profiles).rglob("layers.csv"))
+    if not files:
+        raise ConfigError("--data", f"no layers.csv under {profiles}" + (": it is a file, not a folder"
+                                                                          if Path(profiles).is_file() else ""))
+    return files
+
+
 def check_layers(profiles: str | Path, tables: str | Path, out: str | Path | None = None) -> pd.DataFrame:
     profiles = Path(profiles)
-    files = sorted(profiles.rglob("layers.csv"))
-    if not files:
-        raise ConfigError("layers", f"no layers.csv under {profiles}")
+    files = _layer_files(profiles)
     t = _h100_tables(tables)
     o = Overhead(**default_overhead())
     m = MIXTRAL
@@ -175,9 +182,7 @@ MIXTRAL_MOE = {"experts": 8, "top_k": 2, "inter": 14336}
 
 def check_moe_layers(profiles: str | Path, tables: str | Path, out: str | Path | None = None) -> pd.DataFrame:
     """Mixtral's measured experts against the kernel tables, by token bucket (one layer, ms)."""
-    files = sorted(Path(profiles).rglob("layers.csv"))
-    if not files:
-        raise ConfigError("layers", f"no layers.csv under {profiles}")
+    files = _layer_files(profiles)
     t = _h100_tables(tables)
     m, e, k, inter = MIXTRAL, MIXTRAL_MOE["experts"], MIXTRAL_MOE["top_k"], MIXTRAL_MOE["inter"]
     arch = ModelArchitecture(name="mixtral-8x7b", num_hidden_layers=m["layers"], hidden_size=m["hidden"],

@@ -30,8 +30,9 @@ GPUS = {"RTX4090": "rtx-4090", "RTXPRO6000": "rtx-pro-6000"}
 
 def find_runs(root: str | Path) -> list[Path]:
     root = Path(root)
-    if not root.is_dir():
-        raise ConfigError("serving", f"no serving runs at {root}")
+    if not root.is_dir():  # named as --data, the flag that gives it (r166: "serving")
+        raise ConfigError("--data", f"{root} is a file, not a folder of runs (each with vllm/requests.jsonl)"
+                          if root.exists() else f"no serving runs at {root}: no such folder")
     return sorted(p.parent.parent for p in root.rglob("vllm/requests.jsonl"))
 
 

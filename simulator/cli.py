@@ -206,6 +206,10 @@ def cmd_vllm(args) -> int:
     from servesim.simulator.vllm_command import as_flag_error, read, refuse_overrides, split_command
 
     serve_argv, bench_argv = split_command(args.command)
+    out_given, args.out = args.out is not None, args.out or "results/vllm"
+    if args.config and args.quiet:  # (r166: it printed nothing, exit 0)
+        raise ConfigError("--quiet", "with --config nothing is printed: --config prints the scenario YAML and runs "
+                                     "nothing; leave one out")
     with collected_warnings() as said:  # said once the line is known good: a refused line is its one error line
         cmd = read(serve_argv, bench_argv, args.vllm_version)
         refuse_overrides(cmd, args.set, args.gpu is not None)
@@ -219,7 +223,10 @@ def cmd_vllm(args) -> int:
         sets += args.set
         try:  # a line vLLM refuses (--max-num-active-seqs above max_num_seqs) is one line
             resolved = load(None, sets)
-        except ConfigError as exc:  # a setting the pasted flags gave is said as those flags
+        except ConfigError as exc:  # a setting the pasted flags gave is said as those flags, --gpu as itself (r166)
+            if exc.field == "hardware.gpu" and args.gpu is not None and not any(
+                    s.split("=", 1)[0].strip() in ("hardware", "hardware.gpu") for s in args.set):
+                raise ConfigError("--gpu", exc.message) from None
             raise as_flag_error(cmd, args.set, exc) from None
         cmd.check_resolved(resolved)
     say_once(said)
@@ -229,6 +236,10 @@ def cmd_vllm(args) -> int:
             print(f"servesim: warning: not modelled, recorded in vllm_command.json: {', '.join(named)}",
                   file=sys.stderr)  # a bench flag named as the bench's: both lines have a --port
         if args.config:
+            for flag, given in (("--out", out_given), ("--plot", args.plot)):  # (r166: unsaid)
+                if given:
+                    say_once([f"servesim: warning: {flag} has no effect with --config: it prints the scenario YAML "
+                              f"and runs nothing"])
             scenario = resolved.as_dict()
             if not answer(scenario):
                 print(dump_yaml(scenario), end="")
@@ -718,7 +729,7 @@ def _add_search(sub) -> None:
 
     mr = search_parser("max-rate", "the highest arrival rate meeting every SLO (bisection), per grid point",
                        "max_rate.csv")
-    mr.add_argument("--low", type=POSITIVE, default=0.05, help="a rate expected to meet the SLOs (req/s)")
+    mr.add_argument("--low", type=POSITIVE, default=0.05, help="a rate expected to meet the SLOs (req/s; default 0.05)")
     mr.add_argument("--high", type=POSITIVE, help="a rate expected to fail (default: found by doubling)")
     mr.add_argument("--tolerance", type=TOLERANCE, default=0.05,
                     help="stop when the bracket is this narrow (relative)")
@@ -838,11 +849,12 @@ def _add_vllm(sub) -> None:
                                    "[vllm bench serve flags]]: the flags of the vLLM release --vllm-version names; "
                                    "those servesim does not model are recorded and named in a warning")
     _add_vllm_version(v)
-    v.add_argument("--gpu", help="the GPU vLLM runs on (vLLM's command does not say): a name of hardware.gpu "
+    v.add_argument("--gpu", type=nonempty_text,
+                   help="the GPU vLLM runs on (vLLM's command does not say): a name of hardware.gpu "
                                  "(default: the scenario's, h200-sxm)")
     v.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="a servesim setting beyond vLLM's flags, e.g. --set speculative.acceptance_rate=0.6")
-    v.add_argument("--out", type=nonempty_path, default="results/vllm",
+    v.add_argument("--out", type=nonempty_path, default=None,
                    help="output directory (default: results/vllm); vLLM's result file goes here unless "
                         "--result-dir says otherwise")
     v.add_argument("--config", action="store_true", help="print the equivalent scenario YAML, run nothing")

@@ -598,12 +598,33 @@ def refuse_folder_over_inputs(out: str | Path, names, field: str, inputs) -> Non
     if out.exists() and not out.is_dir():
         raise ConfigError(field, f"{out} is a file, not a results folder")
     refuse_below_a_file(out, field, f"{out} lies below {{parent}}, which is a file, not a folder")
+    refuse_other_results(out, names, field)
     for name in names:
         refuse_link(Path(out) / name, field)
         refuse_writing_over(Path(out) / name, field, inputs)
         if Path(name).suffix and (Path(out) / name).is_dir():  # a file's name (runs/ is a folder's): found only
             # when written, after the run (round 83)
             raise ConfigError(field, f"{Path(out) / name} is a folder, where the results' {name} goes")
+
+
+# a results folder's own table, by the command that writes it
+RESULTS_OF = {"summary.json": "a run's", "sweep.csv": "a sweep's", "max_rate.csv": "a search's",
+              "replicas.csv": "a search's", "recommend.json": "recommend's"}
+
+
+def refuse_other_results(out: Path, names, field: str) -> None:
+    """A command writing its results (`names`) into a folder holding another command's, or into a sweep's runs/:
+    their files would mix, and a plot of the folder draw one as the other (r166: a run's files beside sweep.csv,
+    `plot --kind timeline` drawing them)."""
+    mine = {RESULTS_OF[n] for n in names if n in RESULTS_OF}
+    if not mine or not out.is_dir():
+        return
+    for marker, whose in RESULTS_OF.items():
+        if whose not in mine and (out / marker).is_file():
+            raise ConfigError(field, f"{out} holds {whose} results ({marker}): this command's would mix with them; "
+                                     f"give a folder of its own")
+    if out.name == "runs" and (out.parent / "sweep.yaml").is_file():
+        raise ConfigError(field, f"{out} is the runs folder of the sweep in {out.parent}: give a folder of its own")
 
 
 def refuse_folder_holding_inputs(out: str | Path, field: str, inputs) -> None:

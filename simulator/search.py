@@ -344,10 +344,11 @@ def _rebracket(scenario, sets: list[str], slos: dict, near: float, low: float, t
     """The search at another run length, started from a bracket around the answer at the last one."""
     lo, hi = max(low, near * (1 - 4 * tolerance)), near * (1 + 4 * tolerance)
     r = _max_rate_at(scenario, sets, slos, lo, hi, tolerance, max_runs, load)
-    if r["max_rate"] is not None or r.get("fails_at") is not None:
+    bottom_fails = "already at" in (r.get("reason") or "")  # (its fails_at the bracket's bottom)
+    if r["max_rate"] is not None or (r.get("fails_at") is not None and not bottom_fails):
         return r
     runs = r["runs"]
-    if "already at" in (r.get("reason") or "") and lo > low:  # the bracket's bottom fails too: look below it
+    if bottom_fails and lo > low:  # the bracket's bottom fails too: look below it
         r = _max_rate_at(scenario, sets, slos, low, lo, tolerance, max_runs, load)
     elif "hold at --high" in (r.get("reason") or ""):  # its top passes: grow from there
         r = _max_rate_at(scenario, sets, slos, hi, None, tolerance, max_runs, load)
@@ -451,8 +452,8 @@ def _max_rate_at(scenario: str | None, sets: list[str], slos: dict, low: float =
     at_low = run(low)
     runs += 1
     if not meets(at_low, slos):
-        return {"max_rate": None, "reason": f"{failed_because(at_low, slos)} already at {low:g} {unit}", "runs": runs,
-                "summary": at_low}
+        return {"max_rate": None, "fails_at": low, "runs": runs, "summary": at_low,  # (r166: fails_at left empty)
+                "reason": f"{failed_because(at_low, slos)} already at {low:g} {unit}"}
     if high is None:  # grow until the SLOs fail
         top = min(ceiling, MAX_RATE)
         high = min(low * 2, top)
@@ -584,8 +585,9 @@ def _fewest(run, slos: dict, most: int, why: str, low: int = 0, at_low: dict | N
             return {"replicas": 1, "runs": runs, "summary": at_low}
     while True:
         if low >= most:
-            return {"replicas": None, "reason": f"not met with {most} replica{'s' if most > 1 else ''}{why}: "
-                                                f"{failed_because(at_low, slos)}", "runs": runs, "summary": at_low}
+            return {"replicas": None, "fails_with": low, "runs": runs, "summary": at_low,  # (r166: left empty)
+                    "reason": f"not met with {most} replica{'s' if most > 1 else ''}{why}: "
+                              f"{failed_because(at_low, slos)}"}
         n = min(low * 2, most)
         s = run(n)
         runs += 1

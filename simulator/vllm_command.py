@@ -2570,6 +2570,9 @@ def goodput_targets(items: list[str], field: str, unique: bool = False) -> dict:
                                      f"{item!r}{nan}")
         if unique and f"{key}_ms" in slo:
             raise ConfigError(field, f"{key} is given twice ({item!r}): give each metric's target once")
+        if unique and not 0 < ms < math.inf:  # servesim's own commands: a target met by none or by all says nothing
+            raise ConfigError(field, f"{item!r}: the target must be a positive, finite number of ms, as --slo's "
+                                     f"({'an infinite one constrains nothing' if ms else '0 ms is met by no request'})")
         # vLLM's value <= SLO: 0 admits only an exact 0; an infinite target every request meets, as one past any
         # time a run can reach (1e9 s)
         slo[f"{key}_ms"] = 1e-9 if ms == 0 else min(ms, UNREACHED_MS)

@@ -1245,13 +1245,13 @@ def test_a_rate_of_hundreds_of_digits_is_printed_in_a_few(tmp_path, capsys):
 
 def test_a_run_into_a_sweeps_folder_keeps_the_sweeps_tables_listed(tmp_path, capsys):
     """r121: a run written into a sweep's folder rewrote .servesim-files with its own files only, and then a one-file
-    writer replaced the sweep's table after all."""
+    writer replaced the sweep's table after all. r166: such a run is refused (the files would mix)."""
     sweep = tmp_path / "s"
     assert main(["sweep", "--grid", "engine.max_num_seqs=4,8", "--set", "workload.num_requests=5", "--out", str(sweep),
                  "--quiet"]) == 0
-    assert main(["run", "--set", "workload.num_requests=5", "--out", str(sweep), "--quiet"]) == 0
+    assert main(["run", "--set", "workload.num_requests=5", "--out", str(sweep), "--quiet"]) == 2
     listed = (sweep / ".servesim-files").read_text().split()
-    assert {"sweep.csv", "sweep.parquet", "sweep.yaml", "summary.json"} <= set(listed)
+    assert {"sweep.csv", "sweep.parquet", "sweep.yaml"} <= set(listed) and "summary.json" not in listed
     capsys.readouterr()
     profiles = ["h200-llama-3.1-8b-bf16-tp1", "h100-llama-3.1-8b-bf16-tp1"]
     assert main(["calibrate", "compare", *profiles, "--out", str(sweep / "sweep.csv")]) == 2
@@ -1590,3 +1590,20 @@ def test_control_characters_in_a_named_path_are_shown_escaped_on_one_line(tmp_pa
     assert main(["run", "--out", str(tmp_path / "o"), "--set", "seed=1\x07"]) == 2  # a value, named as typed
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "\x07" not in err and err.startswith("servesim: error: seed")
+
+
+def test_round_166_results_of_one_command_are_not_written_into_anothers(tmp_path, capsys):
+    """r166: `run --out` a sweep's folder (or its runs/) put a run's files beside sweep.csv, and `plot --kind
+    timeline` then drew the folder as a run; a sweep into a run's folder mixed the same way."""
+    sweep, run = tmp_path / "s", tmp_path / "r"
+    assert main(["sweep", "--set", "workload.num_requests=10", "--grid", "workload.arrival.rate=1,2", "--no-progress",
+                 "--quiet", "--out", str(sweep)]) == 0
+    assert main(["run", "--set", "workload.num_requests=10", "--quiet", "--out", str(run)]) == 0
+    capsys.readouterr()
+    for argv, said in ((["run", "--out", str(sweep)], f"{sweep} holds a sweep's results (sweep.csv)"),
+                       (["run", "--out", str(sweep / "runs")], f"{sweep / 'runs'} is the runs folder of the sweep"),
+                       (["sweep", "--grid", "workload.arrival.rate=1,2", "--out", str(run)],
+                        f"{run} holds a run's results (summary.json)")):
+        assert main([*argv, "--set", "workload.num_requests=10"]) == 2
+        assert capsys.readouterr().err.startswith(f"servesim: error: --out: {said}")
+    assert main(["run", "--set", "workload.num_requests=10", "--quiet", "--out", str(run)]) == 0  # its own again

@@ -713,3 +713,14 @@ def test_round_164_a_trace_shorter_than_the_fleets_rows_is_said(tmp_path, capsys
            f"{row['replicas']} x 600" in row["reason"], row
     one = recommend(1)  # r165: one unit ran the very rows its capacity was found on: nothing to say
     assert one["replicas"] == 1 and "was checked on them" not in (one.get("reason") or ""), one
+
+
+@pytest.mark.parametrize("target, why", [("ttft:inf", "an infinite one constrains nothing"),
+                                         ("tpot:0", "0 ms is met by no request")])
+def test_round_166_recommends_goodput_targets_are_positive_and_finite(target, why, capsys):
+    """r166: --goodput ttft:inf passed "give at least one SLO" constraining nothing; ttft:0 ran the whole search to
+    "no candidate". vLLM's own bench line keeps its client's reading (tests/test_vllm_command.py)."""
+    assert main(["recommend", "--set", "workload.num_requests=30", "--no-progress", "--goodput", target]) == 2
+    err = capsys.readouterr().err
+    assert err == f"servesim: error: --goodput: '{target}': the target must be a positive, finite number of ms, as " \
+                  f"--slo's ({why})\n", err

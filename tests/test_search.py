@@ -205,6 +205,7 @@ def test_a_load_at_which_requests_are_rejected_does_not_meet_the_slos(capsys, mo
     assert at["failed"] == 0 and simulate(load(None, longer + [f"workload.arrival.rate={r['fails_at']:.6g}"])).summary["failed"]
     lax = max_rate(None, base, parse_slos(["ttft_p99_ms=1e7"]), low=50)
     assert lax["max_rate"] is None and "requests rejected already at 50 req/s" in lax["reason"]
+    assert lax["fails_at"] == 50  # measured failing: its table's column says so (r166: left empty)
     # the doubling stops at the largest rate a run takes, said so, rather than failing on its own rate (exit 2)
     top = max_rate(None, ["profile=teaching", "workload.num_requests=5"], parse_slos(["e2el_p99_ms=1e9"]), low=1e8)
     assert top["max_rate"] is None and "the largest rate workload.arrival.rate takes" in top["reason"]
@@ -578,3 +579,12 @@ def test_round_165_a_trace_that_runs_out_before_its_limit_says_all_its_rows(tmp_
     r = max_rate(None, [f"workload={{type: trace, path: {tmp_path / 'tr2000.jsonl'}, format: mooncake, limit: 20}}",
                         "simulation.warmup_requests=5"], parse_slos(["ttft_p99_ms=100"]), load="time_scale")
     assert r["max_rate"] and r["run_length"].startswith("limit="), r
+
+
+def test_round_166_replicas_not_met_at_the_most_says_the_count_that_failed():
+    """r166: `search replicas --max 1` that failed with one replica left fails_with empty, though measured."""
+    from servesim.simulator.search import min_replicas
+
+    r = min_replicas(None, ["workload.num_requests=30", "profile=teaching"], parse_slos(["ttft_p99_ms=500"]), rate=200,
+                     most=1)
+    assert r["replicas"] is None and r["fails_with"] == 1 and r["reason"].startswith("not met with 1 replica")

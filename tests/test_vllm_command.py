@@ -3806,3 +3806,21 @@ def test_round_162_a_command_line_in_another_form_says_what_is_not_read(capsys, 
     assert main(["vllm", "--config", *words]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and said in err
+
+
+def test_round_166_vllms_own_flags_are_said_as_themselves(tmp_path, capsys):
+    """r166: `vllm --gpu h999` was refused as hardware.gpu and `--gpu ""` as unknown GPU ''; --config ran nothing
+    while --out and --plot said nothing, and --config --quiet printed nothing, exit 0."""
+    line = ["serve", "meta-llama/Llama-3.1-8B-Instruct", "--", "bench", "serve", "--num-prompts", "20"]
+    assert main(["vllm", "--gpu", "h999", "--out", str(tmp_path / "v"), *line]) == 2
+    assert capsys.readouterr().err.startswith("servesim: error: --gpu: unknown GPU 'h999'")
+    assert main(["vllm", "--gpu", "", "--out", str(tmp_path / "v"), *line]) == 2
+    assert "argument --gpu: is empty" in capsys.readouterr().err
+    assert main(["vllm", "--out", str(tmp_path / "v"), "--plot", "--config", *line]) == 0
+    out = capsys.readouterr()
+    assert "model: llama-3.1-8b" in out.out and not (tmp_path / "v").exists()
+    for flag in ("--out", "--plot"):
+        assert f"servesim: warning: {flag} has no effect with --config: it prints the scenario YAML" in out.err
+    assert main(["vllm", "--config", *line]) == 0 and "has no effect" not in capsys.readouterr().err
+    assert main(["vllm", "--config", "--quiet", *line]) == 2
+    assert capsys.readouterr().err.startswith("servesim: error: --quiet: with --config nothing is printed")
