@@ -573,9 +573,10 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
     # a GPU's: no KV cache knee, and no decode KV token read faster than its datasheet bandwidth (a local-attention
     # model's shapes are layer-averaged: its context is not every layer's)
     floor = 0.0
-    if hardware_key is not None and local is None:
+    measured_on = table_folder(gpu)[1]  # the GPU the tables were measured on: its bandwidth, not that of another
+    if measured_on is not None and local is None:  # GPU they are composed for (r167: an L4's under H100 timings)
         kv_bytes = arch.model_copy(update={"kv_cache_dtype": kv}).kv_bytes_per_token_per_gpu(tp)
-        floor = kv_bytes / (load_hardware(hardware_key).memory_bandwidth_gbps * 1e9) * 1e3
+        floor = kv_bytes / (load_hardware(measured_on).memory_bandwidth_gbps * 1e9) * 1e3
     fit = fit_step_model(table, source=f"{gpu} kernel tables", cache_knee=False, context_floor_ms=floor)
     if arch.is_moe:
         fit.coefficients |= {"moe_experts": arch.num_experts, "moe_top_k": arch.experts_per_token} | (

@@ -52,9 +52,10 @@ COPY_JITTER = 0.002  # a run whose latencies lie this close to another's (times 
 # repeat's differ by more (r136: one measured at 0.3% a request was refused), a copy jittered more passes as one
 COPY_FIGURES = 6  # a request as measured: its latencies to 6 figures (a copy keeps them; a repeat's differ)
 VLLM_GPU_MEMORY_UTILIZATION = 0.9  # vLLM's default, where a run does not record its own
-# a bench result's latency against its ttft + sum(itls): vLLM 0.19's completions client reads the clock twice at
-# the first token (microseconds apart), and the float sum of a thousand gaps errs by far less; a millisecond (and
-# 1e-6 of the latency, for hours-long streams) is slack for both, yet far below a latency cut short by a token
+# a bench result's latency against its ttft + sum(itls), which vLLM's client makes equal (only token chunks advance
+# a request's end; 0.19 keeps no latencies): the clock read twice at a first token (microseconds apart) and the
+# float sum of a thousand gaps err by far less than a millisecond (and 1e-6 of the latency, for hours-long
+# streams), itself far below a latency cut short, or run on, by a token
 LATENCY_SLACK_S = 1e-3
 
 
@@ -365,6 +366,14 @@ def _read_lifecycle(path: Path) -> RealRun:
     recs, seen, lines, failed = [], {}, [], []
     for i, row in _json_lines(path):
         where = f"line {i}"
+        rid = row.get("request_id")
+        if rid is not None:  # a failed record's too (r167: a failure repeating a finished request's id passed)
+            if not isinstance(rid, (str, int)) or isinstance(rid, bool):
+                _fail(path, f"{where}, request_id", f"expected a string or an integer, got {rid!r:.40}")
+            if str(rid) in seen:  # vLLM's ids are text: 7 and "7" are one request (r165: counted as two)
+                _fail(path, f"{where}, request_id", f"{rid!r:.40} repeats line {seen[str(rid)]}'s: one record per "
+                                                    f"request")
+            seen[str(rid)] = i
         if row.get("error") or row.get("finish_reason") in FAILED_REASONS:  # (r154: read as finished)
             failed.append(str(row.get("error") or f"finish_reason {row['finish_reason']}"))
             continue
@@ -376,14 +385,6 @@ def _read_lifecycle(path: Path) -> RealRun:
                                "last_token_ts)")
         if n_out == 1 and t[3] > t[2]:  # one token is the first and the last
             _fail(path, where, f"one output token, yet last_token_ts is {t[3] - t[2]:.6g} s after first_token_ts")
-        rid = row.get("request_id")
-        if rid is not None:
-            if not isinstance(rid, (str, int)) or isinstance(rid, bool):
-                _fail(path, f"{where}, request_id", f"expected a string or an integer, got {rid!r:.40}")
-            if str(rid) in seen:  # vLLM's ids are text: 7 and "7" are one request (r165: counted as two)
-                _fail(path, f"{where}, request_id", f"{rid!r:.40} repeats line {seen[str(rid)]}'s: one record per "
-                                                    f"request")
-            seen[str(rid)] = i
         recs.append((n_in, n_out, *t))
     if not recs:
         _fail(path, "", "no finished request: every record says its request failed" if failed else "no records")
@@ -583,10 +584,14 @@ def engine_sets(meta: dict, where) -> list[str]:
         value = (cache if section == "kv_cache" else kw).get(key)
         if value is not None and not ok(value):
             _fail(where, f"{section}.{key}", f"must be {what}, got {value!r:.60}")
-    recorded = {key: _recorded(meta, where, *spec) for key, spec in RECORDED_SETTINGS.items()}
+    auto_fit = kw.get("max_model_len") in (-1, "auto")  # vLLM's auto-fit to the pool (r167: refused as a count)
+    read = {**meta, "engine_kwargs": {k: v for k, v in kw.items() if k != "max_model_len"}} if auto_fit else meta
+    recorded = {key: _recorded(read, where, *spec) for key, spec in RECORDED_SETTINGS.items()}
     for key in ENGINE_COUNTS:  # the argument, else what vLLM resolved it to (r150: a resolved count was unread)
         if recorded[key] is not None:
             sets.append(f"engine.{key}={recorded[key]}")
+    if auto_fit and recorded["max_model_len"] is None:  # fitted again to the pool, as vLLM fitted it
+        sets.append("engine.max_model_len=auto")
     if kw.get("enable_expert_parallel") is not None:  # null: vLLM's default
         if not isinstance(kw["enable_expert_parallel"], bool):
             _fail(where, "engine_kwargs.enable_expert_parallel", f"must be true or false, got {kw['enable_expert_parallel']!r}")
@@ -732,9 +737,10 @@ def _read_bench(path: Path) -> RealRun:
                 _fail(path, "", f"ttfts[{i}] {ttft:g} s is after the request's own latency (latencies[{i}] "
                                 f"{latency:g} s)")
             streamed = ttft + sum(itl)  # the last token's time: the stream ends with it or after (r165: before passed)
-            if streamed > latency + LATENCY_SLACK_S + 1e-6 * latency:
-                _fail(path, "", f"latencies[{i}] {latency:g} s ends before the request's last token, at ttfts[{i}] + "
-                                f"sum(itls[{i}]) = {streamed:g} s: vLLM's client times a request to its stream's end")
+            if abs(streamed - latency) > LATENCY_SLACK_S + 1e-6 * latency:  # (r167: 10 s after it passed too)
+                _fail(path, "", f"latencies[{i}] {latency:g} s ends {'before' if streamed > latency else 'after'} the "
+                                f"request's last token, at ttfts[{i}] + sum(itls[{i}]) = {streamed:g} s: vLLM's client "
+                                f"ends a request at its last token (only token chunks advance its end)")
         if role_chunk and itl:  # 0.19's chat client: the role chunk was its first token (r129), however many
             ttft, itl = ttft + itl[0], itl[1:]  # tokens its chunks held (r139: only one a chunk was seen)
         if len(itl) > n_out - 1:  # one gap per streamed chunk after the first; a chunk holds at least one token

@@ -1437,7 +1437,11 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
                           f"{pools:,} engines (cluster.replicas x engine.data_parallel_size + cluster.prefill_replicas):"
                           f" more than the {MAX_REPLICAS:,} servesim runs at once")
     if blocks * pools > MAX_BLOCKS:  # each block is some 40 bytes of bookkeeping in every pool
-        raise ConfigError("engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.block_size",
+        c = scenario.cluster  # one pool that fits: the count of pools is what passed it (r167: named block_size)
+        many = "cluster.prefill_replicas" if c.prefill_replicas > c.replicas * e.data_parallel_size else \
+            "engine.data_parallel_size" if e.data_parallel_size > 1 else "cluster.replicas"
+        raise ConfigError(many if blocks <= MAX_BLOCKS else
+                          "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.block_size",
                           f"{pools} KV pool(s) of {blocks:,} blocks: more than the {MAX_BLOCKS:,} blocks servesim "
                           f"holds in one run; use a larger block_size, fewer replicas, or num_gpu_blocks_override")
     # vLLM fits `auto` to the pool and refuses to start when one max-length request cannot fit; 0.19 does both

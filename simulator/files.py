@@ -607,9 +607,10 @@ def refuse_folder_over_inputs(out: str | Path, names, field: str, inputs) -> Non
             raise ConfigError(field, f"{Path(out) / name} is a folder, where the results' {name} goes")
 
 
-# a results folder's own table, by the command that writes it
-RESULTS_OF = {"summary.json": "a run's", "sweep.csv": "a sweep's", "max_rate.csv": "a search's",
-              "replicas.csv": "a search's", "recommend.json": "recommend's"}
+# a results folder's own table, by the command that writes it (compare's and validate's command.txt before the
+# summary.json they write too: r167, a run replaced compare's summary, and a sweep called the folder a run's)
+RESULTS_OF = {"command.txt": "a comparison's or validation's", "summary.json": "a run's", "sweep.csv": "a sweep's",
+              "max_rate.csv": "a search's", "replicas.csv": "a search's", "recommend.json": "recommend's"}
 
 
 def refuse_other_results(out: Path, names, field: str) -> None:
@@ -620,7 +621,9 @@ def refuse_other_results(out: Path, names, field: str) -> None:
     if not mine or not out.is_dir():
         return
     for marker, whose in RESULTS_OF.items():
-        if whose not in mine and (out / marker).is_file():
+        if (out / marker).is_file():
+            if whose in mine:  # its own kind (a rerun): the first marker found says whose folder it is
+                break
             raise ConfigError(field, f"{out} holds {whose} results ({marker}): this command's would mix with them; "
                                      f"give a folder of its own")
     if out.name == "runs" and (out.parent / "sweep.yaml").is_file():

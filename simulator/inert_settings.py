@@ -80,7 +80,8 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
              ((c.prefill_replicas or c.replicas) == 1 and "cluster.replicas" not in _VARIED.get(),
               c, "cluster", ["router"],
               "one replica takes every request" + (" (vLLM's own balancer spreads them over its DP ranks)"
-                                                   if e.data_parallel_size > 1 and not c.prefill_replicas else "")),
+                                                   if e.data_parallel_size > 1 and not c.prefill_replicas
+                                                   and (c.dp_ranks_reached or 2) > 1 else "")),  # (r167)
              (sp.method != "none" and not e.enable_prefix_caching, sp, "speculative",
               ["eagle_block_drop", "lookahead_block_hashes"], "engine.enable_prefix_caching is off (no prefix hit)"),
              (not e.dispatches_moe, e, "engine",

@@ -28,7 +28,7 @@ from servesim.simulator.files import file_part
 from servesim.simulator.hardware import Hardware
 from servesim.simulator.model_arch import DEFAULT_ROUTING, ModelArchitecture
 
-COMPOSER_VERSION = 10  # bump when the composition changes, so cached profiles are rebuilt
+COMPOSER_VERSION = 11  # bump when the composition changes, so cached profiles are rebuilt
 # the importer's field names -> the scenario setting a user changes
 _FIELDS = {"dtype": "engine.quantization", "kv_cache_dtype": "engine.kv_cache_dtype",
            "tp": "engine.tensor_parallel_size", "model": "model", "gpu": "hardware.gpu",

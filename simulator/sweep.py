@@ -486,10 +486,12 @@ def write_table(rows: list[dict], out: Path, keys: list[str] | None = None,
     if len(table):
         order = [k for k in (keys or []) if k in table]
         if order and points:
-            table = table.iloc[_point_order(table, order, points)]
+            place = _point_order(table, order, points)
         else:
-            table = table.sort_values(order or ["run_id"], kind="stable")
-        table = table.reset_index(drop=True)
+            place = list(table.sort_values(order or ["run_id"], kind="stable").index)
+        # built again from the rows in that order: its columns (a key some runs' summaries lack, such as goodput's)
+        # in the grid's order too, not in the order the runs finished or were found on disk (r167)
+        table = counts_kept([rows[i] for i in place], keys or ())
         if points:
             table = _one_type_per_column(table, order, points)
         if "completed" not in table and "error" in table:  # no run finished: its metrics' columns, empty

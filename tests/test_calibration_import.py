@@ -267,3 +267,7 @@ def test_round_165_no_kv_token_is_read_faster_than_the_gpus_bandwidth():
         floor = rs.arch.kv_bytes_per_token_per_gpu(tp) / (rs.hardware.memory_bandwidth_gbps * 1e9) * 1e3
         assert rs.profile.coefficients["per_context_token_ms"] >= floor * (1 - 1e-9), (rs.profile.name, floor)
     assert len(deployments) > 20
+    # r167: the floor is the GPU's the tables were measured on: H100 tables composed for an L4 took the L4's, the
+    # fit driving its fixed time to 0 (held-out error 210%, a decode step under either GPU's weight read)
+    borrowed = load(None, ["hardware.gpu=l4", "hardware.kernel_tables=h100_sxm", "engine.max_model_len=4096"])
+    assert borrowed.profile.held_out_error["mape"] < 0.1, borrowed.profile.held_out_error

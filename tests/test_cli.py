@@ -1607,3 +1607,11 @@ def test_round_166_results_of_one_command_are_not_written_into_anothers(tmp_path
         assert main([*argv, "--set", "workload.num_requests=10"]) == 2
         assert capsys.readouterr().err.startswith(f"servesim: error: --out: {said}")
     assert main(["run", "--set", "workload.num_requests=10", "--quiet", "--out", str(run)]) == 0  # its own again
+    # r167: a comparison's folder (its command.txt beside the summary.json it writes too) was a run's to both
+    (tmp_path / "c").mkdir()
+    for name in ("command.txt", "summary.json", "table.csv"):
+        (tmp_path / "c" / name).write_text("x\n")
+    for argv in (["run"], ["sweep", "--grid", "workload.arrival.rate=1,2"]):
+        assert main([*argv, "--set", "workload.num_requests=10", "--out", str(tmp_path / "c")]) == 2
+        assert capsys.readouterr().err.startswith(f"servesim: error: --out: {tmp_path / 'c'} holds a comparison's or "
+                                                  f"validation's results (command.txt)")

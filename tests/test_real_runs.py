@@ -1130,8 +1130,7 @@ def test_round_127_a_first_token_after_the_requests_own_latency_is_refused(tmp_p
     if "latencies" not in data:  # the writer's release keeps none: give them as 0.33's client records them
         data["latencies"] = [t + sum(g) for t, g in zip(data["ttfts"], data["itls"])]
     read_run_ok = tmp_path / "ok.json"
-    data["latencies"] = [x + 0.2 for x in data["latencies"]]  # each stream ends 0.2 s after its last token
-    read_run_ok.write_text(json.dumps(data))
+    read_run_ok.write_text(json.dumps(data))  # each stream ends at its last token chunk, as 0.33's client ends it
     ok = read_run(read_run_ok).requests  # r134: E2EL and TPOT are vLLM's, from the latency, not the last token
     order = np.argsort(data["start_times"], kind="stable")
     latency, ttft = np.array(data["latencies"])[order], np.array(data["ttfts"])[order]
@@ -1180,7 +1179,7 @@ def test_a_vllm_0_19_chat_result_has_a_gap_per_token_and_reads_back(tmp_path, ca
     rows = pd.read_parquet(out / "requests.parquet").sort_values("request_id")
     np.testing.assert_allclose(np.sort(run.requests.ttft), np.sort(rows.ttft), rtol=1e-9)
     # vLLM 0.33's client fixed it: a 0.33 file with a gap per token is still refused
-    data["latencies"] = [1.0] * len(data["itls"])
+    data["latencies"] = [t + sum(g) for t, g in zip(data["ttfts"], data["itls"])]
     (tmp_path / "c33.json").write_text(json.dumps(data))
     with pytest.raises(ConfigError, match="8 gaps for output_lens.0. 8 token"):
         read_run(tmp_path / "c33.json")
@@ -1644,7 +1643,7 @@ def _small_bench(n=4, **edits):
 
 def test_round_165_a_latency_ending_before_the_last_token_is_refused(tmp_path, capsys):
     """r165: latencies of 0.06 s beside ttft 0.05 + 49 itls of 0.01 (0.54 s) were taken: TPOT 0.2 ms beside an ITL
-    of 10 ms. vLLM's client times a request to its stream's end (latency >= ttft + sum(itls)), a millisecond of
+    of 10 ms. vLLM's client ends a request at its last token (latency = ttft + sum(itls)), a millisecond of
     slack for its two clock reads at the first token."""
     path = tmp_path / "b.json"
     path.write_text(json.dumps(_small_bench(latencies=[0.5405, 0.5395, 0.54, 0.06])))
@@ -1655,6 +1654,12 @@ def test_round_165_a_latency_ending_before_the_last_token_is_refused(tmp_path, c
         r"0.54 s", err), err
     path.write_text(json.dumps(_small_bench(latencies=[0.5405, 0.5395, 0.54, 0.541])))  # within the slack: read
     assert len(read_run(path).requests) == 4
+    # r167: nor one ending 10 s after it (E2EL 5.4 s read beside 0.42 s): vLLM's 0.33 client ends a request at its
+    # last token chunk, its trailing usage chunk carrying none (latency - ttft is sum(itls))
+    path.write_text(json.dumps(_small_bench(latencies=[0.54, 10.54, 0.54, 0.54])))
+    assert main(["compare", str(path), "--out", str(tmp_path / "o")]) == 2
+    assert re.search(r"latencies\[1\] 10.54 s ends after the request's last token, at ttfts\[1\] \+ "
+                     r"sum\(itls\[1\]\) = 0.54 s", capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("entry", [None, 0, 1, {"a": 1}, ["x"]])
@@ -1683,7 +1688,7 @@ def test_round_165_an_errors_entry_that_is_no_text_is_refused(tmp_path, capsys, 
 def test_round_165_a_failed_requests_fields_are_checked_too(tmp_path, field, value, said):
     """r165: a failed row's fields were never read: input_lens "abc", output_lens -7, ttfts -1, itls [0.5, "x"]
     all passed beside errors[3] = "Bad Request"."""
-    data = _small_bench(latencies=[0.6] * 4)
+    data = _small_bench(latencies=[0.54] * 4)
     data["errors"][3], data["output_lens"][3] = "Bad Request", 0
     data[field][3] = value
     (tmp_path / "b.json").write_text(json.dumps(data))
@@ -1694,13 +1699,13 @@ def test_round_165_a_failed_requests_fields_are_checked_too(tmp_path, field, val
 def test_round_165_a_request_failing_mid_stream_keeps_its_first_token_and_gaps(tmp_path):
     """vLLM 0.19's and 0.33's request functions set ttft and itl as chunks arrive and the error after: a failure
     mid-stream has both, its output counted as 0 and its latency left 0 (an exception skips it)."""
-    data = _small_bench(latencies=[0.6] * 4)
+    data = _small_bench(latencies=[0.54] * 4)
     data["errors"][3], data["output_lens"][3], data["itls"][3], data["latencies"][3] = "Traceback ...", 0, [0.01], 0.0
     (tmp_path / "b.json").write_text(json.dumps(data))
     assert len(read_run(tmp_path / "b.json").requests) == 3
 
 
-@pytest.mark.parametrize("latencies", [None, [1.0] * 8])
+@pytest.mark.parametrize("latencies", [None, [0.54] * 8])
 def test_round_165_more_requests_in_flight_than_max_concurrency_is_refused(tmp_path, capsys, latencies):
     """r165: a result recording max_concurrency 4 whose start_times and latencies held 8 requests in flight at once
     was read: vLLM's client stamps start_times after taking a slot and frees it after the stream ends (0.19: the
@@ -1789,3 +1794,22 @@ def test_round_165_a_request_id_given_as_a_number_and_as_text_is_one_id(tmp_path
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     with pytest.raises(ConfigError, match=r"line 5, request_id: '1' repeats line 2's"):
         read_run(path)
+    rows[4] = rows[1] | {"error": "timeout"}  # r167: a failed record repeating a finished one's id passed
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    with pytest.raises(ConfigError, match=r"line 5, request_id: .* repeats line 2's"):
+        read_run(path)
+
+
+def test_round_167_vllms_auto_fit_max_model_len_is_read_as_auto():
+    """r167: meta.json's engine_kwargs.max_model_len -1 (vLLM's auto-fit, as "auto") was refused as a count; what
+    vLLM resolved it to is the run's, else servesim fits it to the pool again."""
+    from servesim.calibration.real_runs import engine_sets
+
+    for given in (-1, "auto"):
+        assert "engine.max_model_len=auto" in engine_sets({"engine_kwargs": {"max_model_len": given}}, "meta.json")
+        resolved = {"engine_kwargs": {"max_model_len": given},
+                    "resolved_config": {"model_config": {"max_model_len": 131072}}}
+        sets = engine_sets(resolved, "meta.json")
+        assert "engine.max_model_len=131072" in sets and "engine.max_model_len=auto" not in sets
+    with pytest.raises(ConfigError, match="engine_kwargs.max_model_len: must be a positive integer, got -2"):
+        engine_sets({"engine_kwargs": {"max_model_len": -2}}, "meta.json")

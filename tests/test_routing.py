@@ -442,3 +442,20 @@ def test_round_159_a_decode_replica_caches_a_pulled_prompt_once_its_kv_is_there(
                      "cluster.prefill_replicas=2", "cluster.kv_link_gbps=0.1"])
     req = simulate(rs, specs).requests
     assert req.pulled_tokens.tolist() == [100, 100] and req.first_token_time.nunique() == 1
+
+
+def test_round_167_one_dp_rank_reached_is_not_said_to_be_spread_over_ranks(capsys):
+    """r167: with cluster.dp_ranks_reached 1 the router's "no effect" warning said vLLM's balancer spread the
+    requests over the DP ranks, where rank 0 takes them all."""
+    sets = ["engine.data_parallel_size=2", "cluster.router=random", "workload.num_requests=10"]
+    load(None, sets + ["cluster.dp_ranks_reached=1"])
+    err = capsys.readouterr().err
+    assert "cluster.router has no effect: one replica takes every request\n" in err, err
+    load(None, sets)
+    assert "(vLLM's own balancer spreads them over its DP ranks)" in capsys.readouterr().err
+
+
+def test_round_167_too_many_kv_pools_names_the_count_that_made_them():
+    """r167: 1,002 pools of a pool that fits alone were refused as engine.block_size, not the prefill_replicas given."""
+    with pytest.raises(ConfigError, match=r"^cluster.prefill_replicas: 1002 KV pool\(s\) of"):
+        load(None, ["cluster.replicas=2", "cluster.prefill_replicas=1000"])

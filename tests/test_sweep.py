@@ -609,3 +609,20 @@ def test_round_166_a_sweep_none_of_whose_runs_finished_still_has_the_metrics_col
     assert list(failed.columns) == list(one.columns) and failed.columns[-1] == "error"
     assert failed[["completed", "p99_ttft_ms"]].isna().all().all() and failed["error"].notna().all()
     assert list(pd.read_csv(tmp_path / "failed" / "sweep.csv").columns) == list(one.columns)
+
+
+def test_round_167_the_tables_columns_follow_the_grid_not_the_runs_found_first(tmp_path):
+    """r167: columns only some runs' summaries hold (goodput's, with SLO classes) took the place of the first run
+    to finish or be found on disk: a rerun into a folder holding the gold point alone wrote another header."""
+    gold = "{gold: {weight: 1, ttft_ms: 200}}"
+    assert main(["sweep", "--quiet", "--no-progress", "--set", "workload.num_requests=20", "--grid",
+                 f"workload.slo_classes=null,{gold}", "--out", str(tmp_path / "s")]) == 0
+    table = pd.read_parquet(tmp_path / "s" / "sweep.parquet")
+    rows = [{k: v for k, v in row.items() if not (isinstance(v, float) and v != v)}  # a summary key it lacks
+            for row in table.to_dict("records")]
+    points = [{"workload.slo_classes": None}, {"workload.slo_classes": {"gold": {"weight": 1, "ttft_ms": 200}}}]
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    written = [sw.write_table(order, tmp_path / name, ["workload.slo_classes"], points)
+               for order, name in ((rows, "a"), (rows[::-1], "b"))]  # finished (or found) in either order
+    assert list(written[0].columns) == list(written[1].columns)
+    assert (tmp_path / "a" / "sweep.csv").read_bytes() == (tmp_path / "b" / "sweep.csv").read_bytes()
