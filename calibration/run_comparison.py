@@ -554,6 +554,13 @@ def compare_runs(real_paths: list[str], sim_dir: str | None, scenario: str | Non
     rs = None if sim_dir else resolve_run(first, scenario, sets)  # the model or profile files it reads are inputs
     if rs is not None and not trace:
         _say_prefixes_unread(rs.scenario.workload, scenario)
+    if rs is not None:  # a profile fitted to a run compared: said, as validate serving refuses it (r168: a PASS)
+        from servesim.calibration.serving_fidelity import fitted_on
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: profile {rs.profile.name} {how}: this comparison is in sample (validate "
+                  f"serving --leave-one-out scores runs a fit did not see)" for how in (fitted_on(rs.profile, r)
+                                                                                        for r in runs) if how])
     out = make_out_dir(out, [*real_paths, *read, sim_dir, scenario, trace, *(rs.input_files() if rs else [])])
     source = None
     if sim_dir:

@@ -109,27 +109,37 @@ def run_table(run: RealRun, sims: dict) -> pd.DataFrame:
     return base.assign(run=run.name)[["run"] + list(base.columns)]
 
 
-def _check_not_fitted_on(profile, run) -> None:
-    """A profile fitted (calibrate fit) to a run has only an in-sample error on it: validating it there called that
-    error out of sample, and bands.yaml "none of them fitted to" (r134). Known by the records' digest, else by
-    the path the fit was given."""
+def fitted_on(profile, run) -> str | None:
+    """How a profile was fitted (calibrate fit) to a run, or None: its records' bytes, its requests' latencies
+    however written (r135), the path the fit was given, or a copy of a fitted run scaled, cut or reordered (r154:
+    x1.006 passed). An error there is in sample (r134)."""
     fitted = profile.fitted or {}
-    names = {Path(p).resolve() for p in fitted.get("runs") or []}
+    given = fitted.get("runs") or []
+    names = {Path(p).resolve() for p in given}
     mine = {Path(run.path).resolve(), Path(run.records or run.path).resolve()}
-    if run.content in (fitted.get("run_records") or []) or run.latency_digest in (fitted.get("run_latencies") or []) \
-            or names & mine:  # its records' bytes, or its requests' latencies however written (r135)
-        raise ConfigError("profile", f"{profile.name} was fitted to {run.path} (its fitted.runs): its error there "
-                                     f"is in sample; validate serving reports the error on runs a profile was not "
-                                     f"fitted to")
-    for path in names:  # a copy scaled, cut or reordered (r154: x1.006 passed), where the fitted run can be read
+    if names & mine:
+        return f"was fitted to {run.path} (its fitted.runs)"
+    if run.content in (fitted.get("run_records") or []):
+        return f"was fitted to {run.path}'s records (the same bytes; its fitted.runs: {', '.join(map(str, given))})"
+    if run.latency_digest in (fitted.get("run_latencies") or []):  # (r168: said as fitted.runs, the path it lacked)
+        return (f"was fitted to {run.path}'s requests (the same latencies, written as "
+                f"{', '.join(map(str, given)) or 'another file'})")
+    for path in names:
         try:
             factor = run.scaled_copy_of(read_run(path)) if path.exists() else None
         except (ConfigError, OSError):
             factor = None
         if factor is not None:
-            raise ConfigError("profile", f"{profile.name} was fitted to {path}, whose requests {run.path}'s are, "
-                                         f"their latencies within 0.2% of x {factor:.4g} each: its error there is in "
-                                         f"sample")
+            return (f"was fitted to {path}, whose requests {run.path}'s are, their latencies within 0.2% of x "
+                    f"{factor:.4g} each")
+    return None
+
+
+def _check_not_fitted_on(profile, run) -> None:
+    """validate serving reports errors out of sample: a run a profile was fitted to is refused."""
+    if (how := fitted_on(profile, run)) is not None:
+        raise ConfigError("profile", f"{profile.name} {how}: its error there is in sample; validate serving reports "
+                                     f"the error on runs a profile was not fitted to")
 
 
 def validate_serving(root: str | Path, out: str | Path, sets: list[str] | None = None,

@@ -27,9 +27,11 @@ STATS = [("median", "p50"), ("p90", "p90"), ("p99", "p99")]
 def make_out_dir(out: str | Path, inputs=()) -> Path:
     """The results folder, created; one error line when it cannot be (a file in the way) or when it holds one of
     the command's `inputs`."""
-    from servesim.simulator.files import OUTPUT_SUFFIXES, hold_folder, refuse_folder_holding_inputs, refuse_link
+    from servesim.simulator.files import (COMPARISON, OUTPUT_SUFFIXES, hold_folder, refuse_folder_holding_inputs,
+                                          refuse_link, refuse_other_results)
 
     refuse_folder_holding_inputs(out, "--out", inputs)
+    refuse_other_results(Path(out), (), "--out", COMPARISON)  # not among a run's, a sweep's, ... (r168)
     out = Path(out)
     if out.is_dir():  # what these commands write are tables, summaries, plots and logs: none through a link
         for entry in sorted(out.iterdir()):

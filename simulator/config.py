@@ -1593,6 +1593,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
     if not e.num_gpu_blocks_override and not e.kv_cache_memory_bytes and \
             (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep, e.num_redundant_experts,
                                 lambda t, ep_t: _reserve_estimate(scenario, arch, hw, t, ep_t))):
+        if h.memory_gib is not None:  # the memory given is what left too little (r168: named TP, "an H100 80GB")
+            raise ConfigError("hardware.memory_gib", f"{h.memory_gib:g} GiB given: {err.message}")
         raise err
     weight_only = check_formats(arch, hw, e.quantization)
     if e.all2all_backend not in (None, *(ALL2ALL_0_19 if e.is_0_19 else ALL2ALL_0_33)):

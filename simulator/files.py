@@ -613,11 +613,15 @@ RESULTS_OF = {"command.txt": "a comparison's or validation's", "summary.json": "
               "max_rate.csv": "a search's", "replicas.csv": "a search's", "recommend.json": "recommend's"}
 
 
-def refuse_other_results(out: Path, names, field: str) -> None:
-    """A command writing its results (`names`) into a folder holding another command's, or into a sweep's runs/:
-    their files would mix, and a plot of the folder draw one as the other (r166: a run's files beside sweep.csv,
-    `plot --kind timeline` drawing them)."""
-    mine = {RESULTS_OF[n] for n in names if n in RESULTS_OF}
+COMPARISON = RESULTS_OF["command.txt"]  # the kind compare, validate and calibrate's folders are
+
+
+def refuse_other_results(out: Path, names, field: str, kind: str | None = None) -> None:
+    """A command writing its results (`names`, or of `kind`) into a folder holding another command's, or into a
+    sweep's runs/: their files would mix, and a plot of the folder draw one as the other (r166: a run's files beside
+    sweep.csv, `plot --kind timeline` drawing them; r168: compare's over a run's, locking the run out of its own)."""
+    mine = {kind} if kind else {RESULTS_OF[n] for n in names if n in RESULTS_OF}
+    out = Path(out).resolve()  # (r168: runs/x/.. and a link to runs/ passed as other names)
     if not mine or not out.is_dir():
         return
     for marker, whose in RESULTS_OF.items():

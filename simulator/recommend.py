@@ -297,17 +297,43 @@ def priced(row: dict, prices: dict, tokens_per_hour: float) -> dict:
     return out
 
 
-def traffic_output_per_hour(scenario, sets: list[str], rate: float | None) -> float:
-    """The output tokens per hour the traffic asks for: its requests' mean output at the target rate (a trace:
-    its own output over its arrival span, at its replay speed), drawn once from the scenario's seed."""
-    from servesim.simulator.config import load_scenario, max_model_len_given, override
+def _traffic(scenario, sets: list[str], rate: float | None):
+    """The scenario at the target rate, and its traffic as sent, before any candidate's max_model_len refuses some
+    (the base need not fit a GPU): every request (a session's later turns too), and how many arrivals the process
+    times (a session's first turn)."""
+    from servesim.simulator.config import load_scenario, override
     from servesim.simulator.model_arch import load_model
 
     sc = load_scenario(scenario, sets + ([override("workload.arrival.rate", rate)] if rate is not None else []))
-    # the traffic as sent, before any candidate's max_model_len refuses some (the base need not fit a GPU): every
-    # request (a session's later turns too), per arrival the process times (a session's first turn)
     source = sc.workload.source(sc.seed, load_model(sc.model).max_position_embeddings)
-    specs, timed = source.traffic() or (source.initial(), len(source.initial()))
+    return (sc, *(source.traffic() or (source.initial(), len(source.initial()))))
+
+
+def check_lengths_carried(scenario, sets: list[str], axes: dict[str, list], rate: float | None) -> None:
+    """Every candidate carries the traffic as sent: a max_model_len in the space that cuts its prompts
+    (workload.clip_to_max_model_len) would carry shorter requests, priced as if it served them all (r168: ranked
+    first at 58% of the output)."""
+    limits = [v for v in axes.get("engine.max_model_len", []) if isinstance(v, int)]
+    if not limits:
+        return
+    sc, specs, _ = _traffic(scenario, sets, rate)
+    if not getattr(sc.workload, "clip_to_max_model_len", False):
+        return  # refused (400) instead: the candidate fails its SLOs
+    for limit in sorted(limits):
+        if cut := sum(sp.prompt_tokens >= limit for sp in specs):
+            raise ConfigError("--grid", f"engine.max_model_len={limit} cuts {cut:,} of the traffic's {len(specs):,} "
+                                        f"prompts to {limit - 1:,} tokens (workload.clip_to_max_model_len): every "
+                                        f"candidate carries the traffic as sent; give values above its longest "
+                                        f"prompt ({max(sp.prompt_tokens for sp in specs):,} tokens)")
+
+
+def traffic_output_per_hour(scenario, sets: list[str], rate: float | None) -> float:
+    """The output tokens per hour the traffic asks for: its requests' mean output at the target rate (a trace:
+    its own output over its arrival span, at its replay speed), drawn once from the scenario's seed."""
+    from servesim.simulator.config import max_model_len_given
+    from servesim.simulator.model_arch import load_model
+
+    sc, specs, timed = _traffic(scenario, sets, rate)
     if not specs or not timed:
         return 0.0
     # each request's output as the run serves it: cut by its max_tokens (r158: counted whole, the $/M 8x too low)
@@ -675,6 +701,7 @@ def run(scenario, sets: list[str], axes: dict[str, list], slos: dict, rate: floa
     rate, load_text = target_load(scenario, sets, rate)
     refuse_folder_over_inputs(out, FILES + ["plot-recommend.png", "plot-recommend.svg"], "--out",
                               [p for p in (scenario, prices) if isinstance(p, (str, Path))])
+    check_lengths_carried(scenario, sets, axes, rate)
     tokens_per_hour = traffic_output_per_hour(scenario, sets, rate)
     table = recommend(scenario, sets, axes, slos, rate, out, price_table, tolerance, jobs, progress, tokens_per_hour,
                       executor, ray_address)

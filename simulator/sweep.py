@@ -494,9 +494,13 @@ def write_table(rows: list[dict], out: Path, keys: list[str] | None = None,
         table = counts_kept([rows[i] for i in place], keys or ())
         if points:
             table = _one_type_per_column(table, order, points)
-        if "completed" not in table and "error" in table:  # no run finished: its metrics' columns, empty
-            metrics = [c for c in summary_columns() if c not in table]
-            table = table.reindex(columns=[c for c in table if c != "error"] + metrics + ["error"])
+        # one schema whichever runs finished and whichever came first (r168: a failed first point put `error`
+        # 4th, where it is last): the point's cells, the summary's metrics in a run's order (every one, empty
+        # where no run finished: r166), the metrics only some runs have (goodput's) by name, then `error`
+        lead = [c for c in table if c in ("run_id", "seed") or c in (keys or ())]
+        canon = summary_columns()
+        rest = sorted(c for c in table if c not in lead and c not in canon and c != "error")
+        table = table.reindex(columns=lead + list(canon) + rest + (["error"] if "error" in table else []))
     for name, writer in (("sweep.parquet", table.to_parquet), ("sweep.csv", table.to_csv)):
         tmp = _own(out / f".{name}.tmp")
         writer(tmp, index=False)

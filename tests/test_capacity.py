@@ -291,3 +291,12 @@ def test_round_158_the_api_says_and_keeps_every_warning_the_cli_says(capsys):
     assert len(odd.warnings) == 2 and all(f"servesim: warning: {w}" in err for w in odd.warnings)
     assert "multiples of 16" in odd.warnings[0] and "max_num_seqs=1,024" in odd.warnings[1]
     assert odd.warnings[0].startswith("block_size 24: ") and "(max_num_seqs; vLLM's default" in odd.warnings[1]
+
+
+def test_round_168_weights_past_a_given_memory_name_the_memory():
+    """r168: hardware.memory_gib 1e-6 was refused as engine.tensor_parallel_size, "on an H100 SXM 80GB"."""
+    from servesim.simulator.config import load
+    from servesim.simulator.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^hardware.memory_gib: 1e-06 GiB given: llama-3.1-8b \(bf16\) needs"):
+        load(None, ["hardware.gpu=h100-sxm", "hardware.memory_gib=1e-6"])

@@ -243,6 +243,7 @@ def test_no_command_writes_through_a_link_in_its_results_folder(tmp_path, capsys
     assert "is a symbolic link" in capsys.readouterr().err and victim.read_text() == "hello"
     from servesim.calibration.validate import make_out_dir
     from servesim.simulator.errors import ConfigError
+    from servesim.simulator.errors import ConfigError
 
     cmp = tmp_path / "cmp"
     cmp.mkdir()
@@ -286,6 +287,7 @@ def test_no_command_writes_through_a_hard_link_nor_among_servesims_own_files(tmp
     import os
 
     from servesim.calibration.validate import make_out_dir
+    from servesim.simulator.errors import ConfigError
     from servesim.simulator.errors import ConfigError
     from servesim.simulator.files import package_folders
 
@@ -1607,6 +1609,19 @@ def test_round_166_results_of_one_command_are_not_written_into_anothers(tmp_path
         assert main([*argv, "--set", "workload.num_requests=10"]) == 2
         assert capsys.readouterr().err.startswith(f"servesim: error: --out: {said}")
     assert main(["run", "--set", "workload.num_requests=10", "--quiet", "--out", str(run)]) == 0  # its own again
+    # r168: nor into runs/ by another name (runs/x/.., a link to it); and compare's, validate's and calibrate's
+    # folders (make_out_dir) refuse a run's or a sweep's, whose own reruns they then locked out
+    (tmp_path / "link").symlink_to(sweep / "runs")
+    run_id = next(p.name for p in (sweep / "runs").iterdir() if p.is_dir())
+    for other in (sweep / "runs" / run_id / "..", tmp_path / "link"):
+        assert main(["run", "--set", "workload.num_requests=10", "--out", str(other)]) == 2
+        assert "is the runs folder of the sweep" in capsys.readouterr().err
+    from servesim.calibration.validate import make_out_dir
+    from servesim.simulator.errors import ConfigError
+
+    for folder, whose in ((run, "a run's results (summary.json)"), (sweep, "a sweep's results (sweep.csv)")):
+        with pytest.raises(ConfigError, match=re.escape(f"{folder} holds {whose}")):
+            make_out_dir(folder)
     # r167: a comparison's folder (its command.txt beside the summary.json it writes too) was a run's to both
     (tmp_path / "c").mkdir()
     for name in ("command.txt", "summary.json", "table.csv"):

@@ -825,6 +825,13 @@ def test_round_134_validate_serving_refuses_a_profile_fitted_to_the_run(tmp_path
                      "--out", str(tmp_path / f"v-{root.name}")]) == 2
         err = capsys.readouterr().err
         assert err.startswith("servesim: error: profile: ") and "its error there is in sample" in err
+        if root.name == "rewritten":  # r168: the match by latencies named the fitted run's path as the fitted one
+            assert "(the same latencies, written as" in err and f"{written}'s requests" in err, err
+    # r168: compare gave PASS with no word of the profile being fitted to the run it compared
+    assert main(["compare", str(run), "--profile", str(profile), "--set", "hardware.gpu=rtx-pro-6000", "--out",
+                 str(tmp_path / "c")]) in (0, 1)
+    assert f"servesim: warning: profile {yaml.safe_load(profile.read_text())['name']} was fitted to {run} (its " \
+           f"fitted.runs): this comparison is in sample" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not LAYERS.is_dir() or not TABLES.is_dir(),

@@ -724,3 +724,14 @@ def test_round_166_recommends_goodput_targets_are_positive_and_finite(target, wh
     err = capsys.readouterr().err
     assert err == f"servesim: error: --goodput: '{target}': the target must be a positive, finite number of ms, as " \
                   f"--slo's ({why})\n", err
+
+
+def test_round_168_a_max_model_len_that_cuts_the_traffics_prompts_is_no_candidate(capsys):
+    """r168: engine.max_model_len 1024 in the grid clipped a quarter of the prompts, carried the rate at 58% of the
+    output and ranked first, priced as if it served the traffic's every token."""
+    argv = ["recommend", "--model", "llama-3.1-8b", "--rate", "30", "--slo", "ttft_p99_ms=500", "--gpu", "h100-sxm",
+            "--tp", "1", "--set", "workload.num_requests=200", "--no-progress"]
+    assert main([*argv, "--grid", "engine.max_model_len=1024,8192"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("servesim: error: --grid: engine.max_model_len=1024 cuts 50 of the traffic's 200 prompts "
+                          "to 1,023 tokens"), err

@@ -626,3 +626,13 @@ def test_round_167_the_tables_columns_follow_the_grid_not_the_runs_found_first(t
                for order, name in ((rows, "a"), (rows[::-1], "b"))]  # finished (or found) in either order
     assert list(written[0].columns) == list(written[1].columns)
     assert (tmp_path / "a" / "sweep.csv").read_bytes() == (tmp_path / "b" / "sweep.csv").read_bytes()
+
+
+def test_round_168_a_failed_first_point_leaves_the_columns_as_they_are(tmp_path):
+    """r168: a grid whose first point failed put `error` 4th, every metric after it; its reverse put it last."""
+    tables = []
+    for grid in ("engine.tensor_parallel_size=3,1", "engine.tensor_parallel_size=1,3"):
+        assert main(["sweep", "--quiet", "--no-progress", "--set", "workload.num_requests=20", "--grid", grid,
+                     "--out", str(tmp_path / grid[-3:].replace(",", ""))]) == 1
+        tables.append(pd.read_csv(tmp_path / grid[-3:].replace(",", "") / "sweep.csv"))
+    assert list(tables[0].columns) == list(tables[1].columns) and tables[0].columns[-1] == "error"
