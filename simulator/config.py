@@ -1543,6 +1543,11 @@ def _hardware(h: HardwareSettings) -> Hardware:
                        host_link_gbps=h.host_link_gbps, gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
     # a tensor-core speed given as null: no such cores, as README says (r153: the GPU's own was kept, unsaid)
     none = {k: None for k in ("fp8_tflops", "fp4_tflops") if k in h.model_fields_set and getattr(h, k) is None}
+    if h.gpu is None and (assumed := [k for k in ("memory_bandwidth_gbps", "bf16_tflops") if getattr(h, k) is None]):
+        # (r169: a GPU given by its memory alone ran at an H100's speeds, unsaid)
+        say_once([f"servesim: warning: hardware.gpu is null: {' and '.join(f'{k} {getattr(hw, k):g}' for k in assumed)}"
+                  f" assumed (an H100 SXM's datasheet), and no compute capability checked: give your "
+                  f"GPU's, or a built-in hardware.gpu"])
     return hw.model_copy(update=none) if none else hw
 
 

@@ -134,6 +134,18 @@ class _Loader(yaml.SafeLoader):
     are numbers (1.1 wants a dot and a signed exponent), 0777 is 777 (not octal 511: octal is 0o777), 1:00 is
     text (not 60), and only true and false are booleans (yes, no, on and off are text)."""
 
+    def flatten_mapping(self, node):
+        """Merge keys as YAML defines them: a key of the mapping itself wins over a merged one, and of the
+        mappings in `<<: [a, b]` the earlier wins (PyYAML kept both pairs, the later winning: r169)."""
+        own = sum(key.tag != "tag:yaml.org,2002:merge" for key, _ in node.value)
+        super().flatten_mapping(node)
+        merged, seen = [], set()
+        for key, value in node.value[:len(node.value) - own]:  # the merged pairs, in the list's order
+            if (key.tag, key.value) not in seen:
+                seen.add((key.tag, key.value))
+                merged.append((key, value))
+        node.value[:len(node.value) - own] = merged
+
 
 class _Dumper(yaml.SafeDumper):
     """Writes what _Loader reads back as the same value: a string such as '6e1' or '0777' is quoted."""
@@ -141,8 +153,10 @@ class _Dumper(yaml.SafeDumper):
 
 _INT, _FLOAT, _BOOL = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:bool"
 _BOOL_RE = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")  # YAML 1.2: yes, no, on, off are text
-_INT_RE = re.compile(r"^(?:[-+]?[0-9][0-9_]*|0o_*[0-7][0-7_]*|0x_*[0-9a-fA-F][0-9a-fA-F_]*)$")  # 0x_ is text
-_FLOAT_RE = re.compile(r"^(?:[-+]?(?:\.[0-9][0-9_]*|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?"
+# underscores as Python reads them: one between two digits (1_000; r169: 6_4_ and 1__0 were read as 64 and 10)
+_DIGITS = r"[0-9](?:_?[0-9])*"
+_INT_RE = re.compile(rf"^(?:[-+]?{_DIGITS}|0o(?:_?[0-7])+|0x(?:_?[0-9a-fA-F])+)$")
+_FLOAT_RE = re.compile(rf"^(?:[-+]?(?:\.{_DIGITS}|{_DIGITS}(?:\.(?:{_DIGITS})?)?)(?:[eE][-+]?{_DIGITS})?"
                        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$")
 
 
@@ -610,7 +624,8 @@ def refuse_folder_over_inputs(out: str | Path, names, field: str, inputs) -> Non
 # a results folder's own table, by the command that writes it (compare's and validate's command.txt before the
 # summary.json they write too: r167, a run replaced compare's summary, and a sweep called the folder a run's)
 RESULTS_OF = {"command.txt": "a comparison's or validation's", "summary.json": "a run's", "sweep.csv": "a sweep's",
-              "max_rate.csv": "a search's", "replicas.csv": "a search's", "recommend.json": "recommend's"}
+              "max_rate.csv": "a search max-rate's", "replicas.csv": "a search replicas'",  # (r169: one kind)
+              "recommend.json": "recommend's"}
 
 
 COMPARISON = RESULTS_OF["command.txt"]  # the kind compare, validate and calibrate's folders are

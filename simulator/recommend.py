@@ -317,14 +317,20 @@ def check_lengths_carried(scenario, sets: list[str], axes: dict[str, list], rate
     if not limits:
         return
     sc, specs, _ = _traffic(scenario, sets, rate)
-    if not getattr(sc.workload, "clip_to_max_model_len", False):
-        return  # refused (400) instead: the candidate fails its SLOs
+    clips = getattr(sc.workload, "clip_to_max_model_len", False)  # else refused (400): the candidate fails its SLOs
     for limit in sorted(limits):
-        if cut := sum(sp.prompt_tokens >= limit for sp in specs):
+        if clips and (cut := sum(sp.prompt_tokens >= limit for sp in specs)):
             raise ConfigError("--grid", f"engine.max_model_len={limit} cuts {cut:,} of the traffic's {len(specs):,} "
                                         f"prompts to {limit - 1:,} tokens (workload.clip_to_max_model_len): every "
                                         f"candidate carries the traffic as sent; give values above its longest "
                                         f"prompt ({max(sp.prompt_tokens for sp in specs):,} tokens)")
+        # and its outputs, which the context cuts where no max_tokens is sent (r169: priced as served in full)
+        longest = max(sp.prompt_tokens + min(sp.output_tokens, sp.output_limit) for sp in specs)
+        if cut := sum(sp.prompt_tokens < limit < sp.prompt_tokens + min(sp.output_tokens, sp.output_limit)
+                      for sp in specs):
+            raise ConfigError("--grid", f"engine.max_model_len={limit} cuts {cut:,} of the traffic's {len(specs):,} "
+                                        f"outputs at the context: every candidate carries the traffic as sent; give "
+                                        f"values of at least its longest request ({longest:,} tokens)")
 
 
 def traffic_output_per_hour(scenario, sets: list[str], rate: float | None) -> float:

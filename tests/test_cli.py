@@ -243,6 +243,13 @@ def test_no_command_writes_through_a_link_in_its_results_folder(tmp_path, capsys
     assert "is a symbolic link" in capsys.readouterr().err and victim.read_text() == "hello"
     from servesim.calibration.validate import make_out_dir
     from servesim.simulator.errors import ConfigError
+    from servesim.simulator.files import refuse_other_results
+
+    (tmp_path / "mr").mkdir()  # r169: the two searches were one kind, their tables mixed in one folder
+    (tmp_path / "mr" / "max_rate.csv").write_text("max_rate\n1\n")
+    with pytest.raises(ConfigError, match=r"holds a search max-rate's results \(max_rate.csv\)"):
+        refuse_other_results(tmp_path / "mr", ["replicas.csv"], "--out")
+    refuse_other_results(tmp_path / "mr", ["max_rate.csv"], "--out")  # its own rerun
     from servesim.simulator.errors import ConfigError
 
     cmp = tmp_path / "cmp"
@@ -288,6 +295,13 @@ def test_no_command_writes_through_a_hard_link_nor_among_servesims_own_files(tmp
 
     from servesim.calibration.validate import make_out_dir
     from servesim.simulator.errors import ConfigError
+    from servesim.simulator.files import refuse_other_results
+
+    (tmp_path / "mr").mkdir()  # r169: the two searches were one kind, their tables mixed in one folder
+    (tmp_path / "mr" / "max_rate.csv").write_text("max_rate\n1\n")
+    with pytest.raises(ConfigError, match=r"holds a search max-rate's results \(max_rate.csv\)"):
+        refuse_other_results(tmp_path / "mr", ["replicas.csv"], "--out")
+    refuse_other_results(tmp_path / "mr", ["max_rate.csv"], "--out")  # its own rerun
     from servesim.simulator.errors import ConfigError
     from servesim.simulator.files import package_folders
 
@@ -1618,6 +1632,13 @@ def test_round_166_results_of_one_command_are_not_written_into_anothers(tmp_path
         assert "is the runs folder of the sweep" in capsys.readouterr().err
     from servesim.calibration.validate import make_out_dir
     from servesim.simulator.errors import ConfigError
+    from servesim.simulator.files import refuse_other_results
+
+    (tmp_path / "mr").mkdir()  # r169: the two searches were one kind, their tables mixed in one folder
+    (tmp_path / "mr" / "max_rate.csv").write_text("max_rate\n1\n")
+    with pytest.raises(ConfigError, match=r"holds a search max-rate's results \(max_rate.csv\)"):
+        refuse_other_results(tmp_path / "mr", ["replicas.csv"], "--out")
+    refuse_other_results(tmp_path / "mr", ["max_rate.csv"], "--out")  # its own rerun
 
     for folder, whose in ((run, "a run's results (summary.json)"), (sweep, "a sweep's results (sweep.csv)")):
         with pytest.raises(ConfigError, match=re.escape(f"{folder} holds {whose}")):

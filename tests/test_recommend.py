@@ -735,3 +735,9 @@ def test_round_168_a_max_model_len_that_cuts_the_traffics_prompts_is_no_candidat
     err = capsys.readouterr().err
     assert err.startswith("servesim: error: --grid: engine.max_model_len=1024 cuts 50 of the traffic's 200 prompts "
                           "to 1,023 tokens"), err
+    # r169: nor outputs the context cuts (no max_tokens sent): 1,200 served 200 of each 600, priced as 600
+    fixed = ["--set", "workload.prompt_tokens={dist: fixed, value: 1000}",
+             "--set", "workload.output_tokens={dist: fixed, value: 600}"]
+    assert main([*argv, *fixed, "--grid", "engine.max_model_len=1200,1700"]) == 2
+    assert capsys.readouterr().err.startswith("servesim: error: --grid: engine.max_model_len=1200 cuts 200 of the "
+                                              "traffic's 200 outputs at the context")

@@ -579,3 +579,24 @@ def test_round_166_onoff_without_silence_says_its_window_does_nothing(capsys):
     assert "workload.arrival.on_s has no effect: workload.arrival.off_s is 0" in capsys.readouterr().err
     load(None, ["workload.arrival={process: onoff, rate: 5, on_s: 1, off_s: 0.5}"])
     assert "has no effect" not in capsys.readouterr().err
+
+
+def test_round_169_yaml_merge_keys_and_underscores_read_as_yaml_and_python_read_them(capsys):
+    """r169: `<<: [a, b]` took b's value of a key both give (YAML: the earlier mapping wins); 6_4_ and 1__0 were
+    read as 64 and 10, where Python reads no such number; a GPU given by its memory alone ran at an H100's speeds,
+    unsaid."""
+    from servesim.simulator.config import load_scenario
+    from servesim.simulator.errors import ConfigError
+
+    for given, seqs, block in (("<<: [{max_num_seqs: 8}, {max_num_seqs: 4}]", 8, 16),
+                               ("<<: [{max_num_seqs: 8, block_size: 32}, {max_num_seqs: 4}]", 8, 32),
+                               ("<<: {max_num_seqs: 8}, max_num_seqs: 4", 4, 16)):
+        engine = load_scenario(None, [f"engine={{{given}}}"]).engine
+        assert (engine.max_num_seqs, engine.block_size) == (seqs, block), given
+    for text in ("6_4_", "1__0", "_64"):
+        with pytest.raises(ConfigError, match=f"engine.max_num_seqs: a number is expected, not the text '{text}'"):
+            load_scenario(None, [f"engine.max_num_seqs={text}"])
+    assert load_scenario(None, ["engine.max_num_seqs=1_024"]).engine.max_num_seqs == 1024
+    assert load_scenario(None, ["workload.arrival.rate=1_0.5"]).workload.arrival.rate == 10.5
+    load(None, ["hardware={gpu: null, memory_gib: 80}"])
+    assert "hardware.gpu is null: memory_bandwidth_gbps 3350 and bf16_tflops 989 assumed" in capsys.readouterr().err
