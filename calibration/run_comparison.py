@@ -50,7 +50,14 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
     warnings += [f"{run.path} records {item}, which replaces --scenario's {key}={given[key]!r}"
                  for item in recorded for key in [item.split("=", 1)[0]]
                  if key in given and yaml.safe_load(item.split("=", 1)[1]) != given[key]]
-    rs = load(scenario, recorded + list(sets or []))
+    try:
+        rs = load(scenario, recorded + list(sets or []))
+    except ConfigError as exc:  # a value the run's own record gave, refused: said as the run's (r169: as a setting)
+        mine = {item.split("=", 1)[0] for item in recorded}
+        if exc.field in mine and not any(s.split("=", 1)[0].strip() == exc.field for s in sets or []) \
+                and exc.field not in given:
+            raise ConfigError(str(run.path), f"records {exc.field}: {exc.message}") from None
+        raise
     gpu_given = any(s.startswith("hardware.") for s in sets or []) or any(k.startswith("hardware.") for k in given)
     if not gpu_given and not any(s.startswith("hardware.gpu=") for s in recorded):
         device = run.meta.get("unmapped_gpu")
@@ -191,6 +198,24 @@ def failures(table: pd.DataFrame, tolerance: float) -> pd.DataFrame:
 
 
 SIM_COLUMNS = ["status", "arrival_time", "prompt_tokens", "output_tokens", "ttft", "tpot", "e2el", "queue_time"]
+
+
+def _say_sim_in_sample(path: Path, profile, run: RealRun) -> None:
+    """A SIM simulated with a profile fitted to the run compared: its verdict is in sample, as with --profile
+    (r169: said only there)."""
+    from servesim.calibration.serving_fidelity import fitted_on
+    from servesim.simulator.config import say_once
+    from servesim.simulator.cost_model import Profile
+
+    if not isinstance(profile, dict) or not profile.get("fitted"):
+        return
+    try:
+        how = fitted_on(Profile(**profile), run)
+    except (ConfigError, ValueError, TypeError):  # a record that is no profile: nothing to say of it
+        return
+    if how:
+        say_once([f"servesim: warning: {path} was simulated with profile {profile.get('name')}, which {how}: this "
+                  f"comparison is in sample (validate serving --leave-one-out scores runs a fit did not see)"])
 
 
 def _sim_from_dir(path: Path) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
@@ -339,6 +364,7 @@ def _check_given_sim(path: Path, requests: pd.DataFrame, run: RealRun) -> None:
         data = load_scenario_file(path / "config.yaml") if (path / "config.yaml").is_file() else {}
     except ConfigError:
         data = {}  # a damaged or missing scenario record: nothing to check against
+    _say_sim_in_sample(path, data.get("profile"), run)
     from servesim.simulator.model_arch import HF_IDS
 
     def simulated(key: str):  # the setting in the simulation's config.yaml (a model by its name), else None

@@ -832,6 +832,10 @@ def test_round_134_validate_serving_refuses_a_profile_fitted_to_the_run(tmp_path
                  str(tmp_path / "c")]) in (0, 1)
     assert f"servesim: warning: profile {yaml.safe_load(profile.read_text())['name']} was fitted to {run} (its " \
            f"fitted.runs): this comparison is in sample" in capsys.readouterr().err
+    # r169: nor through that comparison's own simulation, given as SIM
+    assert main(["compare", str(run), str(tmp_path / "c" / "sim"), "--out", str(tmp_path / "c2")]) in (0, 1)
+    assert f"{tmp_path / 'c' / 'sim'} was simulated with profile {yaml.safe_load(profile.read_text())['name']}, " \
+           f"which was fitted to {run}" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not LAYERS.is_dir() or not TABLES.is_dir(),

@@ -390,7 +390,10 @@ def test_damaged_metadata_and_results_folders_are_refused(tmp_path, capsys):
     for meta, msg in (({"engine_kwargs": ["x"]}, "engine_kwargs: must be an object"),
                       ({"kv_cache": {"enable_prefix_caching": "false"}}, "must be true or false"),
                       ({"engine_kwargs": {"model": ["a"]}}, "no built-in architecture"),
-                      ({"model": "", "engine_kwargs": {"model": ""}}, "served with an empty model name")):
+                      ({"model": "", "engine_kwargs": {"model": ""}}, "served with an empty model name"),
+                      # r169: a recorded value past a setting's bound was said as the setting, not the run's
+                      ({"engine_kwargs": {"max_model_len": 10**9}}, f"{run}: records engine.max_model_len: Input "
+                                                                     f"should be less than or equal to")):
         (run / "vllm" / "meta.json").write_text(json.dumps(meta))
         assert main(["compare", str(run), "--out", str(tmp_path / "o")]) == 2
         assert msg in capsys.readouterr().err
