@@ -999,12 +999,26 @@ def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: flo
                                "; quantize it (engine.quantization)"))
 
 
+def check_experts_divide(arch: ModelArchitecture, ep: int, redundant: int = 0) -> None:
+    """Expert parallelism over ep GPUs: the experts, and with EPLB's redundant copies, divide over them."""
+    if (arch.num_experts + redundant) % ep:  # vLLM's EPLB spreads them evenly, or does not start
+        if redundant:
+            raise ConfigError("engine.num_redundant_experts", f"{arch.num_experts} experts + {redundant} redundant "
+                                                              f"do not divide over the {ep} expert-parallel GPUs: vLLM "
+                                                              f"does not start")
+    if arch.num_experts % ep:  # vLLM's determine_expert_map gives the first E % ep ranks one more
+        raise ConfigError("engine.enable_expert_parallel", f"{arch.num_experts} experts do not divide over "
+                                                           f"tensor_parallel_size x data_parallel_size = {ep} GPUs: "
+                                                           f"vLLM splits them unevenly ({-(-arch.num_experts // ep)} "
+                                                           f"on the busiest), which servesim does not model")
+
+
 def _splits(arch: ModelArchitecture, tp: int, ep: int | None, redundant: int = 0) -> bool:
     """Whether vLLM starts the model at this TP size (its heads and MLP widths split over it) and, with expert
     parallelism over ep GPUs, whether its experts divide over them (as _parallelism requires)."""
-    if ep and (arch.num_experts % ep or (arch.num_experts + redundant) % ep):
-        return False
     try:
+        if ep:
+            check_experts_divide(arch, ep, redundant)
         check_tensor_parallel(arch, tp, "engine.tensor_parallel_size")
         check_mlp_split(arch, tp, ep, "engine.tensor_parallel_size")
     except ConfigError:
@@ -1088,17 +1102,7 @@ def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int,
             raise ConfigError("engine.enable_expert_parallel", f"{arch.name} is a dense model: it has no experts to "
                                                                f"spread")
         ep = tp * dp
-        if (arch.num_experts + e.num_redundant_experts) % ep:  # vLLM's EPLB spreads them evenly, or does not start
-            if e.num_redundant_experts:
-                raise ConfigError("engine.num_redundant_experts", f"{arch.num_experts} experts + "
-                                                                  f"{e.num_redundant_experts} redundant do not divide "
-                                                                  f"over the {ep} expert-parallel GPUs: vLLM does not "
-                                                                  f"start")
-        if arch.num_experts % ep:  # vLLM's determine_expert_map gives the first E % ep ranks one more
-            raise ConfigError("engine.enable_expert_parallel", f"{arch.num_experts} experts do not divide over "
-                                                               f"tensor_parallel_size x data_parallel_size = {ep} GPUs: "
-                                                               f"vLLM splits them unevenly ({-(-arch.num_experts // ep)} "
-                                                               f"on the busiest), which servesim does not model")
+        check_experts_divide(arch, ep, e.num_redundant_experts)
     if e.num_redundant_experts and ep is None:
         raise ConfigError("engine.num_redundant_experts", "needs enable_expert_parallel (vLLM's EPLB spreads experts "
                                                           "over the expert-parallel GPUs)")
