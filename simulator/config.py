@@ -24,7 +24,7 @@ from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt, Valida
 from servesim.policies.batching import BatchingName
 from servesim.policies.queues import QueueName, VictimName
 from servesim.policies.routing import RouterName
-from servesim.simulator.capacity import check_start_memory, kv_pool_bytes, num_blocks
+from servesim.simulator.capacity import CUDA_CONTEXT_BYTES, check_start_memory, kv_pool_bytes, num_blocks
 from servesim.simulator.start_up_memory import start_up_reserve_bytes
 from servesim.simulator.cost_model import CostModel, Profile, build_cost_model
 from servesim.simulator.errors import ConfigError, first_error, printable
@@ -778,8 +778,14 @@ def apply_overrides(data: dict, overrides: list[str]) -> dict:
 def _put(data: dict, parts: list[str], value, key: str) -> None:
     """One --set: the value at its dotted path, sections made as needed; a field of a named model (profile)
     edits that model's mapping."""
-    node = data
-    for i, p in enumerate(parts[:-1]):
+    node, i = data, 0
+    while True:
+        # a key with dots in it that the mapping has (an SLO class named v1.chat, r169: read as class v1's field)
+        j = next((j for j in range(len(parts), i + 1, -1) if ".".join(parts[i:j]) in node), i + 1)
+        p = ".".join(parts[i:j])
+        if j == len(parts):
+            node[p] = value
+            return
         nxt = node.get(p)
         if i == 0 and p in ("model", "profile") and not isinstance(nxt, dict):
             nxt = node[p] = _named_section(p, nxt, key.strip())  # a field of the model (profile) it names
@@ -788,8 +794,7 @@ def _put(data: dict, parts: list[str], value, key: str) -> None:
             node[p] = nxt
         elif not isinstance(nxt, dict):
             raise ConfigError(key, f"{p} is not a section")
-        node = nxt
-    node[parts[-1]] = value
+        node, i = nxt, j
 
 
 def _printable(value) -> bool:
@@ -968,35 +973,60 @@ def check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | Non
 def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float, ep: int | None = None,
                 redundant: int = 0, reserve_at=lambda t, ep: 0) -> ConfigError | None:
     """The weights alone must fit each GPU of the TP group; say what would make them fit: the TP whose share of
-    the weights leaves room for vLLM's start-up profile too (reserve_at(tp, ep): its bytes per GPU there)."""
+    the weights leaves room for vLLM's start-up profile too (reserve_at(tp, ep): its bytes per GPU there), or a
+    quantization (alone, or with such a TP) where no TP size does."""
     usable = hw.memory_bytes * utilization
     per_gpu = arch.weight_bytes_per_gpu(tp, ep, redundant)
     if per_gpu < usable:
         return None
+    room = min(usable, hw.memory_bytes - CUDA_CONTEXT_BYTES)  # advice that holds at a share vLLM starts with
     dp = ep // tp if ep else None  # a larger TP keeps the DP degree: EP over t x dp GPUs
     heads = arch.num_attention_heads  # only a size its heads split over (r154: 16 suggested for 40 heads)
     sizes = sorted({2, 4, 8, 16, 32, 64} | {t for t in range(2, 65) if heads % t == 0})
-    need = next((t for t in sizes
-                 if t > tp and _splits(arch, t, dp and t * dp, redundant) and
-                 arch.weight_bytes_per_gpu(t, dp and t * dp, redundant) + reserve_at(t, dp and t * dp) < usable), None)
+
+    def tp_holding(a: ModelArchitecture, smallest: int) -> int | None:
+        return next((t for t in sizes if t >= smallest and _splits(a, t, dp and t * dp, redundant) and
+                     a.weight_bytes_per_gpu(t, dp and t * dp, redundant) + reserve_at(t, dp and t * dp) < room),
+                    None)
+
+    need = tp_holding(arch, tp + 1)
     # a MoE model may keep its TP and spread whole experts over (more) DP ranks instead (r165: only a TP size was
     # offered, one the kernel tables then had no all-reduce for; r166: and with expert parallelism on, and ranks
     # its experts divide over only)
     ranks = None if not arch.is_moe else next((d for d in range((dp or 1) + 1, 65)
                                                if _splits(arch, tp, tp * d, redundant)
                                                and arch.weight_bytes_per_gpu(tp, tp * d, redundant)
-                                               + reserve_at(tp, tp * d) < usable), None)
+                                               + reserve_at(tp, tp * d) < room), None)
     spread = f" or {'' if ep else 'enable_expert_parallel with '}data_parallel_size={ranks}" if ranks else ""
     what = (f"{arch.name} ({arch.dtype}) needs {arch.weight_bytes / GIB:.1f} GiB of weights, {per_gpu / GIB:.1f} GiB "
             f"per GPU at tensor_parallel_size={tp}, more than the {usable / GIB:.1f} GiB usable on a {hw.name} "
             f"(gpu_memory_utilization={utilization})")
-    if per_gpu < hw.memory_bytes * 0.95:  # it is the utilization that leaves too little
+    # what vLLM can start at all: a share up to the memory free after the CUDA context (r169: 1 GiB was told to
+    # raise it to 0.599, which held no weights either)
+    if per_gpu < min(hw.memory_bytes * 0.95, hw.memory_bytes - CUDA_CONTEXT_BYTES):
         return ConfigError("engine.gpu_memory_utilization", what + "; raise it" +
                            (f" or set tensor_parallel_size={need}" if need else "") + spread)
-    return ConfigError("engine.tensor_parallel_size",
-                       what + (f"; tensor_parallel_size={need}{spread} holds the weights and vLLM's start-up profile "
-                               f"(its KV pool must also hold a request of max_model_len)" if need or spread else
-                               "; quantize it (engine.quantization)"))
+    if need or spread:
+        return ConfigError("engine.tensor_parallel_size", what + f"; tensor_parallel_size={need}{spread} holds the "
+                                                                 f"weights and vLLM's start-up profile (its KV pool "
+                                                                 f"must also hold a request of max_model_len)")
+    return ConfigError("engine.tensor_parallel_size", what + "; " + _quantization_holding(arch, hw, tp, tp_holding))
+
+
+def _quantization_holding(arch: ModelArchitecture, hw: Hardware, tp: int, tp_holding) -> str:
+    """Where no TP size holds the weights: the quantization that does, at this TP or a larger one, said only where
+    it exists on this GPU (r169: "quantize it" was offered where no format fits)."""
+    for quantization in ("fp8", "awq") if checkpoint_quantization(arch) is None else ():
+        smaller = with_formats(arch, quantization)
+        try:
+            check_formats(smaller, hw, quantization)
+        except ConfigError:
+            continue
+        if (t := tp_holding(smaller, tp)) is not None:
+            return f"engine.quantization={quantization}" + ("" if t == tp else f" with tensor_parallel_size={t}") + \
+                " holds the weights (a checkpoint quantized so)"
+    return f"no TP size{'' if checkpoint_quantization(arch) else ' or quantization'} holds them and vLLM's start-up " \
+           f"profile on a GPU of {hw.memory_bytes / GIB:.4g} GiB: a GPU with more memory"
 
 
 def check_experts_divide(arch: ModelArchitecture, ep: int, redundant: int = 0) -> None:
@@ -1598,13 +1628,16 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         e = e.model_copy(update={"block_size": size})
         e.__pydantic_fields_set__.discard("block_size")  # still unset: derived again from this scenario
         scenario = scenario.model_copy(update={"engine": e})
-    check_start_memory(hw.memory_bytes, e.gpu_memory_utilization)
-    if not e.num_gpu_blocks_override and not e.kv_cache_memory_bytes and \
-            (err := _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep, e.num_redundant_experts,
-                                lambda t, ep_t: _reserve_estimate(scenario, arch, hw, t, ep_t))):
+    err = None if e.num_gpu_blocks_override or e.kv_cache_memory_bytes else \
+        _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep, e.num_redundant_experts,
+                    lambda t, ep_t: _reserve_estimate(scenario, arch, hw, t, ep_t))
+    if err and err.field == "engine.gpu_memory_utilization":  # a share vLLM starts with holds them: its cap first
+        check_start_memory(hw.memory_bytes, e.gpu_memory_utilization)
+    if err:
         if h.memory_gib is not None:  # the memory given is what left too little (r168: named TP, "an H100 80GB")
             raise ConfigError("hardware.memory_gib", f"{h.memory_gib:g} GiB given: {err.message}")
         raise err
+    check_start_memory(hw.memory_bytes, e.gpu_memory_utilization)
     weight_only = check_formats(arch, hw, e.quantization)
     if e.all2all_backend not in (None, *(ALL2ALL_0_19 if e.is_0_19 else ALL2ALL_0_33)):
         raise ConfigError("engine.all2all_backend", f"{e.all2all_backend} is no choice of vLLM {e.vllm_defaults}'s "

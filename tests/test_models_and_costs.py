@@ -550,10 +550,21 @@ def test_round_154_an_experts_width_splits_by_tp_only_without_expert_parallelism
 
 def test_round_154_a_too_small_gpu_is_told_a_tp_size_vllm_starts(tmp_path):
     """r154: llama-4-scout on an L4 was told tensor_parallel_size=16, which its 40 heads refuse (and its
-    8,192-wide experts split over no size that holds it: quantize it); the TP size suggested is one its heads and
-    MLP widths split over: 40 for a 250 GB model of 40 heads, 8 KV heads and a 16,000-wide MLP."""
-    with pytest.raises(ConfigError, match="quantize it") as e:
-        load(None, ["model=llama-4-scout", "hardware.gpu=l4", "profile=roofline"])
+    8,192-wide experts split over no size that holds it); the TP size suggested is one its heads and MLP widths
+    split over: 40 for a 250 GB model of 40 heads, 8 KV heads and a 16,000-wide MLP. r169: "quantize it" was said
+    whether or not a quantization held it: the one that does is named, with the TP it needs, and it starts."""
+    scout = ["model=llama-4-scout", "hardware.gpu=l4", "profile=roofline"]
+    with pytest.raises(ConfigError, match="engine.quantization=fp8 with tensor_parallel_size=8 holds the weights"):
+        load(None, scout)
+    load(None, scout + ["engine.quantization=fp8", "engine.tensor_parallel_size=8", "engine.max_model_len=8192"])
+    # nothing holds a 16-bit 8B model on 1 GiB: said, rather than a share of memory to set (0.599, which held none)
+    with pytest.raises(ConfigError, match="no TP size or quantization holds them and vLLM's start-up profile on a "
+                                          "GPU of 1 GiB: a GPU with more memory") as e:
+        load(None, ["model=llama-3.1-8b", "hardware.memory_gib=1"])
+    assert e.value.field == "hardware.memory_gib"
+    with pytest.raises(ConfigError, match="at most 0.866") as e:  # a share of 3 GiB vLLM cannot start with, first
+        load(None, ["model=llama-3.1-8b", "hardware.memory_gib=3", "engine.quantization=awq",
+                    "engine.tensor_parallel_size=2"])
     path = _config_json(tmp_path, {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **BARE,
                                    "hidden_size": 5120, "num_attention_heads": 40, "num_key_value_heads": 8,
                                    "intermediate_size": 16000, "num_hidden_layers": 400})

@@ -600,3 +600,17 @@ def test_round_169_yaml_merge_keys_and_underscores_read_as_yaml_and_python_read_
     assert load_scenario(None, ["workload.arrival.rate=1_0.5"]).workload.arrival.rate == 10.5
     load(None, ["hardware={gpu: null, memory_gib: 80}"])
     assert "hardware.gpu is null: memory_bandwidth_gbps 3350 and bf16_tflops 989 assumed" in capsys.readouterr().err
+
+
+def test_round_170_a_set_reaches_an_slo_class_named_with_a_dot(tmp_path):
+    """r169: --set workload.slo_classes.v1.chat.weight=3 was read as class v1's field chat and refused as an unknown
+    setting; a dotted path takes the longest key the scenario has at each level, as a sweep's grid does."""
+    from servesim.simulator.config import load_scenario
+
+    (tmp_path / "s.yaml").write_text("workload:\n  slo_classes:\n    v1.chat: {weight: 1, ttft_ms: 500}\n"
+                                     "    batch: {weight: 1}\n")
+    classes = load_scenario(str(tmp_path / "s.yaml"), ["workload.slo_classes.v1.chat.weight=3",
+                                                       "workload.slo_classes.v1.chat={weight: 2, ttft_ms: 90}",
+                                                       "workload.slo_classes.batch.weight=4"]).workload.slo_classes
+    assert list(classes) == ["v1.chat", "batch"]
+    assert (classes["v1.chat"].weight, classes["v1.chat"].ttft_ms, classes["batch"].weight) == (2, 90, 4)
