@@ -663,15 +663,28 @@ _NO_FIELD = object()  # a key the run's settings have no field for
 def _section_given(scenario: dict, key: str):
     """The scenario's mapping at a dotted key, a named model or profile as that model's (profile's) mapping."""
     node: Any = scenario
-    for i, part in enumerate(key.split(".")):
+    parts, i = key.split("."), 0
+    while i < len(parts):
+        j = next_key(node, parts, i)
+        part = ".".join(parts[i:j])
         nxt = node.get(part) if isinstance(node, dict) else None
         if i == 0 and part in ("model", "profile") and not isinstance(nxt, dict) and "." in key:
             try:
                 nxt = _named_section(part, nxt, key)
             except ConfigError:  # profile auto: edited by no mapping of its parts
                 return None
-        node = nxt
+        node, i = nxt, j
     return node
+
+
+def next_key(node, parts: list[str], i: int) -> int:
+    """Where the key at parts[i] of a dotted path ends: the longest run of parts, joined by dots, that the mapping
+    has (an SLO class named v1.chat, r169: read as class v1's field chat), else the one part."""
+    if isinstance(node, dict):
+        for j in range(len(parts), i + 1, -1):
+            if ".".join(parts[i:j]) in node:
+                return j
+    return i + 1
 
 
 def _as_run(scenario: dict, sets: list[str]):
@@ -707,10 +720,12 @@ def _at_path(data, key: str):
     """The value at a dotted key of plain data; _NO_FIELD where it has no such key (or no data)."""
     if data is None:
         return _NO_FIELD
-    for part in key.split("."):
-        if not isinstance(data, dict) or part not in data:
+    parts, i = key.split("."), 0
+    while i < len(parts):
+        j = next_key(data, parts, i)
+        if not isinstance(data, dict) or (part := ".".join(parts[i:j])) not in data:
             return _NO_FIELD
-        data = data[part]
+        data, i = data[part], j
     return data
 
 
@@ -780,8 +795,7 @@ def _put(data: dict, parts: list[str], value, key: str) -> None:
     edits that model's mapping."""
     node, i = data, 0
     while True:
-        # a key with dots in it that the mapping has (an SLO class named v1.chat, r169: read as class v1's field)
-        j = next((j for j in range(len(parts), i + 1, -1) if ".".join(parts[i:j]) in node), i + 1)
+        j = next_key(node, parts, i)
         p = ".".join(parts[i:j])
         if j == len(parts):
             node[p] = value
@@ -828,11 +842,7 @@ def sets_give(sets: list[str], key: str) -> bool:
         node: Any = apply_overrides({}, sets)
     except ConfigError:  # a --set that needs the scenario under it (a field of the profile auto picks): by its key
         return any(item.split("=", 1)[0].strip() == key for item in sets)
-    for part in key.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return False
-        node = node[part]
-    return True
+    return _at_path(node, key) is not _NO_FIELD
 
 
 def flag_settings(sets: list[str], flags: list[tuple[str, str, Any]]) -> list[str]:
@@ -971,7 +981,7 @@ def check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | Non
 
 
 def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: float, ep: int | None = None,
-                redundant: int = 0, reserve_at=lambda t, ep: 0) -> ConfigError | None:
+                redundant: int = 0, reserve_at=lambda t, ep: 0, gpu: str | None = None) -> ConfigError | None:
     """The weights alone must fit each GPU of the TP group; say what would make them fit: the TP whose share of
     the weights leaves room for vLLM's start-up profile too (reserve_at(tp, ep): its bytes per GPU there), or a
     quantization (alone, or with such a TP) where no TP size does."""
@@ -999,12 +1009,17 @@ def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: flo
                                                + reserve_at(tp, tp * d) < room), None)
     spread = f" or {'' if ep else 'enable_expert_parallel with '}data_parallel_size={ranks}" if ranks else ""
     what = (f"{arch.name} ({arch.dtype}) needs {arch.weight_bytes / GIB:.1f} GiB of weights, {per_gpu / GIB:.1f} GiB "
-            f"per GPU at tensor_parallel_size={tp}, more than the {usable / GIB:.1f} GiB usable on a {hw.name} "
+            f"per GPU at tensor_parallel_size={tp}, more than the {usable / GIB:.1f} GiB usable on a {gpu or hw.name} "
             f"(gpu_memory_utilization={utilization})")
-    # what vLLM can start at all: a share up to the memory free after the CUDA context (r169: 1 GiB was told to
-    # raise it to 0.599, which held no weights either)
-    if per_gpu < min(hw.memory_bytes * 0.95, hw.memory_bytes - CUDA_CONTEXT_BYTES):
-        return ConfigError("engine.gpu_memory_utilization", what + "; raise it" +
+    # what vLLM can start at all: a share up to the memory free after the CUDA context, which must hold the start-up
+    # profile too (r169: 1 GiB was told to raise it to 0.599, which held no weights; r170: 0.982 of a 24 GiB GPU,
+    # the most it starts with, held 21.9 GiB of weights but not their 1.4 GiB profile beside them)
+    share = (per_gpu + reserve_at(tp, ep)) / hw.memory_bytes
+    if per_gpu < hw.memory_bytes * 0.95 and share * hw.memory_bytes < hw.memory_bytes - CUDA_CONTEXT_BYTES:
+        return ConfigError("engine.gpu_memory_utilization", what + f"; raise gpu_memory_utilization above "
+                                                                   f"{math.ceil(share * 1000) / 1000:g} (the weights "
+                                                                   f"and vLLM's start-up profile; its KV pool must "
+                                                                   f"also hold a request of max_model_len)" +
                            (f" or set tensor_parallel_size={need}" if need else "") + spread)
     if need or spread:
         return ConfigError("engine.tensor_parallel_size", what + f"; tensor_parallel_size={need}{spread} holds the "
@@ -1630,7 +1645,8 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
         scenario = scenario.model_copy(update={"engine": e})
     err = None if e.num_gpu_blocks_override or e.kv_cache_memory_bytes else \
         _fits_error(arch, hw, tp, e.gpu_memory_utilization, ep, e.num_redundant_experts,
-                    lambda t, ep_t: _reserve_estimate(scenario, arch, hw, t, ep_t))
+                    lambda t, ep_t: _reserve_estimate(scenario, arch, hw, t, ep_t),
+                    None if h.memory_gib is None else f"GPU of {h.memory_gib:g} GiB")
     if err and err.field == "engine.gpu_memory_utilization":  # a share vLLM starts with holds them: its cap first
         check_start_memory(hw.memory_bytes, e.gpu_memory_utilization)
     if err:

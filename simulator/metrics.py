@@ -598,7 +598,10 @@ class RunResult:
         s["num_preemptions"] = int(preemptions.sum())
         s["preempted_requests"] = int((preemptions > 0).sum())
         s["max_preemptions_per_request"] = int(preemptions.max()) if n else 0
-        s["preemptions_per_request"] = {str(k): int(v) for k, v in zip(*np.unique(preemptions, return_counts=True))}
+        # over the requests the engine took (finished, or left unfinished by a cut): a rejected one never ran (r170:
+        # 128 shed requests were counted as never preempted)
+        took = req["num_preemptions"][scope & ~rejected]
+        s["preemptions_per_request"] = {str(k): int(v) for k, v in zip(*np.unique(took, return_counts=True))}
         s["recomputed_tokens"] = int(req["recomputed_tokens"][scope].sum())
         s["num_swaps"] = int(req["num_swaps"][scope].sum())
         s["swapped_blocks"] = int(steps["swapped_blocks"].sum())  # out and back in

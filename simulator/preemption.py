@@ -19,6 +19,7 @@ class Preemption:
         self.mode, self.swap_space_blocks = mode, swap_space_blocks
         self._swap_cost, self._recompute_cost = swap_cost, recompute_cost
         self.swap_used = 0  # host blocks holding swapped-out KV
+        self.no_room: list[int] = []  # the blocks of each victim that would swap but found the host space full
 
     def give_up(self, r: Request, kv, now: float) -> int:
         """Free the victim's blocks; returns the blocks swapped out (0: it recomputes)."""
@@ -27,6 +28,8 @@ class Preemption:
         if mode == "auto":
             mode = "swap" if self._swap_cost(2 * blocks) < self._recompute_cost(r.num_computed_tokens) else "recompute"
         swap = mode == "swap" and r.num_computed_tokens > 0 and self.swap_used + blocks <= self.swap_space_blocks
+        if mode == "swap" and r.num_computed_tokens > 0 and not swap:
+            self.no_room.append(blocks)
         kv.free(r)
         r.status = PREEMPTED
         r.num_preemptions += 1

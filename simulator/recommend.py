@@ -209,14 +209,14 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
         length = "workload.limit"
     n = getattr(rows_of, length.split(".")[-1], None) if length else None
 
-    def fleet(k: int):
+    def fleet(k: int, longer: int = 1):
         """The run of k units at the target load, each at the run length the capacity was found at (a trace's k
-        times its rows; a whole trace: all of it)."""
+        times its rows; a whole trace: all of it), or `longer` times it."""
         sets_k = sets + at_length + [override("cluster.replicas", k * unit_decode), override(LOAD[knob], target)]
         if unit_prefill:
             sets_k.append(override("cluster.prefill_replicas", k * unit_prefill))
         if n is not None:
-            sets_k.append(override(length, n * k))
+            sets_k.append(override(length, n * k * longer))
         return simulate(load(scenario, sets_k))
 
     try:
@@ -232,6 +232,8 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
             fewest = max(1, math.ceil(target / found["fails_at"])) if found.get("fails_at") else units
             while units > fewest and meets((fewer := fleet(units - 1)).summary, slos):
                 units, run = units - 1, fewer
+        if bound == "at least" and n is not None and not trace and (grows := _queue_grows(run, fleet, units)):
+            return row | {"status": "unmet", "replicas": units * unit_replicas, "reason": grows}
     except ConfigError as exc:  # a fleet past what one run holds: this candidate's answer, not the search's
         return row | {"status": "unmet", "replicas": units * unit_replicas,
                       "reason": f"the fleet for the target load ({units} x {per_unit} GPUs) cannot be "
@@ -261,6 +263,25 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
             "reason": "; ".join(filter(None, (found.get("reason") if found.get("stable") is False else None, note)))
             or None}  # an unstable capacity says why, as the README promises
     return row
+
+
+def _queue_grows(run, fleet, units: int) -> str | None:
+    """Where no failing load bounded the capacity, SLOs that do not see the queue (TPOT alone) pass a fleet that
+    cannot serve the target (r170: one prefill replica serving 23 req/s "carried" 60): its arrivals must span more
+    lifetimes as its run grows, as a steady state's do, else its queue grows without bound. None: it steadies."""
+    from servesim.simulator.search import STEADY_SPANS, steadiness
+
+    spans = steadiness(run)
+    if spans >= STEADY_SPANS:
+        return None
+    longer = fleet(units, 4)
+    if steadiness(longer) >= min(STEADY_SPANS, 2 * spans):  # a lifetime that stays put: it steadies
+        return None
+    s = longer.summary
+    return (f"at the target load over {units} unit(s) the queue grows: a run 4x as long spans "
+            f"{steadiness(longer):.2g} p99 lifetimes where {run.num_requests:,} requests spanned {spans:.2g} (p99 TTFT "
+            f"{s['p99_ttft_ms']:.4g} ms, {s['request_throughput']:.4g} req/s served of {s['offered_rate']:.4g}), and "
+            f"no SLO given bounds the wait: give a TTFT or E2EL target (--slo ttft_p99_ms=...) to size the fleet")
 
 
 def _length_setting(workload) -> str | None:
@@ -313,7 +334,9 @@ def check_lengths_carried(scenario, sets: list[str], axes: dict[str, list], rate
     """Every candidate carries the traffic as sent: a max_model_len in the space that cuts its prompts
     (workload.clip_to_max_model_len) would carry shorter requests, priced as if it served them all (r168: ranked
     first at 58% of the output)."""
-    limits = [v for v in axes.get("engine.max_model_len", []) if isinstance(v, int)]
+    # as the setting takes them: 1.5e3 is 1500 (r170: a whole float was passed over); "auto" fits what it serves
+    limits = [int(v) for v in axes.get("engine.max_model_len", [])
+              if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v == int(v)]
     if not limits:
         return
     sc, specs, _ = _traffic(scenario, sets, rate)

@@ -551,6 +551,18 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
         if meets(check.summary, slos):
             holds += 1
             if holds == 2 and (step := _doublings_to_steady(check)):  # held, short of a steady state: longer
+                if unsteady and steadiness(check) < 1.5 * unsteady[1]:
+                    # its arrivals span no more lifetimes in a longer run: a queue that grows without bound, which
+                    # SLOs blind to the wait (TPOT alone) pass (r170: on to 204,800 requests, answering 1 unsaid)
+                    return r | {"replicas": None, "runs": runs, "stable": False,
+                                "run_length": _length_text(lengths, 2**doubling),
+                                "reason": f"{r['replicas']} replica(s) met the SLOs but their queue grows: a run of "
+                                          f"{_length_text(lengths, 2**doubling)} spans {steadiness(check):.2g} p99 "
+                                          f"lifetimes, one of {unsteady[0]} spanned {unsteady[1]:.2g} (a steady "
+                                          f"state's grow with the run), and no SLO given bounds the wait: give a "
+                                          f"TTFT or E2EL target (--slo ttft_p99_ms=...)" +
+                                          (f" (cluster.prefill_replicas={c.prefill_replicas} stays: it may be what "
+                                           f"falls short)" if c.prefill_replicas else "")}
                 holds, unsteady = 1, (_length_text(lengths, 2**doubling), steadiness(check))
             continue
         r = _fewest(runner(doubling), slos, most, why, low=r["replicas"], at_low=check.summary)

@@ -348,8 +348,28 @@ def table_warnings(table, out, failed_said: bool = False) -> list[str]:
     empty = int((ran["completed"] == 0).sum()) if "completed" in ran else 0
     said = [f"servesim: warning: {empty} of {len(table)} sweep runs completed no request (every request rejected "
             f"or unfinished: columns failed, unfinished): their latencies are empty"] if empty else []
-    return said + ([f"servesim: warning: {failed} of {len(table)} sweep runs failed (column `error` of "
-                    f"{out}/sweep.csv)"] if failed and not failed_said else [])
+    return said + _copies_over_seeds(ran) + ([f"servesim: warning: {failed} of {len(table)} sweep runs failed "
+                                              f"(column `error` of {out}/sweep.csv)"] if failed and not failed_said
+                                             else [])
+
+
+def _copies_over_seeds(ran) -> list[str]:
+    """Seeds of one point whose runs measured the same to the last bit: nothing the scenario runs draws from the
+    seed (a trace replays its rows; r170: --seeds 2 of the Azure replay averaged two copies, a spread of 0)."""
+    if "seed" not in ran or ran["seed"].nunique() < 2 or "run_id" not in ran:
+        return []
+    lead = list(ran.columns[1:list(ran.columns).index("seed")])  # the axes: between run_id and seed
+    measured = [c for c in ran.columns if c not in ("run_id", "seed", "error", *lead)]
+    groups = [g for _, g in (ran.groupby([ran[c].astype(str) for c in lead], sort=False) if lead else [(0, ran)])
+              if g["seed"].nunique() > 1]
+    same = [g for g in groups if len(g[measured].astype(str).drop_duplicates()) == 1]
+    if not same:
+        return []
+    where = "every point" if len(same) == len(groups) else f"{len(same)} of {len(groups)} points"
+    return [f"servesim: warning: at {where}, the runs of seeds {', '.join(map(str, sorted(same[0]['seed'])))} "
+            f"measured the same to the last bit: nothing this scenario runs is drawn from the seed (a trace replays "
+            f"its rows; what is drawn: synthetic lengths and arrivals, classes and priorities a trace does not "
+            f"record), so --seeds gives copies, not samples, and their spread is 0"]
 
 
 def _same_run(folder: Path, config: dict) -> bool:
@@ -457,16 +477,19 @@ def check_points(scenario: str | None, sets: list[str], points: list[dict]) -> l
 
 def as_taken(sc, point: dict) -> dict:
     """The point's whole floats (1e1) whose setting the scenario holds as an integer, as that integer."""
-    from servesim.simulator.config import typed_section
+    from servesim.simulator.config import next_key, typed_section
 
     out = {}
     for key, value in point.items():
         if isinstance(value, float) and value.is_integer():
-            node = sc
-            for i, part in enumerate(key.split(".")):
+            node, parts, i = sc, key.split("."), 0
+            while i < len(parts):
+                j = next_key(node, parts, i)  # an SLO class named v1.chat is one key (r170)
+                part = ".".join(parts[i:j])
                 node = node.get(part) if isinstance(node, dict) else getattr(node, part, None)
                 if i == 0 and part in ("model", "profile") and isinstance(node, dict):  # read when resolved: typed
                     node = typed_section(part, node)  # as then (r158: a model's 2.0 layers tabled as 2.0)
+                i = j
             if isinstance(node, int) and not isinstance(node, bool) and node == value:
                 out[key] = node
     return out

@@ -132,6 +132,12 @@ def test_preemption_metrics():
     # without prefix caching a re-admitted request recomputes at least its prompt each time
     pre = req[req.num_preemptions > 0]
     assert (pre.recomputed_tokens >= pre.num_preemptions * pre.prompt_tokens).all()
+    # r170: over the requests the engine took; 128 shed requests had been counted as never preempted
+    shed = simulate(load(None, PRESSURE + ["engine.max_num_queued_reqs=20"]))
+    took = shed.requests[shed.requests.status != "rejected"]
+    assert shed.summary["failed"] > 20 and shed.summary["preempted_requests"] > 0, shed.summary
+    assert shed.summary["preemptions_per_request"] == {str(k): int(v) for k, v in
+                                                       took.num_preemptions.value_counts().sort_index().items()}
 
 
 SWAP_BASE = ["model=llama-3.1-8b", "engine.enable_prefix_caching=false", "engine.max_num_seqs=64"]
@@ -248,6 +254,15 @@ def test_a_swap_space_that_holds_no_block_is_said(capsys):
 
     simulate(load(None, ["workload.num_requests=5", "policies.preemption_mode=swap", "engine.swap_space=0.001"]))
     assert "engine.swap_space=0.001 GiB holds no KV block" in capsys.readouterr().err
+    # r170: nor one under the smallest victim, which recomputed as silently (after the run: a victim's size is the
+    # run's); one that holds some says nothing
+    small = PRESSURE + ["policies.preemption_mode=swap", "engine.swap_space=0.001953125"]  # 1 block of 2 MiB
+    r = simulate(load(None, small))
+    assert r.summary["num_preemptions"] > 0 and r.summary["num_swaps"] == 0
+    assert any(w.startswith("engine.swap_space=0.00195312 GiB (1 blocks) held none of the ") and
+               "every one recomputed" in w for w in r.warnings), r.warnings
+    roomy = simulate(load(None, PRESSURE + ["policies.preemption_mode=swap", "engine.swap_space=1"]))
+    assert roomy.summary["num_swaps"] > 0 and not [w for w in roomy.warnings if "swap_space" in w]
 
 
 def test_recomputed_tokens_are_the_tokens_computed_again():

@@ -562,6 +562,16 @@ def test_round_154_a_too_small_gpu_is_told_a_tp_size_vllm_starts(tmp_path):
                                           "GPU of 1 GiB: a GPU with more memory") as e:
         load(None, ["model=llama-3.1-8b", "hardware.memory_gib=1"])
     assert e.value.field == "hardware.memory_gib"
+    # r170: "raise it" where the most vLLM starts with held the weights but not their start-up profile beside them
+    with pytest.raises(ConfigError, match="tensor_parallel_size=2 holds the weights") as e:
+        load(None, ["model=llama-3.1-8b", "hardware.memory_gib=16", "engine.gpu_memory_utilization=0.9"])
+    assert "usable on a GPU of 16 GiB" in str(e.value)
+    with pytest.raises(ConfigError, match=r"raise gpu_memory_utilization above (0\.9\d+)") as e:
+        load(None, ["model=llama-3.1-8b", "hardware.memory_gib=18", "engine.gpu_memory_utilization=0.8",
+                    "engine.max_model_len=2048"])
+    above = float(re.search(r"above (0\.9\d+)", str(e.value)).group(1))
+    load(None, ["model=llama-3.1-8b", "hardware.memory_gib=18", f"engine.gpu_memory_utilization={above + 0.01}",
+                "engine.max_model_len=1024"])  # followed, it starts
     with pytest.raises(ConfigError, match="at most 0.866") as e:  # a share of 3 GiB vLLM cannot start with, first
         load(None, ["model=llama-3.1-8b", "hardware.memory_gib=3", "engine.quantization=awq",
                     "engine.tensor_parallel_size=2"])

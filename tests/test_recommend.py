@@ -741,3 +741,21 @@ def test_round_168_a_max_model_len_that_cuts_the_traffics_prompts_is_no_candidat
     assert main([*argv, *fixed, "--grid", "engine.max_model_len=1200,1700"]) == 2
     assert capsys.readouterr().err.startswith("servesim: error: --grid: engine.max_model_len=1200 cuts 200 of the "
                                               "traffic's 200 outputs at the context")
+    # r170: nor as a whole float, which the setting takes as 1200
+    assert main([*argv, *fixed, "--grid", "engine.max_model_len=1.2e3,1700"]) == 2
+    assert capsys.readouterr().err.startswith("servesim: error: --grid: engine.max_model_len=1200 cuts 200 of the "
+                                              "traffic's 200 outputs at the context")
+
+
+def test_round_170_a_fleet_whose_queue_grows_carries_nothing_whatever_its_tpot(tmp_path, capsys):
+    """r170: a TPOT SLO alone held at every load (the queue is TTFT's), so one GPU serving 8.7 req/s "met" 60 at a
+    seventh of its real price; where no failing load bounds the capacity, the fleet must steady at the target."""
+    (tmp_path / "s.yaml").write_text("workload:\n  num_requests: 40\n  prompt_tokens: {dist: fixed, value: 2000}\n"
+                                     "  output_tokens: {dist: fixed, value: 100}\nengine: {max_num_seqs: 8}\n")
+    argv = ["recommend", str(tmp_path / "s.yaml"), "--disagg", "none", "--tolerance", "0.3", "--slo",
+            "tpot_p99_ms=30", "--jobs", "1", "--no-progress", "--json"]
+    assert main([*argv, "--rate", "60", "--out", str(tmp_path / "over")]) == 1
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["status"] == "unmet" and "the queue grows" in row["reason"], row
+    assert main([*argv, "--rate", "4", "--out", str(tmp_path / "under")]) == 0  # a load it serves still meets
+    assert json.loads(capsys.readouterr().out)["rows"][0]["status"] == "meets"

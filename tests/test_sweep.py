@@ -636,3 +636,15 @@ def test_round_168_a_failed_first_point_leaves_the_columns_as_they_are(tmp_path)
                      "--out", str(tmp_path / grid[-3:].replace(",", ""))]) == 1
         tables.append(pd.read_csv(tmp_path / grid[-3:].replace(",", "") / "sweep.csv"))
     assert list(tables[0].columns) == list(tables[1].columns) and tables[0].columns[-1] == "error"
+
+
+def test_round_170_seeds_that_draw_nothing_are_said_to_give_copies(tmp_path, capsys):
+    """r170: --seeds 2 of a trace replay ran two identical copies per point, averaged with a spread of 0, unsaid."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": 200 * i, "input_length": 50 + i, "output_length": 8}) + "\n"
+                             for i in range(12)))
+    argv = ["sweep", "--grid", "engine.max_num_seqs=2,8", "--seeds", "2", "--no-progress"]
+    assert main([*argv, "--set", f"workload={{type: trace, path: {trace}}}", "--out", str(tmp_path / "t")]) == 0
+    assert "at every point, the runs of seeds 0, 1 measured the same to the last bit" in capsys.readouterr().err
+    assert main([*argv, "--set", "workload.num_requests=12", "--out", str(tmp_path / "s")]) == 0  # drawn: unsaid
+    assert "measured the same" not in capsys.readouterr().err

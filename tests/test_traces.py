@@ -845,3 +845,35 @@ def test_round_165_both_readers_of_a_bench_result_name_an_entry_alike(tmp_path, 
             read(path)
         said_by.append(str(exc.value))
     assert said_by == [f"{path}: {said}"] * 2, said_by
+
+
+def test_round_170_rows_out_of_order_empty_query_lists_and_repeated_turns(tmp_path):
+    """r170: a timed-trace line with no queries dropped its timestamp unsaid; rows out of time order were replayed
+    sorted, a limit taking the earliest rather than the first, unsaid; two rows of one session's turn were taken."""
+    empty = tmp_path / "t.jsonl"
+    empty.write_text('{"timestamp": 0, "queries": [{"prompt_length": 10, "response_length": 2}]}\n'
+                     '{"timestamp": 500, "queries": []}\n')
+    with pytest.raises(ConfigError, match=r"line 2, key queries: expected a list of one or more objects, got \[\]"):
+        read_trace(empty)
+    unordered = tmp_path / "m.jsonl"
+    unordered.write_text("".join(json.dumps({"timestamp": t, "input_length": n, "output_length": 5}) + "\n"
+                                 for t, n in ((3000, 100), (1000, 200), (2000, 300), (1000, 400))))
+    specs, info = read_trace_with_info(unordered, "mooncake", limit=2)
+    assert [s.prompt_tokens for s in specs] == [200, 400]
+    assert info["unordered"].endswith("2 of its rows arrive before the row above them (the first: row 2 of those "
+                                      "read): replayed in arrival order, which start_s, duration_s and limit count in")
+    assert "unordered" not in read_trace_with_info(_sorted(tmp_path))[1]  # ties are in order
+    turns = tmp_path / "s.jsonl"
+    row = {"arrival_time": 0.0, "prompt_tokens": 10, "output_tokens": 5, "session_id": 3}
+    turns.write_text("".join(json.dumps(row | {"request_id": i, "turn": 1}) + "\n" for i in range(2)))
+    with pytest.raises(ConfigError, match=r"line 2, key turn: session 3's turn 1 was given on line 1 too"):
+        read_trace(turns)
+    turns.write_text("".join(json.dumps(row | {"request_id": i}) + "\n" for i in range(2)))  # no turns: labels
+    assert len(read_trace(turns)) == 2
+
+
+def _sorted(tmp_path):
+    path = tmp_path / "sorted.jsonl"
+    path.write_text("".join(json.dumps({"timestamp": t, "input_length": 9, "output_length": 5}) + "\n"
+                            for t in (0, 1000, 1000, 2000)))
+    return path

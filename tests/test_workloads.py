@@ -602,7 +602,7 @@ def test_round_169_yaml_merge_keys_and_underscores_read_as_yaml_and_python_read_
     assert "hardware.gpu is null: memory_bandwidth_gbps 3350 and bf16_tflops 989 assumed" in capsys.readouterr().err
 
 
-def test_round_170_a_set_reaches_an_slo_class_named_with_a_dot(tmp_path):
+def test_round_170_a_set_reaches_an_slo_class_named_with_a_dot(tmp_path, capsys):
     """r169: --set workload.slo_classes.v1.chat.weight=3 was read as class v1's field chat and refused as an unknown
     setting; a dotted path takes the longest key the scenario has at each level, as a sweep's grid does."""
     from servesim.simulator.config import load_scenario
@@ -614,3 +614,13 @@ def test_round_170_a_set_reaches_an_slo_class_named_with_a_dot(tmp_path):
                                                        "workload.slo_classes.batch.weight=4"]).workload.slo_classes
     assert list(classes) == ["v1.chat", "batch"]
     assert (classes["v1.chat"].weight, classes["v1.chat"].ttft_ms, classes["batch"].weight) == (2, 90, 4)
+    # r170: and what a mapping for it leaves out is said, as for any section; a sweep tables its whole floats so
+    from servesim.simulator.cli import main
+
+    assert main(["run", str(tmp_path / "s.yaml"), "--set", "workload.slo_classes.v1.chat={weight: 3}",
+                 "--set", "workload.num_requests=5", "--out", str(tmp_path / "r")]) == 0
+    assert "replaces the scenario's whole workload.slo_classes.v1.chat section, so its " \
+           "workload.slo_classes.v1.chat.ttft_ms has no effect" in capsys.readouterr().err
+    assert main(["sweep", str(tmp_path / "s.yaml"), "--grid", "workload.slo_classes.v1.chat.priority=1e0,2e0",
+                 "--set", "workload.num_requests=5", "--out", str(tmp_path / "sw"), "--no-progress", "--quiet"]) == 0
+    assert (tmp_path / "sw" / "sweep.csv").read_text().splitlines()[1].split(",")[1] == "1"

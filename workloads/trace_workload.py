@@ -49,7 +49,8 @@ class TraceWorkload(_Classes, ReadsTraceFormat):
                 raise ConfigError(f"workload.{exc.field}", exc.message) from None
             raise
         # rows the reader skipped (failed requests) said wherever the trace is read: run, config, write (r159)
-        warnings = self._inert_options(info) + tuple(info[k] for k in ("note", "skipped_rows", "unread") if k in info)
+        said = ("note", "unordered", "skipped_rows", "unread")
+        warnings = self._inert_options(info) + tuple(info[k] for k in said if k in info)
         if self.priorities or self.slo_classes:
             specs, warnings = self._with_classes(specs, info["recorded_priority"], seed, warnings)
         if not self.slo_classes and (recorded := sorted({s.slo_class for s in specs if s.slo_class is not None})):

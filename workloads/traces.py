@@ -59,6 +59,7 @@ class TraceInfo(TypedDict):
     path: NotRequired[str]
     recorded_priority: NotRequired[list[bool]]  # per request read: its row records a priority (a replay keeps it)
     note: NotRequired[str]  # how a file whose format was inferred was read, where the keys leave a doubt
+    unordered: NotRequired[str]  # rows that arrive before the row above them: replayed in arrival order, said
 
 
 @dataclasses.dataclass
@@ -518,8 +519,8 @@ def _timed_trace_rows(obj: _Obj, unread: set):
     unread.update(k for k in obj.obj if k not in _TIMED_TRACE_KEYS)
     t = obj.seconds("timestamp", per_second=1000)
     queries = obj.get("queries")
-    if not isinstance(queries, list):
-        obj.fail("queries", f"expected a list of objects, got {_show(queries)}")
+    if not isinstance(queries, list) or not queries:  # (r170: an empty one dropped its line's timestamp unsaid)
+        obj.fail("queries", f"expected a list of one or more objects, got {_show(queries)}")
     for k, q in enumerate(queries):
         q = _Obj(obj.path, obj.where, q, key_prefix=f"queries[{k}].")
         unread.update(f"queries[].{key}" for key in q.obj if key not in _QUERY_KEYS)
@@ -553,11 +554,16 @@ def _servesim_rows(obj: _Obj, seen: dict, chains: dict | None):
     output = obj.integer("output_tokens", least=1, role="output")  # the ids may cover it too, as the API's may
     ids = _chained(obj, "prefix_ids", obj.prefix_ids("prefix_ids", prompt, block, exact=False, output=output,
                                                      counted=chains is not None), chains, block)
+    session, turn = obj.integer("session_id", None, least=None), obj.integer("turn", 0)
+    if session is not None and "turn" in obj.obj:  # one row per turn (r170: two rows of session 3's turn 1 taken)
+        if ("turn", session, turn) in seen:
+            obj.fail("turn", f"session {session}'s turn {turn} was given on {seen['turn', session, turn]} too: one "
+                             f"request per turn")
+        seen["turn", session, turn] = obj.where
     yield (obj.seconds("arrival_time"), prompt, output,
            {"max_tokens": obj.integer("max_tokens", None, least=1, role="output"),
             "priority": obj.integer("priority", None, least=None), "slo_class": slo,  # None: not recorded
-            "session_id": obj.integer("session_id", None, least=None), "turn": obj.integer("turn", 0),
-            "prefix_ids": ids, "prefix_block_tokens": block, "request_id": rid})
+            "session_id": session, "turn": turn, "prefix_ids": ids, "prefix_block_tokens": block, "request_id": rid})
 
 
 def _read_vllm_bench(path: Path) -> _Rows:
@@ -852,6 +858,11 @@ def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, s
     info.update(content_ids=rows.content_ids, format=fmt, path=str(path), recorded_priority=recorded)
     if rows.note:
         info["note"] = rows.note
+    if back := int((np.diff(rows.arrival) < 0).sum()):  # (r170: a limit took the earliest rows, not the first, unsaid)
+        first = int(np.argmax(np.diff(rows.arrival) < 0)) + 1
+        info["unordered"] = (f"{path}: {back:,} of its rows arrive before the row above them (the first: row "
+                             f"{first + 1:,} of those read): replayed in arrival order, which start_s, duration_s and "
+                             f"limit count in")
     if rows.skipped:
         info["skipped_rows"] = _skipped_rows(path, rows)
     if rows.unread:  # a misspelt key, or a priority or class the user expects replayed (r145: dropped unsaid)
