@@ -458,9 +458,38 @@ def cmd_fit(args) -> int:
         print(f"servesim: warning: {', '.join(unread)} ha{'s' if len(unread) == 1 else 've'} no effect on a "
               f"measurement table: only real serving runs are fitted by simulating them", file=sys.stderr)
     holdout = 0.2 if args.holdout is None else args.holdout
-    _print_fit(*fit_directory(first, args.out, args.name, holdout, args.seed, model=args.model,
-                              dtype=args.dtype, gpu=args.gpu, tp=args.tp, kv_cache_dtype=args.kv_cache_dtype))
+    path, fit = fit_directory(first, args.out, args.name, holdout, args.seed, model=args.model, dtype=args.dtype,
+                              gpu=args.gpu, tp=args.tp, kv_cache_dtype=args.kv_cache_dtype)
+    if said := _faster_than_its_gpu(path):
+        print(said, file=sys.stderr)
+    _print_fit(path, fit)
     return 0
+
+
+def _faster_than_its_gpu(path) -> str | None:
+    """A fit whose decode steps beat reading the weights on the GPU it names is said when it is fitted, where a unit
+    is mistaken (r171: a table in seconds, fitted as milliseconds, made an H100 profile 600x too fast, said only by
+    the runs on it)."""
+    from servesim.simulator.config import _hardware, HardwareSettings
+    from servesim.simulator.cost_model import build_cost_model, load_profile
+    from servesim.simulator.errors import ConfigError
+    from servesim.simulator.model_arch import load_model
+    from servesim.simulator.profile_select import faster_than_memory
+
+    profile = load_profile(str(path))
+    if profile.gpu is None or profile.model == "any":
+        return None
+    unit = " (a table timed in seconds, read as milliseconds? time_ms is milliseconds)"
+    try:
+        arch, hw = load_model(profile.model), _hardware(HardwareSettings(gpu=profile.gpu))
+    except ConfigError:  # a label the simulator cannot check it against: the runs on it check what they can
+        return None
+    try:
+        model = build_cost_model(profile, arch, hw, profile.tensor_parallel_size, profile.gpu)
+    except ConfigError as exc:  # the fit itself no run takes (a step of no time)
+        return f"servesim: warning: no run takes this profile: {exc.message}{unit}"
+    said = faster_than_memory(profile, model, arch, hw, profile.tensor_parallel_size, None, 1, "balanced")
+    return said and said + unit
 
 
 def _refuse_simulations(args) -> None:

@@ -146,7 +146,7 @@ assert trace.is_file(), f"{trace} is needed (../shared/data)"
 rows = 100 if SMALL else 1000            # the trace's first rows: its recorded arrivals and lengths
 slos = {"ttft_p99_ms": 1000, "tpot_p99_ms": 50}
 space = {"llama-3.1-70b": [2] if SMALL else [2, 4, 8], "qwen3-30b-a3b": [1] if SMALL else [1, 2, 4]}
-gpus = ["h100-sxm", "h200-sxm", "b200-sxm"]
+gpus = ["h100-sxm", "b200-sxm"] if SMALL else ["h100-sxm", "h200-sxm", "b200-sxm"]
 tables, commands = [], {}
 for model, tp in space.items():
     t = servesim.recommend(None, slos, {"model": model, "engine.max_model_len": 8192,

@@ -282,7 +282,7 @@ def _axes(grid: Mapping[str, Sequence] | None, zipped: Mapping[str, Sequence] | 
                 raise ConfigError("grid" if flag == "--grid" else "zipped",
                                   f"an axis is named by a setting's dotted path (text), got {key!r}")
             key = key.strip()  # as the CLI's --grid reads " key =": the table's column (r146: a spaced one)
-            if isinstance(values, np.ndarray):
+            if isinstance(values, (np.ndarray, pd.Series, pd.Index)):  # a notebook's column (r171: a Series refused)
                 values = values.tolist()
             if isinstance(values, (str, bytes, Mapping)) or not isinstance(values, Sequence):
                 raise ConfigError(key, f"the values of an axis are a list, got {type(values).__name__}")

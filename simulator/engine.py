@@ -473,8 +473,8 @@ def _swap_space_warning(rs: ResolvedScenario, sim, s: dict) -> list[str]:
     """A swap space that held no victim ran as recompute (r170: 5 blocks under victims of 19 or more, unsaid where
     0 blocks are said before the run)."""
     no_room = [b for r in sim.replicas for b in r.scheduler.preemption.no_room]
-    if not no_room or s.get("num_swaps"):
-        return []
+    if not no_room or s.get("num_swaps") or not sim.replicas[0].scheduler.preemption.swap_space_blocks:
+        return []  # (no block at all: said before the run)
     e = rs.scenario.engine
     return [f"engine.swap_space={e.swap_space:g} GiB ({sim.replicas[0].scheduler.preemption.swap_space_blocks:,} "
             f"blocks) held none of the {len(no_room):,} victims policies.preemption_mode="

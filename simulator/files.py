@@ -76,8 +76,9 @@ def read_settings_text(path: str | Path, field: str, limit: int = MAX_SETTINGS_B
         raise ConfigError(field, f"cannot read {path}: {exc.strerror or exc}") from None
 
 
-def _expanded_size(node, sizes: dict) -> int:
-    """Values in `node` once every alias is expanded, each shared node counted once per use."""
+def _expanded_size(node, sizes: dict, twice: list | None = None) -> int:
+    """Values in `node` once every alias is expanded, each shared node counted once per use; a key given twice in
+    one mapping refused, or (twice: a list) collected, as PyYAML's safe_load takes the last."""
     key = id(node)
     if key in sizes:
         if sizes[key] is None:
@@ -88,10 +89,12 @@ def _expanded_size(node, sizes: dict) -> int:
         keys = [k.value for k, _ in node.value if isinstance(k, yaml.ScalarNode)]
         if len(set(keys)) < len(keys):  # safe_load keeps the last silently; a setting given twice is a mistake
             dup = next(k for k in keys if keys.count(k) > 1)
-            raise Refused(f"key {dup!r} is given twice in one mapping (line {node.start_mark.line + 1})")
-        n = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+            if twice is None:
+                raise Refused(f"key {dup!r} is given twice in one mapping (line {node.start_mark.line + 1})")
+            twice.append(dup)
+        n = 1 + sum(_expanded_size(k, sizes, twice) + _expanded_size(v, sizes, twice) for k, v in node.value)
     elif isinstance(node, yaml.SequenceNode):
-        n = 1 + sum(_expanded_size(v, sizes) for v in node.value)
+        n = 1 + sum(_expanded_size(v, sizes, twice) for v in node.value)
     else:
         n = 1
     sizes[key] = n
@@ -203,7 +206,7 @@ class _SafeLoader(yaml.SafeLoader):
 _SafeLoader.add_constructor(_INT, _readable(yaml.SafeLoader.construct_yaml_int))
 
 
-def safe_load_bounded(text: str, as_pyyaml: bool = False):
+def safe_load_bounded(text: str, as_pyyaml: bool = False, twice: list | None = None):
     """yaml.safe_load, but aliases that expand beyond MAX_YAML_NODES values are refused before anything is built.
     Numbers and booleans as _Loader reads them, or (as_pyyaml) as PyYAML's yaml.safe_load does, explicit tags
     included. Raises yaml.YAMLError, RecursionError (nesting past the stack) or TooLarge."""
@@ -212,7 +215,7 @@ def safe_load_bounded(text: str, as_pyyaml: bool = False):
         node = loader.get_single_node()
         if node is None:
             return None
-        if (n := _expanded_size(node, {})) > MAX_YAML_NODES:
+        if (n := _expanded_size(node, {}, twice)) > MAX_YAML_NODES:
             raise TooLarge(f"expands to {n:,} values through its aliases, more than a setting can hold "
                            f"({MAX_YAML_NODES:,})")
         if not as_pyyaml:
@@ -222,10 +225,10 @@ def safe_load_bounded(text: str, as_pyyaml: bool = False):
         loader.dispose()
 
 
-def load_yaml(text: str, field: str, where: str, as_pyyaml: bool = False):
+def load_yaml(text: str, field: str, where: str, as_pyyaml: bool = False, twice: list | None = None):
     """safe_load_bounded with its failures as one line naming the field and the place."""
     try:
-        return safe_load_bounded(text, as_pyyaml)
+        return safe_load_bounded(text, as_pyyaml, twice)
     except TooLarge as exc:
         raise ConfigError(field, f"{where} {exc}") from None
     except yaml.YAMLError as exc:

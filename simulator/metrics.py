@@ -188,10 +188,14 @@ class TokenTimes:
             same = rows[1:] == rows[:-1]
             yield rows[1:][same], pos[1:][same], pos[:-1][same], np.diff(times)[same]
 
-    def itls(self, unfinished: bool = False) -> np.ndarray:
+    def itls(self, unfinished: bool = False, only: np.ndarray | None = None) -> np.ndarray:
         """Finished requests' gaps between consecutive tokens (s), request by request: tokens x 8 bytes; with
-        `unfinished`, a cut run's requests still running too (vLLM's engine observes every output)."""
-        parts = [gap if unfinished else gap[self.finished[row]] for row, _, _, gap in self._gaps()]
+        `unfinished`, a cut run's requests still running too (vLLM's engine observes every output); `only`: of
+        these requests (a mask: a warm-up or cool-down's measured ones)."""
+        keep = np.ones(len(self.finished), dtype=bool) if unfinished else np.asarray(self.finished, dtype=bool)
+        if only is not None:
+            keep = keep & only
+        parts = [gap[keep[row]] for row, _, _, gap in self._gaps()]
         return np.concatenate(parts) if parts else np.zeros(0)
 
     def per_request(self):

@@ -570,6 +570,9 @@ def _layer_list(data: dict, key: str, allowed: set, layers: int, exact: bool = T
     return v[:layers]
 
 
+WINDOW_SWITCHED = ("qwen2", "qwen3")  # families whose window use_sliding_window turns on (transformers)
+
+
 def _local_layers(data: dict, family: str) -> dict:
     """Which layers attend locally, in the family's own terms: layer_types (gpt-oss, Gemma), Mistral's
     sliding_window on every layer, Llama 4's chunks on its RoPE layers (no_rope_layers 1)."""
@@ -588,6 +591,11 @@ def _local_layers(data: dict, family: str) -> dict:
     if data.get("layer_types") is not None:
         kinds = _layer_list(data, "layer_types", {"full_attention", "sliding_attention"},
                             _int_field(data, "num_hidden_layers"))
+        if family in WINDOW_SWITCHED and not data.get("use_sliding_window"):
+            # transformers' Qwen configs drop sliding_window unless use_sliding_window (Qwen3Config.__post_init__):
+            # every layer attends to the whole context, whatever layer_types lists (r171: 18 of 36 windowed, the
+            # concurrency 1.75x vLLM's)
+            return {}
         if "sliding_attention" in kinds:
             if data.get("sliding_window") is None:
                 raise ConfigError("model.sliding_window", "layer_types has sliding_attention layers but no "

@@ -18,15 +18,24 @@ import numpy as np
 from servesim.simulator.errors import ConfigError
 
 
+def latency_values(result) -> tuple[np.ndarray, np.ndarray]:
+    """TTFTs and inter-token gaps (ms) of the summary's requests: under a warm-up or cool-down, the measured ones
+    (r171: drawn over all, the plot's lines contradicting summary.json's percentiles and its own title's count)."""
+    keep = (result.requests["status"] == "finished").to_numpy()
+    measured = getattr(result, "measured", None)
+    if measured is not None:
+        keep = keep & measured
+    itl = result.itls if measured is None else result.tokens.itls(only=measured)
+    return result.requests.loc[keep, "ttft"].to_numpy() * 1000, itl * 1000
+
+
 def latency_distributions(result, path: str | Path) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    done = result.requests[result.requests["status"] == "finished"]
-    ttft = done["ttft"].to_numpy() * 1000
-    itl = result.itls * 1000
+    ttft, itl = latency_values(result)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, values, title in ((axes[0], ttft, "Time to first token"), (axes[1], itl, "Inter-token latency")):
         if values.size:

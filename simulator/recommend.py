@@ -215,8 +215,8 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
         sets_k = sets + at_length + [override("cluster.replicas", k * unit_decode), override(LOAD[knob], target)]
         if unit_prefill:
             sets_k.append(override("cluster.prefill_replicas", k * unit_prefill))
-        if n is not None:
-            sets_k.append(override(length, n * k * longer))
+        if n is not None:  # k units see k times the requests (sessions, rows) in the same time, or the same time
+            sets_k.append(override(length, n * (1 if length == "workload.duration_s" else k) * longer))
         return simulate(load(scenario, sets_k))
 
     try:
@@ -232,7 +232,7 @@ def evaluate(scenario, sets: list[str], point: dict, slos: dict, rate: float | N
             fewest = max(1, math.ceil(target / found["fails_at"])) if found.get("fails_at") else units
             while units > fewest and meets((fewer := fleet(units - 1)).summary, slos):
                 units, run = units - 1, fewer
-        if bound == "at least" and n is not None and not trace and (grows := _queue_grows(run, fleet, units)):
+        if bound == "at least" and n is not None and (grows := _queue_grows(run, fleet, units)):
             return row | {"status": "unmet", "replicas": units * unit_replicas, "reason": grows}
     except ConfigError as exc:  # a fleet past what one run holds: this candidate's answer, not the search's
         return row | {"status": "unmet", "replicas": units * unit_replicas,
@@ -275,8 +275,8 @@ def _queue_grows(run, fleet, units: int) -> str | None:
     if spans >= STEADY_SPANS:
         return None
     longer = fleet(units, 4)
-    if steadiness(longer) >= min(STEADY_SPANS, 2 * spans):  # a lifetime that stays put: it steadies
-        return None
+    if steadiness(longer) >= min(STEADY_SPANS, 2 * spans) or longer.num_requests < 2 * run.num_requests:
+        return None  # a lifetime that stays put: it steadies (or a trace with no more rows: said in a note)
     s = longer.summary
     return (f"at the target load over {units} unit(s) the queue grows: a run 4x as long spans "
             f"{steadiness(longer):.2g} p99 lifetimes where {run.num_requests:,} requests spanned {spans:.2g} (p99 TTFT "
@@ -285,8 +285,9 @@ def _queue_grows(run, fleet, units: int) -> str | None:
 
 
 def _length_setting(workload) -> str | None:
-    """The setting a run's length is counted in: requests, or a session workload's sessions (a trace: its own)."""
-    for name in ("num_requests", "num_sessions"):
+    """The setting a run's length is counted in: requests, or a session workload's sessions, else its duration (a
+    trace: its own; r171: a duration was none, its fleet never checked for a queue that grows)."""
+    for name in ("num_requests", "num_sessions", "duration_s"):
         if getattr(workload, name, None) is not None:
             return f"workload.{name}"
     return None

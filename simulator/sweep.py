@@ -348,21 +348,29 @@ def table_warnings(table, out, failed_said: bool = False) -> list[str]:
     empty = int((ran["completed"] == 0).sum()) if "completed" in ran else 0
     said = [f"servesim: warning: {empty} of {len(table)} sweep runs completed no request (every request rejected "
             f"or unfinished: columns failed, unfinished): their latencies are empty"] if empty else []
-    return said + _copies_over_seeds(ran) + ([f"servesim: warning: {failed} of {len(table)} sweep runs failed "
-                                              f"(column `error` of {out}/sweep.csv)"] if failed and not failed_said
-                                             else [])
+    failures = [f"servesim: warning: {failed} of {len(table)} sweep runs failed (column `error` of "
+                f"{out}/sweep.csv)"] if failed and not failed_said else []
+    return said + _copies_over_seeds(ran, Path(out)) + failures
 
 
-def _copies_over_seeds(ran) -> list[str]:
-    """Seeds of one point whose runs measured the same to the last bit: nothing the scenario runs draws from the
-    seed (a trace replays its rows; r170: --seeds 2 of the Azure replay averaged two copies, a spread of 0)."""
+def _copies_over_seeds(ran, out: Path) -> list[str]:
+    """Seeds of one point whose runs measured the same to the last bit, their whole summaries (r171: the table's
+    columns alone called classes drawn otherwise copies): nothing the scenario runs draws from the seed (a trace
+    replays its rows; r170: --seeds 2 of the Azure replay averaged two copies, a spread of 0)."""
     if "seed" not in ran or ran["seed"].nunique() < 2 or "run_id" not in ran:
         return []
     lead = list(ran.columns[1:list(ran.columns).index("seed")])  # the axes: between run_id and seed
     measured = [c for c in ran.columns if c not in ("run_id", "seed", "error", *lead)]
     groups = [g for _, g in (ran.groupby([ran[c].astype(str) for c in lead], sort=False) if lead else [(0, ran)])
               if g["seed"].nunique() > 1]
-    same = [g for g in groups if len(g[measured].astype(str).drop_duplicates()) == 1]
+    def summary(run_id) -> str | None:
+        try:
+            return (out / "runs" / str(run_id) / "summary.json").read_text(encoding="utf-8")
+        except OSError:  # not on disk (moved, or an API table): not claimed
+            return None
+
+    same = [g for g in groups if len(g[measured].astype(str).drop_duplicates()) == 1 and
+            len({summary(r) for r in g["run_id"]} - {None}) == 1 and summary(g["run_id"].iloc[0]) is not None]
     if not same:
         return []
     where = "every point" if len(same) == len(groups) else f"{len(same)} of {len(groups)} points"

@@ -520,7 +520,13 @@ def with_config_file(argv: list[str]) -> list[str]:
     path = argv[i + 1]
     if path.split(".")[-1] not in ("yaml", "yml"):
         raise ConfigError(where, f"{path}: must be a .yaml or .yml file, as vLLM reads it")
-    config = load_yaml(read_settings_text(path, where), where, path, as_pyyaml=True)  # vLLM's yaml.safe_load
+    twice: list = []  # vLLM's yaml.safe_load takes a key's last value (r171: refused as a scenario's would be)
+    config = load_yaml(read_settings_text(path, where), where, path, as_pyyaml=True, twice=twice)
+    if twice:
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: {where}: {path} gives {', '.join(dict.fromkeys(map(str, twice)))} twice: "
+                  f"vLLM's yaml.safe_load takes the last value, as read here"])
     if not isinstance(config, dict):
         raise ConfigError(where, f"{path}: must hold flag: value pairs (a mapping), as vLLM reads it")
     flags: list[str] = []
@@ -583,6 +589,16 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     if isinstance(serve.get("quantization"), str):  # ModelConfig lower-cases it before it checks it
         serve["quantization"] = serve["quantization"].lower()
     _quantized_activations(serve, arch, version)
+    for dest, unmodelled, why in (
+            ("dtype", TORCH_DTYPES.get(serve.get("dtype")) == "float32",
+             "float32 weights and KV cache (twice a 16-bit model's bytes, no tensor-core kernel timed) are not "
+             "simulated: give bfloat16 or float16"),
+            ("cpu_offload_gb", (serve.get("cpu_offload_gb") or 0) > 0,
+             "--cpu-offload-gb is not modelled: servesim keeps every weight on the GPU (vLLM would move that much "
+             "to host memory and read it over the host link each step)")):
+        if unmodelled:  # (r171: recorded only, the pool and steps a 16-bit GPU-resident model's, unsaid)
+            raise ConfigError(_flag("serve", dest, version), f"{serve[dest]:g}: {why}" if dest == "cpu_offload_gb"
+                              else f"{serve[dest]}: {why}")
     if serve.get("quantization") is not None:
         _quantization(serve, model_given, arch, version, not_modelled)
     if version != "0.19.0":
@@ -743,6 +759,8 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         workload["workload.min_tokens"] = int(_lax_number(extra["min_tokens"], True))
     served = serve.get("served_model_name") or [model]
     _refuse_unserved(served, bench, options.model_id, _lora_modules(serve, version, served))
+    if bench_argv:  # (a server alone: the user's own client is theirs to point at it)
+        _refuse_unreached(serve, bench)
     options.model_id = options.model_id or model  # vLLM's client asks the server for it
     if options.tokenizer_id is None and options.model_id != model and options.model_id in served and \
             not bench.get("skip_tokenizer_init"):  # (r149) a served name is no tokenizer's
@@ -822,10 +840,6 @@ def as_flag_error(cmd: VllmCommand, sets: list[str], exc: ConfigError) -> Config
     message = _said_as_flags(cmd, exc.message)
     if message.startswith("Input should be '") and flag and flag.startswith("vllm serve --"):  # a choice vLLM's parser
         message = f"not modelled: servesim's choices are {message[len('Input should be '):]}"  # vLLM may take it
-    if exc.field == "engine.tensor_parallel_size" and "GiB of weights" in message and \
-            "cpu_offload_gb" in cmd.given:
-        message += ("; --cpu-offload-gb is not modelled: servesim keeps every weight on the GPU (vLLM would move "
-                    "that much to host memory and read it over PCIe each step)")
     return exc if flag is None else ConfigError(flag, f"{message} (as servesim's {exc.field})")
 
 
@@ -989,6 +1003,27 @@ def _refuse_unserved(served: list[str], bench: dict, model_id: str | None, adapt
         raise ConfigError(f"vllm bench serve {flag}", f"{sent!r} is not a model the server serves "
                                                       f"({', '.join(map(repr, served))}): vLLM would answer every "
                                                       f"request 404")
+
+
+def _refuse_unreached(serve: dict, bench: dict) -> None:
+    """A client that cannot reach the server, or that it refuses, gets no answer: vLLM's client stops at its first
+    test request and writes no result (r171: both were simulated as served). Its --port against the server's (both
+    8000 by default; a --base-url is the user's to get right), and under the server's --api-key the key its
+    Authorization header carries (vllm bench sends OPENAI_API_KEY's, an environment variable servesim refuses
+    before the line, or a --header's)."""
+    if not bench.get("base_url") and bench.get("port", 8000) != serve.get("port", 8000):
+        raise ConfigError("vllm bench serve --port", f"{bench.get('port', 8000)}, where the server listens on "
+                                                     f"{serve.get('port', 8000)} (vllm serve --port): vLLM's client "
+                                                     f"gets no connection and writes no result")
+    keys = serve.get("api_key")
+    keys = [keys] if isinstance(keys, str) else list(keys or [])
+    if keys:
+        sent = [h.split("=", 1)[1] for h in bench.get("header") or [] if h.split("=", 1)[0].strip().lower() ==
+                "authorization"]
+        if not sent or sent[-1] not in [f"Bearer {k}" for k in keys]:
+            raise ConfigError("vllm serve --api-key", f"the server answers 401 to a request without its key, and "
+                              f"vllm bench serve sends {'another' if sent else 'none'} (give the client --header "
+                              f"Authorization='Bearer KEY'): its first test request fails and it writes no result")
 
 
 def _flag(kind: str, dest: str, version: str) -> str:

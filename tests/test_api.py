@@ -479,6 +479,10 @@ def test_numpy_values_and_paths_at_any_depth_are_values(tmp_path):
     servesim.simulate(None, base | {"workload.arrival": {"process": "poisson", "rate": np.float64(3.0)}})
     servesim.simulate({"workload": {"num_requests": 5}, "engine": {"enable_prefix_caching": np.bool_(False)}})
     assert len(servesim.sweep(None, {"workload.arrival.rate": np.array([5.0, 10.0])}, base, out=tmp_path / "s")) == 2
+    # r171: and a pandas column (a Series was refused where an array was taken)
+    table = servesim.sweep(None, {"workload.arrival.rate": np.array([5.0, 10.0]),
+                                  "engine.max_num_seqs": pd.Series([8, 64])}, base, out=tmp_path / "p")
+    assert sorted(table["engine.max_num_seqs"].unique().tolist()) == [8, 64] and len(table) == 4
     assert servesim.max_rate(None, {"ttft_p99_ms": np.float64(500)}, base, max_runs=3)["runs"] >= 1
     model = pathlib.Path(__file__).resolve().parents[1] / "simulator" / "data" / "models" / "llama-3.1-8b.yaml"
     assert servesim.capacity(model, "h200-sxm") == servesim.capacity(str(model), "h200-sxm")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from servesim.calibration.fit import PARAMS, fit_step_model, predict_ms
 from servesim.calibration.grid import STEP_KINDS, GridPoint, make_grid
@@ -146,7 +147,9 @@ def test_grid_shapes():
 
 
 def test_fit_directory_writes_a_profile_that_drives_a_run(tmp_path):
-    synthetic().to_parquet(tmp_path / "measurements.parquet")
+    # a GPU's law: no cache knee (r171: a GPU table is fitted without one, as a composition is)
+    synthetic(coef=TRUE | {"per_spilled_context_token_ms": 0.0, "context_cache_tokens": 0.0}).to_parquet(
+        tmp_path / "measurements.parquet")
     with pytest.raises(ConfigError, match="does not say which model"):
         fit_directory(tmp_path, name="synthetic")  # a bare table: the profile must say what it measured
     path, fit = fit_directory(tmp_path, name="synthetic", model="llama-3.1-8b", dtype="bf16", gpu="h200-sxm")
@@ -355,6 +358,9 @@ def test_the_identifiability_refusals_hold_for_the_part_fitted_on():
 
     df = synthetic("cpu")
     df = pd.concat([df[df.prefill_tokens > 0], df[df.prefill_tokens == 0].head(1)], ignore_index=True)
+    mixed = (df.prefill_tokens > 0) & (df.decode_seqs > 0)  # at 3 contexts a sequence, as r171 asks of a table
+    df.loc[mixed, "decode_context_tokens"] *= [1 + i % 3 for i in range(int(mixed.sum()))]
+    df["time_ms"] = predict_ms(TRUE, df)
     seed = next(s for s in range(200) if _held_out_rows(df, 0.2, s)[len(df) - 1])
     with pytest.raises(ConfigError, match=f"the {len(df) - round(0.2 * len(df))} measurements left to fit on "
                                           f"\\(--holdout 0.2, --seed {seed}\\) lack decode-only steps"):
@@ -635,3 +641,35 @@ def test_round_158_steps_that_all_take_one_time_are_said(capsys):
     assert "every step measured takes 5 ms (within 1%)" in capsys.readouterr().err
     fit_step_model(synthetic())
     assert "every step measured" not in capsys.readouterr().err
+
+
+def test_round_171_one_prompt_length_at_many_batch_sizes_is_refused(tmp_path, capsys):
+    """r171: one 512-token length at nine batch sizes made nine distinct step totals, passed the refusal, fitted
+    0.9% "held out" and ran 8k prompts 4.5x slow; per sequence (and per prompt token) it is one shape. A table in
+    seconds fitted as milliseconds is said as it is fitted."""
+    from servesim.simulator.cli import main
+
+    rows = [dict(num_seqs=b, prefill_tokens=0, prefill_attention_pairs=0, decode_seqs=b, decode_context_tokens=512 * b)
+            for b in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
+    rows += [dict(num_seqs=b, prefill_tokens=512 * b, prefill_attention_pairs=131328 * b, decode_seqs=0,
+                  decode_context_tokens=0) for b in (1, 2, 4, 8)]
+    one = pd.DataFrame(rows)
+    one["time_ms"] = predict_ms(TRUE, one)
+    with pytest.raises(ConfigError, match="lack at least 3 different decode context sizes per sequence, at least 2 "
+                                          "different prompt lengths"):
+        fit_step_model(one)
+    table = synthetic("cpu")
+    table["time_ms"] /= 1000  # seconds
+    table.to_csv(tmp_path / "s.csv", index=False)
+    assert main(["calibrate", "fit", str(tmp_path / "s.csv"), "--model", "llama-3.1-8b", "--dtype", "bf16",
+                 "--gpu", "h100-sxm", "--out", str(tmp_path / "p.yaml")]) == 0
+    assert "(a table timed in seconds, read as milliseconds? time_ms is milliseconds)" in capsys.readouterr().err
+    table["time_ms"] *= 1000 * 300  # milliseconds of a GPU slower than the weights' read: unsaid
+    table.to_csv(tmp_path / "ms.csv", index=False)
+    assert main(["calibrate", "fit", str(tmp_path / "ms.csv"), "--model", "llama-3.1-8b", "--dtype", "bf16",
+                 "--gpu", "h100-sxm", "--out", str(tmp_path / "q.yaml")]) == 0
+    assert "read as milliseconds" not in capsys.readouterr().err
+    # and a GPU's table is fitted as a composition is: no cache knee, every KV token priced (it had a knee at 605
+    # tokens, the reads below it free); a CPU's keeps its knee
+    coef = yaml.safe_load((tmp_path / "q.yaml").read_text())["coefficients"]
+    assert coef.get("context_cache_tokens", 0) == 0 and coef["per_context_token_ms"] > 0

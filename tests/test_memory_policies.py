@@ -252,8 +252,9 @@ def test_a_swap_space_that_holds_no_block_is_said(capsys):
     from servesim.simulator.config import load
     from servesim.simulator.engine import simulate
 
-    simulate(load(None, ["workload.num_requests=5", "policies.preemption_mode=swap", "engine.swap_space=0.001"]))
+    none = simulate(load(None, PRESSURE + ["policies.preemption_mode=swap", "engine.swap_space=0.001"]))
     assert "engine.swap_space=0.001 GiB holds no KV block" in capsys.readouterr().err
+    assert none.summary["num_preemptions"] and not [w for w in none.warnings if "swap_space" in w]  # said once (r171)
     # r170: nor one under the smallest victim, which recomputed as silently (after the run: a victim's size is the
     # run's); one that holds some says nothing
     small = PRESSURE + ["policies.preemption_mode=swap", "engine.swap_space=0.001953125"]  # 1 block of 2 MiB

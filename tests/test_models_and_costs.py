@@ -707,3 +707,18 @@ def test_round_163_a_built_in_profiles_label_removed_is_an_edit_too():
     with pytest.raises(ConfigError, match="^profile.kv_cache_dtype: None, but built-in profile "
                                           "h100-llama-3.1-8b-fp8-kvfp8-tp1 was measured with kv_cache_dtype fp8"):
         load(None, sets + ["profile.kv_cache_dtype=null"])
+
+
+def test_round_171_a_qwen_window_is_off_unless_use_sliding_window(tmp_path):
+    """r171: a Qwen3 config.json listing sliding_attention layers beside use_sliding_window false windowed half its
+    layers (21 concurrent 32k requests where vLLM holds 12): transformers' Qwen configs drop sliding_window unless
+    use_sliding_window is true, and vLLM reads the model through them."""
+    from servesim.simulator.model_arch import load_model
+
+    cfg = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", **BARE, "num_hidden_layers": 36,
+           "sliding_window": 4096, "max_window_layers": 36,
+           "layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(36)]}
+    off = load_model(str(_config_json(tmp_path, cfg | {"use_sliding_window": False})))
+    assert off.sliding_window is None and not off.num_local_attention_layers
+    other = load_model(str(_config_json(tmp_path, cfg | {"architectures": ["LlamaForCausalLM"], "model_type": "llama"})))
+    assert other.sliding_window == 4096 and other.num_local_attention_layers == 18  # layer_types as given

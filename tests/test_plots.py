@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from servesim.simulator.cli import main
@@ -794,3 +795,19 @@ def test_round_159_failed_runs_left_out_of_a_plot_are_said(tmp_path, capsys):
     capsys.readouterr()
     assert main(["plot", str(tmp_path / "s"), "--kind", "latency-vs-rate"]) == 0
     assert "1 failed run(s) of" in capsys.readouterr().err
+
+
+def test_round_171_the_latency_plot_draws_the_measured_requests():
+    """r171: under a warm-up, latency.png drew all 60 requests (TTFT p50 44.0 ms) where the summary and the plot's
+    own title counted the 30 measured (34.8 ms)."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+    from servesim.simulator.plots import latency_values
+
+    r = simulate(load(None, ["workload.num_requests=60", "workload.arrival.rate=20", "simulation.warmup_requests=30"]))
+    ttft, itl = latency_values(r)
+    s = r.summary
+    assert len(ttft) == s["completed"] == 30
+    assert np.percentile(ttft, 50) == pytest.approx(s["median_ttft_ms"], rel=1e-12)
+    assert np.percentile(ttft, 99) == pytest.approx(s["p99_ttft_ms"], rel=1e-12)
+    assert np.percentile(itl, 99) == pytest.approx(s["p99_itl_ms"], rel=1e-12)

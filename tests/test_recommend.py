@@ -759,3 +759,17 @@ def test_round_170_a_fleet_whose_queue_grows_carries_nothing_whatever_its_tpot(t
     assert row["status"] == "unmet" and "the queue grows" in row["reason"], row
     assert main([*argv, "--rate", "4", "--out", str(tmp_path / "under")]) == 0  # a load it serves still meets
     assert json.loads(capsys.readouterr().out)["rows"][0]["status"] == "meets"
+    # r171: nor where the run is counted in seconds, or in a trace's rows (neither was checked)
+    (tmp_path / "d.yaml").write_text((tmp_path / "s.yaml").read_text().replace("num_requests: 40",
+                                                                              "num_requests: null\n  duration_s: 1"))
+    assert main([*argv[:1], str(tmp_path / "d.yaml"), *argv[2:], "--rate", "60", "--out", str(tmp_path / "d")]) == 1
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["status"] == "unmet" and "the queue grows" in row["reason"], row
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": 10 * i, "input_length": 2000, "output_length": 100}) + "\n"
+                             for i in range(400)))
+    (tmp_path / "t.yaml").write_text(f"workload: {{type: trace, path: {trace}, limit: 40}}\n"
+                                     f"engine: {{max_num_seqs: 8}}\n")
+    assert main([*argv[:1], str(tmp_path / "t.yaml"), *argv[2:], "--out", str(tmp_path / "t")]) == 1
+    row = json.loads(capsys.readouterr().out)["rows"][0]
+    assert row["status"] == "unmet" and "the queue grows" in row["reason"], row

@@ -40,8 +40,9 @@ def test_max_rate_brackets_the_slo():
 
     assert meets(at(r["max_rate"]), slos) and not meets(at(r["fails_at"]), slos)
     assert at(r["max_rate"]) == r["summary"]  # the summary reported is the reported rate's, bit for bit
-    more_slots = max_rate(None, [s for s in sets if "max_num_seqs" not in s] + ["engine.max_num_seqs=32"], slos)
-    assert more_slots["max_rate"] > r["max_rate"]  # capacity planning: more slots, more traffic
+    more_slots = max_rate(None, [s for s in sets if "max_num_seqs" not in s] + ["engine.max_num_seqs=32"], slos,
+                          tolerance=0.2)  # (twice the slots: a coarse bracket tells them apart)
+    assert more_slots["max_rate"] > r["fails_at"]  # capacity planning: more slots, more traffic
 
 
 def test_the_answer_does_not_depend_on_the_run_length():

@@ -648,3 +648,8 @@ def test_round_170_seeds_that_draw_nothing_are_said_to_give_copies(tmp_path, cap
     assert "at every point, the runs of seeds 0, 1 measured the same to the last bit" in capsys.readouterr().err
     assert main([*argv, "--set", "workload.num_requests=12", "--out", str(tmp_path / "s")]) == 0  # drawn: unsaid
     assert "measured the same" not in capsys.readouterr().err
+    # r171: a trace's classes drawn from the seed, whose goodput happened to agree, were called copies
+    classes = "slo_classes: {a: {weight: 1, ttft_ms: 100000}, b: {weight: 1, ttft_ms: 100000}}"
+    assert main([*argv, "--set", f"workload={{type: trace, path: {trace}, {classes}}}",
+                 "--out", str(tmp_path / "c")]) == 0
+    assert "measured the same" not in capsys.readouterr().err

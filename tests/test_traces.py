@@ -870,6 +870,11 @@ def test_round_170_rows_out_of_order_empty_query_lists_and_repeated_turns(tmp_pa
         read_trace(turns)
     turns.write_text("".join(json.dumps(row | {"request_id": i}) + "\n" for i in range(2)))  # no turns: labels
     assert len(read_trace(turns)) == 2
+    # r171: numbered turns arrive in their order
+    turns.write_text("".join(json.dumps(row | {"request_id": i, "turn": i, "arrival_time": 5.0 - 4 * i}) + "\n"
+                             for i in range(2)))
+    with pytest.raises(ConfigError, match=r"line 2, key turn: session 3's turn 1 arrives at 1 s, before its turn 0"):
+        read_trace(turns)
 
 
 def _sorted(tmp_path):

@@ -3342,7 +3342,7 @@ def test_a_block_a_multiple_of_the_backends_kernel_block_is_taken(capsys):
 
 def test_a_bench_flag_not_modelled_is_named_as_the_benchs(capsys):
     """r123: serve's and the bench's --port were said as "--port, --port"."""
-    assert main(["vllm", "--config", "serve", MODEL, "--port", "8200", "--", "bench", "serve", "--port", "8000"]) == 0
+    assert main(["vllm", "--config", "serve", MODEL, "--port", "8200", "--", "bench", "serve", "--port", "8200"]) == 0
     assert "not modelled, recorded in vllm_command.json: --port, bench --port" in capsys.readouterr().err
 
 
@@ -3824,3 +3824,38 @@ def test_round_166_vllms_own_flags_are_said_as_themselves(tmp_path, capsys):
     assert main(["vllm", "--config", *line]) == 0 and "has no effect" not in capsys.readouterr().err
     assert main(["vllm", "--config", "--quiet", *line]) == 2
     assert capsys.readouterr().err.startswith("servesim: error: --quiet: with --config nothing is printed")
+
+
+@pytest.mark.parametrize("serve, bench, says", [
+    (["--api-key", "secret"], [], "vllm serve --api-key: the server answers 401 to a request without its key, and "
+                                  "vllm bench serve sends none"),
+    (["--api-key", "secret"], ["--header", "Authorization=Bearer wrong"], "and vllm bench serve sends another"),
+    (["--port", "9000"], [], "vllm bench serve --port: 8000, where the server listens on 9000"),
+    ([], ["--port", "9000"], "vllm bench serve --port: 9000, where the server listens on 8000"),
+    (["--dtype", "float32"], [], "vllm serve --dtype: float32: float32 weights and KV cache"),
+    (["--cpu-offload-gb", "4"], [], "vllm serve --cpu-offload-gb: 4: --cpu-offload-gb is not modelled"),
+])
+def test_round_171_a_client_that_gets_no_answer_and_unmodelled_formats_are_refused(serve, bench, says, capsys):
+    """r171: a server whose --api-key the client did not send, or on another port, was simulated as serving every
+    request (vLLM's client stops at its failed test request); --dtype float32 and --cpu-offload-gb ran as a 16-bit
+    model held on the GPU."""
+    line = ["vllm", "--config", "serve", MODEL, "--max-model-len", "4096", *serve, "--", "bench", "serve",
+            "--num-prompts", "6", *bench]
+    assert main(line) == 2
+    err = capsys.readouterr().err
+    assert err.count("servesim: error:") == 1 and says in err, err
+
+
+def test_round_171_the_right_key_and_port_and_a_config_key_given_twice_run(tmp_path, capsys):
+    """The key sent, the ports agreeing, a server alone on its port; a --config key given twice is vLLM's
+    yaml.safe_load's: the last value, said (r171: refused as a scenario's would be)."""
+    ok = [["--api-key", "k", "--port", "9000", "--", "bench", "serve", "--port", "9000", "--header",
+           "Authorization=Bearer k", "--num-prompts", "6"], ["--port", "9000"]]
+    for words in ok:
+        assert main(["vllm", "--config", "serve", MODEL, "--max-model-len", "4096", *words]) == 0, words
+    capsys.readouterr()
+    (tmp_path / "c.yaml").write_text("max-num-seqs: 8\nmax-num-seqs: 16\nmax-model-len: 4096\n")
+    assert main(["vllm", "--config", "serve", MODEL, "--config", str(tmp_path / "c.yaml")]) == 0
+    out = capsys.readouterr()
+    assert yaml.safe_load(out.out)["engine"]["max_num_seqs"] == 16
+    assert f"vllm serve --config: {tmp_path / 'c.yaml'} gives max-num-seqs twice" in out.err

@@ -555,11 +555,17 @@ def _servesim_rows(obj: _Obj, seen: dict, chains: dict | None):
     ids = _chained(obj, "prefix_ids", obj.prefix_ids("prefix_ids", prompt, block, exact=False, output=output,
                                                      counted=chains is not None), chains, block)
     session, turn = obj.integer("session_id", None, least=None), obj.integer("turn", 0)
-    if session is not None and "turn" in obj.obj:  # one row per turn (r170: two rows of session 3's turn 1 taken)
+    if session is not None and "turn" in obj.obj:  # numbered turns are one row each, in time order (r170, r171)
         if ("turn", session, turn) in seen:
             obj.fail("turn", f"session {session}'s turn {turn} was given on {seen['turn', session, turn]} too: one "
                              f"request per turn")
         seen["turn", session, turn] = obj.where
+        at, turns = obj.seconds("arrival_time"), seen.setdefault(("turns", session), {})
+        if wrong := next(((t, a) for t, a in turns.items() if t < turn and a > at or t > turn and a < at), None):
+            obj.fail("turn", f"session {session}'s turn {turn} arrives at {at:g} s, "
+                             f"{'before' if wrong[0] < turn else 'after'} its turn {wrong[0]} (at {wrong[1]:g} s): a "
+                             f"session's turns arrive in their order")
+        turns[turn] = at
     yield (obj.seconds("arrival_time"), prompt, output,
            {"max_tokens": obj.integer("max_tokens", None, least=1, role="output"),
             "priority": obj.integer("priority", None, least=None), "slo_class": slo,  # None: not recorded
