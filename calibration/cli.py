@@ -470,7 +470,7 @@ def _faster_than_its_gpu(path) -> str | None:
     """A fit whose decode steps beat reading the weights on the GPU it names is said when it is fitted, where a unit
     is mistaken (r171: a table in seconds, fitted as milliseconds, made an H100 profile 600x too fast, said only by
     the runs on it)."""
-    from servesim.simulator.config import _hardware, HardwareSettings
+    from servesim.simulator.config import HardwareSettings, _hardware, checkpoint_quantization, with_formats
     from servesim.simulator.cost_model import build_cost_model, load_profile
     from servesim.simulator.errors import ConfigError
     from servesim.simulator.model_arch import load_model
@@ -482,12 +482,17 @@ def _faster_than_its_gpu(path) -> str | None:
     unit = " (a table timed in seconds, read as milliseconds? time_ms is milliseconds)"
     try:
         arch, hw = load_model(profile.model), _hardware(HardwareSettings(gpu=profile.gpu))
+        # in the formats it was timed in (r172: an fp8 fit was built as the bf16 model, and refused)
+        quantization = {"fp8": "fp8", "nvfp4": "modelopt_fp4", "w4a16": "awq"}.get(profile.dtype)
+        arch = with_formats(arch, quantization if checkpoint_quantization(arch) is None else None,
+                            "fp8" if profile.kv_cache_dtype == "fp8" else "auto")
     except ConfigError:  # a label the simulator cannot check it against: the runs on it check what they can
         return None
     try:
         model = build_cost_model(profile, arch, hw, profile.tensor_parallel_size, profile.gpu)
-    except ConfigError as exc:  # the fit itself no run takes (a step of no time)
-        return f"servesim: warning: no run takes this profile: {exc.message}{unit}"
+    except ConfigError as exc:  # the fit itself no run takes (a step of no time); another refusal is a run's
+        return f"servesim: warning: no run takes this profile: {exc.message}{unit}" \
+            if exc.field == "profile.coefficients" else None
     said = faster_than_memory(profile, model, arch, hw, profile.tensor_parallel_size, None, 1, "balanced")
     return said and said + unit
 

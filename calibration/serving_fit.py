@@ -29,7 +29,7 @@ from scipy.optimize import minimize
 from servesim.calibration.profile_io import tolerance_for
 from servesim.calibration.real_runs import RealRun, first_copy, request_summary
 from servesim.calibration.run_comparison import resolve_run, simulate_run
-from servesim.simulator.config import say_once
+from servesim.simulator.config import collected_warnings, say_once
 from servesim.simulator.errors import ConfigError
 
 SCALES = {  # coefficient groups each scale multiplies (a roofline's efficiencies are divided)
@@ -367,7 +367,8 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
         evals[0] += 1
         now = dict(zip(terms, np.exp(x)))
         try:
-            results = simulate_all(now, train)
+            with collected_warnings():  # a trial point's, dropped: the fitted profile's are said by its own runs
+                results = simulate_all(now, train)  # (r172: a trial's efficiency past the peak was said as the fit's)
         except ConfigError:
             cache[key] = 1e6  # a term value the model refuses (zero-time steps): out of bounds
             return 1e6

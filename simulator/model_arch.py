@@ -570,7 +570,7 @@ def _layer_list(data: dict, key: str, allowed: set, layers: int, exact: bool = T
     return v[:layers]
 
 
-WINDOW_SWITCHED = ("qwen2", "qwen3")  # families whose window use_sliding_window turns on (transformers)
+WINDOW_SWITCHED = ("qwen2", "qwen2_moe", "qwen3", "qwen3_moe")  # whose window use_sliding_window turns on
 
 
 def _local_layers(data: dict, family: str) -> dict:

@@ -1015,11 +1015,11 @@ def _refuse_unreached(serve: dict, bench: dict) -> None:
         raise ConfigError("vllm bench serve --port", f"{bench.get('port', 8000)}, where the server listens on "
                                                      f"{serve.get('port', 8000)} (vllm serve --port): vLLM's client "
                                                      f"gets no connection and writes no result")
-    keys = serve.get("api_key")
-    keys = [keys] if isinstance(keys, str) else list(keys or [])
-    if keys:
-        sent = [h.split("=", 1)[1] for h in bench.get("header") or [] if h.split("=", 1)[0].strip().lower() ==
-                "authorization"]
+    keys = serve.get("api_key")  # an empty key is none: vLLM adds no authentication for it (api_server.py)
+    keys = [k for k in ([keys] if isinstance(keys, str) else list(keys or [])) if k]
+    if keys:  # the client strips a header's key and value (serve.py's `# Headers`)
+        sent = [h.split("=", 1)[1].strip() for h in bench.get("header") or [] if h.split("=", 1)[0].strip().lower()
+                == "authorization"]
         if not sent or sent[-1] not in [f"Bearer {k}" for k in keys]:
             raise ConfigError("vllm serve --api-key", f"the server answers 401 to a request without its key, and "
                               f"vllm bench serve sends {'another' if sent else 'none'} (give the client --header "
@@ -2412,9 +2412,8 @@ def _arrival(bench: dict, o: BenchOptions) -> dict:
                                                                       "exponential ramp, and a linear one fails on "
                                                                       "its first request (rate 0)")
         o.ramp_up = {"ramp_up_strategy": strategy, "ramp_up_start_rps": start, "ramp_up_end_rps": end}
-        gaps = _gaps(b)  # a ramp draws gamma gaps: near-constant ones at the least variation it takes
-        return (gaps if gaps["process"] != "constant" else {"process": "gamma", "cv": 1e-3}) | o.ramp_up | \
-            {"vllm_client_draws": True}
+        gaps = _gaps(b)  # a ramp's gaps at each request's rate: gamma of shape b, or (inf) exactly 1 / rate, as vLLM
+        return gaps | o.ramp_up | {"vllm_client_draws": gaps["process"] != "constant"}  # (r172: drawn at cv 0.001)
     if math.isinf(rate):
         if b != 1.0:  # vLLM's client reads it for finite rates only (r146: said nothing)
             from servesim.simulator.config import say_once

@@ -673,3 +673,11 @@ def test_round_171_one_prompt_length_at_many_batch_sizes_is_refused(tmp_path, ca
     # tokens, the reads below it free); a CPU's keeps its knee
     coef = yaml.safe_load((tmp_path / "q.yaml").read_text())["coefficients"]
     assert coef.get("context_cache_tokens", 0) == 0 and coef["per_context_token_ms"] > 0
+    # r172: judged in the formats the profile was timed in (an fp8 fit was built as bf16 and called unrunnable)
+    from pathlib import Path
+
+    from servesim.calibration.cli import _faster_than_its_gpu
+
+    shipped = sorted((Path(__file__).resolve().parents[1] / "calibration" / "profiles").glob("*.yaml"))
+    assert any("fp8" in p.name for p in shipped)
+    assert [p.name for p in shipped if _faster_than_its_gpu(p)] == []

@@ -239,8 +239,8 @@ def test_request_rate_ramps_as_vllm_bench(strategy):
     ("{process: poisson, ramp_up_strategy: linear, ramp_up_start_rps: 1}", "needs ramp_up_start_rps and ramp_up_end_rps"),
     ("{process: poisson, ramp_up_strategy: exponential, ramp_up_start_rps: 0, ramp_up_end_rps: 5}", "start_rps > 0"),
     ("{process: poisson, ramp_up_strategy: linear, ramp_up_start_rps: 0, ramp_up_end_rps: 5}", "start_rps > 0"),
-    ("{process: constant, rate: 1, ramp_up_strategy: linear, ramp_up_start_rps: 1, ramp_up_end_rps: 5}",
-     "poisson and gamma"),
+    ("{process: onoff, rate: 1, on_s: 1, off_s: 1, ramp_up_strategy: linear, ramp_up_start_rps: 1, "
+     "ramp_up_end_rps: 5}", "poisson, gamma and constant"),  # (r172: a constant ramp is vLLM's burstiness inf)
 ])
 def test_bad_ramps_are_refused(arrival, msg):
     with pytest.raises(ConfigError, match=msg):
@@ -927,3 +927,19 @@ def test_round_165_a_profile_faster_than_reading_the_weights_is_said(tmp_path, c
         m, bw = rs.arch, rs.hardware.memory_bandwidth_gbps * 1e9
         floor = (m.weight_bytes - m.vocab_size * m.hidden_size * 2) / bw  # not the embedding: its rows are looked up
         assert (rs.cost_model.step_time(BatchShape(1, 0, 0, 1, 1)) < floor) == said
+
+
+@needs_serving
+def test_round_172_a_fit_says_the_fitted_profiles_warnings_not_its_trials(tmp_path, capsys):
+    """r172: `calibrate fit` on the RTX 4090 run said "compute_efficiency 1.058 above 1" ten times, of trial points
+    the optimiser left (the written profile's is 0.88)."""
+    import shutil
+
+    from servesim.simulator.cli import main
+
+    run = tmp_path / "runs" / "RTX4090" / "Llama-3.1-8B"
+    shutil.copytree(SERVING / "llmservingsim-vllm-0.19" / "RTX4090" / "Llama-3.1-8B", run)
+    assert main(["calibrate", "fit", str(run), "--gpu", "rtx-4090", "--max-evals", "20", "--out",
+                 str(tmp_path / "p.yaml")]) == 0
+    assert "above 1" not in capsys.readouterr().err
+    assert yaml.safe_load((tmp_path / "p.yaml").read_text())["coefficients"]["compute_efficiency"] < 1

@@ -720,5 +720,8 @@ def test_round_171_a_qwen_window_is_off_unless_use_sliding_window(tmp_path):
            "layer_types": ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(36)]}
     off = load_model(str(_config_json(tmp_path, cfg | {"use_sliding_window": False})))
     assert off.sliding_window is None and not off.num_local_attention_layers
+    moe = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": 128,
+           "num_experts_per_tok": 8, "moe_intermediate_size": 768}  # r172: and Qwen's MoE configs alike
+    assert load_model(str(_config_json(tmp_path, cfg | moe | {"use_sliding_window": False}))).sliding_window is None
     other = load_model(str(_config_json(tmp_path, cfg | {"architectures": ["LlamaForCausalLM"], "model_type": "llama"})))
     assert other.sliding_window == 4096 and other.num_local_attention_layers == 18  # layer_types as given

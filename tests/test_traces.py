@@ -873,7 +873,12 @@ def test_round_170_rows_out_of_order_empty_query_lists_and_repeated_turns(tmp_pa
     # r171: numbered turns arrive in their order
     turns.write_text("".join(json.dumps(row | {"request_id": i, "turn": i, "arrival_time": 5.0 - 4 * i}) + "\n"
                              for i in range(2)))
-    with pytest.raises(ConfigError, match=r"line 2, key turn: session 3's turn 1 arrives at 1 s, before its turn 0"):
+    with pytest.raises(ConfigError, match=r"line 2, key turn: session 3's turn 1 arrives at 1 s, not after its "
+                                          r"turn 0"):
+        read_trace(turns)
+    turns.write_text("".join(json.dumps(row | {"request_id": i, "turn": i, "arrival_time": 2.0}) + "\n"
+                             for i in range(2)))  # r172: at one instant, the later turn ran beside the earlier
+    with pytest.raises(ConfigError, match=r"turn 1 arrives at 2 s, not after its turn 0 \(at 2 s\)"):
         read_trace(turns)
 
 

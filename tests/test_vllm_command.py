@@ -3850,7 +3850,10 @@ def test_round_171_the_right_key_and_port_and_a_config_key_given_twice_run(tmp_p
     """The key sent, the ports agreeing, a server alone on its port; a --config key given twice is vLLM's
     yaml.safe_load's: the last value, said (r171: refused as a scenario's would be)."""
     ok = [["--api-key", "k", "--port", "9000", "--", "bench", "serve", "--port", "9000", "--header",
-           "Authorization=Bearer k", "--num-prompts", "6"], ["--port", "9000"]]
+           "Authorization=Bearer k", "--num-prompts", "6"], ["--port", "9000"],
+          # r172: the client strips a header's value; an empty key is no authentication
+          ["--api-key", "k", "--", "bench", "serve", "--header", "Authorization= Bearer k "],
+          ["--api-key", "", "--", "bench", "serve", "--num-prompts", "6"]]
     for words in ok:
         assert main(["vllm", "--config", "serve", MODEL, "--max-model-len", "4096", *words]) == 0, words
     capsys.readouterr()

@@ -624,3 +624,33 @@ def test_round_170_a_set_reaches_an_slo_class_named_with_a_dot(tmp_path, capsys)
     assert main(["sweep", str(tmp_path / "s.yaml"), "--grid", "workload.slo_classes.v1.chat.priority=1e0,2e0",
                  "--set", "workload.num_requests=5", "--out", str(tmp_path / "sw"), "--no-progress", "--quiet"]) == 0
     assert (tmp_path / "sw" / "sweep.csv").read_text().splitlines()[1].split(",")[1] == "1"
+
+
+@pytest.mark.parametrize("a", [1.001, 1.01, 1.2, 2.0])
+def test_round_172_zipf_follows_its_law_near_one(a):
+    """r172: numpy's zipf leaves out draws past 2^63, which near a = 1 hold most of the mass: a = 1.001 put 20x
+    the law's share at min (0.020 for 0.001) and 85% at max for 99%."""
+    from scipy.special import zeta
+
+    x = Zipf(dist="zipf", a=a, min=1, max=1000).draw(100_000, np.random.default_rng(0))
+    at_min, at_max = 1 / zeta(a), float(zeta(a, 1000) / zeta(a))  # P(X = 1), P(X >= 1000)
+    for share, law in (((x == 1).mean(), at_min), ((x == 1000).mean(), at_max)):
+        assert abs(share - law) < 4 * (law * (1 - law) / len(x)) ** 0.5 + 1e-4, (a, share, law)
+    assert x.min() >= 1 and x.max() <= 1000
+
+
+def test_round_172_a_constant_ramp_sends_at_each_requests_rate_exactly(tmp_path):
+    """r172: vllm bench serve --burstiness inf under a ramp sends 1 / rate_i gaps (serve.py), drawn by servesim
+    at cv 0.001."""
+    import pandas as pd
+
+    from servesim.simulator.cli import main
+
+    arrival = Arrival(process="constant", ramp_up_strategy="linear", ramp_up_start_rps=1, ramp_up_end_rps=8)
+    assert np.allclose(arrival.times(8, None, np.random.default_rng(0)), np.cumsum(1 / np.arange(1, 9)))
+    assert main(["vllm", "--out", str(tmp_path / "v"), "serve", "meta-llama/Llama-3.1-8B-Instruct", "--", "bench",
+                 "serve", "--num-prompts", "8", "--random-input-len", "100", "--random-output-len", "10",
+                 "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "8",
+                 "--burstiness", "inf"]) == 0
+    sent = pd.read_parquet(tmp_path / "v" / "requests.parquet").arrival_time.sort_values().to_numpy()
+    assert np.allclose(sent, np.cumsum(1 / np.arange(1, 9)), atol=1e-9)

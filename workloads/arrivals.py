@@ -28,8 +28,8 @@ class Arrival(Settings):
     repeated every `period_s`). closed_loop: `concurrency` clients, each sending its next
     request `think_time_s` after its previous one finished; `ramp_up_s` starts the clients evenly over a window
     instead of all at t = 0 (fixed-length closed loops otherwise stay in lockstep).
-    `ramp_up_strategy` (poisson and gamma, as `vllm bench serve --ramp-up-strategy`): request i's gap is drawn at
-    rate start + (end - start) p (linear) or start (end / start)^p (exponential), p = i / (N - 1)."""
+    `ramp_up_strategy` (poisson, gamma and constant, as `vllm bench serve --ramp-up-strategy`): request i's gap is
+    drawn at rate start + (end - start) p (linear) or start (end / start)^p (exponential), p = i / (N - 1)."""
 
 
     process: Literal["poisson", "gamma", "constant", "burst", "onoff", "curve", "closed_loop"] = "poisson"
@@ -68,8 +68,8 @@ class Arrival(Settings):
         if self.ramp_up_s and self.process != "closed_loop":
             raise ValueError("ramp_up_s applies to closed_loop arrivals (open loops ramp with ramp_up_strategy)")
         if self.ramp_up_strategy is not None:
-            if self.process not in ("poisson", "gamma"):
-                raise ValueError("ramp_up_strategy applies to poisson and gamma arrivals")
+            if self.process not in ("poisson", "gamma", "constant"):
+                raise ValueError("ramp_up_strategy applies to poisson, gamma and constant arrivals")
             if self.ramp_up_start_rps is None or self.ramp_up_end_rps is None:
                 raise ValueError("ramp_up_strategy needs ramp_up_start_rps and ramp_up_end_rps")
             if not self.ramp_up_start_rps:  # the first request's rate is the start's (r151: a linear ramp from 0
@@ -196,6 +196,9 @@ class Arrival(Settings):
         shape = 1.0 / self.cv**2 if self.process == "gamma" else 1.0
         gaps = np.full(n, np.inf)
         ok = rates > 0  # vLLM waits forever at rate 0 (its client asserts a positive rate)
+        if self.process == "constant":  # vLLM's burstiness inf: 1 / rate, nothing drawn
+            gaps[ok] = 1.0 / rates[ok]
+            return gaps
         gaps[ok] = rng.gamma(shape, 1.0, size=int(ok.sum())) / (rates[ok] * shape)
         return gaps  # the first too: vLLM's client waits a gap at the start rate before its first request
 

@@ -77,7 +77,23 @@ class Zipf(_Clipped):
     a: float = Field(1.5, gt=1.0)
 
     def draw(self, n, rng):
-        return self._clip(rng.zipf(self.a, size=n).astype(np.float64) + (self.min - 1))
+        """The law exactly: the mass past max (Hurwitz zeta) at max, the rest numpy's zipf kept below it. numpy's
+        own draws leave out values past 2^63, which near a = 1 hold most of the mass (r172: a = 1.001 put 20x the
+        law's share at min, and 85% instead of 99% at max)."""
+        from scipy.special import zeta
+
+        top = int(MAX_TOKENS if self.max is None else self.max) - int(self.min) + 1  # X in 1..top-1 below max
+        if top <= 1:
+            return np.full(n, self.min, dtype=np.int64)
+        tail = rng.random(n) < float(zeta(self.a, top) / zeta(self.a))  # P(X >= top): max
+        out = np.full(n, top, dtype=np.int64)
+        need = np.flatnonzero(~tail)
+        while need.size:
+            x = rng.zipf(self.a, size=need.size)
+            ok = x < top
+            out[need[ok]] = x[ok]
+            need = need[~ok]
+        return self._clip(out.astype(np.float64) + (self.min - 1))
 
 
 class Empirical(ReadsTraceFormat):

@@ -561,10 +561,11 @@ def _servesim_rows(obj: _Obj, seen: dict, chains: dict | None):
                              f"request per turn")
         seen["turn", session, turn] = obj.where
         at, turns = obj.seconds("arrival_time"), seen.setdefault(("turns", session), {})
-        if wrong := next(((t, a) for t, a in turns.items() if t < turn and a > at or t > turn and a < at), None):
+        # a later turn follows the earlier one's answer: strictly after it (r172: two at one instant ran at once)
+        if wrong := next(((t, a) for t, a in turns.items() if t < turn and a >= at or t > turn and a <= at), None):
             obj.fail("turn", f"session {session}'s turn {turn} arrives at {at:g} s, "
-                             f"{'before' if wrong[0] < turn else 'after'} its turn {wrong[0]} (at {wrong[1]:g} s): a "
-                             f"session's turns arrive in their order")
+                             f"{'not after' if wrong[0] < turn else 'not before'} its turn {wrong[0]} (at {wrong[1]:g} "
+                             f"s): a session's turns arrive in their order, each after the one before")
         turns[turn] = at
     yield (obj.seconds("arrival_time"), prompt, output,
            {"max_tokens": obj.integer("max_tokens", None, least=1, role="output"),
