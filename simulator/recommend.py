@@ -281,7 +281,8 @@ def _queue_grows(run, fleet, units: int) -> str | None:
     return (f"at the target load over {units} unit(s) the queue grows: a run 4x as long spans "
             f"{steadiness(longer):.2g} p99 lifetimes where {run.num_requests:,} requests spanned {spans:.2g} (p99 TTFT "
             f"{s['p99_ttft_ms']:.4g} ms, {s['request_throughput']:.4g} req/s served of {s['offered_rate']:.4g}), and "
-            f"no SLO given bounds the wait: give a TTFT or E2EL target (--slo ttft_p99_ms=...) to size the fleet")
+            f"the SLOs given do not bound the wait: give a TTFT or E2EL target (--slo ttft_p99_ms=...) to size the "
+            f"fleet")
 
 
 def _length_setting(workload) -> str | None:

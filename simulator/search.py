@@ -559,8 +559,8 @@ def min_replicas(scenario: str | None, sets: list[str], slos: dict, rate: float 
                                 "reason": f"{r['replicas']} replica(s) met the SLOs but their queue grows: a run of "
                                           f"{_length_text(lengths, 2**doubling)} spans {steadiness(check):.2g} p99 "
                                           f"lifetimes, one of {unsteady[0]} spanned {unsteady[1]:.2g} (a steady "
-                                          f"state's grow with the run), and no SLO given bounds the wait: give a "
-                                          f"TTFT or E2EL target (--slo ttft_p99_ms=...)" +
+                                          f"state's grow with the run), and the SLOs given do not bound the "
+                                          f"wait: give a TTFT or E2EL target (--slo ttft_p99_ms=...)" +
                                           (f" (cluster.prefill_replicas={c.prefill_replicas} stays: it may be what "
                                            f"falls short)" if c.prefill_replicas else "")}
                 holds, unsteady = 1, (_length_text(lengths, 2**doubling), steadiness(check))

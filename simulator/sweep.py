@@ -363,6 +363,7 @@ def _copies_over_seeds(ran, out: Path) -> list[str]:
     measured = [c for c in ran.columns if c not in ("run_id", "seed", "error", *lead)]
     groups = [g for _, g in (ran.groupby([ran[c].astype(str) for c in lead], sort=False) if lead else [(0, ran)])
               if g["seed"].nunique() > 1]
+
     def summary(run_id) -> str | None:
         try:
             return (out / "runs" / str(run_id) / "summary.json").read_text(encoding="utf-8")
