@@ -473,7 +473,7 @@ def _faster_than_its_gpu(path) -> str | None:
     from servesim.simulator.config import HardwareSettings, _hardware, checkpoint_quantization, with_formats
     from servesim.simulator.cost_model import build_cost_model, load_profile
     from servesim.simulator.errors import ConfigError
-    from servesim.simulator.model_arch import load_model
+    from servesim.simulator.model_arch import WEIGHT_BITS, load_model
     from servesim.simulator.profile_select import faster_than_memory
 
     profile = load_profile(str(path))
@@ -486,6 +486,8 @@ def _faster_than_its_gpu(path) -> str | None:
         quantization = {"fp8": "fp8", "nvfp4": "modelopt_fp4", "w4a16": "awq"}.get(profile.dtype)
         arch = with_formats(arch, quantization if checkpoint_quantization(arch) is None else None,
                             "fp8" if profile.kv_cache_dtype == "fp8" else "auto")
+        if arch.dtype != profile.dtype and profile.dtype in WEIGHT_BITS:  # fp16, fp32, mxfp4 (r173: judged as bf16)
+            arch = arch.model_copy(update={"dtype": profile.dtype})
     except ConfigError:  # a label the simulator cannot check it against: the runs on it check what they can
         return None
     try:

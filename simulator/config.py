@@ -1014,7 +1014,7 @@ def _fits_error(arch: ModelArchitecture, hw: Hardware, tp: int, utilization: flo
     # what vLLM can start at all: a share up to the memory free after the CUDA context, which must hold the start-up
     # profile too (r169: 1 GiB was told to raise it to 0.599, which held no weights; r170: 0.982 of a 24 GiB GPU,
     # the most it starts with, held 21.9 GiB of weights but not their 1.4 GiB profile beside them)
-    share = (per_gpu + reserve_at(tp, ep)) / hw.memory_bytes
+    share = (per_gpu + reserve_at(tp, ep)) / max(hw.memory_bytes, 1)  # (a memory of 1e-121 GiB is 0 bytes)
     if per_gpu < hw.memory_bytes * 0.95 and share * hw.memory_bytes < hw.memory_bytes - CUDA_CONTEXT_BYTES:
         return ConfigError("engine.gpu_memory_utilization", what + f"; raise gpu_memory_utilization above "
                                                                    f"{math.ceil(share * 1000) / 1000:g} (the weights "

@@ -522,13 +522,17 @@ def with_config_file(argv: list[str]) -> list[str]:
         raise ConfigError(where, f"{path}: must be a .yaml or .yml file, as vLLM reads it")
     twice: list = []  # vLLM's yaml.safe_load takes a key's last value (r171: refused as a scenario's would be)
     config = load_yaml(read_settings_text(path, where), where, path, as_pyyaml=True, twice=twice)
+    if not isinstance(config, dict):
+        raise ConfigError(where, f"{path}: must hold flag: value pairs (a mapping), as vLLM reads it")
+    spelt: dict = {}  # a flag given as max-num-seqs and max_num_seqs is given twice too: the last wins (r173)
+    for key in map(str, config):
+        spelt.setdefault(key.replace("_", "-"), []).append(key)
+    twice += [keys[-1] for keys in spelt.values() if len(keys) > 1 and keys[-1] not in twice]
     if twice:
         from servesim.simulator.config import say_once
 
         say_once([f"servesim: warning: {where}: {path} gives {', '.join(dict.fromkeys(map(str, twice)))} twice: "
-                  f"vLLM's yaml.safe_load takes the last value, as read here"])
-    if not isinstance(config, dict):
-        raise ConfigError(where, f"{path}: must hold flag: value pairs (a mapping), as vLLM reads it")
+                  f"the last value is taken, as vLLM takes it (yaml.safe_load, then its parser)"])
     flags: list[str] = []
     model_first = bool(argv) and not argv[0].startswith("-")  # `vllm serve MODEL --config FILE ...`
     for key, value in config.items():

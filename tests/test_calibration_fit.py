@@ -664,6 +664,9 @@ def test_round_171_one_prompt_length_at_many_batch_sizes_is_refused(tmp_path, ca
     assert main(["calibrate", "fit", str(tmp_path / "s.csv"), "--model", "llama-3.1-8b", "--dtype", "bf16",
                  "--gpu", "h100-sxm", "--out", str(tmp_path / "p.yaml")]) == 0
     assert "(a table timed in seconds, read as milliseconds? time_ms is milliseconds)" in capsys.readouterr().err
+    assert main(["calibrate", "fit", str(tmp_path / "s.csv"), "--model", "llama-3.1-8b", "--dtype", "fp16",
+                 "--gpu", "h100-sxm", "--out", str(tmp_path / "p16.yaml")]) == 0  # r173: fp16 was judged as bf16
+    assert "read as milliseconds?" in capsys.readouterr().err
     table["time_ms"] *= 1000 * 300  # milliseconds of a GPU slower than the weights' read: unsaid
     table.to_csv(tmp_path / "ms.csv", index=False)
     assert main(["calibrate", "fit", str(tmp_path / "ms.csv"), "--model", "llama-3.1-8b", "--dtype", "bf16",

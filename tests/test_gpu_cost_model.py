@@ -239,6 +239,8 @@ def test_request_rate_ramps_as_vllm_bench(strategy):
     ("{process: poisson, ramp_up_strategy: linear, ramp_up_start_rps: 1}", "needs ramp_up_start_rps and ramp_up_end_rps"),
     ("{process: poisson, ramp_up_strategy: exponential, ramp_up_start_rps: 0, ramp_up_end_rps: 5}", "start_rps > 0"),
     ("{process: poisson, ramp_up_strategy: linear, ramp_up_start_rps: 0, ramp_up_end_rps: 5}", "start_rps > 0"),
+    ("{process: poisson, ramp_up_strategy: linear, ramp_up_start_rps: 5, ramp_up_end_rps: 1}",
+     "ramp_up_start_rps \\(5\\) above ramp_up_end_rps \\(1\\): a ramp goes up"),  # r173: a ramp down ran
     ("{process: onoff, rate: 1, on_s: 1, off_s: 1, ramp_up_strategy: linear, ramp_up_start_rps: 1, "
      "ramp_up_end_rps: 5}", "poisson, gamma and constant"),  # (r172: a constant ramp is vLLM's burstiness inf)
 ])

@@ -562,6 +562,8 @@ def test_round_154_a_too_small_gpu_is_told_a_tp_size_vllm_starts(tmp_path):
                                           "GPU of 1 GiB: a GPU with more memory") as e:
         load(None, ["model=llama-3.1-8b", "hardware.memory_gib=1"])
     assert e.value.field == "hardware.memory_gib"
+    with pytest.raises(ConfigError, match="hardware.memory_gib: 1e-121 GiB given"):  # 0 bytes (a division by it)
+        load(None, ["model=llama-3.1-8b", "hardware.memory_gib=1e-121"])
     # r170: "raise it" where the most vLLM starts with held the weights but not their start-up profile beside them
     with pytest.raises(ConfigError, match="tensor_parallel_size=2 holds the weights") as e:
         load(None, ["model=llama-3.1-8b", "hardware.memory_gib=16", "engine.gpu_memory_utilization=0.9"])

@@ -3862,3 +3862,7 @@ def test_round_171_the_right_key_and_port_and_a_config_key_given_twice_run(tmp_p
     out = capsys.readouterr()
     assert yaml.safe_load(out.out)["engine"]["max_num_seqs"] == 16
     assert f"vllm serve --config: {tmp_path / 'c.yaml'} gives max-num-seqs twice" in out.err
+    (tmp_path / "c.yaml").write_text("max-num-seqs: 64\nmax_num_seqs: 32\nmax-model-len: 4096\n")  # r173
+    assert main(["vllm", "--config", "serve", MODEL, "--config", str(tmp_path / "c.yaml")]) == 0
+    out = capsys.readouterr()
+    assert yaml.safe_load(out.out)["engine"]["max_num_seqs"] == 32 and "gives max_num_seqs twice" in out.err

@@ -76,6 +76,10 @@ class Arrival(Settings):
                 # was refused as "requests would never arrive", naming no field)
                 raise ValueError("a ramp needs ramp_up_start_rps > 0: its first request arrives at that rate (vLLM "
                                  "refuses 0 for an exponential ramp, and a linear one fails on its first request)")
+            if self.ramp_up_start_rps > self.ramp_up_end_rps:  # (r173: a ramp down ran; vllm bench refuses it)
+                raise ValueError(f"ramp_up_start_rps ({self.ramp_up_start_rps:g}) above ramp_up_end_rps "
+                                 f"({self.ramp_up_end_rps:g}): a ramp goes up, as vllm bench serve's (it refuses "
+                                 f"this); a falling rate is a curve's (process: curve, points)")
         elif self.ramp_up_start_rps is not None or self.ramp_up_end_rps is not None:
             raise ValueError("ramp_up_start_rps and ramp_up_end_rps need ramp_up_strategy")
         if self.fit_span and (self.process not in ("poisson", "gamma", "constant") or self.ramp_up_strategy is not None):

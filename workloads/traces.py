@@ -9,6 +9,7 @@ one-line error instead of a traceback.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import math
@@ -560,13 +561,16 @@ def _servesim_rows(obj: _Obj, seen: dict, chains: dict | None):
             obj.fail("turn", f"session {session}'s turn {turn} was given on {seen['turn', session, turn]} too: one "
                              f"request per turn")
         seen["turn", session, turn] = obj.where
-        at, turns = obj.seconds("arrival_time"), seen.setdefault(("turns", session), {})
-        # a later turn follows the earlier one's answer: strictly after it (r172: two at one instant ran at once)
-        if wrong := next(((t, a) for t, a in turns.items() if t < turn and a >= at or t > turn and a <= at), None):
-            obj.fail("turn", f"session {session}'s turn {turn} arrives at {at:g} s, "
-                             f"{'not after' if wrong[0] < turn else 'not before'} its turn {wrong[0]} (at {wrong[1]:g} "
-                             f"s): a session's turns arrive in their order, each after the one before")
-        turns[turn] = at
+        at, turns = obj.seconds("arrival_time"), seen.setdefault(("turns", session), [])
+        # a later turn follows the earlier one's answer: strictly after it (r172: two at one instant ran at once);
+        # the turns so far are in order, so the neighbours alone are checked (r173: every one was, n^2)
+        k = bisect.bisect(turns, (turn,))
+        for t, a in turns[max(k - 1, 0):k + 1]:
+            if t < turn and a >= at or t > turn and a <= at:
+                obj.fail("turn", f"session {session}'s turn {turn} arrives at {at:g} s, "
+                                 f"{'not after' if t < turn else 'not before'} its turn {t} (at {a:g} s): a "
+                                 f"session's turns arrive in their order, each after the one before")
+        turns.insert(k, (turn, at))
     yield (obj.seconds("arrival_time"), prompt, output,
            {"max_tokens": obj.integer("max_tokens", None, least=1, role="output"),
             "priority": obj.integer("priority", None, least=None), "slo_class": slo,  # None: not recorded
