@@ -20,12 +20,11 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
 
-from servesim.calibration.fit import FitResult, fit_step_model
+from servesim.calibration.fit import FitResult, fit_step_model, kv_floor_ms
 from servesim.calibration.grid import STEP_KINDS, GridPoint, make_grid
 from servesim.calibration.profile_io import profile_dict, write_profile
 from servesim.simulator.cost_model import default_overhead
 from servesim.simulator.errors import ConfigError, MissingKernelTable, TableGap
-from servesim.simulator.hardware import load_hardware
 from servesim.simulator.local_attention import local_attention
 from servesim.simulator.model_arch import DEFAULT_ROUTING, load_model
 
@@ -572,11 +571,9 @@ def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_d
                                     for p in pts]
     # a GPU's: no KV cache knee, and no decode KV token read faster than its datasheet bandwidth (a local-attention
     # model's shapes are layer-averaged: its context is not every layer's)
-    floor = 0.0
     measured_on = table_folder(gpu)[1]  # the GPU the tables were measured on: its bandwidth, not that of another
-    if measured_on is not None and local is None:  # GPU they are composed for (r167: an L4's under H100 timings)
-        kv_bytes = arch.model_copy(update={"kv_cache_dtype": kv}).kv_bytes_per_token_per_gpu(tp)
-        floor = kv_bytes / (load_hardware(measured_on).memory_bandwidth_gbps * 1e9) * 1e3
+    floor = 0.0 if measured_on is None else kv_floor_ms(arch, measured_on, kv, tp)  # GPU they are composed for
+    # (r167: an L4's under H100 timings)
     fit = fit_step_model(table, source=f"{gpu} kernel tables", cache_knee=False, context_floor_ms=floor)
     if arch.is_moe:
         fit.coefficients |= {"moe_experts": arch.num_experts, "moe_top_k": arch.experts_per_token} | (

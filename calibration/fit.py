@@ -55,6 +55,21 @@ _VALUE_RULES = {**{c: _COUNT for c in SHAPE_COLUMNS},
                                     lambda v: (v >= 0) & (v <= 2**40))}
 
 
+def kv_floor_ms(arch, gpu: str, kv_dtype: str | None, tp: int | None) -> float:
+    """The least a decode KV token may cost on this GPU: its bytes at the datasheet bandwidth (0 where the model is
+    not known, or its attention is local: a layer-averaged context is not every layer's)."""
+    from servesim.simulator.hardware import load_hardware
+    from servesim.simulator.local_attention import local_attention
+
+    if arch is None or local_attention(arch) is not None:
+        return 0.0
+    kv = arch.model_copy(update={"kv_cache_dtype": kv_dtype}) if kv_dtype else arch
+    try:
+        return kv.kv_bytes_per_token_per_gpu(tp or 1) / (load_hardware(gpu).memory_bandwidth_gbps * 1e9) * 1e3
+    except ConfigError:  # a GPU servesim has no datasheet for: no floor
+        return 0.0
+
+
 def check_measurements(df: pd.DataFrame, source: str = "measurements", contexts: int = 3) -> pd.DataFrame:
     df = df.reset_index(drop=True)  # rows are named by their place in the table as read
     missing = [c for c in SHAPE_COLUMNS + ["time_ms"] if c not in df.columns]

@@ -9,7 +9,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from servesim.calibration.fit import FitResult, fit_step_model
+from servesim.calibration.fit import FitResult, fit_step_model, kv_floor_ms
 from servesim.simulator.errors import JSON_ERRORS, ConfigError, first_error, json_problem, unique_keys
 from servesim.simulator.files import (PLAIN_NAME, output_file, profile_file, read_settings_text, read_table,
                                       refuse_folder_name, where_looked)
@@ -179,21 +179,6 @@ def measured_labels(meta: dict, path: Path, model: str | None, dtype: str | None
     return model or meta["model"], dtype or meta["dtype"], gpu or recorded
 
 
-def _kv_floor_ms(arch, gpu: str, kv_dtype: str | None, tp: int | None) -> float:
-    """The least a decode KV token may cost on this GPU: its bytes at the datasheet bandwidth (0 where the model is
-    not known, or its attention is local: a layer-averaged context is not every layer's)."""
-    from servesim.simulator.hardware import load_hardware
-    from servesim.simulator.local_attention import local_attention
-
-    if arch is None or local_attention(arch) is not None:
-        return 0.0
-    kv = arch.model_copy(update={"kv_cache_dtype": kv_dtype}) if kv_dtype else arch
-    try:
-        return kv.kv_bytes_per_token_per_gpu(tp or 1) / (load_hardware(gpu).memory_bandwidth_gbps * 1e9) * 1e3
-    except ConfigError:  # a GPU servesim has no datasheet for: no floor
-        return 0.0
-
-
 def fit_directory(src: str | Path, out: str | Path | None = None, name: str | None = None,
                   holdout: float = 0.2, seed: int = 0, model: str | None = None, dtype: str | None = None,
                   gpu: str | None = None, tp: int | None = None,
@@ -233,7 +218,7 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
     # (r171: a user's H100 table fitted a knee at 605 tokens, the KV reads below it free, where README says none)
     on_gpu = gpu is not None and not str(meta.get("device", "cuda")).startswith("cpu")
     fit = fit_step_model(df, holdout=holdout, seed=seed, source=str(path), cache_knee=not on_gpu,
-                         context_floor_ms=_kv_floor_ms(arch, gpu, kv_cache_dtype or timed_kv, tp) if on_gpu else 0.0)
+                         context_floor_ms=kv_floor_ms(arch, gpu, kv_cache_dtype or timed_kv, tp) if on_gpu else 0.0)
     if "experts_touched" in df.columns and arch is not None:  # what per_expert_ms is priced over, as an import
         fit.coefficients |= {"moe_experts": arch.num_experts, "moe_top_k": arch.experts_per_token}  # writes (r129)
     hw = meta.get("hardware", {})
