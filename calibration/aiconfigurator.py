@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from pandas.api.types import is_bool_dtype, is_numeric_dtype
+from scipy.optimize import isotonic_regression
 
 from servesim.calibration.fit import FitResult, fit_step_model, kv_floor_ms
 from servesim.calibration.grid import STEP_KINDS, GridPoint, make_grid
@@ -301,7 +302,11 @@ class KernelTables:
                                                        f" with a kernel servesim reads (timed only with "
                                                        f"{', '.join(other)})" if other else ""))
             m = m.groupby("num_tokens", as_index=False)["latency"].median().sort_values("num_tokens")
-            self._moe_curves[key] = (m["num_tokens"].to_numpy(float), m["latency"].to_numpy(float))
+            # more tokens route to at least the experts fewer did: a skewed routing's rows, each one draw of it,
+            # dip (r174: Mixtral's 256-token prefill composed 8% cheaper than a 64-token one), so the curve is
+            # their least-squares non-decreasing fit
+            rising = isotonic_regression(m["latency"].to_numpy(float)).x
+            self._moe_curves[key] = (m["num_tokens"].to_numpy(float), rising)
             self.moe_kernels.add(found)
         xs, ys = self._moe_curves[key]
         return _interp_scaled(tokens, xs, ys) if tokens >= xs[0] else float(ys[0])
@@ -497,7 +502,8 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
                     ep: int = 1, dp: int = 1, routing: str = MOE_ROUTING) -> dict:
     """Kernel time of one engine step, by component (ms). With expert parallelism over ep = TP x DP GPUs, the
     DP ranks step together (equally loaded): a MoE layer dispatches every rank's tokens to the GPUs holding
-    their experts and combines the results, vLLM's allgather_reducescatter backend, timed as NCCL's; with one
+    their experts and combines the results over the DP group (dispatch_ms), vLLM's allgather_reducescatter
+    backend, timed as NCCL's; with one
     DP rank vLLM dispatches nothing (its do_naive_dispatch_combine needs dp_size > 1)."""
     if arch.num_attention_heads % tp:
         raise ConfigError("tp", f"{arch.num_attention_heads} attention heads do not split over tp={tp}")
@@ -512,16 +518,17 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
     else:
         gemm = (g(tokens, (heads + 2 * kvh) * d, h, dtype) + g(tokens, h, heads * d, dtype)
                 + g(tokens, 2 * inter // tp, h, dtype) + g(tokens, h, inter // tp, dtype))
-    moe = 0.0
+    moe = wire = 0.0
     if arch.is_moe:  # MoE layers: the fused routed experts, the router, the shared experts
         shared = arch.shared_expert_intermediate_size or arch.num_shared_experts * (arch.moe_intermediate_size or inter)
         experts = arch.expert_dtype or dtype
         if ep > 1:  # this GPU's experts, whole, over every rank's tokens
             routed = t.moe_ms(tokens * dp, arch, experts, 1, routing, ep)
-            if dp > 1:  # the ranks' tokens meet at each GPU's experts, then go home (with one rank, vLLM's
-                # experts see the TP group's shared tokens and the layer's all-reduce sums them: r143)
+            if dp > 1:  # the ranks' tokens meet at each GPU's experts, then go home, over the DP group (a DP
+                # rank's TP GPUs hold its tokens already: r174; vLLM's AgRsAll2AllManager). With one rank, vLLM's
+                # experts see the TP group's shared tokens and the layer's all-reduce sums them (r143)
                 dispatched = tokens * dp * h
-                routed += t.nccl_ms("all_gather", dispatched, ep) + t.nccl_ms("reduce_scatter", dispatched, ep)
+                wire = t.nccl_ms("all_gather", dispatched, dp) + t.nccl_ms("reduce_scatter", dispatched, dp)
         else:
             routed = t.moe_ms(tokens, arch, experts, tp, routing)
         moe = routed + g(tokens, arch.num_experts, h, "bf16") + \
@@ -540,8 +547,9 @@ def compose_step_ms(t: KernelTables, arch, point: GridPoint, dtype: str, tp: int
     if arch.is_moe:  # its MoE layers run the experts where a dense layer runs its MLP
         mlp = g(tokens, 2 * inter // tp, h, dtype) + g(tokens, h, inter // tp, dtype)
         gemm = gemm - mlp + (arch.num_moe_layers * moe + arch.num_dense_layers * mlp) / layers
+    dispatch = arch.num_moe_layers * wire if arch.is_moe else 0.0
     return {"gemm_ms": layers * gemm + lm_head, "attention_ms": layers * attn, "allreduce_ms": layers * comm,
-            "time_ms": layers * (gemm + attn + comm) + lm_head}
+            "dispatch_ms": dispatch, "time_ms": layers * (gemm + attn + comm) + lm_head + dispatch}
 
 
 def compose_profile(data: str | Path, gpu: str, model, dtype: str, tp: int, kv_dtype: str | None = None,

@@ -63,6 +63,9 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
         device = run.meta.get("unmapped_gpu")
         warnings.append(f"{run.path} " + (f"ran on {device}, which is no built-in GPU" if device else "records no GPU")
                         + f": simulating {rs.scenario.hardware.gpu or rs.hardware.name}; name the GPU with --set hardware.gpu=NAME")
+    if not any(s.startswith("model=") or s.startswith("model.") for s in recorded + list(sets or [])) \
+            and "model" not in scenario_data:  # r174: the default model was simulated, unsaid, beside the GPU's words
+        warnings.append(f"{run.path} records no model: simulating {rs.arch.name}; name it with --set model=NAME")
     if not any(s.startswith("engine.") for s in recorded + list(sets or [])) and \
             not any(k.startswith("engine.") for k in given):  # records alone (no meta.json): the server's unknown
         warnings.append(f"{run.path} records no engine settings (max_num_seqs, max_num_batched_tokens, ...; a "

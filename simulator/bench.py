@@ -41,6 +41,9 @@ def _azure_conv(trace: str | None, sets: list[str], rate: float | None) -> tuple
     if not path.is_file():
         raise ConfigError("--trace", f"{path}: no such file; --workload azure-conv resamples the Azure 2023 "
                                      f"conversation trace's lengths (AzureLLMInferenceTrace_conv.csv)")
+    if path.name != AZURE_CONV[-1]:  # r174: Mooncake's lengths were benched and published as azure-conv, unsaid
+        print(f"servesim: warning: --trace {path} is not {AZURE_CONV[-1]}: the bench resamples its lengths, "
+              f"reported as azure-conv with this trace named", file=sys.stderr)
     section = lambda n, rate: "workload=" + dump_yaml(  # noqa: E731
         {"type": "synthetic", "num_requests": n, "arrival": {"process": "poisson", "rate": rate},
          "lengths": {"path": str(path.resolve())}}, flow=True).strip()
@@ -164,6 +167,7 @@ def run_bench(args) -> int:
     rate = arrival.rate if arrival is not None and arrival.open_loop else None
     report = {
         "workload": "own" if own else args.workload, "requests": requests, "rate": rate,
+        "trace": str(Path(args.trace).resolve()) if args.trace and args.workload == "azure-conv" and not own else None,
         "capacity_req_s": capacity, "repeats": args.repeats,
         "decode_runs": rs.scenario.simulation.decode_runs, "wall_s_median": wall, "wall_s_all": walls,
         "startup_s": startup, "phases_s_median": phases,
@@ -189,7 +193,9 @@ def run_bench(args) -> int:
         at = f"at {rate:g} req/s" if rate is not None else f"({arrival.process if arrival else 'a trace'})"
         if capacity is not None and rate is not None:
             at += f" ({rate / capacity:.0%} of the {capacity:.3g} req/s measured for these lengths)"
-        print(f"servesim bench: {report['workload']}, {requests:,} requests {at}, "
+        named = f" ({Path(report['trace']).name})" if report["trace"] and Path(report["trace"]).name != AZURE_CONV[-1] \
+            else ""
+        print(f"servesim bench: {report['workload']}{named}, {requests:,} requests {at}, "
               f"{args.repeats} repeat{'s' * (args.repeats != 1)}{'' if report['decode_runs'] else ', step by step'}")
         print(f"  wall time, median          {wall:.2f} s   (all: {', '.join(f'{w:.2f}' for w in walls)}); "
               f"start-up {startup:.2f} s")

@@ -76,7 +76,9 @@ def _describe(rs) -> str:
             f"{f' in each of {groups} layer groups' if groups > 1 else ''}); policies: "
             f"{rs.scenario.policies.batching}/{rs.scenario.policies.queue}" + (
                 f", {mode} preemption (vLLM V0's: vLLM {e.vllm_defaults} recomputes)"  # r133: said nowhere
-                if (mode := rs.scenario.policies.preemption_mode) != "recompute" else ""))
+                if (mode := rs.scenario.policies.preemption_mode) != "recompute" else "") + (
+                f", victim {victim} (vLLM's is its queue's)"  # r174: a victim rule given was said nowhere
+                if (victim := rs.scenario.policies.preemption_victim) is not None else ""))
 
 
 _DROPPED_SAID = [False]  # whether the command said its dropped settings itself (else _dispatch does, after it)

@@ -153,8 +153,10 @@ class RooflineCostModel(CostModel):
         if self._arch and ep > 1 and data_parallel_size > 1:
             # each MoE layer all-gathers every DP rank's tokens to the GPUs holding their experts and reduce-scatters
             # the results back (vLLM's allgather_reducescatter, composed from NCCL's tables where measured): rings
-            # over the ep GPUs, each moving (ep - 1) / ep of the gathered activations over the link (r165: free)
-            gathered = data_parallel_size * arch.hidden_size * arch.dtype_bytes * (ep - 1) / ep / link
+            # over the DP group (a rank's TP GPUs hold its tokens already: r174), each moving (dp - 1) / dp of the
+            # gathered activations over the link (r165: free)
+            dp = data_parallel_size
+            gathered = dp * arch.hidden_size * arch.dtype_bytes * (dp - 1) / dp / link
             self._dispatch = (2 * arch.num_moe_layers * c.allreduce_latency_us * 1e-6,
                               2 * arch.num_moe_layers * gathered)
         else:
@@ -241,6 +243,11 @@ class Profile(Settings):
             if "points" in str(key) and value is not None and not (  # (r160: -4 and "many" were printed as its
                     isinstance(value, int) and not isinstance(value, bool) and value >= 0):  # record)
                 raise ValueError(f"held_out_error.{key} must be a count of points (an integer >= 0), got {value!r}")
+        for count, errors in (("points", ("mape", "p90_ape", "max_ape")), ("train_points", ("train_mape",))):
+            given = [k for k in errors if (self.held_out_error or {}).get(k) is not None]  # r174: "MAPE 0.0% over
+            if (self.held_out_error or {}).get(count) == 0 and given:  # 0 points" was taken as a measured error
+                raise ValueError(f"held_out_error.{given[0]}: measured over 0 points ({count}: 0) it is no error; "
+                                 f"leave it null")
         for key in ("runs", "held_out_runs", "run_records", "run_latencies"):  # what validate serving checks a run
             value = (self.fitted or {}).get(key)  # against (r135: a number crashed it, a text skipped the check)
             if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):

@@ -507,4 +507,45 @@ def run_warnings(rs: ResolvedScenario, source: RequestSource, result: RunResult)
         said.append(f"the request source ({source.kind}) planned {source.planned():,} requests and sent "
                     f"{result.num_requests:,}, holding back {source.held_back():,}: {unsent:,} never arrived, in no "
                     f"metric (its planned() or held_back() is not what it sends)")
-    return said
+    early = _turns_before_answers(result.request_columns)
+    return said + ([early] if early else []) + _priorities_unread(rs, result.request_columns["priority"])
+
+
+def _priorities_unread(rs: ResolvedScenario, priorities) -> list[str]:
+    """A priority queue or victim over requests of one priority orders them by arrival alone (r174: "priority vs
+    fcfs" ran two identical runs, unsaid; the reverse, priorities nothing reads, is said before the run)."""
+    p = rs.scenario.policies
+    readers = ([f"policies.queue={p.queue}"] if p.queue == "priority" else []) + \
+        (["policies.preemption_victim=lowest_priority"] if p.preemption_victim == "lowest_priority" else [])
+    levels = {0 if v is None else v for v in priorities}
+    if not readers or len(levels) != 1:
+        return []
+    so = "the queue orders them by arrival alone, as fcfs does" if p.queue == "priority" else \
+        "each victim is the latest arrival running"
+    return [f"{' and '.join(readers)}: every request has priority {levels.pop()} (give workload.priorities, "
+            f"slo_classes' priority or a trace's priority column), so {so}"]
+
+
+def _turns_before_answers(cols: dict) -> str | None:
+    """A trace's session turns replayed at their recorded times, before the answer their prompt holds exists here
+    (r174: turns 1 and 2 finished 3 s before turn 0, unsaid); a synthetic session's never are (it sends each turn
+    once the last is answered)."""
+    turns: dict = {}
+    for i, session in enumerate(cols["session_id"]):
+        if session is not None:
+            turns.setdefault(session, []).append((int(cols["turn"][i]), i))
+    at, done, early, later, first = cols["arrival_time"], cols["finish_time"], 0, 0, None
+    for session, rows in turns.items():
+        rows.sort()
+        for (previous, before), (turn, i) in zip(rows, rows[1:]):
+            later += turn > previous  # (unnumbered rows, all turn 0, are no conversation's)
+            if turn > previous and at[i] < done[before]:  # (NaN, never answered: not counted)
+                early += 1
+                first = first or (session, turn, at[i], done[before])
+    if not early:
+        return None
+    session, turn, a, d = first
+    return (f"{early:,} of {later:,} later session turns arrived before the turn "
+            f"before them was answered (session {session}'s turn {turn} at {a:g} s, the answer before it at {d:g} s): "
+            f"a trace replays its recorded times, so each was sent before the answer its prompt holds existed here "
+            f"(the recorded server answered sooner, or the times are not a conversation's)")

@@ -46,14 +46,18 @@ def first_error(exc, section: str = "") -> tuple[str, str]:
     err = next((e for e in errors if e["type"] == "extra_forbidden" and ":" in str(e["loc"][-1])
                 and e.get("input") is None), errors[0])
     loc = [section] if section else []
-    loc += [str(p) for p in err["loc"] if str(p) and not (isinstance(p, str) and (p in _UNION_TAGS or _TYPE_TAG.match(p)))]
+    # an unknown key is the user's, whatever its name (r174: `trace: x` in a trace workload was "workload: ...")
+    key = tuple(err["loc"][-1:]) if err["type"] == "extra_forbidden" else ()
+    where = tuple(err["loc"])[:len(err["loc"]) - len(key)]
+    loc += [str(p) for p in where if str(p) and not (isinstance(p, str) and (p in _UNION_TAGS or _TYPE_TAG.match(p)))]
+    loc += [str(p) for p in key]
     if err["type"] == "setting_bound":  # raised for the whole mapping, about one key of it
         loc.append(err["ctx"]["key"])
         return ".".join(loc), err["ctx"]["message"]
     field = ".".join(loc)
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
-        kinds = [p for p in err["loc"] if isinstance(p, str) and p in _UNION_TAGS]  # a kind's fields differ
+        kinds = [p for p in where if isinstance(p, str) and p in _UNION_TAGS]  # a kind's fields differ
         msg = f"unknown setting of the {kinds[-1]} kind" if kinds else "unknown setting"
         if ":" in str(err["loc"][-1]) and err.get("input") is None:  # {max_num_seqs:4}: one key, no value
             msg += _NO_SPACE

@@ -59,7 +59,11 @@ def builtin_gpu_names() -> list[str]:
 
 
 def gpu_for_device(device_name: str) -> str | None:
-    """The built-in GPU a CUDA device name (torch.cuda.get_device_name(), as a run records it) is; None: none is."""
+    """The built-in GPU a CUDA device name (torch.cuda.get_device_name(), as a run records it) is; None: none is.
+    A built-in key is its own GPU (r174: `calibrate fit --gpu h100-sxm` records device h100-sxm, and its profile
+    relabelled h200-sxm timed H200 runs unsaid)."""
+    if device_name in _table():
+        return device_name
     want = " ".join(str(device_name).lower().split())
     return next((key for key, spec in _table().items()
                  if want in (" ".join(n.lower().split()) for n in spec.get("cuda_names", []))), None)

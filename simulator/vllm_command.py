@@ -503,10 +503,31 @@ BENCH_WORKLOAD = ("dataset_name", "num_prompts", "request_rate", "burstiness", "
                   "prefix_repetition_output_len", "ignore_eos", "disable_shuffle")
 
 
-def with_config_file(argv: list[str]) -> list[str]:
+def _false_entry(key: str, version: str) -> tuple[str | None, str | None]:
+    """A config file's `key: false` as vLLM's load_config_file passes it: (the flag it adds, or None where it drops
+    the entry; a warning where dropping it leaves on what the user turned off). 0.19 drops every false (the
+    flag's default stands); later releases (vLLM PR 51573, in 0.26) add --no-KEY where the parser registers that
+    very spelling (so `enable_prefix_caching: false`, underscores, is still dropped)."""
+    parser, rows = _parser("serve", version)
+    registered = parser._option_string_actions
+    if version != "0.19.0" and f"--no-{key}" in registered:
+        return f"--no-{key}", None
+    action = registered.get("--" + key.replace("_", "-"))
+    row = rows.get(action.dest) if action is not None else None
+    if row is None or row["type"] != "switch" or "--" + key.replace("_", "-") in negatives(row) \
+            or row.get("default") is False:
+        return None, None  # not a switch, a negative form, or off by default: dropping it changes nothing
+    spelt = next((n for n in negatives(row) if n.startswith("--no-")), None)
+    why = (f"vLLM {version} adds --no-KEY only as the flag is spelt ({spelt})" if version != "0.19.0" and spelt
+           else f"as vLLM {version} drops a false entry")
+    return None, (f"{key}: false is dropped, {why}: {row['flag']}'s default stands"
+                  + (f"; give {spelt} on the command line to turn it off" if spelt else ""))
+
+
+def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
     """`vllm serve MODEL --config FILE ...`: the file's keys as flags, placed as vLLM's FlexibleArgumentParser
     places them (after the model, before the other flags, so the command line wins over the file): true as --key,
-    false left out (the flag's default stands), a list as --key v1 v2, a mapping as JSON."""
+    false as _false_entry says, a list as --key v1 v2, a mapping as JSON."""
     from servesim.simulator.files import load_yaml, read_settings_text
 
     if "--config" not in argv:
@@ -528,25 +549,34 @@ def with_config_file(argv: list[str]) -> list[str]:
     for key in map(str, config):
         spelt.setdefault(key.replace("_", "-"), []).append(key)
     twice += [keys[-1] for keys in spelt.values() if len(keys) > 1 and keys[-1] not in twice]
-    if twice:
-        from servesim.simulator.config import say_once
-
-        say_once([f"servesim: warning: {where}: {path} gives {', '.join(dict.fromkeys(map(str, twice)))} twice: "
-                  f"the last value is taken, as vLLM takes it (yaml.safe_load, then its parser)"])
     flags: list[str] = []
+    said: list[str] = []
     model_first = bool(argv) and not argv[0].startswith("-")  # `vllm serve MODEL --config FILE ...`
     for key, value in config.items():
         if key == "model" and model_first:  # the positional model wins over the file's (ServeSubcommand.cmd)
             continue
-        if isinstance(value, bool):  # false is dropped: the top-level `vllm` parser reading the file has no --no-
-            if value:
-                flags.append(f"--{key}")
+        if isinstance(value, bool):
+            flag, warning = (f"--{key}", None) if value else _false_entry(str(key), version)
+            flags += [flag] if flag else []
+            also = [k for k in spelt[str(key).replace("_", "-")] if k != key and config[k] is True]
+            if flag is None and also:  # r174: an earlier `enforce-eager: true` stands, not the last false
+                twice.remove(key) if key in twice else None
+                warning = (warning or f"{key}: false is dropped, as vLLM {version} drops it") + \
+                    f"; {also[0]}: true is taken"
+            said += [f"servesim: warning: {where}: {warning}"] if warning else []
         elif isinstance(value, list):
             flags += [f"--{key}", *map(str, value)] if value else []
         elif isinstance(value, dict):
             flags += [f"--{key}", json.dumps(value)]
         else:
             flags += [f"--{key}", str(value)]
+    if twice:
+        said.insert(0, f"servesim: warning: {where}: {path} gives {', '.join(dict.fromkeys(map(str, twice)))} twice: "
+                       f"the last value is taken, as vLLM takes it (yaml.safe_load, then its parser)")
+    if said:
+        from servesim.simulator.config import say_once
+
+        say_once(said)
     if not model_first and "--model" not in flags and not any(re.match(r"^--model(=.+|$)", a) for a in argv):
         raise ConfigError(where, "no model: vLLM needs it right after `serve` (or as `model:` in the file)")
     rest = argv[:i] + argv[i + 2:]
@@ -557,7 +587,7 @@ def with_config_file(argv: list[str]) -> list[str]:
 def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSION) -> VllmCommand:
     """`vllm serve ...` and `vllm bench serve ...` (without their leading words) -> scenario settings."""
     _check_model_position(serve_argv)
-    serve = parse(with_config_file(serve_argv), "serve", version)
+    serve = parse(with_config_file(serve_argv, version), "serve", version)
     if serve.get("model_tag") and serve.get("model"):
         raise ConfigError("vllm serve --model", f"{serve['model']} beside the positional {serve['model_tag']}: vLLM's "
                                                 f"parser moves --model's to the front and refuses the other as an "

@@ -197,6 +197,15 @@ def test_bench_on_the_azure_conversation_lengths_at_80_percent_of_the_measured_c
     assert err.startswith("servesim: error: --trace:") and err.count("\n") == 1
     assert main(["bench", "--workload", "azure-conv", "--trace", str(tmp_path)]) == 2
     assert f"--trace: {tmp_path} is a folder: give the trace file" in capsys.readouterr().err
+    # r174: another trace's lengths were benched and reported as azure-conv, unsaid
+    other = tmp_path / "mine.jsonl"
+    other.write_text("".join(json.dumps({"timestamp": i, "input_length": 100 + i, "output_length": 20}) + "\n"
+                             for i in range(30)))
+    assert main(["bench", "--workload", "azure-conv", "--trace", str(other), "--rate", "2", "--requests", "20",
+                 "--repeats", "1", "--json"]) == 0
+    out = capsys.readouterr()
+    assert f"--trace {other} is not AzureLLMInferenceTrace_conv.csv: the bench resamples its lengths" in out.err
+    assert json.loads(out.out)["trace"] == str(other.resolve())
 
 
 @pytest.mark.skipif(not AZURE_CONV.is_file(), reason=f"the Azure conversation trace is not at {AZURE_CONV}")
@@ -654,6 +663,12 @@ def test_bench_with_another_kind_of_workload_drops_its_own_workload_settings(cap
     assert json.loads(out.out)["requests"] >= 5 and "--requests 50 is not applied" in out.err
     assert main(["run", "--set", "workload.prompt_tokens=5", "--set", "workload.type=sessions"]) == 2
     assert "workload.prompt_tokens: unknown setting of the sessions kind" in capsys.readouterr().err
+    # r174: an unknown key spelt as a kind (`trace`) was dropped from the field named
+    for workload, said in (("{type: trace, path: x.jsonl, trace: y}", "workload.trace: unknown setting of the trace"),
+                           ("{trace: x.jsonl}", "workload.trace: unknown setting of the synthetic kind"),
+                           ("{num_requests: 3, sessions: 2}", "workload.sessions: unknown setting of the synthetic")):
+        assert main(["run", "--set", f"workload={workload}"]) == 2
+        assert said in capsys.readouterr().err
 
 
 def test_workload_write_never_writes_over_the_trace_it_reads(tmp_path, capsys):
@@ -1300,6 +1315,10 @@ def test_round_133_a_run_that_swaps_says_vllm_v1_recomputes(tmp_path, capsys, ve
         err = capsys.readouterr().out
         said = f"swap preemption (vLLM V0's: vLLM {version} recomputes)"
         assert (said in err) == (mode == "swap")
+    # r174: a victim rule given was said nowhere
+    assert main(["run", "--set", "workload.num_requests=5", "--set", "policies.preemption_victim=fewest_preemptions",
+                 "--out", str(tmp_path / "v")]) == 0
+    assert "policies: continuous/fcfs, victim fewest_preemptions (vLLM's is its queue's)" in capsys.readouterr().out
 
 
 def test_round_137_workload_describe_takes_a_scenario_named_in_capitals(tmp_path, capsys):

@@ -528,6 +528,25 @@ def test_a_setting_without_effect_is_said_not_silently_ignored(capsys, setting, 
     assert f"servesim: warning: {key} has no effect: " in err and why in err
 
 
+@pytest.mark.parametrize("sets, said", [
+    (["policies.queue=priority"], "policies.queue=priority: every request has priority 0 (give workload.priorities, "
+                                  "slo_classes' priority or a trace's priority column), so the queue orders them by "
+                                  "arrival alone, as fcfs does"),
+    (["policies.preemption_victim=lowest_priority", "workload.priorities=[2]"],
+     "policies.preemption_victim=lowest_priority: every request has priority 2 (give"),
+    (["policies.queue=priority", "workload.priorities=[0, 1]"], None),
+    (["policies.queue=sjf"], None)])
+def test_round_174_a_priority_queue_over_one_priority_is_said(tmp_path, capsys, sets, said):
+    """r174: "priority vs fcfs" on a workload without priorities ran two identical runs, unsaid (the reverse,
+    priorities nothing reads, is said before the run)."""
+    from servesim.simulator.cli import main
+
+    assert main(["run", "--set", "workload.num_requests=20", *[x for s in sets for x in ("--set", s)],
+                 "--out", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err
+    assert (said in err) if said else "every request has priority" not in err, err
+
+
 def test_priorities_are_said_unread_unless_a_queue_or_victim_reads_them(capsys):
     from servesim.simulator import config
 

@@ -469,6 +469,13 @@ def test_a_profile_is_matched_by_its_device_and_its_models_hugging_face_id():
                  ["profile=h100-llama-3.1-8b-bf16-tp1", "profile.gpu=b200-sxm"]):
         with pytest.raises(ConfigError, match=r"^profile.gpu: b200-sxm, but profile .* was measured on h100-sxm"):
             load(None, ["hardware.gpu=b200-sxm", "engine.max_model_len=8192", *edit])
+    # r174: `calibrate fit --gpu h100-sxm` of a bare table records the GPU's key as its device: relabelled, or its
+    # gpu line deleted, it timed H200 runs with H100 times
+    keyed = h100 | {"name": "keyed", "device": "h100-sxm", "source": "servesim calibrate fit: my table"}
+    for edit in ({"gpu": "b200-sxm"}, {"gpu": None}):
+        with pytest.raises(ConfigError, match="was measured on h100-sxm"):
+            load(None, ["hardware.gpu=b200-sxm", "engine.max_model_len=8192", f"profile={json.dumps(keyed | edit)}"])
+    load(None, ["hardware.gpu=h100-sxm", "engine.max_model_len=8192", f"profile={json.dumps(keyed)}"])
     named = h100 | {"name": "named", "model": "meta-llama/Llama-3.1-8B-Instruct"}
     load(None, ["hardware.gpu=h100-sxm", "engine.max_model_len=8192", f"profile={json.dumps(named)}"])
     with pytest.raises(ConfigError, match="named was measured for model meta-llama/Llama-3.1-8B-Instruct, but the "
@@ -647,6 +654,11 @@ def test_round_160_a_profiles_point_counts_are_counts():
         with pytest.raises(ConfigError, match=rf"held_out_error.{key} must be a count of points"):
             load_profile(base | {"held_out_error": {"mape": 0.1, key: value}})
     assert load_profile(base | {"held_out_error": {"mape": 0.1, "points": 40, "train_points": 160}})
+    # r174: "held-out MAPE 0.0% over 0 points" was taken as the profile's measured accuracy
+    for error in ({"mape": 0.0, "points": 0}, {"max_ape": 0.2, "points": 0}, {"train_mape": 0.1, "train_points": 0}):
+        with pytest.raises(ConfigError, match=r"measured over 0 points \((train_)?points: 0\) it is no error"):
+            load_profile(base | {"held_out_error": error})
+    assert load_profile(base | {"held_out_error": {"mape": None, "points": 0, "train_mape": 0.1, "train_points": 9}})
 
 
 def test_round_161_only_a_built_in_measured_for_a_deployment_is_held_to_its_labels(tmp_path):

@@ -666,6 +666,38 @@ def test_round_165_the_roofline_pays_expert_parallelisms_dispatch_and_combine(gp
     assert gap == pytest.approx(moved / link - moved / 1e18, rel=1e-6)
     one_rank = load(None, ep[:2] + ["engine.tensor_parallel_size=4", "engine.enable_expert_parallel=true"])
     assert one_rank.cost_model.kernels._dispatch == (0.0, 0.0)  # one DP rank dispatches nothing (r143)
+    # r174: the rings are the DP group's (a rank's TP GPUs hold its tokens): TP 2 x DP 2 moves 1/2, not 3/4
+    tp2 = load(None, ep[:2] + ["engine.tensor_parallel_size=2", "engine.data_parallel_size=2",
+                               "engine.enable_expert_parallel=true"])
+    assert tp2.cost_model.kernels._dispatch[1] == pytest.approx(2 * m.num_moe_layers * 2 * m.hidden_size * 2 / 2 / link)
+
+
+@pytest.mark.skipif(not (TABLES / "h100_sxm" / "comm" / "nccl").is_dir(),
+                    reason=f"H100 NCCL tables not found at {TABLES}")
+def test_round_174_expert_dispatch_runs_over_the_dp_group_and_moe_curves_rise():
+    """vLLM's AgRsAll2AllManager gathers and reduce-scatters a MoE layer's tokens over the DP group: a DP rank's TP
+    GPUs hold its tokens already. servesim timed them over all TP x DP GPUs (+19% at TP 2 x DP 2), inside gemm_ms.
+    And a skewed routing's fused-MoE rows dip (Mixtral's 256-token prefill composed 8% cheaper than a 64-token)."""
+    from servesim.calibration.aiconfigurator import KernelTables, compose_step_ms
+    from servesim.calibration.grid import GridPoint
+
+    t, m = KernelTables(TABLES, "h100_sxm"), load_model("qwen3-30b-a3b")
+    point = GridPoint("prefill", 4, 2048, 0)
+    tokens = point.shape.prefill_tokens + point.shape.decode_seqs
+    both = compose_step_ms(t, m, point, "bf16", 2, ep=4, dp=2)
+    moved = tokens * 2 * m.hidden_size  # both ranks' tokens' hidden states
+    wire = t.nccl_ms("all_gather", moved, 2) + t.nccl_ms("reduce_scatter", moved, 2)
+    assert both["dispatch_ms"] == pytest.approx(m.num_moe_layers * wire, rel=1e-12) and wire > 0
+    assert both["time_ms"] == pytest.approx(both["gemm_ms"] + both["attention_ms"] + both["allreduce_ms"]
+                                            + both["dispatch_ms"], rel=1e-12)
+    assert compose_step_ms(t, m, point, "bf16", 2, ep=2)["dispatch_ms"] == 0  # one DP rank: none (r143)
+    mixtral = load_model("mixtral-8x7b")
+    sizes = (16, 32, 64, 80, 96, 128, 256, 512, 1024, 4096)
+    for arch, tp in ((mixtral, 2), (mixtral, 1), (m, 1), (m, 2)):
+        curve = [t.moe_ms(n, arch, "bf16", tp) for n in sizes]
+        assert curve == sorted(curve), (arch.name, tp, curve)
+    steps = [compose_step_ms(t, mixtral, GridPoint("prefill", 1, n, 0), "bf16", 2)["time_ms"] for n in sizes]
+    assert steps == sorted(steps)
 
 
 @pytest.mark.skipif(not (TABLES / "h100_sxm" / "comm").is_dir(), reason=f"H100 kernel tables not found at {TABLES}")
@@ -678,11 +710,14 @@ def test_round_165_a_refusal_offers_the_layouts_that_hold_the_weights_and_what_t
                                           r"data_parallel_size=2 holds the weights") as refused:
         load(None, v3 + ["engine.tensor_parallel_size=8"])
     assert refused.value.field == "engine.tensor_parallel_size"
-    for layout in (["engine.tensor_parallel_size=16"], ["engine.tensor_parallel_size=8", "engine.data_parallel_size=2",
-                                                        "engine.enable_expert_parallel=true"]):
-        with pytest.raises(ConfigError, match=r"timings for 16 GPUs .*; profile=roofline gives a datasheet estimate"):
-            load(None, v3 + layout)
-        assert load(None, v3 + layout + ["profile=roofline"]).cost_model_source == "built-in profile roofline"
+    layout = ["engine.tensor_parallel_size=16"]
+    with pytest.raises(ConfigError, match=r"timings for 16 GPUs .*; profile=roofline gives a datasheet estimate"):
+        load(None, v3 + layout)
+    assert load(None, v3 + layout + ["profile=roofline"]).cost_model_source == "built-in profile roofline"
+    # r174: TP 8 x DP 2 dispatches over its DP group of 2 (timed), not over all 16 GPUs (untimed: it was refused)
+    both = load(None, v3 + ["engine.tensor_parallel_size=8", "engine.data_parallel_size=2",
+                            "engine.enable_expert_parallel=true"])
+    assert both.cost_model_source.startswith("composed from the h100_sxm kernel tables")
     with pytest.raises(ConfigError, match=r"; tensor_parallel_size=4 holds"):  # a dense model: TP only
         load(None, ["model=llama-3.1-70b", "hardware.gpu=l40s"])
     # r166: only ranks its 256 experts divide over (12 GPUs were offered at TP 4, then refused), and more ranks with

@@ -577,6 +577,15 @@ def test_compare_simulates_the_gpu_the_run_records(tmp_path, capsys, device, gpu
     assert rs.scenario.hardware.gpu == gpu and (said in err if said else "warning" not in err)
     assert resolve_run(read_run(tmp_path), None, ["hardware.gpu=l40s"]).scenario.hardware.gpu == "l40s"
     assert ("replaces the hardware.gpu=h100-sxm" in capsys.readouterr().err) == (device is not None and said is None)
+    assert "records no model" not in capsys.readouterr().err  # it does (meta.json's model)
+    # r174: records without the model simulated the default one, unsaid where the GPU's absence was said
+    (tmp_path / "vllm" / "meta.json").write_text(json.dumps(meta | {"model": None}))
+    assert resolve_run(read_run(tmp_path)).arch.name == "llama-3.1-8b"
+    assert f"{tmp_path} records no model: simulating llama-3.1-8b; name it with --set model=NAME" in \
+        capsys.readouterr().err
+    assert resolve_run(read_run(tmp_path), None, ["model=qwen3-8b"]).arch.name == "qwen3-8b"
+    assert "records no model" not in capsys.readouterr().err
+    (tmp_path / "vllm" / "meta.json").write_text(json.dumps(meta))
     # a field of a recorded setting edits it (round 80: model.name=qwen3-8b ran Qwen3-8B without a word)
     assert resolve_run(read_run(tmp_path), None, ["model.name=qwen3-8b"]).arch.name == "qwen3-8b"
     assert "--set model.name=qwen3-8b edits the model=meta-llama/Llama-3.1-8B that" in capsys.readouterr().err

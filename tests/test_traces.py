@@ -887,3 +887,28 @@ def _sorted(tmp_path):
     path.write_text("".join(json.dumps({"timestamp": t, "input_length": 9, "output_length": 5}) + "\n"
                             for t in (0, 1000, 1000, 2000)))
     return path
+
+
+def test_round_174_a_turn_replayed_before_the_answer_before_it_is_said(tmp_path):
+    """A trace's later turn holds the earlier answer in its prompt; replayed at its recorded time it may arrive
+    before the simulated answer exists (turns 1 and 2 finished 3 s before turn 0, unsaid)."""
+    from servesim.simulator.config import load
+    from servesim.simulator.engine import simulate
+
+    turns = tmp_path / "s.jsonl"
+    rows = [(0.0, 2000, 500, 0), (0.01, 2600, 10, 1), (0.02, 3000, 10, 2), (60.0, 3100, 10, 3)]
+    turns.write_text("".join(json.dumps({"arrival_time": t, "prompt_tokens": p, "output_tokens": o, "session_id": 7,
+                                         "turn": k}) + "\n" for t, p, o, k in rows)
+                     + json.dumps({"arrival_time": 0.03, "prompt_tokens": 30, "output_tokens": 5}) + "\n")
+    result = simulate(load(None, [f"workload={{type: trace, path: {turns}}}"]))
+    said = [w for w in result.warnings if "later session turns" in w]
+    assert len(said) == 1 and said[0].startswith("2 of 3 later session turns arrived before the turn before them was "
+                                                 "answered (session 7's turn 1 at 0.01 s")
+    done = result.requests[result.requests["session_id"] == 7].set_index("turn")["finish_time"]
+    assert done[1] < done[0] and done[3] > done[2]
+    turns.write_text("".join(json.dumps({"arrival_time": t, "prompt_tokens": p, "output_tokens": o, "session_id": 7})
+                             + "\n" for t, p, o, _ in rows))  # unnumbered rows are labels: no conversation
+    assert not [w for w in simulate(load(None, [f"workload={{type: trace, path: {turns}}}"])).warnings
+                if "session turns" in w]
+    sessions = simulate(load(None, ["workload={type: sessions, num_sessions: 20}"]))  # sent once answered
+    assert sessions.requests["turn"].max() > 0 and not [w for w in sessions.warnings if "session turns" in w]

@@ -911,8 +911,10 @@ def test_a_vllm_config_file_gives_flags_the_command_line_overrides(tmp_path):
     cmd = read([MODEL, "--config", str(cfg), "--max-num-seqs", "8"], [])
     s = cmd.settings
     assert s["engine.max_num_seqs"] == 8 and s["engine.max_num_batched_tokens"] == 512
-    # round 104: a false is left out, as vLLM's top-level parser (no --no- flags) reads the file: caching stays on
-    assert s.get("engine.enable_prefix_caching") is not False and s["speculative.num_speculative_tokens"] == 2
+    # r174: a false is --no-KEY under 0.33 where that very spelling is a flag (vLLM PR 51573); 0.19 leaves every
+    # false out (round 104), so caching stays on there, said
+    assert s["engine.enable_prefix_caching"] is False and s["speculative.num_speculative_tokens"] == 2
+    assert read([MODEL, "--config", str(cfg)], [], "0.19.0").settings.get("engine.enable_prefix_caching") is not False
     assert "vllm serve --config" not in cmd.not_modelled
     cfg.write_text("max-num-seqz: 4\n")
     with pytest.raises(ConfigError, match="unrecognized arguments: --max-num-seqz 4"):
@@ -920,8 +922,9 @@ def test_a_vllm_config_file_gives_flags_the_command_line_overrides(tmp_path):
     # round 61: read as vLLM's yaml.safe_load reads it (YAML 1.1: yes/off are booleans, 0777 is octal)
     cfg.write_text("enforce-eager: yes\nasync-scheduling: off\nmax-num-seqs: 0777\n")
     s = read([MODEL, "--config", str(cfg)], []).settings
-    assert s["engine.enforce_eager"] is True and s.get("engine.async_scheduling") is not False and \
+    assert s["engine.enforce_eager"] is True and s["engine.async_scheduling"] is False and \
         s["engine.max_num_seqs"] == 511
+    assert read([MODEL, "--config", str(cfg)], [], "0.19.0").settings.get("engine.async_scheduling") is not False
     with pytest.raises(ConfigError, match="vllm serve --config: no model: vLLM needs it right after `serve`"):
         read(["--config", str(cfg), MODEL], [])  # vLLM: "No model specified!"
     cfg.write_text(f"model: {MODEL}\n")
@@ -3866,3 +3869,22 @@ def test_round_171_the_right_key_and_port_and_a_config_key_given_twice_run(tmp_p
     assert main(["vllm", "--config", "serve", MODEL, "--config", str(tmp_path / "c.yaml")]) == 0
     out = capsys.readouterr()
     assert yaml.safe_load(out.out)["engine"]["max_num_seqs"] == 32 and "gives max_num_seqs twice" in out.err
+    # r174: "the last value is taken" of `enforce-eager: true` then `enforce_eager: false`, where the false is dropped
+    # (0.19 drops every false; 0.33 finds no --no-enforce_eager) and the first stands; a dropped false that leaves a
+    # switch on is said
+    (tmp_path / "c.yaml").write_text("enforce-eager: true\nenforce_eager: false\nmax-model-len: 4096\n")
+    for version in ("0.33.0", "0.19.0"):
+        assert main(["vllm", "--vllm-version", version, "--config", "serve", MODEL, "--config",
+                     str(tmp_path / "c.yaml")]) == 0
+        out = capsys.readouterr()
+        assert yaml.safe_load(out.out)["engine"]["enforce_eager"] is True and "twice" not in out.err
+        assert f"enforce_eager: false is dropped, as vLLM {version} drops it; enforce-eager: true is taken" in out.err
+    (tmp_path / "c.yaml").write_text("enable_prefix_caching: false\nenforce-eager: false\nmax-model-len: 4096\n")
+    for version, said in (("0.33.0", "vLLM 0.33.0 adds --no-KEY only as the flag is spelt (--no-enable-prefix-caching)"),
+                          ("0.19.0", "as vLLM 0.19.0 drops a false entry")):
+        assert main(["vllm", "--vllm-version", version, "--config", "serve", MODEL, "--config",
+                     str(tmp_path / "c.yaml")]) == 0
+        out = capsys.readouterr()
+        assert yaml.safe_load(out.out)["engine"].get("enable_prefix_caching") is not False
+        assert f"enable_prefix_caching: false is dropped, {said}: --enable-prefix-caching's default stands" in out.err
+        assert "enforce-eager: false" not in out.err  # off by default: dropping it changes nothing

@@ -395,6 +395,8 @@ def test_round_139_a_sessions_think_time_leaves_its_conversations_as_they_are():
      "past 2\\*\\*32 - 1"),
     (["workload.duration_s=1", "workload.arrival={process: curve, points: [[0, 0], [100, 10]]}"],
      "workload.duration_s", "no request arrives within 1 s"),
+    (["workload.duration_s=0.001", "workload.arrival={process: poisson, ramp_up_strategy: linear, "
+      "ramp_up_start_rps: 1, ramp_up_end_rps: 5}"], "workload.duration_s", "no request arrives within 0.001 s"),  # r174
     (["workload.duration_s=5e9"], "workload.duration_s", "less than or equal to 1000000000"),
     (["workload.duration_s=10", "workload.arrival={process: curve, points: [[0, 1], ['5', 2]]}"],
      "workload.arrival.points.1.0", "valid number"),

@@ -20,6 +20,18 @@ from servesim.workloads.settings import MAX_CLIENTS, MAX_RATE, MAX_REQUESTS, MAX
 _Number = Annotated[float, Field(ge=0, strict=True)]
 
 
+def _within(times: np.ndarray, duration_s: float | None) -> np.ndarray:
+    """The arrivals before duration_s; none is refused by its name (r138: later under the warm-up's, and written as
+    an empty trace; r174: a ramp's too)."""
+    if duration_s is None:
+        return times
+    times = times[times < duration_s]
+    if not len(times):
+        raise ConfigError("workload.duration_s", f"no request arrives within {duration_s:g} s at this arrival; "
+                                                 f"run longer")
+    return times
+
+
 class Arrival(Settings):
     """poisson: exponential gaps at `rate`. gamma: gaps with coefficient of variation `cv`
     (1 is Poisson, above 1 bursty). constant: evenly spaced. burst: all at t=0. onoff:
@@ -129,8 +141,7 @@ class Arrival(Settings):
         if self.ramp_up_strategy is not None:
             if n is None:
                 raise ValueError("ramp_up_strategy needs num_requests (the ramp is over the requests)")
-            times = np.cumsum(self._ramp_gaps(n, rng))
-            return self._finite(times[times < duration_s] if duration_s is not None else times)
+            return self._finite(_within(np.cumsum(self._ramp_gaps(n, rng)), duration_s))
         chunks, clock, count = [], 0.0, 0
         while True:
             k = n - count if n is not None else 4096
@@ -153,12 +164,8 @@ class Arrival(Settings):
         times = times[:n] if n is not None else times
         if self.fit_span and times[-1] > 0:  # vLLM's client: a first delay too, and the last sent at n / rate
             times = times * (len(times) / self.rate / times[-1])
-        if duration_s is not None:  # after fit_span's scaling (r147: scaled after the cut, some came after it)
-            times = times[times < duration_s]
-            if not len(times):  # r138: refused later under the warm-up's name, and written as an empty trace
-                raise ConfigError("workload.duration_s", f"no request arrives within {duration_s:g} s at this "
-                                                         f"arrival; run longer")
-        return self._finite(times)
+        # after fit_span's scaling (r147: scaled after the cut, some came after it)
+        return self._finite(_within(times, duration_s))
 
     def _finite(self, times: np.ndarray) -> np.ndarray:
         """Arrivals a rate falling to zero (or next to it) would push past any finite time, or past what can be
