@@ -36,8 +36,9 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
 
     run.need_requests()
     scenario_data = load_scenario_file(scenario) if scenario else {}  # read once: the checks below all look at it
+    keys = [s.split("=", 1)[0].strip() for s in sets or []]  # as --set reads them (r175: `model = x` was missed)
     unmapped = run.meta.get("unmapped_model")
-    if unmapped is not None and not any(s.startswith("model=") for s in sets or []) and "model" not in scenario_data:
+    if unmapped is not None and "model" not in keys and "model" not in scenario_data:
         raise ConfigError("model", f"{run.path} was served with {unmapped or 'an empty model name'}, which has no "
                                    f"built-in architecture: "
                                    f"give --set model=NAME (a built-in model or a config.json path)")
@@ -58,15 +59,15 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
                 and exc.field not in given:
             raise ConfigError(str(run.path), f"records {exc.field}: {exc.message}") from None
         raise
-    gpu_given = any(s.startswith("hardware.") for s in sets or []) or any(k.startswith("hardware.") for k in given)
+    gpu_given = any(k == "hardware" or k.startswith("hardware.") for k in keys + list(given))
     if not gpu_given and not any(s.startswith("hardware.gpu=") for s in recorded):
         device = run.meta.get("unmapped_gpu")
         warnings.append(f"{run.path} " + (f"ran on {device}, which is no built-in GPU" if device else "records no GPU")
                         + f": simulating {rs.scenario.hardware.gpu or rs.hardware.name}; name the GPU with --set hardware.gpu=NAME")
-    if not any(s.startswith("model=") or s.startswith("model.") for s in recorded + list(sets or [])) \
+    if not any(k == "model" or k.startswith("model.") for k in keys + [s.split("=", 1)[0] for s in recorded]) \
             and "model" not in scenario_data:  # r174: the default model was simulated, unsaid, beside the GPU's words
         warnings.append(f"{run.path} records no model: simulating {rs.arch.name}; name it with --set model=NAME")
-    if not any(s.startswith("engine.") for s in recorded + list(sets or [])) and \
+    if not any(k == "engine" or k.startswith("engine.") for k in keys + [s.split("=", 1)[0] for s in recorded]) and \
             not any(k.startswith("engine.") for k in given):  # records alone (no meta.json): the server's unknown
         warnings.append(f"{run.path} records no engine settings (max_num_seqs, max_num_batched_tokens, ...; a "
                         f"meta.json beside the records gives them): simulating vLLM's defaults; give the server's with "

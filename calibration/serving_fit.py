@@ -366,6 +366,10 @@ def fit_serving(train: list[RealRun], held_out: list[RealRun], scenario: str | N
             return cache[key]
         evals[0] += 1
         now = dict(zip(terms, np.exp(x)))
+        if any(v > 1 for p, rs in zip(starts, resolved) for c, v in apply_terms(
+                p, now, rs.scenario.engine.tensor_parallel_size)["coefficients"].items() if c.endswith("efficiency")):
+            cache[key] = 1e6  # past the datasheet's peak: no GPU runs so (r175: the RTX 4090 fit ended at 1.01)
+            return 1e6
         try:
             with collected_warnings():  # a trial point's, dropped: the fitted profile's are said by its own runs
                 results = simulate_all(now, train)  # (r172: a trial's efficiency past the peak was said as the fit's)

@@ -60,8 +60,8 @@ def format_summary(summary: dict) -> str:
     lines = []
     for key, label, fmt in SUMMARY_ROWS:
         v = summary.get(key)
-        if v is None:
-            continue
+        if v is None or key == "prefix_cache_hit_rate" and not summary.get("prefix_cache_queries"):
+            continue  # (r175: "hit rate 0.0%" with prefix caching off, of no lookup)
         lines.append(f"  {label:<36} {shown(v, fmt)}")
     return "\n".join(lines)
 
@@ -124,25 +124,34 @@ def cmd_run(args, after=None) -> int:
             raise ConfigError(f"--{k.replace('_', '-')}", f"--set simulation.{k} gives it too: give one")
     with _window_flags_named(window):
         rs = load(args.scenario, args.set + [f"simulation.{k}={getattr(args, k)}" for k in window])
-    from servesim.simulator.files import hold_folder, refuse_folder_over_inputs, refuse_writing_over
+    from servesim.simulator.files import hold_folder, refuse_folder_over_inputs, refuse_sweep_point, refuse_writing_over
     from servesim.simulator.files import add_written, present, record_written, removed_note, written_before
     from servesim.simulator.metrics import OPTIONAL_RUN_FILES, RUN_FILES, check_window
 
     inputs = rs.input_files()  # checked before the run, not after: --out itself, and each file it would hold
     refuse_writing_over(args.out, "--out", inputs)
     refuse_folder_over_inputs(args.out, RUN_FILES, "--out", inputs)  # and an --out that cannot be a folder
+    refuse_sweep_point(args.out, "--out")
     for name in OPTIONAL_RUN_FILES:  # written by this run, or removed as an earlier run's: never one it reads
         refuse_writing_over(Path(args.out) / name, "--out", inputs)
     source = rs.scenario.workload.source(rs.scenario.seed, rs.max_model_len)
     with _window_flags_named(window):
         check_window(rs.scenario.simulation, source.planned())
+        created = not Path(args.out).exists()
+        hold_folder(args.out, "--out")  # from the start, as sweep holds it (r175: a second run into the folder
+        # meanwhile wrote its files, then the first replaced them, both exit 0)
         print(f"servesim: {source.describe()}; {_describe(rs)}", flush=True)  # with --json, on stderr
-        result = simulate(rs, source, release_source=True)  # read afterwards for its counts only
+        try:
+            result = simulate(rs, source, release_source=True)  # read afterwards for its counts only
+        except BaseException:
+            if created:  # a run that ends in an error leaves no folder it made
+                with contextlib.suppress(OSError):
+                    Path(args.out).rmdir()
+            raise
     # the files a run wrote here before: its optional ones not written again are removed below (only those)
     earlier_run = written_before(Path(args.out))
     optional = OPTIONAL_RUN_FILES + _earlier_result_file(Path(args.out), earlier_run)
     gone = [n for n in optional if n in earlier_run and present(Path(args.out) / n)]  # go with the four files
-    hold_folder(args.out, "--out")  # one command writes a results folder at a time
     # then the warnings: none beside an error
     out = result.write(args.out, field="--out", caller_writes_optional=optional)
     extra = after(result, out) if after is not None else []

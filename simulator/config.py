@@ -29,7 +29,7 @@ from servesim.simulator.start_up_memory import start_up_reserve_bytes
 from servesim.simulator.cost_model import CostModel, Profile, build_cost_model
 from servesim.simulator.errors import ConfigError, first_error, printable
 from servesim.simulator.files import Refused, TooLarge, dump_yaml, safe_load_bounded
-from servesim.simulator.hardware import Hardware, load_hardware
+from servesim.simulator.hardware import Hardware, builtin_gpu_table, load_hardware
 from servesim.simulator.hybrid_kv import KVLayout, kv_layout
 from servesim.simulator.inert_settings import changed, without_effect
 from servesim.simulator.local_attention import local_attention
@@ -939,6 +939,14 @@ def with_formats(arch: ModelArchitecture, quantization: str | None, kv_cache_dty
     if quantization and not own:
         arch = arch.model_copy(update={"dtype": QUANTIZED_FORMATS[quantization],
                                        "kv_cache_dtype": arch.kv_cache_dtype or arch.activation_dtype})
+    if kv_cache_dtype == "fp8_e5m2" and arch.dtype in ("fp8", "nvfp4") and not arch.is_mla:  # (latent attention:
+        # no MLA backend takes e5m2 at all, said by check_attention_backend)
+        # Fp8Config's and ModelOpt's KV cache methods give the attention layers e4m3 scales (r174: ran)
+        how = quantization or arch.quant_method or arch.dtype
+        raise ConfigError("engine.kv_cache_dtype", f"fp8_e5m2 beside {arch.dtype} weights"
+                                                   f"{f' ({how})' if how != arch.dtype else ''}: vLLM's "
+                                                   f"attention layers refuse it (fp8_e5m2 kv-cache is not supported "
+                                                   f"with fp8 checkpoints); give fp8 or fp8_e4m3")
     if kv_cache_dtype != "auto":
         arch = arch.model_copy(update={"kv_cache_dtype": KV_CACHE_DTYPES[kv_cache_dtype]})
     return arch
@@ -965,6 +973,9 @@ def check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | Non
     """W8A8 runs on fp8 tensor cores and NVFP4 on Blackwell's fp4 ones. Without them vLLM serves both weight-only
     through its Marlin kernels (fp8.py, modelopt.py: capability 7.5 on), 16-bit math on the stored weights: said,
     and timed so (Hardware.peak_flops falls back to bf16). A GPU that is not CUDA has no Marlin: refused."""
+    if quantization and "marlin" in quantization and hw.platform != "cuda":  # (r174: ran on Intel's B60)
+        raise ConfigError(field, f"{quantization}: Marlin's kernels are CUDA's, and the {hw.name} is not a CUDA GPU "
+                                 f"(vLLM: not supported on {hw.platform}); give {quantization.split('_')[0]}")
     need = {"fp8": ("fp8_tflops", "fp8 tensor cores (Hopper, Ada, Blackwell)"),
             "nvfp4": ("fp4_tflops", "fp4 tensor cores (Blackwell)")}.get(arch.dtype)
     if not need or hw.has_tensor_cores_for(arch.dtype):  # quantized so, or a checkpoint of that format (the model's)
@@ -1586,15 +1597,21 @@ def check_float_kv_cache(base: ModelArchitecture, kv_cache_dtype: str, is_0_19: 
                                  f"auto or {model}")
 
 
+CUSTOM_GPU_SPEEDS = ("memory_bandwidth_gbps", "bf16_tflops", "fp8_tflops", "host_link_gbps", "gpu_link_gbps")
+
+
 def _hardware(h: HardwareSettings) -> Hardware:
-    hw = load_hardware(h.gpu, memory_gib=h.memory_gib, memory_bandwidth_gbps=h.memory_bandwidth_gbps,
-                       bf16_tflops=h.bf16_tflops, fp8_tflops=h.fp8_tflops, fp4_tflops=h.fp4_tflops,
-                       host_link_gbps=h.host_link_gbps, gpu_link_gbps=h.gpu_link_gbps, kernel_tables=h.kernel_tables)
+    speeds = {k: getattr(h, k) for k in ("memory_bandwidth_gbps", "bf16_tflops", "fp8_tflops", "fp4_tflops",
+                                         "host_link_gbps", "gpu_link_gbps")}
     # a tensor-core speed given as null: no such cores, as README says (r153: the GPU's own was kept, unsaid)
     none = {k: None for k in ("fp8_tflops", "fp4_tflops") if k in h.model_fields_set and getattr(h, k) is None}
-    if h.gpu is None and (assumed := [k for k in ("memory_bandwidth_gbps", "bf16_tflops") if getattr(h, k) is None]):
-        # (r169: a GPU given by its memory alone ran at an H100's speeds, unsaid)
-        say_once([f"servesim: warning: hardware.gpu is null: {' and '.join(f'{k} {getattr(hw, k):g}' for k in assumed)}"
+    assumed = [k for k in CUSTOM_GPU_SPEEDS if speeds[k] is None and k not in none] if h.gpu is None else []
+    h100 = builtin_gpu_table()["h100-sxm"]  # a GPU given by its memory runs at an H100 SXM's speeds, every one of
+    # them (r175: its links were the class defaults', 64 and 32 GB/s, and it had no fp8, beside README's word)
+    hw = load_hardware(h.gpu, memory_gib=h.memory_gib, kernel_tables=h.kernel_tables,
+                       **(speeds | {k: h100[k] for k in assumed}))
+    if assumed:  # (r169: a GPU given by its memory alone ran at an H100's speeds, unsaid)
+        say_once([f"servesim: warning: hardware.gpu is null: {', '.join(f'{k} {getattr(hw, k):g}' for k in assumed)}"
                   f" assumed (an H100 SXM's datasheet), and no compute capability checked: give your "
                   f"GPU's, or a built-in hardware.gpu"])
     return hw.model_copy(update=none) if none else hw

@@ -243,6 +243,12 @@ class Profile(Settings):
             if "points" in str(key) and value is not None and not (  # (r160: -4 and "many" were printed as its
                     isinstance(value, int) and not isinstance(value, bool) and value >= 0):  # record)
                 raise ValueError(f"held_out_error.{key} must be a count of points (an integer >= 0), got {value!r}")
+        held = self.held_out_error or {}
+        for part in ("mape", "p90_ape"):  # a mean or a percentile of errors past their largest (r175: "50%" of a
+            if held.get(part) is not None and held.get("max_ape") is not None \
+                    and held[part] > held["max_ape"] + 1e-3:  # profile whose largest error was 1%; a rounding's 1e-3)
+                raise ValueError(f"held_out_error.{part} {held[part]:g} above max_ape {held['max_ape']:g}: no "
+                                 f"{'mean' if part == 'mape' else 'percentile'} of errors passes their largest")
         for count, errors in (("points", ("mape", "p90_ape", "max_ape")), ("train_points", ("train_mape",))):
             given = [k for k in errors if (self.held_out_error or {}).get(k) is not None]  # r174: "MAPE 0.0% over
             if (self.held_out_error or {}).get(count) == 0 and given:  # 0 points" was taken as a measured error

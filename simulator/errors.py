@@ -32,6 +32,7 @@ class TableGap(ConfigError):
 _UNION_TAGS = {"synthetic", "sessions", "trace", "fixed", "uniform", "lognormal", "zipf", "empirical"}
 
 
+_USER_KEYED = {"slo_classes"}  # mappings whose keys the user names: a key spelt as a tag is theirs (r175)
 _TYPE_TAG = re.compile(r"^(str|int|float|bool|none|dict\[.*\]|list\[.*\]|tuple\[.*\]|literal\[.*\]|constrained-.*|function-.*)$")  # union members
 
 
@@ -49,7 +50,8 @@ def first_error(exc, section: str = "") -> tuple[str, str]:
     # an unknown key is the user's, whatever its name (r174: `trace: x` in a trace workload was "workload: ...")
     key = tuple(err["loc"][-1:]) if err["type"] == "extra_forbidden" else ()
     where = tuple(err["loc"])[:len(err["loc"]) - len(key)]
-    loc += [str(p) for p in where if str(p) and not (isinstance(p, str) and (p in _UNION_TAGS or _TYPE_TAG.match(p)))]
+    loc += [str(p) for i, p in enumerate(where) if str(p) and not (
+        isinstance(p, str) and (p in _UNION_TAGS or _TYPE_TAG.match(p)) and not (i and where[i - 1] in _USER_KEYED))]
     loc += [str(p) for p in key]
     if err["type"] == "setting_bound":  # raised for the whole mapping, about one key of it
         loc.append(err["ctx"]["key"])
@@ -57,7 +59,9 @@ def first_error(exc, section: str = "") -> tuple[str, str]:
     field = ".".join(loc)
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
-        kinds = [p for p in where if isinstance(p, str) and p in _UNION_TAGS]  # a kind's fields differ
+        # a kind's fields differ: said where the key is the kind's own (not an SLO class's inside a workload kind)
+        kinds = [p for i, p in enumerate(where) if isinstance(p, str) and p in _UNION_TAGS and i == len(where) - 1
+                 and not (i and where[i - 1] in _USER_KEYED)]
         msg = f"unknown setting of the {kinds[-1]} kind" if kinds else "unknown setting"
         if ":" in str(err["loc"][-1]) and err.get("input") is None:  # {max_num_seqs:4}: one key, no value
             msg += _NO_SPACE

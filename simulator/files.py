@@ -652,6 +652,16 @@ def refuse_other_results(out: Path, names, field: str, kind: str | None = None) 
         raise ConfigError(field, f"{out} is the runs folder of the sweep in {out.parent}: give a folder of its own")
 
 
+def refuse_sweep_point(out: str | Path, field: str) -> None:
+    """A command's run written into a sweep's runs/<id> (its point.json there): the sweep's table would disagree
+    with it (r175: a run replaced a point's files, its sweep.csv row left saying otherwise). The sweep's own
+    rewrite of a point is not refused."""
+    out = Path(out).resolve()
+    if out.parent.name == "runs" and (out.parent.parent / "sweep.yaml").is_file() and (out / "point.json").is_file():
+        raise ConfigError(field, f"{out} is a run of the sweep in {out.parent.parent} (its point.json): its table "
+                                 f"would disagree with it; give a folder of its own")
+
+
 def refuse_folder_holding_inputs(out: str | Path, field: str, inputs) -> None:
     """A results folder that is or holds one of `inputs`: the command's files (tables, summaries, plots, logs)
     would land among what it reads, and one could replace it. (A folder of its own inside an input folder, such as

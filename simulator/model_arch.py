@@ -151,6 +151,9 @@ class ModelArchitecture(Settings):
                 self.moe_intermediate_size or self.shared_expert_intermediate_size:  # (r148: the sizes were taken)
             raise ValueError("experts_per_token, num_shared_experts, num_dense_layers, expert_dtype, "
                              "moe_intermediate_size and shared_expert_intermediate_size need num_experts > 0")
+        if self.dtype == "mxfp4":  # r174: a dense Llama ran with MXFP4 linear layers no vLLM kernel runs
+            raise ValueError("dtype mxfp4: vLLM's MXFP4 quantizes a MoE model's experts only (gpt-oss's), so give "
+                             "expert_dtype: mxfp4 with num_experts > 0; its other linear layers stay 16-bit")
         mla = [self.kv_lora_rank, self.qk_rope_head_dim, self.qk_nope_head_dim, self.v_head_dim]
         if any(v is not None for v in mla) and not all(v is not None for v in mla):
             raise ValueError("latent attention needs all of kv_lora_rank, qk_rope_head_dim, qk_nope_head_dim, "
@@ -520,6 +523,35 @@ def checkpoint_format(q) -> str | None:
     return None
 
 
+# a checkpoint's list of modules vLLM leaves unquantized (Fp8Config's ignored_layers, AWQ's modules_to_not_convert,
+# ModelOpt's exclude_modules, compressed-tensors' ignore): the ones servesim counts 16-bit anyway are harmless
+_SKIP_LISTS = ("ignored_layers", "modules_to_not_convert", "exclude_modules", "ignore")
+_KEPT_16BIT = {"lm_head", "embed_tokens", "gate", "router", "shared_expert_gate", "norm", "wte", "output"}
+
+
+def _left_unquantized(q) -> str | None:
+    """Linear layers a checkpoint keeps in 16 bits, which servesim would count quantized (r174: an fp8
+    checkpoint leaving its 96 MLP projections unquantized was sized 5.25 GiB light, its pool 2,688 blocks big);
+    gpt-oss's mxfp4 quantizes its experts only, as servesim counts it."""
+    if not isinstance(q, dict) or checkpoint_format(q) in (None, "mxfp4"):
+        return None
+    for key in _SKIP_LISTS:
+        listed = q.get(key) or []
+        names = listed if isinstance(listed, list) else [listed]
+        odd = [n for n in names if not (isinstance(n, str) and re.split(r"[.*]+", n.strip(".*"))[-1] in _KEPT_16BIT
+                                        or isinstance(n, str) and n.strip(".*").endswith("norm"))]
+        if odd:
+            more = f" (and {len(odd) - 1:,} more)" if len(odd) > 1 else ""
+            return (f"quantization_config {key} leaves {str(odd[0])[:80]!r}{more} unquantized (servesim counts every "
+                    f"decoder linear layer in the checkpoint's format: give the checkpoint without them, or its "
+                    f"16-bit one with engine.quantization)")
+    dynamic = q.get("dynamic")
+    if dynamic:  # GPTQ's per-module bits or skips
+        return (f"quantization_config dynamic {str(dynamic)[:80]} (per-module bit widths and skipped modules are not "
+                f"modelled)")
+    return None
+
+
 def _unmodelled(data: dict, family: str) -> str | None:
     """A config field that changes memory or time in a way servesim does not model, named; None if none."""
     first, layers = data.get("max_window_layers", 28), data.get("num_hidden_layers")
@@ -542,6 +574,8 @@ def _unmodelled(data: dict, family: str) -> str | None:
     if group is not None and group != W4A16_GROUP:
         return (f"quantization_config group_size {group!r:.20} (servesim counts 4-bit AWQ/GPTQ weights in groups of "
                 f"{W4A16_GROUP}: a scale and a zero point each)")
+    if left := _left_unquantized(q):
+        return left
     if q is not None and checkpoint_format(q) is None:
         return (f"quantization_config {q.get('quant_method') if isinstance(q, dict) else q!r} (servesim reads fp8, "
                 f"mxfp4, 4-bit AWQ/GPTQ and ModelOpt NVFP4/FP8 checkpoints from config.json; model the others as a "

@@ -316,6 +316,7 @@ def _read_cached(path: Path) -> Profile | None:
 def _write_cached(path: Path, prof: dict) -> None:
     text = yaml.safe_dump(prof, sort_keys=False)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    target = path  # the file the failure was writing (r175: its .sha256's was said to be the profile's)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         for target, content in ((path, text), (path.with_suffix(".sha256"), _checksum(text) + "\n")):
@@ -329,7 +330,7 @@ def _write_cached(path: Path, prof: dict) -> None:
             pass
         from servesim.simulator.config import say_once
 
-        say_once([f"servesim: warning: cannot cache the composed profile at {path} ({exc.strerror or exc}): "
+        say_once([f"servesim: warning: cannot cache the composed profile at {target} ({exc.strerror or exc}): "
                   f"every run composes it again (a few seconds); set SERVESIM_CACHE_DIR to a folder it can write"])
 
 
@@ -372,7 +373,7 @@ def select_profile(spec: str | dict, arch: ModelArchitecture, gpu: str | None, h
     if not hw.kernel_tables:
         return _roofline(arch, gpu, hw, f"{gpu or 'this GPU'} has no measured kernel tables")
     if arch.dtype in ("w4a16", "fp32") or not hw.has_tensor_cores_for(arch.dtype):
-        what = {"w4a16": "4-bit weight-only GEMMs (AWQ/GPTQ Marlin)", "fp32": "fp32 models"}.get(
+        what = {"w4a16": "4-bit weight-only GEMMs (AWQ/GPTQ)", "fp32": "fp32 models"}.get(
             arch.dtype, f"weight-only {arch.dtype} GEMMs (Marlin)")
         return _roofline(arch, gpu, hw, f"no kernel tables time {what}")
     root = kernel_tables_root()

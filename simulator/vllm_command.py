@@ -342,6 +342,7 @@ class VllmCommand:
     lora_drafts: int | None = None  # --enable-lora beside a speculative config: its k (LoRA is not modelled, but
     # its start-up check needs the resolved budget)
     kv_transfer: dict | None = None  # --kv-transfer-config
+    marlin: str | None = None  # -q awq_marlin / gptq_marlin, which a checkpoint of its method takes (CUDA only)
 
     def _check_test_request(self, resolved) -> None:
         """With --ready-check-timeout-sec the client first sends the dataset's first request and waits for it to
@@ -411,6 +412,10 @@ class VllmCommand:
                                                               f"every prompt again")
             self.not_modelled.pop(flag, None)
             self._check_pd_connector(flag)
+        if self.marlin and resolved.hardware.platform != "cuda":  # (r174: ran on Intel's B60)
+            raise ConfigError(_flag("serve", "quantization", self.version),
+                              f"{self.marlin}: Marlin's kernels are CUDA's, and the {resolved.hardware.name} is not a "
+                              f"CUDA GPU (vLLM: not supported on {resolved.hardware.platform})")
         if self.bench.ready_check:
             self._check_test_request(resolved)
         self._check_prefix_match_unit(resolved)
@@ -512,9 +517,13 @@ def _false_entry(key: str, version: str) -> tuple[str | None, str | None]:
     registered = parser._option_string_actions
     if version != "0.19.0" and f"--no-{key}" in registered:
         return f"--no-{key}", None
-    action = registered.get("--" + key.replace("_", "-"))
-    row = rows.get(action.dest) if action is not None else None
-    if row is None or row["type"] != "switch" or "--" + key.replace("_", "-") in negatives(row) \
+    flag = "--" + key.replace("_", "-")
+    # the flag as argparse finds it: its name, or a prefix of one switch's (r175: `enable-prefix: false` was
+    # dropped unsaid, where `true` turns caching on)
+    found = {a.dest: name for name, a in registered.items() if name == flag} or \
+        {a.dest: name for name, a in registered.items() if name.startswith(flag)}
+    row = rows.get(next(iter(found))) if len(found) == 1 else None
+    if row is None or row["type"] != "switch" or found[row["flag"].lstrip("-").replace("-", "_")] in negatives(row) \
             or row.get("default") is False:
         return None, None  # not a switch, a negative form, or off by default: dropping it changes nothing
     spelt = next((n for n in negatives(row) if n.startswith("--no-")), None)
@@ -530,9 +539,15 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
     false as _false_entry says, a list as --key v1 v2, a mapping as JSON."""
     from servesim.simulator.files import load_yaml, read_settings_text
 
+    where = "vllm serve --config"
+    if glued := next((a for a in argv if a.startswith("--config=")), None):  # (r175: read as not modelled, unsaid)
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: {where}: {glued} is not read: vLLM pulls a config file in only from "
+                  f"`--config FILE`, two words (its parser tests `\"--config\" in args`), so it ignores this one's "
+                  f"keys, and so does servesim"])
     if "--config" not in argv:
         return argv
-    where = "vllm serve --config"
     if argv.count("--config") > 1:
         raise ConfigError(where, "given more than once: vLLM takes one config file")
     i = argv.index("--config")
@@ -633,6 +648,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
         if unmodelled:  # (r171: recorded only, the pool and steps a 16-bit GPU-resident model's, unsaid)
             raise ConfigError(_flag("serve", dest, version), f"{serve[dest]:g}: {why}" if dest == "cpu_offload_gb"
                               else f"{serve[dest]}: {why}")
+    marlin = serve.get("quantization") if "marlin" in str(serve.get("quantization")) else None
     if serve.get("quantization") is not None:
         _quantization(serve, model_given, arch, version, not_modelled)
     if version != "0.19.0":
@@ -808,7 +824,7 @@ def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSI
     settings["engine.vllm_defaults"] = version  # the release's own defaults fill what the line leaves out
     drafts = (k or spec_config.get("num_speculative_tokens")) if serve.get("enable_lora") and spec_config else None
     return VllmCommand(model, settings, options, not_modelled, version, set(serve), served[0],
-                       drafts if isinstance(drafts, int) else None, effective_kv_config(serve, version))
+                       drafts if isinstance(drafts, int) else None, effective_kv_config(serve, version), marlin)
 
 
 # servesim settings the bench command decides -> the flags that decide them

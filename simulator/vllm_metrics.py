@@ -166,7 +166,13 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
     per_step = per_step if per_step is not None else _step_tokens(result, version)
     line = line if line is not None else timeline(result, per_step)
     step_engine = steps["replica"][:]
-    engines = sorted(int(e) for e in np.unique(steps["replica"][:])) or [0]
+    # every engine the run had, an idle one too: vLLM registers an engine's metrics at start-up (r175: a replica
+    # the router never chose was missing from the scrape)
+    c, dp = result.config.get("cluster") or {}, (result.config.get("engine") or {}).get("data_parallel_size") or 1
+    reached = c.get("dp_ranks_reached") or dp  # the ranks this API server manages (others: another node's server)
+    every = {i for i in range(result.summary.get("replicas", 1))
+             if c.get("prefill_replicas") or dp == 1 or i % dp < reached}
+    engines = sorted({int(e) for e in np.unique(steps["replica"][:])} | every)
     names = ["model_name", "engine"]
 
     def tag(e: int) -> str:

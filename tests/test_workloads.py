@@ -601,7 +601,7 @@ def test_round_169_yaml_merge_keys_and_underscores_read_as_yaml_and_python_read_
     assert load_scenario(None, ["engine.max_num_seqs=1_024"]).engine.max_num_seqs == 1024
     assert load_scenario(None, ["workload.arrival.rate=1_0.5"]).workload.arrival.rate == 10.5
     load(None, ["hardware={gpu: null, memory_gib: 80}"])
-    assert "hardware.gpu is null: memory_bandwidth_gbps 3350 and bf16_tflops 989 assumed" in capsys.readouterr().err
+    assert "hardware.gpu is null: memory_bandwidth_gbps 3350, bf16_tflops 989, fp8_tflops 1979" in capsys.readouterr().err
 
 
 def test_round_170_a_set_reaches_an_slo_class_named_with_a_dot(tmp_path, capsys):
