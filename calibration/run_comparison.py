@@ -97,6 +97,11 @@ def _dotted(data: dict, prefix: str = "") -> dict:
     return out
 
 
+def _same(a, b) -> bool:
+    """Two setting values alike as the settings take them: 2048.0 is 2048 (r176: said to replace it)."""
+    return a == b and type(a) is not bool and type(b) is not bool or a is b
+
+
 def _with_overrides(run: RealRun, sets: list[str]) -> tuple[list[str], list[str]]:
     """The run's recorded settings under the user's --sets, and a warning for each recorded value a --set replaces.
     A recorded pool of KV blocks is memory: under another --set engine.block_size it is kept as the same tokens."""
@@ -104,8 +109,8 @@ def _with_overrides(run: RealRun, sets: list[str]) -> tuple[list[str], list[str]
 
     given = {k.strip(): v for k, v in (s.split("=", 1) for s in sets if "=" in s)}  # keys as --set reads them
     recorded = dict(s.split("=", 1) for s in run.sets)
-    warnings = [f"--set {k}={given[k]} replaces the {k}={v} that {run.path} records"
-                for k, v in recorded.items() if k in given and given[k] != v]
+    warnings = [f"--set {k}={given[k].strip()} replaces the {k}={v} that {run.path} records"  # as values, not
+                for k, v in recorded.items() if k in given and not _same(set_value(given[k]), set_value(v))]  # text
     for g, text in given.items():  # a mapping's keys too (r159: hardware={gpu: h100-sxm} ran an RTX 4090's run unsaid)
         mapping = set_value(text)
         inner = _dotted(mapping, f"{g}.") if isinstance(mapping, dict) else {}

@@ -634,7 +634,8 @@ def _add_run(sub) -> None:
                             ("--cooldown-s", "cooldown_s", "leave out requests arriving in the last S seconds"),
                             ("--warmup-requests", "warmup_requests", "leave out the first N requests to arrive"),
                             ("--cooldown-requests", "cooldown_requests", "leave out the last N requests to arrive")):
-        r.add_argument(flag, dest=key, metavar="S" if key.endswith("_s") else "N",
+        r.add_argument(flag, dest=key, metavar="S" if key.endswith("_s") else "N",  # read as numbers, not YAML
+                       type=number(float if key.endswith("_s") else int),  # (r176: 0x10 was 16, 1_0 was 10)
                        help=f"the summary's steady state: {what} (simulation.{key})")
     r.add_argument("--prometheus", action="store_true", help="also write the run under vLLM's Prometheus names: "
                                                                "prometheus.parquet (per step) and metrics.prom")

@@ -1607,13 +1607,17 @@ def _hardware(h: HardwareSettings) -> Hardware:
     none = {k: None for k in ("fp8_tflops", "fp4_tflops") if k in h.model_fields_set and getattr(h, k) is None}
     assumed = [k for k in CUSTOM_GPU_SPEEDS if speeds[k] is None and k not in none] if h.gpu is None else []
     h100 = builtin_gpu_table()["h100-sxm"]  # a GPU given by its memory runs at an H100 SXM's speeds, every one of
-    # them (r175: its links were the class defaults', 64 and 32 GB/s, and it had no fp8, beside README's word)
+    # them (r175: its links were the class defaults', 64 and 32 GB/s, and it had no fp8, beside README's word),
+    # and has its compute capability, which vLLM's Marlin and backends are picked by (r176: "none checked" beside
+    # a refusal for want of one)
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, kernel_tables=h.kernel_tables,
                        **(speeds | {k: h100[k] for k in assumed}))
-    if assumed:  # (r169: a GPU given by its memory alone ran at an H100's speeds, unsaid)
-        say_once([f"servesim: warning: hardware.gpu is null: {', '.join(f'{k} {getattr(hw, k):g}' for k in assumed)}"
-                  f" assumed (an H100 SXM's datasheet), and no compute capability checked: give your "
-                  f"GPU's, or a built-in hardware.gpu"])
+    if h.gpu is None:
+        hw = hw.model_copy(update={"compute_capability": h100["compute_capability"]})
+    if h.gpu is None:  # (r169: a GPU given by its memory alone ran at an H100's speeds, unsaid)
+        said = [f"{k} {getattr(hw, k):g}" for k in assumed] + [f"compute capability {hw.compute_capability:.1f}"]
+        say_once([f"servesim: warning: hardware.gpu is null: {', '.join(said)} assumed (an H100 SXM's datasheet): "
+                  f"give your GPU's, or a built-in hardware.gpu"])
     return hw.model_copy(update=none) if none else hw
 
 

@@ -249,6 +249,10 @@ class Profile(Settings):
                     and held[part] > held["max_ape"] + 1e-3:  # profile whose largest error was 1%; a rounding's 1e-3)
                 raise ValueError(f"held_out_error.{part} {held[part]:g} above max_ape {held['max_ape']:g}: no "
                                  f"{'mean' if part == 'mape' else 'percentile'} of errors passes their largest")
+        one = [held[k] for k in ("mape", "p90_ape", "max_ape") if held.get(k) is not None]
+        if held.get("points") == 1 and one and max(one) - min(one) > 1e-3:  # one point's error is all three (r176)
+            raise ValueError(f"held_out_error over 1 point: its mape, p90_ape and max_ape are that point's error, "
+                             f"got {', '.join(f'{v:g}' for v in one)}")
         for count, errors in (("points", ("mape", "p90_ape", "max_ape")), ("train_points", ("train_mape",))):
             given = [k for k in errors if (self.held_out_error or {}).get(k) is not None]  # r174: "MAPE 0.0% over
             if (self.held_out_error or {}).get(count) == 0 and given:  # 0 points" was taken as a measured error

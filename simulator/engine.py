@@ -507,7 +507,7 @@ def run_warnings(rs: ResolvedScenario, source: RequestSource, result: RunResult)
         said.append(f"the request source ({source.kind}) planned {source.planned():,} requests and sent "
                     f"{result.num_requests:,}, holding back {source.held_back():,}: {unsent:,} never arrived, in no "
                     f"metric (its planned() or held_back() is not what it sends)")
-    early = _turns_before_answers(result.request_columns)
+    early = _turns_before_answers(result.request_columns, getattr(rs.scenario.workload, "max_concurrency", None))
     return said + ([early] if early else []) + _priorities_unread(rs, result.request_columns["priority"])
 
 
@@ -526,7 +526,7 @@ def _priorities_unread(rs: ResolvedScenario, priorities) -> list[str]:
             f"slo_classes' priority or a trace's priority column), so {so}"]
 
 
-def _turns_before_answers(cols: dict) -> str | None:
+def _turns_before_answers(cols: dict, cap: int | None = None) -> str | None:
     """A trace's session turns replayed at their recorded times, before the answer their prompt holds exists here
     (r174: turns 1 and 2 finished 3 s before turn 0, unsaid); a synthetic session's never are (it sends each turn
     once the last is answered)."""
@@ -548,4 +548,5 @@ def _turns_before_answers(cols: dict) -> str | None:
     return (f"{early:,} of {later:,} later session turns arrived before the turn "
             f"before them was answered (session {session}'s turn {turn} at {a:g} s, the answer before it at {d:g} s): "
             f"a trace replays its recorded times, so each was sent before the answer its prompt holds existed here "
-            f"(the recorded server answered sooner, or the times are not a conversation's)")
+            f"(the recorded server answered sooner, or the times are not a conversation's"
+            + (f"; or workload.max_concurrency={cap} held the earlier turn back" if cap else "") + ")")  # (r176)

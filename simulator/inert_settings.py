@@ -162,6 +162,8 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
     if w.type == "synthetic" and w.max_concurrency and w.num_requests and w.max_concurrency >= w.num_requests:
         rules.append((True, w, "workload", ["max_concurrency"],
                       f"at or above workload.num_requests ({w.num_requests}): no request waits for another"))  # r148
+    if a is not None and a.process == "closed_loop" and a.ramp_up_s and a.concurrency == 1:  # (r176)
+        rules.append((True, a, "workload.arrival", ["ramp_up_s"], "one client starts at t = 0"))
     if a is not None and a.process == "closed_loop" and w.num_requests and a.concurrency >= w.num_requests:
         rules.append((True, a, "workload.arrival", ["think_time_s"],
                       f"workload.arrival.concurrency ({a.concurrency}) is at or above workload.num_requests "

@@ -523,32 +523,61 @@ def checkpoint_format(q) -> str | None:
     return None
 
 
-# a checkpoint's list of modules vLLM leaves unquantized (Fp8Config's ignored_layers, AWQ's modules_to_not_convert,
-# ModelOpt's exclude_modules, compressed-tensors' ignore): the ones servesim counts 16-bit anyway are harmless
-_SKIP_LISTS = ("ignored_layers", "modules_to_not_convert", "exclude_modules", "ignore")
-_KEPT_16BIT = {"lm_head", "embed_tokens", "gate", "router", "shared_expert_gate", "norm", "wte", "output"}
+# a checkpoint's lists of modules vLLM leaves unquantized, each matched as vLLM matches it: Fp8Config's
+# ignored_layers and compressed-tensors' ignore by name (or `re:` pattern), AWQ's modules_to_not_convert as a
+# substring of the layer's name (is_layer_skipped_awq), ModelOpt's exclude_modules as a glob (fnmatch)
+_SKIP_LISTS = {"ignored_layers": "name", "ignore": "name", "modules_to_not_convert": "substring",
+               "exclude_modules": "glob"}
+_PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.qkv_proj", "self_attn.o_proj",
+                "self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj",
+                "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp.gate_up_proj", "mlp.experts",
+                "mlp.experts.0.gate_proj", "mlp.experts.0.up_proj", "mlp.experts.0.down_proj",
+                "mlp.shared_expert.gate_up_proj", "mlp.shared_expert.down_proj", "mlp.shared_experts.down_proj",
+                "feed_forward.experts", "feed_forward.shared_expert.down_proj")
 
 
-def _left_unquantized(q) -> str | None:
-    """Linear layers a checkpoint keeps in 16 bits, which servesim would count quantized (r174: an fp8
-    checkpoint leaving its 96 MLP projections unquantized was sized 5.25 GiB light, its pool 2,688 blocks big);
-    gpt-oss's mxfp4 quantizes its experts only, as servesim counts it."""
+def _matches(entry: str, name: str, how: str) -> bool:
+    import fnmatch
+
+    if entry.startswith("re:"):
+        return re.fullmatch(entry[3:], name) is not None
+    return {"substring": lambda: entry in name, "glob": lambda: fnmatch.fnmatch(name, entry),
+            "name": lambda: name == entry or name.endswith("." + entry)}[how]()
+
+
+def _left_unquantized(q, layers: int) -> str | None:
+    """Decoder linear layers a checkpoint keeps in 16 bits, which servesim would count quantized (r174: an fp8
+    checkpoint leaving its 96 MLP projections unquantized was sized 5.25 GiB light, its pool 2,688 blocks big;
+    r176: a glob ending in `gate` matched every gate_proj). Each entry is matched, as vLLM matches it, against the
+    decoder's projections at every layer; one naming what servesim counts 16-bit anyway (lm_head, embeddings,
+    routers, norms, a vision tower) matches none. gpt-oss's mxfp4 quantizes its experts only, as servesim counts."""
     if not isinstance(q, dict) or checkpoint_format(q) in (None, "mxfp4"):
         return None
-    for key in _SKIP_LISTS:
-        listed = q.get(key) or []
-        names = listed if isinstance(listed, list) else [listed]
-        odd = [n for n in names if not (isinstance(n, str) and re.split(r"[.*]+", n.strip(".*"))[-1] in _KEPT_16BIT
-                                        or isinstance(n, str) and n.strip(".*").endswith("norm"))]
+    names = [f"{root}layers.{i}.{p}" for i in range(min(max(layers, 1), 512))
+             for root in ("model.", "model.language_model.", "language_model.model.") for p in _PROJECTIONS]
+    for key, how in _SKIP_LISTS.items():
+        listed = q.get(key)
+        if listed is None:
+            continue
+        if not (isinstance(listed, list) and all(isinstance(n, str) for n in listed)):
+            return f"quantization_config {key} {str(listed)[:60]} (vLLM reads a list of module names)"
+        odd = [n for n in listed if any(_matches(n, name, how) for name in names)]
         if odd:
             more = f" (and {len(odd) - 1:,} more)" if len(odd) > 1 else ""
-            return (f"quantization_config {key} leaves {str(odd[0])[:80]!r}{more} unquantized (servesim counts every "
+            return (f"quantization_config {key} leaves {odd[0][:80]!r}{more} unquantized (servesim counts every "
                     f"decoder linear layer in the checkpoint's format: give the checkpoint without them, or its "
                     f"16-bit one with engine.quantization)")
-    dynamic = q.get("dynamic")
-    if dynamic:  # GPTQ's per-module bits or skips
-        return (f"quantization_config dynamic {str(dynamic)[:80]} (per-module bit widths and skipped modules are not "
-                f"modelled)")
+    if q.get("dynamic"):  # GPTQ's per-module bits or skips
+        return (f"quantization_config dynamic {str(q['dynamic'])[:80]} (per-module bit widths and skipped modules are "
+                f"not modelled)")
+    block = q.get("modules_in_block_to_quantize")  # GPTQ: a decoder layer's linear layers not listed stay 16-bit
+    if block is not None:
+        listed = {str(n).split(".")[-1] for n in (sum(block, []) if all(isinstance(b, list) for b in block)
+                                                  else block)} if isinstance(block, list) else set()
+        missing = [p for p in ("o_proj", "down_proj") if p not in listed]
+        if missing or not listed & {"q_proj", "qkv_proj", "q_a_proj", "q_b_proj"}:
+            return (f"quantization_config modules_in_block_to_quantize {str(block)[:80]} leaves a decoder layer's "
+                    f"other linear layers unquantized (not modelled)")
     return None
 
 
@@ -574,7 +603,7 @@ def _unmodelled(data: dict, family: str) -> str | None:
     if group is not None and group != W4A16_GROUP:
         return (f"quantization_config group_size {group!r:.20} (servesim counts 4-bit AWQ/GPTQ weights in groups of "
                 f"{W4A16_GROUP}: a scale and a zero point each)")
-    if left := _left_unquantized(q):
+    if left := _left_unquantized(q, layers if isinstance(layers, int) else 1):
         return left
     if q is not None and checkpoint_format(q) is None:
         return (f"quantization_config {q.get('quant_method') if isinstance(q, dict) else q!r} (servesim reads fp8, "

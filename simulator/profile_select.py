@@ -316,8 +316,8 @@ def _read_cached(path: Path) -> Profile | None:
 def _write_cached(path: Path, prof: dict) -> None:
     text = yaml.safe_dump(prof, sort_keys=False)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    target = path  # the file the failure was writing (r175: its .sha256's was said to be the profile's)
-    try:
+    target = path.parent  # what the failure was writing (r175: its .sha256's was said to be the profile's; r176:
+    try:  # a file where the cache folder goes was said as the profile)
         path.parent.mkdir(parents=True, exist_ok=True)
         for target, content in ((path, text), (path.with_suffix(".sha256"), _checksum(text) + "\n")):
             tmp.write_text(content)
@@ -330,7 +330,9 @@ def _write_cached(path: Path, prof: dict) -> None:
             pass
         from servesim.simulator.config import say_once
 
-        say_once([f"servesim: warning: cannot cache the composed profile at {target} ({exc.strerror or exc}): "
+        why = "a file is there, not a folder" if isinstance(exc, (FileExistsError, NotADirectoryError)) \
+            and target == path.parent else exc.strerror or exc
+        say_once([f"servesim: warning: cannot cache the composed profile at {target} ({why}): "
                   f"every run composes it again (a few seconds); set SERVESIM_CACHE_DIR to a folder it can write"])
 
 

@@ -173,10 +173,16 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
     every = {i for i in range(result.summary.get("replicas", 1))
              if c.get("prefill_replicas") or dp == 1 or i % dp < reached}
     engines = sorted({int(e) for e in np.unique(steps["replica"][:])} | every)
-    names = ["model_name", "engine"]
+    # vLLM labels an engine by its DP rank in its own instance (from the server's first rank under external or
+    # hybrid balancing); each of several instances (cluster.replicas, prefill replicas) has its own /metrics, told
+    # apart here by the `replica` label a scrape of several targets adds (r176: replica x DP slots were labelled
+    # engine 0-7 at -dp 4)
+    dp = 1 if c.get("prefill_replicas") else dp
+    several = (c.get("replicas") or 1) + (c.get("prefill_replicas") or 0) > 1
+    names = ["model_name", "engine"] + (["replica"] if several else [])
 
-    def tag(e: int) -> str:
-        return str(e + first_engine)
+    def tag(e: int) -> list[str]:
+        return [model_name, str(e % dp + first_engine)] + ([str(e // dp)] if several else [])
 
     max_model_len = int(result.config["engine"]["max_model_len"] or 1)
     # the engine observes each output as it is produced: a cut run's unfinished requests too (r145)
@@ -194,7 +200,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
             g = GaugeMetricFamily(name, doc, labels=names)
             for e in engines:  # after the last request ended all are 0 (a run cut short: its last step's)
                 mine = line[line["engine"] == e]
-                g.add_metric([model_name, tag(e)], float(mine[name].iloc[-1]) if len(mine) and result.cut else 0.0)
+                g.add_metric(tag(e), float(mine[name].iloc[-1]) if len(mine) and result.cut else 0.0)
             yield g
         counters = {"vllm:num_preemptions": "Cumulative number of preemption from the engine.",
                     "vllm:prompt_tokens": "Number of prefill tokens processed.",
@@ -203,7 +209,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
             c = CounterMetricFamily(name, doc, labels=names)
             for e in engines:
                 mine = line[line["engine"] == e]
-                c.add_metric([model_name, tag(e)], float(mine[f"{name}_total"].iloc[-1]) if len(mine) else 0.0)
+                c.add_metric(tag(e), float(mine[f"{name}_total"].iloc[-1]) if len(mine) else 0.0)
             yield c
         local_hit = per_step["local"] + (per_step["recomputed"] if version == "0.19.0" else 0)
         sources = {"local_compute": per_step["computed"], "local_cache_hit": local_hit,
@@ -212,18 +218,18 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
                                 labels=names + ["source"])
         for e in engines:
             for source, values in sources.items():
-                c.add_metric([model_name, tag(e), source], float(values[step_engine == e].sum()))
+                c.add_metric(tag(e) + [source], float(values[step_engine == e].sum()))
         yield c
         c = CounterMetricFamily("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).",
                                 labels=names)
         for e in engines:
-            c.add_metric([model_name, tag(e)], float((per_step["local"] + per_step["external"])[step_engine == e].sum()))
+            c.add_metric(tag(e), float((per_step["local"] + per_step["external"])[step_engine == e].sum()))
         yield c
         if version == "0.19.0":  # 0.19's count of a whole-prompt hit's last token, computed again
             c = CounterMetricFamily("vllm:prompt_tokens_recomputed", "Number of cached tokens recomputed for forward "
                                     "pass.", labels=names)
             for e in engines:
-                c.add_metric([model_name, tag(e)], float(per_step["recomputed"][step_engine == e].sum()))
+                c.add_metric(tag(e), float(per_step["recomputed"][step_engine == e].sum()))
             yield c
         replica = cols["replica"]
         # the phases before the first token ran where the prompt was computed: a prefill replica when disaggregated
@@ -246,7 +252,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
                 tiers = {"device": looked_up("prefix_hits", e), "host": 0,
                          "p2p": per_step["external"][step_engine == e].sum(), "disk": 0, "external_unspecified": 0}
                 for source, value in tiers.items():
-                    c.add_metric([model_name, tag(e), source], float(value))
+                    c.add_metric(tag(e) + [source], float(value))
             yield c
         for name, doc, column in (("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of "
                                    "queried tokens.", "prefix_queries"),
@@ -254,9 +260,9 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
                                    "tokens.", "prefix_hits")):
             c = CounterMetricFamily(name, doc, labels=names)
             for e in engines:
-                c.add_metric([model_name, tag(e)], looked_up(column, e))
+                c.add_metric(tag(e), looked_up(column, e))
             yield c
-        yield from _spec_decode_counters(result, model_name, engines, tag)
+        yield from _spec_decode_counters(result, engines, tag, names)
         if version != "0.19.0":  # 0.33's API server counts the requests its queue limits refuse
             c = CounterMetricFamily("vllm:admission_rejections", "Number of admission attempts rejected by a queue "
                                     "limit, by reason.", labels=["model_name", "reason"])
@@ -280,7 +286,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
                 done = (finished & (replica == e) & (reason == label)).sum()
                 if label == "length":
                     done += (legs & (cols["prefill_replica"] == e)).sum()
-                ok.add_metric([model_name, tag(e), label], float(done))
+                ok.add_metric(tag(e) + [label], float(done))
         yield ok
         first = cols["first_scheduled_time"]
         latency = family_edges("request_latency", REQUEST_TIME_BUCKETS)
@@ -320,14 +326,14 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
             if name == "vllm:time_to_first_token_seconds":  # observed at the first token, finished or not (r145)
                 seen = seen | np.isfinite(first_token)
             for e in engines:
-                _histogram(h, [model_name, tag(e)], np.asarray(values, dtype=float)[seen & (where == e)], edges)
+                _histogram(h, tag(e), np.asarray(values, dtype=float)[seen & (where == e)], edges)
             yield h
         h = HistogramMetricFamily("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
                                   labels=names)
         if len(engines) == 1:
-            _histogram(h, [model_name, tag(engines[0])], np.asarray(itl_rows, dtype=float), itl)
+            _histogram(h, tag(engines[0]), np.asarray(itl_rows, dtype=float), itl)
         else:  # gaps by the engine each request ran on
-            _itl_by_engine(h, result, model_name, engines, itl, tag)
+            _itl_by_engine(h, result, engines, itl, tag)
         yield h
         h = HistogramMetricFamily("vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.",
                                   labels=names)
@@ -338,7 +344,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
         # prefill chunks alone returns none, and counted 0 (r129: 80 observed where vLLM observes 40)
         outputs = per_iteration > 0
         for e in engines:
-            _histogram(h, [model_name, tag(e)], per_iteration[(step_engine == e) & outputs].astype(float),
+            _histogram(h, tag(e), per_iteration[(step_engine == e) & outputs].astype(float),
                        family_edges("iteration_tokens", ITERATION_TOKEN_BUCKETS))
         yield h
 
@@ -351,7 +357,7 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
     return generate_latest(registry).decode()
 
 
-def _spec_decode_counters(result, model_name: str, engines: list[int], tag=str):
+def _spec_decode_counters(result, engines: list[int], tag, names: list[str]):
     """vLLM's spec-decode counters, registered as the engine starts with a speculative config, at 0 until a draft
     is verified (vllm/v1/spec_decode/metrics.py; r146: left out of a run whose drafts never came)."""
     from prometheus_client.core import CounterMetricFamily
@@ -360,7 +366,6 @@ def _spec_decode_counters(result, model_name: str, engines: list[int], tag=str):
     spec = result.config.get("speculative") or {}
     if spec.get("method", "none") == "none" and not any(counts.values()):
         return
-    names = ["model_name", "engine"]
     replica = result.step_columns["replica"][:]
     totals = {"vllm:spec_decode_num_drafts": ("Number of spec decoding drafts.", lambda e, c: c["num_drafts"]),
               "vllm:spec_decode_num_draft_tokens": ("Number of draft tokens.",
@@ -370,7 +375,7 @@ def _spec_decode_counters(result, model_name: str, engines: list[int], tag=str):
     for name, (doc, value) in totals.items():
         c = CounterMetricFamily(name, doc, labels=names)
         for e in engines:
-            c.add_metric([model_name, tag(e)], float(value(e, counts[e])) if counts.get(e) else 0.0)
+            c.add_metric(tag(e), float(value(e, counts[e])) if counts.get(e) else 0.0)
         yield c
     c = CounterMetricFamily("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per draft position.",
                             labels=names + ["position"])
@@ -379,18 +384,17 @@ def _spec_decode_counters(result, model_name: str, engines: list[int], tag=str):
     for e in engines:
         per = (counts.get(e) or {}).get("accepted_per_position", [])
         for pos in range(k):
-            c.add_metric([model_name, tag(e), str(pos)], float(per[pos]) if pos < len(per) else 0.0)
+            c.add_metric(tag(e) + [str(pos)], float(per[pos]) if pos < len(per) else 0.0)
     yield c
 
 
-def _itl_by_engine(h, result, model_name: str, engines: list[int], edges: list,
-                   tag=str) -> None:
+def _itl_by_engine(h, result, engines: list[int], edges: list, tag) -> None:
     replica = result.request_columns["replica"]
     gaps: dict[int, list[np.ndarray]] = {e: [] for e in engines}
     for row, times in result.tokens.per_request():  # a cut run's unfinished requests too, as vLLM observes them
         gaps.setdefault(int(replica[row]), []).append(np.diff(times))
     for e in engines:
-        _histogram(h, [model_name, tag(e)], np.concatenate(gaps[e]) if gaps[e] else np.zeros(0), edges)
+        _histogram(h, tag(e), np.concatenate(gaps[e]) if gaps[e] else np.zeros(0), edges)
 
 
 def write_prometheus(result, out: Path, model_name: str, version: str = "0.33.0", buckets: dict | None = None,
@@ -399,6 +403,10 @@ def write_prometheus(result, out: Path, model_name: str, version: str = "0.33.0"
     run's file list."""
     per_step = _step_tokens(result, version)  # once, for both files
     line = timeline(result, per_step)
-    line.assign(engine=line["engine"] + first_engine).to_parquet(out / "prometheus.parquet", index=False)
+    c, dp = result.config.get("cluster") or {}, (result.config.get("engine") or {}).get("data_parallel_size") or 1
+    dp = 1 if c.get("prefill_replicas") else dp
+    if (c.get("replicas") or 1) + (c.get("prefill_replicas") or 0) > 1:  # several instances: metrics.prom's labels
+        line.insert(2, "replica", line["engine"] // dp)
+    line.assign(engine=line["engine"] % dp + first_engine).to_parquet(out / "prometheus.parquet", index=False)
     (out / "metrics.prom").write_text(exposition(result, model_name, version, line, per_step, buckets, first_engine))
     return ["prometheus.parquet", "metrics.prom"]

@@ -41,8 +41,11 @@ def test_a_checkpoints_unquantized_layers_are_refused_not_counted_quantized(tmp_
         load(None, [f"model={_checkpoint(tmp_path, q)}", "hardware.gpu=b200-sxm"])
     harmless = {k: v for k, v in q.items() if k not in ("ignored_layers", "modules_to_not_convert",
                                                          "exclude_modules", "dynamic")}
+    # 16-bit in servesim anyway (r176: AWQ's entries are substrings, so a router's `mlp.gate` is not among them: it
+    # would skip gate_proj too, as vLLM's is_layer_skipped_awq does)
     harmless["ignored_layers" if q["quant_method"] == "fp8" else "modules_to_not_convert"] = \
-        ["lm_head", "model.embed_tokens", "model.layers.0.mlp.gate", "model.norm"]  # 16-bit in servesim anyway
+        ["lm_head", "model.embed_tokens", "model.norm"] + (["model.layers.0.mlp.gate"] if q["quant_method"] == "fp8"
+                                                           else [])
     rs = load(None, [f"model={_checkpoint(tmp_path, harmless, 'kept')}", "hardware.gpu=b200-sxm"])
     assert rs.arch.dtype in ("fp8", "w4a16", "nvfp4")
 
@@ -80,7 +83,8 @@ def test_a_gpu_given_by_its_memory_runs_at_every_h100_sxm_speed(capsys):
     h100 = load(None, ["hardware.gpu=h100-sxm"]).hardware
     for k in ("memory_bandwidth_gbps", "bf16_tflops", "fp8_tflops", "host_link_gbps", "gpu_link_gbps"):
         assert getattr(hw, k) == getattr(h100, k), k
-    assert "fp8_tflops 1979, host_link_gbps 64, gpu_link_gbps 450 assumed (an H100 SXM's" in capsys.readouterr().err
+    assert "fp8_tflops 1979, host_link_gbps 64, gpu_link_gbps 450, compute capability 9.0 assumed (an H100 SXM's" \
+        in capsys.readouterr().err
     given = load(None, ["hardware.gpu=null", "hardware.memory_gib=80", "hardware.fp8_tflops=null",
                         "hardware.gpu_link_gbps=100"]).hardware
     assert given.fp8_tflops is None and given.gpu_link_gbps == 100
@@ -97,8 +101,9 @@ def test_an_idle_replica_is_in_the_scrape_and_no_lookup_has_no_hit_rate(tmp_path
     assert main(["run", "--set", f"workload={{type: trace, path: {trace}}}", "--set", "cluster.replicas=2",
                  "--set", "cluster.router=prefix_affinity", "--prometheus", "--out", str(tmp_path / "r")]) == 0
     prom = (tmp_path / "r" / "metrics.prom").read_text()
-    assert 'vllm:prefix_cache_queries_total{engine="1",model_name="llama-3.1-8b"} 0.0' in prom
-    assert 'vllm:prefix_cache_queries_total{engine="0",model_name="llama-3.1-8b"} 192.0' in prom
+    # r176: each instance is its own engine 0, told apart by the replica label a scrape of several targets adds
+    assert 'vllm:prefix_cache_queries_total{engine="0",model_name="llama-3.1-8b",replica="1"} 0.0' in prom
+    assert 'vllm:prefix_cache_queries_total{engine="0",model_name="llama-3.1-8b",replica="0"} 192.0' in prom
     assert "prefix cache hit rate" in capsys.readouterr().out
     assert main(["run", "--set", "workload.num_requests=5", "--set", "engine.enable_prefix_caching=false",
                  "--out", str(tmp_path / "off")]) == 0
@@ -183,15 +188,31 @@ def test_an_slo_class_spelt_as_a_kind_is_named_in_the_field(capsys):
         assert said in capsys.readouterr().err
 
 
-def test_compare_reads_a_set_key_as_set_does(tmp_path, capsys):
-    """`--set "model = qwen3-8b"` ran Qwen3-8B, and compare still said the run records no model."""
-    from servesim.calibration.real_runs import read_run
-    from servesim.calibration.run_comparison import resolve_run
-
-    (tmp_path / "vllm").mkdir()
-    (tmp_path / "vllm" / "requests.jsonl").write_text("".join(
+def _records(folder, meta: dict | None = None) -> str:
+    """A run of 12 lifecycle records (and its meta.json, if given), as vLLM's request log holds them."""
+    (folder / "vllm").mkdir(parents=True)
+    (folder / "vllm" / "requests.jsonl").write_text("".join(
         json.dumps({"request_id": i, "input_toks": 100, "output_toks": 10, "queued_ts": 100 + i,
                     "scheduled_ts": 100.01 + i, "first_token_ts": 100.05 + i, "last_token_ts": 100.2 + i}) + "\n"
         for i in range(12)))
-    assert resolve_run(read_run(tmp_path), None, ["model = qwen3-8b", "hardware.gpu=h100-sxm"]).arch.name == "qwen3-8b"
+    if meta is not None:
+        (folder / "vllm" / "meta.json").write_text(json.dumps(meta))
+    return str(folder)
+
+
+def test_compare_reads_a_set_key_as_set_does(tmp_path, capsys):
+    """`--set "model = qwen3-8b"` ran Qwen3-8B, and compare still said the run records no model; r176: a --set equal
+    to the recorded value (` 256`, `2048.0`) was said to replace it."""
+    from servesim.calibration.real_runs import read_run
+    from servesim.calibration.run_comparison import resolve_run
+
+    run = read_run(_records(tmp_path / "a"))
+    assert resolve_run(run, None, ["model = qwen3-8b", "hardware.gpu=h100-sxm"]).arch.name == "qwen3-8b"
     assert "records no model" not in capsys.readouterr().err
+    run = read_run(_records(tmp_path / "b", {"model": "meta-llama/Llama-3.1-8B", "engine_kwargs": {
+        "max_num_seqs": 256, "max_num_batched_tokens": 2048}}))
+    resolve_run(run, None, ["hardware.gpu=h100-sxm", "engine.max_num_seqs = 256",
+                            "engine.max_num_batched_tokens=2048.0"])
+    assert "replaces" not in capsys.readouterr().err
+    resolve_run(run, None, ["hardware.gpu=h100-sxm", "engine.max_num_seqs=128"])
+    assert "--set engine.max_num_seqs=128 replaces the engine.max_num_seqs=256" in capsys.readouterr().err

@@ -31,39 +31,39 @@ def test_metrics_prom_holds_vllms_families_with_the_runs_numbers(tmp_path, capsy
 
     for engine in ("0", "1"):
         mine = req[req.replica == int(engine)]
-        buckets = samples("vllm:time_to_first_token_seconds", "_bucket", engine=engine)
+        buckets = samples("vllm:time_to_first_token_seconds", "_bucket", replica=engine)
         assert [float(s.labels["le"]) for s in buckets] == TTFT_BUCKETS + [float("inf")]
         assert [s.value for s in buckets] == [int((mine.ttft <= e).sum()) for e in TTFT_BUCKETS] + [len(mine)]
-        [total] = samples("vllm:time_to_first_token_seconds", "_sum", engine=engine)
+        [total] = samples("vllm:time_to_first_token_seconds", "_sum", replica=engine)
         assert total.value == pytest.approx(mine.ttft.sum())
-        [gen] = samples("vllm:generation_tokens", "_total", engine=engine)
+        [gen] = samples("vllm:generation_tokens", "_total", replica=engine)
         assert gen.value == mine.output_tokens.sum()
-        [prompt] = samples("vllm:prompt_tokens", "_total", engine=engine)
+        [prompt] = samples("vllm:prompt_tokens", "_total", replica=engine)
         assert prompt.value == mine.prompt_tokens.sum()
-        [count] = samples("vllm:inter_token_latency_seconds", "_count", engine=engine)
+        [count] = samples("vllm:inter_token_latency_seconds", "_count", replica=engine)
         assert count.value == (mine.output_tokens - 1).sum()  # one gap per token after the first
-        edges = [float(s.labels["le"]) for s in samples("vllm:request_prompt_tokens", "_bucket", engine=engine)]
+        edges = [float(s.labels["le"]) for s in samples("vllm:request_prompt_tokens", "_bucket", replica=engine)]
         assert edges[:-1] == [float(b) for b in buckets_1_2_5(8192)] and edges[-2] == 5000.0
         success = {s.labels["finished_reason"]: s.value for s in samples("vllm:request_success", "_total",
-                                                                           engine=engine)}
+                                                                           replica=engine)}
         assert list(success) == ["stop", "length", "abort", "error", "repetition"]  # vLLM makes every series
         # round 94: requests.parquet's finish_reason, per reason (every one had been counted "length")
         assert success == {r: float((mine.finish_reason == r).sum()) for r in success} and success["stop"] > 0
-        [steps_count] = samples("vllm:iteration_tokens_total", "_count", engine=engine)
+        [steps_count] = samples("vllm:iteration_tokens_total", "_count", replica=engine)
         assert steps_count.value == (steps.replica == int(engine)).sum()
-    assert [float(s.labels["le"]) for s in samples("vllm:inter_token_latency_seconds", "_bucket", engine="0")][:-1] \
+    assert [float(s.labels["le"]) for s in samples("vllm:inter_token_latency_seconds", "_bucket", replica="0")][:-1] \
         == ITL_BUCKETS
     # the timeline: vLLM's gauges per step, its counters running up to the totals
     line = pd.read_parquet(out / "prometheus.parquet")
-    assert len(line) == len(steps) and set(line.engine) == {0, 1}
-    for engine, t in line.groupby("engine"):
+    assert len(line) == len(steps) and set(line.replica) == {0, 1} and set(line.engine) == {0}
+    for engine, t in line.groupby("replica"):
         assert (np.diff(t["vllm:generation_tokens_total"]) >= 0).all()
         assert t["vllm:generation_tokens_total"].iloc[-1] == req[req.replica == engine].output_tokens.sum()
     assert line["vllm:num_requests_running"].max() <= steps.num_running.max()
     # r133: vLLM takes its stats once the step's finished requests have left (update_from_output): the gauges
     # after an engine's last step are 0, where they read that step's own batch and blocks
     finishing = req.groupby(["replica", "finish_time"]).size()
-    for engine, t in line.groupby("engine"):
+    for engine, t in line.groupby("replica"):
         assert t["vllm:num_requests_running"].iloc[-1] == 0 and t["vllm:kv_cache_usage_perc"].iloc[-1] == 0
         mine = steps[steps.replica == engine].reset_index(drop=True)
         left = mine.end.map(lambda e: finishing.get((engine, e), 0)).to_numpy()
@@ -71,10 +71,11 @@ def test_metrics_prom_holds_vllms_families_with_the_runs_numbers(tmp_path, capsy
 
 
 def _prom(result, version: str = "0.33.0") -> dict:
-    """(family sample name, engine[, source]) -> value of the run's metrics.prom."""
+    """(family sample name, engine[, source]) -> value of the run's metrics.prom; the engine is the instance's
+    `replica` label where there are several (each at DP 1 here, its own engine 0: r176)."""
     from servesim.simulator.vllm_metrics import exposition
 
-    return {(s.name, s.labels.get("engine"), s.labels.get("source") or s.labels.get("le")
+    return {(s.name, s.labels.get("replica", s.labels.get("engine")), s.labels.get("source") or s.labels.get("le")
              or s.labels.get("finished_reason")): s.value
             for f in parser.text_string_to_metric_families(exposition(result, "m", version)) for s in f.samples}
 

@@ -129,7 +129,7 @@ class ConcurrencyLimit(RequestSource):
 
 class ClosedLoopSource(RequestSource):
     """N clients; each sends its next request think_time after the previous one ends (after a rejection: after
-    the next request that finishes, or at once when nothing is in flight).
+    the next request that finishes, or when nothing is in flight its think time after the refusal).
 
     Requests come from `templates` in the order clients ask for them, so a run is
     deterministic. Stops at `limit` requests or when a follow-up would start at or
@@ -165,7 +165,14 @@ class ClosedLoopSource(RequestSource):
         return [replace(spec, request_id=self.issued - 1, arrival_time=follow_up_time(t, "workload.arrival.think_time_s"))]
 
     def initial(self) -> list[RequestSpec]:
-        return [s for i in range(self.concurrency) for s in self._next(i * self.ramp_up_s / self.concurrency)]
+        first = [s for i in range(self.concurrency) for s in self._next(i * self.ramp_up_s / self.concurrency)]
+        if len(first) < self.concurrency and self.ramp_up_s:  # (r176: 2 of 10 clients ran, the header saying 10)
+            why = "the requests ran out" if self.limit is not None and self.issued >= self.limit else \
+                f"the others start at or after duration_s ({self.duration_s:g} s)"
+            self.warnings.append(f"workload.arrival.ramp_up_s={self.ramp_up_s:g}: only {len(first):,} of the "
+                                 f"{self.concurrency:,} clients started ({why}), over "
+                                 f"{(len(first) - 1) * self.ramp_up_s / self.concurrency:g} s")
+        return first
 
     def on_finish(self, spec, t, completed, idle=False):
         """A finished request's client sends its next one after its think time. A rejected one's client waits
@@ -201,7 +208,7 @@ class ClosedLoopSource(RequestSource):
     def describe(self) -> str:
         cap = f"{self.limit:,} requests" if self.limit is not None else f"{self.duration_s:g} s"
         ramp = f", starting over {self.ramp_up_s:g} s" if self.ramp_up_s else ""
-        return f"closed loop: {self.concurrency} clients{ramp}, {cap}"
+        return f"closed loop: {self.concurrency} client{'s' * (self.concurrency != 1)}{ramp}, {cap}"
 
 
 class SessionSource(RequestSource):
