@@ -168,17 +168,18 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
     step_engine = steps["replica"][:]
     # every engine the run had, an idle one too: vLLM registers an engine's metrics at start-up (r175: a replica
     # the router never chose was missing from the scrape)
-    c, dp = result.config.get("cluster") or {}, (result.config.get("engine") or {}).get("data_parallel_size") or 1
-    reached = c.get("dp_ranks_reached") or dp  # the ranks this API server manages (others: another node's server)
+    cluster = result.config.get("cluster") or {}
+    dp = (result.config.get("engine") or {}).get("data_parallel_size") or 1
+    reached = cluster.get("dp_ranks_reached") or dp  # the ranks this API server manages (others: another node's)
     every = {i for i in range(result.summary.get("replicas", 1))
-             if c.get("prefill_replicas") or dp == 1 or i % dp < reached}
+             if cluster.get("prefill_replicas") or dp == 1 or i % dp < reached}
     engines = sorted({int(e) for e in np.unique(steps["replica"][:])} | every)
     # vLLM labels an engine by its DP rank in its own instance (from the server's first rank under external or
     # hybrid balancing); each of several instances (cluster.replicas, prefill replicas) has its own /metrics, told
     # apart here by the `replica` label a scrape of several targets adds (r176: replica x DP slots were labelled
     # engine 0-7 at -dp 4)
-    dp = 1 if c.get("prefill_replicas") else dp
-    several = (c.get("replicas") or 1) + (c.get("prefill_replicas") or 0) > 1
+    dp = 1 if cluster.get("prefill_replicas") else dp
+    several = (cluster.get("replicas") or 1) + (cluster.get("prefill_replicas") or 0) > 1
     names = ["model_name", "engine"] + (["replica"] if several else [])
 
     def tag(e: int) -> list[str]:
