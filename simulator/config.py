@@ -968,14 +968,21 @@ def unreliable_fit(profile) -> str | None:
     return None
 
 
+def marlin_off_cuda(quantization: str | None, hw: Hardware) -> str | None:
+    """A Marlin method named for a GPU that is not CUDA's, said (r174: ran on Intel's B60); None where fine."""
+    if quantization and "marlin" in quantization and hw.platform != "cuda":
+        return (f"{quantization}: Marlin's kernels are CUDA's, and the {hw.name} is not a CUDA GPU (vLLM: not "
+                f"supported on {hw.platform})")
+    return None
+
+
 def check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | None,
                   field: str = "engine.quantization") -> str | None:
     """W8A8 runs on fp8 tensor cores and NVFP4 on Blackwell's fp4 ones. Without them vLLM serves both weight-only
     through its Marlin kernels (fp8.py, modelopt.py: capability 7.5 on), 16-bit math on the stored weights: said,
     and timed so (Hardware.peak_flops falls back to bf16). A GPU that is not CUDA has no Marlin: refused."""
-    if quantization and "marlin" in quantization and hw.platform != "cuda":  # (r174: ran on Intel's B60)
-        raise ConfigError(field, f"{quantization}: Marlin's kernels are CUDA's, and the {hw.name} is not a CUDA GPU "
-                                 f"(vLLM: not supported on {hw.platform}); give {quantization.split('_')[0]}")
+    if off := marlin_off_cuda(quantization, hw):
+        raise ConfigError(field, f"{off}; give {quantization.split('_')[0]}")
     need = {"fp8": ("fp8_tflops", "fp8 tensor cores (Hopper, Ada, Blackwell)"),
             "nvfp4": ("fp4_tflops", "fp4 tensor cores (Blackwell)")}.get(arch.dtype)
     if not need or hw.has_tensor_cores_for(arch.dtype):  # quantized so, or a checkpoint of that format (the model's)
@@ -1601,8 +1608,7 @@ CUSTOM_GPU_SPEEDS = ("memory_bandwidth_gbps", "bf16_tflops", "fp8_tflops", "host
 
 
 def _hardware(h: HardwareSettings) -> Hardware:
-    speeds = {k: getattr(h, k) for k in ("memory_bandwidth_gbps", "bf16_tflops", "fp8_tflops", "fp4_tflops",
-                                         "host_link_gbps", "gpu_link_gbps")}
+    speeds = {k: getattr(h, k) for k in CUSTOM_GPU_SPEEDS + ("fp4_tflops",)}
     # a tensor-core speed given as null: no such cores, as README says (r153: the GPU's own was kept, unsaid)
     none = {k: None for k in ("fp8_tflops", "fp4_tflops") if k in h.model_fields_set and getattr(h, k) is None}
     assumed = [k for k in CUSTOM_GPU_SPEEDS if speeds[k] is None and k not in none] if h.gpu is None else []
@@ -1612,9 +1618,8 @@ def _hardware(h: HardwareSettings) -> Hardware:
     # a refusal for want of one)
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, kernel_tables=h.kernel_tables,
                        **(speeds | {k: h100[k] for k in assumed}))
-    if h.gpu is None:
-        hw = hw.model_copy(update={"compute_capability": h100["compute_capability"]})
     if h.gpu is None:  # (r169: a GPU given by its memory alone ran at an H100's speeds, unsaid)
+        hw = hw.model_copy(update={"compute_capability": h100["compute_capability"]})
         said = [f"{k} {getattr(hw, k):g}" for k in assumed] + [f"compute capability {hw.compute_capability:.1f}"]
         say_once([f"servesim: warning: hardware.gpu is null: {', '.join(said)} assumed (an H100 SXM's datasheet): "
                   f"give your GPU's, or a built-in hardware.gpu"])

@@ -254,8 +254,8 @@ class Profile(Settings):
             raise ValueError(f"held_out_error over 1 point: its mape, p90_ape and max_ape are that point's error, "
                              f"got {', '.join(f'{v:g}' for v in one)}")
         for count, errors in (("points", ("mape", "p90_ape", "max_ape")), ("train_points", ("train_mape",))):
-            given = [k for k in errors if (self.held_out_error or {}).get(k) is not None]  # r174: "MAPE 0.0% over
-            if (self.held_out_error or {}).get(count) == 0 and given:  # 0 points" was taken as a measured error
+            given = [k for k in errors if held.get(k) is not None]  # r174: "MAPE 0.0% over 0 points" was taken
+            if held.get(count) == 0 and given:  # as a measured error
                 raise ValueError(f"held_out_error.{given[0]}: measured over 0 points ({count}: 0) it is no error; "
                                  f"leave it null")
         for key in ("runs", "held_out_runs", "run_records", "run_latencies"):  # what validate serving checks a run

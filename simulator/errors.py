@@ -50,8 +50,13 @@ def first_error(exc, section: str = "") -> tuple[str, str]:
     # an unknown key is the user's, whatever its name (r174: `trace: x` in a trace workload was "workload: ...")
     key = tuple(err["loc"][-1:]) if err["type"] == "extra_forbidden" else ()
     where = tuple(err["loc"])[:len(err["loc"]) - len(key)]
-    loc += [str(p) for i, p in enumerate(where) if str(p) and not (
-        isinstance(p, str) and (p in _UNION_TAGS or _TYPE_TAG.match(p)) and not (i and where[i - 1] in _USER_KEYED))]
+
+    def tag(i: int) -> bool:  # a part pydantic put in the location, not a key the user named
+        p = where[i]
+        return isinstance(p, str) and bool(p in _UNION_TAGS or _TYPE_TAG.match(p)) and not (
+            i and where[i - 1] in _USER_KEYED)
+
+    loc += [str(p) for i, p in enumerate(where) if str(p) and not tag(i)]
     loc += [str(p) for p in key]
     if err["type"] == "setting_bound":  # raised for the whole mapping, about one key of it
         loc.append(err["ctx"]["key"])
@@ -60,8 +65,7 @@ def first_error(exc, section: str = "") -> tuple[str, str]:
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
         # a kind's fields differ: said where the key is the kind's own (not an SLO class's inside a workload kind)
-        kinds = [p for i, p in enumerate(where) if isinstance(p, str) and p in _UNION_TAGS and i == len(where) - 1
-                 and not (i and where[i - 1] in _USER_KEYED)]
+        kinds = [where[-1]] if where and where[-1] in _UNION_TAGS and tag(len(where) - 1) else []
         msg = f"unknown setting of the {kinds[-1]} kind" if kinds else "unknown setting"
         if ":" in str(err["loc"][-1]) and err.get("input") is None:  # {max_num_seqs:4}: one key, no value
             msg += _NO_SPACE

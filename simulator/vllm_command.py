@@ -412,10 +412,10 @@ class VllmCommand:
                                                               f"every prompt again")
             self.not_modelled.pop(flag, None)
             self._check_pd_connector(flag)
-        if self.marlin and resolved.hardware.platform != "cuda":  # (r174: ran on Intel's B60)
-            raise ConfigError(_flag("serve", "quantization", self.version),
-                              f"{self.marlin}: Marlin's kernels are CUDA's, and the {resolved.hardware.name} is not a "
-                              f"CUDA GPU (vLLM: not supported on {resolved.hardware.platform})")
+        from servesim.simulator.config import marlin_off_cuda
+
+        if off := marlin_off_cuda(self.marlin, resolved.hardware):
+            raise ConfigError(_flag("serve", "quantization", self.version), off)
         if self.bench.ready_check:
             self._check_test_request(resolved)
         self._check_prefix_match_unit(resolved)
@@ -575,7 +575,8 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
             flags += [flag] if flag else []
             also = [k for k in spelt[str(key).replace("_", "-")] if k != key and config[k] is True]
             if flag is None and also:  # r174: an earlier `enforce-eager: true` stands, not the last false
-                twice.remove(key) if key in twice else None
+                if key in twice:
+                    twice.remove(key)
                 warning = (warning or f"{key}: false is dropped, as vLLM {version} drops it") + \
                     f"; {also[0]}: true is taken"
             said += [f"servesim: warning: {where}: {warning}"] if warning else []

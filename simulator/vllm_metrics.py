@@ -153,6 +153,16 @@ BUCKET_FAMILIES = ("request_latency", "time_to_first_token", "inter_token_latenc
                    "request_params_n", "request_num_preemptions", "request_tokens", "kv_cache_residency")
 
 
+def _instances(result) -> tuple[int, bool]:
+    """(DP ranks of an instance, whether there are several instances). vLLM labels an engine by its DP rank in its
+    own instance (from the server's first rank under external or hybrid balancing); each of several instances
+    (cluster.replicas, prefill replicas: DP 1) has its own /metrics, told apart here by the `replica` label a scrape
+    of several targets adds (r176: replica x DP slots were labelled engine 0-7 at -dp 4)."""
+    cluster = result.config.get("cluster") or {}
+    dp = 1 if cluster.get("prefill_replicas") else (result.config.get("engine") or {}).get("data_parallel_size") or 1
+    return dp, (cluster.get("replicas") or 1) + (cluster.get("prefill_replicas") or 0) > 1
+
+
 def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_step: dict | None = None,
                buckets: dict | None = None, first_engine: int = 0) -> str:
     """The /metrics text of the run's end, per engine (replica); line and per_step: the timeline and the step
@@ -169,17 +179,10 @@ def exposition(result, model_name: str, version: str = "0.33.0", line=None, per_
     # every engine the run had, an idle one too: vLLM registers an engine's metrics at start-up (r175: a replica
     # the router never chose was missing from the scrape)
     cluster = result.config.get("cluster") or {}
-    dp = (result.config.get("engine") or {}).get("data_parallel_size") or 1
+    dp, several = _instances(result)
     reached = cluster.get("dp_ranks_reached") or dp  # the ranks this API server manages (others: another node's)
-    every = {i for i in range(result.summary.get("replicas", 1))
-             if cluster.get("prefill_replicas") or dp == 1 or i % dp < reached}
+    every = {i for i in range(result.summary.get("replicas", 1)) if dp == 1 or i % dp < reached}
     engines = sorted({int(e) for e in np.unique(steps["replica"][:])} | every)
-    # vLLM labels an engine by its DP rank in its own instance (from the server's first rank under external or
-    # hybrid balancing); each of several instances (cluster.replicas, prefill replicas) has its own /metrics, told
-    # apart here by the `replica` label a scrape of several targets adds (r176: replica x DP slots were labelled
-    # engine 0-7 at -dp 4)
-    dp = 1 if cluster.get("prefill_replicas") else dp
-    several = (cluster.get("replicas") or 1) + (cluster.get("prefill_replicas") or 0) > 1
     names = ["model_name", "engine"] + (["replica"] if several else [])
 
     def tag(e: int) -> list[str]:
@@ -404,9 +407,8 @@ def write_prometheus(result, out: Path, model_name: str, version: str = "0.33.0"
     run's file list."""
     per_step = _step_tokens(result, version)  # once, for both files
     line = timeline(result, per_step)
-    c, dp = result.config.get("cluster") or {}, (result.config.get("engine") or {}).get("data_parallel_size") or 1
-    dp = 1 if c.get("prefill_replicas") else dp
-    if (c.get("replicas") or 1) + (c.get("prefill_replicas") or 0) > 1:  # several instances: metrics.prom's labels
+    dp, several = _instances(result)
+    if several:  # several instances: metrics.prom's labels
         line.insert(2, "replica", line["engine"] // dp)
     line.assign(engine=line["engine"] % dp + first_engine).to_parquet(out / "prometheus.parquet", index=False)
     (out / "metrics.prom").write_text(exposition(result, model_name, version, line, per_step, buckets, first_engine))
