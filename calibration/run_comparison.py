@@ -102,6 +102,17 @@ def _same(a, b) -> bool:
     return a == b and type(a) is not bool and type(b) is not bool or a is b
 
 
+def _count(text: str | None) -> int | None:
+    """A --set value read as --set reads it, if it is a whole number >= 1 (8, 8.0); else None (the --set's own
+    check names a bad one)."""
+    from servesim.simulator.config import set_value
+
+    v = set_value(text) if text is not None else None
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else None
+
+
 def _with_overrides(run: RealRun, sets: list[str]) -> tuple[list[str], list[str]]:
     """The run's recorded settings under the user's --sets, and a warning for each recorded value a --set replaces.
     A recorded pool of KV blocks is memory: under another --set engine.block_size it is kept as the same tokens."""
@@ -128,16 +139,14 @@ def _with_overrides(run: RealRun, sets: list[str]) -> tuple[list[str], list[str]
             raise ConfigError("--set", f"{g}=... would replace the whole {g} section, dropping the "
                                        f"{', '.join(inside)} that {run.path} records: --set each key instead "
                                        f"(--set {g}.KEY=VALUE)")
-    blocks, size = recorded.get("engine.num_gpu_blocks_override"), recorded.get("engine.block_size", "16")
-    new_size = given.get("engine.block_size")
-    if blocks and new_size and new_size != size and "engine.num_gpu_blocks_override" not in given:
-        try:
-            kept = int(blocks) * int(size) // int(new_size)
-        except ValueError:
-            kept = None  # a block size that is no integer: the --set's own check names it
+    blocks, size = (_count(recorded.get(k, d)) for k, d in (("engine.num_gpu_blocks_override", None),
+                                                             ("engine.block_size", "16")))
+    new_size = _count(given.get("engine.block_size"))  # as --set reads it: 8.0 is 8 (r177)
+    if blocks and size and new_size and new_size != size and "engine.num_gpu_blocks_override" not in given:
+        kept = blocks * size // new_size
         if kept:
             recorded["engine.num_gpu_blocks_override"] = str(kept)
-            warnings.append(f"the recorded pool ({int(blocks):,} blocks of {size} tokens) is simulated as "
+            warnings.append(f"the recorded pool ({blocks:,} blocks of {size} tokens) is simulated as "
                             f"{kept:,} blocks of {new_size}")
     return [f"{k}={v}" for k, v in recorded.items()], warnings
 

@@ -197,6 +197,9 @@ class HardwareSettings(Settings):
     fp4_tflops: Speed | None = None
     host_link_gbps: Speed | None = None
     gpu_link_gbps: Speed | None = None
+    compute_capability: float | None = Field(None, ge=1, le=99, description=(
+        "CUDA's, which vLLM's Marlin kernels and attention backends are picked by (a GPU given by its memory: an "
+        "H100 SXM's 9.0 unless given)"))
 
 
 class AdmissionSettings(Settings):
@@ -1617,12 +1620,14 @@ def _hardware(h: HardwareSettings) -> Hardware:
     # and has its compute capability, which vLLM's Marlin and backends are picked by (r176: "none checked" beside
     # a refusal for want of one)
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, kernel_tables=h.kernel_tables,
-                       **(speeds | {k: h100[k] for k in assumed}))
-    if h.gpu is None:  # (r169: a GPU given by its memory alone ran at an H100's speeds, unsaid)
+                       compute_capability=h.compute_capability, **(speeds | {k: h100[k] for k in assumed}))
+    if h.gpu is None and h.compute_capability is None:  # (r177: the advice named no setting; now one)
         hw = hw.model_copy(update={"compute_capability": h100["compute_capability"]})
-        said = [f"{k} {getattr(hw, k):g}" for k in assumed] + [f"compute capability {hw.compute_capability:.1f}"]
+        assumed.append("compute_capability")
+    if assumed:  # (r169: a GPU given by its memory alone ran at an H100's speeds, unsaid)
+        said = [f"{k} {getattr(hw, k):{'.1f' if k == 'compute_capability' else 'g'}}" for k in assumed]
         say_once([f"servesim: warning: hardware.gpu is null: {', '.join(said)} assumed (an H100 SXM's datasheet): "
-                  f"give your GPU's, or a built-in hardware.gpu"])
+                  f"give your GPU's (hardware.{assumed[0]}, ...), or a built-in hardware.gpu"])
     return hw.model_copy(update=none) if none else hw
 
 

@@ -447,7 +447,8 @@ def collect(sim: Simulation, rs: ResolvedScenario) -> RunResult:
     result = RunResult.collect(rs, sim.front_end.log, [r.log for r in sim.replicas],
                                [r.kv.num_usable_blocks for r in sim.replicas], sim.env.now,
                                [counters(r.speculation) for r in sim.replicas],
-                               source.held_back() if isinstance(source, SessionSource) else None)
+                               source.held_back() if isinstance(source, SessionSource) else None,
+                               sim.front_end.arrivals_left())
     # a cut (simulation.max_sim_time_s) stopped the clock with requests in flight or still to arrive
     result.cut = result.in_flight() > 0 or sim.front_end.arrivals_left()
     return result

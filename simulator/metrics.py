@@ -497,9 +497,10 @@ class RunResult:
     @classmethod
     def collect(cls, rs, requests: RequestLog, logs: list[StepLog], usable_blocks: list[int],
                 sim_end: float, speculation: list[dict | None] | None = None,
-                turns_never_sent: int | None = None) -> "RunResult":
+                turns_never_sent: int | None = None, arrivals_left: bool = False) -> "RunResult":
         """turns_never_sent: a session workload's turns after a rejected one (its session ended), in no other count:
-        a summary key, as shedding that ends sessions leaves them out of goodput_fraction's requests (r128)."""
+        a summary key, as shedding that ends sessions leaves them out of goodput_fraction's requests (r128).
+        arrivals_left: a cut (max_sim_time_s) came before every request arrived, so the rates run to it."""
         steps = _step_columns(logs, usable_blocks)
         offsets = np.cumsum([0] + [len(log) for log in logs])
         ends = steps["end"]
@@ -534,7 +535,7 @@ class RunResult:
         unreached = [d * dp + r for d in range(c.replicas) for r in range(c.dp_ranks_reached or dp, dp)] \
             if not prefill_only and dp > 1 else []
         result.summary = result._summarize(finished, sim_end, len(logs), prefill_only, (itl_values, itl_counts),
-                                           measured, unreached)
+                                           measured, unreached, arrivals_left)
         del itl_values, itl_counts
         result.summary |= _spec_decode(result.summary, result.speculation)
         result.summary["cost_model_source"] = rs.cost_model_source  # which profile, and how it was chosen
@@ -547,7 +548,8 @@ class RunResult:
         return result
 
     def _summarize(self, finished: np.ndarray, sim_end: float, replicas: int = 1, prefill_only: int = 0,
-                   itl: tuple | None = None, measured: np.ndarray | None = None, unreached: list[int] = ()) -> dict:
+                   itl: tuple | None = None, measured: np.ndarray | None = None, unreached: list[int] = (),
+                   arrivals_left: bool = False) -> dict:
         """vLLM's benchmark figures plus servesim's; with several replicas, busy_fraction is the mean
         replica's, and completions count the replicas where requests finish: not the first `prefill_only`
         ones, which hand every request on; their imbalance leaves out the `unreached` DP ranks, too. With
@@ -566,9 +568,10 @@ class RunResult:
         completed = int(finished.sum())
         unfinished = n - completed - int(rejected.sum())
         # until every request has its answer, as vLLM's client waits for them all: a completion, or a refusal
-        # (answered when it arrives); a run cut short (max_sim_time_s) ran until the cut: its rates are over that
+        # (answered when it arrives); a run cut short (max_sim_time_s) ran until the cut: its rates are over that,
+        # with requests in flight or still to arrive (r177: those never arrived were not counted a cut)
         end = max(float(req["finish_time"][finished].max()), float(req["arrival_time"][rejected].max(initial=0.0))) \
-            if completed and not unfinished else sim_end
+            if completed and not unfinished and not arrivals_left else sim_end
         duration = max(end - start, 1e-12)
         s: dict = {
             "duration": duration,

@@ -530,15 +530,20 @@ _SKIP_LISTS = {"ignored_layers": "name", "ignore": "name", "modules_to_not_conve
                "exclude_modules": "glob"}
 _PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.qkv_proj", "self_attn.o_proj",
                 "self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj",
-                "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp.gate_up_proj", "mlp.experts",
+                "self_attn.fused_qkv_a_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp.gate_up_proj",
+                "mlp.experts", "block_sparse_moe.experts", "feed_forward.experts",
                 "mlp.experts.0.gate_proj", "mlp.experts.0.up_proj", "mlp.experts.0.down_proj",
-                "mlp.shared_expert.gate_up_proj", "mlp.shared_expert.down_proj", "mlp.shared_experts.down_proj",
-                "feed_forward.experts", "feed_forward.shared_expert.down_proj")
+                *(f"{shared}.{p}" for shared in ("mlp.shared_expert", "mlp.shared_experts", "feed_forward.shared_expert")
+                  for p in ("gate_proj", "up_proj", "gate_up_proj", "down_proj")))
 
 
 def _matches(entry: str, name: str, how: str) -> bool:
+    """vLLM's is_layer_skipped: an entry naming anything inside a fused-MoE layer (`...experts.5.down_proj`,
+    Mixtral's `...experts.0.w1`) leaves that whole layer unquantized; otherwise the list's own rule."""
     import fnmatch
 
+    if name.endswith("experts") and "experts" in entry and name in entry:
+        return True
     if entry.startswith("re:"):
         return re.fullmatch(entry[3:], name) is not None
     return {"substring": lambda: entry in name, "glob": lambda: fnmatch.fnmatch(name, entry),
@@ -561,6 +566,12 @@ def _left_unquantized(q, layers: int) -> str | None:
             continue
         if not (isinstance(listed, list) and all(isinstance(n, str) for n in listed)):
             return f"quantization_config {key} {str(listed)[:60]} (vLLM reads a list of module names)"
+        for n in listed:
+            if n.startswith("re:"):
+                try:
+                    re.compile(n[3:])
+                except re.error as e:
+                    return f"quantization_config {key} entry {n[:60]!r} is no regular expression ({e})"
         odd = [n for n in listed if any(_matches(n, name, how) for name in names)]
         if odd:
             more = f" (and {len(odd) - 1:,} more)" if len(odd) > 1 else ""

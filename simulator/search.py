@@ -413,8 +413,9 @@ def _result_at(scenario: str | None, sets: list[str], rate: float, setting: str 
     try:
         return simulate(load(scenario, sets + [override(setting, rate)]))  # the rate reported, to the last bit
     except ConfigError as exc:
-        if exc.field.startswith(("simulation.warmup", "simulation.cooldown")):  # a window in seconds leaves none
-            # of the requests once the search sends them faster (r176: said without the rate that did it)
+        if exc.field in ("simulation.warmup_s", "simulation.cooldown_s"):  # a window in seconds leaves none of
+            # the requests once the search sends them faster (r176: said without the rate that did it; r177: not a
+            # window in requests, which leaves none at any rate)
             raise ConfigError(exc.field, f"{exc.message}, at the searched {setting}={rate:g}; a window given in "
                                          f"requests (warmup_requests, cooldown_requests) keeps its share at every "
                                          f"rate") from None

@@ -1373,6 +1373,7 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
                                  "(an MTP drafter without a count fails its start: it compares the missing count "
                                  "before it reads the drafter's n_predict)")
     _check_mtp_layers(config, method, k, arch, field)
+    _check_draft_vocab(config, method, arch, field)
     _check_speculative_values(config, method, k, serve, arch, version, field)
     if method == "extract_hidden_states":
         return _extract_hidden_states(config, k, field, not_modelled), method, config
@@ -1402,6 +1403,23 @@ def _speculation(serve: dict, version: str, not_modelled: dict, arch=None) -> tu
         if key not in used:
             not_modelled[f"{field}.{key}"] = value
     return out, method, config
+
+
+def _check_draft_vocab(config: dict, method: str, arch, field: str) -> None:
+    """SpeculativeConfig.verify_equal_vocab_size_if_draft_model: a draft model with another vocabulary is refused
+    (0.33: unless use_heterogeneous_vocab), where servesim reads the drafter (a built-in's id, a config.json; r177:
+    Qwen2.5-7B drafting for Llama-3.1-8B ran)."""
+    if method != "draft_model" or arch is None or config.get("use_heterogeneous_vocab") or \
+            not isinstance(config.get("model"), str):
+        return
+    try:
+        draft = load_model(config["model"])
+    except ConfigError:
+        return  # a drafter servesim cannot read: its vocabulary unknown, its name recorded
+    if draft.vocab_size != arch.vocab_size:
+        raise ConfigError(f"{field}.model", f"{config['model']}'s vocabulary ({draft.vocab_size:,} tokens) is not "
+                                            f"{arch.name}'s ({arch.vocab_size:,}): vLLM refuses a draft model with "
+                                            f"another vocabulary size")
 
 
 def _check_mtp_layers(config: dict, method: str, k: int, arch, field: str) -> None:

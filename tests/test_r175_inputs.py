@@ -83,7 +83,7 @@ def test_a_gpu_given_by_its_memory_runs_at_every_h100_sxm_speed(capsys):
     h100 = load(None, ["hardware.gpu=h100-sxm"]).hardware
     for k in ("memory_bandwidth_gbps", "bf16_tflops", "fp8_tflops", "host_link_gbps", "gpu_link_gbps"):
         assert getattr(hw, k) == getattr(h100, k), k
-    assert "fp8_tflops 1979, host_link_gbps 64, gpu_link_gbps 450, compute capability 9.0 assumed (an H100 SXM's" \
+    assert "fp8_tflops 1979, host_link_gbps 64, gpu_link_gbps 450, compute_capability 9.0 assumed (an H100 SXM's" \
         in capsys.readouterr().err
     given = load(None, ["hardware.gpu=null", "hardware.memory_gib=80", "hardware.fp8_tflops=null",
                         "hardware.gpu_link_gbps=100"]).hardware

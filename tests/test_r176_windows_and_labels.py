@@ -91,7 +91,7 @@ def test_round_176_leftovers_of_r175s_fixes(tmp_path, monkeypatch, capsys):
 
     rs = load(None, ["hardware.gpu=null", "hardware.memory_gib=80", "engine.quantization=modelopt_fp4"])
     assert rs.hardware.compute_capability == 9.0
-    assert "compute capability 9.0 assumed (an H100 SXM's datasheet)" in capsys.readouterr().err
+    assert "compute_capability 9.0 assumed (an H100 SXM's datasheet)" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="held_out_error over 1 point: its mape, p90_ape and max_ape are that"):
         load_profile({"name": "p", "cost_model": "linear", "coefficients": {"step_overhead_ms": 1},
                       "held_out_error": {"mape": 0.01, "p90_ape": 0.02, "max_ape": 0.9, "points": 1}})

@@ -151,7 +151,7 @@ def test_a_trace_whose_own_times_span_too_far_names_the_file_not_time_scale(tmp_
     """A year-0001 timestamp among 2023's was blamed on time_scale, which the user never set."""
     path = tmp_path / "year1.csv"
     path.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n0001-01-01 00:00:00,5,3\n2023-11-16 18:15:46.68,5,3\n")
-    with pytest.raises(ConfigError, match="year1.csv: its arrivals kept span 6.38e\\+10 s, .*another unit") as e:
+    with pytest.raises(ConfigError, match="year1.csv: its arrivals kept reach 6.38e\\+10 s of its clock .*another unit") as e:
         read_trace(path)
     assert e.value.field == str(path)
 

@@ -847,8 +847,11 @@ def _trace_of_rows(path: Path, fmt: str, rows: _Rows, time_scale: float = 1.0, s
         t = own / time_scale
     if not (np.isfinite(t).all() and t[-1] <= MAX_SECONDS):  # beyond it, float seconds lose the microseconds
         if not np.isfinite(own).all() or own[-1] > MAX_SECONDS:  # the file's own times, unscaled
-            _fail(path, "", f"its arrivals kept span {own[-1]:.3g} s, and at most {MAX_SECONDS:g} s can "
-                            f"be simulated (a timestamp in another unit, or a damaged row?)")
+            late = (f"; its first kept arrival is at {own[0]:.17g} s of its clock: start_s={own[0] + start_s:.17g} "
+                    f"replays from there") if own[0] > MAX_SECONDS / 2 and own[-1] - own[0] <= MAX_SECONDS else ""
+            _fail(path, "", f"its arrivals kept reach {own[-1]:.3g} s of its clock (from start_s), and at most "
+                            f"{MAX_SECONDS:g} s can be simulated (a timestamp in another unit, or a damaged "
+                            f"row?){late}")  # r177: "span" said of a clock not starting at 0
         reach = f"{t[-1]:.3g} s" if np.isfinite(t[-1]) else "past any finite time"
         raise ConfigError("time_scale", f"{path}'s arrivals kept, scaled by 1/{time_scale:g}, reach {reach}: "
                                         f"at most {MAX_SECONDS:g} s can be simulated")
