@@ -217,8 +217,16 @@ def fit_directory(src: str | Path, out: str | Path | None = None, name: str | No
     # a GPU's table: no KV cache knee and no KV token read faster than its datasheet bandwidth, as a composition's
     # (r171: a user's H100 table fitted a knee at 605 tokens, the KV reads below it free, where README says none)
     on_gpu = gpu is not None and not str(meta.get("device", "cuda")).startswith("cpu")
+    floor = kv_floor_ms(arch, gpu, kv_cache_dtype or timed_kv, tp) if on_gpu else 0.0
     fit = fit_step_model(df, holdout=holdout, seed=seed, source=str(path), cache_knee=not on_gpu,
-                         context_floor_ms=kv_floor_ms(arch, gpu, kv_cache_dtype or timed_kv, tp) if on_gpu else 0.0)
+                         context_floor_ms=floor)
+    if floor and fit.coefficients.get("per_context_token_ms", 0.0) <= floor * (1 + 1e-6):  # r178: raised unsaid
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: the steps read each decode KV token no slower than {gpu}'s datasheet "
+                  f"bandwidth allows ({floor:.3g} ms a token, {kv_cache_dtype or timed_kv or 'the model'}'s KV "
+                  f"bytes): the fit holds that cost at its floor (steps timed on another GPU, in another unit, or "
+                  f"with another KV cache dtype?)"])
     if "experts_touched" in df.columns and arch is not None:  # what per_expert_ms is priced over, as an import
         fit.coefficients |= {"moe_experts": arch.num_experts, "moe_top_k": arch.experts_per_token}  # writes (r129)
     hw = meta.get("hardware", {})

@@ -618,8 +618,8 @@ def engine_sets(meta: dict, where) -> list[str]:
     for key in ("block_size", "num_gpu_blocks_override"):  # the pool the engine really had, in its blocks
         if recorded[key] is not None:
             sets.append(f"engine.{key}={recorded[key]}")
-    if kw.get("kv_cache_dtype") not in (None, "auto"):  # null: left at vLLM's default (r158: refused as 'None')
-        sets.append(f"engine.kv_cache_dtype={kw['kv_cache_dtype']}")
+    if kw:  # null: left at vLLM's default, auto (r158: refused as 'None'); recorded so a --set replacing it is
+        sets.append(f"engine.kv_cache_dtype={kw.get('kv_cache_dtype') or 'auto'}")  # said (r178: unsaid)
     if meta.get("vllm_version") is not None:  # its release's defaults fill what it did not record
         version = meta["vllm_version"]
         if not isinstance(version, str):

@@ -59,6 +59,8 @@ def resolve_run(run: RealRun, scenario: str | None = None, sets: list[str] | Non
                 and exc.field not in given:
             raise ConfigError(str(run.path), f"records {exc.field}: {exc.message}") from None
         raise
+    rs, rescaled = _pool_as_memory(run, scenario, recorded, list(sets or []), rs, keys + list(given))
+    warnings += rescaled
     gpu_given = any(k == "hardware" or k.startswith("hardware.") for k in keys + list(given))
     if not gpu_given and not any(s.startswith("hardware.gpu=") for s in recorded):
         device = run.meta.get("unmapped_gpu")
@@ -100,6 +102,28 @@ def _dotted(data: dict, prefix: str = "") -> dict:
 def _same(a, b) -> bool:
     """Two setting values alike as the settings take them: 2048.0 is 2048 (r176: said to replace it)."""
     return a == b and type(a) is not bool and type(b) is not bool or a is b
+
+
+def _pool_as_memory(run: RealRun, scenario: str | None, recorded: list[str], sets: list[str], rs, given: list[str]):
+    """A recorded pool of KV blocks is memory: beside the same weights, a --set KV format of other bytes a token
+    (engine.kv_cache_dtype=fp8) holds its bytes, not its blocks (r178: 2,588 bf16 blocks stayed 2,588 in fp8)."""
+    from servesim.simulator.config import load
+
+    key = "engine.num_gpu_blocks_override"
+    if not any(s.startswith(key + "=") for s in run.sets) or key in given:
+        return rs, []
+    try:
+        before = load(scenario, list(run.sets))
+    except ConfigError:
+        return rs, []  # the record alone does not load: nothing to keep
+    old, new = before.kv_layout.page_bytes_per_token, rs.kv_layout.page_bytes_per_token
+    if old == new or before.weight_bytes_per_gpu() != rs.weight_bytes_per_gpu():
+        return rs, []  # the same format, or other weights: the pool beside them is not the recorded one's memory
+    blocks = rs.scenario.engine.num_gpu_blocks_override
+    kept = max(blocks * old // new, 1)
+    rs = load(scenario, [f"{key}={kept}" if s.startswith(key + "=") else s for s in recorded] + sets)
+    return rs, [f"the recorded pool ({blocks:,} blocks of {old:,} bytes a token) is simulated as {kept:,} blocks of "
+                f"{new:,} bytes a token, the same memory"]
 
 
 def _count(text: str | None) -> int | None:
@@ -380,8 +404,13 @@ def _check_given_sim(path: Path, requests: pd.DataFrame, run: RealRun) -> None:
             sim_t[i], sim_t[j] = sim_t[j], sim_t[i]
     try:
         data = load_scenario_file(path / "config.yaml") if (path / "config.yaml").is_file() else {}
-    except ConfigError:
-        data = {}  # a damaged or missing scenario record: nothing to check against
+        unread = "" if data else "has an empty config.yaml" if (path / "config.yaml").is_file() else \
+            "has no config.yaml"
+    except ConfigError as exc:
+        data, unread = {}, f"has a config.yaml servesim cannot read ({exc.message[:80]})"
+    if unread:  # nothing to check against: said, not passed as checked (r178: a SIM of max_num_seqs 4, unsaid)
+        say_once([f"servesim: warning: {path} {unread}: its settings (model, GPU, engine) were not checked "
+                  f"against what {run.path} records"])
     _say_sim_in_sample(path, data.get("profile"), run)
     from servesim.simulator.model_arch import HF_IDS
 

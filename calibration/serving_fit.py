@@ -226,6 +226,7 @@ def _describe_fit(fitted: dict, rs0, train: list[RealRun], held_out: list[RealRu
                   f"{', '.join(r.name for r in train)}: {', '.join(f'{k}={v:g}' for k, v in best.items())} "
                   f"on {rs0.cost_model_source or rs0.profile.name}",
         "model": rs0.arch.name, "dtype": rs0.arch.dtype, "gpu": rs0.scenario.hardware.gpu,
+        "kv_cache_dtype": rs0.arch.kv_cache_dtype or rs0.arch.dtype,  # r178: a roofline start wrote none
         "tensor_parallel_size": rs0.scenario.engine.tensor_parallel_size,
         "engine_version": f"vLLM {', '.join(versions)}" if versions else None,
         "held_out_error": {k: (round(v, 5) if isinstance(v, float) else v) for k, v in held.items()}

@@ -375,6 +375,21 @@ def _scenario_specs(path: str, sets: list[str], writing: bool = False):
     from dataclasses import replace
 
     w = rs.scenario.workload
+    if not writing:  # described as a run serves them: what the API server answers 400 never runs (r178: a 0.19
+        from servesim.simulator.engine import max_tokens_sent  # refusal was described cut to fit)
+        from servesim.simulator.front_end import bad_request
+
+        sent = max_tokens_sent(w, rs.scenario.engine)
+        refused = [why for s in specs if (why := bad_request(s, rs.max_model_len, **sent))]
+        if refused:
+            from collections import Counter
+
+            whys = ", ".join(f"{n:,} {why}" for why, n in Counter(refused).most_common())
+            say_once([f"servesim: warning: a run's API server refuses {len(refused):,} of the {len(specs):,} "
+                      f"requests (400: {whys}): described without them"])
+            specs = [s for s in specs if not bad_request(s, rs.max_model_len, **sent)]
+            if not specs:
+                raise ConfigError("workload", "a run's API server refuses every request: nothing to describe")
     sends = getattr(w, "request_max_tokens", False)
     if getattr(w, "min_tokens", None):  # the answers as generated: vLLM holds the stop back until min_tokens
         specs = [replace(s, output_tokens=max(s.output_tokens, w.min_tokens))

@@ -454,6 +454,12 @@ class ResolvedScenario:
     reserved_memory_bytes: int = 0  # per GPU, vLLM's start-up profile besides weights and KV (start_up_reserve)
     scenario_text: str = ""  # the scenario and profile as resolved: the API refuses them edited since
 
+    def weight_bytes_per_gpu(self) -> int:
+        """The model's weights on each GPU of an engine, beside which its KV pool is sized."""
+        e = self.scenario.engine
+        ep = e.tensor_parallel_size * e.data_parallel_size if e.enable_expert_parallel else None
+        return math.ceil(self.arch.weight_bytes_per_gpu(e.tensor_parallel_size, ep, e.num_redundant_experts))
+
     def edited(self) -> bool:
         """Whether its scenario or profile was changed in place since resolve: what it derived is then stale."""
         return bool(self.scenario_text) and _resolved_text(self.scenario, self.profile) != self.scenario_text
@@ -483,11 +489,9 @@ class ResolvedScenario:
         if self.cudagraph_max_tokens:  # none when eager, or when every size given is above the budget
             d["engine"].update(max_cudagraph_capture_size=self.cudagraph_max_tokens)
         e = self.scenario.engine  # per GPU, as the pool beside them is (r154: the model's whole weights and KV
-        ep = e.tensor_parallel_size * e.data_parallel_size if e.enable_expert_parallel else None  # stood here)
-        d["resolved"] = {"num_gpu_blocks": self.num_gpu_blocks, "kv_pool_bytes": self.kv_pool_bytes,
+        d["resolved"] = {"num_gpu_blocks": self.num_gpu_blocks, "kv_pool_bytes": self.kv_pool_bytes,  # stood here)
                          "reserved_memory_bytes": self.reserved_memory_bytes,
-                         "weight_bytes_per_gpu": math.ceil(self.arch.weight_bytes_per_gpu(
-                             e.tensor_parallel_size, ep, e.num_redundant_experts)),
+                         "weight_bytes_per_gpu": self.weight_bytes_per_gpu(),
                          "kv_bytes_per_token_per_gpu": self.arch.kv_bytes_per_token_per_gpu(e.tensor_parallel_size),
                          "cost_model_source": self.cost_model_source, "derived": self._derived(d)}
         read = sorted(set(workload_paths(d["workload"])))
@@ -1619,6 +1623,13 @@ def _hardware(h: HardwareSettings) -> Hardware:
     # them (r175: its links were the class defaults', 64 and 32 GB/s, and it had no fp8, beside README's word),
     # and has its compute capability, which vLLM's Marlin and backends are picked by (r176: "none checked" beside
     # a refusal for want of one)
+    if h.gpu is not None and h.compute_capability is not None:  # r178: an H100 given 8.0 kept its fp8 cores, unsaid
+        own = builtin_gpu_table().get(h.gpu, {}).get("compute_capability")
+        if own != h.compute_capability:
+            raise ConfigError("hardware.compute_capability", f"{h.compute_capability:g} beside the built-in {h.gpu}, "
+                                                             f"whose is {'none (not CUDA)' if own is None else own}: "
+                                                             f"its datasheet, kernel tables and tensor cores go with "
+                                                             f"it; give a capability with hardware.gpu null")
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, kernel_tables=h.kernel_tables,
                        compute_capability=h.compute_capability, **(speeds | {k: h100[k] for k in assumed}))
     if h.gpu is None and h.compute_capability is None:  # (r177: the advice named no setting; now one)
@@ -1778,6 +1789,11 @@ def resolve(scenario: Scenario) -> ResolvedScenario:
                                                            f"an admission with one token left (a full prefix hit, a "
                                                            f"pulled prompt) to 1 + k and waits for room, which a step "
                                                            f"never has")
+    if pads and 0 < (e.long_prefill_token_threshold or 0) < 1 + pads:  # r178: simulated unpadded, unsaid
+        raise ConfigError("engine.long_prefill_token_threshold",
+                          f"{e.long_prefill_token_threshold}: below 1 + num_speculative_tokens ({1 + pads}): vLLM 0.33 "
+                          f"pads an admission with one token left (a full prefix hit, a resumed or pulled request) to "
+                          f"1 + k, cuts it to the threshold, and its engine core fails its own check (1 + k tokens)")
     return ResolvedScenario(scenario, arch, hw, profile, cost_model, tokens, seqs, max_model_len, blocks, pool,
                             selection.source, async_scheduling, graph_tokens, layout, scheduler,
                             derived_block_size=derived_block_size, reserved_memory_bytes=reserved,

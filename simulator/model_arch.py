@@ -528,13 +528,34 @@ def checkpoint_format(q) -> str | None:
 # substring of the layer's name (is_layer_skipped_awq), ModelOpt's exclude_modules as a glob (fnmatch)
 _SKIP_LISTS = {"ignored_layers": "name", "ignore": "name", "modules_to_not_convert": "substring",
                "exclude_modules": "glob"}
-_PROJECTIONS = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.qkv_proj", "self_attn.o_proj",
-                "self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj",
-                "self_attn.fused_qkv_a_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj", "mlp.gate_up_proj",
-                "mlp.experts", "block_sparse_moe.experts", "feed_forward.experts",
-                "mlp.experts.0.gate_proj", "mlp.experts.0.up_proj", "mlp.experts.0.down_proj",
-                *(f"{shared}.{p}" for shared in ("mlp.shared_expert", "mlp.shared_experts", "feed_forward.shared_expert")
-                  for p in ("gate_proj", "up_proj", "gate_up_proj", "down_proj")))
+_ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.qkv_proj", "self_attn.o_proj",
+              "self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj",
+              "self_attn.fused_qkv_a_proj")
+_MLP = ("gate_proj", "up_proj", "down_proj", "gate_up_proj")  # a fused layer and the shards vLLM checks for it
+_DENSE_MLP = tuple(f"mlp.{p}" for p in _MLP)
+_EXPERTS = {"mixtral": "block_sparse_moe.experts", "gpt_oss": "block_sparse_moe.experts",
+            "llama4_text": "feed_forward.experts"}  # others: mlp.experts
+_SHARED = {"qwen2_moe": "mlp.shared_expert", "deepseek_v2": "mlp.shared_experts", "deepseek_v3": "mlp.shared_experts",
+           "llama4_text": "feed_forward.shared_expert"}
+
+
+def _layer_projections(data: dict, family: str, layers: int) -> list[str]:
+    """The quantized linear layers vLLM builds in each decoder layer of this family (r178: a Mixtral AWQ
+    checkpoint's router entry `gate` matched a dense mlp.gate_proj Mixtral has not): attention; a dense layer's
+    MLP; an MoE layer's fused experts and, where the family has them, its shared experts."""
+    experts = next((data.get(hf) for hf, ours in HF_FAMILIES.get(family, {}).items() if ours == "num_experts"), None)
+    moe = isinstance(experts, int) and not isinstance(experts, bool) and experts > 0
+    first, step, only = data.get("first_k_dense_replace"), data.get("decoder_sparse_step"), data.get("mlp_only_layers")
+
+    def dense(i: int) -> bool:
+        return not moe or (isinstance(first, int) and i < first) or (isinstance(only, list) and i in only) or (
+            isinstance(step, int) and step > 1 and (i + 1) % step != 0)
+    shared = _SHARED.get(family) if family == "llama4_text" or data.get("shared_expert_intermediate_size") or \
+        data.get("n_shared_experts") else None
+    moe_layer = (_EXPERTS.get(family, "mlp.experts"), *((f"{shared}.{p}" for p in _MLP) if shared else ()))
+    return [f"{root}layers.{i}.{p}" for i in range(min(max(layers, 1), 512))
+            for root in ("model.", "model.language_model.", "language_model.model.")
+            for p in _ATTENTION + (_DENSE_MLP if dense(i) else moe_layer)]
 
 
 def _matches(entry: str, name: str, how: str) -> bool:
@@ -550,7 +571,7 @@ def _matches(entry: str, name: str, how: str) -> bool:
             "name": lambda: name == entry or name.endswith("." + entry)}[how]()
 
 
-def _left_unquantized(q, layers: int) -> str | None:
+def _left_unquantized(q, data: dict, family: str) -> str | None:
     """Decoder linear layers a checkpoint keeps in 16 bits, which servesim would count quantized (r174: an fp8
     checkpoint leaving its 96 MLP projections unquantized was sized 5.25 GiB light, its pool 2,688 blocks big;
     r176: a glob ending in `gate` matched every gate_proj). Each entry is matched, as vLLM matches it, against the
@@ -558,9 +579,13 @@ def _left_unquantized(q, layers: int) -> str | None:
     routers, norms, a vision tower) matches none. gpt-oss's mxfp4 quantizes its experts only, as servesim counts."""
     if not isinstance(q, dict) or checkpoint_format(q) in (None, "mxfp4"):
         return None
-    names = [f"{root}layers.{i}.{p}" for i in range(min(max(layers, 1), 512))
-             for root in ("model.", "model.language_model.", "language_model.model.") for p in _PROJECTIONS]
+    layers = data.get("num_hidden_layers")
+    names = _layer_projections(data, family, layers if isinstance(layers, int) and not isinstance(layers, bool) else 1)
     for key, how in _SKIP_LISTS.items():
+        if key == "modules_to_not_convert" and _method(q) == "fp8":  # Fp8Config's fallback for ignored_layers,
+            if q.get("ignored_layers"):  # matched as they are (r178: as AWQ's substrings, a router entry hit
+                continue  # gate_proj); unread beside them
+            how = "name"
         listed = q.get(key)
         if listed is None:
             continue
@@ -614,7 +639,7 @@ def _unmodelled(data: dict, family: str) -> str | None:
     if group is not None and group != W4A16_GROUP:
         return (f"quantization_config group_size {group!r:.20} (servesim counts 4-bit AWQ/GPTQ weights in groups of "
                 f"{W4A16_GROUP}: a scale and a zero point each)")
-    if left := _left_unquantized(q, layers if isinstance(layers, int) else 1):
+    if left := _left_unquantized(q, data, family):
         return left
     if q is not None and checkpoint_format(q) is None:
         return (f"quantization_config {q.get('quant_method') if isinstance(q, dict) else q!r} (servesim reads fp8, "

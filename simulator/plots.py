@@ -490,6 +490,8 @@ def _plot_results(results, kind: str, out, x: str, by: str | None, title: str | 
         return timeline(table, stem, title or f"run {src}")
     name = {"capacity": "max_rate.csv"}.get(kind, "sweep.parquet")
     table_path = src / name if src.is_dir() else src
+    if src.is_dir() and not table_path.is_file() and (src / "sweep.csv").is_file() and kind != "capacity":
+        table_path = src / "sweep.csv"  # the same table (r178: a folder holding only it was "no sweep's")
     if not table_path.is_file():
         if kind == "capacity" and src.is_dir() and (src / "replicas.csv").is_file():
             raise ConfigError("results", f"{src} holds a `search replicas` table (replicas.csv): --kind capacity "

@@ -376,7 +376,7 @@ class Scheduler:
             hit_blocks, hit = ([], r.num_computed_tokens) if resident else kv.lookup(r)
             n = r.num_tokens - hit
             cap = budget if budget < room - slots else room - slots
-            padded = n == 1 and pad and (ran or hit) and hit + 2 + pad <= s.max_model_len and not 0 < thr < 1 + pad
+            padded = n == 1 and pad and (ran or hit) and hit + 2 + pad <= s.max_model_len
             if padded:
                 if 1 + pad > cap:  # vLLM: rather not schedule it than unpadded
                     self.admission_blocked = "budget"

@@ -404,10 +404,13 @@ class VllmCommand:
             if not _moves_kv_between_instances(self.kv_transfer):
                 given = f"{_connector_name(self.kv_transfer)} moves no prompt's KV between instances" \
                     if self.kv_transfer else "the line has no KV connector"
+                example = f"e.g. {pd_kv_config(self.version)}, one line for both instances" \
+                    if self.version == "0.19.0" else (  # r178: kv_both, which 0.33 deprecates, was offered
+                        f"e.g. {pd_kv_config(self.version, 'decode')}: one line serves both instances here, as "
+                        f"0.33's NIXL pull connector reads no role; vLLM asks for kv_producer on prefill instances")
                 raise ConfigError("cluster.prefill_replicas", f"prefill/decode disaggregation needs {flag} with a "
                                                               f"connector that moves a prompt's KV from the prefill to "
-                                                              f"the decode instance (e.g. {pd_kv_config('0.19.0')}"
-                                                              f", one line for both instances)"
+                                                              f"the decode instance ({example})"
                                                               f": {given}, so vLLM's decode instance would compute "
                                                               f"every prompt again")
             self.not_modelled.pop(flag, None)

@@ -3,6 +3,7 @@ with its rate (each case failed on the code before its fix)."""
 
 import pandas as pd
 import pytest
+from hf_configs import LLAMA_8B
 from prometheus_client import parser
 
 from servesim.simulator.cli import main
@@ -47,9 +48,6 @@ def test_a_rate_search_names_the_rate_its_window_in_seconds_emptied(tmp_path, ca
     assert "a window given in requests (warmup_requests, cooldown_requests) keeps its share" in err
 
 
-LLAMA_8B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-            "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-            "vocab_size": 128256, "max_position_embeddings": 8192, "torch_dtype": "bfloat16", "rms_norm_eps": 1e-5}
 
 
 @pytest.mark.parametrize("q, refused", [

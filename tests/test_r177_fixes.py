@@ -3,43 +3,45 @@ import json
 from types import SimpleNamespace
 
 import pytest
+from hf_configs import LLAMA_8B, MIXTRAL, QWEN2_MOE, QWEN3_MOE
 
 from servesim.simulator.cli import main
 from servesim.simulator.config import load
 from servesim.simulator.errors import ConfigError
 
-QWEN3_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 2048,
-             "intermediate_size": 6144, "moe_intermediate_size": 768, "num_experts": 128, "num_experts_per_tok": 8,
-             "num_attention_heads": 32, "num_key_value_heads": 4, "head_dim": 128, "num_hidden_layers": 48,
-             "vocab_size": 151936, "max_position_embeddings": 40960, "torch_dtype": "bfloat16"}
-MIXTRAL = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 4096,
-           "intermediate_size": 14336, "num_local_experts": 8, "num_experts_per_tok": 2, "num_attention_heads": 32,
-           "num_key_value_heads": 8, "num_hidden_layers": 32, "vocab_size": 32000, "max_position_embeddings": 32768,
-           "torch_dtype": "bfloat16"}
-QWEN2_MOE = {"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe", "hidden_size": 2048,
-             "intermediate_size": 5632, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
-             "num_experts": 60, "num_experts_per_tok": 4, "num_attention_heads": 16, "num_key_value_heads": 16,
-             "num_hidden_layers": 24, "vocab_size": 151936, "max_position_embeddings": 8192, "torch_dtype": "bfloat16"}
 
 
-@pytest.mark.parametrize("config, ignored, refused", [
-    (QWEN3_MOE, ["re:("], "ignored_layers entry 're:\\(' is no regular expression"),  # was an internal error
-    (QWEN3_MOE, ["model.layers.3.mlp.experts.5.down_proj"], "leaves 'model.layers.3.mlp.experts.5.down_proj'"),
-    (MIXTRAL, ["model.layers.0.block_sparse_moe.experts.0.w1"], "leaves 'model.layers.0.block_sparse_moe"),
-    (QWEN2_MOE, ["model.layers.0.mlp.shared_expert.gate_proj", "model.layers.0.mlp.shared_expert.up_proj"],
+FP8 = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}
+AWQ = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True, "version": "gemm"}
+
+
+@pytest.mark.parametrize("config, q, refused", [
+    (QWEN3_MOE, FP8 | {"ignored_layers": ["re:("]}, "ignored_layers entry 're:\\(' is no regular expression"),
+    (QWEN3_MOE, FP8 | {"ignored_layers": ["model.layers.3.mlp.experts.5.down_proj"]},
+     "leaves 'model.layers.3.mlp.experts.5.down_proj'"),
+    (MIXTRAL, FP8 | {"ignored_layers": ["model.layers.0.block_sparse_moe.experts.0.w1"]},
+     "leaves 'model.layers.0.block_sparse_moe"),
+    (QWEN2_MOE, FP8 | {"ignored_layers": ["model.layers.0.mlp.shared_expert.gate_proj",
+                                          "model.layers.0.mlp.shared_expert.up_proj"]},
      "leaves 'model.layers.0.mlp.shared_expert.gate_proj' \\(and 1 more\\)"),
-    (QWEN3_MOE, ["lm_head", "model.layers.0.mlp.gate", "re:.*mlp\\.gate$"], None)])  # routers stay harmless
-def test_an_entry_inside_a_fused_moe_layer_leaves_the_layer_unquantized_as_vllm_reads_it(tmp_path, config, ignored,
-                                                                                         refused):
-    q = {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128],
-         "ignored_layers": ignored}
+    (QWEN3_MOE, FP8 | {"ignored_layers": ["lm_head", "model.layers.0.mlp.gate", "re:.*mlp\\.gate$"]}, None),
+    # r178: each family's own layers (a router entry is harmless where no dense gate_proj is)
+    (MIXTRAL, AWQ | {"modules_to_not_convert": ["gate"]}, None),  # AutoAWQ's own list: the router
+    (QWEN3_MOE, AWQ | {"modules_to_not_convert": ["mlp.gate"]}, None),
+    (QWEN3_MOE, FP8 | {"modules_to_not_convert": ["lm_head"] + [f"model.layers.{i}.mlp.gate" for i in range(48)]},
+     None),  # fp8's fallback list, matched by name as Fp8Config reads it
+    (LLAMA_8B, AWQ | {"modules_to_not_convert": ["gate"]}, "modules_to_not_convert leaves 'gate'"),  # gate_up_proj
+    (QWEN3_MOE, FP8 | {"modules_to_not_convert": ["model.layers.0.mlp.experts"]}, "leaves 'model.layers.0.mlp")])
+def test_skip_lists_match_the_layers_each_family_has_as_vllm_reads_them(tmp_path, config, q, refused):
+    """r177: an entry inside a fused-MoE layer leaves the layer unquantized; r178: a router entry matched a dense
+    gate_proj Mixtral has not."""
     (tmp_path / "config.json").write_text(json.dumps(config | {"quantization_config": q}))
     sets = [f"model={tmp_path / 'config.json'}", "hardware.gpu=h100-sxm", "profile=roofline"]
     if refused:
         with pytest.raises(ConfigError, match=refused):
             load(None, sets)
     else:
-        assert load(None, sets).arch.dtype == "fp8"
+        assert load(None, sets).arch.dtype in ("w4a16", "fp8")
 
 
 @pytest.mark.parametrize("given, blocks", [("8", 5176), ("8.0", 5176), ("32.0", 1294), (" 32", 1294)])

@@ -993,9 +993,11 @@ def _prefix_reuse(specs: list[RequestSpec], block_tokens: int | None) -> float |
     seen: set[int] = set()
     hit = total = 0
     for s in sorted(specs, key=lambda s: (s.arrival_time, s.request_id)):
-        if block_tokens is None:
-            hit += sum(i in seen for i in s.prefix_ids)
-            total += len(s.prefix_ids)
+        if block_tokens is None:  # the prompt's blocks: ids past them name the answer's (r178: counted)
+            prompt = s.prefix_ids[:-(-s.prompt_tokens // s.prefix_block_tokens)] if s.prefix_block_tokens else \
+                s.prefix_ids
+            hit += sum(i in seen for i in prompt)
+            total += len(prompt)
         else:
             lead = next((j for j, i in enumerate(s.prefix_ids) if i not in seen), len(s.prefix_ids))
             hit += min(lead * s.prefix_block_tokens, s.prompt_tokens) // block_tokens * block_tokens
