@@ -1624,12 +1624,13 @@ def _hardware(h: HardwareSettings) -> Hardware:
     # and has its compute capability, which vLLM's Marlin and backends are picked by (r176: "none checked" beside
     # a refusal for want of one)
     if h.gpu is not None and h.compute_capability is not None:  # r178: an H100 given 8.0 kept its fp8 cores, unsaid
-        own = builtin_gpu_table().get(h.gpu, {}).get("compute_capability")
-        if own != h.compute_capability:
-            raise ConfigError("hardware.compute_capability", f"{h.compute_capability:g} beside the built-in {h.gpu}, "
-                                                             f"whose is {'none (not CUDA)' if own is None else own}: "
-                                                             f"its datasheet, kernel tables and tensor cores go with "
-                                                             f"it; give a capability with hardware.gpu null")
+        table = builtin_gpu_table().get(h.gpu, {})  # (a datasheet without one, generic-80gb's, takes the user's)
+        own, cuda = table.get("compute_capability"), table.get("platform") in (None, "cuda")
+        if not cuda or own not in (None, h.compute_capability):
+            raise ConfigError("hardware.compute_capability", f"{h.compute_capability!r} beside the built-in {h.gpu}, "
+                                                             f"whose is {own if cuda else 'none (not CUDA)'}: its "
+                                                             f"datasheet, kernel tables and tensor cores go with it; "
+                                                             f"give a capability with hardware.gpu null")
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, kernel_tables=h.kernel_tables,
                        compute_capability=h.compute_capability, **(speeds | {k: h100[k] for k in assumed}))
     if h.gpu is None and h.compute_capability is None:  # (r177: the advice named no setting; now one)

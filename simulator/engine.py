@@ -509,7 +509,29 @@ def run_warnings(rs: ResolvedScenario, source: RequestSource, result: RunResult)
                     f"{result.num_requests:,}, holding back {source.held_back():,}: {unsent:,} never arrived, in no "
                     f"metric (its planned() or held_back() is not what it sends)")
     early = _turns_before_answers(result.request_columns, getattr(rs.scenario.workload, "max_concurrency", None))
-    return said + ([early] if early else []) + _priorities_unread(rs, result.request_columns["priority"])
+    return said + early + _priorities_unread(rs, result.request_columns["priority"]) + \
+        _affinity_on_few(rs, result.request_columns)
+
+
+def _affinity_on_few(rs: ResolvedScenario, cols: dict) -> list[str]:
+    """prefix_affinity reads load only to break ties: a prefix every request shares (a system prompt), cached on
+    one replica, takes them all there (r179: 3 of 4 replicas idle, unsaid)."""
+    import numpy as np
+
+    c, dp = rs.scenario.cluster, rs.scenario.engine.data_parallel_size
+    front = c.prefill_replicas or c.replicas  # what the router picks among: instances (or prefill replicas)
+    if c.router != "prefix_affinity" or front < 2:
+        return []
+    routed = np.asarray(cols["prefill_replica"] if c.prefill_replicas else cols["replica"])
+    routed = routed[routed >= 0] // (1 if c.prefill_replicas else dp)  # a request refused at arrival never is
+    taken = np.bincount(routed, minlength=front)
+    idle = np.flatnonzero(taken == 0)
+    if not len(idle) or len(routed) < 2 * front:
+        return []
+    return [f"cluster.router=prefix_affinity sent all {len(routed):,} requests it routed to {front - len(idle)} of "
+            f"the {front} replicas ({'replica' if len(idle) == 1 else 'replicas'} "
+            f"{', '.join(map(str, idle[:8].tolist()))}{', ...' if len(idle) > 8 else ''} took none): a prefix cached "
+            f"on one (a shared system prompt) outranks load, which it reads only to break ties"]
 
 
 def _priorities_unread(rs: ResolvedScenario, priorities) -> list[str]:
@@ -527,15 +549,19 @@ def _priorities_unread(rs: ResolvedScenario, priorities) -> list[str]:
             f"slo_classes' priority or a trace's priority column), so {so}"]
 
 
-def _turns_before_answers(cols: dict, cap: int | None = None) -> str | None:
+def _turns_before_answers(cols: dict, cap: int | None = None) -> list[str]:
     """A trace's session turns replayed at their recorded times, before the answer their prompt holds exists here
-    (r174: turns 1 and 2 finished 3 s before turn 0, unsaid); a synthetic session's never are (it sends each turn
-    once the last is answered)."""
+    (r174: turns 1 and 2 finished 3 s before turn 0, unsaid), or after a turn the server refused, whose answer never
+    exists (r179: unsaid); a synthetic session's never are (it sends each turn once the last is answered, and ends
+    at a refusal)."""
+    from servesim.simulator.request import REJECTED
+
     turns: dict = {}
     for i, session in enumerate(cols["session_id"]):
         if session is not None:
             turns.setdefault(session, []).append((int(cols["turn"][i]), i))
     at, done, early, later, first = cols["arrival_time"], cols["finish_time"], 0, 0, None
+    orphans, orphan = 0, None
     for session, rows in turns.items():
         rows.sort()
         for (previous, before), (turn, i) in zip(rows, rows[1:]):
@@ -543,11 +569,18 @@ def _turns_before_answers(cols: dict, cap: int | None = None) -> str | None:
             if turn > previous and at[i] < done[before]:  # (NaN, never answered: not counted)
                 early += 1
                 first = first or (session, turn, at[i], done[before])
+            elif turn > previous and cols["status"][before] == REJECTED:
+                orphans += 1
+                orphan = orphan or (session, turn)
+    said = [f"{orphans:,} of {later:,} later session turns followed a turn the server refused (session "
+            f"{orphan[0]}'s turn {orphan[1]}): a trace replays every row, where the conversation would have ended "
+            f"(a sessions workload ends it)"] if orphans else []
     if not early:
-        return None
+        return said
     session, turn, a, d = first
-    return (f"{early:,} of {later:,} later session turns arrived before the turn "
-            f"before them was answered (session {session}'s turn {turn} at {a:g} s, the answer before it at {d:g} s): "
-            f"a trace replays its recorded times, so each was sent before the answer its prompt holds existed here "
-            f"(the recorded server answered sooner, or the times are not a conversation's"
-            + (f"; or workload.max_concurrency={cap} held the earlier turn back" if cap else "") + ")")  # (r176)
+    return said + [
+        f"{early:,} of {later:,} later session turns arrived before the turn "
+        f"before them was answered (session {session}'s turn {turn} at {a:g} s, the answer before it at {d:g} s): "
+        f"a trace replays its recorded times, so each was sent before the answer its prompt holds existed here "
+        f"(the recorded server answered sooner, or the times are not a conversation's"
+        + (f"; or workload.max_concurrency={cap} held the earlier turn back" if cap else "") + ")"]  # (r176)

@@ -528,6 +528,10 @@ def checkpoint_format(q) -> str | None:
 # substring of the layer's name (is_layer_skipped_awq), ModelOpt's exclude_modules as a glob (fnmatch)
 _SKIP_LISTS = {"ignored_layers": "name", "ignore": "name", "modules_to_not_convert": "substring",
                "exclude_modules": "glob"}
+# the lists each method's config reads (r179: an AWQ config's ignored_layers, which AWQConfig never reads, refused);
+# fp8's modules_to_not_convert is its fallback for ignored_layers
+_SKIP_LISTS_READ = {"fp8": ("ignored_layers", "modules_to_not_convert"), "awq": ("modules_to_not_convert",),
+                    "modelopt": ("exclude_modules", "ignore"), "gptq": ()}
 _ATTENTION = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.qkv_proj", "self_attn.o_proj",
               "self_attn.q_a_proj", "self_attn.q_b_proj", "self_attn.kv_a_proj_with_mqa", "self_attn.kv_b_proj",
               "self_attn.fused_qkv_a_proj")
@@ -582,6 +586,8 @@ def _left_unquantized(q, data: dict, family: str) -> str | None:
     layers = data.get("num_hidden_layers")
     names = _layer_projections(data, family, layers if isinstance(layers, int) and not isinstance(layers, bool) else 1)
     for key, how in _SKIP_LISTS.items():
+        if key not in _SKIP_LISTS_READ.get(_method(q), tuple(_SKIP_LISTS)):
+            continue
         if key == "modules_to_not_convert" and _method(q) == "fp8":  # Fp8Config's fallback for ignored_layers,
             if q.get("ignored_layers"):  # matched as they are (r178: as AWQ's substrings, a router entry hit
                 continue  # gate_proj); unread beside them

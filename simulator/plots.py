@@ -527,7 +527,8 @@ def _plot_results(results, kind: str, out, x: str, by: str | None, title: str | 
             raise ConfigError(flag, f"{col!r} is what a run measured, not a setting it ran with: give "
                                     f"{'a setting column to split the runs by' if flag == '--by' else _LOAD_AXES}")
     if kind == "goodput" and "request_goodput" not in table:
-        raise ConfigError("results", "no request_goodput column: the swept scenario needs workload.slo_classes")
+        raise ConfigError("results", f"{table_path} has no request_goodput column: the swept scenario needs "
+                                     f"workload.slo_classes")  # (r179: the table not named)
     _check_numbers(table, PLOT_COLUMNS[kind] + ["request_goodput"] * (kind == "goodput") + [load_axis] * bool(load_axis)
                    + ["held_up_to"] * (kind == "capacity" and "held_up_to" in table)
                    + ["offered_rate"] * (kind == "goodput" and "offered_rate" in table), table_path)  # (r149)

@@ -284,16 +284,35 @@ def _merge_dotted(original: dict, update: dict) -> None:
             original[k] = v
 
 
+class _Counted(argparse.Namespace):
+    """A namespace that counts how often each flag sets its value: a flag given twice sets it twice."""
+
+    def __setattr__(self, dest, value):
+        if dest != "counts":
+            self.__dict__.setdefault("counts", {})[dest] = self.__dict__.get("counts", {}).get(dest, 0) + 1
+        super().__setattr__(dest, value)
+
+
 def parse(argv: list[str], kind: str, version: str = VLLM_VERSION) -> dict:
-    """The flags a `vllm serve` / `vllm bench serve` command line gives, by dest, as vLLM's parser reads them."""
+    """The flags a `vllm serve` / `vllm bench serve` command line gives, by dest, as vLLM's parser reads them; one
+    given twice is said, the last standing as in vLLM's parser (r179: unsaid, where README says it is)."""
     parser, _ = _parser(kind, version)
     try:
-        ns = parser.parse_args(_rewrite(argv, kind, version))
+        ns = parser.parse_args(_rewrite(argv, kind, version), namespace=_Counted())
     except _Refused as exc:
         message = str(exc)
         if message.startswith("unrecognized arguments"):
             message += f" (not a flag of vLLM {version}'s `{parser.prog}`{_other_release(argv, kind, version)})"
         raise ConfigError(parser.prog, message) from None
+    counts = vars(ns).pop("counts", {})
+    gathers = {a.dest for a in parser._actions if isinstance(a, (argparse._AppendAction, argparse._ExtendAction,
+                                                                  argparse._CountAction))}
+    twice = [d for d, n in counts.items() if n > 1 and d not in gathers and d not in CONFIG_JSON_FLAGS]
+    if twice:  # (a JSON config's dotted keys are gathered into it: not counted)
+        from servesim.simulator.config import say_once
+
+        say_once([f"servesim: warning: {parser.prog} {', '.join('--' + d.replace('_', '-') for d in twice)} "
+                  f"given twice: the last stands, as vLLM's parser takes it"])
     return {dest: v for dest, v in vars(ns).items() if v is not None or dest in NONE_MEANS}  # None: the default
 
 

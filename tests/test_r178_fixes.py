@@ -10,8 +10,8 @@ from servesim.simulator.config import load
 from servesim.simulator.errors import ConfigError
 
 
-@pytest.mark.parametrize("gpu, cc, refused", [("h100-sxm", 8.0, "8 beside the built-in h100-sxm, whose is 9.0"),
-                                              ("b60", 10.0, "10 beside the built-in b60, whose is none \\(not CUDA\\)"),
+@pytest.mark.parametrize("gpu, cc, refused", [("h100-sxm", 8.0, "8.0 beside the built-in h100-sxm, whose is 9.0"),
+                                              ("b60", 10.0, "10.0 beside the built-in b60, whose is none \\(not CUDA\\)"),
                                               ("h100-sxm", 9.0, None)])
 def test_a_built_in_gpu_keeps_its_own_compute_capability(gpu, cc, refused):
     sets = [f"hardware.gpu={gpu}", f"hardware.compute_capability={cc}"]
