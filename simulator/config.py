@@ -990,6 +990,15 @@ def check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | Non
     and timed so (Hardware.peak_flops falls back to bf16). A GPU that is not CUDA has no Marlin: refused."""
     if off := marlin_off_cuda(quantization, hw):
         raise ConfigError(field, f"{off}; give {quantization.split('_')[0]}")
+    cc = hw.compute_capability  # vLLM's own floors (r180: a Volta ran bf16, fp8 and Marlin)
+    if cc is not None and cc < 8.0 and arch.dtype == "bf16":  # (a quantized model's activations: its own floor)
+        raise ConfigError("model.dtype", f"bf16 on compute capability {cc!r}: vLLM needs 8.0 for bfloat16 and does "
+                                         f"not start (as it says, give float16: model.dtype fp16)")
+    gptq = quantization == "gptq" or quantization is None and arch.quant_method == "gptq"
+    if cc is not None and arch.dtype in ("fp8", "nvfp4", "w4a16") and cc < (6.0 if gptq else MARLIN_CAPABILITY):
+        raise ConfigError(field if quantization else "model",
+                          f"{quantization or arch.quant_method or arch.dtype} on compute capability {cc!r}: below the "
+                          f"method's minimum ({6.0 if gptq else MARLIN_CAPABILITY}), vLLM does not start")
     need = {"fp8": ("fp8_tflops", "fp8 tensor cores (Hopper, Ada, Blackwell)"),
             "nvfp4": ("fp4_tflops", "fp4 tensor cores (Blackwell)")}.get(arch.dtype)
     if not need or hw.has_tensor_cores_for(arch.dtype):  # quantized so, or a checkpoint of that format (the model's)
@@ -1211,6 +1220,7 @@ class AttentionBackend(NamedTuple):
     blocks: int | tuple[int, ...]  # its kernels' block sizes (an int: multiples of it); the engine's is a multiple
     fp8: Callable[[float, bool], bool]  # an fp8 KV cache on (capability, vLLM 0.19)
     sinks: Callable[[float], bool] = lambda cc: False  # attention sinks (gpt-oss's) on this capability
+    heads: Callable[[int], bool] = lambda size: True  # its supports_head_size (latent attention's: not checked)
 
 
 def _any(*_) -> bool:
@@ -1219,10 +1229,12 @@ def _any(*_) -> bool:
 
 ATTENTION_BACKENDS = {
     "FLASH_ATTN": AttentionBackend(False, lambda cc: cc >= 8.0, 16, lambda cc, old: cc >= 9.0,  # FA2: no fp8, no
-                                   lambda cc: cc >= 9.0),  # sinks (FlashAttention 3 and 4 have them)
+                                   lambda cc: cc >= 9.0,  # sinks (FlashAttention 3 and 4 have them)
+                                   lambda size: size % 8 == 0 and size <= 256),
     "FLASHINFER": AttentionBackend(False, lambda cc: 8.0 <= cc <= 12.1, (16, 32, 64, 128, 256, 512, 1024), _any,
-                                   lambda cc: cc == 9.0 or int(cc) in (10, 12)),  # sinks through TRT-LLM's kernels
-    "TRITON_ATTN": AttentionBackend(False, _any, 16, lambda cc, old: old or cc >= 8.9, _any),
+                                   lambda cc: cc == 9.0 or int(cc) in (10, 12),  # sinks through TRT-LLM's kernels
+                                   lambda size: size in (64, 128, 256)),
+    "TRITON_ATTN": AttentionBackend(False, _any, 16, lambda cc, old: old or cc >= 8.9, _any, lambda size: size >= 32),
     "FLEX_ATTENTION": AttentionBackend(False, _any, 16, lambda cc, old: False),
     "FLASHMLA": AttentionBackend(True, lambda cc: int(cc) in (9, 10), (64,), _any),
     "FLASH_ATTN_MLA": AttentionBackend(True, lambda cc: int(cc) == 9, 16, lambda cc, old: False),
@@ -1257,6 +1269,8 @@ def check_attention_backend(arch: ModelArchitecture, hw: Hardware, kv_cache_dtyp
         b = ATTENTION_BACKENDS[backend]
         why = ("Intel's XPU runs FLASH_ATTN or TRITON_ATTN" if hw.platform == "xpu" and backend not in XPU_BACKENDS
                else f"{arch.name} {'has' if arch.is_mla else 'has no'} latent attention" if b.mla != arch.is_mla
+               else f"it takes no head size {arch.head_dim} ({arch.name}'s)" if not arch.is_mla and not
+               b.heads(arch.head_dim)  # (r180: a head size of 512 ran on FlashAttention)
                else f"it does not run on compute capability {cc:.1f}" if cc is not None and not b.runs(cc)
                else f"it takes no attention sinks ({arch.name}'s)" + (f" on compute capability {cc:.1f}" if cc else "")
                if arch.hf_model_type == "gpt_oss" and not b.mla and cc is not None and not b.sinks(cc)
@@ -1633,6 +1647,16 @@ def _hardware(h: HardwareSettings) -> Hardware:
                                                              f"give a capability with hardware.gpu null")
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, kernel_tables=h.kernel_tables,
                        compute_capability=h.compute_capability, **(speeds | {k: h100[k] for k in assumed}))
+    cc = h.compute_capability  # tensor cores come with a capability: fp8 from 8.9 (Ada), fp4 from 10.0 (Blackwell)
+    for k, least in (("fp8_tflops", 8.9), ("fp4_tflops", 10.0)):  # (r180: a custom 8.0 kept an H100's fp8 cores)
+        if cc is not None and cc < least and getattr(hw, k) is not None:
+            if getattr(h, k) is not None:  # the user's own contradiction
+                raise ConfigError(f"hardware.{k}", f"{getattr(h, k):g} beside compute_capability {cc!r}: "
+                                                   f"{k.split('_')[0]} tensor cores start at {least}")
+            hw = hw.model_copy(update={k: None})
+            none[k] = None
+            if k in assumed:
+                assumed.remove(k)
     if h.gpu is None and h.compute_capability is None:  # (r177: the advice named no setting; now one)
         hw = hw.model_copy(update={"compute_capability": h100["compute_capability"]})
         assumed.append("compute_capability")

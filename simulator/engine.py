@@ -520,10 +520,13 @@ def _affinity_on_few(rs: ResolvedScenario, cols: dict) -> list[str]:
 
     c, dp = rs.scenario.cluster, rs.scenario.engine.data_parallel_size
     front = c.prefill_replicas or c.replicas  # what the router picks among: instances (or prefill replicas)
-    if c.router != "prefix_affinity" or front < 2:
-        return []
+    if c.router != "prefix_affinity" or front < 2 or not rs.scenario.engine.enable_prefix_caching:
+        return []  # (caching off: it routes as least_outstanding, said before the run)
+    from servesim.simulator.request import REJECTED
+
     routed = np.asarray(cols["prefill_replica"] if c.prefill_replicas else cols["replica"])
-    routed = routed[routed >= 0] // (1 if c.prefill_replicas else dp)  # a request refused at arrival never is
+    served = np.fromiter((s != REJECTED for s in cols["status"]), dtype=bool, count=len(routed))
+    routed = routed[served & (routed >= 0)] // (1 if c.prefill_replicas else dp)  # (r180: refusals counted)
     taken = np.bincount(routed, minlength=front)
     idle = np.flatnonzero(taken == 0)
     if not len(idle) or len(routed) < 2 * front:

@@ -331,7 +331,18 @@ class ModelArchitecture(Settings):
         TP group above 1: r135, Llama-4-Scout at -tp 2 -dp 2 -ep 5.6 GiB)."""
         sequence_parallel = bool(expert_parallel) and 1 < tensor_parallel_size < expert_parallel
         replicated = self.router_bytes + self.latent_down_projection_bytes + self.shared_expert_bytes(sequence_parallel)
-        return (self.weight_bytes - self.expert_weight_bytes - replicated) / tensor_parallel_size + replicated
+        return (self.weight_bytes - self.expert_weight_bytes - replicated) / tensor_parallel_size + replicated + \
+            self.kv_projection_copies_bytes(tensor_parallel_size)
+
+    def kv_projection_copies_bytes(self, tensor_parallel_size: int) -> float:
+        """What a GPU holds beyond its TP share of the K and V projections when the TP group outnumbers the KV
+        heads: vLLM's QKVParallelLinear gives each GPU one whole KV head (num_kv_head_replicas = TP / KV heads),
+        not a share of one (r180: 4% of a GPU's weights uncounted at TP 4 over 2 KV heads; the KV cache counted it)."""
+        kv = self.num_key_value_heads
+        if self.is_mla or tensor_parallel_size <= kv:
+            return 0.0
+        per_layer = 2 * self.hidden_size * self.head_dim + (2 * self.head_dim if self.attention_bias else 0)
+        return self.num_hidden_layers * per_layer * (1 - kv / tensor_parallel_size) * WEIGHT_BITS[self.dtype] / 8
 
     def step_weight_bytes_per_gpu(self, tensor_parallel_size: int = 1, expert_parallel: int | None = None) -> float:
         """The dense weights a step reads on one GPU: not the input embedding, whose rows for the step's tokens
@@ -751,7 +762,19 @@ def _rope(data: dict) -> dict | None:
                 ("su", "longrope"), ("mrope", "default")):
             raise ConfigError(where, f"rope_type {kind!r} contradicts its legacy type {legacy!r} (vLLM does not "
                                      f"start)")
+        named = {"su": "longrope", "mrope": "default"}.get(kind if kind is not None else legacy,
+                                                            kind if kind is not None else legacy)
+        if named not in ROPE_TYPES:  # (r180: an unknown type's factor stretched the length)
+            raise ConfigError(f"{where}.{'rope_type' if kind is not None else 'type'}",
+                              f"{named!r} is no RoPE type vLLM knows ({', '.join(sorted(ROPE_TYPES))}): its get_rope "
+                              f"raises, and it does not start")
     return None if nested else rope
+
+
+# vLLM's get_rope (model_executor/layers/rotary_embedding): the scaling types it builds, after patch_rope_parameters
+# renames the legacy su and mrope
+ROPE_TYPES = frozenset({"default", "llama3", "mllama4", "linear", "ntk", "dynamic", "xdrope", "yarn",
+                        "deepseek_yarn", "deepseek_llama_scaling", "longrope", "openpangu"})
 
 
 def _rope_length(data: dict, length: int, release: str) -> int:
@@ -839,6 +862,22 @@ def _checkpoint_kv_dtype(q: dict) -> str | None:
     return "fp8" if algo == "fp8" else None
 
 
+def _check_expert_groups(data: dict) -> None:
+    """DeepSeek's grouped routing as vLLM's grouped_topk runs it: the experts viewed as n_group equal groups, the
+    best topk_group of them kept; experts that do not split, or more groups kept than there are, fail its first
+    forward pass, the start-up profile's (r180: both ran)."""
+    experts, groups, kept = (data.get(k) for k in ("n_routed_experts", "n_group", "topk_group"))
+    whole = [isinstance(v, int) and not isinstance(v, bool) for v in (experts, groups, kept)]
+    if whole[1] and groups < 1:
+        raise ConfigError("model.n_group", f"{groups}: vLLM's grouped routing needs at least one group")
+    if whole[0] and whole[1] and experts % groups:
+        raise ConfigError("model.n_group", f"{groups} groups do not split the {experts} routed experts evenly: vLLM's "
+                                           f"grouped routing views them as equal groups, and it does not start")
+    if whole[1] and whole[2] and not 1 <= kept <= groups:
+        raise ConfigError("model.topk_group", f"{kept} groups kept of {groups}: vLLM's grouped routing keeps 1 to "
+                                              f"n_group of them, and it does not start")
+
+
 def _from_hf(data: dict, source: str) -> dict:
     """An HF config.json -> servesim's fields: the family's own names mapped, its dense-layer layout counted,
     anything that changes memory or time and is not modelled refused by name."""
@@ -862,6 +901,10 @@ def _from_hf(data: dict, source: str) -> dict:
         out["intermediate_size"] = data["intermediate_size"]
     if data.get("num_key_value_heads") is None and data.get("num_attention_heads") is not None:
         out["num_key_value_heads"] = data["num_attention_heads"]  # transformers' __post_init__: one per head
+    hidden, heads = data.get("hidden_size"), data.get("num_attention_heads")
+    if out.get("head_dim") is None and family not in ("deepseek_v2", "deepseek_v3") and all(
+            isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (hidden, heads)) and hidden % heads:
+        out["head_dim"] = hidden // heads  # the config class's and vLLM's models' floor (r180: refused)
     out.update(_hf_lengths(data))
     out.update(_local_layers(data, family))
     out["hf_model_type"] = family
@@ -871,6 +914,7 @@ def _from_hf(data: dict, source: str) -> dict:
     if family in ("deepseek_v2", "deepseek_v3"):
         out.update({k: data[k] for k in _MLA_KEYS if data.get(k) is not None})
         out.pop("head_dim", None)
+        _check_expert_groups(data)
     if family in _QWEN_MOE and out.get("num_experts"):
         layers = _int_field(data, "num_hidden_layers")
         given = data.get("decoder_sparse_step")  # 0 divides by zero in vLLM's layer loop: refused

@@ -293,27 +293,37 @@ class _Counted(argparse.Namespace):
         super().__setattr__(dest, value)
 
 
-def parse(argv: list[str], kind: str, version: str = VLLM_VERSION) -> dict:
+def parse(argv: list[str], kind: str, version: str = VLLM_VERSION, line: list[str] | None = None) -> dict:
     """The flags a `vllm serve` / `vllm bench serve` command line gives, by dest, as vLLM's parser reads them; one
-    given twice is said, the last standing as in vLLM's parser (r179: unsaid, where README says it is)."""
+    the line (`line`, else argv) gives twice is said, the last standing as in vLLM's parser (r179: unsaid, where
+    README says it is; r180: not a --config file's flag the line overrides, as vLLM means it to)."""
     parser, _ = _parser(kind, version)
     try:
-        ns = parser.parse_args(_rewrite(argv, kind, version), namespace=_Counted())
+        ns = parser.parse_args(_rewrite(argv, kind, version))
     except _Refused as exc:
         message = str(exc)
         if message.startswith("unrecognized arguments"):
             message += f" (not a flag of vLLM {version}'s `{parser.prog}`{_other_release(argv, kind, version)})"
         raise ConfigError(parser.prog, message) from None
-    counts = vars(ns).pop("counts", {})
-    gathers = {a.dest for a in parser._actions if isinstance(a, (argparse._AppendAction, argparse._ExtendAction,
-                                                                  argparse._CountAction))}
-    twice = [d for d, n in counts.items() if n > 1 and d not in gathers and d not in CONFIG_JSON_FLAGS]
-    if twice:  # (a JSON config's dotted keys are gathered into it: not counted)
+    if twice := _given_twice(parser, _rewrite(argv if line is None else line, kind, version)):
         from servesim.simulator.config import say_once
 
         say_once([f"servesim: warning: {parser.prog} {', '.join('--' + d.replace('_', '-') for d in twice)} "
                   f"given twice: the last stands, as vLLM's parser takes it"])
     return {dest: v for dest, v in vars(ns).items() if v is not None or dest in NONE_MEANS}  # None: the default
+
+
+def _given_twice(parser, argv: list[str]) -> list[str]:
+    """The flags (dests) argv sets more than once; a flag that gathers its values (appends, counts) is not. A JSON
+    config's dotted keys of one spelling are one value already (_rewrite); two whole values are two."""
+    ns = _Counted()
+    try:
+        parser.parse_args(argv, namespace=ns)
+    except _Refused:  # the line alone, without its config file's flags: what it cannot parse, the whole line has
+        return []
+    gathers = {a.dest for a in parser._actions if isinstance(a, (argparse._AppendAction, argparse._ExtendAction,
+                                                                  argparse._CountAction))}
+    return [d for d, n in vars(ns).get("counts", {}).items() if n > 1 and d not in gathers]
 
 
 @dataclass
@@ -555,6 +565,14 @@ def _false_entry(key: str, version: str) -> tuple[str | None, str | None]:
                   + (f"; give {spelt} on the command line to turn it off" if spelt else ""))
 
 
+def _without_config(argv: list[str]) -> list[str]:
+    """The line less its `--config FILE` (the file's flags are counted apart: the line overrides them)."""
+    if "--config" not in argv:
+        return argv
+    i = argv.index("--config")
+    return argv[:i] + argv[i + 2:]
+
+
 def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
     """`vllm serve MODEL --config FILE ...`: the file's keys as flags, placed as vLLM's FlexibleArgumentParser
     places them (after the model, before the other flags, so the command line wins over the file): true as --key,
@@ -625,7 +643,7 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
 def read(serve_argv: list[str], bench_argv: list[str], version: str = VLLM_VERSION) -> VllmCommand:
     """`vllm serve ...` and `vllm bench serve ...` (without their leading words) -> scenario settings."""
     _check_model_position(serve_argv)
-    serve = parse(with_config_file(serve_argv, version), "serve", version)
+    serve = parse(with_config_file(serve_argv, version), "serve", version, line=_without_config(serve_argv))
     if serve.get("model_tag") and serve.get("model"):
         raise ConfigError("vllm serve --model", f"{serve['model']} beside the positional {serve['model_tag']}: vLLM's "
                                                 f"parser moves --model's to the front and refuses the other as an "
