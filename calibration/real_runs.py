@@ -813,6 +813,9 @@ def _check_bench_totals(path: Path, data: dict, rows: list, n: int, raw_ttfts: l
     another number of requests are a cut or padded copy, said as the lifecycle reader says it; counts that add up
     but split otherwise, or a token total or mean TTFT that differs, mean an array was edited or rescaled (r162:
     ttfts in ms, output_lens doubled: taken). A total of the wrong type is refused as any field (r163)."""
+    for key, value in data.items():  # vLLM's client writes every figure finite (r181: a NaN duration passed)
+        if isinstance(value, float) and not math.isfinite(value):
+            _number(path, "", data, key)  # refused, named as any figure is
     counts = {"completed": True, "failed": True, "total_input_tokens": True, "total_output_tokens": True,
               "mean_ttft_ms": False}
     for key, integer in counts.items():

@@ -994,6 +994,9 @@ def check_formats(arch: ModelArchitecture, hw: Hardware, quantization: str | Non
     if cc is not None and cc < 8.0 and arch.dtype == "bf16":  # (a quantized model's activations: its own floor)
         raise ConfigError("model.dtype", f"bf16 on compute capability {cc!r}: vLLM needs 8.0 for bfloat16 and does "
                                          f"not start (as it says, give float16: model.dtype fp16)")
+    if cc is not None and cc < 8.0 and arch.expert_dtype == "mxfp4":  # Mxfp4Config.get_min_capability: 80
+        raise ConfigError("model", f"{arch.name}'s MXFP4 experts on compute capability {cc!r}: vLLM's MXFP4 needs "
+                                   f"8.0 and does not start")
     gptq = quantization == "gptq" or quantization is None and arch.quant_method == "gptq"
     if cc is not None and arch.dtype in ("fp8", "nvfp4", "w4a16") and cc < (6.0 if gptq else MARLIN_CAPABILITY):
         raise ConfigError(field if quantization else "model",
@@ -1176,10 +1179,7 @@ def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int,
                                                            f"with batches in flight) is not modelled; use "
                                                            f"tensor_parallel_size x data_parallel_size")
     dp, ep = e.data_parallel_size, None
-    if e.enable_expert_parallel:
-        if not arch.is_moe:
-            raise ConfigError("engine.enable_expert_parallel", f"{arch.name} is a dense model: it has no experts to "
-                                                               f"spread")
+    if e.enable_expert_parallel and arch.is_moe:  # a dense model's: no effect, said (inert_settings)
         ep = tp * dp
         check_experts_divide(arch, ep, e.num_redundant_experts)
     if e.num_redundant_experts and ep is None:
@@ -1221,6 +1221,7 @@ class AttentionBackend(NamedTuple):
     fp8: Callable[[float, bool], bool]  # an fp8 KV cache on (capability, vLLM 0.19)
     sinks: Callable[[float], bool] = lambda cc: False  # attention sinks (gpt-oss's) on this capability
     heads: Callable[[int], bool] = lambda size: True  # its supports_head_size (latent attention's: not checked)
+    fp32: bool = True  # float32 among its supported_dtypes (FlashAttention's and FlashInfer's: 16-bit only)
 
 
 def _any(*_) -> bool:
@@ -1230,10 +1231,10 @@ def _any(*_) -> bool:
 ATTENTION_BACKENDS = {
     "FLASH_ATTN": AttentionBackend(False, lambda cc: cc >= 8.0, 16, lambda cc, old: cc >= 9.0,  # FA2: no fp8, no
                                    lambda cc: cc >= 9.0,  # sinks (FlashAttention 3 and 4 have them)
-                                   lambda size: size % 8 == 0 and size <= 256),
+                                   lambda size: size % 8 == 0 and size <= 256, False),
     "FLASHINFER": AttentionBackend(False, lambda cc: 8.0 <= cc <= 12.1, (16, 32, 64, 128, 256, 512, 1024), _any,
                                    lambda cc: cc == 9.0 or int(cc) in (10, 12),  # sinks through TRT-LLM's kernels
-                                   lambda size: size in (64, 128, 256)),
+                                   lambda size: size in (64, 128, 256), False),
     "TRITON_ATTN": AttentionBackend(False, _any, 16, lambda cc, old: old or cc >= 8.9, _any, lambda size: size >= 32),
     "FLEX_ATTENTION": AttentionBackend(False, _any, 16, lambda cc, old: False),
     "FLASHMLA": AttentionBackend(True, lambda cc: int(cc) in (9, 10), (64,), _any),
@@ -1271,6 +1272,7 @@ def check_attention_backend(arch: ModelArchitecture, hw: Hardware, kv_cache_dtyp
                else f"{arch.name} {'has' if arch.is_mla else 'has no'} latent attention" if b.mla != arch.is_mla
                else f"it takes no head size {arch.head_dim} ({arch.name}'s)" if not arch.is_mla and not
                b.heads(arch.head_dim)  # (r180: a head size of 512 ran on FlashAttention)
+               else "it takes no float32 model (16-bit only)" if arch.dtype == "fp32" and not b.fp32
                else f"it does not run on compute capability {cc:.1f}" if cc is not None and not b.runs(cc)
                else f"it takes no attention sinks ({arch.name}'s)" + (f" on compute capability {cc:.1f}" if cc else "")
                if arch.hf_model_type == "gpt_oss" and not b.mla and cc is not None and not b.sinks(cc)
@@ -1291,6 +1293,10 @@ def check_attention_backend(arch: ModelArchitecture, hw: Hardware, kv_cache_dtyp
                                                    f"{'latent attention' if arch.is_mla else 'attention sinks'} "
                                                    f"there, and it needs SM89 for an fp8 KV cache, so vLLM does not "
                                                    f"start")
+    if fp8 and cc is not None and cc < 8.0 and not is_0_19 and hw.platform != "xpu":  # (r181: ran, unsaid)
+        raise ConfigError("engine.kv_cache_dtype", f"{kv_cache_dtype} on compute capability {cc:.1f}: of vLLM 0.33's "
+                                                   f"backends only Triton's and FlexAttention's run there, and neither "
+                                                   f"takes an fp8 KV cache below SM89, so vLLM does not start")
 
 
 def _kernel_blocks(backend: str, hw: Hardware) -> tuple[int, ...]:
@@ -1530,7 +1536,8 @@ def _kv_blocks(scenario: Scenario, arch: ModelArchitecture, hw: Hardware, layout
             "engine.data_parallel_size" if e.data_parallel_size > 1 else "cluster.replicas"
         raise ConfigError(many if blocks <= MAX_BLOCKS else
                           "engine.num_gpu_blocks_override" if e.num_gpu_blocks_override else "engine.block_size",
-                          f"{pools} KV pool(s) of {blocks:,} blocks: more than the {MAX_BLOCKS:,} blocks servesim "
+                          f"{pools} KV pool(s) of {blocks:,} blocks ({blocks * pools:,} in all): more than the "
+                          f"{MAX_BLOCKS:,} blocks servesim "
                           f"holds in one run; use a larger block_size, fewer replicas, or num_gpu_blocks_override")
     # vLLM fits `auto` to the pool and refuses to start when one max-length request cannot fit; 0.19 does both
     # against the memory it sized (profiled, or kv_cache_memory_bytes as given: round 126), before
@@ -1647,7 +1654,9 @@ def _hardware(h: HardwareSettings) -> Hardware:
                                                              f"give a capability with hardware.gpu null")
     hw = load_hardware(h.gpu, memory_gib=h.memory_gib, kernel_tables=h.kernel_tables,
                        compute_capability=h.compute_capability, **(speeds | {k: h100[k] for k in assumed}))
-    cc = h.compute_capability  # tensor cores come with a capability: fp8 from 8.9 (Ada), fp4 from 10.0 (Blackwell)
+    # tensor cores come with a capability: fp8 from 8.9 (Ada), fp4 from 10.0 (Blackwell); the one given, else the
+    # built-in's (r181: an A100 given fp8_tflops ran W8A8)
+    cc = h.compute_capability if h.compute_capability is not None else hw.compute_capability
     for k, least in (("fp8_tflops", 8.9), ("fp4_tflops", 10.0)):  # (r180: a custom 8.0 kept an H100's fp8 cores)
         if cc is not None and cc < least and getattr(hw, k) is not None:
             if getattr(h, k) is not None:  # the user's own contradiction

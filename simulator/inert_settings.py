@@ -131,6 +131,9 @@ def without_effect(scenario: Scenario, has_local_layers: bool, profile=None, max
                   "engine.num_gpu_blocks_override gives the KV pool's blocks"))
     rules.append((e.tensor_parallel_size * e.data_parallel_size == 1, e, "engine", ["enable_expert_parallel"],
                   "one GPU (tensor_parallel_size x data_parallel_size = 1) holds every expert"))
+    rules.append((dense is not None and e.tensor_parallel_size * e.data_parallel_size > 1, e, "engine",
+                  ["enable_expert_parallel"], f"{dense} is a dense model: it has no experts to spread (vLLM runs "
+                                              f"it as plain tensor and data parallelism)"))  # (r181: refused)
     w = scenario.workload
     if p.queue != "priority" and p.preemption_victim != "lowest_priority":  # nothing else reads a priority
         why = f"policies.queue is {p.queue} ({PRIORITIES_UNREAD})"

@@ -314,6 +314,12 @@ class ModelArchitecture(Settings):
         return math.ceil((self.linear_params - experts - routers) * WEIGHT_BITS[self.dtype] / 8) + \
             self.expert_weight_bytes + self.router_bytes + rest * self._wide_bytes
 
+    @property
+    def norm_bytes(self) -> int:
+        """The norms' weights (each layer's, Qwen3's q/k norms, MLA's latent ones, the final one), whole on every
+        GPU of the TP group as vLLM's RMSNorm holds them (r181: split over TP, 2.2 MB a GPU of Llama-3.1-70B at 8)."""
+        return (self.num_hidden_layers * self.norm_params_per_layer + self.hidden_size) * self._wide_bytes
+
     def shared_expert_bytes(self, sequence_parallel_moe: bool) -> int:
         """The shared experts vLLM keeps whole on each GPU: DeepSeek's and Llama 4's under sequence-parallel MoE
         (expert parallelism with TP > 1 and DP > 1, its default all2all backend: disable_tp), 0 otherwise
@@ -330,7 +336,8 @@ class ModelArchitecture(Settings):
         than counted; the shared experts under sequence-parallel MoE, expert parallelism over more GPUs than a
         TP group above 1: r135, Llama-4-Scout at -tp 2 -dp 2 -ep 5.6 GiB)."""
         sequence_parallel = bool(expert_parallel) and 1 < tensor_parallel_size < expert_parallel
-        replicated = self.router_bytes + self.latent_down_projection_bytes + self.shared_expert_bytes(sequence_parallel)
+        replicated = self.router_bytes + self.latent_down_projection_bytes + \
+            self.shared_expert_bytes(sequence_parallel) + self.norm_bytes
         return (self.weight_bytes - self.expert_weight_bytes - replicated) / tensor_parallel_size + replicated + \
             self.kv_projection_copies_bytes(tensor_parallel_size)
 
@@ -868,6 +875,10 @@ def _check_expert_groups(data: dict) -> None:
     forward pass, the start-up profile's (r180: both ran)."""
     experts, groups, kept = (data.get(k) for k in ("n_routed_experts", "n_group", "topk_group"))
     whole = [isinstance(v, int) and not isinstance(v, bool) for v in (experts, groups, kept)]
+    for key, v, ok in (("n_group", groups, whole[1]), ("topk_group", kept, whole[2])):
+        if v is not None and not ok:  # vLLM views and picks by them as sizes (r181: 4.0 passed the checks)
+            raise ConfigError(f"model.{key}", f"must be an integer (vLLM's grouped routing takes it as a size), got "
+                                              f"{v!r:.40}")
     if whole[1] and groups < 1:
         raise ConfigError("model.n_group", f"{groups}: vLLM's grouped routing needs at least one group")
     if whole[0] and whole[1] and experts % groups:

@@ -266,9 +266,12 @@ def faster_than_memory(profile: Profile, cost_model, arch: ModelArchitecture, hw
     from servesim.simulator.batch import BatchShape
     from servesim.simulator.cost_model import RooflineCoefficients, RooflineCostModel
 
-    bare = RooflineCostModel(arch, hw, RooflineCoefficients(memory_efficiency=1, compute_efficiency=1,
-                                                            step_overhead_ms=0, allreduce_latency_us=0), tp, ep, dp,
-                             routing)
+    # the reads alone: compute and links made free (r181: an edited bf16_tflops or gpu_link_gbps raised this floor,
+    # said as the bandwidth's, beside the word that the edit had no effect on the profile)
+    free = {k: 1e9 for k in ("bf16_tflops", "fp8_tflops", "fp4_tflops", "gpu_link_gbps") if getattr(hw, k) is not None}
+    bare = RooflineCostModel(arch, hw.model_copy(update=free),
+                             RooflineCoefficients(memory_efficiency=1, compute_efficiency=1, step_overhead_ms=0,
+                                                  allreduce_latency_us=0), tp, ep, dp, routing)
     for seqs, context in ((1, 1), (64, 2048)):
         shape = BatchShape(seqs, 0, 0, seqs, seqs * context)
         took, floor = cost_model.step_time(shape), bare.step_time(shape)

@@ -626,6 +626,8 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
             flags += [f"--{key}", json.dumps(value)]
         else:
             flags += [f"--{key}", str(value)]
+    on_line = {a.lstrip("-").split("=", 1)[0].replace("_", "-") for a in argv if a.startswith("--")}
+    twice = [k for k in twice if str(k).replace("_", "-") not in on_line]  # the line's value stands (r181: said)
     if twice:
         said.insert(0, f"servesim: warning: {where}: {path} gives {', '.join(dict.fromkeys(map(str, twice)))} twice: "
                        f"the last value is taken, as vLLM takes it (yaml.safe_load, then its parser)")

@@ -166,7 +166,8 @@ def test_the_roofline_reads_only_the_experts_a_batch_routes_to(capsys):
     # (the routers whole on each GPU: vLLM replicates them; not the input embedding: a lookup of the step's rows)
     embedding = m.vocab_size * m.hidden_size * 2
     eff = rs.profile.coefficients["memory_efficiency"]  # the fallback's, fitted (r162)
-    dense_s = ((m.weight_bytes - m.expert_weight_bytes - m.router_bytes - embedding) / 2 + m.router_bytes) / (
+    whole = m.router_bytes + m.norm_bytes  # (and the norms)
+    dense_s = ((m.weight_bytes - m.expert_weight_bytes - whole - embedding) / 2 + whole) / (
         rs.hardware.memory_bandwidth_gbps * 1e9 * eff)
     expert_s = m.expert_weight_bytes / 8 / 2 / (rs.hardware.memory_bandwidth_gbps * 1e9 * eff)
     assert kernels._weights_s == pytest.approx(dense_s) and kernels._expert_s == pytest.approx(expert_s)
@@ -191,8 +192,7 @@ def test_expert_parallel_spreads_whole_experts_and_vllm_refusals_hold():
     from servesim.simulator.engine import simulate
 
     assert simulate(ep).summary["replicas"] == 2  # each DP rank its own scheduler and KV cache
-    for sets, msg in ((["model=llama-3.1-8b", "engine.enable_expert_parallel=true"], "dense model"),
-                      (base + ["engine.data_parallel_size=3", "engine.enable_expert_parallel=true"],
+    for sets, msg in ((base + ["engine.data_parallel_size=3", "engine.enable_expert_parallel=true"],
                        "128 experts do not divide over .* 3 GPUs: vLLM splits them unevenly \\(43 on the busiest\\), "
                        "which servesim does not model"),
                       (base + ["engine.data_parallel_size=2", "engine.enable_expert_parallel=true",
@@ -604,13 +604,15 @@ def test_round_133_what_vllm_replicates_over_the_tp_group_is_whole_on_each_gpu()
     down = 61 * 7168 * (1536 + 512 + 64) * 1  # fp8
     routers = 58 * 7168 * 256 * 2  # bf16
     assert (ds.latent_down_projection_bytes, ds.router_bytes) == (down, routers)
-    dense = ds.weight_bytes - ds.expert_weight_bytes - down - routers
-    assert ds.weight_bytes_per_gpu(8) == pytest.approx(dense / 8 + down + routers + ds.expert_weight_bytes / 8)
-    assert ds.weight_bytes_per_gpu(8) - ds.weight_bytes / 8 == pytest.approx((down + routers) * 7 / 8)
+    norms = ds.norm_bytes  # r181: whole on each GPU too
+    dense = ds.weight_bytes - ds.expert_weight_bytes - down - routers - norms
+    assert ds.weight_bytes_per_gpu(8) == pytest.approx(dense / 8 + down + routers + norms + ds.expert_weight_bytes / 8)
+    assert ds.weight_bytes_per_gpu(8) - ds.weight_bytes / 8 == pytest.approx((down + routers + norms) * 7 / 8)
     counted_before = (ds.weight_bytes - routers // 2) / 8  # all split, the routers in fp8
     assert (ds.weight_bytes_per_gpu(8) - counted_before) / 2**30 == pytest.approx(0.94, abs=0.01)
     dense_model = load_model("llama-3.1-8b")
-    assert dense_model.weight_bytes_per_gpu(4) == dense_model.weight_bytes / 4  # nothing replicated
+    assert dense_model.weight_bytes_per_gpu(4) == (dense_model.weight_bytes - dense_model.norm_bytes) / 4 + \
+        dense_model.norm_bytes  # nothing replicated but the norms
 
 
 def test_round_135_sequence_parallel_moe_keeps_the_shared_experts_whole():

@@ -64,8 +64,10 @@ def test_each_gpu_holds_a_whole_kv_head_when_tp_outnumbers_them(tmp_path):
     (tmp_path / "wide.yaml").write_text(json.dumps(WIDE))
     arch = load_model(str(tmp_path / "wide.yaml"))
     kv = 4 * 2 * 4096 * 512 * 2  # K and V of one head, four layers, bf16
-    assert arch.weight_bytes_per_gpu(4) - arch.weight_bytes / 4 == pytest.approx(kv * (1 - 2 / 4))
-    assert arch.weight_bytes_per_gpu(2) == pytest.approx(arch.weight_bytes / 2)  # two heads over two: shared
+    norms = arch.norm_bytes * (1 - 1 / 4)  # whole on each GPU (r181)
+    assert arch.weight_bytes_per_gpu(4) - arch.weight_bytes / 4 - norms == pytest.approx(kv * (1 - 2 / 4))
+    assert arch.weight_bytes_per_gpu(2) == pytest.approx(arch.weight_bytes / 2 + arch.norm_bytes / 2)  # two heads
+    # over two: shared
 
 
 @pytest.mark.parametrize("extra, refused", [

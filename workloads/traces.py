@@ -591,6 +591,9 @@ def _read_vllm_bench(path: Path) -> _Rows:
     except JSON_ERRORS as e:
         _fail(path, "", f"not a vLLM bench result: {json_problem(e)}")
     top = _Obj(path, "", doc)
+    for key, value in (doc.items() if isinstance(doc, dict) else ()):  # vLLM writes every figure finite (r181)
+        if isinstance(value, float) and not math.isfinite(value):
+            top.fail(key, f"must be a finite number, got {value}")
     if "start_times" not in doc:
         top.fail("start_times", "missing: a result without per-request start times cannot be replayed "
                                 "(save it with --save-detailed from a vLLM that records start_times); "
