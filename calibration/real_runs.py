@@ -702,8 +702,9 @@ def _read_bench(path: Path) -> RealRun:
             _fail(path, "", f"errors[{i}] must be text (the request's error, \"\" where it succeeded), got "
                             f"{error!r:.40}")
     latencies = data.get("latencies")  # 0.33 keeps them: a first token after the request ended contradicts itself
-    if latencies is not None and (not isinstance(latencies, list) or len(latencies) != n):
-        _fail(path, "latencies", f"must be a list with one entry per request ({n})")
+    for key in ("latencies", "queue_times"):  # (r182: queue_times' entries were never read)
+        if data.get(key) is not None and (not isinstance(data[key], list) or len(data[key]) != n):
+            _fail(path, key, f"must be a list with one entry per request ({n})")
     # vLLM 0.19's chat client (no latencies kept) times the server's opening role chunk as the first token: its
     # first gap is the first content token's, ~0 after it
     role_chunk = data.get("backend") == "openai-chat" and latencies is None
@@ -714,6 +715,8 @@ def _read_bench(path: Path) -> RealRun:
         ttft = _entry(path, data, "ttfts", i, minimum=0)
         start = _entry(path, data, "start_times", i)
         latency = None if latencies is None else _entry(path, {"latencies": latencies}, "latencies", i, minimum=0)
+        if data.get("queue_times") is not None:  # 0.33's client queue times: a wrong one is named as any field
+            _entry(path, data, "queue_times", i, minimum=0)
         itl = data["itls"][i]
         if not isinstance(itl, list) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
                                                 and math.isfinite(x) and x >= 0 for x in itl):

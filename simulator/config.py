@@ -576,7 +576,17 @@ def parse_scenario(data: dict | None) -> Scenario:
 def load_scenario_file(path: str | Path) -> dict:
     from servesim.simulator.files import load_yaml, read_settings_text
 
-    data = load_yaml(read_settings_text(path, "scenario"), "scenario", str(path))
+    trace = ConfigError("scenario", f"{path} is a trace, not a scenario (YAML): replay it with --set "
+                                    f"workload.type=trace --set workload.path={path}")
+    named_so = Path(path).suffix.lower() in (".jsonl", ".csv", ".parquet")  # (r182: said as bad YAML, or as a
+    try:  # record's keys unknown settings)
+        data = load_yaml(read_settings_text(path, "scenario"), "scenario", str(path))
+    except ConfigError:
+        if named_so:
+            raise trace from None
+        raise
+    if named_so and not (isinstance(data, dict) and set(map(str, data)) & set(Scenario.model_fields)):
+        raise trace
     if data is None:  # (r150: an emptied file ran the default scenario unsaid, as an empty path did, r143)
         raise ConfigError("scenario", f"{path} holds no settings (empty, or only comments): write {{}} for the "
                                       f"defaults, or give no scenario")
@@ -1182,6 +1192,8 @@ def _parallelism(scenario: Scenario, arch: ModelArchitecture) -> tuple[int, int,
     if e.enable_expert_parallel and arch.is_moe:  # a dense model's: no effect, said (inert_settings)
         ep = tp * dp
         check_experts_divide(arch, ep, e.num_redundant_experts)
+    if e.num_redundant_experts and not arch.is_moe:  # (r182: said to need the flag it was given)
+        raise ConfigError("engine.num_redundant_experts", f"{arch.name} is a dense model: it has no experts to copy")
     if e.num_redundant_experts and ep is None:
         raise ConfigError("engine.num_redundant_experts", "needs enable_expert_parallel (vLLM's EPLB spreads experts "
                                                           "over the expert-parallel GPUs)")
@@ -1286,11 +1298,12 @@ def check_attention_backend(arch: ModelArchitecture, hw: Hardware, kv_cache_dtyp
         raise ConfigError("engine.kv_cache_dtype", f"fp8_e5m2 with {arch.name}'s latent attention: no MLA attention "
                                                    f"backend on an NVIDIA GPU takes it, so vLLM does not start (fp8 "
                                                    f"or fp8_e4m3 does)")
-    triton_only = arch.is_mla or arch.hf_model_type == "gpt_oss"
+    triton_only = arch.is_mla or arch.hf_model_type == "gpt_oss" or arch.dtype == "fp32"  # (r182: float32 too)
     if fp8 and triton_only and cc is not None and cc < 8.9 and not is_0_19:
+        what = "latent attention" if arch.is_mla else "attention sinks" if arch.hf_model_type == "gpt_oss" else \
+            "float32 attention (FlexAttention's takes no fp8 KV cache)"
         raise ConfigError("engine.kv_cache_dtype", f"{kv_cache_dtype} on compute capability {cc:.1f}: of vLLM 0.33's "
-                                                   f"backends only Triton's take {arch.name}'s "
-                                                   f"{'latent attention' if arch.is_mla else 'attention sinks'} "
+                                                   f"backends only Triton's take {arch.name}'s {what} "
                                                    f"there, and it needs SM89 for an fp8 KV cache, so vLLM does not "
                                                    f"start")
     if fp8 and cc is not None and cc < 8.0 and not is_0_19 and hw.platform != "xpu":  # (r181: ran, unsaid)
