@@ -637,7 +637,7 @@ def with_config_file(argv: list[str], version: str = VLLM_VERSION) -> list[str]:
         say_once(said)
     if not model_first and "--model" not in flags and not any(re.match(r"^--model(=.+|$)", a) for a in argv):
         raise ConfigError(where, "no model: vLLM needs it right after `serve` (or as `model:` in the file)")
-    rest = argv[:i] + argv[i + 2:]
+    rest = _without_config(argv)
     first = 1 if model_first else 0
     return rest[:first] + flags + rest[first:]
 
